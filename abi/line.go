@@ -1,0 +1,33 @@
+package abi
+
+import (
+	"bytes"
+	"encoding/json"
+	"syscall"
+	"unicode/utf8"
+)
+
+// CheckLogLine validates one log line without its trailing newline: valid
+// UTF-8, at most MaxLineBytes, and exactly one JSON object (JSON white space
+// around it is allowed, nothing else). It returns an EINVAL *Error saying why.
+func CheckLogLine(line []byte) error {
+	if len(line) > MaxLineBytes {
+		return Errorf(syscall.EINVAL, "", "line of %d bytes is over the %d-byte limit", len(line), MaxLineBytes)
+	}
+	if !utf8.Valid(line) {
+		return Errorf(syscall.EINVAL, "", "line is not valid UTF-8")
+	}
+	if bytes.IndexByte(line, '\n') >= 0 {
+		return Errorf(syscall.EINVAL, "", "line contains a newline")
+	}
+	trimmed := bytes.TrimLeft(line, " \t\r")
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return Errorf(syscall.EINVAL, "", "line is not a JSON object")
+	}
+	// json.Valid accepts exactly one JSON value with surrounding white space,
+	// so "{} {}" and "{}x" are refused.
+	if !json.Valid(line) {
+		return Errorf(syscall.EINVAL, "", "line is not valid JSON")
+	}
+	return nil
+}

@@ -1,0 +1,89 @@
+package abi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+	"unicode/utf8"
+)
+
+var lineCases = []struct {
+	line string
+	ok   bool
+}{
+	{`{}`, true},
+	{`{"role":"user","content":"hi"}`, true},
+	{` {"a":1} `, true},
+	{"{\"a\":1}\r", true},
+	{`{"a":"\u0000"}`, true},
+	{`{"中文":"你好"}`, true},
+	{``, false},
+	{` `, false},
+	{`[]`, false},
+	{`"x"`, false},
+	{`1`, false},
+	{`null`, false},
+	{`{`, false},
+	{`{"a":1}{"b":2}`, false},
+	{`{"a":1} x`, false},
+	{`{"a":1}` + "\n" + `{"b":2}`, false},
+	{"{\"a\":\"\xff\"}", false},
+	{"{\"a\":\"\xed\xa0\x80\"}", false}, // UTF-16 surrogate encoded as UTF-8
+	{`{"a":1,}`, false},
+}
+
+func TestCheckLogLine(t *testing.T) {
+	for _, c := range lineCases {
+		err := CheckLogLine([]byte(c.line))
+		if (err == nil) != c.ok {
+			t.Errorf("CheckLogLine(%q) = %v, want ok=%v", c.line, err, c.ok)
+		}
+		if err != nil && Errno(err) != syscall.EINVAL {
+			t.Errorf("CheckLogLine(%q) errno = %v, want EINVAL", c.line, Errno(err))
+		}
+	}
+}
+
+func TestCheckLogLineSize(t *testing.T) {
+	pad := MaxLineBytes - len(`{"a":""}`)
+	exact := `{"a":"` + strings.Repeat("x", pad) + `"}`
+	if err := CheckLogLine([]byte(exact)); err != nil {
+		t.Fatalf("line of exactly %d bytes refused: %v", len(exact), err)
+	}
+	over := `{"a":"` + strings.Repeat("x", pad+1) + `"}`
+	if err := CheckLogLine([]byte(over)); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("line of %d bytes: %v, want EINVAL", len(over), err)
+	}
+}
+
+// FuzzCheckLogLine checks the validator against the definition it enforces:
+// accepted lines are valid UTF-8, newline-free, within the limit, and decode
+// as exactly one JSON object.
+func FuzzCheckLogLine(f *testing.F) {
+	for _, c := range lineCases {
+		f.Add([]byte(c.line))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		err := CheckLogLine(line)
+		if err != nil {
+			if Errno(err) != syscall.EINVAL {
+				t.Fatalf("errno %v, want EINVAL", Errno(err))
+			}
+			return
+		}
+		if !utf8.Valid(line) || bytes.IndexByte(line, '\n') >= 0 || len(line) > MaxLineBytes {
+			t.Fatalf("accepted %q", line)
+		}
+		var obj map[string]json.RawMessage
+		dec := json.NewDecoder(bytes.NewReader(line))
+		if err := dec.Decode(&obj); err != nil || obj == nil {
+			t.Fatalf("accepted %q that does not decode as an object: %v", line, err)
+		}
+		if dec.More() {
+			t.Fatalf("accepted %q with trailing data", line)
+		}
+	})
+}

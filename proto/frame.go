@@ -1,0 +1,39 @@
+package proto
+
+import (
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// Frame types.
+const (
+	FrameStart      = "start"
+	FrameDelta      = "delta"
+	FrameMessage    = "message"
+	FrameToolCall   = "tool_call"
+	FrameToolResult = "tool_result"
+	FrameUsage      = "usage"
+	FrameError      = "error"
+	FrameDone       = "done"
+	FrameState      = "state"
+	FrameLog        = "log"
+	FrameCancel     = "cancel"
+	FrameStatus     = "status"
+	FramePong       = "pong"
+)
+
+// ErrorFrame is the frame that reports err: {"type":"error","code":"E…","message":"…"}.
+func ErrorFrame(err error) *Object {
+	return NewObject("type", FrameError, "code", abi.ErrnoName(abi.Errno(err)), "message", err.Error())
+}
+
+// FrameErrno returns the errno of an error frame's code, or 0 when f is not
+// an error frame or its code is unknown.
+func FrameErrno(f *Object) syscall.Errno {
+	if f.Str("type") != FrameError {
+		return 0
+	}
+	e, _ := abi.ErrnoFromName(f.Str("code"))
+	return e
+}

@@ -1,0 +1,161 @@
+package proto
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// Field is one member of an Object.
+type Field struct {
+	Key   string
+	Value json.RawMessage
+}
+
+// Object is a JSON object that keeps its members in order, so that the lines
+// ctxfs writes read naturally ("type" first) and so that duplicate keys can
+// be detected (encoding/json silently keeps the last one).
+type Object struct {
+	Fields []Field
+}
+
+// ParseObject decodes exactly one JSON object. Duplicate keys are refused
+// with EINVAL when strict is true; otherwise the last one wins.
+func ParseObject(data []byte, strict bool) (*Object, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return nil, abi.Errorf(syscall.EINVAL, "", "not a JSON object")
+	}
+	o := &Object{}
+	seen := map[string]int{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, abi.Errorf(syscall.EINVAL, "", "bad JSON: %v", err)
+		}
+		key := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, abi.Errorf(syscall.EINVAL, "", "bad JSON: %v", err)
+		}
+		if i, dup := seen[key]; dup {
+			if strict {
+				return nil, abi.Errorf(syscall.EINVAL, "", "duplicate key %q", key)
+			}
+			o.Fields[i].Value = raw
+			continue
+		}
+		seen[key] = len(o.Fields)
+		o.Fields = append(o.Fields, Field{key, raw})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, abi.Errorf(syscall.EINVAL, "", "bad JSON: %v", err)
+	}
+	if _, err := dec.Token(); err == nil {
+		return nil, abi.Errorf(syscall.EINVAL, "", "trailing data after the JSON object")
+	}
+	return o, nil
+}
+
+// NewObject builds an Object from alternating keys and values; values are
+// marshalled with encoding/json.
+func NewObject(kv ...any) *Object {
+	o := &Object{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		o.Set(kv[i].(string), kv[i+1])
+	}
+	return o
+}
+
+// Raw returns the raw value of key, or nil.
+func (o *Object) Raw(key string) json.RawMessage {
+	for _, f := range o.Fields {
+		if f.Key == key {
+			return f.Value
+		}
+	}
+	return nil
+}
+
+// Has reports whether key is present.
+func (o *Object) Has(key string) bool { return o.Raw(key) != nil }
+
+// String returns the string value of key; ok is false when key is missing or
+// not a string.
+func (o *Object) String(key string) (s string, ok bool) {
+	raw := o.Raw(key)
+	if raw == nil || json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// Str is String without ok.
+func (o *Object) Str(key string) string { s, _ := o.String(key); return s }
+
+// Set replaces key's value in place, or appends key at the end.
+func (o *Object) Set(key string, v any) {
+	raw, ok := v.(json.RawMessage)
+	if !ok {
+		var err error
+		raw, err = json.Marshal(v)
+		if err != nil {
+			panic(fmt.Sprintf("proto: marshal %s: %v", key, err))
+		}
+	}
+	for i := range o.Fields {
+		if o.Fields[i].Key == key {
+			o.Fields[i].Value = raw
+			return
+		}
+	}
+	o.Fields = append(o.Fields, Field{key, raw})
+}
+
+// Delete removes key.
+func (o *Object) Delete(key string) {
+	for i := range o.Fields {
+		if o.Fields[i].Key == key {
+			o.Fields = append(o.Fields[:i], o.Fields[i+1:]...)
+			return
+		}
+	}
+}
+
+// Clone returns a copy that shares no field slice with o.
+func (o *Object) Clone() *Object {
+	return &Object{Fields: append([]Field(nil), o.Fields...)}
+}
+
+// MarshalJSON writes the members in order, compactly.
+func (o *Object) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, f := range o.Fields {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(f.Key)
+		b.Write(k)
+		b.WriteByte(':')
+		if err := json.Compact(&b, f.Value); err != nil {
+			return nil, err
+		}
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// Line is the object as one JSON line, newline included.
+func (o *Object) Line() []byte {
+	b, err := o.MarshalJSON()
+	if err != nil {
+		panic(fmt.Sprintf("proto: object with invalid member: %v", err))
+	}
+	return append(b, '\n')
+}

@@ -1,0 +1,145 @@
+package proto
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// Ops.
+const (
+	OpSend   = "send"
+	OpCancel = "cancel"
+	OpStatus = "status"
+	OpResume = "resume"
+	OpPing   = "ping"
+)
+
+// Request is a parsed, well-formed request. Session is "default" when the
+// request named none (SessionGiven tells which), Scope "private" likewise.
+type Request struct {
+	Op           string
+	ID           string // client id (send) or run/client id (cancel)
+	Session      string
+	SessionGiven bool
+	Scope        string
+	ScopeGiven   bool
+	Space        string
+	Cwd          string // "" when not given
+	Input        string
+	After        string // resume: run id, "" when not given
+}
+
+// wireRequest is the JSON shape; pointers tell "missing" from "empty".
+type wireRequest struct {
+	Op      *string `json:"op"`
+	ID      *string `json:"id"`
+	Session *string `json:"session"`
+	Scope   *string `json:"scope"`
+	Space   *string `json:"space"`
+	Cwd     *string `json:"cwd"`
+	Input   *string `json:"input"`
+	After   *string `json:"after"`
+}
+
+// ParseRequest parses and checks one request line (a trailing newline is
+// allowed). Over abi.MaxRequestBytes is EMSGSIZE; anything malformed, an
+// unknown op, a missing required field or an invalid name is EINVAL.
+// Unknown fields are ignored.
+func ParseRequest(line []byte) (*Request, error) {
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	if len(line) > abi.MaxRequestBytes {
+		return nil, abi.Errorf(syscall.EMSGSIZE, "", "request of %d bytes is over the %d-byte limit", len(line), abi.MaxRequestBytes)
+	}
+	if err := abi.CheckLogLine(line); err != nil {
+		return nil, abi.Errorf(syscall.EINVAL, "", "request is not one JSON object on one line")
+	}
+	var w wireRequest
+	if err := json.Unmarshal(line, &w); err != nil {
+		return nil, abi.Errorf(syscall.EINVAL, "", "bad request field: %v", err)
+	}
+	if w.Op == nil {
+		return nil, abi.Errorf(syscall.EINVAL, "", "request has no op")
+	}
+	r := &Request{Op: *w.Op, Session: abi.DefaultSession, Scope: abi.ScopePrivate}
+	if w.Session != nil {
+		r.Session, r.SessionGiven = *w.Session, true
+	}
+	if w.Scope != nil {
+		r.Scope, r.ScopeGiven = *w.Scope, true
+	}
+	r.ID = deref(w.ID)
+	r.Space = deref(w.Space)
+	r.Cwd = deref(w.Cwd)
+	r.After = deref(w.After)
+	if err := r.checkCommon(w); err != nil {
+		return nil, err
+	}
+	switch r.Op {
+	case OpSend:
+		return r, r.checkSend(w)
+	case OpCancel:
+		if r.ID == "" || !(abi.ValidName(r.ID) || abi.IsRunID(r.ID)) {
+			return nil, abi.Errorf(syscall.EINVAL, "", "cancel needs the id of a run or a client")
+		}
+	case OpStatus, OpPing:
+	case OpResume:
+		if w.After != nil && !abi.IsRunID(r.After) {
+			return nil, abi.Errorf(syscall.EINVAL, "", "after %q is not a run id", r.After)
+		}
+	default:
+		return nil, abi.Errorf(syscall.EINVAL, "", "unknown op %q", r.Op)
+	}
+	return r, nil
+}
+
+// checkCommon checks the location fields every op may carry.
+func (r *Request) checkCommon(w wireRequest) error {
+	if err := abi.CheckName("session", r.Session); err != nil {
+		return err
+	}
+	if !abi.ValidScope(r.Scope) {
+		return abi.Errorf(syscall.EINVAL, "", "unknown scope %q", r.Scope)
+	}
+	if r.Scope == abi.ScopeShared {
+		if w.Space == nil {
+			return abi.Errorf(syscall.EINVAL, "", "scope shared needs a space")
+		}
+		if err := abi.CheckName("space", r.Space); err != nil {
+			return err
+		}
+	} else if w.Space != nil {
+		return abi.Errorf(syscall.EINVAL, "", "space goes only with scope shared")
+	}
+	return nil
+}
+
+func (r *Request) checkSend(w wireRequest) error {
+	if w.ID == nil {
+		return abi.Errorf(syscall.EINVAL, "", "send needs a client id")
+	}
+	if err := abi.CheckName("client id", r.ID); err != nil {
+		return err
+	}
+	if w.Input == nil {
+		return abi.Errorf(syscall.EINVAL, "", "send needs an input")
+	}
+	r.Input = *w.Input
+	if strings.IndexByte(r.Input, 0) >= 0 {
+		return abi.Errorf(syscall.EINVAL, "", "input contains NUL")
+	}
+	if w.Cwd != nil {
+		return abi.CheckCwd(r.Cwd)
+	}
+	return nil
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
