@@ -7,5 +7,6 @@ require (
 	github.com/hanwen/go-fuse/v2 v2.12.1 // indirect
 	github.com/rogpeppe/go-internal v1.16.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/term v0.48.0 // indirect
 	golang.org/x/tools v0.26.0 // indirect
 )

@@ -8,12 +8,11 @@
 package session
 
 import (
-	"context"
-	"syscall"
+	"os"
+	"path/filepath"
+	"sync"
 
-	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/index"
-	"github.com/ctxfs/ctxfs/proto"
 )
 
 // Config says where the engine keeps and finds things.
@@ -29,66 +28,97 @@ type Target struct {
 	Owner string // agent name or "provider/model"
 }
 
-var errNotYet = abi.Errorf(syscall.ENOSYS, "", "not implemented yet")
-
-// Begin validates and starts one request. It returns an error (an
-// *abi.Error) when the request is refused, before anything is written;
-// otherwise a Reply whose frames the caller reads with Next until io.EOF.
-// For send, Begin returns once the start frame is recorded durably.
-func (e *Engine) Begin(ctx context.Context, c Caller, t Target, req *proto.Request) (*Reply, error) {
-	return nil, errNotYet
-}
-
-// BeginControl is Begin for a line written to a session's ctl file: the
-// request's session and scope, when present, must name r and its scope.
-func (e *Engine) BeginControl(ctx context.Context, c Caller, r Ref, line []byte) (*Reply, error) {
-	return nil, errNotYet
-}
-
-// EnsureHome creates home/<uid> in the store on first use, owned by uid, 0700.
-func (e *Engine) EnsureHome(uid uint32) error { return errNotYet }
-
-// CreateSession makes a new session directory with the initial layout
-// (mkdir session/<name> through the mount). EEXIST if it exists, EINVAL for a
-// bad name.
-func (e *Engine) CreateSession(c Caller, r Ref) error { return errNotYet }
-
-// AppendLog appends whole lines (each ending in "\n") to messages.jsonl or
-// events.jsonl, as a writer through the mount does. EINVAL (nothing
-// written) when any line is invalid, EIO when the log is unprovable, EPERM
-// for any other file. An assistant message updates latest.md; every append
-// updates updated_at and the index.
-func (e *Engine) AppendLog(c Caller, r Ref, file string, lines []byte) error { return errNotYet }
-
-// DiscardPartialLine records, as an error event with code EINVAL, that a
-// writer closed file with n bytes of an unfinished line, which were dropped.
-func (e *Engine) DiscardPartialLine(c Caller, r Ref, file string, n int) {}
-
-// WriteFile replaces a writable single-value file (state, cwd) or meta.json
-// whole, after validating the new value (a missing final newline is added).
-// EINVAL for an invalid value, EEXIST for a self_id taken, EPERM for a file
-// that is not writable. The old value stays on any error.
-func (e *Engine) WriteFile(c Caller, r Ref, file string, data []byte) error { return errNotYet }
-
-// Index returns the index of a container, loading it on first use.
-func (e *Engine) Index(ct Container) (*index.Index, error) { return nil, errNotYet }
-
-// OnChange registers fn to be told the store-relative path of every file the
-// engine changes. fn is called from the engine's own goroutine, never while
-// the engine holds a lock that a FUSE handler may wait for.
-func (e *Engine) OnChange(fn func(rel string)) {}
-
 // Engine is the session engine of one store.
 type Engine struct {
 	cfg Config
+
+	mu       sync.Mutex
+	sessions map[string]*sess        // by store-relative path, or tempKey for temp sessions
+	indexes  map[string]*index.Index // by container Rel
+	runs     map[string]*run         // every queued or running run, by run id
+	selfMu   sync.Mutex              // serialises self_id claims
+	watchMu  sync.Mutex
+	watchers []func(rel string)
+	stateDir string // <store>/.ctxfs: the server's own bookkeeping (never history)
 }
 
 // Open opens the store (creating it if needed) and closes runs that were
 // active when a previous server died.
-func Open(cfg Config) (*Engine, error) { return &Engine{cfg: cfg}, nil }
+func Open(cfg Config) (*Engine, error) {
+	if err := os.MkdirAll(cfg.Store, 0o755); err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg:      cfg,
+		sessions: map[string]*sess{},
+		indexes:  map[string]*index.Index{},
+		runs:     map[string]*run{},
+		stateDir: filepath.Join(cfg.Store, ".ctxfs"),
+	}
+	for _, d := range []string{e.stateDir, e.runningDir(), filepath.Join(cfg.Store, "home"), filepath.Join(cfg.Store, "shared")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.Chmod(e.stateDir, 0o700); err != nil {
+		return nil, err
+	}
+	e.closeInterrupted()
+	return e, nil
+}
 
-// Close syncs and closes everything.
-func (e *Engine) Close() error { return nil }
+// Close cancels nothing (runs end with the process) but seals and closes
+// every open log and flushes the indexes.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var first error
+	keep := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, s := range e.sessions {
+		keep(s.events.Close())
+		keep(s.msgs.Close())
+	}
+	for _, x := range e.indexes {
+		keep(x.Close())
+	}
+	return first
+}
 
 // Store is the store directory.
 func (e *Engine) Store() string { return e.cfg.Store }
+
+// Root is the mount root.
+func (e *Engine) Root() string { return e.cfg.Root }
+
+// OnChange registers fn to be told the store-relative path of every file the
+// engine changes. fn is called from the engine's own goroutine, never while
+// the engine holds a lock that a FUSE handler may wait for.
+func (e *Engine) OnChange(fn func(rel string)) {
+	e.watchMu.Lock()
+	e.watchers = append(e.watchers, fn)
+	e.watchMu.Unlock()
+}
+
+// changed tells the watchers, asynchronously, that rel changed.
+func (e *Engine) changed(rel ...string) {
+	e.watchMu.Lock()
+	ws := e.watchers
+	e.watchMu.Unlock()
+	if len(ws) == 0 {
+		return
+	}
+	go func() {
+		for _, r := range rel {
+			for _, w := range ws {
+				w(r)
+			}
+		}
+	}()
+}
+
+// path is the store path of a store-relative path.
+func (e *Engine) path(rel string) string { return filepath.Join(e.cfg.Store, rel) }

@@ -1,0 +1,42 @@
+# ctxfs — build, test, benchmark, run.
+GO       ?= go
+BIN      := bin
+ROOT     ?= /ctx
+STORE    ?= /var/lib/ctxfs
+FUZZTIME ?= 5s
+# Each fuzz target: package and name.
+FUZZ     := ./abi:FuzzCheckLogLine ./proto:FuzzParseRequest ./session/sealedlog:FuzzAppend
+
+.PHONY: build test unit fuzz bench run lint clean
+
+build:
+	$(GO) build -o $(BIN)/ctxfs ./cmd/ctxfs
+	$(GO) build -o $(BIN)/ctx ./cmd/ctx
+
+# The test command of the README: lint, every test (FUSE mounts, real
+# processes and uids included), then each fuzz target for a short while.
+test: build lint unit fuzz
+
+unit:
+	$(GO) test -count=1 -timeout 25m ./...
+
+fuzz:
+	@set -e; for t in $(FUZZ); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	done
+
+bench: build
+	$(GO) test -run='^$$' -bench=. -benchtime=2s -timeout 30m ./session/... ./index/... ./integration/...
+
+# The README's first command: mount, make a demo agent, send, show.
+run: build
+	./scripts/demo.sh $(ROOT) $(STORE)
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,235 @@
+// Package server wires the session engine to its transports: the agent and
+// model sockets here, the FUSE mounts in package fs. It decides no rule.
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session"
+)
+
+// Sockets serves one Unix socket per agent and model definition under the
+// root: <root>/agent/<name>.sock and <root>/model/<provider>/<model>.sock.
+// Definitions added while it runs get their socket within a second.
+type Sockets struct {
+	e    *session.Engine
+	root string
+
+	mu        sync.Mutex
+	listeners map[string]net.Listener // by socket path
+	wg        sync.WaitGroup
+	stop      chan struct{}
+}
+
+// ServeSockets starts serving and watching for new definitions.
+func ServeSockets(e *session.Engine, root string) (*Sockets, error) {
+	for _, d := range []string{filepath.Join(root, "agent"), filepath.Join(root, "model")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	s := &Sockets{e: e, root: root, listeners: map[string]net.Listener{}, stop: make(chan struct{})}
+	if err := s.scan(); err != nil {
+		return nil, err
+	}
+	s.wg.Add(1)
+	go s.watch()
+	return s, nil
+}
+
+// Close stops listening and removes the sockets.
+func (s *Sockets) Close() {
+	close(s.stop)
+	s.mu.Lock()
+	for p, l := range s.listeners {
+		l.Close()
+		os.Remove(p)
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+func (s *Sockets) watch() {
+	defer s.wg.Done()
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			if err := s.scan(); err != nil {
+				os.Stderr.WriteString("ctxfs: sockets: " + err.Error() + "\n")
+			}
+		}
+	}
+}
+
+// scan opens a socket for every definition that has none yet.
+func (s *Sockets) scan() error {
+	agents, models, err := agent.List(s.root)
+	if err != nil {
+		return err
+	}
+	var targets []session.Target
+	for _, a := range agents {
+		targets = append(targets, session.Target{Kind: session.KindAgent, Owner: a})
+	}
+	for _, m := range models {
+		targets = append(targets, session.Target{Kind: session.KindModel, Owner: m})
+	}
+	sort.Slice(targets, func(i, j int) bool { return targets[i].Owner < targets[j].Owner })
+	for _, t := range targets {
+		if err := s.listen(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SocketPath is where the socket of a target lives.
+func SocketPath(root string, t session.Target) string {
+	if t.Kind == session.KindModel {
+		return filepath.Join(root, "model", t.Owner+".sock")
+	}
+	return filepath.Join(root, "agent", t.Owner+".sock")
+}
+
+func (s *Sockets) listen(t session.Target) error {
+	p := SocketPath(s.root, t)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.listeners[p]; ok {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	os.Remove(p) // a socket left by a server that died
+	l, err := net.Listen("unix", p)
+	if err != nil {
+		return err
+	}
+	// Anyone may connect: authority comes from the peer credentials.
+	if err := os.Chmod(p, 0o666); err != nil {
+		l.Close()
+		return err
+	}
+	s.listeners[p] = l
+	s.wg.Add(1)
+	go s.accept(l.(*net.UnixListener), t)
+	return nil
+}
+
+func (s *Sockets) accept(l *net.UnixListener, t session.Target) {
+	defer s.wg.Done()
+	for {
+		conn, err := l.AcceptUnix()
+		if err != nil {
+			select {
+			case <-s.stop:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		go serveConn(s.e, conn, t)
+	}
+}
+
+// serveConn answers the one request of a connection.
+func serveConn(e *session.Engine, conn *net.UnixConn, t session.Target) {
+	defer conn.Close()
+	c, err := peerCaller(conn)
+	if err != nil {
+		return
+	}
+	w := bufio.NewWriter(conn)
+	line, err := readRequest(conn)
+	var req *proto.Request
+	if err == nil {
+		req, err = proto.ParseRequest(line)
+	}
+	var reply *session.Reply
+	if err == nil {
+		reply, err = e.Begin(context.Background(), c, t, req)
+	}
+	if err != nil {
+		w.Write(proto.ErrorFrame(err).Line())
+		w.Flush()
+		return
+	}
+	defer reply.Close()
+	// A client that half-closes after its request still reads the reply,
+	// so hang-ups are noticed at the next write, not by reading.
+	for {
+		f, err := reply.Next(context.Background())
+		if err != nil {
+			return
+		}
+		w.Write(f.Line())
+		if w.Flush() != nil {
+			return // the client left; the run goes on without it
+		}
+	}
+}
+
+// readRequest reads one line of at most abi.MaxRequestBytes (EMSGSIZE
+// beyond). A final line without its newline counts as the request.
+func readRequest(r io.Reader) ([]byte, error) {
+	br := bufio.NewReaderSize(r, 64*1024)
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(strings.TrimSuffix(string(line), "\n")) > abi.MaxRequestBytes {
+			return nil, abi.Errorf(syscall.EMSGSIZE, "", "request over %d bytes", abi.MaxRequestBytes)
+		}
+		switch {
+		case err == nil:
+			return line, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(line) > 0:
+			return line, nil
+		default:
+			return nil, abi.Errorf(syscall.EINVAL, "", "no request")
+		}
+	}
+}
+
+// peerCaller is the connecting process's identity from SO_PEERCRED, with
+// its supplementary groups from /proc.
+func peerCaller(conn *net.UnixConn) (session.Caller, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return session.Caller{}, err
+	}
+	var cred *syscall.Ucred
+	var cerr error
+	raw.Control(func(fd uintptr) {
+		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	})
+	if cerr != nil {
+		return session.Caller{}, cerr
+	}
+	return session.Caller{Uid: cred.Uid, Gid: cred.Gid, Pid: int(cred.Pid), Groups: session.ProcGroups(int(cred.Pid))}, nil
+}

@@ -1,0 +1,260 @@
+package session
+
+import (
+	"bytes"
+	"os"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// CreateSession makes a new session directory with the initial layout
+// (mkdir session/<name> through the mount). EEXIST if it exists, EINVAL for
+// a bad name. Its cwd is the agent's default cwd, else "/".
+func (e *Engine) CreateSession(c Caller, r Ref) error {
+	if !abi.ValidSessionName(r.Name) || !r.Container.valid() {
+		return abi.Errorf(syscall.EINVAL, "mkdir", "invalid session name %q", r.Name)
+	}
+	if e.SessionExists(r) {
+		return &abi.Error{Op: "mkdir", Path: r.Name, Errno: syscall.EEXIST}
+	}
+	loc, err := e.locateRef(c, r)
+	if err != nil {
+		return err
+	}
+	cwd := "/"
+	if def, err := e.definition(r.Container); err == nil && def.Cwd != "" {
+		cwd = def.Cwd
+	}
+	if err := e.createDir(r, loc.own, cwd); err != nil {
+		return err
+	}
+	if x, err := e.Index(r.Container); err == nil {
+		x.Add(r.Name)
+	}
+	e.changed(r.Container.Rel())
+	return nil
+}
+
+// AppendLog appends whole lines (each ending in "\n") to messages.jsonl or
+// events.jsonl, as a writer through the mount does. EINVAL (nothing
+// written) when any line is invalid, EIO when the log is unprovable, EPERM
+// for any other file. An assistant message updates latest.md; every append
+// updates updated_at and the index.
+func (e *Engine) AppendLog(c Caller, r Ref, file string, lines []byte) error {
+	s, err := e.lookup(r)
+	if err != nil {
+		return err
+	}
+	var l = s.events
+	switch file {
+	case abi.FileEvents:
+	case abi.FileMessages:
+		l = s.msgs
+	default:
+		return &abi.Error{Op: "append", Path: file, Errno: syscall.EPERM, Msg: "not a log"}
+	}
+	// A session's two logs are one history: damage in either refuses
+	// appends to both, as it refuses sends.
+	if err := s.provable(); err != nil {
+		return err
+	}
+	if _, err := l.Append(lines); err != nil {
+		return err
+	}
+	if file == abi.FileMessages {
+		s.latestFromLines(lines)
+	}
+	s.touch(time.Now(), "")
+	e.changed(r.Rel() + "/" + file)
+	return nil
+}
+
+// latestFromLines updates latest.md from the last assistant message among
+// appended lines.
+func (s *sess) latestFromLines(lines []byte) {
+	var last *proto.Object
+	for _, line := range bytes.Split(bytes.TrimSuffix(lines, []byte("\n")), []byte("\n")) {
+		if o, err := proto.ParseObject(line, false); err == nil && o.Str("role") == "assistant" {
+			last = o
+		}
+	}
+	if last != nil {
+		s.writeLatest(last)
+	}
+}
+
+// DiscardPartialLine records, as an error event with code EINVAL, that a
+// writer closed file with n bytes of an unfinished line, which were dropped:
+// the loss is never silent.
+func (e *Engine) DiscardPartialLine(c Caller, r Ref, file string, n int) {
+	s, err := e.lookup(r)
+	if err != nil {
+		return
+	}
+	ev := proto.NewObject("type", proto.FrameError, "code", abi.ErrnoName(syscall.EINVAL),
+		"message", "partial line discarded: the writer closed the file before its newline",
+		"file", file, "bytes", n, "pid", c.Pid, "uid", c.Uid, "ts", abi.TS(time.Now()))
+	if s.appendEvents(ev) == nil {
+		s.touch(time.Now(), "")
+		e.changed(r.Rel() + "/" + abi.FileEvents)
+	}
+}
+
+// WriteFile replaces a writable single-value file (state, cwd) or meta.json
+// whole, after validating the new value (a missing final newline is added).
+// EINVAL for an invalid value, EEXIST for a self_id taken, EPERM for a file
+// that is not writable. The old value stays on any error.
+func (e *Engine) WriteFile(c Caller, r Ref, file string, data []byte) error {
+	s, err := e.lookup(r)
+	if err != nil {
+		return err
+	}
+	if s.dir == "" {
+		return &abi.Error{Op: "write", Path: file, Errno: syscall.EPERM}
+	}
+	value := string(bytes.TrimSuffix(data, []byte("\n")))
+	switch file {
+	case abi.FileState:
+		if !abi.ValidState(value) {
+			return abi.Errorf(syscall.EINVAL, "write state", "%q is not a state", value)
+		}
+		ev := proto.NewObject("type", proto.FrameState, "state", value, "uid", c.Uid, "pid", c.Pid, "ts", abi.TS(time.Now()))
+		if err := s.provable(); err != nil {
+			return err
+		}
+		if err := s.appendEvents(ev); err != nil {
+			return err
+		}
+		s.writeState(value)
+	case abi.FileCwd:
+		if strings.Contains(value, "\n") {
+			return abi.Errorf(syscall.EINVAL, "write cwd", "one line only")
+		}
+		if err := abi.CheckCwd(value); err != nil {
+			return err
+		}
+		s.fileMu.Lock()
+		s.cwd = value
+		s.writeFileLocked(abi.FileCwd, value+"\n")
+		s.fileMu.Unlock()
+	case abi.FileMeta:
+		return e.writeMeta(s, data)
+	default:
+		return &abi.Error{Op: "write", Path: file, Errno: syscall.EPERM, Msg: "read-only file"}
+	}
+	s.touch(time.Now(), "")
+	return nil
+}
+
+// Mkdir creates a structural directory of the tree through the mount
+// (home/<uid>/agent/<name>, model/<provider>, model/<provider>/<model>.d,
+// shared/<space> by root): the rules of SPEC section 2 decide which names
+// may exist (EPERM otherwise, EINVAL for a bad name). A session directory
+// is CreateSession, not Mkdir. The directory is owned like its home.
+func (e *Engine) Mkdir(c Caller, rel string) error {
+	rel = path.Clean(strings.Trim(rel, "/"))
+	parts := strings.Split(rel, "/")
+	bad := func(errno syscall.Errno, msg string) error {
+		return &abi.Error{Op: "mkdir", Path: rel, Errno: errno, Msg: msg}
+	}
+	if parts[0] == "shared" && len(parts) == 2 {
+		if c.Uid != 0 {
+			return bad(syscall.EPERM, "only root creates shared spaces")
+		}
+		if !abi.ValidName(parts[1]) {
+			return bad(syscall.EINVAL, "invalid space name")
+		}
+		return e.AddSpace(parts[1], -1, 0o770|os.ModeSetgid)
+	}
+	if len(parts) < 4 || (parts[0] != "home" && parts[0] != "shared") {
+		return bad(syscall.EPERM, "not a name the ABI allows here")
+	}
+	own, err := e.homeOwner(c, parts[0]+"/"+parts[1])
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(parts) == 4 && parts[2] == KindAgent:
+		if !abi.ValidName(parts[3]) {
+			return bad(syscall.EINVAL, "invalid agent name")
+		}
+		return e.mkdirNew(own, rel, rel+"/session", rel+"/root")
+	case len(parts) == 4 && parts[2] == KindModel:
+		if !abi.ValidName(parts[3]) {
+			return bad(syscall.EINVAL, "invalid provider name")
+		}
+		return e.mkdirNew(own, rel)
+	case len(parts) == 5 && parts[2] == KindModel && strings.HasSuffix(parts[4], ".d"):
+		if !abi.ValidName(strings.TrimSuffix(parts[4], ".d")) {
+			return bad(syscall.EINVAL, "invalid model name")
+		}
+		return e.mkdirNew(own, rel, rel+"/session")
+	}
+	return bad(syscall.EPERM, "not a name the ABI allows here")
+}
+
+// mkdirNew creates rel (EEXIST if it exists) and then the extra
+// directories that belong inside it.
+func (e *Engine) mkdirNew(own owner, rel string, extra ...string) error {
+	if _, err := os.Lstat(e.path(rel)); err == nil {
+		return &abi.Error{Op: "mkdir", Path: rel, Errno: syscall.EEXIST}
+	}
+	for _, d := range append([]string{rel}, extra...) {
+		if err := own.mkdirAll(e.cfg.Store, e.path(d)); err != nil {
+			return err
+		}
+	}
+	e.changed(path.Dir(rel))
+	return nil
+}
+
+// homeOwner is who owns new directories in a home or space the caller may
+// write to.
+func (e *Engine) homeOwner(c Caller, home string) (owner, error) {
+	if strings.HasPrefix(home, "shared/") {
+		st, err := e.spaceAccess(c, strings.TrimPrefix(home, "shared/"))
+		if err != nil {
+			return owner{}, err
+		}
+		return owner{int(c.Uid), int(st.Gid), 0o770, 0o660}, nil
+	}
+	loc, err := e.locateRef(c, Ref{Container: Container{Home: home}})
+	if err != nil {
+		return owner{}, err
+	}
+	return loc.own, nil
+}
+
+// AddSpace creates the shared space name, owned by root and group gid (-1:
+// root's group) with mode (SPEC section 2; ctxfs space add).
+func (e *Engine) AddSpace(name string, gid int, mode os.FileMode) error {
+	if !abi.ValidName(name) {
+		return abi.Errorf(syscall.EINVAL, "space add", "invalid space name %q", name)
+	}
+	dir := e.path(SharedHome(name))
+	if err := os.Mkdir(dir, mode.Perm()); err != nil {
+		return &abi.Error{Op: "space add", Path: name, Errno: abi.Errno(err)}
+	}
+	if gid < 0 {
+		gid = 0
+	}
+	if err := os.Chown(dir, 0, gid); err != nil && !os.IsPermission(err) {
+		return err
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		return err
+	}
+	e.changed("shared")
+	return syncDir(e.path("shared"))
+}
+
+// NewSpaces returns an engine good only for AddSpace on a store that may be
+// served by another process (ctxfs space add): it opens nothing.
+func NewSpaces(store string) *Engine {
+	return &Engine{cfg: Config{Store: store}}
+}

@@ -1,0 +1,252 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/index"
+	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/sealedlog"
+)
+
+// sealDir holds the seals of a session's logs. Its name starts with a dot:
+// the FUSE projection never shows dot names.
+const sealDir = ".seal"
+
+func sealPath(dir, file string) string { return filepath.Join(dir, sealDir, file) }
+
+// runSlots is the most runs one session runs at once; more wait in a queue.
+var runSlots = runtime.NumCPU() * 4
+
+func (r Ref) key() string {
+	if r.Temp {
+		return "temp:" + r.Home + ":" + r.Kind + ":" + r.Owner + ":" + r.Name
+	}
+	return r.Rel()
+}
+
+func scopeOfHome(home string) string {
+	if strings.HasPrefix(home, "shared/") {
+		return abi.ScopeShared
+	}
+	return abi.ScopePrivate
+}
+
+// lookup returns the loaded session r, loading it from the store if it
+// exists. ENOENT when it does not.
+func (e *Engine) lookup(r Ref) (*sess, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s := e.sessions[r.key()]; s != nil {
+		return s, nil
+	}
+	if r.Temp {
+		return nil, &abi.Error{Errno: syscall.ENOENT, Msg: "no temp session " + r.Name}
+	}
+	s, err := e.loadLocked(r)
+	if err != nil {
+		return nil, err
+	}
+	e.sessions[r.key()] = s
+	return s, nil
+}
+
+// lookupOrCreate is lookup that first creates the session (atomically, with
+// the initial layout) when it does not exist.
+func (e *Engine) lookupOrCreate(r Ref, own owner, cwd string) (*sess, error) {
+	if s, err := e.lookup(r); err == nil || !errors.Is(err, syscall.ENOENT) {
+		return s, err
+	}
+	if r.Temp {
+		return e.createTemp(r, cwd), nil
+	}
+	if err := e.createDir(r, own, cwd); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, err
+	}
+	s, err := e.lookup(r)
+	if err == nil {
+		if x, xerr := e.Index(r.Container); xerr == nil {
+			x.Add(r.Name)
+		}
+		e.changed(r.Container.Rel())
+	}
+	return s, err
+}
+
+func newSess(e *Engine, r Ref) *sess {
+	return &sess{e: e, ref: r, clients: map[string]*clientRecord{}, active: map[string]*run{}, slots: make(chan struct{}, runSlots)}
+}
+
+func (e *Engine) createTemp(r Ref, cwd string) *sess {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s := e.sessions[r.key()]; s != nil {
+		return s
+	}
+	s := newSess(e, r)
+	s.scope, s.cwd = abi.ScopeTemp, cwd
+	s.msgs, s.events = sealedlog.NewMemory(), sealedlog.NewMemory()
+	e.sessions[r.key()] = s
+	return s
+}
+
+// loadLocked reads a session directory: opens and verifies its logs, learns
+// its client ids, and closes runs that a crash interrupted.
+func (e *Engine) loadLocked(r Ref) (*sess, error) {
+	dir := e.path(r.Rel())
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return nil, &abi.Error{Op: "session", Path: r.Name, Errno: abi.Errno(err), Msg: "no such session"}
+	}
+	if !st.IsDir() {
+		return nil, &abi.Error{Op: "session", Path: r.Name, Errno: syscall.ENOTDIR}
+	}
+	s := newSess(e, r)
+	s.dir = dir
+	sys := st.Sys().(*syscall.Stat_t)
+	s.own = owner{int(sys.Uid), int(sys.Gid), st.Mode().Perm(), st.Mode().Perm() &^ 0o111}
+	s.scope = scopeOfHome(r.Home)
+	s.updatedAt = readUnix(filepath.Join(dir, abi.FileUpdatedAt))
+	s.cwd, _ = readValue(filepath.Join(dir, abi.FileCwd))
+	if s.events, err = sealedlog.Open(filepath.Join(dir, abi.FileEvents), sealPath(dir, abi.FileEvents)); err != nil {
+		return nil, err
+	}
+	if s.msgs, err = sealedlog.Open(filepath.Join(dir, abi.FileMessages), sealPath(dir, abi.FileMessages)); err != nil {
+		s.events.Close()
+		return nil, err
+	}
+	if s.provable() != nil {
+		return s, nil // kept for reading and for refusing with EIO
+	}
+	unfinished, err := s.rebuildClients()
+	if err != nil {
+		return nil, err
+	}
+	for _, rec := range unfinished {
+		s.closeInterruptedRun(rec)
+	}
+	return s, nil
+}
+
+// createDir makes the session directory with its initial layout in a
+// hidden temporary directory beside it, then renames it into place with
+// RENAME_NOREPLACE, so that a crash never leaves a half-made session.
+func (e *Engine) createDir(r Ref, own owner, cwd string) error {
+	container := e.path(r.Container.Rel())
+	if err := own.mkdirAll(e.cfg.Store, container); err != nil {
+		return err
+	}
+	if _, err := e.Index(r.Container); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(container, ".new-"+r.Name+"-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if err := e.layout(tmp, own, scopeOfHome(r.Home), cwd); err != nil {
+		return err
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, e.path(r.Rel()), unix.RENAME_NOREPLACE); err != nil {
+		return &abi.Error{Op: "create session", Path: r.Name, Errno: err.(syscall.Errno)}
+	}
+	return syncDir(container)
+}
+
+// layout writes a new session's files into dir (SPEC section 5).
+func (e *Engine) layout(dir string, own owner, scope, cwd string) error {
+	if err := os.Chmod(dir, own.dirMode); err != nil {
+		return err
+	}
+	if err := own.chown(dir); err != nil {
+		return err
+	}
+	for _, d := range []string{abi.DirContext, sealDir} {
+		if err := own.mkdirAll(dir, filepath.Join(dir, d)); err != nil {
+			return err
+		}
+	}
+	for _, f := range []string{abi.FileMessages, abi.FileEvents} {
+		l, err := sealedlog.Create(filepath.Join(dir, f), sealPath(dir, f), own.uid, own.gid)
+		if err != nil {
+			return err
+		}
+		l.Close()
+		// Logs are created 0600; a shared space's are group-writable.
+		for _, p := range []string{filepath.Join(dir, f), sealPath(dir, f)} {
+			if err := os.Chmod(p, own.fileMode); err != nil {
+				return err
+			}
+		}
+	}
+	now := strconv.FormatInt(time.Now().Unix(), 10) + "\n"
+	meta := proto.NewObject("client", "ctx", "scope", scope).Line()
+	for name, v := range map[string]string{
+		abi.FileLatest: "", abi.FileState: abi.StateIdle + "\n", abi.FileCwd: cwd + "\n",
+		abi.FileCreatedAt: now, abi.FileUpdatedAt: now, abi.FileMeta: string(meta),
+	} {
+		if err := own.writeValue(filepath.Join(dir, name), []byte(v)); err != nil {
+			return err
+		}
+	}
+	return syncDir(dir)
+}
+
+// Index returns the index of a container, loading it on first use. The FUSE
+// layer serves index/list from Index.ListBytes and writes current, by-hash
+// and by-uuid through Index.SetCurrent, SetEntry and RemoveEntry.
+func (e *Engine) Index(ct Container) (*index.Index, error) {
+	if !ct.valid() || ct.Home == "" {
+		return nil, abi.Errorf(syscall.EINVAL, "index", "invalid container %+v", ct)
+	}
+	rel := ct.Rel()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if x := e.indexes[rel]; x != nil {
+		return x, nil
+	}
+	dir := e.path(rel)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, &abi.Error{Op: "index", Path: rel, Errno: abi.Errno(err)}
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	x, err := index.Load(dir, int(sys.Uid), int(sys.Gid))
+	if err != nil {
+		return nil, err
+	}
+	e.indexes[rel] = x
+	return x, nil
+}
+
+// SessionExists reports whether r names an existing session directory.
+func (e *Engine) SessionExists(r Ref) bool {
+	if r.Temp {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.sessions[r.key()] != nil
+	}
+	st, err := os.Lstat(e.path(r.Rel()))
+	return err == nil && st.IsDir()
+}
+
+// definition loads the agent or model a container belongs to.
+func (e *Engine) definition(ct Container) (*agent.Definition, error) {
+	def, err := agent.Load(e.cfg.Root, ct.Kind, ct.Owner)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", ct.Kind, ct.Owner, err)
+	}
+	return def, nil
+}

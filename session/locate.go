@@ -1,0 +1,162 @@
+package session
+
+import (
+	"errors"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// location is where a request's session lives and who owns what it creates.
+type location struct {
+	ref   Ref
+	own   owner
+	scope string
+	space string
+}
+
+// locate resolves a request's scope to its session (SPEC section 8, step 2):
+// private → the caller's home, shared → the named space (which must exist
+// and let the caller in), temp → memory only.
+func (e *Engine) locate(c Caller, t Target, req *proto.Request) (*location, error) {
+	ct := Container{Kind: t.Kind, Owner: t.Owner}
+	loc := &location{scope: req.Scope, space: req.Space}
+	switch req.Scope {
+	case abi.ScopePrivate, abi.ScopeTemp:
+		ct.Home = PrivateHome(c.Uid)
+		loc.own = privateOwner(c.Uid, c.Gid)
+		if req.Scope == abi.ScopePrivate {
+			if err := e.EnsureHome(c.Uid); err != nil {
+				return nil, err
+			}
+		}
+	case abi.ScopeShared:
+		ct.Home = SharedHome(req.Space)
+		st, err := e.spaceAccess(c, req.Space)
+		if err != nil {
+			return nil, err
+		}
+		loc.own = owner{int(c.Uid), int(st.Gid), 0o770, 0o660}
+	}
+	loc.ref = Ref{Container: ct, Name: req.Session, Temp: req.Scope == abi.ScopeTemp}
+	return loc, nil
+}
+
+// locateRef is locate for a session named by its path (a control file):
+// the session's home decides the scope and the owner of new files.
+func (e *Engine) locateRef(c Caller, r Ref) (*location, error) {
+	loc := &location{ref: r, scope: scopeOfHome(r.Home)}
+	if loc.scope == abi.ScopeShared {
+		loc.space = strings.TrimPrefix(r.Home, "shared/")
+		st, err := e.spaceAccess(c, loc.space)
+		if err != nil {
+			return nil, err
+		}
+		loc.own = owner{int(c.Uid), int(st.Gid), 0o770, 0o660}
+		return loc, nil
+	}
+	uid, err := strconv.ParseUint(strings.TrimPrefix(r.Home, "home/"), 10, 32)
+	if err != nil {
+		return nil, abi.Errorf(syscall.EINVAL, "", "bad home %q", r.Home)
+	}
+	if c.Uid != 0 && uint32(uid) != c.Uid {
+		return nil, abi.Errorf(syscall.EACCES, "", "another uid's home")
+	}
+	loc.own = privateOwner(uint32(uid), primaryGid(uint32(uid)))
+	return loc, nil
+}
+
+// spaceAccess checks that a shared space exists (ENOENT) and that the caller
+// may read, write and enter it by its owner, group and mode (EACCES).
+func (e *Engine) spaceAccess(c Caller, space string) (*syscall.Stat_t, error) {
+	st, err := os.Stat(e.path(SharedHome(space)))
+	if err != nil {
+		return nil, &abi.Error{Op: "space", Path: space, Errno: abi.Errno(err), Msg: "no such shared space"}
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	if !mayUse(c, sys.Uid, sys.Gid, st.Mode().Perm()) {
+		return nil, &abi.Error{Op: "space", Path: space, Errno: syscall.EACCES, Msg: "no access to shared space"}
+	}
+	return sys, nil
+}
+
+// mayUse is the kernel's rwx check for a directory: the owner's bits for
+// its owner, the group's for its members, the others' for everyone else.
+func mayUse(c Caller, uid, gid uint32, mode os.FileMode) bool {
+	const rwx = 7
+	switch {
+	case c.Uid == 0:
+		return true
+	case c.Uid == uid:
+		return (mode>>6)&rwx == rwx
+	case c.Gid == gid || hasGroup(c.Groups, gid):
+		return (mode>>3)&rwx == rwx
+	}
+	return mode&rwx == rwx
+}
+
+func hasGroup(groups []uint32, g uint32) bool {
+	for _, x := range groups {
+		if x == g {
+			return true
+		}
+	}
+	return false
+}
+
+// EnsureHome creates home/<uid> in the store on first use, owned by uid, 0700.
+func (e *Engine) EnsureHome(uid uint32) error {
+	dir := e.path(PrivateHome(uid))
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	own := privateOwner(uid, primaryGid(uid))
+	err := own.mkdirAll(e.cfg.Store, dir)
+	if err == nil {
+		err = syncDir(filepath.Dir(dir))
+	}
+	return err
+}
+
+// primaryGid is uid's primary group from the user database, or uid itself
+// for a uid the database does not know.
+func primaryGid(uid uint32) uint32 {
+	u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
+	if err == nil {
+		if g, err := strconv.ParseUint(u.Gid, 10, 32); err == nil {
+			return uint32(g)
+		}
+	}
+	return uid
+}
+
+// ProcGroups reads the supplementary groups of a process from /proc, for
+// transports whose kernel report carries none (SO_PEERCRED, FUSE).
+func ProcGroups(pid int) []uint32 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return nil
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, "Groups:")
+		if !ok {
+			continue
+		}
+		var gs []uint32
+		for _, f := range strings.Fields(rest) {
+			if g, err := strconv.ParseUint(f, 10, 32); err == nil {
+				gs = append(gs, uint32(g))
+			}
+		}
+		return gs
+	}
+	return nil
+}
+
+var errNoSession = errors.New("no such session")

@@ -1,0 +1,144 @@
+package session
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// writeMeta replaces meta.json (SPEC sections 5 and 14): one JSON object
+// without duplicate keys; scope present and unchanged; model, when set, is
+// "provider/model" (or "" for automatic); self_id is stored lowercase, at
+// most 32 of [a-z0-9_-], and unique among the sessions of one home or
+// space (EEXIST).
+func (e *Engine) writeMeta(s *sess, data []byte) error {
+	obj, err := proto.ParseObject(data, true)
+	if err != nil {
+		return &abi.Error{Op: "write meta.json", Errno: syscall.EINVAL, Msg: err.Error()}
+	}
+	if scope, ok := obj.String("scope"); !ok || scope != s.scope {
+		return abi.Errorf(syscall.EINVAL, "write meta.json", "scope must stay %q", s.scope)
+	}
+	if raw := obj.Raw("model"); raw != nil {
+		m, ok := obj.String("model")
+		if !ok || (m != "" && !abi.ValidModelName(m)) {
+			return abi.Errorf(syscall.EINVAL, "write meta.json", "model must be \"provider/model\"")
+		}
+	}
+	for _, k := range []string{"name", "rule", "reasoning", "client"} {
+		if raw := obj.Raw(k); raw != nil {
+			if _, ok := obj.String(k); !ok {
+				return abi.Errorf(syscall.EINVAL, "write meta.json", "%s must be a string", k)
+			}
+		}
+	}
+	selfID := ""
+	if raw := obj.Raw("self_id"); raw != nil {
+		v, ok := obj.String("self_id")
+		if !ok || !validSelfID(strings.ToLower(v)) {
+			return abi.Errorf(syscall.EINVAL, "write meta.json", "self_id must be at most 32 of [a-z0-9_-]")
+		}
+		selfID = strings.ToLower(v)
+		obj.Set("self_id", selfID)
+	}
+	// Stored as written (plus a final newline), unless self_id had to be
+	// lowered: then the object is re-encoded, its keys in order.
+	out := append(bytesTrimNL(data), '\n')
+	if selfID != "" {
+		out = obj.Line()
+	}
+	s.e.selfMu.Lock()
+	defer s.e.selfMu.Unlock()
+	if selfID != "" {
+		if err := s.e.claimSelfID(s, selfID); err != nil {
+			return err
+		}
+	}
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	if err := s.own.writeValue(filepath.Join(s.dir, abi.FileMeta), out); err != nil {
+		return err
+	}
+	s.e.changed(s.ref.Rel() + "/" + abi.FileMeta)
+	return nil
+}
+
+func bytesTrimNL(b []byte) []byte {
+	for len(b) > 0 && b[len(b)-1] == '\n' {
+		b = b[:len(b)-1]
+	}
+	return append([]byte(nil), b...)
+}
+
+func validSelfID(s string) bool {
+	if len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// selfIDDir is the derived index of self_ids in one home or space: one file
+// per self_id naming the session (store-relative) that holds it. It is
+// checked against the session's meta.json on every use, so a stale entry
+// (a session archived, or its self_id changed) never blocks anyone, and it
+// is rebuilt by scanning when missing.
+func (e *Engine) selfIDDir(home string) string { return e.path(filepath.Join(home, ".self_id")) }
+
+// claimSelfID makes s the holder of id, or returns EEXIST when another
+// session of the same home or space holds it. Caller holds e.selfMu.
+func (e *Engine) claimSelfID(s *sess, id string) error {
+	dir := e.selfIDDir(s.ref.Home)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := e.rebuildSelfIDs(s.ref.Home, dir); err != nil {
+			return err
+		}
+	}
+	entry := filepath.Join(dir, id)
+	if holder, err := readValue(entry); err == nil && holder != s.ref.Rel() && e.holdsSelfID(holder, id) {
+		return abi.Errorf(syscall.EEXIST, "write meta.json", "self_id %q is taken by %s", id, filepath.Base(holder))
+	}
+	return owner{0, 0, 0o700, 0o600}.writeValue(entry, []byte(s.ref.Rel()+"\n"))
+}
+
+// holdsSelfID reports whether the session at rel has self_id id now.
+func (e *Engine) holdsSelfID(rel, id string) bool {
+	b, err := os.ReadFile(filepath.Join(e.path(rel), abi.FileMeta))
+	if err != nil {
+		return false
+	}
+	obj, err := proto.ParseObject(b, false)
+	return err == nil && obj.Str("self_id") == id
+}
+
+// rebuildSelfIDs scans every session of a home or space for self_ids.
+func (e *Engine) rebuildSelfIDs(home, dir string) error {
+	tmp := dir + ".rebuild"
+	os.RemoveAll(tmp)
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return err
+	}
+	metas, _ := filepath.Glob(e.path(filepath.Join(home, "agent", "*", "session", "*", abi.FileMeta)))
+	models, _ := filepath.Glob(e.path(filepath.Join(home, "model", "*", "*.d", "session", "*", abi.FileMeta)))
+	for _, m := range append(metas, models...) {
+		b, err := os.ReadFile(m)
+		if err != nil {
+			continue
+		}
+		if obj, err := proto.ParseObject(b, false); err == nil && obj.Str("self_id") != "" {
+			rel, _ := filepath.Rel(e.cfg.Store, filepath.Dir(m))
+			os.WriteFile(filepath.Join(tmp, obj.Str("self_id")), []byte(rel+"\n"), 0o600)
+		}
+	}
+	return os.Rename(tmp, dir)
+}

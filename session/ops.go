@@ -1,0 +1,158 @@
+package session
+
+import (
+	"errors"
+	"syscall"
+	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// cancel stops one run, named by its run id or its client id (SPEC 7, 10).
+// A run that is not running here is reported stale, and the attempt is
+// recorded as an event in the request's session when that session exists.
+func (e *Engine) cancel(c Caller, loc *location, req *proto.Request) (*Reply, error) {
+	rn := e.findRun(c, loc, req.ID)
+	if rn != nil {
+		rn.cancelRun()
+		return newReply([]*proto.Object{proto.NewObject("type", proto.FrameCancel, "run", rn.id, "cancelled", true)}), nil
+	}
+	runID := req.ID
+	s, err := e.lookup(loc.ref)
+	if err == nil {
+		s.mu.Lock()
+		if rec := s.clients[req.ID]; rec != nil && rec.run != "" {
+			runID = rec.run
+		}
+		s.mu.Unlock()
+		if s.provable() == nil {
+			ev := proto.NewObject("type", proto.FrameCancel, "run", runID, "cancelled", false, "stale", true,
+				"requested_id", req.ID, "uid", c.Uid, "pid", c.Pid, "ts", abi.TS(time.Now()))
+			if err := s.appendEvents(ev); err != nil {
+				return nil, err
+			}
+			s.touch(time.Now(), "")
+		}
+	} else if !errors.Is(err, syscall.ENOENT) {
+		return nil, err
+	}
+	return newReply([]*proto.Object{proto.NewObject("type", proto.FrameCancel, "run", runID, "cancelled", false, "stale", true)}), nil
+}
+
+// findRun finds a queued or running run the caller may cancel: by run id
+// anywhere the caller's request could reach, by client id in the request's
+// session.
+func (e *Engine) findRun(c Caller, loc *location, id string) *run {
+	if abi.IsRunID(id) {
+		e.mu.Lock()
+		rn := e.runs[id]
+		e.mu.Unlock()
+		if rn != nil && rn.s.ref.Container == loc.ref.Container && rn.s.ref.Temp == loc.ref.Temp {
+			return rn
+		}
+		return nil
+	}
+	s, err := e.lookup(loc.ref)
+	if err != nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rec := s.clients[id]; rec != nil {
+		return s.active[rec.run]
+	}
+	return nil
+}
+
+// status reports a session's state, its queued and running runs, and
+// updated_at. A missing session is idle.
+func (e *Engine) status(loc *location) (*Reply, error) {
+	st := proto.NewObject("type", proto.FrameStatus, "session", loc.ref.Name, "state", abi.StateIdle)
+	runs := []*proto.Object{}
+	var updated int64
+	if s, err := e.lookup(loc.ref); err == nil {
+		st.Set("state", s.currentState())
+		s.mu.Lock()
+		active := make([]*run, 0, len(s.active))
+		for _, rn := range s.active {
+			active = append(active, rn)
+		}
+		s.mu.Unlock()
+		for _, rn := range active {
+			runs = append(runs, proto.NewObject("run", rn.id, "phase", rn.phaseNow()))
+		}
+		s.fileMu.Lock()
+		updated = s.updatedAt
+		s.fileMu.Unlock()
+	} else if !errors.Is(err, syscall.ENOENT) {
+		return nil, err
+	}
+	st.Set("runs", runs)
+	st.Set("updated_at", updated)
+	return newReply([]*proto.Object{st}), nil
+}
+
+// currentState is the state file's value (temp sessions: derived from
+// their runs).
+func (s *sess) currentState() string {
+	if s.dir != "" {
+		if v, err := readValue(s.dir + "/" + abi.FileState); err == nil {
+			return v
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.active) > 0 {
+		return abi.StateActive
+	}
+	return abi.StateIdle
+}
+
+// resume answers with the recorded events after the last line of run
+// `after` (all of them without after), then the live frames of the runs
+// active now, then the end.
+func (e *Engine) resume(loc *location, req *proto.Request) (*Reply, error) {
+	s, err := e.lookup(loc.ref)
+	if err != nil {
+		return nil, err
+	}
+	// A run records a frame and pushes it to its stream under its own lock,
+	// so holding every active run's lock while the stream positions are
+	// taken and the log is read means no frame is both read and followed,
+	// and none is missed.
+	s.mu.Lock()
+	active := make([]*run, 0, len(s.active))
+	for _, rn := range s.active {
+		active = append(active, rn)
+	}
+	s.mu.Unlock()
+	var follows []follow
+	for _, rn := range active { // never rn.mu inside s.mu: endRun nests the other way
+		rn.mu.Lock()
+		defer rn.mu.Unlock()
+		follows = append(follows, follow{rn.stream, rn.stream.len()})
+	}
+	var lines []*proto.Object
+	cut := -1
+	err = scanLines(s.events, func(line []byte) {
+		o, perr := proto.ParseObject(line, false)
+		if perr != nil {
+			return
+		}
+		if req.After != "" && o.Str("run") == req.After {
+			cut = len(lines)
+		}
+		lines = append(lines, o)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if req.After != "" {
+		if cut < 0 {
+			return nil, abi.Errorf(syscall.ENOENT, "resume", "no run %s in session %s", req.After, loc.ref.Name)
+		}
+		lines = lines[cut+1:]
+	}
+	return newReply(lines, follows...), nil
+}

@@ -1,0 +1,192 @@
+package session
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// sleeper is an agent whose program writes one line and sleeps.
+const sleeper = "#!/bin/sh\necho working\nexec sleep 60\n"
+
+func (env *testEnv) begin(c Caller, t Target, line string) *Reply {
+	env.t.Helper()
+	req, err := proto.ParseRequest([]byte(line))
+	must(env.t, err)
+	r, err := env.e.Begin(context.Background(), c, t, req)
+	must(env.t, err)
+	env.t.Cleanup(r.Close)
+	return r
+}
+
+func next(t *testing.T, r *Reply) *proto.Object {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	f, err := r.Next(ctx)
+	must(t, err)
+	return f
+}
+
+func TestCancelRunningAndStale(t *testing.T) {
+	env := newEnv(t)
+	env.define("slow", map[string]string{"program": sleeper, "abi": "text"})
+	slow := Target{Kind: KindAgent, Owner: "slow"}
+	r := env.begin(root0, slow, `{"op":"send","id":"c1","input":"go"}`)
+	start := next(t, r)
+	run := start.Str("run")
+	for f := next(t, r); f.Str("type") != "delta"; f = next(t, r) {
+	}
+	st := env.send(root0, slow, `{"op":"status"}`)
+	if !strings.Contains(string(st[0].Line()), `"phase":"running"`) || st[0].Str("state") != "active" {
+		t.Fatalf("status while running: %s", st[0].Line())
+	}
+	got := env.send(root0, slow, `{"op":"cancel","id":"`+run+`"}`)
+	if string(got[0].Line()) != `{"type":"cancel","run":"`+run+`","cancelled":true}`+"\n" {
+		t.Fatalf("cancel reply %s", got[0].Line())
+	}
+	frames, err := drain(r)
+	must(t, err)
+	last := frames[len(frames)-1]
+	if last.Str("type") != "done" || last.Str("status") != "cancelled" {
+		t.Fatalf("last frame %s", last.Line())
+	}
+	dir := env.sessDir("home/0", "slow", "default")
+	if s := readFile(t, filepath.Join(dir, "state")); s != "cancelled\n" {
+		t.Fatalf("state %q", s)
+	}
+	// Cancelling it again, by run id or client id, is stale and recorded.
+	for _, id := range []string{run, "c1"} {
+		got = env.send(root0, slow, `{"op":"cancel","id":"`+id+`"}`)
+		want := `{"type":"cancel","run":"` + run + `","cancelled":false,"stale":true}` + "\n"
+		if string(got[0].Line()) != want {
+			t.Fatalf("stale cancel of %s: %s", id, got[0].Line())
+		}
+	}
+	if n := strings.Count(readFile(t, filepath.Join(dir, "events.jsonl")), `"stale":true`); n != 2 {
+		t.Fatalf("%d stale cancel events recorded, want 2", n)
+	}
+}
+
+func TestQueuedRunsAreVisibleAndCancellable(t *testing.T) {
+	env := newEnv(t)
+	env.define("slow", map[string]string{"program": sleeper, "abi": "text"})
+	slow := Target{Kind: KindAgent, Owner: "slow"}
+	var replies []*Reply
+	for i := 0; i < runSlots+1; i++ {
+		replies = append(replies, env.begin(root0, slow, `{"op":"send","id":"c`+itoa(uint32(i))+`","input":"go"}`))
+	}
+	queued := next(t, replies[runSlots]).Str("run")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := env.send(root0, slow, `{"op":"status"}`)
+		line := string(st[0].Line())
+		if strings.Count(line, `"phase":"running"`) == runSlots && strings.Contains(line, `{"run":"`+queued+`","phase":"queued"}`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status never showed %d running and one queued: %s", runSlots, line)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	env.send(root0, slow, `{"op":"cancel","id":"`+queued+`"}`)
+	frames, _ := drain(replies[runSlots])
+	if l := frames[len(frames)-1]; l.Str("status") != "cancelled" {
+		t.Fatalf("queued run ended %s", l.Line())
+	}
+	for _, r := range replies[:runSlots] {
+		run := next(t, r).Str("run")
+		env.send(root0, slow, `{"op":"cancel","id":"`+run+`"}`)
+	}
+}
+
+func TestResume(t *testing.T) {
+	env := newEnv(t)
+	a := env.send(root0, coder(), `{"op":"send","id":"a","input":"one"}`)
+	b := env.send(root0, coder(), `{"op":"send","id":"b","input":"two"}`)
+	all := env.send(root0, coder(), `{"op":"resume"}`)
+	if len(all) != 12 {
+		t.Fatalf("resume without after: %d frames (%s)", len(all), types(all))
+	}
+	after := env.send(root0, coder(), `{"op":"resume","after":"`+a[0].Str("run")+`"}`)
+	if types(after) != "start,state,message,usage,done,state" || after[0].Str("run") != b[0].Str("run") {
+		t.Fatalf("resume after a: %s", types(after))
+	}
+	_, err := env.do(root0, coder(), `{"op":"resume","after":"ctx-00000000000000000000000000000000"}`)
+	wantErrno(t, "resume after an unknown run", err, syscall.ENOENT)
+}
+
+func TestInterruptedRunIsClosedAtStart(t *testing.T) {
+	env := newEnv(t)
+	env.send(root0, coder(), `{"op":"send","id":"a","input":"one"}`)
+	dir := env.sessDir("home/0", "coder", "default")
+	ref := Ref{Container: Container{Home: "home/0", Kind: KindAgent, Owner: "coder"}, Name: "default"}
+	// What a crash mid-run leaves: a start without done, and a marker.
+	run, _ := abi.NewRunID()
+	start := proto.NewObject("type", "start", "id", run, "run", run, "client_id", "b", "session", "default", "scope", "private", "cwd", "/", "ts", abi.TS(time.Now()))
+	must(t, env.e.AppendLog(root0, ref, "events.jsonl", start.Line()))
+	must(t, os.WriteFile(filepath.Join(env.store, ".ctxfs/running", run), []byte(ref.Rel()+"\n"), 0o600))
+	env.e.Close()
+	env.open()
+	events := readFile(t, filepath.Join(dir, "events.jsonl"))
+	if !strings.Contains(events, `{"type":"error","run":"`+run+`","code":"EINTR"`) || !strings.Contains(events, `{"type":"done","run":"`+run+`","status":"error"`) {
+		t.Fatalf("interrupted run not closed:\n%s", events)
+	}
+	if s := readFile(t, filepath.Join(dir, "state")); s != "error\n" {
+		t.Fatalf("state %q", s)
+	}
+	if _, err := os.Stat(filepath.Join(env.store, ".ctxfs/running", run)); !os.IsNotExist(err) {
+		t.Fatalf("marker left: %v", err)
+	}
+}
+
+// Concurrent sends to one session: every run recorded once, lines never
+// interleaved, and one client id raced by many senders runs once.
+func TestConcurrentSends(t *testing.T) {
+	env := newEnv(t)
+	var wg sync.WaitGroup
+	runs := make(chan string, 64)
+	for i := 0; i < 16; i++ {
+		wg.Add(2)
+		go func(i int) {
+			defer wg.Done()
+			f, err := env.do(root0, coder(), `{"op":"send","id":"c`+itoa(uint32(i))+`","input":"hi"}`)
+			if err == nil {
+				runs <- f[0].Str("run")
+			}
+		}(i)
+		go func() {
+			defer wg.Done()
+			f, err := env.do(root0, coder(), `{"op":"send","id":"same","input":"hi"}`)
+			if err == nil {
+				runs <- f[0].Str("run")
+			}
+		}()
+	}
+	wg.Wait()
+	close(runs)
+	seen := map[string]int{}
+	for r := range runs {
+		seen[r]++
+	}
+	if len(seen) != 17 {
+		t.Fatalf("%d distinct runs, want 17", len(seen))
+	}
+	events := readFile(t, filepath.Join(env.sessDir("home/0", "coder", "default"), "events.jsonl"))
+	if n := strings.Count(events, `"type":"start"`); n != 17 {
+		t.Fatalf("%d start events, want 17", n)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(events), "\n") {
+		if abi.CheckLogLine([]byte(line)) != nil {
+			t.Fatalf("bad line %q", line)
+		}
+	}
+}

@@ -1,0 +1,167 @@
+package sealedlog
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// crashPoint is the state of both files at the instant a crash would leave
+// them: taken by the afterSeal hook, right after the intent record is synced
+// and before any byte of the batch is written, then completed by hand with
+// the part of the batch that reached the disk.
+type crashPoint struct {
+	committed, batch []byte // log content acknowledged before, and the batch in flight
+	seal             []byte
+}
+
+// captureCrash runs a real append of batch on top of committed content and
+// snapshots the files at the seal/data boundary.
+func captureCrash(t *testing.T, batch []byte) crashPoint {
+	l, p, s := mustCreate(t)
+	mustAppend(t, l, append(line(0), line(1)...))
+	var cp crashPoint
+	l.afterSeal = func() {
+		cp = crashPoint{committed: readFile(t, p), batch: batch, seal: readFile(t, s)}
+	}
+	mustAppend(t, l, batch)
+	return cp
+}
+
+// materialize writes the crash state with k bytes of the batch on disk.
+func (cp crashPoint) materialize(t *testing.T, k int) (string, string) {
+	p, s := paths(t)
+	content := append(append([]byte{}, cp.committed...), cp.batch[:k]...)
+	if err := os.WriteFile(p, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s, cp.seal, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p, s
+}
+
+// TestCrashStates: after a crash at the seal/data boundary with none, some
+// or all of the batch on disk, Verify says what fsck should say, Open
+// recovers (cutting unacknowledged bytes, keeping a complete batch), and
+// the recovered log takes appends and verifies.
+func TestCrashStates(t *testing.T) {
+	batch := append(line(2), line(3)...)
+	cp := captureCrash(t, batch)
+	P := len(cp.committed)
+	for _, k := range []int{0, 1, len(line(2)), len(line(2)) + 3, len(batch) - 1, len(batch)} {
+		t.Run(fmt.Sprintf("%d of %d bytes", k, len(batch)), func(t *testing.T) {
+			p, s := cp.materialize(t, k)
+			ps := Verify(p, s)
+			switch {
+			case k == 0 || k == len(batch):
+				if len(ps) != 0 {
+					t.Fatalf("verify: %s", whats(ps))
+				}
+			default:
+				want := fmt.Sprintf("torn final append: %d bytes past the last sealed length %d", k, P)
+				if len(ps) != 1 || !ps[0].Repairable || ps[0].What != want {
+					t.Fatalf("verify: %s, want %q", whats(ps), want)
+				}
+			}
+			l, err := Open(p, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := cp.committed
+			if k == len(batch) {
+				want = append(append([]byte{}, cp.committed...), batch...)
+			}
+			if err := l.Check(); err != nil || !bytes.Equal(readFile(t, p), want) || l.Size() != int64(len(want)) {
+				t.Fatalf("after open: check %v, size %d, file %q", err, l.Size(), readFile(t, p))
+			}
+			mustAppend(t, l, line(4))
+			l.Close()
+			if ps := Verify(p, s); len(ps) != 0 {
+				t.Fatalf("verify after recovery: %s", whats(ps))
+			}
+		})
+	}
+}
+
+// TestRepairTornAppend: Repair cuts exactly the torn bytes and reseals;
+// a second Repair has nothing to do.
+func TestRepairTornAppend(t *testing.T) {
+	batch := append(line(2), line(3)...)
+	cp := captureCrash(t, batch)
+	k := len(line(2)) + 7
+	p, s := cp.materialize(t, k)
+	msg, err := Repair(p, s)
+	if err != nil || msg != fmt.Sprintf("cut %d bytes of a torn final append", k) {
+		t.Fatalf("repair: %q %v", msg, err)
+	}
+	if !bytes.Equal(readFile(t, p), cp.committed) {
+		t.Fatal("repair cut the wrong bytes")
+	}
+	if ps := Verify(p, s); len(ps) != 0 {
+		t.Fatalf("verify after repair: %s", whats(ps))
+	}
+	if msg, err := Repair(p, s); err != nil || msg != "nothing to repair" {
+		t.Fatalf("second repair: %q %v", msg, err)
+	}
+}
+
+// TestCrashLaterStates covers the other instants a crash can hit.
+func TestCrashLaterStates(t *testing.T) {
+	batch := line(2)
+	cp := captureCrash(t, batch)
+
+	// A torn seal write: the intent slot is half new, half old. The CRC
+	// rejects it and the older record still vouches for the log.
+	t.Run("torn intent slot", func(t *testing.T) {
+		p, s := cp.materialize(t, 0)
+		seal := readFile(t, s)
+		copy(seal[slotSize*int(latestSeq(t, seal)%2)+100:], bytes.Repeat([]byte{0xAA}, 200))
+		os.WriteFile(s, seal, 0o600)
+		if ps := Verify(p, s); len(ps) != 0 {
+			t.Fatalf("verify: %s", whats(ps))
+		}
+	})
+
+	// Open cut the torn bytes but crashed before resealing: the same intent
+	// with no byte of its batch, which is consistent.
+	t.Run("crash inside recovery", func(t *testing.T) {
+		p, s := cp.materialize(t, 5)
+		os.Truncate(p, int64(len(cp.committed)))
+		if ps := Verify(p, s); len(ps) != 0 {
+			t.Fatalf("verify: %s", whats(ps))
+		}
+	})
+
+	// A committed record is never treated as a crash: bytes missing under
+	// it are damaged history, even if the record before would match.
+	t.Run("cut under a committed record", func(t *testing.T) {
+		p, s := cp.materialize(t, len(batch))
+		l, err := Open(p, s) // seals the complete batch as committed
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+		os.Truncate(p, int64(len(cp.committed)+3))
+		ps := Verify(p, s)
+		if len(ps) == 0 || ps[0].Repairable || !strings.Contains(ps[0].What, "does not match seal") {
+			t.Fatalf("verify: %s", whats(ps))
+		}
+		_, err = Repair(p, s)
+		wantErr(t, err, syscall.EIO, "does not match seal")
+	})
+}
+
+func latestSeq(t *testing.T, seal []byte) uint64 {
+	f, _ := os.CreateTemp(t.TempDir(), "seal")
+	defer f.Close()
+	f.Write(seal)
+	st, err := readSeal(f)
+	if err != nil || st.latest == nil {
+		t.Fatalf("seal unreadable: %v", err)
+	}
+	return st.latest.seq
+}

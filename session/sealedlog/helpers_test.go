@@ -1,0 +1,98 @@
+package sealedlog
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// paths returns a fresh log and seal path in their own temp directory.
+func paths(t testing.TB) (string, string) {
+	dir := t.TempDir()
+	return filepath.Join(dir, "messages.jsonl"), filepath.Join(dir, "messages.seal")
+}
+
+func mustCreate(t testing.TB) (*Log, string, string) {
+	t.Helper()
+	p, s := paths(t)
+	l, err := Create(p, s, -1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l, p, s
+}
+
+func line(i int) []byte {
+	return []byte(fmt.Sprintf(`{"role":"user","n":%d,"content":"hello %d"}`+"\n", i, i))
+}
+
+func mustAppend(t testing.TB, l *Log, data []byte) int64 {
+	t.Helper()
+	off, err := l.Append(data)
+	if err != nil {
+		t.Fatalf("append %q: %v", data, err)
+	}
+	return off
+}
+
+func readFile(t testing.TB, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// files is a snapshot of both files, to prove that nothing was written.
+type files struct{ log, seal []byte }
+
+func snap(t testing.TB, p, s string) files { return files{readFile(t, p), readFile(t, s)} }
+
+func (f files) same(g files) bool { return bytes.Equal(f.log, g.log) && bytes.Equal(f.seal, g.seal) }
+
+// wantErr checks that err is an *abi.Error with errno and, if given, words.
+func wantErr(t testing.TB, err error, errno syscall.Errno, words string) {
+	t.Helper()
+	var ae *abi.Error
+	if !errors.As(err, &ae) {
+		t.Fatalf("error %v (%T) is not an *abi.Error", err, err)
+	}
+	if ae.Errno != errno {
+		t.Fatalf("error %v: errno %v, want %v", err, abi.ErrnoName(ae.Errno), abi.ErrnoName(errno))
+	}
+	if !strings.Contains(err.Error(), words) {
+		t.Fatalf("error %q does not say %q", err, words)
+	}
+}
+
+// readAll reads a Log's committed content through ReadAt.
+func readAll(t testing.TB, l *Log) []byte {
+	t.Helper()
+	b := make([]byte, l.Size()+10)
+	n, err := l.ReadAt(b, 0)
+	if n != int(l.Size()) || (err != nil && err.Error() != "EOF") {
+		t.Fatalf("ReadAt: %d of %d, %v", n, l.Size(), err)
+	}
+	return b[:n]
+}
+
+func whats(ps []Problem) string {
+	var w []string
+	for _, p := range ps {
+		w = append(w, fmt.Sprintf("%s: %s (repairable %v)", filepath.Base(p.Path), p.What, p.Repairable))
+	}
+	return strings.Join(w, "\n")
+}
+
+func newHash() hash.Hash { return sha256.New() }

@@ -1,0 +1,337 @@
+// Package sealedlog owns one append-only JSONL log of a session
+// (messages.jsonl or events.jsonl) and its seal, the side file that proves
+// the log's history: the exact length and the SHA-256 of everything ever
+// acknowledged, persisted crash-safely in two alternating slots.
+//
+// It validates every appended line, appends and syncs in one place
+// (Log.Append, with group commit), and verifies in one place (examine, used
+// by Open, Verify and Repair). It never rewrites history: the only bytes it
+// ever removes are those of an append that a crash or an I/O error
+// interrupted before it was acknowledged. A log that does not match its seal
+// is unprovable, and a Log refuses to append to it (EIO).
+//
+// Durability, in order, for one batch at committed length L:
+//
+//  1. seal: intent record {length L+N, uncommitted} in the other slot; fdatasync.
+//  2. log: pwrite the batch at L; fdatasync. Callers are acknowledged here.
+//  3. seal (at Close, or the next batch's intent): a later record vouching for L+N.
+//
+// A crash between 1 and 2 leaves an uncommitted intent and at most N bytes
+// past L; examine recognises exactly that and nothing more as a torn append.
+package sealedlog
+
+import (
+	"crypto/sha256"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// Log is one append-only log and its seal, or a log kept only in memory.
+type Log struct {
+	path, sealPath string
+	mem            bool
+
+	length   atomic.Int64 // committed length; read without locks by Size and ReadAt
+	syncs    atomic.Int64 // batches made durable; tests check that group commit happened
+	verifies atomic.Int64 // full re-reads by Check; tests check that Check stays cheap
+
+	memMu  sync.RWMutex
+	memBuf []byte // the content of a memory log
+
+	fdMu sync.RWMutex // guards f against replacement (Check) and Close while ReadAt uses it
+	f    *os.File     // the log, read-write, written with pwrite only
+
+	mu        sync.Mutex // held by the committer, Check and Close: all state below
+	seal      *os.File   // nil for a log that was unprovable when opened
+	seq       uint64     // seq of the latest seal record
+	sealDone  bool       // latest record is committed
+	state     []byte     // marshalled SHA-256 state of log[0:length]
+	digest    [sha256.Size]byte
+	stamp     fileStamp // what the log looked like after our last write or verify
+	bad       error     // sticky: once unprovable, always unprovable
+	closed    bool
+	writeData func(f *os.File, b []byte, off int64) (int, error) // tests inject short writes
+	afterSeal func()                                             // tests snapshot crash states
+
+	qmu        sync.Mutex // guards the group-commit queue
+	queue      []*pendingAppend
+	committing bool
+}
+
+// Create makes a new empty log and its seal, durably: both files and the
+// directories they are in are synced before it returns. EEXIST when either
+// exists. When uid >= 0 both are chowned to uid:gid; EPERM from that is
+// ignored when not running as root, so tests and unprivileged servers work.
+func Create(path, sealPath string, uid, gid int) (*Log, error) {
+	f, err := createFile(path, uid, gid)
+	if err != nil {
+		return nil, err
+	}
+	seal, err := createFile(sealPath, uid, gid)
+	if err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	l := newFileLog(path, sealPath, f)
+	l.seal = seal
+	l.adopt(newRecord(1, 0, true, sha256.New()))
+	if err := l.createDurably(); err != nil {
+		f.Close()
+		seal.Close()
+		os.Remove(path)
+		os.Remove(sealPath)
+		return nil, err
+	}
+	return l, nil
+}
+
+// createDurably writes the first record and syncs both files and their
+// directories, so that after a crash either both names exist with a valid
+// seal or Create did not return success.
+func (l *Log) createDurably() error {
+	r := &record{seq: l.seq, length: 0, committed: true, digest: l.digest, state: l.state}
+	if err := writeRecord(l.seal, r); err != nil {
+		return osError("create", l.sealPath, err)
+	}
+	for _, f := range []*os.File{l.seal, l.f} {
+		if err := f.Sync(); err != nil {
+			return osError("create", f.Name(), err)
+		}
+	}
+	dirs := []string{filepath.Dir(l.path)}
+	if d := filepath.Dir(l.sealPath); d != dirs[0] {
+		dirs = append(dirs, d)
+	}
+	for _, d := range dirs {
+		if err := syncDir(d); err != nil {
+			return osError("create", d, err)
+		}
+	}
+	l.restamp()
+	return nil
+}
+
+// createFile creates one file exclusively with mode 0600 (whatever the
+// umask) and the owner asked for.
+func createFile(path string, uid, gid int) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, osError("create", path, err)
+	}
+	err = f.Chmod(0o600)
+	if err == nil && uid >= 0 {
+		if err = f.Chown(uid, gid); errors.Is(err, syscall.EPERM) && os.Geteuid() != 0 {
+			err = nil
+		}
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, osError("create", path, err)
+	}
+	return f, nil
+}
+
+func newFileLog(path, sealPath string, f *os.File) *Log {
+	return &Log{path: path, sealPath: sealPath, f: f, writeData: (*os.File).WriteAt}
+}
+
+// adopt makes r the in-memory truth: the committed length and hash state.
+func (l *Log) adopt(r *record) {
+	l.seq, l.sealDone = r.seq, r.committed
+	l.state, l.digest = r.state, r.digest
+	l.length.Store(r.length)
+}
+
+// Open opens an existing log for appending after verifying it fully, and
+// finishes an append a crash interrupted (cutting its unacknowledged bytes).
+// An unprovable log still opens, with Check reporting why and nothing ever
+// written to it. The error is for I/O trouble only (ENOENT: no log).
+func Open(path, sealPath string) (*Log, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, osError("open", path, err)
+	}
+	seal, err := os.OpenFile(sealPath, os.O_RDWR, 0)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		f.Close()
+		return nil, osError("open", sealPath, err)
+	}
+	l, err := openExamined(path, sealPath, f, seal)
+	if err != nil {
+		f.Close()
+		if seal != nil {
+			seal.Close()
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+// openExamined verifies the open files and builds the Log: provable, after
+// finishing any interrupted append; or unprovable, read-only in effect.
+func openExamined(path, sealPath string, f, seal *os.File) (*Log, error) {
+	ex, err := examine(path, f, sealPath, seal)
+	if err != nil {
+		return nil, err
+	}
+	l := newFileLog(path, sealPath, f)
+	if !ex.provable() {
+		l.bad = unprovable(path, ex.summary())
+		l.length.Store(ex.size) // so a person can still read all of it
+		if seal != nil {
+			seal.Close()
+		}
+		l.restamp()
+		return l, nil
+	}
+	l.seal = seal
+	switch {
+	case ex.torn:
+		if err := finishTorn(f, seal, ex); err != nil {
+			return nil, osError("open", path, err)
+		}
+		l.adopt(ex.base)
+		l.seq, l.sealDone = ex.seal.latest.seq+1, true
+	case !ex.base.committed:
+		// All of the last append reached the log: seal it as committed now, so
+		// that damage done while we are down is never mistaken for a crash.
+		l.adopt(ex.base)
+		if err := l.commitSeal(); err != nil {
+			return nil, osError("open", sealPath, err)
+		}
+	default:
+		l.adopt(ex.base)
+	}
+	l.restamp()
+	return l, nil
+}
+
+// NewMemory is a log kept only in memory (temp sessions): no files, no
+// seal, never unprovable.
+func NewMemory() *Log {
+	return &Log{mem: true}
+}
+
+// Size is the committed length: everything Append acknowledged. For a log
+// that was unprovable when opened it is the length found, so all of it can
+// still be read.
+func (l *Log) Size() int64 { return l.length.Load() }
+
+// ReadAt reads committed content. Reads at or past Size return io.EOF; a
+// read that crosses Size is cut there and returns io.EOF with what it read.
+func (l *Log) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, abi.Errorf(syscall.EINVAL, "read", "negative offset %d", off)
+	}
+	size := l.Size()
+	if off >= size {
+		return 0, io.EOF
+	}
+	short := off+int64(len(p)) > size
+	if short {
+		p = p[:size-off]
+	}
+	n, err := l.readAt(p, off)
+	if err == nil && short {
+		err = io.EOF
+	}
+	return n, err
+}
+
+func (l *Log) readAt(p []byte, off int64) (int, error) {
+	if l.mem {
+		l.memMu.RLock()
+		defer l.memMu.RUnlock()
+		return copy(p, l.memBuf[off:]), nil
+	}
+	l.fdMu.RLock()
+	defer l.fdMu.RUnlock()
+	if l.f == nil {
+		return 0, abi.Errorf(syscall.EBADF, "read", "%s: log is closed", l.path)
+	}
+	n, err := l.f.ReadAt(p, off)
+	if err != nil && err != io.EOF {
+		err = osError("read", l.path, err)
+	}
+	return n, err
+}
+
+// Close seals the committed length with a committed record, so the next
+// Open can tell damage from a crash, then closes both files. A log that was
+// unprovable when opened is left exactly as it was. Safe to call twice.
+func (l *Log) Close() error {
+	if l.mem {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	var err error
+	if l.seal != nil {
+		err = l.commitSeal()
+		if cerr := l.seal.Close(); err == nil {
+			err = cerr
+		}
+	}
+	l.fdMu.Lock()
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	l.f = nil
+	l.fdMu.Unlock()
+	if err != nil {
+		return osError("close", l.path, err)
+	}
+	return nil
+}
+
+// commitSeal writes a committed record for the in-memory truth unless the
+// latest record already is one. It vouches only for acknowledged bytes, so
+// it is right even when the file has been damaged meanwhile.
+func (l *Log) commitSeal() error {
+	if l.sealDone {
+		return nil
+	}
+	r := &record{seq: l.seq + 1, length: l.Size(), committed: true, digest: l.digest, state: l.state}
+	if err := writeRecord(l.seal, r); err != nil {
+		return err
+	}
+	l.seq, l.sealDone = r.seq, true
+	return nil
+}
+
+// fileStamp is what stat says about the log file; while it is unchanged,
+// nobody but us has written to the file, so Check need not re-read it.
+type fileStamp struct {
+	dev, ino uint64
+	size     int64
+	ctime    unix.Timespec
+}
+
+func stampOf(st *unix.Stat_t) fileStamp {
+	return fileStamp{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, ctime: st.Ctim}
+}
+
+// restamp records the file as it is after our own write. If fstat fails the
+// stamp is cleared, which only costs the next Check a full re-verify.
+func (l *Log) restamp() {
+	var st unix.Stat_t
+	l.stamp = fileStamp{}
+	if err := unix.Fstat(int(l.f.Fd()), &st); err == nil {
+		l.stamp = stampOf(&st)
+	}
+}

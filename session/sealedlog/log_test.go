@@ -1,0 +1,276 @@
+package sealedlog
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+func TestCreateAppendReopen(t *testing.T) {
+	l, p, s := mustCreate(t)
+	var want []byte
+	for i := range 5 {
+		off := mustAppend(t, l, line(i))
+		if off != int64(len(want)) {
+			t.Fatalf("append %d at %d, want %d", i, off, len(want))
+		}
+		want = append(want, line(i)...)
+	}
+	two := append(line(5), line(6)...)
+	mustAppend(t, l, two)
+	want = append(want, two...)
+	if got := readAll(t, l); !bytes.Equal(got, want) || l.Size() != int64(len(want)) {
+		t.Fatalf("read %q, want %q", got, want)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+	for _, f := range []string{p, s} {
+		if st, _ := os.Stat(f); st.Mode().Perm() != 0o600 {
+			t.Errorf("%s mode %v", f, st.Mode())
+		}
+	}
+	if ps := Verify(p, s); len(ps) != 0 {
+		t.Fatalf("verify: %s", whats(ps))
+	}
+	l2, err := Open(p, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if err := l2.Check(); err != nil || l2.Size() != int64(len(want)) {
+		t.Fatalf("reopened: size %d, check %v", l2.Size(), err)
+	}
+	if off := mustAppend(t, l2, line(7)); off != int64(len(want)) {
+		t.Fatalf("append after reopen at %d", off)
+	}
+	want = append(want, line(7)...)
+	if got := readFile(t, p); !bytes.Equal(got, want) {
+		t.Fatalf("file %q", got)
+	}
+	l2.Close()
+	if ps := Verify(p, s); len(ps) != 0 {
+		t.Fatalf("verify: %s", whats(ps))
+	}
+}
+
+func TestCreateExistingAndOpenMissing(t *testing.T) {
+	_, p, s := mustCreate(t)
+	if _, err := Create(p, s+".other", -1, -1); err == nil {
+		t.Fatal("create over an existing log")
+	} else {
+		wantErr(t, err, syscall.EEXIST, "")
+	}
+	p2, _ := paths(t)
+	if _, err := Create(p2, s, -1, -1); err == nil {
+		t.Fatal("create over an existing seal")
+	} else {
+		wantErr(t, err, syscall.EEXIST, "")
+	}
+	if _, err := os.Stat(p2); !os.IsNotExist(err) {
+		t.Fatalf("failed create left %s behind: %v", p2, err)
+	}
+	if _, err := Open(p2, s); err == nil {
+		t.Fatal("open of a missing log")
+	} else {
+		wantErr(t, err, syscall.ENOENT, "")
+	}
+}
+
+func TestCreateChownSelf(t *testing.T) {
+	p, s := paths(t)
+	l, err := Create(p, s, os.Getuid(), os.Getgid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+}
+
+func TestReadAtBounds(t *testing.T) {
+	for _, l := range []*Log{NewMemory(), func() *Log { l, _, _ := mustCreate(t); return l }()} {
+		mustAppend(t, l, line(1))
+		b := make([]byte, 4)
+		if n, err := l.ReadAt(b, 1); n != 4 || err != nil || string(b) != `"rol` {
+			t.Fatalf("ReadAt inside: %d %v %q", n, err, b)
+		}
+		size := l.Size()
+		if n, err := l.ReadAt(b, size-2); n != 2 || err != io.EOF {
+			t.Fatalf("ReadAt across the end: %d %v", n, err)
+		}
+		if n, err := l.ReadAt(b, size); n != 0 || err != io.EOF {
+			t.Fatalf("ReadAt at the end: %d %v", n, err)
+		}
+	}
+}
+
+func TestMemoryLog(t *testing.T) {
+	l := NewMemory()
+	mustAppend(t, l, line(1))
+	if off := mustAppend(t, l, line(2)); off != int64(len(line(1))) {
+		t.Fatalf("offset %d", off)
+	}
+	_, err := l.Append([]byte("nope\n"))
+	wantErr(t, err, syscall.EINVAL, "line 1 is not a JSON object")
+	if l.Check() != nil || l.Close() != nil || string(readAll(t, l)) != string(line(1))+string(line(2)) {
+		t.Fatal("memory log misbehaves")
+	}
+}
+
+// TestConcurrentAppends: 16 writers, each call one to three lines. Every
+// call's bytes must sit contiguously at its offset, all of it durable and
+// verifiable, and the committer must have batched (fewer syncs than calls).
+func TestConcurrentAppends(t *testing.T) {
+	l, p, s := mustCreate(t)
+	const writers, calls = 16, 40
+	type placed struct {
+		off  int64
+		data []byte
+	}
+	got := make([][]placed, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for c := range calls {
+				var data []byte
+				for k := range 1 + c%3 {
+					data = append(data, line(w*100000+c*10+k)...)
+				}
+				off, err := l.Append(data)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got[w] = append(got[w], placed{off, data})
+			}
+		})
+	}
+	wg.Wait()
+	file := readFile(t, p)
+	total := 0
+	for _, ps := range got {
+		for _, pl := range ps {
+			total += len(pl.data)
+			if !bytes.Equal(file[pl.off:pl.off+int64(len(pl.data))], pl.data) {
+				t.Fatalf("call's bytes not at its offset %d", pl.off)
+			}
+		}
+	}
+	if total != len(file) || l.Size() != int64(total) {
+		t.Fatalf("file %d bytes, size %d, appended %d", len(file), l.Size(), total)
+	}
+	for i, ln := range bytes.Split(bytes.TrimSuffix(file, []byte("\n")), []byte("\n")) {
+		if !json.Valid(ln) {
+			t.Fatalf("line %d interleaved: %q", i+1, ln)
+		}
+	}
+	syncs := l.syncs.Load()
+	t.Logf("%d calls, %d syncs", writers*calls, syncs)
+	if syncs >= writers*calls {
+		t.Fatalf("no group commit: %d syncs for %d calls", syncs, writers*calls)
+	}
+	l.Close()
+	if ps := Verify(p, s); len(ps) != 0 {
+		t.Fatalf("verify: %s", whats(ps))
+	}
+}
+
+// TestInvalidWritesNothing: every refused append leaves both files
+// byte-for-byte as they were.
+func TestInvalidWritesNothing(t *testing.T) {
+	big := `{"x":"` + strings.Repeat("a", 1<<20) + `"}` + "\n"
+	cases := []struct{ name, data, words string }{
+		{"invalid JSON", `{"a":}` + "\n", "line 1 is not valid JSON"},
+		{"not an object", `[1,2]` + "\n", "line 1 is not a JSON object"},
+		{"string", `"hi"` + "\n", "not a JSON object"},
+		{"invalid UTF-8", "{\"a\":\"\xff\"}\n", "line 1 is not valid UTF-8"},
+		{"over 1 MiB", big, "line 1 of 1048584 bytes is over"},
+		{"no trailing newline", `{"a":1}`, "whole lines"},
+		{"empty", "", "whole lines"},
+		{"empty line", "\n", "line 1 is not a JSON object"},
+		{"two objects", `{} {}` + "\n", "line 1 is not valid JSON"},
+		{"one bad among good", string(line(1)) + "oops\n" + string(line(2)), "line 2 is not a JSON object"},
+	}
+	l, p, s := mustCreate(t)
+	mustAppend(t, l, line(0))
+	before := snap(t, p, s)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := l.Append([]byte(c.data))
+			wantErr(t, err, syscall.EINVAL, c.words)
+			if !snap(t, p, s).same(before) || l.Size() != int64(len(line(0))) {
+				t.Fatal("a refused append wrote something")
+			}
+		})
+	}
+	if err := l.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFailedWriteIsUndone: a short write with ENOSPC is cut back and sealed
+// as not having happened; the log stays provable and usable.
+func TestFailedWriteIsUndone(t *testing.T) {
+	for _, fail := range []error{syscall.ENOSPC, nil} { // nil: a short write without error
+		l, p, s := mustCreate(t)
+		mustAppend(t, l, line(0))
+		l.writeData = func(f *os.File, b []byte, off int64) (int, error) {
+			n, _ := f.WriteAt(b[:len(b)/2], off)
+			return n, fail
+		}
+		_, err := l.Append(line(1))
+		want := syscall.EIO
+		if fail != nil {
+			want = fail.(syscall.Errno)
+		}
+		wantErr(t, err, want, "")
+		if got := readFile(t, p); !bytes.Equal(got, line(0)) {
+			t.Fatalf("failed append left %q", got)
+		}
+		if err := l.Check(); err != nil {
+			t.Fatalf("after an undone append: %v", err)
+		}
+		l.writeData = (*os.File).WriteAt
+		mustAppend(t, l, line(2))
+		l.Close()
+		if ps := Verify(p, s); len(ps) != 0 {
+			t.Fatalf("verify: %s", whats(ps))
+		}
+	}
+}
+
+func TestAppendAfterClose(t *testing.T) {
+	l, _, _ := mustCreate(t)
+	l.Close()
+	_, err := l.Append(line(1))
+	wantErr(t, err, syscall.EBADF, "closed")
+}
+
+// TestFailedUndoIsUnprovable: when a failed append cannot be taken back
+// (here the seal cannot be written), the file may hold unacknowledged bytes,
+// so the Log must refuse further appends.
+func TestFailedUndoIsUnprovable(t *testing.T) {
+	l, p, _ := mustCreate(t)
+	mustAppend(t, l, line(0))
+	l.writeData = func(f *os.File, b []byte, off int64) (int, error) {
+		n, _ := f.WriteAt(b[:3], off)
+		l.seal.Close() // the undo's seal write will fail
+		return n, syscall.ENOSPC
+	}
+	_, err := l.Append(line(1))
+	wantErr(t, err, syscall.ENOSPC, "")
+	wantErr(t, l.Check(), syscall.EIO, "could not be undone")
+	before := readFile(t, p)
+	_, err = l.Append(line(2))
+	wantErr(t, err, syscall.EIO, "could not be undone")
+	if !bytes.Equal(readFile(t, p), before) {
+		t.Fatal("append to an unprovable log wrote something")
+	}
+}

@@ -1,0 +1,165 @@
+package sealedlog
+
+import (
+	"crypto/sha256"
+	"encoding"
+	"encoding/binary"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"os"
+)
+
+// The seal file is two fixed slots. A record is rewritten in the slot that
+// does not hold the latest one, so a crash in the middle of a seal write
+// tears at most the slot being written: its CRC fails and the other slot,
+// untouched, still vouches for the log.
+const (
+	slotSize   = 512
+	sealSize   = 2 * slotSize
+	sealMagic  = "CTXSEAL1"
+	stateMax   = 256          // room for a marshalled sha256 state (108 bytes today)
+	crcOffset  = slotSize - 4 // the CRC covers everything before it
+	stateStart = 8 + 8 + 8 + 1 + 32 + 2
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// record is one seal slot: "the log's first length bytes hash to digest",
+// plus the hash state at that length so appends resume without re-reading
+// the log. committed is false for an append's intent record, written before
+// the data: until the next record, those bytes may not all be on disk.
+type record struct {
+	seq       uint64
+	length    int64
+	committed bool
+	digest    [sha256.Size]byte
+	state     []byte
+}
+
+// encode lays the record out as one slot: magic, seq, length, committed,
+// digest, state length, state, zero padding, CRC-32C.
+func (r *record) encode() []byte {
+	b := make([]byte, slotSize)
+	copy(b, sealMagic)
+	binary.LittleEndian.PutUint64(b[8:], r.seq)
+	binary.LittleEndian.PutUint64(b[16:], uint64(r.length))
+	if r.committed {
+		b[24] = 1
+	}
+	copy(b[25:], r.digest[:])
+	binary.LittleEndian.PutUint16(b[57:], uint16(len(r.state)))
+	copy(b[stateStart:], r.state)
+	binary.LittleEndian.PutUint32(b[crcOffset:], crc32.Checksum(b[:crcOffset], castagnoli))
+	return b
+}
+
+// decodeRecord parses one slot, or says why it is not a valid record. Beyond
+// the CRC it checks that the state hashes to the digest, so a record whose
+// state is used to resume hashing is known to describe the same content.
+func decodeRecord(b []byte) (*record, error) {
+	if len(b) < slotSize {
+		return nil, fmt.Errorf("missing")
+	}
+	if string(b[:8]) != sealMagic {
+		if allZero(b[:slotSize]) {
+			return nil, fmt.Errorf("empty")
+		}
+		return nil, fmt.Errorf("bad magic")
+	}
+	if crc32.Checksum(b[:crcOffset], castagnoli) != binary.LittleEndian.Uint32(b[crcOffset:]) {
+		return nil, fmt.Errorf("checksum mismatch")
+	}
+	r := &record{
+		seq:       binary.LittleEndian.Uint64(b[8:]),
+		length:    int64(binary.LittleEndian.Uint64(b[16:])),
+		committed: b[24] == 1,
+	}
+	n := int(binary.LittleEndian.Uint16(b[57:]))
+	if b[24] > 1 || r.length < 0 || n > stateMax {
+		return nil, fmt.Errorf("bad fields")
+	}
+	copy(r.digest[:], b[25:57])
+	r.state = append([]byte(nil), b[stateStart:stateStart+n]...)
+	h, err := resumeHash(r.state)
+	if err != nil || [sha256.Size]byte(h.Sum(nil)) != r.digest {
+		return nil, fmt.Errorf("hash state does not match digest")
+	}
+	return r, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// resumeHash rebuilds a running SHA-256 from its marshalled state.
+func resumeHash(state []byte) (hash.Hash, error) {
+	h := sha256.New()
+	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(state); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// hashState marshals a running SHA-256 so a record can carry it.
+func hashState(h hash.Hash) []byte {
+	b, err := h.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		panic("sealedlog: sha256 state does not marshal: " + err.Error()) // cannot happen with crypto/sha256
+	}
+	return b
+}
+
+// newRecord vouches for length bytes whose running hash is h.
+func newRecord(seq uint64, length int64, committed bool, h hash.Hash) *record {
+	return &record{seq: seq, length: length, committed: committed, digest: [sha256.Size]byte(h.Sum(nil)), state: hashState(h)}
+}
+
+// sealState is what a seal file holds: the latest valid record, the one
+// before it when that is still readable, and why each slot was refused.
+type sealState struct {
+	latest, prev *record
+	slotErr      [2]error
+}
+
+// readSeal reads both slots. A short or torn seal is not an error here: it
+// shows up as slots without records, and the caller decides what that means.
+func readSeal(f *os.File) (*sealState, error) {
+	b := make([]byte, sealSize)
+	n, err := f.ReadAt(b, 0)
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	var s sealState
+	var recs [2]*record
+	for i := range recs {
+		if n < (i+1)*slotSize {
+			s.slotErr[i] = fmt.Errorf("missing")
+			continue
+		}
+		recs[i], s.slotErr[i] = decodeRecord(b[i*slotSize : (i+1)*slotSize])
+	}
+	s.latest, s.prev = recs[0], recs[1]
+	if s.prev != nil && (s.latest == nil || s.prev.seq > s.latest.seq) {
+		s.latest, s.prev = s.prev, s.latest
+	}
+	if s.prev != nil && s.prev.seq+1 != s.latest.seq {
+		s.prev = nil // a stale slot vouches for nothing
+	}
+	return &s, nil
+}
+
+// writeRecord puts r into its slot (seq mod 2) and fdatasyncs the seal: when
+// it returns nil, the record survives a crash.
+func writeRecord(f *os.File, r *record) error {
+	if _, err := f.WriteAt(r.encode(), int64(r.seq%2)*slotSize); err != nil {
+		return err
+	}
+	return fdatasync(f)
+}

@@ -1,0 +1,310 @@
+package sealedlog
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// scanResult is what one pass over a log found: its length, the SHA-256 of
+// the prefixes the seal speaks of, and the first malformed line.
+type scanResult struct {
+	size    int64
+	sums    map[int64][sha256.Size]byte // prefix length -> digest; always holds size
+	badOff  int64                       // offset of the first malformed line, -1 if none
+	badWhat string                      // "line 3 is not a JSON object"
+	// openTail is true when the file does not end in "\n": its last line is
+	// unfinished, which only a torn append may leave.
+	openTail bool
+}
+
+// scanLog hashes the whole log once, taking the digest at each mark, and
+// checks every complete line with abi.CheckLogLine. It reads through its own
+// offsets (pread), so it neither needs nor moves the file position.
+func scanLog(f *os.File, marks ...int64) (*scanResult, error) {
+	res := &scanResult{sums: map[int64][sha256.Size]byte{}, badOff: -1}
+	marks = slices.Sorted(slices.Values(marks)) // hashChunk takes them in order
+	h := sha256.New()
+	for _, m := range marks {
+		if m == 0 {
+			res.sums[0] = [sha256.Size]byte(h.Sum(nil))
+		}
+	}
+	br := bufio.NewReaderSize(io.NewSectionReader(f, 0, 1<<62), 256<<10)
+	var line []byte // the current line so far, capped just above the limit
+	lineLen, lineNo, lineStart := 0, 1, int64(0)
+	for {
+		chunk, err := br.ReadSlice('\n')
+		hashChunk(h, res, chunk, marks)
+		res.size += int64(len(chunk))
+		if len(line)+len(chunk) <= abi.MaxLineBytes+1 {
+			line = append(line, chunk...)
+		}
+		lineLen += len(chunk)
+		if n := len(chunk); n > 0 && chunk[n-1] == '\n' {
+			if res.badOff < 0 {
+				res.checkLine(line, lineLen-1, lineNo, lineStart)
+			}
+			line, lineLen, lineStart = line[:0], 0, res.size
+			lineNo++
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil && err != bufio.ErrBufferFull {
+			return nil, err
+		}
+	}
+	res.openTail = lineLen > 0
+	res.sums[res.size] = [sha256.Size]byte(h.Sum(nil))
+	return res, nil
+}
+
+// hashChunk feeds chunk (which starts at res.size) to h, taking the digest
+// at every mark that falls inside it.
+func hashChunk(h hash.Hash, res *scanResult, chunk []byte, marks []int64) {
+	start, done := res.size, int64(0)
+	for _, m := range marks {
+		if m > start+done && m <= start+int64(len(chunk)) {
+			h.Write(chunk[done : m-start])
+			done = m - start
+			res.sums[m] = [sha256.Size]byte(h.Sum(nil))
+		}
+	}
+	h.Write(chunk[done:])
+}
+
+// checkLine records the first malformed line, numbered from 1, in the words
+// of abi.CheckLogLine ("line 3 is not a JSON object"). line holds the line
+// with its newline unless it ran over the limit; n is its length without.
+func (res *scanResult) checkLine(line []byte, n, lineNo int, off int64) {
+	var what string
+	if n > abi.MaxLineBytes {
+		what = fmt.Sprintf("line %d of %d bytes is over the %d-byte limit", lineNo, n, abi.MaxLineBytes)
+	} else if err := abi.CheckLogLine(line[:n]); err != nil {
+		what = lineWords(err, lineNo)
+	} else {
+		return
+	}
+	res.badOff, res.badWhat = off, what
+}
+
+// lineWords turns "line is not a JSON object" into "line 3 is not a JSON object".
+func lineWords(err error, lineNo int) string {
+	msg := err.Error()
+	var ae *abi.Error
+	if errors.As(err, &ae) {
+		msg = ae.Msg
+	}
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		return fmt.Sprintf("line %d %s", lineNo, rest)
+	}
+	return fmt.Sprintf("line %d: %s", lineNo, msg)
+}
+
+// Problem is one thing wrong with a log or its seal, as `ctxfs fsck` prints
+// it ("<path>: <what>"). Repairable marks a torn final append, the only
+// damage Repair may cut.
+type Problem struct {
+	Path       string
+	What       string
+	Repairable bool
+}
+
+// examination is the verdict on a log and its seal. The log is provable
+// when problems holds nothing unrepairable; it is then vouched for by base:
+// the latest record, or for a torn append the record before it.
+type examination struct {
+	size     int64
+	seal     *sealState // nil when there is no seal to read
+	base     *record
+	torn     bool // latest is an unfinished append; bytes past base.length are not vouched for
+	problems []Problem
+}
+
+// provable says whether the log can be used once a torn append is cut.
+func (ex *examination) provable() bool {
+	for _, p := range ex.problems {
+		if !p.Repairable {
+			return false
+		}
+	}
+	return ex.base != nil
+}
+
+// summary is the problems as one line, for an EIO error.
+func (ex *examination) summary() string {
+	var w []string
+	for _, p := range ex.problems {
+		w = append(w, p.What)
+	}
+	return strings.Join(w, "; ")
+}
+
+// examine reads the seal and scans the log once, then decides. seal is nil
+// when the seal file does not exist. It changes nothing.
+func examine(logPath string, logF *os.File, sealPath string, seal *os.File) (*examination, error) {
+	ex := &examination{}
+	var marks []int64
+	if seal != nil {
+		s, err := readSeal(seal)
+		if err != nil {
+			return nil, osError("read seal", sealPath, err)
+		}
+		ex.seal = s
+		if s.latest != nil {
+			marks = append(marks, s.latest.length)
+		}
+		if s.prev != nil {
+			marks = append(marks, s.prev.length)
+		}
+	}
+	scan, err := scanLog(logF, marks...)
+	if err != nil {
+		return nil, osError("read", logPath, err)
+	}
+	ex.size = scan.size
+	ex.judge(logPath, sealPath, scan)
+	return ex, nil
+}
+
+// judge applies the rules of section 6: the log must be exactly what the
+// latest record vouches for, or an append interrupted by a crash on top of
+// what the record before it vouches for. Anything else is damaged history.
+func (ex *examination) judge(logPath, sealPath string, scan *scanResult) {
+	s := ex.seal
+	add := func(path, what string, repairable bool) {
+		ex.problems = append(ex.problems, Problem{Path: path, What: what, Repairable: repairable})
+	}
+	end := scan.size // the part of the log whose lines must be well formed
+	switch {
+	case s == nil:
+		add(sealPath, "seal is missing", false)
+	case s.latest == nil:
+		add(sealPath, fmt.Sprintf("seal has no valid record (slot 0: %v; slot 1: %v)", s.slotErr[0], s.slotErr[1]), false)
+	case scan.size == s.latest.length && scan.sums[scan.size] == s.latest.digest:
+		ex.base = s.latest
+	case ex.tornAppend(scan):
+		ex.base, ex.torn, end = s.prev, true, s.prev.length
+		if k := scan.size - s.prev.length; k > 0 {
+			add(logPath, fmt.Sprintf("torn final append: %d bytes past the last sealed length %d", k, s.prev.length), true)
+		}
+	default:
+		add(logPath, mismatch(scan, s.latest), false)
+	}
+	if scan.badOff >= 0 && scan.badOff < end {
+		add(logPath, scan.badWhat, false)
+	}
+	if scan.openTail && !ex.torn {
+		add(logPath, "last line has no trailing newline", false)
+	}
+	if !ex.provable() {
+		ex.base = nil
+	}
+}
+
+// tornAppend says whether the log is what a crash during an append leaves:
+// the intent record (latest, uncommitted) was synced, then some but not all
+// of its bytes reached the log, and everything before them is what the
+// previous record vouches for. Those bytes were never acknowledged.
+func (ex *examination) tornAppend(scan *scanResult) bool {
+	latest, prev := ex.seal.latest, ex.seal.prev
+	return !latest.committed && prev != nil &&
+		scan.size >= prev.length && scan.size < latest.length &&
+		scan.sums[prev.length] == prev.digest
+}
+
+// mismatch says how a log differs from the record that should vouch for it.
+func mismatch(scan *scanResult, r *record) string {
+	switch {
+	case scan.size < r.length:
+		return fmt.Sprintf("length %d does not match seal %d", scan.size, r.length)
+	case scan.size > r.length && scan.sums[r.length] == r.digest:
+		return fmt.Sprintf("length %d does not match seal %d: %d bytes were added behind the store's back", scan.size, r.length, scan.size-r.length)
+	case scan.size > r.length:
+		return fmt.Sprintf("length %d does not match seal %d, and the first %d bytes do not match its digest", scan.size, r.length, r.length)
+	}
+	return fmt.Sprintf("content does not match the seal's digest (length %d)", r.length)
+}
+
+// Verify re-verifies a log and its seal from scratch, for `ctxfs fsck`, and
+// changes nothing. It returns one Problem per thing wrong, none when clean.
+// A seal whose latest append was interrupted before any byte reached the log
+// is consistent, not a problem; Open finishes it.
+func Verify(path, sealPath string) []Problem {
+	logF, err := os.Open(path)
+	if err != nil {
+		return []Problem{{Path: path, What: "cannot open log: " + errText(err)}}
+	}
+	defer logF.Close()
+	seal, err := os.Open(sealPath)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return []Problem{{Path: sealPath, What: "cannot open seal: " + errText(err)}}
+	}
+	if seal != nil {
+		defer seal.Close()
+	}
+	ex, err := examine(path, logF, sealPath, seal)
+	if err != nil {
+		return []Problem{{Path: path, What: errText(err)}}
+	}
+	return ex.problems
+}
+
+// Repair cuts a torn final append, the one repair section 6 allows, and
+// reseals durably. It says what it did, or fails with EIO when the log needs
+// more than that (damaged history is never rewritten).
+func Repair(path, sealPath string) (string, error) {
+	logF, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return "", osError("repair", path, err)
+	}
+	defer logF.Close()
+	seal, err := os.OpenFile(sealPath, os.O_RDWR, 0)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", osError("repair", sealPath, err)
+	}
+	if seal != nil {
+		defer seal.Close()
+	}
+	ex, err := examine(path, logF, sealPath, seal)
+	if err != nil {
+		return "", err
+	}
+	if !ex.provable() {
+		return "", abi.Errorf(syscall.EIO, "repair", "%s: %s", path, ex.summary())
+	}
+	if !ex.torn || ex.size == ex.base.length {
+		return "nothing to repair", nil
+	}
+	if err := finishTorn(logF, seal, ex); err != nil {
+		return "", osError("repair", path, err)
+	}
+	return fmt.Sprintf("cut %d bytes of a torn final append", ex.size-ex.base.length), nil
+}
+
+// finishTorn resolves an interrupted append: it cuts the unacknowledged
+// bytes, syncs the log, then writes a committed record for what remains. In
+// that order, a crash in between leaves a state examine still accepts.
+func finishTorn(logF, seal *os.File, ex *examination) error {
+	if ex.size > ex.base.length {
+		if err := logF.Truncate(ex.base.length); err != nil {
+			return err
+		}
+		if err := logF.Sync(); err != nil {
+			return err
+		}
+	}
+	r := *ex.base
+	r.seq, r.committed = ex.seal.latest.seq+1, true
+	return writeRecord(seal, &r)
+}

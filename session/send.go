@@ -1,0 +1,257 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// send carries out SPEC section 8 for a located request. It returns once
+// the start frame is durable, or with the error that refused the request
+// (and then nothing was written).
+func (e *Engine) send(c Caller, loc *location, req *proto.Request) (*Reply, error) {
+	def, err := e.definition(loc.ref.Container)
+	if err != nil {
+		return nil, err
+	}
+	cwd := effectiveCwd(req.Cwd, def)
+	if err := abi.CheckCwd(cwd); err != nil {
+		return nil, err
+	}
+	for {
+		s, err := e.lookup(loc.ref)
+		if err == nil {
+			r, retry, err := e.sendTo(c, s, loc, req, def, cwd)
+			if retry {
+				continue
+			}
+			return r, err
+		}
+		if !errors.Is(err, syscall.ENOENT) {
+			return nil, err
+		}
+		// A new session: refuse a bad cwd before creating anything.
+		if _, err := e.resolveCwd(c, loc, cwd); err != nil {
+			return nil, err
+		}
+		if _, err := e.lookupOrCreate(loc.ref, loc.own, cwd); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func effectiveCwd(reqCwd string, def *agent.Definition) string {
+	switch {
+	case reqCwd != "":
+		return reqCwd
+	case def.Cwd != "":
+		return def.Cwd
+	}
+	return "/"
+}
+
+// sendTo sends to a loaded session: the provability check, then the replay
+// check, then the cwd resolution, then the records. retry is true when a
+// concurrent send with the same client id failed and this one should look
+// again.
+func (e *Engine) sendTo(c Caller, s *sess, loc *location, req *proto.Request, def *agent.Definition, cwd string) (r *Reply, retry bool, err error) {
+	if err := s.provable(); err != nil {
+		return nil, false, err
+	}
+	rec, replay, err := s.claim(req.ID, req.Input, loc.scope, cwd)
+	if err != nil || replay {
+		if errors.Is(err, errRetry) {
+			return nil, true, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		return s.replay(rec), false, nil
+	}
+	r, err = e.startRun(c, s, loc, req, def, cwd, rec)
+	if err != nil {
+		s.release(req.ID, rec)
+	}
+	return r, false, err
+}
+
+var errRetry = errors.New("retry")
+
+// claim finds or reserves a client id. A seen id with the same input, scope
+// and effective cwd is a replay; with any other payload it is EINVAL. A new
+// id gets a pending record that this send owns until its start is recorded.
+func (s *sess) claim(id, input, scope, cwd string) (rec *clientRecord, replay bool, err error) {
+	s.mu.Lock()
+	rec = s.clients[id]
+	if rec == nil {
+		rec = &clientRecord{input: input, scope: scope, cwd: cwd, ready: make(chan struct{})}
+		s.clients[id] = rec
+		s.mu.Unlock()
+		return rec, false, nil
+	}
+	s.mu.Unlock()
+	<-rec.ready // a concurrent first send with this id is still recording
+	if rec.failed {
+		return nil, false, errRetry
+	}
+	if rec.input != input || rec.scope != scope || rec.cwd != cwd {
+		return nil, false, abi.Errorf(syscall.EINVAL, "send", "client id %q was used before with another payload", id)
+	}
+	return rec, true, nil
+}
+
+// release gives up a pending claim whose send failed before its start.
+func (s *sess) release(id string, rec *clientRecord) {
+	s.mu.Lock()
+	if s.clients[id] == rec {
+		delete(s.clients, id)
+	}
+	s.mu.Unlock()
+	rec.failed = true
+	close(rec.ready)
+}
+
+// replay answers a retried send without running or writing anything: the
+// original start frame, then the recorded done frame, or, while the run
+// still runs, its live frames.
+func (s *sess) replay(rec *clientRecord) *Reply {
+	s.mu.Lock()
+	done := rec.done
+	rn := s.active[rec.run]
+	s.mu.Unlock()
+	if done != nil || rn == nil {
+		fixed := []*proto.Object{rec.start}
+		if done != nil {
+			fixed = append(fixed, done)
+		}
+		return newReply(fixed)
+	}
+	return newReply([]*proto.Object{rec.start}, follow{rn.stream, 0})
+}
+
+// startRun records the start (SPEC 8 step 7: start event, user message,
+// state, updated_at, index) durably, then queues the run.
+func (e *Engine) startRun(c Caller, s *sess, loc *location, req *proto.Request, def *agent.Definition, cwd string, rec *clientRecord) (*Reply, error) {
+	hostCwd, err := e.resolveCwd(c, loc, cwd)
+	if err != nil {
+		return nil, err
+	}
+	id, err := abi.NewRunID()
+	if err != nil {
+		return nil, &abi.Error{Op: "send", Errno: syscall.EIO, Msg: err.Error()}
+	}
+	now := time.Now()
+	ts := abi.TS(now)
+	start := proto.NewObject("type", proto.FrameStart, "id", id, "run", id, "client_id", req.ID,
+		"session", loc.ref.Name, "scope", loc.scope, "cwd", cwd, "ts", ts)
+	if loc.space != "" {
+		start.Set("space", loc.space)
+	}
+	user := proto.NewObject("role", "user", "run", id, "content", req.Input, "ts", ts)
+	state := proto.NewObject("type", proto.FrameState, "state", abi.StateActive, "run", id, "ts", ts)
+	if err := s.appendEvents(start, state); err != nil {
+		return nil, err
+	}
+	if _, err := s.msgs.Append(user.Line()); err != nil {
+		return nil, err
+	}
+	rn := e.newRun(s, id, c, loc, def, req.Input, cwd, hostCwd, rec)
+	s.recordStart(now, cwd, abi.StateActive)
+	rec.run, rec.start = id, start
+	close(rec.ready)
+	rn.stream.push(start)
+	go rn.execute()
+	return newReply(nil, follow{rn.stream, 0}), nil
+}
+
+// resolveCwd resolves an agent session's cwd inside its chroot root (SPEC 8
+// step 6) and returns the host directory a program runs in; model sessions
+// have no chroot and run in "/".
+func (e *Engine) resolveCwd(c Caller, loc *location, cwd string) (string, error) {
+	rootRel := loc.ref.Container.ChrootRel(c.Uid)
+	if rootRel == "" {
+		return "/", nil
+	}
+	rootDir := e.path(rootRel)
+	own := loc.own
+	if loc.scope == abi.ScopeShared {
+		own = privateOwner(c.Uid, c.Gid)
+	}
+	if err := own.mkdirAll(e.cfg.Store, rootDir); err != nil {
+		return "", err
+	}
+	forbidden := []string{e.cfg.Store, e.cfg.Root}
+	return agent.ResolveCwd(rootDir, cwd, forbidden)
+}
+
+// appendEvents appends frames to events.jsonl in one durable batch.
+func (s *sess) appendEvents(frames ...*proto.Object) error {
+	var b []byte
+	for _, f := range frames {
+		b = append(b, f.Line()...)
+	}
+	_, err := s.events.Append(b)
+	return err
+}
+
+// Begin validates and starts one request. It returns an error (an
+// *abi.Error) when the request is refused, before anything is written;
+// otherwise a Reply whose frames the caller reads with Next until io.EOF.
+// For send, Begin returns once the start frame is recorded durably.
+func (e *Engine) Begin(ctx context.Context, c Caller, t Target, req *proto.Request) (*Reply, error) {
+	if req.Op == proto.OpPing {
+		return newReply([]*proto.Object{proto.NewObject("type", proto.FramePong)}), nil
+	}
+	if !(Container{Kind: t.Kind, Owner: t.Owner, Home: "x"}).valid() {
+		return nil, abi.Errorf(syscall.EINVAL, "", "bad target %s %s", t.Kind, t.Owner)
+	}
+	loc, err := e.locate(c, t, req)
+	if err != nil {
+		return nil, err
+	}
+	return e.dispatch(c, loc, req)
+}
+
+// BeginControl is Begin for a line written to a session's ctl file: the
+// request's session and scope, when present, must name r and its scope.
+func (e *Engine) BeginControl(ctx context.Context, c Caller, r Ref, line []byte) (*Reply, error) {
+	req, err := proto.ParseRequest(line)
+	if err != nil {
+		return nil, err
+	}
+	scope := scopeOfHome(r.Home)
+	if req.SessionGiven && req.Session != r.Name {
+		return nil, abi.Errorf(syscall.EINVAL, "ctl", "request names session %q, this is %q", req.Session, r.Name)
+	}
+	if req.ScopeGiven && req.Scope != scope {
+		return nil, abi.Errorf(syscall.EINVAL, "ctl", "request names scope %q, this session is %s", req.Scope, scope)
+	}
+	if req.Op == proto.OpPing {
+		return newReply([]*proto.Object{proto.NewObject("type", proto.FramePong)}), nil
+	}
+	loc, err := e.locateRef(c, r)
+	if err != nil {
+		return nil, err
+	}
+	req.Session, req.Scope, req.Space = r.Name, scope, loc.space
+	return e.dispatch(c, loc, req)
+}
+
+func (e *Engine) dispatch(c Caller, loc *location, req *proto.Request) (*Reply, error) {
+	switch req.Op {
+	case proto.OpSend:
+		return e.send(c, loc, req)
+	case proto.OpCancel:
+		return e.cancel(c, loc, req)
+	case proto.OpStatus:
+		return e.status(loc)
+	case proto.OpResume:
+		return e.resume(loc, req)
+	}
+	return nil, abi.Errorf(syscall.EINVAL, "", "unknown op %q", req.Op)
+}

@@ -1,0 +1,232 @@
+package session
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+func TestSendRecordsInOrder(t *testing.T) {
+	env := newEnv(t)
+	frames := env.send(root0, coder(), `{"op":"send","id":"c1","input":"hello"}`)
+	if got := types(frames); got != "start,message,usage,done" {
+		t.Fatalf("frames %s", got)
+	}
+	start := frames[0]
+	run := start.Str("run")
+	if !abi.IsRunID(run) || start.Str("id") != run || start.Str("client_id") != "c1" || start.Str("cwd") != "/" || start.Str("scope") != "private" {
+		t.Fatalf("start frame %s", start.Line())
+	}
+	dir := env.sessDir("home/0", "coder", "default")
+	events := strings.Split(strings.TrimSpace(readFile(t, filepath.Join(dir, "events.jsonl"))), "\n")
+	var evTypes []string
+	for _, l := range events {
+		var o map[string]any
+		must(t, json.Unmarshal([]byte(l), &o))
+		evTypes = append(evTypes, fmt.Sprint(o["type"]))
+		if o["run"] != run {
+			t.Fatalf("event without run: %s", l)
+		}
+	}
+	if got := strings.Join(evTypes, ","); got != "start,state,message,usage,done,state" {
+		t.Fatalf("events %s", got)
+	}
+	if events[0] != strings.TrimSuffix(string(start.Line()), "\n") {
+		t.Fatalf("recorded start differs from the frame:\n%s\n%s", events[0], start.Line())
+	}
+	msgs := readFile(t, filepath.Join(dir, "messages.jsonl"))
+	if !strings.Contains(msgs, `{"role":"user","run":"`+run+`","content":"hello"`) || !strings.Contains(msgs, `{"role":"assistant","run":"`+run+`"`) {
+		t.Fatalf("messages:\n%s", msgs)
+	}
+	for f, want := range map[string]string{"latest.md": "hello\n", "state": "done\n", "cwd": "/\n", "meta.json": `{"client":"ctx","scope":"private"}` + "\n"} {
+		if got := readFile(t, filepath.Join(dir, f)); got != want {
+			t.Errorf("%s = %q, want %q", f, got, want)
+		}
+	}
+	idx := filepath.Join(env.store, "home/0/agent/coder/session/index")
+	if got := readFile(t, filepath.Join(idx, "current")); got != "default\n" {
+		t.Errorf("current = %q", got)
+	}
+	if got := readFile(t, filepath.Join(idx, "by-cwd", abi.CwdKey("/"))); got != "default\n" {
+		t.Errorf("by-cwd = %q", got)
+	}
+}
+
+func TestReplayWritesNothing(t *testing.T) {
+	env := newEnv(t)
+	first := env.send(root0, coder(), `{"op":"send","id":"c1","input":"hello","cwd":"/"}`)
+	before := tree(t, env.store)
+	again := env.send(root0, coder(), `{"op":"send","id":"c1","input":"hello","cwd":"/"}`)
+	sameTree(t, "a replay", before, tree(t, env.store))
+	if types(again) != "start,done" {
+		t.Fatalf("replay frames %s", types(again))
+	}
+	if string(again[0].Line()) != string(first[0].Line()) || string(again[1].Line()) != string(first[len(first)-1].Line()) {
+		t.Fatalf("replay is not the original start and done:\n%s%s", again[0].Line(), again[1].Line())
+	}
+	// The same client id with the default cwd is the same effective cwd.
+	env.send(root0, coder(), `{"op":"send","id":"c1","input":"hello"}`)
+	sameTree(t, "a replay with the same effective cwd", before, tree(t, env.store))
+}
+
+func TestPayloadReuseIsEINVAL(t *testing.T) {
+	env := newEnv(t)
+	must(t, os.MkdirAll(filepath.Join(env.store, "home/0/agent/coder/root/w"), 0o755))
+	env.send(root0, coder(), `{"op":"send","id":"c1","input":"hello"}`)
+	before := tree(t, env.store)
+	for _, line := range []string{
+		`{"op":"send","id":"c1","input":"other"}`,
+		`{"op":"send","id":"c1","input":"hello","cwd":"/w"}`,
+		`{"op":"send","id":"c1","input":"hello","scope":"temp"}`, // another session: temp is memory only
+	} {
+		_, err := env.do(root0, coder(), line)
+		if strings.Contains(line, "temp") {
+			must(t, err) // a temp session is another session: not a reuse
+			continue
+		}
+		wantErrno(t, line, err, syscall.EINVAL)
+	}
+	sameTree(t, "payload reuse", before, tree(t, env.store))
+}
+
+func TestTempSessionsWriteNothing(t *testing.T) {
+	env := newEnv(t)
+	env.send(root0, coder(), `{"op":"send","id":"c0","input":"x","session":"keep"}`)
+	before := tree(t, env.store)
+	frames := env.send(root0, coder(), `{"op":"send","id":"t1","scope":"temp","session":"scratch","input":"hi"}`)
+	if types(frames) != "start,message,usage,done" {
+		t.Fatalf("temp frames %s", types(frames))
+	}
+	after := tree(t, env.store)
+	for k := range after {
+		if strings.Contains(k, "scratch") {
+			t.Fatalf("temp session left %s in the store", k)
+		}
+	}
+	// The chroot root may be made for the cwd check; nothing else.
+	for k := range after {
+		if _, ok := before[k]; !ok && !strings.Contains(k, "/root") {
+			t.Fatalf("temp send added %s", k)
+		}
+	}
+	if got := readFile(t, filepath.Join(env.store, "home/0/agent/coder/session/index/list")); strings.Contains(got, "scratch") {
+		t.Fatalf("temp session listed")
+	}
+	// A replay works within the server's life.
+	again := env.send(root0, coder(), `{"op":"send","id":"t1","scope":"temp","session":"scratch","input":"hi"}`)
+	if types(again) != "start,done" || again[0].Str("run") != frames[0].Str("run") {
+		t.Fatalf("temp replay %s", types(again))
+	}
+}
+
+func TestCwdResolution(t *testing.T) {
+	env := newEnv(t)
+	root := filepath.Join(env.store, "home/0/agent/coder/root")
+	must(t, os.MkdirAll(filepath.Join(root, "workspace/sub"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "file"), nil, 0o644))
+	must(t, os.Symlink("../../..", filepath.Join(root, "workspace/up")))
+	must(t, os.Symlink("/etc", filepath.Join(root, "abs")))
+	must(t, os.Symlink("/proc/self/root", filepath.Join(root, "magic")))
+	env.send(root0, coder(), `{"op":"send","id":"ok","input":"x","cwd":"/workspace/sub","session":"s"}`)
+	before := tree(t, env.store)
+	cases := map[string]syscall.Errno{
+		"/missing":       syscall.ENOENT,
+		"/workspace/nope": syscall.ENOENT,
+		"/file":          syscall.ENOTDIR,
+		"/workspace/up":  syscall.EACCES,
+		"/abs":           syscall.EACCES,
+		"/magic":         syscall.EACCES,
+		root:             syscall.EACCES, // the chroot's own host path
+		env.store:        syscall.EACCES,
+	}
+	i := 0
+	for cwd, want := range cases {
+		i++
+		for _, session := range []string{"s", fmt.Sprintf("new-%d", i)} {
+			line := fmt.Sprintf(`{"op":"send","id":"bad-%d","input":"x","cwd":%q,"session":%q}`, i, cwd, session)
+			_, err := env.do(root0, coder(), line)
+			wantErrno(t, cwd, err, want)
+		}
+	}
+	sameTree(t, "refused cwds", before, tree(t, env.store))
+}
+
+func TestListOrderGolden(t *testing.T) {
+	env := newEnv(t)
+	env.send(root0, coder(), `{"op":"send","id":"a","input":"x","session":"review-1"}`)
+	env.send(root0, coder(), `{"op":"send","id":"b","input":"x","session":"default"}`)
+	x, err := env.e.Index(Container{Home: "home/0", Kind: KindAgent, Owner: "coder"})
+	must(t, err)
+	if got := string(x.ListBytes()); got != "default\nreview-1\n" {
+		t.Fatalf("list %q", got)
+	}
+	env.send(root0, coder(), `{"op":"send","id":"c","input":"x","session":"review-1"}`)
+	if got := string(x.ListBytes()); got != "review-1\ndefault\n" {
+		t.Fatalf("list after a send to review-1: %q", got)
+	}
+	if x.Current() != "review-1" {
+		t.Fatalf("current %q", x.Current())
+	}
+}
+
+func TestSharedScope(t *testing.T) {
+	env := newEnv(t)
+	_, err := env.do(root0, coder(), `{"op":"send","id":"c","input":"x","scope":"shared","space":"team"}`)
+	wantErrno(t, "missing space", err, syscall.ENOENT)
+	must(t, env.e.AddSpace("team", 1234, 0o770))
+	member := Caller{Uid: 1001, Gid: 1001, Groups: []uint32{1234}}
+	stranger := Caller{Uid: 1002, Gid: 1002}
+	before := tree(t, env.store)
+	_, err = env.do(stranger, coder(), `{"op":"send","id":"c","input":"x","scope":"shared","space":"team"}`)
+	wantErrno(t, "stranger", err, syscall.EACCES)
+	sameTree(t, "a refused shared send", before, tree(t, env.store))
+	frames := env.send(member, coder(), `{"op":"send","id":"c","input":"x","scope":"shared","space":"team"}`)
+	if types(frames) != "start,message,usage,done" || frames[0].Str("scope") != "shared" {
+		t.Fatalf("shared frames %s", types(frames))
+	}
+	dir := env.sessDir("shared/team", "coder", "default")
+	st, err := os.Stat(filepath.Join(dir, "messages.jsonl"))
+	must(t, err)
+	sys := st.Sys().(*syscall.Stat_t)
+	if sys.Uid != 1001 || sys.Gid != 1234 || st.Mode().Perm() != 0o660 {
+		t.Fatalf("shared log owned %d:%d %v", sys.Uid, sys.Gid, st.Mode())
+	}
+}
+
+func TestPrivateOwnership(t *testing.T) {
+	env := newEnv(t)
+	u := Caller{Uid: 1001, Gid: 1001}
+	env.send(u, coder(), `{"op":"send","id":"c","input":"x"}`)
+	for _, p := range []string{"home/1001", "home/1001/agent/coder/session/default", "home/1001/agent/coder/session/default/state"} {
+		st, err := os.Stat(filepath.Join(env.store, p))
+		must(t, err)
+		sys := st.Sys().(*syscall.Stat_t)
+		want := os.FileMode(0o600)
+		if st.IsDir() {
+			want = 0o700
+		}
+		if sys.Uid != 1001 || st.Mode().Perm() != want {
+			t.Errorf("%s: uid %d mode %v", p, sys.Uid, st.Mode())
+		}
+	}
+}
+
+func TestUnknownAgentIsENOENT(t *testing.T) {
+	env := newEnv(t)
+	before := tree(t, env.store)
+	_, err := env.do(root0, Target{Kind: KindAgent, Owner: "ghost"}, `{"op":"send","id":"c","input":"x"}`)
+	wantErrno(t, "undefined agent", err, syscall.ENOENT)
+	after := tree(t, env.store)
+	for k := range after {
+		if strings.Contains(k, "ghost") {
+			t.Fatalf("a send to an undefined agent wrote %s", k)
+		}
+	}
+	_ = before
+}

@@ -1,0 +1,114 @@
+package session
+
+import (
+	"bufio"
+	"io"
+	"sync"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/sealedlog"
+)
+
+// sess is the engine's in-memory view of one session directory (or of one
+// temp session, which has no directory). It is loaded once and kept.
+type sess struct {
+	e     *Engine
+	ref   Ref
+	dir   string // store path; "" for temp sessions
+	own   owner
+	scope string
+
+	msgs, events *sealedlog.Log
+
+	// fileMu serialises the single-value files and latest.md, which several
+	// runs of the session update.
+	fileMu    sync.Mutex
+	updatedAt int64
+	cwd       string
+
+	mu      sync.Mutex
+	clients map[string]*clientRecord // client id → its send, from the start events
+	active  map[string]*run          // runs queued or running in this process
+	slots   chan struct{}            // the per-session run limit (NumCPU×4)
+}
+
+// clientRecord is what a client id's first send recorded: enough to tell a
+// replay from a reuse, and to answer the replay.
+type clientRecord struct {
+	run   string
+	input string
+	scope string
+	cwd   string
+	start *proto.Object
+	done  *proto.Object // nil while the run has not finished
+
+	// ready is closed once start is recorded (or the send failed, then
+	// failed is set and the record is gone from clients).
+	ready  chan struct{}
+	failed bool
+}
+
+// provable returns EIO when either log is unprovable.
+func (s *sess) provable() error {
+	if err := s.events.Check(); err != nil {
+		return err
+	}
+	return s.msgs.Check()
+}
+
+// scanLines calls fn for every complete line of l's committed content.
+func scanLines(l *sealedlog.Log, fn func(line []byte)) error {
+	sc := bufio.NewScanner(io.NewSectionReader(l, 0, l.Size()))
+	sc.Buffer(make([]byte, 64*1024), abi.MaxLineBytes+2)
+	for sc.Scan() {
+		fn(sc.Bytes())
+	}
+	return sc.Err()
+}
+
+// rebuildClients reads the logs once to learn every client id's send: the
+// start events give run, scope and cwd, the done events the final frames,
+// and the user messages the inputs. It returns the runs that started but
+// never finished (interrupted by a crash).
+func (s *sess) rebuildClients() (unfinished []*clientRecord, err error) {
+	byRun := map[string]*clientRecord{}
+	err = scanLines(s.events, func(line []byte) {
+		o, perr := proto.ParseObject(line, false)
+		if perr != nil {
+			return
+		}
+		switch o.Str("type") {
+		case proto.FrameStart:
+			rec := &clientRecord{run: o.Str("run"), scope: o.Str("scope"), cwd: o.Str("cwd"), start: o, ready: closedChan}
+			if id := o.Str("client_id"); id != "" {
+				s.clients[id] = rec
+			}
+			byRun[rec.run] = rec
+		case proto.FrameDone:
+			if rec := byRun[o.Str("run")]; rec != nil {
+				rec.done = o
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = scanLines(s.msgs, func(line []byte) {
+		o, perr := proto.ParseObject(line, false)
+		if perr != nil || o.Str("role") != "user" {
+			return
+		}
+		if rec := byRun[o.Str("run")]; rec != nil {
+			rec.input, _ = o.String("content")
+		}
+	})
+	for _, rec := range byRun {
+		if rec.done == nil {
+			unfinished = append(unfinished, rec)
+		}
+	}
+	return unfinished, err
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()

@@ -1,0 +1,80 @@
+package session
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// writeSnapshots replaces the session's AGENTS.md and SKILLS.md before a
+// run (SPEC section 10): the agent's global rules, then every AGENTS.md
+// from the chroot root down to the cwd; and the skills' metadata. They are
+// observability only; a snapshot that cannot be written does not fail the
+// run.
+func (e *Engine) writeSnapshots(rn *run) {
+	s := rn.s
+	if s.dir == "" {
+		return
+	}
+	def := rn.spec.Def
+	var rules []string
+	if def.AgentsMD != "" {
+		rules = append(rules, strings.TrimRight(def.AgentsMD, "\n"))
+	}
+	if rn.spec.Dir != "/" && s.ref.Kind == KindAgent {
+		rules = append(rules, chrootRules(e.path(s.ref.Container.ChrootRel(rn.spec.Uid)), rn.spec.Env["CTX_CWD"])...)
+	}
+	var skills strings.Builder
+	for _, sk := range def.Skills {
+		skills.WriteString("- name: " + sk.Name + "\n  description: " + sk.Description + "\n  path: " + sk.Path + "\n")
+	}
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	if len(rules) > 0 {
+		s.writeFileLocked(abi.FileAgentsMD, strings.Join(rules, "\n\n")+"\n")
+	}
+	if skills.Len() > 0 {
+		s.writeFileLocked(abi.FileSkillsMD, skills.String())
+	}
+}
+
+// chrootRules reads AGENTS.md in the chroot root and in each directory down
+// to cwd, outermost first. The tree belongs to the agent's user and the
+// server may be root, so every read stays beneath the root (os.Root refuses
+// symlinks that leave it) and is bounded.
+func chrootRules(root, cwd string) []string {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil
+	}
+	defer r.Close()
+	var rules []string
+	dir := "."
+	read := func() {
+		f, err := r.Open(filepath.Join(dir, abi.FileAgentsMD))
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+			return
+		}
+		b, _ := io.ReadAll(io.LimitReader(f, maxRulesBytes))
+		rules = append(rules, strings.TrimRight(string(b), "\n"))
+	}
+	read()
+	for _, part := range strings.Split(strings.Trim(cwd, "/"), "/") {
+		if part == "" || part == "." {
+			continue
+		}
+		dir = filepath.Join(dir, part)
+		read()
+	}
+	return rules
+}
+
+// maxRulesBytes bounds each AGENTS.md read into a snapshot.
+const maxRulesBytes = 1 << 20

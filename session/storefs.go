@@ -1,0 +1,112 @@
+package session
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/google/renameio/v2"
+)
+
+// owner is who owns what the engine creates in one home or shared space, and
+// with which modes: a private home is its uid's alone (0700/0600); a shared
+// space's files belong to the writing uid and the space's group, with group
+// access (0770/0660), so that the kernel enforces both through the mount.
+type owner struct {
+	uid, gid int
+	dirMode  os.FileMode
+	fileMode os.FileMode
+}
+
+func privateOwner(uid, gid uint32) owner {
+	return owner{int(uid), int(gid), 0o700, 0o600}
+}
+
+// chown gives path to o. EPERM is ignored: a server that is not root cannot
+// give files away, and then everything is its own uid's anyway.
+func (o owner) chown(path string) error {
+	err := os.Lchown(path, o.uid, o.gid)
+	if errors.Is(err, syscall.EPERM) {
+		return nil
+	}
+	return err
+}
+
+// mkdirAll creates dir and its missing parents below base, each owned by o.
+func (o owner) mkdirAll(base, dir string) error {
+	rel, err := filepath.Rel(base, dir)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return errors.New("mkdirAll: " + dir + " is not below " + base)
+	}
+	cur := base
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		if part == "." || part == "" {
+			continue
+		}
+		cur = filepath.Join(cur, part)
+		err := os.Mkdir(cur, o.dirMode)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := os.Chmod(cur, o.dirMode); err != nil { // umask
+			return err
+		}
+		if err := o.chown(cur); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeValue atomically replaces a single-value file with data (renameio:
+// temp file, fsync, rename), owned by o. Readers see the old or the new value,
+// never a mix.
+func (o owner) writeValue(path string, data []byte) error {
+	t, err := renameio.NewPendingFile(path, renameio.WithStaticPermissions(o.fileMode))
+	if err != nil {
+		return err
+	}
+	defer t.Cleanup()
+	if _, err := t.Write(data); err != nil {
+		return err
+	}
+	if err := o.chown(t.Name()); err != nil {
+		return err
+	}
+	return t.CloseAtomicallyReplace()
+}
+
+// readValue reads a single-value file and strips one trailing newline.
+func readValue(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(string(b), "\n"), nil
+}
+
+// readUnix reads a timestamp file (Unix seconds); 0 when missing or bad.
+func readUnix(path string) int64 {
+	v, err := readValue(path)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(v, 10, 64)
+	return n
+}
+
+// syncDir makes a directory entry change durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
