@@ -27,11 +27,11 @@ var requestCases = []struct {
 	{`{}`, syscall.EINVAL},
 	{`[]`, syscall.EINVAL},
 	{`not json`, syscall.EINVAL},
-	{`{"op":"send","input":"hi"}`, syscall.EINVAL},                          // no id
-	{`{"op":"send","id":"c1"}`, syscall.EINVAL},                              // no input
-	{`{"op":"send","id":"c1","input":"a\u0000b"}`, syscall.EINVAL},           // NUL
-	{`{"op":"send","id":"c1","input":7}`, syscall.EINVAL},                    // not a string
-	{`{"op":"send","id":"../x","input":"hi"}`, syscall.EINVAL},               // bad client id
+	{`{"op":"send","input":"hi"}`, syscall.EINVAL},                 // no id
+	{`{"op":"send","id":"c1"}`, syscall.EINVAL},                    // no input
+	{`{"op":"send","id":"c1","input":"a\u0000b"}`, syscall.EINVAL}, // NUL
+	{`{"op":"send","id":"c1","input":7}`, syscall.EINVAL},          // not a string
+	{`{"op":"send","id":"../x","input":"hi"}`, syscall.EINVAL},     // bad client id
 	{`{"op":"send","id":"c1","session":"index","input":"hi"}`, syscall.EINVAL},
 	{`{"op":"send","id":"c1","session":"a/b","input":"hi"}`, syscall.EINVAL},
 	{`{"op":"send","id":"c1","scope":"public","input":"hi"}`, syscall.EINVAL},

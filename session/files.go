@@ -171,7 +171,7 @@ func (e *Engine) Mkdir(c Caller, rel string) error {
 		}
 		return e.AddSpace(parts[1], -1, 0o770|os.ModeSetgid)
 	}
-	if len(parts) < 4 || (parts[0] != "home" && parts[0] != "shared") {
+	if len(parts) < 3 || (parts[0] != "home" && parts[0] != "shared") {
 		return bad(syscall.EPERM, "not a name the ABI allows here")
 	}
 	own, err := e.homeOwner(c, parts[0]+"/"+parts[1])
@@ -179,6 +179,8 @@ func (e *Engine) Mkdir(c Caller, rel string) error {
 		return err
 	}
 	switch {
+	case len(parts) == 3 && (parts[2] == KindAgent || parts[2] == KindModel):
+		return e.mkdirNew(own, rel)
 	case len(parts) == 4 && parts[2] == KindAgent:
 		if !abi.ValidName(parts[3]) {
 			return bad(syscall.EINVAL, "invalid agent name")

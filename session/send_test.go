@@ -136,14 +136,14 @@ func TestCwdResolution(t *testing.T) {
 	env.send(root0, coder(), `{"op":"send","id":"ok","input":"x","cwd":"/workspace/sub","session":"s"}`)
 	before := tree(t, env.store)
 	cases := map[string]syscall.Errno{
-		"/missing":       syscall.ENOENT,
+		"/missing":        syscall.ENOENT,
 		"/workspace/nope": syscall.ENOENT,
-		"/file":          syscall.ENOTDIR,
-		"/workspace/up":  syscall.EACCES,
-		"/abs":           syscall.EACCES,
-		"/magic":         syscall.EACCES,
-		root:             syscall.EACCES, // the chroot's own host path
-		env.store:        syscall.EACCES,
+		"/file":           syscall.ENOTDIR,
+		"/workspace/up":   syscall.EACCES,
+		"/abs":            syscall.EACCES,
+		"/magic":          syscall.EACCES,
+		root:              syscall.EACCES, // the chroot's own host path
+		env.store:         syscall.EACCES,
 	}
 	i := 0
 	for cwd, want := range cases {

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+
+	ctxfs "github.com/ctxfs/ctxfs/fs"
 	"github.com/ctxfs/ctxfs/session"
 )
 
@@ -10,12 +13,22 @@ type mounted interface {
 	Done() <-chan struct{}
 }
 
-// noMounts stands in until the FUSE projection is wired: sockets only.
-type noMounts struct{ done chan struct{} }
+// fuseMounts adapts fs.Mounts: Done closes when the kernel ends either
+// mount (an external umount), so that the server exits instead of serving
+// half a tree.
+type fuseMounts struct {
+	*ctxfs.Mounts
+	done chan struct{}
+}
 
-func (n noMounts) Unmount() error        { return nil }
-func (n noMounts) Done() <-chan struct{} { return n.done }
+func (m fuseMounts) Done() <-chan struct{} { return m.done }
 
 func mountFS(e *session.Engine, root string) (mounted, error) {
-	return noMounts{make(chan struct{})}, nil
+	ms, err := ctxfs.Mount(e, root, ctxfs.Options{Debug: os.Getenv("CTXFS_DEBUG") != ""})
+	if err != nil {
+		return nil, err
+	}
+	m := fuseMounts{ms, make(chan struct{})}
+	go func() { ms.Wait(); close(m.done) }()
+	return m, nil
 }

@@ -1,0 +1,123 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// ResolveCwd resolves cwd (absolute, already checked by abi.CheckCwd)
+// inside the chroot whose host directory is rootDir, the way the kernel
+// resolves openat2(RESOLVE_BENEATH|RESOLVE_NO_MAGICLINKS|RESOLVE_NO_XDEV),
+// and returns the host path of the directory it names.
+//
+// forbidden lists host paths that must never be named: the chroot's own
+// host path, the store, the mount root. A cwd that, as written, is one of
+// them or lies below one is EACCES before anything is looked up, so that the
+// answer does not depend on (or reveal) what exists there. The resolved host
+// path is checked against them too, except against those that contain
+// rootDir itself (every cwd resolves below those).
+//
+// A missing component is ENOENT, a non-directory ENOTDIR; anything that
+// leaves the chroot or its mount (an absolute symlink — RESOLVE_BENEATH
+// refuses those even when they would land inside —, a ".." symlink above
+// the root, a magic link, another mount) is EACCES. ELOOP is EACCES too:
+// the kernel reports a magic link and a symlink loop alike.
+func ResolveCwd(rootDir, cwd string, forbidden []string) (string, error) {
+	if err := abi.CheckCwd(cwd); err != nil {
+		return "", err
+	}
+	clean := filepath.Clean(cwd)
+	for _, f := range forbidden {
+		if within(clean, filepath.Clean(f)) {
+			return "", abi.Errorf(syscall.EACCES, "resolve cwd", "%s names a path the agent may not use", cwd)
+		}
+	}
+	host, err := openBeneath(rootDir, clean)
+	if err != nil {
+		return "", err
+	}
+	for _, f := range forbidden {
+		f = realPath(f)
+		if !within(realPath(rootDir), f) && within(host, f) {
+			return "", abi.Errorf(syscall.EACCES, "resolve cwd", "%s leads to a path the agent may not use", cwd)
+		}
+	}
+	return host, nil
+}
+
+// openBeneath opens cwd as a directory beneath rootDir and returns the host
+// path the kernel reached, read back from /proc/self/fd so that symlinks
+// inside the chroot are resolved as the kernel resolved them.
+func openBeneath(rootDir, cwd string) (string, error) {
+	rootFd, err := unix.Open(rootDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", abi.Errorf(err.(syscall.Errno), "resolve cwd", "chroot root %s: %v", rootDir, err)
+	}
+	defer unix.Close(rootFd)
+	rel := strings.TrimPrefix(cwd, "/")
+	if rel == "" {
+		rel = "."
+	}
+	how := &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	}
+	fd, err := openat2Retry(rootFd, rel, how)
+	if err != nil {
+		return "", cwdErr(cwd, err)
+	}
+	defer unix.Close(fd)
+	host, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return "", hostErr("resolve cwd", err)
+	}
+	return host, nil
+}
+
+// openat2Retry retries EAGAIN, which RESOLVE_BENEATH returns when a rename
+// elsewhere raced with the lookup and the kernel could not prove safety.
+func openat2Retry(dirfd int, rel string, how *unix.OpenHow) (int, error) {
+	for i := 0; ; i++ {
+		fd, err := unix.Openat2(dirfd, rel, how)
+		if err != unix.EAGAIN || i == 100 {
+			return fd, err
+		}
+	}
+}
+
+// cwdErr maps what openat2 said to the errnos of SPEC section 8.
+func cwdErr(cwd string, err error) error {
+	errno, _ := err.(syscall.Errno)
+	switch errno {
+	case unix.ENOENT:
+		return abi.Errorf(syscall.ENOENT, "resolve cwd", "%s does not exist in the chroot", cwd)
+	case unix.ENOTDIR:
+		return abi.Errorf(syscall.ENOTDIR, "resolve cwd", "%s is not a directory in the chroot", cwd)
+	case unix.EXDEV, unix.ELOOP, unix.EACCES:
+		return abi.Errorf(syscall.EACCES, "resolve cwd", "%s leaves the chroot or its mount (%s)", cwd, abi.ErrnoName(errno))
+	case 0:
+		return abi.Errorf(syscall.EIO, "resolve cwd", "%s: %v", cwd, err)
+	}
+	return abi.Errorf(errno, "resolve cwd", "%s: %v", cwd, err)
+}
+
+// within reports whether p is dir or lies below it (both clean).
+func within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
+}
+
+// realPath resolves symlinks in p when it can, so that a forbidden path
+// given through a symlink still matches what the kernel reached.
+func realPath(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return filepath.Clean(p)
+}

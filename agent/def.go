@@ -1,0 +1,469 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// Kinds of definitions.
+const (
+	KindAgent = "agent"
+	KindModel = "model"
+)
+
+// EchoModel is the built-in model that answers by echoing the input.
+const EchoModel = "debug/echo"
+
+// Output ABIs and isolation modes a definition may name.
+const (
+	ABIJSONL        = "jsonl"
+	ABIText         = "text"
+	IsolationNone   = "none"
+	IsolationChroot = "chroot"
+)
+
+// maxControlFile bounds what Load reads of any one control file or
+// AGENTS.md: a definition is configuration, not data, and a runaway file
+// must not be slurped into every run.
+const maxControlFile = 1 << 20
+
+// maxTimeout is the longest timeout a definition may ask for (one year);
+// beyond it the value is surely a typo, and time.Duration would overflow.
+const maxTimeout = 365 * 24 * time.Hour
+
+// Definition is one agent or model, as read from its host directory.
+type Definition struct {
+	Kind      string        // KindAgent or KindModel
+	Name      string        // agent name, or "provider/model"
+	Dir       string        // the NAME.d host directory ("" for the built-in debug/echo)
+	Program   string        // the executable beside Dir, "" if none
+	Cwd       string        // default cwd, "" if none
+	Model     string        // "provider/model"; a model's own name; EchoModel when an agent names none
+	ABI       string        // ABIJSONL or ABIText
+	Env       []string      // KEY=VALUE lines, in file order
+	Isolation string        // IsolationNone or IsolationChroot
+	Timeout   time.Duration // 0 when none
+	AgentsMD  string        // content of the global AGENTS.md, "" if none
+	Skills    []Skill       // sorted by directory name
+}
+
+// Skill is the metadata of one skills/<skill>/SKILL.md.
+type Skill struct {
+	Name        string // front matter name, else the directory name
+	Description string // front matter description, "" if none
+	Path        string // host path of SKILL.md
+}
+
+// Echo reports whether the server answers this definition itself: there is
+// no program and the model is the built-in debug/echo.
+func (d *Definition) Echo() bool { return d.Program == "" && d.Model == EchoModel }
+
+// Load reads the definition of an agent (kind "agent", name NAME) or a model
+// (kind "model", name "provider/model") under root. A name that is not valid
+// is EINVAL; an undefined one ENOENT (debug/echo is always defined); a
+// control file with an invalid value EINVAL.
+func Load(root, kind, name string) (*Definition, error) {
+	dir, prog, err := defPaths(root, kind, name)
+	if err != nil {
+		return nil, err
+	}
+	d := &Definition{Kind: kind, Name: name, Dir: dir, ABI: ABIJSONL, Isolation: IsolationNone, Model: EchoModel}
+	if kind == KindModel {
+		d.Model = name
+	}
+	if err := checkDir(dir); err != nil {
+		if kind == KindModel && name == EchoModel && abi.Errno(err) == syscall.ENOENT {
+			d.Dir = ""
+			return d, nil
+		}
+		return nil, err
+	}
+	if d.Program, err = findProgram(prog); err != nil {
+		return nil, err
+	}
+	if err := d.readControls(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// defPaths returns the NAME.d directory and the program path of a definition.
+func defPaths(root, kind, name string) (dir, prog string, err error) {
+	switch {
+	case kind == KindAgent && abi.ValidName(name):
+		prog = filepath.Join(root, "agent", name)
+	case kind == KindModel && abi.ValidModelName(name):
+		prog = filepath.Join(root, "model", filepath.FromSlash(name))
+	case kind == KindAgent || kind == KindModel:
+		return "", "", abi.Errorf(syscall.EINVAL, "load", "invalid %s name %q", kind, name)
+	default:
+		return "", "", abi.Errorf(syscall.EINVAL, "load", "unknown definition kind %q", kind)
+	}
+	return prog + ".d", prog, nil
+}
+
+// checkDir is nil when dir is a directory, ENOENT when nothing (or not a
+// directory) is there: a stray file named NAME.d defines nothing.
+func checkDir(dir string) error {
+	st, err := os.Stat(dir)
+	if err == nil && !st.IsDir() {
+		return abi.Errorf(syscall.ENOENT, "load", "%s is not a directory", dir)
+	}
+	if err != nil {
+		return hostErr("load", err)
+	}
+	return nil
+}
+
+// findProgram returns prog when it is an executable regular file, "" when
+// nothing is there. Something else at that path is EINVAL rather than
+// silently ignored: falling back to echo would hide a broken install.
+func findProgram(prog string) (string, error) {
+	st, err := os.Stat(prog)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", hostErr("load", err)
+	}
+	if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+		return "", abi.Errorf(syscall.EINVAL, "load", "program %s is not an executable file", prog)
+	}
+	return prog, nil
+}
+
+// readControls reads every control file that is present.
+func (d *Definition) readControls() error {
+	steps := []func() error{d.readCwd, d.readModel, d.readABI, d.readEnv, d.readIsolation, d.readTimeout, d.readAgentsMD, d.readSkills}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *Definition) readCwd() error {
+	v, ok, err := d.oneLine("cwd")
+	if !ok || err != nil {
+		return err
+	}
+	if err := abi.CheckCwd(v); err != nil {
+		return d.invalid("cwd", "%v", err.(*abi.Error).Msg)
+	}
+	d.Cwd = v
+	return nil
+}
+
+// readModel reads an agent's model. A model definition is its own model, so
+// a model file there is not consulted.
+func (d *Definition) readModel() error {
+	if d.Kind != KindAgent {
+		return nil
+	}
+	v, ok, err := d.oneLine("model")
+	if !ok || err != nil {
+		return err
+	}
+	if !abi.ValidModelName(v) {
+		return d.invalid("model", "%q is not provider/model", v)
+	}
+	d.Model = v
+	return nil
+}
+
+func (d *Definition) readABI() error {
+	v, ok, err := d.oneLine("abi")
+	if !ok || err != nil {
+		return err
+	}
+	if v != ABIJSONL && v != ABIText {
+		return d.invalid("abi", "%q is neither jsonl nor text", v)
+	}
+	d.ABI = v
+	return nil
+}
+
+func (d *Definition) readIsolation() error {
+	v, ok, err := d.oneLine("isolation")
+	if !ok || err != nil {
+		return err
+	}
+	if v != IsolationNone && v != IsolationChroot {
+		return d.invalid("isolation", "%q is neither none nor chroot", v)
+	}
+	d.Isolation = v
+	return nil
+}
+
+// readTimeout accepts whole seconds; 0 means no timeout.
+func (d *Definition) readTimeout() error {
+	v, ok, err := d.oneLine("timeout")
+	if !ok || err != nil {
+		return err
+	}
+	n, perr := strconv.ParseUint(v, 10, 64)
+	if perr != nil || time.Duration(n) > maxTimeout/time.Second {
+		return d.invalid("timeout", "%q is not a number of seconds up to %d", v, int64(maxTimeout/time.Second))
+	}
+	d.Timeout = time.Duration(n) * time.Second
+	return nil
+}
+
+// readEnv reads KEY=VALUE lines. Blank lines and lines starting with '#'
+// are skipped. CTX_* keys are refused: they are the server's account of the
+// run, and a definition that could override them could lie to its program.
+func (d *Definition) readEnv() error {
+	data, ok, err := d.read("env")
+	if !ok || err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, maxControlFile+1)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSuffix(sc.Text(), "\r")
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		key, _, found := strings.Cut(line, "=")
+		switch {
+		case !found || !validEnvKey(key) || strings.IndexByte(line, 0) >= 0:
+			return d.invalid("env", "line %d is not KEY=VALUE", n)
+		case strings.HasPrefix(key, "CTX_"):
+			return d.invalid("env", "line %d sets %s, which only the server sets", n, key)
+		case seen[key]:
+			return d.invalid("env", "line %d sets %s twice", n, key)
+		}
+		seen[key] = true
+		d.Env = append(d.Env, line)
+	}
+	return nil
+}
+
+// validEnvKey is the portable shell variable name [A-Za-z_][A-Za-z0-9_]*.
+func validEnvKey(k string) bool {
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		alpha := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_'
+		if !alpha && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return k != ""
+}
+
+func (d *Definition) readAgentsMD() error {
+	data, ok, err := d.read("AGENTS.md")
+	if ok {
+		d.AgentsMD = string(data)
+	}
+	return err
+}
+
+// readSkills lists skills/<skill>/SKILL.md. Skills are metadata for the
+// SKILLS.md snapshot and grant nothing, so a skill directory without a
+// SKILL.md, or with odd front matter, is skipped or taken as is, never an
+// error that would stop the agent.
+func (d *Definition) readSkills() error {
+	skillsDir := filepath.Join(d.Dir, "skills")
+	ents, err := os.ReadDir(skillsDir)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return nil
+	}
+	if err != nil {
+		return hostErr("load", err)
+	}
+	for _, e := range ents { // ReadDir sorts by name
+		p := filepath.Join(skillsDir, e.Name(), "SKILL.md")
+		data, err := readBounded(p)
+		if err != nil {
+			continue
+		}
+		name, desc := frontMatter(data)
+		if name == "" {
+			name = e.Name()
+		}
+		d.Skills = append(d.Skills, Skill{Name: name, Description: desc, Path: p})
+	}
+	return nil
+}
+
+// frontMatter returns name and description from a leading "---" block of
+// "key: value" lines; values may be quoted.
+func frontMatter(data []byte) (name, desc string) {
+	lines := strings.Split(strings.ReplaceAll(string(data), "\r\n", "\n"), "\n")
+	if len(lines) == 0 || strings.TrimSpace(lines[0]) != "---" {
+		return "", ""
+	}
+	for _, l := range lines[1:] {
+		if strings.TrimSpace(l) == "---" {
+			break
+		}
+		k, v, ok := strings.Cut(l, ":")
+		v = unquote(strings.TrimSpace(v))
+		switch strings.TrimSpace(k) {
+		case "name":
+			if ok {
+				name = v
+			}
+		case "description":
+			if ok {
+				desc = v
+			}
+		}
+	}
+	return name, desc
+}
+
+func unquote(v string) string {
+	if len(v) >= 2 && (v[0] == '"' && v[len(v)-1] == '"' || v[0] == '\'' && v[len(v)-1] == '\'') {
+		if v[0] == '"' {
+			if s, err := strconv.Unquote(v); err == nil {
+				return s
+			}
+		}
+		return v[1 : len(v)-1]
+	}
+	return v
+}
+
+// oneLine reads a one-line control file: its content without the final
+// newline. ok is false when the file is absent. A second line, or an empty
+// value, is EINVAL: a present but empty file is more likely a mistake than
+// a wish for the default.
+func (d *Definition) oneLine(file string) (v string, ok bool, err error) {
+	data, ok, err := d.read(file)
+	if !ok || err != nil {
+		return "", ok, err
+	}
+	v = strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r")
+	switch {
+	case strings.ContainsAny(v, "\n\r"):
+		return "", true, d.invalid(file, "more than one line")
+	case v == "":
+		return "", true, d.invalid(file, "empty value")
+	}
+	return v, true, nil
+}
+
+// read returns a control file's bytes; ok is false when it is absent.
+func (d *Definition) read(file string) (data []byte, ok bool, err error) {
+	data, err = readBounded(filepath.Join(d.Dir, file))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	return data, true, nil
+}
+
+// readBounded reads a regular file of at most maxControlFile bytes.
+func readBounded(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, hostErr("load", err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, abi.Errorf(syscall.EINVAL, "load", "%s is not a regular file", p)
+	}
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(io.LimitReader(f, maxControlFile+1)); err != nil {
+		return nil, hostErr("load", err)
+	}
+	if b.Len() > maxControlFile {
+		return nil, abi.Errorf(syscall.EINVAL, "load", "%s is over %d bytes", p, maxControlFile)
+	}
+	return b.Bytes(), nil
+}
+
+func (d *Definition) invalid(file, format string, args ...any) error {
+	e := abi.Errorf(syscall.EINVAL, "load", format, args...)
+	e.Path = filepath.Join(d.Dir, file)
+	return e
+}
+
+// hostErr turns an error from the host filesystem into an *abi.Error that
+// keeps its errno.
+func hostErr(op string, err error) error {
+	var e *abi.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &abi.Error{Op: op, Errno: abi.Errno(err), Msg: err.Error()}
+}
+
+// List returns the names of the defined agents (NAME.d directories under
+// <root>/agent) and models ("provider/model" for provider/model.d under
+// <root>/model, plus the built-in debug/echo), each sorted. Entries whose
+// names are not valid are skipped: they could not be loaded anyway. A
+// missing agent/ or model/ directory lists nothing.
+func List(root string) (agents, models []string, err error) {
+	if agents, err = defDirs(filepath.Join(root, "agent")); err != nil {
+		return nil, nil, err
+	}
+	providers, err := subdirs(filepath.Join(root, "model"))
+	if err != nil {
+		return nil, nil, err
+	}
+	models = []string{EchoModel}
+	for _, p := range providers {
+		names, err := defDirs(filepath.Join(root, "model", p))
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, m := range names {
+			if full := p + "/" + m; full != EchoModel {
+				models = append(models, full)
+			}
+		}
+	}
+	sort.Strings(agents)
+	sort.Strings(models)
+	return agents, models, nil
+}
+
+// defDirs returns X for every directory X.d in dir whose X is a valid name.
+func defDirs(dir string) ([]string, error) {
+	ents, err := subdirs(dir)
+	var names []string
+	for _, e := range ents {
+		if n, ok := strings.CutSuffix(e, ".d"); ok && abi.ValidName(n) {
+			names = append(names, n)
+		}
+	}
+	return names, err
+}
+
+// subdirs lists the directories (following symlinks) in dir; nil when dir
+// does not exist.
+func subdirs(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, hostErr("list", err)
+	}
+	var out []string
+	for _, e := range ents {
+		if st, err := os.Stat(filepath.Join(dir, e.Name())); err == nil && st.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,190 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+func writeFile(t *testing.T, p, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantErrno(t *testing.T, what string, err error, want syscall.Errno) {
+	t.Helper()
+	if _, ok := err.(*abi.Error); !ok || abi.Errno(err) != want {
+		t.Errorf("%s: err = %#v (%v), want *abi.Error %s", what, err, err, abi.ErrnoName(want))
+	}
+}
+
+func TestLoadAllControlFiles(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "agent", "coder.d")
+	writeFile(t, filepath.Join(root, "agent", "coder"), "#!/bin/sh\n", 0o755)
+	writeFile(t, filepath.Join(dir, "cwd"), "/workspace\n", 0o644)
+	writeFile(t, filepath.Join(dir, "model"), "openai/gpt-5\n", 0o644)
+	writeFile(t, filepath.Join(dir, "abi"), "text", 0o644)
+	writeFile(t, filepath.Join(dir, "env"), "# comment\nFOO=bar=baz\n\nEMPTY=\nPATH=/opt/bin\n", 0o644)
+	writeFile(t, filepath.Join(dir, "isolation"), "chroot\n", 0o644)
+	writeFile(t, filepath.Join(dir, "timeout"), "90\n", 0o644)
+	writeFile(t, filepath.Join(dir, "AGENTS.md"), "# Rules\nbe kind\n", 0o644)
+	writeFile(t, filepath.Join(dir, "skills", "b-review", "SKILL.md"), "---\nname: review\ndescription: \"Review: a diff\"\n---\nbody\n", 0o644)
+	writeFile(t, filepath.Join(dir, "skills", "a-plain", "SKILL.md"), "no front matter\n", 0o644)
+	if err := os.MkdirAll(filepath.Join(dir, "skills", "c-empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	d, err := Load(root, KindAgent, "coder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Definition{
+		Kind: KindAgent, Name: "coder", Dir: dir, Program: filepath.Join(root, "agent", "coder"),
+		Cwd: "/workspace", Model: "openai/gpt-5", ABI: ABIText,
+		Env:       []string{"FOO=bar=baz", "EMPTY=", "PATH=/opt/bin"},
+		Isolation: IsolationChroot, Timeout: 90 * time.Second, AgentsMD: "# Rules\nbe kind\n",
+		Skills: []Skill{
+			{Name: "a-plain", Path: filepath.Join(dir, "skills", "a-plain", "SKILL.md")},
+			{Name: "review", Description: "Review: a diff", Path: filepath.Join(dir, "skills", "b-review", "SKILL.md")},
+		},
+	}
+	if !reflect.DeepEqual(d, want) {
+		t.Errorf("Load =\n%#v\nwant\n%#v", d, want)
+	}
+	if d.Echo() {
+		t.Error("an agent with a program is not echo")
+	}
+}
+
+func TestLoadDefaults(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "agent", "plain.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Load(root, KindAgent, "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Program != "" || d.Model != EchoModel || d.ABI != ABIJSONL || d.Isolation != IsolationNone ||
+		d.Timeout != 0 || d.Cwd != "" || d.Env != nil || d.AgentsMD != "" || d.Skills != nil || !d.Echo() {
+		t.Errorf("defaults: %#v", d)
+	}
+}
+
+func TestLoadInvalid(t *testing.T) {
+	cases := []struct{ file, value string }{
+		{"cwd", "relative\n"},
+		{"cwd", "/a/../b\n"},
+		{"cwd", "/a\n/b\n"},
+		{"cwd", ""},
+		{"model", "gpt\n"},
+		{"model", "a/b/c\n"},
+		{"abi", "xml\n"},
+		{"abi", "\n"},
+		{"isolation", "docker\n"},
+		{"env", "NOEQUALS\n"},
+		{"env", "1A=x\n"},
+		{"env", "A-B=x\n"},
+		{"env", "=x\n"},
+		{"env", "CTX_RUN_ID=forged\n"},
+		{"env", "A=1\nA=2\n"},
+		{"timeout", "abc\n"},
+		{"timeout", "-1\n"},
+		{"timeout", "1.5\n"},
+		{"timeout", "99999999999999999999\n"},
+		{"timeout", "31536001\n"},
+	}
+	for _, c := range cases {
+		root := t.TempDir()
+		writeFile(t, filepath.Join(root, "agent", "a.d", c.file), c.value, 0o644)
+		_, err := Load(root, KindAgent, "a")
+		wantErrno(t, c.file+"="+c.value, err, syscall.EINVAL)
+	}
+}
+
+func TestLoadProgramNotExecutable(t *testing.T) {
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "agent", "a.d", "abi"), "jsonl\n", 0o644)
+	writeFile(t, filepath.Join(root, "agent", "a"), "#!/bin/sh\n", 0o644)
+	_, err := Load(root, KindAgent, "a")
+	wantErrno(t, "non-executable program", err, syscall.EINVAL)
+}
+
+func TestLoadUndefinedAndNames(t *testing.T) {
+	root := t.TempDir()
+	// A program without its .d directory defines nothing.
+	writeFile(t, filepath.Join(root, "agent", "lonely"), "#!/bin/sh\n", 0o755)
+	writeFile(t, filepath.Join(root, "agent", "file.d"), "", 0o644)
+	for _, c := range []struct {
+		kind, name string
+		want       syscall.Errno
+	}{
+		{KindAgent, "nobody", syscall.ENOENT},
+		{KindAgent, "lonely", syscall.ENOENT},
+		{KindAgent, "file", syscall.ENOENT},
+		{KindModel, "p/m", syscall.ENOENT},
+		{KindAgent, "../x", syscall.EINVAL},
+		{KindAgent, "a.d", syscall.EINVAL},
+		{KindModel, "nomodel", syscall.EINVAL},
+		{"robot", "a", syscall.EINVAL},
+	} {
+		_, err := Load(root, c.kind, c.name)
+		wantErrno(t, c.kind+" "+c.name, err, c.want)
+	}
+}
+
+func TestLoadModels(t *testing.T) {
+	root := t.TempDir()
+	d, err := Load(root, KindModel, EchoModel)
+	if err != nil || !d.Echo() || d.Dir != "" || d.Model != EchoModel {
+		t.Fatalf("built-in echo: %#v, %v", d, err)
+	}
+	writeFile(t, filepath.Join(root, "model", "acme", "big"), "#!/bin/sh\n", 0o755)
+	writeFile(t, filepath.Join(root, "model", "acme", "big.d", "timeout"), "5\n", 0o644)
+	d, err = Load(root, KindModel, "acme/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Program != filepath.Join(root, "model", "acme", "big") || d.Model != "acme/big" || d.Timeout != 5*time.Second || d.Echo() {
+		t.Errorf("model: %#v", d)
+	}
+}
+
+func TestList(t *testing.T) {
+	root := t.TempDir()
+	agents, models, err := List(root)
+	if err != nil || agents != nil || !reflect.DeepEqual(models, []string{EchoModel}) {
+		t.Fatalf("empty root: %v %v %v", agents, models, err)
+	}
+	for _, d := range []string{"agent/zeta.d", "agent/alpha.d", "agent/bad name.d", "model/acme/big.d", "model/acme/small.d", "model/debug/echo.d", "model/zz/top.d"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(root, "agent", "alpha"), "#!/bin/sh\n", 0o755)
+	writeFile(t, filepath.Join(root, "agent", "notdir.d"), "", 0o644)
+	agents, models, err = List(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(agents, []string{"alpha", "zeta"}) {
+		t.Errorf("agents = %q", agents)
+	}
+	if !reflect.DeepEqual(models, []string{"acme/big", "acme/small", "debug/echo", "zz/top"}) {
+		t.Errorf("models = %q", models)
+	}
+}

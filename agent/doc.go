@@ -1,0 +1,13 @@
+// Package agent owns agent and model definitions and the running of one
+// agent turn (SPEC section 10), and resolves a run's cwd inside an agent's
+// chroot (SPEC section 8, step 6).
+//
+// It reads definitions from the host directories <root>/agent and
+// <root>/model, starts programs as the uid and gid it is given, and turns
+// their output into frames. It never writes a log, a session file or the
+// index, and it never decides who may run what: the session engine chooses
+// the uid, the cwd and the environment, and records the frames Run emits.
+//
+// Frames that Run emits carry neither "run" nor "ts": the engine stamps both
+// on every frame when it records it, so that a program can never forge them.
+package agent

@@ -1,0 +1,341 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// Spec is everything one run needs; the caller has decided all of it.
+type Spec struct {
+	RunID, Session, Scope string
+	Def                   *Definition
+	Uid, Gid              uint32            // the program runs as these; the caller never passes root for another user
+	Input                 string            // written to stdin, then EOF
+	Dir                   string            // host working directory, already resolved
+	Env                   map[string]string // CTX_* and PATH, filled by the caller
+}
+
+const (
+	// killGrace is how long a cancelled run's process group has between
+	// SIGTERM and SIGKILL.
+	killGrace = 2 * time.Second
+	// drainGrace is how long Run keeps reading output after the program
+	// exited: a process that left the group (setsid) and kept the pipes
+	// open must not hold the run open forever.
+	drainGrace = 2 * time.Second
+)
+
+// Run runs one agent turn and calls emit for each frame, in order, from the
+// calling goroutine. It returns true for success (exit 0, or echo) and false
+// for failure. Cancelling ctx stops the run (SIGTERM to its process group,
+// SIGKILL after killGrace); from then on emit is not called. A definition's
+// timeout stops the run the same way and then emits an ETIMEDOUT error
+// frame. Run returns once the program is reaped and its output closed.
+//
+// The echo definition is answered even when its isolation is chroot: it
+// runs nothing, so there is nothing to isolate.
+func Run(ctx context.Context, s Spec, emit func(*proto.Object)) (ok bool) {
+	if ctx.Err() != nil {
+		return false
+	}
+	d := s.Def
+	switch {
+	case d == nil:
+		emit(proto.ErrorFrame(abi.Errorf(syscall.EINVAL, "run", "no definition")))
+		return false
+	case d.Echo():
+		return runEcho(s, emit)
+	case d.Isolation == IsolationChroot:
+		emit(proto.ErrorFrame(abi.Errorf(syscall.ENOTSUP, "run", "chroot isolation is not implemented yet")))
+		return false
+	case d.Program == "":
+		emit(proto.ErrorFrame(abi.Errorf(syscall.ENOENT, "run", "%s %s has no program and its model %s is not %s", d.Kind, d.Name, d.Model, EchoModel)))
+		return false
+	}
+	return runProgram(ctx, s, emit)
+}
+
+// runEcho answers with the input as the assistant message. Token counts
+// are estimated as one token per 4 bytes, rounded up: the common rule of
+// thumb, and unlike word counts it also works for text without spaces.
+func runEcho(s Spec, emit func(*proto.Object)) bool {
+	n := (len(s.Input) + 3) / 4
+	emit(messageFrame(s.Input))
+	emit(proto.NewObject("type", proto.FrameUsage, "model", EchoModel, "input_tokens", n, "output_tokens", n))
+	return true
+}
+
+// messageFrame is an assistant message with one text part.
+func messageFrame(text string) *proto.Object {
+	part := proto.NewObject("type", "text", "text", text)
+	return proto.NewObject("type", proto.FrameMessage, "role", "assistant", "content", []*proto.Object{part})
+}
+
+// runProgram starts the program, relays its frames and reports how it ended.
+func runProgram(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
+	runCtx, cancel := ctx, context.CancelFunc(func() {})
+	if s.Def.Timeout > 0 {
+		runCtx, cancel = context.WithTimeout(ctx, s.Def.Timeout)
+	}
+	defer cancel()
+	p, err := startProgram(s)
+	if err != nil {
+		emit(proto.ErrorFrame(err))
+		return false
+	}
+	waitErr, stopped := p.pump(runCtx, emit)
+	switch {
+	case !stopped:
+		return exitResult(waitErr, emit)
+	case ctx.Err() == nil: // stopped by the definition's timeout, not by the caller
+		emit(proto.ErrorFrame(abi.Errorf(syscall.ETIMEDOUT, "run", "agent program did not finish within %s", s.Def.Timeout)))
+	}
+	return false
+}
+
+// exitResult turns the program's exit into the run's result; a failure is
+// reported by an error frame carrying the exit code or the signal.
+func exitResult(waitErr error, emit func(*proto.Object)) bool {
+	if waitErr == nil {
+		return true
+	}
+	var ee *exec.ExitError
+	if !errors.As(waitErr, &ee) {
+		emit(proto.ErrorFrame(abi.Errorf(syscall.EIO, "run", "waiting for the agent program: %v", waitErr)))
+		return false
+	}
+	ws, _ := ee.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		f := proto.ErrorFrame(abi.Errorf(syscall.EIO, "run", "agent program killed by signal %s", unix.SignalName(ws.Signal())))
+		f.Set("signal", unix.SignalName(ws.Signal()))
+		emit(f)
+		return false
+	}
+	f := proto.ErrorFrame(abi.Errorf(syscall.EIO, "run", "agent program exited with status %d", ws.ExitStatus()))
+	f.Set("exit_code", ws.ExitStatus())
+	emit(f)
+	return false
+}
+
+// program is one started agent program and the goroutines that read it.
+type program struct {
+	cmd            *exec.Cmd
+	pgid           int
+	stdout, stderr *os.File           // read ends of the output pipes
+	frames         chan *proto.Object // from the readers, closed when both are done
+	exited         chan error         // the result of cmd.Wait
+}
+
+// startProgram starts the program as s.Uid/s.Gid in its own process group,
+// with exactly the environment it is owed, and starts its readers.
+func startProgram(s Spec) (*program, error) {
+	attr, err := credentials(s.Uid, s.Gid)
+	if err != nil {
+		return nil, err
+	}
+	stdin, err := inputFile(s.Input)
+	if err != nil {
+		return nil, err
+	}
+	defer stdin.Close()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, hostErr("run", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, hostErr("run", err)
+	}
+	cmd := &exec.Cmd{
+		Path: s.Def.Program, Args: []string{s.Def.Program}, Env: buildEnv(s), Dir: s.Dir,
+		Stdin: stdin, Stdout: outW, Stderr: errW, SysProcAttr: attr,
+	}
+	err = cmd.Start()
+	// The child holds its own copies; keeping ours open would hide EOF.
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, abi.Errorf(abi.Errno(err), "run", "starting %s: %v", s.Def.Program, err)
+	}
+	p := &program{cmd: cmd, pgid: cmd.Process.Pid, stdout: outR, stderr: errR,
+		frames: make(chan *proto.Object, 64), exited: make(chan error, 1)}
+	p.startReaders(s)
+	go func() { p.exited <- cmd.Wait() }()
+	return p, nil
+}
+
+// credentials puts the program in its own process group (so that a cancel
+// reaches everything it started) and, when the server is root, switches to
+// uid/gid with no supplementary groups: the server's groups are not the
+// user's. A server that is not root can only run programs as itself.
+func credentials(uid, gid uint32) (*syscall.SysProcAttr, error) {
+	attr := &syscall.SysProcAttr{Setpgid: true}
+	if os.Geteuid() == 0 {
+		attr.Credential = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
+		return attr, nil
+	}
+	if int(uid) != os.Geteuid() || int(gid) != os.Getegid() {
+		return nil, abi.Errorf(syscall.EPERM, "run", "a server running as uid %d cannot run a program as uid %d", os.Geteuid(), uid)
+	}
+	return attr, nil
+}
+
+// inputFile holds the input in a memory file positioned at its start: the
+// program reads it and then EOF, and the server needs no goroutine that
+// could block on a program that never reads its stdin.
+func inputFile(input string) (*os.File, error) {
+	fd, err := unix.MemfdCreate("ctxfs-input", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, abi.Errorf(abi.Errno(err), "run", "memfd_create: %v", err)
+	}
+	f := os.NewFile(uintptr(fd), "ctxfs-input")
+	if _, err := f.WriteString(input); err != nil {
+		f.Close()
+		return nil, hostErr("run", err)
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		f.Close()
+		return nil, hostErr("run", err)
+	}
+	return f, nil
+}
+
+// buildEnv is the caller's environment plus the definition's env lines,
+// nothing inherited. Definition lines may override PATH but never CTX_*.
+func buildEnv(s Spec) []string {
+	m := make(map[string]string, len(s.Env)+len(s.Def.Env))
+	for k, v := range s.Env {
+		m[k] = v
+	}
+	for _, line := range s.Def.Env {
+		k, v, _ := strings.Cut(line, "=")
+		if !strings.HasPrefix(k, "CTX_") {
+			m[k] = v
+		}
+	}
+	env := make([]string, 0, len(m))
+	for k, v := range m {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	return env
+}
+
+// pump relays frames until the readers are done and the program is
+// reaped. stopped is true when ctx ended the run; from then on nothing is
+// emitted and the process group is terminated.
+func (p *program) pump(ctx context.Context, emit func(*proto.Object)) (waitErr error, stopped bool) {
+	frames, exited, done := p.frames, p.exited, ctx.Done()
+	var drain <-chan time.Time
+	var terminated chan struct{}
+	for frames != nil || exited != nil || terminated != nil {
+		select {
+		case f, ok := <-frames:
+			switch {
+			case !ok:
+				frames = nil
+			case ctx.Err() == nil: // a cancel racing with this frame wins
+				emit(f)
+			}
+		case <-done:
+			stopped, done = true, nil
+			terminated = make(chan struct{})
+			go p.terminate(terminated)
+		case waitErr = <-exited:
+			exited = nil
+			if !stopped {
+				// The run is over; anything it left in its group goes too.
+				p.signalGroup(unix.SIGKILL)
+			}
+			drain = time.After(drainGrace)
+		case <-drain:
+			// Readers blocked on pipes held by an escaped process give up.
+			p.stdout.SetReadDeadline(time.Now())
+			p.stderr.SetReadDeadline(time.Now())
+			drain = nil
+		case <-terminated:
+			terminated = nil
+		}
+	}
+	p.stdout.Close()
+	p.stderr.Close()
+	return waitErr, stopped
+}
+
+// terminate sends SIGTERM to the process group and SIGKILL once killGrace
+// has passed with any member left.
+func (p *program) terminate(done chan struct{}) {
+	defer close(done)
+	p.signalGroup(unix.SIGTERM)
+	deadline := time.Now().Add(killGrace)
+	for time.Now().Before(deadline) {
+		if !groupAlive(p.pgid) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.signalGroup(unix.SIGKILL)
+}
+
+// groupAlive reports whether any process of group pgid still runs. A
+// zombie does not count: an orphan that the host's init has not reaped yet
+// holds nothing, and waiting for it would delay every cancel.
+func groupAlive(pgid int) bool {
+	if unix.Kill(-pgid, 0) == unix.ESRCH {
+		return false
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && runsInGroup(pid, pgid) {
+			return true
+		}
+	}
+	return false
+}
+
+// runsInGroup reads /proc/PID/stat: "pid (comm) state ppid pgrp ...";
+// comm may hold spaces and parentheses, so fields start after the last ')'.
+func runsInGroup(pid, pgid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	return len(f) >= 3 && f[0] != "Z" && f[0] != "X" && f[2] == strconv.Itoa(pgid)
+}
+
+// signalGroup signals every process in the run's group. The group id stays
+// reserved while any member lives, so this never reaches another group.
+func (p *program) signalGroup(sig unix.Signal) {
+	_ = unix.Kill(-p.pgid, sig) // ESRCH: the group is already gone
+}
+
+// errorFrame is a frame that reports a problem found by the server.
+func errorFrame(errno syscall.Errno, format string, args ...any) *proto.Object {
+	return proto.NewObject("type", proto.FrameError, "code", abi.ErrnoName(errno), "message", fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,478 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+const testRunID = "ctx-0123456789abcdef0123456789abcdef"
+
+// openTempDir is a t.TempDir that another uid can enter, for programs run
+// as uid 1001.
+func openTempDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// script writes an executable sh program and returns a definition for it.
+func script(t *testing.T, abiName, body string) *Definition {
+	t.Helper()
+	dir := openTempDir(t)
+	prog := filepath.Join(dir, "agent")
+	writeFile(t, prog, "#!/bin/sh\n"+body+"\n", 0o755)
+	return &Definition{Kind: KindAgent, Name: "t", Program: prog, Model: "acme/x", ABI: abiName, Isolation: IsolationNone}
+}
+
+func baseSpec(t *testing.T, d *Definition) Spec {
+	return Spec{
+		RunID: testRunID, Session: "default", Scope: "private", Def: d, Input: "hello world",
+		Dir: openTempDir(t),
+		Env: map[string]string{"PATH": "/usr/bin:/bin", "CTX_RUN_ID": testRunID, "CTX_AGENT": "t"},
+	}
+}
+
+// run runs s to the end with a deadline that a hung child cannot outlast.
+func run(t *testing.T, s Spec) (frames []*proto.Object, ok bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ok = Run(ctx, s, func(f *proto.Object) { frames = append(frames, f) })
+	return frames, ok
+}
+
+func lines(frames []*proto.Object) []string {
+	var out []string
+	for _, f := range frames {
+		out = append(out, strings.TrimSuffix(string(f.Line()), "\n"))
+	}
+	return out
+}
+
+func equalLines(t *testing.T, got []*proto.Object, want []string) {
+	t.Helper()
+	g := lines(got)
+	if strings.Join(g, "\n") != strings.Join(want, "\n") {
+		t.Errorf("frames:\n%s\nwant:\n%s", strings.Join(g, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestRunEcho(t *testing.T) {
+	d, err := Load(t.TempDir(), KindModel, EchoModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := baseSpec(t, d)
+	s.Input = "hello, 世界"
+	frames, ok := run(t, s)
+	if !ok {
+		t.Fatal("echo failed")
+	}
+	equalLines(t, frames, []string{
+		`{"type":"message","role":"assistant","content":[{"type":"text","text":"hello, 世界"}]}`,
+		`{"type":"usage","model":"debug/echo","input_tokens":4,"output_tokens":4}`,
+	})
+}
+
+func TestRunJSONL(t *testing.T) {
+	d := script(t, ABIJSONL, `cat >/dev/null
+cat <<'EOF'
+{"type":"delta","text":"hi"}
+{"type":"message","run":"`+testRunID+`","role":"assistant","content":[{"type":"text","text":"hi"}],"ts":"2020-01-01T00:00:00.000Z"}
+{"type":"tool_call","id":"call-1","name":"fs.read","arguments":{"path":"/a"}}
+{"type":"tool_result","tool_call_id":"call-1","content":"x","is_error":false}
+{"type":"usage","model":"acme/x","input_tokens":1,"output_tokens":2}
+{"type":"error","code":"EIO","message":"boom"}
+not json
+{"type":"delta","text":"x","run":"ctx-ffffffffffffffffffffffffffffffff"}
+{"type":"start","id":"r"}
+{"type":"done","status":"ok"}
+{"type":"log","text":"x"}
+{"text":"no type"}
+
+{"type":"delta","text":"a","type":"delta"}
+[1]
+{"type":"delta","text":"last, no newline"}
+EOF
+printf '{"type":"delta","text":"end"}'`)
+	frames, ok := run(t, baseSpec(t, d))
+	if !ok {
+		t.Fatal("run failed")
+	}
+	equalLines(t, frames, []string{
+		`{"type":"delta","text":"hi"}`,
+		`{"type":"message","role":"assistant","content":[{"type":"text","text":"hi"}]}`,
+		`{"type":"tool_call","id":"call-1","name":"fs.read","arguments":{"path":"/a"}}`,
+		`{"type":"tool_result","tool_call_id":"call-1","content":"x","is_error":false}`,
+		`{"type":"usage","model":"acme/x","input_tokens":1,"output_tokens":2}`,
+		`{"type":"error","code":"EIO","message":"boom"}`,
+		`{"type":"error","code":"EINVAL","message":"dropped agent output line 7: line is not a JSON object"}`,
+		`{"type":"error","code":"EINVAL","message":"dropped agent output line 8: it names another run (\"ctx-ffffffffffffffffffffffffffffffff\")"}`,
+		`{"type":"error","code":"EINVAL","message":"dropped agent output line 9: only the server writes start frames"}`,
+		`{"type":"error","code":"EINVAL","message":"dropped agent output line 10: only the server writes done frames"}`,
+		`{"type":"error","code":"EINVAL","message":"dropped agent output line 11: unknown type \"log\""}`,
+		`{"type":"error","code":"EINVAL","message":"dropped agent output line 12: no type"}`,
+		`{"type":"error","code":"EINVAL","message":"dropped agent output line 14: duplicate key \"type\""}`,
+		`{"type":"error","code":"EINVAL","message":"dropped agent output line 15: line is not a JSON object"}`,
+		`{"type":"delta","text":"last, no newline"}`,
+		`{"type":"delta","text":"end"}`,
+	})
+}
+
+func TestRunStdin(t *testing.T) {
+	d := script(t, ABIText, `tr a-z A-Z`)
+	s := baseSpec(t, d)
+	s.Input = strings.Repeat("abc\n", 100000) // larger than a pipe buffer
+	frames, ok := run(t, s)
+	last := frames[len(frames)-1]
+	if !ok || last.Str("type") != proto.FrameMessage {
+		t.Fatalf("ok=%v last=%s", ok, last.Line())
+	}
+	if got := messageText(t, last); got != strings.Repeat("ABC\n", 100000) {
+		t.Errorf("message of %d bytes, want the upper-cased input", len(got))
+	}
+}
+
+func messageText(t *testing.T, f *proto.Object) string {
+	t.Helper()
+	var content []struct{ Type, Text string }
+	if err := json.Unmarshal(f.Raw("content"), &content); err != nil || len(content) != 1 || content[0].Type != "text" {
+		t.Fatalf("bad message %s: %v", f.Line(), err)
+	}
+	return content[0].Text
+}
+
+func TestRunText(t *testing.T) {
+	// "ö" is split across two writes to check deltas cut on rune boundaries.
+	d := script(t, ABIText, `printf 'hello w\303'; sleep 0.3; printf '\266rld\n'`)
+	frames, ok := run(t, baseSpec(t, d))
+	if !ok || len(frames) < 2 {
+		t.Fatalf("ok=%v frames=%q", ok, lines(frames))
+	}
+	var deltas []string
+	for _, f := range frames[:len(frames)-1] {
+		if f.Str("type") != proto.FrameDelta {
+			t.Fatalf("unexpected frame %s", f.Line())
+		}
+		deltas = append(deltas, f.Str("text"))
+	}
+	if len(deltas) < 2 || strings.Join(deltas, "") != "hello wörld\n" || deltas[0] != "hello w" {
+		t.Errorf("deltas = %q", deltas)
+	}
+	if got := messageText(t, frames[len(frames)-1]); got != "hello wörld\n" {
+		t.Errorf("message text %q", got)
+	}
+}
+
+func TestRunStderr(t *testing.T) {
+	d := script(t, ABIJSONL, `echo one >&2; echo two >&2; echo '{"type":"delta","text":"x"}'; echo three >&2`)
+	frames, ok := run(t, baseSpec(t, d))
+	if !ok {
+		t.Fatal("run failed")
+	}
+	var logs []string
+	for _, f := range frames {
+		if f.Str("type") == proto.FrameLog {
+			if f.Str("stream") != "stderr" {
+				t.Errorf("log frame %s", f.Line())
+			}
+			logs = append(logs, f.Str("text"))
+		}
+	}
+	if strings.Join(logs, ",") != "one,two,three" || len(frames) != 4 {
+		t.Errorf("frames %q", lines(frames))
+	}
+}
+
+func TestRunStderrBound(t *testing.T) {
+	// 1024 lines of 100 bytes: 655 fit in 64 KiB.
+	d := script(t, ABIJSONL, `{ head -c 101376 /dev/zero | tr '\0' x | fold -w 99; echo; } >&2`)
+	frames, ok := run(t, baseSpec(t, d))
+	if !ok {
+		t.Fatal("run failed")
+	}
+	kept, dropped := 0, 0
+	for i, f := range frames {
+		if f.Str("type") != proto.FrameLog {
+			t.Fatalf("frame %s", f.Line())
+		}
+		if f.Has("dropped") {
+			if i != len(frames)-1 {
+				t.Error("dropped frame is not the last")
+			}
+			dropped, _ = strconv.Atoi(string(f.Raw("dropped")))
+			continue
+		}
+		kept += len(f.Str("text")) + 1
+	}
+	if kept != 65500 || kept+dropped != 1024*99+1024 || kept > maxStderr {
+		t.Errorf("kept %d dropped %d", kept, dropped)
+	}
+}
+
+func TestRunExitStatus(t *testing.T) {
+	d := script(t, ABIJSONL, `echo '{"type":"delta","text":"partial"}'; exit 3`)
+	frames, ok := run(t, baseSpec(t, d))
+	if ok {
+		t.Fatal("exit 3 reported as success")
+	}
+	equalLines(t, frames, []string{
+		`{"type":"delta","text":"partial"}`,
+		`{"type":"error","code":"EIO","message":"run: EIO: agent program exited with status 3","exit_code":3}`,
+	})
+}
+
+func TestRunExactEnv(t *testing.T) {
+	d := &Definition{Kind: KindAgent, Name: "t", Program: "/usr/bin/env", ABI: ABIText,
+		Env: []string{"FOO=bar=baz", "PATH=/opt/bin", "CTX_AGENT=forged"}}
+	s := baseSpec(t, d)
+	t.Setenv("LEAK", "1")
+	frames, ok := run(t, s)
+	if !ok {
+		t.Fatalf("run failed: %q", lines(frames))
+	}
+	got := strings.Split(strings.TrimSpace(messageText(t, frames[len(frames)-1])), "\n")
+	sort.Strings(got)
+	want := []string{"CTX_AGENT=t", "CTX_RUN_ID=" + testRunID, "FOO=bar=baz", "PATH=/opt/bin"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("env = %q, want %q", got, want)
+	}
+}
+
+func TestRunAsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	d := script(t, ABIText, `id -u; id -g; id -G; pwd`)
+	s := baseSpec(t, d)
+	s.Uid, s.Gid = 1001, 1001
+	frames, ok := run(t, s)
+	if !ok {
+		t.Fatalf("run failed: %q", lines(frames))
+	}
+	if got := messageText(t, frames[len(frames)-1]); got != "1001\n1001\n1001\n"+s.Dir+"\n" {
+		t.Errorf("id output %q", got)
+	}
+}
+
+// startAsync runs s in the background; emit fails the test once stopped is
+// set, and frames arrive on the returned channel.
+func startAsync(t *testing.T, ctx context.Context, s Spec, stopped *atomic.Bool) (<-chan *proto.Object, <-chan bool) {
+	frames := make(chan *proto.Object, 100)
+	result := make(chan bool, 1)
+	go func() {
+		result <- Run(ctx, s, func(f *proto.Object) {
+			if stopped.Load() {
+				t.Errorf("emit after cancel: %s", f.Line())
+			}
+			frames <- f
+		})
+	}()
+	return frames, result
+}
+
+func waitFrame(t *testing.T, frames <-chan *proto.Object) *proto.Object {
+	t.Helper()
+	select {
+	case f := <-frames:
+		return f
+	case <-time.After(10 * time.Second):
+		t.Fatal("no frame within 10 s")
+		return nil
+	}
+}
+
+// readPid reads a pid the program wrote, and makes sure it dies with the test.
+func readPid(t *testing.T, p string) int {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 1 {
+		t.Fatalf("pid file %q", data)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	return pid
+}
+
+// gone reports whether pid no longer runs; a zombie left for a
+// non-reaping init counts as gone.
+func gone(pid int) bool {
+	if unix.Kill(pid, 0) == unix.ESRCH {
+		return true
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+func waitGone(t *testing.T, pid int, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if gone(pid) {
+			return
+		}
+	}
+	t.Errorf("pid %d still alive after %s", pid, within)
+}
+
+func waitResult(t *testing.T, result <-chan bool, within time.Duration) bool {
+	t.Helper()
+	select {
+	case ok := <-result:
+		return ok
+	case <-time.After(within):
+		t.Fatalf("Run did not return within %s", within)
+		return false
+	}
+}
+
+func TestRunCancel(t *testing.T) {
+	d := script(t, ABIJSONL, `sleep 300 & echo $! > "$PIDFILE"; echo '{"type":"delta","text":"started"}'; wait`)
+	s := baseSpec(t, d)
+	pidFile := filepath.Join(s.Dir, "pid")
+	s.Env["PIDFILE"] = pidFile
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stopped atomic.Bool
+	frames, result := startAsync(t, ctx, s, &stopped)
+	if f := waitFrame(t, frames); f.Str("text") != "started" {
+		t.Fatalf("first frame %s", f.Line())
+	}
+	grandchild := readPid(t, pidFile)
+	start := time.Now()
+	stopped.Store(true)
+	cancel()
+	if waitResult(t, result, 5*time.Second) {
+		t.Error("cancelled run reported success")
+	}
+	t.Logf("Run returned %s after cancel", time.Since(start))
+	waitGone(t, grandchild, 3*time.Second)
+	if el := time.Since(start); el > killGrace {
+		t.Errorf("a program that dies on SIGTERM took %s", el)
+	}
+}
+
+func TestRunCancelIgnoresTerm(t *testing.T) {
+	d := script(t, ABIJSONL, `trap 'echo "{\"type\":\"delta\",\"text\":\"got TERM\"}"' TERM
+echo $$ > "$PIDFILE"
+echo '{"type":"delta","text":"started"}'
+while :; do sleep 0.05; done`)
+	s := baseSpec(t, d)
+	pidFile := filepath.Join(s.Dir, "pid")
+	s.Env["PIDFILE"] = pidFile
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stopped atomic.Bool
+	frames, result := startAsync(t, ctx, s, &stopped)
+	waitFrame(t, frames)
+	pid := readPid(t, pidFile)
+	start := time.Now()
+	stopped.Store(true)
+	cancel()
+	waitResult(t, result, 10*time.Second)
+	if el := time.Since(start); el < killGrace-100*time.Millisecond {
+		t.Errorf("run ended after %s, before the SIGKILL grace", el)
+	}
+	waitGone(t, pid, 3*time.Second)
+}
+
+func TestRunTimeout(t *testing.T) {
+	d := script(t, ABIJSONL, `echo '{"type":"delta","text":"started"}'; exec sleep 300`)
+	d.Timeout = time.Second
+	start := time.Now()
+	frames, ok := run(t, baseSpec(t, d))
+	if ok || time.Since(start) > 5*time.Second {
+		t.Fatalf("ok=%v after %s", ok, time.Since(start))
+	}
+	last := frames[len(frames)-1]
+	if proto.FrameErrno(last) != syscall.ETIMEDOUT || frames[0].Str("text") != "started" {
+		t.Errorf("frames %q", lines(frames))
+	}
+}
+
+func TestRunRefusals(t *testing.T) {
+	chroot := script(t, ABIJSONL, `echo should not run`)
+	chroot.Isolation = IsolationChroot
+	noProg := &Definition{Kind: KindAgent, Name: "t", Model: "acme/x", ABI: ABIJSONL, Isolation: IsolationNone}
+	badDir := script(t, ABIJSONL, `true`)
+	for _, c := range []struct {
+		name string
+		d    *Definition
+		dir  string
+		want syscall.Errno
+	}{
+		{"chroot", chroot, "", syscall.ENOTSUP},
+		{"no program", noProg, "", syscall.ENOENT},
+		{"missing dir", badDir, "/nonexistent/dir", syscall.ENOENT},
+		{"no definition", nil, "", syscall.EINVAL},
+	} {
+		s := baseSpec(t, c.d)
+		if c.dir != "" {
+			s.Dir = c.dir
+		}
+		frames, ok := run(t, s)
+		if ok || len(frames) != 1 || proto.FrameErrno(frames[0]) != c.want {
+			t.Errorf("%s: ok=%v frames=%q", c.name, ok, lines(frames))
+		}
+	}
+}
+
+func TestRunCancelledBeforeStart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d, _ := Load(t.TempDir(), KindModel, EchoModel)
+	if Run(ctx, baseSpec(t, d), func(f *proto.Object) { t.Errorf("emit %s", f.Line()) }) {
+		t.Error("cancelled run succeeded")
+	}
+}
+
+func TestRunKillsLeftoversOnExit(t *testing.T) {
+	d := script(t, ABIJSONL, `sleep 300 & echo $! > "$PIDFILE"; echo '{"type":"delta","text":"bye"}'`)
+	s := baseSpec(t, d)
+	s.Env["PIDFILE"] = filepath.Join(s.Dir, "pid")
+	start := time.Now()
+	frames, ok := run(t, s)
+	if !ok || len(frames) != 1 || time.Since(start) > drainGrace {
+		t.Errorf("ok=%v frames=%q after %s", ok, lines(frames), time.Since(start))
+	}
+	waitGone(t, readPid(t, s.Env["PIDFILE"]), 3*time.Second)
+}
+
+func TestRunEscapedProcessCannotHoldRun(t *testing.T) {
+	// setsid leaves the run's group, so only the drain deadline ends the run.
+	d := script(t, ABIJSONL, `setsid sleep 300 & echo $! > "$PIDFILE"; echo '{"type":"delta","text":"bye"}'`)
+	s := baseSpec(t, d)
+	s.Env["PIDFILE"] = filepath.Join(s.Dir, "pid")
+	start := time.Now()
+	frames, ok := run(t, s)
+	readPid(t, s.Env["PIDFILE"]) // killed by its cleanup
+	if el := time.Since(start); !ok || len(frames) != 1 || el > drainGrace+2*time.Second {
+		t.Errorf("ok=%v frames=%q after %s", ok, lines(frames), el)
+	}
+}

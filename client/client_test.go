@@ -1,0 +1,171 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+func TestFrameReader(t *testing.T) {
+	in := "{\"type\":\"start\",\"run\":\"r\"}\n\n not json\n{\"type\":\"done\"}"
+	fr := NewFrameReader(strings.NewReader(in))
+	var got []string
+	for {
+		f, err := fr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Obj == nil && f.Err == nil {
+			t.Fatalf("frame %q: no object and no error", f.Line)
+		}
+		got = append(got, f.Type()+"|"+string(f.Line))
+	}
+	want := []string{`start|{"type":"start","run":"r"}`, "| not json", `done|{"type":"done"}`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+}
+
+func TestFrameError(t *testing.T) {
+	for _, c := range []struct{ line, want string }{
+		{`{"type":"error","code":"EINVAL","message":"EINVAL: bad id"}`, "EINVAL: bad id"},
+		{`{"type":"error","code":"EACCES","message":"cwd leaves the chroot"}`, "EACCES: cwd leaves the chroot"},
+		{`{"type":"error","code":"EIO"}`, "EIO"},
+		{`{"type":"error","code":"EWHAT","message":"x"}`, "EWHAT: x"},
+		{`{"type":"error","code":"EINVAL","message":"send: EINVAL: reused id"}`, "EINVAL: send: reused id"},
+		{`{"type":"error","code":"ENOENT","message":"space team: ENOENT"}`, "ENOENT: space team"},
+	} {
+		o, err := proto.ParseObject([]byte(c.line), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := FrameError(o).Error(); got != c.want {
+			t.Errorf("%s: got %q, want %q", c.line, got, c.want)
+		}
+	}
+}
+
+func TestRunText(t *testing.T) {
+	log := `{"role":"user","run":"A","content":"hi","ts":"t"}
+{"role":"assistant","run":"A","content":[{"type":"text","text":"one"},{"type":"tool_call","id":"c","name":"x","arguments":{}},{"type":"text","text":"two"}]}
+{"role":"assistant","run":"B","content":[{"type":"text","text":"other run"}]}
+`
+	got, err := RunText(strings.NewReader(log), "A")
+	if err != nil || got != "one\ntwo" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+}
+
+func TestParsesStringContent(t *testing.T) {
+	p, err := Parts([]byte(`"hello"`))
+	if err != nil || Text(p) != "hello" {
+		t.Fatalf("got %v, %v", p, err)
+	}
+}
+
+func TestResolveSession(t *testing.T) {
+	l := Loc{Root: t.TempDir(), Uid: 1000, Agent: "coder"}
+	if s, err := l.ResolveSession(""); s != "default" || err != nil {
+		t.Fatalf("no index: got %q, %v", s, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(l.IndexFile("current")), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(l.IndexFile("current"), []byte("work\n"), 0o644)
+	if s, err := l.ResolveSession(""); s != "work" || err != nil {
+		t.Fatalf("current: got %q, %v", s, err)
+	}
+	if s, err := l.ResolveSession("given"); s != "given" || err != nil {
+		t.Fatalf("given: got %q, %v", s, err)
+	}
+	if _, err := l.ResolveSession("index"); err == nil {
+		t.Fatal("session index accepted")
+	}
+	if got := l.SessionFile("s", "state"); got != filepath.Join(l.Root, "home/1000/agent/coder/session/s/state") {
+		t.Fatalf("SessionFile = %s", got)
+	}
+	l.Space = "team"
+	if got := l.IndexFile("list"); got != filepath.Join(l.Root, "shared/team/agent/coder/session/index/list") {
+		t.Fatalf("IndexFile = %s", got)
+	}
+}
+
+func TestLocCheckRefusesTraversal(t *testing.T) {
+	for _, l := range []Loc{{Agent: "../x"}, {Agent: "a/b"}, {Agent: "ok", Space: ".."}} {
+		if l.Check() == nil {
+			t.Errorf("%+v accepted", l)
+		}
+	}
+}
+
+func TestNewClientID(t *testing.T) {
+	a, b := NewClientID(), NewClientID()
+	if a == b || len(a) != len("cli-")+16 || !strings.HasPrefix(a, "cli-") {
+		t.Fatalf("ids %q %q", a, b)
+	}
+}
+
+// TestCall runs the protocol against a tiny socket server: one request
+// line in, frames out, end of file.
+func TestCall(t *testing.T) {
+	sock := serve(t, func(req string) string {
+		if !strings.Contains(req, `"op":"ping"`) {
+			return `{"type":"error","code":"EINVAL","message":"unknown op"}` + "\n"
+		}
+		return `{"type":"pong"}` + "\n"
+	})
+	frames, err := Call(context.Background(), sock, proto.NewObject("op", "ping"))
+	if err != nil || len(frames) != 1 || frames[0].Type() != "pong" || Refusal(frames) != nil {
+		t.Fatalf("ping: %v, %v", frames, err)
+	}
+	frames, err = Call(context.Background(), sock, proto.NewObject("op", "nope"))
+	if se := Refusal(frames); err != nil || se == nil || se.Code != "EINVAL" {
+		t.Fatalf("refusal: %v, %v", frames, err)
+	}
+}
+
+func TestDialServerDown(t *testing.T) {
+	_, err := Dial(context.Background(), filepath.Join(t.TempDir(), "none.sock"))
+	var de *DialError
+	if !errors.As(err, &de) || !de.ServerDown() {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// serve answers each connection's request line with reply(line).
+func serve(t *testing.T, reply func(string) string) string {
+	dir, err := os.MkdirTemp("", "ctxc") // short: socket paths are limited to 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "a.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			io.WriteString(c, reply(line))
+			c.Close()
+		}
+	}()
+	return sock
+}

@@ -1,0 +1,176 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// DialError is a failure to reach a socket at all: nothing was sent.
+type DialError struct {
+	Path string
+	Err  error
+}
+
+func (e *DialError) Error() string { return fmt.Sprintf("connect %s: %v", e.Path, e.Err) }
+func (e *DialError) Unwrap() error { return e.Err }
+
+// ServerDown reports whether the failure means that no server listens
+// there: the socket is missing (never mounted, or an unknown agent) or
+// refuses connections (a stale socket of a stopped server).
+func (e *DialError) ServerDown() bool {
+	return errors.Is(e.Err, syscall.ECONNREFUSED) || errors.Is(e.Err, syscall.ENOENT)
+}
+
+// Frame is one reply line. Obj is nil when the line is not a JSON object;
+// Err then says why. Line is the line as received, without its newline.
+type Frame struct {
+	Line []byte
+	Obj  *proto.Object
+	Err  error
+}
+
+// Type is the frame's "type", or "" for a line that did not parse.
+func (f Frame) Type() string {
+	if f.Obj == nil {
+		return ""
+	}
+	return f.Obj.Str("type")
+}
+
+// FrameReader splits a reply stream into frames, one JSON line each.
+type FrameReader struct {
+	r *bufio.Reader
+}
+
+// NewFrameReader reads frames from r.
+func NewFrameReader(r io.Reader) *FrameReader {
+	return &FrameReader{r: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// Next returns the next frame, or io.EOF after the last. Blank lines are
+// skipped. A last line without its newline still counts: the reply ended,
+// and dropping what arrived would hide it. A malformed line is returned as a
+// Frame with Err set, not as an error, so that the caller can go on.
+func (fr *FrameReader) Next() (Frame, error) {
+	for {
+		line, err := fr.r.ReadBytes('\n')
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) > 0 {
+			obj, perr := proto.ParseObject(line, false)
+			return Frame{Line: line, Obj: obj, Err: perr}, nil
+		}
+		if err != nil {
+			return Frame{}, err
+		}
+	}
+}
+
+// Conn is one request on one socket connection.
+type Conn struct {
+	nc net.Conn
+	*FrameReader
+}
+
+// Dial connects to a Unix stream socket. Cancelling ctx closes the
+// connection, which unblocks a pending Next; per SPEC section 7 that never
+// stops a run on the server.
+func Dial(ctx context.Context, path string) (*Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, &DialError{Path: path, Err: err}
+	}
+	context.AfterFunc(ctx, func() { nc.Close() })
+	return &Conn{nc: nc, FrameReader: NewFrameReader(nc)}, nil
+}
+
+// Send writes the one request line of this connection.
+func (c *Conn) Send(req *proto.Object) error {
+	_, err := c.nc.Write(req.Line())
+	return err
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error { return c.nc.Close() }
+
+// Call sends req to the socket at path and returns every reply frame until
+// end of file. It is for the short ops (status, cancel, ping).
+func Call(ctx context.Context, path string, req *proto.Object) ([]Frame, error) {
+	c, err := Dial(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if err := c.Send(req); err != nil {
+		return nil, err
+	}
+	var frames []Frame
+	for {
+		f, err := c.Next()
+		if err == io.EOF {
+			return frames, nil
+		}
+		if err != nil {
+			return frames, err
+		}
+		frames = append(frames, f)
+	}
+}
+
+// ServerError is an error frame: the errno name the server reported and
+// its message, which is for people only (clients never parse it).
+type ServerError struct {
+	Code    string
+	Message string
+}
+
+func (e *ServerError) Error() string {
+	if e.Message == "" {
+		return e.Code
+	}
+	return e.Code + ": " + e.Message
+}
+
+// Errno is the errno of Code, or EIO for a name the ABI does not know.
+func (e *ServerError) Errno() syscall.Errno {
+	if n, ok := abi.ErrnoFromName(e.Code); ok {
+		return n
+	}
+	return syscall.EIO
+}
+
+// Refusal returns the error of a refused request: a reply that is exactly
+// one error frame (SPEC section 7). It returns nil for any other reply.
+func Refusal(frames []Frame) *ServerError {
+	if len(frames) != 1 || frames[0].Type() != proto.FrameError {
+		return nil
+	}
+	return FrameError(frames[0].Obj)
+}
+
+// FrameError reads an error frame. Servers build the message from an
+// abi.Error, which already names the errno ("send: EINVAL: bad id"); the
+// name is removed from the message so that it is not printed twice.
+func FrameError(f *proto.Object) *ServerError {
+	code := f.Str("code")
+	if code == "" {
+		code = "EIO"
+	}
+	msg := f.Str("message")
+	if i := strings.Index(msg, code+": "); i >= 0 {
+		msg = msg[:i] + msg[i+len(code)+2:]
+	} else {
+		msg = strings.TrimSuffix(strings.TrimSuffix(msg, code), ": ")
+	}
+	return &ServerError{Code: code, Message: msg}
+}

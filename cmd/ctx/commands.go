@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// command is one `ctx agent ...` subcommand.
+type command struct {
+	name     string // "send", "session list"
+	posNames string // positional synopsis, e.g. "AGENT INPUT..."
+	minArgs  int
+	maxArgs  int // -1: no limit
+	flags    []flagDef
+	flagHelp string // flag synopsis, e.g. "[--session S] [--json]"
+	help     string
+	run      func(*env, *parsed) int
+}
+
+var (
+	fSession = flagDef{name: "session", value: true}
+	fShared  = flagDef{name: "shared", value: true}
+	fScope   = flagDef{name: "scope", value: true}
+	fSpace   = flagDef{name: "space", value: true}
+	fJSON    = flagDef{name: "json"}
+)
+
+// commands lists the subcommands, in the order usage shows them.
+var commands = []*command{
+	{name: "send", posNames: "AGENT INPUT...", minArgs: 2, maxArgs: -1,
+		flags:    []flagDef{fSession, fScope, fSpace, fShared, {name: "cwd", value: true}, {name: "id", value: true}, fJSON},
+		flagHelp: "[--session S] [--scope private|shared|temp] [--space N] [--shared SPACE] [--cwd P] [--id C] [--json]",
+		help:     "Sends INPUT to AGENT and prints the answer as it streams (--json: the raw frames).\n",
+		run:      runSend},
+	{name: "history", posNames: "AGENT", minArgs: 1, maxArgs: 1,
+		flags:    []flagDef{fSession, fShared, fJSON},
+		flagHelp: "[--session S] [--shared SPACE] [--json]",
+		help:     "Prints the session's messages as a transcript (--json: messages.jsonl as is).\n",
+		run:      runHistory},
+	{name: "output", posNames: "AGENT", minArgs: 1, maxArgs: 1,
+		flags:    []flagDef{fSession, fShared},
+		flagHelp: "[--session S] [--shared SPACE]",
+		help:     "Prints latest.md, the text of the latest assistant message.\n",
+		run:      runOutput},
+	{name: "status", posNames: "AGENT", minArgs: 1, maxArgs: 1,
+		flags:    []flagDef{fSession, fScope, fSpace, fShared, fJSON},
+		flagHelp: "[--session S] [--shared SPACE] [--scope S --space N] [--json]",
+		help:     "Asks the server for the session's state and its queued and running runs.\n",
+		run:      runStatus},
+	{name: "cancel", posNames: "AGENT RUN-OR-CLIENT-ID", minArgs: 2, maxArgs: 2,
+		help: "Cancels one run, named by its run id or by the client id of its send.\nExit 0 when it was cancelled, 1 when it was not running (stale).\n",
+		run:  runCancel},
+	{name: "session list", posNames: "AGENT", minArgs: 1, maxArgs: 1,
+		flags:    []flagDef{fShared},
+		flagHelp: "[--shared SPACE]",
+		help:     "Prints the agent's sessions, most recently updated first.\n",
+		run:      runSessionList},
+}
+
+func (c *command) synopsis() string {
+	s := "ctx agent " + c.name + " " + c.posNames
+	if c.flagHelp != "" {
+		s += " " + c.flagHelp
+	}
+	return s
+}
+
+func (c *command) checkArgs(p *parsed) error {
+	n := len(p.args)
+	if n < c.minArgs || c.maxArgs >= 0 && n > c.maxArgs {
+		return fmt.Errorf("usage: %s", c.synopsis())
+	}
+	return nil
+}
+
+// findCommand matches the longest command name at the start of argv.
+func findCommand(argv []string) (*command, []string) {
+	var best *command
+	for _, c := range commands {
+		words := strings.Fields(c.name)
+		if len(words) <= len(argv) && strings.Join(argv[:len(words)], " ") == c.name {
+			if best == nil || len(words) > len(strings.Fields(best.name)) {
+				best = c
+			}
+		}
+	}
+	if best == nil {
+		return nil, nil
+	}
+	return best, argv[len(strings.Fields(best.name)):]
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/ctxfs/ctxfs/client"
+)
+
+// printHistory writes messages.jsonl as a transcript: one block per
+// message, "role:" then its text, tool calls as "→ tool name(args)" and
+// tool results as "← result", blocks separated by a blank line. A line that
+// does not parse is shown as it is, because hiding it would hide damage.
+func printHistory(w io.Writer, messages io.Reader) error {
+	fr := client.NewFrameReader(messages)
+	for n := 0; ; n++ {
+		f, err := fr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			io.WriteString(w, "\n")
+		}
+		io.WriteString(w, messageBlock(f))
+	}
+}
+
+// messageBlock renders one message line.
+func messageBlock(f client.Frame) string {
+	if f.Obj == nil {
+		return "?:\n" + string(f.Line) + "\n"
+	}
+	role := f.Obj.Str("role")
+	if role == "" {
+		role = "?"
+	}
+	parts, err := client.Parts(f.Obj.Raw("content"))
+	if err != nil {
+		return role + ":\n" + string(f.Obj.Raw("content")) + "\n"
+	}
+	var b strings.Builder
+	b.WriteString(role + ":\n")
+	for _, p := range parts {
+		line := partText(p)
+		b.WriteString(line)
+		if !strings.HasSuffix(line, "\n") {
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+func partText(p client.Part) string {
+	switch p.Type {
+	case "text":
+		return p.Text
+	case "tool_call":
+		return fmt.Sprintf("→ tool %s(%s)", p.Name, compact(p.Arguments))
+	case "tool_result":
+		mark := "← "
+		if p.IsError {
+			mark = "← error: "
+		}
+		return mark + resultText(p.Content)
+	}
+	return fmt.Sprintf("[%s]", p.Type)
+}
+
+// resultText shows a string result as text and anything else as JSON.
+func resultText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return compact(raw)
+}
+
+func compact(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}

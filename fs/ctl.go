@@ -1,0 +1,170 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session"
+)
+
+// ctlNode is a session's control file (SPEC 7): write one request line,
+// read reply frames until end of file. It is virtual: owned like the
+// session directory, with its read/write permissions (0600 in a home).
+type ctlNode struct {
+	storeNode
+}
+
+var (
+	_ = (fs.NodeOpener)((*ctlNode)(nil))
+	_ = (fs.NodeGetattrer)((*ctlNode)(nil))
+	_ = (fs.NodeSetattrer)((*ctlNode)(nil))
+)
+
+func (n *ctlNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.SetTimeout(fileAttrTimeout)
+	return n.virtualAttr(&out.Attr, 0o666, 0)
+}
+
+// Setattr: `echo … > ctl` truncates first; that and touching are no-ops.
+func (n *ctlNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if errno := truncateOK(in); errno != 0 {
+		return errno
+	}
+	if !onlyTimes(in) {
+		return syscall.EPERM
+	}
+	return n.Getattr(ctx, f, out)
+}
+
+// Open makes a stream: offsets are meaningless, and reads must reach the
+// server every time (they wait for frames).
+func (n *ctlNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	h := &ctlHandle{node: n, caller: callerOf(ctx)}
+	return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_STREAM | fuse.FOPEN_NONSEEKABLE, 0
+}
+
+// ctlHandle is one open control file: at most one request, then its frames.
+type ctlHandle struct {
+	node   *ctlNode
+	caller session.Caller
+
+	mu      sync.Mutex // guards the request side
+	req     []byte     // the request line so far
+	started bool       // a request was made (or refused)
+	reply   *session.Reply
+	refusal []byte // the error frame of a refused request, until read
+
+	readMu  sync.Mutex // one reader at a time; held while waiting for a frame
+	pending []byte     // unread bytes of the current frame
+	eof     bool
+}
+
+var (
+	_ = (fs.FileReader)((*ctlHandle)(nil))
+	_ = (fs.FileWriter)((*ctlHandle)(nil))
+	_ = (fs.FileReleaser)((*ctlHandle)(nil))
+)
+
+// Write collects the request line; its newline starts it. A refused
+// request fails this write with its errno and leaves one error frame to
+// read. A second request on the same open file is EINVAL.
+func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.started {
+		return 0, syscall.EINVAL
+	}
+	buf := append(h.req, data...)
+	nl := bytes.IndexByte(buf, '\n')
+	switch {
+	case nl < 0 && len(buf) > abi.MaxRequestBytes+1:
+		return h.refuse(abi.Errorf(syscall.EMSGSIZE, "ctl", "request over %d bytes", abi.MaxRequestBytes))
+	case nl < 0:
+		h.req = buf
+		return uint32(len(data)), 0
+	case nl != len(buf)-1:
+		return h.refuse(abi.Errorf(syscall.EINVAL, "ctl", "one request per open file"))
+	}
+	h.started, h.req = true, nil
+	// The run outlives this write: it must not be cancelled with it.
+	reply, err := h.node.m.e.BeginControl(context.WithoutCancel(ctx), h.caller, h.node.place.Ref(), buf)
+	if err != nil {
+		return h.refuse(err)
+	}
+	h.reply = reply
+	return uint32(len(data)), 0
+}
+
+func (h *ctlHandle) refuse(err error) (uint32, syscall.Errno) {
+	h.started, h.req = true, nil
+	h.refusal = proto.ErrorFrame(err).Line()
+	return 0, errno(err)
+}
+
+// next returns what the reader should serve next: the refusal frame, or
+// the reply to wait on; both nil before any request (end of file).
+func (h *ctlHandle) next() ([]byte, *session.Reply) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if f := h.refusal; f != nil {
+		h.refusal = nil
+		return f, nil
+	}
+	return nil, h.reply
+}
+
+// Read blocks for the next frame; end of file after the last one.
+func (h *ctlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h.readMu.Lock()
+	defer h.readMu.Unlock()
+	if len(h.pending) == 0 && !h.eof {
+		if errno := h.fill(ctx); errno != 0 {
+			return nil, errno
+		}
+	}
+	n := copy(dest, h.pending)
+	h.pending = h.pending[n:]
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+func (h *ctlHandle) fill(ctx context.Context) syscall.Errno {
+	frame, reply := h.next()
+	switch {
+	case frame != nil:
+		h.pending, h.eof = frame, true
+		return 0
+	case reply == nil:
+		return 0 // no request yet: nothing to read
+	}
+	f, err := reply.Next(ctx)
+	switch {
+	case errors.Is(err, io.EOF):
+		h.eof = true
+	case err != nil && ctx.Err() != nil:
+		return syscall.EINTR
+	case err != nil:
+		return errno(err)
+	default:
+		h.pending = f.Line()
+	}
+	return 0
+}
+
+// Release detaches from the reply; the run goes on (SPEC 7).
+func (h *ctlHandle) Release(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.reply != nil {
+		h.reply.Close()
+	}
+	return 0
+}

@@ -1,0 +1,135 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/session"
+)
+
+// logNode is messages.jsonl or events.jsonl (SPEC 6): read straight from
+// the store; written only by appending whole lines through the engine.
+type logNode struct {
+	storeNode
+}
+
+var (
+	_ = (fs.NodeOpener)((*logNode)(nil))
+	_ = (fs.NodeGetattrer)((*logNode)(nil))
+	_ = (fs.NodeSetattrer)((*logNode)(nil))
+)
+
+// Getattr reports the store file's exact size (the engine appends behind
+// the kernel's back; the attributes are never cached).
+func (n *logNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.SetTimeout(fileAttrTimeout)
+	return n.statAttr(&out.Attr, false)
+}
+
+// Setattr: logs only grow, so any size change is EPERM.
+func (n *logNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if _, ok := in.GetSize(); ok {
+		return syscall.EPERM
+	}
+	if errno := n.setattr(in); errno != 0 {
+		return errno
+	}
+	return n.Getattr(ctx, f, out)
+}
+
+// Open: a writer must append (O_APPEND) and may not truncate. The page
+// cache stays on for readers (large logs, tail -f); the notifier drops it
+// after every append.
+func (n *logNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if isWrite(flags) && (flags&syscall.O_APPEND == 0 || flags&syscall.O_TRUNC != 0) {
+		return nil, 0, syscall.EPERM
+	}
+	r, errno := openReader(n.path())
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	h := &logHandle{node: n, r: r}
+	if isWrite(flags) {
+		// RELEASE carries no caller: the writer is the one who opened.
+		h.caller = callerOf(ctx)
+	}
+	return h, 0, 0
+}
+
+// logHandle buffers one writer's unfinished line, so that a line that
+// arrives in several writes is appended whole and two writers never
+// interleave inside a line.
+type logHandle struct {
+	node   *logNode
+	r      *storeReader
+	caller session.Caller
+
+	mu      sync.Mutex
+	partial []byte // bytes after the last newline written so far
+}
+
+var (
+	_ = (fs.FileReader)((*logHandle)(nil))
+	_ = (fs.FileWriter)((*logHandle)(nil))
+	_ = (fs.FileFlusher)((*logHandle)(nil))
+	_ = (fs.FileReleaser)((*logHandle)(nil))
+)
+
+func (h *logHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return h.r.read(dest, off)
+}
+
+// Write appends the complete lines among what was written so far. The
+// offset is ignored: the kernel computes it from a size that goes stale
+// when the engine appends, and the engine appends at the real end. A
+// refused write keeps nothing of its bytes.
+func (h *logHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	buf := append(append([]byte(nil), h.partial...), data...)
+	cut := bytes.LastIndexByte(buf, '\n') + 1
+	if len(buf)-cut > abi.MaxLineBytes {
+		return 0, syscall.EINVAL // the line can never be valid: refuse it now, not at 1 GiB
+	}
+	if cut > 0 {
+		n := h.node
+		if err := n.m.e.AppendLog(h.caller, n.place.Ref(), n.place.File, buf[:cut]); err != nil {
+			return 0, errno(err)
+		}
+		n.m.changed(n.rel)
+	}
+	h.partial = buf[cut:]
+	return uint32(len(data)), 0
+}
+
+// Flush is one close(2) of one descriptor: an unfinished line fails it
+// with EINVAL (SPEC 6). The line stays pending, since other descriptors of
+// the same open file may still finish it.
+func (h *logHandle) Flush(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.partial) > 0 {
+		return syscall.EINVAL
+	}
+	return 0
+}
+
+// Release is the last close: an unfinished line is dropped, and the engine
+// records that it was, so that the loss is never silent.
+func (h *logHandle) Release(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	n := len(h.partial)
+	h.partial = nil
+	h.mu.Unlock()
+	if n > 0 {
+		h.node.m.e.DiscardPartialLine(h.caller, h.node.place.Ref(), h.node.place.File, n)
+	}
+	h.r.close()
+	return 0
+}

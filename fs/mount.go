@@ -1,0 +1,205 @@
+package fs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/session"
+)
+
+// Options tune the mounts.
+type Options struct {
+	Debug bool // log every FUSE request
+}
+
+// tops are the two mounts, named as the first component of store paths.
+var tops = []string{"home", "shared"}
+
+// Mounts are the two FUSE servers of one process.
+type Mounts struct {
+	e       *session.Engine
+	servers []*fuse.Server
+	roots   map[string]*fs.Inode // "home", "shared" → mount root
+
+	changes chan string   // store paths to invalidate, from OnChange and our own writes
+	done    chan struct{} // closed by Unmount: the notifier stops
+	once    sync.Once
+}
+
+// mountState is what the nodes of one mount share.
+type mountState struct {
+	e     *session.Engine
+	store string
+	loop  *fs.LoopbackRoot // free trees: Path = <store>/<top>, as the mount root
+	ms    *Mounts
+}
+
+func (m *mountState) storePath(rel string) string { return filepath.Join(m.store, rel) }
+
+// changed queues rel for cache invalidation (never blocks a handler).
+func (m *mountState) changed(rel string) { m.ms.changed(rel) }
+
+// Mount mounts root/home and root/shared over the engine's store. As root
+// the mounts are made directly; otherwise through fusermount3.
+func Mount(e *session.Engine, root string, opts Options) (*Mounts, error) {
+	if os.Geteuid() != 0 {
+		if _, err := exec.LookPath("fusermount3"); err != nil {
+			return nil, errors.New("fusermount3 not found: install fuse3 (or mount as root)")
+		}
+	}
+	ms := &Mounts{
+		e:       e,
+		roots:   map[string]*fs.Inode{},
+		changes: make(chan string, 4096),
+		done:    make(chan struct{}),
+	}
+	for _, top := range tops {
+		if err := ms.mountOne(root, top, opts); err != nil {
+			ms.Unmount()
+			return nil, err
+		}
+	}
+	e.OnChange(ms.changed)
+	go ms.notifier()
+	return ms, nil
+}
+
+func (ms *Mounts) mountOne(root, top string, opts Options) error {
+	dir := filepath.Join(root, top)
+	cleanStale(dir)
+	store := filepath.Join(ms.e.Store(), top)
+	for _, d := range []string{dir, store} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(store, &st); err != nil {
+		return err
+	}
+	m := &mountState{e: ms.e, store: ms.e.Store(), ms: ms,
+		loop: &fs.LoopbackRoot{Path: store, Dev: uint64(st.Dev)}}
+	rootNode := &dirNode{storeNode{where: where{m: m, rel: top, place: session.Classify(top)}}}
+	srv, err := fs.Mount(dir, rootNode, mountOptions(opts))
+	if err != nil {
+		return fmt.Errorf("mount %s: %w", dir, err)
+	}
+	ms.servers = append(ms.servers, srv)
+	ms.roots[top] = rootNode.EmbeddedInode()
+	return nil
+}
+
+// mountOptions: the kernel enforces privacy from the store's owners and
+// modes (default_permissions) for every uid (allow_other, root only);
+// xattrs are off because the kernel would otherwise ask for
+// security.capability before every write. NegativeTimeout stays nil: a
+// name missing for one uid (another's home) must not be cached for all.
+func mountOptions(opts Options) *fs.Options {
+	sec := time.Second
+	o := &fs.Options{
+		EntryTimeout: &sec,
+		AttrTimeout:  &sec,
+		MountOptions: fuse.MountOptions{
+			FsName:        "ctxfs",
+			Name:          "ctxfs",
+			Options:       []string{"default_permissions"},
+			DisableXAttrs: true,
+			Debug:         opts.Debug,
+		},
+	}
+	if os.Geteuid() == 0 {
+		o.AllowOther = true
+		o.DirectMountStrict = true
+	}
+	return o
+}
+
+// cleanStale detaches a mount left behind by a crashed server ("transport
+// endpoint is not connected"), so that mounting again works.
+func cleanStale(dir string) {
+	if _, err := os.Stat(dir); errors.Is(err, syscall.ENOTCONN) {
+		unix.Unmount(dir, unix.MNT_DETACH)
+	}
+}
+
+// Unmount unmounts both mounts, lazily when one is busy.
+func (ms *Mounts) Unmount() error {
+	ms.once.Do(func() { close(ms.done) })
+	var errs []error
+	for _, srv := range ms.servers {
+		if err := srv.Unmount(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Wait blocks until both servers have stopped.
+func (ms *Mounts) Wait() {
+	for _, srv := range ms.servers {
+		srv.Wait()
+	}
+}
+
+// changed queues a store path whose kernel caches must go. It is called
+// from engine goroutines and from handlers, so it never blocks: when the
+// queue is full the path is dropped, and the 1 s cache timeouts bound how
+// stale a reader can be.
+func (ms *Mounts) changed(rel string) {
+	select {
+	case ms.changes <- rel:
+	case <-ms.done:
+	default:
+	}
+}
+
+// notifier sends the kernel its invalidations from its own goroutine:
+// NotifyContent inside a handler of the same inode deadlocks.
+func (ms *Mounts) notifier() {
+	for {
+		select {
+		case <-ms.done:
+			return
+		case rel := <-ms.changes:
+			ms.invalidate(rel)
+		}
+	}
+}
+
+// invalidate drops what the kernel caches of rel: the pages and attributes
+// of the node if the kernel knows it, and its name if the store no longer
+// holds it. Nodes the kernel never looked up have nothing cached.
+func (ms *Mounts) invalidate(rel string) {
+	parts := strings.Split(strings.Trim(rel, "/"), "/")
+	node := ms.roots[parts[0]]
+	if node == nil || len(parts) < 2 {
+		return
+	}
+	var parent *fs.Inode
+	for _, name := range parts[1:] {
+		parent, node = node, node.GetChild(name)
+		if node == nil {
+			return
+		}
+	}
+	if !node.IsDir() {
+		node.NotifyContent(0, 0)
+	}
+	if !exists(filepath.Join(ms.e.Store(), rel)) && !virtual(session.Classify(rel).Kind) {
+		parent.NotifyEntry(parts[len(parts)-1])
+	}
+}
+
+// virtual kinds have no store file behind them.
+func virtual(k session.PlaceKind) bool { return k == session.PlaceCtl || k == session.PlaceIndexList }

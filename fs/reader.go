@@ -1,0 +1,104 @@
+package fs
+
+import (
+	"context"
+	"io"
+	"os"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/ctxfs/ctxfs/session"
+)
+
+// storeReader reads a store file through a descriptor opened at OPEN, so a
+// reader keeps reading the file it opened even when the engine replaces it.
+type storeReader struct {
+	f *os.File
+}
+
+func openReader(p string) (*storeReader, syscall.Errno) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fs.ToErrno(err)
+	}
+	return &storeReader{f: f}, 0
+}
+
+func (r *storeReader) read(dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n, err := r.f.ReadAt(dest, off)
+	if err != nil && err != io.EOF {
+		return nil, fs.ToErrno(err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+func (r *storeReader) close() {
+	if r != nil {
+		r.f.Close()
+	}
+}
+
+// roNode is a file the mount only reads: latest.md, created_at,
+// updated_at, AGENTS.md, SKILLS.md and everything archived. Its mode loses
+// the write bits, so the kernel answers EACCES to other writers; root,
+// which the kernel lets through, gets EPERM here.
+type roNode struct {
+	storeNode
+}
+
+var (
+	_ = (fs.NodeOpener)((*roNode)(nil))
+	_ = (fs.NodeGetattrer)((*roNode)(nil))
+	_ = (fs.NodeSetattrer)((*roNode)(nil))
+)
+
+func (n *roNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.SetTimeout(fileAttrTimeout)
+	return n.statAttr(&out.Attr, true)
+}
+
+// Setattr allows only touching times of live files.
+func (n *roNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if _, ok := in.GetSize(); ok || !onlyTimes(in) || n.archived() {
+		return syscall.EPERM
+	}
+	if errno := setTimes(n.path(), in); errno != 0 {
+		return errno
+	}
+	return n.Getattr(ctx, f, out)
+}
+
+func (n *roNode) archived() bool { return n.place.Kind == session.PlaceArchived }
+
+// Open serves reads with FOPEN_DIRECT_IO: the engine replaces these files
+// whole, and a page cache of the old one must never be served.
+func (n *roNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if isWrite(flags) || flags&syscall.O_TRUNC != 0 {
+		return nil, 0, syscall.EPERM
+	}
+	r, errno := openReader(n.path())
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	return &roHandle{r: r}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+type roHandle struct {
+	r *storeReader
+}
+
+var (
+	_ = (fs.FileReader)((*roHandle)(nil))
+	_ = (fs.FileReleaser)((*roHandle)(nil))
+)
+
+func (h *roHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return h.r.read(dest, off)
+}
+
+func (h *roHandle) Release(ctx context.Context) syscall.Errno {
+	h.r.close()
+	return 0
+}

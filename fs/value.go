@@ -1,0 +1,169 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/session"
+)
+
+// maxValueBytes bounds what one open file buffers for a single value
+// (meta.json is the largest); more is EFBIG.
+const maxValueBytes = 1 << 20
+
+// valueNode is state, cwd or meta.json (SPEC 5): read from the store,
+// replaced whole through the engine when the writer closes.
+type valueNode struct {
+	storeNode
+}
+
+var (
+	_ = (fs.NodeOpener)((*valueNode)(nil))
+	_ = (fs.NodeGetattrer)((*valueNode)(nil))
+	_ = (fs.NodeSetattrer)((*valueNode)(nil))
+)
+
+func (n *valueNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.SetTimeout(fileAttrTimeout)
+	return n.statAttr(&out.Attr, false)
+}
+
+func (n *valueNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if errno := truncateOK(in); errno != 0 {
+		return errno
+	}
+	if errno := n.setattr(in); errno != 0 {
+		return errno
+	}
+	return n.Getattr(ctx, f, out)
+}
+
+// truncateOK: `>` truncates before writing (SETATTR size=0). The value is
+// replaced whole at close anyway, so that is a no-op; any other size is not
+// a value and is EPERM.
+func truncateOK(in *fuse.SetAttrIn) syscall.Errno {
+	if sz, ok := in.GetSize(); ok && sz != 0 {
+		return syscall.EPERM
+	}
+	return 0
+}
+
+func (n *valueNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	h := &valueHandle{check: earlyCheck(n.place.File), changed: func() { n.m.changed(n.rel) }}
+	h.commit = func(c session.Caller, data []byte) error {
+		return n.m.e.WriteFile(c, n.place.Ref(), n.place.File, data)
+	}
+	if isRead(flags) {
+		b, err := os.ReadFile(n.path())
+		if err != nil {
+			return nil, 0, errno(err)
+		}
+		h.snapshot = b
+	}
+	if isWrite(flags) {
+		h.caller = callerOf(ctx)
+	}
+	return h, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// earlyCheck lets a write of a complete, plainly invalid value fail at
+// once (shells ignore close errors): the abi's own checks of state and
+// cwd. Everything else is the engine's to judge at close.
+func earlyCheck(file string) func([]byte) error {
+	switch file {
+	case abi.FileState:
+		return func(b []byte) error {
+			if !abi.ValidState(string(bytes.TrimSuffix(b, []byte("\n")))) {
+				return abi.Errorf(syscall.EINVAL, "write", "invalid state %q", b)
+			}
+			return nil
+		}
+	case abi.FileCwd:
+		return func(b []byte) error { return abi.CheckCwd(string(bytes.TrimSuffix(b, []byte("\n")))) }
+	}
+	return nil
+}
+
+// valueHandle buffers a single value until close, so readers never see
+// half of it and the engine judges it whole. Reads serve the value as it
+// was at open.
+type valueHandle struct {
+	commit   func(session.Caller, []byte) error
+	check    func([]byte) error // of a complete value (ending in "\n"); may be nil
+	changed  func()
+	caller   session.Caller
+	snapshot []byte
+
+	mu    sync.Mutex
+	buf   []byte
+	dirty bool
+}
+
+var (
+	_ = (fs.FileReader)((*valueHandle)(nil))
+	_ = (fs.FileWriter)((*valueHandle)(nil))
+	_ = (fs.FileFlusher)((*valueHandle)(nil))
+	_ = (fs.FileReleaser)((*valueHandle)(nil))
+)
+
+func (h *valueHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if off >= int64(len(h.snapshot)) {
+		return fuse.ReadResultData(nil), 0
+	}
+	return fuse.ReadResultData(h.snapshot[off:min(int64(len(h.snapshot)), off+int64(len(dest)))]), 0
+}
+
+// Write places data at off in the new value; a complete value that is
+// plainly invalid fails here and leaves the buffer as it was.
+func (h *valueHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	end := off + int64(len(data))
+	if off < 0 || end > maxValueBytes {
+		return 0, syscall.EFBIG
+	}
+	nb := make([]byte, max(int64(len(h.buf)), end))
+	copy(nb, h.buf)
+	copy(nb[off:], data)
+	if h.check != nil && bytes.HasSuffix(nb, []byte("\n")) {
+		if err := h.check(nb); err != nil {
+			return 0, errno(err)
+		}
+	}
+	h.buf, h.dirty = nb, true
+	return uint32(len(data)), 0
+}
+
+// Flush commits what was written since the last commit. bash flushes
+// before its first write, when nothing is pending, so nothing happens then.
+func (h *valueHandle) Flush(ctx context.Context) syscall.Errno {
+	return h.commitPending()
+}
+
+// Release commits a value no flush committed (the error has no one left
+// to see it).
+func (h *valueHandle) Release(ctx context.Context) syscall.Errno {
+	h.commitPending()
+	return 0
+}
+
+func (h *valueHandle) commitPending() syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.dirty {
+		return 0
+	}
+	h.dirty = false // a refused value is not retried at release
+	if err := h.commit(h.caller, h.buf); err != nil {
+		return errno(err)
+	}
+	h.changed()
+	return 0
+}

@@ -1,0 +1,76 @@
+package index
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// BenchmarkTouch compares a Touch in a container of 10 sessions with one in
+// a container of 100,000: the ns/op of each pair should be about equal.
+// "send" writes by-cwd and current (two fsynced renames, as the session and
+// the cwd change every op); "append" moves the list only.
+func BenchmarkTouch(b *testing.B) {
+	for _, n := range []int{10, 100_000} {
+		dir := benchContainer(b, n)
+		x, err := Load(dir, os.Getuid(), os.Getgid())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { x.Close() })
+		for _, mode := range []string{"send", "append"} {
+			b.Run(fmt.Sprintf("%s/%d", mode, n), func(b *testing.B) {
+				benchTouch(b, x, n, mode == "send")
+			})
+		}
+	}
+}
+
+func benchTouch(b *testing.B, x *Index, n int, send bool) {
+	cwds := []string{"/w0", "/w1", "/w2", "/w3"}
+	i := 0
+	for b.Loop() {
+		// Step by a prime so the session moved is rarely the one on top.
+		name := "s" + strconv.Itoa(i*7919%n)
+		cwd := ""
+		if send {
+			cwd = cwds[i%len(cwds)]
+		}
+		if err := x.Touch(name, cwd); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// benchContainer makes n session directories with updated_at files (no
+// fsync, distinct names; mtimes are whatever the clock gives), four workers
+// at a time. It lives in b.TempDir, so TMPDIR=/dev/shm makes setup and
+// cleanup of the 100,000 quick on a slow disk.
+func benchContainer(b *testing.B, n int) string {
+	dir := b.TempDir()
+	const workers = 4
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			var err error
+			for i := w; i < n && err == nil; i += workers {
+				p := filepath.Join(dir, "s"+strconv.Itoa(i))
+				if err = os.Mkdir(p, 0o700); err == nil {
+					err = os.WriteFile(filepath.Join(p, abi.FileUpdatedAt), []byte("1700000000\n"), 0o600)
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+	return dir
+}

@@ -1,0 +1,159 @@
+package index
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// base is an arbitrary fixed time for updated_at mtimes.
+var base = time.Unix(1_700_000_000, 0)
+
+// newContainer makes a container with sessions whose updated_at mtimes are
+// base+i seconds, so the last name given is the newest.
+func newContainer(t testing.TB, names ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for i, n := range names {
+		mkSession(t, dir, n, base.Add(time.Duration(i)*time.Second))
+	}
+	return dir
+}
+
+// mkSession makes a session directory with an updated_at file of mtime m
+// (no updated_at when m is zero).
+func mkSession(t testing.TB, dir, name string, m time.Time) {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.Mkdir(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if m.IsZero() {
+		return
+	}
+	u := filepath.Join(p, abi.FileUpdatedAt)
+	if err := os.WriteFile(u, fmt.Appendf(nil, "%d\n", m.Unix()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(u, m, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func load(t testing.TB, dir string) *Index {
+	t.Helper()
+	x, err := Load(dir, os.Getuid(), os.Getgid())
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	t.Cleanup(func() { x.Close() })
+	return x
+}
+
+func mustOK(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantErrno checks that err is an *abi.Error carrying errno.
+func wantErrno(t testing.TB, err error, errno syscall.Errno) {
+	t.Helper()
+	var e *abi.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v (%T) is not an *abi.Error, want %s", err, err, abi.ErrnoName(errno))
+	}
+	if e.Errno != errno {
+		t.Fatalf("error %v: errno %s, want %s", err, abi.ErrnoName(e.Errno), abi.ErrnoName(errno))
+	}
+}
+
+// tree records every path under root with its type, mode and content, so a
+// before/after comparison catches any changed, added or removed file
+// (renameio temporaries included).
+func tree(t testing.TB, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		v := fi.Mode().String()
+		if fi.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			v += " " + string(b)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			l, _ := os.Readlink(p)
+			v += " -> " + l
+		}
+		out[p] = v
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameTree(t testing.TB, what string, before, after map[string]string) {
+	t.Helper()
+	if !reflect.DeepEqual(before, after) {
+		t.Errorf("%s changed the store:\nbefore %v\nafter  %v", what, before, after)
+	}
+}
+
+func readString(t testing.TB, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func notExist(t testing.TB, p string) {
+	t.Helper()
+	if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s: want it gone, Lstat says %v", p, err)
+	}
+}
+
+// isRegular checks that p is a regular file (never a symlink) with mode 0600.
+func isRegular(t testing.TB, p string) {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s: mode %v, want a regular file 0600", p, fi.Mode())
+	}
+}
+
+// send does what the engine does for a send: it writes updated_at (its
+// mtime is now) and then calls Touch, so a later Load rebuilds the same order.
+func send(t testing.TB, x *Index, dir, name, cwd string) {
+	t.Helper()
+	now := time.Now()
+	u := filepath.Join(dir, name, abi.FileUpdatedAt)
+	mustOK(t, os.WriteFile(u, fmt.Appendf(nil, "%d\n", now.Unix()), 0o600))
+	mustOK(t, os.Chtimes(u, now, now))
+	mustOK(t, x.Touch(name, cwd))
+}

@@ -1,0 +1,430 @@
+package index
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// List returns the session names, newest first.
+func (x *Index) List() []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([]string, 0, x.order.Len())
+	for e := x.order.Front(); e != nil; e = e.Next() {
+		out = append(out, e.Value.(string))
+	}
+	return out
+}
+
+// ListBytes returns the content of index/list: one name a line, newest
+// first, empty for no sessions. It is always current, unlike the snapshot
+// file in the store. The bytes are cached until the order changes, so
+// repeated reads and stats of the file cost a copy, not a rebuild.
+func (x *Index) ListBytes() []byte {
+	x.mu.RLock()
+	if x.listCache != nil && x.cacheGen == x.gen {
+		b := append([]byte(nil), x.listCache...)
+		x.mu.RUnlock()
+		return b
+	}
+	x.mu.RUnlock()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return append([]byte(nil), x.listBytesLocked()...)
+}
+
+// listBytesLocked builds (or returns the cached) list content; mu held for
+// writing.
+func (x *Index) listBytesLocked() []byte {
+	if x.listCache != nil && x.cacheGen == x.gen {
+		return x.listCache
+	}
+	b := make([]byte, 0, x.order.Len()*16)
+	for e := x.order.Front(); e != nil; e = e.Next() {
+		b = append(b, e.Value.(string)...)
+		b = append(b, '\n')
+	}
+	x.listCache, x.cacheGen = b, x.gen
+	return b
+}
+
+// Current returns the current session name, "" when none.
+func (x *Index) Current() string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.current
+}
+
+// Lookup returns the session an entry names. ENOENT when absent (a key that
+// is malformed is simply absent: lookups through the mount must not fail
+// differently for odd names); EINVAL for an unknown kind.
+func (x *Index) Lookup(kind, key string) (string, error) {
+	if !knownKind(kind) {
+		return "", abi.Errorf(syscall.EINVAL, "lookup", "unknown index kind %q", kind)
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	name, ok := x.entries[kind][key]
+	if !ok {
+		return "", abi.Errorf(syscall.ENOENT, "lookup", "%s/%s", kind, key)
+	}
+	return name, nil
+}
+
+// Keys returns the keys of one kind, sorted (nil for an unknown kind).
+func (x *Index) Keys(kind string) []string {
+	x.mu.RLock()
+	m := x.entries[kind]
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	x.mu.RUnlock()
+	sort.Strings(keys)
+	return keys
+}
+
+// Touch records a send (or any append) to session name: it moves name to the
+// top of the list and, for a send (cwd != ""), sets current and writes
+// by-cwd/<abi.CwdKey(cwd)>. EINVAL for a bad name or cwd, ENOENT when the
+// session is neither listed nor an existing directory.
+//
+// With cwd == "" (an append through the mount, SPEC 5/6) only the list
+// moves: current is what `ctx` commands fall back to, and SPEC 9 lets only a
+// send or an explicit write move it, so a tool appending to a log of another
+// session does not silently redirect the user's next command.
+//
+// The engine writes updated_at before calling Touch, so the order kept here
+// is the one a later Load rebuilds. The list moves even if a file write
+// fails, for the same reason.
+func (x *Index) Touch(name, cwd string) error {
+	const op = "touch"
+	if err := checkName(op, name); err != nil {
+		return err
+	}
+	if cwd != "" {
+		if err := abi.CheckCwd(cwd); err != nil {
+			return ioErr(op, "", err)
+		}
+	}
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if err := x.readyListed(op, name); err != nil {
+		return err
+	}
+	x.toFront(name)
+	if cwd == "" {
+		return nil
+	}
+	if err := x.putEntry(op, ByCwd, abi.CwdKey(cwd), name); err != nil {
+		return err
+	}
+	return x.putCurrent(op, name)
+}
+
+// Add puts a newly created session at the top of the list (it does not
+// become current: creating is not sending). EINVAL for a bad name, ENOENT
+// when its directory does not exist.
+func (x *Index) Add(name string) error {
+	const op = "add"
+	if err := checkName(op, name); err != nil {
+		return err
+	}
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if err := x.ready(op, name); err != nil {
+		return err
+	}
+	x.toFront(name)
+	return nil
+}
+
+// Remove drops name from the list, every by-cwd/by-hash/by-uuid entry whose
+// value is name, and current if it is name (archive and GC, SPEC 12). The
+// session directory is expected to be gone already. Removing a name the
+// index does not know is not an error; after a failure, calling Remove again
+// finishes the job.
+func (x *Index) Remove(name string) error {
+	const op = "remove"
+	if err := checkName(op, name); err != nil {
+		return err
+	}
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if err := x.checkOpen(op); err != nil {
+		return err
+	}
+	x.mu.Lock()
+	if e, ok := x.pos[name]; ok {
+		x.order.Remove(e)
+		delete(x.pos, name)
+		x.markDirtyLocked()
+	}
+	x.mu.Unlock()
+	for _, r := range x.refsOf(name) {
+		if err := x.dropEntry(op, r.kind, r.key); err != nil {
+			return err
+		}
+	}
+	if x.current == name {
+		return x.dropCurrent(op)
+	}
+	return nil
+}
+
+// SetCurrent replaces current (a write of index/current through the mount).
+// EINVAL for a bad name, ENOENT unless the session directory exists.
+func (x *Index) SetCurrent(name string) error {
+	const op = "set current"
+	if err := checkName(op, name); err != nil {
+		return err
+	}
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if err := x.ready(op, name); err != nil {
+		return err
+	}
+	return x.putCurrent(op, name)
+}
+
+// SetEntry creates or replaces by-hash/<key> or by-uuid/<key> with name.
+// EPERM for by-cwd (read only through the mount: only sends write it);
+// EINVAL for an unknown kind, a bad key or a bad name; ENOENT when the
+// session does not exist.
+func (x *Index) SetEntry(kind, key, name string) error {
+	const op = "set entry"
+	if err := checkWritableKey(op, kind, key); err != nil {
+		return err
+	}
+	if err := checkName(op, name); err != nil {
+		return err
+	}
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if err := x.ready(op, name); err != nil {
+		return err
+	}
+	return x.putEntry(op, kind, key, name)
+}
+
+// RemoveEntry unlinks by-hash/<key> or by-uuid/<key>. EPERM for by-cwd,
+// EINVAL for an unknown kind or a bad key, ENOENT when absent.
+func (x *Index) RemoveEntry(kind, key string) error {
+	const op = "remove entry"
+	if err := checkWritableKey(op, kind, key); err != nil {
+		return err
+	}
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if err := x.checkOpen(op); err != nil {
+		return err
+	}
+	if _, ok := x.entries[kind][key]; !ok {
+		return abi.Errorf(syscall.ENOENT, op, "%s/%s", kind, key)
+	}
+	return x.dropEntry(op, kind, key)
+}
+
+// ---- helpers; the callers below hold wmu ----
+
+// ready checks that the index is open and name is an existing session.
+func (x *Index) ready(op, name string) error {
+	if err := x.checkOpen(op); err != nil {
+		return err
+	}
+	return x.checkSession(op, name)
+}
+
+// readyListed is ready without the stat for a session already in the list:
+// the list is the index's own record of which sessions exist (Load builds it
+// from the directories, Remove keeps it in step with archive and GC), and
+// the engine has just written updated_at in the session anyway. Skipping
+// the lookup keeps Touch free of a directory search in a container of
+// 100,000 sessions.
+func (x *Index) readyListed(op, name string) error {
+	if _, ok := x.pos[name]; ok {
+		return x.checkOpen(op)
+	}
+	return x.ready(op, name)
+}
+
+func (x *Index) checkOpen(op string) error {
+	if x.closed {
+		return abi.Errorf(syscall.EIO, op, "index of %s is closed", x.dir)
+	}
+	return nil
+}
+
+// checkSession: ENOENT unless <container>/<name> is a real directory (a
+// symlink is not a session).
+func (x *Index) checkSession(op, name string) error {
+	fi, err := os.Lstat(filepath.Join(x.dir, name))
+	if err != nil || !fi.IsDir() {
+		return abi.Errorf(syscall.ENOENT, op, "no session %q", name)
+	}
+	return nil
+}
+
+// toFront moves (or adds) name to the top of the list. O(1).
+func (x *Index) toFront(name string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if e, ok := x.pos[name]; ok {
+		if x.order.Front() == e {
+			return // already newest: nothing to rewrite
+		}
+		x.order.MoveToFront(e)
+	} else {
+		x.pos[name] = x.order.PushFront(name)
+	}
+	x.markDirtyLocked()
+}
+
+// markDirtyLocked records a change of order and wakes the flusher; mu held
+// for writing (or not yet shared, in Load).
+func (x *Index) markDirtyLocked() {
+	x.gen++
+	x.dirty = true
+	select {
+	case x.kick <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+}
+
+// putCurrent writes index/current, skipping the write when it already holds
+// name (a run of sends to one session costs no fsync here).
+func (x *Index) putCurrent(op, name string) error {
+	if x.current == name {
+		return nil
+	}
+	p := filepath.Join(x.idx, currentFile)
+	if err := x.writeFile(p, []byte(name+"\n")); err != nil {
+		return ioErr(op, p, err)
+	}
+	x.mu.Lock()
+	x.current = name
+	x.mu.Unlock()
+	return nil
+}
+
+func (x *Index) dropCurrent(op string) error {
+	p := filepath.Join(x.idx, currentFile)
+	if err := removeFile(p); err != nil {
+		return ioErr(op, p, err)
+	}
+	x.mu.Lock()
+	x.current = ""
+	x.mu.Unlock()
+	return nil
+}
+
+// putEntry writes one entry file, skipping the write when it already holds
+// name.
+func (x *Index) putEntry(op, kind, key, name string) error {
+	if old, ok := x.entries[kind][key]; ok && old == name {
+		return nil
+	}
+	p := filepath.Join(x.idx, kind, key)
+	if err := x.writeFile(p, []byte(name+"\n")); err != nil {
+		return ioErr(op, p, err)
+	}
+	x.mu.Lock()
+	x.setEntryLocked(kind, key, name)
+	x.mu.Unlock()
+	return nil
+}
+
+func (x *Index) dropEntry(op, kind, key string) error {
+	p := filepath.Join(x.idx, kind, key)
+	if err := removeFile(p); err != nil {
+		return ioErr(op, p, err)
+	}
+	x.mu.Lock()
+	x.deleteEntryLocked(kind, key)
+	x.mu.Unlock()
+	return nil
+}
+
+// setEntryLocked sets an entry in memory and keeps the reverse map in step.
+func (x *Index) setEntryLocked(kind, key, name string) {
+	x.deleteEntryLocked(kind, key)
+	if x.entries[kind] == nil {
+		x.entries[kind] = make(map[string]string)
+	}
+	x.entries[kind][key] = name
+	if x.refs[name] == nil {
+		x.refs[name] = make(map[ref]struct{})
+	}
+	x.refs[name][ref{kind, key}] = struct{}{}
+}
+
+func (x *Index) deleteEntryLocked(kind, key string) {
+	old, ok := x.entries[kind][key]
+	if !ok {
+		return
+	}
+	delete(x.entries[kind], key)
+	delete(x.refs[old], ref{kind, key})
+	if len(x.refs[old]) == 0 {
+		delete(x.refs, old)
+	}
+}
+
+// refsOf returns the entries naming name, in a fixed order.
+func (x *Index) refsOf(name string) []ref {
+	rs := make([]ref, 0, len(x.refs[name]))
+	for r := range x.refs[name] {
+		rs = append(rs, r)
+	}
+	sort.Slice(rs, func(i, j int) bool {
+		if rs[i].kind != rs[j].kind {
+			return rs[i].kind < rs[j].kind
+		}
+		return rs[i].key < rs[j].key
+	})
+	return rs
+}
+
+// ---- validation ----
+
+func knownKind(kind string) bool {
+	return kind == ByCwd || kind == ByHash || kind == ByUUID
+}
+
+// validKey reports whether key has the shape its kind requires.
+func validKey(kind, key string) bool {
+	switch kind {
+	case ByCwd:
+		return abi.ValidCwdKey(key)
+	case ByHash:
+		return abi.ValidName(key)
+	case ByUUID:
+		return abi.ValidUUID(key)
+	}
+	return false
+}
+
+func checkName(op, name string) error {
+	if !abi.ValidSessionName(name) {
+		return abi.Errorf(syscall.EINVAL, op, "invalid session name %q", name)
+	}
+	return nil
+}
+
+// checkWritableKey: by-cwd is EPERM whatever the key (the entry is read only
+// through the mount), then the kind and key must be valid.
+func checkWritableKey(op, kind, key string) error {
+	switch {
+	case kind == ByCwd:
+		return abi.Errorf(syscall.EPERM, op, "by-cwd is read only")
+	case !knownKind(kind):
+		return abi.Errorf(syscall.EINVAL, op, "unknown index kind %q", kind)
+	case !validKey(kind, key):
+		return abi.Errorf(syscall.EINVAL, op, "invalid %s key %q", kind, key)
+	}
+	return nil
+}

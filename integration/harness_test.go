@@ -1,0 +1,210 @@
+// Package integration runs the real ctxfs and ctx binaries against real
+// mounts, sockets, processes and uids. Nothing here is mocked.
+package integration
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	ctxfsBin string // the server binary, built once for the run
+	ctxBin   string // the client binary
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ctxfs-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctxfsBin, ctxBin = filepath.Join(dir, "ctxfs"), filepath.Join(dir, "ctx")
+	for bin, pkg := range map[string]string{ctxfsBin: "../cmd/ctxfs", ctxBin: "../cmd/ctx"} {
+		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// server is one real `ctxfs mount --foreground` process.
+type server struct {
+	t     testing.TB
+	root  string
+	store string
+	cmd   *exec.Cmd
+	log   *os.File
+}
+
+// newServer prepares a root (with a debug/echo agent "coder") and a store
+// in fresh temporary directories, and starts the server.
+func newServer(t testing.TB) *server {
+	t.Helper()
+	base := t.TempDir()
+	os.Chmod(base, 0o755) // other uids must reach the mount and sockets
+	s := &server{t: t, root: filepath.Join(base, "ctx"), store: filepath.Join(base, "store")}
+	s.define("coder", map[string]string{"model": "debug/echo"})
+	s.start()
+	return s
+}
+
+// define writes an agent definition; "program" is the executable.
+func (s *server) define(name string, files map[string]string) {
+	d := filepath.Join(s.root, "agent", name+".d")
+	mustT(s.t, os.MkdirAll(d, 0o755))
+	for f, v := range files {
+		p := filepath.Join(d, f)
+		mode := os.FileMode(0o644)
+		if f == "program" {
+			p, mode = filepath.Join(s.root, "agent", name), 0o755
+		}
+		mustT(s.t, os.WriteFile(p, []byte(v), mode))
+	}
+}
+
+func (s *server) start() {
+	s.t.Helper()
+	logPath := filepath.Join(filepath.Dir(s.root), fmt.Sprintf("server-%d.log", time.Now().UnixNano()))
+	log, err := os.Create(logPath)
+	mustT(s.t, err)
+	s.log = log
+	s.cmd = exec.Command(ctxfsBin, "mount", "--foreground", "--root", s.root, "--store", s.store)
+	s.cmd.Stdout, s.cmd.Stderr = log, log
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	mustT(s.t, s.cmd.Start())
+	cmd := s.cmd
+	s.t.Cleanup(func() { s.kill(cmd, syscall.SIGTERM) })
+	s.waitReady()
+}
+
+// waitReady waits until the coder socket answers ping.
+func (s *server) waitReady() {
+	s.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if frames, err := s.request("coder", `{"op":"ping"}`); err == nil && len(frames) == 1 && frames[0]["type"] == "pong" {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.t.Fatalf("server did not answer; log:\n%s", s.logText())
+}
+
+func (s *server) logText() string {
+	b, _ := os.ReadFile(s.log.Name())
+	return string(b)
+}
+
+// kill stops a server process with sig and waits for it; SIGKILL after 10 s.
+func (s *server) kill(cmd *exec.Cmd, sig syscall.Signal) {
+	if cmd.Process == nil || cmd.ProcessState != nil {
+		return
+	}
+	cmd.Process.Signal(sig)
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+	}
+	for _, d := range []string{"home", "shared"} { // never leave a mount behind
+		exec.Command("umount", "-l", filepath.Join(s.root, d)).Run()
+	}
+}
+
+// restart kills the server with sig and starts a new one on the same store.
+func (s *server) restart(sig syscall.Signal) {
+	s.kill(s.cmd, sig)
+	s.start()
+}
+
+type frame = map[string]any
+
+// request sends one request line to an agent's socket and reads every
+// reply frame until EOF.
+func (s *server) request(agent, line string) ([]frame, error) {
+	conn, err := net.Dial("unix", filepath.Join(s.root, "agent", agent+".sock"))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := conn.Write([]byte(line + "\n")); err != nil {
+		return nil, err
+	}
+	var frames []frame
+	sc := bufio.NewScanner(conn)
+	sc.Buffer(nil, 4<<20)
+	for sc.Scan() {
+		var f frame
+		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+			return frames, fmt.Errorf("bad frame %q: %v", sc.Text(), err)
+		}
+		frames = append(frames, f)
+	}
+	return frames, sc.Err()
+}
+
+// mustRequest is request that fails the test on transport errors.
+func (s *server) mustRequest(agent, line string) []frame {
+	s.t.Helper()
+	frames, err := s.request(agent, line)
+	if err != nil {
+		s.t.Fatalf("%s: %v\nserver log:\n%s", line, err, s.logText())
+	}
+	return frames
+}
+
+// fsck runs `ctxfs fsck` on the store and returns its output and exit code.
+func (s *server) fsck(args ...string) (string, int) {
+	out, err := exec.Command(ctxfsBin, append([]string{"fsck", "--store", s.store}, args...)...).CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		s.t.Fatal(err)
+	}
+	return string(out), code
+}
+
+func (s *server) sessionDir(uid int, agent, name string) string {
+	return filepath.Join(s.store, "home", fmt.Sprint(uid), "agent", agent, "session", name)
+}
+
+func mustT(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func frameTypes(frames []frame) string {
+	var ts []string
+	for _, f := range frames {
+		ts = append(ts, fmt.Sprint(f["type"]))
+	}
+	return strings.Join(ts, ",")
+}
+
+// fileBytes reads a file, failing the test on error.
+func fileBytes(t testing.TB, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	mustT(t, err)
+	return string(b)
+}
