@@ -40,6 +40,7 @@ type Engine struct {
 	watchMu  sync.Mutex
 	watchers []func(rel string)
 	stateDir string // <store>/.ctxfs: the server's own bookkeeping (never history)
+	journal  *runJournal
 }
 
 // Open opens the store (creating it if needed) and closes runs that were
@@ -55,7 +56,7 @@ func Open(cfg Config) (*Engine, error) {
 		runs:     map[string]*run{},
 		stateDir: filepath.Join(cfg.Store, ".ctxfs"),
 	}
-	for _, d := range []string{e.stateDir, e.runningDir(), filepath.Join(cfg.Store, "home"), filepath.Join(cfg.Store, "shared")} {
+	for _, d := range []string{e.stateDir, filepath.Join(cfg.Store, "home"), filepath.Join(cfg.Store, "shared")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
@@ -63,7 +64,9 @@ func Open(cfg Config) (*Engine, error) {
 	if err := os.Chmod(e.stateDir, 0o700); err != nil {
 		return nil, err
 	}
-	e.closeInterrupted()
+	if err := e.closeInterrupted(); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 
@@ -84,6 +87,9 @@ func (e *Engine) Close() error {
 	}
 	for _, x := range e.indexes {
 		keep(x.Close())
+	}
+	if e.journal != nil {
+		keep(e.journal.close())
 	}
 	return first
 }

@@ -130,7 +130,9 @@ func (e *Engine) WriteFile(c Caller, r Ref, file string, data []byte) error {
 		if err := s.appendEvents(ev); err != nil {
 			return err
 		}
-		s.writeState(value)
+		if err := s.writeFileDurably(abi.FileState, value+"\n"); err != nil {
+			return err
+		}
 	case abi.FileCwd:
 		if strings.Contains(value, "\n") {
 			return abi.Errorf(syscall.EINVAL, "write cwd", "one line only")
@@ -138,9 +140,11 @@ func (e *Engine) WriteFile(c Caller, r Ref, file string, data []byte) error {
 		if err := abi.CheckCwd(value); err != nil {
 			return err
 		}
+		if err := s.writeFileDurably(abi.FileCwd, value+"\n"); err != nil {
+			return err
+		}
 		s.fileMu.Lock()
 		s.cwd = value
-		s.writeFileLocked(abi.FileCwd, value+"\n")
 		s.fileMu.Unlock()
 	case abi.FileMeta:
 		return e.writeMeta(s, data)

@@ -20,13 +20,15 @@ import (
 // testEngine opens an engine on a fresh store with a root holding the
 // given agent definitions (name → files of NAME.d).
 type testEnv struct {
-	t     *testing.T
+	t     testing.TB
 	e     *Engine
 	store string
 	root  string
 }
 
-func newEnv(t *testing.T) *testEnv {
+func newEnv(t *testing.T) *testEnv { return newEnvTB(t) }
+
+func newEnvTB(t testing.TB) *testEnv {
 	t.Helper()
 	base := t.TempDir()
 	env := &testEnv{t: t, store: filepath.Join(base, "store"), root: filepath.Join(base, "root")}
@@ -59,7 +61,7 @@ func (env *testEnv) define(name string, files map[string]string) {
 	}
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

@@ -130,10 +130,11 @@ func (e *Engine) loadLocked(r Ref) (*sess, error) {
 	if s.provable() != nil {
 		return s, nil // kept for reading and for refusing with EIO
 	}
-	unfinished, err := s.rebuildClients()
+	unfinished, last, err := s.rebuildClients()
 	if err != nil {
 		return nil, err
 	}
+	s.reconcile(last)
 	for _, rec := range unfinished {
 		s.closeInterruptedRun(rec)
 	}

@@ -27,13 +27,25 @@ type run struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu        sync.Mutex
-	phase     string // "queued" or "running"
-	cancelled bool   // once set, nothing the program prints is recorded
-	sawMsg    bool   // an assistant message was recorded
-	deltas    strings.Builder
-	broken    error // the first record that failed
-	ending    bool  // endRun has begun (guarded by s.mu)
+	// mu is held while a batch is recorded and handed to the readers, so
+	// that resume never sees a frame both in the log and in the stream.
+	mu     sync.Mutex
+	phase  string // "queued" or "running"
+	sawMsg bool   // an assistant message was recorded
+	deltas strings.Builder
+	broken error // the first record that failed: nothing more is recorded
+	ending bool  // the final batch has begun (guarded by s.mu)
+	// finalState is the state the final batch recorded ("" when another
+	// run was still active).
+	finalState string
+
+	// q is the queue between the agent and the recorder.
+	q         sync.Mutex
+	queue     []*proto.Object
+	wake      chan struct{} // a token when the queue or finished changed
+	finished  bool          // the agent is done; ok says how
+	ok        bool
+	cancelled bool // once set, nothing the program prints is recorded
 }
 
 func (e *Engine) newRun(s *sess, id string, c Caller, loc *location, def *agent.Definition, input, cwd, hostCwd string, rec *clientRecord) *run {
@@ -43,7 +55,7 @@ func (e *Engine) newRun(s *sess, id string, c Caller, loc *location, def *agent.
 	}
 	sessDir := filepath.Join(e.cfg.Root, loc.ref.Rel())
 	ctx, cancel := context.WithCancel(context.Background())
-	rn := &run{id: id, s: s, rec: rec, stream: newStream(), ctx: ctx, cancel: cancel, phase: "queued"}
+	rn := &run{id: id, s: s, rec: rec, stream: newStream(), ctx: ctx, cancel: cancel, phase: "queued", wake: make(chan struct{}, 1)}
 	rn.spec = agent.Spec{
 		RunID: id, Session: loc.ref.Name, Scope: loc.scope, Def: def,
 		Uid: uid, Gid: gid, Input: input, Dir: hostCwd,
@@ -64,8 +76,11 @@ func (e *Engine) newRun(s *sess, id string, c Caller, loc *location, def *agent.
 	return rn
 }
 
-// execute waits for a run slot, runs the agent, and records the end.
+// execute waits for a run slot, runs the agent, and records the end. The
+// agent's frames go through the run's recorder (record.go), so the agent is
+// never held up by a sync and frames that arrive during one share the next.
 func (rn *run) execute() {
+	go rn.recorder()
 	select {
 	case rn.s.slots <- struct{}{}:
 		defer func() { <-rn.s.slots }()
@@ -77,166 +92,16 @@ func (rn *run) execute() {
 	rn.phase = "running"
 	rn.mu.Unlock()
 	rn.s.e.writeSnapshots(rn)
-	ok := agent.Run(rn.ctx, rn.spec, rn.record)
-	rn.finish(ok)
-}
-
-// record stamps a frame from the agent with its run and time, writes it to
-// the logs durably, and only then passes it to the readers.
-func (rn *run) record(f *proto.Object) {
-	rn.mu.Lock()
-	defer rn.mu.Unlock()
-	if rn.cancelled || rn.broken != nil {
-		return
-	}
-	fr := stamp(f, rn.id, time.Now())
-	typ := fr.Str("type")
-	if typ == proto.FrameDelta {
-		text, _ := fr.String("text")
-		rn.deltas.WriteString(text)
-		rn.stream.push(fr)
-		return
-	}
-	if err := rn.s.recordFrame(fr); err != nil {
-		rn.broken = err
-		rn.stream.push(proto.ErrorFrame(err))
-		rn.cancel() // damaged history is never built upon
-		return
-	}
-	if typ == proto.FrameMessage && roleOf(fr) == "assistant" {
-		rn.sawMsg = true
-	}
-	rn.stream.push(fr)
-}
-
-// stamp rebuilds a frame as {"type", "run", …its other fields…, "ts"}.
-func stamp(f *proto.Object, run string, t time.Time) *proto.Object {
-	out := proto.NewObject("type", f.Str("type"), "run", run)
-	for _, fl := range f.Fields {
-		switch fl.Key {
-		case "type", "run", "ts":
-			continue
-		}
-		out.Fields = append(out.Fields, fl)
-	}
-	out.Set("ts", abi.TS(t))
-	return out
-}
-
-func roleOf(f *proto.Object) string {
-	if r, ok := f.String("role"); ok {
-		return r
-	}
-	return "assistant"
-}
-
-// recordFrame writes one stamped frame: always to events.jsonl; messages
-// and tool results also to messages.jsonl; an assistant message also to
-// latest.md.
-func (s *sess) recordFrame(fr *proto.Object) error {
-	if err := s.appendEvents(fr); err != nil {
-		return err
-	}
-	var msg *proto.Object
-	switch fr.Str("type") {
-	case proto.FrameMessage:
-		msg = proto.NewObject("role", roleOf(fr), "run", fr.Raw("run"), "content", contentOf(fr), "ts", fr.Raw("ts"))
-	case proto.FrameToolResult:
-		res := proto.NewObject("type", "tool_result", "tool_call_id", fr.Raw("tool_call_id"), "content", contentOf(fr), "is_error", fr.Raw("is_error") != nil && string(fr.Raw("is_error")) == "true")
-		msg = proto.NewObject("role", "tool", "run", fr.Raw("run"))
-		if name := fr.Raw("name"); name != nil {
-			msg.Set("name", name)
-		}
-		msg.Set("content", []*proto.Object{res})
-		msg.Set("ts", fr.Raw("ts"))
-	}
-	if msg != nil {
-		if _, err := s.msgs.Append(msg.Line()); err != nil {
-			return err
-		}
-		if roleOf(msg) == "assistant" {
-			s.writeLatest(msg)
-		}
-	}
-	s.touch(time.Now(), "")
-	return nil
-}
-
-func contentOf(f *proto.Object) json.RawMessage {
-	if c := f.Raw("content"); c != nil {
-		return c
-	}
-	return json.RawMessage(`""`)
-}
-
-// finish records the end of a run: the assistant text streamed as deltas
-// when no message carried it, then done and the session's new state.
-func (rn *run) finish(ok bool) {
-	rn.mu.Lock()
-	if !rn.cancelled && rn.broken == nil && !rn.sawMsg && rn.deltas.Len() > 0 {
-		rn.mu.Unlock()
-		text := []*proto.Object{proto.NewObject("type", "text", "text", rn.deltas.String())}
-		rn.record(proto.NewObject("type", proto.FrameMessage, "role", "assistant", "content", text))
-		rn.mu.Lock()
-	}
-	status := "ok"
-	switch {
-	case rn.cancelled:
-		status = abi.StateCancelled
-	case !ok || rn.broken != nil:
-		status = abi.StateError
-	}
-	rn.mu.Unlock()
-	rn.s.endRun(rn, status)
-}
-
-// endRun records done (and the new state, once no other run is active),
-// hands the done frame to the readers, and forgets the run.
-func (s *sess) endRun(rn *run, status string) {
-	now := time.Now()
-	done := proto.NewObject("type", proto.FrameDone, "run", rn.id, "status", status, "ts", abi.TS(now))
-	s.mu.Lock()
-	rn.ending = true
-	others := 0
-	for _, o := range s.active {
-		if !o.ending {
-			others++
-		}
-	}
-	s.mu.Unlock()
-	frames := []*proto.Object{done}
-	state := map[string]string{"ok": abi.StateDone, "error": abi.StateError, "cancelled": abi.StateCancelled}[status]
-	if others == 0 {
-		frames = append(frames, proto.NewObject("type", proto.FrameState, "state", state, "run", rn.id, "ts", abi.TS(now)))
-	}
-	// Record and push under rn.mu, as record does, so that resume never
-	// sees the done frame both in the log and in the stream.
-	rn.mu.Lock()
-	if rn.broken == nil {
-		if err := s.appendEvents(frames...); err != nil {
-			rn.stream.push(proto.ErrorFrame(err))
-		} else if others == 0 {
-			s.writeState(state)
-		}
-		s.touch(now, "")
-	}
-	s.mu.Lock()
-	rn.rec.done = done
-	delete(s.active, rn.id)
-	s.mu.Unlock()
-	s.e.forgetRun(rn) // before done reaches anyone: a client that saw done finds no trace of the run
-	rn.stream.push(done)
-	rn.stream.end()
-	rn.mu.Unlock()
+	rn.finish(agent.Run(rn.ctx, rn.spec, rn.enqueue))
 }
 
 // cancelRun stops a queued or running run (SPEC section 10): the agent's
 // process group gets SIGTERM, then SIGKILL; nothing it prints afterwards is
 // recorded; done says cancelled.
 func (rn *run) cancelRun() {
-	rn.mu.Lock()
+	rn.q.Lock()
 	rn.cancelled = true
-	rn.mu.Unlock()
+	rn.q.Unlock()
 	rn.cancel()
 }
 
@@ -297,14 +162,27 @@ func (s *sess) writeLatest(msg *proto.Object) {
 	s.fileMu.Unlock()
 }
 
-// writeFileLocked replaces one of the session's files. A failure here does
-// not fail the run: these files are derived from the logs, which are
-// already durable; it is reported on stderr for the operator.
+// writeFileLocked replaces one of the session's derived files (see
+// replaceValue: atomic, not synced). A failure here does not fail the run:
+// these files are derived from the logs, which are already durable; it is
+// reported on stderr for the operator.
 func (s *sess) writeFileLocked(name, value string) {
-	if err := s.own.writeValue(filepath.Join(s.dir, name), []byte(value)); err != nil {
+	if err := s.own.replaceValue(filepath.Join(s.dir, name), []byte(value)); err != nil {
 		os.Stderr.WriteString("ctxfs: " + s.ref.Rel() + "/" + name + ": " + err.Error() + "\n")
 	}
 	s.e.changed(s.ref.Rel() + "/" + name)
+}
+
+// writeFileDurably replaces a file a user wrote through the mount: synced
+// (renameio) before the close that wrote it returns.
+func (s *sess) writeFileDurably(name, value string) error {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	if err := s.own.writeValue(filepath.Join(s.dir, name), []byte(value)); err != nil {
+		return err
+	}
+	s.e.changed(s.ref.Rel() + "/" + name)
+	return nil
 }
 
 // messageText is the text of a message's content: a string, or the text
@@ -326,43 +204,6 @@ func messageText(content json.RawMessage) string {
 		}
 	}
 	return b.String()
-}
-
-// runningDir holds one marker file per run in progress, naming its
-// session, so that the next start finds runs a crash interrupted without
-// scanning every session. Markers are bookkeeping, never history.
-func (e *Engine) runningDir() string { return filepath.Join(e.stateDir, "running") }
-
-func (e *Engine) markRunning(rn *run) {
-	if rn.s.dir == "" {
-		return
-	}
-	os.WriteFile(filepath.Join(e.runningDir(), rn.id), []byte(rn.s.ref.Rel()+"\n"), 0o600)
-}
-
-func (e *Engine) forgetRun(rn *run) {
-	e.mu.Lock()
-	delete(e.runs, rn.id)
-	e.mu.Unlock()
-	if rn.s.dir != "" {
-		os.Remove(filepath.Join(e.runningDir(), rn.id))
-	}
-}
-
-// closeInterrupted loads every session that had a run in progress when the
-// previous server stopped; loading closes such runs (closeInterruptedRun).
-func (e *Engine) closeInterrupted() {
-	ents, _ := os.ReadDir(e.runningDir())
-	for _, ent := range ents {
-		marker := filepath.Join(e.runningDir(), ent.Name())
-		rel, err := readValue(marker)
-		if err == nil {
-			if ct, rest, ok := ParseContainerRel(rel); ok && abi.ValidSessionName(rest) {
-				e.lookup(Ref{Container: ct, Name: rest})
-			}
-		}
-		os.Remove(marker)
-	}
 }
 
 // closeInterruptedRun ends a run that started but never finished because

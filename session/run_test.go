@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -133,7 +132,7 @@ func TestInterruptedRunIsClosedAtStart(t *testing.T) {
 	run, _ := abi.NewRunID()
 	start := proto.NewObject("type", "start", "id", run, "run", run, "client_id", "b", "session", "default", "scope", "private", "cwd", "/", "ts", abi.TS(time.Now()))
 	must(t, env.e.AppendLog(root0, ref, "events.jsonl", start.Line()))
-	must(t, os.WriteFile(filepath.Join(env.store, ".ctxfs/running", run), []byte(ref.Rel()+"\n"), 0o600))
+	env.e.journal.write("+" + run + " " + ref.Rel() + "\n")
 	env.e.Close()
 	env.open()
 	events := readFile(t, filepath.Join(dir, "events.jsonl"))
@@ -143,8 +142,8 @@ func TestInterruptedRunIsClosedAtStart(t *testing.T) {
 	if s := readFile(t, filepath.Join(dir, "state")); s != "error\n" {
 		t.Fatalf("state %q", s)
 	}
-	if _, err := os.Stat(filepath.Join(env.store, ".ctxfs/running", run)); !os.IsNotExist(err) {
-		t.Fatalf("marker left: %v", err)
+	if got := interruptedSessions(env.e.journalPath()); len(got) != 0 {
+		t.Fatalf("the new journal still names interrupted sessions: %v", got)
 	}
 }
 

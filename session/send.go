@@ -154,10 +154,8 @@ func (e *Engine) startRun(c Caller, s *sess, loc *location, req *proto.Request, 
 	}
 	user := proto.NewObject("role", "user", "run", id, "content", req.Input, "ts", ts)
 	state := proto.NewObject("type", proto.FrameState, "state", abi.StateActive, "run", id, "ts", ts)
-	if err := s.appendEvents(start, state); err != nil {
-		return nil, err
-	}
-	if _, err := s.msgs.Append(user.Line()); err != nil {
+	// Both logs at once: the start is acknowledged when both are durable.
+	if err := s.appendBoth(append(start.Line(), state.Line()...), user.Line()); err != nil {
 		return nil, err
 	}
 	rn := e.newRun(s, id, c, loc, def, req.Input, cwd, hostCwd, rec)

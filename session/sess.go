@@ -3,6 +3,7 @@ package session
 import (
 	"bufio"
 	"io"
+	"os"
 	"sync"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -71,7 +72,7 @@ func scanLines(l *sealedlog.Log, fn func(line []byte)) error {
 // start events give run, scope and cwd, the done events the final frames,
 // and the user messages the inputs. It returns the runs that started but
 // never finished (interrupted by a crash).
-func (s *sess) rebuildClients() (unfinished []*clientRecord, err error) {
+func (s *sess) rebuildClients() (unfinished []*clientRecord, last derived, err error) {
 	byRun := map[string]*clientRecord{}
 	err = scanLines(s.events, func(line []byte) {
 		o, perr := proto.ParseObject(line, false)
@@ -89,18 +90,25 @@ func (s *sess) rebuildClients() (unfinished []*clientRecord, err error) {
 			if rec := byRun[o.Str("run")]; rec != nil {
 				rec.done = o
 			}
+		case proto.FrameState:
+			last.state = o.Str("state")
 		}
 	})
 	if err != nil {
-		return nil, err
+		return nil, last, err
 	}
 	err = scanLines(s.msgs, func(line []byte) {
 		o, perr := proto.ParseObject(line, false)
-		if perr != nil || o.Str("role") != "user" {
+		if perr != nil {
 			return
 		}
-		if rec := byRun[o.Str("run")]; rec != nil {
-			rec.input, _ = o.String("content")
+		switch o.Str("role") {
+		case "assistant":
+			last.latest = o
+		case "user":
+			if rec := byRun[o.Str("run")]; rec != nil {
+				rec.input, _ = o.String("content")
+			}
 		}
 	})
 	for _, rec := range byRun {
@@ -108,7 +116,30 @@ func (s *sess) rebuildClients() (unfinished []*clientRecord, err error) {
 			unfinished = append(unfinished, rec)
 		}
 	}
-	return unfinished, err
+	return unfinished, last, err
+}
+
+// derived is what the logs say the derived files should hold.
+type derived struct {
+	state  string        // the last state event's state
+	latest *proto.Object // the last assistant message
+}
+
+// reconcile rewrites derived files that lag the logs: they are replaced
+// without a sync (replaceValue), so a power loss can leave them behind.
+// A missing state file is left missing (an old session, SPEC 12).
+func (s *sess) reconcile(last derived) {
+	if last.state != "" {
+		if cur, err := readValue(s.dir + "/" + abi.FileState); err == nil && cur != last.state {
+			s.writeState(last.state)
+		}
+	}
+	if last.latest != nil {
+		want := messageText(last.latest.Raw("content")) + "\n"
+		if cur, err := os.ReadFile(s.dir + "/" + abi.FileLatest); err != nil || string(cur) != want {
+			s.writeLatest(last.latest)
+		}
+	}
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()

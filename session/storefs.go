@@ -2,6 +2,7 @@ package session
 
 import (
 	"errors"
+	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -80,6 +81,60 @@ func (o owner) writeValue(path string, data []byte) error {
 		return err
 	}
 	return t.CloseAtomicallyReplace()
+}
+
+// replaceValue atomically replaces a file the server derives from the logs
+// (state, updated_at, latest.md, a send's cwd, snapshots) at every send.
+//
+// It writes the new value into the file's spare twin (".NAME.spare", a dot
+// name the mount never shows) and swaps the two names with one
+// renameat2(RENAME_EXCHANGE): readers see the old or the new value, never a
+// mix. The twin then holds the old value and is rewritten next time. This
+// costs a pwrite and a rename; creating a temporary file and renaming it
+// over the old one instead cost about 2 ms on this kind of machine (ext4
+// mounted with discard), several times a send. A reader holding the old
+// file open across two replacements could see it rewritten, so the FUSE
+// layer snapshots these files at open.
+//
+// It does not sync: nothing is acknowledged on its strength (the logs are,
+// and they are synced). After a power loss such a file may lag the logs;
+// loading the session re-derives it (sess.reconcile).
+func (o owner) replaceValue(path string, data []byte) error {
+	spare := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".spare")
+	f, err := os.OpenFile(spare, os.O_WRONLY|os.O_CREATE, o.fileMode)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(data, 0)
+	if err == nil {
+		err = f.Truncate(int64(len(data)))
+	}
+	if err == nil {
+		err = f.Chmod(o.fileMode)
+	}
+	if err == nil {
+		err = o.fchown(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	err = unix.Renameat2(unix.AT_FDCWD, spare, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE)
+	if errors.Is(err, syscall.ENOENT) { // no old value yet
+		err = os.Rename(spare, path)
+	}
+	return err
+}
+
+// fchown is chown for an open file.
+func (o owner) fchown(f *os.File) error {
+	err := f.Chown(o.uid, o.gid)
+	if errors.Is(err, syscall.EPERM) {
+		return nil
+	}
+	return err
 }
 
 // readValue reads a single-value file and strips one trailing newline.

@@ -1,0 +1,99 @@
+package session
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// runJournal lets the next start find the runs a crash interrupted without
+// scanning every session: one line when a run starts ("+<run> <session
+// path>") and one when it ends ("-<run>"), appended to
+// <store>/.ctxfs/running. It is bookkeeping, never history, so it is not
+// synced: a run whose line a power loss drops is still closed when its
+// session is next loaded (a start without done), only later.
+type runJournal struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func (e *Engine) journalPath() string { return filepath.Join(e.stateDir, "running") }
+
+func (j *runJournal) write(line string) {
+	if j == nil {
+		return
+	}
+	j.mu.Lock()
+	j.f.WriteString(line)
+	j.mu.Unlock()
+}
+
+func (j *runJournal) close() error { return j.f.Close() }
+
+func (e *Engine) markRunning(rn *run) {
+	if rn.s.dir != "" {
+		e.journal.write("+" + rn.id + " " + rn.s.ref.Rel() + "\n")
+	}
+}
+
+func (e *Engine) forgetRun(rn *run) {
+	e.mu.Lock()
+	delete(e.runs, rn.id)
+	e.mu.Unlock()
+	if rn.s.dir != "" {
+		e.journal.write("-" + rn.id + "\n")
+	}
+}
+
+// closeInterrupted loads every session that had a run in progress when the
+// previous server stopped (loading closes such runs: closeInterruptedRun),
+// then starts a new journal.
+func (e *Engine) closeInterrupted() error {
+	for _, rel := range interruptedSessions(e.journalPath()) {
+		if ct, name, ok := ParseContainerRel(rel); ok && abi.ValidSessionName(name) {
+			e.lookup(Ref{Container: ct, Name: name})
+		}
+	}
+	f, err := os.OpenFile(e.journalPath(), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	e.journal = &runJournal{f: f}
+	return nil
+}
+
+// interruptedSessions reads a journal: the sessions of runs started and
+// never ended.
+func interruptedSessions(path string) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	open := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "+"):
+			if id, rel, ok := strings.Cut(line[1:], " "); ok {
+				open[id] = rel
+			}
+		case strings.HasPrefix(line, "-"):
+			delete(open, line[1:])
+		}
+	}
+	seen := map[string]bool{}
+	var rels []string
+	for _, rel := range open {
+		if !seen[rel] {
+			seen[rel] = true
+			rels = append(rels, rel)
+		}
+	}
+	return rels
+}

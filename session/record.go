@@ -1,0 +1,247 @@
+package session
+
+import (
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// enqueue takes a frame from the agent: stamped with its run and time, it
+// waits for the recorder. After a cancel nothing is taken.
+func (rn *run) enqueue(f *proto.Object) {
+	fr := stamp(f, rn.id, time.Now())
+	rn.q.Lock()
+	if !rn.cancelled {
+		rn.queue = append(rn.queue, fr)
+	}
+	rn.q.Unlock()
+	rn.poke()
+}
+
+// finish tells the recorder that the agent is done.
+func (rn *run) finish(ok bool) {
+	rn.q.Lock()
+	rn.finished, rn.ok = true, ok
+	rn.q.Unlock()
+	rn.poke()
+}
+
+func (rn *run) poke() {
+	select {
+	case rn.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take empties the queue.
+func (rn *run) take() (frames []*proto.Object, final bool, status string) {
+	rn.q.Lock()
+	defer rn.q.Unlock()
+	frames, rn.queue = rn.queue, nil
+	switch {
+	case !rn.finished:
+	case rn.cancelled:
+		final, status = true, abi.StateCancelled
+	case !rn.ok:
+		final, status = true, abi.StateError
+	default:
+		final, status = true, "ok"
+	}
+	return frames, final, status
+}
+
+// recorder records the run's frames in batches: whatever arrived while the
+// previous batch was syncing goes into the next, in one durable append per
+// log. Frames reach readers only once recorded.
+func (rn *run) recorder() {
+	for range rn.wake {
+		frames, final, status := rn.take()
+		rn.mu.Lock()
+		rn.recordBatch(frames, final, status)
+		rn.mu.Unlock()
+		if final {
+			return
+		}
+	}
+}
+
+// stamp rebuilds a frame as {"type", "run", …its other fields…, "ts"}.
+func stamp(f *proto.Object, run string, t time.Time) *proto.Object {
+	out := proto.NewObject("type", f.Str("type"), "run", run)
+	for _, fl := range f.Fields {
+		switch fl.Key {
+		case "type", "run", "ts":
+			continue
+		}
+		out.Fields = append(out.Fields, fl)
+	}
+	out.Set("ts", abi.TS(t))
+	return out
+}
+
+// batch is what one recorder pass writes: lines for each log, the frames
+// for the readers in order, and the latest assistant message.
+type batch struct {
+	events, msgs []byte
+	push         []*proto.Object
+	latest       *proto.Object
+}
+
+// add files one stamped frame: every frame but a delta goes to
+// events.jsonl; messages and tool results also to messages.jsonl.
+func (b *batch) add(rn *run, fr *proto.Object) {
+	b.push = append(b.push, fr)
+	if fr.Str("type") == proto.FrameDelta {
+		text, _ := fr.String("text")
+		rn.deltas.WriteString(text)
+		return
+	}
+	b.events = append(b.events, fr.Line()...)
+	if msg := messageLine(fr); msg != nil {
+		b.msgs = append(b.msgs, msg.Line()...)
+		if roleOf(msg) == "assistant" {
+			b.latest = msg
+			rn.sawMsg = true
+		}
+	}
+}
+
+// recordBatch writes frames (and, when final, the end of the run) durably,
+// then hands them to the readers. Caller holds rn.mu.
+func (rn *run) recordBatch(frames []*proto.Object, final bool, status string) {
+	s := rn.s
+	var b batch
+	for _, fr := range frames {
+		b.add(rn, fr)
+	}
+	var done *proto.Object
+	if final {
+		done = rn.closing(&b, status)
+	}
+	if rn.broken == nil && (len(b.events) > 0 || len(b.msgs) > 0) {
+		if err := s.appendBoth(b.events, b.msgs); err != nil {
+			rn.broken = err
+			rn.cancel() // damaged history is never built upon
+			b.push = []*proto.Object{proto.ErrorFrame(err)}
+		} else {
+			if b.latest != nil {
+				s.writeLatest(b.latest)
+			}
+			s.touch(time.Now(), "")
+		}
+	} else if rn.broken != nil {
+		b.push = nil
+	}
+	for _, fr := range b.push {
+		rn.stream.push(fr)
+	}
+	if final {
+		rn.end(done)
+	}
+}
+
+// closing adds the end of a run to the final batch: the assistant text
+// streamed as deltas when no message carried it, done, and the session's
+// new state when no other run is active.
+func (rn *run) closing(b *batch, status string) *proto.Object {
+	now := time.Now()
+	if rn.broken == nil && status != abi.StateCancelled && !rn.sawMsg && rn.deltas.Len() > 0 {
+		text := []*proto.Object{proto.NewObject("type", "text", "text", rn.deltas.String())}
+		b.add(rn, stamp(proto.NewObject("type", proto.FrameMessage, "role", "assistant", "content", text), rn.id, now))
+	}
+	done := proto.NewObject("type", proto.FrameDone, "run", rn.id, "status", status, "ts", abi.TS(now))
+	b.events = append(b.events, done.Line()...)
+	rn.s.mu.Lock()
+	rn.ending = true
+	others := 0
+	for _, o := range rn.s.active {
+		if !o.ending {
+			others++
+		}
+	}
+	rn.s.mu.Unlock()
+	if others == 0 {
+		state := map[string]string{"ok": abi.StateDone, abi.StateError: abi.StateError, abi.StateCancelled: abi.StateCancelled}[status]
+		b.events = append(b.events, proto.NewObject("type", proto.FrameState, "state", state, "run", rn.id, "ts", abi.TS(now)).Line()...)
+		rn.finalState = state
+	}
+	return done
+}
+
+// end forgets a finished run and hands its done frame to the readers. The
+// run's marker goes first: a client that saw done finds no trace of it.
+func (rn *run) end(done *proto.Object) {
+	s := rn.s
+	if rn.broken == nil && rn.finalState != "" {
+		s.writeState(rn.finalState)
+	}
+	s.mu.Lock()
+	rn.rec.done = done
+	delete(s.active, rn.id)
+	s.mu.Unlock()
+	s.e.forgetRun(rn)
+	rn.stream.push(done)
+	rn.stream.end()
+}
+
+// appendBoth appends to events.jsonl and messages.jsonl at once: the two
+// syncs overlap instead of adding up.
+func (s *sess) appendBoth(events, msgs []byte) error {
+	if len(events) == 0 || len(msgs) == 0 {
+		if len(msgs) > 0 {
+			_, err := s.msgs.Append(msgs)
+			return err
+		}
+		_, err := s.events.Append(events)
+		return err
+	}
+	var wg sync.WaitGroup
+	var merr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, merr = s.msgs.Append(msgs)
+	}()
+	_, eerr := s.events.Append(events)
+	wg.Wait()
+	if eerr != nil {
+		return eerr
+	}
+	return merr
+}
+
+// messageLine is the messages.jsonl line of a stamped frame, or nil: a
+// message as {"role",…}, a tool result as a tool message.
+func messageLine(fr *proto.Object) *proto.Object {
+	switch fr.Str("type") {
+	case proto.FrameMessage:
+		return proto.NewObject("role", roleOf(fr), "run", fr.Raw("run"), "content", contentOf(fr), "ts", fr.Raw("ts"))
+	case proto.FrameToolResult:
+		res := proto.NewObject("type", "tool_result", "tool_call_id", fr.Raw("tool_call_id"), "content", contentOf(fr), "is_error", string(fr.Raw("is_error")) == "true")
+		msg := proto.NewObject("role", "tool", "run", fr.Raw("run"))
+		if name := fr.Raw("name"); name != nil {
+			msg.Set("name", name)
+		}
+		msg.Set("content", []*proto.Object{res})
+		msg.Set("ts", fr.Raw("ts"))
+		return msg
+	}
+	return nil
+}
+
+func roleOf(f *proto.Object) string {
+	if r, ok := f.String("role"); ok {
+		return r
+	}
+	return "assistant"
+}
+
+func contentOf(f *proto.Object) json.RawMessage {
+	if c := f.Raw("content"); c != nil {
+		return c
+	}
+	return json.RawMessage(`""`)
+}
