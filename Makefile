@@ -7,7 +7,7 @@ FUZZTIME ?= 5s
 # Each fuzz target: package and name.
 FUZZ     := ./abi:FuzzCheckLogLine ./proto:FuzzParseRequest ./session/sealedlog:FuzzAppend
 
-.PHONY: build test unit fuzz bench run lint clean
+.PHONY: build deps test unit fuzz bench run lint clean
 
 build:
 	$(GO) build -o $(BIN)/ctxfs ./cmd/ctxfs
@@ -15,7 +15,11 @@ build:
 
 # The test command of the README: lint, every test (FUSE mounts, real
 # processes and uids included), then each fuzz target for a short while.
-test: build lint unit fuzz
+test: deps build lint unit fuzz
+
+# Debian packages the tests drive (fuse3, jq, stress-ng, …) and Go modules.
+deps:
+	./scripts/deps.sh
 
 unit:
 	$(GO) test -count=1 -timeout 25m ./...

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# `make run`: mount ctxfs, define a demo agent on debug/echo, send it one
+# message, show the session's files, and keep serving until Ctrl+C.
+set -euo pipefail
+ROOT=${1:-/ctx}
+STORE=${2:-/var/lib/ctxfs}
+BIN=$(cd "$(dirname "$0")/.." && pwd)/bin
+if [ "$(id -u)" != 0 ]; then
+	echo "make run mounts directly as root: run it as root (sudo make run)" >&2
+	exit 1
+fi
+mkdir -p "$ROOT/agent/demo.d"
+echo debug/echo >"$ROOT/agent/demo.d/model"
+"$BIN/ctxfs" umount --root "$ROOT" >/dev/null 2>&1 || true
+
+"$BIN/ctxfs" mount --foreground --root "$ROOT" --store "$STORE" &
+server=$!
+stop() {
+	kill -TERM "$server" 2>/dev/null || true
+	wait "$server" 2>/dev/null || true
+}
+trap stop EXIT
+trap 'exit 0' INT TERM
+for _ in $(seq 200); do
+	[ -S "$ROOT/agent/demo.sock" ] && mountpoint -q "$ROOT/home" && break
+	sleep 0.05
+done
+
+export CTX_ROOT=$ROOT
+echo "\$ ctx agent send demo 'hello from ctxfs'"
+"$BIN/ctx" agent send demo "hello from ctxfs"
+dir=$ROOT/home/$(id -u)/agent/demo/session/$(cat "$ROOT/home/$(id -u)/agent/demo/session/index/current")
+echo
+echo "\$ ls -l $dir"
+ls -l "$dir"
+for f in state cwd meta.json latest.md messages.jsonl events.jsonl; do
+	echo
+	echo "\$ cat $dir/$f"
+	cat "$dir/$f"
+done
+cat <<EOT
+
+ctxfs serves $ROOT (store $STORE). In another shell try:
+  CTX_ROOT=$ROOT $BIN/ctx agent send demo "another message"
+  tail -f $dir/events.jsonl
+Ctrl+C stops the server and unmounts.
+EOT
+wait "$server"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what the tests need (Debian packages) when any is missing, and
+# the Go modules. Run as root on a fresh machine; a no-op once installed.
+set -euo pipefail
+need=()
+for pair in fusermount3:fuse3 jq:jq stress-ng:stress-ng fio:fio setfattr:attr less:less setpriv:util-linux python3:python3 strace:strace; do
+	cmd=${pair%%:*} pkg=${pair##*:}
+	command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "deps: missing ${need[*]}; install them as root (apt-get install ${need[*]})" >&2
+		exit 1
+	fi
+	echo "deps: installing ${need[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+go mod download
