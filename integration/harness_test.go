@@ -54,7 +54,10 @@ type server struct {
 func newServer(t testing.TB) *server {
 	t.Helper()
 	base := t.TempDir()
-	os.Chmod(base, 0o755) // other uids must reach the mount and sockets
+	// Other uids must reach the mount and the sockets: t.TempDir makes
+	// both its directory and the one above it 0700.
+	os.Chmod(filepath.Dir(base), 0o755)
+	os.Chmod(base, 0o755)
 	s := &server{t: t, root: filepath.Join(base, "ctx"), store: filepath.Join(base, "store")}
 	s.define("coder", map[string]string{"model": "debug/echo"})
 	s.start()
