@@ -2,6 +2,7 @@ package session
 
 import (
 	"errors"
+	"github.com/ctxfs/ctxfs/session/sealedlog"
 	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
@@ -157,11 +158,4 @@ func readUnix(path string) int64 {
 }
 
 // syncDir makes a directory entry change durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
+func syncDir(dir string) error { return sealedlog.SyncDir(dir) }

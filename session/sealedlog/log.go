@@ -113,7 +113,7 @@ func (l *Log) createDurably() error {
 		dirs = append(dirs, d)
 	}
 	for _, d := range dirs {
-		if err := syncDir(d); err != nil {
+		if err := SyncDir(d); err != nil {
 			return osError("create", d, err)
 		}
 	}

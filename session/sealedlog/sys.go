@@ -34,9 +34,9 @@ func fdatasync(f *os.File) error {
 	return serr
 }
 
-// syncDir fsyncs a directory so that a file just created in it survives a
+// SyncDir fsyncs a directory so that a file just created in it survives a
 // crash under its name.
-func syncDir(dir string) error {
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
