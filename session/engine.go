@@ -32,11 +32,13 @@ type Target struct {
 type Engine struct {
 	cfg Config
 
-	mu       sync.Mutex
-	sessions map[string]*sess        // by store-relative path, or tempKey for temp sessions
-	indexes  map[string]*index.Index // by container Rel
-	runs     map[string]*run         // every queued or running run, by run id
-	selfMu   sync.Mutex              // serialises self_id claims
+	sessions *cache[*sess]        // by store-relative path, or Ref.key for temp sessions
+	indexes  *cache[*index.Index] // by container Rel
+
+	mu   sync.Mutex
+	runs map[string]*run // every queued or running run, by run id
+
+	selfMu   sync.Mutex // serialises self_id claims
 	watchMu  sync.Mutex
 	watchers []func(rel string)
 	stateDir string // <store>/.ctxfs: the server's own bookkeeping (never history)
@@ -51,8 +53,8 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg:      cfg,
-		sessions: map[string]*sess{},
-		indexes:  map[string]*index.Index{},
+		sessions: newCache[*sess](),
+		indexes:  newCache[*index.Index](),
 		runs:     map[string]*run{},
 		stateDir: filepath.Join(cfg.Store, ".ctxfs"),
 	}
@@ -73,19 +75,17 @@ func Open(cfg Config) (*Engine, error) {
 // Close cancels nothing (runs end with the process) but seals and closes
 // every open log and flushes the indexes.
 func (e *Engine) Close() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	var first error
 	keep := func(err error) {
 		if err != nil && first == nil {
 			first = err
 		}
 	}
-	for _, s := range e.sessions {
+	for _, s := range e.sessions.all() {
 		keep(s.events.Close())
 		keep(s.msgs.Close())
 	}
-	for _, x := range e.indexes {
+	for _, x := range e.indexes.all() {
 		keep(x.Close())
 	}
 	if e.journal != nil {

@@ -47,20 +47,13 @@ func scopeOfHome(home string) string {
 // lookup returns the loaded session r, loading it from the store if it
 // exists. ENOENT when it does not.
 func (e *Engine) lookup(r Ref) (*sess, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if s := e.sessions[r.key()]; s != nil {
-		return s, nil
-	}
 	if r.Temp {
+		if s, ok := e.sessions.peek(r.key()); ok {
+			return s, nil
+		}
 		return nil, &abi.Error{Errno: syscall.ENOENT, Msg: "no temp session " + r.Name}
 	}
-	s, err := e.loadLocked(r)
-	if err != nil {
-		return nil, err
-	}
-	e.sessions[r.key()] = s
-	return s, nil
+	return e.sessions.get(r.key(), func() (*sess, error) { return e.load(r) })
 }
 
 // lookupOrCreate is lookup that first creates the session (atomically, with
@@ -90,21 +83,15 @@ func newSess(e *Engine, r Ref) *sess {
 }
 
 func (e *Engine) createTemp(r Ref, cwd string) *sess {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if s := e.sessions[r.key()]; s != nil {
-		return s
-	}
 	s := newSess(e, r)
 	s.scope, s.cwd = abi.ScopeTemp, cwd
 	s.msgs, s.events = sealedlog.NewMemory(), sealedlog.NewMemory()
-	e.sessions[r.key()] = s
-	return s
+	return e.sessions.putIfAbsent(r.key(), s)
 }
 
-// loadLocked reads a session directory: opens and verifies its logs, learns
+// load reads a session directory: opens and verifies its logs, learns
 // its client ids, and closes runs that a crash interrupted.
-func (e *Engine) loadLocked(r Ref) (*sess, error) {
+func (e *Engine) load(r Ref) (*sess, error) {
 	dir := e.path(r.Rel())
 	st, err := os.Lstat(dir)
 	if err != nil {
@@ -213,31 +200,22 @@ func (e *Engine) Index(ct Container) (*index.Index, error) {
 		return nil, abi.Errorf(syscall.EINVAL, "index", "invalid container %+v", ct)
 	}
 	rel := ct.Rel()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if x := e.indexes[rel]; x != nil {
-		return x, nil
-	}
-	dir := e.path(rel)
-	st, err := os.Stat(dir)
-	if err != nil {
-		return nil, &abi.Error{Op: "index", Path: rel, Errno: abi.Errno(err)}
-	}
-	sys := st.Sys().(*syscall.Stat_t)
-	x, err := index.Load(dir, int(sys.Uid), int(sys.Gid))
-	if err != nil {
-		return nil, err
-	}
-	e.indexes[rel] = x
-	return x, nil
+	return e.indexes.get(rel, func() (*index.Index, error) {
+		dir := e.path(rel)
+		st, err := os.Stat(dir)
+		if err != nil {
+			return nil, &abi.Error{Op: "index", Path: rel, Errno: abi.Errno(err)}
+		}
+		sys := st.Sys().(*syscall.Stat_t)
+		return index.Load(dir, int(sys.Uid), int(sys.Gid))
+	})
 }
 
 // SessionExists reports whether r names an existing session directory.
 func (e *Engine) SessionExists(r Ref) bool {
 	if r.Temp {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return e.sessions[r.key()] != nil
+		_, ok := e.sessions.peek(r.key())
+		return ok
 	}
 	st, err := os.Lstat(e.path(r.Rel()))
 	return err == nil && st.IsDir()
