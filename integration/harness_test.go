@@ -27,6 +27,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	os.Chmod(dir, 0o755) // tests run the binaries as other uids too
 	ctxfsBin, ctxBin = filepath.Join(dir, "ctxfs"), filepath.Join(dir, "ctx")
 	for bin, pkg := range map[string]string{ctxfsBin: "../cmd/ctxfs", ctxBin: "../cmd/ctx"} {
 		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
