@@ -2,16 +2,14 @@ package session
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
-	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/storetest"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
@@ -118,49 +116,12 @@ func types(frames []*proto.Object) string {
 	return strings.Join(ts, ",")
 }
 
-// tree is every file and directory under dir with its mode and content
-// hash, for "nothing was written" checks (byte for byte).
-func tree(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		rel, _ := filepath.Rel(dir, p)
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		v := info.Mode().String()
-		if info.Mode().IsRegular() {
-			b, _ := os.ReadFile(p)
-			v += fmt.Sprintf(" %x %d", sha256.Sum256(b), info.ModTime().UnixNano())
-		}
-		out[rel] = v
-		return nil
-	})
-	return out
-}
+// tree is the store byte for byte, for "nothing was written" checks.
+func tree(t *testing.T, dir string) map[string]string { return storetest.Snapshot(t, dir, nil) }
 
-// sameTree fails the test with the differences between two trees.
 func sameTree(t *testing.T, what string, before, after map[string]string) {
 	t.Helper()
-	var diffs []string
-	for k, v := range before {
-		if after[k] != v {
-			diffs = append(diffs, "changed or removed: "+k)
-		}
-	}
-	for k := range after {
-		if _, ok := before[k]; !ok {
-			diffs = append(diffs, "added: "+k)
-		}
-	}
-	sort.Strings(diffs)
-	if len(diffs) > 0 {
-		t.Fatalf("%s wrote to the store:\n%s", what, strings.Join(diffs, "\n"))
-	}
+	storetest.Same(t, what, before, after)
 }
 
 func wantErrno(t *testing.T, what string, err error, want error) {

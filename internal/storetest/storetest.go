@@ -1,0 +1,67 @@
+// Package storetest lets tests prove that an operation wrote nothing: a
+// snapshot of a directory tree, byte for byte, and a comparison of two.
+package storetest
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// Snapshot maps every path under dir to its mode and, for regular files,
+// the SHA-256 of its content and its mtime. Paths for which skip returns
+// true are left out (a skipped directory with all it holds).
+func Snapshot(t testing.TB, dir string, skip func(rel string) bool) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if skip != nil && skip(rel) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		v := info.Mode().String()
+		if info.Mode().IsRegular() {
+			b, _ := os.ReadFile(p)
+			v += fmt.Sprintf(" %x %d", sha256.Sum256(b), info.ModTime().UnixNano())
+		}
+		out[rel] = v
+		return nil
+	})
+	return out
+}
+
+// Same fails the test, listing the differences, unless the snapshots are
+// identical.
+func Same(t testing.TB, what string, before, after map[string]string) {
+	t.Helper()
+	var diffs []string
+	for k, v := range before {
+		if after[k] != v {
+			diffs = append(diffs, "changed or removed: "+k)
+		}
+	}
+	for k := range after {
+		if _, ok := before[k]; !ok {
+			diffs = append(diffs, "added: "+k)
+		}
+	}
+	sort.Strings(diffs)
+	if len(diffs) > 0 {
+		t.Fatalf("%s wrote:\n%s", what, strings.Join(diffs, "\n"))
+	}
+}
