@@ -466,13 +466,23 @@ func TestRunKillsLeftoversOnExit(t *testing.T) {
 
 func TestRunEscapedProcessCannotHoldRun(t *testing.T) {
 	// setsid leaves the run's group, so only the drain deadline ends the run.
-	d := script(t, ABIJSONL, `setsid sleep 300 & echo $! > "$PIDFILE"; echo '{"type":"delta","text":"bye"}'`)
+	d := script(t, ABIJSONL, `setsid sh -c 'echo $$ > "$PIDFILE"; while :; do sleep 1; done' &
+while [ ! -s "$PIDFILE" ]; do sleep 0.01; done
+echo '{"type":"delta","text":"bye"}'`)
 	s := baseSpec(t, d)
 	s.Env["PIDFILE"] = filepath.Join(s.Dir, "pid")
 	start := time.Now()
 	frames, ok := run(t, s)
 	readPid(t, s.Env["PIDFILE"]) // killed by its cleanup
-	if el := time.Since(start); !ok || len(frames) != 1 || el > drainGrace+2*time.Second {
+	if el := time.Since(start); !ok || len(frames) != 1 || el < drainGrace || el > drainGrace+2*time.Second {
 		t.Errorf("ok=%v frames=%q after %s", ok, lines(frames), el)
+	}
+}
+
+func TestRunKilledBySignal(t *testing.T) {
+	d := script(t, ABIJSONL, `kill -KILL $$`)
+	frames, ok := run(t, baseSpec(t, d))
+	if ok || len(frames) != 1 || frames[0].Str("signal") != "SIGKILL" || proto.FrameErrno(frames[0]) != syscall.EIO {
+		t.Errorf("ok=%v frames=%q", ok, lines(frames))
 	}
 }

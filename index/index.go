@@ -313,7 +313,7 @@ func (x *Index) flushList() error {
 	x.dirty = false
 	data := x.listBytesLocked()
 	x.mu.Unlock()
-	err := x.writeFile(filepath.Join(x.idx, listFile), data)
+	err := x.writeSnapshot(filepath.Join(x.idx, listFile), data)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.flushErr = nil

@@ -89,6 +89,33 @@ func (x *Index) writeFile(p string, data []byte) error {
 	return t.CloseAtomicallyReplace()
 }
 
+// writeSnapshot replaces p atomically like writeFile but without fsync: the
+// list snapshot is never trusted (Load rebuilds the order and rewrites a
+// snapshot that does not match), so it need not survive a crash, and an
+// fsync of a 100,000-line file each second would stall the journal that
+// sends fsync through.
+func (x *Index) writeSnapshot(p string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p))
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // fails harmlessly once renamed
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(0o600) // CreateTemp makes 0600 less umask; be exact
+	}
+	if err == nil {
+		err = permitted(f.Chown(x.uid, x.gid))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), p)
+}
+
 // mkdir creates a directory of the index (0700, chowned) or checks that the
 // existing one is a real directory, not a symlink or a file.
 func (x *Index) mkdir(p string) error {
