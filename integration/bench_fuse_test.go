@@ -1,0 +1,573 @@
+package integration
+
+// Benchmarks of the files through the mount (issue 3). Every benchmark
+// measures ctxfs and the native reference side by side in the same loop
+// (each iteration does one operation on each side), so that a noisy,
+// shared machine disturbs both alike, and reports both rates and their
+// ratio with b.ReportMetric. Read the ratios, not the absolute numbers.
+//
+// Metric names: "<side>-MiB/s" or "<side>-ops/s" is a rate; "a/b" is the
+// rate of a divided by the rate of b (1.0 = as fast; 0.5 = half as fast).
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// benchSessions is root's coder session container, relative to the mount
+// root and to the store.
+const benchSessions = "home/0/agent/coder/session"
+
+// benchRequireFUSE skips a benchmark that needs to mount as root.
+func benchRequireFUSE(b *testing.B) {
+	b.Helper()
+	if os.Geteuid() != 0 {
+		b.Skip("not root: the benchmarks mount FUSE directly and drop caches")
+	}
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		b.Skipf("/dev/fuse: %v", err)
+	}
+	f.Close()
+}
+
+// benchFuseServer starts a server whose root has made one session
+// ("warm", by a send), so that its coder session container exists.
+func benchFuseServer(b *testing.B) *server {
+	b.Helper()
+	benchRequireFUSE(b)
+	s := benchServer(b)
+	s.mustRequest("coder", `{"op":"send","id":"warm","session":"warm","input":"x"}`)
+	return s
+}
+
+// benchMnt and benchStore are the paths of one session file (or of the
+// container, with no name) through the mount and in the store.
+func benchMnt(s *server, rel ...string) string {
+	return filepath.Join(append([]string{s.root, benchSessions}, rel...)...)
+}
+
+func benchStore(s *server, rel ...string) string {
+	return filepath.Join(append([]string{s.store, benchSessions}, rel...)...)
+}
+
+// benchNewSession makes a session through the mount (mkdir).
+func benchNewSession(b *testing.B, s *server, name string) {
+	b.Helper()
+	if err := os.Mkdir(benchMnt(s, name), 0o700); err != nil {
+		b.Fatalf("mkdir session %s: %v\n%s", name, err, s.logText())
+	}
+}
+
+// side is one contender of a side-by-side benchmark: its accumulated time
+// and amount of work.
+type side struct {
+	name  string
+	d     time.Duration
+	ops   int
+	bytes int64
+}
+
+// time runs f once, adding its duration to the side.
+func (sd *side) time(f func() (int64, error)) error {
+	t0 := time.Now()
+	n, err := f()
+	sd.d += time.Since(t0)
+	sd.ops++
+	sd.bytes += n
+	return err
+}
+
+func (sd *side) opsPerSec() float64 { return float64(sd.ops) / sd.d.Seconds() }
+func (sd *side) mibPerSec() float64 { return float64(sd.bytes) / (1 << 20) / sd.d.Seconds() }
+
+// reportOps reports each side's ops/s and, for each side after the first
+// of refs, its ratio to every reference.
+func reportOps(b *testing.B, subject *side, refs ...*side) {
+	b.ReportMetric(subject.opsPerSec(), subject.name+"-ops/s")
+	for _, r := range refs {
+		b.ReportMetric(r.opsPerSec(), r.name+"-ops/s")
+		b.ReportMetric(subject.opsPerSec()/r.opsPerSec(), subject.name+"/"+r.name)
+	}
+}
+
+// dropCaches writes back dirty data and drops the page, dentry and inode
+// caches of the whole machine (FUSE pages included).
+func dropCaches(b *testing.B) {
+	unix.Sync()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0); err != nil {
+		b.Fatalf("drop caches: %v", err)
+	}
+}
+
+// readAll reads a file sequentially with buf (1 MiB), as cat or cp would.
+func readAll(p string, buf []byte) (int64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var total int64
+	for {
+		n, err := f.Read(buf)
+		total += int64(n)
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// jsonLines returns size bytes of valid message lines, each lineLen bytes
+// long including its newline.
+func jsonLines(size, lineLen int) []byte {
+	head, tail := `{"role":"user","run":"bench","content":"`, "\"}\n"
+	line := head + string(bytes.Repeat([]byte("x"), lineLen-len(head)-len(tail))) + tail
+	return bytes.Repeat([]byte(line), size/lineLen)
+}
+
+// ---------------------------------------------------------------------
+// 1. Sequential read of a 512 MiB messages.jsonl.
+
+// refLoopback is the reference go-fuse loopback: how a plain go-fuse
+// filesystem serves the same file. passthrough leaves go-fuse's default
+// (as root the kernel then reads the backing file itself); otherwise the
+// file handle hides its fd and every read goes through the server, with
+// FOPEN_KEEP_CACHE when keepCache is set.
+type refLoopback struct {
+	gofs.LoopbackNode
+	passthrough, keepCache bool
+}
+
+func (n *refLoopback) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
+	if errno != 0 || n.passthrough {
+		return fh, fl, errno
+	}
+	if n.keepCache {
+		fl |= fuse.FOPEN_KEEP_CACHE
+	}
+	return &serverFile{fh}, fl, 0
+}
+
+// serverFile is a loopback file without PassthroughFd.
+type serverFile struct{ f gofs.FileHandle }
+
+var (
+	_ = (gofs.FileReader)((*serverFile)(nil))
+	_ = (gofs.FileReleaser)((*serverFile)(nil))
+	_ = (gofs.FileGetattrer)((*serverFile)(nil))
+	_ = (gofs.FileFlusher)((*serverFile)(nil))
+)
+
+func (h *serverFile) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return h.f.(gofs.FileReader).Read(ctx, dest, off)
+}
+func (h *serverFile) Release(ctx context.Context) syscall.Errno {
+	return h.f.(gofs.FileReleaser).Release(ctx)
+}
+func (h *serverFile) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
+	return h.f.(gofs.FileGetattrer).Getattr(ctx, out)
+}
+func (h *serverFile) Flush(ctx context.Context) syscall.Errno {
+	return h.f.(gofs.FileFlusher).Flush(ctx)
+}
+
+// mountLoopback mounts a reference loopback of dir in this process and
+// returns its mount point; it is unmounted at cleanup.
+func mountLoopback(b *testing.B, dir string, passthrough, keepCache bool) string {
+	b.Helper()
+	var st syscall.Stat_t
+	mustT(b, syscall.Stat(dir, &st))
+	root := &gofs.LoopbackRoot{Path: dir, Dev: uint64(st.Dev)}
+	root.NewNode = func(r *gofs.LoopbackRoot, _ *gofs.Inode, _ string, _ *syscall.Stat_t) gofs.InodeEmbedder {
+		return &refLoopback{LoopbackNode: gofs.LoopbackNode{RootData: r}, passthrough: passthrough, keepCache: keepCache}
+	}
+	rootNode := root.NewNode(root, nil, "", &st)
+	root.RootNode = rootNode
+	mnt := b.TempDir()
+	sec := time.Second
+	srv, err := gofs.Mount(mnt, rootNode, &gofs.Options{
+		EntryTimeout: &sec,
+		AttrTimeout:  &sec,
+		MountOptions: fuse.MountOptions{
+			FsName:            "benchloop",
+			DirectMountStrict: true,
+			DisableXAttrs:     true,
+		},
+	})
+	if err != nil {
+		b.Fatalf("mount loopback: %v", err)
+	}
+	b.Cleanup(func() {
+		if srv.Unmount() != nil {
+			unix.Unmount(mnt, unix.MNT_DETACH)
+		}
+	})
+	return mnt
+}
+
+// BenchmarkSeqRead: a 512 MiB messages.jsonl read from start to end with a
+// 1 MiB buffer, through the ctxfs mount and natively (the store file
+// itself, on the same ext4), and through three reference go-fuse loopbacks
+// of the same file mounted in this process: "loop" (every read through
+// the server, the plain go-fuse case), "loopkc" (the same with
+// FOPEN_KEEP_CACHE) and "looppt" (go-fuse's default as root: kernel
+// passthrough). warm: each file was read once before, and the timed reads
+// are the second and later ones. cold: all caches are dropped before each
+// timed read. The log is built through the mount with 1 MiB O_APPEND
+// writes of 1 KiB lines (see BenchmarkAppend/1MiB for that rate).
+func BenchmarkSeqRead(b *testing.B) {
+	const size = 512 << 20
+	s := benchFuseServer(b)
+	benchNewSession(b, s, "big")
+	mnt := benchMnt(s, "big", "messages.jsonl")
+	f, err := os.OpenFile(mnt, os.O_WRONLY|os.O_APPEND, 0)
+	mustT(b, err)
+	chunk := jsonLines(1<<20, 1024)
+	t0 := time.Now()
+	for n := 0; n < size; n += len(chunk) {
+		if _, err := f.Write(chunk); err != nil {
+			b.Fatalf("append: %v", err)
+		}
+	}
+	mustT(b, f.Close())
+	b.Logf("built %d MiB through the mount in %v (%.1f MiB/s)", size>>20, time.Since(t0).Round(time.Millisecond),
+		float64(size)/(1<<20)/time.Since(t0).Seconds())
+	native := benchStore(s, "big", "messages.jsonl")
+	if st, err := os.Stat(native); err != nil || st.Size() != size {
+		b.Fatalf("store file: %v %v", st, err)
+	}
+	dir := filepath.Dir(native)
+	targets := []struct{ name, path string }{
+		{"native", native},
+		{"ctxfs", mnt},
+		{"loop", filepath.Join(mountLoopback(b, dir, false, false), "messages.jsonl")},
+		{"loopkc", filepath.Join(mountLoopback(b, dir, false, true), "messages.jsonl")},
+		{"looppt", filepath.Join(mountLoopback(b, dir, true, false), "messages.jsonl")},
+	}
+	buf := make([]byte, 1<<20)
+	for _, mode := range []string{"warm", "cold"} {
+		b.Run(mode, func(b *testing.B) {
+			sides := make([]*side, len(targets))
+			for i, t := range targets {
+				sides[i] = &side{name: t.name}
+				if mode == "warm" {
+					if _, err := readAll(t.path, buf); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for j, t := range targets {
+					if mode == "cold" {
+						b.StopTimer()
+						dropCaches(b)
+						b.StartTimer()
+					}
+					if err := sides[j].time(func() (int64, error) { return readAll(t.path, buf) }); err != nil {
+						b.Fatalf("read %s: %v", t.name, err)
+					}
+					if sides[j].bytes != int64(i+1)*size {
+						b.Fatalf("%s: read %d bytes, want %d", t.name, sides[j].bytes, int64(i+1)*size)
+					}
+				}
+			}
+			b.StopTimer()
+			nat := sides[0]
+			b.ReportMetric(nat.mibPerSec(), "native-MiB/s")
+			for _, sd := range sides[1:] {
+				b.ReportMetric(sd.mibPerSec(), sd.name+"-MiB/s")
+				b.ReportMetric(sd.mibPerSec()/nat.mibPerSec(), sd.name+"/native")
+			}
+		})
+	}
+}
+
+// ---------------------------------------------------------------------
+// 2. Appends.
+
+// BenchmarkAppend: lines appended to messages.jsonl through the mount,
+// against the same lines appended natively to an ext4 file beside the
+// store, with fdatasync after each write ("sync", what a durable append
+// costs) and without ("nosync", the page cache only).
+//
+//	fd:         one descriptor opened O_APPEND, one 200-byte line per write
+//	open-close: open(O_WRONLY|O_CREAT|O_APPEND), write one 200-byte line,
+//	            close: what `echo ... >> messages.jsonl` does
+//	1MiB:       one descriptor, 1 MiB writes of 1 KiB lines (how
+//	            BenchmarkSeqRead builds its log); rates in MiB/s
+func BenchmarkAppend(b *testing.B) {
+	s := benchFuseServer(b)
+	nativeDir := filepath.Join(filepath.Dir(s.store), "native")
+	mustT(b, os.MkdirAll(nativeDir, 0o700))
+	line := jsonLines(200, 200)
+	big := jsonLines(1<<20, 1024)
+	for _, c := range []struct {
+		name  string
+		data  []byte
+		reuse bool // one descriptor for the whole loop
+	}{
+		{"fd", line, true},
+		{"open-close", line, false},
+		{"1MiB", big, true},
+	} {
+		benchNewSession(b, s, "a-"+c.name)
+		paths := []string{
+			benchMnt(s, "a-"+c.name, "messages.jsonl"),
+			filepath.Join(nativeDir, c.name+"-sync.jsonl"),
+			filepath.Join(nativeDir, c.name+"-nosync.jsonl"),
+		}
+		b.Run(c.name, func(b *testing.B) {
+			sides := []*side{{name: "ctxfs"}, {name: "sync"}, {name: "nosync"}}
+			files := make([]*os.File, len(paths))
+			open := func(j int) *os.File {
+				f, err := os.OpenFile(paths[j], os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return f
+			}
+			if c.reuse {
+				for j := range files {
+					files[j] = open(j)
+				}
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for j, sd := range sides {
+					err := sd.time(func() (int64, error) {
+						f := files[j]
+						if !c.reuse {
+							f = open(j)
+						}
+						n, err := f.Write(c.data)
+						if err == nil && j == 1 {
+							err = unix.Fdatasync(int(f.Fd()))
+						}
+						if !c.reuse {
+							if cerr := f.Close(); err == nil {
+								err = cerr
+							}
+						}
+						return int64(n), err
+					})
+					if err != nil {
+						b.Fatalf("%s: %v", sd.name, err)
+					}
+				}
+			}
+			b.StopTimer()
+			for _, f := range files {
+				if f != nil {
+					f.Close()
+				}
+			}
+			if c.reuse && len(c.data) >= 1<<20 {
+				for _, sd := range sides {
+					b.ReportMetric(sd.mibPerSec(), sd.name+"-MiB/s")
+				}
+				b.ReportMetric(sides[0].mibPerSec()/sides[1].mibPerSec(), "ctxfs/sync")
+				b.ReportMetric(sides[0].mibPerSec()/sides[2].mibPerSec(), "ctxfs/nosync")
+				return
+			}
+			reportOps(b, sides[0], sides[1], sides[2])
+		})
+	}
+}
+
+// ---------------------------------------------------------------------
+// 3. Small files and big directories.
+
+// BenchmarkCatState: `cat state` in a loop — open, read to EOF with a
+// 4 KiB buffer, close — of a session's state file through the mount
+// against the store file natively.
+func BenchmarkCatState(b *testing.B) {
+	s := benchFuseServer(b)
+	benchNewSession(b, s, "st")
+	paths := []string{benchMnt(s, "st", "state"), benchStore(s, "st", "state")}
+	buf := make([]byte, 4096)
+	sides := []*side{{name: "ctxfs"}, {name: "native"}}
+	for _, p := range paths {
+		if n, err := readAll(p, buf); err != nil || n != int64(len("idle\n")) {
+			b.Fatalf("%s: %d bytes, %v", p, n, err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j, sd := range sides {
+			if err := sd.time(func() (int64, error) { return readAll(paths[j], buf) }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	reportOps(b, sides[0], sides[1])
+}
+
+// BenchmarkLsSessions: `ls -l` of a session/ directory holding 10,000
+// sessions (and index/), through the mount against the store directory.
+//
+//	readdir-lstat: os.ReadDir, then os.Lstat of every entry, in this process
+//	exec-ls:       the real `ls -l` (coreutils), output discarded
+//
+// The sessions are real: one is made through the mount (mkdir), the others
+// are copies of it made in the store while the server is stopped (mkdir
+// through the mount costs ~25-40 ms a session here, see docs/benchmarks.md).
+// The kernel keeps entries and attributes for 1 s, so in a loop most
+// iterations after the first find some of them cached; so does ext4.
+func BenchmarkLsSessions(b *testing.B) {
+	const n = 10000
+	s := benchFuseServer(b)
+	copySessions(b, s, n)
+	mnt, native := benchMnt(s), benchStore(s)
+	lsLong := func(dir string) (int64, error) {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return 0, err
+		}
+		for _, e := range ents {
+			if _, err := os.Lstat(filepath.Join(dir, e.Name())); err != nil {
+				return 0, err
+			}
+		}
+		return int64(len(ents)), nil
+	}
+	lsExec := func(dir string) (int64, error) {
+		cmd := exec.Command("ls", "-l", dir)
+		cmd.Stdout = io.Discard
+		return 0, cmd.Run()
+	}
+	for _, want := range []string{mnt, native} {
+		if got, err := lsLong(want); err != nil || got != n+1 {
+			b.Fatalf("%s: %d entries (want %d sessions + index): %v", want, got, n, err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		ls   func(string) (int64, error)
+	}{{"readdir-lstat", lsLong}, {"exec-ls", lsExec}} {
+		b.Run(c.name, func(b *testing.B) {
+			sides := []*side{{name: "ctxfs"}, {name: "native"}}
+			dirs := []string{mnt, native}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for j, sd := range sides {
+					if err := sd.time(func() (int64, error) { return c.ls(dirs[j]) }); err != nil {
+						b.Fatalf("%s: %v", sd.name, err)
+					}
+				}
+			}
+			b.StopTimer()
+			reportOps(b, sides[0], sides[1])
+		})
+	}
+}
+
+// copySessions gives root's coder agent n real sessions ("warm" and
+// "tmpl" included): it makes "tmpl" through the mount, stops the server,
+// copies tmpl (every file, seals included) to old-1 … old-(n-2) in the
+// store, each with its own
+// updated_at mtime (the index orders sessions by it at load), and starts
+// the server again.
+func copySessions(b *testing.B, s *server, n int) {
+	b.Helper()
+	benchNewSession(b, s, "tmpl")
+	s.kill(s.cmd, syscall.SIGTERM)
+	tmpl := benchStore(s, "tmpl")
+	var ents []sessFile
+	mustT(b, filepath.WalkDir(tmpl, func(p string, d os.DirEntry, err error) error {
+		if err != nil || p == tmpl {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(tmpl, p)
+		e := sessFile{rel: rel, mode: info.Mode()}
+		if d.Type().IsRegular() {
+			if e.data, err = os.ReadFile(p); err != nil {
+				return err
+			}
+		} else if !d.IsDir() {
+			return fmt.Errorf("%s: not a file or directory", p)
+		}
+		ents = append(ents, e)
+		return nil
+	}))
+	t0 := time.Now()
+	base := time.Now().Add(-time.Hour)
+	var wg sync.WaitGroup
+	errs := make(chan error, runtime.NumCPU())
+	workers := 2 * runtime.NumCPU()
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 1 + w; i < n-1; i += workers {
+				if err := copyOne(benchStore(s, "old-"+strconv.Itoa(i)), ents, base.Add(time.Duration(i)*time.Millisecond)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	b.Logf("copied %d sessions in %v", n-2, time.Since(t0).Round(time.Millisecond))
+	s.start()
+}
+
+// sessFile is one file or directory of a template session.
+type sessFile struct {
+	rel  string
+	mode os.FileMode
+	data []byte
+}
+
+// copyOne makes dir a copy of a template session, with updated_at
+// stamped mtime.
+func copyOne(dir string, ents []sessFile, mtime time.Time) error {
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	for _, e := range ents {
+		p := filepath.Join(dir, e.rel)
+		if e.mode.IsDir() {
+			if err := os.Mkdir(p, e.mode.Perm()); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := os.WriteFile(p, e.data, e.mode.Perm()); err != nil {
+			return err
+		}
+	}
+	u := filepath.Join(dir, "updated_at")
+	if err := os.WriteFile(u, []byte(strconv.FormatInt(mtime.Unix(), 10)+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Chtimes(u, mtime, mtime)
+}
