@@ -79,6 +79,9 @@ func (e *Engine) AppendLog(c Caller, r Ref, file string, lines []byte) error {
 func (s *sess) latestFromLines(lines []byte) {
 	var last *proto.Object
 	for _, line := range bytes.Split(bytes.TrimSuffix(lines, []byte("\n")), []byte("\n")) {
+		if !bytes.Contains(line, []byte(`"assistant"`)) {
+			continue // cheap filter before a full parse of every line
+		}
 		if o, err := proto.ParseObject(line, false); err == nil && o.Str("role") == "assistant" {
 			last = o
 		}

@@ -153,7 +153,12 @@ func (e *Engine) createDir(r Ref, own owner, cwd string) error {
 	return syncDir(container)
 }
 
-// layout writes a new session's files into dir (SPEC section 5).
+// layout writes a new session's files into dir (SPEC section 5). dir is a
+// hidden directory that createDir renames into place afterwards, so the
+// files need no atomic replacement, only to be durable before the rename;
+// they are written and synced in parallel (a file creation costs
+// milliseconds on this kind of machine, and concurrent syncs share journal
+// commits).
 func (e *Engine) layout(dir string, own owner, scope, cwd string) error {
 	if err := os.Chmod(dir, own.dirMode); err != nil {
 		return err
@@ -166,30 +171,55 @@ func (e *Engine) layout(dir string, own owner, scope, cwd string) error {
 			return err
 		}
 	}
-	for _, f := range []string{abi.FileMessages, abi.FileEvents} {
-		l, err := sealedlog.Create(filepath.Join(dir, f), sealPath(dir, f), own.uid, own.gid)
-		if err != nil {
-			return err
-		}
-		l.Close()
-		// Logs are created 0600; a shared space's are group-writable.
-		for _, p := range []string{filepath.Join(dir, f), sealPath(dir, f)} {
-			if err := os.Chmod(p, own.fileMode); err != nil {
-				return err
-			}
-		}
-	}
 	now := strconv.FormatInt(time.Now().Unix(), 10) + "\n"
-	meta := proto.NewObject("client", "ctx", "scope", scope).Line()
-	for name, v := range map[string]string{
+	values := map[string]string{
 		abi.FileLatest: "", abi.FileState: abi.StateIdle + "\n", abi.FileCwd: cwd + "\n",
-		abi.FileCreatedAt: now, abi.FileUpdatedAt: now, abi.FileMeta: string(meta),
-	} {
-		if err := own.writeValue(filepath.Join(dir, name), []byte(v)); err != nil {
-			return err
-		}
+		abi.FileCreatedAt: now, abi.FileUpdatedAt: now,
+		abi.FileMeta: string(proto.NewObject("client", "ctx", "scope", scope).Line()),
+	}
+	var jobs []func() error
+	for _, f := range []string{abi.FileMessages, abi.FileEvents} {
+		jobs = append(jobs, func() error { return createLog(dir, f, own) })
+	}
+	for name, v := range values {
+		jobs = append(jobs, func() error { return own.writeNew(filepath.Join(dir, name), []byte(v)) })
+	}
+	if err := parallel(jobs); err != nil {
+		return err
 	}
 	return syncDir(dir)
+}
+
+// createLog creates an empty sealed log and gives it and its seal the
+// owner's mode (sealedlog creates them 0600; a shared space's are
+// group-writable).
+func createLog(dir, f string, own owner) error {
+	l, err := sealedlog.Create(filepath.Join(dir, f), sealPath(dir, f), own.uid, own.gid)
+	if err != nil {
+		return err
+	}
+	l.Close()
+	for _, p := range []string{filepath.Join(dir, f), sealPath(dir, f)} {
+		if err := os.Chmod(p, own.fileMode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parallel runs jobs at once and returns the first error.
+func parallel(jobs []func() error) error {
+	errs := make(chan error, len(jobs))
+	for _, job := range jobs {
+		go func() { errs <- job() }()
+	}
+	var first error
+	for range jobs {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // Index returns the index of a container, loading it on first use. The FUSE

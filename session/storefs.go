@@ -70,7 +70,9 @@ func (o owner) mkdirAll(base, dir string) error {
 // temp file, fsync, rename), owned by o. Readers see the old or the new value,
 // never a mix.
 func (o owner) writeValue(path string, data []byte) error {
-	t, err := renameio.NewPendingFile(path, renameio.WithStaticPermissions(o.fileMode))
+	// The temp file goes beside path: renameio would otherwise probe
+	// whether the system temp dir is on the same filesystem, every time.
+	t, err := renameio.NewPendingFile(path, renameio.WithTempDir(filepath.Dir(path)), renameio.WithStaticPermissions(o.fileMode))
 	if err != nil {
 		return err
 	}
@@ -134,6 +136,29 @@ func (o owner) fchown(f *os.File) error {
 	err := f.Chown(o.uid, o.gid)
 	if errors.Is(err, syscall.EPERM) {
 		return nil
+	}
+	return err
+}
+
+// writeNew creates path with data, owned by o, and syncs it (for files of
+// a directory that is not yet in place, so needs no atomic replace).
+func (o owner) writeNew(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, o.fileMode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(o.fileMode) // umask
+	}
+	if err == nil {
+		err = o.fchown(f)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	return err
 }
