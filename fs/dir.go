@@ -76,13 +76,14 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	}
 	seen := map[string]bool{}
 	var list []fuse.DirEntry
-	add := func(name string, mode uint32) {
+	addIno := func(name string, mode uint32, ino uint64) {
 		if seen[name] {
 			return
 		}
 		seen[name] = true
-		list = append(list, fuse.DirEntry{Name: name, Mode: mode, Ino: inoOf(d.rel + "/" + name)})
+		list = append(list, fuse.DirEntry{Name: name, Mode: mode, Ino: ino})
 	}
+	add := func(name string, mode uint32) { addIno(name, mode, inoOf(d.rel+"/"+name)) }
 	for _, e := range ents {
 		_, pl := d.child(e.Name())
 		if !pl.Exists() || pl.Kind == session.PlaceCtl {
@@ -94,7 +95,16 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		} else if !e.Type().IsRegular() {
 			continue // the store holds only directories and regular files
 		}
-		add(e.Name(), mode)
+		ino := inoOf(d.rel + "/" + e.Name())
+		if pl.Kind == session.PlaceFreeRoot {
+			// A free tree's root is numbered as its loopback (attach).
+			if info, err := e.Info(); err == nil {
+				if st, ok := info.Sys().(*syscall.Stat_t); ok {
+					ino = loopbackID(d.m.loop, st).Ino
+				}
+			}
+		}
+		addIno(e.Name(), mode, ino)
 	}
 	d.addVirtual(add)
 	return fs.NewListDirStream(list), 0
@@ -112,6 +122,7 @@ func (d *dirNode) addVirtual(add func(string, uint32)) {
 }
 
 func (d *dirNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.SetTimeout(dirAttrTimeout)
 	return d.statAttr(&out.Attr, d.archived())
 }
 
@@ -189,6 +200,35 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	ch := d.NewInode(ctx, node, fs.StableAttr{Mode: syscall.S_IFREG, Ino: inoOf(rel), Gen: 1})
 	fh, fl, errno := node.Open(ctx, flags)
 	return ch, fh, fl, errno
+}
+
+var (
+	_ = (fs.NodeSymlinker)((*dirNode)(nil))
+	_ = (fs.NodeLinker)((*dirNode)(nil))
+	_ = (fs.NodeMknoder)((*dirNode)(nil))
+)
+
+// Symlink, Link and Mknod: the ABI holds only the directories and regular
+// files the engine makes, so no name of it may be made this way (EPERM;
+// EINVAL for a bad name in a name slot, as for mkdir).
+func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, d.notCreatable(name)
+}
+
+func (d *dirNode) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, d.notCreatable(name)
+}
+
+func (d *dirNode) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, d.notCreatable(name)
+}
+
+func (d *dirNode) notCreatable(name string) syscall.Errno {
+	_, pl := d.child(name)
+	if errno := creatable(d, pl); errno != 0 {
+		return errno
+	}
+	return syscall.EPERM
 }
 
 // Unlink removes by-hash and by-uuid entries; every other ABI entry stays.

@@ -79,6 +79,14 @@ func (n *indexValueNode) Open(ctx context.Context, flags uint32) (fs.FileHandle,
 		return nil, 0, syscall.EPERM
 	}
 	h := &valueHandle{check: n.check, commit: n.commit, changed: func() { n.m.changed(n.rel) }}
+	// An entry created by open(O_CREAT) whose value was refused (or never
+	// written) holds nothing: its name must not stay in the kernel's
+	// cache once the creator closes it.
+	h.released = func() {
+		if _, err := n.value(); err != nil {
+			n.m.changed(n.rel)
+		}
+	}
 	if isRead(flags) {
 		if v, err := n.value(); err == nil {
 			h.snapshot = []byte(v + "\n")

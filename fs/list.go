@@ -19,7 +19,17 @@ type listNode struct {
 var (
 	_ = (fs.NodeOpener)((*listNode)(nil))
 	_ = (fs.NodeGetattrer)((*listNode)(nil))
+	_ = (fs.NodeSetattrer)((*listNode)(nil))
 )
+
+// Setattr: the list is the index's; truncating it or changing its owner
+// or mode is EPERM, touching it a no-op.
+func (n *listNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if _, ok := in.GetSize(); ok || !onlyTimes(in) {
+		return syscall.EPERM
+	}
+	return n.Getattr(ctx, f, out)
+}
 
 func (n *listNode) content() ([]byte, syscall.Errno) {
 	x, err := n.m.e.Index(n.place.Container)

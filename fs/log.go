@@ -72,6 +72,11 @@ type logHandle struct {
 
 	mu      sync.Mutex
 	partial []byte // bytes after the last newline written so far
+	// refusing: a line grew over the limit and was refused; the rest of
+	// it, up to its newline, is refused too. (The kernel cuts a large
+	// write into pieces and the writer retries what was not taken: the
+	// tail of a refused line must not start a new one.)
+	refusing bool
 }
 
 var (
@@ -88,18 +93,29 @@ func (h *logHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 // Write appends the complete lines among what was written so far. The
 // offset is ignored: the kernel computes it from a size that goes stale
 // when the engine appends, and the engine appends at the real end. A
-// refused write keeps nothing of its bytes.
+// refused write keeps nothing of its bytes, nor of the line they ended.
 func (h *logHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.refusing {
+		h.refusing = bytes.IndexByte(data, '\n') < 0
+		return 0, syscall.EINVAL
+	}
 	buf := append(append([]byte(nil), h.partial...), data...)
 	cut := bytes.LastIndexByte(buf, '\n') + 1
 	if len(buf)-cut > abi.MaxLineBytes {
-		return 0, syscall.EINVAL // the line can never be valid: refuse it now, not at 1 GiB
+		// The line can never be valid: refuse it now, not at 1 GiB, and
+		// drop it whole (nothing of it is pending at close).
+		h.partial, h.refusing = nil, true
+		return 0, syscall.EINVAL
 	}
 	if cut > 0 {
 		n := h.node
 		if err := n.m.e.AppendLog(h.caller, n.place.Ref(), n.place.File, buf[:cut]); err != nil {
+			// The pending bytes began the first refused line: it is
+			// dead, and must not be found pending (and recorded as a
+			// discarded partial line) at close.
+			h.partial = nil
 			return 0, errno(err)
 		}
 		n.m.changed(n.rel)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/session"
 )
@@ -77,7 +76,7 @@ func Mount(e *session.Engine, root string, opts Options) (*Mounts, error) {
 
 func (ms *Mounts) mountOne(root, top string, opts Options) error {
 	dir := filepath.Join(root, top)
-	cleanStale(dir)
+	CleanStale(dir)
 	store := filepath.Join(ms.e.Store(), top)
 	for _, d := range []string{dir, store} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -89,7 +88,7 @@ func (ms *Mounts) mountOne(root, top string, opts Options) error {
 		return err
 	}
 	m := &mountState{e: ms.e, store: ms.e.Store(), ms: ms,
-		loop: &fs.LoopbackRoot{Path: store, Dev: uint64(st.Dev)}}
+		loop: &fs.LoopbackRoot{Path: store, Dev: uint64(st.Dev), NewNode: newFreeNode}}
 	rootNode := &dirNode{storeNode{where: where{m: m, rel: top, place: session.Classify(top)}}}
 	srv, err := fs.Mount(dir, rootNode, mountOptions(opts))
 	if err != nil {
@@ -109,7 +108,8 @@ func mountOptions(opts Options) *fs.Options {
 	sec := time.Second
 	o := &fs.Options{
 		EntryTimeout: &sec,
-		AttrTimeout:  &sec,
+		// AttrTimeout unset: each node sets its own (fileAttrTimeout,
+		// dirAttrTimeout); a node's 0 would otherwise become the global.
 		MountOptions: fuse.MountOptions{
 			FsName:        "ctxfs",
 			Name:          "ctxfs",
@@ -123,14 +123,6 @@ func mountOptions(opts Options) *fs.Options {
 		o.DirectMountStrict = true
 	}
 	return o
-}
-
-// cleanStale detaches a mount left behind by a crashed server ("transport
-// endpoint is not connected"), so that mounting again works.
-func cleanStale(dir string) {
-	if _, err := os.Stat(dir); errors.Is(err, syscall.ENOTCONN) {
-		unix.Unmount(dir, unix.MNT_DETACH)
-	}
 }
 
 // Unmount unmounts both mounts, lazily when one is busy.

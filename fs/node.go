@@ -19,14 +19,24 @@ import (
 
 // fileAttrTimeout: files of the ABI change behind the kernel's back (the
 // engine appends, replaces values), and stat sizes must be exact, so their
-// attributes are always asked for. 0 would mean "the global timeout" to
-// go-fuse, hence 1 ns.
-const fileAttrTimeout = time.Nanosecond
+// attributes are never cached. The mounts' global attribute timeout is
+// unset (0): go-fuse replaces a node's 0 by the global value, and the
+// smallest non-zero value is still one jiffy in the kernel (a stat within
+// a few milliseconds of another one then misses an append in between).
+// Directories and the free trees set dirAttrTimeout themselves.
+const fileAttrTimeout = 0
+
+// dirAttrTimeout is how long the kernel may keep the attributes of
+// directories and of everything in the free trees (owner and mode, which
+// default_permissions checks on every path walk).
+const dirAttrTimeout = time.Second
 
 // storeNode is what every ABI node shares: its place in the tree and the
 // store path behind it. The rel of a node never changes: ABI entries are
 // never renamed through the mount, and inode numbers are derived from rel
 // (inoOf), so a path always maps to the same node and a node to one path.
+// (The roots of the free trees are loopback nodes, numbered as go-fuse's
+// loopback numbers store files: loopbackID.)
 type storeNode struct {
 	fs.Inode
 	where
@@ -171,7 +181,7 @@ func (m *mountState) newNode(rel string, pl session.Place) (fs.InodeEmbedder, ui
 	typ := st.Mode & syscall.S_IFMT
 	switch {
 	case pl.Kind == session.PlaceFreeRoot && typ == syscall.S_IFDIR:
-		return &fs.LoopbackNode{RootData: m.loop}, typ, 0
+		return &freeNode{fs.LoopbackNode{RootData: m.loop}}, typ, 0
 	case (pl.IsDir() || pl.Kind == session.PlaceArchived) && typ == syscall.S_IFDIR:
 		return &dirNode{storeNode: storeNode{where: w}}, typ, 0
 	case typ != syscall.S_IFREG:
@@ -188,7 +198,7 @@ func (m *mountState) newNode(rel string, pl session.Place) (fs.InodeEmbedder, ui
 
 // attach makes node the child name of parent and fills out.
 func attach(ctx context.Context, parent *fs.Inode, node fs.InodeEmbedder, typ uint32, rel string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if lb, ok := node.(*fs.LoopbackNode); ok {
+	if lb, ok := node.(*freeNode); ok {
 		// A loopback node finds its store path through the tree, so it
 		// cannot stat itself before it is attached.
 		var st syscall.Stat_t
@@ -196,17 +206,64 @@ func attach(ctx context.Context, parent *fs.Inode, node fs.InodeEmbedder, typ ui
 			return nil, fs.ToErrno(err)
 		}
 		out.Attr.FromStat(&st)
+		// Its inode number must be the one go-fuse's loopback derives from
+		// the store: renameat2 (mv) in a free tree checks it, and a
+		// mismatch is EBUSY.
+		sa := loopbackID(lb.RootData, &st)
+		out.Attr.Ino = sa.Ino
+		out.SetAttrTimeout(dirAttrTimeout)
+		return parent.NewInode(ctx, node, sa), 0
 	} else {
 		var ao fuse.AttrOut
 		if errno := node.(fs.NodeGetattrer).Getattr(ctx, nil, &ao); errno != 0 {
 			return nil, errno
 		}
 		out.Attr = ao.Attr
-		if typ != syscall.S_IFDIR {
-			out.SetAttrTimeout(fileAttrTimeout)
+		out.SetAttrTimeout(fileAttrTimeout)
+		if typ == syscall.S_IFDIR {
+			out.SetAttrTimeout(dirAttrTimeout)
 		}
 	}
 	return parent.NewInode(ctx, node, fs.StableAttr{Mode: typ, Ino: inoOf(rel), Gen: 1}), 0
+}
+
+// freeNode is a node of a free tree (an agent's root/, a session's
+// context/): go-fuse's loopback, with attributes cached for
+// dirAttrTimeout (the mounts' global attribute timeout is 0).
+type freeNode struct {
+	fs.LoopbackNode
+}
+
+// newFreeNode is the LoopbackRoot.NewNode of the free trees.
+func newFreeNode(r *fs.LoopbackRoot, parent *fs.Inode, name string, st *syscall.Stat_t) fs.InodeEmbedder {
+	return &freeNode{fs.LoopbackNode{RootData: r}}
+}
+
+func (n *freeNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	errno := n.LoopbackNode.Getattr(ctx, f, out)
+	out.SetTimeout(dirAttrTimeout)
+	return errno
+}
+
+func (n *freeNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	errno := n.LoopbackNode.Setattr(ctx, f, in, out)
+	out.SetTimeout(dirAttrTimeout)
+	return errno
+}
+
+func (n *freeNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ch, errno := n.LoopbackNode.Lookup(ctx, name, out)
+	out.SetAttrTimeout(dirAttrTimeout)
+	return ch, errno
+}
+
+// loopbackID is how go-fuse's loopback numbers the inode of a store file
+// (LoopbackRoot.idFromStat, which is not exported): the store's inode
+// number, with the device mixed in when it is not the store's own.
+func loopbackID(r *fs.LoopbackRoot, st *syscall.Stat_t) fs.StableAttr {
+	swapped := uint64(st.Dev)<<32 | uint64(st.Dev)>>32
+	swappedRootDev := r.Dev<<32 | r.Dev>>32
+	return fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: swapped ^ swappedRootDev ^ st.Ino, Gen: 1}
 }
 
 // topOf is "home" or "shared", the mount a rel lies in.

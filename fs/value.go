@@ -98,6 +98,7 @@ type valueHandle struct {
 	commit   func(session.Caller, []byte) error
 	check    func([]byte) error // of a complete value (ending in "\n"); may be nil
 	changed  func()
+	released func() // after the last close; may be nil
 	caller   session.Caller
 	snapshot []byte
 
@@ -151,6 +152,9 @@ func (h *valueHandle) Flush(ctx context.Context) syscall.Errno {
 // to see it).
 func (h *valueHandle) Release(ctx context.Context) syscall.Errno {
 	h.commitPending()
+	if h.released != nil {
+		h.released()
+	}
 	return 0
 }
 

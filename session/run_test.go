@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -79,31 +80,46 @@ func TestQueuedRunsAreVisibleAndCancellable(t *testing.T) {
 	env := newEnv(t)
 	env.define("slow", map[string]string{"program": sleeper, "abi": "text"})
 	slow := Target{Kind: KindAgent, Owner: "slow"}
-	var replies []*Reply
+	replies := map[string]*Reply{} // by run id
 	for i := 0; i < runSlots+1; i++ {
-		replies = append(replies, env.begin(root0, slow, `{"op":"send","id":"c`+itoa(uint32(i))+`","input":"go"}`))
+		r := env.begin(root0, slow, `{"op":"send","id":"c`+itoa(uint32(i))+`","input":"go"}`)
+		replies[next(t, r).Str("run")] = r
 	}
-	queued := next(t, replies[runSlots]).Str("run")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// Which run waits is up to the scheduler: find it in the status.
+	var queued string
+	deadline := time.Now().Add(20 * time.Second)
+	for queued == "" {
 		st := env.send(root0, slow, `{"op":"status"}`)
-		line := string(st[0].Line())
-		if strings.Count(line, `"phase":"running"`) == runSlots && strings.Contains(line, `{"run":"`+queued+`","phase":"queued"}`) {
-			break
+		var status struct {
+			Runs []struct{ Run, Phase string }
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status never showed %d running and one queued: %s", runSlots, line)
+		must(t, json.Unmarshal(st[0].Line(), &status))
+		running, waiting := 0, []string{}
+		for _, r := range status.Runs {
+			switch r.Phase {
+			case "running":
+				running++
+			case "queued":
+				waiting = append(waiting, r.Run)
+			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		if running == runSlots && len(waiting) == 1 {
+			queued = waiting[0]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("status never showed %d running and one queued: %s", runSlots, st[0].Line())
+		} else {
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	env.send(root0, slow, `{"op":"cancel","id":"`+queued+`"}`)
-	frames, _ := drain(replies[runSlots])
+	frames, _ := drain(replies[queued])
 	if l := frames[len(frames)-1]; l.Str("status") != "cancelled" {
 		t.Fatalf("queued run ended %s", l.Line())
 	}
-	for _, r := range replies[:runSlots] {
-		run := next(t, r).Str("run")
-		env.send(root0, slow, `{"op":"cancel","id":"`+run+`"}`)
+	for run := range replies {
+		if run != queued {
+			env.send(root0, slow, `{"op":"cancel","id":"`+run+`"}`)
+		}
 	}
 }
 

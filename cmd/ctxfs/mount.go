@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	ctxfs "github.com/ctxfs/ctxfs/fs"
 	"github.com/ctxfs/ctxfs/server"
 	"github.com/ctxfs/ctxfs/session"
 )
@@ -52,7 +52,13 @@ func serve(root, store string) error {
 	if err := os.MkdirAll(store, 0o755); err != nil {
 		return err
 	}
-	lock, err := lockStore(store)
+	// A server killed while inside the kernel keeps the store lock until
+	// its dead connection is aborted (fs.AbortDead); it lets go of it
+	// shortly after.
+	for _, d := range []string{filepath.Join(root, "home"), filepath.Join(root, "shared")} {
+		ctxfs.AbortDead(d)
+	}
+	lock, err := lockStore(store, 5*time.Second)
 	if err != nil {
 		return err
 	}
@@ -90,16 +96,22 @@ func serve(root, store string) error {
 	return nil
 }
 
-// lockStore makes sure one server serves a store at a time.
-func lockStore(store string) (*os.File, error) {
+// lockStore makes sure one server serves a store at a time. A holder
+// that is still going away (a killed server being reaped) gets up to
+// patience to let go.
+func lockStore(store string, patience time.Duration) (*os.File, error) {
 	p := filepath.Join(store, ".ctxfs.lock")
 	l, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Flock(int(l.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("another ctxfs serves %s", store)
+	deadline := time.Now().Add(patience)
+	for unix.Flock(int(l.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		if time.Now().After(deadline) {
+			l.Close()
+			return nil, fmt.Errorf("another ctxfs serves %s", store)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	return l, nil
 }
@@ -107,13 +119,10 @@ func lockStore(store string) (*os.File, error) {
 // pidFile is where a serving ctxfs leaves its pid, for `ctxfs umount`.
 func pidFile(root string) string { return filepath.Join(root, "agent", ".ctxfs.pid") }
 
-// cleanStale unmounts a mount left behind by a server that died (its
-// mountpoint answers ENOTCONN), so that it never hangs callers.
-func cleanStale(dir string) {
-	if _, err := os.Stat(dir); errors.Is(err, syscall.ENOTCONN) || isMountPoint(dir) {
-		unix.Unmount(dir, unix.MNT_DETACH)
-	}
-}
+// cleanStale unmounts a mount left behind by a server that died, aborting
+// its connection when it does not answer, so that it never hangs callers
+// (fs.CleanStale).
+func cleanStale(dir string) { ctxfs.CleanStale(dir) }
 
 // isMountPoint reports whether dir is a FUSE mountpoint in /proc/self/mounts.
 func isMountPoint(dir string) bool {
@@ -208,7 +217,7 @@ func cmdUmount(args []string) error {
 	for _, d := range []string{filepath.Join(root, "home"), filepath.Join(root, "shared")} {
 		if isMountPoint(d) {
 			if err := unix.Unmount(d, 0); err != nil {
-				unix.Unmount(d, unix.MNT_DETACH)
+				ctxfs.CleanStale(d)
 			}
 		}
 	}

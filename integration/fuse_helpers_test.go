@@ -1,0 +1,227 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// requireFUSE skips a test that needs to mount FUSE as root when this
+// machine cannot; with CTXFS_REQUIRE_FUSE set it fails instead.
+func requireFUSE(t testing.TB) {
+	t.Helper()
+	var why string
+	if os.Geteuid() != 0 {
+		why = "not root (the end-to-end mount tests need real uids and mount(2))"
+	} else if f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0); err != nil {
+		why = fmt.Sprintf("/dev/fuse: %v", err)
+	} else {
+		f.Close()
+		return
+	}
+	if os.Getenv("CTXFS_REQUIRE_FUSE") != "" {
+		t.Fatalf("FUSE required (CTXFS_REQUIRE_FUSE) but unusable: %s", why)
+	}
+	t.Skipf("FUSE unusable: %s", why)
+}
+
+// newFuseServer is newServer for tests that go through the mount, with the
+// temporary directories above the root opened to every uid.
+func newFuseServer(t *testing.T) *server {
+	t.Helper()
+	requireFUSE(t)
+	s := newServer(t)
+	openToAll(t, s.root)
+	return s
+}
+
+// openToAll makes every directory above root traversable by other uids
+// (t.TempDir's own directory is 0700).
+func openToAll(t testing.TB, root string) {
+	for d := filepath.Dir(root); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+}
+
+// mnt is a path in the mount.
+func (s *server) mnt(rel string) string { return filepath.Join(s.root, rel) }
+
+const (
+	coderRel = "home/0/agent/coder"
+	cmdLimit = 20 * time.Second // no external command may take longer
+)
+
+// sessRel is the mount path of root's coder session name.
+func sessRel(name string) string { return coderRel + "/session/" + name }
+
+// send makes (or extends) one of root's coder sessions through the socket.
+func (s *server) send(session, id, input string) []frame {
+	s.t.Helper()
+	frames := s.mustRequest("coder", fmt.Sprintf(`{"op":"send","id":%q,"session":%q,"input":%q}`, id, session, input))
+	if len(frames) == 0 || frames[len(frames)-1]["type"] != "done" {
+		s.t.Fatalf("send to %s: %v", session, frames)
+	}
+	return frames
+}
+
+// cred says who runs an external command; nil is root.
+type cred struct {
+	uid, gid uint32
+	groups   []uint32
+}
+
+// runCmd runs name with args as c, with a deadline, and returns its
+// combined output.
+func runCmd(t testing.TB, c *cred, env []string, name string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cmdLimit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LC_ALL=C", "TERM=dumb", "HOME=/"}, env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if c != nil {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: c.uid, Gid: c.gid, Groups: c.groups}
+	}
+	cmd.Dir = "/"
+	cmd.WaitDelay = 2 * time.Second
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Errorf("%s %v: timed out after %v; output %q", name, args, cmdLimit, out)
+	}
+	return string(out), err
+}
+
+// bash runs a bash script as root and fails the test when it fails.
+func bash(t testing.TB, script string) string {
+	t.Helper()
+	out, err := runCmd(t, nil, nil, "/bin/bash", "-c", script)
+	if err != nil {
+		t.Fatalf("bash %q: %v\n%s", script, err, out)
+	}
+	return out
+}
+
+// bashAs runs a bash script as c; the error is the caller's to judge.
+func bashAs(t testing.TB, c *cred, script string) (string, error) {
+	t.Helper()
+	return runCmd(t, c, nil, "/bin/bash", "-c", script)
+}
+
+// wantErrno fails unless err is (or wraps) want.
+func wantErrno(t testing.TB, what string, err error, want syscall.Errno) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s: got %v, want %v", what, err, want)
+	}
+}
+
+// eventually polls cond for up to limit.
+func eventually(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Errorf("timed out after %v: %s", limit, what)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// readMnt reads a file through the mount, failing the test on error.
+func (s *server) readMnt(rel string) string {
+	s.t.Helper()
+	b, err := os.ReadFile(s.mnt(rel))
+	if err != nil {
+		s.t.Fatalf("read %s: %v", rel, err)
+	}
+	return string(b)
+}
+
+// appendMnt appends data through the mount with one write and a close.
+func appendMnt(path, data string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	_, werr := f.WriteString(data)
+	cerr := f.Close()
+	if werr != nil {
+		return werr
+	}
+	return cerr
+}
+
+// noFuseMountsUnder fails if a FUSE mount below dir is still listed.
+func noFuseMountsUnder(t testing.TB, dir string) {
+	t.Helper()
+	b, _ := os.ReadFile("/proc/self/mounts")
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 3 && strings.HasPrefix(f[1], dir) {
+			t.Errorf("mount left behind: %s", l)
+		}
+	}
+}
+
+// runCmdLimit runs a command as root with a deadline of secs seconds.
+func runCmdLimit(t testing.TB, secs int, name string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(secs)*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Errorf("%s: timed out after %d s", name, secs)
+	}
+	return string(out), err
+}
+
+func lastLines(s string, n int) string {
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(ls) > n {
+		ls = ls[len(ls)-n:]
+	}
+	return strings.Join(ls, "\n")
+}
+
+// crash SIGKILLs the server without unmounting anything, and returns a
+// channel closed once the process is reaped. That may only happen after
+// the next server started: a server thread that was inside the kernel
+// (an invalidation waiting for a page a reader holds) keeps the process
+// from ending until its connection is aborted.
+func (s *server) crash() <-chan struct{} {
+	cmd := s.cmd
+	cmd.Process.Kill()
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	return done
+}
+
+// reaped waits for a crashed server to be reaped.
+func reaped(t testing.TB, done <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the killed server was not reaped 20 s after the next one started")
+	}
+}
+
+// keepFusectlAsIs: a server started after a crash may mount fusectl to
+// abort the dead connection; leave the machine as it was.
+func keepFusectlAsIs(t *testing.T) {
+	if mountsAt("/sys/fs/fuse/connections") == 0 {
+		t.Cleanup(func() { runCmd(t, nil, nil, "umount", "/sys/fs/fuse/connections") })
+	}
+}
