@@ -58,8 +58,15 @@ func (n *logNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32
 	if isWrite(flags) {
 		// RELEASE carries no caller: the writer is the one who opened.
 		h.caller = callerOf(ctx)
+		return h, 0, 0
 	}
-	return h, 0, 0
+	// Readers keep the page cache across opens: a log only grows, and
+	// every change reaches the kernel (attributes are never cached on
+	// ABI files, so a changed size or mtime drops stale pages, and the
+	// engine's changes are also invalidated explicitly). A writer's open
+	// drops the cache. Without this every read of a large log went to the
+	// server (0.13x native warm, against 1.1x with the cache kept).
+	return h, fuse.FOPEN_KEEP_CACHE, 0
 }
 
 // logHandle buffers one writer's unfinished line, so that a line that

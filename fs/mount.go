@@ -115,7 +115,10 @@ func mountOptions(opts Options) *fs.Options {
 			Name:          "ctxfs",
 			Options:       []string{"default_permissions"},
 			DisableXAttrs: true,
-			Debug:         opts.Debug,
+			// 1 MiB writes reach the server whole (the default 128 KiB
+			// cut a bulk append into eight durable appends).
+			MaxWrite: 1 << 20,
+			Debug:    opts.Debug,
 		},
 	}
 	if os.Geteuid() == 0 {

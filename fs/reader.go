@@ -78,6 +78,17 @@ func (n *roNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32,
 	if isWrite(flags) || flags&syscall.O_TRUNC != 0 {
 		return nil, 0, syscall.EPERM
 	}
+	if n.place.Kind == session.PlaceReadOnly {
+		// The engine rewrites these files in place of a spare twin
+		// (replaceValue): a descriptor held across two replacements
+		// could see the twin rewritten. A copy taken at open is one
+		// value, whole, for as long as the file stays open.
+		b, err := readBounded(n.path(), maxSnapshot)
+		if err != nil {
+			return nil, 0, errno(err)
+		}
+		return &roHandle{snapshot: b}, fuse.FOPEN_DIRECT_IO, 0
+	}
 	r, errno := openReader(n.path())
 	if errno != 0 {
 		return nil, 0, errno
@@ -85,8 +96,26 @@ func (n *roNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32,
 	return &roHandle{r: r}, fuse.FOPEN_DIRECT_IO, 0
 }
 
+// maxSnapshot bounds the copy of a read-only session file taken at open
+// (latest.md holds one message of at most 1 MiB; AGENTS.md is bounded by
+// the engine).
+const maxSnapshot = 8 << 20
+
+// readBounded reads at most limit bytes of p.
+func readBounded(p string, limit int64) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, limit))
+}
+
+// roHandle reads a read-only file: from a copy taken at open (session
+// files) or from the store file (archived files, which never change).
 type roHandle struct {
-	r *storeReader
+	r        *storeReader
+	snapshot []byte
 }
 
 var (
@@ -95,6 +124,12 @@ var (
 )
 
 func (h *roHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if h.r == nil {
+		if off >= int64(len(h.snapshot)) {
+			return fuse.ReadResultData(nil), 0
+		}
+		return fuse.ReadResultData(h.snapshot[off:min(off+int64(len(dest)), int64(len(h.snapshot)))]), 0
+	}
 	return h.r.read(dest, off)
 }
 
