@@ -1,7 +1,6 @@
 package session
 
 import (
-	"errors"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -158,5 +157,3 @@ func ProcGroups(pid int) []uint32 {
 	}
 	return nil
 }
-
-var errNoSession = errors.New("no such session")

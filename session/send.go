@@ -23,7 +23,11 @@ func (e *Engine) send(c Caller, loc *location, req *proto.Request) (*Reply, erro
 	if err := abi.CheckCwd(cwd); err != nil {
 		return nil, err
 	}
-	for {
+	// A new session is created, then sent to; a concurrent send that
+	// failed its client id's claim makes this one look again. Both settle
+	// in a few rounds; the bound only guards against a store that keeps
+	// losing the directory under us.
+	for round := 0; round < 8; round++ {
 		s, err := e.lookup(loc.ref)
 		if err == nil {
 			r, retry, err := e.sendTo(c, s, loc, req, def, cwd)
@@ -43,6 +47,7 @@ func (e *Engine) send(c Caller, loc *location, req *proto.Request) (*Reply, erro
 			return nil, err
 		}
 	}
+	return nil, abi.Errorf(syscall.EIO, "send", "session %s keeps changing under the send", loc.ref.Name)
 }
 
 func effectiveCwd(reqCwd string, def *agent.Definition) string {
@@ -205,7 +210,7 @@ func (e *Engine) Begin(ctx context.Context, c Caller, t Target, req *proto.Reque
 	if req.Op == proto.OpPing {
 		return newReply([]*proto.Object{proto.NewObject("type", proto.FramePong)}), nil
 	}
-	if !(Container{Kind: t.Kind, Owner: t.Owner, Home: "x"}).valid() {
+	if !(Container{Kind: t.Kind, Owner: t.Owner}).valid() {
 		return nil, abi.Errorf(syscall.EINVAL, "", "bad target %s %s", t.Kind, t.Owner)
 	}
 	loc, err := e.locate(c, t, req)
