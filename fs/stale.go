@@ -49,6 +49,12 @@ func CleanStale(dir string) {
 	}
 }
 
+// IsFUSEMount reports whether a FUSE filesystem is mounted at dir.
+func IsFUSEMount(dir string) bool {
+	_, ok := fuseMountAt(filepath.Clean(dir))
+	return ok
+}
+
 // AbortDead aborts the connection of a FUSE mount at dir that does not
 // answer, and leaves the mount itself in place. It is safe to call before
 // knowing whether dir is ours to replace: a live mount is left alone.

@@ -64,7 +64,7 @@ func serve(root, store string) error {
 	}
 	defer lock.Close()
 	for _, d := range []string{root, filepath.Join(root, "home"), filepath.Join(root, "shared")} {
-		cleanStale(d)
+		ctxfs.CleanStale(d) // a dead server's mount must never hang callers
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
@@ -118,28 +118,6 @@ func lockStore(store string, patience time.Duration) (*os.File, error) {
 
 // pidFile is where a serving ctxfs leaves its pid, for `ctxfs umount`.
 func pidFile(root string) string { return filepath.Join(root, "agent", ".ctxfs.pid") }
-
-// cleanStale unmounts a mount left behind by a server that died, aborting
-// its connection when it does not answer, so that it never hangs callers
-// (fs.CleanStale).
-func cleanStale(dir string) { ctxfs.CleanStale(dir) }
-
-// isMountPoint reports whether dir is a FUSE mountpoint in /proc/self/mounts.
-func isMountPoint(dir string) bool {
-	f, err := os.Open("/proc/self/mounts")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 3 && fields[1] == dir && strings.HasPrefix(fields[2], "fuse") {
-			return true
-		}
-	}
-	return false
-}
 
 // reportReady tells a waiting background `ctxfs mount` that we serve.
 func reportReady() {
@@ -215,7 +193,7 @@ func cmdUmount(args []string) error {
 		}
 	}
 	for _, d := range []string{filepath.Join(root, "home"), filepath.Join(root, "shared")} {
-		if isMountPoint(d) {
+		if ctxfs.IsFUSEMount(d) {
 			if err := unix.Unmount(d, 0); err != nil {
 				ctxfs.CleanStale(d)
 			}
