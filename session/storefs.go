@@ -38,7 +38,12 @@ func (o owner) chown(path string) error {
 }
 
 // mkdirAll creates dir and its missing parents below base, each owned by o.
+// It is on the send path (the chroot root), so an existing dir costs one
+// stat, not a mkdir per component.
 func (o owner) mkdirAll(base, dir string) error {
+	if st, err := os.Stat(dir); err == nil && st.IsDir() {
+		return nil
+	}
 	rel, err := filepath.Rel(base, dir)
 	if err != nil || strings.HasPrefix(rel, "..") {
 		return errors.New("mkdirAll: " + dir + " is not below " + base)
