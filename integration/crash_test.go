@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,37 +16,13 @@ import (
 // exactly once.
 func TestCrashWhileSending(t *testing.T) {
 	s := newServer(t)
-	var mu sync.Mutex
-	received := map[string]string{} // run id → session
 	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for c := 0; c < 8; c++ {
-		wg.Add(1)
-		go func(c int) {
-			defer wg.Done()
-			session := fmt.Sprintf("crash-%d", c%3) // clients share sessions
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				line := fmt.Sprintf(`{"op":"send","id":"c%d-%d","session":%q,"input":"message %d of client %d"}`, c, i, session, i, c)
-				frames, _ := s.request("coder", line)
-				for _, f := range frames {
-					if f["type"] == "start" {
-						mu.Lock()
-						received[f["run"].(string)] = session
-						mu.Unlock()
-					}
-				}
-			}
-		}(c)
-	}
+	// Eight clients, three sessions: clients share sessions.
+	wait := s.sendersUntil(8, stop, func(c int) string { return fmt.Sprintf("crash-%d", c%3) })
 	time.Sleep(1500 * time.Millisecond)
 	s.kill(s.cmd, syscall.SIGKILL)
 	close(stop)
-	wg.Wait()
+	received := wait(40 * time.Second)
 	if len(received) == 0 {
 		t.Fatal("no send got a start frame before the kill")
 	}
@@ -62,20 +37,17 @@ func TestCrashWhileSending(t *testing.T) {
 	starts := map[string]int{}
 	for i := 0; i < 3; i++ {
 		dir := s.sessionDir(0, "coder", fmt.Sprintf("crash-%d", i))
-		for _, f := range []string{"events.jsonl", "messages.jsonl"} {
-			b := fileBytes(t, filepath.Join(dir, f))
-			if len(b) > 0 && !strings.HasSuffix(b, "\n") {
-				t.Fatalf("%s/%s ends in a torn line", dir, f)
+		for run, n := range recordedStarts(t, filepath.Join(dir, "events.jsonl")) {
+			starts[run] += n
+		}
+		msgs := fileBytes(t, filepath.Join(dir, "messages.jsonl"))
+		for _, line := range strings.Split(strings.TrimSuffix(msgs, "\n"), "\n") {
+			if line != "" && !json.Valid([]byte(line)) {
+				t.Fatalf("%s: torn message line %q", dir, line)
 			}
-			for _, line := range strings.Split(strings.TrimSuffix(b, "\n"), "\n") {
-				var o map[string]any
-				if line != "" && json.Unmarshal([]byte(line), &o) != nil {
-					t.Fatalf("%s: bad line %q", f, line)
-				}
-				if f == "events.jsonl" && o["type"] == "start" {
-					starts[o["run"].(string)]++
-				}
-			}
+		}
+		if len(msgs) > 0 && !strings.HasSuffix(msgs, "\n") {
+			t.Fatalf("%s/messages.jsonl ends in a torn line", dir)
 		}
 	}
 	for run := range received {

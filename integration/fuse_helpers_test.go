@@ -159,18 +159,6 @@ func appendMnt(path, data string) error {
 	return cerr
 }
 
-// noFuseMountsUnder fails if a FUSE mount below dir is still listed.
-func noFuseMountsUnder(t testing.TB, dir string) {
-	t.Helper()
-	b, _ := os.ReadFile("/proc/self/mounts")
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) >= 3 && strings.HasPrefix(f[1], dir) {
-			t.Errorf("mount left behind: %s", l)
-		}
-	}
-}
-
 // runCmdLimit runs a command as root with a deadline of secs seconds.
 func runCmdLimit(t testing.TB, secs int, name string, args ...string) (string, error) {
 	t.Helper()

@@ -92,10 +92,7 @@ while True:
     print(tag, flush=True)
     i += 1
 `
-	var mu sync.Mutex
-	acked := map[string]bool{}   // mount appends whose write and close succeeded
-	started := map[string]bool{} // runs whose start frame arrived
-	var wg sync.WaitGroup
+	acked := map[string]bool{}    // mount appends whose write and close succeeded
 	var writerOut [3]bytes.Buffer // each writer's acknowledged tags, read once it is reaped
 	for w := range writerOut {
 		wc := exec.CommandContext(ctx, "/usr/bin/python3", "-c", writer, log, fmt.Sprint(w))
@@ -106,27 +103,7 @@ while True:
 		readers = append(readers, wc) // reaped like the readers
 	}
 	stop := make(chan struct{})
-	for c := 0; c < 2; c++ {
-		wg.Add(1)
-		go func(c int) {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				frames, _ := s.request("coder", fmt.Sprintf(`{"op":"send","id":"s%d-%d","session":"k","input":"send %d"}`, c, i, i))
-				for _, f := range frames {
-					if f["type"] == "start" {
-						mu.Lock()
-						started[f["run"].(string)] = true
-						mu.Unlock()
-					}
-				}
-			}
-		}(c)
-	}
+	waitSenders := s.sendersUntil(2, stop, func(int) string { return "k" })
 	time.Sleep(1500 * time.Millisecond)
 	dead := s.crash() // SIGKILL, and no unmount by the harness
 	close(stop)
@@ -173,7 +150,7 @@ while True:
 	}
 	reaped(t, dead)
 	// Writers blocked on the dead mount or socket are free now too.
-	waitOrFail(t, &wg, 40*time.Second, "writers after the restart")
+	started := waitSenders(40 * time.Second)
 	if len(acked) == 0 || len(started) == 0 {
 		t.Fatalf("nothing acknowledged before the kill: %d appends, %d starts", len(acked), len(started))
 	}
@@ -200,17 +177,9 @@ while True:
 			t.Errorf("acknowledged append %s recorded %d times", tag, seen[tag])
 		}
 	}
-	events := fileBytes(t, filepath.Join(s.sessionDir(0, "coder", "k"), "events.jsonl"))
-	starts := map[string]int{}
-	for _, l := range strings.Split(strings.TrimSuffix(events, "\n"), "\n") {
-		var e frame
-		if err := json.Unmarshal([]byte(l), &e); err != nil {
-			t.Fatalf("torn event %q", l)
-		}
-		if e["type"] == "start" {
-			starts[fmt.Sprint(e["run"])]++
-		}
-	}
+	eventsPath := filepath.Join(s.sessionDir(0, "coder", "k"), "events.jsonl")
+	starts := recordedStarts(t, eventsPath)
+	events := fileBytes(t, eventsPath)
 	for run := range started {
 		if starts[run] != 1 {
 			t.Errorf("run %s: start frame received, recorded %d times", run, starts[run])
@@ -232,15 +201,4 @@ func mountsAt(dir string) int {
 		}
 	}
 	return n
-}
-
-func waitOrFail(t *testing.T, wg *sync.WaitGroup, limit time.Duration, what string) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(limit):
-		t.Fatalf("%s: still running after %v", what, limit)
-	}
 }

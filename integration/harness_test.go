@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -197,18 +198,78 @@ func mustT(t testing.TB, err error) {
 	}
 }
 
-func frameTypes(frames []frame) string {
-	var ts []string
-	for _, f := range frames {
-		ts = append(ts, fmt.Sprint(f["type"]))
-	}
-	return strings.Join(ts, ",")
-}
-
 // fileBytes reads a file, failing the test on error.
 func fileBytes(t testing.TB, p string) string {
 	t.Helper()
 	b, err := os.ReadFile(p)
 	mustT(t, err)
 	return string(b)
+}
+
+// sendersUntil starts n clients that send to the coder socket, one send
+// after another, until stop closes. wait waits for them (failing the test
+// after limit) and returns each run whose start frame a client received,
+// with its session: what the server acknowledged.
+func (s *server) sendersUntil(n int, stop <-chan struct{}, session func(c int) string) (wait func(limit time.Duration) map[string]string) {
+	var mu sync.Mutex
+	started := map[string]string{}
+	var wg sync.WaitGroup
+	for c := 0; c < n; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				line := fmt.Sprintf(`{"op":"send","id":"c%d-%d","session":%q,"input":"message %d of client %d"}`, c, i, session(c), i, c)
+				frames, _ := s.request("coder", line)
+				for _, f := range frames {
+					if f["type"] == "start" {
+						mu.Lock()
+						started[f["run"].(string)] = session(c)
+						mu.Unlock()
+					}
+				}
+			}
+		}()
+	}
+	return func(limit time.Duration) map[string]string {
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(limit):
+			s.t.Fatalf("senders still running %v after stop", limit)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return started
+	}
+}
+
+// recordedStarts counts the start events of each run in an events.jsonl,
+// failing the test on a line that is not JSON (a torn line).
+func recordedStarts(t testing.TB, eventsPath string) map[string]int {
+	t.Helper()
+	starts := map[string]int{}
+	b := fileBytes(t, eventsPath)
+	if len(b) > 0 && !strings.HasSuffix(b, "\n") {
+		t.Fatalf("%s ends in a torn line", eventsPath)
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(b, "\n"), "\n") {
+		var e frame
+		if l == "" {
+			continue
+		}
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("%s: torn line %q", eventsPath, l)
+		}
+		if e["type"] == "start" {
+			starts[fmt.Sprint(e["run"])]++
+		}
+	}
+	return starts
 }

@@ -29,7 +29,7 @@ func TestBackgroundMountAndUmount(t *testing.T) {
 		t.Fatalf("ctxfs mount: %v\n%s", err, out)
 	}
 	for _, d := range []string{"home", "shared"} {
-		if !mounted(filepath.Join(root, d)) {
+		if mountsAt(filepath.Join(root, d)) == 0 {
 			t.Fatalf("%s is not mounted when ctxfs mount returned", d)
 		}
 	}
@@ -41,7 +41,7 @@ func TestBackgroundMountAndUmount(t *testing.T) {
 		t.Fatalf("ctxfs umount: %v\n%s", err, out)
 	}
 	for _, d := range []string{"home", "shared"} {
-		if mounted(filepath.Join(root, d)) {
+		if mountsAt(filepath.Join(root, d)) > 0 {
 			t.Fatalf("%s still mounted after ctxfs umount", d)
 		}
 	}
@@ -61,16 +61,4 @@ func TestNonRootWithoutFusermount(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "fusermount3") {
 		t.Fatalf("non-root mount without fusermount3: %v\n%s", err, out)
 	}
-}
-
-// mounted reports whether dir is a FUSE mountpoint.
-func mounted(dir string) bool {
-	b, _ := os.ReadFile("/proc/self/mounts")
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 3 && f[1] == dir && strings.HasPrefix(f[2], "fuse") {
-			return true
-		}
-	}
-	return false
 }
