@@ -17,12 +17,6 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 )
 
-// Kinds of definitions.
-const (
-	KindAgent = "agent"
-	KindModel = "model"
-)
-
 // EchoModel is the built-in model that answers by echoing the input.
 const EchoModel = "debug/echo"
 
@@ -45,7 +39,7 @@ const maxTimeout = 365 * 24 * time.Hour
 
 // Definition is one agent or model, as read from its host directory.
 type Definition struct {
-	Kind      string        // KindAgent or KindModel
+	Kind      string        // abi.KindAgent or abi.KindModel
 	Name      string        // agent name, or "provider/model"
 	Dir       string        // the NAME.d host directory ("" for the built-in debug/echo)
 	Program   string        // the executable beside Dir, "" if none
@@ -80,11 +74,11 @@ func Load(root, kind, name string) (*Definition, error) {
 		return nil, err
 	}
 	d := &Definition{Kind: kind, Name: name, Dir: dir, ABI: ABIJSONL, Isolation: IsolationNone, Model: EchoModel}
-	if kind == KindModel {
+	if kind == abi.KindModel {
 		d.Model = name
 	}
 	if err := checkDir(dir); err != nil {
-		if kind == KindModel && name == EchoModel && abi.Errno(err) == syscall.ENOENT {
+		if kind == abi.KindModel && name == EchoModel && abi.Errno(err) == syscall.ENOENT {
 			d.Dir = ""
 			return d, nil
 		}
@@ -102,11 +96,9 @@ func Load(root, kind, name string) (*Definition, error) {
 // defPaths returns the NAME.d directory and the program path of a definition.
 func defPaths(root, kind, name string) (dir, prog string, err error) {
 	switch {
-	case kind == KindAgent && abi.ValidName(name):
-		prog = filepath.Join(root, "agent", name)
-	case kind == KindModel && abi.ValidModelName(name):
-		prog = filepath.Join(root, "model", filepath.FromSlash(name))
-	case kind == KindAgent || kind == KindModel:
+	case kind == abi.KindAgent && abi.ValidName(name), kind == abi.KindModel && abi.ValidModelName(name):
+		prog = abi.DefinitionPath(root, kind, name)
+	case kind == abi.KindAgent || kind == abi.KindModel:
 		return "", "", abi.Errorf(syscall.EINVAL, "load", "invalid %s name %q", kind, name)
 	default:
 		return "", "", abi.Errorf(syscall.EINVAL, "load", "unknown definition kind %q", kind)
@@ -170,7 +162,7 @@ func (d *Definition) readCwd() error {
 // readModel reads an agent's model. A model definition is its own model, so
 // a model file there is not consulted.
 func (d *Definition) readModel() error {
-	if d.Kind != KindAgent {
+	if d.Kind != abi.KindAgent {
 		return nil
 	}
 	v, ok, err := d.oneLine("model")

@@ -48,12 +48,12 @@ func TestLoadAllControlFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	d, err := Load(root, KindAgent, "coder")
+	d, err := Load(root, abi.KindAgent, "coder")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := &Definition{
-		Kind: KindAgent, Name: "coder", Dir: dir, Program: filepath.Join(root, "agent", "coder"),
+		Kind: abi.KindAgent, Name: "coder", Dir: dir, Program: filepath.Join(root, "agent", "coder"),
 		Cwd: "/workspace", Model: "openai/gpt-5", ABI: ABIText,
 		Env:       []string{"FOO=bar=baz", "EMPTY=", "PATH=/opt/bin"},
 		Isolation: IsolationChroot, Timeout: 90 * time.Second, AgentsMD: "# Rules\nbe kind\n",
@@ -75,7 +75,7 @@ func TestLoadDefaults(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(root, "agent", "plain.d"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	d, err := Load(root, KindAgent, "plain")
+	d, err := Load(root, abi.KindAgent, "plain")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestLoadInvalid(t *testing.T) {
 	for _, c := range cases {
 		root := t.TempDir()
 		writeFile(t, filepath.Join(root, "agent", "a.d", c.file), c.value, 0o644)
-		_, err := Load(root, KindAgent, "a")
+		_, err := Load(root, abi.KindAgent, "a")
 		wantErrno(t, c.file+"="+c.value, err, syscall.EINVAL)
 	}
 }
@@ -120,7 +120,7 @@ func TestLoadProgramNotExecutable(t *testing.T) {
 	root := t.TempDir()
 	writeFile(t, filepath.Join(root, "agent", "a.d", "abi"), "jsonl\n", 0o644)
 	writeFile(t, filepath.Join(root, "agent", "a"), "#!/bin/sh\n", 0o644)
-	_, err := Load(root, KindAgent, "a")
+	_, err := Load(root, abi.KindAgent, "a")
 	wantErrno(t, "non-executable program", err, syscall.EINVAL)
 }
 
@@ -133,13 +133,13 @@ func TestLoadUndefinedAndNames(t *testing.T) {
 		kind, name string
 		want       syscall.Errno
 	}{
-		{KindAgent, "nobody", syscall.ENOENT},
-		{KindAgent, "lonely", syscall.ENOENT},
-		{KindAgent, "file", syscall.ENOENT},
-		{KindModel, "p/m", syscall.ENOENT},
-		{KindAgent, "../x", syscall.EINVAL},
-		{KindAgent, "a.d", syscall.EINVAL},
-		{KindModel, "nomodel", syscall.EINVAL},
+		{abi.KindAgent, "nobody", syscall.ENOENT},
+		{abi.KindAgent, "lonely", syscall.ENOENT},
+		{abi.KindAgent, "file", syscall.ENOENT},
+		{abi.KindModel, "p/m", syscall.ENOENT},
+		{abi.KindAgent, "../x", syscall.EINVAL},
+		{abi.KindAgent, "a.d", syscall.EINVAL},
+		{abi.KindModel, "nomodel", syscall.EINVAL},
 		{"robot", "a", syscall.EINVAL},
 	} {
 		_, err := Load(root, c.kind, c.name)
@@ -149,13 +149,13 @@ func TestLoadUndefinedAndNames(t *testing.T) {
 
 func TestLoadModels(t *testing.T) {
 	root := t.TempDir()
-	d, err := Load(root, KindModel, EchoModel)
+	d, err := Load(root, abi.KindModel, EchoModel)
 	if err != nil || !d.Echo() || d.Dir != "" || d.Model != EchoModel {
 		t.Fatalf("built-in echo: %#v, %v", d, err)
 	}
 	writeFile(t, filepath.Join(root, "model", "acme", "big"), "#!/bin/sh\n", 0o755)
 	writeFile(t, filepath.Join(root, "model", "acme", "big.d", "timeout"), "5\n", 0o644)
-	d, err = Load(root, KindModel, "acme/big")
+	d, err = Load(root, abi.KindModel, "acme/big")
 	if err != nil {
 		t.Fatal(err)
 	}

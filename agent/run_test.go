@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -40,7 +41,7 @@ func script(t *testing.T, abiName, body string) *Definition {
 	dir := openTempDir(t)
 	prog := filepath.Join(dir, "agent")
 	writeFile(t, prog, "#!/bin/sh\n"+body+"\n", 0o755)
-	return &Definition{Kind: KindAgent, Name: "t", Program: prog, Model: "acme/x", ABI: abiName, Isolation: IsolationNone}
+	return &Definition{Kind: abi.KindAgent, Name: "t", Program: prog, Model: "acme/x", ABI: abiName, Isolation: IsolationNone}
 }
 
 func baseSpec(t *testing.T, d *Definition) Spec {
@@ -77,7 +78,7 @@ func equalLines(t *testing.T, got []*proto.Object, want []string) {
 }
 
 func TestRunEcho(t *testing.T) {
-	d, err := Load(t.TempDir(), KindModel, EchoModel)
+	d, err := Load(t.TempDir(), abi.KindModel, EchoModel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func TestRunExitStatus(t *testing.T) {
 }
 
 func TestRunExactEnv(t *testing.T) {
-	d := &Definition{Kind: KindAgent, Name: "t", Program: "/usr/bin/env", ABI: ABIText,
+	d := &Definition{Kind: abi.KindAgent, Name: "t", Program: "/usr/bin/env", ABI: ABIText,
 		Env: []string{"FOO=bar=baz", "PATH=/opt/bin", "CTX_AGENT=forged"}}
 	s := baseSpec(t, d)
 	t.Setenv("LEAK", "1")
@@ -419,7 +420,7 @@ func TestRunTimeout(t *testing.T) {
 func TestRunRefusals(t *testing.T) {
 	chroot := script(t, ABIJSONL, `echo should not run`)
 	chroot.Isolation = IsolationChroot
-	noProg := &Definition{Kind: KindAgent, Name: "t", Model: "acme/x", ABI: ABIJSONL, Isolation: IsolationNone}
+	noProg := &Definition{Kind: abi.KindAgent, Name: "t", Model: "acme/x", ABI: ABIJSONL, Isolation: IsolationNone}
 	badDir := script(t, ABIJSONL, `true`)
 	for _, c := range []struct {
 		name string
@@ -446,7 +447,7 @@ func TestRunRefusals(t *testing.T) {
 func TestRunCancelledBeforeStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	d, _ := Load(t.TempDir(), KindModel, EchoModel)
+	d, _ := Load(t.TempDir(), abi.KindModel, EchoModel)
 	if Run(ctx, baseSpec(t, d), func(f *proto.Object) { t.Errorf("emit %s", f.Line()) }) {
 		t.Error("cancelled run succeeded")
 	}

@@ -12,27 +12,6 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 )
 
-// DefaultRoot is the mount root when CTX_ROOT is unset (SPEC section 1).
-const DefaultRoot = "/ctx"
-
-// Root returns the mount root: getenv("CTX_ROOT"), else DefaultRoot.
-func Root(getenv func(string) string) string {
-	if r := getenv("CTX_ROOT"); r != "" {
-		return r
-	}
-	return DefaultRoot
-}
-
-// AgentSocket is the Unix socket of agent under root.
-func AgentSocket(root, agent string) string {
-	return filepath.Join(root, "agent", agent+".sock")
-}
-
-// ModelSocket is the Unix socket of provider/model under root.
-func ModelSocket(root, provider, model string) string {
-	return filepath.Join(root, "model", provider, model+".sock")
-}
-
 // Loc names the session/ directory of one agent, in the caller's home or in a
 // shared space. It is the unit that owns an index.
 type Loc struct {

@@ -13,22 +13,12 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 )
 
-// Entry kinds: the subdirectories of index/ that map keys to sessions.
-const (
-	ByCwd  = "by-cwd"
-	ByHash = "by-hash"
-	ByUUID = "by-uuid"
-)
-
 // Names inside index/.
 const (
 	dirName     = "index"
 	currentFile = "current"
 	listFile    = "list"
 )
-
-// kinds lists the entry kinds in a fixed order (Load, Remove).
-var kinds = []string{ByCwd, ByHash, ByUUID}
 
 // flushEvery bounds how often the list snapshot is rewritten: the file is
 // O(sessions) bytes, so writing it on every send would make sends slower as
@@ -108,7 +98,7 @@ func Load(container string, uid, gid int) (*Index, error) {
 		x.pos[n] = x.order.PushBack(n)
 	}
 	x.loadCurrent(exists)
-	for _, k := range kinds {
+	for _, k := range abi.IndexKinds {
 		if err := x.loadEntries(k, exists); err != nil {
 			return nil, err
 		}
@@ -123,7 +113,7 @@ func (x *Index) makeDirs() error {
 	if err := x.mkdir(x.idx); err != nil {
 		return err
 	}
-	for _, k := range kinds {
+	for _, k := range abi.IndexKinds {
 		if err := x.mkdir(filepath.Join(x.idx, k)); err != nil {
 			return err
 		}
@@ -204,7 +194,7 @@ func (x *Index) loadEntries(kind string, exists map[string]bool) error {
 		if key[0] == '.' {
 			continue // a renameio temporary left by a crash; never a valid key
 		}
-		if !validKey(kind, key) {
+		if !abi.ValidIndexKey(kind, key) {
 			x.problem(p, abi.Errorf(syscall.EINVAL, "", "invalid %s key", kind))
 			continue
 		}

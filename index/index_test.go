@@ -50,10 +50,10 @@ func TestGolden(t *testing.T) {
 			t.Errorf("%s = %q, want %q", rel, got, v)
 		}
 	}
-	if got := x.Keys(ByCwd); !slices.Equal(got, []string{keyChinese, keyWorkspace}) {
+	if got := x.Keys(abi.IndexByCwd); !slices.Equal(got, []string{keyChinese, keyWorkspace}) {
 		t.Errorf("by-cwd keys %v", got)
 	}
-	if got, err := x.Lookup(ByCwd, keyChinese); err != nil || got != "default" {
+	if got, err := x.Lookup(abi.IndexByCwd, keyChinese); err != nil || got != "default" {
 		t.Errorf("Lookup = %q, %v", got, err)
 	}
 }
@@ -126,7 +126,7 @@ func TestLoadValidates(t *testing.T) {
 	dir := newContainer(t, "a", "b")
 	idx := filepath.Join(dir, "index")
 	x := load(t, dir)
-	mustOK(t, x.SetEntry(ByHash, "good", "a"))
+	mustOK(t, x.SetEntry(abi.IndexByHash, "good", "a"))
 	mustOK(t, x.Close())
 
 	put := func(rel, v string) {
@@ -147,11 +147,11 @@ func TestLoadValidates(t *testing.T) {
 	if y.Current() != "" {
 		t.Errorf("garbage current served: %q", y.Current())
 	}
-	if got := y.Keys(ByHash); !slices.Equal(got, []string{"good"}) {
+	if got := y.Keys(abi.IndexByHash); !slices.Equal(got, []string{"good"}) {
 		t.Errorf("by-hash keys %v", got)
 	}
-	if len(y.Keys(ByUUID)) != 0 || len(y.Keys(ByCwd)) != 0 {
-		t.Errorf("garbage keys served: %v %v", y.Keys(ByUUID), y.Keys(ByCwd))
+	if len(y.Keys(abi.IndexByUUID)) != 0 || len(y.Keys(abi.IndexByCwd)) != 0 {
+		t.Errorf("garbage keys served: %v %v", y.Keys(abi.IndexByUUID), y.Keys(abi.IndexByCwd))
 	}
 	if n := len(y.Problems()); n != 9 {
 		t.Errorf("%d problems, want 9: %v", n, y.Problems())
@@ -205,7 +205,7 @@ func TestErrors(t *testing.T) {
 	mustOK(t, os.WriteFile(filepath.Join(dir, "plain"), nil, 0o600))
 	x := load(t, dir)
 	send(t, x, dir, "a", "/w")
-	mustOK(t, x.SetEntry(ByHash, "h", "a"))
+	mustOK(t, x.SetEntry(abi.IndexByHash, "h", "a"))
 	mustOK(t, x.Close())
 	x = load(t, dir)
 	idx := filepath.Join(dir, "index")
@@ -231,21 +231,21 @@ func TestErrors(t *testing.T) {
 		{"SetCurrent bad", syscall.EINVAL, func() error { return x.SetCurrent("b\n") }},
 		{"SetCurrent missing", syscall.ENOENT, func() error { return x.SetCurrent("nope") }},
 		{"SetCurrent symlink", syscall.ENOENT, func() error { return x.SetCurrent("alias") }},
-		{"SetEntry by-cwd", syscall.EPERM, func() error { return x.SetEntry(ByCwd, abi.CwdKey("/w"), "b") }},
+		{"SetEntry by-cwd", syscall.EPERM, func() error { return x.SetEntry(abi.IndexByCwd, abi.CwdKey("/w"), "b") }},
 		{"SetEntry kind", syscall.EINVAL, func() error { return x.SetEntry("by-x", "k", "b") }},
-		{"SetEntry hash key", syscall.EINVAL, func() error { return x.SetEntry(ByHash, ".k", "b") }},
-		{"SetEntry hash key .d", syscall.EINVAL, func() error { return x.SetEntry(ByHash, "k.d", "b") }},
-		{"SetEntry hash key /", syscall.EINVAL, func() error { return x.SetEntry(ByHash, "../k", "b") }},
-		{"SetEntry uuid upper", syscall.EINVAL, func() error { return x.SetEntry(ByUUID, "123E4567-E89B-12D3-A456-426614174000", "b") }},
-		{"SetEntry uuid short", syscall.EINVAL, func() error { return x.SetEntry(ByUUID, "123e4567", "b") }},
-		{"SetEntry bad name", syscall.EINVAL, func() error { return x.SetEntry(ByHash, "k", "index") }},
-		{"SetEntry missing", syscall.ENOENT, func() error { return x.SetEntry(ByUUID, uuid, "nope") }},
-		{"RemoveEntry by-cwd", syscall.EPERM, func() error { return x.RemoveEntry(ByCwd, abi.CwdKey("/w")) }},
+		{"SetEntry hash key", syscall.EINVAL, func() error { return x.SetEntry(abi.IndexByHash, ".k", "b") }},
+		{"SetEntry hash key .d", syscall.EINVAL, func() error { return x.SetEntry(abi.IndexByHash, "k.d", "b") }},
+		{"SetEntry hash key /", syscall.EINVAL, func() error { return x.SetEntry(abi.IndexByHash, "../k", "b") }},
+		{"SetEntry uuid upper", syscall.EINVAL, func() error { return x.SetEntry(abi.IndexByUUID, "123E4567-E89B-12D3-A456-426614174000", "b") }},
+		{"SetEntry uuid short", syscall.EINVAL, func() error { return x.SetEntry(abi.IndexByUUID, "123e4567", "b") }},
+		{"SetEntry bad name", syscall.EINVAL, func() error { return x.SetEntry(abi.IndexByHash, "k", "index") }},
+		{"SetEntry missing", syscall.ENOENT, func() error { return x.SetEntry(abi.IndexByUUID, uuid, "nope") }},
+		{"RemoveEntry by-cwd", syscall.EPERM, func() error { return x.RemoveEntry(abi.IndexByCwd, abi.CwdKey("/w")) }},
 		{"RemoveEntry kind", syscall.EINVAL, func() error { return x.RemoveEntry("list", "k") }},
-		{"RemoveEntry bad key", syscall.EINVAL, func() error { return x.RemoveEntry(ByHash, "a/b") }},
-		{"RemoveEntry absent", syscall.ENOENT, func() error { return x.RemoveEntry(ByUUID, uuid) }},
-		{"Lookup absent", syscall.ENOENT, func() error { _, err := x.Lookup(ByHash, "zz"); return err }},
-		{"Lookup bad key", syscall.ENOENT, func() error { _, err := x.Lookup(ByHash, ".."); return err }},
+		{"RemoveEntry bad key", syscall.EINVAL, func() error { return x.RemoveEntry(abi.IndexByHash, "a/b") }},
+		{"RemoveEntry absent", syscall.ENOENT, func() error { return x.RemoveEntry(abi.IndexByUUID, uuid) }},
+		{"Lookup absent", syscall.ENOENT, func() error { _, err := x.Lookup(abi.IndexByHash, "zz"); return err }},
+		{"Lookup bad key", syscall.ENOENT, func() error { _, err := x.Lookup(abi.IndexByHash, ".."); return err }},
 		{"Lookup kind", syscall.EINVAL, func() error { _, err := x.Lookup("current", "h"); return err }},
 	}
 	for _, c := range cases {
@@ -281,9 +281,9 @@ func TestEntries(t *testing.T) {
 	uuid := "123e4567-e89b-12d3-a456-426614174000"
 	// A symlink planted where an entry goes is replaced by a regular file.
 	mustOK(t, os.Symlink("../current", filepath.Join(idx, "by-hash", "k")))
-	mustOK(t, x.SetEntry(ByHash, "k", "a"))
-	mustOK(t, x.SetEntry(ByUUID, uuid, "a"))
-	mustOK(t, x.SetEntry(ByHash, "k", "b")) // replace
+	mustOK(t, x.SetEntry(abi.IndexByHash, "k", "a"))
+	mustOK(t, x.SetEntry(abi.IndexByUUID, uuid, "a"))
+	mustOK(t, x.SetEntry(abi.IndexByHash, "k", "b")) // replace
 	mustOK(t, x.SetCurrent("b"))
 	for _, rel := range []string{"by-hash/k", "by-uuid/" + uuid, "current"} {
 		isRegular(t, filepath.Join(idx, rel))
@@ -291,20 +291,20 @@ func TestEntries(t *testing.T) {
 	if got := readString(t, filepath.Join(idx, "by-hash", "k")); got != "b\n" {
 		t.Errorf("by-hash/k = %q", got)
 	}
-	if got, _ := x.Lookup(ByHash, "k"); got != "b" {
+	if got, _ := x.Lookup(abi.IndexByHash, "k"); got != "b" {
 		t.Errorf("Lookup = %q", got)
 	}
 	// The replaced entry no longer counts as a's: removing a leaves it.
 	mustOK(t, x.Remove("a"))
-	if got, err := x.Lookup(ByHash, "k"); err != nil || got != "b" {
+	if got, err := x.Lookup(abi.IndexByHash, "k"); err != nil || got != "b" {
 		t.Errorf("Remove(a) touched b's entry: %q %v", got, err)
 	}
 	notExist(t, filepath.Join(idx, "by-uuid", uuid))
-	mustOK(t, x.RemoveEntry(ByHash, "k"))
+	mustOK(t, x.RemoveEntry(abi.IndexByHash, "k"))
 	notExist(t, filepath.Join(idx, "by-hash", "k"))
-	_, err := x.Lookup(ByHash, "k")
+	_, err := x.Lookup(abi.IndexByHash, "k")
 	wantErrno(t, err, syscall.ENOENT)
-	wantErrno(t, x.RemoveEntry(ByHash, "k"), syscall.ENOENT)
+	wantErrno(t, x.RemoveEntry(abi.IndexByHash, "k"), syscall.ENOENT)
 	// Nothing but the value files and directories: no temporaries left.
 	for p, v := range tree(t, idx) {
 		if filepath.Base(p)[0] == '.' {
@@ -319,11 +319,11 @@ func TestRemove(t *testing.T) {
 	x := load(t, dir)
 	uuid := "123e4567-e89b-12d3-a456-426614174000"
 	mustOK(t, x.Touch("keep", "/k"))
-	mustOK(t, x.SetEntry(ByHash, "kh", "keep"))
+	mustOK(t, x.SetEntry(abi.IndexByHash, "kh", "keep"))
 	mustOK(t, x.Touch("gone", "/w1"))
 	mustOK(t, x.Touch("gone", "/w2"))
-	mustOK(t, x.SetEntry(ByHash, "gh", "gone"))
-	mustOK(t, x.SetEntry(ByUUID, uuid, "gone"))
+	mustOK(t, x.SetEntry(abi.IndexByHash, "gh", "gone"))
+	mustOK(t, x.SetEntry(abi.IndexByUUID, uuid, "gone"))
 
 	// Archive: the directory moves away, then the index forgets it.
 	mustOK(t, os.Rename(filepath.Join(dir, "gone"), filepath.Join(t.TempDir(), "gone")))
@@ -336,7 +336,7 @@ func TestRemove(t *testing.T) {
 		if y.Current() != "" {
 			t.Errorf("current %q", y.Current())
 		}
-		want := map[string][]string{ByCwd: {abi.CwdKey("/k")}, ByHash: {"kh"}, ByUUID: {}}
+		want := map[string][]string{abi.IndexByCwd: {abi.CwdKey("/k")}, abi.IndexByHash: {"kh"}, abi.IndexByUUID: {}}
 		for k, keys := range want {
 			if got := y.Keys(k); !slices.Equal(got, keys) {
 				t.Errorf("%s keys %v, want %v", k, got, keys)
@@ -384,7 +384,7 @@ func TestConcurrentTouch(t *testing.T) {
 				x.List()
 				x.ListBytes()
 				x.Current()
-				x.Keys(ByCwd)
+				x.Keys(abi.IndexByCwd)
 			}
 		})
 	}
@@ -402,16 +402,16 @@ func TestConcurrentTouch(t *testing.T) {
 		t.Errorf("current file %q, memory %q", got, x.Current())
 	}
 	y := load(t, dir)
-	for _, k := range x.Keys(ByCwd) {
-		a, _ := x.Lookup(ByCwd, k)
-		b, err := y.Lookup(ByCwd, k)
+	for _, k := range x.Keys(abi.IndexByCwd) {
+		a, _ := x.Lookup(abi.IndexByCwd, k)
+		b, err := y.Lookup(abi.IndexByCwd, k)
 		if err != nil || a != b {
 			t.Errorf("%s: memory %q, store %q %v", k, a, b, err)
 		}
-		isRegular(t, filepath.Join(idx, ByCwd, k))
+		isRegular(t, filepath.Join(idx, abi.IndexByCwd, k))
 	}
-	if len(x.Keys(ByCwd)) != 5 || y.Current() != x.Current() {
-		t.Errorf("keys %v, current %q vs %q", x.Keys(ByCwd), x.Current(), y.Current())
+	if len(x.Keys(abi.IndexByCwd)) != 5 || y.Current() != x.Current() {
+		t.Errorf("keys %v, current %q vs %q", x.Keys(abi.IndexByCwd), x.Current(), y.Current())
 	}
 }
 
@@ -447,7 +447,7 @@ func TestOwnership(t *testing.T) {
 	x, err := Load(dir, 4242, 4343)
 	mustOK(t, err)
 	mustOK(t, x.Touch("a", "/w"))
-	mustOK(t, x.SetEntry(ByHash, "h", "a"))
+	mustOK(t, x.SetEntry(abi.IndexByHash, "h", "a"))
 	mustOK(t, x.Close())
 	for p := range tree(t, filepath.Join(dir, "index")) {
 		fi, err := os.Lstat(p)

@@ -3,6 +3,7 @@ package index
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"syscall"
 
@@ -120,7 +121,7 @@ func (x *Index) Touch(name, cwd string) error {
 	if cwd == "" {
 		return nil
 	}
-	if err := x.putEntry(op, ByCwd, abi.CwdKey(cwd), name); err != nil {
+	if err := x.putEntry(op, abi.IndexByCwd, abi.CwdKey(cwd), name); err != nil {
 		return err
 	}
 	return x.putCurrent(op, name)
@@ -391,22 +392,7 @@ func (x *Index) refsOf(name string) []ref {
 
 // ---- validation ----
 
-func knownKind(kind string) bool {
-	return kind == ByCwd || kind == ByHash || kind == ByUUID
-}
-
-// validKey reports whether key has the shape its kind requires.
-func validKey(kind, key string) bool {
-	switch kind {
-	case ByCwd:
-		return abi.ValidCwdKey(key)
-	case ByHash:
-		return abi.ValidName(key)
-	case ByUUID:
-		return abi.ValidUUID(key)
-	}
-	return false
-}
+func knownKind(kind string) bool { return slices.Contains(abi.IndexKinds, kind) }
 
 func checkName(op, name string) error {
 	if !abi.ValidSessionName(name) {
@@ -419,11 +405,11 @@ func checkName(op, name string) error {
 // through the mount), then the kind and key must be valid.
 func checkWritableKey(op, kind, key string) error {
 	switch {
-	case kind == ByCwd:
+	case kind == abi.IndexByCwd:
 		return abi.Errorf(syscall.EPERM, op, "by-cwd is read only")
 	case !knownKind(kind):
 		return abi.Errorf(syscall.EINVAL, op, "unknown index kind %q", kind)
-	case !validKey(kind, key):
+	case !abi.ValidIndexKey(kind, key):
 		return abi.Errorf(syscall.EINVAL, op, "invalid %s key %q", kind, key)
 	}
 	return nil

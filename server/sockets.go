@@ -87,10 +87,10 @@ func (s *Sockets) scan() error {
 	}
 	var targets []session.Target
 	for _, a := range agents {
-		targets = append(targets, session.Target{Kind: session.KindAgent, Owner: a})
+		targets = append(targets, session.Target{Kind: abi.KindAgent, Owner: a})
 	}
 	for _, m := range models {
-		targets = append(targets, session.Target{Kind: session.KindModel, Owner: m})
+		targets = append(targets, session.Target{Kind: abi.KindModel, Owner: m})
 	}
 	sort.Slice(targets, func(i, j int) bool { return targets[i].Owner < targets[j].Owner })
 	for _, t := range targets {
@@ -101,16 +101,8 @@ func (s *Sockets) scan() error {
 	return nil
 }
 
-// SocketPath is where the socket of a target lives.
-func SocketPath(root string, t session.Target) string {
-	if t.Kind == session.KindModel {
-		return filepath.Join(root, "model", t.Owner+".sock")
-	}
-	return filepath.Join(root, "agent", t.Owner+".sock")
-}
-
 func (s *Sockets) listen(t session.Target) error {
-	p := SocketPath(s.root, t)
+	p := abi.SocketPath(s.root, t.Kind, t.Owner)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.listeners[p]; ok {
@@ -231,5 +223,6 @@ func peerCaller(conn *net.UnixConn) (session.Caller, error) {
 	if cerr != nil {
 		return session.Caller{}, cerr
 	}
-	return session.Caller{Uid: cred.Uid, Gid: cred.Gid, Pid: int(cred.Pid), Groups: session.ProcGroups(int(cred.Pid))}, nil
+	pid, groups := session.ProcStatus(int(cred.Pid))
+	return session.Caller{Uid: cred.Uid, Gid: cred.Gid, Pid: pid, Groups: groups}, nil
 }

@@ -16,17 +16,11 @@ type Caller struct {
 	Pid      int
 }
 
-// Kinds of session container.
-const (
-	KindAgent = "agent"
-	KindModel = "model"
-)
-
 // Container names the session/ directory of one agent or model in one home
 // or shared space: the unit that owns an index.
 type Container struct {
 	Home  string // "home/<uid>" or "shared/<space>"; "" for temp sessions
-	Kind  string // KindAgent or KindModel
+	Kind  string // abi.KindAgent or abi.KindModel
 	Owner string // the agent name, or "provider/model"
 }
 
@@ -47,7 +41,7 @@ func SharedHome(space string) string { return "shared/" + space }
 // the mount root): home/1000/agent/coder/session or
 // home/1000/model/openai/gpt-4.d/session.
 func (c Container) Rel() string {
-	if c.Kind == KindModel {
+	if c.Kind == abi.KindModel {
 		return path.Join(c.Home, "model", c.Owner+".d", "session")
 	}
 	return path.Join(c.Home, "agent", c.Owner, "session")
@@ -60,7 +54,7 @@ func (r Ref) Rel() string { return path.Join(r.Container.Rel(), r.Name) }
 // ("" for model sessions, which have no chroot). Shared sessions run in the
 // requesting uid's own agent root.
 func (c Container) ChrootRel(uid uint32) string {
-	if c.Kind != KindAgent {
+	if c.Kind != abi.KindAgent {
 		return ""
 	}
 	home := c.Home
@@ -87,10 +81,10 @@ func ParseContainerRel(rel string) (c Container, rest string, ok bool) {
 	c.Home = parts[0] + "/" + parts[1]
 	var n int
 	switch {
-	case parts[2] == KindAgent && len(parts) >= 5 && parts[4] == "session":
-		c.Kind, c.Owner, n = KindAgent, parts[3], 5
-	case parts[2] == KindModel && len(parts) >= 6 && strings.HasSuffix(parts[4], ".d") && parts[5] == "session":
-		c.Kind, c.Owner, n = KindModel, parts[3]+"/"+strings.TrimSuffix(parts[4], ".d"), 6
+	case parts[2] == abi.KindAgent && len(parts) >= 5 && parts[4] == "session":
+		c.Kind, c.Owner, n = abi.KindAgent, parts[3], 5
+	case parts[2] == abi.KindModel && len(parts) >= 6 && strings.HasSuffix(parts[4], ".d") && parts[5] == "session":
+		c.Kind, c.Owner, n = abi.KindModel, parts[3]+"/"+strings.TrimSuffix(parts[4], ".d"), 6
 	default:
 		return c, "", false
 	}
@@ -112,8 +106,8 @@ func itoa(u uint32) string {
 
 // validOwner reports whether owner is a valid agent name or provider/model.
 func (c Container) valid() bool {
-	if c.Kind == KindModel {
+	if c.Kind == abi.KindModel {
 		return abi.ValidModelName(c.Owner)
 	}
-	return c.Kind == KindAgent && abi.ValidName(c.Owner)
+	return c.Kind == abi.KindAgent && abi.ValidName(c.Owner)
 }

@@ -24,7 +24,7 @@ type Config struct {
 // Target is what a request was addressed to: the agent or model whose
 // socket it came through (or whose session holds the control file).
 type Target struct {
-	Kind  string // KindAgent or KindModel
+	Kind  string // abi.KindAgent or abi.KindModel
 	Owner string // agent name or "provider/model"
 }
 

@@ -186,19 +186,19 @@ func (e *Engine) Mkdir(c Caller, rel string) error {
 		return err
 	}
 	switch {
-	case len(parts) == 3 && (parts[2] == KindAgent || parts[2] == KindModel):
+	case len(parts) == 3 && (parts[2] == abi.KindAgent || parts[2] == abi.KindModel):
 		return e.mkdirNew(own, rel)
-	case len(parts) == 4 && parts[2] == KindAgent:
+	case len(parts) == 4 && parts[2] == abi.KindAgent:
 		if !abi.ValidName(parts[3]) {
 			return bad(syscall.EINVAL, "invalid agent name")
 		}
 		return e.mkdirNew(own, rel, rel+"/session", rel+"/root")
-	case len(parts) == 4 && parts[2] == KindModel:
+	case len(parts) == 4 && parts[2] == abi.KindModel:
 		if !abi.ValidName(parts[3]) {
 			return bad(syscall.EINVAL, "invalid provider name")
 		}
 		return e.mkdirNew(own, rel)
-	case len(parts) == 5 && parts[2] == KindModel && strings.HasSuffix(parts[4], ".d"):
+	case len(parts) == 5 && parts[2] == abi.KindModel && strings.HasSuffix(parts[4], ".d"):
 		if !abi.ValidName(strings.TrimSuffix(parts[4], ".d")) {
 			return bad(syscall.EINVAL, "invalid model name")
 		}

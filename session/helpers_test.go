@@ -68,7 +68,7 @@ func must(t testing.TB, err error) {
 
 var root0 = Caller{Uid: 0, Gid: 0, Pid: os.Getpid()}
 
-func coder() Target { return Target{Kind: KindAgent, Owner: "coder"} }
+func coder() Target { return Target{Kind: abi.KindAgent, Owner: "coder"} }
 
 // do sends a raw request line and returns every frame, or the refusal.
 func (env *testEnv) do(c Caller, t Target, line string) ([]*proto.Object, error) {

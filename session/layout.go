@@ -40,13 +40,6 @@ const (
 	PlaceArchived                      // archived_sessions and everything below it: read only
 )
 
-// Index kinds: the directories of index/ that hold keyed entries.
-const (
-	IndexByCwd  = "by-cwd"
-	IndexByHash = "by-hash"
-	IndexByUUID = "by-uuid"
-)
-
 // Place is what Classify found.
 type Place struct {
 	Kind      PlaceKind
@@ -54,7 +47,7 @@ type Place struct {
 	Container Container // for PlaceSessions and everything below it
 	Session   string    // the session name, for PlaceSession and below
 	File      string    // the session file name (PlaceLog, PlaceValue, PlaceReadOnly, PlaceCtl, context)
-	IndexKind string    // IndexByCwd, IndexByHash or IndexByUUID
+	IndexKind string    // abi.IndexByCwd, abi.IndexByHash or abi.IndexByUUID
 	Key       string    // the index entry key
 }
 
@@ -81,7 +74,7 @@ func (p Place) Exists() bool { return p.Kind != PlaceInvalid && p.Kind != PlaceB
 // mount: current, by-hash/<key> and by-uuid/<uuid> (SPEC 9).
 func (p Place) WritableIndex() bool {
 	return p.Kind == PlaceIndexCurrent ||
-		p.Kind == PlaceIndexEntry && (p.IndexKind == IndexByHash || p.IndexKind == IndexByUUID)
+		p.Kind == PlaceIndexEntry && (p.IndexKind == abi.IndexByHash || p.IndexKind == abi.IndexByUUID)
 }
 
 // sessionFiles maps each session file name to its kind.
@@ -152,9 +145,9 @@ func classifyShared(parts []string) Place {
 func classifyHomeBody(home string, parts []string, private bool) Place {
 	p := Place{Home: home}
 	switch parts[0] {
-	case KindAgent:
+	case abi.KindAgent:
 		return classifyAgent(p, parts[1:], private)
-	case KindModel:
+	case abi.KindModel:
 		return classifyModel(p, parts[1:])
 	}
 	return Place{}
@@ -175,7 +168,7 @@ func classifyAgent(p Place, parts []string, private bool) Place {
 	}
 	switch {
 	case parts[1] == "session":
-		p.Container = Container{Home: p.Home, Kind: KindAgent, Owner: parts[0]}
+		p.Container = Container{Home: p.Home, Kind: abi.KindAgent, Owner: parts[0]}
 		return classifySessions(p, parts[2:])
 	case parts[1] == "root" && private:
 		p.Kind = PlaceFreeRoot
@@ -213,7 +206,7 @@ func classifyModel(p Place, parts []string) Place {
 	if parts[2] != "session" {
 		return Place{}
 	}
-	p.Container = Container{Home: p.Home, Kind: KindModel, Owner: parts[0] + "/" + model}
+	p.Container = Container{Home: p.Home, Kind: abi.KindModel, Owner: parts[0] + "/" + model}
 	return classifySessions(p, parts[3:])
 }
 
@@ -265,7 +258,7 @@ func classifyIndex(p Place, parts []string) Place {
 			p.Kind = PlaceIndexCurrent
 		}
 		return p
-	case IndexByCwd, IndexByHash, IndexByUUID:
+	case abi.IndexByCwd, abi.IndexByHash, abi.IndexByUUID:
 	default:
 		return Place{}
 	}
@@ -277,7 +270,7 @@ func classifyIndex(p Place, parts []string) Place {
 	if len(parts) > 2 {
 		return Place{}
 	}
-	if !validKey(p.IndexKind, parts[1]) {
+	if !abi.ValidIndexKey(p.IndexKind, parts[1]) {
 		return badOrInvalid(parts[1])
 	}
 	p.Kind, p.Key = PlaceIndexEntry, parts[1]
@@ -298,16 +291,6 @@ func classifyArchived(home string, parts []string) Place {
 		}
 	}
 	return p
-}
-
-func validKey(kind, key string) bool {
-	switch kind {
-	case IndexByCwd:
-		return abi.ValidCwdKey(key)
-	case IndexByUUID:
-		return abi.ValidUUID(key)
-	}
-	return abi.ValidName(key)
 }
 
 // badOrInvalid: a dot name is the store's own (hidden, never creatable by

@@ -1,13 +1,17 @@
 package session
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
 
 func TestClassify(t *testing.T) {
 	const s = "home/1000/agent/coder/session"
 	const m = "home/1000/model/openai/gpt-4.d/session"
-	agent := Container{Home: "home/1000", Kind: KindAgent, Owner: "coder"}
-	model := Container{Home: "home/1000", Kind: KindModel, Owner: "openai/gpt-4"}
-	shared := Container{Home: "shared/team", Kind: KindAgent, Owner: "coder"}
+	agent := Container{Home: "home/1000", Kind: abi.KindAgent, Owner: "coder"}
+	model := Container{Home: "home/1000", Kind: abi.KindModel, Owner: "openai/gpt-4"}
+	shared := Container{Home: "shared/team", Kind: abi.KindAgent, Owner: "coder"}
 	tests := []struct {
 		rel  string
 		want Place
@@ -35,12 +39,12 @@ func TestClassify(t *testing.T) {
 		{s + "/index/current", Place{Kind: PlaceIndexCurrent, Home: "home/1000", Container: agent}},
 		{s + "/index/other", Place{}},
 		{s + "/index/list/x", Place{}},
-		{s + "/index/by-cwd", Place{Kind: PlaceIndexKeys, Home: "home/1000", Container: agent, IndexKind: IndexByCwd}},
-		{s + "/index/by-cwd/cwd-0123456789abcdef", Place{Kind: PlaceIndexEntry, Home: "home/1000", Container: agent, IndexKind: IndexByCwd, Key: "cwd-0123456789abcdef"}},
+		{s + "/index/by-cwd", Place{Kind: PlaceIndexKeys, Home: "home/1000", Container: agent, IndexKind: abi.IndexByCwd}},
+		{s + "/index/by-cwd/cwd-0123456789abcdef", Place{Kind: PlaceIndexEntry, Home: "home/1000", Container: agent, IndexKind: abi.IndexByCwd, Key: "cwd-0123456789abcdef"}},
 		{s + "/index/by-cwd/cwd-0123", Place{Kind: PlaceBadName}},
-		{s + "/index/by-hash/abc123", Place{Kind: PlaceIndexEntry, Home: "home/1000", Container: agent, IndexKind: IndexByHash, Key: "abc123"}},
+		{s + "/index/by-hash/abc123", Place{Kind: PlaceIndexEntry, Home: "home/1000", Container: agent, IndexKind: abi.IndexByHash, Key: "abc123"}},
 		{s + "/index/by-hash/-x", Place{Kind: PlaceBadName}},
-		{s + "/index/by-uuid/123e4567-e89b-12d3-a456-426614174000", Place{Kind: PlaceIndexEntry, Home: "home/1000", Container: agent, IndexKind: IndexByUUID, Key: "123e4567-e89b-12d3-a456-426614174000"}},
+		{s + "/index/by-uuid/123e4567-e89b-12d3-a456-426614174000", Place{Kind: PlaceIndexEntry, Home: "home/1000", Container: agent, IndexKind: abi.IndexByUUID, Key: "123e4567-e89b-12d3-a456-426614174000"}},
 		{s + "/index/by-uuid/123E4567-E89B-12D3-A456-426614174000", Place{Kind: PlaceBadName}},
 		{s + "/default", Place{Kind: PlaceSession, Home: "home/1000", Container: agent, Session: "default"}},
 		{s + "/bad!", Place{Kind: PlaceBadName}},

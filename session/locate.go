@@ -134,26 +134,3 @@ func primaryGid(uid uint32) uint32 {
 	}
 	return uid
 }
-
-// ProcGroups reads the supplementary groups of a process from /proc, for
-// transports whose kernel report carries none (SO_PEERCRED, FUSE).
-func ProcGroups(pid int) []uint32 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return nil
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		rest, ok := strings.CutPrefix(line, "Groups:")
-		if !ok {
-			continue
-		}
-		var gs []uint32
-		for _, f := range strings.Fields(rest) {
-			if g, err := strconv.ParseUint(f, 10, 32); err == nil {
-				gs = append(gs, uint32(g))
-			}
-		}
-		return gs
-	}
-	return nil
-}

@@ -39,7 +39,7 @@ func next(t *testing.T, r *Reply) *proto.Object {
 func TestCancelRunningAndStale(t *testing.T) {
 	env := newEnv(t)
 	env.define("slow", map[string]string{"program": sleeper, "abi": "text"})
-	slow := Target{Kind: KindAgent, Owner: "slow"}
+	slow := Target{Kind: abi.KindAgent, Owner: "slow"}
 	r := env.begin(root0, slow, `{"op":"send","id":"c1","input":"go"}`)
 	start := next(t, r)
 	run := start.Str("run")
@@ -79,7 +79,7 @@ func TestCancelRunningAndStale(t *testing.T) {
 func TestQueuedRunsAreVisibleAndCancellable(t *testing.T) {
 	env := newEnv(t)
 	env.define("slow", map[string]string{"program": sleeper, "abi": "text"})
-	slow := Target{Kind: KindAgent, Owner: "slow"}
+	slow := Target{Kind: abi.KindAgent, Owner: "slow"}
 	replies := map[string]*Reply{} // by run id
 	for i := 0; i < runSlots+1; i++ {
 		r := env.begin(root0, slow, `{"op":"send","id":"c`+itoa(uint32(i))+`","input":"go"}`)
@@ -143,7 +143,7 @@ func TestInterruptedRunIsClosedAtStart(t *testing.T) {
 	env := newEnv(t)
 	env.send(root0, coder(), `{"op":"send","id":"a","input":"one"}`)
 	dir := env.sessDir("home/0", "coder", "default")
-	ref := Ref{Container: Container{Home: "home/0", Kind: KindAgent, Owner: "coder"}, Name: "default"}
+	ref := Ref{Container: Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
 	// What a crash mid-run leaves: a start without done, and a marker.
 	run, _ := abi.NewRunID()
 	start := proto.NewObject("type", "start", "id", run, "run", run, "client_id", "b", "session", "default", "scope", "private", "cwd", "/", "ts", abi.TS(time.Now()))

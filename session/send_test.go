@@ -161,7 +161,7 @@ func TestListOrderGolden(t *testing.T) {
 	env := newEnv(t)
 	env.send(root0, coder(), `{"op":"send","id":"a","input":"x","session":"review-1"}`)
 	env.send(root0, coder(), `{"op":"send","id":"b","input":"x","session":"default"}`)
-	x, err := env.e.Index(Container{Home: "home/0", Kind: KindAgent, Owner: "coder"})
+	x, err := env.e.Index(Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"})
 	must(t, err)
 	if got := string(x.ListBytes()); got != "default\nreview-1\n" {
 		t.Fatalf("list %q", got)
@@ -220,7 +220,7 @@ func TestPrivateOwnership(t *testing.T) {
 func TestUnknownAgentIsENOENT(t *testing.T) {
 	env := newEnv(t)
 	before := tree(t, env.store)
-	_, err := env.do(root0, Target{Kind: KindAgent, Owner: "ghost"}, `{"op":"send","id":"c","input":"x"}`)
+	_, err := env.do(root0, Target{Kind: abi.KindAgent, Owner: "ghost"}, `{"op":"send","id":"c","input":"x"}`)
 	wantErrno(t, "undefined agent", err, syscall.ENOENT)
 	after := tree(t, env.store)
 	for k := range after {

@@ -24,7 +24,7 @@ func (e *Engine) writeSnapshots(rn *run) {
 	if def.AgentsMD != "" {
 		rules = append(rules, strings.TrimRight(def.AgentsMD, "\n"))
 	}
-	if rn.spec.Dir != "/" && s.ref.Kind == KindAgent {
+	if rn.spec.Dir != "/" && s.ref.Kind == abi.KindAgent {
 		rules = append(rules, chrootRules(e.path(s.ref.Container.ChrootRel(rn.spec.Uid)), rn.spec.Env["CTX_CWD"])...)
 	}
 	var skills strings.Builder

@@ -2,13 +2,15 @@ package session
 
 import (
 	"errors"
-	"github.com/ctxfs/ctxfs/session/sealedlog"
-	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/session/sealedlog"
 
 	"github.com/google/renameio/v2"
 )

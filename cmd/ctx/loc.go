@@ -56,7 +56,7 @@ func resolveLoc(e *env, p *parsed, agent string) (*where, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &where{scope: scope, loc: client.Loc{Root: client.Root(e.getenv), Uid: e.uid, Space: space, Agent: agent}}
+	w := &where{scope: scope, loc: client.Loc{Root: abi.RootFromEnv(e.getenv), Uid: e.uid, Space: space, Agent: agent}}
 	return w, w.loc.Check()
 }
 

@@ -53,7 +53,7 @@ func sendRequest(w *where, p *parsed, id, input string) *proto.Object {
 func stream(e *env, w *where, req *proto.Object, pr *sendPrinter) int {
 	ctx, stop := e.interrupt()
 	defer stop()
-	conn, err := client.Dial(ctx, client.AgentSocket(w.loc.Root, w.loc.Agent))
+	conn, err := client.Dial(ctx, abi.SocketPath(w.loc.Root, abi.KindAgent, w.loc.Agent))
 	if err != nil {
 		return fail(e, "send", err, exitUsage)
 	}

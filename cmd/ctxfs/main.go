@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/ctxfs/ctxfs/abi"
 )
 
 const usage = `usage:
@@ -54,12 +56,7 @@ type usageError string
 func (u usageError) Error() string { return string(u) }
 
 // defaultRoot is $CTX_ROOT or /ctx.
-func defaultRoot() string {
-	if r := os.Getenv("CTX_ROOT"); r != "" {
-		return r
-	}
-	return "/ctx"
-}
+func defaultRoot() string { return abi.RootFromEnv(os.Getenv) }
 
 // defaultStore is $CTXFS_STORE, else /var/lib/ctxfs for root and
 // $XDG_DATA_HOME/ctxfs for everyone else.

@@ -1,0 +1,60 @@
+package abi
+
+import "path/filepath"
+
+// Kinds of definition and of session container: an agent or a model.
+const (
+	KindAgent = "agent"
+	KindModel = "model"
+)
+
+// Index kinds: the directories of index/ that map keys to sessions (SPEC 9).
+const (
+	IndexByCwd  = "by-cwd"
+	IndexByHash = "by-hash"
+	IndexByUUID = "by-uuid"
+)
+
+// IndexKinds lists the index kinds in a fixed order.
+var IndexKinds = []string{IndexByCwd, IndexByHash, IndexByUUID}
+
+// ValidIndexKey reports whether key has the shape its index kind requires:
+// a by-cwd key as CwdKey makes it, a canonical lowercase UUID for by-uuid, a
+// name for by-hash. An unknown kind has no valid key.
+func ValidIndexKey(kind, key string) bool {
+	switch kind {
+	case IndexByCwd:
+		return ValidCwdKey(key)
+	case IndexByHash:
+		return ValidName(key)
+	case IndexByUUID:
+		return ValidUUID(key)
+	}
+	return false
+}
+
+// DefaultRoot is the mount root when CTX_ROOT is unset (SPEC section 1).
+const DefaultRoot = "/ctx"
+
+// RootFromEnv is the mount root both binaries use by default:
+// getenv("CTX_ROOT"), else DefaultRoot.
+func RootFromEnv(getenv func(string) string) string {
+	if r := getenv("CTX_ROOT"); r != "" {
+		return r
+	}
+	return DefaultRoot
+}
+
+// DefinitionPath is where a definition's program lives under the mount
+// root: <root>/agent/NAME or <root>/model/PROVIDER/MODEL. Its control
+// files are in the directory of the same path plus ".d" (SPEC 10), its
+// socket at the same path plus ".sock" (SPEC 7). owner is an agent name or
+// "provider/model", already validated.
+func DefinitionPath(root, kind, owner string) string {
+	return filepath.Join(root, kind, filepath.FromSlash(owner))
+}
+
+// SocketPath is the Unix socket of an agent or a model under the mount root.
+func SocketPath(root, kind, owner string) string {
+	return DefinitionPath(root, kind, owner) + ".sock"
+}
