@@ -1,0 +1,193 @@
+package storefs
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Entry is one name of a directory and the type getdents reported for it
+// (unix.DT_REG, unix.DT_DIR, unix.DT_LNK, …): no stat, no path.
+type Entry struct {
+	Name string
+	Ino  uint64
+	Type uint8
+}
+
+// IsDir and IsRegular say what the entry is, as the directory says.
+func (e Entry) IsDir() bool     { return e.Type == unix.DT_DIR }
+func (e Entry) IsRegular() bool { return e.Type == unix.DT_REG }
+
+// ReadDir lists the directory rel ("." and ".." left out), in the order
+// the filesystem gives. Entries are read from the directory's own
+// descriptor: os.File.ReadDir would lstat names by path.
+func (r *Root) ReadDir(rel string) ([]Entry, error) {
+	d, err := r.OpenDir(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	var out []Entry
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := unix.Getdents(int(d.Fd()), buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, r.fail("readdir", rel, err)
+		}
+		if n <= 0 {
+			return out, nil
+		}
+		out = parseDirents(buf[:n], out)
+	}
+}
+
+// parseDirents appends the entries of a getdents64 buffer: each record is
+// ino (8), off (8), reclen (2), type (1), then the NUL-terminated name.
+func parseDirents(b []byte, out []Entry) []Entry {
+	for len(b) >= 19 {
+		reclen := int(b[16]) | int(b[17])<<8
+		if reclen < 19 || reclen > len(b) {
+			break
+		}
+		ino := uint64(0)
+		for i := 7; i >= 0; i-- {
+			ino = ino<<8 | uint64(b[i])
+		}
+		name := b[19:reclen]
+		for i, c := range name {
+			if c == 0 {
+				name = name[:i]
+				break
+			}
+		}
+		if s := string(name); s != "." && s != ".." {
+			out = append(out, Entry{Name: s, Ino: ino, Type: b[18]})
+		}
+		b = b[reclen:]
+	}
+	return out
+}
+
+// tempName is a fresh hidden name for a temporary beside name: 64 random
+// bits, so that no two attempts collide.
+func tempName(prefix string) string {
+	var b [8]byte
+	rand.Read(b[:]) // crypto/rand: getrandom(2); it does not fail on Linux
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// MkdirTemp makes a new directory named prefix+random in dir with perm and
+// returns its path.
+func (r *Root) MkdirTemp(dir, prefix string, perm os.FileMode) (string, error) {
+	for {
+		rel := join(dir, tempName(prefix))
+		err := r.Mkdir(rel, perm)
+		if !errors.Is(err, fs.ErrExist) {
+			return rel, err
+		}
+	}
+}
+
+// Owner is who a file the store writes belongs to; -1 keeps an id as the
+// creating process has it.
+type Owner struct{ Uid, Gid int }
+
+// ReplaceFile replaces rel atomically with data: a temporary file beside
+// it (".NAME.tmp-<random>", created exclusively) gets the data, exactly
+// perm and the owner, then is renamed over rel. Readers see the old or the
+// new content, never a mix; a symlink at rel is replaced, never followed.
+// With sync, the data is fdatasynced before the rename, so the new value is
+// durable once the directory is (the caller syncs it when it must).
+func (r *Root) ReplaceFile(rel string, data []byte, perm os.FileMode, own Owner, sync bool) error {
+	dir, name := split(rel)
+	var tmp string
+	var f *os.File
+	for {
+		var err error
+		tmp = join(dir, tempName("."+name+".tmp-"))
+		f, err = r.OpenFile(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, perm)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+	}
+	err := writeOwned(f, data, own, sync)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = r.Rename(tmp, rel, 0)
+	}
+	if err != nil {
+		r.Remove(tmp)
+		return r.fail("replace", rel, unwrapPath(err))
+	}
+	return nil
+}
+
+// writeOwned writes data to a new file, gives it to own and syncs it when
+// asked.
+func writeOwned(f *os.File, data []byte, own Owner, sync bool) error {
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := Fchown(f, own); err != nil {
+		return err
+	}
+	if sync {
+		return unix.Fdatasync(int(f.Fd()))
+	}
+	return nil
+}
+
+// Fchown gives an open file to own. A server that is not root cannot give
+// files away, and everything it makes is its own anyway: EPERM is then
+// not an error.
+func Fchown(f *os.File, own Owner) error {
+	if own.Uid < 0 && own.Gid < 0 {
+		return nil
+	}
+	err := unix.Fchown(int(f.Fd()), own.Uid, own.Gid)
+	if err == unix.EPERM && os.Geteuid() != 0 {
+		return nil
+	}
+	return err
+}
+
+// ChownOwned is Chown with Fchown's leniency for a server that is not root.
+func (r *Root) ChownOwned(rel string, own Owner) error {
+	if own.Uid < 0 && own.Gid < 0 {
+		return nil
+	}
+	err := r.Chown(rel, own.Uid, own.Gid)
+	if errors.Is(err, unix.EPERM) && os.Geteuid() != 0 {
+		return nil
+	}
+	return err
+}
+
+// unwrapPath drops a *fs.PathError's own op and path, so that the caller
+// can name the file it meant.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func join(dir, name string) string {
+	if dir == "." || dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}

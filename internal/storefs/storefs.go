@@ -1,0 +1,563 @@
+// Package storefs is the one door through which the server touches its
+// store. Every open, create, mkdir, rename, chmod, chown, utimes, stat,
+// readdir and unlink that session, sealedlog, index and fs make on the
+// store goes through a Root, and nothing else in the server opens a store
+// path.
+//
+// Why this is safe, in one place: a Root holds a descriptor of the store
+// directory, and every path it is given is relative to it. A path is walked
+// by the kernel with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|
+// RESOLVE_NO_MAGICLINKS), so a symlink in any component, a ".." that would
+// climb out, or a magic link fails the walk instead of being followed. The
+// last component is then acted on with an *at call on the parent's
+// descriptor and a plain name, with AT_SYMLINK_NOFOLLOW where the call
+// takes it (fchownat, utimensat, fstatat, fchmodat2), or with calls that
+// never follow a last symlink anyway (mkdirat, unlinkat, renameat2,
+// symlinkat, linkat without AT_SYMLINK_FOLLOW, mknodat, readlinkat).
+// Files are opened first as O_PATH (which opens nothing: no FIFO blocks, no
+// device runs its open), their type checked with fstat, and only then
+// reopened for reading or writing through their own descriptor; creation
+// is O_CREAT|O_EXCL, which never opens what is already there. Something of
+// the wrong type where the store expects a regular file or a directory is
+// an *UnsafeError (EIO): the store holds what it did not make, and the
+// server refuses to use it rather than guess.
+//
+// The free trees (an agent's root/, a session's context/) hold user
+// symlinks by design. Through this package the server lists, stats, reads
+// and removes those links as links; it never walks through one.
+package storefs
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// resolve is how every path below a Root is walked.
+const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+// Root is an open store directory.
+type Root struct {
+	fd    int    // O_PATH|O_DIRECTORY descriptor of the store
+	path  string // the store's host path, as opened
+	shown string // what paths in errors start with: the mount root, or the store path
+}
+
+// Open opens the store directory at path (an administrator's path: it is
+// resolved as given, symlinks and all) and keeps a descriptor of it. Paths
+// in errors are shown below path until ShowAs says otherwise.
+func Open(path string) (*Root, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open store", Path: path, Err: err}
+	}
+	return &Root{fd: fd, path: path, shown: path}, nil
+}
+
+// ShowAs returns a Root on the same descriptor whose errors name paths
+// below prefix: the engine shows clients paths under the mount root, never
+// the store's host path.
+func (r *Root) ShowAs(prefix string) *Root {
+	c := *r
+	c.shown = prefix
+	return &c
+}
+
+// Close closes the store descriptor (shared by every ShowAs copy).
+func (r *Root) Close() error { return unix.Close(r.fd) }
+
+// Path is the store's host path.
+func (r *Root) Path() string { return r.path }
+
+// Show is how rel is named in messages.
+func (r *Root) Show(rel string) string {
+	if rel == "" || rel == "." {
+		return r.shown
+	}
+	return r.shown + "/" + rel
+}
+
+// UnsafeError says that the store holds, where it expects a regular file
+// or a directory, something it did not make: a symlink in the path or at
+// its end, a FIFO, a socket, a device, or the wrong one of file and
+// directory. It is EIO for every caller: the server neither follows nor
+// uses it, and fsck names it.
+type UnsafeError struct {
+	Op   string
+	Path string // as shown
+	What string // "a symlink is in the path", "a FIFO, not a regular file", …
+}
+
+func (e *UnsafeError) Error() string { return e.Op + " " + e.Path + ": " + e.What }
+
+// Unwrap makes errors.Is(err, syscall.EIO) and abi.Errno(err) see EIO.
+func (e *UnsafeError) Unwrap() error { return syscall.EIO }
+
+// IsUnsafe reports whether err is (or wraps) an *UnsafeError.
+func IsUnsafe(err error) bool {
+	var u *UnsafeError
+	return errors.As(err, &u)
+}
+
+// fail wraps an errno from a call on rel. ELOOP from a walk with
+// RESOLVE_NO_SYMLINKS means a symlink was met, and EXDEV from
+// RESOLVE_BENEATH that the path tried to leave the store: both are the
+// store holding what it did not make.
+func (r *Root) fail(op, rel string, err error) error {
+	switch err {
+	case nil:
+		return nil
+	case unix.ELOOP:
+		return &UnsafeError{Op: op, Path: r.Show(rel), What: "a symlink is in the path"}
+	case unix.EXDEV:
+		return &UnsafeError{Op: op, Path: r.Show(rel), What: "the path leaves the store"}
+	}
+	return &fs.PathError{Op: op, Path: r.Show(rel), Err: err}
+}
+
+// clean checks that rel is a relative path with no "." or ".." component
+// and no empty one, and returns it ("." for the store itself). A bad path
+// is a bug in the caller, never something to walk.
+func clean(rel string) (string, error) {
+	if rel == "" || rel == "." {
+		return ".", nil
+	}
+	if strings.HasPrefix(rel, "/") || path.Clean(rel) != rel || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", unix.EINVAL
+	}
+	return rel, nil
+}
+
+// split is rel's parent and last name; the parent of a top-level name is ".".
+func split(rel string) (dir, name string) {
+	i := strings.LastIndexByte(rel, '/')
+	if i < 0 {
+		return ".", rel
+	}
+	return rel[:i], rel[i+1:]
+}
+
+// openat2 walks rel below the store. RESOLVE_BENEATH answers EAGAIN when a
+// concurrent rename elsewhere kept the kernel from proving the walk safe;
+// that is retried.
+func (r *Root) openat2(rel string, flags int, mode uint32) (int, error) {
+	how := &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC | unix.O_NOFOLLOW), Mode: uint64(mode), Resolve: resolve}
+	for i := 0; ; i++ {
+		fd, err := unix.Openat2(r.fd, rel, how)
+		if err != unix.EAGAIN || i == 64 {
+			return fd, err
+		}
+	}
+}
+
+// parent opens rel's parent directory (O_PATH) and returns it with the
+// last name. The store itself is its own descriptor; done closes what was
+// opened.
+func (r *Root) parent(op, rel string) (dirfd int, name string, done func(), err error) {
+	rel, err = clean(rel)
+	if err != nil {
+		return -1, "", nil, r.fail(op, rel, err)
+	}
+	if rel == "." {
+		return -1, "", nil, r.fail(op, rel, unix.EINVAL) // the store has no parent here
+	}
+	dir, name := split(rel)
+	if dir == "." {
+		return r.fd, name, func() {}, nil
+	}
+	fd, err := r.openat2(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		if err == unix.ENOTDIR {
+			return -1, "", nil, &UnsafeError{Op: op, Path: r.Show(dir), What: "not a directory"}
+		}
+		return -1, "", nil, r.fail(op, dir, err)
+	}
+	return fd, name, func() { unix.Close(fd) }, nil
+}
+
+// Lstat describes what is at rel without following it.
+func (r *Root) Lstat(rel string) (*unix.Stat_t, error) {
+	var st unix.Stat_t
+	if rel == "" || rel == "." {
+		return &st, r.fail("stat", rel, unix.Fstat(r.fd, &st))
+	}
+	dirfd, name, done, err := r.parent("stat", rel)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, r.fail("stat", rel, err)
+	}
+	return &st, nil
+}
+
+// Kind of file an operation expects.
+type Kind uint8
+
+const (
+	Regular   Kind = iota + 1 // a regular file
+	Directory                 // a directory
+)
+
+// check returns an *UnsafeError unless st is of kind k.
+func (r *Root) check(op, rel string, st *unix.Stat_t, k Kind) error {
+	typ := st.Mode & unix.S_IFMT
+	switch {
+	case k == Regular && typ == unix.S_IFREG, k == Directory && typ == unix.S_IFDIR:
+		return nil
+	}
+	want := "a regular file"
+	if k == Directory {
+		want = "a directory"
+	}
+	return &UnsafeError{Op: op, Path: r.Show(rel), What: TypeName(st.Mode) + ", not " + want}
+}
+
+// TypeName names the type of a mode: "a symlink", "a FIFO", …
+func TypeName(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return "a regular file"
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFLNK:
+		return "a symlink"
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFBLK:
+		return "a block device"
+	}
+	return "a file of unknown type"
+}
+
+// OpenFile opens the regular file at rel with flags (O_RDONLY, O_WRONLY or
+// O_RDWR, with O_APPEND, O_TRUNC, O_CREAT, O_EXCL). The file is created
+// with perm when O_CREAT is given and nothing is there; perm is then
+// applied exactly (the umask does not narrow it). Anything but a regular
+// file at rel is an *UnsafeError.
+func (r *Root) OpenFile(rel string, flags int, perm os.FileMode) (*os.File, error) {
+	rel, err := clean(rel)
+	if err != nil {
+		return nil, r.fail("open", rel, err)
+	}
+	for attempt := 0; ; attempt++ {
+		if flags&unix.O_CREAT == 0 || flags&unix.O_EXCL == 0 {
+			f, err := r.reopen(rel, flags)
+			if err == nil || flags&unix.O_CREAT == 0 || !errors.Is(err, fs.ErrNotExist) || attempt > 0 {
+				return f, err
+			}
+		}
+		f, err := r.create(rel, flags, perm)
+		if flags&unix.O_EXCL != 0 || !errors.Is(err, fs.ErrExist) || attempt > 0 {
+			return f, err
+		}
+		// Created by someone else between our two looks: open that.
+	}
+}
+
+// reopen opens an existing regular file: O_PATH first (it opens nothing),
+// the type checked, then a real open of that very inode through its
+// descriptor.
+func (r *Root) reopen(rel string, flags int) (*os.File, error) {
+	pfd, err := r.openat2(rel, unix.O_PATH, 0)
+	if err != nil {
+		return nil, r.fail("open", rel, err)
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return nil, r.fail("open", rel, err)
+	}
+	if err := r.check("open", rel, &st, Regular); err != nil {
+		return nil, err
+	}
+	flags &^= unix.O_CREAT | unix.O_EXCL
+	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), flags|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, r.fail("open", rel, err)
+	}
+	return os.NewFile(uintptr(fd), r.Show(rel)), nil
+}
+
+// create makes a new regular file with O_CREAT|O_EXCL, which never opens
+// anything already there (not even a symlink's target).
+func (r *Root) create(rel string, flags int, perm os.FileMode) (*os.File, error) {
+	fd, err := r.openat2(rel, flags|unix.O_CREAT|unix.O_EXCL|unix.O_NOCTTY, uint32(perm.Perm()))
+	if err != nil {
+		return nil, r.fail("create", rel, err)
+	}
+	if err := unix.Fchmod(fd, uint32(perm.Perm())); err != nil {
+		unix.Close(fd)
+		return nil, r.fail("create", rel, err)
+	}
+	return os.NewFile(uintptr(fd), r.Show(rel)), nil
+}
+
+// ReadFile reads the regular file at rel; more than limit bytes is EFBIG
+// (a store file the server reads whole always has a known bound).
+func (r *Root) ReadFile(rel string, limit int64) ([]byte, error) {
+	f, err := r.OpenFile(rel, unix.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, r.fail("read", rel, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, r.fail("read", rel, unix.EFBIG)
+	}
+	return b, nil
+}
+
+// OpenDir opens the directory at rel for reading its entries or for
+// fsync. Anything else there is an *UnsafeError.
+func (r *Root) OpenDir(rel string) (*os.File, error) {
+	rel, err := clean(rel)
+	if err != nil {
+		return nil, r.fail("open", rel, err)
+	}
+	fd, err := r.openat2(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err == unix.ENOTDIR {
+		return nil, &UnsafeError{Op: "open", Path: r.Show(rel), What: "not a directory"}
+	}
+	if err != nil {
+		return nil, r.fail("open", rel, err)
+	}
+	return os.NewFile(uintptr(fd), r.Show(rel)), nil
+}
+
+// Mkdir makes the directory rel with exactly perm (and setgid when asked).
+func (r *Root) Mkdir(rel string, perm os.FileMode) error {
+	dirfd, name, done, err := r.parent("mkdir", rel)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := unix.Mkdirat(dirfd, name, uint32(perm.Perm())); err != nil {
+		return r.fail("mkdir", rel, err)
+	}
+	mode := uint32(perm.Perm())
+	if perm&os.ModeSetgid != 0 {
+		mode |= unix.S_ISGID
+	}
+	// mkdirat is narrowed by the umask; set the mode exactly.
+	return r.fail("mkdir", rel, chmodAt(dirfd, name, mode))
+}
+
+// Remove unlinks the file (or symlink, or other non-directory) at rel.
+func (r *Root) Remove(rel string) error {
+	dirfd, name, done, err := r.parent("remove", rel)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return r.fail("remove", rel, unix.Unlinkat(dirfd, name, 0))
+}
+
+// RemoveDir removes the empty directory at rel.
+func (r *Root) RemoveDir(rel string) error {
+	dirfd, name, done, err := r.parent("rmdir", rel)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return r.fail("rmdir", rel, unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR))
+}
+
+// RemoveAll removes rel and everything below it, links as links. What is
+// already gone is fine.
+func (r *Root) RemoveAll(rel string) error {
+	st, err := r.Lstat(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return r.Remove(rel)
+	}
+	ents, err := r.ReadDir(rel)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := r.RemoveAll(rel + "/" + e.Name); err != nil {
+			return err
+		}
+	}
+	err = r.RemoveDir(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// Rename renames oldRel to newRel with renameat2 flags (RENAME_NOREPLACE,
+// RENAME_EXCHANGE or 0). Neither name is followed.
+func (r *Root) Rename(oldRel, newRel string, flags uint) error {
+	odir, oname, odone, err := r.parent("rename", oldRel)
+	if err != nil {
+		return err
+	}
+	defer odone()
+	ndir, nname, ndone, err := r.parent("rename", newRel)
+	if err != nil {
+		return err
+	}
+	defer ndone()
+	return r.fail("rename", oldRel, unix.Renameat2(odir, oname, ndir, nname, flags))
+}
+
+// Chown changes the owner of rel itself (a symlink stays a symlink); -1
+// leaves an id as it is.
+func (r *Root) Chown(rel string, uid, gid int) error {
+	if rel == "" || rel == "." {
+		return r.fail("chown", rel, unix.Fchownat(r.fd, "", uid, gid, unix.AT_EMPTY_PATH))
+	}
+	dirfd, name, done, err := r.parent("chown", rel)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return r.fail("chown", rel, unix.Fchownat(dirfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW))
+}
+
+// Chmod sets the mode bits (with setuid, setgid, sticky) of rel itself. A
+// symlink's mode cannot be changed (EOPNOTSUPP); its target is never
+// touched.
+func (r *Root) Chmod(rel string, mode uint32) error {
+	if rel == "" || rel == "." {
+		return r.fail("chmod", rel, chmodPath(r.fd, mode))
+	}
+	dirfd, name, done, err := r.parent("chmod", rel)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return r.fail("chmod", rel, chmodAt(dirfd, name, mode))
+}
+
+// chmodAt changes the mode of name in dirfd, never of a symlink's target.
+func chmodAt(dirfd int, name string, mode uint32) error {
+	err := unix.Fchmodat(dirfd, name, mode&07777, unix.AT_SYMLINK_NOFOLLOW) // fchmodat2
+	if err != unix.EOPNOTSUPP {
+		return err
+	}
+	// No fchmodat2 (kernels before 6.6), or name is a symlink: take the
+	// inode by an O_PATH descriptor and change that, unless it is a link.
+	fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return chmodPath(fd, mode)
+}
+
+// chmodPath changes the mode of the inode an O_PATH descriptor holds.
+func chmodPath(fd int, mode uint32) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return unix.EOPNOTSUPP
+	}
+	return unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), mode&07777)
+}
+
+// Utimes sets the access and modification times of rel itself
+// (unix.UTIME_OMIT leaves one as it is).
+func (r *Root) Utimes(rel string, ts [2]unix.Timespec) error {
+	dirfd, name, done, err := r.parent("utimes", rel)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return r.fail("utimes", rel, unix.UtimesNanoAt(dirfd, name, ts[:], unix.AT_SYMLINK_NOFOLLOW))
+}
+
+// Symlink makes rel a symlink to target (the target is only stored).
+func (r *Root) Symlink(target, rel string) error {
+	dirfd, name, done, err := r.parent("symlink", rel)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return r.fail("symlink", rel, unix.Symlinkat(target, dirfd, name))
+}
+
+// Link makes newRel a hard link to oldRel itself (a symlink is linked as
+// a symlink, never followed).
+func (r *Root) Link(oldRel, newRel string) error {
+	odir, oname, odone, err := r.parent("link", oldRel)
+	if err != nil {
+		return err
+	}
+	defer odone()
+	ndir, nname, ndone, err := r.parent("link", newRel)
+	if err != nil {
+		return err
+	}
+	defer ndone()
+	return r.fail("link", newRel, unix.Linkat(odir, oname, ndir, nname, 0))
+}
+
+// Mknod makes a FIFO, socket or device node at rel.
+func (r *Root) Mknod(rel string, mode uint32, dev int) error {
+	dirfd, name, done, err := r.parent("mknod", rel)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return r.fail("mknod", rel, unix.Mknodat(dirfd, name, mode, dev))
+}
+
+// Readlink returns the target of the symlink at rel.
+func (r *Root) Readlink(rel string) ([]byte, error) {
+	dirfd, name, done, err := r.parent("readlink", rel)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(dirfd, name, buf)
+		if err != nil {
+			return nil, r.fail("readlink", rel, err)
+		}
+		if n < size {
+			return buf[:n], nil
+		}
+	}
+}
+
+// Statfs describes the filesystem the store is on.
+func (r *Root) Statfs() (*unix.Statfs_t, error) {
+	var s unix.Statfs_t
+	return &s, r.fail("statfs", "", unix.Fstatfs(r.fd, &s))
+}
+
+// SyncDir makes the entries of directory rel durable.
+func (r *Root) SyncDir(rel string) error {
+	d, err := r.OpenDir(rel)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return r.fail("sync", rel, d.Sync())
+}

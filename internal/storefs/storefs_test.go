@@ -1,0 +1,282 @@
+package storefs
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// fixture is a store with home/1000/a/file, and a decoy tree outside it
+// that planted links point at.
+type fixture struct {
+	r     *Root
+	store string
+	decoy string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	base := t.TempDir()
+	f := &fixture{store: filepath.Join(base, "store"), decoy: filepath.Join(base, "decoy")}
+	for _, d := range []string{f.store + "/home/1000/a", f.decoy + "/dir"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, os.WriteFile(f.store+"/home/1000/a/file", []byte("mine\n"), 0o600))
+	must(t, os.WriteFile(f.decoy+"/secret", []byte("root only\n"), 0o600))
+	must(t, os.WriteFile(f.decoy+"/dir/secret", []byte("root only\n"), 0o600))
+	r, err := Open(f.store)
+	must(t, err)
+	t.Cleanup(func() { r.Close() })
+	f.r = r
+	return f
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// decoyState is what the decoy tree holds, owners and modes included.
+func (f *fixture) decoyState(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	filepath.Walk(f.decoy, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return nil
+		}
+		st := info.Sys().(*syscall.Stat_t)
+		b.WriteString(p + " " + info.Mode().String() + " " + itoa(st.Uid) + ":" + itoa(st.Gid))
+		if info.Mode().IsRegular() {
+			data, _ := os.ReadFile(p)
+			b.WriteString(" " + string(data))
+		}
+		b.WriteString("\n")
+		return nil
+	})
+	return b.String()
+}
+
+func itoa(u uint32) string { return strconv.FormatUint(uint64(u), 10) }
+
+func wantUnsafe(t *testing.T, what string, err error) {
+	t.Helper()
+	if !IsUnsafe(err) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("%s: got %v, want an UnsafeError (EIO)", what, err)
+	}
+}
+
+// Every operation meets a symlink planted at each depth and neither
+// follows it nor touches what it points at.
+func TestPlantedSymlinksAreNeverFollowed(t *testing.T) {
+	for _, at := range []string{"home", "home/1000", "home/1000/a"} {
+		t.Run(strings.ReplaceAll(at, "/", "_"), func(t *testing.T) {
+			f := newFixture(t)
+			// Replace the directory at `at` by a link to the decoy.
+			must(t, os.Rename(filepath.Join(f.store, at), filepath.Join(f.store, at)+".moved"))
+			must(t, os.Symlink(f.decoy, filepath.Join(f.store, at)))
+			before := f.decoyState(t)
+			below := "home/1000/a"
+			ops := map[string]func() error{
+				"open":    func() error { _, err := f.r.OpenFile(below+"/../a/file", unix.O_RDONLY, 0); return err },
+				"read":    func() error { _, err := f.r.ReadFile("home/1000/a/secret", 100); return err },
+				"create":  func() error { _, err := f.r.OpenFile("home/1000/a/new", unix.O_WRONLY|unix.O_CREAT, 0o600); return err },
+				"mkdir":   func() error { return f.r.Mkdir("home/1000/a/newdir", 0o700) },
+				"remove":  func() error { return f.r.Remove("home/1000/a/secret") },
+				"chmod":   func() error { return f.r.Chmod("home/1000/a/secret", 0o777) },
+				"chown":   func() error { return f.r.Chown("home/1000/a/secret", 1000, 1000) },
+				"utimes":  func() error { return f.r.Utimes("home/1000/a/secret", [2]unix.Timespec{{Sec: 1}, {Sec: 1}}) },
+				"stat":    func() error { _, err := f.r.Lstat("home/1000/a/secret"); return err },
+				"readdir": func() error { _, err := f.r.ReadDir("home/1000/a"); return err },
+				"replace": func() error { return f.r.ReplaceFile("home/1000/a/secret", []byte("x"), 0o600, Owner{-1, -1}, true) },
+				"rename":  func() error { return f.r.Rename("home/1000/a/secret", "home/1000/a/other", 0) },
+				"rmall":   func() error { return f.r.RemoveAll("home/1000/a/dir") },
+				"symlink": func() error { return f.r.Symlink("/etc", "home/1000/a/l") },
+				"mknod":   func() error { return f.r.Mknod("home/1000/a/fifo", unix.S_IFIFO|0o600, 0) },
+			}
+			for name, op := range ops {
+				err := op()
+				if name == "open" {
+					if !errors.Is(err, unix.EINVAL) {
+						t.Errorf("open with ..: %v, want EINVAL", err)
+					}
+					continue
+				}
+				if !IsUnsafe(err) {
+					t.Errorf("%s through a symlink at %s: %v, want an UnsafeError", name, at, err)
+				}
+			}
+			if after := f.decoyState(t); after != before {
+				t.Fatalf("the decoy changed:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+		})
+	}
+}
+
+// A symlink, FIFO or directory where a regular file is expected is
+// refused without opening it: a FIFO would block an open for reading.
+func TestWrongTypesAreRefused(t *testing.T) {
+	f := newFixture(t)
+	a := filepath.Join(f.store, "home/1000/a")
+	must(t, os.Symlink(f.decoy+"/secret", a+"/link"))
+	must(t, unix.Mkfifo(a+"/fifo", 0o600))
+	must(t, os.Mkdir(a+"/dir", 0o700))
+	before := f.decoyState(t)
+	for _, name := range []string{"link", "fifo", "dir"} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := f.r.ReadFile("home/1000/a/"+name, 100)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			wantUnsafe(t, "read "+name, err)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("reading a %s blocked", name)
+		}
+		_, err := f.r.OpenFile("home/1000/a/"+name, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, 0o600)
+		wantUnsafe(t, "create over "+name, err)
+	}
+	_, err := f.r.OpenDir("home/1000/a/file")
+	wantUnsafe(t, "opendir of a file", err)
+	_, err = f.r.OpenDir("home/1000/a/link")
+	wantUnsafe(t, "opendir of a link", err)
+	// The link itself is seen, changed and removed as a link.
+	st, err := f.r.Lstat("home/1000/a/link")
+	must(t, err)
+	if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+		t.Fatalf("lstat of a link: mode %o", st.Mode)
+	}
+	if err := f.r.Chmod("home/1000/a/link", 0o777); !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Fatalf("chmod of a link: %v, want EOPNOTSUPP", err)
+	}
+	must(t, f.r.Chown("home/1000/a/link", 1000, 1000))
+	must(t, f.r.Utimes("home/1000/a/link", [2]unix.Timespec{{Sec: 5}, {Sec: 5}}))
+	target, err := f.r.Readlink("home/1000/a/link")
+	must(t, err)
+	if string(target) != f.decoy+"/secret" {
+		t.Fatalf("readlink: %q", target)
+	}
+	must(t, f.r.ReplaceFile("home/1000/a/link", []byte("value\n"), 0o600, Owner{-1, -1}, true))
+	if b, _ := os.ReadFile(a + "/link"); string(b) != "value\n" {
+		t.Fatalf("replace over a link: the name holds %q", b)
+	}
+	must(t, os.Symlink(f.decoy+"/dir", a+"/dirlink"))
+	must(t, f.r.RemoveAll("home/1000/a/dirlink"))
+	if after := f.decoyState(t); after != before {
+		t.Fatalf("the decoy changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+func TestFilesAndDirectories(t *testing.T) {
+	f := newFixture(t)
+	old := unix.Umask(0o077)
+	defer unix.Umask(old)
+	must(t, f.r.Mkdir("home/1000/b", 0o770|os.ModeSetgid))
+	st, err := f.r.Lstat("home/1000/b")
+	must(t, err)
+	if st.Mode&07777 != 0o2770 {
+		t.Fatalf("mkdir mode %o, want 2770 whatever the umask", st.Mode&07777)
+	}
+	w, err := f.r.OpenFile("home/1000/b/v", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o660)
+	must(t, err)
+	w.Write([]byte("one\n"))
+	w.Close()
+	if _, err := f.r.OpenFile("home/1000/b/v", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o660); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("exclusive create of an existing file: %v", err)
+	}
+	st, _ = f.r.Lstat("home/1000/b/v")
+	if st.Mode&0o777 != 0o660 {
+		t.Fatalf("file mode %o, want 660", st.Mode&0o777)
+	}
+	must(t, f.r.ReplaceFile("home/1000/b/v", []byte("two\n"), 0o640, Owner{1000, 1000}, true))
+	b, err := f.r.ReadFile("home/1000/b/v", 10)
+	must(t, err)
+	if string(b) != "two\n" {
+		t.Fatalf("read %q", b)
+	}
+	if _, err := f.r.ReadFile("home/1000/b/v", 2); !errors.Is(err, unix.EFBIG) {
+		t.Fatalf("read over the limit: %v", err)
+	}
+	st, _ = f.r.Lstat("home/1000/b/v")
+	if st.Uid != 1000 || st.Mode&0o777 != 0o640 {
+		t.Fatalf("replaced file: uid %d mode %o", st.Uid, st.Mode&0o777)
+	}
+	ents, err := f.r.ReadDir("home/1000/b")
+	must(t, err)
+	if len(ents) != 1 || ents[0].Name != "v" || !ents[0].IsRegular() {
+		t.Fatalf("readdir: %+v (no temporary may remain)", ents)
+	}
+	tmp, err := f.r.MkdirTemp("home/1000", ".new-x-", 0o700)
+	must(t, err)
+	if !strings.HasPrefix(tmp, "home/1000/.new-x-") {
+		t.Fatalf("temp dir %s", tmp)
+	}
+	must(t, f.r.Rename("home/1000/b", tmp, unix.RENAME_EXCHANGE))
+	if err := f.r.Rename("home/1000/a", "home/1000/b", unix.RENAME_NOREPLACE); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("rename noreplace onto an existing name: %v", err)
+	}
+	must(t, f.r.RemoveAll(tmp))
+	if _, err := f.r.Lstat(tmp); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("removed dir: %v", err)
+	}
+	if _, err := f.r.Statfs(); err != nil {
+		t.Fatal(err)
+	}
+	must(t, f.r.SyncDir("home/1000"))
+}
+
+// Paths in errors are shown as the caller asked: under the mount root for
+// clients, never the store's host path.
+func TestErrorsShowTheChosenPrefix(t *testing.T) {
+	f := newFixture(t)
+	_, err := f.r.ShowAs("/ctx").ReadFile("home/1000/a/missing", 10)
+	if err == nil || !strings.Contains(err.Error(), "/ctx/home/1000/a/missing") || strings.Contains(err.Error(), f.store) {
+		t.Fatalf("error %v", err)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("errno lost: %v", err)
+	}
+}
+
+func TestSecure(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make directories of other owners")
+	}
+	base := t.TempDir()
+	os.Chmod(base, 0o755)
+	store := filepath.Join(base, "store")
+	must(t, os.Mkdir(store, 0o755))
+	must(t, Secure(store))
+	st, _ := os.Stat(store)
+	if st.Mode().Perm() != 0o700 {
+		t.Fatalf("store mode %v, want 0700", st.Mode())
+	}
+	// A parent another uid owns, or that everyone may write, is refused.
+	must(t, os.Chown(base, 1001, 1001))
+	if err := Secure(store); err == nil || !strings.Contains(err.Error(), "uid 1001") {
+		t.Fatalf("parent owned by 1001: %v", err)
+	}
+	must(t, os.Chown(base, 0, 0))
+	must(t, os.Chmod(base, 0o777))
+	if err := Secure(store); err == nil || !strings.Contains(err.Error(), "every user") || !strings.Contains(err.Error(), "chmod go-w") {
+		t.Fatalf("world-writable parent: %v", err)
+	}
+	must(t, syscall.Chmod(base, 0o1777)) // sticky, as /tmp
+	must(t, Secure(store))
+	must(t, os.Chown(store, 1001, 1001))
+	if err := Secure(store); err == nil || !strings.Contains(err.Error(), "belongs to uid 1001") {
+		t.Fatalf("store owned by 1001: %v", err)
+	}
+}
