@@ -13,23 +13,26 @@ import (
 )
 
 // ResolveCwd resolves cwd (absolute, already checked by abi.CheckCwd)
-// inside the chroot whose host directory is rootDir, the way the kernel
+// inside the chroot whose root directory the caller opened (root: the
+// caller reached it without following any symlink), the way the kernel
 // resolves openat2(RESOLVE_BENEATH|RESOLVE_NO_MAGICLINKS|RESOLVE_NO_XDEV),
-// and returns the host path of the directory it names.
+// and returns the path of the directory it names relative to the root
+// ("." for the root itself), symlinks inside the chroot resolved as the
+// kernel resolved them.
 //
 // forbidden lists host paths that must never be named: the chroot's own
 // host path, the store, the mount root. A cwd that, as written, is one of
 // them or lies below one is EACCES before anything is looked up, so that the
 // answer does not depend on (or reveal) what exists there. The resolved host
-// path is checked against them too, except against those that contain
-// rootDir itself (every cwd resolves below those).
+// path is checked against them too, except against those that contain the
+// root itself (every cwd resolves below those).
 //
 // A missing component is ENOENT, a non-directory ENOTDIR; anything that
 // leaves the chroot or its mount (an absolute symlink — RESOLVE_BENEATH
 // refuses those even when they would land inside —, a ".." symlink above
 // the root, a magic link, another mount) is EACCES. ELOOP is EACCES too:
 // the kernel reports a magic link and a symlink loop alike.
-func ResolveCwd(rootDir, cwd string, forbidden []string) (string, error) {
+func ResolveCwd(root *os.File, cwd string, forbidden []string) (string, error) {
 	if err := abi.CheckCwd(cwd); err != nil {
 		return "", err
 	}
@@ -39,28 +42,33 @@ func ResolveCwd(rootDir, cwd string, forbidden []string) (string, error) {
 			return "", abi.Errorf(syscall.EACCES, "resolve cwd", "%s names a path the agent may not use", cwd)
 		}
 	}
-	host, err := openBeneath(rootDir, clean)
+	rootHost, err := fdPath(int(root.Fd()))
+	if err != nil {
+		return "", err
+	}
+	host, err := openBeneath(int(root.Fd()), clean)
 	if err != nil {
 		return "", err
 	}
 	for _, f := range forbidden {
 		f = realPath(f)
-		if !within(realPath(rootDir), f) && within(host, f) {
+		if !within(rootHost, f) && within(host, f) {
 			return "", abi.Errorf(syscall.EACCES, "resolve cwd", "%s leads to a path the agent may not use", cwd)
 		}
 	}
-	return host, nil
+	if host == rootHost {
+		return ".", nil
+	}
+	if !strings.HasPrefix(host, rootHost+"/") {
+		return "", abi.Errorf(syscall.EACCES, "resolve cwd", "%s resolved outside the chroot", cwd)
+	}
+	return host[len(rootHost)+1:], nil
 }
 
-// openBeneath opens cwd as a directory beneath rootDir and returns the host
+// openBeneath opens cwd as a directory beneath rootFd and returns the host
 // path the kernel reached, read back from /proc/self/fd so that symlinks
 // inside the chroot are resolved as the kernel resolved them.
-func openBeneath(rootDir, cwd string) (string, error) {
-	rootFd, err := unix.Open(rootDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return "", abi.Errorf(err.(syscall.Errno), "resolve cwd", "chroot root %s: %v", rootDir, err)
-	}
-	defer unix.Close(rootFd)
+func openBeneath(rootFd int, cwd string) (string, error) {
 	rel := strings.TrimPrefix(cwd, "/")
 	if rel == "" {
 		rel = "."
@@ -74,11 +82,16 @@ func openBeneath(rootDir, cwd string) (string, error) {
 		return "", cwdErr(cwd, err)
 	}
 	defer unix.Close(fd)
-	host, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	return fdPath(fd)
+}
+
+// fdPath is the host path of an open directory, as the kernel names it.
+func fdPath(fd int) (string, error) {
+	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
 	if err != nil {
 		return "", hostErr("resolve cwd", err)
 	}
-	return host, nil
+	return p, nil
 }
 
 // openat2Retry retries EAGAIN, which RESOLVE_BENEATH returns when a rename

@@ -43,6 +43,22 @@ func chrootTree(t *testing.T) (rootDir, outside string) {
 	return rootDir, outside
 }
 
+// resolveHost is ResolveCwd on the directory rootDir, as a host path.
+func resolveHost(t *testing.T, rootDir, cwd string, forbidden []string) (string, error) {
+	t.Helper()
+	root, err := os.Open(rootDir)
+	if err != nil {
+		return "", hostErr("open", err)
+	}
+	defer root.Close()
+	rel, err := ResolveCwd(root, cwd, forbidden)
+	if err != nil {
+		return "", err
+	}
+	real, _ := filepath.EvalSymlinks(rootDir)
+	return filepath.Join(real, rel), nil
+}
+
 func TestResolveCwd(t *testing.T) {
 	rootDir, _ := chrootTree(t)
 	secret := filepath.Join(rootDir, "secret") // a forbidden host path inside the tree
@@ -73,7 +89,7 @@ func TestResolveCwd(t *testing.T) {
 		{"/work/sub/../../secret", "", syscall.EINVAL}, // .. is refused as written
 	}
 	for _, c := range cases {
-		host, err := ResolveCwd(rootDir, c.cwd, forbidden)
+		host, err := resolveHost(t, rootDir, c.cwd, forbidden)
 		if c.want != 0 {
 			wantErrno(t, c.cwd, err, c.want)
 			continue
@@ -90,10 +106,10 @@ func TestResolveCwdMagicLink(t *testing.T) {
 	// beneath /proc/self: "root" and "cwd" there are magic links that
 	// neither leave the directory nor cross a mount by name.
 	for _, cwd := range []string{"/root", "/cwd"} {
-		_, err := ResolveCwd("/proc/self", cwd, nil)
+		_, err := resolveHost(t, "/proc/self", cwd, nil)
 		wantErrno(t, "/proc/self"+cwd, err, syscall.EACCES)
 	}
-	if _, err := ResolveCwd("/proc/self", "/fd", nil); err != nil {
+	if _, err := resolveHost(t, "/proc/self", "/fd", nil); err != nil {
 		t.Errorf("/proc/self/fd, a plain directory: %v", err)
 	}
 }
@@ -113,12 +129,12 @@ func TestResolveCwdMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, cwd := range []string{"/mnt", "/mnt/below"} {
-		_, err := ResolveCwd(rootDir, cwd, nil)
+		_, err := resolveHost(t, rootDir, cwd, nil)
 		wantErrno(t, cwd, err, syscall.EACCES)
 	}
 }
 
 func TestResolveCwdMissingRoot(t *testing.T) {
-	_, err := ResolveCwd(filepath.Join(t.TempDir(), "none"), "/", nil)
+	_, err := resolveHost(t, filepath.Join(t.TempDir(), "none"), "/", nil)
 	wantErrno(t, "missing root", err, syscall.ENOENT)
 }

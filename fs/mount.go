@@ -52,10 +52,8 @@ func (m *mountState) changed(rel string) { m.ms.changed(rel) }
 // Mount mounts root/home and root/shared over the engine's store. As root
 // the mounts are made directly; otherwise through fusermount3.
 func Mount(e *session.Engine, root string, opts Options) (*Mounts, error) {
-	if os.Geteuid() != 0 {
-		if _, err := exec.LookPath("fusermount3"); err != nil {
-			return nil, errors.New("fusermount3 not found: install fuse3 (or mount as root)")
-		}
+	if err := CanMount(); err != nil {
+		return nil, err
 	}
 	ms := &Mounts{
 		e:       e,
@@ -72,6 +70,17 @@ func Mount(e *session.Engine, root string, opts Options) (*Mounts, error) {
 	e.OnChange(ms.changed)
 	go ms.notifier()
 	return ms, nil
+}
+
+// CanMount says what is missing for this process to mount: as root
+// nothing (the mounts are made directly); otherwise fusermount3.
+func CanMount() error {
+	if os.Geteuid() != 0 {
+		if _, err := exec.LookPath("fusermount3"); err != nil {
+			return errors.New("fusermount3 not found: install fuse3 (or mount as root)")
+		}
+	}
+	return nil
 }
 
 func (ms *Mounts) mountOne(root, top string, opts Options) error {

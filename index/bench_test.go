@@ -20,7 +20,7 @@ import (
 func BenchmarkTouch(b *testing.B) {
 	for _, n := range []int{10, 100_000} {
 		dir := benchContainer(b, n)
-		x, err := Load(dir, os.Getuid(), os.Getgid())
+		x, err := loadAs(b, dir, os.Getuid(), os.Getgid())
 		if err != nil {
 			b.Fatal(err)
 		}

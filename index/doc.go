@@ -9,7 +9,7 @@
 //	<container>/index/by-uuid/<uuid>     single value
 //	<container>/index/list               snapshot of the list, one name a line
 //
-// Single values are regular files replaced atomically (renameio), 0600 and
+// Single values are regular files replaced atomically (storefs.ReplaceFile), 0600 and
 // owned by the container's uid/gid. The order of list lives in memory (a
 // linked list and a map, so a send costs the same with 10 or 100,000
 // sessions); index/list is only a snapshot for people looking at the store,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 )
 
 // base is an arbitrary fixed time for updated_at mtimes.
@@ -48,9 +49,21 @@ func mkSession(t testing.TB, dir, name string, m time.Time) {
 	}
 }
 
+// loadAs loads the index of the container at the host path dir, through
+// a store rooted at dir's parent, owned by uid and gid (0700/0600).
+func loadAs(t testing.TB, dir string, uid, gid int) (*Index, error) {
+	t.Helper()
+	r, err := storefs.Open(filepath.Dir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return Load(r, filepath.Base(dir), storefs.Owner{Uid: uid, Gid: gid, DirMode: 0o700, FileMode: 0o600})
+}
+
 func load(t testing.TB, dir string) *Index {
 	t.Helper()
-	x, err := Load(dir, os.Getuid(), os.Getgid())
+	x, err := loadAs(t, dir, os.Getuid(), os.Getgid())
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -79,7 +92,7 @@ func wantErrno(t testing.TB, err error, errno syscall.Errno) {
 
 // tree records every path under root with its type, mode and content, so a
 // before/after comparison catches any changed, added or removed file
-// (renameio temporaries included).
+// (temporaries of atomic replaces included).
 func tree(t testing.TB, root string) map[string]string {
 	t.Helper()
 	out := map[string]string{}

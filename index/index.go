@@ -3,14 +3,15 @@ package index
 import (
 	"bytes"
 	"container/list"
-	"os"
-	"path/filepath"
+	"path"
 	"sort"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
+	"golang.org/x/sys/unix"
 )
 
 // Names inside index/.
@@ -37,9 +38,10 @@ type ref struct{ kind, key string }
 // A goroutine holding wmu may read the memory without mu, because every
 // writer of it holds wmu.
 type Index struct {
-	dir      string // the container
-	idx      string // <container>/index
-	uid, gid int
+	root *storefs.Root // every file access goes through it
+	dir  string        // the container, relative to the store
+	idx  string        // <container>/index
+	own  storefs.Owner // owner and modes of what the index makes
 
 	wmu sync.Mutex
 
@@ -62,21 +64,22 @@ type Index struct {
 	done chan struct{}
 }
 
-// Load opens the index of container, creating index/ and its subdirectories
-// if missing (0700, owned by uid/gid). The container itself must exist
-// (ENOENT otherwise): its owner and mode are not the index's to choose.
+// Load opens the index of container (relative to root), creating index/
+// and its subdirectories if missing, with own's owner and modes. The
+// container itself must exist (ENOENT otherwise): its owner and mode are
+// not the index's to choose.
 //
 // The order of List is rebuilt from the sessions' updated_at mtimes. Entry
 // and current files are validated: garbage (bad key, bad value, not a
 // regular file) is left in place but not served, and entries naming a
 // session that no longer exists (an archive interrupted before Remove) are
 // deleted; both are reported by Problems.
-func Load(container string, uid, gid int) (*Index, error) {
+func Load(root *storefs.Root, container string, own storefs.Owner) (*Index, error) {
 	x := &Index{
+		root:    root,
 		dir:     container,
-		idx:     filepath.Join(container, dirName),
-		uid:     uid,
-		gid:     gid,
+		idx:     path.Join(container, dirName),
+		own:     own,
 		order:   list.New(),
 		pos:     make(map[string]*list.Element),
 		entries: make(map[string]map[string]string),
@@ -88,7 +91,8 @@ func Load(container string, uid, gid int) (*Index, error) {
 	if err := x.makeDirs(); err != nil {
 		return nil, err
 	}
-	names, err := scanSessions(container)
+	x.removeTemps()
+	names, err := x.scanSessions()
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +118,7 @@ func (x *Index) makeDirs() error {
 		return err
 	}
 	for _, k := range abi.IndexKinds {
-		if err := x.mkdir(filepath.Join(x.idx, k)); err != nil {
+		if err := x.mkdir(path.Join(x.idx, k)); err != nil {
 			return err
 		}
 	}
@@ -130,21 +134,21 @@ type session struct {
 
 // scanSessions lists the container's session directories, newest updated_at
 // mtime first, ties by name; sessions without updated_at go last, by name.
-func scanSessions(container string) ([]string, error) {
-	ents, err := os.ReadDir(container)
+func (x *Index) scanSessions() ([]string, error) {
+	ents, err := x.root.ReadDir(x.dir)
 	if err != nil {
-		return nil, ioErr("load", container, err)
+		return nil, x.err("load", x.dir, err)
 	}
 	var ss []session
 	for _, e := range ents {
 		// d_type from getdents: a symlink is not a session directory.
-		if !e.IsDir() || !abi.ValidSessionName(e.Name()) {
+		if !e.IsDir() || !abi.ValidSessionName(e.Name) {
 			continue
 		}
-		s := session{name: e.Name()}
-		fi, err := os.Lstat(filepath.Join(container, s.name, abi.FileUpdatedAt))
-		if err == nil && fi.Mode().IsRegular() {
-			s.mtime, s.has = fi.ModTime().UnixNano(), true
+		s := session{name: e.Name}
+		st, err := x.root.Lstat(path.Join(x.dir, s.name, abi.FileUpdatedAt))
+		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			s.mtime, s.has = st.Mtim.Nano(), true
 		}
 		ss = append(ss, s)
 	}
@@ -169,8 +173,8 @@ func newer(a, b session) bool {
 
 // loadCurrent reads index/current; a value naming no session is removed.
 func (x *Index) loadCurrent(exists map[string]bool) {
-	p := filepath.Join(x.idx, currentFile)
-	name, ok, err := readValue(p)
+	p := path.Join(x.idx, currentFile)
+	name, ok, err := x.readValue(p)
 	switch {
 	case err != nil:
 		x.problem(p, err)
@@ -184,21 +188,25 @@ func (x *Index) loadCurrent(exists map[string]bool) {
 
 // loadEntries reads one entry directory.
 func (x *Index) loadEntries(kind string, exists map[string]bool) error {
-	d := filepath.Join(x.idx, kind)
-	ents, err := os.ReadDir(d)
+	d := path.Join(x.idx, kind)
+	ents, err := x.root.ReadDir(d)
 	if err != nil {
-		return ioErr("load", d, err)
+		return x.err("load", d, err)
 	}
 	for _, e := range ents {
-		key, p := e.Name(), filepath.Join(d, e.Name())
+		key, p := e.Name, path.Join(d, e.Name)
+		if storefs.IsReplaceTemp(key) {
+			x.root.Remove(p) // what an interrupted replace left: nobody relies on it
+			continue
+		}
 		if key[0] == '.' {
-			continue // a renameio temporary left by a crash; never a valid key
+			continue // never a valid key
 		}
 		if !abi.ValidIndexKey(kind, key) {
 			x.problem(p, abi.Errorf(syscall.EINVAL, "", "invalid %s key", kind))
 			continue
 		}
-		name, ok, err := readValue(p)
+		name, ok, err := x.readValue(p)
 		switch {
 		case err != nil:
 			x.problem(p, err)
@@ -216,7 +224,7 @@ func (x *Index) loadEntries(kind string, exists map[string]bool) error {
 // holds the rebuilt order (a clean restart then writes nothing).
 func (x *Index) checkSnapshot() {
 	want := x.listBytesLocked()
-	old, err := readRegular(filepath.Join(x.idx, listFile), int64(len(want))+1)
+	old, err := x.root.ReadFile(path.Join(x.idx, listFile), int64(len(want)))
 	if err != nil || !bytes.Equal(old, want) {
 		x.markDirtyLocked()
 	}
@@ -226,8 +234,7 @@ func (x *Index) checkSnapshot() {
 // serving it would point callers at nothing, and keeping it would let it
 // come back to life if a session of that name were created later.
 func (x *Index) dropDangling(p, name string) {
-	err := os.Remove(p)
-	if err != nil && !os.IsNotExist(err) {
+	if err := x.removeFile(p); err != nil {
 		x.problem(p, err)
 		return
 	}
@@ -236,7 +243,7 @@ func (x *Index) dropDangling(p, name string) {
 
 // problem records something wrong found in the store at Load.
 func (x *Index) problem(p string, err error) {
-	x.problems = append(x.problems, ioErr("load", p, err))
+	x.problems = append(x.problems, x.err("load", p, err))
 }
 
 // Problems returns what Load found wrong in the store and did not serve:
@@ -303,13 +310,13 @@ func (x *Index) flushList() error {
 	x.dirty = false
 	data := x.listBytesLocked()
 	x.mu.Unlock()
-	err := x.writeSnapshot(filepath.Join(x.idx, listFile), data)
+	err := x.root.ReplaceFile(path.Join(x.idx, listFile), data, x.own, false)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.flushErr = nil
 	if err != nil {
 		x.dirty = true // retried at the next change or at Close
-		x.flushErr = ioErr("write list", filepath.Join(x.idx, listFile), err)
+		x.flushErr = x.err("write list", path.Join(x.idx, listFile), err)
 	}
 	return x.flushErr
 }

@@ -105,18 +105,18 @@ func TestLoadOrder(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
-	_, err := Load(filepath.Join(t.TempDir(), "missing"), os.Getuid(), os.Getgid())
+	_, err := loadAs(t, filepath.Join(t.TempDir(), "missing"), os.Getuid(), os.Getgid())
 	wantErrno(t, err, syscall.ENOENT)
 
 	dir := t.TempDir()
 	mustOK(t, os.WriteFile(filepath.Join(dir, "index"), nil, 0o600))
-	_, err = Load(dir, os.Getuid(), os.Getgid())
+	_, err = loadAs(t, dir, os.Getuid(), os.Getgid())
 	wantErrno(t, err, syscall.ENOTDIR)
 
 	dir = t.TempDir()
 	mustOK(t, os.MkdirAll(filepath.Join(dir, "index"), 0o700))
 	mustOK(t, os.Symlink("/tmp", filepath.Join(dir, "index", "by-hash")))
-	_, err = Load(dir, os.Getuid(), os.Getgid())
+	_, err = loadAs(t, dir, os.Getuid(), os.Getgid())
 	wantErrno(t, err, syscall.ENOTDIR)
 }
 
@@ -139,7 +139,7 @@ func TestLoadValidates(t *testing.T) {
 	put("by-uuid/0000000A-0000-0000-0000-000000000000", "a") // uppercase uuid
 	put("by-cwd/cwd-xyz", "a\n")                             // bad cwd key
 	put("by-hash/gone", "archived\n")                        // dangling
-	put("by-hash/.gone123", "a\n")                           // renameio leftover, ignored
+	put("by-hash/.gone123", "a\n")                           // leftover temporary, ignored
 	mustOK(t, os.Symlink("../current", filepath.Join(idx, "by-hash", "link")))
 	mustOK(t, syscall.Mkfifo(filepath.Join(idx, "by-hash", "fifo"), 0o600))
 
@@ -444,7 +444,7 @@ func TestOwnership(t *testing.T) {
 		t.Skip("needs root to chown")
 	}
 	dir := newContainer(t, "a")
-	x, err := Load(dir, 4242, 4343)
+	x, err := loadAs(t, dir, 4242, 4343)
 	mustOK(t, err)
 	mustOK(t, x.Touch("a", "/w"))
 	mustOK(t, x.SetEntry(abi.IndexByHash, "h", "a"))

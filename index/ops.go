@@ -1,13 +1,13 @@
 package index
 
 import (
-	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"sort"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"golang.org/x/sys/unix"
 )
 
 // List returns the session names, newest first.
@@ -255,7 +255,7 @@ func (x *Index) readyListed(op, name string) error {
 
 func (x *Index) checkOpen(op string) error {
 	if x.closed {
-		return abi.Errorf(syscall.EIO, op, "index of %s is closed", x.dir)
+		return abi.Errorf(syscall.EIO, op, "index of %s is closed", x.root.Show(x.dir))
 	}
 	return nil
 }
@@ -263,8 +263,8 @@ func (x *Index) checkOpen(op string) error {
 // checkSession: ENOENT unless <container>/<name> is a real directory (a
 // symlink is not a session).
 func (x *Index) checkSession(op, name string) error {
-	fi, err := os.Lstat(filepath.Join(x.dir, name))
-	if err != nil || !fi.IsDir() {
+	st, err := x.root.Lstat(path.Join(x.dir, name))
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return abi.Errorf(syscall.ENOENT, op, "no session %q", name)
 	}
 	return nil
@@ -302,9 +302,9 @@ func (x *Index) putCurrent(op, name string) error {
 	if x.current == name {
 		return nil
 	}
-	p := filepath.Join(x.idx, currentFile)
+	p := path.Join(x.idx, currentFile)
 	if err := x.writeFile(p, []byte(name+"\n")); err != nil {
-		return ioErr(op, p, err)
+		return x.err(op, p, err)
 	}
 	x.mu.Lock()
 	x.current = name
@@ -313,9 +313,9 @@ func (x *Index) putCurrent(op, name string) error {
 }
 
 func (x *Index) dropCurrent(op string) error {
-	p := filepath.Join(x.idx, currentFile)
-	if err := removeFile(p); err != nil {
-		return ioErr(op, p, err)
+	p := path.Join(x.idx, currentFile)
+	if err := x.removeFile(p); err != nil {
+		return x.err(op, p, err)
 	}
 	x.mu.Lock()
 	x.current = ""
@@ -329,9 +329,9 @@ func (x *Index) putEntry(op, kind, key, name string) error {
 	if old, ok := x.entries[kind][key]; ok && old == name {
 		return nil
 	}
-	p := filepath.Join(x.idx, kind, key)
+	p := path.Join(x.idx, kind, key)
 	if err := x.writeFile(p, []byte(name+"\n")); err != nil {
-		return ioErr(op, p, err)
+		return x.err(op, p, err)
 	}
 	x.mu.Lock()
 	x.setEntryLocked(kind, key, name)
@@ -340,9 +340,9 @@ func (x *Index) putEntry(op, kind, key, name string) error {
 }
 
 func (x *Index) dropEntry(op, kind, key string) error {
-	p := filepath.Join(x.idx, kind, key)
-	if err := removeFile(p); err != nil {
-		return ioErr(op, p, err)
+	p := path.Join(x.idx, kind, key)
+	if err := x.removeFile(p); err != nil {
+		return x.err(op, p, err)
 	}
 	x.mu.Lock()
 	x.deleteEntryLocked(kind, key)

@@ -2,15 +2,13 @@ package index
 
 import (
 	"errors"
-	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"syscall"
 
-	"github.com/google/renameio/v2"
-
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
+	"golang.org/x/sys/unix"
 )
 
 // maxValueBytes bounds what is read of a value file: a valid value is at
@@ -35,11 +33,12 @@ func ParseValue(data []byte) (string, error) {
 	return s, nil
 }
 
-// readValue reads a single-value file of the store. ok is false when it does
-// not exist; err reports one that is not a regular file or holds no valid
-// name, so a hand-edited file is never trusted.
-func readValue(p string) (name string, ok bool, err error) {
-	data, err := readRegular(p, maxValueBytes+1)
+// readValue reads a single-value file of the index. ok is false when it
+// does not exist; err reports one that is not a regular file (never
+// followed, never opened if it is a FIFO: storefs) or holds no valid name,
+// so a hand-edited file is never trusted.
+func (x *Index) readValue(rel string) (name string, ok bool, err error) {
+	data, err := x.root.ReadFile(rel, maxValueBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", false, nil
 	}
@@ -50,107 +49,51 @@ func readValue(p string) (name string, ok bool, err error) {
 	return name, err == nil, err
 }
 
-// readRegular reads at most limit bytes of the regular file p. O_NOFOLLOW:
-// index files are never symlinks, and one must not lead the server to read
-// a file elsewhere; O_NONBLOCK: a FIFO planted there must not hang Load.
-func readRegular(p string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, abi.Errorf(syscall.EINVAL, "", "not a regular file")
-	}
-	return io.ReadAll(io.LimitReader(f, limit))
+// writeFile replaces a value file atomically and durably (synced before
+// it is renamed into place): readers see the old or the new value, never
+// a mix, and never a symlink.
+func (x *Index) writeFile(rel string, data []byte) error {
+	return x.root.ReplaceFile(rel, data, x.own, true)
 }
 
-// writeFile replaces p atomically with data: a temporary file in the same
-// directory, 0600, chowned, fsynced, then renamed over p. Readers see the
-// old or the new content, never a mix, and never a symlink.
-func (x *Index) writeFile(p string, data []byte) error {
-	t, err := renameio.NewPendingFile(p,
-		renameio.WithTempDir(filepath.Dir(p)),
-		renameio.WithStaticPermissions(0o600))
+// mkdir creates a directory of the index with the index's owner and mode,
+// or checks that the existing one is a real directory, not a symlink or a
+// file.
+func (x *Index) mkdir(rel string) error {
+	err := x.root.MkdirOwned(rel, x.own)
+	if err == nil || !errors.Is(err, fs.ErrExist) {
+		return x.errIf("load", rel, err)
+	}
+	st, err := x.root.Lstat(rel)
 	if err != nil {
-		return err
+		return x.err("load", rel, err)
 	}
-	defer t.Cleanup()
-	if _, err := t.Write(data); err != nil {
-		return err
-	}
-	if err := permitted(t.Chown(x.uid, x.gid)); err != nil {
-		return err
-	}
-	return t.CloseAtomicallyReplace()
-}
-
-// writeSnapshot replaces p atomically like writeFile but without fsync: the
-// list snapshot is never trusted (Load rebuilds the order and rewrites a
-// snapshot that does not match), so it need not survive a crash, and an
-// fsync of a 100,000-line file each second would stall the journal that
-// sends fsync through.
-func (x *Index) writeSnapshot(p string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p))
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name()) // fails harmlessly once renamed
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(0o600) // CreateTemp makes 0600 less umask; be exact
-	}
-	if err == nil {
-		err = permitted(f.Chown(x.uid, x.gid))
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), p)
-}
-
-// mkdir creates a directory of the index (0700, chowned) or checks that the
-// existing one is a real directory, not a symlink or a file.
-func (x *Index) mkdir(p string) error {
-	err := os.Mkdir(p, 0o700)
-	if err == nil {
-		return ioErrIf("load", p, permitted(os.Lchown(p, x.uid, x.gid)))
-	}
-	if !errors.Is(err, fs.ErrExist) {
-		return ioErr("load", p, err)
-	}
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return ioErr("load", p, err)
-	}
-	if !fi.IsDir() {
-		return abi.Errorf(syscall.ENOTDIR, "load", "%s is not a directory", p)
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return abi.Errorf(syscall.ENOTDIR, "load", "%s is not a directory", x.root.Show(rel))
 	}
 	return nil
 }
 
-// permitted drops the EPERM of a chown by a non-root server: it can only
-// give files to itself, and they are already its own.
-func permitted(err error) error {
-	if errors.Is(err, syscall.EPERM) && os.Geteuid() != 0 {
+// removeFile unlinks rel; one already gone is fine (Remove may be retried).
+func (x *Index) removeFile(rel string) error {
+	if err := x.root.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// err is ioErr naming rel as the store shows it.
+func (x *Index) err(op, rel string, err error) *abi.Error {
+	return ioErr(op, x.root.Show(rel), err)
+}
+
+// errIf is err that passes nil through (a nil *abi.Error in an error
+// interface would not be nil).
+func (x *Index) errIf(op, rel string, err error) error {
+	if err == nil {
 		return nil
 	}
-	return err
-}
-
-// removeFile unlinks p; one already gone is fine (Remove may be retried).
-func removeFile(p string) error {
-	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
+	return x.err(op, rel, err)
 }
 
 // ioErr turns any error into an *abi.Error naming op and path, keeping the
@@ -164,17 +107,26 @@ func ioErr(op, p string, err error) *abi.Error {
 	}
 	msg := err.Error()
 	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		msg = pe.Err.Error() // the path is already in Path
+	var ue *storefs.UnsafeError
+	switch {
+	case errors.As(err, &ue):
+		msg = ue.What // the path is already in Path
+	case errors.As(err, &pe):
+		msg = pe.Err.Error()
 	}
 	return &abi.Error{Op: op, Path: p, Errno: abi.Errno(err), Msg: msg}
 }
 
-// ioErrIf is ioErr that passes nil through (a nil *abi.Error in an error
-// interface would not be nil).
-func ioErrIf(op, p string, err error) error {
-	if err == nil {
-		return nil
+// removeTemps removes from index/ what interrupted replaces left there
+// (the entry directories are cleaned as they are loaded).
+func (x *Index) removeTemps() {
+	ents, err := x.root.ReadDir(x.idx)
+	if err != nil {
+		return
 	}
-	return ioErr(op, p, err)
+	for _, e := range ents {
+		if storefs.IsReplaceTemp(e.Name) {
+			x.root.Remove(path.Join(x.idx, e.Name))
+		}
+	}
 }

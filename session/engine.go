@@ -4,15 +4,22 @@
 //
 // Every transport (the agent sockets, the control files, the FUSE
 // projection) calls the engine; none of them decides a rule. The engine
-// never reads the FUSE mount: it works on store paths only.
+// never reads the FUSE mount: it works on the store, and only through one
+// door (internal/storefs), which never follows a symlink a user could
+// have made. The store is root's alone (0700): users reach it through the
+// mount and the sockets, and programs the engine runs get paths under the
+// mount, never store paths.
 package session
 
 import (
+	"errors"
+	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/ctxfs/ctxfs/index"
+	"github.com/ctxfs/ctxfs/internal/storefs"
+	"golang.org/x/sys/unix"
 )
 
 // Config says where the engine keeps and finds things.
@@ -30,7 +37,9 @@ type Target struct {
 
 // Engine is the session engine of one store.
 type Engine struct {
-	cfg Config
+	cfg   Config
+	root  *storefs.Root // the store; errors name paths under the mount root, as clients see them
+	admin *storefs.Root // the same store; errors name store paths, for the operator
 
 	sessions *cache[*sess]        // by store-relative path, or Ref.key for temp sessions
 	indexes  *cache[*index.Index] // by container Rel
@@ -41,36 +50,59 @@ type Engine struct {
 	selfMu   sync.Mutex // serialises self_id claims
 	watchMu  sync.Mutex
 	watchers []func(rel string)
-	stateDir string // <store>/.ctxfs: the server's own bookkeeping (never history)
 	journal  *runJournal
 }
 
-// Open opens the store (creating it if needed) and closes runs that were
-// active when a previous server died.
+// Open opens the store (creating it if needed, 0700), makes sure it is
+// the server's alone (storefs.Secure), and closes runs that were active
+// when a previous server died.
 func Open(cfg Config) (*Engine, error) {
-	if err := os.MkdirAll(cfg.Store, 0o755); err != nil {
+	store, err := openStore(cfg.Store)
+	if err != nil {
 		return nil, err
 	}
 	e := &Engine{
 		cfg:      cfg,
+		root:     store.ShowAs(cfg.Root),
+		admin:    store,
 		sessions: newCache[*sess](),
 		indexes:  newCache[*index.Index](),
 		runs:     map[string]*run{},
-		stateDir: filepath.Join(cfg.Store, ".ctxfs"),
-	}
-	for _, d := range []string{e.stateDir, filepath.Join(cfg.Store, "home"), filepath.Join(cfg.Store, "shared")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	if err := os.Chmod(e.stateDir, 0o700); err != nil {
-		return nil, err
 	}
 	if err := e.closeInterrupted(); err != nil {
+		store.Close()
 		return nil, err
 	}
 	return e, nil
 }
+
+// openStore creates the store directory when missing, secures it, and
+// opens it with its top directories in place: home/ and shared/ (root's,
+// 0755: the store itself is 0700) and .ctxfs/, the server's own
+// bookkeeping (0700, never history).
+func openStore(dir string) (*storefs.Root, error) {
+	r, err := storefs.OpenPrivate(dir)
+	if err != nil {
+		return nil, err
+	}
+	for d, mode := range map[string]os.FileMode{stateDir: 0o700, "home": 0o755, "shared": 0o755} {
+		err := r.Mkdir(d, mode)
+		if errors.Is(err, fs.ErrExist) {
+			var st *unix.Stat_t
+			if st, err = r.Lstat(d); err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				err = &storefs.UnsafeError{Op: "open store", Path: r.Show(d), What: storefs.TypeName(st.Mode) + ", not a directory"}
+			}
+		}
+		if err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// stateDir is the server's own bookkeeping in the store (never history).
+const stateDir = ".ctxfs"
 
 // Close cancels nothing (runs end with the process) but seals and closes
 // every open log and flushes the indexes.
@@ -90,6 +122,9 @@ func (e *Engine) Close() error {
 	}
 	if e.journal != nil {
 		keep(e.journal.close())
+	}
+	if e.root != nil {
+		keep(e.root.Close())
 	}
 	return first
 }
@@ -126,5 +161,11 @@ func (e *Engine) changed(rel ...string) {
 	}()
 }
 
-// path is the store path of a store-relative path.
-func (e *Engine) path(rel string) string { return filepath.Join(e.cfg.Store, rel) }
+// mountPath is where a store-relative path is seen under the mount: what
+// programs the engine runs are given, never the store's host path.
+func (e *Engine) mountPath(rel string) string {
+	if rel == "." || rel == "" {
+		return e.cfg.Root
+	}
+	return e.cfg.Root + "/" + rel
+}

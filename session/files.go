@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/index"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -117,7 +119,7 @@ func (e *Engine) WriteFile(c Caller, r Ref, file string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if s.dir == "" {
+	if s.rel == "" {
 		return &abi.Error{Op: "write", Path: file, Errno: syscall.EPERM}
 	}
 	value := string(bytes.TrimSuffix(data, []byte("\n")))
@@ -209,12 +211,12 @@ func (e *Engine) Mkdir(c Caller, rel string) error {
 
 // mkdirNew creates rel (EEXIST if it exists) and then the extra
 // directories that belong inside it.
-func (e *Engine) mkdirNew(own owner, rel string, extra ...string) error {
-	if _, err := os.Lstat(e.path(rel)); err == nil {
+func (e *Engine) mkdirNew(own storefs.Owner, rel string, extra ...string) error {
+	if _, err := e.root.Lstat(rel); err == nil {
 		return &abi.Error{Op: "mkdir", Path: rel, Errno: syscall.EEXIST}
 	}
 	for _, d := range append([]string{rel}, extra...) {
-		if err := own.mkdirAll(e.cfg.Store, e.path(d)); err != nil {
+		if err := e.mkdirAll(d, own); err != nil {
 			return err
 		}
 	}
@@ -224,17 +226,17 @@ func (e *Engine) mkdirNew(own owner, rel string, extra ...string) error {
 
 // homeOwner is who owns new directories in a home or space the caller may
 // write to.
-func (e *Engine) homeOwner(c Caller, home string) (owner, error) {
+func (e *Engine) homeOwner(c Caller, home string) (storefs.Owner, error) {
 	if strings.HasPrefix(home, "shared/") {
 		st, err := e.spaceAccess(c, strings.TrimPrefix(home, "shared/"))
 		if err != nil {
-			return owner{}, err
+			return storefs.Owner{}, err
 		}
-		return owner{int(c.Uid), int(st.Gid), 0o770, 0o660}, nil
+		return sharedOwner(c.Uid, st.Gid), nil
 	}
 	loc, err := e.locateRef(c, Ref{Container: Container{Home: home}})
 	if err != nil {
-		return owner{}, err
+		return storefs.Owner{}, err
 	}
 	return loc.own, nil
 }
@@ -245,25 +247,27 @@ func (e *Engine) AddSpace(name string, gid int, mode os.FileMode) error {
 	if !abi.ValidName(name) {
 		return abi.Errorf(syscall.EINVAL, "space add", "invalid space name %q", name)
 	}
-	dir := e.path(SharedHome(name))
-	if err := os.Mkdir(dir, mode.Perm()); err != nil {
+	rel := SharedHome(name)
+	if err := e.root.Mkdir(rel, mode); err != nil {
 		return &abi.Error{Op: "space add", Path: name, Errno: abi.Errno(err)}
 	}
 	if gid < 0 {
 		gid = 0
 	}
-	if err := os.Chown(dir, 0, gid); err != nil && !os.IsPermission(err) {
-		return err
-	}
-	if err := os.Chmod(dir, mode); err != nil {
+	if err := e.root.ChownOwned(rel, storefs.Owner{Uid: 0, Gid: gid}); err != nil {
 		return err
 	}
 	e.changed("shared")
-	return syncDir(e.path("shared"))
+	return e.root.SyncDir("shared")
 }
 
 // NewSpaces returns an engine good only for AddSpace on a store that may be
-// served by another process (ctxfs space add): it opens nothing.
-func NewSpaces(store string) *Engine {
-	return &Engine{cfg: Config{Store: store}}
+// served by another process (ctxfs space add --store): it loads nothing
+// and runs nothing. Close it when done.
+func NewSpaces(store string) (*Engine, error) {
+	root, err := openStore(store)
+	if err != nil {
+		return nil, err
+	}
+	return &Engine{cfg: Config{Store: store}, root: root, admin: root, sessions: newCache[*sess](), indexes: newCache[*index.Index]()}, nil
 }

@@ -1,13 +1,13 @@
 package session
 
 import (
-	"os"
-	"path/filepath"
+	"errors"
+	"io/fs"
 	"regexp"
-	"sort"
 	"strings"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
@@ -19,62 +19,77 @@ type FsckReport struct {
 	Progress func(done, total int)   // after each session
 }
 
-// sessionGlobs find every session directory of a store, live and archived.
-var sessionGlobs = []string{
-	"home/*/agent/*/session/*",
-	"home/*/model/*/*.d/session/*",
-	"shared/*/agent/*/session/*",
-	"shared/*/model/*/*.d/session/*",
-	"home/*/archived_sessions/*/*",
-}
-
-// SessionDirs lists the session directories of a store, sorted.
-func SessionDirs(store string) []string {
+// SessionDirs lists the session directories of a store, live and
+// archived, as store paths, sorted.
+func SessionDirs(root *storefs.Root) []string {
 	var dirs []string
-	for _, g := range sessionGlobs {
-		m, _ := filepath.Glob(filepath.Join(store, g))
-		for _, d := range m {
-			if filepath.Base(d) == abi.ReservedSessionName || strings.HasPrefix(filepath.Base(d), ".") {
-				continue
-			}
-			if st, err := os.Lstat(d); err == nil && st.IsDir() {
-				dirs = append(dirs, d)
-			}
-		}
+	for _, h := range homes(root) {
+		dirs = append(dirs, sessionDirs(root, h, true)...)
 	}
-	sort.Strings(dirs)
 	return dirs
 }
 
-// Fsck re-verifies every session of a store from scratch (SPEC section 6):
-// each log against its seal, line by line, and each single-value file. It
-// changes nothing unless repair is set, and then only cuts torn final
-// appends, reporting each. It returns the number of problems left.
-func Fsck(store string, repair bool, r FsckReport) int {
-	dirs := SessionDirs(store)
+// Fsck re-verifies a store from scratch (SPEC section 6): what the store
+// holds against what it should (checkShape: symlinks, devices, FIFOs,
+// wrong owners or modes, leftovers), then each session's logs against
+// their seals, line by line, its identity, and each single-value file.
+// It changes nothing unless repair is set, and then only cuts torn final
+// appends, reporting each. Paths are reported as store paths. It returns
+// the number of problems left.
+func Fsck(store string, repair bool, r FsckReport) (int, error) {
+	root, err := storefs.Open(store)
+	if err != nil {
+		return 0, err
+	}
+	defer root.Close()
+	named := map[string]bool{} // what the shape walk named is not named again
 	problems := 0
+	checkShape(root, func(rel, what string, leftover bool) {
+		named[root.Show(rel)] = true
+		if leftover && repair && root.RemoveAll(rel) == nil {
+			if r.Repaired != nil {
+				r.Repaired(root.Show(rel), "removed the "+what)
+			}
+			return
+		}
+		problems++
+		if r.Problem != nil {
+			r.Problem(root.Show(rel), what)
+		}
+	})
+	dirs := SessionDirs(root)
 	for i, dir := range dirs {
-		problems += fsckSession(dir, repair, r)
+		problems += fsckSession(root, dir, repair, named, r)
 		if r.Progress != nil {
 			r.Progress(i+1, len(dirs))
 		}
 	}
-	return problems
+	return problems, nil
 }
 
-func fsckSession(dir string, repair bool, r FsckReport) int {
+func fsckSession(root *storefs.Root, dir string, repair bool, named map[string]bool, r FsckReport) int {
 	n := 0
 	report := func(path, what string) {
+		if named[path] {
+			return
+		}
 		n++
 		if r.Problem != nil {
 			r.Problem(path, what)
 		}
 	}
+	identity, problem := readIdentity(root, dir)
+	if problem != "" {
+		report(root.Show(sealRel(dir, identityFile)), problem)
+	}
 	for _, f := range []string{abi.FileMessages, abi.FileEvents} {
-		logPath, seal := filepath.Join(dir, f), sealPath(dir, f)
-		for _, p := range sealedlog.Verify(logPath, seal) {
+		at := logPlace(root, dir, f, identity)
+		for _, p := range sealedlog.Verify(at) {
+			if problem != "" && strings.Contains(p.What, "bound to another") {
+				continue // said once, as the identity's problem
+			}
 			if repair && p.Repairable {
-				if what, err := sealedlog.Repair(logPath, seal); err == nil {
+				if what, err := sealedlog.Repair(at); err == nil {
 					if r.Repaired != nil {
 						r.Repaired(p.Path, what)
 					}
@@ -85,16 +100,16 @@ func fsckSession(dir string, repair bool, r FsckReport) int {
 		}
 	}
 	for name, check := range valueChecks {
-		p := filepath.Join(dir, name)
-		b, err := os.ReadFile(p)
+		p := dir + "/" + name
+		b, err := root.ReadFile(p, maxValueFile)
 		if err != nil {
-			if !(name == abi.FileState && os.IsNotExist(err)) { // a missing state is an old session
-				report(p, "unreadable: "+err.Error())
+			if !(name == abi.FileState && errors.Is(err, fs.ErrNotExist)) { // a missing state is an old session
+				report(root.Show(p), "unreadable: "+errWords(err))
 			}
 			continue
 		}
 		if what := check(b); what != "" {
-			report(p, what)
+			report(root.Show(p), what)
 		}
 	}
 	return n

@@ -52,6 +52,11 @@ func (env *testEnv) define(name string, files map[string]string) {
 	for f, v := range files {
 		if f == "program" {
 			must(env.t, os.WriteFile(filepath.Join(env.root, "agent", name), []byte(v), 0o755))
+			// Programs run in their cwd under the mount (never in the
+			// store). These tests run without FUSE, so a plain directory
+			// stands in for root's chroot under the mount; the
+			// integration tests run programs under real mounts.
+			must(env.t, os.MkdirAll(filepath.Join(env.root, "home", "0", "agent", name, "root"), 0o755))
 			continue
 		}
 		must(env.t, os.MkdirAll(filepath.Dir(filepath.Join(d, f)), 0o755))

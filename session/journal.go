@@ -3,7 +3,6 @@ package session
 import (
 	"bufio"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
@@ -21,7 +20,8 @@ type runJournal struct {
 	f  *os.File
 }
 
-func (e *Engine) journalPath() string { return filepath.Join(e.stateDir, "running") }
+// journalRel is the journal's place in the store.
+const journalRel = stateDir + "/running"
 
 func (j *runJournal) write(line string) {
 	if j == nil {
@@ -35,7 +35,7 @@ func (j *runJournal) write(line string) {
 func (j *runJournal) close() error { return j.f.Close() }
 
 func (e *Engine) markRunning(rn *run) {
-	if rn.s.dir != "" {
+	if rn.s.rel != "" {
 		e.journal.write("+" + rn.id + " " + rn.s.ref.Rel() + "\n")
 	}
 }
@@ -44,7 +44,7 @@ func (e *Engine) forgetRun(rn *run) {
 	e.mu.Lock()
 	delete(e.runs, rn.id)
 	e.mu.Unlock()
-	if rn.s.dir != "" {
+	if rn.s.rel != "" {
 		e.journal.write("-" + rn.id + "\n")
 	}
 }
@@ -53,12 +53,12 @@ func (e *Engine) forgetRun(rn *run) {
 // previous server stopped (loading closes such runs: closeInterruptedRun),
 // then starts a new journal.
 func (e *Engine) closeInterrupted() error {
-	for _, rel := range interruptedSessions(e.journalPath()) {
+	for _, rel := range e.interruptedSessions() {
 		if ct, name, ok := ParseContainerRel(rel); ok && abi.ValidSessionName(name) {
 			e.lookup(Ref{Container: ct, Name: name})
 		}
 	}
-	f, err := os.OpenFile(e.journalPath(), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+	f, err := e.admin.OpenFile(journalRel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
@@ -66,10 +66,10 @@ func (e *Engine) closeInterrupted() error {
 	return nil
 }
 
-// interruptedSessions reads a journal: the sessions of runs started and
+// interruptedSessions reads the journal: the sessions of runs started and
 // never ended.
-func interruptedSessions(path string) []string {
-	f, err := os.Open(path)
+func (e *Engine) interruptedSessions() []string {
+	f, err := e.admin.OpenFile(journalRel, os.O_RDONLY, 0)
 	if err != nil {
 		return nil
 	}

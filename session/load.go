@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -17,15 +16,10 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/index"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
-
-// sealDir holds the seals of a session's logs. Its name starts with a dot:
-// the FUSE projection never shows dot names.
-const sealDir = ".seal"
-
-func sealPath(dir, file string) string { return filepath.Join(dir, sealDir, file) }
 
 // runSlots is the most runs one session runs at once; more wait in a queue.
 var runSlots = runtime.NumCPU() * 4
@@ -58,7 +52,7 @@ func (e *Engine) lookup(r Ref) (*sess, error) {
 
 // lookupOrCreate is lookup that first creates the session (atomically, with
 // the initial layout) when it does not exist.
-func (e *Engine) lookupOrCreate(r Ref, own owner, cwd string) (*sess, error) {
+func (e *Engine) lookupOrCreate(r Ref, own storefs.Owner, cwd string) (*sess, error) {
 	if s, err := e.lookup(r); err == nil || !errors.Is(err, syscall.ENOENT) {
 		return s, err
 	}
@@ -90,29 +84,39 @@ func (e *Engine) createTemp(r Ref, cwd string) *sess {
 }
 
 // load reads a session directory: opens and verifies its logs, learns
-// its client ids, and closes runs that a crash interrupted.
+// its client ids, and closes runs that a crash interrupted. Something
+// other than a directory at the session's place is refused (EIO).
 func (e *Engine) load(r Ref) (*sess, error) {
-	dir := e.path(r.Rel())
-	st, err := os.Lstat(dir)
-	if err != nil {
-		return nil, &abi.Error{Op: "session", Path: r.Name, Errno: abi.Errno(err), Msg: "no such session"}
+	rel := r.Rel()
+	st, err := e.root.Lstat(rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, notFound("session", r.Name)
+	case err != nil:
+		return nil, err
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return nil, &storefs.UnsafeError{Op: "session", Path: e.root.Show(rel), What: storefs.TypeName(st.Mode) + ", not a directory"}
 	}
-	if !st.IsDir() {
-		return nil, &abi.Error{Op: "session", Path: r.Name, Errno: syscall.ENOTDIR}
-	}
+	e.Index(r.Container) // loading the container's index clears its leftovers
+	e.removeLeftovers(rel, false)
 	s := newSess(e, r)
-	s.dir = dir
-	sys := st.Sys().(*syscall.Stat_t)
-	s.own = owner{int(sys.Uid), int(sys.Gid), st.Mode().Perm(), st.Mode().Perm() &^ 0o111}
+	s.rel = rel
+	perm := os.FileMode(st.Mode).Perm()
+	s.own = storefs.Owner{Uid: int(st.Uid), Gid: int(st.Gid), DirMode: perm, FileMode: perm &^ 0o111}
 	s.scope = scopeOfHome(r.Home)
-	s.updatedAt = readUnix(filepath.Join(dir, abi.FileUpdatedAt))
-	s.cwd, _ = readValue(filepath.Join(dir, abi.FileCwd))
-	if s.events, err = sealedlog.Open(filepath.Join(dir, abi.FileEvents), sealPath(dir, abi.FileEvents)); err != nil {
+	s.updatedAt = e.readUnix(s.file(abi.FileUpdatedAt))
+	s.cwd, _ = e.readValue(s.file(abi.FileCwd))
+	identity, problem := readIdentity(e.root, rel)
+	if s.events, err = sealedlog.Open(logPlace(e.root, rel, abi.FileEvents, identity)); err != nil {
 		return nil, err
 	}
-	if s.msgs, err = sealedlog.Open(filepath.Join(dir, abi.FileMessages), sealPath(dir, abi.FileMessages)); err != nil {
+	if s.msgs, err = sealedlog.Open(logPlace(e.root, rel, abi.FileMessages, identity)); err != nil {
 		s.events.Close()
 		return nil, err
+	}
+	if problem != "" {
+		s.events.Refuse(problem)
+		s.msgs.Refuse(problem)
 	}
 	if s.provable() != nil {
 		return s, nil // kept for reading and for refusing with EIO
@@ -128,48 +132,63 @@ func (e *Engine) load(r Ref) (*sess, error) {
 	return s, nil
 }
 
+// newDirPrefix starts the name of the hidden directory in which createDir
+// builds a session: ".new-<session>-<random>".
+const newDirPrefix = ".new-"
+
+// isNewDir reports whether name is such a directory.
+func isNewDir(name string) bool {
+	rest, ok := strings.CutPrefix(name, newDirPrefix)
+	i := strings.LastIndexByte(rest, '-')
+	return ok && i > 0 && i < len(rest)-1 && abi.ValidSessionName(rest[:i])
+}
+
 // createDir makes the session directory with its initial layout in a
 // hidden temporary directory beside it, then renames it into place with
 // RENAME_NOREPLACE, so that a crash never leaves a half-made session.
-func (e *Engine) createDir(r Ref, own owner, cwd string) error {
-	container := e.path(r.Container.Rel())
-	if err := own.mkdirAll(e.cfg.Store, container); err != nil {
+func (e *Engine) createDir(r Ref, own storefs.Owner, cwd string) error {
+	container := r.Container.Rel()
+	if err := e.mkdirAll(container, own); err != nil {
 		return err
 	}
 	if _, err := e.Index(r.Container); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(container, ".new-"+r.Name+"-")
+	tmp, err := e.root.MkdirTemp(container, newDirPrefix+r.Name+"-", own.DirMode)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	if err := e.layout(tmp, own, scopeOfHome(r.Home), cwd); err != nil {
+	defer e.root.RemoveAll(tmp)
+	if err := e.layout(tmp, r.Rel(), own, scopeOfHome(r.Home), cwd); err != nil {
 		return err
 	}
-	if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, e.path(r.Rel()), unix.RENAME_NOREPLACE); err != nil {
-		return &abi.Error{Op: "create session", Path: r.Name, Errno: err.(syscall.Errno)}
+	if err := e.root.Rename(tmp, r.Rel(), unix.RENAME_NOREPLACE); err != nil {
+		return &abi.Error{Op: "create session", Path: r.Name, Errno: abi.Errno(err)}
 	}
-	return syncDir(container)
+	return e.root.SyncDir(container)
 }
 
-// layout writes a new session's files into dir (SPEC section 5). dir is a
-// hidden directory that createDir renames into place afterwards, so the
+// layout writes a new session's files into tmp (SPEC section 5), a hidden
+// directory that createDir renames into place (final) afterwards, so the
 // files need no atomic replacement, only to be durable before the rename;
 // they are written and synced in parallel (a file creation costs
 // milliseconds on this kind of machine, and concurrent syncs share journal
-// commits).
-func (e *Engine) layout(dir string, own owner, scope, cwd string) error {
-	if err := os.Chmod(dir, own.dirMode); err != nil {
-		return err
-	}
-	if err := own.chown(dir); err != nil {
+// commits). The identity names final, where the session will be.
+func (e *Engine) layout(tmp, final string, own storefs.Owner, scope, cwd string) error {
+	if err := e.root.ChownOwned(tmp, own); err != nil {
 		return err
 	}
 	for _, d := range []string{abi.DirContext, sealDir} {
-		if err := own.mkdirAll(dir, filepath.Join(dir, d)); err != nil {
+		if err := e.root.MkdirOwned(tmp+"/"+d, own); err != nil {
 			return err
 		}
+	}
+	identity, err := newIdentity(final)
+	if err != nil {
+		return err
+	}
+	if err := e.writeNew(sealRel(tmp, identityFile), identity, own); err != nil {
+		return err
 	}
 	now := strconv.FormatInt(time.Now().Unix(), 10) + "\n"
 	values := map[string]string{
@@ -179,32 +198,21 @@ func (e *Engine) layout(dir string, own owner, scope, cwd string) error {
 	}
 	var jobs []func() error
 	for _, f := range []string{abi.FileMessages, abi.FileEvents} {
-		jobs = append(jobs, func() error { return createLog(dir, f, own) })
+		jobs = append(jobs, func() error {
+			l, err := sealedlog.Create(logPlace(e.root, tmp, f, identity), own)
+			if err == nil {
+				l.Close()
+			}
+			return err
+		})
 	}
 	for name, v := range values {
-		jobs = append(jobs, func() error { return own.writeNew(filepath.Join(dir, name), []byte(v)) })
+		jobs = append(jobs, func() error { return e.writeNew(tmp+"/"+name, []byte(v), own) })
 	}
 	if err := parallel(jobs); err != nil {
 		return err
 	}
-	return syncDir(dir)
-}
-
-// createLog creates an empty sealed log and gives it and its seal the
-// owner's mode (sealedlog creates them 0600; a shared space's are
-// group-writable).
-func createLog(dir, f string, own owner) error {
-	l, err := sealedlog.Create(filepath.Join(dir, f), sealPath(dir, f), own.uid, own.gid)
-	if err != nil {
-		return err
-	}
-	l.Close()
-	for _, p := range []string{filepath.Join(dir, f), sealPath(dir, f)} {
-		if err := os.Chmod(p, own.fileMode); err != nil {
-			return err
-		}
-	}
-	return nil
+	return e.root.SyncDir(tmp)
 }
 
 // parallel runs jobs at once and returns the first error.
@@ -222,22 +230,36 @@ func parallel(jobs []func() error) error {
 	return first
 }
 
-// Index returns the index of a container, loading it on first use. The FUSE
-// layer serves index/list from Index.ListBytes and writes current, by-hash
-// and by-uuid through Index.SetCurrent, SetEntry and RemoveEntry.
+// Index returns the index of a container, loading it on first use. What
+// it makes belongs to the container's owner, with the modes of its home:
+// 0700/0600 in a private home; in a shared space the space's group and
+// group access (0770/0660), so every member reads and writes it.
 func (e *Engine) Index(ct Container) (*index.Index, error) {
 	if !ct.valid() || ct.Home == "" {
 		return nil, abi.Errorf(syscall.EINVAL, "index", "invalid container %+v", ct)
 	}
 	rel := ct.Rel()
 	return e.indexes.get(rel, func() (*index.Index, error) {
-		dir := e.path(rel)
-		st, err := os.Stat(dir)
+		st, err := e.root.Lstat(rel)
 		if err != nil {
-			return nil, &abi.Error{Op: "index", Path: rel, Errno: abi.Errno(err)}
+			return nil, &abi.Error{Op: "index", Path: e.root.Show(rel), Errno: abi.Errno(err), Msg: errWords(err)}
 		}
-		sys := st.Sys().(*syscall.Stat_t)
-		return index.Load(dir, int(sys.Uid), int(sys.Gid))
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return nil, &storefs.UnsafeError{Op: "index", Path: e.root.Show(rel), What: storefs.TypeName(st.Mode) + ", not a directory"}
+		}
+		// No session of this container is being created before its index
+		// is loaded (createDir loads it first), so what is half built
+		// here is what a crash left.
+		e.removeLeftovers(rel, true)
+		own := privateOwner(st.Uid, st.Gid)
+		if space, ok := strings.CutPrefix(ct.Home, "shared/"); ok {
+			sp, err := e.spaceStat(space)
+			if err != nil {
+				return nil, err
+			}
+			own = sharedOwner(st.Uid, sp.Gid)
+		}
+		return index.Load(e.root, rel, own)
 	})
 }
 
@@ -247,8 +269,7 @@ func (e *Engine) SessionExists(r Ref) bool {
 		_, ok := e.sessions.peek(r.key())
 		return ok
 	}
-	st, err := os.Lstat(e.path(r.Rel()))
-	return err == nil && st.IsDir()
+	return e.isDir(r.Rel())
 }
 
 // definition loads the agent or model a container belongs to.

@@ -1,21 +1,24 @@
 package session
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"os/user"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
+	"golang.org/x/sys/unix"
 )
 
 // location is where a request's session lives and who owns what it creates.
 type location struct {
 	ref   Ref
-	own   owner
+	own   storefs.Owner
 	scope string
 	space string
 }
@@ -41,7 +44,7 @@ func (e *Engine) locate(c Caller, t Target, req *proto.Request) (*location, erro
 		if err != nil {
 			return nil, err
 		}
-		loc.own = owner{int(c.Uid), int(st.Gid), 0o770, 0o660}
+		loc.own = sharedOwner(c.Uid, st.Gid)
 	}
 	loc.ref = Ref{Container: ct, Name: req.Session, Temp: req.Scope == abi.ScopeTemp}
 	return loc, nil
@@ -57,7 +60,7 @@ func (e *Engine) locateRef(c Caller, r Ref) (*location, error) {
 		if err != nil {
 			return nil, err
 		}
-		loc.own = owner{int(c.Uid), int(st.Gid), 0o770, 0o660}
+		loc.own = sharedOwner(c.Uid, st.Gid)
 		return loc, nil
 	}
 	uid, err := strconv.ParseUint(strings.TrimPrefix(r.Home, "home/"), 10, 32)
@@ -73,16 +76,29 @@ func (e *Engine) locateRef(c Caller, r Ref) (*location, error) {
 
 // spaceAccess checks that a shared space exists (ENOENT) and that the caller
 // may read, write and enter it by its owner, group and mode (EACCES).
-func (e *Engine) spaceAccess(c Caller, space string) (*syscall.Stat_t, error) {
-	st, err := os.Stat(e.path(SharedHome(space)))
+func (e *Engine) spaceAccess(c Caller, space string) (*unix.Stat_t, error) {
+	st, err := e.spaceStat(space)
 	if err != nil {
-		return nil, &abi.Error{Op: "space", Path: space, Errno: abi.Errno(err), Msg: "no such shared space"}
+		return nil, err
 	}
-	sys := st.Sys().(*syscall.Stat_t)
-	if !mayUse(c, sys.Uid, sys.Gid, st.Mode().Perm()) {
+	if !mayUse(c, st.Uid, st.Gid, os.FileMode(st.Mode).Perm()) {
 		return nil, &abi.Error{Op: "space", Path: space, Errno: syscall.EACCES, Msg: "no access to shared space"}
 	}
-	return sys, nil
+	return st, nil
+}
+
+// spaceStat describes a shared space's directory: ENOENT when there is
+// none, an *storefs.UnsafeError (EIO) when something else is there.
+func (e *Engine) spaceStat(space string) (*unix.Stat_t, error) {
+	rel := SharedHome(space)
+	st, err := e.root.Lstat(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &abi.Error{Op: "space", Path: space, Errno: syscall.ENOENT, Msg: "no such shared space"}
+	}
+	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		err = &storefs.UnsafeError{Op: "space", Path: e.root.Show(rel), What: storefs.TypeName(st.Mode) + ", not a directory"}
+	}
+	return st, err
 }
 
 // mayUse is the kernel's rwx check for a directory: the owner's bits for
@@ -109,16 +125,16 @@ func hasGroup(groups []uint32, g uint32) bool {
 	return false
 }
 
-// EnsureHome creates home/<uid> in the store on first use, owned by uid, 0700.
+// EnsureHome creates home/<uid> in the store on first use, owned by uid,
+// 0700. Something other than a directory there is refused (EIO).
 func (e *Engine) EnsureHome(uid uint32) error {
-	dir := e.path(PrivateHome(uid))
-	if _, err := os.Stat(dir); err == nil {
+	home := PrivateHome(uid)
+	if e.isDir(home) {
 		return nil
 	}
-	own := privateOwner(uid, primaryGid(uid))
-	err := own.mkdirAll(e.cfg.Store, dir)
+	err := e.mkdirAll(home, privateOwner(uid, primaryGid(uid)))
 	if err == nil {
-		err = syncDir(filepath.Dir(dir))
+		err = e.root.SyncDir("home")
 	}
 	return err
 }

@@ -3,11 +3,12 @@ package session
 import (
 	"errors"
 	"os"
-	"path/filepath"
+	"path"
 	"strings"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -61,7 +62,7 @@ func (e *Engine) writeMeta(s *sess, data []byte) error {
 	}
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
-	if err := s.own.writeValue(filepath.Join(s.dir, abi.FileMeta), out); err != nil {
+	if err := s.e.writeValue(s.file(abi.FileMeta), out, s.own); err != nil {
 		return err
 	}
 	s.e.changed(s.ref.Rel() + "/" + abi.FileMeta)
@@ -92,28 +93,35 @@ func validSelfID(s string) bool {
 // per self_id naming the session (store-relative) that holds it. It is
 // checked against the session's meta.json on every use, so a stale entry
 // (a session archived, or its self_id changed) never blocks anyone, and it
-// is rebuilt by scanning when missing.
-func (e *Engine) selfIDDir(home string) string { return e.path(filepath.Join(home, ".self_id")) }
+// is rebuilt by scanning when missing. It is the server's own (root,
+// 0700/0600) and never history.
+func selfIDDir(home string) string { return home + "/.self_id" }
+
+// selfIDOwner owns the self_id index.
+var selfIDOwner = storefs.Owner{Uid: 0, Gid: 0, DirMode: 0o700, FileMode: 0o600}
 
 // claimSelfID makes s the holder of id, or returns EEXIST when another
 // session of the same home or space holds it. Caller holds e.selfMu.
 func (e *Engine) claimSelfID(s *sess, id string) error {
-	dir := e.selfIDDir(s.ref.Home)
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+	dir := selfIDDir(s.ref.Home)
+	if _, err := e.root.Lstat(dir); errors.Is(err, os.ErrNotExist) {
 		if err := e.rebuildSelfIDs(s.ref.Home, dir); err != nil {
 			return err
 		}
 	}
-	entry := filepath.Join(dir, id)
-	if holder, err := readValue(entry); err == nil && holder != s.ref.Rel() && e.holdsSelfID(holder, id) {
-		return abi.Errorf(syscall.EEXIST, "write meta.json", "self_id %q is taken by %s", id, filepath.Base(holder))
+	entry := dir + "/" + id
+	if holder, err := e.readValue(entry); err == nil && holder != s.ref.Rel() && e.holdsSelfID(holder, id) {
+		return abi.Errorf(syscall.EEXIST, "write meta.json", "self_id %q is taken by %s", id, path.Base(holder))
 	}
-	return owner{0, 0, 0o700, 0o600}.writeValue(entry, []byte(s.ref.Rel()+"\n"))
+	return e.writeValue(entry, []byte(s.ref.Rel()+"\n"), selfIDOwner)
 }
 
 // holdsSelfID reports whether the session at rel has self_id id now.
 func (e *Engine) holdsSelfID(rel, id string) bool {
-	b, err := os.ReadFile(filepath.Join(e.path(rel), abi.FileMeta))
+	if !abi.ValidName(path.Base(rel)) { // an entry's value is never trusted blindly
+		return false
+	}
+	b, err := e.root.ReadFile(rel+"/"+abi.FileMeta, maxValueFile)
 	if err != nil {
 		return false
 	}
@@ -124,21 +132,20 @@ func (e *Engine) holdsSelfID(rel, id string) bool {
 // rebuildSelfIDs scans every session of a home or space for self_ids.
 func (e *Engine) rebuildSelfIDs(home, dir string) error {
 	tmp := dir + ".rebuild"
-	os.RemoveAll(tmp)
-	if err := os.Mkdir(tmp, 0o700); err != nil {
+	if err := e.root.RemoveAll(tmp); err != nil {
 		return err
 	}
-	metas, _ := filepath.Glob(e.path(filepath.Join(home, "agent", "*", "session", "*", abi.FileMeta)))
-	models, _ := filepath.Glob(e.path(filepath.Join(home, "model", "*", "*.d", "session", "*", abi.FileMeta)))
-	for _, m := range append(metas, models...) {
-		b, err := os.ReadFile(m)
+	if err := e.root.MkdirOwned(tmp, selfIDOwner); err != nil {
+		return err
+	}
+	for _, rel := range sessionDirs(e.root, home, false) {
+		b, err := e.root.ReadFile(rel+"/"+abi.FileMeta, maxValueFile)
 		if err != nil {
 			continue
 		}
-		if obj, err := proto.ParseObject(b, false); err == nil && obj.Str("self_id") != "" {
-			rel, _ := filepath.Rel(e.cfg.Store, filepath.Dir(m))
-			os.WriteFile(filepath.Join(tmp, obj.Str("self_id")), []byte(rel+"\n"), 0o600)
+		if obj, err := proto.ParseObject(b, false); err == nil && validSelfID(obj.Str("self_id")) && obj.Str("self_id") != "" {
+			e.writeNew(tmp+"/"+obj.Str("self_id"), []byte(rel+"\n"), selfIDOwner)
 		}
 	}
-	return os.Rename(tmp, dir)
+	return e.root.Rename(tmp, dir, 0)
 }

@@ -96,8 +96,8 @@ func (e *Engine) status(loc *location) (*Reply, error) {
 // currentState is the state file's value (temp sessions: derived from
 // their runs).
 func (s *sess) currentState() string {
-	if s.dir != "" {
-		if v, err := readValue(s.dir + "/" + abi.FileState); err == nil {
+	if s.rel != "" {
+		if v, err := s.e.readValue(s.file(abi.FileState)); err == nil {
 			return v
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,11 +48,11 @@ type run struct {
 }
 
 func (e *Engine) newRun(s *sess, id string, c Caller, loc *location, def *agent.Definition, input, cwd, hostCwd string, rec *clientRecord) *run {
-	uid, gid := uint32(loc.own.uid), uint32(loc.own.gid)
+	uid, gid := uint32(loc.own.Uid), uint32(loc.own.Gid)
 	if loc.scope != abi.ScopePrivate {
 		uid, gid = c.Uid, c.Gid
 	}
-	sessDir := filepath.Join(e.cfg.Root, loc.ref.Rel())
+	sessDir := e.mountPath(loc.ref.Rel())
 	ctx, cancel := context.WithCancel(context.Background())
 	rn := &run{id: id, s: s, rec: rec, stream: newStream(), ctx: ctx, cancel: cancel, phase: "queued", wake: make(chan struct{}, 1)}
 	rn.spec = agent.Spec{
@@ -62,7 +61,7 @@ func (e *Engine) newRun(s *sess, id string, c Caller, loc *location, def *agent.
 		Env: map[string]string{
 			"CTX_RUN_ID": id, "CTX_AGENT": loc.ref.Owner, "CTX_SESSION": loc.ref.Name,
 			"CTX_SCOPE": loc.scope, "CTX_SESSION_DIR": sessDir, "CTX_CWD": cwd,
-			"CTX_HOME": filepath.Join(e.cfg.Root, PrivateHome(uid)),
+			"CTX_HOME": e.mountPath(PrivateHome(uid)),
 			"PATH":     "/usr/local/bin:/usr/bin:/bin",
 		},
 	}
@@ -116,7 +115,7 @@ func (rn *run) phaseNow() string {
 func (s *sess) recordStart(now time.Time, cwd, state string) {
 	s.writeState(state)
 	s.fileMu.Lock()
-	if s.dir != "" && s.cwd != cwd {
+	if s.rel != "" && s.cwd != cwd {
 		s.writeFileLocked(abi.FileCwd, cwd+"\n")
 	}
 	s.cwd = cwd
@@ -128,7 +127,7 @@ func (s *sess) recordStart(now time.Time, cwd, state string) {
 // to the top of its index; with a cwd (a send) it also sets current and the
 // by-cwd entry.
 func (s *sess) touch(now time.Time, cwd string) {
-	if s.dir == "" {
+	if s.rel == "" {
 		return
 	}
 	s.fileMu.Lock()
@@ -144,7 +143,7 @@ func (s *sess) touch(now time.Time, cwd string) {
 }
 
 func (s *sess) writeState(state string) {
-	if s.dir == "" {
+	if s.rel == "" {
 		return
 	}
 	s.fileMu.Lock()
@@ -154,7 +153,7 @@ func (s *sess) writeState(state string) {
 
 // writeLatest replaces latest.md with the text of an assistant message.
 func (s *sess) writeLatest(msg *proto.Object) {
-	if s.dir == "" {
+	if s.rel == "" {
 		return
 	}
 	s.fileMu.Lock()
@@ -167,7 +166,7 @@ func (s *sess) writeLatest(msg *proto.Object) {
 // these files are derived from the logs, which are already durable; it is
 // reported on stderr for the operator.
 func (s *sess) writeFileLocked(name, value string) {
-	if err := s.own.replaceValue(filepath.Join(s.dir, name), []byte(value)); err != nil {
+	if err := s.e.replaceValue(s.file(name), []byte(value), s.own); err != nil {
 		os.Stderr.WriteString("ctxfs: " + s.ref.Rel() + "/" + name + ": " + err.Error() + "\n")
 	}
 	s.e.changed(s.ref.Rel() + "/" + name)
@@ -178,7 +177,7 @@ func (s *sess) writeFileLocked(name, value string) {
 func (s *sess) writeFileDurably(name, value string) error {
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
-	if err := s.own.writeValue(filepath.Join(s.dir, name), []byte(value)); err != nil {
+	if err := s.e.writeValue(s.file(name), []byte(value), s.own); err != nil {
 		return err
 	}
 	s.e.changed(s.ref.Rel() + "/" + name)

@@ -158,7 +158,7 @@ func TestInterruptedRunIsClosedAtStart(t *testing.T) {
 	if s := readFile(t, filepath.Join(dir, "state")); s != "error\n" {
 		t.Fatalf("state %q", s)
 	}
-	if got := interruptedSessions(env.e.journalPath()); len(got) != 0 {
+	if got := env.e.interruptedSessions(); len(got) != 0 {
 		t.Fatalf("the new journal still names interrupted sessions: %v", got)
 	}
 }

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"path"
 	"syscall"
 	"time"
 
@@ -173,23 +174,31 @@ func (e *Engine) startRun(c Caller, s *sess, loc *location, req *proto.Request, 
 }
 
 // resolveCwd resolves an agent session's cwd inside its chroot root (SPEC 8
-// step 6) and returns the host directory a program runs in; model sessions
-// have no chroot and run in "/".
+// step 6) and returns the directory a program runs in, as a path under the
+// mount: the store is root's alone, and a program run as the user never
+// gets a path inside it. Model sessions have no chroot and run in "/".
 func (e *Engine) resolveCwd(c Caller, loc *location, cwd string) (string, error) {
 	rootRel := loc.ref.Container.ChrootRel(c.Uid)
 	if rootRel == "" {
 		return "/", nil
 	}
-	rootDir := e.path(rootRel)
 	own := loc.own
 	if loc.scope == abi.ScopeShared {
 		own = privateOwner(c.Uid, c.Gid)
 	}
-	if err := own.mkdirAll(e.cfg.Store, rootDir); err != nil {
+	if err := e.mkdirAll(rootRel, own); err != nil {
 		return "", err
 	}
-	forbidden := []string{e.cfg.Store, e.cfg.Root}
-	return agent.ResolveCwd(rootDir, cwd, forbidden)
+	root, err := e.root.OpenDir(rootRel)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	rel, err := agent.ResolveCwd(root, cwd, []string{e.cfg.Store, e.cfg.Root})
+	if err != nil {
+		return "", err
+	}
+	return e.mountPath(path.Join(rootRel, rel)), nil
 }
 
 // appendEvents appends frames to events.jsonl in one durable batch.

@@ -3,10 +3,10 @@ package session
 import (
 	"bufio"
 	"io"
-	"os"
 	"sync"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
@@ -16,8 +16,8 @@ import (
 type sess struct {
 	e     *Engine
 	ref   Ref
-	dir   string // store path; "" for temp sessions
-	own   owner
+	rel   string // the session directory, relative to the store; "" for temp sessions
+	own   storefs.Owner
 	scope string
 
 	msgs, events *sealedlog.Log
@@ -130,16 +130,22 @@ type derived struct {
 // A missing state file is left missing (an old session, SPEC 12).
 func (s *sess) reconcile(last derived) {
 	if last.state != "" {
-		if cur, err := readValue(s.dir + "/" + abi.FileState); err == nil && cur != last.state {
+		if cur, err := s.e.readValue(s.file(abi.FileState)); err == nil && cur != last.state {
 			s.writeState(last.state)
 		}
 	}
 	if last.latest != nil {
 		want := messageText(last.latest.Raw("content")) + "\n"
-		if cur, err := os.ReadFile(s.dir + "/" + abi.FileLatest); err != nil || string(cur) != want {
+		if cur, err := s.e.root.ReadFile(s.file(abi.FileLatest), maxLatest); err != nil || string(cur) != want {
 			s.writeLatest(last.latest)
 		}
 	}
 }
+
+// maxLatest bounds what is read of latest.md: one message, at most a line.
+const maxLatest = abi.MaxLineBytes
+
+// file is the store path of one of the session's files.
+func (s *sess) file(name string) string { return s.rel + "/" + name }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()

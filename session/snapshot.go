@@ -1,9 +1,6 @@
 package session
 
 import (
-	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -16,7 +13,7 @@ import (
 // run.
 func (e *Engine) writeSnapshots(rn *run) {
 	s := rn.s
-	if s.dir == "" {
+	if s.rel == "" {
 		return
 	}
 	def := rn.spec.Def
@@ -25,7 +22,7 @@ func (e *Engine) writeSnapshots(rn *run) {
 		rules = append(rules, strings.TrimRight(def.AgentsMD, "\n"))
 	}
 	if rn.spec.Dir != "/" && s.ref.Kind == abi.KindAgent {
-		rules = append(rules, chrootRules(e.path(s.ref.Container.ChrootRel(rn.spec.Uid)), rn.spec.Env["CTX_CWD"])...)
+		rules = append(rules, e.chrootRules(s.ref.Container.ChrootRel(rn.spec.Uid), rn.spec.Env["CTX_CWD"])...)
 	}
 	var skills strings.Builder
 	for _, sk := range def.Skills {
@@ -41,36 +38,25 @@ func (e *Engine) writeSnapshots(rn *run) {
 	}
 }
 
-// chrootRules reads AGENTS.md in the chroot root and in each directory down
-// to cwd, outermost first. The tree belongs to the agent's user and the
-// server may be root, so every read stays beneath the root (os.Root refuses
-// symlinks that leave it) and is bounded.
-func chrootRules(root, cwd string) []string {
-	r, err := os.OpenRoot(root)
-	if err != nil {
-		return nil
-	}
-	defer r.Close()
+// chrootRules reads AGENTS.md in the chroot root (rootRel, in the store)
+// and in each directory down to cwd, outermost first. The tree belongs to
+// the agent's user and the server may be root, so every read goes through
+// the store's door: a symlink anywhere on the way is not followed (that
+// directory's rules are left out) and each read is bounded.
+func (e *Engine) chrootRules(rootRel, cwd string) []string {
 	var rules []string
-	dir := "."
+	dir := rootRel
 	read := func() {
-		f, err := r.Open(filepath.Join(dir, abi.FileAgentsMD))
-		if err != nil {
-			return
+		if b, err := e.root.ReadFile(dir+"/"+abi.FileAgentsMD, maxRulesBytes); err == nil {
+			rules = append(rules, strings.TrimRight(string(b), "\n"))
 		}
-		defer f.Close()
-		if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-			return
-		}
-		b, _ := io.ReadAll(io.LimitReader(f, maxRulesBytes))
-		rules = append(rules, strings.TrimRight(string(b), "\n"))
 	}
 	read()
 	for _, part := range strings.Split(strings.Trim(cwd, "/"), "/") {
 		if part == "" || part == "." {
 			continue
 		}
-		dir = filepath.Join(dir, part)
+		dir += "/" + part
 		read()
 	}
 	return rules

@@ -33,12 +33,16 @@ func cmdFsck(args []string) int {
 			fmt.Fprintf(os.Stderr, "\rfsck: %d/%d sessions", done, total)
 		}
 	}
-	problems := session.Fsck(store, f.bools["repair"], session.FsckReport{
+	problems, err := session.Fsck(store, f.bools["repair"], session.FsckReport{
 		Problem:  func(path, what string) { clearLine(tty); fmt.Printf("%s: %s\n", path, what) },
 		Repaired: func(path, what string) { clearLine(tty); fmt.Printf("%s: repaired: %s\n", path, what) },
 		Progress: progress,
 	})
 	clearLine(tty)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ctxfs: fsck:", err)
+		return 2
+	}
 	if problems > 0 {
 		return 1
 	}

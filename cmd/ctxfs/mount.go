@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	ctxfs "github.com/ctxfs/ctxfs/fs"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/server"
 	"github.com/ctxfs/ctxfs/session"
 )
@@ -49,16 +50,21 @@ func cmdMount(args []string) error {
 
 // serve runs the server in this process until SIGINT or SIGTERM.
 func serve(root, store string) error {
-	if err := os.MkdirAll(store, 0o755); err != nil {
+	if err := ctxfs.CanMount(); err != nil {
 		return err
 	}
+	st, err := storefs.OpenPrivate(store)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
 	// A server killed while inside the kernel keeps the store lock until
 	// its dead connection is aborted (fs.AbortDead); it lets go of it
 	// shortly after.
 	for _, d := range []string{filepath.Join(root, "home"), filepath.Join(root, "shared")} {
 		ctxfs.AbortDead(d)
 	}
-	lock, err := lockStore(store, 5*time.Second)
+	lock, err := lockStore(st, 5*time.Second)
 	if err != nil {
 		return err
 	}
@@ -99,9 +105,8 @@ func serve(root, store string) error {
 // lockStore makes sure one server serves a store at a time. A holder
 // that is still going away (a killed server being reaped) gets up to
 // patience to let go.
-func lockStore(store string, patience time.Duration) (*os.File, error) {
-	p := filepath.Join(store, ".ctxfs.lock")
-	l, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+func lockStore(store *storefs.Root, patience time.Duration) (*os.File, error) {
+	l, err := store.OpenFile(".ctxfs.lock", os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +114,7 @@ func lockStore(store string, patience time.Duration) (*os.File, error) {
 	for unix.Flock(int(l.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
 		if time.Now().After(deadline) {
 			l.Close()
-			return nil, fmt.Errorf("another ctxfs serves %s", store)
+			return nil, fmt.Errorf("another ctxfs serves %s", store.Path())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -132,11 +137,13 @@ func reportReady() {
 // startBackground starts `ctxfs mount --foreground` detached from the
 // terminal, with its output in <store>/ctxfs.log, and waits until it serves.
 func startBackground(root, store string) error {
-	if err := os.MkdirAll(store, 0o755); err != nil {
+	st, err := storefs.OpenPrivate(store)
+	if err != nil {
 		return err
 	}
 	logPath := filepath.Join(store, "ctxfs.log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := st.OpenFile("ctxfs.log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	st.Close()
 	if err != nil {
 		return err
 	}
@@ -169,7 +176,7 @@ func startBackground(root, store string) error {
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
 	}
-	tail, _ := os.ReadFile(logPath)
+	tail, _ := os.ReadFile(logPath) // the operator's path, which Secure checked
 	if len(tail) > 2000 {
 		tail = tail[len(tail)-2000:]
 	}

@@ -29,10 +29,11 @@ func cmdSpace(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(store+"/shared", 0o755); err != nil {
+	e, err := session.NewSpaces(store)
+	if err != nil {
 		return err
 	}
-	e := session.NewSpaces(store)
+	defer e.Close()
 	if err := e.AddSpace(f.args[1], gid, 0o770|os.ModeSetgid); err != nil {
 		return err
 	}

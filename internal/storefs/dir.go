@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -83,6 +84,22 @@ func tempName(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
+// replaceMark is what the name of ReplaceFile's temporary carries.
+const replaceMark = ".tmp-"
+
+// IsReplaceTemp reports whether name is a temporary ReplaceFile makes
+// (".NAME.tmp-" and 16 hex digits): one still there after a crash is what
+// an interrupted replace left, which nobody relies on.
+func IsReplaceTemp(name string) bool {
+	i := strings.LastIndex(name, replaceMark)
+	if !strings.HasPrefix(name, ".") || i < 2 {
+		return false
+	}
+	suffix := name[i+len(replaceMark):]
+	_, err := hex.DecodeString(suffix)
+	return len(suffix) == 16 && err == nil && strings.ToLower(suffix) == suffix
+}
+
 // MkdirTemp makes a new directory named prefix+random in dir with perm and
 // returns its path.
 func (r *Root) MkdirTemp(dir, prefix string, perm os.FileMode) (string, error) {
@@ -95,24 +112,38 @@ func (r *Root) MkdirTemp(dir, prefix string, perm os.FileMode) (string, error) {
 	}
 }
 
-// Owner is who a file the store writes belongs to; -1 keeps an id as the
-// creating process has it.
-type Owner struct{ Uid, Gid int }
+// Owner is who owns what the engine makes in one home or shared space,
+// and with which modes: a private home is its uid's alone (0700/0600); a
+// shared space's files belong to the writing uid and the space's group,
+// with group access (0770/0660), so that the kernel enforces both through
+// the mount. An id of -1 keeps the one the creating process has.
+type Owner struct {
+	Uid, Gid          int
+	DirMode, FileMode os.FileMode
+}
+
+// MkdirOwned makes the directory rel with own's mode and owner.
+func (r *Root) MkdirOwned(rel string, own Owner) error {
+	if err := r.Mkdir(rel, own.DirMode); err != nil {
+		return err
+	}
+	return r.ChownOwned(rel, own)
+}
 
 // ReplaceFile replaces rel atomically with data: a temporary file beside
 // it (".NAME.tmp-<random>", created exclusively) gets the data, exactly
-// perm and the owner, then is renamed over rel. Readers see the old or the
+// own's file mode and owner, then is renamed over rel. Readers see the old or the
 // new content, never a mix; a symlink at rel is replaced, never followed.
 // With sync, the data is fdatasynced before the rename, so the new value is
 // durable once the directory is (the caller syncs it when it must).
-func (r *Root) ReplaceFile(rel string, data []byte, perm os.FileMode, own Owner, sync bool) error {
+func (r *Root) ReplaceFile(rel string, data []byte, own Owner, sync bool) error {
 	dir, name := split(rel)
 	var tmp string
 	var f *os.File
 	for {
 		var err error
-		tmp = join(dir, tempName("."+name+".tmp-"))
-		f, err = r.OpenFile(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, perm)
+		tmp = join(dir, tempName("."+name+replaceMark))
+		f, err = r.OpenFile(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, own.FileMode)
 		if err == nil {
 			break
 		}

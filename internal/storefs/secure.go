@@ -8,6 +8,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// OpenPrivate creates the store directory at path when it is missing
+// (0700), makes sure it is the server's alone (Secure), and opens it.
+func OpenPrivate(path string) (*Root, error) {
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		return nil, err
+	}
+	if err := Secure(path); err != nil {
+		return nil, err
+	}
+	return Open(path)
+}
+
 // Secure makes the store at path the server's alone and refuses a store
 // that anyone else could change behind the server's back.
 //

@@ -35,6 +35,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -48,6 +49,7 @@ type Root struct {
 	fd    int    // O_PATH|O_DIRECTORY descriptor of the store
 	path  string // the store's host path, as opened
 	shown string // what paths in errors start with: the mount root, or the store path
+	close *sync.Once
 }
 
 // Open opens the store directory at path (an administrator's path: it is
@@ -58,7 +60,7 @@ func Open(path string) (*Root, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "open store", Path: path, Err: err}
 	}
-	return &Root{fd: fd, path: path, shown: path}, nil
+	return &Root{fd: fd, path: path, shown: path, close: new(sync.Once)}, nil
 }
 
 // ShowAs returns a Root on the same descriptor whose errors name paths
@@ -70,8 +72,13 @@ func (r *Root) ShowAs(prefix string) *Root {
 	return &c
 }
 
-// Close closes the store descriptor (shared by every ShowAs copy).
-func (r *Root) Close() error { return unix.Close(r.fd) }
+// Close closes the store descriptor, shared by every ShowAs copy, once: a
+// second close must never close a descriptor reused by someone else.
+func (r *Root) Close() error {
+	var err error
+	r.close.Do(func() { err = unix.Close(r.fd) })
+	return err
+}
 
 // Path is the store's host path.
 func (r *Root) Path() string { return r.path }

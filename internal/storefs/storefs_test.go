@@ -99,7 +99,9 @@ func TestPlantedSymlinksAreNeverFollowed(t *testing.T) {
 				"utimes":  func() error { return f.r.Utimes("home/1000/a/secret", [2]unix.Timespec{{Sec: 1}, {Sec: 1}}) },
 				"stat":    func() error { _, err := f.r.Lstat("home/1000/a/secret"); return err },
 				"readdir": func() error { _, err := f.r.ReadDir("home/1000/a"); return err },
-				"replace": func() error { return f.r.ReplaceFile("home/1000/a/secret", []byte("x"), 0o600, Owner{-1, -1}, true) },
+				"replace": func() error {
+					return f.r.ReplaceFile("home/1000/a/secret", []byte("x"), Owner{-1, -1, 0o700, 0o600}, true)
+				},
 				"rename":  func() error { return f.r.Rename("home/1000/a/secret", "home/1000/a/other", 0) },
 				"rmall":   func() error { return f.r.RemoveAll("home/1000/a/dir") },
 				"symlink": func() error { return f.r.Symlink("/etc", "home/1000/a/l") },
@@ -168,7 +170,7 @@ func TestWrongTypesAreRefused(t *testing.T) {
 	if string(target) != f.decoy+"/secret" {
 		t.Fatalf("readlink: %q", target)
 	}
-	must(t, f.r.ReplaceFile("home/1000/a/link", []byte("value\n"), 0o600, Owner{-1, -1}, true))
+	must(t, f.r.ReplaceFile("home/1000/a/link", []byte("value\n"), Owner{-1, -1, 0o700, 0o600}, true))
 	if b, _ := os.ReadFile(a + "/link"); string(b) != "value\n" {
 		t.Fatalf("replace over a link: the name holds %q", b)
 	}
@@ -200,7 +202,7 @@ func TestFilesAndDirectories(t *testing.T) {
 	if st.Mode&0o777 != 0o660 {
 		t.Fatalf("file mode %o, want 660", st.Mode&0o777)
 	}
-	must(t, f.r.ReplaceFile("home/1000/b/v", []byte("two\n"), 0o640, Owner{1000, 1000}, true))
+	must(t, f.r.ReplaceFile("home/1000/b/v", []byte("two\n"), Owner{1000, 1000, 0o750, 0o640}, true))
 	b, err := f.r.ReadFile("home/1000/b/v", 10)
 	must(t, err)
 	if string(b) != "two\n" {

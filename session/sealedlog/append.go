@@ -27,7 +27,7 @@ type pendingAppend struct {
 // contiguous, and every caller returns once its batch is fdatasynced.
 func (l *Log) Append(data []byte) (int64, error) {
 	if err := validate(data); err != nil {
-		err.Path = l.path
+		err.Path = l.name()
 		return 0, err
 	}
 	if l.mem {
@@ -128,18 +128,18 @@ func (l *Log) writeBatch(batch []*pendingAppend) (int64, error) {
 		return 0, l.damaged("hash state does not resume: " + err.Error())
 	}
 	h.Write(buf)
-	intent := newRecord(l.seq+1, start+int64(len(buf)), false, h)
+	intent := newRecord(l.seq+1, start+int64(len(buf)), false, h, l.at.Bind)
 	if err := writeRecord(l.seal, intent); err != nil {
 		// The intent may or may not be on disk; either way no byte of the
 		// batch is, which is a state Open accepts. Retry reuses the slot.
-		return 0, osError("append", l.sealPath, err)
+		return 0, osError("append", l.sealName(), err)
 	}
 	if l.afterSeal != nil {
 		l.afterSeal()
 	}
 	if err := l.writeSynced(buf, start); err != nil {
 		l.undo(start, intent.seq)
-		return 0, osError("append", l.path, err)
+		return 0, osError("append", l.name(), err)
 	}
 	l.adopt(intent)
 	l.commitLazily()
@@ -154,7 +154,7 @@ func (l *Log) writeBatch(batch []*pendingAppend) (int64, error) {
 // the batch as a crash would leave it. Without it, a later cut of the last
 // batch made behind our back could pass for an interrupted append.
 func (l *Log) commitLazily() {
-	r := &record{seq: l.seq + 1, length: l.Size(), committed: true, digest: l.digest, state: l.state}
+	r := l.record(l.seq+1, true)
 	if _, err := l.seal.WriteAt(r.encode(), int64(r.seq%2)*slotSize); err == nil {
 		l.seq, l.sealDone = r.seq, true
 	}
@@ -184,13 +184,13 @@ func (l *Log) undo(committed int64, intentSeq uint64) {
 		err = l.f.Sync()
 	}
 	if err == nil {
-		r := &record{seq: intentSeq + 1, length: committed, committed: true, digest: l.digest, state: l.state}
+		r := l.record(intentSeq+1, true) // Size is still the committed length
 		if err = writeRecord(l.seal, r); err == nil {
 			l.seq, l.sealDone = r.seq, true
 		}
 	}
 	if err != nil {
-		l.bad = unprovable(l.path, fmt.Sprintf("a failed append could not be undone: %v", err))
+		l.bad = unprovable(l.name(), fmt.Sprintf("a failed append could not be undone: %v", err))
 		return
 	}
 	l.restamp()

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 )
 
 // Check returns nil when the log is provable, else an EIO *abi.Error that
@@ -36,17 +37,40 @@ func (l *Log) checkLocked() error {
 		return l.bad
 	}
 	if l.closed {
-		return abi.Errorf(syscall.EBADF, "check", "%s: log is closed", l.path)
+		return abi.Errorf(syscall.EBADF, "check", "%s: log is closed", l.name())
 	}
-	var st unix.Stat_t
-	err := unix.Stat(l.path, &st)
-	if err == nil && stampOf(&st) == l.stamp {
+	if err := l.checkSeal(); err != nil {
+		return err
+	}
+	st, err := l.at.Root.Lstat(l.at.Log)
+	if err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && stampOf(st) == l.stamp {
 		return nil
 	}
-	if err != nil && err != unix.ENOENT {
-		return osError("check", l.path, err) // not proof of damage: maybe transient
+	if err != nil && !errors.Is(err, os.ErrNotExist) && !storefs.IsUnsafe(err) {
+		return osError("check", l.name(), err) // not proof of damage: maybe transient
 	}
 	return l.reverify()
+}
+
+// checkSeal makes the Log unprovable when the seal's name no longer holds
+// the seal we write to: deleted or replaced behind our back, the seal
+// would no longer prove anything after a restart, so nothing more may be
+// acknowledged on its strength.
+func (l *Log) checkSeal() error {
+	st, err := l.at.Root.Lstat(l.at.Seal)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return l.damaged("seal is missing")
+	case storefs.IsUnsafe(err):
+		return l.damaged("seal: " + errText(err))
+	case err != nil:
+		return osError("check", l.sealName(), err)
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return l.damaged("seal: " + storefs.TypeName(st.Mode) + ", not a regular file")
+	case (fileID{uint64(st.Dev), st.Ino}) != l.sealID:
+		return l.damaged("seal was replaced")
+	}
+	return nil
 }
 
 // reverify compares the file at the path, whole, with the in-memory truth.
@@ -54,18 +78,20 @@ func (l *Log) checkLocked() error {
 // new stamp and follows the new inode; a mismatch makes the Log unprovable.
 func (l *Log) reverify() error {
 	l.verifies.Add(1)
-	f, err := os.OpenFile(l.path, os.O_RDWR, 0)
-	if errors.Is(err, os.ErrNotExist) {
+	f, err := l.at.Root.OpenFile(l.at.Log, os.O_RDWR, 0)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
 		return l.damaged("log file is missing")
-	}
-	if err != nil {
-		return osError("check", l.path, err)
+	case storefs.IsUnsafe(err):
+		return l.damaged(errText(err))
+	case err != nil:
+		return osError("check", l.name(), err)
 	}
 	what, st, err := l.differs(f)
 	if err != nil || what != "" {
 		f.Close()
 		if err != nil {
-			return osError("check", l.path, err)
+			return osError("check", l.name(), err)
 		}
 		return l.damaged(what)
 	}
@@ -115,6 +141,20 @@ func (l *Log) follow(f *os.File, st *unix.Stat_t) {
 // already marked committed by commitLazily, so a later Open reports the
 // damage instead of taking a cut in the last append for an interrupted one.)
 func (l *Log) damaged(what string) error {
-	l.bad = unprovable(l.path, what)
+	l.bad = unprovable(l.name(), what)
 	return l.bad
+}
+
+// Refuse makes the Log unprovable for a reason outside the log itself (its
+// session's identity is missing or names another place): nothing is
+// appended to it again, and nothing is written to say so.
+func (l *Log) Refuse(what string) {
+	if l.mem {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.bad == nil {
+		l.bad = unprovable(l.name(), what)
+	}
 }

@@ -55,7 +55,7 @@ func TestCrashStates(t *testing.T) {
 	for _, k := range []int{0, 1, len(line(2)), len(line(2)) + 3, len(batch) - 1, len(batch)} {
 		t.Run(fmt.Sprintf("%d of %d bytes", k, len(batch)), func(t *testing.T) {
 			p, s := cp.materialize(t, k)
-			ps := Verify(p, s)
+			ps := Verify(at(t, p, s))
 			switch {
 			case k == 0 || k == len(batch):
 				if len(ps) != 0 {
@@ -67,7 +67,7 @@ func TestCrashStates(t *testing.T) {
 					t.Fatalf("verify: %s, want %q", whats(ps), want)
 				}
 			}
-			l, err := Open(p, s)
+			l, err := Open(at(t, p, s))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,7 +80,7 @@ func TestCrashStates(t *testing.T) {
 			}
 			mustAppend(t, l, line(4))
 			l.Close()
-			if ps := Verify(p, s); len(ps) != 0 {
+			if ps := Verify(at(t, p, s)); len(ps) != 0 {
 				t.Fatalf("verify after recovery: %s", whats(ps))
 			}
 		})
@@ -94,17 +94,17 @@ func TestRepairTornAppend(t *testing.T) {
 	cp := captureCrash(t, batch)
 	k := len(line(2)) + 7
 	p, s := cp.materialize(t, k)
-	msg, err := Repair(p, s)
+	msg, err := Repair(at(t, p, s))
 	if err != nil || msg != fmt.Sprintf("cut %d bytes of a torn final append", k) {
 		t.Fatalf("repair: %q %v", msg, err)
 	}
 	if !bytes.Equal(readFile(t, p), cp.committed) {
 		t.Fatal("repair cut the wrong bytes")
 	}
-	if ps := Verify(p, s); len(ps) != 0 {
+	if ps := Verify(at(t, p, s)); len(ps) != 0 {
 		t.Fatalf("verify after repair: %s", whats(ps))
 	}
-	if msg, err := Repair(p, s); err != nil || msg != "nothing to repair" {
+	if msg, err := Repair(at(t, p, s)); err != nil || msg != "nothing to repair" {
 		t.Fatalf("second repair: %q %v", msg, err)
 	}
 }
@@ -121,7 +121,7 @@ func TestCrashLaterStates(t *testing.T) {
 		seal := readFile(t, s)
 		copy(seal[slotSize*int(latestSeq(t, seal)%2)+100:], bytes.Repeat([]byte{0xAA}, 200))
 		os.WriteFile(s, seal, 0o600)
-		if ps := Verify(p, s); len(ps) != 0 {
+		if ps := Verify(at(t, p, s)); len(ps) != 0 {
 			t.Fatalf("verify: %s", whats(ps))
 		}
 	})
@@ -131,7 +131,7 @@ func TestCrashLaterStates(t *testing.T) {
 	t.Run("crash inside recovery", func(t *testing.T) {
 		p, s := cp.materialize(t, 5)
 		os.Truncate(p, int64(len(cp.committed)))
-		if ps := Verify(p, s); len(ps) != 0 {
+		if ps := Verify(at(t, p, s)); len(ps) != 0 {
 			t.Fatalf("verify: %s", whats(ps))
 		}
 	})
@@ -140,17 +140,17 @@ func TestCrashLaterStates(t *testing.T) {
 	// it are damaged history, even if the record before would match.
 	t.Run("cut under a committed record", func(t *testing.T) {
 		p, s := cp.materialize(t, len(batch))
-		l, err := Open(p, s) // seals the complete batch as committed
+		l, err := Open(at(t, p, s)) // seals the complete batch as committed
 		if err != nil {
 			t.Fatal(err)
 		}
 		l.Close()
 		os.Truncate(p, int64(len(cp.committed)+3))
-		ps := Verify(p, s)
+		ps := Verify(at(t, p, s))
 		if len(ps) == 0 || ps[0].Repairable || !strings.Contains(ps[0].What, "does not match seal") {
 			t.Fatalf("verify: %s", whats(ps))
 		}
-		_, err = Repair(p, s)
+		_, err = Repair(at(t, p, s))
 		wantErr(t, err, syscall.EIO, "does not match seal")
 	})
 }

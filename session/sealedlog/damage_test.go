@@ -102,7 +102,7 @@ func TestDamageWhileOpen(t *testing.T) {
 			wantErr(t, l.Check(), syscall.EIO, d.words) // sticky
 			d.do(t, p)
 			l.Close()
-			if ps := Verify(p, s); len(ps) == 0 || ps[0].Repairable {
+			if ps := Verify(at(t, p, s)); len(ps) == 0 || ps[0].Repairable {
 				t.Fatalf("verify after close: %q", whats(ps))
 			}
 		})
@@ -130,7 +130,7 @@ func TestBenignChangesStayProvable(t *testing.T) {
 		t.Fatal("append went to the old inode")
 	}
 	l.Close()
-	if ps := Verify(p, s); len(ps) != 0 {
+	if ps := Verify(at(t, p, s)); len(ps) != 0 {
 		t.Fatalf("verify: %s", whats(ps))
 	}
 }
@@ -162,14 +162,8 @@ func TestDamageWhileClosed(t *testing.T) {
 			default:
 				d.do(t, p)
 			}
-			if d.name == "remove" {
-				if _, err := Open(p, s); err == nil {
-					t.Fatal("opened a missing log")
-				}
-				return
-			}
 			before := snap(t, p, s)
-			l2, err := Open(p, s)
+			l2, err := Open(at(t, p, s))
 			if err != nil {
 				t.Fatalf("open of an unprovable log: %v", err)
 			}
@@ -184,11 +178,11 @@ func TestDamageWhileClosed(t *testing.T) {
 			if !snap(t, p, s).same(before) {
 				t.Fatal("open, append or close of an unprovable log wrote something")
 			}
-			ps := Verify(p, s)
+			ps := Verify(at(t, p, s))
 			if len(ps) == 0 || ps[0].Repairable || !strings.Contains(ps[0].What, d.words) {
 				t.Fatalf("verify: %q", whats(ps))
 			}
-			if _, err := Repair(p, s); err == nil {
+			if _, err := Repair(at(t, p, s)); err == nil {
 				t.Fatal("repair of damaged history succeeded")
 			} else {
 				wantErr(t, err, syscall.EIO, d.words)
@@ -207,16 +201,16 @@ func TestOneSlotLost(t *testing.T) {
 		l, p, s := threeLines(t)
 		l.Close()
 		writeAt(t, s, []byte{0xff}, int64(slot*slotSize+30))
-		if ps := Verify(p, s); len(ps) != 0 {
+		if ps := Verify(at(t, p, s)); len(ps) != 0 {
 			t.Fatalf("slot %d: %s", slot, whats(ps))
 		}
-		l2, err := Open(p, s)
+		l2, err := Open(at(t, p, s))
 		if err != nil || l2.Check() != nil {
 			t.Fatalf("slot %d: open %v check %v", slot, err, l2.Check())
 		}
 		mustAppend(t, l2, line(3))
 		l2.Close()
-		if ps := Verify(p, s); len(ps) != 0 {
+		if ps := Verify(at(t, p, s)); len(ps) != 0 {
 			t.Fatalf("slot %d after append: %s", slot, whats(ps))
 		}
 	}
@@ -235,11 +229,11 @@ func TestMalformedUnderValidSeal(t *testing.T) {
 		p, s := filepath.Join(dir, "events.jsonl"), filepath.Join(dir, "events.seal")
 		os.WriteFile(p, []byte(c.content), 0o600)
 		forgeSeal(t, s, []byte(c.content))
-		ps := Verify(p, s)
+		ps := Verify(at(t, p, s))
 		if len(ps) != 1 || ps[0].What != c.words {
 			t.Fatalf("verify %q: %s", c.content, whats(ps))
 		}
-		l, err := Open(p, s)
+		l, err := Open(at(t, p, s))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +246,7 @@ func TestMalformedUnderValidSeal(t *testing.T) {
 func forgeSeal(t *testing.T, s string, content []byte) {
 	h := newHash()
 	h.Write(content)
-	r := newRecord(1, int64(len(content)), true, h)
+	r := newRecord(1, int64(len(content)), true, h, testBind)
 	f, err := os.Create(s)
 	if err != nil {
 		t.Fatal(err)
@@ -286,5 +280,92 @@ func TestCheckIsCheap(t *testing.T) {
 	}
 	if n := l.verifies.Load(); n != 1 {
 		t.Fatalf("%d full re-reads after one touch, want 1", n)
+	}
+}
+
+// TestSealGoneWhileOpen: a seal deleted or replaced while the log is open
+// would prove nothing after a restart, so nothing more is acknowledged.
+func TestSealGoneWhileOpen(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		do    func(t *testing.T, s string)
+		words string
+	}{
+		{"deleted", func(t *testing.T, s string) { os.Remove(s) }, "seal is missing"},
+		{"replaced by a copy", func(t *testing.T, s string) {
+			b, _ := os.ReadFile(s)
+			replace(t, s, b)
+		}, "seal was replaced"},
+		{"replaced by a symlink", func(t *testing.T, s string) {
+			os.Rename(s, s+".real")
+			os.Symlink(s+".real", s)
+		}, "seal: a symlink"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, p, s := threeLines(t)
+			c.do(t, s)
+			before := snap(t, p, s)
+			_, err := l.Append(line(3))
+			wantErr(t, err, syscall.EIO, c.words)
+			if !snap(t, p, s).same(before) {
+				t.Fatal("a refused append wrote something")
+			}
+		})
+	}
+}
+
+// TestBoundToItsPlace: a log and seal that verify on their own are
+// refused where they do not belong: under another session's binding, or
+// in place of the other log of the same session.
+func TestBoundToItsPlace(t *testing.T) {
+	_, p, s := threeLines(t)
+	elsewhere := at(t, p, s)
+	elsewhere.Bind = Binding([]byte("another session"), "messages.jsonl")
+	otherFile := at(t, p, s)
+	otherFile.Bind = Binding([]byte("test session"), "events.jsonl")
+	for name, place := range map[string]Place{"another session": elsewhere, "the other log": otherFile} {
+		before := snap(t, p, s)
+		ps := Verify(place)
+		if len(ps) != 1 || !strings.Contains(ps[0].What, "bound to another session or file") || ps[0].Repairable {
+			t.Fatalf("%s: verify %s", name, whats(ps))
+		}
+		l, err := Open(place)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, l.Check(), syscall.EIO, "bound to another session or file")
+		_, err = l.Append(line(4))
+		wantErr(t, err, syscall.EIO, "bound to another session")
+		l.Close()
+		if !snap(t, p, s).same(before) {
+			t.Fatalf("%s: refusing wrote something", name)
+		}
+	}
+	if ps := Verify(at(t, p, s)); len(ps) != 0 {
+		t.Fatalf("in its own place: %s", whats(ps))
+	}
+}
+
+// TestSymlinkedLogIsUnprovable: a log or seal replaced by a symlink is
+// never followed; the log is unprovable.
+func TestSymlinkedLogIsUnprovable(t *testing.T) {
+	for _, which := range []string{"log", "seal"} {
+		l, p, s := threeLines(t)
+		l.Close()
+		target := p
+		if which == "seal" {
+			target = s
+		}
+		os.Rename(target, target+".real")
+		os.Symlink(target+".real", target)
+		l2, err := Open(at(t, p, s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, l2.Check(), syscall.EIO, "symlink")
+		if ps := Verify(at(t, p, s)); len(ps) == 0 || !strings.Contains(whats(ps), "symlink") {
+			t.Fatalf("%s: verify %s", which, whats(ps))
+		}
+		l2.Close()
 	}
 }

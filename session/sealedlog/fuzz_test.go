@@ -53,7 +53,7 @@ func FuzzAppend(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	p, s := paths(f)
-	l, err := Create(p, s, -1, -1)
+	l, err := Create(at(f, p, s), anyOwner)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func FuzzAppend(f *testing.F) {
 		if err := l.Check(); err != nil {
 			t.Fatal(err)
 		}
-		if ps := Verify(p, s); len(ps) != 0 {
+		if ps := Verify(at(t, p, s)); len(ps) != 0 {
 			t.Fatalf("verify after %q: %s", data, whats(ps))
 		}
 	})

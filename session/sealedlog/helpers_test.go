@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 )
 
 // paths returns a fresh log and seal path in their own temp directory.
@@ -21,10 +22,28 @@ func paths(t testing.TB) (string, string) {
 	return filepath.Join(dir, "messages.jsonl"), filepath.Join(dir, "messages.seal")
 }
 
+// anyOwner leaves new files to the test's own uid.
+var anyOwner = storefs.Owner{Uid: -1, Gid: -1, DirMode: 0o700, FileMode: 0o600}
+
+// testBind is the binding of every log the tests make.
+var testBind = Binding([]byte("test session"), "messages.jsonl")
+
+// at is the Place of a log and seal given by host paths in one directory:
+// a store rooted at that directory, closed when the test ends.
+func at(t testing.TB, p, s string) Place {
+	t.Helper()
+	r, err := storefs.Open(filepath.Dir(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return Place{Root: r, Log: filepath.Base(p), Seal: filepath.Base(s), Bind: testBind}
+}
+
 func mustCreate(t testing.TB) (*Log, string, string) {
 	t.Helper()
 	p, s := paths(t)
-	l, err := Create(p, s, -1, -1)
+	l, err := Create(at(t, p, s), anyOwner)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ import (
 	"errors"
 	"io"
 	"os"
-	"path/filepath"
+	"path"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -33,12 +33,38 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 )
+
+// Place is where a log and its seal are in the store, and what the seal
+// binds them to.
+type Place struct {
+	Root *storefs.Root
+	Log  string // the log, relative to the store
+	Seal string // its seal, relative to the store
+	// Bind is what every seal record of this log carries and must carry:
+	// the digest of the session's identity and the log's name (Binding).
+	// A log and seal moved to another session, or swapped with the other
+	// log of the same session, no longer match it.
+	Bind [32]byte
+}
+
+// Binding is the value a seal binds its log to: the session's identity
+// (a random id drawn at creation and the session's place then, kept in the
+// session) and the log's file name.
+func Binding(identity []byte, file string) [32]byte {
+	h := sha256.New()
+	h.Write([]byte("ctxfs seal binding v1\x00"))
+	h.Write(identity)
+	h.Write([]byte{0})
+	h.Write([]byte(file))
+	return [32]byte(h.Sum(nil))
+}
 
 // Log is one append-only log and its seal, or a log kept only in memory.
 type Log struct {
-	path, sealPath string
-	mem            bool
+	at  Place
+	mem bool
 
 	length   atomic.Int64 // committed length; read without locks by Size and ReadAt
 	syncs    atomic.Int64 // batches made durable; tests check that group commit happened
@@ -57,6 +83,7 @@ type Log struct {
 	state     []byte     // marshalled SHA-256 state of log[0:length]
 	digest    [sha256.Size]byte
 	stamp     fileStamp // what the log looked like after our last write or verify
+	sealID    fileID    // the seal file we write to; its name must keep holding it
 	bad       error     // sticky: once unprovable, always unprovable
 	closed    bool
 	writeData func(f *os.File, b []byte, off int64) (int, error) // tests inject short writes
@@ -69,27 +96,26 @@ type Log struct {
 
 // Create makes a new empty log and its seal, durably: both files and the
 // directories they are in are synced before it returns. EEXIST when either
-// exists. When uid >= 0 both are chowned to uid:gid; EPERM from that is
-// ignored when not running as root, so tests and unprivileged servers work.
-func Create(path, sealPath string, uid, gid int) (*Log, error) {
-	f, err := createFile(path, uid, gid)
+// exists. Both get own's file mode and owner (see storefs.Fchown).
+func Create(at Place, own storefs.Owner) (*Log, error) {
+	f, err := createFile(at.Root, at.Log, own)
 	if err != nil {
 		return nil, err
 	}
-	seal, err := createFile(sealPath, uid, gid)
+	seal, err := createFile(at.Root, at.Seal, own)
 	if err != nil {
 		f.Close()
-		os.Remove(path)
+		at.Root.Remove(at.Log)
 		return nil, err
 	}
-	l := newFileLog(path, sealPath, f)
+	l := newFileLog(at, f)
 	l.seal = seal
-	l.adopt(newRecord(1, 0, true, sha256.New()))
+	l.adopt(newRecord(1, 0, true, sha256.New(), at.Bind))
 	if err := l.createDurably(); err != nil {
 		f.Close()
 		seal.Close()
-		os.Remove(path)
-		os.Remove(sealPath)
+		at.Root.Remove(at.Log)
+		at.Root.Remove(at.Seal)
 		return nil, err
 	}
 	return l, nil
@@ -99,51 +125,62 @@ func Create(path, sealPath string, uid, gid int) (*Log, error) {
 // directories, so that after a crash either both names exist with a valid
 // seal or Create did not return success.
 func (l *Log) createDurably() error {
-	r := &record{seq: l.seq, length: 0, committed: true, digest: l.digest, state: l.state}
+	r := l.record(l.seq, true)
 	if err := writeRecord(l.seal, r); err != nil {
-		return osError("create", l.sealPath, err)
+		return osError("create", l.sealName(), err)
 	}
 	for _, f := range []*os.File{l.seal, l.f} {
 		if err := f.Sync(); err != nil {
 			return osError("create", f.Name(), err)
 		}
 	}
-	dirs := []string{filepath.Dir(l.path)}
-	if d := filepath.Dir(l.sealPath); d != dirs[0] {
+	dirs := []string{path.Dir(l.at.Log)}
+	if d := path.Dir(l.at.Seal); d != dirs[0] {
 		dirs = append(dirs, d)
 	}
 	for _, d := range dirs {
-		if err := SyncDir(d); err != nil {
-			return osError("create", d, err)
+		if err := l.at.Root.SyncDir(d); err != nil {
+			return osError("create", l.at.Root.Show(d), err)
 		}
 	}
 	l.restamp()
 	return nil
 }
 
-// createFile creates one file exclusively with mode 0600 (whatever the
-// umask) and the owner asked for.
-func createFile(path string, uid, gid int) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+// createFile creates one file exclusively with exactly the owner and mode
+// asked for.
+func createFile(root *storefs.Root, rel string, own storefs.Owner) (*os.File, error) {
+	f, err := root.OpenFile(rel, os.O_RDWR|os.O_CREATE|os.O_EXCL, own.FileMode)
 	if err != nil {
-		return nil, osError("create", path, err)
+		return nil, osError("create", root.Show(rel), err)
 	}
-	err = f.Chmod(0o600)
-	if err == nil && uid >= 0 {
-		if err = f.Chown(uid, gid); errors.Is(err, syscall.EPERM) && os.Geteuid() != 0 {
-			err = nil
-		}
-	}
-	if err != nil {
+	if err := storefs.Fchown(f, own); err != nil {
 		f.Close()
-		os.Remove(path)
-		return nil, osError("create", path, err)
+		root.Remove(rel)
+		return nil, osError("create", root.Show(rel), err)
 	}
 	return f, nil
 }
 
-func newFileLog(path, sealPath string, f *os.File) *Log {
-	return &Log{path: path, sealPath: sealPath, f: f, writeData: (*os.File).WriteAt}
+func newFileLog(at Place, f *os.File) *Log {
+	return &Log{at: at, f: f, writeData: (*os.File).WriteAt}
+}
+
+// name and sealName are how the log and its seal are named in errors.
+func (l *Log) name() string     { return l.at.show(l.at.Log) }
+func (l *Log) sealName() string { return l.at.show(l.at.Seal) }
+
+// show names rel; a memory log has no store and is named as is.
+func (at Place) show(rel string) string {
+	if at.Root == nil {
+		return rel
+	}
+	return at.Root.Show(rel)
+}
+
+// record is a record of the in-memory truth with the given seq.
+func (l *Log) record(seq uint64, committed bool) *record {
+	return &record{seq: seq, length: l.Size(), committed: committed, digest: l.digest, state: l.state, bind: l.at.Bind}
 }
 
 // adopt makes r the in-memory truth: the committed length and hash state.
@@ -156,18 +193,28 @@ func (l *Log) adopt(r *record) {
 // Open opens an existing log for appending after verifying it fully, and
 // finishes an append a crash interrupted (cutting its unacknowledged bytes).
 // An unprovable log still opens, with Check reporting why and nothing ever
-// written to it. The error is for I/O trouble only (ENOENT: no log).
-func Open(path, sealPath string) (*Log, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return nil, osError("open", path, err)
+// written to it; so does a missing log (history that was there is gone),
+// which reads as empty. The error is for I/O trouble only.
+func Open(at Place) (*Log, error) {
+	f, err := at.Root.OpenFile(at.Log, os.O_RDWR, 0)
+	switch {
+	case errors.Is(err, os.ErrNotExist), storefs.IsUnsafe(err):
+		return unprovableLog(at, what(err, "log file is missing")), nil
+	case err != nil:
+		return nil, osError("open", at.Root.Show(at.Log), err)
 	}
-	seal, err := os.OpenFile(sealPath, os.O_RDWR, 0)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	seal, serr := at.Root.OpenFile(at.Seal, os.O_RDWR, 0)
+	switch {
+	case errors.Is(serr, os.ErrNotExist), storefs.IsUnsafe(serr):
+		seal = nil // examine reports the missing seal
+	case serr != nil:
 		f.Close()
-		return nil, osError("open", sealPath, err)
+		return nil, osError("open", at.Root.Show(at.Seal), serr)
 	}
-	l, err := openExamined(path, sealPath, f, seal)
+	l, err := openExamined(at, f, seal)
+	if err == nil && storefs.IsUnsafe(serr) {
+		l.bad = unprovable(l.name(), "seal: "+errText(serr)) // say what is there instead
+	}
 	if err != nil {
 		f.Close()
 		if seal != nil {
@@ -178,16 +225,33 @@ func Open(path, sealPath string) (*Log, error) {
 	return l, nil
 }
 
+// what is the words for a log that cannot be opened: what an unsafe path
+// holds, or missing.
+func what(err error, missing string) string {
+	if storefs.IsUnsafe(err) {
+		return errText(err)
+	}
+	return missing
+}
+
+// unprovableLog is a Log for a log file that is gone or is not a regular
+// file: it reads as empty and refuses every append.
+func unprovableLog(at Place, what string) *Log {
+	l := &Log{at: at}
+	l.bad = unprovable(l.name(), what)
+	return l
+}
+
 // openExamined verifies the open files and builds the Log: provable, after
 // finishing any interrupted append; or unprovable, read-only in effect.
-func openExamined(path, sealPath string, f, seal *os.File) (*Log, error) {
-	ex, err := examine(path, f, sealPath, seal)
+func openExamined(at Place, f, seal *os.File) (*Log, error) {
+	ex, err := examine(at, f, seal)
 	if err != nil {
 		return nil, err
 	}
-	l := newFileLog(path, sealPath, f)
+	l := newFileLog(at, f)
 	if !ex.provable() {
-		l.bad = unprovable(path, ex.summary())
+		l.bad = unprovable(l.name(), ex.summary())
 		l.length.Store(ex.size) // so a person can still read all of it
 		if seal != nil {
 			seal.Close()
@@ -199,7 +263,7 @@ func openExamined(path, sealPath string, f, seal *os.File) (*Log, error) {
 	switch {
 	case ex.torn:
 		if err := finishTorn(f, seal, ex); err != nil {
-			return nil, osError("open", path, err)
+			return nil, osError("open", l.name(), err)
 		}
 		l.adopt(ex.base)
 		l.seq, l.sealDone = ex.seal.latest.seq+1, true
@@ -208,7 +272,7 @@ func openExamined(path, sealPath string, f, seal *os.File) (*Log, error) {
 		// that damage done while we are down is never mistaken for a crash.
 		l.adopt(ex.base)
 		if err := l.commitSeal(); err != nil {
-			return nil, osError("open", sealPath, err)
+			return nil, osError("open", l.sealName(), err)
 		}
 	default:
 		l.adopt(ex.base)
@@ -258,11 +322,11 @@ func (l *Log) readAt(p []byte, off int64) (int, error) {
 	l.fdMu.RLock()
 	defer l.fdMu.RUnlock()
 	if l.f == nil {
-		return 0, abi.Errorf(syscall.EBADF, "read", "%s: log is closed", l.path)
+		return 0, abi.Errorf(syscall.EBADF, "read", "%s: log is closed", l.name())
 	}
 	n, err := l.f.ReadAt(p, off)
 	if err != nil && err != io.EOF {
-		err = osError("read", l.path, err)
+		err = osError("read", l.name(), err)
 	}
 	return n, err
 }
@@ -288,13 +352,15 @@ func (l *Log) Close() error {
 		}
 	}
 	l.fdMu.Lock()
-	if cerr := l.f.Close(); err == nil {
-		err = cerr
+	if l.f != nil {
+		if cerr := l.f.Close(); err == nil {
+			err = cerr
+		}
 	}
 	l.f = nil
 	l.fdMu.Unlock()
 	if err != nil {
-		return osError("close", l.path, err)
+		return osError("close", l.name(), err)
 	}
 	return nil
 }
@@ -306,13 +372,16 @@ func (l *Log) commitSeal() error {
 	if l.sealDone {
 		return nil
 	}
-	r := &record{seq: l.seq + 1, length: l.Size(), committed: true, digest: l.digest, state: l.state}
+	r := l.record(l.seq+1, true)
 	if err := writeRecord(l.seal, r); err != nil {
 		return err
 	}
 	l.seq, l.sealDone = r.seq, true
 	return nil
 }
+
+// fileID is a file's device and inode: which file a name holds.
+type fileID struct{ dev, ino uint64 }
 
 // fileStamp is what stat says about the log file; while it is unchanged,
 // nobody but us has written to the file, so Check need not re-read it.
@@ -326,12 +395,17 @@ func stampOf(st *unix.Stat_t) fileStamp {
 	return fileStamp{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, ctime: st.Ctim}
 }
 
-// restamp records the file as it is after our own write. If fstat fails the
-// stamp is cleared, which only costs the next Check a full re-verify.
+// restamp records the log file as it is after our own write, and which
+// inode the seal is. If fstat fails the stamp is cleared, which only costs
+// the next Check a full re-verify.
 func (l *Log) restamp() {
 	var st unix.Stat_t
 	l.stamp = fileStamp{}
 	if err := unix.Fstat(int(l.f.Fd()), &st); err == nil {
 		l.stamp = stampOf(&st)
+	}
+	l.sealID = fileID{}
+	if l.seal != nil && unix.Fstat(int(l.seal.Fd()), &st) == nil {
+		l.sealID = fileID{uint64(st.Dev), st.Ino}
 	}
 }

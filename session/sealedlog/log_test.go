@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/storefs"
 )
 
 func TestCreateAppendReopen(t *testing.T) {
@@ -38,10 +41,10 @@ func TestCreateAppendReopen(t *testing.T) {
 			t.Errorf("%s mode %v", f, st.Mode())
 		}
 	}
-	if ps := Verify(p, s); len(ps) != 0 {
+	if ps := Verify(at(t, p, s)); len(ps) != 0 {
 		t.Fatalf("verify: %s", whats(ps))
 	}
-	l2, err := Open(p, s)
+	l2, err := Open(at(t, p, s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,20 +60,20 @@ func TestCreateAppendReopen(t *testing.T) {
 		t.Fatalf("file %q", got)
 	}
 	l2.Close()
-	if ps := Verify(p, s); len(ps) != 0 {
+	if ps := Verify(at(t, p, s)); len(ps) != 0 {
 		t.Fatalf("verify: %s", whats(ps))
 	}
 }
 
 func TestCreateExistingAndOpenMissing(t *testing.T) {
 	_, p, s := mustCreate(t)
-	if _, err := Create(p, s+".other", -1, -1); err == nil {
+	if _, err := Create(at(t, p, s+".other"), anyOwner); err == nil {
 		t.Fatal("create over an existing log")
 	} else {
 		wantErr(t, err, syscall.EEXIST, "")
 	}
-	p2, _ := paths(t)
-	if _, err := Create(p2, s, -1, -1); err == nil {
+	p2 := filepath.Join(filepath.Dir(p), "events.jsonl")
+	if _, err := Create(at(t, p2, s), anyOwner); err == nil {
 		t.Fatal("create over an existing seal")
 	} else {
 		wantErr(t, err, syscall.EEXIST, "")
@@ -78,16 +81,23 @@ func TestCreateExistingAndOpenMissing(t *testing.T) {
 	if _, err := os.Stat(p2); !os.IsNotExist(err) {
 		t.Fatalf("failed create left %s behind: %v", p2, err)
 	}
-	if _, err := Open(p2, s); err == nil {
-		t.Fatal("open of a missing log")
-	} else {
-		wantErr(t, err, syscall.ENOENT, "")
+	// A log that is gone is history lost: it opens unprovable, reads as
+	// empty, and refuses appends.
+	l, err := Open(at(t, p2, s))
+	if err != nil {
+		t.Fatalf("open of a missing log: %v", err)
+	}
+	wantErr(t, l.Check(), syscall.EIO, "log file is missing")
+	_, err = l.Append(line(1))
+	wantErr(t, err, syscall.EIO, "log file is missing")
+	if _, err := os.Stat(p2); !os.IsNotExist(err) {
+		t.Fatalf("append to a missing log made %s", p2)
 	}
 }
 
 func TestCreateChownSelf(t *testing.T) {
 	p, s := paths(t)
-	l, err := Create(p, s, os.Getuid(), os.Getgid())
+	l, err := Create(at(t, p, s), storefs.Owner{Uid: os.Getuid(), Gid: os.Getgid(), DirMode: 0o700, FileMode: 0o600})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +187,7 @@ func TestConcurrentAppends(t *testing.T) {
 		t.Fatalf("no group commit: %d syncs for %d calls", syncs, writers*calls)
 	}
 	l.Close()
-	if ps := Verify(p, s); len(ps) != 0 {
+	if ps := Verify(at(t, p, s)); len(ps) != 0 {
 		t.Fatalf("verify: %s", whats(ps))
 	}
 }
@@ -240,7 +250,7 @@ func TestFailedWriteIsUndone(t *testing.T) {
 		l.writeData = (*os.File).WriteAt
 		mustAppend(t, l, line(2))
 		l.Close()
-		if ps := Verify(p, s); len(ps) != 0 {
+		if ps := Verify(at(t, p, s)); len(ps) != 0 {
 			t.Fatalf("verify: %s", whats(ps))
 		}
 	}

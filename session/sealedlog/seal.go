@@ -18,10 +18,12 @@ import (
 const (
 	slotSize   = 512
 	sealSize   = 2 * slotSize
-	sealMagic  = "CTXSEAL1"
+	sealMagic  = "CTXSEAL2"
+	oldMagic   = "CTXSEAL1"   // before records carried their binding
 	stateMax   = 256          // room for a marshalled sha256 state (108 bytes today)
 	crcOffset  = slotSize - 4 // the CRC covers everything before it
 	stateStart = 8 + 8 + 8 + 1 + 32 + 2
+	bindStart  = 320 // after the state's room
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -30,16 +32,18 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // plus the hash state at that length so appends resume without re-reading
 // the log. committed is false for an append's intent record, written before
 // the data: until the next record, those bytes may not all be on disk.
+// bind ties the record to one log of one session (Binding).
 type record struct {
 	seq       uint64
 	length    int64
 	committed bool
 	digest    [sha256.Size]byte
 	state     []byte
+	bind      [32]byte
 }
 
 // encode lays the record out as one slot: magic, seq, length, committed,
-// digest, state length, state, zero padding, CRC-32C.
+// digest, state length, state, zero padding, binding, CRC-32C.
 func (r *record) encode() []byte {
 	b := make([]byte, slotSize)
 	copy(b, sealMagic)
@@ -51,6 +55,7 @@ func (r *record) encode() []byte {
 	copy(b[25:], r.digest[:])
 	binary.LittleEndian.PutUint16(b[57:], uint16(len(r.state)))
 	copy(b[stateStart:], r.state)
+	copy(b[bindStart:], r.bind[:])
 	binary.LittleEndian.PutUint32(b[crcOffset:], crc32.Checksum(b[:crcOffset], castagnoli))
 	return b
 }
@@ -62,10 +67,12 @@ func decodeRecord(b []byte) (*record, error) {
 	if len(b) < slotSize {
 		return nil, fmt.Errorf("missing")
 	}
-	if string(b[:8]) != sealMagic {
-		if allZero(b[:slotSize]) {
-			return nil, fmt.Errorf("empty")
-		}
+	switch {
+	case string(b[:8]) == oldMagic:
+		return nil, fmt.Errorf("format %s of an older ctxfs, which did not bind a seal to its session", oldMagic)
+	case string(b[:8]) != sealMagic && allZero(b[:slotSize]):
+		return nil, fmt.Errorf("empty")
+	case string(b[:8]) != sealMagic:
 		return nil, fmt.Errorf("bad magic")
 	}
 	if crc32.Checksum(b[:crcOffset], castagnoli) != binary.LittleEndian.Uint32(b[crcOffset:]) {
@@ -81,6 +88,7 @@ func decodeRecord(b []byte) (*record, error) {
 		return nil, fmt.Errorf("bad fields")
 	}
 	copy(r.digest[:], b[25:57])
+	copy(r.bind[:], b[bindStart:])
 	r.state = append([]byte(nil), b[stateStart:stateStart+n]...)
 	h, err := resumeHash(r.state)
 	if err != nil || [sha256.Size]byte(h.Sum(nil)) != r.digest {
@@ -116,9 +124,10 @@ func hashState(h hash.Hash) []byte {
 	return b
 }
 
-// newRecord vouches for length bytes whose running hash is h.
-func newRecord(seq uint64, length int64, committed bool, h hash.Hash) *record {
-	return &record{seq: seq, length: length, committed: committed, digest: [sha256.Size]byte(h.Sum(nil)), state: hashState(h)}
+// newRecord vouches for length bytes whose running hash is h, for the log
+// bind names.
+func newRecord(seq uint64, length int64, committed bool, h hash.Hash, bind [32]byte) *record {
+	return &record{seq: seq, length: length, committed: committed, digest: [sha256.Size]byte(h.Sum(nil)), state: hashState(h), bind: bind}
 }
 
 // sealState is what a seal file holds: the latest valid record, the one

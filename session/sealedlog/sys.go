@@ -4,12 +4,13 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path/filepath"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 )
 
 // fdatasync makes f's data (and the metadata needed to read it back, such
@@ -34,16 +35,6 @@ func fdatasync(f *os.File) error {
 	return serr
 }
 
-// SyncDir fsyncs a directory so that a file just created in it survives a
-// crash under its name.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
 
 // osError turns an OS error into the *abi.Error callers get, keeping the
 // errno the kernel gave (ENOSPC, EACCES, ...) and the operation and path.
@@ -55,10 +46,15 @@ func osError(op, path string, err error) error {
 	return &abi.Error{Op: op, Path: path, Errno: abi.Errno(err), Msg: errText(err)}
 }
 
-// errText is an error's own words, without the path an *fs.PathError adds.
+// errText is an error's own words, without the path an *fs.PathError or
+// a *storefs.UnsafeError adds.
 func errText(err error) string {
 	var pe *fs.PathError
-	if errors.As(err, &pe) {
+	var ue *storefs.UnsafeError
+	switch {
+	case errors.As(err, &ue):
+		return ue.What
+	case errors.As(err, &pe):
 		return pe.Err.Error()
 	}
 	return err.Error()
@@ -66,5 +62,5 @@ func errText(err error) string {
 
 // unprovable is the EIO error of a log whose history cannot be proven.
 func unprovable(path, what string) *abi.Error {
-	return &abi.Error{Op: "check", Path: path, Errno: syscall.EIO, Msg: filepath.Base(path) + ": " + what}
+	return &abi.Error{Op: "check", Path: path, Errno: syscall.EIO, Msg: path[strings.LastIndexByte(path, '/')+1:] + ": " + what}
 }

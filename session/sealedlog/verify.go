@@ -129,6 +129,8 @@ type examination struct {
 	base     *record
 	torn     bool // latest is an unfinished append; bytes past base.length are not vouched for
 	problems []Problem
+
+	logF, sealF *os.File // what openAndExamine opened (Repair writes through them)
 }
 
 // provable says whether the log can be used once a torn append is cut.
@@ -152,7 +154,8 @@ func (ex *examination) summary() string {
 
 // examine reads the seal and scans the log once, then decides. seal is nil
 // when the seal file does not exist. It changes nothing.
-func examine(logPath string, logF *os.File, sealPath string, seal *os.File) (*examination, error) {
+func examine(at Place, logF *os.File, seal *os.File) (*examination, error) {
+	logPath, sealPath := at.Root.Show(at.Log), at.Root.Show(at.Seal)
 	ex := &examination{}
 	var marks []int64
 	if seal != nil {
@@ -173,14 +176,14 @@ func examine(logPath string, logF *os.File, sealPath string, seal *os.File) (*ex
 		return nil, osError("read", logPath, err)
 	}
 	ex.size = scan.size
-	ex.judge(logPath, sealPath, scan)
+	ex.judge(logPath, sealPath, scan, at.Bind)
 	return ex, nil
 }
 
 // judge applies the rules of section 6: the log must be exactly what the
 // latest record vouches for, or an append interrupted by a crash on top of
 // what the record before it vouches for. Anything else is damaged history.
-func (ex *examination) judge(logPath, sealPath string, scan *scanResult) {
+func (ex *examination) judge(logPath, sealPath string, scan *scanResult, bind [32]byte) {
 	s := ex.seal
 	add := func(path, what string, repairable bool) {
 		ex.problems = append(ex.problems, Problem{Path: path, What: what, Repairable: repairable})
@@ -191,6 +194,8 @@ func (ex *examination) judge(logPath, sealPath string, scan *scanResult) {
 		add(sealPath, "seal is missing", false)
 	case s.latest == nil:
 		add(sealPath, fmt.Sprintf("seal has no valid record (slot 0: %v; slot 1: %v)", s.slotErr[0], s.slotErr[1]), false)
+	case s.latest.bind != bind || s.prev != nil && s.prev.bind != bind:
+		add(sealPath, "seal belongs to another log: it is bound to another session or file", false)
 	case scan.size == s.latest.length && scan.sums[scan.size] == s.latest.digest:
 		ex.base = s.latest
 	case ex.tornAppend(scan):
@@ -240,54 +245,62 @@ func mismatch(scan *scanResult, r *record) string {
 // changes nothing. It returns one Problem per thing wrong, none when clean.
 // A seal whose latest append was interrupted before any byte reached the log
 // is consistent, not a problem; Open finishes it.
-func Verify(path, sealPath string) []Problem {
-	logF, err := os.Open(path)
+func Verify(at Place) []Problem {
+	ex, done, err := openAndExamine(at, os.O_RDONLY)
 	if err != nil {
-		return []Problem{{Path: path, What: "cannot open log: " + errText(err)}}
+		return []Problem{*err}
 	}
-	defer logF.Close()
-	seal, err := os.Open(sealPath)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return []Problem{{Path: sealPath, What: "cannot open seal: " + errText(err)}}
-	}
-	if seal != nil {
-		defer seal.Close()
-	}
-	ex, err := examine(path, logF, sealPath, seal)
-	if err != nil {
-		return []Problem{{Path: path, What: errText(err)}}
-	}
+	defer done()
 	return ex.problems
+}
+
+// openAndExamine opens a log and its seal with flags and examines them.
+// A problem opening either is returned as the one Problem.
+func openAndExamine(at Place, flags int) (ex *examination, done func(), prob *Problem) {
+	logF, err := at.Root.OpenFile(at.Log, flags, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, &Problem{Path: at.Root.Show(at.Log), What: "log file is missing"}
+	}
+	if err != nil {
+		return nil, nil, &Problem{Path: at.Root.Show(at.Log), What: "cannot open log: " + errText(err)}
+	}
+	seal, err := at.Root.OpenFile(at.Seal, flags, 0)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		logF.Close()
+		return nil, nil, &Problem{Path: at.Root.Show(at.Seal), What: "cannot open seal: " + errText(err)}
+	}
+	done = func() {
+		logF.Close()
+		if seal != nil {
+			seal.Close()
+		}
+	}
+	ex, err = examine(at, logF, seal)
+	if err != nil {
+		done()
+		return nil, nil, &Problem{Path: at.Root.Show(at.Log), What: errText(err)}
+	}
+	ex.logF, ex.sealF = logF, seal
+	return ex, done, nil
 }
 
 // Repair cuts a torn final append, the one repair section 6 allows, and
 // reseals durably. It says what it did, or fails with EIO when the log needs
 // more than that (damaged history is never rewritten).
-func Repair(path, sealPath string) (string, error) {
-	logF, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return "", osError("repair", path, err)
+func Repair(at Place) (string, error) {
+	ex, done, prob := openAndExamine(at, os.O_RDWR)
+	if prob != nil {
+		return "", abi.Errorf(syscall.EIO, "repair", "%s: %s", prob.Path, prob.What)
 	}
-	defer logF.Close()
-	seal, err := os.OpenFile(sealPath, os.O_RDWR, 0)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return "", osError("repair", sealPath, err)
-	}
-	if seal != nil {
-		defer seal.Close()
-	}
-	ex, err := examine(path, logF, sealPath, seal)
-	if err != nil {
-		return "", err
-	}
+	defer done()
 	if !ex.provable() {
-		return "", abi.Errorf(syscall.EIO, "repair", "%s: %s", path, ex.summary())
+		return "", abi.Errorf(syscall.EIO, "repair", "%s: %s", at.Root.Show(at.Log), ex.summary())
 	}
 	if !ex.torn || ex.size == ex.base.length {
 		return "nothing to repair", nil
 	}
-	if err := finishTorn(logF, seal, ex); err != nil {
-		return "", osError("repair", path, err)
+	if err := finishTorn(ex.logF, ex.sealF, ex); err != nil {
+		return "", osError("repair", at.Root.Show(at.Log), err)
 	}
 	return fmt.Sprintf("cut %d bytes of a torn final append", ex.size-ex.base.length), nil
 }
