@@ -35,7 +35,6 @@ func fdatasync(f *os.File) error {
 	return serr
 }
 
-
 // osError turns an OS error into the *abi.Error callers get, keeping the
 // errno the kernel gave (ENOSPC, EACCES, ...) and the operation and path.
 func osError(op, path string, err error) error {
