@@ -3,7 +3,6 @@ module github.com/ctxfs/ctxfs
 go 1.26.8
 
 require (
-	github.com/google/renameio/v2 v2.0.2
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/rogpeppe/go-internal v1.16.0
 	golang.org/x/sys v0.50.0

@@ -34,15 +34,10 @@ func (n *ctlNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOu
 	return n.virtualAttr(&out.Attr, 0o666, 0)
 }
 
-// Setattr: `echo … > ctl` truncates first; that and touching are no-ops.
+// Setattr: `echo … > ctl` truncates first; the engine takes that and a
+// touch as no-ops.
 func (n *ctlNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if errno := truncateOK(in); errno != 0 {
-		return errno
-	}
-	if !onlyTimes(in) {
-		return syscall.EPERM
-	}
-	return n.Getattr(ctx, f, out)
+	return n.setattr(ctx, in, out, n.Getattr)
 }
 
 // Open makes a stream: offsets are meaningless, and reads must reach the

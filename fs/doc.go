@@ -2,16 +2,21 @@
 // <root>/home and <root>/shared and serves the tree of SPEC section 2 with
 // the file behaviour of sections 5, 6, 7 and 9.
 //
-// fs never decides a rule: which names may exist is session.Classify, what
-// a valid line, value or request is and who may do what is the engine's
-// (session.Engine) or the kernel's (default_permissions over the store's
-// real owners and modes). fs only turns system calls into engine calls,
-// buffers what arrives in pieces (partial log lines, single values, a
-// control request), and keeps the kernel's caches honest.
+// fs never decides a rule: which names may exist, what a valid line, value
+// or request is and who may do what is the engine's (session.Engine: its
+// Lookup, ReadDir, CheckOpen, CheckValue, Setattr, MkdirAt, Unlink, Rmdir,
+// Rename, …) or the kernel's (default_permissions over the store's real
+// owners and modes). fs never touches the store itself: it asks the
+// engine, and the free trees go through the engine's store door
+// (internal/storefs), which never follows a symlink. fs only turns system
+// calls into engine calls, buffers what arrives in pieces (partial log
+// lines, single values, a control request), and keeps the kernel's caches
+// honest.
 //
 // There is one node type per kind of file: dirNode (directories of the
 // ABI), logNode (messages.jsonl, events.jsonl), valueNode (state, cwd,
 // meta.json), indexValueNode (index/current and index entries), roNode
 // (read-only files), listNode (index/list), ctlNode (ctl); the free trees
-// (an agent's root/, a session's context/) are go-fuse loopback nodes.
+// (an agent's root/, a session's context/) are freeNodes, a loopback of
+// the store made symlink-safe.
 package fs

@@ -22,21 +22,15 @@ var (
 	_ = (fs.NodeSetattrer)((*listNode)(nil))
 )
 
-// Setattr: the list is the index's; truncating it or changing its owner
-// or mode is EPERM, touching it a no-op.
+// Setattr: the list is the index's; the engine refuses a truncation or a
+// change of owner or mode, and takes a touch as a no-op.
 func (n *listNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if _, ok := in.GetSize(); ok || !onlyTimes(in) {
-		return syscall.EPERM
-	}
-	return n.Getattr(ctx, f, out)
+	return n.setattr(ctx, in, out, n.Getattr)
 }
 
 func (n *listNode) content() ([]byte, syscall.Errno) {
-	x, err := n.m.e.Index(n.place.Container)
-	if err != nil {
-		return nil, errno(err)
-	}
-	return x.ListBytes(), 0
+	b, err := n.m.e.IndexList(n.place.Container)
+	return b, errno(err)
 }
 
 // Getattr reports the exact size of the list as it is now.
@@ -51,8 +45,8 @@ func (n *listNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrO
 
 // Open takes a snapshot: a reader sees one consistent list.
 func (n *listNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if isWrite(flags) {
-		return nil, 0, syscall.EPERM
+	if err := n.m.e.CheckOpen(n.place, int(flags)); err != nil {
+		return nil, 0, errno(err)
 	}
 	b, errno := n.content()
 	if errno != 0 {

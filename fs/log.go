@@ -32,25 +32,19 @@ func (n *logNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOu
 	return n.statAttr(&out.Attr, false)
 }
 
-// Setattr: logs only grow, so any size change is EPERM.
+// Setattr: logs only grow; the engine refuses any size change.
 func (n *logNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if _, ok := in.GetSize(); ok {
-		return syscall.EPERM
-	}
-	if errno := n.setattr(in); errno != 0 {
-		return errno
-	}
-	return n.Getattr(ctx, f, out)
+	return n.setattr(ctx, in, out, n.Getattr)
 }
 
-// Open: a writer must append (O_APPEND) and may not truncate. The page
+// Open: the engine says who may open (a writer appends, never truncates). The page
 // cache stays on for readers (large logs, tail -f); the notifier drops it
 // after every append.
 func (n *logNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if isWrite(flags) && (flags&syscall.O_APPEND == 0 || flags&syscall.O_TRUNC != 0) {
-		return nil, 0, syscall.EPERM
+	if err := n.m.e.CheckOpen(n.place, int(flags)); err != nil {
+		return nil, 0, errno(err)
 	}
-	r, errno := openReader(n.path())
+	r, errno := n.m.openReader(n.rel)
 	if errno != 0 {
 		return nil, 0, errno
 	}

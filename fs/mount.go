@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -38,13 +37,10 @@ type Mounts struct {
 
 // mountState is what the nodes of one mount share.
 type mountState struct {
-	e     *session.Engine
-	store string
-	loop  *fs.LoopbackRoot // free trees: Path = <store>/<top>, as the mount root
-	ms    *Mounts
+	e   *session.Engine
+	top string // "home" or "shared": the first component of every rel here
+	ms  *Mounts
 }
-
-func (m *mountState) storePath(rel string) string { return filepath.Join(m.store, rel) }
 
 // changed queues rel for cache invalidation (never blocks a handler).
 func (m *mountState) changed(rel string) { m.ms.changed(rel) }
@@ -86,18 +82,10 @@ func CanMount() error {
 func (ms *Mounts) mountOne(root, top string, opts Options) error {
 	dir := filepath.Join(root, top)
 	CleanStale(dir)
-	store := filepath.Join(ms.e.Store(), top)
-	for _, d := range []string{dir, store} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(store, &st); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	m := &mountState{e: ms.e, store: ms.e.Store(), ms: ms,
-		loop: &fs.LoopbackRoot{Path: store, Dev: uint64(st.Dev), NewNode: newFreeNode}}
+	m := &mountState{e: ms.e, top: top, ms: ms}
 	rootNode := &dirNode{storeNode{where: where{m: m, rel: top, place: session.Classify(top)}}}
 	srv, err := fs.Mount(dir, rootNode, mountOptions(opts))
 	if err != nil {
@@ -200,7 +188,7 @@ func (ms *Mounts) invalidate(rel string) {
 	if !node.IsDir() {
 		node.NotifyContent(0, 0)
 	}
-	if !exists(filepath.Join(ms.e.Store(), rel)) && !virtual(session.Classify(rel).Kind) {
+	if _, err := ms.e.Stat(rel); err != nil && !virtual(session.Classify(rel).Kind) {
 		parent.NotifyEntry(parts[len(parts)-1])
 	}
 }

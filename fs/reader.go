@@ -18,10 +18,10 @@ type storeReader struct {
 	f *os.File
 }
 
-func openReader(p string) (*storeReader, syscall.Errno) {
-	f, err := os.Open(p)
+func (m *mountState) openReader(rel string) (*storeReader, syscall.Errno) {
+	f, err := m.e.OpenRead(rel)
 	if err != nil {
-		return nil, fs.ToErrno(err)
+		return nil, errno(err)
 	}
 	return &storeReader{f: f}, 0
 }
@@ -29,7 +29,7 @@ func openReader(p string) (*storeReader, syscall.Errno) {
 func (r *storeReader) read(dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	n, err := r.f.ReadAt(dest, off)
 	if err != nil && err != io.EOF {
-		return nil, fs.ToErrno(err)
+		return nil, errno(err)
 	}
 	return fuse.ReadResultData(dest[:n]), 0
 }
@@ -59,15 +59,9 @@ func (n *roNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut
 	return n.statAttr(&out.Attr, true)
 }
 
-// Setattr allows only touching times of live files.
+// Setattr: the engine allows only touching the times of live files.
 func (n *roNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if _, ok := in.GetSize(); ok || !onlyTimes(in) || n.archived() {
-		return syscall.EPERM
-	}
-	if errno := setTimes(n.path(), in); errno != 0 {
-		return errno
-	}
-	return n.Getattr(ctx, f, out)
+	return n.setattr(ctx, in, out, n.Getattr)
 }
 
 func (n *roNode) archived() bool { return n.place.Kind == session.PlaceArchived }
@@ -75,21 +69,21 @@ func (n *roNode) archived() bool { return n.place.Kind == session.PlaceArchived 
 // Open serves reads with FOPEN_DIRECT_IO: the engine replaces these files
 // whole, and a page cache of the old one must never be served.
 func (n *roNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if isWrite(flags) || flags&syscall.O_TRUNC != 0 {
-		return nil, 0, syscall.EPERM
+	if err := n.m.e.CheckOpen(n.place, int(flags)); err != nil {
+		return nil, 0, errno(err)
 	}
 	if n.place.Kind == session.PlaceReadOnly {
 		// The engine rewrites these files in place of a spare twin
 		// (replaceValue): a descriptor held across two replacements
 		// could see the twin rewritten. A copy taken at open is one
 		// value, whole, for as long as the file stays open.
-		b, err := readBounded(n.path(), maxSnapshot)
+		b, err := n.m.e.ReadFile(n.rel, maxSnapshot)
 		if err != nil {
 			return nil, 0, errno(err)
 		}
 		return &roHandle{snapshot: b}, fuse.FOPEN_DIRECT_IO, 0
 	}
-	r, errno := openReader(n.path())
+	r, errno := n.m.openReader(n.rel)
 	if errno != 0 {
 		return nil, 0, errno
 	}
@@ -100,16 +94,6 @@ func (n *roNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32,
 // (latest.md holds one message of at most 1 MiB; AGENTS.md is bounded by
 // the engine).
 const maxSnapshot = 8 << 20
-
-// readBounded reads at most limit bytes of p.
-func readBounded(p string, limit int64) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, limit))
-}
 
 // roHandle reads a read-only file: from a copy taken at open (session
 // files) or from the store file (archived files, which never change).

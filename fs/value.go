@@ -3,14 +3,12 @@ package fs
 import (
 	"bytes"
 	"context"
-	"os"
 	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/session"
 )
 
@@ -35,33 +33,18 @@ func (n *valueNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.Attr
 	return n.statAttr(&out.Attr, false)
 }
 
+// Setattr: `>` truncates before writing (SETATTR size=0), which the
+// engine takes as a no-op: the value is replaced whole at close.
 func (n *valueNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if errno := truncateOK(in); errno != 0 {
-		return errno
-	}
-	if errno := n.setattr(in); errno != 0 {
-		return errno
-	}
-	return n.Getattr(ctx, f, out)
-}
-
-// truncateOK: `>` truncates before writing (SETATTR size=0). The value is
-// replaced whole at close anyway, so that is a no-op; any other size is not
-// a value and is EPERM.
-func truncateOK(in *fuse.SetAttrIn) syscall.Errno {
-	if sz, ok := in.GetSize(); ok && sz != 0 {
-		return syscall.EPERM
-	}
-	return 0
+	return n.setattr(ctx, in, out, n.Getattr)
 }
 
 func (n *valueNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	h := &valueHandle{check: earlyCheck(n.place.File), changed: func() { n.m.changed(n.rel) }}
-	h.commit = func(c session.Caller, data []byte) error {
+	h := n.m.newValueHandle(n.where, func(c session.Caller, data []byte) error {
 		return n.m.e.WriteFile(c, n.place.Ref(), n.place.File, data)
-	}
+	})
 	if isRead(flags) {
-		b, err := os.ReadFile(n.path())
+		b, err := n.m.e.ReadFile(n.rel, maxValueBytes)
 		if err != nil {
 			return nil, 0, errno(err)
 		}
@@ -73,22 +56,15 @@ func (n *valueNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint
 	return h, fuse.FOPEN_DIRECT_IO, 0
 }
 
-// earlyCheck lets a write of a complete, plainly invalid value fail at
-// once (shells ignore close errors): the abi's own checks of state and
-// cwd. Everything else is the engine's to judge at close.
-func earlyCheck(file string) func([]byte) error {
-	switch file {
-	case abi.FileState:
-		return func(b []byte) error {
-			if !abi.ValidState(string(bytes.TrimSuffix(b, []byte("\n")))) {
-				return abi.Errorf(syscall.EINVAL, "write", "invalid state %q", b)
-			}
-			return nil
-		}
-	case abi.FileCwd:
-		return func(b []byte) error { return abi.CheckCwd(string(bytes.TrimSuffix(b, []byte("\n")))) }
+// newValueHandle is a handle of a value of place w: a complete value that
+// is plainly invalid fails its write at once (the engine's CheckValue;
+// shells ignore close errors), and commit judges it whole at close.
+func (m *mountState) newValueHandle(w where, commit func(session.Caller, []byte) error) *valueHandle {
+	return &valueHandle{
+		check:   func(b []byte) error { return m.e.CheckValue(w.place, b) },
+		commit:  commit,
+		changed: func() { m.changed(w.rel) },
 	}
-	return nil
 }
 
 // valueHandle buffers a single value until close, so readers never see

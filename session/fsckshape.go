@@ -275,11 +275,14 @@ func (w *shapeWalk) owned(rel string, st *unix.Stat_t, own shapeOwner) {
 	if own.gid >= 0 && int64(st.Gid) != own.gid && !root {
 		probs = append(probs, fmt.Sprintf("group %d, expected %d (the space's group)%s", st.Gid, own.gid, orRoot))
 	}
-	want := own.fileMode
+	want, mode := own.fileMode, st.Mode&0o7777
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		want = own.dirMode
+		if own.gid >= 0 {
+			mode &^= unix.S_ISGID // a space's directories may pass its group on
+		}
 	}
-	if want != 0 && st.Mode&0o7777 != want {
+	if want != 0 && mode != want {
 		probs = append(probs, fmt.Sprintf("mode %04o, expected %04o", st.Mode&0o7777, want))
 	}
 	if len(probs) > 0 {

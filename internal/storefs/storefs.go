@@ -100,6 +100,7 @@ type UnsafeError struct {
 	Op   string
 	Path string // as shown
 	What string // "a symlink is in the path", "a FIFO, not a regular file", …
+	Link bool   // what was met is a symlink (the kernel said ELOOP)
 }
 
 func (e *UnsafeError) Error() string { return e.Op + " " + e.Path + ": " + e.What }
@@ -122,7 +123,7 @@ func (r *Root) fail(op, rel string, err error) error {
 	case nil:
 		return nil
 	case unix.ELOOP:
-		return &UnsafeError{Op: op, Path: r.Show(rel), What: "a symlink is in the path"}
+		return &UnsafeError{Op: op, Path: r.Show(rel), What: "a symlink is in the path", Link: true}
 	case unix.EXDEV:
 		return &UnsafeError{Op: op, Path: r.Show(rel), What: "the path leaves the store"}
 	}
@@ -225,7 +226,7 @@ func (r *Root) check(op, rel string, st *unix.Stat_t, k Kind) error {
 	if k == Directory {
 		want = "a directory"
 	}
-	return &UnsafeError{Op: op, Path: r.Show(rel), What: TypeName(st.Mode) + ", not " + want}
+	return &UnsafeError{Op: op, Path: r.Show(rel), What: TypeName(st.Mode) + ", not " + want, Link: st.Mode&unix.S_IFMT == unix.S_IFLNK}
 }
 
 // TypeName names the type of a mode: "a symlink", "a FIFO", …
@@ -358,8 +359,9 @@ func (r *Root) Mkdir(rel string, perm os.FileMode) error {
 		return r.fail("mkdir", rel, err)
 	}
 	mode := uint32(perm.Perm())
-	if perm&os.ModeSetgid != 0 {
-		mode |= unix.S_ISGID
+	var st unix.Stat_t
+	if perm&os.ModeSetgid != 0 || unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_ISGID != 0 {
+		mode |= unix.S_ISGID // asked for, or inherited from a setgid parent
 	}
 	// mkdirat is narrowed by the umask; set the mode exactly.
 	return r.fail("mkdir", rel, chmodAt(dirfd, name, mode))

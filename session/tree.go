@@ -1,0 +1,435 @@
+package session
+
+import (
+	"bytes"
+	"os"
+	"path"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/index"
+	"github.com/ctxfs/ctxfs/internal/storefs"
+)
+
+// This file is what the FUSE projection (package fs) asks of the engine:
+// what a path of the tree is, who may do what to it, and the store file
+// behind it. fs turns system calls into these calls and decides nothing.
+// Paths are relative to the mount root, which mirrors the store
+// ("home/1000/agent/coder/session/default/state").
+
+// nobody is the uid of a caller the kernel did not name: never root by
+// accident.
+const nobody = 65534
+
+// Node is what a path of the tree is.
+type Node struct {
+	Place Place
+	// Stat is the store file's, never following a link; for a virtual
+	// file (ctl, index/list, an index value) it is its directory's.
+	Stat    *unix.Stat_t
+	Virtual bool
+	Dir     bool // a directory (of the ABI, of a free tree, or archived)
+}
+
+// Lookup says what rel is: ENOENT when the tree has no such name, or when
+// the store holds something there that the tree does not (a symlink, a
+// FIFO, a file where a directory belongs: fsck names those). A uid's own
+// home appears on its first lookup (SPEC 2).
+func (e *Engine) Lookup(c Caller, rel string) (Node, error) {
+	pl := Classify(rel)
+	if !pl.Exists() {
+		return Node{}, syscall.ENOENT
+	}
+	switch pl.Kind {
+	case PlaceHome:
+		if pl.Home == PrivateHome(c.Uid) && c.Uid != nobody {
+			e.EnsureHome(c.Uid) // a failure shows as the ENOENT below
+		}
+	case PlaceIndex:
+		e.Index(pl.Container) // loading the index makes index/ in the store
+	case PlaceCtl, PlaceIndexList, PlaceIndexCurrent, PlaceIndexEntry:
+		return e.virtual(pl, rel)
+	}
+	st, err := e.root.Lstat(rel)
+	if err != nil {
+		return Node{}, err
+	}
+	n := Node{Place: pl, Stat: st}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		n.Dir = pl.IsDir() || pl.Kind == PlaceArchived
+	case unix.S_IFREG:
+		if pl.IsDir() {
+			return Node{}, syscall.ENOENT
+		}
+		return n, nil
+	}
+	if !n.Dir {
+		return Node{}, syscall.ENOENT
+	}
+	return n, nil
+}
+
+// virtual describes a file the store does not hold as such: ctl, the
+// list (served from memory), index values (served from the index).
+func (e *Engine) virtual(pl Place, rel string) (Node, error) {
+	if pl.Kind == PlaceIndexCurrent || pl.Kind == PlaceIndexEntry {
+		if _, err := e.IndexValue(pl); err != nil {
+			return Node{}, err
+		}
+	}
+	st, err := e.root.Lstat(path.Dir(rel))
+	if err != nil {
+		return Node{}, err
+	}
+	return Node{Place: pl, Stat: st, Virtual: true}, nil
+}
+
+// Stat describes the store file behind rel, never following a link.
+func (e *Engine) Stat(rel string) (*unix.Stat_t, error) { return e.root.Lstat(rel) }
+
+// DirEntry is one name a directory of the tree lists.
+type DirEntry struct {
+	Name     string
+	Dir      bool
+	FreeRoot bool   // the root of a free tree (root/, context/)
+	Ino      uint64 // the store's inode number (0 for virtual files)
+}
+
+// ReadDir lists the directory rel of the tree: the names the ABI allows
+// there that the store holds as directories or regular files (never the
+// store's dot names), and the virtual files (ctl in a session, list in
+// index/).
+func (e *Engine) ReadDir(rel string) ([]DirEntry, error) {
+	pl := Classify(rel)
+	if pl.Kind == PlaceSessions {
+		e.Index(pl.Container) // so that index/ is listed from the start
+	}
+	ents, err := e.root.ReadDir(rel)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DirEntry, 0, len(ents)+1)
+	for _, ent := range ents {
+		cp := Classify(rel + "/" + ent.Name)
+		if !cp.Exists() || cp.Kind == PlaceCtl || !(ent.IsDir() || ent.IsRegular()) {
+			continue
+		}
+		out = append(out, DirEntry{Name: ent.Name, Dir: ent.IsDir(), FreeRoot: cp.Kind == PlaceFreeRoot, Ino: ent.Ino})
+	}
+	switch pl.Kind {
+	case PlaceSession:
+		out = append(out, DirEntry{Name: abi.FileCtl})
+	case PlaceIndex:
+		if !hasEntry(out, "list") {
+			out = append(out, DirEntry{Name: "list"})
+		}
+	}
+	return out, nil
+}
+
+func hasEntry(ents []DirEntry, name string) bool {
+	for _, e := range ents {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckOpen says whether a file of the tree may be opened with flags
+// (SPEC 5, 6, 9): a log only for appending, read-only files and the list
+// only for reading, index values for writing only where SPEC 9 allows.
+func (e *Engine) CheckOpen(pl Place, flags int) error {
+	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
+	trunc := flags&syscall.O_TRUNC != 0
+	switch pl.Kind {
+	case PlaceLog:
+		if write && (flags&syscall.O_APPEND == 0 || trunc) {
+			return abi.Errorf(syscall.EPERM, "open", "a log is opened for writing with O_APPEND only")
+		}
+	case PlaceReadOnly, PlaceArchived, PlaceIndexList:
+		if write || trunc {
+			return abi.Errorf(syscall.EPERM, "open", "read-only file")
+		}
+	case PlaceIndexCurrent, PlaceIndexEntry:
+		if write && !pl.WritableIndex() {
+			return abi.Errorf(syscall.EPERM, "open", "by-cwd is read only")
+		}
+	}
+	return nil
+}
+
+// OpenRead opens the store file behind rel for reading (a log, an
+// archived file): a regular file, never through a link.
+func (e *Engine) OpenRead(rel string) (*os.File, error) {
+	return e.root.OpenFile(rel, os.O_RDONLY, 0)
+}
+
+// ReadFile reads the store file behind rel whole, at most limit bytes.
+func (e *Engine) ReadFile(rel string, limit int64) ([]byte, error) {
+	return e.root.ReadFile(rel, limit)
+}
+
+// CheckValue judges a complete value (ending in "\n") written to a
+// single-value file or an index value before it is committed, so that a
+// plainly invalid one fails its write at once (shells ignore close
+// errors). What only the commit can judge (meta.json) passes here.
+func (e *Engine) CheckValue(pl Place, data []byte) error {
+	v := string(bytes.TrimSuffix(data, []byte("\n")))
+	switch pl.Kind {
+	case PlaceValue:
+		switch pl.File {
+		case abi.FileState:
+			if !abi.ValidState(v) {
+				return abi.Errorf(syscall.EINVAL, "write", "invalid state %q", v)
+			}
+		case abi.FileCwd:
+			return abi.CheckCwd(v)
+		}
+	case PlaceIndexCurrent, PlaceIndexEntry:
+		name, err := index.ParseValue(data)
+		if err != nil {
+			return err
+		}
+		if !e.SessionExists(Ref{Container: pl.Container, Name: name}) {
+			return abi.Errorf(syscall.ENOENT, "write", "no session %q", name)
+		}
+	}
+	return nil
+}
+
+// IndexValue is the session an index value names (index/current or an
+// entry of by-cwd/, by-hash/, by-uuid/); ENOENT when none.
+func (e *Engine) IndexValue(pl Place) (string, error) {
+	x, err := e.Index(pl.Container)
+	if err != nil {
+		return "", err
+	}
+	if pl.Kind == PlaceIndexCurrent {
+		if cur := x.Current(); cur != "" {
+			return cur, nil
+		}
+		return "", syscall.ENOENT
+	}
+	return x.Lookup(pl.IndexKind, pl.Key)
+}
+
+// IndexList is the content of index/list: always current, unlike the
+// store's snapshot.
+func (e *Engine) IndexList(ct Container) ([]byte, error) {
+	x, err := e.Index(ct)
+	if err != nil {
+		return nil, err
+	}
+	return x.ListBytes(), nil
+}
+
+// WriteIndex replaces index/current or an entry of by-hash/ or by-uuid/
+// with the session named by data (SPEC 9): EINVAL for a bad name, ENOENT
+// for a session that does not exist, EPERM for by-cwd.
+func (e *Engine) WriteIndex(c Caller, pl Place, data []byte) error {
+	if !pl.WritableIndex() {
+		return abi.Errorf(syscall.EPERM, "write", "read-only index file")
+	}
+	name, err := index.ParseValue(data)
+	if err != nil {
+		return err
+	}
+	x, err := e.Index(pl.Container)
+	if err != nil {
+		return err
+	}
+	if pl.Kind == PlaceIndexCurrent {
+		return x.SetCurrent(name)
+	}
+	return x.SetEntry(pl.IndexKind, pl.Key, name)
+}
+
+// Creatable says whether a name may be made at rel at all (by mkdir,
+// create, symlink, link or mknod): EPERM outside the ABI and in archives,
+// EINVAL for a bad name in a slot that takes one.
+func (e *Engine) Creatable(rel string) (Place, error) {
+	pl := Classify(rel)
+	parent := Classify(path.Dir(rel))
+	switch {
+	case parent.Kind == PlaceArchived:
+		return pl, abi.Errorf(syscall.EPERM, "create", "archived sessions are read only")
+	case pl.Kind == PlaceBadName:
+		return pl, abi.Errorf(syscall.EINVAL, "create", "invalid name %q", path.Base(rel))
+	case !pl.Exists():
+		return pl, abi.Errorf(syscall.EPERM, "create", "not a name the ABI allows here")
+	}
+	return pl, nil
+}
+
+// CheckCreate says whether a file may be created at rel through the mount:
+// only index values SPEC 9 lets users write (current, by-hash/<key>,
+// by-uuid/<uuid>); the value is committed when it is written and closed.
+// Every other file of the ABI is made by the engine.
+func (e *Engine) CheckCreate(rel string) (Place, error) {
+	pl, err := e.Creatable(rel)
+	if err == nil && !pl.WritableIndex() {
+		err = abi.Errorf(syscall.EPERM, "create", "only the engine makes this file")
+	}
+	return pl, err
+}
+
+// MakeNode is the answer to a symlink, hard link or device node made in a
+// directory of the ABI: the tree holds only the directories and regular
+// files the engine makes (EPERM; EINVAL for a bad name in a name slot).
+func (e *Engine) MakeNode(rel string) error {
+	if _, err := e.Creatable(rel); err != nil {
+		return err
+	}
+	return abi.Errorf(syscall.EPERM, "create", "the ABI holds no links or device nodes")
+}
+
+// MkdirAt makes the directory rel through the mount: a session (as by its
+// first send) or a structural directory of the tree; the rules of SPEC 2
+// say which may exist (EPERM otherwise, EINVAL for a bad name).
+func (e *Engine) MkdirAt(c Caller, rel string) error {
+	pl, err := e.Creatable(rel)
+	switch {
+	case err != nil:
+		return err
+	case !pl.IsDir():
+		return abi.Errorf(syscall.EPERM, "mkdir", "not a directory of the ABI")
+	case pl.Kind == PlaceSession:
+		return e.CreateSession(c, pl.Ref())
+	}
+	return e.Mkdir(c, rel)
+}
+
+// Unlink removes rel through the mount: by-hash and by-uuid entries only;
+// every other entry of the ABI stays (EPERM).
+func (e *Engine) Unlink(c Caller, rel string) error {
+	pl := Classify(rel)
+	if pl.Kind != PlaceIndexEntry || !pl.WritableIndex() || Classify(path.Dir(rel)).Kind == PlaceArchived {
+		return abi.Errorf(syscall.EPERM, "unlink", "entries of the ABI are not removed")
+	}
+	x, err := e.Index(pl.Container)
+	if err != nil {
+		return err
+	}
+	return x.RemoveEntry(pl.IndexKind, pl.Key)
+}
+
+// Rmdir: a non-empty directory is ENOTEMPTY, as anywhere; an empty ABI
+// directory still may not go (EPERM).
+func (e *Engine) Rmdir(c Caller, rel string) error {
+	ents, err := e.root.ReadDir(rel)
+	if err != nil {
+		return err
+	}
+	if len(ents) > 0 {
+		return syscall.ENOTEMPTY
+	}
+	return abi.Errorf(syscall.EPERM, "rmdir", "directories of the ABI are not removed")
+}
+
+// renameFlags are the rename flags the kernel may pass (NOREPLACE,
+// EXCHANGE, WHITEOUT).
+const renameFlags = unix.RENAME_NOREPLACE | unix.RENAME_EXCHANGE | unix.RENAME_WHITEOUT
+
+// Rename renames oldRel to newRel through the mount: flags the kernel does
+// not define are EINVAL; entries of the ABI are never renamed (EPERM).
+// (Archiving a session, SPEC 12, is a later issue.)
+func (e *Engine) Rename(c Caller, oldRel, newRel string, flags uint32) error {
+	if flags&^renameFlags != 0 {
+		return abi.Errorf(syscall.EINVAL, "rename", "unknown flags %#x", flags)
+	}
+	return abi.Errorf(syscall.EPERM, "rename", "entries of the ABI are not renamed")
+}
+
+// SetAttr is a change of attributes through the mount; nil fields stay.
+type SetAttr struct {
+	Size     *uint64
+	Mode     *uint32
+	Uid, Gid *uint32
+	Times    *[2]unix.Timespec // atime, mtime; unix.UTIME_OMIT keeps one
+}
+
+// onlyTimes reports whether a change touches nothing but times (and a
+// size the caller has judged already).
+func (a SetAttr) onlyTimes() bool { return a.Mode == nil && a.Uid == nil && a.Gid == nil }
+
+// Setattr changes the attributes of rel through the mount (the kernel has
+// checked that the caller may change them, from the store's owners and
+// modes). The size rules are SPEC 5 and 6: logs never shrink or grow by
+// truncation, values are replaced whole (`>` truncates to 0 first, a
+// no-op), read-only files, the list and archives take nothing but a touch
+// of their times. Directories take mode and owner (root sets a shared
+// space's group and mode this way, SPEC 2).
+func (e *Engine) Setattr(c Caller, rel string, a SetAttr) error {
+	pl := Classify(rel)
+	badSize := a.Size != nil && (*a.Size != 0 || !truncatable(pl))
+	switch pl.Kind {
+	case PlaceCtl, PlaceIndexList, PlaceIndexCurrent, PlaceIndexEntry:
+		// Virtual: nothing in the store to change.
+		if badSize || !a.onlyTimes() {
+			return abi.Errorf(syscall.EPERM, "setattr", "the engine owns this file")
+		}
+		return nil
+	case PlaceArchived:
+		return abi.Errorf(syscall.EPERM, "setattr", "archived sessions are read only")
+	}
+	n, err := e.Lookup(c, rel)
+	switch {
+	case err != nil:
+		return err
+	case n.Dir && a.Size != nil:
+		return syscall.EISDIR
+	case n.Dir:
+	case badSize:
+		return abi.Errorf(syscall.EPERM, "truncate", "only single values are replaced, and whole")
+	case pl.Kind == PlaceReadOnly && !a.onlyTimes():
+		return abi.Errorf(syscall.EPERM, "setattr", "the engine owns this file's owner and mode")
+	}
+	return e.applyAttr(rel, a)
+}
+
+// truncatable places take `>` (truncate to 0 before the new value).
+func truncatable(pl Place) bool {
+	switch pl.Kind {
+	case PlaceValue, PlaceCtl, PlaceIndexCurrent, PlaceIndexEntry:
+		return true
+	}
+	return false
+}
+
+// applyAttr changes mode, owner and times of the store file rel.
+func (e *Engine) applyAttr(rel string, a SetAttr) error {
+	if a.Mode != nil {
+		if err := e.root.Chmod(rel, *a.Mode&07777); err != nil {
+			return err
+		}
+	}
+	if a.Uid != nil || a.Gid != nil {
+		uid, gid := -1, -1
+		if a.Uid != nil {
+			uid = int(*a.Uid)
+		}
+		if a.Gid != nil {
+			gid = int(*a.Gid)
+		}
+		if err := e.root.Chown(rel, uid, gid); err != nil {
+			return err
+		}
+	}
+	if a.Times != nil {
+		return e.root.Utimes(rel, *a.Times)
+	}
+	return nil
+}
+
+// Statfs describes the store's filesystem (df, and tools that check space).
+func (e *Engine) Statfs() (*unix.Statfs_t, error) { return e.root.Statfs() }
+
+// FreeTrees is the store as the free trees (an agent's root/, a session's
+// context/) are served from it: only for paths Classify calls PlaceFree
+// or PlaceFreeRoot, where users keep anything and no rule applies. Through
+// it, as everywhere, no symlink is ever followed.
+func (e *Engine) FreeTrees() *storefs.Root { return e.root }
