@@ -171,8 +171,8 @@ func TestPrivacyWarmCaches(t *testing.T) {
 	}
 }
 
-// TestSharedSpaceAccess: spaces made by `ctxfs space add` and by
-// mkdir+chgrp+chmod through the mount; members read and write, others get
+// TestSharedSpaceAccess: spaces made by `ctxfs space add` (on the store,
+// and through the mount) and by mkdir+chgrp+chmod through the mount; members read and write, others get
 // EACCES even after a member warmed the caches; root sees all.
 func TestSharedSpaceAccess(t *testing.T) {
 	s := newFuseServer(t)
@@ -184,11 +184,16 @@ func TestSharedSpaceAccess(t *testing.T) {
 	mustT(t, os.Mkdir(space2, 0o770))
 	mustT(t, os.Chown(space2, 0, 1235))
 	mustT(t, os.Chmod(space2, 0o2770))
+	// Without --store, `space add` works through the mount at --root, so
+	// it reaches the store the server there uses.
+	if out, err := runCmd(t, nil, nil, ctxfsBin, "space", "add", "team3", "--group", "1236", "--root", s.root); err != nil {
+		t.Fatalf("ctxfs space add --root: %v\n%s", err, out)
+	}
 	env := []string{"CTX_ROOT=" + s.root}
 	for _, sp := range []struct {
 		name  string
 		group int
-	}{{"team", 1234}, {"team2", 1235}} {
+	}{{"team", 1234}, {"team2", 1235}, {"team3", 1236}} {
 		space := s.mnt("shared/" + sp.name)
 		sess := space + "/agent/coder/session/t1"
 		member := []int{sp.group}

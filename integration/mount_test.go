@@ -62,3 +62,55 @@ func TestNonRootWithoutFusermount(t *testing.T) {
 		t.Fatalf("non-root mount without fusermount3: %v\n%s", err, out)
 	}
 }
+
+// `ctxfs space add` never writes to a store nobody serves at the root it
+// was given, and refuses to be told two places at once.
+func TestSpaceAddRefusals(t *testing.T) {
+	base := t.TempDir()
+	out, err := exec.Command(ctxfsBin, "space", "add", "team", "--root", filepath.Join(base, "ctx")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no ctxfs serves") {
+		t.Fatalf("space add at an unserved root: %v\n%s", err, out)
+	}
+	cmd := exec.Command(ctxfsBin, "space", "add", "team", "--root", base, "--store", filepath.Join(base, "store"))
+	out, err = cmd.CombinedOutput()
+	if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), "not both") {
+		t.Fatalf("space add with --root and --store: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(base, "store")); !os.IsNotExist(err) {
+		t.Fatalf("a refused space add made a store: %v", err)
+	}
+}
+
+// A store that another uid could change behind the server is refused,
+// with the fix named, and nothing is mounted.
+func TestMountRefusesAnUnsafeStore(t *testing.T) {
+	base := t.TempDir()
+	os.Chmod(base, 0o777) // anyone may replace the store below it
+	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, ctxfsBin, "mount", "--foreground", "--root", root, "--store", store).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "writable by every user") || !strings.Contains(string(out), "chmod go-w") {
+		t.Fatalf("mount of an unsafe store: %v\n%s", err, out)
+	}
+	for _, d := range []string{"home", "shared"} {
+		if mountsAt(filepath.Join(root, d)) > 0 {
+			t.Fatalf("%s is mounted after a refused mount", d)
+		}
+	}
+	if _, err := os.Stat(store); !os.IsNotExist(err) {
+		t.Fatalf("a refused mount made the store: %v", err)
+	}
+	// An existing store with a wide mode is made 0700 at mount.
+	os.Chmod(base, 0o755)
+	mustT(t, os.MkdirAll(store, 0o755))
+	mustT(t, os.Chmod(store, 0o755))
+	s := &server{t: t, root: root, store: store}
+	s.define("coder", map[string]string{"model": "debug/echo"})
+	s.start()
+	st, err := os.Stat(store)
+	mustT(t, err)
+	if st.Mode().Perm() != 0o700 {
+		t.Fatalf("store mode %v after mount, want 0700", st.Mode())
+	}
+}

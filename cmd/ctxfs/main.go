@@ -15,7 +15,7 @@ const usage = `usage:
   ctxfs mount [--root DIR] [--store DIR] [--foreground]
   ctxfs umount [--root DIR]
   ctxfs fsck [--store DIR] [--repair]
-  ctxfs space add NAME [--group G] [--root DIR] [--store DIR]
+  ctxfs space add NAME [--group G] [--root DIR | --store DIR]
 Defaults: --root $CTX_ROOT or /ctx; --store $CTXFS_STORE, else /var/lib/ctxfs
 for root and $XDG_DATA_HOME/ctxfs (~/.local/share/ctxfs) for other users.
 `

@@ -1,7 +1,9 @@
 package storefs
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -11,6 +13,16 @@ import (
 // OpenPrivate creates the store directory at path when it is missing
 // (0700), makes sure it is the server's alone (Secure), and opens it.
 func OpenPrivate(path string) (*Root, error) {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		// Check where it would go before making anything there.
+		parent, err := filepath.EvalSymlinks(filepath.Dir(path))
+		if err == nil {
+			err = checkParents(path, parent, uint32(os.Geteuid()))
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(path, 0o700); err != nil {
 		return nil, err
 	}
@@ -52,7 +64,14 @@ func Secure(path string) error {
 			return fmt.Errorf("store %s: make it 0700: %w", path, err)
 		}
 	}
-	for dir := filepath.Dir(real); ; dir = filepath.Dir(dir) {
+	return checkParents(path, filepath.Dir(real), me)
+}
+
+// checkParents checks dir and every directory above it (real paths) for
+// anyone besides root and me who could change their entries.
+func checkParents(path, dir string, me uint32) error {
+	var st unix.Stat_t
+	for ; ; dir = filepath.Dir(dir) {
 		if err := unix.Lstat(dir, &st); err != nil {
 			return fmt.Errorf("store %s: %s: %w", path, dir, err)
 		}
