@@ -157,32 +157,13 @@ func (n *freeNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAtt
 		return bad
 	}
 	a := setattrOf(in)
-	if m := a.Mode; m != nil {
-		if err := n.store().Chmod(rel, *m); err != nil {
-			return freeErrno(err)
-		}
-	}
-	if a.Uid != nil || a.Gid != nil {
-		uid, gid := -1, -1
-		if a.Uid != nil {
-			uid = int(*a.Uid)
-		}
-		if a.Gid != nil {
-			gid = int(*a.Gid)
-		}
-		if err := n.store().Chown(rel, uid, gid); err != nil {
-			return freeErrno(err)
-		}
-	}
 	if a.Size != nil {
 		if bad := n.truncate(rel, int64(*a.Size)); bad != 0 {
 			return bad
 		}
 	}
-	if a.Times != nil {
-		if err := n.store().Utimes(rel, *a.Times); err != nil {
-			return freeErrno(err)
-		}
+	if err := a.Apply(n.store(), rel); err != nil {
+		return freeErrno(err)
 	}
 	return n.Getattr(ctx, nil, out)
 }

@@ -388,7 +388,7 @@ func (e *Engine) Setattr(c Caller, rel string, a SetAttr) error {
 	case pl.Kind == PlaceReadOnly && !a.onlyTimes():
 		return abi.Errorf(syscall.EPERM, "setattr", "the engine owns this file's owner and mode")
 	}
-	return e.applyAttr(rel, a)
+	return a.Apply(e.root, rel)
 }
 
 // truncatable places take `>` (truncate to 0 before the new value).
@@ -400,10 +400,12 @@ func truncatable(pl Place) bool {
 	return false
 }
 
-// applyAttr changes mode, owner and times of the store file rel.
-func (e *Engine) applyAttr(rel string, a SetAttr) error {
+// Apply changes the mode, owner and times a SetAttr names of the store
+// file rel (never of what a link points at); its size is each caller's
+// to judge and apply.
+func (a SetAttr) Apply(root *storefs.Root, rel string) error {
 	if a.Mode != nil {
-		if err := e.root.Chmod(rel, *a.Mode&07777); err != nil {
+		if err := root.Chmod(rel, *a.Mode&07777); err != nil {
 			return err
 		}
 	}
@@ -415,12 +417,12 @@ func (e *Engine) applyAttr(rel string, a SetAttr) error {
 		if a.Gid != nil {
 			gid = int(*a.Gid)
 		}
-		if err := e.root.Chown(rel, uid, gid); err != nil {
+		if err := root.Chown(rel, uid, gid); err != nil {
 			return err
 		}
 	}
 	if a.Times != nil {
-		return e.root.Utimes(rel, *a.Times)
+		return root.Utimes(rel, *a.Times)
 	}
 	return nil
 }

@@ -419,17 +419,24 @@ func (r *Root) RemoveAll(rel string) error {
 // Rename renames oldRel to newRel with renameat2 flags (RENAME_NOREPLACE,
 // RENAME_EXCHANGE or 0). Neither name is followed.
 func (r *Root) Rename(oldRel, newRel string, flags uint) error {
-	odir, oname, odone, err := r.parent("rename", oldRel)
+	return r.between("rename", oldRel, newRel, func(odir int, oname string, ndir int, nname string) error {
+		return unix.Renameat2(odir, oname, ndir, nname, flags)
+	})
+}
+
+// between runs an *at call that takes two names, each in its parent.
+func (r *Root) between(op, oldRel, newRel string, call func(odir int, oname string, ndir int, nname string) error) error {
+	odir, oname, odone, err := r.parent(op, oldRel)
 	if err != nil {
 		return err
 	}
 	defer odone()
-	ndir, nname, ndone, err := r.parent("rename", newRel)
+	ndir, nname, ndone, err := r.parent(op, newRel)
 	if err != nil {
 		return err
 	}
 	defer ndone()
-	return r.fail("rename", oldRel, unix.Renameat2(odir, oname, ndir, nname, flags))
+	return r.fail(op, newRel, call(odir, oname, ndir, nname))
 }
 
 // Chown changes the owner of rel itself (a symlink stays a symlink); -1
@@ -513,17 +520,9 @@ func (r *Root) Symlink(target, rel string) error {
 // Link makes newRel a hard link to oldRel itself (a symlink is linked as
 // a symlink, never followed).
 func (r *Root) Link(oldRel, newRel string) error {
-	odir, oname, odone, err := r.parent("link", oldRel)
-	if err != nil {
-		return err
-	}
-	defer odone()
-	ndir, nname, ndone, err := r.parent("link", newRel)
-	if err != nil {
-		return err
-	}
-	defer ndone()
-	return r.fail("link", newRel, unix.Linkat(odir, oname, ndir, nname, 0))
+	return r.between("link", oldRel, newRel, func(odir int, oname string, ndir int, nname string) error {
+		return unix.Linkat(odir, oname, ndir, nname, 0)
+	})
 }
 
 // Mknod makes a FIFO, socket or device node at rel.
