@@ -8,16 +8,13 @@ import (
 	"github.com/ctxfs/ctxfs/session"
 )
 
-// nobody is the caller when the kernel sent none: never root by accident.
-const nobody = 65534
-
 // callerOf is who made a FUSE request. The kernel sends the uid, gid and
 // the id of the calling thread; the thread group id (the pid users know)
 // and the supplementary groups (for shared spaces) come from /proc.
 func callerOf(ctx context.Context) session.Caller {
 	fc, ok := fuse.FromContext(ctx)
 	if !ok {
-		return session.Caller{Uid: nobody, Gid: nobody}
+		return session.Caller{Uid: session.Nobody, Gid: session.Nobody}
 	}
 	c := session.Caller{Uid: fc.Uid, Gid: fc.Gid, Pid: int(fc.Pid)}
 	c.Pid, c.Groups = session.ProcStatus(int(fc.Pid))

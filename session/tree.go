@@ -19,9 +19,9 @@ import (
 // Paths are relative to the mount root, which mirrors the store
 // ("home/1000/agent/coder/session/default/state").
 
-// nobody is the uid of a caller the kernel did not name: never root by
-// accident.
-const nobody = 65534
+// Nobody is the uid and gid of a caller the kernel did not name: never
+// root by accident.
+const Nobody = 65534
 
 // Node is what a path of the tree is.
 type Node struct {
@@ -44,7 +44,7 @@ func (e *Engine) Lookup(c Caller, rel string) (Node, error) {
 	}
 	switch pl.Kind {
 	case PlaceHome:
-		if pl.Home == PrivateHome(c.Uid) && c.Uid != nobody {
+		if pl.Home == PrivateHome(c.Uid) && c.Uid != Nobody {
 			e.EnsureHome(c.Uid) // a failure shows as the ENOENT below
 		}
 	case PlaceIndex:
