@@ -279,8 +279,15 @@ func TestEntries(t *testing.T) {
 	idx := filepath.Join(dir, "index")
 	x := load(t, dir)
 	uuid := "123e4567-e89b-12d3-a456-426614174000"
-	// A symlink planted where an entry goes is replaced by a regular file.
-	mustOK(t, os.Symlink("../current", filepath.Join(idx, "by-hash", "k")))
+	// A symlink planted where an entry goes is refused (EIO), left for
+	// fsck to name, and never followed.
+	planted := filepath.Join(idx, "by-hash", "k")
+	mustOK(t, os.Symlink("../current", planted))
+	wantErrno(t, x.SetEntry(abi.IndexByHash, "k", "a"), syscall.EIO)
+	if target, err := os.Readlink(planted); err != nil || target != "../current" {
+		t.Fatalf("the planted link was changed: %q %v", target, err)
+	}
+	mustOK(t, os.Remove(planted))
 	mustOK(t, x.SetEntry(abi.IndexByHash, "k", "a"))
 	mustOK(t, x.SetEntry(abi.IndexByUUID, uuid, "a"))
 	mustOK(t, x.SetEntry(abi.IndexByHash, "k", "b")) // replace

@@ -76,8 +76,8 @@ func (e *Engine) writeValue(rel string, data []byte, own storefs.Owner) error {
 // over the old one instead cost about 2 ms on this kind of machine (ext4
 // mounted with discard), several times a send. A reader holding the old
 // file open across two replacements could see it rewritten, so the FUSE
-// layer snapshots these files at open. A spare that is not a regular file
-// (planted) is refused, never written through.
+// layer snapshots these files at open. A spare or a file that is not a
+// regular file (planted) is refused, never written through or swapped.
 //
 // It does not sync: nothing is acknowledged on its strength (the logs are,
 // and they are synced). After a power loss such a file may lag the logs;
@@ -104,6 +104,9 @@ func (e *Engine) replaceValue(rel string, data []byte, own storefs.Owner) error 
 	}
 	if err != nil {
 		return err
+	}
+	if err := e.root.Replaceable(rel); err != nil {
+		return err // a planted link is left where it is, for fsck to name
 	}
 	err = e.root.Rename(spare, rel, unix.RENAME_EXCHANGE)
 	if errors.Is(err, syscall.ENOENT) { // no old value yet

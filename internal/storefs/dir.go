@@ -132,11 +132,16 @@ func (r *Root) MkdirOwned(rel string, own Owner) error {
 
 // ReplaceFile replaces rel atomically with data: a temporary file beside
 // it (".NAME.tmp-<random>", created exclusively) gets the data, exactly
-// own's file mode and owner, then is renamed over rel. Readers see the old or the
-// new content, never a mix; a symlink at rel is replaced, never followed.
+// own's file mode and owner, then is renamed over rel. Readers see the old
+// or the new content, never a mix. Only a regular file is replaced: what
+// else is at rel (a planted symlink) is refused, never followed and never
+// silently removed, so that fsck can name it.
 // With sync, the data is fdatasynced before the rename, so the new value is
 // durable once the directory is (the caller syncs it when it must).
 func (r *Root) ReplaceFile(rel string, data []byte, own Owner, sync bool) error {
+	if err := r.Replaceable(rel); err != nil {
+		return err
+	}
 	dir, name := split(rel)
 	var tmp string
 	var f *os.File
@@ -163,6 +168,19 @@ func (r *Root) ReplaceFile(rel string, data []byte, own Owner, sync bool) error 
 		return r.fail("replace", rel, unwrapPath(err))
 	}
 	return nil
+}
+
+// Replaceable is nil when rel holds a regular file or nothing: what may be
+// replaced by a rename. Anything else is an *UnsafeError.
+func (r *Root) Replaceable(rel string) error {
+	st, err := r.Lstat(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return r.check("replace", rel, st, Regular)
 }
 
 // writeOwned writes data to a new file, gives it to own and syncs it when

@@ -170,9 +170,11 @@ func TestWrongTypesAreRefused(t *testing.T) {
 	if string(target) != f.decoy+"/secret" {
 		t.Fatalf("readlink: %q", target)
 	}
-	must(t, f.r.ReplaceFile("home/1000/a/link", []byte("value\n"), Owner{-1, -1, 0o700, 0o600}, true))
-	if b, _ := os.ReadFile(a + "/link"); string(b) != "value\n" {
-		t.Fatalf("replace over a link: the name holds %q", b)
+	// A link where a value should be is refused, not silently replaced:
+	// fsck must still find it.
+	wantUnsafe(t, "replace over a link", f.r.ReplaceFile("home/1000/a/link", []byte("value\n"), Owner{-1, -1, 0o700, 0o600}, true))
+	if target, _ := os.Readlink(a + "/link"); target != f.decoy+"/secret" {
+		t.Fatalf("replace over a link changed it: %q", target)
 	}
 	must(t, os.Symlink(f.decoy+"/dir", a+"/dirlink"))
 	must(t, f.r.RemoveAll("home/1000/a/dirlink"))

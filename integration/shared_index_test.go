@@ -1,0 +1,100 @@
+package integration
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestSharedIndexOtherMember: in a space made by `ctxfs space add` and in
+// one made by mkdir+chgrp+chmod through the mount, uid 1001 (a member by
+// its supplementary groups) starts a shared session over the socket; uid
+// 1002, another member, then reads index/list and index/current through
+// the mount, creates index/by-hash/<key> naming the session and moves
+// current, and uid 1001 sees what 1002 wrote. In the store, everything
+// the members made in the space has the space's group and group
+// read-write modes (0770 directories, 0660 files), and fsck is clean.
+func TestSharedIndexOtherMember(t *testing.T) {
+	s := newFuseServer(t)
+	s.spaceAdd("team", 1234)
+	space2 := s.mnt("shared/team2")
+	mustT(t, os.Mkdir(space2, 0o770))
+	mustT(t, os.Chown(space2, 0, 1235))
+	mustT(t, os.Chmod(space2, 0o2770))
+	spaces := []struct {
+		name  string
+		group uint32
+	}{{"team", 1234}, {"team2", 1235}}
+	for _, sp := range spaces {
+		first, second := member(1001, sp.group), member(1002, sp.group)
+		extra := fmt.Sprintf(`,"scope":"shared","space":%q`, sp.name)
+		idx := s.mnt("shared/" + sp.name + "/agent/coder/session/index")
+		s.sendAs(first, "t1", "c1", extra, "hello team")
+
+		if out, err := bashAs(t, second, "cat "+idx+"/list"); err != nil || !strings.Contains(out, "t1\n") {
+			t.Errorf("%s: uid 1002 reads index/list: %v %q", sp.name, err, out)
+		}
+		if out, err := bashAs(t, second, "cat "+idx+"/current"); err != nil || out != "t1\n" {
+			t.Errorf("%s: uid 1002 reads index/current: %v %q, want \"t1\\n\"", sp.name, err, out)
+		}
+		if out, err := bashAs(t, second, "printf 't1\\n' > "+idx+"/by-hash/k1 && cat "+idx+"/by-hash/k1 && ls "+idx+"/by-hash"); err != nil || out != "t1\nk1\n" {
+			t.Errorf("%s: uid 1002 creates index/by-hash/k1: %v %q", sp.name, err, out)
+		}
+		if out, err := bashAs(t, first, "cat "+idx+"/by-hash/k1"); err != nil || out != "t1\n" {
+			t.Errorf("%s: uid 1001 reads the by-hash entry uid 1002 made: %v %q", sp.name, err, out)
+		}
+		s.sendAs(second, "t2", "c2", extra, "from 1002")
+		if out, err := bashAs(t, second, "printf 't1\\n' > "+idx+"/current && cat "+idx+"/current"); err != nil || out != "t1\n" {
+			t.Errorf("%s: uid 1002 moves index/current: %v %q", sp.name, err, out)
+		}
+		if out, err := bashAs(t, first, "cat "+idx+"/list "+idx+"/current"); err != nil || !strings.Contains(out, "t1\n") || !strings.Contains(out, "t2\n") || !strings.HasSuffix(out, "t1\n") {
+			t.Errorf("%s: uid 1001 reads list and current after uid 1002: %v %q", sp.name, err, out)
+		}
+		// A uid outside the group is refused.
+		if out, err := bashAs(t, &cred{uid: 1003, gid: 1003}, "cat "+idx+"/list"); err == nil || !strings.Contains(out, "Permission denied") {
+			t.Errorf("%s: a non-member reads index/list: %v %q", sp.name, err, out)
+		}
+	}
+	settle()
+
+	for _, sp := range spaces {
+		top := filepath.Join(s.store, "shared", sp.name)
+		n := 0
+		filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				t.Errorf("walk %s: %v", p, err)
+				return nil
+			}
+			if p == top {
+				return nil // the space itself is root's, made by root
+			}
+			st, err := os.Lstat(p)
+			if err != nil {
+				t.Errorf("%v", err)
+				return nil
+			}
+			n++
+			want := os.FileMode(0o660)
+			if st.IsDir() {
+				want = 0o770
+			} else if !st.Mode().IsRegular() {
+				t.Errorf("%s: %v, want a regular file or a directory", p, st.Mode())
+				return nil
+			}
+			if gid := st.Sys().(*syscall.Stat_t).Gid; gid != sp.group || st.Mode().Perm() != want {
+				t.Errorf("%s: group %d mode %v, want group %d mode %v", p, gid, st.Mode(), sp.group, want)
+			}
+			return nil
+		})
+		if n == 0 {
+			t.Errorf("%s: nothing in the store's space", sp.name)
+		}
+	}
+	if out, code := s.fsck(); code != 0 {
+		t.Errorf("fsck: exit %d\n%s", code, out)
+	}
+}
