@@ -20,3 +20,11 @@ func callerOf(ctx context.Context) session.Caller {
 	c.Pid, c.Groups = session.ProcStatus(int(fc.Pid))
 	return c
 }
+
+// callerUid is the uid of the caller alone: no /proc read, for lookups.
+func callerUid(ctx context.Context) uint32 {
+	if fc, ok := fuse.FromContext(ctx); ok {
+		return fc.Uid
+	}
+	return session.Nobody
+}

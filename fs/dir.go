@@ -6,8 +6,6 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-
-	"github.com/ctxfs/ctxfs/session"
 )
 
 // dirNode is a directory of the ABI (everything but the free trees): it
@@ -38,7 +36,7 @@ func (d *dirNode) child(name string) string { return d.rel + "/" + name }
 
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	rel := d.child(name)
-	n, err := d.m.e.Lookup(callerOf(ctx), rel)
+	n, err := d.m.e.Lookup(callerUid(ctx), rel)
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -65,11 +63,9 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	return fs.NewListDirStream(list), 0
 }
 
-func (d *dirNode) archived() bool { return d.place.Kind == session.PlaceArchived }
-
 func (d *dirNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	out.SetTimeout(dirAttrTimeout)
-	return d.statAttr(&out.Attr, d.archived())
+	return d.statAttr(&out.Attr)
 }
 
 // Setattr: root sets a shared space's group and mode this way (SPEC 2).

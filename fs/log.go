@@ -29,7 +29,7 @@ var (
 // the kernel's back; the attributes are never cached).
 func (n *logNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	out.SetTimeout(fileAttrTimeout)
-	return n.statAttr(&out.Attr, false)
+	return n.statAttr(&out.Attr)
 }
 
 // Setattr: logs only grow; the engine refuses any size change.

@@ -56,19 +56,25 @@ func inoOf(rel string) uint64 {
 // errno maps an engine error to what the kernel gets (one table: abi.Errno).
 func errno(err error) syscall.Errno { return abi.Errno(err) }
 
-// statAttr fills out from the store file. Read-only kinds lose their write
-// bits so that the kernel (default_permissions) refuses writers honestly.
-func (n *storeNode) statAttr(out *fuse.Attr, readOnly bool) syscall.Errno {
+// statAttr fills out from the store file.
+func (n *storeNode) statAttr(out *fuse.Attr) syscall.Errno {
 	st, err := n.m.e.Stat(n.rel)
 	if err != nil {
 		return errno(err)
 	}
+	storeAttr(out, st, n.rel, n.place)
+	return 0
+}
+
+// storeAttr describes a store file as the tree shows it: numbered by its
+// path, and read-only kinds without their write bits, so that the kernel
+// (default_permissions) refuses writers honestly.
+func storeAttr(out *fuse.Attr, st *unix.Stat_t, rel string, pl session.Place) {
 	fromStat(out, st)
-	out.Ino = inoOf(n.rel)
-	if readOnly {
+	out.Ino = inoOf(rel)
+	if pl.Kind == session.PlaceReadOnly || pl.Kind == session.PlaceArchived {
 		out.Mode &^= 0222
 	}
-	return 0
 }
 
 // virtualAttr describes a file the store does not hold (ctl, index/list,
@@ -193,11 +199,15 @@ func attach(ctx context.Context, parent *fs.Inode, node fs.InodeEmbedder, typ ui
 		out.SetAttrTimeout(dirAttrTimeout)
 		return parent.NewInode(ctx, node, id), 0
 	}
-	var ao fuse.AttrOut
-	if errno := node.(fs.NodeGetattrer).Getattr(ctx, nil, &ao); errno != 0 {
-		return nil, errno
+	if n.Virtual {
+		var ao fuse.AttrOut
+		if errno := node.(fs.NodeGetattrer).Getattr(ctx, nil, &ao); errno != 0 {
+			return nil, errno
+		}
+		out.Attr = ao.Attr
+	} else {
+		storeAttr(&out.Attr, n.Stat, rel, n.Place) // the stat Lookup just made
 	}
-	out.Attr = ao.Attr
 	out.SetAttrTimeout(fileAttrTimeout)
 	if typ == syscall.S_IFDIR {
 		out.SetAttrTimeout(dirAttrTimeout)

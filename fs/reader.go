@@ -56,15 +56,13 @@ var (
 
 func (n *roNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	out.SetTimeout(fileAttrTimeout)
-	return n.statAttr(&out.Attr, true)
+	return n.statAttr(&out.Attr)
 }
 
 // Setattr: the engine allows only touching the times of live files.
 func (n *roNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	return n.setattr(ctx, in, out, n.Getattr)
 }
-
-func (n *roNode) archived() bool { return n.place.Kind == session.PlaceArchived }
 
 // Open serves reads with FOPEN_DIRECT_IO: the engine replaces these files
 // whole, and a page cache of the old one must never be served.

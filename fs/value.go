@@ -30,7 +30,7 @@ var (
 
 func (n *valueNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	out.SetTimeout(fileAttrTimeout)
-	return n.statAttr(&out.Attr, false)
+	return n.statAttr(&out.Attr)
 }
 
 // Setattr: `>` truncates before writing (SETATTR size=0), which the

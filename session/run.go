@@ -172,8 +172,8 @@ func (s *sess) writeFileLocked(name, value string) {
 	s.e.changed(s.ref.Rel() + "/" + name)
 }
 
-// writeFileDurably replaces a file a user wrote through the mount: synced
-// (renameio) before the close that wrote it returns.
+// writeFileDurably replaces a file a user wrote through the mount: durable
+// (data and name synced) before the close that wrote it returns.
 func (s *sess) writeFileDurably(name, value string) error {
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()

@@ -36,16 +36,17 @@ type Node struct {
 // Lookup says what rel is: ENOENT when the tree has no such name, or when
 // the store holds something there that the tree does not (a symlink, a
 // FIFO, a file where a directory belongs: fsck names those). A uid's own
-// home appears on its first lookup (SPEC 2).
-func (e *Engine) Lookup(c Caller, rel string) (Node, error) {
+// home appears on its first lookup by that uid (SPEC 2). Only the caller's
+// uid matters here: lookups are the hottest path of the tree.
+func (e *Engine) Lookup(uid uint32, rel string) (Node, error) {
 	pl := Classify(rel)
 	if !pl.Exists() {
 		return Node{}, syscall.ENOENT
 	}
 	switch pl.Kind {
 	case PlaceHome:
-		if pl.Home == PrivateHome(c.Uid) && c.Uid != Nobody {
-			e.EnsureHome(c.Uid) // a failure shows as the ENOENT below
+		if pl.Home == PrivateHome(uid) && uid != Nobody {
+			e.EnsureHome(uid) // a failure shows as the ENOENT below
 		}
 	case PlaceIndex:
 		e.Index(pl.Container) // loading the index makes index/ in the store
@@ -376,7 +377,7 @@ func (e *Engine) Setattr(c Caller, rel string, a SetAttr) error {
 	case PlaceArchived:
 		return abi.Errorf(syscall.EPERM, "setattr", "archived sessions are read only")
 	}
-	n, err := e.Lookup(c, rel)
+	n, err := e.Lookup(c.Uid, rel)
 	switch {
 	case err != nil:
 		return err

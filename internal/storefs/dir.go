@@ -135,9 +135,9 @@ func (r *Root) MkdirOwned(rel string, own Owner) error {
 // own's file mode and owner, then is renamed over rel. Readers see the old
 // or the new content, never a mix. Only a regular file is replaced: what
 // else is at rel (a planted symlink) is refused, never followed and never
-// silently removed, so that fsck can name it.
-// With sync, the data is fdatasynced before the rename, so the new value is
-// durable once the directory is (the caller syncs it when it must).
+// silently removed, so that fsck can name it. With sync, the data is
+// fdatasynced before the rename and the directory after it: the new value
+// is durable when ReplaceFile returns.
 func (r *Root) ReplaceFile(rel string, data []byte, own Owner, sync bool) error {
 	if err := r.Replaceable(rel); err != nil {
 		return err
@@ -166,6 +166,9 @@ func (r *Root) ReplaceFile(rel string, data []byte, own Owner, sync bool) error 
 	if err != nil {
 		r.Remove(tmp)
 		return r.fail("replace", rel, unwrapPath(err))
+	}
+	if sync {
+		return r.SyncDir(dir)
 	}
 	return nil
 }
