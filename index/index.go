@@ -310,7 +310,7 @@ func (x *Index) flushList() error {
 	x.dirty = false
 	data := x.listBytesLocked()
 	x.mu.Unlock()
-	err := x.root.ReplaceFile(path.Join(x.idx, listFile), data, x.own, false)
+	err := x.root.ReplaceFile(path.Join(x.idx, listFile), data, x.own, storefs.NoSync)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.flushErr = nil

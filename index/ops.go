@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -121,10 +122,10 @@ func (x *Index) Touch(name, cwd string) error {
 	if cwd == "" {
 		return nil
 	}
-	if err := x.putEntry(op, abi.IndexByCwd, abi.CwdKey(cwd), name); err != nil {
+	if err := x.putEntry(op, abi.IndexByCwd, abi.CwdKey(cwd), name, storefs.SyncData); err != nil {
 		return err
 	}
-	return x.putCurrent(op, name)
+	return x.putCurrent(op, name, storefs.SyncData)
 }
 
 // Add puts a newly created session at the top of the list (it does not
@@ -189,7 +190,7 @@ func (x *Index) SetCurrent(name string) error {
 	if err := x.ready(op, name); err != nil {
 		return err
 	}
-	return x.putCurrent(op, name)
+	return x.putCurrent(op, name, storefs.SyncAll)
 }
 
 // SetEntry creates or replaces by-hash/<key> or by-uuid/<key> with name.
@@ -209,7 +210,7 @@ func (x *Index) SetEntry(kind, key, name string) error {
 	if err := x.ready(op, name); err != nil {
 		return err
 	}
-	return x.putEntry(op, kind, key, name)
+	return x.putEntry(op, kind, key, name, storefs.SyncAll)
 }
 
 // RemoveEntry unlinks by-hash/<key> or by-uuid/<key>. EPERM for by-cwd,
@@ -298,12 +299,12 @@ func (x *Index) markDirtyLocked() {
 
 // putCurrent writes index/current, skipping the write when it already holds
 // name (a run of sends to one session costs no fsync here).
-func (x *Index) putCurrent(op, name string) error {
+func (x *Index) putCurrent(op, name string, sync storefs.Sync) error {
 	if x.current == name {
 		return nil
 	}
 	p := path.Join(x.idx, currentFile)
-	if err := x.writeFile(p, []byte(name+"\n")); err != nil {
+	if err := x.writeFile(p, []byte(name+"\n"), sync); err != nil {
 		return x.err(op, p, err)
 	}
 	x.mu.Lock()
@@ -325,12 +326,12 @@ func (x *Index) dropCurrent(op string) error {
 
 // putEntry writes one entry file, skipping the write when it already holds
 // name.
-func (x *Index) putEntry(op, kind, key, name string) error {
+func (x *Index) putEntry(op, kind, key, name string, sync storefs.Sync) error {
 	if old, ok := x.entries[kind][key]; ok && old == name {
 		return nil
 	}
 	p := path.Join(x.idx, kind, key)
-	if err := x.writeFile(p, []byte(name+"\n")); err != nil {
+	if err := x.writeFile(p, []byte(name+"\n"), sync); err != nil {
 		return x.err(op, p, err)
 	}
 	x.mu.Lock()

@@ -49,11 +49,14 @@ func (x *Index) readValue(rel string) (name string, ok bool, err error) {
 	return name, err == nil, err
 }
 
-// writeFile replaces a value file atomically and durably (synced before
-// it is renamed into place): readers see the old or the new value, never
-// a mix, and never a symlink.
-func (x *Index) writeFile(rel string, data []byte) error {
-	return x.root.ReplaceFile(rel, data, x.own, true)
+// writeFile replaces a value file atomically: readers see the old or the
+// new value, never a mix. sync is storefs.SyncAll for what a user writes
+// through the mount (durable before the close returns) and SyncData for
+// what a send moves (current, by-cwd): a power loss may leave those
+// naming the previous session, never half a name, and a send costs no
+// directory sync for them.
+func (x *Index) writeFile(rel string, data []byte, sync storefs.Sync) error {
+	return x.root.ReplaceFile(rel, data, x.own, sync)
 }
 
 // mkdir creates a directory of the index with the index's owner and mode,

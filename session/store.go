@@ -62,7 +62,7 @@ func (e *Engine) mkdirAll(rel string, own storefs.Owner) error {
 // writeValue atomically and durably replaces a single-value file a user
 // wrote through the mount: synced before the close that wrote it returns.
 func (e *Engine) writeValue(rel string, data []byte, own storefs.Owner) error {
-	return e.root.ReplaceFile(rel, data, own, true)
+	return e.root.ReplaceFile(rel, data, own, storefs.SyncAll)
 }
 
 // replaceValue atomically replaces a file the server derives from the logs

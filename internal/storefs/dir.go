@@ -130,15 +130,30 @@ func (r *Root) MkdirOwned(rel string, own Owner) error {
 	return r.ChownOwned(rel, own)
 }
 
+// Sync says how durable a replace is when ReplaceFile returns.
+type Sync uint8
+
+const (
+	// NoSync: nothing is synced; after a power loss the name may hold the
+	// old content, or the new, or be empty.
+	NoSync Sync = iota
+	// SyncData: the new content is synced before the rename, so the name
+	// holds the old content or the whole new one, never less; after a power
+	// loss it may still hold the old one.
+	SyncData
+	// SyncAll: the content and then the directory are synced: the new
+	// content is durable under its name.
+	SyncAll
+)
+
 // ReplaceFile replaces rel atomically with data: a temporary file beside
 // it (".NAME.tmp-<random>", created exclusively) gets the data, exactly
 // own's file mode and owner, then is renamed over rel. Readers see the old
 // or the new content, never a mix. Only a regular file is replaced: what
 // else is at rel (a planted symlink) is refused, never followed and never
-// silently removed, so that fsck can name it. With sync, the data is
-// fdatasynced before the rename and the directory after it: the new value
-// is durable when ReplaceFile returns.
-func (r *Root) ReplaceFile(rel string, data []byte, own Owner, sync bool) error {
+// silently removed, so that fsck can name it. sync says what is durable
+// when it returns.
+func (r *Root) ReplaceFile(rel string, data []byte, own Owner, sync Sync) error {
 	if err := r.Replaceable(rel); err != nil {
 		return err
 	}
@@ -156,7 +171,7 @@ func (r *Root) ReplaceFile(rel string, data []byte, own Owner, sync bool) error 
 			return err
 		}
 	}
-	err := writeOwned(f, data, own, sync)
+	err := writeOwned(f, data, own, sync >= SyncData)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -167,7 +182,7 @@ func (r *Root) ReplaceFile(rel string, data []byte, own Owner, sync bool) error 
 		r.Remove(tmp)
 		return r.fail("replace", rel, unwrapPath(err))
 	}
-	if sync {
+	if sync == SyncAll {
 		return r.SyncDir(dir)
 	}
 	return nil

@@ -100,7 +100,7 @@ func TestPlantedSymlinksAreNeverFollowed(t *testing.T) {
 				"stat":    func() error { _, err := f.r.Lstat("home/1000/a/secret"); return err },
 				"readdir": func() error { _, err := f.r.ReadDir("home/1000/a"); return err },
 				"replace": func() error {
-					return f.r.ReplaceFile("home/1000/a/secret", []byte("x"), Owner{-1, -1, 0o700, 0o600}, true)
+					return f.r.ReplaceFile("home/1000/a/secret", []byte("x"), Owner{-1, -1, 0o700, 0o600}, SyncAll)
 				},
 				"rename":  func() error { return f.r.Rename("home/1000/a/secret", "home/1000/a/other", 0) },
 				"rmall":   func() error { return f.r.RemoveAll("home/1000/a/dir") },
@@ -172,7 +172,7 @@ func TestWrongTypesAreRefused(t *testing.T) {
 	}
 	// A link where a value should be is refused, not silently replaced:
 	// fsck must still find it.
-	wantUnsafe(t, "replace over a link", f.r.ReplaceFile("home/1000/a/link", []byte("value\n"), Owner{-1, -1, 0o700, 0o600}, true))
+	wantUnsafe(t, "replace over a link", f.r.ReplaceFile("home/1000/a/link", []byte("value\n"), Owner{-1, -1, 0o700, 0o600}, SyncAll))
 	if target, _ := os.Readlink(a + "/link"); target != f.decoy+"/secret" {
 		t.Fatalf("replace over a link changed it: %q", target)
 	}
@@ -204,7 +204,7 @@ func TestFilesAndDirectories(t *testing.T) {
 	if st.Mode&0o777 != 0o660 {
 		t.Fatalf("file mode %o, want 660", st.Mode&0o777)
 	}
-	must(t, f.r.ReplaceFile("home/1000/b/v", []byte("two\n"), Owner{1000, 1000, 0o750, 0o640}, true))
+	must(t, f.r.ReplaceFile("home/1000/b/v", []byte("two\n"), Owner{1000, 1000, 0o750, 0o640}, SyncAll))
 	b, err := f.r.ReadFile("home/1000/b/v", 10)
 	must(t, err)
 	if string(b) != "two\n" {
