@@ -3,8 +3,8 @@ package integration
 import (
 	"os"
 	"strings"
-	"time"
 	"testing"
+	"time"
 )
 
 // TestProgramRunsUnderTheMount: a program run for a user gets its working
