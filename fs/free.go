@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path"
+	"strings"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -104,13 +106,23 @@ func (n *freeNode) newChild(ctx context.Context, rel string, out *fuse.EntryOut)
 }
 
 // giveToCaller makes what was just created belong to the caller, as if it
-// had made it itself (the server runs as root).
+// had made it itself (the server runs as root): the caller's uid; in a
+// shared space the space's group (everything of a space is its group's,
+// SPEC 2), else the group a setgid directory passed on, else the caller's.
 func (n *freeNode) giveToCaller(ctx context.Context, rel string) syscall.Errno {
 	c, ok := fuse.FromContext(ctx)
 	if !ok || os.Geteuid() != 0 {
 		return 0
 	}
-	if err := n.store().Chown(rel, int(c.Uid), int(c.Gid)); err != nil {
+	gid := int(c.Gid)
+	if pl := session.Classify(rel); strings.HasPrefix(pl.Home, "shared/") {
+		if sp, err := n.store().Lstat(pl.Home); err == nil {
+			gid = int(sp.Gid)
+		}
+	} else if dir, err := n.store().Lstat(path.Dir(rel)); err == nil && dir.Mode&unix.S_ISGID != 0 {
+		gid = -1
+	}
+	if err := n.store().Chown(rel, int(c.Uid), gid); err != nil {
 		n.store().RemoveAll(rel)
 		return freeErrno(err)
 	}
