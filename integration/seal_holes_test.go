@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,21 +17,7 @@ import (
 // failing check does not hide the others.
 func unchanged(t testing.TB, what string, before, after map[string]string) {
 	t.Helper()
-	var diffs []string
-	for k, v := range before {
-		if w, ok := after[k]; !ok {
-			diffs = append(diffs, "removed: "+k)
-		} else if w != v {
-			diffs = append(diffs, "changed: "+k)
-		}
-	}
-	for k := range after {
-		if _, ok := before[k]; !ok {
-			diffs = append(diffs, "added: "+k)
-		}
-	}
-	sort.Strings(diffs)
-	if len(diffs) > 0 {
+	if diffs := storetest.Diff(before, after); len(diffs) > 0 {
 		t.Errorf("%s wrote:\n%s", what, strings.Join(diffs, "\n"))
 	}
 }

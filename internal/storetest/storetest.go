@@ -45,10 +45,9 @@ func Snapshot(t testing.TB, dir string, skip func(rel string) bool) map[string]s
 	return out
 }
 
-// Same fails the test, listing the differences, unless the snapshots are
-// identical.
-func Same(t testing.TB, what string, before, after map[string]string) {
-	t.Helper()
+// Diff lists, sorted, what differs between two snapshots: "changed or
+// removed: <path>" and "added: <path>".
+func Diff(before, after map[string]string) []string {
 	var diffs []string
 	for k, v := range before {
 		if after[k] != v {
@@ -61,7 +60,14 @@ func Same(t testing.TB, what string, before, after map[string]string) {
 		}
 	}
 	sort.Strings(diffs)
-	if len(diffs) > 0 {
+	return diffs
+}
+
+// Same fails the test, listing the differences, unless the snapshots are
+// identical.
+func Same(t testing.TB, what string, before, after map[string]string) {
+	t.Helper()
+	if diffs := Diff(before, after); len(diffs) > 0 {
 		t.Fatalf("%s wrote:\n%s", what, strings.Join(diffs, "\n"))
 	}
 }
