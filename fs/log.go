@@ -73,6 +73,16 @@ type logHandle struct {
 
 	mu      sync.Mutex
 	partial []byte // bytes after the last newline written so far
+	// failed is the errno of a line refused since the last close, which
+	// the next close reports: when the kernel cut one write(2) into two
+	// FUSE writes and only the second was refused, write(2) returned a
+	// short count as if all were well, and only the close can say.
+	failed syscall.Errno
+	// lastRefused is the data of the last refused write, and lastErrno
+	// why: a writer retrying it after a short count is refused again
+	// without a second record.
+	lastRefused []byte
+	lastErrno   syscall.Errno
 	// refusing: a line grew over the limit and was refused; the rest of
 	// it, up to its newline, is refused too. (The kernel cuts a large
 	// write into pieces and the writer retries what was not taken: the
@@ -102,13 +112,16 @@ func (h *logHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 		h.refusing = bytes.IndexByte(data, '\n') < 0
 		return 0, syscall.EINVAL
 	}
+	if h.lastRefused != nil && bytes.Equal(data, h.lastRefused) {
+		return 0, h.lastErrno // a retry of what was just refused (and recorded)
+	}
 	buf := append(append([]byte(nil), h.partial...), data...)
 	cut := bytes.LastIndexByte(buf, '\n') + 1
 	if len(buf)-cut > abi.MaxLineBytes {
 		// The line can never be valid: refuse it now, not at 1 GiB, and
 		// drop it whole (nothing of it is pending at close).
-		h.partial, h.refusing = nil, true
-		return 0, syscall.EINVAL
+		h.refusing = true
+		return 0, h.refuse(data, len(buf), session.Lost{Errno: syscall.EINVAL, Why: "a line over the 1 MiB limit was refused"})
 	}
 	if cut > 0 {
 		n := h.node
@@ -116,21 +129,39 @@ func (h *logHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 			// The pending bytes began the first refused line: it is
 			// dead, and must not be found pending (and recorded as a
 			// discarded partial line) at close.
-			h.partial = nil
-			return 0, errno(err)
+			return 0, h.refuse(data, cut, session.Lost{Errno: errno(err), Why: "lines written were refused: " + err.Error()})
 		}
 		n.m.changed(n.rel)
 	}
-	h.partial = buf[cut:]
+	h.partial, h.lastRefused = buf[cut:], nil
 	return uint32(len(data)), 0
 }
 
-// Flush is one close(2) of one descriptor: an unfinished line fails it
-// with EINVAL (SPEC 6). The line stays pending, since other descriptors of
-// the same open file may still finish it.
+// refuse drops the pending line and the refused data and has the engine
+// record the loss of n bytes. When the refused line began in an earlier
+// write, whose bytes were taken (that write returned success, perhaps as
+// the first half of one write(2) the kernel cut in two), the next close
+// reports the errno too: the writer may not have seen it otherwise.
+func (h *logHandle) refuse(data []byte, n int, lost session.Lost) syscall.Errno {
+	if len(h.partial) > 0 {
+		h.failed = lost.Errno
+	}
+	h.partial, h.lastRefused, h.lastErrno = nil, append([]byte(nil), data...), lost.Errno
+	h.node.m.e.RecordLoss(h.caller, h.node.place.Ref(), h.node.place.File, n, lost)
+	return lost.Errno
+}
+
+// Flush is one close(2) of one descriptor: a line refused since the last
+// close fails it with that line's errno, once; an unfinished line fails it
+// with EINVAL (SPEC 6), and stays pending, since other descriptors of the
+// same open file may still finish it.
 func (h *logHandle) Flush(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if failed := h.failed; failed != 0 {
+		h.failed = 0
+		return failed
+	}
 	if len(h.partial) > 0 {
 		return syscall.EINVAL
 	}
@@ -145,7 +176,7 @@ func (h *logHandle) Release(ctx context.Context) syscall.Errno {
 	h.partial = nil
 	h.mu.Unlock()
 	if n > 0 {
-		h.node.m.e.DiscardPartialLine(h.caller, h.node.place.Ref(), h.node.place.File, n)
+		h.node.m.e.RecordLoss(h.caller, h.node.place.Ref(), h.node.place.File, n, session.LostPartial)
 	}
 	h.r.close()
 	return 0

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 )
 
 // BenchmarkTouch compares a Touch in a container of 10 sessions with one in
@@ -92,4 +93,46 @@ func benchContainer(b *testing.B, n int) string {
 		}
 	}
 	return dir
+}
+
+// BenchmarkLoad loads a container of 100,000 sessions: "mtimes" with no
+// snapshot (the order comes from the updated_at mtimes alone), "snapshot"
+// with the exact one a clean Close left (read, checked, nothing written).
+// Both stat each updated_at once; the snapshot adds one read of index/list.
+func BenchmarkLoad(b *testing.B) {
+	const n = 100_000
+	dir := benchContainer(b, n)
+	r, err := storefs.Open(filepath.Dir(dir))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { r.Close() })
+	own := storefs.Owner{Uid: os.Getuid(), Gid: os.Getgid(), DirMode: 0o700, FileMode: 0o600}
+	list := filepath.Join(dir, dirName, listFile)
+	load := func(b *testing.B) {
+		x, err := Load(r, filepath.Base(dir), own)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if err := x.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.Run("mtimes/100000", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			if err := os.Remove(list); err != nil && !os.IsNotExist(err) {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			load(b)
+		}
+	})
+	b.Run("snapshot/100000", func(b *testing.B) {
+		for b.Loop() {
+			load(b)
+		}
+	})
 }

@@ -3,8 +3,12 @@ package index
 import (
 	"bytes"
 	"container/list"
+	"errors"
+	"io"
+	"io/fs"
 	"path"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -69,11 +73,12 @@ type Index struct {
 // container itself must exist (ENOENT otherwise): its owner and mode are
 // not the index's to choose.
 //
-// The order of List is rebuilt from the sessions' updated_at mtimes. Entry
-// and current files are validated: garbage (bad key, bad value, not a
+// The order of List starts from the saved snapshot index/list when it can
+// be trusted (see arrange): after a clean Close it is the order exactly.
+// Entry and current files are validated: garbage (bad key, bad value, not a
 // regular file) is left in place but not served, and entries naming a
 // session that no longer exists (an archive interrupted before Remove) are
-// deleted; both are reported by Problems.
+// deleted; both are reported by Problems, as is a snapshot not trusted.
 func Load(root *storefs.Root, container string, own storefs.Owner) (*Index, error) {
 	x := &Index{
 		root:    root,
@@ -92,13 +97,16 @@ func Load(root *storefs.Root, container string, own storefs.Owner) (*Index, erro
 		return nil, err
 	}
 	x.removeTemps()
-	names, err := x.scanSessions()
+	ss, err := x.scanSessions()
 	if err != nil {
 		return nil, err
 	}
-	exists := make(map[string]bool, len(names))
-	for _, n := range names {
-		exists[n] = true
+	exists := make(sessionSet, len(ss))
+	for i, s := range ss {
+		exists[s.name] = i
+	}
+	snap := x.readSnapshot(len(ss))
+	for _, n := range arrange(ss, exists, snap, time.Now().UnixNano()) {
 		x.pos[n] = x.order.PushBack(n)
 	}
 	x.loadCurrent(exists)
@@ -107,7 +115,7 @@ func Load(root *storefs.Root, container string, own storefs.Owner) (*Index, erro
 			return nil, err
 		}
 	}
-	x.checkSnapshot()
+	x.checkSnapshot(snap)
 	go x.flusher()
 	return x, nil
 }
@@ -132,9 +140,9 @@ type session struct {
 	has   bool  // updated_at exists
 }
 
-// scanSessions lists the container's session directories, newest updated_at
-// mtime first, ties by name; sessions without updated_at go last, by name.
-func (x *Index) scanSessions() ([]string, error) {
+// scanSessions lists the container's session directories, in directory
+// order, with their updated_at mtimes: the one stat of each that Load makes.
+func (x *Index) scanSessions() ([]session, error) {
 	ents, err := x.root.ReadDir(x.dir)
 	if err != nil {
 		return nil, x.err("load", x.dir, err)
@@ -152,15 +160,65 @@ func (x *Index) scanSessions() ([]string, error) {
 		}
 		ss = append(ss, s)
 	}
-	sort.Slice(ss, func(i, j int) bool { return newer(ss[i], ss[j]) })
-	names := make([]string, len(ss))
-	for i, s := range ss {
-		names[i] = s.name
-	}
-	return names, nil
+	return ss, nil
 }
 
-// newer orders sessions for List.
+// arrange returns the order of List at Load, front first.
+//
+// Without a trusted snapshot it is the sessions' updated_at mtimes: newest
+// first, ties by name, sessions without updated_at last (by name). Those
+// mtimes change at most once a second (the engine rewrites updated_at only
+// when its second changes), so they cannot order the sends of one second.
+//
+// With one, the snapshot's order is kept for every session it names that
+// still exists and has not been touched since it was written (updated_at
+// mtime not newer than the snapshot's own); the sessions it misses and
+// those touched since go in front of them, ordered by mtime as above. After
+// a clean Close no session is newer than the snapshot (Close rewrites it
+// after any change of order, and a touch that changes nothing is a touch of
+// the front session), so the order is the snapshot's exactly. After a crash
+// the snapshot lags by up to about flushEvery, plus the sends whose second
+// had already been written to updated_at: those keep their older place.
+//
+// An mtime later than now (Load's time) says only that the clock was
+// stepped back since it was written, not that the session was touched
+// after the snapshot: such a session keeps its place in the snapshot, so a
+// clean restart stays exact after a clock correction.
+func arrange(ss []session, exists sessionSet, snap *snapshot, now int64) []string {
+	var kept []int // indexes in ss, in the snapshot's order
+	inSnap := make([]bool, len(ss))
+	if snap != nil {
+		kept = make([]int, 0, len(snap.names))
+		for _, n := range snap.names {
+			i, ok := exists[n]
+			if !ok {
+				continue // gone since the snapshot was written
+			}
+			if s := ss[i]; s.has && s.mtime > snap.mtime && s.mtime <= now {
+				continue // touched after it was written: to the front
+			}
+			inSnap[i] = true
+			kept = append(kept, i)
+		}
+	}
+	front := make([]session, 0, len(ss)-len(kept))
+	for i, s := range ss {
+		if !inSnap[i] {
+			front = append(front, s)
+		}
+	}
+	sort.Slice(front, func(i, j int) bool { return newer(front[i], front[j]) })
+	names := make([]string, 0, len(ss))
+	for _, s := range front {
+		names = append(names, s.name)
+	}
+	for _, i := range kept {
+		names = append(names, ss[i].name)
+	}
+	return names
+}
+
+// newer orders sessions by updated_at mtime for List.
 func newer(a, b session) bool {
 	if a.has != b.has {
 		return a.has
@@ -171,15 +229,109 @@ func newer(a, b session) bool {
 	return a.name < b.name
 }
 
+// sessionSet maps each session found at Load to its index in the scan.
+type sessionSet map[string]int
+
+func (s sessionSet) has(name string) bool {
+	_, ok := s[name]
+	return ok
+}
+
+// snapshot is index/list as read at Load, when trusted.
+type snapshot struct {
+	data  []byte   // the file's bytes
+	names []string // its lines, front first
+	mtime int64    // its mtime in ns
+}
+
+// maxSnapshotBytes bounds what is read of index/list in a container of n
+// sessions: room for every session twice over (names of sessions gone
+// since a crashed server wrote it, at most the longest name each) plus
+// 1,024 more. A larger file is not one this index wrote for this store.
+func maxSnapshotBytes(n int) int64 {
+	return int64(abi.MaxNameLen+1) * (2*int64(n) + 1024)
+}
+
+// readSnapshot reads index/list, with its mtime from the same descriptor.
+// nil when there is none or it is not trusted: not a regular file (never
+// followed, never opened if it is a FIFO: storefs), unreadable, larger than
+// maxSnapshotBytes, or not lines of distinct valid session names each
+// ending in a newline. A file not trusted is reported in Problems.
+func (x *Index) readSnapshot(sessions int) *snapshot {
+	p := path.Join(x.idx, listFile)
+	snap, err := x.readSnapshotFile(p, maxSnapshotBytes(sessions))
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			e := x.err("load", p, err)
+			e.Msg = "not trusted for the order of list: " + e.Msg
+			x.problems = append(x.problems, e)
+		}
+		return nil
+	}
+	return snap
+}
+
+func (x *Index) readSnapshotFile(p string, limit int64) (*snapshot, error) {
+	f, err := x.root.OpenFile(p, unix.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, err
+	}
+	if st.Size > limit {
+		return nil, abi.Errorf(syscall.EFBIG, "", "%d bytes, more than %d", st.Size, limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, abi.Errorf(syscall.EFBIG, "", "more than %d bytes", limit)
+	}
+	names, err := parseList(data)
+	if err != nil {
+		return nil, err
+	}
+	return &snapshot{data: data, names: names, mtime: st.Mtim.Nano()}, nil
+}
+
+// parseList splits the content of index/list into its names: EINVAL for
+// a line that is not a valid session name, a name listed twice, or a last
+// line without its newline (the snapshot is replaced whole, so a torn
+// file was not written by the index).
+func parseList(data []byte) ([]string, error) {
+	if len(data) == 0 {
+		return nil, nil
+	}
+	if data[len(data)-1] != '\n' {
+		return nil, abi.Errorf(syscall.EINVAL, "", "the last line has no newline")
+	}
+	lines := strings.Split(string(data[:len(data)-1]), "\n")
+	seen := make(map[string]struct{}, len(lines))
+	for i, n := range lines {
+		if !abi.ValidSessionName(n) {
+			return nil, abi.Errorf(syscall.EINVAL, "", "line %d: invalid session name %q", i+1, n)
+		}
+		if _, dup := seen[n]; dup {
+			return nil, abi.Errorf(syscall.EINVAL, "", "line %d: %q is listed twice", i+1, n)
+		}
+		seen[n] = struct{}{}
+	}
+	return lines, nil
+}
+
 // loadCurrent reads index/current; a value naming no session is removed.
-func (x *Index) loadCurrent(exists map[string]bool) {
+func (x *Index) loadCurrent(exists sessionSet) {
 	p := path.Join(x.idx, currentFile)
 	name, ok, err := x.readValue(p)
 	switch {
 	case err != nil:
 		x.problem(p, err)
 	case !ok:
-	case !exists[name]:
+	case !exists.has(name):
 		x.dropDangling(p, name)
 	default:
 		x.current = name
@@ -187,7 +339,7 @@ func (x *Index) loadCurrent(exists map[string]bool) {
 }
 
 // loadEntries reads one entry directory.
-func (x *Index) loadEntries(kind string, exists map[string]bool) error {
+func (x *Index) loadEntries(kind string, exists sessionSet) error {
 	d := path.Join(x.idx, kind)
 	ents, err := x.root.ReadDir(d)
 	if err != nil {
@@ -211,7 +363,7 @@ func (x *Index) loadEntries(kind string, exists map[string]bool) error {
 		case err != nil:
 			x.problem(p, err)
 		case !ok:
-		case !exists[name]:
+		case !exists.has(name):
 			x.dropDangling(p, name)
 		default:
 			x.setEntryLocked(kind, key, name)
@@ -220,12 +372,11 @@ func (x *Index) loadEntries(kind string, exists map[string]bool) error {
 	return nil
 }
 
-// checkSnapshot schedules a write of index/list unless the file already
-// holds the rebuilt order (a clean restart then writes nothing).
-func (x *Index) checkSnapshot() {
-	want := x.listBytesLocked()
-	old, err := x.root.ReadFile(path.Join(x.idx, listFile), int64(len(want)))
-	if err != nil || !bytes.Equal(old, want) {
+// checkSnapshot schedules a write of index/list unless the trusted
+// snapshot already holds the order Load arranged (a clean restart then
+// writes nothing). The file is not read again: snap holds what was read.
+func (x *Index) checkSnapshot(snap *snapshot) {
+	if snap == nil || !bytes.Equal(snap.data, x.listBytesLocked()) {
 		x.markDirtyLocked()
 	}
 }
@@ -247,8 +398,9 @@ func (x *Index) problem(p string, err error) {
 }
 
 // Problems returns what Load found wrong in the store and did not serve:
-// unreadable or invalid files (left in place for a person to look at) and
-// entries naming missing sessions (removed). Each is an *abi.Error with Path.
+// unreadable or invalid files (left in place for a person to look at),
+// entries naming missing sessions (removed) and a list snapshot not trusted
+// for the order (replaced by the next write when it is a regular file). Each is an *abi.Error with Path.
 func (x *Index) Problems() []error {
 	x.mu.RLock()
 	defer x.mu.RUnlock()

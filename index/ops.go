@@ -100,9 +100,10 @@ func (x *Index) Keys(kind string) []string {
 // send or an explicit write move it, so a tool appending to a log of another
 // session does not silently redirect the user's next command.
 //
-// The engine writes updated_at before calling Touch, so the order kept here
-// is the one a later Load rebuilds. The list moves even if a file write
-// fails, for the same reason.
+// The engine writes updated_at before calling Touch, so a session touched
+// after the last snapshot was written is newer than it, and a Load after a
+// crash puts it in front (see arrange). The list moves even if a file write
+// fails: updated_at already says the session was touched.
 func (x *Index) Touch(name, cwd string) error {
 	const op = "touch"
 	if err := checkName(op, name); err != nil {

@@ -11,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storetest"
 )
 
 // refusal runs op, wants errno, and checks byte for byte that the store
@@ -23,6 +26,32 @@ func refusal(t *testing.T, s *server, what string, want syscall.Errno, op func()
 	wantErrno(t, what, err, want)
 	time.Sleep(30 * time.Millisecond)
 	same(t, what, before, snapshot(t, s.store))
+}
+
+// refusalRecorded is refusal for lines refused through the mount: nothing
+// of them is written, and the loss is recorded as exactly one error event
+// with the errno (SPEC 6: the loss is never silent). Only events.jsonl, its
+// seal, updated_at and the order of index/list may change.
+func refusalRecorded(t *testing.T, s *server, what string, want syscall.Errno, op func() error) {
+	t.Helper()
+	recorded := func(rel string) bool {
+		base := filepath.Base(rel)
+		return base == "events.jsonl" || base == "updated_at" || base == ".updated_at.spare" || rel == filepath.Join(coderRel, "session", "index", "list")
+	}
+	skip := func(rel string) bool {
+		return rel == ".ctxfs" || rel == ".ctxfs.lock" || rel == "ctxfs.log" || recorded(rel)
+	}
+	before := storetest.Snapshot(t, s.store, skip)
+	events := filepath.Join(s.sessionDir(0, "coder", "a"), "events.jsonl")
+	evBefore := fileBytes(t, events)
+	err := op()
+	wantErrno(t, what, err, want)
+	time.Sleep(30 * time.Millisecond)
+	storetest.Same(t, what, before, storetest.Snapshot(t, s.store, skip))
+	added := strings.TrimPrefix(fileBytes(t, events), evBefore)
+	if strings.Count(added, "\n") != 1 || !strings.Contains(added, `"type":"error"`) || !strings.Contains(added, `"code":"`+abi.ErrnoName(want)+`"`) {
+		t.Fatalf("%s: events.jsonl gained %q, want one error event with code %s", what, added, abi.ErrnoName(want))
+	}
 }
 
 // settle waits until the index snapshot the server writes at most once a
@@ -98,9 +127,9 @@ func TestErrnosThroughMount(t *testing.T) {
 		"over 1 MiB, no newline":  `{"role":"user","content":"` + strings.Repeat("y", 1<<20+10),
 	}
 	for what, line := range bad {
-		refusal(t, s, "append "+what, syscall.EINVAL, func() error { return appendMnt(log, line) })
+		refusalRecorded(t, s, "append "+what, syscall.EINVAL, func() error { return appendMnt(log, line) })
 	}
-	refusal(t, s, "append invalid from bash", syscall.EINVAL, func() error {
+	refusalRecorded(t, s, "append invalid from bash", syscall.EINVAL, func() error {
 		out, err := bashAs(t, nil, "echo 'nope' >> "+log)
 		if err != nil && strings.Contains(out, "Invalid argument") {
 			return syscall.EINVAL
@@ -222,7 +251,7 @@ func TestErrnosThroughMount(t *testing.T) {
 	var rec frame
 	eventually(t, 3*time.Second, "an error event for the discarded partial line", func() bool {
 		rec = lastEvent(t, s, "a", "error")
-		return rec != nil && rec["code"] == "EINVAL"
+		return rec != nil && rec["code"] == "EINVAL" && strings.HasPrefix(fmt.Sprint(rec["message"]), "partial line")
 	})
 	if rec["file"] != "messages.jsonl" || rec["bytes"] != float64(len(`{"role":"user","content":"never finished"`)) || rec["pid"] != float64(os.Getpid()) {
 		t.Errorf("discard record %v, want file messages.jsonl, bytes %d, pid %d", rec, len(`{"role":"user","content":"never finished"`), os.Getpid())

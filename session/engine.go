@@ -51,6 +51,7 @@ type Engine struct {
 	watchMu  sync.Mutex
 	watchers []func(rel string)
 	journal  *runJournal
+	derived  *derivedRetry // derived files still to be written
 }
 
 // Open opens the store (creating it if needed, 0700), makes sure it is
@@ -68,8 +69,11 @@ func Open(cfg Config) (*Engine, error) {
 		sessions: newCache[*sess](),
 		indexes:  newCache[*index.Index](),
 		runs:     map[string]*run{},
+		derived:  newDerivedRetry(),
 	}
+	go e.derived.run()
 	if err := e.closeInterrupted(); err != nil {
+		e.derived.close()
 		store.Close()
 		return nil, err
 	}
@@ -112,6 +116,9 @@ func (e *Engine) Close() error {
 		if err != nil && first == nil {
 			first = err
 		}
+	}
+	if e.derived != nil {
+		e.derived.close()
 	}
 	for _, s := range e.sessions.all() {
 		keep(s.events.Close())

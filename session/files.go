@@ -62,7 +62,7 @@ func (e *Engine) AppendLog(c Caller, r Ref, file string, lines []byte) error {
 	}
 	// A session's two logs are one history: damage in either refuses
 	// appends to both, as it refuses sends.
-	if err := s.provable(); err != nil {
+	if err := s.ready(); err != nil {
 		return err
 	}
 	if _, err := l.Append(lines); err != nil {
@@ -93,18 +93,31 @@ func (s *sess) latestFromLines(lines []byte) {
 	}
 }
 
-// DiscardPartialLine records, as an error event with code EINVAL, that a
-// writer closed file with n bytes of an unfinished line, which were dropped:
-// the loss is never silent.
-func (e *Engine) DiscardPartialLine(c Caller, r Ref, file string, n int) {
+// Lost is why bytes written to a log through the mount were not recorded.
+type Lost struct {
+	Errno syscall.Errno
+	Why   string
+}
+
+// Losses a writer through the mount can suffer.
+var (
+	// LostPartial: the last descriptor was closed before the line's newline.
+	LostPartial = Lost{syscall.EINVAL, "partial line discarded: the writer closed the file before its newline"}
+)
+
+// RecordLoss records, as an error event with the loss's errno, that n
+// bytes a writer sent to file through the mount were dropped (an
+// unfinished line at the last close, a refused line), with the file, the
+// byte count and the writer: the loss is never silent. A full disk may
+// keep even this from being recorded; the writer's close still fails.
+func (e *Engine) RecordLoss(c Caller, r Ref, file string, n int, lost Lost) {
 	s, err := e.lookup(r)
 	if err != nil {
 		return
 	}
-	ev := proto.NewObject("type", proto.FrameError, "code", abi.ErrnoName(syscall.EINVAL),
-		"message", "partial line discarded: the writer closed the file before its newline",
+	ev := proto.NewObject("type", proto.FrameError, "code", abi.ErrnoName(lost.Errno), "message", lost.Why,
 		"file", file, "bytes", n, "pid", c.Pid, "uid", c.Uid, "ts", abi.TS(time.Now()))
-	if s.appendEvents(ev) == nil {
+	if s.ready() == nil && s.appendEvents(ev) == nil {
 		s.touch(time.Now(), "")
 		e.changed(r.Rel() + "/" + abi.FileEvents)
 	}
@@ -129,7 +142,7 @@ func (e *Engine) WriteFile(c Caller, r Ref, file string, data []byte) error {
 			return abi.Errorf(syscall.EINVAL, "write state", "%q is not a state", value)
 		}
 		ev := proto.NewObject("type", proto.FrameState, "state", value, "uid", c.Uid, "pid", c.Pid, "ts", abi.TS(time.Now()))
-		if err := s.provable(); err != nil {
+		if err := s.ready(); err != nil {
 			return err
 		}
 		if err := s.appendEvents(ev); err != nil {

@@ -26,7 +26,7 @@ func (e *Engine) cancel(c Caller, loc *location, req *proto.Request) (*Reply, er
 			runID = rec.run
 		}
 		s.mu.Unlock()
-		if s.provable() == nil {
+		if s.ready() == nil {
 			ev := proto.NewObject("type", proto.FrameCancel, "run", runID, "cancelled", false, "stale", true,
 				"requested_id", req.ID, "uid", c.Uid, "pid", c.Pid, "ts", abi.TS(time.Now()))
 			if err := s.appendEvents(ev); err != nil {

@@ -2,11 +2,12 @@ package session
 
 import (
 	"encoding/json"
-	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
 // enqueue takes a frame from the agent: stamped with its run and time, it
@@ -110,8 +111,13 @@ func (b *batch) add(rn *run, fr *proto.Object) {
 }
 
 // recordBatch writes frames (and, when final, the end of the run) durably,
-// then hands them to the readers. Caller holds rn.mu.
+// then hands them to the readers: a client never gets a frame that is not
+// on disk. A batch that cannot be recorded ends the run (fail). Caller
+// holds rn.mu.
 func (rn *run) recordBatch(frames []*proto.Object, final bool, status string) {
+	if rn.broken != nil {
+		return // the run ended when its batch failed; what came after is dropped
+	}
 	s := rn.s
 	var b batch
 	for _, fr := range frames {
@@ -121,19 +127,15 @@ func (rn *run) recordBatch(frames []*proto.Object, final bool, status string) {
 	if final {
 		done = rn.closing(&b, status)
 	}
-	if rn.broken == nil && (len(b.events) > 0 || len(b.msgs) > 0) {
+	if len(b.events) > 0 || len(b.msgs) > 0 {
 		if err := s.appendBoth(b.events, b.msgs); err != nil {
-			rn.broken = err
-			rn.cancel() // damaged history is never built upon
-			b.push = []*proto.Object{proto.ErrorFrame(err)}
-		} else {
-			if b.latest != nil {
-				s.writeLatest(b.latest)
-			}
-			s.touch(time.Now(), "")
+			rn.fail(err)
+			return
 		}
-	} else if rn.broken != nil {
-		b.push = nil
+		if b.latest != nil {
+			s.writeLatest(b.latest)
+		}
+		s.touch(time.Now(), "")
 	}
 	for _, fr := range b.push {
 		rn.stream.push(fr)
@@ -143,27 +145,50 @@ func (rn *run) recordBatch(frames []*proto.Object, final bool, status string) {
 	}
 }
 
+// fail ends a run whose frames could not be recorded (a full disk, an
+// unprovable log): the agent is stopped, nothing of the batch reaches a
+// reader, and the end is recorded as an error event with the errno, done
+// error and state error, then handed to the readers. When even that cannot
+// be recorded, readers get no frame at all (the stream ends without done)
+// and the session keeps the run to close, so that the log ends it at the
+// next chance (sess.closePending). Caller holds rn.mu.
+func (rn *run) fail(err error) {
+	rn.broken = err
+	rn.cancelRun() // damaged or full history is never built upon
+	now := abi.TS(time.Now())
+	errEv := proto.NewObject("type", proto.FrameError, "run", rn.id, "code", abi.ErrnoName(abi.Errno(err)),
+		"message", "the run's frames could not be recorded: "+err.Error(), "ts", now)
+	done := proto.NewObject("type", proto.FrameDone, "run", rn.id, "status", abi.StateError, "ts", now)
+	rn.s.mu.Lock()
+	rn.ending = true
+	rn.s.mu.Unlock()
+	rn.finalState = "" // endRun writes the state when it records it
+	if rn.s.endRun(rn.rec, errEv, done) == nil {
+		rn.stream.push(errEv)
+	} else {
+		done = nil
+	}
+	rn.end(done)
+}
+
 // closing adds the end of a run to the final batch: the assistant text
-// streamed as deltas when no message carried it, done, and the session's
-// new state when no other run is active.
+// streamed as deltas when no message carried it (as several messages when
+// it is longer than one line may hold), done, and the session's new state
+// when no other run is active.
 func (rn *run) closing(b *batch, status string) *proto.Object {
 	now := time.Now()
-	if rn.broken == nil && status != abi.StateCancelled && !rn.sawMsg && rn.deltas.Len() > 0 {
-		text := []*proto.Object{proto.NewObject("type", "text", "text", rn.deltas.String())}
-		b.add(rn, stamp(proto.NewObject("type", proto.FrameMessage, "role", "assistant", "content", text), rn.id, now))
+	if status != abi.StateCancelled && !rn.sawMsg && rn.deltas.Len() > 0 {
+		for _, text := range splitText(rn.deltas.String(), maxMessageText) {
+			parts := []*proto.Object{proto.NewObject("type", "text", "text", text)}
+			b.add(rn, stamp(proto.NewObject("type", proto.FrameMessage, "role", "assistant", "content", parts), rn.id, now))
+		}
 	}
 	done := proto.NewObject("type", proto.FrameDone, "run", rn.id, "status", status, "ts", abi.TS(now))
 	b.events = append(b.events, done.Line()...)
 	rn.s.mu.Lock()
 	rn.ending = true
-	others := 0
-	for _, o := range rn.s.active {
-		if !o.ending {
-			others++
-		}
-	}
 	rn.s.mu.Unlock()
-	if others == 0 {
+	if rn.s.othersActive(rn.id) == 0 {
 		state := map[string]string{"ok": abi.StateDone, abi.StateError: abi.StateError, abi.StateCancelled: abi.StateCancelled}[status]
 		b.events = append(b.events, proto.NewObject("type", proto.FrameState, "state", state, "run", rn.id, "ts", abi.TS(now)).Line()...)
 		rn.finalState = state
@@ -171,46 +196,32 @@ func (rn *run) closing(b *batch, status string) *proto.Object {
 	return done
 }
 
-// end forgets a finished run and hands its done frame to the readers. The
-// run's marker goes first: a client that saw done finds no trace of it.
+// end forgets a finished run and hands its done frame (nil: none could be
+// recorded) to the readers. The run's marker goes first: a client that saw
+// done finds no trace of it.
 func (rn *run) end(done *proto.Object) {
 	s := rn.s
-	if rn.broken == nil && rn.finalState != "" {
+	if rn.finalState != "" {
 		s.writeState(rn.finalState)
 	}
 	s.mu.Lock()
-	rn.rec.done = done
+	if done != nil {
+		rn.rec.done = done
+	}
 	delete(s.active, rn.id)
 	s.mu.Unlock()
 	s.e.forgetRun(rn)
-	rn.stream.push(done)
+	if done != nil {
+		rn.stream.push(done)
+	}
 	rn.stream.end()
 }
 
-// appendBoth appends to events.jsonl and messages.jsonl at once: the two
-// syncs overlap instead of adding up.
+// appendBoth appends to events.jsonl and messages.jsonl as one unit
+// (sealedlog.AppendPair): both durable, their syncs overlapping, or, when
+// either is refused, neither written.
 func (s *sess) appendBoth(events, msgs []byte) error {
-	if len(events) == 0 || len(msgs) == 0 {
-		if len(msgs) > 0 {
-			_, err := s.msgs.Append(msgs)
-			return err
-		}
-		_, err := s.events.Append(events)
-		return err
-	}
-	var wg sync.WaitGroup
-	var merr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_, merr = s.msgs.Append(msgs)
-	}()
-	_, eerr := s.events.Append(events)
-	wg.Wait()
-	if eerr != nil {
-		return eerr
-	}
-	return merr
+	return sealedlog.AppendPair(s.events, events, s.msgs, msgs)
 }
 
 // messageLine is the messages.jsonl line of a stamped frame, or nil: a
@@ -244,4 +255,25 @@ func contentOf(f *proto.Object) json.RawMessage {
 		return c
 	}
 	return json.RawMessage(`""`)
+}
+
+// maxMessageText bounds the text of one recorded assistant message made
+// from deltas, so that its line stays well within abi.MaxLineBytes even
+// when JSON escapes every byte (\u00XX is six).
+const maxMessageText = abi.MaxLineBytes / 8
+
+// splitText cuts text into pieces of at most max bytes, at rune
+// boundaries: a run that streamed more text than one line may hold is
+// recorded as several assistant messages, in order.
+func splitText(text string, max int) []string {
+	var out []string
+	for len(text) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		out = append(out, text[:cut])
+		text = text[cut:]
+	}
+	return append(out, text)
 }

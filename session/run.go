@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -161,17 +160,6 @@ func (s *sess) writeLatest(msg *proto.Object) {
 	s.fileMu.Unlock()
 }
 
-// writeFileLocked replaces one of the session's derived files (see
-// replaceValue: atomic, not synced). A failure here does not fail the run:
-// these files are derived from the logs, which are already durable; it is
-// reported on stderr for the operator.
-func (s *sess) writeFileLocked(name, value string) {
-	if err := s.e.replaceValue(s.file(name), []byte(value), s.own); err != nil {
-		os.Stderr.WriteString("ctxfs: " + s.ref.Rel() + "/" + name + ": " + err.Error() + "\n")
-	}
-	s.e.changed(s.ref.Rel() + "/" + name)
-}
-
 // writeFileDurably replaces a file a user wrote through the mount: durable
 // (data and name synced) before the close that wrote it returns.
 func (s *sess) writeFileDurably(name, value string) error {
@@ -180,6 +168,7 @@ func (s *sess) writeFileDurably(name, value string) error {
 	if err := s.e.writeValue(s.file(name), []byte(value), s.own); err != nil {
 		return err
 	}
+	s.e.derived.settled(s, name) // a derived value still to be written is superseded
 	s.e.changed(s.ref.Rel() + "/" + name)
 	return nil
 }
@@ -212,10 +201,72 @@ func (s *sess) closeInterruptedRun(rec *clientRecord) {
 	errEv := proto.NewObject("type", proto.FrameError, "run", rec.run, "code", abi.ErrnoName(syscall.EINTR),
 		"message", "the run was interrupted: the server stopped while it was active", "ts", now)
 	done := proto.NewObject("type", proto.FrameDone, "run", rec.run, "status", "error", "interrupted", true, "ts", now)
-	state := proto.NewObject("type", proto.FrameState, "state", abi.StateError, "run", rec.run, "ts", now)
-	if err := s.appendEvents(errEv, done, state); err != nil {
-		return
+	s.endRun(rec, errEv, done)
+}
+
+// pendingEnd is the end of a run that could not be recorded when it came
+// (a full disk): recorded at the session's next append (closePending).
+type pendingEnd struct {
+	rec         *clientRecord
+	errEv, done *proto.Object
+}
+
+// endRun records the end of a run outside its recorder: its error event,
+// done, and state error when no other run of the session is active. It
+// reports why not when that is not on disk: the end then waits in
+// s.pending and the next append to the session records it first, so that
+// the log never keeps a run without its end for longer than it must.
+func (s *sess) endRun(rec *clientRecord, errEv, done *proto.Object) error {
+	state := proto.NewObject("type", proto.FrameState, "state", abi.StateError, "run", rec.run, "ts", done.Raw("ts"))
+	frames := []*proto.Object{errEv, done}
+	if s.othersActive(rec.run) == 0 {
+		frames = append(frames, state)
 	}
+	if err := s.appendEvents(frames...); err != nil {
+		s.mu.Lock()
+		s.pending = append(s.pending, pendingEnd{rec, errEv, done})
+		s.mu.Unlock()
+		return err
+	}
+	s.mu.Lock()
 	rec.done = done
-	s.writeState(abi.StateError)
+	s.mu.Unlock()
+	if len(frames) == 3 {
+		s.writeState(abi.StateError)
+	}
+	return nil
+}
+
+// othersActive counts the runs of the session, other than run, that are
+// active and not ending.
+func (s *sess) othersActive(run string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for id, o := range s.active {
+		if id != run && !o.ending {
+			n++
+		}
+	}
+	return n
+}
+
+// closePending records the ends that could not be recorded when their runs
+// ended (endRun); it runs before every append to the session's logs, so a
+// run's end comes before anything newer. An error is the append's to
+// report: the disk is still full.
+func (s *sess) closePending() error {
+	s.mu.Lock()
+	pending := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	for i, p := range pending {
+		if err := s.endRun(p.rec, p.errEv, p.done); err != nil {
+			s.mu.Lock()
+			s.pending = append(s.pending, pending[i+1:]...) // after p, which endRun queued again
+			s.mu.Unlock()
+			return err
+		}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -203,5 +204,31 @@ func TestConcurrentSends(t *testing.T) {
 		if abi.CheckLogLine([]byte(line)) != nil {
 			t.Fatalf("bad line %q", line)
 		}
+	}
+}
+
+// A derived file whose write fails (here: something not a file where its
+// spare twin goes) is written again once it can be: state ends as the
+// logs say, without the session loading again.
+func TestDerivedFileIsWrittenAgain(t *testing.T) {
+	env := newEnv(t)
+	env.send(root0, coder(), `{"op":"send","id":"c1","input":"one"}`)
+	dir := env.sessDir("home/0", "coder", "default")
+	ref := Ref{Container: Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
+	must(t, env.e.WriteFile(root0, ref, abi.FileState, []byte("idle\n")))
+	spare := filepath.Join(dir, ".state.spare")
+	must(t, os.Remove(spare))
+	must(t, os.Mkdir(spare, 0o700)) // the next state write fails
+	env.send(root0, coder(), `{"op":"send","id":"c2","input":"two"}`)
+	if st := readFile(t, filepath.Join(dir, "state")); st != "idle\n" {
+		t.Fatalf("state %q: the failed write was not failed", st)
+	}
+	must(t, os.Remove(spare))
+	deadline := time.Now().Add(5 * time.Second)
+	for readFile(t, filepath.Join(dir, "state")) != "done\n" {
+		if time.Now().After(deadline) {
+			t.Fatalf("state is %q, not done, after its failed write", readFile(t, filepath.Join(dir, "state")))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

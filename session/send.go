@@ -160,7 +160,11 @@ func (e *Engine) startRun(c Caller, s *sess, loc *location, req *proto.Request, 
 	}
 	user := proto.NewObject("role", "user", "run", id, "content", req.Input, "ts", ts)
 	state := proto.NewObject("type", proto.FrameState, "state", abi.StateActive, "run", id, "ts", ts)
-	// Both logs at once: the start is acknowledged when both are durable.
+	// Both logs at once, whole or not at all: the start is acknowledged
+	// when both are durable, and a refused send writes nothing.
+	if err := s.closePending(); err != nil {
+		return nil, err
+	}
 	if err := s.appendBoth(append(start.Line(), state.Line()...), user.Line()); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
 )
 
 func TestSendRecordsInOrder(t *testing.T) {
@@ -229,4 +230,57 @@ func TestUnknownAgentIsENOENT(t *testing.T) {
 		}
 	}
 	_ = before
+}
+
+// A send whose user message line would be over the line limit (its input
+// fits in a request, its escaped line does not) is refused with EINVAL and
+// writes nothing: not its start, not its state; a retry with the same
+// client id is refused the same way and writes nothing either.
+func TestRefusedSendWritesNothing(t *testing.T) {
+	env := newEnv(t)
+	env.send(root0, coder(), `{"op":"send","id":"c0","input":"first"}`)
+	before := tree(t, env.store)
+	// A request of exactly the request limit: its user message line, with
+	// the run id and time stamp, is longer than the line limit.
+	skeleton := `{"op":"send","id":"big","input":""}`
+	line := `{"op":"send","id":"big","input":"` + strings.Repeat("x", abi.MaxRequestBytes-len(skeleton)) + `"}`
+	for i := 0; i < 2; i++ {
+		_, err := env.do(root0, coder(), line)
+		wantErrno(t, "a send whose user line is over the limit", err, syscall.EINVAL)
+		sameTree(t, "a refused send", before, tree(t, env.store))
+	}
+}
+
+// A run that streams more text than one line may hold, and no message, is
+// recorded as several assistant messages, in order, each within the limit;
+// it ends ok, and its text is all there.
+func TestLongDeltaTextIsSplit(t *testing.T) {
+	env := newEnv(t)
+	chunk := strings.Repeat("d", 1000)
+	env.define("streamer", map[string]string{"abi": "jsonl",
+		"program": "#!/bin/sh\nfor i in $(seq 1500); do printf '{\"type\":\"delta\",\"text\":\"" + chunk + "\"}\\n'; done\n"})
+	frames := env.send(root0, Target{Kind: abi.KindAgent, Owner: "streamer"}, `{"op":"send","id":"s1","input":"go"}`)
+	if last := frames[len(frames)-1]; last.Str("type") != "done" || last.Str("status") != "ok" {
+		t.Fatalf("last frame %s", last.Line())
+	}
+	msgs := readFile(t, filepath.Join(env.sessDir("home/0", "streamer", "default"), "messages.jsonl"))
+	var text strings.Builder
+	n := 0
+	for _, l := range strings.Split(strings.TrimSuffix(msgs, "\n"), "\n") {
+		if len(l) > abi.MaxLineBytes {
+			t.Fatalf("a line of %d bytes", len(l))
+		}
+		o, err := proto.ParseObject([]byte(l), false)
+		must(t, err)
+		if o.Str("role") == "assistant" {
+			n++
+			text.WriteString(messageText(o.Raw("content")))
+		}
+	}
+	if n < 2 || text.String() != strings.Repeat(chunk, 1500) {
+		t.Fatalf("%d assistant messages holding %d bytes, want several holding %d", n, text.Len(), 1500*len(chunk))
+	}
+	if st := readFile(t, filepath.Join(env.sessDir("home/0", "streamer", "default"), "state")); st != "done\n" {
+		t.Fatalf("state %q", st)
+	}
 }

@@ -30,6 +30,7 @@ type sess struct {
 
 	mu      sync.Mutex
 	clients map[string]*clientRecord // client id → its send, from the start events
+	pending []pendingEnd             // ends of runs still to be recorded (endRun)
 	active  map[string]*run          // runs queued or running in this process
 	slots   chan struct{}            // the per-session run limit (NumCPU×4)
 }
@@ -56,6 +57,15 @@ func (s *sess) provable() error {
 		return err
 	}
 	return s.msgs.Check()
+}
+
+// ready is provable, then the ends of runs still to be recorded: what
+// every append to the session checks first.
+func (s *sess) ready() error {
+	if err := s.provable(); err != nil {
+		return err
+	}
+	return s.closePending()
 }
 
 // scanLines calls fn for every complete line of l's committed content.

@@ -106,14 +106,9 @@ func (l *Log) commit(batch []*pendingAppend) {
 	}
 }
 
-// writeBatch is the one place that appends and syncs. In order: check the
-// log is provable; sync an intent record vouching for the new length; pwrite
-// the batch at the committed length (never trusting O_APPEND) and sync it.
-// Only then is the batch acknowledged. It returns the batch's offset.
+// writeBatch is the one place that appends and syncs: it prepares the
+// batch and publishes it. It returns the batch's offset.
 func (l *Log) writeBatch(batch []*pendingAppend) (int64, error) {
-	if err := l.checkLocked(); err != nil {
-		return 0, err
-	}
 	buf := batch[0].data
 	if len(batch) > 1 {
 		var b bytes.Buffer
@@ -122,30 +117,65 @@ func (l *Log) writeBatch(batch []*pendingAppend) (int64, error) {
 		}
 		buf = b.Bytes()
 	}
+	p, err := l.prepare(buf)
+	if err != nil {
+		return 0, err
+	}
+	l.publish(p)
+	return p.start, nil
+}
+
+// prepared is a batch that is written and synced but not yet part of the
+// log: Size does not cover it, so no reader sees it, and the seal holds
+// only an intent for it. publish makes it part of the log; abandon takes
+// it back.
+type prepared struct {
+	start  int64
+	intent *record
+}
+
+// prepare makes buf durable past the committed length. In order: check the
+// log is provable; sync an intent record vouching for the new length; pwrite
+// the batch at the committed length (never trusting O_APPEND) and sync it.
+// A failure takes back whatever reached the file. Caller holds l.mu.
+func (l *Log) prepare(buf []byte) (*prepared, error) {
+	if err := l.checkLocked(); err != nil {
+		return nil, err
+	}
 	start := l.Size()
 	h, err := resumeHash(l.state)
 	if err != nil {
-		return 0, l.damaged("hash state does not resume: " + err.Error())
+		return nil, l.damaged("hash state does not resume: " + err.Error())
 	}
 	h.Write(buf)
 	intent := newRecord(l.seq+1, start+int64(len(buf)), false, h, l.at.Bind)
 	if err := writeRecord(l.seal, intent); err != nil {
 		// The intent may or may not be on disk; either way no byte of the
 		// batch is, which is a state Open accepts. Retry reuses the slot.
-		return 0, osError("append", l.sealName(), err)
+		return nil, osError("append", l.sealName(), err)
 	}
 	if l.afterSeal != nil {
 		l.afterSeal()
 	}
 	if err := l.writeSynced(buf, start); err != nil {
 		l.undo(start, intent.seq)
-		return 0, osError("append", l.name(), err)
+		return nil, osError("append", l.name(), err)
 	}
-	l.adopt(intent)
+	return &prepared{start: start, intent: intent}, nil
+}
+
+// publish makes a prepared batch part of the log: acknowledged, visible to
+// readers, and marked committed. Caller holds l.mu.
+func (l *Log) publish(p *prepared) {
+	l.adopt(p.intent)
 	l.commitLazily()
 	l.restamp()
-	return start, nil
 }
+
+// abandon takes back a prepared batch that will not be published (the
+// other half of a pair failed): the file is cut back to the committed
+// length and sealed so. Nobody saw the batch. Caller holds l.mu.
+func (l *Log) abandon(p *prepared) { l.undo(p.start, p.intent.seq) }
 
 // commitLazily marks the batch just made durable as committed, in the other
 // seal slot and without a sync: it costs one small pwrite, not a third
@@ -194,4 +224,71 @@ func (l *Log) undo(committed int64, intentSeq uint64) {
 		return
 	}
 	l.restamp()
+}
+
+// AppendPair appends a to first and b to second as one unit: both are
+// durable and published, or, when either is refused (an invalid line,
+// EIO, ENOSPC, …), neither is: the half that was written is taken back
+// before any reader could see it. A session's two logs use it, so that a
+// refused send or a run's batch that cannot be recorded writes nothing.
+// (A crash between the two halves may keep one of them: it was never
+// acknowledged, and the engine closes what it began when the session
+// loads.) Either may be empty. The two must be different logs.
+func AppendPair(first *Log, a []byte, second *Log, b []byte) error {
+	switch {
+	case len(a) == 0:
+		_, err := second.Append(b)
+		return err
+	case len(b) == 0:
+		_, err := first.Append(a)
+		return err
+	}
+	if err := validate(a); err != nil {
+		err.Path = first.name()
+		return err
+	}
+	if err := validate(b); err != nil {
+		err.Path = second.name()
+		return err
+	}
+	if first.mem || second.mem {
+		first.appendMemory(a)
+		second.appendMemory(b)
+		return nil
+	}
+	unlock := lockPair(first, second)
+	defer unlock()
+	var pa, pb *prepared
+	var ea, eb error
+	done := make(chan struct{})
+	go func() { pb, eb = second.prepare(b); close(done) }() // the two syncs overlap
+	pa, ea = first.prepare(a)
+	<-done
+	switch {
+	case ea != nil || eb != nil:
+		if pa != nil {
+			first.abandon(pa)
+		}
+		if pb != nil {
+			second.abandon(pb)
+		}
+		if ea != nil {
+			return ea
+		}
+		return eb
+	}
+	first.publish(pa)
+	second.publish(pb)
+	return nil
+}
+
+// lockPair locks two logs in a fixed order (their creation order), so that
+// two pairs never wait on each other.
+func lockPair(x, y *Log) (unlock func()) {
+	if y.order < x.order {
+		x, y = y, x
+	}
+	x.mu.Lock()
+	y.mu.Lock()
+	return func() { y.mu.Unlock(); x.mu.Unlock() }
 }

@@ -76,6 +76,8 @@ type Log struct {
 	fdMu sync.RWMutex // guards f against replacement (Check) and Close while ReadAt uses it
 	f    *os.File     // the log, read-write, written with pwrite only
 
+	order uint64 // lock order among logs (lockPair)
+
 	mu        sync.Mutex // held by the committer, Check and Close: all state below
 	seal      *os.File   // nil for a log that was unprovable when opened
 	seq       uint64     // seq of the latest seal record
@@ -163,8 +165,12 @@ func createFile(root *storefs.Root, rel string, own storefs.Owner) (*os.File, er
 }
 
 func newFileLog(at Place, f *os.File) *Log {
-	return &Log{at: at, f: f, writeData: (*os.File).WriteAt}
+	return &Log{at: at, f: f, writeData: (*os.File).WriteAt, order: logOrder.Add(1)}
 }
+
+// logOrder numbers file logs as they are made: the order in which a pair
+// of them is locked (lockPair).
+var logOrder atomic.Uint64
 
 // name and sealName are how the log and its seal are named in errors.
 func (l *Log) name() string     { return l.at.show(l.at.Log) }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ctxfs/ctxfs/internal/storefs"
 )
@@ -282,5 +283,98 @@ func TestFailedUndoIsUnprovable(t *testing.T) {
 	wantErr(t, err, syscall.EIO, "could not be undone")
 	if !bytes.Equal(readFile(t, p), before) {
 		t.Fatal("append to an unprovable log wrote something")
+	}
+}
+
+// pairOf is two logs of one session, each in its own file.
+func pairOf(t *testing.T) (ev, msg *Log, evP, evS, msgP, msgS string) {
+	t.Helper()
+	dir := t.TempDir()
+	evP, evS = filepath.Join(dir, "events.jsonl"), filepath.Join(dir, "events.seal")
+	msgP, msgS = filepath.Join(dir, "messages.jsonl"), filepath.Join(dir, "messages.seal")
+	var err error
+	if ev, err = Create(at(t, evP, evS), anyOwner); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err = Create(at(t, msgP, msgS), anyOwner); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ev.Close(); msg.Close() })
+	return
+}
+
+// A pair is appended whole or not at all: a refusal of either half (an
+// invalid line, a failed write) leaves both logs and seals as they were.
+func TestAppendPairAllOrNothing(t *testing.T) {
+	ev, msg, evP, evS, msgP, msgS := pairOf(t)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(AppendPair(ev, line(1), msg, line(2)))
+	before := []files{snap(t, evP, evS), snap(t, msgP, msgS)}
+	sizes := [2]int64{ev.Size(), msg.Size()}
+	// A refusal by validation writes nothing at all; a failed write leaves
+	// both logs as they were (their seals hold the intent taken back, and
+	// still verify).
+	unchanged := func(what string) {
+		t.Helper()
+		if !snap(t, evP, evS).same(before[0]) || !snap(t, msgP, msgS).same(before[1]) || ev.Size() != sizes[0] || msg.Size() != sizes[1] {
+			t.Fatalf("%s: a refused pair wrote something", what)
+		}
+	}
+	logsUnchanged := func(what string) {
+		t.Helper()
+		if !bytes.Equal(readFile(t, evP), before[0].log) || !bytes.Equal(readFile(t, msgP), before[1].log) || ev.Size() != sizes[0] || msg.Size() != sizes[1] {
+			t.Fatalf("%s: a refused pair left bytes in a log", what)
+		}
+		for _, p := range []Place{at(t, evP, evS), at(t, msgP, msgS)} {
+			if ps := Verify(p); len(ps) != 0 {
+				t.Fatalf("%s: verify: %s", what, whats(ps))
+			}
+		}
+	}
+	wantErr(t, AppendPair(ev, line(3), msg, []byte("not json\n")), syscall.EINVAL, "")
+	unchanged("an invalid second half")
+	wantErr(t, AppendPair(ev, []byte("[1]\n"), msg, line(3)), syscall.EINVAL, "")
+	unchanged("an invalid first half")
+	msg.writeData = func(f *os.File, b []byte, off int64) (int, error) { return 0, syscall.ENOSPC }
+	wantErr(t, AppendPair(ev, line(3), msg, line(4)), syscall.ENOSPC, "")
+	logsUnchanged("a full disk under the second half")
+	msg.writeData = (*os.File).WriteAt
+	ev.writeData = func(f *os.File, b []byte, off int64) (int, error) { return 0, syscall.ENOSPC }
+	wantErr(t, AppendPair(ev, line(3), msg, line(4)), syscall.ENOSPC, "")
+	logsUnchanged("a full disk under the first half")
+	ev.writeData = (*os.File).WriteAt
+	must(AppendPair(ev, line(3), msg, line(4)))
+	for _, p := range []Place{at(t, evP, evS), at(t, msgP, msgS)} {
+		if ps := Verify(p); len(ps) != 0 {
+			t.Fatalf("verify: %s", whats(ps))
+		}
+	}
+}
+
+// Pairs in both orders and single appends on the same logs run at once
+// without deadlock, and every append lands.
+func TestAppendPairConcurrent(t *testing.T) {
+	ev, msg, _, _, _, _ := pairOf(t)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(3)
+		go func() { defer wg.Done(); AppendPair(ev, line(i), msg, line(i)) }()
+		go func() { defer wg.Done(); AppendPair(msg, line(i), ev, line(i)) }()
+		go func() { defer wg.Done(); ev.Append(line(i)) }()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("pairs deadlocked")
+	}
+	if got, want := bytes.Count(readAll(t, ev), []byte("\n")), 24; got != want {
+		t.Fatalf("events holds %d lines, want %d", got, want)
 	}
 }
