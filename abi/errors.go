@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Error is an engine error that carries the errno every transport reports:
@@ -91,21 +93,34 @@ var errnoNames = map[syscall.Errno]string{
 	syscall.ENOTSUP:      "ENOTSUP",
 	syscall.EROFS:        "EROFS",
 	syscall.ELOOP:        "ELOOP",
+	syscall.EAGAIN:       "EAGAIN",
+	syscall.EMFILE:       "EMFILE",
+	syscall.ENFILE:       "ENFILE",
+	syscall.EFBIG:        "EFBIG",
 }
 
-// ErrnoName is the C name of an errno ("EINVAL"), or "E<number>" for one the
-// table does not know.
+// ErrnoName is the C name of an errno ("EINVAL"): the ABI's own names
+// first, then the kernel's (EMFILE, ENFILE, …); "EIO" for a number neither
+// knows, so that a client always gets a name it can act on.
 func ErrnoName(e syscall.Errno) string {
 	if n, ok := errnoNames[e]; ok {
 		return n
 	}
-	return fmt.Sprintf("E%d", int(e))
+	if n := unix.ErrnoName(e); n != "" {
+		return n
+	}
+	return errnoNames[syscall.EIO]
 }
 
 // ErrnoFromName is the inverse of ErrnoName; ok is false for an unknown name.
 func ErrnoFromName(name string) (syscall.Errno, bool) {
 	for e, n := range errnoNames {
 		if n == name {
+			return e, true
+		}
+	}
+	for e := syscall.Errno(1); e < 4096; e++ { // the kernel's names, as ErrnoName gives them
+		if unix.ErrnoName(e) == name {
 			return e, true
 		}
 	}

@@ -1,6 +1,10 @@
 package abi
 
-import "testing"
+import (
+	"strings"
+	"syscall"
+	"testing"
+)
 
 func TestValidIndexKey(t *testing.T) {
 	cases := []struct {
@@ -39,5 +43,20 @@ func TestPathsUnderRoot(t *testing.T) {
 	env["CTX_ROOT"] = "/elsewhere"
 	if RootFromEnv(func(k string) string { return env[k] }) != "/elsewhere" {
 		t.Error("CTX_ROOT ignored")
+	}
+}
+
+func TestErrnoNames(t *testing.T) {
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.EAGAIN, syscall.ENOSPC, syscall.EFBIG, syscall.ENOTCONN} {
+		n := ErrnoName(e)
+		if n == "" || n[0] != 'E' || strings.ContainsAny(n[1:], "0123456789") && n != "E2BIG" {
+			t.Errorf("ErrnoName(%d) = %q, not a name", e, n)
+		}
+		if back, ok := ErrnoFromName(n); !ok || back != e {
+			t.Errorf("ErrnoFromName(%q) = %v %v, want %v", n, back, ok, e)
+		}
+	}
+	if ErrnoName(syscall.Errno(4000)) != "EIO" {
+		t.Error("an errno no one knows is not EIO")
 	}
 }
