@@ -1,72 +1,171 @@
 package session
 
-import "sync"
+import (
+	"container/list"
+	"sync"
+)
 
 // cache holds loaded things (sessions, indexes) by key. Loading happens
 // outside its lock, once per key at a time: verifying a large log while
 // loading one session never holds up another session.
+//
+// A cache with a bound keeps at most max items that nobody uses: each
+// acquire holds its item until its release, and when a load makes the
+// cache larger than max, the least recently used items that are held by
+// nobody and that idle says may go are closed and dropped (a session with
+// a run, a temp session, are never dropped). Closing happens outside the
+// lock but before the key can be loaded again: two loaded copies of one
+// item never exist at once.
 type cache[T any] struct {
-	mu      sync.Mutex
-	items   map[string]T
+	max   int          // 0: unbounded
+	idle  func(T) bool // may be dropped now (besides being held by nobody)
+	close func(T)      // releases what a dropped item holds
+	mu    sync.Mutex   // guards all below
+	items map[string]*item[T]
+	lru   *list.List // of *item, most recently used at the front
+	// flights are loads and closes in progress; others asking for the key
+	// wait on them.
 	flights map[string]*flight[T]
 }
 
-// flight is one load in progress; others asking for its key wait on done.
+type item[T any] struct {
+	key  string
+	v    T
+	refs int
+	elem *list.Element
+}
+
+// flight is one load or close in progress; others asking for its key wait
+// on done.
 type flight[T any] struct {
 	done chan struct{}
 	v    T
 	err  error
 }
 
-func newCache[T any]() *cache[T] {
-	return &cache[T]{items: map[string]T{}, flights: map[string]*flight[T]{}}
+func newCache[T any](max int, idle func(T) bool, close func(T)) *cache[T] {
+	return &cache[T]{max: max, idle: idle, close: close, items: map[string]*item[T]{}, lru: list.New(), flights: map[string]*flight[T]{}}
 }
 
-// get returns the item for key, loading it with load if it is not there.
-// A failed load is not kept: the next get tries again.
-func (c *cache[T]) get(key string, load func() (T, error)) (T, error) {
-	c.mu.Lock()
-	if v, ok := c.items[key]; ok {
-		c.mu.Unlock()
-		return v, nil
-	}
-	if f, ok := c.flights[key]; ok {
+// acquire returns the item for key, loading it with load if it is not
+// there, and holds it until release is called (exactly once). A failed
+// load is not kept: the next acquire tries again.
+func (c *cache[T]) acquire(key string, load func() (T, error)) (v T, release func(), err error) {
+	for {
+		c.mu.Lock()
+		if it, ok := c.items[key]; ok {
+			it.refs++
+			c.lru.MoveToFront(it.elem)
+			c.mu.Unlock()
+			return it.v, c.releaser(it), nil
+		}
+		f, busy := c.flights[key]
+		if !busy {
+			break // c.mu still held
+		}
 		c.mu.Unlock()
 		<-f.done
-		return f.v, f.err
+		// Loaded, failed or closed: look again.
 	}
 	f := &flight[T]{done: make(chan struct{})}
 	c.flights[key] = f
 	c.mu.Unlock()
 
-	f.v, f.err = load()
+	v, err = load()
 	c.mu.Lock()
 	delete(c.flights, key)
-	if f.err == nil {
-		c.items[key] = f.v
+	var it *item[T]
+	if err == nil {
+		it = &item[T]{key: key, v: v, refs: 1}
+		it.elem = c.lru.PushFront(it)
+		c.items[key] = it
 	}
+	victims := c.victimsLocked()
 	c.mu.Unlock()
 	close(f.done)
-	return f.v, f.err
+	c.drop(victims)
+	if err != nil {
+		return v, nil, err
+	}
+	return v, c.releaser(it), nil
 }
 
-// peek returns the item for key if it is loaded.
+func (c *cache[T]) releaser(it *item[T]) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			it.refs--
+			c.mu.Unlock()
+		})
+	}
+}
+
+// victimsLocked takes out of the cache the least recently used items that
+// may go, until it holds at most max, and marks each key closing. Caller
+// holds c.mu.
+func (c *cache[T]) victimsLocked() []*item[T] {
+	if c.max <= 0 {
+		return nil
+	}
+	var out []*item[T]
+	for e := c.lru.Back(); e != nil && len(c.items) > c.max; {
+		it := e.Value.(*item[T])
+		e = e.Prev()
+		if it.refs > 0 || !c.idle(it.v) {
+			continue
+		}
+		c.lru.Remove(it.elem)
+		delete(c.items, it.key)
+		c.flights[it.key] = &flight[T]{done: make(chan struct{})}
+		out = append(out, it)
+	}
+	return out
+}
+
+// drop closes victims, then lets their keys be loaded again.
+func (c *cache[T]) drop(victims []*item[T]) {
+	for _, it := range victims {
+		c.close(it.v)
+		c.mu.Lock()
+		f := c.flights[it.key]
+		delete(c.flights, it.key)
+		c.mu.Unlock()
+		close(f.done)
+	}
+}
+
+// peek returns the item for key if it is loaded (without holding it).
 func (c *cache[T]) peek(key string) (T, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v, ok := c.items[key]
-	return v, ok
+	it, ok := c.items[key]
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	return it.v, true
 }
 
-// putIfAbsent stores v unless key holds something; it returns what key holds.
+// putIfAbsent stores v unless key holds something; it returns what key
+// holds. What is put this way is held by nobody and goes only as idle says.
 func (c *cache[T]) putIfAbsent(key string, v T) T {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old, ok := c.items[key]; ok {
-		return old
+	if it, ok := c.items[key]; ok {
+		return it.v
 	}
-	c.items[key] = v
+	it := &item[T]{key: key, v: v}
+	it.elem = c.lru.PushFront(it)
+	c.items[key] = it
 	return v
+}
+
+// len is how many items are loaded.
+func (c *cache[T]) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.items)
 }
 
 // all returns every loaded item.
@@ -74,8 +173,8 @@ func (c *cache[T]) all() []T {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]T, 0, len(c.items))
-	for _, v := range c.items {
-		out = append(out, v)
+	for _, it := range c.items {
+		out = append(out, it.v)
 	}
 	return out
 }

@@ -47,6 +47,18 @@ func (d *derivedRetry) settled(s *sess, name string) {
 	d.mu.Unlock()
 }
 
+// holds reports whether a value of s waits to be written.
+func (d *derivedRetry) holds(s *sess) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range d.pending {
+		if p.s == s {
+			return true
+		}
+	}
+	return false
+}
+
 // run writes the pending values again every derivedRetryEvery until close.
 func (d *derivedRetry) run() {
 	defer close(d.done)

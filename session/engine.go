@@ -22,10 +22,22 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Config says where the engine keeps and finds things.
+// Config says where the engine keeps and finds things, and how much it
+// may hold.
 type Config struct {
 	Store string // the store directory (absolute)
 	Root  string // the mount root (absolute): agent/ and model/ definitions, and the paths programs see
+	// MaxSessions bounds the sessions kept loaded when nobody uses them
+	// (each holds four descriptors); 0: from the descriptor limit
+	// (SessionBudget).
+	MaxSessions int
+}
+
+func (c Config) maxSessions() int {
+	if c.MaxSessions > 0 {
+		return c.MaxSessions
+	}
+	return SessionBudget()
 }
 
 // Target is what a request was addressed to: the agent or model whose
@@ -66,8 +78,8 @@ func Open(cfg Config) (*Engine, error) {
 		cfg:      cfg,
 		root:     store.ShowAs(cfg.Root),
 		admin:    store,
-		sessions: newCache[*sess](),
-		indexes:  newCache[*index.Index](),
+		sessions: newCache[*sess](cfg.maxSessions(), (*sess).idle, (*sess).closeLogs),
+		indexes:  newCache[*index.Index](0, nil, nil),
 		runs:     map[string]*run{},
 		derived:  newDerivedRetry(),
 	}

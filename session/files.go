@@ -48,10 +48,11 @@ func (e *Engine) CreateSession(c Caller, r Ref) error {
 // for any other file. An assistant message updates latest.md; every append
 // updates updated_at and the index.
 func (e *Engine) AppendLog(c Caller, r Ref, file string, lines []byte) error {
-	s, err := e.lookup(r)
+	s, release, err := e.lookup(r)
 	if err != nil {
 		return err
 	}
+	defer release()
 	var l = s.events
 	switch file {
 	case abi.FileEvents:
@@ -111,10 +112,11 @@ var (
 // byte count and the writer: the loss is never silent. A full disk may
 // keep even this from being recorded; the writer's close still fails.
 func (e *Engine) RecordLoss(c Caller, r Ref, file string, n int, lost Lost) {
-	s, err := e.lookup(r)
+	s, release, err := e.lookup(r)
 	if err != nil {
 		return
 	}
+	defer release()
 	ev := proto.NewObject("type", proto.FrameError, "code", abi.ErrnoName(lost.Errno), "message", lost.Why,
 		"file", file, "bytes", n, "pid", c.Pid, "uid", c.Uid, "ts", abi.TS(time.Now()))
 	if s.ready() == nil && s.appendEvents(ev) == nil {
@@ -128,10 +130,11 @@ func (e *Engine) RecordLoss(c Caller, r Ref, file string, n int, lost Lost) {
 // EINVAL for an invalid value, EEXIST for a self_id taken, EPERM for a file
 // that is not writable. The old value stays on any error.
 func (e *Engine) WriteFile(c Caller, r Ref, file string, data []byte) error {
-	s, err := e.lookup(r)
+	s, release, err := e.lookup(r)
 	if err != nil {
 		return err
 	}
+	defer release()
 	if s.rel == "" {
 		return &abi.Error{Op: "write", Path: file, Errno: syscall.EPERM}
 	}
@@ -282,5 +285,5 @@ func NewSpaces(store string) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{cfg: Config{Store: store}, root: root, admin: root, sessions: newCache[*sess](), indexes: newCache[*index.Index]()}, nil
+	return &Engine{cfg: Config{Store: store}, root: root, admin: root, sessions: newCache[*sess](0, nil, nil), indexes: newCache[*index.Index](0, nil, nil)}, nil
 }

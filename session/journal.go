@@ -55,7 +55,9 @@ func (e *Engine) forgetRun(rn *run) {
 func (e *Engine) closeInterrupted() error {
 	for _, rel := range e.interruptedSessions() {
 		if ct, name, ok := ParseContainerRel(rel); ok && abi.ValidSessionName(name) {
-			e.lookup(Ref{Container: ct, Name: name})
+			if _, release, err := e.lookup(Ref{Container: ct, Name: name}); err == nil {
+				release()
+			}
 		}
 	}
 	f, err := e.admin.OpenFile(journalRel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)

@@ -39,37 +39,55 @@ func scopeOfHome(home string) string {
 }
 
 // lookup returns the loaded session r, loading it from the store if it
-// exists. ENOENT when it does not.
-func (e *Engine) lookup(r Ref) (*sess, error) {
+// exists (ENOENT when it does not), and holds it in the cache until
+// release is called: a session in use is never closed under its user.
+func (e *Engine) lookup(r Ref) (s *sess, release func(), err error) {
 	if r.Temp {
 		if s, ok := e.sessions.peek(r.key()); ok {
-			return s, nil
+			return s, func() {}, nil // temp sessions are never dropped
 		}
-		return nil, &abi.Error{Errno: syscall.ENOENT, Msg: "no temp session " + r.Name}
+		return nil, nil, &abi.Error{Errno: syscall.ENOENT, Msg: "no temp session " + r.Name}
 	}
-	return e.sessions.get(r.key(), func() (*sess, error) { return e.load(r) })
+	return e.sessions.acquire(r.key(), func() (*sess, error) { return e.load(r) })
 }
 
-// lookupOrCreate is lookup that first creates the session (atomically, with
-// the initial layout) when it does not exist.
-func (e *Engine) lookupOrCreate(r Ref, own storefs.Owner, cwd string) (*sess, error) {
-	if s, err := e.lookup(r); err == nil || !errors.Is(err, syscall.ENOENT) {
-		return s, err
-	}
+// create makes the session r (atomically, with the initial layout) unless
+// it exists.
+func (e *Engine) create(r Ref, own storefs.Owner, cwd string) error {
 	if r.Temp {
-		return e.createTemp(r, cwd), nil
+		e.createTemp(r, cwd)
+		return nil
+	}
+	if e.SessionExists(r) {
+		return nil
 	}
 	if err := e.createDir(r, own, cwd); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, err
+		return err
 	}
-	s, err := e.lookup(r)
-	if err == nil {
-		if x, xerr := e.Index(r.Container); xerr == nil {
-			x.Add(r.Name)
-		}
-		e.changed(r.Container.Rel())
+	if x, err := e.Index(r.Container); err == nil {
+		x.Add(r.Name)
 	}
-	return s, err
+	e.changed(r.Container.Rel())
+	return nil
+}
+
+// idle reports whether the session may be closed and dropped from the
+// cache: no run is queued or running, no run's end waits to be recorded,
+// no derived file waits to be written, and it is not a temp session
+// (which lives only in memory).
+func (s *sess) idle() bool {
+	if s.rel == "" || s.e.derived.holds(s) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.active) == 0 && len(s.pending) == 0
+}
+
+// closeLogs seals and closes the session's logs when it leaves the cache.
+func (s *sess) closeLogs() {
+	s.events.Close()
+	s.msgs.Close()
 }
 
 func newSess(e *Engine, r Ref) *sess {
@@ -239,7 +257,7 @@ func (e *Engine) Index(ct Container) (*index.Index, error) {
 		return nil, abi.Errorf(syscall.EINVAL, "index", "invalid container %+v", ct)
 	}
 	rel := ct.Rel()
-	return e.indexes.get(rel, func() (*index.Index, error) {
+	x, release, err := e.indexes.acquire(rel, func() (*index.Index, error) {
 		st, err := e.root.Lstat(rel)
 		if err != nil {
 			return nil, &abi.Error{Op: "index", Path: e.root.Show(rel), Errno: abi.Errno(err), Msg: errWords(err)}
@@ -261,6 +279,11 @@ func (e *Engine) Index(ct Container) (*index.Index, error) {
 		}
 		return index.Load(e.root, rel, own)
 	})
+	if err != nil {
+		return nil, err
+	}
+	release() // indexes hold no descriptor and are kept for good
+	return x, nil
 }
 
 // SessionExists reports whether r names an existing session directory.

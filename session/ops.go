@@ -19,8 +19,9 @@ func (e *Engine) cancel(c Caller, loc *location, req *proto.Request) (*Reply, er
 		return newReply([]*proto.Object{proto.NewObject("type", proto.FrameCancel, "run", rn.id, "cancelled", true)}), nil
 	}
 	runID := req.ID
-	s, err := e.lookup(loc.ref)
+	s, release, err := e.lookup(loc.ref)
 	if err == nil {
+		defer release()
 		s.mu.Lock()
 		if rec := s.clients[req.ID]; rec != nil && rec.run != "" {
 			runID = rec.run
@@ -53,10 +54,11 @@ func (e *Engine) findRun(c Caller, loc *location, id string) *run {
 		}
 		return nil
 	}
-	s, err := e.lookup(loc.ref)
+	s, release, err := e.lookup(loc.ref)
 	if err != nil {
 		return nil
 	}
+	defer release()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rec := s.clients[id]; rec != nil {
@@ -71,7 +73,8 @@ func (e *Engine) status(loc *location) (*Reply, error) {
 	st := proto.NewObject("type", proto.FrameStatus, "session", loc.ref.Name, "state", abi.StateIdle)
 	runs := []*proto.Object{}
 	var updated int64
-	if s, err := e.lookup(loc.ref); err == nil {
+	if s, release, err := e.lookup(loc.ref); err == nil {
+		defer release()
 		st.Set("state", s.currentState())
 		s.mu.Lock()
 		active := make([]*run, 0, len(s.active))
@@ -113,10 +116,11 @@ func (s *sess) currentState() string {
 // `after` (all of them without after), then the live frames of the runs
 // active now, then the end.
 func (e *Engine) resume(loc *location, req *proto.Request) (*Reply, error) {
-	s, err := e.lookup(loc.ref)
+	s, release, err := e.lookup(loc.ref)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	// A run records a frame and pushes it to its stream under its own lock,
 	// so holding every active run's lock while the stream positions are
 	// taken and the log is read means no frame is both read and followed,

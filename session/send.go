@@ -29,9 +29,10 @@ func (e *Engine) send(c Caller, loc *location, req *proto.Request) (*Reply, erro
 	// in a few rounds; the bound only guards against a store that keeps
 	// losing the directory under us.
 	for round := 0; round < 8; round++ {
-		s, err := e.lookup(loc.ref)
+		s, release, err := e.lookup(loc.ref)
 		if err == nil {
 			r, retry, err := e.sendTo(c, s, loc, req, def, cwd)
+			release() // a run started holds the session by itself (s.active)
 			if retry {
 				continue
 			}
@@ -44,7 +45,7 @@ func (e *Engine) send(c Caller, loc *location, req *proto.Request) (*Reply, erro
 		if _, err := e.resolveCwd(c, loc, cwd); err != nil {
 			return nil, err
 		}
-		if _, err := e.lookupOrCreate(loc.ref, loc.own, cwd); err != nil {
+		if err := e.create(loc.ref, loc.own, cwd); err != nil {
 			return nil, err
 		}
 	}

@@ -284,3 +284,37 @@ func TestLongDeltaTextIsSplit(t *testing.T) {
 		t.Fatalf("state %q", st)
 	}
 }
+
+// With a small bound on loaded sessions, sends to many sessions keep
+// working, the sessions nobody uses are closed (their descriptors with
+// them), and a session dropped from the cache loads again as it was.
+func TestSessionCacheIsBounded(t *testing.T) {
+	base := t.TempDir()
+	env := &testEnv{t: t, store: filepath.Join(base, "store"), root: filepath.Join(base, "root")}
+	env.define("coder", map[string]string{"model": "debug/echo"})
+	e, err := Open(Config{Store: env.store, Root: env.root, MaxSessions: 4})
+	must(t, err)
+	env.e = e
+	t.Cleanup(func() { e.Close() })
+	fds := func() int {
+		ents, _ := os.ReadDir("/proc/self/fd")
+		return len(ents)
+	}
+	env.send(root0, coder(), `{"op":"send","id":"w","input":"warm up","session":"s0"}`)
+	start := fds()
+	for i := 0; i < 60; i++ {
+		env.send(root0, coder(), fmt.Sprintf(`{"op":"send","id":"c%d","input":"hi %d","session":"s%d"}`, i, i, i))
+	}
+	if n := e.sessions.len(); n > 4 {
+		t.Fatalf("%d sessions loaded, bound 4", n)
+	}
+	if grown := fds() - start; grown > 4*fdsPerSession {
+		t.Fatalf("descriptors grew by %d over 60 sessions, bound %d", grown, 4*fdsPerSession)
+	}
+	// s0 was dropped long ago: a replay of its first send still answers
+	// from its recorded history.
+	again := env.send(root0, coder(), `{"op":"send","id":"w","input":"warm up","session":"s0"}`)
+	if types(again) != "start,done" {
+		t.Fatalf("replay after the session was dropped: %s", types(again))
+	}
+}
