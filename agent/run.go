@@ -166,6 +166,9 @@ func startProgram(s Spec) (*program, error) {
 		Path: s.Def.Program, Args: []string{s.Def.Program}, Env: buildEnv(s), Dir: s.Dir,
 		Stdin: stdin, Stdout: outW, Stderr: errW, SysProcAttr: attr,
 	}
+	if Enter != "" { // the directory is entered after exec, by Enter (see there)
+		cmd.Path, cmd.Args, cmd.Dir = Enter, []string{Enter, EnterCommand, s.Dir, s.Def.Program}, "/"
+	}
 	err = cmd.Start()
 	// The child holds its own copies; keeping ours open would hide EOF.
 	outW.Close()

@@ -42,13 +42,19 @@ func (n *ctlNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttr
 
 // Open makes a stream: offsets are meaningless, and reads must reach the
 // server every time (they wait for frames).
+// Open counts the handle against the opener's quota of open files.
 func (n *ctlNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) { return n.open(ctx, flags) })
+}
+
+func (n *ctlNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	h := &ctlHandle{node: n, caller: callerOf(ctx)}
 	return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_STREAM | fuse.FOPEN_NONSEEKABLE, 0
 }
 
 // ctlHandle is one open control file: at most one request, then its frames.
 type ctlHandle struct {
+	held
 	node   *ctlNode
 	caller session.Caller
 
@@ -161,5 +167,6 @@ func (h *ctlHandle) Release(ctx context.Context) syscall.Errno {
 	if h.reply != nil {
 		h.reply.Close()
 	}
+	h.giveBack()
 	return 0
 }

@@ -201,11 +201,28 @@ func (n *freeNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	if bad != 0 {
 		return nil, 0, bad
 	}
-	f, err := n.store().OpenFile(rel, openFlags(flags)&^(os.O_CREATE|os.O_EXCL), 0)
-	if err != nil {
-		return nil, 0, freeErrno(err)
-	}
-	return fs.NewLoopbackFileFromOS(f), 0, 0
+	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) {
+		f, err := n.store().OpenFile(rel, openFlags(flags)&^(os.O_CREATE|os.O_EXCL), 0)
+		if err != nil {
+			return nil, 0, freeErrno(err)
+		}
+		return newFreeFile(f), 0, 0
+	})
+}
+
+// freeFile is go-fuse's loopback file (every operation on its descriptor),
+// counted in its opener's quota of open files.
+type freeFile struct {
+	*fs.LoopbackFile
+	held
+}
+
+func newFreeFile(f *os.File) *freeFile { return &freeFile{LoopbackFile: fs.NewLoopbackFileFromOS(f)} }
+
+func (f *freeFile) Release(ctx context.Context) syscall.Errno {
+	bad := f.LoopbackFile.Release(ctx)
+	f.giveBack()
+	return bad
 }
 
 func (n *freeNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
@@ -213,20 +230,23 @@ func (n *freeNode) Create(ctx context.Context, name string, flags uint32, mode u
 	if bad != 0 {
 		return nil, nil, 0, bad
 	}
-	f, err := n.store().OpenFile(rel, openFlags(flags)|os.O_CREATE, os.FileMode(mode&0o777))
-	if err != nil {
-		return nil, nil, 0, freeErrno(err)
-	}
-	if bad := n.giveToCaller(ctx, rel); bad != 0 {
-		f.Close()
-		return nil, nil, 0, bad
-	}
-	ch, bad := n.newChild(ctx, rel, out)
-	if bad != 0 {
-		f.Close()
-		return nil, nil, 0, bad
-	}
-	return ch, fs.NewLoopbackFileFromOS(f), 0, 0
+	var ch *fs.Inode
+	fh, _, bad := n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) {
+		f, err := n.store().OpenFile(rel, openFlags(flags)|os.O_CREATE, os.FileMode(mode&0o777))
+		if err != nil {
+			return nil, 0, freeErrno(err)
+		}
+		var bad syscall.Errno
+		if bad = n.giveToCaller(ctx, rel); bad == 0 {
+			ch, bad = n.newChild(ctx, rel, out)
+		}
+		if bad != 0 {
+			f.Close()
+			return nil, 0, bad
+		}
+		return newFreeFile(f), 0, 0
+	})
+	return ch, fh, 0, bad
 }
 
 // made finishes the creation of rel: its owner is the caller, its node a

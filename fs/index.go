@@ -43,7 +43,12 @@ func (n *indexValueNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.
 	return n.setattr(ctx, in, out, n.Getattr)
 }
 
+// Open counts the handle against the opener's quota of open files.
 func (n *indexValueNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) { return n.open(ctx, flags) })
+}
+
+func (n *indexValueNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if err := n.m.e.CheckOpen(n.place, int(flags)); err != nil {
 		return nil, 0, errno(err)
 	}

@@ -44,7 +44,12 @@ func (n *listNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrO
 }
 
 // Open takes a snapshot: a reader sees one consistent list.
+// Open counts the handle against the opener's quota of open files.
 func (n *listNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) { return n.open(ctx, flags) })
+}
+
+func (n *listNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if err := n.m.e.CheckOpen(n.place, int(flags)); err != nil {
 		return nil, 0, errno(err)
 	}

@@ -40,7 +40,12 @@ func (n *logNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttr
 // Open: the engine says who may open (a writer appends, never truncates). The page
 // cache stays on for readers (large logs, tail -f); the notifier drops it
 // after every append.
+// Open counts the handle against the opener's quota of open files.
 func (n *logNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) { return n.open(ctx, flags) })
+}
+
+func (n *logNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if err := n.m.e.CheckOpen(n.place, int(flags)); err != nil {
 		return nil, 0, errno(err)
 	}
@@ -67,6 +72,7 @@ func (n *logNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32
 // arrives in several writes is appended whole and two writers never
 // interleave inside a line.
 type logHandle struct {
+	held
 	node   *logNode
 	r      *storeReader
 	caller session.Caller
@@ -179,5 +185,6 @@ func (h *logHandle) Release(ctx context.Context) syscall.Errno {
 		h.node.m.e.RecordLoss(h.caller, h.node.place.Ref(), h.node.place.File, n, session.LostPartial)
 	}
 	h.r.close()
+	h.giveBack()
 	return 0
 }

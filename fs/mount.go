@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/session"
 )
@@ -63,9 +65,30 @@ func Mount(e *session.Engine, root string, opts Options) (*Mounts, error) {
 			return nil, err
 		}
 	}
+	closeFUSEOnExec()
 	e.OnChange(ms.changed)
 	go ms.notifier()
 	return ms, nil
+}
+
+// closeFUSEOnExec marks this process's /dev/fuse descriptors close-on-exec.
+// go-fuse opens them without it, so every program a run starts would hold
+// the mount's connection open: after the server died, its own agents would
+// keep the dead mount's callers waiting.
+func closeFUSEOnExec() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, ent := range ents {
+		fd, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		if target, err := os.Readlink("/proc/self/fd/" + ent.Name()); err == nil && target == "/dev/fuse" {
+			unix.CloseOnExec(fd)
+		}
+	}
 }
 
 // CanMount says what is missing for this process to mount: as root

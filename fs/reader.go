@@ -66,7 +66,12 @@ func (n *roNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrI
 
 // Open serves reads with FOPEN_DIRECT_IO: the engine replaces these files
 // whole, and a page cache of the old one must never be served.
+// Open counts the handle against the opener's quota of open files.
 func (n *roNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) { return n.open(ctx, flags) })
+}
+
+func (n *roNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if err := n.m.e.CheckOpen(n.place, int(flags)); err != nil {
 		return nil, 0, errno(err)
 	}
@@ -96,6 +101,7 @@ const maxSnapshot = 8 << 20
 // roHandle reads a read-only file: from a copy taken at open (session
 // files) or from the store file (archived files, which never change).
 type roHandle struct {
+	held
 	r        *storeReader
 	snapshot []byte
 }
@@ -117,5 +123,6 @@ func (h *roHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadR
 
 func (h *roHandle) Release(ctx context.Context) syscall.Errno {
 	h.r.close()
+	h.giveBack()
 	return 0
 }

@@ -39,7 +39,12 @@ func (n *valueNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAt
 	return n.setattr(ctx, in, out, n.Getattr)
 }
 
+// Open counts the handle against the opener's quota of open files.
 func (n *valueNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) { return n.open(ctx, flags) })
+}
+
+func (n *valueNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	h := n.m.newValueHandle(n.where, func(c session.Caller, data []byte) error {
 		return n.m.e.WriteFile(c, n.place.Ref(), n.place.File, data)
 	})
@@ -71,6 +76,7 @@ func (m *mountState) newValueHandle(w where, commit func(session.Caller, []byte)
 // half of it and the engine judges it whole. Reads serve the value as it
 // was at open.
 type valueHandle struct {
+	held
 	commit   func(session.Caller, []byte) error
 	check    func([]byte) error // of a complete value (ending in "\n"); may be nil
 	changed  func()
@@ -131,6 +137,7 @@ func (h *valueHandle) Release(ctx context.Context) syscall.Errno {
 	if h.released != nil {
 		h.released()
 	}
+	h.giveBack()
 	return 0
 }
 

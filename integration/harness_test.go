@@ -49,11 +49,17 @@ type server struct {
 	store string
 	cmd   *exec.Cmd
 	log   *os.File
+	env   []string // added to the server's environment (CTXFS_LIMITS=…)
+	wrap  []string // a command the server runs under (prlimit …)
 }
 
 // newServer prepares a root (with a debug/echo agent "coder") and a store
 // in fresh temporary directories, and starts the server.
-func newServer(t testing.TB) *server {
+func newServer(t testing.TB) *server { return newServerWith(t, nil) }
+
+// newServerWith is newServer with configure run on the server before it
+// starts (its environment, a wrapper command, definitions).
+func newServerWith(t testing.TB, configure func(*server)) *server {
 	t.Helper()
 	base := t.TempDir()
 	// Other uids must reach the mount and the sockets: t.TempDir makes
@@ -62,6 +68,9 @@ func newServer(t testing.TB) *server {
 	os.Chmod(base, 0o755)
 	s := &server{t: t, root: filepath.Join(base, "ctx"), store: filepath.Join(base, "store")}
 	s.define("coder", map[string]string{"model": "debug/echo"})
+	if configure != nil {
+		configure(s)
+	}
 	s.start()
 	return s
 }
@@ -86,7 +95,9 @@ func (s *server) start() {
 	log, err := os.Create(logPath)
 	mustT(s.t, err)
 	s.log = log
-	s.cmd = exec.Command(ctxfsBin, "mount", "--foreground", "--root", s.root, "--store", s.store)
+	args := append(append([]string{}, s.wrap...), ctxfsBin, "mount", "--foreground", "--root", s.root, "--store", s.store)
+	s.cmd = exec.Command(args[0], args[1:]...)
+	s.cmd.Env = append(os.Environ(), s.env...)
 	s.cmd.Stdout, s.cmd.Stderr = log, log
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	mustT(s.t, s.cmd.Start())

@@ -147,7 +147,16 @@ func (s *Sockets) accept(l *net.UnixListener, t session.Target) {
 	}
 }
 
-// serveConn answers the one request of a connection.
+// requestDeadline is how long a connection may take to send its request:
+// one that sends no complete line holds a descriptor for nothing.
+const requestDeadline = 10 * time.Second
+
+// frameDeadline is how long a client may leave a frame unread before the
+// connection is dropped (the run goes on, and `resume` follows it again).
+const frameDeadline = 30 * time.Second
+
+// serveConn answers the one request of a connection, within the caller's
+// quota of connections (EAGAIN beyond it, at once).
 func serveConn(e *session.Engine, conn *net.UnixConn, t session.Target) {
 	defer conn.Close()
 	c, err := peerCaller(conn)
@@ -155,7 +164,14 @@ func serveConn(e *session.Engine, conn *net.UnixConn, t session.Target) {
 		return
 	}
 	w := bufio.NewWriter(conn)
+	if err := e.Limits().Conns.Take(c.Uid); err != nil {
+		refuse(conn, w, err)
+		return
+	}
+	defer e.Limits().Conns.Give(c.Uid)
+	conn.SetReadDeadline(time.Now().Add(requestDeadline))
 	line, err := readRequest(conn)
+	conn.SetReadDeadline(time.Time{})
 	var req *proto.Request
 	if err == nil {
 		req, err = proto.ParseRequest(line)
@@ -165,8 +181,7 @@ func serveConn(e *session.Engine, conn *net.UnixConn, t session.Target) {
 		reply, err = e.Begin(context.Background(), c, t, req)
 	}
 	if err != nil {
-		w.Write(proto.ErrorFrame(err).Line())
-		w.Flush()
+		refuse(conn, w, err)
 		return
 	}
 	defer reply.Close()
@@ -177,11 +192,20 @@ func serveConn(e *session.Engine, conn *net.UnixConn, t session.Target) {
 		if err != nil {
 			return
 		}
+		conn.SetWriteDeadline(time.Now().Add(frameDeadline))
 		w.Write(f.Line())
 		if w.Flush() != nil {
-			return // the client left; the run goes on without it
+			return // the client left, or does not read: the run goes on without it
 		}
 	}
+}
+
+// refuse answers a refused request with its error frame (written within
+// frameDeadline, or not at all).
+func refuse(conn *net.UnixConn, w *bufio.Writer, err error) {
+	conn.SetWriteDeadline(time.Now().Add(frameDeadline))
+	w.Write(proto.ErrorFrame(err).Line())
+	w.Flush()
 }
 
 // readRequest reads one line of at most abi.MaxRequestBytes (EMSGSIZE
@@ -202,6 +226,8 @@ func readRequest(r io.Reader) ([]byte, error) {
 			continue
 		case errors.Is(err, io.EOF) && len(line) > 0:
 			return line, nil
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return nil, abi.Errorf(syscall.ETIMEDOUT, "", "no complete request within %s", requestDeadline)
 		default:
 			return nil, abi.Errorf(syscall.EINVAL, "", "no request")
 		}

@@ -31,6 +31,8 @@ type Config struct {
 	// (each holds four descriptors); 0: from the descriptor limit
 	// (SessionBudget).
 	MaxSessions int
+	// Limits overrides the per-uid quotas (Limits).
+	Limits LimitConfig
 }
 
 func (c Config) maxSessions() int {
@@ -64,12 +66,20 @@ type Engine struct {
 	watchers []func(rel string)
 	journal  *runJournal
 	derived  *derivedRetry // derived files still to be written
+	limits   *Limits       // what users may make the engine hold
 }
 
 // Open opens the store (creating it if needed, 0700), makes sure it is
 // the server's alone (storefs.Secure), and closes runs that were active
 // when a previous server died.
 func Open(cfg Config) (*Engine, error) {
+	if cfg.Limits == (LimitConfig{}) {
+		env, err := LimitsFromEnv(os.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Limits = env
+	}
 	store, err := openStore(cfg.Store)
 	if err != nil {
 		return nil, err
@@ -82,6 +92,7 @@ func Open(cfg Config) (*Engine, error) {
 		indexes:  newCache[*index.Index](0, nil, nil),
 		runs:     map[string]*run{},
 		derived:  newDerivedRetry(),
+		limits:   newLimits(cfg.Limits),
 	}
 	go e.derived.run()
 	if err := e.closeInterrupted(); err != nil {

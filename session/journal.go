@@ -44,6 +44,7 @@ func (e *Engine) forgetRun(rn *run) {
 	e.mu.Lock()
 	delete(e.runs, rn.id)
 	e.mu.Unlock()
+	e.limits.Runs.Give(rn.caller)
 	if rn.s.rel != "" {
 		e.journal.write("-" + rn.id + "\n")
 	}

@@ -131,11 +131,11 @@ func (e *Engine) resume(loc *location, req *proto.Request) (*Reply, error) {
 		active = append(active, rn)
 	}
 	s.mu.Unlock()
-	var follows []follow
+	var follows []*reader
 	for _, rn := range active { // never rn.mu inside s.mu: endRun nests the other way
 		rn.mu.Lock()
 		defer rn.mu.Unlock()
-		follows = append(follows, follow{rn.stream, rn.stream.len()})
+		follows = append(follows, rn.stream.join())
 	}
 	var lines []*proto.Object
 	cut := -1
@@ -159,4 +159,28 @@ func (e *Engine) resume(loc *location, req *proto.Request) (*Reply, error) {
 		lines = lines[cut+1:]
 	}
 	return newReply(lines, follows...), nil
+}
+
+// replayLive answers a retried send whose run still runs: its start, what
+// the run has recorded since (from the log, not from memory), then its
+// live frames. Deltas streamed before the replay joined are not in the
+// record (they are previews of the message recorded at the end); the rest
+// is, in order. A run records a batch and pushes it to its stream under
+// rn.mu, so holding rn.mu while joining and reading means no frame is both
+// read and followed, and none is missed.
+func (s *sess) replayLive(rec *clientRecord, rn *run) *Reply {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	live := rn.stream.join()
+	frames := []*proto.Object{rec.start}
+	scanLines(s.events, func(line []byte) {
+		o, err := proto.ParseObject(line, false)
+		if err != nil || o.Str("run") != rn.id {
+			return
+		}
+		if t := o.Str("type"); t != proto.FrameStart && t != proto.FrameState {
+			frames = append(frames, o)
+		}
+	})
+	return newReply(frames, live)
 }

@@ -2,6 +2,7 @@ package session
 
 import (
 	"encoding/json"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -10,13 +11,29 @@ import (
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
+// maxRunStream bounds what one run may stream, in bytes of frames (deltas
+// included): beyond it the run is stopped with an EFBIG error and ends
+// done error. With the per-uid quota of runs, it bounds the memory a user
+// can make the server hold for frames not yet recorded. (A variable for
+// the tests.)
+var maxRunStream = 16 << 20
+
 // enqueue takes a frame from the agent: stamped with its run and time, it
-// waits for the recorder. After a cancel nothing is taken.
+// waits for the recorder. After a cancel nothing is taken; a frame past
+// maxRunStream stops the run instead.
 func (rn *run) enqueue(f *proto.Object) {
 	fr := stamp(f, rn.id, time.Now())
 	rn.q.Lock()
 	if !rn.cancelled {
-		rn.queue = append(rn.queue, fr)
+		rn.streamed += len(fr.Line())
+		if rn.streamed > maxRunStream {
+			over := abi.Errorf(syscall.EFBIG, "run", "the run streamed more than %d bytes, the most one run may: stopped", maxRunStream)
+			rn.queue = append(rn.queue, stamp(proto.ErrorFrame(over), rn.id, time.Now()))
+			rn.cancelled, rn.overflow = true, true
+			go rn.cancel()
+		} else {
+			rn.queue = append(rn.queue, fr)
+		}
 	}
 	rn.q.Unlock()
 	rn.poke()
@@ -44,6 +61,8 @@ func (rn *run) take() (frames []*proto.Object, final bool, status string) {
 	frames, rn.queue = rn.queue, nil
 	switch {
 	case !rn.finished:
+	case rn.overflow:
+		final, status = true, abi.StateError
 	case rn.cancelled:
 		final, status = true, abi.StateCancelled
 	case !rn.ok:

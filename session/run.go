@@ -18,6 +18,7 @@ import (
 type run struct {
 	id     string
 	s      *sess
+	caller uint32 // whose quota of runs it holds
 	rec    *clientRecord
 	spec   agent.Spec
 	stream *stream
@@ -44,6 +45,8 @@ type run struct {
 	finished  bool          // the agent is done; ok says how
 	ok        bool
 	cancelled bool // once set, nothing the program prints is recorded
+	overflow  bool // stopped for streaming more than maxRunStream
+	streamed  int  // bytes of frames taken so far
 }
 
 func (e *Engine) newRun(s *sess, id string, c Caller, loc *location, def *agent.Definition, input, cwd, hostCwd string, rec *clientRecord) *run {
@@ -53,7 +56,7 @@ func (e *Engine) newRun(s *sess, id string, c Caller, loc *location, def *agent.
 	}
 	sessDir := e.mountPath(loc.ref.Rel())
 	ctx, cancel := context.WithCancel(context.Background())
-	rn := &run{id: id, s: s, rec: rec, stream: newStream(), ctx: ctx, cancel: cancel, phase: "queued", wake: make(chan struct{}, 1)}
+	rn := &run{id: id, s: s, rec: rec, caller: c.Uid, stream: newStream(), ctx: ctx, cancel: cancel, phase: "queued", wake: make(chan struct{}, 1)}
 	rn.spec = agent.Spec{
 		RunID: id, Session: loc.ref.Name, Scope: loc.scope, Def: def,
 		Uid: uid, Gid: gid, Input: input, Dir: hostCwd,

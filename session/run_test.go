@@ -232,3 +232,28 @@ func TestDerivedFileIsWrittenAgain(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A run that streams more than a run may is stopped: an EFBIG error, done
+// error, state error, all recorded; the program is killed.
+func TestRunStreamIsBounded(t *testing.T) {
+	old := maxRunStream
+	maxRunStream = 64 << 10
+	t.Cleanup(func() { maxRunStream = old })
+	env := newEnv(t)
+	env.define("flood", map[string]string{"abi": "jsonl",
+		"program": "#!/bin/sh\nwhile :; do printf '{\"type\":\"delta\",\"text\":\"%01000d\"}\\n' 0; done\n"})
+	frames := env.send(root0, Target{Kind: abi.KindAgent, Owner: "flood"}, `{"op":"send","id":"f1","input":"go"}`)
+	last := frames[len(frames)-1]
+	if last.Str("type") != "done" || last.Str("status") != "error" {
+		t.Fatalf("last frame %s", last.Line())
+	}
+	events := readFile(t, filepath.Join(env.sessDir("home/0", "flood", "default"), "events.jsonl"))
+	if !strings.Contains(events, `"code":"EFBIG"`) || !strings.Contains(lastLines(events, 1), `"state":"error"`) {
+		t.Fatalf("the overflow is not recorded:\n%s", lastLines(events, 3))
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

@@ -28,10 +28,12 @@ func (e *Engine) send(c Caller, loc *location, req *proto.Request) (*Reply, erro
 	// failed its client id's claim makes this one look again. Both settle
 	// in a few rounds; the bound only guards against a store that keeps
 	// losing the directory under us.
+	var ticket *runTicket // taken before a session is created for the run
+	defer func() { ticket.cancel() }()
 	for round := 0; round < 8; round++ {
 		s, release, err := e.lookup(loc.ref)
 		if err == nil {
-			r, retry, err := e.sendTo(c, s, loc, req, def, cwd)
+			r, retry, err := e.sendTo(c, s, loc, req, def, cwd, ticket)
 			release() // a run started holds the session by itself (s.active)
 			if retry {
 				continue
@@ -41,9 +43,15 @@ func (e *Engine) send(c Caller, loc *location, req *proto.Request) (*Reply, erro
 		if !errors.Is(err, syscall.ENOENT) {
 			return nil, err
 		}
-		// A new session: refuse a bad cwd before creating anything.
+		// A new session: refuse a bad cwd, or a caller out of runs,
+		// before creating anything.
 		if _, err := e.resolveCwd(c, loc, cwd); err != nil {
 			return nil, err
+		}
+		if ticket == nil {
+			if ticket, err = e.takeRun(c.Uid); err != nil {
+				return nil, err
+			}
 		}
 		if err := e.create(loc.ref, loc.own, cwd); err != nil {
 			return nil, err
@@ -66,7 +74,7 @@ func effectiveCwd(reqCwd string, def *agent.Definition) string {
 // check, then the cwd resolution, then the records. retry is true when a
 // concurrent send with the same client id failed and this one should look
 // again.
-func (e *Engine) sendTo(c Caller, s *sess, loc *location, req *proto.Request, def *agent.Definition, cwd string) (r *Reply, retry bool, err error) {
+func (e *Engine) sendTo(c Caller, s *sess, loc *location, req *proto.Request, def *agent.Definition, cwd string, ticket *runTicket) (r *Reply, retry bool, err error) {
 	if err := s.provable(); err != nil {
 		return nil, false, err
 	}
@@ -80,7 +88,7 @@ func (e *Engine) sendTo(c Caller, s *sess, loc *location, req *proto.Request, de
 		}
 		return s.replay(rec), false, nil
 	}
-	r, err = e.startRun(c, s, loc, req, def, cwd, rec)
+	r, err = e.startRun(c, s, loc, req, def, cwd, rec, ticket)
 	if err != nil {
 		s.release(req.ID, rec)
 	}
@@ -138,12 +146,21 @@ func (s *sess) replay(rec *clientRecord) *Reply {
 		}
 		return newReply(fixed)
 	}
-	return newReply([]*proto.Object{rec.start}, follow{rn.stream, 0})
+	return s.replayLive(rec, rn)
 }
 
 // startRun records the start (SPEC 8 step 7: start event, user message,
 // state, updated_at, index) durably, then queues the run.
-func (e *Engine) startRun(c Caller, s *sess, loc *location, req *proto.Request, def *agent.Definition, cwd string, rec *clientRecord) (*Reply, error) {
+func (e *Engine) startRun(c Caller, s *sess, loc *location, req *proto.Request, def *agent.Definition, cwd string, rec *clientRecord, ticket *runTicket) (_ *Reply, err error) {
+	// The caller's quota of runs is taken before anything is written (by
+	// send, before it created the session, or here), and given back when
+	// the run is forgotten (forgetRun) or refused.
+	if ticket == nil {
+		if ticket, err = e.takeRun(c.Uid); err != nil {
+			return nil, err
+		}
+		defer ticket.cancel()
+	}
 	hostCwd, err := e.resolveCwd(c, loc, cwd)
 	if err != nil {
 		return nil, err
@@ -170,12 +187,14 @@ func (e *Engine) startRun(c Caller, s *sess, loc *location, req *proto.Request, 
 		return nil, err
 	}
 	rn := e.newRun(s, id, c, loc, def, req.Input, cwd, hostCwd, rec)
+	ticket.spend() // the run holds it now
 	s.recordStart(now, cwd, abi.StateActive)
 	rec.run, rec.start = id, start
 	close(rec.ready)
+	sender := rn.stream.join() // before the first frame: the sender reads them all
 	rn.stream.push(start)
 	go rn.execute()
-	return newReply(nil, follow{rn.stream, 0}), nil
+	return newReply(nil, sender), nil
 }
 
 // resolveCwd resolves an agent session's cwd inside its chroot root (SPEC 8

@@ -4,27 +4,72 @@ import (
 	"context"
 	"io"
 	"sync"
+	"syscall"
 
+	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
-// stream is the live frames of one run, kept in memory while it runs so
-// that any number of readers (the sender, replays, resumes) can follow it
-// at their own pace without ever slowing the run.
+// maxBehind bounds how far, in bytes of frames, the slowest reader of a
+// run may fall behind it: the stream keeps only what some reader has not
+// read yet, and a reader further behind than this is cut (its reply ends
+// with an EAGAIN error frame; `resume` follows the run again from its
+// record). A client that never reads costs the server at most this much.
+const maxBehind = 4 << 20
+
+// stream is the live frames of one run for the readers that follow it
+// (the sender, replays and resumes joined while it runs). It keeps a frame
+// only until every reader has read it: a reader that joins later starts
+// from the run's record in the log (sess.liveFrom), never from memory that
+// grows with the run.
 type stream struct {
-	mu     sync.Mutex
-	frames []*proto.Object
-	ended  bool
-	wake   chan struct{} // closed and replaced at every change
+	mu      sync.Mutex
+	frames  []streamed // what some reader has not read yet; frames[0] is number base
+	base    int
+	bytes   int // of frames
+	ended   bool
+	readers map[*reader]bool
+	wake    chan struct{} // closed and replaced at every change
 }
 
-func newStream() *stream { return &stream{wake: make(chan struct{})} }
+type streamed struct {
+	f    *proto.Object
+	size int
+}
+
+// reader is one reader's place in a stream.
+type reader struct {
+	st   *stream
+	next int  // number of the next frame to read
+	cut  bool // fell more than maxBehind behind: the stream dropped it
+}
+
+func newStream() *stream { return &stream{wake: make(chan struct{}), readers: map[*reader]bool{}} }
+
+// join adds a reader that reads from the frame pushed next.
+func (st *stream) join() *reader {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	r := &reader{st: st, next: st.base + len(st.frames)}
+	st.readers[r] = true
+	return r
+}
+
+// leave drops a reader; what only it had left to read is let go.
+func (st *stream) leave(r *reader) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	delete(st.readers, r)
+	st.trimLocked()
+}
 
 func (st *stream) push(f *proto.Object) {
 	st.mu.Lock()
-	st.frames = append(st.frames, f)
-	close(st.wake)
-	st.wake = make(chan struct{})
+	st.frames = append(st.frames, streamed{f, len(f.Line())})
+	st.bytes += st.frames[len(st.frames)-1].size
+	st.cutLocked()
+	st.trimLocked()
+	st.notifyLocked()
 	st.mu.Unlock()
 }
 
@@ -32,41 +77,87 @@ func (st *stream) end() {
 	st.mu.Lock()
 	if !st.ended {
 		st.ended = true
-		close(st.wake)
+		st.notifyLocked()
 	}
 	st.mu.Unlock()
 }
 
-// len is how many frames the stream holds now.
-func (st *stream) len() int {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return len(st.frames)
+func (st *stream) notifyLocked() {
+	close(st.wake)
+	st.wake = make(chan struct{})
 }
 
-// at returns frame i, or the channel to wait on, or ended.
-func (st *stream) at(i int) (f *proto.Object, wait <-chan struct{}, ended bool) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if i < len(st.frames) {
-		return st.frames[i], nil, false
+// cutLocked drops the slowest readers while the frames held for them are
+// over maxBehind.
+func (st *stream) cutLocked() {
+	for st.bytes > maxBehind {
+		var slowest *reader
+		for r := range st.readers {
+			if slowest == nil || r.next < slowest.next {
+				slowest = r
+			}
+		}
+		if slowest == nil {
+			return
+		}
+		slowest.cut = true
+		delete(st.readers, slowest)
+		st.trimLocked()
 	}
-	return nil, st.wake, st.ended
 }
 
-// follow is a position in a stream.
-type follow struct {
-	st   *stream
-	next int
+// trimLocked lets go of the frames every reader has read (all of them
+// when no one reads).
+func (st *stream) trimLocked() {
+	first := st.base + len(st.frames)
+	for r := range st.readers {
+		first = min(first, r.next)
+	}
+	for st.base < first {
+		st.bytes -= st.frames[0].size
+		st.frames[0] = streamed{}
+		st.frames = st.frames[1:]
+		st.base++
+	}
+}
+
+// errBehind is what a cut reader gets.
+var errBehind = abi.Errorf(syscall.EAGAIN, "follow", "the reader fell more than %d bytes behind the run, which goes on: resume follows it again", maxBehind)
+
+// read returns the reader's next frame, or the channel to wait on, or
+// ended; errBehind once the reader was cut.
+func (r *reader) read() (f *proto.Object, wait <-chan struct{}, ended bool, err error) {
+	st := r.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if r.cut {
+		return nil, nil, false, errBehind
+	}
+	if i := r.next - st.base; i < len(st.frames) {
+		r.next++
+		f = st.frames[i].f
+		st.trimLocked()
+		return f, nil, false, nil
+	}
+	return nil, st.wake, st.ended, nil
 }
 
 // newReply answers with the fixed frames first, then every frame of each
-// followed stream in turn until it ends.
-func newReply(fixed []*proto.Object, follows ...follow) *Reply {
+// followed stream in turn until it ends. A reader cut for falling behind
+// gets one EAGAIN error frame, and the reply ends.
+func newReply(fixed []*proto.Object, readers ...*reader) *Reply {
 	r := &Reply{}
 	stopped := make(chan struct{})
 	var once sync.Once
-	r.stop = func() { once.Do(func() { close(stopped) }) }
+	all := append([]*reader(nil), readers...) // leaving twice is harmless
+	r.stop = func() {
+		once.Do(func() {
+			close(stopped)
+			for _, rd := range all {
+				rd.st.leave(rd)
+			}
+		})
+	}
 	r.next = func(ctx context.Context) (*proto.Object, error) {
 		for {
 			if len(fixed) > 0 {
@@ -74,17 +165,21 @@ func newReply(fixed []*proto.Object, follows ...follow) *Reply {
 				fixed = fixed[1:]
 				return f, nil
 			}
-			if len(follows) == 0 {
+			if len(readers) == 0 {
 				return nil, io.EOF
 			}
-			fl := &follows[0]
-			f, wait, ended := fl.st.at(fl.next)
+			rd := readers[0]
+			f, wait, ended, err := rd.read()
 			switch {
+			case err != nil:
+				rd.st.leave(rd)
+				readers = nil
+				return proto.ErrorFrame(err), nil
 			case f != nil:
-				fl.next++
 				return f, nil
 			case ended:
-				follows = follows[1:]
+				rd.st.leave(rd)
+				readers = readers[1:]
 				continue
 			}
 			select {

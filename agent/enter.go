@@ -1,0 +1,45 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// EnterCommand is the hidden command of the ctxfs binary that enters a
+// run's working directory and then becomes the agent's program:
+// `ctxfs __enter DIR PROGRAM`.
+const EnterCommand = "__enter"
+
+// Enter is the program that enters a run's working directory for it (the
+// server's own binary), or "" to let the forked child enter it itself.
+//
+// Why: a run's working directory is under the mount, which this very
+// process serves. Go starts a program with vfork: the forking thread and
+// its P stay suspended until the child calls exec. A child that entered
+// its directory before exec would wait on a FUSE lookup that needs a P of
+// the server, and with two runs starting at once on two cores none is
+// left: the server, its runs and every caller of the mount stop. So the
+// child execs this binary at once, in "/", and the new process, which
+// suspends no one, enters the directory and execs the program. (The
+// session tests, which run no mount, leave it "".)
+var Enter string
+
+// EnterMain is `ctxfs __enter DIR PROGRAM`: chdir to DIR (as the run's
+// uid, through the mount), then exec PROGRAM with the environment it was
+// given. It returns only on failure, after saying why on stderr; the run
+// then ends with the exit status 127 (as a shell's "cannot execute").
+func EnterMain(args []string) int {
+	if len(args) != 2 {
+		fmt.Fprintln(os.Stderr, "ctxfs: usage: ctxfs __enter DIR PROGRAM")
+		return 2
+	}
+	dir, prog := args[0], args[1]
+	if err := os.Chdir(dir); err != nil {
+		fmt.Fprintf(os.Stderr, "ctxfs: cannot enter the run's working directory: %v\n", err)
+		return 127
+	}
+	err := syscall.Exec(prog, []string{prog}, os.Environ())
+	fmt.Fprintf(os.Stderr, "ctxfs: cannot execute %s: %v\n", prog, err)
+	return 127
+}

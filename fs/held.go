@@ -1,0 +1,47 @@
+package fs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+)
+
+// held is what every handle the mount gives out carries: its place in its
+// opener's quota of open files (session.Limits.Handles), given back when
+// the last close releases the handle. A user who keeps files open holds
+// descriptors and memory of the server; the quota bounds both.
+type held struct{ give func() }
+
+// hold is set once, by opened.
+func (h *held) hold(give func()) { h.give = give }
+
+// giveBack returns the handle's place in the quota (Release calls it).
+func (h *held) giveBack() {
+	if h.give != nil {
+		h.give()
+		h.give = nil
+	}
+}
+
+// holder is a handle that carries a held.
+type holder interface {
+	hold(give func())
+}
+
+// opened counts an open file against the caller's quota (EMFILE when the
+// caller holds its share already) around open, which makes the handle.
+func (m *mountState) opened(ctx context.Context, open func() (fs.FileHandle, uint32, syscall.Errno)) (fs.FileHandle, uint32, syscall.Errno) {
+	uid := callerUid(ctx)
+	quota := m.e.Limits().Handles
+	if err := quota.Take(uid); err != nil {
+		return nil, 0, errno(err)
+	}
+	fh, flags, bad := open()
+	if bad != 0 {
+		quota.Give(uid)
+		return nil, 0, bad
+	}
+	fh.(holder).hold(func() { quota.Give(uid) })
+	return fh, flags, 0
+}

@@ -1,0 +1,209 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// limitedServer is a server with small per-uid quotas (CTXFS_LIMITS), its
+// mount reachable by other uids.
+func limitedServer(t *testing.T, limits string, configure func(*server)) *server {
+	t.Helper()
+	requireFUSE(t)
+	s := newServerWith(t, func(s *server) {
+		s.env = append(s.env, "CTXFS_LIMITS="+limits)
+		if configure != nil {
+			configure(s)
+		}
+	})
+	openToAll(t, s.root)
+	return s
+}
+
+// holdConns opens n connections to the coder socket as uid and keeps them
+// open, sending nothing; it prints, for each, the first reply line (or
+// "none") once the server answers or closes it, and exits when all are
+// answered. It returns the output after limit seconds at most.
+const holdConns = `
+import socket, sys, select, time
+n, path, limit = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+socks = []
+for i in range(n):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    socks.append(s)
+print("connected", n, flush=True)
+start, got = time.time(), {}
+while len(got) < n and time.time() - start < limit:
+    r, _, _ = select.select([s for s in socks if s not in got], [], [], 0.5)
+    for s in r:
+        got[s] = (s.recv(65536).decode().strip() or "none", round(time.time() - start, 1))
+for s in socks:
+    print(got.get(s, ("open", 0)))
+`
+
+// TestConnectionQuota: a uid's connections beyond its quota are refused at
+// once with EAGAIN; another uid (root) sends meanwhile without waiting;
+// a connection that sends no request is closed with ETIMEDOUT after the
+// request deadline.
+func TestConnectionQuota(t *testing.T) {
+	s := limitedServer(t, "conns=4", nil)
+	var out string
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		out, _ = runCmd(t, &cred{uid: 1001, gid: 1001}, nil, "/usr/bin/python3", "-c", holdConns, "12", s.root+"/agent/coder.sock", "15")
+	}()
+	time.Sleep(time.Second) // the flood is in place
+	start := time.Now()
+	frames := s.mustRequest("coder", `{"op":"send","id":"root1","input":"through the flood"}`)
+	if took := time.Since(start); took > 2*time.Second || frames[len(frames)-1]["type"] != "done" {
+		t.Errorf("root's send during the flood: %v, %v", took, frames)
+	}
+	wg.Wait()
+	refused, timedOut := strings.Count(out, `"code":"EAGAIN"`), strings.Count(out, `"code":"ETIMEDOUT"`)
+	if refused != 8 || timedOut != 4 {
+		t.Fatalf("12 idle connections of one uid with a quota of 4: %d refused (EAGAIN), %d closed at the deadline (ETIMEDOUT); want 8 and 4\n%s", refused, timedOut, out)
+	}
+}
+
+// TestOpenFilesQuota: a uid may hold so many files open through the mount,
+// then gets EMFILE; root is not limited; closed files are given back.
+func TestOpenFilesQuota(t *testing.T) {
+	s := limitedServer(t, "open=8", nil)
+	u := &cred{uid: 1001, gid: 1001}
+	s.sendAs(u, "q", "c1", "", "hello")
+	dir := s.mnt("home/1001/agent/coder/session/q")
+	script := `
+import os, sys
+fds, err = [], "none"
+for i in range(20):
+    try:
+        fds.append(os.open(sys.argv[1] + "/" + ["state", "messages.jsonl", "latest.md"][i % 3], os.O_RDONLY))
+    except OSError as e:
+        err = e.strerror
+        break
+print(len(fds), err)
+`
+	out, err := runCmd(t, u, nil, "/usr/bin/python3", "-c", script, dir)
+	if err != nil || strings.TrimSpace(out) != "8 Too many open files" {
+		t.Fatalf("uid 1001 opening 20 files with a quota of 8: %v %q", err, out)
+	}
+	// Its files were closed when it exited: it may open them again; root
+	// is not counted at all.
+	if out, err := runCmd(t, u, nil, "/usr/bin/python3", "-c", script, dir); err != nil || !strings.HasPrefix(out, "8 ") {
+		t.Fatalf("again after closing: %v %q", err, out)
+	}
+	if out, err := runCmd(t, nil, nil, "/usr/bin/python3", "-c", script, dir); err != nil || strings.TrimSpace(out) != "20 none" {
+		t.Fatalf("root: %v %q", err, out)
+	}
+}
+
+// TestRunQuota: a uid may have so many runs queued or running; one more
+// send is refused with EAGAIN and writes nothing; when a run ends, sends
+// work again.
+func TestRunQuota(t *testing.T) {
+	s := limitedServer(t, "runs=2", func(s *server) {
+		s.define("slow", map[string]string{"abi": "text", "program": "#!/bin/sh\necho working\nsleep 3\n"})
+	})
+	u := &cred{uid: 1001, gid: 1001}
+	sock := func(line string) ([]frame, string, error) { return s.requestAs(u, "slow", line) }
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sock(fmt.Sprintf(`{"op":"send","id":"r%d","session":"s%d","input":"x"}`, i, i))
+		}()
+	}
+	eventually(t, 10*time.Second, "two runs running", func() bool {
+		n := 0
+		for i := 0; i < 2; i++ {
+			if st := readFileMaybe(filepath.Join(s.sessionDirAgent(1001, "slow", "s"+strconv.Itoa(i)), "state")); st == "active\n" {
+				n++
+			}
+		}
+		return n == 2
+	})
+	settle() // the index moves after the state; let both runs' starts be all written
+	before := snapshot(t, s.store)
+	frames, raw, err := sock(`{"op":"send","id":"r9","session":"s9","input":"x"}`)
+	if err != nil || len(frames) != 1 || frames[0]["code"] != "EAGAIN" {
+		s.cmd.Process.Signal(syscall.SIGQUIT)
+		time.Sleep(time.Second)
+		t.Fatalf("a third run with a quota of 2: %v %s\nserver log:\n%s", err, raw, s.logText())
+	}
+	same(t, "a send refused for the quota", before, snapshot(t, s.store))
+	wg.Wait()
+	frames, raw, err = sock(`{"op":"send","id":"r9","session":"s9","input":"x"}`)
+	if err != nil || frames[len(frames)-1]["type"] != "done" {
+		t.Fatalf("a send after the runs ended: %v %s", err, raw)
+	}
+}
+
+// TestManySessionsFewDescriptors: with a descriptor limit of 256, sends to
+// 1,200 sessions from 8 clients all succeed, and the server never holds
+// more descriptors than its limit allows (its session cache closes the
+// sessions nobody uses).
+func TestManySessionsFewDescriptors(t *testing.T) {
+	s := limitedServer(t, "conns=64", func(s *server) { s.wrap = []string{"prlimit", "--nofile=256:256"} })
+	pid := s.cmd.Process.Pid
+	peak := 0
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil && len(ents) > peak {
+				peak = len(ents)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	var wg sync.WaitGroup
+	failures := make(chan string, 1200)
+	for c := 0; c < 8; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := c; i < 1200; i += 8 {
+				frames, err := s.request("coder", fmt.Sprintf(`{"op":"send","id":"m%d","session":"many-%d","input":"x"}`, i, i))
+				if err != nil || len(frames) == 0 || frames[len(frames)-1]["type"] != "done" {
+					failures <- fmt.Sprintf("session %d: %v %v", i, err, frames)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	close(failures)
+	for f := range failures {
+		t.Fatalf("a send failed under a low descriptor limit: %s\nserver log:\n%s", f, lastLines(s.logText(), 20))
+	}
+	if peak > 256 || peak == 0 {
+		t.Fatalf("peak descriptors %d, limit 256", peak)
+	}
+	t.Logf("peak descriptors: %d of 256", peak)
+}
+
+// readFileMaybe is a file's content, or "" when it cannot be read.
+func readFileMaybe(p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
+
+// sessionDirAgent is sessionDir for another agent than coder.
+func (s *server) sessionDirAgent(uid int, agent, name string) string {
+	return filepath.Join(s.store, "home", strconv.Itoa(uid), "agent", agent, "session", name)
+}

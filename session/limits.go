@@ -1,0 +1,174 @@
+package session
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// Quota bounds one kind of thing users make the server hold (socket
+// connections, files open through the mount, runs): at most perUid for any
+// one uid and at most total for all uids together, so that no user can
+// take what others need, and all of them together cannot take the
+// descriptors the mount and root need. Root is not counted: it is the
+// reserve, and it could take the machine down anyway. A refusal is an
+// immediate error with the quota's errno, never a wait.
+type Quota struct {
+	what          string        // "connections", for the refusal
+	errno         syscall.Errno // EAGAIN or EMFILE
+	perUid, total int
+
+	mu   sync.Mutex
+	held map[uint32]int
+	sum  int
+}
+
+func newQuota(what string, errno syscall.Errno, perUid, total int) *Quota {
+	return &Quota{what: what, errno: errno, perUid: perUid, total: total, held: map[uint32]int{}}
+}
+
+// Take holds one for uid, or refuses.
+func (q *Quota) Take(uid uint32) error {
+	if uid == 0 {
+		return nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case q.held[uid] >= q.perUid:
+		return abi.Errorf(q.errno, "", "uid %d holds %d %s, the most one uid may", uid, q.held[uid], q.what)
+	case q.sum >= q.total:
+		return abi.Errorf(q.errno, "", "the server holds %d %s for users, the most it may", q.sum, q.what)
+	}
+	q.held[uid]++
+	q.sum++
+	return nil
+}
+
+// Give gives back one that Take held for uid.
+func (q *Quota) Give(uid uint32) {
+	if uid == 0 {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.held[uid] > 0 {
+		q.held[uid]--
+		q.sum--
+		if q.held[uid] == 0 {
+			delete(q.held, uid)
+		}
+	}
+}
+
+// Held is what uid holds now.
+func (q *Quota) Held(uid uint32) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.held[uid]
+}
+
+// String describes the bound, for the README and logs.
+func (q *Quota) String() string {
+	return fmt.Sprintf("%s: %d per uid, %d for all users (%s beyond)", q.what, q.perUid, q.total, abi.ErrnoName(q.errno))
+}
+
+// Limits are the quotas of one engine, made from the descriptor limit:
+// of N descriptors, sessions take at most N/4 (SessionBudget), users'
+// open files through the mount N/4, their connections N/8, their runs
+// (three pipes each) N/8; what is left is root's and the server's own.
+type Limits struct {
+	Conns   *Quota // socket connections open at once (EAGAIN)
+	Handles *Quota // files open through the mount (EMFILE)
+	Runs    *Quota // runs queued or running (EAGAIN)
+}
+
+// LimitConfig overrides the per-uid bounds (0: the default).
+type LimitConfig struct {
+	ConnsPerUid, HandlesPerUid, RunsPerUid int
+}
+
+// LimitsFromEnv reads per-uid bounds from CTXFS_LIMITS, a comma-separated
+// list of conns=N, open=N and runs=N (what an operator, or a test, sets
+// for the server); anything it does not name keeps its default.
+func LimitsFromEnv(getenv func(string) string) (LimitConfig, error) {
+	var c LimitConfig
+	spec := getenv("CTXFS_LIMITS")
+	if spec == "" {
+		return c, nil
+	}
+	for _, kv := range strings.Split(spec, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return c, fmt.Errorf("CTXFS_LIMITS: %q is not NAME=N with N > 0", kv)
+		}
+		switch k {
+		case "conns":
+			c.ConnsPerUid = n
+		case "open":
+			c.HandlesPerUid = n
+		case "runs":
+			c.RunsPerUid = n
+		default:
+			return c, fmt.Errorf("CTXFS_LIMITS: unknown bound %q (conns, open, runs)", k)
+		}
+	}
+	return c, nil
+}
+
+func newLimits(c LimitConfig) *Limits {
+	n := 1024
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil {
+		n = int(rl.Cur)
+	}
+	or := func(v, def int) int {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	return &Limits{
+		Conns:   newQuota("connections", syscall.EAGAIN, or(c.ConnsPerUid, 64), max(n/8, 16)),
+		Handles: newQuota("open files", syscall.EMFILE, or(c.HandlesPerUid, min(1024, max(n/16, 16))), max(n/4, 16)),
+		Runs:    newQuota("runs", syscall.EAGAIN, or(c.RunsPerUid, 32), max(n/8/3, 8)),
+	}
+}
+
+// Limits are the engine's quotas, for its transports (connections,
+// handles) and itself (runs).
+func (e *Engine) Limits() *Limits { return e.limits }
+
+// runTicket is a place in a caller's quota of runs, taken before anything
+// of a send is written: spent when a run starts (the run gives it back
+// when it is forgotten), else cancelled.
+type runTicket struct {
+	q    *Quota
+	uid  uint32
+	held bool
+}
+
+func (e *Engine) takeRun(uid uint32) (*runTicket, error) {
+	if err := e.limits.Runs.Take(uid); err != nil {
+		return nil, err
+	}
+	return &runTicket{q: e.limits.Runs, uid: uid, held: true}, nil
+}
+
+// spend hands the place to a run that started.
+func (t *runTicket) spend() { t.held = false }
+
+// cancel gives the place back unless a run holds it. Nil-safe.
+func (t *runTicket) cancel() {
+	if t != nil && t.held {
+		t.q.Give(t.uid)
+		t.held = false
+	}
+}

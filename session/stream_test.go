@@ -1,0 +1,53 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// A stream keeps only what its readers have not read: a reader that reads
+// along costs nothing, one that never reads is cut once it is maxBehind
+// behind (its reply says EAGAIN), and the memory held stays bounded.
+func TestStreamIsBounded(t *testing.T) {
+	st := newStream()
+	fast := newReply(nil, st.join())
+	slow := newReply(nil, st.join())
+	frame := proto.NewObject("type", "delta", "text", strings.Repeat("x", 1000))
+	ctx := context.Background()
+	for i := 0; i < 10000; i++ { // ten MiB, more than twice maxBehind
+		st.push(frame)
+		if _, err := fast.Next(ctx); err != nil {
+			t.Fatalf("the reader that reads along: %v", err)
+		}
+		if st.bytes > maxBehind+2000 {
+			t.Fatalf("the stream holds %d bytes, bound %d", st.bytes, maxBehind)
+		}
+	}
+	st.end()
+	// The slow reader gets what it had before it was cut, then EAGAIN.
+	var last *proto.Object
+	for {
+		f, err := slow.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = f
+	}
+	if last == nil || last.Str("type") != "error" || last.Str("code") != "EAGAIN" {
+		t.Fatalf("the reader that never read ends with %v, want an EAGAIN error frame", last)
+	}
+	if _, err := fast.Next(ctx); !errors.Is(err, io.EOF) {
+		t.Fatalf("the fast reader after the end: %v", err)
+	}
+	if st.bytes != 0 {
+		t.Fatalf("%d bytes held after every reader finished", st.bytes)
+	}
+}
