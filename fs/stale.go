@@ -16,14 +16,20 @@ import (
 // fusectl is where the kernel's FUSE control filesystem is mounted.
 const fusectl = "/sys/fs/fuse/connections"
 
+// FSType is what the kernel lists for a ctxfs mount ("fuse." + the
+// MountOptions Name of mountOptions).
+const FSType = "fuse.ctxfs"
+
 // staleProbe is how long a mount may take to answer a stat before it
 // counts as dead.
 const staleProbe = time.Second
 
-// CleanStale makes dir usable again when a FUSE mount is left there: a
-// mount that answers is detached; one that does not (ENOTCONN, an error,
-// or no answer within a second to an open of its root) has its connection aborted through
-// fusectl first, then is detached.
+// CleanStale makes dir usable again when a dead FUSE mount is left there:
+// a mount that does not answer (its connection ended, or no answer within
+// a second to an open of its root: see answers) has its connection
+// aborted through fusectl, then is detached. A mount that answers is left alone: it has a
+// live server, which may be another root's or not ctxfs at all, and
+// detaching it would pull the tree from under that server's callers.
 //
 // The abort matters after a SIGKILL: a server thread that was sending the
 // kernel an invalidation (NotifyContent) may wait, uninterruptibly, for a
@@ -37,12 +43,10 @@ func CleanStale(dir string) {
 	dir = filepath.Clean(dir)
 	for {
 		dev, ok := fuseMountAt(dir)
-		if !ok {
+		if !ok || answers(dir) {
 			return
 		}
-		if !answers(dir) {
-			abortConn(dev)
-		}
+		abortConn(dev)
 		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
 			return
 		}
@@ -53,6 +57,12 @@ func CleanStale(dir string) {
 func IsFUSEMount(dir string) bool {
 	_, ok := fuseMountAt(filepath.Clean(dir))
 	return ok
+}
+
+// LiveFUSEMount reports whether a FUSE mount at dir answers: then
+// something serves it, and nothing here may touch it.
+func LiveFUSEMount(dir string) bool {
+	return IsFUSEMount(dir) && answers(dir)
 }
 
 // AbortDead aborts the connection of a FUSE mount at dir that does not
@@ -66,10 +76,36 @@ func AbortDead(dir string) {
 	}
 }
 
+// CleanDeadCtxfs cleans every ctxfs mount of this mount namespace that no
+// live server answers for (CI leftovers), and returns the directories it
+// cleaned. keep says which mounts to leave alone all the same (a live
+// server owns them although it is slow to answer, or they are outside
+// what the caller cleans); other filesystems, FUSE or not, are never
+// touched. Every probe of a dead mount ends within staleProbe: the abort
+// that follows frees it.
+func CleanDeadCtxfs(keep func(dir string) bool) []string {
+	var cleaned []string
+	ms := fuseMounts()
+	for i := len(ms) - 1; i >= 0; i-- { // topmost first: a probe reaches only the top
+		c := Conn{Dir: ms[i].dir, Dev: ms[i].dev}
+		if ms[i].fstype != FSType || !c.OnTop() || keep(c.Dir) || answers(c.Dir) {
+			continue
+		}
+		c.abort()
+		if c.detach() {
+			cleaned = append(cleaned, c.Dir)
+		}
+	}
+	return cleaned
+}
+
 // answers reports whether the server behind dir answers within
 // staleProbe. It opens the directory: the kernel always asks the server
-// for that (a stat could be answered from its attribute cache). A probe
-// left waiting on a dead mount returns once the connection is aborted.
+// for that (a stat could be answered from its attribute cache). Any reply
+// counts, an error too (a live server whose store went away answers EIO
+// or ENOENT); only an ended connection (ENOTCONN, ECONNABORTED once
+// aborted) or silence means dead. A probe left waiting on a dead mount
+// returns once the connection is aborted.
 func answers(dir string) bool {
 	done := make(chan error, 1)
 	go func() {
@@ -81,51 +117,88 @@ func answers(dir string) bool {
 	}()
 	select {
 	case err := <-done:
-		return err == nil
+		return !errors.Is(err, unix.ENOTCONN) && !errors.Is(err, unix.ECONNABORTED)
 	case <-time.After(staleProbe):
 		return false
 	}
 }
 
 // abortConn ends the FUSE connection whose device is dev (fusectl names
-// connections by the kernel's dev_t: major<<20 | minor).
-func abortConn(dev [2]uint64) {
+// connections by the kernel's dev_t: major<<20 | minor), and returns how
+// many requests were waiting on it ("" when it was already gone). fusectl
+// is mounted when it is not; a second try covers someone unmounting it
+// in between (tests put it back as they found it).
+func abortConn(dev [2]uint64) string {
 	name := filepath.Join(fusectl, strconv.FormatUint(dev[0]<<20|dev[1], 10))
-	if _, err := os.Stat(name); errors.Is(err, os.ErrNotExist) {
-		unix.Mount("fusectl", fusectl, "fusectl", 0, "")
+	for try := 0; try < 2; try++ {
+		if _, err := os.Stat(name); errors.Is(err, os.ErrNotExist) {
+			unix.Mount("fusectl", fusectl, "fusectl", 0, "")
+		}
+		waiting, err := os.ReadFile(filepath.Join(name, "waiting"))
+		if err == nil && os.WriteFile(filepath.Join(name, "abort"), []byte("1\n"), 0) == nil {
+			return strings.TrimSpace(string(waiting))
+		}
 	}
-	os.WriteFile(filepath.Join(name, "abort"), []byte("1\n"), 0)
+	return ""
 }
 
-// fuseMountAt finds the topmost FUSE mount at dir in /proc/self/mountinfo
-// and returns its device (major, minor).
-func fuseMountAt(dir string) (dev [2]uint64, ok bool) {
+// mountEntry is one FUSE mount of /proc/self/mountinfo.
+type mountEntry struct {
+	dir    string
+	fstype string    // "fuse" or "fuse.NAME"
+	dev    [2]uint64 // major, minor: the connection's device
+}
+
+// fuseMounts lists the FUSE mounts of this mount namespace in mountinfo
+// order: of two mounts at one directory, the later is on top.
+func fuseMounts() []mountEntry {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return dev, false
+		return nil
 	}
 	defer f.Close()
+	var ms []mountEntry
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		// id parent major:minor root mountpoint options [optional...] - fstype source super
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i, fl := range fields {
-			if fl == "-" {
-				sep = i
-				break
-			}
+		if m, ok := parseMountinfo(sc.Text()); ok {
+			ms = append(ms, m)
 		}
-		if sep < 5 || sep+1 >= len(fields) || unescapeMount(fields[4]) != dir {
-			continue
+	}
+	return ms
+}
+
+// parseMountinfo reads one mountinfo line if it is a FUSE mount:
+// id parent major:minor root mountpoint options [optional...] - fstype source super
+func parseMountinfo(line string) (m mountEntry, ok bool) {
+	fields := strings.Fields(line)
+	sep := -1
+	for i, fl := range fields {
+		if fl == "-" {
+			sep = i
+			break
 		}
-		if fstype := fields[sep+1]; fstype != "fuse" && !strings.HasPrefix(fstype, "fuse.") {
-			continue
-		}
-		var ma, mi uint64
-		if _, err := fmt.Sscanf(fields[2], "%d:%d", &ma, &mi); err == nil {
-			dev, ok = [2]uint64{ma, mi}, true // the last one listed is on top
+	}
+	if sep < 5 || sep+1 >= len(fields) {
+		return m, false
+	}
+	m.fstype = fields[sep+1]
+	if m.fstype != "fuse" && !strings.HasPrefix(m.fstype, "fuse.") {
+		return m, false
+	}
+	if _, err := fmt.Sscanf(fields[2], "%d:%d", &m.dev[0], &m.dev[1]); err != nil {
+		return m, false
+	}
+	m.dir = unescapeMount(fields[4])
+	return m, true
+}
+
+// fuseMountAt finds the topmost FUSE mount at dir and returns its device
+// (major, minor).
+func fuseMountAt(dir string) (dev [2]uint64, ok bool) {
+	for _, m := range fuseMounts() {
+		if m.dir == dir {
+			dev, ok = m.dev, true // the last one listed is on top
 		}
 	}
 	return dev, ok

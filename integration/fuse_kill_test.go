@@ -19,9 +19,9 @@ import (
 
 // TestKill9WithReadersAndWriters: SIGKILL the server while `tail -f`, a
 // `cat` loop, writers through the mount and socket senders are attached.
-// The next `ctxfs mount` on the same root cleans up the stale mounts; every
-// acknowledged append and every start frame received is recorded once;
-// fsck is clean.
+// The dead mounts are cleaned up (by the server's watchdog, or by the next
+// `ctxfs mount` on the same root); every acknowledged append and every
+// start frame received is recorded once; fsck is clean.
 func TestKill9WithReadersAndWriters(t *testing.T) {
 	s := newFuseServer(t)
 	keepFusectlAsIs(t)
@@ -107,12 +107,14 @@ while True:
 	time.Sleep(1500 * time.Millisecond)
 	dead := s.crash() // SIGKILL, and no unmount by the harness
 	close(stop)
-	// The dead server left its mounts behind. Reading them fails with
-	// ENOTCONN, or, when a server thread died in the middle of an
-	// invalidation, hangs until the connection is aborted: the next mount
-	// must free such callers too.
-	if n := mountsAt(s.mnt("home")); n != 1 {
-		t.Errorf("after the kill: %d mounts at home, want the stale one", n)
+	// The dead server's watchdog aborts its connections and detaches its
+	// mounts at once (TestKill9NoCallerBlocked measures it): reading
+	// fails with ENOTCONN or ECONNABORTED while a mount is still there,
+	// and with ENOENT once it is gone. Without a watchdog, a server thread
+	// that died in the middle of an invalidation would hang such readers
+	// until the connection is aborted: the next mount frees them too.
+	if n := mountsAt(s.mnt("home")); n > 1 {
+		t.Errorf("after the kill: %d mounts at home, want the stale one or none", n)
 	}
 	probe := exec.Command("cat", log)
 	probe.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -124,8 +126,9 @@ while True:
 	go func() { probeErr = probe.Wait(); close(probeDone) }()
 	select {
 	case <-probeDone:
-		if err := probeErr; err == nil || !strings.Contains(probeOut.String(), "not connected") && !strings.Contains(probeOut.String(), "connection abort") {
-			t.Errorf("after the kill, cat of the log: %v %q, want ENOTCONN or ECONNABORTED", err, probeOut.String())
+		out := probeOut.String()
+		if err := probeErr; err == nil || !strings.Contains(out, "not connected") && !strings.Contains(out, "connection abort") && !strings.Contains(out, "No such file") {
+			t.Errorf("after the kill, cat of the log: %v %q, want ENOTCONN, ECONNABORTED or ENOENT", err, out)
 		}
 	case <-time.After(2 * time.Second):
 		t.Logf("after the kill, a read of the old mount hangs (connection not ended)")

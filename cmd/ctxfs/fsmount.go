@@ -1,7 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
 
 	ctxfs "github.com/ctxfs/ctxfs/fs"
 	"github.com/ctxfs/ctxfs/session"
@@ -11,6 +15,7 @@ import (
 type mounted interface {
 	Unmount() error
 	Done() <-chan struct{}
+	Conns() []ctxfs.Conn
 }
 
 // fuseMounts adapts fs.Mounts: Done closes when the kernel ends either
@@ -18,17 +23,52 @@ type mounted interface {
 // half a tree.
 type fuseMounts struct {
 	*ctxfs.Mounts
-	done chan struct{}
+	done  chan struct{}
+	conns []ctxfs.Conn // home and shared, as mounted
 }
 
 func (m fuseMounts) Done() <-chan struct{} { return m.done }
+
+// Conns are the server's connections, for its watchdog.
+func (m fuseMounts) Conns() []ctxfs.Conn { return m.conns }
 
 func mountFS(e *session.Engine, root string) (mounted, error) {
 	ms, err := ctxfs.Mount(e, root, ctxfs.Options{Debug: os.Getenv("CTXFS_DEBUG") != ""})
 	if err != nil {
 		return nil, err
 	}
-	m := fuseMounts{ms, make(chan struct{})}
+	m := fuseMounts{Mounts: ms, done: make(chan struct{})}
+	for _, d := range []string{"home", "shared"} {
+		c, ok := ctxfs.ConnAt(filepath.Join(root, d))
+		if !ok {
+			ms.Unmount()
+			return nil, fmt.Errorf("%s: not mounted after mounting it", c.Dir)
+		}
+		m.conns = append(m.conns, c)
+	}
 	go func() { ms.Wait(); close(m.done) }()
 	return m, nil
+}
+
+// Unmount unmounts the server's own mounts and nothing else. Unmounting is
+// by path: once a mount of ours was taken away (an external umount), or
+// another was mounted over it, the path names someone else's mount. So the
+// usual unmount of both runs only while both are still ours on top;
+// otherwise each that still is gets unmounted alone.
+func (m fuseMounts) Unmount() error {
+	own := 0
+	for _, c := range m.conns {
+		if c.OnTop() {
+			own++
+		}
+	}
+	if own == len(m.conns) {
+		return m.Mounts.Unmount()
+	}
+	for _, c := range m.conns {
+		if c.OnTop() && unix.Unmount(c.Dir, 0) != nil {
+			unix.Unmount(c.Dir, unix.MNT_DETACH) // busy: ours all the same
+		}
+	}
+	return nil
 }

@@ -9,15 +9,19 @@ import (
 	"path/filepath"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent"
 )
 
 const usage = `usage:
   ctxfs mount [--root DIR] [--store DIR] [--foreground]
   ctxfs umount [--root DIR]
+  ctxfs clean-stale [--under DIR]
   ctxfs fsck [--store DIR] [--repair]
   ctxfs space add NAME [--group G] [--root DIR | --store DIR]
 Defaults: --root $CTX_ROOT or /ctx; --store $CTXFS_STORE, else /var/lib/ctxfs
 for root and $XDG_DATA_HOME/ctxfs (~/.local/share/ctxfs) for other users.
+clean-stale detaches every ctxfs mount of the machine that no live server
+answers for (the leftovers of killed servers); it never touches a live one.
 `
 
 func main() {
@@ -31,6 +35,12 @@ func main() {
 		err = cmdMount(os.Args[2:])
 	case "umount", "unmount":
 		err = cmdUmount(os.Args[2:])
+	case "clean-stale":
+		err = cmdCleanStale(os.Args[2:])
+	case "watchdog": // internal: started by the server, see watchdog.go
+		err = cmdWatchdog(os.Args[2:])
+	case agent.EnterCommand: // internal: how a run enters its directory (agent.Enter)
+		os.Exit(agent.EnterMain(os.Args[2:]))
 	case "fsck":
 		os.Exit(cmdFsck(os.Args[2:]))
 	case "space":

@@ -7,13 +7,10 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/ctxfs/ctxfs/agent"
 	ctxfs "github.com/ctxfs/ctxfs/fs"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/server"
@@ -42,15 +39,32 @@ func cmdMount(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Refuse here, before any fork: a background start would otherwise
+	// report the refusal only as "the server did not start".
+	if err := ctxfs.CanMount(); err != nil {
+		return err
+	}
+	if err := refuseServed(root, store); err != nil {
+		return err
+	}
 	if !f.bools["foreground"] {
 		return startBackground(root, store)
 	}
 	return serve(root, store)
 }
 
-// serve runs the server in this process until SIGINT or SIGTERM.
-func serve(root, store string) error {
-	if err := ctxfs.CanMount(); err != nil {
+// refuseServed refuses a root or a store that a live server serves: its
+// mounts are never touched. A dying server is not refused: the server we
+// start waits for it to be gone (lockRoot, lockStore).
+func refuseServed(root, store string) error {
+	h, _, err := rootHolder(root)
+	if err != nil {
+		return err
+	}
+	if h.live() {
+		return servedError(root, h)
+	}
+	if err := refuseLiveMounts(root); err != nil {
 		return err
 	}
 	st, err := storefs.OpenPrivate(store)
@@ -58,22 +72,37 @@ func serve(root, store string) error {
 		return err
 	}
 	defer st.Close()
-	// A server killed while inside the kernel keeps the store lock until
-	// its dead connection is aborted (fs.AbortDead); it lets go of it
-	// shortly after.
-	for _, d := range []string{filepath.Join(root, "home"), filepath.Join(root, "shared")} {
-		ctxfs.AbortDead(d)
+	return refuseServedStore(st)
+}
+
+// serve runs the server in this process until SIGINT or SIGTERM.
+func serve(root, store string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
 	}
-	lock, err := lockStore(st, 5*time.Second)
+	agent.Enter = self // runs enter their directories after exec (agent.Enter)
+	st, err := storefs.OpenPrivate(store)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	pidf, err := lockRoot(root, store)
+	if err != nil {
+		return err
+	}
+	defer unlockRoot(root, pidf)
+	lock, err := lockStore(st, root)
 	if err != nil {
 		return err
 	}
 	defer lock.Close()
-	for _, d := range []string{root, filepath.Join(root, "home"), filepath.Join(root, "shared")} {
-		ctxfs.CleanStale(d) // a dead server's mount must never hang callers
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
+	// From here on a SIGTERM (a `ctxfs umount` while we start) stops the
+	// server once it serves, instead of killing it half mounted.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	if err := prepareMountpoints(root); err != nil {
+		return err
 	}
 	e, err := session.Open(session.Config{Store: store, Root: root})
 	if err != nil {
@@ -90,11 +119,12 @@ func serve(root, store string) error {
 		return err
 	}
 	defer mounts.Unmount()
-	os.WriteFile(pidFile(root), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
-	defer os.Remove(pidFile(root))
+	wd, err := startWatchdog(root, pidf, mounts.Conns())
+	if err != nil {
+		return err
+	}
+	defer wd.Stop() // before the unmount: see fs.Watchdog.Stop
 	reportReady()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	select {
 	case <-sig:
 	case <-mounts.Done():
@@ -102,27 +132,40 @@ func serve(root, store string) error {
 	return nil
 }
 
-// lockStore makes sure one server serves a store at a time. A holder
-// that is still going away (a killed server being reaped) gets up to
-// patience to let go.
-func lockStore(store *storefs.Root, patience time.Duration) (*os.File, error) {
-	l, err := store.OpenFile(".ctxfs.lock", os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
+// prepareMountpoints makes root, root/home and root/shared ready to mount
+// on: a dead server's mount there is cleaned up (a dead mount must never
+// hang callers), and a live one, which no ctxfs of this root serves since
+// we hold its lock, is refused rather than mounted over.
+func prepareMountpoints(root string) error {
+	for _, d := range mountpoints(root) {
+		ctxfs.CleanStale(d)
 	}
-	deadline := time.Now().Add(patience)
-	for unix.Flock(int(l.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
-		if time.Now().After(deadline) {
-			l.Close()
-			return nil, fmt.Errorf("another ctxfs serves %s", store.Path())
+	if err := refuseLiveMounts(root); err != nil {
+		return err
+	}
+	for _, d := range mountpoints(root) {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	return l, nil
+	return nil
 }
 
-// pidFile is where a serving ctxfs leaves its pid, for `ctxfs umount`.
-func pidFile(root string) string { return filepath.Join(root, "agent", ".ctxfs.pid") }
+// mountpoints are root and the two mounts below it.
+func mountpoints(root string) []string {
+	return []string{root, filepath.Join(root, "home"), filepath.Join(root, "shared")}
+}
+
+// refuseLiveMounts refuses to mount over a live FUSE mount at root: with
+// no live server holding root's pid file, it is someone else's.
+func refuseLiveMounts(root string) error {
+	for _, d := range mountpoints(root) {
+		if ctxfs.LiveFUSEMount(d) {
+			return fmt.Errorf("%s is mounted by a live FUSE server that does not hold %s; unmount it first", d, pidFile(root))
+		}
+	}
+	return nil
+}
 
 // reportReady tells a waiting background `ctxfs mount` that we serve.
 func reportReady() {
@@ -181,40 +224,4 @@ func startBackground(root, store string) error {
 		tail = tail[len(tail)-2000:]
 	}
 	return fmt.Errorf("the server did not start; its log (%s) ends:\n%s", logPath, tail)
-}
-
-// cmdUmount stops the server serving root and unmounts cleanly; leftovers
-// of a dead server are unmounted lazily.
-func cmdUmount(args []string) error {
-	f, err := parseFlags(args, []string{"root"}, nil)
-	if err != nil {
-		return err
-	}
-	root, err := f.absFlag("root", defaultRoot())
-	if err != nil {
-		return err
-	}
-	if b, err := os.ReadFile(pidFile(root)); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && syscall.Kill(pid, syscall.SIGTERM) == nil {
-			waitGone(pid, 10*time.Second)
-		}
-	}
-	for _, d := range []string{filepath.Join(root, "home"), filepath.Join(root, "shared")} {
-		if ctxfs.IsFUSEMount(d) {
-			if err := unix.Unmount(d, 0); err != nil {
-				ctxfs.CleanStale(d)
-			}
-		}
-	}
-	return nil
-}
-
-func waitGone(pid int, limit time.Duration) {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if syscall.Kill(pid, 0) != nil {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
