@@ -2,6 +2,7 @@ package session
 
 import (
 	"encoding/json"
+	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -116,7 +117,7 @@ func (b *batch) add(rn *run, fr *proto.Object) {
 	b.push = append(b.push, fr)
 	if fr.Str("type") == proto.FrameDelta {
 		text, _ := fr.String("text")
-		rn.deltas.WriteString(text)
+		rn.deltas = append(rn.deltas, text) // pieces: no copy that doubles as it grows
 		return
 	}
 	b.events = append(b.events, fr.Line()...)
@@ -137,19 +138,36 @@ func (rn *run) recordBatch(frames []*proto.Object, final bool, status string) {
 	if rn.broken != nil {
 		return // the run ended when its batch failed; what came after is dropped
 	}
-	s := rn.s
 	var b batch
 	for _, fr := range frames {
 		b.add(rn, fr)
 	}
-	var done *proto.Object
-	if final {
-		done = rn.closing(&b, status)
+	if !final {
+		rn.commit(&b)
+		return
 	}
+	if status != abi.StateCancelled && !rn.sawMsg && len(rn.deltas) > 0 {
+		// The streamed text is the run's answer: recorded after the
+		// batch's own frames, a message at a time.
+		if !rn.commit(&b) || !rn.recordDeltaText() {
+			return
+		}
+	}
+	done := rn.closing(&b, status)
+	if rn.commit(&b) {
+		rn.end(done)
+	}
+}
+
+// commit writes a batch durably as one unit, then hands its frames to the
+// readers, and empties it. A batch that cannot be recorded ends the run
+// (fail) and commit reports false.
+func (rn *run) commit(b *batch) bool {
+	s := rn.s
 	if len(b.events) > 0 || len(b.msgs) > 0 {
 		if err := s.appendBoth(b.events, b.msgs); err != nil {
 			rn.fail(err)
-			return
+			return false
 		}
 		if b.latest != nil {
 			s.writeLatest(b.latest)
@@ -159,9 +177,38 @@ func (rn *run) recordBatch(frames []*proto.Object, final bool, status string) {
 	for _, fr := range b.push {
 		rn.stream.push(fr)
 	}
-	if final {
-		rn.end(done)
+	*b = batch{}
+	return true
+}
+
+// recordDeltaText records the text a run streamed as deltas, with no
+// message to carry it, as assistant messages of at most maxMessageText
+// bytes each (one line may hold at most abi.MaxLineBytes), one durable
+// append each: the run holds at most one message's copy of its text
+// besides the pieces, which are let go as they are recorded.
+func (rn *run) recordDeltaText() bool {
+	var text strings.Builder
+	flush := func() bool {
+		if text.Len() == 0 {
+			return true
+		}
+		parts := []*proto.Object{proto.NewObject("type", "text", "text", text.String())}
+		var b batch
+		b.add(rn, stamp(proto.NewObject("type", proto.FrameMessage, "role", "assistant", "content", parts), rn.id, time.Now()))
+		text.Reset()
+		return rn.commit(&b)
 	}
+	for i, piece := range rn.deltas {
+		rn.deltas[i] = ""
+		for _, chunk := range splitText(piece, maxMessageText) {
+			if text.Len()+len(chunk) > maxMessageText && !flush() {
+				return false
+			}
+			text.WriteString(chunk)
+		}
+	}
+	rn.deltas = nil
+	return flush()
 }
 
 // fail ends a run whose frames could not be recorded (a full disk, an
@@ -190,18 +237,10 @@ func (rn *run) fail(err error) {
 	rn.end(done)
 }
 
-// closing adds the end of a run to the final batch: the assistant text
-// streamed as deltas when no message carried it (as several messages when
-// it is longer than one line may hold), done, and the session's new state
-// when no other run is active.
+// closing adds the end of a run to the final batch: done, and the
+// session's new state when no other run is active.
 func (rn *run) closing(b *batch, status string) *proto.Object {
 	now := time.Now()
-	if status != abi.StateCancelled && !rn.sawMsg && rn.deltas.Len() > 0 {
-		for _, text := range splitText(rn.deltas.String(), maxMessageText) {
-			parts := []*proto.Object{proto.NewObject("type", "text", "text", text)}
-			b.add(rn, stamp(proto.NewObject("type", proto.FrameMessage, "role", "assistant", "content", parts), rn.id, now))
-		}
-	}
 	done := proto.NewObject("type", proto.FrameDone, "run", rn.id, "status", status, "ts", abi.TS(now))
 	b.events = append(b.events, done.Line()...)
 	rn.s.mu.Lock()

@@ -29,11 +29,11 @@ type run struct {
 	// mu is held while a batch is recorded and handed to the readers, so
 	// that resume never sees a frame both in the log and in the stream.
 	mu     sync.Mutex
-	phase  string // "queued" or "running"
-	sawMsg bool   // an assistant message was recorded
-	deltas strings.Builder
-	broken error // the first record that failed: nothing more is recorded
-	ending bool  // the final batch has begun (guarded by s.mu)
+	phase  string   // "queued" or "running"
+	sawMsg bool     // an assistant message was recorded
+	deltas []string // text streamed as deltas, in pieces, until it is recorded
+	broken error    // the first record that failed: nothing more is recorded
+	ending bool     // the final batch has begun (guarded by s.mu)
 	// finalState is the state the final batch recorded ("" when another
 	// run was still active).
 	finalState string

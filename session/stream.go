@@ -15,7 +15,7 @@ import (
 // read yet, and a reader further behind than this is cut (its reply ends
 // with an EAGAIN error frame; `resume` follows the run again from its
 // record). A client that never reads costs the server at most this much.
-const maxBehind = 4 << 20
+const maxBehind = 1 << 20
 
 // stream is the live frames of one run for the readers that follow it
 // (the sender, replays and resumes joined while it runs). It keeps a frame

@@ -1,0 +1,162 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestFullDisk: a store on a small tmpfs, filled until sends and appends
+// through the mount are refused with ENOSPC. A refused send leaves the
+// session's files as they were; no client ever gets a frame that is not recorded (every frame
+// but deltas is in events.jsonl); a refused append fails its write or its
+// close with ENOSPC; the logs end in whole lines and fsck is clean; once
+// space is freed, sends work again.
+func TestFullDisk(t *testing.T) {
+	requireFUSE(t)
+	base := t.TempDir()
+	os.Chmod(base, 0o755)
+	tmpfs := filepath.Join(base, "small")
+	mustT(t, os.Mkdir(tmpfs, 0o700))
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=3m,mode=0700", "tmpfs", tmpfs).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", tmpfs).Run() }) // after the server stops (cleanups run last first)
+	s := newServerWith(t, func(s *server) {
+		s.store = filepath.Join(tmpfs, "store")
+		// An agent whose answer is larger than the room left.
+		s.define("big", map[string]string{"abi": "jsonl",
+			"program": "#!/bin/sh\nprintf '{\"type\":\"message\",\"role\":\"assistant\",\"content\":\"%0200000d\"}\\n' 0\n"})
+	})
+	openToAll(t, s.root)
+	s.send("full", "warm", "first")
+	s.mustRequest("big", `{"op":"send","id":"warm","session":"full","input":"first"}`)
+	// Fill the disk but for a little, with a file that is not the store's.
+	filler := filepath.Join(tmpfs, "filler")
+	var st syscall.Statfs_t
+	mustT(t, syscall.Statfs(tmpfs, &st))
+	mustT(t, os.WriteFile(filler, make([]byte, int64(st.Bavail)*st.Bsize-64<<10), 0o600))
+
+	// A run whose start fits and whose answer does not: it ends with its
+	// error and done error recorded, and its client gets nothing else.
+	bigDir := filepath.Join(s.store, "home/0/agent/big/session/full")
+	frames, err := s.request("big", `{"op":"send","id":"b1","session":"full","input":"answer big"}`)
+	if err != nil || frames[0]["type"] != "start" {
+		t.Fatalf("the big answer's send: %v %v", err, frames)
+	}
+	everyFrameRecorded(t, frames, filepath.Join(bigDir, "events.jsonl"))
+	if last := frames[len(frames)-1]; last["status"] != "error" || !hasCode(frames, "ENOSPC") {
+		t.Fatalf("a run whose answer does not fit: %v", frames)
+	}
+	if st := fileBytes(t, filepath.Join(bigDir, "state")); st != "error\n" {
+		t.Fatalf("state after a run that could not be recorded: %q", st)
+	}
+
+	input := strings.Repeat("z", 20<<10)
+	refused, failedRuns := 0, 0
+	for i := 0; i < 20; i++ {
+		dir := s.sessionDir(0, "coder", "full")
+		before := contents(t, dir)
+		frames, err := s.request("coder", fmt.Sprintf(`{"op":"send","id":"f%d","session":"full","input":%q}`, i, input))
+		if err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		if frames[0]["type"] == "error" {
+			if frames[0]["code"] != "ENOSPC" {
+				t.Fatalf("send %d refused with %v, want ENOSPC", i, frames[0])
+			}
+			same(t, "a send refused on a full disk", before, contents(t, dir))
+			refused++
+			continue
+		}
+		everyFrameRecorded(t, frames, filepath.Join(dir, "events.jsonl"))
+		if last := frames[len(frames)-1]; last["status"] != "ok" {
+			failedRuns++
+		}
+	}
+	t.Logf("%d sends refused, %d runs ended in error on the full disk", refused, failedRuns)
+	if refused == 0 {
+		t.Fatal("no send was refused on a full disk")
+	}
+	// An append through the mount on the full disk: refused at the write
+	// or at the close, with ENOSPC, and nothing of it in the log.
+	logPath := s.mnt(sessRel("full") + "/messages.jsonl")
+	msgs := fileBytes(t, filepath.Join(s.sessionDir(0, "coder", "full"), "messages.jsonl"))
+	err = appendMnt(logPath, `{"role":"user","content":"`+strings.Repeat("a", 200<<10)+`"}`+"\n")
+	wantErrno(t, "an append on a full disk", err, syscall.ENOSPC)
+	if got := fileBytes(t, filepath.Join(s.sessionDir(0, "coder", "full"), "messages.jsonl")); got != msgs {
+		t.Fatal("a refused append reached the log")
+	}
+	// Space again: sends work, and the store proves its history.
+	mustT(t, os.Remove(filler))
+	frames = s.mustRequest("coder", `{"op":"send","id":"after","session":"full","input":"room again"}`)
+	if last := frames[len(frames)-1]; last["type"] != "done" || last["status"] != "ok" {
+		t.Fatalf("a send after space was freed: %v", frames)
+	}
+	if out, code := s.fsck(); code != 0 {
+		t.Fatalf("fsck after a full disk: exit %d\n%s", code, out)
+	}
+}
+
+// contents is every file of a session directory but its seals, by
+// content: a write that fails on a full disk is taken back, so the history
+// is as it was, though the files' times, and the seal that vouches for the
+// same content, may have moved.
+func contents(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, e := range mustReadDir(t, dir) {
+		if e.Type().IsRegular() {
+			out[e.Name()] = fileBytes(t, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out
+}
+
+func mustReadDir(t *testing.T, dir string) []os.DirEntry {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	mustT(t, err)
+	return ents
+}
+
+// hasCode reports whether an error frame with code is among frames.
+func hasCode(frames []frame, code string) bool {
+	for _, f := range frames {
+		if f["type"] == "error" && f["code"] == code {
+			return true
+		}
+	}
+	return false
+}
+
+// everyFrameRecorded fails unless every frame of a reply but deltas is a
+// line of events.jsonl (the same JSON object), and the reply ends in done.
+func everyFrameRecorded(t *testing.T, frames []frame, events string) {
+	t.Helper()
+	recorded := map[string]bool{}
+	for _, l := range strings.Split(fileBytes(t, events), "\n") {
+		var o map[string]any
+		if json.Unmarshal([]byte(l), &o) == nil {
+			b, _ := json.Marshal(o)
+			recorded[string(b)] = true
+		}
+	}
+	for _, f := range frames {
+		if f["type"] == "delta" {
+			continue
+		}
+		b, _ := json.Marshal(f)
+		if !recorded[string(b)] {
+			t.Fatalf("a client got a frame that is not recorded: %s", b)
+		}
+	}
+	if last := frames[len(frames)-1]; last["type"] != "done" {
+		t.Fatalf("a reply that does not end in done: %v", last)
+	}
+}

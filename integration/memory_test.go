@@ -1,0 +1,76 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// vmKB reads a field (VmRSS, VmHWM) of /proc/PID/status, in KiB.
+func vmKB(t *testing.T, pid int, field string) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	mustT(t, err)
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, field+":"); ok {
+			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+// TestClientsThatDoNotRead: ten runs that each stream 8 MiB of deltas to a
+// client that sends its request and never reads. The server keeps, per
+// run, the streamed text until it is recorded as the run's answer, and at
+// most 1 MiB of frames its reader has not read, not everything streamed to
+// it: its peak resident memory grows by less than twice 10 × (8 + 1) MiB
+// (the garbage collector lets the heap grow to twice what is live) and a
+// margin, and every run ends recorded. (With the text held in one buffer
+// that doubled as it grew, and every frame kept for late readers, the same
+// runs took the server to 580 MiB.)
+func TestClientsThatDoNotRead(t *testing.T) {
+	s := newServerWith(t, func(s *server) {
+		s.define("flood", map[string]string{"abi": "jsonl",
+			"program": "#!/bin/sh\ni=0\nwhile [ $i -lt 8192 ]; do printf '{\"type\":\"delta\",\"text\":\"%01000d\"}\\n' 0; i=$((i+1)); done\n"})
+	})
+	pid := s.cmd.Process.Pid
+	base := vmKB(t, pid, "VmRSS")
+	script := `
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+s.sendall(sys.argv[2].encode() + b"\n")
+time.sleep(float(sys.argv[3]))
+`
+	var wg sync.WaitGroup
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runCmd(t, nil, nil, "/usr/bin/python3", "-c", script, s.root+"/agent/flood.sock",
+				fmt.Sprintf(`{"op":"send","id":"n%d","session":"n%d","input":"go"}`, i, i), "15")
+		}()
+	}
+	// The runs end (recorded) while their clients still do not read.
+	eventually(t, 60*time.Second, "ten flooding runs done", func() bool {
+		n := 0
+		for i := 0; i < 10; i++ {
+			if readFileMaybe(s.sessionDirAgent(0, "flood", fmt.Sprintf("n%d", i))+"/state") == "done\n" {
+				n++
+			}
+		}
+		return n == 10
+	})
+	peak := vmKB(t, pid, "VmHWM")
+	wg.Wait()
+	growth := (peak - base) / 1024
+	t.Logf("server resident memory: %d MiB before, peak %d MiB (+%d MiB) for 10 runs × 8 MiB streamed to clients that do not read", base/1024, peak/1024, growth)
+	if growth > 2*10*(8+1)+64 {
+		t.Fatalf("peak resident memory grew by %d MiB", growth)
+	}
+}
