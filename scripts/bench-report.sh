@@ -10,5 +10,5 @@ echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "kernel: $(uname -r), cores: $(nproc), go: $(go env GOVERSION)"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 start=$(date +%s)
-go test -run='^$' -bench=. -benchtime="$bt" -timeout 30m ./session/... ./index/... ./integration/...
+go test -run='^$' -bench=. -benchtime="$bt" -timeout 30m ./session/... ./index/... ./server/... ./integration/...
 echo "wall: $(( $(date +%s) - start )) s; load after: $(cut -d' ' -f1-3 /proc/loadavg)"
