@@ -150,7 +150,7 @@ func TestRunQuota(t *testing.T) {
 }
 
 // TestManySessionsFewDescriptors: with a descriptor limit of 256, sends to
-// 1,200 sessions from 8 clients all succeed, and the server never holds
+// 10,000 sessions from 8 clients all succeed, and the server never holds
 // more descriptors than its limit allows (its session cache closes the
 // sessions nobody uses).
 func TestManySessionsFewDescriptors(t *testing.T) {
@@ -172,12 +172,12 @@ func TestManySessionsFewDescriptors(t *testing.T) {
 		}
 	}()
 	var wg sync.WaitGroup
-	failures := make(chan string, 1200)
+	failures := make(chan string, 10000)
 	for c := 0; c < 8; c++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := c; i < 1200; i += 8 {
+			for i := c; i < 10000; i += 8 {
 				frames, err := s.request("coder", fmt.Sprintf(`{"op":"send","id":"m%d","session":"many-%d","input":"x"}`, i, i))
 				if err != nil || len(frames) == 0 || frames[len(frames)-1]["type"] != "done" {
 					failures <- fmt.Sprintf("session %d: %v %v", i, err, frames)
