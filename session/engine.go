@@ -159,11 +159,7 @@ func (e *Engine) Close() error {
 	return first
 }
 
-// Store is the store directory.
-func (e *Engine) Store() string { return e.cfg.Store }
 
-// Root is the mount root.
-func (e *Engine) Root() string { return e.cfg.Root }
 
 // OnChange registers fn to be told the store-relative path of every file the
 // engine changes. fn is called from the engine's own goroutine, never while

@@ -67,12 +67,6 @@ func (q *Quota) Give(uid uint32) {
 	}
 }
 
-// Held is what uid holds now.
-func (q *Quota) Held(uid uint32) int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.held[uid]
-}
 
 // String describes the bound, for the README and logs.
 func (q *Quota) String() string {
