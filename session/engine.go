@@ -159,8 +159,6 @@ func (e *Engine) Close() error {
 	return first
 }
 
-
-
 // OnChange registers fn to be told the store-relative path of every file the
 // engine changes. fn is called from the engine's own goroutine, never while
 // the engine holds a lock that a FUSE handler may wait for.

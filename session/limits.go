@@ -67,7 +67,6 @@ func (q *Quota) Give(uid uint32) {
 	}
 }
 
-
 // String describes the bound, for the README and logs.
 func (q *Quota) String() string {
 	return fmt.Sprintf("%s: %d per uid, %d for all users (%s beyond)", q.what, q.perUid, q.total, abi.ErrnoName(q.errno))
