@@ -219,6 +219,13 @@ type freeFile struct {
 
 func newFreeFile(f *os.File) *freeFile { return &freeFile{LoopbackFile: fs.NewLoopbackFileFromOS(f)} }
 
+// Ioctl is refused (ENOTTY): go-fuse's loopback would run the caller's
+// ioctl as root on the store's file, with root's privileges (set the
+// immutable flag, swap an ext4 boot inode, …), which no user may have.
+func (f *freeFile) Ioctl(ctx context.Context, cmd uint32, arg uint64, input []byte, output []byte) (int32, syscall.Errno) {
+	return 0, syscall.ENOTTY
+}
+
 func (f *freeFile) Release(ctx context.Context) syscall.Errno {
 	bad := f.LoopbackFile.Release(ctx)
 	f.giveBack()

@@ -469,3 +469,33 @@ func TestSharedSpace(t *testing.T) {
 	wantErr(t, "mkdir bad space name", os.Mkdir(v.p("shared/bad name"), 0o770), syscall.EINVAL)
 	wantErr(t, "shared/team/history", os.Mkdir(space+"/history", 0o770), syscall.EPERM)
 }
+
+// No ioctl reaches the store through a free tree: the server would make it
+// as root, with root's privileges (FS_IOC_SETFLAGS setting the immutable
+// flag needs CAP_LINUX_IMMUTABLE, which users lack). It is refused
+// (ENOTTY), and the store's file keeps its flags.
+func TestFreeTreeRefusesIoctl(t *testing.T) {
+	v := mountEnv(t)
+	v.session()
+	f := v.p(agentRel + "/root/immutable")
+	inStore := v.store + "/" + agentRel + "/root/immutable"
+	mustOK(t, "write", os.WriteFile(f, []byte("x"), 0o644))
+	t.Cleanup(func() { exec.Command("chattr", "-i", inStore).Run() }) // should the test fail
+	py := `
+import fcntl, os, struct, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+try:
+    fcntl.ioctl(fd, 0x40086602, struct.pack("l", 0x10))  # FS_IOC_SETFLAGS, FS_IMMUTABLE_FL
+    print("set")
+except OSError as e:
+    print(e.strerror)
+`
+	out, err := exec.Command("/usr/bin/python3", "-c", py, f).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "Inappropriate ioctl for device" {
+		t.Fatalf("FS_IOC_SETFLAGS through the mount: %v %q, want ENOTTY", err, out)
+	}
+	if out, err := exec.Command("lsattr", inStore).CombinedOutput(); err != nil || strings.Contains(strings.Fields(string(out))[0], "i") {
+		t.Fatalf("the store's file: %v %s", err, out)
+	}
+	mustOK(t, "remove", os.Remove(f))
+}
