@@ -96,7 +96,7 @@ func Load(root *storefs.Root, container string, own storefs.Owner) (*Index, erro
 	if err := x.makeDirs(); err != nil {
 		return nil, err
 	}
-	x.removeTemps()
+	x.root.RemoveTemps(x.idx, nil) // the entry directories are cleaned as they load
 	ss, err := x.scanSessions()
 	if err != nil {
 		return nil, err

@@ -3,7 +3,6 @@ package index
 import (
 	"errors"
 	"io/fs"
-	"path"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -108,28 +107,6 @@ func ioErr(op, p string, err error) *abi.Error {
 		c.Op, c.Path = op, p
 		return &c
 	}
-	msg := err.Error()
-	var pe *fs.PathError
-	var ue *storefs.UnsafeError
-	switch {
-	case errors.As(err, &ue):
-		msg = ue.What // the path is already in Path
-	case errors.As(err, &pe):
-		msg = pe.Err.Error()
-	}
-	return &abi.Error{Op: op, Path: p, Errno: abi.Errno(err), Msg: msg}
-}
-
-// removeTemps removes from index/ what interrupted replaces left there
-// (the entry directories are cleaned as they are loaded).
-func (x *Index) removeTemps() {
-	ents, err := x.root.ReadDir(x.idx)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if storefs.IsReplaceTemp(e.Name) {
-			x.root.Remove(path.Join(x.idx, e.Name))
-		}
-	}
+	// The path is already in Path.
+	return &abi.Error{Op: op, Path: p, Errno: abi.Errno(err), Msg: storefs.Words(err)}
 }

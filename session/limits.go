@@ -67,11 +67,6 @@ func (q *Quota) Give(uid uint32) {
 	}
 }
 
-// String describes the bound, for the README and logs.
-func (q *Quota) String() string {
-	return fmt.Sprintf("%s: %d per uid, %d for all users (%s beyond)", q.what, q.perUid, q.total, abi.ErrnoName(q.errno))
-}
-
 // Limits are the quotas of one engine, made from the descriptor limit:
 // of N descriptors, sessions take at most N/4 (SessionBudget), users'
 // open files through the mount N/4, their connections N/8, their runs

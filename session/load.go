@@ -116,7 +116,7 @@ func (e *Engine) load(r Ref) (*sess, error) {
 		return nil, &storefs.UnsafeError{Op: "session", Path: e.root.Show(rel), What: storefs.TypeName(st.Mode) + ", not a directory"}
 	}
 	e.Index(r.Container) // loading the container's index clears its leftovers
-	e.removeLeftovers(rel, false)
+	e.root.RemoveTemps(rel, nil)
 	s := newSess(e, r)
 	s.rel = rel
 	perm := os.FileMode(st.Mode).Perm()
@@ -268,7 +268,7 @@ func (e *Engine) Index(ct Container) (*index.Index, error) {
 		// No session of this container is being created before its index
 		// is loaded (createDir loads it first), so what is half built
 		// here is what a crash left.
-		e.removeLeftovers(rel, true)
+		e.root.RemoveTemps(rel, isNewDir)
 		own := privateOwner(st.Uid, st.Gid)
 		if space, ok := strings.CutPrefix(ct.Home, "shared/"); ok {
 			sp, err := e.spaceStat(space)

@@ -165,37 +165,11 @@ func notFound(op, name string) error {
 	return &abi.Error{Op: op, Path: name, Errno: syscall.ENOENT, Msg: "no such session"}
 }
 
-// errWords is what went wrong, without a path: "missing", what an unsafe
-// place holds, or the errno's words.
+// errWords is what went wrong, without a path: "missing", or
+// storefs.Words.
 func errWords(err error) string {
-	var ue *storefs.UnsafeError
-	var pe *fs.PathError
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	if errors.Is(err, fs.ErrNotExist) {
 		return "missing"
-	case errors.As(err, &ue):
-		return ue.What
-	case errors.As(err, &pe):
-		return pe.Err.Error()
 	}
-	return err.Error()
-}
-
-// removeLeftovers removes from the directory rel what interrupted writes
-// left there: temporaries of atomic replaces and, with newDirs, the
-// half-built directories of session creations. Callers run it when they
-// load the directory, before anything of theirs can be in flight there.
-func (e *Engine) removeLeftovers(rel string, newDirs bool) {
-	ents, err := e.root.ReadDir(rel)
-	if err != nil {
-		return
-	}
-	for _, ent := range ents {
-		switch {
-		case storefs.IsReplaceTemp(ent.Name):
-			e.root.Remove(rel + "/" + ent.Name)
-		case newDirs && isNewDir(ent.Name):
-			e.root.RemoveAll(rel + "/" + ent.Name)
-		}
-	}
+	return storefs.Words(err)
 }

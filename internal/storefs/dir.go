@@ -100,6 +100,25 @@ func IsReplaceTemp(name string) bool {
 	return len(suffix) == 16 && err == nil && strings.ToLower(suffix) == suffix
 }
 
+// RemoveTemps removes from the directory dir the temporaries that
+// interrupted ReplaceFile calls left, and the entries also names (the
+// caller's own leftovers, removed whole). Callers run it when they load
+// the directory, before anything of theirs can be in flight there.
+func (r *Root) RemoveTemps(dir string, also func(name string) bool) {
+	ents, err := r.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		switch {
+		case IsReplaceTemp(e.Name):
+			r.Remove(join(dir, e.Name))
+		case also != nil && also(e.Name):
+			r.RemoveAll(join(dir, e.Name))
+		}
+	}
+}
+
 // MkdirTemp makes a new directory named prefix+random in dir with perm and
 // returns its path.
 func (r *Root) MkdirTemp(dir, prefix string, perm os.FileMode) (string, error) {

@@ -108,6 +108,20 @@ func (e *UnsafeError) Error() string { return e.Op + " " + e.Path + ": " + e.Wha
 // Unwrap makes errors.Is(err, syscall.EIO) and abi.Errno(err) see EIO.
 func (e *UnsafeError) Unwrap() error { return syscall.EIO }
 
+// Words is an error's own words, without the path that an *fs.PathError
+// or an *UnsafeError adds (for callers that name the path themselves).
+func Words(err error) string {
+	var pe *fs.PathError
+	var ue *UnsafeError
+	switch {
+	case errors.As(err, &ue):
+		return ue.What
+	case errors.As(err, &pe):
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
 // IsUnsafe reports whether err is (or wraps) an *UnsafeError.
 func IsUnsafe(err error) bool {
 	var u *UnsafeError

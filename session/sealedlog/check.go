@@ -62,7 +62,7 @@ func (l *Log) checkSeal() error {
 	case errors.Is(err, os.ErrNotExist):
 		return l.damaged("seal is missing")
 	case storefs.IsUnsafe(err):
-		return l.damaged("seal: " + errText(err))
+		return l.damaged("seal: " + storefs.Words(err))
 	case err != nil:
 		return osError("check", l.sealName(), err)
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
@@ -83,7 +83,7 @@ func (l *Log) reverify() error {
 	case errors.Is(err, os.ErrNotExist):
 		return l.damaged("log file is missing")
 	case storefs.IsUnsafe(err):
-		return l.damaged(errText(err))
+		return l.damaged(storefs.Words(err))
 	case err != nil:
 		return osError("check", l.name(), err)
 	}

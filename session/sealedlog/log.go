@@ -219,7 +219,7 @@ func Open(at Place) (*Log, error) {
 	}
 	l, err := openExamined(at, f, seal)
 	if err == nil && storefs.IsUnsafe(serr) {
-		l.bad = unprovable(l.name(), "seal: "+errText(serr)) // say what is there instead
+		l.bad = unprovable(l.name(), "seal: "+storefs.Words(serr)) // say what is there instead
 	}
 	if err != nil {
 		f.Close()
@@ -235,7 +235,7 @@ func Open(at Place) (*Log, error) {
 // holds, or missing.
 func what(err error, missing string) string {
 	if storefs.IsUnsafe(err) {
-		return errText(err)
+		return storefs.Words(err)
 	}
 	return missing
 }

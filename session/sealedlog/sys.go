@@ -2,7 +2,6 @@ package sealedlog
 
 import (
 	"errors"
-	"io/fs"
 	"os"
 	"strings"
 	"syscall"
@@ -42,21 +41,7 @@ func osError(op, path string, err error) error {
 	if errors.As(err, &ae) {
 		return err
 	}
-	return &abi.Error{Op: op, Path: path, Errno: abi.Errno(err), Msg: errText(err)}
-}
-
-// errText is an error's own words, without the path an *fs.PathError or
-// a *storefs.UnsafeError adds.
-func errText(err error) string {
-	var pe *fs.PathError
-	var ue *storefs.UnsafeError
-	switch {
-	case errors.As(err, &ue):
-		return ue.What
-	case errors.As(err, &pe):
-		return pe.Err.Error()
-	}
-	return err.Error()
+	return &abi.Error{Op: op, Path: path, Errno: abi.Errno(err), Msg: storefs.Words(err)}
 }
 
 // unprovable is the EIO error of a log whose history cannot be proven.

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 )
 
 // scanResult is what one pass over a log found: its length, the SHA-256 of
@@ -262,12 +263,12 @@ func openAndExamine(at Place, flags int) (ex *examination, done func(), prob *Pr
 		return nil, nil, &Problem{Path: at.Root.Show(at.Log), What: "log file is missing"}
 	}
 	if err != nil {
-		return nil, nil, &Problem{Path: at.Root.Show(at.Log), What: "cannot open log: " + errText(err)}
+		return nil, nil, &Problem{Path: at.Root.Show(at.Log), What: "cannot open log: " + storefs.Words(err)}
 	}
 	seal, err := at.Root.OpenFile(at.Seal, flags, 0)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		logF.Close()
-		return nil, nil, &Problem{Path: at.Root.Show(at.Seal), What: "cannot open seal: " + errText(err)}
+		return nil, nil, &Problem{Path: at.Root.Show(at.Seal), What: "cannot open seal: " + storefs.Words(err)}
 	}
 	done = func() {
 		logF.Close()
@@ -278,7 +279,7 @@ func openAndExamine(at Place, flags int) (ex *examination, done func(), prob *Pr
 	ex, err = examine(at, logF, seal)
 	if err != nil {
 		done()
-		return nil, nil, &Problem{Path: at.Root.Show(at.Log), What: errText(err)}
+		return nil, nil, &Problem{Path: at.Root.Show(at.Log), What: storefs.Words(err)}
 	}
 	ex.logF, ex.sealF = logF, seal
 	return ex, done, nil
