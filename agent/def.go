@@ -196,6 +196,9 @@ func (d *Definition) readIsolation() error {
 	if v != IsolationNone && v != IsolationChroot {
 		return d.invalid("isolation", "%q is neither none nor chroot", v)
 	}
+	if v == IsolationChroot && d.Kind != abi.KindAgent {
+		return d.invalid("isolation", "a model has no chroot root/ to be confined to")
+	}
 	d.Isolation = v
 	return nil
 }

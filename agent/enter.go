@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"fmt"
 	"os"
 	"syscall"
 )
@@ -27,19 +26,17 @@ var Enter string
 
 // EnterMain is `ctxfs __enter DIR PROGRAM`: chdir to DIR (as the run's
 // uid, through the mount), then exec PROGRAM with the environment it was
-// given. It returns only on failure, after saying why on stderr; the run
-// then ends with the exit status 127 (as a shell's "cannot execute").
+// given. It returns only on failure, after reporting it on the setup pipe
+// (setupFD); the run then fails with that errno and those words.
 func EnterMain(args []string) int {
+	closeOnExec()
 	if len(args) != 2 {
-		fmt.Fprintln(os.Stderr, "ctxfs: usage: ctxfs __enter DIR PROGRAM")
-		return 2
+		return setupFailed(syscall.EINVAL, "usage: ctxfs %s DIR PROGRAM", EnterCommand)
 	}
 	dir, prog := args[0], args[1]
-	if err := os.Chdir(dir); err != nil {
-		fmt.Fprintf(os.Stderr, "ctxfs: cannot enter the run's working directory: %v\n", err)
-		return 127
+	if err := syscall.Chdir(dir); err != nil {
+		return setupFailed(errnoOf(err), "cannot enter the run's working directory %s: %v", dir, err)
 	}
 	err := syscall.Exec(prog, []string{prog}, os.Environ())
-	fmt.Fprintf(os.Stderr, "ctxfs: cannot execute %s: %v\n", prog, err)
-	return 127
+	return setupFailed(errnoOf(err), "cannot execute %s: %v", prog, err)
 }

@@ -38,6 +38,17 @@ var programTypes = map[string]bool{
 func (p *program) startReaders(s Spec) {
 	var wg sync.WaitGroup
 	wg.Add(2)
+	if p.setup != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.setupErr = readSetup(p.setup)
+			p.setup.Close()
+			if p.setupErr != nil {
+				p.frames <- proto.ErrorFrame(p.setupErr)
+			}
+		}()
+	}
 	go func() {
 		defer wg.Done()
 		if s.Def.ABI == ABIText {

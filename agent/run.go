@@ -27,6 +27,7 @@ type Spec struct {
 	Input                 string            // written to stdin, then EOF
 	Dir                   string            // host working directory, already resolved
 	Env                   map[string]string // CTX_* and PATH, filled by the caller
+	Jail                  *Jail             // with isolation chroot: the jail, made ready by the caller
 }
 
 const (
@@ -59,9 +60,6 @@ func Run(ctx context.Context, s Spec, emit func(*proto.Object)) (ok bool) {
 		return false
 	case d.Echo():
 		return runEcho(s, emit)
-	case d.Isolation == IsolationChroot:
-		emit(proto.ErrorFrame(abi.Errorf(syscall.ENOTSUP, "run", "chroot isolation is not implemented yet")))
-		return false
 	case d.Program == "":
 		emit(proto.ErrorFrame(abi.Errorf(syscall.ENOENT, "run", "%s %s has no program and its model %s is not %s", d.Kind, d.Name, d.Model, EchoModel)))
 		return false
@@ -99,6 +97,8 @@ func runProgram(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 	}
 	waitErr, stopped := p.pump(runCtx, emit)
 	switch {
+	case !stopped && p.setupErr != nil: // reported as the run's error already
+		return false
 	case !stopped:
 		return exitResult(waitErr, emit)
 	case ctx.Err() == nil: // stopped by the definition's timeout, not by the caller
@@ -136,6 +136,8 @@ type program struct {
 	cmd            *exec.Cmd
 	pgid           int
 	stdout, stderr *os.File           // read ends of the output pipes
+	setup          *os.File           // read end of the trampoline's setup pipe, nil without one
+	setupErr       error              // what the trampoline reported, set before frames closes
 	frames         chan *proto.Object // from the readers, closed when both are done
 	exited         chan error         // the result of cmd.Wait
 }
@@ -143,10 +145,6 @@ type program struct {
 // startProgram starts the program as s.Uid/s.Gid in its own process group,
 // with exactly the environment it is owed, and starts its readers.
 func startProgram(s Spec) (*program, error) {
-	attr, err := credentials(s.Uid, s.Gid)
-	if err != nil {
-		return nil, err
-	}
 	stdin, err := inputFile(s.Input)
 	if err != nil {
 		return nil, err
@@ -162,27 +160,69 @@ func startProgram(s Spec) (*program, error) {
 		outW.Close()
 		return nil, hostErr("run", err)
 	}
-	cmd := &exec.Cmd{
-		Path: s.Def.Program, Args: []string{s.Def.Program}, Env: buildEnv(s), Dir: s.Dir,
-		Stdin: stdin, Stdout: outW, Stderr: errW, SysProcAttr: attr,
+	cmd := &exec.Cmd{Env: buildEnv(s), Stdin: stdin, Stdout: outW, Stderr: errW}
+	setup, err := launcher(s, cmd)
+	if err == nil {
+		err = cmd.Start()
 	}
-	if Enter != "" { // the directory is entered after exec, by Enter (see there)
-		cmd.Path, cmd.Args, cmd.Dir = Enter, []string{Enter, EnterCommand, s.Dir, s.Def.Program}, "/"
-	}
-	err = cmd.Start()
 	// The child holds its own copies; keeping ours open would hide EOF.
 	outW.Close()
 	errW.Close()
+	if len(cmd.ExtraFiles) > 0 {
+		cmd.ExtraFiles[0].Close() // the setup pipe's write end
+	}
 	if err != nil {
 		outR.Close()
 		errR.Close()
+		if setup != nil {
+			setup.Close()
+		}
 		return nil, abi.Errorf(abi.Errno(err), "run", "starting %s: %v", s.Def.Program, err)
 	}
-	p := &program{cmd: cmd, pgid: cmd.Process.Pid, stdout: outR, stderr: errR,
+	p := &program{cmd: cmd, pgid: cmd.Process.Pid, stdout: outR, stderr: errR, setup: setup,
 		frames: make(chan *proto.Object, 64), exited: make(chan error, 1)}
 	p.startReaders(s)
 	go func() { p.exited <- cmd.Wait() }()
 	return p, nil
+}
+
+// launcher decides how cmd starts the program: directly (the session
+// tests, which run no mount), through the enter trampoline, or through the
+// jail trampoline. A trampoline gets the write end of a setup pipe as
+// descriptor 3 (cmd.ExtraFiles[0]); the read end is returned.
+func launcher(s Spec, cmd *exec.Cmd) (setup *os.File, err error) {
+	jailed := s.Def.Isolation == IsolationChroot
+	if jailed && s.Jail == nil {
+		return nil, abi.Errorf(syscall.ENOTSUP, "run", "chroot isolation needs the ctxfs server's mount")
+	}
+	if !jailed && Enter == "" {
+		cmd.Path, cmd.Args, cmd.Dir = s.Def.Program, []string{s.Def.Program}, s.Dir
+		cmd.SysProcAttr, err = credentials(s.Uid, s.Gid)
+		return nil, err
+	}
+	var extra *os.File
+	if jailed {
+		// The trampoline starts as root to build the jail and drops to the
+		// run's uid and gid itself, before the program runs.
+		cmd.Args, extra, err = jailCommand(s)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	} else {
+		cmd.Args = []string{Enter, EnterCommand, s.Dir, s.Def.Program}
+		cmd.SysProcAttr, err = credentials(s.Uid, s.Gid)
+	}
+	if err != nil {
+		return nil, err
+	}
+	cmd.Path, cmd.Dir = Enter, "/"
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, hostErr("run", err)
+	}
+	cmd.ExtraFiles = []*os.File{w}
+	if extra != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, extra)
+	}
+	return r, nil
 }
 
 // credentials puts the program in its own process group (so that a cancel

@@ -98,6 +98,18 @@ func errorCode(frames []frame) string {
 	return ""
 }
 
+// errorMessage is the message of the first error frame, "" when there is
+// none.
+func errorMessage(frames []frame) string {
+	for _, f := range frames {
+		if f["type"] == "error" {
+			m, _ := f["message"].(string)
+			return m
+		}
+	}
+	return ""
+}
+
 // hasFrame reports whether frames hold one of type typ.
 func hasFrame(frames []frame, typ string) bool {
 	for _, f := range frames {

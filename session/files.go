@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -181,6 +182,22 @@ func (e *Engine) WriteFile(c Caller, r Ref, file string, data []byte) error {
 // shared/<space> by root): the rules of SPEC section 2 decide which names
 // may exist (EPERM otherwise, EINVAL for a bad name). A session directory
 // is CreateSession, not Mkdir. The directory is owned like its home.
+// mkdirHome is mkdir of home/<uid> (SPEC 2): a uid's own home, or any
+// uid's home for root (to prepare an agent's root/ before the user's first
+// send); it belongs to that uid either way. EEXIST when it exists.
+func (e *Engine) mkdirHome(c Caller, name string) error {
+	uid, err := strconv.ParseUint(name, 10, 32)
+	switch {
+	case err != nil || strconv.FormatUint(uid, 10) != name:
+		return &abi.Error{Op: "mkdir", Path: "home/" + name, Errno: syscall.EINVAL, Msg: "a home is named by a uid"}
+	case c.Uid != 0 && uint32(uid) != c.Uid:
+		return &abi.Error{Op: "mkdir", Path: "home/" + name, Errno: syscall.EACCES, Msg: "only root creates another uid's home"}
+	case e.isDir(PrivateHome(uint32(uid))):
+		return syscall.EEXIST
+	}
+	return e.EnsureHome(uint32(uid))
+}
+
 func (e *Engine) Mkdir(c Caller, rel string) error {
 	rel = path.Clean(strings.Trim(rel, "/"))
 	parts := strings.Split(rel, "/")
@@ -195,6 +212,9 @@ func (e *Engine) Mkdir(c Caller, rel string) error {
 			return bad(syscall.EINVAL, "invalid space name")
 		}
 		return e.AddSpace(parts[1], -1, 0o770|os.ModeSetgid)
+	}
+	if parts[0] == "home" && len(parts) == 2 {
+		return e.mkdirHome(c, parts[1])
 	}
 	if len(parts) < 3 || (parts[0] != "home" && parts[0] != "shared") {
 		return bad(syscall.EPERM, "not a name the ABI allows here")

@@ -13,7 +13,7 @@ import (
 // A run that is not running here is reported stale, and the attempt is
 // recorded as an event in the request's session when that session exists.
 func (e *Engine) cancel(c Caller, loc *location, req *proto.Request) (*Reply, error) {
-	rn := e.findRun(c, loc, req.ID)
+	rn := e.findRun(c, loc, req)
 	if rn != nil {
 		rn.cancelRun()
 		return newReply([]*proto.Object{proto.NewObject("type", proto.FrameCancel, "run", rn.id, "cancelled", true)}), nil
@@ -42,29 +42,30 @@ func (e *Engine) cancel(c Caller, loc *location, req *proto.Request) (*Reply, er
 }
 
 // findRun finds a queued or running run the caller may cancel: by run id
-// anywhere the caller's request could reach, by client id in the request's
-// session.
-func (e *Engine) findRun(c Caller, loc *location, id string) *run {
+// anywhere the caller's request could reach; by client id in the
+// request's session when it names one, else in every session of the
+// caller's home or space at this agent or model, the newest (SPEC 7).
+func (e *Engine) findRun(c Caller, loc *location, req *proto.Request) *run {
+	id := req.ID
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if abi.IsRunID(id) {
-		e.mu.Lock()
-		rn := e.runs[id]
-		e.mu.Unlock()
-		if rn != nil && rn.s.ref.Container == loc.ref.Container && rn.s.ref.Temp == loc.ref.Temp {
+		if rn := e.runs[id]; rn != nil && rn.s.ref.Container == loc.ref.Container && rn.s.ref.Temp == loc.ref.Temp {
 			return rn
 		}
 		return nil
 	}
-	s, release, err := e.lookup(loc.ref)
-	if err != nil {
-		return nil
+	var newest *run
+	for _, rn := range e.runs {
+		ref := rn.s.ref
+		switch {
+		case rn.clientID != id || ref.Container != loc.ref.Container || ref.Temp != loc.ref.Temp:
+		case req.SessionGiven && ref.Name != loc.ref.Name:
+		case newest == nil || rn.started.After(newest.started):
+			newest = rn
+		}
 	}
-	defer release()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if rec := s.clients[id]; rec != nil {
-		return s.active[rec.run]
-	}
-	return nil
+	return newest
 }
 
 // status reports a session's state, its queued and running runs, and

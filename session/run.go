@@ -19,6 +19,11 @@ type run struct {
 	id     string
 	s      *sess
 	caller uint32 // whose quota of runs it holds
+	dir    runDir // where it works
+	// clientID is its send's client id, and started when it was accepted:
+	// cancel finds the newest run of a client id (findRun).
+	clientID string
+	started  time.Time
 	rec    *clientRecord
 	spec   agent.Spec
 	stream *stream
@@ -49,17 +54,17 @@ type run struct {
 	streamed  int  // bytes of frames taken so far
 }
 
-func (e *Engine) newRun(s *sess, id string, c Caller, loc *location, def *agent.Definition, input, cwd, hostCwd string, rec *clientRecord) *run {
+func (e *Engine) newRun(s *sess, id, clientID string, c Caller, loc *location, def *agent.Definition, input, cwd string, dir runDir, rec *clientRecord) *run {
 	uid, gid := uint32(loc.own.Uid), uint32(loc.own.Gid)
 	if loc.scope != abi.ScopePrivate {
 		uid, gid = c.Uid, c.Gid
 	}
 	sessDir := e.mountPath(loc.ref.Rel())
 	ctx, cancel := context.WithCancel(context.Background())
-	rn := &run{id: id, s: s, rec: rec, caller: c.Uid, stream: newStream(), ctx: ctx, cancel: cancel, phase: "queued", wake: make(chan struct{}, 1)}
+	rn := &run{id: id, s: s, rec: rec, caller: c.Uid, dir: dir, clientID: clientID, started: time.Now(), stream: newStream(), ctx: ctx, cancel: cancel, phase: "queued", wake: make(chan struct{}, 1)}
 	rn.spec = agent.Spec{
 		RunID: id, Session: loc.ref.Name, Scope: loc.scope, Def: def,
-		Uid: uid, Gid: gid, Input: input, Dir: hostCwd,
+		Uid: uid, Gid: gid, Input: input, Dir: e.hostPath(dir),
 		Env: map[string]string{
 			"CTX_RUN_ID": id, "CTX_AGENT": loc.ref.Owner, "CTX_SESSION": loc.ref.Name,
 			"CTX_SCOPE": loc.scope, "CTX_SESSION_DIR": sessDir, "CTX_CWD": cwd,
@@ -93,6 +98,13 @@ func (rn *run) execute() {
 	rn.phase = "running"
 	rn.mu.Unlock()
 	rn.s.e.writeSnapshots(rn)
+	closeJail, err := rn.s.e.prepareJail(rn)
+	if err != nil {
+		rn.enqueue(proto.ErrorFrame(err))
+		rn.finish(false)
+		return
+	}
+	defer closeJail()
 	rn.finish(agent.Run(rn.ctx, rn.spec, rn.enqueue))
 }
 

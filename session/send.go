@@ -9,6 +9,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -161,7 +162,7 @@ func (e *Engine) startRun(c Caller, s *sess, loc *location, req *proto.Request, 
 		}
 		defer ticket.cancel()
 	}
-	hostCwd, err := e.resolveCwd(c, loc, cwd)
+	dir, err := e.resolveCwd(c, loc, cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +187,7 @@ func (e *Engine) startRun(c Caller, s *sess, loc *location, req *proto.Request, 
 	if err := s.appendBoth(append(start.Line(), state.Line()...), user.Line()); err != nil {
 		return nil, err
 	}
-	rn := e.newRun(s, id, c, loc, def, req.Input, cwd, hostCwd, rec)
+	rn := e.newRun(s, id, req.ID, c, loc, def, req.Input, cwd, dir, rec)
 	ticket.spend() // the run holds it now
 	s.recordStart(now, cwd, abi.StateActive)
 	rec.run, rec.start = id, start
@@ -197,32 +198,48 @@ func (e *Engine) startRun(c Caller, s *sess, loc *location, req *proto.Request, 
 	return newReply(nil, sender), nil
 }
 
+// runDir is where a run works: its chroot root (store-relative, "" for a
+// model session, which has none) and its cwd resolved inside it.
+type runDir struct {
+	root string
+	rel  string // "." for the root itself
+	own  storefs.Owner
+}
+
 // resolveCwd resolves an agent session's cwd inside its chroot root (SPEC 8
-// step 6) and returns the directory a program runs in, as a path under the
-// mount: the store is root's alone, and a program run as the user never
-// gets a path inside it. Model sessions have no chroot and run in "/".
-func (e *Engine) resolveCwd(c Caller, loc *location, cwd string) (string, error) {
+// step 6). Model sessions have no chroot and run in "/".
+func (e *Engine) resolveCwd(c Caller, loc *location, cwd string) (runDir, error) {
 	rootRel := loc.ref.Container.ChrootRel(c.Uid)
 	if rootRel == "" {
-		return "/", nil
+		return runDir{}, nil
 	}
 	own := loc.own
 	if loc.scope == abi.ScopeShared {
 		own = privateOwner(c.Uid, c.Gid)
 	}
 	if err := e.mkdirAll(rootRel, own); err != nil {
-		return "", err
+		return runDir{}, err
 	}
 	root, err := e.root.OpenDir(rootRel)
 	if err != nil {
-		return "", err
+		return runDir{}, err
 	}
 	defer root.Close()
 	rel, err := agent.ResolveCwd(root, cwd, []string{e.cfg.Store, e.cfg.Root})
 	if err != nil {
-		return "", err
+		return runDir{}, err
 	}
-	return e.mountPath(path.Join(rootRel, rel)), nil
+	return runDir{root: rootRel, rel: rel, own: own}, nil
+}
+
+// hostPath is the directory a run without a jail works in, as a path
+// under the mount: the store is root's alone, and a program run as the
+// user never gets a path inside it.
+func (e *Engine) hostPath(d runDir) string {
+	if d.root == "" {
+		return "/"
+	}
+	return e.mountPath(path.Join(d.root, d.rel))
 }
 
 // appendEvents appends frames to events.jsonl in one durable batch.

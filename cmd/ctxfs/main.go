@@ -41,6 +41,8 @@ func main() {
 		err = cmdWatchdog(os.Args[2:])
 	case agent.EnterCommand: // internal: how a run enters its directory (agent.Enter)
 		os.Exit(agent.EnterMain(os.Args[2:]))
+	case agent.JailCommand: // internal: how a chroot-isolated run is jailed (agent.Jail)
+		os.Exit(agent.JailMain(os.Args[2:]))
 	case "fsck":
 		os.Exit(cmdFsck(os.Args[2:]))
 	case "space":

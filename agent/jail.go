@@ -1,0 +1,124 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// Jail is what a run with `isolation chroot` needs beyond its Spec: the
+// tree it is confined to and what is shown inside (SPEC section 10).
+//
+// Inside, the program sees its agent's root/ (bound without set-user-id
+// and device files), a read-only tmpfs at MountRoot that holds only its own
+// session directory (bound from the mount at the same path, so
+// CTX_SESSION_DIR means the same inside and out), its home's directory
+// (empty) and its program at MountRoot/agent/NAME, and a tmpfs /dev with
+// null, zero, full, random and urandom. Nothing else of the host: no other
+// session or home, no store, no /proc. Every mount is made in a mount
+// namespace of the run's own, private from the start, and goes when its
+// last process ends.
+type Jail struct {
+	// Root is the agent's root/ directory, opened by the caller through
+	// the store's door; the caller closes it after Run.
+	Root *os.File
+	// Mountpoints are made by the caller inside Root before the run,
+	// through the store's door, owned by the run's uid: MountRoot's path
+	// and "dev". JailMain opens them without following a symlink and
+	// refuses anything else.
+	Cwd        string // the working directory inside the jail, absolute
+	MountRoot  string // where the ctx tree is mounted; the same path inside
+	SessionDir string // the session's directory under MountRoot; "" (a temp session) binds none
+	Home       string // the run's CTX_HOME under MountRoot, shown empty
+}
+
+// JailCommand is the hidden command of the ctxfs binary that builds a
+// run's jail and then becomes its program: `ctxfs __jail ARGS...` (see
+// jailArgs), with the setup pipe at descriptor 3 and the jail's root
+// directory at descriptor 4.
+const JailCommand = "__jail"
+
+// jailRootFD is the descriptor of the jail's root directory in JailMain.
+const jailRootFD = 4
+
+// jailDevices are the host devices shown in the jail's /dev: what shells
+// and ordinary programs expect to find, and nothing that reaches hardware
+// or another process.
+var jailDevices = []string{"null", "zero", "full", "random", "urandom"}
+
+// JailDirs are the mountpoints a jail needs inside its root/, relative to
+// it: the caller makes them before the run (SPEC 10: a mountpoint
+// directory a run needed may stay, empty).
+func JailDirs(mountRoot string) []string {
+	return []string{strings.TrimPrefix(path.Clean(mountRoot), "/"), "dev"}
+}
+
+// jailSpec is the part of a jail that crosses the exec into JailMain, as
+// arguments.
+type jailSpec struct {
+	uid, gid   uint32
+	mountRoot  string
+	sessionDir string
+	home       string
+	cwd        string
+	progName   string // the program's name under MountRoot/agent/
+	progHost   string // the program's host path, bound at MountRoot/agent/progName
+}
+
+func (j *jailSpec) args() []string {
+	return []string{strconv.FormatUint(uint64(j.uid), 10), strconv.FormatUint(uint64(j.gid), 10),
+		j.mountRoot, j.sessionDir, j.home, j.cwd, j.progName, j.progHost}
+}
+
+// parseJailArgs reads what args wrote, and checks what JailMain relies
+// on: absolute clean paths, and the session and home under the mount root.
+func parseJailArgs(a []string) (*jailSpec, error) {
+	if len(a) != 8 {
+		return nil, fmt.Errorf("usage: ctxfs %s UID GID MOUNTROOT SESSIONDIR HOME CWD NAME PROGRAM", JailCommand)
+	}
+	uid, err1 := strconv.ParseUint(a[0], 10, 32)
+	gid, err2 := strconv.ParseUint(a[1], 10, 32)
+	j := &jailSpec{uint32(uid), uint32(gid), a[2], a[3], a[4], a[5], a[6], a[7]}
+	switch {
+	case err1 != nil || err2 != nil:
+		return nil, fmt.Errorf("bad uid or gid %q %q", a[0], a[1])
+	case !cleanAbs(j.mountRoot) || j.mountRoot == "/" || !cleanAbs(j.cwd) || !cleanAbs(j.progHost):
+		return nil, fmt.Errorf("paths must be absolute and clean")
+	case j.sessionDir != "" && !under(j.sessionDir, j.mountRoot), !under(j.home, j.mountRoot):
+		return nil, fmt.Errorf("the session and home must be under %s", j.mountRoot)
+	case !abi.ValidName(j.progName):
+		return nil, fmt.Errorf("bad program name %q", j.progName)
+	}
+	return j, nil
+}
+
+func cleanAbs(p string) bool { return path.IsAbs(p) && path.Clean(p) == p }
+
+// under reports whether p is a path strictly below dir (both clean).
+func under(p, dir string) bool { return cleanAbs(p) && strings.HasPrefix(p, dir+"/") }
+
+// rel is p relative to dir, for p under dir.
+func rel(p, dir string) string { return strings.TrimPrefix(p, dir+"/") }
+
+// jailCommand is how startProgram starts a jailed run: the trampoline as
+// root (it needs root to mount; it drops to uid/gid itself), with the root
+// directory as descriptor 4.
+func jailCommand(s Spec) (args []string, extra *os.File, err error) {
+	if Enter == "" {
+		return nil, nil, abi.Errorf(syscall.ENOTSUP, "run", "chroot isolation needs the ctxfs server")
+	}
+	if os.Geteuid() != 0 {
+		return nil, nil, abi.Errorf(syscall.ENOTSUP, "run", "chroot isolation needs a server running as root")
+	}
+	if s.Def.Kind != abi.KindAgent {
+		return nil, nil, abi.Errorf(syscall.EINVAL, "run", "a model has no chroot")
+	}
+	j := &jailSpec{uid: s.Uid, gid: s.Gid, mountRoot: s.Jail.MountRoot, sessionDir: s.Jail.SessionDir,
+		home: s.Jail.Home, cwd: s.Jail.Cwd, progName: s.Def.Name, progHost: s.Def.Program}
+	return append([]string{Enter, JailCommand}, j.args()...), s.Jail.Root, nil
+}

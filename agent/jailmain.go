@@ -1,0 +1,367 @@
+package agent
+
+import (
+	"bytes"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mount flags of the jail's trees: nothing in a user's tree may gain
+// privileges or reach a device.
+const jailAttrs = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+
+// beneath is how JailMain resolves a path inside a tree a user made: never
+// through a symlink, never out of the tree or onto another mount.
+var beneath = unix.OpenHow{
+	Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_DIRECTORY,
+	Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+}
+
+// JailMain is `ctxfs __jail ...`: it builds the run's jail (see Jail),
+// becomes the run's uid and gid without groups or capabilities, enters the
+// working directory and execs the program. It returns only on failure,
+// after reporting it on the setup pipe.
+//
+// Everything happens on one locked thread: a mount namespace, a root and a
+// working directory belong to a thread until exec makes it the process.
+// The trees are detached copies (open_tree) taken while still in the
+// host's namespace and attached by descriptor (move_mount) inside the new
+// one, so no path a user could have changed is followed as root.
+func JailMain(args []string) int {
+	runtime.LockOSThread()
+	closeOnExec()
+	j, err := parseJailArgs(args)
+	if err != nil {
+		return setupFailed(syscall.EINVAL, "%v", err)
+	}
+	t, err := takeTrees(j)
+	if err != nil {
+		return setupFailed(errnoOf(err), "preparing the jail: %v", err)
+	}
+	if err := t.build(j); err != nil {
+		return setupFailed(errnoOf(err), "building the jail: %v", err)
+	}
+	if err := dropPrivileges(j.uid, j.gid); err != nil {
+		return setupFailed(errnoOf(err), "dropping privileges: %v", err)
+	}
+	if err := syscall.Chdir(j.cwd); err != nil {
+		return setupFailed(errnoOf(err), "cannot enter the run's working directory %s in the chroot: %v", j.cwd, err)
+	}
+	prog := path.Join(j.mountRoot, "agent", j.progName)
+	err = syscall.Exec(prog, []string{prog}, os.Environ())
+	return setupFailed(errnoOf(err), "%s", whyNotExec(prog, err))
+}
+
+// trees are the detached copies a jail is built from.
+type trees struct {
+	root, session, program int // session is -1 without one
+	devices                []int
+}
+
+// takeTrees clones, in the host's namespace, every tree the jail shows.
+func takeTrees(j *jailSpec) (*trees, error) {
+	t := &trees{session: -1}
+	var err error
+	if t.root, err = cloneTree(jailRootFD, "", jailAttrs); err != nil {
+		return nil, fmt.Errorf("the agent's root/: %w", err)
+	}
+	if j.sessionDir != "" {
+		if t.session, err = cloneSession(j); err != nil {
+			return nil, fmt.Errorf("the session directory %s: %w", j.sessionDir, err)
+		}
+	}
+	if t.program, err = cloneTree(unix.AT_FDCWD, j.progHost, jailAttrs|unix.MOUNT_ATTR_RDONLY); err != nil {
+		return nil, fmt.Errorf("the program %s: %w", j.progHost, err)
+	}
+	for _, d := range jailDevices {
+		fd, err := cloneTree(unix.AT_FDCWD, "/dev/"+d, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC)
+		if err != nil {
+			return nil, fmt.Errorf("/dev/%s: %w", d, err)
+		}
+		t.devices = append(t.devices, fd)
+	}
+	return t, nil
+}
+
+// cloneSession clones the session directory from the mount: its path
+// below the mount root has only names the server allows (no user can
+// put a symlink there), and it is resolved so anyway.
+func cloneSession(j *jailSpec) (int, error) {
+	mnt, err := unix.Open(j.mountRoot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(mnt)
+	// home/ and shared/ are mounts of their own below the mount root.
+	how := beneath
+	how.Resolve &^= unix.RESOLVE_NO_XDEV
+	fd, err := unix.Openat2(mnt, rel(j.sessionDir, j.mountRoot), &how)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(fd)
+	return cloneTree(fd, "", jailAttrs)
+}
+
+// cloneTree makes a detached copy of the mount at dirfd/name (a bind
+// mount not attached anywhere yet) with attrs set on it.
+func cloneTree(dirfd int, name string, attrs uint64) (int, error) {
+	flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC)
+	if name == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	fd, err := unix.OpenTree(dirfd, name, flags)
+	if err != nil {
+		return -1, fmt.Errorf("open_tree: %w", err)
+	}
+	if attrs != 0 {
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: attrs}); err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("mount_setattr: %w", err)
+		}
+	}
+	return fd, nil
+}
+
+// build enters a new mount namespace, private from the start so that no
+// mount made here reaches the host, attaches the trees, and chroots into
+// the root.
+func (t *trees) build(j *jailSpec) error {
+	// After unshare the working directory is the new namespace's copy of
+	// root/; the root tree is attached over it.
+	if err := unix.Fchdir(jailRootFD); err != nil {
+		return err
+	}
+	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
+		return fmt.Errorf("unshare: %w", err)
+	}
+	if err := unix.Mount("none", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making mounts private: %w", err)
+	}
+	if err := unix.MoveMount(t.root, "", unix.AT_FDCWD, ".", unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attaching root/: %w", err)
+	}
+	if err := t.buildCtx(j); err != nil {
+		return err
+	}
+	if err := t.buildDev(); err != nil {
+		return err
+	}
+	if err := unix.Fchdir(t.root); err != nil {
+		return err
+	}
+	if err := unix.Chroot("."); err != nil {
+		return fmt.Errorf("chroot: %w", err)
+	}
+	return unix.Chdir("/")
+}
+
+// buildCtx mounts the read-only tmpfs at the mount root's path that shows
+// the run's own session, its home and its program.
+func (t *trees) buildCtx(j *jailSpec) error {
+	dirs := []string{rel(j.home, j.mountRoot), "agent"}
+	if j.sessionDir != "" {
+		dirs = append(dirs, rel(j.sessionDir, j.mountRoot))
+	}
+	binds := map[string]int{"agent/" + j.progName: t.program}
+	tmp, err := t.tmpfsAt(strings.TrimPrefix(j.mountRoot, "/"), dirs, binds)
+	if err != nil {
+		return fmt.Errorf("%s in the jail: %w", j.mountRoot, err)
+	}
+	if j.sessionDir != "" {
+		if err := attachAt(t.session, tmp, rel(j.sessionDir, j.mountRoot)); err != nil {
+			return fmt.Errorf("binding the session: %w", err)
+		}
+	}
+	return readOnly(tmp)
+}
+
+// buildDev mounts the jail's /dev: a read-only tmpfs with the host's
+// harmless devices bound in.
+func (t *trees) buildDev() error {
+	binds := map[string]int{}
+	for i, d := range jailDevices {
+		binds[d] = t.devices[i]
+	}
+	tmp, err := t.tmpfsAt("dev", nil, binds)
+	if err != nil {
+		return fmt.Errorf("/dev in the jail: %w", err)
+	}
+	return readOnly(tmp)
+}
+
+// tmpfsAt attaches a small new tmpfs at the mountpoint mp inside the root
+// tree, makes dirs in it, and binds each tree of binds onto a new file of
+// its name. It returns the tmpfs's descriptor.
+func (t *trees) tmpfsAt(mp string, dirs []string, binds map[string]int) (int, error) {
+	target, err := unix.Openat2(t.root, mp, &beneath)
+	if err != nil {
+		return -1, fmt.Errorf("mountpoint %s in root/: %w", mp, err)
+	}
+	defer unix.Close(target)
+	tmp, err := newTmpfs()
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.MoveMount(tmp, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return -1, fmt.Errorf("move_mount: %w", err)
+	}
+	for _, d := range dirs {
+		if err := mkdirAllAt(tmp, d); err != nil {
+			return -1, err
+		}
+	}
+	for name, tree := range binds {
+		if err := mkdirAllAt(tmp, path.Dir(name)); err != nil {
+			return -1, err
+		}
+		f, err := unix.Openat(tmp, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o755)
+		if err != nil {
+			return -1, err
+		}
+		unix.Close(f)
+		if err := attachAt(tree, tmp, name); err != nil {
+			return -1, fmt.Errorf("binding %s: %w", name, err)
+		}
+	}
+	return tmp, nil
+}
+
+// newTmpfs makes a detached tmpfs, small and without set-user-id or
+// device files of its own (bound devices keep their own mounts' flags).
+func newTmpfs() (int, error) {
+	fs, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen tmpfs: %w", err)
+	}
+	defer unix.Close(fs)
+	for k, v := range map[string]string{"mode": "0755", "size": "64k", "nr_inodes": "256"} {
+		if err := unix.FsconfigSetString(fs, k, v); err != nil {
+			return -1, fmt.Errorf("tmpfs %s=%s: %w", k, v, err)
+		}
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return -1, fmt.Errorf("tmpfs: %w", err)
+	}
+	fd, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsmount tmpfs: %w", err)
+	}
+	return fd, nil
+}
+
+// attachAt attaches the detached tree at dir/name (inside a tmpfs this
+// process made, where nobody else can change a name).
+func attachAt(tree, dir int, name string) error {
+	return unix.MoveMount(tree, "", dir, name, unix.MOVE_MOUNT_F_EMPTY_PATH)
+}
+
+func readOnly(fd int) error {
+	return unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+}
+
+// mkdirAllAt makes rel and its parents under dir, 0755.
+func mkdirAllAt(dir int, rel string) error {
+	p := ""
+	for _, c := range strings.Split(rel, "/") {
+		if c == "" || c == "." {
+			continue
+		}
+		p = path.Join(p, c)
+		if err := unix.Mkdirat(dir, p, 0o755); err != nil && err != unix.EEXIST {
+			return fmt.Errorf("mkdir %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// dropPrivileges makes this thread, and the program it will exec, uid and
+// gid with no supplementary groups and no capabilities, even as uid 0: the
+// bounding set is emptied first (while CAP_SETPCAP is held), then the ids
+// change, then every remaining set is cleared, and no exec may grant
+// privileges again.
+func dropPrivileges(uid, gid uint32) error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	for c := 0; ; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+			if err == unix.EINVAL && c > 0 { // past the last capability this kernel knows
+				break
+			}
+			return fmt.Errorf("dropping capability %d: %w", c, err)
+		}
+	}
+	if err := syscall.Setgroups(nil); err != nil {
+		return err
+	}
+	if err := syscall.Setresgid(int(gid), int(gid), int(gid)); err != nil {
+		return err
+	}
+	if err := syscall.Setresuid(int(uid), int(uid), int(uid)); err != nil {
+		return err
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	return unix.Capset(&hdr, &data[0])
+}
+
+// whyNotExec names what is missing when the program cannot be executed
+// in its jail: ENOENT from exec of a file that exists means its
+// interpreter (#!) or its dynamic loader is not in root/.
+func whyNotExec(prog string, err error) string {
+	if !errors.Is(err, syscall.ENOENT) {
+		return fmt.Sprintf("cannot execute %s in the chroot: %v", prog, err)
+	}
+	head := make([]byte, 256)
+	if f, oerr := os.Open(prog); oerr == nil {
+		n, _ := f.Read(head)
+		head = head[:n]
+		if interp := elfInterpreter(f); interp != "" {
+			f.Close()
+			return fmt.Sprintf("the agent's root/ has no %s, the dynamic loader %s needs", interp, prog)
+		}
+		f.Close()
+	}
+	if rest, ok := bytes.CutPrefix(head, []byte("#!")); ok {
+		line, _, _ := bytes.Cut(rest, []byte("\n"))
+		if fields := strings.Fields(string(line)); len(fields) > 0 {
+			return fmt.Sprintf("the agent's root/ has no %s, the interpreter %s names", fields[0], prog)
+		}
+	}
+	return fmt.Sprintf("cannot execute %s in the chroot: %v", prog, err)
+}
+
+// elfInterpreter is the PT_INTERP of an ELF file, or "".
+func elfInterpreter(f *os.File) string {
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return ""
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_INTERP {
+			b := make([]byte, p.Filesz)
+			if _, err := p.ReadAt(b, 0); err == nil {
+				return strings.TrimRight(string(b), "\x00")
+			}
+		}
+	}
+	return ""
+}
+
+// errnoOf is err's errno, EIO when it carries none.
+func errnoOf(err error) syscall.Errno {
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return syscall.EIO
+}

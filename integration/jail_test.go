@@ -1,0 +1,314 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// busybox is the static userland the jail tests put in an agent's root/.
+const busybox = "/bin/busybox"
+
+// jailUser is the uid the jailed runs belong to.
+var jailUser = &cred{uid: 1000, gid: 1000}
+
+// newJailServer starts a server with the agent "jailed" (isolation chroot,
+// abi text, the given program) and, as root through the mount, prepares
+// uid 1000's root/ for it with busybox in bin/ (SPEC 2: root may create
+// another uid's home).
+func newJailServer(t *testing.T, program string, withShell bool) *server {
+	t.Helper()
+	requireFUSE(t)
+	if _, err := os.Stat(busybox); err != nil {
+		if os.Getenv("CTXFS_REQUIRE_FUSE") != "" {
+			t.Fatalf("%s is missing (apt-get install busybox-static)", busybox)
+		}
+		t.Skipf("%s is missing", busybox)
+	}
+	s := newServerWith(t, func(s *server) {
+		s.define("jailed", map[string]string{"isolation": "chroot", "abi": "text", "program": program})
+	})
+	openToAll(t, s.root)
+	if withShell {
+		s.jailBusybox(t, jailUser.uid, "jailed")
+	}
+	return s
+}
+
+// jailBusybox puts busybox and its applets in an agent's root/bin,
+// through the mount as root.
+func (s *server) jailBusybox(t *testing.T, uid uint32, agent string) {
+	bin := s.mnt(fmt.Sprintf("home/%d/agent/%s/root/bin", uid, agent))
+	mustT(t, os.MkdirAll(bin, 0o755))
+	data, err := os.ReadFile(busybox)
+	mustT(t, err)
+	mustT(t, os.WriteFile(filepath.Join(bin, "busybox"), data, 0o755))
+	for _, a := range []string{"sh", "cat", "ls", "id", "echo", "sleep", "ln", "test", "head", "pwd", "true", "tr", "grep"} {
+		mustT(t, os.Symlink("busybox", filepath.Join(bin, a)))
+	}
+}
+
+// jailSend sends input to the jailed agent as uid 1000 and returns the
+// frames and the streamed text.
+func (s *server) jailSend(t *testing.T, session, id, input string) ([]frame, string) {
+	t.Helper()
+	frames, raw, err := s.requestAs(jailUser, "jailed", fmt.Sprintf(`{"op":"send","id":%q,"session":%q,"input":%q}`, id, session, input))
+	if err != nil {
+		t.Fatalf("send: %v\n%s\nlog:\n%s", err, raw, s.logText())
+	}
+	var text strings.Builder
+	for _, f := range frames {
+		if f["type"] == "delta" {
+			text.WriteString(f["text"].(string))
+		}
+	}
+	return frames, text.String()
+}
+
+// mountTable is this process's mount table without the mount ids, which
+// say nothing about what is mounted where.
+func mountTable(t *testing.T) string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	mustT(t, err)
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Fields(l); len(f) > 4 {
+			out = append(out, strings.Join(f[3:], " "))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// jailProbe runs inside the jail: it reports what it sees, one "key: value"
+// line each.
+const jailProbe = `#!/bin/sh
+echo "uid: $(id -u) gid: $(id -g) groups: $(id -G)"
+echo "cwd: $(pwd)"
+echo "root: $(ls / | tr '\n' ' ')"
+echo "ctx: $(ls $CTX_HOME/.. | tr '\n' ' ')"
+echo "sessions: $(ls $CTX_SESSION_DIR/.. | tr '\n' ' ')"
+echo "input: $(cat $CTX_SESSION_DIR/messages.jsonl | grep -c probe-input)"
+cat /etc/hostname >/dev/null 2>&1 && echo "hostname: visible"
+test -e /proc/self && echo "proc: visible"
+test -e "$STORE_PATH" && echo "store: visible"
+cd /.. && echo "dotdot: $(pwd)"
+ln -s /etc/hostname /escape 2>/dev/null; cat /escape >/dev/null 2>&1 && echo "symlink: escaped"
+exit 0
+`
+
+// TestJailShowsOnlyItsOwnSession: a chroot-isolated program runs as the
+// session's uid with no groups and no capabilities, in root/, sees its own
+// session at its mount path, and nothing else of /ctx or the host.
+func TestJailShowsOnlyItsOwnSession(t *testing.T) {
+	s := newJailServer(t, jailProbe, true)
+	probe := strings.ReplaceAll(jailProbe, "$STORE_PATH", s.store)
+	s.define("jailed", map[string]string{"program": probe})
+	s.jailSend(t, "other", "o1", "another session")
+	frames, text := s.jailSend(t, "mine", "m1", "probe-input")
+	if code := errorCode(frames); code != "" || frames[len(frames)-1]["status"] != "ok" {
+		t.Fatalf("run failed: %v\ntext:\n%s", frames, text)
+	}
+	for _, w := range []string{"uid: 1000 gid: 1000 groups: 1000\n", "cwd: /\n", "input: 1\n", "dotdot: /\n"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("missing %q in:\n%s", w, text)
+		}
+	}
+	for _, bad := range []string{"hostname: visible", "proc: visible", "store: visible", "symlink: escaped"} {
+		if strings.Contains(text, bad) {
+			t.Errorf("the jail shows too much: %q in:\n%s", bad, text)
+		}
+	}
+	if !strings.Contains(text, "ctx: 1000 \n") {
+		t.Errorf("the jail's /ctx/home should hold only uid 1000:\n%s", text)
+	}
+	if !strings.Contains(text, "sessions: mine \n") {
+		t.Errorf("the jail should show only its own session:\n%s", text)
+	}
+}
+
+// TestJailCancelLeavesNothing: a running jailed program has no capability,
+// no supplementary group, no_new_privs and only stdio open; it mounts
+// nothing the host sees; a cancel by client id alone (SPEC 7) leaves no
+// process and no mount.
+func TestJailCancelLeavesNothing(t *testing.T) {
+	s := newJailServer(t, "#!/bin/sh\nexec sleep 60\n", true)
+	before := mountTable(t)
+	done := make(chan []frame, 1)
+	go func() {
+		frames, _, _ := s.requestAs(jailUser, "jailed", `{"op":"send","id":"w1","session":"w","input":"wait"}`)
+		done <- frames
+	}()
+	var pid int
+	eventually(t, 15*time.Second, "the jailed program", func() bool {
+		pid = childNamed(t, s.cmd.Process.Pid, "sleep")
+		return pid > 0
+	})
+	status := fileBytes(t, fmt.Sprintf("/proc/%d/status", pid))
+	for _, w := range []string{"CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000",
+		"CapBnd:\t0000000000000000", "CapAmb:\t0000000000000000", "NoNewPrivs:\t1", "Uid:\t1000\t1000\t1000\t1000", "Gid:\t1000\t1000\t1000\t1000"} {
+		if !strings.Contains(status, w) {
+			t.Errorf("/proc/%d/status lacks %q", pid, w)
+		}
+	}
+	if groups := statusField(status, "Groups"); groups != "" {
+		t.Errorf("the jailed program has groups %q, want none", groups)
+	}
+	if links := openFiles(t, pid); len(links) != 3 {
+		t.Errorf("the jailed program holds %v, want stdio only", links)
+	}
+	for _, l := range strings.Split(fileBytes(t, fmt.Sprintf("/proc/%d/mountinfo", pid)), "\n") {
+		if f := strings.Fields(l); len(f) > 5 && !strings.Contains(f[5], "nosuid") {
+			t.Errorf("a jail mount lacks nosuid: %s", l)
+		}
+	}
+	if got := mountTable(t); got != before {
+		t.Errorf("the host's mount table changed while a jail runs")
+	}
+	if f, _, err := s.requestAs(jailUser, "jailed", `{"op":"cancel","id":"w1"}`); err != nil || len(f) != 1 || f[0]["cancelled"] != true {
+		t.Fatalf("cancel: %v %v", f, err)
+	}
+	select {
+	case frames := <-done:
+		if last := frames[len(frames)-1]; last["type"] != "done" || last["status"] != "cancelled" {
+			t.Fatalf("want done cancelled, got %v", frames)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the cancelled run did not end")
+	}
+	if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
+		t.Errorf("the jailed program %d still runs after the cancel (%v)", pid, err)
+	}
+	if got := mountTable(t); got != before {
+		t.Errorf("the host's mount table changed after a cancelled jail")
+	}
+}
+
+// childNamed is the pid of a child of parent whose command is name, 0
+// when there is none.
+func childNamed(t *testing.T, parent int, name string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err == nil && statusField(string(st), "PPid") == strconv.Itoa(parent) && statusField(string(st), "Name") == name {
+			return pid
+		}
+	}
+	return 0
+}
+
+// statusField is the value of a /proc/PID/status field, trimmed.
+func statusField(status, key string) string {
+	for _, l := range strings.Split(status, "\n") {
+		if v, ok := strings.CutPrefix(l, key+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// openFiles lists a process's descriptors as "fd=target".
+func openFiles(t *testing.T, pid int) []string {
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	mustT(t, err)
+	var links []string
+	for _, fd := range fds {
+		l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		links = append(links, fd.Name()+"="+l)
+	}
+	return links
+}
+
+// TestJailLeaksNoMounts: 50 jailed runs leave the host's mount table as
+// it was, and root/ holds only the empty mountpoints it needed.
+func TestJailLeaksNoMounts(t *testing.T) {
+	s := newJailServer(t, "#!/bin/sh\necho ok\n", true)
+	before := mountTable(t)
+	for i := 0; i < 50; i++ {
+		frames, text := s.jailSend(t, "many", fmt.Sprintf("n%d", i), "x")
+		if text != "ok\n" || frames[len(frames)-1]["status"] != "ok" {
+			t.Fatalf("run %d: %q %v\nlog:\n%s", i, text, frames, s.logText())
+		}
+	}
+	if got := mountTable(t); got != before {
+		t.Fatalf("the host's mount table changed after 50 jailed runs:\nbefore:\n%s\nafter:\n%s", before, got)
+	}
+	root := s.mnt("home/1000/agent/jailed/root")
+	for _, mp := range []string{"dev", strings.TrimPrefix(s.root, "/")} {
+		ents, err := os.ReadDir(filepath.Join(root, mp))
+		if err != nil || len(ents) != 0 {
+			t.Errorf("mountpoint %s in root/: %v %v, want an empty directory", mp, ents, err)
+		}
+	}
+}
+
+// TestJailMissingInterpreter: a root/ without the program's interpreter
+// fails the run with ENOENT naming it, at once.
+func TestJailMissingInterpreter(t *testing.T) {
+	s := newJailServer(t, "#!/bin/sh\necho never\n", false)
+	mustT(t, os.MkdirAll(s.mnt("home/1000/agent/jailed/root"), 0o755))
+	frames, text := s.jailSend(t, "bare", "b1", "x")
+	last := frames[len(frames)-1]
+	if errorCode(frames) != "ENOENT" || last["status"] != "error" || text != "" {
+		t.Fatalf("want ENOENT and done error, got %v", frames)
+	}
+	if msg := errorMessage(frames); !strings.Contains(msg, "/bin/sh") {
+		t.Errorf("the error should name /bin/sh: %q", msg)
+	}
+}
+
+// TestJailRefusesPlantedLinks: a mountpoint the jail needs that the user
+// made a symlink (root/dev -> /etc, root/<mount root> -> /etc) fails the
+// run; nothing is mounted on the link's target, on the host or inside.
+func TestJailRefusesPlantedLinks(t *testing.T) {
+	s := newJailServer(t, "#!/bin/sh\necho ran\n", true)
+	root := s.mnt("home/1000/agent/jailed/root")
+	for i, name := range []string{"dev", strings.Split(strings.TrimPrefix(s.root, "/"), "/")[0]} {
+		t.Run(name, func(t *testing.T) {
+			before := mountTable(t)
+			link := filepath.Join(root, name)
+			os.RemoveAll(link)
+			mustT(t, os.Symlink("/etc", link))
+			defer os.Remove(link)
+			frames, text := s.jailSend(t, "links", fmt.Sprintf("l%d", i), "x")
+			if last := frames[len(frames)-1]; last["status"] != "error" || text != "" {
+				t.Fatalf("a jail through a planted link ran: %v", frames)
+			}
+			if got := mountTable(t); got != before {
+				t.Fatalf("the host's mount table changed")
+			}
+		})
+	}
+}
+
+// TestRootCreatesAnotherUidsHome: root's mkdir -p through the mount makes
+// uid 1000's home on the spot, owned by 1000; another uid may not.
+func TestRootCreatesAnotherUidsHome(t *testing.T) {
+	s := newFuseServer(t)
+	home := s.mnt("home/1000")
+	mustT(t, os.MkdirAll(filepath.Join(home, "agent/coder/root/bin"), 0o755))
+	for _, d := range []string{"", "agent", "agent/coder", "agent/coder/root", "agent/coder/session"} {
+		st, err := os.Stat(filepath.Join(home, d))
+		mustT(t, err)
+		if sys := st.Sys().(*syscall.Stat_t); sys.Uid != 1000 || st.Mode().Perm() != 0o700 {
+			t.Errorf("home/1000/%s: uid %d mode %v, want 1000 and 0700", d, sys.Uid, st.Mode().Perm())
+		}
+	}
+	err := os.Mkdir(home, 0o700)
+	wantErrno(t, "mkdir of an existing home", err, syscall.EEXIST)
+	out, err := bashAs(t, &cred{uid: 1001, gid: 1001}, "mkdir "+s.mnt("home/1002"))
+	if err == nil || !strings.Contains(out, "Permission denied") {
+		t.Errorf("uid 1001 made uid 1002's home: %v %s", err, out)
+	}
+	if _, err := os.Stat(s.mnt("home/1002")); !os.IsNotExist(err) {
+		t.Errorf("home/1002 exists after a refused mkdir: %v", err)
+	}
+}
