@@ -24,9 +24,9 @@ type run struct {
 	// cancel finds the newest run of a client id (findRun).
 	clientID string
 	started  time.Time
-	rec    *clientRecord
-	spec   agent.Spec
-	stream *stream
+	rec      *clientRecord
+	spec     agent.Spec
+	stream   *stream
 
 	ctx    context.Context
 	cancel context.CancelFunc
