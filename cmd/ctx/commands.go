@@ -8,6 +8,7 @@ import (
 // command is one `ctx agent ...` subcommand.
 type command struct {
 	name     string // "send", "session list"
+	aliases  []string
 	posNames string // positional synopsis, e.g. "AGENT INPUT..."
 	minArgs  int
 	maxArgs  int // -1: no limit
@@ -32,6 +33,19 @@ var commands = []*command{
 		flagHelp: "[--session S] [--scope private|shared|temp] [--space N] [--shared SPACE] [--cwd P] [--id C] [--json]",
 		help:     "Sends INPUT to AGENT and prints the answer as it streams (--json: the raw frames).\n",
 		run:      runSend},
+	{name: "chat", aliases: []string{"repl"}, posNames: "AGENT", minArgs: 1, maxArgs: 1,
+		flags:    []flagDef{fSession, fShared},
+		flagHelp: "[--session S] [--shared SPACE]",
+		help: `Sends each line you type to AGENT and prints the answers as they stream;
+repl is another name for it. Ctrl+C while an answer streams cancels that run;
+Ctrl+C or Ctrl+D at an empty prompt leaves. Lines that start with / are
+commands: /session [NAME], /history, /help, /exit (//TEXT sends /TEXT).
+Without a terminal it reads lines from stdin, one send each; the exit status
+is then 0 when every run was ok, 1 if one failed or was cancelled, 2 if a
+request was refused or a command was bad, 130 after Ctrl+C (which cancels the
+streaming run, then ends the chat).
+`,
+		run: runChat},
 	{name: "history", posNames: "AGENT", minArgs: 1, maxArgs: 1,
 		flags:    []flagDef{fSession, fShared, fJSON},
 		flagHelp: "[--session S] [--shared SPACE] [--json]",
@@ -73,19 +87,21 @@ func (c *command) checkArgs(p *parsed) error {
 	return nil
 }
 
-// findCommand matches the longest command name at the start of argv.
+// findCommand matches the longest command name or alias at the start of
+// argv.
 func findCommand(argv []string) (*command, []string) {
 	var best *command
+	bestLen := 0
 	for _, c := range commands {
-		words := strings.Fields(c.name)
-		if len(words) <= len(argv) && strings.Join(argv[:len(words)], " ") == c.name {
-			if best == nil || len(words) > len(strings.Fields(best.name)) {
-				best = c
+		for _, name := range append([]string{c.name}, c.aliases...) {
+			words := strings.Fields(name)
+			if len(words) <= len(argv) && strings.Join(argv[:len(words)], " ") == name && len(words) > bestLen {
+				best, bestLen = c, len(words)
 			}
 		}
 	}
 	if best == nil {
 		return nil, nil
 	}
-	return best, argv[len(strings.Fields(best.name)):]
+	return best, argv[bestLen:]
 }

@@ -102,7 +102,7 @@ func isHelp(a string) bool {
 // notBuilt answers the SPEC section 11 commands that this ctx does not
 // have yet, so that they fail plainly rather than as "unknown".
 func notBuilt(e *env, argv []string) int {
-	known := []string{"chat", "repl", "runs", "search", "usage", "trajectory", "session archive", "session gc"}
+	known := []string{"runs", "search", "usage", "trajectory", "session archive", "session gc"}
 	for _, k := range known {
 		if strings.Join(argv[:min(len(argv), len(strings.Fields(k)))], " ") == k {
 			fmt.Fprintf(e.stderr, "ctx: %s: ENOSYS: not implemented yet\n", k)
@@ -138,6 +138,9 @@ spaces and an INPUT of - is read from stdin. Exit status: 0 ok, 1 the run
 failed or was cancelled, 2 bad usage or a refused request (the errno name is
 printed on stderr), 130 interrupted: Ctrl+C only detaches, the run goes on
 (ctx agent cancel AGENT RUN stops it). A repeated --id is a replay.
+
+chat (or repl) sends each line as one send; there Ctrl+C cancels the run
+that is streaming. /help at its prompt lists its commands.
 `)
 	return b.String()
 }

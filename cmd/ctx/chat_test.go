@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ctxfs/ctxfs/proto"
+	"golang.org/x/term"
+)
+
+// chatAnswer is echoAnswer, plus a refusal for the input "refuse".
+func chatAnswer(r *proto.Request) []string {
+	if r.Op == proto.OpSend && r.Input == "refuse" {
+		return []string{`{"type":"error","code":"EINVAL","message":"send: EINVAL: no"}`}
+	}
+	return echoAnswer(r)
+}
+
+func (a *fakeAgent) sends() []*proto.Request {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []*proto.Request
+	for _, r := range a.reqs {
+		if r.Op == proto.OpSend {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func TestChatLines(t *testing.T) {
+	a := newFakeAgent(t, chatAnswer)
+	out, errs, code := ctxRun(a.root, "one\n\n   \ntwo\r\n", "agent", "chat", "coder")
+	if out != "one\ntwo\n" || errs != "" || code != 0 {
+		t.Fatalf("out %q errs %q code %d", out, errs, code)
+	}
+	s := a.sends()
+	if len(s) != 2 || s[0].Input != "one" || s[1].Input != "two" || s[0].ID == s[1].ID || s[0].Session != "default" {
+		t.Fatalf("sends %+v", s)
+	}
+}
+
+func TestChatExitStatus(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		code int
+	}{
+		{"ok\n", 0},
+		{"fail\nok\n", 1},
+		{"refuse\nfail\n", 2},
+		{"/bogus\n", 2},
+		{"/session ../x\n", 2},
+	} {
+		a := newFakeAgent(t, chatAnswer)
+		_, errs, code := ctxRun(a.root, c.in, "agent", "repl", "coder")
+		if code != c.code {
+			t.Errorf("%q: code %d, want %d; errs %q", c.in, code, c.code, errs)
+		}
+	}
+}
+
+func TestChatCommands(t *testing.T) {
+	a := newFakeAgent(t, chatAnswer)
+	dir := filepath.Join(a.root, "home/1000/agent/coder/session/work")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "messages.jsonl"), []byte(`{"role":"user","run":"R","content":"q"}`+"\n"), 0o644)
+	in := "/session work\n//slash\n/history\n/session ../x\n/bogus\n/help\n/exit\nnever\n"
+	out, errs, code := ctxRun(a.root, in, "agent", "chat", "coder", "--session", "first")
+	if code != 2 {
+		t.Errorf("code %d, want 2 (an unknown command)", code)
+	}
+	s := a.sends()
+	if len(s) != 1 || s[0].Session != "work" || s[0].Input != "/slash" {
+		t.Fatalf("sends %+v", s)
+	}
+	for _, want := range []string{"session work\n/slash\nuser:\nq\n", "/session [NAME]"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("out %q lacks %q", out, want)
+		}
+	}
+	for _, want := range []string{"ctx: chat: EINVAL: invalid session name", "unknown command /bogus"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("errs %q lacks %q", errs, want)
+		}
+	}
+}
+
+// slowAgent answers a send with start, then waits for a cancel request
+// before it sends done cancelled (done ok when none came, done error when
+// it named another run); it serves connections concurrently,
+// since the cancel comes while the send's connection is open.
+type slowAgent struct {
+	root      string
+	gotSend   chan struct{}
+	cancelled chan string // the id of each cancel request
+}
+
+func newSlowAgent(t *testing.T) *slowAgent {
+	root, err := os.MkdirTemp("", "ctx") // short: socket paths are limited to 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	os.MkdirAll(filepath.Join(root, "agent"), 0o755)
+	ln, err := net.Listen("unix", filepath.Join(root, "agent", "coder.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	a := &slowAgent{root: root, gotSend: make(chan struct{}, 1), cancelled: make(chan string, 1)}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go a.serve(c)
+		}
+	}()
+	return a
+}
+
+func (a *slowAgent) serve(c net.Conn) {
+	defer c.Close()
+	line, _ := bufio.NewReader(c).ReadBytes('\n')
+	req, err := proto.ParseRequest(line)
+	if err != nil {
+		return
+	}
+	if req.Op == proto.OpCancel {
+		io.WriteString(c, `{"type":"cancel","run":"R","cancelled":true}`+"\n")
+		a.cancelled <- req.ID
+		return
+	}
+	io.WriteString(c, `{"type":"start","id":"R","run":"R"}`+"\n"+`{"type":"delta","run":"R","text":"part"}`+"\n")
+	a.gotSend <- struct{}{}
+	status := "ok" // no cancel came
+	select {
+	case id := <-a.cancelled:
+		status = "error"               // a cancel by the wrong id
+		if id == "R" || id == req.ID { // before start it can only name the send
+
+			status = "cancelled"
+		}
+	case <-time.After(10 * time.Second):
+	}
+	io.WriteString(c, `{"type":"done","run":"R","status":"`+status+`"}`+"\n")
+}
+
+// Without a terminal, Ctrl+C cancels the run by its id, says so, and ends
+// the chat with 130 without sending the following lines.
+func TestChatLinesInterrupt(t *testing.T) {
+	a := newSlowAgent(t)
+	var o, e bytes.Buffer
+	en := &env{
+		stdin: strings.NewReader("wait\nnever\n"), stdout: &o, stderr: &e, uid: 1000,
+		getenv: func(k string) string {
+			if k == "CTX_ROOT" {
+				return a.root
+			}
+			return ""
+		},
+		interrupt: func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() {
+				select { // Ctrl+C once the run streams
+				case <-a.gotSend:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			return ctx, cancel
+		},
+	}
+	done := make(chan int, 1)
+	go func() { done <- run(en, []string{"agent", "chat", "coder"}) }()
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("chat did not end")
+	}
+	if code != exitInterrupted || o.String() != "part\n" || !strings.Contains(e.String(), "cancelled run R") {
+		t.Fatalf("code %d out %q errs %q", code, o.String(), e.String())
+	}
+}
+
+// Ctrl+C drops a half-typed line; at an empty line it ends the input.
+func TestKeyReaderCtrlC(t *testing.T) {
+	k := &keyReader{r: strings.NewReader("abc\x03hi\r\x03more\r")}
+	tm := term.NewTerminal(struct {
+		io.Reader
+		io.Writer
+	}{k, io.Discard}, "> ")
+	tm.AutoCompleteCallback = k.callback
+	if line, err := tm.ReadLine(); line != "hi" || err != nil {
+		t.Fatalf("first line %q, %v; want hi", line, err)
+	}
+	if line, err := tm.ReadLine(); line != "" || err != io.EOF {
+		t.Fatalf("after Ctrl+C at an empty line: %q, %v; want EOF", line, err)
+	}
+}
+
+func TestChatShared(t *testing.T) {
+	a := newFakeAgent(t, chatAnswer)
+	if _, errs, code := ctxRun(a.root, "hi\n", "agent", "chat", "coder", "--shared", "team"); code != 0 {
+		t.Fatalf("code %d errs %q", code, errs)
+	}
+	if r := a.last(); r.Scope != "shared" || r.Space != "team" || r.Session != "default" {
+		t.Fatalf("request %+v", r)
+	}
+}
