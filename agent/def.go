@@ -51,6 +51,9 @@ type Definition struct {
 	Timeout   time.Duration // 0 when none
 	AgentsMD  string        // content of the global AGENTS.md, "" if none
 	Skills    []Skill       // sorted by directory name
+	// API is the built-in model API that answers a run: a model
+	// definition's own, or, for an agent without a program, its model's.
+	API *API
 }
 
 // Skill is the metadata of one skills/<skill>/SKILL.md.
@@ -90,7 +93,31 @@ func Load(root, kind, name string) (*Definition, error) {
 	if err := d.readControls(); err != nil {
 		return nil, err
 	}
+	if kind == abi.KindAgent && d.Program == "" && d.Model != EchoModel {
+		if err := d.adoptModelAPI(root); err != nil {
+			return nil, err
+		}
+	}
 	return d, nil
+}
+
+// adoptModelAPI gives an agent without a program its model's API. An
+// undefined model, or one without an API, leaves the agent without an
+// answerer, which its runs report; an invalid model definition is EINVAL
+// now, naming its file.
+func (d *Definition) adoptModelAPI(root string) error {
+	m, err := Load(root, abi.KindModel, d.Model)
+	if abi.Errno(err) == syscall.ENOENT {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	d.API = m.API
+	if d.Timeout == 0 {
+		d.Timeout = m.Timeout
+	}
+	return nil
 }
 
 // defPaths returns the NAME.d directory and the program path of a definition.
@@ -138,7 +165,7 @@ func findProgram(prog string) (string, error) {
 
 // readControls reads every control file that is present.
 func (d *Definition) readControls() error {
-	steps := []func() error{d.readCwd, d.readModel, d.readABI, d.readEnv, d.readIsolation, d.readTimeout, d.readAgentsMD, d.readSkills}
+	steps := []func() error{d.readCwd, d.readModel, d.readABI, d.readEnv, d.readIsolation, d.readTimeout, d.readAgentsMD, d.readSkills, d.readAPI}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/provider"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -28,6 +29,7 @@ type Spec struct {
 	Dir                   string            // host working directory, already resolved
 	Env                   map[string]string // CTX_* and PATH, filled by the caller
 	Jail                  *Jail             // with isolation chroot: the jail, made ready by the caller
+	Prompt                *provider.Request // for a model API: the system prompt and the conversation
 }
 
 const (
@@ -60,6 +62,8 @@ func Run(ctx context.Context, s Spec, emit func(*proto.Object)) (ok bool) {
 		return false
 	case d.Echo():
 		return runEcho(s, emit)
+	case d.Program == "" && d.API != nil:
+		return runAPI(ctx, s, emit)
 	case d.Program == "":
 		emit(proto.ErrorFrame(abi.Errorf(syscall.ENOENT, "run", "%s %s has no program and its model %s is not %s", d.Kind, d.Name, d.Model, EchoModel)))
 		return false

@@ -18,3 +18,15 @@ if [ ${#need[@]} -gt 0 ]; then
 	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 go mod download
+# The model-API simulator that agent/provider's tests run (@copilotkit/aimock,
+# pinned by its package-lock.json). Without npm the tests skip it, unless
+# CTXFS_REQUIRE_AIMOCK=1 makes them fail.
+aimock_dir="$(cd "$(dirname "$0")/.." && pwd)/agent/provider/testdata/aimock"
+if [ ! -d "$aimock_dir/node_modules" ]; then
+	if command -v npm >/dev/null 2>&1; then
+		echo "deps: installing the aimock simulator"
+		(cd "$aimock_dir" && npm ci --no-audit --no-fund)
+	else
+		echo "deps: npm missing; the aimock tests of agent/provider will be skipped" >&2
+	fi
+fi

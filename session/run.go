@@ -97,7 +97,10 @@ func (rn *run) execute() {
 	rn.mu.Lock()
 	rn.phase = "running"
 	rn.mu.Unlock()
-	rn.s.e.writeSnapshots(rn)
+	rules := rn.s.e.writeSnapshots(rn)
+	if rn.spec.Def.API != nil && rn.spec.Def.Program == "" {
+		rn.spec.Prompt = rn.s.prompt(rules)
+	}
 	closeJail, err := rn.s.e.prepareJail(rn)
 	if err != nil {
 		rn.enqueue(proto.ErrorFrame(err))

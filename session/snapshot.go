@@ -10,19 +10,21 @@ import (
 // run (SPEC section 10): the agent's global rules, then every AGENTS.md
 // from the chroot root down to the cwd; and the skills' metadata. They are
 // observability only; a snapshot that cannot be written does not fail the
-// run.
-func (e *Engine) writeSnapshots(rn *run) {
+// run. It returns the merged rules (also for a temp session, which keeps
+// no snapshot): a model API run's system prompt starts with them.
+func (e *Engine) writeSnapshots(rn *run) (rules string) {
 	s := rn.s
-	if s.rel == "" {
-		return
-	}
 	def := rn.spec.Def
-	var rules []string
+	var parts []string
 	if def.AgentsMD != "" {
-		rules = append(rules, strings.TrimRight(def.AgentsMD, "\n"))
+		parts = append(parts, strings.TrimRight(def.AgentsMD, "\n"))
 	}
 	if rn.spec.Dir != "/" && s.ref.Kind == abi.KindAgent {
-		rules = append(rules, e.chrootRules(s.ref.Container.ChrootRel(rn.spec.Uid), rn.spec.Env["CTX_CWD"])...)
+		parts = append(parts, e.chrootRules(s.ref.Container.ChrootRel(rn.spec.Uid), rn.spec.Env["CTX_CWD"])...)
+	}
+	rules = strings.Join(parts, "\n\n")
+	if s.rel == "" {
+		return rules
 	}
 	var skills strings.Builder
 	for _, sk := range def.Skills {
@@ -30,12 +32,13 @@ func (e *Engine) writeSnapshots(rn *run) {
 	}
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
-	if len(rules) > 0 {
-		s.writeFileLocked(abi.FileAgentsMD, strings.Join(rules, "\n\n")+"\n")
+	if rules != "" {
+		s.writeFileLocked(abi.FileAgentsMD, rules+"\n")
 	}
 	if skills.Len() > 0 {
 		s.writeFileLocked(abi.FileSkillsMD, skills.String())
 	}
+	return rules
 }
 
 // chrootRules reads AGENTS.md in the chroot root (rootRel, in the store)

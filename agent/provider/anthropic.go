@@ -1,0 +1,233 @@
+package provider
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strings"
+	"unicode"
+)
+
+// anthropic speaks Anthropic Messages: POST {endpoint}/v1/messages, the
+// endpoint being the base URL without /v1 as the Anthropic SDK takes it
+// (one that already ends in /v1 is taken as it is).
+type anthropic struct{}
+
+func (anthropic) url(endpoint string) string {
+	base := strings.TrimRight(endpoint, "/")
+	if !strings.HasSuffix(base, "/v1") {
+		base += "/v1"
+	}
+	return base + "/messages"
+}
+
+func (anthropic) header(h http.Header, key string) {
+	if key != "" {
+		h.Set("x-api-key", key)
+	}
+	h.Set("anthropic-version", AnthropicVersion)
+}
+
+type anRequest struct {
+	Model       string      `json:"model"`
+	MaxTokens   int         `json:"max_tokens"`
+	System      string      `json:"system,omitempty"`
+	Messages    []anMessage `json:"messages"`
+	Stream      bool        `json:"stream"`
+	Temperature *float64    `json:"temperature,omitempty"`
+}
+
+type anMessage struct {
+	Role    string    `json:"role"` // "user" or "assistant"
+	Content []anBlock `json:"content"`
+}
+
+// anBlock is a text, tool_use or tool_result content block.
+type anBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text,omitempty"` // text: never empty, the API refuses empty text blocks
+	ID        string          `json:"id,omitempty"`   // tool_use
+	Name      string          `json:"name,omitempty"` // tool_use
+	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID string          `json:"tool_use_id,omitempty"` // tool_result
+	Content   string          `json:"content,omitempty"`     // tool_result
+	IsError   bool            `json:"is_error,omitempty"`    // tool_result
+}
+
+// Anthropic refuses empty messages and empty text blocks, and wants the
+// first message to be the user's: these texts stand in.
+const (
+	placeholder = "(empty)"     // for a message that would be empty
+	opening     = "(continued)" // before a conversation that starts with the assistant
+)
+
+func (anthropic) body(cfg Config, req Request) ([]byte, error) {
+	turns, err := plan(req.Turns, idChars) // tool_use ids must match ^[a-zA-Z0-9_-]+$
+	if err != nil {
+		return nil, err
+	}
+	maxTokens := cfg.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = DefaultAnthropicMaxTokens
+	}
+	return json.Marshal(anRequest{
+		Model:       cfg.ModelID,
+		MaxTokens:   maxTokens,
+		System:      req.System,
+		Messages:    anMessages(turns),
+		Stream:      true,
+		Temperature: cfg.Temperature,
+	})
+}
+
+// anMessages renders the planned turns as the alternating user and
+// assistant messages Anthropic requires, starting with a user message.
+func anMessages(turns []planned) []anMessage {
+	var out []anMessage
+	for _, p := range turns {
+		role, blocks := anBlocks(p)
+		if n := len(out); n > 0 && out[n-1].Role == role {
+			out[n-1].Content = append(out[n-1].Content, blocks...)
+		} else {
+			out = append(out, anMessage{Role: role, Content: blocks})
+		}
+	}
+	if len(out) > 0 && out[0].Role != RoleUser {
+		out = append([]anMessage{{Role: RoleUser, Content: []anBlock{{Type: "text", Text: opening}}}}, out...)
+	}
+	out = trimFinalAssistant(out)
+	for i := range out {
+		resultsFirst(out[i].Content)
+		if len(out[i].Content) == 0 {
+			out[i].Content = []anBlock{{Type: "text", Text: placeholder}}
+		}
+	}
+	return out
+}
+
+// anBlocks is one planned turn's role and blocks; a tool result is user
+// content.
+func anBlocks(p planned) (string, []anBlock) {
+	var blocks []anBlock
+	if p.text != "" {
+		blocks = append(blocks, anBlock{Type: "text", Text: p.text})
+	}
+	switch p.role {
+	case RoleAssistant:
+		for _, c := range p.calls {
+			blocks = append(blocks, anBlock{Type: "tool_use", ID: c.ID, Name: c.Name, Input: argsObject(c.Arguments)})
+		}
+		return RoleAssistant, blocks
+	case RoleTool:
+		r := p.result
+		return RoleUser, []anBlock{{Type: "tool_result", ToolUseID: r.ToolCallID, Content: r.Text, IsError: r.IsError}}
+	}
+	return RoleUser, blocks
+}
+
+// resultsFirst moves tool_result blocks before the other blocks of a user
+// message: the API wants a message that answers tool calls to begin with
+// its results, and a loose result or a user turn merged after them must
+// not come between.
+func resultsFirst(blocks []anBlock) {
+	sort.SliceStable(blocks, func(i, j int) bool {
+		return blocks[i].Type == "tool_result" && blocks[j].Type != "tool_result"
+	})
+}
+
+// trimFinalAssistant trims trailing white space from a final assistant
+// message (the API refuses it there, where it is the start of the reply)
+// and drops the message if nothing is left.
+func trimFinalAssistant(msgs []anMessage) []anMessage {
+	n := len(msgs)
+	if n == 0 || msgs[n-1].Role != RoleAssistant {
+		return msgs
+	}
+	m := &msgs[n-1]
+	if last := len(m.Content) - 1; last >= 0 && m.Content[last].Type == "text" {
+		m.Content[last].Text = strings.TrimRightFunc(m.Content[last].Text, unicode.IsSpace)
+		if m.Content[last].Text == "" {
+			m.Content = m.Content[:last]
+		}
+	}
+	if len(m.Content) == 0 {
+		return msgs[:n-1]
+	}
+	return msgs
+}
+
+// anEvent is one streamed event, of any type: only the fields this
+// package reads.
+type anEvent struct {
+	Type    string `json:"type"`
+	Message *struct {
+		Usage anUsage `json:"usage"`
+	} `json:"message"`
+	Delta struct {
+		Type       string `json:"type"`
+		Text       string `json:"text"`
+		StopReason string `json:"stop_reason"`
+	} `json:"delta"`
+	Usage *anUsage `json:"usage"`
+}
+
+type anUsage struct {
+	InputTokens              int `json:"input_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+	OutputTokens             int `json:"output_tokens"`
+}
+
+func (anthropic) decoder() decoder { return &anDecoder{} }
+
+type anDecoder struct{ res Result }
+
+// event handles one event; message_stop ends the stream. Unknown event
+// types are ignored, as Anthropic's versioning policy asks.
+func (d *anDecoder) event(ev sseEvent) (string, bool, error) {
+	var e anEvent
+	if err := json.Unmarshal([]byte(ev.Data), &e); err != nil {
+		return "", false, malformed(err)
+	}
+	typ := e.Type
+	if typ == "" {
+		typ = ev.Name
+	}
+	switch typ {
+	case "message_start":
+		if e.Message != nil {
+			d.usage(e.Message.Usage)
+		}
+	case "content_block_delta":
+		if e.Delta.Type == "text_delta" {
+			return e.Delta.Text, false, nil
+		}
+	case "message_delta":
+		if e.Delta.StopReason != "" {
+			d.res.StopReason = e.Delta.StopReason
+		}
+		if e.Usage != nil {
+			d.usage(*e.Usage)
+		}
+	case "message_stop":
+		return "", true, nil
+	case "error":
+		return "", false, eventError(ev.Data)
+	}
+	return "", false, nil
+}
+
+// usage takes the counts an event carries. Input counts cached tokens
+// too: input_tokens alone leaves out what was read from or written to
+// the prompt cache, which is still input the model processed. Counts are
+// cumulative, so a later non-zero count replaces an earlier one.
+func (d *anDecoder) usage(u anUsage) {
+	if in := u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens; in > 0 {
+		d.res.InputTokens = in
+	}
+	if u.OutputTokens > 0 {
+		d.res.OutputTokens = u.OutputTokens
+	}
+}
+
+func (d *anDecoder) result() Result { return d.res }

@@ -1,0 +1,182 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestAnthropicStreamsTextAndUsage(t *testing.T) {
+	t.Parallel()
+	base, reqs := serve(t, streamOf(anthropicCase.stream("Hel", "lo, ", "wor", "ld")...))
+	deltas, res, err := collect(context.Background(), configFor(AnthropicMessages, base), toolRequest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"Hel", "lo, ", "wor", "ld"}; !reflect.DeepEqual(deltas, want) {
+		t.Errorf("deltas %q, want %q", deltas, want)
+	}
+	if want := (Result{Text: "Hello, world", InputTokens: 11, OutputTokens: 7, StopReason: "end_turn"}); res != want {
+		t.Errorf("result %+v, want %+v", res, want)
+	}
+	rec := <-reqs
+	if rec.method != http.MethodPost || rec.path != "/v1/messages" {
+		t.Errorf("%s %s, want POST /v1/messages", rec.method, rec.path)
+	}
+	keyOnlyIn(t, rec, "X-Api-Key", testKey)
+	if v := rec.header.Get("Anthropic-Version"); v != "2023-06-01" {
+		t.Errorf("anthropic-version %q", v)
+	}
+	if v, ok := rec.header["Authorization"]; ok {
+		t.Errorf("Authorization %q sent to Anthropic", v)
+	}
+	sameJSON(t, rec.body, `{
+		"model": "test-model",
+		"max_tokens": 4096,
+		"system": "be brief",
+		"stream": true,
+		"messages": [
+			{"role": "user", "content": [{"type": "text", "text": "what is in /tmp?"}]},
+			{"role": "assistant", "content": [
+				{"type": "text", "text": "Let me look.\n\n[tool call cat (call call_2)]\n{\"path\":\"/x\"}"},
+				{"type": "tool_use", "id": "call_1", "name": "ls", "input": {"path": "/tmp"}}]},
+			{"role": "user", "content": [
+				{"type": "tool_result", "tool_use_id": "call_1", "content": "a b"},
+				{"type": "text", "text": "[tool error from rm (call call_9)]\ngone"},
+				{"type": "text", "text": "and?"}]},
+			{"role": "assistant", "content": [{"type": "text", "text": "done"}]},
+			{"role": "user", "content": [{"type": "text", "text": "thanks"}]}
+		]}`)
+}
+
+func TestAnthropicOptionalFields(t *testing.T) {
+	t.Parallel()
+	base, reqs := serve(t, streamOf(anthropicCase.stream("ok")...))
+	cfg := configFor(AnthropicMessages, base)
+	cfg.APIKey = ""
+	if _, _, err := collect(context.Background(), cfg, hello); err != nil {
+		t.Fatal(err)
+	}
+	rec := <-reqs
+	if v, ok := rec.header["X-Api-Key"]; ok {
+		t.Errorf("x-api-key %q sent without a key", v)
+	}
+	sameJSON(t, rec.body, `{"model":"test-model","max_tokens":4096,"stream":true,
+		"messages":[{"role":"user","content":[{"type":"text","text":"hello"}]}]}`)
+
+	temp := 0.5
+	cfg.MaxTokens, cfg.Temperature = 100, &temp
+	if _, _, err := collect(context.Background(), cfg, hello); err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, (<-reqs).body, `{"model":"test-model","max_tokens":100,"temperature":0.5,"stream":true,
+		"messages":[{"role":"user","content":[{"type":"text","text":"hello"}]}]}`)
+}
+
+func TestAnthropicEndpointPath(t *testing.T) {
+	t.Parallel()
+	for _, suffix := range []string{"", "/", "/v1", "/v1/", "/proxy"} {
+		base, reqs := serve(t, streamOf(anthropicCase.stream("ok")...))
+		cfg := configFor(AnthropicMessages, base)
+		cfg.Endpoint = base + suffix
+		if _, _, err := collect(context.Background(), cfg, hello); err != nil {
+			t.Fatalf("%q: %v", suffix, err)
+		}
+		want := "/v1/messages"
+		if suffix == "/proxy" {
+			want = "/proxy/v1/messages"
+		}
+		if got := (<-reqs).path; got != want {
+			t.Errorf("endpoint …%q: path %s, want %s", suffix, got, want)
+		}
+	}
+}
+
+// anthropicJSON renders turns as the messages array.
+func anthropicJSON(t *testing.T, turns []Turn) string {
+	t.Helper()
+	p, err := plan(turns, idChars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(anMessages(p))
+	return string(b)
+}
+
+// The API wants alternating roles starting with the user, no empty text,
+// results first in their message, ids of [a-zA-Z0-9_-], and no trailing
+// white space at the end of a final assistant message.
+func TestAnthropicMessageShape(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		turns []Turn
+		want  string
+	}{
+		{"starts with assistant", []Turn{{Role: RoleAssistant, Text: "hi"}, {Role: RoleUser, Text: "yo"}},
+			`[{"role":"user","content":[{"type":"text","text":"(continued)"}]},
+			  {"role":"assistant","content":[{"type":"text","text":"hi"}]},
+			  {"role":"user","content":[{"type":"text","text":"yo"}]}]`},
+		{"same roles merge", []Turn{{Role: RoleUser, Text: "a"}, {Role: RoleUser, Text: "b"},
+			{Role: RoleAssistant, Text: "c"}, {Role: RoleAssistant, Text: "d"}, {Role: RoleUser, Text: "e"}},
+			`[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
+			  {"role":"assistant","content":[{"type":"text","text":"c"},{"type":"text","text":"d"}]},
+			  {"role":"user","content":[{"type":"text","text":"e"}]}]`},
+		{"empty text", []Turn{{Role: RoleUser, Text: ""}},
+			`[{"role":"user","content":[{"type":"text","text":"(empty)"}]}]`},
+		{"final assistant trimmed", []Turn{{Role: RoleUser, Text: "q"}, {Role: RoleAssistant, Text: "partial \n"}},
+			`[{"role":"user","content":[{"type":"text","text":"q"}]},
+			  {"role":"assistant","content":[{"type":"text","text":"partial"}]}]`},
+		{"blank final assistant dropped", []Turn{{Role: RoleUser, Text: "q"}, {Role: RoleAssistant, Text: "  "}},
+			`[{"role":"user","content":[{"type":"text","text":"q"}]}]`},
+		{"id with a dot is text", []Turn{{Role: RoleUser, Text: "q"},
+			{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "call.1", Name: "ls", Arguments: "{}"}}},
+			{Role: RoleTool, ToolCallID: "call.1", ToolName: "ls", Text: "x"}},
+			`[{"role":"user","content":[{"type":"text","text":"q"}]},
+			  {"role":"assistant","content":[{"type":"text","text":"[tool call ls (call call.1)]\n{}"}]},
+			  {"role":"user","content":[{"type":"text","text":"[tool result from ls (call call.1)]\nx"}]}]`},
+		{"results first", []Turn{{Role: RoleUser, Text: "q"},
+			{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "a", Name: "f"}, {ID: "b", Name: "g"}}},
+			{Role: RoleTool, ToolCallID: "a", Text: "1"},
+			{Role: RoleTool, ToolCallID: "zz", Text: "loose"},
+			{Role: RoleTool, ToolCallID: "b", Text: "2", IsError: true}},
+			`[{"role":"user","content":[{"type":"text","text":"q"}]},
+			  {"role":"assistant","content":[{"type":"tool_use","id":"a","name":"f","input":{}},{"type":"tool_use","id":"b","name":"g","input":{}}]},
+			  {"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"1"},
+			    {"type":"tool_result","tool_use_id":"b","content":"2","is_error":true},
+			    {"type":"text","text":"[tool result from a tool (call zz)]\nloose"}]}]`},
+	}
+	for _, c := range cases {
+		got := anthropicJSON(t, c.turns)
+		var g, w any
+		json.Unmarshal([]byte(got), &g)
+		if err := json.Unmarshal([]byte(c.want), &w); err != nil {
+			t.Fatalf("%s: want: %v", c.name, err)
+		}
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, got, strings.Join(strings.Fields(c.want), " "))
+		}
+	}
+}
+
+// Cached input tokens count as input; the last output count wins.
+func TestAnthropicUsageWithCache(t *testing.T) {
+	t.Parallel()
+	base, _ := serve(t, streamOf(
+		anEventText("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+			"usage": map[string]any{"input_tokens": 5, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 20, "output_tokens": 1}}}),
+		anTextEvent("x"),
+		anEventText("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "max_tokens"},
+			"usage": map[string]any{"output_tokens": 42}}),
+		anEventText("message_stop", map[string]any{"type": "message_stop"})))
+	_, res, err := collect(context.Background(), configFor(AnthropicMessages, base), hello)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Result{Text: "x", InputTokens: 125, OutputTokens: 42, StopReason: "max_tokens"}); res != want {
+		t.Errorf("result %+v, want %+v", res, want)
+	}
+}

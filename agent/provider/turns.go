@@ -1,0 +1,172 @@
+package provider
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Both APIs refuse a request whose tool calls and tool results do not pair
+// up: a result must answer a call of the assistant message right before it
+// (OpenAI's tool messages, Anthropic's tool_result blocks), and every call
+// must be answered right after it. A session's history need not be that
+// tidy: a run may have been cancelled between a call and its result, or a
+// result may come from a program that never recorded the call. plan pairs
+// what it can and turns the rest into plain text, so that what is sent is
+// always a request the API accepts and nothing of the history is lost.
+
+// Roles of a Turn.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// planned is one turn after pairing.
+type planned struct {
+	role   string     // RoleUser, RoleAssistant or RoleTool
+	text   string     // user and assistant turns
+	calls  []ToolCall // assistant: only calls whose result follows
+	result Turn       // tool: a result answering a call of the assistant turn before
+}
+
+// plan pairs tool calls with results. A call is kept as a call when its
+// id passes idOK, is unique in the request, its name is a valid function
+// name, and a tool turn in the run of tool turns right after its assistant
+// turn answers it; such results follow their assistant turn in the order
+// they came. Every other call is appended to its assistant's text, and
+// every other result becomes user text after the paired results.
+func plan(turns []Turn, idOK func(string) bool) ([]planned, error) {
+	if len(turns) == 0 {
+		return nil, fmt.Errorf("the request has no turns")
+	}
+	var out []planned
+	used := map[string]bool{} // call ids already kept
+	for i := 0; i < len(turns); {
+		t := turns[i]
+		switch t.Role {
+		case RoleUser:
+			out = append(out, planned{role: RoleUser, text: t.Text})
+			i++
+		case RoleTool:
+			out = append(out, looseResult(t))
+			i++
+		case RoleAssistant:
+			j := i + 1
+			for j < len(turns) && turns[j].Role == RoleTool {
+				j++
+			}
+			out = append(out, pairRun(t, turns[i+1:j], used, idOK)...)
+			i = j
+		default:
+			return nil, fmt.Errorf("turn %d: role %q is not %s, %s or %s", i, t.Role, RoleUser, RoleAssistant, RoleTool)
+		}
+	}
+	return out, nil
+}
+
+// pairRun plans one assistant turn and the tool turns right after it.
+func pairRun(a Turn, results []Turn, used map[string]bool, idOK func(string) bool) []planned {
+	firstResult := map[string]int{} // call id → index of its first result
+	for k := len(results) - 1; k >= 0; k-- {
+		firstResult[results[k].ToolCallID] = k
+	}
+	answered := make([]bool, len(results))
+	asst := planned{role: RoleAssistant, text: a.Text}
+	for _, c := range a.ToolCalls {
+		k, ok := firstResult[c.ID]
+		if ok && c.ID != "" && idOK(c.ID) && nameOK(c.Name) && !used[c.ID] {
+			used[c.ID], answered[k] = true, true
+			asst.calls = append(asst.calls, c)
+			continue
+		}
+		asst.text = joinText(asst.text, fmt.Sprintf("[tool call %s]\n%s", label(c.Name, c.ID), c.Arguments))
+	}
+	out := []planned{asst}
+	for k, r := range results {
+		if answered[k] {
+			out = append(out, planned{role: RoleTool, result: r})
+		}
+	}
+	for k, r := range results {
+		if !answered[k] {
+			out = append(out, looseResult(r))
+		}
+	}
+	return out
+}
+
+// looseResult renders a tool result that answers no call in the request as
+// user text that still says what it was.
+func looseResult(t Turn) planned {
+	kind := "result"
+	if t.IsError {
+		kind = "error"
+	}
+	return planned{role: RoleUser, text: fmt.Sprintf("[tool %s from %s]\n%s", kind, label(t.ToolName, t.ToolCallID), t.Text)}
+}
+
+// label names a tool and a call id for text: "NAME (call ID)".
+func label(name, id string) string {
+	if name == "" {
+		name = "a tool"
+	}
+	if id == "" {
+		return name
+	}
+	return fmt.Sprintf("%s (call %s)", name, id)
+}
+
+// joinText appends a paragraph.
+func joinText(text, more string) string {
+	if text == "" {
+		return more
+	}
+	return text + "\n\n" + more
+}
+
+// nameOK says whether s is a function name both APIs accept:
+// [a-zA-Z0-9_-]{1,64}.
+func nameOK(s string) bool {
+	return len(s) <= 64 && idChars(s)
+}
+
+// idChars says whether s is non-empty and only [a-zA-Z0-9_-].
+func idChars(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// argsObject is a call's arguments as a JSON object, which Anthropic's
+// tool_use input must be and OpenAI's arguments string should hold: empty
+// arguments are {}, and anything that is not an object is kept whole
+// under "arguments".
+func argsObject(args string) json.RawMessage {
+	s := strings.TrimSpace(args)
+	if s == "" {
+		return json.RawMessage("{}")
+	}
+	var obj map[string]json.RawMessage
+	if utf8.ValidString(s) && json.Unmarshal([]byte(s), &obj) == nil && obj != nil {
+		return json.RawMessage(s)
+	}
+	b, _ := json.Marshal(map[string]string{"arguments": args}) // a map of strings always marshals
+	return b
+}
+
+// resultText is a tool result's text, marked when the tool failed for an
+// API that has no field for it.
+func resultText(t Turn) string {
+	if t.IsError {
+		return "[error]\n" + t.Text
+	}
+	return t.Text
+}
