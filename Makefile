@@ -5,7 +5,7 @@ ROOT     ?= /ctx
 STORE    ?= /var/lib/ctxfs
 FUZZTIME ?= 5s
 # Each fuzz target: package and name.
-FUZZ     := ./abi:FuzzCheckLogLine ./proto:FuzzParseRequest ./session/sealedlog:FuzzAppend
+FUZZ     := ./abi:FuzzCheckLogLine ./proto:FuzzParseRequest ./session/sealedlog:FuzzAppend ./agent/provider:FuzzSSE
 
 .PHONY: build deps test unit fuzz bench run lint clean
 
@@ -32,7 +32,7 @@ fuzz:
 	done
 
 bench: build
-	$(GO) test -run='^$$' -bench=. -benchtime=2s -timeout 30m ./session/... ./index/... ./server/... ./integration/...
+	$(GO) test -run='^$$' -bench=. -benchtime=2s -timeout 30m ./session/... ./index/... ./server/... ./agent/... ./integration/...
 
 # The README's first command: mount, make a demo agent, send, show.
 run: build
