@@ -312,3 +312,52 @@ func TestRootCreatesAnotherUidsHome(t *testing.T) {
 		t.Errorf("home/1002 exists after a refused mkdir: %v", err)
 	}
 }
+
+// TestCancelByClientIDAcrossSessions: a cancel naming a client id and no
+// session stops the newest running run with that id in any of the caller's
+// sessions of the agent; with a session it looks only there (SPEC 7).
+func TestCancelByClientIDAcrossSessions(t *testing.T) {
+	requireFUSE(t)
+	s := newServerWith(t, func(s *server) {
+		s.define("sleeper", map[string]string{"abi": "text", "program": "#!/bin/sh\nexec sleep 60\n"})
+	})
+	ends := map[string]chan []frame{}
+	runOf := map[string]string{}
+	for _, sess := range []string{"older", "newer", "other"} {
+		ends[sess] = make(chan []frame, 1)
+		go func(sess string) {
+			frames, _ := s.request("sleeper", fmt.Sprintf(`{"op":"send","id":"dup","session":%q,"input":"x"}`, sess))
+			ends[sess] <- frames
+		}(sess)
+		eventually(t, 10*time.Second, sess+" running", func() bool {
+			st := s.mustRequest("sleeper", fmt.Sprintf(`{"op":"status","session":%q}`, sess))
+			runs, _ := st[0]["runs"].([]any)
+			if len(runs) == 1 && runs[0].(map[string]any)["phase"] == "running" {
+				runOf[sess] = runs[0].(map[string]any)["run"].(string)
+				return true
+			}
+			return false
+		})
+	}
+	cancel := func(line, wantRun, sess string) {
+		t.Helper()
+		f := s.mustRequest("sleeper", line)
+		if len(f) != 1 || f[0]["cancelled"] != true || f[0]["run"] != wantRun {
+			t.Fatalf("%s: %v, want %s cancelled", line, f, wantRun)
+		}
+		select {
+		case frames := <-ends[sess]:
+			if last := frames[len(frames)-1]; last["status"] != "cancelled" {
+				t.Fatalf("%s: %v", sess, frames)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%s did not end", sess)
+		}
+	}
+	cancel(`{"op":"cancel","id":"dup","session":"older"}`, runOf["older"], "older")
+	cancel(`{"op":"cancel","id":"dup"}`, runOf["other"], "other")
+	cancel(`{"op":"cancel","id":"dup"}`, runOf["newer"], "newer")
+	if f := s.mustRequest("sleeper", `{"op":"cancel","id":"dup"}`); f[0]["cancelled"] != false || f[0]["stale"] != true {
+		t.Fatalf("a cancel with nothing running: %v", f)
+	}
+}
