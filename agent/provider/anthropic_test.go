@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,21 +10,7 @@ import (
 
 func TestAnthropicStreamsTextAndUsage(t *testing.T) {
 	t.Parallel()
-	base, reqs := serve(t, streamOf(anthropicCase.stream("Hel", "lo, ", "wor", "ld")...))
-	deltas, res, err := collect(context.Background(), configFor(AnthropicMessages, base), toolRequest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"Hel", "lo, ", "wor", "ld"}; !reflect.DeepEqual(deltas, want) {
-		t.Errorf("deltas %q, want %q", deltas, want)
-	}
-	if want := (Result{Text: "Hello, world", InputTokens: 11, OutputTokens: 7, StopReason: "end_turn"}); res != want {
-		t.Errorf("result %+v, want %+v", res, want)
-	}
-	rec := <-reqs
-	if rec.method != http.MethodPost || rec.path != "/v1/messages" {
-		t.Errorf("%s %s, want POST /v1/messages", rec.method, rec.path)
-	}
+	rec := streamHello(t, anthropicCase, "/v1/messages")
 	keyOnlyIn(t, rec, "X-Api-Key", testKey)
 	if v := rec.header.Get("Anthropic-Version"); v != "2023-06-01" {
 		t.Errorf("anthropic-version %q", v)

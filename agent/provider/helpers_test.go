@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -222,3 +223,26 @@ func wantErrno(t testing.TB, err error, want syscall.Errno, words ...string) {
 
 // sayf is fmt.Sprintf, for readability in tables.
 var sayf = fmt.Sprintf
+
+// streamHello streams "Hello, world" in four deltas in c's wire format,
+// checks the deltas and the result, and returns the request the fake
+// provider got, which must be a POST to path.
+func streamHello(t *testing.T, c apiCase, path string) recorded {
+	t.Helper()
+	base, reqs := serve(t, streamOf(c.stream("Hel", "lo, ", "wor", "ld")...))
+	deltas, res, err := collect(context.Background(), configFor(c.api, base), toolRequest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"Hel", "lo, ", "wor", "ld"}; !reflect.DeepEqual(deltas, want) {
+		t.Errorf("deltas %q, want %q", deltas, want)
+	}
+	if want := (Result{Text: "Hello, world", InputTokens: 11, OutputTokens: 7, StopReason: c.stopReason}); res != want {
+		t.Errorf("result %+v, want %+v", res, want)
+	}
+	rec := <-reqs
+	if rec.method != http.MethodPost || rec.path != path {
+		t.Errorf("%s %s, want POST %s", rec.method, rec.path, path)
+	}
+	return rec
+}

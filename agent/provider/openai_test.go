@@ -68,21 +68,7 @@ func keyOnlyIn(t *testing.T, rec recorded, name, want string) {
 
 func TestOpenAIStreamsTextAndUsage(t *testing.T) {
 	t.Parallel()
-	base, reqs := serve(t, streamOf(openAICase.stream("Hel", "lo, ", "wor", "ld")...))
-	deltas, res, err := collect(context.Background(), configFor(OpenAIChat, base), toolRequest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"Hel", "lo, ", "wor", "ld"}; !reflect.DeepEqual(deltas, want) {
-		t.Errorf("deltas %q, want %q", deltas, want)
-	}
-	if want := (Result{Text: "Hello, world", InputTokens: 11, OutputTokens: 7, StopReason: "stop"}); res != want {
-		t.Errorf("result %+v, want %+v", res, want)
-	}
-	rec := <-reqs
-	if rec.method != http.MethodPost || rec.path != "/v1/chat/completions" {
-		t.Errorf("%s %s, want POST /v1/chat/completions", rec.method, rec.path)
-	}
+	rec := streamHello(t, openAICase, "/v1/chat/completions")
 	keyOnlyIn(t, rec, "Authorization", "Bearer "+testKey)
 	sameJSON(t, rec.body, `{
 		"model": "test-model",

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxfs/ctxfs/proto"
 	"golang.org/x/term"
+
+	"github.com/ctxfs/ctxfs/proto"
 )
 
 // chatAnswer is echoAnswer, plus a refusal for the input "refuse".
@@ -104,17 +105,7 @@ type slowAgent struct {
 }
 
 func newSlowAgent(t *testing.T) *slowAgent {
-	root, err := os.MkdirTemp("", "ctx") // short: socket paths are limited to 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(root) })
-	os.MkdirAll(filepath.Join(root, "agent"), 0o755)
-	ln, err := net.Listen("unix", filepath.Join(root, "agent", "coder.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	root, ln := listenAgent(t)
 	a := &slowAgent{root: root, gotSend: make(chan struct{}, 1), cancelled: make(chan string, 1)}
 	go func() {
 		for {

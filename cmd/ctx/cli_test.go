@@ -26,20 +26,27 @@ type fakeAgent struct {
 }
 
 func newFakeAgent(t *testing.T, answer func(*proto.Request) []string) *fakeAgent {
+	root, ln := listenAgent(t)
+	a := &fakeAgent{root: root}
+	go a.serve(ln, answer)
+	return a
+}
+
+// listenAgent makes a root directory with the socket agent/coder.sock
+// listening; both go when the test ends.
+func listenAgent(t *testing.T) (root string, ln net.Listener) {
 	root, err := os.MkdirTemp("", "ctx") // short: socket paths are limited to 108 bytes
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
 	os.MkdirAll(filepath.Join(root, "agent"), 0o755)
-	ln, err := net.Listen("unix", filepath.Join(root, "agent", "coder.sock"))
+	ln, err = net.Listen("unix", filepath.Join(root, "agent", "coder.sock"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	a := &fakeAgent{root: root}
-	go a.serve(ln, answer)
-	return a
+	return root, ln
 }
 
 func (a *fakeAgent) serve(ln net.Listener, answer func(*proto.Request) []string) {
