@@ -42,7 +42,9 @@ cat <<EOT
 
 ctxfs serves $ROOT (store $STORE). In another shell try:
   CTX_ROOT=$ROOT $BIN/ctx agent send demo "another message"
+  CTX_ROOT=$ROOT $BIN/ctx agent chat demo
   tail -f $dir/events.jsonl
+More agents (a shell in a chroot, any command, real models): examples/README.md
 Ctrl+C stops the server and unmounts.
 EOT
 wait "$server"
