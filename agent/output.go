@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"sync"
 	"syscall"
 	"unicode/utf8"
@@ -59,7 +60,7 @@ func (p *program) startReaders(s Spec) {
 	}()
 	go func() {
 		defer wg.Done()
-		readStderr(p.stderr, p.frames)
+		p.missingLib = readStderr(p.stderr, p.frames)
 	}()
 	go func() {
 		wg.Wait()
@@ -220,11 +221,14 @@ func fitMessage(text string) (*proto.Object, int) {
 // bytes are used; a line that does not fit is dropped with all that
 // follows (keeping a later line but not an earlier one would mislead), and
 // one last frame says how much was dropped.
-func readStderr(r io.Reader, out chan<- *proto.Object) {
+func readStderr(r io.Reader, out chan<- *proto.Object) (missingLib string) {
 	br := bufio.NewReaderSize(r, 4096) // a longer line comes as several frames
 	budget, droppedBytes := maxStderr, 0
 	for {
 		chunk, err := br.ReadSlice('\n')
+		if m := loaderMissing.FindSubmatch(chunk); m != nil && missingLib == "" {
+			missingLib = string(append(m[1], m[2]...))
+		}
 		if n := len(chunk); n > 0 && n <= budget && droppedBytes == 0 {
 			out <- logFrame(string(bytes.TrimSuffix(chunk, []byte("\n"))))
 			budget -= n
@@ -240,7 +244,12 @@ func readStderr(r io.Reader, out chan<- *proto.Object) {
 		f.Set("dropped", droppedBytes)
 		out <- f
 	}
+	return missingLib
 }
+
+// loaderMissing matches the dynamic loader's words for a shared library it
+// cannot find (glibc's, then musl's): the run's error then names it.
+var loaderMissing = regexp.MustCompile(`error while loading shared libraries: ([^:\n]+): cannot open shared object file|Error loading shared library ([^:\n]+): No such file`)
 
 // logFrame is one stderr line; invalid UTF-8 becomes U+FFFD when it is
 // marshalled, so a binary blurt still makes a valid line.

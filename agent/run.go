@@ -104,7 +104,7 @@ func runProgram(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 	case !stopped && p.setupErr != nil: // reported as the run's error already
 		return false
 	case !stopped:
-		return exitResult(waitErr, emit)
+		return exitResult(waitErr, p.missingLib, emit)
 	case ctx.Err() == nil: // stopped by the definition's timeout, not by the caller
 		emit(proto.ErrorFrame(abi.Errorf(syscall.ETIMEDOUT, "run", "agent program did not finish within %s", s.Def.Timeout)))
 	}
@@ -112,8 +112,9 @@ func runProgram(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 }
 
 // exitResult turns the program's exit into the run's result; a failure is
-// reported by an error frame carrying the exit code or the signal.
-func exitResult(waitErr error, emit func(*proto.Object)) bool {
+// reported by an error frame carrying the exit code or the signal. Status
+// 127 after the dynamic loader named a missing library is ENOENT naming it.
+func exitResult(waitErr error, missingLib string, emit func(*proto.Object)) bool {
 	if waitErr == nil {
 		return true
 	}
@@ -130,6 +131,9 @@ func exitResult(waitErr error, emit func(*proto.Object)) bool {
 		return false
 	}
 	f := proto.ErrorFrame(abi.Errorf(syscall.EIO, "run", "agent program exited with status %d", ws.ExitStatus()))
+	if ws.ExitStatus() == 127 && missingLib != "" {
+		f = proto.ErrorFrame(abi.Errorf(syscall.ENOENT, "run", "the shared library %s that the program needs is missing (in a chroot: from the agent's root/)", missingLib))
+	}
 	f.Set("exit_code", ws.ExitStatus())
 	emit(f)
 	return false
@@ -142,6 +146,7 @@ type program struct {
 	stdout, stderr *os.File           // read ends of the output pipes
 	setup          *os.File           // read end of the trampoline's setup pipe, nil without one
 	setupErr       error              // what the trampoline reported, set before frames closes
+	missingLib     string             // a library the dynamic loader said is missing, set before frames closes
 	frames         chan *proto.Object // from the readers, closed when both are done
 	exited         chan error         // the result of cmd.Wait
 }

@@ -265,6 +265,29 @@ func TestJailMissingInterpreter(t *testing.T) {
 	}
 }
 
+// TestJailMissingLoaderAndLibrary: a dynamic program in a root/ without
+// its loader fails with ENOENT naming the loader; with the loader but not
+// its libraries, ENOENT naming the library the loader could not find.
+func TestJailMissingLoaderAndLibrary(t *testing.T) {
+	prog, err := os.ReadFile("/bin/true") // dynamic, needs ld-linux and libc
+	mustT(t, err)
+	s := newJailServer(t, string(prog), false)
+	root := s.mnt("home/1000/agent/jailed/root")
+	mustT(t, os.MkdirAll(root, 0o755))
+	frames, _ := s.jailSend(t, "noloader", "n1", "x")
+	if errorCode(frames) != "ENOENT" || !strings.Contains(errorMessage(frames), "ld-linux") {
+		t.Fatalf("without a loader: want ENOENT naming ld-linux, got %v", frames)
+	}
+	loader, err := os.ReadFile("/lib64/ld-linux-x86-64.so.2")
+	mustT(t, err)
+	mustT(t, os.MkdirAll(filepath.Join(root, "lib64"), 0o755))
+	mustT(t, os.WriteFile(filepath.Join(root, "lib64", "ld-linux-x86-64.so.2"), loader, 0o755))
+	frames, _ = s.jailSend(t, "nolibc", "n2", "x")
+	if errorCode(frames) != "ENOENT" || !strings.Contains(errorMessage(frames), "libc.so.6") {
+		t.Fatalf("without libc: want ENOENT naming libc.so.6, got %v", frames)
+	}
+}
+
 // TestJailRefusesPlantedLinks: a mountpoint the jail needs that the user
 // made a symlink (root/dev -> /etc, root/<mount root> -> /etc) fails the
 // run; nothing is mounted on the link's target, on the host or inside.
