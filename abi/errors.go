@@ -58,6 +58,10 @@ func Errno(err error) syscall.Errno {
 	if errors.As(err, &en) {
 		return en
 	}
+	var carrier interface{ Errno() syscall.Errno } // a refusal a server sent
+	if errors.As(err, &carrier) {
+		return carrier.Errno()
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return syscall.ENOENT

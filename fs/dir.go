@@ -131,7 +131,11 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent fs.InodeEmb
 	if p, ok := newParent.(*dirNode); ok {
 		newRel = p.child(newName)
 	}
-	return errno(d.m.e.Rename(callerOf(ctx), d.child(name), newRel, flags))
+	if err := d.m.e.Rename(callerOf(ctx), d.child(name), newRel, flags); err != nil {
+		return errno(err)
+	}
+	d.m.ms.forget(newRel) // the moved node still says it is live
+	return 0
 }
 
 // Statfs reports the store's filesystem (df, and tools that check space).

@@ -33,6 +33,7 @@ type Mounts struct {
 	roots   map[string]*fs.Inode // "home", "shared" → mount root
 
 	changes chan string   // store paths to invalidate, from OnChange and our own writes
+	forgets chan string   // names the kernel must look up afresh (a session moved by an archive)
 	done    chan struct{} // closed by Unmount: the notifier stops
 	once    sync.Once
 }
@@ -57,6 +58,7 @@ func Mount(e *session.Engine, root string, opts Options) (*Mounts, error) {
 		e:       e,
 		roots:   map[string]*fs.Inode{},
 		changes: make(chan string, 4096),
+		forgets: make(chan string, 256),
 		done:    make(chan struct{}),
 	}
 	for _, top := range tops {
@@ -188,6 +190,8 @@ func (ms *Mounts) notifier() {
 			return
 		case rel := <-ms.changes:
 			ms.invalidate(rel)
+		case rel := <-ms.forgets:
+			ms.forgetEntry(rel)
 		}
 	}
 }
@@ -214,6 +218,35 @@ func (ms *Mounts) invalidate(rel string) {
 	if _, err := ms.e.Stat(rel); err != nil && !virtual(session.Classify(rel).Kind) {
 		parent.NotifyEntry(parts[len(parts)-1])
 	}
+}
+
+// forget queues a name whose kernel dentry must go although the store
+// holds it: a session directory renamed into the archive keeps, in the
+// kernel, the node made for its live place (its path, its kind); the next
+// lookup of the name makes the right one. Never blocks (see changed).
+func (ms *Mounts) forget(rel string) {
+	select {
+	case ms.forgets <- rel:
+	case <-ms.done:
+	default:
+	}
+}
+
+// forgetEntry drops the kernel's dentry for rel. Sent from the notifier
+// goroutine, it waits in the kernel until the rename that moved the name
+// has released its directories, and so lands after the move.
+func (ms *Mounts) forgetEntry(rel string) {
+	parts := strings.Split(strings.Trim(rel, "/"), "/")
+	node := ms.roots[parts[0]]
+	if node == nil || len(parts) < 2 {
+		return
+	}
+	for _, name := range parts[1 : len(parts)-1] {
+		if node = node.GetChild(name); node == nil {
+			return
+		}
+	}
+	node.NotifyEntry(parts[len(parts)-1])
 }
 
 // virtual kinds have no store file behind them.

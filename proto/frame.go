@@ -21,6 +21,8 @@ const (
 	FrameCancel     = "cancel"
 	FrameStatus     = "status"
 	FramePong       = "pong"
+	FrameMatch      = "match"    // search: one message that holds the query
+	FrameSearched   = "searched" // search: the last frame, with counts and whether matches were cut
 )
 
 // ErrorFrame is the frame that reports err: {"type":"error","code":"E…","message":"…"}.

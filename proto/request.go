@@ -16,6 +16,12 @@ const (
 	OpStatus = "status"
 	OpResume = "resume"
 	OpPing   = "ping"
+	// OpSearch searches the user and assistant text of the sessions of
+	// the caller's home or space at this agent or model (SPEC 14).
+	OpSearch = "search"
+	// OpArchive archives the named session, or deletes it with "delete":
+	// true (SPEC 12; ctx agent session archive and gc).
+	OpArchive = "archive"
 )
 
 // Request is a parsed, well-formed request. Session is "default" when the
@@ -31,6 +37,9 @@ type Request struct {
 	Cwd          string // "" when not given
 	Input        string
 	After        string // resume: run id, "" when not given
+	Query        string // search: the text to find
+	Delete       bool   // archive: delete instead
+	DryRun       bool   // archive: only say whether it would be taken
 }
 
 // wireRequest is the JSON shape; pointers tell "missing" from "empty".
@@ -43,6 +52,9 @@ type wireRequest struct {
 	Cwd     *string `json:"cwd"`
 	Input   *string `json:"input"`
 	After   *string `json:"after"`
+	Query   *string `json:"query"`
+	Delete  *bool   `json:"delete"`
+	DryRun  *bool   `json:"dry_run"`
 }
 
 // ParseRequest parses and checks one request line (a trailing newline is
@@ -86,6 +98,14 @@ func ParseRequest(line []byte) (*Request, error) {
 			return nil, abi.Errorf(syscall.EINVAL, "", "cancel needs the id of a run or a client")
 		}
 	case OpStatus, OpPing:
+	case OpSearch:
+		return r, r.checkSearch(w)
+	case OpArchive:
+		if !r.SessionGiven || r.Scope == abi.ScopeTemp {
+			return nil, abi.Errorf(syscall.EINVAL, "", "archive needs the name of a session in a home or space")
+		}
+		r.Delete = w.Delete != nil && *w.Delete
+		r.DryRun = w.DryRun != nil && *w.DryRun
 	case OpResume:
 		if w.After != nil && !abi.IsRunID(r.After) {
 			return nil, abi.Errorf(syscall.EINVAL, "", "after %q is not a run id", r.After)
@@ -142,4 +162,24 @@ func deref(p *string) string {
 		return ""
 	}
 	return *p
+}
+
+// MaxQueryBytes bounds a search query.
+const MaxQueryBytes = 1024
+
+// checkSearch: a query of 1 to MaxQueryBytes bytes without NUL, in a home
+// or a space (temp sessions live in memory and are never listed).
+func (r *Request) checkSearch(w wireRequest) error {
+	switch {
+	case w.Query == nil || *w.Query == "":
+		return abi.Errorf(syscall.EINVAL, "", "search needs a query")
+	case len(*w.Query) > MaxQueryBytes:
+		return abi.Errorf(syscall.EINVAL, "", "query of %d bytes is over the %d-byte limit", len(*w.Query), MaxQueryBytes)
+	case strings.IndexByte(*w.Query, 0) >= 0:
+		return abi.Errorf(syscall.EINVAL, "", "query contains NUL")
+	case r.Scope == abi.ScopeTemp:
+		return abi.Errorf(syscall.EINVAL, "", "search covers homes and shared spaces, not temp sessions")
+	}
+	r.Query = *w.Query
+	return nil
 }

@@ -23,6 +23,7 @@ var requestCases = []struct {
 	{`{"op":"status","session":"default"}`, 0},
 	{`{"op":"resume","session":"default","after":"ctx-0123456789abcdef0123456789abcdef"}`, 0},
 	{`{"op":"resume"}`, 0},
+	{`{"op":"search","query":"文件"}`, 0},
 	{`{"op":"nope"}`, syscall.EINVAL},
 	{`{}`, syscall.EINVAL},
 	{`[]`, syscall.EINVAL},
@@ -116,9 +117,44 @@ func FuzzParseRequest(f *testing.F) {
 			if !abi.ValidName(r.ID) || strings.ContainsRune(r.Input, 0) || (r.Cwd != "" && abi.CheckCwd(r.Cwd) != nil) {
 				t.Fatalf("accepted bad send %+v", r)
 			}
+		case OpSearch:
+			if r.Query == "" || len(r.Query) > MaxQueryBytes || strings.ContainsRune(r.Query, 0) || r.Scope == "temp" {
+				t.Fatalf("accepted bad search %+v", r)
+			}
 		case OpCancel, OpStatus, OpResume, OpPing:
 		default:
 			t.Fatalf("accepted op %q", r.Op)
 		}
 	})
+}
+
+func TestParseSearch(t *testing.T) {
+	cases := []struct {
+		line  string
+		errno syscall.Errno
+	}{
+		{`{"op":"search","query":"文件"}`, 0},
+		{`{"op":"search","query":"x","session":"s1"}`, 0},
+		{`{"op":"search","query":"🚀","scope":"shared","space":"team"}`, 0},
+		{`{"op":"search","query":"` + strings.Repeat("é", MaxQueryBytes/2) + `"}`, 0},
+		{`{"op":"search"}`, syscall.EINVAL},
+		{`{"op":"search","query":""}`, syscall.EINVAL},
+		{`{"op":"search","query":7}`, syscall.EINVAL},
+		{`{"op":"search","query":"a\u0000b"}`, syscall.EINVAL},
+		{`{"op":"search","query":"` + strings.Repeat("x", MaxQueryBytes+1) + `"}`, syscall.EINVAL},
+		{`{"op":"search","query":"x","scope":"temp"}`, syscall.EINVAL},
+	}
+	for _, c := range cases {
+		r, err := ParseRequest([]byte(c.line))
+		if got := abi.Errno(err); got != c.errno {
+			t.Errorf("ParseRequest(%.60s): errno %v (%v), want %v", c.line, got, err, c.errno)
+		}
+		if err == nil && (r.Op != OpSearch || r.Query == "") {
+			t.Errorf("ParseRequest(%.60s): %+v", c.line, r)
+		}
+	}
+	r, _ := ParseRequest([]byte(`{"op":"search","query":"文件"}`))
+	if r.Query != "文件" || r.SessionGiven {
+		t.Fatalf("search request %+v", r)
+	}
 }

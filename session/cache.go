@@ -2,7 +2,9 @@ package session
 
 import (
 	"container/list"
+	"errors"
 	"sync"
+	"time"
 )
 
 // cache holds loaded things (sessions, indexes) by key. Loading happens
@@ -41,6 +43,9 @@ type flight[T any] struct {
 	done chan struct{}
 	v    T
 	err  error
+	// gone, set by take, is what acquires that waited on this flight
+	// return: the key's thing went away while they waited.
+	gone error
 }
 
 func newCache[T any](max int, idle func(T) bool, close func(T)) *cache[T] {
@@ -65,6 +70,10 @@ func (c *cache[T]) acquire(key string, load func() (T, error)) (v T, release fun
 		}
 		c.mu.Unlock()
 		<-f.done
+		if f.gone != nil {
+			var zero T
+			return zero, nil, f.gone
+		}
 		// Loaded, failed or closed: look again.
 	}
 	f := &flight[T]{done: make(chan struct{})}
@@ -134,6 +143,62 @@ func (c *cache[T]) drop(victims []*item[T]) {
 		close(f.done)
 	}
 }
+
+// take gives fn the key to itself. The loaded item, if any, leaves the
+// cache once nobody holds it (holders are waited for, up to wait; then
+// take fails with errBusy and changes nothing) and is handed to fn, which
+// must close it. Acquires of key that come meanwhile wait until fn is
+// done; when fn reports the key gone they fail with gone, so a request
+// that raced with a removal is refused rather than served by a new copy.
+func (c *cache[T]) take(key string, wait time.Duration, gone error, fn func(v T, loaded bool) (bool, error)) error {
+	c.mu.Lock()
+	for {
+		f, busy := c.flights[key]
+		if !busy {
+			break
+		}
+		c.mu.Unlock()
+		<-f.done
+		c.mu.Lock()
+	}
+	f := &flight[T]{done: make(chan struct{})}
+	c.flights[key] = f
+	it := c.items[key]
+	if it != nil {
+		c.lru.Remove(it.elem)
+		delete(c.items, key)
+	}
+	for deadline := time.Now().Add(wait); it != nil && it.refs > 0; {
+		if time.Now().After(deadline) {
+			it.elem = c.lru.PushFront(it)
+			c.items[key] = it
+			delete(c.flights, key)
+			c.mu.Unlock()
+			close(f.done)
+			return errBusy
+		}
+		c.mu.Unlock()
+		time.Sleep(time.Millisecond)
+		c.mu.Lock()
+	}
+	c.mu.Unlock()
+	var v T
+	if it != nil {
+		v = it.v
+	}
+	isGone, err := fn(v, it != nil)
+	c.mu.Lock()
+	delete(c.flights, key)
+	if isGone {
+		f.gone = gone
+	}
+	c.mu.Unlock()
+	close(f.done)
+	return err
+}
+
+// errBusy is take's refusal when the key stays in use.
+var errBusy = errors.New("in use")
 
 // peek returns the item for key if it is loaded (without holding it).
 func (c *cache[T]) peek(key string) (T, bool) {

@@ -216,6 +216,18 @@ func (e *Engine) Mkdir(c Caller, rel string) error {
 	if parts[0] == "home" && len(parts) == 2 {
 		return e.mkdirHome(c, parts[1])
 	}
+	if parts[0] == "home" && len(parts) <= 4 && len(parts) >= 3 && parts[2] == ArchivedDir {
+		// The home's archive and an agent's place in it: where a session
+		// is renamed to be archived (SPEC 12).
+		own, err := e.homeOwner(c, parts[0]+"/"+parts[1])
+		if err != nil {
+			return err
+		}
+		if len(parts) == 4 && !abi.ValidName(parts[3]) {
+			return bad(syscall.EINVAL, "invalid agent name")
+		}
+		return e.mkdirNew(own, rel)
+	}
 	if len(parts) < 3 || (parts[0] != "home" && parts[0] != "shared") {
 		return bad(syscall.EPERM, "not a name the ABI allows here")
 	}

@@ -209,6 +209,10 @@ func (w *shapeWalk) dot(dir string, dp Place, name string, st *unix.Stat_t, own 
 	case (dp.Kind == PlaceHome || dp.Kind == PlaceSpace) && name == ".self_id":
 		own.rootOK = true // the engine keeps it as root or as the home's owner
 		w.flat(rel, st, own, func(string) bool { return true })
+	case (dp.Kind == PlaceHome || dp.Kind == PlaceSpace) && name == searchDirName:
+		if w.isType(rel, st, unix.S_IFDIR) {
+			w.derivedTree(rel)
+		}
 	case (dp.Kind == PlaceHome || dp.Kind == PlaceSpace) && name == ".self_id.rebuild":
 		w.leftover(rel, "leftover temporary directory of an interrupted self_id rebuild")
 	default:
@@ -234,6 +238,24 @@ func (w *shapeWalk) flat(rel string, st *unix.Stat_t, own shapeOwner, allow func
 			w.bad(f, shapeNotHere)
 		case w.isType(f, fst, unix.S_IFREG):
 			w.owned(f, fst, own)
+		}
+	}
+}
+
+// derivedTree checks the directory rel of a derived index that the engine
+// rebuilds whenever it does not fit (the search index): names, owners,
+// modes and leftovers do not matter there, only that it holds directories
+// and regular files.
+func (w *shapeWalk) derivedTree(rel string) {
+	for _, e := range w.list(rel) {
+		f := rel + "/" + e.Name
+		st := w.stat(f)
+		switch {
+		case st == nil:
+		case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+			w.derivedTree(f)
+		default:
+			w.isType(f, st, unix.S_IFREG)
 		}
 	}
 }

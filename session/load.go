@@ -154,9 +154,17 @@ func (e *Engine) load(r Ref) (*sess, error) {
 // builds a session: ".new-<session>-<random>".
 const newDirPrefix = ".new-"
 
-// isNewDir reports whether name is such a directory.
+// delDirPrefix starts the name under which a deleted session waits to be
+// removed (archive.go): ".del-<session>-<random>".
+const delDirPrefix = ".del-"
+
+// isNewDir reports whether name is a leftover of an interrupted creation
+// or deletion of a session: removing it finishes or undoes that whole.
 func isNewDir(name string) bool {
 	rest, ok := strings.CutPrefix(name, newDirPrefix)
+	if !ok {
+		rest, ok = strings.CutPrefix(name, delDirPrefix)
+	}
 	i := strings.LastIndexByte(rest, '-')
 	return ok && i > 0 && i < len(rest)-1 && abi.ValidSessionName(rest[:i])
 }

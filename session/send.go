@@ -305,6 +305,10 @@ func (e *Engine) dispatch(c Caller, loc *location, req *proto.Request) (*Reply, 
 		return e.status(loc)
 	case proto.OpResume:
 		return e.resume(loc, req)
+	case proto.OpSearch:
+		return e.search(loc, req)
+	case proto.OpArchive:
+		return e.archiveOp(loc, req)
 	}
 	return nil, abi.Errorf(syscall.EINVAL, "", "unknown op %q", req.Op)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -292,6 +293,9 @@ func (e *Engine) MakeNode(rel string) error {
 // first send) or a structural directory of the tree; the rules of SPEC 2
 // say which may exist (EPERM otherwise, EINVAL for a bad name).
 func (e *Engine) MkdirAt(c Caller, rel string) error {
+	if parts := strings.Split(rel, "/"); len(parts) >= 3 && len(parts) <= 4 && parts[0] == "home" && parts[2] == ArchivedDir {
+		return e.Mkdir(c, rel) // the archive's directories (SPEC 12)
+	}
 	pl, err := e.Creatable(rel)
 	switch {
 	case err != nil:
@@ -342,7 +346,18 @@ func (e *Engine) Rename(c Caller, oldRel, newRel string, flags uint32) error {
 	if flags&^renameFlags != 0 {
 		return abi.Errorf(syscall.EINVAL, "rename", "unknown flags %#x", flags)
 	}
-	return abi.Errorf(syscall.EPERM, "rename", "entries of the ABI are not renamed")
+	old := Classify(oldRel)
+	if old.Kind != PlaceSession || old.Container.Kind != abi.KindAgent || newRel != ArchiveTarget(old.Ref()) {
+		return abi.Errorf(syscall.EPERM, "rename", "entries of the ABI are not renamed")
+	}
+	if flags != unix.RENAME_NOREPLACE {
+		return abi.Errorf(syscall.EPERM, "rename", "a session is archived by renameat2 with RENAME_NOREPLACE only")
+	}
+	own, err := e.homeOwner(c, old.Home)
+	if err != nil {
+		return err
+	}
+	return e.Archive(old.Ref(), own, false) // SPEC 12: the same archive as ctx's
 }
 
 // SetAttr is a change of attributes through the mount; nil fields stay.

@@ -16,12 +16,16 @@ type flagDef struct {
 
 // parsed is a command line after flag parsing.
 type parsed struct {
-	vals map[string]string // value flags as given; bool flags as "true"/"false"
-	args []string          // positional arguments, in order
+	vals  map[string]string   // value flags as given; bool flags as "true"/"false"
+	multi map[string][]string // every value of each value flag, in order
+	args  []string            // positional arguments, in order
 }
 
 func (p *parsed) str(name string) string { return p.vals[name] }
 func (p *parsed) on(name string) bool    { return p.vals[name] == "true" }
+
+// all is every value a repeatable flag was given (--pattern, --keep).
+func (p *parsed) all(name string) []string { return p.multi[name] }
 
 // errHelp asks for the command's usage on stdout, with exit status 0.
 var errHelp = errors.New("help requested")
@@ -32,7 +36,7 @@ var errHelp = errors.New("help requested")
 // (it means stdin). A flag may be spelled -name or --name, as with Go's
 // flag package; a repeated flag takes its last value.
 func parseArgs(defs []flagDef, argv []string) (*parsed, error) {
-	p := &parsed{vals: map[string]string{}}
+	p := &parsed{vals: map[string]string{}, multi: map[string][]string{}}
 	for i := 0; i < len(argv); i++ {
 		a := argv[i]
 		switch {
@@ -74,15 +78,16 @@ func (p *parsed) flag(defs []flagDef, a string, rest []string) (int, error) {
 		p.vals[name] = strconv.FormatBool(b)
 		return 0, nil
 	}
-	if hasVal {
-		p.vals[name] = val
-		return 0, nil
+	used := 0
+	if !hasVal {
+		if len(rest) == 0 {
+			return 0, fmt.Errorf("flag --%s needs a value", name)
+		}
+		val, used = rest[0], 1
 	}
-	if len(rest) == 0 {
-		return 0, fmt.Errorf("flag --%s needs a value", name)
-	}
-	p.vals[name] = rest[0]
-	return 1, nil
+	p.vals[name] = val
+	p.multi[name] = append(p.multi[name], val)
+	return used, nil
 }
 
 func lookupFlag(defs []flagDef, name string) (flagDef, bool) {

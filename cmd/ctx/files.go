@@ -40,23 +40,6 @@ func runOutput(e *env, p *parsed) int {
 	return catFile(e, "output", w.loc.SessionFile(w.session, abi.FileLatest))
 }
 
-// runSessionList prints index/list, newest first as the server keeps it.
-// An agent never used in a home that exists has no index yet: that is an
-// empty list. A missing home means the mount is not there, and says so.
-func runSessionList(e *env, p *parsed) int {
-	w, err := resolveLoc(e, p, p.args[0])
-	if err != nil {
-		return fail(e, "session list", err, exitFailed)
-	}
-	path := w.loc.IndexFile("list")
-	if _, err := os.Stat(path); os.IsNotExist(err) {
-		if _, herr := os.Stat(w.loc.HomeDir()); herr == nil {
-			return exitOK
-		}
-	}
-	return catFile(e, "session list", path)
-}
-
 func catFile(e *env, cmd, path string) int {
 	f, err := os.Open(path)
 	if err == nil {

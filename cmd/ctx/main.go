@@ -102,7 +102,7 @@ func isHelp(a string) bool {
 // notBuilt answers the SPEC section 11 commands that this ctx does not
 // have yet, so that they fail plainly rather than as "unknown".
 func notBuilt(e *env, argv []string) int {
-	known := []string{"runs", "search", "usage", "trajectory", "session archive", "session gc"}
+	var known []string
 	for _, k := range known {
 		if strings.Join(argv[:min(len(argv), len(strings.Fields(k)))], " ") == k {
 			fmt.Fprintf(e.stderr, "ctx: %s: ENOSYS: not implemented yet\n", k)

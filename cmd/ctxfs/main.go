@@ -13,7 +13,7 @@ import (
 )
 
 const usage = `usage:
-  ctxfs mount [--root DIR] [--store DIR] [--foreground]
+  ctxfs mount [--root DIR] [--store DIR] [--foreground] [--gc-idle 30m]
   ctxfs umount [--root DIR]
   ctxfs clean-stale [--under DIR]
   ctxfs fsck [--store DIR] [--repair]

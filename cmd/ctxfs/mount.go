@@ -24,7 +24,7 @@ const readyFD = 3
 // cmdMount serves a store at a root. Without --foreground it starts the
 // server in the background and returns once both mounts answer.
 func cmdMount(args []string) error {
-	f, err := parseFlags(args, []string{"root", "store"}, []string{"foreground"})
+	f, err := parseFlags(args, []string{"root", "store", "gc-idle"}, []string{"foreground"})
 	if err != nil {
 		return err
 	}
@@ -47,10 +47,45 @@ func cmdMount(args []string) error {
 	if err := refuseServed(root, store); err != nil {
 		return err
 	}
-	if !f.bools["foreground"] {
-		return startBackground(root, store)
+	gcIdle, err := gcIdleFlag(f)
+	if err != nil {
+		return err
 	}
-	return serve(root, store)
+	if !f.bools["foreground"] {
+		return startBackground(root, store, gcIdle)
+	}
+	return serve(root, store, gcIdle)
+}
+
+// gcIdleFlag reads --gc-idle (a Go duration, at least a minute; off by
+// default).
+func gcIdleFlag(f *flags) (time.Duration, error) {
+	v, ok := f.values["gc-idle"]
+	if !ok {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Minute {
+		return 0, usageError(fmt.Sprintf("--gc-idle %q is not a duration of a minute or more (e.g. 30m)", v))
+	}
+	return d, nil
+}
+
+// gcIdleLoop archives idle temp-* sessions every interval until stop
+// (session.Engine.GCIdle).
+func gcIdleLoop(e *session.Engine, interval time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			for _, rel := range e.GCIdle(interval) {
+				fmt.Fprintf(os.Stderr, "ctxfs: gc-idle: archived %s\n", rel)
+			}
+		}
+	}
 }
 
 // refuseServed refuses a root or a store that a live server serves: its
@@ -75,8 +110,9 @@ func refuseServed(root, store string) error {
 	return refuseServedStore(st)
 }
 
-// serve runs the server in this process until SIGINT or SIGTERM.
-func serve(root, store string) error {
+// serve runs the server in this process until SIGINT or SIGTERM; with
+// gcIdle, idle temp-* sessions are archived every gcIdle.
+func serve(root, store string, gcIdle time.Duration) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -125,6 +161,11 @@ func serve(root, store string) error {
 	}
 	defer wd.Stop() // before the unmount: see fs.Watchdog.Stop
 	reportReady()
+	if gcIdle > 0 {
+		stop := make(chan struct{})
+		defer close(stop)
+		go gcIdleLoop(e, gcIdle, stop)
+	}
 	select {
 	case <-sig:
 	case <-mounts.Done():
@@ -179,7 +220,7 @@ func reportReady() {
 
 // startBackground starts `ctxfs mount --foreground` detached from the
 // terminal, with its output in <store>/ctxfs.log, and waits until it serves.
-func startBackground(root, store string) error {
+func startBackground(root, store string, gcIdle time.Duration) error {
 	st, err := storefs.OpenPrivate(store)
 	if err != nil {
 		return err
@@ -196,7 +237,11 @@ func startBackground(root, store string) error {
 		return err
 	}
 	self, _ := os.Executable()
-	cmd := exec.Command(self, "mount", "--foreground", "--root", root, "--store", store)
+	args := []string{"mount", "--foreground", "--root", root, "--store", store}
+	if gcIdle > 0 {
+		args = append(args, "--gc-idle", gcIdle.String())
+	}
+	cmd := exec.Command(self, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.Env = append(os.Environ(), "CTXFS_READY_FD=3")

@@ -1,0 +1,276 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// defaultGCPatterns are the candidates of a gc without --pattern (SPEC 12).
+var defaultGCPatterns = []string{"*smoke*", "e2e-*", "repro-*", "install-*", "deterministic-*", "ansi-*", "spark-*", "temp-*"}
+
+// archivedDir is a home's directory of archived sessions, by agent.
+const archivedDir = "archived_sessions"
+
+// gcJob is what one archive or gc does to each session it takes.
+type gcJob struct {
+	e          *env
+	w          *where
+	del        bool
+	archiveDir string // "" for the home's archived_sessions
+}
+
+// runSessionArchive is `ctx agent session archive AGENT SESSION
+// [--archive-dir ABS]`: a protected session is refused (EBUSY) and left as
+// it was.
+func runSessionArchive(e *env, p *parsed) int {
+	_, job, code := newGCJob(e, p)
+	if job == nil {
+		return code
+	}
+	name := p.args[1]
+	if err := abi.CheckName("session", name); err != nil {
+		return fail(e, "archive", err, exitUsage)
+	}
+	if err := job.take(name); err != nil {
+		fmt.Fprintf(e.stderr, "ctx: archive %s: %s\n", name, abi.ErrnoName(abi.Errno(err)))
+		return exitFailed
+	}
+	fmt.Fprintf(e.stdout, "archived %s\n", name)
+	return exitOK
+}
+
+// runSessionGC is `ctx agent session gc AGENT [--pattern GLOB]...
+// [--older-than-days N] [--keep NAME]... [--yes] [--delete]
+// [--archive-dir ABS]` (SPEC 12): without --yes a preview that writes
+// nothing; with it each candidate is archived (or deleted) on its own,
+// failures reported and the others carried on; exit 1 if any failed.
+func runSessionGC(e *env, p *parsed) int {
+	_, job, code := newGCJob(e, p)
+	if job == nil {
+		return code
+	}
+	sel, err := newSelection(p)
+	if err != nil {
+		return fail(e, "gc", err, exitUsage)
+	}
+	names, err := sel.candidates(job)
+	if err != nil {
+		return fail(e, "gc", err, exitFailed)
+	}
+	verb, done := "archive", "archived"
+	if job.del {
+		verb, done = "delete", "deleted"
+	}
+	if !p.on("yes") {
+		fmt.Fprintf(e.stdout, "ctx: dry-run; pass --yes to %s\n", verb)
+		for _, n := range names {
+			fmt.Fprintf(e.stdout, "%s %s\n", verb, n)
+		}
+		return exitOK
+	}
+	prog := newProgress(e, len(names))
+	status := exitOK
+	for i, n := range names {
+		prog.show(i)
+		if err := job.take(n); err != nil {
+			prog.clear()
+			fmt.Fprintf(e.stderr, "ctx: %s %s: %s\n", verb, n, abi.ErrnoName(abi.Errno(err)))
+			status = exitFailed
+			continue
+		}
+		prog.clear()
+		fmt.Fprintf(e.stdout, "%s %s\n", done, n)
+	}
+	prog.clear()
+	return status
+}
+
+// newGCJob reads the flags archive and gc share; a nil job means the
+// command line was refused, with code as the exit status.
+func newGCJob(e *env, p *parsed) (*where, *gcJob, int) {
+	w, err := resolveLoc(e, p, p.args[0])
+	if err != nil {
+		return nil, nil, fail(e, "gc", err, exitUsage)
+	}
+	job := &gcJob{e: e, w: w, del: p.on("delete"), archiveDir: p.str("archive-dir")}
+	if err := job.check(); err != nil {
+		return nil, nil, usageError(e, "gc", err.Error())
+	}
+	return w, job, exitOK
+}
+
+// check applies SPEC 12's rules to --archive-dir: absolute, not with
+// --delete, not overlapping the live session tree.
+func (j *gcJob) check() error {
+	d := j.archiveDir
+	switch {
+	case d == "":
+		return nil
+	case j.del:
+		return errors.New("--archive-dir cannot go with --delete")
+	case !filepath.IsAbs(d):
+		return fmt.Errorf("--archive-dir %s is not an absolute path", d)
+	}
+	d, live := filepath.Clean(d), j.w.loc.SessionsDir()
+	if d == live || strings.HasPrefix(d, live+"/") || strings.HasPrefix(live, d+"/") {
+		return fmt.Errorf("--archive-dir %s overlaps the live sessions in %s", d, live)
+	}
+	return nil
+}
+
+// take archives or deletes one session. An archive is one
+// renameat2(RENAME_NOREPLACE) through the mount, by the caller's own
+// authority, which the server carries out as the same archive (index
+// clean-up, protections: EBUSY); a target outside the mount is another
+// filesystem (EXDEV), and nothing is copied. A delete asks the server.
+func (j *gcJob) take(name string) error {
+	if j.del {
+		return j.ask(name, "delete", "deleted")
+	}
+	dir := filepath.Join(j.w.loc.HomeDir(), archivedDir)
+	if j.archiveDir != "" {
+		dir = j.archiveDir
+	}
+	dir = filepath.Join(dir, j.w.loc.Agent)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	src := filepath.Join(j.w.loc.SessionsDir(), name)
+	return unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, filepath.Join(dir, name), unix.RENAME_NOREPLACE)
+}
+
+// ask sends the archive op for name with the flag set (dry_run, delete)
+// and expects a frame of type want.
+func (j *gcJob) ask(name, flag, want string) error {
+	req := proto.NewObject("op", proto.OpArchive, "session", name, "scope", j.w.scope, flag, true)
+	if j.w.scope == abi.ScopeShared {
+		req.Set("space", j.w.loc.Space)
+	}
+	_, err := call(j.e, j.w, req, want)
+	return err
+}
+
+// selection is which sessions a gc considers (SPEC 12).
+type selection struct {
+	patterns  []string
+	keep      map[string]bool
+	olderThan time.Duration // 0: any age
+}
+
+func newSelection(p *parsed) (*selection, error) {
+	s := &selection{patterns: p.all("pattern"), keep: map[string]bool{}}
+	if len(s.patterns) == 0 {
+		s.patterns = defaultGCPatterns
+	}
+	for _, pat := range s.patterns {
+		if _, err := path.Match(pat, ""); err != nil {
+			return nil, errUsage{fmt.Sprintf("bad --pattern %q", pat)}
+		}
+	}
+	for _, k := range p.all("keep") {
+		s.keep[k] = true
+	}
+	if v := p.str("older-than-days"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 16)
+		if err != nil {
+			return nil, errUsage{fmt.Sprintf("--older-than-days %q is not a number of days", v)}
+		}
+		s.olderThan = time.Duration(n) * 24 * time.Hour
+	}
+	return s, nil
+}
+
+// candidates lists, in name order, the live sessions the selection
+// takes (patterns, --keep, age) and that the server says it would archive
+// now: the protections (index, default, the current session, a run, a
+// state that is active, unreadable or unsafe) are the server's one set of
+// rules, asked with a dry run, which writes nothing.
+func (s *selection) candidates(j *gcJob) ([]string, error) {
+	ents, err := os.ReadDir(j.w.loc.SessionsDir())
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ent := range ents {
+		n := ent.Name()
+		switch {
+		case !ent.IsDir() || n == abi.ReservedSessionName || s.keep[n] || !s.matches(n):
+		case s.olderThan > 0 && time.Since(newestFileTime(filepath.Join(j.w.loc.SessionsDir(), n))) < s.olderThan:
+		default:
+			err := j.ask(n, "dry_run", "archivable")
+			if abi.Errno(err) == syscall.EBUSY {
+				continue // protected
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func (s *selection) matches(name string) bool {
+	for _, pat := range s.patterns {
+		if ok, _ := path.Match(pat, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// newestFileTime is the latest modification time of a session directory
+// and the files directly in it.
+func newestFileTime(dir string) time.Time {
+	var newest time.Time
+	if st, err := os.Lstat(dir); err == nil {
+		newest = st.ModTime()
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, ent := range ents {
+		if info, err := ent.Info(); err == nil && info.ModTime().After(newest) {
+			newest = info.ModTime()
+		}
+	}
+	return newest
+}
+
+// progress is a one-line counter on stderr for long work, shown only on a
+// terminal and only when there is much to do.
+type progress struct {
+	e     *env
+	total int
+	on    bool
+}
+
+func newProgress(e *env, total int) *progress {
+	f, ok := e.stderr.(*os.File)
+	return &progress{e: e, total: total, on: ok && total >= 100 && term.IsTerminal(int(f.Fd()))}
+}
+
+func (p *progress) show(i int) {
+	if p.on && i%50 == 0 {
+		fmt.Fprintf(p.e.stderr, "\r%d/%d", i, p.total)
+	}
+}
+
+func (p *progress) clear() {
+	if p.on {
+		fmt.Fprint(p.e.stderr, "\r\033[K")
+	}
+}

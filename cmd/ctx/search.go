@@ -1,0 +1,234 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/search"
+)
+
+const searchHelp = `Finds QUERY in the user and assistant messages of every session of AGENT in
+your home (--shared SPACE: in the space), or of one session (--session S).
+QUERY is a substring, any case, in any script; several words are joined with
+spaces. Prints one line per message that holds it: SESSION RUN ROLE and the
+text around the match, most recently updated sessions first, at most 1000
+lines. On a terminal the columns are aligned and the match is highlighted;
+otherwise fields are tab-separated. --json prints the server's frames.
+Exit status: 0 found, 1 not found, 2 bad usage or a refused request.
+`
+
+func runSearch(e *env, p *parsed) int {
+	w, err := resolveLoc(e, p, p.args[0])
+	if err != nil {
+		return fail(e, "search", err, exitUsage)
+	}
+	query := strings.Join(p.args[1:], " ")
+	req := proto.NewObject("op", proto.OpSearch, "query", query, "scope", w.scope)
+	if w.scope == abi.ScopeShared {
+		req.Set("space", w.loc.Space)
+	}
+	if s, given := p.vals["session"]; given {
+		if err := abi.CheckName("session", s); err != nil {
+			return fail(e, "search", err, exitUsage)
+		}
+		req.Set("session", s)
+	}
+	tty := searchTTY(e.stdout)
+	pr := &searchPrinter{e: e, out: e.stdout, errw: e.stderr, json: p.on("json"), tty: tty, q: search.NewQuery(query)}
+	stop := startSpinner(e.stderr, tty && !pr.json && searchTTY(e.stderr))
+	code := searchStream(e, w, req, pr)
+	stop()
+	pr.flush()
+	return code
+}
+
+// searchStream sends req and hands each reply frame to pr; it returns the
+// exit status.
+func searchStream(e *env, w *where, req *proto.Object, pr *searchPrinter) int {
+	ctx, cancel := e.interrupt()
+	defer cancel()
+	conn, err := client.Dial(ctx, abi.SocketPath(w.loc.Root, abi.KindAgent, w.loc.Agent))
+	if err != nil {
+		return fail(e, "search", err, exitUsage)
+	}
+	defer conn.Close()
+	sendErr := conn.Send(req)
+	var readErr error
+	for {
+		f, err := conn.Next()
+		if err != nil {
+			if err != io.EOF {
+				readErr = err
+			}
+			break
+		}
+		pr.frame(f)
+	}
+	if ctx.Err() != nil {
+		return exitInterrupted
+	}
+	return pr.exitStatus(sendErr, readErr)
+}
+
+// searchPrinter prints a search's reply: match lines (buffered on a
+// terminal, to align them), errors of single sessions on stderr.
+type searchPrinter struct {
+	e         *env
+	out, errw io.Writer
+	json, tty bool
+	q         *search.Query
+
+	rows    [][4]string // on a terminal: session, run, role, snippet
+	frames  int
+	matches int
+	end     *proto.Object // the searched frame
+	refused *client.ServerError
+}
+
+func (p *searchPrinter) frame(f client.Frame) {
+	p.frames++
+	if p.json {
+		p.out.Write(append(f.Line[:len(f.Line):len(f.Line)], '\n'))
+	}
+	switch f.Type() {
+	case proto.FrameMatch:
+		p.matches++
+		if !p.json {
+			p.row(f.Obj)
+		}
+	case proto.FrameSearched:
+		p.end = f.Obj
+	case proto.FrameError:
+		p.errorFrame(f.Obj)
+	}
+}
+
+// row prints one match, or keeps it for flush on a terminal.
+func (p *searchPrinter) row(o *proto.Object) {
+	r := [4]string{o.Str("session"), o.Str("run"), o.Str("role"), search.OneLine(o.Str("text"))}
+	for i := range 3 {
+		if r[i] = search.OneLine(r[i]); r[i] == "" {
+			r[i] = "-" // a line appended without a run: the columns stay in place
+		}
+	}
+	if p.tty {
+		p.rows = append(p.rows, r)
+		return
+	}
+	fmt.Fprintf(p.out, "%s\t%s\t%s\t%s\n", r[0], r[1], r[2], r[3])
+}
+
+// errorFrame: the refusal of the request when it is the first frame,
+// else a session that could not be searched (the others still were).
+func (p *searchPrinter) errorFrame(o *proto.Object) {
+	se := client.FrameError(o)
+	if p.frames == 1 && o.Str("session") == "" {
+		p.refused = se
+		return
+	}
+	if !p.json {
+		fmt.Fprintf(p.errw, "ctx: search: %s: %s\n", o.Str("session"), describe("search", se))
+	}
+}
+
+// flush prints the rows kept for a terminal: columns aligned, matches
+// highlighted.
+func (p *searchPrinter) flush() {
+	if len(p.rows) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(p.out, 0, 8, 2, ' ', 0)
+	for _, r := range p.rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r[0], r[1], r[2], highlight(r[3], p.q))
+	}
+	tw.Flush()
+}
+
+// highlight shows every match of q in s in bold red. Tabwriter counts the
+// escapes as text, which is harmless in the last column.
+func highlight(s string, q *search.Query) string {
+	var b strings.Builder
+	at := 0
+	for {
+		start, end, ok := q.FindFrom(s, at)
+		if !ok || end == start {
+			break
+		}
+		b.WriteString(s[at:start] + "\x1b[1;31m" + s[start:end] + "\x1b[0m")
+		at = end
+	}
+	b.WriteString(s[at:])
+	return b.String()
+}
+
+// exitStatus: 0 with matches, 1 without, 2 when the request was refused
+// or the reply ended before its searched frame.
+func (p *searchPrinter) exitStatus(sendErr, readErr error) int {
+	switch {
+	case p.refused != nil:
+		fmt.Fprintf(p.errw, "ctx: search: %s\n", describe("search", p.refused))
+		return exitUsage
+	case p.end == nil:
+		err := noReply(sendErr, readErr)
+		if p.frames > 0 {
+			err = abi.Errorf(syscall.EIO, "", "the reply ended before the search did")
+		}
+		return fail(p.e, "search", err, exitUsage)
+	}
+	if string(p.end.Raw("truncated")) == "true" && !p.json {
+		fmt.Fprintf(p.errw, "ctx: search: only the first %d matches are shown; narrow the query or use --session\n", p.matches)
+	}
+	if p.matches > 0 {
+		return exitOK
+	}
+	return exitFailed
+}
+
+// searchTTY reports whether w is a terminal.
+func searchTTY(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// startSpinner shows on stderr, once the reply has taken a second, that
+// the server is working (a first search, or one after much was written,
+// builds the index); stop clears the line. Off, it does nothing.
+func startSpinner(w io.Writer, on bool) (stop func()) {
+	if !on {
+		return func() {}
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		select {
+		case <-done:
+			return
+		case <-time.After(time.Second):
+		}
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			fmt.Fprintf(w, "\r%c searching (the server is bringing the search index up to date)", []rune("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")[i%10])
+			select {
+			case <-done:
+				io.WriteString(w, "\r\x1b[K")
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}

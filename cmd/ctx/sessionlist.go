@@ -1,0 +1,209 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// personaFields are the meta.json fields that describe who a session is
+// (SPEC section 14); session list --json shows them, in this order.
+var personaFields = []string{"name", "self_id", "rule", "model", "reasoning"}
+
+// maxValueBytes bounds what is read of a single-value file or meta.json:
+// the server keeps them small, and a listing must not grow with a damaged
+// one.
+const maxValueBytes = 1 << 20
+
+// runSessionList prints index/list, newest first as the server keeps it,
+// or with --json one object per session in the same order. An agent that
+// is defined but never used here has no index yet: that is an empty list.
+func runSessionList(e *env, p *parsed) int {
+	w, err := resolveLoc(e, p, p.args[0])
+	if err != nil {
+		return fail(e, "session list", err, exitFailed)
+	}
+	f, err := os.Open(w.loc.IndexFile("list"))
+	if errors.Is(err, fs.ErrNotExist) && agentKnown(w) {
+		return exitOK
+	}
+	if err != nil {
+		return fail(e, "session list", missing(w, "", err), exitFailed)
+	}
+	defer f.Close()
+	if !p.on("json") {
+		_, err = io.Copy(e.stdout, f)
+		if err != nil {
+			return fail(e, "session list", err, exitFailed)
+		}
+		return exitOK
+	}
+	return listSessionsJSON(e, w, f)
+}
+
+// listSessionsJSON prints one object per name of the list. A session that
+// is gone by the time it is read (archived meanwhile) is left out; one
+// that cannot be read is reported and makes the exit status 1.
+func listSessionsJSON(e *env, w *where, list io.Reader) int {
+	code := exitOK
+	sc := bufio.NewScanner(list)
+	for sc.Scan() {
+		name := sc.Text()
+		if !abi.ValidSessionName(name) {
+			continue
+		}
+		o, err := sessionObject(w, name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			fmt.Fprintf(e.stderr, "ctx: session list: %s: %s\n", name, describe("session list", err))
+			code = exitFailed
+		}
+		if o != nil {
+			e.stdout.Write(o.Line())
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fail(e, "session list", err, exitFailed)
+	}
+	return code
+}
+
+// sessionObject describes one session: name, state, timestamps, and the
+// persona fields of meta.json as they are written there. It returns what
+// it could read together with the first error; fs.ErrNotExist with a nil
+// object when the session directory is gone.
+func sessionObject(w *where, name string) (*proto.Object, error) {
+	if _, err := os.Stat(filepath.Join(w.loc.SessionsDir(), name)); err != nil {
+		return nil, err
+	}
+	o := proto.NewObject("name", name)
+	var first error
+	keep := func(err error) {
+		if first == nil && err != nil && !errors.Is(err, fs.ErrNotExist) {
+			first = err
+		}
+	}
+	state, err := readValue(w.loc.SessionFile(name, abi.FileState))
+	keep(err)
+	if err == nil {
+		o.Set("state", state)
+	}
+	for _, file := range []string{abi.FileUpdatedAt, abi.FileCreatedAt} {
+		keep(setUnix(o, file, w.loc.SessionFile(name, file)))
+	}
+	meta, err := persona(w.loc.SessionFile(name, abi.FileMeta))
+	keep(err)
+	if meta != nil {
+		o.Set("meta", meta)
+	}
+	return o, first
+}
+
+// setUnix sets key to the Unix seconds in path, when it holds a number.
+func setUnix(o *proto.Object, key, path string) error {
+	v, err := readValue(path)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return abi.Errorf(syscall.EIO, "", "%s holds %q, not Unix seconds", key, v)
+	}
+	o.Set(key, n)
+	return nil
+}
+
+// persona picks the persona fields of a meta.json; nil when it has none.
+func persona(path string) (*proto.Object, error) {
+	b, err := readSmall(path)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := proto.ParseObject(b, false)
+	if err != nil {
+		return nil, abi.Errorf(syscall.EIO, "", "meta.json: %v", err)
+	}
+	out := &proto.Object{}
+	for _, k := range personaFields {
+		if raw := meta.Raw(k); raw != nil {
+			out.Set(k, raw)
+		}
+	}
+	if len(out.Fields) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
+// readValue reads a single-value file without its final newline.
+func readValue(path string) (string, error) {
+	b, err := readSmall(path)
+	return strings.TrimSuffix(string(b), "\n"), err
+}
+
+// readSmall reads a file of at most maxValueBytes; a larger one is EIO.
+func readSmall(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxValueBytes+1))
+	if err == nil && len(b) > maxValueBytes {
+		err = abi.Errorf(syscall.EIO, "", "%s is over %d bytes", filepath.Base(path), maxValueBytes)
+	}
+	return b, err
+}
+
+// agentKnown reports whether the agent is defined under the root (its
+// program, definition directory or socket) or has sessions in this home:
+// either makes "no sessions" a right answer rather than a typo's.
+func agentKnown(w *where) bool {
+	def := abi.DefinitionPath(w.loc.Root, abi.KindAgent, w.loc.Agent)
+	sock := abi.SocketPath(w.loc.Root, abi.KindAgent, w.loc.Agent)
+	for _, p := range []string{def, def + ".d", sock, filepath.Dir(w.loc.SessionsDir())} {
+		if _, err := os.Stat(p); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// missing turns "no such file" on the way to a session into what is
+// missing, as the user named it: the mount, the shared space, the agent
+// or the session (session "" when the command names none). Other errors
+// pass through unchanged.
+func missing(w *where, session string, err error) error {
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	enoent := func(format string, args ...any) error { return abi.Errorf(syscall.ENOENT, "", format, args...) }
+	switch {
+	case w.loc.Space != "" && !exists(w.loc.HomeDir()):
+		return enoent("no shared space %q", w.loc.Space)
+	case !exists(w.loc.HomeDir()):
+		return enoent("no %s: is ctxfs mounted at %s? (ctxfs mount, or set CTX_ROOT)", w.loc.HomeDir(), w.loc.Root)
+	case !agentKnown(w):
+		return enoent("unknown agent %q", w.loc.Agent)
+	case session != "" && !exists(filepath.Join(w.loc.SessionsDir(), session)):
+		return enoent("agent %q has no session %q", w.loc.Agent, session)
+	}
+	return err
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"runtime/debug"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/trajectory"
+)
+
+// runTrajectory prints the session as one ATIF document (SPEC 13). The
+// document is built in an unlinked temporary file and printed only once it
+// has validated whole: a refused document prints nothing, and memory
+// stays bounded however long the session is. Exit 0 printed, 1 refused or
+// failed (ENODATA for a session with no messages: ATIF needs a step).
+func runTrajectory(e *env, p *parsed) int {
+	w, err := resolve(e, p, p.args[0])
+	if err != nil {
+		return fail(e, "trajectory", err, exitFailed)
+	}
+	tmp, err := exportTemp(w, p.args[0])
+	if err == nil {
+		defer tmp.Close()
+		_, err = io.Copy(e.stdout, tmp)
+	}
+	if err != nil {
+		return fail(e, "trajectory", err, exitFailed)
+	}
+	return exitOK
+}
+
+// exportTemp exports the session into a temporary file, already unlinked
+// so that nothing is left behind, and returns it rewound.
+func exportTemp(w *where, agent string) (*os.File, error) {
+	messages, err := os.Open(w.loc.SessionFile(w.session, abi.FileMessages))
+	if err != nil {
+		return nil, err
+	}
+	defer messages.Close()
+	// A session without events.jsonl (made by hand) has no tool calls.
+	events, err := os.Open(w.loc.SessionFile(w.session, abi.FileEvents))
+	if errors.Is(err, fs.ErrNotExist) {
+		events = nil
+	} else if err != nil {
+		return nil, err
+	}
+	defer events.Close()
+	tmp, err := os.CreateTemp("", "ctx-trajectory-*.json")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(tmp.Name())
+	info := trajectory.Info{SessionID: w.session, Agent: trajectory.Agent{Name: agent, Version: buildVersion()}}
+	err = trajectory.Export(tmp, reader(messages), reader(events), info)
+	if err == nil {
+		_, err = tmp.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		tmp.Close()
+		return nil, err
+	}
+	return tmp, nil
+}
+
+// reader keeps a nil *os.File a nil io.Reader.
+func reader(f *os.File) io.Reader {
+	if f == nil {
+		return nil
+	}
+	return f
+}
+
+// buildVersion is this ctx's module version, or "unknown" for a build
+// that has none (ATIF requires some version string).
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "unknown"
+}

@@ -1,0 +1,336 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+const usageHelp = `Prints the token usage of the agent's sessions, from their usage events:
+totals per model, then per session. Without --session it reads every
+session of the agent. --since DAYS counts only the events of the last DAYS
+days. --json prints one object.
+`
+
+// progressAfter is how many sessions usage reads before it shows its
+// progress on a terminal: below it the answer comes too fast to need one.
+const progressAfter = 300
+
+// maxSinceDays caps --since: beyond it (274 years) every event is in.
+const maxSinceDays = 100000
+
+// usageTotals is the sum of the usage events of one model (and, for
+// models behind an API, one provider model id).
+type usageTotals struct {
+	Model        string `json:"model"`
+	ModelID      string `json:"model_id,omitempty"`
+	InputTokens  int64  `json:"input_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+	Events       int64  `json:"events"`
+}
+
+func (t *usageTotals) add(in, out, events int64) {
+	t.InputTokens += in
+	t.OutputTokens += out
+	t.Events += events
+}
+
+// usageTable sums usage by model and model id.
+type usageTable map[[2]string]*usageTotals
+
+func (t usageTable) add(model, modelID string, in, out, events int64) {
+	k := [2]string{model, modelID}
+	if t[k] == nil {
+		t[k] = &usageTotals{Model: model, ModelID: modelID}
+	}
+	t[k].add(in, out, events)
+}
+
+// sorted lists the table by model, then model id, with the sum of all.
+func (t usageTable) sorted() ([]*usageTotals, usageTotals) {
+	var all usageTotals
+	list := make([]*usageTotals, 0, len(t))
+	for _, v := range t {
+		list = append(list, v)
+		all.add(v.InputTokens, v.OutputTokens, v.Events)
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].Model != list[j].Model {
+			return list[i].Model < list[j].Model
+		}
+		return list[i].ModelID < list[j].ModelID
+	})
+	return list, all
+}
+
+// sessionUsage is the usage of one session.
+type sessionUsage struct {
+	Session      string         `json:"session"`
+	InputTokens  int64          `json:"input_tokens"`
+	OutputTokens int64          `json:"output_tokens"`
+	Events       int64          `json:"events"`
+	Models       []*usageTotals `json:"models"`
+}
+
+// usageReport is what usage prints (--json: this object).
+type usageReport struct {
+	Agent        string         `json:"agent"`
+	SinceDays    *float64       `json:"since_days,omitempty"`
+	InputTokens  int64          `json:"input_tokens"`
+	OutputTokens int64          `json:"output_tokens"`
+	Events       int64          `json:"events"`
+	Models       []*usageTotals `json:"models"`
+	Sessions     []sessionUsage `json:"sessions"` // those with usage, in name order
+	Skipped      int            `json:"skipped_lines"`
+
+	cutoff time.Time // zero: every event counts
+	models usageTable
+}
+
+func runUsage(e *env, p *parsed) int {
+	w, err := resolveLoc(e, p, p.args[0])
+	if err != nil {
+		return fail(e, "usage", err, exitFailed)
+	}
+	u := &usageReport{Agent: w.loc.Agent, Models: []*usageTotals{}, Sessions: []sessionUsage{}, models: usageTable{}}
+	if err := u.since(p.str("since"), time.Now()); err != nil {
+		return usageError(e, "usage", err.Error())
+	}
+	names, err := usageSessions(w, p.str("session"))
+	if err != nil {
+		return fail(e, "usage", err, exitFailed)
+	}
+	code := u.readAll(e, w, names, p.str("session") != "")
+	u.Models, _ = u.models.sorted()
+	if u.Skipped > 0 {
+		fmt.Fprintf(e.stderr, "ctx: usage: skipped %d malformed or undated usage lines\n", u.Skipped)
+	}
+	if p.on("json") {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetEscapeHTML(false)
+		enc.Encode(u)
+	} else {
+		printUsage(e.stdout, u)
+	}
+	return code
+}
+
+// since sets the cutoff of --since DAYS (a number of days, fractions
+// allowed); "" counts every event.
+func (u *usageReport) since(arg string, now time.Time) error {
+	if arg == "" {
+		return nil
+	}
+	days, err := strconv.ParseFloat(arg, 64)
+	if err != nil || days < 0 || math.IsNaN(days) {
+		return fmt.Errorf("--since takes a number of days, not %q", arg)
+	}
+	u.SinceDays = &days
+	if days < maxSinceDays {
+		u.cutoff = now.Add(-time.Duration(days * float64(24*time.Hour)))
+	}
+	return nil
+}
+
+// usageSessions is the named session, or every session of the agent: the
+// session/ directory without its index, in name order.
+func usageSessions(w *where, session string) ([]string, error) {
+	if session != "" {
+		return []string{session}, abi.CheckName("session", session)
+	}
+	entries, err := os.ReadDir(w.loc.SessionsDir())
+	if errors.Is(err, fs.ErrNotExist) && agentKnown(w) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, missing(w, "", err)
+	}
+	var names []string
+	for _, d := range entries {
+		if d.IsDir() && abi.ValidSessionName(d.Name()) {
+			names = append(names, d.Name())
+		}
+	}
+	return names, nil
+}
+
+// readAll reads the sessions' events. A session that vanished while the
+// agent's sessions were read (archived meanwhile) is left out; one that
+// cannot be read is reported, the others still count, and the exit
+// status is 1. A session named by --session must exist.
+func (u *usageReport) readAll(e *env, w *where, names []string, named bool) int {
+	code := exitOK
+	prog := newUsageProgress(e, len(names))
+	for i, name := range names {
+		prog.show(i)
+		err := u.readSession(w.loc.SessionFile(name, abi.FileEvents), name)
+		if err == nil || !named && errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		prog.clear()
+		fmt.Fprintf(e.stderr, "ctx: usage: %s\n", describe("usage", missing(w, name, err)))
+		code = exitFailed
+	}
+	prog.clear()
+	return code
+}
+
+// readSession adds the usage events of one events.jsonl, a line at a
+// time: memory stays the size of one line and of the session's models.
+func (u *usageReport) readSession(path, name string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	lr := newLogReader(f)
+	t := usageTable{}
+	for {
+		line, err := lr.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if !u.event(t, line) {
+			u.Skipped++
+		}
+	}
+	u.Skipped += lr.takeBad()
+	u.addSession(name, t)
+	return nil
+}
+
+func (u *usageReport) addSession(name string, t usageTable) {
+	if len(t) == 0 {
+		return
+	}
+	models, all := t.sorted()
+	for _, m := range models {
+		u.models.add(m.Model, m.ModelID, m.InputTokens, m.OutputTokens, m.Events)
+	}
+	u.InputTokens += all.InputTokens
+	u.OutputTokens += all.OutputTokens
+	u.Events += all.Events
+	u.Sessions = append(u.Sessions, sessionUsage{Session: name, InputTokens: all.InputTokens,
+		OutputTokens: all.OutputTokens, Events: all.Events, Models: models})
+}
+
+// usageFields are the fields of a usage event.
+type usageFields struct {
+	Type         string `json:"type"`
+	Model        string `json:"model"`
+	ModelID      string `json:"model_id"`
+	InputTokens  int64  `json:"input_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+	TS           string `json:"ts"`
+}
+
+// event adds one events.jsonl line to t when it is a usage event within
+// the cutoff; false when the line is malformed, or is a usage event with
+// negative counts, or without a time while --since needs one.
+func (u *usageReport) event(t usageTable, line []byte) bool {
+	var ev usageFields
+	if !decodeLine(line, &ev, func() bool { return ev.Type == proto.FrameUsage }) {
+		return false
+	}
+	if ev.Type != proto.FrameUsage {
+		return true
+	}
+	if ev.InputTokens < 0 || ev.OutputTokens < 0 {
+		return false
+	}
+	if !u.cutoff.IsZero() {
+		ts, err := time.Parse(time.RFC3339Nano, ev.TS)
+		if err != nil {
+			return false
+		}
+		if ts.Before(u.cutoff) {
+			return true
+		}
+	}
+	t.add(ev.Model, ev.ModelID, ev.InputTokens, ev.OutputTokens, 1)
+	return true
+}
+
+// printUsage writes the totals per model, then per session and model.
+func printUsage(w io.Writer, u *usageReport) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODEL\tINPUT\tOUTPUT\tEVENTS")
+	for _, m := range u.Models {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", modelName(m), m.InputTokens, m.OutputTokens, m.Events)
+	}
+	fmt.Fprintf(tw, "total\t%d\t%d\t%d\n", u.InputTokens, u.OutputTokens, u.Events)
+	tw.Flush()
+	if len(u.Sessions) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tMODEL\tINPUT\tOUTPUT\tEVENTS")
+	for _, s := range u.Sessions {
+		for _, m := range s.Models {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", s.Session, modelName(m), m.InputTokens, m.OutputTokens, m.Events)
+		}
+	}
+	tw.Flush()
+}
+
+// modelName shows a model as "provider/model (model id)"; "-" when an
+// event named none.
+func modelName(m *usageTotals) string {
+	s := orDash(printable(m.Model))
+	if m.ModelID != "" {
+		s += " (" + printable(m.ModelID) + ")"
+	}
+	return s
+}
+
+// usageProgress is a single updating line on a terminal's stderr while usage
+// reads many sessions; nil (and silent) otherwise.
+type usageProgress struct {
+	w     io.Writer
+	total int
+	last  time.Time
+	shown bool
+}
+
+func newUsageProgress(e *env, total int) *usageProgress {
+	if total <= progressAfter || !isTerminal(e.stderr) {
+		return nil
+	}
+	return &usageProgress{w: e.stderr, total: total}
+}
+
+// show reports that session i (from 0) is being read, at most ten times
+// a second: a terminal need not redraw per session.
+func (p *usageProgress) show(i int) {
+	if p == nil || time.Since(p.last) < 100*time.Millisecond {
+		return
+	}
+	p.last = time.Now()
+	fmt.Fprintf(p.w, "\rctx: usage: reading session %d of %d", i+1, p.total)
+	p.shown = true
+}
+
+// clear erases the line, so that what follows starts clean.
+func (p *usageProgress) clear() {
+	if p == nil || !p.shown {
+		return
+	}
+	fmt.Fprint(p.w, "\r\x1b[K")
+	p.shown = false
+	p.last = time.Time{}
+}

@@ -1,0 +1,187 @@
+package search
+
+import (
+	"bytes"
+	"sort"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Query is a parsed query: its folded text and the filter keys a segment
+// holding a match must have.
+type Query struct {
+	folded string
+	keys   []uint64
+	runes  [][][]byte // runeForms: what MayHold looks for
+	plain  bool       // no rune a JSON writer spells with a simple escape
+}
+
+// NewQuery parses q (non-empty; the request parser checked its size).
+func NewQuery(q string) *Query {
+	folded := FoldString(q)
+	plain := !strings.ContainsFunc(folded, jsonSimpleEscaped)
+	return &Query{folded: folded, keys: queryKeys([]rune(folded)), runes: runeForms(folded), plain: plain}
+}
+
+// Keys are the filter keys of the query.
+func (q *Query) Keys() []uint64 { return q.keys }
+
+// Find returns the byte range in text of its first match of q, ignoring
+// case (Fold), and whether there is one.
+func (q *Query) Find(text string) (start, end int, ok bool) {
+	return q.FindFrom(text, 0)
+}
+
+// FindFrom is Find for the first match that starts at byte from or later
+// (from is a rune boundary of text).
+func (q *Query) FindFrom(text string, from int) (start, end int, ok bool) {
+	if q.folded == "" || from > len(text) {
+		return 0, 0, false
+	}
+	folded, asIs := foldText(text[from:])
+	i := strings.Index(folded, q.folded)
+	if i < 0 {
+		return 0, 0, false
+	}
+	if asIs { // folding changed no byte: offsets are the same
+		return from + i, from + i + len(q.folded), true
+	}
+	start = from + original(text[from:], i)
+	end = start + original(text[start:], len(q.folded))
+	return start, end, true
+}
+
+// foldText folds text; asIs reports that it came out byte for byte the
+// same (the common case, checked first without copying: ASCII lower case,
+// most scripts without case).
+func foldText(text string) (string, bool) {
+	for i, r := range text {
+		if r == utf8.RuneError || Fold(r) != r {
+			return text[:i] + FoldString(text[i:]), false
+		}
+	}
+	return text, true
+}
+
+// original is the byte offset in text that the byte offset off of
+// FoldString(text) corresponds to: folding keeps runes, not bytes.
+func original(text string, off int) int {
+	n := 0 // bytes of folded text passed
+	for i, r := range text {
+		if n >= off {
+			return i
+		}
+		n += utf8.RuneLen(Fold(r))
+	}
+	return len(text)
+}
+
+// SnippetBytes is about how much text a snippet shows around a match.
+const SnippetBytes = 160
+
+// Snippet is the text around text[start:end] (a match), about width bytes
+// in all, cut at rune boundaries, with "…" where it was cut and control
+// characters (new lines, tabs, escapes) shown as spaces, so that it is one
+// safe line. A match longer than width is shown whole.
+func Snippet(text string, start, end, width int) string {
+	room := max(0, width-(end-start))
+	from := start - room/2
+	to := end + room - (start - max(0, from))
+	from, to = max(0, from), min(len(text), to)
+	for from > 0 && !utf8.RuneStart(text[from]) {
+		from++
+	}
+	for to < len(text) && !utf8.RuneStart(text[to]) {
+		to--
+	}
+	var b strings.Builder
+	if from > 0 {
+		b.WriteString("…")
+	}
+	b.WriteString(OneLine(text[from:to]))
+	if to < len(text) {
+		b.WriteString("…")
+	}
+	return b.String()
+}
+
+// OneLine replaces control characters (C0, DEL, C1) and invalid bytes
+// with spaces.
+func OneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// MayHold is a fast, safe test of a raw messages.jsonl line before it is
+// decoded: false only when the line's text cannot hold the query.
+//
+// Unless a JSON \u escape could spell it, every rune of a match is in the
+// line as UTF-8 (in some case); the simple escapes (\n, \", …) spell only
+// runes the test leaves out, and joining text parts invents no rune. For
+// a query without such runes, a line whose text is one string (fewer than
+// two text parts: a text part has "text" twice, as its type and its key)
+// holds the match itself, byte for byte up to case.
+func (q *Query) MayHold(line []byte) bool {
+	if bytes.Contains(line, backslashU) {
+		return true
+	}
+	for _, forms := range q.runes {
+		if !containsAny(line, forms) {
+			return false
+		}
+	}
+	if !q.plain || bytes.Count(line, quotedText) >= 4 {
+		return true
+	}
+	folded, _ := foldText(string(line))
+	return strings.Contains(folded, q.folded)
+}
+
+func containsAny(line []byte, forms [][]byte) bool {
+	for _, f := range forms {
+		if bytes.Contains(line, f) {
+			return true
+		}
+	}
+	return false
+}
+
+var quotedText = []byte(`"text"`)
+
+var backslashU = []byte(`\u`)
+
+// runeForms are, for the distinct runes of a query that a JSON line holds
+// as themselves, the UTF-8 of every rune that folds to it: what MayHold
+// looks for. Non-ASCII runes come first (they rule out more lines), and at
+// most 8 are kept (any subset is safe).
+func runeForms(folded string) [][][]byte {
+	seen := map[rune]bool{}
+	var rs []rune
+	for _, r := range folded {
+		if !seen[r] && !jsonSimpleEscaped(r) {
+			seen[r] = true
+			rs = append(rs, r)
+		}
+	}
+	sort.SliceStable(rs, func(i, j int) bool { return rs[i] >= utf8.RuneSelf && rs[j] < utf8.RuneSelf })
+	var out [][][]byte
+	for _, r := range rs[:min(len(rs), 8)] {
+		forms := [][]byte{utf8.AppendRune(nil, r)}
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			forms = append(forms, utf8.AppendRune(nil, f))
+		}
+		out = append(out, forms)
+	}
+	return out
+}
+
+// jsonSimpleEscaped: runes a JSON writer may spell with a two-character
+// escape (and control characters, which it must escape).
+func jsonSimpleEscaped(r rune) bool {
+	return r < 0x20 || r == '"' || r == '\\' || r == '/' || r == utf8.RuneError
+}

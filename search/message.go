@@ -1,0 +1,120 @@
+package search
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+)
+
+// Message is what search reads of one messages.jsonl line.
+type Message struct {
+	Role string // "user" or "assistant"
+	Run  string
+	TS   string
+	Text string // the content string, or its text parts joined
+}
+
+// messageJSON is the line's shape; fields of other types are left empty.
+type messageJSON struct {
+	Role    string          `json:"role"`
+	Run     string          `json:"run"`
+	TS      string          `json:"ts"`
+	Content json.RawMessage `json:"content"`
+}
+
+// toolPrefix starts the tool messages the engine records: they are
+// skipped without decoding their (often large) results.
+var toolPrefix = []byte(`{"role":"tool"`)
+
+// ParseMessage reads a user or assistant message line; ok is false for
+// any other line (tool messages, lines that are not JSON). The index and
+// the verifying scan both read lines through it, so they agree on what
+// the text of a message is.
+func ParseMessage(line []byte) (m Message, ok bool) {
+	if bytes.HasPrefix(line, toolPrefix) {
+		return m, false
+	}
+	if m, ok, sure := scanMessage(line); sure {
+		return m, ok
+	}
+	return parseMessageJSON(line)
+}
+
+// parseMessageJSON is ParseMessage by encoding/json, for the lines
+// scanMessage is not sure of.
+func parseMessageJSON(line []byte) (m Message, ok bool) {
+	var w messageJSON
+	if err := json.Unmarshal(line, &w); err != nil {
+		if _, typeErr := err.(*json.UnmarshalTypeError); !typeErr {
+			return m, false
+		}
+	}
+	if w.Role != "user" && w.Role != "assistant" {
+		return m, false
+	}
+	return Message{Role: w.Role, Run: w.Run, TS: w.TS, Text: contentText(w.Content)}, true
+}
+
+// contentText is a content string, or the text of its text parts joined
+// (as latest.md shows an assistant message).
+func contentText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	json.Unmarshal(raw, &parts)
+	var b bytes.Buffer
+	for _, p := range parts {
+		if p.Type == "text" {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+// MaxLine bounds a line the scans read (abi.MaxLineBytes plus its
+// newline); a longer line, which no provable log holds, is skipped whole.
+const MaxLine = 1<<20 + 1
+
+// EachLine calls fn for every complete line of r[from:to) with the offset
+// just past its newline, in order, until fn returns an error. A last line
+// without its newline (still being written, or torn) is not read. It
+// returns the offset past the last complete line (from when there is
+// none): how far the lines were read.
+func EachLine(r io.ReaderAt, from, to int64, fn func(line []byte, end int64) error) (int64, error) {
+	br := bufio.NewReaderSize(io.NewSectionReader(r, from, to-from), 64<<10)
+	var long []byte  // the start of a line longer than the buffer
+	tooLong := false // the line being read is over MaxLine: skipped
+	start, off := from, from
+	for {
+		chunk, err := br.ReadSlice('\n')
+		off += int64(len(chunk))
+		switch err {
+		case nil:
+			line := chunk
+			if long != nil {
+				line = append(long, chunk...)
+			}
+			if !tooLong && len(line) <= MaxLine {
+				if err := fn(line[:len(line)-1], off); err != nil {
+					return start, err
+				}
+			}
+			long, tooLong, start = nil, false, off
+		case bufio.ErrBufferFull:
+			tooLong = tooLong || len(long)+len(chunk) > MaxLine
+			if !tooLong {
+				long = append(long, chunk...)
+			}
+		case io.EOF:
+			return start, nil
+		default:
+			return start, err
+		}
+	}
+}

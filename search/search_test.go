@@ -1,0 +1,451 @@
+package search
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+)
+
+func TestFold(t *testing.T) {
+	same := [][2]string{
+		{"HeLLo", "hello"},
+		{"ΣΊΣΥΦΟΣ", "σίσυφοσ"},
+		{"σίσυφος", "σίσυφοσ"},    // final sigma folds with sigma
+		{"\u212Aelvin", "kelvin"}, // Kelvin sign
+		{"\u017Fun", "sun"},       // long s
+		{"ПРИВЕТ", "привет"},
+		{"ǅ", "ǆ"},
+		{"𐐀", "𐐨"}, // Deseret, outside the BMP
+	}
+	for _, c := range same {
+		if a, b := FoldString(c[0]), FoldString(c[1]); a != b {
+			t.Errorf("Fold(%q) = %q, Fold(%q) = %q", c[0], a, c[1], b)
+		}
+	}
+	for _, s := range []string{"我们今天讨论文件系统", "ファイルシステム", "🚀🔥👍🏽", "한국어", "abc123"} {
+		if FoldString(s) != s {
+			t.Errorf("Fold(%q) = %q: changed text without case", s, FoldString(s))
+		}
+	}
+}
+
+// TestFoldOrbits: every rune folds to the same rune as each rune of its
+// SimpleFold orbit, and folding is idempotent.
+func TestFoldOrbits(t *testing.T) {
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if r >= 0xD800 && r < 0xE000 {
+			continue
+		}
+		f := Fold(r)
+		if Fold(f) != f || Fold(unicode.SimpleFold(r)) != f {
+			t.Fatalf("rune %U: Fold %U, Fold(Fold) %U, Fold(SimpleFold) %U", r, f, Fold(f), Fold(unicode.SimpleFold(r)))
+		}
+	}
+}
+
+func TestFind(t *testing.T) {
+	cases := []struct {
+		text, query, want string // want: the matched text; "" for no match
+	}{
+		{"我们今天讨论文件系统", "文件", "文件"},
+		{"我们今天讨论文件系统", "文", "文"},
+		{"我们今天讨论文件系统", "讨论文件系统", "讨论文件系统"},
+		{"我们今天讨论文件系统", "文档", ""},
+		{"これはファイルシステムです", "ファイル", "ファイル"},
+		{"これはファイルシステムです", "シス", "シス"},
+		{"launch 🚀🔥 now", "🚀🔥", "🚀🔥"},
+		{"launch 🚀🔥 now", "🔥", "🔥"},
+		{"Say HELLO World", "hello w", "HELLO W"},
+		{"ÀB \u212AELVIN x", "kelvin", "\u212AELVIN"}, // the match keeps its own bytes
+		{"Straße", "STRASSE", ""},                     // no multi-rune folding
+		{"Ärger ärger", "ÄRGER", "Ärger"},
+	}
+	for _, c := range cases {
+		q := NewQuery(c.query)
+		s, e, ok := q.Find(c.text)
+		got := ""
+		if ok {
+			got = c.text[s:e]
+		}
+		if got != c.want {
+			t.Errorf("Find(%q in %q) = %q, want %q", c.query, c.text, got, c.want)
+		}
+	}
+}
+
+func TestSnippet(t *testing.T) {
+	text := strings.Repeat("前文", 100) + "文件系统" + strings.Repeat("后文", 100)
+	q := NewQuery("文件系统")
+	s, e, _ := q.Find(text)
+	sn := Snippet(text, s, e, SnippetBytes)
+	if !utf8.ValidString(sn) || !strings.Contains(sn, "文件系统") || !strings.HasPrefix(sn, "…") || !strings.HasSuffix(sn, "…") {
+		t.Fatalf("snippet %q", sn)
+	}
+	if n := len(sn) - 2*len("…"); n > SnippetBytes || n < SnippetBytes-8 {
+		t.Fatalf("snippet of %d bytes: %q", n, sn)
+	}
+	if got := Snippet("a\nb\tc\x1b[31md", 0, 1, 160); got != "a b c [31md" {
+		t.Fatalf("control characters: %q", got)
+	}
+	long := strings.Repeat("x", 500)
+	if got := Snippet("ab"+long+"cd", 2, 502, 160); got != "…"+long+"…" {
+		t.Fatalf("a long match is shown whole: %q", got)
+	}
+}
+
+func TestParseMessage(t *testing.T) {
+	cases := []struct {
+		line string
+		ok   bool
+		text string
+	}{
+		{`{"role":"user","run":"R","content":"hi 文件","ts":"T"}`, true, "hi 文件"},
+		{`{"role":"assistant","run":"R","content":[{"type":"text","text":"a"},{"type":"tool_call","id":"c","name":"n","arguments":{}},{"type":"text","text":"b"}],"ts":"T"}`, true, "ab"},
+		{`{"role":"assistant","content":"\u6587\u4ef6"}`, true, "文件"}, // escaped as Python writes it
+		{`{"role":"tool","run":"R","content":[{"type":"tool_result","content":"文件"}]}`, false, ""},
+		{`{"content":"x","role":"tool"}`, false, ""},
+		{`{"role":"user","run":7,"content":"typed"}`, true, "typed"},
+		{`not json`, false, ""},
+		{`{"role":"system","content":"x"}`, false, ""},
+	}
+	for _, c := range cases {
+		m, ok := ParseMessage([]byte(c.line))
+		if ok != c.ok || m.Text != c.text {
+			t.Errorf("ParseMessage(%s) = %+v %v", c.line, m, ok)
+		}
+	}
+}
+
+// TestScanMessage: the fast reader of lines agrees with encoding/json
+// wherever it is sure, and is sure of the lines the engine writes.
+func TestScanMessage(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	values := []any{"", "x", 7, -1.5e3, true, nil, []any{1, "a"}, map[string]any{"k": []any{}}}
+	for i := range 20000 {
+		obj := map[string]any{}
+		for _, k := range []string{"role", "run", "ts", "content", "other", "Role"} {
+			switch rng.IntN(4) {
+			case 0:
+			case 1:
+				obj[k] = values[rng.IntN(len(values))]
+			default:
+				obj[k] = randomText(rng, rng.IntN(20))
+			}
+		}
+		if rng.IntN(2) == 0 {
+			obj["role"] = []string{"user", "assistant"}[rng.IntN(2)]
+		}
+		if rng.IntN(2) == 0 {
+			var parts []any
+			for range rng.IntN(4) {
+				parts = append(parts, map[string]any{"type": []any{"text", "tool_call", 3}[rng.IntN(3)], "text": randomText(rng, rng.IntN(10)), "x": values[rng.IntN(len(values))]})
+			}
+			obj["content"] = parts
+		}
+		line, _ := json.Marshal(obj)
+		if i%3 == 0 { // other spellings of the same JSON
+			line = []byte(strings.NewReplacer(`":`, `" : `, `,"`, ` , "`, `\u003c`, `<`).Replace(string(line)))
+		}
+		got, ok, sure := scanMessage(line)
+		want, wantOK := parseMessageJSON(line)
+		if _, mixed := obj["Role"]; mixed {
+			continue // encoding/json matches keys in any case; the scanner does not
+		}
+		if !sure {
+			t.Fatalf("not sure of %s", line)
+		}
+		if ok != wantOK || ok && got != want {
+			t.Fatalf("%s:\nscan %+v %v\njson %+v %v", line, got, ok, want, wantOK)
+		}
+	}
+	for _, bad := range []string{`{"role":"user"`, `{"role":"user",}`, `{"role":"us\x"}`, `{"a":01}`, `{"a":tru}`, "{\"a\":\"\xff\"}", `{} x`} {
+		if _, _, sure := scanMessage([]byte(bad)); sure {
+			t.Errorf("sure of %s", bad)
+		}
+	}
+	m, ok, sure := scanMessage([]byte(`{"role":"user","content":"\ud83d\ude80 \ud800 \u00e9\n"}`))
+	if !ok || !sure || m.Text != "🚀 \ufffd é\n" {
+		t.Fatalf("escapes: %+v %v %v", m, ok, sure)
+	}
+}
+
+func TestEachLine(t *testing.T) {
+	long := `{"role":"user","content":"` + strings.Repeat("x", MaxLine) + `"}`
+	log := "a\n" + long + "\nb\n" + "torn"
+	var got []string
+	var ends []int64
+	end, err := EachLine(strings.NewReader(log), 0, int64(len(log)), func(line []byte, e int64) error {
+		got = append(got, string(line))
+		ends = append(ends, e)
+		return nil
+	})
+	if err != nil || strings.Join(got, ",") != "a,b" || end != int64(len(log)-len("torn")) {
+		t.Fatalf("lines %q end %d err %v", got, end, err)
+	}
+	if ends[0] != 2 || ends[1] != int64(len(log)-len("torn")) {
+		t.Fatalf("ends %v", ends)
+	}
+	// From the middle, up to a bound.
+	got = nil
+	EachLine(strings.NewReader(log), 2+int64(len(long))+1, int64(len(log)), func(line []byte, _ int64) error {
+		got = append(got, string(line))
+		return nil
+	})
+	if strings.Join(got, ",") != "b" {
+		t.Fatalf("from the middle: %q", got)
+	}
+}
+
+func TestSegmentEncoding(t *testing.T) {
+	log := messageLog([]string{"我们今天讨论文件系统", "hello"})
+	s, err := Extend(strings.NewReader(log), NewSegment([16]byte{1}, 0), int64(len(log)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := s.Encode()
+	back, err := DecodeSegment(b)
+	if err != nil || !bytes.Equal(back.Encode(), b) {
+		t.Fatalf("decode: %v", err)
+	}
+	h, err := ParseHeader(b, int64(len(b)))
+	if err != nil || h.Start != 0 || h.End != s.End || h.Tail != s.Tail || h.Blocks != s.Filter.compact().Blocks() || !h.Fits(strings.NewReader(log), [16]byte{1}, int64(len(log))) {
+		t.Fatalf("header %+v %v", h, err)
+	}
+	if h.Fits(strings.NewReader(log), [16]byte{2}, int64(len(log))) {
+		t.Fatal("another session's segment fits")
+	}
+	other := strings.Replace(log, "hello", "jello", 1)
+	if h.Fits(strings.NewReader(other), [16]byte{1}, int64(len(other))) {
+		t.Fatal("a segment fits a log with other bytes at its end")
+	}
+	if h.Fits(strings.NewReader(log[:len(log)-1]), [16]byte{1}, int64(len(log)-1)) {
+		t.Fatal("a segment fits a log cut short")
+	}
+	for _, q := range []string{"文件", "系", "HELLO", "论文件系"} {
+		keys := NewQuery(q).Keys()
+		on, err := h.Probe(bytes.NewReader(b), keys)
+		if err != nil || !on || !s.HasAll(keys) {
+			t.Errorf("probe %q: %v %v", q, on, err)
+		}
+	}
+	for i := range b {
+		bad := append([]byte(nil), b...)
+		bad[i] ^= 0x40
+		if _, err := DecodeSegment(bad); err == nil {
+			t.Fatalf("a flipped byte at %d decodes", i)
+		}
+	}
+	if _, err := ParseHeader(b, int64(len(b))+1); err == nil {
+		t.Fatal("a header with another file size parses")
+	}
+}
+
+// TestNoFalseNegatives is the index's one promise: every substring of a
+// message's text, in any case, is found in a segment the filters keep,
+// across segment closes and filter regrowth, and building the index in
+// steps gives the same segments as building it at once.
+func TestNoFalseNegatives(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var texts []string
+	for range 6000 {
+		texts = append(texts, randomText(rng, 1+rng.IntN(300)))
+	}
+	log, offsets := messageLogAt(texts)
+	segs := build(t, log, int64(len(log)))
+	filled := 0 // segments closed by their filter, not by MaxSegmentBytes
+	for _, s := range segs[:len(segs)-1] {
+		if s.End-s.Start < MaxSegmentBytes {
+			filled++
+		}
+	}
+	if len(segs) < 3 || filled == 0 {
+		t.Fatalf("%d segments, %d closed full: the test must cross segment closes, some by a full filter", len(segs), filled)
+	}
+	stepped := buildInSteps(t, log, rng)
+	if len(stepped) != len(segs) {
+		t.Fatalf("in steps: %d segments, at once %d", len(stepped), len(segs))
+	}
+	for i := range segs {
+		if !bytes.Equal(stepped[i].Encode(), segs[i].Encode()) {
+			t.Fatalf("segment %d differs when built in steps", i)
+		}
+	}
+	for range 20000 {
+		i := rng.IntN(len(texts))
+		q := randomCase(rng, randomSubstring(rng, texts[i]))
+		if !found(segs, offsets[i], q, texts[i]) {
+			t.Fatalf("query %q from message %d (%q) not found", q, i, texts[i])
+		}
+		line := log[offsets[i]:]
+		if !NewQuery(q).MayHold([]byte(line[:strings.IndexByte(line, '\n')])) {
+			t.Fatalf("MayHold(%q) is false for message %d (%q)", q, i, texts[i])
+		}
+	}
+}
+
+func TestMayHold(t *testing.T) {
+	cases := []struct {
+		line, query string
+		may         bool
+	}{
+		{`{"role":"user","content":"我们讨论文件系统"}`, "文件", true},
+		{`{"role":"user","content":"我们讨论系统"}`, "文件", false},
+		{`{"role":"user","content":"\u6587\u4ef6"}`, "文件", true}, // escaped: cannot tell
+		{`{"role":"user","content":"line\none \"q\""}`, "文件", false},
+		{`{"role":"user","content":"HELLO"}`, "hello", true},
+		{`{"role":"user","content":"\u212Aelvin"}`, "kelvin", true},
+		{`{"role":"user","content":"Kelvin"}`, "KELVIN", true}, // the Kelvin sign as itself
+		{`{"role":"user","content":"a\nb"}`, "a\nb", true},
+		{`{"role":"user","content":"abc"}`, "xyz", false},
+		{`{"role":"user","content":"olleh"}`, "hello", false}, // every rune, not the text
+		{`{"role":"assistant","content":[{"type":"text","text":"hel"},{"type":"text","text":"lo"}]}`, "hello", true},
+		{`{"role":"assistant","content":[{"type":"text","text":"hel"}],"ts":"Z"}`, "hello", false},
+	}
+	for _, c := range cases {
+		if got := NewQuery(c.query).MayHold([]byte(c.line)); got != c.may {
+			t.Errorf("MayHold(%q, %s) = %v", c.query, c.line, got)
+		}
+	}
+}
+
+// TestFalsePositives: a full filter passes few keys it does not hold.
+func TestFalsePositives(t *testing.T) {
+	f := NewFilter(MinBlocks)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for !f.Full() {
+		f.Add(rng.Uint64())
+	}
+	fp := 0
+	const n = 200000
+	for range n {
+		if f.Has(rng.Uint64()) {
+			fp++
+		}
+	}
+	if rate := float64(fp) / n; rate > 0.02 {
+		t.Fatalf("false positive rate %.4f at the fill limit", rate)
+	}
+}
+
+// build indexes log from scratch; it returns every segment, the last one
+// included.
+func build(t *testing.T, log string, size int64) []*Segment {
+	t.Helper()
+	var segs []*Segment
+	last, err := Extend(strings.NewReader(log), NewSegment([16]byte{9}, 0), size, func(s *Segment) error {
+		segs = append(segs, s)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(segs, last)
+}
+
+// buildInSteps indexes log in random steps, reloading the last segment
+// from its encoding each time, as a query after appends does.
+func buildInSteps(t *testing.T, log string, rng *rand.Rand) []*Segment {
+	var segs []*Segment
+	last := NewSegment([16]byte{9}, 0)
+	for size := int64(0); size < int64(len(log)); {
+		size = min(int64(len(log)), size+int64(rng.IntN(40000)))
+		var err error
+		if last, err = DecodeSegment(last.Encode()); err != nil {
+			t.Fatal(err)
+		}
+		last, err = Extend(strings.NewReader(log[:size]), last, size, func(s *Segment) error {
+			segs = append(segs, s)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return append(segs, last)
+}
+
+// found reports whether the segment that holds the message at offset
+// passes the filter for q, and whether the verifying match finds q in text.
+func found(segs []*Segment, offset int64, q, text string) bool {
+	query := NewQuery(q)
+	for _, s := range segs {
+		if s.Start <= offset && offset < s.End {
+			_, _, hit := query.Find(text)
+			return s.HasAll(query.Keys()) && hit
+		}
+	}
+	return false
+}
+
+// alphabet mixes scripts, cases, wide runes and emoji; the CJK block is
+// large so that filters fill up and segments close.
+var alphabet = []rune("aAbBkKzZ \u212A\u017FσΣςπΠжЖ我们今天讨论文件系统ファイルシステム한국🚀🔥👍🏽é\u0301")
+
+func randomText(rng *rand.Rand, n int) string {
+	var b strings.Builder
+	for range n {
+		switch rng.IntN(12) {
+		case 0, 1, 2, 3:
+			b.WriteRune(rune(0x4E00 + rng.IntN(0x5000))) // any CJK ideograph
+		case 4:
+			r := rune(rng.IntN(unicode.MaxRune + 1)) // any rune at all
+			if !utf8.ValidRune(r) {
+				r = 'x'
+			}
+			b.WriteRune(r)
+		default:
+			b.WriteRune(alphabet[rng.IntN(len(alphabet))])
+		}
+	}
+	return b.String()
+}
+
+func randomSubstring(rng *rand.Rand, s string) string {
+	rs := []rune(s)
+	i := rng.IntN(len(rs))
+	n := 1 + rng.IntN(min(len(rs)-i, 8))
+	return string(rs[i : i+n])
+}
+
+// randomCase swaps each rune for another of its case orbit, at random.
+func randomCase(rng *rand.Rand, s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		for range rng.IntN(3) {
+			r = unicode.SimpleFold(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// messageLog is a messages.jsonl of user and assistant messages (every
+// third one a tool message, which is not indexed).
+func messageLog(texts []string) string {
+	log, _ := messageLogAt(texts)
+	return log
+}
+
+// messageLogAt is messageLog with the offset of each message's line.
+func messageLogAt(texts []string) (string, []int64) {
+	var b strings.Builder
+	var offsets []int64
+	for i, t := range texts {
+		offsets = append(offsets, int64(b.Len()))
+		role := []string{"user", "assistant"}[i%2]
+		content, _ := json.Marshal(t)
+		if i%2 == 1 {
+			content, _ = json.Marshal([]map[string]string{{"type": "text", "text": t}})
+		}
+		fmt.Fprintf(&b, `{"role":%q,"run":"r%d","content":%s,"ts":"T"}`+"\n", role, i, content)
+		if i%3 == 0 {
+			fmt.Fprintf(&b, `{"role":"tool","run":"r%d","content":[{"type":"tool_result","tool_call_id":"c","content":"zzz"}]}`+"\n", i)
+		}
+	}
+	return b.String(), offsets
+}

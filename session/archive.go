@@ -1,0 +1,205 @@
+package session
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// ArchivedDir is the directory of a home that holds its archived
+// sessions, by agent (SPEC 2, 12).
+const ArchivedDir = "archived_sessions"
+
+// takeWait bounds how long an archive waits for the requests that hold a
+// session (a send recording its start) before it says EBUSY.
+const takeWait = 5 * time.Second
+
+// archiveOp answers the socket op archive: a dry run says whether the
+// session would be taken ({"type":"archivable"}), else it is archived or
+// deleted ({"type":"archived"} or {"type":"deleted"}); a refusal is the
+// request's error.
+func (e *Engine) archiveOp(loc *location, req *proto.Request) (*Reply, error) {
+	verb := "archived"
+	var err error
+	switch {
+	case req.DryRun:
+		verb, err = "archivable", e.CheckArchive(loc.ref)
+	case req.Delete:
+		verb, err = "deleted", e.Archive(loc.ref, loc.own, true)
+	default:
+		err = e.Archive(loc.ref, loc.own, false)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return newReply([]*proto.Object{proto.NewObject("type", verb, "session", loc.ref.Name)}), nil
+}
+
+// ArchiveTarget is where an agent session is archived: the home's
+// archived_sessions/<agent>/<session>.
+func ArchiveTarget(r Ref) string {
+	return path.Join(r.Home, ArchivedDir, r.Owner, r.Name)
+}
+
+// Archive moves the session r, whole, to its archive (SPEC 12): one
+// renameat2(RENAME_NOREPLACE) of its directory, so the archived tree is
+// the live one byte for byte; then its name leaves the index (list,
+// current, by-cwd, by-hash, by-uuid). A protected session is EBUSY, an
+// existing target EEXIST; either way nothing changes. With del the
+// session is deleted instead: moved aside under a hidden name (so a
+// crash never leaves half a session in view), then removed.
+//
+// The session is taken out of the engine while it moves: a send that
+// raced with it either recorded its start before (and then the session
+// is active, so protected) or is refused with EBUSY; it never writes
+// into the session mid-move or recreates it from half its files.
+func (e *Engine) Archive(r Ref, own storefs.Owner, del bool) error {
+	if r.Temp || r.Kind != abi.KindAgent || (!del && !strings.HasPrefix(r.Home, "home/")) {
+		return abi.Errorf(syscall.EINVAL, "archive", "only agent sessions are archived, to their home's archived_sessions (a shared space's sessions may be deleted)")
+	}
+	if err := e.protectedName(r); err != nil {
+		return err
+	}
+	// EBUSY, not ENOENT: a send that waited must be refused, not create
+	// the session anew from nothing.
+	gone := &abi.Error{Op: "session", Errno: syscall.EBUSY, Msg: "session " + r.Name + " was archived while the request waited"}
+	err := e.sessions.take(r.key(), takeWait, gone, func(s *sess, loaded bool) (bool, error) {
+		if loaded {
+			if !s.idle() {
+				e.sessions.putIfAbsent(r.key(), s)
+				return false, abi.Errorf(syscall.EBUSY, "archive", "session %s has a run", r.Name)
+			}
+			s.closeLogs() // before the move: nothing of it may write to the old place after
+		}
+		if err := e.protectedState(r); err != nil {
+			return false, err
+		}
+		if del {
+			return true, e.removeSession(r)
+		}
+		return true, e.moveToArchive(r, own)
+	})
+	if errors.Is(err, errBusy) {
+		return abi.Errorf(syscall.EBUSY, "archive", "session %s is in use", r.Name)
+	}
+	if err != nil {
+		return err
+	}
+	return e.unindex(r)
+}
+
+// unindex takes a session that is gone out of its container's index, and
+// has the kernel forget every index entry that named it.
+func (e *Engine) unindex(r Ref) error {
+	x, err := e.Index(r.Container)
+	if err != nil {
+		return nil // no index to clean: it is rebuilt from the directories
+	}
+	idx := r.Container.Rel() + "/index"
+	changed := []string{r.Container.Rel(), idx, idx + "/list", path.Dir(ArchiveTarget(r))}
+	for _, kind := range abi.IndexKinds {
+		for _, k := range x.Keys(kind) {
+			if v, _ := x.Lookup(kind, k); v == r.Name {
+				changed = append(changed, idx+"/"+kind+"/"+k)
+			}
+		}
+	}
+	err = x.Remove(r.Name)
+	e.changed(changed...)
+	return err
+}
+
+// CheckArchive says whether Archive would take the session r now: nil,
+// or the protection that keeps it (EBUSY), without changing anything. It
+// serves gc's preview, so that the one set of rules decides both.
+func (e *Engine) CheckArchive(r Ref) error {
+	if err := e.protectedName(r); err != nil {
+		return err
+	}
+	if s, ok := e.sessions.peek(r.key()); ok && !s.idle() {
+		return abi.Errorf(syscall.EBUSY, "archive", "session %s has a run", r.Name)
+	}
+	return e.protectedState(r)
+}
+
+// protectedName refuses the names SPEC 12 never touches: index, default
+// and the current session.
+func (e *Engine) protectedName(r Ref) error {
+	if r.Name == "index" || r.Name == "default" {
+		return abi.Errorf(syscall.EBUSY, "archive", "session %s is never archived", r.Name)
+	}
+	if x, err := e.Index(r.Container); err == nil && x.Current() == r.Name {
+		return abi.Errorf(syscall.EBUSY, "archive", "session %s is the current session", r.Name)
+	}
+	return nil
+}
+
+// protectedState refuses a session whose state is active, unreadable or
+// unsafe (not a regular file, an unknown value); a missing state is an
+// old session and may go. A missing session is ENOENT.
+func (e *Engine) protectedState(r Ref) error {
+	st, err := e.root.Lstat(r.Rel())
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return notFound("session", r.Name)
+	case err != nil:
+		return err
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return abi.Errorf(syscall.EBUSY, "archive", "session %s is not a directory", r.Name)
+	}
+	state, err := e.readValue(r.Rel() + "/" + abi.FileState)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return abi.Errorf(syscall.EBUSY, "archive", "session %s: its state cannot be read", r.Name)
+	case !abi.ValidState(state):
+		return abi.Errorf(syscall.EBUSY, "archive", "session %s: unknown state %q", r.Name, state)
+	case state == abi.StateActive:
+		return abi.Errorf(syscall.EBUSY, "archive", "session %s is active", r.Name)
+	}
+	return nil
+}
+
+// moveToArchive renames the session's directory to its archive target,
+// never over anything (EEXIST), and makes the move durable.
+func (e *Engine) moveToArchive(r Ref, own storefs.Owner) error {
+	target := ArchiveTarget(r)
+	if err := e.mkdirAll(path.Dir(target), own); err != nil {
+		return err
+	}
+	if err := e.root.Rename(r.Rel(), target, unix.RENAME_NOREPLACE); err != nil {
+		return err
+	}
+	if err := e.root.SyncDir(path.Dir(target)); err != nil {
+		return err
+	}
+	return e.root.SyncDir(r.Container.Rel())
+}
+
+// removeSession deletes the session's directory: first renamed aside to a
+// hidden leftover name (isNewDir), which load and fsck --repair finish
+// removing should this be interrupted.
+func (e *Engine) removeSession(r Ref) error {
+	var b [8]byte
+	rand.Read(b[:])
+	aside := path.Join(r.Container.Rel(), delDirPrefix+r.Name+"-"+hex.EncodeToString(b[:]))
+	if err := e.root.Rename(r.Rel(), aside, unix.RENAME_NOREPLACE); err != nil {
+		return err
+	}
+	if err := e.root.SyncDir(r.Container.Rel()); err != nil {
+		return err
+	}
+	return e.root.RemoveAll(aside)
+}

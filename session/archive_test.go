@@ -1,0 +1,62 @@
+package session
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// age makes a session look untouched for d: its updated_at moves back.
+func (env *testEnv) age(name string, d time.Duration) {
+	p := filepath.Join(env.sessDir("home/0", "coder", name), abi.FileUpdatedAt)
+	must(env.t, os.WriteFile(p, []byte(strconv.FormatInt(time.Now().Add(-d).Unix(), 10)+"\n"), 0o600))
+}
+
+// TestGCIdleArchivesOldTempSessions: the server's clean-up archives
+// temp-* sessions idle for the interval, and nothing else: not a fresh
+// temp-*, not another name, not the current session.
+func TestGCIdleArchivesOldTempSessions(t *testing.T) {
+	env := newEnv(t)
+	for _, n := range []string{"temp-old", "temp-fresh", "notes", "temp-current"} {
+		env.send(root0, coder(), fmt.Sprintf(`{"op":"send","id":"c-%s","session":%q,"input":"x"}`, n, n))
+	}
+	env.age("temp-old", 2*time.Hour)
+	env.age("notes", 2*time.Hour)
+	env.age("temp-current", 2*time.Hour) // current: the last send
+	got := env.e.GCIdle(time.Hour)
+	if len(got) != 1 || filepath.Base(got[0]) != "temp-old" {
+		t.Fatalf("GCIdle archived %v, want temp-old only", got)
+	}
+	if _, err := os.Stat(filepath.Join(env.store, "home/0", ArchivedDir, "coder", "temp-old", abi.FileMessages)); err != nil {
+		t.Errorf("temp-old is not in the archive: %v", err)
+	}
+	for _, n := range []string{"temp-fresh", "notes", "temp-current"} {
+		if _, err := os.Stat(env.sessDir("home/0", "coder", n)); err != nil {
+			t.Errorf("%s was taken: %v", n, err)
+		}
+	}
+	if got := env.e.GCIdle(time.Hour); len(got) != 0 {
+		t.Errorf("a second pass archived %v", got)
+	}
+}
+
+// TestArchiveRefusesActive: a session with a run is EBUSY, unchanged.
+func TestArchiveRefusesActive(t *testing.T) {
+	env := newEnv(t)
+	env.define("sleeper", map[string]string{"abi": "text", "program": sleeper})
+	target := Target{Kind: abi.KindAgent, Owner: "sleeper"}
+	env.begin(root0, target, `{"op":"send","id":"s1","session":"temp-busy","input":"x"}`)
+	defer env.do(root0, target, `{"op":"cancel","id":"s1","session":"temp-busy"}`)
+	env.send(root0, coder(), `{"op":"send","id":"c","session":"other","input":"x"}`) // another current
+	ref := Ref{Container: Container{Home: "home/0", Kind: abi.KindAgent, Owner: "sleeper"}, Name: "temp-busy"}
+	before := tree(t, env.store)
+	wantErrno(t, "archive of an active session", env.e.Archive(ref, privateOwner(0, 0), false), syscall.EBUSY)
+	wantErrno(t, "check of an active session", env.e.CheckArchive(ref), syscall.EBUSY)
+	sameTree(t, "a refused archive", before, tree(t, env.store))
+}

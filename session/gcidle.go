@@ -1,0 +1,53 @@
+package session
+
+import (
+	"errors"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// GCIdlePattern is what the server's own clean-up takes: Agenvoy-style
+// temporary sessions, by name.
+const GCIdlePattern = "temp-*"
+
+// GCIdle archives (never deletes) every agent session in a home whose
+// name matches GCIdlePattern and that nothing has updated for idle
+// (ctxfs mount --gc-idle): the same Archive as ctx's, with the same
+// protections, so an active or current session stays. It returns the
+// store paths of the sessions it archived.
+func (e *Engine) GCIdle(idle time.Duration) []string {
+	var done []string
+	cutoff := time.Now().Add(-idle).Unix()
+	for _, home := range homes(e.root) {
+		if !strings.HasPrefix(home, "home/") {
+			continue // archives live in homes (SPEC 2)
+		}
+		uid, err := strconv.ParseUint(strings.TrimPrefix(home, "home/"), 10, 32)
+		if err != nil {
+			continue
+		}
+		own := privateOwner(uint32(uid), primaryGid(uint32(uid)))
+		for _, rel := range sessionDirs(e.root, home, false) {
+			ct, name, ok := ParseContainerRel(rel)
+			if m, _ := path.Match(GCIdlePattern, name); !ok || !m || ct.Kind != abi.KindAgent {
+				continue
+			}
+			if e.readUnix(rel+"/"+abi.FileUpdatedAt) > cutoff {
+				continue
+			}
+			err := e.Archive(Ref{Container: ct, Name: name}, own, false)
+			if err == nil {
+				done = append(done, rel)
+			} else if !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.EEXIST) {
+				os.Stderr.WriteString("ctxfs: gc-idle: archive " + rel + ": " + err.Error() + "\n")
+			}
+		}
+	}
+	return done
+}

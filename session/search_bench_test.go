@@ -1,0 +1,35 @@
+package session
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// BenchmarkSearchQuery: one search over 64 sessions of 1 MiB whose index
+// is up to date, for a query found nowhere: the index's own cost per
+// query (every session's segments checked and probed).
+func BenchmarkSearchQuery(b *testing.B) {
+	env := newEnvTB(b)
+	rng := rand.New(rand.NewPCG(1, 1))
+	for i := range 64 {
+		name := fmt.Sprintf("s%02d", i)
+		env.send(root0, coder(), fmt.Sprintf(`{"op":"send","id":"c%d","session":%q,"input":"x"}`, i, name))
+		var lines bytes.Buffer
+		for lines.Len() < 1<<20 {
+			lines.Write(proto.NewObject("role", "user", "run", "r", "content", randomCJK(rng, 200)).Line())
+		}
+		ref := Ref{Container: Container{Home: "home/0", Kind: "agent", Owner: "coder"}, Name: name}
+		must(b, env.e.AppendLog(root0, ref, "messages.jsonl", lines.Bytes()))
+	}
+	if _, err := env.do(root0, coder(), searchLine("鳕鱼肝油")); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		env.do(root0, coder(), searchLine("鳕鱼肝油"))
+	}
+}

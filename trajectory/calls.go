@@ -1,0 +1,216 @@
+package trajectory
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/ctxfs/ctxfs/client"
+)
+
+// assistant opens the agent step of an assistant message, with the tool
+// calls the message itself carries.
+func (m *mapper) assistant(l *logLine) error {
+	rs := m.state(l.run)
+	s := newStep(SourceAgent, l.run, l.ts)
+	s.Message = messageText(l.content)
+	if err := m.open(s, rs); err != nil {
+		return err
+	}
+	for _, p := range contentParts(l.content) {
+		if str(p.Type) != "tool_call" {
+			continue
+		}
+		id := str(p.ID)
+		s.addCall(id, toolCall(p.ID, p.Name, p.Arguments))
+		if i := rs.pendingIndex(id); i >= 0 { // its frame came first: the same call
+			rs.calls = append(rs.calls[:i], rs.calls[i+1:]...)
+		}
+	}
+	return nil
+}
+
+// toolCallFrame queues a tool_call frame until its result places it. A call
+// the run's current step holds already (its message carried it, and the
+// frame repeats it, as in SPEC 6) or one already queued is the same call
+// seen twice. Only those are compared: an agent may reuse an id later.
+func (m *mapper) toolCallFrame(e *logLine) {
+	rs := m.state(e.run)
+	if m.cur.isAgentOf(e.run) && m.cur.calls[e.id] || rs.pendingIndex(e.id) >= 0 {
+		return
+	}
+	rs.calls = append(rs.calls, pendingCall{id: e.id, call: toolCall(e.rawID, e.rawName, e.arguments), ts: e.ts})
+}
+
+// toolMessage joins each tool result of a role "tool" line to the step that
+// holds the call of the same run and id, placing that call first if it was
+// waiting. A result with no such call is dropped.
+func (m *mapper) toolMessage(l *logLine) error {
+	for _, p := range contentParts(l.content) {
+		if str(p.Type) != "tool_result" {
+			continue
+		}
+		id := str(p.ToolCallID)
+		if !m.cur.isAgentOf(l.run) || !m.cur.calls[id] {
+			rs := m.runs[l.run]
+			if rs == nil {
+				continue
+			}
+			i := rs.pendingIndex(id)
+			if i < 0 {
+				continue // no call of this run with this id within reach
+			}
+			if err := m.place(l.run, rs, i+1); err != nil {
+				return err
+			}
+		}
+		m.cur.addResult(result(id, p))
+	}
+	return nil
+}
+
+// place puts the first n waiting calls of run into the run's current agent
+// step, or into a new agent step with an empty message when the current
+// step is not the run's.
+func (m *mapper) place(run string, rs *runState, n int) error {
+	calls := rs.calls[:n:n]
+	rs.calls = append([]pendingCall(nil), rs.calls[n:]...)
+	if !m.cur.isAgentOf(run) {
+		if err := m.open(newStep(SourceAgent, run, calls[0].ts), nil); err != nil {
+			return err
+		}
+	}
+	for _, c := range calls {
+		m.cur.addCall(c.id, c.call)
+	}
+	return nil
+}
+
+// usage gives a usage frame to the run's current agent step, else keeps it
+// for the run's next assistant message.
+func (m *mapper) usage(e *logLine) {
+	u := &usage{model: e.model, prompt: e.prompt, completion: e.completion}
+	if m.cur.isAgentOf(e.run) {
+		m.cur.addUsage(u)
+		return
+	}
+	rs := m.state(e.run)
+	if rs.usage == nil {
+		rs.usage = &usage{model: u.model}
+	}
+	rs.usage.prompt = addPtr(rs.usage.prompt, u.prompt)
+	rs.usage.completion = addPtr(rs.usage.completion, u.completion)
+}
+
+// endRun places the calls a run left unanswered and forgets the run. Usage
+// still waiting goes to the run's current step if there is one; a step is
+// never made for usage alone.
+func (m *mapper) endRun(run string) error {
+	rs := m.runs[run]
+	if rs == nil {
+		return nil
+	}
+	if len(rs.calls) > 0 {
+		if err := m.place(run, rs, len(rs.calls)); err != nil {
+			return err
+		}
+	}
+	if rs.usage != nil && m.cur.isAgentOf(run) {
+		m.cur.addUsage(rs.usage)
+	}
+	delete(m.runs, run)
+	for i, r := range m.order {
+		if r == run {
+			m.order = append(m.order[:i], m.order[i+1:]...)
+			break
+		}
+	}
+	return nil
+}
+
+// part is one element of a content array, read leniently.
+type part struct {
+	Type, Text, ID, Name, ToolCallID json.RawMessage
+	Arguments, Content, IsError      json.RawMessage
+}
+
+func (p *part) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Type       json.RawMessage `json:"type"`
+		Text       json.RawMessage `json:"text"`
+		ID         json.RawMessage `json:"id"`
+		Name       json.RawMessage `json:"name"`
+		ToolCallID json.RawMessage `json:"tool_call_id"`
+		Arguments  json.RawMessage `json:"arguments"`
+		Content    json.RawMessage `json:"content"`
+		IsError    json.RawMessage `json:"is_error"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil // not an object: a part of no known type
+	}
+	*p = part{w.Type, w.Text, w.ID, w.Name, w.ToolCallID, w.Arguments, w.Content, w.IsError}
+	return nil
+}
+
+// contentParts is a content array's parts; nil for a string or anything else.
+func contentParts(raw json.RawMessage) []part {
+	var parts []part
+	if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &parts) != nil {
+		return nil
+	}
+	return parts
+}
+
+// messageText is a message's text: a string content as it is, else its text
+// parts one per line (as `ctx agent history` shows them). Content of any
+// other shape is kept as its JSON text rather than lost.
+func messageText(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	parts, err := client.Parts(raw)
+	if err != nil {
+		return compactJSON(raw)
+	}
+	return client.Text(parts)
+}
+
+// toolCall builds a call from the log's raw id, name and arguments.
+// Arguments given as a JSON string that holds an object (as OpenAI sends
+// them) are that object, and none at all are {} (ATIF: "can be empty");
+// anything else is kept, and fails validation.
+func toolCall(id, name, args json.RawMessage) ToolCall {
+	switch {
+	case len(args) == 0 || string(args) == "null":
+		args = json.RawMessage("{}")
+	case args[0] == '"':
+		if s := str(args); json.Valid([]byte(s)) && bytes.HasPrefix(bytes.TrimSpace([]byte(s)), []byte("{")) {
+			args = json.RawMessage(s)
+		}
+	}
+	return ToolCall{ToolCallID: id, FunctionName: name, Arguments: args}
+}
+
+// result is one tool_result part as an observation result: string content
+// as it is, other JSON as its text; is_error goes to extra when true.
+func result(id string, p part) Result {
+	r := Result{SourceCallID: id}
+	if len(p.Content) > 0 && string(p.Content) != "null" {
+		c := str(p.Content)
+		if p.Content[0] != '"' {
+			c = compactJSON(p.Content)
+		}
+		r.Content = &c
+	}
+	if string(p.IsError) == "true" {
+		r.Extra = &ResultExtra{IsError: true}
+	}
+	return r
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}

@@ -1,0 +1,31 @@
+package trajectory
+
+import (
+	"io"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// Export writes the session whose logs are messages and events (nil: none)
+// to w as one ATIF document. It reads each log once, a line at a time.
+//
+// On error w may hold part of a document: a caller that must print only a
+// valid document buffers w and discards it on error. The errors are an
+// *InvalidError (EINVAL) when the document would not validate, an ENODATA
+// *abi.Error when the session has nothing to make a step of, an EIO
+// *abi.Error for a damaged log line, or the error of a read or write.
+func Export(w io.Writer, messages, events io.Reader, info Info) error {
+	sch, err := compiled()
+	if err != nil {
+		return err
+	}
+	enc, err := newEncoder(w, sch, info)
+	if err != nil {
+		return err
+	}
+	m := newMapper(newLineReader(abi.FileEvents, events), enc.step)
+	if err := m.run(newLineReader(abi.FileMessages, messages)); err != nil {
+		return err
+	}
+	return enc.finish()
+}

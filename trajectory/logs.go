@@ -1,0 +1,152 @@
+package trajectory
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// logLine is what the mapping reads of one line of either log. Strings are
+// read leniently (a field of another type reads as ""), because a line
+// appended through the mount may carry anything a JSON object can.
+type logLine struct {
+	typ, role, run, id, toolCallID, model string
+	ts                                    string    // as recorded
+	at                                    time.Time // ts parsed; zero when it does not parse
+	rawID, rawName, arguments, content    json.RawMessage
+	prompt, completion                    *int64
+}
+
+// wireLine is the JSON shape both logs share (SPEC section 6).
+type wireLine struct {
+	Type         json.RawMessage `json:"type"`
+	Role         json.RawMessage `json:"role"`
+	Run          json.RawMessage `json:"run"`
+	TS           json.RawMessage `json:"ts"`
+	ID           json.RawMessage `json:"id"`
+	Name         json.RawMessage `json:"name"`
+	ToolCallID   json.RawMessage `json:"tool_call_id"`
+	Model        json.RawMessage `json:"model"`
+	Arguments    json.RawMessage `json:"arguments"`
+	Content      json.RawMessage `json:"content"`
+	InputTokens  json.RawMessage `json:"input_tokens"`
+	OutputTokens json.RawMessage `json:"output_tokens"`
+}
+
+// str is raw as a string, or "" when it is not one. Most strings of the
+// logs (types, roles, run ids, timestamps) have no escapes: they are cut
+// out directly, which halves the time of reading a line.
+func str(raw json.RawMessage) string {
+	if len(raw) < 2 || raw[0] != '"' {
+		return ""
+	}
+	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner) // json.Unmarshal already checked the quoting
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// integer is raw as an integer, or nil when it is not one.
+func integer(raw json.RawMessage) *int64 {
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return nil
+	}
+	return &n
+}
+
+// parseLine decodes one line. A line that is not a JSON object cannot have
+// come through the mount (SPEC 6): the log is damaged, and exporting it
+// would hide that, so it is an error.
+func parseLine(b []byte) (*logLine, error) {
+	var w wireLine
+	if b[0] != '{' || json.Unmarshal(b, &w) != nil {
+		return nil, errors.New("not a JSON object")
+	}
+	l := &logLine{
+		typ: str(w.Type), role: str(w.Role), run: str(w.Run), ts: str(w.TS),
+		id: str(w.ID), toolCallID: str(w.ToolCallID), model: str(w.Model),
+		rawID: w.ID, rawName: w.Name, arguments: w.Arguments, content: w.Content,
+		prompt: integer(w.InputTokens), completion: integer(w.OutputTokens),
+	}
+	// time.Parse also takes a comma before the fraction; RFC 3339 does not.
+	if t, err := time.Parse(time.RFC3339Nano, l.ts); err == nil && !strings.Contains(l.ts, ",") {
+		l.at = t
+	} else {
+		l.ts = "" // not RFC 3339: the step goes without a timestamp
+	}
+	return l, nil
+}
+
+// lineReader reads one log a line at a time, with one line of look-ahead.
+// Blank lines are skipped.
+type lineReader struct {
+	name   string // the log's file name, for errors
+	sc     *bufio.Scanner
+	no     int // number of the last line read
+	peeked *logLine
+}
+
+func newLineReader(name string, r io.Reader) *lineReader {
+	if r == nil {
+		r = bytes.NewReader(nil)
+	}
+	sc := bufio.NewScanner(r)
+	// A line holds at most abi.MaxLineBytes, plus its "\r\n" at worst.
+	sc.Buffer(make([]byte, 0, 64<<10), abi.MaxLineBytes+2)
+	return &lineReader{name: name, sc: sc}
+}
+
+// peek returns the next line without consuming it; nil at the end.
+func (r *lineReader) peek() (*logLine, error) {
+	if r.peeked != nil {
+		return r.peeked, nil
+	}
+	for r.sc.Scan() {
+		r.no++
+		b := bytes.TrimSpace(r.sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		l, err := parseLine(b)
+		if err != nil {
+			return nil, r.errorf(r.no, "%v", err)
+		}
+		r.peeked = l
+		return l, nil
+	}
+	if err := r.sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, r.errorf(r.no+1, "longer than %d bytes", abi.MaxLineBytes)
+		}
+		return nil, err
+	}
+	return nil, nil
+}
+
+// next consumes and returns the next line; nil at the end.
+func (r *lineReader) next() (*logLine, error) {
+	l, err := r.peek()
+	r.peeked = nil
+	return l, err
+}
+
+// errorf reports damage at line no of the log: EIO, as for an unprovable
+// log (SPEC 15).
+func (r *lineReader) errorf(no int, format string, args ...any) error {
+	return abi.Errorf(syscall.EIO, "", "%s line %d: %s", r.name, no, fmt.Sprintf(format, args...))
+}
