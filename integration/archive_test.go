@@ -299,3 +299,40 @@ func TestArchiveRacesWithSends(t *testing.T) {
 		t.Errorf("fsck after racing archives:\n%s", out)
 	}
 }
+
+// BenchmarkGC: a gc preview and a gc --yes over 10,000 sessions that all
+// match, through the real ctx and server (the preview asks the server
+// about each; the apply renames each through the mount), side by side
+// with listing the same directory natively (the floor any gc pays).
+func BenchmarkGC(b *testing.B) {
+	const n = 10000
+	s := benchServer(b)
+	s.mustRequest("coder", `{"op":"send","id":"warm","input":"x"}`)
+	s.kill(s.cmd, unix.SIGTERM)
+	container := filepath.Join(s.store, "home/0/agent/coder/session")
+	makeSessions(b, container, n)
+	s.start()
+	t0 := time.Now()
+	ents, err := os.ReadDir(container)
+	mustT(b, err)
+	native := time.Since(t0)
+	if len(ents) < n {
+		b.Fatalf("%d sessions, want %d", len(ents), n)
+	}
+	t0 = time.Now()
+	out, code := s.ctx(b, "agent", "session", "gc", "coder", "--pattern", "old-*")
+	preview := time.Since(t0)
+	if code != 0 || strings.Count(out, "\narchive ") != n {
+		b.Fatalf("preview: exit %d, %d lines", code, strings.Count(out, "\n"))
+	}
+	t0 = time.Now()
+	out, code = s.ctx(b, "agent", "session", "gc", "coder", "--pattern", "old-*", "--yes")
+	apply := time.Since(t0)
+	if code != 0 || strings.Count(out, "archived ") != n {
+		b.Fatalf("apply: exit %d\n%s", code, lastLines(out, 5))
+	}
+	b.ReportMetric(float64(preview.Milliseconds()), "ms-preview")
+	b.ReportMetric(float64(apply.Milliseconds()), "ms-apply")
+	b.ReportMetric(float64(apply.Microseconds())/n, "µs/archive")
+	b.ReportMetric(float64(preview)/float64(native), "preview/readdir")
+}
