@@ -3,7 +3,7 @@
 # the Go modules. Run as root on a fresh machine; a no-op once installed.
 set -euo pipefail
 need=()
-for pair in fusermount3:fuse3 jq:jq stress-ng:stress-ng fio:fio setfattr:attr less:less setpriv:util-linux python3:python3 strace:strace busybox:busybox-static; do
+for pair in fusermount3:fuse3 jq:jq stress-ng:stress-ng fio:fio setfattr:attr less:less setpriv:util-linux python3:python3 strace:strace busybox:busybox-static sqlite3:sqlite3; do
 	cmd=${pair%%:*} pkg=${pair##*:}
 	command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done

@@ -25,7 +25,7 @@ func NewSegment(ident [16]byte, start int64) *Segment {
 }
 
 // MaxSegmentBytes bounds the range of messages.jsonl a segment covers:
-// a query scans a candidate segment's whole range, and extending a stored
+// a query scans a candidate segment's whole range, and widening a stored
 // segment re-reads it (see Extend). Text with few distinct n-grams
 // (English) reaches it before the filter fills; CJK text fills the filter
 // first, at about 500 KiB.
@@ -46,7 +46,8 @@ const MaxSegmentBytes = 1 << 20
 //
 // The header has its own checksum so that a query can trust it after
 // reading 64 bytes and then read only the blocks its keys fall in; the
-// bits' checksum is checked when a segment is read whole to be extended.
+// bits' checksum is checked when the whole file is read (DecodeSegment):
+// by the engine once per version of a file, and before extending it.
 const (
 	HeaderSize = 64
 	magic      = "CTXSRCH1"

@@ -205,7 +205,10 @@ func (s *selection) candidates(j *gcJob) ([]string, error) {
 		return nil, err
 	}
 	var out []string
-	for _, ent := range ents {
+	prog := newProgress(j.e, len(ents))
+	defer prog.clear()
+	for i, ent := range ents {
+		prog.show(i)
 		n := ent.Name()
 		switch {
 		case !ent.IsDir() || n == abi.ReservedSessionName || s.keep[n] || !s.matches(n):
