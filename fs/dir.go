@@ -2,10 +2,13 @@ package fs
 
 import (
 	"context"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/ctxfs/ctxfs/session"
 )
 
 // dirNode is a directory of the ABI (everything but the free trees): it
@@ -14,6 +17,19 @@ import (
 // allow or refuse.
 type dirNode struct {
 	storeNode
+	// movedTo is where an archive through the mount moved this directory
+	// (Rename). The kernel goes on using this node for the new name until
+	// it forgets it (forget, queued by Rename): meanwhile the directory and
+	// its children are found at the new place.
+	movedTo atomic.Pointer[string]
+}
+
+// dir is the directory's store path now.
+func (d *dirNode) dir() string {
+	if p := d.movedTo.Load(); p != nil {
+		return *p
+	}
+	return d.rel
 }
 
 var (
@@ -32,7 +48,7 @@ var (
 	_ = (fs.NodeStatfser)((*dirNode)(nil))
 )
 
-func (d *dirNode) child(name string) string { return d.rel + "/" + name }
+func (d *dirNode) child(name string) string { return d.dir() + "/" + name }
 
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	rel := d.child(name)
@@ -45,7 +61,7 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 }
 
 func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	ents, err := d.m.e.ReadDir(d.rel)
+	ents, err := d.m.e.ReadDir(d.dir())
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -65,7 +81,13 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 
 func (d *dirNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	out.SetTimeout(dirAttrTimeout)
-	return d.statAttr(&out.Attr)
+	rel := d.dir()
+	st, err := d.m.e.Stat(rel)
+	if err != nil {
+		return errno(err)
+	}
+	storeAttr(&out.Attr, st, rel, session.Classify(rel))
+	return 0
 }
 
 // Setattr: root sets a shared space's group and mode this way (SPEC 2).
@@ -134,7 +156,12 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent fs.InodeEmb
 	if err := d.m.e.Rename(callerOf(ctx), d.child(name), newRel, flags); err != nil {
 		return errno(err)
 	}
-	d.m.ms.forget(newRel) // the moved node still says it is live
+	if child := d.GetChild(name); child != nil {
+		if moved, ok := child.Operations().(*dirNode); ok {
+			moved.movedTo.Store(&newRel)
+		}
+	}
+	d.m.ms.forget(newRel) // and then the kernel makes a node for the new place
 	return 0
 }
 

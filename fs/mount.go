@@ -111,7 +111,7 @@ func (ms *Mounts) mountOne(root, top string, opts Options) error {
 		return err
 	}
 	m := &mountState{e: ms.e, top: top, ms: ms}
-	rootNode := &dirNode{storeNode{where: where{m: m, rel: top, place: session.Classify(top)}}}
+	rootNode := &dirNode{storeNode: storeNode{where: where{m: m, rel: top, place: session.Classify(top)}}}
 	srv, err := fs.Mount(dir, rootNode, mountOptions(opts))
 	if err != nil {
 		return fmt.Errorf("mount %s: %w", dir, err)
