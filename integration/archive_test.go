@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -57,17 +56,11 @@ func sameTree(a, b map[string]string) bool {
 }
 
 // ctx runs the real client as root against the server's mount and
-// returns its output and exit status.
+// returns its output (stdout, then stderr) and exit status.
 func (s *server) ctx(t testing.TB, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(ctxBin, args...)
-	cmd.Env = append(os.Environ(), "CTX_ROOT="+s.root)
-	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return string(out), ee.ExitCode()
-	}
-	mustT(t, err)
-	return string(out), 0
+	out, errs, code := ctxSplit(t, s, args...)
+	return out + errs, code
 }
 
 // newGCServer starts a server whose coder has these sessions: matching

@@ -40,7 +40,7 @@ func newMixedServer(t *testing.T) *server {
 
 // ctxSplit runs the real client as root with CTX_ROOT set and returns its
 // stdout, stderr and exit status apart.
-func ctxSplit(t *testing.T, s *server, args ...string) (stdout, stderr string, code int) {
+func ctxSplit(t testing.TB, s *server, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	cmd := exec.Command(ctxBin, args...)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/", "CTX_ROOT=" + s.root}

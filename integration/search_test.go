@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,32 +8,13 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 )
 
 // searchCtx runs `ctx agent search` as root (CTX_ROOT=s.root) and returns
 // its stdout, stderr and exit status.
 func searchCtx(t *testing.T, s *server, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(ctxBin, append([]string{"agent", "search"}, args...)...)
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/", "CTX_ROOT=" + s.root}
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	mustT(t, cmd.Start())
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else {
-			mustT(t, err)
-		}
-	case <-time.After(cmdLimit):
-		cmd.Process.Kill()
-		t.Fatalf("ctx agent search %v: no answer in %v", args, cmdLimit)
-	}
-	return o.String(), e.String(), code
+	return ctxSplit(t, s, append([]string{"agent", "search"}, args...)...)
 }
 
 // searchLines is the sorted output lines of a search that must find

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -158,4 +159,26 @@ func (o *Object) Line() []byte {
 		panic(fmt.Sprintf("proto: object with invalid member: %v", err))
 	}
 	return append(b, '\n')
+}
+
+// ContentText is the text of a message's content as the engine records
+// it: a string, or the text parts of a content array, joined (what
+// latest.md shows of an assistant message).
+func ContentText(content json.RawMessage) string {
+	var s string
+	if json.Unmarshal(content, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	json.Unmarshal(content, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
 }

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+
+	"github.com/ctxfs/ctxfs/proto"
 )
 
 // Message is what search reads of one messages.jsonl line.
@@ -57,25 +59,8 @@ func parseMessageJSON(line []byte) (m Message, ok bool) {
 }
 
 // contentText is a content string, or the text of its text parts joined
-// (as latest.md shows an assistant message).
-func contentText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	json.Unmarshal(raw, &parts)
-	var b bytes.Buffer
-	for _, p := range parts {
-		if p.Type == "text" {
-			b.WriteString(p.Text)
-		}
-	}
-	return b.String()
-}
+// (proto.ContentText).
+func contentText(raw json.RawMessage) string { return proto.ContentText(raw) }
 
 // MaxLine bounds a line the scans read (abi.MaxLineBytes plus its
 // newline); a longer line, which no provable log holds, is skipped whole.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -191,26 +190,8 @@ func (s *sess) writeFileDurably(name, value string) error {
 	return nil
 }
 
-// messageText is the text of a message's content: a string, or the text
-// parts of a content array, joined.
-func messageText(content json.RawMessage) string {
-	var s string
-	if json.Unmarshal(content, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	json.Unmarshal(content, &parts)
-	var b strings.Builder
-	for _, p := range parts {
-		if p.Type == "text" {
-			b.WriteString(p.Text)
-		}
-	}
-	return b.String()
-}
+// messageText is the text of a message's content (proto.ContentText).
+func messageText(content json.RawMessage) string { return proto.ContentText(content) }
 
 // closeInterruptedRun ends a run that started but never finished because
 // the server died: an error event with code EINTR, done error, state error.
