@@ -11,9 +11,10 @@ import (
 )
 
 // maxConversation bounds how much of messages.jsonl a model API run is
-// given, from its end: a provider's context window holds far less, and a
-// run must not make the server hold a whole long history.
-const maxConversation = 8 << 20
+// given, from its end: about the largest context windows offered (1M
+// tokens), and a run must not make the server hold a whole long history
+// (times the quota of runs, this is what a uid can make the server hold).
+const maxConversation = 4 << 20
 
 // prompt is a model API run's request (SPEC 10): the merged AGENTS.md
 // rules then meta.json's rule as the system prompt, and the session's
