@@ -32,7 +32,7 @@ fuzz:
 	done
 
 bench: build
-	$(GO) test -run='^$$' -bench=. -benchtime=2s -timeout 30m ./session/... ./index/... ./server/... ./agent/... ./trajectory/... ./integration/...
+	$(GO) test -run='^$$' -bench=. -benchtime=2s -timeout 30m ./session/... ./index/... ./server/... ./agent/... ./trajectory/... ./search/... ./integration/...
 
 # The README's first command: mount, make a demo agent, send, show.
 run: build
