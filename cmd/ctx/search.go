@@ -57,22 +57,9 @@ func runSearch(e *env, p *parsed) int {
 func searchStream(e *env, w *where, req *proto.Object, pr *searchPrinter) int {
 	ctx, cancel := e.interrupt()
 	defer cancel()
-	conn, err := client.Dial(ctx, abi.SocketPath(w.loc.Root, abi.KindAgent, w.loc.Agent))
+	sendErr, readErr, err := exchange(ctx, w, req, pr.frame)
 	if err != nil {
 		return fail(e, "search", err, exitUsage)
-	}
-	defer conn.Close()
-	sendErr := conn.Send(req)
-	var readErr error
-	for {
-		f, err := conn.Next()
-		if err != nil {
-			if err != io.EOF {
-				readErr = err
-			}
-			break
-		}
-		pr.frame(f)
 	}
 	if ctx.Err() != nil {
 		return exitInterrupted

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -53,25 +54,9 @@ func sendRequest(w *where, p *parsed, id, input string) *proto.Object {
 func stream(e *env, w *where, req *proto.Object, pr *sendPrinter) int {
 	ctx, stop := e.interrupt()
 	defer stop()
-	conn, err := client.Dial(ctx, abi.SocketPath(w.loc.Root, abi.KindAgent, w.loc.Agent))
+	sendErr, readErr, err := exchange(ctx, w, req, pr.frame)
 	if err != nil {
 		return fail(e, "send", err, exitUsage)
-	}
-	defer conn.Close()
-	// A write error is kept, not reported at once: a server that refuses
-	// an oversized request may close before reading it all, and its error
-	// frame is the better answer.
-	sendErr := conn.Send(req)
-	var readErr error
-	for {
-		f, err := conn.Next()
-		if err != nil {
-			if err != io.EOF {
-				readErr = err
-			}
-			break
-		}
-		pr.frame(f)
 	}
 	pr.finish()
 	if ctx.Err() != nil {
@@ -81,6 +66,30 @@ func stream(e *env, w *where, req *proto.Object, pr *sendPrinter) int {
 		return code
 	}
 	return fail(e, "send", noReply(sendErr, readErr), exitUsage)
+}
+
+// exchange sends req to the agent's socket and hands each reply frame to
+// each, until the reply ends. dialErr says the server could not be
+// reached. A write error is kept, not reported at once: a server that
+// refuses an oversized request may close before reading it all, and its
+// error frame is the better answer; readErr is nil at a clean end.
+func exchange(ctx context.Context, w *where, req *proto.Object, each func(client.Frame)) (sendErr, readErr, dialErr error) {
+	conn, err := client.Dial(ctx, abi.SocketPath(w.loc.Root, abi.KindAgent, w.loc.Agent))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer conn.Close()
+	sendErr = conn.Send(req)
+	for {
+		f, err := conn.Next()
+		if err == io.EOF {
+			return sendErr, nil, nil
+		}
+		if err != nil {
+			return sendErr, err, nil
+		}
+		each(f)
+	}
 }
 
 func noReply(sendErr, readErr error) error {
