@@ -8,6 +8,10 @@ const (
 	KindModel = "model"
 )
 
+// ArchivedDir is the directory of a home that holds its archived
+// sessions, by agent (SPEC 2, 12).
+const ArchivedDir = "archived_sessions"
+
 // Index kinds: the directories of index/ that map keys to sessions (SPEC 9).
 const (
 	IndexByCwd  = "by-cwd"

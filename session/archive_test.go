@@ -33,7 +33,7 @@ func TestGCIdleArchivesOldTempSessions(t *testing.T) {
 	if len(got) != 1 || filepath.Base(got[0]) != "temp-old" {
 		t.Fatalf("GCIdle archived %v, want temp-old only", got)
 	}
-	if _, err := os.Stat(filepath.Join(env.store, "home/0", ArchivedDir, "coder", "temp-old", abi.FileMessages)); err != nil {
+	if _, err := os.Stat(filepath.Join(env.store, "home/0", abi.ArchivedDir, "coder", "temp-old", abi.FileMessages)); err != nil {
 		t.Errorf("temp-old is not in the archive: %v", err)
 	}
 	for _, n := range []string{"temp-fresh", "notes", "temp-current"} {

@@ -216,7 +216,7 @@ func (e *Engine) Mkdir(c Caller, rel string) error {
 	if parts[0] == "home" && len(parts) == 2 {
 		return e.mkdirHome(c, parts[1])
 	}
-	if parts[0] == "home" && len(parts) <= 4 && len(parts) >= 3 && parts[2] == ArchivedDir {
+	if parts[0] == "home" && len(parts) <= 4 && len(parts) >= 3 && parts[2] == abi.ArchivedDir {
 		// The home's archive and an agent's place in it: where a session
 		// is renamed to be archived (SPEC 12).
 		own, err := e.homeOwner(c, parts[0]+"/"+parts[1])

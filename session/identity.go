@@ -68,7 +68,7 @@ func readIdentity(root *storefs.Root, rel string) (identity []byte, problem stri
 // in the agent's session/ directory.
 func livePlace(rel string) string {
 	parts := strings.Split(rel, "/")
-	if len(parts) == 5 && parts[0] == "home" && parts[2] == "archived_sessions" {
+	if len(parts) == 5 && parts[0] == "home" && parts[2] == abi.ArchivedDir {
 		return path.Join(parts[0], parts[1], abi.KindAgent, parts[3], "session", parts[4])
 	}
 	return rel

@@ -122,7 +122,7 @@ func classifyHome(parts []string) Place {
 	if len(parts) == 2 {
 		return Place{Kind: PlaceHome, Home: home}
 	}
-	if parts[2] == "archived_sessions" {
+	if parts[2] == abi.ArchivedDir {
 		return classifyArchived(home, parts[3:])
 	}
 	return classifyHomeBody(home, parts[2:], true)

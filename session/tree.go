@@ -293,7 +293,7 @@ func (e *Engine) MakeNode(rel string) error {
 // first send) or a structural directory of the tree; the rules of SPEC 2
 // say which may exist (EPERM otherwise, EINVAL for a bad name).
 func (e *Engine) MkdirAt(c Caller, rel string) error {
-	if parts := strings.Split(rel, "/"); len(parts) >= 3 && len(parts) <= 4 && parts[0] == "home" && parts[2] == ArchivedDir {
+	if parts := strings.Split(rel, "/"); len(parts) >= 3 && len(parts) <= 4 && parts[0] == "home" && parts[2] == abi.ArchivedDir {
 		return e.Mkdir(c, rel) // the archive's directories (SPEC 12)
 	}
 	pl, err := e.Creatable(rel)

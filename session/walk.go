@@ -40,7 +40,7 @@ func sessionDirs(root *storefs.Root, home string, archived bool) []string {
 	}
 	if archived && strings.HasPrefix(home, "home/") {
 		for _, a := range subdirs(root, home+"/archived_sessions") {
-			containers = append(containers, path.Join(home, "archived_sessions", a))
+			containers = append(containers, path.Join(home, abi.ArchivedDir, a))
 		}
 	}
 	var out []string

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	"golang.org/x/term"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
@@ -21,9 +20,6 @@ import (
 
 // defaultGCPatterns are the candidates of a gc without --pattern (SPEC 12).
 var defaultGCPatterns = []string{"*smoke*", "e2e-*", "repro-*", "install-*", "deterministic-*", "ansi-*", "spark-*", "temp-*"}
-
-// archivedDir is a home's directory of archived sessions, by agent.
-const archivedDir = "archived_sessions"
 
 // gcJob is what one archive or gc does to each session it takes.
 type gcJob struct {
@@ -37,7 +33,7 @@ type gcJob struct {
 // [--archive-dir ABS]`: a protected session is refused (EBUSY) and left as
 // it was.
 func runSessionArchive(e *env, p *parsed) int {
-	_, job, code := newGCJob(e, p)
+	job, code := newGCJob(e, p)
 	if job == nil {
 		return code
 	}
@@ -59,7 +55,7 @@ func runSessionArchive(e *env, p *parsed) int {
 // nothing; with it each candidate is archived (or deleted) on its own,
 // failures reported and the others carried on; exit 1 if any failed.
 func runSessionGC(e *env, p *parsed) int {
-	_, job, code := newGCJob(e, p)
+	job, code := newGCJob(e, p)
 	if job == nil {
 		return code
 	}
@@ -82,7 +78,7 @@ func runSessionGC(e *env, p *parsed) int {
 		}
 		return exitOK
 	}
-	prog := newProgress(e, len(names))
+	prog := newProgress(e, verb, len(names))
 	status := exitOK
 	for i, n := range names {
 		prog.show(i)
@@ -101,16 +97,16 @@ func runSessionGC(e *env, p *parsed) int {
 
 // newGCJob reads the flags archive and gc share; a nil job means the
 // command line was refused, with code as the exit status.
-func newGCJob(e *env, p *parsed) (*where, *gcJob, int) {
+func newGCJob(e *env, p *parsed) (*gcJob, int) {
 	w, err := resolveLoc(e, p, p.args[0])
 	if err != nil {
-		return nil, nil, fail(e, "gc", err, exitUsage)
+		return nil, fail(e, "gc", err, exitUsage)
 	}
 	job := &gcJob{e: e, w: w, del: p.on("delete"), archiveDir: p.str("archive-dir")}
 	if err := job.check(); err != nil {
-		return nil, nil, usageError(e, "gc", err.Error())
+		return nil, usageError(e, "gc", err.Error())
 	}
-	return w, job, exitOK
+	return job, exitOK
 }
 
 // check applies SPEC 12's rules to --archive-dir: absolute, not with
@@ -141,7 +137,7 @@ func (j *gcJob) take(name string) error {
 	if j.del {
 		return j.ask(name, "delete", "deleted")
 	}
-	dir := filepath.Join(j.w.loc.HomeDir(), archivedDir)
+	dir := filepath.Join(j.w.loc.HomeDir(), abi.ArchivedDir)
 	if j.archiveDir != "" {
 		dir = j.archiveDir
 	}
@@ -205,7 +201,7 @@ func (s *selection) candidates(j *gcJob) ([]string, error) {
 		return nil, err
 	}
 	var out []string
-	prog := newProgress(j.e, len(ents))
+	prog := newProgress(j.e, "gc: checking session", len(ents))
 	defer prog.clear()
 	for i, ent := range ents {
 		prog.show(i)
@@ -251,29 +247,4 @@ func newestFileTime(dir string) time.Time {
 		}
 	}
 	return newest
-}
-
-// progress is a one-line counter on stderr for long work, shown only on a
-// terminal and only when there is much to do.
-type progress struct {
-	e     *env
-	total int
-	on    bool
-}
-
-func newProgress(e *env, total int) *progress {
-	f, ok := e.stderr.(*os.File)
-	return &progress{e: e, total: total, on: ok && total >= 100 && term.IsTerminal(int(f.Fd()))}
-}
-
-func (p *progress) show(i int) {
-	if p.on && i%50 == 0 {
-		fmt.Fprintf(p.e.stderr, "\r%d/%d", i, p.total)
-	}
-}
-
-func (p *progress) clear() {
-	if p.on {
-		fmt.Fprint(p.e.stderr, "\r\033[K")
-	}
 }

@@ -23,10 +23,6 @@ session of the agent. --since DAYS counts only the events of the last DAYS
 days. --json prints one object.
 `
 
-// progressAfter is how many sessions usage reads before it shows its
-// progress on a terminal: below it the answer comes too fast to need one.
-const progressAfter = 300
-
 // maxSinceDays caps --since: beyond it (274 years) every event is in.
 const maxSinceDays = 100000
 
@@ -171,7 +167,7 @@ func usageSessions(w *where, session string) ([]string, error) {
 // status is 1. A session named by --session must exist.
 func (u *usageReport) readAll(e *env, w *where, names []string, named bool) int {
 	code := exitOK
-	prog := newUsageProgress(e, len(names))
+	prog := newProgress(e, "usage: reading session", len(names))
 	for i, name := range names {
 		prog.show(i)
 		err := u.readSession(w.loc.SessionFile(name, abi.FileEvents), name)
@@ -296,41 +292,4 @@ func modelName(m *usageTotals) string {
 		s += " (" + printable(m.ModelID) + ")"
 	}
 	return s
-}
-
-// usageProgress is a single updating line on a terminal's stderr while usage
-// reads many sessions; nil (and silent) otherwise.
-type usageProgress struct {
-	w     io.Writer
-	total int
-	last  time.Time
-	shown bool
-}
-
-func newUsageProgress(e *env, total int) *usageProgress {
-	if total <= progressAfter || !isTerminal(e.stderr) {
-		return nil
-	}
-	return &usageProgress{w: e.stderr, total: total}
-}
-
-// show reports that session i (from 0) is being read, at most ten times
-// a second: a terminal need not redraw per session.
-func (p *usageProgress) show(i int) {
-	if p == nil || time.Since(p.last) < 100*time.Millisecond {
-		return
-	}
-	p.last = time.Now()
-	fmt.Fprintf(p.w, "\rctx: usage: reading session %d of %d", i+1, p.total)
-	p.shown = true
-}
-
-// clear erases the line, so that what follows starts clean.
-func (p *usageProgress) clear() {
-	if p == nil || !p.shown {
-		return
-	}
-	fmt.Fprint(p.w, "\r\x1b[K")
-	p.shown = false
-	p.last = time.Time{}
 }

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// progressAfter is how many sessions a command works through before it
+// shows its progress on a terminal: below it the answer comes too fast to
+// need one.
+const progressAfter = 300
+
+// progress is a single updating line on a terminal's stderr while a
+// command works through many sessions (usage, gc); nil, and silent, for a
+// short job or when stderr is not a terminal (pipelines stay quiet).
+type progress struct {
+	w     io.Writer
+	what  string // "usage: reading session"
+	total int
+	last  time.Time
+	shown bool
+}
+
+func newProgress(e *env, what string, total int) *progress {
+	if total <= progressAfter || !isTerminal(e.stderr) {
+		return nil
+	}
+	return &progress{w: e.stderr, what: what, total: total}
+}
+
+// show reports that item i (from 0) is being worked on, at most ten times
+// a second: a terminal need not redraw per item.
+func (p *progress) show(i int) {
+	if p == nil || time.Since(p.last) < 100*time.Millisecond {
+		return
+	}
+	p.last = time.Now()
+	fmt.Fprintf(p.w, "\rctx: %s %d of %d", p.what, i+1, p.total)
+	p.shown = true
+}
+
+// clear erases the line, so that what follows starts clean.
+func (p *progress) clear() {
+	if p == nil || !p.shown {
+		return
+	}
+	fmt.Fprint(p.w, "\r\x1b[K")
+	p.shown = false
+	p.last = time.Time{}
+}
