@@ -17,10 +17,6 @@ import (
 	"github.com/ctxfs/ctxfs/proto"
 )
 
-// ArchivedDir is the directory of a home that holds its archived
-// sessions, by agent (SPEC 2, 12).
-const ArchivedDir = "archived_sessions"
-
 // takeWait bounds how long an archive waits for the requests that hold a
 // session (a send recording its start) before it says EBUSY.
 const takeWait = 5 * time.Second
@@ -49,7 +45,7 @@ func (e *Engine) archiveOp(loc *location, req *proto.Request) (*Reply, error) {
 // ArchiveTarget is where an agent session is archived: the home's
 // archived_sessions/<agent>/<session>.
 func ArchiveTarget(r Ref) string {
-	return path.Join(r.Home, ArchivedDir, r.Owner, r.Name)
+	return path.Join(r.Home, abi.ArchivedDir, r.Owner, r.Name)
 }
 
 // Archive moves the session r, whole, to its archive (SPEC 12): one
@@ -75,15 +71,18 @@ func (e *Engine) Archive(r Ref, own storefs.Owner, del bool) error {
 	// the session anew from nothing.
 	gone := &abi.Error{Op: "session", Errno: syscall.EBUSY, Msg: "session " + r.Name + " was archived while the request waited"}
 	err := e.sessions.take(r.key(), takeWait, gone, func(s *sess, loaded bool) (bool, error) {
-		if loaded {
-			if !s.idle() {
-				e.sessions.putIfAbsent(r.key(), s)
-				return false, abi.Errorf(syscall.EBUSY, "archive", "session %s has a run", r.Name)
-			}
-			s.closeLogs() // before the move: nothing of it may write to the old place after
+		err := e.protectedState(r)
+		if err == nil && loaded {
+			err = hasRun(s)
 		}
-		if err := e.protectedState(r); err != nil {
+		if err != nil {
+			if loaded {
+				e.sessions.putIfAbsent(r.key(), s) // back, as it was
+			}
 			return false, err
+		}
+		if loaded {
+			s.closeLogs() // before the move: nothing of it may write to the old place after
 		}
 		if del {
 			return true, e.removeSession(r)
@@ -127,10 +126,21 @@ func (e *Engine) CheckArchive(r Ref) error {
 	if err := e.protectedName(r); err != nil {
 		return err
 	}
-	if s, ok := e.sessions.peek(r.key()); ok && !s.idle() {
-		return abi.Errorf(syscall.EBUSY, "archive", "session %s has a run", r.Name)
+	if s, ok := e.sessions.peek(r.key()); ok {
+		if err := hasRun(s); err != nil {
+			return err
+		}
 	}
 	return e.protectedState(r)
+}
+
+// hasRun is EBUSY for a loaded session that may not be closed now: a run
+// queued or running, or an end or a derived file still to be written.
+func hasRun(s *sess) error {
+	if !s.idle() {
+		return abi.Errorf(syscall.EBUSY, "archive", "session %s has a run", s.ref.Name)
+	}
+	return nil
 }
 
 // protectedName refuses the names SPEC 12 never touches: index, default

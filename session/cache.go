@@ -147,7 +147,7 @@ func (c *cache[T]) drop(victims []*item[T]) {
 // take gives fn the key to itself. The loaded item, if any, leaves the
 // cache once nobody holds it (holders are waited for, up to wait; then
 // take fails with errBusy and changes nothing) and is handed to fn, which
-// must close it. Acquires of key that come meanwhile wait until fn is
+// closes it or puts it back. Acquires of key that come meanwhile wait until fn is
 // done; when fn reports the key gone they fail with gone, so a request
 // that raced with a removal is refused rather than served by a new copy.
 func (c *cache[T]) take(key string, wait time.Duration, gone error, fn func(v T, loaded bool) (bool, error)) error {
