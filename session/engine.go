@@ -17,9 +17,10 @@ import (
 	"os"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/internal/storefs"
-	"golang.org/x/sys/unix"
 )
 
 // Config says where the engine keeps and finds things, and how much it

@@ -9,10 +9,11 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
-	"golang.org/x/sys/unix"
 )
 
 // location is where a request's session lives and who owns what it creates.

@@ -16,11 +16,12 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
+
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
 	"github.com/ctxfs/ctxfs/proto"
-	"golang.org/x/sys/unix"
-	"golang.org/x/term"
 )
 
 // `ctx agent chat` (alias repl): each line is one send to the session, with
