@@ -67,6 +67,11 @@ type Skill struct {
 // no program and the model is the built-in debug/echo.
 func (d *Definition) Echo() bool { return d.Program == "" && d.Model == EchoModel }
 
+// AnsweredByAPI reports whether a built-in model API answers this
+// definition's runs: it has no program and names one (its own, or its
+// model's).
+func (d *Definition) AnsweredByAPI() bool { return d.Program == "" && d.API != nil }
+
 // Load reads the definition of an agent (kind "agent", name NAME) or a model
 // (kind "model", name "provider/model") under root. A name that is not valid
 // is EINVAL; an undefined one ENOENT (debug/echo is always defined); a

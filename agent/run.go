@@ -62,7 +62,7 @@ func Run(ctx context.Context, s Spec, emit func(*proto.Object)) (ok bool) {
 		return false
 	case d.Echo():
 		return runEcho(s, emit)
-	case d.Program == "" && d.API != nil:
+	case d.AnsweredByAPI():
 		return runAPI(ctx, s, emit)
 	case d.Program == "":
 		emit(proto.ErrorFrame(abi.Errorf(syscall.ENOENT, "run", "%s %s has no program and its model %s is not %s", d.Kind, d.Name, d.Model, EchoModel)))

@@ -97,7 +97,7 @@ func (rn *run) execute() {
 	rn.phase = "running"
 	rn.mu.Unlock()
 	rules := rn.s.e.writeSnapshots(rn)
-	if rn.spec.Def.API != nil && rn.spec.Def.Program == "" {
+	if rn.spec.Def.AnsweredByAPI() {
 		rn.spec.Prompt = rn.s.prompt(rules)
 	}
 	closeJail, err := rn.s.e.prepareJail(rn)
