@@ -89,6 +89,9 @@ type logHandle struct {
 	// without a second record.
 	lastRefused []byte
 	lastErrno   syscall.Errno
+	// unsynced: lines were appended since the last fsync or close, and are
+	// durable only once the engine says so (SPEC 6).
+	unsynced bool
 	// refusing: a line grew over the limit and was refused; the rest of
 	// it, up to its newline, is refused too. (The kernel cuts a large
 	// write into pieces and the writer retries what was not taken: the
@@ -100,6 +103,7 @@ var (
 	_ = (fs.FileReader)((*logHandle)(nil))
 	_ = (fs.FileWriter)((*logHandle)(nil))
 	_ = (fs.FileFlusher)((*logHandle)(nil))
+	_ = (fs.FileFsyncer)((*logHandle)(nil))
 	_ = (fs.FileReleaser)((*logHandle)(nil))
 )
 
@@ -138,6 +142,7 @@ func (h *logHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 			return 0, h.refuse(data, cut, session.Lost{Errno: errno(err), Why: "lines written were refused: " + err.Error()})
 		}
 		n.m.changed(n.rel)
+		h.unsynced = true
 	}
 	h.partial, h.lastRefused = buf[cut:], nil
 	return uint32(len(data)), 0
@@ -171,6 +176,28 @@ func (h *logHandle) Flush(ctx context.Context) syscall.Errno {
 	if len(h.partial) > 0 {
 		return syscall.EINVAL
 	}
+	return h.syncLocked()
+}
+
+// Fsync (fsync, fdatasync) returns once every line this handle appended
+// is durable. Lines of other writers to the same log become durable with
+// them: the journal makes durable everything queued before.
+func (h *logHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.syncLocked()
+}
+
+// syncLocked waits for the engine to make the handle's appends durable.
+// Concurrent writers' syncs share the journal's commits.
+func (h *logHandle) syncLocked() syscall.Errno {
+	if !h.unsynced {
+		return 0
+	}
+	if err := h.node.m.e.SyncLog(h.node.place.Ref(), h.node.place.File); err != nil {
+		return errno(err)
+	}
+	h.unsynced = false
 	return 0
 }
 

@@ -32,7 +32,10 @@ func treeContent(t testing.TB, dir string) map[string]string {
 		}
 		rel, _ := filepath.Rel(dir, p)
 		v := info.Mode().String()
-		if info.Mode().IsRegular() {
+		// A seal's records are brought up to date when its session is
+		// closed to move (the write-ahead journal's checkpoint): what they
+		// vouch for is checked by fsck, not byte for byte.
+		if info.Mode().IsRegular() && !(filepath.Base(filepath.Dir(p)) == ".seal" && strings.HasSuffix(p, ".jsonl")) {
 			b, _ := os.ReadFile(p)
 			sum := sha256.Sum256(b)
 			v += " " + hex.EncodeToString(sum[:8])
@@ -171,6 +174,9 @@ func TestGCArchivesWhole(t *testing.T) {
 	}
 	if !sameTree(live, treeContent(t, filepath.Join(sessions, "temp-a"))) {
 		t.Errorf("a refused archive changed the live session")
+	}
+	if out, _ := s.fsck(); strings.Contains(out, "archived_sessions") { // ansi-bad's planted link is reported
+		t.Errorf("fsck after archiving:\n%s", out)
 	}
 }
 

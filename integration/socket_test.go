@@ -116,6 +116,11 @@ func TestFsckExitAndLines(t *testing.T) {
 	f.WriteString(`{"forged":true}` + "\n")
 	f.Close()
 	mustT(t, os.WriteFile(filepath.Join(s.sessionDir(0, "coder", "s2"), "state"), []byte("bogus\n"), 0o600))
+	// --repair replays the journal and cuts: never under a live server.
+	if out, code := s.fsck("--repair"); code != 2 || !strings.Contains(out, "is served by") {
+		t.Fatalf("fsck --repair of a served store: exit %d\n%s", code, out)
+	}
+	s.kill(s.cmd, syscall.SIGTERM)
 	for _, args := range [][]string{nil, {"--repair"}} {
 		out, code := s.fsck(args...)
 		lines := strings.Split(strings.TrimSpace(out), "\n")

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
 // Config says where the engine keeps and finds things, and how much it
@@ -66,8 +67,9 @@ type Engine struct {
 	watchMu  sync.Mutex
 	watchers []func(rel string)
 	journal  *runJournal
-	derived  *derivedRetry // derived files still to be written
-	limits   *Limits       // what users may make the engine hold
+	wal      *sealedlog.Journal // every append to a session log goes through it
+	derived  *derivedRetry      // derived files still to be written
+	limits   *Limits            // what users may make the engine hold
 }
 
 // Open opens the store (creating it if needed, 0700), makes sure it is
@@ -95,9 +97,14 @@ func Open(cfg Config) (*Engine, error) {
 		derived:  newDerivedRetry(),
 		limits:   newLimits(cfg.Limits),
 	}
+	if err := e.openWAL(); err != nil {
+		store.Close()
+		return nil, err
+	}
 	go e.derived.run()
 	if err := e.closeInterrupted(); err != nil {
 		e.derived.close()
+		e.wal.Close()
 		store.Close()
 		return nil, err
 	}
@@ -150,6 +157,9 @@ func (e *Engine) Close() error {
 	}
 	for _, x := range e.indexes.all() {
 		keep(x.Close())
+	}
+	if e.wal != nil {
+		keep(e.wal.Close()) // after the logs: each Close checkpoints its own
 	}
 	if e.journal != nil {
 		keep(e.journal.close())

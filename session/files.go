@@ -13,6 +13,7 @@ import (
 	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
 // CreateSession makes a new session directory with the initial layout
@@ -44,30 +45,28 @@ func (e *Engine) CreateSession(c Caller, r Ref) error {
 }
 
 // AppendLog appends whole lines (each ending in "\n") to messages.jsonl or
-// events.jsonl, as a writer through the mount does. EINVAL (nothing
-// written) when any line is invalid, EIO when the log is unprovable, EPERM
-// for any other file. An assistant message updates latest.md; every append
-// updates updated_at and the index.
+// events.jsonl, as a writer through the mount does: ordered and visible to
+// readers when it returns, durable at SyncLog (SPEC 6: a write returns
+// before its data is durable, fsync and the last close wait). EINVAL
+// (nothing written) when any line is invalid, EIO when the log is
+// unprovable, EPERM for any other file. An assistant message updates
+// latest.md; every append updates updated_at and the index.
 func (e *Engine) AppendLog(c Caller, r Ref, file string, lines []byte) error {
 	s, release, err := e.lookup(r)
 	if err != nil {
 		return err
 	}
 	defer release()
-	var l = s.events
-	switch file {
-	case abi.FileEvents:
-	case abi.FileMessages:
-		l = s.msgs
-	default:
-		return &abi.Error{Op: "append", Path: file, Errno: syscall.EPERM, Msg: "not a log"}
+	l, err := s.log(file)
+	if err != nil {
+		return err
 	}
 	// A session's two logs are one history: damage in either refuses
 	// appends to both, as it refuses sends.
 	if err := s.ready(); err != nil {
 		return err
 	}
-	if _, err := l.Append(lines); err != nil {
+	if err := l.Write(lines); err != nil {
 		return err
 	}
 	if file == abi.FileMessages {
@@ -76,6 +75,32 @@ func (e *Engine) AppendLog(c Caller, r Ref, file string, lines []byte) error {
 	s.touch(time.Now(), "")
 	e.changed(r.Rel() + "/" + file)
 	return nil
+}
+
+// SyncLog returns once everything appended to a log so far is durable
+// (fsync, fdatasync or close of a writer through the mount).
+func (e *Engine) SyncLog(r Ref, file string) error {
+	s, release, err := e.lookup(r)
+	if err != nil {
+		return err
+	}
+	defer release()
+	l, err := s.log(file)
+	if err != nil {
+		return err
+	}
+	return l.Sync()
+}
+
+// log is the session's log of that name; EPERM for any other file.
+func (s *sess) log(file string) (*sealedlog.Log, error) {
+	switch file {
+	case abi.FileEvents:
+		return s.events, nil
+	case abi.FileMessages:
+		return s.msgs, nil
+	}
+	return nil, &abi.Error{Op: "append", Path: file, Errno: syscall.EPERM, Msg: "not a log"}
 }
 
 // latestFromLines updates latest.md from the last assistant message among

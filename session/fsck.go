@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
@@ -36,14 +37,21 @@ func SessionDirs(root *storefs.Root) []string {
 // It changes nothing unless repair is set, and then only cuts torn final
 // appends, reporting each. Paths are reported as store paths. It returns
 // the number of problems left.
-func Fsck(store string, repair bool, r FsckReport) (int, error) {
+//
+// served says that a server holds the store: its journal and logs move
+// while fsck reads them, so a log found longer than its seal and journal
+// is looked at again, with the journal read again, before it is reported.
+func Fsck(store string, repair, served bool, r FsckReport) (int, error) {
 	root, err := storefs.Open(store)
 	if err != nil {
 		return 0, err
 	}
 	defer root.Close()
 	named := map[string]bool{} // what the shape walk named is not named again
-	problems := 0
+	plan, problems, err := fsckJournal(root, repair, served, r)
+	if err != nil {
+		return 0, err
+	}
 	checkShape(root, func(rel, what string, leftover bool) {
 		named[root.Show(rel)] = true
 		if leftover && repair && root.RemoveAll(rel) == nil {
@@ -59,7 +67,7 @@ func Fsck(store string, repair bool, r FsckReport) (int, error) {
 	})
 	dirs := SessionDirs(root)
 	for i, dir := range dirs {
-		problems += fsckSession(root, dir, repair, named, r)
+		problems += fsckSession(root, plan, dir, repair, named, r)
 		if r.Progress != nil {
 			r.Progress(i+1, len(dirs))
 		}
@@ -67,7 +75,73 @@ func Fsck(store string, repair bool, r FsckReport) (int, error) {
 	return problems, nil
 }
 
-func fsckSession(root *storefs.Root, dir string, repair bool, named map[string]bool, r FsckReport) int {
+// fsckJournal checks the write-ahead journal and returns what it adds to
+// each log, so that each log is judged against its seal as the journal
+// brings it up to date. It changes nothing, so it can look at the store of
+// a running server (whose appends may race it: a report about a log being
+// appended to then is worth a second look). With repair, it first replays
+// the journal as the server's start would, replaying what can be proven of
+// a damaged one and reporting the rest as lost (the caller makes sure no
+// server holds the store).
+func fsckJournal(root *storefs.Root, repair, served bool, r FsckReport) (*journalView, int, error) {
+	if repair {
+		rec, err := sealedlog.RecoverJournal(root, walDir, locateLog(root), true)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, p := range rec.Repaired {
+			if r.Repaired != nil {
+				r.Repaired(p.Path, p.What)
+			}
+		}
+	}
+	v := &journalView{root: root, served: served}
+	if err := v.read(); err != nil {
+		return nil, 0, err
+	}
+	for _, p := range v.plan.Problems {
+		if r.Problem != nil {
+			r.Problem(p.Path, p.What)
+		}
+	}
+	return v, len(v.plan.Problems), nil
+}
+
+// journalView is fsck's reading of the journal.
+type journalView struct {
+	root   *storefs.Root
+	served bool
+	plan   *sealedlog.JournalPlan
+}
+
+func (v *journalView) read() error {
+	p, err := sealedlog.PlanJournal(v.root, walDir, locateLog(v.root), !v.served)
+	v.plan = p
+	return err
+}
+
+// servedRetries and servedPause: how often, and after how long, a log of a
+// running server that looked wrong is looked at again. The committer
+// makes an append durable within a sync, milliseconds.
+const (
+	servedRetries = 3
+	servedPause   = 50 * time.Millisecond
+)
+
+// verify checks one log against its seal and the journal.
+func (v *journalView) verify(at sealedlog.Place) []sealedlog.Problem {
+	ps := v.plan.Verify(at)
+	for i := 0; i < servedRetries && len(ps) > 0 && v.served; i++ {
+		time.Sleep(servedPause)
+		if v.read() != nil {
+			break
+		}
+		ps = v.plan.Verify(at)
+	}
+	return ps
+}
+
+func fsckSession(root *storefs.Root, plan *journalView, dir string, repair bool, named map[string]bool, r FsckReport) int {
 	n := 0
 	report := func(path, what string) {
 		if named[path] {
@@ -84,7 +158,7 @@ func fsckSession(root *storefs.Root, dir string, repair bool, named map[string]b
 	}
 	for _, f := range []string{abi.FileMessages, abi.FileEvents} {
 		at := logPlace(root, dir, f, identity)
-		for _, p := range sealedlog.Verify(at) {
+		for _, p := range plan.verify(at) {
 			if problem != "" && strings.Contains(p.What, "bound to another") {
 				continue // said once, as the identity's problem
 			}

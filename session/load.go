@@ -125,10 +125,10 @@ func (e *Engine) load(r Ref) (*sess, error) {
 	s.updatedAt = e.readUnix(s.file(abi.FileUpdatedAt))
 	s.cwd, _ = e.readValue(s.file(abi.FileCwd))
 	identity, problem := readIdentity(e.root, rel)
-	if s.events, err = sealedlog.Open(logPlace(e.root, rel, abi.FileEvents, identity)); err != nil {
+	if s.events, err = sealedlog.Open(e.logPlace(rel, abi.FileEvents, identity)); err != nil {
 		return nil, err
 	}
-	if s.msgs, err = sealedlog.Open(logPlace(e.root, rel, abi.FileMessages, identity)); err != nil {
+	if s.msgs, err = sealedlog.Open(e.logPlace(rel, abi.FileMessages, identity)); err != nil {
 		s.events.Close()
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session"
 )
 
@@ -27,13 +28,20 @@ func cmdFsck(args []string) int {
 		fmt.Fprintln(os.Stderr, "ctxfs: fsck:", err)
 		return 2
 	}
+	served := refuseServedStorePath(store) != nil
+	if f.bools["repair"] && served {
+		// Repair replays the journal and cuts torn appends: never under a
+		// live server, whose logs and journal it would change under it.
+		fmt.Fprintln(os.Stderr, "ctxfs: fsck --repair:", refuseServedStorePath(store))
+		return 2
+	}
 	tty := isTerminal(os.Stderr)
 	progress := func(done, total int) {
 		if tty {
 			fmt.Fprintf(os.Stderr, "\rfsck: %d/%d sessions", done, total)
 		}
 	}
-	problems, err := session.Fsck(store, f.bools["repair"], session.FsckReport{
+	problems, err := session.Fsck(store, f.bools["repair"], served, session.FsckReport{
 		Problem:  func(path, what string) { clearLine(tty); fmt.Printf("%s: %s\n", path, what) },
 		Repaired: func(path, what string) { clearLine(tty); fmt.Printf("%s: repaired: %s\n", path, what) },
 		Progress: progress,
@@ -47,6 +55,16 @@ func cmdFsck(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// refuseServedStorePath refuses a store that a live server holds.
+func refuseServedStorePath(store string) error {
+	st, err := storefs.Open(store)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return refuseServedStore(st)
 }
 
 func clearLine(tty bool) {

@@ -30,8 +30,11 @@ func (l *Log) Append(data []byte) (int64, error) {
 		err.Path = l.name()
 		return 0, err
 	}
-	if l.mem {
+	switch {
+	case l.mem:
 		return l.appendMemory(data), nil
+	case l.j != nil:
+		return l.appendJournaled(data, true)
 	}
 	return l.appendFile(data)
 }
@@ -251,10 +254,15 @@ func AppendPair(first *Log, a []byte, second *Log, b []byte) error {
 		err.Path = second.name()
 		return err
 	}
-	if first.mem || second.mem {
+	switch {
+	case first.mem || second.mem:
 		first.appendMemory(a)
 		second.appendMemory(b)
 		return nil
+	case first.j != second.j:
+		return abi.Errorf(syscall.EINVAL, "append", "%s and %s are not in one journal", first.name(), second.name())
+	case first.j != nil:
+		return appendPairJournaled(first, a, second, b)
 	}
 	unlock := lockPair(first, second)
 	defer unlock()

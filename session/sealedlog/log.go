@@ -23,6 +23,7 @@ package sealedlog
 import (
 	"crypto/sha256"
 	"errors"
+	"hash"
 	"io"
 	"os"
 	"path"
@@ -40,8 +41,12 @@ import (
 // binds them to.
 type Place struct {
 	Root *storefs.Root
-	Log  string // the log, relative to the store
-	Seal string // its seal, relative to the store
+	// Journal, when set, takes the log's appends (group commit across
+	// logs; see Journal). Without it every append syncs the log and its
+	// seal itself (an intent record, then the data).
+	Journal *Journal
+	Log     string // the log, relative to the store
+	Seal    string // its seal, relative to the store
 	// Bind is what every seal record of this log carries and must carry:
 	// the digest of the session's identity and the log's name (Binding).
 	// A log and seal moved to another session, or swapped with the other
@@ -94,6 +99,19 @@ type Log struct {
 	qmu        sync.Mutex // guards the group-commit queue
 	queue      []*pendingAppend
 	committing bool
+
+	// A journaled log (jlog.go).
+	j          *Journal
+	durableLen int64      // what the journal (or, without one, the file) holds durably; guarded by mu
+	hasher     hash.Hash  // running hash of log[0:durableLen]; guarded by mu
+	sealMu     sync.Mutex // serialises seal writes (checkpoints, Close) without holding mu
+	sealedLen  int64      // what the seal vouches for; guarded by sealMu
+	// guarded by j.mu:
+	lastSeq   uint64 // the journal unit of l's last append
+	lastGen   uint64 // and the generation it went to
+	intentGen uint64 // the generation holding l's intent record (0: none yet)
+	intentSeq uint64 // the unit of that intent
+	jclosed   bool   // Close began: no more appends
 }
 
 // Create makes a new empty log and its seal, durably: both files and the
@@ -165,7 +183,7 @@ func createFile(root *storefs.Root, rel string, own storefs.Owner) (*os.File, er
 }
 
 func newFileLog(at Place, f *os.File) *Log {
-	return &Log{at: at, f: f, writeData: (*os.File).WriteAt, order: logOrder.Add(1)}
+	return &Log{at: at, f: f, j: at.Journal, writeData: (*os.File).WriteAt, order: logOrder.Add(1)}
 }
 
 // logOrder numbers file logs as they are made: the order in which a pair
@@ -184,9 +202,10 @@ func (at Place) show(rel string) string {
 	return at.Root.Show(rel)
 }
 
-// record is a record of the in-memory truth with the given seq.
+// record is a record of the in-memory truth with the given seq: what the
+// log file holds.
 func (l *Log) record(seq uint64, committed bool) *record {
-	return &record{seq: seq, length: l.Size(), committed: committed, digest: l.digest, state: l.state, bind: l.at.Bind}
+	return &record{seq: seq, length: l.durableLen, committed: committed, digest: l.digest, state: l.state, bind: l.at.Bind}
 }
 
 // adopt makes r the in-memory truth: the committed length and hash state.
@@ -194,6 +213,13 @@ func (l *Log) adopt(r *record) {
 	l.seq, l.sealDone = r.seq, r.committed
 	l.state, l.digest = r.state, r.digest
 	l.length.Store(r.length)
+	l.durableLen = r.length
+	if r.committed {
+		l.sealedLen = r.length
+	}
+	if l.j != nil {
+		l.hasher, _ = resumeHash(r.state) // decodeRecord checked that it resumes
+	}
 }
 
 // Open opens an existing log for appending after verifying it fully, and
@@ -251,7 +277,7 @@ func unprovableLog(at Place, what string) *Log {
 // openExamined verifies the open files and builds the Log: provable, after
 // finishing any interrupted append; or unprovable, read-only in effect.
 func openExamined(at Place, f, seal *os.File) (*Log, error) {
-	ex, err := examine(at, f, seal)
+	ex, err := examine(at, f, seal, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -344,14 +370,20 @@ func (l *Log) Close() error {
 	if l.mem {
 		return nil
 	}
+	var jerr error
+	if l.j != nil && l.seal != nil {
+		jerr = l.closeJournaled()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.sealMu.Lock() // a checkpoint in flight finishes with the files open
+	defer l.sealMu.Unlock()
 	if l.closed {
 		return nil
 	}
 	l.closed = true
-	var err error
-	if l.seal != nil {
+	err := jerr
+	if l.seal != nil && err == nil {
 		err = l.commitSeal()
 		if cerr := l.seal.Close(); err == nil {
 			err = cerr

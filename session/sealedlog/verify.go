@@ -129,6 +129,7 @@ type examination struct {
 	seal     *sealState // nil when there is no seal to read
 	base     *record
 	torn     bool // latest is an unfinished append; bytes past base.length are not vouched for
+	pending  bool // bytes past base.length may be appends not yet durable (a journal's intent)
 	problems []Problem
 
 	logF, sealF *os.File // what openAndExamine opened (Repair writes through them)
@@ -155,7 +156,11 @@ func (ex *examination) summary() string {
 
 // examine reads the seal and scans the log once, then decides. seal is nil
 // when the seal file does not exist. It changes nothing.
-func examine(at Place, logF *os.File, seal *os.File) (*examination, error) {
+//
+// ext is what a journal adds to the log (nil: nothing): when it goes past
+// the seal, the log is judged against it, and with an intent, bytes past
+// it are appends not yet durable.
+func examine(at Place, logF *os.File, seal *os.File, ext *extension) (*examination, error) {
 	logPath, sealPath := at.Root.Show(at.Log), at.Root.Show(at.Seal)
 	ex := &examination{}
 	var marks []int64
@@ -163,6 +168,10 @@ func examine(at Place, logF *os.File, seal *os.File) (*examination, error) {
 		s, err := readSeal(seal)
 		if err != nil {
 			return nil, osError("read seal", sealPath, err)
+		}
+		if ext != nil && s.latest != nil && s.latest.committed && s.latest.length <= ext.rec.length {
+			s = &sealState{latest: ext.rec}
+			ex.pending = ext.intent
 		}
 		ex.seal = s
 		if s.latest != nil {
@@ -199,6 +208,8 @@ func (ex *examination) judge(logPath, sealPath string, scan *scanResult, bind [3
 		add(sealPath, "seal belongs to another log: it is bound to another session or file", false)
 	case scan.size == s.latest.length && scan.sums[scan.size] == s.latest.digest:
 		ex.base = s.latest
+	case ex.pending && scan.size > s.latest.length && scan.sums[s.latest.length] == s.latest.digest:
+		ex.base, end = s.latest, s.latest.length // the rest is not durable yet
 	case ex.tornAppend(scan):
 		ex.base, ex.torn, end = s.prev, true, s.prev.length
 		if k := scan.size - s.prev.length; k > 0 {
@@ -210,7 +221,7 @@ func (ex *examination) judge(logPath, sealPath string, scan *scanResult, bind [3
 	if scan.badOff >= 0 && scan.badOff < end {
 		add(logPath, scan.badWhat, false)
 	}
-	if scan.openTail && !ex.torn {
+	if scan.openTail && !ex.torn && end == scan.size {
 		add(logPath, "last line has no trailing newline", false)
 	}
 	if !ex.provable() {
@@ -246,8 +257,10 @@ func mismatch(scan *scanResult, r *record) string {
 // changes nothing. It returns one Problem per thing wrong, none when clean.
 // A seal whose latest append was interrupted before any byte reached the log
 // is consistent, not a problem; Open finishes it.
-func Verify(at Place) []Problem {
-	ex, done, err := openAndExamine(at, os.O_RDONLY)
+func Verify(at Place) []Problem { return verify(at, nil) }
+
+func verify(at Place, ext *extension) []Problem {
+	ex, done, err := openAndExamine(at, os.O_RDONLY, ext)
 	if err != nil {
 		return []Problem{*err}
 	}
@@ -257,7 +270,7 @@ func Verify(at Place) []Problem {
 
 // openAndExamine opens a log and its seal with flags and examines them.
 // A problem opening either is returned as the one Problem.
-func openAndExamine(at Place, flags int) (ex *examination, done func(), prob *Problem) {
+func openAndExamine(at Place, flags int, ext *extension) (ex *examination, done func(), prob *Problem) {
 	logF, err := at.Root.OpenFile(at.Log, flags, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil, &Problem{Path: at.Root.Show(at.Log), What: "log file is missing"}
@@ -276,7 +289,7 @@ func openAndExamine(at Place, flags int) (ex *examination, done func(), prob *Pr
 			seal.Close()
 		}
 	}
-	ex, err = examine(at, logF, seal)
+	ex, err = examine(at, logF, seal, ext)
 	if err != nil {
 		done()
 		return nil, nil, &Problem{Path: at.Root.Show(at.Log), What: storefs.Words(err)}
@@ -289,7 +302,7 @@ func openAndExamine(at Place, flags int) (ex *examination, done func(), prob *Pr
 // reseals durably. It says what it did, or fails with EIO when the log needs
 // more than that (damaged history is never rewritten).
 func Repair(at Place) (string, error) {
-	ex, done, prob := openAndExamine(at, os.O_RDWR)
+	ex, done, prob := openAndExamine(at, os.O_RDWR, nil)
 	if prob != nil {
 		return "", abi.Errorf(syscall.EIO, "repair", "%s: %s", prob.Path, prob.What)
 	}

@@ -1,0 +1,614 @@
+package sealedlog
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"path"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
+)
+
+// Journal is the store-wide write-ahead journal (SPEC 6 allows one, as a
+// filesystem keeps its own). Every append to a journaled log becomes a
+// record in it; one committer writes everything queued at that moment, from
+// every session, as one batch and makes it durable with one fdatasync (group
+// commit across sessions: before it, each append cost two syncs of its own
+// log and seal, and sends of 16 sessions did not overlap).
+//
+// After the sync the committer writes the records' data into the session
+// logs (no sync: the journal holds them) and the logs' seals lag until a
+// checkpoint: when the journal file grows past rotateAt or has aged past
+// checkpointEvery, the committer starts a new file, and the checkpointer
+// syncs every log the old file touched, seals it, and removes the old file.
+// A log closed earlier (evicted, archived, the server stopping) was
+// checkpointed by its Close, which also records that it is retired, so that
+// a log that then moves or goes away is not missed at replay.
+//
+// Order of an append: validate; reserve room in the journal and in the log
+// file (fallocate, so that a full disk refuses the append before anything is
+// visible, not after it was acknowledged); queue the record and make the
+// bytes visible to readers from memory; the committer makes them durable,
+// then lands them in the log file. Log bytes past a log's seal are thus
+// always covered by durable journal records, which is what replay
+// (RecoverJournal) relies on to tell a crash from damage.
+//
+// An I/O error on the journal or while landing is fatal to the journal: it
+// refuses every later append (EIO), as a database stops when a sync fails,
+// since the page cache may no longer say what is on disk. The next start
+// replays what was durable.
+type Journal struct {
+	root *storefs.Root
+	dir  string // store-relative directory of the journal files
+
+	mu       sync.Mutex
+	work     *sync.Cond // the committer waits here for queued units
+	done     *sync.Cond // appenders wait here for durable to pass their unit
+	queue    []*jrec
+	queued   int64  // journal room reserved by queued records
+	seq      uint64 // number of the last unit queued
+	durable  uint64 // every unit up to this one is durable
+	broken   error
+	closing  bool
+	final    bool   // Close has left the last generation: the checkpointer may leave
+	gen      uint64 // current generation (file)
+	f        *os.File
+	end      int64 // where the next batch goes in f
+	alloc    int64 // f's room is reserved up to here
+	batchNum uint64
+	started  time.Time         // when the current file got its first batch
+	dirty    map[*Log]struct{} // logs with durable records in the current generation
+	intent   map[*Log]struct{} // logs with an intent record in the current generation
+	live     uint64            // oldest generation whose file still exists
+
+	rotateAt        int64
+	checkpointEvery time.Duration
+	pending         []*generation // left by the committer, for the checkpointer
+	ckptWake        chan struct{} // a generation was left, or the journal closes
+	committed       chan struct{} // closed when the committer has left
+	stopped         chan struct{} // closed when the checkpointer has left too
+	stats           JournalStats
+}
+
+// generation is a journal file that the committer left, waiting for its
+// logs' checkpoint.
+type generation struct {
+	gen   uint64
+	f     *os.File
+	dirty map[*Log]struct{}
+	after uint64 // the unit that carried its intents to the next file
+}
+
+// JournalStats counts what the journal did (tests and benchmarks read it).
+type JournalStats struct {
+	Batches, Units, Syncs, Checkpoints uint64
+}
+
+// JournalConfig tunes when the journal is checkpointed.
+type JournalConfig struct {
+	RotateAt        int64         // bytes; 0: DefaultRotateAt
+	CheckpointEvery time.Duration // 0: DefaultCheckpointEvery; <0: only by size
+}
+
+// Checkpoint defaults. 64 MiB bounds replay at start to well under a
+// second; a checkpoint syncs each dirty log twice (data, seal), so it
+// should be rare next to the journal's own syncs: at 16 busy sessions a
+// checkpoint is 64 syncs, spread over DefaultCheckpointEvery of sends.
+const (
+	DefaultRotateAt        = 64 << 20
+	DefaultCheckpointEvery = 30 * time.Second
+)
+
+// Room reserved ahead with fallocate: the journal in steps of
+// journalReserveStep, a log in steps of logReserveStep (a reservation is a
+// syscall; these make it one per many appends).
+const (
+	journalReserveStep = 1 << 20
+	logReserveStep     = 64 << 10
+)
+
+// OpenJournal recovers the journal files in dir (RecoverJournal: a damaged
+// journal is refused, and nothing is changed), then starts a new one.
+func OpenJournal(root *storefs.Root, dir string, locate Locate, cfg JournalConfig) (*Journal, error) {
+	rec, err := RecoverJournal(root, dir, locate, false)
+	if err != nil {
+		return nil, err
+	}
+	if len(rec.Problems) > 0 {
+		return nil, &JournalDamage{Problems: rec.Problems}
+	}
+	j := &Journal{
+		root: root, dir: dir,
+		gen: rec.NextGen, live: rec.NextGen,
+		dirty:           map[*Log]struct{}{},
+		intent:          map[*Log]struct{}{},
+		rotateAt:        cfg.RotateAt,
+		checkpointEvery: cfg.CheckpointEvery,
+		ckptWake:        make(chan struct{}, 1),
+		committed:       make(chan struct{}),
+		stopped:         make(chan struct{}),
+	}
+	if j.rotateAt <= 0 {
+		j.rotateAt = DefaultRotateAt
+	}
+	if j.checkpointEvery == 0 {
+		j.checkpointEvery = DefaultCheckpointEvery
+	}
+	j.work, j.done = sync.NewCond(&j.mu), sync.NewCond(&j.mu)
+	if j.f, err = j.create(j.gen); err != nil {
+		return nil, err
+	}
+	go func() { j.commitLoop(); close(j.committed) }()
+	go func() { j.checkpointLoop(); close(j.stopped) }()
+	go j.ticker()
+	return j, nil
+}
+
+// JournalDamage is why a journal cannot be replayed as it is: each
+// problem, and the advice. The store is left as it was.
+type JournalDamage struct{ Problems []Problem }
+
+func (d *JournalDamage) Error() string {
+	s := "the write-ahead journal is damaged; nothing was replayed (run ctxfs fsck --repair):"
+	for _, p := range d.Problems {
+		s += "\n  " + p.Path + ": " + p.What
+	}
+	return s
+}
+
+// create makes the file of generation gen and syncs its directory, so that
+// batches acknowledged from it are found after a crash.
+func (j *Journal) create(gen uint64) (*os.File, error) {
+	rel := path.Join(j.dir, journalName(gen))
+	f, err := j.root.OpenFile(rel, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, osError("journal", j.root.Show(rel), err)
+	}
+	if err := j.root.SyncDir(j.dir); err != nil {
+		f.Close()
+		j.root.Remove(rel)
+		return nil, osError("journal", j.root.Show(j.dir), err)
+	}
+	return f, nil
+}
+
+// enqueueAppends writes each record's data at the end of its log and
+// queues the records as one unit (all or none of them become durable),
+// returning its number. Under j.mu, so that the order of offsets in a log
+// is the order of its records in the journal. A log's first append in a
+// journal generation first waits for its intent record (jlog.go).
+func (j *Journal) enqueueAppends(recs []*jrec) (uint64, error) {
+	for {
+		j.mu.Lock()
+		wait, err := j.intents(recs)
+		if err != nil {
+			j.mu.Unlock()
+			return 0, err
+		}
+		if wait == 0 {
+			break // holding j.mu
+		}
+		j.mu.Unlock()
+		if err := j.wait(wait); err != nil {
+			return 0, err
+		}
+	}
+	defer j.mu.Unlock()
+	if err := j.reserve(unitRoom(recs)); err != nil {
+		return 0, err
+	}
+	for i, r := range recs {
+		off, err := r.log.writeEnd(r.data)
+		if err != nil {
+			for _, w := range recs[:i] {
+				w.log.takeBack(w.off) // the unit is all or nothing
+			}
+			return 0, err
+		}
+		r.off = off
+	}
+	seq := j.push(recs)
+	for _, r := range recs {
+		r.log.lastSeq, r.log.lastGen = seq, j.gen
+	}
+	return seq, nil
+}
+
+// intents queues an intent record for each log of recs that has none in
+// the current generation, and returns the unit to wait for before writing
+// (0: every intent is durable). Caller holds j.mu.
+func (j *Journal) intents(recs []*jrec) (uint64, error) {
+	if err := j.usable(); err != nil {
+		return 0, err
+	}
+	var wait uint64
+	for _, r := range recs {
+		l := r.log
+		if l.intentGen != j.gen {
+			if err := j.reserve(unitRoom([]*jrec{l.intentRecord()})); err != nil {
+				return 0, err
+			}
+			l.intentGen, l.intentSeq = j.gen, j.push([]*jrec{l.intentRecord()})
+			j.intent[l] = struct{}{}
+		}
+		if l.intentSeq > j.durable {
+			wait = max(wait, l.intentSeq)
+		}
+	}
+	return wait, nil
+}
+
+// usable is nil while the journal takes records. Caller holds j.mu.
+func (j *Journal) usable() error {
+	switch {
+	case j.broken != nil:
+		return j.broken
+	case j.closing:
+		return abi.Errorf(syscall.EIO, "append", "the journal is closed")
+	}
+	return nil
+}
+
+// enqueue queues a unit that writes nothing to a log (a retire record).
+func (j *Journal) enqueue(recs []*jrec) (uint64, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.usable(); err != nil {
+		return 0, err
+	}
+	if err := j.reserve(unitRoom(recs)); err != nil {
+		return 0, err
+	}
+	return j.push(recs), nil
+}
+
+// unitRoom is the most room a unit can take in a journal file: as if alone
+// in its batch.
+func unitRoom(recs []*jrec) int64 {
+	need := 0
+	for _, r := range recs {
+		need += r.size()
+	}
+	return batchSize(need)
+}
+
+// push queues a unit whose room is reserved and wakes the committer.
+// Caller holds j.mu.
+func (j *Journal) push(recs []*jrec) uint64 {
+	j.seq++
+	j.queue = append(j.queue, recs...)
+	j.queue[len(j.queue)-1].last = j.seq
+	j.queued += unitRoom(recs)
+	j.stats.Units++
+	j.work.Signal()
+	return j.seq
+}
+
+// reserve makes sure the current file has room for n more bytes past what
+// is queued, so that a full disk refuses an append before it is written
+// rather than after it was acknowledged. Caller holds j.mu.
+func (j *Journal) reserve(n int64) error {
+	want := j.end + j.queued + n
+	if want <= j.alloc {
+		return nil
+	}
+	step := max(want-j.alloc, journalReserveStep)
+	err := fallocate(j.f, j.alloc, step)
+	if errors.Is(err, syscall.ENOSPC) && step > want-j.alloc {
+		step = want - j.alloc
+		err = fallocate(j.f, j.alloc, step)
+	}
+	if err != nil {
+		return osError("append", j.root.Show(path.Join(j.dir, journalName(j.gen))), err)
+	}
+	j.alloc += step
+	return nil
+}
+
+// fallocate reserves [off, off+n) of f without changing its size. A
+// filesystem without fallocate is not an error: the reservation is only a
+// way to meet a full disk early.
+func fallocate(f *os.File, off, n int64) error {
+	for {
+		err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, off, n)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EOPNOTSUPP:
+			return nil
+		}
+		return err
+	}
+}
+
+// wait returns once unit seq is durable, or the journal broke.
+func (j *Journal) wait(seq uint64) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for j.durable < seq && j.broken == nil {
+		j.done.Wait()
+	}
+	if j.durable >= seq {
+		return nil
+	}
+	return j.broken
+}
+
+// commitLoop is the committer: one batch per turn, holding every unit
+// queued meanwhile.
+func (j *Journal) commitLoop() {
+	for {
+		j.mu.Lock()
+		for len(j.queue) == 0 && !j.closing && !j.rotateDue() {
+			j.work.Wait()
+		}
+		if len(j.queue) == 0 && j.closing {
+			j.mu.Unlock()
+			return
+		}
+		if j.rotateDue() && j.broken == nil {
+			j.rotate()
+		}
+		batch, last := j.queue, j.seq
+		j.queue, j.queued = nil, 0
+		if len(batch) > 0 {
+			last = batch[len(batch)-1].last
+		}
+		f, off, gen, num := j.f, j.end, j.gen, j.batchNum
+		var buf []byte
+		if len(batch) > 0 && j.broken == nil {
+			buf = encodeBatch(gen, num, batch)
+			j.end += int64(len(buf))
+			j.batchNum++
+			if j.started.IsZero() {
+				j.started = time.Now()
+			}
+		}
+		j.mu.Unlock()
+		if len(batch) == 0 {
+			continue
+		}
+		err := j.broken
+		if buf != nil {
+			err = j.write(f, buf, off)
+		}
+		if err == nil {
+			err = advance(batch)
+		}
+		j.mu.Lock()
+		if err != nil && j.broken == nil {
+			j.broken = abi.Errorf(syscall.EIO, "append", "the write-ahead journal failed, nothing more is recorded until the server restarts: %v", err)
+			slog.Error("journal failed", "err", err)
+		}
+		if j.broken == nil {
+			j.durable = last
+			for _, r := range batch {
+				if r.kind == recAppend {
+					j.dirty[r.log] = struct{}{}
+				}
+			}
+		}
+		j.stats.Batches++
+		j.done.Broadcast()
+		j.mu.Unlock()
+	}
+}
+
+// write puts one batch at off and makes it durable.
+func (j *Journal) write(f *os.File, buf []byte, off int64) error {
+	if _, err := f.WriteAt(buf, off); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	j.stats.Syncs++
+	j.mu.Unlock()
+	return fdatasync(f)
+}
+
+// advance tells each log of a durable batch how much of it is durable.
+func advance(batch []*jrec) error {
+	for _, r := range batch {
+		if r.kind != recAppend {
+			continue
+		}
+		if err := r.log.advance(r.off, r.data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rotateDue: the current file is big or old enough to be checkpointed.
+// Caller holds j.mu.
+func (j *Journal) rotateDue() bool {
+	if j.end == 0 {
+		return false
+	}
+	return j.end >= j.rotateAt || (j.checkpointEvery > 0 && time.Since(j.started) >= j.checkpointEvery)
+}
+
+// rotate starts the next generation's file and hands the current one to
+// the checkpointer. Every log that may hold bytes the journal does not
+// (its intent is in the old file) gets its intent again in the new file,
+// before the old file may go. Caller (the committer) holds j.mu; the file
+// creation holds up appenders for one directory sync, once per generation.
+func (j *Journal) rotate() {
+	f, err := j.create(j.gen + 1)
+	if err != nil {
+		slog.Warn("journal: cannot start a new file; the current one keeps growing", "err", err)
+		return
+	}
+	old := &generation{gen: j.gen, f: j.f, dirty: j.dirty}
+	j.gen++
+	j.f, j.end, j.alloc, j.batchNum, j.started = f, 0, 0, 0, time.Time{}
+	j.dirty = map[*Log]struct{}{}
+	carried := j.intent
+	j.intent = map[*Log]struct{}{}
+	for l := range carried {
+		if l.jclosed {
+			continue
+		}
+		if err := j.reserve(unitRoom([]*jrec{l.intentRecord()})); err != nil {
+			j.broken = abi.Errorf(syscall.EIO, "append", "the write-ahead journal cannot carry its intents to a new file: %v", err)
+			break
+		}
+		l.intentGen, l.intentSeq = j.gen, j.push([]*jrec{l.intentRecord()})
+		j.intent[l] = struct{}{}
+	}
+	old.after = j.seq
+	j.leave(old)
+}
+
+// leave hands a generation to the checkpointer. Caller holds j.mu.
+func (j *Journal) leave(g *generation) {
+	j.pending = append(j.pending, g)
+	select {
+	case j.ckptWake <- struct{}{}:
+	default:
+	}
+}
+
+// ticker wakes the committer when the current file has aged.
+func (j *Journal) ticker() {
+	if j.checkpointEvery <= 0 {
+		return
+	}
+	t := time.NewTicker(j.checkpointEvery / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-j.committed:
+			return
+		case <-t.C:
+			j.mu.Lock()
+			if j.rotateDue() {
+				j.work.Signal()
+			}
+			j.mu.Unlock()
+		}
+	}
+}
+
+// checkpointLoop checkpoints each old generation's logs, then removes its
+// file. Generations are handled in order, so the files left are always the
+// newest ones.
+func (j *Journal) checkpointLoop() {
+	for {
+		j.mu.Lock()
+		var g *generation
+		if len(j.pending) > 0 {
+			g, j.pending = j.pending[0], j.pending[1:]
+		}
+		last := g == nil && j.final
+		j.mu.Unlock()
+		if last {
+			return
+		}
+		if g == nil {
+			<-j.ckptWake
+			continue
+		}
+		if err := j.checkpoint(g); err != nil {
+			j.mu.Lock()
+			if j.broken == nil {
+				j.broken = abi.Errorf(syscall.EIO, "append", "a checkpoint of the write-ahead journal failed: %v", err)
+				slog.Error("journal checkpoint failed", "err", err)
+			}
+			j.done.Broadcast()
+			j.mu.Unlock()
+		}
+	}
+}
+
+// checkpointParallel bounds the logs synced at once: the disk overlaps
+// concurrent syncs of different files, up to a point.
+const checkpointParallel = 8
+
+func (j *Journal) checkpoint(g *generation) error {
+	if err := j.wait(g.after); err != nil {
+		return err
+	}
+	errs := make(chan error, len(g.dirty))
+	sem := make(chan struct{}, checkpointParallel)
+	for l := range g.dirty {
+		sem <- struct{}{}
+		go func() { errs <- l.checkpoint(); <-sem }()
+	}
+	var first error
+	for range g.dirty {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return first // the file stays: the next start replays it
+	}
+	g.f.Close()
+	if err := j.root.Remove(path.Join(j.dir, journalName(g.gen))); err != nil {
+		return err
+	}
+	if err := j.root.SyncDir(j.dir); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	j.live = g.gen + 1
+	j.stats.Checkpoints++
+	j.mu.Unlock()
+	return nil
+}
+
+// Sync waits until everything queued so far is durable.
+func (j *Journal) Sync() error {
+	j.mu.Lock()
+	seq := j.seq
+	j.mu.Unlock()
+	return j.wait(seq)
+}
+
+// Stats returns what the journal did so far.
+func (j *Journal) Stats() JournalStats {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.stats
+}
+
+// Close commits what is queued, checkpoints every log still dirty, and
+// removes the journal's files: a clean stop leaves no journal to replay.
+// Logs still open keep their place but may not be appended to again.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	if j.closing {
+		j.mu.Unlock()
+		<-j.stopped
+		return j.err()
+	}
+	j.closing = true
+	j.work.Signal()
+	j.mu.Unlock()
+	<-j.committed
+	j.mu.Lock()
+	if j.broken == nil {
+		j.leave(&generation{gen: j.gen, f: j.f, dirty: j.dirty})
+		j.dirty = map[*Log]struct{}{}
+	}
+	j.final = true
+	j.mu.Unlock()
+	select {
+	case j.ckptWake <- struct{}{}:
+	default:
+	}
+	<-j.stopped
+	return j.err()
+}
+
+func (j *Journal) err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.broken
+}

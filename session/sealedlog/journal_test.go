@@ -1,0 +1,386 @@
+package sealedlog
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ctxfs/ctxfs/internal/storefs"
+)
+
+// jstore is a store with a journal and logs at s<i>/log, each with its
+// own binding, as the engine lays them out.
+type jstore struct {
+	t    *testing.T
+	dir  string
+	root *storefs.Root
+	j    *Journal
+	logs []*Log
+	want [][]byte // what each log must hold once its appends are durable
+}
+
+const jdir = "j"
+
+func newJStore(t *testing.T, n int, cfg JournalConfig) *jstore {
+	t.Helper()
+	dir := t.TempDir()
+	r, err := storefs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	if err := r.Mkdir(jdir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	js := &jstore{t: t, dir: dir, root: r, want: make([][]byte, n)}
+	for i := 0; i < n; i++ {
+		if err := r.Mkdir(fmt.Sprintf("s%d", i), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	js.open(cfg)
+	for i := 0; i < n; i++ {
+		l, err := Create(js.place(i), anyOwner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js.logs = append(js.logs, l)
+	}
+	return js
+}
+
+// open starts the journal (replaying what is there) and reopens the logs.
+func (js *jstore) open(cfg JournalConfig) {
+	js.t.Helper()
+	j, err := OpenJournal(js.root, jdir, js.locate, cfg)
+	if err != nil {
+		js.t.Fatal(err)
+	}
+	js.j = j
+	js.t.Cleanup(func() { j.Close() })
+	for i := range js.logs {
+		l, err := Open(js.place(i))
+		if err != nil {
+			js.t.Fatal(err)
+		}
+		js.logs[i] = l
+	}
+}
+
+func (js *jstore) place(i int) Place {
+	return Place{Root: js.root, Log: fmt.Sprintf("s%d/log", i), Seal: fmt.Sprintf("s%d/seal", i), Bind: Binding([]byte{byte(i)}, "log"), Journal: js.j}
+}
+
+func (js *jstore) locate(rel string) (Place, error) {
+	var i int
+	if _, err := fmt.Sscanf(rel, "s%d/log", &i); err != nil {
+		return Place{}, err
+	}
+	if _, err := js.root.Lstat(path.Dir(rel)); err != nil {
+		return Place{}, err
+	}
+	return js.place(i), nil
+}
+
+// appendDurable appends one line to log i and records it as owed.
+func (js *jstore) appendDurable(i, n int) {
+	js.t.Helper()
+	b := line(n)
+	if _, err := js.logs[i].Append(b); err != nil {
+		js.t.Fatal(err)
+	}
+	js.want[i] = append(js.want[i], b...)
+}
+
+// crash stops the journal as kill -9 would: nothing checkpointed, no log
+// sealed, no file removed; the descriptors just go.
+func (js *jstore) crash() {
+	j := js.j
+	j.mu.Lock()
+	j.closing = true
+	j.work.Signal()
+	j.mu.Unlock()
+	<-j.committed
+	j.mu.Lock()
+	j.final = true
+	j.mu.Unlock()
+	select {
+	case j.ckptWake <- struct{}{}:
+	default:
+	}
+	<-j.stopped
+	j.f.Close()
+	for _, l := range js.logs {
+		l.f.Close()
+		if l.seal != nil {
+			l.seal.Close()
+		}
+	}
+}
+
+// verify checks every log against its seal from scratch and its content.
+func (js *jstore) verify() {
+	js.t.Helper()
+	for i := range js.logs {
+		at := js.place(i)
+		at.Journal = nil
+		if ps := Verify(at); len(ps) > 0 {
+			js.t.Fatalf("log %d: %s", i, whats(ps))
+		}
+		if got := readFile(js.t, filepath.Join(js.dir, at.Log)); !bytes.Equal(got, js.want[i]) {
+			js.t.Fatalf("log %d holds %d bytes, want %d", i, len(got), len(js.want[i]))
+		}
+	}
+}
+
+func (js *jstore) journalFiles() []string {
+	gens, err := journalGens(js.root, jdir)
+	if err != nil {
+		js.t.Fatal(err)
+	}
+	var out []string
+	for _, g := range gens {
+		out = append(out, filepath.Join(js.dir, jdir, journalName(g)))
+	}
+	return out
+}
+
+// storeBytes is every file of the store, to prove nothing was written.
+func (js *jstore) storeBytes() map[string]string {
+	out := map[string]string{}
+	filepath.Walk(js.dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			b, _ := os.ReadFile(p)
+			out[p] = string(b)
+		}
+		return nil
+	})
+	return out
+}
+
+// Concurrent durable appends to several logs share the journal's syncs,
+// and a clean close leaves every log sealed and no journal behind.
+func TestJournalGroupCommit(t *testing.T) {
+	js := newJStore(t, 4, JournalConfig{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < 20; k++ {
+				b := line(g*100 + k)
+				i := (g + k) % 4
+				mu.Lock() // the order of js.want must be the order of the log
+				if err := js.logs[i].Write(b); err != nil {
+					t.Error(err)
+				}
+				js.want[i] = append(js.want[i], b...)
+				mu.Unlock()
+				if err := js.logs[i].Sync(); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := js.j.Stats()
+	if st.Syncs >= st.Units/4 || st.Units != 640+4 { // 4 intents
+
+		t.Errorf("%d units took %d syncs: no group commit", st.Units, st.Syncs)
+	}
+	t.Logf("%d units, %d batches, %d syncs", st.Units, st.Batches, st.Syncs)
+	for _, l := range js.logs {
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := js.j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	js.verify()
+	if f := js.journalFiles(); len(f) != 0 {
+		t.Fatalf("a clean close left %v", f)
+	}
+}
+
+// Readers see appends at once, before they land in the log file.
+func TestJournalReadsFromMemory(t *testing.T) {
+	js := newJStore(t, 1, JournalConfig{})
+	l := js.logs[0]
+	js.appendDurable(0, 1)
+	b := line(2)
+	if err := l.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]byte(nil), js.want[0]...), b...)
+	if got := readAll(t, l); !bytes.Equal(got, want) {
+		t.Fatalf("read %q, want %q", got, want)
+	}
+	for off := int64(0); off < int64(len(want)); off += 7 { // reads across the landed edge
+		p := make([]byte, 13)
+		n, _ := l.ReadAt(p, off)
+		if !bytes.Equal(p[:n], want[off:min(off+13, int64(len(want)))]) {
+			t.Fatalf("ReadAt(%d) = %q", off, p[:n])
+		}
+	}
+}
+
+// After a crash, every durable append is in its log exactly once and every
+// seal verifies, whether or not the landed bytes reached the disk.
+func TestJournalReplayAfterCrash(t *testing.T) {
+	js := newJStore(t, 3, JournalConfig{CheckpointEvery: -1})
+	for n := 0; n < 30; n++ {
+		js.appendDurable(n%3, n)
+	}
+	js.crash()
+	// A power loss may keep none of the landed bytes of a log: cut one back
+	// to its seal; keep another; tear a third one in the middle of a line.
+	os.Truncate(filepath.Join(js.dir, "s0/log"), 0)
+	os.Truncate(filepath.Join(js.dir, "s2/log"), int64(len(js.want[2])-5))
+	// And a write that returned but was never synced may be cut, whole or torn.
+	f, _ := os.OpenFile(filepath.Join(js.dir, "s1/log"), os.O_WRONLY|os.O_APPEND, 0)
+	f.Write([]byte(`{"role":"user","content":"never synced"}` + "\n" + `{"role":"us`))
+	f.Close()
+	rec, err := RecoverJournal(js.root, jdir, js.locate, false)
+	if err != nil || len(rec.Problems) > 0 {
+		t.Fatalf("recover: %v %s", err, whats(rec.Problems))
+	}
+	if rec.Logs != 3 || rec.Batches < 1 {
+		t.Errorf("recovered %d logs from %d batches", rec.Logs, rec.Batches)
+	}
+	js.verify()
+	if f := js.journalFiles(); len(f) != 0 {
+		t.Fatalf("recovery left %v", f)
+	}
+}
+
+// A torn last batch was never acknowledged: it is not a problem.
+func TestJournalTornTail(t *testing.T) {
+	js := newJStore(t, 1, JournalConfig{CheckpointEvery: -1})
+	for n := 0; n < 5; n++ {
+		js.appendDurable(0, n)
+	}
+	last := line(99)
+	js.logs[0].Append(last)
+	js.crash()
+	f := js.journalFiles()[0]
+	fi, _ := os.Stat(f)
+	os.Truncate(f, fi.Size()-journalAlign+batchHeaderLen+10) // into the last batch's body
+	os.Truncate(filepath.Join(js.dir, "s0/log"), 0)
+	rec, err := RecoverJournal(js.root, jdir, js.locate, false)
+	if err != nil || len(rec.Problems) > 0 {
+		t.Fatalf("recover: %v %s", err, whats(rec.Problems))
+	}
+	js.verify()
+}
+
+// A damaged batch with good ones after it is damage: the start refuses it
+// and changes nothing; repair replays what can be proven and says what not.
+func TestJournalDamagedBatch(t *testing.T) {
+	js := newJStore(t, 2, JournalConfig{CheckpointEvery: -1})
+	for n := 0; n < 6; n++ {
+		js.appendDurable(n%2, n)
+	}
+	js.crash()
+	f := js.journalFiles()[0]
+	b := readFile(t, f)
+	b[journalAlign+batchHeaderLen+20] ^= 0x40 // batch 1 of 6: log 1's first line
+	if err := os.WriteFile(f, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := js.storeBytes()
+	_, err := OpenJournal(js.root, jdir, js.locate, JournalConfig{})
+	var dmg *JournalDamage
+	if !errors.As(err, &dmg) || len(dmg.Problems) == 0 {
+		t.Fatalf("damaged journal opened: %v", err)
+	}
+	t.Logf("refused: %v", err)
+	if after := js.storeBytes(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatal("a refused start changed the store")
+	}
+	rec, err := RecoverJournal(js.root, jdir, js.locate, true)
+	if err != nil || len(rec.Repaired) < 2 { // the batch, and log 1's gap
+		t.Fatalf("repair: %v, %s", err, whats(rec.Repaired))
+	}
+	t.Logf("repaired:\n%s", whats(rec.Repaired))
+	at := js.place(0)
+	at.Journal = nil
+	if ps := Verify(at); len(ps) > 0 { // log 0 lost nothing
+		t.Fatalf("log 0: %s", whats(ps))
+	}
+	if f := js.journalFiles(); len(f) != 0 {
+		t.Fatalf("repair left %v", f)
+	}
+}
+
+// A closed log is retired in the journal, so it may move before the
+// journal is checkpointed, and replay does not look for it.
+func TestJournalRetiredLogMayMove(t *testing.T) {
+	js := newJStore(t, 2, JournalConfig{CheckpointEvery: -1})
+	js.appendDurable(0, 1)
+	js.appendDurable(1, 2)
+	if err := js.logs[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(js.dir, "s0"), filepath.Join(js.dir, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	js.logs = js.logs[1:]
+	js.want = js.want[1:]
+	js.crash()
+	rec, err := RecoverJournal(js.root, jdir, js.locate, false)
+	if err != nil || len(rec.Problems) > 0 {
+		t.Fatalf("recover: %v %s", err, whats(rec.Problems))
+	}
+	if rec.Logs != 1 {
+		t.Fatalf("recovered %d logs, want 1", rec.Logs)
+	}
+}
+
+// A log that moved without being retired is a problem: the journal holds
+// appends nobody can take.
+func TestJournalUnretiredLogGone(t *testing.T) {
+	js := newJStore(t, 1, JournalConfig{CheckpointEvery: -1})
+	js.appendDurable(0, 1)
+	js.crash()
+	os.Rename(filepath.Join(js.dir, "s0"), filepath.Join(js.dir, "moved"))
+	rec, err := RecoverJournal(js.root, jdir, js.locate, false)
+	if err != nil || len(rec.Problems) != 1 {
+		t.Fatalf("recover: %v, problems %s", err, whats(rec.Problems))
+	}
+}
+
+// Small journal files rotate; the checkpointer seals the logs and removes
+// the old files; what is left replays.
+func TestJournalCheckpoints(t *testing.T) {
+	js := newJStore(t, 3, JournalConfig{RotateAt: 3 * journalAlign, CheckpointEvery: -1})
+	for n := 0; n < 60; n++ {
+		js.appendDurable(n%3, n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for js.j.Stats().Checkpoints < 5 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if c := js.j.Stats().Checkpoints; c < 5 {
+		t.Fatalf("%d checkpoints", c)
+	}
+	for len(js.journalFiles()) > 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // the checkpointer catches up
+	}
+	if f := js.journalFiles(); len(f) > 2 {
+		t.Fatalf("%d journal files left", len(f))
+	}
+	js.crash()
+	rec, err := RecoverJournal(js.root, jdir, js.locate, false)
+	if err != nil || len(rec.Problems) > 0 {
+		t.Fatalf("recover: %v %s", err, whats(rec.Problems))
+	}
+	js.verify()
+}

@@ -1,0 +1,483 @@
+package sealedlog
+
+import (
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path"
+	"sort"
+
+	"github.com/ctxfs/ctxfs/internal/storefs"
+)
+
+// Locate says which log a journal record's path names now: its Place (seal
+// and binding, from the session's identity), or an error when no session
+// log can be there (its directory is gone, its identity unreadable).
+type Locate func(logRel string) (Place, error)
+
+// Recovery is what RecoverJournal found and did.
+type Recovery struct {
+	Problems []Problem // what keeps the journal from being replayed (or, with repair, what was lost)
+	Repaired []Problem // with repair: what was done about each problem
+	Batches  int       // valid batches read
+	Logs     int       // logs brought up to date
+	NextGen  uint64    // the generation the next journal file takes
+}
+
+// RecoverJournal replays the journal files in dir into their logs, as a
+// start after a crash must: each log gets the bytes its durable records
+// hold past its seal, is synced and sealed, and the files are removed.
+//
+// Only the newest file's last batch may be torn (a batch is synced before
+// the next is written); it was never acknowledged and is ignored. Anything
+// else that does not add up is a problem: a bad batch with a good one
+// after it, a record that does not start where its log ends (a lost
+// record), a log that is gone or belongs to another session while the
+// journal still holds appends for it. Without repair, a problem means
+// nothing is changed and the problems are returned. With repair, what can
+// be proven is replayed (each log up to its first gap), the rest is
+// reported as lost, and the journal is removed; a log whose file holds
+// bytes its seal does not cover then reads as unprovable (EIO) rather
+// than be cut.
+func RecoverJournal(root *storefs.Root, dir string, locate Locate, repair bool) (*Recovery, error) {
+	rp, gens, err := scanJournal(root, dir, locate)
+	if err != nil {
+		return nil, err
+	}
+	defer rp.closeFiles()
+	rec := &Recovery{NextGen: 1}
+	if len(gens) > 0 {
+		rec.NextGen = gens[len(gens)-1] + 1
+	}
+	rec.Problems, rec.Batches = rp.problems, rp.batches
+	if len(rec.Problems) > 0 && !repair {
+		return rec, nil
+	}
+	n, err := rp.apply()
+	if err != nil {
+		return nil, err
+	}
+	rec.Logs = n
+	for _, p := range rec.Problems {
+		rec.Repaired = append(rec.Repaired, Problem{Path: p.Path, What: "replayed what could be proven; " + p.What})
+	}
+	for _, g := range gens {
+		if err := root.Remove(path.Join(dir, journalName(g))); err != nil {
+			return nil, osError("recover", root.Show(path.Join(dir, journalName(g))), err)
+		}
+	}
+	if len(gens) > 0 {
+		if err := root.SyncDir(dir); err != nil {
+			return nil, err
+		}
+	}
+	return rec, nil
+}
+
+// scanJournal reads every journal file in dir, oldest first, into a plan
+// for each log. The caller closes the plan's files.
+func scanJournal(root *storefs.Root, dir string, locate Locate) (*replay, []uint64, error) {
+	gens, err := journalGens(root, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	rp := &replay{root: root, dir: dir, locate: locate, logs: map[string]*replayLog{}, files: map[uint64]*os.File{}}
+	for i, g := range gens {
+		if err := rp.scanFile(g, i == len(gens)-1); err != nil {
+			rp.closeFiles()
+			return nil, nil, err
+		}
+	}
+	rp.finish()
+	return rp, gens, nil
+}
+
+// journalGens lists the generations of the journal files in dir, oldest first.
+func journalGens(root *storefs.Root, dir string) ([]uint64, error) {
+	ents, err := root.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var gens []uint64
+	for _, e := range ents {
+		if g, ok := parseJournalName(e.Name); ok {
+			gens = append(gens, g)
+		}
+	}
+	sort.Slice(gens, func(a, b int) bool { return gens[a] < gens[b] })
+	return gens, nil
+}
+
+// replay is RecoverJournal's work: the plan for each log, built from the
+// records in order, and the problems met.
+type replay struct {
+	root     *storefs.Root
+	dir      string
+	locate   Locate
+	logs     map[string]*replayLog // by path and binding
+	order    []*replayLog
+	files    map[uint64]*os.File // open journal files, by generation
+	problems []Problem
+	batches  int
+}
+
+// replayLog is one log's plan.
+type replayLog struct {
+	at      Place
+	path    string
+	base    *record  // the seal's latest record
+	cur     int64    // the log's length once the writes are done
+	writes  []jwrite // journal bytes to put into the log, in order
+	absent  string   // why no log can take these records (gone, another session)
+	pending int      // appends held for an absent log
+	gap     string   // the first record that did not follow: nothing after it is applied
+	retired bool     // a later record says the log was checkpointed and closed: all of it is settled
+	intent  bool     // the log may hold appends past what the journal holds: cut them
+}
+
+// jwrite is one record's data: where it is in the journal and in the log.
+type jwrite struct {
+	gen     uint64
+	pos     int64
+	n       int
+	logOff  int64
+	logPath string
+}
+
+func (rp *replay) problem(rel, what string) {
+	rp.problems = append(rp.problems, Problem{Path: rp.root.Show(rel), What: what})
+}
+
+// scanFile reads one journal file batch by batch.
+func (rp *replay) scanFile(gen uint64, newest bool) error {
+	rel := path.Join(rp.dir, journalName(gen))
+	f, err := rp.root.OpenFile(rel, os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // a running server's checkpoint removed it: its logs are sealed
+	}
+	if err != nil {
+		return osError("recover", rp.root.Show(rel), err)
+	}
+	rp.files[gen] = f
+	st, err := f.Stat()
+	if err != nil {
+		return osError("recover", rp.root.Show(rel), err)
+	}
+	size := st.Size()
+	for pos, num := int64(0), uint64(0); pos < size; num++ {
+		b, ok := readBatch(f, pos, size, gen, num)
+		if !ok {
+			later := countBatches(f, pos+journalAlign, size, gen)
+			if later == 0 && newest {
+				return nil // the torn tail of the last batch, never acknowledged
+			}
+			rp.problem(rel, fmt.Sprintf("batch %d at byte %d is damaged, and %d valid batches follow it", num, pos, later))
+			next, ok := nextBatch(f, pos+journalAlign, size, gen)
+			if !ok {
+				return nil
+			}
+			pos, num = next.pos, next.num-1
+			continue
+		}
+		recs, err := decodeRecords(b[batchHeaderLen:])
+		if err != nil {
+			rp.problem(rel, fmt.Sprintf("batch %d at byte %d: %v", num, pos, err))
+		}
+		dataPos := pos + batchHeaderLen
+		for _, r := range recs {
+			dataPos += int64(r.size() - len(r.data))
+			rp.take(r, jwrite{gen: gen, pos: dataPos, n: len(r.data), logOff: r.off, logPath: r.path})
+			dataPos += int64(len(r.data))
+		}
+		rp.batches++
+		pos += batchSize(len(b) - batchHeaderLen)
+	}
+	return nil
+}
+
+// readBatch reads and verifies the batch at pos: its header must be valid,
+// of this file's generation and the expected number, and its CRC hold.
+// It returns the header and body.
+func readBatch(f *os.File, pos, size int64, gen, num uint64) ([]byte, bool) {
+	h, ok := headerAt(f, pos, size)
+	if !ok || h.gen != gen || h.num != num {
+		return nil, false
+	}
+	b := make([]byte, batchHeaderLen+h.body)
+	if _, err := f.ReadAt(b, pos); err != nil || !h.check(b) {
+		return nil, false
+	}
+	return b, true
+}
+
+func headerAt(f *os.File, pos, size int64) (batchHeader, bool) {
+	var hb [batchHeaderLen]byte
+	if pos+batchHeaderLen > size {
+		return batchHeader{}, false
+	}
+	if _, err := f.ReadAt(hb[:], pos); err != nil && err != io.EOF {
+		return batchHeader{}, false
+	}
+	h, ok := decodeHeader(hb[:])
+	if !ok || pos+int64(batchHeaderLen+h.body) > size {
+		return batchHeader{}, false
+	}
+	return h, true
+}
+
+// found is a valid batch met while looking past a damaged one.
+type found struct {
+	pos int64
+	num uint64
+}
+
+// nextBatch finds the next valid batch of gen at or after pos (batches
+// start on journalAlign boundaries).
+func nextBatch(f *os.File, pos, size int64, gen uint64) (found, bool) {
+	for ; pos < size; pos += journalAlign {
+		if h, ok := headerAt(f, pos, size); ok && h.gen == gen {
+			if _, ok := readBatch(f, pos, size, gen, h.num); ok {
+				return found{pos, h.num}, true
+			}
+		}
+	}
+	return found{}, false
+}
+
+// countBatches counts the valid batches of gen at or after pos.
+func countBatches(f *os.File, pos, size int64, gen uint64) int {
+	n := 0
+	for {
+		b, ok := nextBatch(f, pos, size, gen)
+		if !ok {
+			return n
+		}
+		n++
+		pos = b.pos + journalAlign
+	}
+}
+
+// take adds one record to its log's plan.
+func (rp *replay) take(r *jrec, w jwrite) {
+	key := r.path + "\x00" + string(r.bind[:])
+	if r.kind == recRetire {
+		if lg := rp.logs[key]; lg != nil {
+			lg.retired = true // everything before it is in the log, which may have moved
+			delete(rp.logs, key)
+		}
+		return
+	}
+	lg := rp.logs[key]
+	if lg == nil {
+		lg = rp.open(r)
+		rp.logs[key] = lg
+		rp.order = append(rp.order, lg)
+	}
+	if r.kind == recIntent {
+		lg.intent = true
+		return
+	}
+	switch end := r.off + int64(len(r.data)); {
+	case lg.absent != "":
+		lg.pending++
+	case lg.gap != "":
+	case end <= lg.base.length:
+		// Sealed already: a checkpoint got there before the crash.
+	case r.off == lg.cur:
+		lg.writes = append(lg.writes, w)
+		lg.cur = end
+	default:
+		lg.gap = fmt.Sprintf("the journal's next append starts at byte %d, the log ends at %d: an append is missing", r.off, lg.cur)
+	}
+}
+
+// open starts the plan of the log a record names, from its seal.
+func (rp *replay) open(r *jrec) *replayLog {
+	lg := &replayLog{path: r.path}
+	at, err := rp.locate(r.path)
+	switch {
+	case err != nil:
+		lg.absent = "no session log is there: " + err.Error()
+		return lg
+	case at.Bind != r.bind:
+		lg.absent = "the session there is another one"
+		return lg
+	}
+	lg.at = at
+	f, err := rp.root.OpenFile(at.Seal, os.O_RDONLY, 0)
+	if err != nil {
+		lg.absent = "its seal cannot be read: " + storefs.Words(err)
+		return lg
+	}
+	defer f.Close()
+	ss, err := readSeal(f)
+	switch {
+	case err != nil || ss.latest == nil:
+		lg.absent = "its seal holds no valid record"
+	case !ss.latest.committed:
+		lg.absent = "its seal holds an unfinished append of a server without the journal"
+	case ss.latest.bind != r.bind:
+		lg.absent = "its seal is bound to another session"
+	default:
+		lg.base, lg.cur = ss.latest, ss.latest.length
+	}
+	return lg
+}
+
+// finish turns what is left unexplained into problems.
+func (rp *replay) finish() {
+	for _, lg := range rp.order {
+		switch {
+		case lg.retired:
+		case lg.absent != "" && lg.pending > 0:
+			rp.problem(lg.path, fmt.Sprintf("the journal holds %d appends for this log, which were never retired: %s", lg.pending, lg.absent))
+		case lg.gap != "":
+			rp.problem(lg.path, lg.gap)
+		}
+	}
+	sort.Slice(rp.problems, func(a, b int) bool { return rp.problems[a].Path < rp.problems[b].Path })
+}
+
+// apply carries out the plans: each log gets its bytes, is synced, then
+// sealed. It returns how many logs it brought up to date.
+func (rp *replay) apply() (int, error) {
+	n := 0
+	for _, lg := range rp.order {
+		if lg.retired || lg.absent != "" || (len(lg.writes) == 0 && !lg.intent) {
+			continue
+		}
+		if err := rp.applyLog(lg); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+func (rp *replay) applyLog(lg *replayLog) error {
+	f, err := rp.root.OpenFile(lg.at.Log, os.O_RDWR, 0)
+	if err != nil {
+		return osError("recover", rp.root.Show(lg.at.Log), err)
+	}
+	defer f.Close()
+	h, err := rp.eachWrite(lg, func(b []byte, off int64) error {
+		if _, err := f.WriteAt(b, off); err != nil {
+			return osError("recover", rp.root.Show(lg.at.Log), err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if lg.intent {
+		// What the log holds past the journal was written but never made
+		// durable, and so never acknowledged as durable: it goes, whole
+		// lines or torn, so that the seal covers the file exactly.
+		if err := cutTo(f, lg.cur); err != nil {
+			return osError("recover", rp.root.Show(lg.at.Log), err)
+		}
+	}
+	if err := fdatasync(f); err != nil {
+		return osError("recover", rp.root.Show(lg.at.Log), err)
+	}
+	if len(lg.writes) == 0 {
+		return nil // the seal already vouches for cur
+	}
+	seal, err := rp.root.OpenFile(lg.at.Seal, os.O_RDWR, 0)
+	if err != nil {
+		return osError("recover", rp.root.Show(lg.at.Seal), err)
+	}
+	defer seal.Close()
+	r := newRecord(lg.base.seq+1, lg.cur, true, h, lg.at.Bind)
+	if err := writeRecord(seal, r); err != nil {
+		return osError("recover", rp.root.Show(lg.at.Seal), err)
+	}
+	return nil
+}
+
+// eachWrite hands each of a log's journal writes to fn, in order, and
+// returns the log's running hash after them.
+func (rp *replay) eachWrite(lg *replayLog, fn func(b []byte, logOff int64) error) (hash.Hash, error) {
+	h, err := resumeHash(lg.base.state)
+	if err != nil {
+		return nil, osError("recover", rp.root.Show(lg.at.Seal), err)
+	}
+	for _, w := range lg.writes {
+		b := make([]byte, w.n)
+		if _, err := rp.files[w.gen].ReadAt(b, w.pos); err != nil {
+			return nil, osError("recover", rp.root.Show(path.Join(rp.dir, journalName(w.gen))), err)
+		}
+		if err := fn(b, w.logOff); err != nil {
+			return nil, err
+		}
+		h.Write(b)
+	}
+	return h, nil
+}
+
+// JournalPlan is what the journal would add to each log, for checking the
+// logs of a store without changing it (fsck, with or without a server
+// running): a log is judged against its seal as the journal brings it up
+// to date.
+type JournalPlan struct {
+	Problems []Problem
+	ext      map[string]*extension // by log path
+}
+
+// extension is one log's share of the journal: the record its seal would
+// hold after replay, and whether bytes past it may be appends not yet
+// durable.
+type extension struct {
+	rec    *record
+	intent bool
+}
+
+// PlanJournal reads the journal in dir and changes nothing. pendingOK
+// says whether bytes past what the journal holds, in a log it has an
+// intent for, are appends not yet durable (a store whose server stopped:
+// its next start cuts them) or a problem (a running server's appends
+// become durable within moments, so the caller looks again).
+func PlanJournal(root *storefs.Root, dir string, locate Locate, pendingOK bool) (*JournalPlan, error) {
+	rp, _, err := scanJournal(root, dir, locate)
+	if err != nil {
+		return nil, err
+	}
+	defer rp.closeFiles()
+	p := &JournalPlan{Problems: rp.problems, ext: map[string]*extension{}}
+	for _, lg := range rp.order {
+		if lg.retired || lg.absent != "" {
+			continue
+		}
+		h, err := rp.eachWrite(lg, func([]byte, int64) error { return nil })
+		if err != nil {
+			return nil, err
+		}
+		p.ext[lg.at.Log] = &extension{rec: newRecord(lg.base.seq+1, lg.cur, true, h, lg.at.Bind), intent: lg.intent && pendingOK}
+	}
+	return p, nil
+}
+
+// Verify is Verify for a log the journal may extend.
+func (p *JournalPlan) Verify(at Place) []Problem {
+	if p == nil {
+		return Verify(at)
+	}
+	return verify(at, p.ext[at.Log])
+}
+
+// cutTo truncates f to size when it is longer.
+func cutTo(f *os.File, size int64) error {
+	st, err := f.Stat()
+	if err != nil || st.Size() <= size {
+		return err
+	}
+	return f.Truncate(size)
+}
+
+func (rp *replay) closeFiles() {
+	for _, f := range rp.files {
+		f.Close()
+	}
+}

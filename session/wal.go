@@ -1,0 +1,72 @@
+package session
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"strconv"
+	"time"
+
+	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/session/sealedlog"
+)
+
+// walDir is where the store-wide write-ahead journal (sealedlog.Journal)
+// keeps its files: the server's own directory, never served.
+const walDir = stateDir
+
+// locateLog tells the journal's replay which log a record's path names
+// now: the session there, by its identity.
+func locateLog(root *storefs.Root) sealedlog.Locate {
+	return func(logRel string) (sealedlog.Place, error) {
+		dir, file := path.Split(logRel)
+		dir = path.Clean(dir)
+		identity, problem := readIdentity(root, dir)
+		if problem != "" {
+			return sealedlog.Place{}, fmt.Errorf("%s", problem)
+		}
+		return logPlace(root, dir, file, identity), nil
+	}
+}
+
+// logPlace is where a session's log is, journaled by the engine.
+func (e *Engine) logPlace(sessionRel, file string, identity []byte) sealedlog.Place {
+	at := logPlace(e.root, sessionRel, file, identity)
+	at.Journal = e.wal
+	return at
+}
+
+// JournalFromEnv reads the journal's checkpoint settings:
+// CTXFS_CHECKPOINT_EVERY (a duration; "0" keeps the default, a negative
+// one checkpoints by size only) and CTXFS_CHECKPOINT_BYTES (the size at
+// which the journal moves to a new file and the old one is checkpointed).
+func JournalFromEnv(getenv func(string) string) (sealedlog.JournalConfig, error) {
+	var c sealedlog.JournalConfig
+	if v := getenv("CTXFS_CHECKPOINT_EVERY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return c, fmt.Errorf("CTXFS_CHECKPOINT_EVERY: %v", err)
+		}
+		c.CheckpointEvery = d
+	}
+	if v := getenv("CTXFS_CHECKPOINT_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return c, fmt.Errorf("CTXFS_CHECKPOINT_BYTES: want a positive number of bytes, got %q", v)
+		}
+		c.RotateAt = n
+	}
+	return c, nil
+}
+
+// openWAL replays what a previous server left in the journal (a damaged
+// journal refuses the start: fsck --repair says what is lost) and starts a
+// new one.
+func (e *Engine) openWAL() error {
+	cfg, err := JournalFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	e.wal, err = sealedlog.OpenJournal(e.admin, walDir, locateLog(e.admin), cfg)
+	return err
+}
