@@ -44,6 +44,10 @@ const (
 	// this journal's records (appends written but not yet durable): replay
 	// cuts it back to what the journal holds.
 	recIntent byte = 3
+	// recValue: the single-value file at path was replaced; data is its
+	// owner and content (jvalue.go). recRemove: it was removed.
+	recValue  byte = 4
+	recRemove byte = 5
 )
 
 // jrec is one journal record.
@@ -133,7 +137,7 @@ func decodeRecords(body []byte) ([]*jrec, error) {
 		r := &jrec{kind: body[0]}
 		n := int(binary.LittleEndian.Uint16(body[1:]))
 		body = body[3:]
-		if r.kind < recAppend || r.kind > recIntent || n == 0 || n > maxJournalPath || len(body) < n+32+12 {
+		if r.kind < recAppend || r.kind > recRemove || n == 0 || n > maxJournalPath || len(body) < n+32+12 {
 			return nil, errBadRecord
 		}
 		r.path = string(body[:n])
@@ -142,7 +146,7 @@ func decodeRecords(body []byte) ([]*jrec, error) {
 		r.off = int64(binary.LittleEndian.Uint64(body))
 		dl := int(binary.LittleEndian.Uint32(body[8:]))
 		body = body[12:]
-		if r.off < 0 || dl > len(body) || (r.kind != recAppend && dl != 0) {
+		if r.off < 0 || dl > len(body) || (r.kind != recAppend && r.kind != recValue && dl != 0) {
 			return nil, errBadRecord
 		}
 		r.data = body[:dl:dl]

@@ -62,10 +62,11 @@ type Journal struct {
 	end      int64 // where the next batch goes in f
 	alloc    int64 // f's room is reserved up to here
 	batchNum uint64
-	started  time.Time         // when the current file got its first batch
-	dirty    map[*Log]struct{} // logs with durable records in the current generation
-	intent   map[*Log]struct{} // logs with an intent record in the current generation
-	live     uint64            // oldest generation whose file still exists
+	started  time.Time           // when the current file got its first batch
+	dirty    map[*Log]struct{}   // logs with durable records in the current generation
+	intent   map[*Log]struct{}   // logs with an intent record in the current generation
+	values   map[string]struct{} // value files changed in the current generation
+	live     uint64              // oldest generation whose file still exists
 
 	rotateAt        int64
 	checkpointEvery time.Duration
@@ -79,10 +80,11 @@ type Journal struct {
 // generation is a journal file that the committer left, waiting for its
 // logs' checkpoint.
 type generation struct {
-	gen   uint64
-	f     *os.File
-	dirty map[*Log]struct{}
-	after uint64 // the unit that carried its intents to the next file
+	gen    uint64
+	f      *os.File
+	dirty  map[*Log]struct{}
+	values map[string]struct{}
+	after  uint64 // the unit that carried its intents to the next file
 }
 
 // JournalStats counts what the journal did (tests and benchmarks read it).
@@ -128,6 +130,7 @@ func OpenJournal(root *storefs.Root, dir string, locate Locate, cfg JournalConfi
 		gen: rec.NextGen, live: rec.NextGen,
 		dirty:           map[*Log]struct{}{},
 		intent:          map[*Log]struct{}{},
+		values:          map[string]struct{}{},
 		rotateAt:        cfg.RotateAt,
 		checkpointEvery: cfg.CheckpointEvery,
 		ckptWake:        make(chan struct{}, 1),
@@ -444,7 +447,8 @@ func (j *Journal) rotate() {
 		slog.Warn("journal: cannot start a new file; the current one keeps growing", "err", err)
 		return
 	}
-	old := &generation{gen: j.gen, f: j.f, dirty: j.dirty}
+	old := &generation{gen: j.gen, f: j.f, dirty: j.dirty, values: j.values}
+	j.values = map[string]struct{}{}
 	j.gen++
 	j.f, j.end, j.alloc, j.batchNum, j.started = f, 0, 0, 0, time.Time{}
 	j.dirty = map[*Log]struct{}{}
@@ -546,6 +550,9 @@ func (j *Journal) checkpoint(g *generation) error {
 			first = err
 		}
 	}
+	if first == nil {
+		first = j.syncValues(g.values)
+	}
 	if first != nil {
 		return first // the file stays: the next start replays it
 	}
@@ -594,8 +601,8 @@ func (j *Journal) Close() error {
 	<-j.committed
 	j.mu.Lock()
 	if j.broken == nil {
-		j.leave(&generation{gen: j.gen, f: j.f, dirty: j.dirty})
-		j.dirty = map[*Log]struct{}{}
+		j.leave(&generation{gen: j.gen, f: j.f, dirty: j.dirty, values: j.values})
+		j.dirty, j.values = map[*Log]struct{}{}, map[string]struct{}{}
 	}
 	j.final = true
 	j.mu.Unlock()

@@ -384,3 +384,41 @@ func TestJournalCheckpoints(t *testing.T) {
 	}
 	js.verify()
 }
+
+// Value files changed through the journal get their last value back at
+// replay, whatever their names held after the crash.
+func TestJournalValues(t *testing.T) {
+	js := newJStore(t, 1, JournalConfig{CheckpointEvery: -1})
+	own := storefs.Owner{Uid: -1, Gid: -1, DirMode: 0o700, FileMode: 0o640}
+	cur, gone := "s0/current", "s0/by-cwd"
+	for _, v := range []string{"a\n", "b\n", "c\n"} {
+		if err := js.j.PutValue(cur, []byte(v), own); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := js.j.PutValue(gone, []byte("x\n"), own); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.j.RemoveValue(gone); err != nil {
+		t.Fatal(err)
+	}
+	js.appendDurable(0, 1) // waits for everything queued before it
+	js.crash()
+	// A power loss may keep an older name or none.
+	os.WriteFile(filepath.Join(js.dir, cur), []byte("a\n"), 0o600)
+	os.WriteFile(filepath.Join(js.dir, gone), []byte("x\n"), 0o600)
+	rec, err := RecoverJournal(js.root, jdir, js.locate, false)
+	if err != nil || len(rec.Problems) > 0 {
+		t.Fatalf("recover: %v %s", err, whats(rec.Problems))
+	}
+	if got := readFile(t, filepath.Join(js.dir, cur)); string(got) != "c\n" {
+		t.Fatalf("current holds %q after replay", got)
+	}
+	if fi, err := os.Stat(filepath.Join(js.dir, cur)); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("current: %v %v", fi.Mode(), err)
+	}
+	if _, err := os.Stat(filepath.Join(js.dir, gone)); !os.IsNotExist(err) {
+		t.Fatalf("a removed value came back: %v", err)
+	}
+	js.verify()
+}

@@ -30,6 +30,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -83,18 +84,20 @@ type Log struct {
 
 	order uint64 // lock order among logs (lockPair)
 
-	mu        sync.Mutex // held by the committer, Check and Close: all state below
-	seal      *os.File   // nil for a log that was unprovable when opened
-	seq       uint64     // seq of the latest seal record
-	sealDone  bool       // latest record is committed
-	state     []byte     // marshalled SHA-256 state of log[0:length]
-	digest    [sha256.Size]byte
-	stamp     fileStamp // what the log looked like after our last write or verify
-	sealID    fileID    // the seal file we write to; its name must keep holding it
-	bad       error     // sticky: once unprovable, always unprovable
-	closed    bool
-	writeData func(f *os.File, b []byte, off int64) (int, error) // tests inject short writes
-	afterSeal func()                                             // tests snapshot crash states
+	mu          sync.Mutex // held by the committer, Check and Close: all state below
+	seal        *os.File   // nil for a log that was unprovable when opened
+	seq         uint64     // seq of the latest seal record
+	sealDone    bool       // latest record is committed
+	state       []byte     // marshalled SHA-256 state of log[0:length]
+	digest      [sha256.Size]byte
+	stamp       fileStamp // what the log looked like after our last write or verify
+	sealID      fileID    // the seal file we write to; its name must keep holding it
+	bad         error     // sticky: once unprovable, always unprovable
+	pathChecked time.Time // when Check last looked at the names (quickCheck)
+	sealStamp   fileStamp // the seal as Check last saw it
+	closed      bool
+	writeData   func(f *os.File, b []byte, off int64) (int, error) // tests inject short writes
+	afterSeal   func()                                             // tests snapshot crash states
 
 	qmu        sync.Mutex // guards the group-commit queue
 	queue      []*pendingAppend

@@ -83,7 +83,7 @@ func scanJournal(root *storefs.Root, dir string, locate Locate) (*replay, []uint
 	if err != nil {
 		return nil, nil, err
 	}
-	rp := &replay{root: root, dir: dir, locate: locate, logs: map[string]*replayLog{}, files: map[uint64]*os.File{}}
+	rp := &replay{root: root, dir: dir, locate: locate, logs: map[string]*replayLog{}, values: map[string]*replayValue{}, files: map[uint64]*os.File{}}
 	for i, g := range gens {
 		if err := rp.scanFile(g, i == len(gens)-1); err != nil {
 			rp.closeFiles()
@@ -118,6 +118,8 @@ type replay struct {
 	locate   Locate
 	logs     map[string]*replayLog // by path and binding
 	order    []*replayLog
+	values   map[string]*replayValue // the last change of each value file
+	vorder   []*replayValue
 	files    map[uint64]*os.File // open journal files, by generation
 	problems []Problem
 	batches  int
@@ -261,6 +263,16 @@ func countBatches(f *os.File, pos, size int64, gen uint64) int {
 
 // take adds one record to its log's plan.
 func (rp *replay) take(r *jrec, w jwrite) {
+	if r.kind == recValue || r.kind == recRemove {
+		v := rp.values[r.path]
+		if v == nil {
+			v = &replayValue{rel: r.path}
+			rp.values[r.path] = v
+			rp.vorder = append(rp.vorder, v)
+		}
+		v.remove, v.w = r.kind == recRemove, w
+		return
+	}
 	key := r.path + "\x00" + string(r.bind[:])
 	if r.kind == recRetire {
 		if lg := rp.logs[key]; lg != nil {
@@ -352,6 +364,11 @@ func (rp *replay) apply() (int, error) {
 			return n, err
 		}
 		n++
+	}
+	for _, v := range rp.vorder {
+		if err := rp.applyValue(v); err != nil {
+			return n, osError("recover", rp.root.Show(v.rel), err)
+		}
 	}
 	return n, nil
 }
