@@ -110,7 +110,7 @@ func (l *Log) writeEnd(data []byte) (int64, error) {
 		return 0, osError("append", l.name(), err)
 	}
 	l.length.Store(off + int64(len(data)))
-	l.restamp()
+	l.restampLog() // the seal is untouched: one fstat, not two
 	return off, nil
 }
 

@@ -47,26 +47,29 @@ type Journal struct {
 	root *storefs.Root
 	dir  string // store-relative directory of the journal files
 
-	mu       sync.Mutex
-	work     *sync.Cond // the committer waits here for queued units
-	done     *sync.Cond // appenders wait here for durable to pass their unit
-	queue    []*jrec
-	queued   int64  // journal room reserved by queued records
-	seq      uint64 // number of the last unit queued
-	durable  uint64 // every unit up to this one is durable
-	broken   error
-	closing  bool
-	final    bool   // Close has left the last generation: the checkpointer may leave
-	gen      uint64 // current generation (file)
-	f        *os.File
-	end      int64 // where the next batch goes in f
-	alloc    int64 // f's room is reserved up to here
-	batchNum uint64
-	started  time.Time           // when the current file got its first batch
-	dirty    map[*Log]struct{}   // logs with durable records in the current generation
-	intent   map[*Log]struct{}   // logs with an intent record in the current generation
-	values   map[string]struct{} // value files changed in the current generation
-	live     uint64              // oldest generation whose file still exists
+	mu      sync.Mutex
+	work    *sync.Cond // the committer waits here for queued units
+	done    *sync.Cond // appenders wait here for durable to pass their unit
+	queue   []*jrec
+	queued  int64  // journal room reserved by queued records
+	seq     uint64 // number of the last unit queued
+	durable uint64 // every unit up to this one is durable
+	want    uint64 // the newest unit someone waits for
+	// lazySince is when the oldest queued unit was queued (zero: none).
+	lazySince time.Time
+	broken    error
+	closing   bool
+	final     bool   // Close has left the last generation: the checkpointer may leave
+	gen       uint64 // current generation (file)
+	f         *os.File
+	end       int64 // where the next batch goes in f
+	alloc     int64 // f's room is reserved up to here
+	batchNum  uint64
+	started   time.Time           // when the current file got its first batch
+	dirty     map[*Log]struct{}   // logs with durable records in the current generation
+	intent    map[*Log]struct{}   // logs with an intent record in the current generation
+	values    map[string]struct{} // value files changed in the current generation
+	live      uint64              // oldest generation whose file still exists
 
 	rotateAt        int64
 	checkpointEvery time.Duration
@@ -105,6 +108,15 @@ type JournalConfig struct {
 const (
 	DefaultRotateAt        = 64 << 20
 	DefaultCheckpointEvery = 30 * time.Second
+)
+
+// Units nobody waits for are committed once they have waited commitDelay
+// or take lazyMax of room, whichever comes first: how much a crash may
+// take of writes that were never synced (SPEC 6 allows it), and the
+// memory the queue holds for them.
+const (
+	commitDelay = time.Second
+	lazyMax     = 4 << 20
 )
 
 // Room reserved ahead with fallocate: the journal in steps of
@@ -284,6 +296,14 @@ func unitRoom(recs []*jrec) int64 {
 // push queues a unit whose room is reserved and wakes the committer.
 // Caller holds j.mu.
 func (j *Journal) push(recs []*jrec) uint64 {
+	if j.lazySince.IsZero() {
+		j.lazySince = time.Now()
+		time.AfterFunc(commitDelay, func() {
+			j.mu.Lock()
+			j.work.Signal()
+			j.mu.Unlock()
+		})
+	}
 	j.seq++
 	j.queue = append(j.queue, recs...)
 	j.queue[len(j.queue)-1].last = j.seq
@@ -334,6 +354,10 @@ func fallocate(f *os.File, off, n int64) error {
 func (j *Journal) wait(seq uint64) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if seq > j.want {
+		j.want = seq
+		j.work.Signal()
+	}
 	for j.durable < seq && j.broken == nil {
 		j.done.Wait()
 	}
@@ -348,7 +372,7 @@ func (j *Journal) wait(seq uint64) error {
 func (j *Journal) commitLoop() {
 	for {
 		j.mu.Lock()
-		for len(j.queue) == 0 && !j.closing && !j.rotateDue() {
+		for !j.commitDue() && !j.rotateDue() && !(j.closing && len(j.queue) == 0) {
 			j.work.Wait()
 		}
 		if len(j.queue) == 0 && j.closing {
@@ -359,7 +383,7 @@ func (j *Journal) commitLoop() {
 			j.rotate()
 		}
 		batch, last := j.queue, j.seq
-		j.queue, j.queued = nil, 0
+		j.queue, j.queued, j.lazySince = nil, 0, time.Time{}
 		if len(batch) > 0 {
 			last = batch[len(batch)-1].last
 		}
@@ -425,6 +449,19 @@ func advance(batch []*jrec) error {
 		}
 	}
 	return nil
+}
+
+// commitDue: the queue holds a unit someone waits for, or holds much, or
+// has held a unit for commitDelay. Appends nobody waits for yet (writes
+// through the mount before their fsync or close; value files) wait for
+// one of those: a stream of writes then costs no sync of its own, as on
+// a disk filesystem, where a write returns from the page cache. Caller
+// holds j.mu.
+func (j *Journal) commitDue() bool {
+	if len(j.queue) == 0 {
+		return false
+	}
+	return j.want > j.durable || j.closing || j.queued >= lazyMax || time.Since(j.lazySince) >= commitDelay
 }
 
 // rotateDue: the current file is big or old enough to be checkpointed.

@@ -436,15 +436,21 @@ func stampOf(st *unix.Stat_t) fileStamp {
 	return fileStamp{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, ctime: st.Ctim}
 }
 
-// restamp records the log file as it is after our own write, and which
-// inode the seal is. If fstat fails the stamp is cleared, which only costs
-// the next Check a full re-verify.
-func (l *Log) restamp() {
+// restampLog records the log file as it is after our own write to it.
+func (l *Log) restampLog() {
 	var st unix.Stat_t
 	l.stamp = fileStamp{}
 	if err := unix.Fstat(int(l.f.Fd()), &st); err == nil {
 		l.stamp = stampOf(&st)
 	}
+}
+
+// restamp records the log file as it is after our own write, and which
+// inode the seal is. If fstat fails the stamp is cleared, which only costs
+// the next Check a full re-verify.
+func (l *Log) restamp() {
+	l.restampLog()
+	var st unix.Stat_t
 	l.sealID = fileID{}
 	if l.seal != nil && unix.Fstat(int(l.seal.Fd()), &st) == nil {
 		l.sealID = fileID{uint64(st.Dev), st.Ino}
