@@ -65,11 +65,11 @@ type Journal struct {
 	end       int64 // where the next batch goes in f
 	alloc     int64 // f's room is reserved up to here
 	batchNum  uint64
-	started   time.Time           // when the current file got its first batch
-	dirty     map[*Log]struct{}   // logs with durable records in the current generation
-	intent    map[*Log]struct{}   // logs with an intent record in the current generation
-	values    map[string]struct{} // value files changed in the current generation
-	live      uint64              // oldest generation whose file still exists
+	started   time.Time               // when the current file got its first batch
+	dirty     map[*Log]struct{}       // logs with durable records in the current generation
+	intent    map[*Log]struct{}       // logs with an intent record in the current generation
+	values    map[string]*valueChange // value files changed in the current generation
+	live      uint64                  // oldest generation whose file still exists
 
 	rotateAt        int64
 	checkpointEvery time.Duration
@@ -86,7 +86,7 @@ type generation struct {
 	gen    uint64
 	f      *os.File
 	dirty  map[*Log]struct{}
-	values map[string]struct{}
+	values map[string]*valueChange
 	after  uint64 // the unit that carried its intents to the next file
 }
 
@@ -142,7 +142,7 @@ func OpenJournal(root *storefs.Root, dir string, locate Locate, cfg JournalConfi
 		gen: rec.NextGen, live: rec.NextGen,
 		dirty:           map[*Log]struct{}{},
 		intent:          map[*Log]struct{}{},
-		values:          map[string]struct{}{},
+		values:          map[string]*valueChange{},
 		rotateAt:        cfg.RotateAt,
 		checkpointEvery: cfg.CheckpointEvery,
 		ckptWake:        make(chan struct{}, 1),
@@ -485,7 +485,7 @@ func (j *Journal) rotate() {
 		return
 	}
 	old := &generation{gen: j.gen, f: j.f, dirty: j.dirty, values: j.values}
-	j.values = map[string]struct{}{}
+	j.values = map[string]*valueChange{}
 	j.gen++
 	j.f, j.end, j.alloc, j.batchNum, j.started = f, 0, 0, 0, time.Time{}
 	j.dirty = map[*Log]struct{}{}
@@ -555,7 +555,20 @@ func (j *Journal) checkpointLoop() {
 			<-j.ckptWake
 			continue
 		}
-		if err := j.checkpoint(g); err != nil {
+		err := j.checkpoint(g)
+		var retry *retryError
+		if errors.As(err, &retry) && !j.isFinal() {
+			// The store's value files could not be written (a full disk):
+			// the generation stays, its records replayable, and is tried
+			// again; the journal goes on meanwhile.
+			slog.Warn("journal checkpoint: value files not written; trying again", "err", retry.err)
+			j.mu.Lock()
+			j.pending = append([]*generation{g}, j.pending...)
+			j.mu.Unlock()
+			time.Sleep(checkpointRetry)
+			continue
+		}
+		if err != nil {
 			j.mu.Lock()
 			if j.broken == nil {
 				j.broken = abi.Errorf(syscall.EIO, "append", "a checkpoint of the write-ahead journal failed: %v", err)
@@ -565,6 +578,21 @@ func (j *Journal) checkpointLoop() {
 			j.mu.Unlock()
 		}
 	}
+}
+
+// retryError is a checkpoint failure that a later try may not meet.
+type retryError struct{ err error }
+
+func (e *retryError) Error() string { return e.err.Error() }
+
+// checkpointRetry is how long a checkpoint that could not write the value
+// files waits before it tries again.
+const checkpointRetry = time.Second
+
+func (j *Journal) isFinal() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.final
 }
 
 // checkpointParallel bounds the logs synced at once: the disk overlaps
@@ -587,11 +615,11 @@ func (j *Journal) checkpoint(g *generation) error {
 			first = err
 		}
 	}
-	if first == nil {
-		first = j.syncValues(g.values)
-	}
 	if first != nil {
 		return first // the file stays: the next start replays it
+	}
+	if err := j.syncValues(g.values); err != nil {
+		return &retryError{err}
 	}
 	g.f.Close()
 	if err := j.root.Remove(path.Join(j.dir, journalName(g.gen))); err != nil {
@@ -639,7 +667,7 @@ func (j *Journal) Close() error {
 	j.mu.Lock()
 	if j.broken == nil {
 		j.leave(&generation{gen: j.gen, f: j.f, dirty: j.dirty, values: j.values})
-		j.dirty, j.values = map[*Log]struct{}{}, map[string]struct{}{}
+		j.dirty, j.values = map[*Log]struct{}{}, map[string]*valueChange{}
 	}
 	j.final = true
 	j.mu.Unlock()
