@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -127,10 +128,20 @@ func within(p, dir string) bool {
 }
 
 // realPath resolves symlinks in p when it can, so that a forbidden path
-// given through a symlink still matches what the kernel reached.
+// given through a symlink still matches what the kernel reached. The
+// forbidden paths are the server's store and mount root, fixed for its
+// life: each is resolved once (resolving walked every component with an
+// lstat at every send).
 func realPath(p string) string {
-	if r, err := filepath.EvalSymlinks(p); err == nil {
-		return r
+	if r, ok := realPaths.Load(p); ok {
+		return r.(string)
 	}
-	return filepath.Clean(p)
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return filepath.Clean(p) // not cached: it may appear later
+	}
+	realPaths.Store(p, r)
+	return r
 }
+
+var realPaths sync.Map // path → its resolution
