@@ -54,8 +54,12 @@ func Fsck(store string, repair, served bool, r FsckReport) (int, error) {
 	}
 	checkShape(root, func(rel, what string, leftover bool) {
 		named[root.Show(rel)] = true
-		if leftover && repair && root.RemoveAll(rel) == nil {
-			if r.Repaired != nil {
+		if leftover {
+			// What an interrupted write left (a temporary file or directory)
+			// is what a crash at any instant may leave: never served, and
+			// removed when its directory is next loaded. Not a problem;
+			// repair removes it now, saying so.
+			if repair && root.RemoveAll(rel) == nil && r.Repaired != nil {
 				r.Repaired(root.Show(rel), "removed the "+what)
 			}
 			return

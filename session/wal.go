@@ -36,6 +36,10 @@ func (e *Engine) logPlace(sessionRel, file string, identity []byte) sealedlog.Pl
 	return at
 }
 
+// minCheckpointBytes keeps a journal file to several batches (each takes
+// at least 4 KiB): below it every batch would start a new file.
+const minCheckpointBytes = 16 << 10
+
 // JournalFromEnv reads the journal's checkpoint settings:
 // CTXFS_CHECKPOINT_EVERY (a duration; "0" keeps the default, a negative
 // one checkpoints by size only) and CTXFS_CHECKPOINT_BYTES (the size at
@@ -51,8 +55,8 @@ func JournalFromEnv(getenv func(string) string) (sealedlog.JournalConfig, error)
 	}
 	if v := getenv("CTXFS_CHECKPOINT_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
-			return c, fmt.Errorf("CTXFS_CHECKPOINT_BYTES: want a positive number of bytes, got %q", v)
+		if err != nil || n < minCheckpointBytes {
+			return c, fmt.Errorf("CTXFS_CHECKPOINT_BYTES: want at least %d bytes, got %q", minCheckpointBytes, v)
 		}
 		c.RotateAt = n
 	}

@@ -183,7 +183,6 @@ func (l *Log) closeJournaled() error {
 	j := l.j
 	j.mu.Lock()
 	l.jclosed = true
-	delete(j.intent, l)
 	seq, gen := l.lastSeq, l.lastGen
 	j.mu.Unlock()
 	if err := j.wait(seq); err != nil {

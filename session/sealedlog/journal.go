@@ -87,7 +87,7 @@ type generation struct {
 	f      *os.File
 	dirty  map[*Log]struct{}
 	values map[string]*valueChange
-	after  uint64 // the unit that carried its intents to the next file
+	after  uint64 // the last unit queued when it was left: durable before it goes
 }
 
 // JournalStats counts what the journal did (tests and benchmarks read it).
@@ -141,7 +141,6 @@ func OpenJournal(root *storefs.Root, dir string, locate Locate, cfg JournalConfi
 		root: root, dir: dir,
 		gen: rec.NextGen, live: rec.NextGen,
 		dirty:           map[*Log]struct{}{},
-		intent:          map[*Log]struct{}{},
 		values:          map[string]*valueChange{},
 		rotateAt:        cfg.RotateAt,
 		checkpointEvery: cfg.CheckpointEvery,
@@ -250,7 +249,6 @@ func (j *Journal) intents(recs []*jrec) (uint64, error) {
 				return 0, err
 			}
 			l.intentGen, l.intentSeq = j.gen, j.push([]*jrec{l.intentRecord()})
-			j.intent[l] = struct{}{}
 		}
 		if l.intentSeq > j.durable {
 			wait = max(wait, l.intentSeq)
@@ -474,10 +472,12 @@ func (j *Journal) rotateDue() bool {
 }
 
 // rotate starts the next generation's file and hands the current one to
-// the checkpointer. Every log that may hold bytes the journal does not
-// (its intent is in the old file) gets its intent again in the new file,
-// before the old file may go. Caller (the committer) holds j.mu; the file
-// creation holds up appenders for one directory sync, once per generation.
+// the checkpointer. The checkpointer first waits for every unit queued now
+// (after), so that every byte written to a log before the rotation is
+// covered by durable records when the old file goes; a log's next append
+// asks for an intent in the new file. Caller (the committer) holds j.mu;
+// the file creation holds up appenders for one directory sync, once per
+// generation.
 func (j *Journal) rotate() {
 	f, err := j.create(j.gen + 1)
 	if err != nil {
@@ -489,19 +489,6 @@ func (j *Journal) rotate() {
 	j.gen++
 	j.f, j.end, j.alloc, j.batchNum, j.started = f, 0, 0, 0, time.Time{}
 	j.dirty = map[*Log]struct{}{}
-	carried := j.intent
-	j.intent = map[*Log]struct{}{}
-	for l := range carried {
-		if l.jclosed {
-			continue
-		}
-		if err := j.reserve(unitRoom([]*jrec{l.intentRecord()})); err != nil {
-			j.broken = abi.Errorf(syscall.EIO, "append", "the write-ahead journal cannot carry its intents to a new file: %v", err)
-			break
-		}
-		l.intentGen, l.intentSeq = j.gen, j.push([]*jrec{l.intentRecord()})
-		j.intent[l] = struct{}{}
-	}
 	old.after = j.seq
 	j.leave(old)
 }

@@ -39,8 +39,8 @@ type Recovery struct {
 // nothing is changed and the problems are returned. With repair, what can
 // be proven is replayed (each log up to its first gap), the rest is
 // reported as lost, and the journal is removed; a log whose file holds
-// bytes its seal does not cover then reads as unprovable (EIO) rather
-// than be cut.
+// bytes past its first gap is left as it is, not cut: it reads as
+// unprovable (EIO) until a person decides.
 func RecoverJournal(root *storefs.Root, dir string, locate Locate, repair bool) (*Recovery, error) {
 	rp, gens, err := scanJournal(root, dir, locate)
 	if err != nil {
@@ -301,7 +301,7 @@ func (rp *replay) take(r *jrec, w jwrite) {
 		lg.writes = append(lg.writes, w)
 		lg.cur = end
 	default:
-		lg.gap = fmt.Sprintf("the journal's next append starts at byte %d, the log ends at %d: an append is missing", r.off, lg.cur)
+		lg.gap = fmt.Sprintf("the journal's next append starts at byte %d, the log ends at %d: an append is missing; what the log holds past byte %d is not proven", r.off, lg.cur, lg.cur)
 	}
 }
 
@@ -388,7 +388,7 @@ func (rp *replay) applyLog(lg *replayLog) error {
 	if err != nil {
 		return err
 	}
-	if lg.intent {
+	if lg.intent && lg.gap == "" {
 		// What the log holds past the journal was written but never made
 		// durable, and so never acknowledged as durable: it goes, whole
 		// lines or torn, so that the seal covers the file exactly.
