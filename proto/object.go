@@ -141,8 +141,7 @@ func (o *Object) MarshalJSON() ([]byte, error) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		k, _ := json.Marshal(f.Key)
-		b.Write(k)
+		writeKey(&b, f.Key)
 		b.WriteByte(':')
 		if err := json.Compact(&b, f.Value); err != nil {
 			return nil, err
@@ -150,6 +149,22 @@ func (o *Object) MarshalJSON() ([]byte, error) {
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
+}
+
+// writeKey writes a member name as a JSON string. Names are nearly always
+// plain ASCII ("type", "run", …), which need no escaping: writing them
+// as they are spared a reflective json.Marshal per member of every frame.
+func writeKey(b *bytes.Buffer, k string) {
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(k)
+			b.Write(q)
+			return
+		}
+	}
+	b.WriteByte('"')
+	b.WriteString(k)
+	b.WriteByte('"')
 }
 
 // Line is the object as one JSON line, newline included.
