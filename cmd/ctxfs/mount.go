@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -110,12 +111,34 @@ func refuseServed(root, store string) error {
 	return refuseServedStore(st)
 }
 
+// cpuProfile starts a CPU profile of the server into the file named (the
+// benchmarks' way to see where a server's time goes); nil when none.
+func cpuProfile(name string) (stop func()) {
+	if name == "" {
+		return nil
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ctxfs: CTXFS_CPUPROFILE:", err)
+		return nil
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintln(os.Stderr, "ctxfs: CTXFS_CPUPROFILE:", err)
+		f.Close()
+		return nil
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
+}
+
 // serve runs the server in this process until SIGINT or SIGTERM; with
 // gcIdle, idle temp-* sessions are archived every gcIdle.
 func serve(root, store string, gcIdle time.Duration) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
+	}
+	if stop := cpuProfile(os.Getenv("CTXFS_CPUPROFILE")); stop != nil {
+		defer stop()
 	}
 	agent.Enter = self // runs enter their directories after exec (agent.Enter)
 	st, err := storefs.OpenPrivate(store)
