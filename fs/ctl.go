@@ -30,7 +30,7 @@ var (
 )
 
 func (n *ctlNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.SetTimeout(fileAttrTimeout)
+	out.SetTimeout(cacheTimeout) // the session directory's owner and mode: dirNode.Setattr
 	return n.virtualAttr(&out.Attr, 0o666, 0)
 }
 

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -34,7 +35,7 @@ func (d *dirNode) dir() string {
 
 var (
 	_ = (fs.NodeLookuper)((*dirNode)(nil))
-	_ = (fs.NodeReaddirer)((*dirNode)(nil))
+	_ = (fs.NodeOpendirHandler)((*dirNode)(nil))
 	_ = (fs.NodeGetattrer)((*dirNode)(nil))
 	_ = (fs.NodeSetattrer)((*dirNode)(nil))
 	_ = (fs.NodeMkdirer)((*dirNode)(nil))
@@ -51,13 +52,80 @@ var (
 func (d *dirNode) child(name string) string { return d.dir() + "/" + name }
 
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	gen := d.m.ms.gen.Load()
 	rel := d.child(name)
 	n, err := d.m.e.Lookup(callerUid(ctx), rel)
 	if err != nil {
 		return nil, errno(err)
 	}
-	node, typ := d.m.newNode(n, rel)
-	return attach(ctx, d.EmbeddedInode(), node, typ, n, rel, out)
+	return d.m.attach(ctx, d.EmbeddedInode(), n, rel, out, gen)
+}
+
+// OpendirHandle opens the directory for listing. The kernel keeps the
+// listing of a cachedDir (FOPEN_CACHE_DIR): a warm `ls` then costs an
+// OPENDIR and nothing per entry, where each listing was a READDIRPLUS
+// that looked up every entry in the store. The listing is made at the
+// first read, not here: a kernel serving it from its cache reads nothing.
+func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	h := &dirHandle{list: d.Readdir}
+	if cachedDir(session.Classify(d.dir())) {
+		return h, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+	}
+	return h, 0, 0
+}
+
+// dirHandle is one open directory: its listing, made when first read.
+type dirHandle struct {
+	list func(context.Context) (fs.DirStream, syscall.Errno)
+	mu   sync.Mutex
+	ds   fs.DirStream
+}
+
+var (
+	_ = (fs.FileReaddirenter)((*dirHandle)(nil))
+	_ = (fs.FileSeekdirer)((*dirHandle)(nil))
+	_ = (fs.FileReleasedirer)((*dirHandle)(nil))
+)
+
+func (h *dirHandle) stream(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ds == nil {
+		ds, errno := h.list(ctx)
+		if errno != 0 {
+			return nil, errno
+		}
+		h.ds = ds
+	}
+	return h.ds, 0
+}
+
+func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	ds, errno := h.stream(ctx)
+	if errno != 0 || !ds.HasNext() {
+		return nil, errno
+	}
+	e, errno := ds.Next()
+	return &e, errno
+}
+
+func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	ds, errno := h.stream(ctx)
+	if errno != 0 {
+		return errno
+	}
+	if sd, ok := ds.(fs.FileSeekdirer); ok {
+		return sd.Seekdir(ctx, off)
+	}
+	return syscall.ENOTSUP
+}
+
+func (h *dirHandle) Releasedir(ctx context.Context, flags uint32) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ds != nil {
+		h.ds.Close()
+	}
 }
 
 func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
@@ -80,19 +148,32 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 }
 
 func (d *dirNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.SetTimeout(dirAttrTimeout)
 	rel := d.dir()
+	pl := session.Classify(rel)
+	out.SetTimeout(attrTimeout(pl, true))
 	st, err := d.m.e.Stat(rel)
 	if err != nil {
 		return errno(err)
 	}
-	storeAttr(&out.Attr, st, rel, session.Classify(rel))
+	storeAttr(&out.Attr, st, rel, pl)
+	d.stampAttr(&out.Attr)
 	return 0
 }
 
 // Setattr: root sets a shared space's group and mode this way (SPEC 2).
+// The files whose owner and mode are the directory's (ctl, the index's
+// virtual files) change with it.
 func (d *dirNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	return d.setattr(ctx, in, out, d.Getattr)
+	if errno := d.setattr(ctx, in, out, d.Getattr); errno != 0 {
+		return errno
+	}
+	for _, ch := range d.Children() {
+		switch ch.Operations().(type) {
+		case *ctlNode, *listNode, *indexValueNode:
+			staleAttrs(ch)
+		}
+	}
+	return 0
 }
 
 // Mkdir makes a session or a structural directory; the engine decides.
@@ -114,15 +195,12 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	if err != nil {
 		return nil, nil, 0, errno(err)
 	}
-	node := &indexValueNode{storeNode: storeNode{where: where{m: d.m, rel: rel, place: pl}}}
-	var ao fuse.AttrOut
-	if errno := node.Getattr(ctx, nil, &ao); errno != 0 {
+	gen := d.m.ms.gen.Load()
+	ch, errno := d.m.attach(ctx, d.EmbeddedInode(), session.Node{Place: pl, Virtual: true}, rel, out, gen)
+	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	out.Attr = ao.Attr
-	out.SetAttrTimeout(fileAttrTimeout)
-	ch := d.NewInode(ctx, node, fs.StableAttr{Mode: syscall.S_IFREG, Ino: inoOf(rel), Gen: 1})
-	fh, fl, errno := node.Open(ctx, flags)
+	fh, fl, errno := ch.Operations().(fs.NodeOpener).Open(ctx, flags)
 	return ch, fh, fl, errno
 }
 

@@ -11,7 +11,9 @@
 // (internal/storefs), which never follows a symlink. fs only turns system
 // calls into engine calls, buffers what arrives in pieces (partial log
 // lines, single values, a control request), and keeps the kernel's caches
-// honest.
+// honest: the kernel keeps names, attributes, listings and small files'
+// pages for long (node.go), and every change is invalidated before it is
+// acknowledged (notify.go).
 //
 // There is one node type per kind of file: dirNode (directories of the
 // ABI), logNode (messages.jsonl, events.jsonl), valueNode (state, cwd,

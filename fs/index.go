@@ -19,6 +19,7 @@ type indexValueNode struct {
 
 var (
 	_ = (fs.NodeOpener)((*indexValueNode)(nil))
+	_ = (fs.NodeReader)((*indexValueNode)(nil))
 	_ = (fs.NodeGetattrer)((*indexValueNode)(nil))
 	_ = (fs.NodeSetattrer)((*indexValueNode)(nil))
 )
@@ -27,24 +28,39 @@ var (
 // of its own as far as readers are concerned); the size of the value the
 // index holds. by-cwd entries are read only (mode without write bits).
 func (n *indexValueNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.SetTimeout(fileAttrTimeout)
-	size := 0
-	if v, err := n.m.e.IndexValue(n.place); err == nil {
-		size = len(v) + 1
-	}
+	out.SetTimeout(cacheTimeout)
+	b, _ := n.content()
 	perm := uint32(0o666)
 	if !n.place.WritableIndex() {
 		perm = 0o444
 	}
-	return n.virtualAttr(&out.Attr, perm, size)
+	return n.virtualAttr(&out.Attr, perm, len(b))
+}
+
+// content is the value as the index holds it now: a name and a newline,
+// nothing when the entry is not (or no longer) there.
+func (n *indexValueNode) content() ([]byte, error) {
+	v, err := n.m.e.IndexValue(n.place)
+	if err != nil {
+		return nil, nil
+	}
+	return []byte(v + "\n"), nil
 }
 
 func (n *indexValueNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	return n.setattr(ctx, in, out, n.Getattr)
 }
 
-// Open counts the handle against the opener's quota of open files.
+// Open: a reader reads the value as the index holds it (openSmall: a
+// value is at most a name and a newline); a writer gets a buffer
+// committed at close. Every open counts against the opener's quota of
+// open files.
 func (n *indexValueNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if n.m.e.CheckOpen(n.place, int(flags)) == nil {
+		if fh, fl, errno, ok := n.m.openSmall(ctx, flags, n.content); ok {
+			return fh, fl, errno
+		}
+	}
 	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) { return n.open(ctx, flags) })
 }
 
@@ -64,12 +80,15 @@ func (n *indexValueNode) open(ctx context.Context, flags uint32) (fs.FileHandle,
 		}
 	}
 	if isRead(flags) {
-		if v, err := n.m.e.IndexValue(n.place); err == nil {
-			h.snapshot = []byte(v + "\n")
-		}
+		h.snapshot, _ = n.content()
 	}
 	if isWrite(flags) {
 		h.caller = callerOf(ctx)
 	}
 	return h, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// Read: see readNow.
+func (n *indexValueNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return readNow(ctx, f, n.content, dest, off)
 }

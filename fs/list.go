@@ -33,9 +33,10 @@ func (n *listNode) content() ([]byte, syscall.Errno) {
 	return b, errno(err)
 }
 
-// Getattr reports the exact size of the list as it is now.
+// Getattr reports the exact size of the list as it is now (kept by the
+// kernel until the index announces a change: Index.OnChange).
 func (n *listNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.SetTimeout(fileAttrTimeout)
+	out.SetTimeout(cacheTimeout)
 	b, errno := n.content()
 	if errno != 0 {
 		return errno
@@ -43,7 +44,9 @@ func (n *listNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrO
 	return n.virtualAttr(&out.Attr, 0o444, len(b))
 }
 
-// Open takes a snapshot: a reader sees one consistent list.
+// Open takes a snapshot: a reader sees one consistent list. It is read
+// with FOPEN_DIRECT_IO: the list can span many pages, and pages cached
+// from two snapshots would mix two orders.
 // Open counts the handle against the opener's quota of open files.
 func (n *listNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) { return n.open(ctx, flags) })

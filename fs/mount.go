@@ -7,8 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -32,8 +32,10 @@ type Mounts struct {
 	servers []*fuse.Server
 	roots   map[string]*fs.Inode // "home", "shared" → mount root
 
-	changes chan string   // store paths to invalidate, from OnChange and our own writes
-	forgets chan string   // names the kernel must look up afresh (a session moved by an archive)
+	// gen counts the changes announced (changed): a lookup that saw it
+	// move has the kernel ask again (mountState.attach).
+	gen     atomic.Uint64
+	pending *pending      // invalidations that may wait, for the notifier
 	done    chan struct{} // closed by Unmount: the notifier stops
 	once    sync.Once
 }
@@ -45,7 +47,8 @@ type mountState struct {
 	ms  *Mounts
 }
 
-// changed queues rel for cache invalidation (never blocks a handler).
+// changed invalidates what the kernel caches of rel (never blocks a
+// handler: notify.go).
 func (m *mountState) changed(rel string) { m.ms.changed(rel) }
 
 // Mount mounts root/home and root/shared over the engine's store. As root
@@ -57,8 +60,7 @@ func Mount(e *session.Engine, root string, opts Options) (*Mounts, error) {
 	ms := &Mounts{
 		e:       e,
 		roots:   map[string]*fs.Inode{},
-		changes: make(chan string, 4096),
-		forgets: make(chan string, 256),
+		pending: newPending(),
 		done:    make(chan struct{}),
 	}
 	for _, top := range tops {
@@ -129,9 +131,11 @@ func (ms *Mounts) mountOne(root, top string, opts Options) error {
 func mountOptions(opts Options) *fs.Options {
 	sec := time.Second
 	o := &fs.Options{
+		// Names of the free trees; the ABI's set their own (attach).
 		EntryTimeout: &sec,
-		// AttrTimeout unset: each node sets its own (fileAttrTimeout,
-		// dirAttrTimeout); a node's 0 would otherwise become the global.
+		// AttrTimeout unset: each node sets its own (cacheTimeout,
+		// dirAttrTimeout: node.go); a node's 0 would otherwise become the
+		// global.
 		MountOptions: fuse.MountOptions{
 			FsName:        "ctxfs",
 			Name:          "ctxfs",
@@ -168,86 +172,3 @@ func (ms *Mounts) Wait() {
 		srv.Wait()
 	}
 }
-
-// changed queues a store path whose kernel caches must go. It is called
-// from engine goroutines and from handlers, so it never blocks: when the
-// queue is full the path is dropped, and the 1 s cache timeouts bound how
-// stale a reader can be.
-func (ms *Mounts) changed(rel string) {
-	select {
-	case ms.changes <- rel:
-	case <-ms.done:
-	default:
-	}
-}
-
-// notifier sends the kernel its invalidations from its own goroutine:
-// NotifyContent inside a handler of the same inode deadlocks.
-func (ms *Mounts) notifier() {
-	for {
-		select {
-		case <-ms.done:
-			return
-		case rel := <-ms.changes:
-			ms.invalidate(rel)
-		case rel := <-ms.forgets:
-			ms.forgetEntry(rel)
-		}
-	}
-}
-
-// invalidate drops what the kernel caches of rel: the pages and attributes
-// of the node if the kernel knows it, and its name if the store no longer
-// holds it. Nodes the kernel never looked up have nothing cached.
-func (ms *Mounts) invalidate(rel string) {
-	parts := strings.Split(strings.Trim(rel, "/"), "/")
-	node := ms.roots[parts[0]]
-	if node == nil || len(parts) < 2 {
-		return
-	}
-	var parent *fs.Inode
-	for _, name := range parts[1:] {
-		parent, node = node, node.GetChild(name)
-		if node == nil {
-			return
-		}
-	}
-	if !node.IsDir() {
-		node.NotifyContent(0, 0)
-	}
-	if _, err := ms.e.Stat(rel); err != nil && !virtual(session.Classify(rel).Kind) {
-		parent.NotifyEntry(parts[len(parts)-1])
-	}
-}
-
-// forget queues a name whose kernel dentry must go although the store
-// holds it: a session directory renamed into the archive keeps, in the
-// kernel, the node made for its live place (its path, its kind); the next
-// lookup of the name makes the right one. Never blocks (see changed).
-func (ms *Mounts) forget(rel string) {
-	select {
-	case ms.forgets <- rel:
-	case <-ms.done:
-	default:
-	}
-}
-
-// forgetEntry drops the kernel's dentry for rel. Sent from the notifier
-// goroutine, it waits in the kernel until the rename that moved the name
-// has released its directories, and so lands after the move.
-func (ms *Mounts) forgetEntry(rel string) {
-	parts := strings.Split(strings.Trim(rel, "/"), "/")
-	node := ms.roots[parts[0]]
-	if node == nil || len(parts) < 2 {
-		return
-	}
-	for _, name := range parts[1 : len(parts)-1] {
-		if node = node.GetChild(name); node == nil {
-			return
-		}
-	}
-	node.NotifyEntry(parts[len(parts)-1])
-}
-
-// virtual kinds have no store file behind them.
-func virtual(k session.PlaceKind) bool { return k == session.PlaceCtl || k == session.PlaceIndexList }

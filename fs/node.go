@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/fnv"
 	"path"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -15,19 +16,46 @@ import (
 	"github.com/ctxfs/ctxfs/session"
 )
 
-// fileAttrTimeout: files of the ABI change behind the kernel's back (the
-// engine appends, replaces values), and stat sizes must be exact, so their
-// attributes are never cached. The mounts' global attribute timeout is
-// unset (0): go-fuse replaces a node's 0 by the global value, and the
-// smallest non-zero value is still one jiffy in the kernel (a stat within
-// a few milliseconds of another one then misses an append in between).
-// Directories and the free trees set dirAttrTimeout themselves.
-const fileAttrTimeout = 0
+// What the kernel may keep (issue 10), measured on this kind of machine
+// (2 cores, kernel 6.18, go-fuse v2.12.1) with integration/bench_fuse_test.go,
+// ctxfs and native side by side in one run (ratios; before → after):
+//
+//   - cacheTimeout: the names and attributes of the ABI's files and of the
+//     directories that hold sessions, index entries and session files are
+//     kept for an hour. Before, every stat of a file was a GETATTR (a
+//     timeout of 0) and names lived a second: `cat state` 0.07x → 0.24-0.27x
+//     (with openSmall), `ls -l` of 10,000 sessions, warm, 0.22x → 0.98-1.0x
+//     (readdir + lstat) and 0.51x → 1.0-1.18x (ls -l; with cachedDir), and
+//     a warm 512 MiB log 0.34x → 0.36-0.47x (the reference loopback with a
+//     kept cache: 0.62-0.67x in the same runs; the GETATTR that came with
+//     each 1 MiB read is gone, and CTXFS_DEBUG shows no request at all
+//     while a warm log is read: what remains is the kernel's copy out of
+//     the FUSE page cache, whose pages are smaller than ext4's here).
+//     Exact sizes do not rest on the timeout but on invalidation: every
+//     change the engine (or a handler) makes reaches Mounts.changed before
+//     it is acknowledged, which marks the kernel's attributes of the file
+//     stale at once (notify.go). Nothing else changes these files: the
+//     store is the server's alone. The hour only bounds what a missed
+//     invalidation would cost; integration/fuse_cache_test.go fails when
+//     one is missed.
+//   - dirAttrTimeout: the mount roots (another process may add a shared
+//     space to the store: ctxfs space add --store), the other structural
+//     directories, the archive's directories and the free trees (a jailed
+//     run writes root/ through a bind of the store, behind the kernel's
+//     back) keep their attributes for a second, as before.
+//   - A timeout of 0 is replaced by go-fuse with the mount's global one
+//     (none is set for attributes; names get a second): "always ask" is
+//     alwaysAsk, one nanosecond.
+const (
+	cacheTimeout   = time.Hour
+	dirAttrTimeout = time.Second
+	alwaysAsk      = time.Nanosecond
+)
 
-// dirAttrTimeout is how long the kernel may keep the attributes of
-// directories and of everything in the free trees (owner and mode, which
-// default_permissions checks on every path walk).
-const dirAttrTimeout = time.Second
+// pageSize is the largest value a reader reads as it is now, through the
+// kernel's page cache (openSmall): one page is one READ, so a reader
+// never sees half of one version and half of another.
+const pageSize = 4096
 
 // storeNode is what every ABI node shares: its place in the tree. The rel
 // of a node never changes: ABI entries are never renamed through the mount,
@@ -36,6 +64,84 @@ const dirAttrTimeout = time.Second
 type storeNode struct {
 	fs.Inode
 	where
+	// stamp is when the engine last announced a change of this file while
+	// the kernel knew it (Unix ns, strictly increasing: nextStamp). The
+	// mtime and ctime the node reports are never older: the kernel drops a
+	// file's cached pages only when a fresh GETATTR shows another size or
+	// mtime, and a value replaced by one of the same size within one tick
+	// of the store's clock would otherwise keep its old pages.
+	stamp atomic.Int64
+}
+
+// changeStamp is the node's stamp (stamped).
+func (n *storeNode) changeStamp() *atomic.Int64 { return &n.stamp }
+
+// stamped nodes carry a change stamp (notify.go): a file when it changes;
+// a directory when it is announced itself (names came or went in it) and
+// an index directory when one of its entries is (its listing is the
+// index's memory). A change of a file inside a directory leaves the
+// directory's mtime the store's, which moves only when names come or go:
+// a moved mtime resets the kernel's cached listing, 10,000 sessions'
+// worth for a session container, at every send otherwise.
+type stamped interface{ changeStamp() *atomic.Int64 }
+
+// lastStamp is the last stamp given out.
+var lastStamp atomic.Int64
+
+// nextStamp is now in Unix ns, later than every stamp given out before.
+func nextStamp() int64 {
+	for {
+		old := lastStamp.Load()
+		next := max(time.Now().UnixNano(), old+1)
+		if lastStamp.CompareAndSwap(old, next) {
+			return next
+		}
+	}
+}
+
+// stampAttr moves out's mtime and ctime up to the node's stamp.
+func (n *storeNode) stampAttr(out *fuse.Attr) {
+	st := n.stamp.Load()
+	if st == 0 {
+		return
+	}
+	if st > int64(out.Mtime)*1e9+int64(out.Mtimensec) {
+		out.Mtime, out.Mtimensec = uint64(st/1e9), uint32(st%1e9)
+	}
+	if st > int64(out.Ctime)*1e9+int64(out.Ctimensec) {
+		out.Ctime, out.Ctimensec = uint64(st/1e9), uint32(st%1e9)
+	}
+}
+
+// cachedDir reports whether the kernel keeps the listing of a directory
+// of place pl (FOPEN_CACHE_DIR) and its attributes for cacheTimeout: the
+// session containers, the sessions and the index, whose every change of
+// names the engine announces (a session made or archived, a value or
+// snapshot replaced, an entry written). A changed listing also moves the
+// store directory's mtime, which the kernel checks before serving a
+// cached listing. Measured (BenchmarkLsSessions, warm, against native):
+// `ls -l` of 10,000 sessions 0.51x → 1.0-1.18x, readdir + lstat of each
+// 0.22x → 0.98-1.0x: a warm listing costs an OPENDIR and nothing per
+// entry, where it was a READDIRPLUS that looked every session up in the
+// store.
+func cachedDir(pl session.Place) bool {
+	switch pl.Kind {
+	case session.PlaceSessions, session.PlaceSession, session.PlaceIndex, session.PlaceIndexKeys:
+		return true
+	}
+	return false
+}
+
+// attrTimeout is how long the kernel keeps the attributes of a node of
+// place pl (see cacheTimeout).
+func attrTimeout(pl session.Place, dir bool) time.Duration {
+	switch {
+	case pl.Kind == session.PlaceFree, pl.Kind == session.PlaceFreeRoot:
+		return dirAttrTimeout
+	case dir && !cachedDir(pl):
+		return dirAttrTimeout
+	}
+	return cacheTimeout
 }
 
 // where is a node's place: its mount, its path and what Classify said.
@@ -63,6 +169,7 @@ func (n *storeNode) statAttr(out *fuse.Attr) syscall.Errno {
 		return errno(err)
 	}
 	storeAttr(out, st, n.rel, n.place)
+	n.stampAttr(out)
 	return 0
 }
 
@@ -91,6 +198,7 @@ func (n *storeNode) virtualAttr(out *fuse.Attr, perm uint32, size int) syscall.E
 	out.Size = uint64(size)
 	out.Nlink = 1
 	setBlocks(out)
+	n.stampAttr(out)
 	return 0
 }
 
@@ -189,28 +297,41 @@ func (m *mountState) newNode(n session.Node, rel string) (fs.InodeEmbedder, uint
 	return &roNode{storeNode: storeNode{where: w}}, syscall.S_IFREG // read-only and archived files
 }
 
-// attach makes node the child name of parent and fills out.
-func attach(ctx context.Context, parent *fs.Inode, node fs.InodeEmbedder, typ uint32, n session.Node, rel string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+// attach makes the node of n the child rel of parent and fills out. gen
+// is Mounts.gen read before n was looked up: when any change was announced
+// since, the change may have found no node to invalidate (this one was not
+// in the tree yet) while the reply carries what was there before it, so
+// the kernel is told to ask again rather than keep the reply.
+func (m *mountState) attach(ctx context.Context, parent *fs.Inode, n session.Node, rel string, out *fuse.EntryOut, gen uint64) (*fs.Inode, syscall.Errno) {
+	node, typ := m.newNode(n, rel)
 	if _, ok := node.(*freeNode); ok {
 		// A free tree is numbered by the store's inodes (freeID).
 		fromStat(&out.Attr, n.Stat)
 		id := freeID(n.Stat)
 		out.Attr.Ino = id.Ino
-		out.SetAttrTimeout(dirAttrTimeout)
+		out.SetAttrTimeout(dirAttrTimeout) // and the mount's 1 s for the name
 		return parent.NewInode(ctx, node, id), 0
 	}
-	if n.Virtual {
-		var ao fuse.AttrOut
-		if errno := node.(fs.NodeGetattrer).Getattr(ctx, nil, &ao); errno != 0 {
-			return nil, errno
-		}
-		out.Attr = ao.Attr
-	} else {
+	if !n.Virtual {
 		storeAttr(&out.Attr, n.Stat, rel, n.Place) // the stat Lookup just made
 	}
-	out.SetAttrTimeout(fileAttrTimeout)
-	if typ == syscall.S_IFDIR {
-		out.SetAttrTimeout(dirAttrTimeout)
+	// An inode the kernel knows already keeps its node (and its stamp).
+	child := parent.NewInode(ctx, node, fs.StableAttr{Mode: typ, Ino: inoOf(rel), Gen: 1})
+	if n.Virtual {
+		var ao fuse.AttrOut
+		if errno := child.Operations().(fs.NodeGetattrer).Getattr(ctx, nil, &ao); errno != 0 {
+			return nil, errno
+		}
+		out.Attr = ao.Attr // with its stamp
+	} else if sn, ok := child.Operations().(interface{ stampAttr(*fuse.Attr) }); ok {
+		sn.stampAttr(&out.Attr)
 	}
-	return parent.NewInode(ctx, node, fs.StableAttr{Mode: typ, Ino: inoOf(rel), Gen: 1}), 0
+	timeout := attrTimeout(n.Place, typ == syscall.S_IFDIR)
+	entry := cacheTimeout
+	if m.ms.gen.Load() != gen {
+		timeout, entry = alwaysAsk, alwaysAsk
+	}
+	out.SetAttrTimeout(timeout)
+	out.SetEntryTimeout(entry)
+	return child, 0
 }

@@ -50,12 +50,18 @@ type roNode struct {
 
 var (
 	_ = (fs.NodeOpener)((*roNode)(nil))
+	_ = (fs.NodeReader)((*roNode)(nil))
 	_ = (fs.NodeGetattrer)((*roNode)(nil))
 	_ = (fs.NodeSetattrer)((*roNode)(nil))
 )
 
+// Getattr: the timestamps from the engine's memory, like values; the
+// others from the store.
 func (n *roNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.SetTimeout(fileAttrTimeout)
+	if session.Memoized(n.place) {
+		return n.valueAttr(out)
+	}
+	out.SetTimeout(cacheTimeout)
 	return n.statAttr(&out.Attr)
 }
 
@@ -64,10 +70,18 @@ func (n *roNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrI
 	return n.setattr(ctx, in, out, n.Getattr)
 }
 
-// Open serves reads with FOPEN_DIRECT_IO: the engine replaces these files
-// whole, and a page cache of the old one must never be served.
-// Open counts the handle against the opener's quota of open files.
+// Open: created_at and updated_at are small values the engine serves from
+// memory (openSmall: read as they are, kept page cache). The other session files
+// are replaced whole by the engine and may be megabytes: a copy taken at
+// open, read with FOPEN_DIRECT_IO, so that no page of an older version is
+// ever served. Archived files never change: their pages are kept.
+// Handles count against the opener's quota of open files.
 func (n *roNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if session.Memoized(n.place) && n.m.e.CheckOpen(n.place, int(flags)) == nil {
+		if fh, fl, errno, ok := n.m.openSmall(ctx, flags, n.value); ok {
+			return fh, fl, errno
+		}
+	}
 	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) { return n.open(ctx, flags) })
 }
 
@@ -80,7 +94,13 @@ func (n *roNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32,
 		// (replaceValue): a descriptor held across two replacements
 		// could see the twin rewritten. A copy taken at open is one
 		// value, whole, for as long as the file stays open.
-		b, err := n.m.e.ReadFile(n.rel, maxSnapshot)
+		var b []byte
+		var err error
+		if session.Memoized(n.place) {
+			b, err = n.value()
+		} else {
+			b, err = n.m.e.ReadFile(n.rel, maxSnapshot)
+		}
 		if err != nil {
 			return nil, 0, errno(err)
 		}
@@ -90,7 +110,12 @@ func (n *roNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32,
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	return &roHandle{r: r}, fuse.FOPEN_DIRECT_IO, 0
+	return &roHandle{r: r}, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
+}
+
+// Read: see readNow.
+func (n *roNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return readNow(ctx, f, n.value, dest, off)
 }
 
 // maxSnapshot bounds the copy of a read-only session file taken at open
@@ -113,10 +138,7 @@ var (
 
 func (h *roHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if h.r == nil {
-		if off >= int64(len(h.snapshot)) {
-			return fuse.ReadResultData(nil), 0
-		}
-		return fuse.ReadResultData(h.snapshot[off:min(off+int64(len(dest)), int64(len(h.snapshot)))]), 0
+		return readAt(h.snapshot, dest, off), 0
 	}
 	return h.r.read(dest, off)
 }

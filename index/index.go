@@ -64,8 +64,36 @@ type Index struct {
 	problems  []error
 
 	kick chan struct{} // wakes the flusher; buffered 1, so sends never block
-	stop chan struct{}
-	done chan struct{}
+
+	values Values // nil: value files are replaced and synced here (UseValues); read under wmu
+	stop   chan struct{}
+	done   chan struct{}
+
+	// onChange is told the store path of every file of the index whose
+	// content changes (list, current, an entry), after the change and
+	// before the mutator returns; set by OnChange, read under wmu.
+	onChange func(rels ...string)
+}
+
+// OnChange registers fn to be told, synchronously, the path (relative to
+// the store, as the tree shows it: "<container>/index/list",
+// "<container>/index/by-cwd/<key>") of every file of the index whose
+// content changed: the FUSE projection keeps the kernel's caches of these
+// files exact with it, and a send must not be acknowledged before they
+// are. fn is called with wmu held (mutators wait for it) and mu released
+// (readers never do); it must not call back into the index's mutators.
+func (x *Index) OnChange(fn func(rels ...string)) {
+	x.wmu.Lock()
+	x.onChange = fn
+	x.wmu.Unlock()
+}
+
+// changed tells the OnChange function that the files at rels changed.
+// Caller holds wmu.
+func (x *Index) changed(rels ...string) {
+	if x.onChange != nil {
+		x.onChange(rels...)
+	}
 }
 
 // Load opens the index of container (relative to root), creating index/

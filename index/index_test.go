@@ -464,3 +464,31 @@ func TestOwnership(t *testing.T) {
 		}
 	}
 }
+
+// TestOnChange: every mutation names, to the OnChange function, exactly
+// the files of the index whose content it changed, before it returns; a
+// touch of the session already on top, and a value written again, name
+// nothing.
+func TestOnChange(t *testing.T) {
+	dir := newContainer(t, "a", "b")
+	x := load(t, dir)
+	var got []string
+	x.OnChange(func(rels ...string) { got = append(got, rels...) })
+	c := filepath.Base(dir) + "/index/"
+	step := func(what string, err error, want ...string) {
+		t.Helper()
+		mustOK(t, err)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: announced %q, want %q", what, got, want)
+		}
+		got = nil
+	}
+	step("a send", x.Touch("a", "/w"), c+"list", c+"by-cwd/"+abi.CwdKey("/w"), c+"current")
+	step("the same send again", x.Touch("a", "/w"))
+	step("an append to b", x.Touch("b", ""), c+"list")
+	step("current := b", x.SetCurrent("b"), c+"current")
+	step("a by-hash entry", x.SetEntry(abi.IndexByHash, "k", "a"), c+"by-hash/k")
+	step("the same entry again", x.SetEntry(abi.IndexByHash, "k", "a"))
+	step("its removal", x.RemoveEntry(abi.IndexByHash, "k"), c+"by-hash/k")
+	step("b removed", x.Remove("b"), c+"list", c+"current")
+}

@@ -162,12 +162,16 @@ func (x *Index) Remove(name string) error {
 		return err
 	}
 	x.mu.Lock()
-	if e, ok := x.pos[name]; ok {
+	e, listed := x.pos[name]
+	if listed {
 		x.order.Remove(e)
 		delete(x.pos, name)
 		x.markDirtyLocked()
 	}
 	x.mu.Unlock()
+	if listed {
+		x.changed(path.Join(x.idx, listFile))
+	}
 	for _, r := range x.refsOf(name) {
 		if err := x.dropEntry(op, r.kind, r.key); err != nil {
 			return err
@@ -275,9 +279,9 @@ func (x *Index) checkSession(op, name string) error {
 // toFront moves (or adds) name to the top of the list. O(1).
 func (x *Index) toFront(name string) {
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	if e, ok := x.pos[name]; ok {
 		if x.order.Front() == e {
+			x.mu.Unlock()
 			return // already newest: nothing to rewrite
 		}
 		x.order.MoveToFront(e)
@@ -285,6 +289,8 @@ func (x *Index) toFront(name string) {
 		x.pos[name] = x.order.PushFront(name)
 	}
 	x.markDirtyLocked()
+	x.mu.Unlock()
+	x.changed(path.Join(x.idx, listFile))
 }
 
 // markDirtyLocked records a change of order and wakes the flusher; mu held
@@ -311,6 +317,7 @@ func (x *Index) putCurrent(op, name string, sync storefs.Sync) error {
 	x.mu.Lock()
 	x.current = name
 	x.mu.Unlock()
+	x.changed(p)
 	return nil
 }
 
@@ -322,6 +329,7 @@ func (x *Index) dropCurrent(op string) error {
 	x.mu.Lock()
 	x.current = ""
 	x.mu.Unlock()
+	x.changed(p)
 	return nil
 }
 
@@ -338,6 +346,7 @@ func (x *Index) putEntry(op, kind, key, name string, sync storefs.Sync) error {
 	x.mu.Lock()
 	x.setEntryLocked(kind, key, name)
 	x.mu.Unlock()
+	x.changed(p)
 	return nil
 }
 
@@ -349,6 +358,7 @@ func (x *Index) dropEntry(op, kind, key string) error {
 	x.mu.Lock()
 	x.deleteEntryLocked(kind, key)
 	x.mu.Unlock()
+	x.changed(p)
 	return nil
 }
 

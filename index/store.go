@@ -48,14 +48,41 @@ func (x *Index) readValue(rel string) (name string, ok bool, err error) {
 	return name, err == nil, err
 }
 
+// Values changes the index's value files for it, durably through a
+// write-ahead journal (sealedlog.Journal): a replace or removal takes no
+// sync of its own, and is durable at the journal's next commit, which
+// Sync waits for.
+type Values interface {
+	PutValue(rel string, data []byte, own storefs.Owner) error
+	RemoveValue(rel string) error
+	Sync() error
+}
+
+// UseValues has every later change of a value file go through v.
+func (x *Index) UseValues(v Values) {
+	x.wmu.Lock()
+	x.values = v
+	x.wmu.Unlock()
+}
+
 // writeFile replaces a value file atomically: readers see the old or the
 // new value, never a mix. sync is storefs.SyncAll for what a user writes
 // through the mount (durable before the close returns) and SyncData for
 // what a send moves (current, by-cwd): a power loss may leave those
-// naming the previous session, never half a name, and a send costs no
-// directory sync for them.
+// naming the previous session, never half a name. Through Values (the
+// engine's journal), a send's change costs no sync at all: it is durable
+// with the send's next record, before the send's end is acknowledged.
 func (x *Index) writeFile(rel string, data []byte, sync storefs.Sync) error {
-	return x.root.ReplaceFile(rel, data, x.own, sync)
+	if x.values == nil {
+		return x.root.ReplaceFile(rel, data, x.own, sync)
+	}
+	if err := x.values.PutValue(rel, data, x.own); err != nil {
+		return err
+	}
+	if sync == storefs.SyncAll {
+		return x.values.Sync()
+	}
+	return nil
 }
 
 // mkdir creates a directory of the index with the index's owner and mode,
@@ -78,6 +105,9 @@ func (x *Index) mkdir(rel string) error {
 
 // removeFile unlinks rel; one already gone is fine (Remove may be retried).
 func (x *Index) removeFile(rel string) error {
+	if x.values != nil {
+		return x.values.RemoveValue(rel)
+	}
 	if err := x.root.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}

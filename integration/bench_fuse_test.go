@@ -399,15 +399,24 @@ func BenchmarkAppend(b *testing.B) {
 
 // BenchmarkCatState: `cat state` in a loop — open, read to EOF with a
 // 4 KiB buffer, close — of a session's state file through the mount
-// against the store file natively.
+// against the store file natively, and against two reference go-fuse
+// files of the same bytes mounted in this process, both with their
+// attributes and pages kept by the kernel: "refopen" answers OPEN (no
+// handle, FOPEN_KEEP_CACHE|FOPEN_NOFLUSH: an OPEN and a background
+// RELEASE per cat, what ctxfs does), "refnoopen" answers ENOSYS to its
+// first OPEN and FLUSH, which the kernel takes as no-open and no-flush
+// for the whole connection: no round trip at all, the ceiling a FUSE
+// file can reach here, and one ctxfs cannot take (fs/value.go, openSmall).
 func BenchmarkCatState(b *testing.B) {
 	s := benchFuseServer(b)
 	benchNewSession(b, s, "st")
-	paths := []string{benchMnt(s, "st", "state"), benchStore(s, "st", "state")}
+	data := []byte("idle\n")
+	paths := []string{benchMnt(s, "st", "state"), benchStore(s, "st", "state"),
+		mountSmallFile(b, data, false), mountSmallFile(b, data, true)}
 	buf := make([]byte, 4096)
-	sides := []*side{{name: "ctxfs"}, {name: "native"}}
+	sides := []*side{{name: "ctxfs"}, {name: "native"}, {name: "refopen"}, {name: "refnoopen"}}
 	for _, p := range paths {
-		if n, err := readAll(p, buf); err != nil || n != int64(len("idle\n")) {
+		if n, err := readAll(p, buf); err != nil || n != int64(len(data)) {
 			b.Fatalf("%s: %d bytes, %v", p, n, err)
 		}
 	}
@@ -421,6 +430,85 @@ func BenchmarkCatState(b *testing.B) {
 	}
 	b.StopTimer()
 	reportOps(b, sides[0], sides[1])
+	for _, ref := range sides[2:] {
+		b.ReportMetric(ref.opsPerSec()/sides[1].opsPerSec(), ref.name+"/native")
+	}
+}
+
+// smallFile is a reference go-fuse file of fixed bytes whose attributes
+// the kernel keeps for an hour and whose reads it serves from its page
+// cache. With noOpen, OPEN and FLUSH answer ENOSYS.
+type smallFile struct {
+	gofs.Inode
+	data   []byte
+	noOpen bool
+}
+
+var (
+	_ = (gofs.NodeGetattrer)((*smallFile)(nil))
+	_ = (gofs.NodeOpener)((*smallFile)(nil))
+	_ = (gofs.NodeReader)((*smallFile)(nil))
+	_ = (gofs.NodeFlusher)((*smallFile)(nil))
+)
+
+func (n *smallFile) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.Mode = syscall.S_IFREG | 0o644
+	out.Size = uint64(len(n.data))
+	out.SetTimeout(time.Hour)
+	return 0
+}
+
+func (n *smallFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if n.noOpen {
+		return nil, 0, syscall.ENOSYS
+	}
+	return nil, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
+}
+
+func (n *smallFile) Read(ctx context.Context, f gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if off >= int64(len(n.data)) {
+		return fuse.ReadResultData(nil), 0
+	}
+	return fuse.ReadResultData(n.data[off:]), 0
+}
+
+func (n *smallFile) Flush(ctx context.Context, f gofs.FileHandle) syscall.Errno {
+	if n.noOpen {
+		return syscall.ENOSYS
+	}
+	return 0
+}
+
+// smallRoot holds one smallFile, "state".
+type smallRoot struct {
+	gofs.Inode
+	file *smallFile
+}
+
+func (r *smallRoot) OnAdd(ctx context.Context) {
+	r.AddChild("state", r.NewPersistentInode(ctx, r.file, gofs.StableAttr{Mode: syscall.S_IFREG}), false)
+}
+
+// mountSmallFile mounts a smallFile holding data in this process and
+// returns its path; it is unmounted at cleanup.
+func mountSmallFile(b *testing.B, data []byte, noOpen bool) string {
+	b.Helper()
+	mnt := b.TempDir()
+	hour := time.Hour
+	srv, err := gofs.Mount(mnt, &smallRoot{file: &smallFile{data: data, noOpen: noOpen}}, &gofs.Options{
+		EntryTimeout: &hour,
+		AttrTimeout:  &hour,
+		MountOptions: fuse.MountOptions{FsName: "benchsmall", DirectMountStrict: true, DisableXAttrs: true},
+	})
+	if err != nil {
+		b.Fatalf("mount reference file: %v", err)
+	}
+	b.Cleanup(func() {
+		if srv.Unmount() != nil {
+			unix.Unmount(mnt, unix.MNT_DETACH)
+		}
+	})
+	return filepath.Join(mnt, "state")
 }
 
 // BenchmarkLsSessions: `ls -l` of a session/ directory holding 10,000
@@ -432,8 +520,9 @@ func BenchmarkCatState(b *testing.B) {
 // The sessions are real: one is made through the mount (mkdir), the others
 // are copies of it made in the store while the server is stopped (mkdir
 // through the mount costs ~25-40 ms a session here, see docs/benchmarks.md).
-// The kernel keeps entries and attributes for 1 s, so in a loop most
-// iterations after the first find some of them cached; so does ext4.
+// The kernel keeps the listing, the names and the attributes of a session
+// container (fs/node.go, cachedDir), so the iterations after the first are
+// served from its caches, as ext4's are from its own.
 func BenchmarkLsSessions(b *testing.B) {
 	const n = 10000
 	s := benchFuseServer(b)

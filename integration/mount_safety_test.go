@@ -226,6 +226,17 @@ func processLives(pid int) bool {
 
 // watchdogOf finds the watchdog process of server pid (0 when none).
 func watchdogOf(pid int) int {
+	// The server answers its sockets before its mounts and their watchdog
+	// are up: give it a moment.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if wd := findWatchdog(pid); wd != 0 || time.Now().After(deadline) || !processLives(pid) {
+			return wd
+		}
+	}
+}
+
+// findWatchdog looks once for the watchdog of server pid.
+func findWatchdog(pid int) int {
 	ds, _ := os.ReadDir("/proc")
 	for _, d := range ds {
 		var p int

@@ -76,7 +76,11 @@ func TestPlantedSymlinks(t *testing.T) {
 }
 
 func plantedSymlink(t *testing.T, k plantKind) {
-	s := newFuseServer(t)
+	requireFUSE(t)
+	// Index values reach their store files when the journal is
+	// checkpointed: soon, here, so that there is something to plant over.
+	s := newServerWith(t, func(s *server) { s.env = append(s.env, "CTXFS_CHECKPOINT_EVERY=200ms") })
+	openToAll(t, s.root)
 	s.spaceAdd("team", 1234)
 	trees := []plantTree{
 		{name: "private", home: "home/1001", who: uid1001},

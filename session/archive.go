@@ -106,7 +106,9 @@ func (e *Engine) unindex(r Ref) error {
 		return nil // no index to clean: it is rebuilt from the directories
 	}
 	idx := r.Container.Rel() + "/index"
-	changed := []string{r.Container.Rel(), idx, idx + "/list", path.Dir(ArchiveTarget(r))}
+	// The session's own path too: the kernel keeps names and attributes
+	// for a long time and must drop the session's, not find them anew.
+	changed := []string{r.Rel(), r.Container.Rel(), idx, idx + "/list", path.Dir(ArchiveTarget(r))}
 	for _, kind := range abi.IndexKinds {
 		for _, k := range x.Keys(kind) {
 			if v, _ := x.Lookup(kind, k); v == r.Name {

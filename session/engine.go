@@ -64,6 +64,7 @@ type Engine struct {
 	runs map[string]*run // every queued or running run, by run id
 
 	selfMu   sync.Mutex // serialises self_id claims
+	memo     memo       // single values served from memory (Value)
 	watchMu  sync.Mutex
 	watchers []func(rel string)
 	journal  *runJournal
@@ -170,30 +171,33 @@ func (e *Engine) Close() error {
 	return first
 }
 
-// OnChange registers fn to be told the store-relative path of every file the
-// engine changes. fn is called from the engine's own goroutine, never while
-// the engine holds a lock that a FUSE handler may wait for.
+// OnChange registers fn to be told the store-relative path of every file
+// and directory the engine changes. fn is called synchronously, after the
+// change and before it is acknowledged to anyone (a frame, a system call
+// returning), from whatever goroutine made it, FUSE handlers included and
+// sometimes with a session's locks held: fn must never block on anything
+// (the FUSE projection only marks the kernel's attributes stale, which
+// never waits, and queues the rest for a goroutine of its own).
 func (e *Engine) OnChange(fn func(rel string)) {
 	e.watchMu.Lock()
 	e.watchers = append(e.watchers, fn)
 	e.watchMu.Unlock()
 }
 
-// changed tells the watchers, asynchronously, that rel changed.
+// changed drops what the engine holds in memory of each rel and tells the
+// watchers. Every change the engine makes to a file or directory of the
+// tree must be announced here, right after it: the memo (Value) and the
+// kernel's caches of the mounts are kept exact by it and by nothing else.
 func (e *Engine) changed(rel ...string) {
+	e.memo.forget(rel...)
 	e.watchMu.Lock()
 	ws := e.watchers
 	e.watchMu.Unlock()
-	if len(ws) == 0 {
-		return
-	}
-	go func() {
-		for _, r := range rel {
-			for _, w := range ws {
-				w(r)
-			}
+	for _, r := range rel {
+		for _, w := range ws {
+			w(r)
 		}
-	}()
+	}
 }
 
 // mountPath is where a store-relative path is seen under the mount: what

@@ -285,7 +285,12 @@ func (e *Engine) Index(ct Container) (*index.Index, error) {
 			}
 			own = sharedOwner(st.Uid, sp.Gid)
 		}
-		return index.Load(e.root, rel, own)
+		x, err := index.Load(e.root, rel, own)
+		if err == nil {
+			x.OnChange(e.changed) // list, current and entries, as they change
+			x.UseValues(e.wal)    // current and entries: durable through the journal
+		}
+		return x, err
 	})
 	if err != nil {
 		return nil, err

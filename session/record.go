@@ -279,7 +279,11 @@ func (rn *run) end(done *proto.Object) {
 // (sealedlog.AppendPair): both durable, their syncs overlapping, or, when
 // either is refused, neither written.
 func (s *sess) appendBoth(events, msgs []byte) error {
-	return sealedlog.AppendPair(s.events, events, s.msgs, msgs)
+	if err := sealedlog.AppendPair(s.events, events, s.msgs, msgs); err != nil {
+		return err
+	}
+	s.appended(abi.FileEvents, abi.FileMessages)
+	return nil
 }
 
 // messageLine is the messages.jsonl line of a stamped frame, or nil: a

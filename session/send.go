@@ -249,6 +249,9 @@ func (s *sess) appendEvents(frames ...*proto.Object) error {
 		b = append(b, f.Line()...)
 	}
 	_, err := s.events.Append(b)
+	if err == nil {
+		s.appended(abi.FileEvents)
+	}
 	return err
 }
 

@@ -50,12 +50,25 @@ func TestSendRecordsInOrder(t *testing.T) {
 			t.Errorf("%s = %q, want %q", f, got, want)
 		}
 	}
-	idx := filepath.Join(env.store, "home/0/agent/coder/session/index")
-	if got := readFile(t, filepath.Join(idx, "current")); got != "default\n" {
+	// The index serves its values; the store's files follow at the
+	// journal's checkpoint (a clean stop is one).
+	x, err := env.e.Index(Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := x.Current(); got != "default" {
 		t.Errorf("current = %q", got)
 	}
+	if got, err := x.Lookup(abi.IndexByCwd, abi.CwdKey("/")); got != "default" {
+		t.Errorf("by-cwd = %q, %v", got, err)
+	}
+	env.e.Close()
+	idx := filepath.Join(env.store, "home/0/agent/coder/session/index")
+	if got := readFile(t, filepath.Join(idx, "current")); got != "default\n" {
+		t.Errorf("current in the store after a clean stop = %q", got)
+	}
 	if got := readFile(t, filepath.Join(idx, "by-cwd", abi.CwdKey("/"))); got != "default\n" {
-		t.Errorf("by-cwd = %q", got)
+		t.Errorf("by-cwd in the store after a clean stop = %q", got)
 	}
 }
 

@@ -2,6 +2,8 @@ package session
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path"
 	"strings"
@@ -92,6 +94,33 @@ func (e *Engine) virtual(pl Place, rel string) (Node, error) {
 // Stat describes the store file behind rel, never following a link.
 func (e *Engine) Stat(rel string) (*unix.Stat_t, error) { return e.root.Lstat(rel) }
 
+// Gone reports whether the tree no longer holds rel: its store file or
+// directory is missing, or, for an index value, the index names no
+// session there. ctl and index/list exist as long as their directory.
+func (e *Engine) Gone(rel string) bool {
+	pl := Classify(rel)
+	switch pl.Kind {
+	case PlaceCtl, PlaceIndexList:
+		return false
+	case PlaceIndexCurrent, PlaceIndexEntry:
+		_, err := e.IndexValue(pl)
+		return errors.Is(err, syscall.ENOENT)
+	}
+	_, err := e.root.Lstat(rel)
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// appended announces that the session's logs named grew (every append
+// the engine makes: a send's records, a run's frames, events).
+func (s *sess) appended(files ...string) {
+	if s.rel == "" {
+		return // a temp session has no files
+	}
+	for _, f := range files {
+		s.e.changed(s.file(f))
+	}
+}
+
 // DirEntry is one name a directory of the tree lists.
 type DirEntry struct {
 	Name     string
@@ -119,26 +148,39 @@ func (e *Engine) ReadDir(rel string) ([]DirEntry, error) {
 		if !cp.Exists() || cp.Kind == PlaceCtl || !(ent.IsDir() || ent.IsRegular()) {
 			continue
 		}
+		if cp.Kind == PlaceIndexCurrent || cp.Kind == PlaceIndexEntry || cp.Kind == PlaceIndexList {
+			continue // from the index itself, below
+		}
 		out = append(out, DirEntry{Name: ent.Name, Dir: ent.IsDir(), FreeRoot: cp.Kind == PlaceFreeRoot, Ino: ent.Ino})
 	}
 	switch pl.Kind {
 	case PlaceSession:
 		out = append(out, DirEntry{Name: abi.FileCtl})
-	case PlaceIndex:
-		if !hasEntry(out, "list") {
-			out = append(out, DirEntry{Name: "list"})
-		}
+	case PlaceIndex, PlaceIndexKeys:
+		return e.indexEntries(pl, out)
 	}
 	return out, nil
 }
 
-func hasEntry(ents []DirEntry, name string) bool {
-	for _, e := range ents {
-		if e.Name == name {
-			return true
-		}
+// indexEntries adds an index directory's values as the index holds them:
+// the store's files lag it (a value is written when the journal is
+// checkpointed: sealedlog.Journal.PutValue).
+func (e *Engine) indexEntries(pl Place, out []DirEntry) ([]DirEntry, error) {
+	x, err := e.Index(pl.Container)
+	if err != nil {
+		return nil, err
 	}
-	return false
+	if pl.Kind == PlaceIndexKeys {
+		for _, k := range x.Keys(pl.IndexKind) {
+			out = append(out, DirEntry{Name: k})
+		}
+		return out, nil
+	}
+	out = append(out, DirEntry{Name: "list"})
+	if x.Current() != "" {
+		out = append(out, DirEntry{Name: "current"})
+	}
+	return out, nil
 }
 
 // CheckOpen says whether a file of the tree may be opened with flags
@@ -404,7 +446,12 @@ func (e *Engine) Setattr(c Caller, rel string, a SetAttr) error {
 	case pl.Kind == PlaceReadOnly && !a.onlyTimes():
 		return abi.Errorf(syscall.EPERM, "setattr", "the engine owns this file's owner and mode")
 	}
-	return a.Apply(e.root, rel)
+	if a.Mode == nil && a.Uid == nil && a.Gid == nil && a.Times == nil {
+		return nil // `>`'s truncation of a value: nothing to apply
+	}
+	err = a.Apply(e.root, rel)
+	e.changed(rel) // what Value remembers of its attributes, too
+	return err
 }
 
 // truncatable places take `>` (truncate to 0 before the new value).

@@ -130,11 +130,22 @@ func (j *Journal) syncValues(values map[string]*valueChange) error {
 		}
 	}
 	for d := range dirs {
-		if err := j.root.SyncDir(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := syncValueDir(j.root, d); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// syncValueDir syncs the directory of a value file. One gone since, or
+// not a directory of ours (a planted link: never followed, fsck names
+// it), has nothing of ours to sync.
+func syncValueDir(root *storefs.Root, dir string) error {
+	err := root.SyncDir(dir)
+	if errors.Is(err, fs.ErrNotExist) || storefs.IsUnsafe(err) {
+		return nil
+	}
+	return err
 }
 
 // replayValue is the last change a journal holds for one value file.
@@ -170,8 +181,5 @@ func (rp *replay) applyValue(v *replayValue) error {
 			}
 		}
 	}
-	if err := rp.root.SyncDir(path.Dir(v.rel)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
+	return syncValueDir(rp.root, path.Dir(v.rel))
 }

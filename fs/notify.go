@@ -1,0 +1,210 @@
+package fs
+
+import (
+	"path"
+	"strings"
+	"sync"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+
+	"github.com/ctxfs/ctxfs/session"
+)
+
+// Keeping the kernel's caches exact.
+//
+// The kernel keeps the ABI's names and attributes for cacheTimeout and
+// its files' pages across opens (node.go). Every change the server makes
+// reaches changed before anyone hears of it: the engine calls it
+// synchronously (Engine.OnChange) right after each change, before the
+// change is acknowledged (a frame sent, a system call answered), and the
+// handlers call it after their own. changed does only what never waits:
+//
+//   - the file's stamp moves, and with it the mtime it reports (node.go);
+//     so does the stamp of an index directory, whose listing is the
+//     index's memory, not the store's;
+//   - the kernel's attributes of the node and of its directory are marked
+//     stale: NotifyContent(-1, 0), an invalidation of attributes alone.
+//     Measured with a probe filesystem (kernel 6.18, go-fuse v2.12.1): it
+//     returned in about 0.1 ms while a READ of that very inode was in
+//     flight and from inside a WRITE handler of it.
+//
+// The next stat or read then asks the server, so sizes are exact at once;
+// when the size or mtime it gets differs from what the kernel cached, the
+// kernel drops the file's cached pages itself before serving a read
+// (FUSE_AUTO_INVAL_DATA, which go-fuse negotiates), and a cached listing
+// when the directory's mtime moved. The same probe showed the old pages
+// still served after an attributes-only invalidation when neither size nor
+// mtime moved: hence the stamps.
+//
+// Pages are never invalidated explicitly (NotifyContent(0, 0)): in the
+// probe that waited for every READ holding a page of the file (1.3 s, as
+// long as the READ was held), so a handler waiting on it could deadlock
+// (GO-FUSE-NOTES), and a server killed in the middle of one could not die.
+// Only the names that went are, by the notifier goroutine, never waited
+// for: NotifyEntry takes the directory's lock, which a handler working in
+// that directory holds. Until it lands, the name's attributes are stale
+// already, so a stat through it asks the server and learns it is gone.
+
+// changed makes the kernel's caches of rel (a file or directory, as the
+// store and the tree name it) exact at once, and queues the invalidation
+// of its name if it may have gone. It never waits: it is safe inside
+// handlers and with the engine's locks held.
+func (ms *Mounts) changed(rel string) {
+	ms.gen.Add(1) // before looking: see mountState.attach
+	parent, node, _ := ms.find(rel)
+	pl := session.Classify(rel)
+	if parent != nil && listedFromMemory(session.Classify(path.Dir(rel))) {
+		stamp(parent) // a name may have come or gone: the listing goes
+	}
+	staleAttrs(parent)
+	stamp(node)
+	staleAttrs(node)
+	switch pl.Kind {
+	case session.PlaceSession:
+		if node != nil && ms.e.Gone(rel) {
+			// Archived or deleted: its names go with the notifier, and a
+			// reader walking them meanwhile (or a session made anew under
+			// the same name) must not be served what they held.
+			for _, ch := range node.Children() {
+				stamp(ch)
+				staleAttrs(ch)
+			}
+		}
+		fallthrough
+	case session.PlaceIndexCurrent, session.PlaceIndexEntry:
+		if node != nil {
+			ms.pending.add(pendingOp{rel: rel}) // names that may go
+		}
+	}
+}
+
+// listedFromMemory: the index's directories list what the index holds
+// (its store files follow at the journal's checkpoint), so their store
+// mtimes do not move when a name comes or goes; their stamps do.
+func listedFromMemory(pl session.Place) bool {
+	return pl.Kind == session.PlaceIndex || pl.Kind == session.PlaceIndexKeys
+}
+
+// stamp moves n's change stamp (for nodes that carry one).
+func stamp(n *fs.Inode) {
+	if n == nil {
+		return
+	}
+	if s, ok := n.Operations().(stamped); ok {
+		s.changeStamp().Store(nextStamp())
+	}
+}
+
+// staleAttrs marks the kernel's attributes of n stale (nothing when the
+// kernel does not know n).
+func staleAttrs(n *fs.Inode) {
+	if n != nil {
+		n.NotifyContent(-1, 0)
+	}
+}
+
+// find walks the nodes the kernel knows towards rel: node is rel's (nil
+// when the kernel does not know it), parent its directory's (nil when the
+// kernel does not know that either, or for a mount root), name its last
+// component.
+func (ms *Mounts) find(rel string) (parent, node *fs.Inode, name string) {
+	parts := strings.Split(strings.Trim(rel, "/"), "/")
+	node = ms.roots[parts[0]]
+	for _, name = range parts[1:] {
+		if node == nil {
+			return nil, nil, name
+		}
+		parent, node = node, node.GetChild(name)
+	}
+	return parent, node, name
+}
+
+// forget queues a name whose kernel dentry must go although the store
+// holds it: a session directory renamed into the archive keeps, in the
+// kernel, the node made for its live place (its path, its kind); the next
+// lookup of the name makes the right one.
+func (ms *Mounts) forget(rel string) { ms.pending.add(pendingOp{rel: rel, forget: true}) }
+
+// notifier sends the kernel the invalidations that may wait, from its own
+// goroutine.
+func (ms *Mounts) notifier() {
+	for {
+		select {
+		case <-ms.done:
+			return
+		case <-ms.pending.wake:
+		}
+		for _, op := range ms.pending.take() {
+			select {
+			case <-ms.done:
+				return
+			default:
+			}
+			if op.forget {
+				ms.forgetEntry(op.rel)
+			} else {
+				ms.invalidate(op.rel)
+			}
+		}
+	}
+}
+
+// invalidate drops rel's name from the kernel's cache if the tree no
+// longer holds it.
+func (ms *Mounts) invalidate(rel string) {
+	parent, node, name := ms.find(rel)
+	if node != nil && parent != nil && ms.e.Gone(rel) {
+		parent.NotifyEntry(name)
+	}
+}
+
+// forgetEntry drops the kernel's dentry for rel. Sent from the notifier
+// goroutine, it waits in the kernel until the rename that moved the name
+// has released its directories, and so lands after the move.
+func (ms *Mounts) forgetEntry(rel string) {
+	if parent, _, name := ms.find(rel); parent != nil {
+		parent.NotifyEntry(name)
+	}
+}
+
+// pendingOp is one invalidation for the notifier.
+type pendingOp struct {
+	rel    string
+	forget bool // forgetEntry, else invalidate
+}
+
+// pending is the notifier's queue: in order, each operation once, so it
+// is bounded by the names changed meanwhile and never drops one.
+type pending struct {
+	mu   sync.Mutex
+	ops  []pendingOp
+	has  map[pendingOp]bool
+	wake chan struct{} // holds a wake-up when ops is not empty
+}
+
+func newPending() *pending {
+	return &pending{has: map[pendingOp]bool{}, wake: make(chan struct{}, 1)}
+}
+
+func (p *pending) add(op pendingOp) {
+	p.mu.Lock()
+	if !p.has[op] {
+		p.has[op] = true
+		p.ops = append(p.ops, op)
+	}
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take returns what is queued and empties the queue.
+func (p *pending) take() []pendingOp {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ops := p.ops
+	p.ops = nil
+	clear(p.has)
+	return ops
+}
