@@ -175,6 +175,8 @@ var (
 	_ = (gofs.FileReleaser)((*serverFile)(nil))
 	_ = (gofs.FileGetattrer)((*serverFile)(nil))
 	_ = (gofs.FileFlusher)((*serverFile)(nil))
+	_ = (gofs.FileWriter)((*serverFile)(nil))
+	_ = (gofs.FileFsyncer)((*serverFile)(nil))
 )
 
 func (h *serverFile) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -188,6 +190,12 @@ func (h *serverFile) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Err
 }
 func (h *serverFile) Flush(ctx context.Context) syscall.Errno {
 	return h.f.(gofs.FileFlusher).Flush(ctx)
+}
+func (h *serverFile) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	return h.f.(gofs.FileWriter).Write(ctx, data, off)
+}
+func (h *serverFile) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	return h.f.(gofs.FileFsyncer).Fsync(ctx, flags)
 }
 
 // mountLoopback mounts a reference loopback of dir in this process and
@@ -308,7 +316,9 @@ func BenchmarkSeqRead(b *testing.B) {
 // BenchmarkAppend: lines appended to messages.jsonl through the mount,
 // against the same lines appended natively to an ext4 file beside the
 // store, with fdatasync after each write ("sync", what a durable append
-// costs) and without ("nosync", the page cache only).
+// costs) and without ("nosync", the page cache only), and through a plain
+// go-fuse loopback of that directory mounted in this process ("loop":
+// what any FUSE server pays, without validation or a journal).
 //
 //	fd:         one descriptor opened O_APPEND, one 200-byte line per write
 //	open-close: open(O_WRONLY|O_CREAT|O_APPEND), write one 200-byte line,
@@ -321,6 +331,7 @@ func BenchmarkAppend(b *testing.B) {
 	mustT(b, os.MkdirAll(nativeDir, 0o700))
 	line := jsonLines(200, 200)
 	big := jsonLines(1<<20, 1024)
+	loop := mountLoopback(b, nativeDir, false, false)
 	for _, c := range []struct {
 		name  string
 		data  []byte
@@ -335,9 +346,10 @@ func BenchmarkAppend(b *testing.B) {
 			benchMnt(s, "a-"+c.name, "messages.jsonl"),
 			filepath.Join(nativeDir, c.name+"-sync.jsonl"),
 			filepath.Join(nativeDir, c.name+"-nosync.jsonl"),
+			filepath.Join(loop, c.name+"-loop.jsonl"),
 		}
 		b.Run(c.name, func(b *testing.B) {
-			sides := []*side{{name: "ctxfs"}, {name: "sync"}, {name: "nosync"}}
+			sides := []*side{{name: "ctxfs"}, {name: "sync"}, {name: "nosync"}, {name: "loop"}}
 			files := make([]*os.File, len(paths))
 			open := func(j int) *os.File {
 				f, err := os.OpenFile(paths[j], os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
@@ -387,9 +399,10 @@ func BenchmarkAppend(b *testing.B) {
 				}
 				b.ReportMetric(sides[0].mibPerSec()/sides[1].mibPerSec(), "ctxfs/sync")
 				b.ReportMetric(sides[0].mibPerSec()/sides[2].mibPerSec(), "ctxfs/nosync")
+				b.ReportMetric(sides[0].mibPerSec()/sides[3].mibPerSec(), "ctxfs/loop")
 				return
 			}
-			reportOps(b, sides[0], sides[1], sides[2])
+			reportOps(b, sides[0], sides[1], sides[2], sides[3])
 		})
 	}
 }
