@@ -52,15 +52,11 @@ func (e *Engine) CreateSession(c Caller, r Ref) error {
 // unprovable, EPERM for any other file. An assistant message updates
 // latest.md; every append updates updated_at and the index.
 func (e *Engine) AppendLog(c Caller, r Ref, file string, lines []byte) error {
-	s, release, err := e.lookup(r)
+	s, l, release, err := e.lookupLog(r, file)
 	if err != nil {
 		return err
 	}
 	defer release()
-	l, err := s.log(file)
-	if err != nil {
-		return err
-	}
 	// A session's two logs are one history: damage in either refuses
 	// appends to both, as it refuses sends.
 	if err := s.ready(); err != nil {
@@ -80,27 +76,29 @@ func (e *Engine) AppendLog(c Caller, r Ref, file string, lines []byte) error {
 // SyncLog returns once everything appended to a log so far is durable
 // (fsync, fdatasync or close of a writer through the mount).
 func (e *Engine) SyncLog(r Ref, file string) error {
-	s, release, err := e.lookup(r)
+	_, l, release, err := e.lookupLog(r, file)
 	if err != nil {
 		return err
 	}
 	defer release()
-	l, err := s.log(file)
-	if err != nil {
-		return err
-	}
 	return l.Sync()
 }
 
-// log is the session's log of that name; EPERM for any other file.
-func (s *sess) log(file string) (*sealedlog.Log, error) {
+// lookupLog finds a session and its log of that name (EPERM for any other
+// file); release lets the session go.
+func (e *Engine) lookupLog(r Ref, file string) (*sess, *sealedlog.Log, func(), error) {
+	s, release, err := e.lookup(r)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	switch file {
 	case abi.FileEvents:
-		return s.events, nil
+		return s, s.events, release, nil
 	case abi.FileMessages:
-		return s.msgs, nil
+		return s, s.msgs, release, nil
 	}
-	return nil, &abi.Error{Op: "append", Path: file, Errno: syscall.EPERM, Msg: "not a log"}
+	release()
+	return nil, nil, nil, &abi.Error{Op: "append", Path: file, Errno: syscall.EPERM, Msg: "not a log"}
 }
 
 // latestFromLines updates latest.md from the last assistant message among

@@ -496,10 +496,7 @@ func (j *Journal) rotate() {
 // leave hands a generation to the checkpointer. Caller holds j.mu.
 func (j *Journal) leave(g *generation) {
 	j.pending = append(j.pending, g)
-	select {
-	case j.ckptWake <- struct{}{}:
-	default:
-	}
+	j.wakeCheckpointer()
 }
 
 // ticker wakes the committer when the current file has aged.
@@ -642,28 +639,43 @@ func (j *Journal) Stats() JournalStats {
 // Logs still open keep their place but may not be appended to again.
 func (j *Journal) Close() error {
 	j.mu.Lock()
-	if j.closing {
-		j.mu.Unlock()
+	already := j.closing
+	j.closing = true
+	j.mu.Unlock()
+	if already {
 		<-j.stopped
 		return j.err()
 	}
+	j.stop(true)
+	return j.err()
+}
+
+// stop lets the committer commit what is queued and leave, then the
+// checkpointer finish; with checkpointLast, the current generation is
+// checkpointed too (a clean stop).
+func (j *Journal) stop(checkpointLast bool) {
+	j.mu.Lock()
 	j.closing = true
 	j.work.Signal()
 	j.mu.Unlock()
 	<-j.committed
 	j.mu.Lock()
-	if j.broken == nil {
+	if checkpointLast && j.broken == nil {
 		j.leave(&generation{gen: j.gen, f: j.f, dirty: j.dirty, values: j.values})
 		j.dirty, j.values = map[*Log]struct{}{}, map[string]*valueChange{}
 	}
 	j.final = true
+	j.wakeCheckpointer()
 	j.mu.Unlock()
+	<-j.stopped
+}
+
+// wakeCheckpointer tells the checkpointer to look again (never blocks).
+func (j *Journal) wakeCheckpointer() {
 	select {
 	case j.ckptWake <- struct{}{}:
 	default:
 	}
-	<-j.stopped
-	return j.err()
 }
 
 func (j *Journal) err() error {

@@ -103,19 +103,7 @@ func (js *jstore) appendDurable(i, n int) {
 // sealed, no file removed; the descriptors just go.
 func (js *jstore) crash() {
 	j := js.j
-	j.mu.Lock()
-	j.closing = true
-	j.work.Signal()
-	j.mu.Unlock()
-	<-j.committed
-	j.mu.Lock()
-	j.final = true
-	j.mu.Unlock()
-	select {
-	case j.ckptWake <- struct{}{}:
-	default:
-	}
-	<-j.stopped
+	j.stop(false)
 	j.f.Close()
 	for _, l := range js.logs {
 		l.f.Close()
