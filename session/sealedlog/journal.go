@@ -408,7 +408,8 @@ func (j *Journal) commitLoop() {
 		}
 		j.mu.Lock()
 		if err != nil && j.broken == nil {
-			j.broken = abi.Errorf(syscall.EIO, "append", "the write-ahead journal failed, nothing more is recorded until the server restarts: %v", err)
+			// Clients get the words, never the store's paths; the log has all.
+			j.broken = abi.Errorf(syscall.EIO, "append", "the write-ahead journal failed, nothing more is recorded until the server restarts: %s", abi.ErrnoName(abi.Errno(err)))
 			slog.Error("journal failed", "err", err)
 		}
 		if j.broken == nil {
@@ -555,7 +556,7 @@ func (j *Journal) checkpointLoop() {
 		if err != nil {
 			j.mu.Lock()
 			if j.broken == nil {
-				j.broken = abi.Errorf(syscall.EIO, "append", "a checkpoint of the write-ahead journal failed: %v", err)
+				j.broken = abi.Errorf(syscall.EIO, "append", "a checkpoint of the write-ahead journal failed, nothing more is recorded until the server restarts: %s", abi.ErrnoName(abi.Errno(err)))
 				slog.Error("journal checkpoint failed", "err", err)
 			}
 			j.done.Broadcast()
