@@ -91,6 +91,7 @@ func newGCServer(t *testing.T) *server {
 	mustT(t, os.Symlink("/etc/hostname", filepath.Join(store, "ansi-bad", "state")))
 	mustT(t, os.Remove(filepath.Join(store, "install-old", "state")))
 	mustT(t, os.WriteFile(s.mnt(sessRel("index")+"/by-hash/h1"), []byte("temp-a\n"), 0o600))
+	settle() // the index's list snapshot is on disk (written a second after a change)
 	return s
 }
 

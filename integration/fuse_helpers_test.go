@@ -39,6 +39,10 @@ func newFuseServer(t *testing.T) *server {
 	requireFUSE(t)
 	s := newServer(t)
 	openToAll(t, s.root)
+	// The server answers its sockets before its mounts are up.
+	eventually(t, 10*time.Second, "one live mount each at home and shared", func() bool {
+		return mountsAt(s.mnt("home")) == 1 && mountsAt(s.mnt("shared")) == 1
+	})
 	return s
 }
 
