@@ -22,27 +22,30 @@ import (
 // commit across sessions: before it, each append cost two syncs of its own
 // log and seal, and sends of 16 sessions did not overlap).
 //
-// After the sync the committer writes the records' data into the session
-// logs (no sync: the journal holds them) and the logs' seals lag until a
-// checkpoint: when the journal file grows past rotateAt or has aged past
-// checkpointEvery, the committer starts a new file, and the checkpointer
-// syncs every log the old file touched, seals it, and removes the old file.
-// A log closed earlier (evicted, archived, the server stopping) was
-// checkpointed by its Close, which also records that it is retired, so that
-// a log that then moves or goes away is not missed at replay.
+// The seals lag the logs until a checkpoint: when the journal file grows
+// past rotateAt or has aged past checkpointEvery, the committer starts a
+// new file, and the checkpointer syncs every log the old file touched,
+// seals it, writes the value files it changed (jvalue.go), and removes
+// the old file. A log closed earlier (evicted, archived, the server
+// stopping) was checkpointed by its Close, which also records that it is
+// retired, so that a log that then moves or goes away is not missed at
+// replay.
 //
-// Order of an append: validate; reserve room in the journal and in the log
-// file (fallocate, so that a full disk refuses the append before anything is
-// visible, not after it was acknowledged); queue the record and make the
-// bytes visible to readers from memory; the committer makes them durable,
-// then lands them in the log file. Log bytes past a log's seal are thus
-// always covered by durable journal records, which is what replay
-// (RecoverJournal) relies on to tell a crash from damage.
+// Order of an append (jlog.go): check the log is provable; if it has no
+// intent record in the current file, queue one and wait until it is
+// durable; reserve room in the journal (fallocate, so that a full disk
+// refuses the append before anything is written, not after it was
+// acknowledged); write the bytes at the log's end, where readers see them;
+// queue the record. A send then waits for the commit; a write through the
+// mount does not (its fsync or close does). Log bytes past a log's seal
+// and past the journal's durable records thus exist only in a log with a
+// durable intent, which is what replay (RecoverJournal) relies on to tell
+// a crash (cut them) from damage.
 //
-// An I/O error on the journal or while landing is fatal to the journal: it
-// refuses every later append (EIO), as a database stops when a sync fails,
-// since the page cache may no longer say what is on disk. The next start
-// replays what was durable.
+// An I/O error on the journal is fatal to it: it refuses every later
+// append (EIO), as a database stops when a sync fails, since the page
+// cache may no longer say what is on disk. The next start replays what
+// was durable.
 type Journal struct {
 	root *storefs.Root
 	dir  string // store-relative directory of the journal files

@@ -10,7 +10,14 @@
 // interrupted before it was acknowledged. A log that does not match its seal
 // is unprovable, and a Log refuses to append to it (EIO).
 //
-// Durability, in order, for one batch at committed length L:
+// A log opened with a Journal (Place.Journal, as the engine opens every
+// session log) appends through the store-wide write-ahead journal
+// (journal.go, jlog.go): one fdatasync for every append waiting, from every
+// log, and seals written at checkpoints. Without one, each log is durable
+// on its own.
+//
+// Durability of a log without a journal, in order, for one batch at
+// committed length L:
 //
 //  1. seal: intent record {length L+N, uncommitted} in the other slot; fdatasync.
 //  2. log: pwrite the batch at L; fdatasync. Callers are acknowledged here.
