@@ -331,24 +331,51 @@ func stuckKill(t *testing.T, hangfs, watchdog string) stuckResult {
 	return r
 }
 
+// deadWithoutWatchdog is a server killed after its watchdog: a dead server
+// whose mounts stay behind. On the CI machine the mounts were sometimes
+// gone at once when the watchdog was killed (twice in a full run on
+// 2026-12-01, and in -count=3 runs of this test alone; never in a single
+// run): not understood yet (issue 10's closing note), and not what this
+// test is about, so such a server is made again, at most three times.
+func deadWithoutWatchdog(t *testing.T) *server {
+	for attempt := 1; ; attempt++ {
+		dead := newFuseServer(t)
+		umountLeftovers(t, dead.root)
+		wd := watchdogOf(dead.cmd.Process.Pid)
+		if wd == 0 {
+			t.Fatalf("server %d has no watchdog", dead.cmd.Process.Pid)
+		}
+		syscall.Kill(wd, syscall.SIGKILL)
+		timeGone(wd, time.Now(), 5*time.Second)
+		reaped(t, dead.crash())
+		if mountsAt(dead.mnt("home")) == 1 && mountsAt(dead.mnt("shared")) == 1 {
+			return dead
+		}
+		if attempt == 3 {
+			t.Fatalf("a server killed after its watchdog lost its mounts at once, %d times", attempt)
+		}
+		t.Logf("attempt %d: the mounts of a server killed after its watchdog went at once; again", attempt)
+	}
+}
+
 // `ctxfs clean-stale` (what CI runs before the tests) cleans a dead ctxfs
 // mount and nothing else: not a live server's mounts, not another
 // filesystem's dead FUSE mount.
 func TestCleanStaleOnlyDeadCtxfs(t *testing.T) {
 	requireFUSE(t)
+	// With fusectl already mounted when this test starts (a test before it
+	// left it so), the dead server's mounts below were found gone before
+	// clean-stale ran; without it they stay, as they must. Not understood
+	// yet (issue 10's closing note): the test starts from a machine
+	// without fusectl mounted, and puts it back after.
+	if mountsAt("/sys/fs/fuse/connections") > 0 {
+		mustT(t, exec.Command("umount", "/sys/fs/fuse/connections").Run())
+		t.Cleanup(func() { exec.Command("mount", "-t", "fusectl", "none", "/sys/fs/fuse/connections").Run() })
+	}
 	keepFusectlAsIs(t)
 	base := t.TempDir()
 	live := newFuseServer(t)
-	dead := newFuseServer(t)
-	umountLeftovers(t, dead.root)
-	// A dead server without its watchdog leaves its mounts behind.
-	wd := watchdogOf(dead.cmd.Process.Pid)
-	if wd == 0 {
-		t.Fatalf("server %d has no watchdog", dead.cmd.Process.Pid)
-	}
-	syscall.Kill(wd, syscall.SIGKILL)
-	timeGone(wd, time.Now(), 5*time.Second)
-	reaped(t, dead.crash())
+	dead := deadWithoutWatchdog(t)
 	other := filepath.Join(base, "other")
 	mustT(t, os.Mkdir(other, 0o755))
 	hangfs := buildHangfs(t)
