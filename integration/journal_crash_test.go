@@ -61,45 +61,34 @@ def line(i):
     return (json.dumps({"role": "user", "content": "%s %d" % (wid, i), "writer": wid, "n": i}) + "\n").encode()
 def out(*a):
     print(*a, flush=True)
+def do(what, i, f, *a):
+    # One step of the writer; a failure ends it, saying which step and errno.
+    try:
+        return f(*a)
+    except OSError as e:
+        out("end " + what, i, e.errno); sys.exit(0)
+def write(fd, i):
+    b = line(i)
+    n = do("write", i, os.write, fd, b)
+    if n != len(b):
+        out("short", i, n); sys.exit(0)
+    out("W", i)
 i = 0
 if mode == "fsync":
     fd = os.open(log, os.O_WRONLY | os.O_APPEND)
     out("ready")
     while True:
-        b = line(i)
-        try:
-            n = os.write(fd, b)
-        except OSError as e:
-            out("end write", i, e.errno); sys.exit(0)
-        if n != len(b):
-            out("short", i, n); sys.exit(0)
-        out("W", i)
+        write(fd, i)
         if i % 3 != 2:
-            try:
-                (os.fsync if i % 3 == 0 else os.fdatasync)(fd)
-            except OSError as e:
-                out("end sync", i, e.errno); sys.exit(0)
+            do("sync", i, os.fsync if i % 3 == 0 else os.fdatasync, fd)
             out("S", i)
         i += 1
 else:
     out("ready")
     while True:
-        b = line(i)
-        try:
-            fd = os.open(log, os.O_WRONLY | os.O_APPEND)
-        except OSError as e:
-            out("end open", i, e.errno); sys.exit(0)
-        try:
-            n = os.write(fd, b)
-        except OSError as e:
-            out("end write", i, e.errno); sys.exit(0)
-        if n != len(b):
-            out("short", i, n); sys.exit(0)
-        out("W", i)
-        try:
-            os.close(fd)
-        except OSError as e:
-            out("end close", i, e.errno); sys.exit(0)
+        fd = do("open", i, os.open, log, os.O_WRONLY | os.O_APPEND)
+        write(fd, i)
+        do("close", i, os.close, fd)
         out("C", i)
         i += 1
 `
