@@ -149,7 +149,7 @@ func TestCommandTree(t *testing.T) {
 
 func TestFlagSynopsis(t *testing.T) {
 	got := findEntry(t, "session gc").synopsis()
-	want := "ctx agent session gc AGENT [--shared SPACE] [--pattern GLOB]... [--older-than-days N] [--keep NAME]... [--yes] [--delete] [--archive-dir ABS]"
+	want := "ctx agent session gc AGENT [--shared SPACE] [--pattern GLOB]... [--older-than-days N] [--keep NAME]... [--yes] [--delete] [--archive-dir ABS] [--json]"
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
