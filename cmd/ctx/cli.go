@@ -153,7 +153,7 @@ func unknownCommand(g *cobra.Command, path, word string) error {
 // top-level command is looked up among the agent commands, so that
 // `ctx help send` is `ctx agent send --help`.
 func helpCommand(g *cobra.Command) *cobra.Command {
-	return &cobra.Command{
+	h := &cobra.Command{
 		Use:   "help [COMMAND]",
 		Short: "Show the help of a command",
 		Args:  cobra.ArbitraryArgs,
@@ -167,24 +167,43 @@ func helpCommand(g *cobra.Command) *cobra.Command {
 			return target.Help()
 		},
 	}
+	h.FParseErrWhitelist.UnknownFlags = true // ctx help send --json: the flags of the topic
+	return h
 }
 
 func helpTopic(g *cobra.Command, args []string) (*cobra.Command, error) {
-	if len(args) == 0 {
-		return g, nil
+	target, rest, err := g.Find(args)
+	if err != nil {
+		target, rest = g, args
 	}
-	if target, rest, err := g.Find(args); err == nil && target != g && len(rest) == 0 {
-		return target, nil
-	}
-	if !g.HasParent() {
-		if target, rest, err := g.Find(append([]string{"agent"}, args...)); err == nil && target.Name() != "agent" && len(rest) == 0 {
-			return target, nil
+	if target == g && !g.HasParent() && len(positional(rest)) > 0 {
+		if t, r, err := g.Find(append([]string{"agent"}, args...)); err == nil && t.Name() != "agent" {
+			target, rest = t, r
 		}
 	}
-	path := strings.TrimPrefix(g.CommandPath(), "ctx")
-	err := unknownCommand(g, strings.TrimSpace(path), args[0])
-	err.(*badUsage).name = "help"
-	return nil, err
+	words := positional(rest)
+	if len(words) == 0 {
+		return target, nil
+	}
+	bad := unknownCommand(target, pathOf(target), words[0])
+	bad.(*badUsage).name = "help"
+	return nil, bad
+}
+
+// positional drops the flags from words.
+func positional(words []string) []string {
+	var out []string
+	for _, w := range words {
+		if !strings.HasPrefix(w, "-") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// pathOf is a command's words after "ctx".
+func pathOf(c *cobra.Command) string {
+	return strings.TrimSpace(strings.TrimPrefix(c.CommandPath(), c.Root().Name()))
 }
 
 // leafCommand makes the cobra command of one table entry.
