@@ -56,7 +56,7 @@ func newCLI(e *env) *cobra.Command {
 	root.SetErr(e.stderr)
 	groups := map[string]*cobra.Command{"": root}
 	for _, c := range commands {
-		parent := groupFor(e, groups, c)
+		parent := groupFor(groups, c)
 		parent.AddCommand(leafCommand(e, c))
 	}
 	root.InitDefaultCompletionCmd() // now, so that it is a group like the others
@@ -72,7 +72,7 @@ func newCLI(e *env) *cobra.Command {
 
 // groupFor is the cobra command c goes under, making the groups on its
 // path ("agent", "agent session") as needed.
-func groupFor(e *env, groups map[string]*cobra.Command, c *command) *cobra.Command {
+func groupFor(groups map[string]*cobra.Command, c *command) *cobra.Command {
 	words := strings.Fields(c.path())
 	parent, path := groups[""], ""
 	for _, w := range words[:len(words)-1] {
@@ -115,7 +115,7 @@ func makeGroup(e *env, g *cobra.Command, path string) {
 // unknownCommand refuses word under group g, naming the commands it may
 // have meant. At the top, the agent commands count too: `ctx send` means
 // `ctx agent send`.
-func unknownCommand(g *cobra.Command, path, word string) error {
+func unknownCommand(g *cobra.Command, path, word string) *badUsage {
 	full := strings.TrimSpace(path + " " + word)
 	var maybe []string
 	for _, s := range g.SuggestionsFor(word) {
@@ -123,9 +123,6 @@ func unknownCommand(g *cobra.Command, path, word string) error {
 	}
 	if path == "" {
 		if agent, _, err := g.Find([]string{"agent"}); err == nil && agent != g {
-			if sub, _, err := agent.Find([]string{word}); err == nil && sub != agent {
-				maybe = append(maybe, "agent "+sub.Name())
-			}
 			for _, s := range agent.SuggestionsFor(word) {
 				maybe = append(maybe, "agent "+s)
 			}
@@ -186,7 +183,7 @@ func helpTopic(g *cobra.Command, args []string) (*cobra.Command, error) {
 		return target, nil
 	}
 	bad := unknownCommand(target, pathOf(target), words[0])
-	bad.(*badUsage).name = "help"
+	bad.name = "help"
 	return nil, bad
 }
 
