@@ -11,11 +11,19 @@ FUZZTIME ?= 20000x
 # Each fuzz target: package and name.
 FUZZ     := ./abi:FuzzCheckLogLine ./proto:FuzzParseRequest ./session/sealedlog:FuzzAppend ./agent/provider:FuzzSSE
 
-.PHONY: build deps test unit fuzz bench run lint clean
+.PHONY: build deps test unit fuzz bench run lint man clean
 
 build:
 	$(GO) build -o $(BIN)/ctxfs ./cmd/ctxfs
 	$(GO) build -o $(BIN)/ctx ./cmd/ctx
+
+# Man pages, made by each binary from its own commands (the hidden
+# __man command): man/ctx.1, man/ctx-agent-send.1, … Dated by the last
+# commit, so that the same source makes the same pages.
+MAN := man
+man: build
+	rm -rf $(MAN)
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || date +%s) $(BIN)/ctx __man $(MAN)
 
 # The test command of the README: lint, every test (FUSE mounts, real
 # processes and uids included), then each fuzz target for a short while.
@@ -47,4 +55,4 @@ lint:
 	$(GO) vet ./...
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(MAN)

@@ -183,11 +183,11 @@ func TestRunsNotFound(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"runs", "ghost"}, `ctx: runs: ENOENT: unknown agent "ghost"`},
-		{[]string{"runs", "mixed", "--session", "nope"}, `ctx: runs: ENOENT: agent "mixed" has no session "nope"`},
-		{[]string{"usage", "mixed", "--session", "nope"}, `ctx: usage: ENOENT: agent "mixed" has no session "nope"`},
-		{[]string{"usage", "ghost"}, `ctx: usage: ENOENT: unknown agent "ghost"`},
-		{[]string{"session", "list", "ghost"}, `ctx: session list: ENOENT: unknown agent "ghost"`},
+		{[]string{"runs", "ghost"}, `ctx: runs: ENOENT: no agent "ghost" (ctx agent list shows the agents)`},
+		{[]string{"runs", "mixed", "--session", "nope"}, `ctx: runs: ENOENT: no session "nope" of agent "mixed" (ctx agent session list mixed shows them)`},
+		{[]string{"usage", "mixed", "--session", "nope"}, `ctx: usage: ENOENT: no session "nope" of agent "mixed" (ctx agent session list mixed shows them)`},
+		{[]string{"usage", "ghost"}, `ctx: usage: ENOENT: no agent "ghost" (ctx agent list shows the agents)`},
+		{[]string{"session", "list", "ghost"}, `ctx: session list: ENOENT: no agent "ghost" (ctx agent list shows the agents)`},
 	} {
 		_, errs, code := ctxSplit(t, s, append([]string{"agent"}, c.args...)...)
 		if code != 1 || errs != c.want+"\n" || strings.Contains(errs, s.store) {

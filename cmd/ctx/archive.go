@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -41,12 +42,42 @@ func runSessionArchive(e *env, p *parsed) int {
 	if err := abi.CheckName("session", name); err != nil {
 		return fail(e, "archive", err, exitUsage)
 	}
-	if err := job.take(name); err != nil {
-		fmt.Fprintf(e.stderr, "ctx: archive %s: %s\n", name, abi.ErrnoName(abi.Errno(err)))
+	out := gcOutcome{Session: name, Action: "archive"}
+	err := job.take(name)
+	out.report(e, p.on("json"), err)
+	if err != nil {
 		return exitFailed
 	}
-	fmt.Fprintf(e.stdout, "archived %s\n", name)
 	return exitOK
+}
+
+// gcOutcome is what archive and gc did to one session. --json prints it
+// as one object a line; otherwise it is SPEC 12's words: "archive NAME" in
+// a dry run, "archived NAME" (or "deleted NAME"), and a failure as
+// "ctx: archive NAME: ERRNO" on stderr, which --json prints too.
+type gcOutcome struct {
+	Session string `json:"session"`
+	Action  string `json:"action"` // "archive" or "delete"
+	DryRun  bool   `json:"dry_run,omitempty"`
+	Done    bool   `json:"done"`
+	Error   string `json:"error,omitempty"` // the errno name of a failure
+}
+
+func (o gcOutcome) report(e *env, asJSON bool, err error) {
+	o.Done = err == nil && !o.DryRun
+	if err != nil {
+		o.Error = abi.ErrnoName(abi.Errno(err))
+		fmt.Fprintf(e.stderr, "ctx: %s %s: %s\n", o.Action, o.Session, o.Error)
+	}
+	switch {
+	case asJSON:
+		b, _ := json.Marshal(o)
+		e.stdout.Write(append(b, '\n'))
+	case o.DryRun:
+		fmt.Fprintf(e.stdout, "%s %s\n", o.Action, o.Session)
+	case o.Done:
+		fmt.Fprintf(e.stdout, "%s %s\n", map[string]string{"archive": "archived", "delete": "deleted"}[o.Action], o.Session)
+	}
 }
 
 // runSessionGC is `ctx agent session gc AGENT [--pattern GLOB]...
@@ -67,14 +98,17 @@ func runSessionGC(e *env, p *parsed) int {
 	if err != nil {
 		return fail(e, "gc", err, exitFailed)
 	}
-	verb, done := "archive", "archived"
+	verb := "archive"
 	if job.del {
-		verb, done = "delete", "deleted"
+		verb = "delete"
 	}
+	asJSON := p.on("json")
 	if !p.on("yes") {
-		fmt.Fprintf(e.stdout, "ctx: dry-run; pass --yes to %s\n", verb)
+		if !asJSON { // JSON lines carry dry_run instead
+			fmt.Fprintf(e.stdout, "ctx: dry-run; pass --yes to %s\n", verb)
+		}
 		for _, n := range names {
-			fmt.Fprintf(e.stdout, "%s %s\n", verb, n)
+			gcOutcome{Session: n, Action: verb, DryRun: true}.report(e, asJSON, nil)
 		}
 		return exitOK
 	}
@@ -82,16 +116,13 @@ func runSessionGC(e *env, p *parsed) int {
 	status := exitOK
 	for i, n := range names {
 		prog.show(i)
-		if err := job.take(n); err != nil {
-			prog.clear()
-			fmt.Fprintf(e.stderr, "ctx: %s %s: %s\n", verb, n, abi.ErrnoName(abi.Errno(err)))
-			status = exitFailed
-			continue
-		}
+		err := job.take(n)
 		prog.clear()
-		fmt.Fprintf(e.stdout, "%s %s\n", done, n)
+		gcOutcome{Session: n, Action: verb}.report(e, asJSON, err)
+		if err != nil {
+			status = exitFailed
+		}
 	}
-	prog.clear()
 	return status
 }
 

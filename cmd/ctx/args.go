@@ -1,22 +1,76 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"strconv"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 // flagDef declares one long flag. Flags with a value take it as the next
-// argument or after "=".
+// argument or after "=" (pflag's rules: --name v, --name=v, and for a
+// shorthand -n v or -nv).
 type flagDef struct {
 	name  string
 	value bool // takes a value; otherwise a boolean switch
+	// Optional fields; the zero value is a plain long flag.
+	short  string // one-letter shorthand, e.g. "n" for -n
+	repeat bool   // may be given again and each value is kept (--pattern, --keep)
+	// usage is the one-line description in --help. A `word` in backquotes
+	// names the value in the help and the synopsis (--session S).
+	usage string
+}
+
+// with returns f with another description, for a flag whose meaning
+// differs by command (--json, --session).
+func (f flagDef) with(usage string) flagDef {
+	f.usage = usage
+	return f
+}
+
+// metavar is the value's name in the synopsis: the backquoted word of the
+// usage, else "VALUE".
+func (f flagDef) metavar() string {
+	if _, rest, ok := strings.Cut(f.usage, "`"); ok {
+		if word, _, ok := strings.Cut(rest, "`"); ok {
+			return word
+		}
+	}
+	return "VALUE"
+}
+
+// synopsis is the flag as a usage line shows it: "[--session S]",
+// "[--pattern GLOB]...", "[--json]".
+func (f flagDef) synopsis() string {
+	s := "--" + f.name
+	if f.short != "" {
+		s = "-" + f.short
+	}
+	if f.value {
+		s += " " + f.metavar()
+	}
+	s = "[" + s + "]"
+	if f.repeat {
+		s += "..."
+	}
+	return s
+}
+
+// define adds f to a pflag set. Values are kept as strings: each command
+// checks its own (a bad number is its usage error, with its own words).
+func (f flagDef) define(fs *pflag.FlagSet) {
+	switch {
+	case !f.value:
+		fs.BoolP(f.name, f.short, false, f.usage)
+	case f.repeat:
+		fs.StringArrayP(f.name, f.short, nil, f.usage)
+	default:
+		fs.StringP(f.name, f.short, "", f.usage)
+	}
 }
 
 // parsed is a command line after flag parsing.
 type parsed struct {
-	vals  map[string]string   // value flags as given; bool flags as "true"/"false"
+	vals  map[string]string   // flags given on the line; bool flags as "true"/"false"
 	multi map[string][]string // every value of each value flag, in order
 	args  []string            // positional arguments, in order
 }
@@ -27,74 +81,24 @@ func (p *parsed) on(name string) bool    { return p.vals[name] == "true" }
 // all is every value a repeatable flag was given (--pattern, --keep).
 func (p *parsed) all(name string) []string { return p.multi[name] }
 
-// errHelp asks for the command's usage on stdout, with exit status 0.
-var errHelp = errors.New("help requested")
-
-// parseArgs parses flags anywhere on the line, before or after positional
-// arguments, because people type `ctx agent send coder hello --session x`
-// as often as the other order. "--" ends flags; "-" alone is positional
-// (it means stdin). A flag may be spelled -name or --name, as with Go's
-// flag package; a repeated flag takes its last value.
-func parseArgs(defs []flagDef, argv []string) (*parsed, error) {
-	p := &parsed{vals: map[string]string{}, multi: map[string][]string{}}
-	for i := 0; i < len(argv); i++ {
-		a := argv[i]
-		switch {
-		case a == "--":
-			p.args = append(p.args, argv[i+1:]...)
-			return p, nil
-		case a == "-" || !strings.HasPrefix(a, "-"):
-			p.args = append(p.args, a)
+// parsedFrom collects the flags of defs that the line gave (a flag that
+// was not given is absent from vals: `--cwd ""` and no --cwd differ).
+func parsedFrom(fs *pflag.FlagSet, defs []flagDef, args []string) *parsed {
+	p := &parsed{vals: map[string]string{}, multi: map[string][]string{}, args: args}
+	for _, d := range defs {
+		fl := fs.Lookup(d.name)
+		if fl == nil || !fl.Changed {
 			continue
 		}
-		consumed, err := p.flag(defs, a, argv[i+1:])
-		if err != nil {
-			return nil, err
+		if sv, ok := fl.Value.(pflag.SliceValue); ok {
+			p.multi[d.name] = sv.GetSlice()
+			p.vals[d.name] = p.multi[d.name][len(p.multi[d.name])-1]
+			continue
 		}
-		i += consumed
-	}
-	return p, nil
-}
-
-// flag parses one flag argument a; rest is what follows it. It returns how
-// many of rest it used (1 for a value given as the next argument).
-func (p *parsed) flag(defs []flagDef, a string, rest []string) (int, error) {
-	name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-	if name == "h" || name == "help" {
-		return 0, errHelp
-	}
-	d, ok := lookupFlag(defs, name)
-	if !ok {
-		return 0, fmt.Errorf("unknown flag %s (use -- before an input that starts with -)", a)
-	}
-	if !d.value {
-		if !hasVal {
-			val = "true"
-		}
-		b, err := strconv.ParseBool(val)
-		if err != nil {
-			return 0, fmt.Errorf("flag --%s takes no value", name)
-		}
-		p.vals[name] = strconv.FormatBool(b)
-		return 0, nil
-	}
-	used := 0
-	if !hasVal {
-		if len(rest) == 0 {
-			return 0, fmt.Errorf("flag --%s needs a value", name)
-		}
-		val, used = rest[0], 1
-	}
-	p.vals[name] = val
-	p.multi[name] = append(p.multi[name], val)
-	return used, nil
-}
-
-func lookupFlag(defs []flagDef, name string) (flagDef, bool) {
-	for _, d := range defs {
-		if d.name == name {
-			return d, true
+		p.vals[d.name] = fl.Value.String()
+		if d.value {
+			p.multi[d.name] = []string{p.vals[d.name]}
 		}
 	}
-	return flagDef{}, false
+	return p
 }

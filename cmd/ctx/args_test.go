@@ -2,12 +2,33 @@ package main
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
-var sendFlags = commands[0].flags
+// parseLine parses argv as the flags and arguments of table entry c, as
+// the CLI does.
+func parseLine(c *command, argv []string) (*parsed, error) {
+	cc := leafCommand(&env{getenv: func(string) string { return "" }}, c)
+	if err := cc.ParseFlags(argv); err != nil {
+		return nil, err
+	}
+	return parsedFrom(cc.Flags(), c.flags, cc.Flags().Args()), nil
+}
+
+func findEntry(t *testing.T, name string) *command {
+	t.Helper()
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	t.Fatalf("no command %q", name)
+	return nil
+}
 
 func TestParseArgsAnyOrder(t *testing.T) {
+	send := findEntry(t, "send")
 	for _, c := range []struct {
 		argv    []string
 		args    []string
@@ -17,11 +38,12 @@ func TestParseArgsAnyOrder(t *testing.T) {
 		{[]string{"coder", "hello", "--session", "x"}, []string{"coder", "hello"}, "x", false},
 		{[]string{"--session", "x", "coder", "hello"}, []string{"coder", "hello"}, "x", false},
 		{[]string{"--session=x", "coder", "--json", "hello"}, []string{"coder", "hello"}, "x", true},
-		{[]string{"-session", "x", "coder", "-"}, []string{"coder", "-"}, "x", false},
+		{[]string{"--session", "x", "coder", "-"}, []string{"coder", "-"}, "x", false},
 		{[]string{"coder", "--", "--session", "-v"}, []string{"coder", "--session", "-v"}, "", false},
 		{[]string{"--json=false", "coder", "hi"}, []string{"coder", "hi"}, "", false},
+		{[]string{"--session", "a", "coder", "--session", "b", "hi"}, []string{"coder", "hi"}, "b", false},
 	} {
-		p, err := parseArgs(sendFlags, c.argv)
+		p, err := parseLine(send, c.argv)
 		if err != nil {
 			t.Fatalf("%q: %v", c.argv, err)
 		}
@@ -31,22 +53,53 @@ func TestParseArgsAnyOrder(t *testing.T) {
 	}
 }
 
-func TestParseArgsErrors(t *testing.T) {
-	for _, argv := range [][]string{
-		{"coder", "--session"},      // missing value
-		{"coder", "-v", "hi"},       // unknown flag
-		{"--json=maybe", "c", "hi"}, // bool with a bad value
-	} {
-		if _, err := parseArgs(sendFlags, argv); err == nil || err == errHelp {
-			t.Errorf("%q: got %v", argv, err)
+// A flag that was not given is absent, so that `--cwd ""` (sent, and
+// refused by the server) differs from no --cwd.
+func TestParseArgsGiven(t *testing.T) {
+	send := findEntry(t, "send")
+	p, _ := parseLine(send, []string{"coder", "hi"})
+	if _, ok := p.vals["cwd"]; ok {
+		t.Errorf("cwd present without --cwd: %q", p.vals)
+	}
+	p, _ = parseLine(send, []string{"coder", "--cwd=", "hi"})
+	if v, ok := p.vals["cwd"]; !ok || v != "" {
+		t.Errorf("--cwd= : %q %v", v, ok)
+	}
+}
+
+func TestParseArgsRepeated(t *testing.T) {
+	gc := findEntry(t, "session gc")
+	p, err := parseLine(gc, []string{"coder", "--pattern", "a-*", "--keep=k1", "--pattern=b-*", "--keep", "k2", "--yes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p.all("pattern"), []string{"a-*", "b-*"}) || !reflect.DeepEqual(p.all("keep"), []string{"k1", "k2"}) || !p.on("yes") {
+		t.Errorf("pattern %q keep %q yes %v", p.all("pattern"), p.all("keep"), p.on("yes"))
+	}
+	hist := findEntry(t, "history")
+	for _, argv := range [][]string{{"coder", "-n", "3"}, {"-n3", "coder"}, {"coder", "--last=3"}} {
+		if p, err := parseLine(hist, argv); err != nil || p.str("last") != "3" {
+			t.Errorf("%q: %v %v", argv, p, err)
 		}
 	}
-	if _, err := parseArgs(sendFlags, []string{"coder", "--help"}); err != errHelp {
-		t.Errorf("--help: got %v", err)
+}
+
+func TestParseArgsErrors(t *testing.T) {
+	send := findEntry(t, "send")
+	for _, argv := range [][]string{
+		{"coder", "--session"},       // missing value
+		{"coder", "-v", "hi"},        // unknown flag
+		{"--json=maybe", "c", "hi"},  // bool with a bad value
+		{"-session", "x", "c", "hi"}, // single-dash long flags are shorthands, and unknown
+	} {
+		if _, err := parseLine(send, argv); err == nil {
+			t.Errorf("%q: no error", argv)
+		}
 	}
 }
 
 func TestScopeOf(t *testing.T) {
+	send := findEntry(t, "send")
 	for _, c := range []struct {
 		argv         []string
 		scope, space string
@@ -62,7 +115,7 @@ func TestScopeOf(t *testing.T) {
 		{[]string{"--scope", "private", "--shared", "x"}, "", "", true},
 		{[]string{"--scope", "public"}, "", "", true},
 	} {
-		p, err := parseArgs(sendFlags, c.argv)
+		p, err := parseLine(send, c.argv)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,12 +126,72 @@ func TestScopeOf(t *testing.T) {
 	}
 }
 
-func TestFindCommand(t *testing.T) {
-	c, rest := findCommand([]string{"session", "list", "coder"})
-	if c == nil || c.name != "session list" || !reflect.DeepEqual(rest, []string{"coder"}) {
-		t.Fatalf("got %v %q", c, rest)
+// Every table entry becomes a command at its path, with its aliases, and
+// the paths are unique.
+func TestCommandTree(t *testing.T) {
+	root := newCLI(&env{getenv: func(string) string { return "" }})
+	seen := map[string]bool{}
+	for _, c := range commands {
+		if seen[c.path()] {
+			t.Errorf("two entries at %q", c.path())
+		}
+		seen[c.path()] = true
+		for _, name := range append([]string{c.leaf()}, c.aliases...) {
+			words := strings.Fields(c.path())
+			words[len(words)-1] = name
+			got, rest, err := root.Find(words)
+			if err != nil || len(rest) != 0 || got.Name() != c.leaf() {
+				t.Errorf("%q: found %v %q %v", words, got.Name(), rest, err)
+			}
+		}
 	}
-	if c, _ := findCommand([]string{"bogus"}); c != nil {
-		t.Fatalf("bogus found %v", c.name)
+}
+
+func TestFlagSynopsis(t *testing.T) {
+	got := findEntry(t, "session gc").synopsis()
+	want := "ctx agent session gc AGENT [--shared SPACE] [--pattern GLOB]... [--older-than-days N] [--keep NAME]... [--yes] [--delete] [--archive-dir ABS] [--json]"
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if got := findEntry(t, "history").synopsis(); !strings.Contains(got, "[-n N]") {
+		t.Errorf("history: %s", got)
+	}
+}
+
+// New commands are plain table entries: a top-level one (ctx doctor), one
+// under agent beside session list (ctx agent list), one with an alias and
+// an optional argument (ctx agent attach|resume AGENT [RUN]).
+func TestTableEntriesAddable(t *testing.T) {
+	saved := commands
+	t.Cleanup(func() { commands = saved })
+	var got []string
+	record := func(name string) func(*env, *parsed) int {
+		return func(e *env, p *parsed) int {
+			got = append(got, name+" "+strings.Join(p.args, " ")+" "+p.str("session"))
+			return exitFailed
+		}
+	}
+	commands = append(append([]*command{}, saved...),
+		&command{name: "doctor", top: true, maxArgs: 0, help: "Checks.\n", examples: "ctx doctor", run: record("doctor")},
+		&command{name: "list", maxArgs: 0, help: "Lists.\n", examples: "ctx agent list", run: record("list")},
+		&command{name: "attach", aliases: []string{"resume"}, posNames: "AGENT [RUN]", minArgs: 1, maxArgs: 2,
+			flags: []flagDef{fSession}, help: "Attaches.\n", examples: "ctx agent attach coder", run: record("attach")})
+	for _, argv := range [][]string{{"doctor"}, {"agent", "list"}, {"agent", "resume", "coder", "--session", "s"}, {"agent", "attach", "coder", "ctx-1"}} {
+		if _, errs, code := ctxRun(t.TempDir(), "", argv...); code != exitFailed || errs != "" {
+			t.Errorf("%q: code %d errs %q", argv, code, errs)
+		}
+	}
+	want := []string{"doctor  ", "list  ", "attach coder s", "attach coder ctx-1 "}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ran %q, want %q", got, want)
+	}
+	out, _, _ := ctxRun("", "", "--help")
+	for _, s := range []string{"  ctx doctor\n", "  ctx agent list\n", "  ctx agent attach AGENT [RUN] [--session S]\n", "  doctor "} {
+		if !strings.Contains(out, s) {
+			t.Errorf("ctx --help lacks %q:\n%s", s, out)
+		}
+	}
+	if _, errs, code := ctxRun("", "", "agent", "attach"); code != 2 || !strings.HasPrefix(errs, "ctx: attach: missing AGENT; ") {
+		t.Errorf("attach without AGENT: code %d errs %q", code, errs)
 	}
 }

@@ -137,11 +137,35 @@ func TestSendRefused(t *testing.T) {
 	}
 }
 
+// With no server, send says that ctxfs is not running and how to start
+// it, without the socket's path; exit 2 (nothing ran).
 func TestSendServerDown(t *testing.T) {
-	_, errs, code := ctxRun(t.TempDir(), "", "agent", "send", "coder", "hi")
-	if code != 2 || !strings.HasPrefix(errs, "ctx: send: ENOENT") || !strings.Contains(errs, "is ctxfs running?") {
-		t.Fatalf("errs %q code %d", errs, code)
+	root := t.TempDir()
+	for _, c := range []struct {
+		setup func()
+		want  string
+	}{
+		{func() {}, `ENOENT: ctxfs is not running at ` + root + ` (ctxfs mount starts it), and no agent "coder" is defined there`},
+		{func() { os.MkdirAll(filepath.Join(root, "agent/coder.d"), 0o755) }, `ENOENT: ctxfs is not running at ` + root + ` (ctxfs mount starts it)`},
+		{func() { staleSocket(t, filepath.Join(root, "agent/coder.sock")) }, `ECONNREFUSED: ctxfs is not running (ctxfs mount starts it)`},
+	} {
+		c.setup()
+		_, errs, code := ctxRun(root, "", "agent", "send", "coder", "hi")
+		if code != 2 || errs != "ctx: send: "+c.want+"\n" {
+			t.Errorf("errs %q code %d, want %q", errs, code, c.want)
+		}
 	}
+}
+
+// staleSocket leaves a socket file that nothing listens on, as a killed
+// server does.
+func staleSocket(t *testing.T, path string) {
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
 }
 
 func TestSessionFromIndexCurrent(t *testing.T) {
@@ -189,7 +213,7 @@ func TestUsage(t *testing.T) {
 	if out, _, code := ctxRun("", "", "help"); code != 0 || !strings.Contains(out, "ctx agent send AGENT") {
 		t.Errorf("help: code %d out %q", code, out)
 	}
-	if out, _, code := ctxRun("", "", "agent", "history", "--help"); code != 0 || !strings.HasPrefix(out, "usage: ctx agent history") {
+	if out, _, code := ctxRun("", "", "agent", "history", "--help"); code != 0 || !strings.Contains(out, "ctx agent history AGENT [flags]") {
 		t.Errorf("history --help: code %d out %q", code, out)
 	}
 }

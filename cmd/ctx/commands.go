@@ -1,41 +1,59 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 )
 
-// command is one `ctx agent ...` subcommand.
+// command is one `ctx agent ...` subcommand, or with top a `ctx ...`
+// command. The CLI (cli.go) is built from this table: one cobra command per
+// entry, "session list" under a "session" group. Every field after run is
+// optional.
 type command struct {
-	name     string // "send", "session list"
+	name     string // "send", "session list"; with top, the word after ctx
 	aliases  []string
-	posNames string // positional synopsis, e.g. "AGENT INPUT..."
+	posNames string // positional synopsis, e.g. "AGENT INPUT..."; AGENT and SESSION words complete
 	minArgs  int
 	maxArgs  int // -1: no limit
 	flags    []flagDef
-	flagHelp string // flag synopsis, e.g. "[--session S] [--json]"
-	help     string
+	help     string // the description --help shows; its first sentence is the short one
 	run      func(*env, *parsed) int
+
+	top      bool   // `ctx NAME` rather than `ctx agent NAME` (doctor, version)
+	short    string // one line for command lists; "" takes help's first sentence
+	examples string // command lines, one a line, for --help and the man page
+	flagHelp string // the flag synopsis; "" builds it from flags
 }
 
 var (
-	fSession = flagDef{name: "session", value: true}
-	fShared  = flagDef{name: "shared", value: true}
-	fScope   = flagDef{name: "scope", value: true}
-	fSpace   = flagDef{name: "space", value: true}
-	fJSON    = flagDef{name: "json"}
+	fSession = flagDef{name: "session", value: true, usage: "the session `S` (default: index/current, else \"default\")"}
+	fShared  = flagDef{name: "shared", value: true, usage: "use the shared space `SPACE` instead of your home"}
+	fScope   = flagDef{name: "scope", value: true, usage: "the session's scope: `private|shared|temp` (default private)"}
+	fSpace   = flagDef{name: "space", value: true, usage: "the shared space `N` (implies --scope shared)"}
+	fJSON    = flagDef{name: "json", usage: "print JSON"}
+	fArchDir = flagDef{name: "archive-dir", value: true, usage: "archive to `ABS`/AGENT/ instead of archived_sessions/AGENT/ (an absolute path)"}
 )
 
 // commands lists the subcommands, in the order usage shows them.
 var commands = []*command{
 	{name: "send", posNames: "AGENT INPUT...", minArgs: 2, maxArgs: -1,
-		flags:    []flagDef{fSession, fScope, fSpace, fShared, {name: "cwd", value: true}, {name: "id", value: true}, fJSON},
-		flagHelp: "[--session S] [--scope private|shared|temp] [--space N] [--shared SPACE] [--cwd P] [--id C] [--json]",
-		help:     "Sends INPUT to AGENT and prints the answer as it streams (--json: the raw frames).\n",
-		run:      runSend},
+		flags: []flagDef{fSession, fScope, fSpace, fShared,
+			{name: "cwd", value: true, usage: "the run's working directory `P`, inside the agent's root (default: the agent's cwd, else /)"},
+			{name: "id", value: true, usage: "the client id `C`: sending again with the same id and input is a replay"},
+			fJSON.with("print the raw reply frames as JSON lines")},
+		short: "Send INPUT to AGENT and print the answer as it streams",
+		help: `Sends INPUT to AGENT and prints the answer as it streams. INPUT words are
+joined with spaces; an INPUT of - is read from stdin. An INPUT that starts
+with - goes after --. Exit status: 0 ok, 1 the run failed or was cancelled,
+2 bad usage or a refused request (its errno on stderr), 130 interrupted:
+Ctrl+C only detaches, the run goes on (ctx agent cancel AGENT RUN stops it).
+`,
+		examples: `ctx agent send coder 'fix the failing test'
+git diff | ctx agent send coder 'review this:' -
+ctx agent send coder --session review --json 'summarize' | jq -r 'select(.type=="delta").text'`,
+		run: runSend},
 	{name: "chat", aliases: []string{"repl"}, posNames: "AGENT", minArgs: 1, maxArgs: 1,
-		flags:    []flagDef{fSession, fShared},
-		flagHelp: "[--session S] [--shared SPACE]",
+		flags: []flagDef{fSession, fShared},
+		short: "Talk with AGENT line by line (repl is an alias)",
 		help: `Sends each line you type to AGENT and prints the answers as they stream;
 repl is another name for it. Ctrl+C while an answer streams cancels that run;
 Ctrl+C or Ctrl+D at an empty prompt leaves. Lines that start with / are
@@ -45,94 +63,162 @@ is then 0 when every run was ok, 1 if one failed or was cancelled, 2 if a
 request was refused or a command was bad, 130 after Ctrl+C (which cancels the
 streaming run, then ends the chat).
 `,
+		examples: `ctx agent chat coder
+printf 'hello\n/session other\nhi again\n' | ctx agent chat coder`,
 		run: runChat},
 	{name: "history", posNames: "AGENT", minArgs: 1, maxArgs: 1,
-		flags:    []flagDef{fSession, fShared, fJSON},
-		flagHelp: "[--session S] [--shared SPACE] [--json]",
-		help:     "Prints the session's messages as a transcript (--json: messages.jsonl as is).\n",
-		run:      runHistory},
+		flags: []flagDef{fSession, fShared,
+			{name: "last", short: "n", value: true, usage: "print only the last `N` messages (0: none)"},
+			fJSON.with("print messages.jsonl's lines as they are")},
+		short: "Print the session's messages as a transcript",
+		help:  "Prints the session's messages as a transcript (--json: messages.jsonl as is).\n",
+		examples: `ctx agent history coder
+ctx agent history coder --session review -n 2
+ctx agent history coder --json | jq -r .role`,
+		run: runHistory},
 	{name: "output", posNames: "AGENT", minArgs: 1, maxArgs: 1,
-		flags:    []flagDef{fSession, fShared},
-		flagHelp: "[--session S] [--shared SPACE]",
-		help:     "Prints latest.md, the text of the latest assistant message.\n",
-		run:      runOutput},
+		flags: []flagDef{fSession, fShared,
+			fJSON.with(`print {"agent","session","text"}`)},
+		short: "Print latest.md, the text of the latest assistant message",
+		help:  "Prints latest.md, the text of the latest assistant message.\n",
+		examples: `ctx agent output coder
+ctx agent output coder --session review --json | jq -r .text`,
+		run: runOutput},
 	{name: "status", posNames: "AGENT", minArgs: 1, maxArgs: 1,
-		flags:    []flagDef{fSession, fScope, fSpace, fShared, fJSON},
-		flagHelp: "[--session S] [--shared SPACE] [--scope S --space N] [--json]",
-		help:     "Asks the server for the session's state and its queued and running runs.\n",
-		run:      runStatus},
+		flags: []flagDef{fSession, fScope, fSpace, fShared, fJSON.with("print the server's status frame")},
+		short: "Ask the server for the session's state and its runs",
+		help:  "Asks the server for the session's state and its queued and running runs.\n",
+		examples: `ctx agent status coder
+ctx agent status coder --json | jq -r '.runs[].run'`,
+		run: runStatus},
 	{name: "cancel", posNames: "AGENT RUN-OR-CLIENT-ID", minArgs: 2, maxArgs: 2,
-		help: "Cancels one run, named by its run id or by the client id of its send.\nExit 0 when it was cancelled, 1 when it was not running (stale).\n",
-		run:  runCancel},
+		flags: []flagDef{fJSON.with("print the server's cancel frame")},
+		short: "Cancel one run, named by its run id or by its client id",
+		help:  "Cancels one run, named by its run id or by the client id of its send.\nExit 0 when it was cancelled, 1 when it was not running (stale).\n",
+		examples: `ctx agent cancel coder ctx-0123456789abcdef0123456789abcdef
+ctx agent cancel coder job-1`,
+		run: runCancel},
 	{name: "runs", posNames: "AGENT", minArgs: 1, maxArgs: 1,
-		flags:    []flagDef{fSession, fShared, {name: "grep", value: true}, {name: "interrupted"}, fJSON},
-		flagHelp: "[--session S] [--shared SPACE] [--grep WORD] [--interrupted] [--json]",
-		help:     runsHelp,
-		run:      runRuns},
+		flags: []flagDef{fSession, fShared,
+			{name: "grep", value: true, usage: "keep the runs whose input or answer contains `WORD` (any case)"},
+			{name: "interrupted", usage: "keep the runs that a stop of the server interrupted"},
+			fJSON.with("print one object per run")},
+		short: "List the session's runs: id, status, times and input",
+		help:  runsHelp,
+		examples: `ctx agent runs coder
+ctx agent runs coder --grep deploy
+ctx agent runs coder --interrupted --json`,
+		run: runRuns},
 	{name: "search", posNames: "AGENT QUERY...", minArgs: 2, maxArgs: -1,
-		flags:    []flagDef{fSession, fShared, fJSON},
-		flagHelp: "[--session S] [--shared SPACE] [--json]",
-		help:     searchHelp,
-		run:      runSearch},
+		flags: []flagDef{fSession.with("search only the session `S`"), fShared, fJSON.with("print the server's frames")},
+		short: "Find text in the messages of AGENT's sessions",
+		help:  searchHelp,
+		examples: `ctx agent search coder flaky test
+ctx agent search coder --session review 部署`,
+		run: runSearch},
 	{name: "usage", posNames: "AGENT", minArgs: 1, maxArgs: 1,
-		flags:    []flagDef{fSession, fShared, {name: "since", value: true}, fJSON},
-		flagHelp: "[--session S] [--shared SPACE] [--since DAYS] [--json]",
-		help:     usageHelp,
-		run:      runUsage},
+		flags: []flagDef{fSession.with("count only the session `S` (default: every session)"), fShared,
+			{name: "since", value: true, usage: "count only the events of the last `DAYS` days (fractions allowed)"},
+			fJSON.with("print one object")},
+		short: "Print the token usage of AGENT's sessions, per model and per session",
+		help:  usageHelp,
+		examples: `ctx agent usage coder
+ctx agent usage coder --since 7 --json | jq .output_tokens`,
+		run: runUsage},
 	{name: "trajectory", posNames: "AGENT", minArgs: 1, maxArgs: 1,
-		flags:    []flagDef{fSession, fShared},
-		flagHelp: "[--session S] [--shared SPACE]",
-		help:     "Prints the session as one ATIF v1.7 document (JSON), only when it validates.\nExit 1 when it is refused (EINVAL) or the session has no messages (ENODATA).\n",
-		run:      runTrajectory},
+		flags: []flagDef{fSession, fShared, fJSON.with("accepted for uniformity: the output is always JSON")},
+		short: "Print the session as one ATIF v1.7 document",
+		help:  "Prints the session as one ATIF v1.7 document (JSON), only when it validates.\nExit 1 when it is refused (EINVAL) or the session has no messages (ENODATA).\n",
+		examples: `ctx agent trajectory coder > coder.atif.json
+ctx agent trajectory coder --session review | jq '.steps | length'`,
+		run: runTrajectory},
 	{name: "session list", posNames: "AGENT", minArgs: 1, maxArgs: 1,
-		flags:    []flagDef{fShared, fJSON},
-		flagHelp: "[--shared SPACE] [--json]",
-		help:     "Prints the agent's sessions, most recently updated first (--json: one object\nper session: name, state, updated_at, created_at, meta.json's persona fields).\n",
-		run:      runSessionList},
+		flags: []flagDef{fShared, fJSON.with("print one object per session")},
+		short: "List AGENT's sessions, most recently updated first",
+		help:  "Prints the agent's sessions, most recently updated first (--json: one object\nper session: name, state, updated_at, created_at, meta.json's persona fields).\n",
+		examples: `ctx agent session list coder
+ctx agent session list coder --json | jq -r 'select(.state=="done").name'`,
+		run: runSessionList},
 	{name: "session archive", posNames: "AGENT SESSION", minArgs: 2, maxArgs: 2,
-		flags:    []flagDef{fShared, {name: "archive-dir", value: true}},
-		flagHelp: "[--shared SPACE] [--archive-dir ABS]",
-		help:     "Moves one session, whole, to archived_sessions/AGENT/ (or ABS/AGENT/).\nA protected session (index, default, current, active, unreadable state) is refused: EBUSY.\nAn existing target is EEXIST; a target on another filesystem EXDEV (nothing is copied).\n",
-		run:      runSessionArchive},
+		flags: []flagDef{fShared, fArchDir, fJSON.with(`print {"session","action","done","error"}`)},
+		short: "Move one session, whole, to archived_sessions/",
+		help:  "Moves one session, whole, to archived_sessions/AGENT/ (or ABS/AGENT/).\nA protected session (index, default, current, active, unreadable state) is refused: EBUSY.\nAn existing target is EEXIST; a target on another filesystem EXDEV (nothing is copied).\n",
+		examples: `ctx agent session archive coder e2e-42
+ctx agent session archive coder old --archive-dir /srv/archive`,
+		run: runSessionArchive},
 	{name: "session gc", posNames: "AGENT", minArgs: 1, maxArgs: 1,
-		flags: []flagDef{fShared, {name: "pattern", value: true}, {name: "older-than-days", value: true},
-			{name: "keep", value: true}, {name: "yes"}, {name: "delete"}, {name: "archive-dir", value: true}},
-		flagHelp: "[--pattern GLOB]... [--older-than-days N] [--keep NAME]... [--yes] [--delete] [--archive-dir ABS] [--shared SPACE]",
-		help:     "Archives (or with --delete deletes) the sessions whose names match a pattern\n(default: *smoke* e2e-* repro-* install-* deterministic-* ansi-* spark-* temp-*).\nWithout --yes it only prints what it would do, and writes nothing.\n",
-		run:      runSessionGC},
+		flags: []flagDef{fShared,
+			{name: "pattern", value: true, repeat: true, usage: "take the sessions whose names match `GLOB` (replaces the defaults)"},
+			{name: "older-than-days", value: true, usage: "take only sessions whose newest file is older than `N` days"},
+			{name: "keep", value: true, repeat: true, usage: "never take the session `NAME`"},
+			{name: "yes", usage: "do it (without --yes: print what would be done, write nothing)"},
+			{name: "delete", usage: "delete instead of archiving"},
+			fArchDir, fJSON.with(`print one {"session","action","dry_run","done","error"} per session`)},
+		short: "Archive or delete test sessions by name pattern (a dry run without --yes)",
+		help:  "Archives (or with --delete deletes) the sessions whose names match a pattern\n(default: *smoke* e2e-* repro-* install-* deterministic-* ansi-* spark-* temp-*).\nWithout --yes it only prints what it would do, and writes nothing.\n",
+		examples: `ctx agent session gc coder
+ctx agent session gc coder --pattern 'tmp-*' --older-than-days 7 --keep tmp-keep --yes
+ctx agent session gc coder --delete --yes`,
+		run: runSessionGC},
+	{name: "version", top: true, maxArgs: 0,
+		flags:    []flagDef{fJSON.with(`print {"version","go","revision","time","modified"}`)},
+		short:    "Print the version of ctx",
+		help:     "Prints the version of this ctx, from its build information.\n",
+		examples: "ctx version",
+		run:      runVersion},
+}
+
+// path is the command's words after "ctx": "agent send", "version".
+func (c *command) path() string {
+	if c.top {
+		return c.name
+	}
+	return "agent " + c.name
+}
+
+// leaf is the last word of the name, the cobra command's own name.
+func (c *command) leaf() string {
+	words := strings.Fields(c.name)
+	return words[len(words)-1]
+}
+
+// flagSynopsis is flagHelp, or the flags in table order.
+func (c *command) flagSynopsis() string {
+	if c.flagHelp != "" {
+		return c.flagHelp
+	}
+	s := make([]string, len(c.flags))
+	for i, f := range c.flags {
+		s[i] = f.synopsis()
+	}
+	return strings.Join(s, " ")
 }
 
 func (c *command) synopsis() string {
-	s := "ctx agent " + c.name + " " + c.posNames
-	if c.flagHelp != "" {
-		s += " " + c.flagHelp
+	s := "ctx " + c.path()
+	for _, part := range []string{c.posNames, c.flagSynopsis()} {
+		if part != "" {
+			s += " " + part
+		}
 	}
 	return s
 }
 
-func (c *command) checkArgs(p *parsed) error {
-	n := len(p.args)
-	if n < c.minArgs || c.maxArgs >= 0 && n > c.maxArgs {
-		return fmt.Errorf("usage: %s", c.synopsis())
+// shortHelp is short, else help's first sentence (or line).
+func (c *command) shortHelp() string {
+	if c.short != "" {
+		return c.short
 	}
-	return nil
+	s, _, _ := strings.Cut(c.help, "\n")
+	if i := strings.Index(s, ". "); i >= 0 {
+		s = s[:i]
+	}
+	return strings.TrimSuffix(s, ".")
 }
 
-// findCommand matches the longest command name or alias at the start of
-// argv.
-func findCommand(argv []string) (*command, []string) {
-	var best *command
-	bestLen := 0
-	for _, c := range commands {
-		for _, name := range append([]string{c.name}, c.aliases...) {
-			words := strings.Fields(name)
-			if len(words) <= len(argv) && strings.Join(argv[:len(words)], " ") == name && len(words) > bestLen {
-				best, bestLen = c, len(words)
-			}
-		}
-	}
-	if best == nil {
-		return nil, nil
-	}
-	return best, argv[bestLen:]
+// takesInput reports whether the command's last positional is free text
+// (INPUT..., QUERY...): only then can a word that starts with - be meant
+// as text, and only then does an unknown flag get the hint about --.
+func (c *command) takesInput() bool {
+	return c.maxArgs < 0
 }

@@ -12,11 +12,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 )
 
 // env is everything a command may touch, so that tests can run commands
@@ -29,6 +29,9 @@ type env struct {
 	// interrupt returns a context cancelled by SIGINT, for commands that
 	// wait on the server; file commands keep the default SIGINT behaviour.
 	interrupt func() (context.Context, context.CancelFunc)
+	// cmdPath is the running command after "ctx" ("agent send"), for
+	// the pointer to its help after a usage error.
+	cmdPath string
 }
 
 func main() {
@@ -50,66 +53,25 @@ const (
 	exitInterrupted = 130
 )
 
-// run dispatches argv (without the program name) and returns the exit status.
+// run parses argv (without the program name) with the CLI built from the
+// command table, runs the command and returns its exit status.
 func run(e *env, argv []string) int {
-	if len(argv) == 0 {
-		fmt.Fprint(e.stderr, usageText())
-		return exitUsage
-	}
-	switch argv[0] {
-	case "help", "-h", "--help", "-help":
-		fmt.Fprint(e.stdout, usageText())
+	root := newCLI(e)
+	root.SetArgs(append([]string{}, argv...)) // never nil: nil means os.Args
+	_, err := root.ExecuteC()
+	var status exitStatus
+	var bad *badUsage
+	switch {
+	case err == nil:
 		return exitOK
-	case "agent":
-		return runAgent(e, argv[1:])
+	case errors.As(err, &status):
+		return int(status)
+	case errors.As(err, &bad):
+		e.cmdPath = bad.path
+		return usageError(e, bad.name, bad.msg)
 	}
-	return usageError(e, "", fmt.Sprintf("unknown command %q", argv[0]))
-}
-
-// runAgent finds the agent subcommand (one or two words: "send",
-// "session list") and runs it.
-func runAgent(e *env, argv []string) int {
-	if len(argv) == 0 || isHelp(argv[0]) {
-		w, code := e.stdout, exitOK
-		if len(argv) == 0 {
-			w, code = e.stderr, exitUsage
-		}
-		fmt.Fprint(w, usageText())
-		return code
-	}
-	cmd, rest := findCommand(argv)
-	if cmd == nil {
-		return notBuilt(e, argv)
-	}
-	p, err := parseArgs(cmd.flags, rest)
-	if err == errHelp {
-		fmt.Fprintf(e.stdout, "usage: %s\n%s", cmd.synopsis(), cmd.help)
-		return exitOK
-	}
-	if err == nil {
-		err = cmd.checkArgs(p)
-	}
-	if err != nil {
-		return usageError(e, cmd.name, err.Error())
-	}
-	return cmd.run(e, p)
-}
-
-func isHelp(a string) bool {
-	return a == "help" || a == "-h" || a == "--help" || a == "-help"
-}
-
-// notBuilt answers the SPEC section 11 commands that this ctx does not
-// have yet, so that they fail plainly rather than as "unknown".
-func notBuilt(e *env, argv []string) int {
-	var known []string
-	for _, k := range known {
-		if strings.Join(argv[:min(len(argv), len(strings.Fields(k)))], " ") == k {
-			fmt.Fprintf(e.stderr, "ctx: %s: ENOSYS: not implemented yet\n", k)
-			return exitUsage
-		}
-	}
-	return usageError(e, "", fmt.Sprintf("unknown command \"agent %s\"", argv[0]))
+	// cobra's own refusals (a bad completion request, say) are usage too.
+	return usageError(e, "", err.Error())
 }
 
 // usageError reports bad usage: the problem, then where to look.
@@ -118,29 +80,15 @@ func usageError(e *env, cmd, msg string) int {
 	if cmd != "" {
 		prefix += cmd + ": "
 	}
-	fmt.Fprintf(e.stderr, "%s%s\nrun 'ctx help' for usage\n", prefix, msg)
+	fmt.Fprintf(e.stderr, "%s%s\n%s\n", prefix, msg, helpHint(e.cmdPath))
 	return exitUsage
 }
 
-func usageText() string {
-	var b strings.Builder
-	b.WriteString("usage:\n")
-	for _, c := range commands {
-		fmt.Fprintf(&b, "  %s\n", c.synopsis())
+// helpHint points to the help of the command at path (the words after
+// "ctx"), or of ctx itself.
+func helpHint(path string) string {
+	if path == "" {
+		return "run 'ctx --help' for usage"
 	}
-	b.WriteString(`
-The mount root is $CTX_ROOT (default /ctx). Without --session a command uses
-the agent's index/current session, else "default". --shared SPACE selects the
-shared space SPACE instead of your home (same as --scope shared --space SPACE).
-
-send prints the assistant text as it streams; INPUT words are joined with
-spaces and an INPUT of - is read from stdin. Exit status: 0 ok, 1 the run
-failed or was cancelled, 2 bad usage or a refused request (the errno name is
-printed on stderr), 130 interrupted: Ctrl+C only detaches, the run goes on
-(ctx agent cancel AGENT RUN stops it). A repeated --id is a replay.
-
-chat (or repl) sends each line as one send; there Ctrl+C cancels the run
-that is streaming. /help at its prompt lists its commands.
-`)
-	return b.String()
+	return "run 'ctx " + path + " --help' for usage"
 }

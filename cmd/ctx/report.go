@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -21,18 +23,30 @@ func describe(cmd string, err error) string {
 	}
 	var de *client.DialError
 	if errors.As(err, &de) && de.ServerDown() {
-		name := abi.ErrnoName(abi.Errno(de.Err))
-		if name == "ENOENT" {
-			return fmt.Sprintf("ENOENT: no socket %s: is ctxfs running? (ctxfs mount) Is the agent defined?", de.Path)
-		}
-		return name + ": is ctxfs running? (ctxfs mount)"
+		return unreachable(de)
 	}
 	name := abi.ErrnoName(abi.Errno(err))
-	s := err.Error()
+	s := withoutPaths(err)
 	if strings.HasPrefix(s, name) {
 		return s
 	}
 	return name + ": " + s
+}
+
+// withoutPaths is err's text with the paths of its file and socket errors
+// cut to their last element: they are inside the mount, not what the user
+// named, and the file's name is what tells (messages.jsonl, coder.sock).
+func withoutPaths(err error) string {
+	s := err.Error()
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path != "" {
+		s = strings.ReplaceAll(s, pe.Path, filepath.Base(pe.Path))
+	}
+	var de *client.DialError
+	if errors.As(err, &de) && de.Path != "" {
+		s = strings.ReplaceAll(s, de.Path, filepath.Base(de.Path))
+	}
+	return s
 }
 
 // fail prints `ctx: CMD: ERRNO: detail` and returns the exit status: 2 for

@@ -161,9 +161,9 @@ func TestRunsMissing(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"coder", "--session", "nope"}, `ctx: runs: ENOENT: agent "coder" has no session "nope"` + "\n"},
-		{[]string{"ghost"}, `ctx: runs: ENOENT: unknown agent "ghost"` + "\n"},
-		{[]string{"coder", "--shared", "team"}, `ctx: runs: ENOENT: no shared space "team"` + "\n"},
+		{[]string{"coder", "--session", "nope"}, `ctx: runs: ENOENT: no session "nope" of agent "coder" (ctx agent session list coder shows them)` + "\n"},
+		{[]string{"ghost"}, `ctx: runs: ENOENT: no agent "ghost" (ctx agent list shows the agents)` + "\n"},
+		{[]string{"coder", "--shared", "team"}, `ctx: runs: ENOENT: no shared space "team" (ls ` + filepath.Join(root, "shared") + ` shows the spaces)` + "\n"},
 	} {
 		_, errs, code := ctxRun(root, "", append([]string{"agent", "runs"}, c.args...)...)
 		if code != 1 || errs != c.want {

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,6 +33,7 @@ func TestMain(m *testing.M) {
 //	ctxfs ARGS...          the server binary (e.g. ctxfs fsck --store $CTXFS_STORE)
 //	ctxfs-up               mount in the foreground and wait until it answers;
 //	                       it is stopped and unmounted when the script ends
+//	stop-server            stop and unmount it now
 //	exits N CMD ARGS...    run CMD, require exit status N; keeps stdout/stderr
 func TestScripts(t *testing.T) {
 	bin, err := serverBinary(t)
@@ -51,10 +53,22 @@ func TestScripts(t *testing.T) {
 		Dir:   "testdata/script",
 		Setup: setupScript(bin),
 		Cmds: map[string]func(*testscript.TestScript, bool, []string){
-			"ctxfs":    cmdCtxfs,
-			"ctxfs-up": cmdCtxfsUp,
-			"exits":    cmdExits,
+			"ctxfs":       cmdCtxfs,
+			"ctxfs-up":    cmdCtxfsUp,
+			"stop-server": cmdStopServer,
+			"exits":       cmdExits,
 		},
+	})
+}
+
+// TestCLIScripts runs testdata/cli/*.txtar: what ctx does without a
+// server (help, version, completion, usage errors, an absent mount). The
+// environment is TestScripts' without the server commands.
+func TestCLIScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:   "testdata/cli",
+		Setup: setupScript(""),
+		Cmds:  map[string]func(*testscript.TestScript, bool, []string){"exits": cmdExits},
 	})
 }
 
@@ -82,8 +96,10 @@ func setupScript(bin string) func(*testscript.Env) error {
 		e.Setenv("CTX_ROOT", root)
 		e.Setenv("CTXFS_STORE", filepath.Join(e.WorkDir, "store"))
 		e.Setenv("CTXHOME", filepath.Join(root, "home", uid))
-		e.Setenv("CTXFS_BIN", bin)
-		e.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+e.Getenv("PATH"))
+		if bin != "" {
+			e.Setenv("CTXFS_BIN", bin)
+			e.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+e.Getenv("PATH"))
+		}
 		for _, d := range []string{"agent", "model"} {
 			if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 				return err
@@ -143,11 +159,25 @@ func cmdCtxfsUp(ts *testscript.TestScript, neg bool, args []string) {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	srv, err := startServer(cmd, bin, root)
 	ts.Check(err)
-	ts.Defer(func() { srv.stop(); logf.Close() })
+	servers.Store(ts, srv)
+	ts.Defer(func() { srv.stop(); logf.Close(); servers.Delete(ts) })
 	if err := srv.waitReady(); err != nil {
 		log, _ := os.ReadFile(ts.MkAbs("ctxfs.log"))
 		ts.Fatalf("ctxfs-up: %v\n%s", err, log)
 	}
+}
+
+// servers holds each script's server, for stop-server.
+var servers sync.Map // *testscript.TestScript -> *server
+
+// cmdStopServer stops the script's server as a crash or an admin would
+// leave it stopped: its mounts gone, its sockets as it left them.
+func cmdStopServer(ts *testscript.TestScript, neg bool, args []string) {
+	srv, ok := servers.Load(ts)
+	if neg || len(args) != 0 || !ok {
+		ts.Fatalf("usage: stop-server, after ctxfs-up")
+	}
+	srv.(*server).stop()
 }
 
 // waitReady polls until the server's sockets and both mounts answer. A

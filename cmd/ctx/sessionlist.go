@@ -34,7 +34,7 @@ func runSessionList(e *env, p *parsed) int {
 		return fail(e, "session list", err, exitFailed)
 	}
 	f, err := os.Open(w.loc.IndexFile("list"))
-	if errors.Is(err, fs.ErrNotExist) && agentKnown(w) {
+	if errors.Is(err, fs.ErrNotExist) && located(w) == nil {
 		return exitOK
 	}
 	if err != nil {
@@ -165,45 +165,4 @@ func readSmall(path string) ([]byte, error) {
 		err = abi.Errorf(syscall.EIO, "", "%s is over %d bytes", filepath.Base(path), maxValueBytes)
 	}
 	return b, err
-}
-
-// agentKnown reports whether the agent is defined under the root (its
-// program, definition directory or socket) or has sessions in this home:
-// either makes "no sessions" a right answer rather than a typo's.
-func agentKnown(w *where) bool {
-	def := abi.DefinitionPath(w.loc.Root, abi.KindAgent, w.loc.Agent)
-	sock := abi.SocketPath(w.loc.Root, abi.KindAgent, w.loc.Agent)
-	for _, p := range []string{def, def + ".d", sock, filepath.Dir(w.loc.SessionsDir())} {
-		if _, err := os.Stat(p); err == nil {
-			return true
-		}
-	}
-	return false
-}
-
-// missing turns "no such file" on the way to a session into what is
-// missing, as the user named it: the mount, the shared space, the agent
-// or the session (session "" when the command names none). Other errors
-// pass through unchanged.
-func missing(w *where, session string, err error) error {
-	if !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	enoent := func(format string, args ...any) error { return abi.Errorf(syscall.ENOENT, "", format, args...) }
-	switch {
-	case w.loc.Space != "" && !exists(w.loc.HomeDir()):
-		return enoent("no shared space %q", w.loc.Space)
-	case !exists(w.loc.HomeDir()):
-		return enoent("no %s: is ctxfs mounted at %s? (ctxfs mount, or set CTX_ROOT)", w.loc.HomeDir(), w.loc.Root)
-	case !agentKnown(w):
-		return enoent("unknown agent %q", w.loc.Agent)
-	case session != "" && !exists(filepath.Join(w.loc.SessionsDir(), session)):
-		return enoent("agent %q has no session %q", w.loc.Agent, session)
-	}
-	return err
-}
-
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }

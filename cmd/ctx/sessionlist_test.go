@@ -35,7 +35,7 @@ func TestSessionListMissing(t *testing.T) {
 	root := t.TempDir()
 	mustT(t, os.MkdirAll(filepath.Join(root, "home/1000"), 0o700))
 	_, errs, code := ctxRun(root, "", "agent", "session", "list", "ghost")
-	if code != 1 || errs != `ctx: session list: ENOENT: unknown agent "ghost"`+"\n" {
+	if code != 1 || errs != `ctx: session list: ENOENT: no agent "ghost" (ctx agent list shows the agents)`+"\n" {
 		t.Errorf("unknown agent: code %d errs %q", code, errs)
 	}
 	mustT(t, os.MkdirAll(filepath.Join(root, "agent/fresh.d"), 0o755))

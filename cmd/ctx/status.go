@@ -106,10 +106,17 @@ func runCancel(e *env, p *parsed) int {
 	if run == "" {
 		run = id
 	}
-	if cancelled, _ := strconv.ParseBool(string(f.Obj.Raw("cancelled"))); cancelled {
+	cancelled, _ := strconv.ParseBool(string(f.Obj.Raw("cancelled")))
+	switch {
+	case p.on("json"):
+		e.stdout.Write(append(f.Line, '\n'))
+	case cancelled:
 		fmt.Fprintf(e.stdout, "cancelled %s\n", run)
-		return exitOK
+	default:
+		fmt.Fprintf(e.stdout, "not running: %s (stale)\n", run)
 	}
-	fmt.Fprintf(e.stdout, "not running: %s (stale)\n", run)
-	return exitFailed
+	if !cancelled {
+		return exitFailed
+	}
+	return exitOK
 }

@@ -5,7 +5,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"runtime/debug"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/trajectory"
@@ -37,7 +36,7 @@ func runTrajectory(e *env, p *parsed) int {
 func exportTemp(w *where, agent string) (*os.File, error) {
 	messages, err := os.Open(w.loc.SessionFile(w.session, abi.FileMessages))
 	if err != nil {
-		return nil, err
+		return nil, missing(w, w.session, err)
 	}
 	defer messages.Close()
 	// A session without events.jsonl (made by hand) has no tool calls.
@@ -71,13 +70,4 @@ func reader(f *os.File) io.Reader {
 		return nil
 	}
 	return f
-}
-
-// buildVersion is this ctx's module version, or "unknown" for a build
-// that has none (ATIF requires some version string).
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "unknown"
 }

@@ -146,7 +146,7 @@ func usageSessions(w *where, session string) ([]string, error) {
 		return []string{session}, abi.CheckName("session", session)
 	}
 	entries, err := os.ReadDir(w.loc.SessionsDir())
-	if errors.Is(err, fs.ErrNotExist) && agentKnown(w) {
+	if errors.Is(err, fs.ErrNotExist) && located(w) == nil {
 		return nil, nil
 	}
 	if err != nil {

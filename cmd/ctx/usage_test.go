@@ -111,9 +111,9 @@ func TestUsageErrors(t *testing.T) {
 		code int
 		errs string
 	}{
-		{[]string{"ghost"}, 1, `ctx: usage: ENOENT: unknown agent "ghost"` + "\n"},
-		{[]string{"coder", "--session", "nope"}, 1, `ctx: usage: ENOENT: agent "coder" has no session "nope"` + "\n"},
-		{[]string{"coder", "--since", "-1"}, 2, "ctx: usage: --since takes a number of days, not \"-1\"\nrun 'ctx help' for usage\n"},
+		{[]string{"ghost"}, 1, `ctx: usage: ENOENT: no agent "ghost" (ctx agent list shows the agents)` + "\n"},
+		{[]string{"coder", "--session", "nope"}, 1, `ctx: usage: ENOENT: no session "nope" of agent "coder" (ctx agent session list coder shows them)` + "\n"},
+		{[]string{"coder", "--since", "-1"}, 2, "ctx: usage: --since takes a number of days, not \"-1\"\nrun 'ctx agent usage --help' for usage\n"},
 	} {
 		_, errs, code := ctxRun(root, "", append([]string{"agent", "usage"}, c.args...)...)
 		if code != c.code || errs != c.errs {

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Every entry of the table, and every one added later, has a short line,
+// a description, an example, and a help that lists each of its flags
+// with a description; --help exits 0 and writes nothing on stderr.
+func TestHelpEveryCommand(t *testing.T) {
+	for _, c := range commands {
+		out, errs, code := ctxRun(t.TempDir(), "", append(strings.Fields(c.path()), "--help")...)
+		if code != 0 || errs != "" {
+			t.Errorf("%s --help: code %d errs %q", c.path(), code, errs)
+		}
+		if c.shortHelp() == "" || c.help == "" || c.examples == "" || !strings.Contains(out, "\nExamples:\n  ctx ") {
+			t.Errorf("%s: needs short, help and examples:\n%s", c.path(), out)
+		}
+		for _, f := range c.flags {
+			if f.usage == "" || !strings.Contains(out, "--"+f.name) {
+				t.Errorf("%s: flag --%s has no description in:\n%s", c.path(), f.name, out)
+			}
+		}
+	}
+}
+
+// The man pages are made from the same tree: one per command, with its
+// synopsis, flags and examples; the hidden generator has none.
+func TestManPages(t *testing.T) {
+	dir := t.TempDir()
+	if _, errs, code := ctxRun("", "", "__man", dir); code != 0 {
+		t.Fatalf("__man: code %d errs %q", code, errs)
+	}
+	for _, c := range commands {
+		page := filepath.Join(dir, "ctx-"+strings.ReplaceAll(c.path(), " ", "-")+".1")
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Errorf("%s: %v", c.path(), err)
+			continue
+		}
+		for _, want := range []string{".TH \"CTX", "ctx " + c.path(), ".SH EXAMPLE"} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("%s lacks %q", page, want)
+			}
+		}
+		for _, f := range c.flags {
+			if !strings.Contains(string(b), `\fB--`+f.name+`\fP`) {
+				t.Errorf("%s lacks --%s", page, f.name)
+			}
+		}
+	}
+	for _, name := range []string{"ctx.1", "ctx-agent.1", "ctx-agent-session.1", "ctx-completion-bash.1"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Error(err)
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*__man*")); len(m) != 0 {
+		t.Errorf("the generator has a page: %q", m)
+	}
+}

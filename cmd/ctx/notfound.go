@@ -1,0 +1,138 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/client"
+)
+
+// Not found, said one way by every command: what is missing, as the user
+// named it, and the command that shows what exists; never a path inside
+// the mount (the user named an agent and a session, not a file).
+
+func enoent(format string, args ...any) error {
+	return abi.Errorf(syscall.ENOENT, "", format, args...)
+}
+
+func noAgent(agent string) error {
+	return enoent("no agent %q (ctx agent list shows the agents)", agent)
+}
+
+func noSession(w *where, session string) error {
+	list := "ctx agent session list " + w.loc.Agent
+	if w.loc.Space != "" {
+		list += " --shared " + w.loc.Space
+	}
+	return enoent("no session %q of agent %q (%s shows them)", session, w.loc.Agent, list)
+}
+
+func noSpace(w *where) error {
+	return enoent("no shared space %q (ls %s shows the spaces)", w.loc.Space, filepath.Join(w.loc.Root, "shared"))
+}
+
+func notMounted(root string) error {
+	return enoent("ctxfs is not mounted at %s (ctxfs mount starts it; CTX_ROOT names another root)", root)
+}
+
+// missing turns "no such file" on the way to a session into what is
+// missing: the mount, the shared space, the agent or the session (session
+// "" when the command names none). A mount whose server is gone (ENOTCONN)
+// says so. Other errors pass through; describe drops their paths.
+func missing(w *where, session string, err error) error {
+	if errors.Is(err, syscall.ENOTCONN) {
+		return abi.Errorf(syscall.ENOTCONN, "", "the ctxfs mount at %s does not answer: its server stopped (ctxfs mount cleans up and starts it)", w.loc.Root)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if lerr := located(w); lerr != nil {
+		return lerr
+	}
+	if session != "" && !exists(filepath.Join(w.loc.SessionsDir(), session)) {
+		return noSession(w, session)
+	}
+	return err
+}
+
+// located says what is missing on the way to the agent's sessions: the
+// mount, the shared space or the agent. nil means they are there, and a
+// file that is absent is only absent (an agent with no sessions yet).
+func located(w *where) error {
+	own := client.Loc{Root: w.loc.Root, Uid: w.loc.Uid}
+	switch {
+	case !exists(own.HomeDir()): // the mount shows every caller its home
+		return notMounted(w.loc.Root)
+	case w.loc.Space != "" && !exists(w.loc.HomeDir()):
+		return noSpace(w)
+	case !agentKnown(w):
+		return noAgent(w.loc.Agent)
+	}
+	return nil
+}
+
+// agentKnown reports whether the agent is defined under the root (its
+// program, definition directory or socket) or has sessions in this home:
+// either makes "no sessions" a right answer rather than a typo's.
+func agentKnown(w *where) bool {
+	return agentDefined(w.loc.Root, w.loc.Agent) || exists(filepath.Dir(w.loc.SessionsDir()))
+}
+
+// agentDefined reports whether root has a definition or a socket of agent.
+func agentDefined(root, agent string) bool {
+	def := abi.DefinitionPath(root, abi.KindAgent, agent)
+	for _, p := range []string{def, def + ".d", def + ".sock"} {
+		if exists(p) {
+			return true
+		}
+	}
+	return false
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// mounted reports whether a ctxfs mount answers at root: root/home is a
+// mount point (another device than root). A mount whose server died fails
+// the stat (ENOTCONN) and is not mounted here.
+func mounted(root string) bool {
+	var r, h syscall.Stat_t
+	return syscall.Stat(root, &r) == nil && syscall.Stat(filepath.Join(root, "home"), &h) == nil && r.Dev != h.Dev
+}
+
+// unreachable says why an agent's socket could not be reached: no server
+// (a stale socket refuses, or nothing is mounted), or a live server that
+// has no such agent, or one that does not serve a defined agent.
+func unreachable(de *client.DialError) string {
+	name := abi.ErrnoName(abi.Errno(de.Err))
+	root, agent, ok := socketOwner(de.Path)
+	switch {
+	case !ok || name != "ENOENT":
+		return name + ": ctxfs is not running (ctxfs mount starts it)"
+	case !mounted(root) && !agentDefined(root, agent):
+		return fmt.Sprintf("ENOENT: ctxfs is not running at %s (ctxfs mount starts it), and no agent %q is defined there", root, agent)
+	case !mounted(root):
+		return fmt.Sprintf("ENOENT: ctxfs is not running at %s (ctxfs mount starts it)", root)
+	case !agentDefined(root, agent):
+		return noAgent(agent).Error()
+	}
+	return fmt.Sprintf("ENOENT: agent %q has no socket: the server does not serve it (ctx doctor says why)", agent)
+}
+
+// socketOwner splits ROOT/agent/NAME.sock.
+func socketOwner(path string) (root, agent string, ok bool) {
+	dir, base := filepath.Split(path)
+	dir = filepath.Clean(dir)
+	if filepath.Base(dir) != abi.KindAgent || !strings.HasSuffix(base, ".sock") {
+		return "", "", false
+	}
+	return filepath.Dir(dir), strings.TrimSuffix(base, ".sock"), true
+}
