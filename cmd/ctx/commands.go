@@ -100,6 +100,16 @@ streaming run, then ends the chat).
 		flagHelp: "[--pattern GLOB]... [--older-than-days N] [--keep NAME]... [--yes] [--delete] [--archive-dir ABS] [--shared SPACE]",
 		help:     "Archives (or with --delete deletes) the sessions whose names match a pattern\n(default: *smoke* e2e-* repro-* install-* deterministic-* ansi-* spark-* temp-*).\nWithout --yes it only prints what it would do, and writes nothing.\n",
 		run:      runSessionGC},
+	{name: "attach", aliases: []string{"resume"}, posNames: "AGENT [RUN]", minArgs: 1, maxArgs: 2,
+		flags:    []flagDef{fSession, fScope, fSpace, fShared, fJSON},
+		flagHelp: "[--session S] [--shared SPACE] [--scope temp] [--json]",
+		help:     attachHelp,
+		run:      runAttach},
+	{name: "list", posNames: "", minArgs: 0, maxArgs: 0,
+		flags:    []flagDef{fJSON},
+		flagHelp: "[--json]",
+		help:     agentListHelp,
+		run:      runAgentList},
 }
 
 func (c *command) synopsis() string {
