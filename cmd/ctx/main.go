@@ -62,6 +62,8 @@ func run(e *env, argv []string) int {
 		return exitOK
 	case "agent":
 		return runAgent(e, argv[1:])
+	case "doctor":
+		return runDoctorArgs(e, argv[1:])
 	}
 	return usageError(e, "", fmt.Sprintf("unknown command %q", argv[0]))
 }
