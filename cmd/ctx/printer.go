@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"unicode/utf8"
@@ -256,11 +257,22 @@ func toolResultLine(o *proto.Object, callName string) string {
 	if name != "" {
 		line += " " + printable(name)
 	}
-	text := resultText(o.Raw("content"))
+	text := toolResultText(o.Raw("content"))
 	if string(o.Raw("is_error")) == "true" {
 		return line + " error: " + printable(firstLine(text, maxToolError))
 	}
 	return fmt.Sprintf("%s ok, %d bytes", line, len(text))
+}
+
+// toolResultText is a tool result's content as text: a string, or the
+// text of its parts, else the content as JSON.
+func toolResultText(raw json.RawMessage) string {
+	if parts, err := client.Parts(raw); err == nil {
+		if text := client.Text(parts); text != "" {
+			return text
+		}
+	}
+	return resultText(raw)
 }
 
 // maxToolError bounds the part of a failed tool's result kept for its line
