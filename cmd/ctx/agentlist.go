@@ -100,13 +100,8 @@ func runAgentList(e *env, p *parsed) int {
 // printDefinitions writes one line per definition: aligned columns under
 // a header on a terminal, tab-separated fields for pipelines.
 func printDefinitions(w io.Writer, defs []definition) {
-	out := w
-	var tw *tabwriter.Writer
-	if isTerminal(w) {
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		out = tw
-		fmt.Fprintln(tw, "KIND\tNAME\tSOCKET\tSTATE")
-	}
+	out, flush := table(w, "KIND\tNAME\tSOCKET\tSTATE")
+	defer flush()
 	for _, d := range defs {
 		state := d.State
 		if d.Error != "" {
@@ -118,7 +113,15 @@ func printDefinitions(w io.Writer, defs []definition) {
 		}
 		fmt.Fprintf(out, "%s\t%s\t%s\t%s\n", d.Kind, d.Name, sock, state)
 	}
-	if tw != nil {
-		tw.Flush()
+}
+
+// table is where tab-separated lines go: on a terminal, aligned columns
+// under header (flush writes them out); elsewhere w itself, for pipelines.
+func table(w io.Writer, header string) (out io.Writer, flush func()) {
+	if !isTerminal(w) {
+		return w, func() {}
 	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	return tw, func() { tw.Flush() }
 }

@@ -74,7 +74,11 @@ func TestSendOnTerminalShowsRunAndTools(t *testing.T) {
 
 // Ctrl+C detaches: the message names the command that attaches again,
 // with the session and the space of the send.
-func TestSendInterruptNamesAttach(t *testing.T) {
+const hangingRun = "ctx-0123456789abcdef0123456789abcdef"
+
+// hangingAgent answers every request with the start of hangingRun, then
+// nothing until the client hangs up; it returns the root.
+func hangingAgent(t *testing.T) string {
 	root, ln := listenAgent(t)
 	go func() {
 		for {
@@ -85,11 +89,35 @@ func TestSendInterruptNamesAttach(t *testing.T) {
 			go func() {
 				defer c.Close()
 				bufio.NewReader(c).ReadBytes('\n')
-				io.WriteString(c, `{"type":"start","id":"R","run":"ctx-0123456789abcdef0123456789abcdef"}`+"\n")
+				io.WriteString(c, `{"type":"start","id":"`+hangingRun+`","run":"`+hangingRun+`"}`+"\n")
 				io.Copy(io.Discard, c) // until the client hangs up
 			}()
 		}
 	}()
+	return root
+}
+
+// ctxInterrupted runs ctx in-process with a Ctrl+C after 300 ms, and
+// returns its stderr and exit status.
+func ctxInterrupted(root string, argv ...string) (string, int) {
+	var errs strings.Builder
+	e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &errs, uid: 1000,
+		getenv: func(k string) string {
+			if k == "CTX_ROOT" {
+				return root
+			}
+			return ""
+		},
+		interrupt: func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 300*time.Millisecond)
+		},
+	}
+	code := run(e, argv)
+	return errs.String(), code
+}
+
+func TestSendInterruptNamesAttach(t *testing.T) {
+	root := hangingAgent(t)
 	for _, c := range []struct {
 		flags []string
 		where string
@@ -98,24 +126,21 @@ func TestSendInterruptNamesAttach(t *testing.T) {
 		{[]string{"--shared", "team"}, "--session default --shared team"},
 		{[]string{"--scope", "temp", "--session", "t1"}, "--session t1 --scope temp"},
 	} {
-		var errs strings.Builder
-		e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &errs, uid: 1000,
-			getenv: func(k string) string {
-				if k == "CTX_ROOT" {
-					return root
-				}
-				return ""
-			},
-			interrupt: func() (context.Context, context.CancelFunc) {
-				return context.WithTimeout(context.Background(), 300*time.Millisecond) // Ctrl+C after the start
-			},
+		errs, code := ctxInterrupted(root, append([]string{"agent", "send", "coder", "hi"}, c.flags...)...)
+		want := "ctx: send: interrupted; run " + hangingRun + " goes on: ctx agent attach coder " + c.where + " " + hangingRun +
+			" follows it again, ctx agent cancel coder " + hangingRun + " stops it\n"
+		if code != exitInterrupted || errs != want {
+			t.Errorf("%v: code %d errs %q\nwant %q", c.flags, code, errs, want)
 		}
-		code := run(e, append([]string{"agent", "send", "coder", "hi"}, c.flags...))
-		run := "ctx-0123456789abcdef0123456789abcdef"
-		want := "ctx: send: interrupted; run " + run + " goes on: ctx agent attach coder " + c.where + " " + run +
-			" follows it again, ctx agent cancel coder " + run + " stops it\n"
-		if code != exitInterrupted || errs.String() != want {
-			t.Errorf("%v: code %d errs %q\nwant %q", c.flags, code, errs.String(), want)
-		}
+	}
+}
+
+// Ctrl+C detaches attach again, with the same words.
+func TestAttachInterrupted(t *testing.T) {
+	errs, code := ctxInterrupted(hangingAgent(t), "agent", "attach", "coder", "--session", "work", hangingRun)
+	want := "ctx: attach: interrupted; run " + hangingRun + " goes on: ctx agent attach coder --session work " + hangingRun +
+		" follows it again, ctx agent cancel coder " + hangingRun + " stops it\n"
+	if code != exitInterrupted || errs != want {
+		t.Errorf("code %d errs %q\nwant %q", code, errs, want)
 	}
 }
