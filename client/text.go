@@ -1,6 +1,8 @@
 package client
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
 	"strings"
@@ -80,4 +82,31 @@ func RunText(messages io.Reader, run string) (string, error) {
 func MessageText(o *proto.Object) string {
 	parts, _ := Parts(o.Raw("content"))
 	return Text(parts)
+}
+
+// RunStderr returns the last n lines of the agent's stderr that run
+// recorded in an events.jsonl stream ({"type":"log","stream":"stderr"}
+// events, SPEC section 10). Lines of other runs, and lines that do not
+// parse, are skipped; only lines that name the run are parsed at all.
+func RunStderr(events io.Reader, run string, n int) ([]string, error) {
+	br := bufio.NewReaderSize(events, 64<<10)
+	mark := []byte(`"` + run + `"`)
+	var lines []string
+	for {
+		line, err := br.ReadBytes('\n')
+		if bytes.Contains(line, mark) && bytes.Contains(line, []byte(`"log"`)) {
+			o, perr := proto.ParseObject(bytes.TrimRight(line, "\r\n"), false)
+			if perr == nil && o.Str("type") == proto.FrameLog && o.Str("run") == run && o.Str("stream") == "stderr" {
+				if lines = append(lines, o.Str("text")); len(lines) > n {
+					lines = lines[1:]
+				}
+			}
+		}
+		if err == io.EOF {
+			return lines, nil
+		}
+		if err != nil {
+			return lines, err
+		}
+	}
 }

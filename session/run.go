@@ -53,14 +53,17 @@ type run struct {
 	streamed  int  // bytes of frames taken so far
 }
 
-func (e *Engine) newRun(s *sess, id, clientID string, c Caller, loc *location, def *agent.Definition, input, cwd string, dir runDir, rec *clientRecord) *run {
+// st is the run's stream, which already holds its start frame: once the
+// run is in s.active, resume and replays find the start in the log and
+// follow the stream from the frame after it.
+func (e *Engine) newRun(s *sess, id, clientID string, c Caller, loc *location, def *agent.Definition, input, cwd string, dir runDir, rec *clientRecord, st *stream) *run {
 	uid, gid := uint32(loc.own.Uid), uint32(loc.own.Gid)
 	if loc.scope != abi.ScopePrivate {
 		uid, gid = c.Uid, c.Gid
 	}
 	sessDir := e.mountPath(loc.ref.Rel())
 	ctx, cancel := context.WithCancel(context.Background())
-	rn := &run{id: id, s: s, rec: rec, caller: c.Uid, dir: dir, clientID: clientID, started: time.Now(), stream: newStream(), ctx: ctx, cancel: cancel, phase: "queued", wake: make(chan struct{}, 1)}
+	rn := &run{id: id, s: s, rec: rec, caller: c.Uid, dir: dir, clientID: clientID, started: time.Now(), stream: st, ctx: ctx, cancel: cancel, phase: "queued", wake: make(chan struct{}, 1)}
 	rn.spec = agent.Spec{
 		RunID: id, Session: loc.ref.Name, Scope: loc.scope, Def: def,
 		Uid: uid, Gid: gid, Input: input, Dir: e.hostPath(dir),

@@ -187,13 +187,17 @@ func (e *Engine) startRun(c Caller, s *sess, loc *location, req *proto.Request, 
 	if err := s.appendBoth(append(start.Line(), state.Line()...), user.Line()); err != nil {
 		return nil, err
 	}
-	rn := e.newRun(s, id, req.ID, c, loc, def, req.Input, cwd, dir, rec)
+	// The start goes to the stream before the run is visible in s.active:
+	// a resume or replay that finds the run finds its start in the log, and
+	// must not get it from the stream as well.
+	st := newStream()
+	sender := st.join() // before the first frame: the sender reads them all
+	st.push(start)
+	rn := e.newRun(s, id, req.ID, c, loc, def, req.Input, cwd, dir, rec, st)
 	ticket.spend() // the run holds it now
 	s.recordStart(now, cwd, abi.StateActive)
 	rec.run, rec.start = id, start
 	close(rec.ready)
-	sender := rn.stream.join() // before the first frame: the sender reads them all
-	rn.stream.push(start)
 	go rn.execute()
 	return newReply(nil, sender), nil
 }

@@ -278,7 +278,8 @@ Exit status: 0 ok; 1 the run failed or was cancelled, or the command's own
 operation failed (a missing session, a cancel that found nothing running);
 2 bad usage, a refused request (its errno name on stderr) or an unreachable
 server; 130 interrupted. Ctrl+C on a send only detaches: the run goes on
-(ctx agent cancel AGENT RUN stops it).
+(ctx agent attach AGENT RUN follows it again, ctx agent cancel AGENT RUN
+stops it).
 
 ctx help COMMAND (or ctx agent COMMAND --help) shows a command's flags and
 examples; ctx completion bash|zsh|fish prints a shell completion script.`)

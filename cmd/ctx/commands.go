@@ -45,7 +45,9 @@ var commands = []*command{
 joined with spaces; an INPUT of - is read from stdin. An INPUT that starts
 with - goes after --. Exit status: 0 ok, 1 the run failed or was cancelled,
 2 bad usage or a refused request (its errno on stderr), 130 interrupted:
-Ctrl+C only detaches, the run goes on (ctx agent cancel AGENT RUN stops it).
+Ctrl+C only detaches, the run goes on (ctx agent attach AGENT RUN follows it
+again, ctx agent cancel AGENT RUN stops it). On a terminal the run id goes to
+stderr, and tool calls and results show as one line each.
 `,
 		examples: `ctx agent send coder 'fix the failing test'
 git diff | ctx agent send coder 'review this:' -
@@ -160,6 +162,29 @@ ctx agent session archive coder old --archive-dir /srv/archive`,
 ctx agent session gc coder --pattern 'tmp-*' --older-than-days 7 --keep tmp-keep --yes
 ctx agent session gc coder --delete --yes`,
 		run: runSessionGC},
+	{name: "attach", aliases: []string{"resume"}, posNames: "AGENT [RUN]", minArgs: 1, maxArgs: 2,
+		flags: []flagDef{fSession, fScope, fSpace, fShared,
+			fJSON.with("print the raw frames, one JSON object a line, as `send --json` does")},
+		short: "Follow a run again (after Ctrl+C detached a send) and stream the rest",
+		help:  attachHelp,
+		examples: `ctx agent attach coder
+ctx agent attach coder --session s1 ctx-0123456789abcdef0123456789abcdef
+ctx agent resume coder --json`,
+		run: runAttach},
+	{name: "list", maxArgs: 0,
+		flags: []flagDef{fJSON.with("print one object per definition")},
+		short: "List the agents and models, their definitions' state and sockets",
+		help:  agentListHelp,
+		examples: `ctx agent list
+ctx agent list --json | jq -r 'select(.state != "ok") | .name'`,
+		run: runAgentList},
+	{name: "doctor", top: true, maxArgs: 0,
+		flags: []flagDef{fJSON.with("print one object per check")},
+		short: "Check the mount, the sockets, the definitions, FUSE and the store; name each fix",
+		help:  doctorHelp,
+		examples: `ctx doctor
+ctx doctor --json | jq -r 'select(.ok | not) | .fix'`,
+		run: runDoctor},
 	{name: "version", top: true, maxArgs: 0,
 		flags:    []flagDef{fJSON.with(`print {"version","go","revision","time","modified"}`)},
 		short:    "Print the version of ctx",

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"unicode/utf8"
 
+	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
 	"github.com/ctxfs/ctxfs/proto"
 )
@@ -26,16 +29,37 @@ type sendPrinter struct {
 	// nothing gets its text from the session's messages.jsonl.
 	recorded func(run string) string
 
-	source  map[string]string // run -> srcDelta or srcMessage
-	run     string            // the run of the start frame
-	started bool
-	done    *proto.Object
-	refused *client.ServerError
-	last    byte // last byte of text written to out, 0 before any
+	// cmd names the command in messages ("send", "attach").
+	cmd string
+	// tools shows tool calls and results as one line each, at most width
+	// columns: only on a terminal, so that pipes keep just the text.
+	tools bool
+	width int
+	// announce is where the run id goes when the start frame names it
+	// (stderr, when it is a terminal), nil for nowhere.
+	announce io.Writer
+	// recordedLog returns the last lines of a run's stderr as recorded in
+	// the session, for a failed run whose reply carried none of them (a
+	// replay has only start and done); nil for a temp session.
+	recordedLog func(run string, n int) []string
+
+	source    map[string]string // run -> srcDelta or srcMessage
+	run       string            // the run of the start frame
+	started   bool
+	body      int               // frames of the run between start and done
+	stderr    []string          // the last stderrShown lines of the agent's stderr
+	toolNames map[string]string // tool call id -> tool name, for result lines
+	done      *proto.Object
+	refused   *client.ServerError
+	last      byte // last byte of text written to out, 0 before any
 }
 
+// stderrShown is how many of its last stderr lines a failed run shows.
+const stderrShown = 5
+
 func newSendPrinter(out, errw io.Writer, json bool, recorded func(string) string) *sendPrinter {
-	return &sendPrinter{out: out, errw: errw, json: json, recorded: recorded, source: map[string]string{}}
+	return &sendPrinter{out: out, errw: errw, json: json, recorded: recorded, cmd: "send",
+		source: map[string]string{}, toolNames: map[string]string{}}
 }
 
 // frame handles one reply frame.
@@ -45,24 +69,43 @@ func (p *sendPrinter) frame(f client.Frame) {
 	}
 	if f.Obj == nil {
 		if !p.json {
-			fmt.Fprintf(p.errw, "ctx: send: bad frame from server: %v\n", f.Err)
+			fmt.Fprintf(p.errw, "ctx: %s: bad frame from server: %v\n", p.cmd, f.Err)
 		}
 		return
 	}
 	o := f.Obj
-	switch f.Type() {
+	switch t := f.Type(); t {
 	case proto.FrameStart:
 		p.started, p.run = true, o.Str("run")
+		if p.announce != nil && !p.json {
+			fmt.Fprintf(p.announce, "run %s\n", printable(p.run))
+		}
+	case proto.FrameDone:
+		p.finishRun(o)
+	default:
+		p.body++
+		p.bodyFrame(t, o)
+	}
+}
+
+// bodyFrame handles a frame of a run between its start and its done.
+func (p *sendPrinter) bodyFrame(t string, o *proto.Object) {
+	switch t {
 	case proto.FrameDelta:
 		p.text(o.Str("run"), srcDelta, o.Str("text"))
 	case proto.FrameMessage:
 		if role := o.Str("role"); role == "" || role == "assistant" {
 			p.text(o.Str("run"), srcMessage, client.MessageText(o))
 		}
+	case proto.FrameToolCall:
+		p.toolNames[o.Str("id")] = o.Str("name")
+		p.toolLine(toolCallLine(o))
+	case proto.FrameToolResult:
+		p.toolLine(toolResultLine(o, p.toolNames[o.Str("tool_call_id")]))
+	case proto.FrameLog:
+		p.keepStderr(o)
 	case proto.FrameError:
 		p.errorFrame(o)
-	case proto.FrameDone:
-		p.finishRun(o)
 	}
 }
 
@@ -95,7 +138,38 @@ func (p *sendPrinter) errorFrame(o *proto.Object) {
 		return
 	}
 	if !p.json {
+		p.endLine()
 		fmt.Fprintf(p.errw, "ctx: error: %s\n", se)
+	}
+}
+
+// toolLine prints one tool call or result on a line of its own, cut to
+// the terminal's width.
+func (p *sendPrinter) toolLine(line string) {
+	if !p.tools || p.json {
+		return
+	}
+	p.endLine()
+	p.write(cutColumns(line, p.width) + "\n")
+}
+
+// endLine ends the text's line on a terminal before a line of another
+// kind (a tool line, an error on stderr) is written there. A pipe gets no
+// newline that was not in the text until the end (finish).
+func (p *sendPrinter) endLine() {
+	if p.tools && p.last != 0 && p.last != '\n' {
+		p.write("\n")
+	}
+}
+
+// keepStderr keeps the last stderrShown lines the agent wrote on stderr.
+func (p *sendPrinter) keepStderr(o *proto.Object) {
+	if o.Str("stream") != "stderr" {
+		return
+	}
+	p.stderr = append(p.stderr, o.Str("text"))
+	if len(p.stderr) > stderrShown {
+		p.stderr = p.stderr[1:]
 	}
 }
 
@@ -123,19 +197,101 @@ func (p *sendPrinter) finish() {
 func (p *sendPrinter) exitStatus(readErr error) int {
 	switch {
 	case p.refused != nil:
-		fmt.Fprintf(p.errw, "ctx: send: %s\n", describe("send", p.refused))
+		fmt.Fprintf(p.errw, "ctx: %s: %s\n", p.cmd, describe(p.cmd, p.refused))
 		return exitUsage
 	case p.done != nil && p.done.Str("status") == "ok":
 		return exitOK
 	case p.done != nil:
+		p.showStderr()
 		return exitFailed
 	case p.started:
 		why := "the server closed the connection"
 		if readErr != nil {
 			why = readErr.Error()
 		}
-		fmt.Fprintf(p.errw, "ctx: send: EIO: no done frame (%s); run %s may still be running (ctx agent status)\n", why, p.run)
+		fmt.Fprintf(p.errw, "ctx: %s: EIO: no done frame (%s); run %s may still be running (ctx agent status)\n", p.cmd, why, p.run)
 		return exitFailed
 	}
 	return -1 // no reply at all: the caller knows why
+}
+
+// showStderr prints, for a run that failed (not one that was cancelled),
+// the last lines of the agent's stderr: the reason is usually there
+// ("boom: API key missing"), while the error frame only says how the
+// program exited. A reply without them (a replay) takes them from the
+// session's events.jsonl.
+func (p *sendPrinter) showStderr() {
+	if p.json || p.done.Str("status") != abi.StateError {
+		return
+	}
+	lines := p.stderr
+	if len(lines) == 0 && p.body == 0 && p.recordedLog != nil {
+		lines = p.recordedLog(p.done.Str("run"), stderrShown)
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintf(p.errw, "ctx: %s: last lines of the agent's stderr:\n", p.cmd)
+	for _, l := range lines {
+		fmt.Fprintf(p.errw, "  %s\n", printable(l))
+	}
+}
+
+// toolCallLine is "→ NAME ARGUMENTS", the arguments as compact JSON.
+func toolCallLine(o *proto.Object) string {
+	line := "→ " + printable(o.Str("name"))
+	if args := compact(o.Raw("arguments")); args != "" {
+		line += " " + printable(args)
+	}
+	return line
+}
+
+// toolResultLine is "← NAME ok, N bytes" or "← NAME error: first line of
+// the result" (NAME from the result, else from its call).
+func toolResultLine(o *proto.Object, callName string) string {
+	name := o.Str("name")
+	if name == "" {
+		name = callName
+	}
+	line := "←"
+	if name != "" {
+		line += " " + printable(name)
+	}
+	text := toolResultText(o.Raw("content"))
+	if string(o.Raw("is_error")) == "true" {
+		return line + " error: " + printable(firstLine(text, maxToolError))
+	}
+	return fmt.Sprintf("%s ok, %d bytes", line, len(text))
+}
+
+// toolResultText is a tool result's content as text: a string, or the
+// text of its parts, else the content as JSON.
+func toolResultText(raw json.RawMessage) string {
+	if parts, err := client.Parts(raw); err == nil {
+		if text := client.Text(parts); text != "" {
+			return text
+		}
+	}
+	return resultText(raw)
+}
+
+// maxToolError bounds the part of a failed tool's result kept for its line
+// before it is cut to the terminal's width.
+const maxToolError = 1024
+
+// cutColumns cuts s to at most width characters, "…" marking a cut.
+// Characters are counted as one column each: close enough for a status
+// line, and never wider than the terminal for the ASCII of names and JSON.
+func cutColumns(s string, width int) string {
+	if width <= 1 || utf8.RuneCountInString(s) <= width {
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == width-1 {
+			return s[:i] + "…"
+		}
+		n++
+	}
+	return s
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
 	"github.com/ctxfs/ctxfs/proto"
+	"golang.org/x/term"
 )
 
 func runSend(e *env, p *parsed) int {
@@ -27,12 +28,43 @@ func runSend(e *env, p *parsed) int {
 	if id == "" {
 		id = client.NewClientID()
 	}
-	recorded := func(run string) string { return recordedText(w, run) }
-	if w.scope == abi.ScopeTemp {
-		recorded = nil // a temp session has no files to read
-	}
-	pr := newSendPrinter(e.stdout, e.stderr, p.on("json"), recorded)
+	pr := newPrinter(e, w, "send", p.on("json"))
 	return stream(e, w, sendRequest(w, p, id, input), pr)
+}
+
+// newPrinter is the printer of send and attach: what a replay lacks is read
+// from the session's files (a temp session has none), and a terminal gets
+// the run id and the tool lines that a pipe does not.
+func newPrinter(e *env, w *where, cmd string, json bool) *sendPrinter {
+	var recorded func(string) string
+	if w.scope != abi.ScopeTemp {
+		recorded = func(run string) string { return recordedText(w, run) }
+	}
+	pr := newSendPrinter(e.stdout, e.stderr, json, recorded)
+	pr.cmd = cmd
+	if w.scope != abi.ScopeTemp {
+		pr.recordedLog = func(run string, n int) []string { return recordedStderr(w, run, n) }
+	}
+	if isTerminal(e.stderr) {
+		pr.announce = e.stderr
+	}
+	if isTerminal(e.stdout) {
+		pr.tools, pr.width = true, termWidth(e.stdout)
+	}
+	return pr
+}
+
+// defaultWidth is the width of tool lines when the terminal's is unknown.
+const defaultWidth = 120
+
+// termWidth is the width of the terminal w, or defaultWidth.
+func termWidth(w io.Writer) int {
+	if f, ok := w.(*os.File); ok {
+		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
+			return cols
+		}
+	}
+	return defaultWidth
 }
 
 // sendRequest builds the request; space and cwd are sent only when given,
@@ -50,22 +82,42 @@ func sendRequest(w *where, p *parsed, id, input string) *proto.Object {
 }
 
 // stream sends req and prints its reply. On SIGINT it only detaches: the
-// run goes on (SPEC section 7), and the message says how to stop it.
+// run goes on (SPEC section 7), and the message says how to follow it
+// again and how to stop it.
 func stream(e *env, w *where, req *proto.Object, pr *sendPrinter) int {
+	code, _ := streamFrames(e, w, req, pr, pr.frame)
+	return code
+}
+
+// streamFrames is stream with each frame handed to each (which hands what
+// it keeps to pr). It returns -1 and false when the reply ended cleanly
+// without a start or a refusal, for the caller to explain.
+func streamFrames(e *env, w *where, req *proto.Object, pr *sendPrinter, each func(client.Frame)) (int, bool) {
 	ctx, stop := e.interrupt()
 	defer stop()
-	sendErr, readErr, err := exchange(ctx, w, req, pr.frame)
+	// The reply is read until the run's done frame: a resume's reply goes
+	// on with the live frames of other runs, which no one here wants.
+	rctx, enough := context.WithCancel(ctx)
+	defer enough()
+	sendErr, readErr, err := exchange(rctx, w, req, func(f client.Frame) {
+		if each(f); pr.done != nil {
+			enough()
+		}
+	})
 	if err != nil {
-		return fail(e, "send", err, exitUsage)
+		return fail(e, pr.cmd, err, exitUsage), true
 	}
 	pr.finish()
 	if ctx.Err() != nil {
-		return interrupted(e, w, pr.run)
+		return interrupted(e, w, pr), true
 	}
 	if code := pr.exitStatus(readErr); code >= 0 {
-		return code
+		return code, true
 	}
-	return fail(e, "send", noReply(sendErr, readErr), exitUsage)
+	if sendErr == nil && readErr == nil {
+		return -1, false
+	}
+	return fail(e, pr.cmd, noReply(sendErr, readErr), exitUsage), true
 }
 
 // exchange sends req to the agent's socket and hands each reply frame to
@@ -102,13 +154,29 @@ func noReply(sendErr, readErr error) error {
 	return abi.Errorf(syscall.EIO, "", "the server closed the connection without a reply")
 }
 
-func interrupted(e *env, w *where, run string) int {
-	if run == "" {
-		fmt.Fprintln(e.stderr, "ctx: send: interrupted")
+// interrupted reports a Ctrl+C that detached from a run: the run goes
+// on, and the message says how to follow it again and how to stop it.
+func interrupted(e *env, w *where, pr *sendPrinter) int {
+	if pr.run == "" {
+		fmt.Fprintf(e.stderr, "ctx: %s: interrupted\n", pr.cmd)
 	} else {
-		fmt.Fprintf(e.stderr, "ctx: send: interrupted; run %s goes on (ctx agent cancel %s %s stops it)\n", run, w.loc.Agent, run)
+		fmt.Fprintf(e.stderr, "ctx: %s: interrupted; run %s goes on: %s follows it again, ctx agent cancel %s %s stops it\n",
+			pr.cmd, pr.run, attachCommand(w, pr.run), w.loc.Agent, pr.run)
 	}
 	return exitInterrupted
+}
+
+// attachCommand is the command line that attaches to run again. Agent,
+// session and space are checked names, which need no shell quoting.
+func attachCommand(w *where, run string) string {
+	s := "ctx agent attach " + w.loc.Agent + " --session " + w.session
+	switch w.scope {
+	case abi.ScopeShared:
+		s += " --shared " + w.loc.Space
+	case abi.ScopeTemp:
+		s += " --scope temp"
+	}
+	return s + " " + run
 }
 
 // readInput joins the INPUT words with spaces; a word "-" is replaced by
@@ -147,4 +215,17 @@ func recordedText(w *where, run string) string {
 		return ""
 	}
 	return s
+}
+
+// recordedStderr is the last n lines of run's stderr recorded in the
+// session's events.jsonl, or none if it cannot be read (the run's failure
+// is already reported; this only adds its reason).
+func recordedStderr(w *where, run string, n int) []string {
+	f, err := os.Open(w.loc.SessionFile(w.session, abi.FileEvents))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	lines, _ := client.RunStderr(f, run, n)
+	return lines
 }

@@ -1,0 +1,453 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+const doctorHelp = `Checks what ctx and ctxfs need, and prints one line per check: ok, or the
+problem and its fix. The mount root exists; home and shared are ctxfs mounts
+that answer; each definition is valid and its socket answers; /dev/fuse is
+there and usable; /etc/fuse.conf has user_allow_other when the server is not
+root; the store ($CTXFS_STORE, else the default) and the directories above it
+can be changed by no one but the server. --json: one object per check
+(check, ok, problem, fix, note). Exit 0 when all is well, 1 when a problem
+is found.
+`
+
+// doctorProbe bounds each probe of something that may hang: a stat of a
+// mount whose server stopped answering, a ping of a socket.
+const doctorProbe = 2 * time.Second
+
+// Paths the doctor reads: the host's, in one place.
+const (
+	fuseDevice = "/dev/fuse"
+	fuseConf   = "/etc/fuse.conf"
+	rootStore  = "/var/lib/ctxfs" // SPEC section 1: root's default store
+)
+
+// finding is the outcome of one check.
+type finding struct {
+	Check   string `json:"check"`
+	OK      bool   `json:"ok"`
+	Problem string `json:"problem,omitempty"`
+	Fix     string `json:"fix,omitempty"`
+	Note    string `json:"note,omitempty"`
+}
+
+// doctor holds what the checks learn from one another.
+type doctor struct {
+	e     *env
+	root  string
+	found []finding
+	// serverUid is the uid of the server of the home mount, -1 when no
+	// ctxfs mount was found there.
+	serverUid int
+	mountsOK  bool // both mounts are ctxfs and answer
+}
+
+func (d *doctor) ok(check, note string) {
+	d.found = append(d.found, finding{Check: check, OK: true, Note: note})
+}
+
+func (d *doctor) problem(check, problem, fix string) {
+	d.found = append(d.found, finding{Check: check, Problem: problem, Fix: fix})
+}
+
+func runDoctor(e *env, p *parsed) int {
+	d := &doctor{e: e, root: abi.RootFromEnv(e.getenv), serverUid: -1}
+	d.checkRoot()
+	d.checkMounts()
+	d.checkDefinitions()
+	d.checkDevice()
+	d.checkAllowOther()
+	d.checkStore()
+	problems := d.report(e.stdout, p.on("json"))
+	if problems > 0 {
+		return exitFailed
+	}
+	return exitOK
+}
+
+// report prints the findings and returns how many are problems.
+func (d *doctor) report(w io.Writer, asJSON bool) int {
+	problems := 0
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	for _, f := range d.found {
+		if !f.OK {
+			problems++
+		}
+		switch {
+		case asJSON:
+			enc.Encode(f)
+		case f.OK && f.Note != "":
+			fmt.Fprintf(w, "ok: %s (%s)\n", f.Check, f.Note)
+		case f.OK:
+			fmt.Fprintf(w, "ok: %s\n", f.Check)
+		default:
+			fmt.Fprintf(w, "problem: %s: %s\n  fix: %s\n", f.Check, f.Problem, f.Fix)
+		}
+	}
+	if !asJSON {
+		if problems == 0 {
+			fmt.Fprintln(w, "no problems found")
+		} else {
+			fmt.Fprintf(w, "%d problem(s) found\n", problems)
+		}
+	}
+	return problems
+}
+
+// mountCmd is the command that mounts this root.
+func (d *doctor) mountCmd() string { return "ctxfs mount --root " + d.root }
+
+func (d *doctor) checkRoot() {
+	check := "mount root " + d.root
+	st, err := os.Stat(d.root)
+	switch {
+	case err == nil && st.IsDir():
+		d.ok(check, "")
+	case err == nil:
+		d.problem(check, "not a directory", "remove it, or set CTX_ROOT to the mount root in use")
+	case errors.Is(err, fs.ErrNotExist):
+		d.problem(check, "does not exist", "start the server: "+d.mountCmd()+" (or set CTX_ROOT to the mount root in use)")
+	default:
+		d.problem(check, errText(err), "make it reachable for your uid (chmod 0755 on it and the directories above it)")
+	}
+}
+
+// checkMounts checks home and shared: a ctxfs mount each, whose server
+// answers a stat within doctorProbe.
+func (d *doctor) checkMounts() {
+	mounts, err := client.ReadMounts()
+	if err != nil {
+		d.problem("mounts", "cannot read /proc/self/mountinfo: "+errText(err), "mount /proc")
+		return
+	}
+	real := d.root
+	if r, err := filepath.EvalSymlinks(d.root); err == nil {
+		real = r // mountinfo lists real paths
+	}
+	d.mountsOK = true
+	for _, top := range []string{"home", "shared"} {
+		if !d.checkMount(mounts, filepath.Join(real, top)) {
+			d.mountsOK = false
+		}
+	}
+}
+
+func (d *doctor) checkMount(mounts []client.Mount, dir string) bool {
+	check := "mount " + dir
+	m, ok := client.MountAt(mounts, dir)
+	switch {
+	case !ok:
+		d.problem(check, "not mounted: the server is not running", "start it: "+d.mountCmd())
+		return false
+	case m.FSType != client.FSTypeCtxfs:
+		d.problem(check, fmt.Sprintf("a %s mount, not ctxfs", m.FSType), "unmount it (umount "+dir+"), then "+d.mountCmd())
+		return false
+	}
+	uid, hasUid := m.UserID()
+	if hasUid && strings.HasSuffix(dir, "/home") {
+		d.serverUid = uid
+	}
+	err, done := within(doctorProbe, func() error { _, err := os.Stat(dir); return err })
+	switch {
+	case !done:
+		d.problem(check, fmt.Sprintf("its server does not answer within %v (hung)", doctorProbe),
+			"stop the server (ctxfs umount --root "+d.root+", or umount -l "+dir+"), then "+d.mountCmd())
+		return false
+	case errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED):
+		d.problem(check, "its server is gone (ENOTCONN): a stale mount", "start the server again: "+d.mountCmd()+" (it cleans the stale mount first)")
+		return false
+	}
+	note := "ctxfs"
+	if hasUid {
+		note = fmt.Sprintf("ctxfs, server uid %d", uid)
+	}
+	d.ok(check, note)
+	return true
+}
+
+// within runs f and waits for it at most limit; done is false when it did
+// not return in time (it is left to finish, or hang, on its own).
+func within(limit time.Duration, f func() error) (err error, done bool) {
+	ch := make(chan error, 1)
+	go func() { ch <- f() }()
+	select {
+	case err := <-ch:
+		return err, true
+	case <-time.After(limit):
+		return nil, false
+	}
+}
+
+// checkDefinitions checks each definition with the server's loader, and
+// its socket with a ping.
+func (d *doctor) checkDefinitions() {
+	defs, err := definitions(d.root)
+	if err != nil {
+		d.problem("definitions", "cannot list "+filepath.Join(d.root, "agent")+" and "+filepath.Join(d.root, "model")+": "+errText(err),
+			"make them readable directories (chmod 0755)")
+		return
+	}
+	for _, def := range defs {
+		check := "definition " + def.Kind + " " + def.Name
+		if def.State == "ok" {
+			d.ok(check, "")
+		} else {
+			d.problem(check, "invalid: "+def.Error, "correct or remove the file it names (ctx agent list shows every definition's state)")
+		}
+	}
+	if !d.mountsOK && !anySocket(defs) {
+		// One cause, said once: a server that is not running has no
+		// sockets.
+		d.problem("sockets", fmt.Sprintf("none of the %d definitions has a socket: the server is not running", len(defs)), "start it: "+d.mountCmd())
+		return
+	}
+	for _, def := range defs {
+		d.checkSocket(def)
+	}
+}
+
+func anySocket(defs []definition) bool {
+	for _, def := range defs {
+		if def.Socket {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *doctor) checkSocket(def definition) {
+	check := "socket " + def.path
+	fix := "start the server: " + d.mountCmd()
+	if d.mountsOK {
+		fix = "the server makes a socket for a new definition within a second; if it stays missing, restart it (ctxfs umount --root " + d.root + "; " + d.mountCmd() + ")"
+	}
+	if !def.Socket {
+		d.problem(check, "missing", fix)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), doctorProbe)
+	defer cancel()
+	frames, err := client.Call(ctx, def.path, proto.NewObject("op", proto.OpPing))
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		d.problem(check, "refuses connections: left by a server that stopped", "start the server: "+d.mountCmd())
+	case ctx.Err() != nil:
+		d.problem(check, fmt.Sprintf("no answer to ping within %v", doctorProbe), "restart the server (ctxfs umount --root "+d.root+"; "+d.mountCmd()+")")
+	case err != nil:
+		d.problem(check, errText(err), fix)
+	case len(frames) != 1 || frames[0].Type() != proto.FramePong:
+		d.problem(check, "answers ping with something other than pong: not a ctxfs server", "stop what listens there, then "+d.mountCmd())
+	default:
+		d.ok(check, "answers ping")
+	}
+}
+
+// checkDevice: a server needs /dev/fuse, a character device it can open
+// for reading and writing.
+func (d *doctor) checkDevice() {
+	check := fuseDevice
+	st, err := os.Stat(fuseDevice)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		d.problem(check, "missing", "load the fuse module (modprobe fuse); in a container, pass the device (docker run --device /dev/fuse)")
+		return
+	case err != nil:
+		d.problem(check, errText(err), "make /dev/fuse reachable")
+		return
+	case st.Mode()&fs.ModeCharDevice == 0:
+		d.problem(check, "not a character device", "remove it and load the fuse module (modprobe fuse), which makes the device")
+		return
+	}
+	f, err := os.OpenFile(fuseDevice, os.O_RDWR, 0)
+	if err != nil {
+		d.problem(check, fmt.Sprintf("uid %d cannot open it: %s", d.e.uid, errText(err)),
+			"run the server as root, or give users the device's usual mode: chmod 0666 /dev/fuse (in a container, also allow the device: --device /dev/fuse)")
+		return
+	}
+	f.Close()
+	d.ok(check, "")
+}
+
+// checkAllowOther: a server that is not root needs user_allow_other in
+// /etc/fuse.conf to mount with allow_other, which lets other uids use the
+// mount. Root does not.
+func (d *doctor) checkAllowOther() {
+	check := fuseConf + " user_allow_other"
+	uid := d.serverUid
+	if uid < 0 {
+		uid = d.e.uid // no server: you are the one who would start it
+	}
+	if uid == 0 {
+		d.ok(check, "not needed: the server runs as root")
+		return
+	}
+	f, err := os.Open(fuseConf)
+	if err == nil {
+		defer f.Close()
+		if allowsOther(f) {
+			d.ok(check, "")
+			return
+		}
+	}
+	d.problem(check, fmt.Sprintf("not set, and a server run by uid %d needs it so that other users can use the mount", uid),
+		"as root: echo user_allow_other >> "+fuseConf)
+}
+
+// allowsOther reports whether a fuse.conf sets user_allow_other: the word
+// alone on a line, outside comments.
+func allowsOther(r io.Reader) bool {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line, _, _ := strings.Cut(sc.Text(), "#")
+		if strings.TrimSpace(line) == "user_allow_other" {
+			return true
+		}
+	}
+	return false
+}
+
+// checkStore checks that only the server's uid can change the store: the
+// store directory and what is at its top, and every directory above it.
+// Symlinks are never followed below the store's own path.
+func (d *doctor) checkStore() {
+	store, owner := d.storePath()
+	check := "store " + store
+	real, err := filepath.EvalSymlinks(store) // as the server resolves it
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		d.ok(check, "not there: the server makes it at its first mount; with --store elsewhere, set CTXFS_STORE to check that one")
+		return
+	case err != nil:
+		d.ok(check, "not checked: "+errText(err)+" (run ctx doctor as root)")
+		return
+	}
+	before := len(d.found)
+	d.checkStoreEntry(check, real, real, owner)
+	for dir := filepath.Dir(real); ; dir = filepath.Dir(dir) {
+		d.checkStoreParent(check, dir, owner)
+		if dir == "/" {
+			break
+		}
+	}
+	note := d.checkStoreTop(check, real, owner)
+	if len(d.found) == before {
+		d.ok(check, note)
+	}
+}
+
+// storePath is the store to check and the uid that must own it:
+// $CTXFS_STORE or the default of SPEC section 1 for the server's uid (the
+// mount's, else the caller's).
+func (d *doctor) storePath() (string, int) {
+	owner := d.serverUid
+	if owner < 0 {
+		owner = d.e.uid
+	}
+	if s := d.e.getenv("CTXFS_STORE"); s != "" {
+		return s, owner
+	}
+	if owner == 0 {
+		return rootStore, 0
+	}
+	if x := d.e.getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "ctxfs"), owner
+	}
+	return filepath.Join(d.e.getenv("HOME"), ".local", "share", "ctxfs"), owner
+}
+
+// checkStoreEntry checks the store directory or an entry at its top:
+// owned by owner, and writable by no one else.
+func (d *doctor) checkStoreEntry(check, store, path string, owner int) {
+	st, err := os.Lstat(path)
+	if err != nil {
+		d.problem(check, path+": "+errText(err), "check the store: ctxfs fsck --store "+store)
+		return
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	isStore := path == store
+	switch {
+	case isStore && !st.IsDir():
+		d.problem(check, path+" is not a directory", "move it away and give the server a store directory (--store)")
+	case int(sys.Uid) != owner:
+		d.problem(check, fmt.Sprintf("%s belongs to uid %d, not to the server's uid %d: that user can change the store behind the server", path, sys.Uid, owner),
+			fmt.Sprintf("chown %d %s, then check the store: ctxfs fsck --store %s", owner, path, store))
+	case st.Mode().Type() != fs.ModeSymlink && st.Mode().Perm()&0o022 != 0:
+		fix := "chmod go-w " + path
+		if isStore {
+			fix = "chmod 0700 " + path + " (the store is the server's alone)"
+		}
+		d.problem(check, fmt.Sprintf("%s is writable by %s (mode %04o)", path, writers(st.Mode()), st.Mode().Perm()), fix)
+	}
+}
+
+// checkStoreParent checks a directory above the store, as the server does
+// before it opens the store: root's or the server's, and writable by no
+// one else unless sticky (as /tmp is: no one may move another's entry).
+func (d *doctor) checkStoreParent(check, dir string, owner int) {
+	st, err := os.Lstat(dir)
+	if err != nil {
+		d.problem(check, dir+": "+errText(err), "make the directories above the store reachable")
+		return
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	switch {
+	case sys.Uid != 0 && int(sys.Uid) != owner:
+		d.problem(check, fmt.Sprintf("%s, above the store, belongs to uid %d, who could replace the store", dir, sys.Uid),
+			"chown root "+dir+", or keep the store below directories only root can change (as "+rootStore+" is)")
+	case st.Mode()&fs.ModeSticky == 0 && st.Mode().Perm()&0o022 != 0:
+		d.problem(check, fmt.Sprintf("%s, above the store, is writable by %s, who could replace the store", dir, writers(st.Mode())),
+			"chmod go-w "+dir)
+	}
+}
+
+// checkStoreTop checks the entries at the store's top; it returns a note
+// when it cannot read them (a store is its server's alone: 0700).
+func (d *doctor) checkStoreTop(check, store string, owner int) string {
+	ents, err := os.ReadDir(store)
+	if err != nil {
+		return "its entries not checked: " + errText(err) + " (run ctx doctor as root)"
+	}
+	for _, ent := range ents {
+		d.checkStoreEntry(check, store, filepath.Join(store, ent.Name()), owner)
+	}
+	return ""
+}
+
+// writers names who besides the owner may write, from a mode.
+func writers(m fs.FileMode) string {
+	switch {
+	case m&0o022 == 0o022:
+		return "its group and every user"
+	case m&0o002 != 0:
+		return "every user"
+	}
+	return "its group"
+}
+
+// errText is an error's errno name and text, for a finding.
+func errText(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return abi.ErrnoName(abi.Errno(err)) + ": " + err.Error()
+}

@@ -1,0 +1,242 @@
+package integration
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// stepperProgram is a jsonl agent that reports a tool call and a first
+// message, then waits for the file named after its session in the
+// directory RELEASE before it streams the rest: a test attaches in
+// between.
+const stepperProgram = `#!/bin/sh
+read x
+echo '{"type":"tool_call","id":"c1","name":"fs.read","arguments":{"path":"/etc/hosts"}}'
+echo '{"type":"message","role":"assistant","content":[{"type":"text","text":"first"}]}'
+while [ ! -e RELEASE/$CTX_SESSION ]; do sleep 0.05; done
+echo '{"type":"tool_result","tool_call_id":"c1","content":"hello world"}'
+echo '{"type":"delta","text":"sec"}'
+sleep 0.2
+echo '{"type":"delta","text":"ond"}'
+echo '{"type":"message","role":"assistant","content":[{"type":"text","text":"second"}]}'
+`
+
+// failerProgram fails the way a misconfigured agent does: a reason on
+// stderr, then a non-zero exit.
+const failerProgram = "#!/bin/sh\nread x\necho starting >&2\necho 'boom: API key missing' >&2\nexit 3\n"
+
+// newStepperServer starts a server with the stepper and failer agents, and
+// returns it with the stepper's release directory.
+func newStepperServer(t *testing.T) (*server, string) {
+	t.Helper()
+	requireFUSE(t)
+	release := t.TempDir()
+	s := newServerWith(t, func(s *server) {
+		s.define("stepper", map[string]string{"program": strings.ReplaceAll(stepperProgram, "RELEASE", release)})
+		s.define("failer", map[string]string{"program": failerProgram})
+	})
+	openToAll(t, s.root)
+	return s, release
+}
+
+// releaseRun lets the stepper's run in session go on.
+func releaseRun(t *testing.T, release, session string) {
+	mustT(t, os.WriteFile(filepath.Join(release, session), nil, 0o644))
+}
+
+// ctxProc is a real ctx process whose output is read as it comes.
+type ctxProc struct {
+	t        *testing.T
+	cmd      *exec.Cmd
+	mu       sync.Mutex
+	out, err bytes.Buffer
+	exited   chan struct{}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// startCtx starts ctx as root with CTX_ROOT set, stdout and stderr apart.
+func startCtx(t *testing.T, s *server, args ...string) *ctxProc {
+	t.Helper()
+	p := &ctxProc{t: t, cmd: exec.Command(ctxBin, args...), exited: make(chan struct{})}
+	p.cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/", "CTX_ROOT=" + s.root}
+	p.cmd.Stdout, p.cmd.Stderr = lockedWriter{&p.mu, &p.out}, lockedWriter{&p.mu, &p.err}
+	mustT(t, p.cmd.Start())
+	go func() { p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() { p.cmd.Process.Kill(); <-p.exited })
+	return p
+}
+
+func (p *ctxProc) stdout() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+func (p *ctxProc) stderr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err.String()
+}
+
+// waitOut waits until stdout holds want.
+func (p *ctxProc) waitOut(want string) {
+	p.t.Helper()
+	deadline := time.Now().Add(cmdLimit)
+	for !strings.Contains(p.stdout(), want) {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("ctx %q: no %q on stdout within %v; stdout %q stderr %q", p.cmd.Args[1:], want, cmdLimit, p.stdout(), p.stderr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// exitCode waits for the process to end.
+func (p *ctxProc) exitCode() int {
+	p.t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(cmdLimit):
+		p.t.Fatalf("ctx %q did not end within %v; stdout %q stderr %q", p.cmd.Args[1:], cmdLimit, p.stdout(), p.stderr())
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// TestAttachGetsTheRestOnce: while a run waits half-way, two other
+// processes attach to it (--json and text); each gets what the run
+// recorded so far and then the rest as it streams, every frame exactly
+// once: the attached --json output is the sender's, frame for frame.
+func TestAttachGetsTheRestOnce(t *testing.T) {
+	s, release := newStepperServer(t)
+	sender := startCtx(t, s, "agent", "send", "stepper", "--session", "att", "--json", "go")
+	sender.waitOut(`"text":"first"`)
+	asJSON := startCtx(t, s, "agent", "attach", "stepper", "--session", "att", "--json")
+	asText := startCtx(t, s, "agent", "resume", "stepper", "--session", "att")
+	asJSON.waitOut(`"text":"first"`)
+	asText.waitOut("first")
+	releaseRun(t, release, "att")
+	for _, p := range []*ctxProc{sender, asJSON, asText} {
+		if code := p.exitCode(); code != 0 {
+			t.Errorf("ctx %q: exit %d, stderr %q", p.cmd.Args[1:], code, p.stderr())
+		}
+	}
+	sent, attached := sender.stdout(), asJSON.stdout()
+	if attached != sent {
+		t.Errorf("attach --json printed\n%s\nthe sender got\n%s", attached, sent)
+	}
+	types := regexp.MustCompile(`"type":"([a-z_]+)"`)
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(attached), "\n") {
+		got = append(got, types.FindStringSubmatch(l)[1])
+	}
+	if want := "start tool_call message tool_result delta delta message done"; strings.Join(got, " ") != want {
+		t.Errorf("attached frames %q, want %q", got, want)
+	}
+	if out := asText.stdout(); out != "first\nsecond\n" {
+		t.Errorf("attach as text printed %q, want \"first\\nsecond\\n\"", out)
+	}
+	p := startCtx(t, s, "agent", "attach", "stepper", "--session", "att")
+	if code := p.exitCode(); code != 1 || p.stderr() != "ctx: attach: no run is active in session att\n" || p.stdout() != "" {
+		t.Errorf("attach after the end: exit %d stdout %q stderr %q", code, p.stdout(), p.stderr())
+	}
+}
+
+// TestSendInterruptThenAttach: Ctrl+C detaches a send and names the
+// command that follows the run again; that command does.
+func TestSendInterruptThenAttach(t *testing.T) {
+	s, release := newStepperServer(t)
+	sender := startCtx(t, s, "agent", "send", "stepper", "--session", "intr", "go")
+	sender.waitOut("first")
+	sender.cmd.Process.Signal(syscall.SIGINT)
+	if code := sender.exitCode(); code != 130 {
+		t.Fatalf("send after Ctrl+C: exit %d, want 130; stderr %q", code, sender.stderr())
+	}
+	m := regexp.MustCompile(`^ctx: send: interrupted; run (ctx-[0-9a-f]{32}) goes on: (ctx agent attach stepper --session intr ctx-[0-9a-f]{32}) follows it again, ctx agent cancel stepper (ctx-[0-9a-f]{32}) stops it\n$`).
+		FindStringSubmatch(sender.stderr())
+	if m == nil || !strings.HasSuffix(m[2], m[1]) || m[3] != m[1] {
+		t.Fatalf("Ctrl+C message %q does not name attach for the run", sender.stderr())
+	}
+	attach := startCtx(t, s, strings.Fields(m[2])[1:]...)
+	attach.waitOut("first")
+	releaseRun(t, release, "intr")
+	if code := attach.exitCode(); code != 0 || attach.stdout() != "first\nsecond\n" {
+		t.Errorf("%s: exit %d stdout %q stderr %q", m[2], code, attach.stdout(), attach.stderr())
+	}
+}
+
+// TestSendToolLinesOnTerminal: on a terminal, send shows the run id and
+// one line per tool call and result; in a pipe, only the text.
+func TestSendToolLinesOnTerminal(t *testing.T) {
+	s, release := newStepperServer(t)
+	releaseRun(t, release, "tty")
+	releaseRun(t, release, "pipe")
+	ptm, pts, err := pty.Open()
+	mustT(t, err)
+	defer ptm.Close()
+	mustT(t, pty.Setsize(ptm, &pty.Winsize{Rows: 24, Cols: 100}))
+	cmd := exec.Command(ctxBin, "agent", "send", "stepper", "--session", "tty", "go")
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/", "CTX_ROOT=" + s.root}
+	cmd.Stdout, cmd.Stderr = pts, pts
+	mustT(t, cmd.Start())
+	pts.Close()
+	shownc := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(ptm); shownc <- string(b) }()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		mustT(t, err)
+	case <-time.After(cmdLimit):
+		cmd.Process.Kill()
+		t.Fatal("send on a terminal did not end")
+	}
+	shown := strings.ReplaceAll(<-shownc, "\r\n", "\n")
+	want := regexp.MustCompile(`^run ctx-[0-9a-f]{32}\n→ fs\.read \{"path":"/etc/hosts"\}\nfirst\n← fs\.read ok, 11 bytes\nsecond\n$`)
+	if !want.MatchString(shown) {
+		t.Errorf("on a terminal send showed %q", shown)
+	}
+	out, errs, code := ctxSplit(t, s, "agent", "send", "stepper", "--session", "pipe", "go")
+	if out != "first\nsecond\n" || errs != "" || code != 0 {
+		t.Errorf("in a pipe: stdout %q stderr %q exit %d", out, errs, code)
+	}
+}
+
+// TestFailedRunShowsAgentStderr: a failed run shows the last lines of the
+// agent's stderr after its error; a replay of it reads them from the
+// session's events.jsonl.
+func TestFailedRunShowsAgentStderr(t *testing.T) {
+	s, _ := newStepperServer(t)
+	tail := "ctx: send: last lines of the agent's stderr:\n  starting\n  boom: API key missing\n"
+	_, errs, code := ctxSplit(t, s, "agent", "send", "failer", "--id", "f1", "hi")
+	if code != 1 || errs != "ctx: error: EIO: run: agent program exited with status 3\n"+tail {
+		t.Errorf("failed send: exit %d stderr %q", code, errs)
+	}
+	_, errs, code = ctxSplit(t, s, "agent", "send", "failer", "--id", "f1", "hi")
+	if code != 1 || errs != tail {
+		t.Errorf("replayed send: exit %d stderr %q", code, errs)
+	}
+	out, errs, code := ctxSplit(t, s, "agent", "send", "failer", "--json", "hi")
+	if code != 1 || errs != "" || !strings.Contains(out, `"text":"boom: API key missing"`) {
+		t.Errorf("--json: exit %d stdout %q stderr %q", code, out, errs)
+	}
+}
