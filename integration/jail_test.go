@@ -18,9 +18,9 @@ const busybox = "/bin/busybox"
 var jailUser = &cred{uid: 1000, gid: 1000}
 
 // newJailServer starts a server with the agent "jailed" (isolation chroot,
-// abi text, the given program) and, as root through the mount, prepares
-// uid 1000's root/ for it with busybox in bin/ (SPEC 2: root may create
-// another uid's home).
+// abi text, the given program) and, once its mounts are up, prepares as root
+// through the mount uid 1000's root/ for it with busybox in bin/ (SPEC 2:
+// root may create another uid's home).
 func newJailServer(t *testing.T, program string, withShell bool) *server {
 	t.Helper()
 	requireFUSE(t)
@@ -30,10 +30,9 @@ func newJailServer(t *testing.T, program string, withShell bool) *server {
 		}
 		t.Skipf("%s is missing", busybox)
 	}
-	s := newServerWith(t, func(s *server) {
+	s := newFuseServerWith(t, func(s *server) {
 		s.define("jailed", map[string]string{"isolation": "chroot", "abi": "text", "program": program})
 	})
-	openToAll(t, s.root)
 	if withShell {
 		s.jailBusybox(t, jailUser.uid, "jailed")
 	}
