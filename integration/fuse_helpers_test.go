@@ -34,10 +34,17 @@ func requireFUSE(t testing.TB) {
 
 // newFuseServer is newServer for tests that go through the mount, with the
 // temporary directories above the root opened to every uid.
-func newFuseServer(t *testing.T) *server {
+func newFuseServer(t *testing.T) *server { return newFuseServerWith(t, nil) }
+
+// newFuseServerWith is newServerWith for tests that go through the mount:
+// it returns once both mounts are up. A path used before then is the bare
+// mountpoint's: a MkdirAll made there is hidden when the mount comes up,
+// and the file created next through the mount is ENOENT (the jail set-up
+// failed so in 1 to 9 starts of 100, by load).
+func newFuseServerWith(t *testing.T, configure func(*server)) *server {
 	t.Helper()
 	requireFUSE(t)
-	s := newServer(t)
+	s := newServerWith(t, configure)
 	openToAll(t, s.root)
 	// The server answers its sockets before its mounts are up.
 	eventually(t, 10*time.Second, "one live mount each at home and shared", func() bool {

@@ -18,9 +18,9 @@ const busybox = "/bin/busybox"
 var jailUser = &cred{uid: 1000, gid: 1000}
 
 // newJailServer starts a server with the agent "jailed" (isolation chroot,
-// abi text, the given program) and, as root through the mount, prepares
-// uid 1000's root/ for it with busybox in bin/ (SPEC 2: root may create
-// another uid's home).
+// abi text, the given program) and, once its mounts are up, prepares as root
+// through the mount uid 1000's root/ for it with busybox in bin/ (SPEC 2:
+// root may create another uid's home).
 func newJailServer(t *testing.T, program string, withShell bool) *server {
 	t.Helper()
 	requireFUSE(t)
@@ -30,10 +30,9 @@ func newJailServer(t *testing.T, program string, withShell bool) *server {
 		}
 		t.Skipf("%s is missing", busybox)
 	}
-	s := newServerWith(t, func(s *server) {
+	s := newFuseServerWith(t, func(s *server) {
 		s.define("jailed", map[string]string{"isolation": "chroot", "abi": "text", "program": program})
 	})
-	openToAll(t, s.root)
 	if withShell {
 		s.jailBusybox(t, jailUser.uid, "jailed")
 	}
@@ -70,18 +69,29 @@ func (s *server) jailSend(t *testing.T, session, id, input string) ([]frame, str
 	return frames, text.String()
 }
 
-// mountTable is this process's mount table without the mount ids, which
-// say nothing about what is mounted where.
-func mountTable(t *testing.T) string {
+// mountTable is this process's mount table as s's jails could change it:
+// without the mount ids, which say nothing about what is mounted where,
+// and without the mounts of other tests' temporary directories (the
+// servers of test processes running beside this one come and go there).
+func (s *server) mountTable(t *testing.T) string {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	mustT(t, err)
+	ours := filepath.Dir(s.root) + "/"
 	var out []string
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if f := strings.Fields(l); len(f) > 4 {
-			out = append(out, strings.Join(f[3:], " "))
+		f := strings.Fields(l)
+		if len(f) <= 4 || otherTestMount(f[4], ours) {
+			continue
 		}
+		out = append(out, strings.Join(f[3:], " "))
 	}
 	return strings.Join(out, "\n")
+}
+
+// otherTestMount reports whether a mount at dir belongs to another test:
+// it is in the temporary directory, outside ours.
+func otherTestMount(dir, ours string) bool {
+	return strings.HasPrefix(dir, os.TempDir()+"/") && !strings.HasPrefix(dir+"/", ours)
 }
 
 // jailProbe runs inside the jail: it reports what it sees, one "key: value"
@@ -137,7 +147,7 @@ func TestJailShowsOnlyItsOwnSession(t *testing.T) {
 // process and no mount.
 func TestJailCancelLeavesNothing(t *testing.T) {
 	s := newJailServer(t, "#!/bin/sh\nexec sleep 60\n", true)
-	before := mountTable(t)
+	before := s.mountTable(t)
 	done := make(chan []frame, 1)
 	go func() {
 		frames, _, _ := s.requestAs(jailUser, "jailed", `{"op":"send","id":"w1","session":"w","input":"wait"}`)
@@ -166,7 +176,7 @@ func TestJailCancelLeavesNothing(t *testing.T) {
 			t.Errorf("a jail mount lacks nosuid: %s", l)
 		}
 	}
-	if got := mountTable(t); got != before {
+	if got := s.mountTable(t); got != before {
 		t.Errorf("the host's mount table changed while a jail runs")
 	}
 	if f, _, err := s.requestAs(jailUser, "jailed", `{"op":"cancel","id":"w1"}`); err != nil || len(f) != 1 || f[0]["cancelled"] != true {
@@ -183,7 +193,7 @@ func TestJailCancelLeavesNothing(t *testing.T) {
 	if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
 		t.Errorf("the jailed program %d still runs after the cancel (%v)", pid, err)
 	}
-	if got := mountTable(t); got != before {
+	if got := s.mountTable(t); got != before {
 		t.Errorf("the host's mount table changed after a cancelled jail")
 	}
 }
@@ -231,14 +241,14 @@ func openFiles(t *testing.T, pid int) []string {
 // it was, and root/ holds only the empty mountpoints it needed.
 func TestJailLeaksNoMounts(t *testing.T) {
 	s := newJailServer(t, "#!/bin/sh\necho ok\n", true)
-	before := mountTable(t)
+	before := s.mountTable(t)
 	for i := 0; i < 50; i++ {
 		frames, text := s.jailSend(t, "many", fmt.Sprintf("n%d", i), "x")
 		if text != "ok\n" || frames[len(frames)-1]["status"] != "ok" {
 			t.Fatalf("run %d: %q %v\nlog:\n%s", i, text, frames, s.logText())
 		}
 	}
-	if got := mountTable(t); got != before {
+	if got := s.mountTable(t); got != before {
 		t.Fatalf("the host's mount table changed after 50 jailed runs:\nbefore:\n%s\nafter:\n%s", before, got)
 	}
 	root := s.mnt("home/1000/agent/jailed/root")
@@ -296,7 +306,7 @@ func TestJailRefusesPlantedLinks(t *testing.T) {
 	root := s.mnt("home/1000/agent/jailed/root")
 	for i, name := range []string{"dev", strings.Split(strings.TrimPrefix(s.root, "/"), "/")[0]} {
 		t.Run(name, func(t *testing.T) {
-			before := mountTable(t)
+			before := s.mountTable(t)
 			link := filepath.Join(root, name)
 			os.RemoveAll(link)
 			mustT(t, os.Symlink("/etc", link))
@@ -305,7 +315,7 @@ func TestJailRefusesPlantedLinks(t *testing.T) {
 			if last := frames[len(frames)-1]; last["status"] != "error" || text != "" {
 				t.Fatalf("a jail through a planted link ran: %v", frames)
 			}
-			if got := mountTable(t); got != before {
+			if got := s.mountTable(t); got != before {
 				t.Fatalf("the host's mount table changed")
 			}
 		})
