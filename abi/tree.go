@@ -58,7 +58,14 @@ func DefinitionPath(root, kind, owner string) string {
 	return filepath.Join(root, kind, filepath.FromSlash(owner))
 }
 
+// SocketSuffix and DefinitionSuffix end the names of a definition's socket
+// and of its directory of control files, beside its program.
+const (
+	SocketSuffix     = ".sock"
+	DefinitionSuffix = ".d"
+)
+
 // SocketPath is the Unix socket of an agent or a model under the mount root.
 func SocketPath(root, kind, owner string) string {
-	return DefinitionPath(root, kind, owner) + ".sock"
+	return DefinitionPath(root, kind, owner) + SocketSuffix
 }

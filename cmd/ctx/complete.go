@@ -90,7 +90,7 @@ func agentNames(root string) []string {
 	seen := map[string]bool{}
 	var names []string
 	for _, d := range entries {
-		name := strings.TrimSuffix(strings.TrimSuffix(d.Name(), ".d"), ".sock")
+		name := strings.TrimSuffix(strings.TrimSuffix(d.Name(), abi.DefinitionSuffix), abi.SocketSuffix)
 		if abi.ValidName(name) && !seen[name] {
 			seen[name] = true
 			names = append(names, name)

@@ -87,7 +87,7 @@ func agentKnown(w *where) bool {
 // agentDefined reports whether root has a definition or a socket of agent.
 func agentDefined(root, agent string) bool {
 	def := abi.DefinitionPath(root, abi.KindAgent, agent)
-	for _, p := range []string{def, def + ".d", def + ".sock"} {
+	for _, p := range []string{def, def + abi.DefinitionSuffix, def + abi.SocketSuffix} {
 		if exists(p) {
 			return true
 		}
@@ -131,8 +131,8 @@ func unreachable(de *client.DialError) string {
 func socketOwner(path string) (root, agent string, ok bool) {
 	dir, base := filepath.Split(path)
 	dir = filepath.Clean(dir)
-	if filepath.Base(dir) != abi.KindAgent || !strings.HasSuffix(base, ".sock") {
+	if filepath.Base(dir) != abi.KindAgent || !strings.HasSuffix(base, abi.SocketSuffix) {
 		return "", "", false
 	}
-	return filepath.Dir(dir), strings.TrimSuffix(base, ".sock"), true
+	return filepath.Dir(dir), strings.TrimSuffix(base, abi.SocketSuffix), true
 }
