@@ -9,6 +9,7 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -42,14 +43,17 @@ func checkFUSE() error {
 	if len(problems) == 0 {
 		return nil
 	}
-	return fmt.Errorf("uid %d cannot mount FUSE: %s; or mount as root", uid, strings.Join(problems, "; "))
+	if uid != 0 {
+		problems = append(problems, "or mount as root")
+	}
+	return fmt.Errorf("uid %d cannot mount FUSE: %s", uid, strings.Join(problems, "; "))
 }
 
 // devFuseAccess is the fix for a user who may not open /dev/fuse: the
 // mode distributions ship, or a group.
 func devFuseAccess(st os.FileInfo, uid int) string {
 	owner, group := "?", "?"
-	if sys, ok := st.Sys().(*unix.Stat_t); ok {
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
 		owner, group = strconv.Itoa(int(sys.Uid)), strconv.Itoa(int(sys.Gid))
 		if u, err := user.LookupId(owner); err == nil {
 			owner = u.Username
@@ -58,8 +62,23 @@ func devFuseAccess(st os.FileInfo, uid int) string {
 			group = g.Name
 		}
 	}
-	return fmt.Sprintf("%s is %v %s:%s, which uid %d may not read and write (fusermount3 opens it as the user): "+
+	return fmt.Sprintf("%s is %s %s:%s, which uid %d may not read and write (fusermount3 opens it as the user): "+
 		"as root, chmod 0666 %s (the mode most distributions ship; a udev rule KERNEL==\"fuse\", MODE=\"0666\" keeps it), "+
 		"or chgrp fuse %s && chmod 0660 %s and add the user to the group fuse",
-		devFuse, st.Mode(), owner, group, uid, devFuse, devFuse, devFuse)
+		devFuse, lsMode(st.Mode()), owner, group, uid, devFuse, devFuse, devFuse)
+}
+
+// lsMode writes a mode as ls -l does (crw-rw-rw-), not as Go does
+// (Dcrw-rw-rw-).
+func lsMode(m fs.FileMode) string {
+	kind := "-"
+	switch {
+	case m&fs.ModeCharDevice != 0:
+		kind = "c"
+	case m&fs.ModeDevice != 0:
+		kind = "b"
+	case m.IsDir():
+		kind = "d"
+	}
+	return kind + m.Perm().String()[1:]
 }
