@@ -80,7 +80,11 @@ and log-format=T set what the flags of the same names set; rw, defaults,
 auto, noauto, nofail, _netdev, user, users, nouser, owner, group, nosuid,
 nodev, allow_other, default_permissions, comment=… and x-… are accepted and
 change nothing (they hold already, or concern mount(8)); ro is refused
-(ctxfs has no read-only mode), and so is any other option.`,
+(ctxfs has no read-only mode), and so is any other option.
+
+Called as mount.fuse.ctxfs (the symlink make install puts in /sbin), ctxfs
+is the mount(8) helper that makes an fstab line work:
+  /var/lib/ctxfs  /ctx  fuse.ctxfs  defaults,gc-idle=30m  0 0`,
 		Example: `  ctxfs mount
   ctxfs mount --root /srv/ctx --store /srv/ctxfs-store
   ctxfs mount --foreground --log-level debug
