@@ -50,12 +50,8 @@ func mount8(t *testing.T, args ...string) (string, int) {
 // touched.
 func TestFstabLineMounts(t *testing.T) {
 	installHelper(t)
-	base := t.TempDir()
-	s := &server{t: t, root: filepath.Join(base, "ctx"), store: filepath.Join(base, "store")}
-	s.define("coder", map[string]string{"model": "debug/echo"})
-	umountLeftovers(t, s.root)
-	t.Cleanup(func() { exec.Command(ctxfsBin, "umount", "--root", s.root).Run() })
-	fstab := filepath.Join(base, "fstab")
+	s := unstartedServer(t)
+	fstab := filepath.Join(filepath.Dir(s.root), "fstab")
 	line := s.store + " " + s.root + " fuse.ctxfs rw,noauto,nofail,_netdev,x-systemd.requires=local-fs.target,gc-idle=30m,log-level=debug 0 0\n"
 	mustT(t, os.WriteFile(fstab, []byte(line), 0o644))
 
@@ -95,11 +91,8 @@ func TestFstabLineMounts(t *testing.T) {
 // mounted or made.
 func TestMountTypeFuseCtxfs(t *testing.T) {
 	installHelper(t)
-	base := t.TempDir()
-	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
-	mustT(t, os.MkdirAll(root, 0o755)) // mount(8) wants its target to exist
-	umountLeftovers(t, root)
-	t.Cleanup(func() { exec.Command(ctxfsBin, "umount", "--root", root).Run() })
+	s := unstartedServer(t) // its root exists, as mount(8) wants
+	root, store := s.root, s.store
 
 	out, code := mount8(t, "-t", "fuse.ctxfs", store, root, "-o", "ro")
 	if code != 1 || !strings.Contains(out, "ctxfs: -o ro: ctxfs has no read-only mode") {

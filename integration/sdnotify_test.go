@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -80,10 +79,8 @@ func TestSystemdReadiness(t *testing.T) {
 func TestBackgroundMountSendsNoReadiness(t *testing.T) {
 	requireFUSE(t)
 	c, name := notifySocket(t)
-	base := t.TempDir()
-	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
-	umountLeftovers(t, root)
-	t.Cleanup(func() { exec.Command(ctxfsBin, "umount", "--root", root).Run() })
+	s := unstartedServer(t)
+	root, store := s.root, s.store
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, ctxfsBin, "mount", "--root", root, "--store", store)

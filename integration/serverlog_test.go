@@ -26,7 +26,7 @@ func TestServerLogText(t *testing.T) {
 		s.args = []string{"--log-file", logPath, "--log-level", "debug"}
 		s.define("broken", map[string]string{"abi": "text", "program": "#!/bin/sh\necho broken-output\nexit 3\n"})
 	})
-	waitMounts(t, s)
+	waitLogged(t, logPath, " msg=ready ") // the sockets answer before: the order below is the log's
 	runOK := runID(t, s.send("logged", "c1", "input-that-must-not-be-logged"))
 	runBad := runID(t, s.mustRequest("broken", `{"op":"send","id":"c2","session":"b","input":"more-private-input"}`))
 	if code := errorCode(s.mustRequest("coder", `{"op":"send","id":"c3","session":"../x","input":"x"}`)); code != "EINVAL" {
@@ -64,12 +64,26 @@ func TestServerLogText(t *testing.T) {
 	}
 }
 
-// waitMounts waits until both mounts of s are up (the sockets answer
-// first).
-func waitMounts(t *testing.T, s *server) {
+// unstartedServer is a root with the agent coder (debug/echo) and a
+// store, in a fresh directory, for tests that start the server their own
+// way (in the background, through mount(8)): whatever they start is
+// stopped and unmounted at the end.
+func unstartedServer(t *testing.T) *server {
 	t.Helper()
-	eventually(t, 10*time.Second, "one live mount each at home and shared", func() bool {
-		return mountsAt(s.mnt("home")) == 1 && mountsAt(s.mnt("shared")) == 1
+	base := t.TempDir()
+	s := &server{t: t, root: filepath.Join(base, "ctx"), store: filepath.Join(base, "store")}
+	s.define("coder", map[string]string{"model": "debug/echo"})
+	umountLeftovers(t, s.root)
+	t.Cleanup(func() { exec.Command(ctxfsBin, "umount", "--root", s.root).Run() })
+	return s
+}
+
+// waitLogged waits until the log at path holds text.
+func waitLogged(t *testing.T, path, text string) {
+	t.Helper()
+	eventually(t, 10*time.Second, path+" holds "+text, func() bool {
+		b, _ := os.ReadFile(path)
+		return strings.Contains(string(b), text)
 	})
 }
 
@@ -114,7 +128,7 @@ func TestServerLogJSON(t *testing.T) {
 		logPath = filepath.Join(filepath.Dir(s.root), "server.json")
 		s.args = []string{"--log-file=" + logPath, "--log-format=json"}
 	})
-	waitMounts(t, s)
+	waitLogged(t, logPath, `"msg":"ready"`)
 	run := runID(t, s.send("j", "c1", "hello"))
 	s.mustRequest("coder", `{"op":"bogus"}`)
 	s.kill(s.cmd, syscall.SIGTERM)
@@ -143,11 +157,7 @@ func TestServerLogJSON(t *testing.T) {
 // STORE/ctxfs.log, and a run's lines are there.
 func TestServerLogBackgroundDefault(t *testing.T) {
 	requireFUSE(t)
-	base := t.TempDir()
-	s := &server{t: t, root: filepath.Join(base, "ctx"), store: filepath.Join(base, "store")}
-	s.define("coder", map[string]string{"model": "debug/echo"})
-	umountLeftovers(t, s.root)
-	t.Cleanup(func() { exec.Command(ctxfsBin, "umount", "--root", s.root).Run() })
+	s := unstartedServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, ctxfsBin, "mount", "--root", s.root, "--store", s.store).CombinedOutput()

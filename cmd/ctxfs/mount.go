@@ -303,11 +303,12 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 	if err := mountsAnswer(root); err != nil {
 		return err
 	}
+	// Logged first: what waiters do once told comes after it in the log.
+	log.Info("ready", "root", root, "systemd", notify != nil)
 	reportReady()
 	if err := notify.Notify("READY=1"); err != nil {
 		log.Warn("systemd readiness", "err", err)
 	}
-	log.Info("ready", "root", root, "systemd", notify != nil)
 	if c.gcIdle > 0 {
 		stop := make(chan struct{})
 		defer close(stop)
