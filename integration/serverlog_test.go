@@ -182,3 +182,31 @@ func TestServerLogBackgroundDefault(t *testing.T) {
 		t.Errorf("the log file: %v, %v; want mode 0600", st, err)
 	}
 }
+
+// A run a killed server left active is closed by the next one at its
+// start, and logged so: a run error with EINTR, between starting and
+// store opened.
+func TestServerLogInterruptedRun(t *testing.T) {
+	requireFUSE(t)
+	var logPath string
+	s := newServerWith(t, func(s *server) {
+		logPath = filepath.Join(filepath.Dir(s.root), "server.log")
+		s.args = []string{"--log-file", logPath}
+		s.define("slow", map[string]string{"abi": "text", "program": "#!/bin/sh\nexec sleep 10\n"})
+	})
+	waitLogged(t, logPath, " msg=ready ")
+	go s.request("slow", `{"op":"send","id":"c1","session":"cut","input":"x"}`) // ends with the server
+	waitLogged(t, logPath, ` msg="run start" `)
+	m := regexp.MustCompile(`msg="run start" run=(ctx-[0-9a-f]{32}) agent=slow`).FindStringSubmatch(fileBytes(t, logPath))
+	if m == nil {
+		t.Fatalf("no run start of slow in the log:\n%s", fileBytes(t, logPath))
+	}
+	s.kill(s.cmd, syscall.SIGKILL)
+	s.start()
+	wantLinesInOrder(t, fileBytes(t, logPath), []string{
+		`level=INFO msg="run start" run=` + m[1] + ` agent=slow session=cut `,
+		`level=INFO msg=starting `,
+		`level=WARN msg="run error" run=` + m[1] + ` agent=slow session=cut scope=private home=home/0 status=error error=EINTR interrupted=true`,
+		`level=INFO msg="store opened" `,
+	})
+}
