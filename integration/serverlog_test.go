@@ -210,3 +210,27 @@ func TestServerLogInterruptedRun(t *testing.T) {
 		`level=INFO msg="store opened" `,
 	})
 }
+
+// A --log-file that is a symbolic link (planted where other users can
+// write) is refused before anything is made or mounted, in the foreground
+// and in the background, and its target is never written.
+func TestLogFileSymlinkRefused(t *testing.T) {
+	requireFUSE(t)
+	s := unstartedServer(t)
+	base := filepath.Dir(s.root)
+	target, link := filepath.Join(base, "target"), filepath.Join(base, "ctxfs.log")
+	mustT(t, os.WriteFile(target, nil, 0o600))
+	mustT(t, os.Symlink(target, link))
+	for _, mode := range [][]string{{"--foreground"}, nil} {
+		out, code := ctxfsCmd(t, append([]string{"mount", "--root", s.root, "--store", s.store, "--log-file", link}, mode...)...)
+		if want := "ctxfs: log file " + link + ": a symbolic link; name the file itself\n"; code != 1 || out != want {
+			t.Errorf("mount %v: exit %d, %q; want 1, %q", mode, code, out, want)
+		}
+		if _, err := os.Stat(s.store); !os.IsNotExist(err) || mountsAt(s.mnt("home")) != 0 {
+			t.Fatalf("mount %v: the store was made (%v) or mounted", mode, err)
+		}
+	}
+	if b, _ := os.ReadFile(target); len(b) != 0 {
+		t.Errorf("the link's target was written: %q", b)
+	}
+}

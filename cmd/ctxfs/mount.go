@@ -142,6 +142,13 @@ func (c *mountConfig) start() error {
 	if err := checkFUSE(); err != nil {
 		return err
 	}
+	if c.log.File != "" { // a log file that would be refused is, before the store is touched
+		f, err := logx.OpenFile(c.log.File)
+		if err != nil {
+			return err
+		}
+		f.Close()
+	}
 	if err := refuseServed(c.root, c.store); err != nil {
 		return err
 	}
@@ -383,16 +390,8 @@ func reportReady() {
 
 // startBackground starts `ctxfs mount --foreground` detached from the
 // terminal, with its output in <store>/ctxfs.log, and waits until it
-// serves. The log file named by --log-file is opened here first, so that
-// a bad one is refused before anything starts.
+// serves.
 func startBackground(c *mountConfig) error {
-	if c.log.File != "" {
-		f, err := logx.OpenFile(c.log.File)
-		if err != nil {
-			return err
-		}
-		f.Close()
-	}
 	st, err := storefs.OpenPrivate(c.store)
 	if err != nil {
 		return err
