@@ -69,7 +69,8 @@ install: build man
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/ctxfs $(DESTDIR)$(PREFIX)/bin/ctx $(DESTDIR)$(SBINDIR)/mount.fuse.ctxfs
-	rm -f $(DESTDIR)$(UNITDIR)/ctxfs.service $(DESTDIR)$(MANDIR)/man1/ctxfs.1 $(DESTDIR)$(MANDIR)/man1/ctxfs-*.1
+	rm -f $(DESTDIR)$(UNITDIR)/ctxfs.service $(DESTDIR)$(MANDIR)/man1/ctxfs.1 $(DESTDIR)$(MANDIR)/man1/ctxfs-*.1 \
+		$(DESTDIR)$(MANDIR)/man1/ctx.1 $(DESTDIR)$(MANDIR)/man1/ctx-*.1
 
 clean:
 	rm -rf $(BIN) $(MAN)

@@ -41,7 +41,7 @@ const helperPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 // mountHelperMain is the helper: SPEC is the store (the word ctxfs or
 // none for the default store), DIR the root. -s (sloppy) ignores unknown
-// options, -f (fake) checks everything and mounts nothing, -n (no mtab)
+// options, -f (fake) checks the options and mounts nothing, -n (no mtab)
 // changes nothing (the kernel keeps the list), -v says what is mounted.
 func mountHelperMain(args []string) int {
 	c := &mountConfig{}
