@@ -8,22 +8,21 @@ STORE    ?= /var/lib/ctxfs
 # exceeded", golang/go#75804, fixed in Go 1.27) on a loaded machine.
 # 20000 inputs take about 5 s a target on 2 cores.
 FUZZTIME ?= 20000x
+# make install: where the binaries, the mount helper, the man pages and the
+# systemd unit go (DESTDIR for packaging).
+PREFIX   ?= /usr/local
+SBINDIR  ?= /sbin
+MANDIR   ?= $(PREFIX)/share/man
+UNITDIR  ?= $(PREFIX)/lib/systemd/system
+MAN      := man
 # Each fuzz target: package and name.
 FUZZ     := ./abi:FuzzCheckLogLine ./proto:FuzzParseRequest ./session/sealedlog:FuzzAppend ./agent/provider:FuzzSSE
 
-.PHONY: build deps test unit fuzz bench run lint man clean
+.PHONY: build deps test unit fuzz bench run lint clean man install uninstall
 
 build:
 	$(GO) build -o $(BIN)/ctxfs ./cmd/ctxfs
 	$(GO) build -o $(BIN)/ctx ./cmd/ctx
-
-# Man pages, made by each binary from its own commands (the hidden
-# __man command): man/ctx.1, man/ctx-agent-send.1, … Dated by the last
-# commit, so that the same source makes the same pages.
-MAN := man
-man: build
-	rm -rf $(MAN)
-	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || date +%s) $(BIN)/ctx __man $(MAN)
 
 # The test command of the README: lint, every test (FUSE mounts, real
 # processes and uids included), then each fuzz target for a short while.
@@ -53,6 +52,31 @@ run: build
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+
+# Man pages (section 1, one per command) from the command trees, with
+# cobra/doc: each binary built with the tag mangen has a hidden gen-man.
+man:
+	rm -rf $(MAN) && mkdir -p $(MAN)
+	export SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || date +%s); \
+	$(GO) run -tags mangen ./cmd/ctxfs gen-man $(MAN) && \
+	$(GO) run -tags mangen ./cmd/ctx gen-man $(MAN)
+
+# The binaries, /sbin/mount.fuse.ctxfs (the fstab helper: a symlink to
+# ctxfs, which knows the name), the man pages and the systemd unit, its
+# paths made $(PREFIX)'s. Enabling the unit is the admin's choice:
+# systemctl daemon-reload && systemctl enable --now ctxfs.
+install: build man
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(UNITDIR)
+	install -m 0755 $(BIN)/ctxfs $(BIN)/ctx $(DESTDIR)$(PREFIX)/bin/
+	ln -sfn $(PREFIX)/bin/ctxfs $(DESTDIR)$(SBINDIR)/mount.fuse.ctxfs
+	install -m 0644 $(MAN)/*.1 $(DESTDIR)$(MANDIR)/man1/
+	sed 's|/usr/local/bin/|$(PREFIX)/bin/|g' contrib/systemd/ctxfs.service > $(DESTDIR)$(UNITDIR)/ctxfs.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/ctxfs.service
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/ctxfs $(DESTDIR)$(PREFIX)/bin/ctx $(DESTDIR)$(SBINDIR)/mount.fuse.ctxfs
+	rm -f $(DESTDIR)$(UNITDIR)/ctxfs.service $(DESTDIR)$(MANDIR)/man1/ctxfs.1 $(DESTDIR)$(MANDIR)/man1/ctxfs-*.1 \
+		$(DESTDIR)$(MANDIR)/man1/ctx.1 $(DESTDIR)$(MANDIR)/man1/ctx-*.1
 
 clean:
 	rm -rf $(BIN) $(MAN)

@@ -51,6 +51,7 @@ type server struct {
 	log   *os.File
 	env   []string // added to the server's environment (CTXFS_LIMITS=…)
 	wrap  []string // a command the server runs under (prlimit …)
+	args  []string // added to its command line (--log-file …)
 }
 
 // newServer prepares a root (with a debug/echo agent "coder") and a store
@@ -96,6 +97,7 @@ func (s *server) start() {
 	mustT(s.t, err)
 	s.log = log
 	args := append(append([]string{}, s.wrap...), ctxfsBin, "mount", "--foreground", "--root", s.root, "--store", s.store)
+	args = append(args, s.args...)
 	s.cmd = exec.Command(args[0], args[1:]...)
 	s.cmd.Env = append(os.Environ(), s.env...)
 	s.cmd.Stdout, s.cmd.Stderr = log, log

@@ -57,7 +57,7 @@ func BenchmarkHoldings(b *testing.B) {
 	})
 	fds1, rss1 := holdings(b)
 	b.Logf("100,000 sessions touched in %v", time.Since(t0).Round(time.Millisecond))
-	socks, err := ServeSockets(e, root)
+	socks, err := ServeSockets(e, root, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

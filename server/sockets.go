@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -31,6 +32,7 @@ import (
 type Sockets struct {
 	e    *session.Engine
 	root string
+	log  *slog.Logger
 
 	mu        sync.Mutex
 	listeners map[string]net.Listener // by socket path
@@ -38,14 +40,19 @@ type Sockets struct {
 	stop      chan struct{}
 }
 
-// ServeSockets starts serving and watching for new definitions.
-func ServeSockets(e *session.Engine, root string) (*Sockets, error) {
+// ServeSockets starts serving and watching for new definitions. log gets
+// each socket as it starts listening and, at debug level, each refused
+// request; nil: nowhere.
+func ServeSockets(e *session.Engine, root string, log *slog.Logger) (*Sockets, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	for _, d := range []string{filepath.Join(root, "agent"), filepath.Join(root, "model")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
 	}
-	s := &Sockets{e: e, root: root, listeners: map[string]net.Listener{}, stop: make(chan struct{})}
+	s := &Sockets{e: e, root: root, log: log, listeners: map[string]net.Listener{}, stop: make(chan struct{})}
 	if err := s.scan(); err != nil {
 		return nil, err
 	}
@@ -76,7 +83,7 @@ func (s *Sockets) watch() {
 			return
 		case <-t.C:
 			if err := s.scan(); err != nil {
-				os.Stderr.WriteString("ctxfs: sockets: " + err.Error() + "\n")
+				s.log.Error("sockets", "err", err)
 			}
 		}
 	}
@@ -125,6 +132,7 @@ func (s *Sockets) listen(t session.Target) error {
 		return err
 	}
 	s.listeners[p] = l
+	s.log.Info("listening", "socket", p, t.Kind, t.Owner)
 	s.wg.Add(1)
 	go s.accept(l.(*net.UnixListener), t)
 	return nil
@@ -146,9 +154,12 @@ func (s *Sockets) accept(l *net.UnixListener, t session.Target) {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		go serveConn(s.e, conn, t)
+		go s.serveConn(conn, t)
 	}
 }
+
+// maxLoggedReason bounds the reason of a refusal in the log.
+const maxLoggedReason = 200
 
 // requestDeadline is how long a connection may take to send its request:
 // one that sends no complete line holds a descriptor for nothing.
@@ -160,7 +171,8 @@ const frameDeadline = 30 * time.Second
 
 // serveConn answers the one request of a connection, within the caller's
 // quota of connections (EAGAIN beyond it, at once).
-func serveConn(e *session.Engine, conn *net.UnixConn, t session.Target) {
+func (s *Sockets) serveConn(conn *net.UnixConn, t session.Target) {
+	e := s.e
 	defer conn.Close()
 	c, err := peerCaller(conn)
 	if err != nil {
@@ -168,7 +180,7 @@ func serveConn(e *session.Engine, conn *net.UnixConn, t session.Target) {
 	}
 	w := bufio.NewWriter(conn)
 	if err := e.Limits().Conns.Take(c.Uid); err != nil {
-		refuse(conn, w, err)
+		s.refuse(conn, w, err, c, t, nil)
 		return
 	}
 	defer e.Limits().Conns.Give(c.Uid)
@@ -184,7 +196,7 @@ func serveConn(e *session.Engine, conn *net.UnixConn, t session.Target) {
 		reply, err = e.Begin(context.Background(), c, t, req)
 	}
 	if err != nil {
-		refuse(conn, w, err)
+		s.refuse(conn, w, err, c, t, req)
 		return
 	}
 	defer reply.Close()
@@ -204,8 +216,21 @@ func serveConn(e *session.Engine, conn *net.UnixConn, t session.Target) {
 }
 
 // refuse answers a refused request with its error frame (written within
-// frameDeadline, or not at all).
-func refuse(conn *net.UnixConn, w *bufio.Writer, err error) {
+// frameDeadline, or not at all), and logs it at debug level: the errno,
+// the op, who asked and why, the reason cut short (it may quote a name
+// the client chose), never an input.
+func (s *Sockets) refuse(conn *net.UnixConn, w *bufio.Writer, err error, c session.Caller, t session.Target, req *proto.Request) {
+	if s.log.Enabled(context.Background(), slog.LevelDebug) {
+		op := ""
+		if req != nil {
+			op = req.Op
+		}
+		why := err.Error()
+		if len(why) > maxLoggedReason {
+			why = why[:maxLoggedReason] + "…"
+		}
+		s.log.Debug("refused", "errno", abi.ErrnoName(abi.Errno(err)), "op", op, t.Kind, t.Owner, "uid", c.Uid, "pid", c.Pid, "reason", why)
+	}
 	conn.SetWriteDeadline(time.Now().Add(frameDeadline))
 	w.Write(proto.ErrorFrame(err).Line())
 	w.Flush()

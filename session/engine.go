@@ -14,6 +14,7 @@ package session
 import (
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"sync"
 
@@ -35,6 +36,10 @@ type Config struct {
 	MaxSessions int
 	// Limits overrides the per-uid quotas (Limits).
 	Limits LimitConfig
+	// Log gets a line at each run's start and end (its id, agent or
+	// model, session, scope and uid; never its input nor its output);
+	// nil: nowhere.
+	Log *slog.Logger
 }
 
 func (c Config) maxSessions() int {
@@ -83,6 +88,9 @@ func Open(cfg Config) (*Engine, error) {
 			return nil, err
 		}
 		cfg.Limits = env
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	store, err := openStore(cfg.Store)
 	if err != nil {

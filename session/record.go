@@ -121,6 +121,9 @@ func (b *batch) add(rn *run, fr *proto.Object) {
 		return
 	}
 	b.events = append(b.events, fr.Line()...)
+	if fr.Str("type") == proto.FrameError {
+		rn.errCode = fr.Str("code")
+	}
 	if msg := messageLine(fr); msg != nil {
 		b.msgs = append(b.msgs, msg.Line()...)
 		if roleOf(msg) == "assistant" {
@@ -229,6 +232,7 @@ func (rn *run) fail(err error) {
 	rn.ending = true
 	rn.s.mu.Unlock()
 	rn.finalState = "" // endRun writes the state when it records it
+	rn.errCode = abi.ErrnoName(abi.Errno(err))
 	if rn.s.endRun(rn.rec, errEv, done) == nil {
 		rn.stream.push(errEv)
 	} else {
@@ -269,6 +273,7 @@ func (rn *run) end(done *proto.Object) {
 	delete(s.active, rn.id)
 	s.mu.Unlock()
 	s.e.forgetRun(rn)
+	rn.logEnd(done)
 	if done != nil {
 		rn.stream.push(done)
 	}

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"sync"
 	"syscall"
@@ -51,6 +52,8 @@ type run struct {
 	cancelled bool // once set, nothing the program prints is recorded
 	overflow  bool // stopped for streaming more than maxRunStream
 	streamed  int  // bytes of frames taken so far
+
+	errCode string // the errno of the last error frame recorded, for the log (guarded by mu)
 }
 
 // st is the run's stream, which already holds its start frame: once the
@@ -81,7 +84,37 @@ func (e *Engine) newRun(s *sess, id, clientID string, c Caller, loc *location, d
 	e.runs[id] = rn
 	e.mu.Unlock()
 	e.markRunning(rn)
+	e.cfg.Log.Info("run start", s.logAttrs(id, loc.scope, "uid", c.Uid)...)
 	return rn
+}
+
+// logAttrs name a run of the session in the server's log (agent=NAME or
+// model=P/M), with extra attributes after: never its input nor its output.
+func (s *sess) logAttrs(run, scope string, extra ...any) []any {
+	return append([]any{"run", run, s.ref.Kind, s.ref.Owner, "session", s.ref.Name, "scope", scope, "home", s.ref.Home}, extra...)
+}
+
+// logEnd logs how a run ended: done (ok or cancelled) at info, an error
+// with the errno of its last error frame at warn, and an end that could
+// not be recorded (done nil) at error, with the server-side cause. The
+// errno comes from the agent's frames too: it is cut to a name's length.
+func (rn *run) logEnd(done *proto.Object) {
+	log := rn.s.e.cfg.Log
+	code := rn.errCode
+	if len(code) > 32 {
+		code = code[:32]
+	}
+	attrs := rn.s.logAttrs(rn.id, rn.spec.Scope, "uid", rn.caller, "took", time.Since(rn.started).Round(time.Millisecond).String())
+	if done == nil {
+		log.Error("run error", append(attrs, "status", abi.StateError, "error", code, "recorded", false, "cause", fmt.Sprint(rn.broken))...)
+		return
+	}
+	switch status := done.Str("status"); status {
+	case abi.StateError:
+		log.Warn("run error", append(attrs, "status", status, "error", code)...)
+	default:
+		log.Info("run done", append(attrs, "status", status)...)
+	}
 }
 
 // execute waits for a run slot, runs the agent, and records the end. The
@@ -204,6 +237,7 @@ func (s *sess) closeInterruptedRun(rec *clientRecord) {
 		"message", "the run was interrupted: the server stopped while it was active", "ts", now)
 	done := proto.NewObject("type", proto.FrameDone, "run", rec.run, "status", "error", "interrupted", true, "ts", now)
 	s.endRun(rec, errEv, done)
+	s.e.cfg.Log.Warn("run error", s.logAttrs(rec.run, rec.scope, "status", abi.StateError, "error", abi.ErrnoName(syscall.EINTR), "interrupted", true)...)
 }
 
 // pendingEnd is the end of a run that could not be recorded when it came

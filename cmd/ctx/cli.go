@@ -5,8 +5,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/ctxfs/ctxfs/internal/mangen"
 )
 
 // The cobra tree is built from the command table for each run, so that
@@ -66,9 +64,15 @@ func newCLI(e *env) *cobra.Command {
 	for path, g := range groups {
 		makeGroup(e, g, path)
 	}
-	root.AddCommand(mangen.Command())
+	for _, extra := range extraCommands {
+		root.AddCommand(extra(root, "ctx "+versionString()))
+	}
 	return root
 }
+
+// extraCommands are added by files built with tags (genman.go: the man
+// page generator, for make man, which released binaries do not carry).
+var extraCommands []func(root *cobra.Command, source string) *cobra.Command
 
 // groupFor is the cobra command c goes under, making the groups on its
 // path ("agent", "agent session") as needed.

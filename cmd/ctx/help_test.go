@@ -1,10 +1,13 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/mangen"
 )
 
 // Every entry of the table, and every one added later, has a short line,
@@ -27,12 +30,16 @@ func TestHelpEveryCommand(t *testing.T) {
 	}
 }
 
-// The man pages are made from the same tree: one per command, with its
-// synopsis, flags and examples; the hidden generator has none.
+// The man pages are made from the same tree (what make man's gen-man
+// does): one per command, with its synopsis, flags and examples; the
+// hidden generator has none.
 func TestManPages(t *testing.T) {
 	dir := t.TempDir()
-	if _, errs, code := ctxRun("", "", "__man", dir); code != 0 {
-		t.Fatalf("__man: code %d errs %q", code, errs)
+	root := newCLI(&env{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }})
+	gen := mangen.Command(root, "ctx test")
+	root.AddCommand(gen)
+	if err := gen.RunE(gen, []string{dir}); err != nil {
+		t.Fatal(err)
 	}
 	for _, c := range commands {
 		page := filepath.Join(dir, "ctx-"+strings.ReplaceAll(c.path(), " ", "-")+".1")
@@ -57,7 +64,7 @@ func TestManPages(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if m, _ := filepath.Glob(filepath.Join(dir, "*__man*")); len(m) != 0 {
+	if m, _ := filepath.Glob(filepath.Join(dir, "*"+mangen.Name+"*")); len(m) != 0 {
 		t.Errorf("the generator has a page: %q", m)
 	}
 }

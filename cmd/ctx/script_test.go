@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/ctxfs/ctxfs/internal/scriptcmd"
 )
 
 // TestMain lets scripts run this package's main as the command "ctx".
@@ -56,7 +58,7 @@ func TestScripts(t *testing.T) {
 			"ctxfs":       cmdCtxfs,
 			"ctxfs-up":    cmdCtxfsUp,
 			"stop-server": cmdStopServer,
-			"exits":       cmdExits,
+			"exits":       scriptcmd.Exits,
 		},
 	})
 }
@@ -68,7 +70,7 @@ func TestCLIScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:   "testdata/cli",
 		Setup: setupScript(""),
-		Cmds:  map[string]func(*testscript.TestScript, bool, []string){"exits": cmdExits},
+		Cmds:  map[string]func(*testscript.TestScript, bool, []string){"exits": scriptcmd.Exits},
 	})
 }
 
@@ -116,30 +118,6 @@ func cmdCtxfs(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	if err == nil && neg {
 		ts.Fatalf("ctxfs succeeded unexpectedly")
-	}
-}
-
-// cmdExits runs a command and checks its exact exit status, which "exec"
-// cannot (it only knows zero and non-zero) and which ctx's contract is
-// about (0 ok, 1 failed run, 2 refused).
-func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) < 2 {
-		ts.Fatalf("usage: exits N CMD ARGS...")
-	}
-	want, err := strconv.Atoi(args[0])
-	if err != nil {
-		ts.Fatalf("exits: bad status %q", args[0])
-	}
-	got := 0
-	if err := ts.Exec(args[1], args[2:]...); err != nil {
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) {
-			ts.Fatalf("exits: %v", err)
-		}
-		got = ee.ExitCode()
-	}
-	if got != want {
-		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
 	}
 }
 

@@ -5,33 +5,48 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	ctxfs "github.com/ctxfs/ctxfs/fs"
 )
 
-// cmdCleanStale detaches every ctxfs mount that no live server answers for
-// (CI runs it before the tests: a dead mount would hang them). It never
-// touches another filesystem, nor a mount whose root a live server holds,
-// even if that server is slow to answer. Each probe of a dead mount ends
-// within a second, freed by the abort that follows it.
-//
-// --under DIR limits it to mounts below DIR (tests use it, so as to leave
-// the rest of the machine alone).
-func cmdCleanStale(args []string) error {
-	f, err := parseFlags(args, []string{"under"}, nil)
-	if err != nil {
-		return err
+func newCleanStaleCommand() *cobra.Command {
+	var under string
+	cmd := &cobra.Command{
+		Use:   "clean-stale",
+		Short: "Detach the ctxfs mounts of the machine that no live server answers for",
+		Long: `Clean-stale detaches every ctxfs mount that no live server answers for (the
+leftovers of killed servers: a dead mount would hang whoever touches it).
+It never touches another filesystem, nor a mount whose root a live server
+holds, even if that server is slow to answer. Each probe of a dead mount
+ends within a second, freed by the abort that follows it. --under limits it
+to the mounts below a directory.`,
+		Example: `  ctxfs clean-stale
+  ctxfs clean-stale --under /tmp`,
+		Args: noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			dir, err := absOr(under, "/")
+			if err != nil {
+				return err
+			}
+			cleanStale(dir)
+			return nil
+		},
 	}
-	under, err := f.absFlag("under", "/")
-	if err != nil || len(f.args) > 0 {
-		return usageError("usage: ctxfs clean-stale [--under DIR]")
-	}
+	cmd.Flags().StringVar(&under, "under", "", "only the mounts below this `DIR` (default /, all of them)")
+	cmd.MarkFlagDirname("under")
+	return cmd
+}
+
+// cleanStale detaches the dead ctxfs mounts below under (CI runs it
+// before the tests).
+func cleanStale(under string) {
 	keep := func(dir string) bool {
 		return !strings.HasPrefix(dir, strings.TrimSuffix(under, "/")+"/") || servedByLiveServer(dir)
 	}
 	for _, d := range ctxfs.CleanDeadCtxfs(keep) {
 		fmt.Printf("ctxfs: cleaned the dead mount %s\n", d)
 	}
-	return nil
 }
 
 // servedByLiveServer reports whether dir (ROOT/home or ROOT/shared) belongs

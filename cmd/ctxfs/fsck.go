@@ -4,22 +4,49 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session"
 )
 
-// cmdFsck verifies a store from scratch: one line per problem, exit 0 when
-// clean and 1 when not (2 for bad usage). Progress goes to a terminal's
-// stderr only, so that scripts read problems alone.
-func cmdFsck(args []string) int {
-	f, err := parseFlags(args, []string{"store"}, []string{"repair"})
-	if err != nil || len(f.args) > 0 {
-		fmt.Fprint(os.Stderr, usage)
-		return 2
+func newFsckCommand() *cobra.Command {
+	var store string
+	var repair bool
+	cmd := &cobra.Command{
+		Use:   "fsck",
+		Short: "Verify a store from scratch, one line per problem",
+		Long: `Fsck verifies every session of a store: the chained checksums and seals of
+its logs, its files and the server's journal. It prints one line per problem
+(PATH: what) on stdout, progress on a terminal's stderr only.
+
+Exit status: 0 the store is clean, 1 it has problems, 2 bad usage or fsck
+could not run. --repair replays the journal, cuts torn appends and removes
+the leftovers of interrupted writes, saying so for each; it refuses a store
+that a live server holds.`,
+		Example: `  ctxfs fsck
+  ctxfs fsck --store /var/lib/ctxfs
+  ctxfs umount && ctxfs fsck --repair`,
+		Args: noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if status := fsck(store, repair); status != 0 {
+				return exitStatus(status)
+			}
+			return nil
+		},
 	}
-	store, err := f.absFlag("store", defaultStore())
+	cmd.Flags().StringVar(&store, "store", "", storeFlagHelp)
+	cmd.Flags().BoolVar(&repair, "repair", false, "repair what can be repaired (never under a live server)")
+	cmd.MarkFlagDirname("store")
+	return cmd
+}
+
+// fsck verifies a store from scratch: one line per problem, exit 0 when
+// clean and 1 when not (2 when it cannot run). Progress goes to a
+// terminal's stderr only, so that scripts read problems alone.
+func fsck(store string, repair bool) int {
+	store, err := absOr(store, defaultStore())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ctxfs: fsck:", err)
 		return 2
@@ -29,7 +56,7 @@ func cmdFsck(args []string) int {
 		return 2
 	}
 	served := refuseServedStorePath(store) != nil
-	if f.bools["repair"] && served {
+	if repair && served {
 		// Repair replays the journal and cuts torn appends: never under a
 		// live server, whose logs and journal it would change under it.
 		fmt.Fprintln(os.Stderr, "ctxfs: fsck --repair:", refuseServedStorePath(store))
@@ -41,7 +68,7 @@ func cmdFsck(args []string) int {
 			fmt.Fprintf(os.Stderr, "\rfsck: %d/%d sessions", done, total)
 		}
 	}
-	problems, err := session.Fsck(store, f.bools["repair"], served, session.FsckReport{
+	problems, err := session.Fsck(store, repair, served, session.FsckReport{
 		Problem:  func(path, what string) { clearLine(tty); fmt.Printf("%s: %s\n", path, what) },
 		Repaired: func(path, what string) { clearLine(tty); fmt.Printf("%s: repaired: %s\n", path, what) },
 		Progress: progress,

@@ -1,71 +1,218 @@
 // Command ctxfs is the ctxfs server: it mounts <root>/home and
 // <root>/shared, serves the agent and model sockets, and runs agents. It
-// also verifies stores (fsck) and creates shared spaces.
+// also verifies stores (fsck) and creates shared spaces. Called as
+// mount.fuse.ctxfs it is the mount(8) helper that makes an /etc/fstab
+// line work (mounthelper.go).
+//
+// Exit status: 0 done, 1 failed, 2 bad usage; fsck has its own (fsck.go);
+// the mount helper uses mount(8)'s (mounthelper.go).
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
 )
 
-const usage = `usage:
-  ctxfs mount [--root DIR] [--store DIR] [--foreground] [--gc-idle 30m]
-  ctxfs umount [--root DIR]
-  ctxfs clean-stale [--under DIR]
-  ctxfs fsck [--store DIR] [--repair]
-  ctxfs space add NAME [--group G] [--root DIR | --store DIR]
-Defaults: --root $CTX_ROOT or /ctx; --store $CTXFS_STORE, else /var/lib/ctxfs
-for root and $XDG_DATA_HOME/ctxfs (~/.local/share/ctxfs) for other users.
-clean-stale detaches every ctxfs mount of the machine that no live server
-answers for (the leftovers of killed servers); it never touches a live one.
-`
-
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
+	if isMountHelper(os.Args[0]) {
+		os.Exit(mountHelperMain(os.Args[1:]))
 	}
-	var err error
-	switch os.Args[1] {
-	case "mount":
-		err = cmdMount(os.Args[2:])
-	case "umount", "unmount":
-		err = cmdUmount(os.Args[2:])
-	case "clean-stale":
-		err = cmdCleanStale(os.Args[2:])
-	case "watchdog": // internal: started by the server, see watchdog.go
-		err = cmdWatchdog(os.Args[2:])
-	case agent.EnterCommand: // internal: how a run enters its directory (agent.Enter)
-		os.Exit(agent.EnterMain(os.Args[2:]))
-	case agent.JailCommand: // internal: how a chroot-isolated run is jailed (agent.Jail)
-		os.Exit(agent.JailMain(os.Args[2:]))
-	case "fsck":
-		os.Exit(cmdFsck(os.Args[2:]))
-	case "space":
-		err = cmdSpace(os.Args[2:])
-	case "help", "-h", "--help":
-		fmt.Print(usage)
-		return
-	default:
-		fmt.Fprintf(os.Stderr, "ctxfs: unknown command %q\n%s", os.Args[1], usage)
-		os.Exit(2)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "ctxfs: %v\n", err)
-		if _, ok := err.(usageError); ok {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
+	root := newRootCommand()
+	root.SetArgs(os.Args[1:])
+	cmd, err := root.ExecuteC()
+	os.Exit(report(cmd, err))
 }
 
+// report prints a command's error as `ctxfs: …` and returns the exit
+// status it means.
+func report(cmd *cobra.Command, err error) int {
+	var status exitStatus
+	var usage usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &status):
+		return int(status)
+	case errors.As(err, &usage):
+		if cmd.Name() == "help" { // a topic it does not know: ctxfs's own help lists them
+			cmd = cmd.Root()
+		}
+		fmt.Fprintf(os.Stderr, "ctxfs: %v\nRun '%s --help' for usage.\n", err, cmd.CommandPath())
+		return 2
+	}
+	fmt.Fprintf(os.Stderr, "ctxfs: %v\n", err)
+	return 1
+}
+
+// usageError is a command line that asks for nothing ctxfs does: exit 2.
 type usageError string
 
 func (u usageError) Error() string { return string(u) }
+
+// exitStatus ends the command with this status, having printed what it
+// had to (fsck's 1 and 2).
+type exitStatus int
+
+func (s exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(s)) }
+
+// newRootCommand builds the command tree.
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "ctxfs",
+		Short: "The ctxfs server: AI-agent sessions as a live /ctx file tree",
+		Long: `ctxfs serves AI-agent sessions as ordinary-looking files. "ctxfs mount"
+mounts ROOT/home and ROOT/shared (two FUSE mounts, one process), listens on
+the agent and model sockets under ROOT/agent and ROOT/model, and runs agents;
+"ctxfs umount" stops it. Users talk to it with the ctx command or through the
+files themselves.
+
+Defaults: the root is $CTX_ROOT or /ctx; the store is $CTXFS_STORE, else
+/var/lib/ctxfs for root and $XDG_DATA_HOME/ctxfs (~/.local/share/ctxfs) for
+other users.`,
+		Example: `  ctxfs mount                       # serve /ctx from /var/lib/ctxfs, in the background
+  ctxfs mount --foreground          # stay attached, log on stderr (systemd)
+  ctxfs umount
+  ctxfs fsck --store /var/lib/ctxfs
+  ctxfs help mount`,
+		Version:       version(),
+		Args:          unknownSubcommand,
+		RunE:          missingSubcommand,
+		SilenceErrors: true, // report prints them, as ctxfs: …
+		SilenceUsage:  true,
+	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err.Error()) })
+	root.SuggestionsMinimumDistance = 2
+	root.AddCommand(newMountCommand(), newUmountCommand(), newFsckCommand(), newSpaceCommand(),
+		newCleanStaleCommand(), newVersionCommand())
+	root.AddCommand(internalCommands()...)
+	for _, extra := range extraCommands {
+		root.AddCommand(extra(root, version()))
+	}
+	root.SetHelpCommand(newHelpCommand())
+	return root
+}
+
+// extraCommands are added by files built with tags (genman.go).
+var extraCommands []func(root *cobra.Command, version string) *cobra.Command
+
+// unknownSubcommand refuses an argument where a command of cmd's was
+// expected, with cobra's "did you mean".
+func unknownSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	return unknownCommand(cmd, args[0])
+}
+
+func unknownCommand(cmd *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, cmd.CommandPath())
+	if s := cmd.SuggestionsFor(name); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
+	}
+	return usageError(msg)
+}
+
+// missingSubcommand is what a command that only groups others does when
+// run alone: its help, on stderr, and exit 2.
+func missingSubcommand(cmd *cobra.Command, _ []string) error {
+	cmd.SetOut(os.Stderr)
+	cmd.Help()
+	return exitStatus(2)
+}
+
+// noArgs refuses positional arguments.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError(fmt.Sprintf("%s takes no arguments (got %q)", commandName(cmd), args[0]))
+	}
+	return nil
+}
+
+// commandName is cmd's path below ctxfs ("space add"), for messages that
+// report prints after "ctxfs: ".
+func commandName(cmd *cobra.Command) string {
+	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+}
+
+// exactArgs refuses any other number of positional arguments than n,
+// naming what they are.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError(fmt.Sprintf("%s takes %s", commandName(cmd), what))
+		}
+		return nil
+	}
+}
+
+// newHelpCommand is `ctxfs help [COMMAND...]`: cobra's, except that an
+// unknown topic is a usage error with suggestions rather than the root's
+// help and exit 0.
+func newHelpCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [COMMAND]...",
+		Short: "Help about any command",
+		Long:  "Help prints the help of a command, or of ctxfs itself.",
+		Example: `  ctxfs help mount
+  ctxfs help space add`,
+		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			parent, _, err := c.Root().Find(args)
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var names []cobra.Completion
+			for _, sub := range parent.Commands() {
+				if sub.IsAvailableCommand() && strings.HasPrefix(sub.Name(), toComplete) {
+					names = append(names, cobra.CompletionWithDesc(sub.Name(), sub.Short))
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			switch {
+			case err != nil:
+				return usageError(err.Error())
+			case len(rest) > 0:
+				return unknownCommand(cmd, rest[0])
+			case cmd.Hidden:
+				return unknownCommand(cmd.Parent(), cmd.Name())
+			}
+			cmd.InitDefaultHelpFlag()
+			cmd.InitDefaultVersionFlag()
+			return cmd.Help()
+		},
+	}
+}
+
+// internalCommands are started by the server itself, never by people:
+// hidden from help and completion, and given their arguments raw, as
+// before (each parses its own).
+func internalCommands() []*cobra.Command {
+	raw := func(name string, run func(args []string) error) *cobra.Command {
+		return &cobra.Command{
+			Use: name, Hidden: true, DisableFlagParsing: true,
+			RunE: func(_ *cobra.Command, args []string) error { return run(args) },
+		}
+	}
+	exit := func(main func([]string) int) func([]string) error {
+		return func(args []string) error { os.Exit(main(args)); return nil }
+	}
+	return []*cobra.Command{
+		raw("watchdog", cmdWatchdog),                   // started by the server, see watchdog.go
+		raw(agent.EnterCommand, exit(agent.EnterMain)), // how a run enters its directory (agent.Enter)
+		raw(agent.JailCommand, exit(agent.JailMain)),   // how a chroot-isolated run is jailed (agent.Jail)
+	}
+}
 
 // defaultRoot is $CTX_ROOT or /ctx.
 func defaultRoot() string { return abi.RootFromEnv(os.Getenv) }
@@ -86,68 +233,16 @@ func defaultStore() string {
 	return filepath.Join(home, ".local", "share", "ctxfs")
 }
 
-// flags is a tiny flag parser that accepts flags before and after
-// positional arguments, as the SPEC's command lines show them.
-type flags struct {
-	args   []string
-	values map[string]string
-	bools  map[string]bool
+// absOr returns path, or def when path is "", as an absolute path.
+func absOr(path, def string) (string, error) {
+	if path == "" {
+		path = def
+	}
+	return filepath.Abs(path)
 }
 
-func parseFlags(args []string, valued []string, boolean []string) (*flags, error) {
-	f := &flags{values: map[string]string{}, bools: map[string]bool{}}
-	isValued := map[string]bool{}
-	for _, v := range valued {
-		isValued[v] = true
-	}
-	isBool := map[string]bool{}
-	for _, b := range boolean {
-		isBool[b] = true
-	}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, val, hasVal := cutFlag(a)
-		switch {
-		case a == "--":
-			f.args = append(f.args, args[i+1:]...)
-			return f, nil
-		case name == "":
-			f.args = append(f.args, a)
-		case isBool[name] && !hasVal:
-			f.bools[name] = true
-		case isValued[name] && hasVal:
-			f.values[name] = val
-		case isValued[name] && i+1 < len(args):
-			i++
-			f.values[name] = args[i]
-		default:
-			return nil, usageError(fmt.Sprintf("unknown or incomplete flag %s\n%s", a, usage))
-		}
-	}
-	return f, nil
-}
-
-// cutFlag splits "--name=value" or "--name"; name is "" for a non-flag.
-func cutFlag(a string) (name, val string, hasVal bool) {
-	if len(a) < 3 || a[:2] != "--" {
-		return "", "", false
-	}
-	for i := 2; i < len(a); i++ {
-		if a[i] == '=' {
-			return a[2:i], a[i+1:], true
-		}
-	}
-	return a[2:], "", false
-}
-
-func (f *flags) get(name, def string) string {
-	if v, ok := f.values[name]; ok {
-		return v
-	}
-	return def
-}
-
-// absFlag returns a flag's value as an absolute path.
-func (f *flags) absFlag(name, def string) (string, error) {
-	return filepath.Abs(f.get(name, def))
-}
+// Help texts of the flags more than one command takes.
+const (
+	rootFlagHelp  = "the mount root `DIR`: ROOT/home and ROOT/shared are mounted, ROOT/agent and ROOT/model hold the definitions and sockets (default $CTX_ROOT, else /ctx)"
+	storeFlagHelp = "the store: the `DIR` that holds the sessions (default $CTXFS_STORE, else /var/lib/ctxfs for root and $XDG_DATA_HOME/ctxfs for other users)"
+)

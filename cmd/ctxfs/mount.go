@@ -3,16 +3,23 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/ctxfs/ctxfs/agent"
 	ctxfs "github.com/ctxfs/ctxfs/fs"
+	"github.com/ctxfs/ctxfs/internal/logx"
+	"github.com/ctxfs/ctxfs/internal/sdnotify"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/server"
 	"github.com/ctxfs/ctxfs/session"
@@ -22,59 +29,164 @@ import (
 // background `ctxfs mount` reports that it serves.
 const readyFD = 3
 
-// cmdMount serves a store at a root. Without --foreground it starts the
-// server in the background and returns once both mounts answer.
-func cmdMount(args []string) error {
-	f, err := parseFlags(args, []string{"root", "store", "gc-idle"}, []string{"foreground"})
-	if err != nil {
-		return err
-	}
-	if len(f.args) > 0 {
-		return usageError("mount takes no arguments\n" + usage)
-	}
-	root, err := f.absFlag("root", defaultRoot())
-	if err != nil {
-		return err
-	}
-	store, err := f.absFlag("store", defaultStore())
-	if err != nil {
-		return err
-	}
-	// Refuse here, before any fork: a background start would otherwise
-	// report the refusal only as "the server did not start".
-	if err := ctxfs.CanMount(); err != nil {
-		return err
-	}
-	if err := refuseServed(root, store); err != nil {
-		return err
-	}
-	gcIdle, err := gcIdleFlag(f)
-	if err != nil {
-		return err
-	}
-	if !f.bools["foreground"] {
-		return startBackground(root, store, gcIdle)
-	}
-	return serve(root, store, gcIdle)
+// logName is the server's log in the store when it runs in the
+// background: its stdout and stderr, and its log lines unless --log-file
+// names another file.
+const logName = "ctxfs.log"
+
+// mountConfig is what `ctxfs mount` (and the mount helper) was asked.
+type mountConfig struct {
+	root, store string
+	foreground  bool
+	gcIdle      time.Duration
+	log         logx.Options
+	options     []string // -o lists, applied by resolve
+	quiet       bool     // no "serving" line (the mount helper, as mount(8) helpers are)
 }
 
-// gcIdleFlag reads --gc-idle (a Go duration, at least a minute; off by
-// default).
-func gcIdleFlag(f *flags) (time.Duration, error) {
-	v, ok := f.values["gc-idle"]
-	if !ok {
-		return 0, nil
+// addFlags declares the mount flags on f: the command's, or the mount
+// helper's (where -o options set them).
+func (c *mountConfig) addFlags(f *pflag.FlagSet) {
+	f.StringVar(&c.root, "root", "", rootFlagHelp)
+	f.StringVar(&c.store, "store", "", storeFlagHelp)
+	f.BoolVar(&c.foreground, "foreground", false, "stay attached: log on stderr, stop on SIGINT or SIGTERM, tell systemd when ready ($NOTIFY_SOCKET)")
+	f.DurationVar(&c.gcIdle, "gc-idle", 0, "every `DURATION`, archive the temp-* sessions idle for as long as that (a minute or more, e.g. 30m; default off)")
+	f.StringVar(&c.log.Level, "log-level", "info", "log lines of this `LEVEL` and above: "+strings.Join(logx.Levels, ", "))
+	f.StringVar(&c.log.File, "log-file", "", "append the log to this `FILE` (default: stderr with --foreground, else STORE/"+logName+")")
+	f.StringVar(&c.log.Format, "log-format", "text", "log line `FORMAT`: text, or json (one object a line, for journald and collectors)")
+	f.StringArrayVarP(&c.options, "options", "o", nil, "mount `OPTIONS`, comma-separated, as in fstab: gc-idle=D, log-level=L, log-file=F, log-format=T; rw, defaults, allow_other, … are accepted and change nothing (see below)")
+}
+
+func newMountCommand() *cobra.Command {
+	c := &mountConfig{}
+	cmd := &cobra.Command{
+		Use:   "mount",
+		Short: "Serve a store: mount ROOT/home and ROOT/shared, listen on the sockets, run agents",
+		Long: `Mount serves the store at the root: ROOT/home and ROOT/shared become two FUSE
+mounts of one process, and every agent and model defined under ROOT/agent
+and ROOT/model gets its socket there. Without --foreground the server starts
+in the background and mount returns once both mounts answer; its output goes
+to STORE/` + logName + `. With --foreground it stays attached, logs on stderr,
+and, under systemd (Type=notify), sends READY=1 once both mounts answer and
+STOPPING=1 when it stops.
+
+As root the mounts are made directly, with allow_other: every user sees
+their own home. Another user mounts through fusermount3 (package fuse3)
+and needs read and write access to /dev/fuse; the server then serves that
+user alone.
+
+-o takes the options of an fstab line: gc-idle=D, log-level=L, log-file=F
+and log-format=T set what the flags of the same names set; rw, defaults,
+auto, noauto, nofail, _netdev, user, users, nouser, owner, group, nosuid,
+nodev, allow_other, default_permissions, comment=… and x-… are accepted and
+change nothing (they hold already, or concern mount(8)); ro is refused
+(ctxfs has no read-only mode), and so is any other option.
+
+Called as mount.fuse.ctxfs (the symlink make install puts in /sbin), ctxfs
+is the mount(8) helper that makes an fstab line work:
+  /var/lib/ctxfs  /ctx  fuse.ctxfs  defaults,gc-idle=30m  0 0`,
+		Example: `  ctxfs mount
+  ctxfs mount --root /srv/ctx --store /srv/ctxfs-store
+  ctxfs mount --foreground --log-level debug
+  ctxfs mount --foreground --log-format json      # under systemd, for journald
+  ctxfs mount -o gc-idle=30m,log-file=/var/log/ctxfs.log`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := c.resolve(cmd.Flags(), false); err != nil {
+				return err
+			}
+			return c.start()
+		},
 	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < time.Minute {
-		return 0, usageError(fmt.Sprintf("--gc-idle %q is not a duration of a minute or more (e.g. 30m)", v))
+	c.addFlags(cmd.Flags())
+	cmd.MarkFlagDirname("root")
+	cmd.MarkFlagDirname("store")
+	cmd.MarkFlagFilename("log-file")
+	cmd.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions(logx.Levels, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions(logx.Formats, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("options", cobra.FixedCompletions([]string{"gc-idle=", "log-level=", "log-file=", "log-format="}, cobra.ShellCompDirectiveNoSpace))
+	return cmd
+}
+
+// resolve applies the -o options to the flags f, fills in the defaults,
+// makes paths absolute and checks the values; a bad one is a usage error.
+// sloppy ignores unknown options (mount -s).
+func (c *mountConfig) resolve(f *pflag.FlagSet, sloppy bool) error {
+	if err := applyOptions(c.options, f, sloppy); err != nil {
+		return err
 	}
-	return d, nil
+	var err error
+	if c.root, err = absOr(c.root, defaultRoot()); err != nil {
+		return err
+	}
+	if c.store, err = absOr(c.store, defaultStore()); err != nil {
+		return err
+	}
+	if f.Changed("gc-idle") && c.gcIdle < time.Minute {
+		return usageError(fmt.Sprintf("--gc-idle %v: want a minute or more (e.g. 30m)", c.gcIdle))
+	}
+	if err := c.log.Check(); err != nil {
+		return usageError(err.Error())
+	}
+	if c.log.File != "" {
+		c.log.File, err = filepath.Abs(c.log.File)
+	}
+	return err
+}
+
+// start serves, in this process with --foreground, else in a background
+// one it waits for. What would refuse the mount is refused here, before
+// any fork: a background start would otherwise report it only as "the
+// server did not start".
+func (c *mountConfig) start() error {
+	if err := checkFUSE(); err != nil {
+		return err
+	}
+	if c.log.File != "" { // a log file that would be refused is, before the store is touched
+		f, err := logx.OpenFile(c.log.File)
+		if err != nil {
+			return err
+		}
+		f.Close()
+	}
+	if err := refuseServed(c.root, c.store); err != nil {
+		return err
+	}
+	if !c.foreground {
+		return startBackground(c)
+	}
+	return runServer(c)
+}
+
+// runServer is the foreground server with its log: on stderr unless
+// --log-file names a file, where its end is logged too (on stderr the
+// error that ends it is printed once, as ctxfs: …).
+func runServer(c *mountConfig) error {
+	log, logFile, err := logx.New(c.log, os.Stderr)
+	if err != nil {
+		return err
+	}
+	if logFile != nil {
+		defer logFile.Close()
+	}
+	slog.SetDefault(log) // the log package's lines (go-fuse's debug) go there too
+	notify, err := sdnotify.FromEnv()
+	if err != nil {
+		log.Warn("systemd readiness off", "err", err)
+	}
+	err = serve(c, log, notify)
+	switch {
+	case err == nil:
+		log.Info("stopped", "root", c.root)
+	case logFile != nil:
+		log.Error("stopped", "root", c.root, "err", err)
+	}
+	return err
 }
 
 // gcIdleLoop archives idle temp-* sessions every interval until stop
 // (session.Engine.GCIdle).
-func gcIdleLoop(e *session.Engine, interval time.Duration, stop <-chan struct{}) {
+func gcIdleLoop(e *session.Engine, interval time.Duration, log *slog.Logger, stop <-chan struct{}) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -83,7 +195,7 @@ func gcIdleLoop(e *session.Engine, interval time.Duration, stop <-chan struct{})
 			return
 		case <-t.C:
 			for _, rel := range e.GCIdle(interval) {
-				fmt.Fprintf(os.Stderr, "ctxfs: gc-idle: archived %s\n", rel)
+				log.Info("gc-idle: archived", "session", rel)
 			}
 		}
 	}
@@ -113,31 +225,34 @@ func refuseServed(root, store string) error {
 
 // cpuProfile starts a CPU profile of the server into the file named (the
 // benchmarks' way to see where a server's time goes); nil when none.
-func cpuProfile(name string) (stop func()) {
+func cpuProfile(name string, log *slog.Logger) (stop func()) {
 	if name == "" {
 		return nil
 	}
 	f, err := os.Create(name)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "ctxfs: CTXFS_CPUPROFILE:", err)
+		log.Error("CTXFS_CPUPROFILE", "err", err)
 		return nil
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
-		fmt.Fprintln(os.Stderr, "ctxfs: CTXFS_CPUPROFILE:", err)
+		log.Error("CTXFS_CPUPROFILE", "err", err)
 		f.Close()
 		return nil
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
-// serve runs the server in this process until SIGINT or SIGTERM; with
-// gcIdle, idle temp-* sessions are archived every gcIdle.
-func serve(root, store string, gcIdle time.Duration) error {
+// serve runs the server in this process until SIGINT or SIGTERM, or until
+// a mount of ours is taken away; with gcIdle, idle temp-* sessions are
+// archived every gcIdle. It logs what it does, and tells systemd (notify,
+// nil when not under it) when it is ready and when it stops.
+func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
+	root, store := c.root, c.store
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	if stop := cpuProfile(os.Getenv("CTXFS_CPUPROFILE")); stop != nil {
+	if stop := cpuProfile(os.Getenv("CTXFS_CPUPROFILE"), log); stop != nil {
 		defer stop()
 	}
 	agent.Enter = self // runs enter their directories after exec (agent.Enter)
@@ -156,6 +271,7 @@ func serve(root, store string, gcIdle time.Duration) error {
 		return err
 	}
 	defer lock.Close()
+	log.Info("starting", "version", version(), "root", root, "store", store, "pid", os.Getpid(), "uid", os.Geteuid())
 	// From here on a SIGTERM (a `ctxfs umount` while we start) stops the
 	// server once it serves, instead of killing it half mounted.
 	sig := make(chan os.Signal, 1)
@@ -163,12 +279,14 @@ func serve(root, store string, gcIdle time.Duration) error {
 	if err := prepareMountpoints(root); err != nil {
 		return err
 	}
-	e, err := session.Open(session.Config{Store: store, Root: root})
+	opening := time.Now()
+	e, err := session.Open(session.Config{Store: store, Root: root, Log: log})
 	if err != nil {
 		return err
 	}
 	defer e.Close()
-	socks, err := server.ServeSockets(e, root)
+	log.Info("store opened", "store", store, "took", time.Since(opening).Round(time.Millisecond).String())
+	socks, err := server.ServeSockets(e, root, log)
 	if err != nil {
 		return err
 	}
@@ -177,21 +295,50 @@ func serve(root, store string, gcIdle time.Duration) error {
 	if err != nil {
 		return err
 	}
-	defer mounts.Unmount()
+	defer func() {
+		mounts.Unmount()
+		log.Info("unmounted", "root", root)
+	}()
+	for _, conn := range mounts.Conns() {
+		log.Info("mounted", "dir", conn.Dir, "device", fmt.Sprintf("%d:%d", conn.Dev[0], conn.Dev[1]))
+	}
 	wd, err := startWatchdog(root, pidf, mounts.Conns())
 	if err != nil {
 		return err
 	}
 	defer wd.Stop() // before the unmount: see fs.Watchdog.Stop
+	if err := mountsAnswer(root); err != nil {
+		return err
+	}
+	// Logged first: what waiters do once told comes after it in the log.
+	log.Info("ready", "root", root, "systemd", notify != nil)
 	reportReady()
-	if gcIdle > 0 {
+	if err := notify.Notify("READY=1"); err != nil {
+		log.Warn("systemd readiness", "err", err)
+	}
+	if c.gcIdle > 0 {
 		stop := make(chan struct{})
 		defer close(stop)
-		go gcIdleLoop(e, gcIdle, stop)
+		go gcIdleLoop(e, c.gcIdle, log, stop)
 	}
 	select {
-	case <-sig:
+	case s := <-sig:
+		log.Info("stopping", "signal", s.String())
 	case <-mounts.Done():
+		log.Warn("stopping: a mount was unmounted from outside the server", "root", root)
+	}
+	notify.Notify("STOPPING=1")
+	return nil
+}
+
+// mountsAnswer makes sure both mounts answer before anyone is told that
+// the server is ready: a stat of each through the kernel, answered by
+// this process.
+func mountsAnswer(root string) error {
+	for _, d := range mountpoints(root)[1:] {
+		if _, err := os.Stat(d); err != nil {
+			return fmt.Errorf("%s does not answer: %w", d, err)
+		}
 	}
 	return nil
 }
@@ -242,32 +389,30 @@ func reportReady() {
 }
 
 // startBackground starts `ctxfs mount --foreground` detached from the
-// terminal, with its output in <store>/ctxfs.log, and waits until it serves.
-func startBackground(root, store string, gcIdle time.Duration) error {
-	st, err := storefs.OpenPrivate(store)
+// terminal, with its output in <store>/ctxfs.log, and waits until it
+// serves.
+func startBackground(c *mountConfig) error {
+	st, err := storefs.OpenPrivate(c.store)
 	if err != nil {
 		return err
 	}
-	logPath := filepath.Join(store, "ctxfs.log")
-	logf, err := st.OpenFile("ctxfs.log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	outPath := filepath.Join(c.store, logName)
+	out, err := st.OpenFile(logName, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	st.Close()
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
+	defer out.Close()
 	r, w, err := os.Pipe()
 	if err != nil {
 		return err
 	}
 	self, _ := os.Executable()
-	args := []string{"mount", "--foreground", "--root", root, "--store", store}
-	if gcIdle > 0 {
-		args = append(args, "--gc-idle", gcIdle.String())
-	}
-	cmd := exec.Command(self, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd := exec.Command(self, c.foregroundArgs()...)
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.ExtraFiles = []*os.File{w}
-	cmd.Env = append(os.Environ(), "CTXFS_READY_FD=3")
+	// Only a server systemd started itself may speak to it.
+	cmd.Env = append(withoutEnv(os.Environ(), "NOTIFY_SOCKET"), "CTXFS_READY_FD=3")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return err
@@ -280,16 +425,48 @@ func startBackground(root, store string, gcIdle time.Duration) error {
 	}()
 	select {
 	case ok := <-ready:
+		if ok && c.quiet {
+			return nil
+		}
 		if ok {
-			fmt.Printf("ctxfs: serving %s (store %s, pid %d, log %s)\n", root, store, cmd.Process.Pid, logPath)
+			logPath := outPath
+			if c.log.File != "" {
+				logPath = c.log.File
+			}
+			fmt.Printf("ctxfs: serving %s (store %s, pid %d, log %s)\n", c.root, c.store, cmd.Process.Pid, logPath)
 			return nil
 		}
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
 	}
-	tail, _ := os.ReadFile(logPath) // the operator's path, which Secure checked
+	tail, _ := os.ReadFile(outPath) // the operator's path, which Secure checked
 	if len(tail) > 2000 {
 		tail = tail[len(tail)-2000:]
 	}
-	return fmt.Errorf("the server did not start; its log (%s) ends:\n%s", logPath, tail)
+	return fmt.Errorf("the server did not start; its log (%s) ends:\n%s", outPath, tail)
+}
+
+// foregroundArgs is the command line of the background server: this
+// mount, in the foreground, every value explicit.
+func (c *mountConfig) foregroundArgs() []string {
+	args := []string{"mount", "--foreground", "--root", c.root, "--store", c.store,
+		"--log-level", c.log.Level, "--log-format", c.log.Format}
+	if c.gcIdle > 0 {
+		args = append(args, "--gc-idle", c.gcIdle.String())
+	}
+	if c.log.File != "" {
+		args = append(args, "--log-file", c.log.File)
+	}
+	return args
+}
+
+// withoutEnv is env without the variable name.
+func withoutEnv(env []string, name string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
 	ctxfs "github.com/ctxfs/ctxfs/fs"
@@ -15,18 +16,36 @@ import (
 // stopLimit is how long `ctxfs umount` waits for a server to stop.
 const stopLimit = 10 * time.Second
 
-// cmdUmount stops the server serving root, which unmounts its own mounts;
+func newUmountCommand() *cobra.Command {
+	var root string
+	cmd := &cobra.Command{
+		Use:     "umount",
+		Aliases: []string{"unmount"},
+		Short:   "Stop the server of a root, which unmounts ROOT/home and ROOT/shared",
+		Long: `Umount stops the server that serves the root (SIGTERM to the process that
+holds the root's lock, through a pidfd), which unmounts its own mounts, and
+waits until it is gone. Mounts of a dead server are then aborted and
+detached. A root where nothing is mounted is an error (exit 1).`,
+		Example: `  ctxfs umount
+  ctxfs umount --root /srv/ctx`,
+		Args: noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			dir, err := absOr(root, defaultRoot())
+			if err != nil {
+				return err
+			}
+			return umount(dir)
+		},
+	}
+	cmd.Flags().StringVar(&root, "root", "", rootFlagHelp)
+	cmd.MarkFlagDirname("root")
+	return cmd
+}
+
+// umount stops the server serving root, which unmounts its own mounts;
 // dead leftovers are then aborted and detached. Nothing is signalled
 // unless it is this root's live server (verifiedServer).
-func cmdUmount(args []string) error {
-	f, err := parseFlags(args, []string{"root"}, nil)
-	if err != nil {
-		return err
-	}
-	root, err := f.absFlag("root", defaultRoot())
-	if err != nil {
-		return err
-	}
+func umount(root string) error {
 	h, err := verifiedServer(root)
 	if err != nil {
 		return err
@@ -38,7 +57,7 @@ func cmdUmount(args []string) error {
 	}
 	found, err := cleanLeftovers(root)
 	if h.pid == 0 && !found && err == nil {
-		fmt.Fprintf(os.Stderr, "ctxfs: nothing mounted at %s\n", root)
+		return fmt.Errorf("umount: %s: not mounted", root)
 	}
 	return err
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"time"
 
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	ctxfs "github.com/ctxfs/ctxfs/fs"
@@ -42,16 +44,15 @@ func (noWatchdog) Stop() {}
 // with --root, fd 4 is root's pid file, whose watchdog byte it holds until
 // it exits, and which it removes after its server's death.
 func cmdWatchdog(args []string) error {
-	f, err := parseFlags(args, []string{"server", "root"}, nil)
-	if err != nil {
-		return err
-	}
-	server, err := strconv.Atoi(f.get("server", ""))
-	if err != nil {
-		return usageError("watchdog: --server PID")
+	f := pflag.NewFlagSet("watchdog", pflag.ContinueOnError)
+	f.SetOutput(io.Discard)
+	server := f.Int("server", 0, "")
+	root := f.String("root", "", "")
+	if err := f.Parse(args); err != nil || *server <= 0 {
+		return usageError("watchdog: --server PID [--root ROOT] MAJOR:MINOR:DIR...")
 	}
 	var conns []ctxfs.Conn
-	for _, a := range f.args {
+	for _, a := range f.Args() {
 		c, err := ctxfs.ParseConn(a)
 		if err != nil {
 			return err
@@ -59,13 +60,13 @@ func cmdWatchdog(args []string) error {
 		conns = append(conns, c)
 	}
 	closeInherited(5)
-	pidf, err := holdWatchdogByte(f.get("root", ""))
+	pidf, err := holdWatchdogByte(*root)
 	if err != nil {
 		return err
 	}
-	died, err := ctxfs.RunWatchdog(server, conns, os.Stdin, os.NewFile(3, "armed"), os.Stderr)
+	died, err := ctxfs.RunWatchdog(*server, conns, os.Stdin, os.NewFile(3, "armed"), os.Stderr)
 	if died && pidf != nil {
-		removeDeadPidFile(f.get("root", ""), pidf)
+		removeDeadPidFile(*root, pidf)
 	}
 	return err
 }

@@ -1,42 +1,37 @@
-// Package mangen writes the man pages of a cobra command tree. Both
-// binaries carry it as a hidden command (`ctx __man DIR`, `ctxfs __man
-// DIR`) so that the pages are made from the very tree the binary parses
-// with: `make man` runs them. It never runs on its own.
+// Package mangen is the hidden command that writes a binary's man pages
+// (section 1, one per command, with cobra/doc), for `make man`. A binary
+// gets it only when built with the tag mangen, so that the released
+// binaries do not carry the generator and its Markdown renderer.
 package mangen
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
 )
 
-// Command is the hidden `__man DIR` command: one page per command of the
-// tree it is added to, NAME.1 and NAME-SUB.1 (ctx.1, ctx-agent-send.1), in
-// DIR, which it makes if needed. The date is SOURCE_DATE_EPOCH's when set
-// (reproducible builds), else today.
-func Command() *cobra.Command {
+// Name is the hidden command: `BINARY gen-man DIR`.
+const Name = "gen-man"
+
+// Command returns the gen-man command for root's tree. source names the
+// software in the pages' footer ("ctxfs (devel)").
+func Command(root *cobra.Command, source string) *cobra.Command {
 	return &cobra.Command{
-		Use:    "__man DIR",
-		Short:  "Write the man pages into DIR",
+		Use:    Name + " DIR",
 		Hidden: true,
 		Args:   cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return Write(cmd.Root(), args[0])
+		RunE: func(_ *cobra.Command, args []string) error {
+			if err := os.MkdirAll(args[0], 0o755); err != nil {
+				return err
+			}
+			root.DisableAutoGenTag = true // pages that differ only by date would churn
+			header := &doc.GenManHeader{Section: "1", Source: source, Manual: "ctxfs manual"}
+			if err := doc.GenManTree(root, header, args[0]); err != nil {
+				return fmt.Errorf("gen-man: %w", err)
+			}
+			return nil
 		},
 	}
-}
-
-// Write writes the pages of root's tree into dir.
-func Write(root *cobra.Command, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	header := &doc.GenManHeader{
-		Section: "1",
-		Source:  "ctxfs",
-		Manual:  "ctxfs manual",
-	}
-	root.DisableAutoGenTag = true
-	return doc.GenManTree(root, header, dir)
 }

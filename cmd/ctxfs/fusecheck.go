@@ -1,0 +1,84 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/user"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// devFuse is the FUSE device.
+const devFuse = "/dev/fuse"
+
+// checkFUSE says, before anything starts, what this process lacks to
+// mount and how to get it. Root mounts directly and needs only the
+// device. Another user mounts through fusermount3 (fuse3), which opens
+// /dev/fuse as that user: so the user needs both, with read and write
+// access to the device.
+func checkFUSE() error {
+	var problems []string
+	st, err := os.Stat(devFuse)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		problems = append(problems, devFuse+" does not exist: load the FUSE module (modprobe fuse); in a container, pass the device in (docker run --device /dev/fuse)")
+	case err != nil:
+		problems = append(problems, err.Error())
+	}
+	uid := os.Geteuid()
+	if uid != 0 {
+		if _, err := exec.LookPath("fusermount3"); err != nil {
+			problems = append(problems, "fusermount3 not found in $PATH: install fuse3 (apt install fuse3, dnf install fuse3)")
+		}
+		if st != nil && unix.Access(devFuse, unix.R_OK|unix.W_OK) != nil {
+			problems = append(problems, devFuseAccess(st, uid))
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	if uid != 0 {
+		problems = append(problems, "or mount as root")
+	}
+	return fmt.Errorf("uid %d cannot mount FUSE: %s", uid, strings.Join(problems, "; "))
+}
+
+// devFuseAccess is the fix for a user who may not open /dev/fuse: the
+// mode distributions ship, or a group.
+func devFuseAccess(st os.FileInfo, uid int) string {
+	owner, group := "?", "?"
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		owner, group = strconv.Itoa(int(sys.Uid)), strconv.Itoa(int(sys.Gid))
+		if u, err := user.LookupId(owner); err == nil {
+			owner = u.Username
+		}
+		if g, err := user.LookupGroupId(group); err == nil {
+			group = g.Name
+		}
+	}
+	return fmt.Sprintf("%s is %s %s:%s, which uid %d may not read and write (fusermount3 opens it as the user): "+
+		"as root, chmod 0666 %s (the mode most distributions ship; a udev rule KERNEL==\"fuse\", MODE=\"0666\" keeps it), "+
+		"or chgrp fuse %s && chmod 0660 %s and add the user to the group fuse",
+		devFuse, lsMode(st.Mode()), owner, group, uid, devFuse, devFuse, devFuse)
+}
+
+// lsMode writes a mode as ls -l does (crw-rw-rw-), not as Go does
+// (Dcrw-rw-rw-).
+func lsMode(m fs.FileMode) string {
+	kind := "-"
+	switch {
+	case m&fs.ModeCharDevice != 0:
+		kind = "c"
+	case m&fs.ModeDevice != 0:
+		kind = "b"
+	case m.IsDir():
+		kind = "d"
+	}
+	return kind + m.Perm().String()[1:]
+}
