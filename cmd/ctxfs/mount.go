@@ -286,11 +286,6 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 	}
 	defer e.Close()
 	log.Info("store opened", "store", store, "took", time.Since(opening).Round(time.Millisecond).String())
-	socks, err := server.ServeSockets(e, root, log)
-	if err != nil {
-		return err
-	}
-	defer socks.Close()
 	mounts, err := mountFS(e, root)
 	if err != nil {
 		return err
@@ -310,6 +305,17 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 	if err := mountsAnswer(root); err != nil {
 		return err
 	}
+	// The sockets come last: a client that reaches one may go on through
+	// the mounts at once (a jailed run binds its session from them, a test
+	// or a script makes a file there), so a socket that answers means the
+	// tree is there. (Served the other way round, a mkdir -p made in that
+	// gap went into the bare mountpoint and was hidden when the mount came
+	// up.) They close first when the server stops.
+	socks, err := server.ServeSockets(e, root, log)
+	if err != nil {
+		return err
+	}
+	defer socks.Close()
 	// Logged first: what waiters do once told comes after it in the log.
 	log.Info("ready", "root", root, "systemd", notify != nil)
 	reportReady()
