@@ -170,33 +170,6 @@ func serve(t *testing.T, reply func(string) string) string {
 	return sock
 }
 
-func TestParseMountinfo(t *testing.T) {
-	info := `22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
-45 26 0:40 / /ctx/home rw,nosuid,nodev,relatime - fuse.ctxfs ctxfs rw,user_id=0,group_id=0,default_permissions,allow_other
-46 26 0:41 / /ctx/shared rw,nosuid - fuse.ctxfs ctxfs rw,user_id=1000,group_id=1000
-47 26 0:42 / /ctx/shared rw - tmpfs none rw
-48 26 0:43 / /my\040dir rw - fuse.sshfs host:/x rw,user_id=5
-short line
-`
-	ms, err := ParseMountinfo(strings.NewReader(info))
-	if err != nil || len(ms) != 5 {
-		t.Fatalf("%d mounts, %v", len(ms), err)
-	}
-	home, ok := MountAt(ms, "/ctx/home")
-	if uid, hasUid := home.UserID(); !ok || home.FSType != FSTypeCtxfs || home.Source != "ctxfs" || uid != 0 || !hasUid {
-		t.Fatalf("home %+v", home)
-	}
-	if top, _ := MountAt(ms, "/ctx/shared"); top.FSType != "tmpfs" {
-		t.Fatalf("shared: the later mount is on top, got %+v", top)
-	}
-	if m, ok := MountAt(ms, "/my dir"); !ok || m.FSType != "fuse.sshfs" {
-		t.Fatalf("escaped mount point: %+v %v", m, ok)
-	}
-	if _, ok := ms[0].UserID(); ok {
-		t.Fatal("ext4 has a user_id")
-	}
-}
-
 func TestRunStderr(t *testing.T) {
 	events := `{"type":"start","run":"A"}
 {"type":"log","run":"A","stream":"stderr","text":"one"}

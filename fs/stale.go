@@ -1,9 +1,7 @@
 package fs
 
 import (
-	"bufio"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/internal/mountinfo"
 )
 
 // fusectl is where the kernel's FUSE control filesystem is mounted.
@@ -18,7 +18,7 @@ const fusectl = "/sys/fs/fuse/connections"
 
 // FSType is what the kernel lists for a ctxfs mount ("fuse." + the
 // MountOptions Name of mountOptions).
-const FSType = "fuse.ctxfs"
+const FSType = mountinfo.FSTypeCtxfs
 
 // staleProbe is how long a mount may take to answer a stat before it
 // counts as dead.
@@ -87,8 +87,8 @@ func CleanDeadCtxfs(keep func(dir string) bool) []string {
 	var cleaned []string
 	ms := fuseMounts()
 	for i := len(ms) - 1; i >= 0; i-- { // topmost first: a probe reaches only the top
-		c := Conn{Dir: ms[i].dir, Dev: ms[i].dev}
-		if ms[i].fstype != FSType || !c.OnTop() || keep(c.Dir) || answers(c.Dir) {
+		c := Conn{Dir: ms[i].Dir, Dev: ms[i].Dev}
+		if ms[i].FSType != FSType || !c.OnTop() || keep(c.Dir) || answers(c.Dir) {
 			continue
 		}
 		c.abort()
@@ -142,83 +142,26 @@ func abortConn(dev [2]uint64) string {
 	return ""
 }
 
-// mountEntry is one FUSE mount of /proc/self/mountinfo.
-type mountEntry struct {
-	dir    string
-	fstype string    // "fuse" or "fuse.NAME"
-	dev    [2]uint64 // major, minor: the connection's device
-}
-
 // fuseMounts lists the FUSE mounts of this mount namespace in mountinfo
 // order: of two mounts at one directory, the later is on top.
-func fuseMounts() []mountEntry {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var ms []mountEntry
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if m, ok := parseMountinfo(sc.Text()); ok {
+func fuseMounts() []mountinfo.Mount {
+	all, _ := mountinfo.Read()
+	var ms []mountinfo.Mount
+	for _, m := range all {
+		if m.IsFUSE() {
 			ms = append(ms, m)
 		}
 	}
 	return ms
 }
 
-// parseMountinfo reads one mountinfo line if it is a FUSE mount:
-// id parent major:minor root mountpoint options [optional...] - fstype source super
-func parseMountinfo(line string) (m mountEntry, ok bool) {
-	fields := strings.Fields(line)
-	sep := -1
-	for i, fl := range fields {
-		if fl == "-" {
-			sep = i
-			break
-		}
-	}
-	if sep < 5 || sep+1 >= len(fields) {
-		return m, false
-	}
-	m.fstype = fields[sep+1]
-	if m.fstype != "fuse" && !strings.HasPrefix(m.fstype, "fuse.") {
-		return m, false
-	}
-	if _, err := fmt.Sscanf(fields[2], "%d:%d", &m.dev[0], &m.dev[1]); err != nil {
-		return m, false
-	}
-	m.dir = unescapeMount(fields[4])
-	return m, true
-}
-
 // fuseMountAt finds the topmost FUSE mount at dir and returns its device
 // (major, minor).
 func fuseMountAt(dir string) (dev [2]uint64, ok bool) {
 	for _, m := range fuseMounts() {
-		if m.dir == dir {
-			dev, ok = m.dev, true // the last one listed is on top
+		if m.Dir == dir {
+			dev, ok = m.Dev, true // the last one listed is on top
 		}
 	}
 	return dev, ok
-}
-
-// unescapeMount undoes the octal escapes of mountinfo (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

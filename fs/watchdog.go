@@ -96,7 +96,7 @@ func (c Conn) OnTop() bool {
 // (the one at Dir, or a bind copy of it).
 func (c Conn) mounted() bool {
 	for _, m := range fuseMounts() {
-		if m.dev == c.Dev {
+		if m.Dev == c.Dev {
 			return true
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/mountinfo"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -134,7 +135,7 @@ func (d *doctor) checkRoot() {
 // checkMounts checks home and shared: a ctxfs mount each, whose server
 // answers a stat within doctorProbe.
 func (d *doctor) checkMounts() {
-	mounts, err := client.ReadMounts()
+	mounts, err := mountinfo.Read()
 	if err != nil {
 		d.problem("mounts", "cannot read /proc/self/mountinfo: "+errText(err), "mount /proc")
 		return
@@ -151,14 +152,14 @@ func (d *doctor) checkMounts() {
 	}
 }
 
-func (d *doctor) checkMount(mounts []client.Mount, dir string) bool {
+func (d *doctor) checkMount(mounts []mountinfo.Mount, dir string) bool {
 	check := "mount " + dir
-	m, ok := client.MountAt(mounts, dir)
+	m, ok := mountinfo.Top(mounts, dir)
 	switch {
 	case !ok:
 		d.problem(check, "not mounted: the server is not running", "start it: "+d.mountCmd())
 		return false
-	case m.FSType != client.FSTypeCtxfs:
+	case m.FSType != mountinfo.FSTypeCtxfs:
 		d.problem(check, fmt.Sprintf("a %s mount, not ctxfs", m.FSType), "unmount it (umount "+dir+"), then "+d.mountCmd())
 		return false
 	}
