@@ -20,9 +20,14 @@ FUZZ     := ./abi:FuzzCheckLogLine ./proto:FuzzParseRequest ./session/sealedlog:
 
 .PHONY: build deps test unit fuzz bench run lint clean man install uninstall
 
+# The binaries say which source they are (--version, the server's log):
+# git describe, since this machine builds with -buildvcs=false.
+STAMP    := $(shell git describe --always --dirty 2>/dev/null)
+LDFLAGS  := -X github.com/ctxfs/ctxfs/internal/buildinfo.stamp=$(STAMP)
+
 build:
-	$(GO) build -o $(BIN)/ctxfs ./cmd/ctxfs
-	$(GO) build -o $(BIN)/ctx ./cmd/ctx
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ctxfs ./cmd/ctxfs
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ctx ./cmd/ctx
 
 # The test command of the README: lint, every test (FUSE mounts, real
 # processes and uids included), then each fuzz target for a short while.
