@@ -40,9 +40,9 @@ func TestServerLogText(t *testing.T) {
 	want := []string{ // in this order
 		`level=INFO msg=starting version="ctxfs [^"]+" root=` + q(s.root) + ` store=` + q(s.store) + fmt.Sprintf(` pid=%d uid=0`, pid),
 		`level=INFO msg="store opened" store=` + q(s.store),
-		`level=INFO msg=listening socket=` + q(s.root) + `/agent/coder.sock agent=coder`,
 		`level=INFO msg=mounted dir=` + q(s.root) + `/home device=\d+:\d+`,
 		`level=INFO msg=mounted dir=` + q(s.root) + `/shared device=\d+:\d+`,
+		`level=INFO msg=listening socket=` + q(s.root) + `/agent/coder.sock agent=coder`,
 		`level=INFO msg=ready root=` + q(s.root) + ` systemd=false`,
 		`level=INFO msg="run start" run=` + runOK + ` agent=coder session=logged scope=private home=home/0 uid=0`,
 		`level=INFO msg="run done" run=` + runOK + ` agent=coder session=logged scope=private home=home/0 uid=0 took=\S+ status=ok`,
