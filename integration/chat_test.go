@@ -303,3 +303,22 @@ func TestChatPipe(t *testing.T) {
 		t.Errorf("user messages %q, want one and two", got)
 	}
 }
+
+// TestChatTerminalToolLines: chat shows a run's tool calls and results as
+// one line each on a terminal, as send does.
+func TestChatTerminalToolLines(t *testing.T) {
+	s, release := newStepperServer(t)
+	releaseRun(t, release, "default")
+	c := startChat(t, s, "stepper")
+	c.expect("stepper> ")
+	c.keys("go\r")
+	c.expect(`→ fs.read {"path":"/etc/hosts"}`)
+	c.expect("first")
+	c.expect("← fs.read ok, 11 bytes")
+	c.expect("second")
+	c.expect("stepper> ")
+	c.keys("\x04")
+	if code := c.exitCode(); code != 0 {
+		t.Errorf("Ctrl+D: exit status %d, want 0; output:\n%q", code, c.output())
+	}
+}

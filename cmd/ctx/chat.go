@@ -198,6 +198,7 @@ func (c *chat) send(input string) (code int, interrupted bool) {
 	var readErr error
 	frames := readFrames(ctx, conn, &readErr)
 	r := &reply{c: c, id: id, pr: newSendPrinter(c.e.stdout, c.e.stderr, false, c.recorded())}
+	r.pr.showTools(c.e)
 	detached := r.wait(frames, intr)
 	r.pr.finish()
 	if detached {

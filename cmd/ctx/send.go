@@ -48,10 +48,16 @@ func newPrinter(e *env, w *where, cmd string, json bool) *sendPrinter {
 	if isTerminal(e.stderr) {
 		pr.announce = e.stderr
 	}
-	if isTerminal(e.stdout) {
-		pr.tools, pr.width = true, termWidth(e.stdout)
-	}
+	pr.showTools(e)
 	return pr
+}
+
+// showTools has the printer show tool calls and results as one line each
+// when stdout is a terminal (send, attach and chat alike).
+func (p *sendPrinter) showTools(e *env) {
+	if isTerminal(e.stdout) {
+		p.tools, p.width = true, termWidth(e.stdout)
+	}
 }
 
 // defaultWidth is the width of tool lines when the terminal's is unknown.
