@@ -69,7 +69,7 @@ type Engine struct {
 	watchers []func(rel string)
 	journal  *runJournal
 	wal      *sealedlog.Journal // every append to a session log goes through it
-	derived  *derivedRetry      // derived files still to be written
+	derived  *behind            // derived values not yet in the store
 	limits   *Limits            // what users may make the engine hold
 }
 
@@ -95,9 +95,9 @@ func Open(cfg Config) (*Engine, error) {
 		sessions: newCache[*sess](cfg.maxSessions(), (*sess).idle, (*sess).closeLogs),
 		indexes:  newCache[*index.Index](0, nil, nil),
 		runs:     map[string]*run{},
-		derived:  newDerivedRetry(),
 		limits:   newLimits(cfg.Limits),
 	}
+	e.derived = newBehind(e)
 	if err := e.openWAL(); err != nil {
 		store.Close()
 		return nil, err
@@ -151,6 +151,7 @@ func (e *Engine) Close() error {
 	}
 	if e.derived != nil {
 		e.derived.close()
+		e.derived.flush(nil, true) // what waits in memory, before the logs close
 	}
 	for _, s := range e.sessions.all() {
 		keep(s.events.Close())

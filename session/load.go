@@ -91,7 +91,7 @@ func (s *sess) closeLogs() {
 }
 
 func newSess(e *Engine, r Ref) *sess {
-	return &sess{e: e, ref: r, clients: map[string]*clientRecord{}, active: map[string]*run{}, slots: make(chan struct{}, runSlots)}
+	return &sess{e: e, ref: r, clients: map[string]*clientRecord{}, active: map[string]*run{}, slots: make(chan struct{}, runSlots), present: map[string]bool{}}
 }
 
 func (e *Engine) createTemp(r Ref, cwd string) *sess {
