@@ -86,6 +86,7 @@ func newGCServer(t *testing.T) *server {
 	})
 	t.Cleanup(func() { s.request("coder", `{"op":"cancel","id":"live","session":"spark-live"}`) })
 	s.send("repro-cur", "c-cur", "the current one")
+	settle() // the derived files reach the store behind, before they are tampered with
 	store := filepath.Join(s.store, coderRel, "session")
 	mustT(t, os.Remove(filepath.Join(store, "ansi-bad", "state")))
 	mustT(t, os.Symlink("/etc/hostname", filepath.Join(store, "ansi-bad", "state")))

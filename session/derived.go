@@ -23,10 +23,11 @@ import (
 // the store at every send (a spare twin and a rename each, four to five
 // times a send) was 18–21% of the server's CPU; written every 100 ms,
 // 4.7%; every second, about 2% (the writes, and keeping each value).
+// Half a second keeps most of that and lets a second (integration tests'
+// settle) see the store settled.
 //
-// A value whose write failed is written again at the next pass, so the
-// second is also how often a failed write is tried again.
-const behindEvery = time.Second
+// A value whose write failed is written again at the next pass.
+const behindEvery = 500 * time.Millisecond
 
 // behind holds the derived values not yet in the store, by store path.
 // A value whose write failed (EMFILE, ENOSPC, something planted where its
@@ -38,7 +39,8 @@ type behind struct {
 	e      *Engine
 	mu     sync.Mutex
 	byRel  map[string]*pendingValue
-	bySess map[*sess]int
+	bySess map[*sess]int // values waiting, by session
+	failed map[*sess]int // of which whose last write failed
 	stop   chan struct{}
 	done   chan struct{}
 	once   sync.Once
@@ -54,7 +56,7 @@ type pendingValue struct {
 }
 
 func newBehind(e *Engine) *behind {
-	return &behind{e: e, byRel: map[string]*pendingValue{}, bySess: map[*sess]int{},
+	return &behind{e: e, byRel: map[string]*pendingValue{}, bySess: map[*sess]int{}, failed: map[*sess]int{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -63,14 +65,27 @@ func newBehind(e *Engine) *behind {
 // then). Caller holds s.fileMu, and announces the change (changed) after
 // put returns.
 func (d *behind) put(s *sess, name string, data []byte, failed bool) {
-	p := &pendingValue{s: s, name: name, v: Value{Data: data, Stat: s.valueStat(len(data))}, failed: failed}
+	p := &pendingValue{s: s, name: name, v: Value{Data: data, Stat: s.valueStat(len(data))}}
 	rel := s.file(name)
 	d.mu.Lock()
-	if d.byRel[rel] == nil {
-		d.bySess[s]++
-	}
+	d.remove(rel)
 	d.byRel[rel] = p
+	d.bySess[s]++
+	d.setFailed(p, failed)
 	d.mu.Unlock()
+}
+
+// setFailed marks p's last write as failed or not; caller holds mu.
+func (d *behind) setFailed(p *pendingValue, failed bool) {
+	switch {
+	case failed && !p.failed:
+		d.failed[p.s]++
+	case !failed && p.failed:
+		if d.failed[p.s]--; d.failed[p.s] == 0 {
+			delete(d.failed, p.s)
+		}
+	}
+	p.failed = failed
 }
 
 // valueStat is what the store file of a derived value of size bytes will
@@ -113,17 +128,20 @@ func (d *behind) drop(s *sess, name string) {
 func (d *behind) remove(rel string) {
 	if p := d.byRel[rel]; p != nil {
 		delete(d.byRel, rel)
+		d.setFailed(p, false)
 		if d.bySess[p.s]--; d.bySess[p.s] == 0 {
 			delete(d.bySess, p.s)
 		}
 	}
 }
 
-// holds reports whether a value of s waits to be written.
-func (d *behind) holds(s *sess) bool {
+// holdsFailed reports whether a value of s whose write failed waits to
+// be written again: the session is kept until it is (idle). Values
+// merely waiting are written when it goes (closeLogs).
+func (d *behind) holdsFailed(s *sess) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.bySess[s] > 0
+	return d.failed[s] > 0
 }
 
 // run writes what waits every behindEvery, until close.
@@ -175,11 +193,18 @@ func (d *behind) flushSess(s *sess, failed bool) {
 		rel := s.file(p.name)
 		err := d.e.replaceValue(rel, p.v.Data, s.own, &p.v.Stat.Mtim)
 		d.mu.Lock()
-		if err == nil {
-			d.remove(rel)
-		}
 		served := !p.failed
-		p.failed = err != nil
+		switch {
+		case d.byRel[rel] != p:
+			// Superseded meanwhile by a session loaded anew after this
+			// one closed with a write that failed: the newer value is
+			// written next.
+			served = false
+		case err == nil:
+			d.remove(rel)
+		default:
+			d.setFailed(p, true)
+		}
 		d.mu.Unlock()
 		switch {
 		case err == nil:

@@ -73,10 +73,11 @@ func (e *Engine) create(r Ref, own storefs.Owner, cwd string) error {
 
 // idle reports whether the session may be closed and dropped from the
 // cache: no run is queued or running, no run's end waits to be recorded,
-// no derived file waits to be written, and it is not a temp session
+// no derived file whose write failed waits to be written again (those
+// merely waiting are written as it closes), and it is not a temp session
 // (which lives only in memory).
 func (s *sess) idle() bool {
-	if s.rel == "" || s.e.derived.holds(s) {
+	if s.rel == "" || s.e.derived.holdsFailed(s) {
 		return false
 	}
 	s.mu.Lock()
@@ -84,8 +85,11 @@ func (s *sess) idle() bool {
 	return len(s.active) == 0 && len(s.pending) == 0
 }
 
-// closeLogs seals and closes the session's logs when it leaves the cache.
+// closeLogs writes the session's derived values and seals and closes its
+// logs when it leaves the cache: a session that loads again reads them
+// from the store.
 func (s *sess) closeLogs() {
+	s.flushDerived()
 	s.events.Close()
 	s.msgs.Close()
 }
