@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
@@ -71,6 +72,7 @@ type Engine struct {
 	wal      *sealedlog.Journal // every append to a session log goes through it
 	derived  *behind            // derived values not yet in the store
 	limits   *Limits            // what users may make the engine hold
+	defs     *agent.Cache       // agent and model definitions, read again when they change
 }
 
 // Open opens the store (creating it if needed, 0700), makes sure it is
@@ -96,6 +98,7 @@ func Open(cfg Config) (*Engine, error) {
 		indexes:  newCache[*index.Index](0, nil, nil),
 		runs:     map[string]*run{},
 		limits:   newLimits(cfg.Limits),
+		defs:     agent.NewCache(),
 	}
 	e.derived = newBehind(e)
 	if err := e.openWAL(); err != nil {

@@ -312,9 +312,10 @@ func (e *Engine) SessionExists(r Ref) bool {
 	return e.isDir(r.Rel())
 }
 
-// definition loads the agent or model a container belongs to.
+// definition loads the agent or model a container belongs to: read again
+// only when it changed (agent.Cache). The definition is shared.
 func (e *Engine) definition(ct Container) (*agent.Definition, error) {
-	def, err := agent.Load(e.cfg.Root, ct.Kind, ct.Owner)
+	def, err := e.defs.Load(e.cfg.Root, ct.Kind, ct.Owner)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", ct.Kind, ct.Owner, err)
 	}
