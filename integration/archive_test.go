@@ -169,6 +169,7 @@ func TestGCArchivesWhole(t *testing.T) {
 	// The same name again: the target exists.
 	s.send("temp-a", "again", "a new temp-a")
 	s.send("repro-cur", "c-cur2", "stay current")
+	settle() // the derived files reach the store behind (an archive writes them first, refused or not)
 	live := treeContent(t, filepath.Join(sessions, "temp-a"))
 	out, code = s.ctx(t, "agent", "session", "archive", "coder", "temp-a")
 	if code != 1 || out != "ctx: archive temp-a: EEXIST\n" {

@@ -14,10 +14,14 @@ import (
 // engine serves it at once (Value, Stat, ReadFile, readValue and Lookup
 // all look here first), and a goroutine writes what waits to the store
 // every behindEvery. A value changed twice meanwhile (state active, then
-// done, and the sends after) is written once. They are derived from the logs, which are durable before
-// anything is acknowledged, and loading a session re-derives them
-// (sess.reconcile), so a crash that loses a value waiting here loses
-// nothing the logs do not hold.
+// done, and the sends after) is written once. What must see the store's
+// files as they are writes the session's values first: an archive or a
+// delete (and its preview), a touch of a value's times, the session
+// leaving the cache, the server stopping. The values are derived from the
+// logs, which are durable before anything is acknowledged, and loading a
+// session re-derives state, latest.md and updated_at (sess.reconcile), so
+// a crash that loses a value waiting here loses nothing the logs do not
+// hold (a snapshot is written again at the next run).
 //
 // Measured (BenchmarkDurableSends, server CPU profile): replacing them in
 // the store at every send (a spare twin and a rename each, four to five
