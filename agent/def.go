@@ -54,6 +54,8 @@ type Definition struct {
 	// API is the built-in model API that answers a run: a model
 	// definition's own, or, for an agent without a program, its model's.
 	API *API
+
+	w *witness // while it loads: what it is read from (Cache)
 }
 
 // Skill is the metadata of one skills/<skill>/SKILL.md.
@@ -75,24 +77,29 @@ func (d *Definition) AnsweredByAPI() bool { return d.Program == "" && d.API != n
 // Load reads the definition of an agent (kind "agent", name NAME) or a model
 // (kind "model", name "provider/model") under root. A name that is not valid
 // is EINVAL; an undefined one ENOENT (debug/echo is always defined); a
-// control file with an invalid value EINVAL.
-func Load(root, kind, name string) (*Definition, error) {
+// control file with an invalid value EINVAL. (Cache.Load reads it again
+// only when it changed.)
+func Load(root, kind, name string) (*Definition, error) { return load(root, kind, name, nil) }
+
+// load is Load, witnessing in w (when not nil) every path it reads.
+func load(root, kind, name string, w *witness) (*Definition, error) {
 	dir, prog, err := defPaths(root, kind, name)
 	if err != nil {
 		return nil, err
 	}
-	d := &Definition{Kind: kind, Name: name, Dir: dir, ABI: ABIJSONL, Isolation: IsolationNone, Model: EchoModel}
+	d := &Definition{Kind: kind, Name: name, Dir: dir, ABI: ABIJSONL, Isolation: IsolationNone, Model: EchoModel, w: w}
+	defer func() { d.w = nil }()
 	if kind == abi.KindModel {
 		d.Model = name
 	}
-	if err := checkDir(dir); err != nil {
+	if err := checkDir(dir, w); err != nil {
 		if kind == abi.KindModel && name == EchoModel && abi.Errno(err) == syscall.ENOENT {
 			d.Dir = ""
 			return d, nil
 		}
 		return nil, err
 	}
-	if d.Program, err = findProgram(prog); err != nil {
+	if d.Program, err = findProgram(prog, w); err != nil {
 		return nil, err
 	}
 	if err := d.readControls(); err != nil {
@@ -111,7 +118,7 @@ func Load(root, kind, name string) (*Definition, error) {
 // answerer, which its runs report; an invalid model definition is EINVAL
 // now, naming its file.
 func (d *Definition) adoptModelAPI(root string) error {
-	m, err := Load(root, abi.KindModel, d.Model)
+	m, err := load(root, abi.KindModel, d.Model, d.w)
 	if abi.Errno(err) == syscall.ENOENT {
 		return nil
 	}
@@ -140,8 +147,8 @@ func defPaths(root, kind, name string) (dir, prog string, err error) {
 
 // checkDir is nil when dir is a directory, ENOENT when nothing (or not a
 // directory) is there: a stray file named NAME.d defines nothing.
-func checkDir(dir string) error {
-	st, err := os.Stat(dir)
+func checkDir(dir string, w *witness) error {
+	st, err := w.stat(dir)
 	if err == nil && !st.IsDir() {
 		return abi.Errorf(syscall.ENOENT, "load", "%s is not a directory", dir)
 	}
@@ -154,8 +161,8 @@ func checkDir(dir string) error {
 // findProgram returns prog when it is an executable regular file, "" when
 // nothing is there. Something else at that path is EINVAL rather than
 // silently ignored: falling back to echo would hide a broken install.
-func findProgram(prog string) (string, error) {
-	st, err := os.Stat(prog)
+func findProgram(prog string, w *witness) (string, error) {
+	st, err := w.stat(prog)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
@@ -306,6 +313,9 @@ func (d *Definition) readAgentsMD() error {
 // error that would stop the agent.
 func (d *Definition) readSkills() error {
 	skillsDir := filepath.Join(d.Dir, "skills")
+	if _, err := d.w.stat(skillsDir); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+		return hostErr("load", err)
+	}
 	ents, err := os.ReadDir(skillsDir)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return nil
@@ -314,8 +324,9 @@ func (d *Definition) readSkills() error {
 		return hostErr("load", err)
 	}
 	for _, e := range ents { // ReadDir sorts by name
+		d.w.stat(filepath.Join(skillsDir, e.Name())) // SKILL.md coming or going
 		p := filepath.Join(skillsDir, e.Name(), "SKILL.md")
-		data, err := readBounded(p)
+		data, err := readBounded(p, d.w)
 		if err != nil {
 			continue
 		}
@@ -388,7 +399,7 @@ func (d *Definition) oneLine(file string) (v string, ok bool, err error) {
 
 // read returns a control file's bytes; ok is false when it is absent.
 func (d *Definition) read(file string) (data []byte, ok bool, err error) {
-	data, err = readBounded(filepath.Join(d.Dir, file))
+	data, err = readBounded(filepath.Join(d.Dir, file), d.w)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
@@ -398,14 +409,19 @@ func (d *Definition) read(file string) (data []byte, ok bool, err error) {
 	return data, true, nil
 }
 
-// readBounded reads a regular file of at most maxControlFile bytes.
-func readBounded(p string) ([]byte, error) {
+// readBounded reads a regular file of at most maxControlFile bytes, and
+// witnesses it in w (an absent file: its directory's witness covers it).
+func readBounded(p string, w *witness) ([]byte, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, hostErr("load", err)
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+	st, err := f.Stat()
+	if err == nil {
+		w.saw(p, st, nil)
+	}
+	if err != nil || !st.Mode().IsRegular() {
 		return nil, abi.Errorf(syscall.EINVAL, "load", "%s is not a regular file", p)
 	}
 	var b bytes.Buffer

@@ -86,6 +86,7 @@ func newGCServer(t *testing.T) *server {
 	})
 	t.Cleanup(func() { s.request("coder", `{"op":"cancel","id":"live","session":"spark-live"}`) })
 	s.send("repro-cur", "c-cur", "the current one")
+	settle() // the derived files reach the store behind, before they are tampered with
 	store := filepath.Join(s.store, coderRel, "session")
 	mustT(t, os.Remove(filepath.Join(store, "ansi-bad", "state")))
 	mustT(t, os.Symlink("/etc/hostname", filepath.Join(store, "ansi-bad", "state")))
@@ -168,6 +169,7 @@ func TestGCArchivesWhole(t *testing.T) {
 	// The same name again: the target exists.
 	s.send("temp-a", "again", "a new temp-a")
 	s.send("repro-cur", "c-cur2", "stay current")
+	settle() // the derived files reach the store behind (an archive writes them first, refused or not)
 	live := treeContent(t, filepath.Join(sessions, "temp-a"))
 	out, code = s.ctx(t, "agent", "session", "archive", "coder", "temp-a")
 	if code != 1 || out != "ctx: archive temp-a: EEXIST\n" {

@@ -70,6 +70,7 @@ func TestCrashWhileSending(t *testing.T) {
 func TestDamagedHistoryOverSocket(t *testing.T) {
 	s := newServer(t)
 	s.mustRequest("coder", `{"op":"send","id":"c1","input":"hello"}`)
+	settle() // the derived files reach the store behind
 	dir := s.sessionDir(0, "coder", "default")
 	p := filepath.Join(dir, "messages.jsonl")
 	b := []byte(fileBytes(t, p))

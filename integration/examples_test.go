@@ -310,9 +310,9 @@ printf 'cr\r bell\a esc\033 del\177 nul\000 bad\377 end'
 		if got := strings.Join(types, " "); !strings.Contains(got, "tool_call tool_result message done") {
 			t.Errorf("events.jsonl types %q", got)
 		}
-		if got := fileBytes(t, filepath.Join(sessDir("nasty"), "latest.md")); got != want+"\n" {
-			t.Errorf("latest.md %q", got)
-		}
+		eventually(t, 5*time.Second, "latest.md in the store (written behind)", func() bool {
+			return fileBytes(t, filepath.Join(sessDir("nasty"), "latest.md")) == want+"\n"
+		})
 	})
 
 	t.Run("failing command", func(t *testing.T) {

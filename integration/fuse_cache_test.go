@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/ctxfs/ctxfs/proto"
 )
 
 // The kernel keeps the ABI's names, attributes and small files' pages for
@@ -162,14 +165,58 @@ func (s *server) storeFile(rel string) func() string {
 	return func() string { return fileBytes(s.t, filepath.Join(s.store, rel)) }
 }
 
-// sessionFiles are the files of a session whose content the store holds
-// as the mount shows it.
+// sessionFiles are the files of a session and what each holds now: the
+// store's file, or for the files derived from the logs, which reach the
+// store behind (session/derived.go), what the server says without the
+// mount (status, through the socket) or what the logs say.
 func (s *server) sessionFiles(dir string) []watched {
 	var out []watched
-	for _, f := range []string{"messages.jsonl", "events.jsonl", "state", "cwd", "updated_at", "created_at", "meta.json", "latest.md"} {
+	for _, f := range []string{"messages.jsonl", "events.jsonl", "cwd", "created_at", "meta.json"} {
 		out = append(out, watched{dir + "/" + f, s.storeFile(dir + "/" + f)})
 	}
-	return out
+	status := func(field string) func() string {
+		return func() string { return fmt.Sprint(s.sessionStatus(dir)[field]) + "\n" }
+	}
+	return append(out,
+		watched{dir + "/state", status("state")},
+		watched{dir + "/updated_at", status("updated_at")},
+		watched{dir + "/latest.md", func() string { return latestOf(fileBytes(s.t, filepath.Join(s.store, dir, "messages.jsonl"))) }})
+}
+
+// sessionStatus is the status frame of the session at dir (a store path),
+// asked as root through its agent's socket.
+func (s *server) sessionStatus(dir string) frame {
+	s.t.Helper()
+	parts := strings.Split(dir, "/") // home/<uid> or shared/<space>, agent, <name>, session, <session>
+	extra := ""
+	if parts[0] == "shared" {
+		extra = `,"scope":"shared","space":"` + parts[1] + `"`
+	}
+	fr, err := s.request(parts[3], `{"op":"status","session":"`+parts[5]+`"`+extra+`}`)
+	if err != nil || len(fr) != 1 {
+		s.t.Fatalf("status of %s: %v %v", dir, fr, err)
+	}
+	if u, ok := fr[0]["updated_at"].(float64); ok {
+		fr[0]["updated_at"] = int64(u)
+	}
+	return fr[0]
+}
+
+// latestOf is what latest.md holds after messages: the text of the last
+// assistant message and a newline, or nothing before the first.
+func latestOf(messages string) string {
+	latest := ""
+	for _, line := range strings.Split(strings.TrimSuffix(messages, "\n"), "\n") {
+		var m struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		}
+		if line == "" || json.Unmarshal([]byte(line), &m) != nil || m.Role != "assistant" {
+			continue
+		}
+		latest = proto.ContentText(m.Content) + "\n"
+	}
+	return latest
 }
 
 // writeMnt replaces a value through the mount as `printf > file` does.
@@ -391,7 +438,7 @@ func TestCacheExactListing(t *testing.T) {
 	if ls := bash(t, "ls "+sess); !strings.Contains(ls, "AGENTS.md\n") {
 		t.Errorf("ls of a session right after a run first wrote AGENTS.md: %q", ls)
 	}
-	cacheReader{s: s}.exact("AGENTS.md first written", []watched{{sessRel("r") + "/AGENTS.md", s.storeFile(sessRel("r") + "/AGENTS.md")}})
+	cacheReader{s: s}.exact("AGENTS.md first written", []watched{{sessRel("r") + "/AGENTS.md", func() string { return "be brief\n" }}})
 }
 
 // follower is a program following a log (tail -f, less +F) and what it

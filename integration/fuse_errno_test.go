@@ -21,11 +21,11 @@ import (
 // close: wait a little before looking).
 func refusal(t *testing.T, s *server, what string, want syscall.Errno, op func() error) {
 	t.Helper()
-	before := snapshot(t, s.store)
+	before := storeSnapshot(t, s)
 	err := op()
 	wantErrno(t, what, err, want)
 	time.Sleep(30 * time.Millisecond)
-	same(t, what, before, snapshot(t, s.store))
+	same(t, what, before, storeSnapshot(t, s))
 }
 
 // refusalRecorded is refusal for lines refused through the mount: nothing
@@ -232,13 +232,13 @@ func TestErrnosThroughMount(t *testing.T) {
 	// close.
 	f, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND, 0)
 	mustT(t, err)
-	before := snapshot(t, s.store)
+	before := storeSnapshot(t, s)
 	for _, part := range []string{`{"role":"user",`, `"content":"in`, ` pieces"`} {
 		_, err := f.WriteString(part)
 		mustT(t, err)
 	}
 	time.Sleep(30 * time.Millisecond)
-	same(t, "a line without its newline yet", before, snapshot(t, s.store))
+	same(t, "a line without its newline yet", before, storeSnapshot(t, s))
 	_, err = f.WriteString("}\n")
 	mustT(t, err)
 	if !strings.HasSuffix(fileBytes(t, filepath.Join(s.sessionDir(0, "coder", "a"), "messages.jsonl")), `{"role":"user","content":"in pieces"}`+"\n") {

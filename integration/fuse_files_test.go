@@ -232,7 +232,7 @@ while True:
 	}
 
 	time.Sleep(1200 * time.Millisecond) // the index snapshot settles
-	before := snapshot(t, s.store)
+	before := storeSnapshot(t, s)
 	for _, req := range []string{
 		`{"op":"send","id":"x1","session":"other","input":"wrong session"}`,
 		`{"op":"send","id":"x2","scope":"shared","space":"team","input":"wrong scope"}`,
@@ -257,7 +257,7 @@ while True:
 	if err != nil || !strings.Contains(out, "Invalid argument") || !strings.Contains(out, "write=1") || !strings.Contains(out, `"code":"EINVAL"`) {
 		t.Errorf("refusal from bash: %v %q", err, out)
 	}
-	same(t, "refused ctl requests", before, snapshot(t, s.store))
+	same(t, "refused ctl requests", before, storeSnapshot(t, s))
 }
 
 func readFrames(t *testing.T, f *os.File) string {

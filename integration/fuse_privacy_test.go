@@ -109,7 +109,7 @@ func TestPrivacyWarmCaches(t *testing.T) {
 	}
 
 	settle()
-	before := snapshot(t, s.store)
+	before := storeSnapshot(t, s)
 	for _, id := range []struct {
 		uid    int
 		groups []int
@@ -133,7 +133,7 @@ func TestPrivacyWarmCaches(t *testing.T) {
 			}
 		}
 	}
-	same(t, "another uid's attempts", before, snapshot(t, s.store))
+	same(t, "another uid's attempts", before, storeSnapshot(t, s))
 
 	// Root may enter every home.
 	if got := bash(t, "cat "+sess+"/messages.jsonl"); !strings.Contains(got, "hello from 1000") {
@@ -213,7 +213,7 @@ func TestSharedSpaceAccess(t *testing.T) {
 			t.Errorf("%s: log after both members: %q", sp.name, got)
 		}
 		settle()
-		before := snapshot(t, s.store)
+		before := storeSnapshot(t, s)
 		paths := []string{space, space + "/agent", sess, sess + "/messages.jsonl", sess + "/state", sess + "/ctl"}
 		res := probeAs(t, 1003, nil, paths)
 		for k, v := range res {
@@ -231,7 +231,7 @@ func TestSharedSpaceAccess(t *testing.T) {
 		if err == nil || !strings.Contains(out, "EACCES") {
 			t.Errorf("%s: non-member send: %v %q", sp.name, err, out)
 		}
-		same(t, "a non-member's attempts", before, snapshot(t, s.store))
+		same(t, "a non-member's attempts", before, storeSnapshot(t, s))
 		if got := bash(t, "cat "+sess+"/messages.jsonl"); !strings.Contains(got, "hello team") {
 			t.Errorf("%s: root reads the space: %q", sp.name, got)
 		}

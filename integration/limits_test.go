@@ -133,7 +133,7 @@ func TestRunQuota(t *testing.T) {
 		}
 		return n == 2
 	})
-	settle() // the index moves after the state; let both runs' starts be all written
+	settle() // the index moves after the state, and the derived files reach the store behind: let both runs' starts be all written
 	before := snapshot(t, s.store)
 	frames, raw, err := sock(`{"op":"send","id":"r9","session":"s9","input":"x"}`)
 	if err != nil || len(frames) != 1 || frames[0]["code"] != "EAGAIN" {

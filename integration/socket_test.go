@@ -17,6 +17,7 @@ import (
 func TestSocketRefusals(t *testing.T) {
 	s := newServer(t)
 	s.mustRequest("coder", `{"op":"send","id":"c0","input":"x"}`)
+	settle() // the derived files reach the store behind
 	before := snapshot(t, s.store)
 	big := `{"op":"send","id":"c1","input":"` + strings.Repeat("x", 1<<20) + `"}`
 	cases := map[string]string{
@@ -110,6 +111,7 @@ func TestFsckExitAndLines(t *testing.T) {
 	if out, code := s.fsck(); code != 0 || out != "" {
 		t.Fatalf("clean store: exit %d, output %q", code, out)
 	}
+	settle() // the derived files reach the store behind, before s2's state is forged
 	p := filepath.Join(s.sessionDir(0, "coder", "s1"), "events.jsonl")
 	f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
 	mustT(t, err)

@@ -42,7 +42,7 @@ func TestStorePrivacy(t *testing.T) {
 			t.Fatalf("root cannot see %s after uid 1001's send: %v", p, err)
 		}
 	}
-	before := snapshot(t, s.store)
+	before := storeSnapshot(t, s)
 	for _, who := range []struct {
 		uid    int
 		groups []int
@@ -66,7 +66,7 @@ func TestStorePrivacy(t *testing.T) {
 			t.Fatalf("uid %d: the probe reported nothing", who.uid)
 		}
 	}
-	same(t, "other uids' attempts on the store", before, snapshot(t, s.store))
+	same(t, "other uids' attempts on the store", before, storeSnapshot(t, s))
 
 	// Through the mount the owner reads, lists and stats the same things.
 	m := s.mnt("home/1001/agent/coder/session/default")

@@ -71,6 +71,9 @@ func (e *Engine) Archive(r Ref, own storefs.Owner, del bool) error {
 	// the session anew from nothing.
 	gone := &abi.Error{Op: "session", Errno: syscall.EBUSY, Msg: "session " + r.Name + " was archived while the request waited"}
 	err := e.sessions.take(r.key(), takeWait, gone, func(s *sess, loaded bool) (bool, error) {
+		if loaded {
+			s.flushDerived() // the store's files are what moves
+		}
 		err := e.protectedState(r)
 		if err == nil && loaded {
 			err = hasRun(s)
@@ -129,6 +132,7 @@ func (e *Engine) CheckArchive(r Ref) error {
 		return err
 	}
 	if s, ok := e.sessions.peek(r.key()); ok {
+		s.flushDerived() // as Archive would
 		if err := hasRun(s); err != nil {
 			return err
 		}

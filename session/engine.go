@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
@@ -74,8 +75,9 @@ type Engine struct {
 	watchers []func(rel string)
 	journal  *runJournal
 	wal      *sealedlog.Journal // every append to a session log goes through it
-	derived  *derivedRetry      // derived files still to be written
+	derived  *behind            // derived values not yet in the store
 	limits   *Limits            // what users may make the engine hold
+	defs     *agent.Cache       // agent and model definitions, read again when they change
 }
 
 // Open opens the store (creating it if needed, 0700), makes sure it is
@@ -103,9 +105,10 @@ func Open(cfg Config) (*Engine, error) {
 		sessions: newCache[*sess](cfg.maxSessions(), (*sess).idle, (*sess).closeLogs),
 		indexes:  newCache[*index.Index](0, nil, nil),
 		runs:     map[string]*run{},
-		derived:  newDerivedRetry(),
 		limits:   newLimits(cfg.Limits),
+		defs:     agent.NewCache(),
 	}
+	e.derived = newBehind(e)
 	if err := e.openWAL(); err != nil {
 		store.Close()
 		return nil, err
@@ -159,6 +162,7 @@ func (e *Engine) Close() error {
 	}
 	if e.derived != nil {
 		e.derived.close()
+		e.derived.flush(nil, true) // what waits in memory, before the logs close
 	}
 	for _, s := range e.sessions.all() {
 		keep(s.events.Close())

@@ -86,7 +86,21 @@ func (env *testEnv) do(c Caller, t Target, line string) ([]*proto.Object, error)
 		return nil, err
 	}
 	defer r.Close()
-	return drain(r)
+	frames, err := drain(r)
+	env.e.derived.flush(nil, false) // the store as the request left it, derived files too
+	return frames, err
+}
+
+// stored reads a store file once the derived values waiting in memory
+// are written (behind).
+func (env *testEnv) stored(p string) string {
+	env.t.Helper()
+	env.e.derived.flush(nil, false)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		env.t.Fatal(err)
+	}
+	return string(b)
 }
 
 func drain(r *Reply) ([]*proto.Object, error) {

@@ -73,10 +73,11 @@ func (e *Engine) create(r Ref, own storefs.Owner, cwd string) error {
 
 // idle reports whether the session may be closed and dropped from the
 // cache: no run is queued or running, no run's end waits to be recorded,
-// no derived file waits to be written, and it is not a temp session
+// no derived file whose write failed waits to be written again (those
+// merely waiting are written as it closes), and it is not a temp session
 // (which lives only in memory).
 func (s *sess) idle() bool {
-	if s.rel == "" || s.e.derived.holds(s) {
+	if s.rel == "" || s.e.derived.holdsFailed(s) {
 		return false
 	}
 	s.mu.Lock()
@@ -84,14 +85,17 @@ func (s *sess) idle() bool {
 	return len(s.active) == 0 && len(s.pending) == 0
 }
 
-// closeLogs seals and closes the session's logs when it leaves the cache.
+// closeLogs writes the session's derived values and seals and closes its
+// logs when it leaves the cache: a session that loads again reads them
+// from the store.
 func (s *sess) closeLogs() {
+	s.flushDerived()
 	s.events.Close()
 	s.msgs.Close()
 }
 
 func newSess(e *Engine, r Ref) *sess {
-	return &sess{e: e, ref: r, clients: map[string]*clientRecord{}, active: map[string]*run{}, slots: make(chan struct{}, runSlots)}
+	return &sess{e: e, ref: r, clients: map[string]*clientRecord{}, active: map[string]*run{}, slots: make(chan struct{}, runSlots), present: map[string]bool{}}
 }
 
 func (e *Engine) createTemp(r Ref, cwd string) *sess {
@@ -308,9 +312,10 @@ func (e *Engine) SessionExists(r Ref) bool {
 	return e.isDir(r.Rel())
 }
 
-// definition loads the agent or model a container belongs to.
+// definition loads the agent or model a container belongs to: read again
+// only when it changed (agent.Cache). The definition is shared.
 func (e *Engine) definition(ct Container) (*agent.Definition, error) {
-	def, err := agent.Load(e.cfg.Root, ct.Kind, ct.Owner)
+	def, err := e.defs.Load(e.cfg.Root, ct.Kind, ct.Owner)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", ct.Kind, ct.Owner, err)
 	}

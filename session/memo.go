@@ -40,12 +40,15 @@ func Memoized(pl Place) bool {
 // from the store once and kept: what the mount serves (fs). The store
 // stays the truth: every change the engine makes is written there first,
 // and changed() then drops the memory, so the next Value reads the new
-// file. (A writer that left a value's store file behind, as the journal
-// does for the index's values, would have to serve the pending value
-// here.) The rules that protect or judge (archive's state check, self_id
-// claims) read the store itself. EFBIG for a file over maxValueFile.
-// Data is shared: callers must not change it.
+// file. A derived value not yet written to the store (behind) is served
+// from there, with the attributes its store file will have. The rules
+// that protect or judge (archive's state check, self_id claims) read the
+// store itself, or the value waiting for it (readValue). EFBIG for a file
+// over maxValueFile. Data is shared: callers must not change it.
 func (e *Engine) Value(rel string) (Value, error) {
+	if v, ok := e.derived.value(rel); ok {
+		return v, nil
+	}
 	return e.memo.get(rel, func() (Value, error) {
 		f, err := e.root.OpenFile(rel, unix.O_RDONLY, 0)
 		if err != nil {

@@ -168,7 +168,10 @@ func (s *sess) recordStart(now time.Time, cwd, state string) {
 	s.writeState(state)
 	s.fileMu.Lock()
 	if s.rel != "" && s.cwd != cwd {
-		s.writeFileLocked(abi.FileCwd, cwd+"\n")
+		// At once, not behind: the logs do not say which came last, a
+		// send's cwd or one a user wrote, so a load could not re-derive it;
+		// and it changes only when a send names another cwd.
+		s.writeNowLocked(abi.FileCwd, cwd+"\n")
 	}
 	s.cwd = cwd
 	s.fileMu.Unlock()
@@ -182,16 +185,21 @@ func (s *sess) touch(now time.Time, cwd string) {
 	if s.rel == "" {
 		return
 	}
-	s.fileMu.Lock()
-	if sec := now.Unix(); sec != s.updatedAt {
-		s.updatedAt = sec
-		s.writeFileLocked(abi.FileUpdatedAt, strconv.FormatInt(sec, 10)+"\n")
-	}
-	s.fileMu.Unlock()
+	s.setUpdatedAt(now.Unix())
 	if x, err := s.e.Index(s.ref.Container); err == nil {
 		x.Touch(s.ref.Name, cwd)
 	}
 	s.e.changed(s.ref.Container.Rel() + "/index")
+}
+
+// setUpdatedAt writes updated_at when the second changed.
+func (s *sess) setUpdatedAt(sec int64) {
+	s.fileMu.Lock()
+	if sec != s.updatedAt {
+		s.updatedAt = sec
+		s.writeFileLocked(abi.FileUpdatedAt, strconv.FormatInt(sec, 10)+"\n")
+	}
+	s.fileMu.Unlock()
 }
 
 func (s *sess) writeState(state string) {
@@ -221,7 +229,7 @@ func (s *sess) writeFileDurably(name, value string) error {
 	if err := s.e.writeValue(s.file(name), []byte(value), s.own); err != nil {
 		return err
 	}
-	s.e.derived.settled(s, name) // a derived value still to be written is superseded
+	s.e.derived.drop(s, name) // a derived value still to be written is superseded
 	s.e.changed(s.ref.Rel() + "/" + name)
 	return nil
 }

@@ -61,7 +61,7 @@ func TestCancelRunningAndStale(t *testing.T) {
 		t.Fatalf("last frame %s", last.Line())
 	}
 	dir := env.sessDir("home/0", "slow", "default")
-	if s := readFile(t, filepath.Join(dir, "state")); s != "cancelled\n" {
+	if s := env.stored(filepath.Join(dir, "state")); s != "cancelled\n" {
 		t.Fatalf("state %q", s)
 	}
 	// Cancelling it again, by run id or client id, is stale and recorded.
@@ -156,7 +156,7 @@ func TestInterruptedRunIsClosedAtStart(t *testing.T) {
 	if !strings.Contains(events, `{"type":"error","run":"`+run+`","code":"EINTR"`) || !strings.Contains(events, `{"type":"done","run":"`+run+`","status":"error"`) {
 		t.Fatalf("interrupted run not closed:\n%s", events)
 	}
-	if s := readFile(t, filepath.Join(dir, "state")); s != "error\n" {
+	if s := env.stored(filepath.Join(dir, "state")); s != "error\n" {
 		t.Fatalf("state %q", s)
 	}
 	if got := env.e.interruptedSessions(); len(got) != 0 {
@@ -220,6 +220,7 @@ func TestDerivedFileIsWrittenAgain(t *testing.T) {
 	must(t, os.Remove(spare))
 	must(t, os.Mkdir(spare, 0o700)) // the next state write fails
 	env.send(root0, coder(), `{"op":"send","id":"c2","input":"two"}`)
+	env.e.derived.flush(nil, false) // the write behind, which fails
 	if st := readFile(t, filepath.Join(dir, "state")); st != "idle\n" {
 		t.Fatalf("state %q: the failed write was not failed", st)
 	}

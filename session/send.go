@@ -3,6 +3,8 @@ package session
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"os"
 	"path"
 	"syscall"
 	"time"
@@ -221,10 +223,7 @@ func (e *Engine) resolveCwd(c Caller, loc *location, cwd string) (runDir, error)
 	if loc.scope == abi.ScopeShared {
 		own = privateOwner(c.Uid, c.Gid)
 	}
-	if err := e.mkdirAll(rootRel, own); err != nil {
-		return runDir{}, err
-	}
-	root, err := e.root.OpenDir(rootRel)
+	root, err := e.openChroot(rootRel, own)
 	if err != nil {
 		return runDir{}, err
 	}
@@ -234,6 +233,21 @@ func (e *Engine) resolveCwd(c Caller, loc *location, cwd string) (runDir, error)
 		return runDir{}, err
 	}
 	return runDir{root: rootRel, rel: rel, own: own}, nil
+}
+
+// openChroot opens a chroot root, made (owned by own) when missing. It is
+// opened first and made only when that fails: an existing root costs one
+// walk of the store, not an lstat and then an open (the lstat was 2.5% of
+// the server's CPU in BenchmarkDurableSends).
+func (e *Engine) openChroot(rootRel string, own storefs.Owner) (*os.File, error) {
+	root, err := e.root.OpenDir(rootRel)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return root, err
+	}
+	if err := e.mkdirAll(rootRel, own); err != nil {
+		return nil, err
+	}
+	return e.root.OpenDir(rootRel)
 }
 
 // hostPath is the directory a run without a jail works in, as a path

@@ -46,7 +46,7 @@ func TestSendRecordsInOrder(t *testing.T) {
 		t.Fatalf("messages:\n%s", msgs)
 	}
 	for f, want := range map[string]string{"latest.md": "hello\n", "state": "done\n", "cwd": "/\n", "meta.json": `{"client":"ctx","scope":"private"}` + "\n"} {
-		if got := readFile(t, filepath.Join(dir, f)); got != want {
+		if got := env.stored(filepath.Join(dir, f)); got != want {
 			t.Errorf("%s = %q, want %q", f, got, want)
 		}
 	}
@@ -293,7 +293,7 @@ func TestLongDeltaTextIsSplit(t *testing.T) {
 	if n < 2 || text.String() != strings.Repeat(chunk, 1500) {
 		t.Fatalf("%d assistant messages holding %d bytes, want several holding %d", n, text.Len(), 1500*len(chunk))
 	}
-	if st := readFile(t, filepath.Join(env.sessDir("home/0", "streamer", "default"), "state")); st != "done\n" {
+	if st := env.stored(filepath.Join(env.sessDir("home/0", "streamer", "default"), "state")); st != "done\n" {
 		t.Fatalf("state %q", st)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
@@ -27,6 +28,7 @@ type sess struct {
 	fileMu    sync.Mutex
 	updatedAt int64
 	cwd       string
+	present   map[string]bool // derived files the store holds as regular files (writeFileLocked)
 
 	mu      sync.Mutex
 	clients map[string]*clientRecord // client id → its send, from the start events
@@ -89,6 +91,7 @@ func (s *sess) rebuildClients() (unfinished []*clientRecord, last derived, err e
 		if perr != nil {
 			return
 		}
+		last.seen(o)
 		switch o.Str("type") {
 		case proto.FrameStart:
 			rec := &clientRecord{run: o.Str("run"), scope: o.Str("scope"), cwd: o.Str("cwd"), start: o, ready: closedChan}
@@ -112,6 +115,7 @@ func (s *sess) rebuildClients() (unfinished []*clientRecord, last derived, err e
 		if perr != nil {
 			return
 		}
+		last.seen(o)
 		switch o.Str("role") {
 		case "assistant":
 			last.latest = o
@@ -131,14 +135,28 @@ func (s *sess) rebuildClients() (unfinished []*clientRecord, last derived, err e
 
 // derived is what the logs say the derived files should hold.
 type derived struct {
-	state  string        // the last state event's state
-	latest *proto.Object // the last assistant message
+	state   string        // the last state event's state
+	latest  *proto.Object // the last assistant message
+	updated int64         // the latest "ts" of a line, in Unix seconds
 }
 
-// reconcile rewrites derived files that lag the logs: they are replaced
-// without a sync (replaceValue), so a power loss can leave them behind.
-// A missing state file is left missing (an old session, SPEC 12).
+// seen notes a line's time: updated_at is at least the newest.
+func (d *derived) seen(o *proto.Object) {
+	if ts, ok := o.String("ts"); ok {
+		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil && t.Unix() > d.updated {
+			d.updated = t.Unix()
+		}
+	}
+}
+
+// reconcile rewrites derived files that lag the logs: they are written
+// behind and replaced without a sync (replaceValue), so a crash or a
+// power loss can leave them behind. A missing state file is left missing
+// (an old session, SPEC 12).
 func (s *sess) reconcile(last derived) {
+	if last.updated > s.updatedAt {
+		s.setUpdatedAt(last.updated) // the index's order is its own (journaled)
+	}
 	if last.state != "" {
 		if cur, err := s.e.readValue(s.file(abi.FileState)); err == nil && cur != last.state {
 			s.writeState(last.state)

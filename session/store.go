@@ -81,8 +81,10 @@ func (e *Engine) writeValue(rel string, data []byte, own storefs.Owner) error {
 //
 // It does not sync: nothing is acknowledged on its strength (the logs are,
 // and they are synced). After a power loss such a file may lag the logs;
-// loading the session re-derives it (sess.reconcile).
-func (e *Engine) replaceValue(rel string, data []byte, own storefs.Owner) error {
+// loading the session re-derives it (sess.reconcile). mtime, when given,
+// is the file's new access and modification time: when the value changed,
+// which the engine served before it was written (behind).
+func (e *Engine) replaceValue(rel string, data []byte, own storefs.Owner, mtime *unix.Timespec) error {
 	dir, name := path.Split(rel)
 	spare := dir + "." + name + ".spare"
 	f, err := e.root.OpenFile(spare, os.O_WRONLY|os.O_CREATE, own.FileMode)
@@ -98,6 +100,9 @@ func (e *Engine) replaceValue(rel string, data []byte, own storefs.Owner) error 
 	}
 	if err == nil {
 		err = storefs.Fchown(f, own)
+	}
+	if err == nil && mtime != nil {
+		err = futimens(f, *mtime, *mtime)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -136,12 +141,31 @@ func (e *Engine) writeNew(rel string, data []byte, own storefs.Owner) error {
 }
 
 // readValue reads a single-value file and strips one trailing newline.
+// A derived value not yet written is read from memory (behind).
 func (e *Engine) readValue(rel string) (string, error) {
-	b, err := e.root.ReadFile(rel, maxValueFile)
+	b, err := e.readFile(rel, maxValueFile)
 	if err != nil {
 		return "", err
 	}
 	return strings.TrimSuffix(string(b), "\n"), nil
+}
+
+// readFile reads the store file rel whole, at most limit bytes, or the
+// derived value waiting for it (behind).
+func (e *Engine) readFile(rel string, limit int64) ([]byte, error) {
+	if v, ok := e.derived.value(rel); ok && int64(len(v.Data)) <= limit {
+		return v.Data, nil
+	}
+	return e.root.ReadFile(rel, limit)
+}
+
+// lstat describes the store file rel, never following a link, or the
+// file the derived value waiting for it will be (behind).
+func (e *Engine) lstat(rel string) (*unix.Stat_t, error) {
+	if v, ok := e.derived.value(rel); ok {
+		return &v.Stat, nil
+	}
+	return e.root.Lstat(rel)
 }
 
 // readUnix reads a timestamp file (Unix seconds); 0 when missing or bad.

@@ -56,7 +56,7 @@ func (e *Engine) Lookup(uid uint32, rel string) (Node, error) {
 	case PlaceCtl, PlaceIndexList, PlaceIndexCurrent, PlaceIndexEntry:
 		return e.virtual(pl, rel)
 	}
-	st, err := e.root.Lstat(rel)
+	st, err := e.lstat(rel)
 	if err != nil {
 		return Node{}, err
 	}
@@ -92,7 +92,9 @@ func (e *Engine) virtual(pl Place, rel string) (Node, error) {
 }
 
 // Stat describes the store file behind rel, never following a link.
-func (e *Engine) Stat(rel string) (*unix.Stat_t, error) { return e.root.Lstat(rel) }
+// A derived file whose new value is not yet written is described as it
+// will be (behind).
+func (e *Engine) Stat(rel string) (*unix.Stat_t, error) { return e.lstat(rel) }
 
 // Gone reports whether the tree no longer holds rel: its store file or
 // directory is missing, or, for an index value, the index names no
@@ -212,9 +214,11 @@ func (e *Engine) OpenRead(rel string) (*os.File, error) {
 	return e.root.OpenFile(rel, os.O_RDONLY, 0)
 }
 
-// ReadFile reads the store file behind rel whole, at most limit bytes.
+// ReadFile reads the store file behind rel whole, at most limit bytes (a
+// derived value not yet written: from memory, behind). The bytes may be
+// shared: callers must not change them.
 func (e *Engine) ReadFile(rel string, limit int64) ([]byte, error) {
-	return e.root.ReadFile(rel, limit)
+	return e.readFile(rel, limit)
 }
 
 // CheckValue judges a complete value (ending in "\n") written to a
@@ -449,6 +453,7 @@ func (e *Engine) Setattr(c Caller, rel string, a SetAttr) error {
 	if a.Mode == nil && a.Uid == nil && a.Gid == nil && a.Times == nil {
 		return nil // `>`'s truncation of a value: nothing to apply
 	}
+	e.derived.flushRel(rel) // the change is to the value as it is now
 	err = a.Apply(e.root, rel)
 	e.changed(rel) // what Value remembers of its attributes, too
 	return err
