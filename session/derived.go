@@ -1,6 +1,7 @@
 package session
 
 import (
+	"errors"
 	"os"
 	"sync"
 	"time"
@@ -34,11 +35,13 @@ import (
 const behindEvery = 500 * time.Millisecond
 
 // behind holds the derived values not yet in the store, by store path.
-// A value whose write failed (EMFILE, ENOSPC, something planted where its
-// spare twin goes) is no longer served (the store's file is, as it is)
-// and is written again every behindEvery until it holds: a derived
-// file always ends consistent with the logs, not only when its session
-// loads again.
+// A value whose write failed is written again every behindEvery until it
+// holds: a derived file always ends consistent with the logs, not only
+// when its session loads again. Meanwhile a value that failed for want of
+// room (ENOSPC, EDQUOT, EMFILE, ENFILE, ENOMEM) is still served: it is
+// what the logs say. One that failed otherwise (something planted where
+// the file or its spare twin goes, an I/O error) is not: the store's file
+// is served as it is, so the mount shows what fsck will name.
 type behind struct {
 	e      *Engine
 	mu     sync.Mutex
@@ -56,7 +59,8 @@ type pendingValue struct {
 	s      *sess
 	name   string
 	v      Value
-	failed bool // its last write failed: not served, written again at the next pass
+	failed bool // its last write failed: written again at the next pass
+	hidden bool // failed, and not for want of room: not served
 }
 
 func newBehind(e *Engine) *behind {
@@ -65,10 +69,10 @@ func newBehind(e *Engine) *behind {
 }
 
 // put makes data the value of s's file name, written to the store within
-// behindEvery (failed: a value whose write failed just now, written again
-// then). Caller holds s.fileMu, and announces the change (changed) after
-// put returns.
-func (d *behind) put(s *sess, name string, data []byte, failed bool) {
+// behindEvery (failed: the error of a write of it that failed just now;
+// it is written again then). Caller holds s.fileMu, and announces the
+// change (changed) after put returns.
+func (d *behind) put(s *sess, name string, data []byte, failed error) {
 	p := &pendingValue{s: s, name: name, v: Value{Data: data, Stat: s.valueStat(len(data))}}
 	rel := s.file(name)
 	d.mu.Lock()
@@ -79,8 +83,11 @@ func (d *behind) put(s *sess, name string, data []byte, failed bool) {
 	d.mu.Unlock()
 }
 
-// setFailed marks p's last write as failed or not; caller holds mu.
-func (d *behind) setFailed(p *pendingValue, failed bool) {
+// setFailed records how p's last write ended (nil: it did not fail);
+// caller holds mu.
+func (d *behind) setFailed(p *pendingValue, err error) {
+	failed := err != nil
+	p.hidden = failed && !wantOfRoom(err)
 	switch {
 	case failed && !p.failed:
 		d.failed[p.s]++
@@ -114,7 +121,7 @@ func (d *behind) value(rel string) (Value, bool) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if p := d.byRel[rel]; p != nil && !p.failed {
+	if p := d.byRel[rel]; p != nil && !p.hidden {
 		return p.v, true
 	}
 	return Value{}, false
@@ -132,7 +139,7 @@ func (d *behind) drop(s *sess, name string) {
 func (d *behind) remove(rel string) {
 	if p := d.byRel[rel]; p != nil {
 		delete(d.byRel, rel)
-		d.setFailed(p, false)
+		d.setFailed(p, nil)
 		if d.bySess[p.s]--; d.bySess[p.s] == 0 {
 			delete(d.bySess, p.s)
 		}
@@ -197,27 +204,38 @@ func (d *behind) flushSess(s *sess, failed bool) {
 		rel := s.file(p.name)
 		err := d.e.replaceValue(rel, p.v.Data, s.own, &p.v.Stat.Mtim)
 		d.mu.Lock()
-		served := !p.failed
+		current := d.byRel[rel] == p // else superseded meanwhile by a session loaded anew after this one closed with a write that failed: the newer value is written next
+		wasFailed, wasHidden := p.failed, p.hidden
 		switch {
-		case d.byRel[rel] != p:
-			// Superseded meanwhile by a session loaded anew after this
-			// one closed with a write that failed: the newer value is
-			// written next.
-			served = false
+		case !current:
 		case err == nil:
 			d.remove(rel)
 		default:
-			d.setFailed(p, true)
+			d.setFailed(p, err)
 		}
+		hidden := p.hidden
 		d.mu.Unlock()
 		switch {
 		case err == nil:
 			d.e.memo.forget(rel) // the store's own attributes from now on; the kernel's stay right
-		case served:
+		case current && !wasFailed: // said once, not at every try
 			os.Stderr.WriteString("ctxfs: " + s.ref.Rel() + "/" + p.name + ": " + err.Error() + " (written again in a moment)\n")
+		}
+		if current && hidden && !wasHidden {
 			d.e.changed(rel) // the store's file is served again, as it is
 		}
 	}
+}
+
+// wantOfRoom reports whether err says a write lacked room (space, quota,
+// descriptors, memory) rather than that the store is not as expected.
+func wantOfRoom(err error) bool {
+	for _, e := range []error{unix.ENOSPC, unix.EDQUOT, unix.EMFILE, unix.ENFILE, unix.ENOMEM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *behind) close() {
@@ -241,7 +259,7 @@ func (s *sess) writeFileLocked(name, value string) {
 		}
 		s.present[name] = true
 	}
-	s.e.derived.put(s, name, []byte(value), false)
+	s.e.derived.put(s, name, []byte(value), nil)
 	s.e.changed(s.ref.Rel() + "/" + name)
 }
 
@@ -252,7 +270,7 @@ func (s *sess) writeFileLocked(name, value string) {
 func (s *sess) writeNowLocked(name, value string) {
 	if err := s.e.replaceValue(s.file(name), []byte(value), s.own, nil); err != nil {
 		os.Stderr.WriteString("ctxfs: " + s.ref.Rel() + "/" + name + ": " + err.Error() + " (written again in a moment)\n")
-		s.e.derived.put(s, name, []byte(value), true)
+		s.e.derived.put(s, name, []byte(value), err)
 		return
 	}
 	s.e.derived.drop(s, name) // an older value still to be written is superseded

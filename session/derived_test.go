@@ -114,3 +114,39 @@ func TestUpdatedAtFollowsTheLogsAtLoad(t *testing.T) {
 		t.Errorf("updated_at still %q after the load", got)
 	}
 }
+
+// TestDerivedValueAfterFailedWrite: a value whose write failed for want of
+// room is still served (it is what the logs say); one that failed
+// otherwise (something planted, an I/O error) is not, and the store's
+// file is served as it is. Both wait to be written again.
+func TestDerivedValueAfterFailedWrite(t *testing.T) {
+	env := newEnv(t)
+	env.sendNoFlush(`{"op":"send","id":"c1","input":"hello"}`)
+	ref := Ref{Container: Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
+	s, release, err := env.e.lookup(ref)
+	must(t, err)
+	defer release()
+	rel := s.file(abi.FileLatest)
+	for _, c := range []struct {
+		err    error
+		served bool
+	}{
+		{unix.ENOSPC, true}, {unix.EDQUOT, true}, {unix.EMFILE, true}, {unix.ENFILE, true}, {unix.ENOMEM, true},
+		{unix.EIO, false}, {unix.ELOOP, false}, {unix.EISDIR, false},
+	} {
+		s.fileMu.Lock()
+		env.e.derived.put(s, abi.FileLatest, []byte("pending\n"), &os.PathError{Op: "write", Path: "x", Err: c.err})
+		s.fileMu.Unlock()
+		v, ok := env.e.derived.value(rel)
+		if ok != c.served || ok && string(v.Data) != "pending\n" {
+			t.Errorf("after %v: served %v %q, want served %v", c.err, ok, v.Data, c.served)
+		}
+		if !env.e.derived.holdsFailed(s) {
+			t.Errorf("after %v: the value does not wait to be written again", c.err)
+		}
+	}
+	env.e.derived.flush(s, true) // the store has room: the last value lands
+	if env.e.derived.holdsFailed(s) || readFile(t, filepath.Join(env.store, rel)) != "pending\n" {
+		t.Error("a failed value was not written again once it could be")
+	}
+}
