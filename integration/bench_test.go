@@ -1,12 +1,14 @@
 package integration
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,7 +51,9 @@ func syncRate(b *testing.B, dir string, d time.Duration) float64 {
 // of 200-byte appends each followed by fdatasync, run for 0.5 s just
 // before and just after the sends (the mean is reported). Every send
 // records several lines durably, so sends/syncs below 1 is expected for
-// one client; with 16, group commit should lift it.
+// one client; with 16, group commit should lift it. server-CPU-µs/send is
+// the server process's CPU time (every thread, user and system) over the
+// sends, per send.
 func BenchmarkDurableSends(b *testing.B) {
 	s := benchServer(b)
 	for _, clients := range []int{1, 16} {
@@ -59,6 +63,7 @@ func BenchmarkDurableSends(b *testing.B) {
 			var n atomic.Int64
 			var wg sync.WaitGroup
 			run := strconv.FormatInt(time.Now().UnixNano(), 36) // client ids are never reused across b.N rounds
+			cpu0 := processCPU(b, s.cmd.Process.Pid)
 			b.StartTimer()
 			t0 := time.Now()
 			for c := 0; c < clients; c++ {
@@ -81,15 +86,37 @@ func BenchmarkDurableSends(b *testing.B) {
 			wg.Wait()
 			el := time.Since(t0)
 			b.StopTimer()
+			cpu := processCPU(b, s.cmd.Process.Pid) - cpu0
 			after := syncRate(b, s.store, 500*time.Millisecond)
 			limit := (before + after) / 2
 			sends := float64(b.N) / el.Seconds()
 			b.ReportMetric(sends, "sends/s")
 			b.ReportMetric(limit, "syncs/s")
 			b.ReportMetric(sends/limit, "sends/syncs")
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "server-CPU-µs/send")
 		})
 	}
 }
+
+// processCPU is the user and system CPU time pid has used so far (all its
+// threads), from /proc/PID/stat: the server's CPU per send is steadier
+// than sends/s on a shared machine, where the disk's sync rate moves.
+func processCPU(b *testing.B, pid int) time.Duration {
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces: state is the first, utime the 12th, stime the 13th.
+	f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc's CPU times (100
+// on Linux for every architecture Go supports).
+const clockTicks = 100
 
 // BenchmarkSendLatency: latency of one send (connect, request, every frame
 // to EOF) to an agent holding 10 sessions and to one holding 100,000, two

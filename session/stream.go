@@ -158,7 +158,9 @@ func newReply(fixed []*proto.Object, readers ...*reader) *Reply {
 			}
 		})
 	}
-	r.next = func(ctx context.Context) (*proto.Object, error) {
+	// pull returns the next frame; when none is ready it waits for one
+	// (block), or returns nil at once (TryNext).
+	pull := func(ctx context.Context, block bool) (*proto.Object, error) {
 		for {
 			if len(fixed) > 0 {
 				f := fixed[0]
@@ -181,6 +183,8 @@ func newReply(fixed []*proto.Object, readers ...*reader) *Reply {
 				rd.st.leave(rd)
 				readers = readers[1:]
 				continue
+			case !block:
+				return nil, nil
 			}
 			select {
 			case <-wait:
@@ -191,5 +195,7 @@ func newReply(fixed []*proto.Object, readers ...*reader) *Reply {
 			}
 		}
 	}
+	r.next = func(ctx context.Context) (*proto.Object, error) { return pull(ctx, true) }
+	r.poll = func() (*proto.Object, error) { return pull(nil, false) }
 	return r
 }

@@ -51,3 +51,33 @@ func TestStreamIsBounded(t *testing.T) {
 		t.Fatalf("%d bytes held after every reader finished", st.bytes)
 	}
 }
+
+// TryNext gives what is ready and never waits: the fixed frames, then
+// each pushed frame, nil while the run has pushed nothing more, io.EOF
+// once it ended and everything was read.
+func TestReplyTryNext(t *testing.T) {
+	st := newStream()
+	r := newReply([]*proto.Object{proto.NewObject("type", "start")}, st.join())
+	defer r.Close()
+	want := func(typ string) {
+		t.Helper()
+		f, err := r.TryNext()
+		switch {
+		case typ == "" && (f != nil || err != nil):
+			t.Fatalf("nothing ready: got %v, %v", f, err)
+		case typ == "eof" && !errors.Is(err, io.EOF):
+			t.Fatalf("after the end: got %v, %v; want io.EOF", f, err)
+		case typ != "" && typ != "eof" && (err != nil || f == nil || f.Str("type") != typ):
+			t.Fatalf("got %v, %v; want a %s frame", f, err, typ)
+		}
+	}
+	want("start")
+	want("")
+	st.push(proto.NewObject("type", "message"))
+	st.push(proto.NewObject("type", "done"))
+	want("message")
+	want("done")
+	want("")
+	st.end()
+	want("eof")
+}

@@ -69,13 +69,20 @@ func batchSize(body int) int64 {
 	return (n + journalAlign - 1) / journalAlign * journalAlign
 }
 
-// encodeBatch lays out one batch, padded.
-func encodeBatch(gen, num uint64, recs []*jrec) []byte {
+// encodeBatch lays out one batch, padded, in buf's room when it has
+// enough (the committer reuses one buffer).
+func encodeBatch(buf []byte, gen, num uint64, recs []*jrec) []byte {
 	body := 0
 	for _, r := range recs {
 		body += r.size()
 	}
-	b := make([]byte, batchSize(body))
+	n := int(batchSize(body))
+	b := buf[:0]
+	if cap(b) < n {
+		b = make([]byte, n)
+	}
+	b = b[:n]
+	clear(b[batchHeaderLen+body:]) // the padding
 	copy(b, journalMagic)
 	binary.LittleEndian.PutUint64(b[8:], gen)
 	binary.LittleEndian.PutUint64(b[16:], num)
