@@ -49,6 +49,25 @@ func RootFromEnv(getenv func(string) string) string {
 	return DefaultRoot
 }
 
+// RootStore is the store of a server run by root (SPEC section 1).
+const RootStore = "/var/lib/ctxfs"
+
+// DefaultStore is the store both binaries assume for a server run by uid:
+// getenv("CTXFS_STORE"), else RootStore for root and $XDG_DATA_HOME/ctxfs
+// ($HOME/.local/share/ctxfs) for everyone else (SPEC section 1).
+func DefaultStore(uid int, getenv func(string) string) string {
+	if s := getenv("CTXFS_STORE"); s != "" {
+		return s
+	}
+	if uid == 0 {
+		return RootStore
+	}
+	if x := getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "ctxfs")
+	}
+	return filepath.Join(getenv("HOME"), ".local", "share", "ctxfs")
+}
+
 // DefinitionPath is where a definition's program lives under the mount
 // root: <root>/agent/NAME or <root>/model/PROVIDER/MODEL. Its control
 // files are in the directory of the same path plus ".d" (SPEC 10), its

@@ -14,9 +14,12 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
 	"github.com/ctxfs/ctxfs/internal/mountinfo"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -38,7 +41,6 @@ const doctorProbe = 2 * time.Second
 const (
 	fuseDevice = "/dev/fuse"
 	fuseConf   = "/etc/fuse.conf"
-	rootStore  = "/var/lib/ctxfs" // SPEC section 1: root's default store
 )
 
 // finding is the outcome of one check.
@@ -364,16 +366,7 @@ func (d *doctor) storePath() (string, int) {
 	if owner < 0 {
 		owner = d.e.uid
 	}
-	if s := d.e.getenv("CTXFS_STORE"); s != "" {
-		return s, owner
-	}
-	if owner == 0 {
-		return rootStore, 0
-	}
-	if x := d.e.getenv("XDG_DATA_HOME"); x != "" {
-		return filepath.Join(x, "ctxfs"), owner
-	}
-	return filepath.Join(d.e.getenv("HOME"), ".local", "share", "ctxfs"), owner
+	return abi.DefaultStore(owner, d.e.getenv), owner
 }
 
 // checkStoreEntry checks the store directory or an entry at its top:
@@ -405,19 +398,14 @@ func (d *doctor) checkStoreEntry(check, store, path string, owner int) {
 // before it opens the store: root's or the server's, and writable by no
 // one else unless sticky (as /tmp is: no one may move another's entry).
 func (d *doctor) checkStoreParent(check, dir string, owner int) {
-	st, err := os.Lstat(dir)
-	if err != nil {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
 		d.problem(check, dir+": "+errText(err), "make the directories above the store reachable")
 		return
 	}
-	sys := st.Sys().(*syscall.Stat_t)
-	switch {
-	case sys.Uid != 0 && int(sys.Uid) != owner:
-		d.problem(check, fmt.Sprintf("%s, above the store, belongs to uid %d, who could replace the store", dir, sys.Uid),
-			"chown root "+dir+", or keep the store below directories only root can change (as "+rootStore+" is)")
-	case st.Mode()&fs.ModeSticky == 0 && st.Mode().Perm()&0o022 != 0:
-		d.problem(check, fmt.Sprintf("%s, above the store, is writable by %s, who could replace the store", dir, writers(st.Mode())),
-			"chmod go-w "+dir)
+	if who := storefs.OtherWriter(&st, uint32(owner)); who != "" {
+		d.problem(check, fmt.Sprintf("%s, above the store, can be changed by %s, who could replace the store", dir, who),
+			"chown root "+dir+" && chmod go-w "+dir+", or keep the store below directories only root can change (as "+abi.RootStore+" is)")
 	}
 }
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -51,5 +53,36 @@ func TestDoctorUsage(t *testing.T) {
 	}
 	if _, errs, code := ctxRun(t.TempDir(), "", "doctor", "extra"); code != 2 || !strings.HasPrefix(errs, "ctx: doctor: ") {
 		t.Fatalf("extra argument: code %d errs %q", code, errs)
+	}
+}
+
+// TestDoctorStoreParents: a directory above the store that others may
+// change is a problem, named with its fix, by the server's own rule
+// (storefs.OtherWriter); a sticky one (as /tmp) is not.
+func TestDoctorStoreParents(t *testing.T) {
+	above := filepath.Join(t.TempDir(), "above")
+	if err := os.Mkdir(above, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		mode    os.FileMode
+		problem string
+	}{
+		{0o755, ""},
+		{0o775, "can be changed by the members of group"},
+		{0o777, "can be changed by every user"},
+		{0o777 | os.ModeSticky, ""},
+	} {
+		if err := os.Chmod(above, c.mode); err != nil {
+			t.Fatal(err)
+		}
+		d := &doctor{e: &env{uid: os.Getuid()}}
+		d.checkStoreParent("store", above, os.Getuid())
+		switch {
+		case c.problem == "" && len(d.found) != 0:
+			t.Errorf("mode %v: %+v, want no problem", c.mode, d.found)
+		case c.problem != "" && (len(d.found) != 1 || !strings.Contains(d.found[0].Problem, c.problem) || !strings.Contains(d.found[0].Fix, "chmod go-w "+above)):
+			t.Errorf("mode %v: %+v, want a problem %q with its fix", c.mode, d.found, c.problem)
+		}
 	}
 }

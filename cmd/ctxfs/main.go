@@ -219,19 +219,7 @@ func defaultRoot() string { return abi.RootFromEnv(os.Getenv) }
 
 // defaultStore is $CTXFS_STORE, else /var/lib/ctxfs for root and
 // $XDG_DATA_HOME/ctxfs for everyone else.
-func defaultStore() string {
-	if s := os.Getenv("CTXFS_STORE"); s != "" {
-		return s
-	}
-	if os.Geteuid() == 0 {
-		return "/var/lib/ctxfs"
-	}
-	if x := os.Getenv("XDG_DATA_HOME"); x != "" {
-		return filepath.Join(x, "ctxfs")
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".local", "share", "ctxfs")
-}
+func defaultStore() string { return abi.DefaultStore(os.Geteuid(), os.Getenv) }
 
 // absOr returns path, or def when path is "", as an absolute path.
 func absOr(path, def string) (string, error) {

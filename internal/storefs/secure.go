@@ -75,7 +75,7 @@ func checkParents(path, dir string, me uint32) error {
 		if err := unix.Lstat(dir, &st); err != nil {
 			return fmt.Errorf("store %s: %s: %w", path, dir, err)
 		}
-		if who := otherWriter(&st, me); who != "" {
+		if who := OtherWriter(&st, me); who != "" {
 			return fmt.Errorf("store %s: %s is writable by %s, who could replace the store; "+
 				"keep the store below directories only root can change (as /var/lib/ctxfs is), or run: chown root %s && chmod go-w %s",
 				path, dir, who, dir, dir)
@@ -86,9 +86,10 @@ func checkParents(path, dir string, me uint32) error {
 	}
 }
 
-// otherWriter names who besides root and me can change entries of the
-// directory st describes ("" when no one).
-func otherWriter(st *unix.Stat_t, me uint32) string {
+// OtherWriter names who besides root and me can change entries of the
+// directory st describes ("" when no one): the rule the server holds the
+// directories above its store to, and that ctx doctor reports on.
+func OtherWriter(st *unix.Stat_t, me uint32) string {
 	if st.Uid != 0 && st.Uid != me {
 		return fmt.Sprintf("its owner, uid %d", st.Uid)
 	}
