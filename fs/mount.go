@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -89,21 +88,10 @@ func closeFUSEOnExec() {
 		if err != nil {
 			continue
 		}
-		if target, err := os.Readlink("/proc/self/fd/" + ent.Name()); err == nil && target == "/dev/fuse" {
+		if target, err := os.Readlink("/proc/self/fd/" + ent.Name()); err == nil && target == devFuse {
 			unix.CloseOnExec(fd)
 		}
 	}
-}
-
-// CanMount says what is missing for this process to mount: as root
-// nothing (the mounts are made directly); otherwise fusermount3.
-func CanMount() error {
-	if os.Geteuid() != 0 {
-		if _, err := exec.LookPath("fusermount3"); err != nil {
-			return errors.New("fusermount3 not found: install fuse3 (or mount as root)")
-		}
-	}
-	return nil
 }
 
 func (ms *Mounts) mountOne(root, top string, opts Options) error {

@@ -139,7 +139,7 @@ func (c *mountConfig) resolve(f *pflag.FlagSet, sloppy bool) error {
 // any fork: a background start would otherwise report it only as "the
 // server did not start".
 func (c *mountConfig) start() error {
-	if err := checkFUSE(); err != nil {
+	if err := ctxfs.CanMount(); err != nil {
 		return err
 	}
 	if c.log.File != "" { // a log file that would be refused is, before the store is touched

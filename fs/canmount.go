@@ -1,9 +1,9 @@
-package main
+package fs
 
 import (
 	"errors"
 	"fmt"
-	"io/fs"
+	iofs "io/fs"
 	"os"
 	"os/exec"
 	"os/user"
@@ -17,16 +17,16 @@ import (
 // devFuse is the FUSE device.
 const devFuse = "/dev/fuse"
 
-// checkFUSE says, before anything starts, what this process lacks to
+// CanMount says, before anything starts, what this process lacks to
 // mount and how to get it. Root mounts directly and needs only the
 // device. Another user mounts through fusermount3 (fuse3), which opens
 // /dev/fuse as that user: so the user needs both, with read and write
 // access to the device.
-func checkFUSE() error {
+func CanMount() error {
 	var problems []string
 	st, err := os.Stat(devFuse)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, iofs.ErrNotExist):
 		problems = append(problems, devFuse+" does not exist: load the FUSE module (modprobe fuse); in a container, pass the device in (docker run --device /dev/fuse)")
 	case err != nil:
 		problems = append(problems, err.Error())
@@ -70,12 +70,12 @@ func devFuseAccess(st os.FileInfo, uid int) string {
 
 // lsMode writes a mode as ls -l does (crw-rw-rw-), not as Go does
 // (Dcrw-rw-rw-).
-func lsMode(m fs.FileMode) string {
+func lsMode(m iofs.FileMode) string {
 	kind := "-"
 	switch {
-	case m&fs.ModeCharDevice != 0:
+	case m&iofs.ModeCharDevice != 0:
 		kind = "c"
-	case m&fs.ModeDevice != 0:
+	case m&iofs.ModeDevice != 0:
 		kind = "b"
 	case m.IsDir():
 		kind = "d"
