@@ -63,6 +63,7 @@ type Journal struct {
 	seq        uint64 // number of the last unit queued
 	durable    uint64 // every unit up to this one is durable
 	want       uint64 // the newest unit someone waits for
+	committing bool   // a batch is being written (by the committer or a waiter)
 	// lazySince is when the oldest queued unit was queued (zero: none);
 	// lazyTimer wakes the committer commitDelay after it (one timer,
 	// armed while lazyArmed: one per batch was a timer and a wakeup of
@@ -398,15 +399,24 @@ func writeZeros(f *os.File, off, n int64) error {
 	return nil
 }
 
-// wait returns once unit seq is durable, or the journal broke.
+// wait returns once unit seq is durable, or the journal broke. When no
+// batch is being written, the waiter writes it itself (leader commit):
+// handing the batch to the committer goroutine and being woken by it
+// were two wake-ups per commit on a send's path, which at one client
+// were most of a send's time beside its two syncs. Appends queued
+// during a commit wait for the next one, which the committer writes.
 func (j *Journal) wait(seq uint64) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if seq > j.want {
-		j.want = seq
-		j.work.Signal()
-	}
+	j.want = max(j.want, seq)
 	for j.durable < seq && j.broken == nil {
+		if !j.committing {
+			j.commitOnce()
+			if j.commitDue() || j.rotateDue() || j.closing {
+				j.work.Signal() // what was queued meanwhile
+			}
+			continue
+		}
 		done := j.nextDone
 		if seq <= j.flight {
 			done = j.flightDone
@@ -421,73 +431,78 @@ func (j *Journal) wait(seq uint64) error {
 	return j.broken
 }
 
-// commitLoop is the committer: one batch per turn, holding every unit
-// queued meanwhile.
+// commitLoop is the committer: it writes the batches nobody waiting
+// writes (wait), one per turn, holding every unit queued meanwhile, and
+// starts the next file when the current one is due.
 func (j *Journal) commitLoop() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	for {
-		j.mu.Lock()
-		for !j.commitDue() && !j.rotateDue() && !(j.closing && len(j.queue) == 0) {
+		for j.committing || !j.commitDue() && !j.rotateDue() && !(j.closing && len(j.queue) == 0) {
 			j.work.Wait()
 		}
 		if len(j.queue) == 0 && j.closing {
-			j.mu.Unlock()
 			return
 		}
-		if j.rotateDue() && j.broken == nil {
-			j.rotate()
+		j.commitOnce()
+	}
+}
+
+// commitOnce starts the next file if the current one is due, then writes
+// everything queued as one batch and makes it durable. Caller holds j.mu
+// (released while the batch is written) and no batch is being written:
+// it is the committer until it returns.
+func (j *Journal) commitOnce() {
+	j.committing = true
+	defer func() { j.committing = false }()
+	if j.rotateDue() && j.broken == nil {
+		j.rotate()
+	}
+	batch, last := j.queue, j.seq
+	j.queue, j.queued, j.lazySince = nil, 0, time.Time{}
+	if len(batch) == 0 {
+		return
+	}
+	last = batch[len(batch)-1].last
+	f, off, gen, num := j.f, j.end, j.gen, j.batchNum
+	var buf []byte
+	if j.broken == nil {
+		j.buf = encodeBatch(j.buf, gen, num, batch)
+		buf = j.buf
+		j.end += int64(len(buf))
+		j.batchNum++
+		if j.started.IsZero() {
+			j.started = time.Now()
 		}
-		batch, last := j.queue, j.seq
-		j.queue, j.queued, j.lazySince = nil, 0, time.Time{}
-		if len(batch) > 0 {
-			last = batch[len(batch)-1].last
-		}
-		f, off, gen, num := j.f, j.end, j.gen, j.batchNum
-		var buf []byte
-		if len(batch) > 0 && j.broken == nil {
-			j.buf = encodeBatch(j.buf, gen, num, batch)
-			buf = j.buf
-			j.end += int64(len(buf))
-			j.batchNum++
-			if j.started.IsZero() {
-				j.started = time.Now()
+	}
+	done := j.nextDone
+	j.flight, j.flightDone, j.nextDone = last, done, make(chan struct{})
+	j.mu.Unlock()
+	err := j.broken
+	if buf != nil {
+		err = j.write(f, buf, off)
+	}
+	if err == nil {
+		err = advance(batch)
+	}
+	j.mu.Lock()
+	if err != nil && j.broken == nil {
+		// Clients get the words, never the store's paths; the log has all.
+		j.broken = abi.Errorf(syscall.EIO, "append", "the write-ahead journal failed, nothing more is recorded until the server restarts: %s", abi.ErrnoName(abi.Errno(err)))
+		slog.Error("journal failed", "err", err)
+	}
+	if j.broken == nil {
+		j.durable = last
+		for _, r := range batch {
+			if r.kind == recAppend {
+				j.dirty[r.log] = struct{}{}
 			}
 		}
-		var done chan struct{}
-		if len(batch) > 0 {
-			done, j.flight = j.nextDone, last
-			j.flightDone, j.nextDone = done, make(chan struct{})
-		}
-		j.mu.Unlock()
-		if len(batch) == 0 {
-			continue
-		}
-		err := j.broken
-		if buf != nil {
-			err = j.write(f, buf, off)
-		}
-		if err == nil {
-			err = advance(batch)
-		}
-		j.mu.Lock()
-		if err != nil && j.broken == nil {
-			// Clients get the words, never the store's paths; the log has all.
-			j.broken = abi.Errorf(syscall.EIO, "append", "the write-ahead journal failed, nothing more is recorded until the server restarts: %s", abi.ErrnoName(abi.Errno(err)))
-			slog.Error("journal failed", "err", err)
-		}
-		if j.broken == nil {
-			j.durable = last
-			for _, r := range batch {
-				if r.kind == recAppend {
-					j.dirty[r.log] = struct{}{}
-				}
-			}
-		}
-		j.stats.Batches++
-		close(done)
-		if cap(j.buf) > lazyMax {
-			j.buf = nil // a rare big batch's buffer is not kept
-		}
-		j.mu.Unlock()
+	}
+	j.stats.Batches++
+	close(done)
+	if cap(j.buf) > lazyMax {
+		j.buf = nil // a rare big batch's buffer is not kept
 	}
 }
 
