@@ -87,7 +87,7 @@ func (env *testEnv) do(c Caller, t Target, line string) ([]*proto.Object, error)
 	}
 	defer r.Close()
 	frames, err := drain(r)
-	env.e.derived.flush(nil, false) // the store as the request left it, derived files too
+	env.e.derived.flush("", false) // the store as the request left it, derived files too
 	return frames, err
 }
 
@@ -95,7 +95,7 @@ func (env *testEnv) do(c Caller, t Target, line string) ([]*proto.Object, error)
 // are written (behind).
 func (env *testEnv) stored(p string) string {
 	env.t.Helper()
-	env.e.derived.flush(nil, false)
+	env.e.derived.flush("", false)
 	b, err := os.ReadFile(p)
 	if err != nil {
 		env.t.Fatal(err)
