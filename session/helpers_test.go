@@ -18,10 +18,11 @@ import (
 // testEngine opens an engine on a fresh store with a root holding the
 // given agent definitions (name → files of NAME.d).
 type testEnv struct {
-	t     testing.TB
-	e     *Engine
-	store string
-	root  string
+	t           testing.TB
+	e           *Engine
+	store       string
+	root        string
+	maxSessions int // Config.MaxSessions; 0: the default
 }
 
 func newEnv(t *testing.T) *testEnv { return newEnvTB(t) }
@@ -36,7 +37,7 @@ func newEnvTB(t testing.TB) *testEnv {
 }
 
 func (env *testEnv) open() {
-	e, err := Open(Config{Store: env.store, Root: env.root})
+	e, err := Open(Config{Store: env.store, Root: env.root, MaxSessions: env.maxSessions})
 	if err != nil {
 		env.t.Fatal(err)
 	}
