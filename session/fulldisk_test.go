@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storetest"
 )
 
 // smallDisk is a store on a tmpfs of its own, which a filler file makes
@@ -198,5 +200,117 @@ func TestFullDiskKeepsTheSessionBound(t *testing.T) {
 	}
 	if loose := checkBehind(t, d.e.derived); loose != 0 || len(d.e.derived.byRel) != 0 {
 		t.Errorf("%d values (%d loose) still wait once there is room", len(d.e.derived.byRel), loose)
+	}
+}
+
+// TestLooseValuesAreBounded: the failed values of sessions not loaded are
+// bounded, by count and by bytes; beyond, the oldest are forgotten, and
+// the store's file is served again until the session loads, which
+// derives the value again from the logs (reconcile).
+func TestLooseValuesAreBounded(t *testing.T) {
+	for _, c := range []struct {
+		what string
+		tune func(*behind)
+	}{
+		{"count", func(b *behind) { b.maxLoose = 5 }},
+		{"bytes", func(b *behind) { b.maxLooseBytes = 20 }},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			const n = 12
+			d := sendsOnFullDisk(t, 2, n, c.tune)
+			loose := checkBehind(t, d.e.derived)
+			if loose == 0 || loose > 5 || d.e.derived.looseBytes > 20 && c.what == "bytes" {
+				t.Fatalf("%d values, %d bytes kept for sessions not loaded", loose, d.e.derived.looseBytes)
+			}
+			d.wantServed(0, "done\n", "hi\n") // the oldest: forgotten, the store's file as it is
+			d.wantServed(n-1, "done\n", fmt.Sprintf("full %d\n", n-1))
+			d.room()
+			for i := 0; i < n; i++ {
+				_, release, err := d.e.lookup(Ref{Container: Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: fmt.Sprintf("s%d", i)})
+				must(t, err)
+				release()
+				d.wantStored(i, "done\n", fmt.Sprintf("full %d\n", i))
+			}
+		})
+	}
+}
+
+// ref is session s<i>'s Ref.
+func ref(i int) Ref {
+	return Ref{Container: Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: fmt.Sprintf("s%d", i)}
+}
+
+// TestReloadWithFailedValue: a session loaded again while its failed
+// value waits takes the value back (it is not loose, so never forgotten
+// while loaded), keeps one value a file, serves it, and writes it once
+// there is room, while loaded; after it leaves again, a new failed value
+// waits loose again.
+func TestReloadWithFailedValue(t *testing.T) {
+	d := sendsOnFullDisk(t, 2, 6, nil)
+	s, release, err := d.e.lookup(ref(0))
+	must(t, err)
+	checkBehind(t, d.e.derived)
+	if n := len(d.e.derived.byDir[s.rel]); n == 0 {
+		t.Fatal("reloaded: no value waits for s0")
+	}
+	for _, p := range d.e.derived.byDir[s.rel] {
+		if p.loose != nil {
+			t.Errorf("%s is loose while its session is loaded", p.rel())
+		}
+	}
+	d.wantServed(0, "done\n", "full 0\n")
+	d.room()
+	d.wantStored(0, "done\n", "full 0\n") // written while loaded (cache.hold)
+	release()
+	if d.e.derived.waits(s.rel) {
+		t.Error("a value of s0 still waits once written")
+	}
+}
+
+// TestArchiveAndDeleteWithFailedValues: an archive of a session whose
+// failed value waits is EBUSY and changes nothing (the archive would keep
+// the older file); once there is room it archives the value written. A
+// delete forgets the values: nothing is written into the directory after,
+// it is never made again for them, and a new session of the name gets
+// none of them. A session directory removed behind the engine's back
+// takes no value either.
+func TestArchiveAndDeleteWithFailedValues(t *testing.T) {
+	d := sendsOnFullDisk(t, 2, 6, nil)
+	own := privateOwner(0, 0)
+	// Spare twins are every write's scratch: each try of the failed
+	// values (every pass) changes them.
+	home := filepath.Join(d.store, "home/0")
+	noSpare := func(rel string) bool { return strings.HasSuffix(rel, ".spare") }
+	before := storetest.Snapshot(t, home, noSpare)
+	wantErrno(t, "archive with a failed value", d.e.Archive(ref(1), own, false), syscall.EBUSY)
+	wantErrno(t, "check with a failed value", d.e.CheckArchive(ref(1)), syscall.EBUSY)
+	sameTree(t, "a refused archive", before, storetest.Snapshot(t, home, noSpare))
+	d.wantServed(1, "done\n", "full 1\n")
+
+	must(t, d.e.Archive(ref(2), own, true))
+	if d.e.derived.waits(sessRel(2)) {
+		t.Fatal("a deleted session's values still wait")
+	}
+	if _, err := d.e.Value(sessRel(2) + "/" + abi.FileLatest); err == nil {
+		t.Error("a deleted session's value is still served")
+	}
+	must(t, os.RemoveAll(filepath.Join(d.store, sessRel(3)))) // behind the engine's back
+	d.room()
+	d.wantStored(1, "done\n", "full 1\n")
+	for _, i := range []int{2, 3} {
+		deadline := time.Now().Add(4 * behindEvery)
+		for d.e.derived.waits(sessRel(i)) && time.Now().Before(deadline) {
+			time.Sleep(behindEvery / 5)
+		}
+		if _, err := os.Lstat(filepath.Join(d.store, sessRel(i))); !errors.Is(err, os.ErrNotExist) || d.e.derived.waits(sessRel(i)) {
+			t.Fatalf("s%d: removed, then %v; values waiting %v", i, err, d.e.derived.waits(sessRel(i)))
+		}
+	}
+	d.send(root0, coder(), `{"op":"send","id":"n2","session":"s2","input":"anew"}`)
+	time.Sleep(2 * behindEvery)
+	d.wantStored(2, "done\n", "anew\n")
+	must(t, d.e.Archive(ref(1), own, false))
+	if got := readFile(t, filepath.Join(d.store, ArchiveTarget(ref(1)), abi.FileLatest)); got != "full 1\n" {
+		t.Errorf("archived latest.md %q", got)
 	}
 }
