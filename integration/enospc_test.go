@@ -169,3 +169,79 @@ func everyFrameRecorded(t *testing.T, frames []frame, events string) {
 		t.Fatalf("a reply that does not end in done: %v", last)
 	}
 }
+
+// TestFullDiskKeepsTheSessionBound: a server with 128 descriptors keeps
+// at most 16 sessions loaded; on a full disk, sends to 44 sessions whose
+// derived files cannot be written (their spare twins are gone, so each
+// needs a block) all succeed, and the server's descriptors stay within
+// what it held plus the 16 sessions': a session whose value waits leaves
+// the cache like any other. The values are served through the mount
+// meanwhile and land in the store once there is room.
+func TestFullDiskKeepsTheSessionBound(t *testing.T) {
+	requireFUSE(t)
+	base := t.TempDir()
+	os.Chmod(base, 0o755)
+	tmpfs := filepath.Join(base, "small")
+	mustT(t, os.Mkdir(tmpfs, 0o700))
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=32m,mode=0700", "tmpfs", tmpfs).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", tmpfs).Run() }) // after the server stops (cleanups run last first)
+	s := newServerWith(t, func(s *server) {
+		s.store = filepath.Join(tmpfs, "store")
+		s.wrap = []string{"prlimit", "--nofile=128:128"} // session.SessionBudget: 16
+	})
+	const n, bound = 44, 16 // the journal's room (1 MiB) takes about 55 sends
+	for i := 0; i < n; i++ {
+		s.send(fmt.Sprintf("s%d", i), fmt.Sprintf("a%d", i), "hi")
+	}
+	s.kill(s.cmd, syscall.SIGTERM)
+	spares, _ := filepath.Glob(filepath.Join(s.store, "home/0/agent/coder/session/s*/.*.spare"))
+	for _, p := range spares {
+		mustT(t, os.Remove(p))
+	}
+	s.start()
+	s.send("warm", "w", "warm") // the journal's room, written ahead
+	pid := s.cmd.Process.Pid
+	fds := func() int { ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); return len(ents) }
+	before := fds()
+	filler := filepath.Join(tmpfs, "filler")
+	f, err := os.Create(filler)
+	mustT(t, err)
+	for buf := make([]byte, 64<<10); len(buf) > 0; {
+		if _, err := f.Write(buf); err != nil {
+			buf = buf[:len(buf)/2]
+		}
+	}
+	f.Close()
+	for i := 0; i < n; i++ {
+		frames := s.mustRequest("coder", fmt.Sprintf(`{"op":"send","id":"b%d","session":"s%d","input":"full %d"}`, i, i, i))
+		if last := frames[len(frames)-1]; last["type"] != "done" || last["status"] != "ok" {
+			t.Fatalf("send %d on the full disk: %v", i, frames)
+		}
+		if got := fds(); got > before+bound*4 {
+			t.Fatalf("after %d sends on the full disk the server holds %d descriptors, %d before; the sessions' bound is %d", i+1, got, before, bound*4)
+		}
+	}
+	latest := func(i int) string {
+		return filepath.Join("home/0/agent/coder/session", fmt.Sprintf("s%d", i), "latest.md")
+	}
+	for i := 0; i < n; i++ {
+		if got := readFileMaybe(s.mnt(latest(i))); got != fmt.Sprintf("full %d\n", i) {
+			t.Fatalf("s%d/latest.md through the mount on the full disk: %q", i, got)
+		}
+	}
+	if got := readFileMaybe(filepath.Join(s.store, latest(0))); got != "hi\n" {
+		t.Fatalf("s0/latest.md in the store on the full disk: %q", got)
+	}
+	mustT(t, os.Remove(filler))
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; i < n; i++ {
+		for readFileMaybe(filepath.Join(s.store, latest(i))) != fmt.Sprintf("full %d\n", i) {
+			if time.Now().After(deadline) {
+				t.Fatalf("s%d/latest.md in the store once there is room: %q", i, readFileMaybe(filepath.Join(s.store, latest(i))))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}

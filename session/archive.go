@@ -71,12 +71,15 @@ func (e *Engine) Archive(r Ref, own storefs.Owner, del bool) error {
 	// the session anew from nothing.
 	gone := &abi.Error{Op: "session", Errno: syscall.EBUSY, Msg: "session " + r.Name + " was archived while the request waited"}
 	err := e.sessions.take(r.key(), takeWait, gone, func(s *sess, loaded bool) (bool, error) {
-		if loaded {
-			s.flushDerived() // the store's files are what moves
+		if !del {
+			e.derived.flushDir(r.Rel(), s, true) // the store's files are what moves
 		}
 		err := e.protectedState(r)
 		if err == nil && loaded {
 			err = hasRun(s)
+		}
+		if err == nil && !del {
+			err = e.settled(r)
 		}
 		if err != nil {
 			if loaded {
@@ -87,6 +90,9 @@ func (e *Engine) Archive(r Ref, own storefs.Owner, del bool) error {
 		if loaded {
 			s.closeLogs() // before the move: nothing of it may write to the old place after
 		}
+		// Nor may a value that waits, later: a deleted session's values
+		// are moot, and a new session of the name must not get them.
+		e.derived.forget(r.Rel())
 		if del {
 			return true, e.removeSession(r)
 		}
@@ -131,20 +137,33 @@ func (e *Engine) CheckArchive(r Ref) error {
 	if err := e.protectedName(r); err != nil {
 		return err
 	}
+	e.derived.flush(r.Rel(), true) // as Archive would
 	if s, ok := e.sessions.peek(r.key()); ok {
-		s.flushDerived() // as Archive would
 		if err := hasRun(s); err != nil {
 			return err
 		}
 	}
-	return e.protectedState(r)
+	if err := e.protectedState(r); err != nil {
+		return err
+	}
+	return e.settled(r)
 }
 
 // hasRun is EBUSY for a loaded session that may not be closed now: a run
-// queued or running, or an end or a derived file still to be written.
+// queued or running, or an end still to be recorded.
 func hasRun(s *sess) error {
 	if !s.idle() {
 		return abi.Errorf(syscall.EBUSY, "archive", "session %s has a run", s.ref.Name)
+	}
+	return nil
+}
+
+// settled is EBUSY while a derived file of the session waits to be
+// written (its write failed, for want of room most likely): the archive
+// would keep the store's older file, which nothing writes again there.
+func (e *Engine) settled(r Ref) error {
+	if e.derived.waits(r.Rel()) {
+		return abi.Errorf(syscall.EBUSY, "archive", "session %s: a derived file cannot be written now (is the store full?)", r.Name)
 	}
 	return nil
 }

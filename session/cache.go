@@ -197,6 +197,41 @@ func (c *cache[T]) take(key string, wait time.Duration, gone error, fn func(v T,
 	return err
 }
 
+// hold runs fn with key to itself, without loading it: fn gets the
+// loaded item, held as acquire holds it (so it is not dropped meanwhile),
+// or, when key is not loaded, key marked busy, so that no load, close or
+// take of it happens until fn returns. fn must not acquire or take key.
+func (c *cache[T]) hold(key string, fn func(v T, loaded bool)) {
+	c.mu.Lock()
+	for {
+		if it, ok := c.items[key]; ok {
+			it.refs++
+			c.mu.Unlock()
+			defer c.releaser(it)()
+			fn(it.v, true)
+			return
+		}
+		f, busy := c.flights[key]
+		if !busy {
+			break // c.mu still held
+		}
+		c.mu.Unlock()
+		<-f.done
+		c.mu.Lock()
+	}
+	f := &flight[T]{done: make(chan struct{})}
+	c.flights[key] = f
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.flights, key)
+		c.mu.Unlock()
+		close(f.done)
+	}()
+	var zero T
+	fn(zero, false)
+}
+
 // errBusy is take's refusal when the key stays in use.
 var errBusy = errors.New("in use")
 

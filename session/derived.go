@@ -1,13 +1,17 @@
 package session
 
 import (
+	"container/list"
 	"errors"
+	"io/fs"
 	"os"
 	"sync"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/internal/storefs"
 )
 
 // Derived files (state, updated_at, latest.md, the snapshots) are written
@@ -16,9 +20,9 @@ import (
 // all look here first), and a goroutine writes what waits to the store
 // every behindEvery. A value changed twice meanwhile (state active, then
 // done, and the sends after) is written once. What must see the store's
-// files as they are writes the session's values first: an archive or a
-// delete (and its preview), a touch of a value's times, the session
-// leaving the cache, the server stopping. The values are derived from the
+// files as they are writes the session's values first: an archive (and
+// its preview), a touch of a value's times, the session leaving the
+// cache, the server stopping; a delete forgets them. The values are derived from the
 // logs, which are durable before anything is acknowledged, and loading a
 // session re-derives state, latest.md and updated_at (sess.reconcile), so
 // a crash that loses a value waiting here loses nothing the logs do not
@@ -31,7 +35,8 @@ import (
 // Half a second keeps most of that and lets a second (integration tests'
 // settle) see the store settled.
 //
-// A value whose write failed is written again at the next pass.
+// A value whose write failed is written again at the next pass, whether
+// its session is still loaded or not (behind.release).
 const behindEvery = 500 * time.Millisecond
 
 // behind holds the derived values not yet in the store, by store path.
@@ -42,29 +47,65 @@ const behindEvery = 500 * time.Millisecond
 // what the logs say. One that failed otherwise (something planted where
 // the file or its spare twin goes, an I/O error) is not: the store's file
 // is served as it is, so the mount shows what fsck will name.
+//
+// A value keeps no session: only its bytes and the attributes its file
+// gets. A session whose value failed leaves the cache like any other (it
+// would else hold its descriptors beyond the cache's bound for as long as
+// the disk is full), and the value is written later by its path, through
+// the store's door like every write, with the session's cache key held so
+// that no load, archive or delete of it happens meanwhile (flush). The
+// failed values of sessions not loaded ("loose") are bounded
+// (maxLoose, maxLooseBytes): beyond, the oldest is forgotten, which loses
+// nothing the logs do not hold, as a crash would (see behindEvery).
 type behind struct {
-	e      *Engine
-	mu     sync.Mutex
-	byRel  map[string]*pendingValue
-	bySess map[*sess]int // values waiting, by session
-	failed map[*sess]int // of which whose last write failed
-	stop   chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	e     *Engine
+	mu    sync.Mutex
+	byRel map[string]*pendingValue
+	byDir map[string]map[string]*pendingValue // the same, by session directory and name
+	// loose are the values of sessions not loaded, oldest first, and
+	// looseBytes their size; at most maxLoose values and maxLooseBytes.
+	loose                   *list.List
+	looseBytes              int
+	maxLoose, maxLooseBytes int
+	stop                    chan struct{}
+	done                    chan struct{}
+	once                    sync.Once
 }
+
+// The bound of the failed values kept for sessions not loaded. A session
+// leaves three (state, updated_at, latest.md; cwd and the snapshots when
+// they changed too): a few bytes each but latest.md, one message (at most
+// abi.MaxLineBytes), and the snapshots (AGENTS.md, up to a MiB a
+// directory of the cwd). 4096 values, 16 MiB: the last values of more
+// than a thousand sessions, or of sixteen with the largest latest.md, at
+// about 17 MiB of memory at worst; each pass tries them all again (a
+// failed write is a few system calls: 4096 of them take milliseconds).
+// What is forgotten is derived again: state, latest.md and updated_at
+// when the session loads (sess.reconcile), the snapshots at its next run,
+// cwd at the next send that names another (until then the store's file
+// says the previous one).
+const (
+	maxLoose      = 4096
+	maxLooseBytes = 16 << 20
+)
 
 // pendingValue is the value one derived file must still get, with the
 // attributes its store file will have.
 type pendingValue struct {
-	s      *sess
+	dir    string // the session directory, the session's cache key
 	name   string
+	own    storefs.Owner // the file's owner and mode (replaceValue)
 	v      Value
-	failed bool // its last write failed: written again at the next pass
-	hidden bool // failed, and not for want of room: not served
+	failed bool          // its last write failed: written again at the next pass
+	hidden bool          // failed, and not for want of room: not served
+	loose  *list.Element // in behind.loose while its session is not loaded
 }
 
+func (p *pendingValue) rel() string { return p.dir + "/" + p.name }
+
 func newBehind(e *Engine) *behind {
-	return &behind{e: e, byRel: map[string]*pendingValue{}, bySess: map[*sess]int{}, failed: map[*sess]int{},
+	return &behind{e: e, byRel: map[string]*pendingValue{}, byDir: map[string]map[string]*pendingValue{},
+		loose: list.New(), maxLoose: maxLoose, maxLooseBytes: maxLooseBytes,
 		stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -73,12 +114,14 @@ func newBehind(e *Engine) *behind {
 // it is written again then). Caller holds s.fileMu, and announces the
 // change (changed) after put returns.
 func (d *behind) put(s *sess, name string, data []byte, failed error) {
-	p := &pendingValue{s: s, name: name, v: Value{Data: data, Stat: s.valueStat(len(data))}}
-	rel := s.file(name)
+	p := &pendingValue{dir: s.rel, name: name, own: s.own, v: Value{Data: data, Stat: s.valueStat(len(data))}}
 	d.mu.Lock()
-	d.remove(rel)
-	d.byRel[rel] = p
-	d.bySess[s]++
+	d.remove(p.rel())
+	d.byRel[p.rel()] = p
+	if d.byDir[p.dir] == nil {
+		d.byDir[p.dir] = map[string]*pendingValue{}
+	}
+	d.byDir[p.dir][name] = p
 	d.setFailed(p, failed)
 	d.mu.Unlock()
 }
@@ -86,17 +129,8 @@ func (d *behind) put(s *sess, name string, data []byte, failed error) {
 // setFailed records how p's last write ended (nil: it did not fail);
 // caller holds mu.
 func (d *behind) setFailed(p *pendingValue, err error) {
-	failed := err != nil
-	p.hidden = failed && !wantOfRoom(err)
-	switch {
-	case failed && !p.failed:
-		d.failed[p.s]++
-	case !failed && p.failed:
-		if d.failed[p.s]--; d.failed[p.s] == 0 {
-			delete(d.failed, p.s)
-		}
-	}
-	p.failed = failed
+	p.failed = err != nil
+	p.hidden = p.failed && !wantOfRoom(err)
 }
 
 // valueStat is what the store file of a derived value of size bytes will
@@ -137,22 +171,85 @@ func (d *behind) drop(s *sess, name string) {
 
 // remove forgets rel's value; caller holds mu.
 func (d *behind) remove(rel string) {
-	if p := d.byRel[rel]; p != nil {
-		delete(d.byRel, rel)
-		d.setFailed(p, nil)
-		if d.bySess[p.s]--; d.bySess[p.s] == 0 {
-			delete(d.bySess, p.s)
-		}
+	p := d.byRel[rel]
+	if p == nil {
+		return
+	}
+	delete(d.byRel, rel)
+	if delete(d.byDir[p.dir], p.name); len(d.byDir[p.dir]) == 0 {
+		delete(d.byDir, p.dir)
+	}
+	d.unloose(p)
+}
+
+// unloose takes p out of the loose values; caller holds mu.
+func (d *behind) unloose(p *pendingValue) {
+	if p.loose != nil {
+		d.loose.Remove(p.loose)
+		d.looseBytes -= len(p.v.Data)
+		p.loose = nil
 	}
 }
 
-// holdsFailed reports whether a value of s whose write failed waits to
-// be written again: the session is kept until it is (idle). Values
-// merely waiting are written when it goes (closeLogs).
-func (d *behind) holdsFailed(s *sess) bool {
+// attach marks the values of the session directory dir as its loaded
+// session's again (not loose): the session is loading. A loaded session
+// never loses a value to the bound, which would leave its store file
+// behind the logs until it loads again.
+func (d *behind) attach(dir string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.failed[s] > 0
+	for _, p := range d.byDir[dir] {
+		d.unloose(p)
+	}
+}
+
+// release marks the values still waiting for the session directory dir
+// loose: its session left the cache (or did not load) with them, whose
+// writes failed. The oldest loose values beyond the bound are forgotten:
+// a session not loaded derives them again when it loads (see maxLoose).
+func (d *behind) release(dir string) {
+	d.mu.Lock()
+	for _, p := range d.byDir[dir] {
+		if p.loose == nil {
+			p.loose = d.loose.PushBack(p)
+			d.looseBytes += len(p.v.Data)
+		}
+	}
+	var forgotten []string
+	for d.loose.Len() > d.maxLoose || d.looseBytes > d.maxLooseBytes {
+		p := d.loose.Front().Value.(*pendingValue)
+		d.remove(p.rel())
+		forgotten = append(forgotten, p.rel())
+	}
+	d.mu.Unlock()
+	for _, rel := range forgotten {
+		os.Stderr.WriteString("ctxfs: " + rel + ": not written for want of room; derived again from the logs when its session loads\n")
+	}
+	d.e.changed(forgotten...) // the store's file is served again, as it is
+}
+
+// forget drops every value waiting for the session directory dir, which
+// is being archived or deleted: nothing is written into it after. Caller
+// holds dir's cache key (cache.take).
+func (d *behind) forget(dir string) {
+	d.mu.Lock()
+	var rels []string
+	for _, p := range d.byDir[dir] {
+		rels = append(rels, p.rel())
+	}
+	for _, rel := range rels {
+		d.remove(rel)
+	}
+	d.mu.Unlock()
+	d.e.changed(rels...)
+}
+
+// waits reports whether a value of the session directory dir is still to
+// be written.
+func (d *behind) waits(dir string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.byDir[dir]) > 0
 }
 
 // run writes what waits every behindEvery, until close.
@@ -165,65 +262,79 @@ func (d *behind) run() {
 		case <-d.stop:
 			return
 		case <-t.C:
-			d.flush(nil, true)
+			d.flush("", true)
 		}
 	}
 }
 
-// flush writes what waits: of s (nil: of every session), and with failed
-// also the values whose last write failed. It returns once they are in
-// the store or have failed again.
-func (d *behind) flush(s *sess, failed bool) {
+// flush writes what waits: of the session directory only ("": of every
+// session), and with failed also the values whose last write failed. It
+// returns once they are in the store or have failed again. Each session
+// is held meanwhile (cache.hold), loaded or not; the caller must not hold
+// a session's key (a load, a close, a take).
+func (d *behind) flush(only string, failed bool) {
 	d.mu.Lock()
-	var todo []*sess
-	for o := range d.bySess {
-		if s == nil || o == s {
-			todo = append(todo, o)
+	var dirs []string
+	for dir := range d.byDir {
+		if only == "" || dir == only {
+			dirs = append(dirs, dir)
 		}
 	}
 	d.mu.Unlock()
-	for _, o := range todo {
-		d.flushSess(o, failed)
+	for _, dir := range dirs {
+		d.e.sessions.hold(dir, func(s *sess, _ bool) { d.flushDir(dir, s, failed) })
 	}
 }
 
-// flushSess writes s's waiting values under s.fileMu, so that no newer
-// value or user's write lands between the write and its removal here.
-func (d *behind) flushSess(s *sess, failed bool) {
-	s.fileMu.Lock()
-	defer s.fileMu.Unlock()
+// flushDir writes the waiting values of the session directory dir. The
+// caller holds dir: its loaded session s (whose fileMu is taken here, so
+// that no newer value or user's write lands between a write and its
+// removal here), or, s nil, its cache key, so that nothing else writes
+// into the directory, moves or removes it meanwhile.
+func (d *behind) flushDir(dir string, s *sess, failed bool) {
+	if s != nil {
+		s.fileMu.Lock()
+		defer s.fileMu.Unlock()
+	}
 	d.mu.Lock()
 	var todo []*pendingValue
-	for _, p := range d.byRel {
-		if p.s == s && (failed || !p.failed) {
+	for _, p := range d.byDir[dir] {
+		if failed || !p.failed {
 			todo = append(todo, p)
 		}
 	}
 	d.mu.Unlock()
 	for _, p := range todo {
-		rel := s.file(p.name)
-		err := d.e.replaceValue(rel, p.v.Data, s.own, &p.v.Stat.Mtim)
-		d.mu.Lock()
-		current := d.byRel[rel] == p // else superseded meanwhile by a session loaded anew after this one closed with a write that failed: the newer value is written next
-		wasFailed, wasHidden := p.failed, p.hidden
-		switch {
-		case !current:
-		case err == nil:
-			d.remove(rel)
-		default:
-			d.setFailed(p, err)
-		}
-		hidden := p.hidden
-		d.mu.Unlock()
-		switch {
-		case err == nil:
-			d.e.memo.forget(rel) // the store's own attributes from now on; the kernel's stay right
-		case current && !wasFailed: // said once, not at every try
-			os.Stderr.WriteString("ctxfs: " + s.ref.Rel() + "/" + p.name + ": " + err.Error() + " (written again in a moment)\n")
-		}
-		if current && hidden && !wasHidden {
-			d.e.changed(rel) // the store's file is served again, as it is
-		}
+		d.write(p)
+	}
+}
+
+// write writes p to the store and records how it went. A directory that
+// is gone (ENOENT) takes no value: it is never made again for one.
+func (d *behind) write(p *pendingValue) {
+	rel := p.rel()
+	err := d.e.replaceValue(rel, p.v.Data, p.own, &p.v.Stat.Mtim)
+	gone := errors.Is(err, fs.ErrNotExist)
+	d.mu.Lock()
+	current := d.byRel[rel] == p // the caller holds the directory: nothing supersedes p meanwhile, but nothing is written for a value that is not the current one either
+	wasFailed, wasHidden := p.failed, p.hidden
+	switch {
+	case !current:
+	case err == nil || gone:
+		d.remove(rel)
+	default:
+		d.setFailed(p, err)
+	}
+	hidden := p.hidden
+	d.mu.Unlock()
+	switch {
+	case err == nil:
+		d.e.memo.forget(rel) // the store's own attributes from now on; the kernel's stay right
+	case current && !wasFailed: // said once, not at every try
+		os.Stderr.WriteString("ctxfs: " + rel + ": " + err.Error() + " (written again in a moment)\n")
+	}
+	if current && (gone && !wasHidden || hidden && !wasHidden) {
+		d.e.changed(rel) // the store's file (or none) is served again, as it is
 	}
 }
 
@@ -278,11 +389,6 @@ func (s *sess) writeNowLocked(name, value string) {
 	s.e.changed(s.ref.Rel() + "/" + name)
 }
 
-// flushDerived writes the session's derived values waiting in memory to
-// the store now: before anything reads or moves the store's files of the
-// session as they are (archive, delete).
-func (s *sess) flushDerived() { s.e.derived.flush(s, false) }
-
 // futimens sets an open file's access and modification times.
 func futimens(f *os.File, atime, mtime unix.Timespec) error {
 	ts := [2]unix.Timespec{atime, mtime}
@@ -299,6 +405,6 @@ func (d *behind) flushRel(rel string) {
 	p := d.byRel[rel]
 	d.mu.Unlock()
 	if p != nil {
-		d.flushSess(p.s, true)
+		d.flush(p.dir, true)
 	}
 }

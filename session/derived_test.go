@@ -47,7 +47,7 @@ func TestDerivedValuesServedBeforeWritten(t *testing.T) {
 	if s, err := env.e.readValue(rel + "/" + abi.FileState); err != nil || s != abi.StateDone {
 		t.Errorf("readValue(state) = %q, %v", s, err)
 	}
-	env.e.derived.flush(nil, false)
+	env.e.derived.flush("", false)
 	for f, w := range want {
 		var st unix.Stat_t
 		must(t, unix.Lstat(filepath.Join(env.store, rel, f), &st))
@@ -141,12 +141,12 @@ func TestDerivedValueAfterFailedWrite(t *testing.T) {
 		if ok != c.served || ok && string(v.Data) != "pending\n" {
 			t.Errorf("after %v: served %v %q, want served %v", c.err, ok, v.Data, c.served)
 		}
-		if !env.e.derived.holdsFailed(s) {
+		if !env.e.derived.waits(s.rel) {
 			t.Errorf("after %v: the value does not wait to be written again", c.err)
 		}
 	}
-	env.e.derived.flush(s, true) // the store has room: the last value lands
-	if env.e.derived.holdsFailed(s) || readFile(t, filepath.Join(env.store, rel)) != "pending\n" {
+	env.e.derived.flush(s.rel, true) // the store has room: the last value lands
+	if env.e.derived.waits(s.rel) || readFile(t, filepath.Join(env.store, rel)) != "pending\n" {
 		t.Error("a failed value was not written again once it could be")
 	}
 }

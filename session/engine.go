@@ -162,7 +162,7 @@ func (e *Engine) Close() error {
 	}
 	if e.derived != nil {
 		e.derived.close()
-		e.derived.flush(nil, true) // what waits in memory, before the logs close
+		e.derived.flush("", true) // what waits in memory, before the logs close
 	}
 	for _, s := range e.sessions.all() {
 		keep(s.events.Close())

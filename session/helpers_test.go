@@ -18,10 +18,11 @@ import (
 // testEngine opens an engine on a fresh store with a root holding the
 // given agent definitions (name → files of NAME.d).
 type testEnv struct {
-	t     testing.TB
-	e     *Engine
-	store string
-	root  string
+	t           testing.TB
+	e           *Engine
+	store       string
+	root        string
+	maxSessions int // Config.MaxSessions; 0: the default
 }
 
 func newEnv(t *testing.T) *testEnv { return newEnvTB(t) }
@@ -36,7 +37,7 @@ func newEnvTB(t testing.TB) *testEnv {
 }
 
 func (env *testEnv) open() {
-	e, err := Open(Config{Store: env.store, Root: env.root})
+	e, err := Open(Config{Store: env.store, Root: env.root, MaxSessions: env.maxSessions})
 	if err != nil {
 		env.t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func (env *testEnv) do(c Caller, t Target, line string) ([]*proto.Object, error)
 	}
 	defer r.Close()
 	frames, err := drain(r)
-	env.e.derived.flush(nil, false) // the store as the request left it, derived files too
+	env.e.derived.flush("", false) // the store as the request left it, derived files too
 	return frames, err
 }
 
@@ -95,7 +96,7 @@ func (env *testEnv) do(c Caller, t Target, line string) ([]*proto.Object, error)
 // are written (behind).
 func (env *testEnv) stored(p string) string {
 	env.t.Helper()
-	env.e.derived.flush(nil, false)
+	env.e.derived.flush("", false)
 	b, err := os.ReadFile(p)
 	if err != nil {
 		env.t.Fatal(err)

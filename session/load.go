@@ -48,7 +48,14 @@ func (e *Engine) lookup(r Ref) (s *sess, release func(), err error) {
 		}
 		return nil, nil, &abi.Error{Errno: syscall.ENOENT, Msg: "no temp session " + r.Name}
 	}
-	return e.sessions.acquire(r.key(), func() (*sess, error) { return e.load(r) })
+	return e.sessions.acquire(r.key(), func() (*sess, error) {
+		e.derived.attach(r.Rel()) // its values waiting to be written are the loaded session's
+		s, err := e.load(r)
+		if err != nil {
+			e.derived.release(r.Rel())
+		}
+		return s, err
+	})
 }
 
 // create makes the session r (atomically, with the initial layout) unless
@@ -73,11 +80,11 @@ func (e *Engine) create(r Ref, own storefs.Owner, cwd string) error {
 
 // idle reports whether the session may be closed and dropped from the
 // cache: no run is queued or running, no run's end waits to be recorded,
-// no derived file whose write failed waits to be written again (those
-// merely waiting are written as it closes), and it is not a temp session
-// (which lives only in memory).
+// and it is not a temp session (which lives only in memory). Derived
+// values waiting to be written do not keep it: they are written as it
+// closes, and those whose write fails wait without it (behind.release).
 func (s *sess) idle() bool {
-	if s.rel == "" || s.e.derived.holdsFailed(s) {
+	if s.rel == "" {
 		return false
 	}
 	s.mu.Lock()
@@ -87,11 +94,13 @@ func (s *sess) idle() bool {
 
 // closeLogs writes the session's derived values and seals and closes its
 // logs when it leaves the cache: a session that loads again reads them
-// from the store.
+// from the store. A value whose write fails stays, loose, for the next
+// pass (behind). Caller holds the session's cache key (a close, a take).
 func (s *sess) closeLogs() {
-	s.flushDerived()
+	s.e.derived.flushDir(s.rel, s, false)
 	s.events.Close()
 	s.msgs.Close()
+	s.e.derived.release(s.rel)
 }
 
 func newSess(e *Engine, r Ref) *sess {
