@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ctxfs/ctxfs/internal/storetest"
 
@@ -162,4 +163,24 @@ func readFile(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// listWritten waits until ct's index/list file holds the index's list:
+// the index writes it from its own goroutine after a change (at once
+// after a quiet second), so a snapshot of the store taken right after a
+// send may be taken before it lands.
+func (env *testEnv) listWritten(ct Container) {
+	env.t.Helper()
+	want, err := env.e.IndexList(ct)
+	must(env.t, err)
+	file := filepath.Join(env.store, ct.Rel(), "index", "list")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got, err := os.ReadFile(file)
+		if err == nil && string(got) == string(want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			env.t.Fatalf("%s holds %q (%v), want %q", file, got, err, want)
+		}
+	}
 }

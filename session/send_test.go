@@ -252,6 +252,7 @@ func TestUnknownAgentIsENOENT(t *testing.T) {
 func TestRefusedSendWritesNothing(t *testing.T) {
 	env := newEnv(t)
 	env.send(root0, coder(), `{"op":"send","id":"c0","input":"first"}`)
+	env.listWritten(Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"})
 	before := tree(t, env.store)
 	// A request of exactly the request limit: its user message line, with
 	// the run id and time stamp, is longer than the line limit.
