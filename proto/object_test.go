@@ -50,3 +50,30 @@ func TestLineFollowsChanges(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// The plain-string shortcuts write and read the same bytes encoding/json
+// does, for plain strings and for every kind of string that is not.
+func TestPlainStringsAsEncodingJSON(t *testing.T) {
+	for _, s := range []string{"", "done", "ctx-0123abcd", "2026-12-01T15:00:00.123Z", "a b/c:d",
+		"quote\"d", `back\slash`, "<tag>", "a&b", "tab\there", "new\nline", "\x7f", "é", "日本", "\u2028", "\x00"} {
+		o := NewObject("k", s)
+		want, _ := json.Marshal(map[string]string{"k": s})
+		if got := string(o.Line()); got != string(want)+"\n" {
+			t.Errorf("Line of %q = %q, want %q", s, got, want)
+		}
+		p, err := ParseObject(o.Line()[:len(o.Line())-1], true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := p.String("k"); !ok || got != s {
+			t.Errorf("String of %q = %q, %v", s, got, ok)
+		}
+	}
+	// A value that is not a string is not read as one.
+	for _, raw := range []string{`1`, `{"a":"b"}`, `["x"]`, `"x" `} {
+		o := &Object{Fields: []Field{{"k", json.RawMessage(raw)}}}
+		if s, ok := o.String("k"); ok && raw != `"x" ` {
+			t.Errorf("String of %s = %q, true", raw, s)
+		}
+	}
+}
