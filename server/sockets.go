@@ -21,6 +21,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/internal/gopool"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session"
 )
@@ -153,7 +154,7 @@ func (s *Sockets) accept(l *net.UnixListener, t session.Target) {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		go s.serveConn(conn, t)
+		gopool.Go(func() { s.serveConn(conn, t) }) // a kept goroutine keeps its grown stack
 	}
 }
 

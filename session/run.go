@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/internal/gopool"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -121,7 +122,7 @@ func (rn *run) logEnd(done *proto.Object) {
 // agent's frames go through the run's recorder (record.go), so the agent is
 // never held up by a sync and frames that arrive during one share the next.
 func (rn *run) execute() {
-	go rn.recorder()
+	gopool.Go(rn.recorder)
 	select {
 	case rn.s.slots <- struct{}{}:
 		defer func() { <-rn.s.slots }()

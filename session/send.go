@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/internal/gopool"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 )
@@ -200,7 +201,7 @@ func (e *Engine) startRun(c Caller, s *sess, loc *location, req *proto.Request, 
 	s.recordStart(now, cwd, abi.StateActive)
 	rec.run, rec.start = id, start
 	close(rec.ready)
-	go rn.execute()
+	gopool.Go(rn.execute) // a kept goroutine keeps its grown stack
 	return newReply(nil, sender), nil
 }
 
