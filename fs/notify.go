@@ -62,11 +62,12 @@ func (ms *Mounts) changed(rel string) { ms.announced(rel, session.Changed) }
 // it is answered (fuse_write_update_attr), and the mode, owner and group
 // that an append leaves alone stay cached, so the writer's next open
 // sends no GETATTR for its permission check (an attributes notification
-// marks them all stale). Measured with BenchmarkAppend before → after
-// this (each append used to notify the log and the session directory,
-// twice: the engine and the handler each announced it): the server's CPU
-// per 200-byte append through one descriptor 122-153 µs → see
-// docs/benchmarks.md, and `echo >>` lost its GETATTR round trip.
+// marks them all stale). Measured (docs/benchmarks.md, 15:22; each
+// append used to notify the log and the session directory, twice: the
+// engine and the handler each announced it, 25% of the server's CPU):
+// with the other cuts of that day, the server's CPU per 200-byte append
+// through one descriptor went from 124-162 to 64-112 µs, and `echo >>`
+// lost a GETATTR round trip.
 // integration/fuse_cache_test.go checks that a reader that had the log
 // cached sees the new size and bytes when the write returns.
 func (ms *Mounts) announced(rel string, how session.Change) {
