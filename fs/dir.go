@@ -18,6 +18,7 @@ import (
 // allow or refuse.
 type dirNode struct {
 	storeNode
+	tracked // notify.go
 	// movedTo is where an archive through the mount moved this directory
 	// (Rename). The kernel goes on using this node for the new name until
 	// it forgets it (forget, queued by Rename): meanwhile the directory and
@@ -148,6 +149,7 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 }
 
 func (d *dirNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	d.gave() // before the stat: see tracked
 	rel := d.dir()
 	pl := session.Classify(rel)
 	out.SetTimeout(attrTimeout(pl, true))

@@ -17,6 +17,7 @@ import (
 // the store; written only by appending whole lines through the engine.
 type logNode struct {
 	storeNode
+	tracked // notify.go
 }
 
 var (
@@ -30,6 +31,7 @@ var (
 // acknowledged; without the cache every read(2) of a warm log waited for
 // a GETATTR (see cacheTimeout for the figures).
 func (n *logNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	n.gave() // before the stat: see tracked
 	out.SetTimeout(cacheTimeout)
 	return n.statAttr(&out.Attr)
 }
@@ -51,14 +53,21 @@ func (n *logNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32
 	if err := n.m.e.CheckOpen(n.place, int(flags)); err != nil {
 		return nil, 0, errno(err)
 	}
-	r, errno := n.m.openReader(n.rel)
-	if errno != 0 {
-		return nil, 0, errno
+	h := &logHandle{node: n}
+	if isRead(flags) {
+		r, errno := n.m.openReader(n.rel)
+		if errno != 0 {
+			return nil, 0, errno
+		}
+		h.r = r
 	}
-	h := &logHandle{node: n, r: r}
 	if isWrite(flags) {
 		// RELEASE carries no caller: the writer is the one who opened.
-		h.caller = callerOf(ctx)
+		// Its pid and groups are read from /proc only when a loss must
+		// name them (writerOf): that read was three system calls of
+		// every `echo >>`, and so is a store descriptor a write-only
+		// handle never reads through.
+		h.opener, _ = fuse.FromContext(ctx)
 		return h, 0, 0
 	}
 	// Readers keep the page cache across opens: a log only grows, and
@@ -76,9 +85,13 @@ func (n *logNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32
 // interleave inside a line.
 type logHandle struct {
 	held
-	node   *logNode
-	r      *storeReader
-	caller session.Caller
+	node *logNode
+	r    *storeReader // nil for a write-only handle
+	// opener is who opened a writer (uid, gid, thread); caller is it
+	// resolved through /proc (writerOf), once a loss must be recorded.
+	opener   *fuse.Caller
+	caller   session.Caller
+	resolved bool
 
 	mu      sync.Mutex
 	partial []byte // bytes after the last newline written so far
@@ -111,6 +124,9 @@ var (
 )
 
 func (h *logHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if h.r == nil {
+		return nil, syscall.EBADF // the kernel refuses reads of a write-only descriptor first
+	}
 	return h.r.read(dest, off)
 }
 
@@ -138,17 +154,41 @@ func (h *logHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	}
 	if cut > 0 {
 		n := h.node
-		if err := n.m.e.AppendLog(h.caller, n.place.Ref(), n.place.File, buf[:cut]); err != nil {
+		if err := n.m.e.AppendLog(h.writerOf(), n.place.Ref(), n.place.File, buf[:cut]); err != nil {
 			// The pending bytes began the first refused line: it is
 			// dead, and must not be found pending (and recorded as a
 			// discarded partial line) at close.
 			return 0, h.refuse(data, cut, session.Lost{Errno: errno(err), Why: "lines written were refused: " + err.Error()})
 		}
-		n.m.changed(n.rel)
+		// The engine announced the append as Written: the kernel marks
+		// the attributes stale when this WRITE is answered. A WRITE with
+		// no process behind it is the page cache's writeback of a shared
+		// mapping, after which the kernel leaves the size cached: that
+		// one is announced in full.
+		if fc, ok := fuse.FromContext(ctx); !ok || fc.Pid == 0 {
+			n.m.changed(n.rel)
+		}
 		h.unsynced = true
 	}
 	h.partial, h.lastRefused = buf[cut:], nil
+	if len(h.partial) > 0 {
+		h.writerOf() // while the writer is surely alive: RELEASE may record the loss
+	}
 	return uint32(len(data)), 0
+}
+
+// writerOf is the writer as a loss records it: the opener's uid and gid,
+// and the pid and groups of the thread that opened, read from /proc the
+// first time they are needed (a thread already gone keeps its id as the
+// pid). Caller holds h.mu.
+func (h *logHandle) writerOf() session.Caller {
+	if !h.resolved && h.opener != nil {
+		o := h.opener
+		h.caller = session.Caller{Uid: o.Uid, Gid: o.Gid, Pid: int(o.Pid)}
+		h.caller.Pid, h.caller.Groups = session.ProcStatus(int(o.Pid))
+		h.resolved = true
+	}
+	return h.caller
 }
 
 // refuse drops the pending line and the refused data and has the engine
@@ -161,7 +201,7 @@ func (h *logHandle) refuse(data []byte, n int, lost session.Lost) syscall.Errno 
 		h.failed = lost.Errno
 	}
 	h.partial, h.lastRefused, h.lastErrno = nil, append([]byte(nil), data...), lost.Errno
-	h.node.m.e.RecordLoss(h.caller, h.node.place.Ref(), h.node.place.File, n, lost)
+	h.node.m.e.RecordLoss(h.writerOf(), h.node.place.Ref(), h.node.place.File, n, lost)
 	return lost.Errno
 }
 
@@ -210,9 +250,13 @@ func (h *logHandle) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	n := len(h.partial)
 	h.partial = nil
+	var who session.Caller
+	if n > 0 {
+		who = h.writerOf()
+	}
 	h.mu.Unlock()
 	if n > 0 {
-		h.node.m.e.RecordLoss(h.caller, h.node.place.Ref(), h.node.place.File, n, session.LostPartial)
+		h.node.m.e.RecordLoss(who, h.node.place.Ref(), h.node.place.File, n, session.LostPartial)
 	}
 	h.r.close()
 	h.giveBack()

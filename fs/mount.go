@@ -69,7 +69,7 @@ func Mount(e *session.Engine, root string, opts Options) (*Mounts, error) {
 		}
 	}
 	closeFUSEOnExec()
-	e.OnChange(ms.changed)
+	e.OnChange(ms.announced)
 	go ms.notifier()
 	return ms, nil
 }

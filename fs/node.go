@@ -317,6 +317,11 @@ func (m *mountState) attach(ctx context.Context, parent *fs.Inode, n session.Nod
 	}
 	// An inode the kernel knows already keeps its node (and its stamp).
 	child := parent.NewInode(ctx, node, fs.StableAttr{Mode: typ, Ino: inoOf(rel), Gen: 1})
+	if t, ok := child.Operations().(attrsTracker); ok {
+		// Before the check of gen below, which a change that the stat
+		// may have missed moves before it looks at this flag (notify.go).
+		t.given().Store(true)
+	}
 	if n.Virtual {
 		var ao fuse.AttrOut
 		if errno := child.Operations().(fs.NodeGetattrer).Getattr(ctx, nil, &ao); errno != 0 {

@@ -4,6 +4,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 
@@ -49,14 +50,49 @@ import (
 // store and the tree name it) exact at once, and queues the invalidation
 // of its name if it may have gone. It never waits: it is safe inside
 // handlers and with the engine's locks held.
-func (ms *Mounts) changed(rel string) {
+func (ms *Mounts) changed(rel string) { ms.announced(rel, session.Changed) }
+
+// announced is changed for a change the engine describes (Engine.OnChange).
+//
+// A log only grows, in place: its directory is as it was (the store
+// directory's mtime moves only when names come or go), so only the log's
+// own attributes go stale. And lines a writer appended through the mount
+// (session.Written) need no notification at all: the kernel that sent the
+// WRITE marks the file's size, mtime, ctime and blocks stale itself once
+// it is answered (fuse_write_update_attr), and the mode, owner and group
+// that an append leaves alone stay cached, so the writer's next open
+// sends no GETATTR for its permission check (an attributes notification
+// marks them all stale). Measured (docs/benchmarks.md, 15:22; each
+// append used to notify the log and the session directory, twice: the
+// engine and the handler each announced it, 25% of the server's CPU):
+// with the other cuts of that day, the server's CPU per 200-byte append
+// through one descriptor went from 124-162 to 64-112 µs, and `echo >>`
+// lost a GETATTR round trip.
+// integration/fuse_cache_test.go checks that a reader that had the log
+// cached sees the new size and bytes when the write returns.
+func (ms *Mounts) announced(rel string, how session.Change) {
 	ms.gen.Add(1) // before looking: see mountState.attach
 	parent, node, _ := ms.find(rel)
 	pl := session.Classify(rel)
+	if pl.Kind == session.PlaceLog {
+		stamp(node)
+		if how != session.Written {
+			staleAttrs(node)
+		}
+		return
+	}
 	if parent != nil && listedFromMemory(session.Classify(path.Dir(rel))) {
 		stamp(parent) // a name may have come or gone: the listing goes
 	}
-	staleAttrs(parent)
+	if pl.Kind != session.PlaceIndex {
+		// The index directory is announced when what it lists changes
+		// (every append touches the session's place in the list); it
+		// is made when its index loads, which announces the container.
+		// Marking the container stale at each append cost every `echo
+		// >>` a GETATTR of it (default_permissions checks the search
+		// permission of each directory walked).
+		staleAttrs(parent)
+	}
 	stamp(node)
 	staleAttrs(node)
 	switch pl.Kind {
@@ -96,12 +132,44 @@ func stamp(n *fs.Inode) {
 }
 
 // staleAttrs marks the kernel's attributes of n stale (nothing when the
-// kernel does not know n).
+// kernel does not know n, or holds none of them from us since they were
+// last marked stale: tracked).
 func staleAttrs(n *fs.Inode) {
-	if n != nil {
-		n.NotifyContent(-1, 0)
+	if n == nil {
+		return
 	}
+	if t, ok := n.Operations().(attrsTracker); ok && !t.given().Swap(false) {
+		return
+	}
+	n.NotifyContent(-1, 0)
 }
+
+// tracked is carried by the nodes (directories and logs) that know
+// whether the kernel may hold attributes they gave it since they were
+// last marked stale: a notification then goes only to attributes that
+// may be cached. A stream of appends with no stat in between (a writer
+// through the mount, an agent's sends) marked the same attributes stale
+// at every append, with a notification each (a write to /dev/fuse:
+// about a tenth of the server's CPU per append through the mount; see
+// docs/benchmarks.md).
+//
+// Sound because every attribute the kernel caches comes in a reply of
+// ours, and each such reply of a tracked node sets the flag before it
+// reads what it reports: Getattr (also behind SETATTR, LOOKUP of "."
+// and the lookups go-fuse makes itself) and attach (LOOKUP, READDIRPLUS,
+// MKDIR, CREATE). A change then either happened before that read (the
+// reply has it) or finds the flag set and notifies; a notification that
+// crosses the reply in the kernel wins (the kernel keeps no reply older
+// than the last invalidation: attr_version). STATX is not implemented,
+// so the kernel asks GETATTR.
+type tracked struct{ attrsGiven atomic.Bool }
+
+func (t *tracked) given() *atomic.Bool { return &t.attrsGiven }
+
+// gave records that attributes are about to be given to the kernel.
+func (t *tracked) gave() { t.attrsGiven.Store(true) }
+
+type attrsTracker interface{ given() *atomic.Bool }
 
 // find walks the nodes the kernel knows towards rel: node is rel's (nil
 // when the kernel does not know it), parent its directory's (nil when the

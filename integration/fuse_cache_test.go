@@ -225,6 +225,51 @@ func writeMnt(t testing.TB, path, value string) {
 	mustT(t, os.WriteFile(path, []byte(value), 0))
 }
 
+// A writer that keeps one descriptor open and appends line after line
+// (no OPEN between its writes) is not announced to the kernel by the
+// server: the kernel marks the size and times stale itself when each
+// WRITE is answered (fs/notify.go). A reader that stat'ed and read the
+// log before each write sees the exact size and bytes at once after it,
+// through a descriptor of its own held open too, also when a send
+// appends to the same log between the writes.
+func TestCacheExactHeldWriter(t *testing.T) {
+	s := newFuseServer(t)
+	s.send("held", "c0", "first")
+	mntLog := s.mnt(sessRel("held") + "/messages.jsonl")
+	storeLog := filepath.Join(s.store, sessRel("held"), "messages.jsonl")
+	w, err := os.OpenFile(mntLog, os.O_WRONLY|os.O_APPEND, 0)
+	mustT(t, err)
+	defer w.Close()
+	r, err := os.Open(mntLog)
+	mustT(t, err)
+	defer r.Close()
+	look := func(what string) {
+		t.Helper()
+		want := fileBytes(t, storeLog)
+		st, err := os.Stat(mntLog)
+		mustT(t, err)
+		fst, err := r.Stat()
+		mustT(t, err)
+		got, err := os.ReadFile(mntLog)
+		mustT(t, err)
+		buf := make([]byte, len(want)+4096)
+		n, _ := r.ReadAt(buf, 0)
+		if st.Size() != int64(len(want)) || fst.Size() != int64(len(want)) || string(got) != want || string(buf[:n]) != want {
+			t.Fatalf("%s: stat %d, fstat %d, read %d, held read %d bytes; store has %d", what, st.Size(), fst.Size(), len(got), n, len(want))
+		}
+	}
+	for i := 1; i <= 30; i++ {
+		look(fmt.Sprintf("before write %d", i))
+		if i%5 == 0 {
+			s.send("held", fmt.Sprintf("c%d", i), fmt.Sprintf("message %d", i))
+			look(fmt.Sprintf("after send %d", i))
+		}
+		_, err := w.WriteString(fmt.Sprintf(`{"role":"user","content":"held %d %s"}`+"\n", i, strings.Repeat("y", i*37)))
+		mustT(t, err)
+		look(fmt.Sprintf("after write %d", i))
+	}
+}
+
 // TestCacheExactAfterEveryChange: a reader has every file of a session
 // and of the index cached; after each kind of change — a send through
 // the socket and through ctl, an append through the mount, a value written through the

@@ -72,7 +72,7 @@ type Engine struct {
 	selfMu   sync.Mutex // serialises self_id claims
 	memo     memo       // single values served from memory (Value)
 	watchMu  sync.Mutex
-	watchers []func(rel string)
+	watchers []func(rel string, how Change)
 	journal  *runJournal
 	wal      *sealedlog.Journal // every append to a session log goes through it
 	derived  *behind            // derived values not yet in the store
@@ -184,31 +184,52 @@ func (e *Engine) Close() error {
 }
 
 // OnChange registers fn to be told the store-relative path of every file
-// and directory the engine changes. fn is called synchronously, after the
-// change and before it is acknowledged to anyone (a frame, a system call
-// returning), from whatever goroutine made it, FUSE handlers included and
-// sometimes with a session's locks held: fn must never block on anything
-// (the FUSE projection only marks the kernel's attributes stale, which
-// never waits, and queues the rest for a goroutine of its own).
-func (e *Engine) OnChange(fn func(rel string)) {
+// and directory the engine changes, and how. fn is called synchronously,
+// after the change and before it is acknowledged to anyone (a frame, a
+// system call returning), from whatever goroutine made it, FUSE handlers
+// included and sometimes with a session's locks held: fn must never block
+// on anything (the FUSE projection only marks the kernel's attributes
+// stale, which never waits, and queues the rest for a goroutine of its
+// own).
+func (e *Engine) OnChange(fn func(rel string, how Change)) {
 	e.watchMu.Lock()
 	e.watchers = append(e.watchers, fn)
 	e.watchMu.Unlock()
 }
 
+// Change is how a file changed, for the watchers.
+type Change int
+
+const (
+	// Changed: anything the engine did (the watchers assume the worst).
+	Changed Change = iota
+	// Written: lines a writer appended to a log through the mount
+	// (AppendLog), in the FUSE WRITE it is answering. The kernel that sent
+	// the WRITE marks the size and times of the file it wrote through
+	// stale itself once the WRITE is answered (fuse_write_update_attr), so
+	// the mount need not tell it (notify.go).
+	Written
+)
+
 // changed drops what the engine holds in memory of each rel and tells the
 // watchers. Every change the engine makes to a file or directory of the
-// tree must be announced here, right after it: the memo (Value) and the
-// kernel's caches of the mounts are kept exact by it and by nothing else.
+// tree must be announced here (or by changedBy), right after it: the memo
+// (Value) and the kernel's caches of the mounts are kept exact by it and
+// by nothing else.
 func (e *Engine) changed(rel ...string) {
-	e.memo.forget(rel...)
+	for _, r := range rel {
+		e.changedBy(Changed, r)
+	}
+}
+
+// changedBy announces one change of rel, made as how says.
+func (e *Engine) changedBy(how Change, rel string) {
+	e.memo.forget(rel)
 	e.watchMu.Lock()
 	ws := e.watchers
 	e.watchMu.Unlock()
-	for _, r := range rel {
-		for _, w := range ws {
-			w(r)
-		}
+	for _, w := range ws {
+		w(rel, how)
 	}
 }
 

@@ -50,7 +50,8 @@ func (e *Engine) CreateSession(c Caller, r Ref) error {
 // before its data is durable, fsync and the last close wait). EINVAL
 // (nothing written) when any line is invalid, EIO when the log is
 // unprovable, EPERM for any other file. An assistant message updates
-// latest.md; every append updates updated_at and the index.
+// latest.md; every append updates updated_at and the index. The append is
+// announced as Written: the caller is answering the writer's FUSE WRITE.
 func (e *Engine) AppendLog(c Caller, r Ref, file string, lines []byte) error {
 	s, l, release, err := e.lookupLog(r, file)
 	if err != nil {
@@ -59,7 +60,7 @@ func (e *Engine) AppendLog(c Caller, r Ref, file string, lines []byte) error {
 	defer release()
 	// A session's two logs are one history: damage in either refuses
 	// appends to both, as it refuses sends.
-	if err := s.ready(); err != nil {
+	if err := s.readyToAppend(l); err != nil {
 		return err
 	}
 	if err := l.Write(lines); err != nil {
@@ -69,7 +70,7 @@ func (e *Engine) AppendLog(c Caller, r Ref, file string, lines []byte) error {
 		s.latestFromLines(lines)
 	}
 	s.touch(time.Now(), "")
-	e.changed(r.Rel() + "/" + file)
+	e.changedBy(Written, r.Rel()+"/"+file)
 	return nil
 }
 

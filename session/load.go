@@ -302,6 +302,11 @@ func (e *Engine) Index(ct Container) (*index.Index, error) {
 		if err == nil {
 			x.OnChange(e.changed) // list, current and entries, as they change
 			x.UseValues(e.wal)    // current and entries: durable through the journal
+			// Load may have made the index directory: a name in the
+			// container. Later announcements of the index directory
+			// (touch) are of its content only, and leave the
+			// container's attributes alone (fs/notify.go).
+			e.changed(rel)
 		}
 		return x, err
 	})

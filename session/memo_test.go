@@ -17,7 +17,7 @@ func TestValueFollowsEveryChange(t *testing.T) {
 	env := newEnv(t)
 	var mu sync.Mutex
 	announced := map[string]int{}
-	env.e.OnChange(func(rel string) {
+	env.e.OnChange(func(rel string, _ Change) {
 		mu.Lock()
 		announced[rel]++
 		mu.Unlock()
