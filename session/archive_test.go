@@ -55,7 +55,7 @@ func TestArchiveRefusesActive(t *testing.T) {
 	defer env.do(root0, target, `{"op":"cancel","id":"s1","session":"temp-busy"}`)
 	env.send(root0, coder(), `{"op":"send","id":"c","session":"other","input":"x"}`) // another current
 	ref := Ref{Container: Container{Home: "home/0", Kind: abi.KindAgent, Owner: "sleeper"}, Name: "temp-busy"}
-	before := tree(t, env.store)
+	before := env.settledTree()
 	wantErrno(t, "archive of an active session", env.e.Archive(ref, privateOwner(0, 0), false), syscall.EBUSY)
 	wantErrno(t, "check of an active session", env.e.CheckArchive(ref), syscall.EBUSY)
 	sameTree(t, "a refused archive", before, tree(t, env.store))

@@ -51,7 +51,7 @@ func TestDamagedHistoryIsEIO(t *testing.T) {
 				if restart {
 					env.open()
 				}
-				before := tree(t, env.store)
+				before := env.settledTree()
 				for _, line := range []string{
 					`{"op":"send","id":"c2","input":"more"}`,
 					`{"op":"send","id":"c1","input":"hello"}`, // a replay reuses history: EIO first

@@ -138,7 +138,7 @@ func types(frames []*proto.Object) string {
 }
 
 // tree is the store byte for byte, for "nothing was written" checks.
-func tree(t *testing.T, dir string) map[string]string { return storetest.Snapshot(t, dir, nil) }
+func tree(t testing.TB, dir string) map[string]string { return storetest.Snapshot(t, dir, nil) }
 
 func sameTree(t *testing.T, what string, before, after map[string]string) {
 	t.Helper()
@@ -165,22 +165,29 @@ func readFile(t *testing.T, p string) string {
 	return string(b)
 }
 
-// listWritten waits until ct's index/list file holds the index's list:
-// the index writes it from its own goroutine after a change (at once
-// after a quiet second), so a snapshot of the store taken right after a
-// send may be taken before it lands.
-func (env *testEnv) listWritten(ct Container) {
+// settledTree is the store byte for byte once every loaded index has
+// written its list: an index writes index/list from its own goroutine
+// after a change (at once after a quiet second), so a snapshot taken
+// right after a send may be taken before it lands, and its landing then
+// reads as a write of whatever the test does next.
+func (env *testEnv) settledTree() map[string]string {
 	env.t.Helper()
-	want, err := env.e.IndexList(ct)
-	must(env.t, err)
-	file := filepath.Join(env.store, ct.Rel(), "index", "list")
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		got, err := os.ReadFile(file)
-		if err == nil && string(got) == string(want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			env.t.Fatalf("%s holds %q (%v), want %q", file, got, err, want)
+	env.e.indexes.mu.Lock()
+	lists := map[string][]byte{}
+	for rel, it := range env.e.indexes.items {
+		lists[filepath.Join(env.store, rel, "index", "list")] = it.v.ListBytes()
+	}
+	env.e.indexes.mu.Unlock()
+	for file, want := range lists {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			got, err := os.ReadFile(file)
+			if err == nil && string(got) == string(want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				env.t.Fatalf("%s holds %q (%v), want %q", file, got, err, want)
+			}
 		}
 	}
+	return tree(env.t, env.store)
 }

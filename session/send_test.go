@@ -75,7 +75,7 @@ func TestSendRecordsInOrder(t *testing.T) {
 func TestReplayWritesNothing(t *testing.T) {
 	env := newEnv(t)
 	first := env.send(root0, coder(), `{"op":"send","id":"c1","input":"hello","cwd":"/"}`)
-	before := tree(t, env.store)
+	before := env.settledTree()
 	again := env.send(root0, coder(), `{"op":"send","id":"c1","input":"hello","cwd":"/"}`)
 	sameTree(t, "a replay", before, tree(t, env.store))
 	if types(again) != "start,done" {
@@ -93,7 +93,7 @@ func TestPayloadReuseIsEINVAL(t *testing.T) {
 	env := newEnv(t)
 	must(t, os.MkdirAll(filepath.Join(env.store, "home/0/agent/coder/root/w"), 0o755))
 	env.send(root0, coder(), `{"op":"send","id":"c1","input":"hello"}`)
-	before := tree(t, env.store)
+	before := env.settledTree()
 	for _, line := range []string{
 		`{"op":"send","id":"c1","input":"other"}`,
 		`{"op":"send","id":"c1","input":"hello","cwd":"/w"}`,
@@ -112,7 +112,7 @@ func TestPayloadReuseIsEINVAL(t *testing.T) {
 func TestTempSessionsWriteNothing(t *testing.T) {
 	env := newEnv(t)
 	env.send(root0, coder(), `{"op":"send","id":"c0","input":"x","session":"keep"}`)
-	before := tree(t, env.store)
+	before := env.settledTree()
 	frames := env.send(root0, coder(), `{"op":"send","id":"t1","scope":"temp","session":"scratch","input":"hi"}`)
 	if types(frames) != "start,message,usage,done" {
 		t.Fatalf("temp frames %s", types(frames))
@@ -148,7 +148,7 @@ func TestCwdResolution(t *testing.T) {
 	must(t, os.Symlink("/etc", filepath.Join(root, "abs")))
 	must(t, os.Symlink("/proc/self/root", filepath.Join(root, "magic")))
 	env.send(root0, coder(), `{"op":"send","id":"ok","input":"x","cwd":"/workspace/sub","session":"s"}`)
-	before := tree(t, env.store)
+	before := env.settledTree()
 	cases := map[string]syscall.Errno{
 		"/missing":        syscall.ENOENT,
 		"/workspace/nope": syscall.ENOENT,
@@ -196,7 +196,7 @@ func TestSharedScope(t *testing.T) {
 	must(t, env.e.AddSpace("team", 1234, 0o770))
 	member := Caller{Uid: 1001, Gid: 1001, Groups: []uint32{1234}}
 	stranger := Caller{Uid: 1002, Gid: 1002}
-	before := tree(t, env.store)
+	before := env.settledTree()
 	_, err = env.do(stranger, coder(), `{"op":"send","id":"c","input":"x","scope":"shared","space":"team"}`)
 	wantErrno(t, "stranger", err, syscall.EACCES)
 	sameTree(t, "a refused shared send", before, tree(t, env.store))
@@ -233,7 +233,7 @@ func TestPrivateOwnership(t *testing.T) {
 
 func TestUnknownAgentIsENOENT(t *testing.T) {
 	env := newEnv(t)
-	before := tree(t, env.store)
+	before := env.settledTree()
 	_, err := env.do(root0, Target{Kind: abi.KindAgent, Owner: "ghost"}, `{"op":"send","id":"c","input":"x"}`)
 	wantErrno(t, "undefined agent", err, syscall.ENOENT)
 	after := tree(t, env.store)
@@ -252,8 +252,7 @@ func TestUnknownAgentIsENOENT(t *testing.T) {
 func TestRefusedSendWritesNothing(t *testing.T) {
 	env := newEnv(t)
 	env.send(root0, coder(), `{"op":"send","id":"c0","input":"first"}`)
-	env.listWritten(Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"})
-	before := tree(t, env.store)
+	before := env.settledTree()
 	// A request of exactly the request limit: its user message line, with
 	// the run id and time stamp, is longer than the line limit.
 	skeleton := `{"op":"send","id":"big","input":""}`
