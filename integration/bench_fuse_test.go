@@ -10,6 +10,7 @@ package integration
 // rate of a divided by the rate of b (1.0 = as fast; 0.5 = half as fast).
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -17,9 +18,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -518,22 +521,25 @@ func BenchmarkAppend(b *testing.B) {
 
 // BenchmarkCatState: `cat state` in a loop — open, read to EOF with a
 // 4 KiB buffer, close — of a session's state file through the mount
-// against the store file natively, and against two reference go-fuse
-// files of the same bytes mounted in this process, both with their
-// attributes and pages kept by the kernel: "refopen" answers OPEN (no
-// handle, FOPEN_KEEP_CACHE|FOPEN_NOFLUSH: an OPEN and a background
-// RELEASE per cat, what ctxfs does), "refnoopen" answers ENOSYS to its
-// first OPEN and FLUSH, which the kernel takes as no-open and no-flush
-// for the whole connection: no round trip at all, the ceiling a FUSE
-// file can reach here, and one ctxfs cannot take (fs/value.go, openSmall).
+// against the store file natively, and against reference go-fuse files
+// of the same bytes, with their attributes and pages kept by the kernel:
+// "refopen" answers OPEN (no handle, FOPEN_KEEP_CACHE|FOPEN_NOFLUSH: an
+// OPEN and a background RELEASE per cat, what ctxfs does), "refnoopen"
+// answers ENOSYS to its first OPEN and FLUSH, which the kernel takes as
+// no-open and no-flush for the whole connection: no round trip at all,
+// the ceiling a FUSE file can reach here, and one ctxfs cannot take
+// (fs/value.go, openSmall). Both are served by a process of their own,
+// as ctxfs is (spawnSmallFile); "refopen-here" is refopen served by this
+// process, whose round trips are cheaper (no switch of address space:
+// see spawnSmallFile).
 func BenchmarkCatState(b *testing.B) {
 	s := benchFuseServer(b)
 	benchNewSession(b, s, "st")
 	data := []byte("idle\n")
 	paths := []string{benchMnt(s, "st", "state"), benchStore(s, "st", "state"),
-		mountSmallFile(b, data, false), mountSmallFile(b, data, true)}
+		spawnSmallFile(b, data, false), spawnSmallFile(b, data, true), mountSmallFile(b, data, false)}
 	buf := make([]byte, 4096)
-	sides := []*side{{name: "ctxfs"}, {name: "native"}, {name: "refopen"}, {name: "refnoopen"}}
+	sides := []*side{{name: "ctxfs"}, {name: "native"}, {name: "refopen"}, {name: "refnoopen"}, {name: "refopen-here"}}
 	for _, p := range paths {
 		if n, err := readAll(p, buf); err != nil || n != int64(len(data)) {
 			b.Fatalf("%s: %d bytes, %v", p, n, err)
@@ -548,7 +554,7 @@ func BenchmarkCatState(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	reportOps(b, sides[0], sides[1])
+	reportOps(b, sides[0], sides[1], sides[2])
 	for _, ref := range sides[2:] {
 		b.ReportMetric(ref.opsPerSec()/sides[1].opsPerSec(), ref.name+"/native")
 	}
@@ -613,12 +619,7 @@ func (r *smallRoot) OnAdd(ctx context.Context) {
 func mountSmallFile(b *testing.B, data []byte, noOpen bool) string {
 	b.Helper()
 	mnt := b.TempDir()
-	hour := time.Hour
-	srv, err := gofs.Mount(mnt, &smallRoot{file: &smallFile{data: data, noOpen: noOpen}}, &gofs.Options{
-		EntryTimeout: &hour,
-		AttrTimeout:  &hour,
-		MountOptions: fuse.MountOptions{FsName: "benchsmall", DirectMountStrict: true, DisableXAttrs: true},
-	})
+	srv, err := mountSmall(mnt, data, noOpen)
 	if err != nil {
 		b.Fatalf("mount reference file: %v", err)
 	}
@@ -628,6 +629,95 @@ func mountSmallFile(b *testing.B, data []byte, noOpen bool) string {
 		}
 	})
 	return filepath.Join(mnt, "state")
+}
+
+func mountSmall(mnt string, data []byte, noOpen bool) (*fuse.Server, error) {
+	hour := time.Hour
+	return gofs.Mount(mnt, &smallRoot{file: &smallFile{data: data, noOpen: noOpen}}, &gofs.Options{
+		EntryTimeout: &hour,
+		AttrTimeout:  &hour,
+		MountOptions: fuse.MountOptions{FsName: "benchsmall", DirectMountStrict: true, DisableXAttrs: true},
+	})
+}
+
+// smallFileEnv, set, makes this test binary serve one smallFile instead
+// of running tests (TestMain, serveSmallFile): "open <dir>" or
+// "noopen <dir>"; the bytes are in smallDataEnv.
+const (
+	smallFileEnv = "CTXFS_BENCH_SMALLFILE"
+	smallDataEnv = "CTXFS_BENCH_SMALLDATA"
+)
+
+// spawnSmallFile mounts a smallFile holding data from a process of its
+// own (this test binary again), as ctxfs serves from its own process, and
+// returns its path; the process is stopped and the mount gone at cleanup.
+// A FUSE round trip to another process costs more here than one served
+// by the caller's own process: `cat` of a file that answers OPEN made
+// 0.20-0.22 of native from a process of its own and 0.31 when the
+// benchmark's process served it (kernel 6.18 in a VM, 2 cores).
+func spawnSmallFile(b *testing.B, data []byte, noOpen bool) string {
+	b.Helper()
+	mnt := b.TempDir()
+	mode := "open"
+	if noOpen {
+		mode = "noopen"
+	}
+	self, err := os.Executable()
+	mustT(b, err)
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), smallFileEnv+"="+mode+" "+mnt, smallDataEnv+"="+string(data))
+	out, err := cmd.StdoutPipe()
+	mustT(b, err)
+	cmd.Stderr = os.Stderr
+	mustT(b, cmd.Start())
+	b.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		unix.Unmount(mnt, unix.MNT_DETACH) // if it died without unmounting
+	})
+	ready := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err == nil && line != "ready\n" {
+			err = fmt.Errorf("%q", line)
+		}
+		ready <- err
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			b.Fatalf("reference file server: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		b.Fatal("reference file server did not start")
+	}
+	return filepath.Join(mnt, "state")
+}
+
+// serveSmallFile is the process spawnSmallFile starts: it mounts the
+// smallFile spec names, says "ready" on stdout and serves until SIGTERM.
+func serveSmallFile(spec string) int {
+	mode, mnt, _ := strings.Cut(spec, " ")
+	srv, err := mountSmall(mnt, []byte(os.Getenv(smallDataEnv)), mode == "noopen")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mount reference file:", err)
+		return 1
+	}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	fmt.Println("ready")
+	<-stop
+	if err := srv.Unmount(); err != nil {
+		unix.Unmount(mnt, unix.MNT_DETACH)
+	}
+	return 0
 }
 
 // BenchmarkLsSessions: `ls -l` of a session/ directory holding 10,000

@@ -23,6 +23,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(smallFileEnv); spec != "" {
+		os.Exit(serveSmallFile(spec)) // a reference server of BenchmarkCatState
+	}
 	dir, err := os.MkdirTemp("", "ctxfs-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
