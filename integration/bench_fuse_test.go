@@ -341,8 +341,9 @@ func pathsOf(targets []struct{ name, path string }) []string {
 // ones after it 88-95%, and whichever came first read at about half the
 // speed of the others (ctxfs first: ctxfs 0.29 of native, loopkc 0.63;
 // loopkc first: ctxfs 0.59, loopkc 0.31). Filled side by side they share
-// the allocator's state (69-73% consecutive each, within 0.01 of each
-// other), so the ratios compare the filesystems, not the order.
+// the allocator's state (in eight runs 34-83% consecutive, ctxfs's and
+// loopkc's within 0.01 of each other), so the ratios compare the
+// filesystems, not the order.
 func warmSideBySide(b *testing.B, native string, fuse []string, buf []byte) {
 	b.Helper()
 	if _, err := readAll(native, buf); err != nil {
@@ -653,8 +654,9 @@ const (
 // returns its path; the process is stopped and the mount gone at cleanup.
 // A FUSE round trip to another process costs more here than one served
 // by the caller's own process: `cat` of a file that answers OPEN made
-// 0.20-0.22 of native from a process of its own and 0.31 when the
-// benchmark's process served it (kernel 6.18 in a VM, 2 cores).
+// 0.19-0.26 of native from a process of its own and 0.30-0.37 when the
+// benchmark's process served it, in the same six runs (kernel 6.18 in a
+// VM, 2 cores).
 func spawnSmallFile(b *testing.B, data []byte, noOpen bool) string {
 	b.Helper()
 	mnt := b.TempDir()
@@ -671,15 +673,7 @@ func spawnSmallFile(b *testing.B, data []byte, noOpen bool) string {
 	cmd.Stderr = os.Stderr
 	mustT(b, cmd.Start())
 	b.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
+		stopProcess(cmd, syscall.SIGTERM)
 		unix.Unmount(mnt, unix.MNT_DETACH) // if it died without unmounting
 	})
 	ready := make(chan error, 1)
