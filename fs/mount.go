@@ -108,7 +108,32 @@ func (ms *Mounts) mountOne(root, top string, opts Options) error {
 	}
 	ms.servers = append(ms.servers, srv)
 	ms.roots[top] = rootNode.EmbeddedInode()
+	raiseReadahead(dir)
 	return nil
+}
+
+// readaheadKB is how far the kernel reads ahead in the mount's files: as
+// far as one READ may carry (MaxWrite), where the kernel's default is
+// 128 KiB. The INIT reply can only lower the kernel's offer, so root
+// raises it through the mount's bdi in sysfs; another user keeps the
+// default. Measured on a 512 MiB log read through the mount with the
+// store file in the page cache (BenchmarkSeqRead's fill): 514 READs
+// instead of 4,098, and 2.1-2.9 GiB/s instead of 1.2-1.6 GiB/s; a warm
+// read is not affected (it sends no READ).
+const readaheadKB = maxWrite >> 10
+
+// maxWrite is the most one READ or WRITE carries.
+const maxWrite = 1 << 20
+
+// raiseReadahead sets the readahead of the FUSE mount at dir (root only:
+// for others the write fails and the default stays).
+func raiseReadahead(dir string) {
+	var st unix.Stat_t
+	if unix.Stat(dir, &st) != nil {
+		return
+	}
+	p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
+	os.WriteFile(p, []byte(strconv.Itoa(readaheadKB)+"\n"), 0)
 }
 
 // mountOptions: the kernel enforces privacy from the store's owners and
@@ -131,7 +156,7 @@ func mountOptions(opts Options) *fs.Options {
 			DisableXAttrs: true,
 			// 1 MiB writes reach the server whole (the default 128 KiB
 			// cut a bulk append into eight durable appends).
-			MaxWrite: 1 << 20,
+			MaxWrite: maxWrite,
 			Debug:    opts.Debug,
 		},
 	}

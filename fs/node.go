@@ -26,11 +26,17 @@ import (
 //     timeout of 0) and names lived a second: `cat state` 0.07x → 0.24-0.27x
 //     (with openSmall), `ls -l` of 10,000 sessions, warm, 0.22x → 0.98-1.0x
 //     (readdir + lstat) and 0.51x → 1.0-1.18x (ls -l; with cachedDir), and
-//     a warm 512 MiB log 0.34x → 0.36-0.47x (the reference loopback with a
-//     kept cache: 0.62-0.67x in the same runs; the GETATTR that came with
-//     each 1 MiB read is gone, and CTXFS_DEBUG shows no request at all
-//     while a warm log is read: what remains is the kernel's copy out of
-//     the FUSE page cache, whose pages are smaller than ext4's here).
+//     a warm 512 MiB log 0.34x → 0.36-0.47x (the GETATTR that came with
+//     each 1 MiB read is gone; a warm read of the whole log now sends one
+//     OPEN and one RELEASE, and a GETATTR per directory whose attributes
+//     lasted a second). What remains is the kernel's copy out of the FUSE
+//     page cache, which holds single 4 KiB pages on this kernel (ext4's
+//     cache of the same file: 1 MiB folios), read as fast as they lie
+//     consecutive in physical memory; a loopback with a kept cache filled
+//     side by side with ctxfs's reads as fast (BenchmarkSeqRead,
+//     warmSideBySide), and the fastest FUSE cache seen, 95% consecutive,
+//     made 0.6-0.7x. 0.9x needs the kernel's large folios for FUSE or
+//     passthrough (GO-FUSE-NOTES: unsafe for validated files).
 //     Exact sizes do not rest on the timeout but on invalidation: every
 //     change the engine (or a handler) makes reaches Mounts.changed before
 //     it is acknowledged, which marks the kernel's attributes of the file

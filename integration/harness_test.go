@@ -23,6 +23,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(smallFileEnv); spec != "" {
+		os.Exit(serveSmallFile(spec)) // a reference server of BenchmarkCatState
+	}
 	dir, err := os.MkdirTemp("", "ctxfs-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -121,6 +124,20 @@ func (s *server) waitReady() {
 	s.t.Fatalf("server did not answer; log:\n%s", s.logText())
 }
 
+// stopProcess signals a started process with sig and waits for it;
+// SIGKILL after 10 s.
+func stopProcess(cmd *exec.Cmd, sig syscall.Signal) {
+	cmd.Process.Signal(sig)
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+	}
+}
+
 func (s *server) logText() string {
 	b, _ := os.ReadFile(s.log.Name())
 	return string(b)
@@ -131,15 +148,7 @@ func (s *server) kill(cmd *exec.Cmd, sig syscall.Signal) {
 	if cmd.Process == nil || cmd.ProcessState != nil {
 		return
 	}
-	cmd.Process.Signal(sig)
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		<-done
-	}
+	stopProcess(cmd, sig)
 	for _, d := range []string{"home", "shared"} { // never leave a mount behind
 		exec.Command("umount", "-l", filepath.Join(s.root, d)).Run()
 	}

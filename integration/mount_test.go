@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // `ctxfs mount` without --foreground returns once both mounts answer, and
@@ -112,5 +115,25 @@ func TestMountRefusesAnUnsafeStore(t *testing.T) {
 	mustT(t, err)
 	if st.Mode().Perm() != 0o700 {
 		t.Fatalf("store mode %v after mount, want 0700", st.Mode())
+	}
+}
+
+// As root the mounts read ahead as far as one READ carries (1 MiB,
+// fs/mount.go readaheadKB), not the kernel's 128 KiB: a large log read
+// cold through the mount costs an eighth of the round trips.
+func TestMountReadahead(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root may set a mount's readahead")
+	}
+	s := newFuseServer(t)
+	for _, top := range []string{"home", "shared"} {
+		var st unix.Stat_t
+		mustT(t, unix.Stat(s.mnt(top), &st))
+		ra := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
+		// The server sets it just after its mount answers.
+		eventually(t, 10*time.Second, top+" readahead 1024 KiB", func() bool {
+			b, err := os.ReadFile(ra)
+			return err == nil && strings.TrimSpace(string(b)) == "1024"
+		})
 	}
 }
