@@ -207,25 +207,8 @@ func (h *serverFile) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // returns its mount point; it is unmounted at cleanup.
 func mountLoopback(b *testing.B, dir string, passthrough, keepCache bool) string {
 	b.Helper()
-	var st syscall.Stat_t
-	mustT(b, syscall.Stat(dir, &st))
-	root := &gofs.LoopbackRoot{Path: dir, Dev: uint64(st.Dev)}
-	root.NewNode = func(r *gofs.LoopbackRoot, _ *gofs.Inode, _ string, _ *syscall.Stat_t) gofs.InodeEmbedder {
-		return &refLoopback{LoopbackNode: gofs.LoopbackNode{RootData: r}, passthrough: passthrough, keepCache: keepCache}
-	}
-	rootNode := root.NewNode(root, nil, "", &st)
-	root.RootNode = rootNode
 	mnt := b.TempDir()
-	sec := time.Second
-	srv, err := gofs.Mount(mnt, rootNode, &gofs.Options{
-		EntryTimeout: &sec,
-		AttrTimeout:  &sec,
-		MountOptions: fuse.MountOptions{
-			FsName:            "benchloop",
-			DirectMountStrict: true,
-			DisableXAttrs:     true,
-		},
-	})
+	srv, err := newLoopback(dir, mnt, passthrough, keepCache)
 	if err != nil {
 		b.Fatalf("mount loopback: %v", err)
 	}
@@ -235,6 +218,30 @@ func mountLoopback(b *testing.B, dir string, passthrough, keepCache bool) string
 		}
 	})
 	return mnt
+}
+
+// newLoopback mounts a reference loopback of dir on mnt.
+func newLoopback(dir, mnt string, passthrough, keepCache bool) (*fuse.Server, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return nil, err
+	}
+	root := &gofs.LoopbackRoot{Path: dir, Dev: uint64(st.Dev)}
+	root.NewNode = func(r *gofs.LoopbackRoot, _ *gofs.Inode, _ string, _ *syscall.Stat_t) gofs.InodeEmbedder {
+		return &refLoopback{LoopbackNode: gofs.LoopbackNode{RootData: r}, passthrough: passthrough, keepCache: keepCache}
+	}
+	rootNode := root.NewNode(root, nil, "", &st)
+	root.RootNode = rootNode
+	sec := time.Second
+	return gofs.Mount(mnt, rootNode, &gofs.Options{
+		EntryTimeout: &sec,
+		AttrTimeout:  &sec,
+		MountOptions: fuse.MountOptions{
+			FsName:            "benchloop",
+			DirectMountStrict: true,
+			DisableXAttrs:     true,
+		},
+	})
 }
 
 // BenchmarkSeqRead: a 512 MiB messages.jsonl read from start to end with a
@@ -427,8 +434,11 @@ func consecutivePages(b *testing.B, p string) (float64, bool) {
 // against the same lines appended natively to an ext4 file beside the
 // store, with fdatasync after each write ("sync", what a durable append
 // costs) and without ("nosync", the page cache only), and through a plain
-// go-fuse loopback of that directory mounted in this process ("loop":
-// what any FUSE server pays, without validation or a journal).
+// go-fuse loopback of that directory ("loop": what any FUSE server pays,
+// without validation or a journal), served like ctxfs by a process of its
+// own (spawnRef); "loop-here" is the same loopback served by the
+// benchmark's process, which saves a switch between processes per round
+// trip (what this row compared with until 2026-12-01 16:00).
 //
 //	fd:         one descriptor opened O_APPEND, one 200-byte line per write
 //	open-close: open(O_WRONLY|O_CREAT|O_APPEND), write one 200-byte line,
@@ -441,7 +451,8 @@ func BenchmarkAppend(b *testing.B) {
 	mustT(b, os.MkdirAll(nativeDir, 0o700))
 	line := jsonLines(200, 200)
 	big := jsonLines(1<<20, 1024)
-	loop := mountLoopback(b, nativeDir, false, false)
+	loop := spawnRef(b, nil, "loop", nativeDir)
+	loopHere := mountLoopback(b, nativeDir, false, false)
 	for _, c := range []struct {
 		name  string
 		data  []byte
@@ -457,9 +468,10 @@ func BenchmarkAppend(b *testing.B) {
 			filepath.Join(nativeDir, c.name+"-sync.jsonl"),
 			filepath.Join(nativeDir, c.name+"-nosync.jsonl"),
 			filepath.Join(loop, c.name+"-loop.jsonl"),
+			filepath.Join(loopHere, c.name+"-loophere.jsonl"),
 		}
 		b.Run(c.name, func(b *testing.B) {
-			sides := []*side{{name: "ctxfs"}, {name: "sync"}, {name: "nosync"}, {name: "loop"}}
+			sides := []*side{{name: "ctxfs"}, {name: "sync"}, {name: "nosync"}, {name: "loop"}, {name: "loop-here"}}
 			files := make([]*os.File, len(paths))
 			open := func(j int) *os.File {
 				f, err := os.OpenFile(paths[j], os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
@@ -510,9 +522,10 @@ func BenchmarkAppend(b *testing.B) {
 				b.ReportMetric(sides[0].mibPerSec()/sides[1].mibPerSec(), "ctxfs/sync")
 				b.ReportMetric(sides[0].mibPerSec()/sides[2].mibPerSec(), "ctxfs/nosync")
 				b.ReportMetric(sides[0].mibPerSec()/sides[3].mibPerSec(), "ctxfs/loop")
+				b.ReportMetric(sides[0].mibPerSec()/sides[4].mibPerSec(), "ctxfs/loop-here")
 				return
 			}
-			reportOps(b, sides[0], sides[1], sides[2], sides[3])
+			reportOps(b, sides[0], sides[1:]...)
 		})
 	}
 }
@@ -641,33 +654,32 @@ func mountSmall(mnt string, data []byte, noOpen bool) (*fuse.Server, error) {
 	})
 }
 
-// smallFileEnv, set, makes this test binary serve one smallFile instead
-// of running tests (TestMain, serveSmallFile): "open <dir>" or
-// "noopen <dir>"; the bytes are in smallDataEnv.
+// refServerEnv, set, makes this test binary serve one reference
+// filesystem instead of running tests (TestMain, serveRef): "open MNT" or
+// "noopen MNT" (a smallFile holding the bytes in smallDataEnv), or
+// "loop MNT DIR" (a loopback of DIR whose reads and writes go through the
+// server, mountLoopback's).
 const (
-	smallFileEnv = "CTXFS_BENCH_SMALLFILE"
+	refServerEnv = "CTXFS_BENCH_REFSERVER"
 	smallDataEnv = "CTXFS_BENCH_SMALLDATA"
 )
 
-// spawnSmallFile mounts a smallFile holding data from a process of its
-// own (this test binary again), as ctxfs serves from its own process, and
-// returns its path; the process is stopped and the mount gone at cleanup.
-// A FUSE round trip to another process costs more here than one served
-// by the caller's own process: `cat` of a file that answers OPEN made
-// 0.19-0.26 of native from a process of its own and 0.30-0.37 when the
-// benchmark's process served it, in the same six runs (kernel 6.18 in a
-// VM, 2 cores).
-func spawnSmallFile(b *testing.B, data []byte, noOpen bool) string {
+// spawnRef mounts a reference filesystem (refServerEnv's spec, on a new
+// mount point; env is added to the process's environment) from a process of its own (this test binary again), as
+// ctxfs serves from its own process, and returns its mount point; the
+// process is stopped and the mount gone at cleanup. A FUSE round trip to
+// another process costs more here than one served by the caller's own
+// process: `cat` of a file that answers OPEN made 0.19-0.26 of native
+// from a process of its own and 0.30-0.37 when the benchmark's process
+// served it, in the same six runs (kernel 6.18 in a VM, 2 cores).
+func spawnRef(b *testing.B, env []string, mode string, args ...string) string {
 	b.Helper()
 	mnt := b.TempDir()
-	mode := "open"
-	if noOpen {
-		mode = "noopen"
-	}
 	self, err := os.Executable()
 	mustT(b, err)
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), smallFileEnv+"="+mode+" "+mnt, smallDataEnv+"="+string(data))
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(cmd.Env, refServerEnv+"="+strings.Join(append([]string{mode, mnt}, args...), " "))
 	out, err := cmd.StdoutPipe()
 	mustT(b, err)
 	cmd.Stderr = os.Stderr
@@ -687,21 +699,39 @@ func spawnSmallFile(b *testing.B, data []byte, noOpen bool) string {
 	select {
 	case err := <-ready:
 		if err != nil {
-			b.Fatalf("reference file server: %v", err)
+			b.Fatalf("reference server: %v", err)
 		}
 	case <-time.After(20 * time.Second):
-		b.Fatal("reference file server did not start")
+		b.Fatal("reference server did not start")
 	}
-	return filepath.Join(mnt, "state")
+	return mnt
 }
 
-// serveSmallFile is the process spawnSmallFile starts: it mounts the
-// smallFile spec names, says "ready" on stdout and serves until SIGTERM.
-func serveSmallFile(spec string) int {
-	mode, mnt, _ := strings.Cut(spec, " ")
-	srv, err := mountSmall(mnt, []byte(os.Getenv(smallDataEnv)), mode == "noopen")
+// spawnSmallFile is spawnRef of a smallFile holding data: its path.
+func spawnSmallFile(b *testing.B, data []byte, noOpen bool) string {
+	mode := "open"
+	if noOpen {
+		mode = "noopen"
+	}
+	return filepath.Join(spawnRef(b, []string{smallDataEnv + "=" + string(data)}, mode), "state")
+}
+
+// serveRef is the process spawnRef starts: it mounts what spec names,
+// says "ready" on stdout and serves until SIGTERM.
+func serveRef(spec string) int {
+	f := strings.Fields(spec)
+	var srv *fuse.Server
+	var err error
+	switch {
+	case len(f) == 2 && (f[0] == "open" || f[0] == "noopen"):
+		srv, err = mountSmall(f[1], []byte(os.Getenv(smallDataEnv)), f[0] == "noopen")
+	case len(f) == 3 && f[0] == "loop":
+		srv, err = newLoopback(f[2], f[1], false, false)
+	default:
+		err = fmt.Errorf("bad spec %q", spec)
+	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "mount reference file:", err)
+		fmt.Fprintln(os.Stderr, "reference server:", err)
 		return 1
 	}
 	stop := make(chan os.Signal, 1)
@@ -709,7 +739,7 @@ func serveSmallFile(spec string) int {
 	fmt.Println("ready")
 	<-stop
 	if err := srv.Unmount(); err != nil {
-		unix.Unmount(mnt, unix.MNT_DETACH)
+		unix.Unmount(f[1], unix.MNT_DETACH)
 	}
 	return 0
 }

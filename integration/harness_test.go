@@ -23,8 +23,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(smallFileEnv); spec != "" {
-		os.Exit(serveSmallFile(spec)) // a reference server of BenchmarkCatState
+	if spec := os.Getenv(refServerEnv); spec != "" {
+		os.Exit(serveRef(spec)) // a reference server of a benchmark
 	}
 	dir, err := os.MkdirTemp("", "ctxfs-bin-")
 	if err != nil {
