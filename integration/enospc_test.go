@@ -12,6 +12,22 @@ import (
 	"time"
 )
 
+// smallTmpfs mounts a tmpfs of size (mount(8)'s size=) for a store, and
+// returns where; it is unmounted lazily at cleanup, after the server
+// stops (cleanups run last first).
+func smallTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	base := t.TempDir()
+	os.Chmod(base, 0o755)
+	tmpfs := filepath.Join(base, "small")
+	mustT(t, os.Mkdir(tmpfs, 0o700))
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0700", "tmpfs", tmpfs).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", tmpfs).Run() })
+	return tmpfs
+}
+
 // TestFullDisk: a store on a small tmpfs, filled until sends and appends
 // through the mount are refused with ENOSPC. A refused send leaves the
 // session's files as they were; no client ever gets a frame that is not recorded (every frame
@@ -20,14 +36,7 @@ import (
 // space is freed, sends work again.
 func TestFullDisk(t *testing.T) {
 	requireFUSE(t)
-	base := t.TempDir()
-	os.Chmod(base, 0o755)
-	tmpfs := filepath.Join(base, "small")
-	mustT(t, os.Mkdir(tmpfs, 0o700))
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=3m,mode=0700", "tmpfs", tmpfs).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", tmpfs).Run() }) // after the server stops (cleanups run last first)
+	tmpfs := smallTmpfs(t, "3m")
 	s := newServerWith(t, func(s *server) {
 		s.store = filepath.Join(tmpfs, "store")
 		// An agent whose answer is larger than the room left.
@@ -179,14 +188,7 @@ func everyFrameRecorded(t *testing.T, frames []frame, events string) {
 // meanwhile and land in the store once there is room.
 func TestFullDiskKeepsTheSessionBound(t *testing.T) {
 	requireFUSE(t)
-	base := t.TempDir()
-	os.Chmod(base, 0o755)
-	tmpfs := filepath.Join(base, "small")
-	mustT(t, os.Mkdir(tmpfs, 0o700))
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=32m,mode=0700", "tmpfs", tmpfs).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", tmpfs).Run() }) // after the server stops (cleanups run last first)
+	tmpfs := smallTmpfs(t, "32m")
 	s := newServerWith(t, func(s *server) {
 		s.store = filepath.Join(tmpfs, "store")
 		s.wrap = []string{"prlimit", "--nofile=128:128"} // session.SessionBudget: 16
