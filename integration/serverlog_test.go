@@ -113,6 +113,25 @@ func TestServerLogCtlRefusal(t *testing.T) {
 	}
 }
 
+// A watchdog that dies under a running server is logged at error level
+// with its pid, not printed on the server's stderr.
+func TestServerLogWatchdogGone(t *testing.T) {
+	var logPath string
+	s := newFuseServerWith(t, func(s *server) {
+		logPath = filepath.Join(filepath.Dir(s.root), "server.log")
+		s.args = []string{"--log-file", logPath}
+	})
+	wd := watchdogOf(s.cmd.Process.Pid)
+	if wd == 0 {
+		t.Fatal("no watchdog")
+	}
+	mustT(t, syscall.Kill(wd, syscall.SIGKILL))
+	waitLogged(t, logPath, fmt.Sprintf(`level=ERROR msg="watchdog gone; a kill -9 of this server may now leave callers hanging" pid=%d err="signal: killed"`, wd))
+	if strings.Contains(s.logText(), "watchdog") {
+		t.Errorf("the server's stderr speaks of the watchdog although --log-file was given:\n%s", s.logText())
+	}
+}
+
 // unstartedServer is a root with the agent coder (debug/echo) and a
 // store, in a fresh directory, for tests that start the server their own
 // way (in the background, through mount(8)): whatever they start is
