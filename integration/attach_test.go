@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -102,24 +103,20 @@ func (p *ctxProc) stderr() string {
 // waitOut waits until stdout holds want.
 func (p *ctxProc) waitOut(want string) {
 	p.t.Helper()
-	deadline := time.Now().Add(cmdLimit)
-	for !strings.Contains(p.stdout(), want) {
-		if time.Now().After(deadline) {
-			p.t.Fatalf("ctx %q: no %q on stdout within %v; stdout %q stderr %q", p.cmd.Args[1:], want, cmdLimit, p.stdout(), p.stderr())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitUntil(p.t, cmdLimit, func() bool { return strings.Contains(p.stdout(), want) }, func() string {
+		return fmt.Sprintf("ctx %q: no %q on stdout; %s", p.cmd.Args[1:], want, p.printed())
+	})
+}
+
+// printed is what the process wrote, for failures.
+func (p *ctxProc) printed() string {
+	return fmt.Sprintf("stdout %q stderr %q", p.stdout(), p.stderr())
 }
 
 // exitCode waits for the process to end.
 func (p *ctxProc) exitCode() int {
 	p.t.Helper()
-	select {
-	case <-p.exited:
-	case <-time.After(cmdLimit):
-		p.t.Fatalf("ctx %q did not end within %v; stdout %q stderr %q", p.cmd.Args[1:], cmdLimit, p.stdout(), p.stderr())
-	}
-	return p.cmd.ProcessState.ExitCode()
+	return exitWithin(p.t, p.cmd, p.exited, cmdLimit, p.printed)
 }
 
 // TestAttachGetsTheRestOnce: while a run waits half-way, two other
