@@ -81,34 +81,51 @@ var (
 func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.started {
-		return 0, syscall.EINVAL
+	if h.started { // the first request's reply is read on: no frame for this one
+		return 0, h.logRefused("", errSecondRequest)
 	}
 	buf := append(h.req, data...)
 	nl := bytes.IndexByte(buf, '\n')
 	switch {
 	case nl < 0 && len(buf) > abi.MaxRequestBytes+1:
-		return h.refuse(abi.Errorf(syscall.EMSGSIZE, "ctl", "request over %d bytes", abi.MaxRequestBytes))
+		return h.refuse("", abi.Errorf(syscall.EMSGSIZE, "ctl", "request over %d bytes", abi.MaxRequestBytes))
 	case nl < 0:
 		h.req = buf
 		return uint32(len(data)), 0
 	case nl != len(buf)-1:
-		return h.refuse(abi.Errorf(syscall.EINVAL, "ctl", "one request per open file"))
+		return h.refuse("", errSecondRequest)
 	}
 	h.started, h.req = true, nil
-	// The run outlives this write: it must not be cancelled with it.
-	reply, err := h.node.m.e.BeginControl(context.WithoutCancel(ctx), h.caller, h.node.place.Ref(), buf)
+	req, err := proto.ParseRequest(buf)
 	if err != nil {
-		return h.refuse(err)
+		return h.refuse("", err)
+	}
+	// The run outlives this write: it must not be cancelled with it.
+	reply, err := h.node.m.e.BeginControl(context.WithoutCancel(ctx), h.caller, h.node.place.Ref(), req)
+	if err != nil {
+		return h.refuse(req.Op, err)
 	}
 	h.reply = reply
 	return uint32(len(data)), 0
 }
 
-func (h *ctlHandle) refuse(err error) (uint32, syscall.Errno) {
+// refuse fails the write with err's errno, leaves its error frame to
+// read, and logs it as the sockets do (session.Engine.LogRefused); op is
+// the request's, "" when it did not parse.
+func (h *ctlHandle) refuse(op string, err error) (uint32, syscall.Errno) {
 	h.started, h.req = true, nil
 	h.refusal = proto.ErrorFrame(err).Line()
-	return 0, errno(err)
+	return 0, h.logRefused(op, err)
+}
+
+// errSecondRequest refuses a request after the first on one open file.
+var errSecondRequest = abi.Errorf(syscall.EINVAL, "ctl", "one request per open file")
+
+// logRefused logs the refusal and returns its errno.
+func (h *ctlHandle) logRefused(op string, err error) syscall.Errno {
+	owner := h.node.place.Container
+	h.node.m.e.LogRefused(h.caller, session.Target{Kind: owner.Kind, Owner: owner.Owner}, op, err)
+	return errno(err)
 }
 
 // next returns what the reader should serve next: the refusal frame, or

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -124,13 +125,15 @@ type Watchdog struct {
 	standDown *os.File      // the watchdog's stdin
 	stopping  atomic.Bool   // Stop was called: its exit is expected
 	exited    chan struct{} // closed once the watchdog has been reaped
+	log       *slog.Logger  // the server's: an unexpected exit is logged there
 }
 
 // StartWatchdog starts the watchdog program (path, with argv; the program
 // calls RunWatchdog) and returns once it listens. The child gets a pipe
 // from us as stdin (for Stop), our stderr, fd 3 to report that it
-// listens, and extra from fd 4 on.
-func StartWatchdog(path string, argv []string, extra []*os.File) (*Watchdog, error) {
+// listens, and extra from fd 4 on. An exit that Stop did not ask for is
+// logged to log.
+func StartWatchdog(path string, argv []string, extra []*os.File, log *slog.Logger) (*Watchdog, error) {
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -147,7 +150,7 @@ func StartWatchdog(path string, argv []string, extra []*os.File) (*Watchdog, err
 	// Its own session: a Ctrl-C or a kill of the server's process group
 	// must not take the watchdog with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: deathSignal}
-	w := &Watchdog{cmd: cmd, standDown: stdinW, exited: make(chan struct{})}
+	w := &Watchdog{cmd: cmd, standDown: stdinW, exited: make(chan struct{}), log: log}
 	err = w.start()
 	stdinR.Close()
 	armedW.Close()
@@ -176,7 +179,7 @@ func (w *Watchdog) start() error {
 		}
 		started <- nil
 		if err := w.cmd.Wait(); !w.stopping.Load() {
-			fmt.Fprintf(os.Stderr, "ctxfs: the watchdog (pid %d) is gone (%v); a kill -9 of this server may now leave callers hanging\n", w.cmd.Process.Pid, err)
+			w.log.Error("watchdog gone; a kill -9 of this server may now leave callers hanging", "pid", w.cmd.Process.Pid, "err", err)
 		}
 		close(w.exited)
 	}()

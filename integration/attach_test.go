@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -102,24 +103,20 @@ func (p *ctxProc) stderr() string {
 // waitOut waits until stdout holds want.
 func (p *ctxProc) waitOut(want string) {
 	p.t.Helper()
-	deadline := time.Now().Add(cmdLimit)
-	for !strings.Contains(p.stdout(), want) {
-		if time.Now().After(deadline) {
-			p.t.Fatalf("ctx %q: no %q on stdout within %v; stdout %q stderr %q", p.cmd.Args[1:], want, cmdLimit, p.stdout(), p.stderr())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitUntil(p.t, cmdLimit, func() bool { return strings.Contains(p.stdout(), want) }, func() string {
+		return fmt.Sprintf("ctx %q: no %q on stdout; %s", p.cmd.Args[1:], want, p.printed())
+	})
+}
+
+// printed is what the process wrote, for failures.
+func (p *ctxProc) printed() string {
+	return fmt.Sprintf("stdout %q stderr %q", p.stdout(), p.stderr())
 }
 
 // exitCode waits for the process to end.
 func (p *ctxProc) exitCode() int {
 	p.t.Helper()
-	select {
-	case <-p.exited:
-	case <-time.After(cmdLimit):
-		p.t.Fatalf("ctx %q did not end within %v; stdout %q stderr %q", p.cmd.Args[1:], cmdLimit, p.stdout(), p.stderr())
-	}
-	return p.cmd.ProcessState.ExitCode()
+	return exitWithin(p.t, p.cmd, p.exited, cmdLimit, p.printed)
 }
 
 // TestAttachGetsTheRestOnce: while a run waits half-way, two other
@@ -181,6 +178,52 @@ func TestSendInterruptThenAttach(t *testing.T) {
 	releaseRun(t, release, "intr")
 	if code := attach.exitCode(); code != 0 || attach.stdout() != "first\nsecond\n" {
 		t.Errorf("%s: exit %d stdout %q stderr %q", m[2], code, attach.stdout(), attach.stderr())
+	}
+}
+
+// flooderProgram says "first", waits for RELEASE/$CTX_SESSION, then
+// streams about 3 MiB of deltas (more than a reader may fall behind, 1
+// MiB) and ends with "last".
+const flooderProgram = `#!/bin/sh
+read x
+echo '{"type":"message","role":"assistant","content":[{"type":"text","text":"first"}]}'
+while [ ! -e RELEASE/$CTX_SESSION ]; do sleep 0.05; done
+pad=$(printf '%01000d' 0)
+i=0
+while [ $i -lt 3000 ]; do echo '{"type":"delta","text":"'$pad'"}'; i=$((i+1)); done
+echo '{"type":"message","role":"assistant","content":[{"type":"text","text":"last"}]}'
+`
+
+// TestAttachFellBehind: an attach that does not read (stopped) while
+// the run streams more than the server keeps for it is cut; it says so,
+// names the command that follows the run again, and exits 1; that
+// command prints the run to its end.
+func TestAttachFellBehind(t *testing.T) {
+	requireFUSE(t)
+	release := t.TempDir()
+	s := newServerWith(t, func(s *server) {
+		s.define("flooder", map[string]string{"program": strings.ReplaceAll(flooderProgram, "RELEASE", release)})
+	})
+	openToAll(t, s.root)
+	sender := startCtx(t, s, "agent", "send", "flooder", "--session", "flood", "go")
+	sender.waitOut("first")
+	slow := startCtx(t, s, "agent", "attach", "flooder", "--session", "flood")
+	slow.waitOut("first")
+	mustT(t, slow.cmd.Process.Signal(syscall.SIGSTOP))
+	releaseRun(t, release, "flood")
+	if code := sender.exitCode(); code != 0 {
+		t.Fatalf("send: exit %d, stderr %q", code, sender.stderr())
+	}
+	mustT(t, slow.cmd.Process.Signal(syscall.SIGCONT))
+	code := slow.exitCode()
+	m := regexp.MustCompile(`^ctx: attach: EAGAIN: the connection fell behind run (ctx-[0-9a-f]{32}), which goes on: (ctx agent attach flooder --session flood ctx-[0-9a-f]{32}) follows it again\n$`).
+		FindStringSubmatch(slow.stderr())
+	if code != 1 || m == nil || !strings.HasSuffix(m[2], m[1]) {
+		t.Fatalf("the slow attach: exit %d, stderr %q", code, slow.stderr())
+	}
+	again := startCtx(t, s, strings.Fields(m[2])[1:]...)
+	if code := again.exitCode(); code != 0 || again.stdout() != "first\nlast\n" {
+		t.Errorf("%s: exit %d stdout %q stderr %q", m[2], code, again.stdout(), again.stderr())
 	}
 }
 

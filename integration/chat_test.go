@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,34 +112,21 @@ func (c *ptyChat) keys(s string) {
 // past it, so that the same text expected twice must appear twice.
 func (c *ptyChat) expect(want string) {
 	c.t.Helper()
-	deadline := time.Now().Add(chatLimit)
-	for {
+	waitUntil(c.t, chatLimit, func() bool {
 		c.mu.Lock()
+		defer c.mu.Unlock()
 		i := bytes.Index(c.out[c.seen:], []byte(want))
 		if i >= 0 {
 			c.seen += i + len(want)
 		}
-		out := string(c.out)
-		c.mu.Unlock()
-		if i >= 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("no %q within %v; output so far:\n%q", want, chatLimit, out)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return i >= 0
+	}, func() string { return fmt.Sprintf("no %q; output so far:\n%q", want, c.output()) })
 }
 
 // exitCode waits for the chat to end and returns its exit status.
 func (c *ptyChat) exitCode() int {
 	c.t.Helper()
-	select {
-	case <-c.exited:
-	case <-time.After(chatLimit):
-		c.t.Fatalf("chat did not exit within %v; output:\n%q", chatLimit, c.output())
-	}
-	return c.cmd.ProcessState.ExitCode()
+	return exitWithin(c.t, c.cmd, c.exited, chatLimit, func() string { return fmt.Sprintf("output:\n%q", c.output()) })
 }
 
 func (c *ptyChat) output() string {

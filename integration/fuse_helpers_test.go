@@ -146,6 +146,29 @@ func eventually(t testing.TB, limit time.Duration, what string, cond func() bool
 	}
 }
 
+// waitUntil polls cond until it holds; after limit the test fails with
+// the message fail gives then (what the process printed so far).
+func waitUntil(t testing.TB, limit time.Duration, cond func() bool, fail func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("within %v: %s", limit, fail())
+		}
+	}
+}
+
+// exitWithin waits up to limit for cmd, whose waiter closes exited, and
+// returns its exit status; after limit the test fails with output().
+func exitWithin(t testing.TB, cmd *exec.Cmd, exited <-chan struct{}, limit time.Duration, output func() string) int {
+	t.Helper()
+	select {
+	case <-exited:
+	case <-time.After(limit):
+		t.Fatalf("%q did not end within %v; %s", cmd.Args, limit, output())
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
 // readMnt reads a file through the mount, failing the test on error.
 func (s *server) readMnt(rel string) string {
 	s.t.Helper()

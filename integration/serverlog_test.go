@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -61,6 +62,73 @@ func TestServerLogText(t *testing.T) {
 	}
 	if strings.Contains(s.logText(), "msg=") {
 		t.Errorf("log lines on stderr although --log-file was given:\n%s", s.logText())
+	}
+}
+
+// A request refused through a session's ctl file is logged at debug
+// level as a socket's is: errno, op, agent, uid, pid and the reason cut
+// to 200 bytes; never the request's input. A second request on one open
+// file is logged too.
+func TestServerLogCtlRefusal(t *testing.T) {
+	var logPath string
+	s := newFuseServerWith(t, func(s *server) {
+		logPath = filepath.Join(filepath.Dir(s.root), "server.log")
+		s.args = []string{"--log-file", logPath, "--log-level", "debug"}
+	})
+	s.send("c", "c0", "hi")
+	ctl := s.mnt(sessRel("c")) + "/ctl"
+	for _, session := range []string{strings.Repeat("n", 300), "other"} {
+		f, err := os.OpenFile(ctl, os.O_RDWR, 0)
+		mustT(t, err)
+		_, err = f.WriteString(`{"op":"send","id":"x1","session":"` + session + `","input":"ctl-input-that-must-not-be-logged"}` + "\n")
+		wantErrno(t, "a request naming session "+session, err, syscall.EINVAL)
+		f.Close()
+	}
+	f, err := os.OpenFile(ctl, os.O_RDWR, 0)
+	mustT(t, err)
+	_, err = f.WriteString(`{"op":"ping"}` + "\n")
+	mustT(t, err)
+	_, err = f.WriteString(`{"op":"send","id":"x2","input":"second-input-that-must-not-be-logged"}` + "\n")
+	wantErrno(t, "a second request", err, syscall.EINVAL)
+	f.Close()
+	s.kill(s.cmd, syscall.SIGTERM)
+	log := fileBytes(t, logPath)
+
+	wantLinesInOrder(t, log, []string{
+		`level=DEBUG msg=refused errno=EINVAL op="" agent=coder uid=0 pid=\d+ reason="EINVAL: invalid session name \\"n+…"$`,
+		`level=DEBUG msg=refused errno=EINVAL op=send agent=coder uid=0 pid=\d+ reason="ctl: EINVAL: request names session \\"other\\", this is \\"c\\""$`,
+		`level=DEBUG msg=refused errno=EINVAL op="" agent=coder uid=0 pid=\d+ reason="ctl: EINVAL: one request per open file"$`,
+	})
+	m := regexp.MustCompile(`msg=refused .* reason=("EINVAL: invalid session name .*")`).FindStringSubmatch(log)
+	if m == nil {
+		t.Fatal("no refusal of the long session name")
+	}
+	if why, err := strconv.Unquote(m[1]); err != nil || len(why) > 200+len("…") {
+		t.Errorf("the reason %s (%v): over 200 bytes", m[1], err)
+	}
+	for _, secret := range []string{"input-that-must-not-be-logged", `"op":`} {
+		if strings.Contains(log, secret) {
+			t.Errorf("the log holds %q:\n%s", secret, log)
+		}
+	}
+}
+
+// A watchdog that dies under a running server is logged at error level
+// with its pid, not printed on the server's stderr.
+func TestServerLogWatchdogGone(t *testing.T) {
+	var logPath string
+	s := newFuseServerWith(t, func(s *server) {
+		logPath = filepath.Join(filepath.Dir(s.root), "server.log")
+		s.args = []string{"--log-file", logPath}
+	})
+	wd := watchdogOf(s.cmd.Process.Pid)
+	if wd == 0 {
+		t.Fatal("no watchdog")
+	}
+	mustT(t, syscall.Kill(wd, syscall.SIGKILL))
+	waitLogged(t, logPath, fmt.Sprintf(`level=ERROR msg="watchdog gone; a kill -9 of this server may now leave callers hanging" pid=%d err="signal: killed"`, wd))
+	if strings.Contains(s.logText(), "watchdog") {
+		t.Errorf("the server's stderr speaks of the watchdog although --log-file was given:\n%s", s.logText())
 	}
 }
 

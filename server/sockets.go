@@ -41,8 +41,8 @@ type Sockets struct {
 }
 
 // ServeSockets starts serving and watching for new definitions. log gets
-// each socket as it starts listening and, at debug level, each refused
-// request; nil: nowhere.
+// each socket as it starts listening; nil: nowhere. Refused requests go
+// to the engine's log, as the ctl files' do (session.Engine.LogRefused).
 func ServeSockets(e *session.Engine, root string, log *slog.Logger) (*Sockets, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -158,9 +158,6 @@ func (s *Sockets) accept(l *net.UnixListener, t session.Target) {
 	}
 }
 
-// maxLoggedReason bounds the reason of a refusal in the log.
-const maxLoggedReason = 200
-
 // requestDeadline is how long a connection may take to send its request:
 // one that sends no complete line holds a descriptor for nothing.
 const requestDeadline = 10 * time.Second
@@ -250,21 +247,13 @@ func flush(conn *net.UnixConn, w *bufio.Writer) error {
 }
 
 // refuse answers a refused request with its error frame (written within
-// frameDeadline, or not at all), and logs it at debug level: the errno,
-// the op, who asked and why, the reason cut short (it may quote a name
-// the client chose), never an input.
+// frameDeadline, or not at all), and logs it (session.Engine.LogRefused).
 func (s *Sockets) refuse(conn *net.UnixConn, w *bufio.Writer, err error, c session.Caller, t session.Target, req *proto.Request) {
-	if s.log.Enabled(context.Background(), slog.LevelDebug) {
-		op := ""
-		if req != nil {
-			op = req.Op
-		}
-		why := err.Error()
-		if len(why) > maxLoggedReason {
-			why = why[:maxLoggedReason] + "…"
-		}
-		s.log.Debug("refused", "errno", abi.ErrnoName(abi.Errno(err)), "op", op, t.Kind, t.Owner, "uid", c.Uid, "pid", c.Pid, "reason", why)
+	op := ""
+	if req != nil {
+		op = req.Op
 	}
+	s.e.LogRefused(c, t, op, err)
 	writeFrame(conn, w, proto.ErrorFrame(err))
 	flush(conn, w)
 }

@@ -227,7 +227,7 @@ func (d *behind) release(dir string) {
 	}
 	d.mu.Unlock()
 	for _, rel := range forgotten {
-		os.Stderr.WriteString("ctxfs: " + rel + ": not written for want of room; derived again from the logs when its session loads\n")
+		d.e.cfg.Log.Warn("derived file not written for want of room; derived again from the logs when its session loads", "file", rel)
 	}
 	d.e.changed(forgotten...) // the store's file is served again, as it is
 }
@@ -335,7 +335,7 @@ func (d *behind) write(p *pendingValue) {
 	case err == nil:
 		d.e.memo.forget(rel) // the store's own attributes from now on; the kernel's stay right
 	case current && !wasFailed: // said once, not at every try
-		os.Stderr.WriteString("ctxfs: " + rel + ": " + err.Error() + " (written again in a moment)\n")
+		d.e.cfg.Log.Warn("derived file not written; written again in a moment", "file", rel, "err", err)
 	}
 	if current && (gone && !wasHidden || hidden && !wasHidden) {
 		d.e.changed(rel) // the store's file (or none) is served again, as it is
@@ -384,7 +384,7 @@ func (s *sess) writeFileLocked(name, value string) {
 // value is written again until it holds. Caller holds s.fileMu.
 func (s *sess) writeNowLocked(name, value string) {
 	if err := s.e.replaceValue(s.file(name), []byte(value), s.own, nil); err != nil {
-		os.Stderr.WriteString("ctxfs: " + s.ref.Rel() + "/" + name + ": " + err.Error() + " (written again in a moment)\n")
+		s.e.cfg.Log.Warn("derived file not written; written again in a moment", "file", s.ref.Rel()+"/"+name, "err", err)
 		s.e.derived.put(s, name, []byte(value), err)
 		return
 	}

@@ -2,7 +2,6 @@ package session
 
 import (
 	"errors"
-	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -45,7 +44,7 @@ func (e *Engine) GCIdle(idle time.Duration) []string {
 			if err == nil {
 				done = append(done, rel)
 			} else if !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.EEXIST) {
-				os.Stderr.WriteString("ctxfs: gc-idle: archive " + rel + ": " + err.Error() + "\n")
+				e.cfg.Log.Warn("gc-idle: not archived", "session", rel, "err", err)
 			}
 		}
 	}

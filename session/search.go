@@ -178,7 +178,7 @@ type span struct{ from, to int64 }
 // and hashing). The result is in the order of names.
 func (e *Engine) searchCandidates(ct Container, names []string, q *search.Query) []candidate {
 	out := make([]candidate, len(names))
-	warn := onceWarner()
+	warn := e.onceWarner()
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range min(len(names), runtime.GOMAXPROCS(0)) {
@@ -196,13 +196,13 @@ func (e *Engine) searchCandidates(ct Container, names []string, q *search.Query)
 	return out
 }
 
-// onceWarner reports the first index problem of a search on the server's
-// stderr: the search goes on without the index where it failed (it scans
-// those sessions whole), and one line says why.
-func onceWarner() func(error) {
+// onceWarner reports the first index problem of a search in the
+// server's log: the search goes on without the index where it failed (it
+// scans those sessions whole), and one line says why.
+func (e *Engine) onceWarner() func(error) {
 	var once sync.Once
 	return func(err error) {
-		once.Do(func() { os.Stderr.WriteString("ctxfs: search index: " + err.Error() + " (searching without it)\n") })
+		once.Do(func() { e.cfg.Log.Warn("search: index unusable; searching without it", "err", err) })
 	}
 }
 

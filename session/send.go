@@ -292,13 +292,10 @@ func (e *Engine) Begin(ctx context.Context, c Caller, t Target, req *proto.Reque
 	return e.dispatch(c, loc, req)
 }
 
-// BeginControl is Begin for a line written to a session's ctl file: the
-// request's session and scope, when present, must name r and its scope.
-func (e *Engine) BeginControl(ctx context.Context, c Caller, r Ref, line []byte) (*Reply, error) {
-	req, err := proto.ParseRequest(line)
-	if err != nil {
-		return nil, err
-	}
+// BeginControl is Begin for a request written to a session's ctl file:
+// the request's session and scope, when present, must name r and its
+// scope.
+func (e *Engine) BeginControl(ctx context.Context, c Caller, r Ref, req *proto.Request) (*Reply, error) {
 	scope := scopeOfHome(r.Home)
 	if req.SessionGiven && req.Session != r.Name {
 		return nil, abi.Errorf(syscall.EINVAL, "ctl", "request names session %q, this is %q", req.Session, r.Name)

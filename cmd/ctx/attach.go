@@ -42,6 +42,7 @@ func runAttach(e *env, p *parsed) int {
 		return fail(e, "attach", err, exitUsage) // a refusal, or no server: as send
 	}
 	pr := newPrinter(e, w, "attach", p.on("json"))
+	pr.run = run // named before its start frame comes: see interrupted and fellBehind
 	f := &runFilter{run: run, pr: pr}
 	code, explained := streamFrames(e, w, resumeRequest(w), pr, f.frame)
 	if explained {
@@ -89,6 +90,10 @@ func (f *runFilter) frame(fr client.Frame) {
 	}
 	if f.n == 1 && fr.Obj.Str("run") == "" {
 		f.first = &fr
+		return
+	}
+	if cutFrame(fr.Obj) { // whichever run's stream it was: the reply ends
+		f.pr.cutOff(fr)
 		return
 	}
 	t := fr.Type()

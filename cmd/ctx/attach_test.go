@@ -117,3 +117,27 @@ func TestAttachRefusedOrNot(t *testing.T) {
 		t.Fatalf("out %q errs %q code %d", out, errs, code)
 	}
 }
+
+// cutReply is a resume whose reader the server cut for falling behind
+// (session/stream.go): B's frames so far, then an EAGAIN error frame of no
+// run, and the end.
+var cutReply = []string{
+	`{"type":"start","id":"` + runB + `","run":"` + runB + `"}`,
+	`{"type":"message","run":"` + runB + `","role":"assistant","content":[{"type":"text","text":"b1"}]}`,
+	`{"type":"error","code":"EAGAIN","message":"follow: EAGAIN: the reader fell more than 1048576 bytes behind the run, which goes on: resume follows it again"}`,
+}
+
+// A reply cut for falling behind says so and how to follow the run again
+// (not "no done frame"); exit 1. --json prints the cut frame too.
+func TestAttachCutBehind(t *testing.T) {
+	a := attachAgent(t, []string{runB}, cutReply)
+	want := "ctx: attach: EAGAIN: the connection fell behind run " + runB + ", which goes on: ctx agent attach coder --session work " + runB + " follows it again\n"
+	out, errs, code := ctxRun(a.root, "", "agent", "attach", "coder", "--session", "work")
+	if out != "b1\n" || errs != want || code != 1 {
+		t.Fatalf("out %q errs %q code %d", out, errs, code)
+	}
+	out, errs, code = ctxRun(a.root, "", "agent", "attach", "coder", "--session", "work", "--json")
+	if out != strings.Join(cutReply, "\n")+"\n" || errs != want || code != 1 {
+		t.Fatalf("--json: out %q errs %q code %d", out, errs, code)
+	}
+}

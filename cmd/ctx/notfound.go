@@ -114,12 +114,14 @@ func mounted(root string) bool {
 func unreachable(de *client.DialError) string {
 	name := abi.ErrnoName(abi.Errno(de.Err))
 	root, agent, ok := socketOwner(de.Path)
-	switch {
-	case !ok || name != "ENOENT":
+	if !ok || name != "ENOENT" {
 		return name + ": ctxfs is not running (ctxfs mount starts it)"
-	case !mounted(root) && !agentDefined(root, agent):
+	}
+	up := mounted(root) // a stat of the mount: once
+	switch {
+	case !up && !agentDefined(root, agent):
 		return fmt.Sprintf("ENOENT: ctxfs is not running at %s (ctxfs mount starts it), and no agent %q is defined there", root, agent)
-	case !mounted(root):
+	case !up:
 		return fmt.Sprintf("ENOENT: ctxfs is not running at %s (ctxfs mount starts it)", root)
 	case !agentDefined(root, agent):
 		return noAgent(agent).Error()

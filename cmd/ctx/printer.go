@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -51,6 +52,7 @@ type sendPrinter struct {
 	toolNames map[string]string // tool call id -> tool name, for result lines
 	done      *proto.Object
 	refused   *client.ServerError
+	cut       bool // the server cut this connection for falling behind (cutFrame)
 	last      byte // last byte of text written to out, 0 before any
 }
 
@@ -64,6 +66,10 @@ func newSendPrinter(out, errw io.Writer, json bool, recorded func(string) string
 
 // frame handles one reply frame.
 func (p *sendPrinter) frame(f client.Frame) {
+	if p.started && cutFrame(f.Obj) {
+		p.cutOff(f)
+		return
+	}
 	if p.json {
 		p.out.Write(append(f.Line[:len(f.Line):len(f.Line)], '\n'))
 	}
@@ -151,6 +157,22 @@ func (p *sendPrinter) toolLine(line string) {
 	}
 	p.endLine()
 	p.write(cutColumns(line, p.width) + "\n")
+}
+
+// cutFrame reports whether o ends a reply whose reader fell too far
+// behind the run (session/stream.go: an EAGAIN error frame of no run,
+// after the reply's first frame; as the first, EAGAIN is a refusal).
+func cutFrame(o *proto.Object) bool {
+	return o != nil && o.Str("run") == "" && proto.FrameErrno(o) == syscall.EAGAIN
+}
+
+// cutOff takes the frame that cut the reply: --json prints it, and the
+// end says how to follow the run again (fellBehind).
+func (p *sendPrinter) cutOff(f client.Frame) {
+	p.cut = true
+	if p.json {
+		p.out.Write(append(f.Line[:len(f.Line):len(f.Line)], '\n'))
+	}
 }
 
 // endLine ends the text's line on a terminal before a line of another

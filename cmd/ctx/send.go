@@ -117,6 +117,9 @@ func streamFrames(e *env, w *where, req *proto.Object, pr *sendPrinter, each fun
 	if ctx.Err() != nil {
 		return interrupted(e, w, pr), true
 	}
+	if pr.cut && pr.done == nil {
+		return fellBehind(e, w, pr), true
+	}
 	if code := pr.exitStatus(readErr); code >= 0 {
 		return code, true
 	}
@@ -170,6 +173,15 @@ func interrupted(e *env, w *where, pr *sendPrinter) int {
 			pr.cmd, pr.run, attachCommand(w, pr.run), w.loc.Agent, pr.run)
 	}
 	return exitInterrupted
+}
+
+// fellBehind reports a reply the server cut because this process read
+// it too slowly (over a MiB of frames behind the run): the run goes on,
+// and attach follows it again from its record.
+func fellBehind(e *env, w *where, pr *sendPrinter) int {
+	fmt.Fprintf(e.stderr, "ctx: %s: EAGAIN: the connection fell behind run %s, which goes on: %s follows it again\n",
+		pr.cmd, pr.run, attachCommand(w, pr.run))
+	return exitFailed
 }
 
 // attachCommand is the command line that attaches to run again. Agent,

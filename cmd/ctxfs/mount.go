@@ -297,7 +297,7 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 	for _, conn := range mounts.Conns() {
 		log.Info("mounted", "dir", conn.Dir, "device", fmt.Sprintf("%d:%d", conn.Dev[0], conn.Dev[1]))
 	}
-	wd, err := startWatchdog(root, pidf, mounts.Conns())
+	wd, err := startWatchdog(root, pidf, mounts.Conns(), log)
 	if err != nil {
 		return err
 	}

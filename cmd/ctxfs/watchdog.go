@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"time"
@@ -19,7 +20,7 @@ import (
 // cleaned up: a next server waits for that. fusectl and umount2 need
 // root, so other users' servers go without (their mounts are cleaned by
 // the next mount, as before).
-func startWatchdog(root string, pidf *os.File, conns []ctxfs.Conn) (stopper, error) {
+func startWatchdog(root string, pidf *os.File, conns []ctxfs.Conn, log *slog.Logger) (stopper, error) {
 	if os.Geteuid() != 0 {
 		return noWatchdog{}, nil
 	}
@@ -29,7 +30,7 @@ func startWatchdog(root string, pidf *os.File, conns []ctxfs.Conn) (stopper, err
 	}
 	// /proc/self/exe: the very binary we run, even if it was replaced on
 	// disk since.
-	return ctxfs.StartWatchdog("/proc/self/exe", argv, []*os.File{pidf})
+	return ctxfs.StartWatchdog("/proc/self/exe", argv, []*os.File{pidf}, log)
 }
 
 // stopper is a running watchdog, or none.

@@ -1,0 +1,39 @@
+package session
+
+import (
+	"context"
+	"log/slog"
+	"unicode/utf8"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// maxLoggedReason bounds the reason of a refusal in the log: it may quote
+// a name the client chose, of any length.
+const maxLoggedReason = 200
+
+// LogRefused logs a request refused to c at debug level, the same way
+// whichever transport it came through (an agent's socket, a session's
+// ctl file): the errno, the op ("" when the request did not parse), the
+// agent or model it was addressed to, who asked, and why, the reason cut
+// short. Never the request itself: it holds the caller's input.
+func (e *Engine) LogRefused(c Caller, t Target, op string, err error) {
+	log := e.cfg.Log
+	if !log.Enabled(context.Background(), slog.LevelDebug) {
+		return // the reason is not even formatted
+	}
+	log.Debug("refused", "errno", abi.ErrnoName(abi.Errno(err)), "op", op, t.Kind, t.Owner, "uid", c.Uid, "pid", c.Pid, "reason", boundReason(err.Error()))
+}
+
+// boundReason cuts why to maxLoggedReason bytes, at a character boundary,
+// with an ellipsis that says it was cut.
+func boundReason(why string) string {
+	if len(why) <= maxLoggedReason {
+		return why
+	}
+	cut := maxLoggedReason
+	for cut > 0 && !utf8.RuneStart(why[cut]) {
+		cut--
+	}
+	return why[:cut] + "…"
+}
