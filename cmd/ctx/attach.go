@@ -16,7 +16,9 @@ for it): the frames the run has recorded so far, then the rest as it streams,
 each once, printed as send prints them (--json: the raw frames). RUN is a run
 id (ctx-…); without it, the run active in the session. A run that has ended
 is printed whole. Exit status as send: 0 ok, 1 the run failed or was
-cancelled, 2 a refused request, 130 Ctrl+C (which detaches again).
+cancelled, or the connection fell too far behind a fast run (the run goes
+on; the message names the attach that follows it again), 2 a refused
+request, 130 Ctrl+C (which detaches again).
 Text that an agent streamed before you attached is not shown again; the
 messages it recorded are (ctx agent output shows the latest one whole).
 `

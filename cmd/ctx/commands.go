@@ -43,7 +43,8 @@ var commands = []*command{
 		short: "Send INPUT to AGENT and print the answer as it streams",
 		help: `Sends INPUT to AGENT and prints the answer as it streams. INPUT words are
 joined with spaces; an INPUT of - is read from stdin. An INPUT that starts
-with - goes after --. Exit status: 0 ok, 1 the run failed or was cancelled,
+with - goes after --. Exit status: 0 ok, 1 the run failed or was cancelled
+(or the connection fell too far behind it: attach follows it again),
 2 bad usage or a refused request (its errno on stderr), 130 interrupted:
 Ctrl+C only detaches, the run goes on (ctx agent attach AGENT RUN follows it
 again, ctx agent cancel AGENT RUN stops it). On a terminal the run id goes to
