@@ -188,9 +188,13 @@ func (s *sess) touch(now time.Time, cwd string) {
 	}
 	s.setUpdatedAt(now.Unix())
 	if x, err := s.e.Index(s.ref.Container); err == nil {
+		// The index announces what it changes (list, current, by-cwd/),
+		// and only when it changes: an append to the session already at
+		// the top of the list announces nothing. Announcing index/ itself
+		// at every touch as well cost each append through the mount a
+		// second walk of the kernel's nodes and the memo.
 		x.Touch(s.ref.Name, cwd)
 	}
-	s.e.changed(s.ref.Container.Rel() + "/index")
 }
 
 // setUpdatedAt writes updated_at when the second changed.
