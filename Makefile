@@ -57,6 +57,7 @@ run: build
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet ./integration/testdata/hangfs  # a program the tests build: ./... skips testdata
 
 # Man pages (section 1, one per command) from the command trees, with
 # cobra/doc: each binary built with the tag mangen has a hidden gen-man.

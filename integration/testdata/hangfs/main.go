@@ -13,6 +13,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"syscall"
@@ -66,7 +67,7 @@ func main() {
 	if ctxfsBin != "-" {
 		c, _ := ctxfs.ConnAt(dir)
 		argv := []string{"ctxfs", "watchdog", "--server", strconv.Itoa(os.Getpid()), c.String()}
-		if _, err := ctxfs.StartWatchdog(ctxfsBin, argv, nil); err != nil {
+		if _, err := ctxfs.StartWatchdog(ctxfsBin, argv, nil, slog.Default()); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			srv.Unmount()
 			os.Exit(1)
