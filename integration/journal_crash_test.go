@@ -236,15 +236,30 @@ func storeLogs(t testing.TB, store string) []string {
 }
 
 // wholeLines checks that a log holds whole JSON-object lines only, each
-// line once, and returns its lines.
-func wholeLines(t testing.TB, what, p string) []map[string]any {
+// line once, and returns its lines. tornTail allows a torn last line
+// (dropped, and said): what a SIGKILL leaves in a log written at the
+// instant it landed. The kernel stops a write that spans pages between
+// two of them when a fatal signal is pending (generic_perform_write), so
+// a kill -9 can leave part of an append's bytes in the page cache; they
+// lie past what the journal holds durably, in a log with an intent, and
+// fsck takes them for what replay cuts (a crash leftover), so the store
+// as fsck reads it and as the next start serves it holds whole lines. Seen
+// in about one run of TestJournalKill9 in ten (a torn usage or message
+// line at the end of a run's batch in events.jsonl).
+func wholeLines(t testing.TB, what, p string, tornTail bool) []map[string]any {
 	t.Helper()
 	b := fileBytes(t, p)
 	if b == "" {
 		return nil
 	}
 	if !strings.HasSuffix(b, "\n") {
-		t.Errorf("%s: %s ends in a torn line %q", what, p, lastLines(b, 1))
+		torn := lastLines(b, 1)
+		if !tornTail {
+			t.Errorf("%s: %s ends in a torn line %q (%d bytes)", what, p, torn, len(b))
+		} else {
+			t.Logf("%s: %s ends in a torn line %q (%d bytes): left by the kill, cut by replay", what, p, torn, len(b))
+		}
+		b = b[:strings.LastIndexByte(b, '\n')+1]
 	}
 	var out []map[string]any
 	seen := map[string]int{}
@@ -268,11 +283,12 @@ func wholeLines(t testing.TB, what, p string) []map[string]any {
 // frame received, and each mount line acknowledged durable; a writer's
 // lines present form a prefix of what it wrote (a log keeps its order and
 // a crash only cuts its end). closed: every start has its done (after a
-// restart closed the runs the kill interrupted).
+// restart closed the runs the kill interrupted); before that, right after
+// the kill, a log may end in a torn line (wholeLines).
 func checkJournalAcks(t *testing.T, what string, s *server, acks *jClients, writers []*jWriterProc, closed bool) (startsFound, linesFound int) {
 	t.Helper()
 	for _, p := range storeLogs(t, s.store) {
-		wholeLines(t, what, p)
+		wholeLines(t, what, p, !closed)
 	}
 	starts := map[string]map[string]int{} // session → client id → start events
 	dones := map[string]map[string]int{}  // session → run → done events
@@ -281,7 +297,7 @@ func checkJournalAcks(t *testing.T, what string, s *server, acks *jClients, writ
 		dir := s.sessionDir(0, "coder", name)
 		starts[name], dones[name], tags[name] = map[string]int{}, map[string]int{}, map[string][]int{}
 		nStart, nDone := 0, 0
-		for _, e := range wholeLines(t, what, filepath.Join(dir, "events.jsonl")) {
+		for _, e := range wholeLines(t, what, filepath.Join(dir, "events.jsonl"), !closed) {
 			switch e["type"] {
 			case "start":
 				nStart++
@@ -298,7 +314,7 @@ func checkJournalAcks(t *testing.T, what string, s *server, acks *jClients, writ
 		if closed && nStart != nDone {
 			t.Errorf("%s: session %s has %d start events and %d done events", what, name, nStart, nDone)
 		}
-		for _, m := range wholeLines(t, what, filepath.Join(dir, "messages.jsonl")) {
+		for _, m := range wholeLines(t, what, filepath.Join(dir, "messages.jsonl"), !closed) {
 			if w, ok := m["writer"].(string); ok {
 				n, _ := m["n"].(float64)
 				tags[name][w] = append(tags[name][w], int(n))
@@ -804,7 +820,7 @@ func TestJournalDamagedRecord(t *testing.T) {
 	}
 	s.kill(s.cmd, syscall.SIGTERM)
 	for _, p := range storeLogs(t, s.store) {
-		wholeLines(t, "after the repair", p)
+		wholeLines(t, "after the repair", p, false)
 	}
 }
 
@@ -868,6 +884,6 @@ func TestJournalTornLastBatch(t *testing.T) {
 		t.Errorf("fsck after the replay and a clean stop: exit %d\n%s", code, out)
 	}
 	for _, p := range storeLogs(t, s.store) {
-		wholeLines(t, "after the torn tail", p)
+		wholeLines(t, "after the torn tail", p, false)
 	}
 }
