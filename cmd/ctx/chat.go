@@ -205,6 +205,9 @@ func (c *chat) send(input string) (code int, interrupted bool) {
 		fmt.Fprintf(c.e.stderr, "ctx: chat: stopped waiting for run %s; it may still be running (ctx agent status %s)\n", r.pr.run, c.w.loc.Agent)
 		return exitFailed, true
 	}
+	if r.pr.cut && r.pr.done == nil {
+		return fellBehind(c.e, c.w, r.pr), r.asked // as send: the run goes on
+	}
 	r.sayCancelled()
 	if code := r.pr.exitStatus(readErr); code >= 0 {
 		return code, r.asked

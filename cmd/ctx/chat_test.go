@@ -209,3 +209,21 @@ func TestChatShared(t *testing.T) {
 		t.Fatalf("request %+v", r)
 	}
 }
+
+// A reply the server cut for falling behind ends the turn as send's does
+// (chat names its turns' errors "send", as for a refusal):
+// the run goes on, and the message names the attach that follows it
+// again; the chat goes on to the next line, and exits 1.
+func TestChatCutBehind(t *testing.T) {
+	a := newFakeAgent(t, func(r *proto.Request) []string {
+		if r.Op == proto.OpSend && r.Input == "long" {
+			return cutReply
+		}
+		return chatAnswer(r)
+	})
+	out, errs, code := ctxRun(a.root, "long\nok\n", "agent", "chat", "coder")
+	want := "ctx: send: EAGAIN: the connection fell behind run " + runB + ", which goes on: ctx agent attach coder --session default " + runB + " follows it again\n"
+	if out != "b1\nok\n" || errs != want || code != 1 {
+		t.Fatalf("out %q errs %q code %d", out, errs, code)
+	}
+}
