@@ -126,13 +126,15 @@ const readaheadKB = maxWrite >> 10
 const maxWrite = 1 << 20
 
 // raiseReadahead sets the readahead of the FUSE mount at dir (root only:
-// for others the write fails and the default stays).
+// for others the write fails and the default stays). The mount's device
+// comes from the mount table, not from a stat of dir, which would be a
+// request to this very server (the server never reads its own mount).
 func raiseReadahead(dir string) {
-	var st unix.Stat_t
-	if unix.Stat(dir, &st) != nil {
+	dev, ok := fuseMountAt(dir)
+	if !ok {
 		return
 	}
-	p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
+	p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", dev[0], dev[1])
 	os.WriteFile(p, []byte(strconv.Itoa(readaheadKB)+"\n"), 0)
 }
 
