@@ -31,3 +31,25 @@ func CheckLogLine(line []byte) error {
 	}
 	return nil
 }
+
+// RuneCut is where to cut s so that at most n bytes come before the cut
+// and no character is split: n itself, or the start of the character
+// that spans it.
+func RuneCut(s string, n int) int {
+	if n >= len(s) {
+		return len(s)
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return n
+}
+
+// Clip is s when it holds at most max bytes; otherwise its first max
+// bytes or fewer, cut on a character boundary, and "…" to say it was cut.
+func Clip(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	return s[:RuneCut(s, max)] + "…"
+}

@@ -87,3 +87,23 @@ func FuzzCheckLogLine(f *testing.F) {
 		}
 	})
 }
+
+// Clip cuts on character boundaries only, and says when it cut.
+func TestClip(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		max  int
+		want string
+	}{
+		{"abc", 3, "abc"},
+		{"abcd", 3, "abc…"},
+		{"ab日本", 4, "ab…"}, // 日 is 3 bytes: it does not fit in 4
+		{"ab日本", 5, "ab日…"},
+		{"日本", 0, "…"},
+		{"", 0, ""},
+	} {
+		if got := Clip(c.s, c.max); got != c.want {
+			t.Errorf("Clip(%q, %d) = %q, want %q", c.s, c.max, got, c.want)
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
@@ -335,10 +334,7 @@ const maxMessageText = abi.MaxLineBytes / 8
 func splitText(text string, max int) []string {
 	var out []string
 	for len(text) > max {
-		cut := max
-		for cut > 0 && !utf8.RuneStart(text[cut]) {
-			cut--
-		}
+		cut := abi.RuneCut(text, max)
 		out = append(out, text[:cut])
 		text = text[cut:]
 	}

@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"log/slog"
-	"unicode/utf8"
 
 	"github.com/ctxfs/ctxfs/abi"
 )
@@ -22,18 +21,5 @@ func (e *Engine) LogRefused(c Caller, t Target, op string, err error) {
 	if !log.Enabled(context.Background(), slog.LevelDebug) {
 		return // the reason is not even formatted
 	}
-	log.Debug("refused", "errno", abi.ErrnoName(abi.Errno(err)), "op", op, t.Kind, t.Owner, "uid", c.Uid, "pid", c.Pid, "reason", boundReason(err.Error()))
-}
-
-// boundReason cuts why to maxLoggedReason bytes, at a character boundary,
-// with an ellipsis that says it was cut.
-func boundReason(why string) string {
-	if len(why) <= maxLoggedReason {
-		return why
-	}
-	cut := maxLoggedReason
-	for cut > 0 && !utf8.RuneStart(why[cut]) {
-		cut--
-	}
-	return why[:cut] + "…"
+	log.Debug("refused", "errno", abi.ErrnoName(abi.Errno(err)), "op", op, t.Kind, t.Owner, "uid", c.Uid, "pid", c.Pid, "reason", abi.Clip(err.Error(), maxLoggedReason))
 }

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"unicode"
-	"unicode/utf8"
+
+	"github.com/ctxfs/ctxfs/abi"
 )
 
 // redacted replaces every occurrence of the API key.
@@ -189,14 +190,7 @@ func quote(b []byte, key string) string {
 		}
 		return r
 	}, s))
-	if len(s) <= maxMessage {
-		return s
-	}
-	cut := maxMessage
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return abi.Clip(s, maxMessage)
 }
 
 // redactor removes the key from text that arrives in pieces. It holds

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"unicode"
-	"unicode/utf8"
 
 	"golang.org/x/term"
 
@@ -337,14 +336,7 @@ func orDash(s string) string {
 func firstLine(s string, max int) string {
 	s, _, _ = strings.Cut(s, "\n")
 	s = strings.TrimSuffix(s, "\r")
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return abi.Clip(s, max)
 }
 
 // printable makes text from a log safe for a terminal and for a
