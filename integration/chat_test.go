@@ -129,6 +129,15 @@ func (c *ptyChat) exitCode() int {
 	return exitWithin(c.t, c.cmd, c.exited, chatLimit, func() string { return fmt.Sprintf("output:\n%q", c.output()) })
 }
 
+// ctrlD ends the chat at its prompt with Ctrl+D, which must exit 0.
+func (c *ptyChat) ctrlD() {
+	c.t.Helper()
+	c.keys("\x04")
+	if code := c.exitCode(); code != 0 {
+		c.t.Errorf("Ctrl+D: exit status %d, want 0; output:\n%q", code, c.output())
+	}
+}
+
 func (c *ptyChat) output() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -196,10 +205,7 @@ func TestChatTerminal(t *testing.T) {
 	c.keys("/nope\r")
 	c.expect("unknown command /nope")
 	c.expect("coder> ")
-	c.keys("\x04")
-	if code := c.exitCode(); code != 0 {
-		t.Errorf("Ctrl+D: exit status %d, want 0; output:\n%q", code, c.output())
-	}
+	c.ctrlD()
 	c.restored("after Ctrl+D")
 }
 
@@ -253,10 +259,7 @@ func TestChatTerminalTypeahead(t *testing.T) {
 	}
 	c.expect("got ahead\r\n")
 	c.expect("waiter> ")
-	c.keys("\x04")
-	if code := c.exitCode(); code != 0 {
-		t.Errorf("exit status %d, want 0", code)
-	}
+	c.ctrlD()
 }
 
 // TestChatTerminalSignal: a signal that ends the chat at the prompt
@@ -305,8 +308,5 @@ func TestChatTerminalToolLines(t *testing.T) {
 	c.expect("← fs.read ok, 11 bytes")
 	c.expect("second")
 	c.expect("stepper> ")
-	c.keys("\x04")
-	if code := c.exitCode(); code != 0 {
-		t.Errorf("Ctrl+D: exit status %d, want 0; output:\n%q", code, c.output())
-	}
+	c.ctrlD()
 }
