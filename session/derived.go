@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -39,7 +40,8 @@ import (
 // its session is still loaded or not (behind.release).
 const behindEvery = 500 * time.Millisecond
 
-// behind holds the derived values not yet in the store, by store path.
+// behind holds the derived values not yet in the store, by session
+// directory and file name.
 // A value whose write failed is written again every behindEvery until it
 // holds: a derived file always ends consistent with the logs, not only
 // when its session loads again. Meanwhile a value that failed for want of
@@ -60,8 +62,7 @@ const behindEvery = 500 * time.Millisecond
 type behind struct {
 	e     *Engine
 	mu    sync.Mutex
-	byRel map[string]*pendingValue
-	byDir map[string]map[string]*pendingValue // the same, by session directory and name
+	byDir map[string]map[string]*pendingValue // by session directory, then file name
 	// loose are the values of sessions not loaded, oldest first, and
 	// looseBytes their size; at most maxLoose values and maxLooseBytes.
 	loose                   *list.List
@@ -104,7 +105,7 @@ type pendingValue struct {
 func (p *pendingValue) rel() string { return p.dir + "/" + p.name }
 
 func newBehind(e *Engine) *behind {
-	return &behind{e: e, byRel: map[string]*pendingValue{}, byDir: map[string]map[string]*pendingValue{},
+	return &behind{e: e, byDir: map[string]map[string]*pendingValue{},
 		loose: list.New(), maxLoose: maxLoose, maxLooseBytes: maxLooseBytes,
 		stop: make(chan struct{}), done: make(chan struct{})}
 }
@@ -117,7 +118,6 @@ func (d *behind) put(s *sess, name string, data []byte, failed error) {
 	p := &pendingValue{dir: s.rel, name: name, own: s.own, v: Value{Data: data, Stat: s.valueStat(len(data))}}
 	d.mu.Lock()
 	d.remove(p.rel())
-	d.byRel[p.rel()] = p
 	if d.byDir[p.dir] == nil {
 		d.byDir[p.dir] = map[string]*pendingValue{}
 	}
@@ -159,7 +159,7 @@ func (d *behind) value(rel string) (Value, bool) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if p := d.byRel[rel]; p != nil && !p.hidden {
+	if p := d.lookup(rel); p != nil && !p.hidden {
 		return p.v, true
 	}
 	return Value{}, false
@@ -173,13 +173,21 @@ func (d *behind) drop(s *sess, name string) {
 	d.mu.Unlock()
 }
 
+// lookup is the value waiting for rel, or nil; caller holds mu.
+func (d *behind) lookup(rel string) *pendingValue {
+	i := strings.LastIndexByte(rel, '/')
+	if i < 0 {
+		return nil // not a file of a session
+	}
+	return d.byDir[rel[:i]][rel[i+1:]]
+}
+
 // remove forgets rel's value; caller holds mu.
 func (d *behind) remove(rel string) {
-	p := d.byRel[rel]
+	p := d.lookup(rel)
 	if p == nil {
 		return
 	}
-	delete(d.byRel, rel)
 	if delete(d.byDir[p.dir], p.name); len(d.byDir[p.dir]) == 0 {
 		delete(d.byDir, p.dir)
 	}
@@ -320,7 +328,7 @@ func (d *behind) write(p *pendingValue) {
 	err := d.e.replaceValue(rel, p.v.Data, p.own, &p.v.Stat.Mtim)
 	gone := errors.Is(err, fs.ErrNotExist)
 	d.mu.Lock()
-	current := d.byRel[rel] == p // the caller holds the directory: nothing supersedes p meanwhile, but nothing is written for a value that is not the current one either
+	current := d.lookup(rel) == p // the caller holds the directory: nothing supersedes p meanwhile, but nothing is written for a value that is not the current one either
 	wasFailed, wasHidden := p.failed, p.hidden
 	switch {
 	case !current:
@@ -406,7 +414,7 @@ func futimens(f *os.File, atime, mtime unix.Timespec) error {
 // flushRel writes the derived value waiting for rel, if one does, now.
 func (d *behind) flushRel(rel string) {
 	d.mu.Lock()
-	p := d.byRel[rel]
+	p := d.lookup(rel)
 	d.mu.Unlock()
 	if p != nil {
 		d.flush(p.dir, true)

@@ -144,32 +144,48 @@ func (d *smallDisk) wantStored(i int, state, latest string) {
 	}
 }
 
-// checkBehind checks behind's bookkeeping: byDir and the loose list hold
-// exactly the values of byRel, each once, and looseBytes is their size.
+// checkBehind checks behind's bookkeeping: each value waiting is filed
+// under its own directory and name, no directory is left empty, the loose
+// list holds only values waiting, each once, and looseBytes is their size.
 func checkBehind(t *testing.T, b *behind) (loose int) {
 	t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	n, bytes := 0, 0
+	bytes := 0
 	for dir, m := range b.byDir {
+		if len(m) == 0 {
+			t.Errorf("%s: an empty directory entry", dir)
+		}
 		for name, p := range m {
-			if b.byRel[dir+"/"+name] != p {
-				t.Errorf("%s/%s: in byDir, not in byRel", dir, name)
+			if p.dir != dir || p.name != name {
+				t.Errorf("%s/%s: filed under another name (%s)", dir, name, p.rel())
 			}
-			n++
 		}
 	}
+	seen := map[*pendingValue]bool{}
 	for e := b.loose.Front(); e != nil; e = e.Next() {
 		p := e.Value.(*pendingValue)
-		if b.byRel[p.rel()] != p || p.loose != e {
-			t.Errorf("%s: loose but not waiting", p.rel())
+		if b.lookup(p.rel()) != p || p.loose != e || seen[p] {
+			t.Errorf("%s: loose but not waiting, or twice", p.rel())
 		}
+		seen[p] = true
 		bytes += len(p.v.Data)
 	}
-	if n != len(b.byRel) || bytes != b.looseBytes {
-		t.Errorf("byDir holds %d values, byRel %d; loose values %d bytes, counted %d", n, len(b.byRel), bytes, b.looseBytes)
+	if bytes != b.looseBytes {
+		t.Errorf("loose values %d bytes, counted %d", bytes, b.looseBytes)
 	}
 	return b.loose.Len()
+}
+
+// waiting is how many values wait to be written.
+func waiting(b *behind) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, m := range b.byDir {
+		n += len(m)
+	}
+	return n
 }
 
 // TestFullDiskKeepsTheSessionBound: on a full disk, sends to many more
@@ -202,8 +218,8 @@ func TestFullDiskKeepsTheSessionBound(t *testing.T) {
 			t.Errorf("s%d/latest.md: mode %o, uid %d, mtime %v in the store; served %o, %d, %v", i, st.Mode, st.Uid, st.Mtim, v.Stat.Mode, v.Stat.Uid, v.Stat.Mtim)
 		}
 	}
-	if loose := checkBehind(t, d.e.derived); loose != 0 || len(d.e.derived.byRel) != 0 {
-		t.Errorf("%d values (%d loose) still wait once there is room", len(d.e.derived.byRel), loose)
+	if loose, n := checkBehind(t, d.e.derived), waiting(d.e.derived); loose != 0 || n != 0 {
+		t.Errorf("%d values (%d loose) still wait once there is room", n, loose)
 	}
 }
 
