@@ -18,7 +18,7 @@ MAN      := man
 # Each fuzz target: package and name.
 FUZZ     := ./abi:FuzzCheckLogLine ./proto:FuzzParseRequest ./session/sealedlog:FuzzAppend ./agent/provider:FuzzSSE
 
-.PHONY: build deps test unit fuzz bench run lint clean man install uninstall
+.PHONY: build deps test unit fuzz bench bench-journaled run lint clean man install uninstall
 
 # The binaries say which source they are (--version, the server's log):
 # git describe, since this machine builds with -buildvcs=false.
@@ -46,6 +46,11 @@ fuzz:
 		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
 		$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) $$pkg; \
 	done
+
+# bench-journaled: the send and append rows on an ext4 with a journal (see
+# the script); as root.
+bench-journaled: build
+	./scripts/bench-journaled.sh
 
 bench: build
 	$(GO) test -run='^$$' -bench=. -benchtime=2s -timeout 30m ./session/... ./index/... ./server/... ./agent/... ./trajectory/... ./search/... ./integration/...

@@ -526,6 +526,7 @@ func BenchmarkAppend(b *testing.B) {
 				return
 			}
 			reportOps(b, sides[0], sides[1:]...)
+			reportJournal(b, nativeDir)
 		})
 	}
 }

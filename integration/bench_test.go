@@ -45,6 +45,28 @@ func syncRate(b *testing.B, dir string, d time.Duration) float64 {
 	return float64(n) / time.Since(t0).Seconds()
 }
 
+// reportJournal reports store-journal: 1 when the filesystem that holds
+// dir keeps a journal (ext4's jbd2, listed in /proc/fs/jbd2), else 0. A
+// durable append's reference cost depends on it: with a journal, an
+// append+fdatasync also commits the filesystem's journal, which an
+// overwrite in place (what ctxfs's own journal does) does not; without
+// one, both write the data and the inode. scripts/bench-journaled.sh runs
+// the benchmarks on a journaled ext4.
+func reportJournal(b *testing.B, dir string) {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		b.Fatal(err)
+	}
+	dev, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)))
+	journal := 0.0
+	if err == nil {
+		if m, _ := filepath.Glob("/proc/fs/jbd2/" + filepath.Base(dev) + "-*"); len(m) > 0 {
+			journal = 1
+		}
+	}
+	b.ReportMetric(journal, "store-journal")
+}
+
 // BenchmarkDurableSends: sends per second with debug/echo, from 1 and from
 // 16 concurrent clients (each its own session), beside the machine's own
 // limit measured in the same run on the same disk (the store's): a loop
@@ -101,6 +123,7 @@ func BenchmarkDurableSends(b *testing.B) {
 			b.ReportMetric(limit, "syncs/s")
 			b.ReportMetric(sends/limit, "sends/syncs")
 			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "server-CPU-µs/send")
+			reportJournal(b, s.store)
 		})
 	}
 }
