@@ -25,7 +25,10 @@ cleanup() {
 	if [ -n "$dev" ]; then losetup -d "$dev" 2>/dev/null || true; fi
 	rm -rf "$base"
 }
-trap cleanup EXIT INT TERM
+# Interrupted, stop there: a shell goes on after its INT trap, and would
+# attach and mount an image the cleanup just removed.
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 mkdir "$mnt"
 truncate -s 4G "$img"
 mkfs.ext4 -q -F "$img"
