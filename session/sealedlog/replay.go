@@ -146,13 +146,13 @@ type replay struct {
 	dir      string
 	locate   Locate
 	name     func(gen uint64) string // the store path of a generation's file
-	logs     map[string]*replayLog // by path and binding
+	logs     map[string]*replayLog   // by path and binding
 	order    []*replayLog
 	values   map[string]*replayValue // the last change of each value file
 	vorder   []*replayValue
 	files    map[uint64]*os.File // open journal files, by generation
-	problems []Problem // damage of the journal itself
-	held     []Problem // logs whose records were set aside (apply)
+	problems []Problem           // damage of the journal itself
+	held     []Problem           // logs whose records were set aside (apply)
 	batches  int
 }
 
