@@ -15,11 +15,38 @@ import (
 // Issue 19, finding 5: one user stopped the server from starting for
 // everyone by putting a FIFO in place of their own messages.jsonl while
 // the journal still held appends for it. Now the start keeps that log's
-// records aside, never opens the FIFO, and serves everyone else; the
+// records aside, never opens what is there, and serves everyone else; the
 // user's session is unprovable (EIO, nothing written) and fsck names it;
-// once an administrator puts the log back and runs fsck --repair, as the
-// README says, the session is provable again with the kept appends.
-func TestRecoverFIFOInPlaceOfALog(t *testing.T) {
+// once an administrator puts the file back and runs fsck --repair, as the
+// README says, the session is provable again with the kept appends. The
+// same for a missing log, a directory in its place and a damaged seal.
+func TestRecoverSetsAsideALogItCannotRecover(t *testing.T) {
+	for _, sp := range []struct {
+		name, file string // file: what the user spoils, in the session
+		do         func(t *testing.T, p string)
+	}{
+		{"fifo", "messages.jsonl", func(t *testing.T, p string) {
+			mustT(t, os.Remove(p))
+			mustT(t, unix.Mkfifo(p, 0o600))
+			mustT(t, os.Chown(p, 1001, 1001))
+		}},
+		{"missing", "messages.jsonl", func(t *testing.T, p string) { mustT(t, os.Remove(p)) }},
+		{"directory", "messages.jsonl", func(t *testing.T, p string) {
+			mustT(t, os.Remove(p))
+			mustT(t, os.Mkdir(p, 0o700))
+			mustT(t, os.Chown(p, 1001, 1001))
+		}},
+		{"damaged seal", ".seal/messages.jsonl", func(t *testing.T, p string) {
+			mustT(t, os.WriteFile(p, []byte(strings.Repeat("\xee", 1024)), 0o600))
+		}},
+	} {
+		t.Run(sp.name, func(t *testing.T) { recoverSetsAside(t, sp.file, sp.do) })
+	}
+}
+
+// recoverSetsAside is one case of TestRecoverSetsAsideALogItCannotRecover:
+// spoil does to the file at path what the user did.
+func recoverSetsAside(t *testing.T, file string, spoil func(t *testing.T, path string)) {
 	u1, u2 := &cred{uid: 1001, gid: 1001}, &cred{uid: 1002, gid: 1002}
 	var runA2 any // the run of uid 1001's last send before the kill
 	s, jf := killedAfter(t, func(s *server) {
@@ -29,19 +56,17 @@ func TestRecoverFIFOInPlaceOfALog(t *testing.T) {
 		}
 	})
 	dirA, dirB := s.sessionDir(1001, "coder", "a"), s.sessionDir(1002, "coder", "b")
-	logA := filepath.Join(dirA, "messages.jsonl")
-	kept := fileBytes(t, logA)
+	logA, spoilt := filepath.Join(dirA, "messages.jsonl"), filepath.Join(dirA, file)
+	keptLog, keptFile := fileBytes(t, logA), fileBytes(t, spoilt)
 	if !strings.Contains(fileBytes(t, jf), "durable send 2 of uid 1001") {
 		t.Fatalf("the journal %s does not hold uid 1001's last send: nothing to recover", jf)
 	}
 	var orig unix.Stat_t
-	mustT(t, unix.Lstat(logA, &orig))
-	// The user (standing in: root, then the file given to them) puts a FIFO there.
-	mustT(t, os.Remove(logA))
-	mustT(t, unix.Mkfifo(logA, 0o600))
-	mustT(t, os.Chown(logA, 1001, 1001))
-	var fifo unix.Stat_t
-	mustT(t, unix.Lstat(logA, &fifo))
+	mustT(t, unix.Lstat(spoilt, &orig))
+	// The user (standing in: root, giving what it made to the user) spoils it.
+	spoil(t, spoilt)
+	var was unix.Stat_t
+	fifo := unix.Lstat(logA, &was) == nil && was.Mode&unix.S_IFMT == unix.S_IFIFO
 
 	s.start() // waitReady: it answers within its 20 s bound, or the test fails
 	eventually(t, 10*time.Second, "both mounts up", func() bool {
@@ -76,7 +101,7 @@ func TestRecoverFIFOInPlaceOfALog(t *testing.T) {
 	}
 	for _, r := range reads {
 		if strings.Contains(r, "messages.jsonl") {
-			t.Errorf("the FIFO was opened: %s", r)
+			t.Errorf("the spoilt log was read: %s", r)
 		}
 	}
 	// What can be read still is: the session's events, through the mount.
@@ -84,8 +109,10 @@ func TestRecoverFIFOInPlaceOfALog(t *testing.T) {
 	if out, err := bashAs(t, u1, "cat "+mntA); err != nil || !strings.Contains(out, "a-2") {
 		t.Errorf("uid 1001 reads its events through the mount: %v\n%s", err, out)
 	}
-	fifoUntouched(t, logA, &fifo)
-	noDescriptorOf(t, s.cmd.Process.Pid, &fifo)
+	if fifo {
+		fifoUntouched(t, logA, &was)
+		noDescriptorOf(t, s.cmd.Process.Pid, &was)
+	}
 
 	out, code := s.fsck()
 	if code != 1 || fsckLine(out, logA+": ", "kept in") == "" || !strings.Contains(out, "fsck --repair") {
@@ -96,10 +123,12 @@ func TestRecoverFIFOInPlaceOfALog(t *testing.T) {
 	// The administrator does what the README says: stop the server, put
 	// the log back (its bytes, owned as its seal), run fsck --repair.
 	s.kill(s.cmd, syscall.SIGTERM)
-	fifoUntouched(t, logA, &fifo)
-	mustT(t, os.Remove(logA))
-	mustT(t, os.WriteFile(logA, []byte(kept), os.FileMode(orig.Mode).Perm()))
-	mustT(t, os.Chown(logA, int(orig.Uid), int(orig.Gid)))
+	if fifo {
+		fifoUntouched(t, logA, &was)
+	}
+	mustT(t, os.RemoveAll(spoilt))
+	mustT(t, os.WriteFile(spoilt, []byte(keptFile), os.FileMode(orig.Mode).Perm()))
+	mustT(t, os.Chown(spoilt, int(orig.Uid), int(orig.Gid)))
 	out, code = s.fsck("--repair")
 	t.Logf("fsck --repair: exit %d\n%s", code, out)
 	if code != 0 || fsckLine(out, logA+": ", "applied") == "" {
@@ -108,8 +137,8 @@ func TestRecoverFIFOInPlaceOfALog(t *testing.T) {
 	if out, code := s.fsck(); code != 0 || out != "" {
 		t.Errorf("fsck after the repair: exit %d\n%s", code, out)
 	}
-	if got := fileBytes(t, logA); got != kept {
-		t.Errorf("the repaired log holds %d bytes, want the %d it had with the kept appends", len(got), len(kept))
+	if got := fileBytes(t, logA); got != keptLog {
+		t.Errorf("the repaired log holds %d bytes, want the %d it had with the kept appends", len(got), len(keptLog))
 	}
 	s.start()
 	s.sendAs(u1, "a", "a-repaired", "", "after the repair")
@@ -117,7 +146,7 @@ func TestRecoverFIFOInPlaceOfALog(t *testing.T) {
 	if err != nil || !hasFrame(frames, "done") || frames[0]["run"] != runA2 {
 		t.Errorf("a replay of a kept send to the repaired session: %v\n%s", err, raw)
 	}
-	if got := fileBytes(t, logA); !strings.HasPrefix(got, kept) || !strings.Contains(got[len(kept):], "after the repair") {
+	if got := fileBytes(t, logA); !strings.HasPrefix(got, keptLog) || !strings.Contains(got[len(keptLog):], "after the repair") {
 		t.Errorf("the repaired session's log does not hold the kept appends, then the new send:\n%s", got)
 	}
 }

@@ -15,34 +15,38 @@ import (
 // back as an administrator would (the log's bytes, owned as its seal).
 type spoil struct {
 	name  string
-	do    func(t *testing.T, log, seal string)
-	words string // in what the start says about the log
+	do    func(t *testing.T, log, seal string, oldSeal []byte) // oldSeal: the seal before the log's last checkpoint
+	words string                                               // in what the start says about the log
 }
 
 var spoils = []spoil{
-	{"fifo", func(t *testing.T, log, _ string) { must(t, os.Remove(log)); must(t, syscall.Mkfifo(log, 0o600)) }, "a FIFO, not a regular file"},
-	{"missing", func(t *testing.T, log, _ string) { must(t, os.Remove(log)) }, "log file is missing"},
-	{"directory", func(t *testing.T, log, _ string) { must(t, os.Remove(log)); must(t, os.Mkdir(log, 0o700)) }, "a directory, not a regular file"},
-	{"symlink", func(t *testing.T, log, _ string) {
+	{"fifo", func(t *testing.T, log, _ string, _ []byte) {
+		must(t, os.Remove(log))
+		must(t, syscall.Mkfifo(log, 0o600))
+	}, "a FIFO, not a regular file"},
+	{"missing", func(t *testing.T, log, _ string, _ []byte) { must(t, os.Remove(log)) }, "log file is missing"},
+	{"directory", func(t *testing.T, log, _ string, _ []byte) { must(t, os.Remove(log)); must(t, os.Mkdir(log, 0o700)) }, "a directory, not a regular file"},
+	{"symlink", func(t *testing.T, log, _ string, _ []byte) {
 		must(t, os.Rename(log, log+".real"))
 		must(t, os.Symlink(filepath.Base(log)+".real", log))
 	}, "a symlink"},
-	{"char device", func(t *testing.T, log, _ string) {
+	{"char device", func(t *testing.T, log, _ string, _ []byte) {
 		must(t, os.Remove(log))
 		must(t, syscall.Mknod(log, syscall.S_IFCHR|0o600, 1<<8|3)) // /dev/null's numbers
 	}, "a character device"},
-	{"other owner", func(t *testing.T, log, _ string) { must(t, os.Chown(log, 4242, 4242)) }, "owned by uid 4242"},
-	{"hard link", func(t *testing.T, log, _ string) { must(t, os.Link(log, log+".other")) }, "2 links"},
-	{"shorter", func(t *testing.T, log, _ string) { must(t, os.Truncate(log, 3)) }, "shorter than"},
-	{"different", func(t *testing.T, log, _ string) {
+	{"other owner", func(t *testing.T, log, _ string, _ []byte) { must(t, os.Chown(log, 4242, 4242)) }, "owned by uid 4242"},
+	{"hard link", func(t *testing.T, log, _ string, _ []byte) { must(t, os.Link(log, log+".other")) }, "2 links"},
+	{"shorter", func(t *testing.T, log, _ string, _ []byte) { must(t, os.Truncate(log, 3)) }, "shorter than"},
+	{"different", func(t *testing.T, log, _ string, _ []byte) {
 		b := readFile(t, log)
 		b[5] ^= 1
 		must(t, os.WriteFile(log, b, 0o600))
 	}, "are not what its seal vouches for"},
-	{"damaged seal", func(t *testing.T, _, seal string) {
+	{"damaged seal", func(t *testing.T, _, seal string, _ []byte) {
 		must(t, os.WriteFile(seal, bytes.Repeat([]byte{0xEE}, 1024), 0o600))
 	}, "seal holds no valid record"},
-	{"missing seal", func(t *testing.T, _, seal string) { must(t, os.Remove(seal)) }, "its seal cannot be read"},
+	{"missing seal", func(t *testing.T, _, seal string, _ []byte) { must(t, os.Remove(seal)) }, "its seal cannot be read"},
+	{"older seal", func(t *testing.T, _, seal string, old []byte) { must(t, os.WriteFile(seal, old, 0o600)) }, "an append is missing"},
 }
 
 func must(t *testing.T, err error) {
@@ -61,6 +65,7 @@ func TestRecoverSetsAsideWhatCannotBeRecovered(t *testing.T) {
 	for _, sp := range spoils {
 		t.Run(sp.name, func(t *testing.T) {
 			js := newJStore(t, 2, JournalConfig{CheckpointEvery: -1})
+			oldSeal := readFile(t, filepath.Join(js.dir, "s0/seal"))
 			js.logs[0].Append(line(100)) // sealed by the checkpoint below: a prefix the journal builds on
 			js.want[0] = append(js.want[0], line(100)...)
 			must(t, js.logs[0].Close())
@@ -71,7 +76,7 @@ func TestRecoverSetsAsideWhatCannotBeRecovered(t *testing.T) {
 			js.crash()
 			log, seal := filepath.Join(js.dir, "s0/log"), filepath.Join(js.dir, "s0/seal")
 			keptLog, keptSeal := readFile(t, log), readFile(t, seal)
-			sp.do(t, log, seal)
+			sp.do(t, log, seal, oldSeal)
 			spoiled := lstatAll(t, filepath.Join(js.dir, "s0"))
 
 			j, err := OpenJournal(js.root, jdir, js.locate, JournalConfig{})
