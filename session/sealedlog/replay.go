@@ -48,9 +48,9 @@ type Recovery struct {
 // regular file, of another owner than its seal, shorter than or different
 // from what its seal vouches for, its seal unreadable, or its records not
 // following its seal) never stops the others: its records are set aside,
-// durably, in dir (holdLog), the log is left untouched, and it is named in
-// Held. Its session is unprovable until an administrator puts the log
-// right and `ctxfs fsck --repair` applies them (RecoverHeld).
+// durably, in dir (hold, unrecovered.go), the log is left untouched, and
+// it is named in Held. Its session is unprovable until an administrator
+// puts the log right and `ctxfs fsck --repair` applies them (RecoverHeld).
 func RecoverJournal(root *storefs.Root, dir string, locate Locate, repair bool) (*Recovery, error) {
 	rp, gens, err := scanJournal(root, dir, locate)
 	if err != nil {
@@ -168,7 +168,7 @@ type replayLog struct {
 	gap     string   // the first record that did not follow: nothing after it is applied
 	retired bool     // a later record says the log was checkpointed and closed: all of it is settled
 	intent  bool     // the log may hold appends past what the journal holds: cut them
-	all     []jwrite // every append and intent record of the log, in order: what holdLog keeps
+	all     []jwrite // every append and intent record of the log, in order: what hold keeps
 	lost    bool     // a repair of a damaged journal: replayed up to the gap, the rest is lost
 }
 
@@ -422,7 +422,7 @@ func (lg *replayLog) due() bool {
 }
 
 // apply carries out the plans: each log gets its bytes, is synced, then
-// sealed; a log that cannot take them has them set aside (holdLog). It
+// sealed; a log that cannot take them has them set aside (hold, unrecovered.go). It
 // returns how many logs it brought up to date.
 func (rp *replay) apply() (int, error) {
 	n := 0
@@ -455,17 +455,11 @@ func (rp *replay) apply() (int, error) {
 // once it is known to be a regular file (storefs looks with O_PATH first),
 // so a FIFO or a device in its place is never opened.
 func (rp *replay) applyLog(lg *replayLog) (string, error) {
-	if why := lg.trouble(); why != "" {
-		return why, nil
-	}
-	f, err := rp.root.OpenFile(lg.at.Log, os.O_RDWR, 0)
-	if err != nil {
-		return unopenable(err)
-	}
-	defer f.Close()
-	if why, err := rp.builtOn(lg, f); why != "" || err != nil {
+	f, why, err := rp.openLog(lg, os.O_RDWR)
+	if f == nil {
 		return why, err
 	}
+	defer f.Close()
 	h, err := rp.eachWrite(lg, func(b []byte, off int64) error {
 		if _, err := f.WriteAt(b, off); err != nil {
 			return osError("recover", rp.root.Show(lg.at.Log), err)
@@ -501,16 +495,32 @@ func (rp *replay) applyLog(lg *replayLog) (string, error) {
 	return "", nil
 }
 
+// openLog opens lg's log with flags once it is known to be able to take
+// the records; otherwise it returns no file and why not (or an error of
+// the server's own).
+func (rp *replay) openLog(lg *replayLog, flags int) (*os.File, string, error) {
+	if why := lg.trouble(); why != "" {
+		return nil, why, nil
+	}
+	f, err := rp.root.OpenFile(lg.at.Log, flags, 0)
+	if err != nil {
+		why, err := unopenable(err)
+		return nil, why, err
+	}
+	if why, err := rp.builtOn(lg, f); why != "" || err != nil {
+		f.Close()
+		return nil, why, err
+	}
+	return f, "", nil
+}
+
 // unopenable turns a failed open of a log into why it cannot be
 // recovered: missing or not a regular file. Other errors (EIO of the
 // disk, EMFILE) are the server's trouble, not the log's, and stop the
 // replay as before.
 func unopenable(err error) (string, error) {
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return "log file is missing", nil
-	case storefs.IsUnsafe(err):
-		return storefs.Words(err), nil
+	if errors.Is(err, os.ErrNotExist) || storefs.IsUnsafe(err) {
+		return what(err, "log file is missing"), nil
 	}
 	return "", err
 }
@@ -522,18 +532,20 @@ func unopenable(err error) (string, error) {
 // link to one, is not written through). It reads the vouched-for prefix
 // once: a start after a crash pays that for each log the journal touched.
 func (rp *replay) builtOn(lg *replayLog, f *os.File) (string, error) {
-	var st, sst unix.Stat_t
+	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return "", osError("recover", rp.root.Show(lg.at.Log), err)
 	}
-	if sp, err := rp.root.Lstat(lg.at.Seal); err == nil {
-		sst = *sp
-	} else if why, err := unopenable(err); why != "" || err != nil {
-		return "seal: " + why, err
+	sp, err := rp.root.Lstat(lg.at.Seal) // the seal's owner is the log's
+	switch {
+	case errors.Is(err, os.ErrNotExist) || storefs.IsUnsafe(err):
+		return "seal: " + what(err, "missing"), nil
+	case err != nil:
+		return "", osError("recover", rp.root.Show(lg.at.Seal), err)
 	}
 	switch {
-	case st.Uid != sst.Uid:
-		return fmt.Sprintf("owned by uid %d, its seal by uid %d", st.Uid, sst.Uid), nil
+	case st.Uid != sp.Uid:
+		return fmt.Sprintf("owned by uid %d, its seal by uid %d", st.Uid, sp.Uid), nil
 	case st.Nlink != 1:
 		return fmt.Sprintf("it has %d links, a log has one", st.Nlink), nil
 	case st.Size < lg.base.length:

@@ -214,15 +214,11 @@ func openHeld(root *storefs.Root, dir string, locate Locate, id string, gens []u
 // heldWhy says why a kept log cannot take its records now ("" when it
 // can), changing nothing.
 func (rp *replay) heldWhy(lg *replayLog) (string, error) {
-	if why := lg.trouble(); why != "" {
-		return why, nil
+	f, why, err := rp.openLog(lg, os.O_RDONLY)
+	if f != nil {
+		f.Close()
 	}
-	f, err := rp.root.OpenFile(lg.at.Log, os.O_RDONLY, 0)
-	if err != nil {
-		return unopenable(err)
-	}
-	defer f.Close()
-	return rp.builtOn(lg, f)
+	return why, err
 }
 
 // eachHeld hands each kept log of dir to fn with its plan (nil when only
