@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,7 +100,7 @@ func fsckJournal(root *storefs.Root, repair, served bool, r FsckReport) (*journa
 		if err != nil {
 			return nil, 0, err
 		}
-		for _, p := range append(rec.Repaired, held...) {
+		for _, p := range slices.Concat(rec.Repaired, held) {
 			if r.Repaired != nil {
 				r.Repaired(p.Path, p.What)
 			}
@@ -113,7 +114,7 @@ func fsckJournal(root *storefs.Root, repair, served bool, r FsckReport) (*journa
 	if err != nil {
 		return nil, 0, err
 	}
-	problems := append(v.plan.Problems, held...)
+	problems := slices.Concat(v.plan.Problems, held)
 	for _, p := range problems {
 		if r.Problem != nil {
 			r.Problem(p.Path, p.What)
