@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -85,15 +86,21 @@ func Fsck(store string, repair, served bool, r FsckReport) (int, error) {
 // a running server (whose appends may race it: a report about a log being
 // appended to then is worth a second look). With repair, it first replays
 // the journal as the server's start would, replaying what can be proven of
-// a damaged one and reporting the rest as lost (the caller makes sure no
-// server holds the store).
+// a damaged one and reporting the rest as lost, and applies the records
+// a start kept aside for a log it could not recover, once that log is put
+// right (the caller makes sure no server holds the store). Logs whose
+// records are still kept aside are problems, named with what to do.
 func fsckJournal(root *storefs.Root, repair, served bool, r FsckReport) (*journalView, int, error) {
 	if repair {
 		rec, err := sealedlog.RecoverJournal(root, walDir, locateLog(root), true)
 		if err != nil {
 			return nil, 0, err
 		}
-		for _, p := range rec.Repaired {
+		held, err := sealedlog.RecoverHeld(root, walDir, locateLog(root))
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, p := range slices.Concat(rec.Repaired, held) {
 			if r.Repaired != nil {
 				r.Repaired(p.Path, p.What)
 			}
@@ -103,12 +110,17 @@ func fsckJournal(root *storefs.Root, repair, served bool, r FsckReport) (*journa
 	if err := v.read(); err != nil {
 		return nil, 0, err
 	}
-	for _, p := range v.plan.Problems {
+	held, err := sealedlog.HeldProblems(root, walDir, locateLog(root))
+	if err != nil {
+		return nil, 0, err
+	}
+	problems := slices.Concat(v.plan.Problems, held)
+	for _, p := range problems {
 		if r.Problem != nil {
 			r.Problem(p.Path, p.What)
 		}
 	}
-	return v, len(v.plan.Problems), nil
+	return v, len(problems), nil
 }
 
 // journalView is fsck's reading of the journal.

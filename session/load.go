@@ -149,6 +149,7 @@ func (e *Engine) load(r Ref) (*sess, error) {
 		s.events.Refuse(problem)
 		s.msgs.Refuse(problem)
 	}
+	e.refuseHeld(s, rel, identity)
 	if s.provable() != nil {
 		return s, nil // kept for reading and for refusing with EIO
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
@@ -73,4 +74,15 @@ func (e *Engine) openWAL() error {
 	}
 	e.wal, err = sealedlog.OpenJournal(e.admin, walDir, locateLog(e.admin), cfg)
 	return err
+}
+
+// refuseHeld makes a log unprovable while the journal's records for it are
+// kept aside (a start could not recover it: sealedlog.Held): appending
+// past them would build on bytes the journal says are not the log's end.
+func (e *Engine) refuseHeld(s *sess, rel string, identity []byte) {
+	for file, l := range map[string]*sealedlog.Log{abi.FileEvents: s.events, abi.FileMessages: s.msgs} {
+		if sealedlog.Held(e.admin, walDir, logPlace(e.admin, rel, file, identity)) {
+			l.Refuse(sealedlog.HeldWords)
+		}
+	}
 }
