@@ -1,0 +1,244 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fillFile appends chunk-sized writes to a file (created when missing)
+// until limit bytes are written or a write fails, and prints how many
+// bytes the writes took and the errno name of the failure ("none").
+const fillFile = `
+import errno, os, sys
+path, chunk, limit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+done, err = 0, "none"
+while done < limit:
+    try:
+        n = os.write(fd, b"q" * chunk)
+    except OSError as e:
+        err = errno.errorcode[e.errno]
+        break
+    done += n  # a short write (a full disk) is followed by the failing one
+try:
+    os.close(fd)
+except OSError as e:
+    err = err + "+close:" + errno.errorcode[e.errno]
+print(done, err)
+`
+
+// createFiles creates empty files dir/f0, dir/f1, … until n are made or a
+// create fails, and prints how many were made and the errno name.
+const createFiles = `
+import errno, os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    try:
+        os.close(os.open(os.path.join(d, "f%d" % i), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except OSError as e:
+        print(i, errno.errorcode[e.errno])
+        sys.exit(0)
+print(n, "none")
+`
+
+// pyAs runs a python script as c and returns its output's two fields.
+func pyAs(t *testing.T, c *cred, script string, args ...string) (int64, string) {
+	t.Helper()
+	out, err := runCmd(t, c, nil, "/usr/bin/python3", append([]string{"-c", script}, args...)...)
+	if err != nil {
+		t.Fatalf("python as %s %v: %v\n%s", credName(c), args, err, out)
+	}
+	f := strings.Fields(out)
+	if len(f) != 2 {
+		t.Fatalf("python as %s %v: %q", credName(c), args, out)
+	}
+	n, err := strconv.ParseInt(f[0], 10, 64)
+	mustT(t, err)
+	return n, f[1]
+}
+
+// uid1002 is the other user of these tests.
+var uid1002 = &cred{uid: 1002, gid: 1002}
+
+// userTrees makes (by a send) c's session name and returns the mount
+// paths of its agent's root/ and of the session's context/.
+func (s *server) userTrees(t *testing.T, c *cred, session string) (root, context string) {
+	s.sendAs(c, session, "make-"+session, "", "hello")
+	agent := fmt.Sprintf("home/%d/agent/coder", c.uid)
+	root, context = s.mnt(agent+"/root"), s.mnt(agent+"/session/"+session+"/context")
+	for _, d := range []string{root, context} {
+		if _, err := os.Stat(d); err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+	}
+	return root, context
+}
+
+// storePath is where a mount path of the free trees lies in the store.
+func (s *server) storePath(mnt string) string {
+	rel, err := filepath.Rel(s.root, mnt)
+	if err != nil {
+		panic(err)
+	}
+	return filepath.Join(s.store, rel)
+}
+
+// TestFreeTreeQuota: uid 1001 writes into its agent's root/ and its
+// session's context/ past its byte quota (CTXFS_LIMITS freebytes): the
+// write that passes it is EDQUOT, the bytes before it are in the store
+// and nothing of the refused write; past its inode quota a create is
+// EDQUOT and makes nothing. What it made is its own on the store. uid
+// 1002 sends and writes meanwhile. After a restart the count is the same
+// (a write is still refused) and a removal makes room again.
+func TestFreeTreeQuota(t *testing.T) {
+	const quota, chunk = 1 << 20, 64 << 10
+	s := limitedServer(t, fmt.Sprintf("freebytes=%d,freeinodes=40", quota), nil)
+	root, context := s.userTrees(t, uid1001, "q")
+	otherRoot, _ := s.userTrees(t, uid1002, "other")
+
+	// Half the quota in root/, then context/ until refused.
+	half, why := pyAs(t, uid1001, fillFile, filepath.Join(root, "half"), fmt.Sprint(chunk), fmt.Sprint(quota/2))
+	if half != quota/2 || why != "none" {
+		t.Fatalf("half the quota in root/: %d bytes, %s", half, why)
+	}
+	fill := filepath.Join(context, "fill")
+	got, why := pyAs(t, uid1001, fillFile, fill, fmt.Sprint(chunk), fmt.Sprint(2*quota))
+	if why != "EDQUOT" {
+		t.Fatalf("writing past the quota in context/: %d bytes, then %s; want EDQUOT", got, why)
+	}
+	// The directories (4 KiB each) and the two files take the quota.
+	if total := half + got; total > quota || total+chunk+3*4096 <= quota {
+		t.Fatalf("refused after %d bytes in all, quota %d", total, quota)
+	}
+	if st := statStore(t, s.storePath(fill)); st.Size != got || st.Uid != 1001 || st.Gid != 1001 {
+		t.Fatalf("the store's file after the refusal: size %d (written %d), owner %d:%d, want 1001:1001", st.Size, got, st.Uid, st.Gid)
+	}
+	// A new file of one chunk, anywhere: refused at its write.
+	if n, why := pyAs(t, uid1001, fillFile, filepath.Join(root, "more"), fmt.Sprint(chunk), fmt.Sprint(chunk)); why != "EDQUOT" || n != 0 {
+		t.Fatalf("a write in root/ past the quota: %d bytes, %s", n, why)
+	}
+	if st := statStore(t, s.storePath(filepath.Join(root, "more"))); st.Size != 0 || st.Uid != 1001 {
+		t.Fatalf("the refused write's file: size %d owner %d", st.Size, st.Uid)
+	}
+
+	// Meanwhile uid 1002 sends and writes.
+	s.sendAs(uid1002, "other", "o2", "", "still here")
+	if n, why := pyAs(t, uid1002, fillFile, filepath.Join(otherRoot, "mine"), fmt.Sprint(chunk), fmt.Sprint(quota/2)); n != quota/2 || why != "none" {
+		t.Fatalf("uid 1002 writing its own root/: %d bytes, %s", n, why)
+	}
+
+	// Inodes: make room for bytes, then create files until refused.
+	mustT(t, os.Remove(fill))
+	dir := filepath.Join(root, "many")
+	if _, err := runCmd(t, uid1001, nil, "mkdir", dir); err != nil {
+		t.Fatal(err)
+	}
+	made, why := pyAs(t, uid1001, createFiles, dir, "100")
+	if why != "EDQUOT" || made > 40 || made < 30 {
+		t.Fatalf("creating files past the inode quota (40): %d made, then %s", made, why)
+	}
+	if _, err := os.Lstat(s.storePath(filepath.Join(dir, fmt.Sprint("f", made)))); !os.IsNotExist(err) {
+		t.Fatalf("the refused create left a file: %v", err)
+	}
+	if _, err := runCmd(t, uid1001, nil, "mkdir", filepath.Join(dir, "sub")); err == nil {
+		t.Fatal("mkdir past the inode quota worked")
+	}
+
+	// The count holds after a restart; a removal makes room again.
+	s.restart(syscall.SIGTERM)
+	eventually(t, 10*time.Second, "the mount after a restart", func() bool { return mountsAt(s.mnt("home")) == 1 })
+	if n, why := pyAs(t, uid1001, createFiles, dir, "100"); why != "EEXIST" || n != 0 {
+		t.Fatalf("f0 again: %d %s", n, why)
+	}
+	if _, err := runCmd(t, uid1001, nil, "touch", filepath.Join(dir, "new")); err == nil {
+		t.Fatal("a create past the inode quota worked after a restart")
+	}
+	mustT(t, os.Remove(filepath.Join(dir, "f0")))
+	if out, err := runCmd(t, uid1001, nil, "touch", filepath.Join(dir, "new")); err != nil {
+		t.Fatalf("a create after a removal: %v %s", err, out)
+	}
+}
+
+// statStore stats a store path.
+func statStore(t *testing.T, p string) *syscall.Stat_t {
+	t.Helper()
+	var st syscall.Stat_t
+	mustT(t, syscall.Lstat(p, &st))
+	return &st
+}
+
+// smallExt4 makes an ext4 filesystem of size MiB in an image on a loop
+// device (5% of its blocks reserved for root, mkfs's default), mounts it
+// and returns where; the mount, the loop device and the image go at
+// cleanup, after the server stops (cleanups run last first).
+func smallExt4(t *testing.T, mib int) string {
+	t.Helper()
+	for _, tool := range []string{"mkfs.ext4", "losetup"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s: %v", tool, err)
+		}
+	}
+	base := t.TempDir()
+	os.Chmod(base, 0o755)
+	img := filepath.Join(base, "ext4.img")
+	f, err := os.Create(img)
+	mustT(t, err)
+	mustT(t, f.Truncate(int64(mib)<<20))
+	f.Close()
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-m", "5", img).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", img).Output()
+	if err != nil {
+		t.Fatalf("losetup: %v", err)
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
+	dir := filepath.Join(base, "ext4")
+	mustT(t, os.Mkdir(dir, 0o700))
+	if out, err := exec.Command("mount", "-t", "ext4", dev, dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount %s: %v\n%s", dev, err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	return dir
+}
+
+// TestFreeTreeFillKeepsRootsReserve: on a small ext4, uid 1001 fills the
+// disk through its root/ (its quota larger than the disk): the fill stops
+// with ENOSPC at ext4's reserve for root, which the server's own writes
+// (the free trees' writes run with the user's uid and no capability)
+// leave alone; root's and uid 1002's sends still succeed.
+func TestFreeTreeFillKeepsRootsReserve(t *testing.T) {
+	disk := smallExt4(t, 96)
+	s := limitedServer(t, "freebytes=1073741824", func(s *server) { s.store = filepath.Join(disk, "store") })
+	root, _ := s.userTrees(t, uid1001, "fill")
+	s.userTrees(t, uid1002, "other")
+	s.send("mine", "m1", "before")
+
+	got, why := pyAs(t, uid1001, fillFile, filepath.Join(root, "fill"), fmt.Sprint(1<<20), fmt.Sprint(200<<20))
+	if why != "ENOSPC" {
+		t.Fatalf("filling the disk as uid 1001: %d bytes, then %s; want ENOSPC", got, why)
+	}
+	var st syscall.Statfs_t
+	mustT(t, syscall.Statfs(disk, &st))
+	reserve := (st.Bfree - st.Bavail) * uint64(st.Bsize)
+	t.Logf("uid 1001 wrote %d MiB; %d KiB left free, %d KiB of them root's", got>>20, st.Bfree*uint64(st.Bsize)>>10, reserve>>10)
+	if st.Bfree*uint64(st.Bsize) < 2<<20 {
+		t.Fatalf("only %d KiB free after a user filled the disk: root's reserve was used", st.Bfree*uint64(st.Bsize)>>10)
+	}
+	if fst := statStore(t, s.storePath(filepath.Join(root, "fill"))); fst.Uid != 1001 {
+		t.Fatalf("the fill file is owned by %d on the store", fst.Uid)
+	}
+	s.send("mine", "m2", "after the fill")
+	s.sendAs(uid1002, "other", "o2", "", "after the fill")
+	for i := 0; i < 5; i++ {
+		s.sendAs(uid1002, "other", fmt.Sprint("o", i+3), "", strings.Repeat("x", 64<<10))
+	}
+}
