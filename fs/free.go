@@ -85,18 +85,22 @@ func (n *freeNode) as(ctx context.Context, rel string) *storefs.Root {
 }
 
 // charged makes something new at rel for the caller inside its quota:
-// one inode and what it costs are taken first (EDQUOT when they do not
-// fit), and given back when make fails.
-func (n *freeNode) charged(ctx context.Context, cost int64, make func() error) error {
+// one inode and est bytes are taken first (EDQUOT when they do not fit),
+// and given back when make fails; then the charge is what the new inode
+// really holds.
+func (n *freeNode) charged(ctx context.Context, rel string, est int64, make func() error) error {
 	uid := callerUid(ctx)
-	if err := n.quota().Take(uid, cost, 1); err != nil {
+	if err := n.quota().Take(uid, est, 1); err != nil {
 		return err
 	}
-	err := make()
-	if err != nil {
-		n.quota().Give(uid, cost, 1)
+	if err := make(); err != nil {
+		n.quota().Give(uid, est, 1)
+		return err
 	}
-	return err
+	if st, err := n.store().Lstat(rel); err == nil {
+		n.quota().Give(uid, est-session.FreeCharge(st), 0)
+	}
+	return nil
 }
 
 // removed gives back to its owner what the inode st described cost, once
@@ -260,31 +264,31 @@ func (n *freeNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	}
 	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) {
 		cred := n.credOf(ctx, rel)
-		writes := isWrite(flags) && cred.Uid != 0
-		store := n.store()
-		if writes {
-			store = store.As(cred)
-		}
-		f, err := store.OpenFile(rel, openFlags(flags)&^(os.O_CREATE|os.O_EXCL), 0)
+		f, err := n.store().As(cred).OpenFile(rel, openFlags(flags)&^(os.O_CREATE|os.O_EXCL), 0)
 		if err != nil {
 			return nil, 0, freeErrno(err)
 		}
-		return n.handle(f, cred, writes)
+		return n.handle(f, rel, cred), 0, 0
 	})
 }
 
-// handle serves the open file f: a user's file open for writing through
-// the server (freeWriteFile: each write as the user, inside the quota),
-// anything else as go-fuse's loopback, with passthrough.
-func (n *freeNode) handle(f *os.File, cred storefs.Cred, writes bool) (fs.FileHandle, uint32, syscall.Errno) {
-	if writes {
-		return newFreeWriteFile(f, cred, n.quota()), fuse.FOPEN_DIRECT_IO, 0
+// handle serves the open file f at rel. Root's own home is root's alone
+// (0700): its files are served with passthrough (the kernel reads and
+// writes the store's file itself; freeFile). Every other file is served
+// through the server (userFile), whoever opens it: a user's writes must
+// reach its quota, and the kernel refuses an open without passthrough of
+// an inode another open holds with it (EIO), so root's opens of a user's
+// or a space's file must go the same way as the user's.
+func (n *freeNode) handle(f *os.File, rel string, cred storefs.Cred) fs.FileHandle {
+	if cred.Uid == 0 && session.Classify(rel).Home == session.PrivateHome(0) {
+		return newFreeFile(f)
 	}
-	return newFreeFile(f), 0, 0
+	return newUserFile(f, cred, n.quota())
 }
 
 // freeFile is go-fuse's loopback file (every operation on its descriptor),
-// counted in its opener's quota of open files.
+// counted in its opener's quota of open files, with passthrough: root's
+// opens in its own home (handle).
 type freeFile struct {
 	*fs.LoopbackFile
 	held
@@ -314,7 +318,7 @@ func (n *freeNode) Create(ctx context.Context, name string, flags uint32, mode u
 	fh, fl, bad := n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) {
 		cred := n.credOf(ctx, rel)
 		var f *os.File
-		err := n.charged(ctx, 0, func() (err error) {
+		err := n.charged(ctx, rel, 0, func() (err error) {
 			f, err = n.store().As(cred).OpenFile(rel, openFlags(flags)|os.O_CREATE|os.O_EXCL, os.FileMode(mode&0o777))
 			return err
 		})
@@ -334,7 +338,7 @@ func (n *freeNode) Create(ctx context.Context, name string, flags uint32, mode u
 			f.Close()
 			return nil, 0, bad
 		}
-		return n.handle(f, cred, cred.Uid != 0)
+		return n.handle(f, rel, cred), 0, 0
 	})
 	return ch, fh, fl, bad
 }
@@ -356,7 +360,7 @@ func (n *freeNode) Mkdir(ctx context.Context, name string, mode uint32, out *fus
 	if bad != 0 {
 		return nil, bad
 	}
-	err := n.charged(ctx, session.FreeCharge(&unix.Stat_t{Mode: unix.S_IFDIR}), func() error {
+	err := n.charged(ctx, rel, session.FreeBlock, func() error {
 		return n.as(ctx, rel).Mkdir(rel, os.FileMode(mode&0o777))
 	})
 	return n.made(ctx, rel, err, out)
@@ -367,7 +371,7 @@ func (n *freeNode) Mknod(ctx context.Context, name string, mode, rdev uint32, ou
 	if bad != 0 {
 		return nil, bad
 	}
-	err := n.charged(ctx, session.FreeCharge(&unix.Stat_t{Mode: mode}), func() error {
+	err := n.charged(ctx, rel, 0, func() error {
 		store := n.as(ctx, rel)
 		err := store.Mknod(rel, mode, int(rdev))
 		if err == nil {
@@ -383,7 +387,7 @@ func (n *freeNode) Symlink(ctx context.Context, target, name string, out *fuse.E
 	if bad != 0 {
 		return nil, bad
 	}
-	err := n.charged(ctx, session.FreeCharge(&unix.Stat_t{Mode: unix.S_IFLNK}), func() error {
+	err := n.charged(ctx, rel, session.FreeBlock, func() error {
 		return n.as(ctx, rel).Symlink(target, rel)
 	})
 	return n.made(ctx, rel, err, out)

@@ -15,9 +15,9 @@ import (
 )
 
 // loopbackOps are the operations of go-fuse's loopback file that a
-// user's write handle keeps. PassthroughFd is left out on purpose: with
-// it the kernel would write the store's file itself and the server would
-// see no write to bound.
+// user's handle keeps. PassthroughFd is left out on purpose: with it the
+// kernel would write the store's file itself and the server would see no
+// write to bound.
 type loopbackOps interface {
 	fs.FileReader
 	fs.FileWriter
@@ -33,15 +33,18 @@ type loopbackOps interface {
 	fs.FileReleaser
 }
 
-// freeWriteFile is a file of a free tree that a user (not root) opened
-// for writing. It is served with FOPEN_DIRECT_IO and without passthrough,
-// so every write(2) reaches the server (the kernel lets such an open sit
-// beside passthrough reads of the same inode, which a cached open would
-// not); each write, truncate and allocation runs with the opener's
-// identity (storefs.AsUser: the store's filesystem keeps root's reserve
-// from it) and inside the quota of the file's owner: a write that would
-// pass it is refused whole with EDQUOT, and what was written before stays.
-type freeWriteFile struct {
+// userFile is a file of a free tree outside root's home, opened by its
+// user (or by root, or by a member of its space). It is served without
+// passthrough, so every write(2) reaches the server (the
+// mount has no writeback cache: a write is sent as it is made, and its
+// error is write's). Reads too: the kernel refuses an open without
+// passthrough of an inode that another open holds with it (EIO), so a
+// user's reads and writes of one file must be served alike. Each write,
+// truncate and allocation runs with the opener's identity
+// (storefs.AsUser: the store's filesystem keeps root's reserve from it)
+// and inside the quota of the file's owner: a write that would pass it is
+// refused whole with EDQUOT, and what was written before stays.
+type userFile struct {
 	loopbackOps
 	held
 	f     *os.File
@@ -49,8 +52,8 @@ type freeWriteFile struct {
 	quota *session.FreeQuota
 }
 
-func newFreeWriteFile(f *os.File, cred storefs.Cred, quota *session.FreeQuota) *freeWriteFile {
-	return &freeWriteFile{loopbackOps: fs.NewLoopbackFileFromOS(f), f: f, cred: cred, quota: quota}
+func newUserFile(f *os.File, cred storefs.Cred, quota *session.FreeQuota) *userFile {
+	return &userFile{loopbackOps: fs.NewLoopbackFileFromOS(f), f: f, cred: cred, quota: quota}
 }
 
 // sizing serialises the changes of size of one store inode (by number,
@@ -61,11 +64,12 @@ var sizing [64]sync.Mutex
 
 func sizingOf(ino uint64) *sync.Mutex { return &sizing[ino%uint64(len(sizing))] }
 
-// grow runs change, which makes f at least size bytes long (a write or an
-// allocation ending there), after charging the owner what that costs; the
-// charge is then set right by what the file's size became (a failed or
-// short change gives back what it did not use).
-func grow(f *os.File, q *session.FreeQuota, cred storefs.Cred, size int64, change func() error) error {
+// grow runs change, which may give f up to est bytes of blocks more (a
+// write, an allocation; a truncate, none), after charging its owner est
+// (EDQUOT when that does not fit); the charge is then set right by the
+// blocks f really has after it (a failed, short or overwriting change
+// gives back what it did not use; a shrinking one gives back more).
+func grow(f *os.File, q *session.FreeQuota, cred storefs.Cred, est int64, change func() error) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return err
@@ -76,14 +80,15 @@ func grow(f *os.File, q *session.FreeQuota, cred storefs.Cred, size int64, chang
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return err
 	}
-	before := session.RoundBlock(st.Size)
-	cost := session.RoundBlock(max(size, st.Size)) - before
-	if err := q.Take(st.Uid, cost, 0); err != nil {
+	before := session.FreeCharge(&st)
+	if cred.Uid == 0 {
+		q.Give(st.Uid, -est, 0) // root is never refused; the owner pays
+	} else if err := q.Take(st.Uid, est, 0); err != nil {
 		return err
 	}
 	err := storefs.AsUser(cred, change)
 	if unix.Fstat(int(f.Fd()), &st) == nil {
-		q.Give(st.Uid, cost-(session.RoundBlock(st.Size)-before), 0)
+		q.Give(st.Uid, est-(session.FreeCharge(&st)-before), 0)
 	}
 	return err
 }
@@ -91,13 +96,13 @@ func grow(f *os.File, q *session.FreeQuota, cred storefs.Cred, size int64, chang
 // resize truncates or extends f to size as cred, inside its owner's
 // quota.
 func resize(f *os.File, q *session.FreeQuota, cred storefs.Cred, size int64) error {
-	return grow(f, q, cred, size, func() error { return f.Truncate(size) })
+	return grow(f, q, cred, 0, func() error { return f.Truncate(size) }) // a new end is a hole
 }
 
-func (f *freeWriteFile) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+func (f *userFile) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	var n uint32
 	var bad syscall.Errno
-	err := grow(f.f, f.quota, f.cred, off+int64(len(data)), func() error {
+	err := grow(f.f, f.quota, f.cred, session.BlocksFor(off, int64(len(data))), func() error {
 		n, bad = f.loopbackOps.Write(ctx, data, off)
 		if bad != 0 {
 			return bad
@@ -112,7 +117,7 @@ func (f *freeWriteFile) Write(ctx context.Context, data []byte, off int64) (uint
 
 // Setattr changes the open file as its opener; a new size is charged to
 // (or given back to) the file's owner.
-func (f *freeWriteFile) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+func (f *userFile) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if size, ok := in.GetSize(); ok {
 		if err := resize(f.f, f.quota, f.cred, int64(size)); err != nil {
 			return freeErrno(err)
@@ -127,16 +132,15 @@ func (f *freeWriteFile) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fu
 	return bad
 }
 
-// Allocate reserves room (fallocate). Only a plain allocation, which
-// makes the file at least off+size long, is served: the other modes
-// either keep the size while holding blocks (which the quota, counting
-// sizes, would not see) or are of no use to a quota's owner.
-func (f *freeWriteFile) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
-	if mode != 0 {
-		return syscall.EOPNOTSUPP
+// Allocate reserves room, or punches a hole (fallocate), inside the
+// owner's quota.
+func (f *userFile) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
+	est := session.BlocksFor(int64(off), int64(size))
+	if mode&unix.FALLOC_FL_PUNCH_HOLE != 0 {
+		est = 0
 	}
 	var bad syscall.Errno
-	err := grow(f.f, f.quota, f.cred, int64(off+size), func() error {
+	err := grow(f.f, f.quota, f.cred, est, func() error {
 		if bad = f.loopbackOps.Allocate(ctx, off, size, mode); bad != 0 {
 			return bad
 		}
@@ -145,7 +149,7 @@ func (f *freeWriteFile) Allocate(ctx context.Context, off uint64, size uint64, m
 	return freeErrno(err)
 }
 
-func (f *freeWriteFile) Release(ctx context.Context) syscall.Errno {
+func (f *userFile) Release(ctx context.Context) syscall.Errno {
 	bad := f.loopbackOps.Release(ctx)
 	f.giveBack()
 	return bad

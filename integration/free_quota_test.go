@@ -242,3 +242,106 @@ func TestFreeTreeFillKeepsRootsReserve(t *testing.T) {
 		s.sendAs(uid1002, "other", fmt.Sprint("o", i+3), "", strings.Repeat("x", 64<<10))
 	}
 }
+
+// readWhileWrite opens a file for reading and for appending in both
+// orders, and reads what the other descriptor wrote; it prints "ok", or
+// the first failure.
+const readWhileWrite = `
+import os, sys
+p = sys.argv[1]
+try:
+    w = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    r = os.open(p, os.O_RDONLY)
+    os.write(w, b"one\n")
+    assert os.pread(r, 100, 0) == b"one\n", "read after write"
+    os.close(w); os.close(r)
+    r = os.open(p, os.O_RDONLY)
+    w = os.open(p, os.O_WRONLY | os.O_APPEND)
+    os.write(w, b"two\n")
+    assert os.pread(r, 100, 0) == b"one\ntwo\n", "read after the second write"
+    rw = os.open(p, os.O_RDWR)
+    assert os.pread(rw, 100, 4) == b"two\n", "read of a read-write open"
+    os.close(w); os.close(r); os.close(rw)
+    print("ok")
+except Exception as e:
+    print("failed:", e)
+`
+
+// TestFreeTreeReadWhileWrite: a user's writes reach the server (no
+// passthrough) while its reads go through the kernel's passthrough; the
+// kernel lets both be open on one file at once, in either order, and each
+// sees the other's bytes. Root reads the user's file meanwhile.
+func TestFreeTreeReadWhileWrite(t *testing.T) {
+	s := limitedServer(t, "freebytes=1048576", nil)
+	root, _ := s.userTrees(t, uid1001, "rw")
+	p := filepath.Join(root, "both")
+	if out, err := runCmd(t, uid1001, nil, "/usr/bin/python3", "-c", readWhileWrite, p); err != nil || strings.TrimSpace(out) != "ok" {
+		t.Fatalf("reads and writes of one file as uid 1001: %v %s", err, out)
+	}
+	r, err := os.Open(p)
+	mustT(t, err)
+	defer r.Close()
+	if out, err := runCmd(t, uid1001, nil, "sh", "-c", "echo three >> "+p); err != nil {
+		t.Fatalf("an append while root reads: %v %s", err, out)
+	}
+	if got := fileBytes(t, p); got != "one\ntwo\nthree\n" {
+		t.Fatalf("the file as root reads it: %q", got)
+	}
+}
+
+// TestStressNGFreeTreeAsUser: stress-ng's filesystem class, run as uid
+// 1001 in its agent's root/ (every operation as the user, through the
+// server, inside a quota larger than it needs), exits 0, and its quota
+// is whole again once its files are gone.
+func TestStressNGFreeTreeAsUser(t *testing.T) {
+	bin, err := exec.LookPath("stress-ng")
+	if err != nil {
+		t.Skip("stress-ng is not installed")
+	}
+	s := limitedServer(t, "freebytes=4294967296", nil)
+	root, _ := s.userTrees(t, uid1001, "stress")
+	dir := filepath.Join(root, "stress")
+	if out, err := runCmd(t, uid1001, nil, "mkdir", dir); err != nil {
+		t.Fatalf("mkdir: %v %s", err, out)
+	}
+	out, err := runCmdLimit(t, 90, "setpriv", "--reuid=1001", "--regid=1001", "--clear-groups", bin,
+		"--class", "filesystem", "--exclude", "xattr,verity,fiemap,binderfs", "--all", "1",
+		"--timeout", "8s", "--temp-path", dir, "--metrics-brief", "--verbose")
+	if err != nil {
+		t.Fatalf("stress-ng as uid 1001: %v\n%s", err, out)
+	}
+	t.Logf("stress-ng:\n%s", lastLines(out, 15))
+}
+
+// TestFreeTreeSharedContext: in a shared session's context/, what a member
+// makes is its own and the space's group's on the store (made with the
+// space's group as its fs gid: FUSE sends no supplementary groups), and
+// another member writes it through the group; the writes are charged to
+// the file's owner, whose quota refuses the one that passes it.
+func TestFreeTreeSharedContext(t *testing.T) {
+	const group = 1240
+	s := limitedServer(t, "freebytes=262144", nil)
+	s.spaceAdd("team", group)
+	a, b := member(1001, group), member(1002, group)
+	s.sendAs(a, "t1", "t1", `,"scope":"shared","space":"team"`, "hello team")
+	ctxDir := s.mnt("shared/team/agent/coder/session/t1/context")
+	f := filepath.Join(ctxDir, "notes")
+	if out, err := runCmd(t, a, nil, "sh", "-c", "umask 007 && mkdir "+ctxDir+"/d && echo first > "+f); err != nil {
+		t.Fatalf("a member writes the shared context/: %v %s", err, out)
+	}
+	for _, p := range []string{f, filepath.Join(ctxDir, "d")} {
+		if st := statStore(t, s.storePath(p)); st.Uid != 1001 || st.Gid != group {
+			t.Fatalf("%s on the store: %d:%d, want 1001:%d", p, st.Uid, st.Gid, group)
+		}
+	}
+	if out, err := runCmd(t, b, nil, "sh", "-c", "echo second >> "+f); err != nil {
+		t.Fatalf("another member appends through the group: %v %s", err, out)
+	}
+	n, why := pyAs(t, b, fillFile, f, "65536", "1048576")
+	if why != "EDQUOT" || n >= 256<<10 {
+		t.Fatalf("uid 1002 filling uid 1001's file: %d bytes, then %s; want EDQUOT within 1001's quota", n, why)
+	}
+	if st := statStore(t, s.storePath(f)); st.Size != n+int64(len("first\nsecond\n")) {
+		t.Fatalf("the file after the refusal: %d bytes, want %d", st.Size, n+13)
+	}
+}

@@ -19,12 +19,14 @@ import (
 // mount that would pass the owner's bound is refused with EDQUOT before
 // anything of it is made. Root is not counted.
 //
-// What an inode costs (FreeCharge) is its size rounded up to whole 4 KiB
-// blocks for a regular file, one block for anything else: a bound a user
-// cannot slip under with many small files, and never less than the data
-// blocks the file can hold (a sparse file costs its full size). Metadata
-// the filesystem adds (extent trees, large directories) is not counted;
-// it is bounded per inode, and the inodes are bounded.
+// What an inode costs (FreeCharge) is the space the store's filesystem
+// gives it (st_blocks: data, ext4's delayed allocations, the extent and
+// directory blocks), as a disk quota counts it: a sparse file costs what it
+// holds, a small file a whole block. An operation is charged an estimate
+// first (a write: its length in whole blocks), refused with EDQUOT when
+// that does not fit, and then what it really cost, read from the file
+// after it; blocks the filesystem adds later (an extent block at
+// writeback) are seen at the next count.
 //
 // A uid's use is counted the first time it is asked for, by a walk of
 // every free tree that may hold the uid's inodes (its home's, and the
@@ -57,20 +59,17 @@ type uidUse struct {
 	freeUse
 }
 
-// freeBlock is the unit of FreeCharge.
-const freeBlock = 4096
+// FreeBlock is the block the estimates are made in.
+const FreeBlock = 4096
 
 // FreeCharge is what an inode described by st costs in the free trees.
-func FreeCharge(st *unix.Stat_t) int64 {
-	if st.Mode&unix.S_IFMT == unix.S_IFREG {
-		return RoundBlock(st.Size)
-	}
-	return freeBlock
-}
+func FreeCharge(st *unix.Stat_t) int64 { return st.Blocks * 512 }
 
-// RoundBlock is size rounded up to whole blocks of the quota.
-func RoundBlock(size int64) int64 {
-	return (size + freeBlock - 1) / freeBlock * freeBlock
+// BlocksFor is the most a write of n bytes at off can add: whole blocks,
+// one more when it does not start on a block's edge.
+func BlocksFor(off, n int64) int64 {
+	n += off % FreeBlock
+	return (n + FreeBlock - 1) / FreeBlock * FreeBlock
 }
 
 func newFreeQuota(bytes, inodes int64, count func(uid uint32, stopAt int64) freeUse) *FreeQuota {

@@ -319,28 +319,44 @@ func (r *Root) reopen(rel string, flags int) (*os.File, error) {
 }
 
 // create makes a new regular file with O_CREAT|O_EXCL, which never opens
-// anything already there (not even a symlink's target), in its parent
-// walked as every path is.
+// anything already there (not even a symlink's target). The server walks
+// and creates in one openat2; a user's identity (As) cannot walk the
+// store's directories, so for a user the parent is walked first and the
+// file created in it as the user.
 func (r *Root) create(rel string, flags int, perm os.FileMode) (*os.File, error) {
-	dirfd, name, done, err := r.parent("create", rel)
+	flags |= unix.O_CREAT | unix.O_EXCL | unix.O_NOCTTY
+	var fd int
+	var err error
+	if r.as == nil {
+		fd, err = r.openat2(rel, flags, uint32(perm.Perm()))
+		err = r.fail("create", rel, err)
+	} else {
+		fd, err = r.createAs(rel, flags, perm)
+	}
 	if err != nil {
 		return nil, err
+	}
+	// The umask narrowed the mode; set it exactly (as the creator).
+	if err := r.do(func() error { return unix.Fchmod(fd, uint32(perm.Perm())) }); err != nil {
+		unix.Close(fd)
+		return nil, r.fail("create", rel, err)
+	}
+	return os.NewFile(uintptr(fd), r.Show(rel)), nil
+}
+
+// createAs is create's open for a Root with a user's identity.
+func (r *Root) createAs(rel string, flags int, perm os.FileMode) (int, error) {
+	dirfd, name, done, err := r.parent("create", rel)
+	if err != nil {
+		return -1, err
 	}
 	defer done()
 	fd := -1
 	err = r.do(func() (err error) {
-		fd, err = unix.Openat(dirfd, name, flags|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY, uint32(perm.Perm()))
-		if err == nil {
-			if err = unix.Fchmod(fd, uint32(perm.Perm())); err != nil {
-				unix.Close(fd)
-			}
-		}
+		fd, err = unix.Openat(dirfd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
 		return err
 	})
-	if err != nil {
-		return nil, r.fail("create", rel, err)
-	}
-	return os.NewFile(uintptr(fd), r.Show(rel)), nil
+	return fd, r.fail("create", rel, err)
 }
 
 // ReadFile reads the regular file at rel; more than limit bytes is EFBIG
