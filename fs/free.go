@@ -233,10 +233,21 @@ func (n *freeNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAtt
 			return bad
 		}
 	}
-	if err := a.Apply(n.as(ctx, rel), rel); err != nil {
+	if err := a.Apply(n.store().As(withGroups(ctx, in, n.credOf(ctx, rel))), rel); err != nil {
 		return freeErrno(err)
 	}
 	return n.Getattr(ctx, nil, out)
+}
+
+// withGroups is cred with the caller's supplementary groups when in
+// gives the file to a group: chgrp to any group the caller is in works
+// as it would on a local filesystem (read from /proc: FUSE does not send
+// them, and only a chgrp needs them).
+func withGroups(ctx context.Context, in *fuse.SetAttrIn, cred storefs.Cred) storefs.Cred {
+	if _, ok := in.GetGID(); ok && cred.Uid != 0 {
+		cred.Groups = callerOf(ctx).Groups
+	}
+	return cred
 }
 
 // truncate sets the size of the regular file rel (truncate(2) of a path),

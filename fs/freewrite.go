@@ -101,18 +101,20 @@ func resize(f *os.File, q *session.FreeQuota, cred storefs.Cred, size int64) err
 
 func (f *userFile) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	var n uint32
-	var bad syscall.Errno
 	err := grow(f.f, f.quota, f.cred, session.BlocksFor(off, int64(len(data))), func() error {
+		var bad syscall.Errno
 		n, bad = f.loopbackOps.Write(ctx, data, off)
-		if bad != 0 {
-			return bad
-		}
-		return nil
+		return errOf(bad)
 	})
-	if err != nil {
-		return n, freeErrno(err)
+	return n, freeErrno(err)
+}
+
+// errOf is an errno as an error (nil for 0).
+func errOf(bad syscall.Errno) error {
+	if bad != 0 {
+		return bad
 	}
-	return n, 0
+	return nil
 }
 
 // Setattr changes the open file as its opener; a new size is charged to
@@ -124,12 +126,8 @@ func (f *userFile) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.At
 		}
 		in.Valid &^= fuse.FATTR_SIZE
 	}
-	var bad syscall.Errno
-	storefs.AsUser(f.cred, func() error {
-		bad = f.loopbackOps.Setattr(ctx, in, out)
-		return nil
-	})
-	return bad
+	cred := withGroups(ctx, in, f.cred)
+	return freeErrno(storefs.AsUser(cred, func() error { return errOf(f.loopbackOps.Setattr(ctx, in, out)) }))
 }
 
 // Allocate reserves room, or punches a hole (fallocate), inside the
@@ -139,14 +137,7 @@ func (f *userFile) Allocate(ctx context.Context, off uint64, size uint64, mode u
 	if mode&unix.FALLOC_FL_PUNCH_HOLE != 0 {
 		est = 0
 	}
-	var bad syscall.Errno
-	err := grow(f.f, f.quota, f.cred, est, func() error {
-		if bad = f.loopbackOps.Allocate(ctx, off, size, mode); bad != 0 {
-			return bad
-		}
-		return nil
-	})
-	return freeErrno(err)
+	return freeErrno(grow(f.f, f.quota, f.cred, est, func() error { return errOf(f.loopbackOps.Allocate(ctx, off, size, mode)) }))
 }
 
 func (f *userFile) Release(ctx context.Context) syscall.Errno {

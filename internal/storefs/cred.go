@@ -9,8 +9,12 @@ import (
 )
 
 // Cred is a user's filesystem identity: the uid and gid that what it
-// makes belongs to and that the kernel checks its access with.
-type Cred struct{ Uid, Gid uint32 }
+// makes belongs to and that the kernel checks its access with, and the
+// supplementary groups it may give a file to (chgrp; none unless set).
+type Cred struct {
+	Uid, Gid uint32
+	Groups   []uint32
+}
 
 // As returns a Root on the same descriptor whose operations on the free
 // trees' last names (create, mkdir, open for writing, chmod, rename,
@@ -40,8 +44,8 @@ func (r *Root) do(call func() error) error {
 	return AsUser(*r.as, call)
 }
 
-// AsUser runs call on a locked OS thread whose filesystem uid and gid
-// are c's, whose supplementary groups are none and whose effective
+// AsUser runs call on a locked OS thread whose filesystem uid, gid and
+// supplementary groups are c's and whose effective
 // capabilities are none (setfsuid alone keeps CAP_SYS_RESOURCE, with which
 // ext4 would let the write use root's reserved blocks), then gives the
 // thread back exactly as it was. These are per-thread system calls (not
@@ -91,7 +95,7 @@ func dropTo(c Cred) (*threadCred, error) {
 	if err != nil {
 		return s, err
 	}
-	if err := setThreadGroups(nil); err != nil {
+	if err := setThreadGroups(c.Groups); err != nil {
 		return s, fmt.Errorf("setgroups: %w", err)
 	}
 	s.groups, s.groupOK = groups, true

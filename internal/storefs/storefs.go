@@ -24,7 +24,9 @@
 //
 // The free trees (an agent's root/, a session's context/) hold user
 // symlinks by design. Through this package the server lists, stats, reads
-// and removes those links as links; it never walks through one.
+// and removes those links as links; it never walks through one. A Root
+// made by As does a user's changes there with the user's own filesystem
+// identity (cred.go); it is for the free trees only, never for history.
 package storefs
 
 import (
