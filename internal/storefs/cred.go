@@ -3,6 +3,7 @@ package storefs
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -95,10 +96,12 @@ func dropTo(c Cred) (*threadCred, error) {
 	if err != nil {
 		return s, err
 	}
-	if err := setThreadGroups(c.Groups); err != nil {
-		return s, fmt.Errorf("setgroups: %w", err)
+	if !slices.Equal(groups, c.Groups) { // a server started by systemd has none: nothing to change
+		if err := setThreadGroups(c.Groups); err != nil {
+			return s, fmt.Errorf("setgroups: %w", err)
+		}
+		s.groups, s.groupOK = groups, true
 	}
-	s.groups, s.groupOK = groups, true
 	s.fsgid = fsid(unix.SYS_SETFSGID)
 	if err := setFsid(unix.SYS_SETFSGID, int(c.Gid)); err != nil {
 		return s, err
