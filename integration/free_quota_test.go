@@ -358,3 +358,21 @@ func TestFreeTreeSharedContext(t *testing.T) {
 		t.Fatalf("the file after the refusal: %d bytes, want %d", st.Size, n+13)
 	}
 }
+
+// TestFreeTreeQuotaAfterArchive: a session archived takes its context/
+// out of the free trees, and the bytes it held out of its owner's quota.
+func TestFreeTreeQuotaAfterArchive(t *testing.T) {
+	s := limitedServer(t, "freebytes=262144", nil)
+	root, context := s.userTrees(t, uid1001, "a")
+	if _, why := pyAs(t, uid1001, fillFile, filepath.Join(context, "big"), "65536", "1048576"); why != "EDQUOT" {
+		t.Fatalf("filling a's context/: %s, want EDQUOT", why)
+	}
+	s.userTrees(t, uid1001, "b") // a is no longer current
+	frames, raw, err := s.requestAs(uid1001, "coder", `{"op":"archive","session":"a"}`)
+	if err != nil || len(frames) != 1 || frames[0]["type"] != "archived" {
+		t.Fatalf("archive a: %v %s", err, raw)
+	}
+	if n, why := pyAs(t, uid1001, fillFile, filepath.Join(root, "after"), "65536", "65536"); why != "none" || n != 65536 {
+		t.Fatalf("a write after the archive: %d bytes, %s", n, why)
+	}
+}

@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 	"io/fs"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -135,6 +136,25 @@ func (q *FreeQuota) Give(uid uint32, bytes, inodes int64) {
 	}
 	u.bytes = max(u.bytes-bytes, 0)
 	u.inodes = max(u.inodes-inodes, 0)
+}
+
+// forgetHome has the use of a private home's uid counted again at its
+// next Take: a session that left the home's free trees (archived, deleted)
+// took its context/ with it, which no operation of the mount gave back.
+// A shared space's members keep their count (until the next start).
+func (q *FreeQuota) forgetHome(home string) {
+	uid, err := strconv.ParseUint(strings.TrimPrefix(home, "home/"), 10, 32)
+	if err != nil || !strings.HasPrefix(home, "home/") {
+		return
+	}
+	q.mu.Lock()
+	u := q.uses[uint32(uid)]
+	q.mu.Unlock()
+	if u != nil {
+		u.mu.Lock()
+		u.known = false
+		u.mu.Unlock()
+	}
 }
 
 // Use is what uid keeps in the free trees now, as counted.
