@@ -29,6 +29,13 @@ import (
 //
 // Its path is its place in go-fuse's tree, which moves with every rename
 // made through the mount (users cannot reach the store any other way).
+//
+// A user's changes run with the user's own filesystem identity (as), so
+// that what it makes is its own and the store's filesystem keeps root's
+// reserved blocks from it; each create and write is inside the quota of
+// bytes and inodes the engine keeps per uid (session.FreeQuota: EDQUOT),
+// which is why a user's files are served through the server (userFile,
+// freewrite.go) and never with passthrough.
 type freeNode struct {
 	fs.Inode
 	m *mountState
