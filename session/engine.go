@@ -109,6 +109,7 @@ func Open(cfg Config) (*Engine, error) {
 		defs:     agent.NewCache(),
 	}
 	e.derived = newBehind(e)
+	e.limits.Free.count = e.countFree // the free trees' walk needs the store
 	if err := e.openWAL(); err != nil {
 		store.Close()
 		return nil, err

@@ -75,15 +75,30 @@ type Limits struct {
 	Conns   *Quota // socket connections open at once (EAGAIN)
 	Handles *Quota // files open through the mount (EMFILE)
 	Runs    *Quota // runs queued or running (EAGAIN)
+
+	// Free bounds the bytes and inodes each uid keeps in the free trees
+	// (EDQUOT; freequota.go).
+	Free *FreeQuota
 }
 
 // LimitConfig overrides the per-uid bounds (0: the default).
 type LimitConfig struct {
 	ConnsPerUid, HandlesPerUid, RunsPerUid int
+
+	// The free trees' quota per uid (freebytes=N, freeinodes=N).
+	FreeBytesPerUid, FreeInodesPerUid int64
 }
 
+// The free trees' default quota per uid: room for a toolchain and a
+// project in root/, and a bound that one user's walk at start-up and one
+// user's disk use both stay within.
+const (
+	defaultFreeBytes  = 4 << 30
+	defaultFreeInodes = 200_000
+)
+
 // LimitsFromEnv reads per-uid bounds from CTXFS_LIMITS, a comma-separated
-// list of conns=N, open=N and runs=N (what an operator, or a test, sets
+// list of conns=N, open=N, runs=N, freebytes=N and freeinodes=N (what an operator, or a test, sets
 // for the server); anything it does not name keeps its default.
 func LimitsFromEnv(getenv func(string) string) (LimitConfig, error) {
 	var c LimitConfig
@@ -104,8 +119,12 @@ func LimitsFromEnv(getenv func(string) string) (LimitConfig, error) {
 			c.HandlesPerUid = n
 		case "runs":
 			c.RunsPerUid = n
+		case "freebytes":
+			c.FreeBytesPerUid = int64(n)
+		case "freeinodes":
+			c.FreeInodesPerUid = int64(n)
 		default:
-			return c, fmt.Errorf("CTXFS_LIMITS: unknown bound %q (conns, open, runs)", k)
+			return c, fmt.Errorf("CTXFS_LIMITS: unknown bound %q (conns, open, runs, freebytes, freeinodes)", k)
 		}
 	}
 	return c, nil
@@ -127,6 +146,8 @@ func newLimits(c LimitConfig) *Limits {
 		Conns:   newQuota("connections", syscall.EAGAIN, or(c.ConnsPerUid, 64), max(n/8, 16)),
 		Handles: newQuota("open files", syscall.EMFILE, or(c.HandlesPerUid, min(1024, max(n/16, 16))), max(n/4, 16)),
 		Runs:    newQuota("runs", syscall.EAGAIN, or(c.RunsPerUid, 32), max(n/8/3, 8)),
+
+		Free: newFreeQuota(int64(or(int(c.FreeBytesPerUid), defaultFreeBytes)), int64(or(int(c.FreeInodesPerUid), defaultFreeInodes)), nil),
 	}
 }
 
