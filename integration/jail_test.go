@@ -47,7 +47,7 @@ func (s *server) jailBusybox(t *testing.T, uid uint32, agent string) {
 	data, err := os.ReadFile(busybox)
 	mustT(t, err)
 	mustT(t, os.WriteFile(filepath.Join(bin, "busybox"), data, 0o755))
-	for _, a := range []string{"sh", "cat", "ls", "id", "echo", "sleep", "ln", "test", "head", "pwd", "true", "tr", "grep"} {
+	for _, a := range []string{"sh", "cat", "ls", "id", "echo", "sleep", "ln", "test", "head", "pwd", "true", "tr", "grep", "setsid"} {
 		mustT(t, os.Symlink("busybox", filepath.Join(bin, a)))
 	}
 }
@@ -155,7 +155,8 @@ func TestJailCancelLeavesNothing(t *testing.T) {
 	}()
 	var pid int
 	eventually(t, 15*time.Second, "the jailed program", func() bool {
-		pid = childNamed(t, s.cmd.Process.Pid, "sleep")
+		pid = descendantNamed(s.cmd.Process.Pid, "sleep") // the jail's init's child
+
 		return pid > 0
 	})
 	status := fileBytes(t, fmt.Sprintf("/proc/%d/status", pid))
