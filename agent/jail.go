@@ -21,8 +21,10 @@ import (
 // (empty) and its program at MountRoot/agent/NAME, and a tmpfs /dev with
 // null, zero, full, random and urandom. Nothing else of the host: no other
 // session or home, no store, no /proc. Every mount is made in a mount
-// namespace of the run's own, private from the start, and goes when its
-// last process ends.
+// namespace of the run's own, private from the start, which holds nothing
+// else once the jail is pivoted into (not even through /proc/PID/root from
+// outside), and every process in a PID namespace of the run's own: both
+// go when the program ends (JailMain).
 type Jail struct {
 	// Root is the agent's root/ directory, opened by the caller through
 	// the store's door; the caller closes it after Run.
@@ -127,9 +129,11 @@ func jailCommand(s Spec) (args []string, extra *os.File, err error) {
 // (a cancel signals the group: the trampoline and its program), as the
 // init of a new PID namespace: nothing outside is visible or signalable
 // from inside, and when the init ends the kernel kills everything left in
-// the namespace, a setsid child included. It dies with the server's
-// thread that started it (Pdeathsig); its mount namespace is made inside
-// (JailMain), once it holds the trees the jail is built from.
+// the namespace, a setsid child included. It dies with the server
+// (Pdeathsig: strictly, with the server's thread that started it, and no
+// thread that starts a run ever ends before the server). Its mount
+// namespace is made inside (JailMain), once it holds the trees the jail is
+// built from: open_tree clones only mounts of the caller's own namespace.
 func jailAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Cloneflags: syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
 }

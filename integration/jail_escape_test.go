@@ -89,10 +89,8 @@ func (s *server) holdProbe(t *testing.T, session string) int {
 // descendantNamed is the pid of a live process named name below ancestor
 // (in any generation), 0 when there is none.
 func descendantNamed(ancestor int, name string) int {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || procField(pid, "Name") != name {
+	for _, pid := range hostPids() {
+		if procField(pid, "Name") != name {
 			continue
 		}
 		for p := procParent(pid); p > 1; p = procParent(p) {
@@ -102,6 +100,18 @@ func descendantNamed(ancestor int, name string) int {
 		}
 	}
 	return 0
+}
+
+// hostPids are the pids of every process /proc shows now.
+func hostPids() []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 func procField(pid int, key string) string {
@@ -298,12 +308,7 @@ func TestJailSetsidLeftoverEnds(t *testing.T) {
 // pidsByCmdline are the live processes whose argv is exactly cmdline.
 func pidsByCmdline(cmdline []byte) []int {
 	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, pid := range hostPids() {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if err == nil && bytes.Equal(b, cmdline) && !strings.HasPrefix(procField(pid, "State"), "Z") {
 			pids = append(pids, pid)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -197,23 +196,6 @@ func TestJailCancelLeavesNothing(t *testing.T) {
 	if got := s.mountTable(t); got != before {
 		t.Errorf("the host's mount table changed after a cancelled jail")
 	}
-}
-
-// childNamed is the pid of a child of parent whose command is name, 0
-// when there is none.
-func childNamed(t *testing.T, parent int, name string) int {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err == nil && statusField(string(st), "PPid") == strconv.Itoa(parent) && statusField(string(st), "Name") == name {
-			return pid
-		}
-	}
-	return 0
 }
 
 // statusField is the value of a /proc/PID/status field, trimmed.
