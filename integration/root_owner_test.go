@@ -33,6 +33,13 @@ func mountAttempt(t *testing.T, bin, root, store string) (string, error) {
 	return string(out), err
 }
 
+// sendAsUser sends "hi" to the socket at sock as uid 1001 and returns
+// the raw reply (or the client's complaint).
+func sendAsUser(t *testing.T, sock string) string {
+	out, _ := runCmd(t, userOwned, nil, "/usr/bin/python3", "-c", sockRequest, sock, `{"op":"send","id":"a","session":"s","input":"hi"}`)
+	return out
+}
+
 // stickyBase is a fresh directory like /tmp: root's, mode 1777, where
 // anyone may make a directory of their own first.
 func stickyBase(t *testing.T) string {
@@ -98,8 +105,7 @@ printf '#!/bin/sh\necho hi\n' > %[1]s/agent/jailed; chmod 755 %[1]s/agent/jailed
 	out, err := mountAttempt(t, ctxfsBin, root, store)
 	if err == nil {
 		// The old tree served: uid 1001 asks their model for a reply.
-		bashAs(t, userOwned, fmt.Sprintf(`python3 -c %q %s '{"op":"send","id":"a","session":"s","input":"hi"}'`,
-			sockRequest, filepath.Join(root, "model/evil/m.sock")))
+		sendAsUser(t, filepath.Join(root, "model/evil/m.sock"))
 	}
 	if n := conns.Load(); n != 0 {
 		t.Errorf("uid 1001's listener got %d connections", n)
@@ -171,5 +177,41 @@ func TestMountRefusesSymlinks(t *testing.T) {
 				t.Errorf("the refused mount changed %s:\n%s", base, strings.Join(diffs, "\n"))
 			}
 		})
+	}
+}
+
+// TestDefinitionsOthersCanChange: under a root-owned root, a model whose
+// provider directory uid 1001 owns (its endpoint their listener, its
+// api_key_file root's key), and an agent whose NAME.d every user may
+// write, are refused when used: EACCES naming the directory and the fix,
+// and the listener gets nothing. (On the old tree the model sent root's
+// key to the listener.)
+func TestDefinitionsOthersCanChange(t *testing.T) {
+	requireFUSE(t)
+	addr, conns := keyListener(t)
+	var key string
+	s := newFuseServerWith(t, func(s *server) {
+		key = filepath.Join(filepath.Dir(s.root), "root-key")
+		mustT(t, os.WriteFile(key, []byte("sk-root-secret\n"), 0o600))
+		m := filepath.Join(s.root, "model", "evil", "m.d")
+		mustT(t, os.MkdirAll(m, 0o755))
+		for f, v := range map[string]string{"api": "openai-chat", "endpoint": "http://" + addr + "/v1", "model_id": "m", "api_key_file": key} {
+			mustT(t, os.WriteFile(filepath.Join(m, f), []byte(v+"\n"), 0o644))
+		}
+		mustT(t, os.Chown(filepath.Join(s.root, "model", "evil"), 1001, 1001))
+		s.define("open", map[string]string{"env": "LD_PRELOAD=/nonexistent.so\n"})
+		mustT(t, os.Chmod(filepath.Join(s.root, "agent", "open.d"), 0o777))
+	})
+	for sock, dir := range map[string]string{
+		"model/evil/m.sock": filepath.Join(s.root, "model", "evil"),
+		"agent/open.sock":   filepath.Join(s.root, "agent", "open.d"),
+	} {
+		out := sendAsUser(t, filepath.Join(s.root, sock))
+		if !strings.Contains(out, `"code":"EACCES"`) || !strings.Contains(out, dir+" is writable by") || !strings.Contains(out, "chmod go-w "+dir) {
+			t.Errorf("send to %s: want EACCES naming %s and the fix, got:\n%s", sock, dir, out)
+		}
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("the listener uid 1001's model names got %d connections", n)
 	}
 }
