@@ -124,6 +124,12 @@ printf '#!/bin/sh\necho hi\n' > %[1]s/agent/jailed; chmod 755 %[1]s/agent/jailed
 	if _, err := os.Lstat(store); !os.IsNotExist(err) {
 		t.Errorf("the refused mount made the store %s: %v", store, err)
 	}
+	// ctx doctor says the same, with the fix.
+	out, _ = runCmd(t, nil, []string{"CTX_ROOT=" + root, "CTXFS_STORE=" + store}, ctxBin, "doctor")
+	if !strings.Contains(out, "problem: owners of "+root+": "+root+" is writable by its owner, uid 1001") ||
+		!strings.Contains(out, "fix: chown root:root "+root+" && chmod go-w "+root) {
+		t.Errorf("ctx doctor on a root uid 1001 owns:\n%s", out)
+	}
 }
 
 // TestMountRefusesOpenAgentDir: a root-owned ROOT/agent that every user
