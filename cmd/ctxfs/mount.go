@@ -139,6 +139,12 @@ func (c *mountConfig) resolve(f *pflag.FlagSet, sloppy bool) error {
 // any fork: a background start would otherwise report it only as "the
 // server did not start".
 func (c *mountConfig) start() error {
+	if err := refuseDynamic(); err != nil {
+		return err
+	}
+	if err := refuseUnsafeRoot(c.root); err != nil {
+		return err
+	}
 	if err := ctxfs.CanMount(); err != nil {
 		return err
 	}

@@ -22,6 +22,12 @@
 // an *UnsafeError (EIO): the store holds what it did not make, and the
 // server refuses to use it rather than guess.
 //
+// Before any of that, the store's own path, and the mount root's, are
+// held to one rule (secure.go, rootdir.go): walked from "/" with
+// O_NOFOLLOW at every step, and changeable by no one but root and the
+// server's uid; the definitions' loader and ctx doctor apply the same
+// rule (OtherWriter, AnyOtherWriter).
+//
 // The free trees (an agent's root/, a session's context/) hold user
 // symlinks by design. Through this package the server lists, stats, reads
 // and removes those links as links; it never walks through one. A Root
