@@ -75,11 +75,27 @@ type Limits struct {
 	Conns   *Quota // socket connections open at once (EAGAIN)
 	Handles *Quota // files open through the mount (EMFILE)
 	Runs    *Quota // runs queued or running (EAGAIN)
+
+	// Searches (issue 19, finding 9; searchpace.go): what searching may
+	// make the server spend. Searches holds the searches of each uid under
+	// way (EAGAIN beyond, at once; its total bounds those waiting for a
+	// scan slot); ScanSlots is how many searches scan at once server-wide,
+	// the rest waiting their turn; ScanBytes is how many bytes of
+	// messages.jsonl one search may read, to index or to verify, before its
+	// reply is cut and says so.
+	Searches  *Quota
+	ScanSlots *scanGate
+	ScanBytes int64
 }
 
 // LimitConfig overrides the per-uid bounds (0: the default).
 type LimitConfig struct {
 	ConnsPerUid, HandlesPerUid, RunsPerUid int
+
+	// Searches (see Limits.Searches): CTXFS_LIMITS searches=N (per uid),
+	// search_slots=N (server-wide) and search_scan=BYTES (per search).
+	SearchesPerUid, SearchSlots int
+	SearchScanBytes             int64
 }
 
 // LimitsFromEnv reads per-uid bounds from CTXFS_LIMITS, a comma-separated
@@ -105,7 +121,9 @@ func LimitsFromEnv(getenv func(string) string) (LimitConfig, error) {
 		case "runs":
 			c.RunsPerUid = n
 		default:
-			return c, fmt.Errorf("CTXFS_LIMITS: unknown bound %q (conns, open, runs)", k)
+			if !c.setSearchLimit(k, n) {
+				return c, fmt.Errorf("CTXFS_LIMITS: unknown bound %q (conns, open, runs, %s)", k, searchLimitNames)
+			}
 		}
 	}
 	return c, nil
@@ -123,11 +141,13 @@ func newLimits(c LimitConfig) *Limits {
 		}
 		return def
 	}
-	return &Limits{
+	l := &Limits{
 		Conns:   newQuota("connections", syscall.EAGAIN, or(c.ConnsPerUid, 64), max(n/8, 16)),
 		Handles: newQuota("open files", syscall.EMFILE, or(c.HandlesPerUid, min(1024, max(n/16, 16))), max(n/4, 16)),
 		Runs:    newQuota("runs", syscall.EAGAIN, or(c.RunsPerUid, 32), max(n/8/3, 8)),
 	}
+	l.setSearchLimits(c)
+	return l
 }
 
 // Limits are the engine's quotas, for its transports (connections,
