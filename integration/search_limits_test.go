@@ -76,9 +76,10 @@ func ctxSearchAs(t testing.TB, s *server, c *cred, args ...string) searchResult 
 	switch {
 	case code == 2 && strings.HasPrefix(errs, "ctx: search: EAGAIN"):
 		r.errno = "EAGAIN"
-	case code == 2 && strings.Contains(errs, "ctx: search: EFBIG"):
-		r.errno = "EFBIG"
-	case code == 0 || code == 1:
+	case (code == 0 || code == 2) && strings.HasPrefix(errs, "ctx: search: EFBIG"):
+		r.errno = "EFBIG" // cut at the scan bound: exit 0 when it found something
+	}
+	if code == 0 || code == 1 {
 		for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
 			if f := strings.Split(l, "\t"); len(f) == 4 {
 				r.matches = append(r.matches, f[0]+" "+f[2]+" "+f[3])

@@ -269,7 +269,7 @@ func mergeSpans(in []span) []span {
 // searchLog is one session's messages.jsonl opened for searching.
 type searchLog struct {
 	f     *os.File
-	r     io.ReaderAt // f read at the search's pace: what everything reads the log through
+	r     io.ReaderAt // f read at the search's pace, counted: how indexing and verifying read it (a segment's check of the 64 bytes it ends with reads f)
 	size  int64       // how much of it to read
 	ident [16]byte    // the session's identity (zero when unreadable)
 }
