@@ -63,15 +63,14 @@ func (e *Engine) search(c Caller, loc *location, req *proto.Request) (*Reply, er
 	if err := e.limits.Searches.Take(c.Uid); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	pace := &searchPace{ctx: ctx, gate: e.limits.ScanSlots, limit: e.limits.ScanBytes}
 	frames := make(chan *proto.Object, searchFrameRoom)
-	go func() {
+	cancel := e.limits.ScanSlots.start(func(ctx context.Context) {
 		defer e.limits.Searches.Give(c.Uid)
 		defer close(frames)
+		pace := &searchPace{ctx: ctx, gate: e.limits.ScanSlots, limit: e.limits.ScanBytes}
 		defer pace.pause()
 		e.searchFrames(loc.ref.Container, names, search.NewQuery(req.Query), !req.SessionGiven, pace, frames)
-	}()
+	})
 	return channelReply(frames, cancel), nil
 }
 

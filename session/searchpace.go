@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
@@ -78,12 +79,35 @@ func (l *Limits) setSearchLimits(c LimitConfig) {
 	}
 }
 
-// scanGate holds the server's scan slots. A slot given back goes to the
-// search that has waited longest (a channel's waiting senders are served
-// in order), so searches take turns.
-type scanGate struct{ slots chan struct{} }
+// scanGate holds the server's scan slots and its searches' goroutines. A
+// slot given back goes to the search that has waited longest (a channel's
+// waiting senders are served in order), so searches take turns.
+type scanGate struct {
+	slots   chan struct{}
+	closing context.Context // done when the engine closes: every search stops
+	close   context.CancelFunc
+	running sync.WaitGroup
+}
 
-func newScanGate(n int) *scanGate { return &scanGate{slots: make(chan struct{}, n)} }
+func newScanGate(n int) *scanGate {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &scanGate{slots: make(chan struct{}, n), closing: ctx, close: cancel}
+}
+
+// start runs a search's work in a goroutine of its own, with a context
+// done when cancel is called (its reader left) or the engine closes.
+func (g *scanGate) start(work func(ctx context.Context)) (cancel func()) {
+	ctx, cancel := context.WithCancel(g.closing)
+	g.running.Go(func() { work(ctx) })
+	return cancel
+}
+
+// stopAll stops every search and waits for their goroutines: the engine
+// then closes the store, which none reads any more.
+func (g *scanGate) stopAll() {
+	g.close()
+	g.running.Wait()
+}
 
 func (g *scanGate) take(ctx context.Context) error {
 	select {

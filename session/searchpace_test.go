@@ -79,8 +79,8 @@ func TestSearchScanBound(t *testing.T) {
 
 // TestSearchPerUidQuota: a uid has at most Limits.Searches searches under
 // way; the next is refused EAGAIN before any frame, another uid and root
-// still search, and a search whose reply is closed stops and gives its
-// place back.
+// still search, and a search whose reply is closed, or whose engine
+// closes, stops and gives its place back.
 func TestSearchPerUidQuota(t *testing.T) {
 	t.Setenv("CTXFS_LIMITS", "searches=2")
 	env := newEnv(t)
@@ -123,6 +123,12 @@ func TestSearchPerUidQuota(t *testing.T) {
 	got, _ := env.found(u, searchLine("zebrafish"))
 	if len(got) != 3*searchFrameRoom+2 {
 		t.Fatalf("after one closed: %d matches", len(got))
+	}
+	// The engine's Close stops the searches under way before the store
+	// closes: none holds its place once stopAll returns.
+	env.e.limits.ScanSlots.stopAll()
+	if n := heldBy(env.e.limits.Searches, u.Uid); n != 0 {
+		t.Fatalf("after stopAll, %d searches of uid 1001 go on", n)
 	}
 }
 
