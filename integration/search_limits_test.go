@@ -216,8 +216,9 @@ func TestSearchScanBoundSaysSo(t *testing.T) {
 	}
 }
 
-// TestSearchHangUpStops: a search whose client hangs up stops scanning at
-// once: once its place among the uid's searches is back, its session's
+// TestSearchHangUpStops: a second search of a uid with searches=1 is
+// refused EAGAIN through ctx and a ctl file; a search whose client hangs
+// up stops scanning at once: once its place among the uid's searches is back, its session's
 // index grows no more, far from built (a search that went on would build
 // it whole, 64 segments, in about two seconds).
 func TestSearchHangUpStops(t *testing.T) {
@@ -245,6 +246,13 @@ s.close()
 	eventually(t, 20*time.Second, "the search building the index", func() bool { return segments() > 0 })
 	if r := ctxSearchAs(t, s, u, "zebrafish", "--session", "small"); r.errno != "EAGAIN" {
 		t.Fatalf("a second search with searches=1: %+v", r)
+	}
+	// Through a ctl file the write of the request fails EAGAIN, and the
+	// refusal frame is what a read then gets.
+	ctl := s.mnt("home/1001/agent/coder/session/small/ctl")
+	out, err := runCmd(t, u, nil, "/bin/bash", "-c", `exec 3<>"$0" && printf '%s\n' '{"op":"search","query":"zebrafish"}' >&3; echo "status $?"; cat <&3`, ctl)
+	if err != nil || !strings.Contains(out, "Resource temporarily unavailable") || !strings.Contains(out, "status 1") || !strings.Contains(out, `"code":"EAGAIN"`) {
+		t.Fatalf("a second search through ctl: %v %q", err, out)
 	}
 	stdin.Close()
 	mustT(t, client.Wait())
