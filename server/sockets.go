@@ -222,10 +222,12 @@ func (s *Sockets) serveConn(conn *net.UnixConn, t session.Target) {
 		return
 	}
 	defer reply.Close()
-	// A client that half-closes after its request still reads the reply,
-	// so hang-ups are noticed at the next write, not by reading.
+	// A client that half-closes after its request still reads the reply:
+	// only a hang-up (hangup.go) or a failed write ends it.
+	ctx, cancel := hangUp(conn)
+	defer cancel()
 	for {
-		f, err := reply.Next(context.Background())
+		f, err := reply.Next(ctx)
 		if err != nil {
 			return
 		}

@@ -161,6 +161,9 @@ func (e *Engine) Close() error {
 			first = err
 		}
 	}
+	if e.limits != nil { // (NewSpaces has none)
+		e.limits.ScanSlots.stopAll() // no search reads the store any more
+	}
 	if e.derived != nil {
 		e.derived.close()
 		e.derived.flush("", true) // what waits in memory, before the logs close

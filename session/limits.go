@@ -79,6 +79,17 @@ type Limits struct {
 	// Free bounds the bytes and inodes each uid keeps in the free trees
 	// (EDQUOT; freequota.go).
 	Free *FreeQuota
+
+	// Searches (issue 19, finding 9; searchpace.go): what searching may
+	// make the server spend. Searches holds the searches of each uid under
+	// way (EAGAIN beyond, at once; its total bounds those waiting for a
+	// scan slot); ScanSlots is how many searches scan at once server-wide,
+	// the rest waiting their turn; ScanBytes is how many bytes of
+	// messages.jsonl one search may read, to index or to verify, before its
+	// reply is cut and says so.
+	Searches  *Quota
+	ScanSlots *scanGate
+	ScanBytes int64
 }
 
 // LimitConfig overrides the per-uid bounds (0: the default).
@@ -87,6 +98,11 @@ type LimitConfig struct {
 
 	// The free trees' quota per uid (freebytes=N, freeinodes=N).
 	FreeBytesPerUid, FreeInodesPerUid int64
+
+	// Searches (see Limits.Searches): CTXFS_LIMITS searches=N (per uid),
+	// search_slots=N (server-wide) and search_scan=BYTES (per search).
+	SearchesPerUid, SearchSlots int
+	SearchScanBytes             int64
 }
 
 // The free trees' default quota per uid: room for a toolchain and a
@@ -98,8 +114,9 @@ const (
 )
 
 // LimitsFromEnv reads per-uid bounds from CTXFS_LIMITS, a comma-separated
-// list of conns=N, open=N, runs=N, freebytes=N and freeinodes=N (what an operator, or a test, sets
-// for the server); anything it does not name keeps its default.
+// list of conns=N, open=N, runs=N, freebytes=N, freeinodes=N and the
+// search bounds (searchLimitNames) (what an operator, or a test, sets for
+// the server); anything it does not name keeps its default.
 func LimitsFromEnv(getenv func(string) string) (LimitConfig, error) {
 	var c LimitConfig
 	spec := getenv("CTXFS_LIMITS")
@@ -124,7 +141,9 @@ func LimitsFromEnv(getenv func(string) string) (LimitConfig, error) {
 		case "freeinodes":
 			c.FreeInodesPerUid = int64(n)
 		default:
-			return c, fmt.Errorf("CTXFS_LIMITS: unknown bound %q (conns, open, runs, freebytes, freeinodes)", k)
+			if !c.setSearchLimit(k, n) {
+				return c, fmt.Errorf("CTXFS_LIMITS: unknown bound %q (conns, open, runs, freebytes, freeinodes, %s)", k, searchLimitNames)
+			}
 		}
 	}
 	return c, nil
@@ -142,13 +161,15 @@ func newLimits(c LimitConfig) *Limits {
 		}
 		return def
 	}
-	return &Limits{
+	l := &Limits{
 		Conns:   newQuota("connections", syscall.EAGAIN, or(c.ConnsPerUid, 64), max(n/8, 16)),
 		Handles: newQuota("open files", syscall.EMFILE, or(c.HandlesPerUid, min(1024, max(n/16, 16))), max(n/4, 16)),
 		Runs:    newQuota("runs", syscall.EAGAIN, or(c.RunsPerUid, 32), max(n/8/3, 8)),
 
 		Free: newFreeQuota(int64(or(int(c.FreeBytesPerUid), defaultFreeBytes)), int64(or(int(c.FreeInodesPerUid), defaultFreeInodes)), nil),
 	}
+	l.setSearchLimits(c)
+	return l
 }
 
 // Limits are the engine's quotas, for its transports (connections,
