@@ -12,6 +12,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
 // What checkShape says about names it does not expect.
@@ -109,8 +110,12 @@ func (w *shapeWalk) top() {
 			}
 			w.owned(rel, st, shapeOwner{uid: 0, gid: -1, dirMode: 0o700, who: "root"})
 			for _, f := range w.list(rel) {
-				if st := w.stat(rel + "/" + f.Name); st != nil {
-					w.isType(rel+"/"+f.Name, st, unix.S_IFREG)
+				st := w.stat(rel + "/" + f.Name)
+				if st == nil || !w.isType(rel+"/"+f.Name, st, unix.S_IFREG) {
+					continue
+				}
+				if f.Name == sealedlog.KeyFile || f.Name == sealedlog.MigratingKeyFile {
+					w.owned(rel+"/"+f.Name, st, shapeOwner{uid: 0, gid: -1, fileMode: 0o600, who: "root"})
 				}
 			}
 		case ".ctxfs.lock", "ctxfs.log":

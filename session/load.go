@@ -236,9 +236,9 @@ func (e *Engine) layout(tmp, final string, own storefs.Owner, scope, cwd string)
 		abi.FileMeta: string(proto.NewObject("client", "ctx", "scope", scope).Line()),
 	}
 	var jobs []func() error
-	for _, f := range []string{abi.FileMessages, abi.FileEvents} {
+	for _, f := range sessionLogs {
 		jobs = append(jobs, func() error {
-			l, err := sealedlog.Create(logPlace(e.root, tmp, f, identity), own)
+			l, err := sealedlog.Create(logPlace(e.root, e.sealKey, tmp, f, identity), own)
 			if err == nil {
 				l.Close()
 			}

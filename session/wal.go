@@ -17,7 +17,7 @@ const walDir = stateDir
 
 // locateLog tells the journal's replay which log a record's path names
 // now: the session there, by its identity.
-func locateLog(root *storefs.Root) sealedlog.Locate {
+func locateLog(root *storefs.Root, key *sealedlog.Key) sealedlog.Locate {
 	return func(logRel string) (sealedlog.Place, error) {
 		dir, file := path.Split(logRel)
 		dir = path.Clean(dir)
@@ -25,13 +25,13 @@ func locateLog(root *storefs.Root) sealedlog.Locate {
 		if problem != "" {
 			return sealedlog.Place{}, fmt.Errorf("%s", problem)
 		}
-		return logPlace(root, dir, file, identity), nil
+		return logPlace(root, key, dir, file, identity), nil
 	}
 }
 
 // logPlace is where a session's log is, journaled by the engine.
 func (e *Engine) logPlace(sessionRel, file string, identity []byte) sealedlog.Place {
-	at := logPlace(e.root, sessionRel, file, identity)
+	at := logPlace(e.root, e.sealKey, sessionRel, file, identity)
 	at.Journal = e.wal
 	return at
 }
@@ -71,6 +71,6 @@ func (e *Engine) openWAL() error {
 	if err != nil {
 		return err
 	}
-	e.wal, err = sealedlog.OpenJournal(e.admin, walDir, locateLog(e.admin), cfg)
+	e.wal, err = sealedlog.OpenJournal(e.admin, walDir, locateLog(e.admin, e.sealKey), cfg)
 	return err
 }
