@@ -169,17 +169,33 @@ func TestSealKeyForgedHistory(t *testing.T) {
 // unkeyed records) is checked clean by fsck as it is, mounts, serves its
 // sessions (sends append to them), and afterwards every seal is keyed,
 // the key is root's 0600 in the server's own directory, and fsck is clean.
+// So is a store whose migration a crash interrupted: its key still under
+// the migrating name, some seals keyed and some not.
 func TestSealKeyMigration(t *testing.T) {
 	requireFUSE(t)
+	for _, interrupted := range []bool{false, true} {
+		name := map[bool]string{false: "older-store", true: "interrupted"}[interrupted]
+		t.Run(name, func(t *testing.T) { testSealKeyMigration(t, interrupted) })
+	}
+}
+
+func testSealKeyMigration(t *testing.T, interrupted bool) {
 	s := newFuseServer(t)
 	s.sendAs(uid1001, "a", "a1", "", "hello")
 	s.sendAs(uid1001, "b", "b1", "", "hello b")
 	s.send("c", "c1", "hello c")
 	s.kill(s.cmd, syscall.SIGTERM)
 
-	// The store as the older code left it.
-	mustT(t, os.Remove(filepath.Join(s.store, ".ctxfs", "seal.key")))
-	for _, p := range sealFiles(t, s.store) {
+	key := filepath.Join(s.store, ".ctxfs", "seal.key")
+	if interrupted {
+		mustT(t, os.Rename(key, key+".migrating"))
+	} else {
+		mustT(t, os.Remove(key))
+	}
+	for i, p := range sealFiles(t, s.store) {
+		if interrupted && i%2 == 0 {
+			continue // already rekeyed when the crash came
+		}
 		unkeySeal(t, p)
 		for _, m := range slotMagics(t, p) {
 			if m != unkeyedMagic {
@@ -188,7 +204,7 @@ func TestSealKeyMigration(t *testing.T) {
 		}
 	}
 	if out, code := s.fsck(); code != 0 {
-		t.Fatalf("fsck of the store of an older ctxfs, before its migration: exit %d\n%s", code, out)
+		t.Fatalf("fsck of the store before its migration: exit %d\n%s", code, out)
 	}
 
 	s.start()
@@ -204,7 +220,6 @@ func TestSealKeyMigration(t *testing.T) {
 			}
 		}
 	}
-	key := filepath.Join(s.store, ".ctxfs", "seal.key")
 	st, err := os.Stat(key)
 	if err != nil || st.Mode().Perm() != 0o600 || st.Size() != 32 || st.Sys().(*syscall.Stat_t).Uid != 0 {
 		t.Errorf("the seal key after the migration: %v, %v; want 32 bytes, root's, 0600", st, err)

@@ -165,24 +165,13 @@ func TestRekey(t *testing.T) {
 	l, p, s := threeLines(t)
 	l.Close()
 	old := readFile(t, s)
-	legacy := make([]byte, 0, sealSize)
-	for i := 0; i < 2; i++ {
-		rec, err := decodeRecord(old[i*slotSize:(i+1)*slotSize], testKey)
-		if err != nil {
-			t.Fatalf("slot %d: %v", i, err)
-		}
-		legacy = append(legacy, encodeUnkeyed(rec)...)
-	}
-	if err := os.WriteFile(s, legacy, 0o640); err != nil {
-		t.Fatal(err)
-	}
+	unkeySeal(t, s)
 	os.Chmod(s, 0o640)
 	if ps := Verify(at(t, p, s)); len(ps) != 1 || !strings.Contains(ps[0].What, "forged") {
 		t.Fatalf("an unkeyed seal under a migrated key: %s", whats(ps))
 	}
-	migrating := &Key{secret: testKey.secret, unkeyed: true}
 	place := at(t, p, s)
-	place.Key = migrating
+	place.Key = migratingKey
 	if ps := Verify(place); len(ps) != 0 {
 		t.Fatalf("an unkeyed seal while the store migrates: %s", whats(ps))
 	}
@@ -201,4 +190,63 @@ func TestRekey(t *testing.T) {
 	if changed, err := Rekey(place); err != nil || changed {
 		t.Fatalf("Rekey of a keyed seal: %v, %v, want nothing done", changed, err)
 	}
+}
+
+// unkeySeal rewrites the seal file s as a ctxfs before keyed seals would
+// have written it: each slot's record unkeyed (an empty slot stays so).
+func unkeySeal(t *testing.T, s string) {
+	t.Helper()
+	b := readFile(t, s)
+	n := 0
+	for i := 0; i < 2; i++ {
+		if rec, err := decodeRecord(b[i*slotSize:(i+1)*slotSize], testKey); err == nil {
+			copy(b[i*slotSize:], encodeUnkeyed(rec))
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatalf("%s holds no record", s)
+	}
+	if err := os.WriteFile(s, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// migratingKey is testKey while the store is being migrated.
+var migratingKey = &Key{secret: testKey.secret, unkeyed: true}
+
+// TestRekeyThenReplay: a journal an older server left behind (killed
+// before any checkpoint, its seals unkeyed) replays after the migration
+// rekeyed the seals, as it would have under the older server; the order
+// matters: under the migrated key alone the unkeyed seals are forged, and
+// replay refuses the journal, changing nothing.
+func TestRekeyThenReplay(t *testing.T) {
+	js := newJStore(t, 2, JournalConfig{CheckpointEvery: -1})
+	for n := 0; n < 10; n++ {
+		js.appendDurable(n%2, n)
+	}
+	js.crash()
+	for i := range js.logs {
+		unkeySeal(t, filepath.Join(js.dir, js.place(i).Seal))
+	}
+	before := js.storeBytes()
+	rec, err := RecoverJournal(js.root, jdir, js.locate, false)
+	if err != nil || len(rec.Problems) != 2 || !strings.Contains(whats(rec.Problems), "no valid record") {
+		t.Fatalf("replay onto unkeyed seals under the migrated key: %v %s", err, whats(rec.Problems))
+	}
+	if after := js.storeBytes(); len(after) != len(before) {
+		t.Fatal("a refused replay changed the store")
+	}
+	for i := range js.logs {
+		at := js.place(i)
+		at.Key = migratingKey
+		if changed, err := Rekey(at); err != nil || !changed {
+			t.Fatalf("Rekey log %d: %v %v", i, changed, err)
+		}
+	}
+	rec, err = RecoverJournal(js.root, jdir, js.locate, false)
+	if err != nil || len(rec.Problems) > 0 || rec.Logs != 2 {
+		t.Fatalf("replay after the migration: %v %s (%d logs)", err, whats(rec.Problems), rec.Logs)
+	}
+	js.verify()
 }
