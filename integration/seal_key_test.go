@@ -169,17 +169,18 @@ func TestSealKeyForgedHistory(t *testing.T) {
 // unkeyed records) is checked clean by fsck as it is, mounts, serves its
 // sessions (sends append to them), and afterwards every seal is keyed,
 // the key is root's 0600 in the server's own directory, and fsck is clean.
-// So is a store whose migration a crash interrupted: its key still under
-// the migrating name, some seals keyed and some not.
+// So is a store whose migration a crash interrupted (its key still under
+// the migrating name, some seals keyed and some not), and one that
+// `fsck --repair` migrates before any mount.
 func TestSealKeyMigration(t *testing.T) {
 	requireFUSE(t)
-	for _, interrupted := range []bool{false, true} {
-		name := map[bool]string{false: "older-store", true: "interrupted"}[interrupted]
-		t.Run(name, func(t *testing.T) { testSealKeyMigration(t, interrupted) })
+	for _, how := range []string{"older-store", "interrupted", "fsck-repair"} {
+		t.Run(how, func(t *testing.T) { testSealKeyMigration(t, how) })
 	}
 }
 
-func testSealKeyMigration(t *testing.T, interrupted bool) {
+func testSealKeyMigration(t *testing.T, how string) {
+	interrupted := how == "interrupted"
 	s := newFuseServer(t)
 	s.sendAs(uid1001, "a", "a1", "", "hello")
 	s.sendAs(uid1001, "b", "b1", "", "hello b")
@@ -205,6 +206,12 @@ func testSealKeyMigration(t *testing.T, interrupted bool) {
 	}
 	if out, code := s.fsck(); code != 0 {
 		t.Fatalf("fsck of the store before its migration: exit %d\n%s", code, out)
+	}
+	if how == "fsck-repair" {
+		out, code := s.fsck("--repair")
+		if code != 0 || !strings.Contains(out, "seals of an older ctxfs keyed with the store's seal key") {
+			t.Fatalf("fsck --repair of the store of an older ctxfs: exit %d\n%s", code, out)
+		}
 	}
 
 	s.start()
