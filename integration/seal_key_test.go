@@ -106,7 +106,9 @@ func forgeHistory(t testing.TB, dir string) []byte {
 		Bind: sealedlog.Binding(identity, "messages.jsonl"), Key: sealedlog.NewKey(secret)}
 	mustT(t, os.Remove(log))
 	mustT(t, os.Remove(filepath.Join(dir, ".seal", "messages.jsonl")))
-	l, err := sealedlog.Create(at, storefs.Owner{Uid: 1001, Gid: 1001, FileMode: 0o600})
+	// Owned as the store holds history (root's), so that only the key
+	// tells the forgery apart.
+	l, err := sealedlog.Create(at, storefs.Owner{Uid: 0, Gid: 1001, FileMode: 0o600})
 	mustT(t, err)
 	if _, err := l.Append(forged); err != nil {
 		t.Fatal(err)

@@ -118,6 +118,12 @@ func Open(cfg Config) (*Engine, error) {
 	if migrated > 0 {
 		cfg.Log.Info("seals migrated: keyed with the store's seal key", "seals", migrated)
 	}
+	if closed, err := closeHistory(store); err != nil {
+		store.Close()
+		return nil, err
+	} else if closed > 0 {
+		cfg.Log.Info("history migrated: owned by the server, closed to users", "files", closed)
+	}
 	if err := e.openWAL(); err != nil {
 		store.Close()
 		return nil, err

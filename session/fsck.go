@@ -49,7 +49,7 @@ func Fsck(store string, repair, served bool, r FsckReport) (int, error) {
 	}
 	defer root.Close()
 	named := map[string]bool{} // what the shape walk named is not named again
-	key, problems, err := fsckKey(root, repair, r)
+	key, problems, err := fsckMigration(root, repair, r)
 	if err != nil {
 		return 0, err
 	}
@@ -117,15 +117,23 @@ func fsckJournal(root *storefs.Root, key *sealedlog.Key, repair, served bool, r 
 	return v, len(v.plan.Problems), nil
 }
 
-// fsckKey is the store's seal key, with the problems met reading it. With
-// repair (no server holds the store) it is what a server's start makes
-// of it: the key made when missing and the store's seals migrated, each
-// migration reported; without, the key read and nothing changed.
-func fsckKey(root *storefs.Root, repair bool, r FsckReport) (*sealedlog.Key, int, error) {
+// fsckMigration is the store's seal key, with the problems met reading
+// it. With repair (no server holds the store) the store is first brought
+// to the current layout as a server's start would: the key made when
+// missing, the seals keyed, history given to the server, each migration
+// reported. Without, the key is read and nothing changed.
+func fsckMigration(root *storefs.Root, repair bool, r FsckReport) (*sealedlog.Key, int, error) {
 	if repair {
 		key, migrated, err := openSealKey(root)
 		if migrated > 0 && r.Repaired != nil {
 			r.Repaired(root.Show(stateDir), fmt.Sprintf("%d seals of an older ctxfs keyed with the store's seal key", migrated))
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		closed, err := closeHistory(root)
+		if closed > 0 && r.Repaired != nil {
+			r.Repaired(root.Show(stateDir), fmt.Sprintf("%d files and directories of history given to the server", closed))
 		}
 		return key, 0, err
 	}

@@ -50,6 +50,16 @@ func spaceShape(gid int64) shapeOwner {
 	return shapeOwner{uid: -1, gid: gid, dirMode: 0o770, fileMode: 0o660}
 }
 
+// history is what the store holds of own's history: the server's (uid 0,
+// as the server runs), its owner's mode bits only, the group kept
+// (store.go, historyOwner). Only the free trees are the user's.
+func (own shapeOwner) history() shapeOwner {
+	own.uid, own.who, own.rootOK = 0, "root: history is the server's", false
+	own.dirMode &= 0o700
+	own.fileMode &= 0o700
+	return own
+}
+
 // anyMode is own with the modes unchecked: the store's dot entries and
 // archived trees keep whatever mode they have.
 func (own shapeOwner) anyMode() shapeOwner {
@@ -184,7 +194,11 @@ func (w *shapeWalk) entry(dir string, dp Place, name string, own shapeOwner) {
 	if !w.isType(rel, st, want) {
 		return
 	}
-	w.owned(rel, st, own)
+	if p.Kind == PlaceFreeRoot || shapeArchivedContext(rel, p) {
+		w.owned(rel, st, own) // a free tree is its user's
+	} else {
+		w.owned(rel, st, own.history())
+	}
 	if want != unix.S_IFDIR || p.Kind == PlaceFreeRoot || shapeArchivedContext(rel, p) {
 		return // a file, or a free tree: users keep anything there
 	}
@@ -196,7 +210,7 @@ func (w *shapeWalk) entry(dir string, dp Place, name string, own shapeOwner) {
 // engine's business.
 func (w *shapeWalk) dot(dir string, dp Place, name string, st *unix.Stat_t, own shapeOwner) {
 	rel := dir + "/" + name
-	own = own.anyMode()
+	own = own.history().anyMode()
 	session := dp.Kind == PlaceSession || shapeArchivedSession(dir, dp)
 	switch {
 	case storefs.IsReplaceTemp(name):
