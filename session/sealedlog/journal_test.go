@@ -75,7 +75,7 @@ func (js *jstore) open(cfg JournalConfig) {
 }
 
 func (js *jstore) place(i int) Place {
-	return Place{Root: js.root, Log: fmt.Sprintf("s%d/log", i), Seal: fmt.Sprintf("s%d/seal", i), Bind: Binding([]byte{byte(i)}, "log"), Journal: js.j}
+	return Place{Root: js.root, Log: fmt.Sprintf("s%d/log", i), Seal: fmt.Sprintf("s%d/seal", i), Bind: Binding([]byte{byte(i)}, "log"), Key: testKey, Journal: js.j}
 }
 
 func (js *jstore) locate(rel string) (Place, error) {

@@ -359,7 +359,7 @@ func (rp *replay) open(r *jrec) *replayLog {
 		return lg
 	}
 	defer f.Close()
-	ss, err := readSeal(f)
+	ss, err := readSeal(f, at.Key)
 	switch {
 	case err != nil || ss.latest == nil:
 		lg.absent = "its seal holds no valid record"
@@ -489,7 +489,7 @@ func (rp *replay) applyLog(lg *replayLog) (string, error) {
 	}
 	defer seal.Close()
 	r := newRecord(lg.base.seq+1, lg.cur, true, h, lg.at.Bind)
-	if err := writeRecord(seal, r); err != nil {
+	if err := writeRecord(seal, r, lg.at.Key); err != nil {
 		return "", osError("recover", rp.root.Show(lg.at.Seal), err)
 	}
 	return "", nil
