@@ -376,3 +376,36 @@ func TestFreeTreeQuotaAfterArchive(t *testing.T) {
 		t.Fatalf("a write after the archive: %d bytes, %s", n, why)
 	}
 }
+
+// TestFreeTreeQuotaSeesJailedWrites: what a jailed program writes to its
+// root/ goes through the jail's bind of the store, which the mount does
+// not see; when the run ends its uid is counted again, so the uid's next
+// write through the mount past its bound is EDQUOT, and nothing of it is
+// written.
+func TestFreeTreeQuotaSeesJailedWrites(t *testing.T) {
+	const quota = 4 << 20
+	s := newJailServer(t, "#!/bin/sh\nhead -c 6291456 /dev/zero > /big\n", true)
+	s.env = append(s.env, fmt.Sprintf("CTXFS_LIMITS=freebytes=%d", quota))
+	s.restart(syscall.SIGTERM)
+	eventually(t, 10*time.Second, "the mount after a restart", func() bool { return mountsAt(s.mnt("home")) == 1 })
+	root := s.mnt(fmt.Sprintf("home/%d/agent/jailed/root", jailUser.uid))
+
+	// The uid's use is counted (and small) before the run.
+	if n, why := pyAs(t, jailUser, fillFile, filepath.Join(root, "before"), "4096", "4096"); n != 4096 || why != "none" {
+		t.Fatalf("a write before the run: %d bytes, %s", n, why)
+	}
+	frames, text := s.jailSend(t, "fill", "f1", "go")
+	if code := errorCode(frames); code != "" || frames[len(frames)-1]["status"] != "ok" {
+		t.Fatalf("the jailed run failed: %v\n%s", frames, text)
+	}
+	if st := statStore(t, s.storePath(filepath.Join(root, "big"))); st.Size != 6<<20 || st.Uid != jailUser.uid {
+		t.Fatalf("the jailed program's file: size %d owner %d", st.Size, st.Uid)
+	}
+	after := filepath.Join(root, "after")
+	if n, why := pyAs(t, jailUser, fillFile, after, "65536", "65536"); why != "EDQUOT" || n != 0 {
+		t.Fatalf("a write past the bound after the jailed run: %d bytes, %s; want EDQUOT", n, why)
+	}
+	if st := statStore(t, s.storePath(after)); st.Size != 0 {
+		t.Fatalf("the refused write left %d bytes", st.Size)
+	}
+}

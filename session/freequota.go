@@ -147,8 +147,15 @@ func (q *FreeQuota) forgetHome(home string) {
 	if err != nil || !strings.HasPrefix(home, "home/") {
 		return
 	}
+	q.recount(uint32(uid))
+}
+
+// recount has uid's use counted again at its next Take: something the
+// mount did not see changed its free trees (a session moved away, a
+// jailed program wrote root/ through the jail's bind of the store).
+func (q *FreeQuota) recount(uid uint32) {
 	q.mu.Lock()
-	u := q.uses[uint32(uid)]
+	u := q.uses[uid]
 	q.mu.Unlock()
 	if u != nil {
 		u.mu.Lock()

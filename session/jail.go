@@ -30,5 +30,8 @@ func (e *Engine) prepareJail(rn *run) (closeJail func(), err error) {
 	}
 	rn.spec.Jail = &agent.Jail{Root: root, Cwd: path.Join("/", rn.dir.rel), MountRoot: e.cfg.Root,
 		SessionDir: sessionDir, Home: rn.spec.Env["CTX_HOME"]}
-	return func() { root.Close() }, nil
+	// The program wrote root/ through the jail's bind of the store, which
+	// the free trees' quota does not see: its uid is counted again at its
+	// next charge.
+	return func() { root.Close(); e.limits.Free.recount(rn.spec.Uid) }, nil
 }
