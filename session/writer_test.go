@@ -33,7 +33,7 @@ func TestStampWriter(t *testing.T) {
 	}
 	bad := []string{
 		`{"uid":0}`, `{"uid":"1001"}`, `{"uid":1001.0}`, `{"uid":1001,"uid":1001}`,
-		`{"uid":1001,"uid":0}`, `{"u\u0069d":0}`, `{"a":1} x`, `[1]`,
+		`{"uid":1001,"uid":0}`, `{"u\u0069d":0}`,
 		`{"a":"` + strings.Repeat("x", abi.MaxLineBytes-len(`{"a":""}`)) + `"}`,
 	}
 	for _, line := range bad {
@@ -45,4 +45,33 @@ func TestStampWriter(t *testing.T) {
 	if got, err := stampWriter([]byte(fits+"\n"), 1001); err != nil || len(got) != abi.MaxLineBytes+1 {
 		t.Errorf("a line that fits with its uid: %d bytes, %v", len(got), err)
 	}
+}
+
+// FuzzStampWriter: stamping never makes an invalid line valid nor a
+// valid one invalid (the log validates the stamped lines alone), and
+// what it refuses is EINVAL.
+func FuzzStampWriter(f *testing.F) {
+	for _, seed := range []string{
+		`{"a":1}`, `{}`, ` { } `, `{"a":1} x`, `[1]`, `{"a":"x}`, `{"a":[}`, `{"a":1,}`,
+		`{,}`, `{"a" }`, `{"a":"\`, `x{}`, `{"a":{"b":1}`, `{"a":"\u00`, "{\"a\":\"\xff}", `}`, `{`,
+		`{"uid":1001}`, `{"a":[1,{"uid":2}]}`, `{"a":1}}`, `{{}}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		if strings.Contains(line, "\n") || len(line) > 4096 {
+			return
+		}
+		out, err := stampWriter([]byte(line+"\n"), 1001)
+		if err != nil {
+			if !errors.Is(err, syscall.EINVAL) {
+				t.Fatalf("%q: %v, want EINVAL", line, err)
+			}
+			return
+		}
+		valid := abi.CheckLogLine([]byte(line)) == nil
+		if stamped := abi.CheckLogLine(out[:len(out)-1]) == nil; stamped != valid {
+			t.Fatalf("%q (valid %v) stamped %q (valid %v)", line, valid, out, stamped)
+		}
+	})
 }
