@@ -150,7 +150,8 @@ for cmd in sys.stdin:
 // writes 1 MiB without a newline to each. The server holds at most the
 // uid's share of partial bytes (16 MiB): the writes past it fail EAGAIN
 // and keep nothing, the server's memory stays bounded (it grew by 1 GB
-// and stayed there), and another uid's send still works. After the
+// and stayed there), another uid's send still works, and a partial log
+// line of uid 1001 (the same share) is EAGAIN too. After the
 // request deadline (10 s) each held handle's read and write fail
 // ETIMEDOUT, and the bytes are free again: 1 MiB writes are taken.
 func TestCtlHalfWrittenRequests(t *testing.T) {
@@ -195,6 +196,26 @@ func TestCtlHalfWrittenRequests(t *testing.T) {
 		t.Errorf("server RSS %d KiB with the requests held, over %d KiB", rss, limit)
 	}
 	s.sendAs(&cred{uid: 1002, gid: 1002}, "other", "o-1", "", "still served")
+	// The same share holds partial log lines: none fits now.
+	log := filepath.Join(dir, "messages.jsonl")
+	before := fileBytes(t, log)
+	partial := `
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+try:
+    os.write(fd, b'{"role":"user","content":"unfinished"')
+    print("partial line taken")
+except OSError as e:
+    print("write", os.strerror(e.errno))
+os.close(fd)
+print("close ok")
+`
+	if out, err := runCmd(t, uid1001, nil, "/usr/bin/python3", "-c", partial, log); err != nil || out != "write Resource temporarily unavailable\nclose ok\n" {
+		t.Errorf("a partial log line past the share: %v %s", err, out)
+	}
+	if fileBytes(t, log) != before {
+		t.Errorf("a refused partial line changed the log")
+	}
 
 	time.Sleep(time.Until(held.Add(10*time.Second + 1500*time.Millisecond)))
 	ask("read", "read [('ETIMEDOUT', 16)]")

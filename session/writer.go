@@ -31,9 +31,8 @@ const uidKey = "uid"
 // line carrying uid as its "uid" field. EINVAL names the first line
 // refused.
 //
-// It does not validate the lines: the log does, after (sealedlog), and a
-// second pass of the JSON validator cost the appends of 1 MiB writes a
-// fifth of their rate. Stamping cannot make an invalid line valid: the
+// It does not validate the lines: the log does, after (sealedlog), and
+// a line need not pass the JSON validator twice. Stamping cannot make an invalid line valid: the
 // field goes before the line's last non-blank byte, a '}', and a valid
 // result must have taken ,"uid":N as a member of the object that '}'
 // closes (inside a string, the quote after the comma would leave uid
