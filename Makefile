@@ -26,8 +26,8 @@ STAMP    := $(shell git describe --always --dirty 2>/dev/null)
 LDFLAGS  := -X github.com/ctxfs/ctxfs/internal/buildinfo.stamp=$(STAMP)
 
 build:
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ctxfs ./cmd/ctxfs
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ctx ./cmd/ctx
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ctxfs ./cmd/ctxfs
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ctx ./cmd/ctx
 
 # The test command of the README: lint, every test (FUSE mounts, real
 # processes and uids included), then each fuzz target for a short while.

@@ -14,7 +14,10 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 )
 
 // EchoModel is the built-in model that answers by echoing the input.
@@ -92,7 +95,7 @@ func load(root, kind, name string, w *witness) (*Definition, error) {
 	if kind == abi.KindModel {
 		d.Model = name
 	}
-	if err := checkDir(dir, w); err != nil {
+	if err := checkDir(root, kind, dir, w); err != nil {
 		if kind == abi.KindModel && name == EchoModel && abi.Errno(err) == syscall.ENOENT {
 			d.Dir = ""
 			return d, nil
@@ -145,15 +148,46 @@ func defPaths(root, kind, name string) (dir, prog string, err error) {
 	return prog + ".d", prog, nil
 }
 
-// checkDir is nil when dir is a directory, ENOENT when nothing (or not a
-// directory) is there: a stray file named NAME.d defines nothing.
-func checkDir(dir string, w *witness) error {
+// checkDir is nil when dir is a directory that only root and the
+// server's uid can change, and so can the directories between it and root
+// (ownedByServer); ENOENT when nothing (or not a directory) is there: a
+// stray file named NAME.d defines nothing.
+func checkDir(root, kind, dir string, w *witness) error {
 	st, err := w.stat(dir)
 	if err == nil && !st.IsDir() {
 		return abi.Errorf(syscall.ENOENT, "load", "%s is not a directory", dir)
 	}
 	if err != nil {
 		return hostErr("load", err)
+	}
+	top := filepath.Join(root, kind) // ROOT/agent or ROOT/model, checked at mount too
+	for p := dir; ; p = filepath.Dir(p) {
+		if p != dir {
+			if st, err = w.stat(p); err != nil {
+				return hostErr("load", err)
+			}
+		}
+		if err := ownedByServer(p, st); err != nil {
+			return err
+		}
+		if p == top || p == filepath.Dir(p) {
+			return nil
+		}
+	}
+}
+
+// ownedByServer refuses (EACCES) a definition's directory or file that
+// anyone besides root and the server's uid could change: the server runs
+// what a definition says, sends its keys where it says, and starts root's
+// helpers with its environment, so a definition is only what root wrote.
+func ownedByServer(p string, fi os.FileInfo) error {
+	sys, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	st := unix.Stat_t{Uid: sys.Uid, Gid: sys.Gid, Mode: sys.Mode}
+	if who := storefs.AnyOtherWriter(&st, uint32(os.Geteuid())); who != "" {
+		return abi.Errorf(syscall.EACCES, "load", "%s is writable by %s, so the definition is refused: it must be root's alone; fix: chown root:root %s && chmod go-w %s", p, who, p, p)
 	}
 	return nil
 }
@@ -172,7 +206,7 @@ func findProgram(prog string, w *witness) (string, error) {
 	if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
 		return "", abi.Errorf(syscall.EINVAL, "load", "program %s is not an executable file", prog)
 	}
-	return prog, nil
+	return prog, ownedByServer(prog, st)
 }
 
 // readControls reads every control file that is present.
@@ -423,6 +457,9 @@ func readBounded(p string, w *witness) ([]byte, error) {
 	}
 	if err != nil || !st.Mode().IsRegular() {
 		return nil, abi.Errorf(syscall.EINVAL, "load", "%s is not a regular file", p)
+	}
+	if err := ownedByServer(p, st); err != nil {
+		return nil, err
 	}
 	var b bytes.Buffer
 	if _, err := b.ReadFrom(io.LimitReader(f, maxControlFile+1)); err != nil {

@@ -1,9 +1,6 @@
 package agent
 
-import (
-	"os"
-	"syscall"
-)
+import "syscall"
 
 // EnterCommand is the hidden command of the ctxfs binary that enters a
 // run's working directory and then becomes the agent's program:
@@ -25,8 +22,8 @@ const EnterCommand = "__enter"
 var Enter string
 
 // EnterMain is `ctxfs __enter DIR PROGRAM`: chdir to DIR (as the run's
-// uid, through the mount), then exec PROGRAM with the environment it was
-// given. It returns only on failure, after reporting it on the setup pipe
+// uid, through the mount), then exec PROGRAM with the run's environment,
+// read from envFD (this process itself starts with none). It returns only on failure, after reporting it on the setup pipe
 // (setupFD); the run then fails with that errno and those words.
 func EnterMain(args []string) int {
 	closeOnExec()
@@ -34,9 +31,13 @@ func EnterMain(args []string) int {
 		return setupFailed(syscall.EINVAL, "usage: ctxfs %s DIR PROGRAM", EnterCommand)
 	}
 	dir, prog := args[0], args[1]
+	env, err := readEnvFD()
+	if err != nil {
+		return setupFailed(errnoOf(err), "%v", err)
+	}
 	if err := syscall.Chdir(dir); err != nil {
 		return setupFailed(errnoOf(err), "cannot enter the run's working directory %s: %v", dir, err)
 	}
-	err := syscall.Exec(prog, []string{prog}, os.Environ())
+	err = syscall.Exec(prog, []string{prog}, env)
 	return setupFailed(errnoOf(err), "cannot execute %s: %v", prog, err)
 }

@@ -21,8 +21,10 @@ import (
 // (empty) and its program at MountRoot/agent/NAME, and a tmpfs /dev with
 // null, zero, full, random and urandom. Nothing else of the host: no other
 // session or home, no store, no /proc. Every mount is made in a mount
-// namespace of the run's own, private from the start, and goes when its
-// last process ends.
+// namespace of the run's own, private from the start, which holds nothing
+// else once the jail is pivoted into (not even through /proc/PID/root from
+// outside), and every process in a PID namespace of the run's own: both
+// go when the program ends (JailMain).
 type Jail struct {
 	// Root is the agent's root/ directory, opened by the caller through
 	// the store's door; the caller closes it after Run.
@@ -38,13 +40,13 @@ type Jail struct {
 }
 
 // JailCommand is the hidden command of the ctxfs binary that builds a
-// run's jail and then becomes its program: `ctxfs __jail ARGS...` (see
-// jailArgs), with the setup pipe at descriptor 3 and the jail's root
-// directory at descriptor 4.
+// run's jail, starts its program there and waits for it: `ctxfs __jail
+// ARGS...` (see jailSpec.args), with the setup pipe at setupFD, the run's
+// environment at envFD and the jail's root directory at jailRootFD.
 const JailCommand = "__jail"
 
 // jailRootFD is the descriptor of the jail's root directory in JailMain.
-const jailRootFD = 4
+const jailRootFD = 5
 
 // jailDevices are the host devices shown in the jail's /dev: what shells
 // and ordinary programs expect to find, and nothing that reaches hardware
@@ -106,8 +108,8 @@ func under(p, dir string) bool { return cleanAbs(p) && strings.HasPrefix(p, dir+
 func rel(p, dir string) string { return strings.TrimPrefix(p, dir+"/") }
 
 // jailCommand is how startProgram starts a jailed run: the trampoline as
-// root (it needs root to mount; it drops to uid/gid itself), with the root
-// directory as descriptor 4.
+// root (it needs root to mount; the program it starts runs as uid/gid),
+// with the root directory as descriptor jailRootFD.
 func jailCommand(s Spec) (args []string, extra *os.File, err error) {
 	if Enter == "" {
 		return nil, nil, abi.Errorf(syscall.ENOTSUP, "run", "chroot isolation needs the ctxfs server")
@@ -121,4 +123,17 @@ func jailCommand(s Spec) (args []string, extra *os.File, err error) {
 	j := &jailSpec{uid: s.Uid, gid: s.Gid, mountRoot: s.Jail.MountRoot, sessionDir: s.Jail.SessionDir,
 		home: s.Jail.Home, cwd: s.Jail.Cwd, progName: s.Def.Name, progHost: s.Def.Program}
 	return append([]string{Enter, JailCommand}, j.args()...), s.Jail.Root, nil
+}
+
+// jailAttr starts the jail's trampoline as root, in its own process group
+// (a cancel signals the group: the trampoline and its program), as the
+// init of a new PID namespace: nothing outside is visible or signalable
+// from inside, and when the init ends the kernel kills everything left in
+// the namespace, a setsid child included. It dies with the server
+// (Pdeathsig: strictly, with the server's thread that started it, and no
+// thread that starts a run ever ends before the server). Its mount
+// namespace is made inside (JailMain), once it holds the trees the jail is
+// built from: open_tree clones only mounts of the caller's own namespace.
+func jailAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Cloneflags: syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
 }

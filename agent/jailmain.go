@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path"
 	"runtime"
 	"strings"
@@ -25,16 +26,22 @@ var beneath = unix.OpenHow{
 	Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
 }
 
-// JailMain is `ctxfs __jail ...`: it builds the run's jail (see Jail),
-// becomes the run's uid and gid without groups or capabilities, enters the
-// working directory and execs the program. It returns only on failure,
-// after reporting it on the setup pipe.
+// JailMain is `ctxfs __jail ...`, the init of the run's PID namespace
+// (see jailAttr): it builds the run's jail (see Jail) in a mount namespace
+// of its own, pivots into it and detaches the host's tree, starts the
+// program there as the run's uid and gid with no groups, no capabilities,
+// no_new_privs and the jail's seccomp filter, and with the run's
+// environment (read from envFD: this process itself has none), then reaps
+// until the program ends and exits with its status; the kernel then kills
+// whatever else the run left in the namespace. It reports a failure to
+// start on the setup pipe and closes the pipe once the program runs.
 //
-// Everything happens on one locked thread: a mount namespace, a root and a
-// working directory belong to a thread until exec makes it the process.
-// The trees are detached copies (open_tree) taken while still in the
-// host's namespace and attached by descriptor (move_mount) inside the new
-// one, so no path a user could have changed is followed as root.
+// The work is done on one locked thread: a mount namespace, a root, a
+// working directory, a seccomp filter and a capability bounding set belong
+// to a thread, and the program is forked from it. The trees are detached
+// copies (open_tree) taken while still in the host's namespace and
+// attached by descriptor (move_mount) inside the new one, so no path a user
+// could have changed is followed as root.
 func JailMain(args []string) int {
 	runtime.LockOSThread()
 	closeOnExec()
@@ -42,22 +49,80 @@ func JailMain(args []string) int {
 	if err != nil {
 		return setupFailed(syscall.EINVAL, "%v", err)
 	}
+	env, err := readEnvFD()
+	if err != nil {
+		return setupFailed(errnoOf(err), "%v", err)
+	}
 	t, err := takeTrees(j)
 	if err != nil {
 		return setupFailed(errnoOf(err), "preparing the jail: %v", err)
 	}
-	if err := t.build(j); err != nil {
+	err = t.build(j)
+	t.close()
+	if err != nil {
 		return setupFailed(errnoOf(err), "building the jail: %v", err)
 	}
-	if err := dropPrivileges(j.uid, j.gid); err != nil {
-		return setupFailed(errnoOf(err), "dropping privileges: %v", err)
+	if err := confineThread(); err != nil {
+		return setupFailed(errnoOf(err), "confining the run: %v", err)
 	}
-	if err := syscall.Chdir(j.cwd); err != nil {
-		return setupFailed(errnoOf(err), "cannot enter the run's working directory %s in the chroot: %v", j.cwd, err)
+	// Keep SIGTERM and friends from ending the init before the program:
+	// the server's cancel signals the whole group, and the program gets
+	// its grace; a SIGKILL from the server still ends both at once.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	pid, err := startJailed(j, env)
+	if err != nil {
+		return setupFailed(errnoOf(err), "%s", whyNotStart(j, err))
 	}
-	prog := path.Join(j.mountRoot, "agent", j.progName)
-	err = syscall.Exec(prog, []string{prog}, os.Environ())
-	return setupFailed(errnoOf(err), "%s", whyNotExec(prog, err))
+	os.NewFile(setupFD, "setup").Close() // the program runs: nothing to report
+	return reapUntil(pid)
+}
+
+// startJailed forks and execs the program from this thread: as the run's
+// uid and gid with no supplementary group (set in the child, before the
+// working directory is entered, so that the directory is entered as the
+// user), with stdio only and the run's environment.
+func startJailed(j *jailSpec, env []string) (int, error) {
+	prog := jailProgram(j)
+	return syscall.ForkExec(prog, []string{prog}, &syscall.ProcAttr{
+		Dir: j.cwd, Env: env, Files: []uintptr{0, 1, 2},
+		Sys: &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: j.uid, Gid: j.gid, Groups: []uint32{}}},
+	})
+}
+
+// jailProgram is the program's path inside the jail.
+func jailProgram(j *jailSpec) string { return path.Join(j.mountRoot, "agent", j.progName) }
+
+// whyNotStart names what failed when the program could not be started: a
+// fork reports the errno of its chdir and of its exec alike, so the
+// working directory is looked at first (as root: what root cannot enter,
+// the user cannot either).
+func whyNotStart(j *jailSpec, err error) string {
+	if st, serr := os.Stat(j.cwd); serr != nil || !st.IsDir() {
+		return fmt.Sprintf("cannot enter the run's working directory %s in the chroot: %v", j.cwd, err)
+	}
+	return whyNotExec(jailProgram(j), err)
+}
+
+// reapUntil reaps every child until pid ends, and returns pid's exit
+// status (128+N for a death by signal N, as a shell says it: the init of
+// a PID namespace cannot die by a signal it sends itself).
+func reapUntil(pid int) int {
+	for {
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(-1, &ws, 0, nil)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return 127
+		case got != pid:
+			continue // an orphan the run left; the namespace's end takes the rest
+		case ws.Signaled():
+			return 128 + int(ws.Signal())
+		default:
+			return ws.ExitStatus()
+		}
+	}
 }
 
 // trees are the detached copies a jail is built from.
@@ -132,7 +197,7 @@ func cloneTree(dirfd int, name string, attrs uint64) (int, error) {
 }
 
 // build enters a new mount namespace, private from the start so that no
-// mount made here reaches the host, attaches the trees, and chroots into
+// mount made here reaches the host, attaches the trees, and pivots into
 // the root.
 func (t *trees) build(j *jailSpec) error {
 	// After unshare the working directory is the new namespace's copy of
@@ -155,13 +220,44 @@ func (t *trees) build(j *jailSpec) error {
 	if err := t.buildDev(); err != nil {
 		return err
 	}
-	if err := unix.Fchdir(t.root); err != nil {
+	return pivotInto(t.root)
+}
+
+// pivotInto makes the tree at root this namespace's root and detaches
+// the old one, with every host mount under it (the FUSE mounts too): the
+// namespace then holds only the jail, so /proc/PID/root of a jailed
+// process shows the jail and its ".." stays there, and no mount of the
+// host is pinned by a run. (runc's pivotRoot: pivot_root(".", ".") stacks
+// the old root on the new one, and a lazy unmount of "." takes it away.)
+func pivotInto(root int) error {
+	oldRoot, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
 		return err
 	}
-	if err := unix.Chroot("."); err != nil {
-		return fmt.Errorf("chroot: %w", err)
+	defer unix.Close(oldRoot)
+	if err := unix.Fchdir(root); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Fchdir(oldRoot); err != nil {
+		return err
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detaching the host's root: %w", err)
 	}
 	return unix.Chdir("/")
+}
+
+// close closes the trees' descriptors: attached or not, the jail no
+// longer needs them, and the program must inherit none.
+func (t *trees) close() {
+	for _, fd := range append([]int{t.root, t.session, t.program, jailRootFD}, t.devices...) {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
 }
 
 // buildCtx mounts the read-only tmpfs at the mount root's path that shows
@@ -283,12 +379,13 @@ func mkdirAllAt(dir int, rel string) error {
 	return nil
 }
 
-// dropPrivileges makes this thread, and the program it will exec, uid and
-// gid with no supplementary groups and no capabilities, even as uid 0: the
-// bounding set is emptied first (while CAP_SETPCAP is held), then the ids
-// change, then every remaining set is cleared, and no exec may grant
-// privileges again.
-func dropPrivileges(uid, gid uint32) error {
+// confineThread prepares this thread so that the program it forks can
+// never gain a privilege: no_new_privs, an empty capability bounding set
+// (even a uid 0 program then execs with no capability), no ambient or
+// inheritable capability, and the jail's seccomp filter, loaded last. The
+// child changes its ids itself (startJailed). All of it is per thread and
+// inherited by a child of this thread only.
+func confineThread() error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
@@ -300,18 +397,28 @@ func dropPrivileges(uid, gid uint32) error {
 			return fmt.Errorf("dropping capability %d: %w", c, err)
 		}
 	}
-	if err := syscall.Setgroups(nil); err != nil {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clearing ambient capabilities: %w", err)
+	}
+	if err := clearInheritable(); err != nil {
 		return err
 	}
-	if err := syscall.Setresgid(int(gid), int(gid), int(gid)); err != nil {
-		return err
-	}
-	if err := syscall.Setresuid(int(uid), int(uid), int(uid)); err != nil {
-		return err
-	}
+	return loadJailFilter()
+}
+
+// clearInheritable empties this thread's inheritable capabilities, which
+// a uid 0 program would otherwise keep across exec.
+func clearInheritable() error {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
-	return unix.Capset(&hdr, &data[0])
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
 }
 
 // whyNotExec names what is missing when the program cannot be executed

@@ -169,16 +169,16 @@ func startProgram(s Spec) (*program, error) {
 		outW.Close()
 		return nil, hostErr("run", err)
 	}
-	cmd := &exec.Cmd{Env: buildEnv(s), Stdin: stdin, Stdout: outW, Stderr: errW}
-	setup, err := launcher(s, cmd)
+	cmd := &exec.Cmd{Stdin: stdin, Stdout: outW, Stderr: errW}
+	setup, handed, err := launcher(s, cmd)
 	if err == nil {
 		err = cmd.Start()
 	}
 	// The child holds its own copies; keeping ours open would hide EOF.
 	outW.Close()
 	errW.Close()
-	if len(cmd.ExtraFiles) > 0 {
-		cmd.ExtraFiles[0].Close() // the setup pipe's write end
+	for _, f := range handed {
+		f.Close()
 	}
 	if err != nil {
 		outR.Close()
@@ -197,41 +197,47 @@ func startProgram(s Spec) (*program, error) {
 
 // launcher decides how cmd starts the program: directly (the session
 // tests, which run no mount), through the enter trampoline, or through the
-// jail trampoline. A trampoline gets the write end of a setup pipe as
-// descriptor 3 (cmd.ExtraFiles[0]); the read end is returned.
-func launcher(s Spec, cmd *exec.Cmd) (setup *os.File, err error) {
+// jail trampoline. A trampoline starts with trampolineEnv and gets the
+// write end of a setup pipe as descriptor setupFD, the run's environment
+// as envFD and, for the jail, the jail's root as jailRootFD; the read end
+// of the setup pipe is returned, and handed lists what the caller closes
+// once the child started.
+func launcher(s Spec, cmd *exec.Cmd) (setup *os.File, handed []*os.File, err error) {
 	jailed := s.Def.Isolation == IsolationChroot
 	if jailed && s.Jail == nil {
-		return nil, abi.Errorf(syscall.ENOTSUP, "run", "chroot isolation needs the ctxfs server's mount")
+		return nil, nil, abi.Errorf(syscall.ENOTSUP, "run", "chroot isolation needs the ctxfs server's mount")
 	}
 	if !jailed && Enter == "" {
-		cmd.Path, cmd.Args, cmd.Dir = s.Def.Program, []string{s.Def.Program}, s.Dir
+		cmd.Path, cmd.Args, cmd.Dir, cmd.Env = s.Def.Program, []string{s.Def.Program}, s.Dir, buildEnv(s)
 		cmd.SysProcAttr, err = credentials(s.Uid, s.Gid)
-		return nil, err
+		return nil, nil, err
 	}
-	var extra *os.File
+	var root *os.File
 	if jailed {
-		// The trampoline starts as root to build the jail and drops to the
-		// run's uid and gid itself, before the program runs.
-		cmd.Args, extra, err = jailCommand(s)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Args, root, err = jailCommand(s)
+		cmd.SysProcAttr = jailAttr()
 	} else {
 		cmd.Args = []string{Enter, EnterCommand, s.Dir, s.Def.Program}
 		cmd.SysProcAttr, err = credentials(s.Uid, s.Gid)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	cmd.Path, cmd.Dir = Enter, "/"
+	env, err := envFile(buildEnv(s))
+	if err != nil {
+		return nil, nil, err
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, hostErr("run", err)
+		env.Close()
+		return nil, nil, hostErr("run", err)
 	}
-	cmd.ExtraFiles = []*os.File{w}
-	if extra != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, extra)
+	cmd.Path, cmd.Dir, cmd.Env = Enter, "/", trampolineEnv
+	cmd.ExtraFiles = []*os.File{w, env} // setupFD, envFD
+	if root != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, root) // jailRootFD; the caller's to close
 	}
-	return r, nil
+	return r, []*os.File{w, env}, nil
 }
 
 // credentials puts the program in its own process group (so that a cancel
@@ -251,24 +257,8 @@ func credentials(uid, gid uint32) (*syscall.SysProcAttr, error) {
 }
 
 // inputFile holds the input in a memory file positioned at its start: the
-// program reads it and then EOF, and the server needs no goroutine that
-// could block on a program that never reads its stdin.
-func inputFile(input string) (*os.File, error) {
-	fd, err := unix.MemfdCreate("ctxfs-input", unix.MFD_CLOEXEC)
-	if err != nil {
-		return nil, abi.Errorf(abi.Errno(err), "run", "memfd_create: %v", err)
-	}
-	f := os.NewFile(uintptr(fd), "ctxfs-input")
-	if _, err := f.WriteString(input); err != nil {
-		f.Close()
-		return nil, hostErr("run", err)
-	}
-	if _, err := f.Seek(0, 0); err != nil {
-		f.Close()
-		return nil, hostErr("run", err)
-	}
-	return f, nil
-}
+// program reads it and then EOF.
+func inputFile(input string) (*os.File, error) { return memFile("ctxfs-input", input) }
 
 // buildEnv is the caller's environment plus the definition's env lines,
 // nothing inherited. Definition lines may override PATH but never CTX_*.

@@ -29,6 +29,13 @@ import (
 //
 // Its path is its place in go-fuse's tree, which moves with every rename
 // made through the mount (users cannot reach the store any other way).
+//
+// A user's changes run with the user's own filesystem identity (as), so
+// that what it makes is its own and the store's filesystem keeps root's
+// reserved blocks from it; each create and write is inside the quota of
+// bytes and inodes the engine keeps per uid (session.FreeQuota: EDQUOT),
+// which is why a user's files are served through the server (userFile,
+// freewrite.go) and never with passthrough.
 type freeNode struct {
 	fs.Inode
 	m *mountState
@@ -54,6 +61,65 @@ var (
 
 // store is the store as the free trees are served from it.
 func (n *freeNode) store() *storefs.Root { return n.m.e.FreeTrees() }
+
+// quota is the free trees' quota of bytes and inodes per uid.
+func (n *freeNode) quota() *session.FreeQuota { return n.m.e.Limits().Free }
+
+// credOf is the filesystem identity the caller acts with on rel: its own
+// uid, and the space's group in a shared space (everything of a space is
+// its group's, SPEC 2, and the caller reaches it through that group:
+// FUSE sends no supplementary groups), else its own gid (a setgid
+// directory passes its group on by itself).
+func (n *freeNode) credOf(ctx context.Context, rel string) storefs.Cred {
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return storefs.Cred{Uid: session.Nobody, Gid: session.Nobody}
+	}
+	cr := storefs.Cred{Uid: c.Uid, Gid: c.Gid}
+	if pl := session.Classify(rel); strings.HasPrefix(pl.Home, "shared/") {
+		if sp, err := n.store().Lstat(pl.Home); err == nil {
+			cr.Gid = sp.Gid
+		}
+	}
+	return cr
+}
+
+// as is the store as the caller acts on rel with it: with the caller's
+// own identity (storefs.Root.As), so that what it makes is its own and
+// the store's filesystem keeps root's reserve from it.
+func (n *freeNode) as(ctx context.Context, rel string) *storefs.Root {
+	return n.store().As(n.credOf(ctx, rel))
+}
+
+// charged makes something new at rel for the caller inside its quota:
+// one inode and est bytes are taken first (EDQUOT when they do not fit),
+// and given back when make fails; then the charge is what the new inode
+// really holds.
+func (n *freeNode) charged(ctx context.Context, rel string, est int64, make func() error) error {
+	uid := callerUid(ctx)
+	if err := n.quota().Take(uid, est, 1); err != nil {
+		return err
+	}
+	if err := make(); err != nil {
+		n.quota().Give(uid, est, 1)
+		return err
+	}
+	if st, err := n.store().Lstat(rel); err == nil {
+		n.quota().Give(uid, est-session.FreeCharge(st), 0)
+	}
+	return nil
+}
+
+// removed gives back to its owner what the inode st described cost, once
+// its last name is gone (a directory has one name and its "." link).
+func (n *freeNode) removed(st *unix.Stat_t) {
+	if st == nil {
+		return
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Nlink <= 1 {
+		n.quota().Give(st.Uid, session.FreeCharge(st), 1)
+	}
+}
 
 // rel is the node's store path. A node that is no longer in the tree (its
 // last name removed while open), or a path that is not inside a free tree,
@@ -105,13 +171,13 @@ func (n *freeNode) newChild(ctx context.Context, rel string, out *fuse.EntryOut)
 	return n.NewInode(ctx, &freeNode{m: n.m}, freeID(st)), 0
 }
 
-// giveToCaller makes what was just created belong to the caller, as if it
-// had made it itself (the server runs as root): the caller's uid; in a
-// shared space the space's group (everything of a space is its group's,
-// SPEC 2), else the group a setgid directory passed on, else the caller's.
+// giveToCaller makes what root just created in a shared space the
+// space's group's (everything of a space is its group's, SPEC 2). Every
+// other caller made it with its own identity (as), which did that
+// already.
 func (n *freeNode) giveToCaller(ctx context.Context, rel string) syscall.Errno {
 	c, ok := fuse.FromContext(ctx)
-	if !ok || os.Geteuid() != 0 {
+	if !ok || os.Geteuid() != 0 || c.Uid != 0 {
 		return 0
 	}
 	gid := int(c.Gid)
@@ -170,24 +236,37 @@ func (n *freeNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAtt
 	}
 	a := setattrOf(in)
 	if a.Size != nil {
-		if bad := n.truncate(rel, int64(*a.Size)); bad != 0 {
+		if bad := n.truncate(ctx, rel, int64(*a.Size)); bad != 0 {
 			return bad
 		}
 	}
-	if err := a.Apply(n.store(), rel); err != nil {
+	if err := a.Apply(n.store().As(withGroups(ctx, in, n.credOf(ctx, rel))), rel); err != nil {
 		return freeErrno(err)
 	}
 	return n.Getattr(ctx, nil, out)
 }
 
-// truncate sets the size of the regular file rel (truncate(2) of a path).
-func (n *freeNode) truncate(rel string, size int64) syscall.Errno {
-	f, err := n.store().OpenFile(rel, os.O_WRONLY, 0)
+// withGroups is cred with the caller's supplementary groups when in
+// gives the file to a group: chgrp to any group the caller is in works
+// as it would on a local filesystem (read from /proc: FUSE does not send
+// them, and only a chgrp needs them).
+func withGroups(ctx context.Context, in *fuse.SetAttrIn, cred storefs.Cred) storefs.Cred {
+	if _, ok := in.GetGID(); ok && cred.Uid != 0 {
+		cred.Groups = callerOf(ctx).Groups
+	}
+	return cred
+}
+
+// truncate sets the size of the regular file rel (truncate(2) of a path),
+// as the caller and inside its owner's quota.
+func (n *freeNode) truncate(ctx context.Context, rel string, size int64) syscall.Errno {
+	cred := n.credOf(ctx, rel)
+	f, err := n.store().As(cred).OpenFile(rel, os.O_WRONLY, 0)
 	if err != nil {
 		return freeErrno(err)
 	}
 	defer f.Close()
-	return freeErrno(f.Truncate(size))
+	return freeErrno(resize(f, n.quota(), cred, size))
 }
 
 // openFlags are what a FUSE open asks of the store file: the kernel keeps
@@ -202,16 +281,32 @@ func (n *freeNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 		return nil, 0, bad
 	}
 	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) {
-		f, err := n.store().OpenFile(rel, openFlags(flags)&^(os.O_CREATE|os.O_EXCL), 0)
+		cred := n.credOf(ctx, rel)
+		f, err := n.store().As(cred).OpenFile(rel, openFlags(flags)&^(os.O_CREATE|os.O_EXCL), 0)
 		if err != nil {
 			return nil, 0, freeErrno(err)
 		}
-		return newFreeFile(f), 0, 0
+		return n.handle(f, rel, cred), 0, 0
 	})
 }
 
+// handle serves the open file f at rel. Root's own home is root's alone
+// (0700): its files are served with passthrough (the kernel reads and
+// writes the store's file itself; freeFile). Every other file is served
+// through the server (userFile), whoever opens it: a user's writes must
+// reach its quota, and the kernel refuses an open without passthrough of
+// an inode another open holds with it (EIO), so root's opens of a user's
+// or a space's file must go the same way as the user's.
+func (n *freeNode) handle(f *os.File, rel string, cred storefs.Cred) fs.FileHandle {
+	if cred.Uid == 0 && session.Classify(rel).Home == session.PrivateHome(0) {
+		return newFreeFile(f)
+	}
+	return newUserFile(f, cred, n.quota())
+}
+
 // freeFile is go-fuse's loopback file (every operation on its descriptor),
-// counted in its opener's quota of open files.
+// counted in its opener's quota of open files, with passthrough: root's
+// opens in its own home (handle).
 type freeFile struct {
 	*fs.LoopbackFile
 	held
@@ -238,8 +333,18 @@ func (n *freeNode) Create(ctx context.Context, name string, flags uint32, mode u
 		return nil, nil, 0, bad
 	}
 	var ch *fs.Inode
-	fh, _, bad := n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) {
-		f, err := n.store().OpenFile(rel, openFlags(flags)|os.O_CREATE, os.FileMode(mode&0o777))
+	fh, fl, bad := n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) {
+		cred := n.credOf(ctx, rel)
+		var f *os.File
+		err := n.charged(ctx, rel, 0, func() (err error) {
+			f, err = n.store().As(cred).OpenFile(rel, openFlags(flags)|os.O_CREATE|os.O_EXCL, os.FileMode(mode&0o777))
+			return err
+		})
+		if errors.Is(err, os.ErrExist) && flags&syscall.O_EXCL == 0 {
+			// Made by someone else since the kernel looked: open that,
+			// as open(2) with O_CREAT does (it costs nothing new).
+			f, err = n.store().As(cred).OpenFile(rel, openFlags(flags)&^os.O_CREATE, 0)
+		}
 		if err != nil {
 			return nil, 0, freeErrno(err)
 		}
@@ -251,9 +356,9 @@ func (n *freeNode) Create(ctx context.Context, name string, flags uint32, mode u
 			f.Close()
 			return nil, 0, bad
 		}
-		return newFreeFile(f), 0, 0
+		return n.handle(f, rel, cred), 0, 0
 	})
-	return ch, fh, 0, bad
+	return ch, fh, fl, bad
 }
 
 // made finishes the creation of rel: its owner is the caller, its node a
@@ -273,7 +378,10 @@ func (n *freeNode) Mkdir(ctx context.Context, name string, mode uint32, out *fus
 	if bad != 0 {
 		return nil, bad
 	}
-	return n.made(ctx, rel, n.store().Mkdir(rel, os.FileMode(mode&0o777)), out)
+	err := n.charged(ctx, rel, session.FreeBlock, func() error {
+		return n.as(ctx, rel).Mkdir(rel, os.FileMode(mode&0o777))
+	})
+	return n.made(ctx, rel, err, out)
 }
 
 func (n *freeNode) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -281,10 +389,14 @@ func (n *freeNode) Mknod(ctx context.Context, name string, mode, rdev uint32, ou
 	if bad != 0 {
 		return nil, bad
 	}
-	err := n.store().Mknod(rel, mode, int(rdev))
-	if err == nil {
-		err = n.store().Chmod(rel, mode&07777) // the server's umask must not narrow it
-	}
+	err := n.charged(ctx, rel, 0, func() error {
+		store := n.as(ctx, rel)
+		err := store.Mknod(rel, mode, int(rdev))
+		if err == nil {
+			err = store.Chmod(rel, mode&07777) // the server's umask must not narrow it
+		}
+		return err
+	})
 	return n.made(ctx, rel, err, out)
 }
 
@@ -293,7 +405,10 @@ func (n *freeNode) Symlink(ctx context.Context, target, name string, out *fuse.E
 	if bad != 0 {
 		return nil, bad
 	}
-	return n.made(ctx, rel, n.store().Symlink(target, rel), out)
+	err := n.charged(ctx, rel, session.FreeBlock, func() error {
+		return n.as(ctx, rel).Symlink(target, rel)
+	})
+	return n.made(ctx, rel, err, out)
 }
 
 // Link makes a hard link to another node of the free trees of this mount
@@ -311,7 +426,7 @@ func (n *freeNode) Link(ctx context.Context, target fs.InodeEmbedder, name strin
 	if bad != 0 {
 		return nil, bad
 	}
-	if err := n.store().Link(from, rel); err != nil {
+	if err := n.as(ctx, rel).Link(from, rel); err != nil {
 		return nil, freeErrno(err)
 	}
 	return n.newChild(ctx, rel, out)
@@ -331,7 +446,12 @@ func (n *freeNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	if bad != 0 {
 		return bad
 	}
-	return freeErrno(n.store().Remove(rel))
+	st, _ := n.store().Lstat(rel)
+	if err := n.as(ctx, rel).Remove(rel); err != nil {
+		return freeErrno(err)
+	}
+	n.removed(st)
+	return 0
 }
 
 func (n *freeNode) Rmdir(ctx context.Context, name string) syscall.Errno {
@@ -339,7 +459,12 @@ func (n *freeNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if bad != 0 {
 		return bad
 	}
-	return freeErrno(n.store().RemoveDir(rel))
+	st, _ := n.store().Lstat(rel)
+	if err := n.as(ctx, rel).RemoveDir(rel); err != nil {
+		return freeErrno(err)
+	}
+	n.removed(st)
+	return 0
 }
 
 // Rename moves a name within the free trees of this mount; RENAME_NOREPLACE
@@ -361,7 +486,15 @@ func (n *freeNode) Rename(ctx context.Context, name string, newParent fs.InodeEm
 	if bad != 0 {
 		return bad
 	}
-	return freeErrno(n.store().Rename(from, to, uint(flags)))
+	var replaced *unix.Stat_t
+	if flags&unix.RENAME_EXCHANGE == 0 {
+		replaced, _ = n.store().Lstat(to)
+	}
+	if err := n.as(ctx, to).Rename(from, to, uint(flags)); err != nil {
+		return freeErrno(err)
+	}
+	n.removed(replaced)
+	return 0
 }
 
 func (n *freeNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {

@@ -23,8 +23,8 @@ func buildQuick(b *testing.B, dir string) string {
 	src := filepath.Join(dir, "quick.go")
 	mustT(b, os.WriteFile(src, []byte(quickProgram), 0o644))
 	bin := filepath.Join(dir, "quick")
-	cmd := exec.Command("go", "build", "-o", bin, src)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod", "GO111MODULE=off")
+	cmd := goBuild(bin, src)
+	cmd.Env = append(cmd.Env, "GOFLAGS=-mod=mod", "GO111MODULE=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("building the quick program: %v\n%s", err, out)
 	}

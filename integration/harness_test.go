@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 	os.Chmod(dir, 0o755) // tests run the binaries as other uids too
 	ctxfsBin, ctxBin = filepath.Join(dir, "ctxfs"), filepath.Join(dir, "ctx")
 	for bin, pkg := range map[string]string{ctxfsBin: "../cmd/ctxfs", ctxBin: "../cmd/ctx"} {
-		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
+		out, err := goBuild(bin, pkg).CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
 			os.Exit(1)
@@ -43,6 +43,15 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// goBuild is `go build -o bin pkg` with cgo off, as make build does:
+// static binaries, which ctxfs mount requires (a dynamic loader would
+// honour LD_PRELOAD in the environment of the helpers it runs as root).
+func goBuild(bin, pkg string) *exec.Cmd {
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	return cmd
 }
 
 // server is one real `ctxfs mount --foreground` process.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -47,7 +46,7 @@ func (s *server) jailBusybox(t *testing.T, uid uint32, agent string) {
 	data, err := os.ReadFile(busybox)
 	mustT(t, err)
 	mustT(t, os.WriteFile(filepath.Join(bin, "busybox"), data, 0o755))
-	for _, a := range []string{"sh", "cat", "ls", "id", "echo", "sleep", "ln", "test", "head", "pwd", "true", "tr", "grep"} {
+	for _, a := range []string{"sh", "cat", "ls", "id", "echo", "sleep", "ln", "test", "head", "pwd", "true", "tr", "grep", "setsid"} {
 		mustT(t, os.Symlink("busybox", filepath.Join(bin, a)))
 	}
 }
@@ -155,7 +154,8 @@ func TestJailCancelLeavesNothing(t *testing.T) {
 	}()
 	var pid int
 	eventually(t, 15*time.Second, "the jailed program", func() bool {
-		pid = childNamed(t, s.cmd.Process.Pid, "sleep")
+		pid = descendantNamed(s.cmd.Process.Pid, "sleep") // the jail's init's child
+
 		return pid > 0
 	})
 	status := fileBytes(t, fmt.Sprintf("/proc/%d/status", pid))
@@ -196,23 +196,6 @@ func TestJailCancelLeavesNothing(t *testing.T) {
 	if got := s.mountTable(t); got != before {
 		t.Errorf("the host's mount table changed after a cancelled jail")
 	}
-}
-
-// childNamed is the pid of a child of parent whose command is name, 0
-// when there is none.
-func childNamed(t *testing.T, parent int, name string) int {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err == nil && statusField(string(st), "PPid") == strconv.Itoa(parent) && statusField(string(st), "Name") == name {
-			return pid
-		}
-	}
-	return 0
 }
 
 // statusField is the value of a /proc/PID/status field, trimmed.

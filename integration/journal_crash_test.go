@@ -622,6 +622,19 @@ func storeBytes(t testing.TB, store string) map[string]string {
 // only journal file, which then holds every append.
 func killedWithJournal(t *testing.T) (*server, string) {
 	t.Helper()
+	return killedAfter(t, func(s *server) {
+		for i := 0; i < 4; i++ {
+			for _, name := range []string{"d0", "d1"} {
+				s.send(name, fmt.Sprintf("%s-%d", name, i), fmt.Sprintf("durable send %d to %s", i, name))
+			}
+		}
+	})
+}
+
+// killedAfter is killedWithJournal with the server's work before the
+// kill given by sends.
+func killedAfter(t *testing.T, sends func(s *server)) (*server, string) {
+	t.Helper()
 	requireFUSE(t)
 	s := newServerWith(t, func(s *server) {
 		s.env = append(s.env, "CTXFS_CHECKPOINT_BYTES=1073741824", "CTXFS_CHECKPOINT_EVERY=1h")
@@ -632,11 +645,7 @@ func killedWithJournal(t *testing.T) (*server, string) {
 		ctxfs.AbortDead(s.mnt("home"))
 		ctxfs.AbortDead(s.mnt("shared"))
 	})
-	for i := 0; i < 4; i++ {
-		for _, name := range []string{"d0", "d1"} {
-			s.send(name, fmt.Sprintf("%s-%d", name, i), fmt.Sprintf("durable send %d to %s", i, name))
-		}
-	}
+	sends(s)
 	dead := s.crash()
 	if !waitDone(dead, 5*time.Second) {
 		ctxfs.AbortDead(s.mnt("home"))

@@ -409,7 +409,7 @@ func TestCleanStaleOnlyDeadCtxfs(t *testing.T) {
 func buildHangfs(t *testing.T) string {
 	t.Helper()
 	hangfs := filepath.Join(t.TempDir(), "hangfs")
-	if out, err := exec.Command("go", "build", "-o", hangfs, "./testdata/hangfs").CombinedOutput(); err != nil {
+	if out, err := goBuild(hangfs, "./testdata/hangfs").CombinedOutput(); err != nil {
 		t.Fatalf("build hangfs: %v\n%s", err, out)
 	}
 	return hangfs

@@ -54,7 +54,7 @@ func TestBackgroundMountAndUmount(t *testing.T) {
 func TestNonRootWithoutFusermount(t *testing.T) {
 	base := t.TempDir()
 	os.Chmod(filepath.Dir(base), 0o755)
-	os.Chmod(base, 0o777)
+	os.Chmod(base, os.ModeSticky|0o777) // sticky, as /tmp: a root below it may be made by anyone
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, ctxfsBin, "mount", "--foreground", "--root", filepath.Join(base, "ctx"), "--store", filepath.Join(base, "store"))

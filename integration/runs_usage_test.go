@@ -42,8 +42,17 @@ func newMixedServer(t *testing.T) *server {
 // stdout, stderr and exit status apart.
 func ctxSplit(t testing.TB, s *server, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return ctxSplitAs(t, s, nil, args...)
+}
+
+// ctxSplitAs is ctxSplit as c (nil: root).
+func ctxSplitAs(t testing.TB, s *server, c *cred, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	cmd := exec.Command(ctxBin, args...)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/", "CTX_ROOT=" + s.root}
+	if c != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: c.uid, Gid: c.gid, Groups: c.groups}}
+	}
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	done := make(chan error, 1)

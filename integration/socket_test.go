@@ -57,8 +57,10 @@ print(s.makefile().read(), end="")`
 	if err != nil || !strings.Contains(string(out), `"type":"done"`) {
 		t.Fatalf("send as 1001: %v\n%s", err, out)
 	}
-	dir := s.sessionDir(1001, "coder", "default")
-	for _, p := range []string{filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(dir)))), dir, filepath.Join(dir, "messages.jsonl")} {
+	// The session is 1001's as the mount shows it (the store holds it as
+	// root's history: history_owner_test.go).
+	dir := s.mnt("home/1001/agent/coder/session/default")
+	for _, p := range []string{s.mnt("home/1001"), dir, filepath.Join(dir, "messages.jsonl")} {
 		st, err := os.Stat(p)
 		mustT(t, err)
 		if uid := st.Sys().(*syscall.Stat_t).Uid; uid != 1001 {

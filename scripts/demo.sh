@@ -9,10 +9,11 @@ if [ "$(id -u)" != 0 ]; then
 	echo "make run mounts directly as root: run it as root (sudo make run)" >&2
 	exit 1
 fi
-mkdir -p "$ROOT/agent/demo.d"
-echo debug/echo >"$ROOT/agent/demo.d/model"
 "$BIN/ctxfs" umount --root "$ROOT" >/dev/null 2>&1 || true
 
+# The server first: it refuses a root or a store that someone else owns or
+# may write (naming the fix) before anything is made there, so the demo
+# agent below is written only into a root it accepted.
 "$BIN/ctxfs" mount --foreground --root "$ROOT" --store "$STORE" &
 server=$!
 stop() {
@@ -22,7 +23,14 @@ stop() {
 trap stop EXIT
 trap 'exit 0' INT TERM
 for _ in $(seq 200); do
-	[ -S "$ROOT/agent/demo.sock" ] && mountpoint -q "$ROOT/home" && break
+	kill -0 "$server" 2>/dev/null || exit 1 # refused: it said why
+	[ -S "$ROOT/model/debug/echo.sock" ] && break # the sockets come last: it serves
+	sleep 0.05
+done
+mkdir -p "$ROOT/agent/demo.d"
+echo debug/echo >"$ROOT/agent/demo.d/model"
+for _ in $(seq 100); do # the server makes a new definition's socket within a second
+	[ -S "$ROOT/agent/demo.sock" ] && break
 	sleep 0.05
 done
 

@@ -121,21 +121,44 @@ func (s *Sockets) listen(t session.Target) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	os.Remove(p) // a socket left by a server that died
-	l, err := net.Listen("unix", p)
+	l, err := listenAt(p)
 	if err != nil {
-		return err
-	}
-	// Anyone may connect: authority comes from the peer credentials.
-	if err := os.Chmod(p, 0o666); err != nil {
-		l.Close()
 		return err
 	}
 	s.listeners[p] = l
 	s.log.Info("listening", "socket", p, t.Kind, t.Owner)
 	s.wg.Add(1)
-	go s.accept(l.(*net.UnixListener), t)
+	go s.accept(l, t)
 	return nil
+}
+
+// listenAt listens on a Unix socket at p, mode 0666 (anyone may connect:
+// authority comes from the peer credentials), without ever acting on a
+// path that someone else could have put a symlink at. The socket is bound
+// and chmodded in a fresh 0700 directory of ours beside p, where nothing
+// but us can be, and then renamed onto p: rename replaces whatever is at p
+// (a socket left by a server that died, a stale symlink) as an entry,
+// never following it.
+func listenAt(p string) (*net.UnixListener, error) {
+	private, err := os.MkdirTemp(filepath.Dir(p), ".s") // 0700; a short name, as socket paths are bounded
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(private)
+	bound := filepath.Join(private, "s")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: bound, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	l.SetUnlinkOnClose(false) // its name moves to p, which Close removes
+	if err := os.Chmod(bound, 0o666); err == nil {
+		err = os.Rename(bound, p)
+	}
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
 }
 
 func (s *Sockets) accept(l *net.UnixListener, t session.Target) {
@@ -199,10 +222,12 @@ func (s *Sockets) serveConn(conn *net.UnixConn, t session.Target) {
 		return
 	}
 	defer reply.Close()
-	// A client that half-closes after its request still reads the reply,
-	// so hang-ups are noticed at the next write, not by reading.
+	// A client that half-closes after its request still reads the reply:
+	// only a hang-up (hangup.go) or a failed write ends it.
+	ctx, cancel := hangUp(conn)
+	defer cancel()
 	for {
-		f, err := reply.Next(context.Background())
+		f, err := reply.Next(ctx)
 		if err != nil {
 			return
 		}

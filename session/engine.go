@@ -75,6 +75,7 @@ type Engine struct {
 	watchers []func(rel string, how Change)
 	journal  *runJournal
 	wal      *sealedlog.Journal // every append to a session log goes through it
+	sealKey  *sealedlog.Key     // every seal record is keyed with it (sealkey.go)
 	derived  *behind            // derived values not yet in the store
 	limits   *Limits            // what users may make the engine hold
 	defs     *agent.Cache       // agent and model definitions, read again when they change
@@ -109,6 +110,21 @@ func Open(cfg Config) (*Engine, error) {
 		defs:     agent.NewCache(),
 	}
 	e.derived = newBehind(e)
+	var migrated int
+	if e.sealKey, migrated, err = openSealKey(store); err != nil {
+		store.Close()
+		return nil, err
+	}
+	if migrated > 0 {
+		cfg.Log.Info("seals migrated: keyed with the store's seal key", "seals", migrated)
+	}
+	if closed, err := closeHistory(store); err != nil {
+		store.Close()
+		return nil, err
+	} else if closed > 0 {
+		cfg.Log.Info("history migrated: owned by the server, closed to users", "files", closed)
+	}
+	e.limits.Free.count = e.countFree // the free trees' walk needs the store
 	if err := e.openWAL(); err != nil {
 		store.Close()
 		return nil, err
@@ -159,6 +175,9 @@ func (e *Engine) Close() error {
 		if err != nil && first == nil {
 			first = err
 		}
+	}
+	if e.limits != nil { // (NewSpaces has none)
+		e.limits.ScanSlots.stopAll() // no search reads the store any more
 	}
 	if e.derived != nil {
 		e.derived.close()

@@ -2,8 +2,10 @@ package session
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,10 +50,15 @@ func Fsck(store string, repair, served bool, r FsckReport) (int, error) {
 	}
 	defer root.Close()
 	named := map[string]bool{} // what the shape walk named is not named again
-	plan, problems, err := fsckJournal(root, repair, served, r)
+	key, problems, err := fsckMigration(root, repair, r)
 	if err != nil {
 		return 0, err
 	}
+	plan, n, err := fsckJournal(root, key, repair, served, r)
+	if err != nil {
+		return 0, err
+	}
+	problems += n
 	checkShape(root, func(rel, what string, leftover bool) {
 		named[root.Show(rel)] = true
 		if leftover {
@@ -85,41 +92,83 @@ func Fsck(store string, repair, served bool, r FsckReport) (int, error) {
 // a running server (whose appends may race it: a report about a log being
 // appended to then is worth a second look). With repair, it first replays
 // the journal as the server's start would, replaying what can be proven of
-// a damaged one and reporting the rest as lost (the caller makes sure no
-// server holds the store).
-func fsckJournal(root *storefs.Root, repair, served bool, r FsckReport) (*journalView, int, error) {
+// a damaged one and reporting the rest as lost, and applies the records
+// a start kept aside for a log it could not recover, once that log is put
+// right (the caller makes sure no server holds the store). Logs whose
+// records are still kept aside are problems, named with what to do.
+func fsckJournal(root *storefs.Root, key *sealedlog.Key, repair, served bool, r FsckReport) (*journalView, int, error) {
 	if repair {
-		rec, err := sealedlog.RecoverJournal(root, walDir, locateLog(root), true)
+		rec, err := sealedlog.RecoverJournal(root, walDir, locateLog(root, key), true)
 		if err != nil {
 			return nil, 0, err
 		}
-		for _, p := range rec.Repaired {
+		held, err := sealedlog.RecoverHeld(root, walDir, locateLog(root, key))
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, p := range slices.Concat(rec.Repaired, held) {
 			if r.Repaired != nil {
 				r.Repaired(p.Path, p.What)
 			}
 		}
 	}
-	v := &journalView{root: root, served: served}
+	v := &journalView{root: root, key: key, served: served}
 	if err := v.read(); err != nil {
 		return nil, 0, err
 	}
-	for _, p := range v.plan.Problems {
+	held, err := sealedlog.HeldProblems(root, walDir, locateLog(root, key))
+	if err != nil {
+		return nil, 0, err
+	}
+	problems := slices.Concat(v.plan.Problems, held)
+	for _, p := range problems {
 		if r.Problem != nil {
 			r.Problem(p.Path, p.What)
 		}
 	}
-	return v, len(v.plan.Problems), nil
+	return v, len(problems), nil
+}
+
+// fsckMigration is the store's seal key, with the problems met reading
+// it. With repair (no server holds the store) the store is first brought
+// to the current layout as a server's start would: the key made when
+// missing, the seals keyed, history given to the server, each migration
+// reported. Without, the key is read and nothing changed.
+func fsckMigration(root *storefs.Root, repair bool, r FsckReport) (*sealedlog.Key, int, error) {
+	if repair {
+		key, migrated, err := openSealKey(root)
+		if migrated > 0 && r.Repaired != nil {
+			r.Repaired(root.Show(stateDir), fmt.Sprintf("%d seals of an older ctxfs keyed with the store's seal key", migrated))
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		closed, err := closeHistory(root)
+		if closed > 0 && r.Repaired != nil {
+			r.Repaired(root.Show(stateDir), fmt.Sprintf("%d files and directories of history given to the server", closed))
+		}
+		return key, 0, err
+	}
+	problems := 0
+	key := readSealKey(root, func(path, what string) {
+		problems++
+		if r.Problem != nil {
+			r.Problem(path, what)
+		}
+	})
+	return key, problems, nil
 }
 
 // journalView is fsck's reading of the journal.
 type journalView struct {
 	root   *storefs.Root
+	key    *sealedlog.Key // the store's seal key
 	served bool
 	plan   *sealedlog.JournalPlan
 }
 
 func (v *journalView) read() error {
-	p, err := sealedlog.PlanJournal(v.root, walDir, locateLog(v.root), !v.served)
+	p, err := sealedlog.PlanJournal(v.root, walDir, locateLog(v.root, v.key), !v.served)
 	v.plan = p
 	return err
 }
@@ -160,8 +209,8 @@ func fsckSession(root *storefs.Root, plan *journalView, dir string, repair bool,
 	if problem != "" {
 		report(root.Show(sealRel(dir, identityFile)), problem)
 	}
-	for _, f := range []string{abi.FileMessages, abi.FileEvents} {
-		at := logPlace(root, dir, f, identity)
+	for _, f := range sessionLogs {
+		at := logPlace(root, plan.key, dir, f, identity)
 		for _, p := range plan.verify(at) {
 			if problem != "" && strings.Contains(p.What, "bound to another") {
 				continue // said once, as the identity's problem

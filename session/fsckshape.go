@@ -12,6 +12,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
 // What checkShape says about names it does not expect.
@@ -47,6 +48,16 @@ func homeShape(uid int64) shapeOwner {
 
 func spaceShape(gid int64) shapeOwner {
 	return shapeOwner{uid: -1, gid: gid, dirMode: 0o770, fileMode: 0o660}
+}
+
+// history is what the store holds of own's history: the server's (uid 0,
+// as the server runs), its owner's mode bits only, the group kept
+// (store.go, historyOwner). Only the free trees are the user's.
+func (own shapeOwner) history() shapeOwner {
+	own.uid, own.who, own.rootOK = 0, "root: history is the server's", false
+	own.dirMode &= 0o700
+	own.fileMode &= 0o700
+	return own
 }
 
 // anyMode is own with the modes unchecked: the store's dot entries and
@@ -109,8 +120,12 @@ func (w *shapeWalk) top() {
 			}
 			w.owned(rel, st, shapeOwner{uid: 0, gid: -1, dirMode: 0o700, who: "root"})
 			for _, f := range w.list(rel) {
-				if st := w.stat(rel + "/" + f.Name); st != nil {
-					w.isType(rel+"/"+f.Name, st, unix.S_IFREG)
+				st := w.stat(rel + "/" + f.Name)
+				if st == nil || !w.isType(rel+"/"+f.Name, st, unix.S_IFREG) {
+					continue
+				}
+				if f.Name == sealedlog.KeyFile || f.Name == sealedlog.MigratingKeyFile {
+					w.owned(rel+"/"+f.Name, st, shapeOwner{uid: 0, gid: -1, fileMode: 0o600, who: "root"})
 				}
 			}
 		case ".ctxfs.lock", "ctxfs.log":
@@ -179,7 +194,11 @@ func (w *shapeWalk) entry(dir string, dp Place, name string, own shapeOwner) {
 	if !w.isType(rel, st, want) {
 		return
 	}
-	w.owned(rel, st, own)
+	if p.Kind == PlaceFreeRoot || shapeArchivedContext(rel, p) {
+		w.owned(rel, st, own) // a free tree is its user's
+	} else {
+		w.owned(rel, st, own.history())
+	}
 	if want != unix.S_IFDIR || p.Kind == PlaceFreeRoot || shapeArchivedContext(rel, p) {
 		return // a file, or a free tree: users keep anything there
 	}
@@ -191,7 +210,7 @@ func (w *shapeWalk) entry(dir string, dp Place, name string, own shapeOwner) {
 // engine's business.
 func (w *shapeWalk) dot(dir string, dp Place, name string, st *unix.Stat_t, own shapeOwner) {
 	rel := dir + "/" + name
-	own = own.anyMode()
+	own = own.history().anyMode()
 	session := dp.Kind == PlaceSession || shapeArchivedSession(dir, dp)
 	switch {
 	case storefs.IsReplaceTemp(name):

@@ -86,18 +86,20 @@ var shapeSessionFiles = []string{
 	"created_at", "updated_at", "meta.json",
 }
 
-// session makes a complete session directory owned as a home's (uid, 0700,
-// 0600) or a space's (group gid, 0770, 0660) contents.
+// session makes a complete session directory as the store holds a
+// home's (uid, 0700, 0600) or a space's (group gid, 0770, 0660): its
+// history root's with the owner's mode bits and the group kept, its
+// context/ the user's with the logical modes.
 func (s shapeStore) session(rel string, uid, gid int, dmode, fmode os.FileMode) {
-	s.dir(rel, dmode, uid, gid)
+	s.dir(rel, dmode&0o700, 0, gid)
 	for _, f := range shapeSessionFiles {
-		s.file(rel+"/"+f, fmode, uid, gid)
+		s.file(rel+"/"+f, fmode&0o700, 0, gid)
 	}
-	s.dir(rel+"/.seal", 0o700, uid, gid)
+	s.dir(rel+"/.seal", 0o700, 0, gid)
 	for _, f := range []string{"messages.jsonl", "events.jsonl", "identity"} {
-		s.file(rel+"/.seal/"+f, 0o600, uid, gid)
+		s.file(rel+"/.seal/"+f, 0o600, 0, gid)
 	}
-	s.file(rel+"/.state.spare", 0o600, uid, gid)
+	s.file(rel+"/.state.spare", 0o600, 0, gid)
 	s.dir(rel+"/context", dmode, uid, gid)
 }
 
@@ -112,22 +114,22 @@ func newShapeStore(t *testing.T) shapeStore {
 	s.dir("shared", 0o755, 0, 0)
 
 	// A home, with an agent, a session and its index.
-	s.dir(shHome, 0o700, 1000, 1000)
-	s.dir(shHome+"/agent", 0o700, 1000, 1000)
-	s.dir(shAgent, 0o700, 1000, 1000)
-	s.dir(shSess, 0o700, 1000, 1000)
+	s.dir(shHome, 0o700, 0, 1000)
+	s.dir(shHome+"/agent", 0o700, 0, 1000)
+	s.dir(shAgent, 0o700, 0, 1000)
+	s.dir(shSess, 0o700, 0, 1000)
 	s.session(shDefault, 1000, 1000, 0o700, 0o600)
 	// context/ is the user's: a symlink out and a FIFO are fine there.
 	s.symlink("/etc", shDefault+"/context/etc")
 	s.fifo(shDefault + "/context/pipe")
 	s.dir(shDefault+"/context/deep/er", 0o755, 0, 0)
-	s.dir(shIndex, 0o700, 1000, 1000)
-	s.file(shIndex+"/list", 0o600, 1000, 1000)
-	s.file(shIndex+"/current", 0o600, 1000, 1000)
+	s.dir(shIndex, 0o700, 0, 1000)
+	s.file(shIndex+"/list", 0o600, 0, 1000)
+	s.file(shIndex+"/current", 0o600, 0, 1000)
 	for _, d := range []string{"by-cwd", "by-hash", "by-uuid"} {
-		s.dir(shIndex+"/"+d, 0o700, 1000, 1000)
+		s.dir(shIndex+"/"+d, 0o700, 0, 1000)
 	}
-	s.file(shIndex+"/by-cwd/cwd-0123456789abcdef", 0o600, 1000, 1000)
+	s.file(shIndex+"/by-cwd/cwd-0123456789abcdef", 0o600, 0, 1000)
 	// root/ is the agent's chroot: anything goes below it.
 	s.dir(shAgent+"/root", 0o700, 1000, 1000)
 	s.dir(shAgent+"/root/usr/bin", 0o755, 0, 0)
@@ -138,24 +140,24 @@ func newShapeStore(t *testing.T) shapeStore {
 	s.dir(shHome+"/.self_id", 0o700, 0, 0)
 	s.file(shHome+"/.self_id/me", 0o600, 0, 0)
 	// A model container, empty.
-	s.dir(shHome+"/model/openai/gpt-4.d/session", 0o700, 1000, 1000)
-	s.own(shHome+"/model", 0o700, 1000, 1000)
-	s.own(shHome+"/model/openai", 0o700, 1000, 1000)
-	s.own(shHome+"/model/openai/gpt-4.d", 0o700, 1000, 1000)
+	s.dir(shHome+"/model/openai/gpt-4.d/session", 0o700, 0, 1000)
+	s.own(shHome+"/model", 0o700, 0, 1000)
+	s.own(shHome+"/model/openai", 0o700, 0, 1000)
+	s.own(shHome+"/model/openai/gpt-4.d", 0o700, 0, 1000)
 	// An archived session: modes as they were, context/ untouched.
-	s.dir(shHome+"/archived_sessions/coder", 0o755, 1000, 1000)
-	s.own(shHome+"/archived_sessions", 0o700, 1000, 1000)
+	s.dir(shHome+"/archived_sessions/coder", 0o755, 0, 1000)
+	s.own(shHome+"/archived_sessions", 0o700, 0, 1000)
 	s.session(shArch, 1000, 1000, 0o755, 0o644)
 	s.symlink("/", shArch+"/context/slash")
 
-	// A shared space: root's directory, group 1234; below it any writer,
-	// the space's group, 0770/0660.
+	// A shared space: root's directory, group 1234; below it root's
+	// history in the space's group, 0700/0600, and context/ of its writer,
+	// the space's group, 0770.
 	s.dir(shSpace, 0o2770, 0, shSpaceGr)
 	for _, d := range []string{"/agent", "/agent/bot", "/agent/bot/session"} {
-		s.dir(shSpace+d, 0o770, 0, shSpaceGr)
+		s.dir(shSpace+d, 0o700, 0, shSpaceGr)
 	}
 	s.session(shTeam, 1001, shSpaceGr, 0o770, 0o660)
-	s.own(shTeam+"/state", 0o660, 1002, shSpaceGr) // another writer
 	s.dir(shSpace+"/.self_id", 0o700, 0, 0)
 	return s
 }
@@ -252,22 +254,25 @@ func TestShapeProblems(t *testing.T) {
 		}, shDefault + "/.state.tmp-0011223344556677", "leftover temporary file"},
 		{"wrong owner in a home", func(s shapeStore) {
 			s.own(shDefault+"/meta.json", 0o600, 1001, 1001)
-		}, shDefault + "/meta.json", "owner 1001:1001, expected 1000 (the home's owner)"},
+		}, shDefault + "/meta.json", "owner 1001:1001, expected 0 (root: history is the server's)"},
+		{"history of a home owned by its user", func(s shapeStore) {
+			s.own(shDefault+"/messages.jsonl", 0o600, 1000, 1000)
+		}, shDefault + "/messages.jsonl", "owner 1000:1000, expected 0 (root: history is the server's)"},
 		{"wrong mode in a home", func(s shapeStore) {
-			s.own(shDefault+"/latest.md", 0o644, 1000, 1000)
+			s.own(shDefault+"/latest.md", 0o644, 0, 1000)
 		}, shDefault + "/latest.md", "mode 0644, expected 0600"},
 		{"wrong mode of a home", func(s shapeStore) {
-			s.own(shHome, 0o755, 1000, 1000)
+			s.own(shHome, 0o755, 0, 1000)
 		}, shHome, "mode 0755, expected 0700"},
 		{"wrong owner of a home", func(s shapeStore) {
-			s.own(shHome, 0o700, 0, 0)
-		}, shHome, "owner 0:0, expected 1000"},
+			s.own(shHome, 0o700, 1000, 1000)
+		}, shHome, "owner 1000:1000, expected 0"},
 		{"wrong group in a space", func(s shapeStore) {
-			s.own(shTeam+"/messages.jsonl", 0o660, 1001, 1001)
+			s.own(shTeam+"/messages.jsonl", 0o600, 0, 1001)
 		}, shTeam + "/messages.jsonl", "group 1001, expected 1234 (the space's group)"},
 		{"wrong mode in a space", func(s shapeStore) {
-			s.own(shTeam+"/cwd", 0o600, 1001, shSpaceGr)
-		}, shTeam + "/cwd", "mode 0600, expected 0660"},
+			s.own(shTeam+"/cwd", 0o660, 0, shSpaceGr)
+		}, shTeam + "/cwd", "mode 0660, expected 0600"},
 		{"wrong dir mode in a space", func(s shapeStore) {
 			s.own(shTeam+"/context", 0o700, 1001, shSpaceGr)
 		}, shTeam + "/context", "mode 0700, expected 0770"},
@@ -301,10 +306,10 @@ func TestShapeProblems(t *testing.T) {
 		}, shArch + "/state", "a symlink, not a regular file"},
 		{"wrong owner in an archived session", func(s shapeStore) {
 			s.own(shArch+"/latest.md", 0o644, 1001, 1000)
-		}, shArch + "/latest.md", "owner 1001:1000, expected 1000"},
+		}, shArch + "/latest.md", "owner 1001:1000, expected 0"},
 		{"wrong owner of .self_id", func(s shapeStore) {
 			s.own(shHome+"/.self_id/me", 0o600, 1001, 0)
-		}, shHome + "/.self_id/me", "owner 1001:0, expected 1000 (the home's owner) or root"},
+		}, shHome + "/.self_id/me", "owner 1001:0, expected 0 (root: history is the server's)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -39,9 +39,9 @@ func newIdentity(rel string) ([]byte, error) {
 }
 
 // logPlace is where one of a session's logs and its seal are, bound to the
-// session's identity.
-func logPlace(root *storefs.Root, sessionRel, file string, identity []byte) sealedlog.Place {
-	return sealedlog.Place{Root: root, Log: sessionRel + "/" + file, Seal: sealRel(sessionRel, file), Bind: sealedlog.Binding(identity, file)}
+// session's identity, its seal keyed with the store's key.
+func logPlace(root *storefs.Root, key *sealedlog.Key, sessionRel, file string, identity []byte) sealedlog.Place {
+	return sealedlog.Place{Root: root, Log: sessionRel + "/" + file, Seal: sealRel(sessionRel, file), Bind: sealedlog.Binding(identity, file), Key: key}
 }
 
 // readIdentity reads the identity of the session at rel and checks that it

@@ -83,6 +83,21 @@ type Limits struct {
 	Handles *Quota // files open through the mount (EMFILE)
 	Runs    *Quota // runs queued or running (EAGAIN)
 
+	// Free bounds the bytes and inodes each uid keeps in the free trees
+	// (EDQUOT; freequota.go).
+	Free *FreeQuota
+
+	// Searches (issue 19, finding 9; searchpace.go): what searching may
+	// make the server spend. Searches holds the searches of each uid under
+	// way (EAGAIN beyond, at once; its total bounds those waiting for a
+	// scan slot); ScanSlots is how many searches scan at once server-wide,
+	// the rest waiting their turn; ScanBytes is how many bytes of
+	// messages.jsonl one search may read, to index or to verify, before its
+	// reply is cut and says so.
+	Searches  *Quota
+	ScanSlots *scanGate
+	ScanBytes int64
+
 	// What a writer through the mount makes the server hold between its
 	// writes (issue 19, findings 11 and 12): the bytes of unfinished ctl
 	// requests and unfinished log lines, together, per uid (EAGAIN at the
@@ -107,11 +122,28 @@ const (
 // LimitConfig overrides the per-uid bounds (0: the default).
 type LimitConfig struct {
 	ConnsPerUid, HandlesPerUid, RunsPerUid int
+
+	// The free trees' quota per uid (freebytes=N, freeinodes=N).
+	FreeBytesPerUid, FreeInodesPerUid int64
+
+	// Searches (see Limits.Searches): CTXFS_LIMITS searches=N (per uid),
+	// search_slots=N (server-wide) and search_scan=BYTES (per search).
+	SearchesPerUid, SearchSlots int
+	SearchScanBytes             int64
 }
 
+// The free trees' default quota per uid: room for a toolchain and a
+// project in root/, and a bound that one user's walk at start-up and one
+// user's disk use both stay within.
+const (
+	defaultFreeBytes  = 4 << 30
+	defaultFreeInodes = 200_000
+)
+
 // LimitsFromEnv reads per-uid bounds from CTXFS_LIMITS, a comma-separated
-// list of conns=N, open=N and runs=N (what an operator, or a test, sets
-// for the server); anything it does not name keeps its default.
+// list of conns=N, open=N, runs=N, freebytes=N, freeinodes=N and the
+// search bounds (searchLimitNames) (what an operator, or a test, sets for
+// the server); anything it does not name keeps its default.
 func LimitsFromEnv(getenv func(string) string) (LimitConfig, error) {
 	var c LimitConfig
 	spec := getenv("CTXFS_LIMITS")
@@ -131,8 +163,14 @@ func LimitsFromEnv(getenv func(string) string) (LimitConfig, error) {
 			c.HandlesPerUid = n
 		case "runs":
 			c.RunsPerUid = n
+		case "freebytes":
+			c.FreeBytesPerUid = int64(n)
+		case "freeinodes":
+			c.FreeInodesPerUid = int64(n)
 		default:
-			return c, fmt.Errorf("CTXFS_LIMITS: unknown bound %q (conns, open, runs)", k)
+			if !c.setSearchLimit(k, n) {
+				return c, fmt.Errorf("CTXFS_LIMITS: unknown bound %q (conns, open, runs, freebytes, freeinodes, %s)", k, searchLimitNames)
+			}
 		}
 	}
 	return c, nil
@@ -150,13 +188,17 @@ func newLimits(c LimitConfig) *Limits {
 		}
 		return def
 	}
-	return &Limits{
+	l := &Limits{
 		Conns:   newQuota("connections", syscall.EAGAIN, or(c.ConnsPerUid, 64), max(n/8, 16)),
 		Handles: newQuota("open files", syscall.EMFILE, or(c.HandlesPerUid, min(1024, max(n/16, 16))), max(n/4, 16)),
 		Runs:    newQuota("runs", syscall.EAGAIN, or(c.RunsPerUid, 32), max(n/8/3, 8)),
 
 		Partial: newQuota("bytes of unfinished requests and lines", syscall.EAGAIN, partialBytesPerUid, partialBytesTotal),
+
+		Free: newFreeQuota(int64(or(int(c.FreeBytesPerUid), defaultFreeBytes)), int64(or(int(c.FreeInodesPerUid), defaultFreeInodes)), nil),
 	}
+	l.setSearchLimits(c)
+	return l
 }
 
 // Limits are the engine's quotas, for its transports (connections,

@@ -133,7 +133,7 @@ func (e *Engine) load(r Ref) (*sess, error) {
 	s := newSess(e, r)
 	s.rel = rel
 	perm := os.FileMode(st.Mode).Perm()
-	s.own = storefs.Owner{Uid: int(st.Uid), Gid: int(st.Gid), DirMode: perm, FileMode: perm &^ 0o111}
+	s.own = historyOwner(storefs.Owner{Uid: int(st.Uid), Gid: int(st.Gid), DirMode: perm, FileMode: perm &^ 0o111})
 	s.scope = scopeOfHome(r.Home)
 	s.updatedAt = e.readUnix(s.file(abi.FileUpdatedAt))
 	s.cwd, _ = e.readValue(s.file(abi.FileCwd))
@@ -149,6 +149,7 @@ func (e *Engine) load(r Ref) (*sess, error) {
 		s.events.Refuse(problem)
 		s.msgs.Refuse(problem)
 	}
+	e.refuseHeld(s, rel, identity)
 	if s.provable() != nil {
 		return s, nil // kept for reading and for refusing with EIO
 	}
@@ -193,7 +194,7 @@ func (e *Engine) createDir(r Ref, own storefs.Owner, cwd string) error {
 	if _, err := e.Index(r.Container); err != nil {
 		return err
 	}
-	tmp, err := e.root.MkdirTemp(container, newDirPrefix+r.Name+"-", own.DirMode)
+	tmp, err := e.root.MkdirTemp(container, newDirPrefix+r.Name+"-", historyOwner(own).DirMode)
 	if err != nil {
 		return err
 	}
@@ -213,12 +214,13 @@ func (e *Engine) createDir(r Ref, own storefs.Owner, cwd string) error {
 // they are written and synced in parallel (a file creation costs
 // milliseconds on this kind of machine, and concurrent syncs share journal
 // commits). The identity names final, where the session will be.
-func (e *Engine) layout(tmp, final string, own storefs.Owner, scope, cwd string) error {
+func (e *Engine) layout(tmp, final string, free storefs.Owner, scope, cwd string) error {
+	own := historyOwner(free) // all but context/, the session's free tree
 	if err := e.root.ChownOwned(tmp, own); err != nil {
 		return err
 	}
-	for _, d := range []string{abi.DirContext, sealDir} {
-		if err := e.root.MkdirOwned(tmp+"/"+d, own); err != nil {
+	for d, o := range map[string]storefs.Owner{abi.DirContext: free, sealDir: own} {
+		if err := e.root.MkdirOwned(tmp+"/"+d, o); err != nil {
 			return err
 		}
 	}
@@ -236,9 +238,9 @@ func (e *Engine) layout(tmp, final string, own storefs.Owner, scope, cwd string)
 		abi.FileMeta: string(proto.NewObject("client", "ctx", "scope", scope).Line()),
 	}
 	var jobs []func() error
-	for _, f := range []string{abi.FileMessages, abi.FileEvents} {
+	for _, f := range sessionLogs {
 		jobs = append(jobs, func() error {
-			l, err := sealedlog.Create(logPlace(e.root, tmp, f, identity), own)
+			l, err := sealedlog.Create(logPlace(e.root, e.sealKey, tmp, f, identity), own)
 			if err == nil {
 				l.Close()
 			}
@@ -298,7 +300,7 @@ func (e *Engine) Index(ct Container) (*index.Index, error) {
 			}
 			own = sharedOwner(st.Uid, sp.Gid)
 		}
-		x, err := index.Load(e.root, rel, own)
+		x, err := index.Load(e.root, rel, historyOwner(own))
 		if err == nil {
 			x.OnChange(e.changed) // list, current and entries, as they change
 			x.UseValues(e.wal)    // current and entries: durable through the journal

@@ -44,8 +44,17 @@ func Memoized(pl Place) bool {
 // from there, with the attributes its store file will have. The rules
 // that protect or judge (archive's state check, self_id claims) read the
 // store itself, or the value waiting for it (readValue). EFBIG for a file
-// over maxValueFile. Data is shared: callers must not change it.
+// over maxValueFile. Data is shared: callers must not change it. The
+// attributes are shown as the mount shows the store's (shownStat).
 func (e *Engine) Value(rel string) (Value, error) {
+	v, err := e.value(rel)
+	if err == nil {
+		v.Stat = *shownStat(rel, &v.Stat)
+	}
+	return v, err
+}
+
+func (e *Engine) value(rel string) (Value, error) {
 	if v, ok := e.derived.value(rel); ok {
 		return v, nil
 	}

@@ -7,10 +7,8 @@ import (
 	"hash/fnv"
 	"io"
 	"io/fs"
-	"iter"
 	"os"
 	"path"
-	"runtime"
 	"sort"
 	"strconv"
 	"sync"
@@ -53,23 +51,61 @@ func searchIndexDir(ct Container) string {
 }
 
 // search answers op search: the match frames as the sessions are scanned,
-// then one searched frame. Refusals (a session named that does not exist)
-// come before any frame.
-func (e *Engine) search(loc *location, req *proto.Request) (*Reply, error) {
+// then one searched frame. Refusals (a session named that does not exist,
+// a caller with all the searches one uid may have under way) come before
+// any frame. The search works in a goroutine of its own, at its pace
+// (searchpace.go), and stops once the reply is closed.
+func (e *Engine) search(c Caller, loc *location, req *proto.Request) (*Reply, error) {
 	names, err := e.searchSessions(loc.ref, req.SessionGiven)
 	if err != nil {
 		return nil, err
 	}
-	next, stop := iter.Pull(e.searchFrames(loc.ref.Container, names, search.NewQuery(req.Query), !req.SessionGiven))
+	if err := e.limits.Searches.Take(c.Uid); err != nil {
+		return nil, err
+	}
+	frames := make(chan *proto.Object, searchFrameRoom)
+	cancel := e.limits.ScanSlots.start(func(ctx context.Context) {
+		defer e.limits.Searches.Give(c.Uid)
+		defer close(frames)
+		pace := &searchPace{ctx: ctx, gate: e.limits.ScanSlots, limit: e.limits.ScanBytes}
+		defer pace.pause()
+		e.searchFrames(loc.ref.Container, names, search.NewQuery(req.Query), !req.SessionGiven, pace, frames)
+	})
+	return channelReply(frames, cancel), nil
+}
+
+// searchFrameRoom is how many frames a search gets ahead of its reader
+// before it waits (without its scan slot).
+const searchFrameRoom = 64
+
+// channelReply is the reply whose frames come through frames, until it
+// is closed; stop is called when the reader leaves.
+func channelReply(frames <-chan *proto.Object, stop func()) *Reply {
 	return &Reply{
-		next: func(context.Context) (*proto.Object, error) {
-			if f, ok := next(); ok {
+		next: func(ctx context.Context) (*proto.Object, error) {
+			select {
+			case f, ok := <-frames:
+				if !ok {
+					return nil, io.EOF
+				}
 				return f, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
 			}
-			return nil, io.EOF
+		},
+		poll: func() (*proto.Object, error) {
+			select {
+			case f, ok := <-frames:
+				if !ok {
+					return nil, io.EOF
+				}
+				return f, nil
+			default:
+				return nil, nil
+			}
 		},
 		stop: stop,
-	}, nil
+	}
 }
 
 // searchSessions lists the sessions to search: the one named, or all of
@@ -116,34 +152,46 @@ func listedFirst(names, order []string) []string {
 	return append(out, rest...)
 }
 
-// searchFrames yields the reply of a search. all says names are every
+// searchFrames writes the reply of a search to frames, one session after
+// the other: its index brought up to date, then its candidate ranges
+// scanned, each match sent as it is found. all says names are every
 // session of the container: index directories of other names are then
 // left over from sessions archived or deleted, and go.
-func (e *Engine) searchFrames(ct Container, names []string, q *search.Query, all bool) iter.Seq[*proto.Object] {
-	return func(yield func(*proto.Object) bool) {
-		if all {
-			e.dropStaleIndexes(ct, names)
+func (e *Engine) searchFrames(ct Container, names []string, q *search.Query, all bool, pace *searchPace, frames chan<- *proto.Object) {
+	if all {
+		e.dropStaleIndexes(ct, names)
+	}
+	out := &searchOut{send: func(f *proto.Object) bool { return pace.send(frames, f) }, pace: pace}
+	warn := e.onceWarner()
+	for _, name := range names {
+		if pace.work() != nil {
+			break
 		}
-		out := &searchOut{yield: yield}
-		for _, c := range e.searchCandidates(ct, names, q) {
-			if !out.scan(e, ct, c, q) {
-				break
-			}
-		}
-		if !out.stopped {
-			yield(proto.NewObject("type", proto.FrameSearched, "sessions", len(names),
-				"matches", out.n, "scanned", out.scanned, "truncated", out.truncated))
+		c := e.candidate(ct, name, q, pace, warn)
+		if pace.stopped(c.err) || !out.scan(e, ct, c, q) {
+			break
 		}
 	}
+	if pace.ctx.Err() != nil {
+		return
+	}
+	if pace.cut {
+		out.limit = "scan"
+	}
+	end := proto.NewObject("type", proto.FrameSearched, "sessions", len(names),
+		"matches", out.n, "scanned", pace.read, "truncated", out.limit != "")
+	if out.limit != "" {
+		end.Set("limit", out.limit)
+	}
+	out.send(end)
 }
 
 // searchOut is a search's reply as it is written.
 type searchOut struct {
-	yield     func(*proto.Object) bool
-	n         int   // matches sent
-	scanned   int64 // bytes of messages.jsonl read to verify candidates
-	truncated bool  // a match beyond maxMatches was found
-	stopped   bool  // the reader left
+	send  func(*proto.Object) bool // false: the reader left
+	pace  *searchPace
+	n     int    // matches sent
+	limit string // the bound that cut the reply: "matches" (maxMatches) or "scan" (Limits.ScanBytes)
 }
 
 // emit sends f; false when the reply must end (the reader left, or the
@@ -151,16 +199,12 @@ type searchOut struct {
 func (o *searchOut) emit(f *proto.Object) bool {
 	if f.Str("type") == proto.FrameMatch {
 		if o.n == maxMatches {
-			o.truncated = true
+			o.limit = "matches"
 			return false
 		}
 		o.n++
 	}
-	if !o.yield(f) {
-		o.stopped = true
-		return false
-	}
-	return true
+	return o.send(f)
 }
 
 // candidate is one session after the index looked: the ranges of its
@@ -172,29 +216,6 @@ type candidate struct {
 }
 
 type span struct{ from, to int64 }
-
-// searchCandidates brings the index of each session up to date and asks
-// it, several sessions at once (building an index is CPU work: parsing
-// and hashing). The result is in the order of names.
-func (e *Engine) searchCandidates(ct Container, names []string, q *search.Query) []candidate {
-	out := make([]candidate, len(names))
-	warn := e.onceWarner()
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range min(len(names), runtime.GOMAXPROCS(0)) {
-		wg.Go(func() {
-			for i := range work {
-				out[i] = e.candidate(ct, names[i], q, warn)
-			}
-		})
-	}
-	for i := range names {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	return out
-}
 
 // onceWarner reports the first index problem of a search in the
 // server's log: the search goes on without the index where it failed (it
@@ -208,9 +229,9 @@ func (e *Engine) onceWarner() func(error) {
 
 // candidate opens one session's log and asks its index. A session that
 // vanished meanwhile has nothing to find.
-func (e *Engine) candidate(ct Container, name string, q *search.Query, warn func(error)) candidate {
+func (e *Engine) candidate(ct Container, name string, q *search.Query, pace *searchPace, warn func(error)) candidate {
 	c := candidate{name: name}
-	lg, err := e.openSearchLog(Ref{Container: ct, Name: name})
+	lg, err := e.openSearchLog(Ref{Container: ct, Name: name}, pace)
 	if errors.Is(err, fs.ErrNotExist) {
 		return c
 	}
@@ -219,8 +240,11 @@ func (e *Engine) candidate(ct Container, name string, q *search.Query, warn func
 		return c
 	}
 	defer lg.f.Close()
-	ix := &sessionIndex{e: e, dir: searchIndexDir(ct) + "/" + name, log: lg, keys: q.Keys(), warn: warn}
-	if err := ix.update(); err != nil {
+	ix := &sessionIndex{e: e, dir: searchIndexDir(ct) + "/" + name, log: lg, keys: q.Keys(), warn: warn, pace: pace}
+	if err := ix.update(); pace.stopped(err) {
+		c.err = err
+		return c
+	} else if err != nil {
 		warn(err)
 		ix.spans = []span{{0, lg.size}}
 	}
@@ -244,8 +268,9 @@ func mergeSpans(in []span) []span {
 // searchLog is one session's messages.jsonl opened for searching.
 type searchLog struct {
 	f     *os.File
-	size  int64    // how much of it to read
-	ident [16]byte // the session's identity (zero when unreadable)
+	r     io.ReaderAt // f read at the search's pace, counted: how indexing and verifying read it (a segment's check of the 64 bytes it ends with reads f)
+	size  int64       // how much of it to read
+	ident [16]byte    // the session's identity (zero when unreadable)
 }
 
 // openSearchLog opens a session's messages.jsonl for reading, as a reader
@@ -253,7 +278,7 @@ type searchLog struct {
 // when the history is unprovable. Sessions are not loaded for it (that
 // verifies whole logs and holds descriptors); when one is loaded, only its
 // committed length is read, never an append still in flight.
-func (e *Engine) openSearchLog(r Ref) (*searchLog, error) {
+func (e *Engine) openSearchLog(r Ref, pace *searchPace) (*searchLog, error) {
 	f, err := e.root.OpenFile(r.Rel()+"/"+abi.FileMessages, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
@@ -263,7 +288,7 @@ func (e *Engine) openSearchLog(r Ref) (*searchLog, error) {
 		f.Close()
 		return nil, err
 	}
-	lg := &searchLog{f: f, size: st.Size()}
+	lg := &searchLog{f: f, r: pace.reader(f), size: st.Size()}
 	if s, ok := e.sessions.peek(r.key()); ok && s.msgs != nil {
 		lg.size = min(lg.size, s.msgs.Size())
 	}
@@ -292,6 +317,7 @@ type sessionIndex struct {
 	log   *searchLog
 	keys  []uint64
 	warn  func(error)
+	pace  *searchPace
 	n     int    // closed segments kept on disk (0 … n-1); the last one is number n
 	spans []span // ranges whose segment may hold the query
 }
@@ -304,14 +330,18 @@ type sessionIndex struct {
 // right, and the index is fixed by a later query.
 func (ix *sessionIndex) update() error {
 	mu := searchLock(ix.dir)
-	mu.Lock()
+	if !mu.TryLock() {
+		// The search holding it may wait for the slot this one holds.
+		ix.pace.pause()
+		mu.Lock()
+	}
 	defer mu.Unlock()
 	first := ix.load()
 	if first == nil {
 		return nil // up to date
 	}
 	from := first.End
-	last, err := search.Extend(ix.log.f, first, ix.log.size, func(s *search.Segment) error {
+	last, err := search.Extend(ix.log.r, first, ix.log.size, func(s *search.Segment) error {
 		ix.probe(s)
 		ix.write(s)
 		ix.n++
@@ -544,14 +574,12 @@ func (e *Engine) dropStaleIndexes(ct Container, names []string) {
 // the query. False when the reply must end.
 func (o *searchOut) scan(e *Engine, ct Container, c candidate, q *search.Query) bool {
 	if c.err != nil {
-		f := proto.ErrorFrame(c.err)
-		f.Set("session", c.name)
-		return o.emit(f)
+		return o.emit(withSession(proto.ErrorFrame(c.err), c.name))
 	}
 	if len(c.spans) == 0 {
 		return true
 	}
-	lg, err := e.openSearchLog(Ref{Container: ct, Name: c.name})
+	lg, err := e.openSearchLog(Ref{Container: ct, Name: c.name}, o.pace)
 	if err != nil {
 		return errors.Is(err, fs.ErrNotExist) || o.emit(withSession(proto.ErrorFrame(err), c.name))
 	}
@@ -572,10 +600,10 @@ func (o *searchOut) scan(e *Engine, ct Container, c candidate, q *search.Query) 
 var errStop = errors.New("stop")
 
 // scanSpan sends the matches in one range of the log; ok is false when
-// the reply must end.
+// the reply must end (the reader left, a bound was reached).
 func (o *searchOut) scanSpan(lg *searchLog, name string, sp span, q *search.Query) (ok bool, err error) {
 	to := min(sp.to, lg.size)
-	_, err = search.EachLine(lg.f, sp.from, to, func(line []byte, _ int64) error {
+	_, err = search.EachLine(lg.r, sp.from, to, func(line []byte, _ int64) error {
 		if !q.MayHold(line) {
 			return nil
 		}
@@ -590,14 +618,13 @@ func (o *searchOut) scanSpan(lg *searchLog, name string, sp span, q *search.Quer
 		}
 		return nil
 	})
-	o.scanned += max(0, to-sp.from)
-	if err == errStop {
+	switch {
+	case err == errStop || o.pace.stopped(err):
 		return false, nil
+	case err != nil:
+		return true, &abi.Error{Op: "search", Path: name, Errno: syscall.EIO, Msg: "reading messages.jsonl: " + storefs.Words(err)}
 	}
-	if err != nil {
-		err = &abi.Error{Op: "search", Path: name, Errno: syscall.EIO, Msg: "reading messages.jsonl: " + storefs.Words(err)}
-	}
-	return true, err
+	return true, nil
 }
 
 func withSession(f *proto.Object, name string) *proto.Object {

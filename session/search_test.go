@@ -186,7 +186,7 @@ func TestSearchBound(t *testing.T) {
 	ref := Ref{Container: Container{Home: "home/0", Kind: "agent", Owner: "coder"}, Name: "s1"}
 	must(t, env.e.AppendLog(root0, ref, "messages.jsonl", lines.Bytes()))
 	got, end := env.found(root0, searchLine("NEEDLE"))
-	if len(got) != maxMatches || string(end.Raw("truncated")) != "true" || string(end.Raw("matches")) != "1000" {
+	if len(got) != maxMatches || string(end.Raw("truncated")) != "true" || end.Str("limit") != "matches" || string(end.Raw("matches")) != "1000" {
 		t.Fatalf("%d matches, end %s", len(got), end.Line())
 	}
 }

@@ -325,7 +325,7 @@ func (e *Engine) dispatch(c Caller, loc *location, req *proto.Request) (*Reply, 
 	case proto.OpResume:
 		return e.resume(loc, req)
 	case proto.OpSearch:
-		return e.search(loc, req)
+		return e.search(c, loc, req)
 	case proto.OpArchive:
 		return e.archiveOp(loc, req)
 	}

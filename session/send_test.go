@@ -204,20 +204,30 @@ func TestSharedScope(t *testing.T) {
 	if types(frames) != "start,message,usage,done" || frames[0].Str("scope") != "shared" {
 		t.Fatalf("shared frames %s", types(frames))
 	}
-	dir := env.sessDir("shared/team", "coder", "default")
-	st, err := os.Stat(filepath.Join(dir, "messages.jsonl"))
+	// The store holds the log as root's history in the space's group; the
+	// mount shows the group its owner's bits (store.go: shownStat).
+	rel := "shared/team/agent/coder/session/default/messages.jsonl"
+	st, err := os.Stat(filepath.Join(env.store, rel))
 	must(t, err)
 	sys := st.Sys().(*syscall.Stat_t)
-	if sys.Uid != 1001 || sys.Gid != 1234 || st.Mode().Perm() != 0o660 {
-		t.Fatalf("shared log owned %d:%d %v", sys.Uid, sys.Gid, st.Mode())
+	if sys.Uid != 0 || sys.Gid != 1234 || st.Mode().Perm() != 0o600 {
+		t.Fatalf("shared log stored as %d:%d %v, want 0:1234 0600", sys.Uid, sys.Gid, st.Mode())
+	}
+	shown, err := env.e.Stat(rel)
+	must(t, err)
+	if shown.Gid != 1234 || shown.Mode&0o777 != 0o660 {
+		t.Fatalf("shared log shown as %d:%d %o, want group 1234 and 0660", shown.Uid, shown.Gid, shown.Mode&0o777)
 	}
 }
 
+// TestPrivateOwnership: a home's history is root's in the store, 0700 and
+// 0600, and shown as its uid's; its free trees are the uid's.
 func TestPrivateOwnership(t *testing.T) {
 	env := newEnv(t)
 	u := Caller{Uid: 1001, Gid: 1001}
 	env.send(u, coder(), `{"op":"send","id":"c","input":"x"}`)
-	for _, p := range []string{"home/1001", "home/1001/agent/coder/session/default", "home/1001/agent/coder/session/default/state"} {
+	for _, p := range []string{"home/1001", "home/1001/agent/coder/session/default", "home/1001/agent/coder/session/default/state",
+		"home/1001/agent/coder/session/default/context", "home/1001/agent/coder/root"} {
 		st, err := os.Stat(filepath.Join(env.store, p))
 		must(t, err)
 		sys := st.Sys().(*syscall.Stat_t)
@@ -225,8 +235,17 @@ func TestPrivateOwnership(t *testing.T) {
 		if st.IsDir() {
 			want = 0o700
 		}
-		if sys.Uid != 1001 || st.Mode().Perm() != want {
-			t.Errorf("%s: uid %d mode %v", p, sys.Uid, st.Mode())
+		stored := uint32(0)
+		if strings.HasSuffix(p, "/context") || strings.HasSuffix(p, "/root") {
+			stored = 1001
+		}
+		if sys.Uid != stored || st.Mode().Perm() != want {
+			t.Errorf("%s: stored as uid %d mode %v, want %d and %v", p, sys.Uid, st.Mode(), stored, want)
+		}
+		shown, err := env.e.Stat(p)
+		must(t, err)
+		if shown.Uid != 1001 || os.FileMode(shown.Mode).Perm() != want {
+			t.Errorf("%s: shown as uid %d mode %o, want 1001 and %v", p, shown.Uid, shown.Mode&0o777, want)
 		}
 	}
 }

@@ -84,7 +84,7 @@ func (e *Engine) virtual(pl Place, rel string) (Node, error) {
 			return Node{}, err
 		}
 	}
-	st, err := e.root.Lstat(path.Dir(rel))
+	st, err := e.lstat(path.Dir(rel))
 	if err != nil {
 		return Node{}, err
 	}
@@ -423,8 +423,11 @@ func (a SetAttr) onlyTimes() bool { return a.Mode == nil && a.Uid == nil && a.Gi
 // modes). The size rules are SPEC 5 and 6: logs never shrink or grow by
 // truncation, values are replaced whole (`>` truncates to 0 first, a
 // no-op), read-only files, the list and archives take nothing but a touch
-// of their times. Directories take mode and owner (root sets a shared
-// space's group and mode this way, SPEC 2).
+// of their times. The top directories and a shared space's directory take
+// mode and owner (root sets a space's group and mode this way, SPEC 2);
+// history's owners and modes are the engine's (store.go: the store holds
+// it as the server's, the mount shows its logical owner), so everything
+// else takes only its times.
 func (e *Engine) Setattr(c Caller, rel string, a SetAttr) error {
 	pl := Classify(rel)
 	badSize := a.Size != nil && (*a.Size != 0 || !truncatable(pl))
@@ -444,11 +447,11 @@ func (e *Engine) Setattr(c Caller, rel string, a SetAttr) error {
 		return err
 	case n.Dir && a.Size != nil:
 		return syscall.EISDIR
+	case !a.onlyTimes() && pl.Kind != PlaceTop && pl.Kind != PlaceSpace && !freeTree(rel):
+		return abi.Errorf(syscall.EPERM, "setattr", "the engine owns the owners and modes of history")
 	case n.Dir:
 	case badSize:
 		return abi.Errorf(syscall.EPERM, "truncate", "only single values are replaced, and whole")
-	case pl.Kind == PlaceReadOnly && !a.onlyTimes():
-		return abi.Errorf(syscall.EPERM, "setattr", "the engine owns this file's owner and mode")
 	}
 	if a.Mode == nil && a.Uid == nil && a.Gid == nil && a.Times == nil {
 		return nil // `>`'s truncation of a value: nothing to apply

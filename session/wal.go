@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
@@ -17,7 +18,7 @@ const walDir = stateDir
 
 // locateLog tells the journal's replay which log a record's path names
 // now: the session there, by its identity.
-func locateLog(root *storefs.Root) sealedlog.Locate {
+func locateLog(root *storefs.Root, key *sealedlog.Key) sealedlog.Locate {
 	return func(logRel string) (sealedlog.Place, error) {
 		dir, file := path.Split(logRel)
 		dir = path.Clean(dir)
@@ -25,13 +26,13 @@ func locateLog(root *storefs.Root) sealedlog.Locate {
 		if problem != "" {
 			return sealedlog.Place{}, fmt.Errorf("%s", problem)
 		}
-		return logPlace(root, dir, file, identity), nil
+		return logPlace(root, key, dir, file, identity), nil
 	}
 }
 
 // logPlace is where a session's log is, journaled by the engine.
 func (e *Engine) logPlace(sessionRel, file string, identity []byte) sealedlog.Place {
-	at := logPlace(e.root, sessionRel, file, identity)
+	at := logPlace(e.root, e.sealKey, sessionRel, file, identity)
 	at.Journal = e.wal
 	return at
 }
@@ -71,6 +72,17 @@ func (e *Engine) openWAL() error {
 	if err != nil {
 		return err
 	}
-	e.wal, err = sealedlog.OpenJournal(e.admin, walDir, locateLog(e.admin), cfg)
+	e.wal, err = sealedlog.OpenJournal(e.admin, walDir, locateLog(e.admin, e.sealKey), cfg)
 	return err
+}
+
+// refuseHeld makes a log unprovable while the journal's records for it are
+// kept aside (a start could not recover it: sealedlog.Held): appending
+// past them would build on bytes the journal says are not the log's end.
+func (e *Engine) refuseHeld(s *sess, rel string, identity []byte) {
+	for file, l := range map[string]*sealedlog.Log{abi.FileEvents: s.events, abi.FileMessages: s.msgs} {
+		if sealedlog.Held(e.admin, walDir, logPlace(e.admin, e.sealKey, rel, file, identity)) {
+			l.Refuse(sealedlog.HeldWords)
+		}
+	}
 }

@@ -75,6 +75,7 @@ func runDoctor(e *env, p *parsed) int {
 	d := &doctor{e: e, root: abi.RootFromEnv(e.getenv), serverUid: -1}
 	d.checkRoot()
 	d.checkMounts()
+	d.checkRootOwners()
 	d.checkDefinitions()
 	d.checkDevice()
 	d.checkAllowOther()
@@ -131,6 +132,30 @@ func (d *doctor) checkRoot() {
 		d.problem(check, "does not exist", "start the server: "+d.mountCmd()+" (or set CTX_ROOT to the mount root in use)")
 	default:
 		d.problem(check, errText(err), "make it reachable for your uid (chmod 0755 on it and the directories above it)")
+	}
+}
+
+// checkRootOwners checks, as ctxfs mount does before it serves, that no
+// one besides root and the server's uid can change the mount root, its
+// agent/ and model/ directories, or a directory above them.
+func (d *doctor) checkRootOwners() {
+	check := "owners of " + d.root
+	owner := d.serverUid
+	if owner < 0 {
+		owner = d.e.uid // no server: you are the one who would start it
+	}
+	err := storefs.CheckRoot(d.root, uint32(owner))
+	var open *storefs.OpenToOthersError
+	var link *storefs.SymlinkError
+	switch {
+	case err == nil:
+		d.ok(check, "only root and the server can change them")
+	case errors.As(err, &open):
+		d.problem(check, open.Problem(), open.Fix())
+	case errors.As(err, &link):
+		d.problem(check, link.Error(), "give the server the real directory (ctxfs mount --root DIR), or replace the symlink "+link.Link+" by a directory")
+	default:
+		d.problem(check, errText(err), "make the mount root and the directories above it reachable (chmod 0755)")
 	}
 }
 

@@ -84,7 +84,9 @@ func serverBinary(t *testing.T) (string, error) {
 		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
 	bin := filepath.Join(t.TempDir(), "ctxfs")
-	out, err := exec.Command(goTool, "build", "-o", bin, "github.com/ctxfs/ctxfs/cmd/ctxfs").CombinedOutput()
+	build := exec.Command(goTool, "build", "-o", bin, "github.com/ctxfs/ctxfs/cmd/ctxfs")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as ctxfs mount requires
+	out, err := build.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("build ctxfs: %v\n%s", err, out)
 	}

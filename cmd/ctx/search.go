@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -24,7 +25,10 @@ spaces. Prints one line per message that holds it: SESSION RUN ROLE and the
 text around the match, most recently updated sessions first, at most 1000
 lines. On a terminal the columns are aligned and the match is highlighted;
 otherwise fields are tab-separated. --json prints the server's frames.
-Exit status: 0 found, 1 not found, 2 bad usage or a refused request.
+Exit status: 0 found, 1 not found, 2 bad usage or a refused request (EAGAIN:
+you have as many searches under way as the server allows), or a search the
+server cut at its bound on the bytes one search may read (EFBIG on stderr)
+before it found anything.
 `
 
 func runSearch(e *env, p *parsed) int {
@@ -172,6 +176,9 @@ func (p *searchPrinter) exitStatus(sendErr, readErr error) int {
 		}
 		return fail(p.e, "search", err, exitUsage)
 	}
+	if p.end.Str("limit") == "scan" {
+		return p.scanCut()
+	}
 	if string(p.end.Raw("truncated")) == "true" && !p.json {
 		fmt.Fprintf(p.errw, "ctx: search: only the first %d matches are shown; narrow the query or use --session\n", p.matches)
 	}
@@ -179,6 +186,20 @@ func (p *searchPrinter) exitStatus(sendErr, readErr error) int {
 		return exitOK
 	}
 	return exitFailed
+}
+
+// scanCut reports a search the server stopped at its bound on the bytes
+// one search may read: what was found is shown, but "not found" would be
+// a guess, so without a match the status is 2, not 1.
+func (p *searchPrinter) scanCut() int {
+	scanned, _ := strconv.ParseInt(string(p.end.Raw("scanned")), 10, 64)
+	fmt.Fprintf(p.errw, "ctx: search: EFBIG: the server stopped the search after reading %d MiB of messages, "+
+		"the most one search may; the %d matches shown are from what it read. The index keeps what it built, "+
+		"so searching again goes further; --session S searches one session\n", scanned>>20, p.matches)
+	if p.matches > 0 {
+		return exitOK
+	}
+	return exitUsage
 }
 
 // searchTTY reports whether w is a terminal.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/agent"
 	ctxfs "github.com/ctxfs/ctxfs/fs"
@@ -139,6 +140,12 @@ func (c *mountConfig) resolve(f *pflag.FlagSet, sloppy bool) error {
 // any fork: a background start would otherwise report it only as "the
 // server did not start".
 func (c *mountConfig) start() error {
+	if err := refuseDynamic(); err != nil {
+		return err
+	}
+	if err := refuseUnsafeRoot(c.root); err != nil {
+		return err
+	}
 	if err := ctxfs.CanMount(); err != nil {
 		return err
 	}
@@ -162,6 +169,11 @@ func (c *mountConfig) start() error {
 // --log-file names a file, where its end is logged too (on stderr the
 // error that ends it is printed once, as ctxfs: …).
 func runServer(c *mountConfig) error {
+	// The server's own directories (the mountpoints, agent/, model/) are
+	// made with 0755 and must stay writable by root alone: the root check
+	// refuses anything wider at the next mount. An inherited umask of 002
+	// would make them group-writable, so the server fixes its own.
+	unix.Umask(0o022)
 	log, logFile, err := logx.New(c.log, os.Stderr)
 	if err != nil {
 		return err

@@ -22,9 +22,17 @@
 // an *UnsafeError (EIO): the store holds what it did not make, and the
 // server refuses to use it rather than guess.
 //
+// Before any of that, the store's own path, and the mount root's, are
+// held to one rule (secure.go, rootdir.go): walked from "/" with
+// O_NOFOLLOW at every step, and changeable by no one but root and the
+// server's uid; the definitions' loader and ctx doctor apply the same
+// rule (OtherWriter, AnyOtherWriter).
+//
 // The free trees (an agent's root/, a session's context/) hold user
 // symlinks by design. Through this package the server lists, stats, reads
-// and removes those links as links; it never walks through one.
+// and removes those links as links; it never walks through one. A Root
+// made by As does a user's changes there with the user's own filesystem
+// identity (cred.go); it is for the free trees only, never for history.
 package storefs
 
 import (
@@ -49,6 +57,7 @@ type Root struct {
 	fd    int    // O_PATH|O_DIRECTORY descriptor of the store
 	path  string // the store's host path, as opened
 	shown string // what paths in errors start with: the mount root, or the store path
+	as    *Cred  // whose identity acts on the last name (nil: the server's); see As
 	close *sync.Once
 }
 
@@ -306,7 +315,11 @@ func (r *Root) reopen(rel string, flags int) (*os.File, error) {
 		return nil, err
 	}
 	flags &^= unix.O_CREAT | unix.O_EXCL
-	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), flags|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	fd := -1
+	err = r.do(func() (err error) {
+		fd, err = unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), flags|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+		return err
+	})
 	if err != nil {
 		return nil, r.fail("open", rel, err)
 	}
@@ -314,17 +327,44 @@ func (r *Root) reopen(rel string, flags int) (*os.File, error) {
 }
 
 // create makes a new regular file with O_CREAT|O_EXCL, which never opens
-// anything already there (not even a symlink's target).
+// anything already there (not even a symlink's target). The server walks
+// and creates in one openat2; a user's identity (As) cannot walk the
+// store's directories, so for a user the parent is walked first and the
+// file created in it as the user.
 func (r *Root) create(rel string, flags int, perm os.FileMode) (*os.File, error) {
-	fd, err := r.openat2(rel, flags|unix.O_CREAT|unix.O_EXCL|unix.O_NOCTTY, uint32(perm.Perm()))
-	if err != nil {
-		return nil, r.fail("create", rel, err)
+	flags |= unix.O_CREAT | unix.O_EXCL | unix.O_NOCTTY
+	var fd int
+	var err error
+	if r.as == nil {
+		fd, err = r.openat2(rel, flags, uint32(perm.Perm()))
+		err = r.fail("create", rel, err)
+	} else {
+		fd, err = r.createAs(rel, flags, perm)
 	}
-	if err := unix.Fchmod(fd, uint32(perm.Perm())); err != nil {
+	if err != nil {
+		return nil, err
+	}
+	// The umask narrowed the mode; set it exactly (as the creator).
+	if err := r.do(func() error { return unix.Fchmod(fd, uint32(perm.Perm())) }); err != nil {
 		unix.Close(fd)
 		return nil, r.fail("create", rel, err)
 	}
 	return os.NewFile(uintptr(fd), r.Show(rel)), nil
+}
+
+// createAs is create's open for a Root with a user's identity.
+func (r *Root) createAs(rel string, flags int, perm os.FileMode) (int, error) {
+	dirfd, name, done, err := r.parent("create", rel)
+	if err != nil {
+		return -1, err
+	}
+	defer done()
+	fd := -1
+	err = r.do(func() (err error) {
+		fd, err = unix.Openat(dirfd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
+		return err
+	})
+	return fd, r.fail("create", rel, err)
 }
 
 // ReadFile reads the regular file at rel; more than limit bytes is EFBIG
@@ -369,16 +409,18 @@ func (r *Root) Mkdir(rel string, perm os.FileMode) error {
 		return err
 	}
 	defer done()
-	if err := unix.Mkdirat(dirfd, name, uint32(perm.Perm())); err != nil {
-		return r.fail("mkdir", rel, err)
-	}
-	mode := uint32(perm.Perm())
-	var st unix.Stat_t
-	if perm&os.ModeSetgid != 0 || unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_ISGID != 0 {
-		mode |= unix.S_ISGID // asked for, or inherited from a setgid parent
-	}
-	// mkdirat is narrowed by the umask; set the mode exactly.
-	return r.fail("mkdir", rel, chmodAt(dirfd, name, mode))
+	return r.fail("mkdir", rel, r.do(func() error {
+		if err := unix.Mkdirat(dirfd, name, uint32(perm.Perm())); err != nil {
+			return err
+		}
+		mode := uint32(perm.Perm())
+		var st unix.Stat_t
+		if perm&os.ModeSetgid != 0 || unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_ISGID != 0 {
+			mode |= unix.S_ISGID // asked for, or inherited from a setgid parent
+		}
+		// mkdirat is narrowed by the umask; set the mode exactly.
+		return chmodAt(dirfd, name, mode)
+	}))
 }
 
 // Remove unlinks the file (or symlink, or other non-directory) at rel.
@@ -388,7 +430,7 @@ func (r *Root) Remove(rel string) error {
 		return err
 	}
 	defer done()
-	return r.fail("remove", rel, unix.Unlinkat(dirfd, name, 0))
+	return r.fail("remove", rel, r.do(func() error { return unix.Unlinkat(dirfd, name, 0) }))
 }
 
 // RemoveDir removes the empty directory at rel.
@@ -398,7 +440,7 @@ func (r *Root) RemoveDir(rel string) error {
 		return err
 	}
 	defer done()
-	return r.fail("rmdir", rel, unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR))
+	return r.fail("rmdir", rel, r.do(func() error { return unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR) }))
 }
 
 // RemoveAll removes rel and everything below it, links as links. What is
@@ -450,7 +492,7 @@ func (r *Root) between(op, oldRel, newRel string, call func(odir int, oname stri
 		return err
 	}
 	defer ndone()
-	return r.fail(op, newRel, call(odir, oname, ndir, nname))
+	return r.fail(op, newRel, r.do(func() error { return call(odir, oname, ndir, nname) }))
 }
 
 // Chown changes the owner of rel itself (a symlink stays a symlink); -1
@@ -464,7 +506,7 @@ func (r *Root) Chown(rel string, uid, gid int) error {
 		return err
 	}
 	defer done()
-	return r.fail("chown", rel, unix.Fchownat(dirfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW))
+	return r.fail("chown", rel, r.do(func() error { return unix.Fchownat(dirfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW) }))
 }
 
 // Chmod sets the mode bits (with setuid, setgid, sticky) of rel itself. A
@@ -479,7 +521,7 @@ func (r *Root) Chmod(rel string, mode uint32) error {
 		return err
 	}
 	defer done()
-	return r.fail("chmod", rel, chmodAt(dirfd, name, mode))
+	return r.fail("chmod", rel, r.do(func() error { return chmodAt(dirfd, name, mode) }))
 }
 
 // chmodAt changes the mode of name in dirfd, never of a symlink's target.
@@ -518,7 +560,7 @@ func (r *Root) Utimes(rel string, ts [2]unix.Timespec) error {
 		return err
 	}
 	defer done()
-	return r.fail("utimes", rel, unix.UtimesNanoAt(dirfd, name, ts[:], unix.AT_SYMLINK_NOFOLLOW))
+	return r.fail("utimes", rel, r.do(func() error { return unix.UtimesNanoAt(dirfd, name, ts[:], unix.AT_SYMLINK_NOFOLLOW) }))
 }
 
 // Symlink makes rel a symlink to target (the target is only stored).
@@ -528,7 +570,7 @@ func (r *Root) Symlink(target, rel string) error {
 		return err
 	}
 	defer done()
-	return r.fail("symlink", rel, unix.Symlinkat(target, dirfd, name))
+	return r.fail("symlink", rel, r.do(func() error { return unix.Symlinkat(target, dirfd, name) }))
 }
 
 // Link makes newRel a hard link to oldRel itself (a symlink is linked as
@@ -546,7 +588,7 @@ func (r *Root) Mknod(rel string, mode uint32, dev int) error {
 		return err
 	}
 	defer done()
-	return r.fail("mknod", rel, unix.Mknodat(dirfd, name, mode, dev))
+	return r.fail("mknod", rel, r.do(func() error { return unix.Mknodat(dirfd, name, mode, dev) }))
 }
 
 // Readlink returns the target of the symlink at rel.

@@ -284,3 +284,64 @@ func TestSecure(t *testing.T) {
 		t.Fatalf("store owned by 1001: %v", err)
 	}
 }
+
+// A store path that is a symlink, or that goes through one, is refused,
+// and the link's target keeps its mode and stays empty (the old Secure
+// resolved the link, chmodded the target 0700 and the store filled it).
+func TestSecureRefusesSymlinks(t *testing.T) {
+	base := t.TempDir()
+	target := filepath.Join(base, "target")
+	must(t, os.Mkdir(target, 0o755))
+	must(t, os.Symlink(target, filepath.Join(base, "link")))
+	for _, store := range []string{filepath.Join(base, "link"), filepath.Join(base, "link", "store")} {
+		_, err := OpenPrivate(store)
+		var link *SymlinkError
+		if !errors.As(err, &link) || !errors.Is(err, syscall.ELOOP) || !strings.Contains(err.Error(), "store "+store) {
+			t.Fatalf("OpenPrivate(%s): %v, want a *SymlinkError naming it", store, err)
+		}
+		st, _ := os.Stat(target)
+		if ents, _ := os.ReadDir(target); st.Mode().Perm() != 0o755 || len(ents) != 0 {
+			t.Fatalf("the link's target changed: mode %v, entries %v", st.Mode(), ents)
+		}
+	}
+}
+
+// CheckRoot: the root, its agent/ and model/ must be root's (or mine) and
+// writable by no one else, sticky or not; a directory above may be
+// sticky; a missing root is checked where it would go.
+func TestCheckRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make directories of other owners")
+	}
+	base := t.TempDir()
+	must(t, os.Chmod(base, 0o755))
+	root := filepath.Join(base, "ctx")
+	must(t, CheckRoot(root, 0)) // not there yet: its parent is root's
+	must(t, os.MkdirAll(filepath.Join(root, "agent"), 0o755))
+	must(t, CheckRoot(root, 0))
+	for _, c := range []struct {
+		dir  string
+		mode uint32
+		uid  int
+		who  string
+	}{
+		{root, 0o755, 1001, "its owner, uid 1001"},
+		{root, 0o1777, 0, "every user"},
+		{filepath.Join(root, "agent"), 0o775, 0, "the members of group 0"},
+		{filepath.Join(root, "agent"), 0o755, 1001, "its owner, uid 1001"},
+		{base, 0o777, 0, "every user"},
+	} {
+		must(t, syscall.Chmod(c.dir, c.mode))
+		must(t, os.Chown(c.dir, c.uid, 0))
+		err := CheckRoot(root, 0)
+		var open *OpenToOthersError
+		if !errors.As(err, &open) || open.Path != c.dir || open.Who != c.who || !strings.Contains(err.Error(), "mount root "+root) ||
+			!strings.Contains(err.Error(), "chown root:root "+c.dir+" && chmod go-w "+c.dir) {
+			t.Errorf("%s mode %o uid %d: %v, want it named (%s) with the fix", c.dir, c.mode, c.uid, err, c.who)
+		}
+		must(t, syscall.Chmod(c.dir, 0o755))
+		must(t, os.Chown(c.dir, 0, 0))
+	}
+	must(t, syscall.Chmod(base, 0o1777)) // sticky above, as /tmp: fine
+	must(t, CheckRoot(root, 0))
+}

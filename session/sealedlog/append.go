@@ -152,7 +152,7 @@ func (l *Log) prepare(buf []byte) (*prepared, error) {
 	}
 	h.Write(buf)
 	intent := newRecord(l.seq+1, start+int64(len(buf)), false, h, l.at.Bind)
-	if err := writeRecord(l.seal, intent); err != nil {
+	if err := writeRecord(l.seal, intent, l.at.Key); err != nil {
 		// The intent may or may not be on disk; either way no byte of the
 		// batch is, which is a state Open accepts. Retry reuses the slot.
 		return nil, osError("append", l.sealName(), err)
@@ -188,7 +188,7 @@ func (l *Log) abandon(p *prepared) { l.undo(p.start, p.intent.seq) }
 // batch made behind our back could pass for an interrupted append.
 func (l *Log) commitLazily() {
 	r := l.record(l.seq+1, true)
-	if _, err := l.seal.WriteAt(r.encode(), int64(r.seq%2)*slotSize); err == nil {
+	if _, err := l.seal.WriteAt(r.encode(l.at.Key), int64(r.seq%2)*slotSize); err == nil {
 		l.seq, l.sealDone = r.seq, true
 	}
 }
@@ -218,7 +218,7 @@ func (l *Log) undo(committed int64, intentSeq uint64) {
 	}
 	if err == nil {
 		r := l.record(intentSeq+1, true) // Size is still the committed length
-		if err = writeRecord(l.seal, r); err == nil {
+		if err = writeRecord(l.seal, r, l.at.Key); err == nil {
 			l.seq, l.sealDone = r.seq, true
 		}
 	}

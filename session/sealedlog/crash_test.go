@@ -159,7 +159,7 @@ func latestSeq(t *testing.T, seal []byte) uint64 {
 	f, _ := os.CreateTemp(t.TempDir(), "seal")
 	defer f.Close()
 	f.Write(seal)
-	st, err := readSeal(f)
+	st, err := readSeal(f, testKey)
 	if err != nil || st.latest == nil {
 		t.Fatalf("seal unreadable: %v", err)
 	}

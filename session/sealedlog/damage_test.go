@@ -253,7 +253,7 @@ func forgeSeal(t *testing.T, s string, content []byte) {
 	}
 	defer f.Close()
 	f.Truncate(sealSize)
-	if err := writeRecord(f, r); err != nil {
+	if err := writeRecord(f, r, testKey); err != nil {
 		t.Fatal(err)
 	}
 }

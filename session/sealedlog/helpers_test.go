@@ -3,9 +3,11 @@ package sealedlog
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,6 +30,17 @@ var anyOwner = storefs.Owner{Uid: -1, Gid: -1, DirMode: 0o700, FileMode: 0o600}
 // testBind is the binding of every log the tests make.
 var testBind = Binding([]byte("test session"), "messages.jsonl")
 
+// testKey is the seal key of every store the tests make.
+var testKey = NewKey(bytes.Repeat([]byte{7}, keySize))
+
+// encodeUnkeyed lays r out as a ctxfs before keyed seals wrote it
+// (CTXSEAL2): the same fields, no MAC, the CRC over the slot.
+func encodeUnkeyed(r *record) []byte {
+	b := r.layout(unkeyedMagic)
+	binary.LittleEndian.PutUint32(b[crcOffset:], crc32.Checksum(b[:crcOffset], castagnoli))
+	return b
+}
+
 // at is the Place of a log and seal given by host paths in one directory:
 // a store rooted at that directory, closed when the test ends.
 func at(t testing.TB, p, s string) Place {
@@ -37,7 +50,7 @@ func at(t testing.TB, p, s string) Place {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	return Place{Root: r, Log: filepath.Base(p), Seal: filepath.Base(s), Bind: testBind}
+	return Place{Root: r, Log: filepath.Base(p), Seal: filepath.Base(s), Bind: testBind, Key: testKey}
 }
 
 func mustCreate(t testing.TB) (*Log, string, string) {

@@ -168,7 +168,7 @@ func (l *Log) sealAt(r *record) error {
 		return osError("checkpoint", l.name(), err)
 	}
 	r.seq = l.seq + 1
-	if err := writeRecord(l.seal, r); err != nil {
+	if err := writeRecord(l.seal, r, l.at.Key); err != nil {
 		return osError("checkpoint", l.sealName(), err)
 	}
 	l.seq, l.sealDone, l.sealedLen = r.seq, true, r.length

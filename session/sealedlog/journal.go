@@ -143,7 +143,8 @@ const (
 )
 
 // OpenJournal recovers the journal files in dir (RecoverJournal: a damaged
-// journal is refused, and nothing is changed), then starts a new one.
+// journal is refused, and nothing is changed; a log that cannot be
+// recovered has its records kept aside), then starts a new one.
 func OpenJournal(root *storefs.Root, dir string, locate Locate, cfg JournalConfig) (*Journal, error) {
 	rec, err := RecoverJournal(root, dir, locate, false)
 	if err != nil {
@@ -151,6 +152,9 @@ func OpenJournal(root *storefs.Root, dir string, locate Locate, cfg JournalConfi
 	}
 	if len(rec.Problems) > 0 {
 		return nil, &JournalDamage{Problems: rec.Problems}
+	}
+	for _, p := range rec.Held {
+		slog.Warn("journal: a log could not be recovered; its appends are kept aside and its session is unprovable", "log", p.Path, "what", p.What)
 	}
 	j := &Journal{
 		root: root, dir: dir,

@@ -75,7 +75,7 @@ func (js *jstore) open(cfg JournalConfig) {
 }
 
 func (js *jstore) place(i int) Place {
-	return Place{Root: js.root, Log: fmt.Sprintf("s%d/log", i), Seal: fmt.Sprintf("s%d/seal", i), Bind: Binding([]byte{byte(i)}, "log"), Journal: js.j}
+	return Place{Root: js.root, Log: fmt.Sprintf("s%d/log", i), Seal: fmt.Sprintf("s%d/seal", i), Bind: Binding([]byte{byte(i)}, "log"), Key: testKey, Journal: js.j}
 }
 
 func (js *jstore) locate(rel string) (Place, error) {
@@ -373,16 +373,20 @@ func TestJournalRetiredLogMayMove(t *testing.T) {
 	}
 }
 
-// A log that moved without being retired is a problem: the journal holds
-// appends nobody can take.
+// A log that moved without being retired is a problem of that log: the
+// journal holds appends nobody can take; they are kept aside, named, and
+// the journal is replayed and removed.
 func TestJournalUnretiredLogGone(t *testing.T) {
 	js := newJStore(t, 1, JournalConfig{CheckpointEvery: -1})
 	js.appendDurable(0, 1)
 	js.crash()
 	os.Rename(filepath.Join(js.dir, "s0"), filepath.Join(js.dir, "moved"))
 	rec, err := RecoverJournal(js.root, jdir, js.locate, false)
-	if err != nil || len(rec.Problems) != 1 {
-		t.Fatalf("recover: %v, problems %s", err, whats(rec.Problems))
+	if err != nil || len(rec.Problems) != 0 || len(rec.Held) != 1 || !strings.Contains(rec.Held[0].What, "1 appends are kept in") {
+		t.Fatalf("recover: %v, problems %s, held %s", err, whats(rec.Problems), whats(rec.Held))
+	}
+	if f := js.journalFiles(); len(f) != 0 || len(heldFiles(t, js)) != 2 {
+		t.Fatalf("journal files %v, kept %v", f, heldFiles(t, js))
 	}
 }
 

@@ -60,6 +60,9 @@ type Place struct {
 	// A log and seal moved to another session, or swapped with the other
 	// log of the same session, no longer match it.
 	Bind [32]byte
+	// Key is the store's seal key: every record is written with its MAC
+	// under it and must verify under it (Key).
+	Key *Key
 }
 
 // Binding is the value a seal binds its log to: the session's identity
@@ -156,7 +159,7 @@ func Create(at Place, own storefs.Owner) (*Log, error) {
 // seal or Create did not return success.
 func (l *Log) createDurably() error {
 	r := l.record(l.seq, true)
-	if err := writeRecord(l.seal, r); err != nil {
+	if err := writeRecord(l.seal, r, l.at.Key); err != nil {
 		return osError("create", l.sealName(), err)
 	}
 	for _, f := range []*os.File{l.seal, l.f} {
@@ -304,7 +307,7 @@ func openExamined(at Place, f, seal *os.File) (*Log, error) {
 	l.seal = seal
 	switch {
 	case ex.torn:
-		if err := finishTorn(f, seal, ex); err != nil {
+		if err := finishTorn(f, seal, ex, at.Key); err != nil {
 			return nil, osError("open", l.name(), err)
 		}
 		l.adopt(ex.base)
@@ -421,7 +424,7 @@ func (l *Log) commitSeal() error {
 		return nil
 	}
 	r := l.record(l.seq+1, true)
-	if err := writeRecord(l.seal, r); err != nil {
+	if err := writeRecord(l.seal, r, l.at.Key); err != nil {
 		return err
 	}
 	l.seq, l.sealDone = r.seq, true

@@ -1,6 +1,7 @@
 package sealedlog
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"hash"
@@ -8,6 +9,8 @@ import (
 	"os"
 	"path"
 	"sort"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/internal/storefs"
 )
@@ -21,6 +24,7 @@ type Locate func(logRel string) (Place, error)
 type Recovery struct {
 	Problems []Problem // what keeps the journal from being replayed (or, with repair, what was lost)
 	Repaired []Problem // with repair: what was done about each problem
+	Held     []Problem // logs that could not be recovered: their records were kept aside (unrecovered.go)
 	Batches  int       // valid batches read
 	Logs     int       // logs brought up to date
 	NextGen  uint64    // the generation the next journal file takes
@@ -31,16 +35,22 @@ type Recovery struct {
 // hold past its seal, is synced and sealed, and the files are removed.
 //
 // Only the newest file's last batch may be torn (a batch is synced before
-// the next is written); it was never acknowledged and is ignored. Anything
-// else that does not add up is a problem: a bad batch with a good one
-// after it, a record that does not start where its log ends (a lost
-// record), a log that is gone or belongs to another session while the
-// journal still holds appends for it. Without repair, a problem means
-// nothing is changed and the problems are returned. With repair, what can
-// be proven is replayed (each log up to its first gap), the rest is
-// reported as lost, and the journal is removed; a log whose file holds
-// bytes past its first gap is left as it is, not cut: it reads as
-// unprovable (EIO) until a person decides.
+// the next is written); it was never acknowledged and is ignored. A bad
+// batch with a good one after it is damage of the journal itself (root's
+// file, which no user can touch): without repair, nothing is changed and
+// the problems are returned. With repair, what can be proven is replayed
+// (each log up to its first gap), the rest is reported as lost, and the
+// journal is removed; a log whose file holds bytes past its first gap is
+// left as it is, not cut: it reads as unprovable (EIO) until a person
+// decides.
+//
+// One log that cannot take its records (gone, another session's, not a
+// regular file, of another owner than its seal, shorter than or different
+// from what its seal vouches for, its seal unreadable, or its records not
+// following its seal) never stops the others: its records are set aside,
+// durably, in dir (hold, unrecovered.go), the log is left untouched, and
+// it is named in Held. Its session is unprovable until an administrator
+// puts the log right and `ctxfs fsck --repair` applies them (RecoverHeld).
 func RecoverJournal(root *storefs.Root, dir string, locate Locate, repair bool) (*Recovery, error) {
 	rp, gens, err := scanJournal(root, dir, locate)
 	if err != nil {
@@ -51,15 +61,21 @@ func RecoverJournal(root *storefs.Root, dir string, locate Locate, repair bool) 
 	if len(gens) > 0 {
 		rec.NextGen = gens[len(gens)-1] + 1
 	}
-	rec.Problems, rec.Batches = rp.problems, rp.batches
-	if len(rec.Problems) > 0 && !repair {
+	damaged := len(rp.problems) > 0
+	rec.Batches = rp.batches
+	if damaged && !repair {
+		rec.Problems = rp.problems
 		return rec, nil
 	}
+	if damaged {
+		rp.lostToDamage() // gaps the damage made: replayed up to the gap
+	}
+	rec.Problems = rp.problems
 	n, err := rp.apply()
 	if err != nil {
 		return nil, err
 	}
-	rec.Logs = n
+	rec.Logs, rec.Held = n, rp.held
 	for _, p := range rec.Problems {
 		rec.Repaired = append(rec.Repaired, Problem{Path: p.Path, What: "replayed what could be proven; " + p.What})
 	}
@@ -83,15 +99,28 @@ func scanJournal(root *storefs.Root, dir string, locate Locate) (*replay, []uint
 	if err != nil {
 		return nil, nil, err
 	}
-	rp := &replay{root: root, dir: dir, locate: locate, logs: map[string]*replayLog{}, values: map[string]*replayValue{}, files: map[uint64]*os.File{}}
+	rp := newReplay(root, dir, locate, func(g uint64) string { return path.Join(dir, journalName(g)) })
+	if err := rp.scanFiles(gens); err != nil {
+		return nil, nil, err
+	}
+	return rp, gens, nil
+}
+
+func newReplay(root *storefs.Root, dir string, locate Locate, name func(gen uint64) string) *replay {
+	return &replay{root: root, dir: dir, locate: locate, name: name, logs: map[string]*replayLog{}, values: map[string]*replayValue{}, files: map[uint64]*os.File{}}
+}
+
+// scanFiles reads the files of gens, oldest first, into the plan. On an
+// error the files are closed.
+func (rp *replay) scanFiles(gens []uint64) error {
 	for i, g := range gens {
 		if err := rp.scanFile(g, i == len(gens)-1); err != nil {
 			rp.closeFiles()
-			return nil, nil, err
+			return err
 		}
 	}
 	rp.finish()
-	return rp, gens, nil
+	return nil
 }
 
 // journalGens lists the generations of the journal files in dir, oldest first.
@@ -116,12 +145,14 @@ type replay struct {
 	root     *storefs.Root
 	dir      string
 	locate   Locate
-	logs     map[string]*replayLog // by path and binding
+	name     func(gen uint64) string // the store path of a generation's file
+	logs     map[string]*replayLog   // by path and binding
 	order    []*replayLog
 	values   map[string]*replayValue // the last change of each value file
 	vorder   []*replayValue
 	files    map[uint64]*os.File // open journal files, by generation
-	problems []Problem
+	problems []Problem           // damage of the journal itself
+	held     []Problem           // logs whose records were set aside (apply)
 	batches  int
 }
 
@@ -137,10 +168,13 @@ type replayLog struct {
 	gap     string   // the first record that did not follow: nothing after it is applied
 	retired bool     // a later record says the log was checkpointed and closed: all of it is settled
 	intent  bool     // the log may hold appends past what the journal holds: cut them
+	all     []jwrite // every append and intent record of the log, in order: what hold keeps
+	lost    bool     // a repair of a damaged journal: replayed up to the gap, the rest is lost
 }
 
 // jwrite is one record's data: where it is in the journal and in the log.
 type jwrite struct {
+	kind    byte
 	gen     uint64
 	pos     int64
 	n       int
@@ -154,7 +188,7 @@ func (rp *replay) problem(rel, what string) {
 
 // scanFile reads one journal file batch by batch.
 func (rp *replay) scanFile(gen uint64, newest bool) error {
-	rel := path.Join(rp.dir, journalName(gen))
+	rel := rp.name(gen)
 	f, err := rp.root.OpenFile(rel, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil // a running server's checkpoint removed it: its logs are sealed
@@ -190,7 +224,7 @@ func (rp *replay) scanFile(gen uint64, newest bool) error {
 		dataPos := pos + batchHeaderLen
 		for _, r := range recs {
 			dataPos += int64(r.size() - len(r.data))
-			rp.take(r, jwrite{gen: gen, pos: dataPos, n: len(r.data), logOff: r.off, logPath: r.path})
+			rp.take(r, jwrite{kind: r.kind, gen: gen, pos: dataPos, n: len(r.data), logOff: r.off, logPath: r.path})
 			dataPos += int64(len(r.data))
 		}
 		rp.batches++
@@ -287,6 +321,7 @@ func (rp *replay) take(r *jrec, w jwrite) {
 		rp.logs[key] = lg
 		rp.order = append(rp.order, lg)
 	}
+	lg.all = append(lg.all, w)
 	if r.kind == recIntent {
 		lg.intent = true
 		return
@@ -307,7 +342,7 @@ func (rp *replay) take(r *jrec, w jwrite) {
 
 // open starts the plan of the log a record names, from its seal.
 func (rp *replay) open(r *jrec) *replayLog {
-	lg := &replayLog{path: r.path}
+	lg := &replayLog{path: r.path, at: Place{Log: r.path, Bind: r.bind}}
 	at, err := rp.locate(r.path)
 	switch {
 	case err != nil:
@@ -324,7 +359,7 @@ func (rp *replay) open(r *jrec) *replayLog {
 		return lg
 	}
 	defer f.Close()
-	ss, err := readSeal(f)
+	ss, err := readSeal(f, at.Key)
 	switch {
 	case err != nil || ss.latest == nil:
 		lg.absent = "its seal holds no valid record"
@@ -338,30 +373,72 @@ func (rp *replay) open(r *jrec) *replayLog {
 	return lg
 }
 
-// finish turns what is left unexplained into problems.
+// finish orders the problems met.
 func (rp *replay) finish() {
-	for _, lg := range rp.order {
-		switch {
-		case lg.retired:
-		case lg.absent != "" && lg.pending > 0:
-			rp.problem(lg.path, fmt.Sprintf("the journal holds %d appends for this log, which were never retired: %s", lg.pending, lg.absent))
-		case lg.gap != "":
-			rp.problem(lg.path, lg.gap)
-		}
-	}
 	sort.Slice(rp.problems, func(a, b int) bool { return rp.problems[a].Path < rp.problems[b].Path })
 }
 
+// lostToDamage makes each gap a problem of the damaged journal, for a
+// repair: such a log is replayed up to its gap, and the rest is what the
+// damage took (a gap in a whole journal is the log's own trouble: its
+// records are set aside, unrecoverable).
+func (rp *replay) lostToDamage() {
+	for _, lg := range rp.order {
+		if !lg.retired && lg.absent == "" && lg.gap != "" {
+			rp.problem(lg.path, lg.gap)
+			lg.lost = true
+		}
+	}
+	rp.finish()
+}
+
+// trouble says why a log cannot take its records as it is ("" when it
+// can): gone, another session's, or not following its seal. A log that
+// is retired, or has no records past its seal, has none.
+func (lg *replayLog) trouble() string {
+	switch {
+	case lg.retired:
+		return ""
+	case lg.absent != "":
+		if lg.pending == 0 {
+			return "" // only intents, for a log nobody can append to
+		}
+		return fmt.Sprintf("the journal holds %d appends for this log, which was never retired and cannot take them: %s", lg.pending, lg.absent)
+	case lg.lost:
+		return ""
+	}
+	return lg.gap
+}
+
+// due says whether the log has anything to replay or to set aside.
+func (lg *replayLog) due() bool {
+	switch {
+	case lg.retired:
+		return false
+	case lg.absent != "":
+		return lg.pending > 0
+	}
+	return len(lg.writes) > 0 || lg.intent || lg.gap != ""
+}
+
 // apply carries out the plans: each log gets its bytes, is synced, then
-// sealed. It returns how many logs it brought up to date.
+// sealed; a log that cannot take them has them set aside (hold, unrecovered.go). It
+// returns how many logs it brought up to date.
 func (rp *replay) apply() (int, error) {
 	n := 0
 	for _, lg := range rp.order {
-		if lg.retired || lg.absent != "" || (len(lg.writes) == 0 && !lg.intent) {
+		if !lg.due() {
 			continue
 		}
-		if err := rp.applyLog(lg); err != nil {
+		why, err := rp.applyLog(lg)
+		if err != nil {
 			return n, err
+		}
+		if why != "" {
+			if err := rp.hold(lg, why); err != nil {
+				return n, err
+			}
+			continue
 		}
 		n++
 	}
@@ -373,10 +450,14 @@ func (rp *replay) apply() (int, error) {
 	return n, nil
 }
 
-func (rp *replay) applyLog(lg *replayLog) error {
-	f, err := rp.root.OpenFile(lg.at.Log, os.O_RDWR, 0)
-	if err != nil {
-		return osError("recover", rp.root.Show(lg.at.Log), err)
+// applyLog replays one log's records. It returns why the log cannot take
+// them ("": done), having changed nothing then. The log is opened only
+// once it is known to be a regular file (storefs looks with O_PATH first),
+// so a FIFO or a device in its place is never opened.
+func (rp *replay) applyLog(lg *replayLog) (string, error) {
+	f, why, err := rp.openLog(lg, os.O_RDWR)
+	if f == nil {
+		return why, err
 	}
 	defer f.Close()
 	h, err := rp.eachWrite(lg, func(b []byte, off int64) error {
@@ -386,32 +467,98 @@ func (rp *replay) applyLog(lg *replayLog) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return "", err
 	}
 	if lg.intent && lg.gap == "" {
 		// What the log holds past the journal was written but never made
 		// durable, and so never acknowledged as durable: it goes, whole
 		// lines or torn, so that the seal covers the file exactly.
 		if err := cutTo(f, lg.cur); err != nil {
-			return osError("recover", rp.root.Show(lg.at.Log), err)
+			return "", osError("recover", rp.root.Show(lg.at.Log), err)
 		}
 	}
 	if err := fdatasync(f); err != nil {
-		return osError("recover", rp.root.Show(lg.at.Log), err)
+		return "", osError("recover", rp.root.Show(lg.at.Log), err)
 	}
 	if len(lg.writes) == 0 {
-		return nil // the seal already vouches for cur
+		return "", nil // the seal already vouches for cur
 	}
 	seal, err := rp.root.OpenFile(lg.at.Seal, os.O_RDWR, 0)
 	if err != nil {
-		return osError("recover", rp.root.Show(lg.at.Seal), err)
+		return "", osError("recover", rp.root.Show(lg.at.Seal), err)
 	}
 	defer seal.Close()
 	r := newRecord(lg.base.seq+1, lg.cur, true, h, lg.at.Bind)
-	if err := writeRecord(seal, r); err != nil {
-		return osError("recover", rp.root.Show(lg.at.Seal), err)
+	if err := writeRecord(seal, r, lg.at.Key); err != nil {
+		return "", osError("recover", rp.root.Show(lg.at.Seal), err)
 	}
-	return nil
+	return "", nil
+}
+
+// openLog opens lg's log with flags once it is known to be able to take
+// the records; otherwise it returns no file and why not (or an error of
+// the server's own).
+func (rp *replay) openLog(lg *replayLog, flags int) (*os.File, string, error) {
+	if why := lg.trouble(); why != "" {
+		return nil, why, nil
+	}
+	f, err := rp.root.OpenFile(lg.at.Log, flags, 0)
+	if err != nil {
+		why, err := unopenable(err)
+		return nil, why, err
+	}
+	if why, err := rp.builtOn(lg, f); why != "" || err != nil {
+		f.Close()
+		return nil, why, err
+	}
+	return f, "", nil
+}
+
+// unopenable turns a failed open of a log into why it cannot be
+// recovered: missing or not a regular file. Other errors (EIO of the
+// disk, EMFILE) are the server's trouble, not the log's, and stop the
+// replay as before.
+func unopenable(err error) (string, error) {
+	if errors.Is(err, os.ErrNotExist) || storefs.IsUnsafe(err) {
+		return what(err, "log file is missing"), nil
+	}
+	return "", err
+}
+
+// builtOn says how the open log f is not what the journal's records build
+// on ("" when it is): the records continue the bytes the seal vouches
+// for, so the file must hold at least those, exactly, and be owned as its
+// seal is (a log the user swapped for a file of someone else's, or a hard
+// link to one, is not written through). It reads the vouched-for prefix
+// once: a start after a crash pays that for each log the journal touched.
+func (rp *replay) builtOn(lg *replayLog, f *os.File) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return "", osError("recover", rp.root.Show(lg.at.Log), err)
+	}
+	sp, err := rp.root.Lstat(lg.at.Seal) // the seal's owner is the log's
+	switch {
+	case errors.Is(err, os.ErrNotExist) || storefs.IsUnsafe(err):
+		return "seal: " + what(err, "missing"), nil
+	case err != nil:
+		return "", osError("recover", rp.root.Show(lg.at.Seal), err)
+	}
+	switch {
+	case st.Uid != sp.Uid:
+		return fmt.Sprintf("owned by uid %d, its seal by uid %d", st.Uid, sp.Uid), nil
+	case st.Nlink != 1:
+		return fmt.Sprintf("it has %d links, a log has one", st.Nlink), nil
+	case st.Size < lg.base.length:
+		return fmt.Sprintf("it is %d bytes, shorter than the %d its seal vouches for and the journal's appends build on", st.Size, lg.base.length), nil
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, lg.base.length)); err != nil {
+		return "", osError("recover", rp.root.Show(lg.at.Log), err)
+	}
+	if [sha256.Size]byte(h.Sum(nil)) != lg.base.digest {
+		return fmt.Sprintf("its first %d bytes are not what its seal vouches for and the journal's appends build on", lg.base.length), nil
+	}
+	return "", nil
 }
 
 // eachWrite hands each of a log's journal writes to fn, in order, and
@@ -464,6 +611,9 @@ func PlanJournal(root *storefs.Root, dir string, locate Locate, pendingOK bool) 
 	defer rp.closeFiles()
 	p := &JournalPlan{Problems: rp.problems, ext: map[string]*extension{}}
 	for _, lg := range rp.order {
+		if why := lg.trouble(); why != "" {
+			p.Problems = append(p.Problems, Problem{Path: root.Show(lg.path), What: why + "; the next start keeps its records aside (" + root.Show(heldNote(dir, lg.at)) + ") and serves every other log"})
+		}
 		if lg.retired || lg.absent != "" {
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash"
 	"hash/crc32"
@@ -15,15 +16,24 @@ import (
 // does not hold the latest one, so a crash in the middle of a seal write
 // tears at most the slot being written: its CRC fails and the other slot,
 // untouched, still vouches for the log.
+//
+// A record carries an HMAC-SHA256, keyed with the store's seal key (Key),
+// of everything it claims: seq, length, committed, digest, hash state and
+// binding. Everything else in a record can be recomputed by anyone who can
+// read the log; the MAC cannot without the key, which no user can reach.
+// The CRC covers the MAC too: a torn slot reads as torn, not as forged.
 const (
-	slotSize   = 512
-	sealSize   = 2 * slotSize
-	sealMagic  = "CTXSEAL2"
-	oldMagic   = "CTXSEAL1"   // before records carried their binding
-	stateMax   = 256          // room for a marshalled sha256 state (108 bytes today)
-	crcOffset  = slotSize - 4 // the CRC covers everything before it
-	stateStart = 8 + 8 + 8 + 1 + 32 + 2
-	bindStart  = 320 // after the state's room
+	slotSize     = 512
+	sealSize     = 2 * slotSize
+	sealMagic    = "CTXSEAL3"
+	unkeyedMagic = "CTXSEAL2"   // before records carried a MAC; same layout, zeros where the MAC is
+	oldMagic     = "CTXSEAL1"   // before records carried their binding
+	stateMax     = 256          // room for a marshalled sha256 state (108 bytes today)
+	crcOffset    = slotSize - 4 // the CRC covers everything before it
+	stateStart   = 8 + 8 + 8 + 1 + 32 + 2
+	bindStart    = 320            // after the state's room
+	macStart     = bindStart + 32 // the MAC covers everything before it
+	macEnd       = macStart + sha256.Size
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -43,10 +53,20 @@ type record struct {
 }
 
 // encode lays the record out as one slot: magic, seq, length, committed,
-// digest, state length, state, zero padding, binding, CRC-32C.
-func (r *record) encode() []byte {
+// digest, state length, state, zero padding, binding, MAC under key,
+// zero padding, CRC-32C.
+func (r *record) encode(key *Key) []byte {
+	b := r.layout(sealMagic)
+	copy(b[macStart:], key.mac(b[:macStart]))
+	binary.LittleEndian.PutUint32(b[crcOffset:], crc32.Checksum(b[:crcOffset], castagnoli))
+	return b
+}
+
+// layout is the record's fields under magic, without MAC or CRC: the part
+// both formats share.
+func (r *record) layout(magic string) []byte {
 	b := make([]byte, slotSize)
-	copy(b, sealMagic)
+	copy(b, magic)
 	binary.LittleEndian.PutUint64(b[8:], r.seq)
 	binary.LittleEndian.PutUint64(b[16:], uint64(r.length))
 	if r.committed {
@@ -56,28 +76,64 @@ func (r *record) encode() []byte {
 	binary.LittleEndian.PutUint16(b[57:], uint16(len(r.state)))
 	copy(b[stateStart:], r.state)
 	copy(b[bindStart:], r.bind[:])
-	binary.LittleEndian.PutUint32(b[crcOffset:], crc32.Checksum(b[:crcOffset], castagnoli))
 	return b
 }
 
-// decodeRecord parses one slot, or says why it is not a valid record. Beyond
-// the CRC it checks that the state hashes to the digest, so a record whose
-// state is used to resume hashing is known to describe the same content.
-func decodeRecord(b []byte) (*record, error) {
+// errForged marks a slot that is whole (its CRC holds) but was not written
+// by a server holding this store's key: a record made by someone else, or
+// by another store. judge names it as such.
+var errForged = errors.New("does not verify under the store's seal key")
+
+// decodeRecord parses one slot, or says why it is not a valid record: a
+// keyed record whose MAC holds under key, or, while key accepts them (a
+// store being migrated), an unkeyed one (decodeUnkeyed). Beyond the CRC
+// and the MAC it checks that the state hashes to the digest, so a record
+// whose state is used to resume hashing is known to describe the same
+// content.
+func decodeRecord(b []byte, key *Key) (*record, error) {
 	if len(b) < slotSize {
 		return nil, fmt.Errorf("missing")
 	}
+	magic := string(b[:8])
 	switch {
-	case string(b[:8]) == oldMagic:
+	case magic == oldMagic:
 		return nil, fmt.Errorf("format %s of an older ctxfs, which did not bind a seal to its session", oldMagic)
-	case string(b[:8]) != sealMagic && allZero(b[:slotSize]):
+	case magic == unkeyedMagic && key.acceptsUnkeyed():
+		return decodeUnkeyed(b)
+	case magic != sealMagic && magic != unkeyedMagic && allZero(b[:slotSize]):
 		return nil, fmt.Errorf("empty")
-	case string(b[:8]) != sealMagic:
+	case magic != sealMagic && magic != unkeyedMagic:
 		return nil, fmt.Errorf("bad magic")
 	}
-	if crc32.Checksum(b[:crcOffset], castagnoli) != binary.LittleEndian.Uint32(b[crcOffset:]) {
+	if !crcHolds(b) {
 		return nil, fmt.Errorf("checksum mismatch")
 	}
+	switch {
+	case magic == unkeyedMagic:
+		return nil, fmt.Errorf("%w: an unkeyed record (format %s of an older ctxfs) in a store whose seals are keyed", errForged, unkeyedMagic)
+	case !key.verifies(b[:macStart], b[macStart:macEnd]):
+		return nil, errForged
+	}
+	return decodeFields(b)
+}
+
+// decodeUnkeyed parses a slot in the format before seals were keyed
+// (CTXSEAL2): what the store's migration reads (Rekey), and fsck of a
+// store not yet migrated. It proves only that the slot is whole.
+func decodeUnkeyed(b []byte) (*record, error) {
+	if !crcHolds(b) {
+		return nil, fmt.Errorf("checksum mismatch")
+	}
+	return decodeFields(b)
+}
+
+func crcHolds(b []byte) bool {
+	return crc32.Checksum(b[:crcOffset], castagnoli) == binary.LittleEndian.Uint32(b[crcOffset:])
+}
+
+// decodeFields reads the fields both formats share, once the slot is known
+// to be whole and authentic.
+func decodeFields(b []byte) (*record, error) {
 	r := &record{
 		seq:       binary.LittleEndian.Uint64(b[8:]),
 		length:    int64(binary.LittleEndian.Uint64(b[16:])),
@@ -137,9 +193,22 @@ type sealState struct {
 	slotErr      [2]error
 }
 
-// readSeal reads both slots. A short or torn seal is not an error here: it
-// shows up as slots without records, and the caller decides what that means.
-func readSeal(f *os.File) (*sealState, error) {
+// forged says why the seal holds a slot that is whole but not written
+// under the store's key ("" when none does): such a slot was written by
+// someone else, so the seal proves nothing, whatever the other slot says.
+func (s *sealState) forged() string {
+	for i, err := range s.slotErr {
+		if errors.Is(err, errForged) {
+			return fmt.Sprintf("slot %d %v", i, err)
+		}
+	}
+	return ""
+}
+
+// readSeal reads both slots, verified under key. A short or torn seal is
+// not an error here: it shows up as slots without records, and the caller
+// decides what that means.
+func readSeal(f *os.File, key *Key) (*sealState, error) {
 	b := make([]byte, sealSize)
 	n, err := f.ReadAt(b, 0)
 	if err != nil && err != io.EOF {
@@ -152,7 +221,7 @@ func readSeal(f *os.File) (*sealState, error) {
 			s.slotErr[i] = fmt.Errorf("missing")
 			continue
 		}
-		recs[i], s.slotErr[i] = decodeRecord(b[i*slotSize : (i+1)*slotSize])
+		recs[i], s.slotErr[i] = decodeRecord(b[i*slotSize:(i+1)*slotSize], key)
 	}
 	s.latest, s.prev = recs[0], recs[1]
 	if s.prev != nil && (s.latest == nil || s.prev.seq > s.latest.seq) {
@@ -164,10 +233,10 @@ func readSeal(f *os.File) (*sealState, error) {
 	return &s, nil
 }
 
-// writeRecord puts r into its slot (seq mod 2) and fdatasyncs the seal: when
-// it returns nil, the record survives a crash.
-func writeRecord(f *os.File, r *record) error {
-	if _, err := f.WriteAt(r.encode(), int64(r.seq%2)*slotSize); err != nil {
+// writeRecord puts r, keyed with key, into its slot (seq mod 2) and
+// fdatasyncs the seal: when it returns nil, the record survives a crash.
+func writeRecord(f *os.File, r *record, key *Key) error {
+	if _, err := f.WriteAt(r.encode(key), int64(r.seq%2)*slotSize); err != nil {
 		return err
 	}
 	return fdatasync(f)

@@ -165,7 +165,7 @@ func examine(at Place, logF *os.File, seal *os.File, ext *extension) (*examinati
 	ex := &examination{}
 	var marks []int64
 	if seal != nil {
-		s, err := readSeal(seal)
+		s, err := readSeal(seal, at.Key)
 		if err != nil {
 			return nil, osError("read seal", sealPath, err)
 		}
@@ -202,6 +202,8 @@ func (ex *examination) judge(logPath, sealPath string, scan *scanResult, bind [3
 	switch {
 	case s == nil:
 		add(sealPath, "seal is missing", false)
+	case s.forged() != "":
+		add(sealPath, "seal does not verify (forged, or from another store): "+s.forged(), false)
 	case s.latest == nil:
 		add(sealPath, fmt.Sprintf("seal has no valid record (slot 0: %v; slot 1: %v)", s.slotErr[0], s.slotErr[1]), false)
 	case s.latest.bind != bind || s.prev != nil && s.prev.bind != bind:
@@ -313,7 +315,7 @@ func Repair(at Place) (string, error) {
 	if !ex.torn || ex.size == ex.base.length {
 		return "nothing to repair", nil
 	}
-	if err := finishTorn(ex.logF, ex.sealF, ex); err != nil {
+	if err := finishTorn(ex.logF, ex.sealF, ex, at.Key); err != nil {
 		return "", osError("repair", at.Root.Show(at.Log), err)
 	}
 	return fmt.Sprintf("cut %d bytes of a torn final append", ex.size-ex.base.length), nil
@@ -322,7 +324,7 @@ func Repair(at Place) (string, error) {
 // finishTorn resolves an interrupted append: it cuts the unacknowledged
 // bytes, syncs the log, then writes a committed record for what remains. In
 // that order, a crash in between leaves a state examine still accepts.
-func finishTorn(logF, seal *os.File, ex *examination) error {
+func finishTorn(logF, seal *os.File, ex *examination, key *Key) error {
 	if ex.size > ex.base.length {
 		if err := logF.Truncate(ex.base.length); err != nil {
 			return err
@@ -333,5 +335,5 @@ func finishTorn(logF, seal *os.File, ex *examination) error {
 	}
 	r := *ex.base
 	r.seq, r.committed = ex.seal.latest.seq+1, true
-	return writeRecord(seal, &r)
+	return writeRecord(seal, &r, key)
 }

@@ -1,0 +1,223 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Issue 19, findings 1 and 7: the mount root and the store are the
+// server's, and no path of theirs is followed through a symlink.
+
+// userOwned is the unprivileged user who prepares a root of their own.
+var userOwned = &cred{uid: 1001, gid: 1001}
+
+// mountAttempt is a background `ctxfs mount` of root and store: its
+// output and whether it failed. Should it serve (the bug), it is
+// unmounted when the test ends.
+func mountAttempt(t *testing.T, bin, root, store string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "mount", "--root", root, "--store", store).CombinedOutput()
+	if err == nil {
+		t.Cleanup(func() { exec.Command(bin, "umount", "--root", root).Run() })
+	}
+	return string(out), err
+}
+
+// sendAsUser sends "hi" to the socket at sock as uid 1001 and returns
+// the raw reply (or the client's complaint).
+func sendAsUser(t *testing.T, sock string) string {
+	out, _ := runCmd(t, userOwned, nil, "/usr/bin/python3", "-c", sockRequest, sock, `{"op":"send","id":"a","session":"s","input":"hi"}`)
+	return out
+}
+
+// stickyBase is a fresh directory like /tmp: root's, mode 1777, where
+// anyone may make a directory of their own first.
+func stickyBase(t *testing.T) string {
+	base := t.TempDir()
+	openToAll(t, base)
+	mustT(t, os.Chmod(base, os.ModeSticky|0o777))
+	return base
+}
+
+// keyListener is a TCP listener of the test that counts the connections
+// it gets: an endpoint a user's model definition names.
+func keyListener(t *testing.T) (addr string, conns *atomic.Int32) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	mustT(t, err)
+	t.Cleanup(func() { l.Close() })
+	conns = new(atomic.Int32)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			c.Close()
+		}
+	}()
+	return l.Addr().String(), conns
+}
+
+// TestMountRefusesUserOwnedRoot: uid 1001 makes the mount root (as they
+// could with /tmp/ctx) and prepares the three attacks of finding 1 in it:
+// a model whose endpoint is their listener and whose api_key_file names
+// root's key, a symlink at an agent's socket to a root-only file, and a
+// chroot agent whose env preloads their library into root's trampoline.
+// The mount is refused naming the root and the fix; nothing is made in
+// the root or the store; the listener gets nothing; root's files keep
+// their bytes and modes. (On the old tree the mount served, and uid
+// 1001's send to the model sent root's key to the listener.)
+func TestMountRefusesUserOwnedRoot(t *testing.T) {
+	requireFUSE(t)
+	base := stickyBase(t)
+	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
+	key, secret := filepath.Join(base, "root-key"), filepath.Join(base, "root-file")
+	mustT(t, os.WriteFile(key, []byte("sk-root-secret\n"), 0o600))
+	mustT(t, os.WriteFile(secret, []byte("root only\n"), 0o600))
+	addr, conns := keyListener(t)
+	prepare := fmt.Sprintf(`set -e
+mkdir -p %[1]s/model/evil/m.d %[1]s/agent/coder.d %[1]s/agent/jailed.d
+cd %[1]s/model/evil/m.d
+echo openai-chat > api; echo http://%[2]s/v1 > endpoint; echo m > model_id; echo %[3]s > api_key_file
+echo debug/echo > %[1]s/agent/coder.d/model
+ln -s %[4]s %[1]s/agent/coder.sock
+echo chroot > %[1]s/agent/jailed.d/isolation
+echo LD_PRELOAD=%[1]s/evil.so > %[1]s/agent/jailed.d/env
+printf '#!/bin/sh\necho hi\n' > %[1]s/agent/jailed; chmod 755 %[1]s/agent/jailed
+`, root, addr, key, secret)
+	if out, err := bashAs(t, userOwned, prepare); err != nil {
+		t.Fatalf("uid 1001 prepares %s: %v\n%s", root, err, out)
+	}
+	before := hostSnapshot(t, root)
+	keyBefore, secretBefore := hostSnapshot(t, key), hostSnapshot(t, secret)
+
+	out, err := mountAttempt(t, ctxfsBin, root, store)
+	if err == nil {
+		// The old tree served: uid 1001 asks their model for a reply.
+		sendAsUser(t, filepath.Join(root, "model/evil/m.sock"))
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("uid 1001's listener got %d connections", n)
+	}
+	if err == nil || !strings.Contains(out, "mount root "+root) || !strings.Contains(out, "chown root:root "+root) {
+		t.Fatalf("mount of a root uid 1001 owns: %v\n%s", err, out)
+	}
+	if diffs, _ := hostDiffs(before, hostSnapshot(t, root)); len(diffs) > 0 {
+		t.Errorf("the refused mount changed %s:\n%s", root, strings.Join(diffs, "\n"))
+	}
+	for what, b := range map[string]map[string]string{key: keyBefore, secret: secretBefore} {
+		if diffs, _ := hostDiffs(b, hostSnapshot(t, what)); len(diffs) > 0 {
+			t.Errorf("root's %s changed:\n%s", what, strings.Join(diffs, "\n"))
+		}
+	}
+	if _, err := os.Lstat(store); !os.IsNotExist(err) {
+		t.Errorf("the refused mount made the store %s: %v", store, err)
+	}
+	// ctx doctor says the same, with the fix.
+	out, _ = runCmd(t, nil, []string{"CTX_ROOT=" + root, "CTXFS_STORE=" + store}, ctxBin, "doctor")
+	if !strings.Contains(out, "problem: owners of "+root+": "+root+" is writable by its owner, uid 1001") ||
+		!strings.Contains(out, "fix: chown root:root "+root+" && chmod go-w "+root) {
+		t.Errorf("ctx doctor on a root uid 1001 owns:\n%s", out)
+	}
+}
+
+// TestMountRefusesOpenAgentDir: a root-owned ROOT/agent that every user
+// may write (0777) is refused, naming it and the fix, and nothing is made.
+func TestMountRefusesOpenAgentDir(t *testing.T) {
+	requireFUSE(t)
+	base := t.TempDir()
+	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
+	mustT(t, os.MkdirAll(filepath.Join(root, "agent"), 0o755))
+	mustT(t, os.Chmod(filepath.Join(root, "agent"), 0o777))
+	before := hostSnapshot(t, root)
+	out, err := mountAttempt(t, ctxfsBin, root, store)
+	agentDir := filepath.Join(root, "agent")
+	if err == nil || !strings.Contains(out, agentDir+" is writable by every user") || !strings.Contains(out, "chmod go-w "+agentDir) {
+		t.Fatalf("mount with a 0777 agent/: %v\n%s", err, out)
+	}
+	if diffs, _ := hostDiffs(before, hostSnapshot(t, root)); len(diffs) > 0 {
+		t.Errorf("the refused mount changed %s:\n%s", root, strings.Join(diffs, "\n"))
+	}
+	if _, err := os.Lstat(store); !os.IsNotExist(err) {
+		t.Errorf("the refused mount made the store: %v", err)
+	}
+}
+
+// TestMountRefusesSymlinks: a store path or a root path that is a
+// symlink is refused (finding 7: the store's target was chmodded 0700 and
+// filled, with fs.protected_symlinks=0), and the link's target is left as
+// it was: mode, owner and content.
+func TestMountRefusesSymlinks(t *testing.T) {
+	requireFUSE(t)
+	for _, which := range []string{"store", "root"} {
+		t.Run(which, func(t *testing.T) {
+			base := stickyBase(t)
+			target := filepath.Join(base, "target")
+			mustT(t, os.Mkdir(target, 0o755))
+			mustT(t, os.WriteFile(filepath.Join(target, "kept"), []byte("kept\n"), 0o644))
+			link := filepath.Join(base, "link")
+			mustT(t, os.Symlink(target, link))
+			root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
+			if which == "store" {
+				store = link
+			} else {
+				root = link
+			}
+			before := hostSnapshot(t, base)
+			out, err := mountAttempt(t, ctxfsBin, root, store)
+			if err == nil || !strings.Contains(out, which) || !strings.Contains(out, link+" is a symlink") {
+				t.Fatalf("mount with the %s a symlink: %v\n%s", which, err, out)
+			}
+			if diffs, _ := hostDiffs(before, hostSnapshot(t, base)); len(diffs) > 0 {
+				t.Errorf("the refused mount changed %s:\n%s", base, strings.Join(diffs, "\n"))
+			}
+		})
+	}
+}
+
+// TestDefinitionsOthersCanChange: under a root-owned root, a model whose
+// provider directory uid 1001 owns (its endpoint their listener, its
+// api_key_file root's key), and an agent whose NAME.d every user may
+// write, are refused when used: EACCES naming the directory and the fix,
+// and the listener gets nothing. (On the old tree the model sent root's
+// key to the listener.)
+func TestDefinitionsOthersCanChange(t *testing.T) {
+	requireFUSE(t)
+	addr, conns := keyListener(t)
+	var key string
+	s := newFuseServerWith(t, func(s *server) {
+		key = filepath.Join(filepath.Dir(s.root), "root-key")
+		mustT(t, os.WriteFile(key, []byte("sk-root-secret\n"), 0o600))
+		m := filepath.Join(s.root, "model", "evil", "m.d")
+		mustT(t, os.MkdirAll(m, 0o755))
+		for f, v := range map[string]string{"api": "openai-chat", "endpoint": "http://" + addr + "/v1", "model_id": "m", "api_key_file": key} {
+			mustT(t, os.WriteFile(filepath.Join(m, f), []byte(v+"\n"), 0o644))
+		}
+		mustT(t, os.Chown(filepath.Join(s.root, "model", "evil"), 1001, 1001))
+		s.define("open", map[string]string{"env": "LD_PRELOAD=/nonexistent.so\n"})
+		mustT(t, os.Chmod(filepath.Join(s.root, "agent", "open.d"), 0o777))
+	})
+	for sock, dir := range map[string]string{
+		"model/evil/m.sock": filepath.Join(s.root, "model", "evil"),
+		"agent/open.sock":   filepath.Join(s.root, "agent", "open.d"),
+	} {
+		out := sendAsUser(t, filepath.Join(s.root, sock))
+		if !strings.Contains(out, `"code":"EACCES"`) || !strings.Contains(out, dir+" is writable by") || !strings.Contains(out, "chmod go-w "+dir) {
+			t.Errorf("send to %s: want EACCES naming %s and the fix, got:\n%s", sock, dir, out)
+		}
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("the listener uid 1001's model names got %d connections", n)
+	}
+}

@@ -1,0 +1,190 @@
+package storefs
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cred is a user's filesystem identity: the uid and gid that what it
+// makes belongs to and that the kernel checks its access with, and the
+// supplementary groups it may give a file to (chgrp; none unless set).
+type Cred struct {
+	Uid, Gid uint32
+	Groups   []uint32
+}
+
+// As returns a Root on the same descriptor whose operations on the free
+// trees' last names (create, mkdir, open for writing, chmod, rename,
+// unlink, …) run with c's filesystem identity and no capability, as the
+// user would run them: what they make is the user's without a chown, and
+// the store's filesystem applies its own rules for users to them (ext4
+// keeps its reserved blocks for root, s_resuid and CAP_SYS_RESOURCE in
+// ext4_has_free_clusters). The walk to the parent stays the server's: the
+// directories above a free tree are closed to users. Root's Cred is the
+// server itself (no change).
+func (r *Root) As(c Cred) *Root {
+	cp := *r
+	if c.Uid != 0 {
+		cp.as = &c
+	} else {
+		cp.as = nil
+	}
+	return &cp
+}
+
+// do runs call, the last syscall of an operation, with the Root's
+// identity (as the server when it has none).
+func (r *Root) do(call func() error) error {
+	if r.as == nil {
+		return call()
+	}
+	return AsUser(*r.as, call)
+}
+
+// AsUser runs call on a locked OS thread whose filesystem uid, gid and
+// supplementary groups are c's and whose effective
+// capabilities are none (setfsuid alone keeps CAP_SYS_RESOURCE, with which
+// ext4 would let the write use root's reserved blocks), then gives the
+// thread back exactly as it was. These are per-thread system calls (not
+// Go's process-wide syscall.Setuid): no other goroutine runs with c's
+// identity, and a thread whose identity could not be restored is never
+// given back to the scheduler (the goroutine panics while still locked to
+// it, and Go then ends the thread).
+func AsUser(c Cred, call func() error) error {
+	if c.Uid == 0 {
+		return call() // root is the server itself
+	}
+	runtime.LockOSThread()
+	saved, err := dropTo(c)
+	if err != nil {
+		restore(saved) // what was changed before the failure
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer func() {
+		restore(saved)
+		runtime.UnlockOSThread()
+	}()
+	return call()
+}
+
+// threadCred is what dropTo changed on the thread, to put back.
+type threadCred struct {
+	caps    [2]unix.CapUserData
+	haveCap bool
+	groups  []uint32
+	groupOK bool
+	fsuid   int // the ids to set back; -1: unchanged
+	fsgid   int
+}
+
+var capHeader = unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+
+// dropTo makes the current (locked) thread act as c.
+func dropTo(c Cred) (*threadCred, error) {
+	s := &threadCred{fsuid: -1, fsgid: -1}
+	h := capHeader
+	if err := unix.Capget(&h, &s.caps[0]); err != nil {
+		return s, fmt.Errorf("capget: %w", err)
+	}
+	s.haveCap = true
+	groups, err := threadGroups()
+	if err != nil {
+		return s, err
+	}
+	if !slices.Equal(groups, c.Groups) { // a server started by systemd has none: nothing to change
+		if err := setThreadGroups(c.Groups); err != nil {
+			return s, fmt.Errorf("setgroups: %w", err)
+		}
+		s.groups, s.groupOK = groups, true
+	}
+	s.fsgid = fsid(unix.SYS_SETFSGID)
+	if err := setFsid(unix.SYS_SETFSGID, int(c.Gid)); err != nil {
+		return s, err
+	}
+	s.fsuid = fsid(unix.SYS_SETFSUID)
+	if err := setFsid(unix.SYS_SETFSUID, int(c.Uid)); err != nil {
+		return s, err
+	}
+	none := [2]unix.CapUserData{
+		{Permitted: s.caps[0].Permitted, Inheritable: s.caps[0].Inheritable},
+		{Permitted: s.caps[1].Permitted, Inheritable: s.caps[1].Inheritable},
+	}
+	h = capHeader
+	if err := unix.Capset(&h, &none[0]); err != nil {
+		return s, fmt.Errorf("capset: %w", err)
+	}
+	return s, nil
+}
+
+// restore puts back what dropTo changed, last first; it panics when it
+// cannot (the thread would otherwise serve others as a user).
+func restore(s *threadCred) {
+	if s == nil {
+		return
+	}
+	fail := func(what string, err error) {
+		if err != nil {
+			panic(fmt.Sprintf("storefs: cannot give a thread its identity back (%s): %v", what, err))
+		}
+	}
+	if s.fsuid >= 0 {
+		fail("setfsuid", setFsid(unix.SYS_SETFSUID, s.fsuid))
+	}
+	if s.fsgid >= 0 {
+		fail("setfsgid", setFsid(unix.SYS_SETFSGID, s.fsgid))
+	}
+	if s.haveCap {
+		h := capHeader
+		caps := s.caps
+		fail("capset", unix.Capset(&h, &caps[0]))
+	}
+	if s.groupOK {
+		fail("setgroups", setThreadGroups(s.groups))
+	}
+}
+
+// setFsid sets the thread's fsuid or fsgid (trap is SYS_SETFSUID or
+// SYS_SETFSGID) and checks that it took: the call returns the previous
+// value and no error, so a second call with -1 (which changes nothing)
+// reads what is set now.
+func setFsid(trap uintptr, id int) error {
+	unix.RawSyscall(trap, uintptr(id), 0, 0)
+	if now := fsid(trap); now != id {
+		return fmt.Errorf("set filesystem id %d (syscall %d): still %d", id, trap, now)
+	}
+	return nil
+}
+
+// fsid is the thread's fsuid or fsgid now.
+func fsid(trap uintptr) int {
+	now, _, _ := unix.RawSyscall(trap, uintptr(^uint32(0)), 0, 0)
+	return int(uint32(now))
+}
+
+// threadGroups are the current thread's supplementary groups.
+func threadGroups() ([]uint32, error) {
+	buf := make([]uint32, 256)
+	n, _, e := unix.RawSyscall(unix.SYS_GETGROUPS, uintptr(len(buf)), uintptr(unsafe.Pointer(&buf[0])), 0)
+	if e != 0 {
+		return nil, fmt.Errorf("getgroups: %w", e)
+	}
+	return buf[:n], nil
+}
+
+// setThreadGroups sets the current thread's supplementary groups only
+// (Go's syscall.Setgroups changes every thread of the process).
+func setThreadGroups(groups []uint32) error {
+	var p unsafe.Pointer
+	if len(groups) > 0 {
+		p = unsafe.Pointer(&groups[0])
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(groups)), uintptr(p), 0); e != 0 {
+		return e
+	}
+	return nil
+}

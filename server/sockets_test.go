@@ -1,0 +1,126 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session"
+)
+
+// TestSocketOverSymlink: a symlink planted where an agent's socket goes,
+// pointing at a 0600 file, is replaced by the socket, never followed: the
+// file keeps its mode and bytes (the old os.Chmod(sock, 0666) made it
+// 0666), and the socket answers with mode 0666.
+func TestSocketOverSymlink(t *testing.T) {
+	base := t.TempDir()
+	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
+	must(t, os.MkdirAll(filepath.Join(root, "agent", "coder.d"), 0o755))
+	target := filepath.Join(base, "secret")
+	secret := []byte("root's secret\n")
+	must(t, os.WriteFile(target, secret, 0o600))
+	sock := filepath.Join(root, "agent", "coder.sock")
+	must(t, os.Symlink(target, sock))
+
+	e, err := session.Open(session.Config{Store: store, Root: root})
+	must(t, err)
+	t.Cleanup(func() { e.Close() })
+	socks, err := ServeSockets(e, root, nil)
+	must(t, err)
+	t.Cleanup(socks.Close)
+
+	st, err := os.Lstat(target)
+	must(t, err)
+	if got, _ := os.ReadFile(target); st.Mode() != 0o600 || !bytes.Equal(got, secret) {
+		t.Fatalf("the symlink's target changed: mode %v, bytes %q", st.Mode(), got)
+	}
+	st, err = os.Lstat(sock)
+	must(t, err)
+	if st.Mode()&os.ModeSocket == 0 || st.Mode().Perm() != 0o666 {
+		t.Fatalf("%s: mode %v, want a 0666 socket", sock, st.Mode())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	frames, err := client.Call(ctx, sock, proto.NewObject("op", proto.OpPing))
+	if err != nil || len(frames) != 1 || frames[0].Type() != proto.FramePong {
+		t.Fatalf("ping: %v %v", frames, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(root, "agent", ".s*")); len(left) != 0 {
+		t.Fatalf("private bind directories left behind: %v", left)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSocketSymlinkRace: while the server makes the sockets of many
+// agents, a planter swaps a symlink to a 0600 file onto each socket the
+// moment it appears (the window between bind and the old path chmod). The
+// file keeps its mode whatever the planter wins.
+func TestSocketSymlinkRace(t *testing.T) {
+	base := t.TempDir()
+	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
+	const agents = 300
+	names := make([]string, agents)
+	for i := range names {
+		names[i] = fmt.Sprintf("a%03d", i) // the order scan makes them in
+		must(t, os.MkdirAll(filepath.Join(root, "agent", names[i]+".d"), 0o755))
+	}
+	target := filepath.Join(base, "secret")
+	must(t, os.WriteFile(target, []byte("x"), 0o600))
+	e, err := session.Open(session.Config{Store: store, Root: root})
+	must(t, err)
+	t.Cleanup(func() { e.Close() })
+
+	stop := make(chan struct{})
+	planted := make(chan int)
+	go func() { planted <- plantOnSockets(root, names, target, stop) }()
+	socks, err := ServeSockets(e, root, nil)
+	close(stop)
+	n := <-planted
+	if err == nil {
+		socks.Close()
+	}
+	st, err := os.Stat(target)
+	must(t, err)
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("the symlink's target became mode %v (%d symlinks planted)", st.Mode(), n)
+	}
+	t.Logf("%d symlinks planted onto fresh sockets", n)
+}
+
+// plantOnSockets waits for each agent's socket in turn and renames a
+// symlink to target onto it as soon as it is there; it returns how many
+// it planted.
+func plantOnSockets(root string, names []string, target string, stop <-chan struct{}) int {
+	link := filepath.Join(filepath.Dir(target), "link")
+	n := 0
+	for _, name := range names {
+		sock := filepath.Join(root, "agent", name+".sock")
+		for {
+			select {
+			case <-stop:
+				return n
+			default:
+			}
+			if st, err := os.Lstat(sock); err == nil && st.Mode()&os.ModeSocket != 0 {
+				break
+			}
+		}
+		os.Symlink(target, link)
+		if os.Rename(link, sock) == nil {
+			n++
+		}
+	}
+	return n
+}

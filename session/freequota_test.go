@@ -1,0 +1,111 @@
+package session
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestFreeQuotaCount: a uid's use of the free trees is counted from the
+// store the first time it is asked for: its inodes in its agents' root/,
+// its sessions' context/ and the shared spaces' context/, a hard link
+// once, others' inodes and the archive not at all; a bound passed is
+// EDQUOT, and what is given back makes room again.
+func TestFreeQuotaCount(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (files of other uids)")
+	}
+	env := newEnv(t)
+	mine := map[string]int{ // path → size, owned by 1001
+		"home/1001/agent/coder/root":                                 -1,
+		"home/1001/agent/coder/root/a":                               10000,
+		"home/1001/agent/coder/root/d":                               -1,
+		"home/1001/agent/coder/session/s1/context":                   -1,
+		"home/1001/agent/coder/session/s1/context/c":                 1,
+		"shared/team/agent/coder/session/t1/context/x":               5000,
+		"home/1001/model/openai/gpt.d/session/m1/context/m":          3,
+		"home/1001/archived_sessions/coder/old/context/not-counted":  70000,
+		"home/1001/agent/coder/session/s1/not-free":                  80000,
+		"shared/team/agent/coder/session/t1/context/theirs-not-mine": 90000,
+	}
+	var want, inodes int64
+	for rel, size := range mine {
+		p := filepath.Join(env.store, rel)
+		must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		if size < 0 {
+			must(t, os.MkdirAll(p, 0o755))
+		} else {
+			must(t, os.WriteFile(p, make([]byte, size), 0o644))
+		}
+		owner := 1001
+		if filepath.Base(rel) == "theirs-not-mine" {
+			owner = 1002
+		}
+		must(t, os.Lchown(p, owner, owner))
+		if c := Classify(rel); owner == 1001 && (c.Kind == PlaceFree || c.Kind == PlaceFreeRoot) {
+			var st unix.Stat_t
+			must(t, unix.Lstat(p, &st))
+			want += FreeCharge(&st)
+			inodes++
+		}
+	}
+	must(t, os.Link(filepath.Join(env.store, "home/1001/agent/coder/root/a"), filepath.Join(env.store, "home/1001/agent/coder/root/d/b")))
+
+	q := env.e.Limits().Free
+	q.inodes = inodes + 1
+	if b, n := q.Use(1001); b != want || n != inodes {
+		t.Fatalf("counted %d bytes in %d inodes, want %d in %d", b, n, want, inodes)
+	}
+	must(t, q.Take(1001, 4096, 1))
+	if err := q.Take(1001, 0, 1); !errors.Is(err, syscall.EDQUOT) {
+		t.Fatalf("an inode past the bound: %v, want EDQUOT", err)
+	}
+	q.Give(1001, 4096, 1)
+	must(t, q.Take(1001, 0, 1))
+	if err := q.Take(1001, q.bytes, 0); !errors.Is(err, syscall.EDQUOT) {
+		t.Fatalf("bytes past the bound: %v, want EDQUOT", err)
+	}
+	if err := q.Take(0, 1<<62, 1<<40); err != nil {
+		t.Fatalf("root is not counted: %v", err)
+	}
+}
+
+// TestFreeQuotaWalkStops: the count of a uid past its inode bound stops
+// there (the uid is over: refused), and once something is given back it
+// is counted again from the store.
+func TestFreeQuotaWalkStops(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (files of other uids)")
+	}
+	env := newEnv(t)
+	dir := filepath.Join(env.store, "home/1001/agent/coder/root")
+	must(t, os.MkdirAll(dir, 0o755))
+	must(t, os.Chown(dir, 1001, 1001))
+	for i := 0; i < 20; i++ {
+		p := filepath.Join(dir, string(rune('a'+i)))
+		must(t, os.WriteFile(p, nil, 0o644))
+		must(t, os.Chown(p, 1001, 1001))
+	}
+	q := env.e.Limits().Free
+	q.inodes = 5
+	if _, n := q.Use(1001); n != 6 {
+		t.Fatalf("the walk counted %d inodes, want it to stop at the bound + 1 (6)", n)
+	}
+	if err := q.Take(1001, 0, 1); !errors.Is(err, syscall.EDQUOT) {
+		t.Fatalf("a create while over: %v", err)
+	}
+	for i := 0; i < 16; i++ {
+		must(t, os.Remove(filepath.Join(dir, string(rune('a'+i)))))
+	}
+	q.Give(1001, 0, 1)
+	if _, n := q.Use(1001); n != 5 {
+		t.Fatalf("counted again after a removal: %d inodes, want 5 (root/ and 4 files)", n)
+	}
+	if err := q.Take(1001, 0, 1); !errors.Is(err, syscall.EDQUOT) {
+		t.Fatalf("a create at the bound: %v", err)
+	}
+}
