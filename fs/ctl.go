@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -48,7 +49,8 @@ func (n *ctlNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32
 }
 
 func (n *ctlNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	h := &ctlHandle{node: n, caller: callerOf(ctx)}
+	c := callerOf(ctx)
+	h := &ctlHandle{node: n, caller: c, buffered: newBuffered(n.m, c.Uid)}
 	return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_STREAM | fuse.FOPEN_NONSEEKABLE, 0
 }
 
@@ -58,11 +60,18 @@ type ctlHandle struct {
 	node   *ctlNode
 	caller session.Caller
 
-	mu      sync.Mutex // guards the request side
-	req     []byte     // the request line so far
-	started bool       // a request was made (or refused)
-	reply   *session.Reply
-	refusal []byte // the error frame of a refused request, until read
+	mu  sync.Mutex // guards the request side
+	req []byte     // the request line so far
+	// buffered counts req in the caller's share of session.Limits.Partial;
+	// deadline frees it when the request is not whole within
+	// session.RequestDeadline of its first byte, and timedOut then fails
+	// every later write and read of the handle.
+	buffered buffered
+	deadline *time.Timer
+	timedOut bool
+	started  bool // a request was made (or refused)
+	reply    *session.Reply
+	refusal  []byte // the error frame of a refused request, until read
 
 	readMu  sync.Mutex // one reader at a time; held while waiting for a frame
 	pending []byte     // unread bytes of the current frame
@@ -77,26 +86,39 @@ var (
 
 // Write collects the request line; its newline starts it. A refused
 // request fails this write with its errno and leaves one error frame to
-// read. A second request on the same open file is EINVAL.
+// read. A second request on the same open file is EINVAL. Only the new
+// bytes are looked at for the newline. Bytes of an unfinished request
+// count against the caller's share of session.Limits.Partial (EAGAIN
+// beyond, nothing kept) and must be followed by the rest within
+// session.RequestDeadline (ETIMEDOUT after).
 func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.started { // the first request's reply is read on: no frame for this one
+	switch {
+	case h.timedOut:
+		return 0, syscall.ETIMEDOUT
+	case h.started: // the first request's reply is read on: no frame for this one
 		return 0, h.logRefused("", errSecondRequest)
 	}
-	buf := append(h.req, data...)
-	nl := bytes.IndexByte(buf, '\n')
-	switch {
-	case nl < 0 && len(buf) > abi.MaxRequestBytes+1:
+	nl := bytes.IndexByte(data, '\n')
+	switch size := len(h.req) + len(data); {
+	case nl < 0 && size > abi.MaxRequestBytes+1:
 		return h.refuse("", abi.Errorf(syscall.EMSGSIZE, "ctl", "request over %d bytes", abi.MaxRequestBytes))
 	case nl < 0:
-		h.req = buf
+		if err := h.buffered.keep(size); err != nil {
+			return 0, h.logRefused("", err) // nothing kept: the request is as it was
+		}
+		h.req = append(h.req, data...)
+		if h.deadline == nil {
+			h.deadline = time.AfterFunc(session.RequestDeadline, h.timeOut)
+		}
 		return uint32(len(data)), 0
-	case nl != len(buf)-1:
+	case nl != len(data)-1:
 		return h.refuse("", errSecondRequest)
 	}
-	h.started, h.req = true, nil
-	req, err := proto.ParseRequest(buf)
+	line := append(h.req, data...)
+	h.endRequest()
+	req, err := proto.ParseRequest(line)
 	if err != nil {
 		return h.refuse("", err)
 	}
@@ -109,11 +131,35 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	return uint32(len(data)), 0
 }
 
+// endRequest marks the request made (or refused) and frees its bytes.
+// Caller holds h.mu.
+func (h *ctlHandle) endRequest() {
+	h.started, h.req = true, nil
+	h.buffered.keep(0)
+	if h.deadline != nil {
+		h.deadline.Stop()
+	}
+}
+
+// timeOut is the request's deadline: an unfinished request's bytes are
+// freed, and the handle answers ETIMEDOUT from then on, as a socket that
+// sent no whole request in time gets ETIMEDOUT.
+func (h *ctlHandle) timeOut() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.started {
+		return // made, refused or released meanwhile
+	}
+	h.endRequest()
+	h.timedOut = true
+	h.logRefused("", abi.Errorf(syscall.ETIMEDOUT, "ctl", "no complete request within %s", session.RequestDeadline))
+}
+
 // refuse fails the write with err's errno, leaves its error frame to
 // read, and logs it as the sockets do (session.Engine.LogRefused); op is
 // the request's, "" when it did not parse.
 func (h *ctlHandle) refuse(op string, err error) (uint32, syscall.Errno) {
-	h.started, h.req = true, nil
+	h.endRequest()
 	h.refusal = proto.ErrorFrame(err).Line()
 	return 0, h.logRefused(op, err)
 }
@@ -130,14 +176,18 @@ func (h *ctlHandle) logRefused(op string, err error) syscall.Errno {
 
 // next returns what the reader should serve next: the refusal frame, or
 // the reply to wait on; both nil before any request (end of file).
-func (h *ctlHandle) next() ([]byte, *session.Reply) {
+// ETIMEDOUT once the request's deadline passed.
+func (h *ctlHandle) next() ([]byte, *session.Reply, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.timedOut {
+		return nil, nil, syscall.ETIMEDOUT
+	}
 	if f := h.refusal; f != nil {
 		h.refusal = nil
-		return f, nil
+		return f, nil, 0
 	}
-	return nil, h.reply
+	return nil, h.reply, 0
 }
 
 // Read blocks for the next frame; end of file after the last one.
@@ -155,8 +205,10 @@ func (h *ctlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 }
 
 func (h *ctlHandle) fill(ctx context.Context) syscall.Errno {
-	frame, reply := h.next()
+	frame, reply, bad := h.next()
 	switch {
+	case bad != 0:
+		return bad
 	case frame != nil:
 		h.pending, h.eof = frame, true
 		return 0
@@ -184,6 +236,7 @@ func (h *ctlHandle) Release(ctx context.Context) syscall.Errno {
 	if h.reply != nil {
 		h.reply.Close()
 	}
+	h.endRequest()
 	h.giveBack()
 	return 0
 }

@@ -115,7 +115,8 @@ func TestLogAppend(t *testing.T) {
 		mustOK(t, "append part", err)
 	}
 	mustOK(t, "close", f.Close())
-	want := line1 + `{"role":"assistant","content":"hi"}` + "\n"
+	// Stored with the writer's uid (root's here).
+	want := `{"role":"user","content":"hello","uid":0}` + "\n" + `{"role":"assistant","content":"hi","uid":0}` + "\n"
 	if got := v.read(sessRel + "/messages.jsonl"); got != want {
 		t.Errorf("log = %q, want %q", got, want)
 	}

@@ -131,7 +131,7 @@ func BenchmarkDurableSends(b *testing.B) {
 // processCPU is the user and system CPU time pid has used so far (all its
 // threads), from /proc/PID/stat: the server's CPU per send is steadier
 // than sends/s on a shared machine, where the disk's sync rate moves.
-func processCPU(b *testing.B, pid int) time.Duration {
+func processCPU(b testing.TB, pid int) time.Duration {
 	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		b.Fatal(err)

@@ -241,7 +241,7 @@ func TestErrnosThroughMount(t *testing.T) {
 	same(t, "a line without its newline yet", before, storeSnapshot(t, s))
 	_, err = f.WriteString("}\n")
 	mustT(t, err)
-	if !strings.HasSuffix(fileBytes(t, filepath.Join(s.sessionDir(0, "coder", "a"), "messages.jsonl")), `{"role":"user","content":"in pieces"}`+"\n") {
+	if !strings.HasSuffix(fileBytes(t, filepath.Join(s.sessionDir(0, "coder", "a"), "messages.jsonl")), withUid(`{"role":"user","content":"in pieces"}`, 0)+"\n") {
 		t.Errorf("a line in four writes was not committed at its newline")
 	}
 	_, err = f.WriteString(`{"role":"user","content":"never finished"`)

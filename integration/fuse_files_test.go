@@ -67,7 +67,7 @@ func TestRealTools(t *testing.T) {
 
 	// Shell redirections.
 	bash(t, `echo '{"role":"user","content":"from the shell"}' >> `+log)
-	if got := bash(t, "tail -n 1 "+log); got != `{"role":"user","content":"from the shell"}`+"\n" {
+	if got := bash(t, "tail -n 1 "+log); got != withUid(`{"role":"user","content":"from the shell"}`, 0)+"\n" {
 		t.Errorf("after >>: last line %q", got)
 	}
 	bash(t, "echo done > "+dir+"/state")
@@ -117,7 +117,7 @@ log = os.path.join(d, "messages.jsonl")
 with open(log, "a") as f:
     f.write(json.dumps({"role": "user", "content": "from python"}) + "\n")
 data = open(log).read()
-assert data.endswith('"from python"}\n'), data[-80:]
+assert data.endswith('"from python","uid":0}\n'), data[-80:]
 assert os.stat(log).st_size == len(data.encode()), (os.stat(log).st_size, len(data))
 fd = os.open(os.path.join(d, "ctl"), os.O_RDWR)
 os.write(fd, b'{"op":"ping"}\n')

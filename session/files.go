@@ -52,7 +52,13 @@ func (e *Engine) CreateSession(c Caller, r Ref) error {
 // unprovable, EPERM for any other file. An assistant message updates
 // latest.md; every append updates updated_at and the index. The append is
 // announced as Written: the caller is answering the writer's FUSE WRITE.
+// Each line is stored with the writer's uid (stampWriter), so it may not
+// carry another.
 func (e *Engine) AppendLog(c Caller, r Ref, file string, lines []byte) error {
+	lines, err := stampWriter(lines, c.Uid)
+	if err != nil {
+		return err
+	}
 	s, l, release, err := e.lookupLog(r, file)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -34,36 +35,42 @@ func newQuota(what string, errno syscall.Errno, perUid, total int) *Quota {
 }
 
 // Take holds one for uid, or refuses.
-func (q *Quota) Take(uid uint32) error {
-	if uid == 0 {
+func (q *Quota) Take(uid uint32) error { return q.TakeN(uid, 1) }
+
+// Give gives back one that Take held for uid.
+func (q *Quota) Give(uid uint32) { q.GiveN(uid, 1) }
+
+// TakeN holds n more for uid (bytes, for a quota of bytes), or refuses
+// and holds nothing.
+func (q *Quota) TakeN(uid uint32, n int) error {
+	if uid == 0 || n <= 0 {
 		return nil
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch {
-	case q.held[uid] >= q.perUid:
-		return abi.Errorf(q.errno, "", "uid %d holds %d %s, the most one uid may", uid, q.held[uid], q.what)
-	case q.sum >= q.total:
+	case q.held[uid]+n > q.perUid:
+		return abi.Errorf(q.errno, "", "uid %d holds %d %s, and %d more is over the most one uid may", uid, q.held[uid], q.what, n)
+	case q.sum+n > q.total:
 		return abi.Errorf(q.errno, "", "the server holds %d %s for users, the most it may", q.sum, q.what)
 	}
-	q.held[uid]++
-	q.sum++
+	q.held[uid] += n
+	q.sum += n
 	return nil
 }
 
-// Give gives back one that Take held for uid.
-func (q *Quota) Give(uid uint32) {
-	if uid == 0 {
+// GiveN gives back n that TakeN held for uid.
+func (q *Quota) GiveN(uid uint32, n int) {
+	if uid == 0 || n <= 0 {
 		return
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.held[uid] > 0 {
-		q.held[uid]--
-		q.sum--
-		if q.held[uid] == 0 {
-			delete(q.held, uid)
-		}
+	n = min(n, q.held[uid])
+	q.held[uid] -= n
+	q.sum -= n
+	if q.held[uid] == 0 {
+		delete(q.held, uid)
 	}
 }
 
@@ -90,7 +97,27 @@ type Limits struct {
 	Searches  *Quota
 	ScanSlots *scanGate
 	ScanBytes int64
+
+	// What a writer through the mount makes the server hold between its
+	// writes (issue 19, findings 11 and 12): the bytes of unfinished ctl
+	// requests and unfinished log lines, together, per uid (EAGAIN at the
+	// write that would pass it, which keeps nothing). A ctl request must
+	// also be whole within RequestDeadline.
+	Partial *Quota
 }
+
+// RequestDeadline is how long a request may take to arrive whole, from
+// its first byte on a ctl file (then ETIMEDOUT, and its bytes are
+// freed), as from a socket connection's start.
+const RequestDeadline = 10 * time.Second
+
+// Default bounds of Limits.Partial: one uid may hold 16 partial lines or
+// requests of the largest size (1 MiB), and all users together 16 times
+// that.
+const (
+	partialBytesPerUid = 16 << 20
+	partialBytesTotal  = 16 * partialBytesPerUid
+)
 
 // LimitConfig overrides the per-uid bounds (0: the default).
 type LimitConfig struct {
@@ -165,6 +192,8 @@ func newLimits(c LimitConfig) *Limits {
 		Conns:   newQuota("connections", syscall.EAGAIN, or(c.ConnsPerUid, 64), max(n/8, 16)),
 		Handles: newQuota("open files", syscall.EMFILE, or(c.HandlesPerUid, min(1024, max(n/16, 16))), max(n/4, 16)),
 		Runs:    newQuota("runs", syscall.EAGAIN, or(c.RunsPerUid, 32), max(n/8/3, 8)),
+
+		Partial: newQuota("bytes of unfinished requests and lines", syscall.EAGAIN, partialBytesPerUid, partialBytesTotal),
 
 		Free: newFreeQuota(int64(or(int(c.FreeBytesPerUid), defaultFreeBytes)), int64(or(int(c.FreeInodesPerUid), defaultFreeInodes)), nil),
 	}

@@ -1,0 +1,37 @@
+package session
+
+import (
+	"errors"
+	"syscall"
+	"testing"
+)
+
+// TestQuotaOfBytes: TakeN holds n for a uid only when the uid's share
+// and the total both take it, and holds nothing when refused; GiveN
+// gives back at most what is held; root is never counted.
+func TestQuotaOfBytes(t *testing.T) {
+	q := newQuota("bytes", syscall.EAGAIN, 10, 15)
+	for _, step := range []struct {
+		uid  uint32
+		n    int
+		fail bool
+	}{
+		{1001, 6, false}, {1001, 5, true}, {1001, 4, false}, {1002, 6, true}, {1002, 5, false}, {0, 1 << 30, false},
+	} {
+		err := q.TakeN(step.uid, step.n)
+		if step.fail != (err != nil) || (err != nil && !errors.Is(err, syscall.EAGAIN)) {
+			t.Fatalf("TakeN(%d, %d): %v", step.uid, step.n, err)
+		}
+	}
+	if q.held[1001] != 10 || q.held[1002] != 5 || q.sum != 15 {
+		t.Fatalf("held %v, sum %d", q.held, q.sum)
+	}
+	q.GiveN(1001, 4)
+	q.GiveN(1002, 50)
+	if q.held[1001] != 6 || q.held[1002] != 0 || q.sum != 6 {
+		t.Fatalf("after giving back: held %v, sum %d", q.held, q.sum)
+	}
+	if err := q.TakeN(1002, 9); err != nil {
+		t.Fatalf("the total's room again: %v", err)
+	}
+}
