@@ -16,6 +16,15 @@ import (
 // (meta.json is the largest); more is EFBIG.
 const maxValueBytes = 1 << 20
 
+// maxJudgedBytes bounds what one open file's writes have judged, in all
+// (valueHandle.Write): each judgement reads the whole buffer, so a writer
+// of many pieces that end in a newline would otherwise cost the server
+// time quadratic in the value. Twice the largest value lets a value
+// written in one write(2) (or the FUSE writes one write(2) became) be
+// judged at its last piece after a false start; past the bound the close
+// judges.
+const maxJudgedBytes = 2 * maxValueBytes
+
 // valueNode is state, cwd or meta.json (SPEC 5): served from the engine's
 // memory (Engine.Value), replaced whole through the engine when the
 // writer closes.
@@ -173,9 +182,11 @@ func readAt(data, dest []byte, off int64) fuse.ReadResult {
 	return fuse.ReadResultData(data[off:min(int64(len(data)), off+int64(len(dest)))])
 }
 
-// newValueHandle is a handle of a value of place w: a complete value that
-// is plainly invalid fails its write at once (the engine's CheckValue;
-// shells ignore close errors), and commit judges it whole at close.
+// newValueHandle is a handle of a value of place w: a write that makes
+// the value whole (it ends in a newline, and for meta.json it is no
+// longer an unfinished JSON value) and bad fails at once with the
+// commit's errno (the engine's CheckValue; shells ignore close errors),
+// and commit judges the value again at close.
 func (m *mountState) newValueHandle(w where, commit func(session.Caller, []byte) error) *valueHandle {
 	return &valueHandle{
 		check:   func(b []byte) error { return m.e.CheckValue(w.place, b) },
@@ -196,9 +207,10 @@ type valueHandle struct {
 	caller   session.Caller
 	snapshot []byte
 
-	mu    sync.Mutex
-	buf   []byte
-	dirty bool
+	mu     sync.Mutex
+	buf    []byte
+	dirty  bool
+	judged int // bytes check has read at this handle's writes (maxJudgedBytes)
 }
 
 var (
@@ -212,8 +224,11 @@ func (h *valueHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 	return readAt(h.snapshot, dest, off), 0
 }
 
-// Write places data at off in the new value; a complete value that is
-// plainly invalid fails here and leaves the buffer as it was.
+// Write places data at off in the new value. When the value then ends in
+// a newline it is judged (check): a bad one fails here, with the errno
+// the close would give, and leaves the buffer as it was, so a shell's
+// `echo … > FILE` (the whole value in one write) fails visibly. A value
+// judged unfinished, or one past maxJudgedBytes, is judged at close.
 func (h *valueHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -224,7 +239,8 @@ func (h *valueHandle) Write(ctx context.Context, data []byte, off int64) (uint32
 	nb := make([]byte, max(int64(len(h.buf)), end))
 	copy(nb, h.buf)
 	copy(nb[off:], data)
-	if h.check != nil && bytes.HasSuffix(nb, []byte("\n")) {
+	if h.check != nil && bytes.HasSuffix(nb, []byte("\n")) && h.judged+len(nb) <= maxJudgedBytes {
+		h.judged += len(nb)
 		if err := h.check(nb); err != nil {
 			return 0, errno(err)
 		}

@@ -1,7 +1,10 @@
 package session
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path"
 	"strings"
@@ -12,61 +15,127 @@ import (
 	"github.com/ctxfs/ctxfs/proto"
 )
 
-// writeMeta replaces meta.json (SPEC sections 5 and 14): one JSON object
-// without duplicate keys; scope present and unchanged; model, when set, is
-// "provider/model" (or "" for automatic); self_id is stored lowercase, at
-// most 32 of [a-z0-9_-], and unique among the sessions of one home or
-// space (EEXIST).
-func (e *Engine) writeMeta(s *sess, data []byte) error {
+// metaValue is a meta.json value that passed judgeMeta.
+type metaValue struct {
+	line   []byte // as stored: as written plus a final newline, or re-encoded when self_id was lowered
+	selfID string // lowercase; "" when none
+}
+
+// judgeMeta judges a new meta.json for s (SPEC sections 5 and 14): one
+// JSON object without duplicate keys; scope present and unchanged; model,
+// when set, a defined "provider/model" (debug/echo is built in) or ""
+// for automatic; self_id at most 32 of [a-z0-9_-], stored lowercase.
+// Every refusal is EINVAL; whether the self_id is free is the claim's.
+func (e *Engine) judgeMeta(s *sess, data []byte) (metaValue, error) {
 	obj, err := proto.ParseObject(data, true)
 	if err != nil {
-		return &abi.Error{Op: "write meta.json", Errno: syscall.EINVAL, Msg: err.Error()}
+		return metaValue{}, &abi.Error{Op: "write meta.json", Errno: syscall.EINVAL, Msg: err.Error()}
 	}
 	if scope, ok := obj.String("scope"); !ok || scope != s.scope {
-		return abi.Errorf(syscall.EINVAL, "write meta.json", "scope must stay %q", s.scope)
+		return metaValue{}, abi.Errorf(syscall.EINVAL, "write meta.json", "scope must stay %q", s.scope)
 	}
 	if raw := obj.Raw("model"); raw != nil {
 		m, ok := obj.String("model")
-		if !ok || (m != "" && !abi.ValidModelName(m)) {
-			return abi.Errorf(syscall.EINVAL, "write meta.json", "model must be \"provider/model\"")
+		if err := e.checkMetaModel(m, ok); err != nil {
+			return metaValue{}, err
 		}
 	}
 	for _, k := range []string{"name", "rule", "reasoning", "client"} {
 		if raw := obj.Raw(k); raw != nil {
 			if _, ok := obj.String(k); !ok {
-				return abi.Errorf(syscall.EINVAL, "write meta.json", "%s must be a string", k)
+				return metaValue{}, abi.Errorf(syscall.EINVAL, "write meta.json", "%s must be a string", k)
 			}
 		}
 	}
-	selfID := ""
-	if raw := obj.Raw("self_id"); raw != nil {
-		v, ok := obj.String("self_id")
-		if !ok || !validSelfID(strings.ToLower(v)) {
-			return abi.Errorf(syscall.EINVAL, "write meta.json", "self_id must be at most 32 of [a-z0-9_-]")
-		}
-		selfID = strings.ToLower(v)
-		obj.Set("self_id", selfID)
-	}
 	// Stored as written (plus a final newline), unless self_id had to be
 	// lowered: then the object is re-encoded, its keys in order.
-	out := append(bytesTrimNL(data), '\n')
-	if selfID != "" {
-		out = obj.Line()
+	v := metaValue{line: append(bytesTrimNL(data), '\n')}
+	if raw := obj.Raw("self_id"); raw != nil {
+		id, ok := obj.String("self_id")
+		if !ok || !validSelfID(strings.ToLower(id)) {
+			return metaValue{}, abi.Errorf(syscall.EINVAL, "write meta.json", "self_id must be at most 32 of [a-z0-9_-]")
+		}
+		v.selfID = strings.ToLower(id)
+	}
+	if v.selfID != "" {
+		obj.Set("self_id", v.selfID)
+		v.line = obj.Line()
+	}
+	return v, nil
+}
+
+// checkMetaModel judges meta.json's model (ok: it is a string): "" (the
+// agent's own), or a model the root defines (agent.Load finds it, or it
+// is the built-in debug/echo). A definition that exists but is invalid
+// is taken: its runs say what is wrong with it.
+func (e *Engine) checkMetaModel(m string, ok bool) error {
+	switch {
+	case !ok || (m != "" && !abi.ValidModelName(m)):
+		return abi.Errorf(syscall.EINVAL, "write meta.json", "model must be \"provider/model\"")
+	case m == "":
+		return nil
+	}
+	if _, err := e.definition(Container{Kind: abi.KindModel, Owner: m}); abi.Errno(err) == syscall.ENOENT {
+		return abi.Errorf(syscall.EINVAL, "write meta.json", "model %q is not defined", m)
+	}
+	return nil
+}
+
+// writeMeta replaces meta.json with data once judgeMeta takes it and its
+// self_id, if any, is claimed: unique among the sessions of one home or
+// space (EEXIST).
+func (e *Engine) writeMeta(s *sess, data []byte) error {
+	v, err := e.judgeMeta(s, data)
+	if err != nil {
+		return err
 	}
 	s.e.selfMu.Lock()
 	defer s.e.selfMu.Unlock()
-	if selfID != "" {
-		if err := s.e.claimSelfID(s, selfID); err != nil {
+	if v.selfID != "" {
+		if err := s.e.claimSelfID(s, v.selfID); err != nil {
 			return err
 		}
 	}
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
-	if err := s.e.writeValue(s.file(abi.FileMeta), out, s.own); err != nil {
+	if err := s.e.writeValue(s.file(abi.FileMeta), v.line, s.own); err != nil {
 		return err
 	}
 	s.e.changed(s.ref.Rel() + "/" + abi.FileMeta)
 	return nil
+}
+
+// checkMeta is writeMeta's judgement of a meta.json being written, made
+// at the write (CheckValue) and changing nothing: nil while data may
+// still grow into one JSON value (the close judges it whole), else
+// judgeMeta's refusal, or EEXIST for a self_id another session holds.
+func (e *Engine) checkMeta(r Ref, data []byte) error {
+	if jsonUnfinished(data) {
+		return nil
+	}
+	s, release, err := e.lookup(r)
+	if err != nil {
+		return err
+	}
+	defer release()
+	v, err := e.judgeMeta(s, data)
+	if err != nil || v.selfID == "" {
+		return err
+	}
+	e.selfMu.Lock()
+	defer e.selfMu.Unlock()
+	return e.selfIDFree(s, v.selfID)
+}
+
+// jsonUnfinished reports whether data is the beginning of a JSON value
+// that more bytes could finish: a piece of a value written in several
+// writes (a line of an indented object ends in a newline too) is not a
+// refusal yet. Anything else (a whole value, good or bad, or bytes no
+// continuation can make valid) is judged now.
+func jsonUnfinished(data []byte) bool {
+	var v json.RawMessage
+	err := json.NewDecoder(bytes.NewReader(data)).Decode(&v)
+	return errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 func bytesTrimNL(b []byte) []byte {
@@ -103,17 +172,26 @@ var selfIDOwner = storefs.Owner{Uid: 0, Gid: 0, DirMode: 0o700, FileMode: 0o600}
 // claimSelfID makes s the holder of id, or returns EEXIST when another
 // session of the same home or space holds it. Caller holds e.selfMu.
 func (e *Engine) claimSelfID(s *sess, id string) error {
+	if err := e.selfIDFree(s, id); err != nil {
+		return err
+	}
+	return e.writeValue(selfIDDir(s.ref.Home)+"/"+id, []byte(s.ref.Rel()+"\n"), selfIDOwner)
+}
+
+// selfIDFree is EEXIST when a session of s's home or space other than s
+// holds id (the index of self_ids is rebuilt first when missing). Caller
+// holds e.selfMu.
+func (e *Engine) selfIDFree(s *sess, id string) error {
 	dir := selfIDDir(s.ref.Home)
 	if _, err := e.root.Lstat(dir); errors.Is(err, os.ErrNotExist) {
 		if err := e.rebuildSelfIDs(s.ref.Home, dir); err != nil {
 			return err
 		}
 	}
-	entry := dir + "/" + id
-	if holder, err := e.readValue(entry); err == nil && holder != s.ref.Rel() && e.holdsSelfID(holder, id) {
+	if holder, err := e.readValue(dir + "/" + id); err == nil && holder != s.ref.Rel() && e.holdsSelfID(holder, id) {
 		return abi.Errorf(syscall.EEXIST, "write meta.json", "self_id %q is taken by %s", id, path.Base(holder))
 	}
-	return e.writeValue(entry, []byte(s.ref.Rel()+"\n"), selfIDOwner)
+	return nil
 }
 
 // holdsSelfID reports whether the session at rel has self_id id now.

@@ -14,6 +14,7 @@ import (
 	"github.com/ctxfs/ctxfs/internal/gopool"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
 // send carries out SPEC section 8 for a located request. It returns once
@@ -47,9 +48,14 @@ func (e *Engine) send(c Caller, loc *location, req *proto.Request) (*Reply, erro
 		if !errors.Is(err, syscall.ENOENT) {
 			return nil, err
 		}
-		// A new session: refuse a bad cwd, or a caller out of runs,
-		// before creating anything.
+		// A new session: refuse a bad cwd, lines the logs would refuse
+		// (a user message over the line limit), or a caller out of runs,
+		// before creating anything. The records are made again as the
+		// run starts, stamped then.
 		if _, err := e.resolveCwd(c, loc, cwd); err != nil {
+			return nil, err
+		}
+		if err := checkStartRecords(loc, req, cwd); err != nil {
 			return nil, err
 		}
 		if ticket == nil {
@@ -72,6 +78,52 @@ func effectiveCwd(reqCwd string, def *agent.Definition) string {
 		return def.Cwd
 	}
 	return "/"
+}
+
+// startRecords are what a send records as its run starts (SPEC 8 step 7):
+// the start event, the user message and the active state, as lines.
+type startRecords struct {
+	now    time.Time
+	run    string
+	start  *proto.Object // the start frame, also the reply's first
+	events []byte        // the start and state lines, for events.jsonl
+	msgs   []byte        // the user message line, for messages.jsonl
+}
+
+// newStartRecords makes a send's start records, with a new run id,
+// stamped now. The logs judge their lines as they append them (EINVAL).
+func newStartRecords(loc *location, req *proto.Request, cwd string) (*startRecords, error) {
+	id, err := abi.NewRunID()
+	if err != nil {
+		return nil, &abi.Error{Op: "send", Errno: syscall.EIO, Msg: err.Error()}
+	}
+	now := time.Now()
+	ts := abi.TS(now)
+	start := proto.NewObject("type", proto.FrameStart, "id", id, "run", id, "client_id", req.ID,
+		"session", loc.ref.Name, "scope", loc.scope, "cwd", cwd, "ts", ts)
+	if loc.space != "" {
+		start.Set("space", loc.space)
+	}
+	user := proto.NewObject("role", "user", "run", id, "content", req.Input, "ts", ts)
+	state := proto.NewObject("type", proto.FrameState, "state", abi.StateActive, "run", id, "ts", ts)
+	return &startRecords{now: now, run: id, start: start,
+		events: append(start.Line(), state.Line()...), msgs: user.Line()}, nil
+}
+
+// checkStartRecords judges the lines a send's start would append as the
+// logs will, before a session is created for them: EINVAL for a user
+// message over the line limit (a request may hold an input whose line,
+// escaped and with its run and time stamp, does not fit). A run id and a
+// time stamp are always as long, so the records made later judge the same.
+func checkStartRecords(loc *location, req *proto.Request, cwd string) error {
+	r, err := newStartRecords(loc, req, cwd)
+	if err != nil {
+		return err
+	}
+	if err := sealedlog.Validate(r.events); err != nil {
+		return err
+	}
+	return sealedlog.Validate(r.msgs)
 }
 
 // sendTo sends to a loaded session: the provability check, then the replay
@@ -169,25 +221,17 @@ func (e *Engine) startRun(c Caller, s *sess, loc *location, req *proto.Request, 
 	if err != nil {
 		return nil, err
 	}
-	id, err := abi.NewRunID()
+	recs, err := newStartRecords(loc, req, cwd)
 	if err != nil {
-		return nil, &abi.Error{Op: "send", Errno: syscall.EIO, Msg: err.Error()}
+		return nil, err
 	}
-	now := time.Now()
-	ts := abi.TS(now)
-	start := proto.NewObject("type", proto.FrameStart, "id", id, "run", id, "client_id", req.ID,
-		"session", loc.ref.Name, "scope", loc.scope, "cwd", cwd, "ts", ts)
-	if loc.space != "" {
-		start.Set("space", loc.space)
-	}
-	user := proto.NewObject("role", "user", "run", id, "content", req.Input, "ts", ts)
-	state := proto.NewObject("type", proto.FrameState, "state", abi.StateActive, "run", id, "ts", ts)
+	id, start := recs.run, recs.start
 	// Both logs at once, whole or not at all: the start is acknowledged
 	// when both are durable, and a refused send writes nothing.
 	if err := s.closePending(); err != nil {
 		return nil, err
 	}
-	if err := s.appendBoth(append(start.Line(), state.Line()...), user.Line()); err != nil {
+	if err := s.appendBoth(recs.events, recs.msgs); err != nil {
 		return nil, err
 	}
 	// The start goes to the stream before the run is visible in s.active:
@@ -198,7 +242,7 @@ func (e *Engine) startRun(c Caller, s *sess, loc *location, req *proto.Request, 
 	st.push(start)
 	rn := e.newRun(s, id, req.ID, c, loc, def, req.Input, cwd, dir, rec, st)
 	ticket.spend() // the run holds it now
-	s.recordStart(now, cwd, abi.StateActive)
+	s.recordStart(recs.now, cwd, abi.StateActive)
 	rec.run, rec.start = id, start
 	close(rec.ready)
 	gopool.Go(rn.execute) // a kept goroutine keeps its grown stack

@@ -267,19 +267,29 @@ func TestUnknownAgentIsENOENT(t *testing.T) {
 // A send whose user message line would be over the line limit (its input
 // fits in a request, its escaped line does not) is refused with EINVAL and
 // writes nothing: not its start, not its state; a retry with the same
-// client id is refused the same way and writes nothing either.
+// client id is refused the same way and writes nothing either. To a
+// session that does not exist yet, it creates none (issue 20, item 9):
+// no directory, no seal, no index entry.
 func TestRefusedSendWritesNothing(t *testing.T) {
-	env := newEnv(t)
-	env.send(root0, coder(), `{"op":"send","id":"c0","input":"first"}`)
-	before := env.settledTree()
-	// A request of exactly the request limit: its user message line, with
-	// the run id and time stamp, is longer than the line limit.
-	skeleton := `{"op":"send","id":"big","input":""}`
-	line := `{"op":"send","id":"big","input":"` + strings.Repeat("x", abi.MaxRequestBytes-len(skeleton)) + `"}`
-	for i := 0; i < 2; i++ {
-		_, err := env.do(root0, coder(), line)
-		wantErrno(t, "a send whose user line is over the limit", err, syscall.EINVAL)
-		sameTree(t, "a refused send", before, tree(t, env.store))
+	for _, session := range []string{"default", "fresh"} {
+		t.Run(session, func(t *testing.T) {
+			env := newEnv(t)
+			env.send(root0, coder(), `{"op":"send","id":"c0","input":"first"}`)
+			before := env.settledTree()
+			// A request of exactly the request limit: its user message
+			// line, with the run id and time stamp, is longer than the
+			// line limit.
+			skeleton := `{"op":"send","id":"big","session":"` + session + `","input":""}`
+			line := `{"op":"send","id":"big","session":"` + session + `","input":"` + strings.Repeat("x", abi.MaxRequestBytes-len(skeleton)) + `"}`
+			if len(line) != abi.MaxRequestBytes {
+				t.Fatalf("request of %d bytes", len(line))
+			}
+			for i := 0; i < 2; i++ {
+				_, err := env.do(root0, coder(), line)
+				wantErrno(t, "a send whose user line is over the limit", err, syscall.EINVAL)
+				sameTree(t, "a refused send", before, env.settledTree())
+			}
+		})
 	}
 }
 

@@ -223,8 +223,10 @@ func (e *Engine) ReadFile(rel string, limit int64) ([]byte, error) {
 
 // CheckValue judges a complete value (ending in "\n") written to a
 // single-value file or an index value before it is committed, so that a
-// plainly invalid one fails its write at once (shells ignore close
-// errors). What only the commit can judge (meta.json) passes here.
+// bad one fails its write at once (shells ignore close errors), as the
+// commit would: EINVAL, ENOENT for an index value naming no session,
+// EEXIST for a self_id taken. It changes nothing. A meta.json that is
+// still an unfinished JSON value passes (the commit judges it whole).
 func (e *Engine) CheckValue(pl Place, data []byte) error {
 	v := string(bytes.TrimSuffix(data, []byte("\n")))
 	switch pl.Kind {
@@ -236,6 +238,8 @@ func (e *Engine) CheckValue(pl Place, data []byte) error {
 			}
 		case abi.FileCwd:
 			return abi.CheckCwd(v)
+		case abi.FileMeta:
+			return e.checkMeta(pl.Ref(), data)
 		}
 	case PlaceIndexCurrent, PlaceIndexEntry:
 		name, err := index.ParseValue(data)

@@ -163,7 +163,8 @@ func (j *gcJob) check() error {
 // renameat2(RENAME_NOREPLACE) through the mount, by the caller's own
 // authority, which the server carries out as the same archive (index
 // clean-up, protections: EBUSY); a target outside the mount is another
-// filesystem (EXDEV), and nothing is copied. A delete asks the server.
+// filesystem (EXDEV), found before anything is made there, and nothing is
+// copied. A delete asks the server.
 func (j *gcJob) take(name string) error {
 	if j.del {
 		return j.ask(name, "delete", "deleted")
@@ -173,11 +174,51 @@ func (j *gcJob) take(name string) error {
 		dir = j.archiveDir
 	}
 	dir = filepath.Join(dir, j.w.loc.Agent)
+	sessions := j.w.loc.SessionsDir()
+	if err := sameMount(sessions, dir); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	src := filepath.Join(j.w.loc.SessionsDir(), name)
-	return unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, filepath.Join(dir, name), unix.RENAME_NOREPLACE)
+	return unix.Renameat2(unix.AT_FDCWD, filepath.Join(sessions, name), unix.AT_FDCWD, filepath.Join(dir, name), unix.RENAME_NOREPLACE)
+}
+
+// sameMount is EXDEV unless dir (or, when it does not exist yet, the
+// nearest directory above it, where it would be made) is on the mount
+// that holds from: the rename would be refused so, and a refused archive
+// must make nothing, not even dir. The mount ids are what rename(2)
+// compares; a bind mount of the same filesystem is another mount too.
+func sameMount(from, dir string) error {
+	want, err := mountID(from)
+	if err != nil {
+		return err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		got, err := mountID(d)
+		switch {
+		case errors.Is(err, syscall.ENOENT) && d != "/":
+			continue
+		case err != nil:
+			return err
+		case got != want:
+			return &os.LinkError{Op: "archive", Old: from, New: dir, Err: syscall.EXDEV}
+		}
+		return nil
+	}
+}
+
+// mountID is the id of the mount that holds path (statx STATX_MNT_ID);
+// on a kernel without mount ids (before 5.8), its filesystem's device.
+func mountID(path string) (uint64, error) {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, 0, unix.STATX_MNT_ID, &st); err != nil {
+		return 0, &os.PathError{Op: "statx", Path: path, Err: err}
+	}
+	if st.Mask&unix.STATX_MNT_ID == 0 {
+		return 1<<63 | uint64(st.Dev_major)<<32 | uint64(st.Dev_minor), nil
+	}
+	return st.Mnt_id, nil
 }
 
 // ask sends the archive op for name with the flag set (dry_run, delete)

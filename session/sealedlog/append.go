@@ -39,6 +39,17 @@ func (l *Log) Append(data []byte) (int64, error) {
 	return l.appendFile(data)
 }
 
+// Validate is Append's judgement of data (whole lines, each one a log
+// line), made before anything is written: a caller that must create
+// something first (a session, for its first send) asks it beforehand, so
+// that a refusal leaves the store as it was.
+func Validate(data []byte) error {
+	if err := validate(data); err != nil {
+		return err
+	}
+	return nil
+}
+
 // validate checks that data is whole lines, each one a log line.
 func validate(data []byte) *abi.Error {
 	if len(data) == 0 || data[len(data)-1] != '\n' {
