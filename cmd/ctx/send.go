@@ -21,6 +21,9 @@ func runSend(e *env, p *parsed) int {
 		return fail(e, "send", err, exitUsage)
 	}
 	input, err := readInput(e.stdin, p.args[1:])
+	if err == nil && input == "" { // as the server would: nothing is sent
+		err = abi.Errorf(syscall.EINVAL, "", "the input is empty: nothing to send")
+	}
 	if err != nil {
 		return fail(e, "send", err, exitUsage)
 	}
