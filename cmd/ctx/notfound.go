@@ -26,11 +26,20 @@ func noAgent(agent string) error {
 }
 
 func noSession(w *where, session string) error {
+	if archived := archivedSession(w, session); exists(archived) {
+		return enoent("no session %q of agent %q: it is archived, in %s (its files are there)", session, w.loc.Agent, archived)
+	}
 	list := "ctx agent session list " + w.loc.Agent
 	if w.loc.Space != "" {
 		list += " --shared " + w.loc.Space
 	}
 	return enoent("no session %q of agent %q (%s shows them)", session, w.loc.Agent, list)
+}
+
+// archivedSession is where an archive of session would be: the home's
+// archived_sessions/AGENT/SESSION (session list shows live sessions only).
+func archivedSession(w *where, session string) string {
+	return filepath.Join(w.loc.HomeDir(), abi.ArchivedDir, w.loc.Agent, session)
 }
 
 func noSpace(w *where) error {
