@@ -114,16 +114,20 @@ func openat2Retry(dirfd int, rel string, how *unix.OpenHow) (int, error) {
 	}
 }
 
+// cwdRoot names, in refusals, where a cwd is resolved: the agent's root/
+// directory, jailed or not (the chroot is only the jailed run's view of it).
+const cwdRoot = "the agent's root/ (a cwd is a path inside it)"
+
 // cwdErr maps what openat2 said to the errnos of SPEC section 8.
 func cwdErr(cwd string, err error) error {
 	errno, _ := err.(syscall.Errno)
 	switch errno {
 	case unix.ENOENT:
-		return abi.Errorf(syscall.ENOENT, "resolve cwd", "%s does not exist in the chroot", cwd)
+		return abi.Errorf(syscall.ENOENT, "resolve cwd", "%s does not exist in %s", cwd, cwdRoot)
 	case unix.ENOTDIR:
-		return abi.Errorf(syscall.ENOTDIR, "resolve cwd", "%s is not a directory in the chroot", cwd)
+		return abi.Errorf(syscall.ENOTDIR, "resolve cwd", "%s is not a directory in %s", cwd, cwdRoot)
 	case unix.EXDEV, unix.ELOOP, unix.EACCES:
-		return abi.Errorf(syscall.EACCES, "resolve cwd", "%s leaves the chroot or its mount (%s)", cwd, abi.ErrnoName(errno))
+		return abi.Errorf(syscall.EACCES, "resolve cwd", "%s leaves %s or its mount (%s)", cwd, cwdRoot, abi.ErrnoName(errno))
 	case 0:
 		return abi.Errorf(syscall.EIO, "resolve cwd", "%s: %v", cwd, err)
 	}

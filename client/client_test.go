@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -102,10 +103,28 @@ func TestResolveSession(t *testing.T) {
 }
 
 func TestLocCheckRefusesTraversal(t *testing.T) {
-	for _, l := range []Loc{{Agent: "../x"}, {Agent: "a/b"}, {Agent: "ok", Space: ".."}} {
+	for _, l := range []Loc{{Agent: "../x"}, {Agent: "a/.."}, {Agent: "../b"}, {Agent: "a/b/c"}, {Agent: "/a"}, {Agent: "a/"}, {Agent: "ok", Space: ".."}} {
 		if l.Check() == nil {
 			t.Errorf("%+v accepted", l)
 		}
+	}
+}
+
+// A name with a slash is a model's, PROVIDER/MODEL: its socket and its
+// sessions are under model/.
+func TestLocOfAModel(t *testing.T) {
+	l := Loc{Root: "/r", Uid: 1000, Agent: "local/mock"}
+	if err := l.Check(); err != nil || l.Kind() != abi.KindModel {
+		t.Fatalf("local/mock: %v, kind %s", err, l.Kind())
+	}
+	if got := l.Socket(); got != "/r/model/local/mock.sock" {
+		t.Errorf("Socket = %s", got)
+	}
+	if got := l.SessionFile("s", "state"); got != "/r/home/1000/model/local/mock.d/session/s/state" {
+		t.Errorf("SessionFile = %s", got)
+	}
+	if got := (Loc{Root: "/r", Agent: "coder"}).Socket(); got != "/r/agent/coder.sock" {
+		t.Errorf("an agent's Socket = %s", got)
 	}
 }
 

@@ -96,6 +96,10 @@ func newGCServer(t *testing.T) *server {
 	return s
 }
 
+// dryDefaults begins a dry run's header without --pattern: it names the
+// default patterns, which no command line shows.
+const dryDefaults = "ctx: dry-run of the default patterns *smoke* e2e-* repro-* install-* deterministic-* ansi-* spark-* temp-* (--pattern GLOB replaces them); pass --yes to "
+
 // TestGCPreviewWritesNothing: without --yes gc lists its candidates in
 // name order, every protection applied, and the store does not change.
 func TestGCPreviewWritesNothing(t *testing.T) {
@@ -105,11 +109,11 @@ func TestGCPreviewWritesNothing(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "ctx: dry-run; pass --yes to archive\narchive e2e-x\narchive install-old\narchive keep-smoke\narchive my-smoke\narchive temp-a\narchive temp-b\n"},
-		{[]string{"--keep", "keep-smoke", "--keep", "temp-b"}, "ctx: dry-run; pass --yes to archive\narchive e2e-x\narchive install-old\narchive my-smoke\narchive temp-a\n"},
+		{nil, dryDefaults + "archive\narchive e2e-x\narchive install-old\narchive keep-smoke\narchive my-smoke\narchive temp-a\narchive temp-b\n"},
+		{[]string{"--keep", "keep-smoke", "--keep", "temp-b"}, dryDefaults + "archive\narchive e2e-x\narchive install-old\narchive my-smoke\narchive temp-a\n"},
 		{[]string{"--pattern", "no*", "--pattern", "default"}, "ctx: dry-run; pass --yes to archive\narchive notes\n"},
-		{[]string{"--older-than-days", "1"}, "ctx: dry-run; pass --yes to archive\n"},
-		{[]string{"--delete"}, "ctx: dry-run; pass --yes to delete\ndelete e2e-x\ndelete install-old\ndelete keep-smoke\ndelete my-smoke\ndelete temp-a\ndelete temp-b\n"},
+		{[]string{"--older-than-days", "1"}, dryDefaults + "archive\n"},
+		{[]string{"--delete"}, dryDefaults + "delete\ndelete e2e-x\ndelete install-old\ndelete keep-smoke\ndelete my-smoke\ndelete temp-a\ndelete temp-b\n"},
 	} {
 		out, code := s.ctx(t, append([]string{"agent", "session", "gc", "coder"}, c.args...)...)
 		if out != c.want || code != 0 {
@@ -189,10 +193,16 @@ func TestGCArchivesWhole(t *testing.T) {
 func TestArchiveRefusals(t *testing.T) {
 	s := newGCServer(t)
 	sessions := filepath.Join(s.store, coderRel, "session")
-	for _, n := range []string{"default", "repro-cur", "spark-live", "ansi-bad"} {
+	// Each refusal says which protection keeps the session.
+	for n, why := range map[string]string{
+		"default":    "session default is never archived",
+		"repro-cur":  "session repro-cur is the current session",
+		"spark-live": "session spark-live has a run",
+		"ansi-bad":   "session ansi-bad: its state cannot be read",
+	} {
 		tree := treeContent(t, filepath.Join(sessions, n))
 		out, code := s.ctx(t, "agent", "session", "archive", "coder", n)
-		if code != 1 || out != "ctx: archive "+n+": EBUSY\n" {
+		if code != 1 || out != "ctx: archive "+n+": EBUSY: "+why+"\n" {
 			t.Errorf("archive %s: exit %d %q", n, code, out)
 		}
 		if !sameTree(tree, treeContent(t, filepath.Join(sessions, n))) && n != "spark-live" {

@@ -94,9 +94,24 @@ func TestDoctorAsUser(t *testing.T) {
 	wantFinding(t, "as a user", out, "ok: /etc/fuse.conf user_allow_other (not needed: the server runs as root)")
 	if unix4242CanOpen(t) {
 		wantFinding(t, "as a user", out, "ok: /dev/fuse")
-	} else {
-		wantFinding(t, "as a user", out, "problem: /dev/fuse: uid 4242 cannot open it: EACCES: permission denied")
+		return
 	}
+	// Only the server opens /dev/fuse: a user who cannot is told so, and
+	// it is no problem while the server is root's, running or not.
+	wantFinding(t, "as a user", out, "ok: /dev/fuse (uid 4242 cannot open it: EACCES: permission denied; not needed: the server runs as root)")
+	s.kill(s.cmd, syscall.SIGTERM)
+	out, _ = doctor(t, s, user)
+	wantFinding(t, "as a user, no server", out, "ok: /dev/fuse (uid 4242 cannot open it: EACCES: permission denied; not needed: the server is run by root ("+s.root+" is root's))")
+
+	// A root of the user's own is for a server of their own: then it is.
+	own := filepath.Join(filepath.Dir(s.root), "own") // reachable: 0755 above
+	mustT(t, os.Mkdir(own, 0o755))
+	mustT(t, os.Chown(own, 4242, 4242))
+	out, code := doctor(t, &server{root: own, store: s.store}, user)
+	if code != 1 {
+		t.Errorf("a user's own root: exit %d, want 1", code)
+	}
+	wantFinding(t, "a user's own root", out, "problem: /dev/fuse: uid 4242 cannot open it: EACCES: permission denied")
 }
 
 // unix4242CanOpen reports whether uid 4242 may open /dev/fuse here.

@@ -360,6 +360,12 @@ printf 'cr\r bell\a esc\033 del\177 nul\000 bad\377 end'
 				t.Errorf("the jail's / holds %q: %q", name, content)
 			}
 		}
+		// As examples/README.md says: the mount root's path is made in the
+		// agent's root/ as a mountpoint, and stays there, empty.
+		made := s.mnt("home/1000/agent/shell/root") + s.root
+		if ents, err := os.ReadDir(made); err != nil || len(ents) != 0 {
+			t.Errorf("the mount root's path in the agent's root/: %v %v", ents, err)
+		}
 	})
 
 	t.Run("long output", func(t *testing.T) {

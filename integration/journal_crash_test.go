@@ -481,7 +481,7 @@ func TestJournalKill9(t *testing.T) {
 		// The server is down: fsck reads the logs with the journal, and
 		// must be clean (a temporary file a kill interrupted is not a
 		// problem: the next load removes it).
-		if out, code := s.fsck(); code != 0 || out != "" {
+		if out, code := s.fsck(); code != 0 || out != "clean\n" {
 			t.Errorf("round %d: fsck after the kill: exit %d\n%s", round, code, out)
 		}
 		what := fmt.Sprintf("round %d, after the kill", round)
@@ -504,7 +504,7 @@ func TestJournalKill9(t *testing.T) {
 			}
 		}
 		s.kill(s.cmd, syscall.SIGTERM)
-		if out, code := s.fsck(); code != 0 || out != "" {
+		if out, code := s.fsck(); code != 0 || out != "clean\n" {
 			t.Errorf("round %d: fsck after the replay and a clean stop: exit %d\n%s", round, code, out)
 		}
 		if left := journalFiles(t, s.store); len(left) > 0 {
@@ -857,7 +857,7 @@ func TestJournalTornLastBatch(t *testing.T) {
 		}
 	}
 	flipByte(t, jf, last.pos+jHeaderLen+int64(last.body)/2)
-	if out, code := s.fsck(); code != 0 || out != "" {
+	if out, code := s.fsck(); code != 0 || out != "clean\n" {
 		t.Fatalf("fsck with a torn last batch: exit %d, want 0 and nothing\n%s", code, out)
 	}
 	s.start() // replays, dropping the torn batch
@@ -889,7 +889,7 @@ func TestJournalTornLastBatch(t *testing.T) {
 	runsClosed(t, "after the torn tail", s, "d0", "d1")
 	s.send("d1", "after-torn", "after the torn tail")
 	s.kill(s.cmd, syscall.SIGTERM)
-	if out, code := s.fsck(); code != 0 || out != "" {
+	if out, code := s.fsck(); code != 0 || out != "clean\n" {
 		t.Errorf("fsck after the replay and a clean stop: exit %d\n%s", code, out)
 	}
 	for _, p := range storeLogs(t, s.store) {

@@ -134,7 +134,7 @@ func recoverSetsAside(t *testing.T, file string, spoil func(t *testing.T, path s
 	if code != 0 || fsckLine(out, logA+": ", "applied") == "" {
 		t.Errorf("fsck --repair: exit %d, want 0 and a line saying it applied the kept appends to %s", code, logA)
 	}
-	if out, code := s.fsck(); code != 0 || out != "" {
+	if out, code := s.fsck(); code != 0 || out != "clean\n" {
 		t.Errorf("fsck after the repair: exit %d\n%s", code, out)
 	}
 	if got := fileBytes(t, logA); got != keptLog {

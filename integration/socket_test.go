@@ -110,7 +110,7 @@ func TestFsckExitAndLines(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		s.mustRequest("coder", fmt.Sprintf(`{"op":"send","id":"c%d","session":"s%d","input":"x"}`, i, i))
 	}
-	if out, code := s.fsck(); code != 0 || out != "" {
+	if out, code := s.fsck(); code != 0 || out != "clean\n" {
 		t.Fatalf("clean store: exit %d, output %q", code, out)
 	}
 	settle() // the derived files reach the store behind, before s2's state is forged

@@ -21,6 +21,9 @@ import (
 // the start frame is durable, or with the error that refused the request
 // (and then nothing was written).
 func (e *Engine) send(c Caller, loc *location, req *proto.Request) (*Reply, error) {
+	if req.Input == "" { // whatever the client: an empty message is never recorded
+		return nil, abi.Errorf(syscall.EINVAL, "send", "the input is empty: nothing to send")
+	}
 	def, err := e.definition(loc.ref.Container)
 	if err != nil {
 		return nil, err

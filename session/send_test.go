@@ -360,3 +360,17 @@ func TestSessionCacheIsBounded(t *testing.T) {
 		t.Fatalf("replay after the session was dropped: %s", types(again))
 	}
 }
+
+// An empty input is refused (EINVAL) before anything is written, by any
+// client: a new session is not created, an existing one is not changed.
+func TestEmptyInputIsRefused(t *testing.T) {
+	env := newEnv(t)
+	env.send(root0, coder(), `{"op":"send","id":"c0","input":"first"}`) // the home exists
+	before := env.settledTree()
+	_, err := env.do(root0, coder(), `{"op":"send","id":"e0","input":"","session":"new"}`)
+	wantErrno(t, "an empty input to a new session", err, syscall.EINVAL)
+	sameTree(t, "a refused empty send to a new session", before, tree(t, env.store))
+	_, err = env.do(root0, coder(), `{"op":"send","id":"e1","input":""}`)
+	wantErrno(t, "an empty input to a session", err, syscall.EINVAL)
+	sameTree(t, "a refused empty send", before, tree(t, env.store))
+}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/client"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -44,7 +45,7 @@ func runSessionArchive(e *env, p *parsed) int {
 	}
 	out := gcOutcome{Session: name, Action: "archive"}
 	err := job.take(name)
-	out.report(e, p.on("json"), err)
+	out.report(e, p.on("json"), job.explain(name, err))
 	if err != nil {
 		return exitFailed
 	}
@@ -60,14 +61,21 @@ type gcOutcome struct {
 	Action  string `json:"action"` // "archive" or "delete"
 	DryRun  bool   `json:"dry_run,omitempty"`
 	Done    bool   `json:"done"`
-	Error   string `json:"error,omitempty"` // the errno name of a failure
+	Error   string `json:"error,omitempty"`   // the errno name of a failure
+	Message string `json:"message,omitempty"` // why, when more than the errno says
 }
 
 func (o gcOutcome) report(e *env, asJSON bool, err error) {
 	o.Done = err == nil && !o.DryRun
 	if err != nil {
 		o.Error = abi.ErrnoName(abi.Errno(err))
-		fmt.Fprintf(e.stderr, "ctx: %s %s: %s\n", o.Action, o.Session, o.Error)
+		line := o.Error
+		var why *abi.Error
+		if errors.As(err, &why) && why.Msg != "" {
+			o.Message = why.Msg
+			line += ": " + why.Msg
+		}
+		fmt.Fprintf(e.stderr, "ctx: %s %s: %s\n", o.Action, o.Session, line)
 	}
 	switch {
 	case asJSON:
@@ -105,7 +113,7 @@ func runSessionGC(e *env, p *parsed) int {
 	asJSON := p.on("json")
 	if !p.on("yes") {
 		if !asJSON { // JSON lines carry dry_run instead
-			fmt.Fprintf(e.stdout, "ctx: dry-run; pass --yes to %s\n", verb)
+			fmt.Fprintf(e.stdout, "ctx: dry-run%s; pass --yes to %s\n", sel.named(), verb)
 		}
 		for _, n := range names {
 			gcOutcome{Session: n, Action: verb, DryRun: true}.report(e, asJSON, nil)
@@ -116,7 +124,7 @@ func runSessionGC(e *env, p *parsed) int {
 	status := exitOK
 	for i, n := range names {
 		prog.show(i)
-		err := job.take(n)
+		err := job.explain(n, job.take(n))
 		prog.clear()
 		gcOutcome{Session: n, Action: verb}.report(e, asJSON, err)
 		if err != nil {
@@ -221,6 +229,24 @@ func mountID(path string) (uint64, error) {
 	return st.Mnt_id, nil
 }
 
+// explain gives a failed archive of name its reason: a protected session
+// (EBUSY) says which protection, asked of the server with a dry run; a
+// session that is not there (ENOENT) says so as every command does, and
+// where it is when it was archived already. Other errors pass as they are.
+func (j *gcJob) explain(name string, err error) error {
+	switch abi.Errno(err) {
+	case syscall.EBUSY:
+		var se *client.ServerError
+		if why := j.ask(name, "dry_run", "archivable"); errors.As(why, &se) && se.Code == "EBUSY" {
+			return abi.Errorf(syscall.EBUSY, "", "%s", strings.TrimPrefix(se.Message, "archive: "))
+		}
+		return abi.Errorf(syscall.EBUSY, "", "session %s is in use", name)
+	case syscall.ENOENT:
+		return missing(j.w, name, err)
+	}
+	return err
+}
+
 // ask sends the archive op for name with the flag set (dry_run, delete)
 // and expects a frame of type want.
 func (j *gcJob) ask(name, flag, want string) error {
@@ -235,6 +261,7 @@ func (j *gcJob) ask(name, flag, want string) error {
 // selection is which sessions a gc considers (SPEC 12).
 type selection struct {
 	patterns  []string
+	defaults  bool // patterns are defaultGCPatterns: no --pattern
 	keep      map[string]bool
 	olderThan time.Duration // 0: any age
 }
@@ -242,7 +269,7 @@ type selection struct {
 func newSelection(p *parsed) (*selection, error) {
 	s := &selection{patterns: p.all("pattern"), keep: map[string]bool{}}
 	if len(s.patterns) == 0 {
-		s.patterns = defaultGCPatterns
+		s.patterns, s.defaults = defaultGCPatterns, true
 	}
 	for _, pat := range s.patterns {
 		if _, err := path.Match(pat, ""); err != nil {
@@ -294,6 +321,15 @@ func (s *selection) candidates(j *gcJob) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// named is what the dry run's header says of the patterns: the default
+// ones are named, since no command line shows them.
+func (s *selection) named() string {
+	if !s.defaults {
+		return ""
+	}
+	return " of the default patterns " + strings.Join(defaultGCPatterns, " ") + " (--pattern GLOB replaces them)"
 }
 
 func (s *selection) matches(name string) bool {

@@ -176,7 +176,7 @@ func printHistoryFile(w io.Writer, path string) error {
 }
 
 func (c *chat) socket() string {
-	return abi.SocketPath(c.w.loc.Root, abi.KindAgent, c.w.loc.Agent)
+	return c.w.loc.Socket()
 }
 
 // send sends input as one run and prints the reply as it streams. The

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ctxfs/ctxfs/internal/bashcomp"
 )
 
 // The cobra tree is built from the command table for each run, so that
@@ -57,7 +59,9 @@ func newCLI(e *env) *cobra.Command {
 		parent := groupFor(groups, c)
 		parent.AddCommand(leafCommand(e, c))
 	}
-	root.InitDefaultCompletionCmd() // now, so that it is a group like the others
+	// Now, so that it is a group like the others; its bash script needs no
+	// bash-completion package.
+	bashcomp.Install(root)
 	if comp, _, err := root.Find([]string{"completion"}); err == nil && comp != root {
 		groups["completion"] = comp
 	}

@@ -41,9 +41,10 @@ var commands = []*command{
 			{name: "id", value: true, usage: "the client id `C`: sending again with the same id and input is a replay"},
 			fJSON.with("print the raw reply frames as JSON lines")},
 		short: "Send INPUT to AGENT and print the answer as it streams",
-		help: `Sends INPUT to AGENT and prints the answer as it streams. INPUT words are
-joined with spaces; an INPUT of - is read from stdin. An INPUT that starts
-with - goes after --. Exit status: 0 ok, 1 the run failed or was cancelled
+		help: `Sends INPUT to AGENT and prints the answer as it streams. AGENT may be a
+model, PROVIDER/MODEL (as in every ctx agent command). INPUT words are
+joined with spaces; an INPUT of - is read from stdin; an empty INPUT is
+refused (EINVAL). An INPUT that starts with - goes after --. Exit status: 0 ok, 1 the run failed or was cancelled
 (or the connection fell too far behind it: attach follows it again),
 2 bad usage or a refused request (its errno on stderr), 130 interrupted:
 Ctrl+C only detaches, the run goes on (ctx agent attach AGENT RUN follows it
@@ -52,6 +53,7 @@ stderr, and tool calls and results show as one line each.
 `,
 		examples: `ctx agent send coder 'fix the failing test'
 git diff | ctx agent send coder 'review this:' -
+ctx agent send debug/echo hello
 ctx agent send coder --session review --json 'summarize' | jq -r 'select(.type=="delta").text'`,
 		run: runSend},
 	{name: "chat", aliases: []string{"repl"}, posNames: "AGENT", minArgs: 1, maxArgs: 1,

@@ -26,7 +26,7 @@ import (
 const doctorHelp = `Checks what ctx and ctxfs need, and prints one line per check: ok, or the
 problem and its fix. The mount root exists; home and shared are ctxfs mounts
 that answer; each definition is valid and its socket answers; /dev/fuse is
-there and usable; whether /etc/fuse.conf has user_allow_other (a note: ctxfs
+there and usable by the server's uid (the mount root's owner when none runs); whether /etc/fuse.conf has user_allow_other (a note: ctxfs
 never needs it, a server that is not root serves its own user alone); the store ($CTXFS_STORE, else the default) and the directories above it
 can be changed by no one but the server. --json: one object per check
 (check, ok, problem, fix, note). Exit 0 when all is well, 1 when a problem
@@ -306,13 +306,38 @@ func (d *doctor) checkDevice() {
 		return
 	}
 	f, err := os.OpenFile(fuseDevice, os.O_RDWR, 0)
-	if err != nil {
-		d.problem(check, fmt.Sprintf("uid %d cannot open it: %s", d.e.uid, errText(err)),
-			"run the server as root, or give users the device's usual mode: chmod 0666 /dev/fuse (in a container, also allow the device: --device /dev/fuse)")
+	if err == nil {
+		f.Close()
+		d.ok(check, "")
 		return
 	}
-	f.Close()
-	d.ok(check, "")
+	cannot := fmt.Sprintf("uid %d cannot open it: %s", d.e.uid, errText(err))
+	if server, why := d.deviceUser(); server != d.e.uid {
+		// Only the server opens the device: your access does not matter.
+		d.ok(check, cannot+"; not needed: "+why)
+		return
+	}
+	d.problem(check, cannot,
+		"run the server as root, or give users the device's usual mode: chmod 0666 /dev/fuse (in a container, also allow the device: --device /dev/fuse)")
+}
+
+// deviceUser is the uid that opens /dev/fuse, and why it is that one: the
+// running server's; without one, the owner of the mount root, which ctxfs
+// mount requires to be root or the server's uid (an admin's root is
+// root's); without a root, the caller, who would start the server.
+func (d *doctor) deviceUser() (int, string) {
+	var st syscall.Stat_t
+	switch {
+	case d.serverUid == 0:
+		return 0, "the server runs as root"
+	case d.serverUid > 0:
+		return d.serverUid, fmt.Sprintf("the server runs as uid %d", d.serverUid)
+	case syscall.Stat(d.root, &st) == nil && st.Uid == 0:
+		return 0, "the server is run by root (" + d.root + " is root's)"
+	case syscall.Stat(d.root, &st) == nil:
+		return int(st.Uid), fmt.Sprintf("the server is run by uid %d (%s is theirs)", st.Uid, d.root)
+	}
+	return d.e.uid, ""
 }
 
 // checkAllowOther says whether /etc/fuse.conf has user_allow_other, which

@@ -22,15 +22,27 @@ func enoent(format string, args ...any) error {
 }
 
 func noAgent(agent string) error {
+	if client.KindOf(agent) == abi.KindModel {
+		return enoent("no model %q (ctx agent list shows the models)", agent)
+	}
 	return enoent("no agent %q (ctx agent list shows the agents)", agent)
 }
 
 func noSession(w *where, session string) error {
+	if archived := archivedSession(w, session); exists(archived) {
+		return enoent("no session %q of agent %q: it is archived, in %s (its files are there)", session, w.loc.Agent, archived)
+	}
 	list := "ctx agent session list " + w.loc.Agent
 	if w.loc.Space != "" {
 		list += " --shared " + w.loc.Space
 	}
 	return enoent("no session %q of agent %q (%s shows them)", session, w.loc.Agent, list)
+}
+
+// archivedSession is where an archive of session would be: the home's
+// archived_sessions/AGENT/SESSION (session list shows live sessions only).
+func archivedSession(w *where, session string) string {
+	return filepath.Join(w.loc.HomeDir(), abi.ArchivedDir, w.loc.Agent, session)
 }
 
 func noSpace(w *where) error {
@@ -86,7 +98,7 @@ func agentKnown(w *where) bool {
 
 // agentDefined reports whether root has a definition or a socket of agent.
 func agentDefined(root, agent string) bool {
-	def := abi.DefinitionPath(root, abi.KindAgent, agent)
+	def := abi.DefinitionPath(root, client.KindOf(agent), agent)
 	for _, p := range []string{def, def + abi.DefinitionSuffix, def + abi.SocketSuffix} {
 		if exists(p) {
 			return true
@@ -129,12 +141,20 @@ func unreachable(de *client.DialError) string {
 	return fmt.Sprintf("ENOENT: agent %q has no socket: the server does not serve it (ctx doctor says why)", agent)
 }
 
-// socketOwner splits ROOT/agent/NAME.sock.
+// socketOwner splits ROOT/agent/NAME.sock, or ROOT/model/PROVIDER/MODEL.sock
+// (agent: "PROVIDER/MODEL").
 func socketOwner(path string) (root, agent string, ok bool) {
 	dir, base := filepath.Split(path)
 	dir = filepath.Clean(dir)
-	if filepath.Base(dir) != abi.KindAgent || !strings.HasSuffix(base, abi.SocketSuffix) {
+	if !strings.HasSuffix(base, abi.SocketSuffix) {
 		return "", "", false
 	}
-	return filepath.Dir(dir), strings.TrimSuffix(base, abi.SocketSuffix), true
+	name := strings.TrimSuffix(base, abi.SocketSuffix)
+	switch {
+	case filepath.Base(dir) == abi.KindAgent:
+		return filepath.Dir(dir), name, true
+	case filepath.Base(filepath.Dir(dir)) == abi.KindModel:
+		return filepath.Dir(filepath.Dir(dir)), filepath.Base(dir) + "/" + name, true
+	}
+	return "", "", false
 }

@@ -21,6 +21,9 @@ func runSend(e *env, p *parsed) int {
 		return fail(e, "send", err, exitUsage)
 	}
 	input, err := readInput(e.stdin, p.args[1:])
+	if err == nil && input == "" { // as the server would: nothing is sent
+		err = abi.Errorf(syscall.EINVAL, "", "the input is empty: nothing to send")
+	}
 	if err != nil {
 		return fail(e, "send", err, exitUsage)
 	}
@@ -135,7 +138,7 @@ func streamFrames(e *env, w *where, req *proto.Object, pr *sendPrinter, each fun
 // refuses an oversized request may close before reading it all, and its
 // error frame is the better answer; readErr is nil at a clean end.
 func exchange(ctx context.Context, w *where, req *proto.Object, each func(client.Frame)) (sendErr, readErr, dialErr error) {
-	conn, err := client.Dial(ctx, abi.SocketPath(w.loc.Root, abi.KindAgent, w.loc.Agent))
+	conn, err := client.Dial(ctx, w.loc.Socket())
 	if err != nil {
 		return nil, nil, err
 	}

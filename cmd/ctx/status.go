@@ -20,7 +20,7 @@ import (
 func call(e *env, w *where, req *proto.Object, want string) (client.Frame, error) {
 	ctx, stop := e.interrupt()
 	defer stop()
-	frames, err := client.Call(ctx, abi.SocketPath(w.loc.Root, abi.KindAgent, w.loc.Agent), req)
+	frames, err := client.Call(ctx, w.loc.Socket(), req)
 	if ctx.Err() != nil {
 		return client.Frame{}, context.Canceled
 	}

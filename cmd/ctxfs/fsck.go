@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -19,12 +21,15 @@ func newFsckCommand() *cobra.Command {
 		Short: "Verify a store from scratch, one line per problem",
 		Long: `Fsck verifies every session of a store: the chained checksums and seals of
 its logs, its files and the server's journal. It prints one line per problem
-(PATH: what) on stdout, progress on a terminal's stderr only.
+(PATH: what) on stdout, or "clean" when there is none, progress on a
+terminal's stderr only. Without --store and $CTXFS_STORE it checks the store
+of the server of the mount root ($CTX_ROOT, else /ctx) when one runs there
+(its pid file names it), else the default store.
 
 Exit status: 0 the store is clean, 1 it has problems, 2 bad usage or fsck
 could not run. --repair replays the journal, cuts torn appends and removes
-the leftovers of interrupted writes, saying so for each; it refuses a store
-that a live server holds.`,
+the leftovers of interrupted writes, saying so for each, and says what to do
+about what it cannot repair; it refuses a store that a live server holds.`,
 		Example: `  ctxfs fsck
   ctxfs fsck --store /var/lib/ctxfs
   ctxfs umount && ctxfs fsck --repair`,
@@ -46,7 +51,7 @@ that a live server holds.`,
 // clean and 1 when not (2 when it cannot run). Progress goes to a
 // terminal's stderr only, so that scripts read problems alone.
 func fsck(store string, repair bool) int {
-	store, err := absOr(store, defaultStore())
+	store, err := fsckStore(store)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ctxfs: fsck:", err)
 		return 2
@@ -69,7 +74,13 @@ func fsck(store string, repair bool) int {
 		}
 	}
 	problems, err := session.Fsck(store, repair, served, session.FsckReport{
-		Problem:  func(path, what string) { clearLine(tty); fmt.Printf("%s: %s\n", path, what) },
+		Problem: func(path, what string) {
+			clearLine(tty)
+			if repair {
+				what += unrepairedAdvice(what)
+			}
+			fmt.Printf("%s: %s\n", path, what)
+		},
 		Repaired: func(path, what string) { clearLine(tty); fmt.Printf("%s: repaired: %s\n", path, what) },
 		Progress: progress,
 	})
@@ -81,7 +92,34 @@ func fsck(store string, repair bool) int {
 	if problems > 0 {
 		return 1
 	}
+	fmt.Println("clean") // silence would look like fsck did nothing
 	return 0
+}
+
+// fsckStore is the store fsck checks: --store, else $CTXFS_STORE, else
+// the store of the server of the default root (its pid file names it),
+// said on stderr since no command line named it, else the default store.
+func fsckStore(flag string) (string, error) {
+	if flag != "" || os.Getenv("CTXFS_STORE") != "" {
+		return absOr(flag, defaultStore())
+	}
+	root := defaultRoot()
+	if h, _, err := rootHolder(root); err == nil && h.pid != 0 && filepath.IsAbs(h.label) {
+		fmt.Fprintf(os.Stderr, "ctxfs: fsck: %s, the store of the server of %s (pid %d)\n", h.label, root, h.pid)
+		return h.label, nil
+	}
+	return absOr("", defaultStore())
+}
+
+// unrepairedAdvice is what to do about a problem --repair left, by the
+// words fsck says it with: --repair cuts only what was never acknowledged
+// and never rewrites history, so a log that differs from what its seal
+// vouches for is put right by hand.
+func unrepairedAdvice(what string) string {
+	if strings.Contains(what, "does not match") {
+		return "; --repair does not rewrite history: stop the server and put back the bytes the seal vouches for (from a backup), or move the session's directory out of the store to give the session up"
+	}
+	return ""
 }
 
 // refuseServedStorePath refuses a store that a live server holds.

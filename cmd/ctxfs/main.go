@@ -19,6 +19,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/internal/bashcomp"
 )
 
 func main() {
@@ -98,6 +99,7 @@ other users.`,
 		root.AddCommand(extra(root, version()))
 	}
 	root.SetHelpCommand(newHelpCommand())
+	bashcomp.Install(root) // a script that needs no bash-completion package
 	return root
 }
 
