@@ -124,3 +124,83 @@ func plantOnSockets(root string, names []string, target string, stop <-chan stru
 	}
 	return n
 }
+
+// TestWatchedDirsBounded: with more providers than maxWatchedDirs, the
+// kernel holds exactly maxWatchedDirs watches of the server's, and a
+// model defined in a provider past the bound still gets its socket, from
+// the periodic rescan; one in a watched provider gets it from inotify.
+func TestWatchedDirsBounded(t *testing.T) {
+	base := t.TempDir()
+	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
+	for i := range maxWatchedDirs + 5 { // ROOT/agent and ROOT/model are watched first
+		must(t, os.MkdirAll(filepath.Join(root, "model", fmt.Sprintf("p%04d", i)), 0o755))
+	}
+	e, err := session.Open(session.Config{Store: store, Root: root})
+	must(t, err)
+	t.Cleanup(func() { e.Close() })
+	socks, err := ServeSockets(e, root, nil)
+	must(t, err)
+	t.Cleanup(socks.Close)
+	if socks.defs == nil {
+		t.Skip("no inotify here")
+	}
+	fdinfo, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", socks.defs.fd))
+	must(t, err)
+	if n := bytes.Count(fdinfo, []byte("inotify wd:")); n != maxWatchedDirs {
+		t.Errorf("%d directories watched, want %d", n, maxWatchedDirs)
+	}
+	for _, p := range []string{"p0000", fmt.Sprintf("p%04d", maxWatchedDirs+4)} {
+		must(t, os.Mkdir(filepath.Join(root, "model", p, "m.d"), 0o755))
+		sock := filepath.Join(root, "model", p, "m.sock")
+		deadline := time.Now().Add(3 * rescanPeriod)
+		for !isSocket(sock) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no socket within %v", sock, 3*rescanPeriod)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func isSocket(p string) bool {
+	st, err := os.Lstat(p)
+	return err == nil && st.Mode().Type() == os.ModeSocket
+}
+
+// TestSocketsFollowBurst: a burst of definitions made and removed (events
+// coalesce into few rescans) ends with exactly one socket per definition
+// left, and no bind directory left behind.
+func TestSocketsFollowBurst(t *testing.T) {
+	base := t.TempDir()
+	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
+	must(t, os.MkdirAll(filepath.Join(root, "agent"), 0o755))
+	e, err := session.Open(session.Config{Store: store, Root: root})
+	must(t, err)
+	t.Cleanup(func() { e.Close() })
+	socks, err := ServeSockets(e, root, nil)
+	must(t, err)
+	t.Cleanup(socks.Close)
+	const n = 200
+	for i := range n {
+		must(t, os.Mkdir(filepath.Join(root, "agent", fmt.Sprintf("b%03d.d", i)), 0o755))
+	}
+	for i := 0; i < n; i += 2 {
+		must(t, os.Remove(filepath.Join(root, "agent", fmt.Sprintf("b%03d.d", i))))
+	}
+	want := func() bool {
+		for i := range n {
+			if isSocket(filepath.Join(root, "agent", fmt.Sprintf("b%03d.sock", i))) != (i%2 == 1) {
+				return false
+			}
+		}
+		left, _ := filepath.Glob(filepath.Join(root, "agent", ".s*"))
+		return len(left) == 0
+	}
+	deadline := time.Now().Add(3 * rescanPeriod)
+	for !want() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v the sockets are not one per definition left", 3*rescanPeriod)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
