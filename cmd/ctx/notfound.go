@@ -126,7 +126,7 @@ func unreachable(de *client.DialError) string {
 	case !agentDefined(root, agent):
 		return noAgent(agent).Error()
 	}
-	return fmt.Sprintf("ENOENT: agent %q has no socket: the server does not serve it (ctx doctor says why)", agent)
+	return fmt.Sprintf("ENOENT: agent %q is defined but has no socket after %v: the server does not serve it (ctx doctor says why)", agent, client.SocketWait)
 }
 
 // socketOwner splits ROOT/agent/NAME.sock.
