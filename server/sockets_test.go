@@ -28,12 +28,7 @@ func TestSocketOverSymlink(t *testing.T) {
 	sock := filepath.Join(root, "agent", "coder.sock")
 	must(t, os.Symlink(target, sock))
 
-	e, err := session.Open(session.Config{Store: store, Root: root})
-	must(t, err)
-	t.Cleanup(func() { e.Close() })
-	socks, err := ServeSockets(e, root, nil)
-	must(t, err)
-	t.Cleanup(socks.Close)
+	serveRoot(t, root, store)
 
 	st, err := os.Lstat(target)
 	must(t, err)
@@ -53,6 +48,31 @@ func TestSocketOverSymlink(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(root, "agent", ".s*")); len(left) != 0 {
 		t.Fatalf("private bind directories left behind: %v", left)
+	}
+}
+
+// serveRoot serves root's sockets with an engine on store, both closed
+// when the test ends.
+func serveRoot(t *testing.T, root, store string) *Sockets {
+	t.Helper()
+	e, err := session.Open(session.Config{Store: store, Root: root})
+	must(t, err)
+	t.Cleanup(func() { e.Close() })
+	socks, err := ServeSockets(e, root, nil)
+	must(t, err)
+	t.Cleanup(socks.Close)
+	return socks
+}
+
+// within fails the test unless ok holds within limit.
+func within(t *testing.T, limit time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, limit)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -135,12 +155,7 @@ func TestWatchedDirsBounded(t *testing.T) {
 	for i := range maxWatchedDirs + 5 { // ROOT/agent and ROOT/model are watched first
 		must(t, os.MkdirAll(filepath.Join(root, "model", fmt.Sprintf("p%04d", i)), 0o755))
 	}
-	e, err := session.Open(session.Config{Store: store, Root: root})
-	must(t, err)
-	t.Cleanup(func() { e.Close() })
-	socks, err := ServeSockets(e, root, nil)
-	must(t, err)
-	t.Cleanup(socks.Close)
+	socks := serveRoot(t, root, store)
 	if socks.defs == nil {
 		t.Skip("no inotify here")
 	}
@@ -152,13 +167,7 @@ func TestWatchedDirsBounded(t *testing.T) {
 	for _, p := range []string{"p0000", fmt.Sprintf("p%04d", maxWatchedDirs+4)} {
 		must(t, os.Mkdir(filepath.Join(root, "model", p, "m.d"), 0o755))
 		sock := filepath.Join(root, "model", p, "m.sock")
-		deadline := time.Now().Add(3 * rescanPeriod)
-		for !isSocket(sock) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: no socket within %v", sock, 3*rescanPeriod)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		within(t, 3*rescanPeriod, "a socket at "+sock, func() bool { return isSocket(sock) })
 	}
 }
 
@@ -174,12 +183,7 @@ func TestSocketsFollowBurst(t *testing.T) {
 	base := t.TempDir()
 	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
 	must(t, os.MkdirAll(filepath.Join(root, "agent"), 0o755))
-	e, err := session.Open(session.Config{Store: store, Root: root})
-	must(t, err)
-	t.Cleanup(func() { e.Close() })
-	socks, err := ServeSockets(e, root, nil)
-	must(t, err)
-	t.Cleanup(socks.Close)
+	serveRoot(t, root, store)
 	const n = 200
 	for i := range n {
 		must(t, os.Mkdir(filepath.Join(root, "agent", fmt.Sprintf("b%03d.d", i)), 0o755))
@@ -196,11 +200,5 @@ func TestSocketsFollowBurst(t *testing.T) {
 		left, _ := filepath.Glob(filepath.Join(root, "agent", ".s*"))
 		return len(left) == 0
 	}
-	deadline := time.Now().Add(3 * rescanPeriod)
-	for !want() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v the sockets are not one per definition left", 3*rescanPeriod)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	within(t, 3*rescanPeriod, "one socket per definition left", want)
 }
