@@ -142,7 +142,8 @@ func TestStaleSocketsRemovedAtStart(t *testing.T) {
 // made finds its socket (it waits for it); a definition whose socket
 // something else is in the way of, and a socket left without its
 // definition, are each reported with their fix (before, the stale socket
-// passed as "no problems found"); and it is clean once they are fixed.
+// passed as "no problems found"), and send to the former says what is in
+// its way; the doctor is clean once they are fixed.
 func TestDoctorDefinitionSockets(t *testing.T) {
 	s := newFuseServer(t)
 	fresh := filepath.Join(s.root, "agent/fresh.d")
@@ -167,6 +168,12 @@ func TestDoctorDefinitionSockets(t *testing.T) {
 		"  fix: remove it (rm -r "+blocked+"); the server then makes the socket")
 	wantFinding(t, "a stale socket", out, "problem: socket "+ghost+": no definition: "+filepath.Join(s.root, "agent/ghost.d")+
 		" does not exist: left behind by a server that stopped\n  fix: rm "+ghost)
+
+	// Not "ctxfs is not running", as a refused connection used to say.
+	out, errs, code := ctxSplit(t, s, "agent", "send", "blocked", "hi")
+	if code != 2 || out != "" || errs != "ctx: send: ECONNREFUSED: agent \"blocked\" has no socket: something else is in its place (ctx doctor says how to fix it)\n" {
+		t.Errorf("send to a definition without its socket: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
 
 	mustT(t, os.Remove(blocked))
 	mustT(t, os.Remove(ghost))

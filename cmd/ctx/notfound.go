@@ -109,11 +109,15 @@ func mounted(root string) bool {
 }
 
 // unreachable says why an agent's socket could not be reached: no server
-// (a stale socket refuses, or nothing is mounted), or a live server that
-// has no such agent, or one that does not serve a defined agent.
+// (a stale socket refuses, or nothing is mounted), something other than a
+// socket in its place, or a live server that has no such agent, or one
+// that does not serve a defined agent.
 func unreachable(de *client.DialError) string {
 	name := abi.ErrnoName(abi.Errno(de.Err))
 	root, agent, ok := socketOwner(de.Path)
+	if ok && name == "ECONNREFUSED" && !isSocket(de.Path) {
+		return fmt.Sprintf("ECONNREFUSED: agent %q has no socket: something else is in its place (ctx doctor says how to fix it)", agent)
+	}
 	if !ok || name != "ENOENT" {
 		return name + ": ctxfs is not running (ctxfs mount starts it)"
 	}
