@@ -547,18 +547,33 @@ type Socket struct {
 // UndefinedSockets lists the sockets at ROOT/agent/NAME.sock and
 // ROOT/model/PROVIDER/NAME.sock, for valid names, whose definition is not
 // there (Defined): what a server that stopped left behind, or what a
-// running one has not removed yet.
+// running one has not removed yet. A provider that is a symlink is not
+// looked into: what is listed here may be removed, and only in the
+// root's own directories.
 func UndefinedSockets(root string) []Socket {
+	out := undefinedSocketsIn(root, abi.KindAgent, "")
+	models := filepath.Join(root, abi.KindModel)
+	ents, _ := os.ReadDir(models) // none: no model sockets
+	for _, e := range ents {
+		if e.IsDir() { // from the entry's own type: a symlink is not a directory here
+			out = append(out, undefinedSocketsIn(root, abi.KindModel, e.Name()+"/")...)
+		}
+	}
+	return out
+}
+
+// undefinedSocketsIn is UndefinedSockets for the directory of kind whose
+// names start with prefix ("" for agents, "PROVIDER/" for models).
+func undefinedSocketsIn(root, kind, prefix string) []Socket {
+	dir := abi.DefinitionPath(root, kind, prefix)
+	ents, _ := os.ReadDir(dir)
 	var out []Socket
-	for _, pattern := range []string{"agent/*" + abi.SocketSuffix, "model/*/*" + abi.SocketSuffix} {
-		found, _ := filepath.Glob(filepath.Join(root, pattern)) // only a malformed pattern fails
-		for _, p := range found {
-			rel, _ := filepath.Rel(root, strings.TrimSuffix(p, abi.SocketSuffix))
-			kind, name, _ := strings.Cut(filepath.ToSlash(rel), "/")
-			valid := kind == abi.KindAgent && abi.ValidName(name) || kind == abi.KindModel && abi.ValidModelName(name)
-			if st, err := os.Lstat(p); valid && err == nil && st.Mode().Type() == fs.ModeSocket && !Defined(root, kind, name) {
-				out = append(out, Socket{Kind: kind, Name: name, Path: p})
-			}
+	for _, e := range ents {
+		base, ok := strings.CutSuffix(e.Name(), abi.SocketSuffix)
+		name := prefix + base
+		valid := kind == abi.KindAgent && abi.ValidName(name) || kind == abi.KindModel && abi.ValidModelName(name)
+		if ok && valid && e.Type() == fs.ModeSocket && !Defined(root, kind, name) {
+			out = append(out, Socket{Kind: kind, Name: name, Path: filepath.Join(dir, e.Name())})
 		}
 	}
 	return out

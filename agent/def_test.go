@@ -172,7 +172,15 @@ func TestUndefinedSockets(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	writeFile(t, filepath.Join(dir, "agent", "here.d", "model"), "debug/echo\n", 0o644)
 	writeFile(t, filepath.Join(dir, "agent", "file.sock"), "", 0o644)
-	for _, p := range []string{"agent/here.sock", "agent/gone.sock", "agent/Bad Name.sock", "model/acme/old.sock", "model/debug/echo.sock"} {
+	// A provider that is a symlink is not looked into: its target may
+	// be anywhere, and what is listed may be removed.
+	if err := os.MkdirAll(filepath.Join(dir, "model"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "elsewhere"), filepath.Join(dir, "model", "linked")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"agent/here.sock", "agent/gone.sock", "agent/Bad Name.sock", "model/acme/old.sock", "model/debug/echo.sock", "elsewhere/other.sock"} {
 		p = filepath.Join(dir, p)
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: p, Net: "unix"})

@@ -38,9 +38,9 @@ type Sockets struct {
 	log  *slog.Logger
 
 	mu        sync.Mutex
-	listeners map[string]net.Listener // by socket path
-	wg        sync.WaitGroup          // the accept loops and the inotify reader
-	loopWG    sync.WaitGroup          // the rescan loop, which alone uses defs once serving
+	listeners map[string]listening // by socket path
+	wg        sync.WaitGroup       // the accept loops and the inotify reader
+	loopWG    sync.WaitGroup       // the rescan loop, which alone uses defs once serving
 	stop      chan struct{}
 	rescan    chan struct{} // one pending request for a rescan; more coalesce
 	defs      *defWatch     // nil without inotify
@@ -66,7 +66,7 @@ func ServeSockets(e *session.Engine, root string, log *slog.Logger) (*Sockets, e
 			return nil, err
 		}
 	}
-	s := &Sockets{e: e, root: root, log: log, listeners: map[string]net.Listener{},
+	s := &Sockets{e: e, root: root, log: log, listeners: map[string]listening{},
 		stop: make(chan struct{}), rescan: make(chan struct{}, 1)}
 	s.removeStaleSockets()
 	s.startWatching()
@@ -114,12 +114,33 @@ func (s *Sockets) Close() {
 		s.defs.close()
 	}
 	s.mu.Lock()
-	for p, l := range s.listeners {
-		l.Close()
-		os.Remove(p)
+	for p, sv := range s.listeners {
+		sv.close(p)
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+}
+
+// listening is one socket served: its listener, and the socket file made
+// for it, which alone is ever removed: an entry replaced since at its
+// path, or a path that now leads elsewhere (a provider's symlink), is
+// left alone.
+type listening struct {
+	l    net.Listener
+	file os.FileInfo
+}
+
+// close stops listening and removes the socket file at p if it is still
+// the one made for it.
+func (sv listening) close(p string) error {
+	sv.l.Close()
+	if st, err := os.Lstat(p); err != nil || !os.SameFile(st, sv.file) {
+		return nil
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // loop rescans when inotify asks (at most once per minRescanGap) and every
@@ -215,12 +236,11 @@ func (s *Sockets) closeUndefined(defined []session.Target) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for p, l := range s.listeners {
+	for p, sv := range s.listeners {
 		if keep[p] {
 			continue
 		}
-		l.Close()
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := sv.close(p); err != nil {
 			s.log.Error("sockets: removing the socket of a removed definition", "socket", p, "err", err)
 		}
 		delete(s.listeners, p)
@@ -232,21 +252,21 @@ func (s *Sockets) listen(t session.Target) error {
 	p := abi.SocketPath(s.root, t.Kind, t.Owner)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if l, ok := s.listeners[p]; ok {
+	if sv, ok := s.listeners[p]; ok {
 		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
-		l.Close() // its name was removed under it: no one can reach it, so listen anew
+		sv.l.Close() // its name was removed under it: no one can reach it, so listen anew
 		delete(s.listeners, p)
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	l, err := listenAt(p)
+	l, file, err := listenAt(p)
 	if err != nil {
 		return err
 	}
-	s.listeners[p] = l
+	s.listeners[p] = listening{l: l, file: file}
 	s.log.Info("listening", "socket", p, t.Kind, t.Owner)
 	s.wg.Add(1)
 	go s.accept(l, t)
@@ -259,27 +279,31 @@ func (s *Sockets) listen(t session.Target) error {
 // and chmodded in a fresh 0700 directory of ours beside p, where nothing
 // but us can be, and then renamed onto p: rename replaces whatever is at p
 // (a socket left by a server that died, a stale symlink) as an entry,
-// never following it.
-func listenAt(p string) (*net.UnixListener, error) {
+// never following it. file is the socket file, as it was in the private
+// directory (a rename keeps the inode).
+func listenAt(p string) (l *net.UnixListener, file os.FileInfo, err error) {
 	private, err := os.MkdirTemp(filepath.Dir(p), ".s") // 0700; a short name, as socket paths are bounded
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer os.RemoveAll(private)
 	bound := filepath.Join(private, "s")
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: bound, Net: "unix"})
+	l, err = net.ListenUnix("unix", &net.UnixAddr{Name: bound, Net: "unix"})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	l.SetUnlinkOnClose(false) // its name moves to p, which Close removes
-	if err := os.Chmod(bound, 0o666); err == nil {
+	if err = os.Chmod(bound, 0o666); err == nil {
+		file, err = os.Lstat(bound)
+	}
+	if err == nil {
 		err = os.Rename(bound, p)
 	}
 	if err != nil {
 		l.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return l, nil
+	return l, file, nil
 }
 
 func (s *Sockets) accept(l *net.UnixListener, t session.Target) {

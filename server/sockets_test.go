@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -201,4 +202,39 @@ func TestSocketsFollowBurst(t *testing.T) {
 		return len(left) == 0
 	}
 	within(t, 3*rescanPeriod, "one socket per definition left", want)
+}
+
+// TestRemovesOnlyItsOwnSocket: when a definition goes, its socket is
+// removed only if the path still leads to the socket made for it. Here a
+// provider's symlink is pointed at another directory whose m.sock is
+// someone else's: that socket stays, and so does its content.
+func TestRemovesOnlyItsOwnSocket(t *testing.T) {
+	base := t.TempDir()
+	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
+	first, other := filepath.Join(base, "first"), filepath.Join(base, "other")
+	must(t, os.MkdirAll(filepath.Join(first, "m.d"), 0o755))
+	must(t, os.MkdirAll(other, 0o755))
+	must(t, os.MkdirAll(filepath.Join(root, "model"), 0o755))
+	link := filepath.Join(root, "model", "linked")
+	must(t, os.Symlink(first, link))
+	theirs := filepath.Join(other, "m.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: theirs, Net: "unix"})
+	must(t, err)
+	defer l.Close()
+	serveRoot(t, root, store)
+	sock := filepath.Join(link, "m.sock")
+	within(t, 3*rescanPeriod, "a socket for linked/m", func() bool { return isSocket(sock) })
+
+	must(t, os.Remove(link))
+	must(t, os.Symlink(other, link)) // linked/m.d is gone: other has no m.d
+	within(t, 3*rescanPeriod, "the socket made in "+first+" closed", func() bool {
+		c, err := net.Dial("unix", filepath.Join(first, "m.sock"))
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	if !isSocket(theirs) {
+		t.Fatalf("%s, someone else's socket, was removed", theirs)
+	}
 }
