@@ -95,7 +95,7 @@ func load(root, kind, name string, w *witness) (*Definition, error) {
 	if kind == abi.KindModel {
 		d.Model = name
 	}
-	if err := checkDir(root, kind, dir, w); err != nil {
+	if err := checkDir(root, kind, name, dir, w); err != nil {
 		if kind == abi.KindModel && name == EchoModel && abi.Errno(err) == syscall.ENOENT {
 			d.Dir = ""
 			return d, nil
@@ -152,10 +152,10 @@ func defPaths(root, kind, name string) (dir, prog string, err error) {
 // server's uid can change, and so can the directories between it and root
 // (ownedByServer); ENOENT when nothing (or not a directory) is there: a
 // stray file named NAME.d defines nothing.
-func checkDir(root, kind, dir string, w *witness) error {
+func checkDir(root, kind, name, dir string, w *witness) error {
 	st, err := w.stat(dir)
-	if err == nil && !st.IsDir() {
-		return abi.Errorf(syscall.ENOENT, "load", "%s is not a directory", dir)
+	if err == nil && !st.IsDir() || errors.Is(err, fs.ErrNotExist) {
+		return NotDefined(kind, name)
 	}
 	if err != nil {
 		return hostErr("load", err)
@@ -174,6 +174,27 @@ func checkDir(root, kind, dir string, w *witness) error {
 			return nil
 		}
 	}
+}
+
+// NotDefined is the ENOENT of a definition whose NAME.d directory is not
+// there: it names the definition, never the host path (the server sends
+// it to whoever asked).
+func NotDefined(kind, name string) error {
+	return abi.Errorf(syscall.ENOENT, "", "%s %q is not defined", kind, name)
+}
+
+// Defined reports whether a definition's NAME.d directory is there
+// (debug/echo is always defined): what the server keeps a socket for.
+func Defined(root, kind, name string) bool {
+	if kind == abi.KindModel && name == EchoModel {
+		return true
+	}
+	dir, _, err := defPaths(root, kind, name)
+	if err != nil {
+		return false
+	}
+	st, err := os.Stat(dir)
+	return err == nil && st.IsDir()
 }
 
 // ownedByServer refuses (EACCES) a definition's directory or file that
@@ -515,6 +536,47 @@ func List(root string) (agents, models []string, err error) {
 	sort.Strings(agents)
 	sort.Strings(models)
 	return agents, models, nil
+}
+
+// Socket is a socket file under a root, and the definition its name is
+// for.
+type Socket struct {
+	Kind, Name, Path string
+}
+
+// UndefinedSockets lists the sockets at ROOT/agent/NAME.sock and
+// ROOT/model/PROVIDER/NAME.sock, for valid names, whose definition is not
+// there (Defined): what a server that stopped left behind, or what a
+// running one has not removed yet. A provider that is a symlink is not
+// looked into: what is listed here may be removed, and only in the
+// root's own directories.
+func UndefinedSockets(root string) []Socket {
+	out := undefinedSocketsIn(root, abi.KindAgent, "")
+	models := filepath.Join(root, abi.KindModel)
+	ents, _ := os.ReadDir(models) // none: no model sockets
+	for _, e := range ents {
+		if e.IsDir() { // from the entry's own type: a symlink is not a directory here
+			out = append(out, undefinedSocketsIn(root, abi.KindModel, e.Name()+"/")...)
+		}
+	}
+	return out
+}
+
+// undefinedSocketsIn is UndefinedSockets for the directory of kind whose
+// names start with prefix ("" for agents, "PROVIDER/" for models).
+func undefinedSocketsIn(root, kind, prefix string) []Socket {
+	dir := abi.DefinitionPath(root, kind, prefix)
+	ents, _ := os.ReadDir(dir)
+	var out []Socket
+	for _, e := range ents {
+		base, ok := strings.CutSuffix(e.Name(), abi.SocketSuffix)
+		name := prefix + base
+		valid := kind == abi.KindAgent && abi.ValidName(name) || kind == abi.KindModel && abi.ValidModelName(name)
+		if ok && valid && e.Type() == fs.ModeSocket && !Defined(root, kind, name) {
+			out = append(out, Socket{Kind: kind, Name: name, Path: filepath.Join(dir, e.Name())})
+		}
+	}
+	return out
 }
 
 // defDirs returns X for every directory X.d in dir whose X is a valid name.

@@ -1,9 +1,12 @@
 package agent
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -144,6 +147,55 @@ func TestLoadUndefinedAndNames(t *testing.T) {
 	} {
 		_, err := Load(root, c.kind, c.name)
 		wantErrno(t, c.kind+" "+c.name, err, c.want)
+		// The server sends this to whoever asked: the name, never the
+		// host path (it was "stat /…/agent/nobody.d: …").
+		if c.want == syscall.ENOENT && (strings.Contains(err.Error(), root) || err.Error() != fmt.Sprintf("ENOENT: %s %q is not defined", c.kind, c.name)) {
+			t.Errorf("%s %s: %q, want it named, and no path", c.kind, c.name, err)
+		}
+		if Defined(root, c.kind, c.name) {
+			t.Errorf("%s %s: Defined", c.kind, c.name)
+		}
+	}
+	if !Defined(root, abi.KindModel, EchoModel) {
+		t.Errorf("the built-in %s is not Defined", EchoModel)
+	}
+}
+
+// TestUndefinedSockets: sockets whose NAME.d is gone, agents' and models',
+// valid names only; a defined one's socket and a file that is not a
+// socket are not listed.
+func TestUndefinedSockets(t *testing.T) {
+	dir, err := os.MkdirTemp("", "ctxu") // short: socket paths are limited to 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	writeFile(t, filepath.Join(dir, "agent", "here.d", "model"), "debug/echo\n", 0o644)
+	writeFile(t, filepath.Join(dir, "agent", "file.sock"), "", 0o644)
+	// A provider that is a symlink is not looked into: its target may
+	// be anywhere, and what is listed may be removed.
+	if err := os.MkdirAll(filepath.Join(dir, "model"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "elsewhere"), filepath.Join(dir, "model", "linked")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"agent/here.sock", "agent/gone.sock", "agent/Bad Name.sock", "model/acme/old.sock", "model/debug/echo.sock", "elsewhere/other.sock"} {
+		p = filepath.Join(dir, p)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: p, Net: "unix"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.SetUnlinkOnClose(false)
+		l.Close()
+	}
+	want := []Socket{
+		{abi.KindAgent, "gone", filepath.Join(dir, "agent/gone.sock")},
+		{abi.KindModel, "acme/old", filepath.Join(dir, "model/acme/old.sock")},
+	}
+	if got := UndefinedSockets(dir); !reflect.DeepEqual(got, want) {
+		t.Errorf("UndefinedSockets = %v, want %v", got, want)
 	}
 }
 

@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
@@ -201,5 +203,43 @@ not json "A" "log"
 	got, err := RunStderr(strings.NewReader(events), "A", 2)
 	if err != nil || strings.Join(got, "|") != "two|three" {
 		t.Fatalf("got %q, %v", got, err)
+	}
+}
+
+// TestDialWaiting: a socket that comes while its definition is expected
+// to have one is dialled; without that expectation a missing socket is
+// ENOENT at once (expected asked once), and an expected one that never
+// comes is ENOENT after SocketWait.
+func TestDialWaiting(t *testing.T) {
+	dir, err := os.MkdirTemp("", "ctxw") // short: socket paths are limited to 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	late := filepath.Join(dir, "late.sock")
+	listening := make(chan net.Listener, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		ln, _ := net.Listen("unix", late)
+		listening <- ln
+	}()
+	c, err := DialWaiting(context.Background(), late, func() bool { return true })
+	if ln := <-listening; ln != nil {
+		defer ln.Close()
+	}
+	if err != nil {
+		t.Fatalf("a socket that came while waited for: %v", err)
+	}
+	c.Close()
+
+	asked := 0
+	_, err = DialWaiting(context.Background(), filepath.Join(dir, "none.sock"), func() bool { asked++; return false })
+	if !errors.Is(err, syscall.ENOENT) || asked != 1 {
+		t.Errorf("not expected: %v, expected asked %d times, want ENOENT and once", err, asked)
+	}
+	start := time.Now()
+	_, err = DialWaiting(context.Background(), filepath.Join(dir, "never.sock"), func() bool { return true })
+	if !errors.Is(err, syscall.ENOENT) || time.Since(start) < SocketWait {
+		t.Errorf("expected, never there: %v after %v, want ENOENT after %v", err, time.Since(start), SocketWait)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
@@ -92,6 +93,43 @@ func Dial(ctx context.Context, path string) (*Conn, error) {
 	}
 	context.AfterFunc(ctx, func() { nc.Close() })
 	return &Conn{nc: nc, FrameReader: NewFrameReader(nc)}, nil
+}
+
+// SocketWait is how long DialWaiting waits for the socket of a definition
+// that exists but has none yet: the server makes one as soon as it sees
+// the definition's directory (at once with inotify, else within a
+// second), which may be just after a script made it.
+const SocketWait = 2 * time.Second
+
+// socketPoll is how often DialWaiting tries again.
+const socketPoll = 20 * time.Millisecond
+
+// DialWaiting is Dial, except that while nothing is at path (ENOENT) and
+// expected reports that a socket should come there (its definition
+// exists, a server runs), it tries again every socketPoll, for at most
+// SocketWait. The error is then the last Dial's.
+func DialWaiting(ctx context.Context, path string, expected func() bool) (*Conn, error) {
+	c, err := Dial(ctx, path)
+	if err == nil || !errors.Is(err, syscall.ENOENT) || !expected() {
+		return c, err
+	}
+	limit := time.NewTimer(SocketWait)
+	defer limit.Stop()
+	poll := time.NewTicker(socketPoll)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-limit.C:
+			return nil, err
+		case <-poll.C:
+		}
+		c, err = Dial(ctx, path)
+		if err == nil || !errors.Is(err, syscall.ENOENT) || !expected() {
+			return c, err
+		}
+	}
 }
 
 // Send writes the one request line of this connection.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -28,17 +29,30 @@ import (
 
 // Sockets serves one Unix socket per agent and model definition under the
 // root: <root>/agent/<name>.sock and <root>/model/<provider>/<model>.sock.
-// Definitions added while it runs get their socket within a second.
+// A definition added while it runs gets its socket at once, and a
+// definition removed loses it at once (inotify, defwatch.go); where
+// inotify is not to be had, within rescanPeriod.
 type Sockets struct {
 	e    *session.Engine
 	root string
 	log  *slog.Logger
 
 	mu        sync.Mutex
-	listeners map[string]net.Listener // by socket path
-	wg        sync.WaitGroup
+	listeners map[string]listening // by socket path
+	wg        sync.WaitGroup       // the accept loops and the inotify reader
+	loopWG    sync.WaitGroup       // the rescan loop, which alone uses defs once serving
 	stop      chan struct{}
+	rescan    chan struct{} // one pending request for a rescan; more coalesce
+	defs      *defWatch     // nil without inotify
 }
+
+// rescanPeriod is how often the definitions are listed again whatever
+// inotify said: the fallback, and the bound on a change it missed.
+const rescanPeriod = time.Second
+
+// minRescanGap spaces the rescans that events ask for: a flood of
+// changes costs at most one listing per gap.
+const minRescanGap = 10 * time.Millisecond
 
 // ServeSockets starts serving and watching for new definitions. log gets
 // each socket as it starts listening; nil: nowhere. Refused requests go
@@ -52,44 +66,130 @@ func ServeSockets(e *session.Engine, root string, log *slog.Logger) (*Sockets, e
 			return nil, err
 		}
 	}
-	s := &Sockets{e: e, root: root, log: log, listeners: map[string]net.Listener{}, stop: make(chan struct{})}
+	s := &Sockets{e: e, root: root, log: log, listeners: map[string]listening{},
+		stop: make(chan struct{}), rescan: make(chan struct{}, 1)}
+	s.removeStaleSockets()
+	s.startWatching()
 	if err := s.scan(); err != nil {
+		s.Close()
 		return nil, err
 	}
-	s.wg.Add(1)
-	go s.watch()
+	s.loopWG.Add(1)
+	go s.loop()
 	return s, nil
+}
+
+// startWatching starts inotify on the definitions' directories, before the
+// first listing, so that no change falls between the two. Without it the
+// periodic rescan serves alone, which the log says.
+func (s *Sockets) startWatching() {
+	w, err := newDefWatch()
+	if err != nil {
+		s.log.Warn("sockets: no inotify; new and removed definitions are seen within "+rescanPeriod.String(), "err", err)
+		return
+	}
+	s.defs = w
+	s.watchDirs()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); w.events(s.rescan) }()
+}
+
+// watchDirs brings the watched directories up to date (the providers
+// come and go), logging the first failure only.
+func (s *Sockets) watchDirs() {
+	if s.defs == nil {
+		return
+	}
+	if err := s.defs.watch(definitionDirs(s.root)); err != nil && !s.defs.warned {
+		s.defs.warned = true
+		s.log.Warn("sockets: not every definition directory is watched; changes there are seen within "+rescanPeriod.String(), "err", err)
+	}
 }
 
 // Close stops listening and removes the sockets.
 func (s *Sockets) Close() {
 	close(s.stop)
+	s.loopWG.Wait() // no watch is added on a descriptor closed (or reused) under it
+	if s.defs != nil {
+		s.defs.close()
+	}
 	s.mu.Lock()
-	for p, l := range s.listeners {
-		l.Close()
-		os.Remove(p)
+	for p, sv := range s.listeners {
+		sv.close(p)
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
 }
 
-func (s *Sockets) watch() {
-	defer s.wg.Done()
-	t := time.NewTicker(500 * time.Millisecond)
+// listening is one socket served: its listener, and the socket file made
+// for it, which alone is ever removed: an entry replaced since at its
+// path, or a path that now leads elsewhere (a provider's symlink), is
+// left alone.
+type listening struct {
+	l    net.Listener
+	file os.FileInfo
+}
+
+// close stops listening and removes the socket file at p if it is still
+// the one made for it.
+func (sv listening) close(p string) error {
+	sv.l.Close()
+	if st, err := os.Lstat(p); err != nil || !os.SameFile(st, sv.file) {
+		return nil
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// loop rescans when inotify asks (at most once per minRescanGap) and every
+// rescanPeriod. It alone scans once serving started.
+func (s *Sockets) loop() {
+	defer s.loopWG.Done()
+	t := time.NewTicker(rescanPeriod)
 	defer t.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
-			if err := s.scan(); err != nil {
-				s.log.Error("sockets", "err", err)
+		case <-s.rescan:
+			if !s.pause(minRescanGap - time.Since(last)) {
+				return
 			}
+		}
+		last = time.Now()
+		// Watch first, then list: a definition made after the watch
+		// is added asks for another rescan, one made before is listed.
+		s.watchDirs()
+		if err := s.scan(); err != nil {
+			s.log.Error("sockets", "err", err)
 		}
 	}
 }
 
-// scan opens a socket for every definition that has none yet.
+// pause waits d (nothing when d <= 0); false when the server stops.
+func (s *Sockets) pause(d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.stop:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// scan opens a socket for every definition that has none yet, and closes
+// and removes the socket of every definition that is gone: a connection
+// to it then fails (ENOENT) instead of reaching a name no longer defined.
+// A socket that cannot be opened does not keep the others from opening;
+// the first failure is returned.
 func (s *Sockets) scan() error {
 	agents, models, err := agent.List(s.root)
 	if err != nil {
@@ -103,29 +203,70 @@ func (s *Sockets) scan() error {
 		targets = append(targets, session.Target{Kind: abi.KindModel, Owner: m})
 	}
 	sort.Slice(targets, func(i, j int) bool { return targets[i].Owner < targets[j].Owner })
+	s.closeUndefined(targets)
+	var first error
 	for _, t := range targets {
-		if err := s.listen(t); err != nil {
-			return err
+		if err := s.listen(t); err != nil && first == nil {
+			first = err
 		}
 	}
-	return nil
+	return first
+}
+
+// removeStaleSockets removes, before serving, the sockets a server that
+// did not stop cleanly left for definitions removed since: a running
+// server removes a definition's socket when the definition goes, so
+// after this no socket is there without its definition. Only sockets
+// are removed, and only under names this server would have made.
+func (s *Sockets) removeStaleSockets() {
+	for _, sock := range agent.UndefinedSockets(s.root) {
+		if os.Remove(sock.Path) == nil {
+			s.log.Info("removed a stale socket: its definition is gone", "socket", sock.Path)
+		}
+	}
+}
+
+// closeUndefined closes and removes the sockets of definitions not in
+// defined. Connections already accepted go on: a run that started ends
+// as it would have.
+func (s *Sockets) closeUndefined(defined []session.Target) {
+	keep := make(map[string]bool, len(defined))
+	for _, t := range defined {
+		keep[abi.SocketPath(s.root, t.Kind, t.Owner)] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p, sv := range s.listeners {
+		if keep[p] {
+			continue
+		}
+		if err := sv.close(p); err != nil {
+			s.log.Error("sockets: removing the socket of a removed definition", "socket", p, "err", err)
+		}
+		delete(s.listeners, p)
+		s.log.Info("stopped listening: the definition was removed", "socket", p)
+	}
 }
 
 func (s *Sockets) listen(t session.Target) error {
 	p := abi.SocketPath(s.root, t.Kind, t.Owner)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.listeners[p]; ok {
-		return nil
+	if sv, ok := s.listeners[p]; ok {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		sv.l.Close() // its name was removed under it: no one can reach it, so listen anew
+		delete(s.listeners, p)
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	l, err := listenAt(p)
+	l, file, err := listenAt(p)
 	if err != nil {
 		return err
 	}
-	s.listeners[p] = l
+	s.listeners[p] = listening{l: l, file: file}
 	s.log.Info("listening", "socket", p, t.Kind, t.Owner)
 	s.wg.Add(1)
 	go s.accept(l, t)
@@ -138,27 +279,31 @@ func (s *Sockets) listen(t session.Target) error {
 // and chmodded in a fresh 0700 directory of ours beside p, where nothing
 // but us can be, and then renamed onto p: rename replaces whatever is at p
 // (a socket left by a server that died, a stale symlink) as an entry,
-// never following it.
-func listenAt(p string) (*net.UnixListener, error) {
+// never following it. file is the socket file, as it was in the private
+// directory (a rename keeps the inode).
+func listenAt(p string) (l *net.UnixListener, file os.FileInfo, err error) {
 	private, err := os.MkdirTemp(filepath.Dir(p), ".s") // 0700; a short name, as socket paths are bounded
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer os.RemoveAll(private)
 	bound := filepath.Join(private, "s")
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: bound, Net: "unix"})
+	l, err = net.ListenUnix("unix", &net.UnixAddr{Name: bound, Net: "unix"})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	l.SetUnlinkOnClose(false) // its name moves to p, which Close removes
-	if err := os.Chmod(bound, 0o666); err == nil {
+	if err = os.Chmod(bound, 0o666); err == nil {
+		file, err = os.Lstat(bound)
+	}
+	if err == nil {
 		err = os.Rename(bound, p)
 	}
 	if err != nil {
 		l.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return l, nil
+	return l, file, nil
 }
 
 func (s *Sockets) accept(l *net.UnixListener, t session.Target) {
@@ -212,6 +357,9 @@ func (s *Sockets) serveConn(conn *net.UnixConn, t session.Target) {
 	var req *proto.Request
 	if err == nil {
 		req, err = proto.ParseRequest(line)
+	}
+	if err == nil && !agent.Defined(s.root, t.Kind, t.Owner) {
+		err = agent.NotDefined(t.Kind, t.Owner) // a connection accepted just before its definition went
 	}
 	var reply *session.Reply
 	if err == nil {

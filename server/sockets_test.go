@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -28,12 +29,7 @@ func TestSocketOverSymlink(t *testing.T) {
 	sock := filepath.Join(root, "agent", "coder.sock")
 	must(t, os.Symlink(target, sock))
 
-	e, err := session.Open(session.Config{Store: store, Root: root})
-	must(t, err)
-	t.Cleanup(func() { e.Close() })
-	socks, err := ServeSockets(e, root, nil)
-	must(t, err)
-	t.Cleanup(socks.Close)
+	serveRoot(t, root, store)
 
 	st, err := os.Lstat(target)
 	must(t, err)
@@ -53,6 +49,31 @@ func TestSocketOverSymlink(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(root, "agent", ".s*")); len(left) != 0 {
 		t.Fatalf("private bind directories left behind: %v", left)
+	}
+}
+
+// serveRoot serves root's sockets with an engine on store, both closed
+// when the test ends.
+func serveRoot(t *testing.T, root, store string) *Sockets {
+	t.Helper()
+	e, err := session.Open(session.Config{Store: store, Root: root})
+	must(t, err)
+	t.Cleanup(func() { e.Close() })
+	socks, err := ServeSockets(e, root, nil)
+	must(t, err)
+	t.Cleanup(socks.Close)
+	return socks
+}
+
+// within fails the test unless ok holds within limit.
+func within(t *testing.T, limit time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, limit)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -123,4 +144,97 @@ func plantOnSockets(root string, names []string, target string, stop <-chan stru
 		}
 	}
 	return n
+}
+
+// TestWatchedDirsBounded: with more providers than maxWatchedDirs, the
+// kernel holds exactly maxWatchedDirs watches of the server's, and a
+// model defined in a provider past the bound still gets its socket, from
+// the periodic rescan; one in a watched provider gets it from inotify.
+func TestWatchedDirsBounded(t *testing.T) {
+	base := t.TempDir()
+	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
+	for i := range maxWatchedDirs + 5 { // ROOT/agent and ROOT/model are watched first
+		must(t, os.MkdirAll(filepath.Join(root, "model", fmt.Sprintf("p%04d", i)), 0o755))
+	}
+	socks := serveRoot(t, root, store)
+	if socks.defs == nil {
+		t.Skip("no inotify here")
+	}
+	fdinfo, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", socks.defs.fd))
+	must(t, err)
+	if n := bytes.Count(fdinfo, []byte("inotify wd:")); n != maxWatchedDirs {
+		t.Errorf("%d directories watched, want %d", n, maxWatchedDirs)
+	}
+	for _, p := range []string{"p0000", fmt.Sprintf("p%04d", maxWatchedDirs+4)} {
+		must(t, os.Mkdir(filepath.Join(root, "model", p, "m.d"), 0o755))
+		sock := filepath.Join(root, "model", p, "m.sock")
+		within(t, 3*rescanPeriod, "a socket at "+sock, func() bool { return isSocket(sock) })
+	}
+}
+
+func isSocket(p string) bool {
+	st, err := os.Lstat(p)
+	return err == nil && st.Mode().Type() == os.ModeSocket
+}
+
+// TestSocketsFollowBurst: a burst of definitions made and removed (events
+// coalesce into few rescans) ends with exactly one socket per definition
+// left, and no bind directory left behind.
+func TestSocketsFollowBurst(t *testing.T) {
+	base := t.TempDir()
+	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
+	must(t, os.MkdirAll(filepath.Join(root, "agent"), 0o755))
+	serveRoot(t, root, store)
+	const n = 200
+	for i := range n {
+		must(t, os.Mkdir(filepath.Join(root, "agent", fmt.Sprintf("b%03d.d", i)), 0o755))
+	}
+	for i := 0; i < n; i += 2 {
+		must(t, os.Remove(filepath.Join(root, "agent", fmt.Sprintf("b%03d.d", i))))
+	}
+	want := func() bool {
+		for i := range n {
+			if isSocket(filepath.Join(root, "agent", fmt.Sprintf("b%03d.sock", i))) != (i%2 == 1) {
+				return false
+			}
+		}
+		left, _ := filepath.Glob(filepath.Join(root, "agent", ".s*"))
+		return len(left) == 0
+	}
+	within(t, 3*rescanPeriod, "one socket per definition left", want)
+}
+
+// TestRemovesOnlyItsOwnSocket: when a definition goes, its socket is
+// removed only if the path still leads to the socket made for it. Here a
+// provider's symlink is pointed at another directory whose m.sock is
+// someone else's: that socket stays, and so does its content.
+func TestRemovesOnlyItsOwnSocket(t *testing.T) {
+	base := t.TempDir()
+	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
+	first, other := filepath.Join(base, "first"), filepath.Join(base, "other")
+	must(t, os.MkdirAll(filepath.Join(first, "m.d"), 0o755))
+	must(t, os.MkdirAll(other, 0o755))
+	must(t, os.MkdirAll(filepath.Join(root, "model"), 0o755))
+	link := filepath.Join(root, "model", "linked")
+	must(t, os.Symlink(first, link))
+	theirs := filepath.Join(other, "m.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: theirs, Net: "unix"})
+	must(t, err)
+	defer l.Close()
+	serveRoot(t, root, store)
+	sock := filepath.Join(link, "m.sock")
+	within(t, 3*rescanPeriod, "a socket for linked/m", func() bool { return isSocket(sock) })
+
+	must(t, os.Remove(link))
+	must(t, os.Symlink(other, link)) // linked/m.d is gone: other has no m.d
+	within(t, 3*rescanPeriod, "the socket made in "+first+" closed", func() bool {
+		c, err := net.Dial("unix", filepath.Join(first, "m.sock"))
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	if !isSocket(theirs) {
+		t.Fatalf("%s, someone else's socket, was removed", theirs)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -53,8 +52,7 @@ func loadDefinition(root, kind, name string) definition {
 	if _, err := agent.Load(root, kind, name); err != nil {
 		d.State, d.Error = "invalid", definitionError(err)
 	}
-	st, err := os.Lstat(d.path)
-	d.Socket = err == nil && st.Mode().Type() == os.ModeSocket
+	d.Socket = isSocket(d.path)
 	return d
 }
 

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/client"
 	"github.com/ctxfs/ctxfs/internal/mountinfo"
 	"github.com/ctxfs/ctxfs/internal/storefs"
@@ -119,6 +120,9 @@ func (d *doctor) report(w io.Writer, asJSON bool) int {
 
 // mountCmd is the command that mounts this root.
 func (d *doctor) mountCmd() string { return "ctxfs mount --root " + d.root }
+
+// restartCmd stops the server of this root and starts it again.
+func (d *doctor) restartCmd() string { return "ctxfs umount --root " + d.root + "; " + d.mountCmd() }
 
 func (d *doctor) checkRoot() {
 	check := "mount root " + d.root
@@ -248,9 +252,82 @@ func (d *doctor) checkDefinitions() {
 		d.problem("sockets", fmt.Sprintf("none of the %d definitions has a socket: the server is not running", len(defs)), "start it: "+d.mountCmd())
 		return
 	}
+	d.checkSockets(defs)
+}
+
+// checkSockets checks that each definition has a socket that answers,
+// and that no socket is left whose definition is gone. A definition made
+// or removed a moment ago is given client.SocketWait for the server to
+// catch up (it does so at once, but the doctor may be run right after a
+// mkdir or an rm).
+func (d *doctor) checkSockets(defs []definition) {
+	stray := socketsWithoutDefinition(d.root)
+	if d.mountsOK {
+		stray = awaitSockets(d.root, defs, stray)
+	}
 	for _, def := range defs {
 		d.checkSocket(def)
 	}
+	for _, p := range stray {
+		d.checkStraySocket(p)
+	}
+}
+
+// awaitSockets waits at most client.SocketWait, polling, until every
+// definition has its socket (setting defs[i].Socket) and no socket is left
+// without its definition; it returns the sockets still without one.
+func awaitSockets(root string, defs []definition, stray []string) []string {
+	deadline := time.Now().Add(client.SocketWait)
+	for {
+		waiting := len(stray) > 0
+		for i := range defs {
+			if !defs[i].Socket {
+				defs[i].Socket = isSocket(defs[i].path)
+				waiting = waiting || !defs[i].Socket
+			}
+		}
+		if !waiting || time.Now().After(deadline) {
+			return stray
+		}
+		time.Sleep(50 * time.Millisecond)
+		stray = socketsWithoutDefinition(root)
+	}
+}
+
+// socketsWithoutDefinition lists the sockets under root whose
+// definition is not there.
+func socketsWithoutDefinition(root string) []string {
+	var stray []string
+	for _, sock := range agent.UndefinedSockets(root) {
+		stray = append(stray, sock.Path)
+	}
+	return stray
+}
+
+func isSocket(p string) bool {
+	st, err := os.Lstat(p)
+	return err == nil && st.Mode().Type() == os.ModeSocket
+}
+
+// checkStraySocket reports a socket whose definition is gone. The server
+// removes such a socket as soon as the definition goes, so one that stays
+// was left by a server that stopped, or is one it still serves (a bug:
+// a restart clears it).
+func (d *doctor) checkStraySocket(p string) {
+	check := "socket " + p
+	problem := "no definition: " + strings.TrimSuffix(p, abi.SocketSuffix) + abi.DefinitionSuffix + " does not exist"
+	err, done := within(doctorProbe, func() error {
+		c, err := client.Dial(context.Background(), p)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	if done && err == nil {
+		d.problem(check, problem+", yet a server listens there", "restart the server ("+d.restartCmd()+")")
+		return
+	}
+	d.problem(check, problem+": left behind by a server that stopped", "rm "+p)
 }
 
 func anySocket(defs []definition) bool {
@@ -264,12 +341,8 @@ func anySocket(defs []definition) bool {
 
 func (d *doctor) checkSocket(def definition) {
 	check := "socket " + def.path
-	fix := "start the server: " + d.mountCmd()
-	if d.mountsOK {
-		fix = "the server makes a socket for a new definition within a second; if it stays missing, restart it (ctxfs umount --root " + d.root + "; " + d.mountCmd() + ")"
-	}
 	if !def.Socket {
-		d.problem(check, "missing", fix)
+		d.missingSocket(check, def)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), doctorProbe)
@@ -279,13 +352,29 @@ func (d *doctor) checkSocket(def definition) {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		d.problem(check, "refuses connections: left by a server that stopped", "start the server: "+d.mountCmd())
 	case ctx.Err() != nil:
-		d.problem(check, fmt.Sprintf("no answer to ping within %v", doctorProbe), "restart the server (ctxfs umount --root "+d.root+"; "+d.mountCmd()+")")
+		d.problem(check, fmt.Sprintf("no answer to ping within %v", doctorProbe), "restart the server ("+d.restartCmd()+")")
 	case err != nil:
-		d.problem(check, errText(err), fix)
+		d.problem(check, errText(err), "restart the server ("+d.restartCmd()+")")
 	case len(frames) != 1 || frames[0].Type() != proto.FramePong:
 		d.problem(check, "answers ping with something other than pong: not a ctxfs server", "stop what listens there, then "+d.mountCmd())
 	default:
 		d.ok(check, "answers ping")
+	}
+}
+
+// missingSocket reports a definition without its socket: something else
+// in its way, no server, or a server that did not make it (after
+// client.SocketWait).
+func (d *doctor) missingSocket(check string, def definition) {
+	_, err := os.Lstat(def.path)
+	switch {
+	case err == nil:
+		d.problem(check, "missing: something that is not a socket is in its way", "remove it (rm -r "+def.path+"); the server then makes the socket")
+	case !d.mountsOK:
+		d.problem(check, "missing", "start the server: "+d.mountCmd())
+	default:
+		d.problem(check, fmt.Sprintf("missing: the server made none within %v of the definition (it makes one at once)", client.SocketWait),
+			"its log says why (ctxfs mount --log-file, or journalctl -u ctxfs); restart it to try again ("+d.restartCmd()+")")
 	}
 }
 

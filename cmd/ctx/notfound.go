@@ -121,11 +121,15 @@ func mounted(root string) bool {
 }
 
 // unreachable says why an agent's socket could not be reached: no server
-// (a stale socket refuses, or nothing is mounted), or a live server that
-// has no such agent, or one that does not serve a defined agent.
+// (a stale socket refuses, or nothing is mounted), something other than a
+// socket in its place, or a live server that has no such agent, or one
+// that does not serve a defined agent.
 func unreachable(de *client.DialError) string {
 	name := abi.ErrnoName(abi.Errno(de.Err))
 	root, agent, ok := socketOwner(de.Path)
+	if ok && name == "ECONNREFUSED" && !isSocket(de.Path) {
+		return fmt.Sprintf("ECONNREFUSED: agent %q has no socket: something else is in its place (ctx doctor says how to fix it)", agent)
+	}
 	if !ok || name != "ENOENT" {
 		return name + ": ctxfs is not running (ctxfs mount starts it)"
 	}
@@ -138,7 +142,7 @@ func unreachable(de *client.DialError) string {
 	case !agentDefined(root, agent):
 		return noAgent(agent).Error()
 	}
-	return fmt.Sprintf("ENOENT: agent %q has no socket: the server does not serve it (ctx doctor says why)", agent)
+	return fmt.Sprintf("ENOENT: agent %q is defined but has no socket after %v: the server does not serve it (ctx doctor says why)", agent, client.SocketWait)
 }
 
 // socketOwner splits ROOT/agent/NAME.sock, or ROOT/model/PROVIDER/MODEL.sock

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/client"
 	"github.com/ctxfs/ctxfs/proto"
 	"golang.org/x/term"
@@ -138,7 +139,7 @@ func streamFrames(e *env, w *where, req *proto.Object, pr *sendPrinter, each fun
 // refuses an oversized request may close before reading it all, and its
 // error frame is the better answer; readErr is nil at a clean end.
 func exchange(ctx context.Context, w *where, req *proto.Object, each func(client.Frame)) (sendErr, readErr, dialErr error) {
-	conn, err := client.Dial(ctx, w.loc.Socket())
+	conn, err := dialAgent(ctx, w.loc)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -154,6 +155,16 @@ func exchange(ctx context.Context, w *where, req *proto.Object, each func(client
 		}
 		each(f)
 	}
+}
+
+// dialAgent connects to the agent's socket. A definition made just before
+// (mkdir NAME.d && ctx agent send NAME …, typed back to back) may not have
+// its socket yet: while the directory is there and the server runs, the
+// socket is waited for (client.SocketWait).
+func dialAgent(ctx context.Context, loc client.Loc) (*client.Conn, error) {
+	return client.DialWaiting(ctx, loc.Socket(), func() bool {
+		return agent.Defined(loc.Root, loc.Kind(), loc.Agent) && mounted(loc.Root)
+	})
 }
 
 func noReply(sendErr, readErr error) error {
