@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ctxfs/ctxfs/internal/mountinfo"
 )
 
@@ -180,5 +182,63 @@ func TestUmountNamesTheDeadMountsItCleans(t *testing.T) {
 	}
 	if left := mountsUnder(s.root); len(left) > 0 {
 		t.Errorf("mounts left after ctxfs umount: %v", left)
+	}
+}
+
+// A server whose stderr's reader stalls (a pipe nobody reads any more: tee
+// stopped, a terminal held by Ctrl+S) still stops on SIGTERM, exit 0, and
+// unmounts, and serves until then: a log line never waits for the reader
+// (logx.Queue). Before, a run's log line blocked the send, and the
+// "stopping" line the stop, for good (`ctxfs umount`: did not stop within
+// 10s).
+func TestStopWithAStalledStderr(t *testing.T) {
+	requireFUSE(t)
+	s := unstartedServer(t)
+	t.Cleanup(func() { stopRoot(t, s.root) })
+	r, w, err := os.Pipe()
+	mustT(t, err)
+	t.Cleanup(func() { r.Close(); w.Close() })
+	cmd := exec.Command(ctxfsBin, "mount", "--foreground", "--root", s.root, "--store", s.store)
+	cmd.Stdout, cmd.Stderr = w, w
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	mustT(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	eventually(t, 20*time.Second, "the server answers ping", func() bool {
+		frames, err := s.request("coder", `{"op":"ping"}`)
+		return err == nil && len(frames) == 1 && frames[0]["type"] == "pong"
+	})
+
+	fillPipe(t, w)
+	// A run logs its start and end: neither may wait either.
+	if frames, err := s.request("coder", `{"op":"send","id":"c1","session":"s","input":"logged while nobody reads"}`); err != nil || len(frames) == 0 || frames[len(frames)-1]["type"] != "done" {
+		t.Fatalf("a send while the server's stderr stalls: %v %v", frames, err)
+	}
+	mustT(t, cmd.Process.Signal(syscall.SIGTERM))
+	if code := exitWithin(t, cmd, exited, 20*time.Second, func() string { return "its stderr stalled" }); code != 0 {
+		t.Errorf("the server's exit status: %d, want 0", code)
+	}
+	if left := mountsUnder(s.root); len(left) > 0 {
+		t.Errorf("mounts left after the server stopped: %v", left)
+	}
+}
+
+// fillPipe fills the pipe whose write end is w until a write would block,
+// through a descriptor of its own (O_NONBLOCK on w would change the
+// server's descriptor too: they share one open file).
+func fillPipe(t *testing.T, w *os.File) {
+	t.Helper()
+	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", w.Fd()), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	mustT(t, err)
+	defer unix.Close(fd)
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := unix.Write(fd, chunk); err != nil {
+			if err != unix.EAGAIN {
+				t.Fatalf("fill the server's stderr pipe: %v", err)
+			}
+			return
+		}
 	}
 }
