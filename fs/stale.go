@@ -39,17 +39,21 @@ const staleProbe = time.Second
 // its exit) hangs in D state for ever. Aborting the connection fails the
 // pending requests, which frees them all. A plain detach would leave them
 // hanging.
-func CleanStale(dir string) {
+//
+// It returns how many dead mounts it detached (dead mounts can be stacked
+// at one directory), so that callers can say what they removed.
+func CleanStale(dir string) (detached int) {
 	dir = filepath.Clean(dir)
 	for {
 		dev, ok := fuseMountAt(dir)
 		if !ok || answers(dir) {
-			return
+			return detached
 		}
 		abortConn(dev)
 		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			return
+			return detached
 		}
+		detached++
 	}
 }
 

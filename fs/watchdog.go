@@ -284,18 +284,23 @@ func serverGone(pidfd, pid int) bool {
 
 // cleanAfter ends a dead server's connections, then detaches its mounts.
 // Aborting first, while the mounts pin the device numbers, makes sure the
-// numbers still name this server's connections.
+// numbers still name this server's connections. What it did is written to
+// log only once all is done: log is the server's stderr, often a pipe
+// (`make run | tee`) whose reader may be gone or stalled, and a write
+// that fails or blocks there must not leave a mount behind.
 func cleanAfter(server int, conns []Conn, log io.Writer) {
+	var done []string
 	for _, c := range conns {
 		if waiting := c.abort(); waiting != "" {
-			fmt.Fprintf(log, "ctxfs watchdog: server %d died; aborted the connection of %s (%s requests waiting)\n", server, c.Dir, waiting)
+			done = append(done, fmt.Sprintf("ctxfs watchdog: server %d died; aborted the connection of %s (%s requests waiting)\n", server, c.Dir, waiting))
 		}
 	}
 	for _, c := range conns {
 		if c.detach() {
-			fmt.Fprintf(log, "ctxfs watchdog: detached %s\n", c.Dir)
+			done = append(done, fmt.Sprintf("ctxfs watchdog: detached %s\n", c.Dir))
 		}
 	}
+	io.WriteString(log, strings.Join(done, ""))
 }
 
 // ProcessDying reports whether pid has exited or is on its way out: its

@@ -38,11 +38,18 @@ type ptyChat struct {
 
 func startChat(t *testing.T, s *server, args ...string) *ptyChat {
 	t.Helper()
+	cmd := exec.Command(ctxBin, append([]string{"agent", "chat"}, args...)...)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TERM=xterm", "HOME=/", "CTX_ROOT=" + s.root}
+	return startOnPty(t, cmd)
+}
+
+// startOnPty starts cmd on a new pseudo-terminal that is its controlling
+// terminal, as a person's terminal is (TestStop* run a shell so).
+func startOnPty(t *testing.T, cmd *exec.Cmd) *ptyChat {
+	t.Helper()
 	ptm, pts, err := pty.Open()
 	mustT(t, err)
 	mustT(t, pty.Setsize(ptm, &pty.Winsize{Rows: 50, Cols: 200}))
-	cmd := exec.Command(ctxBin, append([]string{"agent", "chat"}, args...)...)
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TERM=xterm", "HOME=/", "CTX_ROOT=" + s.root}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true} // Ctrl+C signals it
 	c := &ptyChat{t: t, cmd: cmd, ptm: ptm, pts: pts, exited: make(chan struct{})}

@@ -20,14 +20,9 @@ const helperPath = "/sbin/mount.fuse.ctxfs"
 func installHelper(t *testing.T) {
 	t.Helper()
 	requireFUSE(t)
-	if _, err := exec.LookPath("mount"); err != nil {
-		t.Skip("no mount(8)")
+	if why := provideMountHelper(t); why != "" {
+		t.Skip(why)
 	}
-	if _, err := os.Lstat(helperPath); err == nil {
-		t.Skipf("%s exists already; not replacing an installed helper", helperPath)
-	}
-	mustT(t, os.Symlink(ctxfsBin, helperPath))
-	t.Cleanup(func() { os.Remove(helperPath) })
 }
 
 // mount8 runs mount(8) with a deadline and returns its output and status.

@@ -13,20 +13,29 @@ fi
 
 # The server first: it refuses a root or a store that someone else owns or
 # may write (naming the fix) before anything is made there, so the demo
-# agent below is written only into a root it accepted.
-"$BIN/ctxfs" mount --foreground --root "$ROOT" --store "$STORE" &
+# agent below is written only into a root it accepted. It stays in the
+# foreground, logging to our stdout: a Ctrl+C reaches it with the rest of
+# the process group, and it stops cleanly even when that output is a pipe
+# whose reader the Ctrl+C killed first (`make run 2>&1 | tee log`).
+#
+# It says "ready" on fd 3 (CTXFS_READY_FD, as it tells a background
+# `ctxfs mount`) once both mounts and all sockets answer; the fifo's end of
+# file without it means it refused to start, having said why. Sockets on
+# disk prove nothing: a killed server's are left behind.
+ready=$(mktemp -u /tmp/ctxfs-demo-ready.XXXXXX)
+mkfifo -m 600 "$ready"
+CTXFS_READY_FD=3 "$BIN/ctxfs" mount --foreground --root "$ROOT" --store "$STORE" 3>"$ready" &
 server=$!
 stop() {
 	kill -TERM "$server" 2>/dev/null || true
 	wait "$server" 2>/dev/null || true
+	rm -f "$ready"
 }
 trap stop EXIT
 trap 'exit 0' INT TERM
-for _ in $(seq 200); do
-	kill -0 "$server" 2>/dev/null || exit 1 # refused: it said why
-	[ -S "$ROOT/model/debug/echo.sock" ] && break # the sockets come last: it serves
-	sleep 0.05
-done
+read -r said <"$ready" || true
+rm -f "$ready"
+[ "$said" = ready ] || exit 1
 mkdir -p "$ROOT/agent/demo.d"
 echo debug/echo >"$ROOT/agent/demo.d/model"
 for _ in $(seq 100); do # the server makes a new definition's socket within a second

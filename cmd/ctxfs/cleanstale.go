@@ -45,8 +45,14 @@ func cleanStale(under string) {
 		return !strings.HasPrefix(dir, strings.TrimSuffix(under, "/")+"/") || servedByLiveServer(dir)
 	}
 	for _, d := range ctxfs.CleanDeadCtxfs(keep) {
-		fmt.Printf("ctxfs: cleaned the dead mount %s\n", d)
+		sayCleaned(d)
 	}
+}
+
+// sayCleaned tells, on stdout, that the dead mount at dir was detached
+// (clean-stale and umount say it alike).
+func sayCleaned(dir string) {
+	fmt.Printf("ctxfs: cleaned the dead mount %s (no server answered for it)\n", dir)
 }
 
 // servedByLiveServer reports whether dir (ROOT/home or ROOT/shared) belongs

@@ -54,7 +54,9 @@ func mountFS(e *session.Engine, root string) (mounted, error) {
 // by path: once a mount of ours was taken away (an external umount), or
 // another was mounted over it, the path names someone else's mount. So the
 // usual unmount of both runs only while both are still ours on top;
-// otherwise each that still is gets unmounted alone.
+// otherwise each that still is gets unmounted alone. A mount that is busy
+// (a `tail -f` reading it, a shell whose directory is in it) is detached
+// lazily: left in place, it would be dead the moment this process exits.
 func (m fuseMounts) Unmount() error {
 	own := 0
 	for _, c := range m.conns {
@@ -62,8 +64,8 @@ func (m fuseMounts) Unmount() error {
 			own++
 		}
 	}
-	if own == len(m.conns) {
-		return m.Mounts.Unmount()
+	if own == len(m.conns) && m.Mounts.Unmount() == nil {
+		return nil
 	}
 	for _, c := range m.conns {
 		if c.OnTop() && unix.Unmount(c.Dir, 0) != nil {

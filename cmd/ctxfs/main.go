@@ -12,8 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -23,6 +25,7 @@ import (
 )
 
 func main() {
+	surviveClosedOutput()
 	if isMountHelper(os.Args[0]) {
 		os.Exit(mountHelperMain(os.Args[1:]))
 	}
@@ -30,6 +33,19 @@ func main() {
 	root.SetArgs(os.Args[1:])
 	cmd, err := root.ExecuteC()
 	os.Exit(report(cmd, err))
+}
+
+// surviveClosedOutput keeps ctxfs alive when its stdout or stderr is a
+// pipe whose reader is gone (`make run 2>&1 | tee log`, then Ctrl+C: tee
+// dies first). Go's runtime otherwise kills the process with SIGPIPE at its
+// next write to fd 1 or 2: a server logging "stopping" died with its mounts
+// left dead, and a watchdog reporting what it cleaned died half-way. With
+// SIGPIPE notified, such a write fails with EPIPE, which the log ignores,
+// and the stop goes on. Notify rather than Ignore: an ignored SIGPIPE would
+// be inherited by every program the server runs (agents, jails), while a
+// handled one is reset to the default at exec.
+func surviveClosedOutput() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE) // never read: the signals are dropped
 }
 
 // report prints a command's error as `ctxfs: …` and returns the exit

@@ -174,7 +174,11 @@ func runServer(c *mountConfig) error {
 	// refuses anything wider at the next mount. An inherited umask of 002
 	// would make them group-writable, so the server fixes its own.
 	unix.Umask(0o022)
-	log, logFile, err := logx.New(c.log, os.Stderr)
+	// A log line must never wait for stderr's reader (a stalled pipe or
+	// terminal would stall the stop and its unmount): logx.Queue.
+	stderr := logx.NonBlocking(os.Stderr)
+	defer stderr.Close() // last: what is queued is written out, briefly
+	log, logFile, err := logx.New(c.log, stderr)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,8 @@ func newUmountCommand() *cobra.Command {
 		Long: `Umount stops the server that serves the root (SIGTERM to the process that
 holds the root's lock, through a pidfd), which unmounts its own mounts, and
 waits until it is gone. Mounts of a dead server are then aborted and
-detached. A root where nothing is mounted is an error (exit 1).`,
+detached, each named on stdout ("ctxfs: cleaned the dead mount DIR …").
+A root where nothing is mounted is an error (exit 1).`,
 		Example: `  ctxfs umount
   ctxfs umount --root /srv/ctx`,
 		Args: noArgs,
@@ -112,7 +113,8 @@ func stopServer(root string, pid int) error {
 }
 
 // cleanLeftovers aborts and detaches root's mounts that no server answers
-// for, and reports whether there was any. A mount that answers although
+// for, naming each on stdout (a dead server's mounts vanish by this
+// command, which must say so), and reports whether there was any. A mount that answers although
 // root's server is gone is not ours to take: it is reported.
 func cleanLeftovers(root string) (found bool, err error) {
 	var live []string
@@ -121,7 +123,9 @@ func cleanLeftovers(root string) (found bool, err error) {
 			continue
 		}
 		found = true
-		ctxfs.CleanStale(d)
+		for n := ctxfs.CleanStale(d); n > 0; n-- {
+			sayCleaned(d)
+		}
 		if ctxfs.LiveFUSEMount(d) {
 			live = append(live, d)
 		}

@@ -1,7 +1,9 @@
 // Package logx builds the server's logger (log/slog) from its three
 // flags: the level, the format (text for people, json for journald and log
-// collectors) and the file. It decides nothing about what is logged; the
-// callers do, and they never log a secret nor the content of a message.
+// collectors) and the file, and the Queue through which the server writes
+// its stderr, so that a reader that stalls never stalls the server. It
+// decides nothing about what is logged; the callers do, and they never log
+// a secret nor the content of a message.
 package logx
 
 import (

@@ -1,0 +1,103 @@
+package logx
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is a writer the test can read while the queue writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Lines reach the writer whole and in order, all of them by Close.
+func TestQueueKeepsOrder(t *testing.T) {
+	var out lockedBuffer
+	q := NonBlocking(&out)
+	var want strings.Builder
+	for i := 0; i < 1000; i++ {
+		line := fmt.Sprintf("line %d\n", i)
+		want.WriteString(line)
+		q.Write([]byte(line))
+	}
+	q.Close()
+	if out.String() != want.String() {
+		t.Fatalf("the writer got %d bytes, want the %d written, in order", len(out.String()), want.Len())
+	}
+}
+
+// A reader that stops reading (a pipe's: tee stopped, a terminal held by
+// Ctrl+S) never blocks a write: past the queue's bound writes are dropped,
+// and counted once the reader takes lines again. Close returns although
+// the writer below is stuck.
+func TestQueueNeverWaitsForAStalledReader(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	q := NonBlocking(w)
+	line := []byte(strings.Repeat("x", 4095) + "\n")
+	wrote := make(chan struct{})
+	go func() {
+		for i := 0; i < 4*queueBytes/len(line); i++ { // four times the bound, the pipe's 64 KiB besides
+			q.Write(line)
+		}
+		close(wrote)
+	}()
+	select {
+	case <-wrote:
+	case <-time.After(20 * time.Second):
+		t.Fatal("writes to a queue whose reader stalled blocked")
+	}
+	q.Write([]byte("last\n")) // dropped too: the queue is full
+	got := make(chan string)
+	go func() { b, _ := io.ReadAll(r); got <- string(b) }()
+	q.Close()
+	<-q.done // Close waits a second at most: the test waits for the whole flush
+	w.Close()
+	out := <-got
+	if !strings.HasSuffix(out, " log writes dropped: the log's reader did not keep up\n") {
+		t.Errorf("the output does not end with the count of dropped writes: %q", out[max(0, len(out)-200):])
+	}
+	if n := strings.Count(out, string(line)); n == 0 || n*len(line) > queueBytes+1<<16 {
+		t.Errorf("%d whole lines got through; want some, at most the queue's bound and a pipe's", n)
+	}
+}
+
+// A reader that is gone (EPIPE) changes nothing for the writers.
+func TestQueueToAClosedPipe(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	defer w.Close()
+	q := NonBlocking(w)
+	for i := 0; i < 100; i++ {
+		if n, err := q.Write([]byte("lost\n")); n != 5 || err != nil {
+			t.Fatalf("write: %d, %v", n, err)
+		}
+	}
+	q.Close()
+}
