@@ -125,9 +125,6 @@ func readmeUsingIt(t *testing.T) []string {
 // defaultRoot is the README's root, /ctx (and not /ctxfs).
 var defaultRoot = regexp.MustCompile(`/ctx\b`)
 
-// definesAgent finds a line that makes an agent definition (…/agent/X.d/model).
-var definesAgent = regexp.MustCompile(`/agent/([A-Za-z0-9_-]+)\.d/model`)
-
 // readmeScript is the bash script that runs lines in order, each but the
 // skipped ones followed by a marker with its index and exit status (see
 // splitByLine); ran lists the indexes it runs. /ctx and /var/lib/ctxfs
@@ -146,13 +143,6 @@ func readmeScript(t *testing.T, lines []string, skips map[string]string, root, s
 		l = defaultRoot.ReplaceAllLiteralString(l, root)
 		fmt.Fprintf(&b, "%s\necho \"%s %d $?\"\n", l, lineMark, i)
 		ran = append(ran, i)
-		// item 3 (h20-defs): until `ctx agent send` waits for a
-		// definition's socket itself, a send typed right after the mkdir
-		// of its definition is ENOENT (the socket comes within a second);
-		// wait here for it. Remove once item 3 has landed.
-		if m := definesAgent.FindStringSubmatch(l); m != nil {
-			fmt.Fprintf(&b, "for _ in $(seq 100); do [ -S %s/agent/%s.sock ] && break; sleep 0.05; done\n", root, m[1])
-		}
 	}
 	for prefix := range readmeSkips {
 		if !used[prefix] {
