@@ -9,11 +9,14 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/proto"
 )
 
 // Reads through the mount are exact the moment a send returns (issue 20,
@@ -146,25 +149,40 @@ type exactSession struct {
 	appender *cred  // who appends through the mount (nil: root)
 }
 
+// exactIndex is what a session container's index must show.
+type exactIndex struct {
+	top     string // on top of list: the session last sent or appended to
+	current string // index/current
+	byCwd   string // index/by-cwd/<key of />
+}
+
+// index is the index of ss's container.
+func (w *exactWorld) index(ss *exactSession) *exactIndex {
+	c := path.Dir(ss.rel)
+	if w.indexes[c] == nil {
+		w.indexes[c] = &exactIndex{}
+	}
+	return w.indexes[c]
+}
+
 // exactWorld is the state of one property run.
 type exactWorld struct {
 	t        *testing.T
 	s        *server
 	rng      *rand.Rand
 	sessions []*exactSession
-	// lastTouched is the session each container's index/list must show on
-	// top: the last one sent to or appended to.
-	lastTouched map[string]string
-	tail        *follower
-	tailLog     string
-	steps       []string
-	n           int // a counter for client ids and values
+	// indexes is what each session container's index holds.
+	indexes map[string]*exactIndex
+	tail    *follower
+	tailLog string
+	steps   []string
+	n       int // a counter for client ids and values
 }
 
 func newExactWorld(t *testing.T, seed int64) *exactWorld {
 	s := newFlakyServer(t)
 	s.spaceAdd("team", 1234)
-	w := &exactWorld{t: t, s: s, rng: rand.New(rand.NewSource(seed)), lastTouched: map[string]string{}}
+	w := &exactWorld{t: t, s: s, rng: rand.New(rand.NewSource(seed)), indexes: map[string]*exactIndex{}}
 	home := "home/0/agent/flaky/session/"
 	w.sessions = []*exactSession{
 		{rel: home + "p1", name: "p1"},
@@ -221,7 +239,7 @@ func (w *exactWorld) step(i int) {
 		input = "fail"
 	}
 	var what string
-	switch k := w.rng.Intn(13); k {
+	switch w.rng.Intn(16) {
 	case 0, 1:
 		what = "ctx send " + input + " to " + ss.name
 		w.sendCtx(ss, input)
@@ -260,6 +278,17 @@ func (w *exactWorld) step(i int) {
 		what = "another send to the same session, none between: " + input
 		w.sendSocket(ss, input)
 		w.sendSocket(ss, "again")
+	case 13:
+		what = w.writeCurrent(ss)
+	case 14:
+		what = w.history(ss)
+	case 15:
+		if len(w.sessions) < 8 {
+			what = w.newSession(ss)
+		} else {
+			what = "ls -l of the container of " + ss.name
+			bash(w.t, "ls -l "+w.s.mnt(path.Dir(ss.rel))+" > /dev/null")
+		}
 	}
 	w.steps = append(w.steps, fmt.Sprintf("%d: %s", i, what))
 }
@@ -276,7 +305,7 @@ func (w *exactWorld) sendCtx(ss *exactSession, input string) {
 	if want := map[bool]int{true: 1, false: 0}[w.wantFails(input)]; code != want {
 		w.t.Fatalf("ctx send %s to %s: exit %d, want %d\n%s%s", input, ss.name, code, want, out, errs)
 	}
-	w.lastTouched[path.Dir(ss.rel)] = ss.name
+	w.sent(ss)
 }
 
 // sendSocket sends through the agent's socket.
@@ -289,7 +318,7 @@ func (w *exactWorld) sendSocket(ss *exactSession, input string) {
 	mustT(w.t, err)
 	frames, raw, err := w.s.requestAs(ss.sender, "flaky", string(line))
 	w.checkDone("socket send "+input, input, frames, err, raw)
-	w.lastTouched[path.Dir(ss.rel)] = ss.name
+	w.sent(ss)
 }
 
 // sendCtl sends through the session's ctl file from bash.
@@ -304,7 +333,15 @@ func (w *exactWorld) sendCtl(ss *exactSession, input string) {
 		}
 	}
 	w.checkDone("ctl send "+input, input, frames, err, out)
-	w.lastTouched[path.Dir(ss.rel)] = ss.name
+	w.sent(ss)
+}
+
+// sent records what a send does to its container's index (SPEC 9): the
+// session goes on top of list, and becomes current and the by-cwd entry
+// of its cwd (every send here runs in /).
+func (w *exactWorld) sent(ss *exactSession) {
+	ix := w.index(ss)
+	ix.top, ix.current, ix.byCwd = ss.name, ss.name, ss.name
 }
 
 // checkDone fails unless a send ended with the status its input asks for.
@@ -327,7 +364,7 @@ func (w *exactWorld) appendLine(ss *exactSession) string {
 	} else if out, err := bashAs(w.t, ss.appender, "printf '%s\\n' '"+line+"' >> "+p); err != nil {
 		w.t.Fatalf("uid %d appends: %v %s", ss.appender.uid, err, out)
 	}
-	w.lastTouched[path.Dir(ss.rel)] = ss.name
+	w.index(ss).top = ss.name
 	return fmt.Sprintf("append of a %s line (%d bytes) to %s by %s", role, len(line)+1, ss.name, credName(ss.appender))
 }
 
@@ -352,7 +389,7 @@ func (w *exactWorld) writeValue(ss *exactSession) string {
 		w.t.Fatalf("write %s of %s: %v %s", name, ss.name, err, out)
 	}
 	if name != "meta.json" {
-		w.lastTouched[path.Dir(ss.rel)] = ss.name // the engine touches the session (session/files.go)
+		w.index(ss).top = ss.name // the engine touches the session (session/files.go)
 	}
 	return fmt.Sprintf("%s of %s := %s", name, ss.name, value)
 }
@@ -438,14 +475,11 @@ func (w *exactWorld) check(what string, all bool) {
 			}
 		}
 	}
-	for container, top := range w.lastTouched {
+	for container, ix := range w.indexes {
 		if !all && w.rng.Intn(3) != 0 {
 			continue
 		}
-		got := cacheReader{s: w.s}.look(container + "/index/list")[0]
-		if got.err != nil || got.size != int64(len(got.data)) || !strings.HasPrefix(got.data, top+"\n") {
-			w.t.Errorf("%s: %s/index/list: stat %d bytes, read %q (%v); want %s on top", what, container, got.size, got.data, got.err, top)
-		}
+		w.checkIndex(what, container, ix)
 	}
 	w.tail.mu.Lock()
 	printed := string(w.tail.out)
@@ -453,4 +487,79 @@ func (w *exactWorld) check(what string, all bool) {
 	if log := fileBytes(w.t, filepath.Join(w.s.store, w.tailLog)); !strings.HasPrefix(log, printed) {
 		w.t.Errorf("%s: tail -f printed %d bytes that are not the start of the log (%d bytes)", what, len(printed), len(log))
 	}
+}
+
+// checkIndex compares a container's index through the mount with what it
+// must hold: list names every session of the container once, the one
+// touched last on top; current and the by-cwd entry of / are the session
+// sent to last (or the current a user wrote).
+func (w *exactWorld) checkIndex(what, container string, ix *exactIndex) {
+	w.t.Helper()
+	var names []string
+	for _, ss := range w.sessions {
+		if path.Dir(ss.rel) == container {
+			names = append(names, ss.name)
+		}
+	}
+	slices.Sort(names)
+	idx := container + "/index"
+	looks := cacheReader{s: w.s}.look(idx+"/list", idx+"/current", idx+"/by-cwd/"+cwdKey("/"))
+	list := looks[0]
+	listed := strings.Fields(list.data)
+	sorted := slices.Sorted(slices.Values(listed))
+	if list.err != nil || list.size != int64(len(list.data)) || len(listed) == 0 || listed[0] != ix.top || !slices.Equal(sorted, names) {
+		w.t.Errorf("%s: %s/list: stat %d bytes, read %q (%v); want %v with %s on top", what, idx, list.size, list.data, list.err, names, ix.top)
+	}
+	for i, want := range []string{ix.current, ix.byCwd} {
+		if got := looks[i+1]; got.err != nil || got.size != int64(len(got.data)) || got.data != want+"\n" {
+			w.t.Errorf("%s: %s: stat %d bytes, read %q (%v); want %q", what, []string{"current", "by-cwd of /"}[i], got.size, got.data, got.err, want)
+		}
+	}
+}
+
+// writeCurrent replaces the container's index/current through the mount
+// with one of its sessions.
+func (w *exactWorld) writeCurrent(ss *exactSession) string {
+	if out, err := bashAs(w.t, ss.sender, "echo "+ss.name+" > "+w.s.mnt(path.Dir(ss.rel)+"/index/current")); err != nil {
+		w.t.Fatalf("write index/current := %s: %v %s", ss.name, err, out)
+	}
+	w.index(ss).current = ss.name
+	return "index/current := " + ss.name
+}
+
+// newSession makes a session in ss's container: by a send to a new name,
+// or (in root's home) by mkdir through the mount.
+func (w *exactWorld) newSession(like *exactSession) string {
+	ss := *like
+	ss.name = fmt.Sprintf("new%d", w.n)
+	ss.rel = path.Dir(like.rel) + "/" + ss.name
+	w.sessions = append(w.sessions, &ss)
+	if ss.space == "" && w.rng.Intn(2) == 0 {
+		mustT(w.t, os.Mkdir(w.s.mnt(ss.rel), 0o700))
+		w.index(&ss).top = ss.name
+		return "mkdir " + ss.rel
+	}
+	w.sendSocket(&ss, "hello")
+	return "a send makes " + ss.rel
+}
+
+// history checks what `ctx agent history -n 1` prints right after: the
+// text of the session's last message in the store.
+func (w *exactWorld) history(ss *exactSession) string {
+	args := []string{"agent", "history", "flaky", "--session", ss.name, "-n", "1"}
+	if ss.space != "" {
+		args = append(args, "--shared", ss.space)
+	}
+	out, errs, code := ctxSplitAs(w.t, w.s, ss.sender, args...)
+	msgs := strings.Split(strings.TrimSuffix(fileBytes(w.t, filepath.Join(w.s.store, ss.rel, "messages.jsonl")), "\n"), "\n")
+	var last struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if msgs[len(msgs)-1] != "" {
+		mustT(w.t, json.Unmarshal([]byte(msgs[len(msgs)-1]), &last))
+	}
+	if want := strings.TrimSpace(proto.ContentText(last.Content)); code != 0 || !strings.Contains(out, want) {
+		w.t.Errorf("ctx agent history -n 1 of %s: exit %d, printed %q%s; the store's last message is %q", ss.name, code, clip(out), errs, clip(want))
+	}
+	return "ctx agent history -n 1 of " + ss.name
 }
