@@ -175,6 +175,7 @@ type exactWorld struct {
 	indexes map[string]*exactIndex
 	tail    *follower
 	tailLog string
+	held    *os.File // a reader's descriptor of tailLog, open all along
 	steps   []string
 	n       int // a counter for client ids and values
 }
@@ -194,7 +195,11 @@ func newExactWorld(t *testing.T, seed int64) *exactWorld {
 	}
 	w.tailLog = w.sessions[0].rel + "/messages.jsonl"
 	w.tail = startTail(t, s.mnt(w.tailLog))
-	w.steps = append(w.steps, "made p1, p2 and t1; tail -f on p1's messages.jsonl")
+	held, err := os.Open(s.mnt(w.tailLog))
+	mustT(t, err)
+	t.Cleanup(func() { held.Close() })
+	w.held = held
+	w.steps = append(w.steps, "made p1, p2 and t1; tail -f on p1's messages.jsonl, and a descriptor of it held open")
 	return w
 }
 
@@ -481,6 +486,9 @@ func (w *exactWorld) check(what string, all bool) {
 		}
 		w.checkIndex(what, container, ix)
 	}
+	if all || w.rng.Intn(3) == 0 {
+		w.checkHeld(what)
+	}
 	w.tail.mu.Lock()
 	printed := string(w.tail.out)
 	w.tail.mu.Unlock()
@@ -562,4 +570,21 @@ func (w *exactWorld) history(ss *exactSession) string {
 		w.t.Errorf("ctx agent history -n 1 of %s: exit %d, printed %q%s; the store's last message is %q", ss.name, code, clip(out), errs, clip(want))
 	}
 	return "ctx agent history -n 1 of " + ss.name
+}
+
+// checkHeld compares fstat and a read from the start of the descriptor
+// held open all along with the store's log.
+func (w *exactWorld) checkHeld(what string) {
+	w.t.Helper()
+	want := fileBytes(w.t, filepath.Join(w.s.store, w.tailLog))
+	st, err := w.held.Stat()
+	mustT(w.t, err)
+	buf := make([]byte, len(want)+4096)
+	n, err := w.held.ReadAt(buf, 0)
+	if err != nil && err != io.EOF {
+		w.t.Fatalf("%s: read of the held descriptor: %v", what, err)
+	}
+	if st.Size() != int64(len(want)) || string(buf[:n]) != want {
+		w.t.Errorf("%s: the held descriptor of %s: fstat %d, read %d bytes; the store holds %d", what, w.tailLog, st.Size(), n, len(want))
+	}
 }
