@@ -260,8 +260,11 @@ func (w *exactWorld) step(i int) {
 		what = w.writeValue(ss)
 	case 7:
 		dir := w.s.mnt(ss.rel)
-		if w.rng.Intn(3) == 0 {
+		switch w.rng.Intn(4) {
+		case 0:
 			dir = filepath.Dir(dir) // the session container
+		case 1:
+			dir = filepath.Dir(filepath.Dir(dir)) // the agent's directory: the container's attributes
 		}
 		what = "ls " + dir
 		bash(w.t, "ls "+dir+" > /dev/null")
@@ -510,6 +513,16 @@ func (w *exactWorld) checkIndex(what, container string, ix *exactIndex) {
 		}
 	}
 	slices.Sort(names)
+	// ls of the container (a listing the kernel keeps) names them, and the index.
+	ents, err := os.ReadDir(w.s.mnt(container))
+	mustT(w.t, err)
+	var shown []string
+	for _, e := range ents {
+		shown = append(shown, e.Name())
+	}
+	if want := slices.Sorted(slices.Values(append([]string{"index"}, names...))); !slices.Equal(shown, want) {
+		w.t.Errorf("%s: ls %s shows %v; want %v", what, container, shown, want)
+	}
 	idx := container + "/index"
 	looks := cacheReader{s: w.s}.look(idx+"/list", idx+"/current", idx+"/by-cwd/"+cwdKey("/"))
 	list := looks[0]
