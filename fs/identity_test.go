@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
@@ -68,5 +69,46 @@ func TestIdentitiesShared(t *testing.T) {
 	}
 	if ids.of(7).attrsGiven.Load() {
 		t.Fatal("an identity made afresh kept the old mark")
+	}
+}
+
+// TestListingThenNewNameExact: the same for a directory the kernel keeps
+// the listing of: a listing of its parent hands the kernel the session
+// directory's attributes; when a run then first writes AGENTS.md there
+// (a name the engine makes, not a MKDIR or CREATE the kernel saw), ls of
+// the session shows it at once.
+func TestListingThenNewNameExact(t *testing.T) {
+	v := mountEnv(t)
+	def := v.root + "/agent/coder.d"
+	mustOK(t, "agent definition", os.MkdirAll(def, 0o755))
+	mustOK(t, "model", os.WriteFile(def+"/model", []byte("debug/echo\n"), 0o644))
+	v.session()
+	send := func(id string) {
+		t.Helper()
+		f, err := os.OpenFile(v.p(sessRel+"/ctl"), os.O_RDWR, 0)
+		mustOK(t, "open ctl", err)
+		defer f.Close()
+		_, err = f.WriteString(`{"op":"send","id":"` + id + `","input":"hello"}` + "\n")
+		mustOK(t, "send", err)
+		readAll(t, f)
+	}
+	names := func(rel string) []string {
+		t.Helper()
+		ents, err := os.ReadDir(v.p(rel))
+		mustOK(t, "list "+rel, err)
+		var out []string
+		for _, e := range ents {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	send("c1")
+	names(sessRel)               // the kernel keeps the session's listing
+	send("c2")                   // state and latest.md: the session's attributes are marked stale
+	names(agentRel + "/session") // READDIRPLUS: the session's attributes again
+	mustOK(t, "rules", os.WriteFile(def+"/AGENTS.md", []byte("be brief\n"), 0o644))
+	send("c3") // AGENTS.md appears in the session
+	if got := names(sessRel); !slices.Contains(got, "AGENTS.md") {
+		t.Fatalf("ls of the session right after a run first wrote AGENTS.md: %v", got)
 	}
 }
