@@ -147,6 +147,9 @@ type exactSession struct {
 	space    string // the shared space, or "" for root's home
 	sender   *cred  // who sends (nil: root)
 	appender *cred  // who appends through the mount (nil: root)
+	// rules is what its AGENTS.md snapshot holds: the agent's rules at
+	// its last run ("" while no run had rules: no AGENTS.md).
+	rules string
 }
 
 // exactIndex is what a session container's index must show.
@@ -176,6 +179,7 @@ type exactWorld struct {
 	tail    *follower
 	tailLog string
 	held    *os.File // a reader's descriptor of tailLog, open all along
+	rules   string   // the agent's AGENTS.md ("" before the first)
 	steps   []string
 	n       int // a counter for client ids and values
 }
@@ -244,7 +248,7 @@ func (w *exactWorld) step(i int) {
 		input = "fail"
 	}
 	var what string
-	switch w.rng.Intn(16) {
+	switch w.rng.Intn(17) {
 	case 0, 1:
 		what = "ctx send " + input + " to " + ss.name
 		w.sendCtx(ss, input)
@@ -290,6 +294,8 @@ func (w *exactWorld) step(i int) {
 		what = w.writeCurrent(ss)
 	case 14:
 		what = w.history(ss)
+	case 16:
+		what = w.setRules()
 	case 15:
 		if len(w.sessions) < 8 {
 			what = w.newSession(ss)
@@ -350,6 +356,17 @@ func (w *exactWorld) sendCtl(ss *exactSession, input string) {
 func (w *exactWorld) sent(ss *exactSession) {
 	ix := w.index(ss)
 	ix.top, ix.current, ix.byCwd = ss.name, ss.name, ss.name
+	if w.rules != "" {
+		ss.rules = w.rules // the run's snapshot (session/snapshot.go)
+	}
+}
+
+// setRules replaces the agent's AGENTS.md: the next run of each session
+// writes it into the session (the first time, a name the engine makes).
+func (w *exactWorld) setRules() string {
+	w.rules = fmt.Sprintf("rule %d: be brief\n", w.n)
+	mustT(w.t, os.WriteFile(filepath.Join(w.s.root, "agent", "flaky.d", "AGENTS.md"), []byte(w.rules), 0o644))
+	return "the agent's rules := " + strings.TrimSpace(w.rules)
 }
 
 // checkDone fails unless a send ended with the status its input asks for.
@@ -471,10 +488,14 @@ func (w *exactWorld) check(what string, all bool) {
 	w.t.Helper()
 	for _, ss := range w.sessions {
 		var files []watched
+		whole := all || w.rng.Intn(4) == 0 // every file of this session
 		for _, f := range w.s.sessionFiles(ss.rel) {
-			if all || w.rng.Intn(4) == 0 {
+			if whole || w.rng.Intn(4) == 0 {
 				files = append(files, f)
 			}
+		}
+		if whole {
+			w.checkSnapshot(what, ss)
 		}
 		if len(files) > 0 {
 			cacheReader{s: w.s}.exact(what, files)
@@ -552,7 +573,7 @@ func (w *exactWorld) writeCurrent(ss *exactSession) string {
 // or (in root's home) by mkdir through the mount.
 func (w *exactWorld) newSession(like *exactSession) string {
 	ss := *like
-	ss.name = fmt.Sprintf("new%d", w.n)
+	ss.name, ss.rules = fmt.Sprintf("new%d", w.n), ""
 	ss.rel = path.Dir(like.rel) + "/" + ss.name
 	w.sessions = append(w.sessions, &ss)
 	if ss.space == "" && w.rng.Intn(2) == 0 {
@@ -599,5 +620,20 @@ func (w *exactWorld) checkHeld(what string) {
 	}
 	if st.Size() != int64(len(want)) || string(buf[:n]) != want {
 		w.t.Errorf("%s: the held descriptor of %s: fstat %d, read %d bytes; the store holds %d", what, w.tailLog, st.Size(), n, len(want))
+	}
+}
+
+// checkSnapshot compares ls of a session (a listing the kernel keeps) and
+// its AGENTS.md with the rules of its last run.
+func (w *exactWorld) checkSnapshot(what string, ss *exactSession) {
+	w.t.Helper()
+	ents, err := os.ReadDir(w.s.mnt(ss.rel))
+	mustT(w.t, err)
+	listed := slices.ContainsFunc(ents, func(e os.DirEntry) bool { return e.Name() == "AGENTS.md" })
+	if listed != (ss.rules != "") {
+		w.t.Errorf("%s: ls %s lists AGENTS.md: %v; want %v", what, ss.name, listed, ss.rules != "")
+	}
+	if ss.rules != "" {
+		cacheReader{s: w.s}.exact(what, []watched{{ss.rel + "/AGENTS.md", func() string { return ss.rules }}})
 	}
 }
