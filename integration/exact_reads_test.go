@@ -129,7 +129,7 @@ func TestExactReadsProperty(t *testing.T) {
 	deadline := time.Now().Add(budget)
 	for i := 0; time.Now().Before(deadline); i++ {
 		w.step(i)
-		w.check(fmt.Sprintf("after step %d (%s)", i, w.steps[len(w.steps)-1]), w.rng.Intn(8) == 0)
+		w.check(fmt.Sprintf("after step %d (%s)", i, w.steps[len(w.steps)-1]), w.rng.Intn(16) == 0)
 		if t.Failed() {
 			t.FailNow()
 		}
@@ -239,8 +239,21 @@ func (f *follower) followsAll(t *testing.T, mnt, store string) {
 	}
 }
 
-// step does one random thing a person does.
+// step does one random thing a person does, or a few.
 func (w *exactWorld) step(i int) {
+	what := w.act()
+	if w.rng.Intn(3) == 0 {
+		// Several at once, with no look between (commands typed back to
+		// back): a change, a listing, a change, then the look.
+		for j := w.rng.Intn(3); j >= 0; j-- {
+			what += "; " + w.act()
+		}
+	}
+	w.steps = append(w.steps, fmt.Sprintf("%d: %s", i, what))
+}
+
+// act does one random thing a person does and says what.
+func (w *exactWorld) act() string {
 	ss := w.sessions[w.rng.Intn(len(w.sessions))]
 	w.n++
 	input := fmt.Sprintf("in%d", w.n)
@@ -297,14 +310,14 @@ func (w *exactWorld) step(i int) {
 	case 16:
 		what = w.setRules()
 	case 15:
-		if len(w.sessions) < 8 {
+		if len(w.sessions) < 5 {
 			what = w.newSession(ss)
 		} else {
 			what = "ls -l of the container of " + ss.name
 			bash(w.t, "ls -l "+w.s.mnt(path.Dir(ss.rel))+" > /dev/null")
 		}
 	}
-	w.steps = append(w.steps, fmt.Sprintf("%d: %s", i, what))
+	return what
 }
 
 func (w *exactWorld) wantFails(input string) bool { return input == "fail" }
@@ -488,7 +501,7 @@ func (w *exactWorld) check(what string, all bool) {
 	w.t.Helper()
 	for _, ss := range w.sessions {
 		var files []watched
-		whole := all || w.rng.Intn(4) == 0 // every file of this session
+		whole := all || w.rng.Intn(8) == 0 // every file of this session
 		for _, f := range w.s.sessionFiles(ss.rel) {
 			if whole || w.rng.Intn(4) == 0 {
 				files = append(files, f)
