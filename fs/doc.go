@@ -13,7 +13,8 @@
 // lines, single values, a control request), and keeps the kernel's caches
 // honest: the kernel keeps names, attributes, listings and small files'
 // pages for long (node.go), and every change is invalidated before it is
-// acknowledged (notify.go).
+// acknowledged (notify.go), on the inode the kernel holds, whichever node
+// object gave it what it holds (identity.go).
 //
 // There is one node type per kind of file: dirNode (directories of the
 // ABI), logNode (messages.jsonl, events.jsonl), valueNode (state, cwd,

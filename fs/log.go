@@ -42,8 +42,8 @@ func (n *logNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttr
 }
 
 // Open: the engine says who may open (a writer appends, never truncates). The page
-// cache stays on for readers (large logs, tail -f); the notifier drops it
-// after every append.
+// cache stays on for readers (large logs, tail -f); after every append the
+// kernel sees a new size and mtime and drops it itself (see open).
 // Open counts the handle against the opener's quota of open files.
 func (n *logNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) { return n.open(ctx, flags) })

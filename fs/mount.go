@@ -35,6 +35,7 @@ type Mounts struct {
 	// move has the kernel ask again (mountState.attach).
 	gen     atomic.Uint64
 	pending *pending      // invalidations that may wait, for the notifier
+	ids     *identities   // what each inode's node objects share (identity.go)
 	done    chan struct{} // closed by Unmount: the notifier stops
 	once    sync.Once
 }
@@ -60,6 +61,7 @@ func Mount(e *session.Engine, root string, opts Options) (*Mounts, error) {
 		e:       e,
 		roots:   map[string]*fs.Inode{},
 		pending: newPending(),
+		ids:     newIdentities(),
 		done:    make(chan struct{}),
 	}
 	for _, top := range tops {
@@ -101,7 +103,7 @@ func (ms *Mounts) mountOne(root, top string, opts Options) error {
 		return err
 	}
 	m := &mountState{e: ms.e, top: top, ms: ms}
-	rootNode := &dirNode{storeNode: storeNode{where: where{m: m, rel: top, place: session.Classify(top)}}}
+	rootNode := &dirNode{storeNode: newStoreNode(where{m: m, rel: top, place: session.Classify(top)})}
 	srv, err := fs.Mount(dir, rootNode, mountOptions(opts))
 	if err != nil {
 		return fmt.Errorf("mount %s: %w", dir, err)

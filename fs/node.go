@@ -70,17 +70,31 @@ const pageSize = 4096
 type storeNode struct {
 	fs.Inode
 	where
-	// stamp is when the engine last announced a change of this file while
-	// the kernel knew it (Unix ns, strictly increasing: nextStamp). The
-	// mtime and ctime the node reports are never older: the kernel drops a
-	// file's cached pages only when a fresh GETATTR shows another size or
-	// mtime, and a value replaced by one of the same size within one tick
-	// of the store's clock would otherwise keep its old pages.
-	stamp atomic.Int64
+	// id is shared by every node object of this inode number (identity.go).
+	// Its stamp is when the engine last announced a change of this file
+	// while the kernel knew it (Unix ns, strictly increasing: nextStamp).
+	// The mtime and ctime the node reports are never older: the kernel
+	// drops a file's cached pages only when a fresh GETATTR shows another
+	// size or mtime, and a value replaced by one of the same size within
+	// one tick of the store's clock would otherwise keep its old pages.
+	id *identity
+}
+
+// newStoreNode is the shared part of the node of w, with the identity of
+// its inode number.
+func newStoreNode(w where) storeNode {
+	return storeNode{where: w, id: w.m.ms.ids.of(inoOf(w.rel))}
 }
 
 // changeStamp is the node's stamp (stamped).
-func (n *storeNode) changeStamp() *atomic.Int64 { return &n.stamp }
+func (n *storeNode) changeStamp() *atomic.Int64 { return &n.id.stamp }
+
+// given is whether the kernel may hold attributes of this inode given
+// since they were last marked stale (meaningful for tracked nodes).
+func (n *storeNode) given() *atomic.Bool { return &n.id.attrsGiven }
+
+// gave records that attributes are about to be given to the kernel.
+func (n *storeNode) gave() { n.id.attrsGiven.Store(true) }
 
 // stamped nodes carry a change stamp (notify.go): a file when it changes;
 // a directory when it is announced itself (names came or went in it) and
@@ -107,7 +121,7 @@ func nextStamp() int64 {
 
 // stampAttr moves out's mtime and ctime up to the node's stamp.
 func (n *storeNode) stampAttr(out *fuse.Attr) {
-	st := n.stamp.Load()
+	st := n.id.stamp.Load()
 	if st == 0 {
 		return
 	}
@@ -286,21 +300,21 @@ func (m *mountState) newNode(n session.Node, rel string) (fs.InodeEmbedder, uint
 	w := where{m: m, rel: rel, place: n.Place}
 	switch {
 	case n.Place.Kind == session.PlaceCtl:
-		return &ctlNode{storeNode: storeNode{where: w}}, syscall.S_IFREG
+		return &ctlNode{storeNode: newStoreNode(w)}, syscall.S_IFREG
 	case n.Place.Kind == session.PlaceIndexList:
-		return &listNode{storeNode: storeNode{where: w}}, syscall.S_IFREG
+		return &listNode{storeNode: newStoreNode(w)}, syscall.S_IFREG
 	case n.Virtual:
-		return &indexValueNode{storeNode: storeNode{where: w}}, syscall.S_IFREG
+		return &indexValueNode{storeNode: newStoreNode(w)}, syscall.S_IFREG
 	case n.Place.Kind == session.PlaceFreeRoot:
 		return &freeNode{m: m}, syscall.S_IFDIR
 	case n.Dir:
-		return &dirNode{storeNode: storeNode{where: w}}, syscall.S_IFDIR
+		return &dirNode{storeNode: newStoreNode(w)}, syscall.S_IFDIR
 	case n.Place.Kind == session.PlaceLog:
-		return &logNode{storeNode: storeNode{where: w}}, syscall.S_IFREG
+		return &logNode{storeNode: newStoreNode(w)}, syscall.S_IFREG
 	case n.Place.Kind == session.PlaceValue:
-		return &valueNode{storeNode: storeNode{where: w}}, syscall.S_IFREG
+		return &valueNode{storeNode: newStoreNode(w)}, syscall.S_IFREG
 	}
-	return &roNode{storeNode: storeNode{where: w}}, syscall.S_IFREG // read-only and archived files
+	return &roNode{storeNode: newStoreNode(w)}, syscall.S_IFREG // read-only and archived files
 }
 
 // attach makes the node of n the child rel of parent and fills out. gen
@@ -321,7 +335,10 @@ func (m *mountState) attach(ctx context.Context, parent *fs.Inode, n session.Nod
 	if !n.Virtual {
 		storeAttr(&out.Attr, n.Stat, rel, n.Place) // the stat Lookup just made
 	}
-	// An inode the kernel knows already keeps its node (and its stamp).
+	// An inode the kernel knows already keeps its node: go-fuse drops
+	// this one after the reply. What the reply gives the kernel is
+	// recorded in the identity both share (identity.go), so the kept
+	// node, which changes find, knows it.
 	child := parent.NewInode(ctx, node, fs.StableAttr{Mode: typ, Ino: inoOf(rel), Gen: 1})
 	if t, ok := child.Operations().(attrsTracker); ok {
 		// Before the check of gen below, which a change that the stat

@@ -161,15 +161,17 @@ func staleAttrs(n *fs.Inode) {
 // reply has it) or finds the flag set and notifies; a notification that
 // crosses the reply in the kernel wins (the kernel keeps no reply older
 // than the last invalidation: attr_version). STATX is not implemented,
-// so the kernel asks GETATTR.
-type tracked struct{ attrsGiven atomic.Bool }
+// so the kernel asks GETATTR. The flag is the inode's, not the node
+// object's (identity.go): a reply may be filled by a node go-fuse then
+// drops for the one it already holds, which is the one changes find.
+type tracked struct{}
 
-func (t *tracked) given() *atomic.Bool { return &t.attrsGiven }
+func (tracked) tracksAttrs() {}
 
-// gave records that attributes are about to be given to the kernel.
-func (t *tracked) gave() { t.attrsGiven.Store(true) }
-
-type attrsTracker interface{ given() *atomic.Bool }
+type attrsTracker interface {
+	tracksAttrs()
+	given() *atomic.Bool
+}
 
 // find walks the nodes the kernel knows towards rel: node is rel's (nil
 // when the kernel does not know it), parent its directory's (nil when the

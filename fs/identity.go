@@ -1,0 +1,81 @@
+package fs
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"weak"
+)
+
+// identity is what the server must remember of one inode the kernel may
+// hold, whichever node object go-fuse keeps for it: its change stamp
+// (node.go) and whether the kernel may hold attributes given since they
+// were last marked stale (tracked, notify.go).
+//
+// Why it is not a field of the node: a LOOKUP or a READDIRPLUS entry
+// builds a new node (attach) and fills the reply from it, but when the
+// kernel knows the inode already go-fuse keeps the node it registered
+// first and drops the new one (its identity table: the first node of a
+// StableAttr wins). Held by the node, the "attributes given" mark of
+// that reply landed on the dropped node, the notifier (which finds the
+// kept one) saw none, and the next append was not announced to the
+// kernel: after `ls` of a session (READDIRPLUS) a reader saw the log's
+// old size, and so its old end, for the hour of cacheTimeout (issue 20:
+// `cat messages.jsonl | wc -l` gave 5 lines while the store held 7).
+// Shared by every node object of the same inode number, the mark and the
+// stamp are the kernel's inode's, exactly, however the kernel came to
+// hold it.
+type identity struct {
+	stamp      atomic.Int64
+	attrsGiven atomic.Bool
+}
+
+// identities gives the node objects of one inode number one identity.
+// An entry lives as long as a node object holds it: go-fuse keeps the
+// node of every inode the kernel knows, so an identity is never dropped
+// while the kernel may hold what it describes, and when it is (the kernel
+// forgot the inode, go-fuse dropped the node) a node made later starts
+// afresh, as the kernel does. The table is so bounded by the nodes alive.
+// Cost: a node of an inode whose identity is alive (the common loser of a
+// READDIRPLUS) finds it in about 35 ns; a new one (the kernel learns an
+// inode nobody holds) takes 1.5-4 µs for its weak pointer and cleanup,
+// against the store stat and the FUSE round trip of the LOOKUP that made
+// it (tens of µs). Warm reads and listings make no node at all.
+type identities struct {
+	mu sync.Mutex
+	m  map[uint64]weak.Pointer[identity]
+}
+
+func newIdentities() *identities {
+	return &identities{m: map[uint64]weak.Pointer[identity]{}}
+}
+
+// of is the identity of inode number ino, made when no node holds one.
+func (ids *identities) of(ino uint64) *identity {
+	ids.mu.Lock()
+	defer ids.mu.Unlock()
+	if p := ids.m[ino].Value(); p != nil {
+		return p
+	}
+	p := &identity{}
+	ids.m[ino] = weak.Make(p)
+	runtime.AddCleanup(p, ids.drop, ino)
+	return p
+}
+
+// drop forgets ino's entry once its identity is gone (not one made for
+// the same number since).
+func (ids *identities) drop(ino uint64) {
+	ids.mu.Lock()
+	defer ids.mu.Unlock()
+	if wp, ok := ids.m[ino]; ok && wp.Value() == nil {
+		delete(ids.m, ino)
+	}
+}
+
+// size is the number of entries (tests).
+func (ids *identities) size() int {
+	ids.mu.Lock()
+	defer ids.mu.Unlock()
+	return len(ids.m)
+}
