@@ -319,7 +319,7 @@ func TestStatExact(t *testing.T) {
 	defer r.Close()
 	for i := 0; i < 20; i++ {
 		if i%2 == 0 {
-			s.send("st", fmt.Sprintf("c%d", i+1), strings.Repeat("x", i*100))
+			s.send("st", fmt.Sprintf("c%d", i+1), "x"+strings.Repeat("x", i*100)) // an empty input is refused
 		} else {
 			mustT(t, appendMnt(dir+"/messages.jsonl", fmt.Sprintf(`{"role":"assistant","content":"a%d"}`+"\n", i)))
 		}

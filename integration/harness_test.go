@@ -120,17 +120,30 @@ func (s *server) start() {
 	s.waitReady()
 }
 
-// waitReady waits until the coder socket answers ping.
+// waitReady waits until the coder socket answers ping and every agent
+// defined before the start has its socket: the server makes them one by
+// one, and a test may send to any of them first.
 func (s *server) waitReady() {
 	s.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if frames, err := s.request("coder", `{"op":"ping"}`); err == nil && len(frames) == 1 && frames[0]["type"] == "pong" {
+		if frames, err := s.request("coder", `{"op":"ping"}`); err == nil && len(frames) == 1 && frames[0]["type"] == "pong" && s.agentSocketsUp() {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	s.t.Fatalf("server did not answer; log:\n%s", s.logText())
+}
+
+// agentSocketsUp reports whether every agent/NAME.d has its NAME.sock.
+func (s *server) agentSocketsUp() bool {
+	defs, _ := filepath.Glob(filepath.Join(s.root, "agent", "*.d"))
+	for _, d := range defs {
+		if st, err := os.Stat(strings.TrimSuffix(d, ".d") + ".sock"); err != nil || st.Mode()&os.ModeSocket == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // stopProcess signals a started process with sig and waits for it;
