@@ -52,7 +52,7 @@ func loadDefinition(root, kind, name string) definition {
 	if _, err := agent.Load(root, kind, name); err != nil {
 		d.State, d.Error = "invalid", definitionError(err)
 	}
-	d.Socket = isSocket(d.path)
+	d.Socket = IsSocket(d.path)
 	return d
 }
 
@@ -73,26 +73,26 @@ func definitionError(err error) string {
 	return msg
 }
 
-func runAgentList(e *env, p *parsed) int {
-	defs, err := definitions(abi.RootFromEnv(e.getenv))
+func runAgentList(e *Env, p *Parsed) int {
+	defs, err := definitions(abi.RootFromEnv(e.Getenv))
 	if err != nil {
-		return fail(e, "list", err, exitFailed)
+		return Fail(e, "list", err, ExitFailed)
 	}
-	if p.on("json") {
-		enc := json.NewEncoder(e.stdout)
+	if p.On("json") {
+		enc := json.NewEncoder(e.Stdout)
 		enc.SetEscapeHTML(false)
 		for _, d := range defs {
 			enc.Encode(d)
 		}
 	} else {
-		printDefinitions(e.stdout, defs)
+		printDefinitions(e.Stdout, defs)
 	}
 	for _, d := range defs {
 		if d.State != "ok" {
-			return exitFailed
+			return ExitFailed
 		}
 	}
-	return exitOK
+	return ExitOK
 }
 
 // printDefinitions writes one line per definition: aligned columns under
@@ -103,7 +103,7 @@ func printDefinitions(w io.Writer, defs []definition) {
 	for _, d := range defs {
 		state := d.State
 		if d.Error != "" {
-			state += ": " + printable(d.Error)
+			state += ": " + Printable(d.Error)
 		}
 		sock := "no socket"
 		if d.Socket {
@@ -116,7 +116,7 @@ func printDefinitions(w io.Writer, defs []definition) {
 // table is where tab-separated lines go: on a terminal, aligned columns
 // under header (flush writes them out); elsewhere w itself, for pipelines.
 func table(w io.Writer, header string) (out io.Writer, flush func()) {
-	if !isTerminal(w) {
+	if !IsTerminal(w) {
 		return w, func() {}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -8,8 +8,8 @@ import (
 
 // parseLine parses argv as the flags and arguments of table entry c, as
 // the CLI does.
-func parseLine(c *command, argv []string) (*parsed, error) {
-	cc := leafCommand(&env{getenv: func(string) string { return "" }}, c)
+func parseLine(c *command, argv []string) (*Parsed, error) {
+	cc := leafCommand(&Env{Getenv: func(string) string { return "" }}, c)
 	if err := cc.ParseFlags(argv); err != nil {
 		return nil, err
 	}
@@ -47,8 +47,8 @@ func TestParseArgsAnyOrder(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", c.argv, err)
 		}
-		if !reflect.DeepEqual(p.args, c.args) || p.str("session") != c.session || p.on("json") != c.json {
-			t.Errorf("%q: args %q session %q json %v", c.argv, p.args, p.str("session"), p.on("json"))
+		if !reflect.DeepEqual(p.Args, c.args) || p.Str("session") != c.session || p.On("json") != c.json {
+			t.Errorf("%q: args %q session %q json %v", c.argv, p.Args, p.Str("session"), p.On("json"))
 		}
 	}
 }
@@ -58,11 +58,11 @@ func TestParseArgsAnyOrder(t *testing.T) {
 func TestParseArgsGiven(t *testing.T) {
 	send := findEntry(t, "send")
 	p, _ := parseLine(send, []string{"coder", "hi"})
-	if _, ok := p.vals["cwd"]; ok {
-		t.Errorf("cwd present without --cwd: %q", p.vals)
+	if _, ok := p.Vals["cwd"]; ok {
+		t.Errorf("cwd present without --cwd: %q", p.Vals)
 	}
 	p, _ = parseLine(send, []string{"coder", "--cwd=", "hi"})
-	if v, ok := p.vals["cwd"]; !ok || v != "" {
+	if v, ok := p.Vals["cwd"]; !ok || v != "" {
 		t.Errorf("--cwd= : %q %v", v, ok)
 	}
 }
@@ -73,12 +73,12 @@ func TestParseArgsRepeated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(p.all("pattern"), []string{"a-*", "b-*"}) || !reflect.DeepEqual(p.all("keep"), []string{"k1", "k2"}) || !p.on("yes") {
-		t.Errorf("pattern %q keep %q yes %v", p.all("pattern"), p.all("keep"), p.on("yes"))
+	if !reflect.DeepEqual(p.All("pattern"), []string{"a-*", "b-*"}) || !reflect.DeepEqual(p.All("keep"), []string{"k1", "k2"}) || !p.On("yes") {
+		t.Errorf("pattern %q keep %q yes %v", p.All("pattern"), p.All("keep"), p.On("yes"))
 	}
 	hist := findEntry(t, "history")
 	for _, argv := range [][]string{{"coder", "-n", "3"}, {"-n3", "coder"}, {"coder", "--last=3"}} {
-		if p, err := parseLine(hist, argv); err != nil || p.str("last") != "3" {
+		if p, err := parseLine(hist, argv); err != nil || p.Str("last") != "3" {
 			t.Errorf("%q: %v %v", argv, p, err)
 		}
 	}
@@ -129,7 +129,7 @@ func TestScopeOf(t *testing.T) {
 // Every table entry becomes a command at its path, with its aliases, and
 // the paths are unique.
 func TestCommandTree(t *testing.T) {
-	root := newCLI(&env{getenv: func(string) string { return "" }})
+	root := newCLI(&Env{Getenv: func(string) string { return "" }})
 	seen := map[string]bool{}
 	for _, c := range commands {
 		if seen[c.path()] {

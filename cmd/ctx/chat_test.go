@@ -151,15 +151,15 @@ func (a *slowAgent) serve(c net.Conn) {
 func TestChatLinesInterrupt(t *testing.T) {
 	a := newSlowAgent(t)
 	var o, e bytes.Buffer
-	en := &env{
-		stdin: strings.NewReader("wait\nnever\n"), stdout: &o, stderr: &e, uid: 1000,
-		getenv: func(k string) string {
+	en := &Env{
+		Stdin: strings.NewReader("wait\nnever\n"), Stdout: &o, Stderr: &e, Uid: 1000,
+		Getenv: func(k string) string {
 			if k == "CTX_ROOT" {
 				return a.root
 			}
 			return ""
 		},
-		interrupt: func() (context.Context, context.CancelFunc) {
+		Interrupt: func() (context.Context, context.CancelFunc) {
 			ctx, cancel := context.WithCancel(context.Background())
 			go func() {
 				select { // Ctrl+C once the run streams
@@ -179,7 +179,7 @@ func TestChatLinesInterrupt(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("chat did not end")
 	}
-	if code != exitInterrupted || o.String() != "part\n" || !strings.Contains(e.String(), "cancelled run R") {
+	if code != ExitInterrupted || o.String() != "part\n" || !strings.Contains(e.String(), "cancelled run R") {
 		t.Fatalf("code %d out %q errs %q", code, o.String(), e.String())
 	}
 }

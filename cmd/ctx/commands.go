@@ -16,7 +16,7 @@ type command struct {
 	maxArgs  int // -1: no limit
 	flags    []flagDef
 	help     string // the description --help shows; its first sentence is the short one
-	run      func(*env, *parsed) int
+	run      func(*Env, *Parsed) int
 
 	top      bool   // `ctx NAME` rather than `ctx agent NAME` (doctor, version)
 	short    string // one line for command lists; "" takes help's first sentence

@@ -55,7 +55,7 @@ type finding struct {
 
 // doctor holds what the checks learn from one another.
 type doctor struct {
-	e     *env
+	e     *Env
 	root  string
 	found []finding
 	// serverUid is the uid of the server of the home mount, -1 when no
@@ -72,8 +72,8 @@ func (d *doctor) problem(check, problem, fix string) {
 	d.found = append(d.found, finding{Check: check, Problem: problem, Fix: fix})
 }
 
-func runDoctor(e *env, p *parsed) int {
-	d := &doctor{e: e, root: abi.RootFromEnv(e.getenv), serverUid: -1}
+func runDoctor(e *Env, p *Parsed) int {
+	d := &doctor{e: e, root: abi.RootFromEnv(e.Getenv), serverUid: -1}
 	d.checkRoot()
 	d.checkMounts()
 	d.checkRootOwners()
@@ -81,11 +81,11 @@ func runDoctor(e *env, p *parsed) int {
 	d.checkDevice()
 	d.checkAllowOther()
 	d.checkStore()
-	problems := d.report(e.stdout, p.on("json"))
+	problems := d.report(e.Stdout, p.On("json"))
 	if problems > 0 {
-		return exitFailed
+		return ExitFailed
 	}
-	return exitOK
+	return ExitOK
 }
 
 // report prints the findings and returns how many are problems.
@@ -146,7 +146,7 @@ func (d *doctor) checkRootOwners() {
 	check := "owners of " + d.root
 	owner := d.serverUid
 	if owner < 0 {
-		owner = d.e.uid // no server: you are the one who would start it
+		owner = d.e.Uid // no server: you are the one who would start it
 	}
 	err := storefs.CheckRoot(d.root, uint32(owner))
 	var open *storefs.OpenToOthersError
@@ -282,7 +282,7 @@ func awaitSockets(root string, defs []definition, stray []string) []string {
 		waiting := len(stray) > 0
 		for i := range defs {
 			if !defs[i].Socket {
-				defs[i].Socket = isSocket(defs[i].path)
+				defs[i].Socket = IsSocket(defs[i].path)
 				waiting = waiting || !defs[i].Socket
 			}
 		}
@@ -304,7 +304,7 @@ func socketsWithoutDefinition(root string) []string {
 	return stray
 }
 
-func isSocket(p string) bool {
+func IsSocket(p string) bool {
 	st, err := os.Lstat(p)
 	return err == nil && st.Mode().Type() == os.ModeSocket
 }
@@ -400,8 +400,8 @@ func (d *doctor) checkDevice() {
 		d.ok(check, "")
 		return
 	}
-	cannot := fmt.Sprintf("uid %d cannot open it: %s", d.e.uid, errText(err))
-	if server, why := d.deviceUser(); server != d.e.uid {
+	cannot := fmt.Sprintf("uid %d cannot open it: %s", d.e.Uid, errText(err))
+	if server, why := d.deviceUser(); server != d.e.Uid {
 		// Only the server opens the device: your access does not matter.
 		d.ok(check, cannot+"; not needed: "+why)
 		return
@@ -426,7 +426,7 @@ func (d *doctor) deviceUser() (int, string) {
 	case syscall.Stat(d.root, &st) == nil:
 		return int(st.Uid), fmt.Sprintf("the server is run by uid %d (%s is theirs)", st.Uid, d.root)
 	}
-	return d.e.uid, ""
+	return d.e.Uid, ""
 }
 
 // checkAllowOther says whether /etc/fuse.conf has user_allow_other, which
@@ -438,7 +438,7 @@ func (d *doctor) checkAllowOther() {
 	check := fuseConf + " user_allow_other"
 	uid := d.serverUid
 	if uid < 0 {
-		uid = d.e.uid // no server: you are the one who would start it
+		uid = d.e.Uid // no server: you are the one who would start it
 	}
 	if uid == 0 {
 		d.ok(check, "not needed: the server runs as root")
@@ -503,9 +503,9 @@ func (d *doctor) checkStore() {
 func (d *doctor) storePath() (string, int) {
 	owner := d.serverUid
 	if owner < 0 {
-		owner = d.e.uid
+		owner = d.e.Uid
 	}
-	return abi.DefaultStore(owner, d.e.getenv), owner
+	return abi.DefaultStore(owner, d.e.Getenv), owner
 }
 
 // checkStoreEntry checks the store directory or an entry at its top:

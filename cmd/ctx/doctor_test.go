@@ -25,7 +25,7 @@ func TestAllowsOther(t *testing.T) {
 // for the server's uid (the caller's when no server is mounted).
 func TestDoctorStorePath(t *testing.T) {
 	vars := map[string]string{"HOME": "/home/u", "XDG_DATA_HOME": ""}
-	e := &env{uid: 1000, getenv: func(k string) string { return vars[k] }}
+	e := &Env{Uid: 1000, Getenv: func(k string) string { return vars[k] }}
 	for _, c := range []struct {
 		server  int
 		xdg     string
@@ -76,7 +76,7 @@ func TestDoctorStoreParents(t *testing.T) {
 		if err := os.Chmod(above, c.mode); err != nil {
 			t.Fatal(err)
 		}
-		d := &doctor{e: &env{uid: os.Getuid()}}
+		d := &doctor{e: &Env{Uid: os.Getuid()}}
 		d.checkStoreParent("store", above, os.Getuid())
 		switch {
 		case c.problem == "" && len(d.found) != 0:

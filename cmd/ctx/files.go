@@ -15,41 +15,41 @@ import (
 // runHistory prints messages.jsonl as a transcript, or with --json byte for
 // byte (the file may hold lines this ctx does not understand; --json must
 // not lose them). -n N keeps the last N messages, in either form.
-func runHistory(e *env, p *parsed) int {
+func runHistory(e *Env, p *Parsed) int {
 	last := -1
-	if v, given := p.vals["last"]; given {
+	if v, given := p.Vals["last"]; given {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return usageError(e, "history", fmt.Sprintf("-n takes a number of messages (0 or more), not %q", v))
+			return UsageError(e, "history", fmt.Sprintf("-n takes a number of messages (0 or more), not %q", v))
 		}
 		last = n
 	}
-	w, err := resolve(e, p, p.args[0])
+	w, err := Resolve(e, p, p.Args[0])
 	if err != nil {
-		return fail(e, "history", err, exitFailed)
+		return Fail(e, "history", err, ExitFailed)
 	}
-	f, err := os.Open(w.loc.SessionFile(w.session, abi.FileMessages))
+	f, err := os.Open(w.Loc.SessionFile(w.Session, abi.FileMessages))
 	if err != nil {
-		return fail(e, "history", missing(w, w.session, err), exitFailed)
+		return Fail(e, "history", Missing(w, w.Session, err), ExitFailed)
 	}
 	defer f.Close()
 	var messages io.Reader = f
 	if last >= 0 {
 		tail, err := lastLines(f, last)
 		if err != nil {
-			return fail(e, "history", err, exitFailed)
+			return Fail(e, "history", err, ExitFailed)
 		}
 		messages = bytes.NewReader(tail)
 	}
-	if p.on("json") {
-		_, err = io.Copy(e.stdout, messages)
+	if p.On("json") {
+		_, err = io.Copy(e.Stdout, messages)
 	} else {
-		err = printHistory(e.stdout, messages)
+		err = PrintHistory(e.Stdout, messages)
 	}
 	if err != nil {
-		return fail(e, "history", err, exitFailed)
+		return Fail(e, "history", err, ExitFailed)
 	}
-	return exitOK
+	return ExitOK
 }
 
 // lastLines returns the last n non-blank lines of r as they are, newlines
@@ -79,30 +79,30 @@ func lastLines(r io.Reader, n int) ([]byte, error) {
 
 // runOutput prints latest.md as it is, or with --json as
 // {"agent","session","text"}.
-func runOutput(e *env, p *parsed) int {
-	w, err := resolve(e, p, p.args[0])
+func runOutput(e *Env, p *Parsed) int {
+	w, err := Resolve(e, p, p.Args[0])
 	if err != nil {
-		return fail(e, "output", err, exitFailed)
+		return Fail(e, "output", err, ExitFailed)
 	}
-	f, err := os.Open(w.loc.SessionFile(w.session, abi.FileLatest))
+	f, err := os.Open(w.Loc.SessionFile(w.Session, abi.FileLatest))
 	if err != nil {
-		return fail(e, "output", missing(w, w.session, err), exitFailed)
+		return Fail(e, "output", Missing(w, w.Session, err), ExitFailed)
 	}
 	defer f.Close()
-	if p.on("json") {
-		err = outputJSON(e.stdout, w, f)
+	if p.On("json") {
+		err = outputJSON(e.Stdout, w, f)
 	} else {
-		_, err = io.Copy(e.stdout, f)
+		_, err = io.Copy(e.Stdout, f)
 	}
 	if err != nil {
-		return fail(e, "output", err, exitFailed)
+		return Fail(e, "output", err, ExitFailed)
 	}
-	return exitOK
+	return ExitOK
 }
 
 // outputJSON prints latest.md as one JSON object. latest.md is the text
 // of one message, so it is read whole.
-func outputJSON(out io.Writer, w *where, latest io.Reader) error {
+func outputJSON(out io.Writer, w *Where, latest io.Reader) error {
 	text, err := io.ReadAll(latest)
 	if err != nil {
 		return err
@@ -113,5 +113,5 @@ func outputJSON(out io.Writer, w *where, latest io.Reader) error {
 		Agent   string `json:"agent"`
 		Session string `json:"session"`
 		Text    string `json:"text"`
-	}{w.loc.Agent, w.session, string(text)})
+	}{w.Loc.Agent, w.Session, string(text)})
 }

@@ -35,7 +35,7 @@ func TestHelpEveryCommand(t *testing.T) {
 // hidden generator has none.
 func TestManPages(t *testing.T) {
 	dir := t.TempDir()
-	root := newCLI(&env{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }})
+	root := newCLI(&Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }})
 	gen := mangen.Command(root, "ctx test")
 	root.AddCommand(gen)
 	if err := gen.RunE(gen, []string{dir}); err != nil {

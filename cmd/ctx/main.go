@@ -21,24 +21,24 @@ import (
 
 // env is everything a command may touch, so that tests can run commands
 // in-process.
-type env struct {
-	stdin          io.Reader
-	stdout, stderr io.Writer
-	getenv         func(string) string
-	uid            int
+type Env struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+	Uid            int
 	// interrupt returns a context cancelled by SIGINT, for commands that
 	// wait on the server; file commands keep the default SIGINT behaviour.
-	interrupt func() (context.Context, context.CancelFunc)
+	Interrupt func() (context.Context, context.CancelFunc)
 	// cmdPath is the running command after "ctx" ("agent send"), for
 	// the pointer to its help after a usage error.
-	cmdPath string
+	CmdPath string
 }
 
 func main() {
-	e := &env{
-		stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
-		getenv: os.Getenv, uid: os.Getuid(),
-		interrupt: func() (context.Context, context.CancelFunc) {
+	e := &Env{
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Getenv: os.Getenv, Uid: os.Getuid(),
+		Interrupt: func() (context.Context, context.CancelFunc) {
 			return signal.NotifyContext(context.Background(), os.Interrupt)
 		},
 	}
@@ -47,15 +47,15 @@ func main() {
 
 // Exit statuses.
 const (
-	exitOK          = 0
-	exitFailed      = 1
-	exitUsage       = 2
-	exitInterrupted = 130
+	ExitOK          = 0
+	ExitFailed      = 1
+	ExitUsage       = 2
+	ExitInterrupted = 130
 )
 
 // run parses argv (without the program name) with the CLI built from the
 // command table, runs the command and returns its exit status.
-func run(e *env, argv []string) int {
+func run(e *Env, argv []string) int {
 	root := newCLI(e)
 	root.SetArgs(append([]string{}, argv...)) // never nil: nil means os.Args
 	_, err := root.ExecuteC()
@@ -63,25 +63,25 @@ func run(e *env, argv []string) int {
 	var bad *badUsage
 	switch {
 	case err == nil:
-		return exitOK
+		return ExitOK
 	case errors.As(err, &status):
 		return int(status)
 	case errors.As(err, &bad):
-		e.cmdPath = bad.path
-		return usageError(e, bad.name, bad.msg)
+		e.CmdPath = bad.path
+		return UsageError(e, bad.name, bad.msg)
 	}
 	// cobra's own refusals (a bad completion request, say) are usage too.
-	return usageError(e, "", err.Error())
+	return UsageError(e, "", err.Error())
 }
 
 // usageError reports bad usage: the problem, then where to look.
-func usageError(e *env, cmd, msg string) int {
+func UsageError(e *Env, cmd, msg string) int {
 	prefix := "ctx: "
 	if cmd != "" {
 		prefix += cmd + ": "
 	}
-	fmt.Fprintf(e.stderr, "%s%s\n%s\n", prefix, msg, helpHint(e.cmdPath))
-	return exitUsage
+	fmt.Fprintf(e.Stderr, "%s%s\n%s\n", prefix, msg, helpHint(e.CmdPath))
+	return ExitUsage
 }
 
 // helpHint points to the help of the command at path (the words after

@@ -177,10 +177,10 @@ func TestRunsMissing(t *testing.T) {
 }
 
 func TestFirstLine(t *testing.T) {
-	if got := firstLine("a\r\nb", 10); got != "a" {
+	if got := FirstLine("a\r\nb", 10); got != "a" {
 		t.Errorf("%q", got)
 	}
-	if got := firstLine(strings.Repeat("中", 100), 10); got != "中中中…" {
+	if got := FirstLine(strings.Repeat("中", 100), 10); got != "中中中…" {
 		t.Errorf("%q", got)
 	}
 }

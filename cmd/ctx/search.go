@@ -31,25 +31,25 @@ server cut at its bound on the bytes one search may read (EFBIG on stderr)
 before it found anything.
 `
 
-func runSearch(e *env, p *parsed) int {
-	w, err := resolveLoc(e, p, p.args[0])
+func runSearch(e *Env, p *Parsed) int {
+	w, err := ResolveLoc(e, p, p.Args[0])
 	if err != nil {
-		return fail(e, "search", err, exitUsage)
+		return Fail(e, "search", err, ExitUsage)
 	}
-	query := strings.Join(p.args[1:], " ")
-	req := proto.NewObject("op", proto.OpSearch, "query", query, "scope", w.scope)
-	if w.scope == abi.ScopeShared {
-		req.Set("space", w.loc.Space)
+	query := strings.Join(p.Args[1:], " ")
+	req := proto.NewObject("op", proto.OpSearch, "query", query, "scope", w.Scope)
+	if w.Scope == abi.ScopeShared {
+		req.Set("space", w.Loc.Space)
 	}
-	if s, given := p.vals["session"]; given {
+	if s, given := p.Vals["session"]; given {
 		if err := abi.CheckName("session", s); err != nil {
-			return fail(e, "search", err, exitUsage)
+			return Fail(e, "search", err, ExitUsage)
 		}
 		req.Set("session", s)
 	}
-	tty := searchTTY(e.stdout)
-	pr := &searchPrinter{e: e, out: e.stdout, errw: e.stderr, json: p.on("json"), tty: tty, q: search.NewQuery(query)}
-	stop := startSpinner(e.stderr, tty && !pr.json && searchTTY(e.stderr))
+	tty := searchTTY(e.Stdout)
+	pr := &searchPrinter{e: e, out: e.Stdout, errw: e.Stderr, json: p.On("json"), tty: tty, q: search.NewQuery(query)}
+	stop := startSpinner(e.Stderr, tty && !pr.json && searchTTY(e.Stderr))
 	code := searchStream(e, w, req, pr)
 	stop()
 	pr.flush()
@@ -58,15 +58,15 @@ func runSearch(e *env, p *parsed) int {
 
 // searchStream sends req and hands each reply frame to pr; it returns the
 // exit status.
-func searchStream(e *env, w *where, req *proto.Object, pr *searchPrinter) int {
-	ctx, cancel := e.interrupt()
+func searchStream(e *Env, w *Where, req *proto.Object, pr *searchPrinter) int {
+	ctx, cancel := e.Interrupt()
 	defer cancel()
-	sendErr, readErr, err := exchange(ctx, w, req, pr.frame)
+	sendErr, readErr, err := Exchange(ctx, w, req, pr.frame)
 	if err != nil {
-		return fail(e, "search", err, exitUsage)
+		return Fail(e, "search", err, ExitUsage)
 	}
 	if ctx.Err() != nil {
-		return exitInterrupted
+		return ExitInterrupted
 	}
 	return pr.exitStatus(sendErr, readErr)
 }
@@ -74,7 +74,7 @@ func searchStream(e *env, w *where, req *proto.Object, pr *searchPrinter) int {
 // searchPrinter prints a search's reply: match lines (buffered on a
 // terminal, to align them), errors of single sessions on stderr.
 type searchPrinter struct {
-	e         *env
+	e         *Env
 	out, errw io.Writer
 	json, tty bool
 	q         *search.Query
@@ -128,7 +128,7 @@ func (p *searchPrinter) errorFrame(o *proto.Object) {
 		return
 	}
 	if !p.json {
-		fmt.Fprintf(p.errw, "ctx: search: %s: %s\n", o.Str("session"), describe("search", se))
+		fmt.Fprintf(p.errw, "ctx: search: %s: %s\n", o.Str("session"), Describe("search", se))
 	}
 }
 
@@ -167,14 +167,14 @@ func highlight(s string, q *search.Query) string {
 func (p *searchPrinter) exitStatus(sendErr, readErr error) int {
 	switch {
 	case p.refused != nil:
-		fmt.Fprintf(p.errw, "ctx: search: %s\n", describe("search", p.refused))
-		return exitUsage
+		fmt.Fprintf(p.errw, "ctx: search: %s\n", Describe("search", p.refused))
+		return ExitUsage
 	case p.end == nil:
-		err := noReply(sendErr, readErr)
+		err := NoReply(sendErr, readErr)
 		if p.frames > 0 {
 			err = abi.Errorf(syscall.EIO, "", "the reply ended before the search did")
 		}
-		return fail(p.e, "search", err, exitUsage)
+		return Fail(p.e, "search", err, ExitUsage)
 	}
 	if p.end.Str("limit") == "scan" {
 		return p.scanCut()
@@ -183,9 +183,9 @@ func (p *searchPrinter) exitStatus(sendErr, readErr error) int {
 		fmt.Fprintf(p.errw, "ctx: search: only the first %d matches are shown; narrow the query or use --session\n", p.matches)
 	}
 	if p.matches > 0 {
-		return exitOK
+		return ExitOK
 	}
-	return exitFailed
+	return ExitFailed
 }
 
 // scanCut reports a search the server stopped at its bound on the bytes
@@ -197,9 +197,9 @@ func (p *searchPrinter) scanCut() int {
 		"the most one search may; the %d matches shown are from what it read. The index keeps what it built, "+
 		"so searching again goes further; --session S searches one session\n", scanned>>20, p.matches)
 	if p.matches > 0 {
-		return exitOK
+		return ExitOK
 	}
-	return exitUsage
+	return ExitUsage
 }
 
 // searchTTY reports whether w is a terminal.

@@ -16,51 +16,51 @@ import (
 	"golang.org/x/term"
 )
 
-func runSend(e *env, p *parsed) int {
-	w, err := resolve(e, p, p.args[0])
+func runSend(e *Env, p *Parsed) int {
+	w, err := Resolve(e, p, p.Args[0])
 	if err != nil {
-		return fail(e, "send", err, exitUsage)
+		return Fail(e, "send", err, ExitUsage)
 	}
-	input, err := readInput(e.stdin, p.args[1:])
+	input, err := readInput(e.Stdin, p.Args[1:])
 	if err == nil && input == "" { // as the server would: nothing is sent
 		err = abi.Errorf(syscall.EINVAL, "", "the input is empty: nothing to send")
 	}
 	if err != nil {
-		return fail(e, "send", err, exitUsage)
+		return Fail(e, "send", err, ExitUsage)
 	}
-	id := p.str("id")
+	id := p.Str("id")
 	if id == "" {
 		id = client.NewClientID()
 	}
-	pr := newPrinter(e, w, "send", p.on("json"))
-	return stream(e, w, sendRequest(w, p, id, input), pr)
+	pr := newPrinter(e, w, "send", p.On("json"))
+	return stream(e, w, SendRequest(w, p, id, input), pr)
 }
 
 // newPrinter is the printer of send and attach: what a replay lacks is read
 // from the session's files (a temp session has none), and a terminal gets
 // the run id and the tool lines that a pipe does not.
-func newPrinter(e *env, w *where, cmd string, json bool) *sendPrinter {
+func newPrinter(e *Env, w *Where, cmd string, json bool) *SendPrinter {
 	var recorded func(string) string
-	if w.scope != abi.ScopeTemp {
-		recorded = func(run string) string { return recordedText(w, run) }
+	if w.Scope != abi.ScopeTemp {
+		recorded = func(run string) string { return RecordedText(w, run) }
 	}
-	pr := newSendPrinter(e.stdout, e.stderr, json, recorded)
+	pr := NewSendPrinter(e.Stdout, e.Stderr, json, recorded)
 	pr.cmd = cmd
-	if w.scope != abi.ScopeTemp {
+	if w.Scope != abi.ScopeTemp {
 		pr.recordedLog = func(run string, n int) []string { return recordedStderr(w, run, n) }
 	}
-	if isTerminal(e.stderr) {
-		pr.announce = e.stderr
+	if IsTerminal(e.Stderr) {
+		pr.announce = e.Stderr
 	}
-	pr.showTools(e)
+	pr.ShowTools(e)
 	return pr
 }
 
 // showTools has the printer show tool calls and results as one line each
 // when stdout is a terminal (send, attach and chat alike).
-func (p *sendPrinter) showTools(e *env) {
-	if isTerminal(e.stdout) {
-		p.tools, p.width = true, termWidth(e.stdout)
+func (p *SendPrinter) ShowTools(e *Env) {
+	if IsTerminal(e.Stdout) {
+		p.tools, p.width = true, termWidth(e.Stdout)
 	}
 }
 
@@ -79,12 +79,12 @@ func termWidth(w io.Writer) int {
 
 // sendRequest builds the request; space and cwd are sent only when given,
 // because the server refuses a space outside scope shared.
-func sendRequest(w *where, p *parsed, id, input string) *proto.Object {
-	req := proto.NewObject("op", proto.OpSend, "id", id, "session", w.session, "scope", w.scope)
-	if w.scope == abi.ScopeShared {
-		req.Set("space", w.loc.Space)
+func SendRequest(w *Where, p *Parsed, id, input string) *proto.Object {
+	req := proto.NewObject("op", proto.OpSend, "id", id, "session", w.Session, "scope", w.Scope)
+	if w.Scope == abi.ScopeShared {
+		req.Set("space", w.Loc.Space)
 	}
-	if cwd, ok := p.vals["cwd"]; ok {
+	if cwd, ok := p.Vals["cwd"]; ok {
 		req.Set("cwd", cwd)
 	}
 	req.Set("input", input)
@@ -94,43 +94,43 @@ func sendRequest(w *where, p *parsed, id, input string) *proto.Object {
 // stream sends req and prints its reply. On SIGINT it only detaches: the
 // run goes on (SPEC section 7), and the message says how to follow it
 // again and how to stop it.
-func stream(e *env, w *where, req *proto.Object, pr *sendPrinter) int {
-	code, _ := streamFrames(e, w, req, pr, pr.frame)
+func stream(e *Env, w *Where, req *proto.Object, pr *SendPrinter) int {
+	code, _ := streamFrames(e, w, req, pr, pr.Frame)
 	return code
 }
 
 // streamFrames is stream with each frame handed to each (which hands what
 // it keeps to pr). It returns -1 and false when the reply ended cleanly
 // without a start or a refusal, for the caller to explain.
-func streamFrames(e *env, w *where, req *proto.Object, pr *sendPrinter, each func(client.Frame)) (int, bool) {
-	ctx, stop := e.interrupt()
+func streamFrames(e *Env, w *Where, req *proto.Object, pr *SendPrinter, each func(client.Frame)) (int, bool) {
+	ctx, stop := e.Interrupt()
 	defer stop()
 	// The reply is read until the run's done frame: a resume's reply goes
 	// on with the live frames of other runs, which no one here wants.
 	rctx, enough := context.WithCancel(ctx)
 	defer enough()
-	sendErr, readErr, err := exchange(rctx, w, req, func(f client.Frame) {
-		if each(f); pr.done != nil {
+	sendErr, readErr, err := Exchange(rctx, w, req, func(f client.Frame) {
+		if each(f); pr.Done != nil {
 			enough()
 		}
 	})
 	if err != nil {
-		return fail(e, pr.cmd, err, exitUsage), true
+		return Fail(e, pr.cmd, err, ExitUsage), true
 	}
-	pr.finish()
+	pr.Finish()
 	if ctx.Err() != nil {
 		return interrupted(e, w, pr), true
 	}
-	if pr.cut && pr.done == nil {
-		return fellBehind(e, w, pr), true
+	if pr.Cut && pr.Done == nil {
+		return FellBehind(e, w, pr), true
 	}
-	if code := pr.exitStatus(readErr); code >= 0 {
+	if code := pr.ExitStatus(readErr); code >= 0 {
 		return code, true
 	}
 	if sendErr == nil && readErr == nil {
 		return -1, false
 	}
-	return fail(e, pr.cmd, noReply(sendErr, readErr), exitUsage), true
+	return Fail(e, pr.cmd, NoReply(sendErr, readErr), ExitUsage), true
 }
 
 // exchange sends req to the agent's socket and hands each reply frame to
@@ -138,8 +138,8 @@ func streamFrames(e *env, w *where, req *proto.Object, pr *sendPrinter, each fun
 // reached. A write error is kept, not reported at once: a server that
 // refuses an oversized request may close before reading it all, and its
 // error frame is the better answer; readErr is nil at a clean end.
-func exchange(ctx context.Context, w *where, req *proto.Object, each func(client.Frame)) (sendErr, readErr, dialErr error) {
-	conn, err := dialAgent(ctx, w.loc)
+func Exchange(ctx context.Context, w *Where, req *proto.Object, each func(client.Frame)) (sendErr, readErr, dialErr error) {
+	conn, err := dialAgent(ctx, w.Loc)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -163,11 +163,11 @@ func exchange(ctx context.Context, w *where, req *proto.Object, each func(client
 // socket is waited for (client.SocketWait).
 func dialAgent(ctx context.Context, loc client.Loc) (*client.Conn, error) {
 	return client.DialWaiting(ctx, loc.Socket(), func() bool {
-		return agent.Defined(loc.Root, loc.Kind(), loc.Agent) && mounted(loc.Root)
+		return agent.Defined(loc.Root, loc.Kind(), loc.Agent) && Mounted(loc.Root)
 	})
 }
 
-func noReply(sendErr, readErr error) error {
+func NoReply(sendErr, readErr error) error {
 	switch {
 	case sendErr != nil:
 		return sendErr
@@ -179,32 +179,32 @@ func noReply(sendErr, readErr error) error {
 
 // interrupted reports a Ctrl+C that detached from a run: the run goes
 // on, and the message says how to follow it again and how to stop it.
-func interrupted(e *env, w *where, pr *sendPrinter) int {
-	if pr.run == "" {
-		fmt.Fprintf(e.stderr, "ctx: %s: interrupted\n", pr.cmd)
+func interrupted(e *Env, w *Where, pr *SendPrinter) int {
+	if pr.Run == "" {
+		fmt.Fprintf(e.Stderr, "ctx: %s: interrupted\n", pr.cmd)
 	} else {
-		fmt.Fprintf(e.stderr, "ctx: %s: interrupted; run %s goes on: %s follows it again, ctx agent cancel %s %s stops it\n",
-			pr.cmd, pr.run, attachCommand(w, pr.run), w.loc.Agent, pr.run)
+		fmt.Fprintf(e.Stderr, "ctx: %s: interrupted; run %s goes on: %s follows it again, ctx agent cancel %s %s stops it\n",
+			pr.cmd, pr.Run, attachCommand(w, pr.Run), w.Loc.Agent, pr.Run)
 	}
-	return exitInterrupted
+	return ExitInterrupted
 }
 
 // fellBehind reports a reply the server cut because this process read
 // it too slowly (over a MiB of frames behind the run): the run goes on,
 // and attach follows it again from its record.
-func fellBehind(e *env, w *where, pr *sendPrinter) int {
-	fmt.Fprintf(e.stderr, "ctx: %s: EAGAIN: the connection fell behind run %s, which goes on: %s follows it again\n",
-		pr.cmd, pr.run, attachCommand(w, pr.run))
-	return exitFailed
+func FellBehind(e *Env, w *Where, pr *SendPrinter) int {
+	fmt.Fprintf(e.Stderr, "ctx: %s: EAGAIN: the connection fell behind run %s, which goes on: %s follows it again\n",
+		pr.cmd, pr.Run, attachCommand(w, pr.Run))
+	return ExitFailed
 }
 
 // attachCommand is the command line that attaches to run again. Agent,
 // session and space are checked names, which need no shell quoting.
-func attachCommand(w *where, run string) string {
-	s := "ctx agent attach " + w.loc.Agent + " --session " + w.session
-	switch w.scope {
+func attachCommand(w *Where, run string) string {
+	s := "ctx agent attach " + w.Loc.Agent + " --session " + w.Session
+	switch w.Scope {
 	case abi.ScopeShared:
-		s += " --shared " + w.loc.Space
+		s += " --shared " + w.Loc.Space
 	case abi.ScopeTemp:
 		s += " --scope temp"
 	}
@@ -222,12 +222,12 @@ func readInput(stdin io.Reader, words []string) (string, error) {
 			continue
 		}
 		if usedStdin {
-			return "", errUsage{"only one INPUT may be - (stdin)"}
+			return "", ErrUsage{"only one INPUT may be - (stdin)"}
 		}
 		usedStdin = true
 		b, err := io.ReadAll(stdin)
 		if err != nil {
-			return "", fmt.Errorf("read stdin: %w", err)
+			return "", fmt.Errorf("read Stdin: %w", err)
 		}
 		out[i] = string(b)
 	}
@@ -236,8 +236,8 @@ func readInput(stdin io.Reader, words []string) (string, error) {
 
 // recordedText is the assistant text run recorded in the session, or "" if
 // it cannot be read (the send already succeeded; this is only its echo).
-func recordedText(w *where, run string) string {
-	f, err := os.Open(w.loc.SessionFile(w.session, abi.FileMessages))
+func RecordedText(w *Where, run string) string {
+	f, err := os.Open(w.Loc.SessionFile(w.Session, abi.FileMessages))
 	if err != nil {
 		return ""
 	}
@@ -252,8 +252,8 @@ func recordedText(w *where, run string) string {
 // recordedStderr is the last n lines of run's stderr recorded in the
 // session's events.jsonl, or none if it cannot be read (the run's failure
 // is already reported; this only adds its reason).
-func recordedStderr(w *where, run string, n int) []string {
-	f, err := os.Open(w.loc.SessionFile(w.session, abi.FileEvents))
+func recordedStderr(w *Where, run string, n int) []string {
+	f, err := os.Open(w.Loc.SessionFile(w.Session, abi.FileEvents))
 	if err != nil {
 		return nil
 	}

@@ -28,25 +28,25 @@ const maxValueBytes = 1 << 20
 // runSessionList prints index/list, newest first as the server keeps it,
 // or with --json one object per session in the same order. An agent that
 // is defined but never used here has no index yet: that is an empty list.
-func runSessionList(e *env, p *parsed) int {
-	w, err := resolveLoc(e, p, p.args[0])
+func runSessionList(e *Env, p *Parsed) int {
+	w, err := ResolveLoc(e, p, p.Args[0])
 	if err != nil {
-		return fail(e, "session list", err, exitFailed)
+		return Fail(e, "session list", err, ExitFailed)
 	}
-	f, err := os.Open(w.loc.IndexFile("list"))
-	if errors.Is(err, fs.ErrNotExist) && located(w) == nil {
-		return exitOK
+	f, err := os.Open(w.Loc.IndexFile("list"))
+	if errors.Is(err, fs.ErrNotExist) && Located(w) == nil {
+		return ExitOK
 	}
 	if err != nil {
-		return fail(e, "session list", missing(w, "", err), exitFailed)
+		return Fail(e, "session list", Missing(w, "", err), ExitFailed)
 	}
 	defer f.Close()
-	if !p.on("json") {
-		_, err = io.Copy(e.stdout, f)
+	if !p.On("json") {
+		_, err = io.Copy(e.Stdout, f)
 		if err != nil {
-			return fail(e, "session list", err, exitFailed)
+			return Fail(e, "session list", err, ExitFailed)
 		}
-		return exitOK
+		return ExitOK
 	}
 	return listSessionsJSON(e, w, f)
 }
@@ -54,8 +54,8 @@ func runSessionList(e *env, p *parsed) int {
 // listSessionsJSON prints one object per name of the list. A session that
 // is gone by the time it is read (archived meanwhile) is left out; one
 // that cannot be read is reported and makes the exit status 1.
-func listSessionsJSON(e *env, w *where, list io.Reader) int {
-	code := exitOK
+func listSessionsJSON(e *Env, w *Where, list io.Reader) int {
+	code := ExitOK
 	sc := bufio.NewScanner(list)
 	for sc.Scan() {
 		name := sc.Text()
@@ -67,15 +67,15 @@ func listSessionsJSON(e *env, w *where, list io.Reader) int {
 			continue
 		}
 		if err != nil {
-			fmt.Fprintf(e.stderr, "ctx: session list: %s: %s\n", name, describe("session list", err))
-			code = exitFailed
+			fmt.Fprintf(e.Stderr, "ctx: session list: %s: %s\n", name, Describe("session list", err))
+			code = ExitFailed
 		}
 		if o != nil {
-			e.stdout.Write(o.Line())
+			e.Stdout.Write(o.Line())
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fail(e, "session list", err, exitFailed)
+		return Fail(e, "session list", err, ExitFailed)
 	}
 	return code
 }
@@ -84,8 +84,8 @@ func listSessionsJSON(e *env, w *where, list io.Reader) int {
 // persona fields of meta.json as they are written there. It returns what
 // it could read together with the first error; fs.ErrNotExist with a nil
 // object when the session directory is gone.
-func sessionObject(w *where, name string) (*proto.Object, error) {
-	if _, err := os.Stat(filepath.Join(w.loc.SessionsDir(), name)); err != nil {
+func sessionObject(w *Where, name string) (*proto.Object, error) {
+	if _, err := os.Stat(filepath.Join(w.Loc.SessionsDir(), name)); err != nil {
 		return nil, err
 	}
 	o := proto.NewObject("name", name)
@@ -95,15 +95,15 @@ func sessionObject(w *where, name string) (*proto.Object, error) {
 			first = err
 		}
 	}
-	state, err := readValue(w.loc.SessionFile(name, abi.FileState))
+	state, err := readValue(w.Loc.SessionFile(name, abi.FileState))
 	keep(err)
 	if err == nil {
 		o.Set("state", state)
 	}
 	for _, file := range []string{abi.FileUpdatedAt, abi.FileCreatedAt} {
-		keep(setUnix(o, file, w.loc.SessionFile(name, file)))
+		keep(setUnix(o, file, w.Loc.SessionFile(name, file)))
 	}
-	meta, err := persona(w.loc.SessionFile(name, abi.FileMeta))
+	meta, err := persona(w.Loc.SessionFile(name, abi.FileMeta))
 	keep(err)
 	if meta != nil {
 		o.Set("meta", meta)

@@ -17,10 +17,10 @@ import (
 // call sends one short request to the agent's socket and returns its one
 // answer frame of type want. A refusal, an unreachable server or any other
 // answer is returned as an error.
-func call(e *env, w *where, req *proto.Object, want string) (client.Frame, error) {
-	ctx, stop := e.interrupt()
+func Call(e *Env, w *Where, req *proto.Object, want string) (client.Frame, error) {
+	ctx, stop := e.Interrupt()
 	defer stop()
-	frames, err := client.Call(ctx, w.loc.Socket(), req)
+	frames, err := client.Call(ctx, w.Loc.Socket(), req)
 	if ctx.Err() != nil {
 		return client.Frame{}, context.Canceled
 	}
@@ -38,28 +38,28 @@ func call(e *env, w *where, req *proto.Object, want string) (client.Frame, error
 	return client.Frame{}, abi.Errorf(syscall.EIO, "", "the server sent no %s frame", want)
 }
 
-func runStatus(e *env, p *parsed) int {
-	w, err := resolve(e, p, p.args[0])
+func runStatus(e *Env, p *Parsed) int {
+	w, err := Resolve(e, p, p.Args[0])
 	if err != nil {
-		return fail(e, "status", err, exitFailed)
+		return Fail(e, "status", err, ExitFailed)
 	}
-	req := proto.NewObject("op", proto.OpStatus, "session", w.session, "scope", w.scope)
-	if w.scope == abi.ScopeShared {
-		req.Set("space", w.loc.Space)
+	req := proto.NewObject("op", proto.OpStatus, "session", w.Session, "scope", w.Scope)
+	if w.Scope == abi.ScopeShared {
+		req.Set("space", w.Loc.Space)
 	}
-	f, err := call(e, w, req, proto.FrameStatus)
+	f, err := Call(e, w, req, proto.FrameStatus)
 	if err == context.Canceled {
-		return exitInterrupted
+		return ExitInterrupted
 	}
 	if err != nil {
-		return fail(e, "status", err, exitFailed)
+		return Fail(e, "status", err, ExitFailed)
 	}
-	if p.on("json") {
-		e.stdout.Write(append(f.Line, '\n'))
+	if p.On("json") {
+		e.Stdout.Write(append(f.Line, '\n'))
 	} else {
-		printStatus(e.stdout, f.Obj)
+		printStatus(e.Stdout, f.Obj)
 	}
-	return exitOK
+	return ExitOK
 }
 
 // printStatus writes a status frame as "key: value" lines, one run a line.
@@ -89,18 +89,18 @@ func unixTime(raw json.RawMessage) string {
 
 // runCancel cancels one run: exit 0 when it was cancelled, 1 when it was
 // not running (stale), 2 when refused.
-func runCancel(e *env, p *parsed) int {
-	w, err := resolveLoc(e, p, p.args[0])
+func runCancel(e *Env, p *Parsed) int {
+	w, err := ResolveLoc(e, p, p.Args[0])
 	if err != nil {
-		return fail(e, "cancel", err, exitFailed)
+		return Fail(e, "cancel", err, ExitFailed)
 	}
-	id := p.args[1]
-	f, err := call(e, w, proto.NewObject("op", proto.OpCancel, "id", id), proto.FrameCancel)
+	id := p.Args[1]
+	f, err := Call(e, w, proto.NewObject("op", proto.OpCancel, "id", id), proto.FrameCancel)
 	if err == context.Canceled {
-		return exitInterrupted
+		return ExitInterrupted
 	}
 	if err != nil {
-		return fail(e, "cancel", err, exitFailed)
+		return Fail(e, "cancel", err, ExitFailed)
 	}
 	run := f.Obj.Str("run")
 	if run == "" {
@@ -108,15 +108,15 @@ func runCancel(e *env, p *parsed) int {
 	}
 	cancelled, _ := strconv.ParseBool(string(f.Obj.Raw("cancelled")))
 	switch {
-	case p.on("json"):
-		e.stdout.Write(append(f.Line, '\n'))
+	case p.On("json"):
+		e.Stdout.Write(append(f.Line, '\n'))
 	case cancelled:
-		fmt.Fprintf(e.stdout, "cancelled %s\n", run)
+		fmt.Fprintf(e.Stdout, "cancelled %s\n", run)
 	default:
-		fmt.Fprintf(e.stdout, "not running: %s (stale)\n", run)
+		fmt.Fprintf(e.Stdout, "not running: %s (stale)\n", run)
 	}
 	if !cancelled {
-		return exitFailed
+		return ExitFailed
 	}
-	return exitOK
+	return ExitOK
 }

@@ -139,8 +139,8 @@ func TestUsageProgress(t *testing.T) {
 	mustT(t, err)
 	defer ptm.Close()
 	var out strings.Builder
-	e := &env{stdout: &out, stderr: pts, uid: 1000,
-		getenv: func(k string) string {
+	e := &Env{Stdout: &out, Stderr: pts, Uid: 1000,
+		Getenv: func(k string) string {
 			if k == "CTX_ROOT" {
 				return root
 			}

@@ -15,11 +15,11 @@ func versionString() string { return buildinfo.Read().String() }
 // that has none (ATIF requires some version string).
 func buildVersion() string { return buildinfo.Version() }
 
-func runVersion(e *env, p *parsed) int {
-	if p.on("json") {
-		json.NewEncoder(e.stdout).Encode(buildinfo.Read())
+func runVersion(e *Env, p *Parsed) int {
+	if p.On("json") {
+		json.NewEncoder(e.Stdout).Encode(buildinfo.Read())
 	} else {
-		fmt.Fprintf(e.stdout, "ctx %s\n", versionString())
+		fmt.Fprintf(e.Stdout, "ctx %s\n", versionString())
 	}
-	return exitOK
+	return ExitOK
 }
