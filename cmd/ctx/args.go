@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/spf13/pflag"
 )
 
@@ -68,23 +69,10 @@ func (f flagDef) define(fs *pflag.FlagSet) {
 	}
 }
 
-// parsed is a command line after flag parsing.
-type Parsed struct {
-	Vals  map[string]string   // flags given on the line; bool flags as "true"/"false"
-	Multi map[string][]string // every value of each value flag, in order
-	Args  []string            // positional arguments, in order
-}
-
-func (p *Parsed) Str(name string) string { return p.Vals[name] }
-func (p *Parsed) On(name string) bool    { return p.Vals[name] == "true" }
-
-// all is every value a repeatable flag was given (--pattern, --keep).
-func (p *Parsed) All(name string) []string { return p.Multi[name] }
-
 // parsedFrom collects the flags of defs that the line gave (a flag that
 // was not given is absent from vals: `--cwd ""` and no --cwd differ).
-func parsedFrom(fs *pflag.FlagSet, defs []flagDef, args []string) *Parsed {
-	p := &Parsed{Vals: map[string]string{}, Multi: map[string][]string{}, Args: args}
+func parsedFrom(fs *pflag.FlagSet, defs []flagDef, args []string) *clienv.Parsed {
+	p := &clienv.Parsed{Vals: map[string]string{}, Multi: map[string][]string{}, Args: args}
 	for _, d := range defs {
 		fl := fs.Lookup(d.name)
 		if fl == nil || !fl.Changed {

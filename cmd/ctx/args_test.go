@@ -4,12 +4,14 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 )
 
 // parseLine parses argv as the flags and arguments of table entry c, as
 // the CLI does.
-func parseLine(c *command, argv []string) (*Parsed, error) {
-	cc := leafCommand(&Env{Getenv: func(string) string { return "" }}, c)
+func parseLine(c *command, argv []string) (*clienv.Parsed, error) {
+	cc := leafCommand(&clienv.Env{Getenv: func(string) string { return "" }}, c)
 	if err := cc.ParseFlags(argv); err != nil {
 		return nil, err
 	}
@@ -98,38 +100,10 @@ func TestParseArgsErrors(t *testing.T) {
 	}
 }
 
-func TestScopeOf(t *testing.T) {
-	send := findEntry(t, "send")
-	for _, c := range []struct {
-		argv         []string
-		scope, space string
-		bad          bool
-	}{
-		{nil, "private", "", false},
-		{[]string{"--shared", "team"}, "shared", "team", false},
-		{[]string{"--space", "team"}, "shared", "team", false},
-		{[]string{"--scope", "shared", "--space", "team"}, "shared", "team", false},
-		{[]string{"--scope", "temp"}, "temp", "", false},
-		{[]string{"--scope", "shared"}, "", "", true},
-		{[]string{"--scope", "temp", "--space", "x"}, "", "", true},
-		{[]string{"--scope", "private", "--shared", "x"}, "", "", true},
-		{[]string{"--scope", "public"}, "", "", true},
-	} {
-		p, err := parseLine(send, c.argv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		scope, space, err := scopeOf(p)
-		if (err != nil) != c.bad || scope != c.scope || space != c.space {
-			t.Errorf("%q: got %q %q %v", c.argv, scope, space, err)
-		}
-	}
-}
-
 // Every table entry becomes a command at its path, with its aliases, and
 // the paths are unique.
 func TestCommandTree(t *testing.T) {
-	root := newCLI(&Env{Getenv: func(string) string { return "" }})
+	root := newCLI(&clienv.Env{Getenv: func(string) string { return "" }})
 	seen := map[string]bool{}
 	for _, c := range commands {
 		if seen[c.path()] {

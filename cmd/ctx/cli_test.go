@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -78,7 +79,7 @@ func (a *fakeAgent) last() *proto.Request {
 // ctxRun runs ctx in-process with CTX_ROOT=root.
 func ctxRun(root, stdin string, argv ...string) (out, errs string, code int) {
 	var o, e bytes.Buffer
-	en := &Env{
+	en := &clienv.Env{
 		Stdin: strings.NewReader(stdin), Stdout: &o, Stderr: &e, Uid: 1000,
 		Getenv: func(k string) string {
 			if k == "CTX_ROOT" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 )
 
 // Shell completion (ctx completion bash|zsh|fish) asks the binary itself
@@ -24,7 +25,7 @@ const noFiles = cobra.ShellCompDirectiveNoFileComp
 // completeArgs completes the positional word the cursor is on by its name
 // in posNames: AGENT and SESSION have candidates; the rest (INPUT, RUN)
 // has none, and no file names either.
-func completeArgs(e *Env, c *command) cobra.CompletionFunc {
+func completeArgs(e *clienv.Env, c *command) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		switch posWord(c.posNames, len(args)) {
 		case "AGENT":
@@ -37,7 +38,7 @@ func completeArgs(e *Env, c *command) cobra.CompletionFunc {
 }
 
 // completeFlags completes the values of the flags that name something.
-func completeFlags(e *Env, c *command, cc *cobra.Command) {
+func completeFlags(e *clienv.Env, c *command, cc *cobra.Command) {
 	for _, f := range c.flags {
 		var fn cobra.CompletionFunc
 		switch f.name {
@@ -102,7 +103,7 @@ func agentNames(root string) []string {
 
 // sessionNames lists the sessions of the agent in args[0], in the home or
 // in the space of --shared, newest first as index/list keeps them.
-func sessionNames(e *Env, cmd *cobra.Command, args []string) []string {
+func sessionNames(e *clienv.Env, cmd *cobra.Command, args []string) []string {
 	if len(args) == 0 {
 		return nil
 	}

@@ -8,34 +8,25 @@
 // server; 130 interrupted by SIGINT. Interrupting `ctx agent send` only
 // detaches: closing the connection does not stop the run (SPEC section 7);
 // `ctx agent cancel AGENT RUN` does.
+//
+// This package is the wiring only: the command table (commands.go), the
+// cobra tree built from it (cli.go), shell completion and main. The
+// commands live by job under internal/cli (send, chat, inspect, sessions,
+// doctor; clienv and transcript are what they share); a command's
+// behaviour never belongs here.
 package main
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"os"
 	"os/signal"
+
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 )
 
-// env is everything a command may touch, so that tests can run commands
-// in-process.
-type Env struct {
-	Stdin          io.Reader
-	Stdout, Stderr io.Writer
-	Getenv         func(string) string
-	Uid            int
-	// interrupt returns a context cancelled by SIGINT, for commands that
-	// wait on the server; file commands keep the default SIGINT behaviour.
-	Interrupt func() (context.Context, context.CancelFunc)
-	// cmdPath is the running command after "ctx" ("agent send"), for
-	// the pointer to its help after a usage error.
-	CmdPath string
-}
-
 func main() {
-	e := &Env{
+	e := &clienv.Env{
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Getenv: os.Getenv, Uid: os.Getuid(),
 		Interrupt: func() (context.Context, context.CancelFunc) {
@@ -45,17 +36,9 @@ func main() {
 	os.Exit(run(e, os.Args[1:]))
 }
 
-// Exit statuses.
-const (
-	ExitOK          = 0
-	ExitFailed      = 1
-	ExitUsage       = 2
-	ExitInterrupted = 130
-)
-
 // run parses argv (without the program name) with the CLI built from the
 // command table, runs the command and returns its exit status.
-func run(e *Env, argv []string) int {
+func run(e *clienv.Env, argv []string) int {
 	root := newCLI(e)
 	root.SetArgs(append([]string{}, argv...)) // never nil: nil means os.Args
 	_, err := root.ExecuteC()
@@ -63,32 +46,13 @@ func run(e *Env, argv []string) int {
 	var bad *badUsage
 	switch {
 	case err == nil:
-		return ExitOK
+		return clienv.ExitOK
 	case errors.As(err, &status):
 		return int(status)
 	case errors.As(err, &bad):
 		e.CmdPath = bad.path
-		return UsageError(e, bad.name, bad.msg)
+		return clienv.UsageError(e, bad.name, bad.msg)
 	}
 	// cobra's own refusals (a bad completion request, say) are usage too.
-	return UsageError(e, "", err.Error())
-}
-
-// usageError reports bad usage: the problem, then where to look.
-func UsageError(e *Env, cmd, msg string) int {
-	prefix := "ctx: "
-	if cmd != "" {
-		prefix += cmd + ": "
-	}
-	fmt.Fprintf(e.Stderr, "%s%s\n%s\n", prefix, msg, helpHint(e.CmdPath))
-	return ExitUsage
-}
-
-// helpHint points to the help of the command at path (the words after
-// "ctx"), or of ctx itself.
-func helpHint(path string) string {
-	if path == "" {
-		return "run 'ctx --help' for usage"
-	}
-	return "run 'ctx " + path + " --help' for usage"
+	return clienv.UsageError(e, "", err.Error())
 }

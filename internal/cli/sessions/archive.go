@@ -1,4 +1,4 @@
-package main
+package sessions
 
 import (
 	"encoding/json"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -25,31 +26,31 @@ var defaultGCPatterns = []string{"*smoke*", "e2e-*", "repro-*", "install-*", "de
 
 // gcJob is what one archive or gc does to each session it takes.
 type gcJob struct {
-	e          *Env
-	w          *Where
+	e          *clienv.Env
+	w          *clienv.Where
 	del        bool
 	archiveDir string // "" for the home's archived_sessions
 }
 
-// runSessionArchive is `ctx agent session archive AGENT SESSION
+// Archive is `ctx agent session archive AGENT SESSION
 // [--archive-dir ABS]`: a protected session is refused (EBUSY) and left as
 // it was.
-func runSessionArchive(e *Env, p *Parsed) int {
+func Archive(e *clienv.Env, p *clienv.Parsed) int {
 	job, code := newGCJob(e, p)
 	if job == nil {
 		return code
 	}
 	name := p.Args[1]
 	if err := abi.CheckName("session", name); err != nil {
-		return Fail(e, "archive", err, ExitUsage)
+		return clienv.Fail(e, "archive", err, clienv.ExitUsage)
 	}
 	out := gcOutcome{Session: name, Action: "archive"}
 	err := job.take(name)
 	out.report(e, p.On("json"), job.explain(name, err))
 	if err != nil {
-		return ExitFailed
+		return clienv.ExitFailed
 	}
-	return ExitOK
+	return clienv.ExitOK
 }
 
 // gcOutcome is what archive and gc did to one session. --json prints it
@@ -65,7 +66,7 @@ type gcOutcome struct {
 	Message string `json:"message,omitempty"` // why, when more than the errno says
 }
 
-func (o gcOutcome) report(e *Env, asJSON bool, err error) {
+func (o gcOutcome) report(e *clienv.Env, asJSON bool, err error) {
 	o.Done = err == nil && !o.DryRun
 	if err != nil {
 		o.Error = abi.ErrnoName(abi.Errno(err))
@@ -88,23 +89,23 @@ func (o gcOutcome) report(e *Env, asJSON bool, err error) {
 	}
 }
 
-// runSessionGC is `ctx agent session gc AGENT [--pattern GLOB]...
+// GC is `ctx agent session gc AGENT [--pattern GLOB]...
 // [--older-than-days N] [--keep NAME]... [--yes] [--delete]
 // [--archive-dir ABS]` (SPEC 12): without --yes a preview that writes
 // nothing; with it each candidate is archived (or deleted) on its own,
 // failures reported and the others carried on; exit 1 if any failed.
-func runSessionGC(e *Env, p *Parsed) int {
+func GC(e *clienv.Env, p *clienv.Parsed) int {
 	job, code := newGCJob(e, p)
 	if job == nil {
 		return code
 	}
 	sel, err := newSelection(p)
 	if err != nil {
-		return Fail(e, "gc", err, ExitUsage)
+		return clienv.Fail(e, "gc", err, clienv.ExitUsage)
 	}
 	names, err := sel.candidates(job)
 	if err != nil {
-		return Fail(e, "gc", err, ExitFailed)
+		return clienv.Fail(e, "gc", err, clienv.ExitFailed)
 	}
 	verb := "archive"
 	if job.del {
@@ -118,17 +119,17 @@ func runSessionGC(e *Env, p *Parsed) int {
 		for _, n := range names {
 			gcOutcome{Session: n, Action: verb, DryRun: true}.report(e, asJSON, nil)
 		}
-		return ExitOK
+		return clienv.ExitOK
 	}
-	prog := NewProgress(e, verb, len(names))
-	status := ExitOK
+	prog := clienv.NewProgress(e, verb, len(names))
+	status := clienv.ExitOK
 	for i, n := range names {
 		prog.Show(i)
 		err := job.explain(n, job.take(n))
 		prog.Clear()
 		gcOutcome{Session: n, Action: verb}.report(e, asJSON, err)
 		if err != nil {
-			status = ExitFailed
+			status = clienv.ExitFailed
 		}
 	}
 	return status
@@ -136,16 +137,16 @@ func runSessionGC(e *Env, p *Parsed) int {
 
 // newGCJob reads the flags archive and gc share; a nil job means the
 // command line was refused, with code as the exit status.
-func newGCJob(e *Env, p *Parsed) (*gcJob, int) {
-	w, err := ResolveLoc(e, p, p.Args[0])
+func newGCJob(e *clienv.Env, p *clienv.Parsed) (*gcJob, int) {
+	w, err := clienv.ResolveLoc(e, p, p.Args[0])
 	if err != nil {
-		return nil, Fail(e, "gc", err, ExitUsage)
+		return nil, clienv.Fail(e, "gc", err, clienv.ExitUsage)
 	}
 	job := &gcJob{e: e, w: w, del: p.On("delete"), archiveDir: p.Str("archive-dir")}
 	if err := job.check(); err != nil {
-		return nil, UsageError(e, "gc", err.Error())
+		return nil, clienv.UsageError(e, "gc", err.Error())
 	}
-	return job, ExitOK
+	return job, clienv.ExitOK
 }
 
 // check applies SPEC 12's rules to --archive-dir: absolute, not with
@@ -232,7 +233,7 @@ func mountID(path string) (uint64, error) {
 // explain gives a failed archive of name its reason: a protected session
 // (EBUSY) says which protection, asked of the server with a dry run; a
 // session that is not there (ENOENT) says so as every command does, and
-// where it is when it was archived already. Other errors pass as they are.
+// Where it is when it was archived already. Other errors pass as they are.
 func (j *gcJob) explain(name string, err error) error {
 	switch abi.Errno(err) {
 	case syscall.EBUSY:
@@ -242,7 +243,7 @@ func (j *gcJob) explain(name string, err error) error {
 		}
 		return abi.Errorf(syscall.EBUSY, "", "session %s is in use", name)
 	case syscall.ENOENT:
-		return Missing(j.w, name, err)
+		return clienv.Missing(j.w, name, err)
 	}
 	return err
 }
@@ -254,7 +255,7 @@ func (j *gcJob) ask(name, flag, want string) error {
 	if j.w.Scope == abi.ScopeShared {
 		req.Set("space", j.w.Loc.Space)
 	}
-	_, err := Call(j.e, j.w, req, want)
+	_, err := clienv.Call(j.e, j.w, req, want)
 	return err
 }
 
@@ -266,14 +267,14 @@ type selection struct {
 	olderThan time.Duration // 0: any age
 }
 
-func newSelection(p *Parsed) (*selection, error) {
+func newSelection(p *clienv.Parsed) (*selection, error) {
 	s := &selection{patterns: p.All("pattern"), keep: map[string]bool{}}
 	if len(s.patterns) == 0 {
 		s.patterns, s.defaults = defaultGCPatterns, true
 	}
 	for _, pat := range s.patterns {
 		if _, err := path.Match(pat, ""); err != nil {
-			return nil, ErrUsage{fmt.Sprintf("bad --pattern %q", pat)}
+			return nil, clienv.BadUsage(fmt.Sprintf("bad --pattern %q", pat))
 		}
 	}
 	for _, k := range p.All("keep") {
@@ -282,7 +283,7 @@ func newSelection(p *Parsed) (*selection, error) {
 	if v := p.Str("older-than-days"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 16)
 		if err != nil {
-			return nil, ErrUsage{fmt.Sprintf("--older-than-days %q is not a number of days", v)}
+			return nil, clienv.BadUsage(fmt.Sprintf("--older-than-days %q is not a number of days", v))
 		}
 		s.olderThan = time.Duration(n) * 24 * time.Hour
 	}
@@ -300,7 +301,7 @@ func (s *selection) candidates(j *gcJob) ([]string, error) {
 		return nil, err
 	}
 	var out []string
-	prog := NewProgress(j.e, "gc: checking session", len(ents))
+	prog := clienv.NewProgress(j.e, "gc: checking session", len(ents))
 	defer prog.Clear()
 	for i, ent := range ents {
 		prog.Show(i)

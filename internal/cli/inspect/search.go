@@ -1,4 +1,4 @@
-package main
+package inspect
 
 import (
 	"fmt"
@@ -14,11 +14,12 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/search"
 )
 
-const searchHelp = `Finds QUERY in the user and assistant messages of every session of AGENT in
+const SearchHelp = `Finds QUERY in the user and assistant messages of every session of AGENT in
 your home (--shared SPACE: in the space), or of one session (--session S).
 QUERY is a substring, any case, in any script; several words are joined with
 spaces. Prints one line per message that holds it: SESSION RUN ROLE and the
@@ -31,10 +32,10 @@ server cut at its bound on the bytes one search may read (EFBIG on stderr)
 before it found anything.
 `
 
-func runSearch(e *Env, p *Parsed) int {
-	w, err := ResolveLoc(e, p, p.Args[0])
+func Search(e *clienv.Env, p *clienv.Parsed) int {
+	w, err := clienv.ResolveLoc(e, p, p.Args[0])
 	if err != nil {
-		return Fail(e, "search", err, ExitUsage)
+		return clienv.Fail(e, "search", err, clienv.ExitUsage)
 	}
 	query := strings.Join(p.Args[1:], " ")
 	req := proto.NewObject("op", proto.OpSearch, "query", query, "scope", w.Scope)
@@ -43,7 +44,7 @@ func runSearch(e *Env, p *Parsed) int {
 	}
 	if s, given := p.Vals["session"]; given {
 		if err := abi.CheckName("session", s); err != nil {
-			return Fail(e, "search", err, ExitUsage)
+			return clienv.Fail(e, "search", err, clienv.ExitUsage)
 		}
 		req.Set("session", s)
 	}
@@ -58,15 +59,15 @@ func runSearch(e *Env, p *Parsed) int {
 
 // searchStream sends req and hands each reply frame to pr; it returns the
 // exit status.
-func searchStream(e *Env, w *Where, req *proto.Object, pr *searchPrinter) int {
+func searchStream(e *clienv.Env, w *clienv.Where, req *proto.Object, pr *searchPrinter) int {
 	ctx, cancel := e.Interrupt()
 	defer cancel()
-	sendErr, readErr, err := Exchange(ctx, w, req, pr.frame)
+	sendErr, readErr, err := clienv.Exchange(ctx, w, req, pr.frame)
 	if err != nil {
-		return Fail(e, "search", err, ExitUsage)
+		return clienv.Fail(e, "search", err, clienv.ExitUsage)
 	}
 	if ctx.Err() != nil {
-		return ExitInterrupted
+		return clienv.ExitInterrupted
 	}
 	return pr.exitStatus(sendErr, readErr)
 }
@@ -74,7 +75,7 @@ func searchStream(e *Env, w *Where, req *proto.Object, pr *searchPrinter) int {
 // searchPrinter prints a search's reply: match lines (buffered on a
 // terminal, to align them), errors of single sessions on stderr.
 type searchPrinter struct {
-	e         *Env
+	e         *clienv.Env
 	out, errw io.Writer
 	json, tty bool
 	q         *search.Query
@@ -128,7 +129,7 @@ func (p *searchPrinter) errorFrame(o *proto.Object) {
 		return
 	}
 	if !p.json {
-		fmt.Fprintf(p.errw, "ctx: search: %s: %s\n", o.Str("session"), Describe("search", se))
+		fmt.Fprintf(p.errw, "ctx: search: %s: %s\n", o.Str("session"), clienv.Describe("search", se))
 	}
 }
 
@@ -167,14 +168,14 @@ func highlight(s string, q *search.Query) string {
 func (p *searchPrinter) exitStatus(sendErr, readErr error) int {
 	switch {
 	case p.refused != nil:
-		fmt.Fprintf(p.errw, "ctx: search: %s\n", Describe("search", p.refused))
-		return ExitUsage
+		fmt.Fprintf(p.errw, "ctx: search: %s\n", clienv.Describe("search", p.refused))
+		return clienv.ExitUsage
 	case p.end == nil:
-		err := NoReply(sendErr, readErr)
+		err := clienv.NoReply(sendErr, readErr)
 		if p.frames > 0 {
 			err = abi.Errorf(syscall.EIO, "", "the reply ended before the search did")
 		}
-		return Fail(p.e, "search", err, ExitUsage)
+		return clienv.Fail(p.e, "search", err, clienv.ExitUsage)
 	}
 	if p.end.Str("limit") == "scan" {
 		return p.scanCut()
@@ -183,9 +184,9 @@ func (p *searchPrinter) exitStatus(sendErr, readErr error) int {
 		fmt.Fprintf(p.errw, "ctx: search: only the first %d matches are shown; narrow the query or use --session\n", p.matches)
 	}
 	if p.matches > 0 {
-		return ExitOK
+		return clienv.ExitOK
 	}
-	return ExitFailed
+	return clienv.ExitFailed
 }
 
 // scanCut reports a search the server stopped at its bound on the bytes
@@ -197,9 +198,9 @@ func (p *searchPrinter) scanCut() int {
 		"the most one search may; the %d matches shown are from what it read. The index keeps what it built, "+
 		"so searching again goes further; --session S searches one session\n", scanned>>20, p.matches)
 	if p.matches > 0 {
-		return ExitOK
+		return clienv.ExitOK
 	}
-	return ExitUsage
+	return clienv.ExitUsage
 }
 
 // searchTTY reports whether w is a terminal.

@@ -1,4 +1,4 @@
-package main
+package doctor
 
 import (
 	"bufio"
@@ -19,12 +19,13 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/internal/mountinfo"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
-const doctorHelp = `Checks what ctx and ctxfs need, and prints one line per check: ok, or the
+const Help = `Checks what ctx and ctxfs need, and prints one line per check: ok, or the
 problem and its fix. The mount root exists; home and shared are ctxfs mounts
 that answer; each definition is valid and its socket answers; /dev/fuse is
 there and usable by the server's uid (the mount root's owner when none runs); whether /etc/fuse.conf has user_allow_other (a note: ctxfs
@@ -55,7 +56,7 @@ type finding struct {
 
 // doctor holds what the checks learn from one another.
 type doctor struct {
-	e     *Env
+	e     *clienv.Env
 	root  string
 	found []finding
 	// serverUid is the uid of the server of the home mount, -1 when no
@@ -72,7 +73,7 @@ func (d *doctor) problem(check, problem, fix string) {
 	d.found = append(d.found, finding{Check: check, Problem: problem, Fix: fix})
 }
 
-func runDoctor(e *Env, p *Parsed) int {
+func Run(e *clienv.Env, p *clienv.Parsed) int {
 	d := &doctor{e: e, root: abi.RootFromEnv(e.Getenv), serverUid: -1}
 	d.checkRoot()
 	d.checkMounts()
@@ -83,9 +84,9 @@ func runDoctor(e *Env, p *Parsed) int {
 	d.checkStore()
 	problems := d.report(e.Stdout, p.On("json"))
 	if problems > 0 {
-		return ExitFailed
+		return clienv.ExitFailed
 	}
-	return ExitOK
+	return clienv.ExitOK
 }
 
 // report prints the findings and returns how many are problems.
@@ -282,7 +283,7 @@ func awaitSockets(root string, defs []definition, stray []string) []string {
 		waiting := len(stray) > 0
 		for i := range defs {
 			if !defs[i].Socket {
-				defs[i].Socket = IsSocket(defs[i].path)
+				defs[i].Socket = clienv.IsSocket(defs[i].path)
 				waiting = waiting || !defs[i].Socket
 			}
 		}
@@ -302,11 +303,6 @@ func socketsWithoutDefinition(root string) []string {
 		stray = append(stray, sock.Path)
 	}
 	return stray
-}
-
-func IsSocket(p string) bool {
-	st, err := os.Lstat(p)
-	return err == nil && st.Mode().Type() == os.ModeSocket
 }
 
 // checkStraySocket reports a socket whose definition is gone. The server

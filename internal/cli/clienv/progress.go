@@ -1,4 +1,4 @@
-package main
+package clienv
 
 import (
 	"fmt"
@@ -6,12 +6,12 @@ import (
 	"time"
 )
 
-// progressAfter is how many sessions a command works through before it
+// ProgressAfter is how many sessions a command works through before it
 // shows its progress on a terminal: below it the answer comes too fast to
 // need one.
-const progressAfter = 300
+const ProgressAfter = 300
 
-// progress is a single updating line on a terminal's stderr while a
+// Progress is a single updating line on a terminal's stderr while a
 // command works through many sessions (usage, gc); nil, and silent, for a
 // short job or when stderr is not a terminal (pipelines stay quiet).
 type Progress struct {
@@ -23,13 +23,13 @@ type Progress struct {
 }
 
 func NewProgress(e *Env, what string, total int) *Progress {
-	if total <= progressAfter || !IsTerminal(e.Stderr) {
+	if total <= ProgressAfter || !IsTerminal(e.Stderr) {
 		return nil
 	}
 	return &Progress{w: e.Stderr, what: what, total: total}
 }
 
-// show reports that item i (from 0) is being worked on, at most ten times
+// Show reports that item i (from 0) is being worked on, at most ten times
 // a second: a terminal need not redraw per item.
 func (p *Progress) Show(i int) {
 	if p == nil || time.Since(p.last) < 100*time.Millisecond {
@@ -40,7 +40,7 @@ func (p *Progress) Show(i int) {
 	p.shown = true
 }
 
-// clear erases the line, so that what follows starts clean.
+// Clear erases the line, so that what follows starts clean.
 func (p *Progress) Clear() {
 	if p == nil || !p.shown {
 		return

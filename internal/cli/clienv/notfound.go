@@ -1,4 +1,4 @@
-package main
+package clienv
 
 import (
 	"errors"
@@ -53,7 +53,7 @@ func notMounted(root string) error {
 	return enoent("ctxfs is not mounted at %s (ctxfs mount starts it; CTX_ROOT names another root)", root)
 }
 
-// missing turns "no such file" on the way to a session into what is
+// Missing turns "no such file" on the way to a session into what is
 // missing: the mount, the shared space, the agent or the session (session
 // "" when the command names none). A mount whose server is gone (ENOTCONN)
 // says so. Other errors pass through; describe drops their paths.
@@ -73,7 +73,7 @@ func Missing(w *Where, session string, err error) error {
 	return err
 }
 
-// located says what is missing on the way to the agent's sessions: the
+// Located says what is missing on the way to the agent's sessions: the
 // mount, the shared space or the agent. nil means they are there, and a
 // file that is absent is only absent (an agent with no sessions yet).
 func Located(w *Where) error {
@@ -115,7 +115,7 @@ func exists(path string) bool {
 // mounted reports whether a ctxfs mount answers at root: root/home is a
 // mount point (another device than root). A mount whose server died fails
 // the stat (ENOTCONN) and is not mounted here.
-func Mounted(root string) bool {
+func mounted(root string) bool {
 	var r, h syscall.Stat_t
 	return syscall.Stat(root, &r) == nil && syscall.Stat(filepath.Join(root, "home"), &h) == nil && r.Dev != h.Dev
 }
@@ -133,7 +133,7 @@ func unreachable(de *client.DialError) string {
 	if !ok || name != "ENOENT" {
 		return name + ": ctxfs is not running (ctxfs mount starts it)"
 	}
-	up := Mounted(root) // a stat of the mount: once
+	up := mounted(root) // a stat of the mount: once
 	switch {
 	case !up && !agentDefined(root, agent):
 		return fmt.Sprintf("ENOENT: ctxfs is not running at %s (ctxfs mount starts it), and no agent %q is defined there", root, agent)
@@ -161,4 +161,8 @@ func socketOwner(path string) (root, agent string, ok bool) {
 		return filepath.Dir(filepath.Dir(dir)), filepath.Base(dir) + "/" + name, true
 	}
 	return "", "", false
+}
+func IsSocket(p string) bool {
+	st, err := os.Lstat(p)
+	return err == nil && st.Mode().Type() == os.ModeSocket
 }

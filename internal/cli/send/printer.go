@@ -1,4 +1,4 @@
-package main
+package send
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
+	"github.com/ctxfs/ctxfs/internal/cli/transcript"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -64,7 +66,7 @@ func NewSendPrinter(out, errw io.Writer, json bool, recorded func(string) string
 		source: map[string]string{}, toolNames: map[string]string{}}
 }
 
-// frame handles one reply frame.
+// Frame handles one reply frame.
 func (p *SendPrinter) Frame(f client.Frame) {
 	if p.started && cutFrame(f.Obj) {
 		p.cutOff(f)
@@ -84,7 +86,7 @@ func (p *SendPrinter) Frame(f client.Frame) {
 	case proto.FrameStart:
 		p.started, p.Run = true, o.Str("run")
 		if p.announce != nil && !p.json {
-			fmt.Fprintf(p.announce, "run %s\n", Printable(p.Run))
+			fmt.Fprintf(p.announce, "run %s\n", clienv.Printable(p.Run))
 		}
 	case proto.FrameDone:
 		p.finishRun(o)
@@ -207,32 +209,32 @@ func (p *SendPrinter) finishRun(o *proto.Object) {
 	}
 }
 
-// finish ends the text with a newline if it did not end with one.
+// Finish ends the text with a newline if it did not end with one.
 func (p *SendPrinter) Finish() {
 	if p.last != 0 && p.last != '\n' {
 		p.write("\n")
 	}
 }
 
-// exitStatus is the exit status of a send that ended with readErr (nil
+// ExitStatus is the exit status of a send that ended with readErr (nil
 // at a clean end of file), reporting on stderr why it is not 0.
 func (p *SendPrinter) ExitStatus(readErr error) int {
 	switch {
 	case p.refused != nil:
-		fmt.Fprintf(p.errw, "ctx: %s: %s\n", p.cmd, Describe(p.cmd, p.refused))
-		return ExitUsage
+		fmt.Fprintf(p.errw, "ctx: %s: %s\n", p.cmd, clienv.Describe(p.cmd, p.refused))
+		return clienv.ExitUsage
 	case p.Done != nil && p.Done.Str("status") == "ok":
-		return ExitOK
+		return clienv.ExitOK
 	case p.Done != nil:
 		p.showStderr()
-		return ExitFailed
+		return clienv.ExitFailed
 	case p.started:
 		why := "the server closed the connection"
 		if readErr != nil {
 			why = readErr.Error()
 		}
 		fmt.Fprintf(p.errw, "ctx: %s: EIO: no done frame (%s); run %s may still be running (ctx agent status)\n", p.cmd, why, p.Run)
-		return ExitFailed
+		return clienv.ExitFailed
 	}
 	return -1 // no reply at all: the caller knows why
 }
@@ -255,15 +257,15 @@ func (p *SendPrinter) showStderr() {
 	}
 	fmt.Fprintf(p.errw, "ctx: %s: last lines of the agent's Stderr:\n", p.cmd)
 	for _, l := range lines {
-		fmt.Fprintf(p.errw, "  %s\n", Printable(l))
+		fmt.Fprintf(p.errw, "  %s\n", clienv.Printable(l))
 	}
 }
 
 // toolCallLine is "→ NAME ARGUMENTS", the arguments as compact JSON.
 func toolCallLine(o *proto.Object) string {
-	line := "→ " + Printable(o.Str("name"))
-	if args := Compact(o.Raw("arguments")); args != "" {
-		line += " " + Printable(args)
+	line := "→ " + clienv.Printable(o.Str("name"))
+	if args := transcript.Compact(o.Raw("arguments")); args != "" {
+		line += " " + clienv.Printable(args)
 	}
 	return line
 }
@@ -277,11 +279,11 @@ func toolResultLine(o *proto.Object, callName string) string {
 	}
 	line := "←"
 	if name != "" {
-		line += " " + Printable(name)
+		line += " " + clienv.Printable(name)
 	}
 	text := toolResultText(o.Raw("content"))
 	if string(o.Raw("is_error")) == "true" {
-		return line + " error: " + Printable(FirstLine(text, maxToolError))
+		return line + " error: " + clienv.Printable(clienv.FirstLine(text, maxToolError))
 	}
 	return fmt.Sprintf("%s ok, %d bytes", line, len(text))
 }
@@ -294,7 +296,7 @@ func toolResultText(raw json.RawMessage) string {
 			return text
 		}
 	}
-	return ResultText(raw)
+	return transcript.ResultText(raw)
 }
 
 // maxToolError bounds the part of a failed tool's result kept for its line

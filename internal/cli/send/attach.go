@@ -1,4 +1,4 @@
-package main
+package send
 
 import (
 	"context"
@@ -8,10 +8,11 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
-const attachHelp = `Follows a run again after Ctrl+C detached its send (resume is another name
+const AttachHelp = `Follows a run again after Ctrl+C detached its send (resume is another name
 for it): the frames the run has recorded so far, then the rest as it streams,
 each once, printed as send prints them (--json: the raw frames). RUN is a run
 id (ctx-…); without it, the run active in the session. A run that has ended
@@ -23,25 +24,25 @@ Text that an agent streamed before you attached is not shown again; the
 messages it recorded are (ctx agent output shows the latest one whole).
 `
 
-func runAttach(e *Env, p *Parsed) int {
-	w, err := Resolve(e, p, p.Args[0])
+func Attach(e *clienv.Env, p *clienv.Parsed) int {
+	w, err := clienv.Resolve(e, p, p.Args[0])
 	if err != nil {
-		return Fail(e, "attach", err, ExitUsage)
+		return clienv.Fail(e, "attach", err, clienv.ExitUsage)
 	}
 	run := ""
 	if len(p.Args) > 1 {
 		if run = p.Args[1]; !abi.IsRunID(run) {
-			return UsageError(e, "attach", fmt.Sprintf("%q is not a run id (ctx- and 32 hex digits; ctx agent runs %s lists them)", run, w.Loc.Agent))
+			return clienv.UsageError(e, "attach", fmt.Sprintf("%q is not a run id (ctx- and 32 hex digits; ctx agent runs %s lists them)", run, w.Loc.Agent))
 		}
 	} else if run, err = activeRun(e, w); err != nil {
 		if err == context.Canceled {
-			return ExitInterrupted
+			return clienv.ExitInterrupted
 		}
 		if _, ok := err.(activeRunError); ok {
 			fmt.Fprintf(e.Stderr, "ctx: attach: %s\n", err)
-			return ExitFailed
+			return clienv.ExitFailed
 		}
-		return Fail(e, "attach", err, ExitUsage) // a refusal, or no server: as send
+		return clienv.Fail(e, "attach", err, clienv.ExitUsage) // a refusal, or no server: as send
 	}
 	pr := newPrinter(e, w, "attach", p.On("json"))
 	pr.Run = run // named before its start frame comes: see interrupted and fellBehind
@@ -55,7 +56,7 @@ func runAttach(e *Env, p *Parsed) int {
 		return pr.ExitStatus(nil)
 	}
 	fmt.Fprintf(e.Stderr, "ctx: attach: ENOENT: no run %s in session %s (ctx agent runs %s lists its runs)\n", run, w.Session, w.Loc.Agent)
-	return ExitFailed
+	return clienv.ExitFailed
 }
 
 // resumeRequest asks for the session's recorded events, then the live
@@ -63,7 +64,7 @@ func runAttach(e *Env, p *Parsed) int {
 // the record: the run's own frames are picked from it (runFilter), because
 // "after" cuts after a run's last line, and lines of runs that overlap
 // interleave.
-func resumeRequest(w *Where) *proto.Object {
+func resumeRequest(w *clienv.Where) *proto.Object {
 	req := proto.NewObject("op", proto.OpResume, "session", w.Session, "scope", w.Scope)
 	if w.Scope == abi.ScopeShared {
 		req.Set("space", w.Loc.Space)
@@ -124,12 +125,12 @@ func (e activeRunError) Error() string { return string(e) }
 
 // activeRun asks the server which run is active in the session: there must
 // be exactly one (queued or running) to attach to without naming it.
-func activeRun(e *Env, w *Where) (string, error) {
+func activeRun(e *clienv.Env, w *clienv.Where) (string, error) {
 	req := proto.NewObject("op", proto.OpStatus, "session", w.Session, "scope", w.Scope)
 	if w.Scope == abi.ScopeShared {
 		req.Set("space", w.Loc.Space)
 	}
-	f, err := Call(e, w, req, proto.FrameStatus)
+	f, err := clienv.Call(e, w, req, proto.FrameStatus)
 	if err != nil {
 		return "", err
 	}

@@ -1,4 +1,4 @@
-package main
+package transcript
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"github.com/ctxfs/ctxfs/client"
 )
 
-// printHistory writes messages.jsonl as a transcript: one block per
+// PrintHistory writes messages.jsonl as a transcript: one block per
 // message, "role:" then its text, tool calls as "→ tool name(args)" and
 // tool results as "← result", blocks separated by a blank line. A line that
 // does not parse is shown as it is, because hiding it would hide damage.
@@ -72,7 +72,7 @@ func partText(p client.Part) string {
 	return fmt.Sprintf("[%s]", p.Type)
 }
 
-// resultText shows a string result as text and anything else as JSON.
+// ResultText shows a string result as text and anything else as JSON.
 func ResultText(raw json.RawMessage) string {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {

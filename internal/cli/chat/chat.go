@@ -1,4 +1,4 @@
-package main
+package chat
 
 import (
 	"bufio"
@@ -21,6 +21,9 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
+	"github.com/ctxfs/ctxfs/internal/cli/send"
+	"github.com/ctxfs/ctxfs/internal/cli/transcript"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -48,9 +51,9 @@ Ctrl+C while a reply streams cancels that run.
 
 // chat is one chat: the agent and the session it sends to now.
 type chat struct {
-	e *Env
-	p *Parsed
-	w *Where
+	e *clienv.Env
+	p *clienv.Parsed
+	w *clienv.Where
 	// interrupts returns a channel that receives (or is closed) when the
 	// user presses Ctrl+C during one send, and a func to call after it.
 	interrupts func() (<-chan struct{}, func())
@@ -59,10 +62,10 @@ type chat struct {
 	stopOnInterrupt bool
 }
 
-func runChat(e *Env, p *Parsed) int {
-	w, err := Resolve(e, p, p.Args[0])
+func Run(e *clienv.Env, p *clienv.Parsed) int {
+	w, err := clienv.Resolve(e, p, p.Args[0])
 	if err != nil {
-		return Fail(e, "chat", err, ExitUsage)
+		return clienv.Fail(e, "chat", err, clienv.ExitUsage)
 	}
 	c := &chat{e: e, p: p, w: w}
 	if in, out, ok := terminals(e); ok {
@@ -82,7 +85,7 @@ func runChat(e *Env, p *Parsed) int {
 func (c *chat) lines() int {
 	sc := bufio.NewScanner(c.e.Stdin)
 	sc.Buffer(nil, abi.MaxRequestBytes+1) // a longer line could not be sent anyway
-	worst := ExitOK
+	worst := clienv.ExitOK
 	for sc.Scan() {
 		code, quit := c.line(strings.TrimSuffix(sc.Text(), "\r"))
 		worst = max(worst, code)
@@ -95,7 +98,7 @@ func (c *chat) lines() int {
 		err = abi.Errorf(syscall.EMSGSIZE, "", "a line of stdin is over %d bytes", abi.MaxRequestBytes)
 	}
 	if err != nil {
-		worst = max(worst, Fail(c.e, "chat", err, ExitFailed))
+		worst = max(worst, clienv.Fail(c.e, "chat", err, clienv.ExitFailed))
 	}
 	return worst
 }
@@ -105,7 +108,7 @@ func (c *chat) lines() int {
 func (c *chat) line(s string) (code int, quit bool) {
 	switch {
 	case strings.TrimSpace(s) == "":
-		return ExitOK, false
+		return clienv.ExitOK, false
 	case strings.HasPrefix(s, "//"):
 		s = s[1:]
 	case strings.HasPrefix(s, "/"):
@@ -113,7 +116,7 @@ func (c *chat) line(s string) (code int, quit bool) {
 	}
 	code, interrupted := c.send(s)
 	if interrupted && c.stopOnInterrupt {
-		return ExitInterrupted, true
+		return clienv.ExitInterrupted, true
 	}
 	return code, false
 }
@@ -124,7 +127,7 @@ func (c *chat) command(s string) (code int, quit bool) {
 	arg = strings.TrimSpace(arg)
 	switch name {
 	case "/exit", "/quit":
-		return ExitOK, true
+		return clienv.ExitOK, true
 	case "/help":
 		io.WriteString(c.e.Stdout, chatHelp)
 	case "/session":
@@ -133,9 +136,9 @@ func (c *chat) command(s string) (code int, quit bool) {
 		return c.history(), false
 	default:
 		fmt.Fprintf(c.e.Stderr, "ctx: chat: unknown command %s (/help lists them)\n", name)
-		return ExitUsage, false
+		return clienv.ExitUsage, false
 	}
-	return ExitOK, false
+	return clienv.ExitOK, false
 }
 
 // switchSession makes name the session of the following sends; it is
@@ -143,13 +146,13 @@ func (c *chat) command(s string) (code int, quit bool) {
 func (c *chat) switchSession(name string) int {
 	if name != "" {
 		if err := abi.CheckName("session", name); err != nil {
-			fmt.Fprintf(c.e.Stderr, "ctx: chat: %s\n", Describe("chat", err))
-			return ExitUsage
+			fmt.Fprintf(c.e.Stderr, "ctx: chat: %s\n", clienv.Describe("chat", err))
+			return clienv.ExitUsage
 		}
 		c.w.Session = name
 	}
 	fmt.Fprintf(c.e.Stdout, "session %s\n", c.w.Session)
-	return ExitOK
+	return clienv.ExitOK
 }
 
 // history prints the session's messages as `ctx agent history` does. A
@@ -158,12 +161,12 @@ func (c *chat) history() int {
 	err := printHistoryFile(c.e.Stdout, c.w.Loc.SessionFile(c.w.Session, abi.FileMessages))
 	if errors.Is(err, fs.ErrNotExist) {
 		fmt.Fprintf(c.e.Stdout, "session %s has no messages yet\n", c.w.Session)
-		return ExitOK
+		return clienv.ExitOK
 	}
 	if err != nil {
-		return Fail(c.e, "history", err, ExitFailed)
+		return clienv.Fail(c.e, "history", err, clienv.ExitFailed)
 	}
-	return ExitOK
+	return clienv.ExitOK
 }
 
 func printHistoryFile(w io.Writer, path string) error {
@@ -172,7 +175,7 @@ func printHistoryFile(w io.Writer, path string) error {
 		return err
 	}
 	defer f.Close()
-	return PrintHistory(w, f)
+	return transcript.PrintHistory(w, f)
 }
 
 func (c *chat) socket() string {
@@ -189,30 +192,30 @@ func (c *chat) send(input string) (code int, interrupted bool) {
 	defer cancel() // closes the connection; the reader goroutine then ends
 	conn, err := client.Dial(ctx, c.socket())
 	if err != nil {
-		return Fail(c.e, "send", err, ExitUsage), false
+		return clienv.Fail(c.e, "send", err, clienv.ExitUsage), false
 	}
 	// As in send: a write error is kept, because the server's error frame
 	// is the better answer.
 	id := client.NewClientID()
-	sendErr := conn.Send(SendRequest(c.w, c.p, id, input))
+	sendErr := conn.Send(send.SendRequest(c.w, c.p, id, input))
 	var readErr error
 	frames := readFrames(ctx, conn, &readErr)
-	r := &reply{c: c, id: id, pr: NewSendPrinter(c.e.Stdout, c.e.Stderr, false, c.recorded())}
+	r := &reply{c: c, id: id, pr: send.NewSendPrinter(c.e.Stdout, c.e.Stderr, false, c.recorded())}
 	r.pr.ShowTools(c.e)
 	detached := r.wait(frames, intr)
 	r.pr.Finish()
 	if detached {
 		fmt.Fprintf(c.e.Stderr, "ctx: chat: stopped waiting for run %s; it may still be running (ctx agent status %s)\n", r.pr.Run, c.w.Loc.Agent)
-		return ExitFailed, true
+		return clienv.ExitFailed, true
 	}
 	if r.pr.Cut && r.pr.Done == nil {
-		return FellBehind(c.e, c.w, r.pr), r.asked // as send: the run goes on
+		return send.FellBehind(c.e, c.w, r.pr), r.asked // as send: the run goes on
 	}
 	r.sayCancelled()
 	if code := r.pr.ExitStatus(readErr); code >= 0 {
 		return code, r.asked
 	}
-	return Fail(c.e, "send", NoReply(sendErr, readErr), ExitUsage), r.asked
+	return clienv.Fail(c.e, "send", clienv.NoReply(sendErr, readErr), clienv.ExitUsage), r.asked
 }
 
 // recorded is the printer's source of a replayed run's text, as in send.
@@ -220,7 +223,7 @@ func (c *chat) recorded() func(string) string {
 	if c.w.Scope == abi.ScopeTemp {
 		return nil
 	}
-	return func(run string) string { return RecordedText(c.w, run) }
+	return func(run string) string { return send.RecordedText(c.w, run) }
 }
 
 // readFrames passes conn's frames to the returned channel and closes it at
@@ -251,7 +254,7 @@ func readFrames(ctx context.Context, conn *client.Conn, errp *error) <-chan clie
 type reply struct {
 	c     *chat
 	id    string // the send's client id
-	pr    *SendPrinter
+	pr    *send.SendPrinter
 	asked bool // Ctrl+C was pressed and the run was asked to cancel
 }
 
@@ -302,7 +305,7 @@ func (r *reply) cancel() {
 		err = se
 	}
 	if err != nil {
-		fmt.Fprintf(r.c.e.Stderr, "ctx: chat: cancel: %s\n", Describe("cancel", err))
+		fmt.Fprintf(r.c.e.Stderr, "ctx: chat: cancel: %s\n", clienv.Describe("cancel", err))
 	}
 }
 
@@ -321,7 +324,7 @@ func (r *reply) sayCancelled() {
 // typed ahead wait unseen for the next prompt instead of garbling the reply.
 
 // terminals returns stdin and stdout when both are terminals.
-func terminals(e *Env) (in, out *os.File, ok bool) {
+func terminals(e *clienv.Env) (in, out *os.File, ok bool) {
 	in, inOK := e.Stdin.(*os.File)
 	out, outOK := e.Stdout.(*os.File)
 	if !inOK || !outOK || !term.IsTerminal(int(in.Fd())) || !term.IsTerminal(int(out.Fd())) {
@@ -349,7 +352,7 @@ func (c *chat) terminal(in, out *os.File) int {
 	tc := &ttyChat{chat: c, fd: int(in.Fd()), out: out, ctrlC: make(chan struct{}, 1)}
 	orig, err := unix.IoctlGetTermios(tc.fd, unix.TCGETS)
 	if err != nil {
-		return Fail(c.e, "chat", err, ExitFailed)
+		return clienv.Fail(c.e, "chat", err, clienv.ExitFailed)
 	}
 	tc.orig = *orig
 	defer tc.restore() // also when a panic unwinds
@@ -371,24 +374,24 @@ func (c *chat) terminal(in, out *os.File) int {
 func (tc *ttyChat) loop() int {
 	for {
 		if err := tc.raw(); err != nil {
-			return Fail(tc.e, "chat", err, ExitFailed)
+			return clienv.Fail(tc.e, "chat", err, clienv.ExitFailed)
 		}
 		tc.busy.Store(false)
 		line, err := tc.t.ReadLine()
 		if err == io.EOF {
 			io.WriteString(tc.out, "\r\n") // leave the shell's prompt a line of its own
-			return ExitOK
+			return clienv.ExitOK
 		}
 		if err != nil && err != term.ErrPasteIndicator {
 			tc.restore() // before printing: a raw terminal does not turn \n into \r\n
-			return Fail(tc.e, "chat", err, ExitFailed)
+			return clienv.Fail(tc.e, "chat", err, clienv.ExitFailed)
 		}
 		tc.busy.Store(true)
 		if err := tc.quiet(); err != nil {
-			return Fail(tc.e, "chat", err, ExitFailed)
+			return clienv.Fail(tc.e, "chat", err, clienv.ExitFailed)
 		}
 		if _, quit := tc.line(line); quit {
-			return ExitOK
+			return clienv.ExitOK
 		}
 	}
 }

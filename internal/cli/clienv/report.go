@@ -1,4 +1,4 @@
-package main
+package clienv
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 	"github.com/ctxfs/ctxfs/client"
 )
 
-// describe renders err as "ERRNO: detail", the errno name first because
+// Describe renders err as "ERRNO: detail", the errno name first because
 // that is what scripts match on (SPEC section 11: `ctx: send: EACCES`).
 // A server message that starts with the command's op ("send: ...") loses
 // it: the line already says "ctx: send:".
@@ -49,11 +49,11 @@ func withoutPaths(err error) string {
 	return s
 }
 
-// fail prints `ctx: CMD: ERRNO: detail` and returns the exit status: 2 for
+// Fail prints `ctx: CMD: ERRNO: detail` and returns the exit status: 2 for
 // bad usage, invalid names, refused requests and an unreachable server
 // (the request never ran), code otherwise.
 func Fail(e *Env, cmd string, err error, code int) int {
-	if IsUsage(err) {
+	if isUsage(err) {
 		return UsageError(e, cmd, err.Error())
 	}
 	fmt.Fprintf(e.Stderr, "ctx: %s: %s\n", cmd, Describe(cmd, err))

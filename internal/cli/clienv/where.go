@@ -1,4 +1,4 @@
-package main
+package clienv
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"github.com/ctxfs/ctxfs/client"
 )
 
-// where is the target of a command: the agent's session container, the
+// Where is the target of a command: the agent's session container, the
 // scope, and the session it resolved to.
 type Where struct {
 	Loc     client.Loc
@@ -16,11 +16,15 @@ type Where struct {
 	Session string
 }
 
-// ErrUsage marks errors that are bad usage (exit 2 with a usage hint)
+// errUsage marks errors that are bad usage (exit 2 with a usage hint)
 // rather than failures of the operation.
-type ErrUsage struct{ msg string }
+type errUsage struct{ msg string }
 
-func (e ErrUsage) Error() string { return e.msg }
+func (e errUsage) Error() string { return e.msg }
+
+// BadUsage is an error that is bad usage of the command line: Fail
+// reports it with a pointer to the command's help, exit 2.
+func BadUsage(msg string) error { return errUsage{msg} }
 
 // scopeOf combines --scope, --space and --shared. --shared SPACE is
 // shorthand for --scope shared --space SPACE; --space alone implies
@@ -29,7 +33,7 @@ func scopeOf(p *Parsed) (scope, space string, err error) {
 	scope, space = p.Str("scope"), p.Str("space")
 	if sh := p.Str("shared"); sh != "" {
 		if scope != "" && scope != abi.ScopeShared || space != "" && space != sh {
-			return "", "", ErrUsage{"--shared SPACE conflicts with --scope/--space"}
+			return "", "", errUsage{"--shared SPACE conflicts with --scope/--space"}
 		}
 		scope, space = abi.ScopeShared, sh
 	}
@@ -41,16 +45,16 @@ func scopeOf(p *Parsed) (scope, space string, err error) {
 	}
 	switch {
 	case !abi.ValidScope(scope):
-		return "", "", ErrUsage{fmt.Sprintf("unknown scope %q (private, shared or temp)", scope)}
+		return "", "", errUsage{fmt.Sprintf("unknown scope %q (private, shared or temp)", scope)}
 	case scope == abi.ScopeShared && space == "":
-		return "", "", ErrUsage{"--scope shared needs --space SPACE"}
+		return "", "", errUsage{"--scope shared needs --space SPACE"}
 	case scope != abi.ScopeShared && space != "":
-		return "", "", ErrUsage{"--space goes only with --scope shared"}
+		return "", "", errUsage{"--space goes only with --scope shared"}
 	}
 	return scope, space, nil
 }
 
-// resolveLoc works out the agent's session container and the scope.
+// ResolveLoc works out the agent's session container and the scope.
 func ResolveLoc(e *Env, p *Parsed, agent string) (*Where, error) {
 	scope, space, err := scopeOf(p)
 	if err != nil {
@@ -60,7 +64,7 @@ func ResolveLoc(e *Env, p *Parsed, agent string) (*Where, error) {
 	return w, w.Loc.Check()
 }
 
-// resolve is resolveLoc plus the session (section 9: --session, else
+// Resolve is resolveLoc plus the session (section 9: --session, else
 // index/current, else default). A temp session has no directory and no
 // index, so without --session it is "default".
 func Resolve(e *Env, p *Parsed, agent string) (*Where, error) {
@@ -80,7 +84,7 @@ func Resolve(e *Env, p *Parsed, agent string) (*Where, error) {
 }
 
 // isUsage reports whether err is bad usage of the command line.
-func IsUsage(err error) bool {
-	var u ErrUsage
+func isUsage(err error) bool {
+	var u errUsage
 	return errors.As(err, &u)
 }

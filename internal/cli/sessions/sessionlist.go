@@ -1,4 +1,4 @@
-package main
+package sessions
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -25,28 +26,28 @@ var personaFields = []string{"name", "self_id", "rule", "model", "reasoning"}
 // one.
 const maxValueBytes = 1 << 20
 
-// runSessionList prints index/list, newest first as the server keeps it,
+// List prints index/list, newest first as the server keeps it,
 // or with --json one object per session in the same order. An agent that
 // is defined but never used here has no index yet: that is an empty list.
-func runSessionList(e *Env, p *Parsed) int {
-	w, err := ResolveLoc(e, p, p.Args[0])
+func List(e *clienv.Env, p *clienv.Parsed) int {
+	w, err := clienv.ResolveLoc(e, p, p.Args[0])
 	if err != nil {
-		return Fail(e, "session list", err, ExitFailed)
+		return clienv.Fail(e, "session list", err, clienv.ExitFailed)
 	}
 	f, err := os.Open(w.Loc.IndexFile("list"))
-	if errors.Is(err, fs.ErrNotExist) && Located(w) == nil {
-		return ExitOK
+	if errors.Is(err, fs.ErrNotExist) && clienv.Located(w) == nil {
+		return clienv.ExitOK
 	}
 	if err != nil {
-		return Fail(e, "session list", Missing(w, "", err), ExitFailed)
+		return clienv.Fail(e, "session list", clienv.Missing(w, "", err), clienv.ExitFailed)
 	}
 	defer f.Close()
 	if !p.On("json") {
 		_, err = io.Copy(e.Stdout, f)
 		if err != nil {
-			return Fail(e, "session list", err, ExitFailed)
+			return clienv.Fail(e, "session list", err, clienv.ExitFailed)
 		}
-		return ExitOK
+		return clienv.ExitOK
 	}
 	return listSessionsJSON(e, w, f)
 }
@@ -54,8 +55,8 @@ func runSessionList(e *Env, p *Parsed) int {
 // listSessionsJSON prints one object per name of the list. A session that
 // is gone by the time it is read (archived meanwhile) is left out; one
 // that cannot be read is reported and makes the exit status 1.
-func listSessionsJSON(e *Env, w *Where, list io.Reader) int {
-	code := ExitOK
+func listSessionsJSON(e *clienv.Env, w *clienv.Where, list io.Reader) int {
+	code := clienv.ExitOK
 	sc := bufio.NewScanner(list)
 	for sc.Scan() {
 		name := sc.Text()
@@ -67,15 +68,15 @@ func listSessionsJSON(e *Env, w *Where, list io.Reader) int {
 			continue
 		}
 		if err != nil {
-			fmt.Fprintf(e.Stderr, "ctx: session list: %s: %s\n", name, Describe("session list", err))
-			code = ExitFailed
+			fmt.Fprintf(e.Stderr, "ctx: session list: %s: %s\n", name, clienv.Describe("session list", err))
+			code = clienv.ExitFailed
 		}
 		if o != nil {
 			e.Stdout.Write(o.Line())
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return Fail(e, "session list", err, ExitFailed)
+		return clienv.Fail(e, "session list", err, clienv.ExitFailed)
 	}
 	return code
 }
@@ -84,7 +85,7 @@ func listSessionsJSON(e *Env, w *Where, list io.Reader) int {
 // persona fields of meta.json as they are written there. It returns what
 // it could read together with the first error; fs.ErrNotExist with a nil
 // object when the session directory is gone.
-func sessionObject(w *Where, name string) (*proto.Object, error) {
+func sessionObject(w *clienv.Where, name string) (*proto.Object, error) {
 	if _, err := os.Stat(filepath.Join(w.Loc.SessionsDir(), name)); err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package main
+package inspect
 
 import (
 	"encoding/json"
@@ -14,10 +14,11 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
-const usageHelp = `Prints the token usage of the agent's sessions, from their usage events:
+const UsageHelp = `Prints the token usage of the agent's sessions, from their usage events:
 totals per model, then per session. Without --session it reads every
 session of the agent. --since DAYS counts only the events of the last DAYS
 days. --json prints one object.
@@ -94,18 +95,18 @@ type usageReport struct {
 	models usageTable
 }
 
-func runUsage(e *Env, p *Parsed) int {
-	w, err := ResolveLoc(e, p, p.Args[0])
+func Usage(e *clienv.Env, p *clienv.Parsed) int {
+	w, err := clienv.ResolveLoc(e, p, p.Args[0])
 	if err != nil {
-		return Fail(e, "usage", err, ExitFailed)
+		return clienv.Fail(e, "usage", err, clienv.ExitFailed)
 	}
 	u := &usageReport{Agent: w.Loc.Agent, Models: []*usageTotals{}, Sessions: []sessionUsage{}, models: usageTable{}}
 	if err := u.since(p.Str("since"), time.Now()); err != nil {
-		return UsageError(e, "usage", err.Error())
+		return clienv.UsageError(e, "usage", err.Error())
 	}
 	names, err := usageSessions(w, p.Str("session"))
 	if err != nil {
-		return Fail(e, "usage", err, ExitFailed)
+		return clienv.Fail(e, "usage", err, clienv.ExitFailed)
 	}
 	code := u.readAll(e, w, names, p.Str("session") != "")
 	u.Models, _ = u.models.sorted()
@@ -141,16 +142,16 @@ func (u *usageReport) since(arg string, now time.Time) error {
 
 // usageSessions is the named session, or every session of the agent: the
 // session/ directory without its index, in name order.
-func usageSessions(w *Where, session string) ([]string, error) {
+func usageSessions(w *clienv.Where, session string) ([]string, error) {
 	if session != "" {
 		return []string{session}, abi.CheckName("session", session)
 	}
 	entries, err := os.ReadDir(w.Loc.SessionsDir())
-	if errors.Is(err, fs.ErrNotExist) && Located(w) == nil {
+	if errors.Is(err, fs.ErrNotExist) && clienv.Located(w) == nil {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, Missing(w, "", err)
+		return nil, clienv.Missing(w, "", err)
 	}
 	var names []string
 	for _, d := range entries {
@@ -165,9 +166,9 @@ func usageSessions(w *Where, session string) ([]string, error) {
 // agent's sessions were read (archived meanwhile) is left out; one that
 // cannot be read is reported, the others still count, and the exit
 // status is 1. A session named by --session must exist.
-func (u *usageReport) readAll(e *Env, w *Where, names []string, named bool) int {
-	code := ExitOK
-	prog := NewProgress(e, "usage: reading session", len(names))
+func (u *usageReport) readAll(e *clienv.Env, w *clienv.Where, names []string, named bool) int {
+	code := clienv.ExitOK
+	prog := clienv.NewProgress(e, "usage: reading session", len(names))
 	for i, name := range names {
 		prog.Show(i)
 		err := u.readSession(w.Loc.SessionFile(name, abi.FileEvents), name)
@@ -175,8 +176,8 @@ func (u *usageReport) readAll(e *Env, w *Where, names []string, named bool) int 
 			continue
 		}
 		prog.Clear()
-		fmt.Fprintf(e.Stderr, "ctx: usage: %s\n", Describe("usage", Missing(w, name, err)))
-		code = ExitFailed
+		fmt.Fprintf(e.Stderr, "ctx: usage: %s\n", clienv.Describe("usage", clienv.Missing(w, name, err)))
+		code = clienv.ExitFailed
 	}
 	prog.Clear()
 	return code
@@ -287,9 +288,9 @@ func printUsage(w io.Writer, u *usageReport) {
 // modelName shows a model as "provider/model (model id)"; "-" when an
 // event named none.
 func modelName(m *usageTotals) string {
-	s := OrDash(Printable(m.Model))
+	s := clienv.OrDash(clienv.Printable(m.Model))
 	if m.ModelID != "" {
-		s += " (" + Printable(m.ModelID) + ")"
+		s += " (" + clienv.Printable(m.ModelID) + ")"
 	}
 	return s
 }

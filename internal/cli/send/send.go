@@ -1,4 +1,4 @@
-package main
+package send
 
 import (
 	"context"
@@ -10,23 +10,23 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 	"golang.org/x/term"
 )
 
-func runSend(e *Env, p *Parsed) int {
-	w, err := Resolve(e, p, p.Args[0])
+func Send(e *clienv.Env, p *clienv.Parsed) int {
+	w, err := clienv.Resolve(e, p, p.Args[0])
 	if err != nil {
-		return Fail(e, "send", err, ExitUsage)
+		return clienv.Fail(e, "send", err, clienv.ExitUsage)
 	}
 	input, err := readInput(e.Stdin, p.Args[1:])
 	if err == nil && input == "" { // as the server would: nothing is sent
 		err = abi.Errorf(syscall.EINVAL, "", "the input is empty: nothing to send")
 	}
 	if err != nil {
-		return Fail(e, "send", err, ExitUsage)
+		return clienv.Fail(e, "send", err, clienv.ExitUsage)
 	}
 	id := p.Str("id")
 	if id == "" {
@@ -39,7 +39,7 @@ func runSend(e *Env, p *Parsed) int {
 // newPrinter is the printer of send and attach: what a replay lacks is read
 // from the session's files (a temp session has none), and a terminal gets
 // the run id and the tool lines that a pipe does not.
-func newPrinter(e *Env, w *Where, cmd string, json bool) *SendPrinter {
+func newPrinter(e *clienv.Env, w *clienv.Where, cmd string, json bool) *SendPrinter {
 	var recorded func(string) string
 	if w.Scope != abi.ScopeTemp {
 		recorded = func(run string) string { return RecordedText(w, run) }
@@ -49,17 +49,17 @@ func newPrinter(e *Env, w *Where, cmd string, json bool) *SendPrinter {
 	if w.Scope != abi.ScopeTemp {
 		pr.recordedLog = func(run string, n int) []string { return recordedStderr(w, run, n) }
 	}
-	if IsTerminal(e.Stderr) {
+	if clienv.IsTerminal(e.Stderr) {
 		pr.announce = e.Stderr
 	}
 	pr.ShowTools(e)
 	return pr
 }
 
-// showTools has the printer show tool calls and results as one line each
+// ShowTools has the printer show tool calls and results as one line each
 // when stdout is a terminal (send, attach and chat alike).
-func (p *SendPrinter) ShowTools(e *Env) {
-	if IsTerminal(e.Stdout) {
+func (p *SendPrinter) ShowTools(e *clienv.Env) {
+	if clienv.IsTerminal(e.Stdout) {
 		p.tools, p.width = true, termWidth(e.Stdout)
 	}
 }
@@ -77,9 +77,9 @@ func termWidth(w io.Writer) int {
 	return defaultWidth
 }
 
-// sendRequest builds the request; space and cwd are sent only when given,
+// SendRequest builds the request; space and cwd are sent only when given,
 // because the server refuses a space outside scope shared.
-func SendRequest(w *Where, p *Parsed, id, input string) *proto.Object {
+func SendRequest(w *clienv.Where, p *clienv.Parsed, id, input string) *proto.Object {
 	req := proto.NewObject("op", proto.OpSend, "id", id, "session", w.Session, "scope", w.Scope)
 	if w.Scope == abi.ScopeShared {
 		req.Set("space", w.Loc.Space)
@@ -94,7 +94,7 @@ func SendRequest(w *Where, p *Parsed, id, input string) *proto.Object {
 // stream sends req and prints its reply. On SIGINT it only detaches: the
 // run goes on (SPEC section 7), and the message says how to follow it
 // again and how to stop it.
-func stream(e *Env, w *Where, req *proto.Object, pr *SendPrinter) int {
+func stream(e *clienv.Env, w *clienv.Where, req *proto.Object, pr *SendPrinter) int {
 	code, _ := streamFrames(e, w, req, pr, pr.Frame)
 	return code
 }
@@ -102,20 +102,20 @@ func stream(e *Env, w *Where, req *proto.Object, pr *SendPrinter) int {
 // streamFrames is stream with each frame handed to each (which hands what
 // it keeps to pr). It returns -1 and false when the reply ended cleanly
 // without a start or a refusal, for the caller to explain.
-func streamFrames(e *Env, w *Where, req *proto.Object, pr *SendPrinter, each func(client.Frame)) (int, bool) {
+func streamFrames(e *clienv.Env, w *clienv.Where, req *proto.Object, pr *SendPrinter, each func(client.Frame)) (int, bool) {
 	ctx, stop := e.Interrupt()
 	defer stop()
 	// The reply is read until the run's done frame: a resume's reply goes
 	// on with the live frames of other runs, which no one here wants.
 	rctx, enough := context.WithCancel(ctx)
 	defer enough()
-	sendErr, readErr, err := Exchange(rctx, w, req, func(f client.Frame) {
+	sendErr, readErr, err := clienv.Exchange(rctx, w, req, func(f client.Frame) {
 		if each(f); pr.Done != nil {
 			enough()
 		}
 	})
 	if err != nil {
-		return Fail(e, pr.cmd, err, ExitUsage), true
+		return clienv.Fail(e, pr.cmd, err, clienv.ExitUsage), true
 	}
 	pr.Finish()
 	if ctx.Err() != nil {
@@ -130,77 +130,33 @@ func streamFrames(e *Env, w *Where, req *proto.Object, pr *SendPrinter, each fun
 	if sendErr == nil && readErr == nil {
 		return -1, false
 	}
-	return Fail(e, pr.cmd, NoReply(sendErr, readErr), ExitUsage), true
-}
-
-// exchange sends req to the agent's socket and hands each reply frame to
-// each, until the reply ends. dialErr says the server could not be
-// reached. A write error is kept, not reported at once: a server that
-// refuses an oversized request may close before reading it all, and its
-// error frame is the better answer; readErr is nil at a clean end.
-func Exchange(ctx context.Context, w *Where, req *proto.Object, each func(client.Frame)) (sendErr, readErr, dialErr error) {
-	conn, err := dialAgent(ctx, w.Loc)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer conn.Close()
-	sendErr = conn.Send(req)
-	for {
-		f, err := conn.Next()
-		if err == io.EOF {
-			return sendErr, nil, nil
-		}
-		if err != nil {
-			return sendErr, err, nil
-		}
-		each(f)
-	}
-}
-
-// dialAgent connects to the agent's socket. A definition made just before
-// (mkdir NAME.d && ctx agent send NAME …, typed back to back) may not have
-// its socket yet: while the directory is there and the server runs, the
-// socket is waited for (client.SocketWait).
-func dialAgent(ctx context.Context, loc client.Loc) (*client.Conn, error) {
-	return client.DialWaiting(ctx, loc.Socket(), func() bool {
-		return agent.Defined(loc.Root, loc.Kind(), loc.Agent) && Mounted(loc.Root)
-	})
-}
-
-func NoReply(sendErr, readErr error) error {
-	switch {
-	case sendErr != nil:
-		return sendErr
-	case readErr != nil:
-		return readErr
-	}
-	return abi.Errorf(syscall.EIO, "", "the server closed the connection without a reply")
+	return clienv.Fail(e, pr.cmd, clienv.NoReply(sendErr, readErr), clienv.ExitUsage), true
 }
 
 // interrupted reports a Ctrl+C that detached from a run: the run goes
 // on, and the message says how to follow it again and how to stop it.
-func interrupted(e *Env, w *Where, pr *SendPrinter) int {
+func interrupted(e *clienv.Env, w *clienv.Where, pr *SendPrinter) int {
 	if pr.Run == "" {
 		fmt.Fprintf(e.Stderr, "ctx: %s: interrupted\n", pr.cmd)
 	} else {
 		fmt.Fprintf(e.Stderr, "ctx: %s: interrupted; run %s goes on: %s follows it again, ctx agent cancel %s %s stops it\n",
 			pr.cmd, pr.Run, attachCommand(w, pr.Run), w.Loc.Agent, pr.Run)
 	}
-	return ExitInterrupted
+	return clienv.ExitInterrupted
 }
 
-// fellBehind reports a reply the server cut because this process read
+// FellBehind reports a reply the server cut because this process read
 // it too slowly (over a MiB of frames behind the run): the run goes on,
 // and attach follows it again from its record.
-func FellBehind(e *Env, w *Where, pr *SendPrinter) int {
+func FellBehind(e *clienv.Env, w *clienv.Where, pr *SendPrinter) int {
 	fmt.Fprintf(e.Stderr, "ctx: %s: EAGAIN: the connection fell behind run %s, which goes on: %s follows it again\n",
 		pr.cmd, pr.Run, attachCommand(w, pr.Run))
-	return ExitFailed
+	return clienv.ExitFailed
 }
 
 // attachCommand is the command line that attaches to run again. Agent,
 // session and space are checked names, which need no shell quoting.
-func attachCommand(w *Where, run string) string {
+func attachCommand(w *clienv.Where, run string) string {
 	s := "ctx agent attach " + w.Loc.Agent + " --session " + w.Session
 	switch w.Scope {
 	case abi.ScopeShared:
@@ -222,7 +178,7 @@ func readInput(stdin io.Reader, words []string) (string, error) {
 			continue
 		}
 		if usedStdin {
-			return "", ErrUsage{"only one INPUT may be - (stdin)"}
+			return "", clienv.BadUsage("only one INPUT may be - (stdin)")
 		}
 		usedStdin = true
 		b, err := io.ReadAll(stdin)
@@ -234,9 +190,9 @@ func readInput(stdin io.Reader, words []string) (string, error) {
 	return strings.Join(out, " "), nil
 }
 
-// recordedText is the assistant text run recorded in the session, or "" if
+// RecordedText is the assistant text run recorded in the session, or "" if
 // it cannot be read (the send already succeeded; this is only its echo).
-func RecordedText(w *Where, run string) string {
+func RecordedText(w *clienv.Where, run string) string {
 	f, err := os.Open(w.Loc.SessionFile(w.Session, abi.FileMessages))
 	if err != nil {
 		return ""
@@ -252,7 +208,7 @@ func RecordedText(w *Where, run string) string {
 // recordedStderr is the last n lines of run's stderr recorded in the
 // session's events.jsonl, or none if it cannot be read (the run's failure
 // is already reported; this only adds its reason).
-func recordedStderr(w *Where, run string, n int) []string {
+func recordedStderr(w *clienv.Where, run string, n int) []string {
 	f, err := os.Open(w.Loc.SessionFile(w.Session, abi.FileEvents))
 	if err != nil {
 		return nil
