@@ -3,8 +3,9 @@ package main
 import (
 	"strings"
 
-	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/spf13/pflag"
+
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 )
 
 // flagDef declares one long flag. Flags with a value take it as the next

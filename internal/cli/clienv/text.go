@@ -6,16 +6,10 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/ctxfs/ctxfs/abi"
 	"golang.org/x/term"
-)
 
-func OrDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
+	"github.com/ctxfs/ctxfs/abi"
+)
 
 // FirstLine is the first line of s, cut to at most max bytes on a
 // character boundary ("…" marks the cut).
@@ -40,6 +34,8 @@ func Printable(s string) string {
 	}, s)
 }
 
+// IsTerminal reports whether w is a terminal: only there do commands add
+// what only a person reads (the run id, tool lines, progress).
 func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))

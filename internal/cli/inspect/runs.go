@@ -315,7 +315,7 @@ func printRuns(w io.Writer, runs []*runInfo, asJSON bool) {
 	}
 	for _, r := range runs {
 		fmt.Fprintf(out, "%s\t%s\t%s\t%s\t%s\n", clienv.Printable(r.Run), clienv.Printable(r.Status),
-			clienv.OrDash(clienv.Printable(r.Started)), clienv.OrDash(clienv.Printable(r.Ended)), clienv.Printable(r.Input))
+			orDash(clienv.Printable(r.Started)), orDash(clienv.Printable(r.Ended)), clienv.Printable(r.Input))
 	}
 	if tw != nil {
 		tw.Flush()
@@ -381,4 +381,13 @@ func (lr *logReader) takeBad() int {
 	n := lr.bad
 	lr.bad = 0
 	return n
+}
+
+// orDash shows an empty field as "-", so that a table's columns stay in
+// place.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

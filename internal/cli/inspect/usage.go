@@ -288,7 +288,7 @@ func printUsage(w io.Writer, u *usageReport) {
 // modelName shows a model as "provider/model (model id)"; "-" when an
 // event named none.
 func modelName(m *usageTotals) string {
-	s := clienv.OrDash(clienv.Printable(m.Model))
+	s := orDash(clienv.Printable(m.Model))
 	if m.ModelID != "" {
 		s += " (" + clienv.Printable(m.ModelID) + ")"
 	}
