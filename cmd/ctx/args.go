@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 )
 
 // flagDef declares one long flag. Flags with a value take it as the next
@@ -68,36 +70,23 @@ func (f flagDef) define(fs *pflag.FlagSet) {
 	}
 }
 
-// parsed is a command line after flag parsing.
-type parsed struct {
-	vals  map[string]string   // flags given on the line; bool flags as "true"/"false"
-	multi map[string][]string // every value of each value flag, in order
-	args  []string            // positional arguments, in order
-}
-
-func (p *parsed) str(name string) string { return p.vals[name] }
-func (p *parsed) on(name string) bool    { return p.vals[name] == "true" }
-
-// all is every value a repeatable flag was given (--pattern, --keep).
-func (p *parsed) all(name string) []string { return p.multi[name] }
-
 // parsedFrom collects the flags of defs that the line gave (a flag that
 // was not given is absent from vals: `--cwd ""` and no --cwd differ).
-func parsedFrom(fs *pflag.FlagSet, defs []flagDef, args []string) *parsed {
-	p := &parsed{vals: map[string]string{}, multi: map[string][]string{}, args: args}
+func parsedFrom(fs *pflag.FlagSet, defs []flagDef, args []string) *clienv.Parsed {
+	p := &clienv.Parsed{Vals: map[string]string{}, Multi: map[string][]string{}, Args: args}
 	for _, d := range defs {
 		fl := fs.Lookup(d.name)
 		if fl == nil || !fl.Changed {
 			continue
 		}
 		if sv, ok := fl.Value.(pflag.SliceValue); ok {
-			p.multi[d.name] = sv.GetSlice()
-			p.vals[d.name] = p.multi[d.name][len(p.multi[d.name])-1]
+			p.Multi[d.name] = sv.GetSlice()
+			p.Vals[d.name] = p.Multi[d.name][len(p.Multi[d.name])-1]
 			continue
 		}
-		p.vals[d.name] = fl.Value.String()
+		p.Vals[d.name] = fl.Value.String()
 		if d.value {
-			p.multi[d.name] = []string{p.vals[d.name]}
+			p.Multi[d.name] = []string{p.Vals[d.name]}
 		}
 	}
 	return p

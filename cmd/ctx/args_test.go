@@ -4,12 +4,14 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 )
 
 // parseLine parses argv as the flags and arguments of table entry c, as
 // the CLI does.
-func parseLine(c *command, argv []string) (*parsed, error) {
-	cc := leafCommand(&env{getenv: func(string) string { return "" }}, c)
+func parseLine(c *command, argv []string) (*clienv.Parsed, error) {
+	cc := leafCommand(&clienv.Env{Getenv: func(string) string { return "" }}, c)
 	if err := cc.ParseFlags(argv); err != nil {
 		return nil, err
 	}
@@ -47,8 +49,8 @@ func TestParseArgsAnyOrder(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", c.argv, err)
 		}
-		if !reflect.DeepEqual(p.args, c.args) || p.str("session") != c.session || p.on("json") != c.json {
-			t.Errorf("%q: args %q session %q json %v", c.argv, p.args, p.str("session"), p.on("json"))
+		if !reflect.DeepEqual(p.Args, c.args) || p.Str("session") != c.session || p.On("json") != c.json {
+			t.Errorf("%q: args %q session %q json %v", c.argv, p.Args, p.Str("session"), p.On("json"))
 		}
 	}
 }
@@ -58,11 +60,11 @@ func TestParseArgsAnyOrder(t *testing.T) {
 func TestParseArgsGiven(t *testing.T) {
 	send := findEntry(t, "send")
 	p, _ := parseLine(send, []string{"coder", "hi"})
-	if _, ok := p.vals["cwd"]; ok {
-		t.Errorf("cwd present without --cwd: %q", p.vals)
+	if _, ok := p.Vals["cwd"]; ok {
+		t.Errorf("cwd present without --cwd: %q", p.Vals)
 	}
 	p, _ = parseLine(send, []string{"coder", "--cwd=", "hi"})
-	if v, ok := p.vals["cwd"]; !ok || v != "" {
+	if v, ok := p.Vals["cwd"]; !ok || v != "" {
 		t.Errorf("--cwd= : %q %v", v, ok)
 	}
 }
@@ -73,12 +75,12 @@ func TestParseArgsRepeated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(p.all("pattern"), []string{"a-*", "b-*"}) || !reflect.DeepEqual(p.all("keep"), []string{"k1", "k2"}) || !p.on("yes") {
-		t.Errorf("pattern %q keep %q yes %v", p.all("pattern"), p.all("keep"), p.on("yes"))
+	if !reflect.DeepEqual(p.All("pattern"), []string{"a-*", "b-*"}) || !reflect.DeepEqual(p.All("keep"), []string{"k1", "k2"}) || !p.On("yes") {
+		t.Errorf("pattern %q keep %q yes %v", p.All("pattern"), p.All("keep"), p.On("yes"))
 	}
 	hist := findEntry(t, "history")
 	for _, argv := range [][]string{{"coder", "-n", "3"}, {"-n3", "coder"}, {"coder", "--last=3"}} {
-		if p, err := parseLine(hist, argv); err != nil || p.str("last") != "3" {
+		if p, err := parseLine(hist, argv); err != nil || p.Str("last") != "3" {
 			t.Errorf("%q: %v %v", argv, p, err)
 		}
 	}
@@ -98,38 +100,10 @@ func TestParseArgsErrors(t *testing.T) {
 	}
 }
 
-func TestScopeOf(t *testing.T) {
-	send := findEntry(t, "send")
-	for _, c := range []struct {
-		argv         []string
-		scope, space string
-		bad          bool
-	}{
-		{nil, "private", "", false},
-		{[]string{"--shared", "team"}, "shared", "team", false},
-		{[]string{"--space", "team"}, "shared", "team", false},
-		{[]string{"--scope", "shared", "--space", "team"}, "shared", "team", false},
-		{[]string{"--scope", "temp"}, "temp", "", false},
-		{[]string{"--scope", "shared"}, "", "", true},
-		{[]string{"--scope", "temp", "--space", "x"}, "", "", true},
-		{[]string{"--scope", "private", "--shared", "x"}, "", "", true},
-		{[]string{"--scope", "public"}, "", "", true},
-	} {
-		p, err := parseLine(send, c.argv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		scope, space, err := scopeOf(p)
-		if (err != nil) != c.bad || scope != c.scope || space != c.space {
-			t.Errorf("%q: got %q %q %v", c.argv, scope, space, err)
-		}
-	}
-}
-
 // Every table entry becomes a command at its path, with its aliases, and
 // the paths are unique.
 func TestCommandTree(t *testing.T) {
-	root := newCLI(&env{getenv: func(string) string { return "" }})
+	root := newCLI(&clienv.Env{Getenv: func(string) string { return "" }})
 	seen := map[string]bool{}
 	for _, c := range commands {
 		if seen[c.path()] {

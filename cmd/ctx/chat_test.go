@@ -12,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/term"
-
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -151,15 +150,15 @@ func (a *slowAgent) serve(c net.Conn) {
 func TestChatLinesInterrupt(t *testing.T) {
 	a := newSlowAgent(t)
 	var o, e bytes.Buffer
-	en := &env{
-		stdin: strings.NewReader("wait\nnever\n"), stdout: &o, stderr: &e, uid: 1000,
-		getenv: func(k string) string {
+	en := &clienv.Env{
+		Stdin: strings.NewReader("wait\nnever\n"), Stdout: &o, Stderr: &e, Uid: 1000,
+		Getenv: func(k string) string {
 			if k == "CTX_ROOT" {
 				return a.root
 			}
 			return ""
 		},
-		interrupt: func() (context.Context, context.CancelFunc) {
+		Interrupt: func() (context.Context, context.CancelFunc) {
 			ctx, cancel := context.WithCancel(context.Background())
 			go func() {
 				select { // Ctrl+C once the run streams
@@ -179,24 +178,8 @@ func TestChatLinesInterrupt(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("chat did not end")
 	}
-	if code != exitInterrupted || o.String() != "part\n" || !strings.Contains(e.String(), "cancelled run R") {
+	if code != clienv.ExitInterrupted || o.String() != "part\n" || !strings.Contains(e.String(), "cancelled run R") {
 		t.Fatalf("code %d out %q errs %q", code, o.String(), e.String())
-	}
-}
-
-// Ctrl+C drops a half-typed line; at an empty line it ends the input.
-func TestKeyReaderCtrlC(t *testing.T) {
-	k := &keyReader{r: strings.NewReader("abc\x03hi\r\x03more\r")}
-	tm := term.NewTerminal(struct {
-		io.Reader
-		io.Writer
-	}{k, io.Discard}, "> ")
-	tm.AutoCompleteCallback = k.callback
-	if line, err := tm.ReadLine(); line != "hi" || err != nil {
-		t.Fatalf("first line %q, %v; want hi", line, err)
-	}
-	if line, err := tm.ReadLine(); line != "" || err != io.EOF {
-		t.Fatalf("after Ctrl+C at an empty line: %q, %v; want EOF", line, err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ctxfs/ctxfs/internal/bashcomp"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 )
 
 // The cobra tree is built from the command table for each run, so that
@@ -36,7 +37,7 @@ var groupShort = map[string]string{
 	"agent session": "List, archive and collect an agent's sessions",
 }
 
-func newCLI(e *env) *cobra.Command {
+func newCLI(e *clienv.Env) *cobra.Command {
 	root := &cobra.Command{
 		Use:               "ctx",
 		Short:             "The client of ctxfs: send to agents, read their sessions",
@@ -51,9 +52,9 @@ func newCLI(e *env) *cobra.Command {
 	// shows "ctx agent [command]", not a line of its own.
 	root.SetUsageTemplate(strings.Replace(root.UsageTemplate(),
 		"Usage:{{if .Runnable}}", "Usage:{{if not .HasAvailableSubCommands}}", 1))
-	root.SetIn(e.stdin)
-	root.SetOut(e.stdout)
-	root.SetErr(e.stderr)
+	root.SetIn(e.Stdin)
+	root.SetOut(e.Stdout)
+	root.SetErr(e.Stderr)
 	groups := map[string]*cobra.Command{"": root}
 	for _, c := range commands {
 		parent := groupFor(groups, c)
@@ -102,14 +103,14 @@ func groupFor(groups map[string]*cobra.Command, c *command) *cobra.Command {
 // `ctx agent sned` is an unknown command with what it may have meant.
 // Unknown flags are left for that check: `ctx agent sned --json` is about
 // the command, not the flag.
-func makeGroup(e *env, g *cobra.Command, path string) {
+func makeGroup(e *clienv.Env, g *cobra.Command, path string) {
 	g.Args = cobra.ArbitraryArgs
 	g.SuggestionsMinimumDistance = 2
 	g.FParseErrWhitelist.UnknownFlags = true
 	g.RunE = func(cmd *cobra.Command, args []string) error {
 		if len(args) == 0 {
-			fmt.Fprint(e.stderr, cmd.UsageString())
-			return exitStatus(exitUsage)
+			fmt.Fprint(e.Stderr, cmd.UsageString())
+			return exitStatus(clienv.ExitUsage)
 		}
 		return unknownCommand(cmd, path, args[0])
 	}
@@ -212,7 +213,7 @@ func pathOf(c *cobra.Command) string {
 }
 
 // leafCommand makes the cobra command of one table entry.
-func leafCommand(e *env, c *command) *cobra.Command {
+func leafCommand(e *clienv.Env, c *command) *cobra.Command {
 	cc := &cobra.Command{
 		Use:     strings.TrimSpace(c.leaf() + " " + c.posNames),
 		Aliases: c.aliases,
@@ -221,8 +222,8 @@ func leafCommand(e *env, c *command) *cobra.Command {
 		Example: indent(c.examples),
 		Args:    argCount(c),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e.cmdPath = c.path()
-			if code := c.run(e, parsedFrom(cmd.Flags(), c.flags, args)); code != exitOK {
+			e.CmdPath = c.path()
+			if code := c.run(e, parsedFrom(cmd.Flags(), c.flags, args)); code != clienv.ExitOK {
 				return exitStatus(code)
 			}
 			return nil

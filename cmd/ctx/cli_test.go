@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -78,15 +79,15 @@ func (a *fakeAgent) last() *proto.Request {
 // ctxRun runs ctx in-process with CTX_ROOT=root.
 func ctxRun(root, stdin string, argv ...string) (out, errs string, code int) {
 	var o, e bytes.Buffer
-	en := &env{
-		stdin: strings.NewReader(stdin), stdout: &o, stderr: &e, uid: 1000,
-		getenv: func(k string) string {
+	en := &clienv.Env{
+		Stdin: strings.NewReader(stdin), Stdout: &o, Stderr: &e, Uid: 1000,
+		Getenv: func(k string) string {
 			if k == "CTX_ROOT" {
 				return root
 			}
 			return ""
 		},
-		interrupt: func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) },
+		Interrupt: func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) },
 	}
 	code = run(en, argv)
 	return o.String(), e.String(), code

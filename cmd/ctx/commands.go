@@ -2,6 +2,13 @@ package main
 
 import (
 	"strings"
+
+	"github.com/ctxfs/ctxfs/internal/cli/chat"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
+	"github.com/ctxfs/ctxfs/internal/cli/doctor"
+	"github.com/ctxfs/ctxfs/internal/cli/inspect"
+	"github.com/ctxfs/ctxfs/internal/cli/send"
+	"github.com/ctxfs/ctxfs/internal/cli/sessions"
 )
 
 // command is one `ctx agent ...` subcommand, or with top a `ctx ...`
@@ -16,7 +23,7 @@ type command struct {
 	maxArgs  int // -1: no limit
 	flags    []flagDef
 	help     string // the description --help shows; its first sentence is the short one
-	run      func(*env, *parsed) int
+	run      func(*clienv.Env, *clienv.Parsed) int
 
 	top      bool   // `ctx NAME` rather than `ctx agent NAME` (doctor, version)
 	short    string // one line for command lists; "" takes help's first sentence
@@ -55,7 +62,7 @@ stderr, and tool calls and results show as one line each.
 git diff | ctx agent send coder 'review this:' -
 ctx agent send debug/echo hello
 ctx agent send coder --session review --json 'summarize' | jq -r 'select(.type=="delta").text'`,
-		run: runSend},
+		run: send.Send},
 	{name: "chat", aliases: []string{"repl"}, posNames: "AGENT", minArgs: 1, maxArgs: 1,
 		flags: []flagDef{fSession, fShared},
 		short: "Talk with AGENT line by line (repl is an alias)",
@@ -70,7 +77,7 @@ streaming run, then ends the chat).
 `,
 		examples: `ctx agent chat coder
 printf 'hello\n/session other\nhi again\n' | ctx agent chat coder`,
-		run: runChat},
+		run: chat.Run},
 	{name: "history", posNames: "AGENT", minArgs: 1, maxArgs: 1,
 		flags: []flagDef{fSession, fShared,
 			{name: "last", short: "n", value: true, usage: "print only the last `N` messages (0: none)"},
@@ -80,7 +87,7 @@ printf 'hello\n/session other\nhi again\n' | ctx agent chat coder`,
 		examples: `ctx agent history coder
 ctx agent history coder --session review -n 2
 ctx agent history coder --json | jq -r .role`,
-		run: runHistory},
+		run: inspect.History},
 	{name: "output", posNames: "AGENT", minArgs: 1, maxArgs: 1,
 		flags: []flagDef{fSession, fShared,
 			fJSON.with(`print {"agent","session","text"}`)},
@@ -88,69 +95,69 @@ ctx agent history coder --json | jq -r .role`,
 		help:  "Prints latest.md, the text of the latest assistant message.\n",
 		examples: `ctx agent output coder
 ctx agent output coder --session review --json | jq -r .text`,
-		run: runOutput},
+		run: inspect.Output},
 	{name: "status", posNames: "AGENT", minArgs: 1, maxArgs: 1,
 		flags: []flagDef{fSession, fScope, fSpace, fShared, fJSON.with("print the server's status frame")},
 		short: "Ask the server for the session's state and its runs",
 		help:  "Asks the server for the session's state and its queued and running runs.\n",
 		examples: `ctx agent status coder
 ctx agent status coder --json | jq -r '.runs[].run'`,
-		run: runStatus},
+		run: inspect.Status},
 	{name: "cancel", posNames: "AGENT RUN-OR-CLIENT-ID", minArgs: 2, maxArgs: 2,
 		flags: []flagDef{fJSON.with("print the server's cancel frame")},
 		short: "Cancel one run, named by its run id or by its client id",
 		help:  "Cancels one run, named by its run id or by the client id of its send.\nExit 0 when it was cancelled, 1 when it was not running (stale).\n",
 		examples: `ctx agent cancel coder ctx-0123456789abcdef0123456789abcdef
 ctx agent cancel coder job-1`,
-		run: runCancel},
+		run: send.Cancel},
 	{name: "runs", posNames: "AGENT", minArgs: 1, maxArgs: 1,
 		flags: []flagDef{fSession, fShared,
 			{name: "grep", value: true, usage: "keep the runs whose input or answer contains `WORD` (any case)"},
 			{name: "interrupted", usage: "keep the runs that a stop of the server interrupted"},
 			fJSON.with("print one object per run")},
 		short: "List the session's runs: id, status, times and input",
-		help:  runsHelp,
+		help:  inspect.RunsHelp,
 		examples: `ctx agent runs coder
 ctx agent runs coder --grep deploy
 ctx agent runs coder --interrupted --json`,
-		run: runRuns},
+		run: inspect.Runs},
 	{name: "search", posNames: "AGENT QUERY...", minArgs: 2, maxArgs: -1,
 		flags: []flagDef{fSession.with("search only the session `S`"), fShared, fJSON.with("print the server's frames")},
 		short: "Find text in the messages of AGENT's sessions",
-		help:  searchHelp,
+		help:  inspect.SearchHelp,
 		examples: `ctx agent search coder flaky test
 ctx agent search coder --session review 部署`,
-		run: runSearch},
+		run: inspect.Search},
 	{name: "usage", posNames: "AGENT", minArgs: 1, maxArgs: 1,
 		flags: []flagDef{fSession.with("count only the session `S` (default: every session)"), fShared,
 			{name: "since", value: true, usage: "count only the events of the last `DAYS` days (fractions allowed)"},
 			fJSON.with("print one object")},
 		short: "Print the token usage of AGENT's sessions, per model and per session",
-		help:  usageHelp,
+		help:  inspect.UsageHelp,
 		examples: `ctx agent usage coder
 ctx agent usage coder --since 7 --json | jq .output_tokens`,
-		run: runUsage},
+		run: inspect.Usage},
 	{name: "trajectory", posNames: "AGENT", minArgs: 1, maxArgs: 1,
 		flags: []flagDef{fSession, fShared, fJSON.with("accepted for uniformity: the output is always JSON")},
 		short: "Print the session as one ATIF v1.7 document",
 		help:  "Prints the session as one ATIF v1.7 document (JSON), only when it validates.\nExit 1 when it is refused (EINVAL) or the session has no messages (ENODATA).\n",
 		examples: `ctx agent trajectory coder > coder.atif.json
 ctx agent trajectory coder --session review | jq '.steps | length'`,
-		run: runTrajectory},
+		run: inspect.Trajectory},
 	{name: "session list", posNames: "AGENT", minArgs: 1, maxArgs: 1,
 		flags: []flagDef{fShared, fJSON.with("print one object per session")},
 		short: "List AGENT's sessions, most recently updated first",
 		help:  "Prints the agent's sessions, most recently updated first (--json: one object\nper session: name, state, updated_at, created_at, meta.json's persona fields).\n",
 		examples: `ctx agent session list coder
 ctx agent session list coder --json | jq -r 'select(.state=="done").name'`,
-		run: runSessionList},
+		run: sessions.List},
 	{name: "session archive", posNames: "AGENT SESSION", minArgs: 2, maxArgs: 2,
 		flags: []flagDef{fShared, fArchDir, fJSON.with(`print {"session","action","done","error"}`)},
 		short: "Move one session, whole, to archived_sessions/",
 		help:  "Moves one session, whole, to archived_sessions/AGENT/ (or ABS/AGENT/).\nA protected session (index, default, current, active, unreadable state) is refused: EBUSY.\nAn existing target is EEXIST; a target on another filesystem EXDEV (nothing is copied).\n",
 		examples: `ctx agent session archive coder e2e-42
 ctx agent session archive coder old --archive-dir /srv/archive`,
-		run: runSessionArchive},
+		run: sessions.Archive},
 	{name: "session gc", posNames: "AGENT", minArgs: 1, maxArgs: 1,
 		flags: []flagDef{fShared,
 			{name: "pattern", value: true, repeat: true, usage: "take the sessions whose names match `GLOB` (replaces the defaults)"},
@@ -164,30 +171,30 @@ ctx agent session archive coder old --archive-dir /srv/archive`,
 		examples: `ctx agent session gc coder
 ctx agent session gc coder --pattern 'tmp-*' --older-than-days 7 --keep tmp-keep --yes
 ctx agent session gc coder --delete --yes`,
-		run: runSessionGC},
+		run: sessions.GC},
 	{name: "attach", aliases: []string{"resume"}, posNames: "AGENT [RUN]", minArgs: 1, maxArgs: 2,
 		flags: []flagDef{fSession, fScope, fSpace, fShared,
 			fJSON.with("print the raw frames, one JSON object a line, as `send --json` does")},
 		short: "Follow a run again (after Ctrl+C detached a send) and stream the rest",
-		help:  attachHelp,
+		help:  send.AttachHelp,
 		examples: `ctx agent attach coder
 ctx agent attach coder --session s1 ctx-0123456789abcdef0123456789abcdef
 ctx agent resume coder --json`,
-		run: runAttach},
+		run: send.Attach},
 	{name: "list", maxArgs: 0,
 		flags: []flagDef{fJSON.with("print one object per definition")},
 		short: "List the agents and models, their definitions' state and sockets",
-		help:  agentListHelp,
+		help:  doctor.AgentListHelp,
 		examples: `ctx agent list
 ctx agent list --json | jq -r 'select(.state != "ok") | .name'`,
-		run: runAgentList},
+		run: doctor.AgentList},
 	{name: "doctor", top: true, maxArgs: 0,
 		flags: []flagDef{fJSON.with("print one object per check")},
 		short: "Check the mount, the sockets, the definitions, FUSE and the store; name each fix",
-		help:  doctorHelp,
+		help:  doctor.Help,
 		examples: `ctx doctor
 ctx doctor --json | jq -r 'select(.ok | not) | .fix'`,
-		run: runDoctor},
+		run: doctor.Run},
 	{name: "version", top: true, maxArgs: 0,
 		flags:    []flagDef{fJSON.with(`print {"version","go","revision","time","modified"}`)},
 		short:    "Print the version of ctx",

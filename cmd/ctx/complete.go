@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 )
 
 // Shell completion (ctx completion bash|zsh|fish) asks the binary itself
@@ -24,11 +25,11 @@ const noFiles = cobra.ShellCompDirectiveNoFileComp
 // completeArgs completes the positional word the cursor is on by its name
 // in posNames: AGENT and SESSION have candidates; the rest (INPUT, RUN)
 // has none, and no file names either.
-func completeArgs(e *env, c *command) cobra.CompletionFunc {
+func completeArgs(e *clienv.Env, c *command) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		switch posWord(c.posNames, len(args)) {
 		case "AGENT":
-			return matching(agentNames(abi.RootFromEnv(e.getenv)), prefix), noFiles
+			return matching(agentNames(abi.RootFromEnv(e.Getenv)), prefix), noFiles
 		case "SESSION":
 			return matching(sessionNames(e, cmd, args), prefix), noFiles
 		}
@@ -37,7 +38,7 @@ func completeArgs(e *env, c *command) cobra.CompletionFunc {
 }
 
 // completeFlags completes the values of the flags that name something.
-func completeFlags(e *env, c *command, cc *cobra.Command) {
+func completeFlags(e *clienv.Env, c *command, cc *cobra.Command) {
 	for _, f := range c.flags {
 		var fn cobra.CompletionFunc
 		switch f.name {
@@ -47,7 +48,7 @@ func completeFlags(e *env, c *command, cc *cobra.Command) {
 			}
 		case "shared", "space":
 			fn = func(_ *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
-				return matching(dirNames(filepath.Join(abi.RootFromEnv(e.getenv), "shared")), prefix), noFiles
+				return matching(dirNames(filepath.Join(abi.RootFromEnv(e.Getenv), "shared")), prefix), noFiles
 			}
 		case "scope":
 			fn = cobra.FixedCompletions([]cobra.Completion{abi.ScopePrivate, abi.ScopeShared, abi.ScopeTemp}, noFiles)
@@ -102,12 +103,12 @@ func agentNames(root string) []string {
 
 // sessionNames lists the sessions of the agent in args[0], in the home or
 // in the space of --shared, newest first as index/list keeps them.
-func sessionNames(e *env, cmd *cobra.Command, args []string) []string {
+func sessionNames(e *clienv.Env, cmd *cobra.Command, args []string) []string {
 	if len(args) == 0 {
 		return nil
 	}
 	space, _ := cmd.Flags().GetString("shared")
-	loc := client.Loc{Root: abi.RootFromEnv(e.getenv), Uid: e.uid, Space: space, Agent: args[0]}
+	loc := client.Loc{Root: abi.RootFromEnv(e.Getenv), Uid: e.Uid, Space: space, Agent: args[0]}
 	if loc.Check() != nil {
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/internal/mangen"
 )
 
@@ -35,7 +36,7 @@ func TestHelpEveryCommand(t *testing.T) {
 // hidden generator has none.
 func TestManPages(t *testing.T) {
 	dir := t.TempDir()
-	root := newCLI(&env{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }})
+	root := newCLI(&clienv.Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }})
 	gen := mangen.Command(root, "ctx test")
 	root.AddCommand(gen)
 	if err := gen.RunE(gen, []string{dir}); err != nil {

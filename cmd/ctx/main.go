@@ -8,54 +8,37 @@
 // server; 130 interrupted by SIGINT. Interrupting `ctx agent send` only
 // detaches: closing the connection does not stop the run (SPEC section 7);
 // `ctx agent cancel AGENT RUN` does.
+//
+// This package is the wiring only: the command table (commands.go), the
+// cobra tree built from it (cli.go), shell completion and main. The
+// commands live by job under internal/cli (send, chat, inspect, sessions,
+// doctor; clienv and transcript are what they share); a command's
+// behaviour never belongs here.
 package main
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"os"
 	"os/signal"
+
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 )
 
-// env is everything a command may touch, so that tests can run commands
-// in-process.
-type env struct {
-	stdin          io.Reader
-	stdout, stderr io.Writer
-	getenv         func(string) string
-	uid            int
-	// interrupt returns a context cancelled by SIGINT, for commands that
-	// wait on the server; file commands keep the default SIGINT behaviour.
-	interrupt func() (context.Context, context.CancelFunc)
-	// cmdPath is the running command after "ctx" ("agent send"), for
-	// the pointer to its help after a usage error.
-	cmdPath string
-}
-
 func main() {
-	e := &env{
-		stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
-		getenv: os.Getenv, uid: os.Getuid(),
-		interrupt: func() (context.Context, context.CancelFunc) {
+	e := &clienv.Env{
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Getenv: os.Getenv, Uid: os.Getuid(),
+		Interrupt: func() (context.Context, context.CancelFunc) {
 			return signal.NotifyContext(context.Background(), os.Interrupt)
 		},
 	}
 	os.Exit(run(e, os.Args[1:]))
 }
 
-// Exit statuses.
-const (
-	exitOK          = 0
-	exitFailed      = 1
-	exitUsage       = 2
-	exitInterrupted = 130
-)
-
 // run parses argv (without the program name) with the CLI built from the
 // command table, runs the command and returns its exit status.
-func run(e *env, argv []string) int {
+func run(e *clienv.Env, argv []string) int {
 	root := newCLI(e)
 	root.SetArgs(append([]string{}, argv...)) // never nil: nil means os.Args
 	_, err := root.ExecuteC()
@@ -63,32 +46,13 @@ func run(e *env, argv []string) int {
 	var bad *badUsage
 	switch {
 	case err == nil:
-		return exitOK
+		return clienv.ExitOK
 	case errors.As(err, &status):
 		return int(status)
 	case errors.As(err, &bad):
-		e.cmdPath = bad.path
-		return usageError(e, bad.name, bad.msg)
+		e.CmdPath = bad.path
+		return clienv.UsageError(e, bad.name, bad.msg)
 	}
 	// cobra's own refusals (a bad completion request, say) are usage too.
-	return usageError(e, "", err.Error())
-}
-
-// usageError reports bad usage: the problem, then where to look.
-func usageError(e *env, cmd, msg string) int {
-	prefix := "ctx: "
-	if cmd != "" {
-		prefix += cmd + ": "
-	}
-	fmt.Fprintf(e.stderr, "%s%s\n%s\n", prefix, msg, helpHint(e.cmdPath))
-	return exitUsage
-}
-
-// helpHint points to the help of the command at path (the words after
-// "ctx"), or of ctx itself.
-func helpHint(path string) string {
-	if path == "" {
-		return "run 'ctx --help' for usage"
-	}
-	return "run 'ctx " + path + " --help' for usage"
+	return clienv.UsageError(e, "", err.Error())
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -173,45 +172,5 @@ func TestRunsMissing(t *testing.T) {
 	// An empty session has no runs.
 	if out, errs, code := ctxRun(root, "", "agent", "runs", "coder", "--session", "s"); out != "" || errs != "" || code != 0 {
 		t.Errorf("empty session: out %q errs %q code %d", out, errs, code)
-	}
-}
-
-func TestFirstLine(t *testing.T) {
-	if got := firstLine("a\r\nb", 10); got != "a" {
-		t.Errorf("%q", got)
-	}
-	if got := firstLine(strings.Repeat("中", 100), 10); got != "中中中…" {
-		t.Errorf("%q", got)
-	}
-}
-
-// The log reader skips over-long lines without failing, and reads on
-// after end of file when the log grows.
-func TestLogReader(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "log")
-	big := strings.Repeat("y", abi.MaxLineBytes+10)
-	mustT(t, os.WriteFile(p, []byte("{\"a\":1}\n\n"+big+"\n{\"b\":2}"), 0o644))
-	f, err := os.Open(p)
-	mustT(t, err)
-	defer f.Close()
-	lr := newLogReader(f)
-	var got []string
-	for {
-		line, err := lr.next()
-		if err == io.EOF {
-			break
-		}
-		mustT(t, err)
-		got = append(got, string(line))
-	}
-	if strings.Join(got, " ") != `{"a":1} {"b":2}` || lr.takeBad() != 1 {
-		t.Fatalf("lines %q", got)
-	}
-	w, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
-	mustT(t, err)
-	w.WriteString("\n{\"c\":3}\n")
-	w.Close()
-	if line, err := lr.next(); err != nil || string(line) != `{"c":3}` {
-		t.Fatalf("after growth: %q %v", line, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -41,15 +42,15 @@ func ctxOnTerminal(t *testing.T, root string, cols uint16, argv ...string) (show
 		b, _ := io.ReadAll(ptm) // ends with EIO once pts is closed
 		read <- string(b)
 	}()
-	e := &env{
-		stdin: strings.NewReader(""), stdout: pts, stderr: pts, uid: 1000,
-		getenv: func(k string) string {
+	e := &clienv.Env{
+		Stdin: strings.NewReader(""), Stdout: pts, Stderr: pts, Uid: 1000,
+		Getenv: func(k string) string {
 			if k == "CTX_ROOT" {
 				return root
 			}
 			return ""
 		},
-		interrupt: func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) },
+		Interrupt: func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) },
 	}
 	code = run(e, argv)
 	pts.Close()
@@ -101,14 +102,14 @@ func hangingAgent(t *testing.T) string {
 // returns its stderr and exit status.
 func ctxInterrupted(root string, argv ...string) (string, int) {
 	var errs strings.Builder
-	e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &errs, uid: 1000,
-		getenv: func(k string) string {
+	e := &clienv.Env{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &errs, Uid: 1000,
+		Getenv: func(k string) string {
 			if k == "CTX_ROOT" {
 				return root
 			}
 			return ""
 		},
-		interrupt: func() (context.Context, context.CancelFunc) {
+		Interrupt: func() (context.Context, context.CancelFunc) {
 			return context.WithTimeout(context.Background(), 300*time.Millisecond)
 		},
 	}
@@ -129,7 +130,7 @@ func TestSendInterruptNamesAttach(t *testing.T) {
 		errs, code := ctxInterrupted(root, append([]string{"agent", "send", "coder", "hi"}, c.flags...)...)
 		want := "ctx: send: interrupted; run " + hangingRun + " goes on: ctx agent attach coder " + c.where + " " + hangingRun +
 			" follows it again, ctx agent cancel coder " + hangingRun + " stops it\n"
-		if code != exitInterrupted || errs != want {
+		if code != clienv.ExitInterrupted || errs != want {
 			t.Errorf("%v: code %d errs %q\nwant %q", c.flags, code, errs, want)
 		}
 	}
@@ -140,7 +141,7 @@ func TestAttachInterrupted(t *testing.T) {
 	errs, code := ctxInterrupted(hangingAgent(t), "agent", "attach", "coder", "--session", "work", hangingRun)
 	want := "ctx: attach: interrupted; run " + hangingRun + " goes on: ctx agent attach coder --session work " + hangingRun +
 		" follows it again, ctx agent cancel coder " + hangingRun + " stops it\n"
-	if code != exitInterrupted || errs != want {
+	if code != clienv.ExitInterrupted || errs != want {
 		t.Errorf("code %d errs %q\nwant %q", code, errs, want)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 )
 
 func usageLine(model, modelID string, in, out int, age time.Duration) string {
@@ -94,8 +95,11 @@ func TestUsageJSONShape(t *testing.T) {
 	var u struct {
 		Agent     string
 		SinceDays float64 `json:"since_days"`
-		Models    []usageTotals
-		Sessions  []sessionUsage
+		Models    []struct{ Model string }
+		Sessions  []struct {
+			Session     string
+			InputTokens int64 `json:"input_tokens"`
+		}
 	}
 	mustT(t, json.Unmarshal([]byte(out), &u))
 	if u.Agent != "coder" || u.SinceDays != 28 || len(u.Models) != 1 || u.Models[0].Model != "debug/echo" ||
@@ -132,15 +136,15 @@ func TestUsageErrors(t *testing.T) {
 // cleared at the end; not on a pipe.
 func TestUsageProgress(t *testing.T) {
 	root := t.TempDir()
-	for i := 0; i <= progressAfter; i++ {
+	for i := 0; i <= clienv.ProgressAfter; i++ {
 		writeSession(t, root, "coder", fmt.Sprintf("s%d", i), "", "")
 	}
 	ptm, pts, err := pty.Open()
 	mustT(t, err)
 	defer ptm.Close()
 	var out strings.Builder
-	e := &env{stdout: &out, stderr: pts, uid: 1000,
-		getenv: func(k string) string {
+	e := &clienv.Env{Stdout: &out, Stderr: pts, Uid: 1000,
+		Getenv: func(k string) string {
 			if k == "CTX_ROOT" {
 				return root
 			}

@@ -5,21 +5,18 @@ import (
 	"fmt"
 
 	"github.com/ctxfs/ctxfs/internal/buildinfo"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 )
 
 // versionString is the one line of --version and `ctx version` after
 // "ctx ".
 func versionString() string { return buildinfo.Read().String() }
 
-// buildVersion is this ctx's module version, or "unknown" for a build
-// that has none (ATIF requires some version string).
-func buildVersion() string { return buildinfo.Version() }
-
-func runVersion(e *env, p *parsed) int {
-	if p.on("json") {
-		json.NewEncoder(e.stdout).Encode(buildinfo.Read())
+func runVersion(e *clienv.Env, p *clienv.Parsed) int {
+	if p.On("json") {
+		json.NewEncoder(e.Stdout).Encode(buildinfo.Read())
 	} else {
-		fmt.Fprintf(e.stdout, "ctx %s\n", versionString())
+		fmt.Fprintf(e.Stdout, "ctx %s\n", versionString())
 	}
-	return exitOK
+	return clienv.ExitOK
 }

@@ -1,4 +1,4 @@
-package main
+package sessions
 
 import (
 	"encoding/json"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -25,31 +26,31 @@ var defaultGCPatterns = []string{"*smoke*", "e2e-*", "repro-*", "install-*", "de
 
 // gcJob is what one archive or gc does to each session it takes.
 type gcJob struct {
-	e          *env
-	w          *where
+	e          *clienv.Env
+	w          *clienv.Where
 	del        bool
 	archiveDir string // "" for the home's archived_sessions
 }
 
-// runSessionArchive is `ctx agent session archive AGENT SESSION
+// Archive is `ctx agent session archive AGENT SESSION
 // [--archive-dir ABS]`: a protected session is refused (EBUSY) and left as
 // it was.
-func runSessionArchive(e *env, p *parsed) int {
+func Archive(e *clienv.Env, p *clienv.Parsed) int {
 	job, code := newGCJob(e, p)
 	if job == nil {
 		return code
 	}
-	name := p.args[1]
+	name := p.Args[1]
 	if err := abi.CheckName("session", name); err != nil {
-		return fail(e, "archive", err, exitUsage)
+		return clienv.Fail(e, "archive", err, clienv.ExitUsage)
 	}
 	out := gcOutcome{Session: name, Action: "archive"}
 	err := job.take(name)
-	out.report(e, p.on("json"), job.explain(name, err))
+	out.report(e, p.On("json"), job.explain(name, err))
 	if err != nil {
-		return exitFailed
+		return clienv.ExitFailed
 	}
-	return exitOK
+	return clienv.ExitOK
 }
 
 // gcOutcome is what archive and gc did to one session. --json prints it
@@ -65,7 +66,7 @@ type gcOutcome struct {
 	Message string `json:"message,omitempty"` // why, when more than the errno says
 }
 
-func (o gcOutcome) report(e *env, asJSON bool, err error) {
+func (o gcOutcome) report(e *clienv.Env, asJSON bool, err error) {
 	o.Done = err == nil && !o.DryRun
 	if err != nil {
 		o.Error = abi.ErrnoName(abi.Errno(err))
@@ -75,60 +76,60 @@ func (o gcOutcome) report(e *env, asJSON bool, err error) {
 			o.Message = why.Msg
 			line += ": " + why.Msg
 		}
-		fmt.Fprintf(e.stderr, "ctx: %s %s: %s\n", o.Action, o.Session, line)
+		fmt.Fprintf(e.Stderr, "ctx: %s %s: %s\n", o.Action, o.Session, line)
 	}
 	switch {
 	case asJSON:
 		b, _ := json.Marshal(o)
-		e.stdout.Write(append(b, '\n'))
+		e.Stdout.Write(append(b, '\n'))
 	case o.DryRun:
-		fmt.Fprintf(e.stdout, "%s %s\n", o.Action, o.Session)
+		fmt.Fprintf(e.Stdout, "%s %s\n", o.Action, o.Session)
 	case o.Done:
-		fmt.Fprintf(e.stdout, "%s %s\n", map[string]string{"archive": "archived", "delete": "deleted"}[o.Action], o.Session)
+		fmt.Fprintf(e.Stdout, "%s %s\n", map[string]string{"archive": "archived", "delete": "deleted"}[o.Action], o.Session)
 	}
 }
 
-// runSessionGC is `ctx agent session gc AGENT [--pattern GLOB]...
+// GC is `ctx agent session gc AGENT [--pattern GLOB]...
 // [--older-than-days N] [--keep NAME]... [--yes] [--delete]
 // [--archive-dir ABS]` (SPEC 12): without --yes a preview that writes
 // nothing; with it each candidate is archived (or deleted) on its own,
 // failures reported and the others carried on; exit 1 if any failed.
-func runSessionGC(e *env, p *parsed) int {
+func GC(e *clienv.Env, p *clienv.Parsed) int {
 	job, code := newGCJob(e, p)
 	if job == nil {
 		return code
 	}
 	sel, err := newSelection(p)
 	if err != nil {
-		return fail(e, "gc", err, exitUsage)
+		return clienv.Fail(e, "gc", err, clienv.ExitUsage)
 	}
 	names, err := sel.candidates(job)
 	if err != nil {
-		return fail(e, "gc", err, exitFailed)
+		return clienv.Fail(e, "gc", err, clienv.ExitFailed)
 	}
 	verb := "archive"
 	if job.del {
 		verb = "delete"
 	}
-	asJSON := p.on("json")
-	if !p.on("yes") {
+	asJSON := p.On("json")
+	if !p.On("yes") {
 		if !asJSON { // JSON lines carry dry_run instead
-			fmt.Fprintf(e.stdout, "ctx: dry-run%s; pass --yes to %s\n", sel.named(), verb)
+			fmt.Fprintf(e.Stdout, "ctx: dry-run%s; pass --yes to %s\n", sel.named(), verb)
 		}
 		for _, n := range names {
 			gcOutcome{Session: n, Action: verb, DryRun: true}.report(e, asJSON, nil)
 		}
-		return exitOK
+		return clienv.ExitOK
 	}
-	prog := newProgress(e, verb, len(names))
-	status := exitOK
+	prog := clienv.NewProgress(e, verb, len(names))
+	status := clienv.ExitOK
 	for i, n := range names {
-		prog.show(i)
+		prog.Show(i)
 		err := job.explain(n, job.take(n))
-		prog.clear()
+		prog.Clear()
 		gcOutcome{Session: n, Action: verb}.report(e, asJSON, err)
 		if err != nil {
-			status = exitFailed
+			status = clienv.ExitFailed
 		}
 	}
 	return status
@@ -136,16 +137,16 @@ func runSessionGC(e *env, p *parsed) int {
 
 // newGCJob reads the flags archive and gc share; a nil job means the
 // command line was refused, with code as the exit status.
-func newGCJob(e *env, p *parsed) (*gcJob, int) {
-	w, err := resolveLoc(e, p, p.args[0])
+func newGCJob(e *clienv.Env, p *clienv.Parsed) (*gcJob, int) {
+	w, err := clienv.ResolveLoc(e, p, p.Args[0])
 	if err != nil {
-		return nil, fail(e, "gc", err, exitUsage)
+		return nil, clienv.Fail(e, "gc", err, clienv.ExitUsage)
 	}
-	job := &gcJob{e: e, w: w, del: p.on("delete"), archiveDir: p.str("archive-dir")}
+	job := &gcJob{e: e, w: w, del: p.On("delete"), archiveDir: p.Str("archive-dir")}
 	if err := job.check(); err != nil {
-		return nil, usageError(e, "gc", err.Error())
+		return nil, clienv.UsageError(e, "gc", err.Error())
 	}
-	return job, exitOK
+	return job, clienv.ExitOK
 }
 
 // check applies SPEC 12's rules to --archive-dir: absolute, not with
@@ -160,7 +161,7 @@ func (j *gcJob) check() error {
 	case !filepath.IsAbs(d):
 		return fmt.Errorf("--archive-dir %s is not an absolute path", d)
 	}
-	d, live := filepath.Clean(d), j.w.loc.SessionsDir()
+	d, live := filepath.Clean(d), j.w.Loc.SessionsDir()
 	if d == live || strings.HasPrefix(d, live+"/") || strings.HasPrefix(live, d+"/") {
 		return fmt.Errorf("--archive-dir %s overlaps the live sessions in %s", d, live)
 	}
@@ -177,12 +178,12 @@ func (j *gcJob) take(name string) error {
 	if j.del {
 		return j.ask(name, "delete", "deleted")
 	}
-	dir := filepath.Join(j.w.loc.HomeDir(), abi.ArchivedDir)
+	dir := filepath.Join(j.w.Loc.HomeDir(), abi.ArchivedDir)
 	if j.archiveDir != "" {
 		dir = j.archiveDir
 	}
-	dir = filepath.Join(dir, j.w.loc.Agent)
-	sessions := j.w.loc.SessionsDir()
+	dir = filepath.Join(dir, j.w.Loc.Agent)
+	sessions := j.w.Loc.SessionsDir()
 	if err := sameMount(sessions, dir); err != nil {
 		return err
 	}
@@ -232,7 +233,7 @@ func mountID(path string) (uint64, error) {
 // explain gives a failed archive of name its reason: a protected session
 // (EBUSY) says which protection, asked of the server with a dry run; a
 // session that is not there (ENOENT) says so as every command does, and
-// where it is when it was archived already. Other errors pass as they are.
+// Where it is when it was archived already. Other errors pass as they are.
 func (j *gcJob) explain(name string, err error) error {
 	switch abi.Errno(err) {
 	case syscall.EBUSY:
@@ -242,7 +243,7 @@ func (j *gcJob) explain(name string, err error) error {
 		}
 		return abi.Errorf(syscall.EBUSY, "", "session %s is in use", name)
 	case syscall.ENOENT:
-		return missing(j.w, name, err)
+		return clienv.Missing(j.w, name, err)
 	}
 	return err
 }
@@ -250,11 +251,11 @@ func (j *gcJob) explain(name string, err error) error {
 // ask sends the archive op for name with the flag set (dry_run, delete)
 // and expects a frame of type want.
 func (j *gcJob) ask(name, flag, want string) error {
-	req := proto.NewObject("op", proto.OpArchive, "session", name, "scope", j.w.scope, flag, true)
-	if j.w.scope == abi.ScopeShared {
-		req.Set("space", j.w.loc.Space)
+	req := proto.NewObject("op", proto.OpArchive, "session", name, "scope", j.w.Scope, flag, true)
+	if j.w.Scope == abi.ScopeShared {
+		req.Set("space", j.w.Loc.Space)
 	}
-	_, err := call(j.e, j.w, req, want)
+	_, err := clienv.Call(j.e, j.w, req, want)
 	return err
 }
 
@@ -266,23 +267,23 @@ type selection struct {
 	olderThan time.Duration // 0: any age
 }
 
-func newSelection(p *parsed) (*selection, error) {
-	s := &selection{patterns: p.all("pattern"), keep: map[string]bool{}}
+func newSelection(p *clienv.Parsed) (*selection, error) {
+	s := &selection{patterns: p.All("pattern"), keep: map[string]bool{}}
 	if len(s.patterns) == 0 {
 		s.patterns, s.defaults = defaultGCPatterns, true
 	}
 	for _, pat := range s.patterns {
 		if _, err := path.Match(pat, ""); err != nil {
-			return nil, errUsage{fmt.Sprintf("bad --pattern %q", pat)}
+			return nil, clienv.BadUsage(fmt.Sprintf("bad --pattern %q", pat))
 		}
 	}
-	for _, k := range p.all("keep") {
+	for _, k := range p.All("keep") {
 		s.keep[k] = true
 	}
-	if v := p.str("older-than-days"); v != "" {
+	if v := p.Str("older-than-days"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 16)
 		if err != nil {
-			return nil, errUsage{fmt.Sprintf("--older-than-days %q is not a number of days", v)}
+			return nil, clienv.BadUsage(fmt.Sprintf("--older-than-days %q is not a number of days", v))
 		}
 		s.olderThan = time.Duration(n) * 24 * time.Hour
 	}
@@ -295,19 +296,19 @@ func newSelection(p *parsed) (*selection, error) {
 // state that is active, unreadable or unsafe) are the server's one set of
 // rules, asked with a dry run, which writes nothing.
 func (s *selection) candidates(j *gcJob) ([]string, error) {
-	ents, err := os.ReadDir(j.w.loc.SessionsDir())
+	ents, err := os.ReadDir(j.w.Loc.SessionsDir())
 	if err != nil {
 		return nil, err
 	}
 	var out []string
-	prog := newProgress(j.e, "gc: checking session", len(ents))
-	defer prog.clear()
+	prog := clienv.NewProgress(j.e, "gc: checking session", len(ents))
+	defer prog.Clear()
 	for i, ent := range ents {
-		prog.show(i)
+		prog.Show(i)
 		n := ent.Name()
 		switch {
 		case !ent.IsDir() || n == abi.ReservedSessionName || s.keep[n] || !s.matches(n):
-		case s.olderThan > 0 && time.Since(newestFileTime(filepath.Join(j.w.loc.SessionsDir(), n))) < s.olderThan:
+		case s.olderThan > 0 && time.Since(newestFileTime(filepath.Join(j.w.Loc.SessionsDir(), n))) < s.olderThan:
 		default:
 			err := j.ask(n, "dry_run", "archivable")
 			if abi.Errno(err) == syscall.EBUSY {

@@ -1,4 +1,4 @@
-package main
+package inspect
 
 import (
 	"fmt"
@@ -14,11 +14,12 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/search"
 )
 
-const searchHelp = `Finds QUERY in the user and assistant messages of every session of AGENT in
+const SearchHelp = `Finds QUERY in the user and assistant messages of every session of AGENT in
 your home (--shared SPACE: in the space), or of one session (--session S).
 QUERY is a substring, any case, in any script; several words are joined with
 spaces. Prints one line per message that holds it: SESSION RUN ROLE and the
@@ -31,25 +32,25 @@ server cut at its bound on the bytes one search may read (EFBIG on stderr)
 before it found anything.
 `
 
-func runSearch(e *env, p *parsed) int {
-	w, err := resolveLoc(e, p, p.args[0])
+func Search(e *clienv.Env, p *clienv.Parsed) int {
+	w, err := clienv.ResolveLoc(e, p, p.Args[0])
 	if err != nil {
-		return fail(e, "search", err, exitUsage)
+		return clienv.Fail(e, "search", err, clienv.ExitUsage)
 	}
-	query := strings.Join(p.args[1:], " ")
-	req := proto.NewObject("op", proto.OpSearch, "query", query, "scope", w.scope)
-	if w.scope == abi.ScopeShared {
-		req.Set("space", w.loc.Space)
+	query := strings.Join(p.Args[1:], " ")
+	req := proto.NewObject("op", proto.OpSearch, "query", query, "scope", w.Scope)
+	if w.Scope == abi.ScopeShared {
+		req.Set("space", w.Loc.Space)
 	}
-	if s, given := p.vals["session"]; given {
+	if s, given := p.Vals["session"]; given {
 		if err := abi.CheckName("session", s); err != nil {
-			return fail(e, "search", err, exitUsage)
+			return clienv.Fail(e, "search", err, clienv.ExitUsage)
 		}
 		req.Set("session", s)
 	}
-	tty := searchTTY(e.stdout)
-	pr := &searchPrinter{e: e, out: e.stdout, errw: e.stderr, json: p.on("json"), tty: tty, q: search.NewQuery(query)}
-	stop := startSpinner(e.stderr, tty && !pr.json && searchTTY(e.stderr))
+	tty := searchTTY(e.Stdout)
+	pr := &searchPrinter{e: e, out: e.Stdout, errw: e.Stderr, json: p.On("json"), tty: tty, q: search.NewQuery(query)}
+	stop := startSpinner(e.Stderr, tty && !pr.json && searchTTY(e.Stderr))
 	code := searchStream(e, w, req, pr)
 	stop()
 	pr.flush()
@@ -58,15 +59,15 @@ func runSearch(e *env, p *parsed) int {
 
 // searchStream sends req and hands each reply frame to pr; it returns the
 // exit status.
-func searchStream(e *env, w *where, req *proto.Object, pr *searchPrinter) int {
-	ctx, cancel := e.interrupt()
+func searchStream(e *clienv.Env, w *clienv.Where, req *proto.Object, pr *searchPrinter) int {
+	ctx, cancel := e.Interrupt()
 	defer cancel()
-	sendErr, readErr, err := exchange(ctx, w, req, pr.frame)
+	sendErr, readErr, err := clienv.Exchange(ctx, w, req, pr.frame)
 	if err != nil {
-		return fail(e, "search", err, exitUsage)
+		return clienv.Fail(e, "search", err, clienv.ExitUsage)
 	}
 	if ctx.Err() != nil {
-		return exitInterrupted
+		return clienv.ExitInterrupted
 	}
 	return pr.exitStatus(sendErr, readErr)
 }
@@ -74,7 +75,7 @@ func searchStream(e *env, w *where, req *proto.Object, pr *searchPrinter) int {
 // searchPrinter prints a search's reply: match lines (buffered on a
 // terminal, to align them), errors of single sessions on stderr.
 type searchPrinter struct {
-	e         *env
+	e         *clienv.Env
 	out, errw io.Writer
 	json, tty bool
 	q         *search.Query
@@ -128,7 +129,7 @@ func (p *searchPrinter) errorFrame(o *proto.Object) {
 		return
 	}
 	if !p.json {
-		fmt.Fprintf(p.errw, "ctx: search: %s: %s\n", o.Str("session"), describe("search", se))
+		fmt.Fprintf(p.errw, "ctx: search: %s: %s\n", o.Str("session"), clienv.Describe("search", se))
 	}
 }
 
@@ -167,14 +168,14 @@ func highlight(s string, q *search.Query) string {
 func (p *searchPrinter) exitStatus(sendErr, readErr error) int {
 	switch {
 	case p.refused != nil:
-		fmt.Fprintf(p.errw, "ctx: search: %s\n", describe("search", p.refused))
-		return exitUsage
+		fmt.Fprintf(p.errw, "ctx: search: %s\n", clienv.Describe("search", p.refused))
+		return clienv.ExitUsage
 	case p.end == nil:
-		err := noReply(sendErr, readErr)
+		err := clienv.NoReply(sendErr, readErr)
 		if p.frames > 0 {
 			err = abi.Errorf(syscall.EIO, "", "the reply ended before the search did")
 		}
-		return fail(p.e, "search", err, exitUsage)
+		return clienv.Fail(p.e, "search", err, clienv.ExitUsage)
 	}
 	if p.end.Str("limit") == "scan" {
 		return p.scanCut()
@@ -183,9 +184,9 @@ func (p *searchPrinter) exitStatus(sendErr, readErr error) int {
 		fmt.Fprintf(p.errw, "ctx: search: only the first %d matches are shown; narrow the query or use --session\n", p.matches)
 	}
 	if p.matches > 0 {
-		return exitOK
+		return clienv.ExitOK
 	}
-	return exitFailed
+	return clienv.ExitFailed
 }
 
 // scanCut reports a search the server stopped at its bound on the bytes
@@ -197,9 +198,9 @@ func (p *searchPrinter) scanCut() int {
 		"the most one search may; the %d matches shown are from what it read. The index keeps what it built, "+
 		"so searching again goes further; --session S searches one session\n", scanned>>20, p.matches)
 	if p.matches > 0 {
-		return exitOK
+		return clienv.ExitOK
 	}
-	return exitUsage
+	return clienv.ExitUsage
 }
 
 // searchTTY reports whether w is a terminal.

@@ -1,4 +1,4 @@
-package main
+package inspect
 
 import (
 	"errors"
@@ -7,40 +7,42 @@ import (
 	"os"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/buildinfo"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/trajectory"
 )
 
-// runTrajectory prints the session as one ATIF document (SPEC 13). The
+// Trajectory prints the session as one ATIF document (SPEC 13). The
 // document is built in an unlinked temporary file and printed only once it
 // has validated whole: a refused document prints nothing, and memory
 // stays bounded however long the session is. Exit 0 printed, 1 refused or
 // failed (ENODATA for a session with no messages: ATIF needs a step).
-func runTrajectory(e *env, p *parsed) int {
-	w, err := resolve(e, p, p.args[0])
+func Trajectory(e *clienv.Env, p *clienv.Parsed) int {
+	w, err := clienv.Resolve(e, p, p.Args[0])
 	if err != nil {
-		return fail(e, "trajectory", err, exitFailed)
+		return clienv.Fail(e, "trajectory", err, clienv.ExitFailed)
 	}
-	tmp, err := exportTemp(w, p.args[0])
+	tmp, err := exportTemp(w, p.Args[0])
 	if err == nil {
 		defer tmp.Close()
-		_, err = io.Copy(e.stdout, tmp)
+		_, err = io.Copy(e.Stdout, tmp)
 	}
 	if err != nil {
-		return fail(e, "trajectory", err, exitFailed)
+		return clienv.Fail(e, "trajectory", err, clienv.ExitFailed)
 	}
-	return exitOK
+	return clienv.ExitOK
 }
 
 // exportTemp exports the session into a temporary file, already unlinked
 // so that nothing is left behind, and returns it rewound.
-func exportTemp(w *where, agent string) (*os.File, error) {
-	messages, err := os.Open(w.loc.SessionFile(w.session, abi.FileMessages))
+func exportTemp(w *clienv.Where, agent string) (*os.File, error) {
+	messages, err := os.Open(w.Loc.SessionFile(w.Session, abi.FileMessages))
 	if err != nil {
-		return nil, missing(w, w.session, err)
+		return nil, clienv.Missing(w, w.Session, err)
 	}
 	defer messages.Close()
 	// A session without events.jsonl (made by hand) has no tool calls.
-	events, err := os.Open(w.loc.SessionFile(w.session, abi.FileEvents))
+	events, err := os.Open(w.Loc.SessionFile(w.Session, abi.FileEvents))
 	if errors.Is(err, fs.ErrNotExist) {
 		events = nil
 	} else if err != nil {
@@ -52,7 +54,7 @@ func exportTemp(w *where, agent string) (*os.File, error) {
 		return nil, err
 	}
 	os.Remove(tmp.Name())
-	info := trajectory.Info{SessionID: w.session, Agent: trajectory.Agent{Name: agent, Version: buildVersion()}}
+	info := trajectory.Info{SessionID: w.Session, Agent: trajectory.Agent{Name: agent, Version: buildinfo.Version()}}
 	err = trajectory.Export(tmp, reader(messages), reader(events), info)
 	if err == nil {
 		_, err = tmp.Seek(0, io.SeekStart)

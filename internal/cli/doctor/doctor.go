@@ -1,4 +1,4 @@
-package main
+package doctor
 
 import (
 	"bufio"
@@ -19,12 +19,13 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/internal/mountinfo"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
-const doctorHelp = `Checks what ctx and ctxfs need, and prints one line per check: ok, or the
+const Help = `Checks what ctx and ctxfs need, and prints one line per check: ok, or the
 problem and its fix. The mount root exists; home and shared are ctxfs mounts
 that answer; each definition is valid and its socket answers; /dev/fuse is
 there and usable by the server's uid (the mount root's owner when none runs); whether /etc/fuse.conf has user_allow_other (a note: ctxfs
@@ -55,7 +56,7 @@ type finding struct {
 
 // doctor holds what the checks learn from one another.
 type doctor struct {
-	e     *env
+	e     *clienv.Env
 	root  string
 	found []finding
 	// serverUid is the uid of the server of the home mount, -1 when no
@@ -72,8 +73,8 @@ func (d *doctor) problem(check, problem, fix string) {
 	d.found = append(d.found, finding{Check: check, Problem: problem, Fix: fix})
 }
 
-func runDoctor(e *env, p *parsed) int {
-	d := &doctor{e: e, root: abi.RootFromEnv(e.getenv), serverUid: -1}
+func Run(e *clienv.Env, p *clienv.Parsed) int {
+	d := &doctor{e: e, root: abi.RootFromEnv(e.Getenv), serverUid: -1}
 	d.checkRoot()
 	d.checkMounts()
 	d.checkRootOwners()
@@ -81,11 +82,11 @@ func runDoctor(e *env, p *parsed) int {
 	d.checkDevice()
 	d.checkAllowOther()
 	d.checkStore()
-	problems := d.report(e.stdout, p.on("json"))
+	problems := d.report(e.Stdout, p.On("json"))
 	if problems > 0 {
-		return exitFailed
+		return clienv.ExitFailed
 	}
-	return exitOK
+	return clienv.ExitOK
 }
 
 // report prints the findings and returns how many are problems.
@@ -146,7 +147,7 @@ func (d *doctor) checkRootOwners() {
 	check := "owners of " + d.root
 	owner := d.serverUid
 	if owner < 0 {
-		owner = d.e.uid // no server: you are the one who would start it
+		owner = d.e.Uid // no server: you are the one who would start it
 	}
 	err := storefs.CheckRoot(d.root, uint32(owner))
 	var open *storefs.OpenToOthersError
@@ -282,7 +283,7 @@ func awaitSockets(root string, defs []definition, stray []string) []string {
 		waiting := len(stray) > 0
 		for i := range defs {
 			if !defs[i].Socket {
-				defs[i].Socket = isSocket(defs[i].path)
+				defs[i].Socket = clienv.IsSocket(defs[i].path)
 				waiting = waiting || !defs[i].Socket
 			}
 		}
@@ -302,11 +303,6 @@ func socketsWithoutDefinition(root string) []string {
 		stray = append(stray, sock.Path)
 	}
 	return stray
-}
-
-func isSocket(p string) bool {
-	st, err := os.Lstat(p)
-	return err == nil && st.Mode().Type() == os.ModeSocket
 }
 
 // checkStraySocket reports a socket whose definition is gone. The server
@@ -400,8 +396,8 @@ func (d *doctor) checkDevice() {
 		d.ok(check, "")
 		return
 	}
-	cannot := fmt.Sprintf("uid %d cannot open it: %s", d.e.uid, errText(err))
-	if server, why := d.deviceUser(); server != d.e.uid {
+	cannot := fmt.Sprintf("uid %d cannot open it: %s", d.e.Uid, errText(err))
+	if server, why := d.deviceUser(); server != d.e.Uid {
 		// Only the server opens the device: your access does not matter.
 		d.ok(check, cannot+"; not needed: "+why)
 		return
@@ -426,7 +422,7 @@ func (d *doctor) deviceUser() (int, string) {
 	case syscall.Stat(d.root, &st) == nil:
 		return int(st.Uid), fmt.Sprintf("the server is run by uid %d (%s is theirs)", st.Uid, d.root)
 	}
-	return d.e.uid, ""
+	return d.e.Uid, ""
 }
 
 // checkAllowOther says whether /etc/fuse.conf has user_allow_other, which
@@ -438,7 +434,7 @@ func (d *doctor) checkAllowOther() {
 	check := fuseConf + " user_allow_other"
 	uid := d.serverUid
 	if uid < 0 {
-		uid = d.e.uid // no server: you are the one who would start it
+		uid = d.e.Uid // no server: you are the one who would start it
 	}
 	if uid == 0 {
 		d.ok(check, "not needed: the server runs as root")
@@ -503,9 +499,9 @@ func (d *doctor) checkStore() {
 func (d *doctor) storePath() (string, int) {
 	owner := d.serverUid
 	if owner < 0 {
-		owner = d.e.uid
+		owner = d.e.Uid
 	}
-	return abi.DefaultStore(owner, d.e.getenv), owner
+	return abi.DefaultStore(owner, d.e.Getenv), owner
 }
 
 // checkStoreEntry checks the store directory or an entry at its top:

@@ -1,4 +1,4 @@
-package main
+package clienv
 
 import (
 	"fmt"
@@ -6,15 +6,15 @@ import (
 	"time"
 )
 
-// progressAfter is how many sessions a command works through before it
+// ProgressAfter is how many sessions a command works through before it
 // shows its progress on a terminal: below it the answer comes too fast to
 // need one.
-const progressAfter = 300
+const ProgressAfter = 300
 
-// progress is a single updating line on a terminal's stderr while a
+// Progress is a single updating line on a terminal's stderr while a
 // command works through many sessions (usage, gc); nil, and silent, for a
 // short job or when stderr is not a terminal (pipelines stay quiet).
-type progress struct {
+type Progress struct {
 	w     io.Writer
 	what  string // "usage: reading session"
 	total int
@@ -22,16 +22,16 @@ type progress struct {
 	shown bool
 }
 
-func newProgress(e *env, what string, total int) *progress {
-	if total <= progressAfter || !isTerminal(e.stderr) {
+func NewProgress(e *Env, what string, total int) *Progress {
+	if total <= ProgressAfter || !IsTerminal(e.Stderr) {
 		return nil
 	}
-	return &progress{w: e.stderr, what: what, total: total}
+	return &Progress{w: e.Stderr, what: what, total: total}
 }
 
-// show reports that item i (from 0) is being worked on, at most ten times
+// Show reports that item i (from 0) is being worked on, at most ten times
 // a second: a terminal need not redraw per item.
-func (p *progress) show(i int) {
+func (p *Progress) Show(i int) {
 	if p == nil || time.Since(p.last) < 100*time.Millisecond {
 		return
 	}
@@ -40,8 +40,8 @@ func (p *progress) show(i int) {
 	p.shown = true
 }
 
-// clear erases the line, so that what follows starts clean.
-func (p *progress) clear() {
+// Clear erases the line, so that what follows starts clean.
+func (p *Progress) Clear() {
 	if p == nil || !p.shown {
 		return
 	}

@@ -1,4 +1,4 @@
-package main
+package inspect
 
 import (
 	"bufio"
@@ -10,46 +10,48 @@ import (
 	"strconv"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
+	"github.com/ctxfs/ctxfs/internal/cli/transcript"
 )
 
-// runHistory prints messages.jsonl as a transcript, or with --json byte for
+// History prints messages.jsonl as a transcript, or with --json byte for
 // byte (the file may hold lines this ctx does not understand; --json must
 // not lose them). -n N keeps the last N messages, in either form.
-func runHistory(e *env, p *parsed) int {
+func History(e *clienv.Env, p *clienv.Parsed) int {
 	last := -1
-	if v, given := p.vals["last"]; given {
+	if v, given := p.Vals["last"]; given {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return usageError(e, "history", fmt.Sprintf("-n takes a number of messages (0 or more), not %q", v))
+			return clienv.UsageError(e, "history", fmt.Sprintf("-n takes a number of messages (0 or more), not %q", v))
 		}
 		last = n
 	}
-	w, err := resolve(e, p, p.args[0])
+	w, err := clienv.Resolve(e, p, p.Args[0])
 	if err != nil {
-		return fail(e, "history", err, exitFailed)
+		return clienv.Fail(e, "history", err, clienv.ExitFailed)
 	}
-	f, err := os.Open(w.loc.SessionFile(w.session, abi.FileMessages))
+	f, err := os.Open(w.Loc.SessionFile(w.Session, abi.FileMessages))
 	if err != nil {
-		return fail(e, "history", missing(w, w.session, err), exitFailed)
+		return clienv.Fail(e, "history", clienv.Missing(w, w.Session, err), clienv.ExitFailed)
 	}
 	defer f.Close()
 	var messages io.Reader = f
 	if last >= 0 {
 		tail, err := lastLines(f, last)
 		if err != nil {
-			return fail(e, "history", err, exitFailed)
+			return clienv.Fail(e, "history", err, clienv.ExitFailed)
 		}
 		messages = bytes.NewReader(tail)
 	}
-	if p.on("json") {
-		_, err = io.Copy(e.stdout, messages)
+	if p.On("json") {
+		_, err = io.Copy(e.Stdout, messages)
 	} else {
-		err = printHistory(e.stdout, messages)
+		err = transcript.PrintHistory(e.Stdout, messages)
 	}
 	if err != nil {
-		return fail(e, "history", err, exitFailed)
+		return clienv.Fail(e, "history", err, clienv.ExitFailed)
 	}
-	return exitOK
+	return clienv.ExitOK
 }
 
 // lastLines returns the last n non-blank lines of r as they are, newlines
@@ -77,32 +79,32 @@ func lastLines(r io.Reader, n int) ([]byte, error) {
 	}
 }
 
-// runOutput prints latest.md as it is, or with --json as
+// Output prints latest.md as it is, or with --json as
 // {"agent","session","text"}.
-func runOutput(e *env, p *parsed) int {
-	w, err := resolve(e, p, p.args[0])
+func Output(e *clienv.Env, p *clienv.Parsed) int {
+	w, err := clienv.Resolve(e, p, p.Args[0])
 	if err != nil {
-		return fail(e, "output", err, exitFailed)
+		return clienv.Fail(e, "output", err, clienv.ExitFailed)
 	}
-	f, err := os.Open(w.loc.SessionFile(w.session, abi.FileLatest))
+	f, err := os.Open(w.Loc.SessionFile(w.Session, abi.FileLatest))
 	if err != nil {
-		return fail(e, "output", missing(w, w.session, err), exitFailed)
+		return clienv.Fail(e, "output", clienv.Missing(w, w.Session, err), clienv.ExitFailed)
 	}
 	defer f.Close()
-	if p.on("json") {
-		err = outputJSON(e.stdout, w, f)
+	if p.On("json") {
+		err = outputJSON(e.Stdout, w, f)
 	} else {
-		_, err = io.Copy(e.stdout, f)
+		_, err = io.Copy(e.Stdout, f)
 	}
 	if err != nil {
-		return fail(e, "output", err, exitFailed)
+		return clienv.Fail(e, "output", err, clienv.ExitFailed)
 	}
-	return exitOK
+	return clienv.ExitOK
 }
 
 // outputJSON prints latest.md as one JSON object. latest.md is the text
 // of one message, so it is read whole.
-func outputJSON(out io.Writer, w *where, latest io.Reader) error {
+func outputJSON(out io.Writer, w *clienv.Where, latest io.Reader) error {
 	text, err := io.ReadAll(latest)
 	if err != nil {
 		return err
@@ -113,5 +115,5 @@ func outputJSON(out io.Writer, w *where, latest io.Reader) error {
 		Agent   string `json:"agent"`
 		Session string `json:"session"`
 		Text    string `json:"text"`
-	}{w.loc.Agent, w.session, string(text)})
+	}{w.Loc.Agent, w.Session, string(text)})
 }

@@ -1,4 +1,4 @@
-package main
+package clienv
 
 import (
 	"errors"
@@ -28,63 +28,63 @@ func noAgent(agent string) error {
 	return enoent("no agent %q (ctx agent list shows the agents)", agent)
 }
 
-func noSession(w *where, session string) error {
+func noSession(w *Where, session string) error {
 	if archived := archivedSession(w, session); exists(archived) {
-		return enoent("no session %q of agent %q: it is archived, in %s (its files are there)", session, w.loc.Agent, archived)
+		return enoent("no session %q of agent %q: it is archived, in %s (its files are there)", session, w.Loc.Agent, archived)
 	}
-	list := "ctx agent session list " + w.loc.Agent
-	if w.loc.Space != "" {
-		list += " --shared " + w.loc.Space
+	list := "ctx agent session list " + w.Loc.Agent
+	if w.Loc.Space != "" {
+		list += " --shared " + w.Loc.Space
 	}
-	return enoent("no session %q of agent %q (%s shows them)", session, w.loc.Agent, list)
+	return enoent("no session %q of agent %q (%s shows them)", session, w.Loc.Agent, list)
 }
 
 // archivedSession is where an archive of session would be: the home's
 // archived_sessions/AGENT/SESSION (session list shows live sessions only).
-func archivedSession(w *where, session string) string {
-	return filepath.Join(w.loc.HomeDir(), abi.ArchivedDir, w.loc.Agent, session)
+func archivedSession(w *Where, session string) string {
+	return filepath.Join(w.Loc.HomeDir(), abi.ArchivedDir, w.Loc.Agent, session)
 }
 
-func noSpace(w *where) error {
-	return enoent("no shared space %q (ls %s shows the spaces)", w.loc.Space, filepath.Join(w.loc.Root, "shared"))
+func noSpace(w *Where) error {
+	return enoent("no shared space %q (ls %s shows the spaces)", w.Loc.Space, filepath.Join(w.Loc.Root, "shared"))
 }
 
 func notMounted(root string) error {
 	return enoent("ctxfs is not mounted at %s (ctxfs mount starts it; CTX_ROOT names another root)", root)
 }
 
-// missing turns "no such file" on the way to a session into what is
+// Missing turns "no such file" on the way to a session into what is
 // missing: the mount, the shared space, the agent or the session (session
 // "" when the command names none). A mount whose server is gone (ENOTCONN)
 // says so. Other errors pass through; describe drops their paths.
-func missing(w *where, session string, err error) error {
+func Missing(w *Where, session string, err error) error {
 	if errors.Is(err, syscall.ENOTCONN) {
-		return abi.Errorf(syscall.ENOTCONN, "", "the ctxfs mount at %s does not answer: its server stopped (ctxfs mount cleans up and starts it)", w.loc.Root)
+		return abi.Errorf(syscall.ENOTCONN, "", "the ctxfs mount at %s does not answer: its server stopped (ctxfs mount cleans up and starts it)", w.Loc.Root)
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if lerr := located(w); lerr != nil {
+	if lerr := Located(w); lerr != nil {
 		return lerr
 	}
-	if session != "" && !exists(filepath.Join(w.loc.SessionsDir(), session)) {
+	if session != "" && !exists(filepath.Join(w.Loc.SessionsDir(), session)) {
 		return noSession(w, session)
 	}
 	return err
 }
 
-// located says what is missing on the way to the agent's sessions: the
+// Located says what is missing on the way to the agent's sessions: the
 // mount, the shared space or the agent. nil means they are there, and a
 // file that is absent is only absent (an agent with no sessions yet).
-func located(w *where) error {
-	own := client.Loc{Root: w.loc.Root, Uid: w.loc.Uid}
+func Located(w *Where) error {
+	own := client.Loc{Root: w.Loc.Root, Uid: w.Loc.Uid}
 	switch {
 	case !exists(own.HomeDir()): // the mount shows every caller its home
-		return notMounted(w.loc.Root)
-	case w.loc.Space != "" && !exists(w.loc.HomeDir()):
+		return notMounted(w.Loc.Root)
+	case w.Loc.Space != "" && !exists(w.Loc.HomeDir()):
 		return noSpace(w)
 	case !agentKnown(w):
-		return noAgent(w.loc.Agent)
+		return noAgent(w.Loc.Agent)
 	}
 	return nil
 }
@@ -92,8 +92,8 @@ func located(w *where) error {
 // agentKnown reports whether the agent is defined under the root (its
 // program, definition directory or socket) or has sessions in this home:
 // either makes "no sessions" a right answer rather than a typo's.
-func agentKnown(w *where) bool {
-	return agentDefined(w.loc.Root, w.loc.Agent) || exists(filepath.Dir(w.loc.SessionsDir()))
+func agentKnown(w *Where) bool {
+	return agentDefined(w.Loc.Root, w.Loc.Agent) || exists(filepath.Dir(w.Loc.SessionsDir()))
 }
 
 // agentDefined reports whether root has a definition or a socket of agent.
@@ -127,7 +127,7 @@ func mounted(root string) bool {
 func unreachable(de *client.DialError) string {
 	name := abi.ErrnoName(abi.Errno(de.Err))
 	root, agent, ok := socketOwner(de.Path)
-	if ok && name == "ECONNREFUSED" && !isSocket(de.Path) {
+	if ok && name == "ECONNREFUSED" && !IsSocket(de.Path) {
 		return fmt.Sprintf("ECONNREFUSED: agent %q has no socket: something else is in its place (ctx doctor says how to fix it)", agent)
 	}
 	if !ok || name != "ENOENT" {
@@ -161,4 +161,8 @@ func socketOwner(path string) (root, agent string, ok bool) {
 		return filepath.Dir(filepath.Dir(dir)), filepath.Base(dir) + "/" + name, true
 	}
 	return "", "", false
+}
+func IsSocket(p string) bool {
+	st, err := os.Lstat(p)
+	return err == nil && st.Mode().Type() == os.ModeSocket
 }

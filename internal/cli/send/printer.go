@@ -1,4 +1,4 @@
-package main
+package send
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
+	"github.com/ctxfs/ctxfs/internal/cli/transcript"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -20,9 +22,9 @@ const (
 	srcMessage = "message"
 )
 
-// sendPrinter turns the reply frames of one send into what a person reads
+// SendPrinter turns the reply frames of one send into what a person reads
 // (or, with --json, passes them through) and remembers how the send ended.
-type sendPrinter struct {
+type SendPrinter struct {
 	out, errw io.Writer
 	json      bool
 	// recorded returns the assistant text recorded for a run. A replay
@@ -45,27 +47,27 @@ type sendPrinter struct {
 	recordedLog func(run string, n int) []string
 
 	source    map[string]string // run -> srcDelta or srcMessage
-	run       string            // the run of the start frame
+	Run       string            // the run of the start frame
 	started   bool
 	body      int               // frames of the run between start and done
 	stderr    []string          // the last stderrShown lines of the agent's stderr
 	toolNames map[string]string // tool call id -> tool name, for result lines
-	done      *proto.Object
+	Done      *proto.Object
 	refused   *client.ServerError
-	cut       bool // the server cut this connection for falling behind (cutFrame)
+	Cut       bool // the server cut this connection for falling behind (cutFrame)
 	last      byte // last byte of text written to out, 0 before any
 }
 
 // stderrShown is how many of its last stderr lines a failed run shows.
 const stderrShown = 5
 
-func newSendPrinter(out, errw io.Writer, json bool, recorded func(string) string) *sendPrinter {
-	return &sendPrinter{out: out, errw: errw, json: json, recorded: recorded, cmd: "send",
+func NewSendPrinter(out, errw io.Writer, json bool, recorded func(string) string) *SendPrinter {
+	return &SendPrinter{out: out, errw: errw, json: json, recorded: recorded, cmd: "send",
 		source: map[string]string{}, toolNames: map[string]string{}}
 }
 
-// frame handles one reply frame.
-func (p *sendPrinter) frame(f client.Frame) {
+// Frame handles one reply frame.
+func (p *SendPrinter) Frame(f client.Frame) {
 	if p.started && cutFrame(f.Obj) {
 		p.cutOff(f)
 		return
@@ -82,9 +84,9 @@ func (p *sendPrinter) frame(f client.Frame) {
 	o := f.Obj
 	switch t := f.Type(); t {
 	case proto.FrameStart:
-		p.started, p.run = true, o.Str("run")
+		p.started, p.Run = true, o.Str("run")
 		if p.announce != nil && !p.json {
-			fmt.Fprintf(p.announce, "run %s\n", printable(p.run))
+			fmt.Fprintf(p.announce, "run %s\n", clienv.Printable(p.Run))
 		}
 	case proto.FrameDone:
 		p.finishRun(o)
@@ -95,7 +97,7 @@ func (p *sendPrinter) frame(f client.Frame) {
 }
 
 // bodyFrame handles a frame of a run between its start and its done.
-func (p *sendPrinter) bodyFrame(t string, o *proto.Object) {
+func (p *SendPrinter) bodyFrame(t string, o *proto.Object) {
 	switch t {
 	case proto.FrameDelta:
 		p.text(o.Str("run"), srcDelta, o.Str("text"))
@@ -116,7 +118,7 @@ func (p *sendPrinter) bodyFrame(t string, o *proto.Object) {
 }
 
 // text prints s for run if run's text comes from src.
-func (p *sendPrinter) text(run, src, s string) {
+func (p *SendPrinter) text(run, src, s string) {
 	if p.json || s == "" {
 		return
 	}
@@ -130,14 +132,14 @@ func (p *sendPrinter) text(run, src, s string) {
 	p.write(s)
 }
 
-func (p *sendPrinter) write(s string) {
+func (p *SendPrinter) write(s string) {
 	io.WriteString(p.out, s) // unbuffered: the writer is the terminal or a pipe
 	p.last = s[len(s)-1]
 }
 
 // errorFrame: before start it is the refusal of the request; during a run it
 // is reported but the done frame decides the exit status.
-func (p *sendPrinter) errorFrame(o *proto.Object) {
+func (p *SendPrinter) errorFrame(o *proto.Object) {
 	se := client.FrameError(o)
 	if !p.started {
 		p.refused = se
@@ -151,7 +153,7 @@ func (p *sendPrinter) errorFrame(o *proto.Object) {
 
 // toolLine prints one tool call or result on a line of its own, cut to
 // the terminal's width.
-func (p *sendPrinter) toolLine(line string) {
+func (p *SendPrinter) toolLine(line string) {
 	if !p.tools || p.json {
 		return
 	}
@@ -168,8 +170,8 @@ func cutFrame(o *proto.Object) bool {
 
 // cutOff takes the frame that cut the reply: --json prints it, and the
 // end says how to follow the run again (fellBehind).
-func (p *sendPrinter) cutOff(f client.Frame) {
-	p.cut = true
+func (p *SendPrinter) cutOff(f client.Frame) {
+	p.Cut = true
 	if p.json {
 		p.out.Write(append(f.Line[:len(f.Line):len(f.Line)], '\n'))
 	}
@@ -178,14 +180,14 @@ func (p *sendPrinter) cutOff(f client.Frame) {
 // endLine ends the text's line on a terminal before a line of another
 // kind (a tool line, an error on stderr) is written there. A pipe gets no
 // newline that was not in the text until the end (finish).
-func (p *sendPrinter) endLine() {
+func (p *SendPrinter) endLine() {
 	if p.tools && p.last != 0 && p.last != '\n' {
 		p.write("\n")
 	}
 }
 
 // keepStderr keeps the last stderrShown lines the agent wrote on stderr.
-func (p *sendPrinter) keepStderr(o *proto.Object) {
+func (p *SendPrinter) keepStderr(o *proto.Object) {
 	if o.Str("stream") != "stderr" {
 		return
 	}
@@ -195,8 +197,8 @@ func (p *sendPrinter) keepStderr(o *proto.Object) {
 	}
 }
 
-func (p *sendPrinter) finishRun(o *proto.Object) {
-	p.done = o
+func (p *SendPrinter) finishRun(o *proto.Object) {
+	p.Done = o
 	run := o.Str("run")
 	if p.json || p.source[run] != "" || p.recorded == nil {
 		return
@@ -207,63 +209,63 @@ func (p *sendPrinter) finishRun(o *proto.Object) {
 	}
 }
 
-// finish ends the text with a newline if it did not end with one.
-func (p *sendPrinter) finish() {
+// Finish ends the text with a newline if it did not end with one.
+func (p *SendPrinter) Finish() {
 	if p.last != 0 && p.last != '\n' {
 		p.write("\n")
 	}
 }
 
-// exitStatus is the exit status of a send that ended with readErr (nil
+// ExitStatus is the exit status of a send that ended with readErr (nil
 // at a clean end of file), reporting on stderr why it is not 0.
-func (p *sendPrinter) exitStatus(readErr error) int {
+func (p *SendPrinter) ExitStatus(readErr error) int {
 	switch {
 	case p.refused != nil:
-		fmt.Fprintf(p.errw, "ctx: %s: %s\n", p.cmd, describe(p.cmd, p.refused))
-		return exitUsage
-	case p.done != nil && p.done.Str("status") == "ok":
-		return exitOK
-	case p.done != nil:
+		fmt.Fprintf(p.errw, "ctx: %s: %s\n", p.cmd, clienv.Describe(p.cmd, p.refused))
+		return clienv.ExitUsage
+	case p.Done != nil && p.Done.Str("status") == "ok":
+		return clienv.ExitOK
+	case p.Done != nil:
 		p.showStderr()
-		return exitFailed
+		return clienv.ExitFailed
 	case p.started:
 		why := "the server closed the connection"
 		if readErr != nil {
 			why = readErr.Error()
 		}
-		fmt.Fprintf(p.errw, "ctx: %s: EIO: no done frame (%s); run %s may still be running (ctx agent status)\n", p.cmd, why, p.run)
-		return exitFailed
+		fmt.Fprintf(p.errw, "ctx: %s: EIO: no done frame (%s); run %s may still be running (ctx agent status)\n", p.cmd, why, p.Run)
+		return clienv.ExitFailed
 	}
 	return -1 // no reply at all: the caller knows why
 }
 
 // showStderr prints, for a run that failed (not one that was cancelled),
-// the last lines of the agent's stderr: the reason is usually there
+// the last lines of the agent's Stderr: the reason is usually there
 // ("boom: API key missing"), while the error frame only says how the
 // program exited. A reply without them (a replay) takes them from the
 // session's events.jsonl.
-func (p *sendPrinter) showStderr() {
-	if p.json || p.done.Str("status") != abi.StateError {
+func (p *SendPrinter) showStderr() {
+	if p.json || p.Done.Str("status") != abi.StateError {
 		return
 	}
 	lines := p.stderr
 	if len(lines) == 0 && p.body == 0 && p.recordedLog != nil {
-		lines = p.recordedLog(p.done.Str("run"), stderrShown)
+		lines = p.recordedLog(p.Done.Str("run"), stderrShown)
 	}
 	if len(lines) == 0 {
 		return
 	}
-	fmt.Fprintf(p.errw, "ctx: %s: last lines of the agent's stderr:\n", p.cmd)
+	fmt.Fprintf(p.errw, "ctx: %s: last lines of the agent's Stderr:\n", p.cmd)
 	for _, l := range lines {
-		fmt.Fprintf(p.errw, "  %s\n", printable(l))
+		fmt.Fprintf(p.errw, "  %s\n", clienv.Printable(l))
 	}
 }
 
 // toolCallLine is "→ NAME ARGUMENTS", the arguments as compact JSON.
 func toolCallLine(o *proto.Object) string {
-	line := "→ " + printable(o.Str("name"))
-	if args := compact(o.Raw("arguments")); args != "" {
-		line += " " + printable(args)
+	line := "→ " + clienv.Printable(o.Str("name"))
+	if args := transcript.Compact(o.Raw("arguments")); args != "" {
+		line += " " + clienv.Printable(args)
 	}
 	return line
 }
@@ -277,11 +279,11 @@ func toolResultLine(o *proto.Object, callName string) string {
 	}
 	line := "←"
 	if name != "" {
-		line += " " + printable(name)
+		line += " " + clienv.Printable(name)
 	}
 	text := toolResultText(o.Raw("content"))
 	if string(o.Raw("is_error")) == "true" {
-		return line + " error: " + printable(firstLine(text, maxToolError))
+		return line + " error: " + clienv.Printable(clienv.FirstLine(text, maxToolError))
 	}
 	return fmt.Sprintf("%s ok, %d bytes", line, len(text))
 }
@@ -294,7 +296,7 @@ func toolResultText(raw json.RawMessage) string {
 			return text
 		}
 	}
-	return resultText(raw)
+	return transcript.ResultText(raw)
 }
 
 // maxToolError bounds the part of a failed tool's result kept for its line

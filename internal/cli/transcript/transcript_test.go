@@ -1,4 +1,4 @@
-package main
+package transcript
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ tool:
 not json
 `
 	var b bytes.Buffer
-	if err := printHistory(&b, strings.NewReader(log)); err != nil {
+	if err := PrintHistory(&b, strings.NewReader(log)); err != nil {
 		t.Fatal(err)
 	}
 	if b.String() != want {

@@ -1,4 +1,4 @@
-package main
+package send
 
 import (
 	"context"
@@ -8,10 +8,11 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
-const attachHelp = `Follows a run again after Ctrl+C detached its send (resume is another name
+const AttachHelp = `Follows a run again after Ctrl+C detached its send (resume is another name
 for it): the frames the run has recorded so far, then the rest as it streams,
 each once, printed as send prints them (--json: the raw frames). RUN is a run
 id (ctx-…); without it, the run active in the session. A run that has ended
@@ -23,28 +24,28 @@ Text that an agent streamed before you attached is not shown again; the
 messages it recorded are (ctx agent output shows the latest one whole).
 `
 
-func runAttach(e *env, p *parsed) int {
-	w, err := resolve(e, p, p.args[0])
+func Attach(e *clienv.Env, p *clienv.Parsed) int {
+	w, err := clienv.Resolve(e, p, p.Args[0])
 	if err != nil {
-		return fail(e, "attach", err, exitUsage)
+		return clienv.Fail(e, "attach", err, clienv.ExitUsage)
 	}
 	run := ""
-	if len(p.args) > 1 {
-		if run = p.args[1]; !abi.IsRunID(run) {
-			return usageError(e, "attach", fmt.Sprintf("%q is not a run id (ctx- and 32 hex digits; ctx agent runs %s lists them)", run, w.loc.Agent))
+	if len(p.Args) > 1 {
+		if run = p.Args[1]; !abi.IsRunID(run) {
+			return clienv.UsageError(e, "attach", fmt.Sprintf("%q is not a run id (ctx- and 32 hex digits; ctx agent runs %s lists them)", run, w.Loc.Agent))
 		}
 	} else if run, err = activeRun(e, w); err != nil {
 		if err == context.Canceled {
-			return exitInterrupted
+			return clienv.ExitInterrupted
 		}
 		if _, ok := err.(activeRunError); ok {
-			fmt.Fprintf(e.stderr, "ctx: attach: %s\n", err)
-			return exitFailed
+			fmt.Fprintf(e.Stderr, "ctx: attach: %s\n", err)
+			return clienv.ExitFailed
 		}
-		return fail(e, "attach", err, exitUsage) // a refusal, or no server: as send
+		return clienv.Fail(e, "attach", err, clienv.ExitUsage) // a refusal, or no server: as send
 	}
-	pr := newPrinter(e, w, "attach", p.on("json"))
-	pr.run = run // named before its start frame comes: see interrupted and fellBehind
+	pr := newPrinter(e, w, "attach", p.On("json"))
+	pr.Run = run // named before its start frame comes: see interrupted and fellBehind
 	f := &runFilter{run: run, pr: pr}
 	code, explained := streamFrames(e, w, resumeRequest(w), pr, f.frame)
 	if explained {
@@ -52,10 +53,10 @@ func runAttach(e *env, p *parsed) int {
 	}
 	if se := f.refusal(); se != nil {
 		pr.refused = se
-		return pr.exitStatus(nil)
+		return pr.ExitStatus(nil)
 	}
-	fmt.Fprintf(e.stderr, "ctx: attach: ENOENT: no run %s in session %s (ctx agent runs %s lists its runs)\n", run, w.session, w.loc.Agent)
-	return exitFailed
+	fmt.Fprintf(e.Stderr, "ctx: attach: ENOENT: no run %s in session %s (ctx agent runs %s lists its runs)\n", run, w.Session, w.Loc.Agent)
+	return clienv.ExitFailed
 }
 
 // resumeRequest asks for the session's recorded events, then the live
@@ -63,10 +64,10 @@ func runAttach(e *env, p *parsed) int {
 // the record: the run's own frames are picked from it (runFilter), because
 // "after" cuts after a run's last line, and lines of runs that overlap
 // interleave.
-func resumeRequest(w *where) *proto.Object {
-	req := proto.NewObject("op", proto.OpResume, "session", w.session, "scope", w.scope)
-	if w.scope == abi.ScopeShared {
-		req.Set("space", w.loc.Space)
+func resumeRequest(w *clienv.Where) *proto.Object {
+	req := proto.NewObject("op", proto.OpResume, "session", w.Session, "scope", w.Scope)
+	if w.Scope == abi.ScopeShared {
+		req.Set("space", w.Loc.Space)
 	}
 	return req
 }
@@ -80,14 +81,14 @@ func resumeRequest(w *where) *proto.Object {
 // the request: it is kept until the reply shows whether it was one.
 type runFilter struct {
 	run   string
-	pr    *sendPrinter
+	pr    *SendPrinter
 	n     int           // frames received
 	first *client.Frame // the first frame, when it has no run
 }
 
 func (f *runFilter) frame(fr client.Frame) {
 	f.n++
-	if fr.Obj == nil || f.pr.done != nil {
+	if fr.Obj == nil || f.pr.Done != nil {
 		return
 	}
 	if f.n == 1 && fr.Obj.Str("run") == "" {
@@ -102,7 +103,7 @@ func (f *runFilter) frame(fr client.Frame) {
 	if fr.Obj.Str("run") != f.run || t == proto.FrameState || !f.pr.started && t != proto.FrameStart {
 		return
 	}
-	f.pr.frame(fr)
+	f.pr.Frame(fr)
 }
 
 // refusal is the error of a reply that was one error frame (SPEC section
@@ -124,12 +125,12 @@ func (e activeRunError) Error() string { return string(e) }
 
 // activeRun asks the server which run is active in the session: there must
 // be exactly one (queued or running) to attach to without naming it.
-func activeRun(e *env, w *where) (string, error) {
-	req := proto.NewObject("op", proto.OpStatus, "session", w.session, "scope", w.scope)
-	if w.scope == abi.ScopeShared {
-		req.Set("space", w.loc.Space)
+func activeRun(e *clienv.Env, w *clienv.Where) (string, error) {
+	req := proto.NewObject("op", proto.OpStatus, "session", w.Session, "scope", w.Scope)
+	if w.Scope == abi.ScopeShared {
+		req.Set("space", w.Loc.Space)
 	}
-	f, err := call(e, w, req, proto.FrameStatus)
+	f, err := clienv.Call(e, w, req, proto.FrameStatus)
 	if err != nil {
 		return "", err
 	}
@@ -143,10 +144,10 @@ func activeRun(e *env, w *where) (string, error) {
 	}
 	switch len(ids) {
 	case 0:
-		return "", activeRunError(fmt.Sprintf("no run is active in session %s", w.session))
+		return "", activeRunError(fmt.Sprintf("no run is active in session %s", w.Session))
 	case 1:
 		return ids[0], nil
 	}
 	return "", activeRunError(fmt.Sprintf("%d runs are active in session %s: %s; name one (ctx agent attach %s RUN)",
-		len(ids), w.session, strings.Join(ids, " "), w.loc.Agent))
+		len(ids), w.Session, strings.Join(ids, " "), w.Loc.Agent))
 }

@@ -1,4 +1,4 @@
-package main
+package doctor
 
 import (
 	"encoding/json"
@@ -9,9 +9,10 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 )
 
-const agentListHelp = `Lists the agents and models defined under $CTX_ROOT/agent and
+const AgentListHelp = `Lists the agents and models defined under $CTX_ROOT/agent and
 $CTX_ROOT/model, each with the state of its definition (ok, or invalid and
 why, as the server would refuse it) and whether its socket is there.
 Columns: KIND NAME SOCKET STATE (tab-separated when not on a terminal);
@@ -52,7 +53,7 @@ func loadDefinition(root, kind, name string) definition {
 	if _, err := agent.Load(root, kind, name); err != nil {
 		d.State, d.Error = "invalid", definitionError(err)
 	}
-	d.Socket = isSocket(d.path)
+	d.Socket = clienv.IsSocket(d.path)
 	return d
 }
 
@@ -73,26 +74,26 @@ func definitionError(err error) string {
 	return msg
 }
 
-func runAgentList(e *env, p *parsed) int {
-	defs, err := definitions(abi.RootFromEnv(e.getenv))
+func AgentList(e *clienv.Env, p *clienv.Parsed) int {
+	defs, err := definitions(abi.RootFromEnv(e.Getenv))
 	if err != nil {
-		return fail(e, "list", err, exitFailed)
+		return clienv.Fail(e, "list", err, clienv.ExitFailed)
 	}
-	if p.on("json") {
-		enc := json.NewEncoder(e.stdout)
+	if p.On("json") {
+		enc := json.NewEncoder(e.Stdout)
 		enc.SetEscapeHTML(false)
 		for _, d := range defs {
 			enc.Encode(d)
 		}
 	} else {
-		printDefinitions(e.stdout, defs)
+		printDefinitions(e.Stdout, defs)
 	}
 	for _, d := range defs {
 		if d.State != "ok" {
-			return exitFailed
+			return clienv.ExitFailed
 		}
 	}
-	return exitOK
+	return clienv.ExitOK
 }
 
 // printDefinitions writes one line per definition: aligned columns under
@@ -103,7 +104,7 @@ func printDefinitions(w io.Writer, defs []definition) {
 	for _, d := range defs {
 		state := d.State
 		if d.Error != "" {
-			state += ": " + printable(d.Error)
+			state += ": " + clienv.Printable(d.Error)
 		}
 		sock := "no socket"
 		if d.Socket {
@@ -116,7 +117,7 @@ func printDefinitions(w io.Writer, defs []definition) {
 // table is where tab-separated lines go: on a terminal, aligned columns
 // under header (flush writes them out); elsewhere w itself, for pipelines.
 func table(w io.Writer, header string) (out io.Writer, flush func()) {
-	if !isTerminal(w) {
+	if !clienv.IsTerminal(w) {
 		return w, func() {}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

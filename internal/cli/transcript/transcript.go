@@ -1,4 +1,4 @@
-package main
+package transcript
 
 import (
 	"bytes"
@@ -10,11 +10,11 @@ import (
 	"github.com/ctxfs/ctxfs/client"
 )
 
-// printHistory writes messages.jsonl as a transcript: one block per
+// PrintHistory writes messages.jsonl as a transcript: one block per
 // message, "role:" then its text, tool calls as "→ tool name(args)" and
 // tool results as "← result", blocks separated by a blank line. A line that
 // does not parse is shown as it is, because hiding it would hide damage.
-func printHistory(w io.Writer, messages io.Reader) error {
+func PrintHistory(w io.Writer, messages io.Reader) error {
 	fr := client.NewFrameReader(messages)
 	for n := 0; ; n++ {
 		f, err := fr.Next()
@@ -61,27 +61,27 @@ func partText(p client.Part) string {
 	case "text":
 		return p.Text
 	case "tool_call":
-		return fmt.Sprintf("→ tool %s(%s)", p.Name, compact(p.Arguments))
+		return fmt.Sprintf("→ tool %s(%s)", p.Name, Compact(p.Arguments))
 	case "tool_result":
 		mark := "← "
 		if p.IsError {
 			mark = "← error: "
 		}
-		return mark + resultText(p.Content)
+		return mark + ResultText(p.Content)
 	}
 	return fmt.Sprintf("[%s]", p.Type)
 }
 
-// resultText shows a string result as text and anything else as JSON.
-func resultText(raw json.RawMessage) string {
+// ResultText shows a string result as text and anything else as JSON.
+func ResultText(raw json.RawMessage) string {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return s
 	}
-	return compact(raw)
+	return Compact(raw)
 }
 
-func compact(raw json.RawMessage) string {
+func Compact(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package main
+package chat
 
 import (
 	"bufio"
@@ -21,6 +21,9 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
+	"github.com/ctxfs/ctxfs/internal/cli/send"
+	"github.com/ctxfs/ctxfs/internal/cli/transcript"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -48,9 +51,9 @@ Ctrl+C while a reply streams cancels that run.
 
 // chat is one chat: the agent and the session it sends to now.
 type chat struct {
-	e *env
-	p *parsed
-	w *where
+	e *clienv.Env
+	p *clienv.Parsed
+	w *clienv.Where
 	// interrupts returns a channel that receives (or is closed) when the
 	// user presses Ctrl+C during one send, and a func to call after it.
 	interrupts func() (<-chan struct{}, func())
@@ -59,17 +62,17 @@ type chat struct {
 	stopOnInterrupt bool
 }
 
-func runChat(e *env, p *parsed) int {
-	w, err := resolve(e, p, p.args[0])
+func Run(e *clienv.Env, p *clienv.Parsed) int {
+	w, err := clienv.Resolve(e, p, p.Args[0])
 	if err != nil {
-		return fail(e, "chat", err, exitUsage)
+		return clienv.Fail(e, "chat", err, clienv.ExitUsage)
 	}
 	c := &chat{e: e, p: p, w: w}
 	if in, out, ok := terminals(e); ok {
 		return c.terminal(in, out)
 	}
 	c.interrupts = func() (<-chan struct{}, func()) {
-		ctx, stop := e.interrupt()
+		ctx, stop := e.Interrupt()
 		return ctx.Done(), stop
 	}
 	c.stopOnInterrupt = true
@@ -80,9 +83,9 @@ func runChat(e *env, p *parsed) int {
 // status is the worst of the lines' (0 ok, 1 failed or cancelled, 2
 // refused, 130 interrupted), as if each line were a `ctx agent send`.
 func (c *chat) lines() int {
-	sc := bufio.NewScanner(c.e.stdin)
+	sc := bufio.NewScanner(c.e.Stdin)
 	sc.Buffer(nil, abi.MaxRequestBytes+1) // a longer line could not be sent anyway
-	worst := exitOK
+	worst := clienv.ExitOK
 	for sc.Scan() {
 		code, quit := c.line(strings.TrimSuffix(sc.Text(), "\r"))
 		worst = max(worst, code)
@@ -95,7 +98,7 @@ func (c *chat) lines() int {
 		err = abi.Errorf(syscall.EMSGSIZE, "", "a line of stdin is over %d bytes", abi.MaxRequestBytes)
 	}
 	if err != nil {
-		worst = max(worst, fail(c.e, "chat", err, exitFailed))
+		worst = max(worst, clienv.Fail(c.e, "chat", err, clienv.ExitFailed))
 	}
 	return worst
 }
@@ -105,7 +108,7 @@ func (c *chat) lines() int {
 func (c *chat) line(s string) (code int, quit bool) {
 	switch {
 	case strings.TrimSpace(s) == "":
-		return exitOK, false
+		return clienv.ExitOK, false
 	case strings.HasPrefix(s, "//"):
 		s = s[1:]
 	case strings.HasPrefix(s, "/"):
@@ -113,7 +116,7 @@ func (c *chat) line(s string) (code int, quit bool) {
 	}
 	code, interrupted := c.send(s)
 	if interrupted && c.stopOnInterrupt {
-		return exitInterrupted, true
+		return clienv.ExitInterrupted, true
 	}
 	return code, false
 }
@@ -124,18 +127,18 @@ func (c *chat) command(s string) (code int, quit bool) {
 	arg = strings.TrimSpace(arg)
 	switch name {
 	case "/exit", "/quit":
-		return exitOK, true
+		return clienv.ExitOK, true
 	case "/help":
-		io.WriteString(c.e.stdout, chatHelp)
+		io.WriteString(c.e.Stdout, chatHelp)
 	case "/session":
 		return c.switchSession(arg), false
 	case "/history":
 		return c.history(), false
 	default:
-		fmt.Fprintf(c.e.stderr, "ctx: chat: unknown command %s (/help lists them)\n", name)
-		return exitUsage, false
+		fmt.Fprintf(c.e.Stderr, "ctx: chat: unknown command %s (/help lists them)\n", name)
+		return clienv.ExitUsage, false
 	}
-	return exitOK, false
+	return clienv.ExitOK, false
 }
 
 // switchSession makes name the session of the following sends; it is
@@ -143,27 +146,27 @@ func (c *chat) command(s string) (code int, quit bool) {
 func (c *chat) switchSession(name string) int {
 	if name != "" {
 		if err := abi.CheckName("session", name); err != nil {
-			fmt.Fprintf(c.e.stderr, "ctx: chat: %s\n", describe("chat", err))
-			return exitUsage
+			fmt.Fprintf(c.e.Stderr, "ctx: chat: %s\n", clienv.Describe("chat", err))
+			return clienv.ExitUsage
 		}
-		c.w.session = name
+		c.w.Session = name
 	}
-	fmt.Fprintf(c.e.stdout, "session %s\n", c.w.session)
-	return exitOK
+	fmt.Fprintf(c.e.Stdout, "session %s\n", c.w.Session)
+	return clienv.ExitOK
 }
 
 // history prints the session's messages as `ctx agent history` does. A
 // session that has no messages yet (one just switched to) is not an error.
 func (c *chat) history() int {
-	err := printHistoryFile(c.e.stdout, c.w.loc.SessionFile(c.w.session, abi.FileMessages))
+	err := printHistoryFile(c.e.Stdout, c.w.Loc.SessionFile(c.w.Session, abi.FileMessages))
 	if errors.Is(err, fs.ErrNotExist) {
-		fmt.Fprintf(c.e.stdout, "session %s has no messages yet\n", c.w.session)
-		return exitOK
+		fmt.Fprintf(c.e.Stdout, "session %s has no messages yet\n", c.w.Session)
+		return clienv.ExitOK
 	}
 	if err != nil {
-		return fail(c.e, "history", err, exitFailed)
+		return clienv.Fail(c.e, "history", err, clienv.ExitFailed)
 	}
-	return exitOK
+	return clienv.ExitOK
 }
 
 func printHistoryFile(w io.Writer, path string) error {
@@ -172,11 +175,11 @@ func printHistoryFile(w io.Writer, path string) error {
 		return err
 	}
 	defer f.Close()
-	return printHistory(w, f)
+	return transcript.PrintHistory(w, f)
 }
 
 func (c *chat) socket() string {
-	return c.w.loc.Socket()
+	return c.w.Loc.Socket()
 }
 
 // send sends input as one run and prints the reply as it streams. The
@@ -189,38 +192,38 @@ func (c *chat) send(input string) (code int, interrupted bool) {
 	defer cancel() // closes the connection; the reader goroutine then ends
 	conn, err := client.Dial(ctx, c.socket())
 	if err != nil {
-		return fail(c.e, "send", err, exitUsage), false
+		return clienv.Fail(c.e, "send", err, clienv.ExitUsage), false
 	}
 	// As in send: a write error is kept, because the server's error frame
 	// is the better answer.
 	id := client.NewClientID()
-	sendErr := conn.Send(sendRequest(c.w, c.p, id, input))
+	sendErr := conn.Send(send.SendRequest(c.w, c.p, id, input))
 	var readErr error
 	frames := readFrames(ctx, conn, &readErr)
-	r := &reply{c: c, id: id, pr: newSendPrinter(c.e.stdout, c.e.stderr, false, c.recorded())}
-	r.pr.showTools(c.e)
+	r := &reply{c: c, id: id, pr: send.NewSendPrinter(c.e.Stdout, c.e.Stderr, false, c.recorded())}
+	r.pr.ShowTools(c.e)
 	detached := r.wait(frames, intr)
-	r.pr.finish()
+	r.pr.Finish()
 	if detached {
-		fmt.Fprintf(c.e.stderr, "ctx: chat: stopped waiting for run %s; it may still be running (ctx agent status %s)\n", r.pr.run, c.w.loc.Agent)
-		return exitFailed, true
+		fmt.Fprintf(c.e.Stderr, "ctx: chat: stopped waiting for run %s; it may still be running (ctx agent status %s)\n", r.pr.Run, c.w.Loc.Agent)
+		return clienv.ExitFailed, true
 	}
-	if r.pr.cut && r.pr.done == nil {
-		return fellBehind(c.e, c.w, r.pr), r.asked // as send: the run goes on
+	if r.pr.Cut && r.pr.Done == nil {
+		return send.FellBehind(c.e, c.w, r.pr), r.asked // as send: the run goes on
 	}
 	r.sayCancelled()
-	if code := r.pr.exitStatus(readErr); code >= 0 {
+	if code := r.pr.ExitStatus(readErr); code >= 0 {
 		return code, r.asked
 	}
-	return fail(c.e, "send", noReply(sendErr, readErr), exitUsage), r.asked
+	return clienv.Fail(c.e, "send", clienv.NoReply(sendErr, readErr), clienv.ExitUsage), r.asked
 }
 
 // recorded is the printer's source of a replayed run's text, as in send.
 func (c *chat) recorded() func(string) string {
-	if c.w.scope == abi.ScopeTemp {
+	if c.w.Scope == abi.ScopeTemp {
 		return nil
 	}
-	return func(run string) string { return recordedText(c.w, run) }
+	return func(run string) string { return send.RecordedText(c.w, run) }
 }
 
 // readFrames passes conn's frames to the returned channel and closes it at
@@ -251,7 +254,7 @@ func readFrames(ctx context.Context, conn *client.Conn, errp *error) <-chan clie
 type reply struct {
 	c     *chat
 	id    string // the send's client id
-	pr    *sendPrinter
+	pr    *send.SendPrinter
 	asked bool // Ctrl+C was pressed and the run was asked to cancel
 }
 
@@ -266,7 +269,7 @@ func (r *reply) wait(frames <-chan client.Frame, intr <-chan struct{}) (detached
 			if !ok {
 				return false
 			}
-			r.pr.frame(f)
+			r.pr.Frame(f)
 		case _, more := <-intr:
 			if r.asked {
 				return true
@@ -287,13 +290,13 @@ func (r *reply) wait(frames <-chan client.Frame, intr <-chan struct{}) (detached
 // frame named it, before that by the send's client id in its session.
 func (r *reply) cancel() {
 	w := r.c.w
-	id := r.pr.run
+	id := r.pr.Run
 	if id == "" {
 		id = r.id
 	}
-	req := proto.NewObject("op", proto.OpCancel, "id", id, "session", w.session, "scope", w.scope)
-	if w.scope == abi.ScopeShared {
-		req.Set("space", w.loc.Space) // a run id is found only in its own container
+	req := proto.NewObject("op", proto.OpCancel, "id", id, "session", w.Session, "scope", w.Scope)
+	if w.Scope == abi.ScopeShared {
+		req.Set("space", w.Loc.Space) // a run id is found only in its own container
 	}
 	ctx, stop := context.WithTimeout(context.Background(), cancelCallLimit)
 	defer stop()
@@ -302,15 +305,15 @@ func (r *reply) cancel() {
 		err = se
 	}
 	if err != nil {
-		fmt.Fprintf(r.c.e.stderr, "ctx: chat: cancel: %s\n", describe("cancel", err))
+		fmt.Fprintf(r.c.e.Stderr, "ctx: chat: cancel: %s\n", clienv.Describe("cancel", err))
 	}
 }
 
 // sayCancelled prints the one line that tells a cancelled run from one
 // that failed; a run that finished before the cancel needs no words.
 func (r *reply) sayCancelled() {
-	if r.asked && r.pr.done != nil && r.pr.done.Str("status") == abi.StateCancelled {
-		fmt.Fprintf(r.c.e.stderr, "cancelled run %s\n", r.pr.done.Str("run"))
+	if r.asked && r.pr.Done != nil && r.pr.Done.Str("status") == abi.StateCancelled {
+		fmt.Fprintf(r.c.e.Stderr, "cancelled run %s\n", r.pr.Done.Str("run"))
 	}
 }
 
@@ -321,9 +324,9 @@ func (r *reply) sayCancelled() {
 // typed ahead wait unseen for the next prompt instead of garbling the reply.
 
 // terminals returns stdin and stdout when both are terminals.
-func terminals(e *env) (in, out *os.File, ok bool) {
-	in, inOK := e.stdin.(*os.File)
-	out, outOK := e.stdout.(*os.File)
+func terminals(e *clienv.Env) (in, out *os.File, ok bool) {
+	in, inOK := e.Stdin.(*os.File)
+	out, outOK := e.Stdout.(*os.File)
 	if !inOK || !outOK || !term.IsTerminal(int(in.Fd())) || !term.IsTerminal(int(out.Fd())) {
 		return nil, nil, false
 	}
@@ -349,7 +352,7 @@ func (c *chat) terminal(in, out *os.File) int {
 	tc := &ttyChat{chat: c, fd: int(in.Fd()), out: out, ctrlC: make(chan struct{}, 1)}
 	orig, err := unix.IoctlGetTermios(tc.fd, unix.TCGETS)
 	if err != nil {
-		return fail(c.e, "chat", err, exitFailed)
+		return clienv.Fail(c.e, "chat", err, clienv.ExitFailed)
 	}
 	tc.orig = *orig
 	defer tc.restore() // also when a panic unwinds
@@ -357,12 +360,12 @@ func (c *chat) terminal(in, out *os.File) int {
 	tc.t = term.NewTerminal(struct {
 		io.Reader
 		io.Writer
-	}{tc.keys, out}, c.w.loc.Agent+"> ")
+	}{tc.keys, out}, c.w.Loc.Agent+"> ")
 	tc.t.AutoCompleteCallback = tc.keys.callback
 	c.interrupts = tc.interrupts
 	defer tc.watchSignals()()
 	tc.resize()
-	fmt.Fprintf(out, "chat with %s in session %s; /help lists the commands, Ctrl+D leaves\n", c.w.loc.Agent, c.w.session)
+	fmt.Fprintf(out, "chat with %s in session %s; /help lists the commands, Ctrl+D leaves\n", c.w.Loc.Agent, c.w.Session)
 	return tc.loop()
 }
 
@@ -371,24 +374,24 @@ func (c *chat) terminal(in, out *os.File) int {
 func (tc *ttyChat) loop() int {
 	for {
 		if err := tc.raw(); err != nil {
-			return fail(tc.e, "chat", err, exitFailed)
+			return clienv.Fail(tc.e, "chat", err, clienv.ExitFailed)
 		}
 		tc.busy.Store(false)
 		line, err := tc.t.ReadLine()
 		if err == io.EOF {
 			io.WriteString(tc.out, "\r\n") // leave the shell's prompt a line of its own
-			return exitOK
+			return clienv.ExitOK
 		}
 		if err != nil && err != term.ErrPasteIndicator {
 			tc.restore() // before printing: a raw terminal does not turn \n into \r\n
-			return fail(tc.e, "chat", err, exitFailed)
+			return clienv.Fail(tc.e, "chat", err, clienv.ExitFailed)
 		}
 		tc.busy.Store(true)
 		if err := tc.quiet(); err != nil {
-			return fail(tc.e, "chat", err, exitFailed)
+			return clienv.Fail(tc.e, "chat", err, clienv.ExitFailed)
 		}
 		if _, quit := tc.line(line); quit {
-			return exitOK
+			return clienv.ExitOK
 		}
 	}
 }

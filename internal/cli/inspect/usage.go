@@ -1,4 +1,4 @@
-package main
+package inspect
 
 import (
 	"encoding/json"
@@ -14,10 +14,11 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
-const usageHelp = `Prints the token usage of the agent's sessions, from their usage events:
+const UsageHelp = `Prints the token usage of the agent's sessions, from their usage events:
 totals per model, then per session. Without --session it reads every
 session of the agent. --since DAYS counts only the events of the last DAYS
 days. --json prints one object.
@@ -94,30 +95,30 @@ type usageReport struct {
 	models usageTable
 }
 
-func runUsage(e *env, p *parsed) int {
-	w, err := resolveLoc(e, p, p.args[0])
+func Usage(e *clienv.Env, p *clienv.Parsed) int {
+	w, err := clienv.ResolveLoc(e, p, p.Args[0])
 	if err != nil {
-		return fail(e, "usage", err, exitFailed)
+		return clienv.Fail(e, "usage", err, clienv.ExitFailed)
 	}
-	u := &usageReport{Agent: w.loc.Agent, Models: []*usageTotals{}, Sessions: []sessionUsage{}, models: usageTable{}}
-	if err := u.since(p.str("since"), time.Now()); err != nil {
-		return usageError(e, "usage", err.Error())
+	u := &usageReport{Agent: w.Loc.Agent, Models: []*usageTotals{}, Sessions: []sessionUsage{}, models: usageTable{}}
+	if err := u.since(p.Str("since"), time.Now()); err != nil {
+		return clienv.UsageError(e, "usage", err.Error())
 	}
-	names, err := usageSessions(w, p.str("session"))
+	names, err := usageSessions(w, p.Str("session"))
 	if err != nil {
-		return fail(e, "usage", err, exitFailed)
+		return clienv.Fail(e, "usage", err, clienv.ExitFailed)
 	}
-	code := u.readAll(e, w, names, p.str("session") != "")
+	code := u.readAll(e, w, names, p.Str("session") != "")
 	u.Models, _ = u.models.sorted()
 	if u.Skipped > 0 {
-		fmt.Fprintf(e.stderr, "ctx: usage: skipped %d malformed or undated usage lines\n", u.Skipped)
+		fmt.Fprintf(e.Stderr, "ctx: usage: skipped %d malformed or undated usage lines\n", u.Skipped)
 	}
-	if p.on("json") {
-		enc := json.NewEncoder(e.stdout)
+	if p.On("json") {
+		enc := json.NewEncoder(e.Stdout)
 		enc.SetEscapeHTML(false)
 		enc.Encode(u)
 	} else {
-		printUsage(e.stdout, u)
+		printUsage(e.Stdout, u)
 	}
 	return code
 }
@@ -141,16 +142,16 @@ func (u *usageReport) since(arg string, now time.Time) error {
 
 // usageSessions is the named session, or every session of the agent: the
 // session/ directory without its index, in name order.
-func usageSessions(w *where, session string) ([]string, error) {
+func usageSessions(w *clienv.Where, session string) ([]string, error) {
 	if session != "" {
 		return []string{session}, abi.CheckName("session", session)
 	}
-	entries, err := os.ReadDir(w.loc.SessionsDir())
-	if errors.Is(err, fs.ErrNotExist) && located(w) == nil {
+	entries, err := os.ReadDir(w.Loc.SessionsDir())
+	if errors.Is(err, fs.ErrNotExist) && clienv.Located(w) == nil {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, missing(w, "", err)
+		return nil, clienv.Missing(w, "", err)
 	}
 	var names []string
 	for _, d := range entries {
@@ -165,20 +166,20 @@ func usageSessions(w *where, session string) ([]string, error) {
 // agent's sessions were read (archived meanwhile) is left out; one that
 // cannot be read is reported, the others still count, and the exit
 // status is 1. A session named by --session must exist.
-func (u *usageReport) readAll(e *env, w *where, names []string, named bool) int {
-	code := exitOK
-	prog := newProgress(e, "usage: reading session", len(names))
+func (u *usageReport) readAll(e *clienv.Env, w *clienv.Where, names []string, named bool) int {
+	code := clienv.ExitOK
+	prog := clienv.NewProgress(e, "usage: reading session", len(names))
 	for i, name := range names {
-		prog.show(i)
-		err := u.readSession(w.loc.SessionFile(name, abi.FileEvents), name)
+		prog.Show(i)
+		err := u.readSession(w.Loc.SessionFile(name, abi.FileEvents), name)
 		if err == nil || !named && errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		prog.clear()
-		fmt.Fprintf(e.stderr, "ctx: usage: %s\n", describe("usage", missing(w, name, err)))
-		code = exitFailed
+		prog.Clear()
+		fmt.Fprintf(e.Stderr, "ctx: usage: %s\n", clienv.Describe("usage", clienv.Missing(w, name, err)))
+		code = clienv.ExitFailed
 	}
-	prog.clear()
+	prog.Clear()
 	return code
 }
 
@@ -287,9 +288,9 @@ func printUsage(w io.Writer, u *usageReport) {
 // modelName shows a model as "provider/model (model id)"; "-" when an
 // event named none.
 func modelName(m *usageTotals) string {
-	s := orDash(printable(m.Model))
+	s := orDash(clienv.Printable(m.Model))
 	if m.ModelID != "" {
-		s += " (" + printable(m.ModelID) + ")"
+		s += " (" + clienv.Printable(m.ModelID) + ")"
 	}
 	return s
 }

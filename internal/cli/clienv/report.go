@@ -1,4 +1,4 @@
-package main
+package clienv
 
 import (
 	"errors"
@@ -12,11 +12,11 @@ import (
 	"github.com/ctxfs/ctxfs/client"
 )
 
-// describe renders err as "ERRNO: detail", the errno name first because
+// Describe renders err as "ERRNO: detail", the errno name first because
 // that is what scripts match on (SPEC section 11: `ctx: send: EACCES`).
 // A server message that starts with the command's op ("send: ...") loses
 // it: the line already says "ctx: send:".
-func describe(cmd string, err error) string {
+func Describe(cmd string, err error) string {
 	var se *client.ServerError
 	if errors.As(err, &se) {
 		return (&client.ServerError{Code: se.Code, Message: strings.TrimPrefix(se.Message, cmd+": ")}).Error()
@@ -49,16 +49,16 @@ func withoutPaths(err error) string {
 	return s
 }
 
-// fail prints `ctx: CMD: ERRNO: detail` and returns the exit status: 2 for
+// Fail prints `ctx: CMD: ERRNO: detail` and returns the exit status: 2 for
 // bad usage, invalid names, refused requests and an unreachable server
 // (the request never ran), code otherwise.
-func fail(e *env, cmd string, err error, code int) int {
+func Fail(e *Env, cmd string, err error, code int) int {
 	if isUsage(err) {
-		return usageError(e, cmd, err.Error())
+		return UsageError(e, cmd, err.Error())
 	}
-	fmt.Fprintf(e.stderr, "ctx: %s: %s\n", cmd, describe(cmd, err))
+	fmt.Fprintf(e.Stderr, "ctx: %s: %s\n", cmd, Describe(cmd, err))
 	if neverRan(err) {
-		return exitUsage
+		return ExitUsage
 	}
 	return code
 }

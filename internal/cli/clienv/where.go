@@ -1,4 +1,4 @@
-package main
+package clienv
 
 import (
 	"errors"
@@ -8,12 +8,12 @@ import (
 	"github.com/ctxfs/ctxfs/client"
 )
 
-// where is the target of a command: the agent's session container, the
+// Where is the target of a command: the agent's session container, the
 // scope, and the session it resolved to.
-type where struct {
-	loc     client.Loc
-	scope   string
-	session string
+type Where struct {
+	Loc     client.Loc
+	Scope   string
+	Session string
 }
 
 // errUsage marks errors that are bad usage (exit 2 with a usage hint)
@@ -22,12 +22,16 @@ type errUsage struct{ msg string }
 
 func (e errUsage) Error() string { return e.msg }
 
+// BadUsage is an error that is bad usage of the command line: Fail
+// reports it with a pointer to the command's help, exit 2.
+func BadUsage(msg string) error { return errUsage{msg} }
+
 // scopeOf combines --scope, --space and --shared. --shared SPACE is
 // shorthand for --scope shared --space SPACE; --space alone implies
 // shared, since no other scope takes a space.
-func scopeOf(p *parsed) (scope, space string, err error) {
-	scope, space = p.str("scope"), p.str("space")
-	if sh := p.str("shared"); sh != "" {
+func scopeOf(p *Parsed) (scope, space string, err error) {
+	scope, space = p.Str("scope"), p.Str("space")
+	if sh := p.Str("shared"); sh != "" {
 		if scope != "" && scope != abi.ScopeShared || space != "" && space != sh {
 			return "", "", errUsage{"--shared SPACE conflicts with --scope/--space"}
 		}
@@ -50,32 +54,32 @@ func scopeOf(p *parsed) (scope, space string, err error) {
 	return scope, space, nil
 }
 
-// resolveLoc works out the agent's session container and the scope.
-func resolveLoc(e *env, p *parsed, agent string) (*where, error) {
+// ResolveLoc works out the agent's session container and the scope.
+func ResolveLoc(e *Env, p *Parsed, agent string) (*Where, error) {
 	scope, space, err := scopeOf(p)
 	if err != nil {
 		return nil, err
 	}
-	w := &where{scope: scope, loc: client.Loc{Root: abi.RootFromEnv(e.getenv), Uid: e.uid, Space: space, Agent: agent}}
-	return w, w.loc.Check()
+	w := &Where{Scope: scope, Loc: client.Loc{Root: abi.RootFromEnv(e.Getenv), Uid: e.Uid, Space: space, Agent: agent}}
+	return w, w.Loc.Check()
 }
 
-// resolve is resolveLoc plus the session (section 9: --session, else
+// Resolve is resolveLoc plus the session (section 9: --session, else
 // index/current, else default). A temp session has no directory and no
 // index, so without --session it is "default".
-func resolve(e *env, p *parsed, agent string) (*where, error) {
-	w, err := resolveLoc(e, p, agent)
+func Resolve(e *Env, p *Parsed, agent string) (*Where, error) {
+	w, err := ResolveLoc(e, p, agent)
 	if err != nil {
 		return nil, err
 	}
-	if w.scope == abi.ScopeTemp {
-		w.session = p.str("session")
-		if w.session == "" {
-			w.session = abi.DefaultSession
+	if w.Scope == abi.ScopeTemp {
+		w.Session = p.Str("session")
+		if w.Session == "" {
+			w.Session = abi.DefaultSession
 		}
-		return w, abi.CheckName("session", w.session)
+		return w, abi.CheckName("session", w.Session)
 	}
-	w.session, err = w.loc.ResolveSession(p.str("session"))
+	w.Session, err = w.Loc.ResolveSession(p.Str("session"))
 	return w, err
 }
 

@@ -1,4 +1,4 @@
-package main
+package sessions
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -25,28 +26,28 @@ var personaFields = []string{"name", "self_id", "rule", "model", "reasoning"}
 // one.
 const maxValueBytes = 1 << 20
 
-// runSessionList prints index/list, newest first as the server keeps it,
+// List prints index/list, newest first as the server keeps it,
 // or with --json one object per session in the same order. An agent that
 // is defined but never used here has no index yet: that is an empty list.
-func runSessionList(e *env, p *parsed) int {
-	w, err := resolveLoc(e, p, p.args[0])
+func List(e *clienv.Env, p *clienv.Parsed) int {
+	w, err := clienv.ResolveLoc(e, p, p.Args[0])
 	if err != nil {
-		return fail(e, "session list", err, exitFailed)
+		return clienv.Fail(e, "session list", err, clienv.ExitFailed)
 	}
-	f, err := os.Open(w.loc.IndexFile("list"))
-	if errors.Is(err, fs.ErrNotExist) && located(w) == nil {
-		return exitOK
+	f, err := os.Open(w.Loc.IndexFile("list"))
+	if errors.Is(err, fs.ErrNotExist) && clienv.Located(w) == nil {
+		return clienv.ExitOK
 	}
 	if err != nil {
-		return fail(e, "session list", missing(w, "", err), exitFailed)
+		return clienv.Fail(e, "session list", clienv.Missing(w, "", err), clienv.ExitFailed)
 	}
 	defer f.Close()
-	if !p.on("json") {
-		_, err = io.Copy(e.stdout, f)
+	if !p.On("json") {
+		_, err = io.Copy(e.Stdout, f)
 		if err != nil {
-			return fail(e, "session list", err, exitFailed)
+			return clienv.Fail(e, "session list", err, clienv.ExitFailed)
 		}
-		return exitOK
+		return clienv.ExitOK
 	}
 	return listSessionsJSON(e, w, f)
 }
@@ -54,8 +55,8 @@ func runSessionList(e *env, p *parsed) int {
 // listSessionsJSON prints one object per name of the list. A session that
 // is gone by the time it is read (archived meanwhile) is left out; one
 // that cannot be read is reported and makes the exit status 1.
-func listSessionsJSON(e *env, w *where, list io.Reader) int {
-	code := exitOK
+func listSessionsJSON(e *clienv.Env, w *clienv.Where, list io.Reader) int {
+	code := clienv.ExitOK
 	sc := bufio.NewScanner(list)
 	for sc.Scan() {
 		name := sc.Text()
@@ -67,15 +68,15 @@ func listSessionsJSON(e *env, w *where, list io.Reader) int {
 			continue
 		}
 		if err != nil {
-			fmt.Fprintf(e.stderr, "ctx: session list: %s: %s\n", name, describe("session list", err))
-			code = exitFailed
+			fmt.Fprintf(e.Stderr, "ctx: session list: %s: %s\n", name, clienv.Describe("session list", err))
+			code = clienv.ExitFailed
 		}
 		if o != nil {
-			e.stdout.Write(o.Line())
+			e.Stdout.Write(o.Line())
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fail(e, "session list", err, exitFailed)
+		return clienv.Fail(e, "session list", err, clienv.ExitFailed)
 	}
 	return code
 }
@@ -84,8 +85,8 @@ func listSessionsJSON(e *env, w *where, list io.Reader) int {
 // persona fields of meta.json as they are written there. It returns what
 // it could read together with the first error; fs.ErrNotExist with a nil
 // object when the session directory is gone.
-func sessionObject(w *where, name string) (*proto.Object, error) {
-	if _, err := os.Stat(filepath.Join(w.loc.SessionsDir(), name)); err != nil {
+func sessionObject(w *clienv.Where, name string) (*proto.Object, error) {
+	if _, err := os.Stat(filepath.Join(w.Loc.SessionsDir(), name)); err != nil {
 		return nil, err
 	}
 	o := proto.NewObject("name", name)
@@ -95,15 +96,15 @@ func sessionObject(w *where, name string) (*proto.Object, error) {
 			first = err
 		}
 	}
-	state, err := readValue(w.loc.SessionFile(name, abi.FileState))
+	state, err := readValue(w.Loc.SessionFile(name, abi.FileState))
 	keep(err)
 	if err == nil {
 		o.Set("state", state)
 	}
 	for _, file := range []string{abi.FileUpdatedAt, abi.FileCreatedAt} {
-		keep(setUnix(o, file, w.loc.SessionFile(name, file)))
+		keep(setUnix(o, file, w.Loc.SessionFile(name, file)))
 	}
-	meta, err := persona(w.loc.SessionFile(name, abi.FileMeta))
+	meta, err := persona(w.Loc.SessionFile(name, abi.FileMeta))
 	keep(err)
 	if meta != nil {
 		o.Set("meta", meta)

@@ -1,4 +1,4 @@
-package main
+package inspect
 
 import (
 	"bufio"
@@ -12,16 +12,14 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
-	"unicode"
-
-	"golang.org/x/term"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
-const runsHelp = `Prints the session's runs, oldest first: run id, status, start and end
+const RunsHelp = `Prints the session's runs, oldest first: run id, status, start and end
 time, and the first line of the run's input. Status is ok, error or
 cancelled as the run ended; running or queued while the server has it;
 interrupted when the server stopped while it ran. --grep WORD keeps the
@@ -71,48 +69,48 @@ func newRunLog(grep string) *runLog {
 	return &runLog{byID: map[string]*runInfo{}, grep: strings.ToLower(grep)}
 }
 
-func runRuns(e *env, p *parsed) int {
-	w, err := resolve(e, p, p.args[0])
+func Runs(e *clienv.Env, p *clienv.Parsed) int {
+	w, err := clienv.Resolve(e, p, p.Args[0])
 	if err != nil {
-		return fail(e, "runs", err, exitFailed)
+		return clienv.Fail(e, "runs", err, clienv.ExitFailed)
 	}
-	l, code := readRuns(e, w, p.str("grep"))
+	l, code := readRuns(e, w, p.Str("grep"))
 	if l == nil {
 		return code
 	}
 	if l.bad > 0 {
-		fmt.Fprintf(e.stderr, "ctx: runs: skipped %d malformed log lines\n", l.bad)
+		fmt.Fprintf(e.Stderr, "ctx: runs: skipped %d malformed log lines\n", l.bad)
 	}
-	printRuns(e.stdout, l.filter(p.on("interrupted")), p.on("json"))
+	printRuns(e.Stdout, l.filter(p.On("interrupted")), p.On("json"))
 	return code
 }
 
 // readRuns reads the session's events, settles the runs without an end
 // with the server, then reads the messages for inputs and --grep. It
 // returns a nil log and the exit status when the command must stop.
-func readRuns(e *env, w *where, grep string) (*runLog, int) {
-	ev, err := os.Open(w.loc.SessionFile(w.session, abi.FileEvents))
+func readRuns(e *clienv.Env, w *clienv.Where, grep string) (*runLog, int) {
+	ev, err := os.Open(w.Loc.SessionFile(w.Session, abi.FileEvents))
 	if err != nil {
-		return nil, fail(e, "runs", missing(w, w.session, err), exitFailed)
+		return nil, clienv.Fail(e, "runs", clienv.Missing(w, w.Session, err), clienv.ExitFailed)
 	}
 	defer ev.Close()
 	l := newRunLog(grep)
 	evr := newLogReader(ev)
 	if err := l.read(evr, l.event); err != nil {
-		return nil, fail(e, "runs", err, exitFailed)
+		return nil, clienv.Fail(e, "runs", err, clienv.ExitFailed)
 	}
-	if code := l.settle(e, w, evr); code != exitOK {
+	if code := l.settle(e, w, evr); code != clienv.ExitOK {
 		return nil, code
 	}
-	msgs, err := os.Open(w.loc.SessionFile(w.session, abi.FileMessages))
+	msgs, err := os.Open(w.Loc.SessionFile(w.Session, abi.FileMessages))
 	if err == nil {
 		defer msgs.Close()
 		err = l.read(newLogReader(msgs), l.message)
 	}
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fail(e, "runs", err, exitFailed)
+		return nil, clienv.Fail(e, "runs", err, clienv.ExitFailed)
 	}
-	return l, exitOK
+	return l, clienv.ExitOK
 }
 
 // settle decides the runs without an end. The server knows which are
@@ -121,20 +119,20 @@ func readRuns(e *env, w *where, grep string) (*runLog, int) {
 // then read too (evr goes on where it stopped), so that a run that ended
 // meanwhile shows its end; what is still open and unknown to the server
 // was interrupted.
-func (l *runLog) settle(e *env, w *where, evr *logReader) int {
+func (l *runLog) settle(e *clienv.Env, w *clienv.Where, evr *logReader) int {
 	if l.open() == 0 {
-		return exitOK
+		return clienv.ExitOK
 	}
 	phases, err := runPhases(e, w)
 	if err == context.Canceled {
-		return exitInterrupted
+		return clienv.ExitInterrupted
 	}
 	if err != nil {
-		fmt.Fprintf(e.stderr, "ctx: runs: status: %s; runs without an end are shown as interrupted\n", describe("status", err))
+		fmt.Fprintf(e.Stderr, "ctx: runs: status: %s; runs without an end are shown as interrupted\n", clienv.Describe("status", err))
 	}
 	l.frozen = true
 	if err := l.read(evr, l.event); err != nil {
-		return fail(e, "runs", err, exitFailed)
+		return clienv.Fail(e, "runs", err, clienv.ExitFailed)
 	}
 	for _, r := range l.runs {
 		switch {
@@ -145,16 +143,16 @@ func (l *runLog) settle(e *env, w *where, evr *logReader) int {
 			r.Status, r.Interrupted = runInterrupted, true
 		}
 	}
-	return exitOK
+	return clienv.ExitOK
 }
 
 // runPhases asks the server for the session's queued and running runs.
-func runPhases(e *env, w *where) (map[string]string, error) {
-	req := proto.NewObject("op", proto.OpStatus, "session", w.session, "scope", w.scope)
-	if w.scope == abi.ScopeShared {
-		req.Set("space", w.loc.Space)
+func runPhases(e *clienv.Env, w *clienv.Where) (map[string]string, error) {
+	req := proto.NewObject("op", proto.OpStatus, "session", w.Session, "scope", w.Scope)
+	if w.Scope == abi.ScopeShared {
+		req.Set("space", w.Loc.Space)
 	}
-	f, err := call(e, w, req, proto.FrameStatus)
+	f, err := clienv.Call(e, w, req, proto.FrameStatus)
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +261,7 @@ func (l *runLog) message(line []byte) bool {
 	}
 	text := client.Text(parts)
 	if needInput {
-		r.Input, r.hasInput = firstLine(text, maxInputShown), true
+		r.Input, r.hasInput = clienv.FirstLine(text, maxInputShown), true
 	}
 	if l.grep != "" && !r.matched {
 		r.matched = strings.Contains(strings.ToLower(text), l.grep)
@@ -310,53 +308,18 @@ func printRuns(w io.Writer, runs []*runInfo, asJSON bool) {
 	}
 	out := w
 	var tw *tabwriter.Writer
-	if isTerminal(w) {
+	if clienv.IsTerminal(w) {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		out = tw
 		fmt.Fprintln(tw, "RUN\tSTATUS\tSTARTED\tENDED\tINPUT")
 	}
 	for _, r := range runs {
-		fmt.Fprintf(out, "%s\t%s\t%s\t%s\t%s\n", printable(r.Run), printable(r.Status),
-			orDash(printable(r.Started)), orDash(printable(r.Ended)), printable(r.Input))
+		fmt.Fprintf(out, "%s\t%s\t%s\t%s\t%s\n", clienv.Printable(r.Run), clienv.Printable(r.Status),
+			orDash(clienv.Printable(r.Started)), orDash(clienv.Printable(r.Ended)), clienv.Printable(r.Input))
 	}
 	if tw != nil {
 		tw.Flush()
 	}
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// firstLine is the first line of s, cut to at most max bytes on a
-// character boundary ("…" marks the cut).
-func firstLine(s string, max int) string {
-	s, _, _ = strings.Cut(s, "\n")
-	s = strings.TrimSuffix(s, "\r")
-	return abi.Clip(s, max)
-}
-
-// printable makes text from a log safe for a terminal and for a
-// tab-separated line: control characters (escape sequences, tabs) become
-// spaces, since log text is written by programs and by users.
-func printable(s string) string {
-	if strings.IndexFunc(s, unicode.IsControl) < 0 {
-		return s
-	}
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, s)
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // logReader reads a log a line at a time. A line is at most
@@ -418,4 +381,13 @@ func (lr *logReader) takeBad() int {
 	n := lr.bad
 	lr.bad = 0
 	return n
+}
+
+// orDash shows an empty field as "-", so that a table's columns stay in
+// place.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

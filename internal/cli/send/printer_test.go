@@ -1,4 +1,4 @@
-package main
+package send
 
 import (
 	"bytes"
@@ -9,15 +9,15 @@ import (
 	"github.com/ctxfs/ctxfs/client"
 )
 
-// printFrames feeds a reply stream to a sendPrinter, as stream does.
+// printFrames feeds a reply stream to a SendPrinter, as stream does.
 func printFrames(t *testing.T, reply string, json bool, recorded func(string) string) (out, errs string, code int) {
 	t.Helper()
-	return printWith(t, reply, newSendPrinter(nil, nil, json, recorded))
+	return printWith(t, reply, NewSendPrinter(nil, nil, json, recorded))
 }
 
 // printWith is printFrames with a printer set up by the caller (its
 // writers are replaced).
-func printWith(t *testing.T, reply string, p *sendPrinter) (out, errs string, code int) {
+func printWith(t *testing.T, reply string, p *SendPrinter) (out, errs string, code int) {
 	t.Helper()
 	var o, e bytes.Buffer
 	p.out, p.errw = &o, &e
@@ -27,10 +27,10 @@ func printWith(t *testing.T, reply string, p *sendPrinter) (out, errs string, co
 		if err == io.EOF {
 			break
 		}
-		p.frame(f)
+		p.Frame(f)
 	}
-	p.finish()
-	code = p.exitStatus(nil)
+	p.Finish()
+	code = p.ExitStatus(nil)
 	return o.String(), e.String(), code
 }
 
@@ -112,7 +112,7 @@ const toolReply = `{"type":"tool_call","run":"R","id":"c1","name":"fs.read","arg
 // On a terminal each tool call and result is one line, cut to the width;
 // the text around them keeps its own lines.
 func TestPrintToolLinesOnTerminal(t *testing.T) {
-	p := newSendPrinter(nil, nil, false, nil)
+	p := NewSendPrinter(nil, nil, false, nil)
 	p.tools, p.width = true, 40
 	reply := start + `{"type":"delta","run":"R","text":"looking"}` + "\n" + toolReply +
 		`{"type":"delta","run":"R","text":"found it"}` + "\n" + doneOK
@@ -141,14 +141,14 @@ func TestPrintNoToolLinesInPipe(t *testing.T) {
 
 func TestPrintAnnouncesRun(t *testing.T) {
 	var ann bytes.Buffer
-	p := newSendPrinter(nil, nil, false, nil)
+	p := NewSendPrinter(nil, nil, false, nil)
 	p.announce = &ann
 	printWith(t, start+doneOK, p)
 	if ann.String() != "run R\n" {
 		t.Fatalf("announced %q", ann.String())
 	}
 	ann.Reset()
-	p = newSendPrinter(nil, nil, true, nil)
+	p = NewSendPrinter(nil, nil, true, nil)
 	p.announce = &ann
 	printWith(t, start+doneOK, p)
 	if ann.Len() != 0 {
@@ -172,7 +172,7 @@ func TestPrintFailedRunShowsStderr(t *testing.T) {
 	errFrame := `{"type":"error","run":"R","code":"EIO","message":"run: EIO: agent program exited with status 3"}` + "\n"
 	_, errs, code := printFrames(t, start+logLines(6)+errFrame+doneError, false, nil)
 	want := "ctx: error: EIO: run: agent program exited with status 3\n" +
-		"ctx: send: last lines of the agent's stderr:\n  line 2\n  line 3\n  line 4\n  line 5\n  line 6\n"
+		"ctx: send: last lines of the agent's Stderr:\n  line 2\n  line 3\n  line 4\n  line 5\n  line 6\n"
 	if errs != want || code != 1 {
 		t.Fatalf("errs %q\nwant %q code %d", errs, want, code)
 	}
@@ -190,7 +190,7 @@ func TestPrintFailedRunShowsStderr(t *testing.T) {
 // then.
 func TestPrintReplayedFailureReadsStderr(t *testing.T) {
 	asked := 0
-	p := newSendPrinter(nil, nil, false, nil)
+	p := NewSendPrinter(nil, nil, false, nil)
 	p.recordedLog = func(run string, n int) []string {
 		asked++
 		if run != "R" || n != stderrShown {
@@ -199,7 +199,7 @@ func TestPrintReplayedFailureReadsStderr(t *testing.T) {
 		return []string{"boom: API key missing"}
 	}
 	_, errs, code := printWith(t, start+doneError, p)
-	if errs != "ctx: send: last lines of the agent's stderr:\n  boom: API key missing\n" || code != 1 {
+	if errs != "ctx: send: last lines of the agent's Stderr:\n  boom: API key missing\n" || code != 1 {
 		t.Fatalf("errs %q code %d", errs, code)
 	}
 	printWith(t, start+`{"type":"usage","run":"R"}`+"\n"+doneError, p)

@@ -1,0 +1,9 @@
+// Package inspect holds the commands that read a session and change
+// nothing: `ctx agent history`, `output`, `status`, `runs`, `usage`,
+// `search` and `trajectory`. They read the session's files through the
+// mount or ask the agent's socket (status, search, the run phases of
+// runs), and print.
+//
+// They never write under the mount and never touch the store; trajectory
+// builds its document in an unlinked temporary file outside the mount.
+package inspect
