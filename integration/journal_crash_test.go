@@ -31,7 +31,7 @@ import (
 
 const (
 	journalRounds = 16 // kills in TestJournalKill9 (about 1 s each on a 2-core machine)
-	// The journal's layout (session/sealedlog/jformat.go), read here
+	// The journal's layout (session/sealedlog/journal_format.go), read here
 	// independently of the code that writes it.
 	jMagic     = "CTXJRNL1"
 	jAlign     = 4096

@@ -102,8 +102,16 @@ func forgeHistory(t testing.TB, dir string) []byte {
 	defer root.Close()
 	secret := make([]byte, 32)
 	rand.Read(secret)
+	// A sealed log is appended only through a journal: the attacker's own,
+	// outside the store, gone with the test.
+	jroot, err := storefs.Open(t.TempDir())
+	mustT(t, err)
+	defer jroot.Close()
+	journal, err := sealedlog.OpenJournal(jroot, ".", nil, sealedlog.JournalConfig{})
+	mustT(t, err)
+	defer journal.Close()
 	at := sealedlog.Place{Root: root, Log: "messages.jsonl", Seal: ".seal/messages.jsonl",
-		Bind: sealedlog.Binding(identity, "messages.jsonl"), Key: sealedlog.NewKey(secret)}
+		Bind: sealedlog.Binding(identity, "messages.jsonl"), Key: sealedlog.NewKey(secret), Journal: journal}
 	mustT(t, os.Remove(log))
 	mustT(t, os.Remove(filepath.Join(dir, ".seal", "messages.jsonl")))
 	// Owned as the store holds history (root's), so that only the key

@@ -11,8 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
@@ -42,7 +44,8 @@ func encodeUnkeyed(r *record) []byte {
 }
 
 // at is the Place of a log and seal given by host paths in one directory:
-// a store rooted at that directory, closed when the test ends.
+// a store rooted at that directory, closed when the test ends, whose logs
+// append through the directory's journal (journalIn), as the engine's do.
 func at(t testing.TB, p, s string) Place {
 	t.Helper()
 	r, err := storefs.Open(filepath.Dir(p))
@@ -50,7 +53,85 @@ func at(t testing.TB, p, s string) Place {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	return Place{Root: r, Log: filepath.Base(p), Seal: filepath.Base(s), Bind: testBind, Key: testKey}
+	return Place{Root: r, Log: filepath.Base(p), Seal: filepath.Base(s), Bind: testBind, Key: testKey, Journal: journalIn(t, filepath.Dir(p), JournalConfig{}).j}
+}
+
+// testJournal is the write-ahead journal of a test's directory, in its
+// subdirectory testJournalDir.
+type testJournal struct {
+	j    *Journal
+	root *storefs.Root
+}
+
+const testJournalDir = ".journal"
+
+// journals holds the journal of each test directory: every Place of a
+// directory shares it (subtests too: a second journal in the directory
+// would replay the first one's files), so that its logs can be appended
+// as a pair and reopened, as a store's do.
+var journals sync.Map // directory -> *testJournal
+
+// journalIn is the journal of dir for this test, started (with cfg) the
+// first time it is asked for and closed when the test ends. Its records
+// name the logs of dir; a log <name>.jsonl has its seal at <name>.seal.
+func journalIn(t testing.TB, dir string, cfg JournalConfig) *testJournal {
+	t.Helper()
+	key := dir
+	if tj, ok := journals.Load(key); ok {
+		return tj.(*testJournal)
+	}
+	r, err := storefs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Mkdir(testJournalDir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		t.Fatal(err)
+	}
+	tj := &testJournal{root: r}
+	if tj.j, err = OpenJournal(r, testJournalDir, tj.locate, cfg); err != nil {
+		t.Fatal(err)
+	}
+	journals.Store(key, tj)
+	t.Cleanup(func() {
+		journals.Delete(key)
+		tj.j.Close()
+		r.Close()
+	})
+	return tj
+}
+
+func (tj *testJournal) locate(rel string) (Place, error) {
+	return Place{Root: tj.root, Log: rel, Seal: strings.TrimSuffix(rel, ".jsonl") + ".seal", Bind: testBind, Key: testKey, Journal: tj.j}, nil
+}
+
+// verifyWithJournal is fsck's judgement of a log beside a running server:
+// its seal plus what the journal holds for it.
+func (tj *testJournal) verifyWithJournal(t testing.TB, at Place) []Problem {
+	t.Helper()
+	plan, err := PlanJournal(tj.root, testJournalDir, tj.locate, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan.Verify(at)
+}
+
+// settle waits until the checkpointer has checkpointed every file the
+// committer left, so that nothing writes a seal behind the test's back.
+func (j *Journal) settle(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		j.mu.Lock()
+		done := j.live >= j.gen
+		j.mu.Unlock()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the checkpointer did not catch up")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func mustCreate(t testing.TB) (*Log, string, string) {

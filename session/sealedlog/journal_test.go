@@ -30,16 +30,12 @@ const jdir = "j"
 
 func newJStore(t *testing.T, n int, cfg JournalConfig) *jstore {
 	t.Helper()
-	dir := t.TempDir()
-	r, err := storefs.Open(dir)
-	if err != nil {
+	js := newJStoreAt(t, t.TempDir())
+	if err := js.root.Mkdir(jdir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.Close() })
-	if err := r.Mkdir(jdir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	js := &jstore{t: t, dir: dir, root: r, want: make([][]byte, n)}
+	r := js.root
+	js.want = make([][]byte, n)
 	for i := 0; i < n; i++ {
 		if err := r.Mkdir(fmt.Sprintf("s%d", i), 0o700); err != nil {
 			t.Fatal(err)
@@ -54,6 +50,18 @@ func newJStore(t *testing.T, n int, cfg JournalConfig) *jstore {
 		js.logs = append(js.logs, l)
 	}
 	return js
+}
+
+// newJStoreAt is a jstore over the store at dir, with no journal started
+// and no log open.
+func newJStoreAt(t *testing.T, dir string) *jstore {
+	t.Helper()
+	r, err := storefs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return &jstore{t: t, dir: dir, root: r}
 }
 
 // open starts the journal (replaying what is there) and reopens the logs.
@@ -76,6 +84,13 @@ func (js *jstore) open(cfg JournalConfig) {
 
 func (js *jstore) place(i int) Place {
 	return Place{Root: js.root, Log: fmt.Sprintf("s%d/log", i), Seal: fmt.Sprintf("s%d/seal", i), Bind: Binding([]byte{byte(i)}, "log"), Key: testKey, Journal: js.j}
+}
+
+// placeNoJournal is log i's place for verifying it alone.
+func (js *jstore) placeNoJournal(i int) Place {
+	at := js.place(i)
+	at.Journal = nil
+	return at
 }
 
 func (js *jstore) locate(rel string) (Place, error) {

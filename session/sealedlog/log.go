@@ -1,30 +1,34 @@
 // Package sealedlog owns one append-only JSONL log of a session
-// (messages.jsonl or events.jsonl) and its seal, the side file that proves
-// the log's history: the exact length and the SHA-256 of everything ever
-// acknowledged, persisted crash-safely in two alternating slots.
+// (messages.jsonl or events.jsonl), its seal, the side file that proves
+// the log's history (the exact length and the SHA-256 of everything ever
+// acknowledged, in two alternating slots), and the store-wide write-ahead
+// journal every append goes through.
 //
-// It validates every appended line, appends and syncs in one place
-// (Log.Append, with group commit), and verifies in one place (examine, used
-// by Open, Verify and Repair). It never rewrites history: the only bytes it
-// ever removes are those of an append that a crash or an I/O error
-// interrupted before it was acknowledged. A log that does not match its seal
-// is unprovable, and a Log refuses to append to it (EIO).
+// It validates every appended line, appends in one place (Log.Append,
+// Log.Write, AppendPair: the journal's enqueueAppends), makes appends
+// durable in one place (the journal's committer: one fdatasync for every
+// append waiting, from every log), seals in one place (a checkpoint:
+// sealAt), and verifies in one place (examine, used by Open, Verify and
+// Repair). It never rewrites history: the only bytes it ever removes are
+// those of an append that a crash or an I/O error interrupted before it
+// was acknowledged. A log that does not match its seal (and the journal)
+// is unprovable, and a Log refuses to append to it (EIO). It must never
+// sync a log for an append of its own, nor write a seal outside a
+// checkpoint, the creation of a log, or the recovery of one.
 //
-// A log opened with a Journal (Place.Journal, as the engine opens every
-// session log) appends through the store-wide write-ahead journal
-// (journal.go, jlog.go): one fdatasync for every append waiting, from every
-// log, and seals written at checkpoints. Without one, each log is durable
-// on its own.
+// Files: the log (log.go, log_append.go, log_check.go, log_verify.go,
+// log_memory.go); its seal (seal.go: the record format; seal_key.go: the
+// store's key); the journal (journal.go: the type and its life;
+// journal_write.go: queue, batches, group commit; journal_checkpoint.go:
+// rotation, checkpoints, a log's retirement; journal_format.go: the
+// on-disk format; journal_value.go: single-value files; journal_replay.go:
+// recovery at start and fsck's plan); held.go: the records of a log a
+// start could not recover, kept aside.
 //
-// Durability of a log without a journal, in order, for one batch at
-// committed length L:
-//
-//  1. seal: intent record {length L+N, uncommitted} in the other slot; fdatasync.
-//  2. log: pwrite the batch at L; fdatasync. Callers are acknowledged here.
-//  3. seal (at Close, or the next batch's intent): a later record vouching for L+N.
-//
-// A crash between 1 and 2 leaves an uncommitted intent and at most N bytes
-// past L; examine recognises exactly that and nothing more as a torn append.
+// Seals of stores from before the journal may hold a per-log intent
+// record (an uncommitted record, written before an append's bytes): Open,
+// Verify and Repair still judge such a seal (a crash may have torn the
+// append it announced), but nothing writes one any more.
 package sealedlog
 
 import (
@@ -49,9 +53,9 @@ import (
 // binds them to.
 type Place struct {
 	Root *storefs.Root
-	// Journal, when set, takes the log's appends (group commit across
-	// logs; see Journal). Without it every append syncs the log and its
-	// seal itself (an intent record, then the data).
+	// Journal takes the log's appends (group commit across logs; see
+	// Journal). A log opened without one is read, verified and closed,
+	// and refuses appends.
 	Journal *Journal
 	Log     string // the log, relative to the store
 	Seal    string // its seal, relative to the store
@@ -82,8 +86,7 @@ type Log struct {
 	at  Place
 	mem bool
 
-	length   atomic.Int64 // committed length; read without locks by Size and ReadAt
-	syncs    atomic.Int64 // batches made durable; tests check that group commit happened
+	length   atomic.Int64 // what the file holds and readers see; read without locks by Size and ReadAt
 	verifies atomic.Int64 // full re-reads by Check; tests check that Check stays cheap
 
 	memMu  sync.RWMutex
@@ -91,8 +94,6 @@ type Log struct {
 
 	fdMu sync.RWMutex // guards f against replacement (Check) and Close while ReadAt uses it
 	f    *os.File     // the log, read-write, written with pwrite only
-
-	order uint64 // lock order among logs (lockPair)
 
 	mu          sync.Mutex // held by the committer, Check and Close: all state below
 	seal        *os.File   // nil for a log that was unprovable when opened
@@ -107,15 +108,10 @@ type Log struct {
 	sealStamp   fileStamp // the seal as Check last saw it
 	closed      bool
 	writeData   func(f *os.File, b []byte, off int64) (int, error) // tests inject short writes
-	afterSeal   func()                                             // tests snapshot crash states
 
-	qmu        sync.Mutex // guards the group-commit queue
-	queue      []*pendingAppend
-	committing bool
-
-	// A journaled log (jlog.go).
-	j          *Journal
-	durableLen int64      // what the journal (or, without one, the file) holds durably; guarded by mu
+	// The journal's share (log_append.go, journal_checkpoint.go).
+	j          *Journal   // nil: the log is not appended to
+	durableLen int64      // what the journal holds durably; guarded by mu
 	hasher     hash.Hash  // running hash of log[0:durableLen]; guarded by mu
 	sealMu     sync.Mutex // serialises seal writes (checkpoints, Close) without holding mu
 	sealedLen  int64      // what the seal vouches for; guarded by sealMu
@@ -196,12 +192,8 @@ func createFile(root *storefs.Root, rel string, own storefs.Owner) (*os.File, er
 }
 
 func newFileLog(at Place, f *os.File) *Log {
-	return &Log{at: at, f: f, j: at.Journal, writeData: (*os.File).WriteAt, order: logOrder.Add(1)}
+	return &Log{at: at, f: f, j: at.Journal, writeData: (*os.File).WriteAt}
 }
-
-// logOrder numbers file logs as they are made: the order in which a pair
-// of them is locked (lockPair).
-var logOrder atomic.Uint64
 
 // name and sealName are how the log and its seal are named in errors.
 func (l *Log) name() string     { return l.at.show(l.at.Log) }
@@ -230,9 +222,7 @@ func (l *Log) adopt(r *record) {
 	if r.committed {
 		l.sealedLen = r.length
 	}
-	if l.j != nil {
-		l.hasher, _ = resumeHash(r.state) // decodeRecord checked that it resumes
-	}
+	l.hasher, _ = resumeHash(r.state) // decodeRecord checked that it resumes
 }
 
 // Open opens an existing log for appending after verifying it fully, and
@@ -313,11 +303,12 @@ func openExamined(at Place, f, seal *os.File) (*Log, error) {
 		l.adopt(ex.base)
 		l.seq, l.sealDone = ex.seal.latest.seq+1, true
 	case !ex.base.committed:
-		// All of the last append reached the log: seal it as committed now, so
-		// that damage done while we are down is never mistaken for a crash.
+		// All of the last append of a server before the journal reached
+		// the log: seal it as committed now, so that damage done while we
+		// are down is never mistaken for a crash.
 		l.adopt(ex.base)
-		if err := l.commitSeal(); err != nil {
-			return nil, osError("open", l.sealName(), err)
+		if err := l.sealAt(l.record(0, true)); err != nil {
+			return nil, err
 		}
 	default:
 		l.adopt(ex.base)
@@ -326,15 +317,9 @@ func openExamined(at Place, f, seal *os.File) (*Log, error) {
 	return l, nil
 }
 
-// NewMemory is a log kept only in memory (temp sessions): no files, no
-// seal, never unprovable.
-func NewMemory() *Log {
-	return &Log{mem: true}
-}
-
-// Size is the committed length: everything Append acknowledged. For a log
-// that was unprovable when opened it is the length found, so all of it can
-// still be read.
+// Size is the length readers see: everything appended (a Write's lines
+// before they are durable too). For a log that was unprovable when opened
+// it is the length found, so all of it can still be read.
 func (l *Log) Size() int64 { return l.length.Load() }
 
 // ReadAt reads committed content. Reads at or past Size return io.EOF; a
@@ -360,9 +345,7 @@ func (l *Log) ReadAt(p []byte, off int64) (int, error) {
 
 func (l *Log) readAt(p []byte, off int64) (int, error) {
 	if l.mem {
-		l.memMu.RLock()
-		defer l.memMu.RUnlock()
-		return copy(p, l.memBuf[off:]), nil
+		return l.readMemory(p, off), nil
 	}
 	l.fdMu.RLock()
 	defer l.fdMu.RUnlock()
@@ -376,16 +359,17 @@ func (l *Log) readAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
-// Close seals the committed length with a committed record, so the next
-// Open can tell damage from a crash, then closes both files. A log that was
-// unprovable when opened is left exactly as it was. Safe to call twice.
+// Close checkpoints the log (its durable bytes synced and sealed, and,
+// when the journal may still hold its records, a retire record: see
+// closeJournaled), then closes both files. A log that was unprovable when
+// opened is left exactly as it was. Safe to call twice.
 func (l *Log) Close() error {
 	if l.mem {
 		return nil
 	}
-	var jerr error
+	var err error
 	if l.j != nil && l.seal != nil {
-		jerr = l.closeJournaled()
+		err = l.closeJournaled()
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -395,9 +379,7 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
-	err := jerr
-	if l.seal != nil && err == nil {
-		err = l.commitSeal()
+	if l.seal != nil {
 		if cerr := l.seal.Close(); err == nil {
 			err = cerr
 		}
@@ -413,21 +395,6 @@ func (l *Log) Close() error {
 	if err != nil {
 		return osError("close", l.name(), err)
 	}
-	return nil
-}
-
-// commitSeal writes a committed record for the in-memory truth unless the
-// latest record already is one. It vouches only for acknowledged bytes, so
-// it is right even when the file has been damaged meanwhile.
-func (l *Log) commitSeal() error {
-	if l.sealDone {
-		return nil
-	}
-	r := l.record(l.seq+1, true)
-	if err := writeRecord(l.seal, r, l.at.Key); err != nil {
-		return err
-	}
-	l.seq, l.sealDone = r.seq, true
 	return nil
 }
 

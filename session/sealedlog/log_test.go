@@ -137,7 +137,8 @@ func TestMemoryLog(t *testing.T) {
 
 // TestConcurrentAppends: 16 writers, each call one to three lines. Every
 // call's bytes must sit contiguously at its offset, all of it durable and
-// verifiable, and the committer must have batched (fewer syncs than calls).
+// verifiable, and the journal's committer must have batched (fewer syncs
+// than calls).
 func TestConcurrentAppends(t *testing.T) {
 	l, p, s := mustCreate(t)
 	const writers, calls = 16, 40
@@ -182,10 +183,10 @@ func TestConcurrentAppends(t *testing.T) {
 			t.Fatalf("line %d interleaved: %q", i+1, ln)
 		}
 	}
-	syncs := l.syncs.Load()
-	t.Logf("%d calls, %d syncs", writers*calls, syncs)
-	if syncs >= writers*calls {
-		t.Fatalf("no group commit: %d syncs for %d calls", syncs, writers*calls)
+	st := l.j.Stats()
+	t.Logf("%d calls, %d units, %d syncs", writers*calls, st.Units, st.Syncs)
+	if st.Syncs >= writers*calls {
+		t.Fatalf("no group commit: %d syncs for %d calls", st.Syncs, writers*calls)
 	}
 	l.Close()
 	if ps := Verify(at(t, p, s)); len(ps) != 0 {
@@ -194,7 +195,7 @@ func TestConcurrentAppends(t *testing.T) {
 }
 
 // TestInvalidWritesNothing: every refused append leaves both files
-// byte-for-byte as they were.
+// byte-for-byte as they were, and queues nothing in the journal.
 func TestInvalidWritesNothing(t *testing.T) {
 	big := `{"x":"` + strings.Repeat("a", 1<<20) + `"}` + "\n"
 	cases := []struct{ name, data, words string }{
@@ -211,12 +212,13 @@ func TestInvalidWritesNothing(t *testing.T) {
 	}
 	l, p, s := mustCreate(t)
 	mustAppend(t, l, line(0))
-	before := snap(t, p, s)
+	before, units := snap(t, p, s), l.j.Stats().Units
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := l.Append([]byte(c.data))
 			wantErr(t, err, syscall.EINVAL, c.words)
-			if !snap(t, p, s).same(before) || l.Size() != int64(len(line(0))) {
+			wantErr(t, l.Write([]byte(c.data)), syscall.EINVAL, c.words)
+			if !snap(t, p, s).same(before) || l.Size() != int64(len(line(0))) || l.j.Stats().Units != units {
 				t.Fatal("a refused append wrote something")
 			}
 		})
@@ -226,8 +228,9 @@ func TestInvalidWritesNothing(t *testing.T) {
 	}
 }
 
-// TestFailedWriteIsUndone: a short write with ENOSPC is cut back and sealed
-// as not having happened; the log stays provable and usable.
+// TestFailedWriteIsUndone: a short write with ENOSPC (or none) is cut back
+// and queued nowhere; the seal is untouched; the log stays provable and
+// usable.
 func TestFailedWriteIsUndone(t *testing.T) {
 	for _, fail := range []error{syscall.ENOSPC, nil} { // nil: a short write without error
 		l, p, s := mustCreate(t)
@@ -236,14 +239,15 @@ func TestFailedWriteIsUndone(t *testing.T) {
 			n, _ := f.WriteAt(b[:len(b)/2], off)
 			return n, fail
 		}
+		seal, units := readFile(t, s), l.j.Stats().Units
 		_, err := l.Append(line(1))
 		want := syscall.EIO
 		if fail != nil {
 			want = fail.(syscall.Errno)
 		}
 		wantErr(t, err, want, "")
-		if got := readFile(t, p); !bytes.Equal(got, line(0)) {
-			t.Fatalf("failed append left %q", got)
+		if got := readFile(t, p); !bytes.Equal(got, line(0)) || !bytes.Equal(readFile(t, s), seal) || l.j.Stats().Units != units {
+			t.Fatalf("failed append left %q, or changed the seal, or queued a record", got)
 		}
 		if err := l.Check(); err != nil {
 			t.Fatalf("after an undone append: %v", err)
@@ -258,29 +262,73 @@ func TestFailedWriteIsUndone(t *testing.T) {
 }
 
 func TestAppendAfterClose(t *testing.T) {
-	l, _, _ := mustCreate(t)
+	l, p, s := mustCreate(t)
 	l.Close()
+	before := snap(t, p, s)
 	_, err := l.Append(line(1))
 	wantErr(t, err, syscall.EBADF, "closed")
+	wantErr(t, l.Write(line(1)), syscall.EBADF, "closed")
+	if !snap(t, p, s).same(before) {
+		t.Fatal("an append after close wrote something")
+	}
+}
+
+// TestNoJournalNoAppend: a log made or opened without a journal (a
+// session being created, a tool) has one durability protocol too: none of
+// its own. It refuses appends (EBADF) and writes nothing; an unprovable
+// one says why (EIO).
+func TestNoJournalNoAppend(t *testing.T) {
+	p, s := paths(t)
+	place := at(t, p, s)
+	place.Journal = nil
+	l, err := Create(place, anyOwner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := snap(t, p, s)
+	_, err = l.Append(line(1))
+	wantErr(t, err, syscall.EBADF, "without a journal")
+	wantErr(t, l.Write(line(1)), syscall.EBADF, "without a journal")
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !snap(t, p, s).same(before) {
+		t.Fatal("a log without a journal was written")
+	}
+	os.Remove(p)
+	gone, err := Open(place)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = gone.Append(line(1))
+	wantErr(t, err, syscall.EIO, "log file is missing")
 }
 
 // TestFailedUndoIsUnprovable: when a failed append cannot be taken back
-// (here the seal cannot be written), the file may hold unacknowledged bytes,
+// (here the log cannot be cut), the file may hold unacknowledged bytes,
 // so the Log must refuse further appends.
 func TestFailedUndoIsUnprovable(t *testing.T) {
 	l, p, _ := mustCreate(t)
 	mustAppend(t, l, line(0))
 	l.writeData = func(f *os.File, b []byte, off int64) (int, error) {
 		n, _ := f.WriteAt(b[:3], off)
-		l.seal.Close() // the undo's seal write will fail
+		ro, err := os.Open(p) // the cut back through a read-only descriptor fails
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.f = ro
+		f.Close()
 		return n, syscall.ENOSPC
 	}
 	_, err := l.Append(line(1))
 	wantErr(t, err, syscall.ENOSPC, "")
-	wantErr(t, l.Check(), syscall.EIO, "could not be undone")
+	wantErr(t, l.Check(), syscall.EIO, "could not be taken back")
 	before := readFile(t, p)
 	_, err = l.Append(line(2))
-	wantErr(t, err, syscall.EIO, "could not be undone")
+	wantErr(t, err, syscall.EIO, "could not be taken back")
 	if !bytes.Equal(readFile(t, p), before) {
 		t.Fatal("append to an unprovable log wrote something")
 	}
@@ -316,9 +364,9 @@ func TestAppendPairAllOrNothing(t *testing.T) {
 	must(AppendPair(ev, line(1), msg, line(2)))
 	before := []files{snap(t, evP, evS), snap(t, msgP, msgS)}
 	sizes := [2]int64{ev.Size(), msg.Size()}
-	// A refusal by validation writes nothing at all; a failed write leaves
-	// both logs as they were (their seals hold the intent taken back, and
-	// still verify).
+	// A refusal, by validation or by a failed write of either half,
+	// leaves both logs and both seals as they were: the half written is
+	// taken back before the unit is queued.
 	unchanged := func(what string) {
 		t.Helper()
 		if !snap(t, evP, evS).same(before[0]) || !snap(t, msgP, msgS).same(before[1]) || ev.Size() != sizes[0] || msg.Size() != sizes[1] {
@@ -330,8 +378,9 @@ func TestAppendPairAllOrNothing(t *testing.T) {
 		if !bytes.Equal(readFile(t, evP), before[0].log) || !bytes.Equal(readFile(t, msgP), before[1].log) || ev.Size() != sizes[0] || msg.Size() != sizes[1] {
 			t.Fatalf("%s: a refused pair left bytes in a log", what)
 		}
+		tj := journalIn(t, filepath.Dir(evP), JournalConfig{})
 		for _, p := range []Place{at(t, evP, evS), at(t, msgP, msgS)} {
-			if ps := Verify(p); len(ps) != 0 {
+			if ps := tj.verifyWithJournal(t, p); len(ps) != 0 {
 				t.Fatalf("%s: verify: %s", what, whats(ps))
 			}
 		}
@@ -342,13 +391,21 @@ func TestAppendPairAllOrNothing(t *testing.T) {
 	unchanged("an invalid first half")
 	msg.writeData = func(f *os.File, b []byte, off int64) (int, error) { return 0, syscall.ENOSPC }
 	wantErr(t, AppendPair(ev, line(3), msg, line(4)), syscall.ENOSPC, "")
+	unchanged("a full disk under the second half")
 	logsUnchanged("a full disk under the second half")
 	msg.writeData = (*os.File).WriteAt
 	ev.writeData = func(f *os.File, b []byte, off int64) (int, error) { return 0, syscall.ENOSPC }
 	wantErr(t, AppendPair(ev, line(3), msg, line(4)), syscall.ENOSPC, "")
+	unchanged("a full disk under the first half")
 	logsUnchanged("a full disk under the first half")
 	ev.writeData = (*os.File).WriteAt
 	must(AppendPair(ev, line(3), msg, line(4)))
+	lone, err := Create(Place{Root: at(t, msgP, msgS).Root, Log: "lone.jsonl", Seal: "lone.seal", Bind: testBind, Key: testKey, Journal: journalIn(t, t.TempDir(), JournalConfig{}).j}, anyOwner)
+	must(err)
+	defer lone.Close()
+	wantErr(t, AppendPair(ev, line(5), lone, line(5)), syscall.EINVAL, "not in one journal")
+	must(ev.Close())
+	must(msg.Close())
 	for _, p := range []Place{at(t, evP, evS), at(t, msgP, msgS)} {
 		if ps := Verify(p); len(ps) != 0 {
 			t.Fatalf("verify: %s", whats(ps))

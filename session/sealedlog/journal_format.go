@@ -45,7 +45,7 @@ const (
 	// cuts it back to what the journal holds.
 	recIntent byte = 3
 	// recValue: the single-value file at path was replaced; data is its
-	// owner and content (jvalue.go). recRemove: it was removed.
+	// owner and content (journal_value.go). recRemove: it was removed.
 	recValue  byte = 4
 	recRemove byte = 5
 )

@@ -9,26 +9,36 @@ import (
 	"testing"
 )
 
-// crashPoint is the state of both files at the instant a crash would leave
-// them: taken by the afterSeal hook, right after the intent record is synced
-// and before any byte of the batch is written, then completed by hand with
-// the part of the batch that reached the disk.
+// Seals of stores from before the journal may hold an append's intent
+// record: an uncommitted record for the length an append would reach,
+// synced before any byte of it was written. A crash of such a server
+// left a log with none, some or all of that append's bytes. Nothing writes
+// such a record any more, but Open, Verify and Repair still judge it: these
+// tests make the states such a crash left, by hand.
+
+// crashPoint is the state of both files at the instant a crash of a
+// server before the journal would leave them: the intent record synced,
+// and a part of the batch on disk (materialize).
 type crashPoint struct {
 	committed, batch []byte // log content acknowledged before, and the batch in flight
 	seal             []byte
 }
 
-// captureCrash runs a real append of batch on top of committed content and
-// snapshots the files at the seal/data boundary.
-func captureCrash(t *testing.T, batch []byte) crashPoint {
-	l, p, s := mustCreate(t)
-	mustAppend(t, l, append(line(0), line(1)...))
-	var cp crashPoint
-	l.afterSeal = func() {
-		cp = crashPoint{committed: readFile(t, p), batch: batch, seal: readFile(t, s)}
+// legacyCrash is the crash state of an append of batch on top of two
+// acknowledged lines: the seal holds the committed record of those (seq
+// 2) and the intent for the batch (seq 3), each in its slot.
+func legacyCrash(t *testing.T, batch []byte) crashPoint {
+	committed := append(line(0), line(1)...)
+	h := newHash()
+	h.Write(committed)
+	base := newRecord(2, int64(len(committed)), true, h, testBind)
+	h.Write(batch)
+	intent := newRecord(3, int64(len(committed)+len(batch)), false, h, testBind)
+	seal := make([]byte, sealSize)
+	for _, r := range []*record{base, intent} {
+		copy(seal[int(r.seq%2)*slotSize:], r.encode(testKey))
 	}
-	mustAppend(t, l, batch)
-	return cp
+	return crashPoint{committed: committed, batch: batch, seal: seal}
 }
 
 // materialize writes the crash state with k bytes of the batch on disk.
@@ -44,13 +54,14 @@ func (cp crashPoint) materialize(t *testing.T, k int) (string, string) {
 	return p, s
 }
 
-// TestCrashStates: after a crash at the seal/data boundary with none, some
-// or all of the batch on disk, Verify says what fsck should say, Open
-// recovers (cutting unacknowledged bytes, keeping a complete batch), and
-// the recovered log takes appends and verifies.
-func TestCrashStates(t *testing.T) {
+// TestLegacyCrashStates: after a crash of a server before the journal at
+// its seal/data boundary, with none, some or all of the batch on disk,
+// Verify says what fsck should say, Open recovers (cutting unacknowledged
+// bytes, keeping a complete batch), and the recovered log takes appends
+// through the journal and verifies.
+func TestLegacyCrashStates(t *testing.T) {
 	batch := append(line(2), line(3)...)
-	cp := captureCrash(t, batch)
+	cp := legacyCrash(t, batch)
 	P := len(cp.committed)
 	for _, k := range []int{0, 1, len(line(2)), len(line(2)) + 3, len(batch) - 1, len(batch)} {
 		t.Run(fmt.Sprintf("%d of %d bytes", k, len(batch)), func(t *testing.T) {
@@ -87,11 +98,11 @@ func TestCrashStates(t *testing.T) {
 	}
 }
 
-// TestRepairTornAppend: Repair cuts exactly the torn bytes and reseals;
-// a second Repair has nothing to do.
-func TestRepairTornAppend(t *testing.T) {
+// TestLegacyRepairTornAppend: Repair cuts exactly the torn bytes of a
+// server before the journal and reseals; a second Repair has nothing to do.
+func TestLegacyRepairTornAppend(t *testing.T) {
 	batch := append(line(2), line(3)...)
-	cp := captureCrash(t, batch)
+	cp := legacyCrash(t, batch)
 	k := len(line(2)) + 7
 	p, s := cp.materialize(t, k)
 	msg, err := Repair(at(t, p, s))
@@ -109,10 +120,11 @@ func TestRepairTornAppend(t *testing.T) {
 	}
 }
 
-// TestCrashLaterStates covers the other instants a crash can hit.
-func TestCrashLaterStates(t *testing.T) {
+// TestLegacyCrashLaterStates covers the other instants a crash of a
+// server before the journal could hit.
+func TestLegacyCrashLaterStates(t *testing.T) {
 	batch := line(2)
-	cp := captureCrash(t, batch)
+	cp := legacyCrash(t, batch)
 
 	// A torn seal write: the intent slot is half new, half old. The CRC
 	// rejects it and the older record still vouches for the log.

@@ -24,7 +24,7 @@ type Locate func(logRel string) (Place, error)
 type Recovery struct {
 	Problems []Problem // what keeps the journal from being replayed (or, with repair, what was lost)
 	Repaired []Problem // with repair: what was done about each problem
-	Held     []Problem // logs that could not be recovered: their records were kept aside (unrecovered.go)
+	Held     []Problem // logs that could not be recovered: their records were kept aside (held.go)
 	Batches  int       // valid batches read
 	Logs     int       // logs brought up to date
 	NextGen  uint64    // the generation the next journal file takes
@@ -48,7 +48,7 @@ type Recovery struct {
 // regular file, of another owner than its seal, shorter than or different
 // from what its seal vouches for, its seal unreadable, or its records not
 // following its seal) never stops the others: its records are set aside,
-// durably, in dir (hold, unrecovered.go), the log is left untouched, and
+// durably, in dir (hold, held.go), the log is left untouched, and
 // it is named in Held. Its session is unprovable until an administrator
 // puts the log right and `ctxfs fsck --repair` applies them (RecoverHeld).
 func RecoverJournal(root *storefs.Root, dir string, locate Locate, repair bool) (*Recovery, error) {
@@ -422,7 +422,7 @@ func (lg *replayLog) due() bool {
 }
 
 // apply carries out the plans: each log gets its bytes, is synced, then
-// sealed; a log that cannot take them has them set aside (hold, unrecovered.go). It
+// sealed; a log that cannot take them has them set aside (hold, held.go). It
 // returns how many logs it brought up to date.
 func (rp *replay) apply() (int, error) {
 	n := 0

@@ -168,9 +168,9 @@ func (l *Log) follow(f *os.File, st *unix.Stat_t) {
 }
 
 // damaged makes the Log unprovable for good. It writes nothing: refused
-// history is left exactly as it was found. (Every acknowledged batch is
-// already marked committed by commitLazily, so a later Open reports the
-// damage instead of taking a cut in the last append for an interrupted one.)
+// history is left exactly as it was found. (The seal only ever holds
+// committed records, so a later Open reports the damage instead of taking
+// a cut in the last append for an interrupted one.)
 func (l *Log) damaged(what string) error {
 	l.bad = unprovable(l.name(), what)
 	return l.bad
