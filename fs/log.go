@@ -108,7 +108,7 @@ type logHandle struct {
 	mu sync.Mutex
 	// partial is the bytes after the last newline written so far. It
 	// grows by append (amortised linear in the line's length) and is
-	// counted in buffered, the writer's share of session.Limits.Partial.
+	// counted in buffered, the writer's share of quota.Limits.Partial.
 	partial  []byte
 	buffered buffered
 	// failed is the errno of a line refused since the last close, which

@@ -16,6 +16,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // BenchmarkHoldings reports what the engine holds (descriptors, resident
@@ -24,7 +25,7 @@ import (
 // and 5,000 real ones, whose logs hold descriptors while loaded), and then
 // with 1,000 idle socket connections more. The figures are absolute: what
 // matters is that they stay flat as sessions grow (the session cache's
-// bound: session.SessionBudget, four descriptors each), not a ratio.
+// bound: quota.SessionBudget, four descriptors each), not a ratio.
 func BenchmarkHoldings(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root (sessions of uid 0, sockets under a root-owned store)")
@@ -77,7 +78,7 @@ func BenchmarkHoldings(b *testing.B) {
 	}
 	for i := 0; i < b.N; i++ {
 	}
-	b.ReportMetric(float64(session.SessionBudget()), "sessions-kept")
+	b.ReportMetric(float64(quota.SessionBudget()), "sessions-kept")
 	b.ReportMetric(float64(fds0), "fds-before")
 	b.ReportMetric(float64(fds1), "fds-100k-sessions")
 	b.ReportMetric(float64(fds2), "fds-+1000-conns")

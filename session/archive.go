@@ -104,7 +104,7 @@ func (e *Engine) Archive(r Ref, own storefs.Owner, del bool) error {
 	if err != nil {
 		return err
 	}
-	e.limits.Free.forgetHome(r.Home) // its context/ left the free trees
+	forgetHome(e.limits.Free, r.Home) // its context/ left the free trees
 	return e.unindex(r)
 }
 

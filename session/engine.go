@@ -23,6 +23,7 @@ import (
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/session/quota"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
@@ -36,7 +37,7 @@ type Config struct {
 	// (SessionBudget).
 	MaxSessions int
 	// Limits overrides the per-uid quotas (Limits).
-	Limits LimitConfig
+	Limits quota.LimitConfig
 	// Log gets a line at each run's start and end (its id, agent or
 	// model, session, scope and uid; never its input nor its output);
 	// nil: nowhere.
@@ -47,7 +48,7 @@ func (c Config) maxSessions() int {
 	if c.MaxSessions > 0 {
 		return c.MaxSessions
 	}
-	return SessionBudget()
+	return quota.SessionBudget()
 }
 
 // Target is what a request was addressed to: the agent or model whose
@@ -77,7 +78,7 @@ type Engine struct {
 	wal      *sealedlog.Journal // every append to a session log goes through it
 	sealKey  *sealedlog.Key     // every seal record is keyed with it (sealkey.go)
 	derived  *behind            // derived values not yet in the store
-	limits   *Limits            // what users may make the engine hold
+	limits   *quota.Limits      // what users may make the engine hold
 	defs     *agent.Cache       // agent and model definitions, read again when they change
 }
 
@@ -85,8 +86,8 @@ type Engine struct {
 // the server's alone (storefs.Secure), and closes runs that were active
 // when a previous server died.
 func Open(cfg Config) (*Engine, error) {
-	if cfg.Limits == (LimitConfig{}) {
-		env, err := LimitsFromEnv(os.Getenv)
+	if cfg.Limits == (quota.LimitConfig{}) {
+		env, err := quota.FromEnv(os.Getenv)
 		if err != nil {
 			return nil, err
 		}
@@ -106,7 +107,7 @@ func Open(cfg Config) (*Engine, error) {
 		sessions: newCache[*sess](cfg.maxSessions(), (*sess).idle, (*sess).closeLogs),
 		indexes:  newCache[*index.Index](0, nil, nil),
 		runs:     map[string]*run{},
-		limits:   newLimits(cfg.Limits),
+		limits:   quota.NewLimits(cfg.Limits),
 		defs:     agent.NewCache(),
 	}
 	e.derived = newBehind(e)
@@ -124,7 +125,7 @@ func Open(cfg Config) (*Engine, error) {
 	} else if closed > 0 {
 		cfg.Log.Info("history migrated: owned by the server, closed to users", "files", closed)
 	}
-	e.limits.Free.count = e.countFree // the free trees' walk needs the store
+	e.limits.Free.CountWith(e.countFree) // the free trees' walk needs the store
 	if err := e.openWAL(); err != nil {
 		store.Close()
 		return nil, err
@@ -177,7 +178,7 @@ func (e *Engine) Close() error {
 		}
 	}
 	if e.limits != nil { // (NewSpaces has none)
-		e.limits.ScanSlots.stopAll() // no search reads the store any more
+		e.limits.ScanSlots.StopAll() // no search reads the store any more
 	}
 	if e.derived != nil {
 		e.derived.close()

@@ -15,6 +15,8 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storetest"
+
+	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // smallDisk is a store on a tmpfs of its own, which a filler file makes
@@ -109,7 +111,7 @@ func sendsOnFullDisk(t *testing.T, bound, n int, tune func(*behind)) *smallDisk 
 		if got := d.e.sessions.len(); got > bound {
 			t.Fatalf("after %d sends on a full disk, %d sessions loaded; the bound is %d", i+1, got, bound)
 		}
-		if got := openFDs(t); got > fds+bound*fdsPerSession {
+		if got := openFDs(t); got > fds+bound*quota.FDsPerSession {
 			t.Fatalf("after %d sends on a full disk, %d descriptors open, %d before", i+1, got, fds)
 		}
 	}

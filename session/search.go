@@ -64,7 +64,7 @@ func (e *Engine) search(c Caller, loc *location, req *proto.Request) (*Reply, er
 		return nil, err
 	}
 	frames := make(chan *proto.Object, searchFrameRoom)
-	cancel := e.limits.ScanSlots.start(func(ctx context.Context) {
+	cancel := e.limits.ScanSlots.Start(func(ctx context.Context) {
 		defer e.limits.Searches.Give(c.Uid)
 		defer close(frames)
 		pace := &searchPace{ctx: ctx, gate: e.limits.ScanSlots, limit: e.limits.ScanBytes}

@@ -114,9 +114,9 @@ func TestSearchPerUidQuota(t *testing.T) {
 
 	held[0].Close()
 	deadline := time.Now().Add(10 * time.Second)
-	for heldBy(env.e.limits.Searches, u.Uid) != 1 {
+	for env.e.limits.Searches.Held(u.Uid) != 1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("a closed search still holds its place: %d held", heldBy(env.e.limits.Searches, u.Uid))
+			t.Fatalf("a closed search still holds its place: %d held", env.e.limits.Searches.Held(u.Uid))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -126,30 +126,8 @@ func TestSearchPerUidQuota(t *testing.T) {
 	}
 	// The engine's Close stops the searches under way before the store
 	// closes: none holds its place once stopAll returns.
-	env.e.limits.ScanSlots.stopAll()
-	if n := heldBy(env.e.limits.Searches, u.Uid); n != 0 {
+	env.e.limits.ScanSlots.StopAll()
+	if n := env.e.limits.Searches.Held(u.Uid); n != 0 {
 		t.Fatalf("after stopAll, %d searches of uid 1001 go on", n)
 	}
-}
-
-// TestSearchLimitsFromEnv: the search bounds are read from CTXFS_LIMITS.
-func TestSearchLimitsFromEnv(t *testing.T) {
-	c, err := LimitsFromEnv(func(string) string { return "searches=3,search_slots=4,search_scan=1048576" })
-	if err != nil || c.SearchesPerUid != 3 || c.SearchSlots != 4 || c.SearchScanBytes != 1<<20 {
-		t.Fatalf("%+v %v", c, err)
-	}
-	l := newLimits(c)
-	if l.Searches.perUid != 3 || cap(l.ScanSlots.slots) != 4 || l.ScanBytes != 1<<20 {
-		t.Fatalf("limits %+v", l)
-	}
-	if _, err := LimitsFromEnv(func(string) string { return "search_bytes=1" }); err == nil || !strings.Contains(err.Error(), "search_scan") {
-		t.Fatalf("an unknown name: %v", err)
-	}
-}
-
-// heldBy is how many places of q uid holds.
-func heldBy(q *Quota, uid uint32) int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.held[uid]
 }

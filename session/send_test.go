@@ -11,6 +11,8 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
+
+	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 func TestSendRecordsInOrder(t *testing.T) {
@@ -350,8 +352,8 @@ func TestSessionCacheIsBounded(t *testing.T) {
 	if n := e.sessions.len(); n > 4 {
 		t.Fatalf("%d sessions loaded, bound 4", n)
 	}
-	if grown := fds() - start; grown > 4*fdsPerSession {
-		t.Fatalf("descriptors grew by %d over 60 sessions, bound %d", grown, 4*fdsPerSession)
+	if grown := fds() - start; grown > 4*quota.FDsPerSession {
+		t.Fatalf("descriptors grew by %d over 60 sessions, bound %d", grown, 4*quota.FDsPerSession)
 	}
 	// s0 was dropped long ago: a replay of its first send still answers
 	// from its recorded history.

@@ -1,7 +1,8 @@
-package session
+package quota
 
 import (
 	"errors"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -10,7 +11,7 @@ import (
 // and the total both take it, and holds nothing when refused; GiveN
 // gives back at most what is held; root is never counted.
 func TestQuotaOfBytes(t *testing.T) {
-	q := newQuota("bytes", syscall.EAGAIN, 10, 15)
+	q := New("bytes", syscall.EAGAIN, 10, 15)
 	for _, step := range []struct {
 		uid  uint32
 		n    int
@@ -33,5 +34,20 @@ func TestQuotaOfBytes(t *testing.T) {
 	}
 	if err := q.TakeN(1002, 9); err != nil {
 		t.Fatalf("the total's room again: %v", err)
+	}
+}
+
+// TestSearchLimitsFromEnv: the search bounds are read from CTXFS_LIMITS.
+func TestSearchFromEnv(t *testing.T) {
+	c, err := FromEnv(func(string) string { return "searches=3,search_slots=4,search_scan=1048576" })
+	if err != nil || c.SearchesPerUid != 3 || c.SearchSlots != 4 || c.SearchScanBytes != 1<<20 {
+		t.Fatalf("%+v %v", c, err)
+	}
+	l := NewLimits(c)
+	if l.Searches.perUid != 3 || cap(l.ScanSlots.slots) != 4 || l.ScanBytes != 1<<20 {
+		t.Fatalf("limits %+v", l)
+	}
+	if _, err := FromEnv(func(string) string { return "search_bytes=1" }); err == nil || !strings.Contains(err.Error(), "search_scan") {
+		t.Fatalf("an unknown name: %v", err)
 	}
 }

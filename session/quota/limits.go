@@ -1,78 +1,14 @@
-package session
+package quota
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/ctxfs/ctxfs/abi"
 )
-
-// Quota bounds one kind of thing users make the server hold (socket
-// connections, files open through the mount, runs): at most perUid for any
-// one uid and at most total for all uids together, so that no user can
-// take what others need, and all of them together cannot take the
-// descriptors the mount and root need. Root is not counted: it is the
-// reserve, and it could take the machine down anyway. A refusal is an
-// immediate error with the quota's errno, never a wait.
-type Quota struct {
-	what          string        // "connections", for the refusal
-	errno         syscall.Errno // EAGAIN or EMFILE
-	perUid, total int
-
-	mu   sync.Mutex
-	held map[uint32]int
-	sum  int
-}
-
-func newQuota(what string, errno syscall.Errno, perUid, total int) *Quota {
-	return &Quota{what: what, errno: errno, perUid: perUid, total: total, held: map[uint32]int{}}
-}
-
-// Take holds one for uid, or refuses.
-func (q *Quota) Take(uid uint32) error { return q.TakeN(uid, 1) }
-
-// Give gives back one that Take held for uid.
-func (q *Quota) Give(uid uint32) { q.GiveN(uid, 1) }
-
-// TakeN holds n more for uid (bytes, for a quota of bytes), or refuses
-// and holds nothing.
-func (q *Quota) TakeN(uid uint32, n int) error {
-	if uid == 0 || n <= 0 {
-		return nil
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	switch {
-	case q.held[uid]+n > q.perUid:
-		return abi.Errorf(q.errno, "", "uid %d holds %d %s, and %d more is over the most one uid may", uid, q.held[uid], q.what, n)
-	case q.sum+n > q.total:
-		return abi.Errorf(q.errno, "", "the server holds %d %s for users, the most it may", q.sum, q.what)
-	}
-	q.held[uid] += n
-	q.sum += n
-	return nil
-}
-
-// GiveN gives back n that TakeN held for uid.
-func (q *Quota) GiveN(uid uint32, n int) {
-	if uid == 0 || n <= 0 {
-		return
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	n = min(n, q.held[uid])
-	q.held[uid] -= n
-	q.sum -= n
-	if q.held[uid] == 0 {
-		delete(q.held, uid)
-	}
-}
 
 // Limits are the quotas of one engine, made from the descriptor limit:
 // of N descriptors, sessions take at most N/4 (SessionBudget), users'
@@ -87,7 +23,7 @@ type Limits struct {
 	// (EDQUOT; freequota.go).
 	Free *FreeQuota
 
-	// Searches (issue 19, finding 9; searchpace.go): what searching may
+	// Searches (issue 19, finding 9; gate.go): what searching may
 	// make the server spend. Searches holds the searches of each uid under
 	// way (EAGAIN beyond, at once; its total bounds those waiting for a
 	// scan slot); ScanSlots is how many searches scan at once server-wide,
@@ -95,7 +31,7 @@ type Limits struct {
 	// messages.jsonl one search may read, to index or to verify, before its
 	// reply is cut and says so.
 	Searches  *Quota
-	ScanSlots *scanGate
+	ScanSlots *ScanGate
 	ScanBytes int64
 
 	// What a writer through the mount makes the server hold between its
@@ -140,11 +76,11 @@ const (
 	defaultFreeInodes = 200_000
 )
 
-// LimitsFromEnv reads per-uid bounds from CTXFS_LIMITS, a comma-separated
+// FromEnv reads per-uid bounds from CTXFS_LIMITS, a comma-separated
 // list of conns=N, open=N, runs=N, freebytes=N, freeinodes=N and the
 // search bounds (searchLimitNames) (what an operator, or a test, sets for
 // the server); anything it does not name keeps its default.
-func LimitsFromEnv(getenv func(string) string) (LimitConfig, error) {
+func FromEnv(getenv func(string) string) (LimitConfig, error) {
 	var c LimitConfig
 	spec := getenv("CTXFS_LIMITS")
 	if spec == "" {
@@ -176,7 +112,8 @@ func LimitsFromEnv(getenv func(string) string) (LimitConfig, error) {
 	return c, nil
 }
 
-func newLimits(c LimitConfig) *Limits {
+// NewLimits makes the quotas of c, the rest from the descriptor limit.
+func NewLimits(c LimitConfig) *Limits {
 	n := 1024
 	var rl unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil {
@@ -189,45 +126,14 @@ func newLimits(c LimitConfig) *Limits {
 		return def
 	}
 	l := &Limits{
-		Conns:   newQuota("connections", syscall.EAGAIN, or(c.ConnsPerUid, 64), max(n/8, 16)),
-		Handles: newQuota("open files", syscall.EMFILE, or(c.HandlesPerUid, min(1024, max(n/16, 16))), max(n/4, 16)),
-		Runs:    newQuota("runs", syscall.EAGAIN, or(c.RunsPerUid, 32), max(n/8/3, 8)),
+		Conns:   New("connections", syscall.EAGAIN, or(c.ConnsPerUid, 64), max(n/8, 16)),
+		Handles: New("open files", syscall.EMFILE, or(c.HandlesPerUid, min(1024, max(n/16, 16))), max(n/4, 16)),
+		Runs:    New("runs", syscall.EAGAIN, or(c.RunsPerUid, 32), max(n/8/3, 8)),
 
-		Partial: newQuota("bytes of unfinished requests and lines", syscall.EAGAIN, partialBytesPerUid, partialBytesTotal),
+		Partial: New("bytes of unfinished requests and lines", syscall.EAGAIN, partialBytesPerUid, partialBytesTotal),
 
-		Free: newFreeQuota(int64(or(int(c.FreeBytesPerUid), defaultFreeBytes)), int64(or(int(c.FreeInodesPerUid), defaultFreeInodes)), nil),
+		Free: NewFreeQuota(int64(or(int(c.FreeBytesPerUid), defaultFreeBytes)), int64(or(int(c.FreeInodesPerUid), defaultFreeInodes)), nil),
 	}
 	l.setSearchLimits(c)
 	return l
-}
-
-// Limits are the engine's quotas, for its transports (connections,
-// handles) and itself (runs).
-func (e *Engine) Limits() *Limits { return e.limits }
-
-// runTicket is a place in a caller's quota of runs, taken before anything
-// of a send is written: spent when a run starts (the run gives it back
-// when it is forgotten), else cancelled.
-type runTicket struct {
-	q    *Quota
-	uid  uint32
-	held bool
-}
-
-func (e *Engine) takeRun(uid uint32) (*runTicket, error) {
-	if err := e.limits.Runs.Take(uid); err != nil {
-		return nil, err
-	}
-	return &runTicket{q: e.limits.Runs, uid: uid, held: true}, nil
-}
-
-// spend hands the place to a run that started.
-func (t *runTicket) spend() { t.held = false }
-
-// cancel gives the place back unless a run holds it. Nil-safe.
-func (t *runTicket) cancel() {
-	if t != nil && t.held {
-		t.q.Give(t.uid)
-		t.held = false
-	}
 }

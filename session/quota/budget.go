@@ -1,9 +1,9 @@
-package session
+package quota
 
 import "golang.org/x/sys/unix"
 
-// fdsPerSession is what one loaded session holds: each log and its seal.
-const fdsPerSession = 4
+// FDsPerSession is what one loaded session holds: each log and its seal.
+const FDsPerSession = 4
 
 // SessionBudget is how many sessions the engine keeps loaded when nobody
 // uses them: a quarter of the process's descriptor limit, so that at
@@ -17,5 +17,5 @@ func SessionBudget() int {
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil {
 		n = int(rl.Cur)
 	}
-	return min(max(n/4/fdsPerSession, 16), 4096)
+	return min(max(n/4/FDsPerSession, 16), 4096)
 }

@@ -1,17 +1,12 @@
-package session
+package quota
 
 import (
-	"errors"
-	"io/fs"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/internal/storefs"
 )
 
 // FreeQuota bounds what each uid keeps in the free trees (agents' root/,
@@ -41,23 +36,23 @@ import (
 // again), so it costs at most the bound.
 type FreeQuota struct {
 	bytes, inodes int64 // per uid
-	count         func(uid uint32, stopAt int64) freeUse
+	count         func(uid uint32, stopAt int64) FreeUse
 
 	mu   sync.Mutex
 	uses map[uint32]*uidUse
 }
 
-// freeUse is what one uid keeps.
-type freeUse struct {
-	bytes, inodes int64
-	partial       bool // the walk stopped at the bound: at least this much
+// FreeUse is what one uid keeps, as a count found it.
+type FreeUse struct {
+	Bytes, Inodes int64
+	Partial       bool // the count stopped past the bound: at least this much
 }
 
 // uidUse is one uid's use, counted once (known).
 type uidUse struct {
 	mu    sync.Mutex
 	known bool
-	freeUse
+	FreeUse
 }
 
 // FreeBlock is the block the estimates are made in.
@@ -73,9 +68,16 @@ func BlocksFor(off, n int64) int64 {
 	return (n + FreeBlock - 1) / FreeBlock * FreeBlock
 }
 
-func newFreeQuota(bytes, inodes int64, count func(uid uint32, stopAt int64) freeUse) *FreeQuota {
+// NewFreeQuota bounds each uid to bytes and inodes; count (nil until
+// CountWith) counts what a uid keeps when first asked.
+func NewFreeQuota(bytes, inodes int64, count func(uid uint32, stopAt int64) FreeUse) *FreeQuota {
 	return &FreeQuota{bytes: bytes, inodes: inodes, count: count, uses: map[uint32]*uidUse{}}
 }
+
+// CountWith has count find what a uid keeps, the first time it is asked
+// for and after Recount: it walks the store, which this package never
+// reads. Called once, before the quota is used.
+func (q *FreeQuota) CountWith(count func(uid uint32, stopAt int64) FreeUse) { q.count = count }
 
 // of is uid's use, counted when it was not yet; its lock is held on return.
 func (q *FreeQuota) of(uid uint32) *uidUse {
@@ -88,7 +90,7 @@ func (q *FreeQuota) of(uid uint32) *uidUse {
 	q.mu.Unlock()
 	u.mu.Lock()
 	if !u.known {
-		u.freeUse = q.count(uid, q.inodes)
+		u.FreeUse = q.count(uid, q.inodes)
 		u.known = true
 	}
 	return u
@@ -104,13 +106,13 @@ func (q *FreeQuota) Take(uid uint32, bytes, inodes int64) error {
 	u := q.of(uid)
 	defer u.mu.Unlock()
 	switch {
-	case inodes > 0 && u.inodes+inodes > q.inodes:
-		return abi.Errorf(syscall.EDQUOT, "", "uid %d keeps %d files in the free trees, the most one uid may", uid, u.inodes)
-	case bytes > 0 && u.bytes+bytes > q.bytes:
-		return abi.Errorf(syscall.EDQUOT, "", "uid %d keeps %d bytes in the free trees; %d more would pass the %d one uid may", uid, u.bytes, bytes, q.bytes)
+	case inodes > 0 && u.Inodes+inodes > q.inodes:
+		return abi.Errorf(syscall.EDQUOT, "", "uid %d keeps %d files in the free trees, the most one uid may", uid, u.Inodes)
+	case bytes > 0 && u.Bytes+bytes > q.bytes:
+		return abi.Errorf(syscall.EDQUOT, "", "uid %d keeps %d bytes in the free trees; %d more would pass the %d one uid may", uid, u.Bytes, bytes, q.bytes)
 	}
-	u.bytes += bytes
-	u.inodes += inodes
+	u.Bytes += bytes
+	u.Inodes += inodes
 	return nil
 }
 
@@ -130,30 +132,18 @@ func (q *FreeQuota) Give(uid uint32, bytes, inodes int64) {
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.partial {
+	if u.Partial {
 		u.known = false
 		return
 	}
-	u.bytes = max(u.bytes-bytes, 0)
-	u.inodes = max(u.inodes-inodes, 0)
+	u.Bytes = max(u.Bytes-bytes, 0)
+	u.Inodes = max(u.Inodes-inodes, 0)
 }
 
-// forgetHome has the use of a private home's uid counted again at its
-// next Take: a session that left the home's free trees (archived, deleted)
-// took its context/ with it, which no operation of the mount gave back.
-// A shared space's members keep their count (until the next start).
-func (q *FreeQuota) forgetHome(home string) {
-	uid, err := strconv.ParseUint(strings.TrimPrefix(home, "home/"), 10, 32)
-	if err != nil || !strings.HasPrefix(home, "home/") {
-		return
-	}
-	q.recount(uint32(uid))
-}
-
-// recount has uid's use counted again at its next Take: something the
+// Recount has uid's use counted again at its next Take: something the
 // mount did not see changed its free trees (a session moved away, a
 // jailed program wrote root/ through the jail's bind of the store).
-func (q *FreeQuota) recount(uid uint32) {
+func (q *FreeQuota) Recount(uid uint32) {
 	q.mu.Lock()
 	u := q.uses[uid]
 	q.mu.Unlock()
@@ -168,94 +158,5 @@ func (q *FreeQuota) recount(uid uint32) {
 func (q *FreeQuota) Use(uid uint32) (bytes, inodes int64) {
 	u := q.of(uid)
 	defer u.mu.Unlock()
-	return u.bytes, u.inodes
-}
-
-// countFree walks the free trees that may hold uid's inodes and adds up
-// what those inodes cost, stopping once they are more than stopAt. A
-// hard-linked inode is counted once.
-func (e *Engine) countFree(uid uint32, stopAt int64) freeUse {
-	w := freeWalk{r: e.root, uid: uid, stopAt: stopAt, seen: map[uint64]bool{}}
-	w.containers(PrivateHome(uid))
-	if spaces, err := e.root.ReadDir("shared"); err == nil {
-		for _, sp := range spaces {
-			if sp.IsDir() && !strings.HasPrefix(sp.Name, ".") {
-				w.containers(SharedHome(sp.Name))
-			}
-		}
-	}
-	return w.use
-}
-
-// freeWalk is one count of a uid's free trees.
-type freeWalk struct {
-	r      *storefs.Root
-	uid    uint32
-	stopAt int64
-	seen   map[uint64]bool // inodes with more than one link, counted
-	use    freeUse
-}
-
-// containers descends from rel through the ABI's directories (agents,
-// models, sessions; never the index or the archive) to the free roots
-// below it, and counts each.
-func (w *freeWalk) containers(rel string) {
-	ents, err := w.r.ReadDir(rel)
-	if err != nil {
-		return
-	}
-	for _, ent := range ents {
-		if w.use.partial {
-			return
-		}
-		child := rel + "/" + ent.Name
-		switch Classify(child).Kind {
-		case PlaceFreeRoot:
-			w.tree(child)
-		case PlaceAgents, PlaceAgent, PlaceModels, PlaceProvider, PlaceModel, PlaceSessions, PlaceSession:
-			if ent.IsDir() {
-				w.containers(child)
-			}
-		}
-	}
-}
-
-// tree counts rel and everything below it that belongs to the uid.
-func (w *freeWalk) tree(rel string) {
-	st, err := w.r.Lstat(rel)
-	if err != nil {
-		return
-	}
-	w.add(st)
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return
-	}
-	ents, err := w.r.ReadDir(rel)
-	if errors.Is(err, fs.ErrNotExist) || err != nil {
-		return
-	}
-	for _, ent := range ents {
-		if w.use.partial {
-			return
-		}
-		w.tree(rel + "/" + ent.Name)
-	}
-}
-
-// add counts one inode if it is the uid's (once, for hard links).
-func (w *freeWalk) add(st *unix.Stat_t) {
-	if st.Uid != w.uid {
-		return
-	}
-	if st.Nlink > 1 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		if w.seen[st.Ino] {
-			return
-		}
-		w.seen[st.Ino] = true
-	}
-	w.use.bytes += FreeCharge(st)
-	w.use.inodes++
-	if w.use.inodes > w.stopAt {
-		w.use.partial = true
-	}
+	return u.Bytes, u.Inodes
 }
