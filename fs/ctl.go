@@ -15,6 +15,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
 )
 
@@ -59,7 +60,7 @@ func (n *ctlNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32
 type ctlHandle struct {
 	held
 	node   *ctlNode
-	caller session.Caller
+	caller layout.Caller
 
 	mu  sync.Mutex // guards the request side
 	req []byte     // the request line so far

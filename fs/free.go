@@ -14,6 +14,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
 )
 
@@ -77,7 +78,7 @@ func (n *freeNode) credOf(ctx context.Context, rel string) storefs.Cred {
 		return storefs.Cred{Uid: session.Nobody, Gid: session.Nobody}
 	}
 	cr := storefs.Cred{Uid: c.Uid, Gid: c.Gid}
-	if pl := session.Classify(rel); strings.HasPrefix(pl.Home, "shared/") {
+	if pl := layout.Classify(rel); strings.HasPrefix(pl.Home, "shared/") {
 		if sp, err := n.store().Lstat(pl.Home); err == nil {
 			cr.Gid = sp.Gid
 		}
@@ -128,8 +129,8 @@ func (n *freeNode) removed(st *unix.Stat_t) {
 func (n *freeNode) rel() (string, syscall.Errno) {
 	p := n.Path(n.Root())
 	rel := n.m.top + "/" + p
-	switch session.Classify(rel).Kind {
-	case session.PlaceFree, session.PlaceFreeRoot:
+	switch layout.Classify(rel).Kind {
+	case layout.PlaceFree, layout.PlaceFreeRoot:
 		return rel, 0
 	}
 	return "", syscall.ENOENT
@@ -182,7 +183,7 @@ func (n *freeNode) giveToCaller(ctx context.Context, rel string) syscall.Errno {
 		return 0
 	}
 	gid := int(c.Gid)
-	if pl := session.Classify(rel); strings.HasPrefix(pl.Home, "shared/") {
+	if pl := layout.Classify(rel); strings.HasPrefix(pl.Home, "shared/") {
 		if sp, err := n.store().Lstat(pl.Home); err == nil {
 			gid = int(sp.Gid)
 		}
@@ -299,7 +300,7 @@ func (n *freeNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 // an inode another open holds with it (EIO), so root's opens of a user's
 // or a space's file must go the same way as the user's.
 func (n *freeNode) handle(f *os.File, rel string, cred storefs.Cred) fs.FileHandle {
-	if cred.Uid == 0 && session.Classify(rel).Home == session.PrivateHome(0) {
+	if cred.Uid == 0 && layout.Classify(rel).Home == layout.PrivateHome(0) {
 		return newFreeFile(f)
 	}
 	return newUserFile(f, cred, n.quota())

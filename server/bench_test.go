@@ -16,6 +16,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
 )
 
@@ -38,10 +39,10 @@ func BenchmarkHoldings(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer e.Close()
-	root0 := session.Caller{Uid: 0, Gid: 0}
-	ct := session.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}
+	root0 := layout.Caller{Uid: 0, Gid: 0}
+	ct := layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}
 	parallel(b, 5000, func(i int) error {
-		return e.CreateSession(root0, session.Ref{Container: ct, Name: "real-" + strconv.Itoa(i)})
+		return e.CreateSession(root0, layout.Ref{Container: ct, Name: "real-" + strconv.Itoa(i)})
 	})
 	bare := filepath.Join(store, "home/0/agent/coder/session")
 	parallel(b, 95000, func(i int) error { return os.Mkdir(filepath.Join(bare, "bare-"+strconv.Itoa(i)), 0o700) })

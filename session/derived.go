@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // Derived files (state, updated_at, latest.md, the snapshots) are written
@@ -133,18 +134,14 @@ func (d *behind) setFailed(p *pendingValue, err error) {
 	p.hidden = p.failed && !wantOfRoom(err)
 }
 
-// The server's own ids, which never change: asked of the kernel at every
-// value, they were three system calls a send.
-var serverUid, serverGid = os.Geteuid(), os.Getegid()
-
 // valueStat is what the store file of a derived value of size bytes will
 // say once written (replaceValue gives it the session's owner and mode):
 // its times are now, when the value changed.
 func (s *sess) valueStat(size int) unix.Stat_t {
 	st := unix.Stat_t{Mode: unix.S_IFREG | uint32(s.own.FileMode.Perm()), Nlink: 1, Size: int64(size), Blksize: 4096}
 	st.Uid, st.Gid = uint32(s.own.Uid), uint32(s.own.Gid)
-	if serverUid != 0 || s.own.Uid < 0 { // it cannot give files away (storefs.Fchown)
-		st.Uid, st.Gid = uint32(serverUid), uint32(serverGid)
+	if layout.ServerUid != 0 || s.own.Uid < 0 { // it cannot give files away (storefs.Fchown)
+		st.Uid, st.Gid = uint32(layout.ServerUid), uint32(layout.ServerGid)
 	}
 	st.Blocks = (st.Size + 4095) / 4096 * 8
 	now := unix.NsecToTimespec(time.Now().UnixNano())

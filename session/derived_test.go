@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // sendNoFlush is a send that leaves the derived values as the engine
@@ -68,7 +69,7 @@ func TestDerivedValuesWrittenBeforeMoveAndStop(t *testing.T) {
 	env := newEnv(t)
 	env.sendNoFlush(`{"op":"send","id":"c1","session":"s1","input":"one"}`)
 	env.sendNoFlush(`{"op":"send","id":"c2","session":"s2","input":"two"}`) // s2 is current now
-	s1 := Ref{Container: Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "s1"}
+	s1 := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "s1"}
 	must(t, env.e.Archive(s1, privateOwner(0, 0), false))
 	archived := filepath.Join(env.store, ArchiveTarget(s1))
 	if got := readFile(t, filepath.Join(archived, "state")); got != "done\n" {
@@ -122,7 +123,7 @@ func TestUpdatedAtFollowsTheLogsAtLoad(t *testing.T) {
 func TestDerivedValueAfterFailedWrite(t *testing.T) {
 	env := newEnv(t)
 	env.sendNoFlush(`{"op":"send","id":"c1","input":"hello"}`)
-	ref := Ref{Container: Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
+	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
 	s, release, err := env.e.lookup(ref)
 	must(t, err)
 	defer release()

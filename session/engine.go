@@ -23,6 +23,7 @@ import (
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
@@ -112,14 +113,14 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	e.derived = newBehind(e)
 	var migrated int
-	if e.sealKey, migrated, err = openSealKey(store); err != nil {
+	if e.sealKey, migrated, err = layout.OpenSealKey(store); err != nil {
 		store.Close()
 		return nil, err
 	}
 	if migrated > 0 {
 		cfg.Log.Info("seals migrated: keyed with the store's seal key", "seals", migrated)
 	}
-	if closed, err := closeHistory(store); err != nil {
+	if closed, err := layout.CloseHistory(store); err != nil {
 		store.Close()
 		return nil, err
 	} else if closed > 0 {
@@ -149,7 +150,7 @@ func openStore(dir string) (*storefs.Root, error) {
 	if err != nil {
 		return nil, err
 	}
-	for d, mode := range map[string]os.FileMode{stateDir: 0o700, "home": 0o755, "shared": 0o755} {
+	for d, mode := range map[string]os.FileMode{layout.StateDir: 0o700, "home": 0o755, "shared": 0o755} {
 		err := r.Mkdir(d, mode)
 		if errors.Is(err, fs.ErrExist) {
 			var st *unix.Stat_t
@@ -164,9 +165,6 @@ func openStore(dir string) (*storefs.Root, error) {
 	}
 	return r, nil
 }
-
-// stateDir is the server's own bookkeeping in the store (never history).
-const stateDir = ".ctxfs"
 
 // Close cancels nothing (runs end with the process) but seals and closes
 // every open log and flushes the indexes.

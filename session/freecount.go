@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
 )
 
@@ -29,11 +30,11 @@ func forgetHome(q *quota.FreeQuota, home string) {
 // hard-linked inode is counted once.
 func (e *Engine) countFree(uid uint32, stopAt int64) quota.FreeUse {
 	w := freeWalk{r: e.root, uid: uid, stopAt: stopAt, seen: map[uint64]bool{}}
-	w.containers(PrivateHome(uid))
+	w.containers(layout.PrivateHome(uid))
 	if spaces, err := e.root.ReadDir("shared"); err == nil {
 		for _, sp := range spaces {
 			if sp.IsDir() && !strings.HasPrefix(sp.Name, ".") {
-				w.containers(SharedHome(sp.Name))
+				w.containers(layout.SharedHome(sp.Name))
 			}
 		}
 	}
@@ -62,10 +63,10 @@ func (w *freeWalk) containers(rel string) {
 			return
 		}
 		child := rel + "/" + ent.Name
-		switch Classify(child).Kind {
-		case PlaceFreeRoot:
+		switch layout.Classify(child).Kind {
+		case layout.PlaceFreeRoot:
 			w.tree(child)
-		case PlaceAgents, PlaceAgent, PlaceModels, PlaceProvider, PlaceModel, PlaceSessions, PlaceSession:
+		case layout.PlaceAgents, layout.PlaceAgent, layout.PlaceModels, layout.PlaceProvider, layout.PlaceModel, layout.PlaceSessions, layout.PlaceSession:
 			if ent.IsDir() {
 				w.containers(child)
 			}

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
 )
 
@@ -48,7 +49,7 @@ func TestFreeQuotaCount(t *testing.T) {
 			owner = 1002
 		}
 		must(t, os.Lchown(p, owner, owner))
-		if c := Classify(rel); owner == 1001 && (c.Kind == PlaceFree || c.Kind == PlaceFreeRoot) {
+		if c := layout.Classify(rel); owner == 1001 && (c.Kind == layout.PlaceFree || c.Kind == layout.PlaceFreeRoot) {
 			var st unix.Stat_t
 			must(t, unix.Lstat(p, &st))
 			want += quota.FreeCharge(&st)

@@ -12,6 +12,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
@@ -20,16 +21,6 @@ type FsckReport struct {
 	Problem  func(path, what string) // one line per problem
 	Repaired func(path, what string) // --repair: what was cut
 	Progress func(done, total int)   // after each session
-}
-
-// SessionDirs lists the session directories of a store, live and
-// archived, as store paths, sorted.
-func SessionDirs(root *storefs.Root) []string {
-	var dirs []string
-	for _, h := range homes(root) {
-		dirs = append(dirs, sessionDirs(root, h, true)...)
-	}
-	return dirs
 }
 
 // Fsck re-verifies a store from scratch (SPEC section 6): what the store
@@ -76,7 +67,7 @@ func Fsck(store string, repair, served bool, r FsckReport) (int, error) {
 			r.Problem(root.Show(rel), what)
 		}
 	})
-	dirs := SessionDirs(root)
+	dirs := layout.SessionDirs(root)
 	for i, dir := range dirs {
 		problems += fsckSession(root, plan, dir, repair, named, r)
 		if r.Progress != nil {
@@ -98,11 +89,11 @@ func Fsck(store string, repair, served bool, r FsckReport) (int, error) {
 // records are still kept aside are problems, named with what to do.
 func fsckJournal(root *storefs.Root, key *sealedlog.Key, repair, served bool, r FsckReport) (*journalView, int, error) {
 	if repair {
-		rec, err := sealedlog.RecoverJournal(root, walDir, locateLog(root, key), true)
+		rec, err := sealedlog.RecoverJournal(root, layout.JournalDir, layout.LocateLog(root, key), true)
 		if err != nil {
 			return nil, 0, err
 		}
-		held, err := sealedlog.RecoverHeld(root, walDir, locateLog(root, key))
+		held, err := sealedlog.RecoverHeld(root, layout.JournalDir, layout.LocateLog(root, key))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -116,7 +107,7 @@ func fsckJournal(root *storefs.Root, key *sealedlog.Key, repair, served bool, r 
 	if err := v.read(); err != nil {
 		return nil, 0, err
 	}
-	held, err := sealedlog.HeldProblems(root, walDir, locateLog(root, key))
+	held, err := sealedlog.HeldProblems(root, layout.JournalDir, layout.LocateLog(root, key))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -136,21 +127,21 @@ func fsckJournal(root *storefs.Root, key *sealedlog.Key, repair, served bool, r 
 // reported. Without, the key is read and nothing changed.
 func fsckMigration(root *storefs.Root, repair bool, r FsckReport) (*sealedlog.Key, int, error) {
 	if repair {
-		key, migrated, err := openSealKey(root)
+		key, migrated, err := layout.OpenSealKey(root)
 		if migrated > 0 && r.Repaired != nil {
-			r.Repaired(root.Show(stateDir), fmt.Sprintf("%d seals of an older ctxfs keyed with the store's seal key", migrated))
+			r.Repaired(root.Show(layout.StateDir), fmt.Sprintf("%d seals of an older ctxfs keyed with the store's seal key", migrated))
 		}
 		if err != nil {
 			return nil, 0, err
 		}
-		closed, err := closeHistory(root)
+		closed, err := layout.CloseHistory(root)
 		if closed > 0 && r.Repaired != nil {
-			r.Repaired(root.Show(stateDir), fmt.Sprintf("%d files and directories of history given to the server", closed))
+			r.Repaired(root.Show(layout.StateDir), fmt.Sprintf("%d files and directories of history given to the server", closed))
 		}
 		return key, 0, err
 	}
 	problems := 0
-	key := readSealKey(root, func(path, what string) {
+	key := layout.ReadSealKey(root, func(path, what string) {
 		problems++
 		if r.Problem != nil {
 			r.Problem(path, what)
@@ -168,7 +159,7 @@ type journalView struct {
 }
 
 func (v *journalView) read() error {
-	p, err := sealedlog.PlanJournal(v.root, walDir, locateLog(v.root, v.key), !v.served)
+	p, err := sealedlog.PlanJournal(v.root, layout.JournalDir, layout.LocateLog(v.root, v.key), !v.served)
 	v.plan = p
 	return err
 }
@@ -205,12 +196,12 @@ func fsckSession(root *storefs.Root, plan *journalView, dir string, repair bool,
 			r.Problem(path, what)
 		}
 	}
-	identity, problem := readIdentity(root, dir)
+	identity, problem := layout.ReadIdentity(root, dir)
 	if problem != "" {
-		report(root.Show(sealRel(dir, identityFile)), problem)
+		report(root.Show(layout.SealRel(dir, layout.IdentityFile)), problem)
 	}
-	for _, f := range sessionLogs {
-		at := logPlace(root, plan.key, dir, f, identity)
+	for _, f := range layout.SessionLogs {
+		at := layout.LogPlace(root, plan.key, dir, f, identity)
 		for _, p := range plan.verify(at) {
 			if problem != "" && strings.Contains(p.What, "bound to another") {
 				continue // said once, as the identity's problem
@@ -231,7 +222,7 @@ func fsckSession(root *storefs.Root, plan *journalView, dir string, repair bool,
 		b, err := root.ReadFile(p, maxValueFile)
 		if err != nil {
 			if !(name == abi.FileState && errors.Is(err, fs.ErrNotExist)) { // a missing state is an old session
-				report(root.Show(p), "unreadable: "+errWords(err))
+				report(root.Show(p), "unreadable: "+layout.ErrWords(err))
 			}
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
@@ -23,7 +24,7 @@ const (
 )
 
 // shapeSealFiles are the files a session's .seal directory holds.
-var shapeSealFiles = map[string]bool{abi.FileMessages: true, abi.FileEvents: true, identityFile: true}
+var shapeSealFiles = map[string]bool{abi.FileMessages: true, abi.FileEvents: true, layout.IdentityFile: true}
 
 // shapeSpared are the session files the engine rewrites through a spare
 // twin (".NAME.spare").
@@ -112,7 +113,7 @@ func (w *shapeWalk) top() {
 			}
 			w.owned(rel, st, shapeOwner{uid: 0, gid: -1, who: "root"})
 			// Its entries are homes and spaces, each with its own owner.
-			w.dir(rel, Place{Kind: PlaceTop}, shapeOwner{uid: -1, gid: -1})
+			w.dir(rel, layout.Place{Kind: layout.PlaceTop}, shapeOwner{uid: -1, gid: -1})
 		case ".ctxfs": // the server's state: root's alone, files only
 			st := w.stat(rel)
 			if st == nil || !w.isType(rel, st, unix.S_IFDIR) {
@@ -140,7 +141,7 @@ func (w *shapeWalk) top() {
 
 // dir checks each entry of the directory rel, whose place is dp and whose
 // contents own must own.
-func (w *shapeWalk) dir(rel string, dp Place, own shapeOwner) {
+func (w *shapeWalk) dir(rel string, dp layout.Place, own shapeOwner) {
 	for _, e := range w.list(rel) {
 		w.entry(rel, dp, e.Name, own)
 	}
@@ -148,7 +149,7 @@ func (w *shapeWalk) dir(rel string, dp Place, own shapeOwner) {
 
 // entry checks name in the directory dir and descends into it when it is
 // a directory of the store that the walk may enter.
-func (w *shapeWalk) entry(dir string, dp Place, name string, own shapeOwner) {
+func (w *shapeWalk) entry(dir string, dp layout.Place, name string, own shapeOwner) {
 	rel := dir + "/" + name
 	st := w.stat(rel)
 	if st == nil {
@@ -158,12 +159,12 @@ func (w *shapeWalk) entry(dir string, dp Place, name string, own shapeOwner) {
 		w.dot(dir, dp, name, st, own)
 		return
 	}
-	p := Classify(rel)
+	p := layout.Classify(rel)
 	switch {
 	case !p.Exists():
 		w.bad(rel, shapeNotHere)
 		return
-	case p.Kind == PlaceCtl:
+	case p.Kind == layout.PlaceCtl:
 		w.bad(rel, "the control file is virtual: the store must not hold one")
 		return
 	}
@@ -172,18 +173,18 @@ func (w *shapeWalk) entry(dir string, dp Place, name string, own shapeOwner) {
 		want = unix.S_IFDIR
 	}
 	switch p.Kind {
-	case PlaceHome:
+	case layout.PlaceHome:
 		// home/<uid> is its uid's (validUid made name a uid), 0700.
 		uid, _ := strconv.ParseInt(name, 10, 64)
 		own = homeShape(uid)
-	case PlaceSpace:
+	case layout.PlaceSpace:
 		// The space itself is root's to set up; its group is the one
 		// everything below must have.
 		if w.isType(rel, st, unix.S_IFDIR) {
 			w.dir(rel, p, spaceShape(int64(st.Gid)))
 		}
 		return
-	case PlaceArchived:
+	case layout.PlaceArchived:
 		// Kept byte for byte as it was: directories and files of the
 		// home's uid, whatever their modes.
 		own = own.anyMode()
@@ -194,12 +195,12 @@ func (w *shapeWalk) entry(dir string, dp Place, name string, own shapeOwner) {
 	if !w.isType(rel, st, want) {
 		return
 	}
-	if p.Kind == PlaceFreeRoot || shapeArchivedContext(rel, p) {
+	if p.Kind == layout.PlaceFreeRoot || shapeArchivedContext(rel, p) {
 		w.owned(rel, st, own) // a free tree is its user's
 	} else {
 		w.owned(rel, st, own.history())
 	}
-	if want != unix.S_IFDIR || p.Kind == PlaceFreeRoot || shapeArchivedContext(rel, p) {
+	if want != unix.S_IFDIR || p.Kind == layout.PlaceFreeRoot || shapeArchivedContext(rel, p) {
 		return // a file, or a free tree: users keep anything there
 	}
 	w.dir(rel, p, own)
@@ -208,31 +209,31 @@ func (w *shapeWalk) entry(dir string, dp Place, name string, own shapeOwner) {
 // dot checks a dot name, the store's own bookkeeping, in the directory dir
 // (place dp). Dot entries belong to their surroundings; their modes are the
 // engine's business.
-func (w *shapeWalk) dot(dir string, dp Place, name string, st *unix.Stat_t, own shapeOwner) {
+func (w *shapeWalk) dot(dir string, dp layout.Place, name string, st *unix.Stat_t, own shapeOwner) {
 	rel := dir + "/" + name
 	own = own.history().anyMode()
-	session := dp.Kind == PlaceSession || shapeArchivedSession(dir, dp)
+	session := dp.Kind == layout.PlaceSession || shapeArchivedSession(dir, dp)
 	switch {
 	case storefs.IsReplaceTemp(name):
 		w.leftover(rel, shapeLeftoverTmp)
-	case dp.Kind == PlaceSessions && isNewDir(name):
+	case dp.Kind == layout.PlaceSessions && layout.IsNewDir(name):
 		if w.isType(rel, st, unix.S_IFDIR) {
 			w.leftover(rel, shapeLeftoverNew) // not entered: half made
 		}
-	case session && name == sealDir:
+	case session && name == layout.SealDir:
 		w.flat(rel, st, own, func(f string) bool { return shapeSealFiles[f] })
 	case session && strings.HasSuffix(name, ".spare") && shapeSpared[strings.TrimSuffix(name[1:], ".spare")]:
 		if w.isType(rel, st, unix.S_IFREG) {
 			w.owned(rel, st, own)
 		}
-	case (dp.Kind == PlaceHome || dp.Kind == PlaceSpace) && name == ".self_id":
+	case (dp.Kind == layout.PlaceHome || dp.Kind == layout.PlaceSpace) && name == ".self_id":
 		own.rootOK = true // the engine keeps it as root or as the home's owner
 		w.flat(rel, st, own, func(string) bool { return true })
-	case (dp.Kind == PlaceHome || dp.Kind == PlaceSpace) && name == searchDirName:
+	case (dp.Kind == layout.PlaceHome || dp.Kind == layout.PlaceSpace) && name == searchDirName:
 		if w.isType(rel, st, unix.S_IFDIR) {
 			w.derivedTree(rel)
 		}
-	case (dp.Kind == PlaceHome || dp.Kind == PlaceSpace) && name == ".self_id.rebuild":
+	case (dp.Kind == layout.PlaceHome || dp.Kind == layout.PlaceSpace) && name == ".self_id.rebuild":
 		w.leftover(rel, "leftover temporary directory of an interrupted self_id rebuild")
 	default:
 		w.bad(rel, shapeNotHere)
@@ -281,14 +282,14 @@ func (w *shapeWalk) derivedTree(rel string) {
 
 // shapeArchivedSession reports whether rel (place p) is an archived session
 // directory: home/<uid>/archived_sessions/<agent>/<session>.
-func shapeArchivedSession(rel string, p Place) bool {
-	return p.Kind == PlaceArchived && strings.Count(rel, "/") == 4
+func shapeArchivedSession(rel string, p layout.Place) bool {
+	return p.Kind == layout.PlaceArchived && strings.Count(rel, "/") == 4
 }
 
 // shapeArchivedContext reports whether rel is the context/ of an archived
 // session: still a free tree, kept as the user left it.
-func shapeArchivedContext(rel string, p Place) bool {
-	return p.Kind == PlaceArchived && strings.Count(rel, "/") == 5 && strings.HasSuffix(rel, "/"+abi.DirContext)
+func shapeArchivedContext(rel string, p layout.Place) bool {
+	return p.Kind == layout.PlaceArchived && strings.Count(rel, "/") == 5 && strings.HasSuffix(rel, "/"+abi.DirContext)
 }
 
 // isType reports whether st is of type want (unix.S_IFREG or S_IFDIR), and

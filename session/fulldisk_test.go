@@ -16,6 +16,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storetest"
 
+	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
 )
 
@@ -248,7 +249,7 @@ func TestLooseValuesAreBounded(t *testing.T) {
 			d.wantServed(n-1, "done\n", fmt.Sprintf("full %d\n", n-1))
 			d.room()
 			for i := 0; i < n; i++ {
-				_, release, err := d.e.lookup(Ref{Container: Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: fmt.Sprintf("s%d", i)})
+				_, release, err := d.e.lookup(layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: fmt.Sprintf("s%d", i)})
 				must(t, err)
 				release()
 				d.wantStored(i, "done\n", fmt.Sprintf("full %d\n", i))
@@ -258,8 +259,8 @@ func TestLooseValuesAreBounded(t *testing.T) {
 }
 
 // ref is session s<i>'s Ref.
-func ref(i int) Ref {
-	return Ref{Container: Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: fmt.Sprintf("s%d", i)}
+func ref(i int) layout.Ref {
+	return layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: fmt.Sprintf("s%d", i)}
 }
 
 // TestReloadWithFailedValue: a session loaded again while its failed

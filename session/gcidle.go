@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // GCIdlePattern is what the server's own clean-up takes: Agenvoy-style
@@ -23,7 +24,7 @@ const GCIdlePattern = "temp-*"
 func (e *Engine) GCIdle(idle time.Duration) []string {
 	var done []string
 	cutoff := time.Now().Add(-idle).Unix()
-	for _, home := range homes(e.root) {
+	for _, home := range layout.Homes(e.root) {
 		if !strings.HasPrefix(home, "home/") {
 			continue // archives live in homes (SPEC 2)
 		}
@@ -32,15 +33,15 @@ func (e *Engine) GCIdle(idle time.Duration) []string {
 			continue
 		}
 		own := privateOwner(uint32(uid), primaryGid(uint32(uid)))
-		for _, rel := range sessionDirs(e.root, home, false) {
-			ct, name, ok := ParseContainerRel(rel)
+		for _, rel := range layout.HomeSessionDirs(e.root, home, false) {
+			ct, name, ok := layout.ParseContainerRel(rel)
 			if m, _ := path.Match(GCIdlePattern, name); !ok || !m || ct.Kind != abi.KindAgent {
 				continue
 			}
 			if e.readUnix(rel+"/"+abi.FileUpdatedAt) > cutoff {
 				continue
 			}
-			err := e.Archive(Ref{Container: ct, Name: name}, own, false)
+			err := e.Archive(layout.Ref{Container: ct, Name: name}, own, false)
 			if err == nil {
 				done = append(done, rel)
 			} else if !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.EEXIST) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // testEngine opens an engine on a fresh store with a root holding the
@@ -73,12 +74,12 @@ func must(t testing.TB, err error) {
 	}
 }
 
-var root0 = Caller{Uid: 0, Gid: 0, Pid: os.Getpid()}
+var root0 = layout.Caller{Uid: 0, Gid: 0, Pid: os.Getpid()}
 
 func coder() Target { return Target{Kind: abi.KindAgent, Owner: "coder"} }
 
 // do sends a raw request line and returns every frame, or the refusal.
-func (env *testEnv) do(c Caller, t Target, line string) ([]*proto.Object, error) {
+func (env *testEnv) do(c layout.Caller, t Target, line string) ([]*proto.Object, error) {
 	req, err := proto.ParseRequest([]byte(line))
 	if err != nil {
 		return nil, err
@@ -120,7 +121,7 @@ func drain(r *Reply) ([]*proto.Object, error) {
 }
 
 // send is do for a send that must be accepted.
-func (env *testEnv) send(c Caller, t Target, line string) []*proto.Object {
+func (env *testEnv) send(c layout.Caller, t Target, line string) []*proto.Object {
 	env.t.Helper()
 	frames, err := env.do(c, t, line)
 	if err != nil {

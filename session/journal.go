@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // runJournal lets the next start find the runs a crash interrupted without
@@ -21,7 +22,7 @@ type runJournal struct {
 }
 
 // journalRel is the journal's place in the store.
-const journalRel = stateDir + "/running"
+const journalRel = layout.StateDir + "/running"
 
 func (j *runJournal) write(line string) {
 	if j == nil {
@@ -55,8 +56,8 @@ func (e *Engine) forgetRun(rn *run) {
 // then starts a new journal.
 func (e *Engine) closeInterrupted() error {
 	for _, rel := range e.interruptedSessions() {
-		if ct, name, ok := ParseContainerRel(rel); ok && abi.ValidSessionName(name) {
-			if _, release, err := e.lookup(Ref{Container: ct, Name: name}); err == nil {
+		if ct, name, ok := layout.ParseContainerRel(rel); ok && abi.ValidSessionName(name) {
+			if _, release, err := e.lookup(layout.Ref{Container: ct, Name: name}); err == nil {
 				release()
 			}
 		}

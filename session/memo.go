@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // Value is a single-value file of the tree as the engine serves it: its
@@ -25,11 +26,11 @@ type Value struct {
 // `cat`, prompt and status asks for. latest.md, AGENTS.md and SKILLS.md
 // can be megabytes and are read from the store at open; index values
 // live in the index itself.
-func Memoized(pl Place) bool {
+func Memoized(pl layout.Place) bool {
 	switch pl.Kind {
-	case PlaceValue:
+	case layout.PlaceValue:
 		return true
-	case PlaceReadOnly:
+	case layout.PlaceReadOnly:
 		return pl.File == abi.FileCreatedAt || pl.File == abi.FileUpdatedAt
 	}
 	return false

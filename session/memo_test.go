@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // TestValueFollowsEveryChange: the values the engine serves from memory
@@ -50,7 +51,7 @@ func TestValueFollowsEveryChange(t *testing.T) {
 	env.send(root0, coder(), `{"op":"send","id":"c1","input":"hi"}`)
 	check("after a send")
 	wasAnnounced("a send", abi.FileState, abi.FileEvents, abi.FileMessages, abi.FileLatest)
-	ref := Ref{Container: Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
+	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
 	for i, v := range []string{"done\n", "idle\n", "done\n"} {
 		must(t, env.e.WriteFile(root0, ref, abi.FileState, []byte(v)))
 		check(fmt.Sprintf("after state write %d", i))

@@ -13,6 +13,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // metaValue is a meta.json value that passed judgeMeta.
@@ -75,7 +76,7 @@ func (e *Engine) checkMetaModel(m string, ok bool) error {
 	case m == "":
 		return nil
 	}
-	if _, err := e.definition(Container{Kind: abi.KindModel, Owner: m}); abi.Errno(err) == syscall.ENOENT {
+	if _, err := e.definition(layout.Container{Kind: abi.KindModel, Owner: m}); abi.Errno(err) == syscall.ENOENT {
 		return abi.Errorf(syscall.EINVAL, "write meta.json", "model %q is not defined", m)
 	}
 	return nil
@@ -109,7 +110,7 @@ func (e *Engine) writeMeta(s *sess, data []byte) error {
 // at the write (CheckValue) and changing nothing: nil while data may
 // still grow into one JSON value (the close judges it whole), else
 // judgeMeta's refusal, or EEXIST for a self_id another session holds.
-func (e *Engine) checkMeta(r Ref, data []byte) error {
+func (e *Engine) checkMeta(r layout.Ref, data []byte) error {
 	if jsonUnfinished(data) {
 		return nil
 	}
@@ -216,7 +217,7 @@ func (e *Engine) rebuildSelfIDs(home, dir string) error {
 	if err := e.root.MkdirOwned(tmp, selfIDOwner); err != nil {
 		return err
 	}
-	for _, rel := range sessionDirs(e.root, home, false) {
+	for _, rel := range layout.HomeSessionDirs(e.root, home, false) {
 		b, err := e.root.ReadFile(rel+"/"+abi.FileMeta, maxValueFile)
 		if err != nil {
 			continue

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // TestMetaJudgedAtWrite: CheckValue judges a meta.json being written as
@@ -17,10 +18,10 @@ func TestMetaJudgedAtWrite(t *testing.T) {
 	env := newEnv(t)
 	env.send(root0, coder(), `{"op":"send","id":"a1","session":"a","input":"a"}`)
 	env.send(root0, coder(), `{"op":"send","id":"b1","session":"b","input":"b"}`)
-	a := Ref{Container: Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "a"}
-	b := Ref{Container: a.Container, Name: "b"}
+	a := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "a"}
+	b := layout.Ref{Container: a.Container, Name: "b"}
 	must(t, env.e.WriteFile(root0, a, abi.FileMeta, []byte(`{"client":"ctx","scope":"private","self_id":"alpha"}`)))
-	metaOf := func(r Ref) Place { return Classify(r.Rel() + "/" + abi.FileMeta) }
+	metaOf := func(r layout.Ref) layout.Place { return layout.Classify(r.Rel() + "/" + abi.FileMeta) }
 	before := env.settledTree()
 	for what, c := range map[string]struct {
 		value string

@@ -7,12 +7,13 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // cancel stops one run, named by its run id or its client id (SPEC 7, 10).
 // A run that is not running here is reported stale, and the attempt is
 // recorded as an event in the request's session when that session exists.
-func (e *Engine) cancel(c Caller, loc *location, req *proto.Request) (*Reply, error) {
+func (e *Engine) cancel(c layout.Caller, loc *location, req *proto.Request) (*Reply, error) {
 	rn := e.findRun(c, loc, req)
 	if rn != nil {
 		rn.cancelRun()
@@ -45,7 +46,7 @@ func (e *Engine) cancel(c Caller, loc *location, req *proto.Request) (*Reply, er
 // anywhere the caller's request could reach; by client id in the
 // request's session when it names one, else in every session of the
 // caller's home or space at this agent or model, the newest (SPEC 7).
-func (e *Engine) findRun(c Caller, loc *location, req *proto.Request) *run {
+func (e *Engine) findRun(c layout.Caller, loc *location, req *proto.Request) *run {
 	id := req.ID
 	e.mu.Lock()
 	defer e.mu.Unlock()

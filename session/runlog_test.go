@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // syncBuffer is a log destination that runs write from their own
@@ -113,7 +114,7 @@ func TestRunStartAndEndLogged(t *testing.T) {
 func TestDerivedWriteFailureLogged(t *testing.T) {
 	env, buf := newLoggedEnv(t, nil)
 	env.send(root0, coder(), `{"op":"send","id":"c1","input":"hello"}`)
-	ref := Ref{Container: Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
+	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
 	s, release, err := env.e.lookup(ref)
 	must(t, err)
 	defer release()

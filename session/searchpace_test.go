@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // paceFiller is a message whose text holds every rune and 3-gram of
@@ -20,10 +21,10 @@ const paceFiller = "zebra rafi fish and a zebra's afish, "
 
 // bigSession writes about mib MiB of filler messages to uid's session
 // name, with a "zebrafish" message first and last; it returns the ref.
-func (env *testEnv) bigSession(c Caller, name string, mib int) Ref {
+func (env *testEnv) bigSession(c layout.Caller, name string, mib int) layout.Ref {
 	env.t.Helper()
 	env.sendTo(c, name, "start")
-	ref := Ref{Container: Container{Home: "home/" + strconv.Itoa(int(c.Uid)), Kind: "agent", Owner: "coder"}, Name: name}
+	ref := layout.Ref{Container: layout.Container{Home: "home/" + strconv.Itoa(int(c.Uid)), Kind: "agent", Owner: "coder"}, Name: name}
 	line := func(text string) []byte {
 		return proto.NewObject("role", "user", "run", "r", "content", text).Line()
 	}
@@ -84,7 +85,7 @@ func TestSearchScanBound(t *testing.T) {
 func TestSearchPerUidQuota(t *testing.T) {
 	t.Setenv("CTXFS_LIMITS", "searches=2")
 	env := newEnv(t)
-	u := Caller{Uid: 1001, Gid: 1001}
+	u := layout.Caller{Uid: 1001, Gid: 1001}
 	ref := env.bigSession(u, "big", 1)
 	// Many matches: an unread reply holds its search (waiting for room).
 	var many bytes.Buffer
@@ -92,7 +93,7 @@ func TestSearchPerUidQuota(t *testing.T) {
 		many.Write(proto.NewObject("role", "user", "content", fmt.Sprintf("zebrafish %d", i)).Line())
 	}
 	must(t, env.e.AppendLog(u, ref, "messages.jsonl", many.Bytes()))
-	begin := func(c Caller) (*Reply, error) {
+	begin := func(c layout.Caller) (*Reply, error) {
 		req, err := proto.ParseRequest([]byte(searchLine("zebrafish")))
 		must(t, err)
 		return env.e.Begin(context.Background(), c, coder(), req)
@@ -109,7 +110,7 @@ func TestSearchPerUidQuota(t *testing.T) {
 	}
 	_, err := begin(u)
 	wantErrno(t, "a third search of one uid", err, syscall.EAGAIN)
-	env.found(Caller{Uid: 1002, Gid: 1002}, searchLine("zebrafish"))
+	env.found(layout.Caller{Uid: 1002, Gid: 1002}, searchLine("zebrafish"))
 	env.found(root0, searchLine("zebrafish"))
 
 	held[0].Close()

@@ -14,13 +14,14 @@ import (
 	"github.com/ctxfs/ctxfs/internal/gopool"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
 // send carries out SPEC section 8 for a located request. It returns once
 // the start frame is durable, or with the error that refused the request
 // (and then nothing was written).
-func (e *Engine) send(c Caller, loc *location, req *proto.Request) (*Reply, error) {
+func (e *Engine) send(c layout.Caller, loc *location, req *proto.Request) (*Reply, error) {
 	if req.Input == "" { // whatever the client: an empty message is never recorded
 		return nil, abi.Errorf(syscall.EINVAL, "send", "the input is empty: nothing to send")
 	}
@@ -133,7 +134,7 @@ func checkStartRecords(loc *location, req *proto.Request, cwd string) error {
 // check, then the cwd resolution, then the records. retry is true when a
 // concurrent send with the same client id failed and this one should look
 // again.
-func (e *Engine) sendTo(c Caller, s *sess, loc *location, req *proto.Request, def *agent.Definition, cwd string, ticket *runTicket) (r *Reply, retry bool, err error) {
+func (e *Engine) sendTo(c layout.Caller, s *sess, loc *location, req *proto.Request, def *agent.Definition, cwd string, ticket *runTicket) (r *Reply, retry bool, err error) {
 	if err := s.provable(); err != nil {
 		return nil, false, err
 	}
@@ -210,7 +211,7 @@ func (s *sess) replay(rec *clientRecord) *Reply {
 
 // startRun records the start (SPEC 8 step 7: start event, user message,
 // state, updated_at, index) durably, then queues the run.
-func (e *Engine) startRun(c Caller, s *sess, loc *location, req *proto.Request, def *agent.Definition, cwd string, rec *clientRecord, ticket *runTicket) (_ *Reply, err error) {
+func (e *Engine) startRun(c layout.Caller, s *sess, loc *location, req *proto.Request, def *agent.Definition, cwd string, rec *clientRecord, ticket *runTicket) (_ *Reply, err error) {
 	// The caller's quota of runs is taken before anything is written (by
 	// send, before it created the session, or here), and given back when
 	// the run is forgotten (forgetRun) or refused.
@@ -262,7 +263,7 @@ type runDir struct {
 
 // resolveCwd resolves an agent session's cwd inside its chroot root (SPEC 8
 // step 6). Model sessions have no chroot and run in "/".
-func (e *Engine) resolveCwd(c Caller, loc *location, cwd string) (runDir, error) {
+func (e *Engine) resolveCwd(c layout.Caller, loc *location, cwd string) (runDir, error) {
 	rootRel := loc.ref.Container.ChrootRel(c.Uid)
 	if rootRel == "" {
 		return runDir{}, nil
@@ -325,11 +326,11 @@ func (s *sess) appendEvents(frames ...*proto.Object) error {
 // *abi.Error) when the request is refused, before anything is written;
 // otherwise a Reply whose frames the caller reads with Next until io.EOF.
 // For send, Begin returns once the start frame is recorded durably.
-func (e *Engine) Begin(ctx context.Context, c Caller, t Target, req *proto.Request) (*Reply, error) {
+func (e *Engine) Begin(ctx context.Context, c layout.Caller, t Target, req *proto.Request) (*Reply, error) {
 	if req.Op == proto.OpPing {
 		return newReply([]*proto.Object{proto.NewObject("type", proto.FramePong)}), nil
 	}
-	if !(Container{Kind: t.Kind, Owner: t.Owner}).valid() {
+	if !(layout.Container{Kind: t.Kind, Owner: t.Owner}).Valid() {
 		return nil, abi.Errorf(syscall.EINVAL, "", "bad target %s %s", t.Kind, t.Owner)
 	}
 	loc, err := e.locate(c, t, req)
@@ -342,7 +343,7 @@ func (e *Engine) Begin(ctx context.Context, c Caller, t Target, req *proto.Reque
 // BeginControl is Begin for a request written to a session's ctl file:
 // the request's session and scope, when present, must name r and its
 // scope.
-func (e *Engine) BeginControl(ctx context.Context, c Caller, r Ref, req *proto.Request) (*Reply, error) {
+func (e *Engine) BeginControl(ctx context.Context, c layout.Caller, r layout.Ref, req *proto.Request) (*Reply, error) {
 	scope := scopeOfHome(r.Home)
 	if req.SessionGiven && req.Session != r.Name {
 		return nil, abi.Errorf(syscall.EINVAL, "ctl", "request names session %q, this is %q", req.Session, r.Name)
@@ -361,7 +362,7 @@ func (e *Engine) BeginControl(ctx context.Context, c Caller, r Ref, req *proto.R
 	return e.dispatch(c, loc, req)
 }
 
-func (e *Engine) dispatch(c Caller, loc *location, req *proto.Request) (*Reply, error) {
+func (e *Engine) dispatch(c layout.Caller, loc *location, req *proto.Request) (*Reply, error) {
 	switch req.Op {
 	case proto.OpSend:
 		return e.send(c, loc, req)

@@ -12,6 +12,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
 
+	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
 )
 
@@ -54,7 +55,7 @@ func TestSendRecordsInOrder(t *testing.T) {
 	}
 	// The index serves its values; the store's files follow at the
 	// journal's checkpoint (a clean stop is one).
-	x, err := env.e.Index(Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"})
+	x, err := env.e.Index(layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestListOrderGolden(t *testing.T) {
 	env := newEnv(t)
 	env.send(root0, coder(), `{"op":"send","id":"a","input":"x","session":"review-1"}`)
 	env.send(root0, coder(), `{"op":"send","id":"b","input":"x","session":"default"}`)
-	x, err := env.e.Index(Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"})
+	x, err := env.e.Index(layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"})
 	must(t, err)
 	if got := string(x.ListBytes()); got != "default\nreview-1\n" {
 		t.Fatalf("list %q", got)
@@ -196,8 +197,8 @@ func TestSharedScope(t *testing.T) {
 	_, err := env.do(root0, coder(), `{"op":"send","id":"c","input":"x","scope":"shared","space":"team"}`)
 	wantErrno(t, "missing space", err, syscall.ENOENT)
 	must(t, env.e.AddSpace("team", 1234, 0o770))
-	member := Caller{Uid: 1001, Gid: 1001, Groups: []uint32{1234}}
-	stranger := Caller{Uid: 1002, Gid: 1002}
+	member := layout.Caller{Uid: 1001, Gid: 1001, Groups: []uint32{1234}}
+	stranger := layout.Caller{Uid: 1002, Gid: 1002}
 	before := env.settledTree()
 	_, err = env.do(stranger, coder(), `{"op":"send","id":"c","input":"x","scope":"shared","space":"team"}`)
 	wantErrno(t, "stranger", err, syscall.EACCES)
@@ -226,7 +227,7 @@ func TestSharedScope(t *testing.T) {
 // 0600, and shown as its uid's; its free trees are the uid's.
 func TestPrivateOwnership(t *testing.T) {
 	env := newEnv(t)
-	u := Caller{Uid: 1001, Gid: 1001}
+	u := layout.Caller{Uid: 1001, Gid: 1001}
 	env.send(u, coder(), `{"op":"send","id":"c","input":"x"}`)
 	for _, p := range []string{"home/1001", "home/1001/agent/coder/session/default", "home/1001/agent/coder/session/default/state",
 		"home/1001/agent/coder/session/default/context", "home/1001/agent/coder/root"} {

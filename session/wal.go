@@ -3,36 +3,17 @@ package session
 import (
 	"fmt"
 	"os"
-	"path"
 	"strconv"
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
-// walDir is where the store-wide write-ahead journal (sealedlog.Journal)
-// keeps its files: the server's own directory, never served.
-const walDir = stateDir
-
-// locateLog tells the journal's replay which log a record's path names
-// now: the session there, by its identity.
-func locateLog(root *storefs.Root, key *sealedlog.Key) sealedlog.Locate {
-	return func(logRel string) (sealedlog.Place, error) {
-		dir, file := path.Split(logRel)
-		dir = path.Clean(dir)
-		identity, problem := readIdentity(root, dir)
-		if problem != "" {
-			return sealedlog.Place{}, fmt.Errorf("%s", problem)
-		}
-		return logPlace(root, key, dir, file, identity), nil
-	}
-}
-
 // logPlace is where a session's log is, journaled by the engine.
 func (e *Engine) logPlace(sessionRel, file string, identity []byte) sealedlog.Place {
-	at := logPlace(e.root, e.sealKey, sessionRel, file, identity)
+	at := layout.LogPlace(e.root, e.sealKey, sessionRel, file, identity)
 	at.Journal = e.wal
 	return at
 }
@@ -72,7 +53,7 @@ func (e *Engine) openWAL() error {
 	if err != nil {
 		return err
 	}
-	e.wal, err = sealedlog.OpenJournal(e.admin, walDir, locateLog(e.admin, e.sealKey), cfg)
+	e.wal, err = sealedlog.OpenJournal(e.admin, layout.JournalDir, layout.LocateLog(e.admin, e.sealKey), cfg)
 	return err
 }
 
@@ -81,7 +62,7 @@ func (e *Engine) openWAL() error {
 // past them would build on bytes the journal says are not the log's end.
 func (e *Engine) refuseHeld(s *sess, rel string, identity []byte) {
 	for file, l := range map[string]*sealedlog.Log{abi.FileEvents: s.events, abi.FileMessages: s.msgs} {
-		if sealedlog.Held(e.admin, walDir, logPlace(e.admin, e.sealKey, rel, file, identity)) {
+		if sealedlog.Held(e.admin, layout.JournalDir, layout.LogPlace(e.admin, e.sealKey, rel, file, identity)) {
 			l.Refuse(sealedlog.HeldWords)
 		}
 	}

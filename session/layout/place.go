@@ -1,4 +1,4 @@
-package session
+package layout
 
 import (
 	"strconv"
@@ -306,4 +306,22 @@ func badOrInvalid(name string) Place {
 func validUid(s string) bool {
 	n, err := strconv.ParseUint(s, 10, 32)
 	return err == nil && strconv.FormatUint(n, 10) == s
+}
+
+// FreeTree reports whether rel is a free tree or in one: an agent's root/,
+// a session's context/, or the context/ of an archived session (kept as
+// its user left it).
+func FreeTree(rel string) bool { return InFreeTree(rel, Classify(rel)) }
+
+// InFreeTree is FreeTree for rel whose place is p.
+func InFreeTree(rel string, p Place) bool {
+	switch p.Kind {
+	case PlaceFreeRoot, PlaceFree:
+		return true
+	case PlaceArchived:
+		// home/<uid>/archived_sessions/<agent>/<session>/context/...
+		parts := strings.SplitN(rel, "/", 7)
+		return len(parts) >= 6 && parts[5] == abi.DirContext
+	}
+	return false
 }

@@ -1,4 +1,4 @@
-package session
+package layout
 
 import (
 	"path"
@@ -104,10 +104,22 @@ func itoa(u uint32) string {
 	}
 }
 
-// validOwner reports whether owner is a valid agent name or provider/model.
-func (c Container) valid() bool {
+// Valid reports whether c's owner is a valid agent name or provider/model.
+func (c Container) Valid() bool {
 	if c.Kind == abi.KindModel {
 		return abi.ValidModelName(c.Owner)
 	}
 	return c.Kind == abi.KindAgent && abi.ValidName(c.Owner)
+}
+
+// StateDir is the server's own bookkeeping in the store (never history).
+const StateDir = ".ctxfs"
+
+// Key names r in the engine's caches: its store path, or, for a temp
+// session (which has none), its home, kind, owner and name.
+func (r Ref) Key() string {
+	if r.Temp {
+		return "temp:" + r.Home + ":" + r.Kind + ":" + r.Owner + ":" + r.Name
+	}
+	return r.Rel()
 }

@@ -1,8 +1,9 @@
-package session
+package layout
 
 import (
 	"errors"
 	"io/fs"
+	"os"
 	"path"
 	"strings"
 
@@ -12,12 +13,12 @@ import (
 )
 
 // historyMarker, in the server's own directory, says that the store's
-// history is the server's (store.go): closeHistory went through the whole
+// history is the server's (store.go): CloseHistory went through the whole
 // store. A store without it (made before history was root's, or whose
 // migration a crash interrupted) is walked again at the next start.
 const historyMarker = "history-owned"
 
-// closeHistory gives the store's history to the server, once per store:
+// CloseHistory gives the store's history to the server, once per store:
 // every directory and regular file of each home (home/<uid> itself
 // included) and below each space (the space's own directory is root's
 // already, its group and mode the space's rule), except the free trees,
@@ -26,13 +27,13 @@ const historyMarker = "history-owned"
 // whole store, before anything is served, and says how many it changed.
 // Nothing is followed: a symlink, FIFO or device where history should be
 // is left for fsck to name.
-func closeHistory(root *storefs.Root) (int, error) {
-	marker := path.Join(stateDir, historyMarker)
+func CloseHistory(root *storefs.Root) (int, error) {
+	marker := path.Join(StateDir, historyMarker)
 	if _, err := root.Lstat(marker); err == nil {
 		return 0, nil
 	}
 	n := 0
-	for _, h := range homes(root) {
+	for _, h := range Homes(root) {
 		var err error
 		if strings.HasPrefix(h, "home/") {
 			err = closeTree(root, h, &n)
@@ -56,7 +57,7 @@ func closeHistory(root *storefs.Root) (int, error) {
 		err = cerr
 	}
 	if err == nil {
-		err = root.SyncDir(stateDir)
+		err = root.SyncDir(StateDir)
 	}
 	return n, err
 }
@@ -64,7 +65,7 @@ func closeHistory(root *storefs.Root) (int, error) {
 // closeTree closes rel and, for a directory, everything below it, except
 // a free tree, which it does not enter.
 func closeTree(root *storefs.Root, rel string, n *int) error {
-	if freeTree(rel) {
+	if FreeTree(rel) {
 		return nil
 	}
 	st, err := root.Lstat(rel)
@@ -108,10 +109,10 @@ func closeOne(root *storefs.Root, rel string, n *int) error {
 		return nil
 	}
 	mode := st.Mode & 0o700
-	if int(st.Uid) == serverUid && st.Mode&0o7777 == mode {
+	if int(st.Uid) == ServerUid && st.Mode&0o7777 == mode {
 		return nil
 	}
-	if err := root.Chown(rel, serverUid, -1); err != nil {
+	if err := root.Chown(rel, ServerUid, -1); err != nil {
 		return err
 	}
 	if err := root.Chmod(rel, mode); err != nil {
@@ -130,3 +131,7 @@ func syncStore(root *storefs.Root) error {
 	defer d.Close()
 	return unix.Syncfs(int(d.Fd()))
 }
+
+// The server's own ids, which never change: asked of the kernel at every
+// value, they were three system calls a send.
+var ServerUid, ServerGid = os.Geteuid(), os.Getegid()

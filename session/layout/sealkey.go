@@ -1,4 +1,4 @@
-package session
+package layout
 
 import (
 	"github.com/ctxfs/ctxfs/abi"
@@ -6,10 +6,10 @@ import (
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
-// sessionLogs are the logs of a session, each with its seal.
-var sessionLogs = []string{abi.FileMessages, abi.FileEvents}
+// SessionLogs are the logs of a session, each with its seal.
+var SessionLogs = []string{abi.FileMessages, abi.FileEvents}
 
-// openSealKey opens the store's seal key (sealedlog.Key, in the server's
+// OpenSealKey opens the store's seal key (sealedlog.Key, in the server's
 // own directory), making one for a store that has none, and finishes the
 // store's migration to keyed seals when it is not done: every seal of
 // every session, live or archived, that holds unkeyed records (a ctxfs
@@ -23,15 +23,15 @@ var sessionLogs = []string{abi.FileMessages, abi.FileEvents}
 // what it did, and each log is judged against it when it is opened, as
 // always. What it cannot know is whether an unkeyed seal was forged
 // before the store was migrated: nothing could tell then either.
-func openSealKey(root *storefs.Root) (*sealedlog.Key, int, error) {
-	key, err := sealedlog.OpenKey(root, stateDir)
+func OpenSealKey(root *storefs.Root) (*sealedlog.Key, int, error) {
+	key, err := sealedlog.OpenKey(root, StateDir)
 	if err != nil || !key.Migrating() {
 		return key, 0, err
 	}
 	n := 0
 	for _, dir := range SessionDirs(root) {
-		for _, f := range sessionLogs {
-			changed, err := sealedlog.Rekey(logPlace(root, key, dir, f, nil))
+		for _, f := range SessionLogs {
+			changed, err := sealedlog.Rekey(LogPlace(root, key, dir, f, nil))
 			if err != nil {
 				return nil, n, err
 			}
@@ -40,18 +40,18 @@ func openSealKey(root *storefs.Root) (*sealedlog.Key, int, error) {
 			}
 		}
 	}
-	return key, n, key.Migrated(root, stateDir)
+	return key, n, key.Migrated(root, StateDir)
 }
 
-// readSealKey is the store's seal key for fsck without --repair, which
+// ReadSealKey is the store's seal key for fsck without --repair, which
 // changes nothing: the key the store has, or none for a store no server
 // with keyed seals has opened (its unkeyed seals are then checked as
 // before). A key file that cannot be used is a problem, and every keyed
 // seal is then reported as not verifying.
-func readSealKey(root *storefs.Root, report func(path, what string)) *sealedlog.Key {
-	key, err := sealedlog.ReadKey(root, stateDir)
+func ReadSealKey(root *storefs.Root, report func(path, what string)) *sealedlog.Key {
+	key, err := sealedlog.ReadKey(root, StateDir)
 	if err != nil {
-		report(root.Show(stateDir+"/"+sealedlog.KeyFile), storefs.Words(err))
+		report(root.Show(StateDir+"/"+sealedlog.KeyFile), storefs.Words(err))
 		return sealedlog.NewKey(nil)
 	}
 	return key
