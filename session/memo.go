@@ -45,7 +45,7 @@ func Memoized(pl layout.Place) bool {
 // from there, with the attributes its store file will have. The rules
 // that protect or judge (archive's state check, self_id claims) read the
 // store itself, or the value waiting for it (readValue). EFBIG for a file
-// over maxValueFile. Data is shared: callers must not change it. The
+// over layout.MaxValueFile. Data is shared: callers must not change it. The
 // attributes are shown as the mount shows the store's (shownStat).
 func (e *Engine) Value(rel string) (Value, error) {
 	v, err := e.value(rel)
@@ -69,13 +69,13 @@ func (e *Engine) value(rel string) (Value, error) {
 		if err := unix.Fstat(int(f.Fd()), &v.Stat); err != nil {
 			return Value{}, err
 		}
-		if v.Stat.Size > maxValueFile {
+		if v.Stat.Size > layout.MaxValueFile {
 			return Value{}, &abi.Error{Op: "read", Path: e.root.Show(rel), Errno: syscall.EFBIG}
 		}
-		if v.Data, err = io.ReadAll(io.LimitReader(f, maxValueFile+1)); err != nil {
+		if v.Data, err = io.ReadAll(io.LimitReader(f, layout.MaxValueFile+1)); err != nil {
 			return Value{}, err
 		}
-		if len(v.Data) > maxValueFile {
+		if len(v.Data) > layout.MaxValueFile {
 			return Value{}, &abi.Error{Op: "read", Path: e.root.Show(rel), Errno: syscall.EFBIG}
 		}
 		v.Stat.Size = int64(len(v.Data)) // what was read is what is served

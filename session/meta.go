@@ -200,7 +200,7 @@ func (e *Engine) holdsSelfID(rel, id string) bool {
 	if !abi.ValidName(path.Base(rel)) { // an entry's value is never trusted blindly
 		return false
 	}
-	b, err := e.root.ReadFile(rel+"/"+abi.FileMeta, maxValueFile)
+	b, err := e.root.ReadFile(rel+"/"+abi.FileMeta, layout.MaxValueFile)
 	if err != nil {
 		return false
 	}
@@ -218,7 +218,7 @@ func (e *Engine) rebuildSelfIDs(home, dir string) error {
 		return err
 	}
 	for _, rel := range layout.HomeSessionDirs(e.root, home, false) {
-		b, err := e.root.ReadFile(rel+"/"+abi.FileMeta, maxValueFile)
+		b, err := e.root.ReadFile(rel+"/"+abi.FileMeta, layout.MaxValueFile)
 		if err != nil {
 			continue
 		}

@@ -35,9 +35,6 @@ import (
 // atomically without a sync: after a crash a segment is whole or missing,
 // and one that no longer fits its log is dropped and rebuilt.
 
-// searchDirName is the search index of a home or space.
-const searchDirName = ".search"
-
 // maxMatches bounds a search's reply; the final frame says when more
 // matches were cut.
 const maxMatches = 1000
@@ -48,7 +45,7 @@ var searchOwner = storefs.Owner{Uid: 0, Gid: 0, DirMode: 0o700, FileMode: 0o600}
 // searchIndexDir is the index of a container: <home>/.search/agent/<agent>
 // or <home>/.search/model/<provider>/<model>.
 func searchIndexDir(ct layout.Container) string {
-	return path.Join(ct.Home, searchDirName, ct.Kind, ct.Owner)
+	return path.Join(ct.Home, layout.SearchDir, ct.Kind, ct.Owner)
 }
 
 // search answers op search: the match frames as the sessions are scanned,

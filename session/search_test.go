@@ -3,6 +3,7 @@ package session
 import (
 	"bytes"
 	"fmt"
+	"github.com/ctxfs/ctxfs/session/fsck"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -11,7 +12,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/search"
 	"github.com/ctxfs/ctxfs/session/layout"
@@ -272,18 +272,18 @@ func TestSearchIndexShape(t *testing.T) {
 	env := newEnv(t)
 	env.sendTo(root0, "s1", "hello")
 	env.found(root0, searchLine("hello"))
-	r, err := storefs.Open(env.store)
-	must(t, err)
-	defer r.Close()
 	var probs []string
-	report := func(rel, what string, _ bool) { probs = append(probs, rel+": "+what) }
-	if checkShape(r, report); len(probs) != 0 {
+	check := func() {
+		_, err := fsck.Check(env.store, false, true, fsck.Report{Problem: func(path, what string) { probs = append(probs, path+": "+what) }})
+		must(t, err)
+	}
+	if check(); len(probs) != 0 {
 		t.Fatalf("a clean store with an index: %q", probs)
 	}
 	idx := filepath.Join(env.store, "home/0/.search/agent/coder/s1")
 	must(t, os.WriteFile(filepath.Join(idx, ".1.tmp-0123456789abcdef"), nil, 0o644))
 	must(t, os.Symlink("/etc/passwd", filepath.Join(idx, "1")))
-	checkShape(r, report)
+	check()
 	if len(probs) != 1 || !strings.Contains(probs[0], ".search/agent/coder/s1/1: a symlink, not a regular file") {
 		t.Fatalf("problems %q", probs)
 	}

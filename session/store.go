@@ -80,10 +80,6 @@ func shownStat(rel string, st *unix.Stat_t) *unix.Stat_t {
 	return &out
 }
 
-// maxValueFile bounds what is read of a single-value file or meta.json
-// (a value written through the mount is at most 1 MiB).
-const maxValueFile = 1<<20 + 1
-
 // mkdirAll creates rel and its missing parents, each owned by own as
 // ownerAt says (history by the server, free trees by own). It is
 // on the send path (the chroot root), so an existing directory costs one
@@ -194,7 +190,7 @@ func (e *Engine) writeNew(rel string, data []byte, own storefs.Owner) error {
 // readValue reads a single-value file and strips one trailing newline.
 // A derived value not yet written is read from memory (behind).
 func (e *Engine) readValue(rel string) (string, error) {
-	b, err := e.readFile(rel, maxValueFile)
+	b, err := e.readFile(rel, layout.MaxValueFile)
 	if err != nil {
 		return "", err
 	}

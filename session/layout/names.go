@@ -123,3 +123,10 @@ func (r Ref) Key() string {
 	}
 	return r.Rel()
 }
+
+// MaxValueFile bounds what is read of a single-value file or meta.json
+// (a value written through the mount is at most 1 MiB).
+const MaxValueFile = 1<<20 + 1
+
+// SearchDir is the search index of a home or space.
+const SearchDir = ".search"

@@ -1,4 +1,4 @@
-package session
+package fsck
 
 import (
 	"errors"
@@ -16,14 +16,14 @@ import (
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
-// FsckReport receives fsck's findings as they come.
-type FsckReport struct {
+// Report receives fsck's findings as they come.
+type Report struct {
 	Problem  func(path, what string) // one line per problem
 	Repaired func(path, what string) // --repair: what was cut
 	Progress func(done, total int)   // after each session
 }
 
-// Fsck re-verifies a store from scratch (SPEC section 6): what the store
+// Check re-verifies a store from scratch (SPEC section 6): what the store
 // holds against what it should (checkShape: symlinks, devices, FIFOs,
 // wrong owners or modes, leftovers), then each session's logs against
 // their seals, line by line, its identity, and each single-value file.
@@ -34,7 +34,7 @@ type FsckReport struct {
 // served says that a server holds the store: its journal and logs move
 // while fsck reads them, so a log found longer than its seal and journal
 // is looked at again, with the journal read again, before it is reported.
-func Fsck(store string, repair, served bool, r FsckReport) (int, error) {
+func Check(store string, repair, served bool, r Report) (int, error) {
 	root, err := storefs.Open(store)
 	if err != nil {
 		return 0, err
@@ -87,7 +87,7 @@ func Fsck(store string, repair, served bool, r FsckReport) (int, error) {
 // a start kept aside for a log it could not recover, once that log is put
 // right (the caller makes sure no server holds the store). Logs whose
 // records are still kept aside are problems, named with what to do.
-func fsckJournal(root *storefs.Root, key *sealedlog.Key, repair, served bool, r FsckReport) (*journalView, int, error) {
+func fsckJournal(root *storefs.Root, key *sealedlog.Key, repair, served bool, r Report) (*journalView, int, error) {
 	if repair {
 		rec, err := sealedlog.RecoverJournal(root, layout.JournalDir, layout.LocateLog(root, key), true)
 		if err != nil {
@@ -125,7 +125,7 @@ func fsckJournal(root *storefs.Root, key *sealedlog.Key, repair, served bool, r 
 // to the current layout as a server's start would: the key made when
 // missing, the seals keyed, history given to the server, each migration
 // reported. Without, the key is read and nothing changed.
-func fsckMigration(root *storefs.Root, repair bool, r FsckReport) (*sealedlog.Key, int, error) {
+func fsckMigration(root *storefs.Root, repair bool, r Report) (*sealedlog.Key, int, error) {
 	if repair {
 		key, migrated, err := layout.OpenSealKey(root)
 		if migrated > 0 && r.Repaired != nil {
@@ -185,7 +185,7 @@ func (v *journalView) verify(at sealedlog.Place) []sealedlog.Problem {
 	return ps
 }
 
-func fsckSession(root *storefs.Root, plan *journalView, dir string, repair bool, named map[string]bool, r FsckReport) int {
+func fsckSession(root *storefs.Root, plan *journalView, dir string, repair bool, named map[string]bool, r Report) int {
 	n := 0
 	report := func(path, what string) {
 		if named[path] {
@@ -219,7 +219,7 @@ func fsckSession(root *storefs.Root, plan *journalView, dir string, repair bool,
 	}
 	for name, check := range valueChecks {
 		p := dir + "/" + name
-		b, err := root.ReadFile(p, maxValueFile)
+		b, err := root.ReadFile(p, layout.MaxValueFile)
 		if err != nil {
 			if !(name == abi.FileState && errors.Is(err, fs.ErrNotExist)) { // a missing state is an old session
 				report(root.Show(p), "unreadable: "+layout.ErrWords(err))

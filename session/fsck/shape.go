@@ -1,4 +1,4 @@
-package session
+package fsck
 
 import (
 	"errors"
@@ -229,7 +229,7 @@ func (w *shapeWalk) dot(dir string, dp layout.Place, name string, st *unix.Stat_
 	case (dp.Kind == layout.PlaceHome || dp.Kind == layout.PlaceSpace) && name == ".self_id":
 		own.rootOK = true // the engine keeps it as root or as the home's owner
 		w.flat(rel, st, own, func(string) bool { return true })
-	case (dp.Kind == layout.PlaceHome || dp.Kind == layout.PlaceSpace) && name == searchDirName:
+	case (dp.Kind == layout.PlaceHome || dp.Kind == layout.PlaceSpace) && name == layout.SearchDir:
 		if w.isType(rel, st, unix.S_IFDIR) {
 			w.derivedTree(rel)
 		}
