@@ -151,9 +151,6 @@ func (s *sess) valueStat(size int) unix.Stat_t {
 
 // value is the value waiting for rel, when one is served.
 func (d *behind) value(rel string) (Value, bool) {
-	if d == nil {
-		return Value{}, false // an engine that serves nothing (NewSpaces)
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if p := d.lookup(rel); p != nil && !p.hidden {

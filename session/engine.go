@@ -12,13 +12,9 @@
 package session
 
 import (
-	"errors"
-	"io/fs"
 	"log/slog"
 	"os"
 	"sync"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/index"
@@ -97,7 +93,7 @@ func Open(cfg Config) (*Engine, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	store, err := openStore(cfg.Store)
+	store, err := layout.OpenStore(cfg.Store)
 	if err != nil {
 		return nil, err
 	}
@@ -141,31 +137,6 @@ func Open(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-// openStore creates the store directory when missing, secures it, and
-// opens it with its top directories in place: home/ and shared/ (root's,
-// 0755: the store itself is 0700) and .ctxfs/, the server's own
-// bookkeeping (0700, never history).
-func openStore(dir string) (*storefs.Root, error) {
-	r, err := storefs.OpenPrivate(dir)
-	if err != nil {
-		return nil, err
-	}
-	for d, mode := range map[string]os.FileMode{layout.StateDir: 0o700, "home": 0o755, "shared": 0o755} {
-		err := r.Mkdir(d, mode)
-		if errors.Is(err, fs.ErrExist) {
-			var st *unix.Stat_t
-			if st, err = r.Lstat(d); err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
-				err = &storefs.UnsafeError{Op: "open store", Path: r.Show(d), What: storefs.TypeName(st.Mode) + ", not a directory"}
-			}
-		}
-		if err != nil {
-			r.Close()
-			return nil, err
-		}
-	}
-	return r, nil
-}
-
 // Close cancels nothing (runs end with the process) but seals and closes
 // every open log and flushes the indexes.
 func (e *Engine) Close() error {
@@ -175,13 +146,9 @@ func (e *Engine) Close() error {
 			first = err
 		}
 	}
-	if e.limits != nil { // (NewSpaces has none)
-		e.limits.ScanSlots.StopAll() // no search reads the store any more
-	}
-	if e.derived != nil {
-		e.derived.close()
-		e.derived.flush("", true) // what waits in memory, before the logs close
-	}
+	e.limits.ScanSlots.StopAll() // no search reads the store any more
+	e.derived.close()
+	e.derived.flush("", true) // what waits in memory, before the logs close
 	for _, s := range e.sessions.all() {
 		keep(s.events.Close())
 		keep(s.msgs.Close())

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
@@ -320,33 +319,10 @@ func (e *Engine) homeOwner(c layout.Caller, home string) (storefs.Owner, error) 
 	return loc.own, nil
 }
 
-// AddSpace creates the shared space name, owned by root and group gid (-1:
-// root's group) with mode (SPEC section 2; ctxfs space add).
+// AddSpace creates the shared space name (layout.AddSpace) and tells the
+// mount that shared/ changed.
 func (e *Engine) AddSpace(name string, gid int, mode os.FileMode) error {
-	if !abi.ValidName(name) {
-		return abi.Errorf(syscall.EINVAL, "space add", "invalid space name %q", name)
-	}
-	rel := layout.SharedHome(name)
-	if err := e.root.Mkdir(rel, mode); err != nil {
-		return &abi.Error{Op: "space add", Path: name, Errno: abi.Errno(err)}
-	}
-	if gid < 0 {
-		gid = 0
-	}
-	if err := e.root.ChownOwned(rel, storefs.Owner{Uid: 0, Gid: gid}); err != nil {
-		return err
-	}
+	err := layout.AddSpace(e.root, name, gid, mode)
 	e.changed("shared")
-	return e.root.SyncDir("shared")
-}
-
-// NewSpaces returns an engine good only for AddSpace on a store that may be
-// served by another process (ctxfs space add --store): it loads nothing
-// and runs nothing. Close it when done.
-func NewSpaces(store string) (*Engine, error) {
-	root, err := openStore(store)
-	if err != nil {
-		return nil, err
-	}
-	return &Engine{cfg: Config{Store: store}, root: root, admin: root, sessions: newCache[*sess](0, nil, nil), indexes: newCache[*index.Index](0, nil, nil)}, nil
+	return err
 }
