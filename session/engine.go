@@ -13,7 +13,6 @@ package session
 
 import (
 	"log/slog"
-	"os"
 	"sync"
 
 	"github.com/ctxfs/ctxfs/agent"
@@ -33,8 +32,12 @@ type Config struct {
 	// (each holds four descriptors); 0: from the descriptor limit
 	// (SessionBudget).
 	MaxSessions int
-	// Limits overrides the per-uid quotas (Limits).
+	// Limits overrides the per-uid quotas (quota.Limits; the server reads
+	// them from CTXFS_LIMITS); zero: the defaults.
 	Limits quota.LimitConfig
+	// Journal sets the write-ahead journal's checkpoints (the server reads
+	// them from CTXFS_CHECKPOINT_*); zero: the defaults.
+	Journal sealedlog.JournalConfig
 	// Log gets a line at each run's start and end (its id, agent or
 	// model, session, scope and uid; never its input nor its output);
 	// nil: nowhere.
@@ -83,13 +86,6 @@ type Engine struct {
 // the server's alone (storefs.Secure), and closes runs that were active
 // when a previous server died.
 func Open(cfg Config) (*Engine, error) {
-	if cfg.Limits == (quota.LimitConfig{}) {
-		env, err := quota.FromEnv(os.Getenv)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Limits = env
-	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // testEngine opens an engine on a fresh store with a root holding the
@@ -24,22 +25,26 @@ type testEnv struct {
 	e           *Engine
 	store       string
 	root        string
-	maxSessions int // Config.MaxSessions; 0: the default
+	maxSessions int               // Config.MaxSessions; 0: the default
+	limits      quota.LimitConfig // Config.Limits; zero: the defaults
 }
 
 func newEnv(t *testing.T) *testEnv { return newEnvTB(t) }
 
-func newEnvTB(t testing.TB) *testEnv {
+func newEnvTB(t testing.TB) *testEnv { return newEnvLimits(t, quota.LimitConfig{}) }
+
+// newEnvLimits is newEnv with an engine of the given quotas.
+func newEnvLimits(t testing.TB, limits quota.LimitConfig) *testEnv {
 	t.Helper()
 	base := t.TempDir()
-	env := &testEnv{t: t, store: filepath.Join(base, "store"), root: filepath.Join(base, "root")}
+	env := &testEnv{t: t, store: filepath.Join(base, "store"), root: filepath.Join(base, "root"), limits: limits}
 	env.define("coder", map[string]string{"model": "debug/echo"})
 	env.open()
 	return env
 }
 
 func (env *testEnv) open() {
-	e, err := Open(Config{Store: env.store, Root: env.root, MaxSessions: env.maxSessions})
+	e, err := Open(Config{Store: env.store, Root: env.root, MaxSessions: env.maxSessions, Limits: env.limits})
 	if err != nil {
 		env.t.Fatal(err)
 	}

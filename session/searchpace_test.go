@@ -12,6 +12,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // paceFiller is a message whose text holds every rune and 3-gram of
@@ -83,8 +84,7 @@ func TestSearchScanBound(t *testing.T) {
 // still search, and a search whose reply is closed, or whose engine
 // closes, stops and gives its place back.
 func TestSearchPerUidQuota(t *testing.T) {
-	t.Setenv("CTXFS_LIMITS", "searches=2")
-	env := newEnv(t)
+	env := newEnvLimits(t, quota.LimitConfig{SearchesPerUid: 2})
 	u := layout.Caller{Uid: 1001, Gid: 1001}
 	ref := env.bigSession(u, "big", 1)
 	// Many matches: an unread reply holds its search (waiting for room).
