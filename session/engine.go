@@ -74,9 +74,9 @@ type Engine struct {
 	memo     memo       // single values served from memory (Value)
 	watchMu  sync.Mutex
 	watchers []func(rel string, how Change)
-	journal  *runJournal
+	running  *runsFile          // the runs under way, for the next start (runsfile.go)
 	wal      *sealedlog.Journal // every append to a session log goes through it
-	sealKey  *sealedlog.Key     // every seal record is keyed with it (sealkey.go)
+	sealKey  *sealedlog.Key     // every seal record is keyed with it (layout/sealkey.go)
 	derived  *behind            // derived values not yet in the store
 	limits   *quota.Limits      // what users may make the engine hold
 	defs     *agent.Cache       // agent and model definitions, read again when they change
@@ -155,8 +155,8 @@ func (e *Engine) Close() error {
 	if e.wal != nil {
 		keep(e.wal.Close()) // after the logs: each Close checkpoints its own
 	}
-	if e.journal != nil {
-		keep(e.journal.close())
+	if e.running != nil {
+		keep(e.running.close())
 	}
 	if e.root != nil {
 		keep(e.root.Close())

@@ -120,7 +120,7 @@ func (rn *run) logEnd(done *proto.Object) {
 }
 
 // execute waits for a run slot, runs the agent, and records the end. The
-// agent's frames go through the run's recorder (record.go), so the agent is
+// agent's frames go through the run's recorder (run_record.go), so the agent is
 // never held up by a sync and frames that arrive during one share the next.
 func (rn *run) execute() {
 	gopool.Go(rn.recorder)

@@ -151,7 +151,7 @@ func TestInterruptedRunIsClosedAtStart(t *testing.T) {
 	run, _ := abi.NewRunID()
 	start := proto.NewObject("type", "start", "id", run, "run", run, "client_id", "b", "session", "default", "scope", "private", "cwd", "/", "ts", abi.TS(time.Now()))
 	must(t, env.e.AppendLog(root0, ref, "events.jsonl", start.Line()))
-	env.e.journal.write("+" + run + " " + ref.Rel() + "\n")
+	env.e.running.write("+" + run + " " + ref.Rel() + "\n")
 	env.e.Close()
 	env.open()
 	events := readFile(t, filepath.Join(dir, "events.jsonl"))

@@ -53,7 +53,7 @@ func spaceShape(gid int64) shapeOwner {
 
 // history is what the store holds of own's history: the server's (uid 0,
 // as the server runs), its owner's mode bits only, the group kept
-// (store.go, historyOwner). Only the free trees are the user's.
+// (the engine's store.go, historyOwner). Only the free trees are the user's.
 func (own shapeOwner) history() shapeOwner {
 	own.uid, own.who, own.rootOK = 0, "root: history is the server's", false
 	own.dirMode &= 0o700

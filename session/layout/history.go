@@ -13,7 +13,7 @@ import (
 )
 
 // historyMarker, in the server's own directory, says that the store's
-// history is the server's (store.go): CloseHistory went through the whole
+// history is the server's (the engine's store.go): CloseHistory went through the whole
 // store. A store without it (made before history was root's, or whose
 // migration a crash interrupted) is walked again at the next start.
 const historyMarker = "history-owned"

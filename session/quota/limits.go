@@ -20,7 +20,7 @@ type Limits struct {
 	Runs    *Quota // runs queued or running (EAGAIN)
 
 	// Free bounds the bytes and inodes each uid keeps in the free trees
-	// (EDQUOT; freequota.go).
+	// (EDQUOT; free.go).
 	Free *FreeQuota
 
 	// Searches (issue 19, finding 9; gate.go): what searching may

@@ -10,21 +10,21 @@ import (
 	"github.com/ctxfs/ctxfs/session/layout"
 )
 
-// runJournal lets the next start find the runs a crash interrupted without
+// runsFile lets the next start find the runs a crash interrupted without
 // scanning every session: one line when a run starts ("+<run> <session
 // path>") and one when it ends ("-<run>"), appended to
 // <store>/.ctxfs/running. It is bookkeeping, never history, so it is not
 // synced: a run whose line a power loss drops is still closed when its
 // session is next loaded (a start without done), only later.
-type runJournal struct {
+type runsFile struct {
 	mu sync.Mutex
 	f  *os.File
 }
 
-// journalRel is the journal's place in the store.
-const journalRel = layout.StateDir + "/running"
+// runningRel is the runs file's place in the store.
+const runningRel = layout.StateDir + "/running"
 
-func (j *runJournal) write(line string) {
+func (j *runsFile) write(line string) {
 	if j == nil {
 		return
 	}
@@ -33,11 +33,11 @@ func (j *runJournal) write(line string) {
 	j.mu.Unlock()
 }
 
-func (j *runJournal) close() error { return j.f.Close() }
+func (j *runsFile) close() error { return j.f.Close() }
 
 func (e *Engine) markRunning(rn *run) {
 	if rn.s.rel != "" {
-		e.journal.write("+" + rn.id + " " + rn.s.ref.Rel() + "\n")
+		e.running.write("+" + rn.id + " " + rn.s.ref.Rel() + "\n")
 	}
 }
 
@@ -47,13 +47,13 @@ func (e *Engine) forgetRun(rn *run) {
 	e.mu.Unlock()
 	e.limits.Runs.Give(rn.caller)
 	if rn.s.rel != "" {
-		e.journal.write("-" + rn.id + "\n")
+		e.running.write("-" + rn.id + "\n")
 	}
 }
 
 // closeInterrupted loads every session that had a run in progress when the
 // previous server stopped (loading closes such runs: closeInterruptedRun),
-// then starts a new journal.
+// then starts a new runs file.
 func (e *Engine) closeInterrupted() error {
 	for _, rel := range e.interruptedSessions() {
 		if ct, name, ok := layout.ParseContainerRel(rel); ok && abi.ValidSessionName(name) {
@@ -62,18 +62,18 @@ func (e *Engine) closeInterrupted() error {
 			}
 		}
 	}
-	f, err := e.admin.OpenFile(journalRel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+	f, err := e.admin.OpenFile(runningRel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
-	e.journal = &runJournal{f: f}
+	e.running = &runsFile{f: f}
 	return nil
 }
 
-// interruptedSessions reads the journal: the sessions of runs started and
+// interruptedSessions reads the runs file: the sessions of runs started and
 // never ended.
 func (e *Engine) interruptedSessions() []string {
-	f, err := e.admin.OpenFile(journalRel, os.O_RDONLY, 0)
+	f, err := e.admin.OpenFile(runningRel, os.O_RDONLY, 0)
 	if err != nil {
 		return nil
 	}
