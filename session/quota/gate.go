@@ -13,25 +13,6 @@ import (
 // Searches per uid (EAGAIN at once), ScanSlots server-wide (the others
 // wait their turn), ScanBytes per search (its reply is cut and says so).
 
-// searchLimitNames are the CTXFS_LIMITS names of the search bounds.
-const searchLimitNames = "searches, search_slots, search_scan"
-
-// setSearchLimit sets the search bound named k (a CTXFS_LIMITS name);
-// false when k names none.
-func (c *LimitConfig) setSearchLimit(k string, n int) bool {
-	switch k {
-	case "searches":
-		c.SearchesPerUid = n
-	case "search_slots":
-		c.SearchSlots = n
-	case "search_scan":
-		c.SearchScanBytes = int64(n)
-	default:
-		return false
-	}
-	return true
-}
-
 const (
 	defaultSearchesPerUid = 2
 	// defaultScanBytes: about 1.3 s of verifying at 190 MB/s a core, or

@@ -76,10 +76,13 @@ const (
 	defaultFreeInodes = 200_000
 )
 
+// limitNames are the names CTXFS_LIMITS knows.
+const limitNames = "conns, open, runs, freebytes, freeinodes, searches, search_slots, search_scan"
+
 // FromEnv reads per-uid bounds from CTXFS_LIMITS, a comma-separated
-// list of conns=N, open=N, runs=N, freebytes=N, freeinodes=N and the
-// search bounds (searchLimitNames) (what an operator, or a test, sets for
-// the server); anything it does not name keeps its default.
+// list of NAME=N for the names of limitNames (what an operator, or a
+// test, sets for the server); anything it does not name keeps its
+// default.
 func FromEnv(getenv func(string) string) (LimitConfig, error) {
 	var c LimitConfig
 	spec := getenv("CTXFS_LIMITS")
@@ -103,10 +106,14 @@ func FromEnv(getenv func(string) string) (LimitConfig, error) {
 			c.FreeBytesPerUid = int64(n)
 		case "freeinodes":
 			c.FreeInodesPerUid = int64(n)
+		case "searches":
+			c.SearchesPerUid = n
+		case "search_slots":
+			c.SearchSlots = n
+		case "search_scan":
+			c.SearchScanBytes = int64(n)
 		default:
-			if !c.setSearchLimit(k, n) {
-				return c, fmt.Errorf("CTXFS_LIMITS: unknown bound %q (conns, open, runs, freebytes, freeinodes, %s)", k, searchLimitNames)
-			}
+			return c, fmt.Errorf("CTXFS_LIMITS: unknown bound %q (%s)", k, limitNames)
 		}
 	}
 	return c, nil
