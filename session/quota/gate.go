@@ -31,7 +31,7 @@ func (l *Limits) setSearchLimits(c LimitConfig) {
 		perUid = defaultSearchesPerUid
 	}
 	l.Searches = New("searches", syscall.EAGAIN, perUid, max(16, 4*slots, perUid))
-	l.ScanSlots = NewScanGate(slots)
+	l.ScanSlots = newScanGate(slots)
 	l.ScanBytes = c.SearchScanBytes
 	if l.ScanBytes <= 0 {
 		l.ScanBytes = defaultScanBytes
@@ -48,8 +48,8 @@ type ScanGate struct {
 	running sync.WaitGroup
 }
 
-// NewScanGate is a gate of n slots.
-func NewScanGate(n int) *ScanGate {
+// newScanGate is a gate of n slots.
+func newScanGate(n int) *ScanGate {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &ScanGate{slots: make(chan struct{}, n), closing: ctx, close: cancel}
 }

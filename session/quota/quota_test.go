@@ -38,7 +38,7 @@ func TestQuotaOfBytes(t *testing.T) {
 }
 
 // TestSearchLimitsFromEnv: the search bounds are read from CTXFS_LIMITS.
-func TestSearchFromEnv(t *testing.T) {
+func TestSearchLimitsFromEnv(t *testing.T) {
 	c, err := FromEnv(func(string) string { return "searches=3,search_slots=4,search_scan=1048576" })
 	if err != nil || c.SearchesPerUid != 3 || c.SearchSlots != 4 || c.SearchScanBytes != 1<<20 {
 		t.Fatalf("%+v %v", c, err)
