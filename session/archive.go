@@ -31,7 +31,7 @@ func (e *Engine) archiveOp(loc *location, req *proto.Request) (*Reply, error) {
 	var err error
 	switch {
 	case req.DryRun:
-		verb, err = "archivable", e.CheckArchive(loc.ref)
+		verb, err = "archivable", e.checkArchive(loc.ref)
 	case req.Delete:
 		verb, err = "deleted", e.Archive(loc.ref, loc.own, true)
 	default:
@@ -43,9 +43,9 @@ func (e *Engine) archiveOp(loc *location, req *proto.Request) (*Reply, error) {
 	return newReply([]*proto.Object{proto.NewObject("type", verb, "session", loc.ref.Name)}), nil
 }
 
-// ArchiveTarget is where an agent session is archived: the home's
+// archiveTarget is where an agent session is archived: the home's
 // archived_sessions/<agent>/<session>.
-func ArchiveTarget(r layout.Ref) string {
+func archiveTarget(r layout.Ref) string {
 	return path.Join(r.Home, abi.ArchivedDir, r.Owner, r.Name)
 }
 
@@ -119,7 +119,7 @@ func (e *Engine) unindex(r layout.Ref) error {
 	idx := r.Container.Rel() + "/index"
 	// The session's own path too: the kernel keeps names and attributes
 	// for a long time and must drop the session's, not find them anew.
-	changed := []string{r.Rel(), r.Container.Rel(), idx, idx + "/list", path.Dir(ArchiveTarget(r))}
+	changed := []string{r.Rel(), r.Container.Rel(), idx, idx + "/list", path.Dir(archiveTarget(r))}
 	for _, kind := range abi.IndexKinds {
 		for _, k := range x.Keys(kind) {
 			if v, _ := x.Lookup(kind, k); v == r.Name {
@@ -132,10 +132,10 @@ func (e *Engine) unindex(r layout.Ref) error {
 	return err
 }
 
-// CheckArchive says whether Archive would take the session r now: nil,
+// checkArchive says whether Archive would take the session r now: nil,
 // or the protection that keeps it (EBUSY), without changing anything. It
 // serves gc's preview, so that the one set of rules decides both.
-func (e *Engine) CheckArchive(r layout.Ref) error {
+func (e *Engine) checkArchive(r layout.Ref) error {
 	if err := e.protectedName(r); err != nil {
 		return err
 	}
@@ -212,7 +212,7 @@ func (e *Engine) protectedState(r layout.Ref) error {
 // moveToArchive renames the session's directory to its archive target,
 // never over anything (EEXIST), and makes the move durable.
 func (e *Engine) moveToArchive(r layout.Ref, own storefs.Owner) error {
-	target := ArchiveTarget(r)
+	target := archiveTarget(r)
 	if err := e.mkdirAll(path.Dir(target), own); err != nil {
 		return err
 	}

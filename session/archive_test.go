@@ -58,6 +58,6 @@ func TestArchiveRefusesActive(t *testing.T) {
 	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "sleeper"}, Name: "temp-busy"}
 	before := env.settledTree()
 	wantErrno(t, "archive of an active session", env.e.Archive(ref, privateOwner(0, 0), false), syscall.EBUSY)
-	wantErrno(t, "check of an active session", env.e.CheckArchive(ref), syscall.EBUSY)
+	wantErrno(t, "check of an active session", env.e.checkArchive(ref), syscall.EBUSY)
 	sameTree(t, "a refused archive", before, tree(t, env.store))
 }

@@ -23,7 +23,7 @@ func (e *Engine) CreateSession(c layout.Caller, r layout.Ref) error {
 	if !abi.ValidSessionName(r.Name) || !r.Container.Valid() {
 		return abi.Errorf(syscall.EINVAL, "mkdir", "invalid session name %q", r.Name)
 	}
-	if e.SessionExists(r) {
+	if e.sessionExists(r) {
 		return &abi.Error{Op: "mkdir", Path: r.Name, Errno: syscall.EEXIST}
 	}
 	loc, err := e.locateRef(c, r)

@@ -306,7 +306,7 @@ func TestArchiveAndDeleteWithFailedValues(t *testing.T) {
 	noSpare := func(rel string) bool { return strings.HasSuffix(rel, ".spare") }
 	before := storetest.Snapshot(t, home, noSpare)
 	wantErrno(t, "archive with a failed value", d.e.Archive(ref(1), own, false), syscall.EBUSY)
-	wantErrno(t, "check with a failed value", d.e.CheckArchive(ref(1)), syscall.EBUSY)
+	wantErrno(t, "check with a failed value", d.e.checkArchive(ref(1)), syscall.EBUSY)
 	sameTree(t, "a refused archive", before, storetest.Snapshot(t, home, noSpare))
 	d.wantServed(1, "done\n", "full 1\n")
 
@@ -333,7 +333,7 @@ func TestArchiveAndDeleteWithFailedValues(t *testing.T) {
 	time.Sleep(2 * behindEvery)
 	d.wantStored(2, "done\n", "anew\n")
 	must(t, d.e.Archive(ref(1), own, false))
-	if got := readFile(t, filepath.Join(d.store, ArchiveTarget(ref(1)), abi.FileLatest)); got != "full 1\n" {
+	if got := readFile(t, filepath.Join(d.store, archiveTarget(ref(1)), abi.FileLatest)); got != "full 1\n" {
 		t.Errorf("archived latest.md %q", got)
 	}
 }

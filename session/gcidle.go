@@ -12,12 +12,12 @@ import (
 	"github.com/ctxfs/ctxfs/session/layout"
 )
 
-// GCIdlePattern is what the server's own clean-up takes: Agenvoy-style
+// gcIdlePattern is what the server's own clean-up takes: Agenvoy-style
 // temporary sessions, by name.
-const GCIdlePattern = "temp-*"
+const gcIdlePattern = "temp-*"
 
 // GCIdle archives (never deletes) every agent session in a home whose
-// name matches GCIdlePattern and that nothing has updated for idle
+// name matches gcIdlePattern and that nothing has updated for idle
 // (ctxfs mount --gc-idle): the same Archive as ctx's, with the same
 // protections, so an active or current session stays. It returns the
 // store paths of the sessions it archived.
@@ -35,7 +35,7 @@ func (e *Engine) GCIdle(idle time.Duration) []string {
 		own := privateOwner(uint32(uid), primaryGid(uint32(uid)))
 		for _, rel := range layout.HomeSessionDirs(e.root, home, false) {
 			ct, name, ok := layout.ParseContainerRel(rel)
-			if m, _ := path.Match(GCIdlePattern, name); !ok || !m || ct.Kind != abi.KindAgent {
+			if m, _ := path.Match(gcIdlePattern, name); !ok || !m || ct.Kind != abi.KindAgent {
 				continue
 			}
 			if e.readUnix(rel+"/"+abi.FileUpdatedAt) > cutoff {

@@ -59,7 +59,7 @@ func (e *Engine) create(r layout.Ref, own storefs.Owner, cwd string) error {
 		e.createTemp(r, cwd)
 		return nil
 	}
-	if e.SessionExists(r) {
+	if e.sessionExists(r) {
 		return nil
 	}
 	if err := e.createDir(r, own, cwd); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -294,8 +294,8 @@ func (e *Engine) Index(ct layout.Container) (*index.Index, error) {
 	return x, nil
 }
 
-// SessionExists reports whether r names an existing session directory.
-func (e *Engine) SessionExists(r layout.Ref) bool {
+// sessionExists reports whether r names an existing session directory.
+func (e *Engine) sessionExists(r layout.Ref) bool {
 	if r.Temp {
 		_, ok := e.sessions.peek(r.Key())
 		return ok

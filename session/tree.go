@@ -247,7 +247,7 @@ func (e *Engine) CheckValue(pl layout.Place, data []byte) error {
 		if err != nil {
 			return err
 		}
-		if !e.SessionExists(layout.Ref{Container: pl.Container, Name: name}) {
+		if !e.sessionExists(layout.Ref{Container: pl.Container, Name: name}) {
 			return abi.Errorf(syscall.ENOENT, "write", "no session %q", name)
 		}
 	}
@@ -301,10 +301,10 @@ func (e *Engine) WriteIndex(c layout.Caller, pl layout.Place, data []byte) error
 	return x.SetEntry(pl.IndexKind, pl.Key, name)
 }
 
-// Creatable says whether a name may be made at rel at all (by mkdir,
+// creatable says whether a name may be made at rel at all (by mkdir,
 // create, symlink, link or mknod): EPERM outside the ABI and in archives,
 // EINVAL for a bad name in a slot that takes one.
-func (e *Engine) Creatable(rel string) (layout.Place, error) {
+func (e *Engine) creatable(rel string) (layout.Place, error) {
 	pl := layout.Classify(rel)
 	parent := layout.Classify(path.Dir(rel))
 	switch {
@@ -323,7 +323,7 @@ func (e *Engine) Creatable(rel string) (layout.Place, error) {
 // by-uuid/<uuid>); the value is committed when it is written and closed.
 // Every other file of the ABI is made by the engine.
 func (e *Engine) CheckCreate(rel string) (layout.Place, error) {
-	pl, err := e.Creatable(rel)
+	pl, err := e.creatable(rel)
 	if err == nil && !pl.WritableIndex() {
 		err = abi.Errorf(syscall.EPERM, "create", "only the engine makes this file")
 	}
@@ -334,7 +334,7 @@ func (e *Engine) CheckCreate(rel string) (layout.Place, error) {
 // directory of the ABI: the tree holds only the directories and regular
 // files the engine makes (EPERM; EINVAL for a bad name in a name slot).
 func (e *Engine) MakeNode(rel string) error {
-	if _, err := e.Creatable(rel); err != nil {
+	if _, err := e.creatable(rel); err != nil {
 		return err
 	}
 	return abi.Errorf(syscall.EPERM, "create", "the ABI holds no links or device nodes")
@@ -347,7 +347,7 @@ func (e *Engine) MkdirAt(c layout.Caller, rel string) error {
 	if parts := strings.Split(rel, "/"); len(parts) >= 3 && len(parts) <= 4 && parts[0] == "home" && parts[2] == abi.ArchivedDir {
 		return e.Mkdir(c, rel) // the archive's directories (SPEC 12)
 	}
-	pl, err := e.Creatable(rel)
+	pl, err := e.creatable(rel)
 	switch {
 	case err != nil:
 		return err
@@ -398,7 +398,7 @@ func (e *Engine) Rename(c layout.Caller, oldRel, newRel string, flags uint32) er
 		return abi.Errorf(syscall.EINVAL, "rename", "unknown flags %#x", flags)
 	}
 	old := layout.Classify(oldRel)
-	if old.Kind != layout.PlaceSession || old.Container.Kind != abi.KindAgent || newRel != ArchiveTarget(old.Ref()) {
+	if old.Kind != layout.PlaceSession || old.Container.Kind != abi.KindAgent || newRel != archiveTarget(old.Ref()) {
 		return abi.Errorf(syscall.EPERM, "rename", "entries of the ABI are not renamed")
 	}
 	if flags != unix.RENAME_NOREPLACE {
