@@ -6,17 +6,18 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // callerOf is who made a FUSE request. The kernel sends the uid, gid and
 // the id of the calling thread; the thread group id (the pid users know)
 // and the supplementary groups (for shared spaces) come from /proc.
-func callerOf(ctx context.Context) session.Caller {
+func callerOf(ctx context.Context) layout.Caller {
 	fc, ok := fuse.FromContext(ctx)
 	if !ok {
-		return session.Caller{Uid: session.Nobody, Gid: session.Nobody}
+		return layout.Caller{Uid: session.Nobody, Gid: session.Nobody}
 	}
-	c := session.Caller{Uid: fc.Uid, Gid: fc.Gid, Pid: int(fc.Pid)}
+	c := layout.Caller{Uid: fc.Uid, Gid: fc.Gid, Pid: int(fc.Pid)}
 	c.Pid, c.Groups = session.ProcStatus(int(fc.Pid))
 	return c
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // ctlNode is a session's control file (SPEC 7): write one request line,
@@ -58,13 +60,13 @@ func (n *ctlNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32
 type ctlHandle struct {
 	held
 	node   *ctlNode
-	caller session.Caller
+	caller layout.Caller
 
 	mu  sync.Mutex // guards the request side
 	req []byte     // the request line so far
-	// buffered counts req in the caller's share of session.Limits.Partial;
+	// buffered counts req in the caller's share of quota.Limits.Partial;
 	// deadline frees it when the request is not whole within
-	// session.RequestDeadline of its first byte, and timedOut then fails
+	// quota.RequestDeadline of its first byte, and timedOut then fails
 	// every later write and read of the handle.
 	buffered buffered
 	deadline *time.Timer
@@ -88,9 +90,9 @@ var (
 // request fails this write with its errno and leaves one error frame to
 // read. A second request on the same open file is EINVAL. Only the new
 // bytes are looked at for the newline. Bytes of an unfinished request
-// count against the caller's share of session.Limits.Partial (EAGAIN
+// count against the caller's share of quota.Limits.Partial (EAGAIN
 // beyond, nothing kept) and must be followed by the rest within
-// session.RequestDeadline (ETIMEDOUT after).
+// quota.RequestDeadline (ETIMEDOUT after).
 func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -110,7 +112,7 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 		}
 		h.req = append(h.req, data...)
 		if h.deadline == nil {
-			h.deadline = time.AfterFunc(session.RequestDeadline, h.timeOut)
+			h.deadline = time.AfterFunc(quota.RequestDeadline, h.timeOut)
 		}
 		return uint32(len(data)), 0
 	case nl != len(data)-1:
@@ -152,7 +154,7 @@ func (h *ctlHandle) timeOut() {
 	}
 	h.endRequest()
 	h.timedOut = true
-	h.logRefused("", abi.Errorf(syscall.ETIMEDOUT, "ctl", "no complete request within %s", session.RequestDeadline))
+	h.logRefused("", abi.Errorf(syscall.ETIMEDOUT, "ctl", "no complete request within %s", quota.RequestDeadline))
 }
 
 // refuse fails the write with err's errno, leaves its error frame to

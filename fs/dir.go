@@ -10,6 +10,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // dirNode is a directory of the ABI (everything but the free trees): it
@@ -69,7 +70,7 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 // first read, not here: a kernel serving it from its cache reads nothing.
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	h := &dirHandle{list: d.Readdir}
-	if cachedDir(session.Classify(d.dir())) {
+	if cachedDir(layout.Classify(d.dir())) {
 		return h, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
 	}
 	return h, 0, 0
@@ -151,7 +152,7 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 func (d *dirNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	d.gave() // before the stat: see tracked
 	rel := d.dir()
-	pl := session.Classify(rel)
+	pl := layout.Classify(rel)
 	out.SetTimeout(attrTimeout(pl, true))
 	st, err := d.m.e.Stat(rel)
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // freeNode is a node of a free tree (an agent's root/, a session's
@@ -33,7 +35,7 @@ import (
 // A user's changes run with the user's own filesystem identity (as), so
 // that what it makes is its own and the store's filesystem keeps root's
 // reserved blocks from it; each create and write is inside the quota of
-// bytes and inodes the engine keeps per uid (session.FreeQuota: EDQUOT),
+// bytes and inodes the engine keeps per uid (quota.FreeQuota: EDQUOT),
 // which is why a user's files are served through the server (userFile,
 // freewrite.go) and never with passthrough.
 type freeNode struct {
@@ -63,7 +65,7 @@ var (
 func (n *freeNode) store() *storefs.Root { return n.m.e.FreeTrees() }
 
 // quota is the free trees' quota of bytes and inodes per uid.
-func (n *freeNode) quota() *session.FreeQuota { return n.m.e.Limits().Free }
+func (n *freeNode) quota() *quota.FreeQuota { return n.m.e.Limits().Free }
 
 // credOf is the filesystem identity the caller acts with on rel: its own
 // uid, and the space's group in a shared space (everything of a space is
@@ -76,7 +78,7 @@ func (n *freeNode) credOf(ctx context.Context, rel string) storefs.Cred {
 		return storefs.Cred{Uid: session.Nobody, Gid: session.Nobody}
 	}
 	cr := storefs.Cred{Uid: c.Uid, Gid: c.Gid}
-	if pl := session.Classify(rel); strings.HasPrefix(pl.Home, "shared/") {
+	if pl := layout.Classify(rel); strings.HasPrefix(pl.Home, "shared/") {
 		if sp, err := n.store().Lstat(pl.Home); err == nil {
 			cr.Gid = sp.Gid
 		}
@@ -105,7 +107,7 @@ func (n *freeNode) charged(ctx context.Context, rel string, est int64, make func
 		return err
 	}
 	if st, err := n.store().Lstat(rel); err == nil {
-		n.quota().Give(uid, est-session.FreeCharge(st), 0)
+		n.quota().Give(uid, est-quota.FreeCharge(st), 0)
 	}
 	return nil
 }
@@ -117,7 +119,7 @@ func (n *freeNode) removed(st *unix.Stat_t) {
 		return
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Nlink <= 1 {
-		n.quota().Give(st.Uid, session.FreeCharge(st), 1)
+		n.quota().Give(st.Uid, quota.FreeCharge(st), 1)
 	}
 }
 
@@ -127,8 +129,8 @@ func (n *freeNode) removed(st *unix.Stat_t) {
 func (n *freeNode) rel() (string, syscall.Errno) {
 	p := n.Path(n.Root())
 	rel := n.m.top + "/" + p
-	switch session.Classify(rel).Kind {
-	case session.PlaceFree, session.PlaceFreeRoot:
+	switch layout.Classify(rel).Kind {
+	case layout.PlaceFree, layout.PlaceFreeRoot:
 		return rel, 0
 	}
 	return "", syscall.ENOENT
@@ -181,7 +183,7 @@ func (n *freeNode) giveToCaller(ctx context.Context, rel string) syscall.Errno {
 		return 0
 	}
 	gid := int(c.Gid)
-	if pl := session.Classify(rel); strings.HasPrefix(pl.Home, "shared/") {
+	if pl := layout.Classify(rel); strings.HasPrefix(pl.Home, "shared/") {
 		if sp, err := n.store().Lstat(pl.Home); err == nil {
 			gid = int(sp.Gid)
 		}
@@ -298,7 +300,7 @@ func (n *freeNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 // an inode another open holds with it (EIO), so root's opens of a user's
 // or a space's file must go the same way as the user's.
 func (n *freeNode) handle(f *os.File, rel string, cred storefs.Cred) fs.FileHandle {
-	if cred.Uid == 0 && session.Classify(rel).Home == session.PrivateHome(0) {
+	if cred.Uid == 0 && layout.Classify(rel).Home == layout.PrivateHome(0) {
 		return newFreeFile(f)
 	}
 	return newUserFile(f, cred, n.quota())
@@ -378,7 +380,7 @@ func (n *freeNode) Mkdir(ctx context.Context, name string, mode uint32, out *fus
 	if bad != 0 {
 		return nil, bad
 	}
-	err := n.charged(ctx, rel, session.FreeBlock, func() error {
+	err := n.charged(ctx, rel, quota.FreeBlock, func() error {
 		return n.as(ctx, rel).Mkdir(rel, os.FileMode(mode&0o777))
 	})
 	return n.made(ctx, rel, err, out)
@@ -405,7 +407,7 @@ func (n *freeNode) Symlink(ctx context.Context, target, name string, out *fuse.E
 	if bad != 0 {
 		return nil, bad
 	}
-	err := n.charged(ctx, rel, session.FreeBlock, func() error {
+	err := n.charged(ctx, rel, quota.FreeBlock, func() error {
 		return n.as(ctx, rel).Symlink(target, rel)
 	})
 	return n.made(ctx, rel, err, out)

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/internal/storefs"
-	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // loopbackOps are the operations of go-fuse's loopback file that a
@@ -49,10 +49,10 @@ type userFile struct {
 	held
 	f     *os.File
 	cred  storefs.Cred
-	quota *session.FreeQuota
+	quota *quota.FreeQuota
 }
 
-func newUserFile(f *os.File, cred storefs.Cred, quota *session.FreeQuota) *userFile {
+func newUserFile(f *os.File, cred storefs.Cred, quota *quota.FreeQuota) *userFile {
 	return &userFile{loopbackOps: fs.NewLoopbackFileFromOS(f), f: f, cred: cred, quota: quota}
 }
 
@@ -69,7 +69,7 @@ func sizingOf(ino uint64) *sync.Mutex { return &sizing[ino%uint64(len(sizing))] 
 // (EDQUOT when that does not fit); the charge is then set right by the
 // blocks f really has after it (a failed, short or overwriting change
 // gives back what it did not use; a shrinking one gives back more).
-func grow(f *os.File, q *session.FreeQuota, cred storefs.Cred, est int64, change func() error) error {
+func grow(f *os.File, q *quota.FreeQuota, cred storefs.Cred, est int64, change func() error) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return err
@@ -80,7 +80,7 @@ func grow(f *os.File, q *session.FreeQuota, cred storefs.Cred, est int64, change
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return err
 	}
-	before := session.FreeCharge(&st)
+	before := quota.FreeCharge(&st)
 	if cred.Uid == 0 {
 		q.Give(st.Uid, -est, 0) // root is never refused; the owner pays
 	} else if err := q.Take(st.Uid, est, 0); err != nil {
@@ -88,20 +88,20 @@ func grow(f *os.File, q *session.FreeQuota, cred storefs.Cred, est int64, change
 	}
 	err := storefs.AsUser(cred, change)
 	if unix.Fstat(int(f.Fd()), &st) == nil {
-		q.Give(st.Uid, est-(session.FreeCharge(&st)-before), 0)
+		q.Give(st.Uid, est-(quota.FreeCharge(&st)-before), 0)
 	}
 	return err
 }
 
 // resize truncates or extends f to size as cred, inside its owner's
 // quota.
-func resize(f *os.File, q *session.FreeQuota, cred storefs.Cred, size int64) error {
+func resize(f *os.File, q *quota.FreeQuota, cred storefs.Cred, size int64) error {
 	return grow(f, q, cred, 0, func() error { return f.Truncate(size) }) // a new end is a hole
 }
 
 func (f *userFile) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	var n uint32
-	err := grow(f.f, f.quota, f.cred, session.BlocksFor(off, int64(len(data))), func() error {
+	err := grow(f.f, f.quota, f.cred, quota.BlocksFor(off, int64(len(data))), func() error {
 		var bad syscall.Errno
 		n, bad = f.loopbackOps.Write(ctx, data, off)
 		return errOf(bad)
@@ -133,7 +133,7 @@ func (f *userFile) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.At
 // Allocate reserves room, or punches a hole (fallocate), inside the
 // owner's quota.
 func (f *userFile) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
-	est := session.BlocksFor(int64(off), int64(size))
+	est := quota.BlocksFor(int64(off), int64(size))
 	if mode&unix.FALLOC_FL_PUNCH_HOLE != 0 {
 		est = 0
 	}

@@ -6,11 +6,11 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 
-	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // held is what every handle the mount gives out carries: its place in its
-// opener's quota of open files (session.Limits.Handles), given back when
+// opener's quota of open files (quota.Limits.Handles), given back when
 // the last close releases the handle. A user who keeps files open holds
 // descriptors and memory of the server; the quota bounds both.
 type held struct{ give func() }
@@ -49,13 +49,13 @@ func (m *mountState) opened(ctx context.Context, open func() (fs.FileHandle, uin
 }
 
 // buffered counts what a handle holds of a writer's unfinished request or
-// line against the writer's share of session.Limits.Partial: bytes the
+// line against the writer's share of quota.Limits.Partial: bytes the
 // server keeps only because a writer has not finished, which a user
 // could otherwise pile up through many descriptors (1,019 half-written
 // ctl requests of 1 MiB held 1 GB, for good). The zero value counts
 // nothing (root, or a handle that never buffers).
 type buffered struct {
-	quota *session.Quota
+	quota *quota.Quota
 	uid   uint32
 	n     int // bytes counted now
 }

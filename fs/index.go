@@ -7,7 +7,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // indexValueNode is index/current or an entry of by-cwd/, by-hash/,
@@ -68,7 +68,7 @@ func (n *indexValueNode) open(ctx context.Context, flags uint32) (fs.FileHandle,
 	if err := n.m.e.CheckOpen(n.place, int(flags)); err != nil {
 		return nil, 0, errno(err)
 	}
-	h := n.m.newValueHandle(n.where, func(c session.Caller, data []byte) error {
+	h := n.m.newValueHandle(n.where, func(c layout.Caller, data []byte) error {
 		return n.m.e.WriteIndex(c, n.place, data)
 	})
 	// An entry created by open(O_CREAT) whose value was refused (or never

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // logNode is messages.jsonl or events.jsonl (SPEC 6): read straight from
@@ -102,13 +103,13 @@ type logHandle struct {
 	// opener is who opened a writer (uid, gid, thread); caller is it
 	// resolved through /proc (writerOf), once a loss must be recorded.
 	opener   *fuse.Caller
-	caller   session.Caller
+	caller   layout.Caller
 	resolved bool
 
 	mu sync.Mutex
 	// partial is the bytes after the last newline written so far. It
 	// grows by append (amortised linear in the line's length) and is
-	// counted in buffered, the writer's share of session.Limits.Partial.
+	// counted in buffered, the writer's share of quota.Limits.Partial.
 	partial  []byte
 	buffered buffered
 	// failed is the errno of a line refused since the last close, which
@@ -231,18 +232,18 @@ func (h *logHandle) appendLines(ctx context.Context, lines []byte) error {
 // of writerOf: what an append needs. Reading /proc/PID/status at the
 // first write of every descriptor was about a fifth of the server's CPU
 // in BenchmarkAppend/open-close (`echo >>`). Caller holds h.mu.
-func (h *logHandle) opened() session.Caller {
+func (h *logHandle) opened() layout.Caller {
 	if h.resolved || h.opener == nil {
 		return h.caller
 	}
-	return session.Caller{Uid: h.opener.Uid, Gid: h.opener.Gid, Pid: int(h.opener.Pid)}
+	return layout.Caller{Uid: h.opener.Uid, Gid: h.opener.Gid, Pid: int(h.opener.Pid)}
 }
 
 // writerOf is the writer as a loss records it: the opener's uid and gid,
 // and the pid and groups of the thread that opened, read from /proc the
 // first time they are needed (a thread already gone keeps its id as the
 // pid). Caller holds h.mu.
-func (h *logHandle) writerOf() session.Caller {
+func (h *logHandle) writerOf() layout.Caller {
 	if !h.resolved && h.opener != nil {
 		h.caller = h.opened()
 		h.caller.Pid, h.caller.Groups = session.ProcStatus(int(h.opener.Pid))
@@ -336,7 +337,7 @@ func (h *logHandle) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	n := len(h.partial)
 	h.dropPartial()
-	var who session.Caller
+	var who layout.Caller
 	if n > 0 {
 		who = h.writerOf()
 	}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // Options tune the mounts.
@@ -103,7 +104,7 @@ func (ms *Mounts) mountOne(root, top string, opts Options) error {
 		return err
 	}
 	m := &mountState{e: ms.e, top: top, ms: ms}
-	rootNode := &dirNode{storeNode: newStoreNode(where{m: m, rel: top, place: session.Classify(top)})}
+	rootNode := &dirNode{storeNode: newStoreNode(where{m: m, rel: top, place: layout.Classify(top)})}
 	srv, err := fs.Mount(dir, rootNode, mountOptions(opts))
 	if err != nil {
 		return fmt.Errorf("mount %s: %w", dir, err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // What the kernel may keep (issue 10), measured on this kind of machine
@@ -144,9 +145,9 @@ func (n *storeNode) stampAttr(out *fuse.Attr) {
 // 0.22x → 0.98-1.0x: a warm listing costs an OPENDIR and nothing per
 // entry, where it was a READDIRPLUS that looked every session up in the
 // store.
-func cachedDir(pl session.Place) bool {
+func cachedDir(pl layout.Place) bool {
 	switch pl.Kind {
-	case session.PlaceSessions, session.PlaceSession, session.PlaceIndex, session.PlaceIndexKeys:
+	case layout.PlaceSessions, layout.PlaceSession, layout.PlaceIndex, layout.PlaceIndexKeys:
 		return true
 	}
 	return false
@@ -154,9 +155,9 @@ func cachedDir(pl session.Place) bool {
 
 // attrTimeout is how long the kernel keeps the attributes of a node of
 // place pl (see cacheTimeout).
-func attrTimeout(pl session.Place, dir bool) time.Duration {
+func attrTimeout(pl layout.Place, dir bool) time.Duration {
 	switch {
-	case pl.Kind == session.PlaceFree, pl.Kind == session.PlaceFreeRoot:
+	case pl.Kind == layout.PlaceFree, pl.Kind == layout.PlaceFreeRoot:
 		return dirAttrTimeout
 	case dir && !cachedDir(pl):
 		return dirAttrTimeout
@@ -168,7 +169,7 @@ func attrTimeout(pl session.Place, dir bool) time.Duration {
 type where struct {
 	m     *mountState
 	rel   string
-	place session.Place
+	place layout.Place
 }
 
 // inoOf gives every ABI path its own stable inode number. The top bit keeps
@@ -196,10 +197,10 @@ func (n *storeNode) statAttr(out *fuse.Attr) syscall.Errno {
 // storeAttr describes a store file as the tree shows it: numbered by its
 // path, and read-only kinds without their write bits, so that the kernel
 // (default_permissions) refuses writers honestly.
-func storeAttr(out *fuse.Attr, st *unix.Stat_t, rel string, pl session.Place) {
+func storeAttr(out *fuse.Attr, st *unix.Stat_t, rel string, pl layout.Place) {
 	fromStat(out, st)
 	out.Ino = inoOf(rel)
-	if pl.Kind == session.PlaceReadOnly || pl.Kind == session.PlaceArchived {
+	if pl.Kind == layout.PlaceReadOnly || pl.Kind == layout.PlaceArchived {
 		out.Mode &^= 0222
 	}
 }
@@ -299,19 +300,19 @@ func isWrite(flags uint32) bool { return flags&syscall.O_ACCMODE != syscall.O_RD
 func (m *mountState) newNode(n session.Node, rel string) (fs.InodeEmbedder, uint32) {
 	w := where{m: m, rel: rel, place: n.Place}
 	switch {
-	case n.Place.Kind == session.PlaceCtl:
+	case n.Place.Kind == layout.PlaceCtl:
 		return &ctlNode{storeNode: newStoreNode(w)}, syscall.S_IFREG
-	case n.Place.Kind == session.PlaceIndexList:
+	case n.Place.Kind == layout.PlaceIndexList:
 		return &listNode{storeNode: newStoreNode(w)}, syscall.S_IFREG
 	case n.Virtual:
 		return &indexValueNode{storeNode: newStoreNode(w)}, syscall.S_IFREG
-	case n.Place.Kind == session.PlaceFreeRoot:
+	case n.Place.Kind == layout.PlaceFreeRoot:
 		return &freeNode{m: m}, syscall.S_IFDIR
 	case n.Dir:
 		return &dirNode{storeNode: newStoreNode(w)}, syscall.S_IFDIR
-	case n.Place.Kind == session.PlaceLog:
+	case n.Place.Kind == layout.PlaceLog:
 		return &logNode{storeNode: newStoreNode(w)}, syscall.S_IFREG
-	case n.Place.Kind == session.PlaceValue:
+	case n.Place.Kind == layout.PlaceValue:
 		return &valueNode{storeNode: newStoreNode(w)}, syscall.S_IFREG
 	}
 	return &roNode{storeNode: newStoreNode(w)}, syscall.S_IFREG // read-only and archived files

@@ -9,6 +9,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 
 	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // Keeping the kernel's caches exact.
@@ -73,18 +74,18 @@ func (ms *Mounts) changed(rel string) { ms.announced(rel, session.Changed) }
 func (ms *Mounts) announced(rel string, how session.Change) {
 	ms.gen.Add(1) // before looking: see mountState.attach
 	parent, node, _ := ms.find(rel)
-	pl := session.Classify(rel)
-	if pl.Kind == session.PlaceLog {
+	pl := layout.Classify(rel)
+	if pl.Kind == layout.PlaceLog {
 		stamp(node)
 		if how != session.Written {
 			staleAttrs(node)
 		}
 		return
 	}
-	if parent != nil && listedFromMemory(session.Classify(path.Dir(rel))) {
+	if parent != nil && listedFromMemory(layout.Classify(path.Dir(rel))) {
 		stamp(parent) // a name may have come or gone: the listing goes
 	}
-	if pl.Kind != session.PlaceIndex {
+	if pl.Kind != layout.PlaceIndex {
 		// The index directory is announced when what it lists changes
 		// (every append touches the session's place in the list); it
 		// is made when its index loads, which announces the container.
@@ -96,7 +97,7 @@ func (ms *Mounts) announced(rel string, how session.Change) {
 	stamp(node)
 	staleAttrs(node)
 	switch pl.Kind {
-	case session.PlaceSession:
+	case layout.PlaceSession:
 		if node != nil && ms.e.Gone(rel) {
 			// Archived or deleted: its names go with the notifier, and a
 			// reader walking them meanwhile (or a session made anew under
@@ -107,7 +108,7 @@ func (ms *Mounts) announced(rel string, how session.Change) {
 			}
 		}
 		fallthrough
-	case session.PlaceIndexCurrent, session.PlaceIndexEntry:
+	case layout.PlaceIndexCurrent, layout.PlaceIndexEntry:
 		if node != nil {
 			ms.pending.add(pendingOp{rel: rel}) // names that may go
 		}
@@ -117,8 +118,8 @@ func (ms *Mounts) announced(rel string, how session.Change) {
 // listedFromMemory: the index's directories list what the index holds
 // (its store files follow at the journal's checkpoint), so their store
 // mtimes do not move when a name comes or goes; their stamps do.
-func listedFromMemory(pl session.Place) bool {
-	return pl.Kind == session.PlaceIndex || pl.Kind == session.PlaceIndexKeys
+func listedFromMemory(pl layout.Place) bool {
+	return pl.Kind == layout.PlaceIndex || pl.Kind == layout.PlaceIndexKeys
 }
 
 // stamp moves n's change stamp (for nodes that carry one).

@@ -10,6 +10,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // storeReader reads a store file through a descriptor opened at OPEN, so a
@@ -89,7 +90,7 @@ func (n *roNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32,
 	if err := n.m.e.CheckOpen(n.place, int(flags)); err != nil {
 		return nil, 0, errno(err)
 	}
-	if n.place.Kind == session.PlaceReadOnly {
+	if n.place.Kind == layout.PlaceReadOnly {
 		// The engine rewrites these files in place of a spare twin
 		// (replaceValue): a descriptor held across two replacements
 		// could see the twin rewritten. A copy taken at open is one

@@ -9,7 +9,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // maxValueBytes bounds what one open file buffers for a single value
@@ -74,7 +74,7 @@ func (n *valueNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint
 }
 
 func (n *valueNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	h := n.m.newValueHandle(n.where, func(c session.Caller, data []byte) error {
+	h := n.m.newValueHandle(n.where, func(c layout.Caller, data []byte) error {
 		return n.m.e.WriteFile(c, n.place.Ref(), n.place.File, data)
 	})
 	if isRead(flags) {
@@ -187,7 +187,7 @@ func readAt(data, dest []byte, off int64) fuse.ReadResult {
 // longer an unfinished JSON value) and bad fails at once with the
 // commit's errno (the engine's CheckValue; shells ignore close errors),
 // and commit judges the value again at close.
-func (m *mountState) newValueHandle(w where, commit func(session.Caller, []byte) error) *valueHandle {
+func (m *mountState) newValueHandle(w where, commit func(layout.Caller, []byte) error) *valueHandle {
 	return &valueHandle{
 		check:   func(b []byte) error { return m.e.CheckValue(w.place, b) },
 		commit:  commit,
@@ -200,11 +200,11 @@ func (m *mountState) newValueHandle(w where, commit func(session.Caller, []byte)
 // was at open.
 type valueHandle struct {
 	held
-	commit   func(session.Caller, []byte) error
+	commit   func(layout.Caller, []byte) error
 	check    func([]byte) error // of a complete value (ending in "\n"); may be nil
 	changed  func()
 	released func() // after the last close; may be nil
-	caller   session.Caller
+	caller   layout.Caller
 	snapshot []byte
 
 	mu     sync.Mutex

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // TestValueHandleJudgesAtWrite: a write that leaves the value ending in
@@ -28,7 +28,7 @@ func TestValueHandleJudgesAtWrite(t *testing.T) {
 				}
 				return nil
 			},
-			commit: func(_ session.Caller, b []byte) error {
+			commit: func(_ layout.Caller, b []byte) error {
 				committed = append(committed, b)
 				return nil
 			},

@@ -191,7 +191,7 @@ func TestFullDiskKeepsTheSessionBound(t *testing.T) {
 	tmpfs := smallTmpfs(t, "32m")
 	s := newServerWith(t, func(s *server) {
 		s.store = filepath.Join(tmpfs, "store")
-		s.wrap = []string{"prlimit", "--nofile=128:128"} // session.SessionBudget: 16
+		s.wrap = []string{"prlimit", "--nofile=128:128"} // quota.SessionBudget: 16
 	})
 	const n, bound = 44, 16 // the journal's room (1 MiB) takes about 55 sends
 	for i := 0; i < n; i++ {

@@ -167,7 +167,7 @@ func (s *server) storeFile(rel string) func() string {
 
 // sessionFiles are the files of a session and what each holds now: the
 // store's file, or for the files derived from the logs, which reach the
-// store behind (session/derived.go), what the server says without the
+// store behind (session/value_derived.go), what the server says without the
 // mount (status, through the socket) or what the logs say.
 func (s *server) sessionFiles(dir string) []watched {
 	var out []watched

@@ -25,7 +25,7 @@ func snapshot(t testing.TB, dir string) map[string]string {
 // it derives from the logs (a live session's state, latest.md,
 // updated_at, AGENTS.md, SKILLS.md) taken as the mount serves them, not as
 // the store holds them at this instant: the server writes them to the
-// store behind, up to a second after they change (session/derived.go),
+// store behind, up to a second after they change (session/value_derived.go),
 // which is no write of whatever ran between two snapshots. Their spare
 // twins are left out for the same reason.
 func storeSnapshot(t testing.TB, s *server) map[string]string {

@@ -16,6 +16,8 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // BenchmarkHoldings reports what the engine holds (descriptors, resident
@@ -24,7 +26,7 @@ import (
 // and 5,000 real ones, whose logs hold descriptors while loaded), and then
 // with 1,000 idle socket connections more. The figures are absolute: what
 // matters is that they stay flat as sessions grow (the session cache's
-// bound: session.SessionBudget, four descriptors each), not a ratio.
+// bound: quota.SessionBudget, four descriptors each), not a ratio.
 func BenchmarkHoldings(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root (sessions of uid 0, sockets under a root-owned store)")
@@ -37,10 +39,10 @@ func BenchmarkHoldings(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer e.Close()
-	root0 := session.Caller{Uid: 0, Gid: 0}
-	ct := session.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}
+	root0 := layout.Caller{Uid: 0, Gid: 0}
+	ct := layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}
 	parallel(b, 5000, func(i int) error {
-		return e.CreateSession(root0, session.Ref{Container: ct, Name: "real-" + strconv.Itoa(i)})
+		return e.CreateSession(root0, layout.Ref{Container: ct, Name: "real-" + strconv.Itoa(i)})
 	})
 	bare := filepath.Join(store, "home/0/agent/coder/session")
 	parallel(b, 95000, func(i int) error { return os.Mkdir(filepath.Join(bare, "bare-"+strconv.Itoa(i)), 0o700) })
@@ -77,7 +79,7 @@ func BenchmarkHoldings(b *testing.B) {
 	}
 	for i := 0; i < b.N; i++ {
 	}
-	b.ReportMetric(float64(session.SessionBudget()), "sessions-kept")
+	b.ReportMetric(float64(quota.SessionBudget()), "sessions-kept")
 	b.ReportMetric(float64(fds0), "fds-before")
 	b.ReportMetric(float64(fds1), "fds-100k-sessions")
 	b.ReportMetric(float64(fds2), "fds-+1000-conns")

@@ -25,6 +25,7 @@ import (
 	"github.com/ctxfs/ctxfs/internal/gopool"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // Sockets serves one Unix socket per agent and model definition under the
@@ -421,7 +422,7 @@ func flush(conn *net.UnixConn, w *bufio.Writer) error {
 
 // refuse answers a refused request with its error frame (written within
 // frameDeadline, or not at all), and logs it (session.Engine.LogRefused).
-func (s *Sockets) refuse(conn *net.UnixConn, w *bufio.Writer, err error, c session.Caller, t session.Target, req *proto.Request) {
+func (s *Sockets) refuse(conn *net.UnixConn, w *bufio.Writer, err error, c layout.Caller, t session.Target, req *proto.Request) {
 	op := ""
 	if req != nil {
 		op = req.Op
@@ -474,10 +475,10 @@ func boolInt(b bool) int {
 
 // peerCaller is the connecting process's identity from SO_PEERCRED, with
 // its supplementary groups from /proc.
-func peerCaller(conn *net.UnixConn) (session.Caller, error) {
+func peerCaller(conn *net.UnixConn) (layout.Caller, error) {
 	raw, err := conn.SyscallConn()
 	if err != nil {
-		return session.Caller{}, err
+		return layout.Caller{}, err
 	}
 	var cred *syscall.Ucred
 	var groups []uint32
@@ -489,12 +490,12 @@ func peerCaller(conn *net.UnixConn) (session.Caller, error) {
 		}
 	})
 	if cerr != nil {
-		return session.Caller{}, cerr
+		return layout.Caller{}, cerr
 	}
 	// SO_PEERCRED's pid is the peer's process (its thread group), and both
 	// it and SO_PEERGROUPS are what the peer was when it connected; reading
 	// /proc/PID/status for them cost a tenth of a send's socket path.
-	return session.Caller{Uid: cred.Uid, Gid: cred.Gid, Pid: int(cred.Pid), Groups: groups}, nil
+	return layout.Caller{Uid: cred.Uid, Gid: cred.Gid, Pid: int(cred.Pid), Groups: groups}, nil
 }
 
 // peerGroups reads the peer's supplementary groups (SO_PEERGROUPS, which

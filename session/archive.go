@@ -15,6 +15,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // takeWait bounds how long an archive waits for the requests that hold a
@@ -30,7 +31,7 @@ func (e *Engine) archiveOp(loc *location, req *proto.Request) (*Reply, error) {
 	var err error
 	switch {
 	case req.DryRun:
-		verb, err = "archivable", e.CheckArchive(loc.ref)
+		verb, err = "archivable", e.checkArchive(loc.ref)
 	case req.Delete:
 		verb, err = "deleted", e.Archive(loc.ref, loc.own, true)
 	default:
@@ -42,9 +43,9 @@ func (e *Engine) archiveOp(loc *location, req *proto.Request) (*Reply, error) {
 	return newReply([]*proto.Object{proto.NewObject("type", verb, "session", loc.ref.Name)}), nil
 }
 
-// ArchiveTarget is where an agent session is archived: the home's
+// archiveTarget is where an agent session is archived: the home's
 // archived_sessions/<agent>/<session>.
-func ArchiveTarget(r Ref) string {
+func archiveTarget(r layout.Ref) string {
 	return path.Join(r.Home, abi.ArchivedDir, r.Owner, r.Name)
 }
 
@@ -60,7 +61,7 @@ func ArchiveTarget(r Ref) string {
 // raced with it either recorded its start before (and then the session
 // is active, so protected) or is refused with EBUSY; it never writes
 // into the session mid-move or recreates it from half its files.
-func (e *Engine) Archive(r Ref, own storefs.Owner, del bool) error {
+func (e *Engine) Archive(r layout.Ref, own storefs.Owner, del bool) error {
 	if r.Temp || r.Kind != abi.KindAgent || (!del && !strings.HasPrefix(r.Home, "home/")) {
 		return abi.Errorf(syscall.EINVAL, "archive", "only agent sessions are archived, to their home's archived_sessions (a shared space's sessions may be deleted)")
 	}
@@ -70,7 +71,7 @@ func (e *Engine) Archive(r Ref, own storefs.Owner, del bool) error {
 	// EBUSY, not ENOENT: a send that waited must be refused, not create
 	// the session anew from nothing.
 	gone := &abi.Error{Op: "session", Errno: syscall.EBUSY, Msg: "session " + r.Name + " was archived while the request waited"}
-	err := e.sessions.take(r.key(), takeWait, gone, func(s *sess, loaded bool) (bool, error) {
+	err := e.sessions.take(r.Key(), takeWait, gone, func(s *sess, loaded bool) (bool, error) {
 		if !del {
 			e.derived.flushDir(r.Rel(), s, true) // the store's files are what moves
 		}
@@ -83,7 +84,7 @@ func (e *Engine) Archive(r Ref, own storefs.Owner, del bool) error {
 		}
 		if err != nil {
 			if loaded {
-				e.sessions.putIfAbsent(r.key(), s) // back, as it was
+				e.sessions.putIfAbsent(r.Key(), s) // back, as it was
 			}
 			return false, err
 		}
@@ -104,13 +105,13 @@ func (e *Engine) Archive(r Ref, own storefs.Owner, del bool) error {
 	if err != nil {
 		return err
 	}
-	e.limits.Free.forgetHome(r.Home) // its context/ left the free trees
+	forgetHome(e.limits.Free, r.Home) // its context/ left the free trees
 	return e.unindex(r)
 }
 
 // unindex takes a session that is gone out of its container's index, and
 // has the kernel forget every index entry that named it.
-func (e *Engine) unindex(r Ref) error {
+func (e *Engine) unindex(r layout.Ref) error {
 	x, err := e.Index(r.Container)
 	if err != nil {
 		return nil // no index to clean: it is rebuilt from the directories
@@ -118,7 +119,7 @@ func (e *Engine) unindex(r Ref) error {
 	idx := r.Container.Rel() + "/index"
 	// The session's own path too: the kernel keeps names and attributes
 	// for a long time and must drop the session's, not find them anew.
-	changed := []string{r.Rel(), r.Container.Rel(), idx, idx + "/list", path.Dir(ArchiveTarget(r))}
+	changed := []string{r.Rel(), r.Container.Rel(), idx, idx + "/list", path.Dir(archiveTarget(r))}
 	for _, kind := range abi.IndexKinds {
 		for _, k := range x.Keys(kind) {
 			if v, _ := x.Lookup(kind, k); v == r.Name {
@@ -131,15 +132,15 @@ func (e *Engine) unindex(r Ref) error {
 	return err
 }
 
-// CheckArchive says whether Archive would take the session r now: nil,
+// checkArchive says whether Archive would take the session r now: nil,
 // or the protection that keeps it (EBUSY), without changing anything. It
 // serves gc's preview, so that the one set of rules decides both.
-func (e *Engine) CheckArchive(r Ref) error {
+func (e *Engine) checkArchive(r layout.Ref) error {
 	if err := e.protectedName(r); err != nil {
 		return err
 	}
 	e.derived.flush(r.Rel(), true) // as Archive would
-	if s, ok := e.sessions.peek(r.key()); ok {
+	if s, ok := e.sessions.peek(r.Key()); ok {
 		if err := hasRun(s); err != nil {
 			return err
 		}
@@ -162,7 +163,7 @@ func hasRun(s *sess) error {
 // settled is EBUSY while a derived file of the session waits to be
 // written (its write failed, for want of room most likely): the archive
 // would keep the store's older file, which nothing writes again there.
-func (e *Engine) settled(r Ref) error {
+func (e *Engine) settled(r layout.Ref) error {
 	if e.derived.waits(r.Rel()) {
 		return abi.Errorf(syscall.EBUSY, "archive", "session %s: a derived file cannot be written now (is the store full?)", r.Name)
 	}
@@ -171,7 +172,7 @@ func (e *Engine) settled(r Ref) error {
 
 // protectedName refuses the names SPEC 12 never touches: index, default
 // and the current session.
-func (e *Engine) protectedName(r Ref) error {
+func (e *Engine) protectedName(r layout.Ref) error {
 	if r.Name == "index" || r.Name == "default" {
 		return abi.Errorf(syscall.EBUSY, "archive", "session %s is never archived", r.Name)
 	}
@@ -184,7 +185,7 @@ func (e *Engine) protectedName(r Ref) error {
 // protectedState refuses a session whose state is active, unreadable or
 // unsafe (not a regular file, an unknown value); a missing state is an
 // old session and may go. A missing session is ENOENT.
-func (e *Engine) protectedState(r Ref) error {
+func (e *Engine) protectedState(r layout.Ref) error {
 	st, err := e.root.Lstat(r.Rel())
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -210,8 +211,8 @@ func (e *Engine) protectedState(r Ref) error {
 
 // moveToArchive renames the session's directory to its archive target,
 // never over anything (EEXIST), and makes the move durable.
-func (e *Engine) moveToArchive(r Ref, own storefs.Owner) error {
-	target := ArchiveTarget(r)
+func (e *Engine) moveToArchive(r layout.Ref, own storefs.Owner) error {
+	target := archiveTarget(r)
 	if err := e.mkdirAll(path.Dir(target), own); err != nil {
 		return err
 	}
@@ -227,10 +228,10 @@ func (e *Engine) moveToArchive(r Ref, own storefs.Owner) error {
 // removeSession deletes the session's directory: first renamed aside to a
 // hidden leftover name (isNewDir), which load and fsck --repair finish
 // removing should this be interrupted.
-func (e *Engine) removeSession(r Ref) error {
+func (e *Engine) removeSession(r layout.Ref) error {
 	var b [8]byte
 	rand.Read(b[:])
-	aside := path.Join(r.Container.Rel(), delDirPrefix+r.Name+"-"+hex.EncodeToString(b[:]))
+	aside := path.Join(r.Container.Rel(), layout.DelDirPrefix+r.Name+"-"+hex.EncodeToString(b[:]))
 	if err := e.root.Rename(r.Rel(), aside, unix.RENAME_NOREPLACE); err != nil {
 		return err
 	}

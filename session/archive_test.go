@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // age makes a session look untouched for d: its updated_at moves back.
@@ -54,9 +55,9 @@ func TestArchiveRefusesActive(t *testing.T) {
 	env.begin(root0, target, `{"op":"send","id":"s1","session":"temp-busy","input":"x"}`)
 	defer env.do(root0, target, `{"op":"cancel","id":"s1","session":"temp-busy"}`)
 	env.send(root0, coder(), `{"op":"send","id":"c","session":"other","input":"x"}`) // another current
-	ref := Ref{Container: Container{Home: "home/0", Kind: abi.KindAgent, Owner: "sleeper"}, Name: "temp-busy"}
+	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "sleeper"}, Name: "temp-busy"}
 	before := env.settledTree()
 	wantErrno(t, "archive of an active session", env.e.Archive(ref, privateOwner(0, 0), false), syscall.EBUSY)
-	wantErrno(t, "check of an active session", env.e.CheckArchive(ref), syscall.EBUSY)
+	wantErrno(t, "check of an active session", env.e.checkArchive(ref), syscall.EBUSY)
 	sameTree(t, "a refused archive", before, tree(t, env.store))
 }

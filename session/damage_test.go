@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // Damage made behind the engine's back, while it runs and after a restart,
@@ -59,7 +60,7 @@ func TestDamagedHistoryIsEIO(t *testing.T) {
 					_, err := env.do(root0, coder(), line)
 					wantErrno(t, line, err, syscall.EIO)
 				}
-				ref := Ref{Container: Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
+				ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
 				err := env.e.AppendLog(root0, ref, "events.jsonl", []byte(`{"type":"note"}`+"\n"))
 				wantErrno(t, "append", err, syscall.EIO)
 				sameTree(t, "sends to damaged history", before, tree(t, env.store))

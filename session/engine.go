@@ -12,17 +12,14 @@
 package session
 
 import (
-	"errors"
-	"io/fs"
 	"log/slog"
-	"os"
 	"sync"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/quota"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
@@ -35,8 +32,12 @@ type Config struct {
 	// (each holds four descriptors); 0: from the descriptor limit
 	// (SessionBudget).
 	MaxSessions int
-	// Limits overrides the per-uid quotas (Limits).
-	Limits LimitConfig
+	// Limits overrides the per-uid quotas (quota.Limits; the server reads
+	// them from CTXFS_LIMITS); zero: the defaults.
+	Limits quota.LimitConfig
+	// Journal sets the write-ahead journal's checkpoints (the server reads
+	// them from CTXFS_CHECKPOINT_*); zero: the defaults.
+	Journal sealedlog.JournalConfig
 	// Log gets a line at each run's start and end (its id, agent or
 	// model, session, scope and uid; never its input nor its output);
 	// nil: nowhere.
@@ -47,7 +48,7 @@ func (c Config) maxSessions() int {
 	if c.MaxSessions > 0 {
 		return c.MaxSessions
 	}
-	return SessionBudget()
+	return quota.SessionBudget()
 }
 
 // Target is what a request was addressed to: the agent or model whose
@@ -73,11 +74,11 @@ type Engine struct {
 	memo     memo       // single values served from memory (Value)
 	watchMu  sync.Mutex
 	watchers []func(rel string, how Change)
-	journal  *runJournal
+	running  *runsFile          // the runs under way, for the next start (runsfile.go)
 	wal      *sealedlog.Journal // every append to a session log goes through it
-	sealKey  *sealedlog.Key     // every seal record is keyed with it (sealkey.go)
+	sealKey  *sealedlog.Key     // every seal record is keyed with it (layout/sealkey.go)
 	derived  *behind            // derived values not yet in the store
-	limits   *Limits            // what users may make the engine hold
+	limits   *quota.Limits      // what users may make the engine hold
 	defs     *agent.Cache       // agent and model definitions, read again when they change
 }
 
@@ -85,17 +86,10 @@ type Engine struct {
 // the server's alone (storefs.Secure), and closes runs that were active
 // when a previous server died.
 func Open(cfg Config) (*Engine, error) {
-	if cfg.Limits == (LimitConfig{}) {
-		env, err := LimitsFromEnv(os.Getenv)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Limits = env
-	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	store, err := openStore(cfg.Store)
+	store, err := layout.OpenStore(cfg.Store)
 	if err != nil {
 		return nil, err
 	}
@@ -106,25 +100,25 @@ func Open(cfg Config) (*Engine, error) {
 		sessions: newCache[*sess](cfg.maxSessions(), (*sess).idle, (*sess).closeLogs),
 		indexes:  newCache[*index.Index](0, nil, nil),
 		runs:     map[string]*run{},
-		limits:   newLimits(cfg.Limits),
+		limits:   quota.NewLimits(cfg.Limits),
 		defs:     agent.NewCache(),
 	}
 	e.derived = newBehind(e)
 	var migrated int
-	if e.sealKey, migrated, err = openSealKey(store); err != nil {
+	if e.sealKey, migrated, err = layout.OpenSealKey(store); err != nil {
 		store.Close()
 		return nil, err
 	}
 	if migrated > 0 {
 		cfg.Log.Info("seals migrated: keyed with the store's seal key", "seals", migrated)
 	}
-	if closed, err := closeHistory(store); err != nil {
+	if closed, err := layout.CloseHistory(store); err != nil {
 		store.Close()
 		return nil, err
 	} else if closed > 0 {
 		cfg.Log.Info("history migrated: owned by the server, closed to users", "files", closed)
 	}
-	e.limits.Free.count = e.countFree // the free trees' walk needs the store
+	e.limits.Free.CountWith(e.countFree) // the free trees' walk needs the store
 	if err := e.openWAL(); err != nil {
 		store.Close()
 		return nil, err
@@ -139,34 +133,6 @@ func Open(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-// openStore creates the store directory when missing, secures it, and
-// opens it with its top directories in place: home/ and shared/ (root's,
-// 0755: the store itself is 0700) and .ctxfs/, the server's own
-// bookkeeping (0700, never history).
-func openStore(dir string) (*storefs.Root, error) {
-	r, err := storefs.OpenPrivate(dir)
-	if err != nil {
-		return nil, err
-	}
-	for d, mode := range map[string]os.FileMode{stateDir: 0o700, "home": 0o755, "shared": 0o755} {
-		err := r.Mkdir(d, mode)
-		if errors.Is(err, fs.ErrExist) {
-			var st *unix.Stat_t
-			if st, err = r.Lstat(d); err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
-				err = &storefs.UnsafeError{Op: "open store", Path: r.Show(d), What: storefs.TypeName(st.Mode) + ", not a directory"}
-			}
-		}
-		if err != nil {
-			r.Close()
-			return nil, err
-		}
-	}
-	return r, nil
-}
-
-// stateDir is the server's own bookkeeping in the store (never history).
-const stateDir = ".ctxfs"
-
 // Close cancels nothing (runs end with the process) but seals and closes
 // every open log and flushes the indexes.
 func (e *Engine) Close() error {
@@ -176,13 +142,9 @@ func (e *Engine) Close() error {
 			first = err
 		}
 	}
-	if e.limits != nil { // (NewSpaces has none)
-		e.limits.ScanSlots.stopAll() // no search reads the store any more
-	}
-	if e.derived != nil {
-		e.derived.close()
-		e.derived.flush("", true) // what waits in memory, before the logs close
-	}
+	e.limits.ScanSlots.StopAll() // no search reads the store any more
+	e.derived.close()
+	e.derived.flush("", true) // what waits in memory, before the logs close
 	for _, s := range e.sessions.all() {
 		keep(s.events.Close())
 		keep(s.msgs.Close())
@@ -193,8 +155,8 @@ func (e *Engine) Close() error {
 	if e.wal != nil {
 		keep(e.wal.Close()) // after the logs: each Close checkpoints its own
 	}
-	if e.journal != nil {
-		keep(e.journal.close())
+	if e.running != nil {
+		keep(e.running.close())
 	}
 	if e.root != nil {
 		keep(e.root.Close())

@@ -10,20 +10,20 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
 // CreateSession makes a new session directory with the initial layout
 // (mkdir session/<name> through the mount). EEXIST if it exists, EINVAL for
 // a bad name. Its cwd is the agent's default cwd, else "/".
-func (e *Engine) CreateSession(c Caller, r Ref) error {
-	if !abi.ValidSessionName(r.Name) || !r.Container.valid() {
+func (e *Engine) CreateSession(c layout.Caller, r layout.Ref) error {
+	if !abi.ValidSessionName(r.Name) || !r.Container.Valid() {
 		return abi.Errorf(syscall.EINVAL, "mkdir", "invalid session name %q", r.Name)
 	}
-	if e.SessionExists(r) {
+	if e.sessionExists(r) {
 		return &abi.Error{Op: "mkdir", Path: r.Name, Errno: syscall.EEXIST}
 	}
 	loc, err := e.locateRef(c, r)
@@ -54,7 +54,7 @@ func (e *Engine) CreateSession(c Caller, r Ref) error {
 // announced as Written: the caller is answering the writer's FUSE WRITE.
 // Each line is stored with the writer's uid (stampWriter), so it may not
 // carry another.
-func (e *Engine) AppendLog(c Caller, r Ref, file string, lines []byte) error {
+func (e *Engine) AppendLog(c layout.Caller, r layout.Ref, file string, lines []byte) error {
 	lines, err := stampWriter(lines, c.Uid)
 	if err != nil {
 		return err
@@ -82,7 +82,7 @@ func (e *Engine) AppendLog(c Caller, r Ref, file string, lines []byte) error {
 
 // SyncLog returns once everything appended to a log so far is durable
 // (fsync, fdatasync or close of a writer through the mount).
-func (e *Engine) SyncLog(r Ref, file string) error {
+func (e *Engine) SyncLog(r layout.Ref, file string) error {
 	_, l, release, err := e.lookupLog(r, file)
 	if err != nil {
 		return err
@@ -93,7 +93,7 @@ func (e *Engine) SyncLog(r Ref, file string) error {
 
 // lookupLog finds a session and its log of that name (EPERM for any other
 // file); release lets the session go.
-func (e *Engine) lookupLog(r Ref, file string) (*sess, *sealedlog.Log, func(), error) {
+func (e *Engine) lookupLog(r layout.Ref, file string) (*sess, *sealedlog.Log, func(), error) {
 	s, release, err := e.lookup(r)
 	if err != nil {
 		return nil, nil, nil, err
@@ -142,7 +142,7 @@ var (
 // unfinished line at the last close, a refused line), with the file, the
 // byte count and the writer: the loss is never silent. A full disk may
 // keep even this from being recorded; the writer's close still fails.
-func (e *Engine) RecordLoss(c Caller, r Ref, file string, n int, lost Lost) {
+func (e *Engine) RecordLoss(c layout.Caller, r layout.Ref, file string, n int, lost Lost) {
 	s, release, err := e.lookup(r)
 	if err != nil {
 		return
@@ -160,7 +160,7 @@ func (e *Engine) RecordLoss(c Caller, r Ref, file string, n int, lost Lost) {
 // whole, after validating the new value (a missing final newline is added).
 // EINVAL for an invalid value, EEXIST for a self_id taken, EPERM for a file
 // that is not writable. The old value stays on any error.
-func (e *Engine) WriteFile(c Caller, r Ref, file string, data []byte) error {
+func (e *Engine) WriteFile(c layout.Caller, r layout.Ref, file string, data []byte) error {
 	s, release, err := e.lookup(r)
 	if err != nil {
 		return err
@@ -215,20 +215,20 @@ func (e *Engine) WriteFile(c Caller, r Ref, file string, data []byte) error {
 // mkdirHome is mkdir of home/<uid> (SPEC 2): a uid's own home, or any
 // uid's home for root (to prepare an agent's root/ before the user's first
 // send); it belongs to that uid either way. EEXIST when it exists.
-func (e *Engine) mkdirHome(c Caller, name string) error {
+func (e *Engine) mkdirHome(c layout.Caller, name string) error {
 	uid, err := strconv.ParseUint(name, 10, 32)
 	switch {
 	case err != nil || strconv.FormatUint(uid, 10) != name:
 		return &abi.Error{Op: "mkdir", Path: "home/" + name, Errno: syscall.EINVAL, Msg: "a home is named by a uid"}
 	case c.Uid != 0 && uint32(uid) != c.Uid:
 		return &abi.Error{Op: "mkdir", Path: "home/" + name, Errno: syscall.EACCES, Msg: "only root creates another uid's home"}
-	case e.isDir(PrivateHome(uint32(uid))):
+	case e.isDir(layout.PrivateHome(uint32(uid))):
 		return syscall.EEXIST
 	}
 	return e.EnsureHome(uint32(uid))
 }
 
-func (e *Engine) Mkdir(c Caller, rel string) error {
+func (e *Engine) Mkdir(c layout.Caller, rel string) error {
 	rel = path.Clean(strings.Trim(rel, "/"))
 	parts := strings.Split(rel, "/")
 	bad := func(errno syscall.Errno, msg string) error {
@@ -304,7 +304,7 @@ func (e *Engine) mkdirNew(own storefs.Owner, rel string, extra ...string) error 
 
 // homeOwner is who owns new directories in a home or space the caller may
 // write to.
-func (e *Engine) homeOwner(c Caller, home string) (storefs.Owner, error) {
+func (e *Engine) homeOwner(c layout.Caller, home string) (storefs.Owner, error) {
 	if strings.HasPrefix(home, "shared/") {
 		st, err := e.spaceAccess(c, strings.TrimPrefix(home, "shared/"))
 		if err != nil {
@@ -312,40 +312,17 @@ func (e *Engine) homeOwner(c Caller, home string) (storefs.Owner, error) {
 		}
 		return sharedOwner(c.Uid, st.Gid), nil
 	}
-	loc, err := e.locateRef(c, Ref{Container: Container{Home: home}})
+	loc, err := e.locateRef(c, layout.Ref{Container: layout.Container{Home: home}})
 	if err != nil {
 		return storefs.Owner{}, err
 	}
 	return loc.own, nil
 }
 
-// AddSpace creates the shared space name, owned by root and group gid (-1:
-// root's group) with mode (SPEC section 2; ctxfs space add).
+// AddSpace creates the shared space name (layout.AddSpace) and tells the
+// mount that shared/ changed.
 func (e *Engine) AddSpace(name string, gid int, mode os.FileMode) error {
-	if !abi.ValidName(name) {
-		return abi.Errorf(syscall.EINVAL, "space add", "invalid space name %q", name)
-	}
-	rel := SharedHome(name)
-	if err := e.root.Mkdir(rel, mode); err != nil {
-		return &abi.Error{Op: "space add", Path: name, Errno: abi.Errno(err)}
-	}
-	if gid < 0 {
-		gid = 0
-	}
-	if err := e.root.ChownOwned(rel, storefs.Owner{Uid: 0, Gid: gid}); err != nil {
-		return err
-	}
+	err := layout.AddSpace(e.root, name, gid, mode)
 	e.changed("shared")
-	return e.root.SyncDir("shared")
-}
-
-// NewSpaces returns an engine good only for AddSpace on a store that may be
-// served by another process (ctxfs space add --store): it loads nothing
-// and runs nothing. Close it when done.
-func NewSpaces(store string) (*Engine, error) {
-	root, err := openStore(store)
-	if err != nil {
-		return nil, err
-	}
-	return &Engine{cfg: Config{Store: store}, root: root, admin: root, sessions: newCache[*sess](0, nil, nil), indexes: newCache[*index.Index](0, nil, nil)}, nil
+	return err
 }

@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // TestFreeQuotaCount: a uid's use of the free trees is counted from the
@@ -46,17 +49,17 @@ func TestFreeQuotaCount(t *testing.T) {
 			owner = 1002
 		}
 		must(t, os.Lchown(p, owner, owner))
-		if c := Classify(rel); owner == 1001 && (c.Kind == PlaceFree || c.Kind == PlaceFreeRoot) {
+		if c := layout.Classify(rel); owner == 1001 && (c.Kind == layout.PlaceFree || c.Kind == layout.PlaceFreeRoot) {
 			var st unix.Stat_t
 			must(t, unix.Lstat(p, &st))
-			want += FreeCharge(&st)
+			want += quota.FreeCharge(&st)
 			inodes++
 		}
 	}
 	must(t, os.Link(filepath.Join(env.store, "home/1001/agent/coder/root/a"), filepath.Join(env.store, "home/1001/agent/coder/root/d/b")))
 
-	q := env.e.Limits().Free
-	q.inodes = inodes + 1
+	const bytesBound = 1 << 30
+	q := quota.NewFreeQuota(bytesBound, inodes+1, env.e.countFree)
 	if b, n := q.Use(1001); b != want || n != inodes {
 		t.Fatalf("counted %d bytes in %d inodes, want %d in %d", b, n, want, inodes)
 	}
@@ -66,7 +69,7 @@ func TestFreeQuotaCount(t *testing.T) {
 	}
 	q.Give(1001, 4096, 1)
 	must(t, q.Take(1001, 0, 1))
-	if err := q.Take(1001, q.bytes, 0); !errors.Is(err, syscall.EDQUOT) {
+	if err := q.Take(1001, bytesBound, 0); !errors.Is(err, syscall.EDQUOT) {
 		t.Fatalf("bytes past the bound: %v, want EDQUOT", err)
 	}
 	if err := q.Take(0, 1<<62, 1<<40); err != nil {
@@ -90,8 +93,7 @@ func TestFreeQuotaWalkStops(t *testing.T) {
 		must(t, os.WriteFile(p, nil, 0o644))
 		must(t, os.Chown(p, 1001, 1001))
 	}
-	q := env.e.Limits().Free
-	q.inodes = 5
+	q := quota.NewFreeQuota(1<<30, 5, env.e.countFree)
 	if _, n := q.Use(1001); n != 6 {
 		t.Fatalf("the walk counted %d inodes, want it to stop at the bound + 1 (6)", n)
 	}

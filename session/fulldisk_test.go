@@ -15,6 +15,9 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storetest"
+
+	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // smallDisk is a store on a tmpfs of its own, which a filler file makes
@@ -109,7 +112,7 @@ func sendsOnFullDisk(t *testing.T, bound, n int, tune func(*behind)) *smallDisk 
 		if got := d.e.sessions.len(); got > bound {
 			t.Fatalf("after %d sends on a full disk, %d sessions loaded; the bound is %d", i+1, got, bound)
 		}
-		if got := openFDs(t); got > fds+bound*fdsPerSession {
+		if got := openFDs(t); got > fds+bound*quota.FDsPerSession {
 			t.Fatalf("after %d sends on a full disk, %d descriptors open, %d before", i+1, got, fds)
 		}
 	}
@@ -246,7 +249,7 @@ func TestLooseValuesAreBounded(t *testing.T) {
 			d.wantServed(n-1, "done\n", fmt.Sprintf("full %d\n", n-1))
 			d.room()
 			for i := 0; i < n; i++ {
-				_, release, err := d.e.lookup(Ref{Container: Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: fmt.Sprintf("s%d", i)})
+				_, release, err := d.e.lookup(layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: fmt.Sprintf("s%d", i)})
 				must(t, err)
 				release()
 				d.wantStored(i, "done\n", fmt.Sprintf("full %d\n", i))
@@ -256,8 +259,8 @@ func TestLooseValuesAreBounded(t *testing.T) {
 }
 
 // ref is session s<i>'s Ref.
-func ref(i int) Ref {
-	return Ref{Container: Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: fmt.Sprintf("s%d", i)}
+func ref(i int) layout.Ref {
+	return layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: fmt.Sprintf("s%d", i)}
 }
 
 // TestReloadWithFailedValue: a session loaded again while its failed
@@ -303,7 +306,7 @@ func TestArchiveAndDeleteWithFailedValues(t *testing.T) {
 	noSpare := func(rel string) bool { return strings.HasSuffix(rel, ".spare") }
 	before := storetest.Snapshot(t, home, noSpare)
 	wantErrno(t, "archive with a failed value", d.e.Archive(ref(1), own, false), syscall.EBUSY)
-	wantErrno(t, "check with a failed value", d.e.CheckArchive(ref(1)), syscall.EBUSY)
+	wantErrno(t, "check with a failed value", d.e.checkArchive(ref(1)), syscall.EBUSY)
 	sameTree(t, "a refused archive", before, storetest.Snapshot(t, home, noSpare))
 	d.wantServed(1, "done\n", "full 1\n")
 
@@ -330,7 +333,7 @@ func TestArchiveAndDeleteWithFailedValues(t *testing.T) {
 	time.Sleep(2 * behindEvery)
 	d.wantStored(2, "done\n", "anew\n")
 	must(t, d.e.Archive(ref(1), own, false))
-	if got := readFile(t, filepath.Join(d.store, ArchiveTarget(ref(1)), abi.FileLatest)); got != "full 1\n" {
+	if got := readFile(t, filepath.Join(d.store, archiveTarget(ref(1)), abi.FileLatest)); got != "full 1\n" {
 		t.Errorf("archived latest.md %q", got)
 	}
 }

@@ -9,21 +9,22 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
-// GCIdlePattern is what the server's own clean-up takes: Agenvoy-style
+// gcIdlePattern is what the server's own clean-up takes: Agenvoy-style
 // temporary sessions, by name.
-const GCIdlePattern = "temp-*"
+const gcIdlePattern = "temp-*"
 
 // GCIdle archives (never deletes) every agent session in a home whose
-// name matches GCIdlePattern and that nothing has updated for idle
+// name matches gcIdlePattern and that nothing has updated for idle
 // (ctxfs mount --gc-idle): the same Archive as ctx's, with the same
 // protections, so an active or current session stays. It returns the
 // store paths of the sessions it archived.
 func (e *Engine) GCIdle(idle time.Duration) []string {
 	var done []string
 	cutoff := time.Now().Add(-idle).Unix()
-	for _, home := range homes(e.root) {
+	for _, home := range layout.Homes(e.root) {
 		if !strings.HasPrefix(home, "home/") {
 			continue // archives live in homes (SPEC 2)
 		}
@@ -32,15 +33,15 @@ func (e *Engine) GCIdle(idle time.Duration) []string {
 			continue
 		}
 		own := privateOwner(uint32(uid), primaryGid(uint32(uid)))
-		for _, rel := range sessionDirs(e.root, home, false) {
-			ct, name, ok := ParseContainerRel(rel)
-			if m, _ := path.Match(GCIdlePattern, name); !ok || !m || ct.Kind != abi.KindAgent {
+		for _, rel := range layout.HomeSessionDirs(e.root, home, false) {
+			ct, name, ok := layout.ParseContainerRel(rel)
+			if m, _ := path.Match(gcIdlePattern, name); !ok || !m || ct.Kind != abi.KindAgent {
 				continue
 			}
 			if e.readUnix(rel+"/"+abi.FileUpdatedAt) > cutoff {
 				continue
 			}
-			err := e.Archive(Ref{Container: ct, Name: name}, own, false)
+			err := e.Archive(layout.Ref{Container: ct, Name: name}, own, false)
 			if err == nil {
 				done = append(done, rel)
 			} else if !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.EEXIST) {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // testEngine opens an engine on a fresh store with a root holding the
@@ -23,22 +25,26 @@ type testEnv struct {
 	e           *Engine
 	store       string
 	root        string
-	maxSessions int // Config.MaxSessions; 0: the default
+	maxSessions int               // Config.MaxSessions; 0: the default
+	limits      quota.LimitConfig // Config.Limits; zero: the defaults
 }
 
 func newEnv(t *testing.T) *testEnv { return newEnvTB(t) }
 
-func newEnvTB(t testing.TB) *testEnv {
+func newEnvTB(t testing.TB) *testEnv { return newEnvLimits(t, quota.LimitConfig{}) }
+
+// newEnvLimits is newEnv with an engine of the given quotas.
+func newEnvLimits(t testing.TB, limits quota.LimitConfig) *testEnv {
 	t.Helper()
 	base := t.TempDir()
-	env := &testEnv{t: t, store: filepath.Join(base, "store"), root: filepath.Join(base, "root")}
+	env := &testEnv{t: t, store: filepath.Join(base, "store"), root: filepath.Join(base, "root"), limits: limits}
 	env.define("coder", map[string]string{"model": "debug/echo"})
 	env.open()
 	return env
 }
 
 func (env *testEnv) open() {
-	e, err := Open(Config{Store: env.store, Root: env.root, MaxSessions: env.maxSessions})
+	e, err := Open(Config{Store: env.store, Root: env.root, MaxSessions: env.maxSessions, Limits: env.limits})
 	if err != nil {
 		env.t.Fatal(err)
 	}
@@ -73,12 +79,12 @@ func must(t testing.TB, err error) {
 	}
 }
 
-var root0 = Caller{Uid: 0, Gid: 0, Pid: os.Getpid()}
+var root0 = layout.Caller{Uid: 0, Gid: 0, Pid: os.Getpid()}
 
 func coder() Target { return Target{Kind: abi.KindAgent, Owner: "coder"} }
 
 // do sends a raw request line and returns every frame, or the refusal.
-func (env *testEnv) do(c Caller, t Target, line string) ([]*proto.Object, error) {
+func (env *testEnv) do(c layout.Caller, t Target, line string) ([]*proto.Object, error) {
 	req, err := proto.ParseRequest([]byte(line))
 	if err != nil {
 		return nil, err
@@ -120,7 +126,7 @@ func drain(r *Reply) ([]*proto.Object, error) {
 }
 
 // send is do for a send that must be accepted.
-func (env *testEnv) send(c Caller, t Target, line string) []*proto.Object {
+func (env *testEnv) send(c layout.Caller, t Target, line string) []*proto.Object {
 	env.t.Helper()
 	frames, err := env.do(c, t, line)
 	if err != nil {

@@ -33,5 +33,5 @@ func (e *Engine) prepareJail(rn *run) (closeJail func(), err error) {
 	// The program wrote root/ through the jail's bind of the store, which
 	// the free trees' quota does not see: its uid is counted again at its
 	// next charge.
-	return func() { root.Close(); e.limits.Free.recount(rn.spec.Uid) }, nil
+	return func() { root.Close(); e.limits.Free.Recount(rn.spec.Uid) }, nil
 }

@@ -18,18 +18,12 @@ import (
 	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
 // runSlots is the most runs one session runs at once; more wait in a queue.
 var runSlots = runtime.NumCPU() * 4
-
-func (r Ref) key() string {
-	if r.Temp {
-		return "temp:" + r.Home + ":" + r.Kind + ":" + r.Owner + ":" + r.Name
-	}
-	return r.Rel()
-}
 
 func scopeOfHome(home string) string {
 	if strings.HasPrefix(home, "shared/") {
@@ -41,14 +35,14 @@ func scopeOfHome(home string) string {
 // lookup returns the loaded session r, loading it from the store if it
 // exists (ENOENT when it does not), and holds it in the cache until
 // release is called: a session in use is never closed under its user.
-func (e *Engine) lookup(r Ref) (s *sess, release func(), err error) {
+func (e *Engine) lookup(r layout.Ref) (s *sess, release func(), err error) {
 	if r.Temp {
-		if s, ok := e.sessions.peek(r.key()); ok {
+		if s, ok := e.sessions.peek(r.Key()); ok {
 			return s, func() {}, nil // temp sessions are never dropped
 		}
 		return nil, nil, &abi.Error{Errno: syscall.ENOENT, Msg: "no temp session " + r.Name}
 	}
-	return e.sessions.acquire(r.key(), func() (*sess, error) {
+	return e.sessions.acquire(r.Key(), func() (*sess, error) {
 		e.derived.attach(r.Rel()) // its values waiting to be written are the loaded session's
 		s, err := e.load(r)
 		if err != nil {
@@ -60,12 +54,12 @@ func (e *Engine) lookup(r Ref) (s *sess, release func(), err error) {
 
 // create makes the session r (atomically, with the initial layout) unless
 // it exists.
-func (e *Engine) create(r Ref, own storefs.Owner, cwd string) error {
+func (e *Engine) create(r layout.Ref, own storefs.Owner, cwd string) error {
 	if r.Temp {
 		e.createTemp(r, cwd)
 		return nil
 	}
-	if e.SessionExists(r) {
+	if e.sessionExists(r) {
 		return nil
 	}
 	if err := e.createDir(r, own, cwd); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -103,21 +97,21 @@ func (s *sess) closeLogs() {
 	s.e.derived.release(s.rel)
 }
 
-func newSess(e *Engine, r Ref) *sess {
+func newSess(e *Engine, r layout.Ref) *sess {
 	return &sess{e: e, ref: r, clients: map[string]*clientRecord{}, active: map[string]*run{}, slots: make(chan struct{}, runSlots), present: map[string]bool{}}
 }
 
-func (e *Engine) createTemp(r Ref, cwd string) *sess {
+func (e *Engine) createTemp(r layout.Ref, cwd string) *sess {
 	s := newSess(e, r)
 	s.scope, s.cwd = abi.ScopeTemp, cwd
 	s.msgs, s.events = sealedlog.NewMemory(), sealedlog.NewMemory()
-	return e.sessions.putIfAbsent(r.key(), s)
+	return e.sessions.putIfAbsent(r.Key(), s)
 }
 
 // load reads a session directory: opens and verifies its logs, learns
 // its client ids, and closes runs that a crash interrupted. Something
 // other than a directory at the session's place is refused (EIO).
-func (e *Engine) load(r Ref) (*sess, error) {
+func (e *Engine) load(r layout.Ref) (*sess, error) {
 	rel := r.Rel()
 	st, err := e.root.Lstat(rel)
 	switch {
@@ -137,7 +131,7 @@ func (e *Engine) load(r Ref) (*sess, error) {
 	s.scope = scopeOfHome(r.Home)
 	s.updatedAt = e.readUnix(s.file(abi.FileUpdatedAt))
 	s.cwd, _ = e.readValue(s.file(abi.FileCwd))
-	identity, problem := readIdentity(e.root, rel)
+	identity, problem := layout.ReadIdentity(e.root, rel)
 	if s.events, err = sealedlog.Open(e.logPlace(rel, abi.FileEvents, identity)); err != nil {
 		return nil, err
 	}
@@ -164,29 +158,10 @@ func (e *Engine) load(r Ref) (*sess, error) {
 	return s, nil
 }
 
-// newDirPrefix starts the name of the hidden directory in which createDir
-// builds a session: ".new-<session>-<random>".
-const newDirPrefix = ".new-"
-
-// delDirPrefix starts the name under which a deleted session waits to be
-// removed (archive.go): ".del-<session>-<random>".
-const delDirPrefix = ".del-"
-
-// isNewDir reports whether name is a leftover of an interrupted creation
-// or deletion of a session: removing it finishes or undoes that whole.
-func isNewDir(name string) bool {
-	rest, ok := strings.CutPrefix(name, newDirPrefix)
-	if !ok {
-		rest, ok = strings.CutPrefix(name, delDirPrefix)
-	}
-	i := strings.LastIndexByte(rest, '-')
-	return ok && i > 0 && i < len(rest)-1 && abi.ValidSessionName(rest[:i])
-}
-
 // createDir makes the session directory with its initial layout in a
 // hidden temporary directory beside it, then renames it into place with
 // RENAME_NOREPLACE, so that a crash never leaves a half-made session.
-func (e *Engine) createDir(r Ref, own storefs.Owner, cwd string) error {
+func (e *Engine) createDir(r layout.Ref, own storefs.Owner, cwd string) error {
 	container := r.Container.Rel()
 	if err := e.mkdirAll(container, own); err != nil {
 		return err
@@ -194,7 +169,7 @@ func (e *Engine) createDir(r Ref, own storefs.Owner, cwd string) error {
 	if _, err := e.Index(r.Container); err != nil {
 		return err
 	}
-	tmp, err := e.root.MkdirTemp(container, newDirPrefix+r.Name+"-", historyOwner(own).DirMode)
+	tmp, err := e.root.MkdirTemp(container, layout.NewDirPrefix+r.Name+"-", historyOwner(own).DirMode)
 	if err != nil {
 		return err
 	}
@@ -219,16 +194,16 @@ func (e *Engine) layout(tmp, final string, free storefs.Owner, scope, cwd string
 	if err := e.root.ChownOwned(tmp, own); err != nil {
 		return err
 	}
-	for d, o := range map[string]storefs.Owner{abi.DirContext: free, sealDir: own} {
+	for d, o := range map[string]storefs.Owner{abi.DirContext: free, layout.SealDir: own} {
 		if err := e.root.MkdirOwned(tmp+"/"+d, o); err != nil {
 			return err
 		}
 	}
-	identity, err := newIdentity(final)
+	identity, err := layout.NewIdentity(final)
 	if err != nil {
 		return err
 	}
-	if err := e.writeNew(sealRel(tmp, identityFile), identity, own); err != nil {
+	if err := e.writeNew(layout.SealRel(tmp, layout.IdentityFile), identity, own); err != nil {
 		return err
 	}
 	now := strconv.FormatInt(time.Now().Unix(), 10) + "\n"
@@ -238,9 +213,9 @@ func (e *Engine) layout(tmp, final string, free storefs.Owner, scope, cwd string
 		abi.FileMeta: string(proto.NewObject("client", "ctx", "scope", scope).Line()),
 	}
 	var jobs []func() error
-	for _, f := range sessionLogs {
+	for _, f := range layout.SessionLogs {
 		jobs = append(jobs, func() error {
-			l, err := sealedlog.Create(logPlace(e.root, e.sealKey, tmp, f, identity), own)
+			l, err := sealedlog.Create(layout.LogPlace(e.root, e.sealKey, tmp, f, identity), own)
 			if err == nil {
 				l.Close()
 			}
@@ -275,15 +250,15 @@ func parallel(jobs []func() error) error {
 // it makes belongs to the container's owner, with the modes of its home:
 // 0700/0600 in a private home; in a shared space the space's group and
 // group access (0770/0660), so every member reads and writes it.
-func (e *Engine) Index(ct Container) (*index.Index, error) {
-	if !ct.valid() || ct.Home == "" {
+func (e *Engine) Index(ct layout.Container) (*index.Index, error) {
+	if !ct.Valid() || ct.Home == "" {
 		return nil, abi.Errorf(syscall.EINVAL, "index", "invalid container %+v", ct)
 	}
 	rel := ct.Rel()
 	x, release, err := e.indexes.acquire(rel, func() (*index.Index, error) {
 		st, err := e.root.Lstat(rel)
 		if err != nil {
-			return nil, &abi.Error{Op: "index", Path: e.root.Show(rel), Errno: abi.Errno(err), Msg: errWords(err)}
+			return nil, &abi.Error{Op: "index", Path: e.root.Show(rel), Errno: abi.Errno(err), Msg: layout.ErrWords(err)}
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			return nil, &storefs.UnsafeError{Op: "index", Path: e.root.Show(rel), What: storefs.TypeName(st.Mode) + ", not a directory"}
@@ -291,7 +266,7 @@ func (e *Engine) Index(ct Container) (*index.Index, error) {
 		// No session of this container is being created before its index
 		// is loaded (createDir loads it first), so what is half built
 		// here is what a crash left.
-		e.root.RemoveTemps(rel, isNewDir)
+		e.root.RemoveTemps(rel, layout.IsNewDir)
 		own := privateOwner(st.Uid, st.Gid)
 		if space, ok := strings.CutPrefix(ct.Home, "shared/"); ok {
 			sp, err := e.spaceStat(space)
@@ -319,10 +294,10 @@ func (e *Engine) Index(ct Container) (*index.Index, error) {
 	return x, nil
 }
 
-// SessionExists reports whether r names an existing session directory.
-func (e *Engine) SessionExists(r Ref) bool {
+// sessionExists reports whether r names an existing session directory.
+func (e *Engine) sessionExists(r layout.Ref) bool {
 	if r.Temp {
-		_, ok := e.sessions.peek(r.key())
+		_, ok := e.sessions.peek(r.Key())
 		return ok
 	}
 	return e.isDir(r.Rel())
@@ -330,7 +305,7 @@ func (e *Engine) SessionExists(r Ref) bool {
 
 // definition loads the agent or model a container belongs to: read again
 // only when it changed (agent.Cache). The definition is shared.
-func (e *Engine) definition(ct Container) (*agent.Definition, error) {
+func (e *Engine) definition(ct layout.Container) (*agent.Definition, error) {
 	def, err := e.defs.Load(e.cfg.Root, ct.Kind, ct.Owner)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", ct.Kind, ct.Owner, err)

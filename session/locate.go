@@ -14,11 +14,12 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // location is where a request's session lives and who owns what it creates.
 type location struct {
-	ref   Ref
+	ref   layout.Ref
 	own   storefs.Owner
 	scope string
 	space string
@@ -27,12 +28,12 @@ type location struct {
 // locate resolves a request's scope to its session (SPEC section 8, step 2):
 // private → the caller's home, shared → the named space (which must exist
 // and let the caller in), temp → memory only.
-func (e *Engine) locate(c Caller, t Target, req *proto.Request) (*location, error) {
-	ct := Container{Kind: t.Kind, Owner: t.Owner}
+func (e *Engine) locate(c layout.Caller, t Target, req *proto.Request) (*location, error) {
+	ct := layout.Container{Kind: t.Kind, Owner: t.Owner}
 	loc := &location{scope: req.Scope, space: req.Space}
 	switch req.Scope {
 	case abi.ScopePrivate, abi.ScopeTemp:
-		ct.Home = PrivateHome(c.Uid)
+		ct.Home = layout.PrivateHome(c.Uid)
 		loc.own = privateOwner(c.Uid, c.Gid)
 		if req.Scope == abi.ScopePrivate {
 			if err := e.EnsureHome(c.Uid); err != nil {
@@ -40,20 +41,20 @@ func (e *Engine) locate(c Caller, t Target, req *proto.Request) (*location, erro
 			}
 		}
 	case abi.ScopeShared:
-		ct.Home = SharedHome(req.Space)
+		ct.Home = layout.SharedHome(req.Space)
 		st, err := e.spaceAccess(c, req.Space)
 		if err != nil {
 			return nil, err
 		}
 		loc.own = sharedOwner(c.Uid, st.Gid)
 	}
-	loc.ref = Ref{Container: ct, Name: req.Session, Temp: req.Scope == abi.ScopeTemp}
+	loc.ref = layout.Ref{Container: ct, Name: req.Session, Temp: req.Scope == abi.ScopeTemp}
 	return loc, nil
 }
 
 // locateRef is locate for a session named by its path (a control file):
 // the session's home decides the scope and the owner of new files.
-func (e *Engine) locateRef(c Caller, r Ref) (*location, error) {
+func (e *Engine) locateRef(c layout.Caller, r layout.Ref) (*location, error) {
 	loc := &location{ref: r, scope: scopeOfHome(r.Home)}
 	if loc.scope == abi.ScopeShared {
 		loc.space = strings.TrimPrefix(r.Home, "shared/")
@@ -77,7 +78,7 @@ func (e *Engine) locateRef(c Caller, r Ref) (*location, error) {
 
 // spaceAccess checks that a shared space exists (ENOENT) and that the caller
 // may read, write and enter it by its owner, group and mode (EACCES).
-func (e *Engine) spaceAccess(c Caller, space string) (*unix.Stat_t, error) {
+func (e *Engine) spaceAccess(c layout.Caller, space string) (*unix.Stat_t, error) {
 	st, err := e.spaceStat(space)
 	if err != nil {
 		return nil, err
@@ -91,7 +92,7 @@ func (e *Engine) spaceAccess(c Caller, space string) (*unix.Stat_t, error) {
 // spaceStat describes a shared space's directory: ENOENT when there is
 // none, an *storefs.UnsafeError (EIO) when something else is there.
 func (e *Engine) spaceStat(space string) (*unix.Stat_t, error) {
-	rel := SharedHome(space)
+	rel := layout.SharedHome(space)
 	st, err := e.root.Lstat(rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &abi.Error{Op: "space", Path: space, Errno: syscall.ENOENT, Msg: "no such shared space"}
@@ -104,7 +105,7 @@ func (e *Engine) spaceStat(space string) (*unix.Stat_t, error) {
 
 // mayUse is the kernel's rwx check for a directory: the owner's bits for
 // its owner, the group's for its members, the others' for everyone else.
-func mayUse(c Caller, uid, gid uint32, mode os.FileMode) bool {
+func mayUse(c layout.Caller, uid, gid uint32, mode os.FileMode) bool {
 	const rwx = 7
 	switch {
 	case c.Uid == 0:
@@ -129,7 +130,7 @@ func hasGroup(groups []uint32, g uint32) bool {
 // EnsureHome creates home/<uid> in the store on first use, owned by uid,
 // 0700. Something other than a directory there is refused (EIO).
 func (e *Engine) EnsureHome(uid uint32) error {
-	home := PrivateHome(uid)
+	home := layout.PrivateHome(uid)
 	if e.isDir(home) {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // maxLoggedReason bounds the reason of a refusal in the log: it may quote
@@ -16,7 +17,7 @@ const maxLoggedReason = 200
 // ctl file): the errno, the op ("" when the request did not parse), the
 // agent or model it was addressed to, who asked, and why, the reason cut
 // short. Never the request itself: it holds the caller's input.
-func (e *Engine) LogRefused(c Caller, t Target, op string, err error) {
+func (e *Engine) LogRefused(c layout.Caller, t Target, op string, err error) {
 	log := e.cfg.Log
 	if !log.Enabled(context.Background(), slog.LevelDebug) {
 		return // the reason is not even formatted

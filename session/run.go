@@ -13,6 +13,7 @@ import (
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/internal/gopool"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // run is one send's agent turn, queued or running in this process.
@@ -60,7 +61,7 @@ type run struct {
 // st is the run's stream, which already holds its start frame: once the
 // run is in s.active, resume and replays find the start in the log and
 // follow the stream from the frame after it.
-func (e *Engine) newRun(s *sess, id, clientID string, c Caller, loc *location, def *agent.Definition, input, cwd string, dir runDir, rec *clientRecord, st *stream) *run {
+func (e *Engine) newRun(s *sess, id, clientID string, c layout.Caller, loc *location, def *agent.Definition, input, cwd string, dir runDir, rec *clientRecord, st *stream) *run {
 	uid, gid := uint32(loc.own.Uid), uint32(loc.own.Gid)
 	if loc.scope != abi.ScopePrivate {
 		uid, gid = c.Uid, c.Gid
@@ -74,7 +75,7 @@ func (e *Engine) newRun(s *sess, id, clientID string, c Caller, loc *location, d
 		Env: map[string]string{
 			"CTX_RUN_ID": id, "CTX_AGENT": loc.ref.Owner, "CTX_SESSION": loc.ref.Name,
 			"CTX_SCOPE": loc.scope, "CTX_SESSION_DIR": sessDir, "CTX_CWD": cwd,
-			"CTX_HOME": e.mountPath(PrivateHome(uid)),
+			"CTX_HOME": e.mountPath(layout.PrivateHome(uid)),
 			"PATH":     "/usr/local/bin:/usr/bin:/bin",
 		},
 	}
@@ -119,7 +120,7 @@ func (rn *run) logEnd(done *proto.Object) {
 }
 
 // execute waits for a run slot, runs the agent, and records the end. The
-// agent's frames go through the run's recorder (record.go), so the agent is
+// agent's frames go through the run's recorder (run_record.go), so the agent is
 // never held up by a sync and frames that arrive during one share the next.
 func (rn *run) execute() {
 	gopool.Go(rn.recorder)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,12 +14,13 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // sleeper is an agent whose program writes one line and sleeps.
 const sleeper = "#!/bin/sh\necho working\nexec sleep 60\n"
 
-func (env *testEnv) begin(c Caller, t Target, line string) *Reply {
+func (env *testEnv) begin(c layout.Caller, t Target, line string) *Reply {
 	env.t.Helper()
 	req, err := proto.ParseRequest([]byte(line))
 	must(env.t, err)
@@ -83,7 +85,7 @@ func TestQueuedRunsAreVisibleAndCancellable(t *testing.T) {
 	slow := Target{Kind: abi.KindAgent, Owner: "slow"}
 	replies := map[string]*Reply{} // by run id
 	for i := 0; i < runSlots+1; i++ {
-		r := env.begin(root0, slow, `{"op":"send","id":"c`+itoa(uint32(i))+`","input":"go"}`)
+		r := env.begin(root0, slow, `{"op":"send","id":"c`+strconv.Itoa(i)+`","input":"go"}`)
 		replies[next(t, r).Str("run")] = r
 	}
 	// Which run waits is up to the scheduler: find it in the status.
@@ -144,12 +146,12 @@ func TestInterruptedRunIsClosedAtStart(t *testing.T) {
 	env := newEnv(t)
 	env.send(root0, coder(), `{"op":"send","id":"a","input":"one"}`)
 	dir := env.sessDir("home/0", "coder", "default")
-	ref := Ref{Container: Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
+	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
 	// What a crash mid-run leaves: a start without done, and a marker.
 	run, _ := abi.NewRunID()
 	start := proto.NewObject("type", "start", "id", run, "run", run, "client_id", "b", "session", "default", "scope", "private", "cwd", "/", "ts", abi.TS(time.Now()))
 	must(t, env.e.AppendLog(root0, ref, "events.jsonl", start.Line()))
-	env.e.journal.write("+" + run + " " + ref.Rel() + "\n")
+	env.e.running.write("+" + run + " " + ref.Rel() + "\n")
 	env.e.Close()
 	env.open()
 	events := readFile(t, filepath.Join(dir, "events.jsonl"))
@@ -174,7 +176,7 @@ func TestConcurrentSends(t *testing.T) {
 		wg.Add(2)
 		go func(i int) {
 			defer wg.Done()
-			f, err := env.do(root0, coder(), `{"op":"send","id":"c`+itoa(uint32(i))+`","input":"hi"}`)
+			f, err := env.do(root0, coder(), `{"op":"send","id":"c`+strconv.Itoa(i)+`","input":"hi"}`)
 			if err == nil {
 				runs <- f[0].Str("run")
 			}
@@ -214,7 +216,7 @@ func TestDerivedFileIsWrittenAgain(t *testing.T) {
 	env := newEnv(t)
 	env.send(root0, coder(), `{"op":"send","id":"c1","input":"one"}`)
 	dir := env.sessDir("home/0", "coder", "default")
-	ref := Ref{Container: Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
+	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
 	must(t, env.e.WriteFile(root0, ref, abi.FileState, []byte("idle\n")))
 	spare := filepath.Join(dir, ".state.spare")
 	must(t, os.Remove(spare))

@@ -18,6 +18,7 @@ import (
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/search"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // Full-text search (SPEC 14): op search finds the messages whose user or
@@ -34,9 +35,6 @@ import (
 // atomically without a sync: after a crash a segment is whole or missing,
 // and one that no longer fits its log is dropped and rebuilt.
 
-// searchDirName is the search index of a home or space.
-const searchDirName = ".search"
-
 // maxMatches bounds a search's reply; the final frame says when more
 // matches were cut.
 const maxMatches = 1000
@@ -46,8 +44,8 @@ var searchOwner = storefs.Owner{Uid: 0, Gid: 0, DirMode: 0o700, FileMode: 0o600}
 
 // searchIndexDir is the index of a container: <home>/.search/agent/<agent>
 // or <home>/.search/model/<provider>/<model>.
-func searchIndexDir(ct Container) string {
-	return path.Join(ct.Home, searchDirName, ct.Kind, ct.Owner)
+func searchIndexDir(ct layout.Container) string {
+	return path.Join(ct.Home, layout.SearchDir, ct.Kind, ct.Owner)
 }
 
 // search answers op search: the match frames as the sessions are scanned,
@@ -55,7 +53,7 @@ func searchIndexDir(ct Container) string {
 // a caller with all the searches one uid may have under way) come before
 // any frame. The search works in a goroutine of its own, at its pace
 // (searchpace.go), and stops once the reply is closed.
-func (e *Engine) search(c Caller, loc *location, req *proto.Request) (*Reply, error) {
+func (e *Engine) search(c layout.Caller, loc *location, req *proto.Request) (*Reply, error) {
 	names, err := e.searchSessions(loc.ref, req.SessionGiven)
 	if err != nil {
 		return nil, err
@@ -64,7 +62,7 @@ func (e *Engine) search(c Caller, loc *location, req *proto.Request) (*Reply, er
 		return nil, err
 	}
 	frames := make(chan *proto.Object, searchFrameRoom)
-	cancel := e.limits.ScanSlots.start(func(ctx context.Context) {
+	cancel := e.limits.ScanSlots.Start(func(ctx context.Context) {
 		defer e.limits.Searches.Give(c.Uid)
 		defer close(frames)
 		pace := &searchPace{ctx: ctx, gate: e.limits.ScanSlots, limit: e.limits.ScanBytes}
@@ -111,7 +109,7 @@ func channelReply(frames <-chan *proto.Object, stop func()) *Reply {
 // searchSessions lists the sessions to search: the one named, or all of
 // the container's, most recently updated first (as index/list), so that
 // the bound on matches keeps the newest.
-func (e *Engine) searchSessions(r Ref, one bool) ([]string, error) {
+func (e *Engine) searchSessions(r layout.Ref, one bool) ([]string, error) {
 	if one {
 		if !e.isDir(r.Rel()) {
 			return nil, notFound("search", r.Name)
@@ -119,7 +117,7 @@ func (e *Engine) searchSessions(r Ref, one bool) ([]string, error) {
 		return []string{r.Name}, nil
 	}
 	var dirs []string
-	for _, name := range subdirs(e.root, r.Container.Rel()) {
+	for _, name := range layout.Subdirs(e.root, r.Container.Rel()) {
 		if abi.ValidSessionName(name) {
 			dirs = append(dirs, name)
 		}
@@ -157,7 +155,7 @@ func listedFirst(names, order []string) []string {
 // scanned, each match sent as it is found. all says names are every
 // session of the container: index directories of other names are then
 // left over from sessions archived or deleted, and go.
-func (e *Engine) searchFrames(ct Container, names []string, q *search.Query, all bool, pace *searchPace, frames chan<- *proto.Object) {
+func (e *Engine) searchFrames(ct layout.Container, names []string, q *search.Query, all bool, pace *searchPace, frames chan<- *proto.Object) {
 	if all {
 		e.dropStaleIndexes(ct, names)
 	}
@@ -229,9 +227,9 @@ func (e *Engine) onceWarner() func(error) {
 
 // candidate opens one session's log and asks its index. A session that
 // vanished meanwhile has nothing to find.
-func (e *Engine) candidate(ct Container, name string, q *search.Query, pace *searchPace, warn func(error)) candidate {
+func (e *Engine) candidate(ct layout.Container, name string, q *search.Query, pace *searchPace, warn func(error)) candidate {
 	c := candidate{name: name}
-	lg, err := e.openSearchLog(Ref{Container: ct, Name: name}, pace)
+	lg, err := e.openSearchLog(layout.Ref{Container: ct, Name: name}, pace)
 	if errors.Is(err, fs.ErrNotExist) {
 		return c
 	}
@@ -278,7 +276,7 @@ type searchLog struct {
 // when the history is unprovable. Sessions are not loaded for it (that
 // verifies whole logs and holds descriptors); when one is loaded, only its
 // committed length is read, never an append still in flight.
-func (e *Engine) openSearchLog(r Ref, pace *searchPace) (*searchLog, error) {
+func (e *Engine) openSearchLog(r layout.Ref, pace *searchPace) (*searchLog, error) {
 	f, err := e.root.OpenFile(r.Rel()+"/"+abi.FileMessages, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
@@ -289,10 +287,10 @@ func (e *Engine) openSearchLog(r Ref, pace *searchPace) (*searchLog, error) {
 		return nil, err
 	}
 	lg := &searchLog{f: f, r: pace.reader(f), size: st.Size()}
-	if s, ok := e.sessions.peek(r.key()); ok && s.msgs != nil {
+	if s, ok := e.sessions.peek(r.Key()); ok && s.msgs != nil {
 		lg.size = min(lg.size, s.msgs.Size())
 	}
-	if id, problem := readIdentity(e.root, r.Rel()); problem == "" {
+	if id, problem := layout.ReadIdentity(e.root, r.Rel()); problem == "" {
 		hex.Decode(lg.ident[:], id[:32])
 	}
 	return lg, nil
@@ -549,7 +547,7 @@ func (ix *sessionIndex) write(s *search.Segment) {
 
 // dropStaleIndexes removes the index directories of sessions that are no
 // longer in the container (archived, deleted).
-func (e *Engine) dropStaleIndexes(ct Container, names []string) {
+func (e *Engine) dropStaleIndexes(ct layout.Container, names []string) {
 	dir := searchIndexDir(ct)
 	ents, err := e.root.ReadDir(dir)
 	if err != nil {
@@ -572,14 +570,14 @@ func (e *Engine) dropStaleIndexes(ct Container, names []string) {
 // scan verifies one candidate: it reads its ranges line by line (never the
 // whole log at once) and sends a match frame for each message that holds
 // the query. False when the reply must end.
-func (o *searchOut) scan(e *Engine, ct Container, c candidate, q *search.Query) bool {
+func (o *searchOut) scan(e *Engine, ct layout.Container, c candidate, q *search.Query) bool {
 	if c.err != nil {
 		return o.emit(withSession(proto.ErrorFrame(c.err), c.name))
 	}
 	if len(c.spans) == 0 {
 		return true
 	}
-	lg, err := e.openSearchLog(Ref{Container: ct, Name: c.name}, o.pace)
+	lg, err := e.openSearchLog(layout.Ref{Container: ct, Name: c.name}, o.pace)
 	if err != nil {
 		return errors.Is(err, fs.ErrNotExist) || o.emit(withSession(proto.ErrorFrame(err), c.name))
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // BenchmarkSearchQuery: one search over 64 sessions of 1 MiB whose index
@@ -22,7 +23,7 @@ func BenchmarkSearchQuery(b *testing.B) {
 		for lines.Len() < 1<<20 {
 			lines.Write(proto.NewObject("role", "user", "run", "r", "content", randomCJK(rng, 200)).Line())
 		}
-		ref := Ref{Container: Container{Home: "home/0", Kind: "agent", Owner: "coder"}, Name: name}
+		ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: "agent", Owner: "coder"}, Name: name}
 		must(b, env.e.AppendLog(root0, ref, "messages.jsonl", lines.Bytes()))
 	}
 	if _, err := env.do(root0, coder(), searchLine("鳕鱼肝油")); err != nil {

@@ -3,6 +3,7 @@ package session
 import (
 	"bytes"
 	"fmt"
+	"github.com/ctxfs/ctxfs/session/fsck"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -11,14 +12,14 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/search"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // found runs a search and returns its matches as "session role text"
 // lines, sorted, and its last frame (searched).
-func (env *testEnv) found(c Caller, line string) ([]string, *proto.Object) {
+func (env *testEnv) found(c layout.Caller, line string) ([]string, *proto.Object) {
 	env.t.Helper()
 	frames, err := env.do(c, coder(), line)
 	if err != nil {
@@ -46,7 +47,7 @@ func searchLine(q string, extra ...string) string {
 	return strings.TrimSuffix(string(o.Line()), "\n")
 }
 
-func (env *testEnv) sendTo(c Caller, session, input string) {
+func (env *testEnv) sendTo(c layout.Caller, session, input string) {
 	env.t.Helper()
 	o := proto.NewObject("op", "send", "id", fmt.Sprintf("c%d", rand.Int64()), "session", session, "input", input)
 	env.send(c, coder(), strings.TrimSuffix(string(o.Line()), "\n"))
@@ -97,12 +98,12 @@ func TestSearchAnyScript(t *testing.T) {
 func TestSearchOnlyCallersHome(t *testing.T) {
 	env := newEnv(t)
 	env.sendTo(root0, "s1", "root's secret 秘密")
-	u := Caller{Uid: 1001, Gid: 1001}
+	u := layout.Caller{Uid: 1001, Gid: 1001}
 	env.sendTo(u, "s1", "the user's own 秘密")
 	got, _ := env.found(u, searchLine("秘密"))
 	wantFound(t, "uid 1001", got, "s1 user the user's own 秘密", "s1 assistant the user's own 秘密")
 	must(t, env.e.AddSpace("team", 1234, 0o770))
-	member := Caller{Uid: 1002, Gid: 1002, Groups: []uint32{1234}}
+	member := layout.Caller{Uid: 1002, Gid: 1002, Groups: []uint32{1234}}
 	env.send(member, coder(), `{"op":"send","id":"t1","input":"shared 秘密","scope":"shared","space":"team"}`)
 	got, _ = env.found(member, searchLine("秘密", "scope", "shared", "space", "team"))
 	wantFound(t, "member", got, "default user shared 秘密", "default assistant shared 秘密")
@@ -122,7 +123,7 @@ func TestSearchFollowsAppends(t *testing.T) {
 		t.Fatalf("segment %v owned by %d", st.Mode(), sys.Uid)
 	}
 	before := readFile(t, seg)
-	ref := Ref{Container: Container{Home: "home/0", Kind: "agent", Owner: "coder"}, Name: "s1"}
+	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: "agent", Owner: "coder"}, Name: "s1"}
 	must(t, env.e.AppendLog(root0, ref, "messages.jsonl", []byte(`{"role":"user","content":"appended 文件"}`+"\n")))
 	got, _ = env.found(root0, searchLine("文件"))
 	wantFound(t, "after an append", got, "s1 user appended 文件")
@@ -183,7 +184,7 @@ func TestSearchBound(t *testing.T) {
 	for i := range maxMatches + 10 {
 		fmt.Fprintf(&lines, `{"role":"user","content":"needle %d"}`+"\n", i)
 	}
-	ref := Ref{Container: Container{Home: "home/0", Kind: "agent", Owner: "coder"}, Name: "s1"}
+	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: "agent", Owner: "coder"}, Name: "s1"}
 	must(t, env.e.AppendLog(root0, ref, "messages.jsonl", lines.Bytes()))
 	got, end := env.found(root0, searchLine("NEEDLE"))
 	if len(got) != maxMatches || string(end.Raw("truncated")) != "true" || end.Str("limit") != "matches" || string(end.Raw("matches")) != "1000" {
@@ -197,7 +198,7 @@ func TestSearchBound(t *testing.T) {
 func TestSearchLargeSession(t *testing.T) {
 	env := newEnv(t)
 	env.sendTo(root0, "big", "start")
-	ref := Ref{Container: Container{Home: "home/0", Kind: "agent", Owner: "coder"}, Name: "big"}
+	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: "agent", Owner: "coder"}, Name: "big"}
 	rng := rand.New(rand.NewPCG(5, 6))
 	var texts []string
 	for step := range 6 {
@@ -271,18 +272,18 @@ func TestSearchIndexShape(t *testing.T) {
 	env := newEnv(t)
 	env.sendTo(root0, "s1", "hello")
 	env.found(root0, searchLine("hello"))
-	r, err := storefs.Open(env.store)
-	must(t, err)
-	defer r.Close()
 	var probs []string
-	report := func(rel, what string, _ bool) { probs = append(probs, rel+": "+what) }
-	if checkShape(r, report); len(probs) != 0 {
+	check := func() {
+		_, err := fsck.Check(env.store, false, true, fsck.Report{Problem: func(path, what string) { probs = append(probs, path+": "+what) }})
+		must(t, err)
+	}
+	if check(); len(probs) != 0 {
 		t.Fatalf("a clean store with an index: %q", probs)
 	}
 	idx := filepath.Join(env.store, "home/0/.search/agent/coder/s1")
 	must(t, os.WriteFile(filepath.Join(idx, ".1.tmp-0123456789abcdef"), nil, 0o644))
 	must(t, os.Symlink("/etc/passwd", filepath.Join(idx, "1")))
-	checkShape(r, report)
+	check()
 	if len(probs) != 1 || !strings.Contains(probs[0], ".search/agent/coder/s1/1: a symlink, not a regular file") {
 		t.Fatalf("problems %q", probs)
 	}

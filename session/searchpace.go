@@ -4,17 +4,15 @@ import (
 	"context"
 	"errors"
 	"io"
-	"runtime"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // Searches are paced (issue 19, finding 9): one uid's parallel searches of
 // a large session took the CPU every other user's sends needed. Three
-// bounds, in Limits:
+// bounds, in quota.Limits (session/quota/gate.go):
 //
 //   - a uid has at most SearchesPerUid searches under way (2): more are
 //     refused EAGAIN at once, before anything is read;
@@ -32,93 +30,9 @@ import (
 // A search works in a goroutine of its own that stops at its next read
 // once its reply is closed (the reader left).
 
-// searchLimitNames are the CTXFS_LIMITS names of the search bounds.
-const searchLimitNames = "searches, search_slots, search_scan"
-
-// setSearchLimit sets the search bound named k (a CTXFS_LIMITS name);
-// false when k names none.
-func (c *LimitConfig) setSearchLimit(k string, n int) bool {
-	switch k {
-	case "searches":
-		c.SearchesPerUid = n
-	case "search_slots":
-		c.SearchSlots = n
-	case "search_scan":
-		c.SearchScanBytes = int64(n)
-	default:
-		return false
-	}
-	return true
-}
-
-const (
-	defaultSearchesPerUid = 2
-	// defaultScanBytes: about 1.3 s of verifying at 190 MB/s a core, or
-	// 7 s of indexing at 35 MB/s (docs/benchmarks.md), for one search.
-	defaultScanBytes = 256 << 20
-	// scanSlice is how long a search works before it lets the searches
-	// waiting for a slot go first.
-	scanSlice = 5 * time.Millisecond
-)
-
-// setSearchLimits fills in the search bounds of c (0: the default).
-func (l *Limits) setSearchLimits(c LimitConfig) {
-	slots := c.SearchSlots
-	if slots <= 0 {
-		slots = max(1, runtime.NumCPU()/2)
-	}
-	perUid := c.SearchesPerUid
-	if perUid <= 0 {
-		perUid = defaultSearchesPerUid
-	}
-	l.Searches = newQuota("searches", syscall.EAGAIN, perUid, max(16, 4*slots, perUid))
-	l.ScanSlots = newScanGate(slots)
-	l.ScanBytes = c.SearchScanBytes
-	if l.ScanBytes <= 0 {
-		l.ScanBytes = defaultScanBytes
-	}
-}
-
-// scanGate holds the server's scan slots and its searches' goroutines. A
-// slot given back goes to the search that has waited longest (a channel's
-// waiting senders are served in order), so searches take turns.
-type scanGate struct {
-	slots   chan struct{}
-	closing context.Context // done when the engine closes: every search stops
-	close   context.CancelFunc
-	running sync.WaitGroup
-}
-
-func newScanGate(n int) *scanGate {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &scanGate{slots: make(chan struct{}, n), closing: ctx, close: cancel}
-}
-
-// start runs a search's work in a goroutine of its own, with a context
-// done when cancel is called (its reader left) or the engine closes.
-func (g *scanGate) start(work func(ctx context.Context)) (cancel func()) {
-	ctx, cancel := context.WithCancel(g.closing)
-	g.running.Go(func() { work(ctx) })
-	return cancel
-}
-
-// stopAll stops every search and waits for their goroutines: the engine
-// then closes the store, which none reads any more.
-func (g *scanGate) stopAll() {
-	g.close()
-	g.running.Wait()
-}
-
-func (g *scanGate) take(ctx context.Context) error {
-	select {
-	case g.slots <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (g *scanGate) give() { <-g.slots }
+// scanSlice is how long a search works before it lets the searches
+// waiting for a slot go first.
+const scanSlice = 5 * time.Millisecond
 
 // errScanBound ends a search that read all it may.
 var errScanBound = errors.New("the search read as much as one search may")
@@ -127,7 +41,7 @@ var errScanBound = errors.New("the search read as much as one search may")
 // works, and the bytes it read. Used by the search's own goroutine only.
 type searchPace struct {
 	ctx   context.Context // done when the reply is closed
-	gate  *scanGate
+	gate  *quota.ScanGate
 	limit int64 // bytes it may read
 	read  int64 // bytes of messages.jsonl read so far
 	cut   bool  // limit was reached
@@ -146,7 +60,7 @@ func (p *searchPace) work() error {
 		p.pause()
 	}
 	if !p.held {
-		if err := p.gate.take(p.ctx); err != nil {
+		if err := p.gate.Take(p.ctx); err != nil {
 			return err
 		}
 		p.held, p.since = true, time.Now()
@@ -157,7 +71,7 @@ func (p *searchPace) work() error {
 // pause gives the slot back: the search waits (for its reader) or ended.
 func (p *searchPace) pause() {
 	if p.held {
-		p.gate.give()
+		p.gate.Give()
 		p.held = false
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // paceFiller is a message whose text holds every rune and 3-gram of
@@ -20,10 +22,10 @@ const paceFiller = "zebra rafi fish and a zebra's afish, "
 
 // bigSession writes about mib MiB of filler messages to uid's session
 // name, with a "zebrafish" message first and last; it returns the ref.
-func (env *testEnv) bigSession(c Caller, name string, mib int) Ref {
+func (env *testEnv) bigSession(c layout.Caller, name string, mib int) layout.Ref {
 	env.t.Helper()
 	env.sendTo(c, name, "start")
-	ref := Ref{Container: Container{Home: "home/" + strconv.Itoa(int(c.Uid)), Kind: "agent", Owner: "coder"}, Name: name}
+	ref := layout.Ref{Container: layout.Container{Home: "home/" + strconv.Itoa(int(c.Uid)), Kind: "agent", Owner: "coder"}, Name: name}
 	line := func(text string) []byte {
 		return proto.NewObject("role", "user", "run", "r", "content", text).Line()
 	}
@@ -82,9 +84,8 @@ func TestSearchScanBound(t *testing.T) {
 // still search, and a search whose reply is closed, or whose engine
 // closes, stops and gives its place back.
 func TestSearchPerUidQuota(t *testing.T) {
-	t.Setenv("CTXFS_LIMITS", "searches=2")
-	env := newEnv(t)
-	u := Caller{Uid: 1001, Gid: 1001}
+	env := newEnvLimits(t, quota.LimitConfig{SearchesPerUid: 2})
+	u := layout.Caller{Uid: 1001, Gid: 1001}
 	ref := env.bigSession(u, "big", 1)
 	// Many matches: an unread reply holds its search (waiting for room).
 	var many bytes.Buffer
@@ -92,7 +93,7 @@ func TestSearchPerUidQuota(t *testing.T) {
 		many.Write(proto.NewObject("role", "user", "content", fmt.Sprintf("zebrafish %d", i)).Line())
 	}
 	must(t, env.e.AppendLog(u, ref, "messages.jsonl", many.Bytes()))
-	begin := func(c Caller) (*Reply, error) {
+	begin := func(c layout.Caller) (*Reply, error) {
 		req, err := proto.ParseRequest([]byte(searchLine("zebrafish")))
 		must(t, err)
 		return env.e.Begin(context.Background(), c, coder(), req)
@@ -109,14 +110,14 @@ func TestSearchPerUidQuota(t *testing.T) {
 	}
 	_, err := begin(u)
 	wantErrno(t, "a third search of one uid", err, syscall.EAGAIN)
-	env.found(Caller{Uid: 1002, Gid: 1002}, searchLine("zebrafish"))
+	env.found(layout.Caller{Uid: 1002, Gid: 1002}, searchLine("zebrafish"))
 	env.found(root0, searchLine("zebrafish"))
 
 	held[0].Close()
 	deadline := time.Now().Add(10 * time.Second)
-	for heldBy(env.e.limits.Searches, u.Uid) != 1 {
+	for env.e.limits.Searches.Held(u.Uid) != 1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("a closed search still holds its place: %d held", heldBy(env.e.limits.Searches, u.Uid))
+			t.Fatalf("a closed search still holds its place: %d held", env.e.limits.Searches.Held(u.Uid))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -126,30 +127,8 @@ func TestSearchPerUidQuota(t *testing.T) {
 	}
 	// The engine's Close stops the searches under way before the store
 	// closes: none holds its place once stopAll returns.
-	env.e.limits.ScanSlots.stopAll()
-	if n := heldBy(env.e.limits.Searches, u.Uid); n != 0 {
+	env.e.limits.ScanSlots.StopAll()
+	if n := env.e.limits.Searches.Held(u.Uid); n != 0 {
 		t.Fatalf("after stopAll, %d searches of uid 1001 go on", n)
 	}
-}
-
-// TestSearchLimitsFromEnv: the search bounds are read from CTXFS_LIMITS.
-func TestSearchLimitsFromEnv(t *testing.T) {
-	c, err := LimitsFromEnv(func(string) string { return "searches=3,search_slots=4,search_scan=1048576" })
-	if err != nil || c.SearchesPerUid != 3 || c.SearchSlots != 4 || c.SearchScanBytes != 1<<20 {
-		t.Fatalf("%+v %v", c, err)
-	}
-	l := newLimits(c)
-	if l.Searches.perUid != 3 || cap(l.ScanSlots.slots) != 4 || l.ScanBytes != 1<<20 {
-		t.Fatalf("limits %+v", l)
-	}
-	if _, err := LimitsFromEnv(func(string) string { return "search_bytes=1" }); err == nil || !strings.Contains(err.Error(), "search_scan") {
-		t.Fatalf("an unknown name: %v", err)
-	}
-}
-
-// heldBy is how many places of q uid holds.
-func heldBy(q *Quota, uid uint32) int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.held[uid]
 }

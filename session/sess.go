@@ -9,6 +9,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
@@ -16,7 +17,7 @@ import (
 // temp session, which has no directory). It is loaded once and kept.
 type sess struct {
 	e     *Engine
-	ref   Ref
+	ref   layout.Ref
 	rel   string // the session directory, relative to the store; "" for temp sessions
 	own   storefs.Owner
 	scope string

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // The engine reaches its store only through e.root (package storefs):
@@ -47,34 +48,16 @@ func sharedOwner(uid, gid uint32) storefs.Owner {
 
 // historyOwner is how the store holds history whose logical owner is own.
 func historyOwner(own storefs.Owner) storefs.Owner {
-	return storefs.Owner{Uid: serverUid, Gid: own.Gid, DirMode: own.DirMode & 0o700, FileMode: own.FileMode & 0o700}
+	return storefs.Owner{Uid: layout.ServerUid, Gid: own.Gid, DirMode: own.DirMode & 0o700, FileMode: own.FileMode & 0o700}
 }
 
 // ownerAt is the owner the store file rel is made with, for the logical
 // owner own: own itself in a free tree, historyOwner(own) anywhere else.
 func ownerAt(rel string, own storefs.Owner) storefs.Owner {
-	if freeTree(rel) {
+	if layout.FreeTree(rel) {
 		return own
 	}
 	return historyOwner(own)
-}
-
-// freeTree reports whether rel is a free tree or in one: an agent's root/,
-// a session's context/, or the context/ of an archived session (kept as
-// its user left it).
-func freeTree(rel string) bool { return inFreeTree(rel, Classify(rel)) }
-
-// inFreeTree is freeTree for rel whose place is p.
-func inFreeTree(rel string, p Place) bool {
-	switch p.Kind {
-	case PlaceFreeRoot, PlaceFree:
-		return true
-	case PlaceArchived:
-		// home/<uid>/archived_sessions/<agent>/<session>/context/...
-		parts := strings.SplitN(rel, "/", 7)
-		return len(parts) >= 6 && parts[5] == abi.DirContext
-	}
-	return false
 }
 
 // shownStat is st, the store's stat of rel, as the mount shows it: history
@@ -83,8 +66,8 @@ func inFreeTree(rel string, p Place) bool {
 // the top directories, the spaces themselves and the free trees as they
 // are. st is not changed.
 func shownStat(rel string, st *unix.Stat_t) *unix.Stat_t {
-	p := Classify(rel) // once: this is on every lookup's path
-	if !p.Exists() || p.Kind == PlaceTop || p.Kind == PlaceSpace || inFreeTree(rel, p) {
+	p := layout.Classify(rel) // once: this is on every lookup's path
+	if !p.Exists() || p.Kind == layout.PlaceTop || p.Kind == layout.PlaceSpace || layout.InFreeTree(rel, p) {
 		return st
 	}
 	out := *st
@@ -96,10 +79,6 @@ func shownStat(rel string, st *unix.Stat_t) *unix.Stat_t {
 	}
 	return &out
 }
-
-// maxValueFile bounds what is read of a single-value file or meta.json
-// (a value written through the mount is at most 1 MiB).
-const maxValueFile = 1<<20 + 1
 
 // mkdirAll creates rel and its missing parents, each owned by own as
 // ownerAt says (history by the server, free trees by own). It is
@@ -211,7 +190,7 @@ func (e *Engine) writeNew(rel string, data []byte, own storefs.Owner) error {
 // readValue reads a single-value file and strips one trailing newline.
 // A derived value not yet written is read from memory (behind).
 func (e *Engine) readValue(rel string) (string, error) {
-	b, err := e.readFile(rel, maxValueFile)
+	b, err := e.readFile(rel, layout.MaxValueFile)
 	if err != nil {
 		return "", err
 	}
@@ -260,13 +239,4 @@ func (e *Engine) isDir(rel string) bool {
 // notFound is the ENOENT of a missing session, named as the mount shows it.
 func notFound(op, name string) error {
 	return &abi.Error{Op: op, Path: name, Errno: syscall.ENOENT, Msg: "no such session"}
-}
-
-// errWords is what went wrong, without a path: "missing", or
-// storefs.Words.
-func errWords(err error) string {
-	if errors.Is(err, fs.ErrNotExist) {
-		return "missing"
-	}
-	return storefs.Words(err)
 }

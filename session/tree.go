@@ -14,6 +14,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // This file is what the FUSE projection (package fs) asks of the engine:
@@ -28,7 +29,7 @@ const Nobody = 65534
 
 // Node is what a path of the tree is.
 type Node struct {
-	Place Place
+	Place layout.Place
 	// Stat is the store file's, never following a link; for a virtual
 	// file (ctl, index/list, an index value) it is its directory's.
 	Stat    *unix.Stat_t
@@ -42,18 +43,18 @@ type Node struct {
 // home appears on its first lookup by that uid (SPEC 2). Only the caller's
 // uid matters here: lookups are the hottest path of the tree.
 func (e *Engine) Lookup(uid uint32, rel string) (Node, error) {
-	pl := Classify(rel)
+	pl := layout.Classify(rel)
 	if !pl.Exists() {
 		return Node{}, syscall.ENOENT
 	}
 	switch pl.Kind {
-	case PlaceHome:
-		if pl.Home == PrivateHome(uid) && uid != Nobody {
+	case layout.PlaceHome:
+		if pl.Home == layout.PrivateHome(uid) && uid != Nobody {
 			e.EnsureHome(uid) // a failure shows as the ENOENT below
 		}
-	case PlaceIndex:
+	case layout.PlaceIndex:
 		e.Index(pl.Container) // loading the index makes index/ in the store
-	case PlaceCtl, PlaceIndexList, PlaceIndexCurrent, PlaceIndexEntry:
+	case layout.PlaceCtl, layout.PlaceIndexList, layout.PlaceIndexCurrent, layout.PlaceIndexEntry:
 		return e.virtual(pl, rel)
 	}
 	st, err := e.lstat(rel)
@@ -63,7 +64,7 @@ func (e *Engine) Lookup(uid uint32, rel string) (Node, error) {
 	n := Node{Place: pl, Stat: st}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
-		n.Dir = pl.IsDir() || pl.Kind == PlaceArchived
+		n.Dir = pl.IsDir() || pl.Kind == layout.PlaceArchived
 	case unix.S_IFREG:
 		if pl.IsDir() {
 			return Node{}, syscall.ENOENT
@@ -78,8 +79,8 @@ func (e *Engine) Lookup(uid uint32, rel string) (Node, error) {
 
 // virtual describes a file the store does not hold as such: ctl, the
 // list (served from memory), index values (served from the index).
-func (e *Engine) virtual(pl Place, rel string) (Node, error) {
-	if pl.Kind == PlaceIndexCurrent || pl.Kind == PlaceIndexEntry {
+func (e *Engine) virtual(pl layout.Place, rel string) (Node, error) {
+	if pl.Kind == layout.PlaceIndexCurrent || pl.Kind == layout.PlaceIndexEntry {
 		if _, err := e.IndexValue(pl); err != nil {
 			return Node{}, err
 		}
@@ -100,11 +101,11 @@ func (e *Engine) Stat(rel string) (*unix.Stat_t, error) { return e.lstat(rel) }
 // directory is missing, or, for an index value, the index names no
 // session there. ctl and index/list exist as long as their directory.
 func (e *Engine) Gone(rel string) bool {
-	pl := Classify(rel)
+	pl := layout.Classify(rel)
 	switch pl.Kind {
-	case PlaceCtl, PlaceIndexList:
+	case layout.PlaceCtl, layout.PlaceIndexList:
 		return false
-	case PlaceIndexCurrent, PlaceIndexEntry:
+	case layout.PlaceIndexCurrent, layout.PlaceIndexEntry:
 		_, err := e.IndexValue(pl)
 		return errors.Is(err, syscall.ENOENT)
 	}
@@ -136,8 +137,8 @@ type DirEntry struct {
 // store's dot names), and the virtual files (ctl in a session, list in
 // index/).
 func (e *Engine) ReadDir(rel string) ([]DirEntry, error) {
-	pl := Classify(rel)
-	if pl.Kind == PlaceSessions {
+	pl := layout.Classify(rel)
+	if pl.Kind == layout.PlaceSessions {
 		e.Index(pl.Container) // so that index/ is listed from the start
 	}
 	ents, err := e.root.ReadDir(rel)
@@ -146,19 +147,19 @@ func (e *Engine) ReadDir(rel string) ([]DirEntry, error) {
 	}
 	out := make([]DirEntry, 0, len(ents)+1)
 	for _, ent := range ents {
-		cp := Classify(rel + "/" + ent.Name)
-		if !cp.Exists() || cp.Kind == PlaceCtl || !(ent.IsDir() || ent.IsRegular()) {
+		cp := layout.Classify(rel + "/" + ent.Name)
+		if !cp.Exists() || cp.Kind == layout.PlaceCtl || !(ent.IsDir() || ent.IsRegular()) {
 			continue
 		}
-		if cp.Kind == PlaceIndexCurrent || cp.Kind == PlaceIndexEntry || cp.Kind == PlaceIndexList {
+		if cp.Kind == layout.PlaceIndexCurrent || cp.Kind == layout.PlaceIndexEntry || cp.Kind == layout.PlaceIndexList {
 			continue // from the index itself, below
 		}
-		out = append(out, DirEntry{Name: ent.Name, Dir: ent.IsDir(), FreeRoot: cp.Kind == PlaceFreeRoot, Ino: ent.Ino})
+		out = append(out, DirEntry{Name: ent.Name, Dir: ent.IsDir(), FreeRoot: cp.Kind == layout.PlaceFreeRoot, Ino: ent.Ino})
 	}
 	switch pl.Kind {
-	case PlaceSession:
+	case layout.PlaceSession:
 		out = append(out, DirEntry{Name: abi.FileCtl})
-	case PlaceIndex, PlaceIndexKeys:
+	case layout.PlaceIndex, layout.PlaceIndexKeys:
 		return e.indexEntries(pl, out)
 	}
 	return out, nil
@@ -167,12 +168,12 @@ func (e *Engine) ReadDir(rel string) ([]DirEntry, error) {
 // indexEntries adds an index directory's values as the index holds them:
 // the store's files lag it (a value is written when the journal is
 // checkpointed: sealedlog.Journal.PutValue).
-func (e *Engine) indexEntries(pl Place, out []DirEntry) ([]DirEntry, error) {
+func (e *Engine) indexEntries(pl layout.Place, out []DirEntry) ([]DirEntry, error) {
 	x, err := e.Index(pl.Container)
 	if err != nil {
 		return nil, err
 	}
-	if pl.Kind == PlaceIndexKeys {
+	if pl.Kind == layout.PlaceIndexKeys {
 		for _, k := range x.Keys(pl.IndexKind) {
 			out = append(out, DirEntry{Name: k})
 		}
@@ -188,19 +189,19 @@ func (e *Engine) indexEntries(pl Place, out []DirEntry) ([]DirEntry, error) {
 // CheckOpen says whether a file of the tree may be opened with flags
 // (SPEC 5, 6, 9): a log only for appending, read-only files and the list
 // only for reading, index values for writing only where SPEC 9 allows.
-func (e *Engine) CheckOpen(pl Place, flags int) error {
+func (e *Engine) CheckOpen(pl layout.Place, flags int) error {
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
 	trunc := flags&syscall.O_TRUNC != 0
 	switch pl.Kind {
-	case PlaceLog:
+	case layout.PlaceLog:
 		if write && (flags&syscall.O_APPEND == 0 || trunc) {
 			return abi.Errorf(syscall.EPERM, "open", "a log is opened for writing with O_APPEND only")
 		}
-	case PlaceReadOnly, PlaceArchived, PlaceIndexList:
+	case layout.PlaceReadOnly, layout.PlaceArchived, layout.PlaceIndexList:
 		if write || trunc {
 			return abi.Errorf(syscall.EPERM, "open", "read-only file")
 		}
-	case PlaceIndexCurrent, PlaceIndexEntry:
+	case layout.PlaceIndexCurrent, layout.PlaceIndexEntry:
 		if write && !pl.WritableIndex() {
 			return abi.Errorf(syscall.EPERM, "open", "by-cwd is read only")
 		}
@@ -227,10 +228,10 @@ func (e *Engine) ReadFile(rel string, limit int64) ([]byte, error) {
 // commit would: EINVAL, ENOENT for an index value naming no session,
 // EEXIST for a self_id taken. It changes nothing. A meta.json that is
 // still an unfinished JSON value passes (the commit judges it whole).
-func (e *Engine) CheckValue(pl Place, data []byte) error {
+func (e *Engine) CheckValue(pl layout.Place, data []byte) error {
 	v := string(bytes.TrimSuffix(data, []byte("\n")))
 	switch pl.Kind {
-	case PlaceValue:
+	case layout.PlaceValue:
 		switch pl.File {
 		case abi.FileState:
 			if !abi.ValidState(v) {
@@ -241,12 +242,12 @@ func (e *Engine) CheckValue(pl Place, data []byte) error {
 		case abi.FileMeta:
 			return e.checkMeta(pl.Ref(), data)
 		}
-	case PlaceIndexCurrent, PlaceIndexEntry:
+	case layout.PlaceIndexCurrent, layout.PlaceIndexEntry:
 		name, err := index.ParseValue(data)
 		if err != nil {
 			return err
 		}
-		if !e.SessionExists(Ref{Container: pl.Container, Name: name}) {
+		if !e.sessionExists(layout.Ref{Container: pl.Container, Name: name}) {
 			return abi.Errorf(syscall.ENOENT, "write", "no session %q", name)
 		}
 	}
@@ -255,12 +256,12 @@ func (e *Engine) CheckValue(pl Place, data []byte) error {
 
 // IndexValue is the session an index value names (index/current or an
 // entry of by-cwd/, by-hash/, by-uuid/); ENOENT when none.
-func (e *Engine) IndexValue(pl Place) (string, error) {
+func (e *Engine) IndexValue(pl layout.Place) (string, error) {
 	x, err := e.Index(pl.Container)
 	if err != nil {
 		return "", err
 	}
-	if pl.Kind == PlaceIndexCurrent {
+	if pl.Kind == layout.PlaceIndexCurrent {
 		if cur := x.Current(); cur != "" {
 			return cur, nil
 		}
@@ -271,7 +272,7 @@ func (e *Engine) IndexValue(pl Place) (string, error) {
 
 // IndexList is the content of index/list: always current, unlike the
 // store's snapshot.
-func (e *Engine) IndexList(ct Container) ([]byte, error) {
+func (e *Engine) IndexList(ct layout.Container) ([]byte, error) {
 	x, err := e.Index(ct)
 	if err != nil {
 		return nil, err
@@ -282,7 +283,7 @@ func (e *Engine) IndexList(ct Container) ([]byte, error) {
 // WriteIndex replaces index/current or an entry of by-hash/ or by-uuid/
 // with the session named by data (SPEC 9): EINVAL for a bad name, ENOENT
 // for a session that does not exist, EPERM for by-cwd.
-func (e *Engine) WriteIndex(c Caller, pl Place, data []byte) error {
+func (e *Engine) WriteIndex(c layout.Caller, pl layout.Place, data []byte) error {
 	if !pl.WritableIndex() {
 		return abi.Errorf(syscall.EPERM, "write", "read-only index file")
 	}
@@ -294,22 +295,22 @@ func (e *Engine) WriteIndex(c Caller, pl Place, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if pl.Kind == PlaceIndexCurrent {
+	if pl.Kind == layout.PlaceIndexCurrent {
 		return x.SetCurrent(name)
 	}
 	return x.SetEntry(pl.IndexKind, pl.Key, name)
 }
 
-// Creatable says whether a name may be made at rel at all (by mkdir,
+// creatable says whether a name may be made at rel at all (by mkdir,
 // create, symlink, link or mknod): EPERM outside the ABI and in archives,
 // EINVAL for a bad name in a slot that takes one.
-func (e *Engine) Creatable(rel string) (Place, error) {
-	pl := Classify(rel)
-	parent := Classify(path.Dir(rel))
+func (e *Engine) creatable(rel string) (layout.Place, error) {
+	pl := layout.Classify(rel)
+	parent := layout.Classify(path.Dir(rel))
 	switch {
-	case parent.Kind == PlaceArchived:
+	case parent.Kind == layout.PlaceArchived:
 		return pl, abi.Errorf(syscall.EPERM, "create", "archived sessions are read only")
-	case pl.Kind == PlaceBadName:
+	case pl.Kind == layout.PlaceBadName:
 		return pl, abi.Errorf(syscall.EINVAL, "create", "invalid name %q", path.Base(rel))
 	case !pl.Exists():
 		return pl, abi.Errorf(syscall.EPERM, "create", "not a name the ABI allows here")
@@ -321,8 +322,8 @@ func (e *Engine) Creatable(rel string) (Place, error) {
 // only index values SPEC 9 lets users write (current, by-hash/<key>,
 // by-uuid/<uuid>); the value is committed when it is written and closed.
 // Every other file of the ABI is made by the engine.
-func (e *Engine) CheckCreate(rel string) (Place, error) {
-	pl, err := e.Creatable(rel)
+func (e *Engine) CheckCreate(rel string) (layout.Place, error) {
+	pl, err := e.creatable(rel)
 	if err == nil && !pl.WritableIndex() {
 		err = abi.Errorf(syscall.EPERM, "create", "only the engine makes this file")
 	}
@@ -333,7 +334,7 @@ func (e *Engine) CheckCreate(rel string) (Place, error) {
 // directory of the ABI: the tree holds only the directories and regular
 // files the engine makes (EPERM; EINVAL for a bad name in a name slot).
 func (e *Engine) MakeNode(rel string) error {
-	if _, err := e.Creatable(rel); err != nil {
+	if _, err := e.creatable(rel); err != nil {
 		return err
 	}
 	return abi.Errorf(syscall.EPERM, "create", "the ABI holds no links or device nodes")
@@ -342,17 +343,17 @@ func (e *Engine) MakeNode(rel string) error {
 // MkdirAt makes the directory rel through the mount: a session (as by its
 // first send) or a structural directory of the tree; the rules of SPEC 2
 // say which may exist (EPERM otherwise, EINVAL for a bad name).
-func (e *Engine) MkdirAt(c Caller, rel string) error {
+func (e *Engine) MkdirAt(c layout.Caller, rel string) error {
 	if parts := strings.Split(rel, "/"); len(parts) >= 3 && len(parts) <= 4 && parts[0] == "home" && parts[2] == abi.ArchivedDir {
 		return e.Mkdir(c, rel) // the archive's directories (SPEC 12)
 	}
-	pl, err := e.Creatable(rel)
+	pl, err := e.creatable(rel)
 	switch {
 	case err != nil:
 		return err
 	case !pl.IsDir():
 		return abi.Errorf(syscall.EPERM, "mkdir", "not a directory of the ABI")
-	case pl.Kind == PlaceSession:
+	case pl.Kind == layout.PlaceSession:
 		return e.CreateSession(c, pl.Ref())
 	}
 	return e.Mkdir(c, rel)
@@ -360,9 +361,9 @@ func (e *Engine) MkdirAt(c Caller, rel string) error {
 
 // Unlink removes rel through the mount: by-hash and by-uuid entries only;
 // every other entry of the ABI stays (EPERM).
-func (e *Engine) Unlink(c Caller, rel string) error {
-	pl := Classify(rel)
-	if pl.Kind != PlaceIndexEntry || !pl.WritableIndex() || Classify(path.Dir(rel)).Kind == PlaceArchived {
+func (e *Engine) Unlink(c layout.Caller, rel string) error {
+	pl := layout.Classify(rel)
+	if pl.Kind != layout.PlaceIndexEntry || !pl.WritableIndex() || layout.Classify(path.Dir(rel)).Kind == layout.PlaceArchived {
 		return abi.Errorf(syscall.EPERM, "unlink", "entries of the ABI are not removed")
 	}
 	x, err := e.Index(pl.Container)
@@ -374,7 +375,7 @@ func (e *Engine) Unlink(c Caller, rel string) error {
 
 // Rmdir: a non-empty directory is ENOTEMPTY, as anywhere; an empty ABI
 // directory still may not go (EPERM).
-func (e *Engine) Rmdir(c Caller, rel string) error {
+func (e *Engine) Rmdir(c layout.Caller, rel string) error {
 	ents, err := e.root.ReadDir(rel)
 	if err != nil {
 		return err
@@ -392,12 +393,12 @@ const renameFlags = unix.RENAME_NOREPLACE | unix.RENAME_EXCHANGE | unix.RENAME_W
 // Rename renames oldRel to newRel through the mount: flags the kernel does
 // not define are EINVAL; entries of the ABI are never renamed (EPERM).
 // (Archiving a session, SPEC 12, is a later issue.)
-func (e *Engine) Rename(c Caller, oldRel, newRel string, flags uint32) error {
+func (e *Engine) Rename(c layout.Caller, oldRel, newRel string, flags uint32) error {
 	if flags&^renameFlags != 0 {
 		return abi.Errorf(syscall.EINVAL, "rename", "unknown flags %#x", flags)
 	}
-	old := Classify(oldRel)
-	if old.Kind != PlaceSession || old.Container.Kind != abi.KindAgent || newRel != ArchiveTarget(old.Ref()) {
+	old := layout.Classify(oldRel)
+	if old.Kind != layout.PlaceSession || old.Container.Kind != abi.KindAgent || newRel != archiveTarget(old.Ref()) {
 		return abi.Errorf(syscall.EPERM, "rename", "entries of the ABI are not renamed")
 	}
 	if flags != unix.RENAME_NOREPLACE {
@@ -432,17 +433,17 @@ func (a SetAttr) onlyTimes() bool { return a.Mode == nil && a.Uid == nil && a.Gi
 // history's owners and modes are the engine's (store.go: the store holds
 // it as the server's, the mount shows its logical owner), so everything
 // else takes only its times.
-func (e *Engine) Setattr(c Caller, rel string, a SetAttr) error {
-	pl := Classify(rel)
+func (e *Engine) Setattr(c layout.Caller, rel string, a SetAttr) error {
+	pl := layout.Classify(rel)
 	badSize := a.Size != nil && (*a.Size != 0 || !truncatable(pl))
 	switch pl.Kind {
-	case PlaceCtl, PlaceIndexList, PlaceIndexCurrent, PlaceIndexEntry:
+	case layout.PlaceCtl, layout.PlaceIndexList, layout.PlaceIndexCurrent, layout.PlaceIndexEntry:
 		// Virtual: nothing in the store to change.
 		if badSize || !a.onlyTimes() {
 			return abi.Errorf(syscall.EPERM, "setattr", "the engine owns this file")
 		}
 		return nil
-	case PlaceArchived:
+	case layout.PlaceArchived:
 		return abi.Errorf(syscall.EPERM, "setattr", "archived sessions are read only")
 	}
 	n, err := e.Lookup(c.Uid, rel)
@@ -451,7 +452,7 @@ func (e *Engine) Setattr(c Caller, rel string, a SetAttr) error {
 		return err
 	case n.Dir && a.Size != nil:
 		return syscall.EISDIR
-	case !a.onlyTimes() && pl.Kind != PlaceTop && pl.Kind != PlaceSpace && !freeTree(rel):
+	case !a.onlyTimes() && pl.Kind != layout.PlaceTop && pl.Kind != layout.PlaceSpace && !layout.FreeTree(rel):
 		return abi.Errorf(syscall.EPERM, "setattr", "the engine owns the owners and modes of history")
 	case n.Dir:
 	case badSize:
@@ -467,9 +468,9 @@ func (e *Engine) Setattr(c Caller, rel string, a SetAttr) error {
 }
 
 // truncatable places take `>` (truncate to 0 before the new value).
-func truncatable(pl Place) bool {
+func truncatable(pl layout.Place) bool {
 	switch pl.Kind {
-	case PlaceValue, PlaceCtl, PlaceIndexCurrent, PlaceIndexEntry:
+	case layout.PlaceValue, layout.PlaceCtl, layout.PlaceIndexCurrent, layout.PlaceIndexEntry:
 		return true
 	}
 	return false

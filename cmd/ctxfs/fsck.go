@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/internal/storefs"
-	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/fsck"
 )
 
 func newFsckCommand() *cobra.Command {
@@ -35,7 +35,7 @@ about what it cannot repair; it refuses a store that a live server holds.`,
   ctxfs umount && ctxfs fsck --repair`,
 		Args: noArgs,
 		RunE: func(*cobra.Command, []string) error {
-			if status := fsck(store, repair); status != 0 {
+			if status := runFsck(store, repair); status != 0 {
 				return exitStatus(status)
 			}
 			return nil
@@ -47,10 +47,10 @@ about what it cannot repair; it refuses a store that a live server holds.`,
 	return cmd
 }
 
-// fsck verifies a store from scratch: one line per problem, exit 0 when
+// runFsck verifies a store from scratch: one line per problem, exit 0 when
 // clean and 1 when not (2 when it cannot run). Progress goes to a
 // terminal's stderr only, so that scripts read problems alone.
-func fsck(store string, repair bool) int {
+func runFsck(store string, repair bool) int {
 	store, err := fsckStore(store)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ctxfs: fsck:", err)
@@ -73,7 +73,7 @@ func fsck(store string, repair bool) int {
 			fmt.Fprintf(os.Stderr, "\rfsck: %d/%d sessions", done, total)
 		}
 	}
-	problems, err := session.Fsck(store, repair, served, session.FsckReport{
+	problems, err := fsck.Check(store, repair, served, fsck.Report{
 		Problem: func(path, what string) {
 			clearLine(tty)
 			if repair {

@@ -295,8 +295,13 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 	if err := prepareMountpoints(root); err != nil {
 		return err
 	}
+	cfg, err := engineConfig(os.Getenv, store, root)
+	if err != nil {
+		return err
+	}
+	cfg.Log = log
 	opening := time.Now()
-	e, err := session.Open(session.Config{Store: store, Root: root, Log: log})
+	e, err := session.Open(cfg)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	ctxfs "github.com/ctxfs/ctxfs/fs"
-	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 func newSpaceCommand() *cobra.Command {
@@ -91,12 +91,12 @@ func addSpaceInStore(store, name string, gid int) error {
 	if err != nil {
 		return err
 	}
-	e, err := session.NewSpaces(store)
+	root, err := layout.OpenStore(store)
 	if err != nil {
 		return err
 	}
-	defer e.Close()
-	return e.AddSpace(name, gid, 0o770|os.ModeSetgid)
+	defer root.Close()
+	return layout.AddSpace(root, name, gid, 0o770|os.ModeSetgid)
 }
 
 // addSpaceThroughMount makes the space as root would by hand (SPEC 2):

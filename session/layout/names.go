@@ -1,0 +1,132 @@
+package layout
+
+import (
+	"path"
+	"strings"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// Caller is who asked: the uid and gid the kernel reported (FUSE context or
+// SO_PEERCRED), the supplementary groups read from /proc when known, and the
+// process id (a thread-group id) for the record.
+type Caller struct {
+	Uid, Gid uint32
+	Groups   []uint32
+	Pid      int
+}
+
+// Container names the session/ directory of one agent or model in one home
+// or shared space: the unit that owns an index.
+type Container struct {
+	Home  string // "home/<uid>" or "shared/<space>"; "" for temp sessions
+	Kind  string // abi.KindAgent or abi.KindModel
+	Owner string // the agent name, or "provider/model"
+}
+
+// Ref names one session.
+type Ref struct {
+	Container
+	Name string // the session name
+	Temp bool   // temp scope: memory only, no directory, never listed
+}
+
+// PrivateHome is the Home of uid's private sessions.
+func PrivateHome(uid uint32) string { return "home/" + itoa(uid) }
+
+// SharedHome is the Home of a shared space.
+func SharedHome(space string) string { return "shared/" + space }
+
+// Rel is the container's session/ directory relative to the store (and to
+// the mount root): home/1000/agent/coder/session or
+// home/1000/model/openai/gpt-4.d/session.
+func (c Container) Rel() string {
+	if c.Kind == abi.KindModel {
+		return path.Join(c.Home, "model", c.Owner+".d", "session")
+	}
+	return path.Join(c.Home, "agent", c.Owner, "session")
+}
+
+// Rel is the session directory relative to the store root.
+func (r Ref) Rel() string { return path.Join(r.Container.Rel(), r.Name) }
+
+// ChrootRel is the agent's chroot runtime tree relative to the store root
+// ("" for model sessions, which have no chroot). Shared sessions run in the
+// requesting uid's own agent root.
+func (c Container) ChrootRel(uid uint32) string {
+	if c.Kind != abi.KindAgent {
+		return ""
+	}
+	home := c.Home
+	if strings.HasPrefix(home, "shared/") {
+		home = PrivateHome(uid)
+	}
+	return path.Join(home, "agent", c.Owner, "root")
+}
+
+// ParseContainerRel is the inverse of Container.Rel for paths below it: it
+// splits a store-relative path into the container it lies in and the rest
+// ("" for the session/ directory itself, "index/list", "default/state", ...).
+// ok is false for paths that do not lie inside a session/ directory.
+func ParseContainerRel(rel string) (c Container, rest string, ok bool) {
+	parts := strings.Split(strings.Trim(rel, "/"), "/")
+	if len(parts) < 4 {
+		return c, "", false
+	}
+	switch parts[0] {
+	case "home", "shared":
+	default:
+		return c, "", false
+	}
+	c.Home = parts[0] + "/" + parts[1]
+	var n int
+	switch {
+	case parts[2] == abi.KindAgent && len(parts) >= 5 && parts[4] == "session":
+		c.Kind, c.Owner, n = abi.KindAgent, parts[3], 5
+	case parts[2] == abi.KindModel && len(parts) >= 6 && strings.HasSuffix(parts[4], ".d") && parts[5] == "session":
+		c.Kind, c.Owner, n = abi.KindModel, parts[3]+"/"+strings.TrimSuffix(parts[4], ".d"), 6
+	default:
+		return c, "", false
+	}
+	return c, strings.Join(parts[n:], "/"), true
+}
+
+func itoa(u uint32) string {
+	var b [10]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + u%10)
+		u /= 10
+		if u == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+// Valid reports whether c's owner is a valid agent name or provider/model.
+func (c Container) Valid() bool {
+	if c.Kind == abi.KindModel {
+		return abi.ValidModelName(c.Owner)
+	}
+	return c.Kind == abi.KindAgent && abi.ValidName(c.Owner)
+}
+
+// StateDir is the server's own bookkeeping in the store (never history).
+const StateDir = ".ctxfs"
+
+// Key names r in the engine's caches: its store path, or, for a temp
+// session (which has none), its home, kind, owner and name.
+func (r Ref) Key() string {
+	if r.Temp {
+		return "temp:" + r.Home + ":" + r.Kind + ":" + r.Owner + ":" + r.Name
+	}
+	return r.Rel()
+}
+
+// MaxValueFile bounds what is read of a single-value file or meta.json
+// (a value written through the mount is at most 1 MiB).
+const MaxValueFile = 1<<20 + 1
+
+// SearchDir is the search index of a home or space.
+const SearchDir = ".search"

@@ -1,0 +1,188 @@
+package session
+
+import (
+	"errors"
+	"syscall"
+	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/layout"
+)
+
+// cancel stops one run, named by its run id or its client id (SPEC 7, 10).
+// A run that is not running here is reported stale, and the attempt is
+// recorded as an event in the request's session when that session exists.
+func (e *Engine) cancel(c layout.Caller, loc *location, req *proto.Request) (*Reply, error) {
+	rn := e.findRun(c, loc, req)
+	if rn != nil {
+		rn.cancelRun()
+		return newReply([]*proto.Object{proto.NewObject("type", proto.FrameCancel, "run", rn.id, "cancelled", true)}), nil
+	}
+	runID := req.ID
+	s, release, err := e.lookup(loc.ref)
+	if err == nil {
+		defer release()
+		s.mu.Lock()
+		if rec := s.clients[req.ID]; rec != nil && rec.run != "" {
+			runID = rec.run
+		}
+		s.mu.Unlock()
+		if s.ready() == nil {
+			ev := proto.NewObject("type", proto.FrameCancel, "run", runID, "cancelled", false, "stale", true,
+				"requested_id", req.ID, "uid", c.Uid, "pid", c.Pid, "ts", abi.TS(time.Now()))
+			if err := s.appendEvents(ev); err != nil {
+				return nil, err
+			}
+			s.touch(time.Now(), "")
+		}
+	} else if !errors.Is(err, syscall.ENOENT) {
+		return nil, err
+	}
+	return newReply([]*proto.Object{proto.NewObject("type", proto.FrameCancel, "run", runID, "cancelled", false, "stale", true)}), nil
+}
+
+// findRun finds a queued or running run the caller may cancel: by run id
+// anywhere the caller's request could reach; by client id in the
+// request's session when it names one, else in every session of the
+// caller's home or space at this agent or model, the newest (SPEC 7).
+func (e *Engine) findRun(c layout.Caller, loc *location, req *proto.Request) *run {
+	id := req.ID
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if abi.IsRunID(id) {
+		if rn := e.runs[id]; rn != nil && rn.s.ref.Container == loc.ref.Container && rn.s.ref.Temp == loc.ref.Temp {
+			return rn
+		}
+		return nil
+	}
+	var newest *run
+	for _, rn := range e.runs {
+		ref := rn.s.ref
+		switch {
+		case rn.clientID != id || ref.Container != loc.ref.Container || ref.Temp != loc.ref.Temp:
+		case req.SessionGiven && ref.Name != loc.ref.Name:
+		case newest == nil || rn.started.After(newest.started):
+			newest = rn
+		}
+	}
+	return newest
+}
+
+// status reports a session's state, its queued and running runs, and
+// updated_at. A missing session is idle.
+func (e *Engine) status(loc *location) (*Reply, error) {
+	st := proto.NewObject("type", proto.FrameStatus, "session", loc.ref.Name, "state", abi.StateIdle)
+	runs := []*proto.Object{}
+	var updated int64
+	if s, release, err := e.lookup(loc.ref); err == nil {
+		defer release()
+		st.Set("state", s.currentState())
+		s.mu.Lock()
+		active := make([]*run, 0, len(s.active))
+		for _, rn := range s.active {
+			active = append(active, rn)
+		}
+		s.mu.Unlock()
+		for _, rn := range active {
+			runs = append(runs, proto.NewObject("run", rn.id, "phase", rn.phaseNow()))
+		}
+		s.fileMu.Lock()
+		updated = s.updatedAt
+		s.fileMu.Unlock()
+	} else if !errors.Is(err, syscall.ENOENT) {
+		return nil, err
+	}
+	st.Set("runs", runs)
+	st.Set("updated_at", updated)
+	return newReply([]*proto.Object{st}), nil
+}
+
+// currentState is the state file's value (temp sessions: derived from
+// their runs).
+func (s *sess) currentState() string {
+	if s.rel != "" {
+		if v, err := s.e.readValue(s.file(abi.FileState)); err == nil {
+			return v
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.active) > 0 {
+		return abi.StateActive
+	}
+	return abi.StateIdle
+}
+
+// resume answers with the recorded events after the last line of run
+// `after` (all of them without after), then the live frames of the runs
+// active now, then the end.
+func (e *Engine) resume(loc *location, req *proto.Request) (*Reply, error) {
+	s, release, err := e.lookup(loc.ref)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	// A run records a frame and pushes it to its stream under its own lock,
+	// so holding every active run's lock while the stream positions are
+	// taken and the log is read means no frame is both read and followed,
+	// and none is missed.
+	s.mu.Lock()
+	active := make([]*run, 0, len(s.active))
+	for _, rn := range s.active {
+		active = append(active, rn)
+	}
+	s.mu.Unlock()
+	var follows []*reader
+	for _, rn := range active { // never rn.mu inside s.mu: endRun nests the other way
+		rn.mu.Lock()
+		defer rn.mu.Unlock()
+		follows = append(follows, rn.stream.join())
+	}
+	var lines []*proto.Object
+	cut := -1
+	err = scanLines(s.events, func(line []byte) {
+		o, perr := proto.ParseObject(line, false)
+		if perr != nil {
+			return
+		}
+		if req.After != "" && o.Str("run") == req.After {
+			cut = len(lines)
+		}
+		lines = append(lines, o)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if req.After != "" {
+		if cut < 0 {
+			return nil, abi.Errorf(syscall.ENOENT, "resume", "no run %s in session %s", req.After, loc.ref.Name)
+		}
+		lines = lines[cut+1:]
+	}
+	return newReply(lines, follows...), nil
+}
+
+// replayLive answers a retried send whose run still runs: its start, what
+// the run has recorded since (from the log, not from memory), then its
+// live frames. Deltas streamed before the replay joined are not in the
+// record (they are previews of the message recorded at the end); the rest
+// is, in order. A run records a batch and pushes it to its stream under
+// rn.mu, so holding rn.mu while joining and reading means no frame is both
+// read and followed, and none is missed.
+func (s *sess) replayLive(rec *clientRecord, rn *run) *Reply {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	live := rn.stream.join()
+	frames := []*proto.Object{rec.start}
+	scanLines(s.events, func(line []byte) {
+		o, err := proto.ParseObject(line, false)
+		if err != nil || o.Str("run") != rn.id {
+			return
+		}
+		if t := o.Str("type"); t != proto.FrameStart && t != proto.FrameState {
+			frames = append(frames, o)
+		}
+	})
+	return newReply(frames, live)
+}

@@ -1,0 +1,381 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"syscall"
+	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/internal/gopool"
+	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/sealedlog"
+)
+
+// send carries out SPEC section 8 for a located request. It returns once
+// the start frame is durable, or with the error that refused the request
+// (and then nothing was written).
+func (e *Engine) send(c layout.Caller, loc *location, req *proto.Request) (*Reply, error) {
+	if req.Input == "" { // whatever the client: an empty message is never recorded
+		return nil, abi.Errorf(syscall.EINVAL, "send", "the input is empty: nothing to send")
+	}
+	def, err := e.definition(loc.ref.Container)
+	if err != nil {
+		return nil, err
+	}
+	cwd := effectiveCwd(req.Cwd, def)
+	if err := abi.CheckCwd(cwd); err != nil {
+		return nil, err
+	}
+	// A new session is created, then sent to; a concurrent send that
+	// failed its client id's claim makes this one look again. Both settle
+	// in a few rounds; the bound only guards against a store that keeps
+	// losing the directory under us.
+	var ticket *runTicket // taken before a session is created for the run
+	defer func() { ticket.cancel() }()
+	for round := 0; round < 8; round++ {
+		s, release, err := e.lookup(loc.ref)
+		if err == nil {
+			r, retry, err := e.sendTo(c, s, loc, req, def, cwd, ticket)
+			release() // a run started holds the session by itself (s.active)
+			if retry {
+				continue
+			}
+			return r, err
+		}
+		if !errors.Is(err, syscall.ENOENT) {
+			return nil, err
+		}
+		// A new session: refuse a bad cwd, lines the logs would refuse
+		// (a user message over the line limit), or a caller out of runs,
+		// before creating anything. The records are made again as the
+		// run starts, stamped then.
+		if _, err := e.resolveCwd(c, loc, cwd); err != nil {
+			return nil, err
+		}
+		if err := checkStartRecords(loc, req, cwd); err != nil {
+			return nil, err
+		}
+		if ticket == nil {
+			if ticket, err = e.takeRun(c.Uid); err != nil {
+				return nil, err
+			}
+		}
+		if err := e.create(loc.ref, loc.own, cwd); err != nil {
+			return nil, err
+		}
+	}
+	return nil, abi.Errorf(syscall.EIO, "send", "session %s keeps changing under the send", loc.ref.Name)
+}
+
+func effectiveCwd(reqCwd string, def *agent.Definition) string {
+	switch {
+	case reqCwd != "":
+		return reqCwd
+	case def.Cwd != "":
+		return def.Cwd
+	}
+	return "/"
+}
+
+// startRecords are what a send records as its run starts (SPEC 8 step 7):
+// the start event, the user message and the active state, as lines.
+type startRecords struct {
+	now    time.Time
+	run    string
+	start  *proto.Object // the start frame, also the reply's first
+	events []byte        // the start and state lines, for events.jsonl
+	msgs   []byte        // the user message line, for messages.jsonl
+}
+
+// newStartRecords makes a send's start records, with a new run id,
+// stamped now. The logs judge their lines as they append them (EINVAL).
+func newStartRecords(loc *location, req *proto.Request, cwd string) (*startRecords, error) {
+	id, err := abi.NewRunID()
+	if err != nil {
+		return nil, &abi.Error{Op: "send", Errno: syscall.EIO, Msg: err.Error()}
+	}
+	now := time.Now()
+	ts := abi.TS(now)
+	start := proto.NewObject("type", proto.FrameStart, "id", id, "run", id, "client_id", req.ID,
+		"session", loc.ref.Name, "scope", loc.scope, "cwd", cwd, "ts", ts)
+	if loc.space != "" {
+		start.Set("space", loc.space)
+	}
+	user := proto.NewObject("role", "user", "run", id, "content", req.Input, "ts", ts)
+	state := proto.NewObject("type", proto.FrameState, "state", abi.StateActive, "run", id, "ts", ts)
+	return &startRecords{now: now, run: id, start: start,
+		events: append(start.Line(), state.Line()...), msgs: user.Line()}, nil
+}
+
+// checkStartRecords judges the lines a send's start would append as the
+// logs will, before a session is created for them: EINVAL for a user
+// message over the line limit (a request may hold an input whose line,
+// escaped and with its run and time stamp, does not fit). A run id and a
+// time stamp are always as long, so the records made later judge the same.
+func checkStartRecords(loc *location, req *proto.Request, cwd string) error {
+	r, err := newStartRecords(loc, req, cwd)
+	if err != nil {
+		return err
+	}
+	if err := sealedlog.Validate(r.events); err != nil {
+		return err
+	}
+	return sealedlog.Validate(r.msgs)
+}
+
+// sendTo sends to a loaded session: the provability check, then the replay
+// check, then the cwd resolution, then the records. retry is true when a
+// concurrent send with the same client id failed and this one should look
+// again.
+func (e *Engine) sendTo(c layout.Caller, s *sess, loc *location, req *proto.Request, def *agent.Definition, cwd string, ticket *runTicket) (r *Reply, retry bool, err error) {
+	if err := s.provable(); err != nil {
+		return nil, false, err
+	}
+	rec, replay, err := s.claim(req.ID, req.Input, loc.scope, cwd)
+	if err != nil || replay {
+		if errors.Is(err, errRetry) {
+			return nil, true, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		return s.replay(rec), false, nil
+	}
+	r, err = e.startRun(c, s, loc, req, def, cwd, rec, ticket)
+	if err != nil {
+		s.release(req.ID, rec)
+	}
+	return r, false, err
+}
+
+var errRetry = errors.New("retry")
+
+// claim finds or reserves a client id. A seen id with the same input, scope
+// and effective cwd is a replay; with any other payload it is EINVAL. A new
+// id gets a pending record that this send owns until its start is recorded.
+func (s *sess) claim(id, input, scope, cwd string) (rec *clientRecord, replay bool, err error) {
+	s.mu.Lock()
+	rec = s.clients[id]
+	if rec == nil {
+		rec = &clientRecord{input: input, scope: scope, cwd: cwd, ready: make(chan struct{})}
+		s.clients[id] = rec
+		s.mu.Unlock()
+		return rec, false, nil
+	}
+	s.mu.Unlock()
+	<-rec.ready // a concurrent first send with this id is still recording
+	if rec.failed {
+		return nil, false, errRetry
+	}
+	if rec.input != input || rec.scope != scope || rec.cwd != cwd {
+		return nil, false, abi.Errorf(syscall.EINVAL, "send", "client id %q was used before with another payload", id)
+	}
+	return rec, true, nil
+}
+
+// release gives up a pending claim whose send failed before its start.
+func (s *sess) release(id string, rec *clientRecord) {
+	s.mu.Lock()
+	if s.clients[id] == rec {
+		delete(s.clients, id)
+	}
+	s.mu.Unlock()
+	rec.failed = true
+	close(rec.ready)
+}
+
+// replay answers a retried send without running or writing anything: the
+// original start frame, then the recorded done frame, or, while the run
+// still runs, its live frames.
+func (s *sess) replay(rec *clientRecord) *Reply {
+	s.mu.Lock()
+	done := rec.done
+	rn := s.active[rec.run]
+	s.mu.Unlock()
+	if done != nil || rn == nil {
+		fixed := []*proto.Object{rec.start}
+		if done != nil {
+			fixed = append(fixed, done)
+		}
+		return newReply(fixed)
+	}
+	return s.replayLive(rec, rn)
+}
+
+// startRun records the start (SPEC 8 step 7: start event, user message,
+// state, updated_at, index) durably, then queues the run.
+func (e *Engine) startRun(c layout.Caller, s *sess, loc *location, req *proto.Request, def *agent.Definition, cwd string, rec *clientRecord, ticket *runTicket) (_ *Reply, err error) {
+	// The caller's quota of runs is taken before anything is written (by
+	// send, before it created the session, or here), and given back when
+	// the run is forgotten (forgetRun) or refused.
+	if ticket == nil {
+		if ticket, err = e.takeRun(c.Uid); err != nil {
+			return nil, err
+		}
+		defer ticket.cancel()
+	}
+	dir, err := e.resolveCwd(c, loc, cwd)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := newStartRecords(loc, req, cwd)
+	if err != nil {
+		return nil, err
+	}
+	id, start := recs.run, recs.start
+	// Both logs at once, whole or not at all: the start is acknowledged
+	// when both are durable, and a refused send writes nothing.
+	if err := s.closePending(); err != nil {
+		return nil, err
+	}
+	if err := s.appendBoth(recs.events, recs.msgs); err != nil {
+		return nil, err
+	}
+	// The start goes to the stream before the run is visible in s.active:
+	// a resume or replay that finds the run finds its start in the log, and
+	// must not get it from the stream as well.
+	st := newStream()
+	sender := st.join() // before the first frame: the sender reads them all
+	st.push(start)
+	rn := e.newRun(s, id, req.ID, c, loc, def, req.Input, cwd, dir, rec, st)
+	ticket.spend() // the run holds it now
+	s.recordStart(recs.now, cwd, abi.StateActive)
+	rec.run, rec.start = id, start
+	close(rec.ready)
+	gopool.Go(rn.execute) // a kept goroutine keeps its grown stack
+	return newReply(nil, sender), nil
+}
+
+// runDir is where a run works: its chroot root (store-relative, "" for a
+// model session, which has none) and its cwd resolved inside it.
+type runDir struct {
+	root string
+	rel  string // "." for the root itself
+	own  storefs.Owner
+}
+
+// resolveCwd resolves an agent session's cwd inside its chroot root (SPEC 8
+// step 6). Model sessions have no chroot and run in "/".
+func (e *Engine) resolveCwd(c layout.Caller, loc *location, cwd string) (runDir, error) {
+	rootRel := loc.ref.Container.ChrootRel(c.Uid)
+	if rootRel == "" {
+		return runDir{}, nil
+	}
+	own := loc.own
+	if loc.scope == abi.ScopeShared {
+		own = privateOwner(c.Uid, c.Gid)
+	}
+	root, err := e.openChroot(rootRel, own)
+	if err != nil {
+		return runDir{}, err
+	}
+	defer root.Close()
+	rel, err := agent.ResolveCwd(root, cwd, []string{e.cfg.Store, e.cfg.Root})
+	if err != nil {
+		return runDir{}, err
+	}
+	return runDir{root: rootRel, rel: rel, own: own}, nil
+}
+
+// openChroot opens a chroot root, made (owned by own) when missing. It is
+// opened first and made only when that fails: an existing root costs one
+// walk of the store, not an lstat and then an open (the lstat was 2.5% of
+// the server's CPU in BenchmarkDurableSends).
+func (e *Engine) openChroot(rootRel string, own storefs.Owner) (*os.File, error) {
+	root, err := e.root.OpenDir(rootRel)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return root, err
+	}
+	if err := e.mkdirAll(rootRel, own); err != nil {
+		return nil, err
+	}
+	return e.root.OpenDir(rootRel)
+}
+
+// hostPath is the directory a run without a jail works in, as a path
+// under the mount: the store is root's alone, and a program run as the
+// user never gets a path inside it.
+func (e *Engine) hostPath(d runDir) string {
+	if d.root == "" {
+		return "/"
+	}
+	return e.mountPath(path.Join(d.root, d.rel))
+}
+
+// appendEvents appends frames to events.jsonl in one durable batch.
+func (s *sess) appendEvents(frames ...*proto.Object) error {
+	var b []byte
+	for _, f := range frames {
+		b = append(b, f.Line()...)
+	}
+	_, err := s.events.Append(b)
+	if err == nil {
+		s.appended(abi.FileEvents)
+	}
+	return err
+}
+
+// Begin validates and starts one request. It returns an error (an
+// *abi.Error) when the request is refused, before anything is written;
+// otherwise a Reply whose frames the caller reads with Next until io.EOF.
+// For send, Begin returns once the start frame is recorded durably.
+func (e *Engine) Begin(ctx context.Context, c layout.Caller, t Target, req *proto.Request) (*Reply, error) {
+	if req.Op == proto.OpPing {
+		return newReply([]*proto.Object{proto.NewObject("type", proto.FramePong)}), nil
+	}
+	if !(layout.Container{Kind: t.Kind, Owner: t.Owner}).Valid() {
+		return nil, abi.Errorf(syscall.EINVAL, "", "bad target %s %s", t.Kind, t.Owner)
+	}
+	loc, err := e.locate(c, t, req)
+	if err != nil {
+		return nil, err
+	}
+	return e.dispatch(c, loc, req)
+}
+
+// BeginControl is Begin for a request written to a session's ctl file:
+// the request's session and scope, when present, must name r and its
+// scope.
+func (e *Engine) BeginControl(ctx context.Context, c layout.Caller, r layout.Ref, req *proto.Request) (*Reply, error) {
+	scope := scopeOfHome(r.Home)
+	if req.SessionGiven && req.Session != r.Name {
+		return nil, abi.Errorf(syscall.EINVAL, "ctl", "request names session %q, this is %q", req.Session, r.Name)
+	}
+	if req.ScopeGiven && req.Scope != scope {
+		return nil, abi.Errorf(syscall.EINVAL, "ctl", "request names scope %q, this session is %s", req.Scope, scope)
+	}
+	if req.Op == proto.OpPing {
+		return newReply([]*proto.Object{proto.NewObject("type", proto.FramePong)}), nil
+	}
+	loc, err := e.locateRef(c, r)
+	if err != nil {
+		return nil, err
+	}
+	req.Session, req.Scope, req.Space = r.Name, scope, loc.space
+	return e.dispatch(c, loc, req)
+}
+
+func (e *Engine) dispatch(c layout.Caller, loc *location, req *proto.Request) (*Reply, error) {
+	switch req.Op {
+	case proto.OpSend:
+		return e.send(c, loc, req)
+	case proto.OpCancel:
+		return e.cancel(c, loc, req)
+	case proto.OpStatus:
+		return e.status(loc)
+	case proto.OpResume:
+		return e.resume(loc, req)
+	case proto.OpSearch:
+		return e.search(c, loc, req)
+	case proto.OpArchive:
+		return e.archiveOp(loc, req)
+	}
+	return nil, abi.Errorf(syscall.EINVAL, "", "unknown op %q", req.Op)
+}

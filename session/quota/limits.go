@@ -1,0 +1,146 @@
+package quota
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Limits are the quotas of one engine, made from the descriptor limit:
+// of N descriptors, sessions take at most N/4 (SessionBudget), users'
+// open files through the mount N/4, their connections N/8, their runs
+// (three pipes each) N/8; what is left is root's and the server's own.
+type Limits struct {
+	Conns   *Quota // socket connections open at once (EAGAIN)
+	Handles *Quota // files open through the mount (EMFILE)
+	Runs    *Quota // runs queued or running (EAGAIN)
+
+	// Free bounds the bytes and inodes each uid keeps in the free trees
+	// (EDQUOT; free.go).
+	Free *FreeQuota
+
+	// Searches (issue 19, finding 9; gate.go): what searching may
+	// make the server spend. Searches holds the searches of each uid under
+	// way (EAGAIN beyond, at once; its total bounds those waiting for a
+	// scan slot); ScanSlots is how many searches scan at once server-wide,
+	// the rest waiting their turn; ScanBytes is how many bytes of
+	// messages.jsonl one search may read, to index or to verify, before its
+	// reply is cut and says so.
+	Searches  *Quota
+	ScanSlots *ScanGate
+	ScanBytes int64
+
+	// What a writer through the mount makes the server hold between its
+	// writes (issue 19, findings 11 and 12): the bytes of unfinished ctl
+	// requests and unfinished log lines, together, per uid (EAGAIN at the
+	// write that would pass it, which keeps nothing). A ctl request must
+	// also be whole within RequestDeadline.
+	Partial *Quota
+}
+
+// RequestDeadline is how long a request may take to arrive whole, from
+// its first byte on a ctl file (then ETIMEDOUT, and its bytes are
+// freed), as from a socket connection's start.
+const RequestDeadline = 10 * time.Second
+
+// Default bounds of Limits.Partial: one uid may hold 16 partial lines or
+// requests of the largest size (1 MiB), and all users together 16 times
+// that.
+const (
+	partialBytesPerUid = 16 << 20
+	partialBytesTotal  = 16 * partialBytesPerUid
+)
+
+// LimitConfig overrides the per-uid bounds (0: the default).
+type LimitConfig struct {
+	ConnsPerUid, HandlesPerUid, RunsPerUid int
+
+	// The free trees' quota per uid (freebytes=N, freeinodes=N).
+	FreeBytesPerUid, FreeInodesPerUid int64
+
+	// Searches (see Limits.Searches): CTXFS_LIMITS searches=N (per uid),
+	// search_slots=N (server-wide) and search_scan=BYTES (per search).
+	SearchesPerUid, SearchSlots int
+	SearchScanBytes             int64
+}
+
+// The free trees' default quota per uid: room for a toolchain and a
+// project in root/, and a bound that one user's walk at start-up and one
+// user's disk use both stay within.
+const (
+	defaultFreeBytes  = 4 << 30
+	defaultFreeInodes = 200_000
+)
+
+// limitNames are the names CTXFS_LIMITS knows.
+const limitNames = "conns, open, runs, freebytes, freeinodes, searches, search_slots, search_scan"
+
+// FromEnv reads per-uid bounds from CTXFS_LIMITS, a comma-separated
+// list of NAME=N for the names of limitNames (what an operator, or a
+// test, sets for the server); anything it does not name keeps its
+// default.
+func FromEnv(getenv func(string) string) (LimitConfig, error) {
+	var c LimitConfig
+	spec := getenv("CTXFS_LIMITS")
+	if spec == "" {
+		return c, nil
+	}
+	for _, kv := range strings.Split(spec, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return c, fmt.Errorf("CTXFS_LIMITS: %q is not NAME=N with N > 0", kv)
+		}
+		switch k {
+		case "conns":
+			c.ConnsPerUid = n
+		case "open":
+			c.HandlesPerUid = n
+		case "runs":
+			c.RunsPerUid = n
+		case "freebytes":
+			c.FreeBytesPerUid = int64(n)
+		case "freeinodes":
+			c.FreeInodesPerUid = int64(n)
+		case "searches":
+			c.SearchesPerUid = n
+		case "search_slots":
+			c.SearchSlots = n
+		case "search_scan":
+			c.SearchScanBytes = int64(n)
+		default:
+			return c, fmt.Errorf("CTXFS_LIMITS: unknown bound %q (%s)", k, limitNames)
+		}
+	}
+	return c, nil
+}
+
+// NewLimits makes the quotas of c, the rest from the descriptor limit.
+func NewLimits(c LimitConfig) *Limits {
+	n := 1024
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil {
+		n = int(rl.Cur)
+	}
+	or := func(v, def int) int {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	l := &Limits{
+		Conns:   New("connections", syscall.EAGAIN, or(c.ConnsPerUid, 64), max(n/8, 16)),
+		Handles: New("open files", syscall.EMFILE, or(c.HandlesPerUid, min(1024, max(n/16, 16))), max(n/4, 16)),
+		Runs:    New("runs", syscall.EAGAIN, or(c.RunsPerUid, 32), max(n/8/3, 8)),
+
+		Partial: New("bytes of unfinished requests and lines", syscall.EAGAIN, partialBytesPerUid, partialBytesTotal),
+
+		Free: NewFreeQuota(int64(or(int(c.FreeBytesPerUid), defaultFreeBytes)), int64(or(int(c.FreeInodesPerUid), defaultFreeInodes)), nil),
+	}
+	l.setSearchLimits(c)
+	return l
+}

@@ -1,0 +1,53 @@
+package quota
+
+import (
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestQuotaOfBytes: TakeN holds n for a uid only when the uid's share
+// and the total both take it, and holds nothing when refused; GiveN
+// gives back at most what is held; root is never counted.
+func TestQuotaOfBytes(t *testing.T) {
+	q := New("bytes", syscall.EAGAIN, 10, 15)
+	for _, step := range []struct {
+		uid  uint32
+		n    int
+		fail bool
+	}{
+		{1001, 6, false}, {1001, 5, true}, {1001, 4, false}, {1002, 6, true}, {1002, 5, false}, {0, 1 << 30, false},
+	} {
+		err := q.TakeN(step.uid, step.n)
+		if step.fail != (err != nil) || (err != nil && !errors.Is(err, syscall.EAGAIN)) {
+			t.Fatalf("TakeN(%d, %d): %v", step.uid, step.n, err)
+		}
+	}
+	if q.held[1001] != 10 || q.held[1002] != 5 || q.sum != 15 {
+		t.Fatalf("held %v, sum %d", q.held, q.sum)
+	}
+	q.GiveN(1001, 4)
+	q.GiveN(1002, 50)
+	if q.held[1001] != 6 || q.held[1002] != 0 || q.sum != 6 {
+		t.Fatalf("after giving back: held %v, sum %d", q.held, q.sum)
+	}
+	if err := q.TakeN(1002, 9); err != nil {
+		t.Fatalf("the total's room again: %v", err)
+	}
+}
+
+// TestSearchLimitsFromEnv: the search bounds are read from CTXFS_LIMITS.
+func TestSearchLimitsFromEnv(t *testing.T) {
+	c, err := FromEnv(func(string) string { return "searches=3,search_slots=4,search_scan=1048576" })
+	if err != nil || c.SearchesPerUid != 3 || c.SearchSlots != 4 || c.SearchScanBytes != 1<<20 {
+		t.Fatalf("%+v %v", c, err)
+	}
+	l := NewLimits(c)
+	if l.Searches.perUid != 3 || cap(l.ScanSlots.slots) != 4 || l.ScanBytes != 1<<20 {
+		t.Fatalf("limits %+v", l)
+	}
+	if _, err := FromEnv(func(string) string { return "search_bytes=1" }); err == nil || !strings.Contains(err.Error(), "search_scan") {
+		t.Fatalf("an unknown name: %v", err)
+	}
+}

@@ -1,0 +1,105 @@
+package session
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/session/layout"
+)
+
+// TestValueFollowsEveryChange: the values the engine serves from memory
+// are what the store holds after each kind of change the engine makes (a
+// send, a value written, an append), and every change is announced to the
+// watchers before the call that made it returns.
+func TestValueFollowsEveryChange(t *testing.T) {
+	env := newEnv(t)
+	var mu sync.Mutex
+	announced := map[string]int{}
+	env.e.OnChange(func(rel string, _ Change) {
+		mu.Lock()
+		announced[rel]++
+		mu.Unlock()
+	})
+	dir := "home/0/agent/coder/session/default"
+	check := func(what string) {
+		t.Helper()
+		env.e.derived.flush("", false) // derived values reach the store behind
+		for _, f := range []string{abi.FileState, abi.FileCwd, abi.FileMeta, abi.FileCreatedAt, abi.FileUpdatedAt} {
+			v, err := env.e.Value(dir + "/" + f)
+			if err != nil {
+				t.Fatalf("%s: Value(%s): %v", what, f, err)
+			}
+			if want := readFile(t, filepath.Join(env.store, dir, f)); string(v.Data) != want || v.Stat.Size != int64(len(want)) {
+				t.Errorf("%s: %s from memory %q (size %d), store %q", what, f, v.Data, v.Stat.Size, want)
+			}
+		}
+	}
+	wasAnnounced := func(what string, files ...string) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, f := range files {
+			if announced[dir+"/"+f] == 0 {
+				t.Errorf("%s: %s was not announced", what, f)
+			}
+		}
+		clear(announced)
+	}
+	env.send(root0, coder(), `{"op":"send","id":"c1","input":"hi"}`)
+	check("after a send")
+	wasAnnounced("a send", abi.FileState, abi.FileEvents, abi.FileMessages, abi.FileLatest)
+	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
+	for i, v := range []string{"done\n", "idle\n", "done\n"} {
+		must(t, env.e.WriteFile(root0, ref, abi.FileState, []byte(v)))
+		check(fmt.Sprintf("after state write %d", i))
+		wasAnnounced("a state write", abi.FileState, abi.FileEvents)
+	}
+	must(t, env.e.WriteFile(root0, ref, abi.FileCwd, []byte("/elsewhere\n")))
+	must(t, env.e.WriteFile(root0, ref, abi.FileMeta, []byte(`{"client":"ctx","scope":"private","name":"n"}`)))
+	check("after cwd and meta.json")
+	wasAnnounced("cwd and meta.json", abi.FileCwd, abi.FileMeta)
+	must(t, env.e.AppendLog(root0, ref, abi.FileMessages, []byte(`{"role":"assistant","content":"a"}`+"\n")))
+	check("after an append")
+	wasAnnounced("an append", abi.FileMessages, abi.FileLatest)
+}
+
+// TestMemoKeepsNoOldValue: a read of the store that raced with a change
+// is served but not kept, so the next Value reads the new one; values over
+// the budget are dropped, least recently used first.
+func TestMemoKeepsNoOldValue(t *testing.T) {
+	var m memo
+	old := Value{Data: []byte("old\n")}
+	v, _ := m.get("s/state", func() (Value, error) {
+		m.forget("s/state") // the change lands while the old value is read
+		return old, nil
+	})
+	if string(v.Data) != "old\n" {
+		t.Fatalf("the racing read was not served: %q", v.Data)
+	}
+	v, _ = m.get("s/state", func() (Value, error) { return Value{Data: []byte("new\n")}, nil })
+	if string(v.Data) != "new\n" {
+		t.Fatalf("a read that raced with a change was kept: %q", v.Data)
+	}
+	v, _ = m.get("s/state", func() (Value, error) { t.Fatal("not kept"); return Value{}, nil })
+	if string(v.Data) != "new\n" {
+		t.Fatalf("kept %q", v.Data)
+	}
+	m.forget("s") // the session directory: everything in it
+	if _, ok := m.dirs["s/"]; ok {
+		t.Fatalf("forget of the directory kept its files")
+	}
+
+	big := make([]byte, 1<<20)
+	for i := 0; i < memoBudget/len(big)+8; i++ {
+		m.get(fmt.Sprintf("d%d/meta.json", i), func() (Value, error) { return Value{Data: big}, nil })
+	}
+	if m.bytes > memoBudget {
+		t.Fatalf("memo holds %d bytes, budget %d", m.bytes, memoBudget)
+	}
+	if _, ok := m.dirs["d0/"]; ok {
+		t.Fatalf("the least recently used value stayed over the budget")
+	}
+}
