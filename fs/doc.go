@@ -3,9 +3,9 @@
 // the file behaviour of sections 5, 6, 7 and 9.
 //
 // fs never decides a rule: which names may exist, what a valid line, value
-// or request is and who may do what is the engine's (session.Engine: its
-// Lookup, ReadDir, CheckOpen, CheckValue, Setattr, MkdirAt, Unlink, Rmdir,
-// Rename, …) or the kernel's (default_permissions over the store's real
+// or request is and who may do what is the engine's (the calls of Engine,
+// engine.go, which session.Engine answers: Lookup, ReadDir, CheckOpen,
+// CheckValue, Setattr, MkdirAt, Unlink, Rmdir, Rename, …) or the kernel's (default_permissions over the store's real
 // owners and modes). fs never touches the store itself: it asks the
 // engine, and the free trees go through the engine's store door
 // (internal/storefs), which never follows a symlink. fs only turns system

@@ -28,7 +28,7 @@ var tops = []string{"home", "shared"}
 
 // Mounts are the two FUSE servers of one process.
 type Mounts struct {
-	e       *session.Engine
+	e       Engine
 	servers []*fuse.Server
 	roots   map[string]*fs.Inode // "home", "shared" → mount root
 
@@ -43,7 +43,7 @@ type Mounts struct {
 
 // mountState is what the nodes of one mount share.
 type mountState struct {
-	e   *session.Engine
+	e   Engine
 	top string // "home" or "shared": the first component of every rel here
 	ms  *Mounts
 }
@@ -54,7 +54,7 @@ func (m *mountState) changed(rel string) { m.ms.changed(rel) }
 
 // Mount mounts root/home and root/shared over the engine's store. As root
 // the mounts are made directly; otherwise through fusermount3.
-func Mount(e *session.Engine, root string, opts Options) (*Mounts, error) {
+func Mount(e Engine, root string, opts Options) (*Mounts, error) {
 	if err := mountlife.CanMount(); err != nil {
 		return nil, err
 	}

@@ -33,6 +33,10 @@ func (m fuseMounts) Done() <-chan struct{} { return m.done }
 // Conns are the server's connections, for its watchdog.
 func (m fuseMounts) Conns() []mountlife.Conn { return m.conns }
 
+// The engine answers every call fs makes (fs.Engine): checked here, where
+// both may be imported.
+var _ ctxfs.Engine = (*session.Engine)(nil)
+
 func mountFS(e *session.Engine, root string) (mounted, error) {
 	ms, err := ctxfs.Mount(e, root, ctxfs.Options{Debug: os.Getenv("CTXFS_DEBUG") != ""})
 	if err != nil {

@@ -1,0 +1,58 @@
+package fs
+
+import (
+	"context"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session"
+)
+
+// Engine is every engine call fs makes, and nothing more: what fs may ask
+// is written here, and a test can serve fs from anything that answers
+// these (*session.Engine does; cmd/ctxfs checks that at compile time).
+// Each rule is the engine's: fs turns a system call into one of these and
+// the answer into a reply.
+type Engine interface {
+	// The tree: names, listings, attributes.
+	Lookup(uid uint32, rel string) (session.Node, error)
+	ReadDir(rel string) ([]session.DirEntry, error)
+	Stat(rel string) (*unix.Stat_t, error)
+	Statfs() (*unix.Statfs_t, error)
+	Gone(rel string) bool
+	OnChange(fn func(rel string, how session.Change))
+
+	// Changes to the tree's names and attributes.
+	CheckCreate(rel string) (session.Place, error)
+	MakeNode(rel string) error
+	MkdirAt(c session.Caller, rel string) error
+	Unlink(c session.Caller, rel string) error
+	Rmdir(c session.Caller, rel string) error
+	Rename(c session.Caller, oldRel, newRel string, flags uint32) error
+	Setattr(c session.Caller, rel string, a session.SetAttr) error
+
+	// Files: opens, logs, single values, the index, reads.
+	CheckOpen(pl session.Place, flags int) error
+	OpenRead(rel string) (*os.File, error)
+	ReadFile(rel string, limit int64) ([]byte, error)
+	AppendLog(c session.Caller, r session.Ref, file string, lines []byte) error
+	SyncLog(r session.Ref, file string) error
+	RecordLoss(c session.Caller, r session.Ref, file string, n int, lost session.Lost)
+	Value(rel string) (session.Value, error)
+	CheckValue(pl session.Place, data []byte) error
+	WriteFile(c session.Caller, r session.Ref, file string, data []byte) error
+	IndexValue(pl session.Place) (string, error)
+	IndexList(ct session.Container) ([]byte, error)
+	WriteIndex(c session.Caller, pl session.Place, data []byte) error
+
+	// The ctl file: a request begun, a refusal recorded.
+	BeginControl(ctx context.Context, c session.Caller, r session.Ref, req *proto.Request) (*session.Reply, error)
+	LogRefused(c session.Caller, t session.Target, op string, err error)
+
+	// Bounds per uid, and the store's door for the free trees.
+	Limits() *session.Limits
+	FreeTrees() *storefs.Root
+}
