@@ -48,8 +48,10 @@ type Engine interface {
 	IndexList(ct session.Container) ([]byte, error)
 	WriteIndex(c session.Caller, pl session.Place, data []byte) error
 
-	// The ctl file: a request begun, a refusal recorded.
+	// The ctl file: a request begun; a refusal recorded, with its error
+	// frame (Refuse) or without one (LogRefused).
 	BeginControl(ctx context.Context, c session.Caller, r session.Ref, req *proto.Request) (*session.Reply, error)
+	Refuse(c session.Caller, t session.Target, req *proto.Request, err error) *proto.Object
 	LogRefused(c session.Caller, t session.Target, op string, err error)
 
 	// Bounds per uid, and the store's door for the free trees.
