@@ -6,7 +6,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session"
 )
@@ -54,7 +53,8 @@ type Engine interface {
 	Refuse(c session.Caller, t session.Target, req *proto.Request, err error) *proto.Object
 	LogRefused(c session.Caller, t session.Target, op string, err error)
 
-	// Bounds per uid, and the store's door for the free trees.
+	// Bounds per uid, and the free trees' door to the store (which checks
+	// each path is in a free tree and owns the group rule).
 	Limits() *session.Limits
-	FreeTrees() *storefs.Root
+	FreeTree() session.FreeTree
 }
