@@ -127,13 +127,6 @@ func write(h fs.FileWriter, uid uint32, s string) syscall.Errno {
 	return bad
 }
 
-func wantErrno(t *testing.T, what string, got, want syscall.Errno) {
-	t.Helper()
-	if got != want {
-		t.Errorf("%s: errno %v, want %v", what, got, want)
-	}
-}
-
 // readFrames reads h until end of file, in reads smaller than a frame.
 func readFrames(t *testing.T, h *ctlHandle) (string, syscall.Errno) {
 	t.Helper()
@@ -159,10 +152,10 @@ func TestCtlHandlePartialRequest(t *testing.T) {
 	v := newHandleEnv(t)
 	sess := v.session(user)
 	h := v.ctl(sess, user)
-	wantErrno(t, "first piece", write(h, user, `{"op":"pi`), 0)
-	wantErrno(t, "last piece", write(h, user, `ng"}`+"\n"), 0)
+	wantErr(t, "first piece", write(h, user, `{"op":"pi`), 0)
+	wantErr(t, "last piece", write(h, user, `ng"}`+"\n"), 0)
 	v.holdsNoPartial("request made", user)
-	wantErrno(t, "second request", write(h, user, `{"op":"ping"}`+"\n"), syscall.EINVAL)
+	wantErr(t, "second request", write(h, user, `{"op":"ping"}`+"\n"), syscall.EINVAL)
 	got, bad := readFrames(t, h)
 	if bad != 0 || got != `{"type":"pong"}`+"\n" {
 		t.Errorf("reply %q, %v; want one pong", got, bad)
@@ -180,7 +173,7 @@ func TestCtlHandleRefusal(t *testing.T) {
 		{"not JSON", "ping\n"},
 	} {
 		h := v.ctl(sess, user)
-		wantErrno(t, c.name, write(h, user, c.req), syscall.EINVAL)
+		wantErr(t, c.name, write(h, user, c.req), syscall.EINVAL)
 		got, bad := readFrames(t, h)
 		if bad != 0 || strings.Count(got, "\n") != 1 || !strings.Contains(got, `"type":"error"`) || !strings.Contains(got, `"code":"EINVAL"`) {
 			t.Errorf("%s: frames %q, %v; want one EINVAL error frame", c.name, got, bad)
@@ -195,8 +188,8 @@ func TestCtlHandleRequestBound(t *testing.T) {
 	v := newHandleEnv(t)
 	sess := v.session(user)
 	h := v.ctl(sess, user)
-	wantErrno(t, "request of the most bytes", write(h, user, strings.Repeat("x", abi.MaxRequestBytes)), 0)
-	wantErrno(t, "one byte over", write(h, user, "x"), syscall.EMSGSIZE)
+	wantErr(t, "request of the most bytes", write(h, user, strings.Repeat("x", abi.MaxRequestBytes)), 0)
+	wantErr(t, "one byte over", write(h, user, "x"), syscall.EMSGSIZE)
 	v.holdsNoPartial("refused request", user)
 	got, bad := readFrames(t, h)
 	if bad != 0 || !strings.Contains(got, `"code":"EMSGSIZE"`) || strings.Count(got, "\n") != 1 {
@@ -214,17 +207,17 @@ func TestCtlHandlePartialBudget(t *testing.T) {
 	var held []*ctlHandle
 	for i := 0; i < 16; i++ { // the share: 16 requests of the largest size
 		h := v.ctl(sess, user)
-		wantErrno(t, "a share's request", write(h, user, piece), 0)
+		wantErr(t, "a share's request", write(h, user, piece), 0)
 		held = append(held, h)
 	}
 	over := v.ctl(sess, user)
-	wantErrno(t, "over the share", write(over, user, "x"), syscall.EAGAIN)
+	wantErr(t, "over the share", write(over, user, "x"), syscall.EAGAIN)
 	if len(over.req) != 0 {
 		t.Errorf("refused piece kept: %d bytes", len(over.req))
 	}
 	held[0].Release(context.Background())
-	wantErrno(t, "after a release", write(over, user, `{"op":"ping"}`), 0)
-	wantErrno(t, "its newline", write(over, user, "\n"), 0)
+	wantErr(t, "after a release", write(over, user, `{"op":"ping"}`), 0)
+	wantErr(t, "its newline", write(over, user, "\n"), 0)
 	for _, h := range held[1:] {
 		h.Release(context.Background())
 	}
@@ -238,7 +231,7 @@ func TestCtlHandleDeadline(t *testing.T) {
 	v := newHandleEnv(t)
 	sess := v.session(user)
 	h := v.ctl(sess, user)
-	wantErrno(t, "first piece", write(h, user, `{"op":`), 0)
+	wantErr(t, "first piece", write(h, user, `{"op":`), 0)
 	limit := time.Now().Add(session.RequestDeadline + 5*time.Second)
 	for {
 		_, bad := h.Read(context.Background(), make([]byte, 10), 0)
@@ -251,7 +244,7 @@ func TestCtlHandleDeadline(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	v.holdsNoPartial("timed out", user)
-	wantErrno(t, "write after the deadline", write(h, user, `"ping"}`+"\n"), syscall.ETIMEDOUT)
+	wantErr(t, "write after the deadline", write(h, user, `"ping"}`+"\n"), syscall.ETIMEDOUT)
 }
 
 // A log line may arrive in pieces and is appended whole at its newline;
@@ -263,13 +256,13 @@ func TestLogHandlePartialLines(t *testing.T) {
 	sess := v.session(user)
 	h := v.log(sess, user)
 	before := v.stored(sess + "/messages.jsonl")
-	wantErrno(t, "first piece", write(h, user, `{"role":"user","content":"a`), 0)
-	wantErrno(t, "close mid-line", h.Flush(as(user)), syscall.EINVAL)
+	wantErr(t, "first piece", write(h, user, `{"role":"user","content":"a`), 0)
+	wantErr(t, "close mid-line", h.Flush(as(user)), syscall.EINVAL)
 	if got := v.stored(sess + "/messages.jsonl"); got != before {
 		t.Errorf("an unfinished line reached the store: %q", got[len(before):])
 	}
-	wantErrno(t, "rest and a second line", write(h, user, `b"}`+"\n"+`{"role":"user","content":"c"}`+"\n"), 0)
-	wantErrno(t, "close after whole lines", h.Flush(as(user)), 0)
+	wantErr(t, "rest and a second line", write(h, user, `b"}`+"\n"+`{"role":"user","content":"c"}`+"\n"), 0)
+	wantErr(t, "close after whole lines", h.Flush(as(user)), 0)
 	v.holdsNoPartial("lines ended", user)
 	added := lines(strings.TrimPrefix(v.stored(sess+"/messages.jsonl"), before))
 	if len(added) != 2 || !strings.Contains(added[0], `"content":"ab"`) || !strings.Contains(added[1], `"content":"c"`) {
@@ -285,10 +278,10 @@ func TestLogHandleRefusesLongLine(t *testing.T) {
 	sess := v.session(user)
 	h := v.log(sess, user)
 	before := v.stored(sess + "/messages.jsonl")
-	wantErrno(t, "line over the limit", write(h, user, `{"role":"user","content":"`+strings.Repeat("x", abi.MaxLineBytes)), syscall.EINVAL)
+	wantErr(t, "line over the limit", write(h, user, `{"role":"user","content":"`+strings.Repeat("x", abi.MaxLineBytes)), syscall.EINVAL)
 	v.holdsNoPartial("refused line", user)
-	wantErrno(t, "the rest of the refused line", write(h, user, `xx"}`+"\n"), syscall.EINVAL)
-	wantErrno(t, "the next line", write(h, user, `{"role":"user","content":"ok"}`+"\n"), 0)
+	wantErr(t, "the rest of the refused line", write(h, user, `xx"}`+"\n"), syscall.EINVAL)
+	wantErr(t, "the next line", write(h, user, `{"role":"user","content":"ok"}`+"\n"), 0)
 	added := lines(strings.TrimPrefix(v.stored(sess+"/messages.jsonl"), before))
 	if len(added) != 1 || !strings.Contains(added[0], `"content":"ok"`) {
 		t.Errorf("appended %d bytes %.200q; want only the next line", len(added), added)
@@ -303,12 +296,12 @@ func TestLogHandlePartialBudget(t *testing.T) {
 	sess := v.session(user)
 	piece := `{"role":"user","content":"` + strings.Repeat("x", abi.MaxLineBytes-len(`{"role":"user","content":"`))
 	for i := 0; i < 16; i++ {
-		wantErrno(t, "a share's line", write(v.log(sess, user), user, piece), 0)
+		wantErr(t, "a share's line", write(v.log(sess, user), user, piece), 0)
 	}
 	over := v.log(sess, user)
-	wantErrno(t, "the start of a line", write(over, user, `{"role":"user",`), syscall.EAGAIN)
+	wantErr(t, "the start of a line", write(over, user, `{"role":"user",`), syscall.EAGAIN)
 	if len(over.partial) != 0 {
 		t.Errorf("refused write kept: %d bytes", len(over.partial))
 	}
-	wantErrno(t, "a whole line needs no share", write(over, user, `{"role":"user","content":"ok"}`+"\n"), 0)
+	wantErr(t, "a whole line needs no share", write(over, user, `{"role":"user","content":"ok"}`+"\n"), 0)
 }
