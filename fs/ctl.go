@@ -64,7 +64,7 @@ type ctlHandle struct {
 
 	mu  sync.Mutex // guards the request side
 	req []byte     // the request line so far
-	// buffered counts req in the caller's share of quota.Limits.Partial;
+	// buffered counts req in the caller's share of session.Limits.Partial;
 	// deadline frees it when the request is not whole within
 	// quota.RequestDeadline of its first byte, and timedOut then fails
 	// every later write and read of the handle.
@@ -90,7 +90,7 @@ var (
 // request fails this write with its errno and leaves one error frame to
 // read. A second request on the same open file is EINVAL. Only the new
 // bytes are looked at for the newline. Bytes of an unfinished request
-// count against the caller's share of quota.Limits.Partial (EAGAIN
+// count against the caller's share of session.Limits.Partial (EAGAIN
 // beyond, nothing kept) and must be followed by the rest within
 // quota.RequestDeadline (ETIMEDOUT after).
 func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
@@ -102,34 +102,44 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	case h.started: // the first request's reply is read on: no frame for this one
 		return 0, h.logRefused("", errSecondRequest)
 	}
-	nl := bytes.IndexByte(data, '\n')
-	switch size := len(h.req) + len(data); {
-	case nl < 0 && size > abi.MaxRequestBytes+1:
-		return h.refuse("", abi.Errorf(syscall.EMSGSIZE, "ctl", "request over %d bytes", abi.MaxRequestBytes))
+	switch nl := bytes.IndexByte(data, '\n'); {
 	case nl < 0:
-		if err := h.buffered.keep(size); err != nil {
-			return 0, h.logRefused("", err) // nothing kept: the request is as it was
-		}
-		h.req = append(h.req, data...)
-		if h.deadline == nil {
-			h.deadline = time.AfterFunc(quota.RequestDeadline, h.timeOut)
-		}
-		return uint32(len(data)), 0
+		return h.keepPartial(data)
 	case nl != len(data)-1:
-		return h.refuse("", errSecondRequest)
+		return h.refuse(nil, errSecondRequest)
 	}
 	line := append(h.req, data...)
 	h.endRequest()
 	req, err := proto.ParseRequest(line)
 	if err != nil {
-		return h.refuse("", err)
+		return h.refuse(nil, err)
 	}
 	// The run outlives this write: it must not be cancelled with it.
 	reply, err := h.node.m.e.BeginControl(context.WithoutCancel(ctx), h.caller, h.node.place.Ref(), req)
 	if err != nil {
-		return h.refuse(req.Op, err)
+		return h.refuse(req, err)
 	}
 	h.reply = reply
+	return uint32(len(data)), 0
+}
+
+// keepPartial keeps data, a piece of the request before its newline:
+// within the one request bound of every transport (EMSGSIZE, refused
+// with a frame) and the caller's share of session.Limits.Partial (EAGAIN,
+// nothing kept). The first piece starts the request's deadline. Caller
+// holds h.mu.
+func (h *ctlHandle) keepPartial(data []byte) (uint32, syscall.Errno) {
+	size := len(h.req) + len(data)
+	if err := proto.CheckRequestLength("ctl", size); err != nil {
+		return h.refuse(nil, err)
+	}
+	if err := h.buffered.keep(size); err != nil {
+		return 0, h.logRefused("", err) // nothing kept: the request is as it was
+	}
+	h.req = append(h.req, data...)
+	if h.deadline == nil {
+		h.deadline = time.AfterFunc(quota.RequestDeadline, h.timeOut)
+	}
 	return uint32(len(data)), 0
 }
 
@@ -157,23 +167,30 @@ func (h *ctlHandle) timeOut() {
 	h.logRefused("", abi.Errorf(syscall.ETIMEDOUT, "ctl", "no complete request within %s", quota.RequestDeadline))
 }
 
-// refuse fails the write with err's errno, leaves its error frame to
-// read, and logs it as the sockets do (session.Engine.LogRefused); op is
-// the request's, "" when it did not parse.
-func (h *ctlHandle) refuse(op string, err error) (uint32, syscall.Errno) {
+// refuse fails the write with err's errno and leaves its error frame to
+// read, recorded as the sockets record theirs (session.Engine.Refuse); req
+// is nil when the request did not parse.
+func (h *ctlHandle) refuse(req *proto.Request, err error) (uint32, syscall.Errno) {
 	h.endRequest()
-	h.refusal = proto.ErrorFrame(err).Line()
-	return 0, h.logRefused(op, err)
+	h.refusal = h.node.m.e.Refuse(h.caller, h.target(), req, err).Line()
+	return 0, errno(err)
 }
 
 // errSecondRequest refuses a request after the first on one open file.
 var errSecondRequest = abi.Errorf(syscall.EINVAL, "ctl", "one request per open file")
 
-// logRefused logs the refusal and returns its errno.
+// logRefused logs a refusal that leaves no frame to read (the handle's
+// one request is already answered, or none was made) and returns its
+// errno.
 func (h *ctlHandle) logRefused(op string, err error) syscall.Errno {
-	owner := h.node.place.Container
-	h.node.m.e.LogRefused(h.caller, session.Target{Kind: owner.Kind, Owner: owner.Owner}, op, err)
+	h.node.m.e.LogRefused(h.caller, h.target(), op, err)
 	return errno(err)
+}
+
+// target is the agent or model the handle's session belongs to.
+func (h *ctlHandle) target() session.Target {
+	owner := h.node.place.Container
+	return session.Target{Kind: owner.Kind, Owner: owner.Owner}
 }
 
 // next returns what the reader should serve next: the refusal frame, or

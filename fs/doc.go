@@ -3,18 +3,20 @@
 // the file behaviour of sections 5, 6, 7 and 9.
 //
 // fs never decides a rule: which names may exist, what a valid line, value
-// or request is and who may do what is the engine's (session.Engine: its
-// Lookup, ReadDir, CheckOpen, CheckValue, Setattr, MkdirAt, Unlink, Rmdir,
-// Rename, …) or the kernel's (default_permissions over the store's real
-// owners and modes). fs never touches the store itself: it asks the
-// engine, and the free trees go through the engine's store door
-// (internal/storefs), which never follows a symlink. fs only turns system
-// calls into engine calls, buffers what arrives in pieces (partial log
-// lines, single values, a control request), and keeps the kernel's caches
-// honest: the kernel keeps names, attributes, listings and small files'
-// pages for long (node.go), and every change is invalidated before it is
-// acknowledged (notify.go), on the inode the kernel holds, whichever node
-// object gave it what it holds (identity.go).
+// or request is and who may do what is the engine's (the calls of Engine,
+// engine.go, which session.Engine answers: Lookup, ReadDir, CheckOpen,
+// CheckValue, Setattr, MkdirAt, Unlink, Rmdir, Rename, …) or the kernel's
+// (default_permissions over the store's real owners and modes). fs never
+// touches the store itself: it asks the engine, and the free trees go
+// through the engine's door for them (session.FreeTree), which checks
+// every path is in a free tree, owns the group rule of shared spaces and
+// never follows a symlink (fs imports no store package). fs only turns
+// system calls into engine calls, buffers what arrives in pieces (partial
+// log lines, single values, a control request), and keeps the kernel's
+// caches honest: the kernel keeps names, attributes, listings and small
+// files' pages for long (node.go), and every change is invalidated before
+// it is acknowledged (notify.go), on the inode the kernel holds, whichever
+// node object gave it what it holds (identity.go).
 //
 // There is one node type per kind of file: dirNode (directories of the
 // ABI), logNode (messages.jsonl, events.jsonl), valueNode (state, cwd,

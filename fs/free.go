@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path"
-	"strings"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
@@ -22,7 +19,8 @@ import (
 // context/): any ordinary file operation works there, and users keep
 // whatever they like, symlinks included. It is a loopback of the store,
 // but unlike go-fuse's path-based loopback every access goes through the
-// store's door (storefs): the path of the node is walked without
+// engine's door for the free trees (session.FreeTree, over
+// internal/storefs): the path of the node is walked without
 // following any symlink, and the last name is acted on with *at calls that
 // do not follow it either. A symlink the user made is served as a link
 // (the kernel follows it in the caller's own namespace, never the server);
@@ -32,7 +30,7 @@ import (
 // Its path is its place in go-fuse's tree, which moves with every rename
 // made through the mount (users cannot reach the store any other way).
 //
-// A user's changes run with the user's own filesystem identity (as), so
+// A user's changes run with the user's own filesystem identity (credOf), so
 // that what it makes is its own and the store's filesystem keeps root's
 // reserved blocks from it; each create and write is inside the quota of
 // bytes and inodes the engine keeps per uid (quota.FreeQuota: EDQUOT),
@@ -61,36 +59,22 @@ var (
 	_ = (fs.NodeStatfser)((*freeNode)(nil))
 )
 
-// store is the store as the free trees are served from it.
-func (n *freeNode) store() *storefs.Root { return n.m.e.FreeTrees() }
+// store is the store as the free trees are served from it: the engine's
+// door, which checks every path is in a free tree.
+func (n *freeNode) store() session.FreeTree { return n.m.e.FreeTree() }
 
 // quota is the free trees' quota of bytes and inodes per uid.
 func (n *freeNode) quota() *quota.FreeQuota { return n.m.e.Limits().Free }
 
-// credOf is the filesystem identity the caller acts with on rel: its own
-// uid, and the space's group in a shared space (everything of a space is
-// its group's, SPEC 2, and the caller reaches it through that group:
-// FUSE sends no supplementary groups), else its own gid (a setgid
-// directory passes its group on by itself).
-func (n *freeNode) credOf(ctx context.Context, rel string) storefs.Cred {
+// credOf is the filesystem identity the caller acts with on rel, as the
+// engine says (session.FreeTree.Cred: the space's group in a shared
+// space). It uses only the uid and gid the kernel sent: no /proc read.
+func (n *freeNode) credOf(ctx context.Context, rel string) session.FreeCred {
 	c, ok := fuse.FromContext(ctx)
 	if !ok {
-		return storefs.Cred{Uid: session.Nobody, Gid: session.Nobody}
+		return session.FreeCred{Uid: session.Nobody, Gid: session.Nobody}
 	}
-	cr := storefs.Cred{Uid: c.Uid, Gid: c.Gid}
-	if pl := layout.Classify(rel); strings.HasPrefix(pl.Home, "shared/") {
-		if sp, err := n.store().Lstat(pl.Home); err == nil {
-			cr.Gid = sp.Gid
-		}
-	}
-	return cr
-}
-
-// as is the store as the caller acts on rel with it: with the caller's
-// own identity (storefs.Root.As), so that what it makes is its own and
-// the store's filesystem keeps root's reserve from it.
-func (n *freeNode) as(ctx context.Context, rel string) *storefs.Root {
-	return n.store().As(n.credOf(ctx, rel))
+	return n.store().Cred(layout.Caller{Uid: c.Uid, Gid: c.Gid}, rel)
 }
 
 // charged makes something new at rel for the caller inside its quota:
@@ -154,8 +138,7 @@ func freeIno(ino uint64) uint64 { return ino &^ (1 << 63) }
 // something else (a name swapped for a link since the kernel looked it
 // up) is ELOOP, what the kernel says of a link it will not follow.
 func freeErrno(err error) syscall.Errno {
-	var ue *storefs.UnsafeError
-	if errors.As(err, &ue) && ue.Link {
+	if session.LinkMet(err) {
 		return syscall.ELOOP
 	}
 	return errno(err)
@@ -173,28 +156,16 @@ func (n *freeNode) newChild(ctx context.Context, rel string, out *fuse.EntryOut)
 	return n.NewInode(ctx, &freeNode{m: n.m}, freeID(st)), 0
 }
 
-// giveToCaller makes what root just created in a shared space the
-// space's group's (everything of a space is its group's, SPEC 2). Every
-// other caller made it with its own identity (as), which did that
-// already.
+// giveToCaller makes what root just created its group's, as the engine
+// says (session.FreeTree.GiveToCaller: a shared space's group in a
+// space). Every other caller made it with its own identity (credOf),
+// which did that already.
 func (n *freeNode) giveToCaller(ctx context.Context, rel string) syscall.Errno {
 	c, ok := fuse.FromContext(ctx)
-	if !ok || os.Geteuid() != 0 || c.Uid != 0 {
+	if !ok {
 		return 0
 	}
-	gid := int(c.Gid)
-	if pl := layout.Classify(rel); strings.HasPrefix(pl.Home, "shared/") {
-		if sp, err := n.store().Lstat(pl.Home); err == nil {
-			gid = int(sp.Gid)
-		}
-	} else if dir, err := n.store().Lstat(path.Dir(rel)); err == nil && dir.Mode&unix.S_ISGID != 0 {
-		gid = -1
-	}
-	if err := n.store().Chown(rel, int(c.Uid), gid); err != nil {
-		n.store().RemoveAll(rel)
-		return freeErrno(err)
-	}
-	return 0
+	return freeErrno(n.store().GiveToCaller(layout.Caller{Uid: c.Uid, Gid: c.Gid}, rel))
 }
 
 func (n *freeNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -242,7 +213,7 @@ func (n *freeNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAtt
 			return bad
 		}
 	}
-	if err := a.Apply(n.store().As(withGroups(ctx, in, n.credOf(ctx, rel))), rel); err != nil {
+	if err := n.store().Setattr(withGroups(ctx, in, n.credOf(ctx, rel)), rel, a); err != nil {
 		return freeErrno(err)
 	}
 	return n.Getattr(ctx, nil, out)
@@ -252,7 +223,7 @@ func (n *freeNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAtt
 // gives the file to a group: chgrp to any group the caller is in works
 // as it would on a local filesystem (read from /proc: FUSE does not send
 // them, and only a chgrp needs them).
-func withGroups(ctx context.Context, in *fuse.SetAttrIn, cred storefs.Cred) storefs.Cred {
+func withGroups(ctx context.Context, in *fuse.SetAttrIn, cred session.FreeCred) session.FreeCred {
 	if _, ok := in.GetGID(); ok && cred.Uid != 0 {
 		cred.Groups = callerOf(ctx).Groups
 	}
@@ -263,12 +234,12 @@ func withGroups(ctx context.Context, in *fuse.SetAttrIn, cred storefs.Cred) stor
 // as the caller and inside its owner's quota.
 func (n *freeNode) truncate(ctx context.Context, rel string, size int64) syscall.Errno {
 	cred := n.credOf(ctx, rel)
-	f, err := n.store().As(cred).OpenFile(rel, os.O_WRONLY, 0)
+	f, err := n.store().OpenFile(cred, rel, os.O_WRONLY, 0)
 	if err != nil {
 		return freeErrno(err)
 	}
 	defer f.Close()
-	return freeErrno(resize(f, n.quota(), cred, size))
+	return freeErrno(resize(f, actor{store: n.store(), cred: cred, quota: n.quota()}, size))
 }
 
 // openFlags are what a FUSE open asks of the store file: the kernel keeps
@@ -284,7 +255,7 @@ func (n *freeNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	}
 	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) {
 		cred := n.credOf(ctx, rel)
-		f, err := n.store().As(cred).OpenFile(rel, openFlags(flags)&^(os.O_CREATE|os.O_EXCL), 0)
+		f, err := n.store().OpenFile(cred, rel, openFlags(flags)&^(os.O_CREATE|os.O_EXCL), 0)
 		if err != nil {
 			return nil, 0, freeErrno(err)
 		}
@@ -299,11 +270,11 @@ func (n *freeNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 // reach its quota, and the kernel refuses an open without passthrough of
 // an inode another open holds with it (EIO), so root's opens of a user's
 // or a space's file must go the same way as the user's.
-func (n *freeNode) handle(f *os.File, rel string, cred storefs.Cred) fs.FileHandle {
+func (n *freeNode) handle(f *os.File, rel string, cred session.FreeCred) fs.FileHandle {
 	if cred.Uid == 0 && layout.Classify(rel).Home == layout.PrivateHome(0) {
 		return newFreeFile(f)
 	}
-	return newUserFile(f, cred, n.quota())
+	return newUserFile(f, actor{store: n.store(), cred: cred, quota: n.quota()})
 }
 
 // freeFile is go-fuse's loopback file (every operation on its descriptor),
@@ -339,13 +310,13 @@ func (n *freeNode) Create(ctx context.Context, name string, flags uint32, mode u
 		cred := n.credOf(ctx, rel)
 		var f *os.File
 		err := n.charged(ctx, rel, 0, func() (err error) {
-			f, err = n.store().As(cred).OpenFile(rel, openFlags(flags)|os.O_CREATE|os.O_EXCL, os.FileMode(mode&0o777))
+			f, err = n.store().OpenFile(cred, rel, openFlags(flags)|os.O_CREATE|os.O_EXCL, os.FileMode(mode&0o777))
 			return err
 		})
 		if errors.Is(err, os.ErrExist) && flags&syscall.O_EXCL == 0 {
 			// Made by someone else since the kernel looked: open that,
 			// as open(2) with O_CREAT does (it costs nothing new).
-			f, err = n.store().As(cred).OpenFile(rel, openFlags(flags)&^os.O_CREATE, 0)
+			f, err = n.store().OpenFile(cred, rel, openFlags(flags)&^os.O_CREATE, 0)
 		}
 		if err != nil {
 			return nil, 0, freeErrno(err)
@@ -381,7 +352,7 @@ func (n *freeNode) Mkdir(ctx context.Context, name string, mode uint32, out *fus
 		return nil, bad
 	}
 	err := n.charged(ctx, rel, quota.FreeBlock, func() error {
-		return n.as(ctx, rel).Mkdir(rel, os.FileMode(mode&0o777))
+		return n.store().Mkdir(n.credOf(ctx, rel), rel, os.FileMode(mode&0o777))
 	})
 	return n.made(ctx, rel, err, out)
 }
@@ -392,12 +363,7 @@ func (n *freeNode) Mknod(ctx context.Context, name string, mode, rdev uint32, ou
 		return nil, bad
 	}
 	err := n.charged(ctx, rel, 0, func() error {
-		store := n.as(ctx, rel)
-		err := store.Mknod(rel, mode, int(rdev))
-		if err == nil {
-			err = store.Chmod(rel, mode&07777) // the server's umask must not narrow it
-		}
-		return err
+		return n.store().Mknod(n.credOf(ctx, rel), rel, mode, int(rdev))
 	})
 	return n.made(ctx, rel, err, out)
 }
@@ -408,7 +374,7 @@ func (n *freeNode) Symlink(ctx context.Context, target, name string, out *fuse.E
 		return nil, bad
 	}
 	err := n.charged(ctx, rel, quota.FreeBlock, func() error {
-		return n.as(ctx, rel).Symlink(target, rel)
+		return n.store().Symlink(n.credOf(ctx, rel), target, rel)
 	})
 	return n.made(ctx, rel, err, out)
 }
@@ -428,7 +394,7 @@ func (n *freeNode) Link(ctx context.Context, target fs.InodeEmbedder, name strin
 	if bad != 0 {
 		return nil, bad
 	}
-	if err := n.as(ctx, rel).Link(from, rel); err != nil {
+	if err := n.store().Link(n.credOf(ctx, rel), from, rel); err != nil {
 		return nil, freeErrno(err)
 	}
 	return n.newChild(ctx, rel, out)
@@ -449,7 +415,7 @@ func (n *freeNode) Unlink(ctx context.Context, name string) syscall.Errno {
 		return bad
 	}
 	st, _ := n.store().Lstat(rel)
-	if err := n.as(ctx, rel).Remove(rel); err != nil {
+	if err := n.store().Remove(n.credOf(ctx, rel), rel); err != nil {
 		return freeErrno(err)
 	}
 	n.removed(st)
@@ -462,7 +428,7 @@ func (n *freeNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 		return bad
 	}
 	st, _ := n.store().Lstat(rel)
-	if err := n.as(ctx, rel).RemoveDir(rel); err != nil {
+	if err := n.store().RemoveDir(n.credOf(ctx, rel), rel); err != nil {
 		return freeErrno(err)
 	}
 	n.removed(st)
@@ -492,7 +458,7 @@ func (n *freeNode) Rename(ctx context.Context, name string, newParent fs.InodeEm
 	if flags&unix.RENAME_EXCHANGE == 0 {
 		replaced, _ = n.store().Lstat(to)
 	}
-	if err := n.as(ctx, to).Rename(from, to, uint(flags)); err != nil {
+	if err := n.store().Rename(n.credOf(ctx, to), from, to, uint(flags)); err != nil {
 		return freeErrno(err)
 	}
 	n.removed(replaced)

@@ -14,7 +14,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/internal/mountlife"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
 
@@ -28,7 +28,7 @@ var tops = []string{"home", "shared"}
 
 // Mounts are the two FUSE servers of one process.
 type Mounts struct {
-	e       *session.Engine
+	e       Engine
 	servers []*fuse.Server
 	roots   map[string]*fs.Inode // "home", "shared" → mount root
 
@@ -43,7 +43,7 @@ type Mounts struct {
 
 // mountState is what the nodes of one mount share.
 type mountState struct {
-	e   *session.Engine
+	e   Engine
 	top string // "home" or "shared": the first component of every rel here
 	ms  *Mounts
 }
@@ -54,8 +54,8 @@ func (m *mountState) changed(rel string) { m.ms.changed(rel) }
 
 // Mount mounts root/home and root/shared over the engine's store. As root
 // the mounts are made directly; otherwise through fusermount3.
-func Mount(e *session.Engine, root string, opts Options) (*Mounts, error) {
-	if err := CanMount(); err != nil {
+func Mount(e Engine, root string, opts Options) (*Mounts, error) {
+	if err := mountlife.CanMount(); err != nil {
 		return nil, err
 	}
 	ms := &Mounts{
@@ -91,7 +91,7 @@ func closeFUSEOnExec() {
 		if err != nil {
 			continue
 		}
-		if target, err := os.Readlink("/proc/self/fd/" + ent.Name()); err == nil && target == devFuse {
+		if target, err := os.Readlink("/proc/self/fd/" + ent.Name()); err == nil && target == mountlife.DevFuse {
 			unix.CloseOnExec(fd)
 		}
 	}
@@ -99,7 +99,7 @@ func closeFUSEOnExec() {
 
 func (ms *Mounts) mountOne(root, top string, opts Options) error {
 	dir := filepath.Join(root, top)
-	CleanStale(dir)
+	mountlife.CleanStale(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -133,11 +133,11 @@ const maxWrite = 1 << 20
 // comes from the mount table, not from a stat of dir, which would be a
 // request to this very server (the server never reads its own mount).
 func raiseReadahead(dir string) {
-	dev, ok := fuseMountAt(dir)
+	c, ok := mountlife.ConnAt(dir)
 	if !ok {
 		return
 	}
-	p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", dev[0], dev[1])
+	p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", c.Dev[0], c.Dev[1])
 	os.WriteFile(p, []byte(strconv.Itoa(readaheadKB)+"\n"), 0)
 }
 

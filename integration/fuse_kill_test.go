@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	ctxfs "github.com/ctxfs/ctxfs/fs"
+	"github.com/ctxfs/ctxfs/internal/mountlife"
 )
 
 // TestKill9WithReadersAndWriters: SIGKILL the server while `tail -f`, a
@@ -28,8 +28,8 @@ func TestKill9WithReadersAndWriters(t *testing.T) {
 	// Whatever happens, no dead connection may outlive the test: the
 	// harness's unmount (and every reader) would hang on it.
 	t.Cleanup(func() {
-		ctxfs.AbortDead(s.mnt("home"))
-		ctxfs.AbortDead(s.mnt("shared"))
+		mountlife.AbortDead(s.mnt("home"))
+		mountlife.AbortDead(s.mnt("shared"))
 	})
 	s.send("k", "c0", "before the kill")
 	dir := s.mnt(sessRel("k"))

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	ctxfs "github.com/ctxfs/ctxfs/fs"
+	"github.com/ctxfs/ctxfs/internal/mountlife"
 	"github.com/ctxfs/ctxfs/internal/storetest"
 )
 
@@ -398,8 +398,8 @@ func TestJournalKill9(t *testing.T) {
 	keepFusectlAsIs(t)
 	umountLeftovers(t, s.root)
 	t.Cleanup(func() { // never leave a dead connection behind
-		ctxfs.AbortDead(s.mnt("home"))
-		ctxfs.AbortDead(s.mnt("shared"))
+		mountlife.AbortDead(s.mnt("home"))
+		mountlife.AbortDead(s.mnt("shared"))
 	})
 	for _, name := range jSessions {
 		s.send(name, "setup-"+name, "hello")
@@ -445,8 +445,8 @@ func TestJournalKill9(t *testing.T) {
 			// A server thread stuck in the kernel: its connection must be
 			// aborted before it can end (the watchdog should have).
 			t.Logf("round %d: the killed server not reaped after 5 s; aborting its connections", round)
-			ctxfs.AbortDead(s.mnt("home"))
-			ctxfs.AbortDead(s.mnt("shared"))
+			mountlife.AbortDead(s.mnt("home"))
+			mountlife.AbortDead(s.mnt("shared"))
 			reaped(t, dead)
 		}
 		atKill := journalFiles(t, s.store) // the dead server changes nothing more
@@ -454,8 +454,8 @@ func TestJournalKill9(t *testing.T) {
 			if !waitDone(w.done, 10*time.Second) {
 				t.Logf("round %d: writer %s still there 10 s after the kill; killing it", round, w.id)
 				syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
-				ctxfs.AbortDead(s.mnt("home"))
-				ctxfs.AbortDead(s.mnt("shared"))
+				mountlife.AbortDead(s.mnt("home"))
+				mountlife.AbortDead(s.mnt("shared"))
 				if !waitDone(w.done, 10*time.Second) {
 					t.Fatalf("round %d: writer %s hangs on the dead mount", round, w.id)
 				}
@@ -642,14 +642,14 @@ func killedAfter(t *testing.T, sends func(s *server)) (*server, string) {
 	keepFusectlAsIs(t)
 	umountLeftovers(t, s.root)
 	t.Cleanup(func() {
-		ctxfs.AbortDead(s.mnt("home"))
-		ctxfs.AbortDead(s.mnt("shared"))
+		mountlife.AbortDead(s.mnt("home"))
+		mountlife.AbortDead(s.mnt("shared"))
 	})
 	sends(s)
 	dead := s.crash()
 	if !waitDone(dead, 5*time.Second) {
-		ctxfs.AbortDead(s.mnt("home"))
-		ctxfs.AbortDead(s.mnt("shared"))
+		mountlife.AbortDead(s.mnt("home"))
+		mountlife.AbortDead(s.mnt("shared"))
 		reaped(t, dead)
 	}
 	lazyUnmount(s)

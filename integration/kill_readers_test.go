@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	ctxfs "github.com/ctxfs/ctxfs/fs"
+	"github.com/ctxfs/ctxfs/internal/mountlife"
 )
 
 // killRounds is how many times TestKill9NoCallerBlocked kills a server: a
@@ -35,8 +35,8 @@ func TestKill9NoCallerBlocked(t *testing.T) {
 	keepFusectlAsIs(t)
 	umountLeftovers(t, s.root)
 	t.Cleanup(func() { // never leave a dead connection behind
-		ctxfs.AbortDead(s.mnt("home"))
-		ctxfs.AbortDead(s.mnt("shared"))
+		mountlife.AbortDead(s.mnt("home"))
+		mountlife.AbortDead(s.mnt("shared"))
 	})
 	var worst time.Duration
 	var waiting []string
@@ -115,8 +115,8 @@ func killWithReaders(t *testing.T, s *server, round int) time.Duration {
 		}
 	}
 	if t.Failed() { // free what hangs, so that the test fails instead
-		ctxfs.AbortDead(s.mnt("home"))
-		ctxfs.AbortDead(s.mnt("shared"))
+		mountlife.AbortDead(s.mnt("home"))
+		mountlife.AbortDead(s.mnt("shared"))
 	}
 	fresh.Wait()
 	if out := freshOut.String(); !strings.Contains(out, "not connected") && !strings.Contains(out, "connection abort") && !strings.Contains(out, "No such file") {

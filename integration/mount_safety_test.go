@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	ctxfs "github.com/ctxfs/ctxfs/fs"
+	"github.com/ctxfs/ctxfs/internal/mountlife"
 )
 
 // ctxfsCmd runs the ctxfs binary with a deadline and returns its combined
@@ -307,7 +307,7 @@ func stuckKill(t *testing.T, hangfs, watchdog string) stuckResult {
 	dir := filepath.Join(t.TempDir(), "mnt")
 	mustT(t, os.Mkdir(dir, 0o755))
 	srv := startProc(t, hangfs, dir, watchdog)
-	t.Cleanup(func() { ctxfs.AbortDead(dir); exec.Command("umount", "-l", dir).Run() })
+	t.Cleanup(func() { mountlife.AbortDead(dir); exec.Command("umount", "-l", dir).Run() })
 	waitLine(t, srv, "ready")
 	wd := watchdogOf(srv.Process.Pid)
 	reader := startProc(t, "cat", filepath.Join(dir, "f"))
@@ -326,7 +326,7 @@ func stuckKill(t *testing.T, hangfs, watchdog string) stuckResult {
 		_, gone := timeGone(wd, start, 3*time.Second)
 		r.watchdogLeft = !gone
 	}
-	ctxfs.AbortDead(dir) // the control's leftovers
+	mountlife.AbortDead(dir) // the control's leftovers
 	exec.Command("umount", "-l", dir).Run()
 	return r
 }

@@ -57,6 +57,18 @@ type wireRequest struct {
 	DryRun  *bool   `json:"dry_run"`
 }
 
+// CheckRequestLength is the one bound of a request line still arriving,
+// shared by the sockets and the ctl files: n bytes of it have come, its
+// newline not counted. Over abi.MaxRequestBytes is EMSGSIZE at once, so
+// no transport buffers more than that for a line it will refuse; where
+// names the transport in the message ("ctl"; "" for a socket).
+func CheckRequestLength(where string, n int) error {
+	if n > abi.MaxRequestBytes {
+		return abi.Errorf(syscall.EMSGSIZE, where, "request over %d bytes", abi.MaxRequestBytes)
+	}
+	return nil
+}
+
 // ParseRequest parses and checks one request line (a trailing newline is
 // allowed). Over abi.MaxRequestBytes is EMSGSIZE; anything malformed, an
 // unknown op, a missing required field or an invalid name is EINVAL.

@@ -421,14 +421,9 @@ func flush(conn *net.UnixConn, w *bufio.Writer) error {
 }
 
 // refuse answers a refused request with its error frame (written within
-// frameDeadline, or not at all), and logs it (session.Engine.LogRefused).
+// frameDeadline, or not at all), and records it (session.Engine.Refuse).
 func (s *Sockets) refuse(conn *net.UnixConn, w *bufio.Writer, err error, c layout.Caller, t session.Target, req *proto.Request) {
-	op := ""
-	if req != nil {
-		op = req.Op
-	}
-	s.e.LogRefused(c, t, op, err)
-	writeFrame(conn, w, proto.ErrorFrame(err))
+	writeFrame(conn, w, s.e.Refuse(c, t, req, err))
 	flush(conn, w)
 }
 
@@ -442,8 +437,10 @@ func readRequest(r io.Reader) ([]byte, error) {
 	for {
 		chunk, err := br.ReadSlice('\n')
 		line = append(line, chunk...) // a copy: the buffer goes back to the pool
-		if n := len(line); n > 0 && n-boolInt(line[n-1] == '\n') > abi.MaxRequestBytes {
-			return nil, abi.Errorf(syscall.EMSGSIZE, "", "request over %d bytes", abi.MaxRequestBytes)
+		if n := len(line); n > 0 {
+			if err := proto.CheckRequestLength("", n-boolInt(line[n-1] == '\n')); err != nil {
+				return nil, err
+			}
 		}
 		switch {
 		case err == nil:

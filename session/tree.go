@@ -505,9 +505,3 @@ func (a SetAttr) Apply(root *storefs.Root, rel string) error {
 
 // Statfs describes the store's filesystem (df, and tools that check space).
 func (e *Engine) Statfs() (*unix.Statfs_t, error) { return e.root.Statfs() }
-
-// FreeTrees is the store as the free trees (an agent's root/, a session's
-// context/) are served from it: only for paths Classify calls PlaceFree
-// or PlaceFreeRoot, where users keep anything and no rule applies. Through
-// it, as everywhere, no symlink is ever followed.
-func (e *Engine) FreeTrees() *storefs.Root { return e.root }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	ctxfs "github.com/ctxfs/ctxfs/fs"
+	"github.com/ctxfs/ctxfs/internal/mountlife"
 )
 
 func newCleanStaleCommand() *cobra.Command {
@@ -44,7 +44,7 @@ func cleanStale(under string) {
 	keep := func(dir string) bool {
 		return !strings.HasPrefix(dir, strings.TrimSuffix(under, "/")+"/") || servedByLiveServer(dir)
 	}
-	for _, d := range ctxfs.CleanDeadCtxfs(keep) {
+	for _, d := range mountlife.CleanDeadCtxfs(keep) {
 		sayCleaned(d)
 	}
 }

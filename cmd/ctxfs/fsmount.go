@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	ctxfs "github.com/ctxfs/ctxfs/fs"
+	"github.com/ctxfs/ctxfs/internal/mountlife"
 	"github.com/ctxfs/ctxfs/session"
 )
 
@@ -15,7 +16,7 @@ import (
 type mounted interface {
 	Unmount() error
 	Done() <-chan struct{}
-	Conns() []ctxfs.Conn
+	Conns() []mountlife.Conn
 }
 
 // fuseMounts adapts fs.Mounts: Done closes when the kernel ends either
@@ -24,13 +25,17 @@ type mounted interface {
 type fuseMounts struct {
 	*ctxfs.Mounts
 	done  chan struct{}
-	conns []ctxfs.Conn // home and shared, as mounted
+	conns []mountlife.Conn // home and shared, as mounted
 }
 
 func (m fuseMounts) Done() <-chan struct{} { return m.done }
 
 // Conns are the server's connections, for its watchdog.
-func (m fuseMounts) Conns() []ctxfs.Conn { return m.conns }
+func (m fuseMounts) Conns() []mountlife.Conn { return m.conns }
+
+// The engine answers every call fs makes (fs.Engine): checked here, where
+// both may be imported.
+var _ ctxfs.Engine = (*session.Engine)(nil)
 
 func mountFS(e *session.Engine, root string) (mounted, error) {
 	ms, err := ctxfs.Mount(e, root, ctxfs.Options{Debug: os.Getenv("CTXFS_DEBUG") != ""})
@@ -39,7 +44,7 @@ func mountFS(e *session.Engine, root string) (mounted, error) {
 	}
 	m := fuseMounts{Mounts: ms, done: make(chan struct{})}
 	for _, d := range []string{"home", "shared"} {
-		c, ok := ctxfs.ConnAt(filepath.Join(root, d))
+		c, ok := mountlife.ConnAt(filepath.Join(root, d))
 		if !ok {
 			ms.Unmount()
 			return nil, fmt.Errorf("%s: not mounted after mounting it", c.Dir)

@@ -18,8 +18,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/agent"
-	ctxfs "github.com/ctxfs/ctxfs/fs"
 	"github.com/ctxfs/ctxfs/internal/logx"
+	"github.com/ctxfs/ctxfs/internal/mountlife"
 	"github.com/ctxfs/ctxfs/internal/sdnotify"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/server"
@@ -146,7 +146,7 @@ func (c *mountConfig) start() error {
 	if err := refuseUnsafeRoot(c.root); err != nil {
 		return err
 	}
-	if err := ctxfs.CanMount(); err != nil {
+	if err := mountlife.CanMount(); err != nil {
 		return err
 	}
 	if c.log.File != "" { // a log file that would be refused is, before the store is touched
@@ -322,7 +322,7 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 	if err != nil {
 		return err
 	}
-	defer wd.Stop() // before the unmount: see fs.Watchdog.Stop
+	defer wd.Stop() // before the unmount: see mountlife.Watchdog.Stop
 	if err := mountsAnswer(root); err != nil {
 		return err
 	}
@@ -376,7 +376,7 @@ func mountsAnswer(root string) error {
 // we hold its lock, is refused rather than mounted over.
 func prepareMountpoints(root string) error {
 	for _, d := range mountpoints(root) {
-		ctxfs.CleanStale(d)
+		mountlife.CleanStale(d)
 	}
 	if err := refuseLiveMounts(root); err != nil {
 		return err
@@ -398,7 +398,7 @@ func mountpoints(root string) []string {
 // no live server holding root's pid file, it is someone else's.
 func refuseLiveMounts(root string) error {
 	for _, d := range mountpoints(root) {
-		if ctxfs.LiveFUSEMount(d) {
+		if mountlife.LiveFUSEMount(d) {
 			return fmt.Errorf("%s is mounted by a live FUSE server that does not hold %s; unmount it first", d, pidFile(root))
 		}
 	}

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	ctxfs "github.com/ctxfs/ctxfs/fs"
+	"github.com/ctxfs/ctxfs/internal/mountlife"
 )
 
 // The pid file, <root>/agent/.ctxfs.pid, says which process serves a root.
@@ -75,7 +75,7 @@ func holderOf(f *os.File) holder {
 		return holder{}
 	}
 	named, store := readLabel(f)
-	return holder{pid: pid, dying: ctxfs.ProcessDying(pid), named: named, label: store}
+	return holder{pid: pid, dying: mountlife.ProcessDying(pid), named: named, label: store}
 }
 
 // readLabel reads "pid\nlabel\n", what the holder of a pid file or of
@@ -199,6 +199,6 @@ func samePath(f *os.File, path string) bool {
 // answer; mounts that answer are left alone.
 func abortDeadMounts(root string) {
 	for _, d := range []string{filepath.Join(root, "home"), filepath.Join(root, "shared")} {
-		ctxfs.AbortDead(d)
+		mountlife.AbortDead(d)
 	}
 }

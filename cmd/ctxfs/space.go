@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ctxfs/ctxfs/abi"
-	ctxfs "github.com/ctxfs/ctxfs/fs"
+	"github.com/ctxfs/ctxfs/internal/mountlife"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
 
@@ -103,7 +103,7 @@ func addSpaceInStore(store, name string, gid int) error {
 // mkdir <root>/shared/NAME, then its group.
 func addSpaceThroughMount(root, name string, gid int) error {
 	shared := filepath.Join(root, "shared")
-	if !ctxfs.IsFUSEMount(shared) {
+	if !mountlife.IsFUSEMount(shared) {
 		return fmt.Errorf("no ctxfs serves %s: start it (ctxfs mount --root %s), or name the store with --store", root, root)
 	}
 	dir := filepath.Join(shared, name)

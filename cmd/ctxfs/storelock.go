@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	ctxfs "github.com/ctxfs/ctxfs/fs"
+	"github.com/ctxfs/ctxfs/internal/mountlife"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 )
 
@@ -79,7 +79,7 @@ func storeHolder(l *os.File) holder {
 	if pid == 0 {
 		return holder{dying: true} // unknown: wait for it
 	}
-	return holder{pid: pid, dying: ctxfs.ProcessDying(pid), label: root}
+	return holder{pid: pid, dying: mountlife.ProcessDying(pid), label: root}
 }
 
 // storeServedError is the refusal for a store that a server holds.

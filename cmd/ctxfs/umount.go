@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	ctxfs "github.com/ctxfs/ctxfs/fs"
+	"github.com/ctxfs/ctxfs/internal/mountlife"
 )
 
 // stopLimit is how long `ctxfs umount` waits for a server to stop.
@@ -119,14 +119,14 @@ func stopServer(root string, pid int) error {
 func cleanLeftovers(root string) (found bool, err error) {
 	var live []string
 	for _, d := range []string{filepath.Join(root, "home"), filepath.Join(root, "shared")} {
-		if !ctxfs.IsFUSEMount(d) {
+		if !mountlife.IsFUSEMount(d) {
 			continue
 		}
 		found = true
-		for n := ctxfs.CleanStale(d); n > 0; n-- {
+		for n := mountlife.CleanStale(d); n > 0; n-- {
 			sayCleaned(d)
 		}
-		if ctxfs.LiveFUSEMount(d) {
+		if mountlife.LiveFUSEMount(d) {
 			live = append(live, d)
 		}
 	}

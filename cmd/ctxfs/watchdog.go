@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
-	ctxfs "github.com/ctxfs/ctxfs/fs"
+	"github.com/ctxfs/ctxfs/internal/mountlife"
 )
 
 // startWatchdog starts this binary's `watchdog` command for the server's
@@ -20,7 +20,7 @@ import (
 // cleaned up: a next server waits for that. fusectl and umount2 need
 // root, so other users' servers go without (their mounts are cleaned by
 // the next mount, as before).
-func startWatchdog(root string, pidf *os.File, conns []ctxfs.Conn, log *slog.Logger) (stopper, error) {
+func startWatchdog(root string, pidf *os.File, conns []mountlife.Conn, log *slog.Logger) (stopper, error) {
 	if os.Geteuid() != 0 {
 		return noWatchdog{}, nil
 	}
@@ -30,7 +30,7 @@ func startWatchdog(root string, pidf *os.File, conns []ctxfs.Conn, log *slog.Log
 	}
 	// /proc/self/exe: the very binary we run, even if it was replaced on
 	// disk since.
-	return ctxfs.StartWatchdog("/proc/self/exe", argv, []*os.File{pidf}, log)
+	return mountlife.StartWatchdog("/proc/self/exe", argv, []*os.File{pidf}, log)
 }
 
 // stopper is a running watchdog, or none.
@@ -52,9 +52,9 @@ func cmdWatchdog(args []string) error {
 	if err := f.Parse(args); err != nil || *server <= 0 {
 		return usageError("watchdog: --server PID [--root ROOT] MAJOR:MINOR:DIR...")
 	}
-	var conns []ctxfs.Conn
+	var conns []mountlife.Conn
 	for _, a := range f.Args() {
-		c, err := ctxfs.ParseConn(a)
+		c, err := mountlife.ParseConn(a)
 		if err != nil {
 			return err
 		}
@@ -65,7 +65,7 @@ func cmdWatchdog(args []string) error {
 	if err != nil {
 		return err
 	}
-	died, err := ctxfs.RunWatchdog(*server, conns, os.Stdin, os.NewFile(3, "armed"), os.Stderr)
+	died, err := mountlife.RunWatchdog(*server, conns, os.Stdin, os.NewFile(3, "armed"), os.Stderr)
 	if died && pidf != nil {
 		removeDeadPidFile(*root, pidf)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	ctxfs "github.com/ctxfs/ctxfs/fs"
+	"github.com/ctxfs/ctxfs/internal/mountlife"
 )
 
 type root struct{ fs.Inode }
@@ -65,9 +65,9 @@ func main() {
 		os.Exit(1)
 	}
 	if ctxfsBin != "-" {
-		c, _ := ctxfs.ConnAt(dir)
+		c, _ := mountlife.ConnAt(dir)
 		argv := []string{"ctxfs", "watchdog", "--server", strconv.Itoa(os.Getpid()), c.String()}
-		if _, err := ctxfs.StartWatchdog(ctxfsBin, argv, nil, slog.Default()); err != nil {
+		if _, err := mountlife.StartWatchdog(ctxfsBin, argv, nil, slog.Default()); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			srv.Unmount()
 			os.Exit(1)

@@ -1,4 +1,4 @@
-package fs
+package mountlife
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package fs
+package mountlife
 
 import (
 	"errors"
@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// devFuse is the FUSE device.
-const devFuse = "/dev/fuse"
+// DevFuse is the FUSE device.
+const DevFuse = "/dev/fuse"
 
 // CanMount says, before anything starts, what this process lacks to
 // mount and how to get it. Root mounts directly and needs only the
@@ -24,10 +24,10 @@ const devFuse = "/dev/fuse"
 // access to the device.
 func CanMount() error {
 	var problems []string
-	st, err := os.Stat(devFuse)
+	st, err := os.Stat(DevFuse)
 	switch {
 	case errors.Is(err, iofs.ErrNotExist):
-		problems = append(problems, devFuse+" does not exist: load the FUSE module (modprobe fuse); in a container, pass the device in (docker run --device /dev/fuse)")
+		problems = append(problems, DevFuse+" does not exist: load the FUSE module (modprobe fuse); in a container, pass the device in (docker run --device /dev/fuse)")
 	case err != nil:
 		problems = append(problems, err.Error())
 	}
@@ -36,7 +36,7 @@ func CanMount() error {
 		if _, err := exec.LookPath("fusermount3"); err != nil {
 			problems = append(problems, "fusermount3 not found in $PATH: install fuse3 (apt install fuse3, dnf install fuse3)")
 		}
-		if st != nil && unix.Access(devFuse, unix.R_OK|unix.W_OK) != nil {
+		if st != nil && unix.Access(DevFuse, unix.R_OK|unix.W_OK) != nil {
 			problems = append(problems, devFuseAccess(st, uid))
 		}
 	}
@@ -65,7 +65,7 @@ func devFuseAccess(st os.FileInfo, uid int) string {
 	return fmt.Sprintf("%s is %s %s:%s, which uid %d may not read and write (fusermount3 opens it as the user): "+
 		"as root, chmod 0666 %s (the mode most distributions ship; a udev rule KERNEL==\"fuse\", MODE=\"0666\" keeps it), "+
 		"or chgrp fuse %s && chmod 0660 %s and add the user to the group fuse",
-		devFuse, lsMode(st.Mode()), owner, group, uid, devFuse, devFuse, devFuse)
+		DevFuse, lsMode(st.Mode()), owner, group, uid, DevFuse, DevFuse, DevFuse)
 }
 
 // lsMode writes a mode as ls -l does (crw-rw-rw-), not as Go does

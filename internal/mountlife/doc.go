@@ -1,0 +1,12 @@
+// Package mountlife owns a FUSE mount's life outside the file operations:
+// whether this process can mount at all (CanMount), finding and cleaning
+// dead mounts left by a killed server (CleanStale, AbortDead,
+// CleanDeadCtxfs, through fusectl), and the watchdog process that ends a
+// SIGKILLed server's connections and detaches its mounts
+// (StartWatchdog, RunWatchdog).
+//
+// It never serves a file operation and never touches the store: it reads
+// the mount table, fusectl and /proc, and aborts or detaches only a
+// connection it has just found dead (or a dead server's own). A mount
+// that answers is left alone: it has a live server, perhaps not ours.
+package mountlife
