@@ -240,7 +240,7 @@ func (p *SendPrinter) ExitStatus(readErr error) int {
 }
 
 // showStderr prints, for a run that failed (not one that was cancelled),
-// the last lines of the agent's Stderr: the reason is usually there
+// the last lines of the agent's stderr: the reason is usually there
 // ("boom: API key missing"), while the error frame only says how the
 // program exited. A reply without them (a replay) takes them from the
 // session's events.jsonl.
@@ -255,7 +255,7 @@ func (p *SendPrinter) showStderr() {
 	if len(lines) == 0 {
 		return
 	}
-	fmt.Fprintf(p.errw, "ctx: %s: last lines of the agent's Stderr:\n", p.cmd)
+	fmt.Fprintf(p.errw, "ctx: %s: last lines of the agent's stderr:\n", p.cmd)
 	for _, l := range lines {
 		fmt.Fprintf(p.errw, "  %s\n", clienv.Printable(l))
 	}

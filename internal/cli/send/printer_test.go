@@ -172,7 +172,7 @@ func TestPrintFailedRunShowsStderr(t *testing.T) {
 	errFrame := `{"type":"error","run":"R","code":"EIO","message":"run: EIO: agent program exited with status 3"}` + "\n"
 	_, errs, code := printFrames(t, start+logLines(6)+errFrame+doneError, false, nil)
 	want := "ctx: error: EIO: run: agent program exited with status 3\n" +
-		"ctx: send: last lines of the agent's Stderr:\n  line 2\n  line 3\n  line 4\n  line 5\n  line 6\n"
+		"ctx: send: last lines of the agent's stderr:\n  line 2\n  line 3\n  line 4\n  line 5\n  line 6\n"
 	if errs != want || code != 1 {
 		t.Fatalf("errs %q\nwant %q code %d", errs, want, code)
 	}
@@ -199,7 +199,7 @@ func TestPrintReplayedFailureReadsStderr(t *testing.T) {
 		return []string{"boom: API key missing"}
 	}
 	_, errs, code := printWith(t, start+doneError, p)
-	if errs != "ctx: send: last lines of the agent's Stderr:\n  boom: API key missing\n" || code != 1 {
+	if errs != "ctx: send: last lines of the agent's stderr:\n  boom: API key missing\n" || code != 1 {
 		t.Fatalf("errs %q code %d", errs, code)
 	}
 	printWith(t, start+`{"type":"usage","run":"R"}`+"\n"+doneError, p)

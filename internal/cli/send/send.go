@@ -183,7 +183,7 @@ func readInput(stdin io.Reader, words []string) (string, error) {
 		usedStdin = true
 		b, err := io.ReadAll(stdin)
 		if err != nil {
-			return "", fmt.Errorf("read Stdin: %w", err)
+			return "", fmt.Errorf("read stdin: %w", err)
 		}
 		out[i] = string(b)
 	}
