@@ -154,8 +154,8 @@ func (h *logHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 //
 // Only the new bytes are looked at for a newline, and a line's bytes are
 // copied once as they arrive and validated once, by the engine, when it
-// is complete: a 1 MiB line in 16-byte writes cost 18.8 s of the server's
-// CPU when every write copied and scanned the whole pending line.
+// is complete: a long line in small writes was quadratic before
+// (docs/benchmarks.md#log-writes-in-small-pieces).
 func (h *logHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
