@@ -88,7 +88,7 @@ func (n *logNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32
 	// acknowledged (notify.go), so the next look sees the new size and
 	// the kernel drops the stale pages itself. A writer's open drops the
 	// cache. Without this every read of a large log went to the server
-	// (0.13x native warm, against 1.1x with the cache kept). A reader's
+	// (docs/benchmarks.md#log-page-cache). A reader's
 	// close has nothing to flush (FOPEN_NOFLUSH: no FLUSH round trip).
 	return h, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
 }

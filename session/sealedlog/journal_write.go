@@ -201,8 +201,8 @@ func writeZeros(f *os.File, off, n int64) error {
 // wait returns once unit seq is durable, or the journal broke. When no
 // batch is being written, the waiter writes it itself (leader commit):
 // handing the batch to the committer goroutine and being woken by it
-// were two wake-ups per commit on a send's path (with the other cuts of
-// that day, a send's server CPU at one client fell by about 15%).
+// were two wake-ups per commit on a send's path
+// (docs/benchmarks.md#send-path).
 // Appends queued during a commit wait for the next one, which the
 // committer writes.
 func (j *Journal) wait(seq uint64) error {
