@@ -9,6 +9,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // writeModel writes the model definition fake/llm under root.
@@ -79,7 +80,7 @@ func TestLoadModelAPIRefusals(t *testing.T) {
 		root := t.TempDir()
 		dir := writeModel(t, root, c.files)
 		_, err := Load(root, abi.KindModel, "fake/llm")
-		wantErrno(t, c.file, err, syscall.EINVAL)
+		testkit.WantErrno(t, c.file, err, syscall.EINVAL)
 		if e, ok := err.(*abi.Error); ok && e.Path != filepath.Join(dir, c.file) {
 			t.Errorf("%s: error names %q: %v", c.file, e.Path, err)
 		}
@@ -92,12 +93,12 @@ func TestLoadModelAPIRefusals(t *testing.T) {
 	writeModel(t, root, goodAPI)
 	writeFile(t, filepath.Join(root, "model", "fake", "llm"), "#!/bin/sh\n", 0o755)
 	_, err := Load(root, abi.KindModel, "fake/llm")
-	wantErrno(t, "api and program", err, syscall.EINVAL)
+	testkit.WantErrno(t, "api and program", err, syscall.EINVAL)
 	// A model in a chroot is refused too: it has no root/.
 	root = t.TempDir()
 	writeModel(t, root, with(goodAPI, "isolation", "chroot"))
 	_, err = Load(root, abi.KindModel, "fake/llm")
-	wantErrno(t, "model isolation", err, syscall.EINVAL)
+	testkit.WantErrno(t, "model isolation", err, syscall.EINVAL)
 }
 
 // TestAPIKeySources: a key comes from a set variable, or from a regular
@@ -108,7 +109,7 @@ func TestAPIKeySources(t *testing.T) {
 		t.Errorf("env key %q %v", k, err)
 	}
 	_, err := (&API{KeyEnv: "CTXFS_TEST_UNSET_KEY"}).key()
-	wantErrno(t, "unset variable", err, syscall.ENOKEY)
+	testkit.WantErrno(t, "unset variable", err, syscall.ENOKEY)
 
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good")
@@ -122,7 +123,7 @@ func TestAPIKeySources(t *testing.T) {
 	os.Symlink(good, link)
 	for p, want := range map[string]syscall.Errno{writable: syscall.EACCES, link: syscall.ELOOP, filepath.Join(dir, "none"): syscall.ENOENT} {
 		_, err := (&API{KeyFile: p}).key()
-		wantErrno(t, p, err, want)
+		testkit.WantErrno(t, p, err, want)
 		if err != nil && strings.Contains(err.Error(), "sk-") {
 			t.Errorf("the error quotes the key: %v", err)
 		}
@@ -132,6 +133,6 @@ func TestAPIKeySources(t *testing.T) {
 		writeFile(t, other, "sk-other\n", 0o600)
 		os.Chown(other, 1000, 1000)
 		_, err := (&API{KeyFile: other}).key()
-		wantErrno(t, "a file owned by another uid", err, syscall.EACCES)
+		testkit.WantErrno(t, "a file owned by another uid", err, syscall.EACCES)
 	}
 }

@@ -45,10 +45,9 @@ func ResolveCwd(root *os.File, cwd string, forbidden []string) (string, error) {
 	}
 	if clean == "/" {
 		// The root itself: the walk below would open "." beneath the
-		// root and read back the root's own path (an openat2, two
-		// readlinks of /proc/self/fd and a close, about 5% of the
-		// server's CPU in BenchmarkDurableSends, where "/" is the
-		// default cwd). Nothing it checks can fail for ".".
+		// root and read back the root's own path, at every send with the
+		// default cwd (docs/benchmarks.md#send-path). Nothing it checks
+		// can fail for ".".
 		return ".", nil
 	}
 	rootHost, err := fdPath(int(root.Fd()))

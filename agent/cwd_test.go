@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -91,7 +92,7 @@ func TestResolveCwd(t *testing.T) {
 	for _, c := range cases {
 		host, err := resolveHost(t, rootDir, c.cwd, forbidden)
 		if c.want != 0 {
-			wantErrno(t, c.cwd, err, c.want)
+			testkit.WantErrno(t, c.cwd, err, c.want)
 			continue
 		}
 		if err != nil || host != c.host {
@@ -107,7 +108,7 @@ func TestResolveCwdMagicLink(t *testing.T) {
 	// neither leave the directory nor cross a mount by name.
 	for _, cwd := range []string{"/root", "/cwd"} {
 		_, err := resolveHost(t, "/proc/self", cwd, nil)
-		wantErrno(t, "/proc/self"+cwd, err, syscall.EACCES)
+		testkit.WantErrno(t, "/proc/self"+cwd, err, syscall.EACCES)
 	}
 	if _, err := resolveHost(t, "/proc/self", "/fd", nil); err != nil {
 		t.Errorf("/proc/self/fd, a plain directory: %v", err)
@@ -130,11 +131,11 @@ func TestResolveCwdMount(t *testing.T) {
 	}
 	for _, cwd := range []string{"/mnt", "/mnt/below"} {
 		_, err := resolveHost(t, rootDir, cwd, nil)
-		wantErrno(t, cwd, err, syscall.EACCES)
+		testkit.WantErrno(t, cwd, err, syscall.EACCES)
 	}
 }
 
 func TestResolveCwdMissingRoot(t *testing.T) {
 	_, err := resolveHost(t, filepath.Join(t.TempDir(), "none"), "/", nil)
-	wantErrno(t, "missing root", err, syscall.ENOENT)
+	testkit.WantErrno(t, "missing root", err, syscall.ENOENT)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 func writeFile(t *testing.T, p, content string, mode os.FileMode) {
@@ -24,13 +25,6 @@ func writeFile(t *testing.T, p, content string, mode os.FileMode) {
 	}
 	if err := os.Chmod(p, mode); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func wantErrno(t *testing.T, what string, err error, want syscall.Errno) {
-	t.Helper()
-	if _, ok := err.(*abi.Error); !ok || abi.Errno(err) != want {
-		t.Errorf("%s: err = %#v (%v), want *abi.Error %s", what, err, err, abi.ErrnoName(want))
 	}
 }
 
@@ -115,7 +109,7 @@ func TestLoadInvalid(t *testing.T) {
 		root := t.TempDir()
 		writeFile(t, filepath.Join(root, "agent", "a.d", c.file), c.value, 0o644)
 		_, err := Load(root, abi.KindAgent, "a")
-		wantErrno(t, c.file+"="+c.value, err, syscall.EINVAL)
+		testkit.WantErrno(t, c.file+"="+c.value, err, syscall.EINVAL)
 	}
 }
 
@@ -124,7 +118,7 @@ func TestLoadProgramNotExecutable(t *testing.T) {
 	writeFile(t, filepath.Join(root, "agent", "a.d", "abi"), "jsonl\n", 0o644)
 	writeFile(t, filepath.Join(root, "agent", "a"), "#!/bin/sh\n", 0o644)
 	_, err := Load(root, abi.KindAgent, "a")
-	wantErrno(t, "non-executable program", err, syscall.EINVAL)
+	testkit.WantErrno(t, "non-executable program", err, syscall.EINVAL)
 }
 
 func TestLoadUndefinedAndNames(t *testing.T) {
@@ -146,7 +140,7 @@ func TestLoadUndefinedAndNames(t *testing.T) {
 		{"robot", "a", syscall.EINVAL},
 	} {
 		_, err := Load(root, c.kind, c.name)
-		wantErrno(t, c.kind+" "+c.name, err, c.want)
+		testkit.WantErrno(t, c.kind+" "+c.name, err, c.want)
 		// The server sends this to whoever asked: the name, never the
 		// host path (it was "stat /…/agent/nobody.d: …").
 		if c.want == syscall.ENOENT && (strings.Contains(err.Error(), root) || err.Error() != fmt.Sprintf("ENOENT: %s %q is not defined", c.kind, c.name)) {

@@ -12,9 +12,8 @@ import (
 // Cache keeps loaded definitions, each with a witness of what it was read
 // from, so that a send does not read and validate its definition again:
 // Load stats the witnessed paths and reads the definition anew only when
-// one of them changed. Measured (BenchmarkDurableSends, server CPU
-// profile): reading the definition at every send was 4–8% of the server's
-// CPU; with the cache, three stats for an agent with one control file.
+// one of them changed. Reading it at every send was a visible share of
+// the server's CPU (docs/benchmarks.md#definition-cache).
 type Cache struct {
 	mu   sync.Mutex
 	defs map[string]*cachedDef

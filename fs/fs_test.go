@@ -9,12 +9,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 func TestTreeLookups(t *testing.T) {
 	v := mountEnv(t)
 	st, err := os.Stat(v.p("home/0"))
-	mustOK(t, "own home appears on first use", err)
+	testkit.Must(t, err)
 	if st.Mode().Perm() != 0o700 || !st.IsDir() {
 		t.Errorf("home mode %v", st.Mode())
 	}
@@ -25,7 +27,7 @@ func TestTreeLookups(t *testing.T) {
 		}
 	}
 	ents, err := os.ReadDir(v.p(sessRel))
-	mustOK(t, "readdir session", err)
+	testkit.Must(t, err)
 	var names []string
 	for _, e := range ents {
 		names = append(names, e.Name())
@@ -41,17 +43,17 @@ func TestTreeLookups(t *testing.T) {
 		}
 	}
 	_, err = os.Stat(v.p(sessRel + "/.seal"))
-	wantErr(t, "stat .seal", err, syscall.ENOENT)
+	testkit.WantErrno(t, "stat .seal", err, syscall.ENOENT)
 	if got := v.read(sessRel + "/state"); got != "idle\n" {
 		t.Errorf("state = %q", got)
 	}
 	st, err = os.Stat(v.p(sessRel + "/latest.md"))
-	mustOK(t, "stat latest.md", err)
+	testkit.Must(t, err)
 	if st.Mode().Perm() != 0o400 {
 		t.Errorf("latest.md mode %v, want read-only 0400", st.Mode())
 	}
 	idx, err := os.ReadDir(v.p(agentRel + "/session/index"))
-	mustOK(t, "readdir index", err)
+	testkit.Must(t, err)
 	names = nil
 	for _, e := range idx {
 		names = append(names, e.Name())
@@ -69,30 +71,30 @@ func TestTreeLookups(t *testing.T) {
 func TestOnlyABINames(t *testing.T) {
 	v := mountEnv(t)
 	v.session()
-	wantErr(t, "mkdir home/0/history", os.Mkdir(v.p("home/0/history"), 0o700), syscall.EPERM)
-	wantErr(t, "mkdir home/0/memory", os.Mkdir(v.p("home/0/memory"), 0o700), syscall.EPERM)
-	wantErr(t, "mkdir bad session name", os.Mkdir(v.p(agentRel+"/session/bad name"), 0o700), syscall.EINVAL)
-	wantErr(t, "mkdir agent/x.sock", os.Mkdir(v.p("home/0/agent/x.sock"), 0o700), syscall.EINVAL)
+	testkit.WantErrno(t, "mkdir home/0/history", os.Mkdir(v.p("home/0/history"), 0o700), syscall.EPERM)
+	testkit.WantErrno(t, "mkdir home/0/memory", os.Mkdir(v.p("home/0/memory"), 0o700), syscall.EPERM)
+	testkit.WantErrno(t, "mkdir bad session name", os.Mkdir(v.p(agentRel+"/session/bad name"), 0o700), syscall.EINVAL)
+	testkit.WantErrno(t, "mkdir agent/x.sock", os.Mkdir(v.p("home/0/agent/x.sock"), 0o700), syscall.EINVAL)
 	_, err := os.Create(v.p(sessRel + "/notes.txt"))
-	wantErr(t, "create notes.txt", err, syscall.EPERM)
+	testkit.WantErrno(t, "create notes.txt", err, syscall.EPERM)
 	_, err = os.Create(v.p(agentRel + "/notes.txt"))
-	wantErr(t, "create agent/notes.txt", err, syscall.EPERM)
+	testkit.WantErrno(t, "create agent/notes.txt", err, syscall.EPERM)
 	_, err = os.Create(v.p(agentRel + "/session/index/by-cwd/cwd-0123456789abcdef"))
-	wantErr(t, "create by-cwd entry", err, syscall.EPERM)
-	wantErr(t, "mkdir existing session", os.Mkdir(v.p(sessRel), 0o700), syscall.EEXIST)
+	testkit.WantErrno(t, "create by-cwd entry", err, syscall.EPERM)
+	testkit.WantErrno(t, "mkdir existing session", os.Mkdir(v.p(sessRel), 0o700), syscall.EEXIST)
 }
 
 func TestABIEntriesStay(t *testing.T) {
 	v := mountEnv(t)
 	v.session()
 	for _, f := range []string{"messages.jsonl", "state", "latest.md", "ctl"} {
-		wantErr(t, "unlink "+f, os.Remove(v.p(sessRel+"/"+f)), syscall.EPERM)
+		testkit.WantErrno(t, "unlink "+f, os.Remove(v.p(sessRel+"/"+f)), syscall.EPERM)
 	}
-	wantErr(t, "rename state", os.Rename(v.p(sessRel+"/state"), v.p(sessRel+"/state2")), syscall.EPERM)
-	wantErr(t, "rename session", os.Rename(v.p(sessRel), v.p(agentRel+"/session/s2")), syscall.EPERM)
-	wantErr(t, "rmdir session", syscall.Rmdir(v.p(sessRel)), syscall.ENOTEMPTY)
-	wantErr(t, "rmdir empty root/", syscall.Rmdir(v.p(agentRel+"/root")), syscall.EPERM)
-	wantErr(t, "truncate log", os.Truncate(v.p(sessRel+"/events.jsonl"), 0), syscall.EPERM)
+	testkit.WantErrno(t, "rename state", os.Rename(v.p(sessRel+"/state"), v.p(sessRel+"/state2")), syscall.EPERM)
+	testkit.WantErrno(t, "rename session", os.Rename(v.p(sessRel), v.p(agentRel+"/session/s2")), syscall.EPERM)
+	testkit.WantErrno(t, "rmdir session", syscall.Rmdir(v.p(sessRel)), syscall.ENOTEMPTY)
+	testkit.WantErrno(t, "rmdir empty root/", syscall.Rmdir(v.p(agentRel+"/root")), syscall.EPERM)
+	testkit.WantErrno(t, "truncate log", os.Truncate(v.p(sessRel+"/events.jsonl"), 0), syscall.EPERM)
 }
 
 func TestLogAppend(t *testing.T) {
@@ -100,28 +102,28 @@ func TestLogAppend(t *testing.T) {
 	v.session()
 	log := v.p(sessRel + "/messages.jsonl")
 	_, err := os.OpenFile(log, os.O_WRONLY, 0)
-	wantErr(t, "open without O_APPEND", err, syscall.EPERM)
+	testkit.WantErrno(t, "open without O_APPEND", err, syscall.EPERM)
 
 	f, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND, 0)
-	mustOK(t, "open O_APPEND", err)
+	testkit.Must(t, err)
 	line1 := `{"role":"user","content":"hello"}` + "\n"
 	_, err = f.WriteString(line1)
-	mustOK(t, "append a line", err)
+	testkit.Must(t, err)
 	_, err = f.WriteString("not json\n")
-	wantErr(t, "append a bad line", err, syscall.EINVAL)
+	testkit.WantErrno(t, "append a bad line", err, syscall.EINVAL)
 	// A line in three writes is committed when its newline arrives.
 	for _, part := range []string{`{"role":"assistant",`, `"content":"hi"`, "}\n"} {
 		_, err = f.WriteString(part)
-		mustOK(t, "append part", err)
+		testkit.Must(t, err)
 	}
-	mustOK(t, "close", f.Close())
+	testkit.Must(t, f.Close())
 	// Stored with the writer's uid (root's here).
 	want := `{"role":"user","content":"hello","uid":0}` + "\n" + `{"role":"assistant","content":"hi","uid":0}` + "\n"
 	if got := v.read(sessRel + "/messages.jsonl"); got != want {
 		t.Errorf("log = %q, want %q", got, want)
 	}
 	st, err := os.Stat(log)
-	mustOK(t, "stat log", err)
+	testkit.Must(t, err)
 	if st.Size() != int64(len(want)) {
 		t.Errorf("stat size %d, want %d", st.Size(), len(want))
 	}
@@ -131,10 +133,10 @@ func TestLogAppend(t *testing.T) {
 
 	// A partial line at close: EINVAL, nothing appended, an error event.
 	f, err = os.OpenFile(log, os.O_WRONLY|os.O_APPEND, 0)
-	mustOK(t, "reopen", err)
+	testkit.Must(t, err)
 	_, err = f.WriteString(`{"role":"user"`)
-	mustOK(t, "partial write", err)
-	wantErr(t, "close with a partial line", f.Close(), syscall.EINVAL)
+	testkit.Must(t, err)
+	testkit.WantErrno(t, "close with a partial line", f.Close(), syscall.EINVAL)
 	if got := v.read(sessRel + "/messages.jsonl"); got != want {
 		t.Errorf("log after partial = %q", got)
 	}
@@ -150,15 +152,15 @@ func TestLogLiveRead(t *testing.T) {
 	v.session()
 	log := v.p(sessRel + "/events.jsonl")
 	r, err := os.Open(log)
-	mustOK(t, "open reader", err)
+	testkit.Must(t, err)
 	defer r.Close()
 	buf := make([]byte, 4096)
 	n0, _ := r.Read(buf)
 	w, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND, 0)
-	mustOK(t, "open writer", err)
+	testkit.Must(t, err)
 	line := `{"type":"note","n":1}` + "\n"
 	_, err = w.WriteString(line)
-	mustOK(t, "append", err)
+	testkit.Must(t, err)
 	w.Close()
 	n, _ := r.Read(buf)
 	if !strings.Contains(string(buf[:n]), `"n":1`) {
@@ -175,109 +177,109 @@ func TestSingleValues(t *testing.T) {
 	v := mountEnv(t)
 	v.session()
 	state := v.p(sessRel + "/state")
-	mustOK(t, "write state", os.WriteFile(state, []byte("done\n"), 0))
+	testkit.Must(t, os.WriteFile(state, []byte("done\n"), 0))
 	if got := v.read(sessRel + "/state"); got != "done\n" {
 		t.Errorf("state = %q", got)
 	}
-	wantErr(t, "write bad state", os.WriteFile(state, []byte("bogus\n"), 0), syscall.EINVAL)
+	testkit.WantErrno(t, "write bad state", os.WriteFile(state, []byte("bogus\n"), 0), syscall.EINVAL)
 	if got := v.read(sessRel + "/state"); got != "done\n" {
 		t.Errorf("state after refusal = %q", got)
 	}
 	// Without a newline the value is judged at close.
 	f, err := os.OpenFile(state, os.O_WRONLY, 0)
-	mustOK(t, "open state", err)
+	testkit.Must(t, err)
 	_, err = f.WriteString("cancelled")
-	mustOK(t, "write state", err)
-	mustOK(t, "close state", f.Close())
+	testkit.Must(t, err)
+	testkit.Must(t, f.Close())
 	if got := v.read(sessRel + "/state"); got != "cancelled\n" {
 		t.Errorf("state = %q", got)
 	}
 	f, _ = os.OpenFile(state, os.O_WRONLY, 0)
 	f.WriteString("nope")
-	wantErr(t, "close with a bad state", f.Close(), syscall.EINVAL)
+	testkit.WantErrno(t, "close with a bad state", f.Close(), syscall.EINVAL)
 
 	cwd := v.p(sessRel + "/cwd")
-	mustOK(t, "write cwd", os.WriteFile(cwd, []byte("/workspace\n"), 0))
+	testkit.Must(t, os.WriteFile(cwd, []byte("/workspace\n"), 0))
 	if got := v.read(sessRel + "/cwd"); got != "/workspace\n" {
 		t.Errorf("cwd = %q", got)
 	}
-	wantErr(t, "relative cwd", os.WriteFile(cwd, []byte("rel/dir\n"), 0), syscall.EINVAL)
-	wantErr(t, "cwd with ..", os.WriteFile(cwd, []byte("/a/../b\n"), 0), syscall.EINVAL)
+	testkit.WantErrno(t, "relative cwd", os.WriteFile(cwd, []byte("rel/dir\n"), 0), syscall.EINVAL)
+	testkit.WantErrno(t, "cwd with ..", os.WriteFile(cwd, []byte("/a/../b\n"), 0), syscall.EINVAL)
 
 	meta := v.p(sessRel + "/meta.json")
-	mustOK(t, "write meta.json", os.WriteFile(meta, []byte(`{"client":"ctx","scope":"private","name":"x"}`), 0))
+	testkit.Must(t, os.WriteFile(meta, []byte(`{"client":"ctx","scope":"private","name":"x"}`), 0))
 	if got := v.read(sessRel + "/meta.json"); !strings.Contains(got, `"name":"x"`) {
 		t.Errorf("meta.json = %q", got)
 	}
-	wantErr(t, "invalid meta.json", os.WriteFile(meta, []byte(`{"client":`), 0), syscall.EINVAL)
-	wantErr(t, "meta.json changes scope", os.WriteFile(meta, []byte(`{"client":"ctx","scope":"shared"}`), 0), syscall.EINVAL)
+	testkit.WantErrno(t, "invalid meta.json", os.WriteFile(meta, []byte(`{"client":`), 0), syscall.EINVAL)
+	testkit.WantErrno(t, "meta.json changes scope", os.WriteFile(meta, []byte(`{"client":"ctx","scope":"shared"}`), 0), syscall.EINVAL)
 
 	_, err = os.OpenFile(v.p(sessRel+"/latest.md"), os.O_WRONLY, 0)
-	wantErr(t, "open latest.md for writing (root)", err, syscall.EPERM)
+	testkit.WantErrno(t, "open latest.md for writing (root)", err, syscall.EPERM)
 	_, err = os.OpenFile(v.p(sessRel+"/created_at"), os.O_WRONLY, 0)
-	wantErr(t, "open created_at for writing (root)", err, syscall.EPERM)
+	testkit.WantErrno(t, "open created_at for writing (root)", err, syscall.EPERM)
 }
 
 func TestIndexFiles(t *testing.T) {
 	v := mountEnv(t)
 	v.session()
 	ix := agentRel + "/session/index/"
-	mustOK(t, "write current", os.WriteFile(v.p(ix+"current"), []byte("s1\n"), 0o600))
+	testkit.Must(t, os.WriteFile(v.p(ix+"current"), []byte("s1\n"), 0o600))
 	if got := v.read(ix + "current"); got != "s1\n" {
 		t.Errorf("current = %q", got)
 	}
-	wantErr(t, "current names a missing session", os.WriteFile(v.p(ix+"current"), []byte("nosuch\n"), 0o600), syscall.ENOENT)
+	testkit.WantErrno(t, "current names a missing session", os.WriteFile(v.p(ix+"current"), []byte("nosuch\n"), 0o600), syscall.ENOENT)
 	h := ix + "by-hash/abc123"
-	mustOK(t, "create by-hash entry", os.WriteFile(v.p(h), []byte("s1\n"), 0o600))
+	testkit.Must(t, os.WriteFile(v.p(h), []byte("s1\n"), 0o600))
 	if got := v.read(h); got != "s1\n" {
 		t.Errorf("by-hash = %q", got)
 	}
-	mustOK(t, "unlink by-hash entry", os.Remove(v.p(h)))
+	testkit.Must(t, os.Remove(v.p(h)))
 	_, err := os.Stat(v.p(h))
-	wantErr(t, "stat removed entry", err, syscall.ENOENT)
-	wantErr(t, "bad uuid", os.WriteFile(v.p(ix+"by-uuid/NOT-A-UUID"), []byte("s1\n"), 0o600), syscall.EINVAL)
+	testkit.WantErrno(t, "stat removed entry", err, syscall.ENOENT)
+	testkit.WantErrno(t, "bad uuid", os.WriteFile(v.p(ix+"by-uuid/NOT-A-UUID"), []byte("s1\n"), 0o600), syscall.EINVAL)
 	_, err = os.OpenFile(v.p(ix+"list"), os.O_WRONLY, 0)
-	wantErr(t, "open list for writing", err, syscall.EPERM)
+	testkit.WantErrno(t, "open list for writing", err, syscall.EPERM)
 }
 
 func TestCtl(t *testing.T) {
 	v := mountEnv(t)
 	v.session()
 	f, err := os.OpenFile(v.p(sessRel+"/ctl"), os.O_RDWR, 0)
-	mustOK(t, "open ctl", err)
+	testkit.Must(t, err)
 	defer f.Close()
 	_, err = f.WriteString(`{"op":"ping"}` + "\n")
-	mustOK(t, "write ping", err)
+	testkit.Must(t, err)
 	_, err = f.WriteString(`{"op":"ping"}` + "\n")
-	wantErr(t, "second request", err, syscall.EINVAL)
+	testkit.WantErrno(t, "second request", err, syscall.EINVAL)
 	got := readAll(t, f)
 	if got != `{"type":"pong"}`+"\n" {
 		t.Errorf("ping reply %q", got)
 	}
 
 	g, err := os.OpenFile(v.p(sessRel+"/ctl"), os.O_RDWR, 0)
-	mustOK(t, "open ctl", err)
+	testkit.Must(t, err)
 	defer g.Close()
 	_, err = g.WriteString(`{"op":"nosuch"}` + "\n")
-	wantErr(t, "unknown op", err, syscall.EINVAL)
+	testkit.WantErrno(t, "unknown op", err, syscall.EINVAL)
 	if got := readAll(t, g); !strings.Contains(got, `"type":"error"`) || !strings.Contains(got, `"code":"EINVAL"`) || strings.Count(got, "\n") != 1 {
 		t.Errorf("refusal frames %q", got)
 	}
 	// `echo … > ctl` truncates first: a no-op.
-	mustOK(t, "truncate ctl", os.Truncate(v.p(sessRel+"/ctl"), 0))
+	testkit.Must(t, os.Truncate(v.p(sessRel+"/ctl"), 0))
 }
 
 // TestCtlSend runs a send through the control file (debug/echo agent).
 func TestCtlSend(t *testing.T) {
 	v := mountEnv(t)
-	mustOK(t, "agent definition", os.MkdirAll(v.root+"/agent/coder.d", 0o755))
-	mustOK(t, "model", os.WriteFile(v.root+"/agent/coder.d/model", []byte("debug/echo\n"), 0o644))
+	testkit.Must(t, os.MkdirAll(v.root+"/agent/coder.d", 0o755))
+	testkit.Must(t, os.WriteFile(v.root+"/agent/coder.d/model", []byte("debug/echo\n"), 0o644))
 	v.session()
 	f, err := os.OpenFile(v.p(sessRel+"/ctl"), os.O_RDWR, 0)
-	mustOK(t, "open ctl", err)
+	testkit.Must(t, err)
 	defer f.Close()
 	_, err = f.WriteString(`{"op":"send","id":"c1","input":"hello"}` + "\n")
-	mustOK(t, "send", err)
+	testkit.Must(t, err)
 	got := readAll(t, f)
 	ls := lines(got)
 	if !strings.Contains(ls[0], `"type":"start"`) || !strings.Contains(ls[len(ls)-1], `"type":"done"`) {
@@ -306,16 +308,16 @@ func TestFreeTree(t *testing.T) {
 	v.session()
 	for _, base := range []string{agentRel + "/root", sessRel + "/context"} {
 		d := v.p(base)
-		mustOK(t, "mkdir", os.MkdirAll(d+"/a/b", 0o755))
-		mustOK(t, "write", os.WriteFile(d+"/a/b/f.txt", []byte("x"), 0o644))
-		mustOK(t, "dot file", os.WriteFile(d+"/.bashrc", []byte("y"), 0o644))
-		mustOK(t, "rename", os.Rename(d+"/a/b/f.txt", d+"/a/g.txt"))
+		testkit.Must(t, os.MkdirAll(d+"/a/b", 0o755))
+		testkit.Must(t, os.WriteFile(d+"/a/b/f.txt", []byte("x"), 0o644))
+		testkit.Must(t, os.WriteFile(d+"/.bashrc", []byte("y"), 0o644))
+		testkit.Must(t, os.Rename(d+"/a/b/f.txt", d+"/a/g.txt"))
 		if b, err := os.ReadFile(d + "/a/g.txt"); err != nil || string(b) != "x" {
 			t.Errorf("%s: read back %q %v", base, b, err)
 		}
-		wantErr(t, "rmdir non-empty", syscall.Rmdir(d+"/a"), syscall.ENOTEMPTY)
-		mustOK(t, "rm -r", os.RemoveAll(d+"/a"))
-		mustOK(t, "symlink", os.Symlink("/etc/passwd", d+"/link"))
+		testkit.WantErrno(t, "rmdir non-empty", syscall.Rmdir(d+"/a"), syscall.ENOTEMPTY)
+		testkit.Must(t, os.RemoveAll(d+"/a"))
+		testkit.Must(t, os.Symlink("/etc/passwd", d+"/link"))
 	}
 	if _, err := os.Stat(v.store + "/" + agentRel + "/root/.bashrc"); err != nil {
 		t.Errorf("root/ is not the store's tree: %v", err)
@@ -345,12 +347,12 @@ func TestPrivacy(t *testing.T) {
 		t.Errorf("uid 1001 created home/1001/notes: %s", out)
 	}
 	st, err := os.Stat(v.p("home/1001"))
-	mustOK(t, "root stats home/1001", err)
+	testkit.Must(t, err)
 	if st.Sys().(*syscall.Stat_t).Uid != 1001 {
 		t.Errorf("home/1001 owner %d", st.Sys().(*syscall.Stat_t).Uid)
 	}
 	_, err = os.Stat(v.p("home/4242"))
-	wantErr(t, "another uid's missing home", err, syscall.ENOENT)
+	testkit.WantErrno(t, "another uid's missing home", err, syscall.ENOENT)
 }
 
 // TestReadOnlyForOwner: an owner writing a read-only file gets the
@@ -412,7 +414,7 @@ func TestShellForms(t *testing.T) {
 
 	tail := exec.Command("tail", "-n0", "-f", s+"/messages.jsonl")
 	out, _ := tail.StdoutPipe()
-	mustOK(t, "start tail", tail.Start())
+	testkit.Must(t, tail.Start())
 	defer tail.Process.Kill()
 	time.Sleep(300 * time.Millisecond)
 	sh(`echo '{"role":"user","content":"live"}' >> ` + s + `/messages.jsonl`)
@@ -437,11 +439,11 @@ func TestShellForms(t *testing.T) {
 func TestSharedSpace(t *testing.T) {
 	v := mountEnv(t)
 	space := v.p("shared/team")
-	mustOK(t, "mkdir shared/team", os.Mkdir(space, 0o770))
-	mustOK(t, "chgrp", os.Chown(space, 0, 1001))
-	mustOK(t, "chmod", os.Chmod(space, 0o2770))
+	testkit.Must(t, os.Mkdir(space, 0o770))
+	testkit.Must(t, os.Chown(space, 0, 1001))
+	testkit.Must(t, os.Chmod(space, 0o2770))
 	st, err := os.Stat(space)
-	mustOK(t, "stat space", err)
+	testkit.Must(t, err)
 	if st.Sys().(*syscall.Stat_t).Gid != 1001 || st.Mode().Perm() != 0o770 {
 		t.Errorf("space gid %d mode %v", st.Sys().(*syscall.Stat_t).Gid, st.Mode())
 	}
@@ -467,8 +469,8 @@ func TestSharedSpace(t *testing.T) {
 	if out, err := as(1002, "ls "+space); err == nil || !strings.Contains(string(out), "Permission denied") {
 		t.Errorf("non-member listed the space: %v %s", err, out)
 	}
-	wantErr(t, "mkdir bad space name", os.Mkdir(v.p("shared/bad name"), 0o770), syscall.EINVAL)
-	wantErr(t, "shared/team/history", os.Mkdir(space+"/history", 0o770), syscall.EPERM)
+	testkit.WantErrno(t, "mkdir bad space name", os.Mkdir(v.p("shared/bad name"), 0o770), syscall.EINVAL)
+	testkit.WantErrno(t, "shared/team/history", os.Mkdir(space+"/history", 0o770), syscall.EPERM)
 }
 
 // No ioctl reaches the store through a free tree: the server would make it
@@ -480,7 +482,7 @@ func TestFreeTreeRefusesIoctl(t *testing.T) {
 	v.session()
 	f := v.p(agentRel + "/root/immutable")
 	inStore := v.store + "/" + agentRel + "/root/immutable"
-	mustOK(t, "write", os.WriteFile(f, []byte("x"), 0o644))
+	testkit.Must(t, os.WriteFile(f, []byte("x"), 0o644))
 	t.Cleanup(func() { exec.Command("chattr", "-i", inStore).Run() }) // should the test fail
 	py := `
 import fcntl, os, struct, sys
@@ -498,5 +500,5 @@ except OSError as e:
 	if out, err := exec.Command("lsattr", inStore).CombinedOutput(); err != nil || strings.Contains(strings.Fields(string(out))[0], "i") {
 		t.Fatalf("the store's file: %v %s", err, out)
 	}
-	mustOK(t, "remove", os.Remove(f))
+	testkit.Must(t, os.Remove(f))
 }

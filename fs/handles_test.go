@@ -15,6 +15,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/session"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
@@ -41,10 +42,10 @@ func newHandleEnv(t *testing.T) *handleEnv {
 	t.Helper()
 	base := t.TempDir()
 	store, root := filepath.Join(base, "store"), filepath.Join(base, "root")
-	mustOK(t, "agent definition", os.MkdirAll(filepath.Join(root, "agent", "coder.d"), 0o755))
-	mustOK(t, "model", os.WriteFile(filepath.Join(root, "agent", "coder.d", "model"), []byte("debug/echo\n"), 0o644))
+	testkit.Must(t, os.MkdirAll(filepath.Join(root, "agent", "coder.d"), 0o755))
+	testkit.Must(t, os.WriteFile(filepath.Join(root, "agent", "coder.d", "model"), []byte("debug/echo\n"), 0o644))
 	e, err := session.Open(session.Config{Store: store, Root: root})
-	mustOK(t, "open engine", err)
+	testkit.Must(t, err)
 	t.Cleanup(func() { e.Close() })
 	ms := &Mounts{e: e, roots: map[string]*fs.Inode{}, pending: newPending(), ids: newIdentities(), done: make(chan struct{})}
 	top := &fs.Inode{}
@@ -59,7 +60,7 @@ func (v *handleEnv) session(uid uint32) string {
 	c := layout.Caller{Uid: uid, Gid: uid, Pid: os.Getpid()}
 	sess := "home/" + itoa(uid) + "/agent/coder/session/s1"
 	for _, rel := range []string{"home/" + itoa(uid) + "/agent", "home/" + itoa(uid) + "/agent/coder", sess} {
-		mustOK(v.t, "mkdir "+rel, v.e.MkdirAt(c, rel))
+		testkit.Must(v.t, v.e.MkdirAt(c, rel))
 	}
 	return sess
 }
@@ -154,10 +155,10 @@ func TestCtlHandlePartialRequest(t *testing.T) {
 	v := newHandleEnv(t)
 	sess := v.session(user)
 	h := v.ctl(sess, user)
-	wantErr(t, "first piece", write(h, user, `{"op":"pi`), 0)
-	wantErr(t, "last piece", write(h, user, `ng"}`+"\n"), 0)
+	testkit.WantErrno(t, "first piece", write(h, user, `{"op":"pi`), 0)
+	testkit.WantErrno(t, "last piece", write(h, user, `ng"}`+"\n"), 0)
 	v.holdsNoPartial("request made", user)
-	wantErr(t, "second request", write(h, user, `{"op":"ping"}`+"\n"), syscall.EINVAL)
+	testkit.WantErrno(t, "second request", write(h, user, `{"op":"ping"}`+"\n"), syscall.EINVAL)
 	got, bad := readFrames(t, h)
 	if bad != 0 || got != `{"type":"pong"}`+"\n" {
 		t.Errorf("reply %q, %v; want one pong", got, bad)
@@ -175,7 +176,7 @@ func TestCtlHandleRefusal(t *testing.T) {
 		{"not JSON", "ping\n"},
 	} {
 		h := v.ctl(sess, user)
-		wantErr(t, c.name, write(h, user, c.req), syscall.EINVAL)
+		testkit.WantErrno(t, c.name, write(h, user, c.req), syscall.EINVAL)
 		got, bad := readFrames(t, h)
 		if bad != 0 || strings.Count(got, "\n") != 1 || !strings.Contains(got, `"type":"error"`) || !strings.Contains(got, `"code":"EINVAL"`) {
 			t.Errorf("%s: frames %q, %v; want one EINVAL error frame", c.name, got, bad)
@@ -190,8 +191,8 @@ func TestCtlHandleRequestBound(t *testing.T) {
 	v := newHandleEnv(t)
 	sess := v.session(user)
 	h := v.ctl(sess, user)
-	wantErr(t, "request of the most bytes", write(h, user, strings.Repeat("x", abi.MaxRequestBytes)), 0)
-	wantErr(t, "one byte over", write(h, user, "x"), syscall.EMSGSIZE)
+	testkit.WantErrno(t, "request of the most bytes", write(h, user, strings.Repeat("x", abi.MaxRequestBytes)), 0)
+	testkit.WantErrno(t, "one byte over", write(h, user, "x"), syscall.EMSGSIZE)
 	v.holdsNoPartial("refused request", user)
 	got, bad := readFrames(t, h)
 	if bad != 0 || !strings.Contains(got, `"code":"EMSGSIZE"`) || strings.Count(got, "\n") != 1 {
@@ -209,17 +210,17 @@ func TestCtlHandlePartialBudget(t *testing.T) {
 	var held []*ctlHandle
 	for i := 0; i < 16; i++ { // the share: 16 requests of the largest size
 		h := v.ctl(sess, user)
-		wantErr(t, "a share's request", write(h, user, piece), 0)
+		testkit.WantErrno(t, "a share's request", write(h, user, piece), 0)
 		held = append(held, h)
 	}
 	over := v.ctl(sess, user)
-	wantErr(t, "over the share", write(over, user, "x"), syscall.EAGAIN)
+	testkit.WantErrno(t, "over the share", write(over, user, "x"), syscall.EAGAIN)
 	if len(over.req) != 0 {
 		t.Errorf("refused piece kept: %d bytes", len(over.req))
 	}
 	held[0].Release(context.Background())
-	wantErr(t, "after a release", write(over, user, `{"op":"ping"}`), 0)
-	wantErr(t, "its newline", write(over, user, "\n"), 0)
+	testkit.WantErrno(t, "after a release", write(over, user, `{"op":"ping"}`), 0)
+	testkit.WantErrno(t, "its newline", write(over, user, "\n"), 0)
 	for _, h := range held[1:] {
 		h.Release(context.Background())
 	}
@@ -233,7 +234,7 @@ func TestCtlHandleDeadline(t *testing.T) {
 	v := newHandleEnv(t)
 	sess := v.session(user)
 	h := v.ctl(sess, user)
-	wantErr(t, "first piece", write(h, user, `{"op":`), 0)
+	testkit.WantErrno(t, "first piece", write(h, user, `{"op":`), 0)
 	limit := time.Now().Add(quota.RequestDeadline + 5*time.Second)
 	for {
 		_, bad := h.Read(context.Background(), make([]byte, 10), 0)
@@ -246,7 +247,7 @@ func TestCtlHandleDeadline(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	v.holdsNoPartial("timed out", user)
-	wantErr(t, "write after the deadline", write(h, user, `"ping"}`+"\n"), syscall.ETIMEDOUT)
+	testkit.WantErrno(t, "write after the deadline", write(h, user, `"ping"}`+"\n"), syscall.ETIMEDOUT)
 }
 
 // A log line may arrive in pieces and is appended whole at its newline;
@@ -258,13 +259,13 @@ func TestLogHandlePartialLines(t *testing.T) {
 	sess := v.session(user)
 	h := v.log(sess, user)
 	before := v.stored(sess + "/messages.jsonl")
-	wantErr(t, "first piece", write(h, user, `{"role":"user","content":"a`), 0)
-	wantErr(t, "close mid-line", h.Flush(as(user)), syscall.EINVAL)
+	testkit.WantErrno(t, "first piece", write(h, user, `{"role":"user","content":"a`), 0)
+	testkit.WantErrno(t, "close mid-line", h.Flush(as(user)), syscall.EINVAL)
 	if got := v.stored(sess + "/messages.jsonl"); got != before {
 		t.Errorf("an unfinished line reached the store: %q", got[len(before):])
 	}
-	wantErr(t, "rest and a second line", write(h, user, `b"}`+"\n"+`{"role":"user","content":"c"}`+"\n"), 0)
-	wantErr(t, "close after whole lines", h.Flush(as(user)), 0)
+	testkit.WantErrno(t, "rest and a second line", write(h, user, `b"}`+"\n"+`{"role":"user","content":"c"}`+"\n"), 0)
+	testkit.WantErrno(t, "close after whole lines", h.Flush(as(user)), 0)
 	v.holdsNoPartial("lines ended", user)
 	added := lines(strings.TrimPrefix(v.stored(sess+"/messages.jsonl"), before))
 	if len(added) != 2 || !strings.Contains(added[0], `"content":"ab"`) || !strings.Contains(added[1], `"content":"c"`) {
@@ -280,10 +281,10 @@ func TestLogHandleRefusesLongLine(t *testing.T) {
 	sess := v.session(user)
 	h := v.log(sess, user)
 	before := v.stored(sess + "/messages.jsonl")
-	wantErr(t, "line over the limit", write(h, user, `{"role":"user","content":"`+strings.Repeat("x", abi.MaxLineBytes)), syscall.EINVAL)
+	testkit.WantErrno(t, "line over the limit", write(h, user, `{"role":"user","content":"`+strings.Repeat("x", abi.MaxLineBytes)), syscall.EINVAL)
 	v.holdsNoPartial("refused line", user)
-	wantErr(t, "the rest of the refused line", write(h, user, `xx"}`+"\n"), syscall.EINVAL)
-	wantErr(t, "the next line", write(h, user, `{"role":"user","content":"ok"}`+"\n"), 0)
+	testkit.WantErrno(t, "the rest of the refused line", write(h, user, `xx"}`+"\n"), syscall.EINVAL)
+	testkit.WantErrno(t, "the next line", write(h, user, `{"role":"user","content":"ok"}`+"\n"), 0)
 	added := lines(strings.TrimPrefix(v.stored(sess+"/messages.jsonl"), before))
 	if len(added) != 1 || !strings.Contains(added[0], `"content":"ok"`) {
 		t.Errorf("appended %d bytes %.200q; want only the next line", len(added), added)
@@ -298,12 +299,12 @@ func TestLogHandlePartialBudget(t *testing.T) {
 	sess := v.session(user)
 	piece := `{"role":"user","content":"` + strings.Repeat("x", abi.MaxLineBytes-len(`{"role":"user","content":"`))
 	for i := 0; i < 16; i++ {
-		wantErr(t, "a share's line", write(v.log(sess, user), user, piece), 0)
+		testkit.WantErrno(t, "a share's line", write(v.log(sess, user), user, piece), 0)
 	}
 	over := v.log(sess, user)
-	wantErr(t, "the start of a line", write(over, user, `{"role":"user",`), syscall.EAGAIN)
+	testkit.WantErrno(t, "the start of a line", write(over, user, `{"role":"user",`), syscall.EAGAIN)
 	if len(over.partial) != 0 {
 		t.Errorf("refused write kept: %d bytes", len(over.partial))
 	}
-	wantErr(t, "a whole line needs no share", write(over, user, `{"role":"user","content":"ok"}`+"\n"), 0)
+	testkit.WantErrno(t, "a whole line needs no share", write(over, user, `{"role":"user","content":"ok"}`+"\n"), 0)
 }

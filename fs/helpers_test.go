@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -117,20 +116,6 @@ func (v *env) read(rel string) string {
 		v.t.Fatalf("read %s: %v", rel, err)
 	}
 	return string(b)
-}
-
-func wantErr(t *testing.T, what string, err error, want syscall.Errno) {
-	t.Helper()
-	if !errors.Is(err, want) {
-		t.Errorf("%s: got %v, want %v", what, err, want)
-	}
-}
-
-func mustOK(t *testing.T, what string, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
 }
 
 func lines(s string) []string { return strings.Split(strings.TrimSuffix(s, "\n"), "\n") }

@@ -36,11 +36,9 @@ type identity struct {
 // while the kernel may hold what it describes, and when it is (the kernel
 // forgot the inode, go-fuse dropped the node) a node made later starts
 // afresh, as the kernel does. The table is so bounded by the nodes alive.
-// Cost: a node of an inode whose identity is alive (the common loser of a
-// READDIRPLUS) finds it in about 35 ns; a new one (the kernel learns an
-// inode nobody holds) takes 1.5-4 µs for its weak pointer and cleanup,
-// against the store stat and the FUSE round trip of the LOOKUP that made
-// it (tens of µs). Warm reads and listings make no node at all.
+// Its cost is small beside the LOOKUP that makes a node
+// (docs/benchmarks.md#node-identities); warm reads and listings make no
+// node at all.
 type identities struct {
 	mu sync.Mutex
 	m  map[uint64]weak.Pointer[identity]

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // TestListingThenChangeExact: a listing of a session (READDIRPLUS) hands
@@ -23,9 +25,9 @@ func TestListingThenChangeExact(t *testing.T) {
 	exact := func(what string) {
 		t.Helper()
 		st, err := os.Stat(v.p(events))
-		mustOK(t, what, err)
+		testkit.Must(t, err)
 		want, err := os.ReadFile(filepath.Join(v.store, events))
-		mustOK(t, what, err)
+		testkit.Must(t, err)
 		if st.Size() != int64(len(want)) {
 			t.Fatalf("%s: stat shows %d bytes, the store holds %d", what, st.Size(), len(want))
 		}
@@ -35,12 +37,12 @@ func TestListingThenChangeExact(t *testing.T) {
 	}
 	exact("first look") // the kernel knows the log's inode
 	for i, state := range []string{"done", "idle", "done", "idle"} {
-		mustOK(t, "write state", os.WriteFile(v.p(sessRel+"/state"), []byte(state+"\n"), 0))
+		testkit.Must(t, os.WriteFile(v.p(sessRel+"/state"), []byte(state+"\n"), 0))
 		// The state write announced the event it appended and marked the
 		// kernel's attributes stale; nothing has asked for them since.
 		_, err := os.ReadDir(v.p(sessRel)) // READDIRPLUS: attributes again
-		mustOK(t, "list the session", err)
-		mustOK(t, "write state", os.WriteFile(v.p(sessRel+"/state"), []byte(state+"\n"), 0))
+		testkit.Must(t, err)
+		testkit.Must(t, os.WriteFile(v.p(sessRel+"/state"), []byte(state+"\n"), 0))
 		exact(fmt.Sprintf("round %d: a change right after a listing", i))
 	}
 }
@@ -80,22 +82,22 @@ func TestIdentitiesShared(t *testing.T) {
 func TestListingThenNewNameExact(t *testing.T) {
 	v := mountEnv(t)
 	def := v.root + "/agent/coder.d"
-	mustOK(t, "agent definition", os.MkdirAll(def, 0o755))
-	mustOK(t, "model", os.WriteFile(def+"/model", []byte("debug/echo\n"), 0o644))
+	testkit.Must(t, os.MkdirAll(def, 0o755))
+	testkit.Must(t, os.WriteFile(def+"/model", []byte("debug/echo\n"), 0o644))
 	v.session()
 	send := func(id string) {
 		t.Helper()
 		f, err := os.OpenFile(v.p(sessRel+"/ctl"), os.O_RDWR, 0)
-		mustOK(t, "open ctl", err)
+		testkit.Must(t, err)
 		defer f.Close()
 		_, err = f.WriteString(`{"op":"send","id":"` + id + `","input":"hello"}` + "\n")
-		mustOK(t, "send", err)
+		testkit.Must(t, err)
 		readAll(t, f)
 	}
 	names := func(rel string) []string {
 		t.Helper()
 		ents, err := os.ReadDir(v.p(rel))
-		mustOK(t, "list "+rel, err)
+		testkit.Must(t, err)
 		var out []string
 		for _, e := range ents {
 			out = append(out, e.Name())
@@ -106,7 +108,7 @@ func TestListingThenNewNameExact(t *testing.T) {
 	names(sessRel)               // the kernel keeps the session's listing
 	send("c2")                   // state and latest.md: the session's attributes are marked stale
 	names(agentRel + "/session") // READDIRPLUS: the session's attributes again
-	mustOK(t, "rules", os.WriteFile(def+"/AGENTS.md", []byte("be brief\n"), 0o644))
+	testkit.Must(t, os.WriteFile(def+"/AGENTS.md", []byte("be brief\n"), 0o644))
 	send("c3") // AGENTS.md appears in the session
 	if got := names(sessRel); !slices.Contains(got, "AGENTS.md") {
 		t.Fatalf("ls of the session right after a run first wrote AGENTS.md: %v", got)

@@ -88,7 +88,7 @@ func (n *logNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32
 	// acknowledged (notify.go), so the next look sees the new size and
 	// the kernel drops the stale pages itself. A writer's open drops the
 	// cache. Without this every read of a large log went to the server
-	// (0.13x native warm, against 1.1x with the cache kept). A reader's
+	// (docs/benchmarks.md#log-page-cache). A reader's
 	// close has nothing to flush (FOPEN_NOFLUSH: no FLUSH round trip).
 	return h, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
 }
@@ -154,8 +154,8 @@ func (h *logHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 //
 // Only the new bytes are looked at for a newline, and a line's bytes are
 // copied once as they arrive and validated once, by the engine, when it
-// is complete: a 1 MiB line in 16-byte writes cost 18.8 s of the server's
-// CPU when every write copied and scanned the whole pending line.
+// is complete: a long line in small writes was quadratic before
+// (docs/benchmarks.md#log-writes-in-small-pieces).
 func (h *logHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

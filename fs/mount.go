@@ -119,10 +119,8 @@ func (ms *Mounts) mountOne(root, top string, opts Options) error {
 // far as one READ may carry (MaxWrite), where the kernel's default is
 // 128 KiB. The INIT reply can only lower the kernel's offer, so root
 // raises it through the mount's bdi in sysfs; another user keeps the
-// default. Measured on a 512 MiB log read through the mount with the
-// store file in the page cache (BenchmarkSeqRead's fill): 514 READs
-// instead of 4,098, and 2.1-2.9 GiB/s instead of 1.2-1.6 GiB/s; a warm
-// read is not affected (it sends no READ).
+// default. A cold read sends an eighth of the READs and is faster
+// (docs/benchmarks.md#readahead); a warm read sends none.
 const readaheadKB = maxWrite >> 10
 
 // maxWrite is the most one READ or WRITE carries.

@@ -17,27 +17,13 @@ import (
 	"github.com/ctxfs/ctxfs/session/layout"
 )
 
-// What the kernel may keep (issue 10), measured on this kind of machine
-// (2 cores, kernel 6.18, go-fuse v2.12.1) with integration/bench_fuse_test.go,
-// ctxfs and native side by side in one run (ratios; before → after):
+// What the kernel may keep (issue 10; the figures behind each choice are
+// in docs/benchmarks.md#kernel-caches):
 //
 //   - cacheTimeout: the names and attributes of the ABI's files and of the
 //     directories that hold sessions, index entries and session files are
-//     kept for an hour. Before, every stat of a file was a GETATTR (a
-//     timeout of 0) and names lived a second: `cat state` 0.07x → 0.24-0.27x
-//     (with openSmall), `ls -l` of 10,000 sessions, warm, 0.22x → 0.98-1.0x
-//     (readdir + lstat) and 0.51x → 1.0-1.18x (ls -l; with cachedDir), and
-//     a warm 512 MiB log 0.34x → 0.36-0.47x (the GETATTR that came with
-//     each 1 MiB read is gone; a warm read of the whole log now sends one
-//     OPEN and one RELEASE, and a GETATTR per directory whose attributes
-//     lasted a second). What remains is the kernel's copy out of the FUSE
-//     page cache, which holds single 4 KiB pages on this kernel (ext4's
-//     cache of the same file: 1 MiB folios), read as fast as they lie
-//     consecutive in physical memory; a loopback with a kept cache filled
-//     side by side with ctxfs's reads as fast (BenchmarkSeqRead,
-//     warmSideBySide), and the fastest FUSE cache seen, 95% consecutive,
-//     made 0.6-0.7x. 0.9x needs the kernel's large folios for FUSE or
-//     passthrough (GO-FUSE-NOTES: unsafe for validated files).
+//     kept for an hour (they were a GETATTR per stat and names lived a
+//     second: the slowest of the mount's reads and listings).
 //     Exact sizes do not rest on the timeout but on invalidation: every
 //     change the engine (or a handler) makes reaches Mounts.changed before
 //     it is acknowledged, which marks the kernel's attributes of the file
@@ -140,11 +126,8 @@ func (n *storeNode) stampAttr(out *fuse.Attr) {
 // names the engine announces (a session made or archived, a value or
 // snapshot replaced, an entry written). A changed listing also moves the
 // store directory's mtime, which the kernel checks before serving a
-// cached listing. Measured (BenchmarkLsSessions, warm, against native):
-// `ls -l` of 10,000 sessions 0.51x → 1.0-1.18x, readdir + lstat of each
-// 0.22x → 0.98-1.0x: a warm listing costs an OPENDIR and nothing per
-// entry, where it was a READDIRPLUS that looked every session up in the
-// store.
+// cached listing. A warm listing then costs an OPENDIR and nothing per
+// entry (docs/benchmarks.md#kernel-caches).
 func cachedDir(pl layout.Place) bool {
 	switch pl.Kind {
 	case layout.PlaceSessions, layout.PlaceSession, layout.PlaceIndex, layout.PlaceIndexKeys:

@@ -25,18 +25,17 @@ import (
 //     so does the stamp of an index directory, whose listing is the
 //     index's memory, not the store's;
 //   - the kernel's attributes of the node and of its directory are marked
-//     stale: NotifyContent(-1, 0), an invalidation of attributes alone.
-//     Measured with a probe filesystem (kernel 6.18, go-fuse v2.12.1): it
-//     returned in about 0.1 ms while a READ of that very inode was in
-//     flight and from inside a WRITE handler of it.
+//     stale: NotifyContent(-1, 0), an invalidation of attributes alone,
+//     which does not wait for a READ of the inode in flight nor deadlock
+//     inside a WRITE handler of it (docs/benchmarks.md#attribute-invalidation).
 //
 // The next stat or read then asks the server, so sizes are exact at once;
 // when the size or mtime it gets differs from what the kernel cached, the
 // kernel drops the file's cached pages itself before serving a read
 // (FUSE_AUTO_INVAL_DATA, which go-fuse negotiates), and a cached listing
-// when the directory's mtime moved. The same probe showed the old pages
-// still served after an attributes-only invalidation when neither size nor
-// mtime moved: hence the stamps.
+// when the directory's mtime moved. Old pages stay served after an
+// attributes-only invalidation when neither size nor mtime moved: hence
+// the stamps (docs/benchmarks.md#attribute-invalidation).
 //
 // Pages are never invalidated explicitly (NotifyContent(0, 0)): in the
 // probe that waited for every READ holding a page of the file (1.3 s, as
@@ -63,12 +62,8 @@ func (ms *Mounts) changed(rel string) { ms.announced(rel, session.Changed) }
 // it is answered (fuse_write_update_attr), and the mode, owner and group
 // that an append leaves alone stay cached, so the writer's next open
 // sends no GETATTR for its permission check (an attributes notification
-// marks them all stale). Measured (docs/benchmarks.md, 15:22; each
-// append used to notify the log and the session directory, twice: the
-// engine and the handler each announced it, 25% of the server's CPU):
-// with the other cuts of that day, the server's CPU per 200-byte append
-// through one descriptor went from 124-162 to 64-112 µs, and `echo >>`
-// lost a GETATTR round trip.
+// marks them all stale). Notifying at every append was a quarter of the
+// server's CPU per append (docs/benchmarks.md#appends-notify-nothing).
 // integration/fuse_cache_test.go checks that a reader that had the log
 // cached sees the new size and bytes when the write returns.
 func (ms *Mounts) announced(rel string, how session.Change) {
@@ -150,9 +145,8 @@ func staleAttrs(n *fs.Inode) {
 // last marked stale: a notification then goes only to attributes that
 // may be cached. A stream of appends with no stat in between (a writer
 // through the mount, an agent's sends) marked the same attributes stale
-// at every append, with a notification each (a write to /dev/fuse:
-// about a tenth of the server's CPU per append through the mount; see
-// docs/benchmarks.md).
+// at every append, with a notification each, a write to /dev/fuse
+// (docs/benchmarks.md#appends-notify-nothing).
 //
 // Sound because every attribute the kernel caches comes in a reply of
 // ours, and each such reply of a tracked node sets the flag before it

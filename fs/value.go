@@ -129,27 +129,9 @@ func readNow(ctx context.Context, f fs.FileHandle, content func() ([]byte, error
 // stamp moves, so the kernel drops the page at its next look), and a late
 // READ of the old content that refills the page is dropped the same way.
 //
-// Measured (BenchmarkCatState: `cat state` in a loop against a native
-// file, side by side): 0.07x with a copy per open, FOPEN_DIRECT_IO and
-// uncached attributes; 0.24-0.27x with this. What stays is the OPEN and
-// the RELEASE the kernel sends for every open, and they are the whole
-// difference: a reference go-fuse file that answers OPEN with nothing at
-// all, served like ctxfs by a process of its own, made the same (ctxfs
-// made 0.94-1.07 of it, 0.18-0.26x of native), and one the kernel opens
-// without asking (no OPEN, RELEASE or FLUSH) 0.86-1.01x. The handle, the
-// quota and the engine's lookup are about 1% of the server's CPU per
-// `cat` (perf: valueNode.Open 0.5%, Release under 0.5%); the rest is
-// go-fuse's read of /dev/fuse and write of the reply, and the wakeups
-// (about 40 µs of server CPU and 3.3 context switches per `cat`, as for
-// the reference). The same reference served by the reader's own process
-// made 0.30-0.37x: no switch of address space, which a server of every
-// user's files cannot have. No-open is out of reach too: it is
-// connection-wide (go-fuse v2.12.1 passes an ENOSYS from Open
-// through and negotiates CAP_NO_OPEN_SUPPORT; in a probe filesystem on
-// this kernel, once one file's OPEN answered ENOSYS the kernel sent no
-// OPEN or RELEASE for any file of the mount again, and FLUSH stops only
-// with an ENOSYS to FLUSH, connection-wide too), while each mount also
-// serves ctl, log appends and value writes, which need a handle per open.
+// The OPEN and RELEASE the kernel sends for every open are what is left
+// of the cost, and no-open is connection-wide, which the mount's other
+// files cannot have (docs/benchmarks.md#small-value-opens).
 func (m *mountState) openSmall(ctx context.Context, flags uint32, content func() ([]byte, error)) (fs.FileHandle, uint32, syscall.Errno, bool) {
 	if isWrite(flags) {
 		return nil, 0, 0, false

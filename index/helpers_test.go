@@ -6,13 +6,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"reflect"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // base is an arbitrary fixed time for updated_at mtimes.
@@ -71,67 +70,6 @@ func load(t testing.TB, dir string) *Index {
 	return x
 }
 
-func mustOK(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// wantErrno checks that err is an *abi.Error carrying errno.
-func wantErrno(t testing.TB, err error, errno syscall.Errno) {
-	t.Helper()
-	var e *abi.Error
-	if !errors.As(err, &e) {
-		t.Fatalf("error %v (%T) is not an *abi.Error, want %s", err, err, abi.ErrnoName(errno))
-	}
-	if e.Errno != errno {
-		t.Fatalf("error %v: errno %s, want %s", err, abi.ErrnoName(e.Errno), abi.ErrnoName(errno))
-	}
-}
-
-// tree records every path under root with its type, mode and content, so a
-// before/after comparison catches any changed, added or removed file
-// (temporaries of atomic replaces included).
-func tree(t testing.TB, root string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		v := fi.Mode().String()
-		if fi.Mode().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			v += " " + string(b)
-		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			l, _ := os.Readlink(p)
-			v += " -> " + l
-		}
-		out[p] = v
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func sameTree(t testing.TB, what string, before, after map[string]string) {
-	t.Helper()
-	if !reflect.DeepEqual(before, after) {
-		t.Errorf("%s changed the store:\nbefore %v\nafter  %v", what, before, after)
-	}
-}
-
 func readString(t testing.TB, p string) string {
 	t.Helper()
 	b, err := os.ReadFile(p)
@@ -166,7 +104,7 @@ func send(t testing.TB, x *Index, dir, name, cwd string) {
 	t.Helper()
 	now := time.Now()
 	u := filepath.Join(dir, name, abi.FileUpdatedAt)
-	mustOK(t, os.WriteFile(u, fmt.Appendf(nil, "%d\n", now.Unix()), 0o600))
-	mustOK(t, os.Chtimes(u, now, now))
-	mustOK(t, x.Touch(name, cwd))
+	testkit.Must(t, os.WriteFile(u, fmt.Appendf(nil, "%d\n", now.Unix()), 0o600))
+	testkit.Must(t, os.Chtimes(u, now, now))
+	testkit.Must(t, x.Touch(name, cwd))
 }

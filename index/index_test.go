@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // Keys computed with an independent Python FNV-1a reference.
@@ -25,16 +26,16 @@ func TestGolden(t *testing.T) {
 	if got := string(x.ListBytes()); got != "default\nreview-1\n" {
 		t.Fatalf("list %q", got)
 	}
-	mustOK(t, x.Touch("review-1", "/workspace"))
+	testkit.Must(t, x.Touch("review-1", "/workspace"))
 	if got := string(x.ListBytes()); got != "review-1\ndefault\n" {
 		t.Fatalf("list after Touch %q", got)
 	}
 	if abi.CwdKey("/workspace") != keyWorkspace || abi.CwdKey("/工作区/项目") != keyChinese {
 		t.Fatal("abi.CwdKey disagrees with the reference")
 	}
-	mustOK(t, x.Touch("default", "/工作区/项目"))
-	mustOK(t, x.Touch("review-1", "/workspace"))
-	mustOK(t, x.Close())
+	testkit.Must(t, x.Touch("default", "/工作区/项目"))
+	testkit.Must(t, x.Touch("review-1", "/workspace"))
+	testkit.Must(t, x.Close())
 
 	idx := filepath.Join(dir, "index")
 	want := map[string]string{
@@ -64,7 +65,7 @@ func TestEmptyList(t *testing.T) {
 	if b := x.ListBytes(); len(b) != 0 || len(x.List()) != 0 || x.Current() != "" {
 		t.Fatalf("empty container: list %q current %q", b, x.Current())
 	}
-	mustOK(t, x.Close())
+	testkit.Must(t, x.Close())
 	if got := readString(t, filepath.Join(dir, "index", "list")); got != "" {
 		t.Fatalf("list file %q", got)
 	}
@@ -86,10 +87,10 @@ func TestLoadOrder(t *testing.T) {
 	mkSession(t, dir, "z-none", time.Time{})
 	mkSession(t, dir, "a-none", time.Time{})
 	// Not sessions: a symlink to a session, a file, a bad name, "index".
-	mustOK(t, os.Symlink("new", filepath.Join(dir, "link")))
-	mustOK(t, os.WriteFile(filepath.Join(dir, "file"), nil, 0o600))
-	mustOK(t, os.Mkdir(filepath.Join(dir, ".hidden"), 0o700))
-	mustOK(t, os.MkdirAll(filepath.Join(dir, "index"), 0o700))
+	testkit.Must(t, os.Symlink("new", filepath.Join(dir, "link")))
+	testkit.Must(t, os.WriteFile(filepath.Join(dir, "file"), nil, 0o600))
+	testkit.Must(t, os.Mkdir(filepath.Join(dir, ".hidden"), 0o700))
+	testkit.Must(t, os.MkdirAll(filepath.Join(dir, "index"), 0o700))
 	// No snapshot: the order is the mtimes' (listorder_test.go has the rest).
 
 	x := load(t, dir)
@@ -97,7 +98,7 @@ func TestLoadOrder(t *testing.T) {
 	if got := x.List(); !slices.Equal(got, want) {
 		t.Fatalf("List %v, want %v", got, want)
 	}
-	mustOK(t, x.Close())
+	testkit.Must(t, x.Close())
 	if got := readString(t, filepath.Join(dir, "index", "list")); got != string(x.ListBytes()) {
 		t.Fatalf("snapshot %q", got)
 	}
@@ -105,18 +106,18 @@ func TestLoadOrder(t *testing.T) {
 
 func TestLoadErrors(t *testing.T) {
 	_, err := loadAs(t, filepath.Join(t.TempDir(), "missing"), os.Getuid(), os.Getgid())
-	wantErrno(t, err, syscall.ENOENT)
+	testkit.WantErrno(t, "loadAs", err, syscall.ENOENT)
 
 	dir := t.TempDir()
-	mustOK(t, os.WriteFile(filepath.Join(dir, "index"), nil, 0o600))
+	testkit.Must(t, os.WriteFile(filepath.Join(dir, "index"), nil, 0o600))
 	_, err = loadAs(t, dir, os.Getuid(), os.Getgid())
-	wantErrno(t, err, syscall.ENOTDIR)
+	testkit.WantErrno(t, "loadAs", err, syscall.ENOTDIR)
 
 	dir = t.TempDir()
-	mustOK(t, os.MkdirAll(filepath.Join(dir, "index"), 0o700))
-	mustOK(t, os.Symlink("/tmp", filepath.Join(dir, "index", "by-hash")))
+	testkit.Must(t, os.MkdirAll(filepath.Join(dir, "index"), 0o700))
+	testkit.Must(t, os.Symlink("/tmp", filepath.Join(dir, "index", "by-hash")))
 	_, err = loadAs(t, dir, os.Getuid(), os.Getgid())
-	wantErrno(t, err, syscall.ENOTDIR)
+	testkit.WantErrno(t, "loadAs", err, syscall.ENOTDIR)
 }
 
 // Hand-edited garbage is reported and not served; entries naming a session
@@ -125,11 +126,11 @@ func TestLoadValidates(t *testing.T) {
 	dir := newContainer(t, "a", "b")
 	idx := filepath.Join(dir, "index")
 	x := load(t, dir)
-	mustOK(t, x.SetEntry(abi.IndexByHash, "good", "a"))
-	mustOK(t, x.Close())
+	testkit.Must(t, x.SetEntry(abi.IndexByHash, "good", "a"))
+	testkit.Must(t, x.Close())
 
 	put := func(rel, v string) {
-		mustOK(t, os.WriteFile(filepath.Join(idx, rel), []byte(v), 0o600))
+		testkit.Must(t, os.WriteFile(filepath.Join(idx, rel), []byte(v), 0o600))
 	}
 	put("current", "a\nb\n")                                 // two lines
 	put("by-hash/two", "a\n\n")                              // trailing empty line
@@ -139,8 +140,8 @@ func TestLoadValidates(t *testing.T) {
 	put("by-cwd/cwd-xyz", "a\n")                             // bad cwd key
 	put("by-hash/gone", "archived\n")                        // dangling
 	put("by-hash/.gone123", "a\n")                           // leftover temporary, ignored
-	mustOK(t, os.Symlink("../current", filepath.Join(idx, "by-hash", "link")))
-	mustOK(t, syscall.Mkfifo(filepath.Join(idx, "by-hash", "fifo"), 0o600))
+	testkit.Must(t, os.Symlink("../current", filepath.Join(idx, "by-hash", "link")))
+	testkit.Must(t, syscall.Mkfifo(filepath.Join(idx, "by-hash", "fifo"), 0o600))
 
 	y := load(t, dir)
 	if y.Current() != "" {
@@ -170,11 +171,11 @@ func TestTouchAppendAndAdd(t *testing.T) {
 	dir := newContainer(t, "a", "b", "c")
 	x := load(t, dir)
 	send(t, x, dir, "c", "/w")
-	mustOK(t, x.Close())
+	testkit.Must(t, x.Close())
 	x = load(t, dir) // quiet index: no pending snapshot write
-	before := tree(t, filepath.Join(dir, "index"))
+	before := testkit.Snapshot(t, filepath.Join(dir, "index"), nil)
 
-	mustOK(t, x.Touch("a", "")) // an append: only the list moves
+	testkit.Must(t, x.Touch("a", "")) // an append: only the list moves
 	if got := x.List(); !slices.Equal(got, []string{"a", "c", "b"}) {
 		t.Fatalf("List %v", got)
 	}
@@ -182,33 +183,32 @@ func TestTouchAppendAndAdd(t *testing.T) {
 		t.Fatalf("append moved current to %q", x.Current())
 	}
 	mkSession(t, dir, "d", time.Time{})
-	mustOK(t, x.Add("d"))
+	testkit.Must(t, x.Add("d"))
 	if got := x.List(); !slices.Equal(got, []string{"d", "a", "c", "b"}) || x.Current() != "c" {
 		t.Fatalf("after Add: List %v current %q", got, x.Current())
 	}
-	mustOK(t, x.Close())
-	after := tree(t, filepath.Join(dir, "index"))
-	listPath := filepath.Join(dir, "index", "list")
-	if after[listPath] != "-rw------- d\na\nc\nb\n" {
-		t.Errorf("list snapshot %q", after[listPath])
+	testkit.Must(t, x.Close())
+	after := testkit.Snapshot(t, filepath.Join(dir, "index"), nil)
+	if list := readString(t, filepath.Join(dir, "index", "list")); list != "d\na\nc\nb\n" {
+		t.Errorf("list %q", list)
 	}
-	delete(before, listPath)
-	delete(after, listPath)
-	sameTree(t, "append/Add", before, after)
+	delete(before, "list")
+	delete(after, "list")
+	testkit.Same(t, "append/Add", before, after)
 }
 
 // Every error leaves the store as it was and carries the right errno.
 func TestErrors(t *testing.T) {
 	dir := newContainer(t, "a", "b")
-	mustOK(t, os.Symlink("a", filepath.Join(dir, "alias")))
-	mustOK(t, os.WriteFile(filepath.Join(dir, "plain"), nil, 0o600))
+	testkit.Must(t, os.Symlink("a", filepath.Join(dir, "alias")))
+	testkit.Must(t, os.WriteFile(filepath.Join(dir, "plain"), nil, 0o600))
 	x := load(t, dir)
 	send(t, x, dir, "a", "/w")
-	mustOK(t, x.SetEntry(abi.IndexByHash, "h", "a"))
-	mustOK(t, x.Close())
+	testkit.Must(t, x.SetEntry(abi.IndexByHash, "h", "a"))
+	testkit.Must(t, x.Close())
 	x = load(t, dir)
 	idx := filepath.Join(dir, "index")
-	before := tree(t, idx)
+	before := testkit.Snapshot(t, idx, nil)
 	uuid := "123e4567-e89b-12d3-a456-426614174000"
 
 	cases := []struct {
@@ -248,16 +248,16 @@ func TestErrors(t *testing.T) {
 		{"Lookup kind", syscall.EINVAL, func() error { _, err := x.Lookup("current", "h"); return err }},
 	}
 	for _, c := range cases {
-		wantErrno(t, c.err(), c.errno)
-		sameTree(t, c.what, before, tree(t, idx))
+		testkit.WantErrno(t, c.what, c.err(), c.errno)
+		testkit.Same(t, c.what, before, testkit.Snapshot(t, idx, nil))
 	}
 	if got := x.List(); !slices.Equal(got, []string{"a", "b"}) || x.Current() != "a" {
 		t.Errorf("memory changed: List %v current %q", got, x.Current())
 	}
-	mustOK(t, x.Close())
-	wantErrno(t, x.Touch("a", "/w"), syscall.EIO)
-	wantErrno(t, x.SetCurrent("b"), syscall.EIO)
-	sameTree(t, "closed index", before, tree(t, idx))
+	testkit.Must(t, x.Close())
+	testkit.WantErrno(t, "Touch", x.Touch("a", "/w"), syscall.EIO)
+	testkit.WantErrno(t, "SetCurrent", x.SetCurrent("b"), syscall.EIO)
+	testkit.Same(t, "closed index", before, testkit.Snapshot(t, idx, nil))
 }
 
 func TestParseValue(t *testing.T) {
@@ -269,7 +269,7 @@ func TestParseValue(t *testing.T) {
 	}
 	for _, in := range []string{"", "\n", "a\n\n", "a\nb", "a\nb\n", " a", "a\r\n", "index\n", "../x", "a.sock", string(make([]byte, 300))} {
 		_, err := ParseValue([]byte(in))
-		wantErrno(t, err, syscall.EINVAL)
+		testkit.WantErrno(t, "ParseValue", err, syscall.EINVAL)
 	}
 }
 
@@ -281,16 +281,16 @@ func TestEntries(t *testing.T) {
 	// A symlink planted where an entry goes is refused (EIO), left for
 	// fsck to name, and never followed.
 	planted := filepath.Join(idx, "by-hash", "k")
-	mustOK(t, os.Symlink("../current", planted))
-	wantErrno(t, x.SetEntry(abi.IndexByHash, "k", "a"), syscall.EIO)
+	testkit.Must(t, os.Symlink("../current", planted))
+	testkit.WantErrno(t, "SetEntry", x.SetEntry(abi.IndexByHash, "k", "a"), syscall.EIO)
 	if target, err := os.Readlink(planted); err != nil || target != "../current" {
 		t.Fatalf("the planted link was changed: %q %v", target, err)
 	}
-	mustOK(t, os.Remove(planted))
-	mustOK(t, x.SetEntry(abi.IndexByHash, "k", "a"))
-	mustOK(t, x.SetEntry(abi.IndexByUUID, uuid, "a"))
-	mustOK(t, x.SetEntry(abi.IndexByHash, "k", "b")) // replace
-	mustOK(t, x.SetCurrent("b"))
+	testkit.Must(t, os.Remove(planted))
+	testkit.Must(t, x.SetEntry(abi.IndexByHash, "k", "a"))
+	testkit.Must(t, x.SetEntry(abi.IndexByUUID, uuid, "a"))
+	testkit.Must(t, x.SetEntry(abi.IndexByHash, "k", "b")) // replace
+	testkit.Must(t, x.SetCurrent("b"))
 	for _, rel := range []string{"by-hash/k", "by-uuid/" + uuid, "current"} {
 		isRegular(t, filepath.Join(idx, rel))
 	}
@@ -301,19 +301,19 @@ func TestEntries(t *testing.T) {
 		t.Errorf("Lookup = %q", got)
 	}
 	// The replaced entry no longer counts as a's: removing a leaves it.
-	mustOK(t, x.Remove("a"))
+	testkit.Must(t, x.Remove("a"))
 	if got, err := x.Lookup(abi.IndexByHash, "k"); err != nil || got != "b" {
 		t.Errorf("Remove(a) touched b's entry: %q %v", got, err)
 	}
 	notExist(t, filepath.Join(idx, "by-uuid", uuid))
-	mustOK(t, x.RemoveEntry(abi.IndexByHash, "k"))
+	testkit.Must(t, x.RemoveEntry(abi.IndexByHash, "k"))
 	notExist(t, filepath.Join(idx, "by-hash", "k"))
 	_, err := x.Lookup(abi.IndexByHash, "k")
-	wantErrno(t, err, syscall.ENOENT)
-	wantErrno(t, x.RemoveEntry(abi.IndexByHash, "k"), syscall.ENOENT)
+	testkit.WantErrno(t, "Lookup", err, syscall.ENOENT)
+	testkit.WantErrno(t, "RemoveEntry", x.RemoveEntry(abi.IndexByHash, "k"), syscall.ENOENT)
 	// Nothing but the value files and directories: no temporaries left.
-	for p, v := range tree(t, idx) {
-		if filepath.Base(p)[0] == '.' {
+	for p, v := range testkit.Snapshot(t, idx, nil) {
+		if p != "." && filepath.Base(p)[0] == '.' {
 			t.Errorf("leftover %s %s", p, v)
 		}
 	}
@@ -324,16 +324,16 @@ func TestRemove(t *testing.T) {
 	idx := filepath.Join(dir, "index")
 	x := load(t, dir)
 	uuid := "123e4567-e89b-12d3-a456-426614174000"
-	mustOK(t, x.Touch("keep", "/k"))
-	mustOK(t, x.SetEntry(abi.IndexByHash, "kh", "keep"))
-	mustOK(t, x.Touch("gone", "/w1"))
-	mustOK(t, x.Touch("gone", "/w2"))
-	mustOK(t, x.SetEntry(abi.IndexByHash, "gh", "gone"))
-	mustOK(t, x.SetEntry(abi.IndexByUUID, uuid, "gone"))
+	testkit.Must(t, x.Touch("keep", "/k"))
+	testkit.Must(t, x.SetEntry(abi.IndexByHash, "kh", "keep"))
+	testkit.Must(t, x.Touch("gone", "/w1"))
+	testkit.Must(t, x.Touch("gone", "/w2"))
+	testkit.Must(t, x.SetEntry(abi.IndexByHash, "gh", "gone"))
+	testkit.Must(t, x.SetEntry(abi.IndexByUUID, uuid, "gone"))
 
 	// Archive: the directory moves away, then the index forgets it.
-	mustOK(t, os.Rename(filepath.Join(dir, "gone"), filepath.Join(t.TempDir(), "gone")))
-	mustOK(t, x.Remove("gone"))
+	testkit.Must(t, os.Rename(filepath.Join(dir, "gone"), filepath.Join(t.TempDir(), "gone")))
+	testkit.Must(t, x.Remove("gone"))
 	check := func(y *Index) {
 		t.Helper()
 		if got := y.List(); !slices.Equal(got, []string{"keep"}) {
@@ -353,9 +353,9 @@ func TestRemove(t *testing.T) {
 	for _, rel := range []string{"current", "by-cwd/" + abi.CwdKey("/w1"), "by-cwd/" + abi.CwdKey("/w2"), "by-hash/gh", "by-uuid/" + uuid} {
 		notExist(t, filepath.Join(idx, rel))
 	}
-	mustOK(t, x.Remove("gone"))    // again: nothing left to do
-	mustOK(t, x.Remove("unknown")) // never indexed
-	mustOK(t, x.Close())
+	testkit.Must(t, x.Remove("gone"))    // again: nothing left to do
+	testkit.Must(t, x.Remove("unknown")) // never indexed
+	testkit.Must(t, x.Close())
 	if got := readString(t, filepath.Join(idx, "list")); got != "keep\n" {
 		t.Errorf("list snapshot %q", got)
 	}
@@ -399,7 +399,7 @@ func TestConcurrentTouch(t *testing.T) {
 	if s := slices.Clone(got); len(s) != len(names) || !slices.Equal(slices.Sorted(slices.Values(s)), names) {
 		t.Fatalf("List %v: want each session once", got)
 	}
-	mustOK(t, x.Close())
+	testkit.Must(t, x.Close())
 	idx := filepath.Join(dir, "index")
 	if got := readString(t, filepath.Join(idx, "list")); got != string(x.ListBytes()) {
 		t.Errorf("snapshot %q, memory %q", got, x.ListBytes())
@@ -427,7 +427,7 @@ func TestSnapshotFlush(t *testing.T) {
 	x := load(t, dir)
 	p := filepath.Join(dir, "index", "list")
 	for _, n := range []string{"a", "b", "a", "c", "a"} {
-		mustOK(t, x.Touch(n, ""))
+		testkit.Must(t, x.Touch(n, ""))
 	}
 	want := "a\nc\nb\n"
 	deadline := time.Now().Add(5 * time.Second)
@@ -451,13 +451,14 @@ func TestOwnership(t *testing.T) {
 	}
 	dir := newContainer(t, "a")
 	x, err := loadAs(t, dir, 4242, 4343)
-	mustOK(t, err)
-	mustOK(t, x.Touch("a", "/w"))
-	mustOK(t, x.SetEntry(abi.IndexByHash, "h", "a"))
-	mustOK(t, x.Close())
-	for p := range tree(t, filepath.Join(dir, "index")) {
+	testkit.Must(t, err)
+	testkit.Must(t, x.Touch("a", "/w"))
+	testkit.Must(t, x.SetEntry(abi.IndexByHash, "h", "a"))
+	testkit.Must(t, x.Close())
+	for rel := range testkit.Snapshot(t, filepath.Join(dir, "index"), nil) {
+		p := filepath.Join(dir, "index", rel)
 		fi, err := os.Lstat(p)
-		mustOK(t, err)
+		testkit.Must(t, err)
 		st := fi.Sys().(*syscall.Stat_t)
 		if st.Uid != 4242 || st.Gid != 4343 {
 			t.Errorf("%s owned by %d:%d", p, st.Uid, st.Gid)
@@ -477,7 +478,7 @@ func TestOnChange(t *testing.T) {
 	c := filepath.Base(dir) + "/index/"
 	step := func(what string, err error, want ...string) {
 		t.Helper()
-		mustOK(t, err)
+		testkit.Must(t, err)
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: announced %q, want %q", what, got, want)
 		}

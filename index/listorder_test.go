@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/internal/storetest"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // setMtime sets the mtime (and atime) of a host path.
 func setMtime(t testing.TB, p string, m time.Time) {
 	t.Helper()
-	mustOK(t, os.Chtimes(p, m, m))
+	testkit.Must(t, os.Chtimes(p, m, m))
 }
 
 // restartQuiet closes x, loads the container again and checks that the
@@ -25,15 +25,15 @@ func setMtime(t testing.TB, p string, m time.Time) {
 // exact schedules no write, and so Close has none to do either).
 func restartQuiet(t *testing.T, x *Index, dir string) *Index {
 	t.Helper()
-	mustOK(t, x.Close())
-	before := storetest.Snapshot(t, dir, nil)
+	testkit.Must(t, x.Close())
+	before := testkit.Snapshot(t, dir, nil)
 	y := load(t, dir)
 	if p := y.Problems(); len(p) != 0 {
 		t.Fatalf("problems after a clean Close: %v", p)
 	}
 	time.Sleep(50 * time.Millisecond) // room for a flusher that should not run
-	mustOK(t, y.Close())
-	storetest.Same(t, "a clean restart", before, storetest.Snapshot(t, dir, nil))
+	testkit.Must(t, y.Close())
+	testkit.Same(t, "a clean restart", before, testkit.Snapshot(t, dir, nil))
 	return load(t, dir)
 }
 
@@ -58,7 +58,7 @@ func TestListSurvivesRestartWithinASecond(t *testing.T) {
 		if i%2 == 0 {
 			cwd = fmt.Sprintf("/w%d", i%7)
 		}
-		mustOK(t, x.Touch(n, cwd))
+		testkit.Must(t, x.Touch(n, cwd))
 	}
 	want := x.ListBytes()
 	if slices.IsSorted(x.List()) {
@@ -116,9 +116,9 @@ func TestListAfterCrash(t *testing.T) {
 	mkSession(t, dir, "h", base.Add(30*time.Second))  // not listed, newest
 	mkSession(t, dir, "i", base.Add(-30*time.Second)) // listed first, oldest mtime
 	idx := filepath.Join(dir, "index")
-	mustOK(t, os.MkdirAll(idx, 0o700))
+	testkit.Must(t, os.MkdirAll(idx, 0o700))
 	p := filepath.Join(idx, "list")
-	mustOK(t, os.WriteFile(p, []byte("i\nc\nb\ne\ngone\na\nd\n"), 0o600))
+	testkit.Must(t, os.WriteFile(p, []byte("i\nc\nb\ne\ngone\na\nd\n"), 0o600))
 	setMtime(t, p, snapAt)
 
 	x := load(t, dir)
@@ -162,28 +162,28 @@ func TestListSnapshotNotTrusted(t *testing.T) {
 		{"too large", syscall.EFBIG, writeList("a\nb\nc\n" + large.String()), false},
 		{"symlink", syscall.EIO, func(t *testing.T, p string) {
 			target := filepath.Join(t.TempDir(), "list")
-			mustOK(t, os.WriteFile(target, []byte("a\nb\nc\n"), 0o600))
-			mustOK(t, os.Symlink(target, p))
+			testkit.Must(t, os.WriteFile(target, []byte("a\nb\nc\n"), 0o600))
+			testkit.Must(t, os.Symlink(target, p))
 		}, true},
 		{"FIFO", syscall.EIO, func(t *testing.T, p string) {
-			mustOK(t, syscall.Mkfifo(p, 0o600))
+			testkit.Must(t, syscall.Mkfifo(p, 0o600))
 		}, true},
 		{"directory", syscall.EIO, func(t *testing.T, p string) {
-			mustOK(t, os.Mkdir(p, 0o700))
+			testkit.Must(t, os.Mkdir(p, 0o700))
 		}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.what, func(t *testing.T) {
 			dir := newContainer(t, "a", "b", "c")
 			idx := filepath.Join(dir, "index")
-			mustOK(t, os.MkdirAll(idx, 0o700))
+			testkit.Must(t, os.MkdirAll(idx, 0o700))
 			p := filepath.Join(idx, "list")
 			c.plant(t, p)
 			if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
 				setMtime(t, p, time.Now()) // newer than every session: trusted, it would win
 			}
 			x := load(t, dir)
-			before := tree(t, idx) // Load made the entry directories
+			before := testkit.Snapshot(t, idx, nil) // Load made the entry directories
 			if got := string(x.ListBytes()); got != byMtime {
 				t.Errorf("List %q, want the mtimes' %q", got, byMtime)
 			}
@@ -191,18 +191,18 @@ func TestListSnapshotNotTrusted(t *testing.T) {
 			if len(probs) != 1 {
 				t.Fatalf("problems %v, want one for index/list", probs)
 			}
-			wantErrno(t, probs[0], c.errno)
+			testkit.WantErrno(t, "Problems", probs[0], c.errno)
 			if e := probs[0].(*abi.Error); !strings.HasSuffix(e.Path, "/index/list") || !strings.Contains(e.Msg, "not trusted") {
 				t.Errorf("problem %v does not name index/list as not trusted", e)
 			}
 			err := x.Close()
 			if c.stays {
 				// Never followed, opened or replaced: left for fsck.
-				wantErrno(t, err, syscall.EIO)
-				sameTree(t, "a refused snapshot", before, tree(t, idx))
+				testkit.WantErrno(t, "Close", err, syscall.EIO)
+				testkit.Same(t, "a refused snapshot", before, testkit.Snapshot(t, idx, nil))
 				return
 			}
-			mustOK(t, err)
+			testkit.Must(t, err)
 			if got := readString(t, p); got != byMtime {
 				t.Errorf("snapshot rewritten as %q, want %q", got, byMtime)
 			}
@@ -212,7 +212,7 @@ func TestListSnapshotNotTrusted(t *testing.T) {
 
 func writeList(content string) func(t *testing.T, p string) {
 	return func(t *testing.T, p string) {
-		mustOK(t, os.WriteFile(p, []byte(content), 0o600))
+		testkit.Must(t, os.WriteFile(p, []byte(content), 0o600))
 	}
 }
 
@@ -232,6 +232,6 @@ func TestParseList(t *testing.T) {
 	}
 	for _, in := range []string{"\n", "a", "a\n\n", "a\nb", "a\na\n", " a\n", "a\r\n", "index\n", "x.sock\n", strings.Repeat("a", 65) + "\n"} {
 		_, err := parseList([]byte(in))
-		wantErrno(t, err, syscall.EINVAL)
+		testkit.WantErrno(t, "parseList", err, syscall.EINVAL)
 	}
 }

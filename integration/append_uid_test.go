@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // The writer's uid on lines appended through the mount (issue 19,
@@ -40,7 +42,7 @@ func TestLogAppendCarriesUid(t *testing.T) {
 
 	impostor := fmt.Sprintf(`{"role":"user","run":%q,"content":"in 1001's run"}`, run)
 	own := `{"role":"user","content":"mine","uid":1002}`
-	mustT(t, appendAs(t, second, s.mnt(rel), impostor+"\n"+own+"\n"))
+	testkit.Must(t, appendAs(t, second, s.mnt(rel), impostor+"\n"+own+"\n"))
 	want := sent + withUid(impostor, 1002) + "\n" + own + "\n"
 	if got := fileBytes(t, storeLog); got != want {
 		t.Fatalf("after uid 1002's append the log ends:\n%s\nwant:\n%s", lastLines(got, 2), lastLines(want, 2))
@@ -51,7 +53,7 @@ func TestLogAppendCarriesUid(t *testing.T) {
 		`{"role":"user","content":"escaped","u\u0069d":1001}`,
 	} {
 		err := appendAs(t, second, s.mnt(rel), `{"role":"user","content":"fine"}`+"\n"+forged+"\n")
-		wantErrno(t, "a line with another's uid", err, syscall.EINVAL)
+		testkit.WantErrno(t, "a line with another's uid", err, syscall.EINVAL)
 	}
 	if got := fileBytes(t, storeLog); got != want {
 		t.Errorf("a refused forgery changed the log")

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,18 +48,6 @@ func treeContent(t testing.TB, dir string) map[string]string {
 	return out
 }
 
-func sameTree(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
 // ctx runs the real client as root against the server's mount and
 // returns its output (stdout, then stderr) and exit status.
 func (s *server) ctx(t testing.TB, args ...string) (string, int) {
@@ -88,10 +78,10 @@ func newGCServer(t *testing.T) *server {
 	s.send("repro-cur", "c-cur", "the current one")
 	settle() // the derived files reach the store behind, before they are tampered with
 	store := filepath.Join(s.store, coderRel, "session")
-	mustT(t, os.Remove(filepath.Join(store, "ansi-bad", "state")))
-	mustT(t, os.Symlink("/etc/hostname", filepath.Join(store, "ansi-bad", "state")))
-	mustT(t, os.Remove(filepath.Join(store, "install-old", "state")))
-	mustT(t, os.WriteFile(s.mnt(sessRel("index")+"/by-hash/h1"), []byte("temp-a\n"), 0o600))
+	testkit.Must(t, os.Remove(filepath.Join(store, "ansi-bad", "state")))
+	testkit.Must(t, os.Symlink("/etc/hostname", filepath.Join(store, "ansi-bad", "state")))
+	testkit.Must(t, os.Remove(filepath.Join(store, "install-old", "state")))
+	testkit.Must(t, os.WriteFile(s.mnt(sessRel("index")+"/by-hash/h1"), []byte("temp-a\n"), 0o600))
 	settle() // the index's list snapshot is on disk (written a second after a change)
 	return s
 }
@@ -143,7 +133,7 @@ func TestGCArchivesWhole(t *testing.T) {
 	}
 	archived := filepath.Join(s.store, "home/0", "archived_sessions", "coder")
 	for n, tree := range before {
-		if !sameTree(tree, treeContent(t, filepath.Join(archived, n))) {
+		if !maps.Equal(tree, treeContent(t, filepath.Join(archived, n))) {
 			t.Errorf("%s: the archived tree differs from the live one", n)
 		}
 		if _, err := os.Lstat(filepath.Join(sessions, n)); !os.IsNotExist(err) {
@@ -179,7 +169,7 @@ func TestGCArchivesWhole(t *testing.T) {
 	if code != 1 || out != "ctx: archive temp-a: EEXIST\n" {
 		t.Errorf("archive onto an existing target: exit %d %q", code, out)
 	}
-	if !sameTree(live, treeContent(t, filepath.Join(sessions, "temp-a"))) {
+	if !maps.Equal(live, treeContent(t, filepath.Join(sessions, "temp-a"))) {
 		t.Errorf("a refused archive changed the live session")
 	}
 	if out, _ := s.fsck(); strings.Contains(out, "archived_sessions") { // ansi-bad's planted link is reported
@@ -205,19 +195,19 @@ func TestArchiveRefusals(t *testing.T) {
 		if code != 1 || out != "ctx: archive "+n+": EBUSY: "+why+"\n" {
 			t.Errorf("archive %s: exit %d %q", n, code, out)
 		}
-		if !sameTree(tree, treeContent(t, filepath.Join(sessions, n))) && n != "spark-live" {
+		if !maps.Equal(tree, treeContent(t, filepath.Join(sessions, n))) && n != "spark-live" {
 			t.Errorf("a refused archive changed %s", n)
 		}
 	}
 	tmp := t.TempDir()
-	mustT(t, unix.Mount("tmpfs", tmp, "tmpfs", 0, "size=1m"))
+	testkit.Must(t, unix.Mount("tmpfs", tmp, "tmpfs", 0, "size=1m"))
 	t.Cleanup(func() { unix.Unmount(tmp, unix.MNT_DETACH) })
 	tree := treeContent(t, filepath.Join(sessions, "temp-a"))
 	out, code := s.ctx(t, "agent", "session", "gc", "coder", "--pattern", "temp-a", "--yes", "--archive-dir", tmp)
 	if code != 1 || out != "ctx: archive temp-a: EXDEV\n" {
 		t.Errorf("gc onto a tmpfs: exit %d %q", code, out)
 	}
-	if !sameTree(tree, treeContent(t, filepath.Join(sessions, "temp-a"))) {
+	if !maps.Equal(tree, treeContent(t, filepath.Join(sessions, "temp-a"))) {
 		t.Errorf("EXDEV changed the live session")
 	}
 	if ents, _ := os.ReadDir(filepath.Join(tmp, "coder")); len(ents) != 0 {
@@ -256,11 +246,11 @@ func TestArchiveRefusals(t *testing.T) {
 func TestArchiveThroughTheMount(t *testing.T) {
 	s := newGCServer(t)
 	src := s.mnt(sessRel("notes"))
-	mustT(t, os.MkdirAll(s.mnt("home/0/archived_sessions/coder"), 0o700))
+	testkit.Must(t, os.MkdirAll(s.mnt("home/0/archived_sessions/coder"), 0o700))
 	dst := s.mnt("home/0/archived_sessions/coder/notes")
-	wantErrno(t, "plain rename", os.Rename(src, dst), syscall.EPERM)
-	wantErrno(t, "rename to another name", unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst+"2", unix.RENAME_NOREPLACE), syscall.EPERM)
-	mustT(t, unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE))
+	testkit.WantErrno(t, "plain rename", os.Rename(src, dst), syscall.EPERM)
+	testkit.WantErrno(t, "rename to another name", unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst+"2", unix.RENAME_NOREPLACE), syscall.EPERM)
+	testkit.Must(t, unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE))
 	if _, err := os.Stat(src); !os.IsNotExist(err) {
 		t.Errorf("the session is still live: %v", err)
 	}
@@ -271,7 +261,7 @@ func TestArchiveThroughTheMount(t *testing.T) {
 		t.Errorf("notes is still listed")
 	}
 	src = s.mnt(sessRel("default"))
-	wantErrno(t, "archive of default", unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, s.mnt("home/0/archived_sessions/coder/default"), unix.RENAME_NOREPLACE), syscall.EBUSY)
+	testkit.WantErrno(t, "archive of default", unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, s.mnt("home/0/archived_sessions/coder/default"), unix.RENAME_NOREPLACE), syscall.EBUSY)
 }
 
 // TestArchiveRacesWithSends: sends to a session while it is archived
@@ -326,7 +316,7 @@ func BenchmarkGC(b *testing.B) {
 	s.start()
 	t0 := time.Now()
 	ents, err := os.ReadDir(container)
-	mustT(b, err)
+	testkit.Must(b, err)
 	native := time.Since(t0)
 	if len(ents) < n {
 		b.Fatalf("%d sessions, want %d", len(ents), n)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // stepperProgram is a jsonl agent that reports a tool call and a first
@@ -53,7 +54,7 @@ func newStepperServer(t *testing.T) (*server, string) {
 
 // releaseRun lets the stepper's run in session go on.
 func releaseRun(t *testing.T, release, session string) {
-	mustT(t, os.WriteFile(filepath.Join(release, session), nil, 0o644))
+	testkit.Must(t, os.WriteFile(filepath.Join(release, session), nil, 0o644))
 }
 
 // ctxProc is a real ctx process whose output is read as it comes.
@@ -82,7 +83,7 @@ func startCtx(t *testing.T, s *server, args ...string) *ctxProc {
 	p := &ctxProc{t: t, cmd: exec.Command(ctxBin, args...), exited: make(chan struct{})}
 	p.cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/", "CTX_ROOT=" + s.root}
 	p.cmd.Stdout, p.cmd.Stderr = lockedWriter{&p.mu, &p.out}, lockedWriter{&p.mu, &p.err}
-	mustT(t, p.cmd.Start())
+	testkit.Must(t, p.cmd.Start())
 	go func() { p.cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() { p.cmd.Process.Kill(); <-p.exited })
 	return p
@@ -209,12 +210,12 @@ func TestAttachFellBehind(t *testing.T) {
 	sender.waitOut("first")
 	slow := startCtx(t, s, "agent", "attach", "flooder", "--session", "flood")
 	slow.waitOut("first")
-	mustT(t, slow.cmd.Process.Signal(syscall.SIGSTOP))
+	testkit.Must(t, slow.cmd.Process.Signal(syscall.SIGSTOP))
 	releaseRun(t, release, "flood")
 	if code := sender.exitCode(); code != 0 {
 		t.Fatalf("send: exit %d, stderr %q", code, sender.stderr())
 	}
-	mustT(t, slow.cmd.Process.Signal(syscall.SIGCONT))
+	testkit.Must(t, slow.cmd.Process.Signal(syscall.SIGCONT))
 	code := slow.exitCode()
 	m := regexp.MustCompile(`^ctx: attach: EAGAIN: the connection fell behind run (ctx-[0-9a-f]{32}), which goes on: (ctx agent attach flooder --session flood ctx-[0-9a-f]{32}) follows it again\n$`).
 		FindStringSubmatch(slow.stderr())
@@ -234,13 +235,13 @@ func TestSendToolLinesOnTerminal(t *testing.T) {
 	releaseRun(t, release, "tty")
 	releaseRun(t, release, "pipe")
 	ptm, pts, err := pty.Open()
-	mustT(t, err)
+	testkit.Must(t, err)
 	defer ptm.Close()
-	mustT(t, pty.Setsize(ptm, &pty.Winsize{Rows: 24, Cols: 100}))
+	testkit.Must(t, pty.Setsize(ptm, &pty.Winsize{Rows: 24, Cols: 100}))
 	cmd := exec.Command(ctxBin, "agent", "send", "stepper", "--session", "tty", "go")
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/", "CTX_ROOT=" + s.root}
 	cmd.Stdout, cmd.Stderr = pts, pts
-	mustT(t, cmd.Start())
+	testkit.Must(t, cmd.Start())
 	pts.Close()
 	shownc := make(chan string, 1)
 	go func() { b, _ := io.ReadAll(ptm); shownc <- string(b) }()
@@ -248,7 +249,7 @@ func TestSendToolLinesOnTerminal(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
-		mustT(t, err)
+		testkit.Must(t, err)
 	case <-time.After(cmdLimit):
 		cmd.Process.Kill()
 		t.Fatal("send on a terminal did not end")

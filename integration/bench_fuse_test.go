@@ -29,6 +29,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -260,7 +261,7 @@ func BenchmarkSeqRead(b *testing.B) {
 	benchNewSession(b, s, "big")
 	mnt := benchMnt(s, "big", "messages.jsonl")
 	f, err := os.OpenFile(mnt, os.O_WRONLY|os.O_APPEND, 0)
-	mustT(b, err)
+	testkit.Must(b, err)
 	chunk := jsonLines(1<<20, 1024)
 	t0 := time.Now()
 	for n := 0; n < size; n += len(chunk) {
@@ -268,7 +269,7 @@ func BenchmarkSeqRead(b *testing.B) {
 			b.Fatalf("append: %v", err)
 		}
 	}
-	mustT(b, f.Close())
+	testkit.Must(b, f.Close())
 	b.Logf("built %d MiB through the mount in %v (%.1f MiB/s)", size>>20, time.Since(t0).Round(time.Millisecond),
 		float64(size)/(1<<20)/time.Since(t0).Seconds())
 	native := benchStore(s, "big", "messages.jsonl")
@@ -395,19 +396,19 @@ var pageSink byte
 func consecutivePages(b *testing.B, p string) (float64, bool) {
 	b.Helper()
 	f, err := os.Open(p)
-	mustT(b, err)
+	testkit.Must(b, err)
 	defer f.Close()
 	st, err := f.Stat()
-	mustT(b, err)
+	testkit.Must(b, err)
 	m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	mustT(b, err)
+	testkit.Must(b, err)
 	defer unix.Munmap(m)
 	pages := len(m) / os.Getpagesize()
 	for i := 0; i < len(m); i += os.Getpagesize() {
 		pageSink += m[i] // map every (cached) page
 	}
 	pm, err := os.Open("/proc/self/pagemap")
-	mustT(b, err)
+	testkit.Must(b, err)
 	defer pm.Close()
 	ents := make([]byte, 8*pages)
 	start := uintptr(unsafe.Pointer(&m[0])) / uintptr(os.Getpagesize())
@@ -449,7 +450,7 @@ func consecutivePages(b *testing.B, p string) (float64, bool) {
 func BenchmarkAppend(b *testing.B) {
 	s := benchFuseServer(b)
 	nativeDir := filepath.Join(filepath.Dir(s.store), "native")
-	mustT(b, os.MkdirAll(nativeDir, 0o700))
+	testkit.Must(b, os.MkdirAll(nativeDir, 0o700))
 	line := jsonLines(200, 200)
 	big := jsonLines(1<<20, 1024)
 	loop := spawnRef(b, nil, "loop", nativeDir)
@@ -678,14 +679,14 @@ func spawnRef(b *testing.B, env []string, mode string, args ...string) string {
 	b.Helper()
 	mnt := b.TempDir()
 	self, err := os.Executable()
-	mustT(b, err)
+	testkit.Must(b, err)
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Env = append(cmd.Env, refServerEnv+"="+strings.Join(append([]string{mode, mnt}, args...), " "))
 	out, err := cmd.StdoutPipe()
-	mustT(b, err)
+	testkit.Must(b, err)
 	cmd.Stderr = os.Stderr
-	mustT(b, cmd.Start())
+	testkit.Must(b, cmd.Start())
 	b.Cleanup(func() {
 		stopProcess(cmd, syscall.SIGTERM)
 		unix.Unmount(mnt, unix.MNT_DETACH) // if it died without unmounting
@@ -818,7 +819,7 @@ func copySessions(b *testing.B, s *server, n int) {
 	s.kill(s.cmd, syscall.SIGTERM)
 	tmpl := benchStore(s, "tmpl")
 	var ents []sessFile
-	mustT(b, filepath.WalkDir(tmpl, func(p string, d os.DirEntry, err error) error {
+	testkit.Must(b, filepath.WalkDir(tmpl, func(p string, d os.DirEntry, err error) error {
 		if err != nil || p == tmpl {
 			return err
 		}

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // quickProgram is a program that exits at once: a static Go binary, so
@@ -21,7 +23,7 @@ const quickProgram = "package main\n\nfunc main() {}\n"
 // buildQuick builds quickProgram into dir and returns its path.
 func buildQuick(b *testing.B, dir string) string {
 	src := filepath.Join(dir, "quick.go")
-	mustT(b, os.WriteFile(src, []byte(quickProgram), 0o644))
+	testkit.Must(b, os.WriteFile(src, []byte(quickProgram), 0o644))
 	bin := filepath.Join(dir, "quick")
 	cmd := goBuild(bin, src)
 	cmd.Env = append(cmd.Env, "GOFLAGS=-mod=mod", "GO111MODULE=off")
@@ -39,15 +41,15 @@ func BenchmarkRunStart(b *testing.B) {
 	requireFUSE(b)
 	quick := buildQuick(b, b.TempDir())
 	prog, err := os.ReadFile(quick)
-	mustT(b, err)
+	testkit.Must(b, err)
 	s := newServerWith(b, func(s *server) {
 		s.define("quick", map[string]string{"abi": "text", "program": string(prog)})
 		s.define("jailed", map[string]string{"abi": "text", "isolation": "chroot", "program": string(prog)})
 	})
-	mustT(b, os.MkdirAll(s.mnt("home/0/agent/jailed/root"), 0o755))
+	testkit.Must(b, os.MkdirAll(s.mnt("home/0/agent/jailed/root"), 0o755))
 	n := max(b.N, 50)
 	native := perRun(n, func(i int) {
-		mustT(b, exec.Command(quick).Run())
+		testkit.Must(b, exec.Command(quick).Run())
 	})
 	sendTo := func(agent string) time.Duration {
 		return perRun(n, func(i int) {
@@ -91,7 +93,7 @@ func BenchmarkFirstDelta(b *testing.B) {
 	n := max(b.N, 50)
 	direct := perRun(n, func(i int) {
 		resp, err := http.Post(p.URL+"/v1/chat/completions", "application/json", nil)
-		mustT(b, err)
+		testkit.Must(b, err)
 		var one [1]byte
 		io.ReadFull(resp.Body, one[:])
 		io.Copy(io.Discard, resp.Body)
@@ -110,7 +112,7 @@ func BenchmarkFirstDelta(b *testing.B) {
 // arrives, then reads the rest so that the run ends before the next.
 func firstDelta(b *testing.B, s *server, line string) {
 	conn, err := net.Dial("unix", filepath.Join(s.root, "agent", "assistant.sock"))
-	mustT(b, err)
+	testkit.Must(b, err)
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
 	conn.Write([]byte(line + "\n"))
@@ -118,7 +120,7 @@ func firstDelta(b *testing.B, s *server, line string) {
 	seen := false
 	for sc.Scan() {
 		var f frame
-		mustT(b, json.Unmarshal(sc.Bytes(), &f))
+		testkit.Must(b, json.Unmarshal(sc.Bytes(), &f))
 		if f["type"] == "delta" {
 			seen = true
 			break

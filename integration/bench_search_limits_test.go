@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // timedSends is a python3 client that sends argv[2] sends one after the
@@ -117,7 +119,7 @@ func neighbourLatencies(b *testing.B, s *server, c *cred, tag string) []float64 
 	var lat []float64
 	for _, l := range strings.Fields(string(out)) {
 		v, err := strconv.ParseFloat(l, 64)
-		mustT(b, err)
+		testkit.Must(b, err)
 		lat = append(lat, v)
 	}
 	sort.Float64s(lat)

@@ -30,6 +30,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // searchBenchQueries are the queries timed, each a sub-benchmark.
@@ -80,7 +82,7 @@ func searchBuilds(b *testing.B, s *server, sql, db string) map[string]float64 {
 	t0 = time.Now()
 	cmd := exec.Command("sqlite3", db)
 	f, err := os.Open(sql)
-	mustT(b, err)
+	testkit.Must(b, err)
 	defer f.Close()
 	cmd.Stdin = f
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -106,10 +108,10 @@ func benchSearchQuery(b *testing.B, s *server, db, q string) {
 	ctx, sock, grep, fts := &side{name: "ctx"}, &side{name: "sock"}, &side{name: "grep"}, &side{name: "fts5"}
 	var nc, ns, ng, nf int
 	for range b.N {
-		mustT(b, ctx.time(func() (int64, error) { nc = ctxSearchCount(b, s, q); return 0, nil }))
-		mustT(b, sock.time(func() (int64, error) { ns = socketSearchCount(b, s, q); return 0, nil }))
-		mustT(b, grep.time(func() (int64, error) { ng = grepCount(b, s, q); return 0, nil }))
-		mustT(b, fts.time(func() (int64, error) { nf = ftsCount(b, db, q); return 0, nil }))
+		testkit.Must(b, ctx.time(func() (int64, error) { nc = ctxSearchCount(b, s, q); return 0, nil }))
+		testkit.Must(b, sock.time(func() (int64, error) { ns = socketSearchCount(b, s, q); return 0, nil }))
+		testkit.Must(b, grep.time(func() (int64, error) { ng = grepCount(b, s, q); return 0, nil }))
+		testkit.Must(b, fts.time(func() (int64, error) { nf = ftsCount(b, db, q); return 0, nil }))
 	}
 	if nc != ns || nc < 1000 && (nc != ng || nc != nf) || nc == 1000 && nf != 1001 {
 		b.Fatalf("%q: ctx %d matches, socket %d, grep %d, fts5 %d", q, nc, ns, ng, nf)
@@ -184,7 +186,7 @@ func ftsCount(b *testing.B, db, q string) int {
 		b.Fatalf("sqlite3 %q: %v", q, err)
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
-	mustT(b, err)
+	testkit.Must(b, err)
 	return n
 }
 
@@ -203,7 +205,7 @@ var searchNeedles = []struct {
 // writes the same messages as an SQL script that builds the FTS5 table.
 func writeSearchCorpus(b *testing.B, s *server, mb int, sqlPath string) string {
 	sf, err := os.Create(sqlPath)
-	mustT(b, err)
+	testkit.Must(b, err)
 	defer sf.Close()
 	sql := bufio.NewWriterSize(sf, 1<<20)
 	fmt.Fprintln(sql, "CREATE VIRTUAL TABLE m USING fts5(session UNINDEXED, role UNINDEXED, text, tokenize='trigram');\nBEGIN;")
@@ -212,7 +214,7 @@ func writeSearchCorpus(b *testing.B, s *server, mb int, sqlPath string) string {
 		name := fmt.Sprintf("c%04d", i)
 		benchNewSession(b, s, name)
 		f, err := os.OpenFile(benchMnt(s, name, "messages.jsonl"), os.O_WRONLY|os.O_APPEND, 0)
-		mustT(b, err)
+		testkit.Must(b, err)
 		var chunk []byte
 		for n := 0; n < 1<<20; {
 			role, text := g.message(i)
@@ -220,18 +222,18 @@ func writeSearchCorpus(b *testing.B, s *server, mb int, sqlPath string) string {
 			fmt.Fprintf(sql, "INSERT INTO m VALUES('%s','%s','%s');\n", name, role, strings.ReplaceAll(text, "'", "''"))
 			if len(chunk)+len(line) > 1<<20 {
 				_, err = f.Write(chunk)
-				mustT(b, err)
+				testkit.Must(b, err)
 				chunk = chunk[:0]
 			}
 			chunk = append(chunk, line...)
 			n += len(line)
 		}
 		_, err = f.Write(chunk)
-		mustT(b, err)
-		mustT(b, f.Close())
+		testkit.Must(b, err)
+		testkit.Must(b, f.Close())
 	}
 	fmt.Fprintln(sql, "COMMIT;")
-	mustT(b, sql.Flush())
+	testkit.Must(b, sql.Flush())
 	return sqlPath
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,13 +49,13 @@ func startChat(t *testing.T, s *server, args ...string) *ptyChat {
 func startOnPty(t *testing.T, cmd *exec.Cmd) *ptyChat {
 	t.Helper()
 	ptm, pts, err := pty.Open()
-	mustT(t, err)
-	mustT(t, pty.Setsize(ptm, &pty.Winsize{Rows: 50, Cols: 200}))
+	testkit.Must(t, err)
+	testkit.Must(t, pty.Setsize(ptm, &pty.Winsize{Rows: 50, Cols: 200}))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true} // Ctrl+C signals it
 	c := &ptyChat{t: t, cmd: cmd, ptm: ptm, pts: pts, exited: make(chan struct{})}
 	c.orig = c.termios()
-	mustT(t, cmd.Start())
+	testkit.Must(t, cmd.Start())
 	go c.read()
 	go func() { cmd.Wait(); close(c.exited) }()
 	t.Cleanup(func() {
@@ -71,7 +72,7 @@ func startOnPty(t *testing.T, cmd *exec.Cmd) *ptyChat {
 func (c *ptyChat) termios() unix.Termios {
 	c.t.Helper()
 	tio, err := unix.IoctlGetTermios(int(c.pts.Fd()), unix.TCGETS)
-	mustT(c.t, err)
+	testkit.Must(c.t, err)
 	return *tio
 }
 
@@ -159,7 +160,7 @@ func (s *server) userMessages(t *testing.T, agent, session string) []string {
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	mustT(t, err)
+	testkit.Must(t, err)
 	var out []string
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		var m struct{ Role, Content string }
@@ -258,7 +259,7 @@ func TestChatTerminalTypeahead(t *testing.T) {
 	c.keys("one\r")
 	c.expect("got one\r\n")
 	c.keys("ahead\r")
-	mustT(t, os.WriteFile(release, nil, 0o644))
+	testkit.Must(t, os.WriteFile(release, nil, 0o644))
 	c.expect("waiter> ahead\r\n")
 	// Echoed while the reply streamed, "ahead" would come before the prompt.
 	if out := c.output(); !strings.Contains(out, "got one\r\nwaiter> ahead\r\n") {

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // SIGKILL the server while several clients send; after a restart fsck is
@@ -75,13 +77,13 @@ func TestDamagedHistoryOverSocket(t *testing.T) {
 	p := filepath.Join(dir, "messages.jsonl")
 	b := []byte(fileBytes(t, p))
 	b[len(b)-5] ^= 1
-	mustT(t, os.WriteFile(p, b, 0o600))
+	testkit.Must(t, os.WriteFile(p, b, 0o600))
 	before := snapshot(t, s.store)
 	frames := s.mustRequest("coder", `{"op":"send","id":"c2","input":"more"}`)
 	if len(frames) != 1 || frames[0]["type"] != "error" || frames[0]["code"] != "EIO" {
 		t.Fatalf("send to damaged history: %v", frames)
 	}
-	same(t, "a send to damaged history", before, snapshot(t, s.store))
+	testkit.Same(t, "a send to damaged history", before, snapshot(t, s.store))
 	out, code := s.fsck()
 	if code != 1 || !strings.Contains(out, p+": ") {
 		t.Fatalf("fsck: exit %d\n%s", code, out)

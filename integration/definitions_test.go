@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // socketGone bounds how long a removed definition may keep its socket: the
@@ -30,7 +32,7 @@ func isSocketAt(p string) bool {
 func staleSocket(t *testing.T, p string) {
 	t.Helper()
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: p, Net: "unix"})
-	mustT(t, err)
+	testkit.Must(t, err)
 	l.SetUnlinkOnClose(false)
 	l.Close()
 	t.Cleanup(func() { os.Remove(p) })
@@ -66,27 +68,27 @@ func TestRemovedDefinitionLosesSocket(t *testing.T) {
 	agentSock := filepath.Join(s.root, "agent/gone.sock")
 	// A provider made while the server runs is watched too.
 	modelDef := filepath.Join(s.root, "model/acme/m1.d")
-	mustT(t, os.MkdirAll(modelDef, 0o755))
+	testkit.Must(t, os.MkdirAll(modelDef, 0o755))
 	modelSock := filepath.Join(s.root, "model/acme/m1.sock")
 	eventually(t, 10*time.Second, "the sockets of gone and acme/m1", func() bool {
 		return isSocketAt(agentSock) && isSocketAt(modelSock)
 	})
 	s.mustRequest("gone", `{"op":"send","id":"g1","session":"g","input":"while defined"}`)
 	early, err := net.Dial("unix", agentSock)
-	mustT(t, err)
+	testkit.Must(t, err)
 	defer early.Close()
 	time.Sleep(200 * time.Millisecond) // for the server to accept it: a connection still queued is reset when its listener closes
 	settle()                           // the derived files of g1 reach the store, before the snapshot
 	before := hostSnapshot(t, s.store)
 
-	mustT(t, os.RemoveAll(filepath.Join(s.root, "agent/gone.d")))
-	mustT(t, os.RemoveAll(modelDef))
+	testkit.Must(t, os.RemoveAll(filepath.Join(s.root, "agent/gone.d")))
+	testkit.Must(t, os.RemoveAll(modelDef))
 	eventually(t, socketGone, "no socket left for gone and acme/m1", func() bool {
 		return !isSocketAt(agentSock) && !isSocketAt(modelSock)
 	})
 	for _, p := range []string{agentSock, modelSock} {
 		_, err := net.Dial("unix", p)
-		if !isErrno(err, syscall.ENOENT) && !isErrno(err, syscall.ECONNREFUSED) {
+		if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Errorf("connect %s after its definition went: %v, want ENOENT or ECONNREFUSED", p, err)
 		}
 	}
@@ -112,11 +114,6 @@ func TestRemovedDefinitionLosesSocket(t *testing.T) {
 	}
 }
 
-func isErrno(err error, want syscall.Errno) bool {
-	var errno syscall.Errno
-	return err != nil && errors.As(err, &errno) && errno == want
-}
-
 // TestStaleSocketsRemovedAtStart: a server that died leaves its sockets;
 // the next one removes those whose definition is gone (before, they stayed
 // for good), and only sockets: a file under such a name stays.
@@ -125,7 +122,7 @@ func TestStaleSocketsRemovedAtStart(t *testing.T) {
 	ghost := filepath.Join(s.root, "agent/ghost.sock")
 	staleSocket(t, ghost)
 	notSocket := filepath.Join(s.root, "agent/plain.sock")
-	mustT(t, os.WriteFile(notSocket, []byte("mine\n"), 0o644))
+	testkit.Must(t, os.WriteFile(notSocket, []byte("mine\n"), 0o644))
 	s.restart(syscall.SIGKILL)
 	if isSocketAt(ghost) {
 		t.Errorf("%s: a stale socket of no definition outlived the restart", ghost)
@@ -147,8 +144,8 @@ func TestStaleSocketsRemovedAtStart(t *testing.T) {
 func TestDoctorDefinitionSockets(t *testing.T) {
 	s := newFuseServer(t)
 	fresh := filepath.Join(s.root, "agent/fresh.d")
-	mustT(t, os.MkdirAll(fresh, 0o755))
-	mustT(t, os.WriteFile(filepath.Join(fresh, "model"), []byte("debug/echo\n"), 0o644))
+	testkit.Must(t, os.MkdirAll(fresh, 0o755))
+	testkit.Must(t, os.WriteFile(filepath.Join(fresh, "model"), []byte("debug/echo\n"), 0o644))
 	out, code := doctor(t, s, nil)
 	if code != 0 || !strings.HasSuffix(out, "no problems found\n") {
 		t.Errorf("right after a definition was made: exit %d\n%s", code, out)
@@ -156,7 +153,7 @@ func TestDoctorDefinitionSockets(t *testing.T) {
 	wantFinding(t, "a new definition", out, "ok: socket "+filepath.Join(s.root, "agent/fresh.sock")+" (answers ping)")
 
 	blocked := filepath.Join(s.root, "agent/blocked.sock")
-	mustT(t, os.Mkdir(blocked, 0o755))
+	testkit.Must(t, os.Mkdir(blocked, 0o755))
 	s.define("blocked", map[string]string{"model": "debug/echo"})
 	ghost := filepath.Join(s.root, "agent/ghost.sock")
 	staleSocket(t, ghost)
@@ -175,8 +172,8 @@ func TestDoctorDefinitionSockets(t *testing.T) {
 		t.Errorf("send to a definition without its socket: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 
-	mustT(t, os.Remove(blocked))
-	mustT(t, os.Remove(ghost))
+	testkit.Must(t, os.Remove(blocked))
+	testkit.Must(t, os.Remove(ghost))
 	out, code = doctor(t, s, nil)
 	if code != 0 || !strings.HasSuffix(out, "no problems found\n") {
 		t.Errorf("once fixed: exit %d\n%s", code, out)

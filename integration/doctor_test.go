@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // doctor runs `ctx doctor` as c (nil: root) against s's root and store.
@@ -59,11 +61,11 @@ func TestDoctor(t *testing.T) {
 	}
 	wantFinding(t, "invalid definition", out, "problem: definition agent broken: invalid: "+
 		filepath.Join(s.root, "agent/broken.d/abi")+`: "xml" is neither jsonl nor text`)
-	mustT(t, os.RemoveAll(filepath.Join(s.root, "agent/broken.d")))
+	testkit.Must(t, os.RemoveAll(filepath.Join(s.root, "agent/broken.d")))
 
-	mustT(t, os.Chmod(s.store, 0o702))
+	testkit.Must(t, os.Chmod(s.store, 0o702))
 	out, code = doctor(t, s, nil)
-	mustT(t, os.Chmod(s.store, 0o700))
+	testkit.Must(t, os.Chmod(s.store, 0o700))
 	if code != 1 {
 		t.Errorf("store others can write: exit %d, want 1", code)
 	}
@@ -105,8 +107,8 @@ func TestDoctorAsUser(t *testing.T) {
 
 	// A root of the user's own is for a server of their own: then it is.
 	own := filepath.Join(filepath.Dir(s.root), "own") // reachable: 0755 above
-	mustT(t, os.Mkdir(own, 0o755))
-	mustT(t, os.Chown(own, 4242, 4242))
+	testkit.Must(t, os.Mkdir(own, 0o755))
+	testkit.Must(t, os.Chown(own, 4242, 4242))
 	out, code := doctor(t, &server{root: own, store: s.store}, user)
 	if code != 1 {
 		t.Errorf("a user's own root: exit %d, want 1", code)

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // smallTmpfs mounts a tmpfs of size (mount(8)'s size=) for a store, and
@@ -20,7 +22,7 @@ func smallTmpfs(t *testing.T, size string) string {
 	base := t.TempDir()
 	os.Chmod(base, 0o755)
 	tmpfs := filepath.Join(base, "small")
-	mustT(t, os.Mkdir(tmpfs, 0o700))
+	testkit.Must(t, os.Mkdir(tmpfs, 0o700))
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0700", "tmpfs", tmpfs).CombinedOutput(); err != nil {
 		t.Fatalf("mount tmpfs: %v\n%s", err, out)
 	}
@@ -49,8 +51,8 @@ func TestFullDisk(t *testing.T) {
 	// Fill the disk but for a little, with a file that is not the store's.
 	filler := filepath.Join(tmpfs, "filler")
 	var st syscall.Statfs_t
-	mustT(t, syscall.Statfs(tmpfs, &st))
-	mustT(t, os.WriteFile(filler, make([]byte, int64(st.Bavail)*st.Bsize-64<<10), 0o600))
+	testkit.Must(t, syscall.Statfs(tmpfs, &st))
+	testkit.Must(t, os.WriteFile(filler, make([]byte, int64(st.Bavail)*st.Bsize-64<<10), 0o600))
 
 	// A run whose start fits and whose answer does not: it ends with its
 	// error and done error recorded, and its client gets nothing else.
@@ -82,7 +84,7 @@ func TestFullDisk(t *testing.T) {
 			if frames[0]["code"] != "ENOSPC" {
 				t.Fatalf("send %d refused with %v, want ENOSPC", i, frames[0])
 			}
-			same(t, "a send refused on a full disk", before, contents(t, dir))
+			testkit.Same(t, "a send refused on a full disk", before, contents(t, dir))
 			refused++
 			continue
 		}
@@ -100,12 +102,12 @@ func TestFullDisk(t *testing.T) {
 	logPath := s.mnt(sessRel("full") + "/messages.jsonl")
 	msgs := fileBytes(t, filepath.Join(s.sessionDir(0, "coder", "full"), "messages.jsonl"))
 	err = appendMnt(logPath, `{"role":"user","content":"`+strings.Repeat("a", 200<<10)+`"}`+"\n")
-	wantErrno(t, "an append on a full disk", err, syscall.ENOSPC)
+	testkit.WantErrno(t, "an append on a full disk", err, syscall.ENOSPC)
 	if got := fileBytes(t, filepath.Join(s.sessionDir(0, "coder", "full"), "messages.jsonl")); got != msgs {
 		t.Fatal("a refused append reached the log")
 	}
 	// Space again: sends work, and the store proves its history.
-	mustT(t, os.Remove(filler))
+	testkit.Must(t, os.Remove(filler))
 	frames = s.mustRequest("coder", `{"op":"send","id":"after","session":"full","input":"room again"}`)
 	if last := frames[len(frames)-1]; last["type"] != "done" || last["status"] != "ok" {
 		t.Fatalf("a send after space was freed: %v", frames)
@@ -139,7 +141,7 @@ func contents(t *testing.T, dir string) map[string]string {
 func mustReadDir(t *testing.T, dir string) []os.DirEntry {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
-	mustT(t, err)
+	testkit.Must(t, err)
 	return ents
 }
 
@@ -200,7 +202,7 @@ func TestFullDiskKeepsTheSessionBound(t *testing.T) {
 	s.kill(s.cmd, syscall.SIGTERM)
 	spares, _ := filepath.Glob(filepath.Join(s.store, "home/0/agent/coder/session/s*/.*.spare"))
 	for _, p := range spares {
-		mustT(t, os.Remove(p))
+		testkit.Must(t, os.Remove(p))
 	}
 	s.start()
 	s.send("warm", "w", "warm") // the journal's room, written ahead
@@ -209,7 +211,7 @@ func TestFullDiskKeepsTheSessionBound(t *testing.T) {
 	before := fds()
 	filler := filepath.Join(tmpfs, "filler")
 	f, err := os.Create(filler)
-	mustT(t, err)
+	testkit.Must(t, err)
 	for buf := make([]byte, 64<<10); len(buf) > 0; {
 		if _, err := f.Write(buf); err != nil {
 			buf = buf[:len(buf)/2]
@@ -236,7 +238,7 @@ func TestFullDiskKeepsTheSessionBound(t *testing.T) {
 	if got := readFileMaybe(filepath.Join(s.store, latest(0))); got != "hi\n" {
 		t.Fatalf("s0/latest.md in the store on the full disk: %q", got)
 	}
-	mustT(t, os.Remove(filler))
+	testkit.Must(t, os.Remove(filler))
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 0; i < n; i++ {
 		for readFileMaybe(filepath.Join(s.store, latest(i))) != fmt.Sprintf("full %d\n", i) {

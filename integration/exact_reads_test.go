@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -111,13 +112,13 @@ func TestExactReadsProperty(t *testing.T) {
 	seed := time.Now().UnixNano()
 	if v := os.Getenv(exactSeedEnv); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
-		mustT(t, err)
+		testkit.Must(t, err)
 		seed = n
 	}
 	budget := 45 * time.Second
 	if v := os.Getenv(exactBudgetEnv); v != "" {
 		d, err := time.ParseDuration(v)
-		mustT(t, err)
+		testkit.Must(t, err)
 		budget = d
 	}
 	w := newExactWorld(t, seed)
@@ -200,7 +201,7 @@ func newExactWorld(t *testing.T, seed int64) *exactWorld {
 	w.tailLog = w.sessions[0].rel + "/messages.jsonl"
 	w.tail = startTail(t, s.mnt(w.tailLog))
 	held, err := os.Open(s.mnt(w.tailLog))
-	mustT(t, err)
+	testkit.Must(t, err)
 	t.Cleanup(func() { held.Close() })
 	w.held = held
 	w.steps = append(w.steps, "made p1, p2 and t1; tail -f on p1's messages.jsonl, and a descriptor of it held open")
@@ -214,7 +215,7 @@ func startTail(t *testing.T, path string) *follower {
 	cmd := exec.Command("tail", "-c", "+1", "-f", "-s", "0.1", path)
 	cmd.Stdout = out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	mustT(t, cmd.Start())
+	testkit.Must(t, cmd.Start())
 	t.Cleanup(func() { stopProcess(cmd, syscall.SIGKILL) })
 	return out
 }
@@ -342,7 +343,7 @@ func (w *exactWorld) sendSocket(ss *exactSession, input string) {
 		req["scope"], req["space"] = "shared", ss.space
 	}
 	line, err := json.Marshal(req)
-	mustT(w.t, err)
+	testkit.Must(w.t, err)
 	frames, raw, err := w.s.requestAs(ss.sender, "flaky", string(line))
 	w.checkDone("socket send "+input, input, frames, err, raw)
 	w.sent(ss)
@@ -378,7 +379,7 @@ func (w *exactWorld) sent(ss *exactSession) {
 // writes it into the session (the first time, a name the engine makes).
 func (w *exactWorld) setRules() string {
 	w.rules = fmt.Sprintf("rule %d: be brief\n", w.n)
-	mustT(w.t, os.WriteFile(filepath.Join(w.s.root, "agent", "flaky.d", "AGENTS.md"), []byte(w.rules), 0o644))
+	testkit.Must(w.t, os.WriteFile(filepath.Join(w.s.root, "agent", "flaky.d", "AGENTS.md"), []byte(w.rules), 0o644))
 	return "the agent's rules := " + strings.TrimSpace(w.rules)
 }
 
@@ -398,7 +399,7 @@ func (w *exactWorld) appendLine(ss *exactSession) string {
 	line := fmt.Sprintf(`{"role":%q,"content":"appended %d %s"}`, role, w.n, strings.Repeat("z", w.rng.Intn(5000)))
 	p := w.s.mnt(ss.rel + "/messages.jsonl")
 	if ss.appender == nil {
-		mustT(w.t, appendMnt(p, line+"\n"))
+		testkit.Must(w.t, appendMnt(p, line+"\n"))
 	} else if out, err := bashAs(w.t, ss.appender, "printf '%s\\n' '"+line+"' >> "+p); err != nil {
 		w.t.Fatalf("uid %d appends: %v %s", ss.appender.uid, err, out)
 	}
@@ -417,10 +418,10 @@ func (w *exactWorld) writeValue(ss *exactSession) string {
 		name, value = "cwd", fmt.Sprintf("/w%d", w.rng.Intn(3))
 	case 2:
 		var meta map[string]any
-		mustT(w.t, json.Unmarshal([]byte(fileBytes(w.t, filepath.Join(w.s.store, ss.rel, "meta.json"))), &meta))
+		testkit.Must(w.t, json.Unmarshal([]byte(fileBytes(w.t, filepath.Join(w.s.store, ss.rel, "meta.json"))), &meta))
 		meta["name"] = fmt.Sprintf("n%d", w.rng.Intn(3))
 		b, err := json.Marshal(meta)
-		mustT(w.t, err)
+		testkit.Must(w.t, err)
 		name, value = "meta.json", string(b)
 	}
 	if out, err := bashAs(w.t, ss.sender, "echo '"+value+"' > "+w.s.mnt(ss.rel+"/"+name)); err != nil {
@@ -477,17 +478,17 @@ func (w *exactWorld) lessRead(ss *exactSession) {
 	name := []string{"messages.jsonl", "events.jsonl"}[w.rng.Intn(2)]
 	want := fileBytes(w.t, filepath.Join(w.s.store, ss.rel, name))
 	f, err := os.Open(w.s.mnt(ss.rel + "/" + name))
-	mustT(w.t, err)
+	testkit.Must(w.t, err)
 	defer f.Close()
 	st, err := f.Stat()
-	mustT(w.t, err)
+	testkit.Must(w.t, err)
 	head := make([]byte, 4096)
 	n, _ := f.Read(head)
 	from := max(0, st.Size()-int64(w.rng.Intn(9000)))
 	_, err = f.Seek(from, io.SeekStart)
-	mustT(w.t, err)
+	testkit.Must(w.t, err)
 	tail, err := io.ReadAll(f)
-	mustT(w.t, err)
+	testkit.Must(w.t, err)
 	if st.Size() != int64(len(want)) || string(head[:n]) != want[:min(len(want), 4096)] || from > int64(len(want)) || string(tail) != want[from:] {
 		w.t.Errorf("less-like read of %s/%s: fstat %d, head %d bytes, %d bytes from %d; the store holds %d", ss.name, name, st.Size(), n, len(tail), from, len(want))
 	}
@@ -549,7 +550,7 @@ func (w *exactWorld) checkIndex(what, container string, ix *exactIndex) {
 	slices.Sort(names)
 	// ls of the container (a listing the kernel keeps) names them, and the index.
 	ents, err := os.ReadDir(w.s.mnt(container))
-	mustT(w.t, err)
+	testkit.Must(w.t, err)
 	var shown []string
 	for _, e := range ents {
 		shown = append(shown, e.Name())
@@ -590,7 +591,7 @@ func (w *exactWorld) newSession(like *exactSession) string {
 	ss.rel = path.Dir(like.rel) + "/" + ss.name
 	w.sessions = append(w.sessions, &ss)
 	if ss.space == "" && w.rng.Intn(2) == 0 {
-		mustT(w.t, os.Mkdir(w.s.mnt(ss.rel), 0o700))
+		testkit.Must(w.t, os.Mkdir(w.s.mnt(ss.rel), 0o700))
 		w.index(&ss).top = ss.name
 		return "mkdir " + ss.rel
 	}
@@ -611,7 +612,7 @@ func (w *exactWorld) history(ss *exactSession) string {
 		Content json.RawMessage `json:"content"`
 	}
 	if msgs[len(msgs)-1] != "" {
-		mustT(w.t, json.Unmarshal([]byte(msgs[len(msgs)-1]), &last))
+		testkit.Must(w.t, json.Unmarshal([]byte(msgs[len(msgs)-1]), &last))
 	}
 	if want := strings.TrimSpace(proto.ContentText(last.Content)); code != 0 || !strings.Contains(out, want) {
 		w.t.Errorf("ctx agent history -n 1 of %s: exit %d, printed %q%s; the store's last message is %q", ss.name, code, clip(out), errs, clip(want))
@@ -625,7 +626,7 @@ func (w *exactWorld) checkHeld(what string) {
 	w.t.Helper()
 	want := fileBytes(w.t, filepath.Join(w.s.store, w.tailLog))
 	st, err := w.held.Stat()
-	mustT(w.t, err)
+	testkit.Must(w.t, err)
 	buf := make([]byte, len(want)+4096)
 	n, err := w.held.ReadAt(buf, 0)
 	if err != nil && err != io.EOF {
@@ -641,7 +642,7 @@ func (w *exactWorld) checkHeld(what string) {
 func (w *exactWorld) checkSnapshot(what string, ss *exactSession) {
 	w.t.Helper()
 	ents, err := os.ReadDir(w.s.mnt(ss.rel))
-	mustT(w.t, err)
+	testkit.Must(w.t, err)
 	listed := slices.ContainsFunc(ents, func(e os.DirEntry) bool { return e.Name() == "AGENTS.md" })
 	if listed != (ss.rules != "") {
 		w.t.Errorf("%s: ls %s lists AGENTS.md: %v; want %v", what, ss.name, listed, ss.rules != "")

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // The tests of examples/ run the real files that ship there: the shell
@@ -26,7 +28,7 @@ import (
 func exDir(t *testing.T) string {
 	t.Helper()
 	d, err := filepath.Abs(filepath.Join("..", "examples"))
-	mustT(t, err)
+	testkit.Must(t, err)
 	return d
 }
 
@@ -82,7 +84,7 @@ func exWaitSocket(t *testing.T, s *server, agent string) {
 func exSend(t *testing.T, s *server, c *cred, agent, session, id, input string) []frame {
 	t.Helper()
 	req, err := json.Marshal(map[string]string{"op": "send", "id": id, "session": session, "input": input})
-	mustT(t, err)
+	testkit.Must(t, err)
 	frames, raw, err := s.requestAs(c, agent, string(req))
 	if err != nil {
 		t.Fatalf("send %q: %v\n%s\nlog:\n%s", input, err, raw, s.logText())
@@ -464,7 +466,7 @@ func TestExampleWrapAgent(t *testing.T) {
 	if after := exTree(t, agents); after != before {
 		t.Errorf("refused wrap-agent runs changed %s:\nbefore:\n%s\nafter:\n%s", agents, before, after)
 	}
-	mustT(t, os.MkdirAll(filepath.Join(agents, "only.d"), 0o755))
+	testkit.Must(t, os.MkdirAll(filepath.Join(agents, "only.d"), 0o755))
 	exWaitSocket(t, s, "only")
 	before = exTree(t, agents)
 	if out, code := exScript(t, wrap, "--root", s.root, "only", "cat"); code == 0 {
@@ -481,7 +483,7 @@ func TestExampleWrapAgent(t *testing.T) {
 	// program and keeps the definition's other files.
 	long := "A0" + strings.Repeat("z", 58) + ".+_-"
 	exMustScript(t, wrap, "--root", s.root, long, "cat")
-	mustT(t, os.WriteFile(filepath.Join(agents, "upper.d", "AGENTS.md"), []byte("keep me\n"), 0o644))
+	testkit.Must(t, os.WriteFile(filepath.Join(agents, "upper.d", "AGENTS.md"), []byte("keep me\n"), 0o644))
 	exMustScript(t, wrap, "--root", s.root, "--force", "upper", "cat")
 	if got := fileBytes(t, filepath.Join(agents, "upper.d", "AGENTS.md")); got != "keep me\n" {
 		t.Errorf("--force lost upper.d/AGENTS.md: %q", got)
@@ -559,18 +561,18 @@ func exModelSend(t *testing.T, s *server, model, input string) []frame {
 	sock := filepath.Join(s.root, "model", model+".sock")
 	eventually(t, 5*time.Second, "the socket "+sock, func() bool { _, err := os.Stat(sock); return err == nil })
 	conn, err := net.Dial("unix", sock)
-	mustT(t, err)
+	testkit.Must(t, err)
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
 	req, _ := json.Marshal(map[string]string{"op": "send", "id": "m1", "input": input})
 	_, err = conn.Write(append(req, '\n'))
-	mustT(t, err)
+	testkit.Must(t, err)
 	var frames []frame
 	sc := bufio.NewScanner(conn)
 	sc.Buffer(nil, 4<<20)
 	for sc.Scan() {
 		var f frame
-		mustT(t, json.Unmarshal(sc.Bytes(), &f))
+		testkit.Must(t, json.Unmarshal(sc.Bytes(), &f))
 		frames = append(frames, f)
 	}
 	return frames
@@ -587,25 +589,25 @@ func TestExampleModels(t *testing.T) {
 	keys := map[string]string{"OPENAI_API_KEY": "sk-example-openai-4b1d", "ANTHROPIC_API_KEY": "sk-example-anthropic-9c2e"}
 	p := newExProvider(t, reply)
 	fake, err := url.Parse(p.URL)
-	mustT(t, err)
+	testkit.Must(t, err)
 	models := filepath.Join(exDir(t), "models")
 	s := newServerWith(t, func(s *server) {
 		for k, v := range keys {
 			s.env = append(s.env, k+"="+v)
 		}
 		for _, provider := range []string{"ollama", "openai", "anthropic"} {
-			mustT(t, os.CopyFS(filepath.Join(s.root, "model", provider), os.DirFS(filepath.Join(models, provider))))
+			testkit.Must(t, os.CopyFS(filepath.Join(s.root, "model", provider), os.DirFS(filepath.Join(models, provider))))
 		}
-		mustT(t, os.CopyFS(filepath.Join(s.root, "agent", "assistant.d"), os.DirFS(filepath.Join(models, "assistant.d"))))
+		testkit.Must(t, os.CopyFS(filepath.Join(s.root, "agent", "assistant.d"), os.DirFS(filepath.Join(models, "assistant.d"))))
 		eps, _ := filepath.Glob(filepath.Join(s.root, "model", "*", "*.d", "endpoint"))
 		if len(eps) != 3 {
 			t.Fatalf("endpoints %v, want 3", eps)
 		}
 		for _, ep := range eps {
 			u, err := url.Parse(strings.TrimSpace(fileBytes(t, ep)))
-			mustT(t, err)
+			testkit.Must(t, err)
 			u.Scheme, u.Host = fake.Scheme, fake.Host
-			mustT(t, os.WriteFile(ep, []byte(u.String()+"\n"), 0o644))
+			testkit.Must(t, os.WriteFile(ep, []byte(u.String()+"\n"), 0o644))
 		}
 	})
 

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // fillFile appends chunk-sized writes to a file (created when missing)
@@ -60,7 +62,7 @@ func pyAs(t *testing.T, c *cred, script string, args ...string) (int64, string) 
 		t.Fatalf("python as %s %v: %q", credName(c), args, out)
 	}
 	n, err := strconv.ParseInt(f[0], 10, 64)
-	mustT(t, err)
+	testkit.Must(t, err)
 	return n, f[1]
 }
 
@@ -135,7 +137,7 @@ func TestFreeTreeQuota(t *testing.T) {
 	}
 
 	// Inodes: make room for bytes, then create files until refused.
-	mustT(t, os.Remove(fill))
+	testkit.Must(t, os.Remove(fill))
 	dir := filepath.Join(root, "many")
 	if _, err := runCmd(t, uid1001, nil, "mkdir", dir); err != nil {
 		t.Fatal(err)
@@ -160,7 +162,7 @@ func TestFreeTreeQuota(t *testing.T) {
 	if _, err := runCmd(t, uid1001, nil, "touch", filepath.Join(dir, "new")); err == nil {
 		t.Fatal("a create past the inode quota worked after a restart")
 	}
-	mustT(t, os.Remove(filepath.Join(dir, "f0")))
+	testkit.Must(t, os.Remove(filepath.Join(dir, "f0")))
 	if out, err := runCmd(t, uid1001, nil, "touch", filepath.Join(dir, "new")); err != nil {
 		t.Fatalf("a create after a removal: %v %s", err, out)
 	}
@@ -170,7 +172,7 @@ func TestFreeTreeQuota(t *testing.T) {
 func statStore(t *testing.T, p string) *syscall.Stat_t {
 	t.Helper()
 	var st syscall.Stat_t
-	mustT(t, syscall.Lstat(p, &st))
+	testkit.Must(t, syscall.Lstat(p, &st))
 	return &st
 }
 
@@ -189,8 +191,8 @@ func smallExt4(t *testing.T, mib int) string {
 	os.Chmod(base, 0o755)
 	img := filepath.Join(base, "ext4.img")
 	f, err := os.Create(img)
-	mustT(t, err)
-	mustT(t, f.Truncate(int64(mib)<<20))
+	testkit.Must(t, err)
+	testkit.Must(t, f.Truncate(int64(mib)<<20))
 	f.Close()
 	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-m", "5", img).CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
@@ -202,7 +204,7 @@ func smallExt4(t *testing.T, mib int) string {
 	dev := strings.TrimSpace(string(out))
 	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
 	dir := filepath.Join(base, "ext4")
-	mustT(t, os.Mkdir(dir, 0o700))
+	testkit.Must(t, os.Mkdir(dir, 0o700))
 	if out, err := exec.Command("mount", "-t", "ext4", dev, dir).CombinedOutput(); err != nil {
 		t.Fatalf("mount %s: %v\n%s", dev, err, out)
 	}
@@ -227,7 +229,7 @@ func TestFreeTreeFillKeepsRootsReserve(t *testing.T) {
 		t.Fatalf("filling the disk as uid 1001: %d bytes, then %s; want ENOSPC", got, why)
 	}
 	var st syscall.Statfs_t
-	mustT(t, syscall.Statfs(disk, &st))
+	testkit.Must(t, syscall.Statfs(disk, &st))
 	reserve := (st.Bfree - st.Bavail) * uint64(st.Bsize)
 	t.Logf("uid 1001 wrote %d MiB; %d KiB left free, %d KiB of them root's", got>>20, st.Bfree*uint64(st.Bsize)>>10, reserve>>10)
 	// mkfs -m 5: 5% of the blocks are root's; all of them must be left.
@@ -280,7 +282,7 @@ func TestFreeTreeReadWhileWrite(t *testing.T) {
 		t.Fatalf("reads and writes of one file as uid 1001: %v %s", err, out)
 	}
 	r, err := os.Open(p)
-	mustT(t, err)
+	testkit.Must(t, err)
 	defer r.Close()
 	if out, err := runCmd(t, uid1001, nil, "sh", "-c", "echo three >> "+p); err != nil {
 		t.Fatalf("an append while root reads: %v %s", err, out)

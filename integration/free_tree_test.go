@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // TestJailSetUpRightAfterStart: the jail tests' set-up (mkdir -p of uid
@@ -44,7 +46,7 @@ func TestJailSetUpRightAfterStart(t *testing.T) {
 func TestFreeTreeMkdirAllThenCreate(t *testing.T) {
 	s := newFuseServer(t)
 	root := s.mnt(coderRel + "/root")
-	mustT(t, os.MkdirAll(root, 0o755))
+	testkit.Must(t, os.MkdirAll(root, 0o755))
 	deadline := time.Now().Add(2 * time.Second)
 	const writers = 4
 	errs := make(chan error, writers)

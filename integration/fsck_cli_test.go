@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // fsckEnv runs `ctxfs fsck ARGS` with only env set (no CTXFS_STORE unless
@@ -44,9 +46,9 @@ func TestFsckSaysWhatItChecked(t *testing.T) {
 	s.kill(s.cmd, syscall.SIGTERM)
 	log := filepath.Join(s.sessionDir(0, "coder", "s1"), "messages.jsonl")
 	b, err := os.ReadFile(log)
-	mustT(t, err)
+	testkit.Must(t, err)
 	b[len(b)-3] ^= 0x20 // the same length, another byte: a digest mismatch
-	mustT(t, os.WriteFile(log, b, 0o600))
+	testkit.Must(t, os.WriteFile(log, b, 0o600))
 	before := hostSnapshot(t, s.store)
 	out, _, code = fsckEnv(t, nil, "--store", s.store, "--repair")
 	line := fsckLine(out, log+": ", "does not match")

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // helperPath is where mount(8) looks for the helper of fuse.ctxfs (before
@@ -48,7 +50,7 @@ func TestFstabLineMounts(t *testing.T) {
 	s := unstartedServer(t)
 	fstab := filepath.Join(filepath.Dir(s.root), "fstab")
 	line := s.store + " " + s.root + " fuse.ctxfs rw,noauto,nofail,_netdev,x-systemd.requires=local-fs.target,gc-idle=30m,log-level=debug 0 0\n"
-	mustT(t, os.WriteFile(fstab, []byte(line), 0o644))
+	testkit.Must(t, os.WriteFile(fstab, []byte(line), 0o644))
 
 	out, code := mount8(t, "--fstab", fstab, s.root)
 	if code != 0 || out != "" {

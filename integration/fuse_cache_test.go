@@ -18,6 +18,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -35,22 +36,22 @@ func TestKeptCacheSeesAppends(t *testing.T) {
 	mntLog := s.mnt(sessRel("cache") + "/messages.jsonl")
 	storeLog := filepath.Join(s.store, sessRel("cache"), "messages.jsonl")
 	held, err := os.Open(mntLog) // a reader that stays open meanwhile
-	mustT(t, err)
+	testkit.Must(t, err)
 	defer held.Close()
 	for i := 1; i <= 20; i++ {
 		got, err := os.ReadFile(mntLog) // warms the cache, then must see the next append
-		mustT(t, err)
+		testkit.Must(t, err)
 		if want := fileBytes(t, storeLog); string(got) != want {
 			t.Fatalf("before append %d: mount shows %d bytes, store has %d", i, len(got), len(want))
 		}
 		if i%2 == 0 {
 			s.send("cache", fmt.Sprintf("c%d", i), fmt.Sprintf("message %d", i))
 		} else {
-			mustT(t, appendMnt(mntLog, fmt.Sprintf(`{"role":"user","content":"direct %d"}`+"\n", i)))
+			testkit.Must(t, appendMnt(mntLog, fmt.Sprintf(`{"role":"user","content":"direct %d"}`+"\n", i)))
 		}
 	}
 	got, err := os.ReadFile(mntLog)
-	mustT(t, err)
+	testkit.Must(t, err)
 	if want := fileBytes(t, storeLog); string(got) != want || bytes.IndexByte(got, 0) >= 0 {
 		t.Fatalf("after the appends: mount %d bytes, store %d", len(got), len(want))
 	}
@@ -222,7 +223,7 @@ func latestOf(messages string) string {
 // writeMnt replaces a value through the mount as `printf > file` does.
 func writeMnt(t testing.TB, path, value string) {
 	t.Helper()
-	mustT(t, os.WriteFile(path, []byte(value), 0))
+	testkit.Must(t, os.WriteFile(path, []byte(value), 0))
 }
 
 // A writer that keeps one descriptor open and appends line after line
@@ -238,20 +239,20 @@ func TestCacheExactHeldWriter(t *testing.T) {
 	mntLog := s.mnt(sessRel("held") + "/messages.jsonl")
 	storeLog := filepath.Join(s.store, sessRel("held"), "messages.jsonl")
 	w, err := os.OpenFile(mntLog, os.O_WRONLY|os.O_APPEND, 0)
-	mustT(t, err)
+	testkit.Must(t, err)
 	defer w.Close()
 	r, err := os.Open(mntLog)
-	mustT(t, err)
+	testkit.Must(t, err)
 	defer r.Close()
 	look := func(what string) {
 		t.Helper()
 		want := fileBytes(t, storeLog)
 		st, err := os.Stat(mntLog)
-		mustT(t, err)
+		testkit.Must(t, err)
 		fst, err := r.Stat()
-		mustT(t, err)
+		testkit.Must(t, err)
 		got, err := os.ReadFile(mntLog)
-		mustT(t, err)
+		testkit.Must(t, err)
 		buf := make([]byte, len(want)+4096)
 		n, _ := r.ReadAt(buf, 0)
 		if st.Size() != int64(len(want)) || fst.Size() != int64(len(want)) || string(got) != want || string(buf[:n]) != want {
@@ -265,7 +266,7 @@ func TestCacheExactHeldWriter(t *testing.T) {
 			look(fmt.Sprintf("after send %d", i))
 		}
 		_, err := w.WriteString(fmt.Sprintf(`{"role":"user","content":"held %d %s"}`+"\n", i, strings.Repeat("y", i*37)))
-		mustT(t, err)
+		testkit.Must(t, err)
 		look(fmt.Sprintf("after write %d", i))
 	}
 }
@@ -318,7 +319,7 @@ func TestCacheExactAfterEveryChange(t *testing.T) {
 		current, byCwd = "sb", "sb"
 		r.exact("after a send to the other session", files)
 		listTop("after a send to the other session", "sb")
-		mustT(t, appendMnt(s.mnt(dir+"/messages.jsonl"), fmt.Sprintf(`{"role":"assistant","content":"appended %d"}`+"\n", round)))
+		testkit.Must(t, appendMnt(s.mnt(dir+"/messages.jsonl"), fmt.Sprintf(`{"role":"assistant","content":"appended %d"}`+"\n", round)))
 		r.exact("after an append through the mount", files)
 		listTop("after an append through the mount", "sa")
 
@@ -343,7 +344,7 @@ func TestCacheExactAfterEveryChange(t *testing.T) {
 		writeMnt(t, s.mnt(hash), "sb\n")
 		hashValue = "sb"
 		r.exact("after index/by-hash/k1 was replaced", withHash)
-		mustT(t, os.Remove(s.mnt(hash)))
+		testkit.Must(t, os.Remove(s.mnt(hash)))
 		if _, err := os.Stat(s.mnt(hash)); !os.IsNotExist(err) {
 			t.Errorf("index/by-hash/k1 after its unlink: %v", err)
 		}
@@ -447,7 +448,7 @@ func TestCacheExactListing(t *testing.T) {
 			t.Errorf("ls right after a send made %s: %q", name, ls)
 		}
 		name = fmt.Sprintf("mkdir-%d", i)
-		mustT(t, os.Mkdir(filepath.Join(container, name), 0o700))
+		testkit.Must(t, os.Mkdir(filepath.Join(container, name), 0o700))
 		if ls := bash(t, "ls "+container); !strings.Contains(ls, name+"\n") {
 			t.Errorf("ls right after mkdir %s: %q", name, ls)
 		}
@@ -458,7 +459,7 @@ func TestCacheExactListing(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		bash(t, "ls -l "+byCwd+" > /dev/null")
 		cwd := fmt.Sprintf("/w%d", i)
-		mustT(t, os.Mkdir(s.mnt(coderRel+"/root"+cwd), 0o755))
+		testkit.Must(t, os.Mkdir(s.mnt(coderRel+"/root"+cwd), 0o755))
 		name := fmt.Sprintf("temp-cwd-%d", i)
 		s.mustRequest("coder", fmt.Sprintf(`{"op":"send","id":%q,"session":%q,"cwd":%q,"input":"x"}`, name, name, cwd))
 		if ls := bash(t, "ls "+byCwd); !strings.Contains(ls, cwdKey(cwd)+"\n") {
@@ -527,14 +528,14 @@ func TestLessFollows(t *testing.T) {
 	s.send("live", "c1", "first")
 	log := s.mnt(sessRel("live") + "/messages.jsonl")
 	ptm, pts, err := pty.Open()
-	mustT(t, err)
-	mustT(t, pty.Setsize(ptm, &pty.Winsize{Rows: 40, Cols: 400}))
+	testkit.Must(t, err)
+	testkit.Must(t, pty.Setsize(ptm, &pty.Winsize{Rows: 40, Cols: 400}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	cmd := exec.CommandContext(ctx, "less", "+F", log)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "TERM=xterm", "LESSSECURE=1", "HOME=/"}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-	mustT(t, cmd.Start())
+	testkit.Must(t, cmd.Start())
 	out := &follower{}
 	copied := make(chan struct{})
 	go func() { bufio.NewReader(ptm).WriteTo(out); close(copied) }()
@@ -549,6 +550,6 @@ func TestLessFollows(t *testing.T) {
 	out.shows(t, "less +F: the existing log", `"first"`)
 	s.send("live", "c2", "over the socket")
 	out.shows(t, "less +F: a line sent over the socket", `"over the socket"`)
-	mustT(t, appendMnt(log, `{"role":"user","content":"appended by another writer"}`+"\n"))
+	testkit.Must(t, appendMnt(log, `{"role":"user","content":"appended by another writer"}`+"\n"))
 	out.shows(t, "less +F: a line appended through the mount", `"appended by another writer"`)
 }

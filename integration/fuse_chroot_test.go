@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // mountCmd runs mount(8) (or umount) as root with a deadline.
@@ -25,7 +27,7 @@ func TestChrootBindSurvivesRestart(t *testing.T) {
 	base := t.TempDir()
 	openToAll(t, base+"/x")
 	s := &server{t: t, root: filepath.Join(base, "ctx"), store: filepath.Join(base, "store")}
-	mustT(t, os.MkdirAll(s.root, 0o755))
+	testkit.Must(t, os.MkdirAll(s.root, 0o755))
 	// The root is a shared mount, so that the mounts a restarted server
 	// makes below it propagate into the jail's (slave) copy.
 	mountCmd(t, "mount", "--bind", s.root, s.root)
@@ -37,13 +39,13 @@ func TestChrootBindSurvivesRestart(t *testing.T) {
 
 	jail := filepath.Join(base, "jail")
 	for _, d := range []string{"ctx", "usr"} {
-		mustT(t, os.MkdirAll(filepath.Join(jail, d), 0o755))
+		testkit.Must(t, os.MkdirAll(filepath.Join(jail, d), 0o755))
 	}
 	for _, l := range []string{"bin", "lib", "lib64", "sbin"} {
 		if target, err := os.Readlink("/" + l); err == nil {
-			mustT(t, os.Symlink(target, filepath.Join(jail, l))) // merged /usr: bin -> usr/bin
+			testkit.Must(t, os.Symlink(target, filepath.Join(jail, l))) // merged /usr: bin -> usr/bin
 		} else if _, err := os.Stat("/" + l); err == nil {
-			mustT(t, os.MkdirAll(filepath.Join(jail, l), 0o755))
+			testkit.Must(t, os.MkdirAll(filepath.Join(jail, l), 0o755))
 			mountCmd(t, "mount", "--bind", "/"+l, filepath.Join(jail, l))
 			mountCmd(t, "mount", "-o", "remount,bind,ro", filepath.Join(jail, l))
 		}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/internal/storetest"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // refusal runs op, wants errno, and checks byte for byte that the store
@@ -23,9 +23,9 @@ func refusal(t *testing.T, s *server, what string, want syscall.Errno, op func()
 	t.Helper()
 	before := storeSnapshot(t, s)
 	err := op()
-	wantErrno(t, what, err, want)
+	testkit.WantErrno(t, what, err, want)
 	time.Sleep(30 * time.Millisecond)
-	same(t, what, before, storeSnapshot(t, s))
+	testkit.Same(t, what, before, storeSnapshot(t, s))
 }
 
 // refusalRecorded is refusal for lines refused through the mount: nothing
@@ -45,13 +45,13 @@ func refusalRecorded(t *testing.T, s *server, what string, want syscall.Errno, o
 	skip := func(rel string) bool {
 		return rel == ".ctxfs" || rel == ".ctxfs.lock" || rel == "ctxfs.log" || recorded(rel)
 	}
-	before := storetest.Snapshot(t, s.store, skip)
+	before := testkit.Snapshot(t, s.store, skip)
 	events := filepath.Join(s.sessionDir(0, "coder", "a"), "events.jsonl")
 	evBefore := fileBytes(t, events)
 	err := op()
-	wantErrno(t, what, err, want)
+	testkit.WantErrno(t, what, err, want)
 	time.Sleep(30 * time.Millisecond)
-	storetest.Same(t, what, before, storetest.Snapshot(t, s.store, skip))
+	testkit.Same(t, what, before, testkit.Snapshot(t, s.store, skip))
 	added := strings.TrimPrefix(fileBytes(t, events), evBefore)
 	if strings.Count(added, "\n") != 1 || !strings.Contains(added, `"type":"error"`) || !strings.Contains(added, `"code":"`+abi.ErrnoName(want)+`"`) {
 		t.Fatalf("%s: events.jsonl gained %q, want one error event with code %s", what, added, abi.ErrnoName(want))
@@ -68,7 +68,7 @@ func TestErrnosThroughMount(t *testing.T) {
 	s := newFuseServer(t)
 	s.send("a", "a1", "hello a")
 	s.send("b", "b1", "hello b")
-	mustT(t, os.WriteFile(s.mnt(sessRel("a")+"/meta.json"), []byte(`{"client":"ctx","scope":"private","self_id":"alpha"}`), 0))
+	testkit.Must(t, os.WriteFile(s.mnt(sessRel("a")+"/meta.json"), []byte(`{"client":"ctx","scope":"private","self_id":"alpha"}`), 0))
 	settle()
 	dir := s.mnt(sessRel("a"))
 	log := dir + "/messages.jsonl"
@@ -89,7 +89,7 @@ func TestErrnosThroughMount(t *testing.T) {
 	refusal(t, s, "truncate log longer", syscall.EPERM, func() error { return os.Truncate(ev, 1<<20) })
 	refusal(t, s, "ftruncate log", syscall.EPERM, func() error {
 		f, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND, 0)
-		mustT(t, err)
+		testkit.Must(t, err)
 		defer f.Close()
 		return f.Truncate(0)
 	})
@@ -206,7 +206,7 @@ func TestErrnosThroughMount(t *testing.T) {
 	})
 	refusal(t, s, "truncate list", syscall.EPERM, func() error { return os.Truncate(idx+"/list", 0) })
 	cwdKeys, err := os.ReadDir(idx + "/by-cwd")
-	mustT(t, err)
+	testkit.Must(t, err)
 	if len(cwdKeys) != 1 {
 		t.Fatalf("by-cwd holds %d entries, want 1", len(cwdKeys))
 	}
@@ -235,23 +235,23 @@ func TestErrnosThroughMount(t *testing.T) {
 	// A partial line: held until its newline, discarded and recorded at
 	// close.
 	f, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND, 0)
-	mustT(t, err)
+	testkit.Must(t, err)
 	before := storeSnapshot(t, s)
 	for _, part := range []string{`{"role":"user",`, `"content":"in`, ` pieces"`} {
 		_, err := f.WriteString(part)
-		mustT(t, err)
+		testkit.Must(t, err)
 	}
 	time.Sleep(30 * time.Millisecond)
-	same(t, "a line without its newline yet", before, storeSnapshot(t, s))
+	testkit.Same(t, "a line without its newline yet", before, storeSnapshot(t, s))
 	_, err = f.WriteString("}\n")
-	mustT(t, err)
+	testkit.Must(t, err)
 	if !strings.HasSuffix(fileBytes(t, filepath.Join(s.sessionDir(0, "coder", "a"), "messages.jsonl")), withUid(`{"role":"user","content":"in pieces"}`, 0)+"\n") {
 		t.Errorf("a line in four writes was not committed at its newline")
 	}
 	_, err = f.WriteString(`{"role":"user","content":"never finished"`)
-	mustT(t, err)
+	testkit.Must(t, err)
 	msgsBefore := fileBytes(t, filepath.Join(s.sessionDir(0, "coder", "a"), "messages.jsonl"))
-	wantErrno(t, "close with a partial line", f.Close(), syscall.EINVAL)
+	testkit.WantErrno(t, "close with a partial line", f.Close(), syscall.EINVAL)
 	var rec frame
 	eventually(t, 3*time.Second, "an error event for the discarded partial line", func() bool {
 		rec = lastEvent(t, s, "a", "error")
@@ -278,7 +278,7 @@ func TestErrnosThroughMount(t *testing.T) {
 	// by-uuid entries.
 	up := s.readMnt(sessRel("b") + "/updated_at")
 	time.Sleep(1100 * time.Millisecond) // updated_at has one-second resolution
-	mustT(t, appendMnt(s.mnt(sessRel("b")+"/messages.jsonl"), `{"role":"assistant","content":[{"type":"text","text":"direct"}]}`+"\n"))
+	testkit.Must(t, appendMnt(s.mnt(sessRel("b")+"/messages.jsonl"), `{"role":"assistant","content":[{"type":"text","text":"direct"}]}`+"\n"))
 	if got := s.readMnt(sessRel("b") + "/latest.md"); got != "direct\n" {
 		t.Errorf("latest.md after a direct assistant append = %q", got)
 	}
@@ -290,7 +290,7 @@ func TestErrnosThroughMount(t *testing.T) {
 	}
 	up = s.readMnt(sessRel("a") + "/updated_at")
 	time.Sleep(1100 * time.Millisecond)
-	mustT(t, appendMnt(ev, `{"type":"note","text":"by hand"}`+"\n"))
+	testkit.Must(t, appendMnt(ev, `{"type":"note","text":"by hand"}`+"\n"))
 	if got := s.readMnt(sessRel("a") + "/updated_at"); got == up {
 		t.Errorf("updated_at not moved by an events append: %q", got)
 	}
@@ -300,24 +300,24 @@ func TestErrnosThroughMount(t *testing.T) {
 	if got := s.readMnt(sessRel("a") + "/latest.md"); got != "hello a\n" {
 		t.Errorf("latest.md of a changed by a non-assistant append: %q", got)
 	}
-	mustT(t, os.WriteFile(idx+"/current", []byte("b"), 0))
+	testkit.Must(t, os.WriteFile(idx+"/current", []byte("b"), 0))
 	if got := s.readMnt(coderRel + "/session/index/current"); got != "b\n" {
 		t.Errorf("current = %q", got)
 	}
 	uuid := "0f8fad5b-d9cb-469f-a165-70867728950e"
-	mustT(t, os.WriteFile(idx+"/by-hash/h1", []byte("a\n"), 0o600))
-	mustT(t, os.WriteFile(idx+"/by-uuid/"+uuid, []byte("a\n"), 0o600))
-	mustT(t, os.WriteFile(idx+"/by-hash/h1", []byte("b\n"), 0o600))
+	testkit.Must(t, os.WriteFile(idx+"/by-hash/h1", []byte("a\n"), 0o600))
+	testkit.Must(t, os.WriteFile(idx+"/by-uuid/"+uuid, []byte("a\n"), 0o600))
+	testkit.Must(t, os.WriteFile(idx+"/by-hash/h1", []byte("b\n"), 0o600))
 	if got := s.readMnt(coderRel + "/session/index/by-hash/h1"); got != "b\n" {
 		t.Errorf("by-hash replaced = %q", got)
 	}
 	if got := bash(t, "ls "+idx+"/by-hash "+idx+"/by-uuid | tr '\\n' ' '"); !strings.Contains(got, "h1") || !strings.Contains(got, uuid) {
 		t.Errorf("index entries listed: %q", got)
 	}
-	mustT(t, os.Remove(idx+"/by-hash/h1"))
-	mustT(t, os.Remove(idx+"/by-uuid/"+uuid))
+	testkit.Must(t, os.Remove(idx+"/by-hash/h1"))
+	testkit.Must(t, os.Remove(idx+"/by-uuid/"+uuid))
 	_, err = os.Stat(idx + "/by-hash/h1")
-	wantErrno(t, "unlinked by-hash entry", err, syscall.ENOENT)
+	testkit.WantErrno(t, "unlinked by-hash entry", err, syscall.ENOENT)
 	if out, code := s.fsck(); code != 0 {
 		t.Errorf("fsck: exit %d\n%s", code, out)
 	}
@@ -419,7 +419,7 @@ func TestUnprovableThroughMount(t *testing.T) {
 	p := filepath.Join(s.sessionDir(0, "coder", "d"), "messages.jsonl")
 	b := []byte(fileBytes(t, p))
 	b[len(b)-5] ^= 1
-	mustT(t, os.WriteFile(p, b, 0o600))
+	testkit.Must(t, os.WriteFile(p, b, 0o600))
 	dir := s.mnt(sessRel("d"))
 	for _, f := range []string{"messages.jsonl", "events.jsonl"} {
 		refusal(t, s, "append to damaged history ("+f+")", syscall.EIO, func() error {
@@ -428,7 +428,7 @@ func TestUnprovableThroughMount(t *testing.T) {
 	}
 	refusal(t, s, "send through ctl to damaged history", syscall.EIO, func() error {
 		f, err := os.OpenFile(dir+"/ctl", os.O_RDWR, 0)
-		mustT(t, err)
+		testkit.Must(t, err)
 		defer f.Close()
 		_, err = f.WriteString(`{"op":"send","id":"c2","input":"more"}` + "\n")
 		return err

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // TestRealTools drives a session of the real server with the tools people
@@ -153,8 +155,8 @@ func TestTailFollows(t *testing.T) {
 	// interval out of the measure.
 	tail := exec.CommandContext(ctx, "tail", "-s", "0.2", "-n", "+1", "-f", log)
 	out, err := tail.StdoutPipe()
-	mustT(t, err)
-	mustT(t, tail.Start())
+	testkit.Must(t, err)
+	testkit.Must(t, tail.Start())
 	t.Cleanup(func() { tail.Process.Kill(); tail.Wait() })
 	lines := make(chan string, 100)
 	go func() {
@@ -219,11 +221,11 @@ while True:
 	checkSendFrames(t, "python3", out)
 
 	f, err := os.OpenFile(ctl, os.O_RDWR, 0)
-	mustT(t, err)
+	testkit.Must(t, err)
 	_, err = f.WriteString(`{"op":"send","id":"g1","session":"c","scope":"private","input":"from go"}` + "\n")
-	mustT(t, err)
+	testkit.Must(t, err)
 	_, err = f.WriteString(`{"op":"ping"}` + "\n")
-	wantErrno(t, "a second request on the same open file", err, syscall.EINVAL)
+	testkit.WantErrno(t, "a second request on the same open file", err, syscall.EINVAL)
 	b := readFrames(t, f)
 	f.Close()
 	checkSendFrames(t, "go", b)
@@ -242,9 +244,9 @@ while True:
 		`not json`,
 	} {
 		f, err := os.OpenFile(ctl, os.O_RDWR, 0)
-		mustT(t, err)
+		testkit.Must(t, err)
 		_, err = f.WriteString(req + "\n")
-		wantErrno(t, req, err, syscall.EINVAL)
+		testkit.WantErrno(t, req, err, syscall.EINVAL)
 		got := readFrames(t, f)
 		f.Close()
 		var fr frame
@@ -257,7 +259,7 @@ while True:
 	if err != nil || !strings.Contains(out, "Invalid argument") || !strings.Contains(out, "write=1") || !strings.Contains(out, `"code":"EINVAL"`) {
 		t.Errorf("refusal from bash: %v %q", err, out)
 	}
-	same(t, "refused ctl requests", before, storeSnapshot(t, s))
+	testkit.Same(t, "refused ctl requests", before, storeSnapshot(t, s))
 }
 
 func readFrames(t *testing.T, f *os.File) string {
@@ -304,9 +306,9 @@ func TestStatExact(t *testing.T) {
 		t.Helper()
 		for _, f := range []string{"messages.jsonl", "events.jsonl", "latest.md", "state", "updated_at"} {
 			st, err := os.Stat(dir + "/" + f)
-			mustT(t, err)
+			testkit.Must(t, err)
 			b, err := os.ReadFile(dir + "/" + f)
-			mustT(t, err)
+			testkit.Must(t, err)
 			if st.Size() != int64(len(b)) {
 				t.Errorf("after %s: stat %s = %d, read %d bytes", what, f, st.Size(), len(b))
 			}
@@ -315,13 +317,13 @@ func TestStatExact(t *testing.T) {
 	check("a send")
 	// Keep a reader open across appends: its fstat must follow too.
 	r, err := os.Open(dir + "/messages.jsonl")
-	mustT(t, err)
+	testkit.Must(t, err)
 	defer r.Close()
 	for i := 0; i < 20; i++ {
 		if i%2 == 0 {
 			s.send("st", fmt.Sprintf("c%d", i+1), "x"+strings.Repeat("x", i*100)) // an empty input is refused
 		} else {
-			mustT(t, appendMnt(dir+"/messages.jsonl", fmt.Sprintf(`{"role":"assistant","content":"a%d"}`+"\n", i)))
+			testkit.Must(t, appendMnt(dir+"/messages.jsonl", fmt.Sprintf(`{"role":"assistant","content":"a%d"}`+"\n", i)))
 		}
 		check(fmt.Sprintf("append %d", i))
 		st, _ := r.Stat()

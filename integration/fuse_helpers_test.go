@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -123,14 +122,6 @@ func bash(t testing.TB, script string) string {
 func bashAs(t testing.TB, c *cred, script string) (string, error) {
 	t.Helper()
 	return runCmd(t, c, nil, "/bin/bash", "-c", script)
-}
-
-// wantErrno fails unless err is (or wraps) want.
-func wantErrno(t testing.TB, what string, err error, want syscall.Errno) {
-	t.Helper()
-	if !errors.Is(err, want) {
-		t.Errorf("%s: got %v, want %v", what, err, want)
-	}
 }
 
 // eventually polls cond for up to limit.

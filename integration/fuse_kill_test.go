@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/internal/mountlife"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // TestKill9WithReadersAndWriters: SIGKILL the server while `tail -f`, a
@@ -46,7 +47,7 @@ func TestKill9WithReadersAndWriters(t *testing.T) {
 		r.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		r.Cancel = func() error { return syscall.Kill(-r.Process.Pid, syscall.SIGKILL) }
 		r.WaitDelay = 2 * time.Second
-		mustT(t, r.Start())
+		testkit.Must(t, r.Start())
 		readers = append(readers, r)
 	}
 	// stopReaders kills the readers and reports whether they were reaped:
@@ -99,7 +100,7 @@ while True:
 		wc.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		wc.Cancel = func() error { return syscall.Kill(-wc.Process.Pid, syscall.SIGKILL) }
 		wc.Stdout = &writerOut[w]
-		mustT(t, wc.Start())
+		testkit.Must(t, wc.Start())
 		readers = append(readers, wc) // reaped like the readers
 	}
 	stop := make(chan struct{})
@@ -120,7 +121,7 @@ while True:
 	probe.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var probeOut strings.Builder
 	probe.Stdout, probe.Stderr = &probeOut, &probeOut
-	mustT(t, probe.Start())
+	testkit.Must(t, probe.Start())
 	var probeErr error
 	probeDone := make(chan struct{})
 	go func() { probeErr = probe.Wait(); close(probeDone) }()

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/hanwen/go-fuse/v2/posixtest"
 )
 
@@ -46,7 +47,7 @@ func TestPosixFreeTrees(t *testing.T) {
 						t.Skip(why)
 					}
 					dir := s.mnt(tree + "/posix-" + name)
-					mustT(t, os.Mkdir(dir, 0o755))
+					testkit.Must(t, os.Mkdir(dir, 0o755))
 					posixtest.All[name](t, dir)
 				})
 			}
@@ -69,7 +70,7 @@ func TestStressNGFreeTree(t *testing.T) {
 	s.send("kept", "c1", "root/ is not session/")
 	before := fileBytes(t, filepath.Join(s.sessionDir(0, "coder", "kept"), "messages.jsonl"))
 	dir := s.mnt(coderRel + "/root/stress")
-	mustT(t, os.MkdirAll(dir, 0o777))
+	testkit.Must(t, os.MkdirAll(dir, 0o777))
 	// xattr: the mounts serve none; verity, fiemap: not FUSE operations;
 	// binderfs mounts a binderfs (no such device here: exit 3, "out of
 	// resources"), nothing of ours.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // probe is a python3 program that tries, on each path it is given, the
@@ -133,7 +135,7 @@ func TestPrivacyWarmCaches(t *testing.T) {
 			}
 		}
 	}
-	same(t, "another uid's attempts", before, storeSnapshot(t, s))
+	testkit.Same(t, "another uid's attempts", before, storeSnapshot(t, s))
 
 	// Root may enter every home.
 	if got := bash(t, "cat "+sess+"/messages.jsonl"); !strings.Contains(got, "hello from 1000") {
@@ -143,7 +145,7 @@ func TestPrivacyWarmCaches(t *testing.T) {
 		t.Errorf("root lists homes: %q", got)
 	}
 	st, err := os.Stat(sess + "/messages.jsonl")
-	mustT(t, err)
+	testkit.Must(t, err)
 	if sys := st.Sys().(*syscall.Stat_t); sys.Uid != 1000 || st.Mode().Perm() != 0o600 {
 		t.Errorf("uid 1000's log: owner %d mode %v", sys.Uid, st.Mode())
 	}
@@ -181,9 +183,9 @@ func TestSharedSpaceAccess(t *testing.T) {
 		t.Fatalf("ctxfs space add: %v\n%s", err, out)
 	}
 	space2 := s.mnt("shared/team2")
-	mustT(t, os.Mkdir(space2, 0o770))
-	mustT(t, os.Chown(space2, 0, 1235))
-	mustT(t, os.Chmod(space2, 0o2770))
+	testkit.Must(t, os.Mkdir(space2, 0o770))
+	testkit.Must(t, os.Chown(space2, 0, 1235))
+	testkit.Must(t, os.Chmod(space2, 0o2770))
 	// Without --store, `space add` works through the mount at --root, so
 	// it reaches the store the server there uses.
 	if out, err := runCmd(t, nil, nil, ctxfsBin, "space", "add", "team3", "--group", "1236", "--root", s.root); err != nil {
@@ -231,7 +233,7 @@ func TestSharedSpaceAccess(t *testing.T) {
 		if err == nil || !strings.Contains(out, "EACCES") {
 			t.Errorf("%s: non-member send: %v %q", sp.name, err, out)
 		}
-		same(t, "a non-member's attempts", before, storeSnapshot(t, s))
+		testkit.Same(t, "a non-member's attempts", before, storeSnapshot(t, s))
 		if got := bash(t, "cat "+sess+"/messages.jsonl"); !strings.Contains(got, "hello team") {
 			t.Errorf("%s: root reads the space: %q", sp.name, got)
 		}

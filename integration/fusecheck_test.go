@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // mountInNamespace runs `ctxfs mount --foreground` in a private mount
@@ -22,7 +24,7 @@ func mountInNamespace(t *testing.T, setup string, uid int, path string) (string,
 	}
 	base := t.TempDir()
 	openToAll(t, base)
-	mustT(t, os.Chmod(base, 0o755))
+	testkit.Must(t, os.Chmod(base, 0o755))
 	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
 	run := `exec env -i PATH="$4" HOME=/ "$2" mount --foreground --root "$3/ctx" --store "$3/store"`
 	if uid != 0 {

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 var (
@@ -91,14 +93,14 @@ func newServerWith(t testing.TB, configure func(*server)) *server {
 // define writes an agent definition; "program" is the executable.
 func (s *server) define(name string, files map[string]string) {
 	d := filepath.Join(s.root, "agent", name+".d")
-	mustT(s.t, os.MkdirAll(d, 0o755))
+	testkit.Must(s.t, os.MkdirAll(d, 0o755))
 	for f, v := range files {
 		p := filepath.Join(d, f)
 		mode := os.FileMode(0o644)
 		if f == "program" {
 			p, mode = filepath.Join(s.root, "agent", name), 0o755
 		}
-		mustT(s.t, os.WriteFile(p, []byte(v), mode))
+		testkit.Must(s.t, os.WriteFile(p, []byte(v), mode))
 	}
 }
 
@@ -106,7 +108,7 @@ func (s *server) start() {
 	s.t.Helper()
 	logPath := filepath.Join(filepath.Dir(s.root), fmt.Sprintf("server-%d.log", time.Now().UnixNano()))
 	log, err := os.Create(logPath)
-	mustT(s.t, err)
+	testkit.Must(s.t, err)
 	s.log = log
 	args := append(append([]string{}, s.wrap...), ctxfsBin, "mount", "--foreground", "--root", s.root, "--store", s.store)
 	args = append(args, s.args...)
@@ -114,7 +116,7 @@ func (s *server) start() {
 	s.cmd.Env = append(os.Environ(), s.env...)
 	s.cmd.Stdout, s.cmd.Stderr = log, log
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	mustT(s.t, s.cmd.Start())
+	testkit.Must(s.t, s.cmd.Start())
 	cmd := s.cmd
 	s.t.Cleanup(func() { s.kill(cmd, syscall.SIGTERM) })
 	s.waitReady()
@@ -235,18 +237,11 @@ func (s *server) sessionDir(uid int, agent, name string) string {
 	return filepath.Join(s.store, "home", fmt.Sprint(uid), "agent", agent, "session", name)
 }
 
-func mustT(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // fileBytes reads a file, failing the test on error.
 func fileBytes(t testing.TB, p string) string {
 	t.Helper()
 	b, err := os.ReadFile(p)
-	mustT(t, err)
+	testkit.Must(t, err)
 	return string(b)
 }
 

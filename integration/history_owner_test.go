@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // storedOwners checks every directory and regular file below the store's
@@ -119,10 +121,10 @@ func TestHistoryOwnedByRoot(t *testing.T) {
 	t.Run("migrated", func(t *testing.T) {
 		s.kill(s.cmd, syscall.SIGTERM)
 		// The store as an older ctxfs left it: history the user's.
-		mustT(t, os.Remove(filepath.Join(s.store, ".ctxfs", "history-owned")))
+		testkit.Must(t, os.Remove(filepath.Join(s.store, ".ctxfs", "history-owned")))
 		filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && (d.IsDir() || d.Type().IsRegular()) {
-				mustT(t, os.Lchown(p, 1001, 1001))
+				testkit.Must(t, os.Lchown(p, 1001, 1001))
 			}
 			return err
 		})

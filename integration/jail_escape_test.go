@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // The jail escape tests (issue 19, findings 2, 3, 4 and 6) run the static
@@ -36,7 +38,7 @@ func newProbeServer(t *testing.T, extra map[string]string) *server {
 		t.Fatalf("building the probe: %v\n%s", err, out)
 	}
 	probe, err := os.ReadFile(bin)
-	mustT(t, err)
+	testkit.Must(t, err)
 	files := map[string]string{"isolation": "chroot", "abi": "text", "program": string(probe)}
 	for k, v := range extra {
 		files[k] = v
@@ -132,7 +134,7 @@ func procParent(pid int) int {
 func startHostSleep(t *testing.T, c *cred) int {
 	cmd := exec.Command("/bin/sleep", "600")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: c.uid, Gid: c.gid, Groups: c.groups}}
-	mustT(t, cmd.Start())
+	testkit.Must(t, cmd.Start())
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	return cmd.Process.Pid
 }
@@ -204,7 +206,7 @@ func TestJailProcRootStaysInside(t *testing.T) {
 // whole environment.
 func TestJailEnvNotForRoot(t *testing.T) {
 	marks := t.TempDir()
-	mustT(t, os.Chmod(marks, 0o777))
+	testkit.Must(t, os.Chmod(marks, 0o777))
 	lib := buildMarkerLib(t, marks)
 	s := newProbeServer(t, map[string]string{"env": "LD_PRELOAD=" + lib + "\nPROBE_MARK=env-reached\n"})
 	prog := s.holdProbe(t, "env")
@@ -235,7 +237,7 @@ func buildMarkerLib(t *testing.T, dir string) string {
 	t.Helper()
 	src := filepath.Join(dir, "marker.c")
 	lib := filepath.Join(dir, "marker.so")
-	mustT(t, os.WriteFile(src, []byte(`#include <stdio.h>
+	testkit.Must(t, os.WriteFile(src, []byte(`#include <stdio.h>
 #include <unistd.h>
 __attribute__((constructor)) static void mark(void) {
 	char p[4096];

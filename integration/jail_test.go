@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // busybox is the static userland the jail tests put in an agent's root/.
@@ -42,12 +44,12 @@ func newJailServer(t *testing.T, program string, withShell bool) *server {
 // through the mount as root.
 func (s *server) jailBusybox(t *testing.T, uid uint32, agent string) {
 	bin := s.mnt(fmt.Sprintf("home/%d/agent/%s/root/bin", uid, agent))
-	mustT(t, os.MkdirAll(bin, 0o755))
+	testkit.Must(t, os.MkdirAll(bin, 0o755))
 	data, err := os.ReadFile(busybox)
-	mustT(t, err)
-	mustT(t, os.WriteFile(filepath.Join(bin, "busybox"), data, 0o755))
+	testkit.Must(t, err)
+	testkit.Must(t, os.WriteFile(filepath.Join(bin, "busybox"), data, 0o755))
 	for _, a := range []string{"sh", "cat", "ls", "id", "echo", "sleep", "ln", "test", "head", "pwd", "true", "tr", "grep", "setsid"} {
-		mustT(t, os.Symlink("busybox", filepath.Join(bin, a)))
+		testkit.Must(t, os.Symlink("busybox", filepath.Join(bin, a)))
 	}
 }
 
@@ -74,7 +76,7 @@ func (s *server) jailSend(t *testing.T, session, id, input string) ([]frame, str
 // servers of test processes running beside this one come and go there).
 func (s *server) mountTable(t *testing.T) string {
 	b, err := os.ReadFile("/proc/self/mountinfo")
-	mustT(t, err)
+	testkit.Must(t, err)
 	ours := filepath.Dir(s.root) + "/"
 	var out []string
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
@@ -211,7 +213,7 @@ func statusField(status, key string) string {
 // openFiles lists a process's descriptors as "fd=target".
 func openFiles(t *testing.T, pid int) []string {
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	mustT(t, err)
+	testkit.Must(t, err)
 	var links []string
 	for _, fd := range fds {
 		l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
@@ -247,7 +249,7 @@ func TestJailLeaksNoMounts(t *testing.T) {
 // fails the run with ENOENT naming it, at once.
 func TestJailMissingInterpreter(t *testing.T) {
 	s := newJailServer(t, "#!/bin/sh\necho never\n", false)
-	mustT(t, os.MkdirAll(s.mnt("home/1000/agent/jailed/root"), 0o755))
+	testkit.Must(t, os.MkdirAll(s.mnt("home/1000/agent/jailed/root"), 0o755))
 	frames, text := s.jailSend(t, "bare", "b1", "x")
 	last := frames[len(frames)-1]
 	if errorCode(frames) != "ENOENT" || last["status"] != "error" || text != "" {
@@ -263,18 +265,18 @@ func TestJailMissingInterpreter(t *testing.T) {
 // its libraries, ENOENT naming the library the loader could not find.
 func TestJailMissingLoaderAndLibrary(t *testing.T) {
 	prog, err := os.ReadFile("/bin/true") // dynamic, needs ld-linux and libc
-	mustT(t, err)
+	testkit.Must(t, err)
 	s := newJailServer(t, string(prog), false)
 	root := s.mnt("home/1000/agent/jailed/root")
-	mustT(t, os.MkdirAll(root, 0o755))
+	testkit.Must(t, os.MkdirAll(root, 0o755))
 	frames, _ := s.jailSend(t, "noloader", "n1", "x")
 	if errorCode(frames) != "ENOENT" || !strings.Contains(errorMessage(frames), "ld-linux") {
 		t.Fatalf("without a loader: want ENOENT naming ld-linux, got %v", frames)
 	}
 	loader, err := os.ReadFile("/lib64/ld-linux-x86-64.so.2")
-	mustT(t, err)
-	mustT(t, os.MkdirAll(filepath.Join(root, "lib64"), 0o755))
-	mustT(t, os.WriteFile(filepath.Join(root, "lib64", "ld-linux-x86-64.so.2"), loader, 0o755))
+	testkit.Must(t, err)
+	testkit.Must(t, os.MkdirAll(filepath.Join(root, "lib64"), 0o755))
+	testkit.Must(t, os.WriteFile(filepath.Join(root, "lib64", "ld-linux-x86-64.so.2"), loader, 0o755))
 	frames, _ = s.jailSend(t, "nolibc", "n2", "x")
 	if errorCode(frames) != "ENOENT" || !strings.Contains(errorMessage(frames), "libc.so.6") {
 		t.Fatalf("without libc: want ENOENT naming libc.so.6, got %v", frames)
@@ -292,7 +294,7 @@ func TestJailRefusesPlantedLinks(t *testing.T) {
 			before := s.mountTable(t)
 			link := filepath.Join(root, name)
 			os.RemoveAll(link)
-			mustT(t, os.Symlink("/etc", link))
+			testkit.Must(t, os.Symlink("/etc", link))
 			defer os.Remove(link)
 			frames, text := s.jailSend(t, "links", fmt.Sprintf("l%d", i), "x")
 			if last := frames[len(frames)-1]; last["status"] != "error" || text != "" {
@@ -310,16 +312,16 @@ func TestJailRefusesPlantedLinks(t *testing.T) {
 func TestRootCreatesAnotherUidsHome(t *testing.T) {
 	s := newFuseServer(t)
 	home := s.mnt("home/1000")
-	mustT(t, os.MkdirAll(filepath.Join(home, "agent/coder/root/bin"), 0o755))
+	testkit.Must(t, os.MkdirAll(filepath.Join(home, "agent/coder/root/bin"), 0o755))
 	for _, d := range []string{"", "agent", "agent/coder", "agent/coder/root", "agent/coder/session"} {
 		st, err := os.Stat(filepath.Join(home, d))
-		mustT(t, err)
+		testkit.Must(t, err)
 		if sys := st.Sys().(*syscall.Stat_t); sys.Uid != 1000 || st.Mode().Perm() != 0o700 {
 			t.Errorf("home/1000/%s: uid %d mode %v, want 1000 and 0700", d, sys.Uid, st.Mode().Perm())
 		}
 	}
 	err := os.Mkdir(home, 0o700)
-	wantErrno(t, "mkdir of an existing home", err, syscall.EEXIST)
+	testkit.WantErrno(t, "mkdir of an existing home", err, syscall.EEXIST)
 	out, err := bashAs(t, &cred{uid: 1001, gid: 1001}, "mkdir "+s.mnt("home/1002"))
 	if err == nil || !strings.Contains(out, "Permission denied") {
 		t.Errorf("uid 1001 made uid 1002's home: %v %s", err, out)

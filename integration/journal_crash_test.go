@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/internal/mountlife"
-	"github.com/ctxfs/ctxfs/internal/storetest"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // Crash tests of the store-wide write-ahead journal (SPEC 6, issue 10):
@@ -420,7 +420,7 @@ func TestJournalKill9(t *testing.T) {
 			p.cmd = exec.Command("/usr/bin/python3", "-c", journalWriter, s.mnt(sessRel(w.session)+"/messages.jsonl"), p.id, w.mode)
 			p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 			p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-			mustT(t, p.cmd.Start())
+			testkit.Must(t, p.cmd.Start())
 			go func() { p.cmd.Wait(); close(p.done) }()
 			t.Cleanup(func() { syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) })
 			writers = append(writers, p)
@@ -548,7 +548,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 func readJournal(t testing.TB, p string) []jBatch {
 	t.Helper()
 	b, err := os.ReadFile(p)
-	mustT(t, err)
+	testkit.Must(t, err)
 	var out []jBatch
 	for pos := 0; pos+jHeaderLen <= len(b); {
 		h := b[pos:]
@@ -597,21 +597,21 @@ func (b jBatch) appends() int {
 func flipByte(t testing.TB, p string, off int64) {
 	t.Helper()
 	f, err := os.OpenFile(p, os.O_RDWR, 0)
-	mustT(t, err)
+	testkit.Must(t, err)
 	defer f.Close()
 	var b [1]byte
 	_, err = f.ReadAt(b[:], off)
-	mustT(t, err)
+	testkit.Must(t, err)
 	b[0] ^= 0x20
 	_, err = f.WriteAt(b[:], off)
-	mustT(t, err)
+	testkit.Must(t, err)
 }
 
 // storeBytes is the store byte for byte, the journal included, without
 // what a start writes even when it refuses (the lock, the server log).
 func storeBytes(t testing.TB, store string) map[string]string {
 	t.Helper()
-	return storetest.Snapshot(t, store, func(rel string) bool {
+	return testkit.Snapshot(t, store, func(rel string) bool {
 		return rel == ".ctxfs.lock" || rel == "ctxfs.log"
 	})
 }
@@ -680,7 +680,7 @@ func mountRefused(t *testing.T, s *server) string {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	mustT(t, cmd.Start())
+	testkit.Must(t, cmd.Start())
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
@@ -756,13 +756,13 @@ func TestJournalDamagedRecord(t *testing.T) {
 		t.Fatalf("fsck of a journal with a damaged batch %d of %d: exit %d, want 1 and a line naming %s:\n%s", bad, len(batches), code, jf, out)
 	}
 	t.Logf("fsck:\n%s", out)
-	same(t, "fsck", snap, storeBytes(t, s.store))
+	testkit.Same(t, "fsck", snap, storeBytes(t, s.store))
 
 	msg := mountRefused(t, s)
 	if !strings.Contains(msg, "fsck --repair") {
 		t.Errorf("ctxfs mount refused a damaged journal without naming fsck --repair:\n%s", msg)
 	}
-	same(t, "a refused ctxfs mount", snap, storeBytes(t, s.store))
+	testkit.Same(t, "a refused ctxfs mount", snap, storeBytes(t, s.store))
 	if n := mountsAt(s.mnt("home")) + mountsAt(s.mnt("shared")); n != 0 {
 		t.Errorf("a refused ctxfs mount left %d mounts", n)
 	}

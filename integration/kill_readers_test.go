@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/internal/mountlife"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // killRounds is how many times TestKill9NoCallerBlocked kills a server: a
@@ -97,7 +98,7 @@ func killWithReaders(t *testing.T, s *server, round int) time.Duration {
 	fresh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	freshOut := &strings.Builder{}
 	fresh.Stdout, fresh.Stderr = freshOut, freshOut
-	mustT(t, fresh.Start())
+	testkit.Must(t, fresh.Start())
 	t.Cleanup(func() { syscall.Kill(-fresh.Process.Pid, syscall.SIGKILL); fresh.Wait() })
 
 	gone := map[string]int{"server": server, "watchdog": watchdog, "fresh cat": fresh.Process.Pid}

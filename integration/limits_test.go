@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // limitedServer is a server with small per-uid quotas (CTXFS_LIMITS), its
@@ -141,7 +143,7 @@ func TestRunQuota(t *testing.T) {
 		time.Sleep(time.Second)
 		t.Fatalf("a third run with a quota of 2: %v %s\nserver log:\n%s", err, raw, s.logText())
 	}
-	same(t, "a send refused for the quota", before, snapshot(t, s.store))
+	testkit.Same(t, "a send refused for the quota", before, snapshot(t, s.store))
 	wg.Wait()
 	frames, raw, err = sock(`{"op":"send","id":"r9","session":"s9","input":"x"}`)
 	if err != nil || frames[len(frames)-1]["type"] != "done" {

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // Bounds on what a writer through the mount makes the server hold or
@@ -163,12 +165,12 @@ func TestCtlHalfWrittenRequests(t *testing.T) {
 	cmd := exec.Command("/usr/bin/python3", "-c", heldRequests, filepath.Join(dir, "ctl"), "1000", "16")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1001, Gid: 1001}, Setpgid: true}
 	stdin, err := cmd.StdinPipe()
-	mustT(t, err)
+	testkit.Must(t, err)
 	stdout, err := cmd.StdoutPipe()
-	mustT(t, err)
+	testkit.Must(t, err)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	mustT(t, cmd.Start())
+	testkit.Must(t, cmd.Start())
 	t.Cleanup(func() { stdin.Close(); stopProcess(cmd, syscall.SIGKILL) })
 	replies := bufio.NewScanner(stdout)
 	reply := func(want string) {

@@ -8,13 +8,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // vmKB reads a field (VmRSS, VmHWM) of /proc/PID/status, in KiB.
 func vmKB(t *testing.T, pid int, field string) int {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	mustT(t, err)
+	testkit.Must(t, err)
 	for _, l := range strings.Split(string(b), "\n") {
 		if rest, ok := strings.CutPrefix(l, field+":"); ok {
 			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))

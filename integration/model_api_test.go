@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // apiKey is the secret the fake provider expects; it must appear nowhere
@@ -94,9 +96,9 @@ func newModelServer(t testing.TB, api, endpoint string, extra map[string]string)
 			files[k] = v
 		}
 		d := filepath.Join(s.root, "model", "fake", "llm.d")
-		mustT(t, os.MkdirAll(d, 0o755))
+		testkit.Must(t, os.MkdirAll(d, 0o755))
 		for f, v := range files {
-			mustT(t, os.WriteFile(filepath.Join(d, f), []byte(v+"\n"), 0o644))
+			testkit.Must(t, os.WriteFile(filepath.Join(d, f), []byte(v+"\n"), 0o644))
 		}
 		s.define("assistant", map[string]string{"model": "fake/llm", "AGENTS.md": "Answer briefly."})
 	})
@@ -131,7 +133,7 @@ func TestModelAPIOpenAIChat(t *testing.T) {
 		t.Fatalf("first reply %q: %v\nlog:\n%s", got, frames, s.logText())
 	}
 	dir := s.sessionDir(0, "assistant", "talk")
-	mustT(t, os.WriteFile(filepath.Join(dir, "meta.json"), []byte(`{"client":"ctx","scope":"private","rule":"You are Ada."}`), 0o600))
+	testkit.Must(t, os.WriteFile(filepath.Join(dir, "meta.json"), []byte(`{"client":"ctx","scope":"private","rule":"You are Ada."}`), 0o600))
 	p.reply = openAIReply("second answer")
 	frames = s.ask("talk", "a2", "second question")
 	if got := deltaText(frames); got != "second answer" {
@@ -220,7 +222,7 @@ func TestModelAPIAnthropicViaModelSocket(t *testing.T) {
 func (s *server) requestModel(model, line string) []frame {
 	s.t.Helper()
 	conn, err := net.Dial("unix", filepath.Join(s.root, "model", model+".sock"))
-	mustT(s.t, err)
+	testkit.Must(s.t, err)
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
 	conn.Write([]byte(line + "\n"))
@@ -229,7 +231,7 @@ func (s *server) requestModel(model, line string) []frame {
 	sc.Buffer(nil, 4<<20)
 	for sc.Scan() {
 		var f frame
-		mustT(s.t, json.Unmarshal(sc.Bytes(), &f))
+		testkit.Must(s.t, json.Unmarshal(sc.Bytes(), &f))
 		frames = append(frames, f)
 	}
 	return frames

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/internal/mountlife"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // ctxfsCmd runs the ctxfs binary with a deadline and returns its combined
@@ -119,7 +120,7 @@ func TestUmountSparesUnrelatedProcess(t *testing.T) {
 
 	// A pid file left behind, naming a live unrelated process.
 	sleeper := startProc(t, "sleep", "60")
-	mustT(t, os.WriteFile(pidPath, []byte(fmt.Sprintf("%d\n%s\n", sleeper.Process.Pid, s.store)), 0o600))
+	testkit.Must(t, os.WriteFile(pidPath, []byte(fmt.Sprintf("%d\n%s\n", sleeper.Process.Pid, s.store)), 0o600))
 	out, code := ctxfsCmd(t, "umount", "--root", s.root)
 	if code != 1 || out != "ctxfs: umount: "+s.root+": not mounted\n" {
 		t.Errorf("umount with a stale pid file: exit %d, %q", code, out)
@@ -163,8 +164,8 @@ func startProc(t *testing.T, name string, args ...string) *proc {
 	p := &proc{Cmd: exec.Command(name, args...), lines: make(chan string, 16)}
 	p.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := p.StdoutPipe()
-	mustT(t, err)
-	mustT(t, p.Start())
+	testkit.Must(t, err)
+	testkit.Must(t, p.Start())
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
@@ -305,7 +306,7 @@ type stuckResult struct {
 // measures; any leftover is aborted and detached before it returns.
 func stuckKill(t *testing.T, hangfs, watchdog string) stuckResult {
 	dir := filepath.Join(t.TempDir(), "mnt")
-	mustT(t, os.Mkdir(dir, 0o755))
+	testkit.Must(t, os.Mkdir(dir, 0o755))
 	srv := startProc(t, hangfs, dir, watchdog)
 	t.Cleanup(func() { mountlife.AbortDead(dir); exec.Command("umount", "-l", dir).Run() })
 	waitLine(t, srv, "ready")
@@ -360,7 +361,7 @@ func TestCleanStaleOnlyDeadCtxfs(t *testing.T) {
 	// yet (issue 10's closing note): the test starts from a machine
 	// without fusectl mounted, and puts it back after.
 	if mountsAt("/sys/fs/fuse/connections") > 0 {
-		mustT(t, exec.Command("umount", "/sys/fs/fuse/connections").Run())
+		testkit.Must(t, exec.Command("umount", "/sys/fs/fuse/connections").Run())
 		t.Cleanup(func() { exec.Command("mount", "-t", "fusectl", "none", "/sys/fs/fuse/connections").Run() })
 	}
 	keepFusectlAsIs(t)
@@ -368,7 +369,7 @@ func TestCleanStaleOnlyDeadCtxfs(t *testing.T) {
 	live := newFuseServer(t)
 	dead := deadWithoutWatchdog(t)
 	other := filepath.Join(base, "other")
-	mustT(t, os.Mkdir(other, 0o755))
+	testkit.Must(t, os.Mkdir(other, 0o755))
 	hangfs := buildHangfs(t)
 	h := startProc(t, hangfs, other, "-")
 	t.Cleanup(func() { exec.Command("umount", "-l", other).Run() })
@@ -423,7 +424,7 @@ func TestMountRefusesForeignLiveMount(t *testing.T) {
 	base := t.TempDir()
 	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
 	home := filepath.Join(root, "home")
-	mustT(t, os.MkdirAll(home, 0o755))
+	testkit.Must(t, os.MkdirAll(home, 0o755))
 	umountLeftovers(t, root)
 	h := startProc(t, buildHangfs(t), home, "-")
 	waitLine(t, h, "ready")

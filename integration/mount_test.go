@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -106,13 +107,13 @@ func TestMountRefusesAnUnsafeStore(t *testing.T) {
 	}
 	// An existing store with a wide mode is made 0700 at mount.
 	os.Chmod(base, 0o755)
-	mustT(t, os.MkdirAll(store, 0o755))
-	mustT(t, os.Chmod(store, 0o755))
+	testkit.Must(t, os.MkdirAll(store, 0o755))
+	testkit.Must(t, os.Chmod(store, 0o755))
 	s := &server{t: t, root: root, store: store}
 	s.define("coder", map[string]string{"model": "debug/echo"})
 	s.start()
 	st, err := os.Stat(store)
-	mustT(t, err)
+	testkit.Must(t, err)
 	if st.Mode().Perm() != 0o700 {
 		t.Fatalf("store mode %v after mount, want 0700", st.Mode())
 	}
@@ -128,7 +129,7 @@ func TestMountReadahead(t *testing.T) {
 	s := newFuseServer(t)
 	for _, top := range []string{"home", "shared"} {
 		var st unix.Stat_t
-		mustT(t, unix.Stat(s.mnt(top), &st))
+		testkit.Must(t, unix.Stat(s.mnt(top), &st))
 		ra := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
 		// The server sets it just after its mount answers.
 		eventually(t, 10*time.Second, top+" readahead 1024 KiB", func() bool {

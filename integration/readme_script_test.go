@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // readmeSkips are the README's "Using it" lines that cannot run here, by
@@ -45,9 +47,9 @@ func TestReadmeUsingIt(t *testing.T) {
 	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
 	t.Cleanup(func() { stopRoot(t, root) })
 	bin := filepath.Join(base, "bin")
-	mustT(t, os.Mkdir(bin, 0o755))
-	mustT(t, os.Symlink(ctxfsBin, filepath.Join(bin, "ctxfs")))
-	mustT(t, os.Symlink(ctxBin, filepath.Join(bin, "ctx")))
+	testkit.Must(t, os.Mkdir(bin, 0o755))
+	testkit.Must(t, os.Symlink(ctxfsBin, filepath.Join(bin, "ctxfs")))
+	testkit.Must(t, os.Symlink(ctxBin, filepath.Join(bin, "ctx")))
 	skips := readmeSkips
 	if why := provideMountHelper(t); why != "" {
 		skips = map[string]string{"mount -t fuse.ctxfs ": why}
@@ -89,7 +91,7 @@ func TestReadmeUsingIt(t *testing.T) {
 func readmeUsingIt(t *testing.T) []string {
 	t.Helper()
 	f, err := os.Open("../README.md")
-	mustT(t, err)
+	testkit.Must(t, err)
 	defer f.Close()
 	var lines []string
 	in, block, cont := false, false, ""
@@ -115,7 +117,7 @@ func readmeUsingIt(t *testing.T) []string {
 			}
 		}
 	}
-	mustT(t, sc.Err())
+	testkit.Must(t, sc.Err())
 	if len(lines) == 0 {
 		t.Fatal(`README.md has no shell block under "## Using it"`)
 	}
@@ -198,7 +200,7 @@ func provideMountHelper(t *testing.T) (whyNot string) {
 	if _, err := os.Lstat(helperPath); err == nil {
 		return helperPath + " is installed already (another build); not replacing it"
 	}
-	mustT(t, os.Symlink(ctxfsBin, helperPath))
+	testkit.Must(t, os.Symlink(ctxfsBin, helperPath))
 	t.Cleanup(func() { os.Remove(helperPath) })
 	return ""
 }

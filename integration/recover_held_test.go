@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,18 +27,18 @@ func TestRecoverSetsAsideALogItCannotRecover(t *testing.T) {
 		do         func(t *testing.T, p string)
 	}{
 		{"fifo", "messages.jsonl", func(t *testing.T, p string) {
-			mustT(t, os.Remove(p))
-			mustT(t, unix.Mkfifo(p, 0o600))
-			mustT(t, os.Chown(p, 1001, 1001))
+			testkit.Must(t, os.Remove(p))
+			testkit.Must(t, unix.Mkfifo(p, 0o600))
+			testkit.Must(t, os.Chown(p, 1001, 1001))
 		}},
-		{"missing", "messages.jsonl", func(t *testing.T, p string) { mustT(t, os.Remove(p)) }},
+		{"missing", "messages.jsonl", func(t *testing.T, p string) { testkit.Must(t, os.Remove(p)) }},
 		{"directory", "messages.jsonl", func(t *testing.T, p string) {
-			mustT(t, os.Remove(p))
-			mustT(t, os.Mkdir(p, 0o700))
-			mustT(t, os.Chown(p, 1001, 1001))
+			testkit.Must(t, os.Remove(p))
+			testkit.Must(t, os.Mkdir(p, 0o700))
+			testkit.Must(t, os.Chown(p, 1001, 1001))
 		}},
 		{"damaged seal", ".seal/messages.jsonl", func(t *testing.T, p string) {
-			mustT(t, os.WriteFile(p, []byte(strings.Repeat("\xee", 1024)), 0o600))
+			testkit.Must(t, os.WriteFile(p, []byte(strings.Repeat("\xee", 1024)), 0o600))
 		}},
 	} {
 		t.Run(sp.name, func(t *testing.T) { recoverSetsAside(t, sp.file, sp.do) })
@@ -62,7 +63,7 @@ func recoverSetsAside(t *testing.T, file string, spoil func(t *testing.T, path s
 		t.Fatalf("the journal %s does not hold uid 1001's last send: nothing to recover", jf)
 	}
 	var orig unix.Stat_t
-	mustT(t, unix.Lstat(spoilt, &orig))
+	testkit.Must(t, unix.Lstat(spoilt, &orig))
 	// The user (standing in: root, giving what it made to the user) spoils it.
 	spoil(t, spoilt)
 	var was unix.Stat_t
@@ -126,9 +127,9 @@ func recoverSetsAside(t *testing.T, file string, spoil func(t *testing.T, path s
 	if fifo {
 		fifoUntouched(t, logA, &was)
 	}
-	mustT(t, os.RemoveAll(spoilt))
-	mustT(t, os.WriteFile(spoilt, []byte(keptFile), os.FileMode(orig.Mode).Perm()))
-	mustT(t, os.Chown(spoilt, int(orig.Uid), int(orig.Gid)))
+	testkit.Must(t, os.RemoveAll(spoilt))
+	testkit.Must(t, os.WriteFile(spoilt, []byte(keptFile), os.FileMode(orig.Mode).Perm()))
+	testkit.Must(t, os.Chown(spoilt, int(orig.Uid), int(orig.Gid)))
 	out, code = s.fsck("--repair")
 	t.Logf("fsck --repair: exit %d\n%s", code, out)
 	if code != 0 || fsckLine(out, logA+": ", "applied") == "" {
@@ -161,7 +162,7 @@ const replayA2 = `{"op":"send","id":"a-2","session":"a","input":"durable send 2 
 func fifoUntouched(t *testing.T, p string, was *unix.Stat_t) {
 	t.Helper()
 	var st unix.Stat_t
-	mustT(t, unix.Lstat(p, &st))
+	testkit.Must(t, unix.Lstat(p, &st))
 	if st.Ino != was.Ino || st.Mode != was.Mode || st.Mtim != was.Mtim || st.Ctim != was.Ctim || st.Atim != was.Atim {
 		t.Errorf("the FIFO at %s changed: %+v, was %+v", p, st, *was)
 	}
@@ -179,7 +180,7 @@ func noDescriptorOf(t *testing.T, pid int, st *unix.Stat_t) {
 	t.Helper()
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
 	ents, err := os.ReadDir(dir)
-	mustT(t, err)
+	testkit.Must(t, err)
 	for _, e := range ents {
 		var fst unix.Stat_t
 		if unix.Stat(filepath.Join(dir, e.Name()), &fst) == nil && fst.Ino == st.Ino && fst.Dev == st.Dev {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -58,7 +59,7 @@ func TestArchiveRefusedCreatesNothing(t *testing.T) {
 	s.send("default", "c1", "the current one")
 	settle()
 	tmp := t.TempDir()
-	mustT(t, unix.Mount("tmpfs", tmp, "tmpfs", 0, "size=1m"))
+	testkit.Must(t, unix.Mount("tmpfs", tmp, "tmpfs", 0, "size=1m"))
 	t.Cleanup(func() { unix.Unmount(tmp, unix.MNT_DETACH) })
 	for _, dir := range []string{tmp, filepath.Join(tmp, "new", "deeper")} {
 		storeBefore, tmpBefore := hostSnapshot(t, s.store), hostSnapshot(t, tmp)

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // Issue 19, findings 1 and 7: the mount root and the store are the
@@ -45,7 +47,7 @@ func sendAsUser(t *testing.T, sock string) string {
 func stickyBase(t *testing.T) string {
 	base := t.TempDir()
 	openToAll(t, base)
-	mustT(t, os.Chmod(base, os.ModeSticky|0o777))
+	testkit.Must(t, os.Chmod(base, os.ModeSticky|0o777))
 	return base
 }
 
@@ -53,7 +55,7 @@ func stickyBase(t *testing.T) string {
 // it gets: an endpoint a user's model definition names.
 func keyListener(t *testing.T) (addr string, conns *atomic.Int32) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	mustT(t, err)
+	testkit.Must(t, err)
 	t.Cleanup(func() { l.Close() })
 	conns = new(atomic.Int32)
 	go func() {
@@ -83,8 +85,8 @@ func TestMountRefusesUserOwnedRoot(t *testing.T) {
 	base := stickyBase(t)
 	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
 	key, secret := filepath.Join(base, "root-key"), filepath.Join(base, "root-file")
-	mustT(t, os.WriteFile(key, []byte("sk-root-secret\n"), 0o600))
-	mustT(t, os.WriteFile(secret, []byte("root only\n"), 0o600))
+	testkit.Must(t, os.WriteFile(key, []byte("sk-root-secret\n"), 0o600))
+	testkit.Must(t, os.WriteFile(secret, []byte("root only\n"), 0o600))
 	addr, conns := keyListener(t)
 	prepare := fmt.Sprintf(`set -e
 mkdir -p %[1]s/model/evil/m.d %[1]s/agent/coder.d %[1]s/agent/jailed.d
@@ -138,8 +140,8 @@ func TestMountRefusesOpenAgentDir(t *testing.T) {
 	requireFUSE(t)
 	base := t.TempDir()
 	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
-	mustT(t, os.MkdirAll(filepath.Join(root, "agent"), 0o755))
-	mustT(t, os.Chmod(filepath.Join(root, "agent"), 0o777))
+	testkit.Must(t, os.MkdirAll(filepath.Join(root, "agent"), 0o755))
+	testkit.Must(t, os.Chmod(filepath.Join(root, "agent"), 0o777))
 	before := hostSnapshot(t, root)
 	out, err := mountAttempt(t, ctxfsBin, root, store)
 	agentDir := filepath.Join(root, "agent")
@@ -164,10 +166,10 @@ func TestMountRefusesSymlinks(t *testing.T) {
 		t.Run(which, func(t *testing.T) {
 			base := stickyBase(t)
 			target := filepath.Join(base, "target")
-			mustT(t, os.Mkdir(target, 0o755))
-			mustT(t, os.WriteFile(filepath.Join(target, "kept"), []byte("kept\n"), 0o644))
+			testkit.Must(t, os.Mkdir(target, 0o755))
+			testkit.Must(t, os.WriteFile(filepath.Join(target, "kept"), []byte("kept\n"), 0o644))
 			link := filepath.Join(base, "link")
-			mustT(t, os.Symlink(target, link))
+			testkit.Must(t, os.Symlink(target, link))
 			root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
 			if which == "store" {
 				store = link
@@ -198,15 +200,15 @@ func TestDefinitionsOthersCanChange(t *testing.T) {
 	var key string
 	s := newFuseServerWith(t, func(s *server) {
 		key = filepath.Join(filepath.Dir(s.root), "root-key")
-		mustT(t, os.WriteFile(key, []byte("sk-root-secret\n"), 0o600))
+		testkit.Must(t, os.WriteFile(key, []byte("sk-root-secret\n"), 0o600))
 		m := filepath.Join(s.root, "model", "evil", "m.d")
-		mustT(t, os.MkdirAll(m, 0o755))
+		testkit.Must(t, os.MkdirAll(m, 0o755))
 		for f, v := range map[string]string{"api": "openai-chat", "endpoint": "http://" + addr + "/v1", "model_id": "m", "api_key_file": key} {
-			mustT(t, os.WriteFile(filepath.Join(m, f), []byte(v+"\n"), 0o644))
+			testkit.Must(t, os.WriteFile(filepath.Join(m, f), []byte(v+"\n"), 0o644))
 		}
-		mustT(t, os.Chown(filepath.Join(s.root, "model", "evil"), 1001, 1001))
+		testkit.Must(t, os.Chown(filepath.Join(s.root, "model", "evil"), 1001, 1001))
 		s.define("open", map[string]string{"env": "LD_PRELOAD=/nonexistent.so\n"})
-		mustT(t, os.Chmod(filepath.Join(s.root, "agent", "open.d"), 0o777))
+		testkit.Must(t, os.Chmod(filepath.Join(s.root, "agent", "open.d"), 0o777))
 	})
 	for sock, dir := range map[string]string{
 		"model/evil/m.sock": filepath.Join(s.root, "model", "evil"),

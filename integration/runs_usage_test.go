@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // mixedProgram is a jsonl agent: an input with "fail" fails, one with
@@ -56,14 +58,14 @@ func ctxSplitAs(t testing.TB, s *server, c *cred, args ...string) (stdout, stder
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	done := make(chan error, 1)
-	mustT(t, cmd.Start())
+	testkit.Must(t, cmd.Start())
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
 		if ee, ok := err.(*exec.ExitError); ok {
 			code = ee.ExitCode()
 		} else {
-			mustT(t, err)
+			testkit.Must(t, err)
 		}
 	case <-time.After(cmdLimit):
 		cmd.Process.Kill()
@@ -222,9 +224,9 @@ func TestUsageEndToEnd(t *testing.T) {
 	sendTo(t, s, "coder", "e2", "c5", "1234")
 	old := time.Now().Add(-40 * 24 * time.Hour).UTC().Format("2006-01-02T15:04:05.000Z")
 	f, err := os.OpenFile(s.mnt("home/0/agent/mixed/session/u2/events.jsonl"), os.O_WRONLY|os.O_APPEND, 0)
-	mustT(t, err)
+	testkit.Must(t, err)
 	fmt.Fprintf(f, `{"type":"usage","model":"x/y","input_tokens":100,"output_tokens":200,"ts":%q}`+"\n", old)
-	mustT(t, f.Close())
+	testkit.Must(t, f.Close())
 
 	out, errs, code := ctxSplit(t, s, "agent", "usage", "mixed")
 	want := `MODEL      INPUT  OUTPUT  EVENTS
@@ -279,7 +281,7 @@ func TestSessionListJSON(t *testing.T) {
 	sendTo(t, s, "coder", "first", "c1", "one")
 	sendTo(t, s, "coder", "second", "c2", "two")
 	meta := `{"client":"ctx","scope":"private","name":"Ada","self_id":"Ada-1","rule":"Be brief.","model":"debug/echo","reasoning":"low"}`
-	mustT(t, os.WriteFile(s.mnt(sessRel("first")+"/meta.json"), []byte(meta), 0o600))
+	testkit.Must(t, os.WriteFile(s.mnt(sessRel("first")+"/meta.json"), []byte(meta), 0o600))
 	out, errs, code := ctxSplit(t, s, "agent", "session", "list", "coder", "--json")
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	if code != 0 || errs != "" || len(lines) != 2 {
@@ -293,8 +295,8 @@ func TestSessionListJSON(t *testing.T) {
 		Meta      map[string]string
 	}
 	var second, first info
-	mustT(t, json.Unmarshal([]byte(lines[0]), &second))
-	mustT(t, json.Unmarshal([]byte(lines[1]), &first))
+	testkit.Must(t, json.Unmarshal([]byte(lines[0]), &second))
+	testkit.Must(t, json.Unmarshal([]byte(lines[1]), &first))
 	now := time.Now().Unix()
 	if second.Name != "second" || second.State != "done" || second.Meta != nil || second.UpdatedAt < now-60 || second.CreatedAt > second.UpdatedAt {
 		t.Errorf("second: %+v", second)

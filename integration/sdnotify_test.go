@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // notifySocket listens where systemd would (an abstract unixgram socket,
@@ -18,7 +20,7 @@ func notifySocket(t *testing.T) (*net.UnixConn, string) {
 	t.Helper()
 	name := fmt.Sprintf("@ctxfs-notify-%d-%d", os.Getpid(), time.Now().UnixNano())
 	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: name, Net: "unixgram"})
-	mustT(t, err)
+	testkit.Must(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c, name
 }

@@ -9,15 +9,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxfs/ctxfs/internal/storetest"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
-// unchanged is storetest.Same without stopping the test: it reports each
-// difference between two storetest.Snapshots and goes on, so that one
+// unchanged is testkit.Same without stopping the test: it reports each
+// difference between two testkit.Snapshots and goes on, so that one
 // failing check does not hide the others.
 func unchanged(t testing.TB, what string, before, after map[string]string) {
 	t.Helper()
-	if diffs := storetest.Diff(before, after); len(diffs) > 0 {
+	if diffs := testkit.Diff(before, after); len(diffs) > 0 {
 		t.Errorf("%s wrote:\n%s", what, strings.Join(diffs, "\n"))
 	}
 }
@@ -50,8 +50,8 @@ func TestSealHoles(t *testing.T) {
 		settle()
 		dir := s.sessionDir(0, "coder", "a")
 		seal := filepath.Join(dir, ".seal", "messages.jsonl")
-		mustT(t, os.Remove(seal))
-		before := storetest.Snapshot(t, dir, nil)
+		testkit.Must(t, os.Remove(seal))
+		before := testkit.Snapshot(t, dir, nil)
 		frames := s.mustRequest("coder", `{"op":"send","id":"c3","session":"a","input":"more"}`)
 		wantEIOFrames(t, "send after the seal was deleted", frames)
 		refused = append(refused, refusal{s, frames})
@@ -59,9 +59,9 @@ func TestSealHoles(t *testing.T) {
 		wantEIOFrames(t, "replay after the seal was deleted", frames)
 		refused = append(refused, refusal{s, frames})
 		err := appendMnt(s.mnt(sessRel("a")+"/messages.jsonl"), `{"role":"user","content":"by hand"}`+"\n")
-		wantErrno(t, "append through the mount after the seal was deleted", err, syscall.EIO)
+		testkit.WantErrno(t, "append through the mount after the seal was deleted", err, syscall.EIO)
 		time.Sleep(50 * time.Millisecond) // a release records after the close
-		unchanged(t, "sends and an append to a session whose seal was deleted", before, storetest.Snapshot(t, dir, nil))
+		unchanged(t, "sends and an append to a session whose seal was deleted", before, testkit.Snapshot(t, dir, nil))
 
 		// The events seal of another session, and an append through the
 		// mount as the first thing after the deletion.
@@ -69,15 +69,15 @@ func TestSealHoles(t *testing.T) {
 		settle()
 		dirE := s.sessionDir(0, "coder", "e")
 		sealE := filepath.Join(dirE, ".seal", "events.jsonl")
-		mustT(t, os.Remove(sealE))
-		beforeE := storetest.Snapshot(t, dirE, nil)
+		testkit.Must(t, os.Remove(sealE))
+		beforeE := testkit.Snapshot(t, dirE, nil)
 		err = appendMnt(s.mnt(sessRel("e")+"/events.jsonl"), `{"type":"note","text":"by hand"}`+"\n")
-		wantErrno(t, "first append through the mount after the events seal was deleted", err, syscall.EIO)
+		testkit.WantErrno(t, "first append through the mount after the events seal was deleted", err, syscall.EIO)
 		frames = s.mustRequest("coder", `{"op":"send","id":"e2","session":"e","input":"more"}`)
 		wantEIOFrames(t, "send after the events seal was deleted", frames)
 		refused = append(refused, refusal{s, frames})
 		time.Sleep(50 * time.Millisecond)
-		unchanged(t, "an append and a send to a session whose events seal was deleted", beforeE, storetest.Snapshot(t, dirE, nil))
+		unchanged(t, "an append and a send to a session whose events seal was deleted", beforeE, testkit.Snapshot(t, dirE, nil))
 
 		out, code := s.fsck()
 		if code != 1 || !fsckNames(out, seal) || !fsckNames(out, sealE) {
@@ -95,22 +95,22 @@ func TestSealHoles(t *testing.T) {
 		dirA, dirB := s.sessionDir(0, "coder", "a"), s.sessionDir(0, "coder", "b")
 		for _, f := range []string{"messages.jsonl", ".seal/messages.jsonl"} {
 			tmp := filepath.Join(dirA, f+".swap")
-			mustT(t, os.Rename(filepath.Join(dirA, f), tmp))
-			mustT(t, os.Rename(filepath.Join(dirB, f), filepath.Join(dirA, f)))
-			mustT(t, os.Rename(tmp, filepath.Join(dirB, f)))
+			testkit.Must(t, os.Rename(filepath.Join(dirA, f), tmp))
+			testkit.Must(t, os.Rename(filepath.Join(dirB, f), filepath.Join(dirA, f)))
+			testkit.Must(t, os.Rename(tmp, filepath.Join(dirB, f)))
 		}
 		s.start()
-		beforeA, beforeB := storetest.Snapshot(t, dirA, nil), storetest.Snapshot(t, dirB, nil)
+		beforeA, beforeB := testkit.Snapshot(t, dirA, nil), testkit.Snapshot(t, dirB, nil)
 		for _, r := range []struct{ session, id, input string }{{"a", "a2", "more"}, {"b", "b3", "more"}, {"a", "a1", "alpha"}} {
 			frames := s.mustRequest("coder", fmt.Sprintf(`{"op":"send","id":%q,"session":%q,"input":%q}`, r.id, r.session, r.input))
 			wantEIOFrames(t, fmt.Sprintf("send %s to %s after the swap", r.id, r.session), frames)
 			refused = append(refused, refusal{s, frames})
 		}
 		err := appendMnt(s.mnt(sessRel("a")+"/messages.jsonl"), `{"role":"user","content":"by hand"}`+"\n")
-		wantErrno(t, "append through the mount after the swap", err, syscall.EIO)
+		testkit.WantErrno(t, "append through the mount after the swap", err, syscall.EIO)
 		time.Sleep(50 * time.Millisecond)
-		unchanged(t, "sends and an append to a swapped session a", beforeA, storetest.Snapshot(t, dirA, nil))
-		unchanged(t, "sends to a swapped session b", beforeB, storetest.Snapshot(t, dirB, nil))
+		unchanged(t, "sends and an append to a swapped session a", beforeA, testkit.Snapshot(t, dirA, nil))
+		unchanged(t, "sends to a swapped session b", beforeB, testkit.Snapshot(t, dirB, nil))
 		out, code := s.fsck()
 		if code != 1 {
 			t.Errorf("fsck after the swap: exit %d, want 1:\n%s", code, out)
@@ -129,9 +129,9 @@ func TestSealHoles(t *testing.T) {
 		s.kill(s.cmd, syscall.SIGTERM)
 		dir := s.sessionDir(0, "coder", "c")
 		log := filepath.Join(dir, "messages.jsonl")
-		mustT(t, os.Remove(log))
+		testkit.Must(t, os.Remove(log))
 		s.start()
-		before := storetest.Snapshot(t, dir, nil)
+		before := testkit.Snapshot(t, dir, nil)
 		frames := s.mustRequest("coder", `{"op":"send","id":"c2","session":"c","input":"more"}`)
 		if errorCode(frames) == "ENOENT" {
 			t.Errorf("send to a session whose log is missing: ENOENT, want EIO (unprovable history): %v", frames)
@@ -139,7 +139,7 @@ func TestSealHoles(t *testing.T) {
 		wantEIOFrames(t, "send to a session whose log is missing", frames)
 		refused = append(refused, refusal{s, frames})
 		time.Sleep(50 * time.Millisecond)
-		unchanged(t, "a send to a session whose log is missing", before, storetest.Snapshot(t, dir, nil))
+		unchanged(t, "a send to a session whose log is missing", before, testkit.Snapshot(t, dir, nil))
 		if _, err := os.Lstat(log); err == nil {
 			t.Errorf("the missing log was recreated")
 		}

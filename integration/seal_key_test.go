@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/internal/storefs"
-	"github.com/ctxfs/ctxfs/internal/storetest"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
@@ -38,7 +38,7 @@ const (
 func unkeySeal(t testing.TB, p string) {
 	t.Helper()
 	b, err := os.ReadFile(p)
-	mustT(t, err)
+	testkit.Must(t, err)
 	for off := 0; off+sealSlot <= len(b); off += sealSlot {
 		slot := b[off : off+sealSlot]
 		if string(slot[:8]) != keyedMagic {
@@ -48,7 +48,7 @@ func unkeySeal(t testing.TB, p string) {
 		clear(slot[sealMacStart:sealMacEnd])
 		binary.LittleEndian.PutUint32(slot[sealCRC:], crc32.Checksum(slot[:sealCRC], crc32.MakeTable(crc32.Castagnoli)))
 	}
-	mustT(t, os.WriteFile(p, b, 0))
+	testkit.Must(t, os.WriteFile(p, b, 0))
 }
 
 // sealFiles lists the seal files of every session of the store.
@@ -70,7 +70,7 @@ func sealFiles(t testing.TB, store string) []string {
 // slotMagics is the magic of each slot of a seal file that holds one.
 func slotMagics(t testing.TB, p string) []string {
 	b, err := os.ReadFile(p)
-	mustT(t, err)
+	testkit.Must(t, err)
 	var out []string
 	for off := 0; off+sealSlot <= len(b); off += sealSlot {
 		if m := string(b[off : off+8]); strings.HasPrefix(m, "CTXSEAL") {
@@ -90,38 +90,38 @@ func forgeHistory(t testing.TB, dir string) []byte {
 	t.Helper()
 	log := filepath.Join(dir, "messages.jsonl")
 	old, err := os.ReadFile(log)
-	mustT(t, err)
+	testkit.Must(t, err)
 	forged := bytes.Replace(old, []byte("hello"), []byte("HELLO"), 1)
 	if bytes.Equal(forged, old) {
 		t.Fatalf("nothing to forge in %q", old)
 	}
 	identity, err := os.ReadFile(filepath.Join(dir, ".seal", "identity"))
-	mustT(t, err)
+	testkit.Must(t, err)
 	root, err := storefs.Open(dir)
-	mustT(t, err)
+	testkit.Must(t, err)
 	defer root.Close()
 	secret := make([]byte, 32)
 	rand.Read(secret)
 	// A sealed log is appended only through a journal: the attacker's own,
 	// outside the store, gone with the test.
 	jroot, err := storefs.Open(t.TempDir())
-	mustT(t, err)
+	testkit.Must(t, err)
 	defer jroot.Close()
 	journal, err := sealedlog.OpenJournal(jroot, ".", nil, sealedlog.JournalConfig{})
-	mustT(t, err)
+	testkit.Must(t, err)
 	defer journal.Close()
 	at := sealedlog.Place{Root: root, Log: "messages.jsonl", Seal: ".seal/messages.jsonl",
 		Bind: sealedlog.Binding(identity, "messages.jsonl"), Key: sealedlog.NewKey(secret), Journal: journal}
-	mustT(t, os.Remove(log))
-	mustT(t, os.Remove(filepath.Join(dir, ".seal", "messages.jsonl")))
+	testkit.Must(t, os.Remove(log))
+	testkit.Must(t, os.Remove(filepath.Join(dir, ".seal", "messages.jsonl")))
 	// Owned as the store holds history (root's), so that only the key
 	// tells the forgery apart.
 	l, err := sealedlog.Create(at, storefs.Owner{Uid: 0, Gid: 1001, FileMode: 0o600})
-	mustT(t, err)
+	testkit.Must(t, err)
 	if _, err := l.Append(forged); err != nil {
 		t.Fatal(err)
 	}
-	mustT(t, l.Close())
+	testkit.Must(t, l.Close())
 	return forged
 }
 
@@ -150,7 +150,7 @@ func TestSealKeyForgedHistory(t *testing.T) {
 			}
 			s.start()
 
-			before := storetest.Snapshot(t, dir, nil)
+			before := testkit.Snapshot(t, dir, nil)
 			frames, raw, err := s.requestAs(uid1001, "coder", `{"op":"send","id":"a3","session":"a","input":"more"}`)
 			if err != nil {
 				t.Fatalf("send: %v\n%s", err, raw)
@@ -161,7 +161,7 @@ func TestSealKeyForgedHistory(t *testing.T) {
 				t.Errorf("an append through the mount to the forged log: %v %s, want EIO", err, out)
 			}
 			settle()
-			unchanged(t, "a send and an append to a forged session", before, storetest.Snapshot(t, dir, nil))
+			unchanged(t, "a send and an append to a forged session", before, testkit.Snapshot(t, dir, nil))
 
 			got, err := runCmd(t, uid1001, nil, "cat", s.mnt(uid1001CoderAt+"a/messages.jsonl"))
 			if err != nil || got != string(forged) {
@@ -199,9 +199,9 @@ func testSealKeyMigration(t *testing.T, how string) {
 
 	key := filepath.Join(s.store, ".ctxfs", "seal.key")
 	if interrupted {
-		mustT(t, os.Rename(key, key+".migrating"))
+		testkit.Must(t, os.Rename(key, key+".migrating"))
 	} else {
-		mustT(t, os.Remove(key))
+		testkit.Must(t, os.Remove(key))
 	}
 	for i, p := range sealFiles(t, s.store) {
 		if interrupted && i%2 == 0 {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // Issue 19, finding 9: one uid's parallel searches of a large session
@@ -41,7 +43,7 @@ func bigSessionAs(t testing.TB, s *server, c *cred, name string, mib int) {
 	os.Chmod(dir, 0o755)
 	src := filepath.Join(dir, "lines.jsonl")
 	f, err := os.Create(src)
-	mustT(t, err)
+	testkit.Must(t, err)
 	w := bufio.NewWriterSize(f, 1<<20)
 	fmt.Fprintln(w, `{"role":"user","content":"the first zebrafish"}`)
 	filler := fmt.Sprintf(`{"role":"user","content":%q}`, strings.Repeat(searchFiller, 40))
@@ -50,8 +52,8 @@ func bigSessionAs(t testing.TB, s *server, c *cred, name string, mib int) {
 	}
 	fmt.Fprintln(w, `{"role":"assistant","content":"not a match: zebra fish"}`)
 	fmt.Fprintln(w, `{"role":"user","content":"the last zebrafish"}`)
-	mustT(t, w.Flush())
-	mustT(t, f.Close())
+	testkit.Must(t, w.Flush())
+	testkit.Must(t, f.Close())
 	os.Chmod(src, 0o644)
 	log := s.mnt(fmt.Sprintf("home/%d/agent/coder/session/%s/messages.jsonl", c.uid, name))
 	if out, err := runCmd(t, c, nil, "/bin/bash", "-c", `cat "$0" >> "$1"`, src, log); err != nil {
@@ -240,8 +242,8 @@ s.close()
 `, s.root+"/agent/coder.sock")
 	client.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid}}
 	stdin, err := client.StdinPipe()
-	mustT(t, err)
-	mustT(t, client.Start())
+	testkit.Must(t, err)
+	testkit.Must(t, client.Start())
 	t.Cleanup(func() { client.Process.Kill(); client.Wait() })
 	eventually(t, 20*time.Second, "the search building the index", func() bool { return segments() > 0 })
 	if r := ctxSearchAs(t, s, u, "zebrafish", "--session", "small"); r.errno != "EAGAIN" {
@@ -255,7 +257,7 @@ s.close()
 		t.Fatalf("a second search through ctl: %v %q", err, out)
 	}
 	stdin.Close()
-	mustT(t, client.Wait())
+	testkit.Must(t, client.Wait())
 
 	eventually(t, 20*time.Second, "uid 1001's place among searches back", func() bool {
 		return ctxSearchAs(t, s, u, "zebrafish", "--session", "small").errno != "EAGAIN"

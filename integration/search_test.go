@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // searchCtx runs `ctx agent search` as root (CTX_ROOT=s.root) and returns
@@ -77,16 +79,16 @@ func TestSearchEndToEnd(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(idx, "agent/coder/s1/0")); err != nil {
 		t.Fatalf("no index in the store: %v", err)
 	}
-	mustT(t, os.RemoveAll(idx))
+	testkit.Must(t, os.RemoveAll(idx))
 	check("index deleted")
 	check("index rebuilt")
 
 	// An append through the mount is found by the next query.
 	f, err := os.OpenFile(s.mnt(sessRel("s3")+"/messages.jsonl"), os.O_WRONLY|os.O_APPEND, 0)
-	mustT(t, err)
+	testkit.Must(t, err)
 	_, err = f.WriteString(`{"role":"user","content":"追加的文件行","ts":"2026-01-01T00:00:00.000Z"}` + "\n")
-	mustT(t, err)
-	mustT(t, f.Close())
+	testkit.Must(t, err)
+	testkit.Must(t, f.Close())
 	out, _, code := searchCtx(t, s, "coder", "追加", "--json")
 	if code != 0 || !strings.Contains(out, `"type":"match","session":"s3"`) || !strings.Contains(out, `"text":"追加的文件行"`) {
 		t.Fatalf("appended line: exit %d\n%s", code, out)

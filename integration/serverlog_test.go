@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // The server says what it does (--log-file, --log-level debug): its
@@ -79,17 +81,17 @@ func TestServerLogCtlRefusal(t *testing.T) {
 	ctl := s.mnt(sessRel("c")) + "/ctl"
 	for _, session := range []string{strings.Repeat("n", 300), "other"} {
 		f, err := os.OpenFile(ctl, os.O_RDWR, 0)
-		mustT(t, err)
+		testkit.Must(t, err)
 		_, err = f.WriteString(`{"op":"send","id":"x1","session":"` + session + `","input":"ctl-input-that-must-not-be-logged"}` + "\n")
-		wantErrno(t, "a request naming session "+session, err, syscall.EINVAL)
+		testkit.WantErrno(t, "a request naming session "+session, err, syscall.EINVAL)
 		f.Close()
 	}
 	f, err := os.OpenFile(ctl, os.O_RDWR, 0)
-	mustT(t, err)
+	testkit.Must(t, err)
 	_, err = f.WriteString(`{"op":"ping"}` + "\n")
-	mustT(t, err)
+	testkit.Must(t, err)
 	_, err = f.WriteString(`{"op":"send","id":"x2","input":"second-input-that-must-not-be-logged"}` + "\n")
-	wantErrno(t, "a second request", err, syscall.EINVAL)
+	testkit.WantErrno(t, "a second request", err, syscall.EINVAL)
 	f.Close()
 	s.kill(s.cmd, syscall.SIGTERM)
 	log := fileBytes(t, logPath)
@@ -125,7 +127,7 @@ func TestServerLogWatchdogGone(t *testing.T) {
 	if wd == 0 {
 		t.Fatal("no watchdog")
 	}
-	mustT(t, syscall.Kill(wd, syscall.SIGKILL))
+	testkit.Must(t, syscall.Kill(wd, syscall.SIGKILL))
 	waitLogged(t, logPath, fmt.Sprintf(`level=ERROR msg="watchdog gone; a kill -9 of this server may now leave callers hanging" pid=%d err="signal: killed"`, wd))
 	if strings.Contains(s.logText(), "watchdog") {
 		t.Errorf("the server's stderr speaks of the watchdog although --log-file was given:\n%s", s.logText())
@@ -287,8 +289,8 @@ func TestLogFileSymlinkRefused(t *testing.T) {
 	s := unstartedServer(t)
 	base := filepath.Dir(s.root)
 	target, link := filepath.Join(base, "target"), filepath.Join(base, "ctxfs.log")
-	mustT(t, os.WriteFile(target, nil, 0o600))
-	mustT(t, os.Symlink(target, link))
+	testkit.Must(t, os.WriteFile(target, nil, 0o600))
+	testkit.Must(t, os.Symlink(target, link))
 	for _, mode := range [][]string{{"--foreground"}, nil} {
 		out, code := ctxfsCmd(t, append([]string{"mount", "--root", s.root, "--store", s.store, "--log-file", link}, mode...)...)
 		if want := "ctxfs: log file " + link + ": a symbolic link; name the file itself\n"; code != 1 || out != want {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // TestSharedIndexOtherMember: in a space made by `ctxfs space add` and in
@@ -23,9 +25,9 @@ func TestSharedIndexOtherMember(t *testing.T) {
 	s := newFuseServer(t)
 	s.spaceAdd("team", 1234)
 	space2 := s.mnt("shared/team2")
-	mustT(t, os.Mkdir(space2, 0o770))
-	mustT(t, os.Chown(space2, 0, 1235))
-	mustT(t, os.Chmod(space2, 0o2770))
+	testkit.Must(t, os.Mkdir(space2, 0o770))
+	testkit.Must(t, os.Chown(space2, 0, 1235))
+	testkit.Must(t, os.Chmod(space2, 0o2770))
 	spaces := []struct {
 		name  string
 		group uint32

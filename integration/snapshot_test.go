@@ -9,14 +9,14 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/ctxfs/ctxfs/internal/storetest"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // snapshot is the store byte for byte, without the server's own
 // bookkeeping (run journal, lock, log), for "nothing was written" checks.
 func snapshot(t testing.TB, dir string) map[string]string {
 	t.Helper()
-	return storetest.Snapshot(t, dir, func(rel string) bool {
+	return testkit.Snapshot(t, dir, func(rel string) bool {
 		return rel == ".ctxfs" || rel == ".ctxfs.lock" || rel == "ctxfs.log"
 	})
 }
@@ -71,9 +71,4 @@ func derivedFile(rel string) (name string, spare, ok bool) {
 	}
 	parts := strings.Split(rel, "/")
 	return name, spare, len(parts) >= 3 && parts[len(parts)-3] == "session"
-}
-
-func same(t testing.TB, what string, before, after map[string]string) {
-	t.Helper()
-	storetest.Same(t, what, before, after)
 }

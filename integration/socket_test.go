@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // A request over 1 MiB is EMSGSIZE; an unknown op EINVAL; neither writes.
@@ -34,7 +36,7 @@ func TestSocketRefusals(t *testing.T) {
 			t.Errorf("%.60s…: %v, want one error frame %s", line, frames, code)
 		}
 	}
-	same(t, "refused requests", before, snapshot(t, s.store))
+	testkit.Same(t, "refused requests", before, snapshot(t, s.store))
 }
 
 // The caller's uid comes from SO_PEERCRED: a send by uid 1001 lands in
@@ -43,7 +45,7 @@ func TestSocketPeerCredentials(t *testing.T) {
 	s := newServer(t)
 	sock := filepath.Join(s.root, "agent", "coder.sock")
 	st, err := os.Stat(sock)
-	mustT(t, err)
+	testkit.Must(t, err)
 	if st.Mode().Perm() != 0o666 || st.Mode()&os.ModeSocket == 0 {
 		t.Fatalf("socket mode %v, want a 0666 socket", st.Mode())
 	}
@@ -62,7 +64,7 @@ print(s.makefile().read(), end="")`
 	dir := s.mnt("home/1001/agent/coder/session/default")
 	for _, p := range []string{s.mnt("home/1001"), dir, filepath.Join(dir, "messages.jsonl")} {
 		st, err := os.Stat(p)
-		mustT(t, err)
+		testkit.Must(t, err)
 		if uid := st.Sys().(*syscall.Stat_t).Uid; uid != 1001 {
 			t.Errorf("%s owned by %d, want 1001", p, uid)
 		}
@@ -76,7 +78,7 @@ print(s.makefile().read(), end="")`
 func TestModelAndNewDefinitionSockets(t *testing.T) {
 	s := newServer(t)
 	conn, err := net.Dial("unix", filepath.Join(s.root, "model", "debug", "echo.sock"))
-	mustT(t, err)
+	testkit.Must(t, err)
 	conn.Write([]byte(`{"op":"send","id":"m1","input":"to the model"}` + "\n"))
 	var out bytes.Buffer
 	conn.SetDeadline(time.Now().Add(20 * time.Second))
@@ -116,10 +118,10 @@ func TestFsckExitAndLines(t *testing.T) {
 	settle() // the derived files reach the store behind, before s2's state is forged
 	p := filepath.Join(s.sessionDir(0, "coder", "s1"), "events.jsonl")
 	f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
-	mustT(t, err)
+	testkit.Must(t, err)
 	f.WriteString(`{"forged":true}` + "\n")
 	f.Close()
-	mustT(t, os.WriteFile(filepath.Join(s.sessionDir(0, "coder", "s2"), "state"), []byte("bogus\n"), 0o600))
+	testkit.Must(t, os.WriteFile(filepath.Join(s.sessionDir(0, "coder", "s2"), "state"), []byte("bogus\n"), 0o600))
 	// --repair replays the journal and cuts: never under a live server.
 	if out, code := s.fsck("--repair"); code != 2 || !strings.Contains(out, "is served by") {
 		t.Fatalf("fsck --repair of a served store: exit %d\n%s", code, out)

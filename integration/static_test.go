@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // Issue 19: no dynamic loader runs for the binaries, whose helpers run
@@ -18,7 +20,7 @@ import (
 func TestBinariesStatic(t *testing.T) {
 	for _, bin := range []string{ctxfsBin, ctxBin} {
 		f, err := elf.Open(bin)
-		mustT(t, err)
+		testkit.Must(t, err)
 		defer f.Close()
 		for _, p := range f.Progs {
 			if p.Type == elf.PT_INTERP {
@@ -26,7 +28,7 @@ func TestBinariesStatic(t *testing.T) {
 			}
 		}
 		libs, err := f.ImportedLibraries()
-		mustT(t, err)
+		testkit.Must(t, err)
 		if len(libs) > 0 {
 			t.Errorf("%s needs shared libraries (DT_NEEDED): %v", bin, libs)
 		}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/internal/mountinfo"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // demoHint is the last line `make run` prints before it serves until
@@ -64,10 +65,10 @@ func testStopDemo(t *testing.T, piped bool) {
 	events := filepath.Join(root, "home/0/agent/demo/session/default/events.jsonl")
 	tail := exec.Command("tail", "-f", events)
 	tailOut, err := os.Create(filepath.Join(base, "tail.out"))
-	mustT(t, err)
+	testkit.Must(t, err)
 	defer tailOut.Close()
 	tail.Stdout, tail.Stderr = tailOut, tailOut
-	mustT(t, tail.Start())
+	testkit.Must(t, tail.Start())
 	tailDone := make(chan struct{})
 	go func() { tail.Wait(); close(tailDone) }()
 	t.Cleanup(func() { tail.Process.Kill(); <-tailDone })
@@ -91,7 +92,7 @@ func testStopDemo(t *testing.T, piped bool) {
 	}
 	if piped {
 		b, err := os.ReadFile(teeLog)
-		mustT(t, err)
+		testkit.Must(t, err)
 		for _, want := range []string{"$ ctx agent send demo 'hello from ctxfs'", "hello from ctxfs", "messages.jsonl", demoHint} {
 			if !strings.Contains(string(b), want) {
 				t.Errorf("tee's log has no %q:\n%s", want, b)
@@ -109,14 +110,14 @@ func demoCheckout(t *testing.T, base string) string {
 	t.Helper()
 	dir := filepath.Join(base, "checkout")
 	for _, d := range []string{"scripts", "bin"} {
-		mustT(t, os.MkdirAll(filepath.Join(dir, d), 0o755))
+		testkit.Must(t, os.MkdirAll(filepath.Join(dir, d), 0o755))
 	}
 	script, err := os.ReadFile("../scripts/demo.sh")
-	mustT(t, err)
+	testkit.Must(t, err)
 	demo := filepath.Join(dir, "scripts", "demo.sh")
-	mustT(t, os.WriteFile(demo, script, 0o755))
-	mustT(t, os.Symlink(ctxfsBin, filepath.Join(dir, "bin", "ctxfs")))
-	mustT(t, os.Symlink(ctxBin, filepath.Join(dir, "bin", "ctx")))
+	testkit.Must(t, os.WriteFile(demo, script, 0o755))
+	testkit.Must(t, os.Symlink(ctxfsBin, filepath.Join(dir, "bin", "ctxfs")))
+	testkit.Must(t, os.Symlink(ctxBin, filepath.Join(dir, "bin", "ctx")))
 	return demo
 }
 
@@ -165,7 +166,7 @@ func TestUmountNamesTheDeadMountsItCleans(t *testing.T) {
 	if wd == 0 {
 		t.Fatal("the server has no watchdog")
 	}
-	mustT(t, syscall.Kill(wd, syscall.SIGKILL))
+	testkit.Must(t, syscall.Kill(wd, syscall.SIGKILL))
 	if _, gone := timeGone(wd, time.Now(), 5*time.Second); !gone {
 		t.Fatalf("the watchdog (pid %d) survived SIGKILL", wd)
 	}
@@ -196,12 +197,12 @@ func TestStopWithAStalledStderr(t *testing.T) {
 	s := unstartedServer(t)
 	t.Cleanup(func() { stopRoot(t, s.root) })
 	r, w, err := os.Pipe()
-	mustT(t, err)
+	testkit.Must(t, err)
 	t.Cleanup(func() { r.Close(); w.Close() })
 	cmd := exec.Command(ctxfsBin, "mount", "--foreground", "--root", s.root, "--store", s.store)
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	mustT(t, cmd.Start())
+	testkit.Must(t, cmd.Start())
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
@@ -215,7 +216,7 @@ func TestStopWithAStalledStderr(t *testing.T) {
 	if frames, err := s.request("coder", `{"op":"send","id":"c1","session":"s","input":"logged while nobody reads"}`); err != nil || len(frames) == 0 || frames[len(frames)-1]["type"] != "done" {
 		t.Fatalf("a send while the server's stderr stalls: %v %v", frames, err)
 	}
-	mustT(t, cmd.Process.Signal(syscall.SIGTERM))
+	testkit.Must(t, cmd.Process.Signal(syscall.SIGTERM))
 	if code := exitWithin(t, cmd, exited, 20*time.Second, func() string { return "its stderr stalled" }); code != 0 {
 		t.Errorf("the server's exit status: %d, want 0", code)
 	}
@@ -230,7 +231,7 @@ func TestStopWithAStalledStderr(t *testing.T) {
 func fillPipe(t *testing.T, w *os.File) {
 	t.Helper()
 	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", w.Fd()), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	mustT(t, err)
+	testkit.Must(t, err)
 	defer unix.Close(fd)
 	chunk := make([]byte, 4096)
 	for {

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -126,7 +127,7 @@ func hasFrame(frames []frame, typ string) bool {
 // symlink's target; and, under the key "<path> (atime)", its atime. Files
 // and directories are read with O_NOATIME, so the snapshot itself changes
 // nothing; a read or a listing by anyone else moves an atime (see
-// primeAtimes). Unlike storetest.Snapshot it sees owners and times.
+// primeAtimes). Unlike testkit.Snapshot it sees owners and times.
 func hostSnapshot(t testing.TB, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -277,14 +278,14 @@ func primeAtimes(t testing.TB, dir string) {
 	// A probe: reading a primed file must move its atime, else this
 	// filesystem does not record reads and the check would be empty.
 	probe := filepath.Join(filepath.Dir(dir), ".atime-probe")
-	mustT(t, os.WriteFile(probe, []byte("probe\n"), 0o600))
+	testkit.Must(t, os.WriteFile(probe, []byte("probe\n"), 0o600))
 	defer os.Remove(probe)
-	mustT(t, unix.UtimesNanoAt(unix.AT_FDCWD, probe, ts, 0))
+	testkit.Must(t, unix.UtimesNanoAt(unix.AT_FDCWD, probe, ts, 0))
 	if _, err := os.ReadFile(probe); err != nil {
 		t.Fatal(err)
 	}
 	var st unix.Stat_t
-	mustT(t, unix.Stat(probe, &st))
+	testkit.Must(t, unix.Stat(probe, &st))
 	if st.Atim.Sec == 1 {
 		t.Fatalf("reads do not move atimes on the filesystem of %s (noatime?): a read of the decoy could not be seen", dir)
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // TestStorePrivacy: the store is root's alone. After uid 1001 made a
@@ -20,7 +22,7 @@ func TestStorePrivacy(t *testing.T) {
 	settle()
 
 	st, err := os.Stat(s.store)
-	mustT(t, err)
+	testkit.Must(t, err)
 	if sys := st.Sys().(*syscall.Stat_t); sys.Uid != 0 || st.Mode().Perm() != 0o700 || !st.IsDir() {
 		t.Errorf("the store is %v owned by %d, want a 0700 directory owned by root", st.Mode(), sys.Uid)
 	}
@@ -66,7 +68,7 @@ func TestStorePrivacy(t *testing.T) {
 			t.Fatalf("uid %d: the probe reported nothing", who.uid)
 		}
 	}
-	same(t, "other uids' attempts on the store", before, storeSnapshot(t, s))
+	testkit.Same(t, "other uids' attempts on the store", before, storeSnapshot(t, s))
 
 	// Through the mount the owner reads, lists and stats the same things.
 	m := s.mnt("home/1001/agent/coder/session/default")

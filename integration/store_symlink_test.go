@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // plantTree is a tree of the store in which symlinks are planted: uid
@@ -107,12 +109,12 @@ func plantedSymlink(t *testing.T, k plantKind) {
 	rand.Read(rnd[:])
 	secret := "DECOY-SECRET-" + hex.EncodeToString(rnd[:])
 	for _, d := range []string{decoy, control} {
-		mustT(t, os.Mkdir(d, 0o755))
-		mustT(t, os.WriteFile(filepath.Join(d, "secret"), []byte(secret+"\n"), 0o600))
-		mustT(t, os.Mkdir(filepath.Join(d, "pub"), 0o755))
-		mustT(t, os.WriteFile(filepath.Join(d, "pub", "readme"), []byte("a public decoy file\n"), 0o644))
+		testkit.Must(t, os.Mkdir(d, 0o755))
+		testkit.Must(t, os.WriteFile(filepath.Join(d, "secret"), []byte(secret+"\n"), 0o600))
+		testkit.Must(t, os.Mkdir(filepath.Join(d, "pub"), 0o755))
+		testkit.Must(t, os.WriteFile(filepath.Join(d, "pub", "readme"), []byte("a public decoy file\n"), 0o644))
 	}
-	mustT(t, os.Mkdir(aside, 0o700))
+	testkit.Must(t, os.Mkdir(aside, 0o700))
 	planted := map[string]string{} // tree name -> host path of the link in the store
 	targets := map[string]string{}
 	for _, tr := range trees {
@@ -138,8 +140,8 @@ func plantedSymlink(t *testing.T, k plantKind) {
 	before, controlBefore := hostSnapshot(t, decoy), hostSnapshot(t, control)
 	for _, tr := range trees {
 		real := planted[tr.name]
-		mustT(t, os.Rename(real, filepath.Join(aside, tr.name+"-"+filepath.Base(real))))
-		mustT(t, os.Symlink(targets[tr.name], real))
+		testkit.Must(t, os.Rename(real, filepath.Join(aside, tr.name+"-"+filepath.Base(real))))
+		testkit.Must(t, os.Symlink(targets[tr.name], real))
 	}
 
 	var results []string

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // unitFile is the unit the project ships.
@@ -18,7 +20,7 @@ const unitFile = "../contrib/systemd/ctxfs.service"
 func unitSettings(t *testing.T) map[string][]string {
 	t.Helper()
 	f, err := os.Open(unitFile)
-	mustT(t, err)
+	testkit.Must(t, err)
 	defer f.Close()
 	settings := map[string][]string{}
 	sc := bufio.NewScanner(f)
@@ -68,11 +70,11 @@ func TestSystemdUnitVerifies(t *testing.T) {
 		t.Skip("no systemd-analyze")
 	}
 	unit, err := os.ReadFile(unitFile)
-	mustT(t, err)
+	testkit.Must(t, err)
 	verify := func(text string) (string, error) {
 		dir := t.TempDir()
 		p := filepath.Join(dir, "ctxfs.service")
-		mustT(t, os.WriteFile(p, []byte(strings.ReplaceAll(text, "/usr/local/bin/ctxfs", ctxfsBin)), 0o644))
+		testkit.Must(t, os.WriteFile(p, []byte(strings.ReplaceAll(text, "/usr/local/bin/ctxfs", ctxfsBin)), 0o644))
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		// --man=no: the Documentation= man page is not installed here.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/trajectory"
 )
 
@@ -34,14 +35,14 @@ func ctxTrajectory(t *testing.T, s *server, args ...string) (stdout, stderr stri
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/", "CTX_ROOT=" + s.root}
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
-	mustT(t, cmd.Start())
+	testkit.Must(t, cmd.Start())
 	timer := time.AfterFunc(cmdLimit, func() { cmd.Process.Kill() })
 	err := cmd.Wait()
 	timer.Stop()
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else {
-		mustT(t, err)
+		testkit.Must(t, err)
 	}
 	return o.String(), e.String(), code
 }
@@ -101,7 +102,7 @@ func TestTrajectory(t *testing.T) {
 		Agent         struct{ Name, Version string }
 		Steps         []atifStep `json:"steps"`
 	}
-	mustT(t, json.Unmarshal([]byte(out), &doc))
+	testkit.Must(t, json.Unmarshal([]byte(out), &doc))
 	if doc.SchemaVersion != "ATIF-v1.7" || doc.SessionID != "traj" || doc.Agent.Name != "tooler" || doc.Agent.Version == "" {
 		t.Errorf("envelope %+v", doc)
 	}
@@ -141,7 +142,7 @@ func TestTrajectoryRefusals(t *testing.T) {
 	requireFUSE(t)
 	s := newServer(t)
 	s.mustRequest("coder", `{"op":"send","id":"warm","session":"warm","input":"x"}`)
-	mustT(t, os.Mkdir(s.mnt(sessRel("empty")), 0o755))
+	testkit.Must(t, os.Mkdir(s.mnt(sessRel("empty")), 0o755))
 	out, errs, code := ctxTrajectory(t, s, "agent", "trajectory", "coder", "--session", "empty")
 	if code != 1 || out != "" || errs != "ctx: trajectory: ENODATA: session empty has no messages\n" {
 		t.Errorf("empty session: exit %d, stdout %q, stderr %q", code, out, errs)
@@ -163,7 +164,7 @@ func validateATIF(t *testing.T, doc string) {
 	c := jsonschema.NewCompiler()
 	c.AssertFormat()
 	sch, err := c.Compile("../trajectory/atif-v1.7.schema.json")
-	mustT(t, err)
+	testkit.Must(t, err)
 	v, err := jsonschema.UnmarshalJSON(strings.NewReader(doc))
 	if err != nil {
 		t.Fatalf("not one JSON document: %v\n%s", err, doc)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // writePieces is a Python script: open argv[1] for writing (truncated),
@@ -34,7 +36,7 @@ func valueWriteServer(t *testing.T) *server {
 	s := newFuseServer(t)
 	s.send("a", "a1", "hello a")
 	s.send("b", "b1", "hello b")
-	mustT(t, os.WriteFile(s.mnt(sessRel("a")+"/meta.json"), []byte(`{"client":"ctx","scope":"private","self_id":"alpha"}`+"\n"), 0))
+	testkit.Must(t, os.WriteFile(s.mnt(sessRel("a")+"/meta.json"), []byte(`{"client":"ctx","scope":"private","self_id":"alpha"}`+"\n"), 0))
 	settle() // the derived files and the index's list reach the store
 	return s
 }
@@ -127,16 +129,16 @@ func TestValueInSeveralWrites(t *testing.T) {
 // EINVAL, as docs/reference.md says (issue 20, item 4).
 func TestMetaModelMustExist(t *testing.T) {
 	s := valueWriteServer(t)
-	mustT(t, os.MkdirAll(filepath.Join(s.root, "model", "local", "mock.d"), 0o755))
+	testkit.Must(t, os.MkdirAll(filepath.Join(s.root, "model", "local", "mock.d"), 0o755))
 	meta := s.mnt(sessRel("a") + "/meta.json")
 	for _, model := range []string{"no/such", "local/none", "nosuch/mock"} {
 		refusedUnchanged(t, s, "model "+model, sessRel("a")+"/meta.json", func() {
-			wantErrno(t, "model "+model, os.WriteFile(meta, []byte(`{"client":"ctx","scope":"private","model":"`+model+`"}`), 0), syscall.EINVAL)
+			testkit.WantErrno(t, "model "+model, os.WriteFile(meta, []byte(`{"client":"ctx","scope":"private","model":"`+model+`"}`), 0), syscall.EINVAL)
 		})
 	}
 	for _, model := range []string{"debug/echo", "local/mock", ""} {
 		v := `{"client":"ctx","scope":"private","model":"` + model + `"}` + "\n"
-		mustT(t, os.WriteFile(meta, []byte(v), 0))
+		testkit.Must(t, os.WriteFile(meta, []byte(v), 0))
 		if got := s.readMnt(sessRel("a") + "/meta.json"); got != v {
 			t.Errorf("model %q: meta.json is %q", model, got)
 		}

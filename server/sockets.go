@@ -459,8 +459,7 @@ func readRequest(r io.Reader) ([]byte, error) {
 
 // readers are the request readers, reused: 64 KiB each, which a
 // connection used to allocate (and clear) for a request of a few hundred
-// bytes, 3-4% of the server's CPU in BenchmarkDurableSends with the
-// collector's share besides.
+// bytes (docs/benchmarks.md#send-path).
 var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64*1024) }}
 
 func boolInt(b bool) int {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session"
 )
@@ -22,22 +23,22 @@ import (
 func TestSocketOverSymlink(t *testing.T) {
 	base := t.TempDir()
 	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
-	must(t, os.MkdirAll(filepath.Join(root, "agent", "coder.d"), 0o755))
+	testkit.Must(t, os.MkdirAll(filepath.Join(root, "agent", "coder.d"), 0o755))
 	target := filepath.Join(base, "secret")
 	secret := []byte("root's secret\n")
-	must(t, os.WriteFile(target, secret, 0o600))
+	testkit.Must(t, os.WriteFile(target, secret, 0o600))
 	sock := filepath.Join(root, "agent", "coder.sock")
-	must(t, os.Symlink(target, sock))
+	testkit.Must(t, os.Symlink(target, sock))
 
 	serveRoot(t, root, store)
 
 	st, err := os.Lstat(target)
-	must(t, err)
+	testkit.Must(t, err)
 	if got, _ := os.ReadFile(target); st.Mode() != 0o600 || !bytes.Equal(got, secret) {
 		t.Fatalf("the symlink's target changed: mode %v, bytes %q", st.Mode(), got)
 	}
 	st, err = os.Lstat(sock)
-	must(t, err)
+	testkit.Must(t, err)
 	if st.Mode()&os.ModeSocket == 0 || st.Mode().Perm() != 0o666 {
 		t.Fatalf("%s: mode %v, want a 0666 socket", sock, st.Mode())
 	}
@@ -57,10 +58,10 @@ func TestSocketOverSymlink(t *testing.T) {
 func serveRoot(t *testing.T, root, store string) *Sockets {
 	t.Helper()
 	e, err := session.Open(session.Config{Store: store, Root: root})
-	must(t, err)
+	testkit.Must(t, err)
 	t.Cleanup(func() { e.Close() })
 	socks, err := ServeSockets(e, root, nil)
-	must(t, err)
+	testkit.Must(t, err)
 	t.Cleanup(socks.Close)
 	return socks
 }
@@ -77,13 +78,6 @@ func within(t *testing.T, limit time.Duration, what string, ok func() bool) {
 	}
 }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestSocketSymlinkRace: while the server makes the sockets of many
 // agents, a planter swaps a symlink to a 0600 file onto each socket the
 // moment it appears (the window between bind and the old path chmod). The
@@ -95,12 +89,12 @@ func TestSocketSymlinkRace(t *testing.T) {
 	names := make([]string, agents)
 	for i := range names {
 		names[i] = fmt.Sprintf("a%03d", i) // the order scan makes them in
-		must(t, os.MkdirAll(filepath.Join(root, "agent", names[i]+".d"), 0o755))
+		testkit.Must(t, os.MkdirAll(filepath.Join(root, "agent", names[i]+".d"), 0o755))
 	}
 	target := filepath.Join(base, "secret")
-	must(t, os.WriteFile(target, []byte("x"), 0o600))
+	testkit.Must(t, os.WriteFile(target, []byte("x"), 0o600))
 	e, err := session.Open(session.Config{Store: store, Root: root})
-	must(t, err)
+	testkit.Must(t, err)
 	t.Cleanup(func() { e.Close() })
 
 	stop := make(chan struct{})
@@ -113,7 +107,7 @@ func TestSocketSymlinkRace(t *testing.T) {
 		socks.Close()
 	}
 	st, err := os.Stat(target)
-	must(t, err)
+	testkit.Must(t, err)
 	if st.Mode().Perm() != 0o600 {
 		t.Fatalf("the symlink's target became mode %v (%d symlinks planted)", st.Mode(), n)
 	}
@@ -154,19 +148,19 @@ func TestWatchedDirsBounded(t *testing.T) {
 	base := t.TempDir()
 	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
 	for i := range maxWatchedDirs + 5 { // ROOT/agent and ROOT/model are watched first
-		must(t, os.MkdirAll(filepath.Join(root, "model", fmt.Sprintf("p%04d", i)), 0o755))
+		testkit.Must(t, os.MkdirAll(filepath.Join(root, "model", fmt.Sprintf("p%04d", i)), 0o755))
 	}
 	socks := serveRoot(t, root, store)
 	if socks.defs == nil {
 		t.Skip("no inotify here")
 	}
 	fdinfo, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", socks.defs.fd))
-	must(t, err)
+	testkit.Must(t, err)
 	if n := bytes.Count(fdinfo, []byte("inotify wd:")); n != maxWatchedDirs {
 		t.Errorf("%d directories watched, want %d", n, maxWatchedDirs)
 	}
 	for _, p := range []string{"p0000", fmt.Sprintf("p%04d", maxWatchedDirs+4)} {
-		must(t, os.Mkdir(filepath.Join(root, "model", p, "m.d"), 0o755))
+		testkit.Must(t, os.Mkdir(filepath.Join(root, "model", p, "m.d"), 0o755))
 		sock := filepath.Join(root, "model", p, "m.sock")
 		within(t, 3*rescanPeriod, "a socket at "+sock, func() bool { return isSocket(sock) })
 	}
@@ -183,14 +177,14 @@ func isSocket(p string) bool {
 func TestSocketsFollowBurst(t *testing.T) {
 	base := t.TempDir()
 	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
-	must(t, os.MkdirAll(filepath.Join(root, "agent"), 0o755))
+	testkit.Must(t, os.MkdirAll(filepath.Join(root, "agent"), 0o755))
 	serveRoot(t, root, store)
 	const n = 200
 	for i := range n {
-		must(t, os.Mkdir(filepath.Join(root, "agent", fmt.Sprintf("b%03d.d", i)), 0o755))
+		testkit.Must(t, os.Mkdir(filepath.Join(root, "agent", fmt.Sprintf("b%03d.d", i)), 0o755))
 	}
 	for i := 0; i < n; i += 2 {
-		must(t, os.Remove(filepath.Join(root, "agent", fmt.Sprintf("b%03d.d", i))))
+		testkit.Must(t, os.Remove(filepath.Join(root, "agent", fmt.Sprintf("b%03d.d", i))))
 	}
 	want := func() bool {
 		for i := range n {
@@ -212,21 +206,21 @@ func TestRemovesOnlyItsOwnSocket(t *testing.T) {
 	base := t.TempDir()
 	root, store := filepath.Join(base, "ctx"), filepath.Join(base, "store")
 	first, other := filepath.Join(base, "first"), filepath.Join(base, "other")
-	must(t, os.MkdirAll(filepath.Join(first, "m.d"), 0o755))
-	must(t, os.MkdirAll(other, 0o755))
-	must(t, os.MkdirAll(filepath.Join(root, "model"), 0o755))
+	testkit.Must(t, os.MkdirAll(filepath.Join(first, "m.d"), 0o755))
+	testkit.Must(t, os.MkdirAll(other, 0o755))
+	testkit.Must(t, os.MkdirAll(filepath.Join(root, "model"), 0o755))
 	link := filepath.Join(root, "model", "linked")
-	must(t, os.Symlink(first, link))
+	testkit.Must(t, os.Symlink(first, link))
 	theirs := filepath.Join(other, "m.sock")
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: theirs, Net: "unix"})
-	must(t, err)
+	testkit.Must(t, err)
 	defer l.Close()
 	serveRoot(t, root, store)
 	sock := filepath.Join(link, "m.sock")
 	within(t, 3*rescanPeriod, "a socket for linked/m", func() bool { return isSocket(sock) })
 
-	must(t, os.Remove(link))
-	must(t, os.Symlink(other, link)) // linked/m.d is gone: other has no m.d
+	testkit.Must(t, os.Remove(link))
+	testkit.Must(t, os.Symlink(other, link)) // linked/m.d is gone: other has no m.d
 	within(t, 3*rescanPeriod, "the socket made in "+first+" closed", func() bool {
 		c, err := net.Dial("unix", filepath.Join(first, "m.sock"))
 		if err == nil {

@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // age makes a session look untouched for d: its updated_at moves back.
 func (env *testEnv) age(name string, d time.Duration) {
 	p := filepath.Join(env.sessDir("home/0", "coder", name), abi.FileUpdatedAt)
-	must(env.t, os.WriteFile(p, []byte(strconv.FormatInt(time.Now().Add(-d).Unix(), 10)+"\n"), 0o600))
+	testkit.Must(env.t, os.WriteFile(p, []byte(strconv.FormatInt(time.Now().Add(-d).Unix(), 10)+"\n"), 0o600))
 }
 
 // TestGCIdleArchivesOldTempSessions: the server's clean-up archives
@@ -57,7 +58,7 @@ func TestArchiveRefusesActive(t *testing.T) {
 	env.send(root0, coder(), `{"op":"send","id":"c","session":"other","input":"x"}`) // another current
 	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "sleeper"}, Name: "temp-busy"}
 	before := env.settledTree()
-	wantErrno(t, "archive of an active session", env.e.Archive(ref, privateOwner(0, 0), false), syscall.EBUSY)
-	wantErrno(t, "check of an active session", env.e.checkArchive(ref), syscall.EBUSY)
-	sameTree(t, "a refused archive", before, tree(t, env.store))
+	testkit.WantErrno(t, "archive of an active session", env.e.Archive(ref, privateOwner(0, 0), false), syscall.EBUSY)
+	testkit.WantErrno(t, "check of an active session", env.e.checkArchive(ref), syscall.EBUSY)
+	testkit.Same(t, "a refused archive", before, testkit.Snapshot(t, env.store, nil))
 }

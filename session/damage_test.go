@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
 
@@ -20,20 +21,20 @@ func TestDamagedHistoryIsEIO(t *testing.T) {
 			b := []byte(readFile(t, p))
 			i := bytes.Index(b, []byte("hello"))
 			b[i] ^= 0x20
-			must(t, os.WriteFile(p, b, 0o600))
+			testkit.Must(t, os.WriteFile(p, b, 0o600))
 		},
 		"cut the last line": func(t *testing.T, p string) {
 			b := []byte(readFile(t, p))
 			i := bytes.LastIndexByte(b[:len(b)-1], '\n')
-			must(t, os.Truncate(p, int64(i+1)))
+			testkit.Must(t, os.Truncate(p, int64(i+1)))
 		},
 		"cut part of the last line": func(t *testing.T, p string) {
 			st, _ := os.Stat(p)
-			must(t, os.Truncate(p, st.Size()-3))
+			testkit.Must(t, os.Truncate(p, st.Size()-3))
 		},
 		"append a valid line": func(t *testing.T, p string) {
 			f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
-			must(t, err)
+			testkit.Must(t, err)
 			f.WriteString(`{"role":"user","content":"forged"}` + "\n")
 			f.Close()
 		},
@@ -58,12 +59,12 @@ func TestDamagedHistoryIsEIO(t *testing.T) {
 					`{"op":"send","id":"c1","input":"hello"}`, // a replay reuses history: EIO first
 				} {
 					_, err := env.do(root0, coder(), line)
-					wantErrno(t, line, err, syscall.EIO)
+					testkit.WantErrno(t, line, err, syscall.EIO)
 				}
 				ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
 				err := env.e.AppendLog(root0, ref, "events.jsonl", []byte(`{"type":"note"}`+"\n"))
-				wantErrno(t, "append", err, syscall.EIO)
-				sameTree(t, "sends to damaged history", before, tree(t, env.store))
+				testkit.WantErrno(t, "append", err, syscall.EIO)
+				testkit.Same(t, "sends to damaged history", before, testkit.Snapshot(t, env.store, nil))
 				if _, err := os.ReadFile(filepath.Join(dir, "messages.jsonl")); err != nil {
 					t.Fatalf("reading a damaged log: %v", err)
 				}

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
 )
@@ -38,37 +39,37 @@ func TestFreeQuotaCount(t *testing.T) {
 	var want, inodes int64
 	for rel, size := range mine {
 		p := filepath.Join(env.store, rel)
-		must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		testkit.Must(t, os.MkdirAll(filepath.Dir(p), 0o755))
 		if size < 0 {
-			must(t, os.MkdirAll(p, 0o755))
+			testkit.Must(t, os.MkdirAll(p, 0o755))
 		} else {
-			must(t, os.WriteFile(p, make([]byte, size), 0o644))
+			testkit.Must(t, os.WriteFile(p, make([]byte, size), 0o644))
 		}
 		owner := 1001
 		if filepath.Base(rel) == "theirs-not-mine" {
 			owner = 1002
 		}
-		must(t, os.Lchown(p, owner, owner))
+		testkit.Must(t, os.Lchown(p, owner, owner))
 		if c := layout.Classify(rel); owner == 1001 && (c.Kind == layout.PlaceFree || c.Kind == layout.PlaceFreeRoot) {
 			var st unix.Stat_t
-			must(t, unix.Lstat(p, &st))
+			testkit.Must(t, unix.Lstat(p, &st))
 			want += quota.FreeCharge(&st)
 			inodes++
 		}
 	}
-	must(t, os.Link(filepath.Join(env.store, "home/1001/agent/coder/root/a"), filepath.Join(env.store, "home/1001/agent/coder/root/d/b")))
+	testkit.Must(t, os.Link(filepath.Join(env.store, "home/1001/agent/coder/root/a"), filepath.Join(env.store, "home/1001/agent/coder/root/d/b")))
 
 	const bytesBound = 1 << 30
 	q := quota.NewFreeQuota(bytesBound, inodes+1, env.e.countFree)
 	if b, n := q.Use(1001); b != want || n != inodes {
 		t.Fatalf("counted %d bytes in %d inodes, want %d in %d", b, n, want, inodes)
 	}
-	must(t, q.Take(1001, 4096, 1))
+	testkit.Must(t, q.Take(1001, 4096, 1))
 	if err := q.Take(1001, 0, 1); !errors.Is(err, syscall.EDQUOT) {
 		t.Fatalf("an inode past the bound: %v, want EDQUOT", err)
 	}
 	q.Give(1001, 4096, 1)
-	must(t, q.Take(1001, 0, 1))
+	testkit.Must(t, q.Take(1001, 0, 1))
 	if err := q.Take(1001, bytesBound, 0); !errors.Is(err, syscall.EDQUOT) {
 		t.Fatalf("bytes past the bound: %v, want EDQUOT", err)
 	}
@@ -86,12 +87,12 @@ func TestFreeQuotaWalkStops(t *testing.T) {
 	}
 	env := newEnv(t)
 	dir := filepath.Join(env.store, "home/1001/agent/coder/root")
-	must(t, os.MkdirAll(dir, 0o755))
-	must(t, os.Chown(dir, 1001, 1001))
+	testkit.Must(t, os.MkdirAll(dir, 0o755))
+	testkit.Must(t, os.Chown(dir, 1001, 1001))
 	for i := 0; i < 20; i++ {
 		p := filepath.Join(dir, string(rune('a'+i)))
-		must(t, os.WriteFile(p, nil, 0o644))
-		must(t, os.Chown(p, 1001, 1001))
+		testkit.Must(t, os.WriteFile(p, nil, 0o644))
+		testkit.Must(t, os.Chown(p, 1001, 1001))
 	}
 	q := quota.NewFreeQuota(1<<30, 5, env.e.countFree)
 	if _, n := q.Use(1001); n != 6 {
@@ -101,7 +102,7 @@ func TestFreeQuotaWalkStops(t *testing.T) {
 		t.Fatalf("a create while over: %v", err)
 	}
 	for i := 0; i < 16; i++ {
-		must(t, os.Remove(filepath.Join(dir, string(rune('a'+i)))))
+		testkit.Must(t, os.Remove(filepath.Join(dir, string(rune('a'+i)))))
 	}
 	q.Give(1001, 0, 1)
 	if _, n := q.Use(1001); n != 5 {

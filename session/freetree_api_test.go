@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // The free trees' door refuses every path outside a free tree (ENOENT),
@@ -14,13 +16,13 @@ import (
 func TestFreeTreeChecksPlace(t *testing.T) {
 	env := newEnv(t)
 	ft := env.e.FreeTree()
-	must(t, env.e.MkdirAt(root0, "home/0/agent"))
-	must(t, env.e.MkdirAt(root0, "home/0/agent/coder"))
-	must(t, env.e.MkdirAt(root0, "home/0/agent/coder/session/s1"))
+	testkit.Must(t, env.e.MkdirAt(root0, "home/0/agent"))
+	testkit.Must(t, env.e.MkdirAt(root0, "home/0/agent/coder"))
+	testkit.Must(t, env.e.MkdirAt(root0, "home/0/agent/coder/session/s1"))
 	sess := "home/0/agent/coder/session/s1"
 	log := filepath.Join(env.store, sess, "messages.jsonl")
 	before, err := os.ReadFile(log)
-	must(t, err)
+	testkit.Must(t, err)
 	cred := ft.Cred(root0, sess)
 	for what, err := range map[string]error{
 		"lstat a log":       func() error { _, err := ft.Lstat(sess + "/messages.jsonl"); return err }(),

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/internal/storetest"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
@@ -33,7 +33,7 @@ func newSmallDisk(t *testing.T, size int64, maxSessions int) *smallDisk {
 	t.Helper()
 	base := t.TempDir()
 	mnt := filepath.Join(base, "small")
-	must(t, os.Mkdir(mnt, 0o700))
+	testkit.Must(t, os.Mkdir(mnt, 0o700))
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d,mode=0700", size), "tmpfs", mnt).CombinedOutput(); err != nil {
 		// Only root mounts a tmpfs; CI runs as root and must not skip.
 		if os.Getenv("CTXFS_REQUIRE_FUSE") != "" {
@@ -52,7 +52,7 @@ func newSmallDisk(t *testing.T, size int64, maxSessions int) *smallDisk {
 func (d *smallDisk) fill() {
 	d.t.Helper()
 	f, err := os.OpenFile(d.filler, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	must(d.t, err)
+	testkit.Must(d.t, err)
 	defer f.Close()
 	buf := make([]byte, 64<<10)
 	for len(buf) > 0 {
@@ -66,13 +66,13 @@ func (d *smallDisk) fill() {
 }
 
 // room gives the filler's blocks back.
-func (d *smallDisk) room() { must(d.t, os.Remove(d.filler)) }
+func (d *smallDisk) room() { testkit.Must(d.t, os.Remove(d.filler)) }
 
 // openFDs counts the process's open descriptors.
 func openFDs(t *testing.T) int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
-	must(t, err)
+	testkit.Must(t, err)
 	return len(ents)
 }
 
@@ -95,7 +95,7 @@ func sendsOnFullDisk(t *testing.T, bound, n int, tune func(*behind)) *smallDisk 
 	// appends go into the journal's room, written ahead.
 	spares, _ := filepath.Glob(filepath.Join(d.store, "home/0/agent/coder/session/s*/.*.spare"))
 	for _, p := range spares {
-		must(t, os.Remove(p))
+		testkit.Must(t, os.Remove(p))
 	}
 	d.open()
 	if tune != nil {
@@ -216,7 +216,7 @@ func TestFullDiskKeepsTheSessionBound(t *testing.T) {
 	for i := 0; i < n; i++ {
 		d.wantStored(i, "done\n", fmt.Sprintf("full %d\n", i))
 		var st unix.Stat_t
-		must(t, unix.Lstat(filepath.Join(d.store, sessRel(i), abi.FileLatest), &st))
+		testkit.Must(t, unix.Lstat(filepath.Join(d.store, sessRel(i), abi.FileLatest), &st))
 		if v := served[i]; st.Mtim != v.Stat.Mtim || st.Mode != v.Stat.Mode || st.Uid != v.Stat.Uid {
 			t.Errorf("s%d/latest.md: mode %o, uid %d, mtime %v in the store; served %o, %d, %v", i, st.Mode, st.Uid, st.Mtim, v.Stat.Mode, v.Stat.Uid, v.Stat.Mtim)
 		}
@@ -250,7 +250,7 @@ func TestLooseValuesAreBounded(t *testing.T) {
 			d.room()
 			for i := 0; i < n; i++ {
 				_, release, err := d.e.lookup(layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: fmt.Sprintf("s%d", i)})
-				must(t, err)
+				testkit.Must(t, err)
 				release()
 				d.wantStored(i, "done\n", fmt.Sprintf("full %d\n", i))
 			}
@@ -271,7 +271,7 @@ func ref(i int) layout.Ref {
 func TestReloadWithFailedValue(t *testing.T) {
 	d := sendsOnFullDisk(t, 2, 6, nil)
 	s, release, err := d.e.lookup(ref(0))
-	must(t, err)
+	testkit.Must(t, err)
 	checkBehind(t, d.e.derived)
 	if n := len(d.e.derived.byDir[s.rel]); n == 0 {
 		t.Fatal("reloaded: no value waits for s0")
@@ -304,20 +304,20 @@ func TestArchiveAndDeleteWithFailedValues(t *testing.T) {
 	// values (every pass) changes them.
 	home := filepath.Join(d.store, "home/0")
 	noSpare := func(rel string) bool { return strings.HasSuffix(rel, ".spare") }
-	before := storetest.Snapshot(t, home, noSpare)
-	wantErrno(t, "archive with a failed value", d.e.Archive(ref(1), own, false), syscall.EBUSY)
-	wantErrno(t, "check with a failed value", d.e.checkArchive(ref(1)), syscall.EBUSY)
-	sameTree(t, "a refused archive", before, storetest.Snapshot(t, home, noSpare))
+	before := testkit.Snapshot(t, home, noSpare)
+	testkit.WantErrno(t, "archive with a failed value", d.e.Archive(ref(1), own, false), syscall.EBUSY)
+	testkit.WantErrno(t, "check with a failed value", d.e.checkArchive(ref(1)), syscall.EBUSY)
+	testkit.Same(t, "a refused archive", before, testkit.Snapshot(t, home, noSpare))
 	d.wantServed(1, "done\n", "full 1\n")
 
-	must(t, d.e.Archive(ref(2), own, true))
+	testkit.Must(t, d.e.Archive(ref(2), own, true))
 	if d.e.derived.waits(sessRel(2)) {
 		t.Fatal("a deleted session's values still wait")
 	}
 	if _, err := d.e.Value(sessRel(2) + "/" + abi.FileLatest); err == nil {
 		t.Error("a deleted session's value is still served")
 	}
-	must(t, os.RemoveAll(filepath.Join(d.store, sessRel(3)))) // behind the engine's back
+	testkit.Must(t, os.RemoveAll(filepath.Join(d.store, sessRel(3)))) // behind the engine's back
 	d.room()
 	d.wantStored(1, "done\n", "full 1\n")
 	for _, i := range []int{2, 3} {
@@ -332,7 +332,7 @@ func TestArchiveAndDeleteWithFailedValues(t *testing.T) {
 	d.send(root0, coder(), `{"op":"send","id":"n2","session":"s2","input":"anew"}`)
 	time.Sleep(2 * behindEvery)
 	d.wantStored(2, "done\n", "anew\n")
-	must(t, d.e.Archive(ref(1), own, false))
+	testkit.Must(t, d.e.Archive(ref(1), own, false))
 	if got := readFile(t, filepath.Join(d.store, archiveTarget(ref(1)), abi.FileLatest)); got != "full 1\n" {
 		t.Errorf("archived latest.md %q", got)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxfs/ctxfs/internal/storetest"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
@@ -56,26 +56,19 @@ func (env *testEnv) open() {
 // executable <root>/agent/NAME.
 func (env *testEnv) define(name string, files map[string]string) {
 	d := filepath.Join(env.root, "agent", name+".d")
-	must(env.t, os.MkdirAll(d, 0o755))
+	testkit.Must(env.t, os.MkdirAll(d, 0o755))
 	for f, v := range files {
 		if f == "program" {
-			must(env.t, os.WriteFile(filepath.Join(env.root, "agent", name), []byte(v), 0o755))
+			testkit.Must(env.t, os.WriteFile(filepath.Join(env.root, "agent", name), []byte(v), 0o755))
 			// Programs run in their cwd under the mount (never in the
 			// store). These tests run without FUSE, so a plain directory
 			// stands in for root's chroot under the mount; the
 			// integration tests run programs under real mounts.
-			must(env.t, os.MkdirAll(filepath.Join(env.root, "home", "0", "agent", name, "root"), 0o755))
+			testkit.Must(env.t, os.MkdirAll(filepath.Join(env.root, "home", "0", "agent", name, "root"), 0o755))
 			continue
 		}
-		must(env.t, os.MkdirAll(filepath.Dir(filepath.Join(d, f)), 0o755))
-		must(env.t, os.WriteFile(filepath.Join(d, f), []byte(v), 0o644))
-	}
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
+		testkit.Must(env.t, os.MkdirAll(filepath.Dir(filepath.Join(d, f)), 0o755))
+		testkit.Must(env.t, os.WriteFile(filepath.Join(d, f), []byte(v), 0o644))
 	}
 }
 
@@ -143,21 +136,6 @@ func types(frames []*proto.Object) string {
 	return strings.Join(ts, ",")
 }
 
-// tree is the store byte for byte, for "nothing was written" checks.
-func tree(t testing.TB, dir string) map[string]string { return storetest.Snapshot(t, dir, nil) }
-
-func sameTree(t *testing.T, what string, before, after map[string]string) {
-	t.Helper()
-	storetest.Same(t, what, before, after)
-}
-
-func wantErrno(t *testing.T, what string, err error, want error) {
-	t.Helper()
-	if !errors.Is(err, want) {
-		t.Fatalf("%s: got %v (errno %s), want %v", what, err, abi.ErrnoName(abi.Errno(err)), want)
-	}
-}
-
 func (env *testEnv) sessDir(home, agent, name string) string {
 	return filepath.Join(env.store, home, "agent", agent, "session", name)
 }
@@ -195,5 +173,5 @@ func (env *testEnv) settledTree() map[string]string {
 			}
 		}
 	}
-	return tree(env.t, env.store)
+	return testkit.Snapshot(env.t, env.store, nil)
 }

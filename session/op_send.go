@@ -286,8 +286,8 @@ func (e *Engine) resolveCwd(c layout.Caller, loc *location, cwd string) (runDir,
 
 // openChroot opens a chroot root, made (owned by own) when missing. It is
 // opened first and made only when that fails: an existing root costs one
-// walk of the store, not an lstat and then an open (the lstat was 2.5% of
-// the server's CPU in BenchmarkDurableSends).
+// walk of the store, not an lstat and then an open
+// (docs/benchmarks.md#send-path).
 func (e *Engine) openChroot(rootRel string, own storefs.Owner) (*os.File, error) {
 	root, err := e.root.OpenDir(rootRel)
 	if !errors.Is(err, fs.ErrNotExist) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/proto"
 
 	"github.com/ctxfs/ctxfs/session/layout"
@@ -32,7 +33,7 @@ func TestSendRecordsInOrder(t *testing.T) {
 	var evTypes []string
 	for _, l := range events {
 		var o map[string]any
-		must(t, json.Unmarshal([]byte(l), &o))
+		testkit.Must(t, json.Unmarshal([]byte(l), &o))
 		evTypes = append(evTypes, fmt.Sprint(o["type"]))
 		if o["run"] != run {
 			t.Fatalf("event without run: %s", l)
@@ -80,7 +81,7 @@ func TestReplayWritesNothing(t *testing.T) {
 	first := env.send(root0, coder(), `{"op":"send","id":"c1","input":"hello","cwd":"/"}`)
 	before := env.settledTree()
 	again := env.send(root0, coder(), `{"op":"send","id":"c1","input":"hello","cwd":"/"}`)
-	sameTree(t, "a replay", before, tree(t, env.store))
+	testkit.Same(t, "a replay", before, testkit.Snapshot(t, env.store, nil))
 	if types(again) != "start,done" {
 		t.Fatalf("replay frames %s", types(again))
 	}
@@ -89,12 +90,12 @@ func TestReplayWritesNothing(t *testing.T) {
 	}
 	// The same client id with the default cwd is the same effective cwd.
 	env.send(root0, coder(), `{"op":"send","id":"c1","input":"hello"}`)
-	sameTree(t, "a replay with the same effective cwd", before, tree(t, env.store))
+	testkit.Same(t, "a replay with the same effective cwd", before, testkit.Snapshot(t, env.store, nil))
 }
 
 func TestPayloadReuseIsEINVAL(t *testing.T) {
 	env := newEnv(t)
-	must(t, os.MkdirAll(filepath.Join(env.store, "home/0/agent/coder/root/w"), 0o755))
+	testkit.Must(t, os.MkdirAll(filepath.Join(env.store, "home/0/agent/coder/root/w"), 0o755))
 	env.send(root0, coder(), `{"op":"send","id":"c1","input":"hello"}`)
 	before := env.settledTree()
 	for _, line := range []string{
@@ -104,12 +105,12 @@ func TestPayloadReuseIsEINVAL(t *testing.T) {
 	} {
 		_, err := env.do(root0, coder(), line)
 		if strings.Contains(line, "temp") {
-			must(t, err) // a temp session is another session: not a reuse
+			testkit.Must(t, err) // a temp session is another session: not a reuse
 			continue
 		}
-		wantErrno(t, line, err, syscall.EINVAL)
+		testkit.WantErrno(t, line, err, syscall.EINVAL)
 	}
-	sameTree(t, "payload reuse", before, tree(t, env.store))
+	testkit.Same(t, "payload reuse", before, testkit.Snapshot(t, env.store, nil))
 }
 
 func TestTempSessionsWriteNothing(t *testing.T) {
@@ -120,7 +121,7 @@ func TestTempSessionsWriteNothing(t *testing.T) {
 	if types(frames) != "start,message,usage,done" {
 		t.Fatalf("temp frames %s", types(frames))
 	}
-	after := tree(t, env.store)
+	after := testkit.Snapshot(t, env.store, nil)
 	for k := range after {
 		if strings.Contains(k, "scratch") {
 			t.Fatalf("temp session left %s in the store", k)
@@ -145,11 +146,11 @@ func TestTempSessionsWriteNothing(t *testing.T) {
 func TestCwdResolution(t *testing.T) {
 	env := newEnv(t)
 	root := filepath.Join(env.store, "home/0/agent/coder/root")
-	must(t, os.MkdirAll(filepath.Join(root, "workspace/sub"), 0o755))
-	must(t, os.WriteFile(filepath.Join(root, "file"), nil, 0o644))
-	must(t, os.Symlink("../../..", filepath.Join(root, "workspace/up")))
-	must(t, os.Symlink("/etc", filepath.Join(root, "abs")))
-	must(t, os.Symlink("/proc/self/root", filepath.Join(root, "magic")))
+	testkit.Must(t, os.MkdirAll(filepath.Join(root, "workspace/sub"), 0o755))
+	testkit.Must(t, os.WriteFile(filepath.Join(root, "file"), nil, 0o644))
+	testkit.Must(t, os.Symlink("../../..", filepath.Join(root, "workspace/up")))
+	testkit.Must(t, os.Symlink("/etc", filepath.Join(root, "abs")))
+	testkit.Must(t, os.Symlink("/proc/self/root", filepath.Join(root, "magic")))
 	env.send(root0, coder(), `{"op":"send","id":"ok","input":"x","cwd":"/workspace/sub","session":"s"}`)
 	before := env.settledTree()
 	cases := map[string]syscall.Errno{
@@ -168,10 +169,10 @@ func TestCwdResolution(t *testing.T) {
 		for _, session := range []string{"s", fmt.Sprintf("new-%d", i)} {
 			line := fmt.Sprintf(`{"op":"send","id":"bad-%d","input":"x","cwd":%q,"session":%q}`, i, cwd, session)
 			_, err := env.do(root0, coder(), line)
-			wantErrno(t, cwd, err, want)
+			testkit.WantErrno(t, cwd, err, want)
 		}
 	}
-	sameTree(t, "refused cwds", before, tree(t, env.store))
+	testkit.Same(t, "refused cwds", before, testkit.Snapshot(t, env.store, nil))
 }
 
 func TestListOrderGolden(t *testing.T) {
@@ -179,7 +180,7 @@ func TestListOrderGolden(t *testing.T) {
 	env.send(root0, coder(), `{"op":"send","id":"a","input":"x","session":"review-1"}`)
 	env.send(root0, coder(), `{"op":"send","id":"b","input":"x","session":"default"}`)
 	x, err := env.e.Index(layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"})
-	must(t, err)
+	testkit.Must(t, err)
 	if got := string(x.ListBytes()); got != "default\nreview-1\n" {
 		t.Fatalf("list %q", got)
 	}
@@ -195,14 +196,14 @@ func TestListOrderGolden(t *testing.T) {
 func TestSharedScope(t *testing.T) {
 	env := newEnv(t)
 	_, err := env.do(root0, coder(), `{"op":"send","id":"c","input":"x","scope":"shared","space":"team"}`)
-	wantErrno(t, "missing space", err, syscall.ENOENT)
-	must(t, env.e.AddSpace("team", 1234, 0o770))
+	testkit.WantErrno(t, "missing space", err, syscall.ENOENT)
+	testkit.Must(t, env.e.AddSpace("team", 1234, 0o770))
 	member := layout.Caller{Uid: 1001, Gid: 1001, Groups: []uint32{1234}}
 	stranger := layout.Caller{Uid: 1002, Gid: 1002}
 	before := env.settledTree()
 	_, err = env.do(stranger, coder(), `{"op":"send","id":"c","input":"x","scope":"shared","space":"team"}`)
-	wantErrno(t, "stranger", err, syscall.EACCES)
-	sameTree(t, "a refused shared send", before, tree(t, env.store))
+	testkit.WantErrno(t, "stranger", err, syscall.EACCES)
+	testkit.Same(t, "a refused shared send", before, testkit.Snapshot(t, env.store, nil))
 	frames := env.send(member, coder(), `{"op":"send","id":"c","input":"x","scope":"shared","space":"team"}`)
 	if types(frames) != "start,message,usage,done" || frames[0].Str("scope") != "shared" {
 		t.Fatalf("shared frames %s", types(frames))
@@ -211,13 +212,13 @@ func TestSharedScope(t *testing.T) {
 	// mount shows the group its owner's bits (store.go: shownStat).
 	rel := "shared/team/agent/coder/session/default/messages.jsonl"
 	st, err := os.Stat(filepath.Join(env.store, rel))
-	must(t, err)
+	testkit.Must(t, err)
 	sys := st.Sys().(*syscall.Stat_t)
 	if sys.Uid != 0 || sys.Gid != 1234 || st.Mode().Perm() != 0o600 {
 		t.Fatalf("shared log stored as %d:%d %v, want 0:1234 0600", sys.Uid, sys.Gid, st.Mode())
 	}
 	shown, err := env.e.Stat(rel)
-	must(t, err)
+	testkit.Must(t, err)
 	if shown.Gid != 1234 || shown.Mode&0o777 != 0o660 {
 		t.Fatalf("shared log shown as %d:%d %o, want group 1234 and 0660", shown.Uid, shown.Gid, shown.Mode&0o777)
 	}
@@ -232,7 +233,7 @@ func TestPrivateOwnership(t *testing.T) {
 	for _, p := range []string{"home/1001", "home/1001/agent/coder/session/default", "home/1001/agent/coder/session/default/state",
 		"home/1001/agent/coder/session/default/context", "home/1001/agent/coder/root"} {
 		st, err := os.Stat(filepath.Join(env.store, p))
-		must(t, err)
+		testkit.Must(t, err)
 		sys := st.Sys().(*syscall.Stat_t)
 		want := os.FileMode(0o600)
 		if st.IsDir() {
@@ -246,7 +247,7 @@ func TestPrivateOwnership(t *testing.T) {
 			t.Errorf("%s: stored as uid %d mode %v, want %d and %v", p, sys.Uid, st.Mode(), stored, want)
 		}
 		shown, err := env.e.Stat(p)
-		must(t, err)
+		testkit.Must(t, err)
 		if shown.Uid != 1001 || os.FileMode(shown.Mode).Perm() != want {
 			t.Errorf("%s: shown as uid %d mode %o, want 1001 and %v", p, shown.Uid, shown.Mode&0o777, want)
 		}
@@ -257,8 +258,8 @@ func TestUnknownAgentIsENOENT(t *testing.T) {
 	env := newEnv(t)
 	before := env.settledTree()
 	_, err := env.do(root0, Target{Kind: abi.KindAgent, Owner: "ghost"}, `{"op":"send","id":"c","input":"x"}`)
-	wantErrno(t, "undefined agent", err, syscall.ENOENT)
-	after := tree(t, env.store)
+	testkit.WantErrno(t, "undefined agent", err, syscall.ENOENT)
+	after := testkit.Snapshot(t, env.store, nil)
 	for k := range after {
 		if strings.Contains(k, "ghost") {
 			t.Fatalf("a send to an undefined agent wrote %s", k)
@@ -289,8 +290,8 @@ func TestRefusedSendWritesNothing(t *testing.T) {
 			}
 			for i := 0; i < 2; i++ {
 				_, err := env.do(root0, coder(), line)
-				wantErrno(t, "a send whose user line is over the limit", err, syscall.EINVAL)
-				sameTree(t, "a refused send", before, env.settledTree())
+				testkit.WantErrno(t, "a send whose user line is over the limit", err, syscall.EINVAL)
+				testkit.Same(t, "a refused send", before, env.settledTree())
 			}
 		})
 	}
@@ -316,7 +317,7 @@ func TestLongDeltaTextIsSplit(t *testing.T) {
 			t.Fatalf("a line of %d bytes", len(l))
 		}
 		o, err := proto.ParseObject([]byte(l), false)
-		must(t, err)
+		testkit.Must(t, err)
 		if o.Str("role") == "assistant" {
 			n++
 			text.WriteString(messageText(o.Raw("content")))
@@ -338,7 +339,7 @@ func TestSessionCacheIsBounded(t *testing.T) {
 	env := &testEnv{t: t, store: filepath.Join(base, "store"), root: filepath.Join(base, "root")}
 	env.define("coder", map[string]string{"model": "debug/echo"})
 	e, err := Open(Config{Store: env.store, Root: env.root, MaxSessions: 4})
-	must(t, err)
+	testkit.Must(t, err)
 	env.e = e
 	t.Cleanup(func() { e.Close() })
 	fds := func() int {
@@ -371,9 +372,9 @@ func TestEmptyInputIsRefused(t *testing.T) {
 	env.send(root0, coder(), `{"op":"send","id":"c0","input":"first"}`) // the home exists
 	before := env.settledTree()
 	_, err := env.do(root0, coder(), `{"op":"send","id":"e0","input":"","session":"new"}`)
-	wantErrno(t, "an empty input to a new session", err, syscall.EINVAL)
-	sameTree(t, "a refused empty send to a new session", before, tree(t, env.store))
+	testkit.WantErrno(t, "an empty input to a new session", err, syscall.EINVAL)
+	testkit.Same(t, "a refused empty send to a new session", before, testkit.Snapshot(t, env.store, nil))
 	_, err = env.do(root0, coder(), `{"op":"send","id":"e1","input":""}`)
-	wantErrno(t, "an empty input to a session", err, syscall.EINVAL)
-	sameTree(t, "a refused empty send", before, tree(t, env.store))
+	testkit.WantErrno(t, "an empty input to a session", err, syscall.EINVAL)
+	testkit.Same(t, "a refused empty send", before, testkit.Snapshot(t, env.store, nil))
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
 
@@ -54,7 +55,7 @@ func newLoggedEnv(t *testing.T, define func(*testEnv)) (*testEnv, *syncBuffer) {
 	}
 	buf := &syncBuffer{}
 	e, err := Open(Config{Store: env.store, Root: env.root, Log: slog.New(slog.NewJSONHandler(buf, nil))})
-	must(t, err)
+	testkit.Must(t, err)
 	env.e = e
 	t.Cleanup(func() { e.Close() })
 	return env, buf
@@ -116,11 +117,11 @@ func TestDerivedWriteFailureLogged(t *testing.T) {
 	env.send(root0, coder(), `{"op":"send","id":"c1","input":"hello"}`)
 	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
 	s, release, err := env.e.lookup(ref)
-	must(t, err)
+	testkit.Must(t, err)
 	defer release()
 	planted := filepath.Join(env.store, s.file(abi.FileLatest))
-	must(t, os.Remove(planted))
-	must(t, os.MkdirAll(filepath.Join(planted, "in-the-way"), 0o700))
+	testkit.Must(t, os.Remove(planted))
+	testkit.Must(t, os.MkdirAll(filepath.Join(planted, "in-the-way"), 0o700))
 	s.fileMu.Lock()
 	env.e.derived.put(s, abi.FileLatest, []byte("pending\n"), nil)
 	s.fileMu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
@@ -23,9 +24,9 @@ const sleeper = "#!/bin/sh\necho working\nexec sleep 60\n"
 func (env *testEnv) begin(c layout.Caller, t Target, line string) *Reply {
 	env.t.Helper()
 	req, err := proto.ParseRequest([]byte(line))
-	must(env.t, err)
+	testkit.Must(env.t, err)
 	r, err := env.e.Begin(context.Background(), c, t, req)
-	must(env.t, err)
+	testkit.Must(env.t, err)
 	env.t.Cleanup(r.Close)
 	return r
 }
@@ -35,7 +36,7 @@ func next(t *testing.T, r *Reply) *proto.Object {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	f, err := r.Next(ctx)
-	must(t, err)
+	testkit.Must(t, err)
 	return f
 }
 
@@ -57,7 +58,7 @@ func TestCancelRunningAndStale(t *testing.T) {
 		t.Fatalf("cancel reply %s", got[0].Line())
 	}
 	frames, err := drain(r)
-	must(t, err)
+	testkit.Must(t, err)
 	last := frames[len(frames)-1]
 	if last.Str("type") != "done" || last.Str("status") != "cancelled" {
 		t.Fatalf("last frame %s", last.Line())
@@ -96,7 +97,7 @@ func TestQueuedRunsAreVisibleAndCancellable(t *testing.T) {
 		var status struct {
 			Runs []struct{ Run, Phase string }
 		}
-		must(t, json.Unmarshal(st[0].Line(), &status))
+		testkit.Must(t, json.Unmarshal(st[0].Line(), &status))
 		running, waiting := 0, []string{}
 		for _, r := range status.Runs {
 			switch r.Phase {
@@ -139,7 +140,7 @@ func TestResume(t *testing.T) {
 		t.Fatalf("resume after a: %s", types(after))
 	}
 	_, err := env.do(root0, coder(), `{"op":"resume","after":"ctx-00000000000000000000000000000000"}`)
-	wantErrno(t, "resume after an unknown run", err, syscall.ENOENT)
+	testkit.WantErrno(t, "resume after an unknown run", err, syscall.ENOENT)
 }
 
 func TestInterruptedRunIsClosedAtStart(t *testing.T) {
@@ -150,7 +151,7 @@ func TestInterruptedRunIsClosedAtStart(t *testing.T) {
 	// What a crash mid-run leaves: a start without done, and a marker.
 	run, _ := abi.NewRunID()
 	start := proto.NewObject("type", "start", "id", run, "run", run, "client_id", "b", "session", "default", "scope", "private", "cwd", "/", "ts", abi.TS(time.Now()))
-	must(t, env.e.AppendLog(root0, ref, "events.jsonl", start.Line()))
+	testkit.Must(t, env.e.AppendLog(root0, ref, "events.jsonl", start.Line()))
 	env.e.running.write("+" + run + " " + ref.Rel() + "\n")
 	env.e.Close()
 	env.open()
@@ -217,16 +218,16 @@ func TestDerivedFileIsWrittenAgain(t *testing.T) {
 	env.send(root0, coder(), `{"op":"send","id":"c1","input":"one"}`)
 	dir := env.sessDir("home/0", "coder", "default")
 	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
-	must(t, env.e.WriteFile(root0, ref, abi.FileState, []byte("idle\n")))
+	testkit.Must(t, env.e.WriteFile(root0, ref, abi.FileState, []byte("idle\n")))
 	spare := filepath.Join(dir, ".state.spare")
-	must(t, os.Remove(spare))
-	must(t, os.Mkdir(spare, 0o700)) // the next state write fails
+	testkit.Must(t, os.Remove(spare))
+	testkit.Must(t, os.Mkdir(spare, 0o700)) // the next state write fails
 	env.send(root0, coder(), `{"op":"send","id":"c2","input":"two"}`)
 	env.e.derived.flush("", false) // the write behind, which fails
 	if st := readFile(t, filepath.Join(dir, "state")); st != "idle\n" {
 		t.Fatalf("state %q: the failed write was not failed", st)
 	}
-	must(t, os.Remove(spare))
+	testkit.Must(t, os.Remove(spare))
 	deadline := time.Now().Add(5 * time.Second)
 	for readFile(t, filepath.Join(dir, "state")) != "done\n" {
 		if time.Now().After(deadline) {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
@@ -24,7 +25,7 @@ func BenchmarkSearchQuery(b *testing.B) {
 			lines.Write(proto.NewObject("role", "user", "run", "r", "content", randomCJK(rng, 200)).Line())
 		}
 		ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: "agent", Owner: "coder"}, Name: name}
-		must(b, env.e.AppendLog(root0, ref, "messages.jsonl", lines.Bytes()))
+		testkit.Must(b, env.e.AppendLog(root0, ref, "messages.jsonl", lines.Bytes()))
 	}
 	if _, err := env.do(root0, coder(), searchLine("鳕鱼肝油")); err != nil {
 		b.Fatal(err)

@@ -3,7 +3,6 @@ package session
 import (
 	"bytes"
 	"fmt"
-	"github.com/ctxfs/ctxfs/session/fsck"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -11,6 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
+	"github.com/ctxfs/ctxfs/session/fsck"
 
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/search"
@@ -88,7 +90,7 @@ func TestSearchAnyScript(t *testing.T) {
 	got, _ = env.found(root0, searchLine("文件", "session", "s2"))
 	wantFound(t, "one session", got, both("s2", "文件很大, Hello World")...)
 	_, err := env.do(root0, coder(), searchLine("文件", "session", "nope"))
-	wantErrno(t, "a missing session", err, syscall.ENOENT)
+	testkit.WantErrno(t, "a missing session", err, syscall.ENOENT)
 	frames, err := env.do(root0, coder(), searchLine("文件"))
 	if err != nil || frames[0].Str("run") == "" || frames[0].Str("ts") == "" {
 		t.Fatalf("match frame %v %v", frames, err)
@@ -102,13 +104,13 @@ func TestSearchOnlyCallersHome(t *testing.T) {
 	env.sendTo(u, "s1", "the user's own 秘密")
 	got, _ := env.found(u, searchLine("秘密"))
 	wantFound(t, "uid 1001", got, "s1 user the user's own 秘密", "s1 assistant the user's own 秘密")
-	must(t, env.e.AddSpace("team", 1234, 0o770))
+	testkit.Must(t, env.e.AddSpace("team", 1234, 0o770))
 	member := layout.Caller{Uid: 1002, Gid: 1002, Groups: []uint32{1234}}
 	env.send(member, coder(), `{"op":"send","id":"t1","input":"shared 秘密","scope":"shared","space":"team"}`)
 	got, _ = env.found(member, searchLine("秘密", "scope", "shared", "space", "team"))
 	wantFound(t, "member", got, "default user shared 秘密", "default assistant shared 秘密")
 	_, err := env.do(u, coder(), searchLine("秘密", "scope", "shared", "space", "team"))
-	wantErrno(t, "a stranger in the space", err, syscall.EACCES)
+	testkit.WantErrno(t, "a stranger in the space", err, syscall.EACCES)
 }
 
 func TestSearchFollowsAppends(t *testing.T) {
@@ -118,20 +120,20 @@ func TestSearchFollowsAppends(t *testing.T) {
 	wantFound(t, "before", got)
 	seg := filepath.Join(env.store, "home/0/.search/agent/coder/s1/0")
 	st, err := os.Stat(seg)
-	must(t, err)
+	testkit.Must(t, err)
 	if sys := st.Sys().(*syscall.Stat_t); sys.Uid != 0 || st.Mode().Perm() != 0o600 {
 		t.Fatalf("segment %v owned by %d", st.Mode(), sys.Uid)
 	}
 	before := readFile(t, seg)
 	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: "agent", Owner: "coder"}, Name: "s1"}
-	must(t, env.e.AppendLog(root0, ref, "messages.jsonl", []byte(`{"role":"user","content":"appended 文件"}`+"\n")))
+	testkit.Must(t, env.e.AppendLog(root0, ref, "messages.jsonl", []byte(`{"role":"user","content":"appended 文件"}`+"\n")))
 	got, _ = env.found(root0, searchLine("文件"))
 	wantFound(t, "after an append", got, "s1 user appended 文件")
 	if readFile(t, seg) == before {
 		t.Fatal("the segment was not brought up to date")
 	}
 	// A tool message and a line that is not a message are not searched.
-	must(t, env.e.AppendLog(root0, ref, "messages.jsonl", []byte(`{"role":"tool","content":[{"type":"tool_result","content":"文件"}]}`+"\n"+`{"note":"文件"}`+"\n")))
+	testkit.Must(t, env.e.AppendLog(root0, ref, "messages.jsonl", []byte(`{"role":"tool","content":[{"type":"tool_result","content":"文件"}]}`+"\n"+`{"note":"文件"}`+"\n")))
 	got, _ = env.found(root0, searchLine("文件"))
 	wantFound(t, "tool messages", got, "s1 user appended 文件")
 }
@@ -144,7 +146,7 @@ func TestSearchRebuilds(t *testing.T) {
 	env.sendTo(root0, "s2", "文件")
 	want, _ := env.found(root0, searchLine("文件"))
 	idx := filepath.Join(env.store, "home/0/.search")
-	must(t, os.RemoveAll(idx))
+	testkit.Must(t, os.RemoveAll(idx))
 	got, _ := env.found(root0, searchLine("文件"))
 	wantFound(t, "after deleting the index", got, want...)
 	seg := filepath.Join(idx, "agent/coder/s1/0")
@@ -155,7 +157,7 @@ func TestSearchRebuilds(t *testing.T) {
 		func(b []byte) []byte { return b[:100] },
 		func(b []byte) []byte { return nil },
 	} {
-		must(t, os.WriteFile(seg, damage(b), 0o600))
+		testkit.Must(t, os.WriteFile(seg, damage(b), 0o600))
 		got, _ := env.found(root0, searchLine("文件"))
 		wantFound(t, "after damage", got, want...)
 		if readFile(t, seg) != string(b) {
@@ -163,14 +165,14 @@ func TestSearchRebuilds(t *testing.T) {
 		}
 	}
 	// Segments of an older session of the same name (another identity).
-	must(t, env.e.Close())
-	must(t, os.RemoveAll(env.sessDir("home/0", "coder", "s2")))
+	testkit.Must(t, env.e.Close())
+	testkit.Must(t, os.RemoveAll(env.sessDir("home/0", "coder", "s2")))
 	env.open()
 	env.sendTo(root0, "s2", "新的")
 	got, _ = env.found(root0, searchLine("文件"))
 	wantFound(t, "a session replaced", got, want[0], want[1])
 	// A leftover of a session gone goes.
-	must(t, os.MkdirAll(filepath.Join(idx, "agent/coder/gone"), 0o700))
+	testkit.Must(t, os.MkdirAll(filepath.Join(idx, "agent/coder/gone"), 0o700))
 	env.found(root0, searchLine("x"))
 	if _, err := os.Stat(filepath.Join(idx, "agent/coder/gone")); !os.IsNotExist(err) {
 		t.Fatalf("the index of a session gone stays: %v", err)
@@ -185,7 +187,7 @@ func TestSearchBound(t *testing.T) {
 		fmt.Fprintf(&lines, `{"role":"user","content":"needle %d"}`+"\n", i)
 	}
 	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: "agent", Owner: "coder"}, Name: "s1"}
-	must(t, env.e.AppendLog(root0, ref, "messages.jsonl", lines.Bytes()))
+	testkit.Must(t, env.e.AppendLog(root0, ref, "messages.jsonl", lines.Bytes()))
 	got, end := env.found(root0, searchLine("NEEDLE"))
 	if len(got) != maxMatches || string(end.Raw("truncated")) != "true" || end.Str("limit") != "matches" || string(end.Raw("matches")) != "1000" {
 		t.Fatalf("%d matches, end %s", len(got), end.Line())
@@ -209,7 +211,7 @@ func TestSearchLargeSession(t *testing.T) {
 			o := proto.NewObject("role", "user", "run", "r", "content", t)
 			lines.Write(o.Line())
 		}
-		must(t, env.e.AppendLog(root0, ref, "messages.jsonl", lines.Bytes()))
+		testkit.Must(t, env.e.AppendLog(root0, ref, "messages.jsonl", lines.Bytes()))
 		if step%2 == 0 {
 			env.found(root0, searchLine("x"))
 		}
@@ -228,7 +230,7 @@ func TestSearchLargeSession(t *testing.T) {
 	if len(stepped) < 3 {
 		t.Fatalf("%d segments", len(stepped))
 	}
-	must(t, os.RemoveAll(dir))
+	testkit.Must(t, os.RemoveAll(dir))
 	env.found(root0, searchLine("x"))
 	if fresh := snapshotDir(t, dir); fmt.Sprint(fresh) != fmt.Sprint(stepped) {
 		t.Fatal("segments built in steps differ from segments built at once")
@@ -257,7 +259,7 @@ func scanAll(texts []string, q string) int {
 
 func snapshotDir(t *testing.T, dir string) map[string]string {
 	ents, err := os.ReadDir(dir)
-	must(t, err)
+	testkit.Must(t, err)
 	out := map[string]string{}
 	for _, e := range ents {
 		out[e.Name()] = readFile(t, filepath.Join(dir, e.Name()))
@@ -275,14 +277,14 @@ func TestSearchIndexShape(t *testing.T) {
 	var probs []string
 	check := func() {
 		_, err := fsck.Check(env.store, false, true, fsck.Report{Problem: func(path, what string) { probs = append(probs, path+": "+what) }})
-		must(t, err)
+		testkit.Must(t, err)
 	}
 	if check(); len(probs) != 0 {
 		t.Fatalf("a clean store with an index: %q", probs)
 	}
 	idx := filepath.Join(env.store, "home/0/.search/agent/coder/s1")
-	must(t, os.WriteFile(filepath.Join(idx, ".1.tmp-0123456789abcdef"), nil, 0o644))
-	must(t, os.Symlink("/etc/passwd", filepath.Join(idx, "1")))
+	testkit.Must(t, os.WriteFile(filepath.Join(idx, ".1.tmp-0123456789abcdef"), nil, 0o644))
+	testkit.Must(t, os.Symlink("/etc/passwd", filepath.Join(idx, "1")))
 	check()
 	if len(probs) != 1 || !strings.Contains(probs[0], ".search/agent/coder/s1/1: a symlink, not a regular file") {
 		t.Fatalf("problems %q", probs)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
@@ -40,7 +41,7 @@ func (env *testEnv) bigSession(c layout.Caller, name string, mib int) layout.Ref
 		if i == mib-1 {
 			b.Write(line("the last zebrafish"))
 		}
-		must(env.t, env.e.AppendLog(c, ref, "messages.jsonl", b.Bytes()))
+		testkit.Must(env.t, env.e.AppendLog(c, ref, "messages.jsonl", b.Bytes()))
 	}
 	return ref
 }
@@ -92,16 +93,16 @@ func TestSearchPerUidQuota(t *testing.T) {
 	for i := range 3 * searchFrameRoom {
 		many.Write(proto.NewObject("role", "user", "content", fmt.Sprintf("zebrafish %d", i)).Line())
 	}
-	must(t, env.e.AppendLog(u, ref, "messages.jsonl", many.Bytes()))
+	testkit.Must(t, env.e.AppendLog(u, ref, "messages.jsonl", many.Bytes()))
 	begin := func(c layout.Caller) (*Reply, error) {
 		req, err := proto.ParseRequest([]byte(searchLine("zebrafish")))
-		must(t, err)
+		testkit.Must(t, err)
 		return env.e.Begin(context.Background(), c, coder(), req)
 	}
 	var held []*Reply
 	for range 2 {
 		r, err := begin(u)
-		must(t, err)
+		testkit.Must(t, err)
 		t.Cleanup(r.Close)
 		if f, err := r.Next(context.Background()); err != nil || f.Str("type") != proto.FrameMatch {
 			t.Fatalf("first frame: %v %v", f, err)
@@ -109,7 +110,7 @@ func TestSearchPerUidQuota(t *testing.T) {
 		held = append(held, r)
 	}
 	_, err := begin(u)
-	wantErrno(t, "a third search of one uid", err, syscall.EAGAIN)
+	testkit.WantErrno(t, "a third search of one uid", err, syscall.EAGAIN)
 	env.found(layout.Caller{Uid: 1002, Gid: 1002}, searchLine("zebrafish"))
 	env.found(root0, searchLine("zebrafish"))
 

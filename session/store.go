@@ -119,9 +119,9 @@ func (e *Engine) writeValue(rel string, data []byte, own storefs.Owner) error {
 // name the mount never shows) and swaps the two names with one
 // renameat2(RENAME_EXCHANGE): readers see the old or the new value, never a
 // mix. The twin then holds the old value and is rewritten next time. This
-// costs a pwrite and a rename; creating a temporary file and renaming it
-// over the old one instead cost about 2 ms on this kind of machine (ext4
-// mounted with discard), several times a send. A reader holding the old
+// costs a pwrite and a rename, where a temporary file renamed over the
+// old one cost far more, several times a send
+// (docs/benchmarks.md#derived-values-written-behind). A reader holding the old
 // file open across two replacements could see it rewritten, so the FUSE
 // layer snapshots these files at open. A spare or a file that is not a
 // regular file (planted) is refused, never written through or swapped.

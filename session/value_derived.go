@@ -30,11 +30,9 @@ import (
 // a crash that loses a value waiting here loses nothing the logs do not
 // hold (a snapshot is written again at the next run).
 //
-// Measured (BenchmarkDurableSends, server CPU profile): replacing them in
-// the store at every send (a spare twin and a rename each, four to five
-// times a send) was 18–21% of the server's CPU; written every 100 ms,
-// 4.7%; every second, about 2% (the writes, and keeping each value).
-// Half a second keeps most of that and lets a second (integration tests'
+// Replacing them in the store at every send was a fifth of the server's
+// CPU (docs/benchmarks.md#derived-values-written-behind); half a second
+// keeps most of the saving and lets a second (the integration tests'
 // settle) see the store settled.
 //
 // A value whose write failed is written again at the next pass, whether

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
 
@@ -33,13 +34,13 @@ func TestDerivedValuesServedBeforeWritten(t *testing.T) {
 	served := map[string]unix.Stat_t{}
 	for f, w := range want {
 		v, err := env.e.Value(rel + "/" + f)
-		must(t, err)
+		testkit.Must(t, err)
 		st, err := env.e.Stat(rel + "/" + f)
-		must(t, err)
+		testkit.Must(t, err)
 		n, err := env.e.Lookup(0, rel+"/"+f)
-		must(t, err)
+		testkit.Must(t, err)
 		b, err := env.e.ReadFile(rel+"/"+f, 1<<20)
-		must(t, err)
+		testkit.Must(t, err)
 		if string(v.Data) != w || string(b) != w || v.Stat.Size != int64(len(w)) || st.Size != int64(len(w)) || n.Stat.Size != int64(len(w)) {
 			t.Errorf("%s: Value %q (size %d), ReadFile %q, Stat size %d, Lookup size %d; want %q", f, v.Data, v.Stat.Size, b, st.Size, n.Stat.Size, w)
 		}
@@ -51,7 +52,7 @@ func TestDerivedValuesServedBeforeWritten(t *testing.T) {
 	env.e.derived.flush("", false)
 	for f, w := range want {
 		var st unix.Stat_t
-		must(t, unix.Lstat(filepath.Join(env.store, rel, f), &st))
+		testkit.Must(t, unix.Lstat(filepath.Join(env.store, rel, f), &st))
 		got := served[f]
 		if readFile(t, filepath.Join(env.store, rel, f)) != w || st.Size != got.Size || st.Mode != got.Mode ||
 			st.Uid != got.Uid || st.Gid != got.Gid || st.Mtim != got.Mtim {
@@ -70,7 +71,7 @@ func TestDerivedValuesWrittenBeforeMoveAndStop(t *testing.T) {
 	env.sendNoFlush(`{"op":"send","id":"c1","session":"s1","input":"one"}`)
 	env.sendNoFlush(`{"op":"send","id":"c2","session":"s2","input":"two"}`) // s2 is current now
 	s1 := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "s1"}
-	must(t, env.e.Archive(s1, privateOwner(0, 0), false))
+	testkit.Must(t, env.e.Archive(s1, privateOwner(0, 0), false))
 	archived := filepath.Join(env.store, archiveTarget(s1))
 	if got := readFile(t, filepath.Join(archived, "state")); got != "done\n" {
 		t.Errorf("archived state %q", got)
@@ -83,9 +84,9 @@ func TestDerivedValuesWrittenBeforeMoveAndStop(t *testing.T) {
 	s2 := env.sessDir("home/0", "coder", "s2")
 	mtime := unix.NsecToTimespec(1234567890123456789)
 	rel := "home/0/agent/coder/session/s2/" + abi.FileState
-	must(t, env.e.Setattr(root0, rel, SetAttr{Times: &[2]unix.Timespec{mtime, mtime}}))
+	testkit.Must(t, env.e.Setattr(root0, rel, SetAttr{Times: &[2]unix.Timespec{mtime, mtime}}))
 	v, err := env.e.Value(rel)
-	must(t, err)
+	testkit.Must(t, err)
 	if string(v.Data) != "done\n" || v.Stat.Mtim != mtime {
 		t.Errorf("after a touch: %q, mtime %v, want done and %v", v.Data, v.Stat.Mtim, mtime)
 	}
@@ -108,7 +109,7 @@ func TestUpdatedAtFollowsTheLogsAtLoad(t *testing.T) {
 	env.send(root0, coder(), `{"op":"send","id":"c1","input":"one"}`)
 	env.e.Close()
 	p := filepath.Join(env.sessDir("home/0", "coder", "default"), "updated_at")
-	must(t, os.WriteFile(p, []byte("1000\n"), 0o600))
+	testkit.Must(t, os.WriteFile(p, []byte("1000\n"), 0o600))
 	env.open()
 	env.send(root0, coder(), `{"op":"status"}`) // loads the session
 	if got := env.stored(p); got == "1000\n" {
@@ -125,7 +126,7 @@ func TestDerivedValueAfterFailedWrite(t *testing.T) {
 	env.sendNoFlush(`{"op":"send","id":"c1","input":"hello"}`)
 	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
 	s, release, err := env.e.lookup(ref)
-	must(t, err)
+	testkit.Must(t, err)
 	defer release()
 	rel := s.file(abi.FileLatest)
 	for _, c := range []struct {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
 
@@ -53,15 +54,15 @@ func TestValueFollowsEveryChange(t *testing.T) {
 	wasAnnounced("a send", abi.FileState, abi.FileEvents, abi.FileMessages, abi.FileLatest)
 	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
 	for i, v := range []string{"done\n", "idle\n", "done\n"} {
-		must(t, env.e.WriteFile(root0, ref, abi.FileState, []byte(v)))
+		testkit.Must(t, env.e.WriteFile(root0, ref, abi.FileState, []byte(v)))
 		check(fmt.Sprintf("after state write %d", i))
 		wasAnnounced("a state write", abi.FileState, abi.FileEvents)
 	}
-	must(t, env.e.WriteFile(root0, ref, abi.FileCwd, []byte("/elsewhere\n")))
-	must(t, env.e.WriteFile(root0, ref, abi.FileMeta, []byte(`{"client":"ctx","scope":"private","name":"n"}`)))
+	testkit.Must(t, env.e.WriteFile(root0, ref, abi.FileCwd, []byte("/elsewhere\n")))
+	testkit.Must(t, env.e.WriteFile(root0, ref, abi.FileMeta, []byte(`{"client":"ctx","scope":"private","name":"n"}`)))
 	check("after cwd and meta.json")
 	wasAnnounced("cwd and meta.json", abi.FileCwd, abi.FileMeta)
-	must(t, env.e.AppendLog(root0, ref, abi.FileMessages, []byte(`{"role":"assistant","content":"a"}`+"\n")))
+	testkit.Must(t, env.e.AppendLog(root0, ref, abi.FileMessages, []byte(`{"role":"assistant","content":"a"}`+"\n")))
 	check("after an append")
 	wasAnnounced("an append", abi.FileMessages, abi.FileLatest)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
 
@@ -20,17 +21,17 @@ func TestMetaJudgedAtWrite(t *testing.T) {
 	env.send(root0, coder(), `{"op":"send","id":"b1","session":"b","input":"b"}`)
 	a := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "a"}
 	b := layout.Ref{Container: a.Container, Name: "b"}
-	must(t, env.e.WriteFile(root0, a, abi.FileMeta, []byte(`{"client":"ctx","scope":"private","self_id":"alpha"}`)))
+	testkit.Must(t, env.e.WriteFile(root0, a, abi.FileMeta, []byte(`{"client":"ctx","scope":"private","self_id":"alpha"}`)))
 	metaOf := func(r layout.Ref) layout.Place { return layout.Classify(r.Rel() + "/" + abi.FileMeta) }
 	before := env.settledTree()
 	for what, c := range map[string]struct {
 		value string
-		want  error
+		want  syscall.Errno
 	}{
-		"unfinished, a line of an indented object": {"{\n \"client\": \"ctx\",\n", nil},
-		"unfinished, its scope to come":            {`{"client":"ctx","scope":` + "\n", nil},
+		"unfinished, a line of an indented object": {"{\n \"client\": \"ctx\",\n", 0},
+		"unfinished, its scope to come":            {`{"client":"ctx","scope":` + "\n", 0},
 		"a newline inside a string":                {`{"client":"ctx","scope":"sha` + "\n", syscall.EINVAL},
-		"a good value":                             {`{"client":"ctx","scope":"private","model":"debug/echo"}` + "\n", nil},
+		"a good value":                             {`{"client":"ctx","scope":"private","model":"debug/echo"}` + "\n", 0},
 		"a changed scope":                          {`{"client":"ctx","scope":"shared"}` + "\n", syscall.EINVAL},
 		"not JSON":                                 {"not json\n", syscall.EINVAL},
 		"nothing":                                  {"\n", syscall.EINVAL},
@@ -39,18 +40,18 @@ func TestMetaJudgedAtWrite(t *testing.T) {
 		"a self_id another session holds":          {`{"client":"ctx","scope":"private","self_id":"ALPHA"}` + "\n", syscall.EEXIST},
 	} {
 		err := env.e.CheckValue(metaOf(b), []byte(c.value))
-		if c.want == nil && err != nil {
+		if c.want == 0 && err != nil {
 			t.Errorf("%s: CheckValue %v, want nil", what, err)
 		}
-		if c.want != nil {
-			wantErrno(t, what+" (CheckValue)", err, c.want)
-			wantErrno(t, what+" (commit)", env.e.WriteFile(root0, b, abi.FileMeta, []byte(c.value)), c.want)
+		if c.want != 0 {
+			testkit.WantErrno(t, what+" (CheckValue)", err, c.want)
+			testkit.WantErrno(t, what+" (commit)", env.e.WriteFile(root0, b, abi.FileMeta, []byte(c.value)), c.want)
 		}
-		sameTree(t, what, before, env.settledTree())
+		testkit.Same(t, what, before, env.settledTree())
 	}
 	// Its own self_id, again, is no conflict; a model the root defines
 	// is taken.
-	must(t, env.e.CheckValue(metaOf(a), []byte(`{"client":"ctx","scope":"private","self_id":"Alpha"}`+"\n")))
-	must(t, os.MkdirAll(filepath.Join(env.root, "model", "local", "mock.d"), 0o755))
-	must(t, env.e.WriteFile(root0, b, abi.FileMeta, []byte(`{"client":"ctx","scope":"private","model":"local/mock"}`)))
+	testkit.Must(t, env.e.CheckValue(metaOf(a), []byte(`{"client":"ctx","scope":"private","self_id":"Alpha"}`+"\n")))
+	testkit.Must(t, os.MkdirAll(filepath.Join(env.root, "model", "local", "mock.d"), 0o755))
+	testkit.Must(t, env.e.WriteFile(root0, b, abi.FileMeta, []byte(`{"client":"ctx","scope":"private","model":"local/mock"}`)))
 }

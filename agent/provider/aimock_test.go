@@ -163,7 +163,7 @@ func TestAimock(t *testing.T) {
 					t.Parallel()
 					_, _, err := ask(t, base, api, c.key, c.text)
 					t.Log(err)
-					wantErrno(t, err, c.want, c.words...)
+					wantRefusal(t, err, c.want, c.words...)
 					if err != nil && strings.Contains(err.Error(), c.key) {
 						t.Errorf("the key is in %q", err)
 					}

@@ -54,7 +54,7 @@ func TestValidate(t *testing.T) {
 		c := good
 		bad(&c)
 		err := c.Validate()
-		wantErrno(t, err, syscall.EINVAL, field)
+		wantRefusal(t, err, syscall.EINVAL, field)
 		if err != nil && strings.Contains(err.Error(), "sk-abc") {
 			t.Errorf("%s: the key is in %q", field, err)
 		}

@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // testKey is the API key the tests configure; it must show up only in the
@@ -197,26 +197,15 @@ func collect(ctx context.Context, cfg Config, req Request) ([]string, Result, er
 	return deltas, res, err
 }
 
-// wantErrno fails unless err is an *abi.Error with errno want whose
-// message contains every one of words.
-func wantErrno(t testing.TB, err error, want syscall.Errno, words ...string) {
+// wantRefusal is testkit.WantErrno for a provider's refusal, which must be
+// an *abi.Error itself (what the engine records) and never carry the key.
+func wantRefusal(t testing.TB, err error, want syscall.Errno, words ...string) {
 	t.Helper()
-	var e *abi.Error
-	if !errors.As(err, &e) {
-		t.Fatalf("error %v (%T), want an *abi.Error with %s", err, err, abi.ErrnoName(want))
-	}
+	testkit.WantErrno(t, "provider", err, want, words...)
 	if _, ok := err.(*abi.Error); !ok {
 		t.Errorf("error is a %T, want *abi.Error itself", err)
 	}
-	if e.Errno != want {
-		t.Fatalf("errno %s (%v), want %s", abi.ErrnoName(e.Errno), err, abi.ErrnoName(want))
-	}
-	for _, w := range words {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q does not say %q", err, w)
-		}
-	}
-	if strings.Contains(err.Error(), testKey) {
+	if err != nil && strings.Contains(err.Error(), testKey) {
 		t.Errorf("error %q carries the key", err)
 	}
 }

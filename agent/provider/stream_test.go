@@ -45,7 +45,7 @@ func TestHTTPStatusErrors(t *testing.T) {
 			msg := sayf("the provider's own words for %d", c.code)
 			base, _ := serve(t, replyStatus(c.code, a.errorBody(msg, c.typ)))
 			_, _, err := collect(context.Background(), configFor(a.api, base), hello)
-			wantErrno(t, err, c.want, msg, strconv.Itoa(c.code))
+			wantRefusal(t, err, c.want, msg, strconv.Itoa(c.code))
 		}
 	})
 }
@@ -62,7 +62,7 @@ func TestOtherErrorBodies(t *testing.T) {
 		} {
 			base, _ := serve(t, replyStatus(404, body))
 			_, _, err := collect(context.Background(), configFor(a.api, base), hello)
-			wantErrno(t, err, syscall.EINVAL, words)
+			wantRefusal(t, err, syscall.EINVAL, words)
 		}
 	})
 }
@@ -77,7 +77,7 @@ func TestStreamCutChunked(t *testing.T) {
 			panic(http.ErrAbortHandler) // closes the connection without the last chunk
 		})
 		deltas, _, err := collect(context.Background(), configFor(a.api, base), hello)
-		wantErrno(t, err, syscall.EIO, "stream ended early")
+		wantRefusal(t, err, syscall.EIO, "stream ended early")
 		if strings.Join(deltas, "|") != "first" {
 			t.Errorf("deltas %q, want only the whole event's", deltas)
 		}
@@ -106,7 +106,7 @@ func TestStreamCutCloseDelimited(t *testing.T) {
 				buf.Flush()
 			})
 			_, _, err := collect(context.Background(), configFor(a.api, base), hello)
-			wantErrno(t, err, syscall.EIO, "stream ended early")
+			wantRefusal(t, err, syscall.EIO, "stream ended early")
 			if t.Failed() {
 				t.Fatalf("cut %s", name)
 			}
@@ -122,7 +122,7 @@ func TestMalformedEvent(t *testing.T) {
 		}
 		base, _ := serve(t, streamOf(a.text("fine"), bad, a.text("never")))
 		deltas, _, err := collect(context.Background(), configFor(a.api, base), hello)
-		wantErrno(t, err, syscall.EIO, "malformed stream")
+		wantRefusal(t, err, syscall.EIO, "malformed stream")
 		if strings.Join(deltas, "|") != "fine" {
 			t.Errorf("deltas %q", deltas)
 		}
@@ -135,11 +135,11 @@ func TestErrorEvent(t *testing.T) {
 	forEachAPI(t, func(t *testing.T, a apiCase) {
 		base, _ := serve(t, streamOf(a.text("so far"), a.errorEvent("slow down please", "rate_limit_error")))
 		_, _, err := collect(context.Background(), configFor(a.api, base), hello)
-		wantErrno(t, err, syscall.EAGAIN, "slow down please")
+		wantRefusal(t, err, syscall.EAGAIN, "slow down please")
 
 		base, _ = serve(t, streamOf(a.errorEvent("Overloaded", "overloaded_error")))
 		_, _, err = collect(context.Background(), configFor(a.api, base), hello)
-		wantErrno(t, err, syscall.EIO, "Overloaded")
+		wantRefusal(t, err, syscall.EIO, "Overloaded")
 	})
 }
 
@@ -149,11 +149,11 @@ func TestJSONReply(t *testing.T) {
 	forEachAPI(t, func(t *testing.T, a apiCase) {
 		base, _ := serve(t, replyStatus(200, a.errorBody("quota gone", "insufficient_quota")))
 		_, _, err := collect(context.Background(), configFor(a.api, base), hello)
-		wantErrno(t, err, syscall.EAGAIN, "quota gone")
+		wantRefusal(t, err, syscall.EAGAIN, "quota gone")
 
 		base, _ = serve(t, replyStatus(200, `{"id":"x","choices":[{"message":{"content":"hi"}}]}`))
 		_, _, err = collect(context.Background(), configFor(a.api, base), hello)
-		wantErrno(t, err, syscall.EIO, "malformed stream")
+		wantRefusal(t, err, syscall.EIO, "malformed stream")
 	})
 }
 
@@ -203,7 +203,7 @@ func TestTimeoutNoAnswer(t *testing.T) {
 		cfg := configFor(a.api, silentServer(t))
 		cfg.Timeout = 300 * time.Millisecond
 		took, _, err := timed(cfg)
-		wantErrno(t, err, syscall.ETIMEDOUT, "300ms", "timeout")
+		wantRefusal(t, err, syscall.ETIMEDOUT, "300ms", "timeout")
 		if took < 300*time.Millisecond || took > 3*time.Second {
 			t.Errorf("took %v for a 300ms timeout", took)
 		}
@@ -215,7 +215,7 @@ func TestIdleTimeoutNoHeaders(t *testing.T) {
 		cfg := configFor(a.api, silentServer(t))
 		cfg.IdleTimeout = 300 * time.Millisecond
 		took, _, err := timed(cfg)
-		wantErrno(t, err, syscall.ETIMEDOUT, "idle timeout")
+		wantRefusal(t, err, syscall.ETIMEDOUT, "idle timeout")
 		if took > 3*time.Second {
 			t.Errorf("took %v for a 300ms idle timeout", took)
 		}
@@ -239,7 +239,7 @@ func TestIdleTimeoutAfterHeaders(t *testing.T) {
 			cfg := configFor(a.api, base)
 			cfg.IdleTimeout = 300 * time.Millisecond
 			took, deltas, err := timed(cfg)
-			wantErrno(t, err, syscall.ETIMEDOUT, "idle timeout")
+			wantRefusal(t, err, syscall.ETIMEDOUT, "idle timeout")
 			if took > 3*time.Second || len(deltas) != len(events) {
 				t.Errorf("took %v, deltas %q", took, deltas)
 			}
@@ -294,7 +294,7 @@ func TestTimeoutWhileStreaming(t *testing.T) {
 		cfg := configFor(a.api, base)
 		cfg.Timeout = 300 * time.Millisecond
 		took, deltas, err := timed(cfg)
-		wantErrno(t, err, syscall.ETIMEDOUT, "(timeout)")
+		wantRefusal(t, err, syscall.ETIMEDOUT, "(timeout)")
 		if took > 3*time.Second || len(deltas) == 0 {
 			t.Errorf("took %v, %d deltas", took, len(deltas))
 		}
@@ -328,7 +328,7 @@ func TestCancelMidStream(t *testing.T) {
 			cancel()
 		})
 		took := time.Since(cancelled)
-		wantErrno(t, err, syscall.ECANCELED, "cancelled", "context canceled")
+		wantRefusal(t, err, syscall.ECANCELED, "cancelled", "context canceled")
 		if after != 0 {
 			t.Errorf("%d deltas after the cancel", after)
 		}
@@ -349,7 +349,7 @@ func TestCancelledBeforeSending(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, _, err := collect(ctx, configFor(a.api, base), hello)
-		wantErrno(t, err, syscall.ECANCELED)
+		wantRefusal(t, err, syscall.ECANCELED)
 		if len(reqs) != 0 {
 			t.Error("a request was sent on a cancelled context")
 		}
@@ -365,7 +365,7 @@ func TestConnectionRefused(t *testing.T) {
 		addr := ln.Addr().String()
 		ln.Close()
 		_, _, err = collect(context.Background(), configFor(a.api, "http://"+addr), hello)
-		wantErrno(t, err, syscall.ECONNREFUSED, addr)
+		wantRefusal(t, err, syscall.ECONNREFUSED, addr)
 	})
 }
 
@@ -399,14 +399,14 @@ func TestKeyNeverEchoed(t *testing.T) {
 			replyStatus(401, a.errorBody("Incorrect API key provided: "+echo(r), "authentication_error"))(w, r)
 		})
 		_, _, err := collect(context.Background(), configFor(a.api, base), hello)
-		wantErrno(t, err, syscall.EACCES, "Incorrect API key provided", redacted)
+		wantRefusal(t, err, syscall.EACCES, "Incorrect API key provided", redacted)
 
 		// The key straddles where a long message is cut.
 		base, _ = serve(t, func(w http.ResponseWriter, r *http.Request) {
 			replyStatus(400, strings.Repeat("x", maxMessage-4)+testKey)(w, r)
 		})
 		_, _, err = collect(context.Background(), configFor(a.api, base), hello)
-		wantErrno(t, err, syscall.EINVAL)
+		wantRefusal(t, err, syscall.EINVAL)
 		if strings.Contains(err.Error(), testKey[:4]) {
 			t.Errorf("a piece of the key is in %q", err.Error()[len(err.Error())-40:])
 		}
@@ -415,13 +415,13 @@ func TestKeyNeverEchoed(t *testing.T) {
 			streamOf(a.text("ok"), a.errorEvent("bad key "+testKey, "authentication_error"))(w, r)
 		})
 		_, _, err = collect(context.Background(), configFor(a.api, base), hello)
-		wantErrno(t, err, syscall.EACCES, "bad key "+redacted)
+		wantRefusal(t, err, syscall.EACCES, "bad key "+redacted)
 
 		base, _ = serve(t, func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "/elsewhere?key="+testKey, http.StatusTemporaryRedirect)
 		})
 		_, _, err = collect(context.Background(), configFor(a.api, base), hello)
-		wantErrno(t, err, syscall.EIO, "redirect")
+		wantRefusal(t, err, syscall.EIO, "redirect")
 
 		// In text, split across deltas.
 		split := len("your key is ") + 5
@@ -446,7 +446,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 			http.Redirect(w, r, target+r.URL.Path, http.StatusPermanentRedirect)
 		})
 		_, _, err := collect(context.Background(), configFor(a.api, base), hello)
-		wantErrno(t, err, syscall.EIO, "308", target)
+		wantRefusal(t, err, syscall.EIO, "308", target)
 		if len(reqs) != 0 {
 			t.Error("the redirect was followed")
 		}
@@ -457,7 +457,7 @@ func TestEventTooLarge(t *testing.T) {
 	forEachAPI(t, func(t *testing.T, a apiCase) {
 		base, _ := serve(t, streamOf(a.text("ok"), a.text(strings.Repeat("x", MaxEventBytes))))
 		deltas, _, err := collect(context.Background(), configFor(a.api, base), hello)
-		wantErrno(t, err, syscall.EIO, "malformed stream", strconv.Itoa(MaxEventBytes))
+		wantRefusal(t, err, syscall.EIO, "malformed stream", strconv.Itoa(MaxEventBytes))
 		if len(deltas) != 1 {
 			t.Errorf("%d deltas", len(deltas))
 		}
@@ -477,7 +477,7 @@ func TestReplyTooLarge(t *testing.T) {
 		})
 		total := 0
 		_, err := Stream(context.Background(), configFor(a.api, base), hello, func(s string) { total += len(s) })
-		wantErrno(t, err, syscall.EFBIG)
+		wantRefusal(t, err, syscall.EFBIG)
 		if total > MaxTextBytes {
 			t.Errorf("%d bytes passed on", total)
 		}
@@ -490,12 +490,12 @@ func TestInvalidRequest(t *testing.T) {
 		base, reqs := serve(t, streamOf(a.stream("x")...))
 		cfg := configFor(a.api, base)
 		_, _, err := collect(context.Background(), cfg, Request{})
-		wantErrno(t, err, syscall.EINVAL, "no turns")
+		wantRefusal(t, err, syscall.EINVAL, "no turns")
 		_, _, err = collect(context.Background(), cfg, Request{Turns: []Turn{{Role: "system", Text: "x"}}})
-		wantErrno(t, err, syscall.EINVAL, `"system"`)
+		wantRefusal(t, err, syscall.EINVAL, `"system"`)
 		cfg.ModelID = ""
 		_, _, err = collect(context.Background(), cfg, hello)
-		wantErrno(t, err, syscall.EINVAL, "model_id")
+		wantRefusal(t, err, syscall.EINVAL, "model_id")
 		if len(reqs) != 0 {
 			t.Error("an invalid request was sent")
 		}

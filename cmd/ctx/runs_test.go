@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -16,17 +17,10 @@ import (
 func writeSession(t *testing.T, root, agent, session, events, messages string) string {
 	t.Helper()
 	dir := filepath.Join(root, "home/1000/agent", agent, "session", session)
-	mustT(t, os.MkdirAll(dir, 0o755))
-	mustT(t, os.WriteFile(filepath.Join(dir, abi.FileEvents), []byte(events), 0o644))
-	mustT(t, os.WriteFile(filepath.Join(dir, abi.FileMessages), []byte(messages), 0o644))
+	testkit.Must(t, os.MkdirAll(dir, 0o755))
+	testkit.Must(t, os.WriteFile(filepath.Join(dir, abi.FileEvents), []byte(events), 0o644))
+	testkit.Must(t, os.WriteFile(filepath.Join(dir, abi.FileMessages), []byte(messages), 0o644))
 	return dir
-}
-
-func mustT(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 const runsEvents = `{"type":"start","id":"R1","run":"R1","ts":"2026-01-01T00:00:01.000Z"}
@@ -132,11 +126,11 @@ func TestRunsJSON(t *testing.T) {
 		t.Fatalf("code %d out %q", code, out)
 	}
 	var r map[string]any
-	mustT(t, json.Unmarshal([]byte(lines[3]), &r))
+	testkit.Must(t, json.Unmarshal([]byte(lines[3]), &r))
 	if r["run"] != "R4" || r["status"] != "interrupted" || r["interrupted"] != true || r["error"] != "EINTR" || r["input"] != "long job" {
 		t.Fatalf("R4 %v", r)
 	}
-	mustT(t, json.Unmarshal([]byte(lines[2]), &r))
+	testkit.Must(t, json.Unmarshal([]byte(lines[2]), &r))
 	if r["input"] != "Un ÉTÉ chaud\tand a tab \x1b[31m" { // JSON keeps the text as it is
 		t.Fatalf("R3 input %q", r["input"])
 	}

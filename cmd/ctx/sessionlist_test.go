@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 func TestSessionListJSON(t *testing.T) {
@@ -18,9 +20,9 @@ func TestSessionListJSON(t *testing.T) {
 		"index/list":   "s2\ngone\ns1\n",
 	}
 	dir := filepath.Dir(s1)
-	mustT(t, os.MkdirAll(filepath.Join(dir, "index"), 0o755))
+	testkit.Must(t, os.MkdirAll(filepath.Join(dir, "index"), 0o755))
 	for name, v := range files {
-		mustT(t, os.WriteFile(filepath.Join(dir, name), []byte(v), 0o644))
+		testkit.Must(t, os.WriteFile(filepath.Join(dir, name), []byte(v), 0o644))
 	}
 	out, errs, code := ctxRun(root, "", "agent", "session", "list", "coder", "--json")
 	want := `{"name":"s2","state":"done"}
@@ -33,12 +35,12 @@ func TestSessionListJSON(t *testing.T) {
 
 func TestSessionListMissing(t *testing.T) {
 	root := t.TempDir()
-	mustT(t, os.MkdirAll(filepath.Join(root, "home/1000"), 0o700))
+	testkit.Must(t, os.MkdirAll(filepath.Join(root, "home/1000"), 0o700))
 	_, errs, code := ctxRun(root, "", "agent", "session", "list", "ghost")
 	if code != 1 || errs != `ctx: session list: ENOENT: no agent "ghost" (ctx agent list shows the agents)`+"\n" {
 		t.Errorf("unknown agent: code %d errs %q", code, errs)
 	}
-	mustT(t, os.MkdirAll(filepath.Join(root, "agent/fresh.d"), 0o755))
+	testkit.Must(t, os.MkdirAll(filepath.Join(root, "agent/fresh.d"), 0o755))
 	for _, args := range [][]string{{"fresh"}, {"fresh", "--json"}} {
 		out, errs, code := ctxRun(root, "", append([]string{"agent", "session", "list"}, args...)...)
 		if code != 0 || out != "" || errs != "" {

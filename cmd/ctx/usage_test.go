@@ -14,6 +14,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/cli/clienv"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 func usageLine(model, modelID string, in, out int, age time.Duration) string {
@@ -37,7 +38,7 @@ func usageRoot(t *testing.T) string {
 		`{"type":"usage","model":"x/y","input_tokens":"many"}`+"\n", "")
 	writeSession(t, root, "coder", "s2", usageLine("debug/echo", "", 1, 1, time.Hour)+
 		`{"type":"usage","model":"x/y","input_tokens":5,"output_tokens":7}`+"\n", "")
-	mustT(t, os.MkdirAll(filepath.Join(root, "home/1000/agent/coder/session/index"), 0o755))
+	testkit.Must(t, os.MkdirAll(filepath.Join(root, "home/1000/agent/coder/session/index"), 0o755))
 	return root
 }
 
@@ -101,7 +102,7 @@ func TestUsageJSONShape(t *testing.T) {
 			InputTokens int64 `json:"input_tokens"`
 		}
 	}
-	mustT(t, json.Unmarshal([]byte(out), &u))
+	testkit.Must(t, json.Unmarshal([]byte(out), &u))
 	if u.Agent != "coder" || u.SinceDays != 28 || len(u.Models) != 1 || u.Models[0].Model != "debug/echo" ||
 		len(u.Sessions) != 2 || u.Sessions[1].Session != "s2" || u.Sessions[1].InputTokens != 1 {
 		t.Fatalf("%+v", u)
@@ -125,7 +126,7 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 	// A defined agent with no sessions yet has no usage.
-	mustT(t, os.MkdirAll(filepath.Join(root, "agent/fresh.d"), 0o755))
+	testkit.Must(t, os.MkdirAll(filepath.Join(root, "agent/fresh.d"), 0o755))
 	out, errs, code := ctxRun(root, "", "agent", "usage", "fresh")
 	if code != 0 || errs != "" || !strings.HasSuffix(out, "total  0      0       0\n") {
 		t.Errorf("fresh: code %d errs %q out %q", code, errs, out)
@@ -140,7 +141,7 @@ func TestUsageProgress(t *testing.T) {
 		writeSession(t, root, "coder", fmt.Sprintf("s%d", i), "", "")
 	}
 	ptm, pts, err := pty.Open()
-	mustT(t, err)
+	testkit.Must(t, err)
 	defer ptm.Close()
 	var out strings.Builder
 	e := &clienv.Env{Stdout: &out, Stderr: pts, Uid: 1000,

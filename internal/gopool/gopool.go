@@ -4,8 +4,8 @@
 // A goroutine starts with a small stack and copies it each time it grows.
 // The server's connections and runs each used to get a new goroutine,
 // whose stack then grew two or three times on the way through a request
-// (peer credentials, JSON, the session engine): the copies were 3-4% of
-// the server's CPU in BenchmarkDurableSends. A goroutine kept here keeps
+// (peer credentials, JSON, the session engine), a cost a send could see
+// (docs/benchmarks.md#send-path). A goroutine kept here keeps
 // its grown stack (until the runtime shrinks it at a collection).
 //
 // Nothing is bounded here: each caller bounds what it starts (the

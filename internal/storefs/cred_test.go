@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,18 +23,18 @@ func TestAsUser(t *testing.T) {
 		t.Skip("needs root")
 	}
 	f := newFixture(t)
-	must(t, os.Chmod(f.store, 0o700))
-	must(t, os.Chown(f.store+"/home/1000/a", 1001, 1001))
-	must(t, os.Mkdir(f.store+"/rootonly", 0o700))
+	testkit.Must(t, os.Chmod(f.store, 0o700))
+	testkit.Must(t, os.Chown(f.store+"/home/1000/a", 1001, 1001))
+	testkit.Must(t, os.Mkdir(f.store+"/rootonly", 0o700))
 	user := f.r.As(Cred{Uid: 1001, Gid: 1001})
 
 	file, err := user.OpenFile("home/1000/a/new", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
-	must(t, err)
+	testkit.Must(t, err)
 	file.Close()
-	must(t, user.Mkdir("home/1000/a/dir", 0o750))
+	testkit.Must(t, user.Mkdir("home/1000/a/dir", 0o750))
 	for _, name := range []string{"new", "dir"} {
 		st, err := f.r.Lstat("home/1000/a/" + name)
-		must(t, err)
+		testkit.Must(t, err)
 		if st.Uid != 1001 || st.Gid != 1001 {
 			t.Errorf("%s made as 1001 is owned by %d:%d", name, st.Uid, st.Gid)
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,21 +32,14 @@ func newFixture(t *testing.T) *fixture {
 			t.Fatal(err)
 		}
 	}
-	must(t, os.WriteFile(f.store+"/home/1000/a/file", []byte("mine\n"), 0o600))
-	must(t, os.WriteFile(f.decoy+"/secret", []byte("root only\n"), 0o600))
-	must(t, os.WriteFile(f.decoy+"/dir/secret", []byte("root only\n"), 0o600))
+	testkit.Must(t, os.WriteFile(f.store+"/home/1000/a/file", []byte("mine\n"), 0o600))
+	testkit.Must(t, os.WriteFile(f.decoy+"/secret", []byte("root only\n"), 0o600))
+	testkit.Must(t, os.WriteFile(f.decoy+"/dir/secret", []byte("root only\n"), 0o600))
 	r, err := Open(f.store)
-	must(t, err)
+	testkit.Must(t, err)
 	t.Cleanup(func() { r.Close() })
 	f.r = r
 	return f
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // decoyState is what the decoy tree holds, owners and modes included.
@@ -84,8 +78,8 @@ func TestPlantedSymlinksAreNeverFollowed(t *testing.T) {
 		t.Run(strings.ReplaceAll(at, "/", "_"), func(t *testing.T) {
 			f := newFixture(t)
 			// Replace the directory at `at` by a link to the decoy.
-			must(t, os.Rename(filepath.Join(f.store, at), filepath.Join(f.store, at)+".moved"))
-			must(t, os.Symlink(f.decoy, filepath.Join(f.store, at)))
+			testkit.Must(t, os.Rename(filepath.Join(f.store, at), filepath.Join(f.store, at)+".moved"))
+			testkit.Must(t, os.Symlink(f.decoy, filepath.Join(f.store, at)))
 			before := f.decoyState(t)
 			below := "home/1000/a"
 			ops := map[string]func() error{
@@ -131,9 +125,9 @@ func TestPlantedSymlinksAreNeverFollowed(t *testing.T) {
 func TestWrongTypesAreRefused(t *testing.T) {
 	f := newFixture(t)
 	a := filepath.Join(f.store, "home/1000/a")
-	must(t, os.Symlink(f.decoy+"/secret", a+"/link"))
-	must(t, unix.Mkfifo(a+"/fifo", 0o600))
-	must(t, os.Mkdir(a+"/dir", 0o700))
+	testkit.Must(t, os.Symlink(f.decoy+"/secret", a+"/link"))
+	testkit.Must(t, unix.Mkfifo(a+"/fifo", 0o600))
+	testkit.Must(t, os.Mkdir(a+"/dir", 0o700))
 	before := f.decoyState(t)
 	for _, name := range []string{"link", "fifo", "dir"} {
 		done := make(chan error, 1)
@@ -156,17 +150,17 @@ func TestWrongTypesAreRefused(t *testing.T) {
 	wantUnsafe(t, "opendir of a link", err)
 	// The link itself is seen, changed and removed as a link.
 	st, err := f.r.Lstat("home/1000/a/link")
-	must(t, err)
+	testkit.Must(t, err)
 	if st.Mode&unix.S_IFMT != unix.S_IFLNK {
 		t.Fatalf("lstat of a link: mode %o", st.Mode)
 	}
 	if err := f.r.Chmod("home/1000/a/link", 0o777); !errors.Is(err, unix.EOPNOTSUPP) {
 		t.Fatalf("chmod of a link: %v, want EOPNOTSUPP", err)
 	}
-	must(t, f.r.Chown("home/1000/a/link", 1000, 1000))
-	must(t, f.r.Utimes("home/1000/a/link", [2]unix.Timespec{{Sec: 5}, {Sec: 5}}))
+	testkit.Must(t, f.r.Chown("home/1000/a/link", 1000, 1000))
+	testkit.Must(t, f.r.Utimes("home/1000/a/link", [2]unix.Timespec{{Sec: 5}, {Sec: 5}}))
 	target, err := f.r.Readlink("home/1000/a/link")
-	must(t, err)
+	testkit.Must(t, err)
 	if string(target) != f.decoy+"/secret" {
 		t.Fatalf("readlink: %q", target)
 	}
@@ -176,8 +170,8 @@ func TestWrongTypesAreRefused(t *testing.T) {
 	if target, _ := os.Readlink(a + "/link"); target != f.decoy+"/secret" {
 		t.Fatalf("replace over a link changed it: %q", target)
 	}
-	must(t, os.Symlink(f.decoy+"/dir", a+"/dirlink"))
-	must(t, f.r.RemoveAll("home/1000/a/dirlink"))
+	testkit.Must(t, os.Symlink(f.decoy+"/dir", a+"/dirlink"))
+	testkit.Must(t, f.r.RemoveAll("home/1000/a/dirlink"))
 	if after := f.decoyState(t); after != before {
 		t.Fatalf("the decoy changed:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
@@ -187,14 +181,14 @@ func TestFilesAndDirectories(t *testing.T) {
 	f := newFixture(t)
 	old := unix.Umask(0o077)
 	defer unix.Umask(old)
-	must(t, f.r.Mkdir("home/1000/b", 0o770|os.ModeSetgid))
+	testkit.Must(t, f.r.Mkdir("home/1000/b", 0o770|os.ModeSetgid))
 	st, err := f.r.Lstat("home/1000/b")
-	must(t, err)
+	testkit.Must(t, err)
 	if st.Mode&07777 != 0o2770 {
 		t.Fatalf("mkdir mode %o, want 2770 whatever the umask", st.Mode&07777)
 	}
 	w, err := f.r.OpenFile("home/1000/b/v", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o660)
-	must(t, err)
+	testkit.Must(t, err)
 	w.Write([]byte("one\n"))
 	w.Close()
 	if _, err := f.r.OpenFile("home/1000/b/v", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o660); !errors.Is(err, fs.ErrExist) {
@@ -204,9 +198,9 @@ func TestFilesAndDirectories(t *testing.T) {
 	if st.Mode&0o777 != 0o660 {
 		t.Fatalf("file mode %o, want 660", st.Mode&0o777)
 	}
-	must(t, f.r.ReplaceFile("home/1000/b/v", []byte("two\n"), Owner{1000, 1000, 0o750, 0o640}, SyncAll))
+	testkit.Must(t, f.r.ReplaceFile("home/1000/b/v", []byte("two\n"), Owner{1000, 1000, 0o750, 0o640}, SyncAll))
 	b, err := f.r.ReadFile("home/1000/b/v", 10)
-	must(t, err)
+	testkit.Must(t, err)
 	if string(b) != "two\n" {
 		t.Fatalf("read %q", b)
 	}
@@ -218,27 +212,27 @@ func TestFilesAndDirectories(t *testing.T) {
 		t.Fatalf("replaced file: uid %d mode %o", st.Uid, st.Mode&0o777)
 	}
 	ents, err := f.r.ReadDir("home/1000/b")
-	must(t, err)
+	testkit.Must(t, err)
 	if len(ents) != 1 || ents[0].Name != "v" || !ents[0].IsRegular() {
 		t.Fatalf("readdir: %+v (no temporary may remain)", ents)
 	}
 	tmp, err := f.r.MkdirTemp("home/1000", ".new-x-", 0o700)
-	must(t, err)
+	testkit.Must(t, err)
 	if !strings.HasPrefix(tmp, "home/1000/.new-x-") {
 		t.Fatalf("temp dir %s", tmp)
 	}
-	must(t, f.r.Rename("home/1000/b", tmp, unix.RENAME_EXCHANGE))
+	testkit.Must(t, f.r.Rename("home/1000/b", tmp, unix.RENAME_EXCHANGE))
 	if err := f.r.Rename("home/1000/a", "home/1000/b", unix.RENAME_NOREPLACE); !errors.Is(err, fs.ErrExist) {
 		t.Fatalf("rename noreplace onto an existing name: %v", err)
 	}
-	must(t, f.r.RemoveAll(tmp))
+	testkit.Must(t, f.r.RemoveAll(tmp))
 	if _, err := f.r.Lstat(tmp); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("removed dir: %v", err)
 	}
 	if _, err := f.r.Statfs(); err != nil {
 		t.Fatal(err)
 	}
-	must(t, f.r.SyncDir("home/1000"))
+	testkit.Must(t, f.r.SyncDir("home/1000"))
 }
 
 // Paths in errors are shown as the caller asked: under the mount root for
@@ -261,25 +255,25 @@ func TestSecure(t *testing.T) {
 	base := t.TempDir()
 	os.Chmod(base, 0o755)
 	store := filepath.Join(base, "store")
-	must(t, os.Mkdir(store, 0o755))
-	must(t, Secure(store))
+	testkit.Must(t, os.Mkdir(store, 0o755))
+	testkit.Must(t, Secure(store))
 	st, _ := os.Stat(store)
 	if st.Mode().Perm() != 0o700 {
 		t.Fatalf("store mode %v, want 0700", st.Mode())
 	}
 	// A parent another uid owns, or that everyone may write, is refused.
-	must(t, os.Chown(base, 1001, 1001))
+	testkit.Must(t, os.Chown(base, 1001, 1001))
 	if err := Secure(store); err == nil || !strings.Contains(err.Error(), "uid 1001") {
 		t.Fatalf("parent owned by 1001: %v", err)
 	}
-	must(t, os.Chown(base, 0, 0))
-	must(t, os.Chmod(base, 0o777))
+	testkit.Must(t, os.Chown(base, 0, 0))
+	testkit.Must(t, os.Chmod(base, 0o777))
 	if err := Secure(store); err == nil || !strings.Contains(err.Error(), "every user") || !strings.Contains(err.Error(), "chmod go-w") {
 		t.Fatalf("world-writable parent: %v", err)
 	}
-	must(t, syscall.Chmod(base, 0o1777)) // sticky, as /tmp
-	must(t, Secure(store))
-	must(t, os.Chown(store, 1001, 1001))
+	testkit.Must(t, syscall.Chmod(base, 0o1777)) // sticky, as /tmp
+	testkit.Must(t, Secure(store))
+	testkit.Must(t, os.Chown(store, 1001, 1001))
 	if err := Secure(store); err == nil || !strings.Contains(err.Error(), "belongs to uid 1001") {
 		t.Fatalf("store owned by 1001: %v", err)
 	}
@@ -291,8 +285,8 @@ func TestSecure(t *testing.T) {
 func TestSecureRefusesSymlinks(t *testing.T) {
 	base := t.TempDir()
 	target := filepath.Join(base, "target")
-	must(t, os.Mkdir(target, 0o755))
-	must(t, os.Symlink(target, filepath.Join(base, "link")))
+	testkit.Must(t, os.Mkdir(target, 0o755))
+	testkit.Must(t, os.Symlink(target, filepath.Join(base, "link")))
 	for _, store := range []string{filepath.Join(base, "link"), filepath.Join(base, "link", "store")} {
 		_, err := OpenPrivate(store)
 		var link *SymlinkError
@@ -314,11 +308,11 @@ func TestCheckRoot(t *testing.T) {
 		t.Skip("needs root to make directories of other owners")
 	}
 	base := t.TempDir()
-	must(t, os.Chmod(base, 0o755))
+	testkit.Must(t, os.Chmod(base, 0o755))
 	root := filepath.Join(base, "ctx")
-	must(t, CheckRoot(root, 0)) // not there yet: its parent is root's
-	must(t, os.MkdirAll(filepath.Join(root, "agent"), 0o755))
-	must(t, CheckRoot(root, 0))
+	testkit.Must(t, CheckRoot(root, 0)) // not there yet: its parent is root's
+	testkit.Must(t, os.MkdirAll(filepath.Join(root, "agent"), 0o755))
+	testkit.Must(t, CheckRoot(root, 0))
 	for _, c := range []struct {
 		dir  string
 		mode uint32
@@ -331,17 +325,17 @@ func TestCheckRoot(t *testing.T) {
 		{filepath.Join(root, "agent"), 0o755, 1001, "its owner, uid 1001"},
 		{base, 0o777, 0, "every user"},
 	} {
-		must(t, syscall.Chmod(c.dir, c.mode))
-		must(t, os.Chown(c.dir, c.uid, 0))
+		testkit.Must(t, syscall.Chmod(c.dir, c.mode))
+		testkit.Must(t, os.Chown(c.dir, c.uid, 0))
 		err := CheckRoot(root, 0)
 		var open *OpenToOthersError
 		if !errors.As(err, &open) || open.Path != c.dir || open.Who != c.who || !strings.Contains(err.Error(), "mount root "+root) ||
 			!strings.Contains(err.Error(), "chown root:root "+c.dir+" && chmod go-w "+c.dir) {
 			t.Errorf("%s mode %o uid %d: %v, want it named (%s) with the fix", c.dir, c.mode, c.uid, err, c.who)
 		}
-		must(t, syscall.Chmod(c.dir, 0o755))
-		must(t, os.Chown(c.dir, 0, 0))
+		testkit.Must(t, syscall.Chmod(c.dir, 0o755))
+		testkit.Must(t, os.Chown(c.dir, 0, 0))
 	}
-	must(t, syscall.Chmod(base, 0o1777)) // sticky above, as /tmp: fine
-	must(t, CheckRoot(root, 0))
+	testkit.Must(t, syscall.Chmod(base, 0o1777)) // sticky above, as /tmp: fine
+	testkit.Must(t, CheckRoot(root, 0))
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // wholeLinesValid is the fuzz oracle: data is one or more complete lines,
@@ -68,7 +69,7 @@ func FuzzAppend(f *testing.F) {
 		before, size := snap(t, p, s), l.Size()
 		off, err := l.Append(data)
 		if !wholeLinesValid(data) {
-			wantErr(t, err, syscall.EINVAL, "")
+			testkit.WantErrno(t, "Append", err, syscall.EINVAL)
 			if !snap(t, p, s).same(before) || l.Size() != size {
 				t.Fatalf("refused append of %q wrote something", data)
 			}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // spoil is what a user who owns their store files may do to their log (or
@@ -21,39 +23,35 @@ type spoil struct {
 
 var spoils = []spoil{
 	{"fifo", func(t *testing.T, log, _ string, _ []byte) {
-		must(t, os.Remove(log))
-		must(t, syscall.Mkfifo(log, 0o600))
+		testkit.Must(t, os.Remove(log))
+		testkit.Must(t, syscall.Mkfifo(log, 0o600))
 	}, "a FIFO, not a regular file"},
-	{"missing", func(t *testing.T, log, _ string, _ []byte) { must(t, os.Remove(log)) }, "log file is missing"},
-	{"directory", func(t *testing.T, log, _ string, _ []byte) { must(t, os.Remove(log)); must(t, os.Mkdir(log, 0o700)) }, "a directory, not a regular file"},
+	{"missing", func(t *testing.T, log, _ string, _ []byte) { testkit.Must(t, os.Remove(log)) }, "log file is missing"},
+	{"directory", func(t *testing.T, log, _ string, _ []byte) {
+		testkit.Must(t, os.Remove(log))
+		testkit.Must(t, os.Mkdir(log, 0o700))
+	}, "a directory, not a regular file"},
 	{"symlink", func(t *testing.T, log, _ string, _ []byte) {
-		must(t, os.Rename(log, log+".real"))
-		must(t, os.Symlink(filepath.Base(log)+".real", log))
+		testkit.Must(t, os.Rename(log, log+".real"))
+		testkit.Must(t, os.Symlink(filepath.Base(log)+".real", log))
 	}, "a symlink"},
 	{"char device", func(t *testing.T, log, _ string, _ []byte) {
-		must(t, os.Remove(log))
-		must(t, syscall.Mknod(log, syscall.S_IFCHR|0o600, 1<<8|3)) // /dev/null's numbers
+		testkit.Must(t, os.Remove(log))
+		testkit.Must(t, syscall.Mknod(log, syscall.S_IFCHR|0o600, 1<<8|3)) // /dev/null's numbers
 	}, "a character device"},
-	{"other owner", func(t *testing.T, log, _ string, _ []byte) { must(t, os.Chown(log, 4242, 4242)) }, "owned by uid 4242"},
-	{"hard link", func(t *testing.T, log, _ string, _ []byte) { must(t, os.Link(log, log+".other")) }, "2 links"},
-	{"shorter", func(t *testing.T, log, _ string, _ []byte) { must(t, os.Truncate(log, 3)) }, "shorter than"},
+	{"other owner", func(t *testing.T, log, _ string, _ []byte) { testkit.Must(t, os.Chown(log, 4242, 4242)) }, "owned by uid 4242"},
+	{"hard link", func(t *testing.T, log, _ string, _ []byte) { testkit.Must(t, os.Link(log, log+".other")) }, "2 links"},
+	{"shorter", func(t *testing.T, log, _ string, _ []byte) { testkit.Must(t, os.Truncate(log, 3)) }, "shorter than"},
 	{"different", func(t *testing.T, log, _ string, _ []byte) {
 		b := readFile(t, log)
 		b[5] ^= 1
-		must(t, os.WriteFile(log, b, 0o600))
+		testkit.Must(t, os.WriteFile(log, b, 0o600))
 	}, "are not what its seal vouches for"},
 	{"damaged seal", func(t *testing.T, _, seal string, _ []byte) {
-		must(t, os.WriteFile(seal, bytes.Repeat([]byte{0xEE}, 1024), 0o600))
+		testkit.Must(t, os.WriteFile(seal, bytes.Repeat([]byte{0xEE}, 1024), 0o600))
 	}, "seal holds no valid record"},
-	{"missing seal", func(t *testing.T, _, seal string, _ []byte) { must(t, os.Remove(seal)) }, "its seal cannot be read"},
-	{"older seal", func(t *testing.T, _, seal string, old []byte) { must(t, os.WriteFile(seal, old, 0o600)) }, "an append is missing"},
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
+	{"missing seal", func(t *testing.T, _, seal string, _ []byte) { testkit.Must(t, os.Remove(seal)) }, "its seal cannot be read"},
+	{"older seal", func(t *testing.T, _, seal string, old []byte) { testkit.Must(t, os.WriteFile(seal, old, 0o600)) }, "an append is missing"},
 }
 
 // A log that cannot be recovered at start (a user put a FIFO, a device or
@@ -68,7 +66,7 @@ func TestRecoverSetsAsideWhatCannotBeRecovered(t *testing.T) {
 			oldSeal := readFile(t, filepath.Join(js.dir, "s0/seal"))
 			js.logs[0].Append(line(100)) // sealed by the checkpoint below: a prefix the journal builds on
 			js.want[0] = append(js.want[0], line(100)...)
-			must(t, js.logs[0].Close())
+			testkit.Must(t, js.logs[0].Close())
 			js.logs[0], _ = Open(js.place(0))
 			for n := 0; n < 6; n++ {
 				js.appendDurable(n%2, n)
@@ -83,7 +81,7 @@ func TestRecoverSetsAsideWhatCannotBeRecovered(t *testing.T) {
 			if err != nil {
 				t.Fatalf("one spoiled log stopped the start: %v", err)
 			}
-			must(t, j.Close())
+			testkit.Must(t, j.Close())
 			if got := lstatAll(t, filepath.Join(js.dir, "s0")); got != spoiled {
 				t.Fatalf("the spoiled log's directory changed:\n%s\nwant\n%s", got, spoiled)
 			}
@@ -131,8 +129,8 @@ func TestRecoverSetsAsideWhatCannotBeRecovered(t *testing.T) {
 // test's files are, whatever is there now.
 func restore(t *testing.T, p string, b []byte) {
 	t.Helper()
-	must(t, os.RemoveAll(p))
-	must(t, os.WriteFile(p, b, 0o600))
+	testkit.Must(t, os.RemoveAll(p))
+	testkit.Must(t, os.WriteFile(p, b, 0o600))
 	os.Remove(p + ".other")
 	os.Remove(p + ".real")
 }
@@ -141,12 +139,12 @@ func restore(t *testing.T, p string, b []byte) {
 func lstatAll(t *testing.T, dir string) string {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
-	must(t, err)
+	testkit.Must(t, err)
 	var b strings.Builder
 	for _, e := range ents {
 		var st syscall.Stat_t
 		p := filepath.Join(dir, e.Name())
-		must(t, syscall.Lstat(p, &st))
+		testkit.Must(t, syscall.Lstat(p, &st))
 		fmt.Fprintf(&b, "%s %o %d %d %d\n", e.Name(), st.Mode, st.Uid, st.Size, st.Nlink)
 		if st.Mode&syscall.S_IFMT == syscall.S_IFREG {
 			fmt.Fprintf(&b, "  %x\n", readFile(t, p))
@@ -157,6 +155,6 @@ func lstatAll(t *testing.T, dir string) string {
 
 func heldFiles(t *testing.T, js *jstore) []string {
 	m, err := filepath.Glob(filepath.Join(js.dir, jdir, heldPrefix+"*"))
-	must(t, err)
+	testkit.Must(t, err)
 	return m
 }

@@ -12,11 +12,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 )
 
@@ -173,21 +171,6 @@ type files struct{ log, seal []byte }
 func snap(t testing.TB, p, s string) files { return files{readFile(t, p), readFile(t, s)} }
 
 func (f files) same(g files) bool { return bytes.Equal(f.log, g.log) && bytes.Equal(f.seal, g.seal) }
-
-// wantErr checks that err is an *abi.Error with errno and, if given, words.
-func wantErr(t testing.TB, err error, errno syscall.Errno, words string) {
-	t.Helper()
-	var ae *abi.Error
-	if !errors.As(err, &ae) {
-		t.Fatalf("error %v (%T) is not an *abi.Error", err, err)
-	}
-	if ae.Errno != errno {
-		t.Fatalf("error %v: errno %v, want %v", err, abi.ErrnoName(ae.Errno), abi.ErrnoName(errno))
-	}
-	if !strings.Contains(err.Error(), words) {
-		t.Fatalf("error %q does not say %q", err, words)
-	}
-}
 
 // readAll reads a Log's committed content through ReadAt.
 func readAll(t testing.TB, l *Log) []byte {

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"sync"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // A crash at every instant of the journaled protocol: a script of appends
@@ -85,10 +87,10 @@ func trimZeros(b []byte) []byte {
 func (st *storeState) put(t *testing.T) string {
 	dir := t.TempDir()
 	for _, d := range st.dirs {
-		must(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
+		testkit.Must(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
 	}
 	for rel, f := range st.files {
-		must(t, os.WriteFile(filepath.Join(dir, rel), f.data, f.mode))
+		testkit.Must(t, os.WriteFile(filepath.Join(dir, rel), f.data, f.mode))
 	}
 	return dir
 }
@@ -237,7 +239,7 @@ func cutLogs(t *testing.T, dir string, cut func(sealed, size int64) int64) {
 			t.Fatalf("%s holds no record", seal)
 		}
 		if n := cut(ss.latest.length, fi.Size()); n < fi.Size() {
-			must(t, os.Truncate(log, n))
+			testkit.Must(t, os.Truncate(log, n))
 		}
 	}
 }
@@ -257,7 +259,7 @@ func tearNewestBatch(t *testing.T, dir string) {
 	end := at + int64(batchHeaderLen+h.body)
 	mid := at + (end-at)/2
 	copy(b[mid:end], make([]byte, end-mid))
-	must(t, os.WriteFile(f, b, 0o600))
+	testkit.Must(t, os.WriteFile(f, b, 0o600))
 }
 
 // recoverState replays the journal of the state at dir as a start would,
@@ -273,7 +275,7 @@ func recoverState(t *testing.T, dir string, st *storeState, tornTail bool) {
 	}
 	checkRecovered(t, js, st, tornTail)
 	for name, b := range kept {
-		must(t, os.WriteFile(name, b, 0o600))
+		testkit.Must(t, os.WriteFile(name, b, 0o600))
 	}
 	rec, err = RecoverJournal(js.root, jdir, js.locate, false)
 	if err != nil || len(rec.Problems) > 0 || len(rec.Held) > 0 {
@@ -285,9 +287,9 @@ func recoverState(t *testing.T, dir string, st *storeState, tornTail bool) {
 		js.appendDurable(i, 1000+i)
 	}
 	for _, l := range js.logs {
-		must(t, l.Close())
+		testkit.Must(t, l.Close())
 	}
-	must(t, js.j.Close())
+	testkit.Must(t, js.j.Close())
 	js.verify()
 }
 

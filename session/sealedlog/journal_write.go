@@ -157,19 +157,11 @@ func (j *Journal) lazyTick() {
 // what lets reserve write zeros from alloc on while it writes.
 //
 // The room is written with zeros, not fallocated: a batch then overwrites
-// blocks the file already has, and its fdatasync flushes data alone. Into
-// fallocated room past the file's end, every batch changed the size and
-// turned an unwritten extent into a written one, so every fdatasync also
-// wrote the inode (ext4 without a journal, the benchmark machine's root)
-// or committed the filesystem's journal (with one): on the benchmark's
-// ext4 that made a sync about 1.4 times slower and cost twice the CPU
-// (140-170 µs of system time against 75-100). The zeros' own allocation
-// is made durable by the first batch's sync in them. (Without a journal,
-// ext4's fdatasync still writes the inode when only its mtime moved, and
-// with the kernel's multigrain timestamps it moves at every batch: the
-// logs' fstat witnesses make each log write take a fine-grained time,
-// which every other file's next change then takes too. Measured and
-// left as is: docs/benchmarks.md, "Which filesystem holds the store".) Replay reads a zero header past the last
+// blocks the file already has, and its fdatasync flushes data alone
+// (into fallocated room every sync also wrote the inode:
+// docs/benchmarks.md#journal-room-written-with-zeros). The zeros' own
+// allocation is made durable by the first batch's sync in them. Replay
+// reads a zero header past the last
 // batch as the end (the newest file may end so; an older one is cut to its
 // last batch when the committer leaves it: rotate).
 func (j *Journal) reserve(n int64) error {
@@ -209,8 +201,8 @@ func writeZeros(f *os.File, off, n int64) error {
 // wait returns once unit seq is durable, or the journal broke. When no
 // batch is being written, the waiter writes it itself (leader commit):
 // handing the batch to the committer goroutine and being woken by it
-// were two wake-ups per commit on a send's path (with the other cuts of
-// that day, a send's server CPU at one client fell by about 15%).
+// were two wake-ups per commit on a send's path
+// (docs/benchmarks.md#send-path).
 // Appends queued during a commit wait for the next one, which the
 // committer writes.
 func (j *Journal) wait(seq uint64) error {

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // damage is something done to a log behind the store's back.
@@ -102,15 +104,15 @@ func TestDamageWhileOpen(t *testing.T) {
 				t.Fatal(err)
 			}
 			d.do(t, p)
-			wantErr(t, l.Check(), syscall.EIO, d.words)
+			testkit.WantErrno(t, "Check", l.Check(), syscall.EIO, d.words)
 			before := snap(t, p, s)
 			_, err := l.Append(line(3))
-			wantErr(t, err, syscall.EIO, d.words)
+			testkit.WantErrno(t, "Append", err, syscall.EIO, d.words)
 			if !snap(t, p, s).same(before) {
 				t.Fatal("append to an unprovable log wrote something")
 			}
 			replace(t, p, good)
-			wantErr(t, l.Check(), syscall.EIO, d.words) // sticky
+			testkit.WantErrno(t, "Check", l.Check(), syscall.EIO, d.words) // sticky
 			d.do(t, p)
 			l.Close()
 			if ps := Verify(at(t, p, s)); len(ps) == 0 || ps[0].Repairable {
@@ -179,9 +181,9 @@ func TestDamageWhileClosed(t *testing.T) {
 				t.Fatalf("open of an unprovable log: %v", err)
 			}
 			defer l2.Close()
-			wantErr(t, l2.Check(), syscall.EIO, d.words)
+			testkit.WantErrno(t, "Check", l2.Check(), syscall.EIO, d.words)
 			_, err = l2.Append(line(3))
-			wantErr(t, err, syscall.EIO, d.words)
+			testkit.WantErrno(t, "Append", err, syscall.EIO, d.words)
 			if len(readAll(t, l2)) != len(before.log) {
 				t.Fatal("an unprovable log cannot be read whole")
 			}
@@ -196,7 +198,7 @@ func TestDamageWhileClosed(t *testing.T) {
 			if _, err := Repair(at(t, p, s)); err == nil {
 				t.Fatal("repair of damaged history succeeded")
 			} else {
-				wantErr(t, err, syscall.EIO, d.words)
+				testkit.WantErrno(t, "Repair", err, syscall.EIO, d.words)
 			}
 			if !snap(t, p, s).same(before) {
 				t.Fatal("verify or repair changed something")
@@ -263,7 +265,7 @@ func TestMalformedUnderValidSeal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantErr(t, l.Check(), syscall.EIO, c.words)
+		testkit.WantErrno(t, "Check", l.Check(), syscall.EIO, c.words)
 		l.Close()
 	}
 }
@@ -332,7 +334,7 @@ func TestSealGoneWhileOpen(t *testing.T) {
 			c.do(t, s)
 			before := snap(t, p, s)
 			_, err := l.Append(line(3))
-			wantErr(t, err, syscall.EIO, c.words)
+			testkit.WantErrno(t, "Append", err, syscall.EIO, c.words)
 			if !snap(t, p, s).same(before) {
 				t.Fatal("a refused append wrote something")
 			}
@@ -360,9 +362,9 @@ func TestBoundToItsPlace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantErr(t, l.Check(), syscall.EIO, "bound to another session or file")
+		testkit.WantErrno(t, "Check", l.Check(), syscall.EIO, "bound to another session or file")
 		_, err = l.Append(line(4))
-		wantErr(t, err, syscall.EIO, "bound to another session")
+		testkit.WantErrno(t, "Append", err, syscall.EIO, "bound to another session")
 		l.Close()
 		if !snap(t, p, s).same(before) {
 			t.Fatalf("%s: refusing wrote something", name)
@@ -389,7 +391,7 @@ func TestSymlinkedLogIsUnprovable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantErr(t, l2.Check(), syscall.EIO, "symlink")
+		testkit.WantErrno(t, "Check", l2.Check(), syscall.EIO, "symlink")
 		if ps := Verify(at(t, p, s)); len(ps) == 0 || !strings.Contains(whats(ps), "symlink") {
 			t.Fatalf("%s: verify %s", which, whats(ps))
 		}

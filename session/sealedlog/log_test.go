@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 func TestCreateAppendReopen(t *testing.T) {
@@ -71,13 +72,13 @@ func TestCreateExistingAndOpenMissing(t *testing.T) {
 	if _, err := Create(at(t, p, s+".other"), anyOwner); err == nil {
 		t.Fatal("create over an existing log")
 	} else {
-		wantErr(t, err, syscall.EEXIST, "")
+		testkit.WantErrno(t, "Create", err, syscall.EEXIST)
 	}
 	p2 := filepath.Join(filepath.Dir(p), "events.jsonl")
 	if _, err := Create(at(t, p2, s), anyOwner); err == nil {
 		t.Fatal("create over an existing seal")
 	} else {
-		wantErr(t, err, syscall.EEXIST, "")
+		testkit.WantErrno(t, "Create", err, syscall.EEXIST)
 	}
 	if _, err := os.Stat(p2); !os.IsNotExist(err) {
 		t.Fatalf("failed create left %s behind: %v", p2, err)
@@ -88,9 +89,9 @@ func TestCreateExistingAndOpenMissing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open of a missing log: %v", err)
 	}
-	wantErr(t, l.Check(), syscall.EIO, "log file is missing")
+	testkit.WantErrno(t, "Check", l.Check(), syscall.EIO, "log file is missing")
 	_, err = l.Append(line(1))
-	wantErr(t, err, syscall.EIO, "log file is missing")
+	testkit.WantErrno(t, "Append", err, syscall.EIO, "log file is missing")
 	if _, err := os.Stat(p2); !os.IsNotExist(err) {
 		t.Fatalf("append to a missing log made %s", p2)
 	}
@@ -129,7 +130,7 @@ func TestMemoryLog(t *testing.T) {
 		t.Fatalf("offset %d", off)
 	}
 	_, err := l.Append([]byte("nope\n"))
-	wantErr(t, err, syscall.EINVAL, "line 1 is not a JSON object")
+	testkit.WantErrno(t, "Append", err, syscall.EINVAL, "line 1 is not a JSON object")
 	if l.Check() != nil || l.Close() != nil || string(readAll(t, l)) != string(line(1))+string(line(2)) {
 		t.Fatal("memory log misbehaves")
 	}
@@ -216,8 +217,8 @@ func TestInvalidWritesNothing(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := l.Append([]byte(c.data))
-			wantErr(t, err, syscall.EINVAL, c.words)
-			wantErr(t, l.Write([]byte(c.data)), syscall.EINVAL, c.words)
+			testkit.WantErrno(t, "Append", err, syscall.EINVAL, c.words)
+			testkit.WantErrno(t, "Write", l.Write([]byte(c.data)), syscall.EINVAL, c.words)
 			if !snap(t, p, s).same(before) || l.Size() != int64(len(line(0))) || l.j.Stats().Units != units {
 				t.Fatal("a refused append wrote something")
 			}
@@ -245,7 +246,7 @@ func TestFailedWriteIsUndone(t *testing.T) {
 		if fail != nil {
 			want = fail.(syscall.Errno)
 		}
-		wantErr(t, err, want, "")
+		testkit.WantErrno(t, "Append", err, want)
 		if got := readFile(t, p); !bytes.Equal(got, line(0)) || !bytes.Equal(readFile(t, s), seal) || l.j.Stats().Units != units {
 			t.Fatalf("failed append left %q, or changed the seal, or queued a record", got)
 		}
@@ -266,8 +267,8 @@ func TestAppendAfterClose(t *testing.T) {
 	l.Close()
 	before := snap(t, p, s)
 	_, err := l.Append(line(1))
-	wantErr(t, err, syscall.EBADF, "closed")
-	wantErr(t, l.Write(line(1)), syscall.EBADF, "closed")
+	testkit.WantErrno(t, "Append", err, syscall.EBADF, "closed")
+	testkit.WantErrno(t, "Write", l.Write(line(1)), syscall.EBADF, "closed")
 	if !snap(t, p, s).same(before) {
 		t.Fatal("an append after close wrote something")
 	}
@@ -287,8 +288,8 @@ func TestNoJournalNoAppend(t *testing.T) {
 	}
 	before := snap(t, p, s)
 	_, err = l.Append(line(1))
-	wantErr(t, err, syscall.EBADF, "without a journal")
-	wantErr(t, l.Write(line(1)), syscall.EBADF, "without a journal")
+	testkit.WantErrno(t, "Append", err, syscall.EBADF, "without a journal")
+	testkit.WantErrno(t, "Write", l.Write(line(1)), syscall.EBADF, "without a journal")
 	if err := l.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +305,7 @@ func TestNoJournalNoAppend(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = gone.Append(line(1))
-	wantErr(t, err, syscall.EIO, "log file is missing")
+	testkit.WantErrno(t, "Append", err, syscall.EIO, "log file is missing")
 }
 
 // TestFailedUndoIsUnprovable: when a failed append cannot be taken back
@@ -324,11 +325,11 @@ func TestFailedUndoIsUnprovable(t *testing.T) {
 		return n, syscall.ENOSPC
 	}
 	_, err := l.Append(line(1))
-	wantErr(t, err, syscall.ENOSPC, "")
-	wantErr(t, l.Check(), syscall.EIO, "could not be taken back")
+	testkit.WantErrno(t, "Append", err, syscall.ENOSPC)
+	testkit.WantErrno(t, "Check", l.Check(), syscall.EIO, "could not be taken back")
 	before := readFile(t, p)
 	_, err = l.Append(line(2))
-	wantErr(t, err, syscall.EIO, "could not be taken back")
+	testkit.WantErrno(t, "Append", err, syscall.EIO, "could not be taken back")
 	if !bytes.Equal(readFile(t, p), before) {
 		t.Fatal("append to an unprovable log wrote something")
 	}
@@ -355,13 +356,7 @@ func pairOf(t *testing.T) (ev, msg *Log, evP, evS, msgP, msgS string) {
 // invalid line, a failed write) leaves both logs and seals as they were.
 func TestAppendPairAllOrNothing(t *testing.T) {
 	ev, msg, evP, evS, msgP, msgS := pairOf(t)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(AppendPair(ev, line(1), msg, line(2)))
+	testkit.Must(t, AppendPair(ev, line(1), msg, line(2)))
 	before := []files{snap(t, evP, evS), snap(t, msgP, msgS)}
 	sizes := [2]int64{ev.Size(), msg.Size()}
 	// A refusal, by validation or by a failed write of either half,
@@ -385,27 +380,27 @@ func TestAppendPairAllOrNothing(t *testing.T) {
 			}
 		}
 	}
-	wantErr(t, AppendPair(ev, line(3), msg, []byte("not json\n")), syscall.EINVAL, "")
+	testkit.WantErrno(t, "AppendPair", AppendPair(ev, line(3), msg, []byte("not json\n")), syscall.EINVAL)
 	unchanged("an invalid second half")
-	wantErr(t, AppendPair(ev, []byte("[1]\n"), msg, line(3)), syscall.EINVAL, "")
+	testkit.WantErrno(t, "AppendPair", AppendPair(ev, []byte("[1]\n"), msg, line(3)), syscall.EINVAL)
 	unchanged("an invalid first half")
 	msg.writeData = func(f *os.File, b []byte, off int64) (int, error) { return 0, syscall.ENOSPC }
-	wantErr(t, AppendPair(ev, line(3), msg, line(4)), syscall.ENOSPC, "")
+	testkit.WantErrno(t, "AppendPair", AppendPair(ev, line(3), msg, line(4)), syscall.ENOSPC)
 	unchanged("a full disk under the second half")
 	logsUnchanged("a full disk under the second half")
 	msg.writeData = (*os.File).WriteAt
 	ev.writeData = func(f *os.File, b []byte, off int64) (int, error) { return 0, syscall.ENOSPC }
-	wantErr(t, AppendPair(ev, line(3), msg, line(4)), syscall.ENOSPC, "")
+	testkit.WantErrno(t, "AppendPair", AppendPair(ev, line(3), msg, line(4)), syscall.ENOSPC)
 	unchanged("a full disk under the first half")
 	logsUnchanged("a full disk under the first half")
 	ev.writeData = (*os.File).WriteAt
-	must(AppendPair(ev, line(3), msg, line(4)))
+	testkit.Must(t, AppendPair(ev, line(3), msg, line(4)))
 	lone, err := Create(Place{Root: at(t, msgP, msgS).Root, Log: "lone.jsonl", Seal: "lone.seal", Bind: testBind, Key: testKey, Journal: journalIn(t, t.TempDir(), JournalConfig{}).j}, anyOwner)
-	must(err)
+	testkit.Must(t, err)
 	defer lone.Close()
-	wantErr(t, AppendPair(ev, line(5), lone, line(5)), syscall.EINVAL, "not in one journal")
-	must(ev.Close())
-	must(msg.Close())
+	testkit.WantErrno(t, "AppendPair", AppendPair(ev, line(5), lone, line(5)), syscall.EINVAL, "not in one journal")
+	testkit.Must(t, ev.Close())
+	testkit.Must(t, msg.Close())
 	for _, p := range []Place{at(t, evP, evS), at(t, msgP, msgS)} {
 		if ps := Verify(p); len(ps) != 0 {
 			t.Fatalf("verify: %s", whats(ps))

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // forgedHistory is what a user who can write their log and seal makes of
@@ -48,14 +49,14 @@ func TestForgedSealRefused(t *testing.T) {
 				t.Fatalf("verify: %s", whats(ps))
 			}
 			_, err := Repair(at(t, p, s))
-			wantErr(t, err, syscall.EIO, "forged")
+			testkit.WantErrno(t, "Repair", err, syscall.EIO, "forged")
 			l, err = Open(at(t, p, s))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer l.Close()
 			_, err = l.Append(line(5))
-			wantErr(t, err, syscall.EIO, "forged")
+			testkit.WantErrno(t, "Append", err, syscall.EIO, "forged")
 			if got := readAll(t, l); !bytes.Equal(got, forgedHistory) {
 				t.Fatalf("read %q, want the log as it is", got)
 			}
@@ -155,7 +156,7 @@ func TestOpenKey(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "state", KeyFile), []byte("short"), 0o600)
 	_, err = OpenKey(r, "state")
-	wantErr(t, err, syscall.EIO, "5 bytes, want 32")
+	testkit.WantErrno(t, "OpenKey", err, syscall.EIO, "5 bytes, want 32")
 }
 
 // TestRekey: a seal of an older ctxfs (both slots unkeyed) is accepted

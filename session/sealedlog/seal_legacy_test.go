@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // Seals of stores from before the journal may hold an append's intent
@@ -163,7 +165,7 @@ func TestLegacyCrashLaterStates(t *testing.T) {
 			t.Fatalf("verify: %s", whats(ps))
 		}
 		_, err = Repair(at(t, p, s))
-		wantErr(t, err, syscall.EIO, "does not match seal")
+		testkit.WantErrno(t, "Repair", err, syscall.EIO, "does not match seal")
 	})
 }
 

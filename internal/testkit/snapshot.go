@@ -1,6 +1,4 @@
-// Package storetest lets tests prove that an operation wrote nothing: a
-// snapshot of a directory tree, byte for byte, and a comparison of two.
-package storetest
+package testkit
 
 import (
 	"crypto/sha256"
@@ -14,7 +12,7 @@ import (
 )
 
 // Snapshot maps every path under dir to its mode and, for regular files,
-// the SHA-256 of its content and its mtime. Paths for which skip returns
+// the SHA-256 of its content and its mtime, for symlinks their target. Paths for which skip returns
 // true are left out (a skipped directory with all it holds).
 func Snapshot(t testing.TB, dir string, skip func(rel string) bool) map[string]string {
 	t.Helper()
@@ -38,6 +36,10 @@ func Snapshot(t testing.TB, dir string, skip func(rel string) bool) map[string]s
 		if info.Mode().IsRegular() {
 			b, _ := os.ReadFile(p)
 			v += fmt.Sprintf(" %x %d", sha256.Sum256(b), info.ModTime().UnixNano())
+		}
+		if info.Mode()&fs.ModeSymlink != 0 {
+			target, _ := os.Readlink(p)
+			v += " -> " + target
 		}
 		out[rel] = v
 		return nil
