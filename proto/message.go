@@ -109,6 +109,14 @@ func ContentText(content json.RawMessage) string {
 	return b.String()
 }
 
+// HasTextShape says whether content has a shape a message's content may
+// have: missing, null, a string or an array of parts. Other shapes (a
+// number, an object) hold no text, which readers that count damage count.
+func HasTextShape(content json.RawMessage) bool {
+	content = bytes.TrimSpace(content)
+	return len(content) == 0 || string(content) == "null" || content[0] == '"' || content[0] == '['
+}
+
 // ContentParts reads a content value as parts (Message.Parts).
 func ContentParts(content json.RawMessage) []Part {
 	content = bytes.TrimSpace(content)

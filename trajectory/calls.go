@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 
-	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/proto"
 )
 
 // assistant opens the agent step of an assistant message, with the tool
@@ -160,34 +160,22 @@ func contentParts(raw json.RawMessage) []part {
 	return parts
 }
 
-// messageText is a message's text: a string content as it is, else its text
-// parts one per line (as `ctx agent history` shows them). Content of any
-// other shape is kept as its JSON text rather than lost.
+// messageText is a message's text by the one rule (proto.ContentText).
+// Content that is neither a string nor an array, which has no text, is
+// kept as its JSON text rather than lost.
 func messageText(raw json.RawMessage) string {
-	if len(raw) == 0 || string(raw) == "null" {
-		return ""
+	if proto.HasTextShape(raw) {
+		return proto.ContentText(raw)
 	}
-	parts, err := client.Parts(raw)
-	if err != nil {
-		return compactJSON(raw)
-	}
-	return client.Text(parts)
+	return compactJSON(raw)
 }
 
-// toolCall builds a call from the log's raw id, name and arguments.
-// Arguments given as a JSON string that holds an object (as OpenAI sends
-// them) are that object, and none at all are {} (ATIF: "can be empty");
-// anything else is kept, and fails validation.
+// toolCall builds a call from the log's raw id and name (kept as they are,
+// so that a call of another type fails validation) and its arguments,
+// normalised as everyone reads them (proto.ToolArguments: none are {},
+// ATIF: "can be empty"; anything not an object fails validation).
 func toolCall(id, name, args json.RawMessage) ToolCall {
-	switch {
-	case len(args) == 0 || string(args) == "null":
-		args = json.RawMessage("{}")
-	case args[0] == '"':
-		if s := str(args); json.Valid([]byte(s)) && bytes.HasPrefix(bytes.TrimSpace([]byte(s)), []byte("{")) {
-			args = json.RawMessage(s)
-		}
-	}
-	return ToolCall{ToolCallID: id, FunctionName: name, Arguments: args}
+	return ToolCall{ToolCallID: id, FunctionName: name, Arguments: proto.ToolArguments(args)}
 }
 
 // result is one tool_result part as an observation result: string content

@@ -14,7 +14,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/client"
 	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
@@ -255,11 +254,10 @@ func (l *runLog) message(line []byte) bool {
 	if !needInput && (l.grep == "" || r.matched) {
 		return true
 	}
-	parts, err := client.Parts(m.Content)
-	if err != nil {
+	if !proto.HasTextShape(m.Content) {
 		return false
 	}
-	text := client.Text(parts)
+	text := proto.ContentText(m.Content)
 	if needInput {
 		r.Input, r.hasInput = clienv.FirstLine(text, maxInputShown), true
 	}
