@@ -24,6 +24,10 @@ type Part struct {
 	Type, Text, ID, Name, ToolCallID string
 	Arguments, Input, Content        json.RawMessage // as recorded
 	IsError                          bool
+	// RawID and RawName are id and name as recorded, for a reader that
+	// must refuse a value of another type rather than read it as ""
+	// (the trajectory export, whose validation names it).
+	RawID, RawName json.RawMessage
 }
 
 // ToolCall is a tool call of an assistant message, its arguments
@@ -159,7 +163,7 @@ func (p *Part) UnmarshalJSON(b []byte) error {
 	}
 	*p = Part{Type: RawString(w.Type), Text: RawString(w.Text), ID: RawString(w.ID), Name: RawString(w.Name),
 		ToolCallID: RawString(w.ToolCallID), Arguments: w.Arguments, Input: w.Input, Content: w.Content,
-		IsError: string(w.IsError) == "true"}
+		IsError: string(w.IsError) == "true", RawID: w.ID, RawName: w.Name}
 	return nil
 }
 
