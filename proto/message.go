@@ -40,20 +40,21 @@ type ToolCall struct {
 // ErrNotMessage is a line that is not a JSON object.
 var ErrNotMessage = errors.New("not a JSON object")
 
-// messageJSON is a line's shape, every field raw so that one of another
-// type fails nothing.
-type messageJSON struct {
-	Role    json.RawMessage `json:"role"`
-	Run     json.RawMessage `json:"run"`
-	Name    json.RawMessage `json:"name"`
-	TS      json.RawMessage `json:"ts"`
-	Content json.RawMessage `json:"content"`
+// RawFields are the members of a log line or of a content part that
+// readers of the logs use, each as recorded, so that one of another type
+// fails nothing (read strings with RawString). One shape serves lines and
+// parts: the trajectory export embeds it to read both logs.
+type RawFields struct {
+	// Matched by name, as encoding/json matches tags: without case.
+	Type, Role, Run, TS, ID, Name, Text, Arguments, Input, Content json.RawMessage
+	ToolCallID                                                     json.RawMessage `json:"tool_call_id"`
+	IsError                                                        json.RawMessage `json:"is_error"`
 }
 
 // ParseMessage reads one messages.jsonl line; ErrNotMessage when it is not
 // a JSON object (white space around it is allowed).
 func ParseMessage(line []byte) (Message, error) {
-	var w messageJSON
+	var w RawFields
 	if t := bytes.TrimSpace(line); len(t) == 0 || t[0] != '{' || json.Unmarshal(t, &w) != nil {
 		return Message{}, ErrNotMessage
 	}
@@ -140,23 +141,10 @@ func ContentParts(content json.RawMessage) []Part {
 	return nil
 }
 
-// partJSON is a part's shape, every field raw (as messageJSON).
-type partJSON struct {
-	Type       json.RawMessage `json:"type"`
-	Text       json.RawMessage `json:"text"`
-	ID         json.RawMessage `json:"id"`
-	Name       json.RawMessage `json:"name"`
-	ToolCallID json.RawMessage `json:"tool_call_id"`
-	Arguments  json.RawMessage `json:"arguments"`
-	Input      json.RawMessage `json:"input"`
-	Content    json.RawMessage `json:"content"`
-	IsError    json.RawMessage `json:"is_error"`
-}
-
 // UnmarshalJSON reads a part leniently: an element that is not an object,
 // or a field of another type, fails nothing.
 func (p *Part) UnmarshalJSON(b []byte) error {
-	var w partJSON
+	var w RawFields
 	if json.Unmarshal(b, &w) != nil {
 		*p = Part{}
 		return nil

@@ -27,18 +27,11 @@ type logLine struct {
 	prompt, completion                    *int64
 }
 
-// wireLine is the JSON shape both logs share (SPEC section 6).
+// wireLine is the JSON shape both logs share (SPEC section 6): the fields
+// of a message line and of a part (proto.RawFields), and the events' own.
 type wireLine struct {
-	Type         json.RawMessage `json:"type"`
-	Role         json.RawMessage `json:"role"`
-	Run          json.RawMessage `json:"run"`
-	TS           json.RawMessage `json:"ts"`
-	ID           json.RawMessage `json:"id"`
-	Name         json.RawMessage `json:"name"`
-	ToolCallID   json.RawMessage `json:"tool_call_id"`
+	proto.RawFields
 	Model        json.RawMessage `json:"model"`
-	Arguments    json.RawMessage `json:"arguments"`
-	Content      json.RawMessage `json:"content"`
 	InputTokens  json.RawMessage `json:"input_tokens"`
 	OutputTokens json.RawMessage `json:"output_tokens"`
 }
