@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"encoding/json"
 
 	"github.com/ctxfs/ctxfs/agent/provider"
 	"github.com/ctxfs/ctxfs/proto"
@@ -26,43 +25,23 @@ func NewPrompt(system string, log []byte) *Prompt {
 	return &provider.Request{System: system, Turns: turns}
 }
 
-// messageLineJSON is a messages.jsonl line as the engine records it.
-type messageLineJSON struct {
-	Role    string          `json:"role"`
-	Name    string          `json:"name"`
-	Content json.RawMessage `json:"content"`
-}
-
-// contentPart is one part of a content array: text, a tool call (as a
-// jsonl agent may record it, "tool_call" or "tool_use"), or a tool result.
-type contentPart struct {
-	Type       string          `json:"type"`
-	Text       string          `json:"text"`
-	ID         string          `json:"id"`
-	Name       string          `json:"name"`
-	Arguments  json.RawMessage `json:"arguments"`
-	Input      json.RawMessage `json:"input"`
-	ToolCallID string          `json:"tool_call_id"`
-	Content    json.RawMessage `json:"content"`
-	IsError    bool            `json:"is_error"`
-}
-
-// turnOf reads one line as a turn of the conversation.
+// turnOf reads one line as a turn of the conversation (proto.Message: the
+// one text rule, the one normalisation of tool-call arguments).
 func turnOf(line []byte) (provider.Turn, bool) {
-	var m messageLineJSON
-	if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &m) != nil {
+	m, err := proto.ParseMessage(line)
+	if err != nil {
 		return provider.Turn{}, false
 	}
 	t := provider.Turn{Role: m.Role}
 	switch m.Role {
 	case "user", "assistant":
-		t.Text = proto.ContentText(m.Content)
+		t.Text = m.Text()
 		if m.Role == "assistant" {
-			t.ToolCalls = toolCalls(m.Content)
+			t.ToolCalls = toolCalls(m)
 		}
 	case "tool":
-		var parts []contentPart
-		if json.Unmarshal(m.Content, &parts) != nil || len(parts) == 0 {
+		parts := m.Parts()
+		if len(parts) == 0 {
 			return t, false
 		}
 		p := parts[0]
@@ -73,25 +52,12 @@ func turnOf(line []byte) (provider.Turn, bool) {
 	return t, t.Text != "" || len(t.ToolCalls) > 0 || t.ToolCallID != ""
 }
 
-// toolCalls are the tool calls among an assistant message's parts.
-func toolCalls(content json.RawMessage) []provider.ToolCall {
-	var parts []contentPart
-	if json.Unmarshal(content, &parts) != nil {
-		return nil
-	}
+// toolCalls are the tool calls of an assistant message, as the provider
+// takes them.
+func toolCalls(m proto.Message) []provider.ToolCall {
 	var calls []provider.ToolCall
-	for _, p := range parts {
-		if (p.Type == "tool_call" || p.Type == "tool_use") && p.ID != "" && p.Name != "" {
-			args := p.Arguments
-			if args == nil {
-				args = p.Input
-			}
-			var s string
-			if json.Unmarshal(args, &s) == nil { // arguments given as a JSON string
-				args = json.RawMessage(s)
-			}
-			calls = append(calls, provider.ToolCall{ID: p.ID, Name: p.Name, Arguments: string(args)})
-		}
+	for _, c := range m.ToolCalls() {
+		calls = append(calls, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)})
 	}
 	return calls
 }

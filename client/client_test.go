@@ -63,17 +63,11 @@ func TestRunText(t *testing.T) {
 	log := `{"role":"user","run":"A","content":"hi","ts":"t"}
 {"role":"assistant","run":"A","content":[{"type":"text","text":"one"},{"type":"tool_call","id":"c","name":"x","arguments":{}},{"type":"text","text":"two"}]}
 {"role":"assistant","run":"B","content":[{"type":"text","text":"other run"}]}
+{"role":"assistant","run":"A","content":"three","uid":1001}
 `
 	got, err := RunText(strings.NewReader(log), "A")
-	if err != nil || got != "one\ntwo" {
+	if err != nil || got != "onetwo\nthree" {
 		t.Fatalf("got %q, %v", got, err)
-	}
-}
-
-func TestParsesStringContent(t *testing.T) {
-	p, err := Parts([]byte(`"hello"`))
-	if err != nil || Text(p) != "hello" {
-		t.Fatalf("got %v, %v", p, err)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"syscall"
 
@@ -249,26 +248,4 @@ func (o *Object) Line() []byte {
 	b = b[:len(b):len(b)]
 	o.line.Store(&b)
 	return b
-}
-
-// ContentText is the text of a message's content as the engine records
-// it: a string, or the text parts of a content array, joined (what
-// latest.md shows of an assistant message).
-func ContentText(content json.RawMessage) string {
-	var s string
-	if json.Unmarshal(content, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	json.Unmarshal(content, &parts)
-	var b strings.Builder
-	for _, p := range parts {
-		if p.Type == "text" {
-			b.WriteString(p.Text)
-		}
-	}
-	return b.String()
 }

@@ -3,7 +3,6 @@ package search
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"io"
 
 	"github.com/ctxfs/ctxfs/proto"
@@ -15,14 +14,6 @@ type Message struct {
 	Run  string
 	TS   string
 	Text string // the content string, or its text parts joined
-}
-
-// messageJSON is the line's shape; fields of other types are left empty.
-type messageJSON struct {
-	Role    string          `json:"role"`
-	Run     string          `json:"run"`
-	TS      string          `json:"ts"`
-	Content json.RawMessage `json:"content"`
 }
 
 // toolPrefix starts the tool messages the engine records: they are
@@ -43,24 +34,16 @@ func ParseMessage(line []byte) (m Message, ok bool) {
 	return parseMessageJSON(line)
 }
 
-// parseMessageJSON is ParseMessage by encoding/json, for the lines
-// scanMessage is not sure of.
+// parseMessageJSON is ParseMessage by proto.ParseMessage, for the lines
+// scanMessage is not sure of; both read a message's text by the one rule
+// (proto.ContentText).
 func parseMessageJSON(line []byte) (m Message, ok bool) {
-	var w messageJSON
-	if err := json.Unmarshal(line, &w); err != nil {
-		if _, typeErr := err.(*json.UnmarshalTypeError); !typeErr {
-			return m, false
-		}
-	}
-	if w.Role != "user" && w.Role != "assistant" {
+	pm, err := proto.ParseMessage(line)
+	if err != nil || pm.Role != "user" && pm.Role != "assistant" {
 		return m, false
 	}
-	return Message{Role: w.Role, Run: w.Run, TS: w.TS, Text: contentText(w.Content)}, true
+	return Message{Role: pm.Role, Run: pm.Run, TS: pm.TS, Text: pm.Text()}, true
 }
-
-// contentText is a content string, or the text of its text parts joined
-// (proto.ContentText).
-func contentText(raw json.RawMessage) string { return proto.ContentText(raw) }
 
 // MaxLine bounds a line the scans read (abi.MaxLineBytes plus its
 // newline); a longer line, which no provable log holds, is skipped whole.

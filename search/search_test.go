@@ -112,6 +112,8 @@ func TestParseMessage(t *testing.T) {
 		{`{"role":"user","run":7,"content":"typed"}`, true, "typed"},
 		{`not json`, false, ""},
 		{`{"role":"system","content":"x"}`, false, ""},
+		{`{"role":"user","run":"R","content":"appended","ts":"T","uid":1001}`, true, "appended"}, // through the mount
+		{`{"role":"assistant","content":[7,{"type":"text","text":5},{"type":"text","text":"ok"}]}`, true, "ok"},
 	}
 	for _, c := range cases {
 		m, ok := ParseMessage([]byte(c.line))
@@ -121,8 +123,8 @@ func TestParseMessage(t *testing.T) {
 	}
 }
 
-// TestScanMessage: the fast reader of lines agrees with encoding/json
-// wherever it is sure, and is sure of the lines the engine writes.
+// TestScanMessage: the fast reader of lines agrees with proto.ParseMessage
+// (encoding/json, the one text rule) wherever it is sure, and is sure of the lines the engine writes.
 func TestScanMessage(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	values := []any{"", "x", 7, -1.5e3, true, nil, []any{1, "a"}, map[string]any{"k": []any{}}}

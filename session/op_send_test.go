@@ -320,7 +320,7 @@ func TestLongDeltaTextIsSplit(t *testing.T) {
 		testkit.Must(t, err)
 		if o.Str("role") == "assistant" {
 			n++
-			text.WriteString(messageText(o.Raw("content")))
+			text.WriteString(proto.MessageOf(o).Text())
 		}
 	}
 	if n < 2 || text.String() != strings.Repeat(chunk, 1500) {

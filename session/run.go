@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -223,7 +222,7 @@ func (s *sess) writeLatest(msg *proto.Object) {
 		return
 	}
 	s.fileMu.Lock()
-	s.writeFileLocked(abi.FileLatest, messageText(msg.Raw("content"))+"\n")
+	s.writeFileLocked(abi.FileLatest, proto.MessageOf(msg).Text()+"\n")
 	s.fileMu.Unlock()
 }
 
@@ -239,9 +238,6 @@ func (s *sess) writeFileDurably(name, value string) error {
 	s.e.changed(s.ref.Rel() + "/" + name)
 	return nil
 }
-
-// messageText is the text of a message's content (proto.ContentText).
-func messageText(content json.RawMessage) string { return proto.ContentText(content) }
 
 // closeInterruptedRun ends a run that started but never finished because
 // the server died: an error event with code EINTR, done error, state error.

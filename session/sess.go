@@ -185,7 +185,7 @@ func (s *sess) reconcile(last derived) {
 		}
 	}
 	if last.latest != nil {
-		want := messageText(last.latest.Raw("content")) + "\n"
+		want := proto.MessageOf(last.latest).Text() + "\n"
 		if cur, err := s.e.root.ReadFile(s.file(abi.FileLatest), maxLatest); err != nil || string(cur) != want {
 			s.writeLatest(last.latest)
 		}

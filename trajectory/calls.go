@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 
-	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/proto"
 )
 
 // assistant opens the agent step of an assistant message, with the tool
@@ -16,12 +16,12 @@ func (m *mapper) assistant(l *logLine) error {
 	if err := m.open(s, rs); err != nil {
 		return err
 	}
-	for _, p := range contentParts(l.content) {
-		if str(p.Type) != "tool_call" {
+	for _, p := range proto.ContentParts(l.content) {
+		if p.Type != "tool_call" {
 			continue
 		}
-		id := str(p.ID)
-		s.addCall(id, toolCall(p.ID, p.Name, p.Arguments))
+		id := p.ID
+		s.addCall(id, toolCall(p.RawID, p.RawName, p.Arguments))
 		if i := rs.pendingIndex(id); i >= 0 { // its frame came first: the same call
 			rs.calls = append(rs.calls[:i], rs.calls[i+1:]...)
 		}
@@ -45,11 +45,11 @@ func (m *mapper) toolCallFrame(e *logLine) {
 // holds the call of the same run and id, placing that call first if it was
 // waiting. A result with no such call is dropped.
 func (m *mapper) toolMessage(l *logLine) error {
-	for _, p := range contentParts(l.content) {
-		if str(p.Type) != "tool_result" {
+	for _, p := range proto.ContentParts(l.content) {
+		if p.Type != "tool_result" {
 			continue
 		}
-		id := str(p.ToolCallID)
+		id := p.ToolCallID
 		if !m.cur.isAgentOf(l.run) || !m.cur.calls[id] {
 			rs := m.runs[l.run]
 			if rs == nil {
@@ -127,72 +127,27 @@ func (m *mapper) endRun(run string) error {
 	return nil
 }
 
-// part is one element of a content array, read leniently.
-type part struct {
-	Type, Text, ID, Name, ToolCallID json.RawMessage
-	Arguments, Content, IsError      json.RawMessage
-}
-
-func (p *part) UnmarshalJSON(b []byte) error {
-	var w struct {
-		Type       json.RawMessage `json:"type"`
-		Text       json.RawMessage `json:"text"`
-		ID         json.RawMessage `json:"id"`
-		Name       json.RawMessage `json:"name"`
-		ToolCallID json.RawMessage `json:"tool_call_id"`
-		Arguments  json.RawMessage `json:"arguments"`
-		Content    json.RawMessage `json:"content"`
-		IsError    json.RawMessage `json:"is_error"`
-	}
-	if err := json.Unmarshal(b, &w); err != nil {
-		return nil // not an object: a part of no known type
-	}
-	*p = part{w.Type, w.Text, w.ID, w.Name, w.ToolCallID, w.Arguments, w.Content, w.IsError}
-	return nil
-}
-
-// contentParts is a content array's parts; nil for a string or anything else.
-func contentParts(raw json.RawMessage) []part {
-	var parts []part
-	if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &parts) != nil {
-		return nil
-	}
-	return parts
-}
-
-// messageText is a message's text: a string content as it is, else its text
-// parts one per line (as `ctx agent history` shows them). Content of any
-// other shape is kept as its JSON text rather than lost.
+// messageText is a message's text by the one rule (proto.ContentText).
+// Content that is neither a string nor an array, which has no text, is
+// kept as its JSON text rather than lost.
 func messageText(raw json.RawMessage) string {
-	if len(raw) == 0 || string(raw) == "null" {
-		return ""
+	if proto.HasTextShape(raw) {
+		return proto.ContentText(raw)
 	}
-	parts, err := client.Parts(raw)
-	if err != nil {
-		return compactJSON(raw)
-	}
-	return client.Text(parts)
+	return compactJSON(raw)
 }
 
-// toolCall builds a call from the log's raw id, name and arguments.
-// Arguments given as a JSON string that holds an object (as OpenAI sends
-// them) are that object, and none at all are {} (ATIF: "can be empty");
-// anything else is kept, and fails validation.
+// toolCall builds a call from the log's raw id and name (kept as they are,
+// so that a call of another type fails validation) and its arguments,
+// normalised as everyone reads them (proto.ToolArguments: none are {},
+// ATIF: "can be empty"; anything not an object fails validation).
 func toolCall(id, name, args json.RawMessage) ToolCall {
-	switch {
-	case len(args) == 0 || string(args) == "null":
-		args = json.RawMessage("{}")
-	case args[0] == '"':
-		if s := str(args); json.Valid([]byte(s)) && bytes.HasPrefix(bytes.TrimSpace([]byte(s)), []byte("{")) {
-			args = json.RawMessage(s)
-		}
-	}
-	return ToolCall{ToolCallID: id, FunctionName: name, Arguments: args}
+	return ToolCall{ToolCallID: id, FunctionName: name, Arguments: proto.ToolArguments(args)}
 }
 
 // result is one tool_result part as an observation result: string content
 // as it is, other JSON as its text; is_error goes to extra when true.
-func result(id string, p part) Result {
+func result(id string, p proto.Part) Result {
 	r := Result{SourceCallID: id}
 	if len(p.Content) > 0 && string(p.Content) != "null" {
 		c := str(p.Content)
@@ -201,7 +156,7 @@ func result(id string, p part) Result {
 		}
 		r.Content = &c
 	}
-	if string(p.IsError) == "true" {
+	if p.IsError {
 		r.Extra = &ResultExtra{IsError: true}
 	}
 	return r

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
 )
 
 // logLine is what the mapping reads of one line of either log. Strings are
@@ -27,38 +27,18 @@ type logLine struct {
 	prompt, completion                    *int64
 }
 
-// wireLine is the JSON shape both logs share (SPEC section 6).
+// wireLine is the JSON shape both logs share (SPEC section 6): the fields
+// of a message line and of a part (proto.RawFields), and the events' own.
 type wireLine struct {
-	Type         json.RawMessage `json:"type"`
-	Role         json.RawMessage `json:"role"`
-	Run          json.RawMessage `json:"run"`
-	TS           json.RawMessage `json:"ts"`
-	ID           json.RawMessage `json:"id"`
-	Name         json.RawMessage `json:"name"`
-	ToolCallID   json.RawMessage `json:"tool_call_id"`
+	proto.RawFields
 	Model        json.RawMessage `json:"model"`
-	Arguments    json.RawMessage `json:"arguments"`
-	Content      json.RawMessage `json:"content"`
 	InputTokens  json.RawMessage `json:"input_tokens"`
 	OutputTokens json.RawMessage `json:"output_tokens"`
 }
 
-// str is raw as a string, or "" when it is not one. Most strings of the
-// logs (types, roles, run ids, timestamps) have no escapes: they are cut
-// out directly, which halves the time of reading a line.
-func str(raw json.RawMessage) string {
-	if len(raw) < 2 || raw[0] != '"' {
-		return ""
-	}
-	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
-		return string(inner) // json.Unmarshal already checked the quoting
-	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return ""
-	}
-	return s
-}
+// str is raw as a string, or "" when it is not one (proto.RawString, as
+// the message lines are read).
+func str(raw json.RawMessage) string { return proto.RawString(raw) }
 
 // integer is raw as an integer, or nil when it is not one.
 func integer(raw json.RawMessage) *int64 {

@@ -14,7 +14,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/client"
 	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
@@ -232,19 +231,14 @@ func (l *runLog) event(line []byte) bool {
 	return true
 }
 
-// messageFields are the fields of a messages.jsonl line that runs uses.
-type messageFields struct {
-	Role    string          `json:"role"`
-	Run     string          `json:"run"`
-	Content json.RawMessage `json:"content"`
-}
-
-// message applies one messages.jsonl line: the first user message of a
-// run is its input, and --grep looks at user and assistant text as it
-// goes, so that no text is kept beyond its line.
+// message applies one messages.jsonl line (proto.Message): the first user
+// message of a run is its input, and --grep looks at user and assistant
+// text as it goes, so that no text is kept beyond its line. A line that is
+// not an object, or whose text is read and whose content has no shape a
+// message's may have, is malformed.
 func (l *runLog) message(line []byte) bool {
-	var m messageFields
-	if !decodeLine(line, &m, func() bool { return true }) {
+	m, err := proto.ParseMessage(line)
+	if err != nil {
 		return false
 	}
 	r := l.byID[m.Run]
@@ -255,11 +249,10 @@ func (l *runLog) message(line []byte) bool {
 	if !needInput && (l.grep == "" || r.matched) {
 		return true
 	}
-	parts, err := client.Parts(m.Content)
-	if err != nil {
+	if !proto.HasTextShape(m.Content) {
 		return false
 	}
-	text := client.Text(parts)
+	text := m.Text()
 	if needInput {
 		r.Input, r.hasInput = clienv.FirstLine(text, maxInputShown), true
 	}

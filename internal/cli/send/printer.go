@@ -291,10 +291,8 @@ func toolResultLine(o *proto.Object, callName string) string {
 // toolResultText is a tool result's content as text: a string, or the
 // text of its parts, else the content as JSON.
 func toolResultText(raw json.RawMessage) string {
-	if parts, err := client.Parts(raw); err == nil {
-		if text := client.Text(parts); text != "" {
-			return text
-		}
+	if text := proto.ContentText(raw); text != "" {
+		return text
 	}
 	return transcript.ResultText(raw)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/proto"
 )
 
 // PrintHistory writes messages.jsonl as a transcript: one block per
@@ -40,10 +41,11 @@ func messageBlock(f client.Frame) string {
 	if role == "" {
 		role = "?"
 	}
-	parts, err := client.Parts(f.Obj.Raw("content"))
-	if err != nil {
-		return role + ":\n" + string(f.Obj.Raw("content")) + "\n"
+	msg := proto.MessageOf(f.Obj)
+	if !proto.HasTextShape(msg.Content) {
+		return role + ":\n" + string(msg.Content) + "\n"
 	}
+	parts := msg.Parts()
 	var b strings.Builder
 	b.WriteString(role + ":\n")
 	for _, p := range parts {
@@ -56,7 +58,7 @@ func messageBlock(f client.Frame) string {
 	return b.String()
 }
 
-func partText(p client.Part) string {
+func partText(p proto.Part) string {
 	switch p.Type {
 	case "text":
 		return p.Text

@@ -11,6 +11,8 @@ func TestPrintHistory(t *testing.T) {
 {"role":"assistant","run":"R","content":[{"type":"text","text":"reading"},{"type":"tool_call","id":"c1","name":"fs.read","arguments":{"path": "a.txt"}}],"ts":"T"}
 {"role":"tool","run":"R","name":"fs.read","content":[{"type":"tool_result","tool_call_id":"c1","content":"line1\nline2","is_error":false}],"ts":"T"}
 {"role":"tool","run":"R","content":[{"type":"tool_result","tool_call_id":"c2","content":{"n":1},"is_error":true}]}
+{"role":"user","run":"R","content":"appended","ts":"T","uid":1001}
+{"role":"assistant","content":{"odd":true}}
 not json
 `
 	want := `user:
@@ -26,6 +28,12 @@ line2
 
 tool:
 ← error: {"n":1}
+
+user:
+appended
+
+assistant:
+{"odd":true}
 
 ?:
 not json
