@@ -15,6 +15,7 @@ import (
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
+	"github.com/ctxfs/ctxfs/session/reply"
 )
 
 // run is one send's agent turn, queued or running in this process.
@@ -29,7 +30,7 @@ type run struct {
 	started  time.Time
 	rec      *clientRecord
 	spec     agent.Spec
-	stream   *stream
+	stream   *reply.Stream
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -62,7 +63,7 @@ type run struct {
 // st is the run's stream, which already holds its start frame: once the
 // run is in s.active, resume and replays find the start in the log and
 // follow the stream from the frame after it.
-func (e *Engine) newRun(s *sess, id, clientID string, c layout.Caller, loc *location, def *agent.Definition, input, cwd string, dir runDir, rec *clientRecord, st *stream) *run {
+func (e *Engine) newRun(s *sess, id, clientID string, c layout.Caller, loc *location, def *agent.Definition, input, cwd string, dir runDir, rec *clientRecord, st *reply.Stream) *run {
 	uid, gid := uint32(loc.own.Uid), uint32(loc.own.Gid)
 	if loc.scope != abi.ScopePrivate {
 		uid, gid = c.Uid, c.Gid

@@ -19,6 +19,7 @@ import (
 	"github.com/ctxfs/ctxfs/search"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
+	"github.com/ctxfs/ctxfs/session/reply"
 )
 
 // Full-text search (SPEC 14): op search finds the messages whose user or
@@ -67,42 +68,12 @@ func (e *Engine) search(c layout.Caller, loc *location, req *proto.Request) (*Re
 		defer pace.pause()
 		e.searchFrames(loc.ref.Container, names, search.NewQuery(req.Query), !req.SessionGiven, pace, frames)
 	})
-	return channelReply(frames, cancel), nil
+	return reply.FromChannel(frames, cancel), nil
 }
 
 // searchFrameRoom is how many frames a search gets ahead of its reader
 // before it waits (without its scan slot).
 const searchFrameRoom = 64
-
-// channelReply is the reply whose frames come through frames, until it
-// is closed; stop is called when the reader leaves.
-func channelReply(frames <-chan *proto.Object, stop func()) *Reply {
-	return &Reply{
-		next: func(ctx context.Context) (*proto.Object, error) {
-			select {
-			case f, ok := <-frames:
-				if !ok {
-					return nil, io.EOF
-				}
-				return f, nil
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		},
-		poll: func() (*proto.Object, error) {
-			select {
-			case f, ok := <-frames:
-				if !ok {
-					return nil, io.EOF
-				}
-				return f, nil
-			default:
-				return nil, nil
-			}
-		},
-		stop: stop,
-	}
-}
 
 // searchSessions lists the sessions to search: the one named, or all of
 // the container's, most recently updated first (as index/list), so that
