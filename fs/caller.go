@@ -18,7 +18,7 @@ func callerOf(ctx context.Context) layout.Caller {
 		return layout.Caller{Uid: session.Nobody, Gid: session.Nobody}
 	}
 	c := layout.Caller{Uid: fc.Uid, Gid: fc.Gid, Pid: int(fc.Pid)}
-	c.Pid, c.Groups = session.ProcStatus(int(fc.Pid))
+	c.Pid, c.Groups = layout.ProcStatus(int(fc.Pid))
 	return c
 }
 

@@ -246,7 +246,7 @@ func (h *logHandle) opened() layout.Caller {
 func (h *logHandle) writerOf() layout.Caller {
 	if !h.resolved && h.opener != nil {
 		h.caller = h.opened()
-		h.caller.Pid, h.caller.Groups = session.ProcStatus(int(h.opener.Pid))
+		h.caller.Pid, h.caller.Groups = layout.ProcStatus(int(h.opener.Pid))
 		h.resolved = true
 	}
 	return h.caller

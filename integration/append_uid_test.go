@@ -12,7 +12,7 @@ import (
 )
 
 // The writer's uid on lines appended through the mount (issue 19,
-// finding 10): session/writer.go.
+// finding 10): abi/stamp.go.
 
 // withUid is line (a JSON object, without its newline) as the server
 // stores it when uid appended it through the mount: with "uid" last.

@@ -12,8 +12,11 @@
 // The index is derived data: it can always be rebuilt from the log, so it
 // is checked (a header checksum, the chain of ranges, a checksum of the
 // log bytes each segment ends with) and thrown away when it does not fit.
-// This package knows the format and the matching; where segments live is
-// the session engine's business.
+// This package owns the format, the matching and the segments' storage
+// (store.go: the files of a session's index under <home>/.search, their
+// locks and checks). It never opens a session's log, never decides which
+// sessions a caller may search or at what pace (the engine does, and hands
+// it the log), and never imports the engine.
 package search
 
 import (

@@ -16,6 +16,7 @@ import (
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/reply"
 )
 
 // takeWait bounds how long an archive waits for the requests that hold a
@@ -40,7 +41,7 @@ func (e *Engine) archiveOp(loc *location, req *proto.Request) (*Reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newReply([]*proto.Object{proto.NewObject("type", verb, "session", loc.ref.Name)}), nil
+	return reply.New([]*proto.Object{proto.NewObject("type", verb, "session", loc.ref.Name)}), nil
 }
 
 // archiveTarget is where an agent session is archived: the home's

@@ -20,8 +20,13 @@ import (
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
+	"github.com/ctxfs/ctxfs/session/reply"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
+
+// Reply is one request's stream of frames (package reply), as the
+// transports read it.
+type Reply = reply.Reply
 
 // Config says where the engine keeps and finds things, and how much it
 // may hold.

@@ -52,10 +52,10 @@ func (e *Engine) CreateSession(c layout.Caller, r layout.Ref) error {
 // unprovable, EPERM for any other file. An assistant message updates
 // latest.md; every append updates updated_at and the index. The append is
 // announced as Written: the caller is answering the writer's FUSE WRITE.
-// Each line is stored with the writer's uid (stampWriter), so it may not
+// Each line is stored with the writer's uid (abi.StampWriter), so it may not
 // carry another.
 func (e *Engine) AppendLog(c layout.Caller, r layout.Ref, file string, lines []byte) error {
-	lines, err := stampWriter(lines, c.Uid)
+	lines, err := abi.StampWriter(lines, c.Uid)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/reply"
 )
 
 // cancel stops one run, named by its run id or its client id (SPEC 7, 10).
@@ -17,7 +18,7 @@ func (e *Engine) cancel(c layout.Caller, loc *location, req *proto.Request) (*Re
 	rn := e.findRun(c, loc, req)
 	if rn != nil {
 		rn.cancelRun()
-		return newReply([]*proto.Object{proto.NewObject("type", proto.FrameCancel, "run", rn.id, "cancelled", true)}), nil
+		return reply.New([]*proto.Object{proto.NewObject("type", proto.FrameCancel, "run", rn.id, "cancelled", true)}), nil
 	}
 	runID := req.ID
 	s, release, err := e.lookup(loc.ref)
@@ -39,7 +40,7 @@ func (e *Engine) cancel(c layout.Caller, loc *location, req *proto.Request) (*Re
 	} else if !errors.Is(err, syscall.ENOENT) {
 		return nil, err
 	}
-	return newReply([]*proto.Object{proto.NewObject("type", proto.FrameCancel, "run", runID, "cancelled", false, "stale", true)}), nil
+	return reply.New([]*proto.Object{proto.NewObject("type", proto.FrameCancel, "run", runID, "cancelled", false, "stale", true)}), nil
 }
 
 // findRun finds a queued or running run the caller may cancel: by run id
@@ -95,7 +96,7 @@ func (e *Engine) status(loc *location) (*Reply, error) {
 	}
 	st.Set("runs", runs)
 	st.Set("updated_at", updated)
-	return newReply([]*proto.Object{st}), nil
+	return reply.New([]*proto.Object{st}), nil
 }
 
 // currentState is the state file's value (temp sessions: derived from
@@ -133,11 +134,11 @@ func (e *Engine) resume(loc *location, req *proto.Request) (*Reply, error) {
 		active = append(active, rn)
 	}
 	s.mu.Unlock()
-	var follows []*reader
+	var follows []*reply.Reader
 	for _, rn := range active { // never rn.mu inside s.mu: endRun nests the other way
 		rn.mu.Lock()
 		defer rn.mu.Unlock()
-		follows = append(follows, rn.stream.join())
+		follows = append(follows, rn.stream.Join())
 	}
 	var lines []*proto.Object
 	cut := -1
@@ -160,7 +161,7 @@ func (e *Engine) resume(loc *location, req *proto.Request) (*Reply, error) {
 		}
 		lines = lines[cut+1:]
 	}
-	return newReply(lines, follows...), nil
+	return reply.New(lines, follows...), nil
 }
 
 // replayLive answers a retried send whose run still runs: its start, what
@@ -173,7 +174,7 @@ func (e *Engine) resume(loc *location, req *proto.Request) (*Reply, error) {
 func (s *sess) replayLive(rec *clientRecord, rn *run) *Reply {
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
-	live := rn.stream.join()
+	live := rn.stream.Join()
 	frames := []*proto.Object{rec.start}
 	scanLines(s.events, func(line []byte) {
 		o, err := proto.ParseObject(line, false)
@@ -184,5 +185,5 @@ func (s *sess) replayLive(rec *clientRecord, rn *run) *Reply {
 			frames = append(frames, o)
 		}
 	})
-	return newReply(frames, live)
+	return reply.New(frames, live)
 }

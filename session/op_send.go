@@ -15,6 +15,7 @@ import (
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/reply"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
@@ -204,7 +205,7 @@ func (s *sess) replay(rec *clientRecord) *Reply {
 		if done != nil {
 			fixed = append(fixed, done)
 		}
-		return newReply(fixed)
+		return reply.New(fixed)
 	}
 	return s.replayLive(rec, rn)
 }
@@ -241,16 +242,16 @@ func (e *Engine) startRun(c layout.Caller, s *sess, loc *location, req *proto.Re
 	// The start goes to the stream before the run is visible in s.active:
 	// a resume or replay that finds the run finds its start in the log, and
 	// must not get it from the stream as well.
-	st := newStream()
-	sender := st.join() // before the first frame: the sender reads them all
-	st.push(start)
+	st := reply.NewStream()
+	sender := st.Join() // before the first frame: the sender reads them all
+	st.Push(start)
 	rn := e.newRun(s, id, req.ID, c, loc, def, req.Input, cwd, dir, rec, st)
 	ticket.spend() // the run holds it now
 	s.recordStart(recs.now, cwd, abi.StateActive)
 	rec.run, rec.start = id, start
 	close(rec.ready)
 	gopool.Go(rn.execute) // a kept goroutine keeps its grown stack
-	return newReply(nil, sender), nil
+	return reply.New(nil, sender), nil
 }
 
 // runDir is where a run works: its chroot root (store-relative, "" for a
@@ -328,7 +329,7 @@ func (s *sess) appendEvents(frames ...*proto.Object) error {
 // For send, Begin returns once the start frame is recorded durably.
 func (e *Engine) Begin(ctx context.Context, c layout.Caller, t Target, req *proto.Request) (*Reply, error) {
 	if req.Op == proto.OpPing {
-		return newReply([]*proto.Object{proto.NewObject("type", proto.FramePong)}), nil
+		return reply.New([]*proto.Object{proto.NewObject("type", proto.FramePong)}), nil
 	}
 	if !(layout.Container{Kind: t.Kind, Owner: t.Owner}).Valid() {
 		return nil, abi.Errorf(syscall.EINVAL, "", "bad target %s %s", t.Kind, t.Owner)
@@ -352,7 +353,7 @@ func (e *Engine) BeginControl(ctx context.Context, c layout.Caller, r layout.Ref
 		return nil, abi.Errorf(syscall.EINVAL, "ctl", "request names scope %q, this session is %s", req.Scope, scope)
 	}
 	if req.Op == proto.OpPing {
-		return newReply([]*proto.Object{proto.NewObject("type", proto.FramePong)}), nil
+		return reply.New([]*proto.Object{proto.NewObject("type", proto.FramePong)}), nil
 	}
 	loc, err := e.locateRef(c, r)
 	if err != nil {

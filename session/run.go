@@ -13,6 +13,8 @@ import (
 	"github.com/ctxfs/ctxfs/internal/gopool"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/quota"
+	"github.com/ctxfs/ctxfs/session/reply"
 )
 
 // run is one send's agent turn, queued or running in this process.
@@ -27,7 +29,7 @@ type run struct {
 	started  time.Time
 	rec      *clientRecord
 	spec     agent.Spec
-	stream   *stream
+	stream   *reply.Stream
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -60,7 +62,7 @@ type run struct {
 // st is the run's stream, which already holds its start frame: once the
 // run is in s.active, resume and replays find the start in the log and
 // follow the stream from the frame after it.
-func (e *Engine) newRun(s *sess, id, clientID string, c layout.Caller, loc *location, def *agent.Definition, input, cwd string, dir runDir, rec *clientRecord, st *stream) *run {
+func (e *Engine) newRun(s *sess, id, clientID string, c layout.Caller, loc *location, def *agent.Definition, input, cwd string, dir runDir, rec *clientRecord, st *reply.Stream) *run {
 	uid, gid := uint32(loc.own.Uid), uint32(loc.own.Gid)
 	if loc.scope != abi.ScopePrivate {
 		uid, gid = c.Uid, c.Gid
@@ -315,4 +317,35 @@ func (s *sess) closePending() error {
 		}
 	}
 	return nil
+}
+
+// Limits are the engine's quotas, for its transports (connections,
+// handles) and itself (runs).
+func (e *Engine) Limits() *quota.Limits { return e.limits }
+
+// runTicket is a place in a caller's quota of runs, taken before anything
+// of a send is written: spent when a run starts (the run gives it back
+// when it is forgotten), else cancelled.
+type runTicket struct {
+	q    *quota.Quota
+	uid  uint32
+	held bool
+}
+
+func (e *Engine) takeRun(uid uint32) (*runTicket, error) {
+	if err := e.limits.Runs.Take(uid); err != nil {
+		return nil, err
+	}
+	return &runTicket{q: e.limits.Runs, uid: uid, held: true}, nil
+}
+
+// spend hands the place to a run that started.
+func (t *runTicket) spend() { t.held = false }
+
+// cancel gives the place back unless a run holds it. Nil-safe.
+func (t *runTicket) cancel() {
+	if t != nil && t.held {
+		t.q.Give(t.uid)
+		t.held = false
+	}
 }

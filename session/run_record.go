@@ -177,7 +177,7 @@ func (rn *run) commit(b *batch) bool {
 		s.touch(time.Now(), "")
 	}
 	for _, fr := range b.push {
-		rn.stream.push(fr)
+		rn.stream.Push(fr)
 	}
 	*b = batch{}
 	return true
@@ -233,7 +233,7 @@ func (rn *run) fail(err error) {
 	rn.finalState = "" // endRun writes the state when it records it
 	rn.errCode = abi.ErrnoName(abi.Errno(err))
 	if rn.s.endRun(rn.rec, errEv, done) == nil {
-		rn.stream.push(errEv)
+		rn.stream.Push(errEv)
 	} else {
 		done = nil
 	}
@@ -274,9 +274,9 @@ func (rn *run) end(done *proto.Object) {
 	s.e.forgetRun(rn)
 	rn.logEnd(done)
 	if done != nil {
-		rn.stream.push(done)
+		rn.stream.Push(done)
 	}
-	rn.stream.end()
+	rn.stream.End()
 }
 
 // appendBoth appends to events.jsonl and messages.jsonl as one unit

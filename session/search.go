@@ -4,43 +4,42 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"hash/fnv"
 	"io"
 	"io/fs"
 	"os"
 	"path"
 	"sort"
-	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/search"
 	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/quota"
+	"github.com/ctxfs/ctxfs/session/reply"
 )
 
 // Full-text search (SPEC 14): op search finds the messages whose user or
 // assistant text holds the query, in every session of the caller's home or
 // space at one agent or model (or in one session).
 //
-// The index (package search) is derived data: per session, in
-// <home>/.search/<kind>/<owner>/<session>/, numbered segment files 0, 1, …
-// each the Bloom filter of the n-grams of one range of messages.jsonl.
-// Closed segments are never rewritten; only the last one grows, so a query
-// after an append re-reads only the bytes appended since, and rewrites one
-// file of at most 512 KiB. Nothing hooks the send path: the index catches
-// up at query time. Files are root's (0700/0600, like .self_id), replaced
-// atomically without a sync: after a crash a segment is whole or missing,
-// and one that no longer fits its log is dropped and rebuilt.
+// The index and its segment files are package search's (search/store.go);
+// this file is the engine's glue: which sessions a search reads, the
+// caller's quota and the search's pace, the sessions' logs opened as a
+// reader would, and the reply's frames.
 
 // maxMatches bounds a search's reply; the final frame says when more
 // matches were cut.
 const maxMatches = 1000
 
-// searchOwner owns the index: the server's own, never the user's.
-var searchOwner = storefs.Owner{Uid: 0, Gid: 0, DirMode: 0o700, FileMode: 0o600}
+// searchStore is where the engine keeps search indexes: in its store,
+// their directories made as the engine makes its own.
+func (e *Engine) searchStore() *search.Store {
+	return &search.Store{Root: e.root, MkdirAll: e.mkdirAll}
+}
 
 // searchIndexDir is the index of a container: <home>/.search/agent/<agent>
 // or <home>/.search/model/<provider>/<model>.
@@ -52,7 +51,7 @@ func searchIndexDir(ct layout.Container) string {
 // then one searched frame. Refusals (a session named that does not exist,
 // a caller with all the searches one uid may have under way) come before
 // any frame. The search works in a goroutine of its own, at its pace
-// (searchpace.go), and stops once the reply is closed.
+// (its searchPace, below), and stops once the reply is closed.
 func (e *Engine) search(c layout.Caller, loc *location, req *proto.Request) (*Reply, error) {
 	names, err := e.searchSessions(loc.ref, req.SessionGiven)
 	if err != nil {
@@ -69,42 +68,12 @@ func (e *Engine) search(c layout.Caller, loc *location, req *proto.Request) (*Re
 		defer pace.pause()
 		e.searchFrames(loc.ref.Container, names, search.NewQuery(req.Query), !req.SessionGiven, pace, frames)
 	})
-	return channelReply(frames, cancel), nil
+	return reply.FromChannel(frames, cancel), nil
 }
 
 // searchFrameRoom is how many frames a search gets ahead of its reader
 // before it waits (without its scan slot).
 const searchFrameRoom = 64
-
-// channelReply is the reply whose frames come through frames, until it
-// is closed; stop is called when the reader leaves.
-func channelReply(frames <-chan *proto.Object, stop func()) *Reply {
-	return &Reply{
-		next: func(ctx context.Context) (*proto.Object, error) {
-			select {
-			case f, ok := <-frames:
-				if !ok {
-					return nil, io.EOF
-				}
-				return f, nil
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		},
-		poll: func() (*proto.Object, error) {
-			select {
-			case f, ok := <-frames:
-				if !ok {
-					return nil, io.EOF
-				}
-				return f, nil
-			default:
-				return nil, nil
-			}
-		},
-		stop: stop,
-	}
-}
 
 // searchSessions lists the sessions to search: the one named, or all of
 // the container's, most recently updated first (as index/list), so that
@@ -157,7 +126,7 @@ func listedFirst(names, order []string) []string {
 // left over from sessions archived or deleted, and go.
 func (e *Engine) searchFrames(ct layout.Container, names []string, q *search.Query, all bool, pace *searchPace, frames chan<- *proto.Object) {
 	if all {
-		e.dropStaleIndexes(ct, names)
+		e.searchStore().DropStale(searchIndexDir(ct), names)
 	}
 	out := &searchOut{send: func(f *proto.Object) bool { return pace.send(frames, f) }, pace: pace}
 	warn := e.onceWarner()
@@ -209,11 +178,9 @@ func (o *searchOut) emit(f *proto.Object) bool {
 // messages.jsonl that may hold a match.
 type candidate struct {
 	name  string
-	spans []span
+	spans []search.Span
 	err   error // the session could not be searched
 }
-
-type span struct{ from, to int64 }
 
 // onceWarner reports the first index problem of a search in the
 // server's log: the search goes on without the index where it failed (it
@@ -237,38 +204,17 @@ func (e *Engine) candidate(ct layout.Container, name string, q *search.Query, pa
 		c.err = err
 		return c
 	}
-	defer lg.f.Close()
-	ix := &sessionIndex{e: e, dir: searchIndexDir(ct) + "/" + name, log: lg, keys: q.Keys(), warn: warn, pace: pace}
-	if err := ix.update(); pace.stopped(err) {
+	defer lg.F.Close()
+	spans, err := e.searchStore().Candidates(searchIndexDir(ct)+"/"+name, lg, q.Keys(), pace.pause, warn)
+	if pace.stopped(err) {
 		c.err = err
 		return c
 	} else if err != nil {
 		warn(err)
-		ix.spans = []span{{0, lg.size}}
+		spans = []search.Span{{From: 0, To: lg.Size}}
 	}
-	c.spans = mergeSpans(ix.spans)
+	c.spans = search.MergeSpans(spans)
 	return c
-}
-
-// mergeSpans joins adjacent ranges, so that one scan reads them.
-func mergeSpans(in []span) []span {
-	var out []span
-	for _, s := range in {
-		if n := len(out); n > 0 && out[n-1].to == s.from {
-			out[n-1].to = s.to
-			continue
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
-// searchLog is one session's messages.jsonl opened for searching.
-type searchLog struct {
-	f     *os.File
-	r     io.ReaderAt // f read at the search's pace, counted: how indexing and verifying read it (a segment's check of the 64 bytes it ends with reads f)
-	size  int64       // how much of it to read
-	ident [16]byte    // the session's identity (zero when unreadable)
 }
 
 // openSearchLog opens a session's messages.jsonl for reading, as a reader
@@ -276,7 +222,7 @@ type searchLog struct {
 // when the history is unprovable. Sessions are not loaded for it (that
 // verifies whole logs and holds descriptors); when one is loaded, only its
 // committed length is read, never an append still in flight.
-func (e *Engine) openSearchLog(r layout.Ref, pace *searchPace) (*searchLog, error) {
+func (e *Engine) openSearchLog(r layout.Ref, pace *searchPace) (*search.Log, error) {
 	f, err := e.root.OpenFile(r.Rel()+"/"+abi.FileMessages, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
@@ -286,285 +232,14 @@ func (e *Engine) openSearchLog(r layout.Ref, pace *searchPace) (*searchLog, erro
 		f.Close()
 		return nil, err
 	}
-	lg := &searchLog{f: f, r: pace.reader(f), size: st.Size()}
+	lg := &search.Log{F: f, R: pace.reader(f), Size: st.Size()}
 	if s, ok := e.sessions.peek(r.Key()); ok && s.msgs != nil {
-		lg.size = min(lg.size, s.msgs.Size())
+		lg.Size = min(lg.Size, s.msgs.Size())
 	}
 	if id, problem := layout.ReadIdentity(e.root, r.Rel()); problem == "" {
-		hex.Decode(lg.ident[:], id[:32])
+		hex.Decode(lg.Ident[:], id[:32])
 	}
 	return lg, nil
-}
-
-// searchLocks serialise index updates of one session (by its index
-// directory's hash): two searches at once would build the same segments
-// twice and could remove each other's.
-var searchLocks [64]sync.Mutex
-
-func searchLock(dir string) *sync.Mutex {
-	h := fnv.New32a()
-	h.Write([]byte(dir))
-	return &searchLocks[h.Sum32()%uint32(len(searchLocks))]
-}
-
-// sessionIndex is one session's index while a query brings it up to date
-// and asks it.
-type sessionIndex struct {
-	e     *Engine
-	dir   string // store path of the session's segments
-	log   *searchLog
-	keys  []uint64
-	warn  func(error)
-	pace  *searchPace
-	n     int    // closed segments kept on disk (0 … n-1); the last one is number n
-	spans []span // ranges whose segment may hold the query
-}
-
-// update checks the segments on disk, probes them, extends the last one
-// with what was appended since, and probes what it added. A segment that
-// does not fit (unreadable, another log, the log cut) is dropped with all
-// after it, and indexing goes on from the last one that fits. A segment
-// that cannot be written is still probed from memory: the answer is
-// right, and the index is fixed by a later query.
-func (ix *sessionIndex) update() error {
-	mu := searchLock(ix.dir)
-	if !mu.TryLock() {
-		// The search holding it may wait for the slot this one holds.
-		ix.pace.pause()
-		mu.Lock()
-	}
-	defer mu.Unlock()
-	first := ix.load()
-	if first == nil {
-		return nil // up to date
-	}
-	from := first.End
-	last, err := search.Extend(ix.log.r, first, ix.log.size, func(s *search.Segment) error {
-		ix.probe(s)
-		ix.write(s)
-		ix.n++
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	ix.probe(last)
-	if last.End > last.Start && (last != first || last.End != from) {
-		ix.write(last)
-	}
-	return nil
-}
-
-// load checks and probes the segments on disk, reading only their
-// headers and the blocks the query's keys fall in. It returns the
-// segment to extend: the last one read whole when the log grew past it, a
-// new one after the last that fits, or nil when nothing is left to index.
-// ix.n is then the number of the segment returned.
-func (ix *sessionIndex) load() *search.Segment {
-	count := ix.list()
-	var end int64
-	for i := range count {
-		f, h, ok := ix.open(i, end)
-		if ok && i == count-1 && !h.Closed && h.End < ix.log.size {
-			s := ix.decode(f)
-			f.Close()
-			if s != nil {
-				ix.n = i
-				return s
-			}
-			ok = false
-		}
-		if !ok {
-			ix.drop(i, count)
-			return ix.fresh(end)
-		}
-		ix.probeFile(f, h)
-		f.Close()
-		end = h.End
-		if i == count-1 && !h.Closed {
-			ix.n = i // the last one, still open, and nothing to add to it
-			return nil
-		}
-	}
-	ix.n = count
-	return ix.fresh(end)
-}
-
-// fresh is a new segment from end, nil when the log has nothing after it.
-func (ix *sessionIndex) fresh(end int64) *search.Segment {
-	if end >= ix.log.size {
-		return nil
-	}
-	return search.NewSegment(ix.log.ident, end)
-}
-
-// list counts the segments 0 … n-1 in the directory and removes what
-// else is there (segments after a gap, leftovers of a replace a crash
-// interrupted: nothing else writes here while the lock is held).
-func (ix *sessionIndex) list() int {
-	ents, err := ix.e.root.ReadDir(ix.dir)
-	if err != nil {
-		return 0
-	}
-	have := map[int]bool{}
-	for _, ent := range ents {
-		if i, ok := segmentNumber(ent.Name); ok {
-			have[i] = true
-		}
-	}
-	n := 0
-	for have[n] {
-		n++
-	}
-	for _, ent := range ents {
-		if i, ok := segmentNumber(ent.Name); !ok || i >= n {
-			ix.e.root.RemoveAll(ix.dir + "/" + ent.Name)
-		}
-	}
-	return n
-}
-
-// segmentNumber reads a segment file's name: a decimal number as
-// strconv.Itoa writes it.
-func segmentNumber(name string) (int, bool) {
-	i, err := strconv.Atoi(name)
-	return i, err == nil && i >= 0 && strconv.Itoa(i) == name
-}
-
-// open opens segment i and checks its header against the log: it must
-// start at start, belong to this session and end where the log has the
-// bytes it ended with.
-func (ix *sessionIndex) open(i int, start int64) (*os.File, search.Header, bool) {
-	var h search.Header
-	f, err := ix.e.root.OpenFile(ix.dir+"/"+strconv.Itoa(i), os.O_RDONLY, 0)
-	if err != nil {
-		return nil, h, false
-	}
-	st, err := f.Stat()
-	b := make([]byte, search.HeaderSize)
-	if err == nil {
-		_, err = f.ReadAt(b, 0)
-	}
-	if err == nil {
-		h, err = search.ParseHeader(b, st.Size())
-	}
-	if err != nil || h.Start != start || !h.Fits(ix.log.f, ix.log.ident, ix.log.size) || !checkedOnce(f, st) {
-		f.Close()
-		return nil, h, false
-	}
-	return f, h, true
-}
-
-// checkedOnce checks a segment file's bits (their checksum) the first time
-// this server sees that version of the file: probes read only a few
-// blocks, and a flipped bit could hide a match. Index files are replaced,
-// never rewritten in place, so a version is its inode and times.
-func checkedOnce(f *os.File, st os.FileInfo) bool {
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	if !ok {
-		return false
-	}
-	v := fileVersion{sys.Dev, sys.Ino, sys.Size, sys.Mtim.Nano(), sys.Ctim.Nano()}
-	segmentChecks.Lock()
-	done := segmentChecks.m[v]
-	segmentChecks.Unlock()
-	if done {
-		return true
-	}
-	b := make([]byte, st.Size())
-	if _, err := f.ReadAt(b, 0); err != nil {
-		return false
-	}
-	if _, err := search.DecodeSegment(b); err != nil {
-		return false
-	}
-	segmentChecks.Lock()
-	if segmentChecks.m == nil || len(segmentChecks.m) > 1<<20 {
-		segmentChecks.m = map[fileVersion]bool{} // bounded: forgetting costs one more check
-	}
-	segmentChecks.m[v] = true
-	segmentChecks.Unlock()
-	return true
-}
-
-type fileVersion struct {
-	dev, ino           uint64
-	size, mtime, ctime int64
-}
-
-var segmentChecks struct {
-	sync.Mutex
-	m map[fileVersion]bool
-}
-
-// decode reads a segment whole (its bits checked); nil when it cannot.
-func (ix *sessionIndex) decode(f *os.File) *search.Segment {
-	b, err := io.ReadAll(io.LimitReader(f, search.MaxFileSize+1))
-	if err != nil {
-		return nil
-	}
-	s, err := search.DecodeSegment(b)
-	if err != nil {
-		return nil
-	}
-	return s
-}
-
-// probeFile notes a stored segment's range when its filter may hold the
-// query; one that cannot be read is scanned rather than trusted.
-func (ix *sessionIndex) probeFile(f *os.File, h search.Header) {
-	if has, err := h.Probe(f, ix.keys); has || err != nil {
-		ix.spans = append(ix.spans, span{h.Start, h.End})
-	}
-}
-
-// drop removes segments from … to-1, which no longer fit; the next
-// segment written is number from.
-func (ix *sessionIndex) drop(from, to int) {
-	ix.n = from
-	for i := from; i < to; i++ {
-		ix.e.root.Remove(ix.dir + "/" + strconv.Itoa(i))
-	}
-}
-
-// probe notes s's range when its filter may hold the query.
-func (ix *sessionIndex) probe(s *search.Segment) {
-	if s.End > s.Start && s.HasAll(ix.keys) {
-		ix.spans = append(ix.spans, span{s.Start, s.End})
-	}
-}
-
-// write stores s as segment number ix.n.
-func (ix *sessionIndex) write(s *search.Segment) {
-	err := ix.e.mkdirAll(ix.dir, searchOwner)
-	if err == nil {
-		err = ix.e.root.ReplaceFile(ix.dir+"/"+strconv.Itoa(ix.n), s.Encode(), searchOwner, storefs.NoSync)
-	}
-	if err != nil {
-		ix.warn(err)
-	}
-}
-
-// dropStaleIndexes removes the index directories of sessions that are no
-// longer in the container (archived, deleted).
-func (e *Engine) dropStaleIndexes(ct layout.Container, names []string) {
-	dir := searchIndexDir(ct)
-	ents, err := e.root.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	live := map[string]bool{}
-	for _, n := range names {
-		live[n] = true
-	}
-	for _, ent := range ents {
-		if !live[ent.Name] {
-			mu := searchLock(dir + "/" + ent.Name)
-			mu.Lock()
-			e.root.RemoveAll(dir + "/" + ent.Name)
-			mu.Unlock()
-		}
-	}
 }
 
 // scan verifies one candidate: it reads its ranges line by line (never the
@@ -581,7 +256,7 @@ func (o *searchOut) scan(e *Engine, ct layout.Container, c candidate, q *search.
 	if err != nil {
 		return errors.Is(err, fs.ErrNotExist) || o.emit(withSession(proto.ErrorFrame(err), c.name))
 	}
-	defer lg.f.Close()
+	defer lg.F.Close()
 	for _, sp := range c.spans {
 		ok, err := o.scanSpan(lg, c.name, sp, q)
 		if !ok {
@@ -599,9 +274,9 @@ var errStop = errors.New("stop")
 
 // scanSpan sends the matches in one range of the log; ok is false when
 // the reply must end (the reader left, a bound was reached).
-func (o *searchOut) scanSpan(lg *searchLog, name string, sp span, q *search.Query) (ok bool, err error) {
-	to := min(sp.to, lg.size)
-	_, err = search.EachLine(lg.r, sp.from, to, func(line []byte, _ int64) error {
+func (o *searchOut) scanSpan(lg *search.Log, name string, sp search.Span, q *search.Query) (ok bool, err error) {
+	to := min(sp.To, lg.Size)
+	_, err = search.EachLine(lg.R, sp.From, to, func(line []byte, _ int64) error {
 		if !q.MayHold(line) {
 			return nil
 		}
@@ -628,4 +303,122 @@ func (o *searchOut) scanSpan(lg *searchLog, name string, sp span, q *search.Quer
 func withSession(f *proto.Object, name string) *proto.Object {
 	f.Set("session", name)
 	return f
+}
+
+// Searches are paced (issue 19, finding 9): one uid's parallel searches of
+// a large session took the CPU every other user's sends needed. Three
+// bounds, in quota.Limits (session/quota/gate.go):
+//
+//   - a uid has at most SearchesPerUid searches under way (2): more are
+//     refused EAGAIN at once, before anything is read;
+//   - at most ScanSlots searches work at once server-wide (half the CPUs,
+//     at least one), so the rest of the machine is left to everything
+//     else; the others wait their turn. A search gives its slot back every
+//     scanSlice of work and whenever it waits for its reader, so a slow
+//     reader or a huge session delays the others by one slice, not by a
+//     search; the waiting are bounded by the Searches quota's total;
+//   - a search reads at most ScanBytes of messages.jsonl, to index or to
+//     verify: beyond, its reply ends with the searched frame's "truncated"
+//     true and "limit" "scan" (ctx says EFBIG). What it indexed stays, so
+//     the next search goes further.
+//
+// A search works in a goroutine of its own that stops at its next read
+// once its reply is closed (the reader left).
+
+// scanSlice is how long a search works before it lets the searches
+// waiting for a slot go first.
+const scanSlice = 5 * time.Millisecond
+
+// errScanBound ends a search that read all it may.
+var errScanBound = errors.New("the search read as much as one search may")
+
+// searchPace is one search's share of the server: its scan slot while it
+// works, and the bytes it read. Used by the search's own goroutine only.
+type searchPace struct {
+	ctx   context.Context // done when the reply is closed
+	gate  *quota.ScanGate
+	limit int64 // bytes it may read
+	read  int64 // bytes of messages.jsonl read so far
+	cut   bool  // limit was reached
+	held  bool
+	since time.Time // when the slot was taken
+}
+
+// work is called before each piece of work: it fails once the reader
+// left, and holds a slot for the work, waiting for one when none is held
+// or when the one held was held for a slice.
+func (p *searchPace) work() error {
+	if err := p.ctx.Err(); err != nil {
+		return err
+	}
+	if p.held && time.Since(p.since) >= scanSlice {
+		p.pause()
+	}
+	if !p.held {
+		if err := p.gate.Take(p.ctx); err != nil {
+			return err
+		}
+		p.held, p.since = true, time.Now()
+	}
+	return nil
+}
+
+// pause gives the slot back: the search waits (for its reader) or ended.
+func (p *searchPace) pause() {
+	if p.held {
+		p.gate.Give()
+		p.held = false
+	}
+}
+
+// charge counts n bytes about to be read, or refuses them: a search that
+// would pass its bound reads nothing more.
+func (p *searchPace) charge(n int) error {
+	if p.read+int64(n) > p.limit {
+		p.cut = true
+		return errScanBound
+	}
+	p.read += int64(n)
+	return nil
+}
+
+// stopped reports whether err ended the search (its reader left, or its
+// bound was reached) rather than failing one session.
+func (p *searchPace) stopped(err error) bool {
+	return errors.Is(err, errScanBound) || p.ctx.Err() != nil && errors.Is(err, p.ctx.Err())
+}
+
+// send hands f to the reply's reader: without waiting when there is room,
+// else with the slot given back meanwhile. False when the reader left.
+func (p *searchPace) send(out chan<- *proto.Object, f *proto.Object) bool {
+	select {
+	case out <- f:
+		return true
+	default:
+	}
+	p.pause()
+	select {
+	case out <- f:
+		return true
+	case <-p.ctx.Done():
+		return false
+	}
+}
+
+// reader is log read at the search's pace: each read is work, and counts.
+func (p *searchPace) reader(log io.ReaderAt) io.ReaderAt { return pacedReader{p, log} }
+
+type pacedReader struct {
+	p   *searchPace
+	log io.ReaderAt
+}
+
+func (r pacedReader) ReadAt(b []byte, off int64) (int, error) {
+	if err := r.p.work(); err != nil {
+		return 0, err
+	}
+	if err := r.p.charge(len(b)); err != nil {
+		return 0, err
+	}
+	return r.log.ReadAt(b, off)
 }

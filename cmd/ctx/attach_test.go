@@ -119,7 +119,7 @@ func TestAttachRefusedOrNot(t *testing.T) {
 }
 
 // cutReply is a resume whose reader the server cut for falling behind
-// (session/run_stream.go): B's frames so far, then an EAGAIN error frame of no
+// (session/reply/reply.go): B's frames so far, then an EAGAIN error frame of no
 // run, and the end.
 var cutReply = []string{
 	`{"type":"start","id":"` + runB + `","run":"` + runB + `"}`,

@@ -162,7 +162,7 @@ func (p *SendPrinter) toolLine(line string) {
 }
 
 // cutFrame reports whether o ends a reply whose reader fell too far
-// behind the run (session/run_stream.go: an EAGAIN error frame of no run,
+// behind the run (session/reply/reply.go: an EAGAIN error frame of no run,
 // after the reply's first frame; as the first, EAGAIN is a refusal).
 func cutFrame(o *proto.Object) bool {
 	return o != nil && o.Str("run") == "" && proto.FrameErrno(o) == syscall.EAGAIN

@@ -5,8 +5,22 @@ import (
 	"log/slog"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
+
+// Refuse is what every transport does with a refused request, the same
+// way through an agent's socket and a session's ctl file: the refusal is
+// recorded (LogRefused) and its error frame is returned, the one answer
+// the client reads. req is nil when the request did not parse.
+func (e *Engine) Refuse(c layout.Caller, t Target, req *proto.Request, err error) *proto.Object {
+	op := ""
+	if req != nil {
+		op = req.Op
+	}
+	e.LogRefused(c, t, op, err)
+	return proto.ErrorFrame(err)
+}
 
 // maxLoggedReason bounds the reason of a refusal in the log: it may quote
 // a name the client chose, of any length.

@@ -1,4 +1,9 @@
-package session
+// Package reply owns a request's reply: its frames, fixed ones first,
+// then those of the runs it follows (Stream), live, with the bound of how
+// far a reader may fall behind a run, and a reply fed by a channel. It
+// never reads or writes the store, never decides what a frame says, and
+// never imports the engine: the engine makes the frames and hands them here.
+package reply
 
 import (
 	"context"
@@ -17,18 +22,18 @@ import (
 // record). A client that never reads costs the server at most this much.
 const maxBehind = 1 << 20
 
-// stream is the live frames of one run for the readers that follow it
+// Stream is the live frames of one run for the readers that follow it
 // (the sender, replays and resumes joined while it runs). It keeps a frame
 // only until every reader has read it: a reader that joins later starts
-// from the run's record in the log (sess.liveFrom), never from memory that
+// from the run's record in the log (the engine's sess.liveFrom), never from memory that
 // grows with the run.
-type stream struct {
+type Stream struct {
 	mu      sync.Mutex
 	frames  []streamed // what some reader has not read yet; frames[0] is number base
 	base    int
 	bytes   int // of frames
 	ended   bool
-	readers map[*reader]bool
+	readers map[*Reader]bool
 	wake    chan struct{} // closed and replaced at every change
 }
 
@@ -37,33 +42,34 @@ type streamed struct {
 	size int
 }
 
-// reader is one reader's place in a stream.
-type reader struct {
-	st   *stream
+// Reader is one reader's place in a stream.
+type Reader struct {
+	st   *Stream
 	next int  // number of the next frame to read
 	cut  bool // fell more than maxBehind behind: the stream dropped it
 }
 
-func newStream() *stream { return &stream{wake: make(chan struct{}), readers: map[*reader]bool{}} }
+func NewStream() *Stream { return &Stream{wake: make(chan struct{}), readers: map[*Reader]bool{}} }
 
-// join adds a reader that reads from the frame pushed next.
-func (st *stream) join() *reader {
+// Join adds a reader that reads from the frame pushed next.
+func (st *Stream) Join() *Reader {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	r := &reader{st: st, next: st.base + len(st.frames)}
+	r := &Reader{st: st, next: st.base + len(st.frames)}
 	st.readers[r] = true
 	return r
 }
 
 // leave drops a reader; what only it had left to read is let go.
-func (st *stream) leave(r *reader) {
+func (st *Stream) leave(r *Reader) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	delete(st.readers, r)
 	st.trimLocked()
 }
 
-func (st *stream) push(f *proto.Object) {
+// Push hands f to every reader.
+func (st *Stream) Push(f *proto.Object) {
 	st.mu.Lock()
 	st.frames = append(st.frames, streamed{f, len(f.Line())})
 	st.bytes += st.frames[len(st.frames)-1].size
@@ -73,7 +79,8 @@ func (st *stream) push(f *proto.Object) {
 	st.mu.Unlock()
 }
 
-func (st *stream) end() {
+// End says no frame follows: each reader ends after the last.
+func (st *Stream) End() {
 	st.mu.Lock()
 	if !st.ended {
 		st.ended = true
@@ -82,16 +89,16 @@ func (st *stream) end() {
 	st.mu.Unlock()
 }
 
-func (st *stream) notifyLocked() {
+func (st *Stream) notifyLocked() {
 	close(st.wake)
 	st.wake = make(chan struct{})
 }
 
 // cutLocked drops the slowest readers while the frames held for them are
 // over maxBehind.
-func (st *stream) cutLocked() {
+func (st *Stream) cutLocked() {
 	for st.bytes > maxBehind {
-		var slowest *reader
+		var slowest *Reader
 		for r := range st.readers {
 			if slowest == nil || r.next < slowest.next {
 				slowest = r
@@ -108,7 +115,7 @@ func (st *stream) cutLocked() {
 
 // trimLocked lets go of the frames every reader has read (all of them
 // when no one reads).
-func (st *stream) trimLocked() {
+func (st *Stream) trimLocked() {
 	first := st.base + len(st.frames)
 	for r := range st.readers {
 		first = min(first, r.next)
@@ -126,7 +133,7 @@ var errBehind = abi.Errorf(syscall.EAGAIN, "follow", "the reader fell more than 
 
 // read returns the reader's next frame, or the channel to wait on, or
 // ended; errBehind once the reader was cut.
-func (r *reader) read() (f *proto.Object, wait <-chan struct{}, ended bool, err error) {
+func (r *Reader) read() (f *proto.Object, wait <-chan struct{}, ended bool, err error) {
 	st := r.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -142,14 +149,14 @@ func (r *reader) read() (f *proto.Object, wait <-chan struct{}, ended bool, err 
 	return nil, st.wake, st.ended, nil
 }
 
-// newReply answers with the fixed frames first, then every frame of each
+// New answers with the fixed frames first, then every frame of each
 // followed stream in turn until it ends. A reader cut for falling behind
 // gets one EAGAIN error frame, and the reply ends.
-func newReply(fixed []*proto.Object, readers ...*reader) *Reply {
+func New(fixed []*proto.Object, readers ...*Reader) *Reply {
 	r := &Reply{}
 	stopped := make(chan struct{})
 	var once sync.Once
-	all := append([]*reader(nil), readers...) // leaving twice is harmless
+	all := append([]*Reader(nil), readers...) // leaving twice is harmless
 	r.stop = func() {
 		once.Do(func() {
 			close(stopped)
@@ -198,4 +205,66 @@ func newReply(fixed []*proto.Object, readers ...*reader) *Reply {
 	r.next = func(ctx context.Context) (*proto.Object, error) { return pull(ctx, true) }
 	r.poll = func() (*proto.Object, error) { return pull(nil, false) }
 	return r
+}
+
+// Reply is one request's stream of frames. Next blocks until the next frame
+// or the end (io.EOF). Close detaches the reader; a run goes on without it.
+type Reply struct {
+	next func(ctx context.Context) (*proto.Object, error)
+	// poll is next without waiting (nil: the reply cannot tell, and
+	// TryNext always says nothing is ready).
+	poll func() (*proto.Object, error)
+	stop func()
+}
+
+// Next returns the next frame, or io.EOF after the last one.
+func (r *Reply) Next(ctx context.Context) (*proto.Object, error) { return r.next(ctx) }
+
+// TryNext returns the next frame if it is ready now, nil when Next would
+// wait for it, or io.EOF after the last one. A transport writes what is
+// ready with one write and flushes before it waits: the frames a commit
+// releases at once (a fast agent's message, usage and done) then cost one
+// system call, not one each.
+func (r *Reply) TryNext() (*proto.Object, error) {
+	if r.poll == nil {
+		return nil, nil
+	}
+	return r.poll()
+}
+
+// Close detaches the reader. It never stops a run.
+func (r *Reply) Close() {
+	if r.stop != nil {
+		r.stop()
+	}
+}
+
+// FromChannel is the reply whose frames come through frames, until it
+// is closed; stop is called when the reader leaves.
+func FromChannel(frames <-chan *proto.Object, stop func()) *Reply {
+	return &Reply{
+		next: func(ctx context.Context) (*proto.Object, error) {
+			select {
+			case f, ok := <-frames:
+				if !ok {
+					return nil, io.EOF
+				}
+				return f, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		},
+		poll: func() (*proto.Object, error) {
+			select {
+			case f, ok := <-frames:
+				if !ok {
+					return nil, io.EOF
+				}
+				return f, nil
+			default:
+				return nil, nil
+			}
+		},
+		stop: stop,
+	}
 }

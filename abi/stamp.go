@@ -1,19 +1,17 @@
-package session
+package abi
 
 import (
 	"bytes"
 	"encoding/json"
 	"strconv"
 	"syscall"
-
-	"github.com/ctxfs/ctxfs/abi"
 )
 
 // Lines appended through the mount carry their writer's uid.
 //
 // Anyone who may append to a log (every member of a shared space) may
 // write any line shape, so a line alone cannot say who wrote it: a member
-// could write lines under another member's run id. The engine therefore
+// could write lines under another member's run id. The server therefore
 // records the appending uid in each such line, as a top-level "uid"
 // field (SPEC 6 allows extra fields), placed last. A line that carries
 // "uid" already keeps it only when it is the writer's own, written once
@@ -27,7 +25,7 @@ import (
 // uidKey is the field that carries a line's writer.
 const uidKey = "uid"
 
-// stampWriter returns lines (whole lines, each ending in "\n") with each
+// StampWriter returns lines (whole lines, each ending in "\n") with each
 // line carrying uid as its "uid" field. EINVAL names the first line
 // refused.
 //
@@ -39,20 +37,20 @@ const uidKey = "uid"
 // bare; inside an array, the colon is invalid), so the line without it
 // was a valid object too. Invalid UTF-8 stays invalid beside ASCII. A
 // line that does not end in '}' is left as it is, for the log to refuse.
-func stampWriter(lines []byte, uid uint32) ([]byte, error) {
+func StampWriter(lines []byte, uid uint32) ([]byte, error) {
 	own := strconv.FormatUint(uint64(uid), 10)
 	field := `"` + uidKey + `":` + own
 	out := make([]byte, 0, len(lines)+(bytes.Count(lines, []byte{'\n'}))*(len(field)+1))
 	for n, rest := 1, lines; len(rest) > 0; n++ {
 		i := bytes.IndexByte(rest, '\n')
 		if i < 0 {
-			return nil, abi.Errorf(syscall.EINVAL, "append", "data must be whole lines, each ending in \\n")
+			return nil, Errorf(syscall.EINVAL, "append", "data must be whole lines, each ending in \\n")
 		}
 		line := rest[:i]
 		rest = rest[i+1:]
 		has, err := carriesUid(line, own)
 		if err != nil {
-			return nil, abi.Errorf(syscall.EINVAL, "append", "line %d: %v", n, err)
+			return nil, Errorf(syscall.EINVAL, "append", "line %d: %v", n, err)
 		}
 		start := len(out)
 		if has || !endsObject(line) {
@@ -60,8 +58,8 @@ func stampWriter(lines []byte, uid uint32) ([]byte, error) {
 		} else {
 			out = appendField(out, line, field)
 		}
-		if size := len(out) - start; size > abi.MaxLineBytes {
-			return nil, abi.Errorf(syscall.EINVAL, "append", "line %d: %d bytes with its writer's %s, over the %d-byte limit", n, size, field, abi.MaxLineBytes)
+		if size := len(out) - start; size > MaxLineBytes {
+			return nil, Errorf(syscall.EINVAL, "append", "line %d: %d bytes with its writer's %s, over the %d-byte limit", n, size, field, MaxLineBytes)
 		}
 		out = append(out, '\n')
 	}
@@ -95,7 +93,7 @@ func carriesUid(line []byte, own string) (bool, error) {
 			continue
 		}
 		if found || string(raw) != own {
-			return false, abi.Errorf(syscall.EINVAL, "", "a line appended through the mount may carry %q only once, as its writer's uid %s", uidKey, own)
+			return false, Errorf(syscall.EINVAL, "", "a line appended through the mount may carry %q only once, as its writer's uid %s", uidKey, own)
 		}
 		found = true
 	}

@@ -1,4 +1,4 @@
-package session
+package reply
 
 import (
 	"context"
@@ -14,13 +14,13 @@ import (
 // along costs nothing, one that never reads is cut once it is maxBehind
 // behind (its reply says EAGAIN), and the memory held stays bounded.
 func TestStreamIsBounded(t *testing.T) {
-	st := newStream()
-	fast := newReply(nil, st.join())
-	slow := newReply(nil, st.join())
+	st := NewStream()
+	fast := New(nil, st.Join())
+	slow := New(nil, st.Join())
 	frame := proto.NewObject("type", "delta", "text", strings.Repeat("x", 1000))
 	ctx := context.Background()
 	for i := 0; i < 10000; i++ { // ten MiB, more than twice maxBehind
-		st.push(frame)
+		st.Push(frame)
 		if _, err := fast.Next(ctx); err != nil {
 			t.Fatalf("the reader that reads along: %v", err)
 		}
@@ -28,7 +28,7 @@ func TestStreamIsBounded(t *testing.T) {
 			t.Fatalf("the stream holds %d bytes, bound %d", st.bytes, maxBehind)
 		}
 	}
-	st.end()
+	st.End()
 	// The slow reader gets what it had before it was cut, then EAGAIN.
 	var last *proto.Object
 	for {
@@ -56,8 +56,8 @@ func TestStreamIsBounded(t *testing.T) {
 // each pushed frame, nil while the run has pushed nothing more, io.EOF
 // once it ended and everything was read.
 func TestReplyTryNext(t *testing.T) {
-	st := newStream()
-	r := newReply([]*proto.Object{proto.NewObject("type", "start")}, st.join())
+	st := NewStream()
+	r := New([]*proto.Object{proto.NewObject("type", "start")}, st.Join())
 	defer r.Close()
 	want := func(typ string) {
 		t.Helper()
@@ -73,11 +73,11 @@ func TestReplyTryNext(t *testing.T) {
 	}
 	want("start")
 	want("")
-	st.push(proto.NewObject("type", "message"))
-	st.push(proto.NewObject("type", "done"))
+	st.Push(proto.NewObject("type", "message"))
+	st.Push(proto.NewObject("type", "done"))
 	want("message")
 	want("done")
 	want("")
-	st.end()
+	st.End()
 	want("eof")
 }

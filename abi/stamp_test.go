@@ -1,12 +1,10 @@
-package session
+package abi
 
 import (
 	"errors"
 	"strings"
 	"syscall"
 	"testing"
-
-	"github.com/ctxfs/ctxfs/abi"
 )
 
 // TestStampWriter: each line appended through the mount gets its
@@ -26,7 +24,7 @@ func TestStampWriter(t *testing.T) {
 		{`{"note":"\u00e9"}`, `{"note":"\u00e9","uid":1001}`},
 	}
 	for _, c := range good {
-		got, err := stampWriter([]byte(c.in+"\n"+c.in+"\n"), 1001)
+		got, err := StampWriter([]byte(c.in+"\n"+c.in+"\n"), 1001)
 		if err != nil || string(got) != c.want+"\n"+c.want+"\n" {
 			t.Errorf("stamp %s: %q, %v; want %s twice", c.in, got, err, c.want)
 		}
@@ -34,15 +32,15 @@ func TestStampWriter(t *testing.T) {
 	bad := []string{
 		`{"uid":0}`, `{"uid":"1001"}`, `{"uid":1001.0}`, `{"uid":1001,"uid":1001}`,
 		`{"uid":1001,"uid":0}`, `{"u\u0069d":0}`,
-		`{"a":"` + strings.Repeat("x", abi.MaxLineBytes-len(`{"a":""}`)) + `"}`,
+		`{"a":"` + strings.Repeat("x", MaxLineBytes-len(`{"a":""}`)) + `"}`,
 	}
 	for _, line := range bad {
-		if _, err := stampWriter([]byte(`{"ok":1}`+"\n"+line+"\n"), 1001); !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "line 2") {
+		if _, err := StampWriter([]byte(`{"ok":1}`+"\n"+line+"\n"), 1001); !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "line 2") {
 			t.Errorf("stamp %.60s: %v, want EINVAL naming line 2", line, err)
 		}
 	}
-	fits := `{"a":"` + strings.Repeat("x", abi.MaxLineBytes-len(`{"a":"","uid":1001}`)) + `"}`
-	if got, err := stampWriter([]byte(fits+"\n"), 1001); err != nil || len(got) != abi.MaxLineBytes+1 {
+	fits := `{"a":"` + strings.Repeat("x", MaxLineBytes-len(`{"a":"","uid":1001}`)) + `"}`
+	if got, err := StampWriter([]byte(fits+"\n"), 1001); err != nil || len(got) != MaxLineBytes+1 {
 		t.Errorf("a line that fits with its uid: %d bytes, %v", len(got), err)
 	}
 }
@@ -62,15 +60,15 @@ func FuzzStampWriter(f *testing.F) {
 		if strings.Contains(line, "\n") || len(line) > 4096 {
 			return
 		}
-		out, err := stampWriter([]byte(line+"\n"), 1001)
+		out, err := StampWriter([]byte(line+"\n"), 1001)
 		if err != nil {
 			if !errors.Is(err, syscall.EINVAL) {
 				t.Fatalf("%q: %v, want EINVAL", line, err)
 			}
 			return
 		}
-		valid := abi.CheckLogLine([]byte(line)) == nil
-		if stamped := abi.CheckLogLine(out[:len(out)-1]) == nil; stamped != valid {
+		valid := CheckLogLine([]byte(line)) == nil
+		if stamped := CheckLogLine(out[:len(out)-1]) == nil; stamped != valid {
 			t.Fatalf("%q (valid %v) stamped %q (valid %v)", line, valid, out, stamped)
 		}
 	})
