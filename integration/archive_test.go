@@ -149,9 +149,13 @@ func TestGCArchivesWhole(t *testing.T) {
 	if ents, _ := os.ReadDir(filepath.Join(sessions, "index", "by-hash")); len(ents) != 0 {
 		t.Errorf("the store keeps by-hash entries naming an archived session: %v", ents)
 	}
-	if _, err := os.Stat(s.mnt(sessRel("index") + "/by-hash/h1")); !os.IsNotExist(err) {
-		t.Errorf("the by-hash entry naming an archived session stays: %v", err)
-	}
+	// The kernel's dentry of the entry goes by the notifier goroutine,
+	// never waited for (fs/notify.go); in one CI run of many the stat
+	// below came first and still found it. Bounded, it must go.
+	eventually(t, 2*time.Second, "the by-hash entry naming an archived session to go from the mount", func() bool {
+		_, err := os.Stat(s.mnt(sessRel("index") + "/by-hash/h1"))
+		return os.IsNotExist(err)
+	})
 	for _, n := range []string{"default", "repro-cur", "spark-live", "ansi-bad", "keep-smoke", "notes"} {
 		if _, err := os.Stat(filepath.Join(sessions, n)); err != nil {
 			t.Errorf("protected session %s: %v", n, err)
