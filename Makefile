@@ -16,7 +16,7 @@ MANDIR   ?= $(PREFIX)/share/man
 UNITDIR  ?= $(PREFIX)/lib/systemd/system
 MAN      := man
 # Each fuzz target: package and name.
-FUZZ     := ./abi:FuzzCheckLogLine ./proto:FuzzParseRequest ./session/sealedlog:FuzzAppend ./agent/provider:FuzzSSE ./session:FuzzStampWriter
+FUZZ     := ./abi:FuzzCheckLogLine ./proto:FuzzParseRequest ./session/sealedlog:FuzzAppend ./agent/provider:FuzzSSE ./abi:FuzzStampWriter
 
 .PHONY: build deps test unit fuzz bench bench-journaled run lint clean man install uninstall
 
@@ -44,6 +44,7 @@ fuzz:
 	@set -e; for t in $(FUZZ); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test -list="^$$name$$" $$pkg | grep -qx "$$name" || { echo "fuzz: $$pkg has no $$name"; exit 1; }; \
 		$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) $$pkg; \
 	done
 
