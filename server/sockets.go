@@ -26,6 +26,7 @@ import (
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session"
 	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // Sockets serves one Unix socket per agent and model definition under the
@@ -327,10 +328,6 @@ func (s *Sockets) accept(l *net.UnixListener, t session.Target) {
 	}
 }
 
-// requestDeadline is how long a connection may take to send its request:
-// one that sends no complete line holds a descriptor for nothing.
-const requestDeadline = 10 * time.Second
-
 // frameDeadline is how long a client may leave a frame unread before the
 // connection is dropped (the run goes on, and `resume` follows it again).
 const frameDeadline = 30 * time.Second
@@ -352,7 +349,7 @@ func (s *Sockets) serveConn(conn *net.UnixConn, t session.Target) {
 		return
 	}
 	defer e.Limits().Conns.Give(c.Uid)
-	conn.SetReadDeadline(time.Now().Add(requestDeadline))
+	conn.SetReadDeadline(time.Now().Add(quota.RequestDeadline)) // one that sends no complete line holds a descriptor for nothing
 	line, err := readRequest(conn)
 	conn.SetReadDeadline(time.Time{})
 	var req *proto.Request
@@ -450,7 +447,7 @@ func readRequest(r io.Reader) ([]byte, error) {
 		case errors.Is(err, io.EOF) && len(line) > 0:
 			return line, nil
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			return nil, abi.Errorf(syscall.ETIMEDOUT, "", "no complete request within %s", requestDeadline)
+			return nil, abi.Errorf(syscall.ETIMEDOUT, "", "no complete request within %s", quota.RequestDeadline)
 		default:
 			return nil, abi.Errorf(syscall.EINVAL, "", "no request")
 		}
