@@ -64,14 +64,19 @@ func (t FreeTree) Cred(c layout.Caller, rel string) FreeCred {
 	return cr
 }
 
-// inSpace reports whether rel is in a shared space.
-func inSpace(rel string) bool { return strings.HasPrefix(layout.Classify(rel).Home, "shared/") }
+// spaceOf is the shared space rel is in ("shared/NAME"), or "".
+func spaceOf(rel string) string {
+	if home := layout.Classify(rel).Home; strings.HasPrefix(home, "shared/") {
+		return home
+	}
+	return ""
+}
 
 // spaceGroup is the group of the shared space rel is in, if it is in one
 // and its group can be read.
 func (t FreeTree) spaceGroup(rel string) (uint32, bool) {
-	if inSpace(rel) {
-		if sp, err := t.root.Lstat(layout.Classify(rel).Home); err == nil {
+	if space := spaceOf(rel); space != "" {
+		if sp, err := t.root.Lstat(space); err == nil {
 			return sp.Gid, true
 		}
 	}
@@ -88,7 +93,7 @@ func (t FreeTree) GiveToCaller(c layout.Caller, rel string) error {
 		return err
 	}
 	gid := int(c.Gid)
-	if inSpace(rel) {
+	if spaceOf(rel) != "" {
 		if sg, ok := t.spaceGroup(rel); ok {
 			gid = int(sg)
 		}
