@@ -64,7 +64,7 @@ type ctlHandle struct {
 
 	mu  sync.Mutex // guards the request side
 	req []byte     // the request line so far
-	// buffered counts req in the caller's share of session.Limits.Partial;
+	// buffered counts req in the caller's share of quota.Limits.Partial;
 	// deadline frees it when the request is not whole within
 	// quota.RequestDeadline of its first byte, and timedOut then fails
 	// every later write and read of the handle.
@@ -90,7 +90,7 @@ var (
 // request fails this write with its errno and leaves one error frame to
 // read. A second request on the same open file is EINVAL. Only the new
 // bytes are looked at for the newline. Bytes of an unfinished request
-// count against the caller's share of session.Limits.Partial (EAGAIN
+// count against the caller's share of quota.Limits.Partial (EAGAIN
 // beyond, nothing kept) and must be followed by the rest within
 // quota.RequestDeadline (ETIMEDOUT after).
 func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
@@ -125,7 +125,7 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 
 // keepPartial keeps data, a piece of the request before its newline:
 // within the one request bound of every transport (EMSGSIZE, refused
-// with a frame) and the caller's share of session.Limits.Partial (EAGAIN,
+// with a frame) and the caller's share of quota.Limits.Partial (EAGAIN,
 // nothing kept). The first piece starts the request's deadline. Caller
 // holds h.mu.
 func (h *ctlHandle) keepPartial(data []byte) (uint32, syscall.Errno) {
