@@ -2,6 +2,7 @@ package sealedlog
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -41,17 +42,24 @@ type storeFile struct {
 // takeStore reads every directory and regular file under dir. A journal
 // file's zeros reserved past its last batch are left off (replay takes
 // the file's end, or zeros, as its end alike).
+//
+// The instant is marked by one goroutine while the checkpointer may go on
+// in another, so a file listed may be gone when it is read: it is taken as
+// gone. That is the later state, and still one a crash can leave: the
+// checkpointer removes a journal file only after it has sealed every log
+// the file covers, and the walk reads j/ before the logs' directories, so
+// everything read after the removal is later too.
 func takeStore(t *testing.T, dir string) ([]string, map[string]storeFile) {
 	var dirs []string
 	files := map[string]storeFile{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return err
+			return vanished(p, dir, err)
 		}
 		rel, _ := filepath.Rel(dir, p)
 		info, err := d.Info()
 		if err != nil {
-			return err
+			return vanished(p, dir, err)
 		}
 		switch {
 		case d.IsDir():
@@ -59,7 +67,7 @@ func takeStore(t *testing.T, dir string) ([]string, map[string]storeFile) {
 		case info.Mode().IsRegular():
 			b, err := os.ReadFile(p)
 			if err != nil {
-				return err
+				return vanished(p, dir, err)
 			}
 			if _, ok := parseJournalName(d.Name()); ok {
 				b = trimZeros(b)
@@ -72,6 +80,15 @@ func takeStore(t *testing.T, dir string) ([]string, map[string]storeFile) {
 		t.Fatal(err)
 	}
 	return dirs, files
+}
+
+// vanished is nil for a file under dir that was removed while the walk
+// went by (see takeStore) and err for anything else.
+func vanished(p, dir string, err error) error {
+	if p != dir && errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }
 
 // trimZeros cuts b after the journal block that holds its last non-zero byte.
