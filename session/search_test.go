@@ -183,13 +183,13 @@ func TestSearchBound(t *testing.T) {
 	env := newEnv(t)
 	env.sendTo(root0, "s1", "start")
 	var lines bytes.Buffer
-	for i := range maxMatches + 10 {
+	for i := range search.MaxMatches + 10 {
 		fmt.Fprintf(&lines, `{"role":"user","content":"needle %d"}`+"\n", i)
 	}
 	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: "agent", Owner: "coder"}, Name: "s1"}
 	testkit.Must(t, env.e.AppendLog(root0, ref, "messages.jsonl", lines.Bytes()))
 	got, end := env.found(root0, searchLine("NEEDLE"))
-	if len(got) != maxMatches || string(end.Raw("truncated")) != "true" || end.Str("limit") != "matches" || string(end.Raw("matches")) != "1000" {
+	if len(got) != search.MaxMatches || string(end.Raw("truncated")) != "true" || end.Str("limit") != "matches" || string(end.Raw("matches")) != "1000" {
 		t.Fatalf("%d matches, end %s", len(got), end.Line())
 	}
 }

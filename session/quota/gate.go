@@ -7,8 +7,8 @@ import (
 	"syscall"
 )
 
-// Searches are paced (issue 19, finding 9; the engine's searchPace, in
-// session/search.go, is a search's side of it): one uid's parallel
+// Searches are paced (issue 19, finding 9; search.Pace, in
+// search/pace.go, is a search's side of it): one uid's parallel
 // searches of a large session took the CPU every other user's sends
 // needed. Three bounds, in Limits:
 // Searches per uid (EAGAIN at once), ScanSlots server-wide (the others

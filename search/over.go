@@ -1,0 +1,203 @@
+package search
+
+import (
+	"errors"
+	"io/fs"
+	"sync"
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// MaxMatches bounds a search's reply; the final frame says when more
+// matches were cut.
+const MaxMatches = 1000
+
+// Over is one search (SPEC 14) over sessions of one container: which
+// sessions, where their indexes are, and how their logs are opened. The
+// engine chooses the sessions and opens their logs (as a reader through
+// the mount would); this package indexes, scans and writes the reply.
+type Over struct {
+	Store    *Store
+	IndexDir string   // the container's index directory: one per session under it
+	Names    []string // the sessions, in the order their matches come
+	All      bool     // Names are every session of the container
+	Query    *Query
+	// Open opens a session's messages.jsonl; fs.ErrNotExist when the
+	// session went meanwhile (it then has nothing to find). Log.R is set
+	// here, to Log.F read at the search's pace.
+	Open func(name string) (*Log, error)
+	// Warn reports an index problem in the server's log (once a search).
+	Warn func(error)
+}
+
+// Frames writes the reply of the search to frames, one session after the
+// other: its index brought up to date, then its candidate ranges scanned,
+// each match sent as it is found, then one searched frame. With All,
+// index directories of other names are left over from sessions archived
+// or deleted, and go.
+func (s *Over) Frames(pace *Pace, frames chan<- *proto.Object) {
+	if s.All {
+		s.Store.DropStale(s.IndexDir, s.Names)
+	}
+	out := &searchOut{send: func(f *proto.Object) bool { return pace.send(frames, f) }, pace: pace}
+	warn := onceOnly(s.Warn)
+	for _, name := range s.Names {
+		if pace.work() != nil {
+			break
+		}
+		c := s.candidate(name, pace, warn)
+		if pace.stopped(c.err) || !out.scan(s, c) {
+			break
+		}
+	}
+	if pace.Ctx.Err() != nil {
+		return
+	}
+	if pace.cut {
+		out.limit = "scan"
+	}
+	end := proto.NewObject("type", proto.FrameSearched, "sessions", len(s.Names),
+		"matches", out.n, "scanned", pace.read, "truncated", out.limit != "")
+	if out.limit != "" {
+		end.Set("limit", out.limit)
+	}
+	out.send(end)
+}
+
+// onceOnly calls warn for the first error only: the search goes on
+// without the index where it failed (it scans those sessions whole), and
+// one line says why.
+func onceOnly(warn func(error)) func(error) {
+	var once sync.Once
+	return func(err error) { once.Do(func() { warn(err) }) }
+}
+
+// open opens a session's log, read at pace.
+func (s *Over) open(name string, pace *Pace) (*Log, error) {
+	lg, err := s.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	lg.R = pace.reader(lg.F)
+	return lg, nil
+}
+
+// searchOut is a search's reply as it is written.
+type searchOut struct {
+	send  func(*proto.Object) bool // false: the reader left
+	pace  *Pace
+	n     int    // matches sent
+	limit string // the bound that cut the reply: "matches" (MaxMatches) or "scan" (Pace.Limit)
+}
+
+// emit sends f; false when the reply must end (the reader left, or the
+// bound was passed).
+func (o *searchOut) emit(f *proto.Object) bool {
+	if f.Str("type") == proto.FrameMatch {
+		if o.n == MaxMatches {
+			o.limit = "matches"
+			return false
+		}
+		o.n++
+	}
+	return o.send(f)
+}
+
+// candidate is one session after the index looked: the ranges of its
+// messages.jsonl that may hold a match.
+type candidate struct {
+	name  string
+	spans []Span
+	err   error // the session could not be searched
+}
+
+// candidate opens one session's log and asks its index. A session that
+// vanished meanwhile has nothing to find.
+func (s *Over) candidate(name string, pace *Pace, warn func(error)) candidate {
+	c := candidate{name: name}
+	lg, err := s.open(name, pace)
+	if errors.Is(err, fs.ErrNotExist) {
+		return c
+	}
+	if err != nil {
+		c.err = err
+		return c
+	}
+	defer lg.F.Close()
+	spans, err := s.Store.Candidates(s.IndexDir+"/"+name, lg, s.Query.Keys(), pace.Pause, warn)
+	if pace.stopped(err) {
+		c.err = err
+		return c
+	} else if err != nil {
+		warn(err)
+		spans = []Span{{From: 0, To: lg.Size}}
+	}
+	c.spans = MergeSpans(spans)
+	return c
+}
+
+// scan verifies one candidate: it reads its ranges line by line (never the
+// whole log at once) and sends a match frame for each message that holds
+// the query. False when the reply must end.
+func (o *searchOut) scan(s *Over, c candidate) bool {
+	if c.err != nil {
+		return o.emit(withSession(proto.ErrorFrame(c.err), c.name))
+	}
+	if len(c.spans) == 0 {
+		return true
+	}
+	lg, err := s.open(c.name, o.pace)
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist) || o.emit(withSession(proto.ErrorFrame(err), c.name))
+	}
+	defer lg.F.Close()
+	for _, sp := range c.spans {
+		ok, err := o.scanSpan(lg, c.name, sp, s.Query)
+		if !ok {
+			return false
+		}
+		if err != nil {
+			return o.emit(withSession(proto.ErrorFrame(err), c.name))
+		}
+	}
+	return true
+}
+
+// errStop ends a scan early.
+var errStop = errors.New("stop")
+
+// scanSpan sends the matches in one range of the log; ok is false when
+// the reply must end (the reader left, a bound was reached).
+func (o *searchOut) scanSpan(lg *Log, name string, sp Span, q *Query) (ok bool, err error) {
+	to := min(sp.To, lg.Size)
+	_, err = EachLine(lg.R, sp.From, to, func(line []byte, _ int64) error {
+		if !q.MayHold(line) {
+			return nil
+		}
+		m, isMsg := ParseMessage(line)
+		if !isMsg {
+			return nil
+		}
+		start, end, found := q.Find(m.Text)
+		if found && !o.emit(proto.NewObject("type", proto.FrameMatch, "session", name, "run", m.Run,
+			"role", m.Role, "ts", m.TS, "text", Snippet(m.Text, start, end, SnippetBytes))) {
+			return errStop
+		}
+		return nil
+	})
+	switch {
+	case err == errStop || o.pace.stopped(err):
+		return false, nil
+	case err != nil:
+		return true, &abi.Error{Op: "search", Path: name, Errno: syscall.EIO, Msg: "reading messages.jsonl: " + storefs.Words(err)}
+	}
+	return true, nil
+}
+
+func withSession(f *proto.Object, name string) *proto.Object {
+	f.Set("session", name)
+	return f
+}
