@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/loadcache"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
@@ -72,7 +73,7 @@ func (e *Engine) Archive(r layout.Ref, own storefs.Owner, del bool) error {
 	// EBUSY, not ENOENT: a send that waited must be refused, not create
 	// the session anew from nothing.
 	gone := &abi.Error{Op: "session", Errno: syscall.EBUSY, Msg: "session " + r.Name + " was archived while the request waited"}
-	err := e.sessions.take(r.Key(), takeWait, gone, func(s *sess, loaded bool) (bool, error) {
+	err := e.sessions.Take(r.Key(), takeWait, gone, func(s *sess, loaded bool) (bool, error) {
 		if !del {
 			e.derived.flushDir(r.Rel(), s, true) // the store's files are what moves
 		}
@@ -85,7 +86,7 @@ func (e *Engine) Archive(r layout.Ref, own storefs.Owner, del bool) error {
 		}
 		if err != nil {
 			if loaded {
-				e.sessions.putIfAbsent(r.Key(), s) // back, as it was
+				e.sessions.PutIfAbsent(r.Key(), s) // back, as it was
 			}
 			return false, err
 		}
@@ -100,7 +101,7 @@ func (e *Engine) Archive(r layout.Ref, own storefs.Owner, del bool) error {
 		}
 		return true, e.moveToArchive(r, own)
 	})
-	if errors.Is(err, errBusy) {
+	if errors.Is(err, loadcache.ErrBusy) {
 		return abi.Errorf(syscall.EBUSY, "archive", "session %s is in use", r.Name)
 	}
 	if err != nil {
@@ -141,7 +142,7 @@ func (e *Engine) checkArchive(r layout.Ref) error {
 		return err
 	}
 	e.derived.flush(r.Rel(), true) // as Archive would
-	if s, ok := e.sessions.peek(r.Key()); ok {
+	if s, ok := e.sessions.Peek(r.Key()); ok {
 		if err := hasRun(s); err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/index"
+	"github.com/ctxfs/ctxfs/internal/loadcache"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
@@ -69,8 +70,8 @@ type Engine struct {
 	root  *storefs.Root // the store; errors name paths under the mount root, as clients see them
 	admin *storefs.Root // the same store; errors name store paths, for the operator
 
-	sessions *cache[*sess]        // by store-relative path, or Ref.key for temp sessions
-	indexes  *cache[*index.Index] // by container Rel
+	sessions *loadcache.Cache[*sess]        // by store-relative path, or Ref.key for temp sessions
+	indexes  *loadcache.Cache[*index.Index] // by container Rel
 
 	mu   sync.Mutex
 	runs map[string]*run // every queued or running run, by run id
@@ -102,8 +103,8 @@ func Open(cfg Config) (*Engine, error) {
 		cfg:      cfg,
 		root:     store.ShowAs(cfg.Root),
 		admin:    store,
-		sessions: newCache[*sess](cfg.maxSessions(), (*sess).idle, (*sess).closeLogs),
-		indexes:  newCache[*index.Index](0, nil, nil),
+		sessions: loadcache.New[*sess](cfg.maxSessions(), (*sess).idle, (*sess).closeLogs),
+		indexes:  loadcache.New[*index.Index](0, nil, nil),
 		runs:     map[string]*run{},
 		limits:   quota.NewLimits(cfg.Limits),
 		defs:     agent.NewCache(),
@@ -150,11 +151,11 @@ func (e *Engine) Close() error {
 	e.limits.ScanSlots.StopAll() // no search reads the store any more
 	e.derived.close()
 	e.derived.flush("", true) // what waits in memory, before the logs close
-	for _, s := range e.sessions.all() {
+	for _, s := range e.sessions.All() {
 		keep(s.events.Close())
 		keep(s.msgs.Close())
 	}
-	for _, x := range e.indexes.all() {
+	for _, x := range e.indexes.All() {
 		keep(x.Close())
 	}
 	if e.wal != nil {

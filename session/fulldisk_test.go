@@ -109,7 +109,7 @@ func sendsOnFullDisk(t *testing.T, bound, n int, tune func(*behind)) *smallDisk 
 		if err != nil || frames[len(frames)-1].Str("status") != "ok" {
 			t.Fatalf("send %d on the full disk: %v %v", i, err, types(frames))
 		}
-		if got := d.e.sessions.len(); got > bound {
+		if got := d.e.sessions.Len(); got > bound {
 			t.Fatalf("after %d sends on a full disk, %d sessions loaded; the bound is %d", i+1, got, bound)
 		}
 		if got := openFDs(t); got > fds+bound*quota.FDsPerSession {
@@ -283,7 +283,7 @@ func TestReloadWithFailedValue(t *testing.T) {
 	}
 	d.wantServed(0, "done\n", "full 0\n")
 	d.room()
-	d.wantStored(0, "done\n", "full 0\n") // written while loaded (cache.hold)
+	d.wantStored(0, "done\n", "full 0\n") // written while loaded (loadcache.Cache.Hold)
 	release()
 	if d.e.derived.waits(s.rel) {
 		t.Error("a value of s0 still waits once written")

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -156,12 +157,10 @@ func readFile(t *testing.T, p string) string {
 // reads as a write of whatever the test does next.
 func (env *testEnv) settledTree() map[string]string {
 	env.t.Helper()
-	env.e.indexes.mu.Lock()
 	lists := map[string][]byte{}
-	for rel, it := range env.e.indexes.items {
-		lists[filepath.Join(env.store, rel, "index", "list")] = it.v.ListBytes()
-	}
-	env.e.indexes.mu.Unlock()
+	env.e.indexes.Each(func(rel string, x *index.Index) {
+		lists[filepath.Join(env.store, rel, "index", "list")] = x.ListBytes()
+	})
 	for file, want := range lists {
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 			got, err := os.ReadFile(file)

@@ -36,12 +36,12 @@ func scopeOfHome(home string) string {
 // release is called: a session in use is never closed under its user.
 func (e *Engine) lookup(r layout.Ref) (s *sess, release func(), err error) {
 	if r.Temp {
-		if s, ok := e.sessions.peek(r.Key()); ok {
+		if s, ok := e.sessions.Peek(r.Key()); ok {
 			return s, func() {}, nil // temp sessions are never dropped
 		}
 		return nil, nil, &abi.Error{Errno: syscall.ENOENT, Msg: "no temp session " + r.Name}
 	}
-	return e.sessions.acquire(r.Key(), func() (*sess, error) {
+	return e.sessions.Acquire(r.Key(), func() (*sess, error) {
 		e.derived.attach(r.Rel()) // its values waiting to be written are the loaded session's
 		s, err := e.load(r)
 		if err != nil {
@@ -104,7 +104,7 @@ func (e *Engine) createTemp(r layout.Ref, cwd string) *sess {
 	s := newSess(e, r)
 	s.scope, s.cwd = abi.ScopeTemp, cwd
 	s.msgs, s.events = sealedlog.NewMemory(), sealedlog.NewMemory()
-	return e.sessions.putIfAbsent(r.Key(), s)
+	return e.sessions.PutIfAbsent(r.Key(), s)
 }
 
 // load reads a session directory: opens and verifies its logs, learns
@@ -254,7 +254,7 @@ func (e *Engine) Index(ct layout.Container) (*index.Index, error) {
 		return nil, abi.Errorf(syscall.EINVAL, "index", "invalid container %+v", ct)
 	}
 	rel := ct.Rel()
-	x, release, err := e.indexes.acquire(rel, func() (*index.Index, error) {
+	x, release, err := e.indexes.Acquire(rel, func() (*index.Index, error) {
 		st, err := e.root.Lstat(rel)
 		if err != nil {
 			return nil, &abi.Error{Op: "index", Path: e.root.Show(rel), Errno: abi.Errno(err), Msg: layout.ErrWords(err)}
@@ -296,7 +296,7 @@ func (e *Engine) Index(ct layout.Container) (*index.Index, error) {
 // sessionExists reports whether r names an existing session directory.
 func (e *Engine) sessionExists(r layout.Ref) bool {
 	if r.Temp {
-		_, ok := e.sessions.peek(r.Key())
+		_, ok := e.sessions.Peek(r.Key())
 		return ok
 	}
 	return e.isDir(r.Rel())

@@ -351,7 +351,7 @@ func TestSessionCacheIsBounded(t *testing.T) {
 	for i := 0; i < 60; i++ {
 		env.send(root0, coder(), fmt.Sprintf(`{"op":"send","id":"c%d","input":"hi %d","session":"s%d"}`, i, i, i))
 	}
-	if n := e.sessions.len(); n > 4 {
+	if n := e.sessions.Len(); n > 4 {
 		t.Fatalf("%d sessions loaded, bound 4", n)
 	}
 	if grown := fds() - start; grown > 4*quota.FDsPerSession {

@@ -130,7 +130,7 @@ func (e *Engine) openSearchLog(r layout.Ref) (*search.Log, error) {
 		return nil, err
 	}
 	lg := &search.Log{F: f, Size: st.Size()}
-	if s, ok := e.sessions.peek(r.Key()); ok && s.msgs != nil {
+	if s, ok := e.sessions.Peek(r.Key()); ok && s.msgs != nil {
 		lg.Size = min(lg.Size, s.msgs.Size())
 	}
 	if id, problem := layout.ReadIdentity(e.root, r.Rel()); problem == "" {

@@ -234,7 +234,7 @@ func (d *behind) release(dir string) {
 
 // forget drops every value waiting for the session directory dir, which
 // is being archived or deleted: nothing is written into it after. Caller
-// holds dir's cache key (cache.take).
+// holds dir's cache key (loadcache.Cache.Take).
 func (d *behind) forget(dir string) {
 	d.mu.Lock()
 	var rels []string
@@ -274,7 +274,7 @@ func (d *behind) run() {
 // flush writes what waits: of the session directory only ("": of every
 // session), and with failed also the values whose last write failed. It
 // returns once they are in the store or have failed again. Each session
-// is held meanwhile (cache.hold), loaded or not; the caller must not hold
+// is held meanwhile (loadcache.Cache.Hold), loaded or not; the caller must not hold
 // a session's key (a load, a close, a take).
 func (d *behind) flush(only string, failed bool) {
 	d.mu.Lock()
@@ -286,7 +286,7 @@ func (d *behind) flush(only string, failed bool) {
 	}
 	d.mu.Unlock()
 	for _, dir := range dirs {
-		d.e.sessions.hold(dir, func(s *sess, _ bool) { d.flushDir(dir, s, failed) })
+		d.e.sessions.Hold(dir, func(s *sess, _ bool) { d.flushDir(dir, s, failed) })
 	}
 }
 

@@ -1,4 +1,11 @@
-package session
+// Package loadcache holds things loaded from the store (the engine's
+// sessions and indexes) by key: each loaded once at a time, held while
+// used, the least recently used dropped beyond a bound.
+//
+// It owns only the bookkeeping of loading, holding and dropping. It never
+// loads, verifies or closes anything itself (the caller's load and close
+// functions do), and never touches the store.
+package loadcache
 
 import (
 	"container/list"
@@ -7,18 +14,18 @@ import (
 	"time"
 )
 
-// cache holds loaded things (sessions, indexes) by key. Loading happens
+// Cache holds loaded things (sessions, indexes) by key. Loading happens
 // outside its lock, once per key at a time: verifying a large log while
 // loading one session never holds up another session.
 //
 // A cache with a bound keeps at most max items that nobody uses: each
-// acquire holds its item until its release, and when a load makes the
+// Acquire holds its item until its release, and when a load makes the
 // cache larger than max, the least recently used items that are held by
 // nobody and that idle says may go are closed and dropped (a session with
 // a run, a temp session, are never dropped). Closing happens outside the
 // lock but before the key can be loaded again: two loaded copies of one
 // item never exist at once.
-type cache[T any] struct {
+type Cache[T any] struct {
 	max   int          // 0: unbounded
 	idle  func(T) bool // may be dropped now (besides being held by nobody)
 	close func(T)      // releases what a dropped item holds
@@ -48,14 +55,17 @@ type flight[T any] struct {
 	gone error
 }
 
-func newCache[T any](max int, idle func(T) bool, close func(T)) *cache[T] {
-	return &cache[T]{max: max, idle: idle, close: close, items: map[string]*item[T]{}, lru: list.New(), flights: map[string]*flight[T]{}}
+// New is a cache of at most max unused items (0: unbounded); idle says
+// whether an item may be dropped now, close releases what a dropped item
+// holds (both may be nil).
+func New[T any](max int, idle func(T) bool, close func(T)) *Cache[T] {
+	return &Cache[T]{max: max, idle: idle, close: close, items: map[string]*item[T]{}, lru: list.New(), flights: map[string]*flight[T]{}}
 }
 
-// acquire returns the item for key, loading it with load if it is not
+// Acquire returns the item for key, loading it with load if it is not
 // there, and holds it until release is called (exactly once). A failed
 // load is not kept: the next acquire tries again.
-func (c *cache[T]) acquire(key string, load func() (T, error)) (v T, release func(), err error) {
+func (c *Cache[T]) Acquire(key string, load func() (T, error)) (v T, release func(), err error) {
 	for {
 		c.mu.Lock()
 		if it, ok := c.items[key]; ok {
@@ -99,7 +109,7 @@ func (c *cache[T]) acquire(key string, load func() (T, error)) (v T, release fun
 	return v, c.releaser(it), nil
 }
 
-func (c *cache[T]) releaser(it *item[T]) func() {
+func (c *Cache[T]) releaser(it *item[T]) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -113,7 +123,7 @@ func (c *cache[T]) releaser(it *item[T]) func() {
 // victimsLocked takes out of the cache the least recently used items that
 // may go, until it holds at most max, and marks each key closing. Caller
 // holds c.mu.
-func (c *cache[T]) victimsLocked() []*item[T] {
+func (c *Cache[T]) victimsLocked() []*item[T] {
 	if c.max <= 0 {
 		return nil
 	}
@@ -133,7 +143,7 @@ func (c *cache[T]) victimsLocked() []*item[T] {
 }
 
 // drop closes victims, then lets their keys be loaded again.
-func (c *cache[T]) drop(victims []*item[T]) {
+func (c *Cache[T]) drop(victims []*item[T]) {
 	for _, it := range victims {
 		c.close(it.v)
 		c.mu.Lock()
@@ -144,13 +154,13 @@ func (c *cache[T]) drop(victims []*item[T]) {
 	}
 }
 
-// take gives fn the key to itself. The loaded item, if any, leaves the
+// Take gives fn the key to itself. The loaded item, if any, leaves the
 // cache once nobody holds it (holders are waited for, up to wait; then
-// take fails with errBusy and changes nothing) and is handed to fn, which
+// Take fails with ErrBusy and changes nothing) and is handed to fn, which
 // closes it or puts it back. Acquires of key that come meanwhile wait until fn is
 // done; when fn reports the key gone they fail with gone, so a request
 // that raced with a removal is refused rather than served by a new copy.
-func (c *cache[T]) take(key string, wait time.Duration, gone error, fn func(v T, loaded bool) (bool, error)) error {
+func (c *Cache[T]) Take(key string, wait time.Duration, gone error, fn func(v T, loaded bool) (bool, error)) error {
 	c.mu.Lock()
 	for {
 		f, busy := c.flights[key]
@@ -175,7 +185,7 @@ func (c *cache[T]) take(key string, wait time.Duration, gone error, fn func(v T,
 			delete(c.flights, key)
 			c.mu.Unlock()
 			close(f.done)
-			return errBusy
+			return ErrBusy
 		}
 		c.mu.Unlock()
 		time.Sleep(time.Millisecond)
@@ -197,11 +207,11 @@ func (c *cache[T]) take(key string, wait time.Duration, gone error, fn func(v T,
 	return err
 }
 
-// hold runs fn with key to itself, without loading it: fn gets the
+// Hold runs fn with key to itself, without loading it: fn gets the
 // loaded item, held as acquire holds it (so it is not dropped meanwhile),
 // or, when key is not loaded, key marked busy, so that no load, close or
-// take of it happens until fn returns. fn must not acquire or take key.
-func (c *cache[T]) hold(key string, fn func(v T, loaded bool)) {
+// Take of it happens until fn returns. fn must not acquire or take key.
+func (c *Cache[T]) Hold(key string, fn func(v T, loaded bool)) {
 	c.mu.Lock()
 	for {
 		if it, ok := c.items[key]; ok {
@@ -232,11 +242,11 @@ func (c *cache[T]) hold(key string, fn func(v T, loaded bool)) {
 	fn(zero, false)
 }
 
-// errBusy is take's refusal when the key stays in use.
-var errBusy = errors.New("in use")
+// ErrBusy is Take's refusal when the key stays in use.
+var ErrBusy = errors.New("in use")
 
-// peek returns the item for key if it is loaded (without holding it).
-func (c *cache[T]) peek(key string) (T, bool) {
+// Peek returns the item for key if it is loaded (without holding it).
+func (c *Cache[T]) Peek(key string) (T, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	it, ok := c.items[key]
@@ -247,9 +257,9 @@ func (c *cache[T]) peek(key string) (T, bool) {
 	return it.v, true
 }
 
-// putIfAbsent stores v unless key holds something; it returns what key
+// PutIfAbsent stores v unless key holds something; it returns what key
 // holds. What is put this way is held by nobody and goes only as idle says.
-func (c *cache[T]) putIfAbsent(key string, v T) T {
+func (c *Cache[T]) PutIfAbsent(key string, v T) T {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if it, ok := c.items[key]; ok {
@@ -261,15 +271,15 @@ func (c *cache[T]) putIfAbsent(key string, v T) T {
 	return v
 }
 
-// len is how many items are loaded.
-func (c *cache[T]) len() int {
+// Len is how many items are loaded.
+func (c *Cache[T]) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.items)
 }
 
-// all returns every loaded item.
-func (c *cache[T]) all() []T {
+// All returns every loaded item.
+func (c *Cache[T]) All() []T {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]T, 0, len(c.items))
@@ -277,4 +287,14 @@ func (c *cache[T]) all() []T {
 		out = append(out, it.v)
 	}
 	return out
+}
+
+// Each calls fn with every loaded item and its key, under the cache's
+// lock: fn must not call the cache.
+func (c *Cache[T]) Each(fn func(key string, v T)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, it := range c.items {
+		fn(key, it.v)
+	}
 }
