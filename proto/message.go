@@ -192,3 +192,36 @@ func RawString(raw json.RawMessage) string {
 func MessageOf(o *Object) Message {
 	return Message{Role: o.Str("role"), Run: o.Str("run"), Name: o.Str("name"), TS: o.Str("ts"), Content: o.Raw("content")}
 }
+
+// MessageLine is the messages.jsonl line of a stamped frame, or nil: a
+// message as {"role",…}, a tool result as a tool message.
+func MessageLine(fr *Object) *Object {
+	switch fr.Str("type") {
+	case FrameMessage:
+		return NewObject("role", roleOf(fr), "run", fr.Raw("run"), "content", contentOf(fr), "ts", fr.Raw("ts"))
+	case FrameToolResult:
+		res := NewObject("type", "tool_result", "tool_call_id", fr.Raw("tool_call_id"), "content", contentOf(fr), "is_error", string(fr.Raw("is_error")) == "true")
+		msg := NewObject("role", "tool", "run", fr.Raw("run"))
+		if name := fr.Raw("name"); name != nil {
+			msg.Set("name", name)
+		}
+		msg.Set("content", []*Object{res})
+		msg.Set("ts", fr.Raw("ts"))
+		return msg
+	}
+	return nil
+}
+
+func roleOf(f *Object) string {
+	if r, ok := f.String("role"); ok {
+		return r
+	}
+	return "assistant"
+}
+
+func contentOf(f *Object) json.RawMessage {
+	if c := f.Raw("content"); c != nil {
+		return c
+	}
+	return json.RawMessage(`""`)
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -126,5 +127,34 @@ func TestMessageParts(t *testing.T) {
 	m, _ = ParseMessage([]byte(`{"role":"user"}`))
 	if got := m.Parts(); got != nil {
 		t.Fatalf("no content: %+v", got)
+	}
+}
+
+// MessageLine: a message frame is its role, run, content and time (an
+// assistant's when no role is given); a tool result is a tool message
+// holding one tool_result part; every other frame is no line.
+func TestMessageLine(t *testing.T) {
+	for _, c := range []struct {
+		frame, want string
+	}{
+		{`{"type":"message","content":"hi","run":"r1","ts":"T"}`, `{"role":"assistant","run":"r1","content":"hi","ts":"T"}`},
+		{`{"type":"message","role":"user","content":[{"type":"text","text":"q"}],"run":"r1","ts":"T"}`, `{"role":"user","run":"r1","content":[{"type":"text","text":"q"}],"ts":"T"}`},
+		{`{"type":"message","run":"r1","ts":"T"}`, `{"role":"assistant","run":"r1","content":"","ts":"T"}`},
+		{`{"type":"tool_result","tool_call_id":"c1","name":"sh","content":"out","is_error":true,"run":"r1","ts":"T"}`,
+			`{"role":"tool","run":"r1","name":"sh","content":[{"type":"tool_result","tool_call_id":"c1","content":"out","is_error":true}],"ts":"T"}`},
+		{`{"type":"delta","text":"x"}`, ``},
+		{`{"type":"tool_call","id":"c1","name":"sh"}`, ``},
+	} {
+		f, err := ParseObject([]byte(c.frame), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := MessageLine(f)
+		switch {
+		case c.want == "" && got != nil:
+			t.Errorf("%s: line %s, want none", c.frame, got.Line())
+		case c.want != "" && (got == nil || strings.TrimSpace(string(got.Line())) != c.want):
+			t.Errorf("%s:\n got %v\nwant %s", c.frame, got, c.want)
+		}
 	}
 }

@@ -58,7 +58,7 @@ func TestArchiveRefusesActive(t *testing.T) {
 	env.send(root0, coder(), `{"op":"send","id":"c","session":"other","input":"x"}`) // another current
 	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "sleeper"}, Name: "temp-busy"}
 	before := env.settledTree()
-	testkit.WantErrno(t, "archive of an active session", env.e.Archive(ref, privateOwner(0, 0), false), syscall.EBUSY)
+	testkit.WantErrno(t, "archive of an active session", env.e.Archive(ref, layout.PrivateOwner(0, 0), false), syscall.EBUSY)
 	testkit.WantErrno(t, "check of an active session", env.e.checkArchive(ref), syscall.EBUSY)
 	testkit.Same(t, "a refused archive", before, testkit.Snapshot(t, env.store, nil))
 }

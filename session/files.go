@@ -310,7 +310,7 @@ func (e *Engine) homeOwner(c layout.Caller, home string) (storefs.Owner, error) 
 		if err != nil {
 			return storefs.Owner{}, err
 		}
-		return sharedOwner(c.Uid, st.Gid), nil
+		return layout.SharedOwner(c.Uid, st.Gid), nil
 	}
 	loc, err := e.locateRef(c, layout.Ref{Container: layout.Container{Home: home}})
 	if err != nil {

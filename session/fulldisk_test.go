@@ -299,7 +299,7 @@ func TestReloadWithFailedValue(t *testing.T) {
 // takes no value either.
 func TestArchiveAndDeleteWithFailedValues(t *testing.T) {
 	d := sendsOnFullDisk(t, 2, 6, nil)
-	own := privateOwner(0, 0)
+	own := layout.PrivateOwner(0, 0)
 	// Spare twins are every write's scratch: each try of the failed
 	// values (every pass) changes them.
 	home := filepath.Join(d.store, "home/0")

@@ -32,7 +32,7 @@ func (e *Engine) GCIdle(idle time.Duration) []string {
 		if err != nil {
 			continue
 		}
-		own := privateOwner(uint32(uid), primaryGid(uint32(uid)))
+		own := layout.PrivateOwner(uint32(uid), primaryGid(uint32(uid)))
 		for _, rel := range layout.HomeSessionDirs(e.root, home, false) {
 			ct, name, ok := layout.ParseContainerRel(rel)
 			if m, _ := path.Match(gcIdlePattern, name); !ok || !m || ct.Kind != abi.KindAgent {

@@ -126,7 +126,7 @@ func (e *Engine) load(r layout.Ref) (*sess, error) {
 	s := newSess(e, r)
 	s.rel = rel
 	perm := os.FileMode(st.Mode).Perm()
-	s.own = historyOwner(storefs.Owner{Uid: int(st.Uid), Gid: int(st.Gid), DirMode: perm, FileMode: perm &^ 0o111})
+	s.own = layout.HistoryOwner(storefs.Owner{Uid: int(st.Uid), Gid: int(st.Gid), DirMode: perm, FileMode: perm &^ 0o111})
 	s.scope = scopeOfHome(r.Home)
 	s.updatedAt = e.readUnix(s.file(abi.FileUpdatedAt))
 	s.cwd, _ = e.readValue(s.file(abi.FileCwd))
@@ -168,7 +168,7 @@ func (e *Engine) createDir(r layout.Ref, own storefs.Owner, cwd string) error {
 	if _, err := e.Index(r.Container); err != nil {
 		return err
 	}
-	tmp, err := e.root.MkdirTemp(container, layout.NewDirPrefix+r.Name+"-", historyOwner(own).DirMode)
+	tmp, err := e.root.MkdirTemp(container, layout.NewDirPrefix+r.Name+"-", layout.HistoryOwner(own).DirMode)
 	if err != nil {
 		return err
 	}
@@ -189,7 +189,7 @@ func (e *Engine) createDir(r layout.Ref, own storefs.Owner, cwd string) error {
 // milliseconds on this kind of machine, and concurrent syncs share journal
 // commits). The identity names final, where the session will be.
 func (e *Engine) layout(tmp, final string, free storefs.Owner, scope, cwd string) error {
-	own := historyOwner(free) // all but context/, the session's free tree
+	own := layout.HistoryOwner(free) // all but context/, the session's free tree
 	if err := e.root.ChownOwned(tmp, own); err != nil {
 		return err
 	}
@@ -266,15 +266,15 @@ func (e *Engine) Index(ct layout.Container) (*index.Index, error) {
 		// is loaded (createDir loads it first), so what is half built
 		// here is what a crash left.
 		e.root.RemoveTemps(rel, layout.IsNewDir)
-		own := privateOwner(st.Uid, st.Gid)
+		own := layout.PrivateOwner(st.Uid, st.Gid)
 		if space, ok := strings.CutPrefix(ct.Home, "shared/"); ok {
 			sp, err := e.spaceStat(space)
 			if err != nil {
 				return nil, err
 			}
-			own = sharedOwner(st.Uid, sp.Gid)
+			own = layout.SharedOwner(st.Uid, sp.Gid)
 		}
-		x, err := index.Load(e.root, rel, historyOwner(own))
+		x, err := index.Load(e.root, rel, layout.HistoryOwner(own))
 		if err == nil {
 			x.OnChange(e.changed) // list, current and entries, as they change
 			x.UseValues(e.wal)    // current and entries: durable through the journal

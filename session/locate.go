@@ -34,7 +34,7 @@ func (e *Engine) locate(c layout.Caller, t Target, req *proto.Request) (*locatio
 	switch req.Scope {
 	case abi.ScopePrivate, abi.ScopeTemp:
 		ct.Home = layout.PrivateHome(c.Uid)
-		loc.own = privateOwner(c.Uid, c.Gid)
+		loc.own = layout.PrivateOwner(c.Uid, c.Gid)
 		if req.Scope == abi.ScopePrivate {
 			if err := e.EnsureHome(c.Uid); err != nil {
 				return nil, err
@@ -46,7 +46,7 @@ func (e *Engine) locate(c layout.Caller, t Target, req *proto.Request) (*locatio
 		if err != nil {
 			return nil, err
 		}
-		loc.own = sharedOwner(c.Uid, st.Gid)
+		loc.own = layout.SharedOwner(c.Uid, st.Gid)
 	}
 	loc.ref = layout.Ref{Container: ct, Name: req.Session, Temp: req.Scope == abi.ScopeTemp}
 	return loc, nil
@@ -62,7 +62,7 @@ func (e *Engine) locateRef(c layout.Caller, r layout.Ref) (*location, error) {
 		if err != nil {
 			return nil, err
 		}
-		loc.own = sharedOwner(c.Uid, st.Gid)
+		loc.own = layout.SharedOwner(c.Uid, st.Gid)
 		return loc, nil
 	}
 	uid, err := strconv.ParseUint(strings.TrimPrefix(r.Home, "home/"), 10, 32)
@@ -72,7 +72,7 @@ func (e *Engine) locateRef(c layout.Caller, r layout.Ref) (*location, error) {
 	if c.Uid != 0 && uint32(uid) != c.Uid {
 		return nil, abi.Errorf(syscall.EACCES, "", "another uid's home")
 	}
-	loc.own = privateOwner(uint32(uid), primaryGid(uint32(uid)))
+	loc.own = layout.PrivateOwner(uint32(uid), primaryGid(uint32(uid)))
 	return loc, nil
 }
 
@@ -134,7 +134,7 @@ func (e *Engine) EnsureHome(uid uint32) error {
 	if e.isDir(home) {
 		return nil
 	}
-	err := e.mkdirAll(home, privateOwner(uid, primaryGid(uid)))
+	err := e.mkdirAll(home, layout.PrivateOwner(uid, primaryGid(uid)))
 	if err == nil {
 		err = e.root.SyncDir("home")
 	}

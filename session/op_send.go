@@ -271,7 +271,7 @@ func (e *Engine) resolveCwd(c layout.Caller, loc *location, cwd string) (runDir,
 	}
 	own := loc.own
 	if loc.scope == abi.ScopeShared {
-		own = privateOwner(c.Uid, c.Gid)
+		own = layout.PrivateOwner(c.Uid, c.Gid)
 	}
 	root, err := e.openChroot(rootRel, own)
 	if err != nil {

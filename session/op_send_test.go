@@ -209,7 +209,7 @@ func TestSharedScope(t *testing.T) {
 		t.Fatalf("shared frames %s", types(frames))
 	}
 	// The store holds the log as root's history in the space's group; the
-	// mount shows the group its owner's bits (store.go: shownStat).
+	// mount shows the group its owner's bits (store.go: layout.ShownStat).
 	rel := "shared/team/agent/coder/session/default/messages.jsonl"
 	st, err := os.Stat(filepath.Join(env.store, rel))
 	testkit.Must(t, err)

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"encoding/json"
 	"strings"
 	"syscall"
 	"time"
@@ -123,9 +122,9 @@ func (b *batch) add(rn *run, fr *proto.Object) {
 	if fr.Str("type") == proto.FrameError {
 		rn.errCode = fr.Str("code")
 	}
-	if msg := messageLine(fr); msg != nil {
+	if msg := proto.MessageLine(fr); msg != nil {
 		b.msgs = append(b.msgs, msg.Line()...)
-		if roleOf(msg) == "assistant" {
+		if msg.Str("role") == "assistant" {
 			b.latest = msg
 			rn.sawMsg = true
 		}
@@ -288,39 +287,6 @@ func (s *sess) appendBoth(events, msgs []byte) error {
 	}
 	s.appended(abi.FileEvents, abi.FileMessages)
 	return nil
-}
-
-// messageLine is the messages.jsonl line of a stamped frame, or nil: a
-// message as {"role",…}, a tool result as a tool message.
-func messageLine(fr *proto.Object) *proto.Object {
-	switch fr.Str("type") {
-	case proto.FrameMessage:
-		return proto.NewObject("role", roleOf(fr), "run", fr.Raw("run"), "content", contentOf(fr), "ts", fr.Raw("ts"))
-	case proto.FrameToolResult:
-		res := proto.NewObject("type", "tool_result", "tool_call_id", fr.Raw("tool_call_id"), "content", contentOf(fr), "is_error", string(fr.Raw("is_error")) == "true")
-		msg := proto.NewObject("role", "tool", "run", fr.Raw("run"))
-		if name := fr.Raw("name"); name != nil {
-			msg.Set("name", name)
-		}
-		msg.Set("content", []*proto.Object{res})
-		msg.Set("ts", fr.Raw("ts"))
-		return msg
-	}
-	return nil
-}
-
-func roleOf(f *proto.Object) string {
-	if r, ok := f.String("role"); ok {
-		return r
-	}
-	return "assistant"
-}
-
-func contentOf(f *proto.Object) json.RawMessage {
-	if c := f.Raw("content"); c != nil {
-		return c
-	}
-	return json.RawMessage(`""`)
 }
 
 // maxMessageText bounds the text of one recorded assistant message made

@@ -20,68 +20,8 @@ import (
 // store-relative paths, walked without following any symlink. This file
 // holds the few shapes in which the engine writes.
 
-// privateOwner owns what the engine makes in uid's home: 0700/0600. It
-// is the logical owner, what the mount shows: the store holds history as
-// historyOwner says, and only the free trees as this.
-func privateOwner(uid, gid uint32) storefs.Owner {
-	return storefs.Owner{Uid: int(uid), Gid: int(gid), DirMode: 0o700, FileMode: 0o600}
-}
-
-// sharedOwner owns what uid makes in a shared space whose group is gid:
-// the group reads and writes everything (SPEC 2). Logical, as
-// privateOwner.
-func sharedOwner(uid, gid uint32) storefs.Owner {
-	return storefs.Owner{Uid: int(uid), Gid: int(gid), DirMode: 0o770, FileMode: 0o660}
-}
-
-// History is the server's (issue 19, finding 4): every store directory and
-// file of a home or a space but its free trees (logs, seals, identities,
-// values, the index, archives, the directories holding them, home/<uid>
-// itself) belongs to the server's uid, with its owner's mode bits only.
-// A user who reaches the store by a path (a jailed process's
-// /proc/PID/root/..) can then neither read nor change their history
-// there: they reach it only through the mount, which shows each file its
-// logical owner and mode (shownStat). The store keeps the logical group as
-// the file's group: with no group bits it grants nothing, and the mount
-// shows it. The free trees (an agent's root/, a session's context/) stay
-// their user's, as users keep anything there.
-
-// historyOwner is how the store holds history whose logical owner is own.
-func historyOwner(own storefs.Owner) storefs.Owner {
-	return storefs.Owner{Uid: layout.ServerUid, Gid: own.Gid, DirMode: own.DirMode & 0o700, FileMode: own.FileMode & 0o700}
-}
-
-// ownerAt is the owner the store file rel is made with, for the logical
-// owner own: own itself in a free tree, historyOwner(own) anywhere else.
-func ownerAt(rel string, own storefs.Owner) storefs.Owner {
-	if layout.FreeTree(rel) {
-		return own
-	}
-	return historyOwner(own)
-}
-
-// shownStat is st, the store's stat of rel, as the mount shows it: history
-// with its logical owner, the uid of its home (and in a space, the owner's
-// bits given to the space's group too, which the file keeps as its group);
-// the top directories, the spaces themselves and the free trees as they
-// are. st is not changed.
-func shownStat(rel string, st *unix.Stat_t) *unix.Stat_t {
-	p := layout.Classify(rel) // once: this is on every lookup's path
-	if !p.Exists() || p.Kind == layout.PlaceTop || p.Kind == layout.PlaceSpace || layout.InFreeTree(rel, p) {
-		return st
-	}
-	out := *st
-	if uid, ok := strings.CutPrefix(p.Home, "home/"); ok {
-		n, _ := strconv.ParseUint(uid, 10, 32) // Classify checked it
-		out.Uid = uint32(n)
-	} else {
-		out.Mode |= (st.Mode & 0o700) >> 3
-	}
-	return &out
-}
-
 // mkdirAll creates rel and its missing parents, each owned by own as
-// ownerAt says (history by the server, free trees by own). It is
+// layout.OwnerAt says (history by the server, free trees by own). It is
 // on the send path (the chroot root), so an existing directory costs one
 // stat, not a mkdir per component. Something other than a directory on
 // the way is an *storefs.UnsafeError.
@@ -92,7 +32,7 @@ func (e *Engine) mkdirAll(rel string, own storefs.Owner) error {
 	cur := ""
 	for _, part := range strings.Split(rel, "/") {
 		cur = path.Join(cur, part)
-		err := e.root.MkdirOwned(cur, ownerAt(cur, own))
+		err := e.root.MkdirOwned(cur, layout.OwnerAt(cur, own))
 		if errors.Is(err, fs.ErrExist) {
 			if st, err := e.root.Lstat(cur); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 				return &storefs.UnsafeError{Op: "mkdir", Path: e.root.Show(cur), What: "not a directory"}
@@ -206,18 +146,18 @@ func (e *Engine) readFile(rel string, limit int64) ([]byte, error) {
 	return e.root.ReadFile(rel, limit)
 }
 
-// lstat describes the store file rel as the mount shows it (shownStat),
+// lstat describes the store file rel as the mount shows it (layout.ShownStat),
 // never following a link, or the file the derived value waiting for it
 // will be (behind).
 func (e *Engine) lstat(rel string) (*unix.Stat_t, error) {
 	if v, ok := e.derived.value(rel); ok {
-		return shownStat(rel, &v.Stat), nil
+		return layout.ShownStat(rel, &v.Stat), nil
 	}
 	st, err := e.root.Lstat(rel)
 	if err != nil {
 		return nil, err
 	}
-	return shownStat(rel, st), nil
+	return layout.ShownStat(rel, st), nil
 }
 
 // readUnix reads a timestamp file (Unix seconds); 0 when missing or bad.

@@ -46,11 +46,11 @@ func Memoized(pl layout.Place) bool {
 // that protect or judge (archive's state check, self_id claims) read the
 // store itself, or the value waiting for it (readValue). EFBIG for a file
 // over layout.MaxValueFile. Data is shared: callers must not change it. The
-// attributes are shown as the mount shows the store's (shownStat).
+// attributes are shown as the mount shows the store's (layout.ShownStat).
 func (e *Engine) Value(rel string) (Value, error) {
 	v, err := e.value(rel)
 	if err == nil {
-		v.Stat = *shownStat(rel, &v.Stat)
+		v.Stat = *layout.ShownStat(rel, &v.Stat)
 	}
 	return v, err
 }
