@@ -353,7 +353,12 @@ func parseList(data []byte) ([]string, error) {
 
 // loadCurrent reads index/current; a value naming no session is removed.
 func (x *Index) loadCurrent(exists sessionSet) {
-	p := path.Join(x.idx, currentFile)
+	x.loadValue(path.Join(x.idx, currentFile), exists, func(name string) { x.current = name })
+}
+
+// loadValue reads the value file p and hands it to use when it names a
+// session that exists; one naming no session is removed, a problem noted.
+func (x *Index) loadValue(p string, exists sessionSet, use func(name string)) {
 	name, ok, err := x.readValue(p)
 	switch {
 	case err != nil:
@@ -362,7 +367,7 @@ func (x *Index) loadCurrent(exists sessionSet) {
 	case !exists.has(name):
 		x.dropDangling(p, name)
 	default:
-		x.current = name
+		use(name)
 	}
 }
 
@@ -386,16 +391,7 @@ func (x *Index) loadEntries(kind string, exists sessionSet) error {
 			x.problem(p, abi.Errorf(syscall.EINVAL, "", "invalid %s key", kind))
 			continue
 		}
-		name, ok, err := x.readValue(p)
-		switch {
-		case err != nil:
-			x.problem(p, err)
-		case !ok:
-		case !exists.has(name):
-			x.dropDangling(p, name)
-		default:
-			x.setEntryLocked(kind, key, name)
-		}
+		x.loadValue(p, exists, func(name string) { x.setEntryLocked(kind, key, name) })
 	}
 	return nil
 }

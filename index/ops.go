@@ -114,36 +114,26 @@ func (x *Index) Touch(name, cwd string) error {
 			return ioErr(op, "", err)
 		}
 	}
-	x.wmu.Lock()
-	defer x.wmu.Unlock()
-	if err := x.readyListed(op, name); err != nil {
-		return err
-	}
-	x.toFront(name)
-	if cwd == "" {
-		return nil
-	}
-	if err := x.putEntry(op, abi.IndexByCwd, abi.CwdKey(cwd), name, storefs.SyncData); err != nil {
-		return err
-	}
-	return x.putCurrent(op, name, storefs.SyncData)
+	return x.change(op, name, x.readyListed, func() error {
+		x.toFront(name)
+		if cwd == "" {
+			return nil
+		}
+		if err := x.putEntry(op, abi.IndexByCwd, abi.CwdKey(cwd), name, storefs.SyncData); err != nil {
+			return err
+		}
+		return x.putCurrent(op, name, storefs.SyncData)
+	})
 }
 
 // Add puts a newly created session at the top of the list (it does not
 // become current: creating is not sending). EINVAL for a bad name, ENOENT
 // when its directory does not exist.
 func (x *Index) Add(name string) error {
-	const op = "add"
-	if err := checkName(op, name); err != nil {
-		return err
-	}
-	x.wmu.Lock()
-	defer x.wmu.Unlock()
-	if err := x.ready(op, name); err != nil {
-		return err
-	}
-	x.toFront(name)
-	return nil
+	return x.change("add", name, x.ready, func() error {
+		x.toFront(name)
+		return nil
+	})
 }
 
 // Remove drops name from the list, every by-cwd/by-hash/by-uuid entry whose
@@ -153,14 +143,11 @@ func (x *Index) Add(name string) error {
 // finishes the job.
 func (x *Index) Remove(name string) error {
 	const op = "remove"
-	if err := checkName(op, name); err != nil {
-		return err
-	}
-	x.wmu.Lock()
-	defer x.wmu.Unlock()
-	if err := x.checkOpen(op); err != nil {
-		return err
-	}
+	return x.change(op, name, func(op, _ string) error { return x.checkOpen(op) }, func() error { return x.remove(op, name) })
+}
+
+// remove is Remove once the index is known open; caller holds wmu.
+func (x *Index) remove(op, name string) error {
 	x.mu.Lock()
 	e, listed := x.pos[name]
 	if listed {
@@ -187,15 +174,7 @@ func (x *Index) Remove(name string) error {
 // EINVAL for a bad name, ENOENT unless the session directory exists.
 func (x *Index) SetCurrent(name string) error {
 	const op = "set current"
-	if err := checkName(op, name); err != nil {
-		return err
-	}
-	x.wmu.Lock()
-	defer x.wmu.Unlock()
-	if err := x.ready(op, name); err != nil {
-		return err
-	}
-	return x.putCurrent(op, name, storefs.SyncAll)
+	return x.change(op, name, x.ready, func() error { return x.putCurrent(op, name, storefs.SyncAll) })
 }
 
 // SetEntry creates or replaces by-hash/<key> or by-uuid/<key> with name.
@@ -207,15 +186,7 @@ func (x *Index) SetEntry(kind, key, name string) error {
 	if err := checkWritableKey(op, kind, key); err != nil {
 		return err
 	}
-	if err := checkName(op, name); err != nil {
-		return err
-	}
-	x.wmu.Lock()
-	defer x.wmu.Unlock()
-	if err := x.ready(op, name); err != nil {
-		return err
-	}
-	return x.putEntry(op, kind, key, name, storefs.SyncAll)
+	return x.change(op, name, x.ready, func() error { return x.putEntry(op, kind, key, name, storefs.SyncAll) })
 }
 
 // RemoveEntry unlinks by-hash/<key> or by-uuid/<key>. EPERM for by-cwd,
@@ -234,6 +205,21 @@ func (x *Index) RemoveEntry(kind, key string) error {
 		return abi.Errorf(syscall.ENOENT, op, "%s/%s", kind, key)
 	}
 	return x.dropEntry(op, kind, key)
+}
+
+// change is one change of the index about the session name: name
+// checked, then, holding wmu, the index checked by check (ready,
+// readyListed, or only open), then fn.
+func (x *Index) change(op, name string, check func(op, name string) error, fn func() error) error {
+	if err := checkName(op, name); err != nil {
+		return err
+	}
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if err := check(op, name); err != nil {
+		return err
+	}
+	return fn()
 }
 
 // ---- helpers; the callers below hold wmu ----
