@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -387,11 +386,15 @@ func (e *Engine) MakeNode(rel string) error {
 }
 
 // MkdirAt makes the directory rel through the mount: a session (as by its
-// first send) or a structural directory of the tree; the rules of SPEC 2
-// say which may exist (EPERM otherwise, EINVAL for a bad name).
+// first send), a structural directory of the tree, or one of the
+// archive's (files.go); the rules of SPEC 2 and 12 say which may exist
+// (EPERM otherwise, EINVAL for a bad name). The checks come in this
+// order, which the errno shows: the archive's shape, then whether a name
+// may be made there at all (creatable), then the caller's right to the
+// home, then what may be made in it.
 func (e *Engine) MkdirAt(c layout.Caller, rel string) error {
-	if parts := strings.Split(rel, "/"); len(parts) >= 3 && len(parts) <= 4 && parts[0] == "home" && parts[2] == abi.ArchivedDir {
-		return e.Mkdir(c, rel) // the archive's directories (SPEC 12)
+	if home, agent, ok := layout.ArchiveDir(rel); ok {
+		return e.mkdirArchive(c, home, agent, rel)
 	}
 	pl, err := e.creatable(rel)
 	switch {
@@ -399,10 +402,18 @@ func (e *Engine) MkdirAt(c layout.Caller, rel string) error {
 		return err
 	case !pl.IsDir():
 		return abi.Errorf(syscall.EPERM, "mkdir", "not a directory of the ABI")
-	case pl.Kind == layout.PlaceSession:
-		return e.CreateSession(c, pl.Ref())
 	}
-	return e.Mkdir(c, rel)
+	switch pl.Kind {
+	case layout.PlaceSession:
+		return e.CreateSession(c, pl.Ref())
+	case layout.PlaceSpace:
+		return e.mkdirSpace(c, pl.Home)
+	case layout.PlaceHome:
+		return e.mkdirHome(c, pl.Home)
+	case layout.PlaceTop:
+		return notMade(rel)
+	}
+	return e.mkdirInHome(c, pl, rel)
 }
 
 // Unlink removes rel through the mount: by-hash and by-uuid entries only;
