@@ -2,10 +2,12 @@ package fs
 
 import (
 	"os"
+	"path"
 	"syscall"
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
 
@@ -90,6 +92,44 @@ func TestMkdirErrnoOrder(t *testing.T) {
 		err := v.e.MkdirAt(c.who, c.rel)
 		if got := abi.Errno(err); got != c.want {
 			t.Errorf("mkdir %s as uid %d: %v (%s), want %s", c.rel, c.who.Uid, err, abi.ErrnoName(got), abi.ErrnoName(c.want))
+		}
+	}
+}
+
+// What the engine promises of each directory's listing (session.Promises),
+// which fs turns into the kernel's caches: kept for the sessions'
+// directories and the index's, from memory for the index's; nothing for
+// the rest, whose names may change behind the kernel's back or are
+// structural.
+func TestListingPromises(t *testing.T) {
+	v := newHandleEnv(t)
+	sess := v.session(user)
+	sessions := path.Dir(sess)
+	testkit.Must(t, v.e.MkdirAt(layout.Caller{Uid: user, Gid: user}, "home/1001/archived_sessions/coder"))
+	for _, c := range []struct {
+		rel               string
+		cache, fromMemory bool
+	}{
+		{"home", false, false},
+		{"home/1001", false, false},
+		{"home/1001/agent", false, false},
+		{"home/1001/agent/coder", false, false},
+		{"home/1001/agent/coder/root", false, false},
+		{"home/1001/archived_sessions/coder", false, false},
+		{sessions, true, false},
+		{sess, true, false},
+		{sessions + "/index", true, true},
+		{sessions + "/index/by-hash", true, true},
+		{sess + "/context", false, false},
+		{sess + "/state", false, false},
+	} {
+		n, err := v.e.Lookup(user, c.rel)
+		if err != nil {
+			t.Errorf("lookup %s: %v", c.rel, err)
+			continue
+		}
+		if n.CacheListing != c.cache || n.ListedFromMemory != c.fromMemory {
+			t.Errorf("%s: CacheListing %v, ListedFromMemory %v; want %v, %v", c.rel, n.CacheListing, n.ListedFromMemory, c.cache, c.fromMemory)
 		}
 	}
 }
