@@ -20,19 +20,37 @@ import (
 type dirNode struct {
 	storeNode
 	tracked // notify.go
+	// promises are what the engine promised of this directory's listing
+	// when it described it (session.Node): fs reads them, never decides.
+	promises session.Promises
 	// movedTo is where an archive through the mount moved this directory
-	// (Rename). The kernel goes on using this node for the new name until
-	// it forgets it (forget, queued by Rename): meanwhile the directory and
-	// its children are found at the new place.
-	movedTo atomic.Pointer[string]
+	// (Rename), with the engine's promises there. The kernel goes on
+	// using this node for the new name until it forgets it (forget,
+	// queued by Rename): meanwhile the directory and its children are
+	// found at the new place.
+	movedTo atomic.Pointer[movedDir]
+}
+
+// movedDir is a directory's new place and what the engine promises there.
+type movedDir struct {
+	rel      string
+	promises session.Promises
 }
 
 // dir is the directory's store path now.
 func (d *dirNode) dir() string {
 	if p := d.movedTo.Load(); p != nil {
-		return *p
+		return p.rel
 	}
 	return d.rel
+}
+
+// promised is what the engine promises of the directory's listing now.
+func (d *dirNode) promised() session.Promises {
+	if p := d.movedTo.Load(); p != nil {
+		return p.promises
+	}
+	return d.promises
 }
 
 var (
@@ -64,13 +82,14 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 }
 
 // OpendirHandle opens the directory for listing. The kernel keeps the
-// listing of a cachedDir (FOPEN_CACHE_DIR): a warm `ls` then costs an
+// listing of a directory the engine says it may (session.Promises,
+// FOPEN_CACHE_DIR): a warm `ls` then costs an
 // OPENDIR and nothing per entry, where each listing was a READDIRPLUS
 // that looked up every entry in the store. The listing is made at the
 // first read, not here: a kernel serving it from its cache reads nothing.
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	h := &dirHandle{list: d.Readdir}
-	if cachedDir(layout.Classify(d.dir())) {
+	if d.promised().CacheListing {
 		return h, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
 	}
 	return h, 0, 0
@@ -153,7 +172,7 @@ func (d *dirNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOu
 	d.gave() // before the stat: see tracked
 	rel := d.dir()
 	pl := layout.Classify(rel)
-	out.SetTimeout(attrTimeout(pl, true))
+	out.SetTimeout(attrTimeout(true, d.promised()))
 	st, err := d.m.e.Stat(rel)
 	if err != nil {
 		return errno(err)
@@ -239,11 +258,21 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent fs.InodeEmb
 	}
 	if child := d.GetChild(name); child != nil {
 		if moved, ok := child.Operations().(*dirNode); ok {
-			moved.movedTo.Store(&newRel)
+			moved.movedTo.Store(&movedDir{rel: newRel, promises: d.m.promisesAt(ctx, newRel)})
 		}
 	}
 	d.m.ms.forget(newRel) // and then the kernel makes a node for the new place
 	return 0
+}
+
+// promisesAt is what the engine promises of the directory rel's listing
+// (none when it cannot say: the kernel then always asks).
+func (m *mountState) promisesAt(ctx context.Context, rel string) session.Promises {
+	n, err := m.e.Lookup(callerUid(ctx), rel)
+	if err != nil {
+		return session.Promises{}
+	}
+	return n.Promises
 }
 
 // Statfs reports the store's filesystem (df, and tools that check space).

@@ -120,29 +120,11 @@ func (n *storeNode) stampAttr(out *fuse.Attr) {
 	}
 }
 
-// cachedDir reports whether the kernel keeps the listing of a directory
-// of place pl (FOPEN_CACHE_DIR) and its attributes for cacheTimeout: the
-// session containers, the sessions and the index, whose every change of
-// names the engine announces (a session made or archived, a value or
-// snapshot replaced, an entry written). A changed listing also moves the
-// store directory's mtime, which the kernel checks before serving a
-// cached listing. A warm listing then costs an OPENDIR and nothing per
-// entry (docs/benchmarks.md#kernel-caches).
-func cachedDir(pl layout.Place) bool {
-	switch pl.Kind {
-	case layout.PlaceSessions, layout.PlaceSession, layout.PlaceIndex, layout.PlaceIndexKeys:
-		return true
-	}
-	return false
-}
-
-// attrTimeout is how long the kernel keeps the attributes of a node of
-// place pl (see cacheTimeout).
-func attrTimeout(pl layout.Place, dir bool) time.Duration {
-	switch {
-	case pl.Kind == layout.PlaceFree, pl.Kind == layout.PlaceFreeRoot:
-		return dirAttrTimeout
-	case dir && !cachedDir(pl):
+// attrTimeout is how long the kernel keeps the attributes of a node (see
+// cacheTimeout): a directory's for long only where the engine promises to
+// announce every change of its names (session.Promises.CacheListing).
+func attrTimeout(dir bool, p session.Promises) time.Duration {
+	if dir && !p.CacheListing {
 		return dirAttrTimeout
 	}
 	return cacheTimeout
@@ -292,7 +274,7 @@ func (m *mountState) newNode(n session.Node, rel string) (fs.InodeEmbedder, uint
 	case n.Place.Kind == layout.PlaceFreeRoot:
 		return &freeNode{m: m}, syscall.S_IFDIR
 	case n.Dir:
-		return &dirNode{storeNode: newStoreNode(w)}, syscall.S_IFDIR
+		return &dirNode{storeNode: newStoreNode(w), promises: n.Promises}, syscall.S_IFDIR
 	case n.Place.Kind == layout.PlaceLog:
 		return &logNode{storeNode: newStoreNode(w)}, syscall.S_IFREG
 	case n.Place.Kind == layout.PlaceValue:
@@ -338,7 +320,7 @@ func (m *mountState) attach(ctx context.Context, parent *fs.Inode, n session.Nod
 	} else if sn, ok := child.Operations().(interface{ stampAttr(*fuse.Attr) }); ok {
 		sn.stampAttr(&out.Attr)
 	}
-	timeout := attrTimeout(n.Place, typ == syscall.S_IFDIR)
+	timeout := attrTimeout(typ == syscall.S_IFDIR, n.Promises)
 	entry := cacheTimeout
 	if m.ms.gen.Load() != gen {
 		timeout, entry = alwaysAsk, alwaysAsk

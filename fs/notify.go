@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,7 +76,7 @@ func (ms *Mounts) announced(rel string, how session.Change) {
 		}
 		return
 	}
-	if parent != nil && listedFromMemory(layout.Classify(path.Dir(rel))) {
+	if listedFromMemory(parent) {
 		stamp(parent) // a name may have come or gone: the listing goes
 	}
 	if pl.Kind != layout.PlaceIndex {
@@ -110,11 +109,15 @@ func (ms *Mounts) announced(rel string, how session.Change) {
 	}
 }
 
-// listedFromMemory: the index's directories list what the index holds
-// (its store files follow at the journal's checkpoint), so their store
-// mtimes do not move when a name comes or goes; their stamps do.
-func listedFromMemory(pl layout.Place) bool {
-	return pl.Kind == layout.PlaceIndex || pl.Kind == layout.PlaceIndexKeys
+// listedFromMemory reports whether the engine lists the directory n from
+// its memory (session.Promises.ListedFromMemory): its store mtime does
+// not move when a name comes or goes; its stamp does.
+func listedFromMemory(n *fs.Inode) bool {
+	if n == nil {
+		return false
+	}
+	d, ok := n.Operations().(*dirNode)
+	return ok && d.promised().ListedFromMemory
 }
 
 // stamp moves n's change stamp (for nodes that carry one).

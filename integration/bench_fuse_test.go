@@ -757,7 +757,7 @@ func serveRef(spec string) int {
 // are copies of it made in the store while the server is stopped (mkdir
 // through the mount costs ~25-40 ms a session here, see docs/benchmarks.md).
 // The kernel keeps the listing, the names and the attributes of a session
-// container (fs/node.go, cachedDir), so the iterations after the first are
+// container (session.Promises.CacheListing), so the iterations after the first are
 // served from its caches, as ext4's are from its own.
 func BenchmarkLsSessions(b *testing.B) {
 	const n = 10000

@@ -207,84 +207,70 @@ func (e *Engine) WriteFile(c layout.Caller, r layout.Ref, file string, data []by
 	return nil
 }
 
-// Mkdir creates a structural directory of the tree through the mount
-// (home/<uid>/agent/<name>, model/<provider>, model/<provider>/<model>.d,
-// shared/<space> by root): the rules of SPEC section 2 decide which names
-// may exist (EPERM otherwise, EINVAL for a bad name). A session directory
-// is CreateSession, not Mkdir. The directory is owned like its home.
-// mkdirHome is mkdir of home/<uid> (SPEC 2): a uid's own home, or any
-// uid's home for root (to prepare an agent's root/ before the user's first
-// send); it belongs to that uid either way. EEXIST when it exists.
-func (e *Engine) mkdirHome(c layout.Caller, name string) error {
-	uid, err := strconv.ParseUint(name, 10, 32)
+// mkdirHome is mkdir of home (home/<uid>, SPEC 2): a uid's own home, or
+// any uid's home for root (to prepare an agent's root/ before the user's
+// first send); it belongs to that uid either way. EEXIST when it exists.
+func (e *Engine) mkdirHome(c layout.Caller, home string) error {
+	uid, err := strconv.ParseUint(strings.TrimPrefix(home, "home/"), 10, 32)
 	switch {
-	case err != nil || strconv.FormatUint(uid, 10) != name:
-		return &abi.Error{Op: "mkdir", Path: "home/" + name, Errno: syscall.EINVAL, Msg: "a home is named by a uid"}
+	case err != nil:
+		return &abi.Error{Op: "mkdir", Path: home, Errno: syscall.EINVAL, Msg: "a home is named by a uid"}
 	case c.Uid != 0 && uint32(uid) != c.Uid:
-		return &abi.Error{Op: "mkdir", Path: "home/" + name, Errno: syscall.EACCES, Msg: "only root creates another uid's home"}
+		return &abi.Error{Op: "mkdir", Path: home, Errno: syscall.EACCES, Msg: "only root creates another uid's home"}
 	case e.isDir(layout.PrivateHome(uint32(uid))):
 		return syscall.EEXIST
 	}
 	return e.EnsureHome(uint32(uid))
 }
 
-func (e *Engine) Mkdir(c layout.Caller, rel string) error {
-	rel = path.Clean(strings.Trim(rel, "/"))
-	parts := strings.Split(rel, "/")
-	bad := func(errno syscall.Errno, msg string) error {
-		return &abi.Error{Op: "mkdir", Path: rel, Errno: errno, Msg: msg}
+// mkdirSpace is mkdir of a shared space (shared/<space>): root's alone.
+func (e *Engine) mkdirSpace(c layout.Caller, home string) error {
+	if c.Uid != 0 {
+		return &abi.Error{Op: "mkdir", Path: home, Errno: syscall.EPERM, Msg: "only root creates shared spaces"}
 	}
-	if parts[0] == "shared" && len(parts) == 2 {
-		if c.Uid != 0 {
-			return bad(syscall.EPERM, "only root creates shared spaces")
-		}
-		if !abi.ValidName(parts[1]) {
-			return bad(syscall.EINVAL, "invalid space name")
-		}
-		return e.AddSpace(parts[1], -1, 0o770|os.ModeSetgid)
-	}
-	if parts[0] == "home" && len(parts) == 2 {
-		return e.mkdirHome(c, parts[1])
-	}
-	if parts[0] == "home" && len(parts) <= 4 && len(parts) >= 3 && parts[2] == abi.ArchivedDir {
-		// The home's archive and an agent's place in it: where a session
-		// is renamed to be archived (SPEC 12).
-		own, err := e.homeOwner(c, parts[0]+"/"+parts[1])
-		if err != nil {
-			return err
-		}
-		if len(parts) == 4 && !abi.ValidName(parts[3]) {
-			return bad(syscall.EINVAL, "invalid agent name")
-		}
-		return e.mkdirNew(own, rel)
-	}
-	if len(parts) < 3 || (parts[0] != "home" && parts[0] != "shared") {
-		return bad(syscall.EPERM, "not a name the ABI allows here")
-	}
-	own, err := e.homeOwner(c, parts[0]+"/"+parts[1])
+	return e.AddSpace(strings.TrimPrefix(home, "shared/"), -1, 0o770|os.ModeSetgid)
+}
+
+// mkdirArchive makes the home's archive or an agent's place in it (rel,
+// layout.ArchiveDir): where a session is renamed to be archived (SPEC 12).
+// The caller's right to the home is asked before the agent's name.
+func (e *Engine) mkdirArchive(c layout.Caller, home, agent, rel string) error {
+	own, err := e.homeOwner(c, home)
 	if err != nil {
 		return err
 	}
-	switch {
-	case len(parts) == 3 && (parts[2] == abi.KindAgent || parts[2] == abi.KindModel):
+	if agent != "" && !abi.ValidName(agent) {
+		return &abi.Error{Op: "mkdir", Path: rel, Errno: syscall.EINVAL, Msg: "invalid agent name"}
+	}
+	return e.mkdirNew(own, rel)
+}
+
+// mkdirInHome makes a structural directory below a home or space (place
+// pl at rel) with the directories that belong inside it:
+// <home>/agent/<name> (and its session/ and root/), <home>/model/<provider>,
+// <home>/model/<provider>/<model>.d (and its session/). The directory is
+// owned like its home. The directories the engine makes itself (session/,
+// index/, root/, context/) are EPERM, once the caller may use the home.
+func (e *Engine) mkdirInHome(c layout.Caller, pl layout.Place, rel string) error {
+	own, err := e.homeOwner(c, pl.Home)
+	if err != nil {
+		return err
+	}
+	switch pl.Kind {
+	case layout.PlaceAgents, layout.PlaceModels, layout.PlaceProvider:
 		return e.mkdirNew(own, rel)
-	case len(parts) == 4 && parts[2] == abi.KindAgent:
-		if !abi.ValidName(parts[3]) {
-			return bad(syscall.EINVAL, "invalid agent name")
-		}
+	case layout.PlaceAgent:
 		return e.mkdirNew(own, rel, rel+"/session", rel+"/root")
-	case len(parts) == 4 && parts[2] == abi.KindModel:
-		if !abi.ValidName(parts[3]) {
-			return bad(syscall.EINVAL, "invalid provider name")
-		}
-		return e.mkdirNew(own, rel)
-	case len(parts) == 5 && parts[2] == abi.KindModel && strings.HasSuffix(parts[4], ".d"):
-		if !abi.ValidName(strings.TrimSuffix(parts[4], ".d")) {
-			return bad(syscall.EINVAL, "invalid model name")
-		}
+	case layout.PlaceModel:
 		return e.mkdirNew(own, rel, rel+"/session")
 	}
-	return bad(syscall.EPERM, "not a name the ABI allows here")
+	return notMade(rel)
+}
+
+// notMade is mkdir's answer for a directory of the ABI no one makes
+// through the mount.
+func notMade(rel string) error {
+	return &abi.Error{Op: "mkdir", Path: rel, Errno: syscall.EPERM, Msg: "not a name the ABI allows here"}
 }
 
 // mkdirNew creates rel (EEXIST if it exists) and then the extra

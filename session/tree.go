@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -32,9 +31,54 @@ type Node struct {
 	Place layout.Place
 	// Stat is the store file's, never following a link; for a virtual
 	// file (ctl, index/list, an index value) it is its directory's.
-	Stat    *unix.Stat_t
-	Virtual bool
-	Dir     bool // a directory (of the ABI, of a free tree, or archived)
+	Stat     *unix.Stat_t
+	Virtual  bool
+	Dir      bool // a directory (of the ABI, of a free tree, or archived)
+	Promises      // of a directory: what fs may let the kernel keep of it
+}
+
+// Promises are what the engine promises about a directory's listing, so
+// that fs may let the kernel keep it: fs reads them, and never decides
+// them from the directory's kind. The zero value (the kernel always asks)
+// is the safe answer, and is every other directory's: the mount roots and
+// the structural directories (another process may add a shared space to
+// the store), the archive and the free trees (written behind the kernel's
+// back by a jailed run, through a bind of the store).
+type Promises struct {
+	// CacheListing: the kernel may keep the directory's listing
+	// (FOPEN_CACHE_DIR) and its attributes for long. Kept because every
+	// change of the directory's names is announced (changed, which tells
+	// the mounts through OnChange) right after it is made, before it is
+	// acknowledged: a session made (CreateSession, create: its
+	// container) or archived (Archive: the session, its container and
+	// the index files that named it); the index directory made when its
+	// index loads (Index: the container); a value or snapshot of a
+	// session replaced (its file, by the writer of each: the session
+	// directory's attributes go stale with it); an index entry or
+	// current written or removed (index.OnChange, wired in Index). A
+	// change of names also moves the store directory's mtime, which the
+	// kernel checks before serving a cached listing, except where
+	// ListedFromMemory.
+	CacheListing bool
+	// ListedFromMemory: the directory lists what the index holds in
+	// memory (indexEntries), and its store files follow at the journal's
+	// checkpoint, so its store mtime does not move when a name comes or
+	// goes: fs moves the directory's own stamp when one of its names is
+	// announced, which is what resets the kernel's cached listing.
+	ListedFromMemory bool
+}
+
+// promisesOf is what the engine promises about the listing of a directory
+// of place pl (see Promises): the session containers, the sessions and
+// the index's directories, which hold what a user lists most.
+func promisesOf(pl layout.Place) Promises {
+	switch pl.Kind {
+	case layout.PlaceSessions, layout.PlaceSession:
+		return Promises{CacheListing: true}
+	case layout.PlaceIndex, layout.PlaceIndexKeys:
+		return Promises{CacheListing: true, ListedFromMemory: true}
+	}
+	return Promises{}
 }
 
 // Lookup says what rel is: ENOENT when the tree has no such name, or when
@@ -65,6 +109,7 @@ func (e *Engine) Lookup(uid uint32, rel string) (Node, error) {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		n.Dir = pl.IsDir() || pl.Kind == layout.PlaceArchived
+		n.Promises = promisesOf(pl)
 	case unix.S_IFREG:
 		if pl.IsDir() {
 			return Node{}, syscall.ENOENT
@@ -341,11 +386,15 @@ func (e *Engine) MakeNode(rel string) error {
 }
 
 // MkdirAt makes the directory rel through the mount: a session (as by its
-// first send) or a structural directory of the tree; the rules of SPEC 2
-// say which may exist (EPERM otherwise, EINVAL for a bad name).
+// first send), a structural directory of the tree, or one of the
+// archive's (files.go); the rules of SPEC 2 and 12 say which may exist
+// (EPERM otherwise, EINVAL for a bad name). The checks come in this
+// order, which the errno shows: the archive's shape, then whether a name
+// may be made there at all (creatable), then the caller's right to the
+// home, then what may be made in it.
 func (e *Engine) MkdirAt(c layout.Caller, rel string) error {
-	if parts := strings.Split(rel, "/"); len(parts) >= 3 && len(parts) <= 4 && parts[0] == "home" && parts[2] == abi.ArchivedDir {
-		return e.Mkdir(c, rel) // the archive's directories (SPEC 12)
+	if home, agent, ok := layout.ArchiveDir(rel); ok {
+		return e.mkdirArchive(c, home, agent, rel)
 	}
 	pl, err := e.creatable(rel)
 	switch {
@@ -353,10 +402,18 @@ func (e *Engine) MkdirAt(c layout.Caller, rel string) error {
 		return err
 	case !pl.IsDir():
 		return abi.Errorf(syscall.EPERM, "mkdir", "not a directory of the ABI")
-	case pl.Kind == layout.PlaceSession:
-		return e.CreateSession(c, pl.Ref())
 	}
-	return e.Mkdir(c, rel)
+	switch pl.Kind {
+	case layout.PlaceSession:
+		return e.CreateSession(c, pl.Ref())
+	case layout.PlaceSpace:
+		return e.mkdirSpace(c, pl.Home)
+	case layout.PlaceHome:
+		return e.mkdirHome(c, pl.Home)
+	case layout.PlaceTop:
+		return notMade(rel)
+	}
+	return e.mkdirInHome(c, pl, rel)
 }
 
 // Unlink removes rel through the mount: by-hash and by-uuid entries only;

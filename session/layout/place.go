@@ -293,6 +293,25 @@ func classifyArchived(home string, parts []string) Place {
 	return p
 }
 
+// ArchiveDir reports whether rel is one of the archive's own directories,
+// which a user makes before renaming a session into it (SPEC 12):
+// home/<uid>/archived_sessions (agent "") or its directory of one agent.
+// Unlike Classify, it says so whatever the uid and the agent's name are
+// (a bad name, a dot name), and home and agent are as written: their
+// judging is the caller's, after it has asked who owns the home (mkdir
+// is EACCES in another uid's home before EINVAL for a bad agent name).
+func ArchiveDir(rel string) (home, agent string, ok bool) {
+	parts := strings.Split(strings.Trim(rel, "/"), "/")
+	if len(parts) < 3 || len(parts) > 4 || parts[0] != "home" || parts[2] != abi.ArchivedDir {
+		return "", "", false
+	}
+	home = "home/" + parts[1]
+	if len(parts) == 4 {
+		agent = parts[3]
+	}
+	return home, agent, true
+}
+
 // badOrInvalid: a dot name is the store's own (hidden, never creatable by
 // a user: EPERM); any other bad name in a name slot is EINVAL.
 func badOrInvalid(name string) Place {

@@ -120,3 +120,30 @@ func TestPlaceHelpers(t *testing.T) {
 		t.Errorf("Ref().Rel() = %q", r.Rel())
 	}
 }
+
+// ArchiveDir names the archive's own directories whatever their names
+// (mkdir judges the uid and the agent's name after the home's owner), and
+// nothing else: not a session in the archive, not another home's body.
+func TestArchiveDir(t *testing.T) {
+	for _, c := range []struct {
+		rel         string
+		home, agent string
+		ok          bool
+	}{
+		{"home/1000/archived_sessions", "home/1000", "", true},
+		{"home/1000/archived_sessions/coder", "home/1000", "coder", true},
+		{"home/1000/archived_sessions/.x", "home/1000", ".x", true},
+		{"home/1000/archived_sessions/bad name", "home/1000", "bad name", true},
+		{"home/alice/archived_sessions", "home/alice", "", true},
+		{"home/1000/archived_sessions/coder/s1", "", "", false},
+		{"home/1000/agent", "", "", false},
+		{"home/1000", "", "", false},
+		{"shared/team/archived_sessions", "", "", false},
+		{"home/1000/agent/archived_sessions", "", "", false},
+	} {
+		home, agent, ok := ArchiveDir(c.rel)
+		if home != c.home || agent != c.agent || ok != c.ok {
+			t.Errorf("ArchiveDir(%q) = %q, %q, %v; want %q, %q, %v", c.rel, home, agent, ok, c.home, c.agent, c.ok)
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package fs
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
+)
+
+// More of the log and ctl handles' states, driven as go-fuse drives them
+// (handles_test.go has the environment): what a release does to a line or
+// a request still open, and what a refused line leaves behind.
+
+// losses are the error events of a session's events.jsonl that record
+// lost bytes of file, as the engine serves the log.
+func (v *handleEnv) losses(sess, file string) []string {
+	v.t.Helper()
+	b, err := v.e.ReadFile(sess+"/events.jsonl", 1<<20)
+	testkit.Must(v.t, err)
+	var out []string
+	for _, l := range lines(string(b)) {
+		if strings.Contains(l, `"type":"error"`) && strings.Contains(l, `"file":"`+file+`"`) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// The last close of a log with a line unfinished drops the line, gives
+// its bytes back and records the loss (one error event naming the bytes
+// and the writer): nothing of the line reaches the log.
+func TestLogHandleReleaseDropsPartial(t *testing.T) {
+	v := newHandleEnv(t)
+	sess := v.session(user)
+	before := v.stored(sess + "/messages.jsonl")
+	h := v.log(sess, user)
+	piece := `{"role":"user","content":"never ended`
+	testkit.WantErrno(t, "piece", write(h, user, piece), 0)
+	testkit.WantErrno(t, "release", h.Release(context.Background()), 0)
+	v.holdsNoPartial("released", user)
+	if got := v.stored(sess + "/messages.jsonl"); got != before {
+		t.Errorf("a dropped line reached the log: %q", got[len(before):])
+	}
+	lost := v.losses(sess, "messages.jsonl")
+	if len(lost) != 1 || !strings.Contains(lost[0], `"code":"EINVAL"`) || !strings.Contains(lost[0], `"bytes":`+itoa(uint32(len(piece)))) || !strings.Contains(lost[0], `"uid":`+itoa(user)) {
+		t.Errorf("losses %q; want one EINVAL event of %d bytes by uid %d", lost, len(piece), user)
+	}
+}
+
+// A line the engine refuses fails its write (EINVAL) and is recorded
+// once: the writer's retry of the same bytes is refused again without a
+// second record. When the refused line began in an earlier write that
+// was taken, the next close reports the errno, once; nothing of the
+// line is in the log, and the next line is appended.
+func TestLogHandleRefusedLine(t *testing.T) {
+	v := newHandleEnv(t)
+	sess := v.session(user)
+	before := v.stored(sess + "/messages.jsonl")
+	h := v.log(sess, user)
+	testkit.WantErrno(t, "not JSON", write(h, user, "not json\n"), syscall.EINVAL)
+	testkit.WantErrno(t, "its retry", write(h, user, "not json\n"), syscall.EINVAL)
+	if n := len(v.losses(sess, "messages.jsonl")); n != 1 {
+		t.Errorf("%d losses recorded for one refused line and its retry; want 1", n)
+	}
+	testkit.WantErrno(t, "close after a refusal of the write itself", h.Flush(as(user)), 0)
+
+	testkit.WantErrno(t, "a line's start", write(h, user, `{"role":"user",`), 0)
+	testkit.WantErrno(t, "its bad end", write(h, user, `"content":}`+"\n"), syscall.EINVAL)
+	v.holdsNoPartial("refused line", user)
+	testkit.WantErrno(t, "close after a line refused mid-way", h.Flush(as(user)), syscall.EINVAL)
+	testkit.WantErrno(t, "the next close", h.Flush(as(user)), 0)
+	if n := len(v.losses(sess, "messages.jsonl")); n != 2 {
+		t.Errorf("%d losses recorded; want 2", n)
+	}
+	testkit.WantErrno(t, "the next line", write(h, user, `{"role":"user","content":"ok"}`+"\n"), 0)
+	testkit.WantErrno(t, "close", h.Flush(as(user)), 0)
+	added := lines(strings.TrimPrefix(v.stored(sess+"/messages.jsonl"), before))
+	if len(added) != 1 || !strings.Contains(added[0], `"content":"ok"`) {
+		t.Errorf("appended %q; want only the next line", added)
+	}
+}
+
+// A ctl handle read before any request is at end of file; released with
+// a request unfinished, it gives the request's bytes back and leaves no
+// frame. A write after a refused request is EINVAL, and the refused
+// request's one frame is all there is to read.
+func TestCtlHandleReleaseAndAfterRefusal(t *testing.T) {
+	v := newHandleEnv(t)
+	sess := v.session(user)
+	h := v.ctl(sess, user)
+	if got, bad := readFrames(t, h); got != "" || bad != 0 {
+		t.Errorf("read before a request: %q, %v; want end of file", got, bad)
+	}
+	testkit.WantErrno(t, "piece", write(h, user, `{"op":"pi`), 0)
+	testkit.WantErrno(t, "release", h.Release(context.Background()), 0)
+	v.holdsNoPartial("released mid-request", user)
+
+	r := v.ctl(sess, user)
+	testkit.WantErrno(t, "refused", write(r, user, `{"op":"nosuch"}`+"\n"), syscall.EINVAL)
+	testkit.WantErrno(t, "after the refusal", write(r, user, `{"op":"ping"}`+"\n"), syscall.EINVAL)
+	got, bad := readFrames(t, r)
+	if bad != 0 || strings.Count(got, "\n") != 1 || !strings.Contains(got, `"type":"error"`) {
+		t.Errorf("frames %q, %v; want the refusal's one error frame", got, bad)
+	}
+}
