@@ -122,9 +122,9 @@ func (s *server) start() {
 	s.waitReady()
 }
 
-// waitReady waits until the coder socket answers ping and every agent
-// defined before the start has its socket: the server makes them one by
-// one, and a test may send to any of them first.
+// waitReady waits until the coder socket answers ping and every agent and
+// model defined before the start has its socket: the server makes them
+// one by one, and a test may send to any of them first.
 func (s *server) waitReady() {
 	s.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -137,10 +137,12 @@ func (s *server) waitReady() {
 	s.t.Fatalf("server did not answer; log:\n%s", s.logText())
 }
 
-// agentSocketsUp reports whether every agent/NAME.d has its NAME.sock.
+// agentSocketsUp reports whether every agent/NAME.d has its NAME.sock,
+// and every model/P/M.d its M.sock.
 func (s *server) agentSocketsUp() bool {
 	defs, _ := filepath.Glob(filepath.Join(s.root, "agent", "*.d"))
-	for _, d := range defs {
+	models, _ := filepath.Glob(filepath.Join(s.root, "model", "*", "*.d"))
+	for _, d := range append(defs, models...) {
 		if st, err := os.Stat(strings.TrimSuffix(d, ".d") + ".sock"); err != nil || st.Mode()&os.ModeSocket == 0 {
 			return false
 		}
