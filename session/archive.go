@@ -75,7 +75,7 @@ func (e *Engine) Archive(r layout.Ref, own storefs.Owner, del bool) error {
 	gone := &abi.Error{Op: "session", Errno: syscall.EBUSY, Msg: "session " + r.Name + " was archived while the request waited"}
 	err := e.sessions.Take(r.Key(), takeWait, gone, func(s *sess, loaded bool) (bool, error) {
 		if !del {
-			e.derived.flushDir(r.Rel(), s, true) // the store's files are what moves
+			e.flushDerived(r.Rel(), s, true) // the store's files are what moves
 		}
 		err := e.protectedState(r)
 		if err == nil && loaded {
@@ -95,7 +95,7 @@ func (e *Engine) Archive(r layout.Ref, own storefs.Owner, del bool) error {
 		}
 		// Nor may a value that waits, later: a deleted session's values
 		// are moot, and a new session of the name must not get them.
-		e.derived.forget(r.Rel())
+		e.derived.Forget(r.Rel())
 		if del {
 			return true, e.removeSession(r)
 		}
@@ -141,7 +141,7 @@ func (e *Engine) checkArchive(r layout.Ref) error {
 	if err := e.protectedName(r); err != nil {
 		return err
 	}
-	e.derived.flush(r.Rel(), true) // as Archive would
+	e.derived.Flush(r.Rel(), true) // as Archive would
 	if s, ok := e.sessions.Peek(r.Key()); ok {
 		if err := hasRun(s); err != nil {
 			return err
@@ -166,7 +166,7 @@ func hasRun(s *sess) error {
 // written (its write failed, for want of room most likely): the archive
 // would keep the store's older file, which nothing writes again there.
 func (e *Engine) settled(r layout.Ref) error {
-	if e.derived.waits(r.Rel()) {
+	if e.derived.Waits(r.Rel()) {
 		return abi.Errorf(syscall.EBUSY, "archive", "session %s: a derived file cannot be written now (is the store full?)", r.Name)
 	}
 	return nil

@@ -19,6 +19,7 @@ import (
 	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/internal/loadcache"
 	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/session/behind"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
 	"github.com/ctxfs/ctxfs/session/reply"
@@ -83,7 +84,7 @@ type Engine struct {
 	running  *runsFile          // the runs under way, for the next start (runsfile.go)
 	wal      *sealedlog.Journal // every append to a session log goes through it
 	sealKey  *sealedlog.Key     // every seal record is keyed with it (layout/sealkey.go)
-	derived  *behind            // derived values not yet in the store
+	derived  *behind.Queue      // derived values not yet in the store
 	limits   *quota.Limits      // what users may make the engine hold
 	defs     *agent.Cache       // agent and model definitions, read again when they change
 }
@@ -109,7 +110,7 @@ func Open(cfg Config) (*Engine, error) {
 		limits:   quota.NewLimits(cfg.Limits),
 		defs:     agent.NewCache(),
 	}
-	e.derived = newBehind(e)
+	e.derived = behind.New(derivedStore{e}, cfg.Log)
 	var migrated int
 	if e.sealKey, migrated, err = layout.OpenSealKey(store); err != nil {
 		store.Close()
@@ -129,9 +130,9 @@ func Open(cfg Config) (*Engine, error) {
 		store.Close()
 		return nil, err
 	}
-	go e.derived.run()
+	go e.derived.Run()
 	if err := e.closeInterrupted(); err != nil {
-		e.derived.close()
+		e.derived.Close()
 		e.wal.Close()
 		store.Close()
 		return nil, err
@@ -149,8 +150,8 @@ func (e *Engine) Close() error {
 		}
 	}
 	e.limits.ScanSlots.StopAll() // no search reads the store any more
-	e.derived.close()
-	e.derived.flush("", true) // what waits in memory, before the logs close
+	e.derived.Close()
+	e.derived.Flush("", true) // what waits in memory, before the logs close
 	for _, s := range e.sessions.All() {
 		keep(s.events.Close())
 		keep(s.msgs.Close())

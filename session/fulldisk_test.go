@@ -16,6 +16,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 
+	"github.com/ctxfs/ctxfs/session/behind"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
 )
@@ -83,7 +84,7 @@ func openFDs(t *testing.T) int {
 // checks after every send that the sessions loaded and the descriptors
 // open stay within the bound. tune, if not nil, changes the engine's
 // bounds of loose values first.
-func sendsOnFullDisk(t *testing.T, bound, n int, tune func(*behind)) *smallDisk {
+func sendsOnFullDisk(t *testing.T, bound, n int, tune func(*behind.Queue)) *smallDisk {
 	t.Helper()
 	d := newSmallDisk(t, 16<<20, bound)
 	for i := 0; i < n; i++ {
@@ -139,57 +140,26 @@ func (d *smallDisk) wantStored(i int, state, latest string) {
 	d.t.Helper()
 	dir := filepath.Join(d.store, sessRel(i))
 	read := func(f string) string { b, _ := os.ReadFile(filepath.Join(dir, f)); return string(b) }
-	for deadline := time.Now().Add(10 * behindEvery); read(abi.FileState) != state || read(abi.FileLatest) != latest; {
+	for deadline := time.Now().Add(10 * behind.Every); read(abi.FileState) != state || read(abi.FileLatest) != latest; {
 		if time.Now().After(deadline) {
 			d.t.Fatalf("s%d: state %q, latest.md %q in the store; want %q, %q", i, read(abi.FileState), read(abi.FileLatest), state, latest)
 		}
-		time.Sleep(behindEvery / 5)
+		time.Sleep(behind.Every / 5)
 	}
 }
 
-// checkBehind checks behind's bookkeeping: each value waiting is filed
-// under its own directory and name, no directory is left empty, the loose
-// list holds only values waiting, each once, and looseBytes is their size.
-func checkBehind(t *testing.T, b *behind) (loose int) {
+// checkBehind checks the queue's bookkeeping (behind.Queue.Check) and
+// returns how many values wait loose.
+func checkBehind(t *testing.T, q *behind.Queue) (loose int) {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	bytes := 0
-	for dir, m := range b.byDir {
-		if len(m) == 0 {
-			t.Errorf("%s: an empty directory entry", dir)
-		}
-		for name, p := range m {
-			if p.dir != dir || p.name != name {
-				t.Errorf("%s/%s: filed under another name (%s)", dir, name, p.rel())
-			}
-		}
+	if err := q.Check(); err != nil {
+		t.Error(err)
 	}
-	seen := map[*pendingValue]bool{}
-	for e := b.loose.Front(); e != nil; e = e.Next() {
-		p := e.Value.(*pendingValue)
-		if b.lookup(p.rel()) != p || p.loose != e || seen[p] {
-			t.Errorf("%s: loose but not waiting, or twice", p.rel())
-		}
-		seen[p] = true
-		bytes += len(p.v.Data)
-	}
-	if bytes != b.looseBytes {
-		t.Errorf("loose values %d bytes, counted %d", bytes, b.looseBytes)
-	}
-	return b.loose.Len()
+	return q.Counts("").Loose
 }
 
 // waiting is how many values wait to be written.
-func waiting(b *behind) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := 0
-	for _, m := range b.byDir {
-		n += len(m)
-	}
-	return n
-}
+func waiting(q *behind.Queue) int { return q.Counts("").Waiting }
 
 // TestFullDiskKeepsTheSessionBound: on a full disk, sends to many more
 // sessions than the engine keeps loaded leave their derived files'
@@ -233,17 +203,18 @@ func TestFullDiskKeepsTheSessionBound(t *testing.T) {
 func TestLooseValuesAreBounded(t *testing.T) {
 	for _, c := range []struct {
 		what string
-		tune func(*behind)
+		tune func(*behind.Queue)
 	}{
-		{"count", func(b *behind) { b.maxLoose = 5 }},
-		{"bytes", func(b *behind) { b.maxLooseBytes = 20 }},
+		{"count", func(q *behind.Queue) { q.SetBound(5, behind.MaxLooseBytes) }},
+		{"bytes", func(q *behind.Queue) { q.SetBound(behind.MaxLoose, 20) }},
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			const n = 12
 			d := sendsOnFullDisk(t, 2, n, c.tune)
 			loose := checkBehind(t, d.e.derived)
-			if loose == 0 || loose > 5 || d.e.derived.looseBytes > 20 && c.what == "bytes" {
-				t.Fatalf("%d values, %d bytes kept for sessions not loaded", loose, d.e.derived.looseBytes)
+			looseBytes := d.e.derived.Counts("").LooseBytes
+			if loose == 0 || loose > 5 || looseBytes > 20 && c.what == "bytes" {
+				t.Fatalf("%d values, %d bytes kept for sessions not loaded", loose, looseBytes)
 			}
 			d.wantServed(0, "done\n", "hi\n") // the oldest: forgotten, the store's file as it is
 			d.wantServed(n-1, "done\n", fmt.Sprintf("full %d\n", n-1))
@@ -273,19 +244,16 @@ func TestReloadWithFailedValue(t *testing.T) {
 	s, release, err := d.e.lookup(ref(0))
 	testkit.Must(t, err)
 	checkBehind(t, d.e.derived)
-	if n := len(d.e.derived.byDir[s.rel]); n == 0 {
+	if c := d.e.derived.Counts(s.rel); c.Waiting == 0 {
 		t.Fatal("reloaded: no value waits for s0")
-	}
-	for _, p := range d.e.derived.byDir[s.rel] {
-		if p.loose != nil {
-			t.Errorf("%s is loose while its session is loaded", p.rel())
-		}
+	} else if c.Loose != 0 {
+		t.Errorf("%d values of s0 are loose while it is loaded", c.Loose)
 	}
 	d.wantServed(0, "done\n", "full 0\n")
 	d.room()
 	d.wantStored(0, "done\n", "full 0\n") // written while loaded (loadcache.Cache.Hold)
 	release()
-	if d.e.derived.waits(s.rel) {
+	if d.e.derived.Waits(s.rel) {
 		t.Error("a value of s0 still waits once written")
 	}
 }
@@ -311,7 +279,7 @@ func TestArchiveAndDeleteWithFailedValues(t *testing.T) {
 	d.wantServed(1, "done\n", "full 1\n")
 
 	testkit.Must(t, d.e.Archive(ref(2), own, true))
-	if d.e.derived.waits(sessRel(2)) {
+	if d.e.derived.Waits(sessRel(2)) {
 		t.Fatal("a deleted session's values still wait")
 	}
 	if _, err := d.e.Value(sessRel(2) + "/" + abi.FileLatest); err == nil {
@@ -321,16 +289,16 @@ func TestArchiveAndDeleteWithFailedValues(t *testing.T) {
 	d.room()
 	d.wantStored(1, "done\n", "full 1\n")
 	for _, i := range []int{2, 3} {
-		deadline := time.Now().Add(4 * behindEvery)
-		for d.e.derived.waits(sessRel(i)) && time.Now().Before(deadline) {
-			time.Sleep(behindEvery / 5)
+		deadline := time.Now().Add(4 * behind.Every)
+		for d.e.derived.Waits(sessRel(i)) && time.Now().Before(deadline) {
+			time.Sleep(behind.Every / 5)
 		}
-		if _, err := os.Lstat(filepath.Join(d.store, sessRel(i))); !errors.Is(err, os.ErrNotExist) || d.e.derived.waits(sessRel(i)) {
-			t.Fatalf("s%d: removed, then %v; values waiting %v", i, err, d.e.derived.waits(sessRel(i)))
+		if _, err := os.Lstat(filepath.Join(d.store, sessRel(i))); !errors.Is(err, os.ErrNotExist) || d.e.derived.Waits(sessRel(i)) {
+			t.Fatalf("s%d: removed, then %v; values waiting %v", i, err, d.e.derived.Waits(sessRel(i)))
 		}
 	}
 	d.send(root0, coder(), `{"op":"send","id":"n2","session":"s2","input":"anew"}`)
-	time.Sleep(2 * behindEvery)
+	time.Sleep(2 * behind.Every)
 	d.wantStored(2, "done\n", "anew\n")
 	testkit.Must(t, d.e.Archive(ref(1), own, false))
 	if got := readFile(t, filepath.Join(d.store, archiveTarget(ref(1)), abi.FileLatest)); got != "full 1\n" {

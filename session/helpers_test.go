@@ -89,7 +89,7 @@ func (env *testEnv) do(c layout.Caller, t Target, line string) ([]*proto.Object,
 	}
 	defer r.Close()
 	frames, err := drain(r)
-	env.e.derived.flush("", false) // the store as the request left it, derived files too
+	env.e.derived.Flush("", false) // the store as the request left it, derived files too
 	return frames, err
 }
 
@@ -97,7 +97,7 @@ func (env *testEnv) do(c layout.Caller, t Target, line string) ([]*proto.Object,
 // are written (behind).
 func (env *testEnv) stored(p string) string {
 	env.t.Helper()
-	env.e.derived.flush("", false)
+	env.e.derived.Flush("", false)
 	b, err := os.ReadFile(p)
 	if err != nil {
 		env.t.Fatal(err)

@@ -42,10 +42,10 @@ func (e *Engine) lookup(r layout.Ref) (s *sess, release func(), err error) {
 		return nil, nil, &abi.Error{Errno: syscall.ENOENT, Msg: "no temp session " + r.Name}
 	}
 	return e.sessions.Acquire(r.Key(), func() (*sess, error) {
-		e.derived.attach(r.Rel()) // its values waiting to be written are the loaded session's
+		e.derived.Attach(r.Rel()) // its values waiting to be written are the loaded session's
 		s, err := e.load(r)
 		if err != nil {
-			e.derived.release(r.Rel())
+			e.derived.Release(r.Rel())
 		}
 		return s, err
 	})
@@ -75,7 +75,7 @@ func (e *Engine) create(r layout.Ref, own storefs.Owner, cwd string) error {
 // cache: no run is queued or running, no run's end waits to be recorded,
 // and it is not a temp session (which lives only in memory). Derived
 // values waiting to be written do not keep it: they are written as it
-// closes, and those whose write fails wait without it (behind.release).
+// closes, and those whose write fails wait without it (behind.Queue.Release).
 func (s *sess) idle() bool {
 	if s.rel == "" {
 		return false
@@ -88,12 +88,12 @@ func (s *sess) idle() bool {
 // closeLogs writes the session's derived values and seals and closes its
 // logs when it leaves the cache: a session that loads again reads them
 // from the store. A value whose write fails stays, loose, for the next
-// pass (behind). Caller holds the session's cache key (a close, a take).
+// pass (behind.Queue). Caller holds the session's cache key (a close, a take).
 func (s *sess) closeLogs() {
-	s.e.derived.flushDir(s.rel, s, false)
+	s.e.flushDerived(s.rel, s, false)
 	s.events.Close()
 	s.msgs.Close()
-	s.e.derived.release(s.rel)
+	s.e.derived.Release(s.rel)
 }
 
 func newSess(e *Engine, r layout.Ref) *sess {

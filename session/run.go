@@ -236,7 +236,7 @@ func (s *sess) writeFileDurably(name, value string) error {
 	if err := s.e.writeValue(s.file(name), []byte(value), s.own); err != nil {
 		return err
 	}
-	s.e.derived.drop(s, name) // a derived value still to be written is superseded
+	s.e.derived.Drop(s.file(name)) // a derived value still to be written is superseded
 	s.e.changed(s.ref.Rel() + "/" + name)
 	return nil
 }

@@ -123,10 +123,10 @@ func TestDerivedWriteFailureLogged(t *testing.T) {
 	testkit.Must(t, os.Remove(planted))
 	testkit.Must(t, os.MkdirAll(filepath.Join(planted, "in-the-way"), 0o700))
 	s.fileMu.Lock()
-	env.e.derived.put(s, abi.FileLatest, []byte("pending\n"), nil)
+	s.putDerived(abi.FileLatest, []byte("pending\n"), nil)
 	s.fileMu.Unlock()
-	env.e.derived.flush(s.rel, true)
-	env.e.derived.flush(s.rel, true) // its second failure is not logged again
+	env.e.derived.Flush(s.rel, true)
+	env.e.derived.Flush(s.rel, true) // its second failure is not logged again
 	var warned []map[string]any
 	for _, l := range buf.lines(t) {
 		if l["level"] == "WARN" {

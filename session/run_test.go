@@ -223,7 +223,7 @@ func TestDerivedFileIsWrittenAgain(t *testing.T) {
 	testkit.Must(t, os.Remove(spare))
 	testkit.Must(t, os.Mkdir(spare, 0o700)) // the next state write fails
 	env.send(root0, coder(), `{"op":"send","id":"c2","input":"two"}`)
-	env.e.derived.flush("", false) // the write behind, which fails
+	env.e.derived.Flush("", false) // the write behind, which fails
 	if st := readFile(t, filepath.Join(dir, "state")); st != "idle\n" {
 		t.Fatalf("state %q: the failed write was not failed", st)
 	}

@@ -140,7 +140,7 @@ func (e *Engine) readValue(rel string) (string, error) {
 // readFile reads the store file rel whole, at most limit bytes, or the
 // derived value waiting for it (behind).
 func (e *Engine) readFile(rel string, limit int64) ([]byte, error) {
-	if v, ok := e.derived.value(rel); ok && int64(len(v.Data)) <= limit {
+	if v, ok := e.derived.Value(rel); ok && int64(len(v.Data)) <= limit {
 		return v.Data, nil
 	}
 	return e.root.ReadFile(rel, limit)
@@ -150,7 +150,7 @@ func (e *Engine) readFile(rel string, limit int64) ([]byte, error) {
 // never following a link, or the file the derived value waiting for it
 // will be (behind).
 func (e *Engine) lstat(rel string) (*unix.Stat_t, error) {
-	if v, ok := e.derived.value(rel); ok {
+	if v, ok := e.derived.Value(rel); ok {
 		return layout.ShownStat(rel, &v.Stat), nil
 	}
 	st, err := e.root.Lstat(rel)

@@ -518,7 +518,7 @@ func (e *Engine) Setattr(c layout.Caller, rel string, a SetAttr) error {
 	if a.Mode == nil && a.Uid == nil && a.Gid == nil && a.Times == nil {
 		return nil // `>`'s truncation of a value: nothing to apply
 	}
-	e.derived.flushRel(rel) // the change is to the value as it is now
+	e.derived.FlushRel(rel) // the change is to the value as it is now
 	err = a.Apply(e.root, rel)
 	e.changed(rel) // what Value remembers of its attributes, too
 	return err

@@ -49,7 +49,7 @@ func TestDerivedValuesServedBeforeWritten(t *testing.T) {
 	if s, err := env.e.readValue(rel + "/" + abi.FileState); err != nil || s != abi.StateDone {
 		t.Errorf("readValue(state) = %q, %v", s, err)
 	}
-	env.e.derived.flush("", false)
+	env.e.derived.Flush("", false)
 	for f, w := range want {
 		var st unix.Stat_t
 		testkit.Must(t, unix.Lstat(filepath.Join(env.store, rel, f), &st))
@@ -137,18 +137,18 @@ func TestDerivedValueAfterFailedWrite(t *testing.T) {
 		{unix.EIO, false}, {unix.ELOOP, false}, {unix.EISDIR, false},
 	} {
 		s.fileMu.Lock()
-		env.e.derived.put(s, abi.FileLatest, []byte("pending\n"), &os.PathError{Op: "write", Path: "x", Err: c.err})
+		s.putDerived(abi.FileLatest, []byte("pending\n"), &os.PathError{Op: "write", Path: "x", Err: c.err})
 		s.fileMu.Unlock()
-		v, ok := env.e.derived.value(rel)
+		v, ok := env.e.derived.Value(rel)
 		if ok != c.served || ok && string(v.Data) != "pending\n" {
 			t.Errorf("after %v: served %v %q, want served %v", c.err, ok, v.Data, c.served)
 		}
-		if !env.e.derived.waits(s.rel) {
+		if !env.e.derived.Waits(s.rel) {
 			t.Errorf("after %v: the value does not wait to be written again", c.err)
 		}
 	}
-	env.e.derived.flush(s.rel, true) // the store has room: the last value lands
-	if env.e.derived.waits(s.rel) || readFile(t, filepath.Join(env.store, rel)) != "pending\n" {
+	env.e.derived.Flush(s.rel, true) // the store has room: the last value lands
+	if env.e.derived.Waits(s.rel) || readFile(t, filepath.Join(env.store, rel)) != "pending\n" {
 		t.Error("a failed value was not written again once it could be")
 	}
 }

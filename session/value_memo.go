@@ -56,8 +56,8 @@ func (e *Engine) Value(rel string) (Value, error) {
 }
 
 func (e *Engine) value(rel string) (Value, error) {
-	if v, ok := e.derived.value(rel); ok {
-		return v, nil
+	if v, ok := e.derived.Value(rel); ok {
+		return Value(v), nil // the same fields (behind.Value)
 	}
 	return e.memo.get(rel, func() (Value, error) {
 		f, err := e.root.OpenFile(rel, unix.O_RDONLY, 0)

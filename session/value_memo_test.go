@@ -27,7 +27,7 @@ func TestValueFollowsEveryChange(t *testing.T) {
 	dir := "home/0/agent/coder/session/default"
 	check := func(what string) {
 		t.Helper()
-		env.e.derived.flush("", false) // derived values reach the store behind
+		env.e.derived.Flush("", false) // derived values reach the store behind
 		for _, f := range []string{abi.FileState, abi.FileCwd, abi.FileMeta, abi.FileCreatedAt, abi.FileUpdatedAt} {
 			v, err := env.e.Value(dir + "/" + f)
 			if err != nil {
