@@ -40,10 +40,14 @@ func TestChecksPlace(t *testing.T) {
 	s := newStoreQuota(t, q)
 	sess := "home/1001/agent/coder/session/s1"
 	free := "home/1001/agent/coder/root"
-	s.mkdirs(t, 1001, 1001, 0o755, sess+"/.seal", free)
-	testkit.Must(t, os.WriteFile(filepath.Join(s.store, sess, "messages.jsonl"), []byte("{}\n"), 0o644))
-	testkit.Must(t, os.WriteFile(filepath.Join(s.store, free, "a"), []byte("a"), 0o644))
-	testkit.Must(t, os.Chown(filepath.Join(s.store, free, "a"), 1001, 1001))
+	// Everything is uid 1001's and open to it: only the place check can
+	// refuse.
+	s.mkdirs(t, 1001, 1001, 0o777, sess, sess+"/.seal", free)
+	for rel, data := range map[string]string{sess + "/messages.jsonl": "{}\n", free + "/a": "a"} {
+		p := filepath.Join(s.store, rel)
+		testkit.Must(t, os.WriteFile(p, []byte(data), 0o666))
+		testkit.Must(t, os.Chown(p, 1001, 1001))
+	}
 	bytes, inodes := q.Use(1001)
 	before := testkit.Snapshot(t, s.store, nil)
 	ft := s.tree
