@@ -8,9 +8,10 @@
 // CheckValue, Setattr, MkdirAt, Unlink, Rmdir, Rename, …) or the kernel's
 // (default_permissions over the store's real owners and modes). fs never
 // touches the store itself: it asks the engine, and the free trees go
-// through the engine's door for them (session.FreeTree), which checks
-// every path is in a free tree, owns the group rule of shared spaces and
-// never follows a symlink (fs imports no store package). fs only turns
+// through the engine's door for them (freetree.Tree), which checks every
+// path is in a free tree, owns the group rule of shared spaces, charges
+// each change to its owner's quota and never follows a symlink (fs
+// imports no store package). fs only turns
 // system calls into engine calls, buffers what arrives in pieces (partial
 // log lines, single values, a control request), and keeps the kernel's
 // caches honest: the kernel keeps names, attributes, listings and small

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/freetree"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
 )
@@ -56,7 +57,8 @@ type Engine interface {
 	LogRefused(c layout.Caller, t session.Target, op string, err error)
 
 	// Bounds per uid, and the free trees' door to the store (which checks
-	// each path is in a free tree and owns the group rule).
+	// each path is in a free tree, owns the group rule and charges each
+	// change to its owner's quota).
 	Limits() *quota.Limits
-	FreeTree() session.FreeTree
+	FreeTree() freetree.Tree
 }

@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"errors"
 	"os"
 	"syscall"
 
@@ -11,15 +10,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/freetree"
 	"github.com/ctxfs/ctxfs/session/layout"
-	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // freeNode is a node of a free tree (an agent's root/, a session's
 // context/): any ordinary file operation works there, and users keep
 // whatever they like, symlinks included. It is a loopback of the store,
 // but unlike go-fuse's path-based loopback every access goes through the
-// engine's door for the free trees (session.FreeTree, over
+// engine's door for the free trees (freetree.Tree, over
 // internal/storefs): the path of the node is walked without
 // following any symlink, and the last name is acted on with *at calls that
 // do not follow it either. A symlink the user made is served as a link
@@ -30,12 +29,12 @@ import (
 // Its path is its place in go-fuse's tree, which moves with every rename
 // made through the mount (users cannot reach the store any other way).
 //
-// A user's changes run with the user's own filesystem identity (credOf), so
-// that what it makes is its own and the store's filesystem keeps root's
+// A user's changes run with the user's own filesystem identity, so that
+// what it makes is its own and the store's filesystem keeps root's
 // reserved blocks from it; each create and write is inside the quota of
-// bytes and inodes the engine keeps per uid (quota.FreeQuota: EDQUOT),
-// which is why a user's files are served through the server (userFile,
-// freewrite.go) and never with passthrough.
+// bytes and inodes kept per uid (EDQUOT): the Tree decides both and
+// charges the quota itself, which is why a user's files are served
+// through the server (userFile, freewrite.go) and never with passthrough.
 type freeNode struct {
 	fs.Inode
 	m *mountState
@@ -60,51 +59,18 @@ var (
 )
 
 // store is the store as the free trees are served from it: the engine's
-// door, which checks every path is in a free tree.
-func (n *freeNode) store() session.FreeTree { return n.m.e.FreeTree() }
+// door, which checks every path is in a free tree, decides the identity
+// each change runs with and charges its owner's quota.
+func (n *freeNode) store() freetree.Tree { return n.m.e.FreeTree() }
 
-// quota is the free trees' quota of bytes and inodes per uid.
-func (n *freeNode) quota() *quota.FreeQuota { return n.m.e.Limits().Free }
-
-// credOf is the filesystem identity the caller acts with on rel, as the
-// engine says (session.FreeTree.Cred: the space's group in a shared
-// space). It uses only the uid and gid the kernel sent: no /proc read.
-func (n *freeNode) credOf(ctx context.Context, rel string) session.FreeCred {
+// freeCaller is who the kernel says made the call: its uid and gid alone
+// (no /proc read), nobody when it named none.
+func freeCaller(ctx context.Context) layout.Caller {
 	c, ok := fuse.FromContext(ctx)
 	if !ok {
-		return session.FreeCred{Uid: session.Nobody, Gid: session.Nobody}
+		return layout.Caller{Uid: session.Nobody, Gid: session.Nobody}
 	}
-	return n.store().Cred(layout.Caller{Uid: c.Uid, Gid: c.Gid}, rel)
-}
-
-// charged makes something new at rel for the caller inside its quota:
-// one inode and est bytes are taken first (EDQUOT when they do not fit),
-// and given back when make fails; then the charge is what the new inode
-// really holds.
-func (n *freeNode) charged(ctx context.Context, rel string, est int64, make func() error) error {
-	uid := callerUid(ctx)
-	if err := n.quota().Take(uid, est, 1); err != nil {
-		return err
-	}
-	if err := make(); err != nil {
-		n.quota().Give(uid, est, 1)
-		return err
-	}
-	if st, err := n.store().Lstat(rel); err == nil {
-		n.quota().Give(uid, est-quota.FreeCharge(st), 0)
-	}
-	return nil
-}
-
-// removed gives back to its owner what the inode st described cost, once
-// its last name is gone (a directory has one name and its "." link).
-func (n *freeNode) removed(st *unix.Stat_t) {
-	if st == nil {
-		return
-	}
-	if st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Nlink <= 1 {
-		n.quota().Give(st.Uid, quota.FreeCharge(st), 1)
-	}
+	return layout.Caller{Uid: c.Uid, Gid: c.Gid}
 }
 
 // rel is the node's store path. A node that is no longer in the tree (its
@@ -138,7 +104,7 @@ func freeIno(ino uint64) uint64 { return ino &^ (1 << 63) }
 // something else (a name swapped for a link since the kernel looked it
 // up) is ELOOP, what the kernel says of a link it will not follow.
 func freeErrno(err error) syscall.Errno {
-	if session.LinkMet(err) {
+	if freetree.LinkMet(err) {
 		return syscall.ELOOP
 	}
 	return errno(err)
@@ -154,18 +120,6 @@ func (n *freeNode) newChild(ctx context.Context, rel string, out *fuse.EntryOut)
 	out.Attr.Ino = freeIno(st.Ino)
 	out.SetAttrTimeout(dirAttrTimeout)
 	return n.NewInode(ctx, &freeNode{m: n.m}, freeID(st)), 0
-}
-
-// giveToCaller makes what root just created its group's, as the engine
-// says (session.FreeTree.GiveToCaller: a shared space's group in a
-// space). Every other caller made it with its own identity (credOf),
-// which did that already.
-func (n *freeNode) giveToCaller(ctx context.Context, rel string) syscall.Errno {
-	c, ok := fuse.FromContext(ctx)
-	if !ok {
-		return 0
-	}
-	return freeErrno(n.store().GiveToCaller(layout.Caller{Uid: c.Uid, Gid: c.Gid}, rel))
 }
 
 func (n *freeNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -208,38 +162,27 @@ func (n *freeNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAtt
 		return bad
 	}
 	a := setattrOf(in)
+	c := freeCaller(ctx)
 	if a.Size != nil {
-		if bad := n.truncate(ctx, rel, int64(*a.Size)); bad != 0 {
-			return bad
+		if err := n.store().Truncate(c, rel, int64(*a.Size)); err != nil {
+			return freeErrno(err)
 		}
 	}
-	if err := n.store().Setattr(withGroups(ctx, in, n.credOf(ctx, rel)), rel, a); err != nil {
+	if err := n.store().Setattr(c, rel, chgrpGroups(ctx, in), a); err != nil {
 		return freeErrno(err)
 	}
 	return n.Getattr(ctx, nil, out)
 }
 
-// withGroups is cred with the caller's supplementary groups when in
-// gives the file to a group: chgrp to any group the caller is in works
-// as it would on a local filesystem (read from /proc: FUSE does not send
+// chgrpGroups are the caller's supplementary groups when in gives the
+// file to a group, so that chgrp to any group the caller is in works as
+// it would on a local filesystem (read from /proc: FUSE does not send
 // them, and only a chgrp needs them).
-func withGroups(ctx context.Context, in *fuse.SetAttrIn, cred session.FreeCred) session.FreeCred {
-	if _, ok := in.GetGID(); ok && cred.Uid != 0 {
-		cred.Groups = callerOf(ctx).Groups
+func chgrpGroups(ctx context.Context, in *fuse.SetAttrIn) []uint32 {
+	if _, ok := in.GetGID(); ok {
+		return callerOf(ctx).Groups
 	}
-	return cred
-}
-
-// truncate sets the size of the regular file rel (truncate(2) of a path),
-// as the caller and inside its owner's quota.
-func (n *freeNode) truncate(ctx context.Context, rel string, size int64) syscall.Errno {
-	cred := n.credOf(ctx, rel)
-	f, err := n.store().OpenFile(cred, rel, os.O_WRONLY, 0)
-	if err != nil {
-		return freeErrno(err)
-	}
-	defer f.Close()
-	return freeErrno(resize(f, actor{store: n.store(), cred: cred, quota: n.quota()}, size))
+	return nil
 }
 
 // openFlags are what a FUSE open asks of the store file: the kernel keeps
@@ -254,27 +197,27 @@ func (n *freeNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 		return nil, 0, bad
 	}
 	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) {
-		cred := n.credOf(ctx, rel)
-		f, err := n.store().OpenFile(cred, rel, openFlags(flags)&^(os.O_CREATE|os.O_EXCL), 0)
+		f, err := n.store().Open(freeCaller(ctx), rel, openFlags(flags))
 		if err != nil {
 			return nil, 0, freeErrno(err)
 		}
-		return n.handle(f, rel, cred), 0, 0
+		return handle(f), 0, 0
 	})
 }
 
-// handle serves the open file f at rel. Root's own home is root's alone
-// (0700): its files are served with passthrough (the kernel reads and
-// writes the store's file itself; freeFile). Every other file is served
-// through the server (userFile), whoever opens it: a user's writes must
-// reach its quota, and the kernel refuses an open without passthrough of
-// an inode another open holds with it (EIO), so root's opens of a user's
-// or a space's file must go the same way as the user's.
-func (n *freeNode) handle(f *os.File, rel string, cred session.FreeCred) fs.FileHandle {
-	if cred.Uid == 0 && layout.Classify(rel).Home == layout.PrivateHome(0) {
-		return newFreeFile(f)
+// handle serves the open file f. A file whose writes nothing counts
+// (root's own home, freetree.File.Uncounted) is served with passthrough
+// (the kernel reads and writes the store's file itself; freeFile). Every
+// other file is served through the server (userFile), whoever opens it:
+// a user's writes must reach its quota, and the kernel refuses an open
+// without passthrough of an inode another open holds with it (EIO), so
+// root's opens of a user's or a space's file must go the same way as the
+// user's.
+func handle(f *freetree.File) fs.FileHandle {
+	if f.Uncounted() {
+		return newFreeFile(f.OS())
 	}
-	return newUserFile(f, actor{store: n.store(), cred: cred, quota: n.quota()})
+	return newUserFile(f)
 }
 
 // freeFile is go-fuse's loopback file (every operation on its descriptor),
@@ -307,41 +250,25 @@ func (n *freeNode) Create(ctx context.Context, name string, flags uint32, mode u
 	}
 	var ch *fs.Inode
 	fh, fl, bad := n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) {
-		cred := n.credOf(ctx, rel)
-		var f *os.File
-		err := n.charged(ctx, rel, 0, func() (err error) {
-			f, err = n.store().OpenFile(cred, rel, openFlags(flags)|os.O_CREATE|os.O_EXCL, os.FileMode(mode&0o777))
-			return err
-		})
-		if errors.Is(err, os.ErrExist) && flags&syscall.O_EXCL == 0 {
-			// Made by someone else since the kernel looked: open that,
-			// as open(2) with O_CREAT does (it costs nothing new).
-			f, err = n.store().OpenFile(cred, rel, openFlags(flags)&^os.O_CREATE, 0)
-		}
+		f, err := n.store().Create(freeCaller(ctx), rel, openFlags(flags), os.FileMode(mode&0o777))
 		if err != nil {
 			return nil, 0, freeErrno(err)
 		}
 		var bad syscall.Errno
-		if bad = n.giveToCaller(ctx, rel); bad == 0 {
-			ch, bad = n.newChild(ctx, rel, out)
-		}
-		if bad != 0 {
-			f.Close()
+		if ch, bad = n.newChild(ctx, rel, out); bad != 0 {
+			f.OS().Close()
 			return nil, 0, bad
 		}
-		return n.handle(f, rel, cred), 0, 0
+		return handle(f), 0, 0
 	})
 	return ch, fh, fl, bad
 }
 
-// made finishes the creation of rel: its owner is the caller, its node a
-// child of n.
+// made finishes the creation of rel (err: the store's answer): its node
+// is a child of n.
 func (n *freeNode) made(ctx context.Context, rel string, err error, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if err != nil {
 		return nil, freeErrno(err)
-	}
-	if bad := n.giveToCaller(ctx, rel); bad != 0 {
-		return nil, bad
 	}
 	return n.newChild(ctx, rel, out)
 }
@@ -351,10 +278,7 @@ func (n *freeNode) Mkdir(ctx context.Context, name string, mode uint32, out *fus
 	if bad != 0 {
 		return nil, bad
 	}
-	err := n.charged(ctx, rel, quota.FreeBlock, func() error {
-		return n.store().Mkdir(n.credOf(ctx, rel), rel, os.FileMode(mode&0o777))
-	})
-	return n.made(ctx, rel, err, out)
+	return n.made(ctx, rel, n.store().Mkdir(freeCaller(ctx), rel, os.FileMode(mode&0o777)), out)
 }
 
 func (n *freeNode) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -362,10 +286,7 @@ func (n *freeNode) Mknod(ctx context.Context, name string, mode, rdev uint32, ou
 	if bad != 0 {
 		return nil, bad
 	}
-	err := n.charged(ctx, rel, 0, func() error {
-		return n.store().Mknod(n.credOf(ctx, rel), rel, mode, int(rdev))
-	})
-	return n.made(ctx, rel, err, out)
+	return n.made(ctx, rel, n.store().Mknod(freeCaller(ctx), rel, mode, int(rdev)), out)
 }
 
 func (n *freeNode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -373,10 +294,7 @@ func (n *freeNode) Symlink(ctx context.Context, target, name string, out *fuse.E
 	if bad != 0 {
 		return nil, bad
 	}
-	err := n.charged(ctx, rel, quota.FreeBlock, func() error {
-		return n.store().Symlink(n.credOf(ctx, rel), target, rel)
-	})
-	return n.made(ctx, rel, err, out)
+	return n.made(ctx, rel, n.store().Symlink(freeCaller(ctx), target, rel), out)
 }
 
 // Link makes a hard link to another node of the free trees of this mount
@@ -394,10 +312,7 @@ func (n *freeNode) Link(ctx context.Context, target fs.InodeEmbedder, name strin
 	if bad != 0 {
 		return nil, bad
 	}
-	if err := n.store().Link(n.credOf(ctx, rel), from, rel); err != nil {
-		return nil, freeErrno(err)
-	}
-	return n.newChild(ctx, rel, out)
+	return n.made(ctx, rel, n.store().Link(freeCaller(ctx), from, rel), out)
 }
 
 func (n *freeNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
@@ -414,12 +329,7 @@ func (n *freeNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	if bad != 0 {
 		return bad
 	}
-	st, _ := n.store().Lstat(rel)
-	if err := n.store().Remove(n.credOf(ctx, rel), rel); err != nil {
-		return freeErrno(err)
-	}
-	n.removed(st)
-	return 0
+	return freeErrno(n.store().Remove(freeCaller(ctx), rel))
 }
 
 func (n *freeNode) Rmdir(ctx context.Context, name string) syscall.Errno {
@@ -427,12 +337,7 @@ func (n *freeNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if bad != 0 {
 		return bad
 	}
-	st, _ := n.store().Lstat(rel)
-	if err := n.store().RemoveDir(n.credOf(ctx, rel), rel); err != nil {
-		return freeErrno(err)
-	}
-	n.removed(st)
-	return 0
+	return freeErrno(n.store().RemoveDir(freeCaller(ctx), rel))
 }
 
 // Rename moves a name within the free trees of this mount; RENAME_NOREPLACE
@@ -454,15 +359,7 @@ func (n *freeNode) Rename(ctx context.Context, name string, newParent fs.InodeEm
 	if bad != 0 {
 		return bad
 	}
-	var replaced *unix.Stat_t
-	if flags&unix.RENAME_EXCHANGE == 0 {
-		replaced, _ = n.store().Lstat(to)
-	}
-	if err := n.store().Rename(n.credOf(ctx, to), from, to, uint(flags)); err != nil {
-		return freeErrno(err)
-	}
-	n.removed(replaced)
-	return 0
+	return freeErrno(n.store().Rename(freeCaller(ctx), from, to, uint(flags)))
 }
 
 func (n *freeNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {

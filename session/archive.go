@@ -107,7 +107,7 @@ func (e *Engine) Archive(r layout.Ref, own storefs.Owner, del bool) error {
 	if err != nil {
 		return err
 	}
-	forgetHome(e.limits.Free, r.Home) // its context/ left the free trees
+	e.FreeTree().Forget(r.Home) // its context/ left the free trees
 	return e.unindex(r)
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/ctxfs/ctxfs/internal/loadcache"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session/behind"
+	"github.com/ctxfs/ctxfs/session/freetree"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
 	"github.com/ctxfs/ctxfs/session/reply"
@@ -125,7 +126,7 @@ func Open(cfg Config) (*Engine, error) {
 	} else if closed > 0 {
 		cfg.Log.Info("history migrated: owned by the server, closed to users", "files", closed)
 	}
-	e.limits.Free.CountWith(e.countFree) // the free trees' walk needs the store
+	e.limits.Free.CountWith(e.FreeTree().Count) // the free trees' walk needs the store
 	if err := e.openWAL(); err != nil {
 		store.Close()
 		return nil, err
@@ -170,6 +171,9 @@ func (e *Engine) Close() error {
 	}
 	return first
 }
+
+// FreeTree is the free trees as the FUSE projection serves them.
+func (e *Engine) FreeTree() freetree.Tree { return freetree.New(e.root, e.limits.Free) }
 
 // OnChange registers fn to be told the store-relative path of every file
 // and directory the engine changes, and how. fn is called synchronously,

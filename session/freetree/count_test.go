@@ -1,4 +1,4 @@
-package session
+package freetree
 
 import (
 	"errors"
@@ -20,10 +20,7 @@ import (
 // once, others' inodes and the archive not at all; a bound passed is
 // EDQUOT, and what is given back makes room again.
 func TestFreeQuotaCount(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (files of other uids)")
-	}
-	env := newEnv(t)
+	env := newStore(t)
 	mine := map[string]int{ // path → size, owned by 1001
 		"home/1001/agent/coder/root":                                 -1,
 		"home/1001/agent/coder/root/a":                               10000,
@@ -60,7 +57,7 @@ func TestFreeQuotaCount(t *testing.T) {
 	testkit.Must(t, os.Link(filepath.Join(env.store, "home/1001/agent/coder/root/a"), filepath.Join(env.store, "home/1001/agent/coder/root/d/b")))
 
 	const bytesBound = 1 << 30
-	q := quota.NewFreeQuota(bytesBound, inodes+1, env.e.countFree)
+	q := quota.NewFreeQuota(bytesBound, inodes+1, env.tree.Count)
 	if b, n := q.Use(1001); b != want || n != inodes {
 		t.Fatalf("counted %d bytes in %d inodes, want %d in %d", b, n, want, inodes)
 	}
@@ -82,10 +79,7 @@ func TestFreeQuotaCount(t *testing.T) {
 // there (the uid is over: refused), and once something is given back it
 // is counted again from the store.
 func TestFreeQuotaWalkStops(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (files of other uids)")
-	}
-	env := newEnv(t)
+	env := newStore(t)
 	dir := filepath.Join(env.store, "home/1001/agent/coder/root")
 	testkit.Must(t, os.MkdirAll(dir, 0o755))
 	testkit.Must(t, os.Chown(dir, 1001, 1001))
@@ -94,7 +88,7 @@ func TestFreeQuotaWalkStops(t *testing.T) {
 		testkit.Must(t, os.WriteFile(p, nil, 0o644))
 		testkit.Must(t, os.Chown(p, 1001, 1001))
 	}
-	q := quota.NewFreeQuota(1<<30, 5, env.e.countFree)
+	q := quota.NewFreeQuota(1<<30, 5, env.tree.Count)
 	if _, n := q.Use(1001); n != 6 {
 		t.Fatalf("the walk counted %d inodes, want it to stop at the bound + 1 (6)", n)
 	}
@@ -112,3 +106,30 @@ func TestFreeQuotaWalkStops(t *testing.T) {
 		t.Fatalf("a create at the bound: %v", err)
 	}
 }
+
+// store is a store directory and its free trees, for a test.
+type store struct {
+	store string
+	tree  Tree
+}
+
+// newStoreQuota opens an empty store under t.TempDir(), whose free trees
+// are bounded by q (nil: a test of the walk alone), counted by their walk.
+// Every test of the package makes files of other uids: it needs root.
+func newStoreQuota(t *testing.T, q *quota.FreeQuota) store {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (files of other uids)")
+	}
+	dir := filepath.Join(t.TempDir(), "store")
+	root, err := layout.OpenStore(dir)
+	testkit.Must(t, err)
+	t.Cleanup(func() { root.Close() })
+	s := store{store: dir, tree: New(root, q)}
+	if q != nil {
+		q.CountWith(s.tree.Count)
+	}
+	return s
+}
+
+func newStore(t *testing.T) store { return newStoreQuota(t, nil) }

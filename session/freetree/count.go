@@ -1,0 +1,111 @@
+package freetree
+
+import (
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/quota"
+)
+
+// Count walks the free trees that may hold uid's inodes and adds up what
+// those inodes cost, stopping once they are more than stopAt: the count
+// the quota asks for (quota.FreeQuota.CountWith). A hard-linked inode is
+// counted once.
+func (t Tree) Count(uid uint32, stopAt int64) quota.FreeUse {
+	w := walk{r: t.root, uid: uid, stopAt: stopAt, seen: map[uint64]bool{}}
+	w.containers(layout.PrivateHome(uid))
+	if spaces, err := t.root.ReadDir("shared"); err == nil {
+		for _, sp := range spaces {
+			if sp.IsDir() && !strings.HasPrefix(sp.Name, ".") {
+				w.containers(layout.SharedHome(sp.Name))
+			}
+		}
+	}
+	return w.use
+}
+
+// Forget has the use of a private home's uid counted again at its next
+// charge: a session that left the home's free trees (archived, deleted)
+// took its context/ with it, which no call of the Tree gave back. A
+// shared space's members keep their count (until the next start).
+func (t Tree) Forget(home string) {
+	uid, err := strconv.ParseUint(strings.TrimPrefix(home, "home/"), 10, 32)
+	if err != nil || !strings.HasPrefix(home, "home/") {
+		return
+	}
+	t.quota.Recount(uint32(uid))
+}
+
+// walk is one count of a uid's free trees.
+type walk struct {
+	r      *storefs.Root
+	uid    uint32
+	stopAt int64
+	seen   map[uint64]bool // inodes with more than one link, counted
+	use    quota.FreeUse
+}
+
+// containers descends from rel through the ABI's directories (agents,
+// models, sessions; never the index or the archive) to the free roots
+// below it, and counts each.
+func (w *walk) containers(rel string) {
+	w.each(rel, func(child string, ent storefs.Entry) {
+		switch layout.Classify(child).Kind {
+		case layout.PlaceFreeRoot:
+			w.tree(child)
+		case layout.PlaceAgents, layout.PlaceAgent, layout.PlaceModels, layout.PlaceProvider, layout.PlaceModel, layout.PlaceSessions, layout.PlaceSession:
+			if ent.IsDir() {
+				w.containers(child)
+			}
+		}
+	})
+}
+
+// each calls visit with the path and entry of each name in the directory
+// rel, until the count is past its bound.
+func (w *walk) each(rel string, visit func(child string, ent storefs.Entry)) {
+	ents, err := w.r.ReadDir(rel)
+	if err != nil {
+		return
+	}
+	for _, ent := range ents {
+		if w.use.Partial {
+			return
+		}
+		visit(rel+"/"+ent.Name, ent)
+	}
+}
+
+// tree counts rel and everything below it that belongs to the uid.
+func (w *walk) tree(rel string) {
+	st, err := w.r.Lstat(rel)
+	if err != nil {
+		return
+	}
+	w.add(st)
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		w.each(rel, func(child string, _ storefs.Entry) { w.tree(child) })
+	}
+}
+
+// add counts one inode if it is the uid's (once, for hard links).
+func (w *walk) add(st *unix.Stat_t) {
+	if st.Uid != w.uid {
+		return
+	}
+	if st.Nlink > 1 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if w.seen[st.Ino] {
+			return
+		}
+		w.seen[st.Ino] = true
+	}
+	w.use.Bytes += quota.FreeCharge(st)
+	w.use.Inodes++
+	if w.use.Inodes > w.stopAt {
+		w.use.Partial = true
+	}
+}
