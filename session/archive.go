@@ -215,7 +215,7 @@ func (e *Engine) protectedState(r layout.Ref) error {
 // never over anything (EEXIST), and makes the move durable.
 func (e *Engine) moveToArchive(r layout.Ref, own storefs.Owner) error {
 	target := archiveTarget(r)
-	if err := e.mkdirAll(path.Dir(target), own); err != nil {
+	if err := layout.MkdirAll(e.root, path.Dir(target), own); err != nil {
 		return err
 	}
 	if err := e.root.Rename(r.Rel(), target, unix.RENAME_NOREPLACE); err != nil {

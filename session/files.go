@@ -280,7 +280,7 @@ func (e *Engine) mkdirNew(own storefs.Owner, rel string, extra ...string) error 
 		return &abi.Error{Op: "mkdir", Path: rel, Errno: syscall.EEXIST}
 	}
 	for _, d := range append([]string{rel}, extra...) {
-		if err := e.mkdirAll(d, own); err != nil {
+		if err := layout.MkdirAll(e.root, d, own); err != nil {
 			return err
 		}
 	}

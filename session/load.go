@@ -162,7 +162,7 @@ func (e *Engine) load(r layout.Ref) (*sess, error) {
 // RENAME_NOREPLACE, so that a crash never leaves a half-made session.
 func (e *Engine) createDir(r layout.Ref, own storefs.Owner, cwd string) error {
 	container := r.Container.Rel()
-	if err := e.mkdirAll(container, own); err != nil {
+	if err := layout.MkdirAll(e.root, container, own); err != nil {
 		return err
 	}
 	if _, err := e.Index(r.Container); err != nil {
@@ -202,7 +202,7 @@ func (e *Engine) layout(tmp, final string, free storefs.Owner, scope, cwd string
 	if err != nil {
 		return err
 	}
-	if err := e.writeNew(layout.SealRel(tmp, layout.IdentityFile), identity, own); err != nil {
+	if err := layout.WriteNew(e.root, layout.SealRel(tmp, layout.IdentityFile), identity, own); err != nil {
 		return err
 	}
 	now := strconv.FormatInt(time.Now().Unix(), 10) + "\n"
@@ -222,7 +222,7 @@ func (e *Engine) layout(tmp, final string, free storefs.Owner, scope, cwd string
 		})
 	}
 	for name, v := range values {
-		jobs = append(jobs, func() error { return e.writeNew(tmp+"/"+name, []byte(v), own) })
+		jobs = append(jobs, func() error { return layout.WriteNew(e.root, tmp+"/"+name, []byte(v), own) })
 	}
 	if err := parallel(jobs); err != nil {
 		return err

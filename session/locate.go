@@ -134,7 +134,7 @@ func (e *Engine) EnsureHome(uid uint32) error {
 	if e.isDir(home) {
 		return nil
 	}
-	err := e.mkdirAll(home, layout.PrivateOwner(uid, primaryGid(uid)))
+	err := layout.MkdirAll(e.root, home, layout.PrivateOwner(uid, primaryGid(uid)))
 	if err == nil {
 		err = e.root.SyncDir("home")
 	}

@@ -294,7 +294,7 @@ func (e *Engine) openChroot(rootRel string, own storefs.Owner) (*os.File, error)
 	if !errors.Is(err, fs.ErrNotExist) {
 		return root, err
 	}
-	if err := e.mkdirAll(rootRel, own); err != nil {
+	if err := layout.MkdirAll(e.root, rootRel, own); err != nil {
 		return nil, err
 	}
 	return e.root.OpenDir(rootRel)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // prepareJail readies a chroot-isolated run's jail (agent.Jail): the
@@ -18,7 +19,7 @@ func (e *Engine) prepareJail(rn *run) (closeJail func(), err error) {
 		return func() {}, nil
 	}
 	for _, d := range agent.JailDirs(e.cfg.Root) {
-		if err := e.mkdirAll(path.Join(rn.dir.root, d), rn.dir.own); err != nil {
+		if err := layout.MkdirAll(e.root, path.Join(rn.dir.root, d), rn.dir.own); err != nil {
 			return nil, err
 		}
 	}

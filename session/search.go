@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/search"
 	"github.com/ctxfs/ctxfs/session/layout"
@@ -26,7 +27,7 @@ import (
 // searchStore is where the engine keeps search indexes: in its store,
 // their directories made as the engine makes its own.
 func (e *Engine) searchStore() *search.Store {
-	return &search.Store{Root: e.root, MkdirAll: e.mkdirAll}
+	return &search.Store{Root: e.root, MkdirAll: func(rel string, own storefs.Owner) error { return layout.MkdirAll(e.root, rel, own) }}
 }
 
 // searchIndexDir is the index of a container: <home>/.search/agent/<agent>

@@ -172,7 +172,7 @@ func (d *derived) seen(o *proto.Object) {
 }
 
 // reconcile rewrites derived files that lag the logs: they are written
-// behind and replaced without a sync (replaceValue), so a crash or a
+// behind and replaced without a sync (layout.ReplaceValue), so a crash or a
 // power loss can leave them behind. A missing state file is left missing
 // (an old session, SPEC 12).
 func (s *sess) reconcile(last derived) {

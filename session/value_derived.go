@@ -1,9 +1,7 @@
 package session
 
 import (
-	"os"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -29,7 +27,7 @@ import (
 type derivedStore struct{ e *Engine }
 
 func (d derivedStore) Write(rel string, data []byte, own storefs.Owner, mtime *unix.Timespec) error {
-	return d.e.replaceValue(rel, data, own, mtime)
+	return layout.ReplaceValue(d.e.root, rel, data, own, mtime)
 }
 
 // Hold holds the session directory dir as a write of its values needs:
@@ -71,7 +69,7 @@ func (s *sess) putDerived(name string, data []byte, failed error) {
 }
 
 // valueStat is what the store file of a derived value of size bytes will
-// say once written (replaceValue gives it the session's owner and mode):
+// say once written (layout.ReplaceValue gives it the session's owner and mode):
 // its times are now, when the value changed.
 func (s *sess) valueStat(size int) unix.Stat_t {
 	st := unix.Stat_t{Mode: unix.S_IFREG | uint32(s.own.FileMode.Perm()), Nlink: 1, Size: int64(size), Blksize: 4096}
@@ -105,12 +103,12 @@ func (s *sess) writeFileLocked(name, value string) {
 	s.e.changed(s.ref.Rel() + "/" + name)
 }
 
-// writeNowLocked replaces a derived file in the store now (replaceValue).
+// writeNowLocked replaces a derived file in the store now (layout.ReplaceValue).
 // A failure does not fail the run (the logs, which it is derived from, are
 // durable already): it is reported on stderr for the operator, and the
 // value is written again until it holds. Caller holds s.fileMu.
 func (s *sess) writeNowLocked(name, value string) {
-	if err := s.e.replaceValue(s.file(name), []byte(value), s.own, nil); err != nil {
+	if err := layout.ReplaceValue(s.e.root, s.file(name), []byte(value), s.own, nil); err != nil {
 		s.e.cfg.Log.Warn("derived file not written; written again in a moment", "file", s.ref.Rel()+"/"+name, "err", err)
 		s.putDerived(name, []byte(value), err)
 		return
@@ -118,14 +116,4 @@ func (s *sess) writeNowLocked(name, value string) {
 	s.e.derived.Drop(s.file(name)) // an older value still to be written is superseded
 	s.present[name] = true
 	s.e.changed(s.ref.Rel() + "/" + name)
-}
-
-// futimens sets an open file's access and modification times.
-func futimens(f *os.File, atime, mtime unix.Timespec) error {
-	ts := [2]unix.Timespec{atime, mtime}
-	_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, f.Fd(), 0, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
-	if errno != 0 {
-		return errno
-	}
-	return nil
 }

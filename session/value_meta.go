@@ -5,13 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"os"
-	"path"
 	"strings"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
@@ -53,7 +50,7 @@ func (e *Engine) judgeMeta(s *sess, data []byte) (metaValue, error) {
 	v := metaValue{line: append(bytesTrimNL(data), '\n')}
 	if raw := obj.Raw("self_id"); raw != nil {
 		id, ok := obj.String("self_id")
-		if !ok || !validSelfID(strings.ToLower(id)) {
+		if !ok || !layout.ValidSelfID(strings.ToLower(id)) {
 			return metaValue{}, abi.Errorf(syscall.EINVAL, "write meta.json", "self_id must be at most 32 of [a-z0-9_-]")
 		}
 		v.selfID = strings.ToLower(id)
@@ -93,7 +90,7 @@ func (e *Engine) writeMeta(s *sess, data []byte) error {
 	s.e.selfMu.Lock()
 	defer s.e.selfMu.Unlock()
 	if v.selfID != "" {
-		if err := s.e.claimSelfID(s, v.selfID); err != nil {
+		if err := layout.ClaimSelfID(s.e.root, s.ref.Home, s.ref.Rel(), v.selfID); err != nil {
 			return err
 		}
 	}
@@ -125,7 +122,7 @@ func (e *Engine) checkMeta(r layout.Ref, data []byte) error {
 	}
 	e.selfMu.Lock()
 	defer e.selfMu.Unlock()
-	return e.selfIDFree(s, v.selfID)
+	return layout.SelfIDFree(e.root, s.ref.Home, s.ref.Rel(), v.selfID)
 }
 
 // jsonUnfinished reports whether data is the beginning of a JSON value
@@ -144,87 +141,4 @@ func bytesTrimNL(b []byte) []byte {
 		b = b[:len(b)-1]
 	}
 	return append([]byte(nil), b...)
-}
-
-func validSelfID(s string) bool {
-	if len(s) > 32 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// selfIDDir is the derived index of self_ids in one home or space: one file
-// per self_id naming the session (store-relative) that holds it. It is
-// checked against the session's meta.json on every use, so a stale entry
-// (a session archived, or its self_id changed) never blocks anyone, and it
-// is rebuilt by scanning when missing. It is the server's own (root,
-// 0700/0600) and never history.
-func selfIDDir(home string) string { return home + "/.self_id" }
-
-// selfIDOwner owns the self_id index.
-var selfIDOwner = storefs.Owner{Uid: 0, Gid: 0, DirMode: 0o700, FileMode: 0o600}
-
-// claimSelfID makes s the holder of id, or returns EEXIST when another
-// session of the same home or space holds it. Caller holds e.selfMu.
-func (e *Engine) claimSelfID(s *sess, id string) error {
-	if err := e.selfIDFree(s, id); err != nil {
-		return err
-	}
-	return e.writeValue(selfIDDir(s.ref.Home)+"/"+id, []byte(s.ref.Rel()+"\n"), selfIDOwner)
-}
-
-// selfIDFree is EEXIST when a session of s's home or space other than s
-// holds id (the index of self_ids is rebuilt first when missing). Caller
-// holds e.selfMu.
-func (e *Engine) selfIDFree(s *sess, id string) error {
-	dir := selfIDDir(s.ref.Home)
-	if _, err := e.root.Lstat(dir); errors.Is(err, os.ErrNotExist) {
-		if err := e.rebuildSelfIDs(s.ref.Home, dir); err != nil {
-			return err
-		}
-	}
-	if holder, err := e.readValue(dir + "/" + id); err == nil && holder != s.ref.Rel() && e.holdsSelfID(holder, id) {
-		return abi.Errorf(syscall.EEXIST, "write meta.json", "self_id %q is taken by %s", id, path.Base(holder))
-	}
-	return nil
-}
-
-// holdsSelfID reports whether the session at rel has self_id id now.
-func (e *Engine) holdsSelfID(rel, id string) bool {
-	if !abi.ValidName(path.Base(rel)) { // an entry's value is never trusted blindly
-		return false
-	}
-	b, err := e.root.ReadFile(rel+"/"+abi.FileMeta, layout.MaxValueFile)
-	if err != nil {
-		return false
-	}
-	obj, err := proto.ParseObject(b, false)
-	return err == nil && obj.Str("self_id") == id
-}
-
-// rebuildSelfIDs scans every session of a home or space for self_ids.
-func (e *Engine) rebuildSelfIDs(home, dir string) error {
-	tmp := dir + ".rebuild"
-	if err := e.root.RemoveAll(tmp); err != nil {
-		return err
-	}
-	if err := e.root.MkdirOwned(tmp, selfIDOwner); err != nil {
-		return err
-	}
-	for _, rel := range layout.HomeSessionDirs(e.root, home, false) {
-		b, err := e.root.ReadFile(rel+"/"+abi.FileMeta, layout.MaxValueFile)
-		if err != nil {
-			continue
-		}
-		if obj, err := proto.ParseObject(b, false); err == nil && validSelfID(obj.Str("self_id")) && obj.Str("self_id") != "" {
-			e.writeNew(tmp+"/"+obj.Str("self_id"), []byte(rel+"\n"), selfIDOwner)
-		}
-	}
-	return e.root.Rename(tmp, dir, 0)
 }
