@@ -56,6 +56,10 @@ type File struct {
 type Adapter interface {
 	// Name is the CLI's name in agent/NAME.d/cli.
 	Name() string
+	// Program is the executable the CLI's npm package installs (what
+	// agent/NAME runs, or a script execs); `Program --version` prints
+	// Version.
+	Program() string
 	// Version is the CLI version the mapping was written against and
 	// tested with (testdata/npm/package.json pins it).
 	Version() string

@@ -16,6 +16,7 @@ import (
 type claudeCode struct{}
 
 func (claudeCode) Name() string    { return ClaudeCode }
+func (claudeCode) Program() string { return "claude" }
 func (claudeCode) Version() string { return "2.1.332" }
 
 func (claudeCode) Invocation(o Options) (Invocation, error) {

@@ -21,6 +21,7 @@ import (
 type codex struct{}
 
 func (codex) Name() string    { return Codex }
+func (codex) Program() string { return "codex" }
 func (codex) Version() string { return "0.171.0" }
 
 // codexProvider is the model provider entry an Invocation with a BaseURL

@@ -16,6 +16,7 @@ import (
 type gemini struct{}
 
 func (gemini) Name() string    { return Gemini }
+func (gemini) Program() string { return "gemini" }
 func (gemini) Version() string { return "0.61.0" }
 
 // geminiSettings choose the API-key login: with GOOGLE_GEMINI_BASE_URL

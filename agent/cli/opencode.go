@@ -18,6 +18,7 @@ import (
 type openCode struct{}
 
 func (openCode) Name() string    { return OpenCode }
+func (openCode) Program() string { return "opencode" }
 func (openCode) Version() string { return "1.18.33" }
 
 // openCodeKeys are the providers an Invocation can point at a base URL,
