@@ -66,7 +66,9 @@ func (r *run) parse(line []byte, handle func(event []byte) ([]*proto.Object, boo
 	if len(event) == 0 {
 		return nil
 	}
-	if event[0] != '{' || !json.Valid(event) {
+	if event[0] != '{' || !utf8.Valid(event) || !json.Valid(event) {
+		// Kept as text: invalid UTF-8 becomes U+FFFD when it is
+		// marshalled, so the log line stays valid.
 		return []*proto.Object{r.logEvent("", event)}
 	}
 	frames, known := handle(event)
@@ -95,7 +97,7 @@ func (r *run) logEvent(kind string, event []byte) *proto.Object {
 	if kind != "" {
 		f.Set("kind", kind)
 	}
-	if len(event) <= maxLogEvent && json.Valid(event) {
+	if len(event) <= maxLogEvent && utf8.Valid(event) && json.Valid(event) {
 		f.Set("event", json.RawMessage(event))
 		return f
 	}
