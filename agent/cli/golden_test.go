@@ -163,6 +163,10 @@ var goldens = []golden{
 	{OpenCode, "badreq", 1, "ses_dcbede47bffeZzjfaGvamk9FO6", "error", []string{
 		"error EINVAL APIError: bad request, ctxfs",
 	}},
+	{OpenCode, "srverr", 1, "ses_dcbe94118ffeP7mjMrY1sY4lEq", "error", []string{
+		// after 80 s of opencode's own retries
+		"error EIO APIError: server down, ctxfs",
+	}},
 	{OpenCode, "remember", 0, "ses_dcbedcedbffer8qLHBDXVioKxc", "ok", []string{
 		"delta Noted: pelican.", "message [text Noted: pelican.]", "usage  12 3",
 	}},
