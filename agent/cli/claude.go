@@ -181,33 +181,33 @@ func remember[V any](m map[string]V, k string, v V) {
 // assistant maps one assistant event (Claude Code sends one per content
 // block): text and tool uses join the message being built.
 func (p *claudeParser) assistant(raw json.RawMessage) ([]*proto.Object, bool) {
-	var m claudeMessage
-	if !decode(raw, &m) {
-		return nil, false
-	}
-	var frames []*proto.Object
-	for _, rawPart := range m.Content {
-		var part claudePart
-		if !decode(rawPart, &part) {
-			frames = append(frames, p.logEvent("assistant", rawPart))
-			continue
-		}
+	return p.parts("assistant", raw, func(msgID string, part claudePart) ([]*proto.Object, bool) {
 		switch part.Type {
 		case "text":
-			frames = append(frames, p.addText(part.Text, p.streamed[m.ID])...)
+			return p.addText(part.Text, p.streamed[msgID]), true
 		case "tool_use":
 			remember(p.names, part.ID, part.Name)
-			frames = append(frames, p.addCall(part.ID, part.Name, part.Input))
-		default: // thinking, redacted_thinking, server tools
-			frames = append(frames, p.logEvent(part.Type, rawPart))
+			return []*proto.Object{p.addCall(part.ID, part.Name, part.Input)}, true
 		}
-	}
-	return frames, true
+		return nil, false // thinking, redacted_thinking, server tools
+	})
 }
 
 // user maps a user event: Claude Code reports each tool's result as a
 // tool_result part of one.
 func (p *claudeParser) user(raw json.RawMessage) ([]*proto.Object, bool) {
+	return p.parts("user", raw, func(_ string, part claudePart) ([]*proto.Object, bool) {
+		if part.Type != "tool_result" {
+			return nil, false
+		}
+		return p.toolResult(part.ToolUseID, p.names[part.ToolUseID], contentText(part.Content), part.IsError), true
+	})
+}
+
+// parts maps each content part of a message with each (given the
+// message's id); a part each does not map, or of another shape, is a log
+// frame.
+func (p *claudeParser) parts(kind string, raw json.RawMessage, each func(msgID string, part claudePart) ([]*proto.Object, bool)) ([]*proto.Object, bool) {
 	var m claudeMessage
 	if !decode(raw, &m) {
 		return nil, false
@@ -215,11 +215,14 @@ func (p *claudeParser) user(raw json.RawMessage) ([]*proto.Object, bool) {
 	var frames []*proto.Object
 	for _, rawPart := range m.Content {
 		var part claudePart
-		if decode(rawPart, &part) && part.Type == "tool_result" {
-			frames = append(frames, p.toolResult(part.ToolUseID, p.names[part.ToolUseID], contentText(part.Content), part.IsError)...)
-			continue
+		more, ok := []*proto.Object(nil), false
+		if decode(rawPart, &part) {
+			more, ok = each(m.ID, part)
 		}
-		frames = append(frames, p.logEvent("user", rawPart))
+		if !ok {
+			more = []*proto.Object{p.logEvent(orDefault(part.Type, kind), rawPart)}
+		}
+		frames = append(frames, more...)
 	}
 	return frames, true
 }
