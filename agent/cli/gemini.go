@@ -51,8 +51,10 @@ func (gemini) NewParser() Parser {
 }
 
 // geminiUnknownSession is what Gemini CLI says on stderr of a --resume id
-// it has no session for (exit 42, nothing on stdout).
-var geminiUnknownSession = regexp.MustCompile(`Invalid session identifier`)
+// it has no session for (exit 42, nothing on stdout): an unknown id, or
+// any id from a directory with no sessions (its sessions are kept per
+// project: the directory it runs in).
+var geminiUnknownSession = regexp.MustCompile(`Invalid session identifier|No previous sessions found`)
 
 type geminiParser struct {
 	run

@@ -132,6 +132,10 @@ var goldens = []golden{
 		`error ENOENT the session to resume is not there: Error resuming session: Invalid session identifier "00000000-0000-4000-8000-000000000000".`,
 	}},
 
+	{Gemini, "other-cwd-resume", 42, "", "error", []string{
+		"error ENOENT the session to resume is not there: Error resuming session: No previous sessions found for this project.",
+	}},
+
 	{OpenCode, "hello", 0, "ses_dcbee2ddcffeG72m28xDvgmZll", "ok", []string{
 		"delta Hello from aimock.", "message [text Hello from aimock.]", "usage  11 4",
 	}},
