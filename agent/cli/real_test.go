@@ -168,6 +168,9 @@ func runCLI(t *testing.T, a Adapter, home, work string, o Options, prompt string
 			t.Errorf("the key is in a frame: %s", f.Line())
 		}
 	}
+	if strings.Contains(r.stderr, testKey) {
+		t.Errorf("the key is in the CLI's stderr (the engine keeps it as log events): %s", r.stderr)
+	}
 	return r
 }
 
@@ -242,7 +245,29 @@ func TestRealCLIs(t *testing.T) {
 			if failed.status != "error" || !strings.Contains(failed.summary(), "error EINVAL") {
 				t.Errorf("a 400 from the API: %s\n%s\nstderr: %s", failed.status, failed.summary(), failed.stderr)
 			}
+			// HOME is under the agent's root/ in the store: the CLI
+			// must not have written the key there.
+			keyNowhereUnder(t, home)
+			keyNowhereUnder(t, work)
 		})
+	}
+}
+
+// keyNowhereUnder fails when a file under dir holds testKey.
+func keyNowhereUnder(t *testing.T, dir string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err == nil && bytes.Contains(data, []byte(testKey)) {
+			t.Errorf("the key is in %s", path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
