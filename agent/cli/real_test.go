@@ -133,7 +133,9 @@ func runCLI(t *testing.T, a Adapter, home, work string, o Options, prompt string
 	bin := program(t, a)
 	cmd := exec.CommandContext(ctx, bin, inv.Args...)
 	cmd.Dir = work
-	cmd.Env = append([]string{"PATH=" + filepath.Dir(bin) + ":/usr/local/bin:/usr/bin:/bin", "HOME=" + home, inv.KeyVar + "=" + testKey}, inv.Env...)
+	// TMPDIR: Gemini CLI writes an error report there at each API error.
+	cmd.Env = append([]string{"PATH=" + filepath.Dir(bin) + ":/usr/local/bin:/usr/bin:/bin", "HOME=" + home,
+		"TMPDIR=" + t.TempDir(), inv.KeyVar + "=" + testKey}, inv.Env...)
 	cmd.Stdin = strings.NewReader(prompt)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
