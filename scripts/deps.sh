@@ -32,8 +32,9 @@ if [ ! -d "$aimock_dir/node_modules" ]; then
 fi
 # The coding-agent CLIs whose streams agent/cli maps (Claude Code, Codex,
 # Gemini CLI, opencode; pinned by agent/cli/testdata/npm/package-lock.json,
-# about 1.3 GB unpacked, 40 s to install here; their install scripts are
-# not run and are not needed). Without npm the tests that run them skip,
+# about 1.3 GB unpacked, 25-40 s to install here; their install scripts are
+# not run and are not needed; the lock lists only the opencode builds the
+# registry here serves, so that npm ci accepts it). Without npm the tests that run them skip,
 # unless CTXFS_REQUIRE_CLIS=1 (CI) makes that a failure here and there.
 clis_dir="$(cd "$(dirname "$0")/.." && pwd)/agent/cli/testdata/npm"
 if [ ! -d "$clis_dir/node_modules" ]; then
