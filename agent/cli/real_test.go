@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -134,7 +135,7 @@ func runCLI(t *testing.T, a Adapter, home, work string, o Options, prompt string
 	cmd := exec.CommandContext(ctx, bin, inv.Args...)
 	cmd.Dir = work
 	// TMPDIR: Gemini CLI writes an error report there at each API error.
-	cmd.Env = append([]string{"PATH=" + filepath.Dir(bin) + ":/usr/local/bin:/usr/bin:/bin", "HOME=" + home,
+	cmd.Env = append([]string{"PATH=" + filepath.Dir(bin) + ":" + toolPath(t), "HOME=" + home,
 		"TMPDIR=" + t.TempDir(), inv.KeyVar + "=" + testKey}, inv.Env...)
 	cmd.Stdin = strings.NewReader(prompt)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -174,6 +175,23 @@ func runCLI(t *testing.T, a Adapter, home, work string, o Options, prompt string
 		t.Errorf("the key is in the CLI's stderr (the engine keeps it as log events): %s", r.stderr)
 	}
 	return r
+}
+
+// toolPath is a directory holding only the programs the CLIs and their
+// tools use here: node (the Codex and Gemini CLI launchers), a shell and
+// the commands of the fixtures. Not npm: opencode runs npm when it finds
+// it, which fetches from the registry and writes under HOME in the
+// background, after opencode has exited.
+func toolPath(t *testing.T) string {
+	dir := t.TempDir()
+	for _, name := range []string{"node", "bash", "sh", "cat", "ls", "env", "grep", "sed", "head", "tail", "rg"} {
+		if path, err := exec.LookPath(name); err == nil {
+			if err := os.Symlink(path, filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return dir
 }
 
 func tail(b []byte, n int) []byte {
@@ -259,12 +277,18 @@ func TestRealCLIs(t *testing.T) {
 func keyNowhereUnder(t *testing.T, dir string) {
 	t.Helper()
 	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // a CLI's temporary file or directory, gone since the listing
+		}
 		if err != nil || !d.Type().IsRegular() {
 			return err
 		}
 		data, err := os.ReadFile(path)
 		if err == nil && bytes.Contains(data, []byte(testKey)) {
 			t.Errorf("the key is in %s", path)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
 		}
 		return err
 	})
