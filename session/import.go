@@ -1,0 +1,63 @@
+package session
+
+import (
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/layout"
+)
+
+// Imported is a session made whole elsewhere (ctx agent import, SPEC 16;
+// package session/importer builds it from a request): the engine judges
+// only what every session's files must be, and writes it in one step.
+type Imported struct {
+	UUID     string        // the session's name and its index/by-uuid key
+	Cwd      string        // the session's cwd file
+	Meta     *proto.Object // fields of meta.json beyond client and scope
+	Latest   string        // latest.md
+	Messages []byte        // messages.jsonl, whole lines
+	Events   []byte        // events.jsonl, whole lines
+}
+
+// CreateImported makes im as a new private session of agent t in uid's
+// home: every line judged as an appended one (EINVAL), the session's
+// directory and both logs made in a hidden directory and renamed into
+// place, so that a refusal or a crash leaves nothing. Only root may name
+// another uid (EACCES). A uuid already in the home's index/by-uuid, or a
+// session of that name, is EEXIST, nothing written. The by-uuid entry is
+// written after the rename: a crash between the two leaves the session
+// without it (a later import of the uuid is still EEXIST: the name is
+// taken).
+func (e *Engine) CreateImported(c layout.Caller, uid uint32, t Target, im *Imported) error {
+	if c.Uid != 0 && uid != c.Uid {
+		return abi.Errorf(syscall.EACCES, "import", "only root imports into another uid's home")
+	}
+	ct := layout.Container{Kind: t.Kind, Owner: t.Owner, Home: layout.PrivateHome(uid)}
+	if t.Kind != abi.KindAgent || !ct.Valid() || !abi.ValidUUID(im.UUID) || !abi.ValidSessionName(im.UUID) {
+		return abi.Errorf(syscall.EINVAL, "import", "an import names an agent and a session uuid")
+	}
+	if err := abi.CheckCwd(im.Cwd); err != nil {
+		return err
+	}
+	if err := e.EnsureHome(uid); err != nil {
+		return err
+	}
+	r := layout.Ref{Container: ct, Name: im.UUID}
+	x, err := e.Index(ct)
+	if err != nil {
+		return err
+	}
+	if name, err := x.Lookup(abi.IndexByUUID, im.UUID); err == nil || e.sessionExists(r) {
+		return &abi.Error{Op: "import", Path: im.UUID, Errno: syscall.EEXIST, Msg: "already imported, as session " + name}
+	}
+	start := filled{cwd: im.Cwd, latest: im.Latest, meta: im.Meta,
+		logs: map[string][]byte{abi.FileMessages: im.Messages, abi.FileEvents: im.Events}}
+	if err := e.createFilled(r, layout.PrivateOwner(uid, primaryGid(uid)), start); err != nil {
+		return err
+	}
+	x.Add(r.Name)
+	err = x.SetEntry(abi.IndexByUUID, im.UUID, r.Name)
+	e.changed(ct.Rel())
+	return err
+}
