@@ -16,9 +16,6 @@ import (
 // imported from; an imported line has no "run".
 const Marker = "imported"
 
-// FrameImported is the one frame of an import that succeeded.
-const FrameImported = "imported"
-
 // Header is the import request line: {"op":"import","from":CLI,
 // "uuid":ID,"messages":N} and, optionally, "cwd" (the CLI's working
 // directory, as its file says) and "uid" (root only: the home to import
@@ -112,7 +109,7 @@ func Serve(e *session.Engine, c layout.Caller, t session.Target, line []byte, ne
 	if err := e.CreateImported(c, uid, t, im); err != nil {
 		return nil, err
 	}
-	return proto.NewObject("type", FrameImported, "session", h.UUID, "uuid", h.UUID, "messages", h.Messages), nil
+	return proto.NewObject("type", proto.FrameImported, "session", h.UUID, "uuid", h.UUID, "messages", h.Messages), nil
 }
 
 // message judges the n-th message line and marks it imported: one JSON
