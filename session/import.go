@@ -44,20 +44,46 @@ func (e *Engine) CreateImported(c layout.Caller, uid uint32, t Target, im *Impor
 		return err
 	}
 	r := layout.Ref{Container: ct, Name: im.UUID}
-	x, err := e.Index(ct)
-	if err != nil {
+	if err := e.checkNotImported(r); err != nil {
 		return err
-	}
-	if name, err := x.Lookup(abi.IndexByUUID, im.UUID); err == nil || e.sessionExists(r) {
-		return &abi.Error{Op: "import", Path: im.UUID, Errno: syscall.EEXIST, Msg: "already imported, as session " + name}
 	}
 	start := filled{cwd: im.Cwd, latest: im.Latest, meta: im.Meta,
 		logs: map[string][]byte{abi.FileMessages: im.Messages, abi.FileEvents: im.Events}}
-	if err := e.createFilled(r, layout.PrivateOwner(uid, primaryGid(uid)), start); err != nil {
+	own := layout.PrivateOwner(uid, primaryGid(uid))
+	if err := e.createFilled(r, own, start); err != nil {
+		return err
+	}
+	// The agent's root/, as a mkdir of the agent makes it: the client
+	// keeps the CLI's file under its home/agent for the resume.
+	if err := layout.MkdirAll(e.root, ct.ChrootRel(uid), own); err != nil {
+		return err
+	}
+	x, err := e.Index(ct)
+	if err != nil {
 		return err
 	}
 	x.Add(r.Name)
 	err = x.SetEntry(abi.IndexByUUID, im.UUID, r.Name)
 	e.changed(ct.Rel())
 	return err
+}
+
+// checkNotImported is EEXIST when r's uuid is in its container's by-uuid
+// index or names a session there. A container not made yet holds
+// neither, and is not made for the question.
+func (e *Engine) checkNotImported(r layout.Ref) error {
+	if !e.isDir(r.Container.Rel()) {
+		return nil
+	}
+	x, err := e.Index(r.Container)
+	if err != nil {
+		return err
+	}
+	if name, err := x.Lookup(abi.IndexByUUID, r.Name); err == nil || e.sessionExists(r) {
+		if name == "" {
+			name = r.Name
+		}
+		return &abi.Error{Op: "import", Path: r.Name, Errno: syscall.EEXIST, Msg: "already imported, as session " + name}
+	}
+	return nil
 }
