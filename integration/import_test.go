@@ -69,11 +69,11 @@ func chownTree(t *testing.T, dir string, c *cred) {
 	}))
 }
 
-// ctxImport runs ctx agent import as c (nil: root) with HOME home and
+// ctxImport runs ctx agent import AGENT as c (nil: root) with HOME home and
 // returns its stdout and stderr together, and its exit status.
-func (s *server) ctxImport(c *cred, home string, args ...string) (string, int) {
+func (s *server) ctxImport(c *cred, home, agent string, args ...string) (string, int) {
 	s.t.Helper()
-	out, err := runCmd(s.t, c, []string{"CTX_ROOT=" + s.root, "HOME=" + home}, ctxBin, append([]string{"agent", "import", "coder"}, args...)...)
+	out, err := runCmd(s.t, c, []string{"CTX_ROOT=" + s.root, "HOME=" + home}, ctxBin, append([]string{"agent", "import", agent}, args...)...)
 	return out, exitCode(s.t, err)
 }
 
@@ -152,7 +152,7 @@ func TestImportClaudeCodeAndCodex(t *testing.T) {
 	codex := readImportFile(t, cli.Codex, "tool.jsonl")
 	home := userHome(t, importAnn, claude, codex)
 
-	out, code := s.ctxImport(importAnn, home, "--from", "claude-code")
+	out, code := s.ctxImport(importAnn, home, "coder", "--from", "claude-code")
 	if code != 0 || !strings.Contains(out, "imported ") || !strings.Contains(out, claude.session.ID) {
 		t.Fatalf("import of ~/.claude/projects: exit %d\n%s", code, out)
 	}
@@ -162,7 +162,7 @@ func TestImportClaudeCodeAndCodex(t *testing.T) {
 		t.Errorf("the Claude Code file was not kept under the agent's HOME for its resume (%s)", kept)
 	}
 
-	out, code = s.ctxImport(importAnn, home, "--from", "codex", filepath.Join(home, ".codex", "sessions", "2026"))
+	out, code = s.ctxImport(importAnn, home, "coder", "--from", "codex", filepath.Join(home, ".codex", "sessions", "2026"))
 	if code != 0 || !strings.Contains(out, codex.session.ID) {
 		t.Fatalf("import of a Codex directory: exit %d\n%s", code, out)
 	}
@@ -209,13 +209,13 @@ func TestImportRefusals(t *testing.T) {
 	claude := readImportFile(t, cli.ClaudeCode, "tool.jsonl")
 	home := userHome(t, importAnn, claude)
 	file := filepath.Join(home, ".claude", "projects", "-tmp-cc-work", claude.session.ID+".jsonl")
-	if out, code := s.ctxImport(importAnn, home, "--from", "claude-code", file); code != 0 {
+	if out, code := s.ctxImport(importAnn, home, "coder", "--from", "claude-code", file); code != 0 {
 		t.Fatalf("first import: exit %d\n%s", code, out)
 	}
 	s.waitListed(t, importAnn.uid, claude.session.ID)
 
 	before := s.storeHome(t, importAnn.uid)
-	out, code := s.ctxImport(importAnn, home, "--from", "claude-code", file)
+	out, code := s.ctxImport(importAnn, home, "coder", "--from", "claude-code", file)
 	if code != 1 || !strings.Contains(out, "EEXIST") {
 		t.Errorf("import again: exit %d, want 1 and EEXIST\n%s", code, out)
 	}
@@ -228,7 +228,7 @@ func TestImportRefusals(t *testing.T) {
 	bad := filepath.Join(home, "bad.jsonl")
 	testkit.Must(t, os.WriteFile(bad, []byte(strings.Join(lines, "")), 0o600))
 	testkit.Must(t, os.Chown(bad, int(importAnn.uid), int(importAnn.gid)))
-	out, code = s.ctxImport(importAnn, home, "--from", "claude-code", bad)
+	out, code = s.ctxImport(importAnn, home, "coder", "--from", "claude-code", bad)
 	if code != 1 || !strings.Contains(out, "EINVAL") || !strings.Contains(out, "line 3") {
 		t.Errorf("malformed file: exit %d, want 1, EINVAL and line 3\n%s", code, out)
 	}
@@ -237,7 +237,7 @@ func TestImportRefusals(t *testing.T) {
 	// Root's file, mode 0600: she cannot read it.
 	secret := filepath.Join(filepath.Dir(home), "root-only.jsonl")
 	testkit.Must(t, os.WriteFile(secret, []byte(fileBytes(t, other.path)), 0o600))
-	out, code = s.ctxImport(importAnn, home, "--from", "claude-code", secret)
+	out, code = s.ctxImport(importAnn, home, "coder", "--from", "claude-code", secret)
 	if code != 1 || !strings.Contains(out, "EACCES") || !strings.Contains(out, secret) {
 		t.Errorf("unreadable file: exit %d, want 1, EACCES and its name\n%s", code, out)
 	}
@@ -253,14 +253,21 @@ func TestImportUids(t *testing.T) {
 	codex := readImportFile(t, cli.Codex, "tool.jsonl")
 	home := userHome(t, &cred{}, claude, codex)
 
-	if out, code := s.ctxImport(nil, home, "--from", "claude-code"); code != 0 {
+	if out, code := s.ctxImport(nil, home, "coder", "--from", "claude-code"); code != 0 {
 		t.Fatalf("root's import: exit %d\n%s", code, out)
 	}
 	s.checkImported(t, claude, 0, 0)
-	if out, code := s.ctxImport(nil, home, "--from", "codex", "--uid", "1001"); code != 0 {
+	if out, code := s.ctxImport(nil, home, "coder", "--from", "codex", "--uid", "1001"); code != 0 {
 		t.Fatalf("root's import for 1001: exit %d\n%s", code, out)
 	}
 	s.checkImported(t, codex, 1001, 0)
+	kept := s.mnt("home/1001/agent/coder/root/home/agent/.codex/sessions/2026/12/02/rollout-2026-12-02T00-01-25-" + codex.session.ID + ".jsonl")
+	if fileBytes(t, kept) != fileBytes(t, codex.path) {
+		t.Errorf("the rollout root imported for 1001 is not under the agent's HOME (%s)", kept)
+	}
+	if out, err := bashAs(t, importAnn, "test -O "+kept+" && head -c1 "+kept); err != nil {
+		t.Errorf("the rollout root imported for 1001 is not hers under the agent's HOME: %v\n%s", err, out)
+	}
 	if uid := statUid(t, s.mnt("home/1001/agent/coder/session/"+codex.session.ID)); uid != 1001 {
 		t.Errorf("the session root imported for 1001 shows owner %d through the mount", uid)
 	}
@@ -268,7 +275,7 @@ func TestImportUids(t *testing.T) {
 	// Bob names Ann's home: refused by the server, whatever his client says.
 	bobHome := userHome(t, importBob, readImportFile(t, cli.ClaudeCode, "resumed.jsonl"))
 	before := s.storeHome(t, importAnn.uid)
-	out, code := s.ctxImport(importBob, bobHome, "--from", "claude-code", "--uid", "1001")
+	out, code := s.ctxImport(importBob, bobHome, "coder", "--from", "claude-code", "--uid", "1001")
 	if code != 1 || !strings.Contains(out, "EACCES") {
 		t.Errorf("bob importing into 1001's home: exit %d, want 1 and EACCES\n%s", code, out)
 	}

@@ -189,7 +189,7 @@ func (j *job) keepForResume(f *os.File, path string, s *cli.Session) error {
 	home := filepath.Join(j.w.Loc.HomeDir(), "agent", j.w.Loc.Agent, "root", "home", "agent")
 	var dst string
 	if j.from == cli.Codex {
-		dst = filepath.Join(home, ".codex", "sessions", "imported", filepath.Base(path))
+		dst = filepath.Join(home, ".codex", "sessions", rolloutDay(filepath.Base(path)), filepath.Base(path))
 	} else {
 		dst = filepath.Join(home, ".claude", "projects", projectDir(s.CWD), s.ID+".jsonl")
 	}
@@ -207,8 +207,36 @@ func (j *job) keepForResume(f *os.File, path string, s *cli.Session) error {
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil && j.uidGiven {
+		err = j.giveToUid(home, dst)
+	}
 	return err
 }
+
+// giveToUid makes what root copied for uid (--uid) uid's, from the
+// agent's root/ (which the server made uid's) down to the file: the CLI
+// runs as uid and reads it.
+func (j *job) giveToUid(home, dst string) error {
+	root := filepath.Dir(filepath.Dir(home)) // home is root/home/agent
+	for p := dst; len(p) > len(root); p = filepath.Dir(p) {
+		if err := os.Lchown(p, int(j.uid), -1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rolloutDay is the YYYY/MM/DD directory Codex keeps a rollout in, from
+// its name (rollout-YYYY-MM-DDThh-mm-ss-ID.jsonl); "imported" for another
+// name.
+func rolloutDay(name string) string {
+	if m := rolloutDate.FindStringSubmatch(name); m != nil {
+		return filepath.Join(m[1], m[2], m[3])
+	}
+	return "imported"
+}
+
+var rolloutDate = regexp.MustCompile(`^rollout-(\d{4})-(\d{2})-(\d{2})T`)
 
 // projectDir is Claude Code's name for the project directory of cwd
 // (docs/clis.md: every / and . becomes -).
