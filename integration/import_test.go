@@ -139,6 +139,14 @@ func (s *server) checkImported(t *testing.T, f importFile, uid, by uint32) {
 	if out, code := s.fsck(); code != 0 {
 		t.Errorf("fsck after the import: exit %d\n%s", code, out)
 	}
+	env := []string{"CTX_ROOT=" + s.root}
+	out, err := runCmd(t, owner, env, ctxBin, "agent", "history", "coder", "--session", f.session.ID)
+	if first := f.session.Messages[0].Str("content"); err != nil || !strings.Contains(out, first) {
+		t.Errorf("ctx agent history of the imported session: %v, want %q in\n%s", err, first, out)
+	}
+	if out, err := runCmd(t, owner, env, ctxBin, "agent", "trajectory", "coder", "--session", f.session.ID); err != nil {
+		t.Errorf("ctx agent trajectory of the imported session: %v\n%.2000s", err, out)
+	}
 }
 
 // TestImportClaudeCodeAndCodex: a user imports a Claude Code project file

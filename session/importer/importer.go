@@ -80,10 +80,12 @@ func Serve(e *session.Engine, c layout.Caller, t session.Target, line []byte, ne
 		if err != nil {
 			return nil, err
 		}
-		if err := partial.TakeN(c.Uid, len(raw)); err != nil {
+		// What is kept: the line, its marker and its uid stamp.
+		kept := len(raw) + len(`,"`+Marker+`":"",`) + len(h.From) + len(`"uid":4294967295`)
+		if err := partial.TakeN(c.Uid, kept); err != nil {
 			return nil, err
 		}
-		held += len(raw)
+		held += kept
 		msg, err := message(n, raw, h.From)
 		if err != nil {
 			return nil, err
