@@ -165,6 +165,9 @@ func TestImportClaudeCodeAndCodex(t *testing.T) {
 		t.Fatalf("import of ~/.claude/projects: exit %d\n%s", code, out)
 	}
 	s.checkImported(t, claude, importAnn.uid, importAnn.uid)
+	if !strings.Contains(s.logText(), `msg=import agent=coder session=`+claude.session.ID+` home=home/1001 uid=1001`) {
+		t.Errorf("the server log does not say who imported what:\n%s", s.logText())
+	}
 	kept := s.mnt("home/1001/agent/coder/root/home/agent/.claude/projects/-tmp-cc-work/" + claude.session.ID + ".jsonl")
 	if fileBytes(t, kept) != fileBytes(t, claude.path) {
 		t.Errorf("the Claude Code file was not kept under the agent's HOME for its resume (%s)", kept)
@@ -303,7 +306,8 @@ func statUid(t *testing.T, p string) uint32 {
 
 // importRequest is a python3 client that sends the file argv[2] (the
 // import request, then the messages) on one connection to the socket
-// argv[1] as the uid running it, and prints the reply.
+// argv[1] as the uid running it, and prints the reply; with argv[3]
+// "hold" it then keeps the connection open without a word.
 const importRequest = `
 import socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -311,7 +315,8 @@ s.settimeout(60)
 s.connect(sys.argv[1])
 try:
     s.sendall(open(sys.argv[2], "rb").read())
-    s.shutdown(socket.SHUT_WR)
+    if sys.argv[3] != "hold":  # hold: leave the connection open, sending nothing more
+        s.shutdown(socket.SHUT_WR)
 except (BrokenPipeError, ConnectionResetError):
     pass
 while True:
@@ -328,12 +333,19 @@ while True:
 // returns the reply's error code ("" for none) and the reply.
 func (s *server) rawImport(t *testing.T, c *cred, lines ...string) (string, string) {
 	t.Helper()
+	return s.rawImportHow(t, c, "", lines...)
+}
+
+// rawImportHow is rawImport; how "hold" keeps the connection open after
+// the lines.
+func (s *server) rawImportHow(t *testing.T, c *cred, how string, lines ...string) (string, string) {
+	t.Helper()
 	dir := t.TempDir()
 	openToAll(t, filepath.Join(dir, "x"))
 	script, data := filepath.Join(dir, "import.py"), filepath.Join(dir, "lines")
 	testkit.Must(t, os.WriteFile(script, []byte(importRequest), 0o644))
 	testkit.Must(t, os.WriteFile(data, []byte(strings.Join(lines, "\n")+"\n"), 0o644))
-	out, err := runCmd(t, c, nil, "/usr/bin/python3", script, s.mnt("agent/coder.sock"), data)
+	out, err := runCmd(t, c, nil, "/usr/bin/python3", script, s.mnt("agent/coder.sock"), data, how)
 	if err != nil {
 		t.Fatalf("raw import: %v\n%s", err, out)
 	}
@@ -389,6 +401,12 @@ func TestImportHostileClient(t *testing.T) {
 		}
 		s.wantUnchanged(t, c.name, before, importAnn.uid)
 	}
+	// A client that stops sending holds its bytes for 10 s at the most.
+	before := s.storeHome(t, importAnn.uid)
+	if code, out := s.rawImportHow(t, importAnn, "hold", head(2, ""), user); code != "ETIMEDOUT" {
+		t.Errorf("a stalled import: got %q, want ETIMEDOUT\n%s", code, out)
+	}
+	s.wantUnchanged(t, "a stalled import", before, importAnn.uid)
 	// The share is given back: the same uid imports again at once.
 	if code, out := s.rawImport(t, importAnn, strings.Replace(head(1, ""), "cafe", "beef", 1), user); code != "" {
 		t.Errorf("an import after the refusals: %s", out)

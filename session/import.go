@@ -65,6 +65,7 @@ func (e *Engine) CreateImported(c layout.Caller, uid uint32, t Target, im *Impor
 	x.Add(r.Name)
 	err = x.SetEntry(abi.IndexByUUID, im.UUID, r.Name)
 	e.changed(ct.Rel())
+	e.cfg.Log.Info("import", "agent", t.Owner, "session", r.Name, "home", ct.Home, "uid", c.Uid, "bytes", len(im.Messages))
 	return err
 }
 
