@@ -22,7 +22,7 @@ import (
 // by-uuid stay the imported uuid.
 func TestImportThenResume(t *testing.T) {
 	base := cliSimulator(t)
-	s := newCLIServer(t, cliCases[0], base, cliKey("import"), nil) // claude-code
+	s := newCLIServer(t, cliCases[0], base, cliKey("import")) // claude-code
 	f := readImportFile(t, cli.ClaudeCode, "tool.jsonl")
 	home := userHome(t, &cred{}, f)
 	if out, code := s.ctxImport(nil, home, "cli", "--from", "claude-code"); code != 0 {
