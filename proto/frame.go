@@ -23,6 +23,7 @@ const (
 	FramePong       = "pong"
 	FrameMatch      = "match"    // search: one message that holds the query
 	FrameSearched   = "searched" // search: the last frame, with counts and whether matches were cut
+	FrameImported   = "imported" // import: the one frame of a session imported
 )
 
 // ErrorFrame is the frame that reports err: {"type":"error","code":"E…","message":"…"}.

@@ -22,6 +22,10 @@ const (
 	// OpArchive archives the named session, or deletes it with "delete":
 	// true (SPEC 12; ctx agent session archive and gc).
 	OpArchive = "archive"
+	// OpImport makes a new session from a coding-agent CLI's session
+	// (SPEC 16, ctx agent import): the request line is followed by the
+	// messages on the same connection (package session/importer).
+	OpImport = "import"
 )
 
 // Request is a parsed, well-formed request. Session is "default" when the
@@ -109,7 +113,7 @@ func ParseRequest(line []byte) (*Request, error) {
 		if r.ID == "" || !(abi.ValidName(r.ID) || abi.IsRunID(r.ID)) {
 			return nil, abi.Errorf(syscall.EINVAL, "", "cancel needs the id of a run or a client")
 		}
-	case OpStatus, OpPing:
+	case OpStatus, OpPing, OpImport:
 	case OpSearch:
 		return r, r.checkSearch(w)
 	case OpArchive:

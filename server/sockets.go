@@ -349,15 +349,20 @@ func (s *Sockets) serveConn(conn *net.UnixConn, t session.Target) {
 		return
 	}
 	defer e.Limits().Conns.Give(c.Uid)
-	conn.SetReadDeadline(time.Now().Add(quota.RequestDeadline)) // one that sends no complete line holds a descriptor for nothing
-	line, err := readRequest(conn)
-	conn.SetReadDeadline(time.Time{})
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(conn)
+	defer func() { br.Reset(nil); readers.Put(br) }()
+	line, err := readWithin(conn, br)
 	var req *proto.Request
 	if err == nil {
 		req, err = proto.ParseRequest(line)
 	}
 	if err == nil && !agent.Defined(s.root, t.Kind, t.Owner) {
 		err = agent.NotDefined(t.Kind, t.Owner) // a connection accepted just before its definition went
+	}
+	if err == nil && req.Op == proto.OpImport {
+		s.serveImport(conn, w, c, t, req, line, br)
+		return
 	}
 	var reply *session.Reply
 	if err == nil {
@@ -424,12 +429,17 @@ func (s *Sockets) refuse(conn *net.UnixConn, w *bufio.Writer, err error, c layou
 	flush(conn, w)
 }
 
+// readWithin reads one request line within quota.RequestDeadline: one
+// that sends no complete line holds a descriptor for nothing.
+func readWithin(conn *net.UnixConn, br *bufio.Reader) ([]byte, error) {
+	conn.SetReadDeadline(time.Now().Add(quota.RequestDeadline))
+	defer conn.SetReadDeadline(time.Time{})
+	return readRequest(br)
+}
+
 // readRequest reads one line of at most abi.MaxRequestBytes (EMSGSIZE
 // beyond). A final line without its newline counts as the request.
-func readRequest(r io.Reader) ([]byte, error) {
-	br := readers.Get().(*bufio.Reader)
-	br.Reset(r)
-	defer func() { br.Reset(nil); readers.Put(br) }()
+func readRequest(br *bufio.Reader) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')

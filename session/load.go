@@ -161,6 +161,21 @@ func (e *Engine) load(r layout.Ref) (*sess, error) {
 // hidden temporary directory beside it, then renames it into place with
 // RENAME_NOREPLACE, so that a crash never leaves a half-made session.
 func (e *Engine) createDir(r layout.Ref, own storefs.Owner, cwd string) error {
+	return e.createFilled(r, own, filled{cwd: cwd})
+}
+
+// filled is what a new session starts with: its cwd, and for a session
+// made whole (CreateImported) its logs' lines, latest.md and the fields
+// meta.json holds beyond client and scope.
+type filled struct {
+	cwd    string
+	logs   map[string][]byte // by file name
+	latest string
+	meta   *proto.Object
+}
+
+// createFilled is createDir for a session that starts with f.
+func (e *Engine) createFilled(r layout.Ref, own storefs.Owner, f filled) error {
 	container := r.Container.Rel()
 	if err := layout.MkdirAll(e.root, container, own); err != nil {
 		return err
@@ -173,7 +188,7 @@ func (e *Engine) createDir(r layout.Ref, own storefs.Owner, cwd string) error {
 		return err
 	}
 	defer e.root.RemoveAll(tmp)
-	if err := e.layout(tmp, r.Rel(), own, scopeOfHome(r.Home), cwd); err != nil {
+	if err := e.layout(tmp, r.Rel(), own, scopeOfHome(r.Home), f); err != nil {
 		return err
 	}
 	if err := e.root.Rename(tmp, r.Rel(), unix.RENAME_NOREPLACE); err != nil {
@@ -188,7 +203,7 @@ func (e *Engine) createDir(r layout.Ref, own storefs.Owner, cwd string) error {
 // they are written and synced in parallel (a file creation costs
 // milliseconds on this kind of machine, and concurrent syncs share journal
 // commits). The identity names final, where the session will be.
-func (e *Engine) layout(tmp, final string, free storefs.Owner, scope, cwd string) error {
+func (e *Engine) layout(tmp, final string, free storefs.Owner, scope string, start filled) error {
 	own := layout.HistoryOwner(free) // all but context/, the session's free tree
 	if err := e.root.ChownOwned(tmp, own); err != nil {
 		return err
@@ -206,15 +221,20 @@ func (e *Engine) layout(tmp, final string, free storefs.Owner, scope, cwd string
 		return err
 	}
 	now := strconv.FormatInt(time.Now().Unix(), 10) + "\n"
+	meta := proto.NewObject("client", "ctx", "scope", scope)
+	if start.meta != nil {
+		for _, f := range start.meta.Fields {
+			meta.Set(f.Key, f.Value)
+		}
+	}
 	values := map[string]string{
-		abi.FileLatest: "", abi.FileState: abi.StateIdle + "\n", abi.FileCwd: cwd + "\n",
-		abi.FileCreatedAt: now, abi.FileUpdatedAt: now,
-		abi.FileMeta: string(proto.NewObject("client", "ctx", "scope", scope).Line()),
+		abi.FileLatest: start.latest, abi.FileState: abi.StateIdle + "\n", abi.FileCwd: start.cwd + "\n",
+		abi.FileCreatedAt: now, abi.FileUpdatedAt: now, abi.FileMeta: string(meta.Line()),
 	}
 	var jobs []func() error
 	for _, f := range layout.SessionLogs {
 		jobs = append(jobs, func() error {
-			l, err := sealedlog.Create(layout.LogPlace(e.root, e.sealKey, tmp, f, identity), own)
+			l, err := sealedlog.CreateWith(layout.LogPlace(e.root, e.sealKey, tmp, f, identity), own, start.logs[f])
 			if err == nil {
 				l.Close()
 			}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/internal/cli/chat"
 	"github.com/ctxfs/ctxfs/internal/cli/clienv"
+	"github.com/ctxfs/ctxfs/internal/cli/cliimport"
 	"github.com/ctxfs/ctxfs/internal/cli/doctor"
 	"github.com/ctxfs/ctxfs/internal/cli/inspect"
 	"github.com/ctxfs/ctxfs/internal/cli/send"
@@ -172,6 +173,27 @@ ctx agent session archive coder old --archive-dir /srv/archive`,
 ctx agent session gc coder --pattern 'tmp-*' --older-than-days 7 --keep tmp-keep --yes
 ctx agent session gc coder --delete --yes`,
 		run: sessions.GC},
+	{name: "import", posNames: "AGENT [FILE|DIR]...", minArgs: 1, maxArgs: -1,
+		flags: []flagDef{
+			{name: "from", value: true, usage: "the CLI whose session files these are: `claude-code|codex`"},
+			{name: "uid", value: true, usage: "root only: import into the home of uid `N` (default: your own)"}},
+		short: "Make sessions of AGENT from Claude Code or Codex session files",
+		help: `Makes one new session of AGENT per Claude Code project file (<uuid>.jsonl)
+or Codex rollout (rollout-*.jsonl): its user and assistant messages, tool
+calls and tool results in order, named by the CLI's session uuid, with
+index/by-uuid/<uuid> set; a copy of the file goes under the agent's HOME
+(root/home/agent), so that a send with a cli agent resumes the CLI session.
+A DIR is walked for the CLI's files; without FILE or DIR, your
+~/.claude/projects or ~/.codex/sessions. Each session is written whole or
+not at all: a uuid already imported is EEXIST, a malformed file EINVAL
+naming its line, a file you cannot read EACCES. One line per file imported
+on stdout, one per refusal on stderr. Exit status: 0 all imported, 1 a file
+was refused, 2 bad usage or no server.
+`,
+		examples: `ctx agent import coder --from claude-code
+ctx agent import coder --from codex ~/.codex/sessions/2026/12
+sudo ctx agent import coder --from claude-code --uid 1001 /home/ann/.claude/projects`,
+		run: cliimport.Import},
 	{name: "attach", aliases: []string{"resume"}, posNames: "AGENT [RUN]", minArgs: 1, maxArgs: 2,
 		flags: []flagDef{fSession, fScope, fSpace, fShared,
 			fJSON.with("print the raw frames, one JSON object a line, as `send --json` does")},

@@ -126,10 +126,26 @@ type Log struct {
 // Create makes a new empty log and its seal, durably: both files and the
 // directories they are in are synced before it returns. EEXIST when either
 // exists. Both get own's file mode and owner (see storefs.Fchown).
-func Create(at Place, own storefs.Owner) (*Log, error) {
+func Create(at Place, own storefs.Owner) (*Log, error) { return CreateWith(at, own, nil) }
+
+// CreateWith is Create for a log that starts with content (whole lines,
+// which it judges as Validate does: EINVAL, nothing made), its seal
+// vouching for them: a session made whole elsewhere and renamed into
+// place (ctx agent import) has its history in one durable step.
+func CreateWith(at Place, own storefs.Owner, content []byte) (*Log, error) {
+	if len(content) > 0 {
+		if err := Validate(content); err != nil {
+			return nil, err
+		}
+	}
 	f, err := createFile(at.Root, at.Log, own)
 	if err != nil {
 		return nil, err
+	}
+	if _, err := f.WriteAt(content, 0); err != nil {
+		f.Close()
+		at.Root.Remove(at.Log)
+		return nil, osError("create", at.show(at.Log), err)
 	}
 	seal, err := createFile(at.Root, at.Seal, own)
 	if err != nil {
@@ -139,7 +155,9 @@ func Create(at Place, own storefs.Owner) (*Log, error) {
 	}
 	l := newFileLog(at, f)
 	l.seal = seal
-	l.adopt(newRecord(1, 0, true, sha256.New(), at.Bind))
+	h := sha256.New()
+	h.Write(content)
+	l.adopt(newRecord(1, int64(len(content)), true, h, at.Bind))
 	if err := l.createDurably(); err != nil {
 		f.Close()
 		seal.Close()

@@ -1,0 +1,57 @@
+//go:build clirun
+
+// This test runs a cli agent (agent/NAME.d/cli, issue 22's server side,
+// branch h-clirun) and uses its helpers (cli_agents_test.go): the build
+// tag keeps it out until both are merged; the merge removes the tag.
+
+package integration
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/ctxfs/ctxfs/agent/cli"
+	"github.com/ctxfs/ctxfs/internal/testkit"
+)
+
+// TestImportThenResume: a Claude Code session the CLI wrote, imported
+// into the cli agent "cli", is resumed by the next send to that session:
+// the CLI's own session (the imported file, kept under the agent's HOME)
+// goes on, aimock sees the imported turn sent again, and cli_session and
+// by-uuid stay the imported uuid.
+func TestImportThenResume(t *testing.T) {
+	base := cliSimulator(t)
+	s := newCLIServer(t, cliCases[0], base, cliKey("import")) // claude-code
+	f := readImportFile(t, cli.ClaudeCode, "tool.jsonl")
+	home := userHome(t, &cred{}, f)
+	if out, code := s.ctxImport(nil, home, "cli", "--from", "claude-code"); code != 0 {
+		t.Fatalf("import: exit %d\n%s", code, out)
+	}
+	id := f.session.ID
+	recall := "ctxfs-recall after the import"
+	frames := s.cliSend(id, "after-import", recall)
+	if frames[len(frames)-1]["status"] != "ok" {
+		t.Fatalf("the send to the imported session: %s\n%v\nlog:\n%s", frameTypes(frames), frames, s.logText())
+	}
+	if !journalHas(t, base, recall, "ctxfs-tool-claude") {
+		t.Errorf("no request to aimock carried %q with the imported turn: the CLI did not resume the imported session", recall)
+	}
+	if got, _ := s.cliMeta(t, id)["cli_session"].(string); got != id {
+		t.Errorf("cli_session after the send: %q, want the imported %s", got, id)
+	}
+	if got := s.readMnt("home/0/agent/cli/session/index/by-uuid/" + id); got != id+"\n" {
+		t.Errorf("by-uuid/%s after the send: %q", id, got)
+	}
+	// The imported lines first, in order, then the run's.
+	var roles []string
+	for _, l := range strings.Split(strings.TrimSpace(s.readMnt("home/0/agent/cli/session/"+id+"/messages.jsonl")), "\n") {
+		var m map[string]any
+		testkit.Must(t, json.Unmarshal([]byte(l), &m))
+		_, imported := m["imported"]
+		roles = append(roles, m["role"].(string)+map[bool]string{true: "(imported)", false: ""}[imported])
+	}
+	if len(roles) <= len(f.session.Messages) || !strings.HasSuffix(roles[len(f.session.Messages)-1], "(imported)") || strings.HasSuffix(roles[len(f.session.Messages)], "(imported)") {
+		t.Errorf("messages.jsonl after the send: %v", roles)
+	}
+}

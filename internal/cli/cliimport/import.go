@@ -1,0 +1,248 @@
+package cliimport
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/cli"
+	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// Import is `ctx agent import AGENT --from CLI [--uid N] [FILE|DIR]...`.
+// Each file is imported on its own: one line on stdout for each session
+// made, one on stderr for each file refused. Exit 0 when every file was
+// imported, 1 when one was not, 2 for bad usage or a server not reached.
+func Import(e *clienv.Env, p *clienv.Parsed) int {
+	from := p.Str("from")
+	if from != cli.ClaudeCode && from != cli.Codex {
+		return clienv.UsageError(e, "import", "--from is claude-code or codex")
+	}
+	w, err := clienv.ResolveLoc(e, p, p.Args[0])
+	if err != nil {
+		return clienv.Fail(e, "import", err, clienv.ExitUsage)
+	}
+	if w.Loc.Kind() != abi.KindAgent {
+		return clienv.UsageError(e, "import", "sessions are imported into an agent, not a model")
+	}
+	job := &job{e: e, w: w, from: from, uid: uint32(e.Uid)}
+	if s := p.Str("uid"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 32)
+		if err != nil {
+			return clienv.UsageError(e, "import", "--uid takes a uid number")
+		}
+		job.uid, job.uidGiven = uint32(n), true
+		w.Loc.Uid = int(n)
+	}
+	roots := p.Args[1:]
+	if len(roots) == 0 {
+		roots = []string{defaultDir(e, from)}
+	}
+	failed := false
+	for _, root := range roots {
+		files, err := sessionFiles(from, root)
+		if err != nil {
+			fmt.Fprintf(e.Stderr, "ctx: import %s: %s\n", root, clienv.Describe("import", err))
+			failed = true
+		}
+		for _, f := range files {
+			if err := job.file(f); err != nil {
+				fmt.Fprintf(e.Stderr, "ctx: import %s: %s\n", f, clienv.Describe("import", err))
+				failed = true
+				var de *client.DialError
+				if errors.As(err, &de) {
+					return clienv.ExitUsage // no server: every other file would fail the same
+				}
+			}
+		}
+	}
+	if failed {
+		return clienv.ExitFailed
+	}
+	return clienv.ExitOK
+}
+
+// defaultDir is where the CLI keeps the caller's sessions.
+func defaultDir(e *clienv.Env, from string) string {
+	if from == cli.Codex {
+		return filepath.Join(e.Getenv("HOME"), ".codex", "sessions")
+	}
+	return filepath.Join(e.Getenv("HOME"), ".claude", "projects")
+}
+
+// claudeFile and codexFile are the names the CLIs give their session
+// files; a directory is walked for them.
+var (
+	claudeFile = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.jsonl$`)
+	codexFile  = regexp.MustCompile(`^rollout-.*\.jsonl$`)
+)
+
+// sessionFiles is root itself when it is not a directory, else the CLI's
+// session files under it, in walk order (Claude Code's subagent files,
+// under a subagents/ directory, are parts of their parent's session).
+func sessionFiles(from, root string) ([]string, error) {
+	st, err := os.Stat(root)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return []string{root}, nil
+	}
+	name := claudeFile
+	if from == cli.Codex {
+		name = codexFile
+	}
+	var files []string
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && d.Name() == "subagents":
+			return filepath.SkipDir
+		case d.Type().IsRegular() && name.MatchString(d.Name()):
+			files = append(files, p)
+		}
+		return nil
+	})
+	return files, err
+}
+
+// job is one import command's state.
+type job struct {
+	e        *clienv.Env
+	w        *clienv.Where
+	from     string
+	uid      uint32
+	uidGiven bool
+}
+
+// file imports one session file: read as the caller, sent, and on
+// success copied under the agent's HOME for the CLI's resume.
+func (j *job) file(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	s, err := cli.ReadSession(j.from, f)
+	if err != nil {
+		return err
+	}
+	if err := j.send(s); err != nil {
+		return err
+	}
+	fmt.Fprintf(j.e.Stdout, "imported %s as session %s (%d messages)\n", path, s.ID, len(s.Messages))
+	if err := j.keepForResume(f, path, s); err != nil {
+		return fmt.Errorf("imported, but the CLI's file was not copied under the agent's HOME (a send will not resume it): %w", err)
+	}
+	return nil
+}
+
+// send makes the session on the server: the import request, then the
+// messages, then its one answer frame.
+func (j *job) send(s *cli.Session) error {
+	ctx, stop := j.e.Interrupt()
+	defer stop()
+	conn, err := client.Dial(ctx, j.w.Loc.Socket())
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	req := proto.NewObject("op", proto.OpImport, "from", j.from, "uuid", s.ID, "messages", len(s.Messages))
+	if abi.CheckCwd(s.CWD) == nil {
+		req.Set("cwd", s.CWD)
+	}
+	if j.uidGiven {
+		req.Set("uid", j.uid)
+	}
+	sendErr := conn.Send(req)
+	for _, m := range s.Messages {
+		if sendErr == nil {
+			sendErr = conn.Send(m)
+		}
+	}
+	f, err := conn.Next()
+	switch {
+	case err == io.EOF || err != nil:
+		return clienv.NoReply(sendErr, err)
+	case f.Type() == proto.FrameImported:
+		return nil
+	case f.Type() == proto.FrameError:
+		return client.FrameError(f.Obj)
+	}
+	return abi.Errorf(syscall.EIO, "import", "the server answered %q", f.Type())
+}
+
+// keepForResume copies the CLI's file where the CLI run by the agent
+// looks for it: its HOME is the agent's root/home/agent (SPEC 16).
+func (j *job) keepForResume(f *os.File, path string, s *cli.Session) error {
+	home := filepath.Join(j.w.Loc.HomeDir(), "agent", j.w.Loc.Agent, "root", "home", "agent")
+	var dst string
+	if j.from == cli.Codex {
+		dst = filepath.Join(home, ".codex", "sessions", rolloutDay(filepath.Base(path)), filepath.Base(path))
+	} else {
+		dst = filepath.Join(home, ".claude", "projects", projectDir(s.CWD), s.ID+".jsonl")
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, f)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && j.uidGiven {
+		err = j.giveToUid(home, dst)
+	}
+	return err
+}
+
+// giveToUid makes what root copied for uid (--uid) uid's, from the
+// agent's root/ (which the server made uid's) down to the file: the CLI
+// runs as uid and reads it.
+func (j *job) giveToUid(home, dst string) error {
+	root := filepath.Dir(filepath.Dir(home)) // home is root/home/agent
+	for p := dst; len(p) > len(root); p = filepath.Dir(p) {
+		if err := os.Lchown(p, int(j.uid), -1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rolloutDay is the YYYY/MM/DD directory Codex keeps a rollout in, from
+// its name (rollout-YYYY-MM-DDThh-mm-ss-ID.jsonl); "imported" for another
+// name.
+func rolloutDay(name string) string {
+	if m := rolloutDate.FindStringSubmatch(name); m != nil {
+		return filepath.Join(m[1], m[2], m[3])
+	}
+	return "imported"
+}
+
+var rolloutDate = regexp.MustCompile(`^rollout-(\d{4})-(\d{2})-(\d{2})T`)
+
+// projectDir is Claude Code's name for the project directory of cwd
+// (docs/clis.md: every / and . becomes -).
+func projectDir(cwd string) string {
+	if cwd == "" {
+		return "-imported"
+	}
+	return strings.NewReplacer("/", "-", ".", "-").Replace(cwd)
+}
