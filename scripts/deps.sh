@@ -30,3 +30,21 @@ if [ ! -d "$aimock_dir/node_modules" ]; then
 		echo "deps: npm missing; the aimock tests of agent/provider will be skipped" >&2
 	fi
 fi
+# The coding-agent CLIs whose streams agent/cli maps (Claude Code, Codex,
+# Gemini CLI, opencode; pinned by agent/cli/testdata/npm/package-lock.json,
+# about 1.3 GB unpacked, 25-40 s to install here; their install scripts are
+# not run and are not needed; the lock lists only the opencode builds the
+# registry here serves, so that npm ci accepts it). Without npm the tests that run them skip,
+# unless CTXFS_REQUIRE_CLIS=1 (CI) makes that a failure here and there.
+clis_dir="$(cd "$(dirname "$0")/.." && pwd)/agent/cli/testdata/npm"
+if [ ! -d "$clis_dir/node_modules" ]; then
+	if command -v npm >/dev/null 2>&1; then
+		echo "deps: installing the coding-agent CLIs"
+		(cd "$clis_dir" && npm ci --no-audit --no-fund)
+	elif [ "${CTXFS_REQUIRE_CLIS:-}" = 1 ]; then
+		echo "deps: npm missing; the coding-agent CLIs of agent/cli cannot be installed" >&2
+		exit 1
+	else
+		echo "deps: npm missing; the agent/cli tests that run the CLIs will be skipped" >&2
+	fi
+fi

@@ -37,6 +37,22 @@ func statusErrno(code int) syscall.Errno {
 	return syscall.EIO // a 1xx or 3xx is not a reply this package can use
 }
 
+// StatusErrno is statusErrno for the other readers of providers' failures
+// (agent/cli, which reads the HTTP status a CLI reports), so that one
+// status means one errno wherever it is met.
+func StatusErrno(code int) syscall.Errno { return statusErrno(code) }
+
+// ParseErrorBody reads an API error body as parseAPIError does: its errno
+// (from its type or code; EIO when neither is known) and its words. ok is
+// false when body is not an error body.
+func ParseErrorBody(body []byte) (errno syscall.Errno, msg string, ok bool) {
+	e, ok := parseAPIError(body)
+	if !ok {
+		return 0, "", false
+	}
+	return e.errno(), e.Error(), true
+}
+
 // typeStatus maps the error types both APIs name in error bodies and in
 // error events to the status each stands for, so that an error met
 // mid-stream gets the errno the same error gets as a status.
