@@ -47,13 +47,7 @@ func ctxAdd(t *testing.T, s *server, c *cred, path string, args ...string) (stri
 // agentDirSnapshot is hostSnapshot of the root's agent/ without atimes
 // (the server reads the directory as it watches it).
 func agentDirSnapshot(t *testing.T, s *server) map[string]string {
-	snap := hostSnapshot(t, filepath.Join(s.root, "agent"))
-	for k := range snap {
-		if strings.HasSuffix(k, atimeKey) {
-			delete(snap, k)
-		}
-	}
-	return snap
+	return withoutAtimes(hostSnapshot(t, filepath.Join(s.root, "agent")))
 }
 
 // defFiles maps each file of a definition directory to its content.
