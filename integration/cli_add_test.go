@@ -35,13 +35,19 @@ func cliBinDir(t testing.TB) string {
 func ctxAdd(t *testing.T, s *server, c *cred, path string, args ...string) (string, int) {
 	t.Helper()
 	out, err := runCmd(t, c, []string{"CTX_ROOT=" + s.root, "PATH=" + path}, ctxBin, append([]string{"agent", "add"}, args...)...)
-	code := 0
+	return out, exitStatus(t, err)
+}
+
+// exitStatus is the exit status a runCmd error says, failing the test when
+// the command did not run.
+func exitStatus(t *testing.T, err error) int {
+	t.Helper()
 	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
+		return ee.ExitCode()
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	return out, code
+	return 0
 }
 
 // agentDirSnapshot is hostSnapshot of the root's agent/ without atimes
