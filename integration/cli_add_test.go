@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -169,7 +170,7 @@ func TestCLIAddRefusals(t *testing.T) {
 // TestDoctorCLIVersions: ctx doctor names a CLI agent whose executable is
 // missing, and one whose --version (a script that prints an old version)
 // is older than its adapter's, each with the npm install that fixes it;
-// a CLI agent added from the pinned package is ok.
+// each CLI agent added from the pinned packages is ok.
 func TestDoctorCLIVersions(t *testing.T) {
 	bin := cliBinDir(t)
 	s := newFuseServerWith(t, func(s *server) {
@@ -178,8 +179,10 @@ func TestDoctorCLIVersions(t *testing.T) {
 		s.define("plain", map[string]string{"program": "#!/bin/sh\necho 0.0.1\n"})
 	})
 	testkit.Must(t, os.Symlink("/nonexistent/codex", filepath.Join(s.root, "agent", "gone")))
-	if out, code := ctxAdd(t, s, nil, bin+":/usr/bin:/bin", "claude", "--cli", "claude-code"); code != 0 {
-		t.Fatalf("add claude: exit %d\n%s", code, out)
+	for _, c := range []string{"claude-code", "codex", "gemini", "opencode"} {
+		if out, code := ctxAdd(t, s, nil, bin+":/usr/bin:/bin", c, "--cli", c); code != 0 {
+			t.Fatalf("add %s: exit %d\n%s", c, code, out)
+		}
 	}
 	out, code := doctor(t, s, nil)
 	if code != 1 {
@@ -190,7 +193,10 @@ func TestDoctorCLIVersions(t *testing.T) {
 		"  fix: upgrade it: npm install -g @anthropic-ai/claude-code@2.1.332, then ctx agent add old --cli claude-code --force")
 	wantFinding(t, "missing", out, "problem: cli agent gone: its executable /nonexistent/codex is missing ("+filepath.Join(s.root, "agent", "gone")+" links to it)\n"+
 		"  fix: npm install -g @openai/codex@0.171.0, then ctx agent add gone --cli codex --force")
-	wantFinding(t, "current", out, "ok: cli agent claude (claude-code 2.1.332 (mapped for 2.1.332))")
+	// What each pinned CLI prints (Codex a warning first) gives its version.
+	for c, v := range map[string]string{"claude-code": "2.1.332", "codex": "0.171.0", "gemini": "0.61.0", "opencode": "1.18.33"} {
+		wantFinding(t, c, out, fmt.Sprintf("ok: cli agent %s (%s %s, mapped for %s)", c, c, v, v))
+	}
 	if strings.Contains(out, "cli agent plain") {
 		t.Errorf("an agent without a cli file is checked as a CLI:\n%s", out)
 	}

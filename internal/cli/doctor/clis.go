@@ -77,7 +77,7 @@ func (d *doctor) checkCLI(name, program, cliName string) {
 	case olderVersion(got, a.Version()):
 		d.problem(check, fmt.Sprintf("%s --version is %s, older than %s, the version ctxfs maps %s's stream for", program, got, a.Version(), a.Name()), "upgrade it: "+install)
 	default:
-		d.ok(check, fmt.Sprintf("%s %s (mapped for %s)", a.Name(), got, a.Version()))
+		d.ok(check, fmt.Sprintf("%s %s, mapped for %s", a.Name(), got, a.Version()))
 	}
 }
 
