@@ -47,7 +47,7 @@ func TestExampleCLIAgentRoot(t *testing.T) {
 		if fileBytes(t, filepath.Join(dest, "etc/ssl/certs/ca-certificates.crt")) != fileBytes(t, "/etc/ssl/certs/ca-certificates.crt") {
 			t.Errorf("%s: no certificates", c.agent)
 		}
-		wantOwnerMode(t, filepath.Join(dest, "tmp"), 0, os.ModeSticky|0o777)
+		wantOwnerMode(t, filepath.Join(dest, "tmp"), 1000, os.ModeSticky|0o777)
 		wantOwnerMode(t, filepath.Join(dest, "home", "agent"), 1000, 0o700)
 		// Again: nothing changes.
 		snap := testkit.Snapshot(t, dest, nil)
@@ -99,5 +99,33 @@ func wantStartsInJail(t *testing.T, root, exe string) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), ".") {
 		t.Errorf("%s --version in the jail: %v\n%s", exe, err, out)
+	}
+}
+
+// TestExampleCLIAgentRootSymlink: run by root, prepare-root.sh writes in a
+// user's root/ with that user's rights: a symlink the user planted there
+// (lib64 -> a directory only root may write) makes it fail, and nothing is
+// written where the link leads (as root it would have put the loader
+// there).
+func TestExampleCLIAgentRootSymlink(t *testing.T) {
+	exRequireBusybox(t)
+	bin := cliBinDir(t)
+	s := newFuseServer(t)
+	if out, code := ctxAdd(t, s, nil, bin+":/usr/bin:/bin", "claude", "--cli", "claude-code", "--isolation", "chroot"); code != 0 {
+		t.Fatalf("add: exit %d\n%s", code, out)
+	}
+	victim := filepath.Join(filepath.Dir(s.root), "victim")
+	testkit.Must(t, os.Mkdir(victim, 0o755))
+	dest := filepath.Join(s.root, "home", "1000", "agent", "claude", "root")
+	testkit.Must(t, os.MkdirAll(dest, 0o755))
+	if out, err := bashAs(t, jailUser, "ln -s "+victim+" "+dest+"/lib64"); err != nil {
+		t.Fatalf("planting the link: %v\n%s", err, out)
+	}
+	out, code := exScript(t, "cli-agent/prepare-root.sh", "--root", s.root, "--cli", "claude-code", "1000", "claude")
+	if code == 0 {
+		t.Errorf("prepare-root.sh went through a planted link:\n%s", out)
+	}
+	if ents, err := os.ReadDir(victim); err != nil || len(ents) != 0 {
+		t.Errorf("written where the user's link leads: %v %v\n%s", ents, err, out)
 	}
 }

@@ -19,7 +19,9 @@
 # named (give that to ctx agent add --path). Gemini CLI is a node bundle and
 # is not prepared here: run it with isolation none.
 #
-# Run it as root, or as UID itself. Running it again changes nothing.
+# Run it as root (it makes root/, then runs the rest as UID: what it
+# writes in a user's tree it writes with the user's rights), or as UID
+# itself. Running it again changes nothing.
 set -euo pipefail
 export LC_ALL=C
 
@@ -48,6 +50,7 @@ codex | opencode) program=$cli ;;
 gemini) die "Gemini CLI is a node bundle (node and its bundle/ would have to be in the jail): run it with isolation none" ;;
 *) die "--cli must be claude-code, codex or opencode, not '$cli'" ;;
 esac
+become_uid "$uid" "$agent" "$@"
 need_mount
 
 if [ -z "$bin" ]; then
@@ -101,8 +104,5 @@ fi
 
 "$here/../shell-agent/prepare-root.sh" --root "$root" "$uid" "$agent" >/dev/null
 mkdir -p "$dest/home/agent"
-if [ "$(id -u)" = 0 ]; then
-	chown "$uid:$uid" "$dest/home/agent"
-fi
 chmod 0700 "$dest/home/agent"
 echo "$dest: $(wc -w <<<"$libs") libraries, certificates, bin/ (busybox), tmp/, home/agent/ for $cli ($real)"

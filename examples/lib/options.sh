@@ -10,6 +10,7 @@
 # used (0: not its option, which is then an unknown one).
 
 prog=$(basename "$0")
+self=$(readlink -f -- "$0")
 
 usage() {
 	echo "usage: $prog $USAGE" >&2
@@ -77,4 +78,20 @@ need_mount() {
 	if ! mountpoint -q "$root/home"; then
 		die "nothing is mounted at $root/home: start the server first (ctxfs mount --root $root)"
 	fi
+}
+
+# become_uid UID AGENT ARGS...: run by root for another uid, make that uid's
+# AGENT/root/ through the mount (root may; it is the uid's) and run this
+# script again, with ARGS, as the uid: what it writes in a user's tree is
+# then written with the user's own rights, so a symlink the user left
+# there can lead it nowhere the user could not write anyway.
+become_uid() {
+	local uid=$1 agent=$2
+	shift 2
+	if [ "$(id -u)" != 0 ] || [ "$uid" = 0 ]; then
+		return 0
+	fi
+	need_mount
+	mkdir -p "$root/home/$uid/agent/$agent/root"
+	exec setpriv --reuid "$uid" --regid "$uid" --clear-groups -- bash "$self" "$@"
 }

@@ -5,7 +5,7 @@
 # the ctxfs mount: bin/busybox (a copy of the static /bin/busybox of
 # Debian's busybox-static), one symlink in bin/ per busybox applet, and
 # tmp/ (mode 1777). Run it as root (root may make any uid's home through
-# the mount), or as UID itself. Running it again changes nothing; files of
+# the mount: it makes root/, then runs the rest as UID), or as UID itself. Running it again changes nothing; files of
 # your own already in bin/ are left alone.
 #
 # R defaults to $CTX_ROOT, else /ctx. BUSYBOX names another static busybox.
@@ -20,6 +20,7 @@ parse_options "$@"
 [ ${#args[@]} -eq 2 ] || usage
 uid=${args[0]} agent=${args[1]}
 check_uid_agent "$uid" "$agent"
+become_uid "$uid" "$agent" "$@"
 
 busybox=${BUSYBOX:-/bin/busybox}
 if [ ! -x "$busybox" ]; then
