@@ -67,7 +67,9 @@ func startAimock(tb testing.TB) string {
 // run directly with the same invocation (its adapter's), on the same
 // aimock fixture, side by side in one run: ms/direct, ms/send, the ratio
 // and the milliseconds ctxfs adds (the durable start, the ctx process and
-// its socket, the run's uid and environment, the recording of the frames).
+// its socket, the run's uid and environment, the recording of the frames,
+// and the CLI's own files in a HOME on the mount); and the CLI run
+// directly with its HOME on the mount, to tell that last part apart.
 func BenchmarkCLIOverheadClaudeCode(b *testing.B) { benchCLIOverhead(b, cli.ClaudeCode, "", "") }
 
 func BenchmarkCLIOverheadCodex(b *testing.B) {
@@ -91,28 +93,44 @@ func benchCLIOverhead(b *testing.B, name, model, urlSuffix string) {
 		s.define("bench", files)
 		testkit.Must(b, os.Symlink(exe, filepath.Join(s.root, "agent", "bench")))
 	})
-	direct := directCLI(b, a, exe, cli.Options{BaseURL: endpoint, Model: model})
+	o := cli.Options{BaseURL: endpoint, Model: model}
+	direct := directCLI(b, a, exe, o, b.TempDir())
+	// The same, with HOME in the agent's tree through the mount, where a
+	// run's HOME is: what the CLI's own files cost there.
+	mountHome := s.mnt("home/0/agent/bench/root/home/direct")
+	testkit.Must(b, os.MkdirAll(mountHome, 0o700))
+	directMount := directCLI(b, a, exe, o, mountHome)
 	n := max(b.N, 5)
 	// One of each first: the CLIs' first run in a fresh HOME sets it up.
 	direct(0)
+	directMount(0)
 	sendCLI(b, s, "warm-up")
-	directTime := perRun(n, direct)
-	sendTime := perRun(n, func(i int) { sendCLI(b, s, fmt.Sprintf("b%d", i)) })
+	// Interleaved, one of each per round: the machine is shared, and its
+	// load then weighs on the three alike.
+	var directTime, mountTime, sendTime time.Duration
+	for i := 0; i < n; i++ {
+		directTime += perRun(1, direct)
+		mountTime += perRun(1, directMount)
+		sendTime += perRun(1, func(int) { sendCLI(b, s, fmt.Sprintf("b%d", i)) })
+	}
+	directTime, mountTime, sendTime = directTime/time.Duration(n), mountTime/time.Duration(n), sendTime/time.Duration(n)
 	b.ReportMetric(ms(directTime), "ms/direct")
+	b.ReportMetric(ms(mountTime), "ms/direct-home-on-mount")
 	b.ReportMetric(ms(sendTime), "ms/send")
 	b.ReportMetric(float64(sendTime)/float64(directTime), "send/direct")
 	b.ReportMetric(ms(sendTime-directTime), "ms-added")
+	b.ReportMetric(ms(sendTime-mountTime), "ms-added-beyond-home")
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
 // directCLI returns a function that runs the CLI once as the server
 // would (its adapter's args, env and files, the key in its variable, the
-// prompt on stdin) in one HOME kept across runs, as the agent's is.
-func directCLI(b *testing.B, a cli.Adapter, exe string, o cli.Options) func(int) {
+// prompt on stdin) in home, kept across runs as the agent's is.
+func directCLI(b *testing.B, a cli.Adapter, exe string, o cli.Options, home string) func(int) {
 	inv, err := a.Invocation(o)
 	testkit.Must(b, err)
-	home, work := b.TempDir(), b.TempDir()
+	work := b.TempDir()
 	for _, f := range inv.Files {
 		p := filepath.Join(home, f.Path)
 		testkit.Must(b, os.MkdirAll(filepath.Dir(p), 0o700))
