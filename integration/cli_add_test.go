@@ -106,6 +106,9 @@ func TestCLIAddDefinitions(t *testing.T) {
 	if got := defFiles(t, filepath.Join(s.root, "agent", "full.d")); !maps.Equal(got, want) {
 		t.Errorf("full.d holds %v, want %v", got, want)
 	}
+	if !strings.Contains(out, "codex.js is a script run by /usr/bin/env node, which must then be in each uid's root/") {
+		t.Errorf("add full: no note that codex.js needs node in the jail:\n%s", out)
+	}
 	exWaitSocket(t, s, "full")
 
 	// --force replaces the whole definition at once.

@@ -67,6 +67,9 @@ func Add(e *clienv.Env, p *clienv.Parsed) int {
 		r.name, filepath.Join(agents, r.name), bin, r.adapter.Name(), r.adapter.Version(), r.isolation)
 	waitSocket(e, root, r.name)
 	if r.isolation == "chroot" {
+		if interp := interpreter(bin); interp != "" {
+			fmt.Fprintf(e.Stderr, "ctx: add: note: %s is a script run by %s, which must then be in each uid's root/ (for Codex, give --path its native binary)\n", bin, interp)
+		}
 		fmt.Fprintf(e.Stdout, "next, for each uid that will use it: examples/cli-agent/prepare-root.sh --root %s --cli %s UID %s\n", root, r.adapter.Name(), r.name)
 	}
 	return clienv.ExitOK
@@ -252,4 +255,20 @@ func served(root string) bool {
 	}
 	m, ok := mountinfo.Top(mounts, real)
 	return ok && m.FSType == mountinfo.FSTypeCtxfs
+}
+
+// interpreter is the #! line of a script, "" for anything else.
+func interpreter(p string) string {
+	f, err := os.Open(p)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	head := make([]byte, 128)
+	n, _ := f.Read(head)
+	line, _, _ := strings.Cut(string(head[:n]), "\n")
+	if !strings.HasPrefix(line, "#!") {
+		return ""
+	}
+	return strings.TrimSpace(line[2:])
 }
