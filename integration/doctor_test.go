@@ -2,7 +2,6 @@ package integration
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,13 +15,7 @@ import (
 func doctor(t *testing.T, s *server, c *cred, args ...string) (string, int) {
 	t.Helper()
 	out, err := runCmd(t, c, []string{"CTX_ROOT=" + s.root, "CTXFS_STORE=" + s.store}, ctxBin, append([]string{"doctor"}, args...)...)
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out, code
+	return out, exitStatus(t, err)
 }
 
 // wantFinding fails unless the doctor's output has the line.

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 
+	"github.com/ctxfs/ctxfs/internal/cli/agentadd"
 	"github.com/ctxfs/ctxfs/internal/cli/chat"
 	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/internal/cli/cliimport"
@@ -210,6 +211,21 @@ ctx agent resume coder --json`,
 		examples: `ctx agent list
 ctx agent list --json | jq -r 'select(.state != "ok") | .name'`,
 		run: doctor.AgentList},
+	{name: "add", posNames: "NAME", minArgs: 1, maxArgs: 1,
+		flags: []flagDef{
+			{name: "cli", value: true, usage: "`CLI` to run: claude-code, codex, gemini or opencode"},
+			{name: "path", value: true, usage: "the CLI's executable `BIN`, an absolute path (default: its program in PATH)"},
+			{name: "endpoint", value: true, usage: "the API base `URL` the CLI sends to"},
+			{name: "model", value: true, usage: "the model `M` the CLI is told to use (model_id)"},
+			{name: "api-key-env", value: true, usage: "the server's environment variable `VAR` that holds the key"},
+			{name: "api-key-file", value: true, usage: "the root-owned file `PATH` that holds the key"},
+			{name: "isolation", value: true, usage: "`MODE`: none (default) or chroot"},
+			{name: "force", usage: "replace an existing agent NAME"}},
+		short: "Define an agent that runs a coding-agent CLI (as root)",
+		help:  agentadd.Help,
+		examples: `ctx agent add claude --cli claude-code --api-key-env ANTHROPIC_API_KEY
+ctx agent add codex --cli codex --path /opt/codex/bin/codex --endpoint https://api.openai.com/v1 --model gpt-5.1-codex --api-key-file /etc/ctxfs/openai.key`,
+		run: agentadd.Add},
 	{name: "doctor", top: true, maxArgs: 0,
 		flags: []flagDef{fJSON.with("print one object per check")},
 		short: "Check the mount, the sockets, the definitions, FUSE and the store; name each fix",

@@ -7,32 +7,13 @@
 # copies. The agent's chroot is filled per uid by prepare-root.sh.
 set -euo pipefail
 
-usage() {
-	echo "usage: install.sh [--root R]" >&2
-	exit 2
-}
-die() {
-	echo "install.sh: $*" >&2
-	exit 1
-}
-
-root=${CTX_ROOT:-/ctx}
-while [ $# -gt 0 ]; do
-	case $1 in
-	--root)
-		[ $# -ge 2 ] || usage
-		root=$2
-		shift 2
-		;;
-	--root=*)
-		root=${1#--root=}
-		shift
-		;;
-	*) usage ;;
-	esac
-done
-
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+USAGE="[--root R]"
+# shellcheck source=../lib/options.sh
+. "$here/../lib/options.sh"
+parse_options "$@"
+[ ${#args[@]} -eq 0 ] || usage
+
 agents=$root/agent
 mkdir -p "$agents"
 [ -w "$agents" ] || die "$agents is not writable: run me as root (or as the owner of $root)"

@@ -5,58 +5,22 @@
 # the ctxfs mount: bin/busybox (a copy of the static /bin/busybox of
 # Debian's busybox-static), one symlink in bin/ per busybox applet, and
 # tmp/ (mode 1777). Run it as root (root may make any uid's home through
-# the mount), or as UID itself. Running it again changes nothing; files of
+# the mount: it makes root/, then runs the rest as UID), or as UID itself. Running it again changes nothing; files of
 # your own already in bin/ are left alone.
 #
 # R defaults to $CTX_ROOT, else /ctx. BUSYBOX names another static busybox.
 set -euo pipefail
 export LC_ALL=C
 
-usage() {
-	echo "usage: prepare-root.sh [--root R] UID AGENT" >&2
-	exit 2
-}
-die() {
-	echo "prepare-root.sh: $*" >&2
-	exit 1
-}
-
-root=${CTX_ROOT:-/ctx}
-while [ $# -gt 0 ]; do
-	case $1 in
-	--root)
-		[ $# -ge 2 ] || usage
-		root=$2
-		shift 2
-		;;
-	--root=*)
-		root=${1#--root=}
-		shift
-		;;
-	-h | --help) usage ;;
-	--)
-		shift
-		break
-		;;
-	-*)
-		echo "prepare-root.sh: unknown option $1 (a name may not start with -)" >&2
-		usage
-		;;
-	*) break ;;
-	esac
-done
-[ $# -eq 2 ] || usage
-uid=$1 agent=$2
-
-[[ $uid =~ ^[0-9]+$ ]] || die "UID must be a number, not '$uid'"
-# the ABI's name rule (SPEC 3, abi.ValidName)
-if ! [[ $agent =~ ^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$ ]] || [[ $agent == *.sock || $agent == *.d ]]; then
-	die "'$agent' is not a valid agent name ([A-Za-z0-9][A-Za-z0-9._+-]{0,63}, not ending in .sock or .d)"
-fi
-me=$(id -u)
-if [ "$me" != 0 ] && [ "$me" != "$uid" ]; then
-	die "run me as root, or as uid $uid (you are uid $me)"
-fi
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+USAGE="[--root R] UID AGENT"
+# shellcheck source=../lib/options.sh
+. "$here/../lib/options.sh"
+parse_options "$@"
+[ ${#args[@]} -eq 2 ] || usage
+uid=${args[0]} agent=${args[1]}
+check_uid_agent "$uid" "$agent"
+become_uid "$uid" "$agent" "$@"
 
 busybox=${BUSYBOX:-/bin/busybox}
 if [ ! -x "$busybox" ]; then
@@ -68,11 +32,7 @@ if command -v ldd >/dev/null && ldd "$busybox" >/dev/null 2>&1; then
 	die "$busybox is dynamically linked and cannot run in a chroot: install busybox-static (apt-get install busybox-static)"
 fi
 
-# Only through the mount: a directory under an unmounted R/home would be a
-# plain host directory the server never serves.
-if ! mountpoint -q "$root/home"; then
-	die "nothing is mounted at $root/home: start the server first (ctxfs mount --root $root)"
-fi
+need_mount
 
 dest=$root/home/$uid/agent/$agent/root
 mkdir -p "$dest/bin" "$dest/tmp"

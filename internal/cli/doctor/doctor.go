@@ -27,7 +27,9 @@ import (
 
 const Help = `Checks what ctx and ctxfs need, and prints one line per check: ok, or the
 problem and its fix. The mount root exists; home and shared are ctxfs mounts
-that answer; each definition is valid and its socket answers; /dev/fuse is
+that answer; each definition is valid and its socket answers; each coding-agent CLI
+agent's executable is there and its --version (run as you, with a HOME of
+its own, within 15 s) is not older than the version ctxfs maps; /dev/fuse is
 there and usable by the server's uid (the mount root's owner when none runs); whether /etc/fuse.conf has user_allow_other (a note: ctxfs
 never needs it, a server that is not root serves its own user alone); the store ($CTXFS_STORE, else the default) and the directories above it
 can be changed by no one but the server. --json: one object per check
@@ -79,6 +81,7 @@ func Run(e *clienv.Env, p *clienv.Parsed) int {
 	d.checkMounts()
 	d.checkRootOwners()
 	d.checkDefinitions()
+	d.checkCLIs()
 	d.checkDevice()
 	d.checkAllowOther()
 	d.checkStore()

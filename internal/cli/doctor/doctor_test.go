@@ -79,3 +79,23 @@ func TestDoctorStoreParents(t *testing.T) {
 		}
 	}
 }
+
+// A CLI's version is the first dotted number it prints, compared part by
+// part as numbers.
+func TestCLIVersionOrder(t *testing.T) {
+	for _, c := range []struct {
+		printed, mapped string
+		older           bool
+	}{
+		{"2.1.332 (Claude Code)", "2.1.332", false},
+		{"codex-cli 0.99.0", "0.171.0", true},
+		{"0.61.1", "0.61.0", false},
+		{"1.9.40", "1.18.33", true},
+		{"10.0.0", "9.99.99", false},
+		{"no version", "1.0.0", false},
+	} {
+		if got := olderVersion(versionNumber.FindString(c.printed), c.mapped); got != c.older {
+			t.Errorf("%q against %s: older %v, want %v", c.printed, c.mapped, got, c.older)
+		}
+	}
+}

@@ -1,0 +1,158 @@
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/cli"
+)
+
+// versionWait bounds a CLI's --version: Gemini CLI starts node first.
+const versionWait = 15 * time.Second
+
+// npmPackages are the CLIs' npm packages, for the install command a fix
+// names (docs/clis.md).
+var npmPackages = map[string]string{
+	cli.ClaudeCode: "@anthropic-ai/claude-code",
+	cli.Codex:      "@openai/codex",
+	cli.Gemini:     "@google/gemini-cli",
+	cli.OpenCode:   "opencode-ai",
+}
+
+// versionNumber is the first dotted version in what --version prints
+// ("2.1.332 (Claude Code)", "codex-cli 0.171.0").
+var versionNumber = regexp.MustCompile(`\b(\d+)\.(\d+)\.(\d+)\b`)
+
+// checkCLIs checks each agent that names a coding-agent CLI (SPEC 16):
+// its executable is there and runs, and its --version is not older than
+// the one its adapter's mapping was written against. The executable runs
+// as the caller (ctx is never set-user-id), with a clean environment and a
+// HOME of its own that is removed after, so that it reads and writes
+// nothing of the caller's.
+func (d *doctor) checkCLIs() {
+	agents, _, err := agent.List(d.root)
+	if err != nil {
+		return // checkDefinitions said so
+	}
+	for _, name := range agents {
+		dir := abi.DefinitionPath(d.root, abi.KindAgent, name)
+		b, err := os.ReadFile(filepath.Join(dir+abi.DefinitionSuffix, "cli"))
+		if err != nil {
+			continue // not a CLI agent, or its definition's check says why
+		}
+		d.checkCLI(name, dir, strings.TrimSpace(string(b)))
+	}
+}
+
+func (d *doctor) checkCLI(name, program, cliName string) {
+	check := "cli agent " + name
+	a, err := cli.Lookup(cliName)
+	if err != nil {
+		d.problem(check, fmt.Sprintf("its cli file names %q, not one of %s", cliName, strings.Join(cli.Names(), ", ")),
+			"write one of them in "+program+abi.DefinitionSuffix+"/cli")
+		return
+	}
+	install := fmt.Sprintf("npm install -g %s@%s, then ctx agent add %s --cli %s --force", npmPackages[a.Name()], a.Version(), name, a.Name())
+	if problem := executableProblem(program); problem != "" {
+		d.problem(check, problem, install)
+		return
+	}
+	got, problem := runVersion(program)
+	switch {
+	case problem != "":
+		d.problem(check, problem, "run "+program+" --version to see why; reinstall it: "+install)
+	case olderVersion(got, a.Version()):
+		d.problem(check, fmt.Sprintf("%s --version is %s, older than %s, the version ctxfs maps %s's stream for", program, got, a.Version(), a.Name()), "upgrade it: "+install)
+	default:
+		d.ok(check, fmt.Sprintf("%s %s, mapped for %s", a.Name(), got, a.Version()))
+	}
+}
+
+// executableProblem says why program (or the file its link names) cannot
+// run, "" when it can.
+func executableProblem(program string) string {
+	if _, err := os.Lstat(program); err != nil {
+		return "no program: " + program + " " + errText(err)
+	}
+	st, err := os.Stat(program)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		target, _ := os.Readlink(program)
+		return fmt.Sprintf("its executable %s is missing (%s links to it)", target, program)
+	case err != nil:
+		return program + ": " + errText(err)
+	case !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0:
+		return program + " is not an executable file"
+	}
+	return ""
+}
+
+// runVersion runs `program --version` as the caller, bounded by
+// versionWait, and returns the version it printed, or why there is none.
+func runVersion(program string) (version, problem string) {
+	home, err := os.MkdirTemp("", "ctx-doctor-home.")
+	if err != nil {
+		return "", "cannot make a HOME to run it in: " + errText(err)
+	}
+	defer os.RemoveAll(home)
+	ctx, cancel := context.WithTimeout(context.Background(), versionWait)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, program, "--version")
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "TMPDIR=" + home}
+	cmd.Dir = home
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	text := strings.TrimSpace(firstLine(out.String()))
+	switch {
+	case ctx.Err() != nil:
+		return "", fmt.Sprintf("%s --version did not answer within %v", program, versionWait)
+	case err != nil:
+		return "", fmt.Sprintf("%s --version failed (%v): %s", program, err, text)
+	}
+	m := versionNumber.FindString(out.String())
+	if m == "" {
+		return "", fmt.Sprintf("%s --version printed no version number: %q", program, text)
+	}
+	return m, ""
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	if len(line) > 200 {
+		line = line[:200]
+	}
+	return line
+}
+
+// olderVersion reports whether dotted version a is older than b.
+func olderVersion(a, b string) bool {
+	pa, pb := versionNumber.FindStringSubmatch(a), versionNumber.FindStringSubmatch(b)
+	if pa == nil || pb == nil {
+		return false
+	}
+	for i := 1; i <= 3; i++ {
+		x, _ := strconv.Atoi(pa[i])
+		y, _ := strconv.Atoi(pb[i])
+		if x != y {
+			return x < y
+		}
+	}
+	return false
+}
