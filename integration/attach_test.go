@@ -183,15 +183,16 @@ func TestSendInterruptThenAttach(t *testing.T) {
 }
 
 // flooderProgram says "first", waits for RELEASE/$CTX_SESSION, then
-// streams about 3 MiB of deltas (more than a reader may fall behind, 1
-// MiB) and ends with "last".
+// streams about 1.4 MB of deltas (more than a reader may fall behind, 1
+// MiB, but not so much that the sender, which reads, could fall that far
+// behind on a loaded machine) and ends with "last".
 const flooderProgram = `#!/bin/sh
 read x
 echo '{"type":"message","role":"assistant","content":[{"type":"text","text":"first"}]}'
 while [ ! -e RELEASE/$CTX_SESSION ]; do sleep 0.05; done
 pad=$(printf '%01000d' 0)
 i=0
-while [ $i -lt 3000 ]; do echo '{"type":"delta","text":"'$pad'"}'; i=$((i+1)); done
+while [ $i -lt 1300 ]; do echo '{"type":"delta","text":"'$pad'"}'; i=$((i+1)); done
 echo '{"type":"message","role":"assistant","content":[{"type":"text","text":"last"}]}'
 `
 
