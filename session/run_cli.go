@@ -72,9 +72,14 @@ func (s *sess) recordCLISession(id string) {
 		s.e.cfg.Log.Warn("cli session not recorded", "session", s.ref.Name, "cause", err.Error())
 		return
 	}
-	if abi.ValidUUID(id) {
-		if x, err := s.e.Index(s.ref.Container); err == nil {
-			x.SetEntry(abi.IndexByUUID, id, s.ref.Name)
-		}
+	if !abi.ValidUUID(id) {
+		return
+	}
+	x, err := s.e.Index(s.ref.Container)
+	if err == nil {
+		err = x.SetEntry(abi.IndexByUUID, id, s.ref.Name)
+	}
+	if err != nil {
+		s.e.cfg.Log.Warn("cli session not indexed", "session", s.ref.Name, "cause", err.Error())
 	}
 }
