@@ -127,7 +127,9 @@ func journalHas(t *testing.T, base string, words ...string) bool {
 }
 
 // cliKey is a key no fixture, log or file holds by chance.
-func cliKey(name string) string { return fmt.Sprintf("sk-ctxfs-%s-%d-key", name, time.Now().UnixNano()) }
+func cliKey(name string) string {
+	return fmt.Sprintf("sk-ctxfs-%s-%d-key", name, time.Now().UnixNano())
+}
 
 // newCLIServer starts a server with the agent "cli" of c's CLI, its key
 // in the server's environment (api_key_env); extra adds control files.
@@ -350,5 +352,31 @@ func checkCLICancel(t *testing.T, s *server, c cliCase, base string) {
 	}
 	if !strings.Contains(before, `"status":"cancelled"`) {
 		t.Errorf("events.jsonl lacks done cancelled:\n%s", before)
+	}
+}
+
+// TestCLIHomeHoldsSQLite: the CLIs keep their sessions in SQLite under
+// HOME (opencode, Codex), in the agent's root/ through the mount. As the
+// agent's user: a directory's fsync succeeds (SQLite syncs a journal's
+// directory before deleting it, and fails the commit otherwise), and a
+// database is opened again (SQLite opens an existing file O_NOFOLLOW).
+func TestCLIHomeHoldsSQLite(t *testing.T) {
+	s := newFuseServer(t)
+	user := &cred{uid: 1000, gid: 1000}
+	dir := s.mnt("home/1000/agent/coder/root/home/agent")
+	if out, err := bashAs(t, user, "mkdir -p "+dir); err != nil {
+		t.Fatalf("mkdir: %v %s", err, out)
+	}
+	out, err := runCmd(t, user, nil, "/usr/bin/python3", "-c", `
+import os, sqlite3, sys
+fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd); os.close(fd)
+for i in range(3):
+    c = sqlite3.connect(sys.argv[1] + "/state.sqlite")
+    c.execute("pragma synchronous=full")
+    c.execute("create table if not exists t(a)"); c.execute("insert into t values(?)", (i,)); c.commit()
+    print(c.execute("select count(*) from t").fetchone()[0]); c.close()
+`, dir)
+	if err != nil || out != "1\n2\n3\n" {
+		t.Fatalf("SQLite under HOME on the mount: %v\n%s", err, out)
 	}
 }
