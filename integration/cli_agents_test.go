@@ -1,15 +1,12 @@
 package integration
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -54,8 +51,6 @@ var cliCases = []cliCase{
 	{"opencode", "opencode", "anthropic/claude-sonnet-4-5", true, "ses_00000000000000000000000000", "ctxfs-tool-opencode", "bash"},
 }
 
-var aimockListening = regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
-
 // cliSimulator runs aimock with agent/cli's fixtures and a slow one
 // ("ctxfs-slow…": one character a second), and returns its URL.
 func cliSimulator(t *testing.T) string {
@@ -71,32 +66,7 @@ func cliSimulator(t *testing.T) string {
 	file := filepath.Join(t.TempDir(), "fixtures.json")
 	b, _ := json.Marshal(fx)
 	testkit.Must(t, os.WriteFile(file, b, 0o644))
-	cmd := exec.Command("node", llmock, "-p", "0", "-h", "127.0.0.1", "-f", file, "--log-level", "info")
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
-	out, err := cmd.StdoutPipe()
-	testkit.Must(t, err)
-	cmd.Stderr = cmd.Stdout
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	testkit.Must(t, cmd.Start())
-	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if m := aimockListening.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
-				break
-			}
-		}
-		io.Copy(io.Discard, out)
-	}()
-	select {
-	case url := <-found:
-		return url
-	case <-time.After(30 * time.Second):
-		t.Fatal("aimock did not say where it listens")
-	}
-	return ""
+	return testkit.Aimock(t, llmock, file)
 }
 
 // aimockJournal is aimock's request journal, raw.
@@ -131,24 +101,29 @@ func cliKey(name string) string {
 	return fmt.Sprintf("sk-ctxfs-%s-%d-key", name, time.Now().UnixNano())
 }
 
-// newCLIServer starts a server with the agent "cli" of c's CLI, its key
-// in the server's environment (api_key_env); extra adds control files.
-func newCLIServer(t *testing.T, c cliCase, base, key string, extra map[string]string) *server {
-	t.Helper()
-	bin := filepath.Join(cliNPM, ".bin", c.program)
-	needCLI(t, bin)
+// cliDefinition is the control files of c's agent: the CLI, its model
+// and endpoint, and its key in the server's CTXFS_CLI_KEY.
+func cliDefinition(c cliCase, base string) map[string]string {
 	endpoint := base
 	if c.v1 {
 		endpoint += "/v1"
 	}
-	files := map[string]string{"cli": c.cli + "\n", "endpoint": endpoint + "\n", "api_key_env": "CTXFS_CLI_KEY\n",
-		"program": "#!/bin/sh\nexec " + bin + " \"$@\"\n"}
+	files := map[string]string{"cli": c.cli + "\n", "endpoint": endpoint + "\n", "api_key_env": "CTXFS_CLI_KEY\n"}
 	if c.model != "" {
 		files["model_id"] = c.model + "\n"
 	}
-	for k, v := range extra {
-		files[k] = v
-	}
+	return files
+}
+
+// newCLIServer starts a server with the agent "cli" of c's CLI, its
+// program a script that execs the installed CLI, and key in the server's
+// environment.
+func newCLIServer(t *testing.T, c cliCase, base, key string) *server {
+	t.Helper()
+	bin := filepath.Join(cliNPM, ".bin", c.program)
+	needCLI(t, bin)
+	files := cliDefinition(c, base)
+	files["program"] = "#!/bin/sh\nexec " + bin + " \"$@\"\n"
 	return newFuseServerWith(t, func(s *server) {
 		s.env = append(s.env, "CTXFS_CLI_KEY="+key)
 		s.define("cli", files)
@@ -207,7 +182,7 @@ func TestCLIAgents(t *testing.T) {
 		t.Run(c.cli, func(t *testing.T) {
 			t.Parallel()
 			key := cliKey(c.cli)
-			s := newCLIServer(t, c, base, key, nil)
+			s := newCLIServer(t, c, base, key)
 			testkit.Must(t, os.MkdirAll(s.mnt("home/0/agent/cli/root"), 0o755))
 			testkit.Must(t, os.WriteFile(s.mnt("home/0/agent/cli/root/note.txt"), []byte("the note says 42\n"), 0o644))
 			checkCLIText(t, s)
@@ -379,4 +354,54 @@ for i in range(3):
 	if err != nil || out != "1\n2\n3\n" {
 		t.Fatalf("SQLite under HOME on the mount: %v\n%s", err, out)
 	}
+}
+
+// codexNative is Codex's own program: a static (musl) binary, which runs
+// in a jail with nothing else of the host.
+var codexNative = filepath.Join(cliNPM, "@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex")
+
+// TestCLICodexChroot: Codex with isolation chroot, as uid 1000: its
+// binary is the agent's program (bound into the jail), HOME is
+// /home/agent inside (root/home/agent, made by and owned by the user,
+// its config.toml written as the user), the answer is recorded, and a
+// second send resumes the same Codex session.
+func TestCLICodexChroot(t *testing.T) {
+	needCLI(t, codexNative)
+	base := cliSimulator(t)
+	key := cliKey("codex-chroot")
+	c := cliCases[1]
+	files := cliDefinition(c, base)
+	files["isolation"] = "chroot\n"
+	s := newFuseServerWith(t, func(s *server) {
+		s.env = append(s.env, "CTXFS_CLI_KEY="+key)
+		s.define("cli", files)
+		bash(t, "cp "+codexNative+" "+s.mnt("agent/cli")+" && chmod 755 "+s.mnt("agent/cli"))
+	})
+	send := func(id, input string) []frame {
+		frames, raw, err := s.requestAs(jailUser, "cli", fmt.Sprintf(`{"op":"send","id":%q,"session":"jail","input":%q}`, id, input))
+		if err != nil || len(frames) == 0 || frames[len(frames)-1]["status"] != "ok" {
+			t.Fatalf("send %s: %v\n%s\nlog:\n%s", input, err, raw, s.logText())
+		}
+		return frames
+	}
+	send("j1", "ctxfs-remember for ctxfs jail")
+	home := filepath.Join(s.store, "home/1000/agent/cli/root/home/agent")
+	for _, p := range []string{home, home + "/.codex/config.toml"} {
+		st, err := os.Lstat(p)
+		if err != nil || st.Sys().(*syscall.Stat_t).Uid != 1000 {
+			t.Errorf("%s: %v, want it owned by uid 1000", p, err)
+		}
+	}
+	meta := s.mnt("home/1000/agent/cli/session/jail/meta.json")
+	id := readOr(meta)
+	if !strings.Contains(id, `"cli_session"`) {
+		t.Fatalf("meta.json: %s", id)
+	}
+	if f := send("j2", "ctxfs-recall for ctxfs jail"); !strings.Contains(fmt.Sprint(f), "The word was pelican.") {
+		t.Errorf("resumed send in the jail: %v", f)
+	}
+	if again := readOr(meta); again != id {
+		t.Errorf("meta.json changed from %s to %s", id, again)
+	}
+	checkSecretNowhere(t, s, key)
 }
