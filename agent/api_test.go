@@ -136,3 +136,38 @@ func TestAPIKeySources(t *testing.T) {
 		testkit.WantErrno(t, "a file owned by another uid", err, syscall.EACCES)
 	}
 }
+
+// TestLoadCLI: a cli agent reads cli, model_id, endpoint and its key's
+// source; each invalid file is EINVAL naming it, an abi file is refused,
+// and a cli agent never adopts a model's API.
+func TestLoadCLI(t *testing.T) {
+	good := map[string]string{"cli": "codex", "model_id": "gpt-5.1-codex", "endpoint": "http://127.0.0.1:9/v1", "api_key_env": "OPENAI_KEY", "model": "fake/llm"}
+	root := t.TempDir()
+	writeModel(t, root, goodAPI)
+	dir := filepath.Join(root, "agent", "c.d")
+	for f, v := range good {
+		writeFile(t, filepath.Join(dir, f), v+"\n", 0o644)
+	}
+	d, err := Load(root, abi.KindAgent, "c")
+	if err != nil || d.CLI == nil || d.API != nil || d.CLI.Adapter.Name() != "codex" || d.CLI.Options.Model != "gpt-5.1-codex" ||
+		d.CLI.Options.BaseURL != good["endpoint"] || d.CLI.KeyEnv != "OPENAI_KEY" {
+		t.Fatalf("%+v %v", d, err)
+	}
+	for _, c := range []struct{ file, value string }{
+		{"cli", "aider"}, {"abi", "jsonl"}, {"api_key_env", "1BAD"}, {"endpoint", "http://host/v1\"\n[x]"}, {"model_id", ""},
+	} {
+		root := t.TempDir()
+		dir := filepath.Join(root, "agent", "c.d")
+		for f, v := range with(good, c.file, c.value) {
+			writeFile(t, filepath.Join(dir, f), v+"\n", 0o644)
+		}
+		if c.value == "" {
+			writeFile(t, filepath.Join(dir, c.file), "", 0o644)
+		}
+		_, err := Load(root, abi.KindAgent, "c")
+		testkit.WantErrno(t, c.file, err, syscall.EINVAL)
+		if e, ok := err.(*abi.Error); ok && e.Path != filepath.Join(dir, c.file) {
+			t.Errorf("%s: error names %q: %v", c.file, e.Path, err)
+		}
+	}
+}
