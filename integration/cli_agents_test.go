@@ -356,37 +356,44 @@ for i in range(3):
 	}
 }
 
-// codexNative is Codex's own program: a static (musl) binary, which runs
-// in a jail with nothing else of the host.
-var codexNative = filepath.Join(cliNPM, "@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex")
+// geminiPackage is Gemini CLI's npm package: one bundle, run by node.
+var geminiPackage = filepath.Join(cliNPM, "@google/gemini-cli")
 
-// TestCLICodexChroot: Codex with isolation chroot, as uid 1000: its
-// binary is the agent's program (bound into the jail), HOME is
-// /home/agent inside (root/home/agent, made by and owned by the user,
-// its config.toml written as the user), the answer is recorded, and a
-// second send resumes the same Codex session.
-func TestCLICodexChroot(t *testing.T) {
-	needCLI(t, codexNative)
+// TestCLIGeminiChroot: Gemini CLI with isolation chroot, as uid 1000. Root
+// prepares the agent's root/ through the mount (node and its libraries,
+// the bundle, busybox's sh, /tmp); the program is a script that execs
+// node on the bundle. HOME is /home/agent inside (root/home/agent, made by
+// and owned by the user, its settings written as the user), the answer is
+// recorded, and a second send resumes the same Gemini session. (Codex's
+// static binary needs /proc/self/exe, which the jail does not show.)
+func TestCLIGeminiChroot(t *testing.T) {
+	needCLI(t, geminiPackage)
+	needCLI(t, busybox)
 	base := cliSimulator(t)
-	key := cliKey("codex-chroot")
-	c := cliCases[1]
-	files := cliDefinition(c, base)
+	key := cliKey("gemini-chroot")
+	files := cliDefinition(cliCases[2], base)
 	files["isolation"] = "chroot\n"
+	files["env"] = "TMPDIR=/tmp\n"
+	files["program"] = "#!/bin/sh\nexec /usr/bin/node /gemini/bundle/gemini.js \"$@\"\n"
 	s := newFuseServerWith(t, func(s *server) {
 		s.env = append(s.env, "CTXFS_CLI_KEY="+key)
 		s.define("cli", files)
-		bash(t, "cp "+codexNative+" "+s.mnt("agent/cli")+" && chmod 755 "+s.mnt("agent/cli"))
 	})
+	root := s.mnt("home/1000/agent/cli/root")
+	bash(t, "set -e; R="+root+"; mkdir -p $R/bin $R/usr/bin $R/lib/x86_64-linux-gnu $R/lib64 $R/tmp $R/gemini; chmod 1777 $R/tmp"+
+		"; cp /usr/bin/node $R/usr/bin/; cp -L /lib64/ld-linux-x86-64.so.2 $R/lib64/"+
+		"; for l in $(ldd /usr/bin/node | grep -o '/lib/x86_64-linux-gnu/[^ ]*'); do cp -L $l $R/lib/x86_64-linux-gnu/; done"+
+		"; cp -r "+geminiPackage+"/bundle "+geminiPackage+"/package.json $R/gemini/; cp "+busybox+" $R/bin/; ln -s busybox $R/bin/sh")
 	send := func(id, input string) []frame {
-		frames, raw, err := s.requestAs(jailUser, "cli", fmt.Sprintf(`{"op":"send","id":%q,"session":"jail","input":%q}`, id, input))
+		frames, _, err := s.requestAsWithin(jailUser, "cli", fmt.Sprintf(`{"op":"send","id":%q,"session":"jail","input":%q}`, id, input), 3*time.Minute)
 		if err != nil || len(frames) == 0 || frames[len(frames)-1]["status"] != "ok" {
-			t.Fatalf("send %s: %v\n%s\nlog:\n%s", input, err, raw, s.logText())
+			t.Fatalf("send %s: %v\n%v\nlog:\n%s", input, err, frames, s.logText())
 		}
 		return frames
 	}
 	send("j1", "ctxfs-remember for ctxfs jail")
 	home := filepath.Join(s.store, "home/1000/agent/cli/root/home/agent")
-	for _, p := range []string{home, home + "/.codex/config.toml"} {
+	for _, p := range []string{home, home + "/.gemini/settings.json"} {
 		st, err := os.Lstat(p)
 		if err != nil || st.Sys().(*syscall.Stat_t).Uid != 1000 {
 			t.Errorf("%s: %v, want it owned by uid 1000", p, err)
