@@ -52,3 +52,12 @@ func (t Tree) WriteFile(c layout.Caller, rel string, data []byte, perm os.FileMo
 		return err
 	})
 }
+
+// WriteFileAll is WriteFile (mode 0600) after MkdirAll of rel's directory
+// (mode 0700) below top.
+func (t Tree) WriteFileAll(c layout.Caller, top, rel string, data []byte) error {
+	if err := t.MkdirAll(c, top, path.Dir(rel), 0o700); err != nil {
+		return err
+	}
+	return t.WriteFile(c, rel, data, 0o600)
+}
