@@ -295,6 +295,14 @@ func checkCLIErrors(t *testing.T, s *server, c cliCase) {
 	if got := frameTypes(s.cliSend("bad", "b1", "ctxfs-bad-request")); !strings.Contains(got, "error EINVAL") || !strings.HasSuffix(got, "done error") {
 		t.Errorf("an HTTP 400: %s", got)
 	}
+	// A cli_session a user wrote that could be read as a flag never
+	// reaches the CLI's command line.
+	m["cli_session"] = "--dangerously-skip-permissions"
+	b, _ = json.Marshal(m)
+	testkit.Must(t, os.WriteFile(meta, b, 0o644))
+	if got := frameTypes(s.cliSend("lost", "l3", "ctxfs-hello")); got != "start,error EINVAL,done error" {
+		t.Errorf("a cli_session shaped as a flag: %s", got)
+	}
 }
 
 // checkCLICancel: a cancel while the provider streams slowly ends the run
@@ -409,6 +417,20 @@ func TestCLIGeminiChroot(t *testing.T) {
 	}
 	if again := readOr(meta); again != id {
 		t.Errorf("meta.json changed from %s to %s", id, again)
+	}
+	// The user swaps the CLI's config directory for a symlink: the next
+	// run fails, and nothing is written where the link points.
+	elsewhere := t.TempDir()
+	testkit.Must(t, os.Chown(elsewhere, 1000, 1000))
+	if out, err := bashAs(t, jailUser, "cd "+root+"/home/agent && rm -r .gemini && ln -s "+elsewhere+" .gemini"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	frames, _, err := s.requestAsWithin(jailUser, "cli", `{"op":"send","id":"j3","session":"jail","input":"ctxfs-hello"}`, 3*time.Minute)
+	if got := frameTypes(frames); err != nil || !strings.HasSuffix(got, "error ELOOP,done error") && !strings.HasSuffix(got, "error ENOTDIR,done error") {
+		t.Errorf("a run with HOME/.gemini a symlink: %v %s", err, got)
+	}
+	if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
+		t.Errorf("the run wrote through the symlink: %v", ents)
 	}
 	checkSecretNowhere(t, s, key)
 }
