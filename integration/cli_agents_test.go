@@ -434,3 +434,27 @@ func TestCLIGeminiChroot(t *testing.T) {
 	}
 	checkSecretNowhere(t, s, key)
 }
+
+// TestCLITimeout: a CLI that outlasts the definition's timeout (a slow
+// answer) is stopped as every program is: error ETIMEDOUT, done error,
+// and the answer that would have come is not recorded.
+func TestCLITimeout(t *testing.T) {
+	base := cliSimulator(t)
+	c := cliCases[0]
+	bin := filepath.Join(cliNPM, ".bin", c.program)
+	needCLI(t, bin)
+	files := cliDefinition(c, base)
+	files["program"] = "#!/bin/sh\nexec " + bin + " \"$@\"\n"
+	files["timeout"] = "3\n"
+	s := newFuseServerWith(t, func(s *server) {
+		s.env = append(s.env, "CTXFS_CLI_KEY="+cliKey("timeout"))
+		s.define("cli", files)
+	})
+	got := frameTypes(s.cliSend("slow", "t1", "ctxfs-slow for ctxfs timeout"))
+	if !strings.HasSuffix(got, "error ETIMEDOUT,done error") {
+		t.Errorf("a CLI past its timeout: %s", got)
+	}
+	if events := fileBytes(t, s.mnt("home/0/agent/cli/session/slow/events.jsonl")); strings.Contains(events, "too late") {
+		t.Errorf("the late answer is recorded:\n%s", events)
+	}
+}
