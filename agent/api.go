@@ -20,9 +20,15 @@ import (
 // The key itself is never kept in a Definition: definitions are shown in
 // errors and logs, and a key is read only to be put in a request header.
 type API struct {
-	Config  provider.Config // everything but the key
-	KeyEnv  string          // a variable of the server's environment, "" if none
-	KeyFile string          // an absolute path of a root-owned file, "" if none
+	Config provider.Config // everything but the key
+	KeySource
+}
+
+// KeySource is where a definition's key is read when a run needs it
+// (api_key_env or api_key_file): a model API's, or a CLI agent's.
+type KeySource struct {
+	KeyEnv  string // a variable of the server's environment, "" if none
+	KeyFile string // an absolute path of a root-owned file, "" if none
 }
 
 // maxKeyFile bounds what is read of an api_key_file.
@@ -45,17 +51,15 @@ func (d *Definition) readAPI() error {
 	if d.Program != "" {
 		return d.invalid("api", "the model also has a program, %s: it is answered by one or the other", d.Program)
 	}
-	v := map[string]string{}
-	for _, f := range apiFiles {
-		if v[f], _, err = d.oneLine(f); err != nil {
-			return err
-		}
+	v, err := d.oneLines(apiFiles)
+	if err != nil {
+		return err
 	}
-	a := &API{Config: provider.Config{API: kind, Endpoint: v["endpoint"], ModelID: v["model_id"]}, KeyEnv: v["api_key_env"], KeyFile: v["api_key_file"]}
+	a := &API{Config: provider.Config{API: kind, Endpoint: v["endpoint"], ModelID: v["model_id"]}, KeySource: KeySource{v["api_key_env"], v["api_key_file"]}}
 	if err := d.apiNumbers(a, v); err != nil {
 		return err
 	}
-	if err := d.apiKeySource(a); err != nil {
+	if err := d.checkKeySource(a.KeySource); err != nil {
 		return err
 	}
 	if err := a.Config.Validate(); err != nil {
@@ -64,6 +68,18 @@ func (d *Definition) readAPI() error {
 	}
 	d.API = a
 	return nil
+}
+
+// oneLines reads the one-line control files named, "" for those absent.
+func (d *Definition) oneLines(files []string) (map[string]string, error) {
+	v := map[string]string{}
+	for _, f := range files {
+		var err error
+		if v[f], _, err = d.oneLine(f); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
 }
 
 // apiNumbers reads max_tokens and temperature.
@@ -85,9 +101,9 @@ func (d *Definition) apiNumbers(a *API, v map[string]string) error {
 	return nil
 }
 
-// apiKeySource checks where the key comes from: at most one source, a
+// checkKeySource checks where the key comes from: at most one source, a
 // variable name, or an absolute path.
-func (d *Definition) apiKeySource(a *API) error {
+func (d *Definition) checkKeySource(a KeySource) error {
 	switch {
 	case a.KeyEnv != "" && a.KeyFile != "":
 		return d.invalid("api_key_file", "api_key_env and api_key_file are exclusive")
@@ -103,7 +119,7 @@ func (d *Definition) apiKeySource(a *API) error {
 // "" when the definition names none. A file must be a regular file owned
 // by root that no one else may write (its key decides where a user's
 // conversation goes); a variable must be set. Errors never quote a key.
-func (a *API) key() (string, error) {
+func (a KeySource) key() (string, error) {
 	if a.KeyEnv != "" {
 		k, ok := os.LookupEnv(a.KeyEnv)
 		if !ok || k == "" {

@@ -105,16 +105,16 @@ func TestLoadModelAPIRefusals(t *testing.T) {
 // file owned by root that no one else may write; errors never quote it.
 func TestAPIKeySources(t *testing.T) {
 	t.Setenv("CTXFS_TEST_KEY", "sk-from-env")
-	if k, err := (&API{KeyEnv: "CTXFS_TEST_KEY"}).key(); k != "sk-from-env" || err != nil {
+	if k, err := (KeySource{KeyEnv: "CTXFS_TEST_KEY"}).key(); k != "sk-from-env" || err != nil {
 		t.Errorf("env key %q %v", k, err)
 	}
-	_, err := (&API{KeyEnv: "CTXFS_TEST_UNSET_KEY"}).key()
+	_, err := (KeySource{KeyEnv: "CTXFS_TEST_UNSET_KEY"}).key()
 	testkit.WantErrno(t, "unset variable", err, syscall.ENOKEY)
 
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good")
 	writeFile(t, good, "sk-from-file\n", 0o600)
-	if k, err := (&API{KeyFile: good}).key(); k != "sk-from-file" || err != nil {
+	if k, err := (KeySource{KeyFile: good}).key(); k != "sk-from-file" || err != nil {
 		t.Errorf("file key %q %v", k, err)
 	}
 	writable := filepath.Join(dir, "writable")
@@ -122,7 +122,7 @@ func TestAPIKeySources(t *testing.T) {
 	link := filepath.Join(dir, "link")
 	os.Symlink(good, link)
 	for p, want := range map[string]syscall.Errno{writable: syscall.EACCES, link: syscall.ELOOP, filepath.Join(dir, "none"): syscall.ENOENT} {
-		_, err := (&API{KeyFile: p}).key()
+		_, err := (KeySource{KeyFile: p}).key()
 		testkit.WantErrno(t, p, err, want)
 		if err != nil && strings.Contains(err.Error(), "sk-") {
 			t.Errorf("the error quotes the key: %v", err)
@@ -132,7 +132,42 @@ func TestAPIKeySources(t *testing.T) {
 		other := filepath.Join(dir, "other")
 		writeFile(t, other, "sk-other\n", 0o600)
 		os.Chown(other, 1000, 1000)
-		_, err := (&API{KeyFile: other}).key()
+		_, err := (KeySource{KeyFile: other}).key()
 		testkit.WantErrno(t, "a file owned by another uid", err, syscall.EACCES)
+	}
+}
+
+// TestLoadCLI: a cli agent reads cli, model_id, endpoint and its key's
+// source; each invalid file is EINVAL naming it, an abi file is refused,
+// and a cli agent never adopts a model's API.
+func TestLoadCLI(t *testing.T) {
+	good := map[string]string{"cli": "codex", "model_id": "gpt-5.1-codex", "endpoint": "http://127.0.0.1:9/v1", "api_key_env": "OPENAI_KEY", "model": "fake/llm"}
+	root := t.TempDir()
+	writeModel(t, root, goodAPI)
+	dir := filepath.Join(root, "agent", "c.d")
+	for f, v := range good {
+		writeFile(t, filepath.Join(dir, f), v+"\n", 0o644)
+	}
+	d, err := Load(root, abi.KindAgent, "c")
+	if err != nil || d.CLI == nil || d.API != nil || d.CLI.Adapter.Name() != "codex" || d.CLI.Options.Model != "gpt-5.1-codex" ||
+		d.CLI.Options.BaseURL != good["endpoint"] || d.CLI.KeyEnv != "OPENAI_KEY" {
+		t.Fatalf("%+v %v", d, err)
+	}
+	for _, c := range []struct{ file, value string }{
+		{"cli", "aider"}, {"abi", "jsonl"}, {"api_key_env", "1BAD"}, {"endpoint", "http://host/v1\"\n[x]"}, {"model_id", ""},
+	} {
+		root := t.TempDir()
+		dir := filepath.Join(root, "agent", "c.d")
+		for f, v := range with(good, c.file, c.value) {
+			writeFile(t, filepath.Join(dir, f), v+"\n", 0o644)
+		}
+		if c.value == "" {
+			writeFile(t, filepath.Join(dir, c.file), "", 0o644)
+		}
+		_, err := Load(root, abi.KindAgent, "c")
+		testkit.WantErrno(t, c.file, err, syscall.EINVAL)
+		if e, ok := err.(*abi.Error); ok && e.Path != filepath.Join(dir, c.file) {
+			t.Errorf("%s: error names %q: %v", c.file, e.Path, err)
+		}
 	}
 }

@@ -57,6 +57,8 @@ type Definition struct {
 	// API is the built-in model API that answers a run: a model
 	// definition's own, or, for an agent without a program, its model's.
 	API *API
+	// CLI is a coding-agent CLI agent's (agent/NAME.d/cli), nil otherwise.
+	CLI *CLIDef
 
 	w *witness // while it loads: what it is read from (Cache)
 }
@@ -108,7 +110,7 @@ func load(root, kind, name string, w *witness) (*Definition, error) {
 	if err := d.readControls(); err != nil {
 		return nil, err
 	}
-	if kind == abi.KindAgent && d.Program == "" && d.Model != EchoModel {
+	if kind == abi.KindAgent && d.Program == "" && d.Model != EchoModel && d.CLI == nil {
 		if err := d.adoptModelAPI(root); err != nil {
 			return nil, err
 		}
@@ -232,7 +234,7 @@ func findProgram(prog string, w *witness) (string, error) {
 
 // readControls reads every control file that is present.
 func (d *Definition) readControls() error {
-	steps := []func() error{d.readCwd, d.readModel, d.readABI, d.readEnv, d.readIsolation, d.readTimeout, d.readAgentsMD, d.readSkills, d.readAPI}
+	steps := []func() error{d.readCwd, d.readModel, d.readABI, d.readEnv, d.readIsolation, d.readTimeout, d.readAgentsMD, d.readSkills, d.readAPI, d.readCLI}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return err

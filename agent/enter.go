@@ -4,7 +4,7 @@ import "syscall"
 
 // EnterCommand is the hidden command of the ctxfs binary that enters a
 // run's working directory and then becomes the agent's program:
-// `ctxfs __enter DIR PROGRAM`.
+// `ctxfs __enter DIR PROGRAM [ARG...]`.
 const EnterCommand = "__enter"
 
 // Enter is the program that enters a run's working directory for it (the
@@ -21,14 +21,14 @@ const EnterCommand = "__enter"
 // session tests, which run no mount, leave it "".)
 var Enter string
 
-// EnterMain is `ctxfs __enter DIR PROGRAM`: chdir to DIR (as the run's
+// EnterMain is `ctxfs __enter DIR PROGRAM [ARG...]`: chdir to DIR (as the run's
 // uid, through the mount), then exec PROGRAM with the run's environment,
 // read from envFD (this process itself starts with none). It returns only on failure, after reporting it on the setup pipe
 // (setupFD); the run then fails with that errno and those words.
 func EnterMain(args []string) int {
 	closeOnExec()
-	if len(args) != 2 {
-		return setupFailed(syscall.EINVAL, "usage: ctxfs %s DIR PROGRAM", EnterCommand)
+	if len(args) < 2 {
+		return setupFailed(syscall.EINVAL, "usage: ctxfs %s DIR PROGRAM [ARG...]", EnterCommand)
 	}
 	dir, prog := args[0], args[1]
 	env, err := readEnvFD()
@@ -38,6 +38,6 @@ func EnterMain(args []string) int {
 	if err := syscall.Chdir(dir); err != nil {
 		return setupFailed(errnoOf(err), "cannot enter the run's working directory %s: %v", dir, err)
 	}
-	err = syscall.Exec(prog, []string{prog}, env)
+	err = syscall.Exec(prog, append([]string{prog}, args[2:]...), env)
 	return setupFailed(errnoOf(err), "cannot execute %s: %v", prog, err)
 }

@@ -68,24 +68,25 @@ type jailSpec struct {
 	sessionDir string
 	home       string
 	cwd        string
-	progName   string // the program's name under MountRoot/agent/
-	progHost   string // the program's host path, bound at MountRoot/agent/progName
+	progName   string   // the program's name under MountRoot/agent/
+	progHost   string   // the program's host path, bound at MountRoot/agent/progName
+	extra      []string // the program's arguments (a CLI agent's invocation)
 }
 
 func (j *jailSpec) args() []string {
-	return []string{strconv.FormatUint(uint64(j.uid), 10), strconv.FormatUint(uint64(j.gid), 10),
-		j.mountRoot, j.sessionDir, j.home, j.cwd, j.progName, j.progHost}
+	return append([]string{strconv.FormatUint(uint64(j.uid), 10), strconv.FormatUint(uint64(j.gid), 10),
+		j.mountRoot, j.sessionDir, j.home, j.cwd, j.progName, j.progHost}, j.extra...)
 }
 
 // parseJailArgs reads what args wrote, and checks what JailMain relies
 // on: absolute clean paths, and the session and home under the mount root.
 func parseJailArgs(a []string) (*jailSpec, error) {
-	if len(a) != 8 {
-		return nil, fmt.Errorf("usage: ctxfs %s UID GID MOUNTROOT SESSIONDIR HOME CWD NAME PROGRAM", JailCommand)
+	if len(a) < 8 {
+		return nil, fmt.Errorf("usage: ctxfs %s UID GID MOUNTROOT SESSIONDIR HOME CWD NAME PROGRAM [ARG...]", JailCommand)
 	}
 	uid, err1 := strconv.ParseUint(a[0], 10, 32)
 	gid, err2 := strconv.ParseUint(a[1], 10, 32)
-	j := &jailSpec{uint32(uid), uint32(gid), a[2], a[3], a[4], a[5], a[6], a[7]}
+	j := &jailSpec{uint32(uid), uint32(gid), a[2], a[3], a[4], a[5], a[6], a[7], a[8:]}
 	switch {
 	case err1 != nil || err2 != nil:
 		return nil, fmt.Errorf("bad uid or gid %q %q", a[0], a[1])
@@ -121,7 +122,7 @@ func jailCommand(s Spec) (args []string, extra *os.File, err error) {
 		return nil, nil, abi.Errorf(syscall.EINVAL, "run", "a model has no chroot")
 	}
 	j := &jailSpec{uid: s.Uid, gid: s.Gid, mountRoot: s.Jail.MountRoot, sessionDir: s.Jail.SessionDir,
-		home: s.Jail.Home, cwd: s.Jail.Cwd, progName: s.Def.Name, progHost: s.Def.Program}
+		home: s.Jail.Home, cwd: s.Jail.Cwd, progName: s.Def.Name, progHost: s.Def.Program, extra: s.programArgs()}
 	return append([]string{Enter, JailCommand}, j.args()...), s.Jail.Root, nil
 }
 

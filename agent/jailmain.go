@@ -83,7 +83,7 @@ func JailMain(args []string) int {
 // user), with stdio only and the run's environment.
 func startJailed(j *jailSpec, env []string) (int, error) {
 	prog := jailProgram(j)
-	return syscall.ForkExec(prog, []string{prog}, &syscall.ProcAttr{
+	return syscall.ForkExec(prog, append([]string{prog}, j.extra...), &syscall.ProcAttr{
 		Dir: j.cwd, Env: env, Files: []uintptr{0, 1, 2},
 		Sys: &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: j.uid, Gid: j.gid, Groups: []uint32{}}},
 	})

@@ -52,15 +52,22 @@ func (p *program) startReaders(s Spec) {
 	}
 	go func() {
 		defer wg.Done()
-		if s.Def.ABI == ABIText {
+		switch {
+		case s.CLI != nil:
+			readCLI(p.stdout, s.CLI.parser, p.frames)
+		case s.Def.ABI == ABIText:
 			readText(p.stdout, p.frames)
-		} else {
+		default:
 			readJSONL(p.stdout, s.RunID, p.frames)
 		}
 	}()
 	go func() {
 		defer wg.Done()
-		p.missingLib = readStderr(p.stderr, p.frames)
+		stderr := io.Reader(p.stderr)
+		if s.CLI != nil {
+			stderr = io.TeeReader(p.stderr, &p.stderrTail)
+		}
+		p.missingLib = readStderr(stderr, p.frames)
 	}()
 	go func() {
 		wg.Wait()

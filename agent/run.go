@@ -30,6 +30,7 @@ type Spec struct {
 	Env                   map[string]string // CTX_* and PATH, filled by the caller
 	Jail                  *Jail             // with isolation chroot: the jail, made ready by the caller
 	Prompt                *provider.Request // for a model API: the system prompt and the conversation
+	CLI                   *CLIRun           // for a CLI agent (Def.CLI): what the engine prepared
 }
 
 const (
@@ -60,6 +61,8 @@ func Run(ctx context.Context, s Spec, emit func(*proto.Object)) (ok bool) {
 	case d == nil:
 		emit(proto.ErrorFrame(abi.Errorf(syscall.EINVAL, "run", "no definition")))
 		return false
+	case d.CLI != nil:
+		return runCLI(ctx, s, emit)
 	case d.Echo():
 		return runEcho(s, emit)
 	case d.AnsweredByAPI():
@@ -103,6 +106,8 @@ func runProgram(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 	switch {
 	case !stopped && p.setupErr != nil: // reported as the run's error already
 		return false
+	case !stopped && s.CLI != nil:
+		return s.CLI.finish(waitErr, p.stderrTail.bytes(), emit)
 	case !stopped:
 		return exitResult(waitErr, p.missingLib, emit)
 	case ctx.Err() == nil: // stopped by the definition's timeout, not by the caller
@@ -147,6 +152,7 @@ type program struct {
 	setup          *os.File           // read end of the trampoline's setup pipe, nil without one
 	setupErr       error              // what the trampoline reported, set before frames closes
 	missingLib     string             // a library the dynamic loader said is missing, set before frames closes
+	stderrTail     tail               // a CLI's last stderr bytes, for its parser's Finish
 	frames         chan *proto.Object // from the readers, closed when both are done
 	exited         chan error         // the result of cmd.Wait
 }
@@ -208,7 +214,7 @@ func launcher(s Spec, cmd *exec.Cmd) (setup *os.File, handed []*os.File, err err
 		return nil, nil, abi.Errorf(syscall.ENOTSUP, "run", "chroot isolation needs the ctxfs server's mount")
 	}
 	if !jailed && Enter == "" {
-		cmd.Path, cmd.Args, cmd.Dir, cmd.Env = s.Def.Program, []string{s.Def.Program}, s.Dir, buildEnv(s)
+		cmd.Path, cmd.Args, cmd.Dir, cmd.Env = s.Def.Program, append([]string{s.Def.Program}, s.programArgs()...), s.Dir, buildEnv(s)
 		cmd.SysProcAttr, err = credentials(s.Uid, s.Gid)
 		return nil, nil, err
 	}
@@ -217,7 +223,7 @@ func launcher(s Spec, cmd *exec.Cmd) (setup *os.File, handed []*os.File, err err
 		cmd.Args, root, err = jailCommand(s)
 		cmd.SysProcAttr = jailAttr()
 	} else {
-		cmd.Args = []string{Enter, EnterCommand, s.Dir, s.Def.Program}
+		cmd.Args = append([]string{Enter, EnterCommand, s.Dir, s.Def.Program}, s.programArgs()...)
 		cmd.SysProcAttr, err = credentials(s.Uid, s.Gid)
 	}
 	if err != nil {
@@ -260,16 +266,19 @@ func credentials(uid, gid uint32) (*syscall.SysProcAttr, error) {
 // program reads it and then EOF.
 func inputFile(input string) (*os.File, error) { return memFile("ctxfs-input", input) }
 
-// buildEnv is the caller's environment plus the definition's env lines,
-// nothing inherited. Definition lines may override PATH but never CTX_*.
+// buildEnv is the caller's environment plus, for a CLI agent, what its
+// invocation sets and its key, then the definition's env lines, nothing
+// inherited. Definition lines may override PATH but never CTX_* nor the
+// CLI's key.
 func buildEnv(s Spec) []string {
 	m := make(map[string]string, len(s.Env)+len(s.Def.Env))
 	for k, v := range s.Env {
 		m[k] = v
 	}
+	keyVar := s.CLI.addEnv(m)
 	for _, line := range s.Def.Env {
 		k, v, _ := strings.Cut(line, "=")
-		if !strings.HasPrefix(k, "CTX_") {
+		if !strings.HasPrefix(k, "CTX_") && (keyVar == "" || k != keyVar) {
 			m[k] = v
 		}
 	}

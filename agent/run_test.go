@@ -17,6 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/cli"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -485,5 +487,41 @@ func TestRunKilledBySignal(t *testing.T) {
 	frames, ok := run(t, baseSpec(t, d))
 	if ok || len(frames) != 1 || frames[0].Str("signal") != "SIGKILL" || proto.FrameErrno(frames[0]) != syscall.EIO {
 		t.Errorf("ok=%v frames=%q", ok, lines(frames))
+	}
+}
+
+// TestRunCLI: a cli agent's program gets the invocation's arguments, the
+// key in the CLI's variable (a definition's env line cannot replace it),
+// and its stdout goes through the adapter's parser; the key's value is
+// redacted from every frame, and the session id the CLI names is handed
+// to Named.
+func TestRunCLI(t *testing.T) {
+	const key, id = "sk-unit-7d1e", "0f19e0aa-1111-4222-8333-444455556666"
+	t.Setenv("CTXFS_UNIT_KEY", key)
+	d := script(t, ABIJSONL, `printf '{"type":"system","subtype":"init","session_id":"%s","model":"m"}\n' `+id+`
+printf '{"type":"assistant","session_id":"%s","message":{"content":[{"type":"text","text":"key %s args %s"}]}}\n' `+id+` "$ANTHROPIC_API_KEY" "$*"
+printf '{"type":"result","subtype":"success","is_error":false,"session_id":"%s","result":"x","usage":{"input_tokens":3,"output_tokens":2}}\n' `+id)
+	d.Env = []string{"ANTHROPIC_API_KEY=forged"}
+	a, _ := cli.Lookup(cli.ClaudeCode)
+	d.CLI = &CLIDef{Adapter: a, KeySource: KeySource{KeyEnv: "CTXFS_UNIT_KEY"}}
+	inv, err := d.CLIInvocation("")
+	testkit.Must(t, err)
+	var named string
+	s := baseSpec(t, d)
+	s.CLI = &CLIRun{Invocation: inv, Named: func(got string) { named = got }}
+	frames, ok := run(t, s)
+	all := strings.Join(lines(frames), "\n")
+	if !ok || named != id || strings.Contains(all, key) || strings.Contains(all, "forged") ||
+		!strings.Contains(all, "key [key redacted] args "+strings.Join(inv.Args, " ")) || !strings.Contains(all, `"type":"usage"`) {
+		t.Fatalf("ok %v, named %q, frames:\n%s", ok, named, all)
+	}
+	// Resumed: the id goes back on the command line; the same id is not named again.
+	inv, err = d.CLIInvocation(id)
+	testkit.Must(t, err)
+	named = ""
+	s.CLI = &CLIRun{Resume: id, Invocation: inv, Named: func(got string) { named = got }}
+	frames, ok = run(t, s)
+	if all := strings.Join(lines(frames), "\n"); !ok || named != "" || !strings.Contains(all, "--resume "+id) {
+		t.Fatalf("resumed: ok %v, named %q, frames:\n%s", ok, named, all)
 	}
 }

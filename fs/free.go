@@ -56,7 +56,27 @@ var (
 	_ = (fs.NodeRenamer)((*freeNode)(nil))
 	_ = (fs.NodeReaddirer)((*freeNode)(nil))
 	_ = (fs.NodeStatfser)((*freeNode)(nil))
+	_ = (fs.NodeFsyncer)((*freeNode)(nil))
 )
+
+// Fsync answers fsync of a directory: the store's directory is synced,
+// so that the names made in it are durable (SQLite syncs a journal's
+// directory before it deletes the journal, and fails its commit when that
+// fails: Codex's state database). A file's own handle answers its fsync
+// (go-fuse asks the node first).
+func (n *freeNode) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
+	if fh, ok := f.(fs.FileFsyncer); ok {
+		return fh.Fsync(ctx, flags)
+	}
+	if !n.IsDir() {
+		return syscall.ENOTSUP
+	}
+	rel, bad := n.rel()
+	if bad != 0 {
+		return bad
+	}
+	return errno(n.store().SyncDir(rel))
+}
 
 // store is the store as the free trees are served from it: the engine's
 // door, which checks every path is in a free tree, decides the identity

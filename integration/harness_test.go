@@ -191,12 +191,18 @@ type frame = map[string]any
 // request sends one request line to an agent's socket and reads every
 // reply frame until EOF.
 func (s *server) request(agent, line string) ([]frame, error) {
+	return s.requestWithin(agent, line, 30*time.Second)
+}
+
+// requestWithin is request with its own deadline (a real CLI's run can
+// take longer than a fake program's).
+func (s *server) requestWithin(agent, line string, limit time.Duration) ([]frame, error) {
 	conn, err := net.Dial("unix", filepath.Join(s.root, "agent", agent+".sock"))
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	conn.SetDeadline(time.Now().Add(limit))
 	if _, err := conn.Write([]byte(line + "\n")); err != nil {
 		return nil, err
 	}

@@ -172,6 +172,13 @@ func TestModelAPIOpenAIChat(t *testing.T) {
 // the session tree, or the server's log.
 func checkKeyNowhere(t *testing.T, s *server) {
 	t.Helper()
+	checkSecretNowhere(t, s, apiKey)
+}
+
+// checkSecretNowhere fails when secret appears in any file of the store,
+// the session tree, or the server's log.
+func checkSecretNowhere(t *testing.T, s *server, apiKey string) {
+	t.Helper()
 	for _, dir := range []string{s.store, s.mnt("home")} {
 		filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
 			if err == nil && info.Mode().IsRegular() {

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ctxfs/ctxfs/internal/testkit"
 	"golang.org/x/sys/unix"
@@ -43,7 +44,14 @@ while True:
 // failure (the connection refused, a frame that is not JSON) is an error.
 func (s *server) requestAs(c *cred, agent, line string) ([]frame, string, error) {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cmdLimit)
+	return s.requestAsWithin(c, agent, line, cmdLimit)
+}
+
+// requestAsWithin is requestAs with its own deadline (a real CLI's run can
+// take longer than a fake program's).
+func (s *server) requestAsWithin(c *cred, agent, line string, limit time.Duration) ([]frame, string, error) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "/usr/bin/python3", "-c", sockRequest, filepath.Join(s.root, "agent", agent+".sock"), line)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C", "HOME=/"}

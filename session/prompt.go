@@ -20,14 +20,15 @@ const maxConversation = 4 << 20
 // the session's conversation from messages.jsonl, in order.
 func (s *sess) prompt(rules string) *agent.Prompt {
 	system := rules
-	if rule := s.metaRule(); rule != "" {
+	if rule := s.metaString("rule"); rule != "" {
 		system = strings.TrimLeft(system+"\n\n"+rule, "\n")
 	}
 	return agent.NewPrompt(system, s.conversationLog())
 }
 
-// metaRule is meta.json's rule, "" when there is none or it cannot be read.
-func (s *sess) metaRule() string {
+// metaString is meta.json's string key, "" when there is none or it
+// cannot be read.
+func (s *sess) metaString(key string) string {
 	if s.rel == "" {
 		return ""
 	}
@@ -39,7 +40,7 @@ func (s *sess) metaRule() string {
 	if err != nil {
 		return ""
 	}
-	return obj.Str("rule")
+	return obj.Str(key)
 }
 
 // conversationLog is the last maxConversation bytes of messages.jsonl,

@@ -139,7 +139,11 @@ func (rn *run) execute() {
 	if rn.spec.Def.AnsweredByAPI() {
 		rn.spec.Prompt = rn.s.prompt(rules)
 	}
-	closeJail, err := rn.s.e.prepareJail(rn)
+	err := rn.s.e.prepareCLI(rn)
+	closeJail := func() {}
+	if err == nil {
+		closeJail, err = rn.s.e.prepareJail(rn)
+	}
 	if err != nil {
 		rn.enqueue(proto.ErrorFrame(err))
 		rn.finish(false)

@@ -33,7 +33,10 @@ func (codex) Invocation(o Options) (Invocation, error) {
 	if err := checkResume(Codex, o.Resume); err != nil {
 		return Invocation{}, err
 	}
-	args := []string{"exec", "--json", "--skip-git-repo-check"}
+	// No shell snapshot: Codex writes one under HOME/.codex/shell_snapshots
+	// with the login shell's exported variables, its key among them (seen
+	// with HOME on the mount), and HOME is in the store.
+	args := []string{"exec", "--json", "--skip-git-repo-check", "-c", "features.shell_snapshot=false"}
 	if o.Model != "" {
 		args = append(args, "--model", o.Model)
 	}

@@ -12,12 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -58,8 +58,6 @@ func program(t *testing.T, a Adapter) string {
 	return bin
 }
 
-var listening = regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
-
 // simulator runs aimock on a free port with the CLI fixtures and returns
 // its URL; it is killed when the test ends.
 func simulator(t *testing.T) string {
@@ -69,35 +67,7 @@ func simulator(t *testing.T) string {
 	if _, err := os.Stat(llmock); err != nil {
 		need(t, "aimock is not installed")
 	}
-	cmd := exec.Command("node", llmock, "-p", "0", "-h", "127.0.0.1", "-f", fixtures, "--log-level", "info")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
-				break
-			}
-		}
-		io.Copy(io.Discard, out)
-	}()
-	select {
-	case url := <-found:
-		return url
-	case <-time.After(30 * time.Second):
-		t.Fatal("aimock did not say where it listens")
-	}
-	return ""
+	return testkit.Aimock(t, llmock, fixtures)
 }
 
 // cliRun is one run's outcome.

@@ -314,7 +314,11 @@ func (r *Root) reopen(rel string, flags int) (*os.File, error) {
 	if err := r.check("open", rel, &st, Regular); err != nil {
 		return nil, err
 	}
-	flags &^= unix.O_CREAT | unix.O_EXCL
+	// O_NOFOLLOW is dropped: the magic link below is a symlink by type,
+	// and following it is the point (ELOOP otherwise, for every open with
+	// O_NOFOLLOW of an existing file: SQLite's). Nothing else is followed:
+	// openat2 resolved rel without symlinks, and its inode is a regular file.
+	flags &^= unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW
 	fd := -1
 	err = r.do(func() (err error) {
 		fd, err = unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), flags|unix.O_CLOEXEC|unix.O_NOCTTY, 0)

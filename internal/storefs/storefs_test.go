@@ -339,3 +339,20 @@ func TestCheckRoot(t *testing.T) {
 	testkit.Must(t, syscall.Chmod(base, 0o1777)) // sticky above, as /tmp: fine
 	testkit.Must(t, CheckRoot(root, 0))
 }
+
+// An existing file opens with O_NOFOLLOW (SQLite opens its database so,
+// through the mount): the reopen through /proc/self/fd must not take its
+// magic link for a symlink to refuse (ELOOP), and a planted symlink is
+// still refused.
+func TestOpenExistingWithNoFollow(t *testing.T) {
+	f := newFixture(t)
+	for _, flags := range []int{unix.O_RDONLY | unix.O_NOFOLLOW, unix.O_RDWR | unix.O_CREAT | unix.O_NOFOLLOW} {
+		file, err := f.r.OpenFile("home/1000/a/file", flags, 0o600)
+		testkit.Must(t, err)
+		file.Close()
+	}
+	testkit.Must(t, os.Symlink(f.decoy+"/secret", f.store+"/home/1000/a/link"))
+	if _, err := f.r.OpenFile("home/1000/a/link", unix.O_RDWR|unix.O_NOFOLLOW, 0); err == nil {
+		t.Fatal("a planted symlink opened")
+	}
+}

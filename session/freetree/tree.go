@@ -137,3 +137,11 @@ func (t Tree) ReadDir(rel string) ([]storefs.Entry, error) {
 
 // Statfs is the store's filesystem.
 func (t Tree) Statfs() (*unix.Statfs_t, error) { return t.root.Statfs() }
+
+// SyncDir syncs the directory rel (fsync of a directory of a free tree).
+func (t Tree) SyncDir(rel string) error {
+	if err := inFree(rel); err != nil {
+		return err
+	}
+	return t.root.SyncDir(rel)
+}
