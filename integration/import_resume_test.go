@@ -1,9 +1,3 @@
-//go:build clirun
-
-// This test runs a cli agent (agent/NAME.d/cli, issue 22's server side,
-// branch h-clirun) and uses its helpers (cli_agents_test.go): the build
-// tag keeps it out until both are merged; the merge removes the tag.
-
 package integration
 
 import (
