@@ -182,7 +182,7 @@ ctx agent session gc coder --delete --yes`,
 		help: `Makes one new session of AGENT per Claude Code project file (<uuid>.jsonl)
 or Codex rollout (rollout-*.jsonl): its user and assistant messages, tool
 calls and tool results in order, named by the CLI's session uuid, with
-index/by-uuid/<uuid> set; a copy of the file goes under the agent's HOME
+the index's by-uuid entry for it set; a copy of the file goes under the agent's HOME
 (root/home/agent), so that a send with a cli agent resumes the CLI session.
 A DIR is walked for the CLI's files; without FILE or DIR, your
 ~/.claude/projects or ~/.codex/sessions. Each session is written whole or
