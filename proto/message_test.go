@@ -158,3 +158,25 @@ func TestMessageLine(t *testing.T) {
 		}
 	}
 }
+
+// ThreadUsage: thread totals become each run's own counts; a run's own
+// counts pass as they are; a total that falls is a new thread.
+func TestThreadUsage(t *testing.T) {
+	var tu ThreadUsage
+	for _, c := range []struct {
+		in, out      int64
+		total        bool
+		wantIn, wOut int64
+	}{
+		{12, 3, true, 12, 3},
+		{32, 8, true, 20, 5},
+		{7, 1, false, 7, 1},
+		{52, 13, true, 20, 5},
+		{10, 2, true, 10, 2}, // a new thread
+	} {
+		in, out := tu.Own(c.in, c.out, c.total)
+		if in != c.wantIn || out != c.wOut {
+			t.Errorf("Own(%d, %d, %v) = %d, %d; want %d, %d", c.in, c.out, c.total, in, out, c.wantIn, c.wOut)
+		}
+	}
+}

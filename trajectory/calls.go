@@ -86,9 +86,14 @@ func (m *mapper) place(run string, rs *runState, n int) error {
 }
 
 // usage gives a usage frame to the run's current agent step, else keeps it
-// for the run's next assistant message.
+// for the run's next assistant message; a CLI's thread total counts as the
+// part of it the run added (proto.ThreadUsage).
 func (m *mapper) usage(e *logLine) {
 	u := &usage{model: e.model, prompt: e.prompt, completion: e.completion}
+	if e.threadTotal && u.prompt != nil && u.completion != nil {
+		in, out := m.thread.Own(*u.prompt, *u.completion, true)
+		u.prompt, u.completion = &in, &out
+	}
 	if m.cur.isAgentOf(e.run) {
 		m.cur.addUsage(u)
 		return

@@ -25,6 +25,7 @@ type logLine struct {
 	at                                    time.Time // ts parsed; zero when it does not parse
 	rawID, rawName, arguments, content    json.RawMessage
 	prompt, completion                    *int64
+	threadTotal                           bool // usage of a CLI's whole thread so far (proto.ThreadUsage)
 }
 
 // wireLine is the JSON shape both logs share (SPEC section 6): the fields
@@ -34,6 +35,7 @@ type wireLine struct {
 	Model        json.RawMessage `json:"model"`
 	InputTokens  json.RawMessage `json:"input_tokens"`
 	OutputTokens json.RawMessage `json:"output_tokens"`
+	ThreadTotal  json.RawMessage `json:"thread_total"`
 }
 
 // str is raw as a string, or "" when it is not one (proto.RawString, as
@@ -62,6 +64,7 @@ func parseLine(b []byte) (*logLine, error) {
 		id: str(w.ID), toolCallID: str(w.ToolCallID), model: str(w.Model),
 		rawID: w.ID, rawName: w.Name, arguments: w.Arguments, content: w.Content,
 		prompt: integer(w.InputTokens), completion: integer(w.OutputTokens),
+		threadTotal: string(w.ThreadTotal) == "true",
 	}
 	// time.Parse also takes a comma before the fraction; RFC 3339 does not.
 	if t, err := time.Parse(time.RFC3339Nano, l.ts); err == nil && !strings.Contains(l.ts, ",") {

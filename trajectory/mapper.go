@@ -1,5 +1,7 @@
 package trajectory
 
+import "github.com/ctxfs/ctxfs/proto"
+
 // pendingCall is a tool call that has not found its step yet.
 type pendingCall struct {
 	id   string
@@ -37,6 +39,7 @@ type mapper struct {
 	cur    *Step // the step being built
 	runs   map[string]*runState
 	order  []string // runs with a state, oldest first: a stable flush order
+	thread proto.ThreadUsage
 }
 
 func newMapper(events *lineReader, emit func(*Step) error) *mapper {

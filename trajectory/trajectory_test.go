@@ -71,10 +71,11 @@ func checkDocument(t testing.TB, sch *jsonschema.Schema, doc []byte) {
 // drops (a result for an unknown call, a result of another run reusing a
 // call id); unicode; concurrent runs; usage in both orders and a run still
 // active at the end; reuse (a run that uses one call id twice: a call made
-// after an assistant message joins that message's step).
+// after an assistant message joins that message's step); threads (a CLI
+// that reports its thread's total: each run's step counts its own part).
 func TestGolden(t *testing.T) {
 	sch := independentSchema(t)
-	for _, name := range []string{"tools", "drops", "unicode", "concurrent", "usage", "reuse"} {
+	for _, name := range []string{"tools", "drops", "unicode", "concurrent", "usage", "reuse", "threads"} {
 		t.Run(name, func(t *testing.T) {
 			got, err := exportCase(t, name)
 			if err != nil {

@@ -193,6 +193,7 @@ func (u *usageReport) readSession(path, name string) error {
 	defer f.Close()
 	lr := newLogReader(f)
 	t := usageTable{}
+	var thread proto.ThreadUsage
 	for {
 		line, err := lr.next()
 		if err == io.EOF {
@@ -201,7 +202,7 @@ func (u *usageReport) readSession(path, name string) error {
 		if err != nil {
 			return err
 		}
-		if !u.event(t, line) {
+		if !u.event(t, &thread, line) {
 			u.Skipped++
 		}
 	}
@@ -232,13 +233,15 @@ type usageFields struct {
 	ModelID      string `json:"model_id"`
 	InputTokens  int64  `json:"input_tokens"`
 	OutputTokens int64  `json:"output_tokens"`
+	ThreadTotal  bool   `json:"thread_total"` // counts the CLI's thread so far (proto.ThreadUsage)
 	TS           string `json:"ts"`
 }
 
 // event adds one events.jsonl line to t when it is a usage event within
-// the cutoff; false when the line is malformed, or is a usage event with
-// negative counts, or without a time while --since needs one.
-func (u *usageReport) event(t usageTable, line []byte) bool {
+// the cutoff (a thread total as the run's own part of it, thread); false
+// when the line is malformed, or is a usage event with negative counts,
+// or without a time while --since needs one.
+func (u *usageReport) event(t usageTable, thread *proto.ThreadUsage, line []byte) bool {
 	var ev usageFields
 	if !decodeLine(line, &ev, func() bool { return ev.Type == proto.FrameUsage }) {
 		return false
@@ -249,6 +252,7 @@ func (u *usageReport) event(t usageTable, line []byte) bool {
 	if ev.InputTokens < 0 || ev.OutputTokens < 0 {
 		return false
 	}
+	ev.InputTokens, ev.OutputTokens = thread.Own(ev.InputTokens, ev.OutputTokens, ev.ThreadTotal)
 	if !u.cutoff.IsZero() {
 		ts, err := time.Parse(time.RFC3339Nano, ev.TS)
 		if err != nil {
