@@ -213,8 +213,14 @@ func TestDialWaiting(t *testing.T) {
 	late := filepath.Join(dir, "late.sock")
 	listening := make(chan net.Listener, 1)
 	go func() {
+		// As the server makes a socket: listening before its name
+		// appears (bind makes the name before listen, and a dial between
+		// the two is refused).
 		time.Sleep(300 * time.Millisecond)
-		ln, _ := net.Listen("unix", late)
+		ln, _ := net.Listen("unix", late+".tmp")
+		if ln != nil {
+			os.Rename(late+".tmp", late)
+		}
 		listening <- ln
 	}()
 	c, err := DialWaiting(context.Background(), late, func() bool { return true })
