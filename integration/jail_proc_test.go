@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -203,7 +202,7 @@ func TestJailProcNotThroughALink(t *testing.T) {
 // nothing is mounted on /etc.
 func TestJailProcRaced(t *testing.T) {
 	requireFUSE(t)
-	for kind, want := range map[string]syscall.Errno{"symlink": syscall.ELOOP, "file": syscall.ENOTDIR} {
+	for kind, want := range map[string]unix.Errno{"symlink": unix.ELOOP, "file": unix.ENOTDIR} {
 		t.Run(kind, func(t *testing.T) {
 			root := t.TempDir()
 			testkit.Must(t, os.Chmod(root, 0o755))
@@ -245,7 +244,7 @@ func runTrampoline(t *testing.T, root string) (int, string) {
 	cmd := exec.Command(ctxfsBin, "__jail", "1000", "1000", "/ctx", "", "/ctx/home/1000", "/", "probe", busybox)
 	cmd.Env = []string{}
 	cmd.ExtraFiles = []*os.File{setupW, env, dir} // descriptors 3, 4 and 5
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Cloneflags: syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true, Cloneflags: unix.CLONE_NEWPID, Pdeathsig: unix.SIGKILL}
 	testkit.Must(t, cmd.Start())
 	setupW.Close()
 	report, _ := io.ReadAll(io.LimitReader(setupR, 4096))
