@@ -19,8 +19,9 @@ import (
 // session directory (bound from the mount at the same path, so
 // CTX_SESSION_DIR means the same inside and out), its home's directory
 // (empty) and its program at MountRoot/agent/NAME, and a tmpfs /dev with
-// null, zero, full, random and urandom. Nothing else of the host: no other
-// session or home, no store, no /proc. Every mount is made in a mount
+// null, zero, full, random and urandom, and a read-only procfs at /proc
+// of the run's own PID namespace (buildProc). Nothing else of the host: no
+// other session or home, no store. Every mount is made in a mount
 // namespace of the run's own, private from the start, which holds nothing
 // else once the jail is pivoted into (not even through /proc/PID/root from
 // outside), and every process in a PID namespace of the run's own: both
@@ -30,9 +31,9 @@ type Jail struct {
 	// the store's door; the caller closes it after Run.
 	Root *os.File
 	// Mountpoints are made by the caller inside Root before the run,
-	// through the store's door, owned by the run's uid: MountRoot's path
-	// and "dev". JailMain opens them without following a symlink and
-	// refuses anything else.
+	// through the store's door, owned by the run's uid: MountRoot's path,
+	// "dev" and "proc" (JailDirs). JailMain opens them without following a
+	// symlink and refuses anything else.
 	Cwd        string // the working directory inside the jail, absolute
 	MountRoot  string // where the ctx tree is mounted; the same path inside
 	SessionDir string // the session's directory under MountRoot; "" (a temp session) binds none
@@ -55,9 +56,12 @@ var jailDevices = []string{"null", "zero", "full", "random", "urandom"}
 
 // JailDirs are the mountpoints a jail needs inside its root/, relative to
 // it: the caller makes them before the run (SPEC 10: a mountpoint
-// directory a run needed may stay, empty).
+// directory a run needed may stay, empty). "proc" is among them: the
+// coding-agent CLIs read /proc/self/exe (Codex stops without it), so a
+// root/ without proc/ gets one made as the uid rather than a jail with no
+// /proc; one that is a symlink or a file fails the run.
 func JailDirs(mountRoot string) []string {
-	return []string{strings.TrimPrefix(path.Clean(mountRoot), "/"), "dev"}
+	return []string{strings.TrimPrefix(path.Clean(mountRoot), "/"), "dev", "proc"}
 }
 
 // jailSpec is the part of a jail that crosses the exec into JailMain, as

@@ -220,6 +220,9 @@ func (t *trees) build(j *jailSpec) error {
 	if err := t.buildDev(); err != nil {
 		return err
 	}
+	if err := t.buildProc(); err != nil {
+		return err
+	}
 	return pivotInto(t.root)
 }
 
@@ -298,17 +301,12 @@ func (t *trees) buildDev() error {
 // tree, makes dirs in it, and binds each tree of binds onto a new file of
 // its name. It returns the tmpfs's descriptor.
 func (t *trees) tmpfsAt(mp string, dirs []string, binds map[string]int) (int, error) {
-	target, err := unix.Openat2(t.root, mp, &beneath)
-	if err != nil {
-		return -1, fmt.Errorf("mountpoint %s in root/: %w", mp, err)
-	}
-	defer unix.Close(target)
 	tmp, err := newTmpfs()
 	if err != nil {
 		return -1, err
 	}
-	if err := unix.MoveMount(tmp, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-		return -1, fmt.Errorf("move_mount: %w", err)
+	if err := t.attachBeneath(tmp, mp); err != nil {
+		return -1, err
 	}
 	for _, d := range dirs {
 		if err := mkdirAllAt(tmp, d); err != nil {
@@ -329,6 +327,54 @@ func (t *trees) tmpfsAt(mp string, dirs []string, binds map[string]int) (int, er
 		}
 	}
 	return tmp, nil
+}
+
+// attachBeneath attaches the detached tree onto the mountpoint mp inside
+// the root tree, a directory of the user's tree: opened without following
+// a symlink (ELOOP), as a directory (a file there is ENOTDIR), beneath the
+// root and on its mount, and attached by that descriptor. A name the user
+// swaps meanwhile is never resolved again; at worst the tree lands on a
+// directory the user moved elsewhere in root/, inside the jail all the same.
+func (t *trees) attachBeneath(tree int, mp string) error {
+	target, err := unix.Openat2(t.root, mp, &beneath)
+	if err != nil {
+		return fmt.Errorf("mountpoint %s in root/: %w", mp, err)
+	}
+	defer unix.Close(target)
+	if err := unix.MoveMount(tree, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move_mount onto %s: %w", mp, err)
+	}
+	return nil
+}
+
+// buildProc mounts the jail's /proc: a new procfs made by this process,
+// the init of the run's PID namespace, so it shows that namespace's
+// processes only (1 is this init; the program and its children), and
+// /proc/self/exe, /proc/self/root, /proc/self/fd mean the jail's. It is
+// read-only as a whole, so no write reaches the kernel's settings
+// (/proc/sys, /proc/sysrq-trigger …) whatever the run's uid (root's own
+// runs are uid 0 without capabilities, which file modes alone would let
+// write there); nosuid, nodev and noexec like every tree of the jail.
+// The jailed program can neither remount it nor mount another (no
+// capability, and the seccomp filter refuses every mount call).
+func (t *trees) buildProc() error {
+	fs, err := unix.Fsopen("proc", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("fsopen proc: %w", err)
+	}
+	defer unix.Close(fs)
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return fmt.Errorf("proc: %w", err)
+	}
+	proc, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return fmt.Errorf("fsmount proc: %w", err)
+	}
+	defer unix.Close(proc)
+	if err := t.attachBeneath(proc, "proc"); err != nil {
+		return fmt.Errorf("/proc in the jail: %w", err)
+	}
+	return nil
 }
 
 // newTmpfs makes a detached tmpfs, small and without set-user-id or

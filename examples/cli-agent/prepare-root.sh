@@ -9,7 +9,8 @@
 #   - etc/ssl/certs/ca-certificates.crt, for an https endpoint;
 #   - tmp/ (mode 1777) and home/agent/ (UID's, 0700: HOME in the jail);
 #   - bin/ with the static busybox (shell-agent/prepare-root.sh), the shell
-#     the CLIs run their tools with.
+#     the CLIs run their tools with, and proc/ (0555), where the jail
+#     mounts its own /proc (Codex and Claude Code read /proc/self/exe).
 # The executable itself is not copied: the server binds R/agent/AGENT (the
 # link ctx agent add made) into the jail as the program.
 #
@@ -105,4 +106,4 @@ fi
 "$here/../shell-agent/prepare-root.sh" --root "$root" "$uid" "$agent" >/dev/null
 mkdir -p "$dest/home/agent"
 chmod 0700 "$dest/home/agent"
-echo "$dest: $(wc -w <<<"$libs") libraries, certificates, bin/ (busybox), tmp/, home/agent/ for $cli ($real)"
+echo "$dest: $(wc -w <<<"$libs") libraries, certificates, bin/ (busybox), tmp/, proc/, home/agent/ for $cli ($real)"

@@ -3,8 +3,9 @@
 #
 # Fills the chroot of AGENT for UID, R/home/UID/agent/AGENT/root/, through
 # the ctxfs mount: bin/busybox (a copy of the static /bin/busybox of
-# Debian's busybox-static), one symlink in bin/ per busybox applet, and
-# tmp/ (mode 1777). Run it as root (root may make any uid's home through
+# Debian's busybox-static), one symlink in bin/ per busybox applet,
+# tmp/ (mode 1777) and proc/ (mode 0555: the jail mounts its own read-only
+# /proc there; the server would make it, 0700, if it were missing). Run it as root (root may make any uid's home through
 # the mount: it makes root/, then runs the rest as UID), or as UID itself. Running it again changes nothing; files of
 # your own already in bin/ are left alone.
 #
@@ -35,8 +36,9 @@ fi
 need_mount
 
 dest=$root/home/$uid/agent/$agent/root
-mkdir -p "$dest/bin" "$dest/tmp"
+mkdir -p "$dest/bin" "$dest/tmp" "$dest/proc"
 chmod 1777 "$dest/tmp"
+chmod 0555 "$dest/proc"
 
 if cmp -s "$busybox" "$dest/bin/busybox"; then
 	echo "$dest/bin/busybox is up to date"
@@ -64,4 +66,4 @@ for applet in $("$busybox" --list); do
 	ln -s busybox "$link"
 	made=$((made + 1))
 done
-echo "$dest: bin/ ($made new applet links, $(find "$dest/bin" -maxdepth 1 -type l | wc -l) in all, $kept of yours kept), tmp/"
+echo "$dest: bin/ ($made new applet links, $(find "$dest/bin" -maxdepth 1 -type l | wc -l) in all, $kept of yours kept), tmp/, proc/"
