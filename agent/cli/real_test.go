@@ -149,12 +149,13 @@ func runCLI(t *testing.T, a Adapter, home, work string, o Options, prompt string
 
 // toolPath is a directory holding only the programs the CLIs and their
 // tools use here: node (the Codex and Gemini CLI launchers), a shell and
-// the commands of the fixtures. Not npm: opencode runs npm when it finds
+// the commands of the fixtures (and id, which /etc/profile runs: Codex
+// runs its tools in a login shell). Not npm: opencode runs npm when it finds
 // it, which fetches from the registry and writes under HOME in the
 // background, after opencode has exited.
 func toolPath(t *testing.T) string {
 	dir := t.TempDir()
-	for _, name := range []string{"node", "bash", "sh", "cat", "ls", "env", "grep", "sed", "head", "tail", "rg"} {
+	for _, name := range []string{"node", "bash", "sh", "cat", "ls", "env", "grep", "sed", "head", "tail", "rg", "id"} {
 		if path, err := exec.LookPath(name); err == nil {
 			if err := os.Symlink(path, filepath.Join(dir, name)); err != nil {
 				t.Fatal(err)
