@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ctxfs/ctxfs/agent/cli"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
@@ -13,13 +12,20 @@ import (
 // into the cli agent "cli", is resumed by the next send to that session:
 // the CLI's own session (the imported file, kept under the agent's HOME)
 // goes on, aimock sees the imported turn sent again, and cli_session and
-// by-uuid stay the imported uuid.
+// by-uuid stay the imported uuid. (A Codex rollout names its model
+// provider, and Codex resumes it only with that provider configured: the
+// one the test file was written with is not the one an agent's endpoint
+// configures; README, "Limits".)
 func TestImportThenResume(t *testing.T) {
+	importThenResume(t, cliCases[0]) // claude-code
+}
+
+func importThenResume(t *testing.T, c cliCase) {
 	base := cliSimulator(t)
-	s := newCLIServer(t, cliCases[0], base, cliKey("import")) // claude-code
-	f := readImportFile(t, cli.ClaudeCode, "tool.jsonl")
+	s := newCLIServer(t, c, base, cliKey("import"))
+	f := readImportFile(t, c.cli, "tool.jsonl")
 	home := userHome(t, &cred{}, f)
-	if out, code := s.ctxImport(nil, home, "cli", "--from", "claude-code"); code != 0 {
+	if out, code := s.ctxImport(nil, home, "cli", "--from", c.cli); code != 0 {
 		t.Fatalf("import: exit %d\n%s", code, out)
 	}
 	id := f.session.ID
@@ -28,7 +34,7 @@ func TestImportThenResume(t *testing.T) {
 	if frames[len(frames)-1]["status"] != "ok" {
 		t.Fatalf("the send to the imported session: %s\n%v\nlog:\n%s", frameTypes(frames), frames, s.logText())
 	}
-	if !journalHas(t, base, recall, "ctxfs-tool-claude") {
+	if !journalHas(t, base, recall, c.tool) {
 		t.Errorf("no request to aimock carried %q with the imported turn: the CLI did not resume the imported session", recall)
 	}
 	if got, _ := s.cliMeta(t, id)["cli_session"].(string); got != id {
