@@ -2,28 +2,75 @@ package integration
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/ctxfs/ctxfs/agent/cli"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
-// TestImportThenResume: a Claude Code session the CLI wrote, imported
-// into the cli agent "cli", is resumed by the next send to that session:
-// the CLI's own session (the imported file, kept under the agent's HOME)
-// goes on, aimock sees the imported turn sent again, and cli_session and
-// by-uuid stay the imported uuid. (A Codex rollout names its model
-// provider, and Codex resumes it only with that provider configured: the
-// one the test file was written with is not the one an agent's endpoint
-// configures; README, "Limits".)
+// TestImportThenResume: a Claude Code session and a Codex session the
+// CLIs wrote, each imported into the cli agent "cli", are resumed by the
+// next send to that session: the CLI's own session (the imported file,
+// kept under the agent's HOME) goes on, aimock sees the imported turn sent
+// again, and cli_session and by-uuid stay the imported uuid. Claude
+// Code's is the file it wrote in agent/cli's runs; Codex's is written here
+// by the real Codex, run directly as a user would, configured as the
+// agent configures it: a rollout names its model provider, and Codex
+// resumes it only with that provider configured (README, "Limits").
 func TestImportThenResume(t *testing.T) {
-	importThenResume(t, cliCases[0]) // claude-code
+	t.Run("claude-code", func(t *testing.T) {
+		t.Parallel()
+		base := cliSimulator(t)
+		importThenResume(t, cliCases[0], base, readImportFile(t, cli.ClaudeCode, "tool.jsonl"))
+	})
+	t.Run("codex", func(t *testing.T) {
+		t.Parallel()
+		base := cliSimulator(t)
+		importThenResume(t, cliCases[1], base, codexRollout(t, cliCases[1], base))
+	})
 }
 
-func importThenResume(t *testing.T, c cliCase) {
-	base := cliSimulator(t)
+// codexRollout runs the real Codex once, directly, on the tool fixture,
+// with the config.toml the agent's definition gives it, and returns the
+// rollout it wrote.
+func codexRollout(t *testing.T, c cliCase, base string) importFile {
+	t.Helper()
+	bin := filepath.Join(cliNPM, ".bin", c.program)
+	needCLI(t, bin)
+	home, work := t.TempDir(), t.TempDir()
+	testkit.Must(t, os.WriteFile(filepath.Join(work, "note.txt"), []byte("the note says 42\n"), 0o644))
+	a, err := cli.Lookup(cli.Codex)
+	testkit.Must(t, err)
+	inv, err := a.Invocation(cli.Options{Model: c.model, BaseURL: base + "/v1"})
+	testkit.Must(t, err)
+	for _, f := range inv.Files {
+		testkit.Must(t, os.MkdirAll(filepath.Join(home, filepath.Dir(f.Path)), 0o700))
+		testkit.Must(t, os.WriteFile(filepath.Join(home, f.Path), f.Data, 0o600))
+	}
+	cmd := exec.Command(bin, inv.Args...)
+	cmd.Dir, cmd.Stdin = work, strings.NewReader(c.tool)
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=" + home, inv.KeyVar + "=sk-fake"}, inv.Env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("codex: %v\n%s", err, out)
+	}
+	rollouts, _ := filepath.Glob(filepath.Join(home, ".codex", "sessions", "*", "*", "*", "rollout-*.jsonl"))
+	if len(rollouts) != 1 {
+		t.Fatalf("codex wrote %d rollouts: %v", len(rollouts), rollouts)
+	}
+	f, err := os.Open(rollouts[0])
+	testkit.Must(t, err)
+	defer f.Close()
+	sess, err := cli.ReadSession(cli.Codex, f)
+	testkit.Must(t, err)
+	return importFile{from: cli.Codex, path: rollouts[0], session: sess}
+}
+
+func importThenResume(t *testing.T, c cliCase, base string, f importFile) {
 	s := newCLIServer(t, c, base, cliKey("import"))
-	f := readImportFile(t, c.cli, "tool.jsonl")
 	home := userHome(t, &cred{}, f)
 	if out, code := s.ctxImport(nil, home, "cli", "--from", c.cli); code != 0 {
 		t.Fatalf("import: exit %d\n%s", code, out)
