@@ -372,8 +372,8 @@ var geminiPackage = filepath.Join(cliNPM, "@google/gemini-cli")
 // the bundle, busybox's sh, /tmp); the program is a script that execs
 // node on the bundle. HOME is /home/agent inside (root/home/agent, made by
 // and owned by the user, its settings written as the user), the answer is
-// recorded, and a second send resumes the same Gemini session. (Codex's
-// static binary needs /proc/self/exe, which the jail does not show.)
+// recorded, a second send resumes the same Gemini session, and a tool
+// call (read_file) reads the jail's file, not the host's.
 func TestCLIGeminiChroot(t *testing.T) {
 	needCLI(t, geminiPackage)
 	needCLI(t, busybox)
@@ -418,6 +418,21 @@ func TestCLIGeminiChroot(t *testing.T) {
 	if again := readOr(meta); again != id {
 		t.Errorf("meta.json changed from %s to %s", id, again)
 	}
+	// A tool call in the jail: Gemini's read_file of note.txt in its
+	// cwd, the jail's /, reads the jail's file (the host's / has none).
+	testkit.Must(t, os.WriteFile(filepath.Join(root, "note.txt"), []byte("the note says 42\n"), 0o644))
+	if _, err := os.Stat("/note.txt"); err == nil {
+		t.Fatal("the host has a /note.txt: the jail's could not be told from it")
+	}
+	frames, _, err := s.requestAsWithin(jailUser, "cli", `{"op":"send","id":"j-tool","session":"jailtool","input":"ctxfs-tool-gemini"}`, 3*time.Minute)
+	if err != nil || !strings.Contains(frameTypes(frames), "tool_call,") || !strings.Contains(frameTypes(frames), "tool_result,") {
+		t.Fatalf("tool call in the jail: %v %s\n%v", err, frameTypes(frames), frames)
+	}
+	for _, f := range frames {
+		if f["type"] == "tool_result" && f["is_error"] != false {
+			t.Errorf("read_file of the jail's note.txt failed: %v", f)
+		}
+	}
 	// The user swaps the CLI's config directory for a symlink: the next
 	// run fails, and nothing is written where the link points.
 	elsewhere := t.TempDir()
@@ -425,7 +440,7 @@ func TestCLIGeminiChroot(t *testing.T) {
 	if out, err := bashAs(t, jailUser, "cd "+root+"/home/agent && rm -r .gemini && ln -s "+elsewhere+" .gemini"); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	frames, _, err := s.requestAsWithin(jailUser, "cli", `{"op":"send","id":"j3","session":"jail","input":"ctxfs-hello"}`, 3*time.Minute)
+	frames, _, err = s.requestAsWithin(jailUser, "cli", `{"op":"send","id":"j3","session":"jail","input":"ctxfs-hello"}`, 3*time.Minute)
 	if got := frameTypes(frames); err != nil || !strings.HasSuffix(got, "error ELOOP,done error") && !strings.HasSuffix(got, "error ENOTDIR,done error") {
 		t.Errorf("a run with HOME/.gemini a symlink: %v %s", err, got)
 	}
