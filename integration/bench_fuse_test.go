@@ -274,7 +274,8 @@ func BenchmarkSeqRead(b *testing.B) {
 		float64(size)/(1<<20)/time.Since(t0).Seconds())
 	native := benchStore(s, "big", "messages.jsonl")
 	// Each 1 KiB line is stored with its writer's uid (root's: ,"uid":0).
-	if st, err := os.Stat(native); err != nil || st.Size() != size+size/1024*int64(len(`,"uid":0`)) {
+	stored := int64(size + size/1024*len(`,"uid":0`))
+	if st, err := os.Stat(native); err != nil || st.Size() != stored {
 		b.Fatalf("store file: %v %v", st, err)
 	}
 	dir := filepath.Dir(native)
@@ -306,8 +307,8 @@ func BenchmarkSeqRead(b *testing.B) {
 					if err := sides[j].time(func() (int64, error) { return readAll(t.path, buf) }); err != nil {
 						b.Fatalf("read %s: %v", t.name, err)
 					}
-					if sides[j].bytes != int64(i+1)*size {
-						b.Fatalf("%s: read %d bytes, want %d", t.name, sides[j].bytes, int64(i+1)*size)
+					if sides[j].bytes != int64(i+1)*stored {
+						b.Fatalf("%s: read %d bytes, want %d", t.name, sides[j].bytes, int64(i+1)*stored)
 					}
 				}
 			}
