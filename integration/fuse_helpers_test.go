@@ -217,6 +217,7 @@ func (s *server) crash() <-chan struct{} {
 	cmd := s.cmd
 	cmd.Process.Kill()
 	done := make(chan struct{})
+	s.crashed.Store(cmd, (<-chan struct{})(done))
 	go func() { cmd.Wait(); close(done) }()
 	return done
 }

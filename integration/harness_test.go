@@ -66,6 +66,10 @@ type server struct {
 	env   []string // added to the server's environment (CTXFS_LIMITS=…)
 	wrap  []string // a command the server runs under (prlimit …)
 	args  []string // added to its command line (--log-file …)
+	// crashed are the processes crash killed, each with the channel its
+	// reaper closes: kill waits on it rather than read ProcessState,
+	// which the reaper's Wait writes.
+	crashed sync.Map // *exec.Cmd → <-chan struct{}
 }
 
 // newServer prepares a root (with a debug/echo agent "coder") and a store
@@ -171,6 +175,15 @@ func (s *server) logText() string {
 
 // kill stops a server process with sig and waits for it; SIGKILL after 10 s.
 func (s *server) kill(cmd *exec.Cmd, sig syscall.Signal) {
+	if done, ok := s.crashed.Load(cmd); ok {
+		// crash killed it and its reaper waits; the mounts may be the
+		// next server's by now.
+		select {
+		case <-done.(<-chan struct{}):
+		case <-time.After(10 * time.Second):
+		}
+		return
+	}
 	if cmd.Process == nil || cmd.ProcessState != nil {
 		return
 	}
