@@ -3,6 +3,7 @@ package session
 import (
 	"bytes"
 	"strings"
+	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
@@ -29,18 +30,25 @@ func (s *sess) prompt(rules string) *agent.Prompt {
 // metaString is meta.json's string key, "" when there is none or it
 // cannot be read.
 func (s *sess) metaString(key string) string {
-	if s.rel == "" {
-		return ""
-	}
-	b, err := s.e.root.ReadFile(s.file(abi.FileMeta), maxRulesBytes)
-	if err != nil {
-		return ""
-	}
-	obj, err := proto.ParseObject(bytes.TrimSpace(b), false)
+	obj, err := s.metaObject()
 	if err != nil {
 		return ""
 	}
 	return obj.Str(key)
+}
+
+// metaObject is the session's meta.json as stored; an error when it
+// cannot be read or is not a JSON object. A temp session has none
+// (ENOENT).
+func (s *sess) metaObject() (*proto.Object, error) {
+	if s.rel == "" {
+		return nil, syscall.ENOENT
+	}
+	b, err := s.e.root.ReadFile(s.file(abi.FileMeta), maxRulesBytes)
+	if err != nil {
+		return nil, err
+	}
+	return proto.ParseObject(bytes.TrimSpace(b), false)
 }
 
 // conversationLog is the last maxConversation bytes of messages.jsonl,

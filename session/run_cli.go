@@ -1,14 +1,11 @@
 package session
 
 import (
-	"bytes"
-	"errors"
 	"path"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
-	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
 
@@ -47,18 +44,17 @@ func (s *sess) recordCLISession(id string) {
 	if s.rel == "" {
 		return
 	}
-	b, err := s.e.root.ReadFile(s.file(abi.FileMeta), maxRulesBytes)
-	obj, perr := proto.ParseObject(bytes.TrimSpace(b), false)
-	if err == nil && perr == nil {
+	obj, err := s.metaObject()
+	if err == nil {
 		obj.Set("cli_session", id)
 		err = s.e.writeMeta(s, obj.Line())
 	}
-	if x, xerr := s.e.Index(s.ref.Container); err == nil && perr == nil && abi.ValidUUID(id) {
+	if x, xerr := s.e.Index(s.ref.Container); err == nil && abi.ValidUUID(id) {
 		if err = xerr; err == nil {
 			err = x.SetEntry(abi.IndexByUUID, id, s.ref.Name)
 		}
 	}
-	if err != nil || perr != nil {
-		s.e.cfg.Log.Warn("cli session not recorded", "session", s.ref.Name, "cli_session", id, "cause", errors.Join(err, perr).Error())
+	if err != nil {
+		s.e.cfg.Log.Warn("cli session not recorded", "session", s.ref.Name, "cli_session", id, "cause", err.Error())
 	}
 }
