@@ -59,6 +59,17 @@ type Definition struct {
 	API *API
 	// CLI is a coding-agent CLI agent's (agent/NAME.d/cli), nil otherwise.
 	CLI *CLIDef
+	// Tools is the built-in tools a model API run offers (SPEC 17:
+	// agent/NAME.d/tools, already limited by perm), in file order.
+	Tools []string
+	// Perm is agent/NAME.d/perm: letters of "rwx", default "r".
+	Perm string
+	// Steps is how many tool calls one run may make (default 32).
+	Steps int
+	// Approval is ApprovalAuto or ApprovalAsk.
+	Approval string
+	// ApprovalTimeout is how long a call waits for an answer (default 3600 s).
+	ApprovalTimeout time.Duration
 
 	w *witness // while it loads: what it is read from (Cache)
 }

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -63,10 +64,20 @@ type Turn struct {
 // ToolCall is one tool call an assistant turn made; Arguments is JSON text.
 type ToolCall struct{ ID, Name, Arguments string }
 
-// Request is what is sent: the system prompt ("" for none) and the turns.
+// Tool is one tool offered to the model (SPEC 17): its name as ctxfs
+// spells it ("fs.read"; the wire format maps it to what the API allows,
+// "fs_read"), what it does, and its arguments as a JSON Schema object.
+type Tool struct {
+	Name, Description string
+	Parameters        json.RawMessage
+}
+
+// Request is what is sent: the system prompt ("" for none), the turns, and
+// the tools offered (none: the model is offered no tool).
 type Request struct {
 	System string
 	Turns  []Turn
+	Tools  []Tool
 }
 
 // Result is the reply once the stream has ended.
@@ -74,6 +85,9 @@ type Result struct {
 	Text                      string // the whole assistant text
 	InputTokens, OutputTokens int    // from the provider's usage
 	StopReason                string // the provider's own words: "stop", "end_turn", "length", …
+	// ToolCalls are the calls the reply made, in order, their names as
+	// ctxfs spells them (Tool.Name) and their arguments as JSON text.
+	ToolCalls []ToolCall
 }
 
 // Validate checks c and returns an EINVAL *abi.Error whose message starts

@@ -1,0 +1,58 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/ctxfs/ctxfs/agent/provider"
+)
+
+// The values of agent/NAME.d/approval (SPEC 17).
+const (
+	ApprovalAuto = "auto"
+	ApprovalAsk  = "ask"
+)
+
+// Defaults of a definition's tool settings (SPEC 17).
+const (
+	DefaultPerm            = "r"
+	DefaultSteps           = 32
+	DefaultApprovalTimeout = 3600 * time.Second
+)
+
+// The decisions an approval takes (SPEC 17).
+const (
+	DecisionAllowOnce = "allow_once"
+	DecisionAllowRun  = "allow_run"
+	DecisionDeny      = "deny"
+	DecisionStop      = "stop"
+)
+
+// ToolCall is one call a model made: its id, its name as ctxfs spells it
+// ("fs.read") and its arguments as JSON text.
+type ToolCall = provider.ToolCall
+
+// FileBefore is what a file was before a tool changed it: the path as the
+// tool resolved it (inside the jail for a chroot run), and its content, or
+// its absence.
+type FileBefore struct {
+	Path    string
+	Existed bool
+	Content []byte // when Existed
+}
+
+// ToolHost is what a model run with tools asks of the engine: the engine
+// records and waits, the agent package runs the tools.
+type ToolHost interface {
+	// Approve blocks until call may run (DecisionAllowOnce or
+	// DecisionAllowRun), is denied (DecisionDeny, with its reason: an
+	// answer, or "timeout"), or the run must stop (DecisionStop); it
+	// returns DecisionStop when ctx ends.
+	Approve(ctx context.Context, call ToolCall) (decision, reason string)
+	// Ask blocks until a person answers an ask_user question; an error
+	// when ctx ends or the question timed out.
+	Ask(ctx context.Context, call ToolCall, text string) (string, error)
+	// Keep records a file's content before a tool changes it; an error
+	// (the session's versions are full: EDQUOT) refuses the change.
+	Keep(call ToolCall, before FileBefore) error
+}
