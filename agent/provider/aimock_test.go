@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -129,7 +130,7 @@ func TestAimock(t *testing.T) {
 				}
 				const want = "Hello from aimock, streamed in pieces."
 				stop := map[string]string{OpenAIChat: "stop", AnthropicMessages: "end_turn"}[api]
-				if res != (Result{Text: want, InputTokens: 11, OutputTokens: 7, StopReason: stop}) {
+				if !reflect.DeepEqual(res, Result{Text: want, InputTokens: 11, OutputTokens: 7, StopReason: stop}) {
 					t.Errorf("result %+v", res)
 				}
 				if len(deltas) < 3 || strings.Join(deltas, "") != want {

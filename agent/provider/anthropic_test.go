@@ -161,7 +161,7 @@ func TestAnthropicUsageWithCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Result{Text: "x", InputTokens: 125, OutputTokens: 42, StopReason: "max_tokens"}); res != want {
+	if want := (Result{Text: "x", InputTokens: 125, OutputTokens: 42, StopReason: "max_tokens"}); !reflect.DeepEqual(res, want) {
 		t.Errorf("result %+v, want %+v", res, want)
 	}
 }

@@ -226,7 +226,7 @@ func streamHello(t *testing.T, c apiCase, path string) recorded {
 	if want := []string{"Hel", "lo, ", "wor", "ld"}; !reflect.DeepEqual(deltas, want) {
 		t.Errorf("deltas %q, want %q", deltas, want)
 	}
-	if want := (Result{Text: "Hello, world", InputTokens: 11, OutputTokens: 7, StopReason: c.stopReason}); res != want {
+	if want := (Result{Text: "Hello, world", InputTokens: 11, OutputTokens: 7, StopReason: c.stopReason}); !reflect.DeepEqual(res, want) {
 		t.Errorf("result %+v, want %+v", res, want)
 	}
 	rec := <-reqs

@@ -154,7 +154,7 @@ func TestOpenAINoUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res != (Result{Text: "ab"}) {
+	if !reflect.DeepEqual(res, Result{Text: "ab"}) {
 		t.Errorf("result %+v", res)
 	}
 }
