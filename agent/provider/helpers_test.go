@@ -235,3 +235,17 @@ func streamHello(t *testing.T, c apiCase, path string) recorded {
 	}
 	return rec
 }
+
+// offer is the offered tools of those names, with no parameters.
+func offer(t testing.TB, names ...string) offered {
+	t.Helper()
+	var tools []Tool
+	for _, n := range names {
+		tools = append(tools, Tool{Name: n})
+	}
+	o, err := newOffered(tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
