@@ -2,7 +2,6 @@ package provider
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -230,7 +229,8 @@ func (d *anDecoder) event(ev sseEvent) (string, bool, error) {
 		}
 	case "content_block_start":
 		if e.ContentBlock.Type == "tool_use" {
-			return "", false, d.calls.start(e.Index, e.ContentBlock.ID, e.ContentBlock.Name)
+			_, err := d.calls.start(e.Index, e.ContentBlock.ID, e.ContentBlock.Name)
+			return "", false, err
 		}
 	case "content_block_delta":
 		switch e.Delta.Type {
@@ -269,12 +269,13 @@ func (d *anDecoder) usage(u anUsage) {
 
 // argsPiece adds a piece of a tool_use block's input. The block's start
 // carries an input too, always {} when streamed: the input is the pieces.
+// Pieces of other blocks (a server tool's input) are not calls for the
+// caller to run, and are dropped.
 func (d *anDecoder) argsPiece(index int, piece string) error {
-	i, ok := d.calls.at(index)
-	if !ok {
-		return malformed(fmt.Errorf("input_json_delta for block %d, which is not a tool_use block", index))
+	if call := d.calls.at(index); call != nil {
+		return d.calls.addArgs(call, piece)
 	}
-	return d.calls.addArgs(i, piece)
+	return nil
 }
 
 func (d *anDecoder) result() Result {

@@ -219,18 +219,18 @@ func (d *oaDecoder) callPiece(p oaCallPiece) error {
 	if p.Index != nil {
 		d.last = *p.Index
 	}
-	i, ok := d.calls.at(d.last)
-	if !ok || p.ID != "" && p.ID != d.calls.list[i].ID {
-		if err := d.calls.start(d.last, p.ID, p.Function.Name); err != nil {
+	call := d.calls.at(d.last)
+	if call == nil || p.ID != "" && p.ID != call.id {
+		var err error
+		if call, err = d.calls.start(d.last, p.ID, p.Function.Name); err != nil {
 			return err
 		}
-		i, _ = d.calls.at(d.last)
-	} else if n := p.Function.Name; n != "" && n != d.calls.list[i].Name {
-		if err := d.calls.addName(i, n); err != nil {
+	} else if n := p.Function.Name; n != "" && n != call.name {
+		if err := d.calls.addName(call, n); err != nil {
 			return err
 		}
 	}
-	return d.calls.addArgs(i, p.Function.Arguments)
+	return d.calls.addArgs(call, p.Function.Arguments)
 }
 
 func (d *oaDecoder) result() Result {

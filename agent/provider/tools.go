@@ -96,53 +96,53 @@ func (e callSizeError) Error() string { return e.what }
 // arrive, keyed by the stream's own index for them, within MaxToolCalls
 // and MaxToolCallBytes.
 type calls struct {
-	list  []ToolCall         // in the order they started
-	index []int              // the stream's index of each
-	byKey map[int]int        // stream index → position in list (the latest call there)
-	args  []*strings.Builder // each call's argument pieces
-	held  int                // bytes of ids, names and arguments held
+	list  []*pendingCall       // in the order they started
+	byKey map[int]*pendingCall // the latest call at each stream index
+	held  int                  // bytes of ids, names and arguments held
+}
+
+// pendingCall is one call while its pieces arrive.
+type pendingCall struct {
+	key      int // the stream's index of it
+	id, name string
+	args     strings.Builder
 }
 
 // start begins a call at the stream's index key.
-func (c *calls) start(key int, id, name string) error {
+func (c *calls) start(key int, id, name string) (*pendingCall, error) {
 	if len(c.list) >= MaxToolCalls {
-		return callSizeError{fmt.Sprintf("the reply makes over %d tool calls", MaxToolCalls)}
+		return nil, callSizeError{fmt.Sprintf("the reply makes over %d tool calls", MaxToolCalls)}
 	}
 	if err := c.hold(len(id) + len(name)); err != nil {
-		return err
+		return nil, err
 	}
 	if c.byKey == nil {
-		c.byKey = map[int]int{}
+		c.byKey = map[int]*pendingCall{}
 	}
-	c.byKey[key] = len(c.list)
-	c.list = append(c.list, ToolCall{ID: id, Name: name})
-	c.index = append(c.index, key)
-	c.args = append(c.args, &strings.Builder{})
-	return nil
+	p := &pendingCall{key: key, id: id, name: name}
+	c.byKey[key] = p
+	c.list = append(c.list, p)
+	return p, nil
 }
 
-// at is the position of the call at the stream's index key.
-func (c *calls) at(key int) (int, bool) {
-	i, ok := c.byKey[key]
-	return i, ok
-}
+// at is the call at the stream's index key, nil when none started there.
+func (c *calls) at(key int) *pendingCall { return c.byKey[key] }
 
-// addName appends a piece of the name of the call at position i (OpenAI
-// may split it; servers differ).
-func (c *calls) addName(i int, piece string) error {
+// addName appends a piece of a call's name (servers that split it).
+func (c *calls) addName(p *pendingCall, piece string) error {
 	if err := c.hold(len(piece)); err != nil {
 		return err
 	}
-	c.list[i].Name += piece
+	p.name += piece
 	return nil
 }
 
-// addArgs appends a piece of the arguments of the call at position i.
-func (c *calls) addArgs(i int, piece string) error {
+// addArgs appends a piece of a call's arguments.
+func (c *calls) addArgs(p *pendingCall, piece string) error {
 	if err := c.hold(len(piece)); err != nil {
 		return err
 	}
-	c.args[i].WriteString(piece)
+	p.args.WriteString(piece)
 	return nil
 }
 
@@ -163,20 +163,15 @@ func (c *calls) result(o offered) []ToolCall {
 	if len(c.list) == 0 {
 		return nil
 	}
-	pos := make([]int, len(c.list))
-	for i := range pos {
-		pos[i] = i
-	}
-	sort.SliceStable(pos, func(a, b int) bool { return c.index[pos[a]] < c.index[pos[b]] })
-	out := make([]ToolCall, 0, len(pos))
-	for _, i := range pos {
-		call := c.list[i]
-		call.Name = o.ctxfsName(call.Name)
-		call.Arguments = c.args[i].String()
-		if strings.TrimSpace(call.Arguments) == "" {
-			call.Arguments = "{}"
+	sorted := append([]*pendingCall(nil), c.list...)
+	sort.SliceStable(sorted, func(a, b int) bool { return sorted[a].key < sorted[b].key })
+	out := make([]ToolCall, 0, len(sorted))
+	for _, p := range sorted {
+		args := p.args.String()
+		if strings.TrimSpace(args) == "" {
+			args = "{}"
 		}
-		out = append(out, call)
+		out = append(out, ToolCall{ID: p.id, Name: o.ctxfsName(p.name), Arguments: args})
 	}
 	return out
 }

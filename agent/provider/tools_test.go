@@ -206,13 +206,27 @@ func TestOpenAICallFragmentsOfOtherServers(t *testing.T) {
 	}
 }
 
-// An Anthropic input_json_delta for a block that is not a tool_use is a
-// broken stream.
-func TestAnthropicArgsWithoutToolUse(t *testing.T) {
+// Anthropic streams the input of its own server tools (server_tool_use
+// blocks) as it does a tool_use block's: those are not calls for ctxfs to
+// run, and are not returned.
+func TestAnthropicServerToolNotACall(t *testing.T) {
 	t.Parallel()
-	base, _ := serve(t, streamOf(anthropicCase.text("x"), anArgsEvent(0, `{}`), anEventText("message_stop", map[string]any{"type": "message_stop"})))
-	_, _, err := collect(context.Background(), configFor(AnthropicMessages, base), hello)
-	wantRefusal(t, err, syscall.EIO, "malformed stream", "not a tool_use block")
+	evs := anCallEvents("", wireCall{"toolu_1", "fs_read", []string{`{}`}})
+	server := []string{
+		anEventText("content_block_start", map[string]any{"type": "content_block_start", "index": 1,
+			"content_block": map[string]any{"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": map[string]any{}}}),
+		anArgsEvent(1, `{"query":"x"}`),
+		anEventText("content_block_stop", map[string]any{"type": "content_block_stop", "index": 1}),
+	}
+	evs = append(append(evs[:4:4], server...), evs[4:]...) // after the tool_use block
+	base, _ := serve(t, streamOf(evs...))
+	_, res, err := collect(context.Background(), configFor(AnthropicMessages, base), hello)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []ToolCall{{ID: "toolu_1", Name: "fs_read", Arguments: "{}"}}; !reflect.DeepEqual(res.ToolCalls, want) {
+		t.Errorf("calls %+v", res.ToolCalls)
+	}
 }
 
 // A reply that makes more than MaxToolCalls calls is refused, EFBIG.
@@ -296,8 +310,8 @@ func TestToolCallsHeldWithinBound(t *testing.T) {
 // argsHeld is the bytes of arguments calls holds.
 func argsHeld(c *calls) int {
 	n := 0
-	for _, b := range c.args {
-		n += b.Len()
+	for _, p := range c.list {
+		n += p.args.Len()
 	}
 	return n
 }
