@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -53,6 +54,7 @@ func runAPI(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 		if len(res.ToolCalls) == 0 {
 			return true // the deltas are the answer: the engine records them
 		}
+		l.nameCalls(res.ToolCalls)
 		emit(callsMessage(res.Text, res.ToolCalls))
 		l.req.Turns = append(l.req.Turns, provider.Turn{Role: provider.RoleAssistant, Text: res.Text, ToolCalls: res.ToolCalls})
 		pending = res.ToolCalls
@@ -67,6 +69,17 @@ type toolLoop struct {
 	steps     int             // calls made so far in this run
 	allowRun  map[string]bool // tools allowed for the rest of the run (allow_run)
 	announced map[string]bool // calls whose tool_call a resumed run recorded already
+}
+
+// nameCalls gives every call an id a person can answer: a provider may
+// send none, and the model's ids are its own (proto.ValidCallID bounds
+// them); a replaced id is "ctx-" and the call's number in the run.
+func (l *toolLoop) nameCalls(calls []ToolCall) {
+	for i := range calls {
+		if !proto.ValidCallID(calls[i].ID) {
+			calls[i].ID = fmt.Sprintf("ctx-%d", l.steps+i+1)
+		}
+	}
 }
 
 // ask sends the conversation so far and streams the reply.

@@ -6,10 +6,11 @@ import (
 	"fmt"
 
 	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/tools"
 )
 
 // ToolAskUser is the tool that asks a person (SPEC 17).
-const ToolAskUser = "ask_user"
+const ToolAskUser = tools.AskUser
 
 // toolError is a tool's error result as the model reads it.
 func toolError(format string, args ...any) string {
@@ -17,19 +18,11 @@ func toolError(format string, args ...any) string {
 	return string(b)
 }
 
-// Until the tools' package lands: no tool is described, none is executed.
-func toolSpecs(names []string) []provider.Tool { return nil }
+func toolSpecs(names []string) []provider.Tool { return tools.Specs(names) }
 
-func toolClass(name string) byte {
-	switch name {
-	case "fs.write", "fs.replace":
-		return 'w'
-	case "shell.exec":
-		return 'x'
-	}
-	return 'r'
-}
+func toolClass(name string) byte { return tools.Class(name) }
 
+// Until the tools' execution lands: none is executed.
 func execTool(ctx context.Context, s Spec, c ToolCall, keep func(FileBefore) error) (string, bool) {
 	return toolError("the tool %s cannot run yet", c.Name), true
 }
