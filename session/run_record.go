@@ -312,8 +312,8 @@ func (rn *run) end(done *proto.Object) {
 	}
 	delete(s.active, rn.id)
 	s.mu.Unlock()
-	s.e.waiting.Remove(rn.id)
-	s.e.forgetRun(rn)
+	s.e.forgetRun(rn) // the waiting room keeps its answers: a second one is EALREADY
+
 	close(rn.over)
 	rn.logEnd(done)
 	if done != nil {
