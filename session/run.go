@@ -142,8 +142,9 @@ func (rn *run) execute() {
 	}
 	rn.setPhase(phaseRunning)
 	rules := rn.s.e.writeSnapshots(rn)
+	rn.spec.Host = rn.host // built-in tools, and a CLI's permission prompts
 	if rn.spec.Def.AnsweredByAPI() {
-		rn.spec.Prompt, rn.spec.Host = rn.s.prompt(rules), rn.host
+		rn.spec.Prompt = rn.s.prompt(rules)
 		if rn.resumed {
 			rn.spec.Resume = rn.s.resumeState(rn.id)
 		}
