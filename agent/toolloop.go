@@ -175,11 +175,13 @@ func (l *toolLoop) askUser(ctx context.Context, c ToolCall) (string, bool, bool)
 		args.Text = args.Question
 	}
 	answer, err := l.s.Host.Ask(ctx, c, args.Text)
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		return "", false, false
-	}
-	if err != nil {
+	case abi.Errno(err) == syscall.ETIMEDOUT: // no one answered: the model is told
 		return toolError("no answer: %v", err), true, true
+	case err != nil: // the question could not wait (the engine said why)
+		return "", false, false
 	}
 	return answer, false, true
 }

@@ -349,3 +349,35 @@ echo '{"type":"message","role":"assistant","content":"hi"}'
 		t.Errorf("want 5 EINVAL reports of dropped frames, got %d:\n%s", n, ev)
 	}
 }
+
+// TestWaitingBoundPerUid: with CTXFS_LIMITS waiting=1 a uid's second call
+// to wait is refused EAGAIN (its run ends done error) and records no
+// request; the first still waits and is answered.
+func TestWaitingBoundPerUid(t *testing.T) {
+	call := openAICall("call_1", "ask_user", `{"text":"yes?"}`)
+	p := newFakeProvider(t, scripted(call, call, openAIReply("ok")))
+	s := newModelServer(t, "openai-chat", p.URL+"/v1", nil)
+	s.kill(s.cmd, syscall.SIGTERM)
+	s.env = append(s.env, "CTXFS_LIMITS=waiting=1")
+	s.define("doer", map[string]string{"model": "fake/llm", "tools": "ask_user\n"})
+	s.start()
+	first := s.sendAsync(owner, "one", "a")
+	run := s.pendingOf(owner, 1)[0]["run"].(string)
+	second := waitRunDone(t, s.sendAsync(owner, "two", "b"))
+	var code any
+	for _, f := range second {
+		if f["type"] == "error" {
+			code = f["code"]
+		}
+	}
+	if d := lastDone(second); d == nil || d["status"] != "error" || code != "EAGAIN" {
+		t.Fatalf("second run: %v", second)
+	}
+	if ev := fileBytes(t, filepath.Join(s.sessionDir(1001, "doer", "two"), "events.jsonl")); strings.Contains(ev, `"question"`) {
+		t.Fatalf("the refused wait recorded a question:\n%s", ev)
+	}
+	s.answerAs(owner, fmt.Sprintf(`{"op":"answer","run":%q,"id":"call_1","text":"yes"}`, run))
+	if d := lastDone(waitRunDone(t, first)); d == nil || d["status"] != "ok" {
+		t.Fatalf("first run: %v", d)
+	}
+}

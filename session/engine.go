@@ -112,7 +112,7 @@ func Open(cfg Config) (*Engine, error) {
 		runs:     map[string]*run{},
 		limits:   quota.NewLimits(cfg.Limits),
 		defs:     agent.NewCache(),
-		waiting:  waiting.New(waiting.Config{}),
+		waiting:  waiting.New(waiting.Config{PerUid: cfg.Limits.WaitingPerUid}),
 	}
 	e.derived = behind.New(derivedStore{e}, cfg.Log)
 	var migrated int

@@ -92,22 +92,17 @@ func (h *toolHost) record(f *proto.Object, d delivery) bool {
 	return err == nil
 }
 
-// wait records the request frame (durable before anyone can see it) with
-// the call in the waiting room, and waits for its answer; false when the
-// run ends first.
+// wait puts the call in the waiting room, records the request frame
+// (durable before anyone can see it), and waits for its answer; false when
+// the waiting room refuses it or the run ends first.
 func (h *toolHost) wait(ctx context.Context, call waiting.Call, id string, req *proto.Object) (delivery, bool) {
 	rn := h.rn
 	if p := h.preset; p != nil && p.call.Call == id {
 		h.preset = nil
 		return delivery{p.a, p.reply}, true
 	}
-	fr, err := rn.recordWait(req)
-	if err != nil {
-		return delivery{}, false
-	}
 	call.Key = waiting.Key{Run: rn.id, Call: id}
-	call.Place, call.Owner = rn.place(), rn.caller
-	call.Since, _ = time.Parse(time.RFC3339Nano, fr.Str("ts"))
+	call.Place, call.Owner, call.Since = rn.place(), rn.caller, time.Now()
 	got := make(chan delivery, 1)
 	deliver := func(_ waiting.Call, a waiting.Answer) (*proto.Object, error) {
 		back := make(chan answered, 1)
@@ -119,13 +114,20 @@ func (h *toolHost) wait(ctx context.Context, call waiting.Call, id string, req *
 			return nil, abi.Errorf(syscall.ECANCELED, "approve", "the run ended before the answer was recorded")
 		}
 	}
+	// In the waiting room first (a refusal, EAGAIN, records nothing), then
+	// recorded: an answer that comes before the request is durable waits
+	// in got until it is.
 	if err := rn.s.e.waiting.Add(call, rn.spec.Def.ApprovalTimeout, deliver); err != nil {
 		rn.enqueue(proto.ErrorFrame(err))
 		return delivery{}, false
 	}
-	rn.s.e.running.sync() // a reboot finds the waiting run (runsFile)
 	rn.setPhase(call.Kind)
 	defer rn.setPhase(phaseRunning)
+	if _, err := rn.recordWait(req); err != nil {
+		rn.s.e.waiting.Remove(rn.id)
+		return delivery{}, false
+	}
+	rn.s.e.running.sync() // a reboot finds the waiting run (runsFile)
 	select {
 	case d := <-got:
 		return d, true

@@ -66,6 +66,10 @@ type LimitConfig struct {
 	// search_slots=N (server-wide) and search_scan=BYTES (per search).
 	SearchesPerUid, SearchSlots int
 	SearchScanBytes             int64
+
+	// WaitingPerUid bounds the calls one uid may have waiting for a
+	// person (SPEC 17, session/waiting): CTXFS_LIMITS waiting=N.
+	WaitingPerUid int
 }
 
 // The free trees' default quota per uid: room for a toolchain and a
@@ -77,7 +81,7 @@ const (
 )
 
 // limitNames are the names CTXFS_LIMITS knows.
-const limitNames = "conns, open, runs, freebytes, freeinodes, searches, search_slots, search_scan"
+const limitNames = "conns, open, runs, freebytes, freeinodes, searches, search_slots, search_scan, waiting"
 
 // FromEnv reads per-uid bounds from CTXFS_LIMITS, a comma-separated
 // list of NAME=N for the names of limitNames (what an operator, or a
@@ -112,6 +116,8 @@ func FromEnv(getenv func(string) string) (LimitConfig, error) {
 			c.SearchSlots = n
 		case "search_scan":
 			c.SearchScanBytes = int64(n)
+		case "waiting":
+			c.WaitingPerUid = n
 		default:
 			return c, fmt.Errorf("CTXFS_LIMITS: unknown bound %q (%s)", k, limitNames)
 		}
