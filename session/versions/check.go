@@ -1,0 +1,96 @@
+package versions
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/session/sealedlog"
+)
+
+// Split says whether rel (relative to the store) lies in a session's
+// versions/: the session directory and the name below versions/.
+func Split(rel string) (sessionRel, below string, ok bool) {
+	sessionRel, below, ok = strings.Cut(rel, "/"+Dir)
+	if !ok || below != "" && !strings.HasPrefix(below, "/") {
+		return "", "", false
+	}
+	return sessionRel, strings.TrimPrefix(below, "/"), true
+}
+
+// Check verifies the versions file rel before the mount serves it: the
+// index against its seal (cutting a line a crash left unsealed), a
+// content against its name. EIO when it does not verify.
+func Check(root *storefs.Root, key *sealedlog.Key, rel string) error {
+	sessionRel, below, ok := Split(rel)
+	if !ok {
+		return nil
+	}
+	s, err := Open(root, key, sessionRel)
+	if err != nil {
+		return err
+	}
+	switch {
+	case below == IndexFile:
+		s.lock.Lock()
+		defer s.lock.Unlock()
+		_, err := s.index(true)
+		return err
+	case strings.HasPrefix(below, ContentDir+"/"):
+		return s.checkContent(strings.TrimPrefix(below, ContentDir+"/"))
+	}
+	return nil
+}
+
+// checkContent hashes the content named hexSum and compares.
+func (s *Store) checkContent(hexSum string) error {
+	rel := s.ContentRel(hexSum)
+	f, err := s.root.OpenFile(rel, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return err
+	}
+	if hex.EncodeToString(h.Sum(nil)) != hexSum {
+		return s.damaged(rel, "content does not match its hash")
+	}
+	return nil
+}
+
+// Verify is what does not verify in the versions of the session
+// sessionRel, in words (ctxfs fsck): the index against its seal, and each
+// content a line names against its hash. It changes nothing. A session
+// without versions/ has nothing to verify.
+func Verify(root *storefs.Root, key *sealedlog.Key, sessionRel string) []string {
+	s, err := Open(root, key, sessionRel)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	if _, err := root.Lstat(s.rel()); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	idx, err := s.index(false)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var problems []string
+	seen := map[string]bool{}
+	for _, en := range idx.entries {
+		if en.Absent() || seen[en.SHA256] {
+			continue
+		}
+		seen[en.SHA256] = true
+		if _, err := s.readContent(en.SHA256, *en.Size); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	return problems
+}
