@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
@@ -65,23 +66,28 @@ func (s *Store) checkContent(hexSum string) error {
 	return nil
 }
 
+// Problem is one thing Verify found: the store file (as root.Show names
+// it) and what is wrong.
+type Problem struct{ Path, What string }
+
 // Verify is what does not verify in the versions of the session
-// sessionRel, in words (ctxfs fsck): the index against its seal, and each
-// content a line names against its hash. It changes nothing. A session
-// without versions/ has nothing to verify.
-func Verify(root *storefs.Root, key *sealedlog.Key, sessionRel string) []string {
+// sessionRel (ctxfs fsck): the index against its seal, and each content
+// a line names against its hash. It changes nothing (a line a crash left
+// past the seal is left for the next Keep to cut: it is not history). A
+// session without versions/ has nothing to verify.
+func Verify(root *storefs.Root, key *sealedlog.Key, sessionRel string) []Problem {
 	s, err := Open(root, key, sessionRel)
 	if err != nil {
-		return []string{err.Error()}
+		return []Problem{problemOf(root, sessionRel, err)}
 	}
 	if _, err := root.Lstat(s.rel()); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	idx, err := s.index(false)
 	if err != nil {
-		return []string{err.Error()}
+		return []Problem{problemOf(root, s.IndexRel(), err)}
 	}
-	var problems []string
+	var problems []Problem
 	seen := map[string]bool{}
 	for _, en := range idx.entries {
 		if en.Absent() || seen[en.SHA256] {
@@ -89,8 +95,17 @@ func Verify(root *storefs.Root, key *sealedlog.Key, sessionRel string) []string 
 		}
 		seen[en.SHA256] = true
 		if _, err := s.readContent(en.SHA256, *en.Size); err != nil {
-			problems = append(problems, err.Error())
+			problems = append(problems, problemOf(root, s.ContentRel(en.SHA256), err))
 		}
 	}
 	return problems
+}
+
+// problemOf words err about rel as fsck reports it.
+func problemOf(root *storefs.Root, rel string, err error) Problem {
+	var ae *abi.Error
+	if errors.As(err, &ae) && ae.Msg != "" {
+		return Problem{Path: root.Show(ae.Path), What: ae.Msg}
+	}
+	return Problem{Path: root.Show(rel), What: storefs.Words(err)}
 }

@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // index is the index as its seal vouches for it.
@@ -43,7 +45,7 @@ func (s *Store) index(cut bool) (*index, error) {
 		// A first Keep interrupted between its line and its seal leaves
 		// at most that line; more is an index whose seal was taken away.
 		if bytes.Count(data, []byte("\n")) > 1 {
-			return nil, s.damaged(s.rel(sealFile), "seal missing")
+			return nil, s.damaged(s.rel(SealFile), "seal missing")
 		}
 		n, digest, err = 0, emptyDigest[:], nil
 	}
@@ -72,7 +74,7 @@ var maxLine = make([]byte, 64<<10)
 
 // noIndex: no index is an empty history, unless a seal vouches for one.
 func (s *Store) noIndex() (*index, error) {
-	if _, err := s.root.Lstat(s.rel(sealFile)); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := s.root.Lstat(s.rel(SealFile)); !errors.Is(err, fs.ErrNotExist) {
 		return nil, s.damaged(s.IndexRel(), "index missing")
 	}
 	return &index{fresh: true}, nil
@@ -114,7 +116,7 @@ func (s *Store) parse(data []byte) (*index, error) {
 
 // checkEntry: a create has no content; the others name one.
 func checkEntry(en Entry) error {
-	if en.Absent() != (en.Size == nil) || !en.Absent() && !ValidContentName(en.SHA256) {
+	if en.Absent() != (en.Size == nil) || !en.Absent() && !layout.ValidContentName(en.SHA256) {
 		return errors.New("bad content")
 	}
 	if en.Absent() {

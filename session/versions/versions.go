@@ -46,7 +46,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"strings"
 	"sync"
 	"syscall"
 
@@ -60,10 +59,10 @@ import (
 
 // The names under a session directory.
 const (
-	Dir        = "versions"
-	IndexFile  = "index.jsonl"
-	ContentDir = "sha256"
-	sealFile   = ".seal"
+	Dir        = abi.DirVersions
+	IndexFile  = abi.FileVersionsIndex
+	ContentDir = abi.DirVersionsContents
+	SealFile   = ".seal" // the index's seal (a dot name: the mount never shows it)
 )
 
 // The actions of an index line.
@@ -145,9 +144,11 @@ func (s *Store) ContentRel(hexSum string) string { return s.rel(ContentDir, hexS
 // IndexRel is where the index is, relative to the store.
 func (s *Store) IndexRel() string { return s.rel(IndexFile) }
 
-// damaged is the EIO of history that does not verify.
+// damaged is the EIO of history that does not verify. It names the file
+// as the mount does (relative to the mount's root), never the store's
+// path: a refused Keep's words may reach a model.
 func (s *Store) damaged(rel, what string) error {
-	return &abi.Error{Op: "versions", Path: s.root.Show(rel), Errno: syscall.EIO, Msg: what}
+	return &abi.Error{Op: "versions", Path: rel, Errno: syscall.EIO, Msg: what}
 }
 
 // Keep records the state of path before call of run changes it: before
@@ -313,7 +314,7 @@ func (s *Store) append(idx *index, line []byte) error {
 		}
 	}
 	data := append(idx.data[:len(idx.data):len(idx.data)], line...)
-	return s.root.ReplaceFile(s.rel(sealFile), s.seal(data), s.own, storefs.SyncAll)
+	return s.root.ReplaceFile(s.rel(SealFile), s.seal(data), s.own, storefs.SyncAll)
 }
 
 // List is every version, oldest first. EIO when the index does not verify.
@@ -363,15 +364,6 @@ func (s *Store) readContent(hexSum string, size int64) ([]byte, error) {
 	return b, nil
 }
 
-// ValidContentName reports whether name is a content's name: 64 lowercase
-// hex digits.
-func ValidContentName(name string) bool {
-	if len(name) != 2*sha256.Size {
-		return false
-	}
-	return strings.Trim(name, "0123456789abcdef") == ""
-}
-
 // sealMagic starts a seal; the layout is magic, length (8 bytes, big
 // endian), SHA-256 of the index, MAC of everything before it and the
 // binding.
@@ -398,7 +390,7 @@ func (s *Store) macked(fields []byte) []byte {
 
 // sealed reads the seal: the index length and digest it vouches for.
 func (s *Store) sealed() (int64, []byte, error) {
-	rel := s.rel(sealFile)
+	rel := s.rel(SealFile)
 	b, err := s.root.ReadFile(rel, int64(sealSize))
 	switch {
 	case errors.Is(err, syscall.EFBIG):

@@ -116,14 +116,14 @@ func TestTamperIsEIO(t *testing.T) {
 			os.WriteFile(p, b[:len(b)/2], 0o600)
 		},
 		"index removed": func(dir string) { os.Remove(filepath.Join(dir, sessRel, Dir, IndexFile)) },
-		"seal removed":  func(dir string) { os.Remove(filepath.Join(dir, sessRel, Dir, sealFile)) },
+		"seal removed":  func(dir string) { os.Remove(filepath.Join(dir, sessRel, Dir, SealFile)) },
 		"index and seal rewritten without the key": func(dir string) {
 			p := filepath.Join(dir, sessRel, Dir, IndexFile)
 			b, _ := os.ReadFile(p)
 			b = bytes.Replace(b, []byte(`"a.txt"`), []byte(`"b.txt"`), 1)
 			os.WriteFile(p, b, 0o600)
 			forged := &Store{key: sealedlog.NewKey(bytes.Repeat([]byte{1}, 32))}
-			os.WriteFile(filepath.Join(dir, sessRel, Dir, sealFile), forged.seal(b), 0o600)
+			os.WriteFile(filepath.Join(dir, sessRel, Dir, SealFile), forged.seal(b), 0o600)
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -222,7 +222,7 @@ func TestCrashLeftovers(t *testing.T) {
 func TestCrashBeforeFirstSeal(t *testing.T) {
 	dir, s := newSession(t)
 	keep(t, s, "r1", "c1", "a", nil, Create)
-	os.Remove(filepath.Join(dir, sessRel, Dir, sealFile))
+	os.Remove(filepath.Join(dir, sessRel, Dir, SealFile))
 	list, err := s.List()
 	testkit.Must(t, err)
 	if len(list) != 0 {
