@@ -120,6 +120,11 @@ func TestVersionsReadOnlyThroughMount(t *testing.T) {
 	if lines := strings.Count(fileBytes(t, filepath.Join(sdir, "versions/index.jsonl")), "\n"); lines != 3 {
 		t.Errorf("index lines %d, want 3", lines)
 	}
+	// ctx agent versions reads the index through the mount, as its owner.
+	out, err = runCmd(t, uid1001, []string{"CTX_ROOT=" + s.root}, ctxBin, "agent", "versions", "coder", "--session", "v")
+	if want := "1\tr1\tcall_1\tcreate\t/work/a.txt\t-\n2\tr1\tcall_2\tmodify\t/work/a.txt\t19\n3\tr2\tcall_1\tdelete\t/work/b.txt\t19\n"; err != nil || out != want {
+		t.Errorf("ctx agent versions: %v\n%q\nwant\n%q", err, out, want)
+	}
 	if _, err := runCmd(t, &cred{uid: 1002, gid: 1002}, nil, "cat", mdir+"/versions/index.jsonl"); err == nil {
 		t.Errorf("another uid read the versions")
 	}
@@ -224,6 +229,9 @@ func TestVersionsTamperedIsEIO(t *testing.T) {
 	testkit.Must(t, os.WriteFile(idx, []byte(strings.Replace(fileBytes(t, idx), "/work/b.txt", "/work/c.txt", 1)), 0o600))
 	if out, err := runCmd(t, uid1001, nil, "cat", mdir+"/versions/index.jsonl"); err == nil || !strings.Contains(out, "Input/output error") {
 		t.Errorf("cat of a tampered index: %q %v, want EIO", out, err)
+	}
+	if out, err := runCmd(t, uid1001, []string{"CTX_ROOT=" + s.root}, ctxBin, "agent", "versions", "coder", "--session", "v"); err == nil || !strings.Contains(out, "EIO") {
+		t.Errorf("ctx agent versions of a tampered index: %v %q, want EIO", err, out)
 	}
 	out, code := s.fsck()
 	if code == 0 || !fsckNames(out, filepath.Join(sdir, "versions/index.jsonl")) {

@@ -54,6 +54,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/quota"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
@@ -73,8 +74,9 @@ const (
 )
 
 // DefaultLimit bounds the bytes a session's versions/ holds (contents and
-// index): a Keep beyond it is EDQUOT and writes nothing.
-const DefaultLimit int64 = 64 << 20
+// index): a Keep beyond it is EDQUOT and writes nothing. The server's
+// bound is quota.Limits.VersionBytes (CTXFS_LIMITS versions=BYTES).
+const DefaultLimit int64 = quota.DefaultVersionBytes
 
 // MaxIndex bounds the index, which the mount serves as one copy taken at
 // open and every Keep reads whole: beyond it a Keep is EDQUOT, whatever
