@@ -14,6 +14,7 @@ import (
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/sealedlog"
 	"github.com/ctxfs/ctxfs/session/versions"
 )
 
@@ -54,23 +55,36 @@ op("symlink-in-versions", lambda: os.symlink("/etc/passwd", v + "/sha256/" + "1"
 op("link-content", lambda: os.link(c, v + "/sha256/" + "2" * 64))
 `
 
-// keepVersions stops the server, keeps versions in the store of the
-// session at sessRel with the package (as the engine will: the server is
-// the store's only writer), and starts the server again.
-func keepVersions(t *testing.T, s *server, sessRel string, keep func(*versions.Store)) {
+// versionedRel is the session of uid 1001 that versionedSession makes.
+const versionedRel = "home/1001/agent/coder/session/v"
+
+// versionedSession starts a server, makes uid 1001's session v, stops the
+// server, keeps versions in the session's store with the package (as the
+// engine does: the server is the store's only writer) and starts the
+// server again.
+func versionedSession(t *testing.T, keep func(*versions.Store)) *server {
 	t.Helper()
+	s := newFuseServer(t)
+	s.sendAs(uid1001, "v", "c1", "", "hello")
 	s.kill(s.cmd, syscall.SIGTERM)
-	root, err := storefs.Open(s.store)
-	testkit.Must(t, err)
-	defer root.Close()
-	key := layout.ReadSealKey(root, func(p, what string) { t.Fatalf("seal key %s: %s", p, what) })
-	st, err := versions.Open(root, key, sessRel)
+	root, key := storeKey(t, s)
+	st, err := versions.Open(root, key, versionedRel)
 	testkit.Must(t, err)
 	keep(st)
 	s.start()
 	eventually(t, cmdLimit, "both mounts up", func() bool {
 		return mountsAt(s.mnt("home")) == 1 && mountsAt(s.mnt("shared")) == 1
 	})
+	return s
+}
+
+// storeKey opens the server's store and reads its seal key.
+func storeKey(t *testing.T, s *server) (*storefs.Root, *sealedlog.Key) {
+	t.Helper()
+	root, err := storefs.Open(s.store)
+	testkit.Must(t, err)
+	t.Cleanup(func() { root.Close() })
+	return root, layout.ReadSealKey(root, func(p, what string) { t.Fatalf("seal key %s: %s", p, what) })
 }
 
 func mustKeep(t *testing.T, st *versions.Store, run, call, p string, before []byte, action string) {
@@ -89,11 +103,8 @@ func sumHex(b []byte) string {
 // bytes and sizes, refused to everyone else, every change refused with
 // the errno the other read-only files give, nothing written.
 func TestVersionsReadOnlyThroughMount(t *testing.T) {
-	s := newFuseServer(t)
-	s.sendAs(uid1001, "v", "c1", "", "hello")
-	rel := "home/1001/agent/coder/session/v"
-	old := []byte("the file as it was\n")
-	keepVersions(t, s, rel, func(st *versions.Store) {
+	rel, old := versionedRel, []byte("the file as it was\n")
+	s := versionedSession(t, func(st *versions.Store) {
 		mustKeep(t, st, "r1", "call_1", "/work/a.txt", nil, versions.Create)
 		mustKeep(t, st, "r1", "call_2", "/work/a.txt", old, versions.Modify)
 		mustKeep(t, st, "r2", "call_1", "/work/b.txt", old, versions.Delete)
@@ -204,11 +215,8 @@ func checkOps(t *testing.T, who, out string, want map[string]string) {
 // Versions tampered with in the store read EIO through the mount, and
 // fsck names them.
 func TestVersionsTamperedIsEIO(t *testing.T) {
-	s := newFuseServer(t)
-	s.sendAs(uid1001, "v", "c1", "", "hello")
-	rel := "home/1001/agent/coder/session/v"
-	a, b := []byte("first\n"), []byte("second\n")
-	keepVersions(t, s, rel, func(st *versions.Store) {
+	rel, a, b := versionedRel, []byte("first\n"), []byte("second\n")
+	s := versionedSession(t, func(st *versions.Store) {
 		mustKeep(t, st, "r1", "call_1", "/work/a.txt", a, versions.Modify)
 		mustKeep(t, st, "r1", "call_2", "/work/b.txt", b, versions.Modify)
 	})
@@ -242,11 +250,8 @@ func TestVersionsTamperedIsEIO(t *testing.T) {
 // A session with versions archived keeps them byte for byte, and they
 // still verify there (fsck clean), bound to the session they were kept in.
 func TestVersionsMoveWithArchive(t *testing.T) {
-	s := newFuseServer(t)
-	s.sendAs(uid1001, "v", "c1", "", "hello")
-	rel := "home/1001/agent/coder/session/v"
-	a := []byte("kept\n")
-	keepVersions(t, s, rel, func(st *versions.Store) {
+	rel, a := versionedRel, []byte("kept\n")
+	s := versionedSession(t, func(st *versions.Store) {
 		mustKeep(t, st, "r1", "call_1", "/work/a.txt", a, versions.Modify)
 	})
 	s.sendAs(uid1001, "w", "c2", "", "hello") // v is no longer current
@@ -265,10 +270,7 @@ func TestVersionsMoveWithArchive(t *testing.T) {
 	if out, code := s.fsck(); code != 0 {
 		t.Errorf("fsck exit %d:\n%s", code, out)
 	}
-	root, err := storefs.Open(s.store)
-	testkit.Must(t, err)
-	defer root.Close()
-	key := layout.ReadSealKey(root, func(p, what string) { t.Fatalf("seal key %s: %s", p, what) })
+	root, key := storeKey(t, s)
 	if ps := versions.Verify(root, key, arel); ps != nil {
 		t.Errorf("archived versions do not verify: %v", ps)
 	}
