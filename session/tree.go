@@ -248,7 +248,7 @@ func (e *Engine) CheckOpen(pl layout.Place, flags int) error {
 			return abi.Errorf(syscall.EPERM, "open", "read-only file")
 		}
 		if pl.Kind == layout.PlaceVersion { // verified at each open (EIO)
-			return versions.Check(e.root, e.sealKey, pl.Ref().Rel()+"/"+pl.File)
+			return versions.Check(e.root, e.sealKey, pl.Ref().Rel(), pl.File)
 		}
 	case layout.PlaceIndexCurrent, layout.PlaceIndexEntry:
 		if write && !pl.WritableIndex() {

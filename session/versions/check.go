@@ -14,21 +14,13 @@ import (
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
-// Split says whether rel (relative to the store) lies in a session's
-// versions/: the session directory and the name below versions/.
-func Split(rel string) (sessionRel, below string, ok bool) {
-	sessionRel, below, ok = strings.Cut(rel, "/"+Dir)
-	if !ok || below != "" && !strings.HasPrefix(below, "/") {
-		return "", "", false
-	}
-	return sessionRel, strings.TrimPrefix(below, "/"), true
-}
-
-// Check verifies the versions file rel before the mount serves it: the
-// index against its seal (cutting a line a crash left unsealed), a
-// content against its name. EIO when it does not verify.
-func Check(root *storefs.Root, key *sealedlog.Key, rel string) error {
-	sessionRel, below, ok := Split(rel)
+// Check verifies the file of the session sessionRel (relative to the
+// store) named file ("versions/index.jsonl", "versions/sha256/<hex>": a
+// layout.PlaceVersion's File) before the mount serves it: the index
+// against its seal (cutting a line a crash left unsealed), a content
+// against its name. EIO when it does not verify.
+func Check(root *storefs.Root, key *sealedlog.Key, sessionRel, file string) error {
+	below, ok := strings.CutPrefix(file, Dir+"/")
 	if !ok {
 		return nil
 	}

@@ -168,6 +168,10 @@ func (s *Store) Keep(run, call, filePath string, before []byte, action string) (
 	if err != nil {
 		return 0, err
 	}
+	// What a Keep a crash interrupted left half written (its replace's
+	// temporaries): none is in flight, the lock is ours.
+	s.root.RemoveTemps(s.rel(), nil)
+	s.root.RemoveTemps(s.rel(ContentDir), nil)
 	en := Entry{V: idx.count + 1, Run: run, Call: call, Path: filePath, Action: action}
 	var hexSum string
 	if before != nil {

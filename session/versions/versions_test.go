@@ -140,9 +140,9 @@ func TestTamperIsEIO(t *testing.T) {
 			testkit.WantErrno(t, "keep", err, syscall.EIO)
 			testkit.Same(t, "a refused keep", before, testkit.Snapshot(t, dir, nil))
 			if name == "content" {
-				testkit.WantErrno(t, "check", Check(s.root, testKey, s.ContentRel(hexOf([]byte("one\n")))), syscall.EIO)
+				testkit.WantErrno(t, "check", Check(s.root, testKey, sessRel, Dir+"/"+ContentDir+"/"+hexOf([]byte("one\n"))), syscall.EIO)
 			} else {
-				testkit.WantErrno(t, "check", Check(s.root, testKey, s.IndexRel()), syscall.EIO)
+				testkit.WantErrno(t, "check", Check(s.root, testKey, sessRel, Dir+"/"+IndexFile), syscall.EIO)
 			}
 			if p := Verify(s.root, testKey, sessRel); len(p) == 0 {
 				t.Errorf("verify found nothing")
@@ -193,6 +193,8 @@ func TestCrashLeftovers(t *testing.T) {
 	keep(t, s, "r1", "c1", "a", []byte("one\n"), Modify)
 	orphan := []byte("orphan\n")
 	testkit.Must(t, os.WriteFile(filepath.Join(dir, sessRel, Dir, ContentDir, hexOf(orphan)), orphan, 0o600))
+	torn := filepath.Join(dir, sessRel, Dir, ContentDir, "."+hexOf([]byte("torn"))+".tmp-0123456789abcdef")
+	testkit.Must(t, os.WriteFile(torn, []byte("to"), 0o600))
 	p := filepath.Join(dir, sessRel, Dir, IndexFile)
 	sealed, _ := os.ReadFile(p)
 	f, _ := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
@@ -208,6 +210,9 @@ func TestCrashLeftovers(t *testing.T) {
 	}
 	if v := keep(t, s, "r2", "c1", "b", orphan, Modify); v != 2 {
 		t.Fatalf("version %d after the cut, want 2", v)
+	}
+	if _, err := os.Lstat(torn); !os.IsNotExist(err) {
+		t.Errorf("a half-written content was left: %v", err)
 	}
 	if b, err := s.Content(2); err != nil || !bytes.Equal(b, orphan) {
 		t.Fatalf("content %q %v", b, err)
@@ -230,24 +235,5 @@ func TestCrashBeforeFirstSeal(t *testing.T) {
 	}
 	if v := keep(t, s, "r1", "c2", "a", nil, Create); v != 1 {
 		t.Fatalf("version %d, want 1", v)
-	}
-}
-
-func TestSplit(t *testing.T) {
-	for rel, want := range map[string]string{
-		sessRel + "/versions":              sessRel + "|",
-		sessRel + "/versions/index.jsonl":  sessRel + "|index.jsonl",
-		sessRel + "/versions/sha256/ab":    sessRel + "|sha256/ab",
-		sessRel + "/versionsx/index.jsonl": "",
-		sessRel + "/messages.jsonl":        "",
-	} {
-		s, b, ok := Split(rel)
-		got := ""
-		if ok {
-			got = s + "|" + b
-		}
-		if got != want {
-			t.Errorf("Split(%q) = %q, want %q", rel, got, want)
-		}
 	}
 }
