@@ -24,6 +24,10 @@ func TestKeepVersion(t *testing.T) {
 	s, release, err := env.e.lookup(ref)
 	testkit.Must(t, err)
 	defer release()
+	// No one makes versions/ through the mount: the first Keep does.
+	testkit.WantErrno(t, "mkdir versions", env.e.MkdirAt(root0, s.rel+"/versions"), syscall.EPERM)
+	_, err = env.e.Lookup(0, s.rel+"/versions")
+	testkit.WantErrno(t, "versions/ before the first Keep", err, syscall.ENOENT)
 	call := agent.ToolCall{ID: "call_1", Name: "fs.write"}
 	testkit.Must(t, s.keepVersion("R1", call, agent.FileBefore{Path: "/w/new.txt"}))
 	testkit.Must(t, s.keepVersion("R1", call, agent.FileBefore{Path: "/w/a.txt", Existed: true, Content: []byte("old\n")}))
