@@ -63,6 +63,8 @@ func Run(ctx context.Context, s Spec, emit func(*proto.Object)) (ok bool) {
 	case d == nil:
 		emit(proto.ErrorFrame(abi.Errorf(syscall.EINVAL, "run", "no definition")))
 		return false
+	case d.Restore != nil:
+		return runRestore(ctx, s, emit)
 	case d.CLI != nil:
 		return runCLI(ctx, s, emit)
 	case d.Echo():

@@ -26,21 +26,12 @@ func runAPI(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 		emit(proto.ErrorFrame(err))
 		return false
 	}
-	l := &toolLoop{s: s, emit: emit, allowRun: map[string]bool{}, announced: map[string]bool{}}
+	l := newToolLoop(s, emit, s.Def.Steps, s.Def.Tools)
 	if s.Prompt != nil {
 		l.req = *s.Prompt
 	}
 	l.req.Tools = toolSpecs(s.Def.Tools)
-	var pending []ToolCall
-	if r := s.Resume; r != nil {
-		l.steps, pending = r.Steps, r.Pending
-		for name := range r.AllowRun {
-			l.allowRun[name] = true
-		}
-		for id := range r.Announced {
-			l.announced[id] = true
-		}
-	}
+	pending := l.resume()
 	for {
 		if len(pending) > 0 {
 			if !l.callAll(ctx, pending) {
@@ -61,14 +52,39 @@ func runAPI(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 	}
 }
 
-// toolLoop is one model run's state between requests.
+// toolLoop is one run's state between its calls (a model's, or a
+// restore's).
 type toolLoop struct {
 	s         Spec
 	emit      func(*proto.Object)
 	req       provider.Request
+	offer     []string        // the tools the run may call
+	maxSteps  int             // the most calls the run may make
 	steps     int             // calls made so far in this run
+	failed    int             // calls whose result is an error
 	allowRun  map[string]bool // tools allowed for the rest of the run (allow_run)
 	announced map[string]bool // calls whose tool_call a resumed run recorded already
+}
+
+func newToolLoop(s Spec, emit func(*proto.Object), maxSteps int, offer []string) *toolLoop {
+	return &toolLoop{s: s, emit: emit, offer: offer, maxSteps: maxSteps, allowRun: map[string]bool{}, announced: map[string]bool{}}
+}
+
+// resume takes where a resumed run stood (Spec.Resume): the calls it still
+// has to make, first.
+func (l *toolLoop) resume() []ToolCall {
+	r := l.s.Resume
+	if r == nil {
+		return nil
+	}
+	l.steps = r.Steps
+	for name := range r.AllowRun {
+		l.allowRun[name] = true
+	}
+	for id := range r.Announced {
+		l.announced[id] = true
+	}
+	return r.Pending
 }
 
 // nameCalls gives every call an id a person can answer: a provider may
@@ -115,8 +131,8 @@ func callsMessage(text string, calls []ToolCall) *proto.Object {
 // end (the step budget, a stop, a cancel).
 func (l *toolLoop) callAll(ctx context.Context, calls []ToolCall) bool {
 	for _, c := range calls {
-		if l.steps >= l.s.Def.Steps {
-			l.emit(proto.ErrorFrame(abi.Errorf(syscall.ELOOP, "run", "the run made %d tool calls, the most its definition allows (steps)", l.s.Def.Steps)))
+		if l.steps >= l.maxSteps {
+			l.emit(proto.ErrorFrame(abi.Errorf(syscall.ELOOP, "run", "the run made %d tool calls, the most its definition allows (steps)", l.maxSteps)))
 			return false
 		}
 		l.steps++
@@ -126,6 +142,9 @@ func (l *toolLoop) callAll(ctx context.Context, calls []ToolCall) bool {
 		content, isErr, ok := l.call(ctx, c)
 		if !ok || ctx.Err() != nil {
 			return false
+		}
+		if isErr {
+			l.failed++
 		}
 		l.emit(proto.NewObject("type", proto.FrameToolResult, "tool_call_id", c.ID, "name", c.Name, "content", content, "is_error", isErr))
 		l.req.Turns = append(l.req.Turns, provider.Turn{Role: provider.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Text: content, IsError: isErr})
@@ -188,7 +207,7 @@ func (l *toolLoop) askUser(ctx context.Context, c ToolCall) (string, bool, bool)
 
 // offered reports whether the run offers the tool.
 func (l *toolLoop) offered(name string) bool {
-	for _, t := range l.s.Def.Tools {
+	for _, t := range l.offer {
 		if t == name {
 			return true
 		}

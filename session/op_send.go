@@ -109,6 +109,9 @@ func newStartRecords(c layout.Caller, loc *location, req *proto.Request, cwd str
 	if loc.space != "" {
 		start.Set("space", loc.space)
 	}
+	if req.Op == proto.OpRestore {
+		start.Set("op", proto.OpRestore) // a restart resumes it as a restore (restartRun)
+	}
 	user := proto.NewObject("role", "user", "run", id, "content", req.Input, "ts", ts)
 	state := proto.NewObject("type", proto.FrameState, "state", abi.StateActive, "run", id, "ts", ts)
 	return &startRecords{now: now, run: id, start: start,
@@ -381,6 +384,8 @@ func (e *Engine) dispatch(c layout.Caller, loc *location, req *proto.Request) (*
 		return e.decide(c, loc, req)
 	case proto.OpPending:
 		return e.pending(c, loc, req)
+	case proto.OpRestore:
+		return e.restore(c, loc, req)
 	}
 	return nil, abi.Errorf(syscall.EINVAL, "", "unknown op %q", req.Op)
 }

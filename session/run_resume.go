@@ -134,6 +134,11 @@ func (e *Engine) restartRun(r layout.Ref, rec *clientRecord) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
+	if rec.start.Str("op") == proto.OpRestore {
+		d := *def
+		d.Restore = &agent.Restore{} // its calls are in its history
+		def = &d
+	}
 	ticket, err := e.takeRun(c.Uid)
 	if err != nil {
 		return nil, err

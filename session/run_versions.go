@@ -4,6 +4,7 @@ import (
 	"path"
 
 	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/tools"
 	"github.com/ctxfs/ctxfs/session/versions"
 )
 
@@ -21,7 +22,10 @@ func (s *sess) keepVersion(run string, c agent.ToolCall, before agent.FileBefore
 	}
 	st.Limit = s.e.limits.VersionBytes
 	action, content := versions.Create, []byte(nil)
-	if before.Existed {
+	switch {
+	case before.Existed && c.Name == tools.FSRemove: // a restore takes away a file
+		action, content = versions.Delete, append([]byte{}, before.Content...)
+	case before.Existed:
 		action, content = versions.Modify, append([]byte{}, before.Content...)
 	}
 	if _, err := st.Keep(run, c.ID, before.Path, content, action); err != nil {
