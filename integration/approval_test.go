@@ -381,3 +381,25 @@ func TestWaitingBoundPerUid(t *testing.T) {
 		t.Fatalf("first run: %v", d)
 	}
 }
+
+// TestToolStepBudget: a model that keeps calling is stopped once the run
+// made its definition's steps calls: an ELOOP error and done error, every
+// call and result before it recorded.
+func TestToolStepBudget(t *testing.T) {
+	p := newFakeProvider(t, openAICall("again", "fs_stat", `{"path":"/"}`))
+	s := newToolServer(t, p.URL+"/v1", map[string]string{"tools": "fs.stat\n", "steps": "3\n"})
+	frames := waitRunDone(t, s.sendAsync(owner, "loop", "go"))
+	var results int
+	var code any
+	for _, f := range frames {
+		switch f["type"] {
+		case "tool_result":
+			results++
+		case "error":
+			code = f["code"]
+		}
+	}
+	if d := lastDone(frames); d == nil || d["status"] != "error" || code != "ELOOP" || results != 3 || p.hits() != 4 {
+		t.Fatalf("results %d, requests %d, error %v, frames %v", results, p.hits(), code, frames)
+	}
+}
