@@ -25,6 +25,7 @@ import (
 	"github.com/ctxfs/ctxfs/session/quota"
 	"github.com/ctxfs/ctxfs/session/reply"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
+	"github.com/ctxfs/ctxfs/session/tree"
 	"github.com/ctxfs/ctxfs/session/waiting"
 )
 
@@ -69,6 +70,8 @@ type Target struct {
 
 // Engine is the session engine of one store.
 type Engine struct {
+	tree.Tree // what the mount asks of the tree's names (tree.go)
+
 	cfg   Config
 	root  *storefs.Root // the store; errors name paths under the mount root, as clients see them
 	admin *storefs.Root // the same store; errors name store paths, for the operator
@@ -114,6 +117,7 @@ func Open(cfg Config) (*Engine, error) {
 		defs:     agent.NewCache(),
 		waiting:  waiting.New(waiting.Config{}),
 	}
+	e.Tree = tree.New(e.root, e)
 	e.derived = behind.New(derivedStore{e}, cfg.Log)
 	var migrated int
 	if e.sealKey, migrated, err = layout.OpenSealKey(store); err != nil {
