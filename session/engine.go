@@ -22,6 +22,7 @@ import (
 	"github.com/ctxfs/ctxfs/session/behind"
 	"github.com/ctxfs/ctxfs/session/freetree"
 	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/memo"
 	"github.com/ctxfs/ctxfs/session/quota"
 	"github.com/ctxfs/ctxfs/session/reply"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
@@ -83,7 +84,7 @@ type Engine struct {
 	runs map[string]*run // every queued or running run, by run id
 
 	selfMu   sync.Mutex // serialises self_id claims
-	memo     memo       // single values served from memory (Value)
+	memo     memo.Memo  // single values served from memory (Value)
 	watchMu  sync.Mutex
 	watchers []func(rel string, how Change)
 	running  *runsFile          // the runs under way, for the next start (runsfile.go)
@@ -223,7 +224,7 @@ func (e *Engine) changed(rel ...string) {
 
 // changedBy announces one change of rel, made as how says.
 func (e *Engine) changedBy(how Change, rel string) {
-	e.memo.forget(rel)
+	e.memo.Forget(rel)
 	e.watchMu.Lock()
 	ws := e.watchers
 	e.watchMu.Unlock()
