@@ -25,6 +25,7 @@ import (
 	"github.com/ctxfs/ctxfs/session/memo"
 	"github.com/ctxfs/ctxfs/session/quota"
 	"github.com/ctxfs/ctxfs/session/reply"
+	"github.com/ctxfs/ctxfs/session/runsfile"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 	"github.com/ctxfs/ctxfs/session/tree"
 	"github.com/ctxfs/ctxfs/session/waiting"
@@ -87,7 +88,7 @@ type Engine struct {
 	memo     memo.Memo  // single values served from memory (Value)
 	watchMu  sync.Mutex
 	watchers []func(rel string, how Change)
-	running  *runsFile          // the runs under way, for the next start (runsfile.go)
+	running  *runsfile.File     // the runs under way, for the next start (runsfile.go)
 	wal      *sealedlog.Journal // every append to a session log goes through it
 	sealKey  *sealedlog.Key     // every seal record is keyed with it (layout/sealkey.go)
 	derived  *behind.Queue      // derived values not yet in the store
@@ -171,9 +172,7 @@ func (e *Engine) Close() error {
 	if e.wal != nil {
 		keep(e.wal.Close()) // after the logs: each Close checkpoints its own
 	}
-	if e.running != nil && e.running.f != nil {
-		keep(e.running.close())
-	}
+	keep(e.running.Close())
 	if e.root != nil {
 		keep(e.root.Close())
 	}

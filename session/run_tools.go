@@ -123,7 +123,7 @@ func (h *toolHost) wait(ctx context.Context, call waiting.Call, id string, req *
 		rn.enqueue(proto.ErrorFrame(err))
 		return delivery{}, false
 	}
-	rn.s.e.running.sync() // a reboot finds the waiting run (runsFile)
+	rn.s.e.running.Sync() // a reboot finds the waiting run (package runsfile)
 	rn.setPhase(call.Kind)
 	defer rn.setPhase(phaseRunning)
 	select {
