@@ -8,6 +8,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/index"
+	"github.com/ctxfs/ctxfs/session/archive"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/tree"
 )
@@ -130,7 +131,7 @@ func (e *Engine) Rename(c layout.Caller, oldRel, newRel string, flags uint32) er
 		return abi.Errorf(syscall.EINVAL, "rename", "unknown flags %#x", flags)
 	}
 	old := layout.Classify(oldRel)
-	if old.Kind != layout.PlaceSession || old.Container.Kind != abi.KindAgent || newRel != archiveTarget(old.Ref()) {
+	if old.Kind != layout.PlaceSession || old.Container.Kind != abi.KindAgent || newRel != archive.Target(old.Ref()) {
 		return abi.Errorf(syscall.EPERM, "rename", "entries of the ABI are not renamed")
 	}
 	if flags != unix.RENAME_NOREPLACE {
