@@ -66,10 +66,7 @@ func (e *Engine) readUnix(rel string) int64 {
 }
 
 // isDir reports whether rel is a directory (not a link to one).
-func (e *Engine) isDir(rel string) bool {
-	st, err := e.root.Lstat(rel)
-	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
-}
+func (e *Engine) isDir(rel string) bool { return layout.IsDir(e.root, rel) }
 
 // notFound is the ENOENT of a missing session, named as the mount shows it.
 func notFound(op, name string) error {

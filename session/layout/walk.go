@@ -7,6 +7,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
+	"golang.org/x/sys/unix"
 )
 
 // Homes lists the homes and shared spaces of a store ("home/1000",
@@ -53,6 +54,12 @@ func HomeSessionDirs(root *storefs.Root, home string, archived bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// IsDir reports whether rel is a directory (not a link to one).
+func IsDir(root *storefs.Root, rel string) bool {
+	st, err := root.Lstat(rel)
+	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
 }
 
 // Subdirs lists the directories in dir whose names are valid ABI names
