@@ -72,7 +72,7 @@ type Target struct {
 
 // Engine is the session engine of one store.
 type Engine struct {
-	tree.Tree // what the mount asks of the tree's names (tree.go)
+	tree.Tree // what the mount asks of the tree's names (package tree)
 
 	cfg   Config
 	root  *storefs.Root // the store; errors name paths under the mount root, as clients see them

@@ -96,7 +96,7 @@ func SessionDirs(root *storefs.Root) []string {
 const NewDirPrefix = ".new-"
 
 // DelDirPrefix starts the name under which a deleted session waits to be
-// removed (archive.go): ".del-<session>-<random>".
+// removed (session/archive): ".del-<session>-<random>".
 const DelDirPrefix = ".del-"
 
 // IsNewDir reports whether name is a leftover of an interrupted creation

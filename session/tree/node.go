@@ -37,9 +37,9 @@ type Node struct {
 type Promises struct {
 	// CacheListing: the kernel may keep the directory's listing
 	// (FOPEN_CACHE_DIR) and its attributes for long. Kept because every
-	// change of the directory's names is announced (changed, which tells
-	// the mounts through OnChange) right after it is made, before it is
-	// acknowledged: a session made (CreateSession, create: its
+	// change of the directory's names is announced (the engine's changed,
+	// which tells the mounts through OnChange) right after it is made,
+	// before it is acknowledged: a session made (CreateSession, create: its
 	// container) or archived (Archive: the session, its container and
 	// the index files that named it); the index directory made when its
 	// index loads (Index: the container); a value or snapshot of a
