@@ -371,7 +371,7 @@ func (w *exactWorld) sent(ss *exactSession) {
 	ix := w.index(ss)
 	ix.top, ix.current, ix.byCwd = ss.name, ss.name, ss.name
 	if w.rules != "" {
-		ss.rules = w.rules // the run's snapshot (session/run_jail.go)
+		ss.rules = w.rules // the run's snapshot (session/run_prepare.go)
 	}
 }
 

@@ -1,8 +1,6 @@
 package session
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"io/fs"
 	"path"
@@ -16,6 +14,7 @@ import (
 	"github.com/ctxfs/ctxfs/internal/loadcache"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/archive"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/reply"
 )
@@ -43,12 +42,6 @@ func (e *Engine) archiveOp(loc *location, req *proto.Request) (*Reply, error) {
 		return nil, err
 	}
 	return reply.New([]*proto.Object{proto.NewObject("type", verb, "session", loc.ref.Name)}), nil
-}
-
-// archiveTarget is where an agent session is archived: the home's
-// archived_sessions/<agent>/<session>.
-func archiveTarget(r layout.Ref) string {
-	return path.Join(r.Home, abi.ArchivedDir, r.Owner, r.Name)
 }
 
 // Archive moves the session r, whole, to its archive (SPEC 12): one
@@ -97,9 +90,9 @@ func (e *Engine) Archive(r layout.Ref, own storefs.Owner, del bool) error {
 		// are moot, and a new session of the name must not get them.
 		e.derived.Forget(r.Rel())
 		if del {
-			return true, e.removeSession(r)
+			return true, archive.Remove(e.root, r)
 		}
-		return true, e.moveToArchive(r, own)
+		return true, archive.Move(e.root, r, own)
 	})
 	if errors.Is(err, loadcache.ErrBusy) {
 		return abi.Errorf(syscall.EBUSY, "archive", "session %s is in use", r.Name)
@@ -121,7 +114,7 @@ func (e *Engine) unindex(r layout.Ref) error {
 	idx := r.Container.Rel() + "/index"
 	// The session's own path too: the kernel keeps names and attributes
 	// for a long time and must drop the session's, not find them anew.
-	changed := []string{r.Rel(), r.Container.Rel(), idx, idx + "/list", path.Dir(archiveTarget(r))}
+	changed := []string{r.Rel(), r.Container.Rel(), idx, idx + "/list", path.Dir(archive.Target(r))}
 	for _, kind := range abi.IndexKinds {
 		for _, k := range x.Keys(kind) {
 			if v, _ := x.Lookup(kind, k); v == r.Name {
@@ -211,34 +204,20 @@ func (e *Engine) protectedState(r layout.Ref) error {
 	return nil
 }
 
-// moveToArchive renames the session's directory to its archive target,
-// never over anything (EEXIST), and makes the move durable.
-func (e *Engine) moveToArchive(r layout.Ref, own storefs.Owner) error {
-	target := archiveTarget(r)
-	if err := layout.MkdirAll(e.root, path.Dir(target), own); err != nil {
-		return err
-	}
-	if err := e.root.Rename(r.Rel(), target, unix.RENAME_NOREPLACE); err != nil {
-		return err
-	}
-	if err := e.root.SyncDir(path.Dir(target)); err != nil {
-		return err
-	}
-	return e.root.SyncDir(r.Container.Rel())
-}
-
-// removeSession deletes the session's directory: first renamed aside to a
-// hidden leftover name (isNewDir), which load and fsck --repair finish
-// removing should this be interrupted.
-func (e *Engine) removeSession(r layout.Ref) error {
-	var b [8]byte
-	rand.Read(b[:])
-	aside := path.Join(r.Container.Rel(), layout.DelDirPrefix+r.Name+"-"+hex.EncodeToString(b[:]))
-	if err := e.root.Rename(r.Rel(), aside, unix.RENAME_NOREPLACE); err != nil {
-		return err
-	}
-	if err := e.root.SyncDir(r.Container.Rel()); err != nil {
-		return err
-	}
-	return e.root.RemoveAll(aside)
+// GCIdle archives (never deletes) every agent session in a home whose
+// name matches archive.IdlePattern and that nothing has updated for idle
+// (ctxfs mount --gc-idle): the same Archive as ctx's, with the same
+// protections, so an active or current session stays. It returns the
+// store paths of the sessions it archived.
+func (e *Engine) GCIdle(idle time.Duration) []string {
+	var done []string
+	archive.EachIdle(e.root, time.Now().Add(-idle).Unix(), e.readUnix, func(s archive.Idle) {
+		err := e.Archive(s.Ref, s.Own, false)
+		if err == nil {
+			done = append(done, s.Rel)
+		} else if !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.EEXIST) {
+			e.cfg.Log.Warn("gc-idle: not archived", "session", s.Rel, "err", err)
+		}
+	})
+	return done
 }

@@ -22,9 +22,12 @@ import (
 	"github.com/ctxfs/ctxfs/session/behind"
 	"github.com/ctxfs/ctxfs/session/freetree"
 	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/memo"
 	"github.com/ctxfs/ctxfs/session/quota"
 	"github.com/ctxfs/ctxfs/session/reply"
+	"github.com/ctxfs/ctxfs/session/runsfile"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
+	"github.com/ctxfs/ctxfs/session/tree"
 	"github.com/ctxfs/ctxfs/session/waiting"
 )
 
@@ -69,6 +72,8 @@ type Target struct {
 
 // Engine is the session engine of one store.
 type Engine struct {
+	tree.Tree // what the mount asks of the tree's names (package tree)
+
 	cfg   Config
 	root  *storefs.Root // the store; errors name paths under the mount root, as clients see them
 	admin *storefs.Root // the same store; errors name store paths, for the operator
@@ -80,10 +85,10 @@ type Engine struct {
 	runs map[string]*run // every queued or running run, by run id
 
 	selfMu   sync.Mutex // serialises self_id claims
-	memo     memo       // single values served from memory (Value)
+	memo     memo.Memo  // single values served from memory (Value)
 	watchMu  sync.Mutex
 	watchers []func(rel string, how Change)
-	running  *runsFile          // the runs under way, for the next start (runsfile.go)
+	running  *runsfile.File     // the runs under way, for the next start (runsfile.go)
 	wal      *sealedlog.Journal // every append to a session log goes through it
 	sealKey  *sealedlog.Key     // every seal record is keyed with it (layout/sealkey.go)
 	derived  *behind.Queue      // derived values not yet in the store
@@ -114,6 +119,7 @@ func Open(cfg Config) (*Engine, error) {
 		defs:     agent.NewCache(),
 		waiting:  waiting.New(waiting.Config{PerUid: cfg.Limits.WaitingPerUid}),
 	}
+	e.Tree = tree.New(e.root, e)
 	e.derived = behind.New(derivedStore{e}, cfg.Log)
 	var migrated int
 	if e.sealKey, migrated, err = layout.OpenSealKey(store); err != nil {
@@ -166,9 +172,7 @@ func (e *Engine) Close() error {
 	if e.wal != nil {
 		keep(e.wal.Close()) // after the logs: each Close checkpoints its own
 	}
-	if e.running != nil && e.running.f != nil {
-		keep(e.running.close())
-	}
+	keep(e.running.Close())
 	if e.root != nil {
 		keep(e.root.Close())
 	}
@@ -219,7 +223,7 @@ func (e *Engine) changed(rel ...string) {
 
 // changedBy announces one change of rel, made as how says.
 func (e *Engine) changedBy(how Change, rel string) {
-	e.memo.forget(rel)
+	e.memo.Forget(rel)
 	e.watchMu.Lock()
 	ws := e.watchers
 	e.watchMu.Unlock()

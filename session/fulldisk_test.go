@@ -15,6 +15,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/testkit"
+	"github.com/ctxfs/ctxfs/session/archive"
 
 	"github.com/ctxfs/ctxfs/session/behind"
 	"github.com/ctxfs/ctxfs/session/layout"
@@ -301,7 +302,7 @@ func TestArchiveAndDeleteWithFailedValues(t *testing.T) {
 	time.Sleep(2 * behind.Every)
 	d.wantStored(2, "done\n", "anew\n")
 	testkit.Must(t, d.e.Archive(ref(1), own, false))
-	if got := readFile(t, filepath.Join(d.store, archiveTarget(ref(1)), abi.FileLatest)); got != "full 1\n" {
+	if got := readFile(t, filepath.Join(d.store, archive.Target(ref(1)), abi.FileLatest)); got != "full 1\n" {
 		t.Errorf("archived latest.md %q", got)
 	}
 }

@@ -49,7 +49,7 @@ func (e *Engine) CreateImported(c layout.Caller, uid uint32, t Target, im *Impor
 	}
 	start := filled{cwd: im.Cwd, latest: im.Latest, meta: im.Meta,
 		logs: map[string][]byte{abi.FileMessages: im.Messages, abi.FileEvents: im.Events}}
-	own := layout.PrivateOwner(uid, primaryGid(uid))
+	own := layout.PrivateOwner(uid, layout.PrimaryGid(uid))
 	if err := e.createFilled(r, own, start); err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"os/user"
 	"strconv"
 	"strings"
 	"syscall"
@@ -72,7 +71,7 @@ func (e *Engine) locateRef(c layout.Caller, r layout.Ref) (*location, error) {
 	if c.Uid != 0 && uint32(uid) != c.Uid {
 		return nil, abi.Errorf(syscall.EACCES, "", "another uid's home")
 	}
-	loc.own = layout.PrivateOwner(uint32(uid), primaryGid(uint32(uid)))
+	loc.own = layout.PrivateOwner(uint32(uid), layout.PrimaryGid(uint32(uid)))
 	return loc, nil
 }
 
@@ -134,21 +133,9 @@ func (e *Engine) EnsureHome(uid uint32) error {
 	if e.isDir(home) {
 		return nil
 	}
-	err := layout.MkdirAll(e.root, home, layout.PrivateOwner(uid, primaryGid(uid)))
+	err := layout.MkdirAll(e.root, home, layout.PrivateOwner(uid, layout.PrimaryGid(uid)))
 	if err == nil {
 		err = e.root.SyncDir("home")
 	}
 	return err
-}
-
-// primaryGid is uid's primary group from the user database, or uid itself
-// for a uid the database does not know.
-func primaryGid(uid uint32) uint32 {
-	u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
-	if err == nil {
-		if g, err := strconv.ParseUint(u.Gid, 10, 32); err == nil {
-			return uint32(g)
-		}
-	}
-	return uid
 }

@@ -136,7 +136,7 @@ func (s *sess) cancelDormant(c layout.Caller, run string) bool {
 		rec.done = done
 		s.mu.Unlock()
 		s.writeState(abi.StateCancelled)
-		s.e.running.write("-" + run + "\n")
+		s.e.running.End(run)
 	}
 	return true
 }

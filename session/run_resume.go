@@ -57,7 +57,7 @@ func (s *sess) keepWaiting(rec *clientRecord) bool {
 		s.e.cfg.Log.Warn("waiting run not kept", s.logAttrs(rec.run, rec.scope, "error", err.Error())...)
 		return false
 	}
-	s.e.running.keep(rec.run, s.ref.Rel())
+	s.e.running.Keep(rec.run, s.ref.Rel())
 	return true
 }
 
@@ -161,7 +161,7 @@ func (s *sess) closeUnresumable(rec *clientRecord, why error) {
 		"message", "the run could not be resumed: "+why.Error(), "ts", now)
 	done := proto.NewObject("type", proto.FrameDone, "run", rec.run, "status", abi.StateError, "ts", now)
 	s.endRun(rec, errEv, done)
-	s.e.running.write("-" + rec.run + "\n")
+	s.e.running.End(rec.run)
 }
 
 // resumeState is where a resumed run stood, read from the end of its

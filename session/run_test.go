@@ -16,6 +16,7 @@ import (
 	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/runsfile"
 )
 
 // sleeper is an agent whose program writes one line and sleeps.
@@ -152,7 +153,7 @@ func TestInterruptedRunIsClosedAtStart(t *testing.T) {
 	run, _ := abi.NewRunID()
 	start := proto.NewObject("type", "start", "id", run, "run", run, "client_id", "b", "session", "default", "scope", "private", "cwd", "/", "ts", abi.TS(time.Now()))
 	testkit.Must(t, env.e.AppendLog(root0, ref, "events.jsonl", start.Line()))
-	env.e.running.write("+" + run + " " + ref.Rel() + "\n")
+	env.e.running.Start(run, ref.Rel())
 	env.e.Close()
 	env.open()
 	events := readFile(t, filepath.Join(dir, "events.jsonl"))
@@ -162,7 +163,7 @@ func TestInterruptedRunIsClosedAtStart(t *testing.T) {
 	if s := env.stored(filepath.Join(dir, "state")); s != "error\n" {
 		t.Fatalf("state %q", s)
 	}
-	if got := env.e.interruptedSessions(); len(got) != 0 {
+	if got := runsfile.Interrupted(env.e.admin); len(got) != 0 {
 		t.Fatalf("the new journal still names interrupted sessions: %v", got)
 	}
 }

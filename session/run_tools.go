@@ -127,7 +127,7 @@ func (h *toolHost) wait(ctx context.Context, call waiting.Call, id string, req *
 		rn.s.e.waiting.Remove(rn.id)
 		return delivery{}, false
 	}
-	rn.s.e.running.sync() // a reboot finds the waiting run (runsFile)
+	rn.s.e.running.Sync() // a reboot finds the waiting run (package runsfile)
 	select {
 	case d := <-got:
 		return d, true

@@ -14,6 +14,7 @@ import (
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
+	"github.com/ctxfs/ctxfs/session/searchop"
 )
 
 // paceFiller is a message whose text holds every rune and 3-gram of
@@ -90,7 +91,7 @@ func TestSearchPerUidQuota(t *testing.T) {
 	ref := env.bigSession(u, "big", 1)
 	// Many matches: an unread reply holds its search (waiting for room).
 	var many bytes.Buffer
-	for i := range 3 * searchFrameRoom {
+	for i := range 3 * searchop.FrameRoom {
 		many.Write(proto.NewObject("role", "user", "content", fmt.Sprintf("zebrafish %d", i)).Line())
 	}
 	testkit.Must(t, env.e.AppendLog(u, ref, "messages.jsonl", many.Bytes()))
@@ -123,7 +124,7 @@ func TestSearchPerUidQuota(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	got, _ := env.found(u, searchLine("zebrafish"))
-	if len(got) != 3*searchFrameRoom+2 {
+	if len(got) != 3*searchop.FrameRoom+2 {
 		t.Fatalf("after one closed: %d matches", len(got))
 	}
 	// The engine's Close stops the searches under way before the store

@@ -40,7 +40,7 @@ func (d derivedStore) Hold(dir string, fn func()) {
 
 func (d derivedStore) Changed(rels ...string) { d.e.changed(rels...) }
 
-func (d derivedStore) Written(rel string) { d.e.memo.forget(rel) }
+func (d derivedStore) Written(rel string) { d.e.memo.Forget(rel) }
 
 // withFiles runs fn with s.fileMu taken (s nil: a session not loaded,
 // whose cache key the caller holds: fn alone).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/testkit"
+	"github.com/ctxfs/ctxfs/session/archive"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
 
@@ -72,7 +73,7 @@ func TestDerivedValuesWrittenBeforeMoveAndStop(t *testing.T) {
 	env.sendNoFlush(`{"op":"send","id":"c2","session":"s2","input":"two"}`) // s2 is current now
 	s1 := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "s1"}
 	testkit.Must(t, env.e.Archive(s1, layout.PrivateOwner(0, 0), false))
-	archived := filepath.Join(env.store, archiveTarget(s1))
+	archived := filepath.Join(env.store, archive.Target(s1))
 	if got := readFile(t, filepath.Join(archived, "state")); got != "done\n" {
 		t.Errorf("archived state %q", got)
 	}

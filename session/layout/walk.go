@@ -7,6 +7,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
+	"golang.org/x/sys/unix"
 )
 
 // Homes lists the homes and shared spaces of a store ("home/1000",
@@ -55,6 +56,12 @@ func HomeSessionDirs(root *storefs.Root, home string, archived bool) []string {
 	return out
 }
 
+// IsDir reports whether rel is a directory (not a link to one).
+func IsDir(root *storefs.Root, rel string) bool {
+	st, err := root.Lstat(rel)
+	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
+}
+
 // Subdirs lists the directories in dir whose names are valid ABI names
 // (by getdents' type: a symlink is not a directory); nothing when dir
 // cannot be read.
@@ -89,7 +96,7 @@ func SessionDirs(root *storefs.Root) []string {
 const NewDirPrefix = ".new-"
 
 // DelDirPrefix starts the name under which a deleted session waits to be
-// removed (archive.go): ".del-<session>-<random>".
+// removed (session/archive): ".del-<session>-<random>".
 const DelDirPrefix = ".del-"
 
 // IsNewDir reports whether name is a leftover of an interrupted creation

@@ -1,0 +1,104 @@
+// Package archive owns how a session leaves the live tree in the store
+// (SPEC 12): where an agent session is archived (Target), the move there
+// (Move: one rename that never replaces anything, made durable), a
+// deletion a crash never leaves half in view (Remove), and which sessions
+// the server's own clean-up takes (EachIdle).
+//
+// It decides no protection: the engine checks that a session is not
+// protected (index, default, current, active, running, a derived value
+// waiting) and takes it out of use before it calls Move or Remove. It
+// must never load a session, touch an index, or import the engine, fs,
+// server or cmd.
+package archive
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"path"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/session/layout"
+)
+
+// Target is where an agent session is archived: the home's
+// archived_sessions/<agent>/<session>.
+func Target(r layout.Ref) string {
+	return path.Join(r.Home, abi.ArchivedDir, r.Owner, r.Name)
+}
+
+// Move renames the session's directory to its archive target, never over
+// anything (EEXIST), and makes the move durable. own owns the archive's
+// directories made on the way.
+func Move(root *storefs.Root, r layout.Ref, own storefs.Owner) error {
+	target := Target(r)
+	if err := layout.MkdirAll(root, path.Dir(target), own); err != nil {
+		return err
+	}
+	if err := root.Rename(r.Rel(), target, unix.RENAME_NOREPLACE); err != nil {
+		return err
+	}
+	if err := root.SyncDir(path.Dir(target)); err != nil {
+		return err
+	}
+	return root.SyncDir(r.Container.Rel())
+}
+
+// Remove deletes the session's directory: first renamed aside to a
+// hidden leftover name (layout.DelDirPrefix), which load and fsck
+// --repair finish removing should this be interrupted.
+func Remove(root *storefs.Root, r layout.Ref) error {
+	var b [8]byte
+	rand.Read(b[:])
+	aside := path.Join(r.Container.Rel(), layout.DelDirPrefix+r.Name+"-"+hex.EncodeToString(b[:]))
+	if err := root.Rename(r.Rel(), aside, unix.RENAME_NOREPLACE); err != nil {
+		return err
+	}
+	if err := root.SyncDir(r.Container.Rel()); err != nil {
+		return err
+	}
+	return root.RemoveAll(aside)
+}
+
+// IdlePattern is what the server's own clean-up takes: Agenvoy-style
+// temporary sessions, by name.
+const IdlePattern = "temp-*"
+
+// Idle is a session the server's clean-up may archive: its place, its
+// store path, and the owner of its home's archive directories.
+type Idle struct {
+	Ref layout.Ref
+	Rel string
+	Own storefs.Owner
+}
+
+// EachIdle calls archive for every agent session in a home (archives
+// live in homes, SPEC 2) whose name matches IdlePattern and whose
+// updated_at (updatedAt, Unix seconds) is not after cutoff, one after the
+// other, as the homes are walked.
+func EachIdle(root *storefs.Root, cutoff int64, updatedAt func(rel string) int64, archive func(Idle)) {
+	for _, home := range layout.Homes(root) {
+		if !strings.HasPrefix(home, "home/") {
+			continue // archives live in homes (SPEC 2)
+		}
+		uid, err := strconv.ParseUint(strings.TrimPrefix(home, "home/"), 10, 32)
+		if err != nil {
+			continue
+		}
+		own := layout.PrivateOwner(uint32(uid), layout.PrimaryGid(uint32(uid)))
+		for _, rel := range layout.HomeSessionDirs(root, home, false) {
+			ct, name, ok := layout.ParseContainerRel(rel)
+			if m, _ := path.Match(IdlePattern, name); !ok || !m || ct.Kind != abi.KindAgent {
+				continue
+			}
+			if updatedAt(rel+"/"+abi.FileUpdatedAt) > cutoff {
+				continue
+			}
+			archive(Idle{Ref: layout.Ref{Container: ct, Name: name}, Rel: rel, Own: own})
+		}
+	}
+}

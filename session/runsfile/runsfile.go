@@ -1,0 +1,135 @@
+// Package runsfile owns the runs file (<store>/.ctxfs/running): the runs
+// under way, so that the next start finds the sessions whose runs a
+// crash interrupted, and the dormant runs waiting for a person, without
+// scanning every session.
+//
+// It is bookkeeping, never history: the sessions' logs say what happened
+// to each run. It must never decide what becomes of a run it lists (the
+// engine closes or resumes it when it loads the session), never read a
+// session, and never import the engine, fs, server or cmd.
+package runsfile
+
+import (
+	"bufio"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/session/layout"
+)
+
+// File lets the next start find the runs a crash interrupted without
+// scanning every session: one line when a run starts ("+<run> <session
+// path>") and one when it ends ("-<run>"), appended to
+// <store>/.ctxfs/running. It is bookkeeping, never history, so it is not
+// synced: a run whose line a power loss drops is still closed when its
+// session is next loaded (a start without done), only later.
+//
+// The zero File keeps the lines of dormant runs (Keep) until Create makes
+// the file; a nil File writes nothing.
+type File struct {
+	mu   sync.Mutex
+	f    *os.File
+	kept []string // lines of dormant runs found before the file was made
+}
+
+// Rel is the runs file's place in the store.
+const Rel = layout.StateDir + "/running"
+
+// Start notes that run began in the session at rel (store-relative).
+func (j *File) Start(run, rel string) { j.write("+" + run + " " + rel + "\n") }
+
+// End notes that run ended (or will never resume).
+func (j *File) End(run string) { j.write("-" + run + "\n") }
+
+func (j *File) write(line string) {
+	if j == nil {
+		return
+	}
+	j.mu.Lock()
+	if j.f != nil {
+		j.f.WriteString(line)
+	}
+	j.mu.Unlock()
+}
+
+// Close closes the file, if it was made.
+func (j *File) Close() error {
+	if j == nil || j.f == nil {
+		return nil
+	}
+	return j.f.Close()
+}
+
+// Keep carries a dormant run (session/run_resume.go) into the new runs
+// file, so that the start after next finds it too.
+func (j *File) Keep(run, rel string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	line := "+" + run + " " + rel + "\n"
+	if j.f == nil {
+		j.kept = append(j.kept, line)
+		return
+	}
+	j.f.WriteString(line)
+}
+
+// Sync makes the file durable: when a run begins to wait for a person, a
+// reboot must find it (its request is durable in its session already).
+func (j *File) Sync() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f != nil {
+		j.f.Sync()
+	}
+}
+
+// Create starts a new runs file in the store (the last one's lines are
+// read first: Interrupted), holding the lines Keep kept until now.
+func (j *File) Create(store *storefs.Root) error {
+	f, err := store.OpenFile(Rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.f = f
+	for _, line := range j.kept {
+		f.WriteString(line)
+	}
+	j.kept = nil
+	return nil
+}
+
+// Interrupted reads the runs file the previous server left: the sessions
+// (store-relative) of runs started and never ended.
+func Interrupted(store *storefs.Root) []string {
+	f, err := store.OpenFile(Rel, os.O_RDONLY, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	open := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "+"):
+			if id, rel, ok := strings.Cut(line[1:], " "); ok {
+				open[id] = rel
+			}
+		case strings.HasPrefix(line, "-"):
+			delete(open, line[1:])
+		}
+	}
+	seen := map[string]bool{}
+	var rels []string
+	for _, rel := range open {
+		if !seen[rel] {
+			seen[rel] = true
+			rels = append(rels, rel)
+		}
+	}
+	return rels
+}

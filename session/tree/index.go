@@ -1,0 +1,56 @@
+package tree
+
+import (
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/index"
+	"github.com/ctxfs/ctxfs/session/layout"
+)
+
+// IndexValue is the session an index value names (index/current or an
+// entry of by-cwd/, by-hash/, by-uuid/); ENOENT when none.
+func (t Tree) IndexValue(pl layout.Place) (string, error) {
+	x, err := t.e.Index(pl.Container)
+	if err != nil {
+		return "", err
+	}
+	if pl.Kind == layout.PlaceIndexCurrent {
+		if cur := x.Current(); cur != "" {
+			return cur, nil
+		}
+		return "", syscall.ENOENT
+	}
+	return x.Lookup(pl.IndexKind, pl.Key)
+}
+
+// IndexList is the content of index/list: always current, unlike the
+// store's snapshot.
+func (t Tree) IndexList(ct layout.Container) ([]byte, error) {
+	x, err := t.e.Index(ct)
+	if err != nil {
+		return nil, err
+	}
+	return x.ListBytes(), nil
+}
+
+// WriteIndex replaces index/current or an entry of by-hash/ or by-uuid/
+// with the session named by data (SPEC 9): EINVAL for a bad name, ENOENT
+// for a session that does not exist, EPERM for by-cwd.
+func (t Tree) WriteIndex(c layout.Caller, pl layout.Place, data []byte) error {
+	if !pl.WritableIndex() {
+		return abi.Errorf(syscall.EPERM, "write", "read-only index file")
+	}
+	name, err := index.ParseValue(data)
+	if err != nil {
+		return err
+	}
+	x, err := t.e.Index(pl.Container)
+	if err != nil {
+		return err
+	}
+	if pl.Kind == layout.PlaceIndexCurrent {
+		return x.SetCurrent(name)
+	}
+	return x.SetEntry(pl.IndexKind, pl.Key, name)
+}
