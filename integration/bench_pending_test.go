@@ -26,7 +26,7 @@ func BenchmarkPending(b *testing.B) {
 	p := newFakeProvider(b, openAICall("q", "ask_user", `{"text":"ok?"}`))
 	s := newModelServer(b, "openai-chat", p.URL+"/v1", nil)
 	s.kill(s.cmd, syscall.SIGTERM)
-	s.env = append(s.env, fmt.Sprintf("CTXFS_LIMITS=runs=%d,waiting=%d", waitingCalls+8, waitingCalls+8))
+	s.env = append(s.env, fmt.Sprintf("CTXFS_LIMITS=runs=%d,waiting=%d,conns=%d", waitingCalls+8, waitingCalls+8, 2*waitingCalls+16))
 	s.define("doer", map[string]string{"model": "fake/llm", "tools": "ask_user\n"})
 	s.start()
 	home := s.mnt("home/1001/agent/doer/session")
