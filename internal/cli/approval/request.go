@@ -1,0 +1,90 @@
+package approval
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// ApproveRequest is the op approve of call id of run. The waiting call is
+// found by its run: no session is needed.
+func ApproveRequest(run, id, decision, reason string) *proto.Object {
+	req := proto.NewObject("op", proto.OpApprove, "run", run, "id", id, "decision", decision)
+	if reason != "" {
+		req.Set("reason", reason)
+	}
+	return req
+}
+
+// AnswerRequest is the op answer of question id of run.
+func AnswerRequest(run, id, text string) *proto.Object {
+	return proto.NewObject("op", proto.OpAnswer, "run", run, "id", id, "text", text)
+}
+
+// Command is the command line that answers the request o (an
+// approval_request or a question) of a run of agent, for a person to copy.
+func Command(agentName string, o *proto.Object) string {
+	verb, rest := "approve", "[--deny|--run|--stop]"
+	if o.Str("type") == proto.FrameQuestion {
+		verb, rest = "answer", "TEXT"
+	}
+	return strings.Join([]string{"ctx agent", verb, agentName, shellWord(o.Str("run")), shellWord(o.Str("id")), rest}, " ")
+}
+
+// plainWord is a word the shell takes as it is.
+var plainWord = regexp.MustCompile(`^[A-Za-z0-9_.,:/=+@%-]+$`)
+
+// shellWord quotes s for a POSIX shell when it needs it: call ids are the
+// model's, and may hold anything.
+func shellWord(s string) string {
+	if plainWord.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(clienv.Printable(s), "'", `'\''`) + "'"
+}
+
+// decisionLine says what an approval_result decided, for a person.
+func decisionLine(o *proto.Object) string {
+	return fmt.Sprintf("%s %s", clienv.Printable(o.Str("name")), DecisionText(o))
+}
+
+// DecisionText is "allowed once", "denied (timeout)", … for an
+// approval_result.
+func DecisionText(o *proto.Object) string {
+	var s string
+	switch d := o.Str("decision"); d {
+	case agent.DecisionAllowOnce:
+		s = "allowed once"
+	case agent.DecisionAllowRun:
+		s = "allowed for this run"
+	case agent.DecisionDeny:
+		s = "denied"
+	case agent.DecisionStop:
+		s = "denied, and the run stopped"
+	default:
+		s = clienv.Printable(d)
+	}
+	if r := o.Str("reason"); r != "" {
+		s += " (" + clienv.Printable(abi.Clip(r, maxShown)) + ")"
+	}
+	return s
+}
+
+// maxShown bounds a piece of a request (arguments, a question, a reason)
+// in a line for a person; --json has it whole.
+const maxShown = 200
+
+// fail is the exit status of a command that failed with err: 130 for a
+// Ctrl+C, else as clienv.Fail reports it.
+func fail(e *clienv.Env, cmd string, err error) int {
+	if err == context.Canceled {
+		return clienv.ExitInterrupted
+	}
+	return clienv.Fail(e, cmd, err, clienv.ExitFailed)
+}
