@@ -60,11 +60,11 @@ func (tc *ttyChat) askApproval(o *proto.Object) bool {
 // readKey reads keys in raw mode until one of approvalKeys (any case);
 // false for Ctrl+C or the end of the input. Other keys ring the bell.
 func (tc *ttyChat) readKey() (decision string, ok bool) {
+	tc.dropTypedAhead()
 	if err := tc.raw(); err != nil {
 		return "", false
 	}
 	defer tc.quiet()
-	tc.dropTypedAhead()
 	buf := make([]byte, 64)
 	for {
 		n, err := tc.keys.Read(buf)
@@ -117,11 +117,11 @@ var errInterrupted = fmt.Errorf("interrupted")
 
 // readAnswer reads one non-empty line at the prompt "answer> ".
 func (tc *ttyChat) readAnswer() (string, error) {
+	tc.dropTypedAhead()
 	if err := tc.raw(); err != nil {
 		return "", err
 	}
 	defer tc.quiet()
-	tc.dropTypedAhead()
 	tc.t.SetPrompt("answer> ")
 	defer tc.t.SetPrompt(tc.w.Loc.Agent + "> ")
 	for {
