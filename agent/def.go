@@ -245,7 +245,7 @@ func findProgram(prog string, w *witness) (string, error) {
 
 // readControls reads every control file that is present.
 func (d *Definition) readControls() error {
-	steps := []func() error{d.readCwd, d.readModel, d.readABI, d.readEnv, d.readIsolation, d.readTimeout, d.readAgentsMD, d.readSkills, d.readAPI, d.readCLI}
+	steps := []func() error{d.readCwd, d.readModel, d.readABI, d.readEnv, d.readIsolation, d.readTimeout, d.readAgentsMD, d.readSkills, d.readAPI, d.readCLI, d.readToolSettings}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return err

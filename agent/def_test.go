@@ -54,6 +54,7 @@ func TestLoadAllControlFiles(t *testing.T) {
 		Cwd: "/workspace", Model: "openai/gpt-5", ABI: ABIText,
 		Env:       []string{"FOO=bar=baz", "EMPTY=", "PATH=/opt/bin"},
 		Isolation: IsolationChroot, Timeout: 90 * time.Second, AgentsMD: "# Rules\nbe kind\n",
+		Perm: DefaultPerm, Steps: DefaultSteps, Approval: ApprovalAuto, ApprovalTimeout: DefaultApprovalTimeout,
 		Skills: []Skill{
 			{Name: "a-plain", Path: filepath.Join(dir, "skills", "a-plain", "SKILL.md")},
 			{Name: "review", Description: "Review: a diff", Path: filepath.Join(dir, "skills", "b-review", "SKILL.md")},

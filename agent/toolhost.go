@@ -56,3 +56,14 @@ type ToolHost interface {
 	// (the session's versions are full: EDQUOT) refuses the change.
 	Keep(call ToolCall, before FileBefore) error
 }
+
+// Resume is where a run stood when it is resumed after a restart (SPEC
+// 17): the calls of its last assistant message still without a result, in
+// order; which calls were announced already (tool_call recorded); how many
+// calls it made; the tools allowed for the rest of the run.
+type Resume struct {
+	Pending   []ToolCall
+	Announced map[string]bool
+	Steps     int
+	AllowRun  map[string]bool
+}
