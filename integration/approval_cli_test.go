@@ -1,0 +1,222 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
+)
+
+// toolModel is an OpenAI-compatible model that calls a tool for a user
+// message that names one ("write": fs_write, "ask": ask_user) and answers
+// "done: RESULT" once the call's result comes back, when its gate lets it:
+// until then the run stays live.
+type toolModel struct {
+	mu   sync.Mutex
+	gate chan struct{} // nil: open
+}
+
+// hold keeps the answers to results back until release.
+func (m *toolModel) hold() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.gate = make(chan struct{})
+}
+
+func (m *toolModel) release() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.gate != nil {
+		close(m.gate)
+		m.gate = nil
+	}
+}
+
+func (m *toolModel) reply(w http.ResponseWriter, r *http.Request, body map[string]any) {
+	msgs, _ := body["messages"].([]any)
+	last, _ := msgs[len(msgs)-1].(map[string]any)
+	content := fmt.Sprint(last["content"])
+	switch {
+	case last["role"] == "tool":
+		m.mu.Lock()
+		gate := m.gate
+		m.mu.Unlock()
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		openAIReply("done: "+content)(w, r)
+	case strings.Contains(content, "ask"):
+		openAICall(w, "call_q1", "ask_user", `{"text":"which branch?"}`)
+	case strings.Contains(content, "write"):
+		openAICall(w, "call_w1", "fs_write", `{"path":"notes.txt","content":"hi"}`)
+	default:
+		openAIReply("hello")(w, r)
+	}
+}
+
+// openAICall streams one tool call, as OpenAI does: the call's id and
+// name, then its arguments, then finish_reason tool_calls.
+func openAICall(w http.ResponseWriter, id, name, args string) {
+	sse(w,
+		`data: {"choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"`+id+`","type":"function","function":{"name":"`+name+`","arguments":""}}]}}]}`,
+		`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":`+jsonString(args)+`}}]}}]}`,
+		`data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+		`data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}`,
+		`data: [DONE]`)
+}
+
+// newApprovalServer starts a mounted server with the agent "writer": a
+// toolModel behind the openai-chat API, the tools fs.write and ask_user,
+// approval ask.
+func newApprovalServer(t *testing.T) (*server, *toolModel) {
+	t.Helper()
+	var p *fakeProvider
+	m := &toolModel{}
+	t.Cleanup(m.release)
+	p = newFakeProvider(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := p.last()
+		m.reply(w, r, body)
+	})
+	return newFuseServerWith(t, func(s *server) {
+		s.env = append(s.env, "FAKE_PROVIDER_KEY="+apiKey)
+		d := filepath.Join(s.root, "model", "fake", "llm.d")
+		testkit.Must(t, os.MkdirAll(d, 0o755))
+		for f, v := range map[string]string{"api": "openai-chat", "endpoint": p.URL + "/v1", "model_id": "llm-7b", "api_key_env": "FAKE_PROVIDER_KEY"} {
+			testkit.Must(t, os.WriteFile(filepath.Join(d, f), []byte(v+"\n"), 0o644))
+		}
+		s.define("writer", map[string]string{"model": "fake/llm", "tools": "fs.write\nask_user\n", "perm": "rw", "approval": "ask\n"})
+	}), m
+}
+
+// hintRE is the command send shows beside a request nobody answered.
+var hintRE = regexp.MustCompile(`ctx agent (approve|answer) writer (ctx-[0-9a-f]{32}) (\S+)`)
+
+// waitHint waits until p's stderr shows the command that answers a
+// waiting call, and returns its run and call id.
+func (p *ctxProc) waitHint(verb string) (run, call string) {
+	p.t.Helper()
+	waitUntil(p.t, cmdLimit, func() bool {
+		m := hintRE.FindStringSubmatch(p.stderr())
+		return m != nil && m[1] == verb
+	}, func() string { return "no hint; " + p.printed() })
+	m := hintRE.FindStringSubmatch(p.stderr())
+	return m[2], m[3]
+}
+
+// result waits for p's end: its stdout, stderr and exit status.
+func (p *ctxProc) result() (stdout, stderr string, code int) {
+	p.t.Helper()
+	code = p.exitCode()
+	return p.stdout(), p.stderr(), code
+}
+
+// eventsOf is the bytes of a private session's events.jsonl in the store.
+func (s *server) eventsOf(uid int, agent, session string) []byte {
+	b, err := os.ReadFile(filepath.Join(s.sessionDir(uid, agent, session), "events.jsonl"))
+	testkit.Must(s.t, err)
+	return b
+}
+
+// A run of uid 1001 waits for approval: send shows the command that
+// answers it, pending lists it for 1001 only; 1002's answer is EACCES and
+// records nothing; a wrong call id is ENOENT; 1001's deny is recorded and
+// the run goes on ("denied" is the tool's result); a second answer is
+// EALREADY. Then a question, answered with ctx agent answer.
+func TestApprovalCLIPendingApproveAnswer(t *testing.T) {
+	s, model := newApprovalServer(t)
+	model.hold() // the run stays live after the answer: its answers are remembered (EALREADY)
+	send := startCtxAs(t, s, uid1001, "agent", "send", "writer", "please write")
+	run, call := send.waitHint("approve")
+	if !strings.Contains(send.stderr(), `waits for approval of fs.write {"path":"notes.txt","content":"hi"}`) {
+		t.Errorf("send's stderr: %q", send.stderr())
+	}
+
+	out, errs, code := ctxSplitAs(t, s, uid1001, "agent", "pending")
+	want := "writer\tdefault\t" + run + "\t" + call + "\tapproval\tfs.write\t{\"path\":\"notes.txt\",\"content\":\"hi\"}\n"
+	if out != want || errs != "" || code != 0 {
+		t.Fatalf("pending as 1001: %q %q %d, want %q", out, errs, code, want)
+	}
+	out, _, code = ctxSplitAs(t, s, uid1001, "agent", "pending", "writer", "--json")
+	var pf map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &pf) != nil || pf["run"] != run || pf["kind"] != "approval" || pf["agent"] != "writer" {
+		t.Errorf("pending --json: %q (%d)", out, code)
+	}
+	if out, errs, code := ctxSplitAs(t, s, uid1002, "agent", "pending"); out != "" || errs != "" || code != 0 {
+		t.Errorf("pending as 1002: %q %q %d, want nothing", out, errs, code)
+	}
+
+	before := s.eventsOf(1001, "writer", "default")
+	_, errs, code = ctxSplitAs(t, s, uid1002, "agent", "approve", "writer", run, call)
+	if code != 2 || !strings.HasPrefix(errs, "ctx: approve: EACCES") {
+		t.Errorf("approve as 1002: %q %d, want EACCES exit 2", errs, code)
+	}
+	_, errs, code = ctxSplitAs(t, s, uid1001, "agent", "approve", "writer", run, "call_nope")
+	if code != 2 || !strings.HasPrefix(errs, "ctx: approve: ENOENT") {
+		t.Errorf("approve of another call: %q %d, want ENOENT exit 2", errs, code)
+	}
+	if after := s.eventsOf(1001, "writer", "default"); !bytes.Equal(before, after) {
+		t.Errorf("refused answers wrote to events.jsonl:\n%s", after[len(before):])
+	}
+
+	out, errs, code = ctxSplitAs(t, s, uid1001, "agent", "approve", "writer", run, call, "--deny", "--reason", "not now")
+	if want := "fs.write denied (not now): call " + call + " of run " + run + "\n"; out != want || errs != "" || code != 0 {
+		t.Fatalf("approve --deny: %q %q %d, want %q", out, errs, code, want)
+	}
+	_, errs, code = ctxSplitAs(t, s, uid1001, "agent", "approve", "writer", run, call)
+	if code != 2 || !strings.HasPrefix(errs, "ctx: approve: EALREADY") {
+		t.Errorf("second answer: %q %d, want EALREADY exit 2", errs, code)
+	}
+	model.release()
+	out, errs, code = send.result()
+	if code != 0 || !strings.Contains(out, "denied: not now") {
+		t.Errorf("send after the deny: %q %q %d", out, errs, code)
+	}
+	if ev := string(s.eventsOf(1001, "writer", "default")); !strings.Contains(ev, `"decision":"deny","uid":1001,"reason":"not now"`) {
+		t.Errorf("no approval_result recorded:\n%s", ev)
+	}
+
+	send = startCtxAs(t, s, uid1001, "agent", "send", "writer", "ask me")
+	run, call = send.waitHint("answer")
+	out, _, _ = ctxSplitAs(t, s, uid1001, "agent", "pending")
+	if !strings.Contains(out, "\t"+run+"\t"+call+"\tquestion\t-\twhich branch?\n") {
+		t.Errorf("pending question: %q", out)
+	}
+	_, errs, code = ctxSplitAs(t, s, uid1002, "agent", "answer", "writer", run, call, "evil")
+	if code != 2 || !strings.HasPrefix(errs, "ctx: answer: EACCES") {
+		t.Errorf("answer as 1002: %q %d", errs, code)
+	}
+	if out, errs, code := ctxSplitAs(t, s, uid1001, "agent", "answer", "writer", run, call, "the", "main", "branch"); code != 0 || errs != "" {
+		t.Fatalf("answer: %q %q %d", out, errs, code)
+	}
+	if out, errs, code := send.result(); code != 0 || !strings.Contains(out, "done: the main branch") {
+		t.Errorf("send after the answer: %q %q %d", out, errs, code)
+	}
+	if out, _, _ := ctxSplitAs(t, s, uid1001, "agent", "pending"); out != "" {
+		t.Errorf("pending after the answers: %q", out)
+	}
+}
+
+// send --approve fs.write answers the approval itself (allow once, as the
+// sender) and shows no hint; the decision is recorded.
+func TestApprovalCLISendApproves(t *testing.T) {
+	s, _ := newApprovalServer(t)
+	out, errs, code := ctxSplitAs(t, s, uid1001, "agent", "send", "writer", "--approve", "fs.write", "please write")
+	if code != 0 || strings.Contains(errs, "ctx agent approve") || !strings.Contains(out, "done: ") {
+		t.Fatalf("send --approve: %q %q %d", out, errs, code)
+	}
+	if ev := string(s.eventsOf(1001, "writer", "default")); !strings.Contains(ev, `"decision":"allow_once","uid":1001`) {
+		t.Errorf("no allow_once recorded:\n%s", ev)
+	}
+}
