@@ -18,7 +18,8 @@ import (
 // toolModel is an OpenAI-compatible model that calls a tool for a user
 // message that names one ("write": fs_write, "ask": ask_user) and answers
 // "done: RESULT" once the call's result comes back, when its gate lets it:
-// until then the run stays live.
+// until then the run stays live. Call ids differ from turn to turn, as a
+// real model's do (a history with one id twice has its calls sent as text).
 type toolModel struct {
 	mu   sync.Mutex
 	gate chan struct{} // nil: open
@@ -58,9 +59,9 @@ func (m *toolModel) reply(w http.ResponseWriter, r *http.Request, body map[strin
 		}
 		openAIReply("done: "+content)(w, r)
 	case strings.Contains(content, "ask"):
-		openAICall(w, "call_q1", "ask_user", `{"text":"which branch?"}`)
+		openAICall(w, fmt.Sprint("call_q", len(msgs)), "ask_user", `{"text":"which branch?"}`)
 	case strings.Contains(content, "write"):
-		openAICall(w, "call_w1", "fs_write", `{"path":"notes.txt","content":"hi"}`)
+		openAICall(w, fmt.Sprint("call_w", len(msgs)), "fs_write", `{"path":"notes.txt","content":"hi"}`)
 	default:
 		openAIReply("hello")(w, r)
 	}
@@ -218,5 +219,57 @@ func TestApprovalCLISendApproves(t *testing.T) {
 	}
 	if ev := string(s.eventsOf(1001, "writer", "default")); !strings.Contains(ev, `"decision":"allow_once","uid":1001`) {
 		t.Errorf("no allow_once recorded:\n%s", ev)
+	}
+}
+
+// chat at a terminal asks when a run waits: a key allows the call once,
+// another key denies it, Ctrl+C at the prompt cancels the run, a question
+// is answered as a line. The keys are what the person typed after the
+// prompt; the decisions are recorded as root's.
+func TestChatAnswersOnTerminal(t *testing.T) {
+	s, _ := newApprovalServer(t)
+	c := startChat(t, s, "writer")
+	c.expect("writer> ")
+
+	c.keys("please write\r")
+	c.expect(`writer wants to run fs.write {"path":"notes.txt","content":"hi"}`)
+	c.expect("[a/r/d/s] ")
+	c.modeIs("at the approval prompt", 0) // raw: one key, no echo, Ctrl+C a key
+	c.keys("x")                           // not an answer: ignored
+	c.keys("a")
+	c.expect("allow_once")
+	c.expect("✓ fs.write allowed once")
+	c.expect("done: ")
+	c.expect("writer> ")
+
+	c.keys("please write\r")
+	c.expect("[a/r/d/s] ")
+	c.keys("d")
+	c.expect("✗ fs.write denied")
+	c.expect("done: ")
+	c.expect("writer> ")
+
+	c.keys("please write\r")
+	c.expect("[a/r/d/s] ")
+	c.keys("\x03")
+	c.expect("cancelled run ")
+	c.expect("writer> ")
+
+	c.keys("ask me\r")
+	c.expect("writer asks:")
+	c.expect("which branch?")
+	c.expect("answer> ")
+	c.keys("main\r")
+	c.expect("» answered: main")
+	c.expect("done: main")
+	c.expect("writer> ")
+	c.ctrlD()
+	c.restored("after the chat")
+
+	ev := string(s.eventsOf(0, "writer", "default"))
+	for _, want := range []string{`"decision":"allow_once","uid":0`, `"decision":"deny","uid":0`, `"type":"answer","run":`, `"text":"main"`} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("events.jsonl lacks %s:\n%s", want, ev)
+		}
 	}
 }

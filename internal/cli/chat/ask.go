@@ -45,8 +45,8 @@ func (tc *ttyChat) ask(o *proto.Object) bool {
 }
 
 func (tc *ttyChat) askApproval(o *proto.Object) bool {
-	fmt.Fprintf(tc.out, "%s wants to run %s %s\n%s", tc.w.Loc.Agent, clienv.Printable(o.Str("name")), approval.What(o), approvalPrompt)
-	decision, ok := tc.readKey()
+	fmt.Fprintf(tc.out, "%s wants to run %s %s\n", tc.w.Loc.Agent, clienv.Printable(o.Str("name")), approval.What(o))
+	decision, ok := tc.readKey(approvalPrompt)
 	if !ok {
 		io.WriteString(tc.out, "\n")
 		tc.interrupt()
@@ -57,14 +57,17 @@ func (tc *ttyChat) askApproval(o *proto.Object) bool {
 	return true // a refusal (EALREADY: answered elsewhere) was reported; asking again would not help
 }
 
-// readKey reads keys in raw mode until one of approvalKeys (any case);
-// false for Ctrl+C or the end of the input. Other keys ring the bell.
-func (tc *ttyChat) readKey() (decision string, ok bool) {
+// readKey shows prompt and reads keys in raw mode until one of
+// approvalKeys (any case); false for Ctrl+C or the end of the input.
+// Other keys ring the bell. The prompt shows only once the keys typed
+// before it are dropped: a key typed after it always counts.
+func (tc *ttyChat) readKey(prompt string) (decision string, ok bool) {
 	tc.dropTypedAhead()
 	if err := tc.raw(); err != nil {
 		return "", false
 	}
 	defer tc.quiet()
+	io.WriteString(tc.out, prompt)
 	buf := make([]byte, 64)
 	for {
 		n, err := tc.keys.Read(buf)

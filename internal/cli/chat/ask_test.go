@@ -46,7 +46,7 @@ type keyResult struct {
 func readKeyAsync(tc *ttyChat) <-chan keyResult {
 	ch := make(chan keyResult, 1)
 	go func() {
-		d, ok := tc.readKey()
+		d, ok := tc.readKey("? ")
 		ch <- keyResult{d, ok}
 	}()
 	return ch
