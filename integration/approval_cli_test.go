@@ -104,6 +104,9 @@ func newApprovalServer(t *testing.T) (*server, *toolModel) {
 // hintRE is the command send shows beside a request nobody answered.
 var hintRE = regexp.MustCompile(`ctx agent (approve|answer) writer (ctx-[0-9a-f]{32}) (\S+)`)
 
+// hintFlags are the flags of the hint that name the session's space.
+var hintFlags = regexp.MustCompile(`--shared \S+`)
+
 // waitHint waits until p's stderr shows the command that answers a
 // waiting call, and returns its run and call id.
 func (p *ctxProc) waitHint(verb string) (run, call string) {
@@ -271,5 +274,42 @@ func TestChatAnswersOnTerminal(t *testing.T) {
 		if !strings.Contains(ev, want) {
 			t.Errorf("events.jsonl lacks %s:\n%s", want, ev)
 		}
+	}
+}
+
+// In a shared session only the run's requester may answer, not another
+// member of the space (EACCES, nothing recorded); pending shows the
+// session as SPACE/SESSION, and the command send shows answers it.
+func TestApprovalCLISharedRequester(t *testing.T) {
+	s, _ := newApprovalServer(t)
+	s.spaceAdd("team", 1234)
+	ann, bob := &cred{uid: 1001, gid: 1001, groups: []uint32{1234}}, &cred{uid: 1002, gid: 1002, groups: []uint32{1234}}
+	send := startCtxAs(t, s, ann, "agent", "send", "writer", "--shared", "team", "--session", "t1", "please write")
+	run, call := send.waitHint("approve")
+	out, _, code := ctxSplitAs(t, s, ann, "agent", "pending")
+	if code != 0 || !strings.HasPrefix(out, "writer\tteam/t1\t"+run+"\t"+call+"\t") {
+		t.Errorf("pending as the requester: %q %d", out, code)
+	}
+	if out, _, _ := ctxSplitAs(t, s, bob, "agent", "pending"); out != "" {
+		t.Errorf("pending as another member: %q", out)
+	}
+	events := filepath.Join(s.store, "shared/team/agent/writer/session/t1/events.jsonl")
+	before, err := os.ReadFile(events)
+	testkit.Must(t, err)
+	hint := hintRE.FindString(send.stderr())
+	args := strings.Fields(strings.TrimPrefix(hint, "ctx "))
+	args = append(args, strings.Fields(hintFlags.FindString(send.stderr()))...)
+	_, errs, code := ctxSplitAs(t, s, bob, args...)
+	if code != 2 || !strings.HasPrefix(errs, "ctx: approve: EACCES") {
+		t.Errorf("another member's answer: %q %d, want EACCES", errs, code)
+	}
+	if after, _ := os.ReadFile(events); !bytes.Equal(before, after) {
+		t.Errorf("a refused answer wrote to events.jsonl:\n%s", after[len(before):])
+	}
+	if out, errs, code := ctxSplitAs(t, s, ann, args...); code != 0 {
+		t.Fatalf("the requester's answer (%q): %q %q %d", args, out, errs, code)
+	}
+	if out, errs, code := send.result(); code != 0 {
+		t.Errorf("send: %q %q %d", out, errs, code)
 	}
 }

@@ -15,13 +15,16 @@ them; send and chat print the command): allow it once (the default), allow
 it and later calls of the same tool in this run (--run), deny it (--deny:
 the model is told it was denied and the run goes on), or deny it and stop
 the run (--stop). Only the session's owner, or for a shared session the
-run's requester, may answer (EACCES). Exit status: 0 answered; 2 refused:
+run's requester, may answer (EACCES). A call of a shared session is
+answered with --shared SPACE, one of a temp session with --scope temp
+(as pending and send show). Exit status: 0 answered; 2 refused:
 EACCES, ENOENT (no call waits with that id), EALREADY (it was answered
 already, or timed out), EINVAL.
 `
 
 const AnswerHelp = `Answers a question a run asked with its ask_user tool (ctx agent pending
-lists them). TEXT words are joined with spaces. Exit status as approve:
+lists them). TEXT words are joined with spaces; --shared SPACE and
+--scope temp as for approve. Exit status as approve:
 0 answered; 2 refused (EACCES, ENOENT, EALREADY, EINVAL).
 `
 
@@ -35,7 +38,7 @@ func Approve(e *clienv.Env, p *clienv.Parsed) int {
 	if err != nil {
 		return clienv.Fail(e, "approve", err, clienv.ExitUsage)
 	}
-	f, err := clienv.Call(e, w, ApproveRequest(run, id, decision, p.Str("reason")), proto.FrameApprovalResult)
+	f, err := clienv.Call(e, w, ApproveRequest(w, run, id, decision, p.Str("reason")), proto.FrameApprovalResult)
 	if err != nil {
 		return fail(e, "approve", err)
 	}
@@ -57,7 +60,7 @@ func Answer(e *clienv.Env, p *clienv.Parsed) int {
 	if text == "" {
 		return clienv.UsageError(e, "answer", "the answer is empty")
 	}
-	f, err := clienv.Call(e, w, AnswerRequest(run, id, text), proto.FrameAnswer)
+	f, err := clienv.Call(e, w, AnswerRequest(w, run, id, text), proto.FrameAnswer)
 	if err != nil {
 		return fail(e, "answer", err)
 	}

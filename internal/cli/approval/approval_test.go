@@ -22,13 +22,17 @@ func obj(t *testing.T, line string) *proto.Object {
 // the shell would split or expand is quoted, with its control characters
 // made harmless.
 func TestCommand(t *testing.T) {
+	shared := &clienv.Where{Loc: client.Loc{Agent: "coder", Space: "team"}, Scope: "shared"}
+	if got, want := Command(shared, obj(t, `{"type":"question","run":"ctx-1","id":"c"}`)), "ctx agent answer coder ctx-1 c --shared team TEXT"; got != want {
+		t.Errorf("shared: %s, want %s", got, want)
+	}
 	for _, c := range []struct{ line, want string }{
 		{`{"type":"approval_request","run":"ctx-1","id":"call_1","name":"fs.write"}`, "ctx agent approve coder ctx-1 call_1 [--deny|--run|--stop]"},
 		{`{"type":"question","run":"ctx-1","id":"toolu_01"}`, "ctx agent answer coder ctx-1 toolu_01 TEXT"},
 		{`{"type":"approval_request","run":"ctx-1","id":"a b'$(x)\u001b"}`, `ctx agent approve coder ctx-1 'a b'\''$(x) ' [--deny|--run|--stop]`},
 		{`{"type":"approval_request","run":"ctx-1","id":""}`, "ctx agent approve coder ctx-1 '' [--deny|--run|--stop]"},
 	} {
-		if got := Command("coder", obj(t, c.line)); got != c.want {
+		if got := Command(&clienv.Where{Loc: client.Loc{Agent: "coder"}, Scope: "private"}, obj(t, c.line)); got != c.want {
 			t.Errorf("Command(%s)\n got %s\nwant %s", c.line, got, c.want)
 		}
 	}

@@ -27,7 +27,7 @@ your sessions (and in shared sessions, the runs you started), oldest first.
 Without AGENT, every agent under $CTX_ROOT/agent. Columns: AGENT SESSION RUN
 CALL KIND NAME WHAT (the call's arguments or the question, cut); on a
 terminal aligned under a header, else tab-separated. A shared session shows
-as SPACE/SESSION. --json: the server's pending frames, one a line. ctx agent
+as SPACE/SESSION (answer its calls with --shared SPACE). --json: the server's pending frames, one a line. ctx agent
 approve or ctx agent answer answers one. Exit status: 0, 1 when an agent's
 socket failed to answer (the others are listed), 2 bad usage or no server.
 `

@@ -12,29 +12,44 @@ import (
 	"github.com/ctxfs/ctxfs/proto"
 )
 
-// ApproveRequest is the op approve of call id of run. The waiting call is
-// found by its run: no session is needed.
-func ApproveRequest(run, id, decision, reason string) *proto.Object {
-	req := proto.NewObject("op", proto.OpApprove, "run", run, "id", id, "decision", decision)
+// ApproveRequest is the op approve of call id of run, which waits in a
+// session of w's scope (the server finds a shared or temp session's
+// call only in that scope; the session itself need not be named).
+func ApproveRequest(w *clienv.Where, run, id, decision, reason string) *proto.Object {
+	req := decideRequest(w, proto.OpApprove, run, id)
+	req.Set("decision", decision)
 	if reason != "" {
 		req.Set("reason", reason)
 	}
 	return req
 }
 
-// AnswerRequest is the op answer of question id of run.
-func AnswerRequest(run, id, text string) *proto.Object {
-	return proto.NewObject("op", proto.OpAnswer, "run", run, "id", id, "text", text)
+// AnswerRequest is the op answer of question id of run, as ApproveRequest.
+func AnswerRequest(w *clienv.Where, run, id, text string) *proto.Object {
+	req := decideRequest(w, proto.OpAnswer, run, id)
+	req.Set("text", text)
+	return req
+}
+
+func decideRequest(w *clienv.Where, op, run, id string) *proto.Object {
+	req := proto.NewObject("op", op, "run", run, "id", id)
+	if w.Scope != abi.ScopePrivate {
+		req.Set("scope", w.Scope)
+	}
+	if w.Scope == abi.ScopeShared {
+		req.Set("space", w.Loc.Space)
+	}
+	return req
 }
 
 // Command is the command line that answers the request o (an
-// approval_request or a question) of a run of agent, for a person to copy.
-func Command(agentName string, o *proto.Object) string {
+// approval_request or a question) of a run in w, for a person to copy.
+func Command(w *clienv.Where, o *proto.Object) string {
 	verb, rest := "approve", "[--deny|--run|--stop]"
 	if o.Str("type") == proto.FrameQuestion {
 		verb, rest = "answer", "TEXT"
 	}
-	return strings.Join([]string{"ctx agent", verb, agentName, shellWord(o.Str("run")), shellWord(o.Str("id")), rest}, " ")
+	return strings.Join([]string{"ctx agent", verb, w.Loc.Agent, shellWord(o.Str("run")), shellWord(o.Str("id")) + w.ScopeFlags(), rest}, " ")
 }
 
 // plainWord is a word the shell takes as it is.

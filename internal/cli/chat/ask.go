@@ -53,7 +53,7 @@ func (tc *ttyChat) askApproval(o *proto.Object) bool {
 		return true
 	}
 	fmt.Fprintf(tc.out, "%s\n", decision)
-	approval.Reply(tc.e, tc.w, "chat", approval.ApproveRequest(o.Str("run"), o.Str("id"), decision, ""), proto.FrameApprovalResult)
+	approval.Reply(tc.e, tc.w, "chat", approval.ApproveRequest(tc.w, o.Str("run"), o.Str("id"), decision, ""), proto.FrameApprovalResult)
 	return true // a refusal (EALREADY: answered elsewhere) was reported; asking again would not help
 }
 
@@ -111,7 +111,7 @@ func (tc *ttyChat) askQuestion(o *proto.Object) bool {
 	if err != nil {
 		return false
 	}
-	approval.Reply(tc.e, tc.w, "chat", approval.AnswerRequest(o.Str("run"), o.Str("id"), line), proto.FrameAnswer)
+	approval.Reply(tc.e, tc.w, "chat", approval.AnswerRequest(tc.w, o.Str("run"), o.Str("id"), line), proto.FrameAnswer)
 	return true
 }
 

@@ -207,7 +207,7 @@ func (c *chat) send(input string) (code int, interrupted bool) {
 	frames := readFrames(ctx, conn, &readErr)
 	r := &reply{c: c, id: id, pr: send.NewSendPrinter(c.e.Stdout, c.e.Stderr, false, c.recorded())}
 	r.pr.ShowTools(c.e)
-	r.pr.Agent, r.pr.Answer = c.w.Loc.Agent, c.answer
+	r.pr.Where, r.pr.Answer = c.w, c.answer
 	detached := r.wait(frames, intr)
 	r.pr.Finish()
 	if detached {

@@ -45,9 +45,9 @@ type SendPrinter struct {
 	// the session, for a failed run whose reply carried none of them (a
 	// replay has only start and done); nil for a temp session.
 	recordedLog func(run string, n int) []string
-	// Agent names the agent in the command lines shown beside a request
-	// that waits for an answer (ctx agent approve AGENT …).
-	Agent string
+	// Where is the session of the run, for the command lines shown beside
+	// a request that waits for an answer (ctx agent approve AGENT …).
+	Where *clienv.Where
 	// Answer is offered each approval_request and question frame first
 	// (--approve TOOL, chat's questions on the terminal); it reports
 	// whether it answered. Requests it leaves are shown on stderr with

@@ -47,7 +47,7 @@ func newPrinter(e *clienv.Env, w *clienv.Where, cmd string, json bool) *SendPrin
 		recorded = func(run string) string { return RecordedText(w, run) }
 	}
 	pr := NewSendPrinter(e.Stdout, e.Stderr, json, recorded)
-	pr.cmd, pr.Agent = cmd, w.Loc.Agent
+	pr.cmd, pr.Where = cmd, w
 	if w.Scope != abi.ScopeTemp {
 		pr.recordedLog = func(run string, n int) []string { return recordedStderr(w, run, n) }
 	}
@@ -159,14 +159,7 @@ func FellBehind(e *clienv.Env, w *clienv.Where, pr *SendPrinter) int {
 // attachCommand is the command line that attaches to run again. Agent,
 // session and space are checked names, which need no shell quoting.
 func attachCommand(w *clienv.Where, run string) string {
-	s := "ctx agent attach " + w.Loc.Agent + " --session " + w.Session
-	switch w.Scope {
-	case abi.ScopeShared:
-		s += " --shared " + w.Loc.Space
-	case abi.ScopeTemp:
-		s += " --scope temp"
-	}
-	return s + " " + run
+	return "ctx agent attach " + w.Loc.Agent + " --session " + w.Session + w.ScopeFlags() + " " + run
 }
 
 // readInput joins the INPUT words with spaces; a word "-" is replaced by

@@ -25,7 +25,7 @@ func (p *SendPrinter) request(t string, o *proto.Object) {
 		return
 	}
 	p.endLine()
-	fmt.Fprintf(p.errw, "ctx: %s: %s\n  %s\n", p.cmd, requestLine(t, o), approval.Command(p.Agent, o))
+	fmt.Fprintf(p.errw, "ctx: %s: %s\n  %s\n", p.cmd, requestLine(t, o), approval.Command(p.Where, o))
 }
 
 // requestLine says what a request asks.

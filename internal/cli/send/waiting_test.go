@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -18,7 +20,7 @@ const (
 
 func waitingPrinter(terminal bool) *SendPrinter {
 	p := NewSendPrinter(nil, nil, false, nil)
-	p.Agent = "coder"
+	p.Where = &clienv.Where{Loc: client.Loc{Agent: "coder"}, Scope: "private"}
 	if terminal {
 		p.tools, p.width = true, 200
 	}
