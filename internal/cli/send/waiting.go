@@ -38,11 +38,14 @@ func requestLine(t string, o *proto.Object) string {
 }
 
 // answeredLine is the tool line of an approval_result ("✓ fs.write allowed
-// once", "✗ fs.write denied (timeout)"), an answer ("» answered: TEXT") or
-// a resumed frame. callName names the tool when the result does not.
+// once", "✗ fs.write denied (timeout)"), an answer ("» answered: TEXT",
+// "» no answer (timeout)") or a resumed frame. callName names the tool when the result does not.
 func answeredLine(t string, o *proto.Object, callName string) string {
 	switch t {
 	case proto.FrameAnswer:
+		if r := o.Str("reason"); r != "" { // the question timed out: no one answered
+			return "» no answer (" + clienv.Printable(r) + ")"
+		}
 		return "» answered: " + clienv.Printable(abi.Clip(o.Str("text"), maxToolError))
 	case proto.FrameResumed:
 		return "… run " + clienv.Printable(o.Str("run")) + " resumed after the server restarted"

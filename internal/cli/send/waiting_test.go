@@ -15,6 +15,7 @@ const (
 	approvalTimeout = `{"type":"approval_result","run":"R","id":"c1","decision":"deny","uid":0,"reason":"timeout","ts":"x"}` + "\n"
 	question        = `{"type":"question","run":"R","id":"q 1","text":"which\nbranch?","ts":"x"}` + "\n"
 	answered        = `{"type":"answer","run":"R","id":"q 1","uid":1001,"text":"main","ts":"x"}` + "\n"
+	unanswered      = `{"type":"answer","run":"R","id":"q 1","uid":0,"text":"","reason":"timeout","ts":"x"}` + "\n"
 	resumed         = `{"type":"resumed","run":"R","ts":"x"}` + "\n"
 )
 
@@ -47,11 +48,12 @@ func TestPrintRequestsInPipe(t *testing.T) {
 // names its tool from its request when it does not itself.
 func TestPrintAnswersOnTerminal(t *testing.T) {
 	reply := start + `{"type":"delta","run":"R","text":"writing"}` + "\n" + approvalRequest + approvalTimeout +
-		question + answered + resumed + approvalRequest + approvalAllowed + doneOK
+		question + answered + question + unanswered + resumed + approvalRequest + approvalAllowed + doneOK
 	out, _, code := printWith(t, reply, waitingPrinter(true))
 	want := "writing\n" +
 		"✗ fs.write denied (timeout)\n" +
 		"» answered: main\n" +
+		"» no answer (timeout)\n" +
 		"… run R resumed after the server restarted\n" +
 		"✓ fs.write allowed once\n"
 	if out != want || code != 0 {
