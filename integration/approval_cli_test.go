@@ -190,9 +190,18 @@ func TestApprovalCLIPendingApproveAnswer(t *testing.T) {
 	if ev := string(s.eventsOf(1001, "writer", "default")); !strings.Contains(ev, `"decision":"deny","uid":1001,"reason":"not now"`) {
 		t.Errorf("no approval_result recorded:\n%s", ev)
 	}
+	// attach replays the record: a request answered long ago gets no
+	// command that would answer it.
+	if out, errs, code := ctxSplitAs(t, s, uid1001, "agent", "attach", "writer", run); code != 0 || errs != "" || !strings.Contains(out, "denied: not now") {
+		t.Errorf("attach to the finished run: %q %q %d", out, errs, code)
+	}
 
 	send = startCtxAs(t, s, uid1001, "agent", "send", "writer", "ask me")
 	run, call = send.waitHint("answer")
+	attach := startCtxAs(t, s, uid1001, "agent", "attach", "writer", run)
+	if r, c := attach.waitHint("answer"); r != run || c != call {
+		t.Errorf("attach while the question waits shows %s %s, want %s %s", r, c, run, call)
+	}
 	out, _, _ = ctxSplitAs(t, s, uid1001, "agent", "pending")
 	if !strings.Contains(out, "\t"+run+"\t"+call+"\tquestion\t-\twhich branch?\n") {
 		t.Errorf("pending question: %q", out)
@@ -204,8 +213,10 @@ func TestApprovalCLIPendingApproveAnswer(t *testing.T) {
 	if out, errs, code := ctxSplitAs(t, s, uid1001, "agent", "answer", "writer", run, call, "the", "main", "branch"); code != 0 || errs != "" {
 		t.Fatalf("answer: %q %q %d", out, errs, code)
 	}
-	if out, errs, code := send.result(); code != 0 || !strings.Contains(out, "done: the main branch") {
-		t.Errorf("send after the answer: %q %q %d", out, errs, code)
+	for _, p := range []*ctxProc{send, attach} {
+		if out, errs, code := p.result(); code != 0 || !strings.Contains(out, "done: the main branch") {
+			t.Errorf("ctx %q after the answer: %q %q %d", p.cmd.Args[1:], out, errs, code)
+		}
 	}
 	if out, _, _ := ctxSplitAs(t, s, uid1001, "agent", "pending"); out != "" {
 		t.Errorf("pending after the answers: %q", out)

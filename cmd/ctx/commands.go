@@ -126,7 +126,7 @@ ctx agent status coder --json | jq -r '.runs[].run'`,
 ctx agent cancel coder job-1`,
 		run: send.Cancel},
 	{name: "pending", posNames: "[AGENT]", maxArgs: 1,
-		flags: []flagDef{fSession.with("list only the calls of the session `S`"), fJSON.with("print the server's pending frames")},
+		flags: []flagDef{fSession.with("list only the calls of the session `S`"), fShared, fJSON.with("print the server's pending frames")},
 		short: "List the tool calls and questions that wait for your answer",
 		help:  approval.PendingHelp,
 		examples: `ctx agent pending

@@ -104,13 +104,15 @@ func serverDown(err error) bool {
 	return errors.As(err, &de) && de.ServerDown()
 }
 
-// pendingAt asks one agent's socket for the calls waiting for the caller.
+// pendingAt asks one agent's socket for the calls waiting for the caller
+// (in session of w's scope, when one is named).
 // The reply must end with pending_end, whose count is the number of
 // pending frames: anything else is a reply cut short (EIO).
 func pendingAt(e *clienv.Env, w *clienv.Where, session string) ([]pendingCall, error) {
 	req := proto.NewObject("op", proto.OpPending)
-	if session != "" {
+	if session != "" { // the session of w's scope
 		req.Set("session", session)
+		setScope(req, w)
 	}
 	ctx, stop := e.Interrupt()
 	defer stop()
@@ -137,6 +139,22 @@ func pendingAt(e *clienv.Env, w *clienv.Where, session string) ([]pendingCall, e
 		}
 	}
 	return nil, abi.Errorf(syscall.EIO, "", "the server's reply ended without pending_end")
+}
+
+// Waits reports whether the call the request o asks about still waits
+// for the caller (a request replayed from a session's record may have
+// been answered long ago); false too when the server cannot tell.
+func Waits(e *clienv.Env, w *clienv.Where, o *proto.Object) bool {
+	calls, err := pendingAt(e, w, w.Session)
+	if err != nil {
+		return false
+	}
+	for _, c := range calls {
+		if c.o.Str("run") == o.Str("run") && c.o.Str("id") == o.Str("id") {
+			return true
+		}
+	}
+	return false
 }
 
 // printPending writes one line per waiting call: aligned under a header
