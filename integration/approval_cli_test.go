@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/ctxfs/ctxfs/internal/testkit"
@@ -322,5 +323,39 @@ func TestApprovalCLISharedRequester(t *testing.T) {
 	}
 	if out, errs, code := send.result(); code != 0 {
 		t.Errorf("send: %q %q %d", out, errs, code)
+	}
+}
+
+// A call that waits when the server is killed still waits after the
+// restart: pending lists it, approve continues the run under its id (a
+// resumed event), and the store is fsck-clean.
+func TestApprovalCLIAfterRestart(t *testing.T) {
+	s, _ := newApprovalServer(t)
+	send := startCtxAs(t, s, uid1001, "agent", "send", "writer", "please write")
+	run, call := send.waitHint("approve")
+	s.restart(syscall.SIGKILL)
+	send.result() // its connection died with the server
+
+	out, errs, code := ctxSplitAs(t, s, uid1001, "agent", "pending", "writer")
+	if code != 0 || !strings.HasPrefix(out, "writer\tdefault\t"+run+"\t"+call+"\tapproval\tfs.write\t") {
+		t.Fatalf("pending after the restart: %q %q %d", out, errs, code)
+	}
+	if out, errs, code := ctxSplitAs(t, s, uid1001, "agent", "approve", "writer", run, call); code != 0 {
+		t.Fatalf("approve after the restart: %q %q %d", out, errs, code)
+	}
+	eventually(t, cmdLimit, "the resumed run's done", func() bool {
+		return strings.Contains(string(s.eventsOf(1001, "writer", "default")), `{"type":"done","run":"`+run+`","status":"ok"`)
+	})
+	ev := string(s.eventsOf(1001, "writer", "default"))
+	for _, want := range []string{`{"type":"resumed","run":"` + run + `"`, `"decision":"allow_once","uid":1001`} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("events.jsonl lacks %s:\n%s", want, ev)
+		}
+	}
+	if out, _, _ := ctxSplitAs(t, s, uid1001, "agent", "pending"); out != "" {
+		t.Errorf("pending after the answer: %q", out)
+	}
+	if out, code := s.fsck(); code != 0 {
+		t.Errorf("fsck: %d\n%s", code, out)
 	}
 }
