@@ -84,22 +84,29 @@ func openAICall(w http.ResponseWriter, id, name, args string) {
 // approval ask.
 func newApprovalServer(t *testing.T) (*server, *toolModel) {
 	t.Helper()
+	configure, m := approvalAgent(t)
+	return newFuseServerWith(t, configure), m
+}
+
+// approvalAgent is the configuration of newApprovalServer: the fake
+// model and the agent "writer".
+func approvalAgent(tb testing.TB) (func(*server), *toolModel) {
 	var p *fakeProvider
 	m := &toolModel{}
-	t.Cleanup(m.release)
-	p = newFakeProvider(t, func(w http.ResponseWriter, r *http.Request) {
+	tb.Cleanup(m.release)
+	p = newFakeProvider(tb, func(w http.ResponseWriter, r *http.Request) {
 		body, _ := p.last()
 		m.reply(w, r, body)
 	})
-	return newFuseServerWith(t, func(s *server) {
+	return func(s *server) {
 		s.env = append(s.env, "FAKE_PROVIDER_KEY="+apiKey)
 		d := filepath.Join(s.root, "model", "fake", "llm.d")
-		testkit.Must(t, os.MkdirAll(d, 0o755))
+		testkit.Must(tb, os.MkdirAll(d, 0o755))
 		for f, v := range map[string]string{"api": "openai-chat", "endpoint": p.URL + "/v1", "model_id": "llm-7b", "api_key_env": "FAKE_PROVIDER_KEY"} {
-			testkit.Must(t, os.WriteFile(filepath.Join(d, f), []byte(v+"\n"), 0o644))
+			testkit.Must(tb, os.WriteFile(filepath.Join(d, f), []byte(v+"\n"), 0o644))
 		}
 		s.define("writer", map[string]string{"model": "fake/llm", "tools": "fs.write\nask_user\n", "perm": "rw", "approval": "ask\n"})
-	}), m
+	}, m
 }
 
 // hintRE is the command send shows beside a request nobody answered.
