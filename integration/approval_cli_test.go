@@ -60,17 +60,17 @@ func (m *toolModel) reply(w http.ResponseWriter, r *http.Request, body map[strin
 		}
 		openAIReply("done: "+content)(w, r)
 	case strings.Contains(content, "ask"):
-		openAICall(w, fmt.Sprint("call_q", len(msgs)), "ask_user", `{"text":"which branch?"}`)
+		streamToolCall(w, fmt.Sprint("call_q", len(msgs)), "ask_user", `{"text":"which branch?"}`)
 	case strings.Contains(content, "write"):
-		openAICall(w, fmt.Sprint("call_w", len(msgs)), "fs_write", `{"path":"notes.txt","content":"hi"}`)
+		streamToolCall(w, fmt.Sprint("call_w", len(msgs)), "fs_write", `{"path":"notes.txt","content":"hi"}`)
 	default:
 		openAIReply("hello")(w, r)
 	}
 }
 
-// openAICall streams one tool call, as OpenAI does: the call's id and
+// streamToolCall streams one tool call, as OpenAI does: the call's id and
 // name, then its arguments, then finish_reason tool_calls.
-func openAICall(w http.ResponseWriter, id, name, args string) {
+func streamToolCall(w http.ResponseWriter, id, name, args string) {
 	sse(w,
 		`data: {"choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"`+id+`","type":"function","function":{"name":"`+name+`","arguments":""}}]}}]}`,
 		`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":`+jsonString(args)+`}}]}}]}`,
