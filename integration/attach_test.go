@@ -80,8 +80,17 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // startCtx starts ctx as root with CTX_ROOT set, stdout and stderr apart.
 func startCtx(t *testing.T, s *server, args ...string) *ctxProc {
 	t.Helper()
+	return startCtxAs(t, s, nil, args...)
+}
+
+// startCtxAs is startCtx as c (nil: root).
+func startCtxAs(t *testing.T, s *server, c *cred, args ...string) *ctxProc {
+	t.Helper()
 	p := &ctxProc{t: t, cmd: exec.Command(ctxBin, args...), exited: make(chan struct{})}
 	p.cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/", "CTX_ROOT=" + s.root}
+	if c != nil {
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: c.uid, Gid: c.gid, Groups: c.groups}}
+	}
 	p.cmd.Stdout, p.cmd.Stderr = lockedWriter{&p.mu, &p.out}, lockedWriter{&p.mu, &p.err}
 	testkit.Must(t, p.cmd.Start())
 	go func() { p.cmd.Wait(); close(p.exited) }()

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/ctxfs/ctxfs/internal/cli/agentadd"
+	"github.com/ctxfs/ctxfs/internal/cli/approval"
 	"github.com/ctxfs/ctxfs/internal/cli/chat"
 	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/internal/cli/cliimport"
@@ -40,6 +41,7 @@ var (
 	fSpace   = flagDef{name: "space", value: true, usage: "the shared space `N` (implies --scope shared)"}
 	fJSON    = flagDef{name: "json", usage: "print JSON"}
 	fArchDir = flagDef{name: "archive-dir", value: true, usage: "archive to `ABS`/AGENT/ instead of archived_sessions/AGENT/ (an absolute path)"}
+	fApprove = flagDef{name: "approve", value: true, repeat: true, usage: "allow once each call of the tool `TOOL` that waits for approval (fs.write, shell.exec, …)"}
 )
 
 // commands lists the subcommands, in the order usage shows them.
@@ -48,7 +50,7 @@ var commands = []*command{
 		flags: []flagDef{fSession, fScope, fSpace, fShared,
 			{name: "cwd", value: true, usage: "the run's working directory `P`, inside the agent's root (default: the agent's cwd, else /)"},
 			{name: "id", value: true, usage: "the client id `C`: sending again with the same id and input is a replay"},
-			fJSON.with("print the raw reply frames as JSON lines")},
+			fApprove, fJSON.with("print the raw reply frames as JSON lines")},
 		short: "Send INPUT to AGENT and print the answer as it streams",
 		help: `Sends INPUT to AGENT and prints the answer as it streams. AGENT may be a
 model, PROVIDER/MODEL (as in every ctx agent command). INPUT words are
@@ -58,26 +60,37 @@ refused (EINVAL). An INPUT that starts with - goes after --. Exit status: 0 ok, 
 2 bad usage or a refused request (its errno on stderr), 130 interrupted:
 Ctrl+C only detaches, the run goes on (ctx agent attach AGENT RUN follows it
 again, ctx agent cancel AGENT RUN stops it). On a terminal the run id goes to
-stderr, and tool calls and results show as one line each.
+stderr, and tool calls and results show as one line each. A call that waits
+for approval or a question (an agent with approval ask, its ask_user tool)
+is shown on stderr with the ctx agent approve or answer command that
+answers it, and the answer goes on streaming; --approve TOOL answers the
+calls of TOOL itself (allow once).
 `,
 		examples: `ctx agent send coder 'fix the failing test'
 git diff | ctx agent send coder 'review this:' -
 ctx agent send debug/echo hello
-ctx agent send coder --session review --json 'summarize' | jq -r 'select(.type=="delta").text'`,
+ctx agent send coder --session review --json 'summarize' | jq -r 'select(.type=="delta").text'
+ctx agent send coder --approve fs.write --approve fs.replace 'fix the typo in README.md'`,
 		run: send.Send},
 	{name: "chat", aliases: []string{"repl"}, posNames: "AGENT", minArgs: 1, maxArgs: 1,
-		flags: []flagDef{fSession, fShared},
+		flags: []flagDef{fSession, fShared, fApprove},
 		short: "Talk with AGENT line by line (repl is an alias)",
 		help: `Sends each line you type to AGENT and prints the answers as they stream;
 repl is another name for it. Ctrl+C while an answer streams cancels that run;
 Ctrl+C or Ctrl+D at an empty prompt leaves. Lines that start with / are
 commands: /session [NAME], /history, /help, /exit (//TEXT sends /TEXT).
+A call that waits for approval is asked on the terminal: a allows it once,
+r for the rest of the run, d denies it, s denies it and stops the run; a
+question of the agent's ask_user tool reads your answer as a line (Ctrl+C
+at either cancels the run). --approve TOOL allows the calls of TOOL once
+without asking.
 Without a terminal it reads lines from stdin, one send each; the exit status
 is then 0 when every run was ok, 1 if one failed or was cancelled, 2 if a
 request was refused or a command was bad, 130 after Ctrl+C (which cancels the
 streaming run, then ends the chat).
 `,
 		examples: `ctx agent chat coder
+ctx agent chat coder --approve fs.write
 printf 'hello\n/session other\nhi again\n' | ctx agent chat coder`,
 		run: chat.Run},
 	{name: "history", posNames: "AGENT", minArgs: 1, maxArgs: 1,
@@ -112,6 +125,31 @@ ctx agent status coder --json | jq -r '.runs[].run'`,
 		examples: `ctx agent cancel coder ctx-0123456789abcdef0123456789abcdef
 ctx agent cancel coder job-1`,
 		run: send.Cancel},
+	{name: "pending", posNames: "[AGENT]", maxArgs: 1,
+		flags: []flagDef{fSession.with("list only the calls of the session `S`"), fShared, fJSON.with("print the server's pending frames")},
+		short: "List the tool calls and questions that wait for your answer",
+		help:  approval.PendingHelp,
+		examples: `ctx agent pending
+ctx agent pending coder --json | jq -r '.run + " " + .id'`,
+		run: approval.Pending},
+	{name: "approve", posNames: "AGENT RUN CALL", minArgs: 3, maxArgs: 3,
+		flags: []flagDef{fShared, fScope, fSpace,
+			{name: "deny", usage: "deny the call: the model is told, the run goes on"},
+			{name: "run", usage: "allow it and later calls of the same tool in this run"},
+			{name: "stop", usage: "deny it and stop the run (done cancelled)"},
+			{name: "reason", value: true, usage: "the reason `TEXT`, recorded with the decision"},
+			fJSON.with("print the recorded approval_result")},
+		short: "Answer a tool call that waits for approval (allow once by default)",
+		help:  approval.ApproveHelp,
+		examples: `ctx agent approve coder ctx-0123456789abcdef0123456789abcdef call_1
+ctx agent approve coder ctx-0123456789abcdef0123456789abcdef call_2 --deny --reason 'not that file'`,
+		run: approval.Approve},
+	{name: "answer", posNames: "AGENT RUN CALL TEXT...", minArgs: 4, maxArgs: -1,
+		flags:    []flagDef{fShared, fScope, fSpace, fJSON.with("print the recorded answer")},
+		short:    "Answer a question a run asked (its ask_user tool)",
+		help:     approval.AnswerHelp,
+		examples: `ctx agent answer coder ctx-0123456789abcdef0123456789abcdef call_3 use the main branch`,
+		run:      approval.Answer},
 	{name: "runs", posNames: "AGENT", minArgs: 1, maxArgs: 1,
 		flags: []flagDef{fSession, fShared,
 			{name: "grep", value: true, usage: "keep the runs whose input or answer contains `WORD` (any case)"},

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/approval"
 	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/internal/cli/send"
 	"github.com/ctxfs/ctxfs/internal/cli/transcript"
@@ -60,6 +61,10 @@ type chat struct {
 	// stopOnInterrupt: without a terminal, Ctrl+C cancels the run and then
 	// ends the chat, as it would end any other command of a script.
 	stopOnInterrupt bool
+	// auto answers the approvals of --approve TOOL; ask, at a terminal,
+	// asks the person the rest (ask.go).
+	auto *approval.Auto
+	ask  func(*proto.Object) bool
 }
 
 func Run(e *clienv.Env, p *clienv.Parsed) int {
@@ -67,7 +72,7 @@ func Run(e *clienv.Env, p *clienv.Parsed) int {
 	if err != nil {
 		return clienv.Fail(e, "chat", err, clienv.ExitUsage)
 	}
-	c := &chat{e: e, p: p, w: w}
+	c := &chat{e: e, p: p, w: w, auto: approval.NewAuto(e, w, "chat", p.All("approve"))}
 	if in, out, ok := terminals(e); ok {
 		return c.terminal(in, out)
 	}
@@ -202,6 +207,7 @@ func (c *chat) send(input string) (code int, interrupted bool) {
 	frames := readFrames(ctx, conn, &readErr)
 	r := &reply{c: c, id: id, pr: send.NewSendPrinter(c.e.Stdout, c.e.Stderr, false, c.recorded())}
 	r.pr.ShowTools(c.e)
+	r.pr.Where, r.pr.Answer = c.w, c.answer
 	detached := r.wait(frames, intr)
 	r.pr.Finish()
 	if detached {
@@ -363,6 +369,7 @@ func (c *chat) terminal(in, out *os.File) int {
 	}{tc.keys, out}, c.w.Loc.Agent+"> ")
 	tc.t.AutoCompleteCallback = tc.keys.callback
 	c.interrupts = tc.interrupts
+	c.ask = tc.ask
 	defer tc.watchSignals()()
 	tc.resize()
 	fmt.Fprintf(out, "chat with %s in session %s; /help lists the commands, Ctrl+D leaves\n", c.w.Loc.Agent, c.w.Session)

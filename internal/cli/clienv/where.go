@@ -83,6 +83,19 @@ func Resolve(e *Env, p *Parsed, agent string) (*Where, error) {
 	return w, err
 }
 
+// ScopeFlags are the flags that name w's scope on a command line: "" for
+// a private session, " --shared SPACE", " --scope temp". Space names are
+// checked names, which need no shell quoting.
+func (w *Where) ScopeFlags() string {
+	switch w.Scope {
+	case abi.ScopeShared:
+		return " --shared " + w.Loc.Space
+	case abi.ScopeTemp:
+		return " --scope temp"
+	}
+	return ""
+}
+
 // isUsage reports whether err is bad usage of the command line.
 func isUsage(err error) bool {
 	var u errUsage

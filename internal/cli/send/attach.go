@@ -8,6 +8,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/approval"
 	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
@@ -46,6 +47,9 @@ func Attach(e *clienv.Env, p *clienv.Parsed) int {
 	}
 	pr := newPrinter(e, w, "attach", p.On("json"))
 	pr.Run = run // named before its start frame comes: see interrupted and fellBehind
+	// The record holds requests answered long ago: only one that still
+	// waits gets the command that answers it.
+	pr.Answer = func(o *proto.Object) bool { return !approval.Waits(e, w, o) }
 	f := &runFilter{run: run, pr: pr}
 	code, explained := streamFrames(e, w, resumeRequest(w), pr, f.frame)
 	if explained {

@@ -45,6 +45,14 @@ type SendPrinter struct {
 	// the session, for a failed run whose reply carried none of them (a
 	// replay has only start and done); nil for a temp session.
 	recordedLog func(run string, n int) []string
+	// Where is the session of the run, for the command lines shown beside
+	// a request that waits for an answer (ctx agent approve AGENT …).
+	Where *clienv.Where
+	// Answer is offered each approval_request and question frame first
+	// (--approve TOOL, chat's questions on the terminal); it reports
+	// whether it answered. Requests it leaves are shown on stderr with
+	// the command that answers them. Nil: none is answered here.
+	Answer func(*proto.Object) bool
 
 	source    map[string]string // run -> srcDelta or srcMessage
 	Run       string            // the run of the start frame
@@ -110,6 +118,10 @@ func (p *SendPrinter) bodyFrame(t string, o *proto.Object) {
 		p.toolLine(toolCallLine(o))
 	case proto.FrameToolResult:
 		p.toolLine(toolResultLine(o, p.toolNames[o.Str("tool_call_id")]))
+	case proto.FrameApprovalRequest, proto.FrameQuestion:
+		p.request(t, o)
+	case proto.FrameApprovalResult, proto.FrameAnswer, proto.FrameResumed:
+		p.toolLine(answeredLine(t, o, p.toolNames[o.Str("id")]))
 	case proto.FrameLog:
 		p.keepStderr(o)
 	case proto.FrameError:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/approval"
 	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 	"golang.org/x/term"
@@ -33,6 +34,7 @@ func Send(e *clienv.Env, p *clienv.Parsed) int {
 		id = client.NewClientID()
 	}
 	pr := newPrinter(e, w, "send", p.On("json"))
+	pr.Answer = approval.NewAuto(e, w, "send", p.All("approve")).Handle
 	return stream(e, w, SendRequest(w, p, id, input), pr)
 }
 
@@ -45,7 +47,7 @@ func newPrinter(e *clienv.Env, w *clienv.Where, cmd string, json bool) *SendPrin
 		recorded = func(run string) string { return RecordedText(w, run) }
 	}
 	pr := NewSendPrinter(e.Stdout, e.Stderr, json, recorded)
-	pr.cmd = cmd
+	pr.cmd, pr.Where = cmd, w
 	if w.Scope != abi.ScopeTemp {
 		pr.recordedLog = func(run string, n int) []string { return recordedStderr(w, run, n) }
 	}
@@ -157,14 +159,7 @@ func FellBehind(e *clienv.Env, w *clienv.Where, pr *SendPrinter) int {
 // attachCommand is the command line that attaches to run again. Agent,
 // session and space are checked names, which need no shell quoting.
 func attachCommand(w *clienv.Where, run string) string {
-	s := "ctx agent attach " + w.Loc.Agent + " --session " + w.Session
-	switch w.Scope {
-	case abi.ScopeShared:
-		s += " --shared " + w.Loc.Space
-	case abi.ScopeTemp:
-		s += " --scope temp"
-	}
-	return s + " " + run
+	return "ctx agent attach " + w.Loc.Agent + " --session " + w.Session + w.ScopeFlags() + " " + run
 }
 
 // readInput joins the INPUT words with spaces; a word "-" is replaced by
