@@ -22,7 +22,8 @@ func (e *Engine) decide(c layout.Caller, loc *location, req *proto.Request) (*Re
 		return nil, err
 	}
 	k := waiting.Key{Run: req.Run, Call: req.ID}
-	if call, ok := e.waiting.Waiting(req.Run); ok && !placeMatches(call.Place, loc, req) {
+	// Another uid is refused EACCES by the waiting room, wherever it asks.
+	if call, ok := e.waiting.Waiting(req.Run); ok && call.Owner == c.Uid && !placeMatches(call.Place, loc, req) {
 		return nil, abi.Errorf(syscall.ENOENT, req.Op, "run %s waits in another session", req.Run)
 	}
 	a := waiting.Answer{Kind: waiting.KindApproval, Decision: req.Decision, Reason: req.Reason}
