@@ -30,12 +30,12 @@ type Args struct {
 // tool does not take is an unknown field, refused; a pointer tells a
 // missing field from an empty one.
 type (
-	pathArgs    struct{ Path *string }
-	readArgs    struct {
+	pathArgs struct{ Path *string }
+	readArgs struct {
 		Path          *string
 		Offset, Limit *int64
 	}
-	writeArgs struct{ Path, Content *string }
+	writeArgs   struct{ Path, Content *string }
 	replaceArgs struct {
 		Path, Old, New *string
 		Count          *int64
