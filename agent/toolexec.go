@@ -97,10 +97,11 @@ func toolError(err error) (string, bool) {
 
 // toolProcess is one started tool process.
 type toolProcess struct {
-	cmd   *exec.Cmd
-	in    *os.File      // its stdin: the request, then the answer to a Before
-	out   *bufio.Reader // its stdout: the replies
-	setup *os.File      // the trampoline's setup pipe, nil without one
+	cmd    *exec.Cmd
+	in     *os.File      // its stdin: the request, then the answer to a Before
+	out    *bufio.Reader // its stdout: the replies
+	setup  *os.File      // the trampoline's setup pipe, nil without one
+	stderr tail          // the last of what it wrote on stderr: a crash's words
 }
 
 // runTool starts the tool process, speaks the protocol, and returns the
@@ -138,7 +139,7 @@ func runTool(ctx context.Context, s Spec, req *tools.Request, keep func(FileBefo
 	case ctx.Err() != nil && err != nil:
 		return nil, abi.Errorf(syscall.ETIMEDOUT, req.Name, "the call was stopped: %v", ctx.Err())
 	case err != nil && waitErr != nil:
-		return nil, abi.Errorf(abi.Errno(err), req.Name, "the tool process failed (%v): %v", waitErr, errMsg(err))
+		return nil, abi.Errorf(abi.Errno(err), req.Name, "the tool process failed (%v): %v %s", waitErr, errMsg(err), strings.TrimSpace(string(p.stderr.bytes())))
 	}
 	return reply, err
 }
@@ -198,7 +199,8 @@ func startTool(s Spec) (*toolProcess, error) {
 		inW.Close()
 		return nil, hostErr("tool", err)
 	}
-	cmd := &exec.Cmd{Stdin: inR, Stdout: outW, Stderr: nil}
+	p := &toolProcess{}
+	cmd := &exec.Cmd{Stdin: inR, Stdout: outW, Stderr: &p.stderr, WaitDelay: drainGrace}
 	setup, handed, err := launcher(ts, cmd)
 	if err == nil {
 		if def.Isolation != IsolationChroot {
@@ -219,7 +221,8 @@ func startTool(s Spec) (*toolProcess, error) {
 		}
 		return nil, abi.Errorf(abi.Errno(err), "tool", "starting the tool process: %v", errMsg(err))
 	}
-	return &toolProcess{cmd: cmd, in: inW, out: bufio.NewReaderSize(outR, 64<<10), setup: setup}, nil
+	p.cmd, p.in, p.out, p.setup = cmd, inW, bufio.NewReaderSize(outR, 64<<10), setup
+	return p, nil
 }
 
 // uidTasks counts the tasks (threads) of processes owned by uid, as the
