@@ -176,22 +176,8 @@ func startProgram(s Spec) (*program, error) {
 		return nil, hostErr("run", err)
 	}
 	cmd := &exec.Cmd{Stdin: stdin, Stdout: outW, Stderr: errW}
-	setup, handed, err := launcher(s, cmd)
-	if err == nil {
-		err = cmd.Start()
-	}
-	// The child holds its own copies; keeping ours open would hide EOF.
-	outW.Close()
-	errW.Close()
-	for _, f := range handed {
-		f.Close()
-	}
+	setup, err := startVia(s, cmd, []*os.File{outW, errW}, []*os.File{outR, errR})
 	if err != nil {
-		outR.Close()
-		errR.Close()
-		if setup != nil {
-			setup.Close()
-		}
 		return nil, abi.Errorf(abi.Errno(err), "run", "starting %s: %v", s.Def.Program, err)
 	}
 	p := &program{cmd: cmd, pgid: cmd.Process.Pid, stdout: outR, stderr: errR, setup: setup,
@@ -199,6 +185,31 @@ func startProgram(s Spec) (*program, error) {
 	p.startReaders(s)
 	go func() { p.exited <- cmd.Wait() }()
 	return p, nil
+}
+
+// startVia starts cmd as launcher says, and closes the child's ends of
+// its pipes (childEnds, and what launcher handed it: the child holds its
+// own copies, and keeping ours open would hide EOF); on failure it also
+// closes ours (ownEnds) and the setup pipe. It returns the setup pipe's
+// read end (nil without a trampoline).
+func startVia(s Spec, cmd *exec.Cmd, childEnds, ownEnds []*os.File) (setup *os.File, err error) {
+	setup, handed, err := launcher(s, cmd)
+	if err == nil {
+		err = cmd.Start()
+	}
+	for _, f := range append(childEnds, handed...) {
+		f.Close()
+	}
+	if err != nil {
+		for _, f := range ownEnds {
+			f.Close()
+		}
+		if setup != nil {
+			setup.Close()
+		}
+		return nil, err
+	}
+	return setup, nil
 }
 
 // launcher decides how cmd starts the program: directly (the session

@@ -179,7 +179,10 @@ func (p *toolProcess) converse(req *tools.Request, keep func(FileBefore) error) 
 // startTool starts `ctxfs __tool` as the run's program would be started
 // (launcher): the same uid, working directory, environment and jail, with
 // the server's own binary in the place of the program. That binary is
-// static (CGO_ENABLED=0), so a jail's root/ needs nothing for it.
+// static (CGO_ENABLED=0), so a jail's root/ needs nothing for it. If the
+// server dies, the process's stdin ends, and a running shell.exec is
+// killed with all it started (tools.Main); a jailed one also dies with
+// its jail's init (Pdeathsig).
 func startTool(s Spec) (*toolProcess, error) {
 	if Enter == "" {
 		return nil, abi.Errorf(syscall.ENOTSUP, "tool", "built-in tools need the ctxfs server's binary (agent.Enter)")
@@ -201,24 +204,8 @@ func startTool(s Spec) (*toolProcess, error) {
 	}
 	p := &toolProcess{}
 	cmd := &exec.Cmd{Stdin: inR, Stdout: outW, Stderr: &p.stderr, WaitDelay: drainGrace}
-	setup, handed, err := launcher(ts, cmd)
-	if err == nil {
-		if def.Isolation != IsolationChroot {
-			cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL // the jail's has it already
-		}
-		err = cmd.Start()
-	}
-	inR.Close()
-	outW.Close()
-	for _, f := range handed {
-		f.Close()
-	}
+	setup, err := startVia(ts, cmd, []*os.File{inR, outW}, []*os.File{inW, outR})
 	if err != nil {
-		inW.Close()
-		outR.Close()
-		if setup != nil {
-			setup.Close()
-		}
 		return nil, abi.Errorf(abi.Errno(err), "tool", "starting the tool process: %v", errMsg(err))
 	}
 	p.cmd, p.in, p.out, p.setup = cmd, inW, bufio.NewReaderSize(outR, 64<<10), setup
