@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,6 +34,9 @@ const (
 	// fork bomb stops there (RLIMIT_NPROC), and the uid's own work
 	// elsewhere is not starved by the bound.
 	toolNprocHeadroom = 256
+	// maxToolResult bounds a result sent to the model: a shell.exec's two
+	// streams of 64 KiB, each byte escaped at worst, fit many times over.
+	maxToolResult = 2 << 20
 )
 
 // ExecTool carries out one built-in tool call of a model run (SPEC 17)
@@ -54,6 +59,8 @@ const (
 func ExecTool(ctx context.Context, s Spec, call ToolCall, keep func(FileBefore) error) (content string, isError bool) {
 	args, err := tools.Parse(call.Name, call.Arguments)
 	switch {
+	case s.Def == nil:
+		err = abi.Errorf(syscall.EINVAL, call.Name, "no definition")
 	case err != nil:
 	case call.Name == tools.AskUser:
 		err = abi.Errorf(syscall.EINVAL, call.Name, "ask_user is answered by a person, not run")
@@ -78,8 +85,8 @@ func ExecTool(ctx context.Context, s Spec, call ToolCall, keep func(FileBefore) 
 		return toolError(err)
 	case reply.Error != nil:
 		return toolError(reply.Error.Err())
-	case len(reply.Result) == 0 || !json.Valid(reply.Result):
-		return toolError(abi.Errorf(syscall.EIO, call.Name, "the tool process gave no result"))
+	case len(reply.Result) == 0 || len(reply.Result) > maxToolResult || !json.Valid(reply.Result):
+		return toolError(abi.Errorf(syscall.EPROTO, call.Name, "the tool process gave no result, or one over %d bytes", maxToolResult))
 	}
 	return string(reply.Result), false
 }
@@ -136,8 +143,10 @@ func runTool(ctx context.Context, s Spec, req *tools.Request, keep func(FileBefo
 		p.setup.Close()
 	}
 	switch {
+	case ctx.Err() == context.DeadlineExceeded && err != nil:
+		return nil, abi.Errorf(syscall.ETIMEDOUT, req.Name, "the call did not end in time")
 	case ctx.Err() != nil && err != nil:
-		return nil, abi.Errorf(syscall.ETIMEDOUT, req.Name, "the call was stopped: %v", ctx.Err())
+		return nil, abi.Errorf(syscall.ECANCELED, req.Name, "the call was stopped with its run")
 	case err != nil && waitErr != nil:
 		return nil, abi.Errorf(abi.Errno(err), req.Name, "the tool process failed (%v): %v %s", waitErr, errMsg(err), strings.TrimSpace(string(p.stderr.bytes())))
 	}
@@ -166,6 +175,9 @@ func (p *toolProcess) converse(req *tools.Request, keep func(FileBefore) error) 
 			return nil, abi.Errorf(syscall.EPROTO, req.Name, "the tool process asked to keep a file twice, or for a call that changes none")
 		}
 		kept = true
+		if err := checkBefore(r.Before); err != nil {
+			return nil, abi.Errorf(syscall.EPROTO, req.Name, "%s", errMsg(err))
+		}
 		kerr := keep(FileBefore{Path: r.Before.Path, Existed: r.Before.Existed, Content: r.Before.Content})
 		if err := tools.WriteLine(p.in, tools.Go{Go: kerr == nil}); err != nil && kerr == nil {
 			return nil, abi.Errorf(syscall.EIO, req.Name, "answering the tool process: %v", err)
@@ -174,6 +186,19 @@ func (p *toolProcess) converse(req *tools.Request, keep func(FileBefore) error) 
 			return nil, kerr
 		}
 	}
+}
+
+// checkBefore refuses a Before no tool process of ours would send: the
+// process runs as the uid, and another process of that uid could make it
+// say anything (ptrace), so what reaches keep is bounded here.
+func checkBefore(b *tools.Before) error {
+	switch {
+	case len(b.Content) > tools.MaxBefore || !b.Existed && len(b.Content) > 0:
+		return fmt.Errorf("a file's earlier content over %d bytes, or for a file that was not there", tools.MaxBefore)
+	case !path.IsAbs(b.Path) || path.Clean(b.Path) != b.Path || len(b.Path) > tools.MaxPath || strings.IndexByte(b.Path, 0) >= 0:
+		return fmt.Errorf("a kept file's path %q is not absolute and clean", b.Path)
+	}
+	return nil
 }
 
 // startTool starts `ctxfs __tool` as the run's program would be started

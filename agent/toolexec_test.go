@@ -553,3 +553,38 @@ func TestToolHostileArguments(t *testing.T) {
 		t.Errorf("hostile arguments left %d files", len(ents))
 	}
 }
+
+// What a tool process reports of a file is bounded before keep sees it:
+// the process runs as the uid, which could make it say anything.
+func TestToolCheckBefore(t *testing.T) {
+	for _, c := range []struct {
+		b  tools.Before
+		ok bool
+	}{
+		{tools.Before{Path: "/work/f", Existed: true, Content: []byte("x")}, true},
+		{tools.Before{Path: "/work/f"}, true},
+		{tools.Before{Path: "/work/f", Content: []byte("x")}, false},
+		{tools.Before{Path: "/work/f", Existed: true, Content: make([]byte, tools.MaxBefore+1)}, false},
+		{tools.Before{Path: "work/f"}, false},
+		{tools.Before{Path: "/work/../f"}, false},
+		{tools.Before{Path: "/work/f\x00"}, false},
+		{tools.Before{Path: ""}, false},
+	} {
+		if err := checkBefore(&c.b); (err == nil) != c.ok {
+			t.Errorf("checkBefore(%q, %v, %d bytes) = %v", c.b.Path, c.b.Existed, len(c.b.Content), err)
+		}
+	}
+}
+
+func TestToolCancelledBeforeStart(t *testing.T) {
+	s := toolSpec(t, 1001)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	content, isErr := ExecTool(ctx, s, ToolCall{ID: "c", Name: "fs.write", Arguments: `{"path":"f","content":"x"}`}, nil)
+	if !isErr || !strings.Contains(content, "ECANCELED") {
+		t.Errorf("a call of a stopped run: %s", content)
+	}
+	if _, err := os.Lstat(filepath.Join(s.Dir, "f")); !os.IsNotExist(err) {
+		t.Errorf("a call of a stopped run wrote: %v", err)
+	}
+}
