@@ -52,6 +52,11 @@ const (
 	FileSkillsMD  = "SKILLS.md"
 	DirContext    = "context"
 	FileCtl       = "ctl"
+	// The file versions (SPEC 17): versions/index.jsonl and each content
+	// under versions/sha256/, named by its SHA-256 in lowercase hex.
+	DirVersions         = "versions"
+	FileVersionsIndex   = "index.jsonl"
+	DirVersionsContents = "sha256"
 )
 
 // DefaultSession is the session used when none is named.

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"errors"
 	"io"
 	"os"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent/provider"
-	"github.com/ctxfs/ctxfs/proto"
 )
 
 // API is a model definition's built-in model API (SPEC 10): the
@@ -150,36 +148,17 @@ func (a KeySource) key() (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// runAPI answers a run with the definition's model API: the reply streams
-// as delta frames (recorded as the assistant message when the run ends),
-// then a usage frame with the provider's token counts. After a cancel
-// nothing more is emitted: the request is aborted with ctx.
-func runAPI(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
+// apiConfig is the definition's API settings with the key read now and
+// the definition's timeout applied.
+func apiConfig(s Spec) (provider.Config, error) {
 	cfg := s.Def.API.Config
 	key, err := s.Def.API.key()
 	if err != nil {
-		emit(proto.ErrorFrame(err))
-		return false
+		return cfg, err
 	}
 	cfg.APIKey = key
 	if s.Def.Timeout > 0 {
 		cfg.Timeout = s.Def.Timeout
 	}
-	var req provider.Request
-	if s.Prompt != nil {
-		req = *s.Prompt
-	}
-	res, err := provider.Stream(ctx, cfg, req, func(text string) {
-		emit(proto.NewObject("type", proto.FrameDelta, "text", text))
-	})
-	switch {
-	case ctx.Err() != nil:
-		return false
-	case err != nil:
-		emit(proto.ErrorFrame(err))
-		return false
-	}
-	emit(proto.NewObject("type", proto.FrameUsage, "model", s.Def.Model, "model_id", cfg.ModelID,
-		"input_tokens", res.InputTokens, "output_tokens", res.OutputTokens))
-	return true
+	return cfg, nil
 }

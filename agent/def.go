@@ -70,6 +70,8 @@ type Definition struct {
 	Approval string
 	// ApprovalTimeout is how long a call waits for an answer (default 3600 s).
 	ApprovalTimeout time.Duration
+	// Restore is set on a copy for a restore run (toolrestore.go).
+	Restore *Restore
 
 	w *witness // while it loads: what it is read from (Cache)
 }

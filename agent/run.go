@@ -31,6 +31,8 @@ type Spec struct {
 	Jail                  *Jail             // with isolation chroot: the jail, made ready by the caller
 	Prompt                *provider.Request // for a model API: the system prompt and the conversation
 	CLI                   *CLIRun           // for a CLI agent (Def.CLI): what the engine prepared
+	Host                  ToolHost          // for a model API run with tools: approvals, questions, versions
+	Resume                *Resume           // for a run resumed after its answer came: where it stood
 }
 
 const (
@@ -61,6 +63,8 @@ func Run(ctx context.Context, s Spec, emit func(*proto.Object)) (ok bool) {
 	case d == nil:
 		emit(proto.ErrorFrame(abi.Errorf(syscall.EINVAL, "run", "no definition")))
 		return false
+	case d.Restore != nil:
+		return runRestore(ctx, s, emit)
 	case d.CLI != nil:
 		return runCLI(ctx, s, emit)
 	case d.Echo():

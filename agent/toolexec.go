@@ -69,7 +69,7 @@ func ExecTool(ctx context.Context, s Spec, call ToolCall, keep func(FileBefore) 
 		err = abi.Errorf(syscall.EPERM, call.Name, "a built-in tool never runs as root outside a chroot jail")
 	}
 	if err != nil {
-		return toolError(err)
+		return toolFailure(err)
 	}
 	req := tools.Request{Name: call.Name, Args: args}
 	deadline := toolDeadline
@@ -82,18 +82,18 @@ func ExecTool(ctx context.Context, s Spec, call ToolCall, keep func(FileBefore) 
 	reply, err := runTool(ctx, s, &req, keep)
 	switch {
 	case err != nil:
-		return toolError(err)
+		return toolFailure(err)
 	case reply.Error != nil:
-		return toolError(reply.Error.Err())
+		return toolFailure(reply.Error.Err())
 	case len(reply.Result) == 0 || len(reply.Result) > maxToolResult || !json.Valid(reply.Result):
-		return toolError(abi.Errorf(syscall.EPROTO, call.Name, "the tool process gave no result, or one over %d bytes", maxToolResult))
+		return toolFailure(abi.Errorf(syscall.EPROTO, call.Name, "the tool process gave no result, or one over %d bytes", maxToolResult))
 	}
 	return string(reply.Result), false
 }
 
-// toolError is err as the JSON text a model reads: its errno's name and
+// toolFailure is err as the JSON text a model reads: its errno's name and
 // its words.
-func toolError(err error) (string, bool) {
+func toolFailure(err error) (string, bool) {
 	msg := err.Error()
 	if e, ok := err.(*abi.Error); ok {
 		msg = e.Msg

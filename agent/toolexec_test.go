@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"os"
@@ -587,4 +588,23 @@ func TestToolCancelledBeforeStart(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(s.Dir, "f")); !os.IsNotExist(err) {
 		t.Errorf("a call of a stopped run wrote: %v", err)
 	}
+}
+
+// A restore writes back bytes that are not text (content_base64), and they
+// arrive exactly: the line to the tool process carries bytes as base64.
+func TestToolWriteBytesExactly(t *testing.T) {
+	s := toolSpec(t, 1001)
+	want := []byte{0, 0xff, 0xfe, '\n', 0xc3, 0x28, 'a', 0}
+	args := argsJSON("path", "bin", "content_base64", base64.StdEncoding.EncodeToString(want))
+	res, isErr := toolCall(t, s, "fs.write", args, nil)
+	if got := readString(t, filepath.Join(s.Dir, "bin")); isErr || got != string(want) {
+		t.Errorf("fs.write content_base64: %v, file %q", res, got)
+	}
+	k := &keeper{}
+	toolCall(t, s, "fs.write", `{"path":"bin","content":"text"}`, k.keep)
+	if len(k.got) != 1 || string(k.got[0].Content) != string(want) {
+		t.Errorf("the kept bytes: %+v", k.got)
+	}
+	res, isErr = toolCall(t, s, "fs.write", `{"path":"bin","content":"x","content_base64":"eA=="}`, nil)
+	wantToolErrno(t, "content and content_base64", res, isErr, syscall.EINVAL)
 }

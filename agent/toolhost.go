@@ -49,10 +49,22 @@ type ToolHost interface {
 	// answer, or "timeout"), or the run must stop (DecisionStop); it
 	// returns DecisionStop when ctx ends.
 	Approve(ctx context.Context, call ToolCall) (decision, reason string)
-	// Ask blocks until a person answers an ask_user question; an error
-	// when ctx ends or the question timed out.
+	// Ask blocks until a person answers an ask_user question. ETIMEDOUT
+	// when no one answered in time (the model is told); any other error
+	// ends the run (the engine reported why).
 	Ask(ctx context.Context, call ToolCall, text string) (string, error)
 	// Keep records a file's content before a tool changes it; an error
 	// (the session's versions are full: EDQUOT) refuses the change.
 	Keep(call ToolCall, before FileBefore) error
+}
+
+// Resume is where a run stood when it is resumed after a restart (SPEC
+// 17): the calls of its last assistant message still without a result, in
+// order; which calls were announced already (tool_call recorded); how many
+// calls it made; the tools allowed for the rest of the run.
+type Resume struct {
+	Pending   []ToolCall
+	Announced map[string]bool
+	Steps     int
+	AllowRun  map[string]bool
 }

@@ -165,7 +165,7 @@ func (n *storeNode) statAttr(out *fuse.Attr) syscall.Errno {
 func storeAttr(out *fuse.Attr, st *unix.Stat_t, rel string, pl layout.Place) {
 	fromStat(out, st)
 	out.Ino = inoOf(rel)
-	if pl.Kind == layout.PlaceReadOnly || pl.Kind == layout.PlaceArchived {
+	if pl.Kind == layout.PlaceReadOnly || pl.Kind == layout.PlaceArchived || pl.Kind == layout.PlaceVersion {
 		out.Mode &^= 0222
 	}
 }

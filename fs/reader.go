@@ -75,7 +75,9 @@ func (n *roNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrI
 // memory (openSmall: read as they are, kept page cache). The other session files
 // are replaced whole by the engine and may be megabytes: a copy taken at
 // open, read with FOPEN_DIRECT_IO, so that no page of an older version is
-// ever served. Archived files never change: their pages are kept.
+// ever served; so is versions/index.jsonl, which grows. Archived files and
+// the contents of versions/ (named by their hash) never change: their
+// pages are kept. The engine verifies a versions file at each open (EIO).
 // Handles count against the opener's quota of open files.
 func (n *roNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if session.Memoized(n.place) && n.m.e.CheckOpen(n.place, int(flags)) == nil {
@@ -90,7 +92,7 @@ func (n *roNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32,
 	if err := n.m.e.CheckOpen(n.place, int(flags)); err != nil {
 		return nil, 0, errno(err)
 	}
-	if n.place.Kind == layout.PlaceReadOnly {
+	if n.place.Kind == layout.PlaceReadOnly || n.place.File == layout.VersionsIndex {
 		// The engine rewrites these files in place of a spare twin
 		// (replaceValue): a descriptor held across two replacements
 		// could see the twin rewritten. A copy taken at open is one

@@ -24,6 +24,16 @@ const (
 	FrameMatch      = "match"    // search: one message that holds the query
 	FrameSearched   = "searched" // search: the last frame, with counts and whether matches were cut
 	FrameImported   = "imported" // import: the one frame of a session imported
+
+	// Host-owned facts of SPEC 17: only the server records them, never an
+	// agent program.
+	FrameApprovalRequest = "approval_request" // a call waits for a person's decision
+	FrameApprovalResult  = "approval_result"  // the decision, and who took it
+	FrameQuestion        = "question"         // ask_user: a question waits for an answer
+	FrameAnswer          = "answer"           // the answer, and who gave it
+	FrameResumed         = "resumed"          // a waiting run continues after a restart
+	FramePending         = "pending"          // op pending: one waiting call
+	FramePendingEnd      = "pending_end"      // op pending: the last frame, with the count
 )
 
 // ErrorFrame is the frame that reports err: {"type":"error","code":"E…","message":"…"}.

@@ -44,6 +44,12 @@ type Request struct {
 	Query        string // search: the text to find
 	Delete       bool   // archive: delete instead
 	DryRun       bool   // archive: only say whether it would be taken
+	Run          string // approve, answer: the run of the waiting call; restore: the run to undo
+	Decision     string // approve
+	Reason       string // approve, optional
+	Text         string // answer
+	Version      int64  // restore: the version to put back, 0 when a run is named
+	Path         string // restore: only this file, "" for all
 }
 
 // wireRequest is the JSON shape; pointers tell "missing" from "empty".
@@ -59,6 +65,7 @@ type wireRequest struct {
 	Query   *string `json:"query"`
 	Delete  *bool   `json:"delete"`
 	DryRun  *bool   `json:"dry_run"`
+	decideFields
 }
 
 // CheckRequestLength is the one bound of a request line still arriving,
@@ -113,7 +120,11 @@ func ParseRequest(line []byte) (*Request, error) {
 		if r.ID == "" || !(abi.ValidName(r.ID) || abi.IsRunID(r.ID)) {
 			return nil, abi.Errorf(syscall.EINVAL, "", "cancel needs the id of a run or a client")
 		}
-	case OpStatus, OpPing, OpImport:
+	case OpStatus, OpPing, OpImport, OpPending:
+	case OpApprove, OpAnswer:
+		return r, r.checkDecide(w)
+	case OpRestore:
+		return r, r.checkRestore(w)
 	case OpSearch:
 		return r, r.checkSearch(w)
 	case OpArchive:

@@ -25,6 +25,7 @@ import (
 	"github.com/ctxfs/ctxfs/session/quota"
 	"github.com/ctxfs/ctxfs/session/reply"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
+	"github.com/ctxfs/ctxfs/session/waiting"
 )
 
 // Reply is one request's stream of frames (package reply), as the
@@ -88,6 +89,7 @@ type Engine struct {
 	derived  *behind.Queue      // derived values not yet in the store
 	limits   *quota.Limits      // what users may make the engine hold
 	defs     *agent.Cache       // agent and model definitions, read again when they change
+	waiting  *waiting.Registry  // the calls waiting for a person (run_tools.go)
 }
 
 // Open opens the store (creating it if needed, 0700), makes sure it is
@@ -110,6 +112,7 @@ func Open(cfg Config) (*Engine, error) {
 		runs:     map[string]*run{},
 		limits:   quota.NewLimits(cfg.Limits),
 		defs:     agent.NewCache(),
+		waiting:  waiting.New(waiting.Config{PerUid: cfg.Limits.WaitingPerUid}),
 	}
 	e.derived = behind.New(derivedStore{e}, cfg.Log)
 	var migrated int
@@ -163,7 +166,7 @@ func (e *Engine) Close() error {
 	if e.wal != nil {
 		keep(e.wal.Close()) // after the logs: each Close checkpoints its own
 	}
-	if e.running != nil {
+	if e.running != nil && e.running.f != nil {
 		keep(e.running.close())
 	}
 	if e.root != nil {

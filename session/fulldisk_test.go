@@ -159,7 +159,7 @@ func checkBehind(t *testing.T, q *behind.Queue) (loose int) {
 }
 
 // waiting is how many values wait to be written.
-func waiting(q *behind.Queue) int { return q.Counts("").Waiting }
+func behindWaiting(q *behind.Queue) int { return q.Counts("").Waiting }
 
 // TestFullDiskKeepsTheSessionBound: on a full disk, sends to many more
 // sessions than the engine keeps loaded leave their derived files'
@@ -191,7 +191,7 @@ func TestFullDiskKeepsTheSessionBound(t *testing.T) {
 			t.Errorf("s%d/latest.md: mode %o, uid %d, mtime %v in the store; served %o, %d, %v", i, st.Mode, st.Uid, st.Mtim, v.Stat.Mode, v.Stat.Uid, v.Stat.Mtim)
 		}
 	}
-	if loose, n := checkBehind(t, d.e.derived), waiting(d.e.derived); loose != 0 || n != 0 {
+	if loose, n := checkBehind(t, d.e.derived), behindWaiting(d.e.derived); loose != 0 || n != 0 {
 		t.Errorf("%d values (%d loose) still wait once there is room", n, loose)
 	}
 }

@@ -152,7 +152,9 @@ func (e *Engine) load(r layout.Ref) (*sess, error) {
 	}
 	s.reconcile(last)
 	for _, rec := range unfinished {
-		s.closeInterruptedRun(rec)
+		if !s.keepWaiting(rec) {
+			s.closeInterruptedRun(rec)
+		}
 	}
 	return s, nil
 }

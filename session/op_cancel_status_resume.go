@@ -29,6 +29,9 @@ func (e *Engine) cancel(c layout.Caller, loc *location, req *proto.Request) (*Re
 			runID = rec.run
 		}
 		s.mu.Unlock()
+		if s.cancelDormant(c, runID) {
+			return reply.New([]*proto.Object{proto.NewObject("type", proto.FrameCancel, "run", runID, "cancelled", true)}), nil
+		}
 		if s.ready() == nil {
 			ev := proto.NewObject("type", proto.FrameCancel, "run", runID, "cancelled", false, "stale", true,
 				"requested_id", req.ID, "uid", c.Uid, "pid", c.Pid, "ts", abi.TS(time.Now()))
@@ -88,6 +91,7 @@ func (e *Engine) status(loc *location) (*Reply, error) {
 		for _, rn := range active {
 			runs = append(runs, proto.NewObject("run", rn.id, "phase", rn.phaseNow()))
 		}
+		runs = append(runs, e.dormantRuns(s, loc)...)
 		s.fileMu.Lock()
 		updated = s.updatedAt
 		s.fileMu.Unlock()

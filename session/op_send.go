@@ -60,7 +60,7 @@ func (e *Engine) send(c layout.Caller, loc *location, req *proto.Request) (*Repl
 		if _, err := e.resolveCwd(c, loc, cwd); err != nil {
 			return nil, err
 		}
-		if err := checkStartRecords(loc, req, cwd); err != nil {
+		if err := checkStartRecords(c, loc, req, cwd); err != nil {
 			return nil, err
 		}
 		if ticket == nil {
@@ -97,7 +97,7 @@ type startRecords struct {
 
 // newStartRecords makes a send's start records, with a new run id,
 // stamped now. The logs judge their lines as they append them (EINVAL).
-func newStartRecords(loc *location, req *proto.Request, cwd string) (*startRecords, error) {
+func newStartRecords(c layout.Caller, loc *location, req *proto.Request, cwd string) (*startRecords, error) {
 	id, err := abi.NewRunID()
 	if err != nil {
 		return nil, &abi.Error{Op: "send", Errno: syscall.EIO, Msg: err.Error()}
@@ -105,9 +105,12 @@ func newStartRecords(loc *location, req *proto.Request, cwd string) (*startRecor
 	now := time.Now()
 	ts := abi.TS(now)
 	start := proto.NewObject("type", proto.FrameStart, "id", id, "run", id, "client_id", req.ID,
-		"session", loc.ref.Name, "scope", loc.scope, "cwd", cwd, "ts", ts)
+		"session", loc.ref.Name, "scope", loc.scope, "cwd", cwd, "uid", c.Uid, "gid", c.Gid, "ts", ts)
 	if loc.space != "" {
 		start.Set("space", loc.space)
+	}
+	if req.Op == proto.OpRestore {
+		start.Set("op", proto.OpRestore) // a restart resumes it as a restore (restartRun)
 	}
 	user := proto.NewObject("role", "user", "run", id, "content", req.Input, "ts", ts)
 	state := proto.NewObject("type", proto.FrameState, "state", abi.StateActive, "run", id, "ts", ts)
@@ -120,8 +123,8 @@ func newStartRecords(loc *location, req *proto.Request, cwd string) (*startRecor
 // message over the line limit (a request may hold an input whose line,
 // escaped and with its run and time stamp, does not fit). A run id and a
 // time stamp are always as long, so the records made later judge the same.
-func checkStartRecords(loc *location, req *proto.Request, cwd string) error {
-	r, err := newStartRecords(loc, req, cwd)
+func checkStartRecords(c layout.Caller, loc *location, req *proto.Request, cwd string) error {
+	r, err := newStartRecords(c, loc, req, cwd)
 	if err != nil {
 		return err
 	}
@@ -226,7 +229,7 @@ func (e *Engine) startRun(c layout.Caller, s *sess, loc *location, req *proto.Re
 	if err != nil {
 		return nil, err
 	}
-	recs, err := newStartRecords(loc, req, cwd)
+	recs, err := newStartRecords(c, loc, req, cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -377,6 +380,12 @@ func (e *Engine) dispatch(c layout.Caller, loc *location, req *proto.Request) (*
 		return e.search(c, loc, req)
 	case proto.OpArchive:
 		return e.archiveOp(loc, req)
+	case proto.OpApprove, proto.OpAnswer:
+		return e.decide(c, loc, req)
+	case proto.OpPending:
+		return e.pending(c, loc, req)
+	case proto.OpRestore:
+		return e.restore(c, loc, req)
 	}
 	return nil, abi.Errorf(syscall.EINVAL, "", "unknown op %q", req.Op)
 }

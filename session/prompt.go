@@ -8,6 +8,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
 // maxConversation bounds how much of messages.jsonl a model API run is
@@ -53,11 +54,15 @@ func (s *sess) metaObject() (*proto.Object, error) {
 
 // conversationLog is the last maxConversation bytes of messages.jsonl,
 // from the first whole line: a line cut by that bound is left out.
-func (s *sess) conversationLog() []byte {
-	size := s.msgs.Size()
+func (s *sess) conversationLog() []byte { return s.logTail(s.msgs) }
+
+// logTail is the last maxConversation bytes of a log, from the first whole
+// line.
+func (s *sess) logTail(log *sealedlog.Log) []byte {
+	size := log.Size()
 	off := max(0, size-maxConversation)
 	buf := make([]byte, size-off)
-	n, _ := s.msgs.ReadAt(buf, off)
+	n, _ := log.ReadAt(buf, off)
 	buf = buf[:n]
 	if off > 0 {
 		if i := bytes.IndexByte(buf, '\n'); i >= 0 {

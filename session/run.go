@@ -57,6 +57,13 @@ type run struct {
 	streamed  int  // bytes of frames taken so far
 
 	errCode string // the errno of the last error frame recorded, for the log (guarded by mu)
+
+	host    *toolHost     // a model run's side of its tools (run_tools.go)
+	resumed bool          // a dormant run continued after a restart (run_resume.go)
+	over    chan struct{} // closed when the run has ended
+	// acks are closed once their frame's batch is recorded (recordWait);
+	// guarded by q.
+	acks map[*proto.Object]chan struct{}
 }
 
 // st is the run's stream, which already holds its start frame: once the
@@ -69,7 +76,8 @@ func (e *Engine) newRun(s *sess, id, clientID string, c layout.Caller, loc *loca
 	}
 	sessDir := e.mountPath(loc.ref.Rel())
 	ctx, cancel := context.WithCancel(context.Background())
-	rn := &run{id: id, s: s, rec: rec, caller: c.Uid, dir: dir, clientID: clientID, started: time.Now(), stream: st, ctx: ctx, cancel: cancel, phase: "queued", wake: make(chan struct{}, 1)}
+	rn := &run{id: id, s: s, rec: rec, caller: c.Uid, dir: dir, clientID: clientID, started: time.Now(), stream: st, ctx: ctx, cancel: cancel, phase: "queued", wake: make(chan struct{}, 1), over: make(chan struct{}), acks: map[*proto.Object]chan struct{}{}}
+	rn.host = &toolHost{rn: rn}
 	rn.spec = agent.Spec{
 		RunID: id, Session: loc.ref.Name, Scope: loc.scope, Def: def,
 		Uid: uid, Gid: gid, Input: input, Dir: e.hostPath(dir),
@@ -132,12 +140,14 @@ func (rn *run) execute() {
 		rn.finish(false)
 		return
 	}
-	rn.mu.Lock()
-	rn.phase = "running"
-	rn.mu.Unlock()
+	rn.setPhase(phaseRunning)
 	rules := rn.s.e.writeSnapshots(rn)
+	rn.spec.Host = rn.host // built-in tools, and a CLI's permission prompts
 	if rn.spec.Def.AnsweredByAPI() {
 		rn.spec.Prompt = rn.s.prompt(rules)
+		if rn.resumed {
+			rn.spec.Resume = rn.s.resumeState(rn.id)
+		}
 	}
 	err := rn.s.e.prepareCLI(rn)
 	closeJail := func() {}

@@ -38,6 +38,43 @@ func (rn *run) enqueue(f *proto.Object) {
 	rn.poke()
 }
 
+// recordWait records a host fact of the run (SPEC 17) as the agent's
+// frames are, and returns it as recorded once its batch is durable and
+// handed to the readers; an error when the run was cancelled before or
+// its batch could not be recorded.
+func (rn *run) recordWait(f *proto.Object) (*proto.Object, error) {
+	fr := stamp(f, rn.id, time.Now())
+	ack := make(chan struct{})
+	rn.q.Lock()
+	if rn.cancelled {
+		rn.q.Unlock()
+		return nil, abi.Errorf(syscall.ECANCELED, "run", "the run was cancelled")
+	}
+	rn.queue = append(rn.queue, fr)
+	rn.acks[fr] = ack
+	rn.q.Unlock()
+	rn.poke()
+	<-ack
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	if rn.broken != nil {
+		return nil, rn.broken
+	}
+	return fr, nil
+}
+
+// ack wakes the recordWait callers whose frames a batch held.
+func (rn *run) ack(frames []*proto.Object) {
+	rn.q.Lock()
+	defer rn.q.Unlock()
+	for _, fr := range frames {
+		if ch := rn.acks[fr]; ch != nil {
+			close(ch)
+			delete(rn.acks, fr)
+		}
+	}
+}
+
 // finish tells the recorder that the agent is done.
 func (rn *run) finish(ok bool) {
 	rn.q.Lock()
@@ -81,6 +118,7 @@ func (rn *run) recorder() {
 		rn.mu.Lock()
 		rn.recordBatch(frames, final, status)
 		rn.mu.Unlock()
+		rn.ack(frames)
 		if final {
 			return
 		}
@@ -113,6 +151,9 @@ type batch struct {
 // events.jsonl; messages and tool results also to messages.jsonl.
 func (b *batch) add(rn *run, fr *proto.Object) {
 	b.push = append(b.push, fr)
+	if fr.Str("type") == proto.FrameMessage {
+		rn.deltas = nil // a message carries the text streamed before it
+	}
 	if fr.Str("type") == proto.FrameDelta {
 		text, _ := fr.String("text")
 		rn.deltas = append(rn.deltas, text) // pieces: no copy that doubles as it grows
@@ -147,7 +188,7 @@ func (rn *run) recordBatch(frames []*proto.Object, final bool, status string) {
 		rn.commit(&b)
 		return
 	}
-	if status != abi.StateCancelled && !rn.sawMsg && len(rn.deltas) > 0 {
+	if status != abi.StateCancelled && len(rn.deltas) > 0 {
 		// The streamed text is the run's answer: recorded after the
 		// batch's own frames, a message at a time.
 		if !rn.commit(&b) || !rn.recordDeltaText() {
@@ -199,8 +240,10 @@ func (rn *run) recordDeltaText() bool {
 		text.Reset()
 		return rn.commit(&b)
 	}
-	for i, piece := range rn.deltas {
-		rn.deltas[i] = ""
+	deltas := rn.deltas
+	rn.deltas = nil // each message flush records is made from these
+	for i, piece := range deltas {
+		deltas[i] = ""
 		for _, chunk := range splitText(piece, maxMessageText) {
 			if text.Len()+len(chunk) > maxMessageText && !flush() {
 				return false
@@ -208,7 +251,6 @@ func (rn *run) recordDeltaText() bool {
 			text.WriteString(chunk)
 		}
 	}
-	rn.deltas = nil
 	return flush()
 }
 
@@ -270,7 +312,9 @@ func (rn *run) end(done *proto.Object) {
 	}
 	delete(s.active, rn.id)
 	s.mu.Unlock()
-	s.e.forgetRun(rn)
+	s.e.forgetRun(rn) // the waiting room keeps its answers: a second one is EALREADY
+
+	close(rn.over)
 	rn.logEnd(done)
 	if done != nil {
 		rn.stream.Push(done)

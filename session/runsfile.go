@@ -17,8 +17,9 @@ import (
 // synced: a run whose line a power loss drops is still closed when its
 // session is next loaded (a start without done), only later.
 type runsFile struct {
-	mu sync.Mutex
-	f  *os.File
+	mu   sync.Mutex
+	f    *os.File
+	kept []string // lines of dormant runs found before the file was made
 }
 
 // runningRel is the runs file's place in the store.
@@ -29,11 +30,36 @@ func (j *runsFile) write(line string) {
 		return
 	}
 	j.mu.Lock()
-	j.f.WriteString(line)
+	if j.f != nil {
+		j.f.WriteString(line)
+	}
 	j.mu.Unlock()
 }
 
 func (j *runsFile) close() error { return j.f.Close() }
+
+// keep carries a dormant run (run_resume.go) into the new runs file, so
+// that the start after next finds it too.
+func (j *runsFile) keep(run, rel string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	line := "+" + run + " " + rel + "\n"
+	if j.f == nil {
+		j.kept = append(j.kept, line)
+		return
+	}
+	j.f.WriteString(line)
+}
+
+// sync makes the file durable: when a run begins to wait for a person, a
+// reboot must find it (its request is durable in its session already).
+func (j *runsFile) sync() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f != nil {
+		j.f.Sync()
+	}
+}
 
 func (e *Engine) markRunning(rn *run) {
 	if rn.s.rel != "" {
@@ -55,6 +81,7 @@ func (e *Engine) forgetRun(rn *run) {
 // previous server stopped (loading closes such runs: closeInterruptedRun),
 // then starts a new runs file.
 func (e *Engine) closeInterrupted() error {
+	e.running = &runsFile{} // made below; until then it keeps lines (keep)
 	for _, rel := range e.interruptedSessions() {
 		if ct, name, ok := layout.ParseContainerRel(rel); ok && abi.ValidSessionName(name) {
 			if _, release, err := e.lookup(layout.Ref{Container: ct, Name: name}); err == nil {
@@ -66,7 +93,13 @@ func (e *Engine) closeInterrupted() error {
 	if err != nil {
 		return err
 	}
-	e.running = &runsFile{f: f}
+	e.running.mu.Lock()
+	e.running.f = f
+	for _, line := range e.running.kept {
+		f.WriteString(line)
+	}
+	e.running.kept = nil
+	e.running.mu.Unlock()
 	return nil
 }
 

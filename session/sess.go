@@ -47,6 +47,10 @@ type clientRecord struct {
 	cwd   string
 	start *proto.Object
 	done  *proto.Object // nil while the run has not finished
+	// waiting is the run's last approval_request or question with no
+	// answer recorded (SPEC 17), nil when none: a run found unfinished
+	// with one waits again after a restart instead of being interrupted.
+	waiting *proto.Object
 
 	// ready is closed once start is recorded (or the send failed, then
 	// failed is set and the record is gone from clients).
@@ -127,6 +131,10 @@ func (s *sess) rebuildClients() (unfinished []*clientRecord, last derived, err e
 			}
 		case proto.FrameState:
 			last.state = o.Str("state")
+		case proto.FrameApprovalRequest, proto.FrameQuestion, proto.FrameApprovalResult, proto.FrameAnswer:
+			if rec := byRun[o.Str("run")]; rec != nil {
+				rec.noteWaiting(o)
+			}
 		}
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/versions"
 )
 
 // This file is what the FUSE projection (package fs) asks of the engine:
@@ -242,9 +243,12 @@ func (e *Engine) CheckOpen(pl layout.Place, flags int) error {
 		if write && (flags&syscall.O_APPEND == 0 || trunc) {
 			return abi.Errorf(syscall.EPERM, "open", "a log is opened for writing with O_APPEND only")
 		}
-	case layout.PlaceReadOnly, layout.PlaceArchived, layout.PlaceIndexList:
+	case layout.PlaceReadOnly, layout.PlaceArchived, layout.PlaceIndexList, layout.PlaceVersion:
 		if write || trunc {
 			return abi.Errorf(syscall.EPERM, "open", "read-only file")
+		}
+		if pl.Kind == layout.PlaceVersion { // verified at each open (EIO)
+			return versions.Check(e.root, e.sealKey, pl.Ref().Rel(), pl.File)
 		}
 	case layout.PlaceIndexCurrent, layout.PlaceIndexEntry:
 		if write && !pl.WritableIndex() {
@@ -502,6 +506,8 @@ func (e *Engine) Setattr(c layout.Caller, rel string, a SetAttr) error {
 		return nil
 	case layout.PlaceArchived:
 		return abi.Errorf(syscall.EPERM, "setattr", "archived sessions are read only")
+	case layout.PlaceVersion, layout.PlaceVersionsDir:
+		return abi.Errorf(syscall.EPERM, "setattr", "versions are read only")
 	}
 	n, err := e.Lookup(c.Uid, rel)
 	switch {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -129,7 +130,7 @@ func TestAimock(t *testing.T) {
 				}
 				const want = "Hello from aimock, streamed in pieces."
 				stop := map[string]string{OpenAIChat: "stop", AnthropicMessages: "end_turn"}[api]
-				if res != (Result{Text: want, InputTokens: 11, OutputTokens: 7, StopReason: stop}) {
+				if !reflect.DeepEqual(res, Result{Text: want, InputTokens: 11, OutputTokens: 7, StopReason: stop}) {
 					t.Errorf("result %+v", res)
 				}
 				if len(deltas) < 3 || strings.Join(deltas, "") != want {
@@ -146,6 +147,10 @@ func TestAimock(t *testing.T) {
 				if err != nil || res.Text == "" {
 					t.Fatalf("%+v, %v", res, err)
 				}
+			})
+			t.Run("tool calls", func(t *testing.T) {
+				t.Parallel()
+				aimockToolCalls(t, base, api)
 			})
 			for _, c := range []struct {
 				name, key, text string
@@ -170,5 +175,41 @@ func TestAimock(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// aimockToolCalls asks for tools in api's format and gets the fixture's
+// three calls back, decoded, then sends the two calls of offered tools
+// with their results, which the simulator matches only as real tool
+// messages (by the last result's call id).
+func aimockToolCalls(t *testing.T, base, api string) {
+	cfg := configFor(api, base)
+	cfg.APIKey = aimockKey
+	cfg.Timeout = 20 * time.Second
+	tools := []Tool{{Name: "fs.read", Description: "Read a file."}, {Name: "shell.exec", Description: "Run a command."}}
+	req := Request{System: "test", Turns: []Turn{{Role: RoleUser, Text: "ctxfs-tools"}}, Tools: tools}
+	deltas, res, err := collect(context.Background(), cfg, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ToolCall{
+		{ID: "call_ctxfs_1", Name: "fs.read", Arguments: `{"path":"/etc/hostname","note":"long enough to stream in pieces"}`},
+		{ID: "call_ctxfs_2", Name: "shell.exec", Arguments: `{"argv":["true"]}`},
+		{ID: "call_ctxfs_3", Name: "made_up", Arguments: `{}`}, // offered by no tool: kept as the wire spelled it
+	}
+	if res.Text != "Let me look." || strings.Join(deltas, "") != res.Text || !reflect.DeepEqual(res.ToolCalls, want) {
+		t.Fatalf("deltas %q, result %+v", deltas, res)
+	}
+	stop := map[string]string{OpenAIChat: "tool_calls", AnthropicMessages: "tool_use"}[api]
+	if res.StopReason != stop {
+		t.Errorf("stop reason %q, want %q", res.StopReason, stop)
+	}
+	req.Turns = append(req.Turns,
+		Turn{Role: RoleAssistant, Text: res.Text, ToolCalls: res.ToolCalls[:2]},
+		Turn{Role: RoleTool, ToolCallID: "call_ctxfs_1", ToolName: "fs.read", Text: "box"},
+		Turn{Role: RoleTool, ToolCallID: "call_ctxfs_2", ToolName: "shell.exec", Text: `{"exit":0}`})
+	_, res, err = collect(context.Background(), cfg, req)
+	if err != nil || res.Text != "Both tools answered." || res.ToolCalls != nil {
+		t.Fatalf("second turn: %+v, %v", res, err)
 	}
 }

@@ -33,8 +33,16 @@ type anRequest struct {
 	MaxTokens   int         `json:"max_tokens"`
 	System      string      `json:"system,omitempty"`
 	Messages    []anMessage `json:"messages"`
+	Tools       []anTool    `json:"tools,omitempty"`
 	Stream      bool        `json:"stream"`
 	Temperature *float64    `json:"temperature,omitempty"`
+}
+
+// anTool is one tool offered.
+type anTool struct {
+	Name        string          `json:"name"` // as on the wire: fs_read
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"` // a JSON Schema object
 }
 
 type anMessage struct {
@@ -61,8 +69,8 @@ const (
 	opening     = "(continued)" // before a conversation that starts with the assistant
 )
 
-func (anthropic) body(cfg Config, req Request) ([]byte, error) {
-	turns, err := plan(req.Turns, idChars) // tool_use ids must match ^[a-zA-Z0-9_-]+$
+func (anthropic) body(cfg Config, req Request, tools offered) ([]byte, error) {
+	turns, err := plan(req.Turns, tools, idChars) // tool_use ids must match ^[a-zA-Z0-9_-]+$
 	if err != nil {
 		return nil, err
 	}
@@ -75,9 +83,19 @@ func (anthropic) body(cfg Config, req Request) ([]byte, error) {
 		MaxTokens:   maxTokens,
 		System:      req.System,
 		Messages:    anMessages(turns),
+		Tools:       anTools(tools.tools),
 		Stream:      true,
 		Temperature: cfg.Temperature,
 	})
+}
+
+// anTools is the tools offered, in Anthropic's format.
+func anTools(tools []Tool) []anTool {
+	var out []anTool
+	for _, t := range tools {
+		out = append(out, anTool{Name: wireName(t.Name), Description: t.Description, InputSchema: schema(t)})
+	}
+	return out
 }
 
 // anMessages renders the planned turns as the alternating user and
@@ -115,7 +133,7 @@ func anBlocks(p planned) (string, []anBlock) {
 	switch p.role {
 	case RoleAssistant:
 		for _, c := range p.calls {
-			blocks = append(blocks, anBlock{Type: "tool_use", ID: c.ID, Name: c.Name, Input: argsObject(c.Arguments)})
+			blocks = append(blocks, anBlock{Type: "tool_use", ID: c.ID, Name: wireName(c.Name), Input: argsObject(c.Arguments)})
 		}
 		return RoleAssistant, blocks
 	case RoleTool:
@@ -163,10 +181,17 @@ type anEvent struct {
 	Message *struct {
 		Usage anUsage `json:"usage"`
 	} `json:"message"`
+	Index        int `json:"index"` // content_block_*: the block's
+	ContentBlock struct {
+		Type string `json:"type"`
+		ID   string `json:"id"`   // tool_use
+		Name string `json:"name"` // tool_use
+	} `json:"content_block"` // content_block_start
 	Delta struct {
-		Type       string `json:"type"`
-		Text       string `json:"text"`
-		StopReason string `json:"stop_reason"`
+		Type        string `json:"type"`
+		Text        string `json:"text"`         // text_delta
+		PartialJSON string `json:"partial_json"` // input_json_delta
+		StopReason  string `json:"stop_reason"`
 	} `json:"delta"`
 	Usage *anUsage `json:"usage"`
 }
@@ -178,9 +203,13 @@ type anUsage struct {
 	OutputTokens             int `json:"output_tokens"`
 }
 
-func (anthropic) decoder() decoder { return &anDecoder{} }
+func (anthropic) decoder(tools offered) decoder { return &anDecoder{tools: tools} }
 
-type anDecoder struct{ res Result }
+type anDecoder struct {
+	res   Result
+	tools offered
+	calls calls // keyed by content block index
+}
 
 // event handles one event; message_stop ends the stream. Unknown event
 // types are ignored, as Anthropic's versioning policy asks.
@@ -198,9 +227,17 @@ func (d *anDecoder) event(ev sseEvent) (string, bool, error) {
 		if e.Message != nil {
 			d.usage(e.Message.Usage)
 		}
+	case "content_block_start":
+		if e.ContentBlock.Type == "tool_use" {
+			_, err := d.calls.start(e.Index, e.ContentBlock.ID, e.ContentBlock.Name)
+			return "", false, err
+		}
 	case "content_block_delta":
-		if e.Delta.Type == "text_delta" {
+		switch e.Delta.Type {
+		case "text_delta":
 			return e.Delta.Text, false, nil
+		case "input_json_delta":
+			return "", false, d.argsPiece(e.Index, e.Delta.PartialJSON)
 		}
 	case "message_delta":
 		if e.Delta.StopReason != "" {
@@ -230,4 +267,18 @@ func (d *anDecoder) usage(u anUsage) {
 	}
 }
 
-func (d *anDecoder) result() Result { return d.res }
+// argsPiece adds a piece of a tool_use block's input. The block's start
+// carries an input too, always {} when streamed: the input is the pieces.
+// Pieces of other blocks (a server tool's input) are not calls for the
+// caller to run, and are dropped.
+func (d *anDecoder) argsPiece(index int, piece string) error {
+	if call := d.calls.at(index); call != nil {
+		return d.calls.addArgs(call, piece)
+	}
+	return nil
+}
+
+func (d *anDecoder) result() Result {
+	d.res.ToolCalls = d.calls.result(d.tools)
+	return d.res
+}

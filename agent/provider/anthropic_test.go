@@ -23,13 +23,19 @@ func TestAnthropicStreamsTextAndUsage(t *testing.T) {
 		"max_tokens": 4096,
 		"system": "be brief",
 		"stream": true,
+		"tools": [
+			{"name": "fs_list", "description": "List a directory.",
+				"input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}},
+			{"name": "fs_read", "input_schema": {"type": "object", "properties": {}}}
+		],
 		"messages": [
 			{"role": "user", "content": [{"type": "text", "text": "what is in /tmp?"}]},
 			{"role": "assistant", "content": [
-				{"type": "text", "text": "Let me look.\n\n[tool call cat (call call_2)]\n{\"path\":\"/x\"}"},
-				{"type": "tool_use", "id": "call_1", "name": "ls", "input": {"path": "/tmp"}}]},
+				{"type": "text", "text": "Let me look.\n\n[tool call fs.read (call call_2)]\n{\"path\":\"/x\"}\n\n[tool call shell.exec (call call_3)]\n{\"argv\":[\"ls\"]}"},
+				{"type": "tool_use", "id": "call_1", "name": "fs_list", "input": {"path": "/tmp"}}]},
 			{"role": "user", "content": [
 				{"type": "tool_result", "tool_use_id": "call_1", "content": "a b"},
+				{"type": "text", "text": "[tool result from shell.exec (call call_3)]\na\nb"},
 				{"type": "text", "text": "[tool error from rm (call call_9)]\ngone"},
 				{"type": "text", "text": "and?"}]},
 			{"role": "assistant", "content": [{"type": "text", "text": "done"}]},
@@ -83,7 +89,7 @@ func TestAnthropicEndpointPath(t *testing.T) {
 // anthropicJSON renders turns as the messages array.
 func anthropicJSON(t *testing.T, turns []Turn) string {
 	t.Helper()
-	p, err := plan(turns, idChars)
+	p, err := plan(turns, offer(t, "ls", "f", "g"), idChars)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +167,7 @@ func TestAnthropicUsageWithCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Result{Text: "x", InputTokens: 125, OutputTokens: 42, StopReason: "max_tokens"}); res != want {
+	if want := (Result{Text: "x", InputTokens: 125, OutputTokens: 42, StopReason: "max_tokens"}); !reflect.DeepEqual(res, want) {
 		t.Errorf("result %+v, want %+v", res, want)
 	}
 }

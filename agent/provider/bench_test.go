@@ -22,7 +22,7 @@ func BenchmarkFirstDelta(b *testing.B) {
 	}))
 	defer srv.Close()
 	cfg := configFor(OpenAIChat, srv.URL)
-	body, err := openAI{}.body(cfg, hello)
+	body, err := openAI{}.body(cfg, hello, offered{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -22,11 +22,21 @@
 //   - Both wire formats are small: a JSON request and a server-sent event
 //     stream.
 //
+// A request may offer tools (SPEC 17), in each API's own format, under
+// their names on the wire ("fs.read" goes as "fs_read": the APIs allow no
+// dot); the calls a reply makes come back in Result.ToolCalls under the
+// offered tools' own names, within MaxToolCalls and MaxToolCallBytes. A
+// call of the conversation's history goes out as a call only when its tool
+// is offered in the same request; otherwise it and its result go as text,
+// so that a request never carries a call the API would refuse for want of
+// its tool's definition, and never declares a tool the run does not offer.
+// This package only describes tools and reads calls: it runs none.
+//
 // Errors are *abi.Error values whose errno says what the caller can do:
 // ECONNREFUSED or EHOSTUNREACH (nothing answered), ETIMEDOUT, EACCES (the
-// key), EAGAIN (rate limited), EINVAL (the request or the definition),
-// EIO (the provider failed or its stream broke), EFBIG (reply too large),
-// ECANCELED (the caller cancelled).
+// key), EAGAIN (rate limited), EINVAL (the request, its tools or the
+// definition), EIO (the provider failed or its stream broke), EFBIG (the
+// reply or its tool calls too large), ECANCELED (the caller cancelled).
 //
 // The API key is sent only in the API's auth header. It never appears in
 // a URL, a request body, an error message, a delta or a Result: every

@@ -226,7 +226,7 @@ func streamHello(t *testing.T, c apiCase, path string) recorded {
 	if want := []string{"Hel", "lo, ", "wor", "ld"}; !reflect.DeepEqual(deltas, want) {
 		t.Errorf("deltas %q, want %q", deltas, want)
 	}
-	if want := (Result{Text: "Hello, world", InputTokens: 11, OutputTokens: 7, StopReason: c.stopReason}); res != want {
+	if want := (Result{Text: "Hello, world", InputTokens: 11, OutputTokens: 7, StopReason: c.stopReason}); !reflect.DeepEqual(res, want) {
 		t.Errorf("result %+v, want %+v", res, want)
 	}
 	rec := <-reqs
@@ -234,4 +234,18 @@ func streamHello(t *testing.T, c apiCase, path string) recorded {
 		t.Errorf("%s %s, want POST %s", rec.method, rec.path, path)
 	}
 	return rec
+}
+
+// offer is the offered tools of those names, with no parameters.
+func offer(t testing.TB, names ...string) offered {
+	t.Helper()
+	var tools []Tool
+	for _, n := range names {
+		tools = append(tools, Tool{Name: n})
+	}
+	o, err := newOffered(tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }

@@ -21,12 +21,26 @@ func (openAI) header(h http.Header, key string) {
 }
 
 type oaRequest struct {
-	Model         string          `json:"model"`
-	Messages      []oaMessage     `json:"messages"`
-	Stream        bool            `json:"stream"`
-	StreamOptions oaStreamOptions `json:"stream_options"`
-	MaxTokens     int             `json:"max_tokens,omitempty"`
-	Temperature   *float64        `json:"temperature,omitempty"`
+	Model               string          `json:"model"`
+	Messages            []oaMessage     `json:"messages"`
+	Tools               []oaTool        `json:"tools,omitempty"` // the API refuses an empty list
+	Stream              bool            `json:"stream"`
+	StreamOptions       oaStreamOptions `json:"stream_options"`
+	MaxTokens           int             `json:"max_tokens,omitempty"`
+	MaxCompletionTokens int             `json:"max_completion_tokens,omitempty"`
+	Temperature         *float64        `json:"temperature,omitempty"`
+}
+
+// oaTool is one tool offered, a function.
+type oaTool struct {
+	Type     string         `json:"type"` // "function"
+	Function oaToolFunction `json:"function"`
+}
+
+type oaToolFunction struct {
+	Name        string          `json:"name"` // as on the wire: fs_read
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"` // a JSON Schema object
 }
 
 type oaStreamOptions struct {
@@ -51,19 +65,56 @@ type oaFunction struct {
 	Arguments string `json:"arguments"` // JSON text, as a string
 }
 
-func (openAI) body(cfg Config, req Request) ([]byte, error) {
-	turns, err := plan(req.Turns, func(id string) bool { return id != "" })
+func (openAI) body(cfg Config, req Request, tools offered) ([]byte, error) {
+	turns, err := plan(req.Turns, tools, func(id string) bool { return id != "" })
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(oaRequest{
+	r := oaRequest{
 		Model:         cfg.ModelID,
 		Messages:      oaMessages(req.System, turns),
+		Tools:         oaTools(tools.tools),
 		Stream:        true,
 		StreamOptions: oaStreamOptions{IncludeUsage: true},
-		MaxTokens:     cfg.MaxTokens,
 		Temperature:   cfg.Temperature,
-	})
+	}
+	if wantsMaxCompletionTokens(cfg.ModelID) {
+		r.MaxCompletionTokens = cfg.MaxTokens
+	} else {
+		r.MaxTokens = cfg.MaxTokens
+	}
+	return json.Marshal(r)
+}
+
+// wantsMaxCompletionTokens says whether a model takes its output bound as
+// max_completion_tokens. OpenAI's reference marks max_tokens deprecated and
+// not supported by its o-series reasoning models (o1, o3, o3-mini,
+// o4-mini, …) and the GPT-5 series, which refuse a request that carries it
+// (400 unsupported_parameter); its older models (gpt-4o, gpt-4.1, …) take
+// either. The servers that speak this API for other models (Ollama, vLLM,
+// llama.cpp, gateways) are not all sure to know the newer field, so only
+// those families get it. The family is read from the model id's last path
+// segment, so that a gateway's "openai/o3" counts too.
+func wantsMaxCompletionTokens(modelID string) bool {
+	id := strings.ToLower(modelID)
+	if i := strings.LastIndexByte(id, '/'); i >= 0 {
+		id = id[i+1:]
+	}
+	if strings.HasPrefix(id, "gpt-5") {
+		return true
+	}
+	// o1, o3-mini, o4-mini-high, o1-preview-2024-09-12, …: "o" and a digit.
+	return len(id) >= 2 && id[0] == 'o' && id[1] >= '0' && id[1] <= '9'
+}
+
+// oaTools is the tools offered, in OpenAI's format.
+func oaTools(tools []Tool) []oaTool {
+	var out []oaTool
+	for _, t := range tools {
+		out = append(out, oaTool{Type: "function",
+			Function: oaToolFunction{Name: wireName(t.Name), Description: t.Description, Parameters: schema(t)}})
+	}
+	return out
 }
 
 // oaMessages renders the system prompt and the planned turns. OpenAI takes
@@ -80,7 +131,7 @@ func oaMessages(system string, turns []planned) []oaMessage {
 		case RoleAssistant:
 			for _, c := range p.calls {
 				m.ToolCalls = append(m.ToolCalls, oaToolCall{ID: c.ID, Type: "function",
-					Function: oaFunction{Name: c.Name, Arguments: string(argsObject(c.Arguments))}})
+					Function: oaFunction{Name: wireName(c.Name), Arguments: string(argsObject(c.Arguments))}})
 			}
 		case RoleTool:
 			m.ToolCallID, text = p.result.ToolCallID, resultText(p.result)
@@ -98,7 +149,8 @@ func oaMessages(system string, turns []planned) []oaMessage {
 type oaChunk struct {
 	Choices []struct {
 		Delta struct {
-			Content string `json:"content"`
+			Content   string        `json:"content"`
+			ToolCalls []oaCallPiece `json:"tool_calls"`
 		} `json:"delta"`
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
@@ -109,9 +161,25 @@ type oaChunk struct {
 	Error json.RawMessage `json:"error"`
 }
 
-func (openAI) decoder() decoder { return &oaDecoder{} }
+// oaCallPiece is a fragment of a streamed tool call: the first of a call
+// carries its index, id and name, the rest pieces of its arguments.
+type oaCallPiece struct {
+	Index    *int   `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
 
-type oaDecoder struct{ res Result }
+func (openAI) decoder(tools offered) decoder { return &oaDecoder{tools: tools} }
+
+type oaDecoder struct {
+	res   Result
+	tools offered
+	calls calls
+	last  int // the index of the latest fragment, for servers that send none
+}
 
 // event handles one "data:" event; "data: [DONE]" ends the stream.
 func (d *oaDecoder) event(ev sseEvent) (string, bool, error) {
@@ -134,7 +202,38 @@ func (d *oaDecoder) event(ev sseEvent) (string, bool, error) {
 	if r := ch.Choices[0].FinishReason; r != "" {
 		d.res.StopReason = r
 	}
+	for _, p := range ch.Choices[0].Delta.ToolCalls {
+		if err := d.callPiece(p); err != nil {
+			return "", false, err
+		}
+	}
 	return ch.Choices[0].Delta.Content, false, nil
 }
 
-func (d *oaDecoder) result() Result { return d.res }
+// callPiece adds a fragment to its call. A fragment starts a call when its
+// index is new, or when it carries an id other than the call's at that
+// index (servers that number every call 0, each sent whole). A later name
+// piece is appended unless it repeats the name held (servers differ on
+// whether they split names or repeat them).
+func (d *oaDecoder) callPiece(p oaCallPiece) error {
+	if p.Index != nil {
+		d.last = *p.Index
+	}
+	call := d.calls.at(d.last)
+	if call == nil || p.ID != "" && p.ID != call.id {
+		var err error
+		if call, err = d.calls.start(d.last, p.ID, p.Function.Name); err != nil {
+			return err
+		}
+	} else if n := p.Function.Name; n != "" && n != call.name {
+		if err := d.calls.addName(call, n); err != nil {
+			return err
+		}
+	}
+	return d.calls.addArgs(call, p.Function.Arguments)
+}
+
+func (d *oaDecoder) result() Result {
+	d.res.ToolCalls = d.calls.result(d.tools)
+	return d.res
+}

@@ -9,21 +9,29 @@ import (
 	"testing"
 )
 
-// toolRequest has every kind of turn: a paired tool call, a call never
-// answered, a result whose call is unknown, and plain text both ways.
+// toolRequest offers two tools and has every kind of turn: a paired call
+// of an offered tool, a call never answered, a paired call of a tool not
+// offered (text, with its result), a result whose call is unknown, and
+// plain text both ways.
 var toolRequest = Request{
 	System: "be brief",
 	Turns: []Turn{
 		{Role: RoleUser, Text: "what is in /tmp?"},
 		{Role: RoleAssistant, Text: "Let me look.", ToolCalls: []ToolCall{
-			{ID: "call_1", Name: "ls", Arguments: `{"path":"/tmp"}`},
-			{ID: "call_2", Name: "cat", Arguments: `{"path":"/x"}`}, // never answered
+			{ID: "call_1", Name: "fs.list", Arguments: `{"path":"/tmp"}`},
+			{ID: "call_2", Name: "fs.read", Arguments: `{"path":"/x"}`},      // never answered
+			{ID: "call_3", Name: "shell.exec", Arguments: `{"argv":["ls"]}`}, // not offered
 		}},
-		{Role: RoleTool, ToolCallID: "call_1", ToolName: "ls", Text: "a b"},
+		{Role: RoleTool, ToolCallID: "call_1", ToolName: "fs.list", Text: "a b"},
+		{Role: RoleTool, ToolCallID: "call_3", ToolName: "shell.exec", Text: "a\nb"},
 		{Role: RoleTool, ToolCallID: "call_9", ToolName: "rm", Text: "gone", IsError: true}, // answers nothing
 		{Role: RoleUser, Text: "and?"},
 		{Role: RoleAssistant, Text: "done"},
 		{Role: RoleUser, Text: "thanks"},
+	},
+	Tools: []Tool{
+		{Name: "fs.list", Description: "List a directory.", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)},
+		{Name: "fs.read"}, // no description, no parameters
 	},
 }
 
@@ -74,12 +82,18 @@ func TestOpenAIStreamsTextAndUsage(t *testing.T) {
 		"model": "test-model",
 		"stream": true,
 		"stream_options": {"include_usage": true},
+		"tools": [
+			{"type": "function", "function": {"name": "fs_list", "description": "List a directory.",
+				"parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}},
+			{"type": "function", "function": {"name": "fs_read", "parameters": {"type": "object", "properties": {}}}}
+		],
 		"messages": [
 			{"role": "system", "content": "be brief"},
 			{"role": "user", "content": "what is in /tmp?"},
-			{"role": "assistant", "content": "Let me look.\n\n[tool call cat (call call_2)]\n{\"path\":\"/x\"}",
-			 "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{\"path\":\"/tmp\"}"}}]},
+			{"role": "assistant", "content": "Let me look.\n\n[tool call fs.read (call call_2)]\n{\"path\":\"/x\"}\n\n[tool call shell.exec (call call_3)]\n{\"argv\":[\"ls\"]}",
+			 "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "fs_list", "arguments": "{\"path\":\"/tmp\"}"}}]},
 			{"role": "tool", "tool_call_id": "call_1", "content": "a b"},
+			{"role": "user", "content": "[tool result from shell.exec (call call_3)]\na\nb"},
 			{"role": "user", "content": "[tool error from rm (call call_9)]\ngone"},
 			{"role": "user", "content": "and?"},
 			{"role": "assistant", "content": "done"},
@@ -119,7 +133,7 @@ func TestOpenAIToolOnlyAssistant(t *testing.T) {
 		{Role: RoleUser, Text: "go"},
 		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "run"}}},
 		{Role: RoleTool, ToolCallID: "c1"},
-	}, func(id string) bool { return id != "" })
+	}, offer(t, "run"), func(id string) bool { return id != "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +168,7 @@ func TestOpenAINoUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res != (Result{Text: "ab"}) {
+	if !reflect.DeepEqual(res, Result{Text: "ab"}) {
 		t.Errorf("result %+v", res)
 	}
 }

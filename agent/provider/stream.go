@@ -18,8 +18,8 @@ import (
 type wire interface {
 	url(endpoint string) string
 	header(h http.Header, key string)
-	body(cfg Config, req Request) ([]byte, error)
-	decoder() decoder
+	body(cfg Config, req Request, tools offered) ([]byte, error)
+	decoder(tools offered) decoder
 }
 
 // decoder reads one reply's events.
@@ -27,7 +27,8 @@ type decoder interface {
 	// event handles one event: the text it carries, whether it is the
 	// API's end of stream, and a malformedError or an apiError.
 	event(ev sseEvent) (text string, done bool, err error)
-	// result is the usage and stop reason seen; Text is the caller's.
+	// result is the usage, stop reason and tool calls seen; Text is the
+	// caller's.
 	result() Result
 }
 
@@ -66,7 +67,11 @@ func stream(ctx context.Context, cfg Config, req Request, delta func(string)) (R
 		return Result{}, err.(*abi.Error)
 	}
 	w := wireFor(cfg.API)
-	body, err := w.body(cfg, req)
+	tools, err := newOffered(req.Tools)
+	if err != nil {
+		return Result{}, abi.Errorf(syscall.EINVAL, cfg.API, "%v", err)
+	}
+	body, err := w.body(cfg, req, tools)
 	if err != nil {
 		return Result{}, abi.Errorf(syscall.EINVAL, cfg.API, "%v", err)
 	}
@@ -86,7 +91,7 @@ func stream(ctx context.Context, cfg Config, req Request, delta func(string)) (R
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
 		return Result{}, c.notStream(resp)
 	}
-	return c.read(resp.Body, w.decoder(), delta)
+	return c.read(resp.Body, w.decoder(tools), delta)
 }
 
 var (
@@ -280,6 +285,7 @@ func (c *call) read(body io.Reader, dec decoder, delta func(string)) (Result, *a
 			}
 			res := dec.result()
 			res.Text = text.all.String()
+			res.ToolCalls = scrubCalls(res.ToolCalls, c.cfg.APIKey)
 			return res, nil
 		}
 	}
@@ -302,6 +308,10 @@ func (c *call) eventError(err error) *abi.Error {
 	var api apiError
 	if errors.As(err, &api) {
 		return c.errorf(api.errno(), "error event: %s", quote([]byte(api.Error()), c.cfg.APIKey))
+	}
+	var big callSizeError
+	if errors.As(err, &big) {
+		return c.errorf(syscall.EFBIG, "%s", big.what)
 	}
 	return c.errorf(syscall.EIO, "malformed stream: %s", quote([]byte(err.Error()), c.cfg.APIKey))
 }

@@ -15,6 +15,14 @@ import (
 // result may come from a program that never recorded the call. plan pairs
 // what it can and turns the rest into plain text, so that what is sent is
 // always a request the API accepts and nothing of the history is lost.
+//
+// Both APIs also refuse a request that carries tool calls but does not
+// define their tools (Anthropic: tool_use and tool_result blocks need
+// tools), and a tool must never be declared that the run does not offer.
+// So a call of the history goes out as a call only when its tool is one
+// of Request.Tools; a call of any other tool (a run with other tools, a
+// tool since removed from the definition, a name the model made up), and
+// its result, go out as text.
 
 // Roles of a Turn.
 const (
@@ -27,17 +35,17 @@ const (
 type planned struct {
 	role   string     // RoleUser, RoleAssistant or RoleTool
 	text   string     // user and assistant turns
-	calls  []ToolCall // assistant: only calls whose result follows
+	calls  []ToolCall // assistant: only calls of offered tools whose result follows, names as ctxfs spells them
 	result Turn       // tool: a result answering a call of the assistant turn before
 }
 
 // plan pairs tool calls with results. A call is kept as a call when its
-// id passes idOK, is unique in the request, its name is a valid function
-// name, and a tool turn in the run of tool turns right after its assistant
+// id passes idOK, is unique in the request, its tool is offered, and a
+// tool turn in the run of tool turns right after its assistant
 // turn answers it; such results follow their assistant turn in the order
 // they came. Every other call is appended to its assistant's text, and
 // every other result becomes user text after the paired results.
-func plan(turns []Turn, idOK func(string) bool) ([]planned, error) {
+func plan(turns []Turn, tools offered, idOK func(string) bool) ([]planned, error) {
 	if len(turns) == 0 {
 		return nil, fmt.Errorf("the request has no turns")
 	}
@@ -57,7 +65,7 @@ func plan(turns []Turn, idOK func(string) bool) ([]planned, error) {
 			for j < len(turns) && turns[j].Role == RoleTool {
 				j++
 			}
-			out = append(out, pairRun(t, turns[i+1:j], used, idOK)...)
+			out = append(out, pairRun(t, turns[i+1:j], used, tools, idOK)...)
 			i = j
 		default:
 			return nil, fmt.Errorf("turn %d: role %q is not %s, %s or %s", i, t.Role, RoleUser, RoleAssistant, RoleTool)
@@ -67,7 +75,7 @@ func plan(turns []Turn, idOK func(string) bool) ([]planned, error) {
 }
 
 // pairRun plans one assistant turn and the tool turns right after it.
-func pairRun(a Turn, results []Turn, used map[string]bool, idOK func(string) bool) []planned {
+func pairRun(a Turn, results []Turn, used map[string]bool, tools offered, idOK func(string) bool) []planned {
 	firstResult := map[string]int{} // call id → index of its first result
 	for k := len(results) - 1; k >= 0; k-- {
 		firstResult[results[k].ToolCallID] = k
@@ -76,7 +84,7 @@ func pairRun(a Turn, results []Turn, used map[string]bool, idOK func(string) boo
 	asst := planned{role: RoleAssistant, text: a.Text}
 	for _, c := range a.ToolCalls {
 		k, ok := firstResult[c.ID]
-		if ok && c.ID != "" && idOK(c.ID) && nameOK(c.Name) && !used[c.ID] {
+		if ok && c.ID != "" && idOK(c.ID) && tools.has(c.Name) && !used[c.ID] {
 			used[c.ID], answered[k] = true, true
 			asst.calls = append(asst.calls, c)
 			continue

@@ -266,7 +266,7 @@ func change(name string, a *Args, keep func(*Before) error) (any, error) {
 			return nil, err
 		}
 	default:
-		content = []byte(a.Content)
+		content = a.Content
 		if t.file == nil {
 			res.Action = "create"
 		}
@@ -306,11 +306,11 @@ func replaced(t *target, a *Args) ([]byte, int, error) {
 	if t.file == nil {
 		return nil, 0, abi.Errorf(syscall.ENOENT, "", "%s does not exist", a.Path)
 	}
-	n := bytes.Count(t.content, []byte(a.Old))
+	n := bytes.Count(t.content, a.Old)
 	if n != a.Count {
 		return nil, 0, abi.Errorf(syscall.EINVAL, "", "old occurs %d times in %s, not %d: nothing was replaced", n, a.Path, a.Count)
 	}
-	out := bytes.ReplaceAll(t.content, []byte(a.Old), []byte(a.New))
+	out := bytes.ReplaceAll(t.content, a.Old, a.New)
 	if len(out) > MaxBefore {
 		return nil, 0, abi.Errorf(syscall.EFBIG, "", "%s would be over %d bytes", a.Path, MaxBefore)
 	}

@@ -74,9 +74,10 @@ func failure(err error) *Failure {
 	return &Failure{abi.ErrnoName(abi.Errno(err)), err.Error()}
 }
 
-// MaxLine bounds one protocol line either way: a Before of MaxBefore
-// bytes in base64, or a request of MaxArguments, with room for the rest.
-const MaxLine = MaxBefore/3*4 + MaxArguments + 64<<10
+// MaxLine bounds one protocol line either way: every byte string goes in
+// base64, so a Before of MaxBefore bytes, a request's content of as many,
+// or fs.replace's old and new of MaxWrite each, with room for the rest.
+const MaxLine = 2*(MaxBefore/3*4+4) + 64<<10
 
 // ReadLine reads one protocol line into v; a line over MaxLine is EFBIG.
 func ReadLine(r *bufio.Reader, v any) error {

@@ -48,7 +48,7 @@ func TestParse(t *testing.T) {
 		t.Errorf("shell.exec command: %+v, %v", a, err)
 	}
 	a, err = Parse(FSReplace, `{"path":"p","old":"a","new":""}`)
-	if err != nil || a.Count != 1 || a.New != "" {
+	if err != nil || a.Count != 1 || len(a.New) != 0 {
 		t.Errorf("fs.replace: %+v, %v", a, err)
 	}
 	a, err = Parse(FSRead, ` {"path":"p","offset":5,"limit":10} `)
@@ -81,7 +81,7 @@ func FuzzParse(f *testing.F) {
 		switch {
 		case len(a.Path) > MaxPath || strings.IndexByte(a.Path, 0) >= 0:
 			t.Fatalf("path %q passed", a.Path)
-		case len(a.Content) > MaxWrite || a.Offset < 0 || a.Limit < 0 || a.Limit > MaxOutput:
+		case len(a.Content) > MaxBefore || a.Offset < 0 || a.Limit < 0 || a.Limit > MaxOutput:
 			t.Fatalf("bounds passed: %+v", a)
 		case name == ShellExec && (len(a.Argv) == 0 || a.Timeout < 1 || a.Timeout > MaxTimeout):
 			t.Fatalf("shell.exec passed: %+v", a)

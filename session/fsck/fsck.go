@@ -14,6 +14,7 @@ import (
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
+	"github.com/ctxfs/ctxfs/session/versions"
 )
 
 // Report receives fsck's findings as they come.
@@ -216,6 +217,9 @@ func fsckSession(root *storefs.Root, plan *journalView, dir string, repair bool,
 			}
 			report(p.Path, p.What)
 		}
+	}
+	for _, p := range versions.Verify(root, plan.key, dir) {
+		report(p.Path, p.What)
 	}
 	for name, check := range valueChecks {
 		p := dir + "/" + name

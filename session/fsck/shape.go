@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
+	"github.com/ctxfs/ctxfs/session/versions"
 )
 
 // What checkShape says about names it does not expect.
@@ -226,6 +228,10 @@ func (w *shapeWalk) dot(dir string, dp layout.Place, name string, st *unix.Stat_
 		if w.isType(rel, st, unix.S_IFREG) {
 			w.owned(rel, st, own)
 		}
+	case name == versions.SealFile && shapeVersionsDir(dir, dp):
+		if w.isType(rel, st, unix.S_IFREG) {
+			w.owned(rel, st, own) // what it vouches for, Verify checks
+		}
 	case (dp.Kind == layout.PlaceHome || dp.Kind == layout.PlaceSpace) && name == ".self_id":
 		own.rootOK = true // the engine keeps it as root or as the home's owner
 		w.flat(rel, st, own, func(string) bool { return true })
@@ -354,4 +360,13 @@ func (w *shapeWalk) list(rel string) []storefs.Entry {
 	}
 	sort.Slice(ents, func(i, j int) bool { return ents[i].Name < ents[j].Name })
 	return ents
+}
+
+// shapeVersionsDir reports whether dir (place dp) is a session's
+// versions/, live or archived: where the index's seal is.
+func shapeVersionsDir(dir string, dp layout.Place) bool {
+	if dp.Kind == layout.PlaceVersionsDir {
+		return dp.File == abi.DirVersions
+	}
+	return dp.Kind == layout.PlaceArchived && path.Base(dir) == abi.DirVersions && shapeArchivedSession(path.Dir(dir), layout.Classify(path.Dir(dir)))
 }

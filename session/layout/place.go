@@ -38,6 +38,8 @@ const (
 	PlaceFreeRoot                      // an agent's root/ or a session's context/
 	PlaceFree                          // anything below a free root
 	PlaceArchived                      // archived_sessions and everything below it: read only
+	PlaceVersionsDir                   // a session's versions/ and versions/sha256/: read only
+	PlaceVersion                       // versions/index.jsonl, versions/sha256/<hex>: read only, verified at open
 )
 
 // Place is what Classify found.
@@ -46,7 +48,7 @@ type Place struct {
 	Home      string    // "home/<uid>" or "shared/<space>", when below one
 	Container Container // for PlaceSessions and everything below it
 	Session   string    // the session name, for PlaceSession and below
-	File      string    // the session file name (PlaceLog, PlaceValue, PlaceReadOnly, PlaceCtl, context)
+	File      string    // the session file name (PlaceLog, PlaceValue, PlaceReadOnly, PlaceCtl, context; versions/... below versions/)
 	IndexKind string    // abi.IndexByCwd, abi.IndexByHash or abi.IndexByUUID
 	Key       string    // the index entry key
 }
@@ -60,7 +62,7 @@ func (p Place) IsDir() bool {
 	switch p.Kind {
 	case PlaceTop, PlaceHome, PlaceSpace, PlaceAgents, PlaceAgent, PlaceModels,
 		PlaceProvider, PlaceModel, PlaceSessions, PlaceIndex, PlaceIndexKeys,
-		PlaceSession, PlaceFreeRoot:
+		PlaceSession, PlaceFreeRoot, PlaceVersionsDir:
 		return true
 	}
 	return false
@@ -227,6 +229,9 @@ func classifySessions(p Place, parts []string) Place {
 		p.Kind = PlaceSession
 		return p
 	}
+	if parts[1] == abi.DirVersions {
+		return classifyVersions(p, parts[1:])
+	}
 	kind, ok := sessionFiles[parts[1]]
 	if !ok {
 		return Place{}
@@ -343,4 +348,30 @@ func InFreeTree(rel string, p Place) bool {
 		return len(parts) >= 6 && parts[5] == abi.DirContext
 	}
 	return false
+}
+
+// classifyVersions: versions/{index.jsonl,sha256/<64 lowercase hex>}
+// (SPEC 17); parts starts at "versions". Nothing else is a name there:
+// the store's own files (the index's seal, temporary files) stay hidden.
+func classifyVersions(p Place, parts []string) Place {
+	p.File = strings.Join(parts, "/")
+	switch {
+	case len(parts) == 1, len(parts) == 2 && parts[1] == abi.DirVersionsContents:
+		p.Kind = PlaceVersionsDir
+	case len(parts) == 2 && parts[1] == abi.FileVersionsIndex,
+		len(parts) == 3 && parts[1] == abi.DirVersionsContents && ValidContentName(parts[2]):
+		p.Kind = PlaceVersion
+	default:
+		return Place{}
+	}
+	return p
+}
+
+// VersionsIndex is the File of a session's versions index.
+const VersionsIndex = abi.DirVersions + "/" + abi.FileVersionsIndex
+
+// ValidContentName reports whether name names a content of versions/:
+// a SHA-256 in 64 lowercase hex digits.
+func ValidContentName(name string) bool {
+	return len(name) == 64 && strings.Trim(name, "0123456789abcdef") == ""
 }

@@ -34,6 +34,11 @@ type Limits struct {
 	ScanSlots *ScanGate
 	ScanBytes int64
 
+	// VersionBytes bounds what one session's file versions hold, its
+	// kept contents and their index (SPEC 17; EDQUOT at the Keep that
+	// would pass it, which writes nothing; session/versions).
+	VersionBytes int64
+
 	// What a writer through the mount makes the server hold between its
 	// writes (issue 19, findings 11 and 12): the bytes of unfinished ctl
 	// requests and unfinished log lines, together, per uid (EAGAIN at the
@@ -66,7 +71,16 @@ type LimitConfig struct {
 	// search_slots=N (server-wide) and search_scan=BYTES (per search).
 	SearchesPerUid, SearchSlots int
 	SearchScanBytes             int64
+
+	// WaitingPerUid bounds the calls one uid may have waiting for a
+	// person (SPEC 17, session/waiting): CTXFS_LIMITS waiting=N.
+	WaitingPerUid int
+	// The file versions one session may hold (versions=BYTES).
+	VersionBytes int64
 }
+
+// DefaultVersionBytes is Limits.VersionBytes unless CTXFS_LIMITS sets it.
+const DefaultVersionBytes = 64 << 20
 
 // The free trees' default quota per uid: room for a toolchain and a
 // project in root/, and a bound that one user's walk at start-up and one
@@ -77,7 +91,7 @@ const (
 )
 
 // limitNames are the names CTXFS_LIMITS knows.
-const limitNames = "conns, open, runs, freebytes, freeinodes, searches, search_slots, search_scan"
+const limitNames = "conns, open, runs, freebytes, freeinodes, searches, search_slots, search_scan, waiting, versions"
 
 // FromEnv reads per-uid bounds from CTXFS_LIMITS, a comma-separated
 // list of NAME=N for the names of limitNames (what an operator, or a
@@ -112,6 +126,10 @@ func FromEnv(getenv func(string) string) (LimitConfig, error) {
 			c.SearchSlots = n
 		case "search_scan":
 			c.SearchScanBytes = int64(n)
+		case "waiting":
+			c.WaitingPerUid = n
+		case "versions":
+			c.VersionBytes = int64(n)
 		default:
 			return c, fmt.Errorf("CTXFS_LIMITS: unknown bound %q (%s)", k, limitNames)
 		}
@@ -142,5 +160,6 @@ func NewLimits(c LimitConfig) *Limits {
 		Free: NewFreeQuota(int64(or(int(c.FreeBytesPerUid), defaultFreeBytes)), int64(or(int(c.FreeInodesPerUid), defaultFreeInodes)), nil),
 	}
 	l.setSearchLimits(c)
+	l.VersionBytes = int64(or(int(c.VersionBytes), DefaultVersionBytes))
 	return l
 }

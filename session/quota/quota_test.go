@@ -51,3 +51,15 @@ func TestSearchLimitsFromEnv(t *testing.T) {
 		t.Fatalf("an unknown name: %v", err)
 	}
 }
+
+// TestVersionBytesFromEnv: a session's file versions are bounded by
+// CTXFS_LIMITS versions=BYTES, else by the default.
+func TestVersionBytesFromEnv(t *testing.T) {
+	c, err := FromEnv(func(string) string { return "versions=4096" })
+	if err != nil || c.VersionBytes != 4096 || NewLimits(c).VersionBytes != 4096 {
+		t.Fatalf("%+v %v", c, err)
+	}
+	if l := NewLimits(LimitConfig{}); l.VersionBytes != DefaultVersionBytes {
+		t.Fatalf("default %d", l.VersionBytes)
+	}
+}

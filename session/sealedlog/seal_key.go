@@ -63,6 +63,12 @@ func (k *Key) verifies(b, sum []byte) bool {
 	return k != nil && k.secret != nil && hmac.Equal(k.mac(b), sum)
 }
 
+// Sum and Verifies are the key's MAC for a record kept outside a log's
+// seal (session/versions: the seal of a session's versions index), so
+// that it proves who wrote it as a log's seal does.
+func (k *Key) Sum(b []byte) []byte         { return k.mac(b) }
+func (k *Key) Verifies(b, sum []byte) bool { return k.verifies(b, sum) }
+
 func (k *Key) acceptsUnkeyed() bool { return k != nil && k.unkeyed }
 
 // Migrating reports whether the store's seals are still being made keyed:

@@ -1,0 +1,227 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// runAPI answers a run with the definition's model API (SPEC 10 and 17).
+// Each reply streams as delta frames; a reply that calls tools is recorded
+// as an assistant message with its calls (a message frame), each call is
+// announced (tool_call), decided when the definition asks (ToolHost),
+// executed as the session's uid in the agent's isolation, and its result
+// recorded (tool_result) and sent back in the next request; the loop ends
+// with a reply that calls nothing, whose text the engine records as the
+// assistant message, or with ELOOP once the run made Def.Steps calls.
+// After a cancel nothing more is emitted: the request is aborted with ctx.
+func runAPI(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
+	cfg, err := apiConfig(s)
+	if err != nil {
+		emit(proto.ErrorFrame(err))
+		return false
+	}
+	l := newToolLoop(s, emit, s.Def.Steps, s.Def.Tools)
+	if s.Prompt != nil {
+		l.req = *s.Prompt
+	}
+	l.req.Tools = toolSpecs(s.Def.Tools)
+	pending := l.resume()
+	for {
+		if len(pending) > 0 {
+			if !l.callAll(ctx, pending) {
+				return false
+			}
+		}
+		res, ok := l.ask(ctx, cfg)
+		if !ok {
+			return false
+		}
+		if len(res.ToolCalls) == 0 {
+			return true // the deltas are the answer: the engine records them
+		}
+		l.nameCalls(res.ToolCalls)
+		emit(callsMessage(res.Text, res.ToolCalls))
+		l.req.Turns = append(l.req.Turns, provider.Turn{Role: provider.RoleAssistant, Text: res.Text, ToolCalls: res.ToolCalls})
+		pending = res.ToolCalls
+	}
+}
+
+// toolLoop is one run's state between its calls (a model's, or a
+// restore's).
+type toolLoop struct {
+	s         Spec
+	emit      func(*proto.Object)
+	req       provider.Request
+	offer     []string        // the tools the run may call
+	maxSteps  int             // the most calls the run may make
+	steps     int             // calls made so far in this run
+	failed    int             // calls whose result is an error
+	allowRun  map[string]bool // tools allowed for the rest of the run (allow_run)
+	announced map[string]bool // calls whose tool_call a resumed run recorded already
+}
+
+func newToolLoop(s Spec, emit func(*proto.Object), maxSteps int, offer []string) *toolLoop {
+	return &toolLoop{s: s, emit: emit, offer: offer, maxSteps: maxSteps, allowRun: map[string]bool{}, announced: map[string]bool{}}
+}
+
+// resume takes where a resumed run stood (Spec.Resume): the calls it still
+// has to make, first.
+func (l *toolLoop) resume() []ToolCall {
+	r := l.s.Resume
+	if r == nil {
+		return nil
+	}
+	l.steps = r.Steps
+	for name := range r.AllowRun {
+		l.allowRun[name] = true
+	}
+	for id := range r.Announced {
+		l.announced[id] = true
+	}
+	return r.Pending
+}
+
+// nameCalls gives every call an id a person can answer: a provider may
+// send none, and the model's ids are its own (proto.ValidCallID bounds
+// them); a replaced id is "ctx-" and the call's number in the run.
+func (l *toolLoop) nameCalls(calls []ToolCall) {
+	for i := range calls {
+		if !proto.ValidCallID(calls[i].ID) {
+			calls[i].ID = fmt.Sprintf("ctx-%d", l.steps+i+1)
+		}
+	}
+}
+
+// ask sends the conversation so far and streams the reply.
+func (l *toolLoop) ask(ctx context.Context, cfg provider.Config) (provider.Result, bool) {
+	res, err := provider.Stream(ctx, cfg, l.req, func(text string) {
+		l.emit(proto.NewObject("type", proto.FrameDelta, "text", text))
+	})
+	switch {
+	case ctx.Err() != nil:
+		return res, false
+	case err != nil:
+		l.emit(proto.ErrorFrame(err))
+		return res, false
+	}
+	l.emit(proto.NewObject("type", proto.FrameUsage, "model", l.s.Def.Model, "model_id", cfg.ModelID,
+		"input_tokens", res.InputTokens, "output_tokens", res.OutputTokens))
+	return res, true
+}
+
+// callsMessage is an assistant message with its text and tool calls.
+func callsMessage(text string, calls []ToolCall) *proto.Object {
+	var parts []*proto.Object
+	if text != "" {
+		parts = append(parts, proto.NewObject("type", "text", "text", text))
+	}
+	for _, c := range calls {
+		parts = append(parts, proto.NewObject("type", "tool_call", "id", c.ID, "name", c.Name, "arguments", provider.ArgsObject(c.Arguments)))
+	}
+	return proto.NewObject("type", proto.FrameMessage, "role", "assistant", "content", parts)
+}
+
+// callAll makes the calls of one reply in order; false when the run must
+// end (the step budget, a stop, a cancel).
+func (l *toolLoop) callAll(ctx context.Context, calls []ToolCall) bool {
+	for _, c := range calls {
+		if l.steps >= l.maxSteps {
+			l.emit(proto.ErrorFrame(abi.Errorf(syscall.ELOOP, "run", "the run made %d tool calls, the most its definition allows (steps)", l.maxSteps)))
+			return false
+		}
+		l.steps++
+		if !l.announced[c.ID] {
+			l.emit(proto.NewObject("type", proto.FrameToolCall, "id", c.ID, "name", c.Name, "arguments", provider.ArgsObject(c.Arguments)))
+		}
+		content, isErr, ok := l.call(ctx, c)
+		if !ok || ctx.Err() != nil {
+			return false
+		}
+		if isErr {
+			l.failed++
+		}
+		l.emit(proto.NewObject("type", proto.FrameToolResult, "tool_call_id", c.ID, "name", c.Name, "content", content, "is_error", isErr))
+		l.req.Turns = append(l.req.Turns, provider.Turn{Role: provider.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Text: content, IsError: isErr})
+	}
+	return true
+}
+
+// call decides and makes one call: its result's text and whether it is an
+// error; ok false when the run must end.
+func (l *toolLoop) call(ctx context.Context, c ToolCall) (content string, isErr, ok bool) {
+	if !l.offered(c.Name) {
+		return toolError("the tool %q is not offered to this agent", c.Name), true, true
+	}
+	if c.Name == ToolAskUser {
+		return l.askUser(ctx, c)
+	}
+	if l.mustAsk(c.Name) {
+		decision, reason := l.s.Host.Approve(ctx, c)
+		switch decision {
+		case DecisionStop:
+			return "", false, false
+		case DecisionDeny:
+			if reason == "" {
+				return "denied", true, true
+			}
+			return "denied: " + reason, true, true
+		case DecisionAllowRun:
+			l.allowRun[c.Name] = true
+		}
+	}
+	keep := func(b FileBefore) error { return l.s.Host.Keep(c, b) }
+	content, isErr = ExecTool(ctx, l.s, c, keep)
+	return content, isErr, true
+}
+
+// askUser puts an ask_user call's question to a person and returns the
+// answer as its result.
+func (l *toolLoop) askUser(ctx context.Context, c ToolCall) (string, bool, bool) {
+	var args struct {
+		Text     string `json:"text"`
+		Question string `json:"question"`
+	}
+	if json.Unmarshal(provider.ArgsObject(c.Arguments), &args) != nil || args.Text+args.Question == "" {
+		return toolError("ask_user takes {\"text\": the question}"), true, true
+	}
+	if args.Text == "" {
+		args.Text = args.Question
+	}
+	answer, err := l.s.Host.Ask(ctx, c, args.Text)
+	switch {
+	case ctx.Err() != nil:
+		return "", false, false
+	case abi.Errno(err) == syscall.ETIMEDOUT: // no one answered: the model is told
+		return toolError("no answer: %v", err), true, true
+	case err != nil: // the question could not wait (the engine said why)
+		return "", false, false
+	}
+	return answer, false, true
+}
+
+// offered reports whether the run offers the tool.
+func (l *toolLoop) offered(name string) bool {
+	for _, t := range l.offer {
+		if t == name {
+			return true
+		}
+	}
+	return false
+}
+
+// mustAsk reports whether a call of the tool waits for a person: with
+// approval ask, a tool that writes or executes, unless allowed for the
+// rest of the run.
+func (l *toolLoop) mustAsk(name string) bool {
+	if l.s.Def.Approval != ApprovalAsk || l.allowRun[name] {
+		return false
+	}
+	c := toolClass(name)
+	return c == 'w' || c == 'x'
+}

@@ -1,0 +1,162 @@
+package session
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/waiting"
+)
+
+// toolHost is the engine's side of a model run's tools (agent.ToolHost,
+// SPEC 17): it records the host-owned facts (approval_request,
+// approval_result, question, answer) and waits in the server's waiting
+// room (session/waiting) for a person's answer.
+type toolHost struct {
+	rn *run
+	// preset is the answer that resumed a dormant run (resumeRun): the
+	// run's first wait takes it instead of asking again.
+	preset *presetAnswer
+}
+
+type presetAnswer struct {
+	call  waiting.Call
+	a     waiting.Answer
+	reply chan<- answered
+}
+
+// answered is what the op that answered gets back: the recorded frame.
+type answered struct {
+	frame *proto.Object
+	err   error
+}
+
+// delivery is an answer on its way from the op (or the timeout) to the
+// waiting run, with the way back for the recorded frame.
+type delivery struct {
+	a     waiting.Answer
+	reply chan<- answered
+}
+
+// Approve records the call's approval_request, waits for the decision and
+// records it (approval_result). A stop cancels the run: done cancelled.
+func (h *toolHost) Approve(ctx context.Context, c agent.ToolCall) (string, string) {
+	req := proto.NewObject("type", proto.FrameApprovalRequest, "id", c.ID, "name", c.Name, "arguments", provider.ArgsObject(c.Arguments))
+	d, ok := h.wait(ctx, waiting.Call{Kind: waiting.KindApproval, Name: c.Name, Arguments: provider.ArgsObject(c.Arguments)}, c.ID, req)
+	if !ok {
+		return agent.DecisionStop, ""
+	}
+	res := proto.NewObject("type", proto.FrameApprovalResult, "id", c.ID, "name", c.Name, "decision", d.a.Decision, "uid", d.a.Uid)
+	if d.a.Reason != "" {
+		res.Set("reason", d.a.Reason)
+	}
+	if !h.record(res, d) {
+		return agent.DecisionStop, ""
+	}
+	if d.a.Decision == agent.DecisionStop {
+		h.rn.cancelRun()
+	}
+	return d.a.Decision, d.a.Reason
+}
+
+// Ask records an ask_user question, waits for the answer and records it.
+func (h *toolHost) Ask(ctx context.Context, c agent.ToolCall, text string) (string, error) {
+	q := proto.NewObject("type", proto.FrameQuestion, "id", c.ID, "text", text)
+	d, ok := h.wait(ctx, waiting.Call{Kind: waiting.KindQuestion, Name: c.Name, Text: text}, c.ID, q)
+	if !ok {
+		return "", abi.Errorf(syscall.ECANCELED, "ask_user", "the run ended while the question waited")
+	}
+	ans := proto.NewObject("type", proto.FrameAnswer, "id", c.ID, "uid", d.a.Uid, "text", d.a.Text)
+	if d.a.Timeout {
+		ans.Set("reason", waiting.ReasonTimeout)
+	}
+	if !h.record(ans, d) {
+		return "", abi.Errorf(syscall.EIO, "ask_user", "the answer could not be recorded")
+	}
+	if d.a.Timeout {
+		return "", abi.Errorf(syscall.ETIMEDOUT, "ask_user", "no one answered within %s", h.rn.spec.Def.ApprovalTimeout)
+	}
+	return d.a.Text, nil
+}
+
+// record records an answer's frame and hands it to the op that answered.
+func (h *toolHost) record(f *proto.Object, d delivery) bool {
+	fr, err := h.rn.recordWait(f)
+	if d.reply != nil {
+		d.reply <- answered{fr, err}
+	}
+	return err == nil
+}
+
+// wait puts the call in the waiting room, records the request frame
+// (durable before anyone can see it), and waits for its answer; false when
+// the waiting room refuses it or the run ends first.
+func (h *toolHost) wait(ctx context.Context, call waiting.Call, id string, req *proto.Object) (delivery, bool) {
+	rn := h.rn
+	if p := h.preset; p != nil && p.call.Call == id {
+		h.preset = nil
+		return delivery{p.a, p.reply}, true
+	}
+	call.Key = waiting.Key{Run: rn.id, Call: id}
+	call.Place, call.Owner, call.Since = rn.place(), rn.caller, time.Now()
+	got := make(chan delivery, 1)
+	deliver := func(_ waiting.Call, a waiting.Answer) (*proto.Object, error) {
+		back := make(chan answered, 1)
+		got <- delivery{a, back}
+		select {
+		case r := <-back:
+			return r.frame, r.err
+		case <-rn.ctx.Done():
+			return nil, abi.Errorf(syscall.ECANCELED, "approve", "the run ended before the answer was recorded")
+		}
+	}
+	// In the waiting room first (a refusal, EAGAIN, records nothing), then
+	// recorded: an answer that comes before the request is durable waits
+	// in got until it is.
+	if err := rn.s.e.waiting.Add(call, rn.spec.Def.ApprovalTimeout, deliver); err != nil {
+		rn.enqueue(proto.ErrorFrame(err))
+		return delivery{}, false
+	}
+	rn.setPhase(call.Kind)
+	defer rn.setPhase(phaseRunning)
+	if _, err := rn.recordWait(req); err != nil {
+		rn.s.e.waiting.Remove(rn.id)
+		return delivery{}, false
+	}
+	rn.s.e.running.sync() // a reboot finds the waiting run (runsFile)
+	select {
+	case d := <-got:
+		return d, true
+	case <-ctx.Done():
+		rn.s.e.waiting.Remove(rn.id)
+		return delivery{}, false
+	}
+}
+
+// place names the run's session in the waiting room.
+func (rn *run) place() waiting.Place {
+	return waiting.Place{Agent: rn.s.ref.Owner, Session: rn.s.ref.Name, Scope: rn.spec.Scope, Space: rn.rec.start.Str("space")}
+}
+
+// Keep keeps a file's earlier content in the session's versions before a
+// tool changes it.
+func (h *toolHost) Keep(c agent.ToolCall, before agent.FileBefore) error {
+	return h.rn.s.keepVersion(h.rn.id, c, before)
+}
+
+// Phases of a run as status shows them (SPEC 7, 17); a run waiting for a
+// person shows the kind of its call: waiting.KindApproval or KindQuestion.
+const (
+	phaseQueued  = "queued"
+	phaseRunning = "running"
+)
+
+func (rn *run) setPhase(p string) {
+	rn.mu.Lock()
+	rn.phase = p
+	rn.mu.Unlock()
+}

@@ -1,0 +1,239 @@
+package versions
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/internal/testkit"
+	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/sealedlog"
+)
+
+var testKey = sealedlog.NewKey(bytes.Repeat([]byte{9}, 32))
+
+const sessRel = "home/1000/agent/a/session/s"
+
+// newSession makes a store holding one session directory with its
+// identity, and returns the store's path and the session's versions.
+func newSession(t *testing.T) (string, *Store) {
+	t.Helper()
+	dir := t.TempDir()
+	testkit.Must(t, os.MkdirAll(filepath.Join(dir, sessRel, layout.SealDir), 0o700))
+	id, err := layout.NewIdentity(sessRel)
+	testkit.Must(t, err)
+	testkit.Must(t, os.WriteFile(filepath.Join(dir, layout.SealRel(sessRel, layout.IdentityFile)), id, 0o600))
+	root, err := storefs.Open(dir)
+	testkit.Must(t, err)
+	t.Cleanup(func() { root.Close() })
+	s, err := Open(root, testKey, sessRel)
+	testkit.Must(t, err)
+	return dir, s
+}
+
+func keep(t *testing.T, s *Store, run, call, p string, before []byte, action string) int {
+	t.Helper()
+	v, err := s.Keep(run, call, p, before, action)
+	testkit.Must(t, err)
+	return v
+}
+
+func hexOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func TestKeepListContent(t *testing.T) {
+	dir, s := newSession(t)
+	if v := keep(t, s, "r1", "c1", "a.txt", nil, Create); v != 1 {
+		t.Fatalf("first version %d", v)
+	}
+	keep(t, s, "r1", "c2", "a.txt", []byte("one\n"), Modify)
+	keep(t, s, "r2", "c1", "b.txt", []byte("one\n"), Delete) // the same content: stored once
+	keep(t, s, "r2", "c2", "empty", []byte{}, Modify)
+	list, err := s.List()
+	testkit.Must(t, err)
+	if len(list) != 4 || list[1].V != 2 || list[2].Path != "b.txt" || list[2].Action != Delete || *list[3].Size != 0 {
+		t.Fatalf("list %+v", list)
+	}
+	idx, _ := os.ReadFile(filepath.Join(dir, sessRel, Dir, IndexFile))
+	want := `{"v":1,"run":"r1","call":"c1","path":"a.txt","action":"create"}` + "\n" +
+		`{"v":2,"run":"r1","call":"c2","path":"a.txt","action":"modify","sha256":"` + hexOf([]byte("one\n")) + `","size":4}` + "\n"
+	if !strings.HasPrefix(string(idx), want) {
+		t.Fatalf("index:\n%s\nwant it to start with\n%s", idx, want)
+	}
+	ents, _ := os.ReadDir(filepath.Join(dir, sessRel, Dir, ContentDir))
+	if len(ents) != 2 {
+		t.Fatalf("contents %v, want 2 (one per distinct content)", ents)
+	}
+	for v, want := range map[int]string{2: "one\n", 3: "one\n", 4: ""} {
+		b, err := s.Content(v)
+		testkit.Must(t, err)
+		if string(b) != want {
+			t.Errorf("version %d: %q, want %q", v, b, want)
+		}
+	}
+	if b, err := s.Content(1); err != nil || b != nil {
+		t.Errorf("a create's content: %q, %v; want absence", b, err)
+	}
+	_, err = s.Content(5)
+	testkit.WantErrno(t, "content of no version", err, syscall.ENOENT)
+	if p := Verify(s.root, testKey, sessRel); p != nil {
+		t.Errorf("verify: %v", p)
+	}
+}
+
+func TestKeepRefusesBadAction(t *testing.T) {
+	_, s := newSession(t)
+	_, err := s.Keep("r", "c", "p", []byte("x"), Create)
+	testkit.WantErrno(t, "create with content", err, syscall.EINVAL)
+	_, err = s.Keep("r", "c", "p", nil, Modify)
+	testkit.WantErrno(t, "modify of absence", err, syscall.EINVAL)
+}
+
+// Every tamper is EIO at read, in Keep (nothing written), at the mount's
+// check and in Verify. A damaged content refuses the versions that name
+// it; a damaged index or seal refuses them all.
+func TestTamperIsEIO(t *testing.T) {
+	for name, tamper := range map[string]func(dir string){
+		"content": func(dir string) {
+			os.WriteFile(filepath.Join(dir, sessRel, Dir, ContentDir, hexOf([]byte("one\n"))), []byte("two\n"), 0o600)
+		},
+		"index byte": func(dir string) {
+			p := filepath.Join(dir, sessRel, Dir, IndexFile)
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, bytes.Replace(b, []byte(`"a.txt"`), []byte(`"b.txt"`), 1), 0o600)
+		},
+		"index cut": func(dir string) {
+			p := filepath.Join(dir, sessRel, Dir, IndexFile)
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, b[:len(b)/2], 0o600)
+		},
+		"index removed": func(dir string) { os.Remove(filepath.Join(dir, sessRel, Dir, IndexFile)) },
+		"seal removed":  func(dir string) { os.Remove(filepath.Join(dir, sessRel, Dir, SealFile)) },
+		"index and seal rewritten without the key": func(dir string) {
+			p := filepath.Join(dir, sessRel, Dir, IndexFile)
+			b, _ := os.ReadFile(p)
+			b = bytes.Replace(b, []byte(`"a.txt"`), []byte(`"b.txt"`), 1)
+			os.WriteFile(p, b, 0o600)
+			forged := &Store{key: sealedlog.NewKey(bytes.Repeat([]byte{1}, 32))}
+			os.WriteFile(filepath.Join(dir, sessRel, Dir, SealFile), forged.seal(b), 0o600)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir, s := newSession(t)
+			keep(t, s, "r1", "c1", "a.txt", []byte("one\n"), Modify)
+			keep(t, s, "r1", "c2", "a.txt", []byte("three\n"), Modify)
+			tamper(dir)
+			before := testkit.Snapshot(t, dir, nil)
+			_, err := s.Content(1)
+			testkit.WantErrno(t, "content", err, syscall.EIO)
+			// A damaged content is never overwritten: keeping its bytes
+			// again is EIO too (a damaged index refuses every Keep).
+			_, err = s.Keep("r2", "c1", "c.txt", []byte("one\n"), Modify)
+			testkit.WantErrno(t, "keep", err, syscall.EIO)
+			testkit.Same(t, "a refused keep", before, testkit.Snapshot(t, dir, nil))
+			if name == "content" {
+				testkit.WantErrno(t, "check", Check(s.root, testKey, sessRel, Dir+"/"+ContentDir+"/"+hexOf([]byte("one\n"))), syscall.EIO)
+			} else {
+				testkit.WantErrno(t, "check", Check(s.root, testKey, sessRel, Dir+"/"+IndexFile), syscall.EIO)
+			}
+			if p := Verify(s.root, testKey, sessRel); len(p) == 0 {
+				t.Errorf("verify found nothing")
+			}
+		})
+	}
+}
+
+// The index of one session moved into another does not verify there.
+func TestIndexMovedFromAnotherSession(t *testing.T) {
+	dir, s := newSession(t)
+	keep(t, s, "r1", "c1", "a.txt", []byte("one\n"), Modify)
+	id, _ := layout.NewIdentity(sessRel) // the session recreated at the same place
+	os.WriteFile(filepath.Join(dir, layout.SealRel(sessRel, layout.IdentityFile)), id, 0o600)
+	s2, err := Open(s.root, testKey, sessRel)
+	testkit.Must(t, err)
+	_, err = s2.List()
+	testkit.WantErrno(t, "list", err, syscall.EIO, "seal does not verify")
+}
+
+func TestLimitIsEDQUOTAndWritesNothing(t *testing.T) {
+	dir, s := newSession(t)
+	s.Limit = 1000
+	big := bytes.Repeat([]byte("x"), 1001)
+	before := testkit.Snapshot(t, dir, nil)
+	_, err := s.Keep("r", "c", "big", big, Modify)
+	testkit.WantErrno(t, "first keep over the limit", err, syscall.EDQUOT)
+	testkit.Same(t, "a keep over the limit", before, testkit.Snapshot(t, dir, nil))
+
+	keep(t, s, "r", "c1", "a", bytes.Repeat([]byte("a"), 600), Modify)
+	before = testkit.Snapshot(t, dir, nil)
+	_, err = s.Keep("r", "c2", "b", bytes.Repeat([]byte("b"), 300), Modify)
+	testkit.WantErrno(t, "keep over the limit", err, syscall.EDQUOT)
+	testkit.Same(t, "a keep over the limit", before, testkit.Snapshot(t, dir, nil))
+	// The same content again costs only its line.
+	keep(t, s, "r", "c3", "a2", bytes.Repeat([]byte("a"), 600), Modify)
+	if used, _ := s.Used(); used > s.Limit {
+		t.Errorf("used %d over the limit %d", used, s.Limit)
+	}
+}
+
+// A crash between a content and its line leaves a content no line names:
+// no history, and the next Keep of those bytes uses it. A crash between
+// the line and the seal leaves a line that is not history: it is not
+// listed, and the next look cuts it.
+func TestCrashLeftovers(t *testing.T) {
+	dir, s := newSession(t)
+	keep(t, s, "r1", "c1", "a", []byte("one\n"), Modify)
+	orphan := []byte("orphan\n")
+	testkit.Must(t, os.WriteFile(filepath.Join(dir, sessRel, Dir, ContentDir, hexOf(orphan)), orphan, 0o600))
+	torn := filepath.Join(dir, sessRel, Dir, ContentDir, "."+hexOf([]byte("torn"))+".tmp-0123456789abcdef")
+	testkit.Must(t, os.WriteFile(torn, []byte("to"), 0o600))
+	p := filepath.Join(dir, sessRel, Dir, IndexFile)
+	sealed, _ := os.ReadFile(p)
+	f, _ := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	f.WriteString(`{"v":2,"run":"r1","call":"c2","path":"a","action":"create"}` + "\n" + `{"v":3,"ru`)
+	f.Close()
+	list, err := s.List()
+	testkit.Must(t, err)
+	if len(list) != 1 {
+		t.Fatalf("list after a crash: %+v", list)
+	}
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, sealed) {
+		t.Fatalf("the unsealed lines were not cut:\n%s", got)
+	}
+	if v := keep(t, s, "r2", "c1", "b", orphan, Modify); v != 2 {
+		t.Fatalf("version %d after the cut, want 2", v)
+	}
+	if _, err := os.Lstat(torn); !os.IsNotExist(err) {
+		t.Errorf("a half-written content was left: %v", err)
+	}
+	if b, err := s.Content(2); err != nil || !bytes.Equal(b, orphan) {
+		t.Fatalf("content %q %v", b, err)
+	}
+	if p := Verify(s.root, testKey, sessRel); p != nil {
+		t.Errorf("verify: %v", p)
+	}
+}
+
+// The first Keep interrupted before its seal: its line is cut, the
+// history is empty.
+func TestCrashBeforeFirstSeal(t *testing.T) {
+	dir, s := newSession(t)
+	keep(t, s, "r1", "c1", "a", nil, Create)
+	os.Remove(filepath.Join(dir, sessRel, Dir, SealFile))
+	list, err := s.List()
+	testkit.Must(t, err)
+	if len(list) != 0 {
+		t.Fatalf("list %+v, want nothing", list)
+	}
+	if v := keep(t, s, "r1", "c2", "a", nil, Create); v != 1 {
+		t.Fatalf("version %d, want 1", v)
+	}
+}
