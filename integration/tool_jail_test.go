@@ -106,3 +106,54 @@ func TestModelToolsInJail(t *testing.T) {
 	}
 	fsckClean(t, s)
 }
+
+// jailToolsFixtures are aimock's answers for TestModelToolsInJailAimock:
+// one reply with three calls, then, once the last call's result comes
+// back, the answer.
+const jailToolsFixtures = `{"fixtures": [
+  {"match": {"toolCallId": "call_j3"}, "response": {"content": "All done."}},
+  {"match": {"userMessage": "ctxfs-jail-tools"}, "response": {"content": "Working.", "toolCalls": [
+    {"id": "call_j1", "name": "fs_write", "arguments": {"path": "notes.txt", "content": "from aimock\n"}},
+    {"id": "call_j2", "name": "fs_read", "arguments": {"path": "shadow"}},
+    {"id": "call_j3", "name": "shell_exec", "arguments": {"command": "cat notes.txt; id -u; cat /etc/shadow"}}
+  ]}}
+]}`
+
+// TestModelToolsInJailAimock: the same work against aimock, a simulator
+// written by others, in both APIs: three calls in one reply, each run in
+// the jail as uid 1001, their results sent back so that the simulator
+// matches the second turn by the last call's id.
+func TestModelToolsInJailAimock(t *testing.T) {
+	fixtures := filepath.Join(t.TempDir(), "fixtures.json")
+	testkit.Must(t, os.WriteFile(fixtures, []byte(jailToolsFixtures), 0o644))
+	base := startAimockWith(t, fixtures)
+	for _, c := range []struct{ api, endpoint string }{{"openai-chat", base + "/v1"}, {"anthropic-messages", base}} {
+		t.Run(c.api, func(t *testing.T) {
+			if _, err := os.Stat(busybox); err != nil {
+				t.Skipf("%s is missing", busybox)
+			}
+			s := newModelServer(t, c.api, c.endpoint, nil)
+			s.define("doer", map[string]string{"model": "fake/llm", "tools": "fs.read\nfs.write\nshell.exec\n", "perm": "rwx\n", "isolation": "chroot\n"})
+			root := s.mnt("home/1001/agent/doer/root")
+			if out, err := bashAs(t, owner, `mkdir -p `+root+`/etc && echo "the jail's shadow" > `+root+`/etc/shadow && ln -s /etc/shadow `+root+`/shadow`); err != nil {
+				t.Fatalf("preparing root/: %v %s", err, out)
+			}
+			s.jailBusybox(t, owner.uid, "doer")
+			frames := waitRunDone(t, s.sendAsync(owner, "a", "ctxfs-jail-tools"))
+			if d := lastDone(frames); d == nil || d["status"] != "ok" || !strings.Contains(deltaText(frames), "All done.") {
+				t.Fatalf("run: %v\nlog:\n%s", frames, s.logText())
+			}
+			if got := fileBytes(t, filepath.Join(s.store, "home", "1001", "agent", "doer", "root", "notes.txt")); got != "from aimock\n" {
+				t.Errorf("notes.txt: %q", got)
+			}
+			events := fileBytes(t, filepath.Join(s.sessionDir(1001, "doer", "a"), "events.jsonl"))
+			// A result is JSON text inside an event's JSON: its "\n" is "\\n" there.
+			for _, want := range []string{`"tool_call_id":"call_j2"`, `"tool_call_id":"call_j3"`, `from aimock\\n1001\\nthe jail's shadow\\n`} {
+				if !strings.Contains(events, want) {
+					t.Errorf("events.jsonl lacks %s:\n%s", want, events)
+				}
+			}
+			fsckClean(t, s)
+		})
+	}
+}
