@@ -22,7 +22,7 @@ var (
 // useStaticToolBinary sets Enter, for the test, to the real ctxfs binary
 // built static (CGO_ENABLED=0, as make build does): the jail binds it as
 // the jailed program, and a jail's root/ has no dynamic loader for it.
-func useStaticToolBinary(t *testing.T) {
+func useStaticToolBinary(t testing.TB) {
 	t.Helper()
 	useToolBinary(t) // root, and the directory that is removed at the end
 	staticOnce.Do(func() {
@@ -42,7 +42,7 @@ func useStaticToolBinary(t *testing.T) {
 
 // jailedToolSpec is a jailed run of uid: root/ holds busybox, an
 // /etc/shadow of its own, and /work (the cwd) owned by uid.
-func jailedToolSpec(t *testing.T, uid uint32) (Spec, string) {
+func jailedToolSpec(t testing.TB, uid uint32) (Spec, string) {
 	t.Helper()
 	if _, err := os.Stat("/bin/busybox"); err != nil {
 		t.Skip("needs /bin/busybox (busybox-static)")

@@ -49,7 +49,7 @@ var (
 // useToolBinary sets Enter, for the test, to a copy of the test binary
 // that other uids may execute (the test binary itself is in a directory
 // only root may enter).
-func useToolBinary(t *testing.T) {
+func useToolBinary(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: tools run as other uids")
@@ -89,7 +89,7 @@ func copyExecutable(from, to string) error {
 }
 
 // toolSpec is a run of uid in a working directory of its own.
-func toolSpec(t *testing.T, uid uint32) Spec {
+func toolSpec(t testing.TB, uid uint32) Spec {
 	t.Helper()
 	useToolBinary(t)
 	dir := openTempDir(t)
@@ -127,7 +127,7 @@ func wantToolErrno(t *testing.T, what string, res map[string]any, isError bool, 
 }
 
 // ownedFile writes a file owned by uid.
-func ownedFile(t *testing.T, p, content string, mode os.FileMode, uid int) {
+func ownedFile(t testing.TB, p, content string, mode os.FileMode, uid int) {
 	t.Helper()
 	writeFile(t, p, content, mode)
 	if err := os.Chown(p, uid, uid); err != nil {

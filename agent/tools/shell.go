@@ -158,21 +158,30 @@ func exitStatus(cmd *exec.Cmd, res *shellResult) {
 // by pid reaches no other process.
 func killDescendants() {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if !reapChildren() {
+			return // none left: the common case costs no look at /proc
+		}
 		kids := children()
 		for _, pid := range kids {
 			unix.Kill(pid, unix.SIGKILL)
 		}
-		for {
-			pid, err := unix.Wait4(-1, nil, unix.WNOHANG, nil)
-			if err == unix.ECHILD {
-				return
-			}
-			if pid <= 0 || err != nil {
-				break
-			}
-		}
 		if len(kids) == 0 {
 			time.Sleep(5 * time.Millisecond) // a child not yet in /proc, or being reparented
+		}
+	}
+}
+
+// reapChildren reaps the children that ended; false when none is left.
+func reapChildren() bool {
+	for {
+		pid, err := unix.Wait4(-1, nil, unix.WNOHANG, nil)
+		switch {
+		case err == unix.ECHILD:
+			return false
+		case err == unix.EINTR:
+			continue
+		case pid <= 0 || err != nil:
+			return true
 		}
 	}
 }
