@@ -64,6 +64,8 @@ func ExecTool(ctx context.Context, s Spec, call ToolCall, keep func(FileBefore) 
 	case err != nil:
 	case call.Name == tools.AskUser:
 		err = abi.Errorf(syscall.EINVAL, call.Name, "ask_user is answered by a person, not run")
+	case keep == nil && tools.Class(call.Name) == tools.ClassWrite:
+		err = abi.Errorf(syscall.ENOTSUP, call.Name, "nothing keeps the earlier content of a file here, so none is changed")
 	case s.Uid == 0 && s.Def.Isolation != IsolationChroot:
 		// In a jail uid 0 holds no capability; outside one it is root.
 		err = abi.Errorf(syscall.EPERM, call.Name, "a built-in tool never runs as root outside a chroot jail")

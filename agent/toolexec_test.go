@@ -581,7 +581,7 @@ func TestToolCancelledBeforeStart(t *testing.T) {
 	s := toolSpec(t, 1001)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	content, isErr := ExecTool(ctx, s, ToolCall{ID: "c", Name: "fs.write", Arguments: `{"path":"f","content":"x"}`}, nil)
+	content, isErr := ExecTool(ctx, s, ToolCall{ID: "c", Name: "fs.write", Arguments: `{"path":"f","content":"x"}`}, (&keeper{}).keep)
 	if !isErr || !strings.Contains(content, "ECANCELED") {
 		t.Errorf("a call of a stopped run: %s", content)
 	}
