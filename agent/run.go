@@ -169,16 +169,11 @@ func startProgram(s Spec) (*program, error) {
 		return nil, err
 	}
 	defer stdin.Close()
-	outR, outW, err := os.Pipe()
+	out, errs, err := twoPipes("run")
 	if err != nil {
-		return nil, hostErr("run", err)
+		return nil, err
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, hostErr("run", err)
-	}
+	outR, outW, errR, errW := out[0], out[1], errs[0], errs[1]
 	cmd := &exec.Cmd{Stdin: stdin, Stdout: outW, Stderr: errW}
 	setup, err := startVia(s, cmd, []*os.File{outW, errW}, []*os.File{outR, errR})
 	if err != nil {
@@ -189,6 +184,20 @@ func startProgram(s Spec) (*program, error) {
 	p.startReaders(s)
 	go func() { p.exited <- cmd.Wait() }()
 	return p, nil
+}
+
+// twoPipes makes two pipes, each {read end, write end}; on failure none
+// is left open.
+func twoPipes(op string) (a, b [2]*os.File, err error) {
+	if a[0], a[1], err = os.Pipe(); err != nil {
+		return a, b, hostErr(op, err)
+	}
+	if b[0], b[1], err = os.Pipe(); err != nil {
+		a[0].Close()
+		a[1].Close()
+		return a, b, hostErr(op, err)
+	}
+	return a, b, nil
 }
 
 // startVia starts cmd as launcher says, and closes the child's ends of

@@ -219,16 +219,11 @@ func startTool(s Spec) (*toolProcess, error) {
 	ts := s
 	ts.Def, ts.Input = &def, ""
 	ts.CLI = &CLIRun{Invocation: cli.Invocation{Args: []string{ToolCommand}}} // only its Args: the program's arguments
-	inR, inW, err := os.Pipe()
+	in, out, err := twoPipes("tool")
 	if err != nil {
-		return nil, hostErr("tool", err)
+		return nil, err
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return nil, hostErr("tool", err)
-	}
+	inR, inW, outR, outW := in[0], in[1], out[0], out[1]
 	p := &toolProcess{}
 	cmd := &exec.Cmd{Stdin: inR, Stdout: outW, Stderr: &p.stderr, WaitDelay: drainGrace}
 	setup, err := startVia(ts, cmd, []*os.File{inR, outW}, []*os.File{inW, outR})
