@@ -418,6 +418,25 @@ func TestToolChangeRace(t *testing.T) {
 	}
 	assertNoTemp(t, s.Dir)
 
+	// A file created meanwhile is not replaced by a creation; a file
+	// swapped in for one being removed is not removed.
+	created := func(FileBefore) error { return os.WriteFile(filepath.Join(s.Dir, "late"), []byte("theirs"), 0o644) }
+	res, isErr = toolCall(t, s, "fs.write", `{"path":"late","content":"mine"}`, created)
+	wantToolErrno(t, "fs.write of a file created meanwhile", res, isErr, syscall.EAGAIN)
+	if got := readString(t, filepath.Join(s.Dir, "late")); got != "theirs" {
+		t.Errorf("a file created meanwhile was replaced: %q", got)
+	}
+	swapped := func(FileBefore) error {
+		return os.Rename(filepath.Join(s.Dir, "late"), filepath.Join(s.Dir, "gone"))
+	}
+	ownedFile(t, filepath.Join(s.Dir, "gone"), "kept", 0o644, 1001)
+	res, isErr = toolCall(t, s, "fs.remove", `{"path":"gone"}`, swapped)
+	wantToolErrno(t, "fs.remove of a file swapped meanwhile", res, isErr, syscall.EAGAIN)
+	if got := readString(t, filepath.Join(s.Dir, "gone")); got != "theirs" {
+		t.Errorf("a file swapped in meanwhile was removed: %q", got)
+	}
+	assertNoTemp(t, s.Dir)
+
 	// The directory swapped for a symlink to the victim's: the change
 	// lands in the directory it opened, now under its new name.
 	sub := filepath.Join(s.Dir, "sub")
