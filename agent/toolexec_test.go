@@ -18,6 +18,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent/tools"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // TestMain lets the test binary be the tool process and the enter
@@ -184,6 +185,15 @@ func TestToolReadListStat(t *testing.T) {
 	res, isErr = toolCall(t, s, "fs.list", `{"path":"."}`, nil)
 	if ents, _ := res["entries"].([]any); isErr || len(ents) != 3 {
 		t.Errorf("fs.list: %v", res)
+	}
+	many := filepath.Join(s.Dir, "many")
+	testkit.Must(t, os.Mkdir(many, 0o755))
+	for i := 0; i <= tools.MaxEntries; i++ {
+		testkit.Must(t, os.WriteFile(filepath.Join(many, strconv.Itoa(i)), nil, 0o644))
+	}
+	res, _ = toolCall(t, s, "fs.list", `{"path":"many"}`, nil)
+	if ents, _ := res["entries"].([]any); len(ents) != tools.MaxEntries || res["truncated"] != true {
+		t.Errorf("fs.list of %d entries: %d listed, truncated %v", tools.MaxEntries+1, len(ents), res["truncated"])
 	}
 	res, isErr = toolCall(t, s, "fs.stat", `{"path":"a.txt"}`, nil)
 	if isErr || res["type"] != "file" || res["size"] != 11.0 || res["mode"] != "0644" || res["uid"] != 1001.0 {
