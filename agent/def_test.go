@@ -15,7 +15,7 @@ import (
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
-func writeFile(t *testing.T, p, content string, mode os.FileMode) {
+func writeFile(t testing.TB, p, content string, mode os.FileMode) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)

@@ -169,33 +169,14 @@ func startProgram(s Spec) (*program, error) {
 		return nil, err
 	}
 	defer stdin.Close()
-	outR, outW, err := os.Pipe()
+	out, errs, err := twoPipes("run")
 	if err != nil {
-		return nil, hostErr("run", err)
+		return nil, err
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, hostErr("run", err)
-	}
+	outR, outW, errR, errW := out[0], out[1], errs[0], errs[1]
 	cmd := &exec.Cmd{Stdin: stdin, Stdout: outW, Stderr: errW}
-	setup, handed, err := launcher(s, cmd)
-	if err == nil {
-		err = cmd.Start()
-	}
-	// The child holds its own copies; keeping ours open would hide EOF.
-	outW.Close()
-	errW.Close()
-	for _, f := range handed {
-		f.Close()
-	}
+	setup, err := startVia(s, cmd, []*os.File{outW, errW}, []*os.File{outR, errR})
 	if err != nil {
-		outR.Close()
-		errR.Close()
-		if setup != nil {
-			setup.Close()
-		}
 		return nil, abi.Errorf(abi.Errno(err), "run", "starting %s: %v", s.Def.Program, err)
 	}
 	p := &program{cmd: cmd, pgid: cmd.Process.Pid, stdout: outR, stderr: errR, setup: setup,
@@ -203,6 +184,45 @@ func startProgram(s Spec) (*program, error) {
 	p.startReaders(s)
 	go func() { p.exited <- cmd.Wait() }()
 	return p, nil
+}
+
+// twoPipes makes two pipes, each {read end, write end}; on failure none
+// is left open.
+func twoPipes(op string) (a, b [2]*os.File, err error) {
+	if a[0], a[1], err = os.Pipe(); err != nil {
+		return a, b, hostErr(op, err)
+	}
+	if b[0], b[1], err = os.Pipe(); err != nil {
+		a[0].Close()
+		a[1].Close()
+		return a, b, hostErr(op, err)
+	}
+	return a, b, nil
+}
+
+// startVia starts cmd as launcher says, and closes the child's ends of
+// its pipes (childEnds, and what launcher handed it: the child holds its
+// own copies, and keeping ours open would hide EOF); on failure it also
+// closes ours (ownEnds) and the setup pipe. It returns the setup pipe's
+// read end (nil without a trampoline).
+func startVia(s Spec, cmd *exec.Cmd, childEnds, ownEnds []*os.File) (setup *os.File, err error) {
+	setup, handed, err := launcher(s, cmd)
+	if err == nil {
+		err = cmd.Start()
+	}
+	for _, f := range append(childEnds, handed...) {
+		f.Close()
+	}
+	if err != nil {
+		for _, f := range ownEnds {
+			f.Close()
+		}
+		if setup != nil {
+			setup.Close()
+		}
+		return nil, err
+	}
+	return setup, nil
 }
 
 // launcher decides how cmd starts the program: directly (the session

@@ -26,7 +26,7 @@ const testRunID = "ctx-0123456789abcdef0123456789abcdef"
 
 // openTempDir is a t.TempDir that another uid can enter, for programs run
 // as uid 1001.
-func openTempDir(t *testing.T) string {
+func openTempDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {

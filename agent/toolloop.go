@@ -176,7 +176,7 @@ func (l *toolLoop) call(ctx context.Context, c ToolCall) (content string, isErr,
 		}
 	}
 	keep := func(b FileBefore) error { return l.s.Host.Keep(c, b) }
-	content, isErr = execTool(ctx, l.s, c, keep)
+	content, isErr = ExecTool(ctx, l.s, c, keep)
 	return content, isErr, true
 }
 

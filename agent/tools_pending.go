@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 
@@ -21,8 +20,3 @@ func toolError(format string, args ...any) string {
 func toolSpecs(names []string) []provider.Tool { return tools.Specs(names) }
 
 func toolClass(name string) byte { return tools.Class(name) }
-
-// Until the tools' execution lands: none is executed.
-func execTool(ctx context.Context, s Spec, c ToolCall, keep func(FileBefore) error) (string, bool) {
-	return toolError("the tool %s cannot run yet", c.Name), true
-}

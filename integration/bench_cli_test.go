@@ -28,9 +28,15 @@ var aimockURL = regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
 // server's URL.
 func startAimock(tb testing.TB) string {
 	tb.Helper()
-	llmock, err := filepath.Abs(filepath.Join("..", "agent", "provider", "testdata", "aimock", "node_modules", ".bin", "llmock"))
-	testkit.Must(tb, err)
 	fixtures, err := filepath.Abs(filepath.Join("..", "agent", "cli", "testdata", "fixtures", "fixtures.json"))
+	testkit.Must(tb, err)
+	return startAimockWith(tb, fixtures)
+}
+
+// startAimockWith is startAimock serving the fixtures file given.
+func startAimockWith(tb testing.TB, fixtures string) string {
+	tb.Helper()
+	llmock, err := filepath.Abs(filepath.Join("..", "agent", "provider", "testdata", "aimock", "node_modules", ".bin", "llmock"))
 	testkit.Must(tb, err)
 	if _, err := os.Stat(llmock); err != nil {
 		tb.Skipf("aimock is not installed (scripts/deps.sh): %v", err)

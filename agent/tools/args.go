@@ -2,6 +2,7 @@ package tools
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -17,9 +18,9 @@ type Args struct {
 	Path    string   `json:"path,omitempty"`
 	Offset  int64    `json:"offset,omitempty"`  // fs.read
 	Limit   int      `json:"limit,omitempty"`   // fs.read; 0: MaxOutput
-	Content string   `json:"content,omitempty"` // fs.write
-	Old     string   `json:"old,omitempty"`     // fs.replace
-	New     string   `json:"new,omitempty"`     // fs.replace
+	Content []byte   `json:"content,omitempty"` // fs.write; bytes, so that the line to the tool process carries them exactly (base64)
+	Old     []byte   `json:"old,omitempty"`     // fs.replace
+	New     []byte   `json:"new,omitempty"`     // fs.replace
 	Count   int      `json:"count,omitempty"`   // fs.replace; 0: 1
 	Argv    []string `json:"argv,omitempty"`    // shell.exec: argv, or /bin/sh -c command
 	Timeout int      `json:"timeout,omitempty"` // shell.exec, seconds; 0: DefaultTimeout
@@ -30,12 +31,17 @@ type Args struct {
 // tool does not take is an unknown field, refused; a pointer tells a
 // missing field from an empty one.
 type (
-	pathArgs    struct{ Path *string }
-	readArgs    struct {
+	pathArgs struct{ Path *string }
+	readArgs struct {
 		Path          *string
 		Offset, Limit *int64
 	}
-	writeArgs struct{ Path, Content *string }
+	writeArgs struct {
+		Path, Content *string
+		// ContentBase64 is content as base64, for bytes that are not
+		// text: what a restore writes back (never offered to a model).
+		ContentBase64 *string `json:"content_base64"`
+	}
 	replaceArgs struct {
 		Path, Old, New *string
 		Count          *int64
@@ -68,15 +74,7 @@ func Parse(name, arguments string) (*Args, error) {
 	case FSRead:
 		return parseRead(arguments)
 	case FSWrite:
-		var a writeArgs
-		if err := decode(name, arguments, &a); err != nil {
-			return nil, err
-		}
-		out, err := checked(name, &Args{Path: deref(a.Path), Content: deref(a.Content)}, a.Path != nil && a.Content != nil, "path and content")
-		if err == nil && len(out.Content) > MaxWrite {
-			return nil, invalid(name, "content is over %d bytes", MaxWrite)
-		}
-		return out, err
+		return parseWrite(arguments)
 	case FSReplace:
 		return parseReplace(arguments)
 	case ShellExec:
@@ -113,6 +111,33 @@ func parseRead(arguments string) (*Args, error) {
 	return checked(FSRead, out, a.Path != nil, "path")
 }
 
+// parseWrite takes content, or content_base64 (bounded by MaxBefore: a
+// restore writes back what a version kept).
+func parseWrite(arguments string) (*Args, error) {
+	var a writeArgs
+	if err := decode(FSWrite, arguments, &a); err != nil {
+		return nil, err
+	}
+	out := &Args{Path: deref(a.Path)}
+	switch {
+	case (a.Content == nil) == (a.ContentBase64 == nil):
+		return nil, invalid(FSWrite, "give path and either content or content_base64")
+	case a.Content != nil && len(*a.Content) > MaxWrite:
+		return nil, invalid(FSWrite, "content is over %d bytes", MaxWrite)
+	case a.Content != nil:
+		out.Content = []byte(*a.Content)
+	case base64.StdEncoding.DecodedLen(len(*a.ContentBase64)) > MaxBefore+2:
+		return nil, invalid(FSWrite, "content_base64 is over %d bytes", MaxBefore)
+	default:
+		b, err := base64.StdEncoding.DecodeString(*a.ContentBase64)
+		if err != nil || len(b) > MaxBefore {
+			return nil, invalid(FSWrite, "content_base64 is not base64 of at most %d bytes", MaxBefore)
+		}
+		out.Content = b
+	}
+	return checked(FSWrite, out, a.Path != nil, "path")
+}
+
 func parseReplace(arguments string) (*Args, error) {
 	var a replaceArgs
 	if err := decode(FSReplace, arguments, &a); err != nil {
@@ -121,9 +146,9 @@ func parseReplace(arguments string) (*Args, error) {
 	if a.Path == nil || a.Old == nil || a.New == nil {
 		return nil, invalid(FSReplace, "path, old and new are required")
 	}
-	out := &Args{Path: *a.Path, Old: *a.Old, New: *a.New, Count: 1}
+	out := &Args{Path: *a.Path, Old: []byte(*a.Old), New: []byte(*a.New), Count: 1}
 	switch {
-	case out.Old == "":
+	case len(out.Old) == 0:
 		return nil, invalid(FSReplace, "old must not be empty")
 	case len(out.Old) > MaxWrite || len(out.New) > MaxWrite:
 		return nil, invalid(FSReplace, "old and new must be at most %d bytes each", MaxWrite)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/tools"
 	"github.com/ctxfs/ctxfs/internal/bashcomp"
 )
 
@@ -229,6 +230,7 @@ func internalCommands() []*cobra.Command {
 		raw("watchdog", cmdWatchdog),                   // started by the server, see watchdog.go
 		raw(agent.EnterCommand, exit(agent.EnterMain)), // how a run enters its directory (agent.Enter)
 		raw(agent.JailCommand, exit(agent.JailMain)),   // how a chroot-isolated run is jailed (agent.Jail)
+		raw(agent.ToolCommand, exit(tools.Main)),       // one built-in tool call of a model run (agent.ExecTool)
 	}
 }
 

@@ -1,0 +1,159 @@
+package integration
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
+)
+
+// newJailedToolServer is newToolServer with the agent "doer" in a chroot
+// jail: busybox in uid 1001's root/bin, an /etc/shadow of the jail's own,
+// and root/shadow a symlink to /etc/shadow, all made through the mount as
+// the owner.
+func newJailedToolServer(t *testing.T, endpoint string, files map[string]string) *server {
+	t.Helper()
+	if _, err := os.Stat(busybox); err != nil {
+		t.Skipf("%s is missing", busybox)
+	}
+	files["isolation"] = "chroot\n"
+	s := newToolServer(t, endpoint, files)
+	root := s.mnt("home/1001/agent/doer/root")
+	if out, err := bashAs(t, owner, `mkdir -p `+root+`/etc && echo "the jail's shadow" > `+root+`/etc/shadow && ln -s /etc/shadow `+root+`/shadow`); err != nil {
+		t.Fatalf("preparing root/: %v %s", err, out)
+	}
+	s.jailBusybox(t, owner.uid, "doer")
+	return s
+}
+
+// toolResults are the tool messages of a request the fake provider got,
+// by call id.
+func toolResults(body map[string]any) map[string]string {
+	out := map[string]string{}
+	msgs, _ := body["messages"].([]any)
+	for _, m := range msgs {
+		mm, _ := m.(map[string]any)
+		if mm["role"] == "tool" {
+			id, _ := mm["tool_call_id"].(string)
+			out[id], _ = mm["content"].(string)
+		}
+	}
+	return out
+}
+
+// TestModelToolsInJail: a model run with isolation chroot writes, reads
+// and runs a command through its tools, each as the session's uid inside
+// the jail: a root/ symlink to /etc/shadow reads the jail's file, never
+// the host's; the calls and results are recorded (messages.jsonl,
+// events.jsonl) and sent back to the provider in the next request, with
+// the tools offered in every request.
+func TestModelToolsInJail(t *testing.T) {
+	p := newFakeProvider(t, scripted(
+		openAICall("c1", "fs_write", `{"path":"notes.txt","content":"hello jail\n"}`),
+		openAICall("c2", "fs_read", `{"path":"shadow"}`),
+		openAICall("c3", "shell_exec", `{"command":"cat notes.txt; id -u; pwd; cat /etc/shadow ../../etc/shadow"}`),
+		openAIReply("done")))
+	s := newJailedToolServer(t, p.URL+"/v1", map[string]string{"tools": "fs.read\nfs.write\nshell.exec\n", "perm": "rwx\n"})
+	hostShadow := fileBytes(t, "/etc/shadow")
+
+	frames := waitRunDone(t, s.sendAsync(owner, "j", "use the tools"))
+	if d := lastDone(frames); d == nil || d["status"] != "ok" {
+		t.Fatalf("run: %v\nlog:\n%s", frames, s.logText())
+	}
+	if got := fileBytes(t, filepath.Join(s.store, "home", "1001", "agent", "doer", "root", "notes.txt")); got != "hello jail\n" {
+		t.Errorf("notes.txt in root/: %q", got)
+	}
+	p.mu.Lock()
+	bodies := append([]map[string]any(nil), p.bodies...)
+	p.mu.Unlock()
+	if len(bodies) != 4 {
+		t.Fatalf("%d requests, want 4", len(bodies))
+	}
+	for i, b := range bodies {
+		if tools, _ := b["tools"].([]any); len(tools) != 3 {
+			t.Errorf("request %d offers %d tools", i+1, len(tools))
+		}
+	}
+	results := toolResults(bodies[3])
+	var read, exec map[string]any
+	testkit.Must(t, json.Unmarshal([]byte(results["c2"]), &read))
+	testkit.Must(t, json.Unmarshal([]byte(results["c3"]), &exec))
+	if read["content"] != "the jail's shadow\n" {
+		t.Errorf("fs.read of root/shadow (a symlink to /etc/shadow): %v", read)
+	}
+	if exec["stdout"] != "hello jail\n1001\n/\nthe jail's shadow\nthe jail's shadow\n" || exec["exit_status"] != 0.0 {
+		t.Errorf("shell.exec in the jail: %v", exec)
+	}
+	for id, r := range results {
+		if strings.Contains(r, "root:") || strings.Contains(hostShadow, r) && r != "" {
+			t.Errorf("call %s reached the host's shadow: %s", id, r)
+		}
+	}
+	msgs := fileBytes(t, filepath.Join(s.sessionDir(1001, "doer", "j"), "messages.jsonl"))
+	events := fileBytes(t, filepath.Join(s.sessionDir(1001, "doer", "j"), "events.jsonl"))
+	for _, want := range []string{`"role":"tool"`, `"tool_call_id":"c3"`, `"name":"shell.exec"`, `"type":"tool_call"`} {
+		if !strings.Contains(msgs, want) {
+			t.Errorf("messages.jsonl lacks %s", want)
+		}
+	}
+	for _, want := range []string{`"type":"tool_call"`, `"type":"tool_result"`, `the jail's shadow`} {
+		if !strings.Contains(events, want) {
+			t.Errorf("events.jsonl lacks %s", want)
+		}
+	}
+	fsckClean(t, s)
+}
+
+// jailToolsFixtures are aimock's answers for TestModelToolsInJailAimock:
+// one reply with three calls, then, once the last call's result comes
+// back, the answer.
+const jailToolsFixtures = `{"fixtures": [
+  {"match": {"toolCallId": "call_j3"}, "response": {"content": "All done."}},
+  {"match": {"userMessage": "ctxfs-jail-tools"}, "response": {"content": "Working.", "toolCalls": [
+    {"id": "call_j1", "name": "fs_write", "arguments": {"path": "notes.txt", "content": "from aimock\n"}},
+    {"id": "call_j2", "name": "fs_read", "arguments": {"path": "shadow"}},
+    {"id": "call_j3", "name": "shell_exec", "arguments": {"command": "cat notes.txt; id -u; cat /etc/shadow"}}
+  ]}}
+]}`
+
+// TestModelToolsInJailAimock: the same work against aimock, a simulator
+// written by others, in both APIs: three calls in one reply, each run in
+// the jail as uid 1001, their results sent back so that the simulator
+// matches the second turn by the last call's id.
+func TestModelToolsInJailAimock(t *testing.T) {
+	fixtures := filepath.Join(t.TempDir(), "fixtures.json")
+	testkit.Must(t, os.WriteFile(fixtures, []byte(jailToolsFixtures), 0o644))
+	base := startAimockWith(t, fixtures)
+	for _, c := range []struct{ api, endpoint string }{{"openai-chat", base + "/v1"}, {"anthropic-messages", base}} {
+		t.Run(c.api, func(t *testing.T) {
+			if _, err := os.Stat(busybox); err != nil {
+				t.Skipf("%s is missing", busybox)
+			}
+			s := newModelServer(t, c.api, c.endpoint, nil)
+			s.define("doer", map[string]string{"model": "fake/llm", "tools": "fs.read\nfs.write\nshell.exec\n", "perm": "rwx\n", "isolation": "chroot\n"})
+			root := s.mnt("home/1001/agent/doer/root")
+			if out, err := bashAs(t, owner, `mkdir -p `+root+`/etc && echo "the jail's shadow" > `+root+`/etc/shadow && ln -s /etc/shadow `+root+`/shadow`); err != nil {
+				t.Fatalf("preparing root/: %v %s", err, out)
+			}
+			s.jailBusybox(t, owner.uid, "doer")
+			frames := waitRunDone(t, s.sendAsync(owner, "a", "ctxfs-jail-tools"))
+			if d := lastDone(frames); d == nil || d["status"] != "ok" || !strings.Contains(deltaText(frames), "All done.") {
+				t.Fatalf("run: %v\nlog:\n%s", frames, s.logText())
+			}
+			if got := fileBytes(t, filepath.Join(s.store, "home", "1001", "agent", "doer", "root", "notes.txt")); got != "from aimock\n" {
+				t.Errorf("notes.txt: %q", got)
+			}
+			events := fileBytes(t, filepath.Join(s.sessionDir(1001, "doer", "a"), "events.jsonl"))
+			// A result is JSON text inside an event's JSON: its "\n" is "\\n" there.
+			for _, want := range []string{`"tool_call_id":"call_j2"`, `"tool_call_id":"call_j3"`, `from aimock\\n1001\\nthe jail's shadow\\n`} {
+				if !strings.Contains(events, want) {
+					t.Errorf("events.jsonl lacks %s:\n%s", want, events)
+				}
+			}
+			fsckClean(t, s)
+		})
+	}
+}
