@@ -156,7 +156,7 @@ func (l *toolLoop) callAll(ctx context.Context, calls []ToolCall) bool {
 // error; ok false when the run must end.
 func (l *toolLoop) call(ctx context.Context, c ToolCall) (content string, isErr, ok bool) {
 	if !l.offered(c.Name) {
-		return toolError("the tool %q is not offered to this agent", c.Name), true, true
+		return callFailed(abi.Errorf(syscall.EACCES, c.Name, "the tool %q is not offered to this agent", c.Name))
 	}
 	if c.Name == ToolAskUser {
 		return l.askUser(ctx, c)
@@ -188,7 +188,7 @@ func (l *toolLoop) askUser(ctx context.Context, c ToolCall) (string, bool, bool)
 		Question string `json:"question"`
 	}
 	if json.Unmarshal(provider.ArgsObject(c.Arguments), &args) != nil || args.Text+args.Question == "" {
-		return toolError("ask_user takes {\"text\": the question}"), true, true
+		return callFailed(abi.Errorf(syscall.EINVAL, c.Name, "ask_user takes {\"text\": the question}"))
 	}
 	if args.Text == "" {
 		args.Text = args.Question
@@ -198,7 +198,7 @@ func (l *toolLoop) askUser(ctx context.Context, c ToolCall) (string, bool, bool)
 	case ctx.Err() != nil:
 		return "", false, false
 	case abi.Errno(err) == syscall.ETIMEDOUT: // no one answered: the model is told
-		return toolError("no answer: %v", err), true, true
+		return callFailed(err)
 	case err != nil: // the question could not wait (the engine said why)
 		return "", false, false
 	}
@@ -224,4 +224,10 @@ func (l *toolLoop) mustAsk(name string) bool {
 	}
 	c := toolClass(name)
 	return c == 'w' || c == 'x'
+}
+
+// callFailed is a call's error result, the run going on.
+func callFailed(err error) (content string, isErr, ok bool) {
+	content, isErr = toolFailure(err)
+	return content, isErr, true
 }

@@ -1,9 +1,6 @@
 package agent
 
 import (
-	"encoding/json"
-	"fmt"
-
 	"github.com/ctxfs/ctxfs/agent/provider"
 	"github.com/ctxfs/ctxfs/agent/tools"
 )
@@ -11,12 +8,8 @@ import (
 // ToolAskUser is the tool that asks a person (SPEC 17).
 const ToolAskUser = tools.AskUser
 
-// toolError is a tool's error result as the model reads it.
-func toolError(format string, args ...any) string {
-	b, _ := json.Marshal(map[string]string{"error": fmt.Sprintf(format, args...)})
-	return string(b)
-}
-
+// toolSpecs are the tools a model run offers, in the providers' terms.
 func toolSpecs(names []string) []provider.Tool { return tools.Specs(names) }
 
+// toolClass is the perm letter a tool needs (tools.Class).
 func toolClass(name string) byte { return tools.Class(name) }
