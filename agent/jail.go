@@ -49,6 +49,19 @@ const JailCommand = "__jail"
 // jailRootFD is the descriptor of the jail's root directory in JailMain.
 const jailRootFD = 5
 
+// controlFD is, when the run has a control socket, that socket (opened
+// O_PATH) in JailMain: it is bound into the jail at jailControl, with the
+// ctxfs binary at jailCtxfs for the helpers the program starts (`ctxfs
+// __permit`).
+const controlFD = 6
+
+// jailToolsDir is where, under the mount root, the jail shows the run's
+// control socket and the ctxfs binary; not a name a ctx path can have.
+const jailToolsDir = ".ctxfs"
+
+func jailControl(mountRoot string) string { return path.Join(mountRoot, jailToolsDir, "control") }
+func jailCtxfs(mountRoot string) string   { return path.Join(mountRoot, jailToolsDir, "ctxfs") }
+
 // jailDevices are the host devices shown in the jail's /dev: what shells
 // and ordinary programs expect to find, and nothing that reaches hardware
 // or another process.
