@@ -86,9 +86,10 @@ func (s *server) cliAnswer(t *testing.T, line string) frame {
 	return frames[0]
 }
 
-// controlSocketOf finds the control socket in the environment of a
-// process of uid that has one (the waiting run's Claude Code).
-func controlSocketOf(t *testing.T, uid int) string {
+// controlSocketOf finds the waiting run's Claude Code (a process of uid
+// with CTX_CONTROL_SOCKET in its environment) and returns its pid and
+// that path as the process sees it.
+func controlSocketOf(t *testing.T, uid int) (int, string) {
 	t.Helper()
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -103,12 +104,12 @@ func controlSocketOf(t *testing.T, uid int) string {
 		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 		for _, kv := range bytes.Split(env, []byte{0}) {
 			if v, ok := bytes.CutPrefix(kv, []byte("CTX_CONTROL_SOCKET=")); ok {
-				return string(v)
+				return pid, string(v)
 			}
 		}
 	}
 	t.Fatal("no process of the run names its control socket")
-	return ""
+	return 0, ""
 }
 
 // TestClaudePermit: a tool use of Claude Code under approval ask waits
@@ -122,6 +123,40 @@ func controlSocketOf(t *testing.T, uid int) string {
 // the control socket is gone with its run.
 func TestClaudePermit(t *testing.T) {
 	s, root := newPermitServer(t, nil)
+	checkClaudePermit(t, s, root, false)
+}
+
+// TestClaudePermitChroot: the same with isolation chroot: the control
+// socket and the ctxfs binary are bound into the jail; a process of the
+// run's uid outside the jail reaches the socket through the jailed
+// Claude's /proc/PID/root and is refused EACCES (another PID namespace).
+func TestClaudePermitChroot(t *testing.T) {
+	bin := filepath.Join(cliNPM, ".bin", "claude")
+	needCLI(t, bin)
+	exRequireBusybox(t)
+	base := cliSimulator(t)
+	s := newFuseServerWith(t, func(s *server) { s.env = append(s.env, "CTXFS_CLI_KEY="+cliKey("permit-chroot")) })
+	args := []string{"cli", "--cli", "claude-code", "--path", bin, "--endpoint", base, "--api-key-env", "CTXFS_CLI_KEY", "--isolation", "chroot"}
+	if out, code := ctxAdd(t, s, nil, "/usr/bin:/bin", args...); code != 0 {
+		t.Fatalf("ctx agent add: exit %d\n%s", code, out)
+	}
+	// Claude Code's Bash tool wants bash (or zsh), named by SHELL.
+	for name, v := range map[string]string{"approval": "ask\n", "env": "SHELL=/bin/bash\n"} {
+		if err := os.WriteFile(filepath.Join(s.root, "agent", "cli.d", name), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exMustScript(t, "cli-agent/prepare-root.sh", "--root", s.root, "--cli", "claude-code", "1001", "cli")
+	root := s.mnt("home/1001/agent/cli/root")
+	if out, err := bashAs(t, owner, "set -e; cp /bin/bash "+root+"/bin/; for l in $(ldd /bin/bash | grep -o '/lib[^ ]*'); do mkdir -p "+root+"$(dirname $l); cp -L $l "+root+"$l; done"); err != nil {
+		t.Fatalf("bash into root/: %v %s", err, out)
+	}
+	checkClaudePermit(t, s, root, true)
+}
+
+// checkClaudePermit is TestClaudePermit's sends and checks, on s's agent
+// cli with its root/ at root; jailed says the run is.
+func checkClaudePermit(t *testing.T, s *server, root string, jailed bool) {
 
 	done := s.sendCLIAsync("allow", "ctxfs-permit-claude")
 	call := s.cliPending(t)
@@ -140,7 +175,7 @@ func TestClaudePermit(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "permitted.txt")); err == nil {
 		t.Fatal("the command ran before it was approved")
 	}
-	socket := checkControlRefusals(t, s, "allow")
+	socket := checkControlRefusals(t, s, "allow", jailed)
 
 	res := s.cliAnswer(t, fmt.Sprintf(`{"op":"approve","run":%q,"id":"toolu_ctxfs_permit1","decision":"allow_once"}`, run))
 	if res["type"] != "approval_result" || res["decision"] != "allow_once" || res["uid"] != float64(1001) {
@@ -181,7 +216,7 @@ func TestClaudePermit(t *testing.T) {
 		t.Errorf("Claude did not get the refusal: %v", frames)
 	}
 	wantApprovalRecords(t, s, "refuse", run, "toolu_ctxfs_refuse1", "deny")
-	if _, err := os.Lstat(filepath.Dir(socket)); !os.IsNotExist(err) {
+	if _, err := os.Lstat(filepath.Dir(socket)); !jailed && !os.IsNotExist(err) {
 		t.Errorf("the control socket's directory %s after its run: %v", filepath.Dir(socket), err)
 	}
 }
@@ -189,19 +224,24 @@ func TestClaudePermit(t *testing.T) {
 // checkControlRefusals: while session's call waits, uid 1002 cannot
 // connect to the run's control socket (EACCES), and a process of uid
 // 1001 (the run's) that is not the run's own is refused EACCES; neither
-// adds a line to events.jsonl nor a pending call. It returns the socket's
-// path.
-func checkControlRefusals(t *testing.T, s *server, session string) string {
+// adds a line to events.jsonl nor a pending call. A jailed run's socket
+// is reached through its Claude's /proc/PID/root. It returns the socket's
+// path as the run sees it.
+func checkControlRefusals(t *testing.T, s *server, session string, jailed bool) string {
 	t.Helper()
-	socket := controlSocketOf(t, 1001)
+	pid, socket := controlSocketOf(t, 1001)
+	reach := socket
+	if jailed {
+		reach = fmt.Sprintf("/proc/%d/root%s", pid, socket)
+	}
 	events := filepath.Join(s.sessionDir(1001, "cli", session), "events.jsonl")
 	before := fileBytes(t, events)
 	forged := `{"op":"permit","id":"toolu_forged","name":"Bash","arguments":{"command":"touch forged.txt"}}`
-	out, err := runCmd(t, &cred{uid: 1002, gid: 1002}, nil, "/usr/bin/python3", "-c", sockRequest, socket, forged)
+	out, err := runCmd(t, &cred{uid: 1002, gid: 1002}, nil, "/usr/bin/python3", "-c", sockRequest, reach, forged)
 	if err == nil || !strings.Contains(out, "[Errno 13]") {
 		t.Errorf("uid 1002 on the run's control socket: %v %s", err, out)
 	}
-	out, err = runCmd(t, owner, nil, "/usr/bin/python3", "-c", sockRequest, socket, forged)
+	out, err = runCmd(t, owner, nil, "/usr/bin/python3", "-c", sockRequest, reach, forged)
 	if err != nil || !strings.Contains(out, `"type":"error"`) || !strings.Contains(out, `"code":"EACCES"`) {
 		t.Errorf("uid 1001 outside the run on its control socket: %v %s", err, out)
 	}
