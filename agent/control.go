@@ -27,7 +27,8 @@ const ControlSocketEnv = "CTX_CONTROL_SOCKET"
 // maxControlRequest bytes (a tool's input must fit the approval_request
 // the engine records, one log line), sent within controlReadTimeout; at
 // most maxControlConns connections are served at once (each waits for a
-// person at most), more are refused EAGAIN.
+// person at most), as many more are refused EAGAIN, and any beyond those
+// are closed unanswered.
 const (
 	maxControlRequest  = abi.MaxLineBytes - 4<<10
 	controlReadTimeout = 10 * time.Second
@@ -60,10 +61,11 @@ type control struct {
 	tree     *processTree    // nil until the program started: nothing is served before
 	allowRun map[string]bool // tools answered allow_run in this run (SPEC 17)
 
-	slots  chan struct{}
-	wg     sync.WaitGroup
-	ctx    context.Context
-	cancel context.CancelFunc
+	slots    chan struct{} // connections being served
+	refusals chan struct{} // connections being refused EAGAIN; past them, closed at once
+	wg       sync.WaitGroup
+	ctx      context.Context
+	cancel   context.CancelFunc
 }
 
 // controlOps are the requests a control socket answers, by op.
@@ -82,7 +84,7 @@ func openControl(ctx context.Context, s Spec) (*control, error) {
 		return nil, hostErr("control", err)
 	}
 	c := &control{dir: dir, path: filepath.Join(dir, "control"), uid: s.Uid, host: s.Host,
-		allowRun: map[string]bool{}, slots: make(chan struct{}, maxControlConns)}
+		allowRun: map[string]bool{}, slots: make(chan struct{}, maxControlConns), refusals: make(chan struct{}, maxControlConns)}
 	jailed := s.Def.Isolation == IsolationChroot
 	if err := c.listen(s.Gid, jailed); err != nil {
 		os.RemoveAll(dir)
@@ -176,17 +178,37 @@ func (c *control) serve() {
 			}
 			continue
 		}
-		select {
-		case c.slots <- struct{}{}:
-			c.wg.Add(1)
-			go func() {
-				defer func() { <-c.slots; c.wg.Done() }()
-				c.handle(conn)
-			}()
-		default:
-			reply(conn, proto.ErrorFrame(abi.Errorf(syscall.EAGAIN, "control", "the run's control socket serves %d connections at once", maxControlConns)))
-		}
+		c.dispatch(conn)
 	}
+}
+
+// dispatch serves conn when a slot is free, else refuses it EAGAIN when
+// a refusal slot is, else closes it.
+func (c *control) dispatch(conn *net.UnixConn) {
+	select {
+	case c.slots <- struct{}{}:
+		c.goWith(c.slots, func() { c.handle(conn) })
+		return
+	default:
+	}
+	select {
+	case c.refusals <- struct{}{}:
+		c.goWith(c.refusals, func() {
+			readRequest(conn, refusedReadTimeout) // so that the client reads the refusal
+			reply(conn, proto.ErrorFrame(abi.Errorf(syscall.EAGAIN, "control", "the run's control socket serves %d connections at once", maxControlConns)))
+		})
+	default:
+		conn.Close()
+	}
+}
+
+// goWith runs f on a goroutine that holds one of slots.
+func (c *control) goWith(slots chan struct{}, f func()) {
+	c.wg.Add(1)
+	go func() {
+		defer func() { <-slots; c.wg.Done() }()
+		f()
+	}()
 }
 
 // handle serves one connection: the peer first, then its one request. A
@@ -240,7 +262,7 @@ func readRequest(conn *net.UnixConn, wait time.Duration) ([]byte, error) {
 // reply writes one frame and closes the connection.
 func reply(conn *net.UnixConn, f *proto.Object) {
 	conn.SetWriteDeadline(time.Now().Add(controlWriteGrace))
-	conn.Write(append(f.Line(), '\n'))
+	conn.Write(f.Line()) // one line, its newline included
 	conn.Close()
 }
 
