@@ -88,6 +88,7 @@ type jailSpec struct {
 	progName   string   // the program's name under MountRoot/agent/
 	progHost   string   // the program's host path, bound at MountRoot/agent/progName
 	extra      []string // the program's arguments (a CLI agent's invocation)
+	control    bool     // the run has a control socket at controlFD (from its environment, not args)
 }
 
 func (j *jailSpec) args() []string {
@@ -103,7 +104,7 @@ func parseJailArgs(a []string) (*jailSpec, error) {
 	}
 	uid, err1 := strconv.ParseUint(a[0], 10, 32)
 	gid, err2 := strconv.ParseUint(a[1], 10, 32)
-	j := &jailSpec{uint32(uid), uint32(gid), a[2], a[3], a[4], a[5], a[6], a[7], a[8:]}
+	j := &jailSpec{uint32(uid), uint32(gid), a[2], a[3], a[4], a[5], a[6], a[7], a[8:], false}
 	switch {
 	case err1 != nil || err2 != nil:
 		return nil, fmt.Errorf("bad uid or gid %q %q", a[0], a[1])

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -53,6 +54,7 @@ func JailMain(args []string) int {
 	if err != nil {
 		return setupFailed(errnoOf(err), "%v", err)
 	}
+	j.control = slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, ControlSocketEnv+"=") })
 	t, err := takeTrees(j)
 	if err != nil {
 		return setupFailed(errnoOf(err), "preparing the jail: %v", err)
@@ -136,8 +138,10 @@ type trees struct {
 func takeTrees(j *jailSpec) (*trees, error) {
 	t := &trees{session: -1, control: -1, self: -1}
 	var err error
-	if err := t.takeControl(); err != nil {
-		return nil, err
+	if j.control {
+		if err := t.takeControl(); err != nil {
+			return nil, err
+		}
 	}
 	if t.root, err = cloneTree(jailRootFD, "", jailAttrs); err != nil {
 		return nil, fmt.Errorf("the agent's root/: %w", err)
@@ -160,13 +164,10 @@ func takeTrees(j *jailSpec) (*trees, error) {
 	return t, nil
 }
 
-// takeControl clones the run's control socket (controlFD) and this very
-// binary when the server handed a socket: a run with none has no
-// descriptor there.
+// takeControl clones the run's control socket (controlFD: the server
+// hands one exactly when the run's environment names it) and this very
+// binary.
 func (t *trees) takeControl() error {
-	if _, err := unix.FcntlInt(controlFD, unix.F_GETFD, 0); err != nil {
-		return nil
-	}
 	var err error
 	if t.control, err = cloneTree(controlFD, "", jailAttrs|unix.MOUNT_ATTR_NOEXEC); err != nil {
 		return fmt.Errorf("the control socket: %w", err)
