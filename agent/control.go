@@ -35,8 +35,6 @@ const (
 	refusedReadTimeout = time.Second
 	controlWriteGrace  = 10 * time.Second
 	maxControlConns    = 8
-	// maxToolNameBytes bounds the name a CLI gives a tool it asks about.
-	maxToolNameBytes = 256
 )
 
 // control is a run's control socket (CTX_CONTROL_SOCKET): how the run's

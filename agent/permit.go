@@ -66,19 +66,10 @@ func (r *permitRequest) check() error {
 	switch {
 	case !proto.ValidCallID(r.ID):
 		return abi.Errorf(syscall.EINVAL, "permit", "the id is not a call id (1 to %d printable bytes)", proto.MaxCallIDBytes)
-	case r.Name == "" || len(r.Name) > maxToolNameBytes || !printableASCII(r.Name):
-		return abi.Errorf(syscall.EINVAL, "permit", "the name is not 1 to %d printable bytes", maxToolNameBytes)
+	case !proto.ValidCallID(r.Name): // a tool's name has the shape of an id
+		return abi.Errorf(syscall.EINVAL, "permit", "the name is not 1 to %d printable bytes", proto.MaxCallIDBytes)
 	case len(r.Arguments) == 0 || r.Arguments[0] != '{':
 		return abi.Errorf(syscall.EINVAL, "permit", "the arguments are not a JSON object")
 	}
 	return nil
-}
-
-func printableASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] <= ' ' || s[i] > '~' {
-			return false
-		}
-	}
-	return true
 }

@@ -181,7 +181,7 @@ func checkClaudePermit(t *testing.T, s *server, root string, jailed bool) {
 	if res["type"] != "approval_result" || res["decision"] != "allow_once" || res["uid"] != float64(1001) {
 		t.Fatalf("approve reply %v", res)
 	}
-	frames := waitCLIDone(t, done)
+	frames := waitRunDone(t, done)
 	if got := frameTypes(frames); !strings.HasSuffix(got, "done ok") || !strings.Contains(got, "tool_result") {
 		t.Fatalf("allowed run: %s\n%v", got, frames)
 	}
@@ -199,7 +199,7 @@ func checkClaudePermit(t *testing.T, s *server, root string, jailed bool) {
 	call = s.cliPending(t)
 	run = call["run"].(string)
 	s.cliAnswer(t, fmt.Sprintf(`{"op":"approve","run":%q,"id":"toolu_ctxfs_refuse1","decision":"deny","reason":"not here"}`, run))
-	frames = waitCLIDone(t, done)
+	frames = waitRunDone(t, done)
 	if got := frameTypes(frames); !strings.HasSuffix(got, "done ok") {
 		t.Fatalf("denied run: %s\n%v", got, frames)
 	}
@@ -266,17 +266,6 @@ func wantApprovalRecords(t *testing.T, s *server, session, run, id, decision str
 		if !strings.Contains(ev, want) {
 			t.Errorf("events.jsonl lacks %s:\n%s", want, ev)
 		}
-	}
-}
-
-func waitCLIDone(t *testing.T, ch <-chan []frame) []frame {
-	t.Helper()
-	select {
-	case frames := <-ch:
-		return frames
-	case <-time.After(3 * time.Minute):
-		t.Fatal("the run did not end")
-		return nil
 	}
 }
 
