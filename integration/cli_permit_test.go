@@ -124,6 +124,44 @@ func controlSocketOf(t *testing.T, uid int) (int, string) {
 func TestClaudePermit(t *testing.T) {
 	s, root := newPermitServer(t, nil)
 	checkClaudePermit(t, s, root, false)
+	checkClaudeAllowRunAndStop(t, s, root)
+}
+
+// checkClaudeAllowRunAndStop: allow_run lets the call and the run's later
+// calls of the same tool run, the later ones without asking (one
+// approval_request in the run); stop refuses the call and ends the run
+// done cancelled.
+func checkClaudeAllowRunAndStop(t *testing.T, s *server, root string) {
+	done := s.sendCLIAsync("twice", "ctxfs-permit-twice-claude")
+	call := s.cliPending(t)
+	run := call["run"].(string)
+	if call["id"] != "toolu_ctxfs_twice1" {
+		t.Fatalf("pending call %v", call)
+	}
+	s.cliAnswer(t, fmt.Sprintf(`{"op":"approve","run":%q,"id":"toolu_ctxfs_twice1","decision":"allow_run"}`, run))
+	if got := frameTypes(waitRunDone(t, done)); !strings.HasSuffix(got, "done ok") {
+		t.Fatalf("allow_run: %s", got)
+	}
+	for _, f := range []string{"first.txt", "second.txt"} {
+		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
+			t.Errorf("after allow_run: %v", err)
+		}
+	}
+	ev := fileBytes(t, filepath.Join(s.sessionDir(1001, "cli", "twice"), "events.jsonl"))
+	if n := strings.Count(ev, `"type":"approval_request"`); n != 1 {
+		t.Errorf("allow_run: %d approval requests, want 1:\n%s", n, ev)
+	}
+
+	done = s.sendCLIAsync("stop", "ctxfs-refuse-claude")
+	run = s.cliPending(t)["run"].(string)
+	s.cliAnswer(t, fmt.Sprintf(`{"op":"approve","run":%q,"id":"toolu_ctxfs_refuse1","decision":"stop"}`, run))
+	if got := frameTypes(waitRunDone(t, done)); !strings.HasSuffix(got, "done cancelled") {
+		t.Errorf("stop: %s", got)
+	}
+	if _, err := os.Stat(filepath.Join(root, "refused.txt")); err == nil {
+		t.Error("the stopped command ran")
+	}
+	wantApprovalRecords(t, s, "stop", run, "toolu_ctxfs_refuse1", "stop")
 }
 
 // TestClaudePermitChroot: the same with isolation chroot: the control
