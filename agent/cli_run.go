@@ -8,9 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os/exec"
+	"slices"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent/cli"
@@ -107,11 +110,48 @@ func runCLI(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 	run := *s.CLI
 	run.key, run.parser = key, s.Def.CLI.Adapter.NewParser()
 	s.CLI = &run
+	if permitter, asks := s.Def.CLI.Adapter.(cli.Permitter); asks && s.Def.Approval == ApprovalAsk {
+		c, err := s.askPermits(ctx, permitter)
+		if err != nil {
+			emit(proto.ErrorFrame(err))
+			return false
+		}
+		defer c.close()
+	}
 	ok := runProgram(ctx, s, redactor(key, emit))
 	if id := run.parser.SessionID(); id != "" && id != run.Resume && (run.Resume == "" || ok) && run.Named != nil {
 		run.Named(id)
 	}
 	return ok
+}
+
+// askPermits readies a run whose CLI lets the host decide its permission
+// prompts, under `approval ask` (SPEC 17): the run's control socket, its
+// path in the environment (CTX_CONTROL_SOCKET), and the CLI told to ask
+// `ctxfs __permit`, which asks that socket, for every prompt. The ctxfs
+// binary is the server's own (Enter); a jailed run has both bound into
+// its jail (JailMain). The caller closes the socket after the run.
+func (s *Spec) askPermits(ctx context.Context, permitter cli.Permitter) (*control, error) {
+	if Enter == "" {
+		return nil, abi.Errorf(syscall.ENOTSUP, "run", "approval ask for a cli agent needs the ctxfs server")
+	}
+	c, err := openControl(ctx, *s)
+	if err != nil {
+		return nil, err
+	}
+	binary, socket := Enter, c.path
+	if s.Def.Isolation == IsolationChroot {
+		binary, socket = jailCtxfs(s.Jail.MountRoot), jailControl(s.Jail.MountRoot)
+	}
+	env := maps.Clone(s.Env)
+	env[ControlSocketEnv] = socket
+	s.Env, s.control = env, c
+	s.CLI.Invocation.Args = append(slices.Clone(s.CLI.Invocation.Args), permitter.PermitArgs(cli.Permit{
+		Argv:    []string{binary, PermitCommand},
+		Env:     map[string]string{ControlSocketEnv: socket},
+		Timeout: s.Def.ApprovalTimeout + time.Minute,
+	})...)
+	return c, nil
 }
 
 // programArgs are the program's arguments: a CLI's invocation, else none.

@@ -49,6 +49,19 @@ const JailCommand = "__jail"
 // jailRootFD is the descriptor of the jail's root directory in JailMain.
 const jailRootFD = 5
 
+// controlFD is, when the run has a control socket, that socket (opened
+// O_PATH) in JailMain: it is bound into the jail at jailControl, with the
+// ctxfs binary at jailCtxfs for the helpers the program starts (`ctxfs
+// __permit`).
+const controlFD = 6
+
+// jailToolsDir is where, under the mount root, the jail shows the run's
+// control socket and the ctxfs binary; not a name a ctx path can have.
+const jailToolsDir = ".ctxfs"
+
+func jailControl(mountRoot string) string { return path.Join(mountRoot, jailToolsDir, "control") }
+func jailCtxfs(mountRoot string) string   { return path.Join(mountRoot, jailToolsDir, "ctxfs") }
+
 // jailDevices are the host devices shown in the jail's /dev: what shells
 // and ordinary programs expect to find, and nothing that reaches hardware
 // or another process.
@@ -75,6 +88,7 @@ type jailSpec struct {
 	progName   string   // the program's name under MountRoot/agent/
 	progHost   string   // the program's host path, bound at MountRoot/agent/progName
 	extra      []string // the program's arguments (a CLI agent's invocation)
+	control    bool     // the run has a control socket at controlFD (from its environment, not args)
 }
 
 func (j *jailSpec) args() []string {
@@ -90,7 +104,7 @@ func parseJailArgs(a []string) (*jailSpec, error) {
 	}
 	uid, err1 := strconv.ParseUint(a[0], 10, 32)
 	gid, err2 := strconv.ParseUint(a[1], 10, 32)
-	j := &jailSpec{uint32(uid), uint32(gid), a[2], a[3], a[4], a[5], a[6], a[7], a[8:]}
+	j := &jailSpec{uint32(uid), uint32(gid), a[2], a[3], a[4], a[5], a[6], a[7], a[8:], false}
 	switch {
 	case err1 != nil || err2 != nil:
 		return nil, fmt.Errorf("bad uid or gid %q %q", a[0], a[1])

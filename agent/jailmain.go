@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -53,6 +54,7 @@ func JailMain(args []string) int {
 	if err != nil {
 		return setupFailed(errnoOf(err), "%v", err)
 	}
+	j.control = slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, ControlSocketEnv+"=") })
 	t, err := takeTrees(j)
 	if err != nil {
 		return setupFailed(errnoOf(err), "preparing the jail: %v", err)
@@ -128,13 +130,19 @@ func reapUntil(pid int) int {
 // trees are the detached copies a jail is built from.
 type trees struct {
 	root, session, program int // session is -1 without one
+	control, self          int // the control socket and this binary, -1 without a control socket
 	devices                []int
 }
 
 // takeTrees clones, in the host's namespace, every tree the jail shows.
 func takeTrees(j *jailSpec) (*trees, error) {
-	t := &trees{session: -1}
+	t := &trees{session: -1, control: -1, self: -1}
 	var err error
+	if j.control {
+		if err := t.takeControl(); err != nil {
+			return nil, err
+		}
+	}
 	if t.root, err = cloneTree(jailRootFD, "", jailAttrs); err != nil {
 		return nil, fmt.Errorf("the agent's root/: %w", err)
 	}
@@ -154,6 +162,21 @@ func takeTrees(j *jailSpec) (*trees, error) {
 		t.devices = append(t.devices, fd)
 	}
 	return t, nil
+}
+
+// takeControl clones the run's control socket (controlFD: the server
+// hands one exactly when the run's environment names it) and this very
+// binary.
+func (t *trees) takeControl() error {
+	var err error
+	if t.control, err = cloneTree(controlFD, "", jailAttrs|unix.MOUNT_ATTR_NOEXEC); err != nil {
+		return fmt.Errorf("the control socket: %w", err)
+	}
+	unix.Close(controlFD)
+	if t.self, err = cloneTree(unix.AT_FDCWD, "/proc/self/exe", jailAttrs|unix.MOUNT_ATTR_RDONLY); err != nil {
+		return fmt.Errorf("the ctxfs binary: %w", err)
+	}
+	return nil
 }
 
 // cloneSession clones the session directory from the mount: its path
@@ -256,7 +279,7 @@ func pivotInto(root int) error {
 // close closes the trees' descriptors: attached or not, the jail no
 // longer needs them, and the program must inherit none.
 func (t *trees) close() {
-	for _, fd := range append([]int{t.root, t.session, t.program, jailRootFD}, t.devices...) {
+	for _, fd := range append([]int{t.root, t.session, t.program, t.control, t.self, jailRootFD}, t.devices...) {
 		if fd >= 0 {
 			unix.Close(fd)
 		}
@@ -271,6 +294,10 @@ func (t *trees) buildCtx(j *jailSpec) error {
 		dirs = append(dirs, rel(j.sessionDir, j.mountRoot))
 	}
 	binds := map[string]int{"agent/" + j.progName: t.program}
+	if t.control >= 0 {
+		binds[rel(jailControl(j.mountRoot), j.mountRoot)] = t.control
+		binds[rel(jailCtxfs(j.mountRoot), j.mountRoot)] = t.self
+	}
 	tmp, err := t.tmpfsAt(strings.TrimPrefix(j.mountRoot, "/"), dirs, binds)
 	if err != nil {
 		return fmt.Errorf("%s in the jail: %w", j.mountRoot, err)

@@ -33,6 +33,8 @@ type Spec struct {
 	CLI                   *CLIRun           // for a CLI agent (Def.CLI): what the engine prepared
 	Host                  ToolHost          // for a model API run with tools: approvals, questions, versions
 	Resume                *Resume           // for a run resumed after its answer came: where it stood
+
+	control *control // the run's control socket, when it has one (runCLI)
 }
 
 const (
@@ -106,6 +108,7 @@ func runProgram(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 		emit(proto.ErrorFrame(err))
 		return false
 	}
+	s.control.started(p.pgid)
 	waitErr, stopped := p.pump(runCtx, emit)
 	switch {
 	case !stopped && p.setupErr != nil: // reported as the run's error already
@@ -266,6 +269,9 @@ func launcher(s Spec, cmd *exec.Cmd) (setup *os.File, handed []*os.File, err err
 	cmd.ExtraFiles = []*os.File{w, env} // setupFD, envFD
 	if root != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, root) // jailRootFD; the caller's to close
+		if ctl := s.control.jailed(); ctl != nil {
+			cmd.ExtraFiles = append(cmd.ExtraFiles, ctl) // controlFD; the control's to close
+		}
 	}
 	return r, []*os.File{w, env}, nil
 }
@@ -389,19 +395,25 @@ func groupAlive(pgid int) bool {
 	return false
 }
 
-// runsInGroup reads /proc/PID/stat: "pid (comm) state ppid pgrp ...";
-// comm may hold spaces and parentheses, so fields start after the last ')'.
+// runsInGroup reports whether pid is a live member of group pgid.
 func runsInGroup(pid, pgid int) bool {
+	f := procStat(pid)
+	return len(f) >= 3 && f[0] != "Z" && f[0] != "X" && f[2] == strconv.Itoa(pgid)
+}
+
+// procStat reads /proc/PID/stat, "pid (comm) state ppid pgrp ...", and
+// returns its fields from state on (nil when it cannot): comm may hold
+// spaces and parentheses, so they start after the last ')'.
+func procStat(pid int) []string {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return false
+		return nil
 	}
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 {
-		return false
+		return nil
 	}
-	f := strings.Fields(string(stat[i+1:]))
-	return len(f) >= 3 && f[0] != "Z" && f[0] != "X" && f[2] == strconv.Itoa(pgid)
+	return strings.Fields(string(stat[i+1:]))
 }
 
 // signalGroup signals every process in the run's group. The group id stays

@@ -227,10 +227,11 @@ func internalCommands() []*cobra.Command {
 		return func(args []string) error { os.Exit(main(args)); return nil }
 	}
 	return []*cobra.Command{
-		raw("watchdog", cmdWatchdog),                   // started by the server, see watchdog.go
-		raw(agent.EnterCommand, exit(agent.EnterMain)), // how a run enters its directory (agent.Enter)
-		raw(agent.JailCommand, exit(agent.JailMain)),   // how a chroot-isolated run is jailed (agent.Jail)
-		raw(agent.ToolCommand, exit(tools.Main)),       // one built-in tool call of a model run (agent.ExecTool)
+		raw("watchdog", cmdWatchdog),                     // started by the server, see watchdog.go
+		raw(agent.EnterCommand, exit(agent.EnterMain)),   // how a run enters its directory (agent.Enter)
+		raw(agent.JailCommand, exit(agent.JailMain)),     // how a chroot-isolated run is jailed (agent.Jail)
+		raw(agent.ToolCommand, exit(tools.Main)),         // one built-in tool call of a model run (agent.ExecTool)
+		raw(agent.PermitCommand, exit(agent.PermitMain)), // a CLI's permission prompt tool (cli.Permit)
 	}
 }
 

@@ -1,0 +1,75 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// permitRequest is the op permit on a run's control socket: a CLI of the
+// run asks whether its tool use may go on (Claude Code's permission
+// prompt, relayed by `ctxfs __permit`). ID is the CLI's tool use id,
+// Name its tool's name, Arguments its input.
+type permitRequest struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// frameTypePermit is the reply to permit: {"type":"permit","id","decision","reason"?}.
+const frameTypePermit = "permit"
+
+// permit takes the CLI's tool use through the run's approval flow (SPEC
+// 17), as a built-in tool's call: recorded, waiting for a person, answered
+// with a decision. A tool answered allow_run before is allowed again
+// without asking.
+func (c *control) permit(ctx context.Context, line []byte) *proto.Object {
+	var req permitRequest
+	if err := json.Unmarshal(line, &req); err != nil {
+		return proto.ErrorFrame(abi.Errorf(syscall.EINVAL, "permit", "%v", err))
+	}
+	if err := req.check(); err != nil {
+		return proto.ErrorFrame(err)
+	}
+	if c.allowedForRun(req.Name) {
+		return proto.NewObject("type", frameTypePermit, "id", req.ID, "decision", DecisionAllowRun)
+	}
+	if c.host == nil {
+		return proto.ErrorFrame(abi.Errorf(syscall.ENOTSUP, "permit", "the run has no host to ask"))
+	}
+	decision, reason := c.host.Approve(ctx, ToolCall{ID: req.ID, Name: req.Name, Arguments: string(req.Arguments)})
+	if decision == DecisionAllowRun {
+		c.mu.Lock()
+		c.allowRun[req.Name] = true
+		c.mu.Unlock()
+	}
+	f := proto.NewObject("type", frameTypePermit, "id", req.ID, "decision", decision)
+	if reason != "" {
+		f.Set("reason", reason)
+	}
+	return f
+}
+
+func (c *control) allowedForRun(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.allowRun[name]
+}
+
+// check refuses, EINVAL, a request the approval flow cannot record as it
+// came: a call id of another shape, a name that is empty, long or not
+// printable ASCII, arguments that are not one JSON object.
+func (r *permitRequest) check() error {
+	switch {
+	case !proto.ValidCallID(r.ID):
+		return abi.Errorf(syscall.EINVAL, "permit", "the id is not a call id (1 to %d printable bytes)", proto.MaxCallIDBytes)
+	case !proto.ValidCallID(r.Name): // a tool's name has the shape of an id
+		return abi.Errorf(syscall.EINVAL, "permit", "the name is not 1 to %d printable bytes", proto.MaxCallIDBytes)
+	case len(r.Arguments) == 0 || r.Arguments[0] != '{':
+		return abi.Errorf(syscall.EINVAL, "permit", "the arguments are not a JSON object")
+	}
+	return nil
+}
