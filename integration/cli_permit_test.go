@@ -309,3 +309,23 @@ func wantApprovalRecords(t *testing.T, s *server, session, run, id, decision str
 
 // fileUID is the owner of what st describes.
 func fileUID(st os.FileInfo) int { return int(st.Sys().(*syscall.Stat_t).Uid) }
+
+// TestClaudePermitRestart: a CLI's process dies with the server, and its
+// permission prompt with it, so a Claude Code run waiting for an answer
+// when the server is killed is not kept waiting: the restart closes it as
+// interrupted (EINTR), and no call is pending.
+func TestClaudePermitRestart(t *testing.T) {
+	s, _ := newPermitServer(t, nil)
+	done := s.sendCLIAsync("killed", "ctxfs-permit-claude")
+	run := s.cliPending(t)["run"].(string)
+	s.restart(syscall.SIGKILL)
+	<-done
+	frames, _, err := s.requestAs(owner, "cli", `{"op":"pending"}`)
+	if err != nil || len(frames) != 1 || frames[0]["type"] != "pending_end" {
+		t.Fatalf("pending after the restart: %v %v", frames, err)
+	}
+	ev := fileBytes(t, filepath.Join(s.sessionDir(1001, "cli", "killed"), "events.jsonl"))
+	if !strings.Contains(ev, `"type":"done","run":"`+run+`","status":"error","interrupted":true`) {
+		t.Fatalf("events.jsonl:\n%s", ev)
+	}
+}

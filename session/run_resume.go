@@ -45,12 +45,15 @@ func (s *sess) keepWaiting(rec *clientRecord) bool {
 	if _, ok := s.e.waiting.Waiting(rec.run); ok {
 		return true // kept when the session was loaded before
 	}
-	timeout := agent.DefaultApprovalTimeout
-	if def, err := s.e.definition(s.ref.Container); err == nil {
-		timeout = def.ApprovalTimeout
+	// Only a run the server drives itself can go on from its history: a
+	// model's loop, a restore. A CLI's process died with the server, and
+	// its permission prompt with it: that run is interrupted.
+	def, err := s.e.definition(s.ref.Container)
+	if err != nil || !(def.AnsweredByAPI() || rec.start.Str("op") == proto.OpRestore) {
+		return false
 	}
 	call := waitingCall(s.ref, rec, w)
-	err := s.e.waiting.Add(call, timeout, func(c waiting.Call, a waiting.Answer) (*proto.Object, error) {
+	err = s.e.waiting.Add(call, def.ApprovalTimeout, func(c waiting.Call, a waiting.Answer) (*proto.Object, error) {
 		return s.e.resumeRun(s.ref, rec, c, a)
 	})
 	if err != nil {
