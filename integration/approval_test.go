@@ -403,3 +403,43 @@ func TestToolStepBudget(t *testing.T) {
 		t.Fatalf("results %d, requests %d, error %v, frames %v", results, p.hits(), code, frames)
 	}
 }
+
+// TestApprovalDisconnect: the client that sent the run disconnects while
+// its call waits; the run goes on waiting, the answer from another
+// connection continues it, and a resume afterwards shows the request,
+// the answer and the end.
+func TestApprovalDisconnect(t *testing.T) {
+	p := newFakeProvider(t, scripted(openAICall("q1", "ask_user", `{"text":"still there?"}`), openAIReply("bye")))
+	s := newToolServer(t, p.URL+"/v1", map[string]string{"tools": "ask_user\n"})
+	conn, err := dialAs(filepath.Join(s.root, "agent", "doer.sock"), 1001)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(conn, `{"op":"send","id":"d1","session":"gone","input":"ask"}`)
+	buf := make([]byte, 64<<10)
+	var seen string
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for !strings.Contains(seen, `"type":"question"`) {
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("before the question: %v\n%s", err, seen)
+		}
+		seen += string(buf[:n])
+	}
+	conn.Close()
+	run := s.pendingOf(owner, 1)[0]["run"].(string)
+	s.answerAs(owner, fmt.Sprintf(`{"op":"answer","run":%q,"id":"q1","text":"yes"}`, run))
+	var frames []frame
+	eventually(t, 20*time.Second, "the run's end", func() bool {
+		frames, _, _ = s.requestAs(owner, "doer", `{"op":"resume","session":"gone"}`)
+		return lastDone(frames) != nil
+	})
+	var types []string
+	for _, f := range frames {
+		types = append(types, f["type"].(string))
+	}
+	got := strings.Join(types, " ")
+	if !strings.Contains(got, "question answer tool_result") || lastDone(frames)["status"] != "ok" {
+		t.Fatalf("resume after the disconnect: %s", got)
+	}
+}
