@@ -38,10 +38,6 @@ const (
 	// maxToolResult bounds a result sent to the model: a shell.exec's two
 	// streams of 64 KiB, each byte escaped at worst, fit many times over.
 	maxToolResult = 2 << 20
-	// toolIdle is how long a run's tool process waits for the next call
-	// (while the model thinks, or a person decides) before it is ended;
-	// the next call then starts a new one.
-	toolIdle = 30 * time.Second
 	// toolEndGrace is how long an ended tool process has to exit by
 	// itself before it is killed.
 	toolEndGrace = time.Second
@@ -57,6 +53,11 @@ func ExecTool(ctx context.Context, s Spec, call ToolCall, keep func(FileBefore) 
 	defer ts.close()
 	return ts.exec(ctx, call, keep)
 }
+
+// toolIdle is how long a run's tool process waits for the next call
+// (while the model thinks, or a person decides) before it is ended; the
+// next call then starts a new one. (A variable for the tests.)
+var toolIdle = 30 * time.Second
 
 // toolSession carries out the built-in tool calls of one run, one at a
 // time, in one tool process (`ctxfs __tool`) started at the run's first
