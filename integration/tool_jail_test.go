@@ -2,10 +2,14 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
@@ -104,7 +108,79 @@ func TestModelToolsInJail(t *testing.T) {
 			t.Errorf("events.jsonl lacks %s", want)
 		}
 	}
+	waitNoProcessOf(t, owner.uid, "after the run") // its tool process ended with it
 	fsckClean(t, s)
+}
+
+// processesOf lists the live processes of uid.
+func processesOf(uid uint32) []int {
+	var out []int
+	for _, pid := range hostPids() {
+		var st syscall.Stat_t
+		state := procField(pid, "State")
+		if syscall.Stat("/proc/"+strconv.Itoa(pid), &st) == nil && st.Uid == uid && state != "" && !strings.HasPrefix(state, "Z") {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// waitNoProcessOf waits until uid has no process left, and fails (killing
+// what is left) when it still has one after 10 seconds.
+func waitNoProcessOf(t *testing.T, uid uint32, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(processesOf(uid)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := processesOf(uid); len(left) > 0 {
+		for _, pid := range left {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		t.Errorf("%s: uid %d still has processes %v", what, uid, left)
+	}
+}
+
+// TestModelToolsCancelledMidCall: a run cancelled while its shell.exec
+// runs ends done cancelled, and leaves no process of the uid (its tool
+// process, the command, what the command left in the background or in a
+// session of its own), with and without a jail.
+func TestModelToolsCancelledMidCall(t *testing.T) {
+	for _, jailed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("jailed=%v", jailed), func(t *testing.T) {
+			p := newFakeProvider(t, scripted(
+				openAICall("c1", "shell_exec", `{"command":"sleep 300 & setsid sleep 300 & sleep 300"}`),
+				openAIReply("never")))
+			files := map[string]string{"tools": "shell.exec\n", "perm": "x\n"}
+			var s *server
+			if jailed {
+				s = newJailedToolServer(t, p.URL+"/v1", files)
+			} else {
+				s = newToolServer(t, p.URL+"/v1", files)
+			}
+			done := make(chan []frame, 1)
+			go func() {
+				frames, _, _ := s.requestAsWithin(owner, "doer", `{"op":"send","id":"w1","session":"c","input":"sleep"}`, 60*time.Second)
+				done <- frames
+			}()
+			eventually(t, 20*time.Second, "the command's three sleeps", func() bool {
+				n := 0
+				for _, pid := range processesOf(owner.uid) {
+					if procField(pid, "Name") == "sleep" {
+						n++
+					}
+				}
+				return n == 3
+			})
+			if f, _, err := s.requestAs(owner, "doer", `{"op":"cancel","id":"w1"}`); err != nil || len(f) != 1 || f[0]["cancelled"] != true {
+				t.Fatalf("cancel: %v %v", f, err)
+			}
+			if d := lastDone(waitRunDone(t, done)); d == nil || d["status"] != "cancelled" {
+				t.Fatalf("the cancelled run: %v", d)
+			}
+			waitNoProcessOf(t, owner.uid, "after the cancel")
+		})
+	}
 }
 
 // jailToolsFixtures are aimock's answers for TestModelToolsInJailAimock:
