@@ -155,18 +155,21 @@ func (ts *toolSession) run(ctx context.Context, req *tools.Request, keep func(Fi
 		ts.p = p
 	}
 	p := ts.p
-	stopped := make(chan struct{})
+	replied := make(chan struct{})
+	terminated := make(chan bool, 1) // whether ctx ended the process before its reply
 	go func() {
 		select {
 		case <-ctx.Done():
 			(&program{pgid: p.cmd.Process.Pid}).terminate(make(chan struct{}))
-		case <-stopped:
+			terminated <- true
+		case <-replied:
+			terminated <- false
 		}
 	}()
 	reply, err := p.converse(req, keep)
-	close(stopped)
+	close(replied)
 	ts.calls++
-	if err == nil && ctx.Err() == nil {
+	if !<-terminated && err == nil {
 		calls := ts.calls
 		ts.idle = time.AfterFunc(toolIdle, func() { ts.endIdle(calls) })
 		return reply, nil
