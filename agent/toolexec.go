@@ -23,7 +23,7 @@ import (
 )
 
 // ToolCommand is the hidden command of the ctxfs binary that carries out
-// one built-in tool call: `ctxfs __tool` (tools.Main).
+// a run's built-in tool calls: `ctxfs __tool` (tools.Main).
 const ToolCommand = tools.Command
 
 const (
