@@ -108,36 +108,61 @@ func TestModelToolsInJail(t *testing.T) {
 			t.Errorf("events.jsonl lacks %s", want)
 		}
 	}
-	waitNoProcessOf(t, owner.uid, "after the run") // its tool process ended with it
+	waitGone(t, owner.uid, "after the run", func() []int { return s.runProcessesOf(owner.uid) }) // its tool process ended with it
 	fsckClean(t, s)
 }
 
-// processesOf lists the live processes of uid.
-func processesOf(uid uint32) []int {
+// runProcessesOf lists the live processes of uid that descend from s's
+// server: its runs' tool processes and what their commands started (the
+// machine's other processes of the uid, other tests', are not counted).
+func (s *server) runProcessesOf(uid uint32) []int {
 	var out []int
 	for _, pid := range hostPids() {
-		var st syscall.Stat_t
-		state := procField(pid, "State")
-		if syscall.Stat("/proc/"+strconv.Itoa(pid), &st) == nil && st.Uid == uid && state != "" && !strings.HasPrefix(state, "Z") {
+		if liveOf(pid, uid) && descendsFrom(pid, s.cmd.Process.Pid) {
 			out = append(out, pid)
 		}
 	}
 	return out
 }
 
-// waitNoProcessOf waits until uid has no process left, and fails (killing
-// what is left) when it still has one after 10 seconds.
-func waitNoProcessOf(t *testing.T, uid uint32, what string) {
+// liveOf reports whether pid runs (not a zombie) as uid.
+func liveOf(pid int, uid uint32) bool {
+	var st syscall.Stat_t
+	state := procField(pid, "State")
+	return syscall.Stat("/proc/"+strconv.Itoa(pid), &st) == nil && st.Uid == uid && state != "" && !strings.HasPrefix(state, "Z")
+}
+
+func descendsFrom(pid, ancestor int) bool {
+	for i := 0; i < 64 && pid > 1; i++ {
+		if pid = procParent(pid); pid == ancestor {
+			return true
+		}
+	}
+	return false
+}
+
+// waitGone waits until none of pids runs as uid, and fails (killing what
+// is left) when one still does after 10 seconds.
+func waitGone(t *testing.T, uid uint32, what string, pids func() []int) {
 	t.Helper()
+	left := func() []int {
+		var out []int
+		for _, pid := range pids() {
+			if liveOf(pid, uid) {
+				out = append(out, pid)
+			}
+		}
+		return out
+	}
 	deadline := time.Now().Add(10 * time.Second)
-	for len(processesOf(uid)) > 0 && time.Now().Before(deadline) {
+	for len(left()) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if left := processesOf(uid); len(left) > 0 {
-		for _, pid := range left {
+	if l := left(); len(l) > 0 {
+		for _, pid := range l {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
-		t.Errorf("%s: uid %d still has processes %v", what, uid, left)
+		t.Errorf("%s: uid %d still has processes %v", what, uid, l)
 	}
 }
 
@@ -163,9 +188,11 @@ func TestModelToolsCancelledMidCall(t *testing.T) {
 				frames, _, _ := s.requestAsWithin(owner, "doer", `{"op":"send","id":"w1","session":"c","input":"sleep"}`, 60*time.Second)
 				done <- frames
 			}()
+			var started []int // the tool process, the command and its sleeps
 			eventually(t, 20*time.Second, "the command's three sleeps", func() bool {
+				started = s.runProcessesOf(owner.uid)
 				n := 0
-				for _, pid := range processesOf(owner.uid) {
+				for _, pid := range started {
 					if procField(pid, "Name") == "sleep" {
 						n++
 					}
@@ -178,7 +205,7 @@ func TestModelToolsCancelledMidCall(t *testing.T) {
 			if d := lastDone(waitRunDone(t, done)); d == nil || d["status"] != "cancelled" {
 				t.Fatalf("the cancelled run: %v", d)
 			}
-			waitNoProcessOf(t, owner.uid, "after the cancel")
+			waitGone(t, owner.uid, "after the cancel", func() []int { return append(s.runProcessesOf(owner.uid), started...) })
 		})
 	}
 }
