@@ -1,9 +1,9 @@
 // Package agent owns agent and model definitions and the running of one
 // agent turn (SPEC section 10), and resolves a run's cwd inside an agent's
 // chroot (SPEC section 8, step 6). It runs a model run's built-in tool
-// calls (ExecTool, SPEC 17) in a tool process of their own (agent/tools),
-// started as the run's uid exactly as its program would be, and never
-// acts on a user's path itself.
+// calls (toolSession, ExecTool, SPEC 17) in a tool process of the run's
+// own (agent/tools), started as the run's uid exactly as its program would
+// be and ended with the run, and never acts on a user's path itself.
 //
 // It reads definitions from the host directories <root>/agent and
 // <root>/model, starts programs as the uid and gid it is given, and turns

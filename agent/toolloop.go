@@ -27,6 +27,7 @@ func runAPI(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 		return false
 	}
 	l := newToolLoop(s, emit, s.Def.Steps, s.Def.Tools)
+	defer l.tools.close()
 	if s.Prompt != nil {
 		l.req = *s.Prompt
 	}
@@ -64,10 +65,11 @@ type toolLoop struct {
 	failed    int             // calls whose result is an error
 	allowRun  map[string]bool // tools allowed for the rest of the run (allow_run)
 	announced map[string]bool // calls whose tool_call a resumed run recorded already
+	tools     *toolSession    // the run's tool process; closed when the run ends
 }
 
 func newToolLoop(s Spec, emit func(*proto.Object), maxSteps int, offer []string) *toolLoop {
-	return &toolLoop{s: s, emit: emit, offer: offer, maxSteps: maxSteps, allowRun: map[string]bool{}, announced: map[string]bool{}}
+	return &toolLoop{s: s, emit: emit, offer: offer, maxSteps: maxSteps, allowRun: map[string]bool{}, announced: map[string]bool{}, tools: newToolSession(s)}
 }
 
 // resume takes where a resumed run stood (Spec.Resume): the calls it still
@@ -176,7 +178,7 @@ func (l *toolLoop) call(ctx context.Context, c ToolCall) (content string, isErr,
 		}
 	}
 	keep := func(b FileBefore) error { return l.s.Host.Keep(c, b) }
-	content, isErr = ExecTool(ctx, l.s, c, keep)
+	content, isErr = l.tools.exec(ctx, c, keep)
 	return content, isErr, true
 }
 

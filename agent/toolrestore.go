@@ -38,6 +38,7 @@ var restoreTools = []string{tools.FSWrite, tools.FSRemove}
 func runRestore(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 	calls := restoreCalls(s.Def.Restore.Steps)
 	l := newToolLoop(s, emit, len(calls), restoreTools)
+	defer l.tools.close()
 	if pending := l.resume(); len(pending) > 0 {
 		calls, l.maxSteps = pending, l.steps+len(pending)
 	} else if len(calls) > 0 {

@@ -2,10 +2,14 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
@@ -104,7 +108,106 @@ func TestModelToolsInJail(t *testing.T) {
 			t.Errorf("events.jsonl lacks %s", want)
 		}
 	}
+	waitGone(t, owner.uid, "after the run", func() []int { return s.runProcessesOf(owner.uid) }) // its tool process ended with it
 	fsckClean(t, s)
+}
+
+// runProcessesOf lists the live processes of uid that descend from s's
+// server: its runs' tool processes and what their commands started (the
+// machine's other processes of the uid, other tests', are not counted).
+func (s *server) runProcessesOf(uid uint32) []int {
+	var out []int
+	for _, pid := range hostPids() {
+		if liveOf(pid, uid) && descendsFrom(pid, s.cmd.Process.Pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// liveOf reports whether pid runs (not a zombie) as uid.
+func liveOf(pid int, uid uint32) bool {
+	var st syscall.Stat_t
+	state := procField(pid, "State")
+	return syscall.Stat("/proc/"+strconv.Itoa(pid), &st) == nil && st.Uid == uid && state != "" && !strings.HasPrefix(state, "Z")
+}
+
+func descendsFrom(pid, ancestor int) bool {
+	for i := 0; i < 64 && pid > 1; i++ {
+		if pid = procParent(pid); pid == ancestor {
+			return true
+		}
+	}
+	return false
+}
+
+// waitGone waits until none of pids runs as uid, and fails (killing what
+// is left) when one still does after 10 seconds.
+func waitGone(t *testing.T, uid uint32, what string, pids func() []int) {
+	t.Helper()
+	left := func() []int {
+		var out []int
+		for _, pid := range pids() {
+			if liveOf(pid, uid) {
+				out = append(out, pid)
+			}
+		}
+		return out
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(left()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if l := left(); len(l) > 0 {
+		for _, pid := range l {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		t.Errorf("%s: uid %d still has processes %v", what, uid, l)
+	}
+}
+
+// TestModelToolsCancelledMidCall: a run cancelled while its shell.exec
+// runs ends done cancelled, and leaves no process of the uid (its tool
+// process, the command, what the command left in the background or in a
+// session of its own), with and without a jail.
+func TestModelToolsCancelledMidCall(t *testing.T) {
+	for _, jailed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("jailed=%v", jailed), func(t *testing.T) {
+			p := newFakeProvider(t, scripted(
+				openAICall("c1", "shell_exec", `{"command":"sleep 300 & setsid sleep 300 & sleep 300"}`),
+				openAIReply("never")))
+			files := map[string]string{"tools": "shell.exec\n", "perm": "x\n"}
+			var s *server
+			if jailed {
+				s = newJailedToolServer(t, p.URL+"/v1", files)
+			} else {
+				s = newToolServer(t, p.URL+"/v1", files)
+			}
+			done := make(chan []frame, 1)
+			go func() {
+				frames, _, _ := s.requestAsWithin(owner, "doer", `{"op":"send","id":"w1","session":"c","input":"sleep"}`, 60*time.Second)
+				done <- frames
+			}()
+			var started []int // the tool process, the command and its sleeps
+			eventually(t, 20*time.Second, "the command's three sleeps", func() bool {
+				started = s.runProcessesOf(owner.uid)
+				n := 0
+				for _, pid := range started {
+					if procField(pid, "Name") == "sleep" {
+						n++
+					}
+				}
+				return n == 3
+			})
+			if f, _, err := s.requestAs(owner, "doer", `{"op":"cancel","id":"w1"}`); err != nil || len(f) != 1 || f[0]["cancelled"] != true {
+				t.Fatalf("cancel: %v %v", f, err)
+			}
+			if d := lastDone(waitRunDone(t, done)); d == nil || d["status"] != "cancelled" {
+				t.Fatalf("the cancelled run: %v", d)
+			}
+			waitGone(t, owner.uid, "after the cancel", func() []int { return append(s.runProcessesOf(owner.uid), started...) })
+		})
+	}
 }
 
 // jailToolsFixtures are aimock's answers for TestModelToolsInJailAimock:

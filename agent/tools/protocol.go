@@ -16,7 +16,8 @@ import (
 // (fs.write, fs.replace, fs.remove) answers first with a Reply holding
 // Before, and waits for a Go line: only {"go":true} lets it change the
 // file, anything else (or EOF) leaves it as it was; every call ends with
-// a Reply holding Result or Error, and the process exits.
+// a Reply holding Result or Error, and the process waits for the next
+// Request (one process serves a run's calls in turn).
 
 // Request is one call, its arguments already checked by Parse.
 type Request struct {
@@ -81,23 +82,36 @@ const MaxLine = 2*(MaxBefore/3*4+4) + 64<<10
 
 // ReadLine reads one protocol line into v; a line over MaxLine is EFBIG.
 func ReadLine(r *bufio.Reader, v any) error {
+	line, err := readRawLine(r)
+	if err != nil {
+		return err
+	}
+	return decodeLine(line, v)
+}
+
+// readRawLine reads one protocol line; io.EOF at the end of r before one
+// begins.
+func readRawLine(r *bufio.Reader) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := r.ReadSlice('\n')
 		line = append(line, chunk...)
 		if len(line) > MaxLine {
-			return abi.Errorf(syscall.EFBIG, "", "a protocol line is over %d bytes", MaxLine)
+			return nil, abi.Errorf(syscall.EFBIG, "", "a protocol line is over %d bytes", MaxLine)
 		}
 		if err == nil {
-			break
+			return line, nil
 		}
 		if !errors.Is(err, bufio.ErrBufferFull) {
 			if err == io.EOF && len(line) == 0 {
-				return io.EOF
+				return nil, io.EOF
 			}
-			return fmt.Errorf("reading a protocol line: %w", err)
+			return nil, fmt.Errorf("reading a protocol line: %w", err)
 		}
 	}
+}
+
+func decodeLine(line []byte, v any) error {
 	if err := json.Unmarshal(line, v); err != nil {
 		return abi.Errorf(syscall.EPROTO, "", "a protocol line is not JSON: %v", err)
 	}

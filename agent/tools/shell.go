@@ -33,116 +33,78 @@ type shellResult struct {
 
 // shell runs a.Argv in the working directory with the process's
 // environment (the run's), stdin from /dev/null, stdout and stderr kept
-// up to MaxOutput each. It ends at the call's timeout or when ctx ends;
-// then, and also when the command ends by itself, every process it left
-// is killed and reaped: the tool process is a child subreaper, so all of
+// up to MaxOutput each, under RLIMIT_NPROC at nproc and no_new_privs
+// (forkExec). It ends at the call's timeout or when ctx ends; then, and
+// also when the command ends by itself, every process it left is killed
+// and reaped: the tool process is a child subreaper (Main), so all of
 // them, even one that left the process group or the session, are its
 // descendants (killDescendants). No process of the call outlives it.
-//
-// The command runs with no_new_privs (nothing it runs gains a privilege:
-// a set-user-id program cannot put a process out of reach of the kill)
-// and RLIMIT_NPROC at nproc, so that a fork bomb stops at a bound.
 func shell(ctx context.Context, a *Args, nproc uint64) (any, error) {
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return nil, abi.Errorf(abi.Errno(err), ShellExec, "PR_SET_CHILD_SUBREAPER: %v", err)
-	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return nil, abi.Errorf(abi.Errno(err), ShellExec, "PR_SET_NO_NEW_PRIVS: %v", err)
-	}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(a.Timeout)*time.Second)
 	defer cancel()
+	prog, err := lookPath(a.Argv[0])
+	if err != nil {
+		return nil, err
+	}
 	stdout, stderr, err := newReaders()
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := startCommand(a.Argv, stdout.w, stderr.w, nproc)
+	pid, err := forkExec(prog, a.Argv, os.Environ(), stdout.w, stderr.w, nproc)
 	stdout.w.Close() // the command holds its own copies: the readers see EOF once it and its descendants are gone
 	stderr.w.Close()
 	if err != nil {
-		stdout.r.Close()
-		stderr.r.Close()
-		return nil, err
+		stdout.finish()
+		stderr.finish()
+		return nil, abi.Errorf(abi.Errno(err), ShellExec, "cannot run %s: %v", a.Argv[0], errnoText(err))
 	}
+	ws := waitCommand(ctx, pid)
+	killDescendants()
+	res := shellResult{Stdout: stdout.finish(), Stderr: stderr.finish(), Truncated: stdout.cut || stderr.cut}
+	res.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
+	exitStatus(ws, &res)
+	return res, nil
+}
+
+// lookPath finds the program in PATH, so that one that cannot be found is
+// ENOENT for the model.
+func lookPath(name string) (string, error) {
+	prog, err := exec.LookPath(name)
+	if errors.Is(err, exec.ErrNotFound) {
+		return "", abi.Errorf(syscall.ENOENT, ShellExec, "%s is not found in PATH", name)
+	}
+	if err != nil {
+		return "", abi.Errorf(abi.Errno(err), ShellExec, "cannot run %s: %v", name, errnoText(err))
+	}
+	return prog, nil
+}
+
+// waitCommand reaps the command, killing it first when ctx ends: it is
+// not reaped yet then, so its pid is still its own; what it started is
+// killDescendants' to find.
+func waitCommand(ctx context.Context, pid int) unix.WaitStatus {
 	exited := make(chan struct{})
 	go func() {
 		select {
 		case <-ctx.Done():
-			// The command is not reaped yet, so its pid is still its
-			// own; what it started is killDescendants' to find.
-			unix.Kill(cmd.Process.Pid, unix.SIGKILL)
+			unix.Kill(pid, unix.SIGKILL)
 		case <-exited:
 		}
 	}()
-	cmd.Wait()
-	close(exited)
-	killDescendants()
-	res := shellResult{Stdout: stdout.finish(), Stderr: stderr.finish(), Truncated: stdout.cut || stderr.cut}
-	res.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
-	exitStatus(cmd, &res)
-	return res, nil
-}
-
-// execMode is the tool process's second form, `ctxfs __tool exec NPROC
-// PATH ARGV...`: what shell.exec starts in the command's place. It sets
-// RLIMIT_NPROC to NPROC and execs PATH with ARGV and its environment. So
-// the bound holds for the command and all it starts, from its first
-// instruction, and never for the tool process itself, whose runtime must
-// still be able to start a thread while a fork bomb fills the uid's
-// count.
-const execMode = "exec"
-
-// execLimited is execMode; it returns only on failure, as a shell's 127.
-func execLimited(args []string) int {
-	if len(args) < 3 {
-		return 127
-	}
-	n, err := strconv.ParseUint(args[0], 10, 64)
-	if err != nil {
-		return 127
-	}
-	if n > 0 {
-		if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: n, Max: n}); err != nil {
-			os.Stderr.WriteString("ctxfs: RLIMIT_NPROC: " + err.Error() + "\n")
-			return 127
+	defer close(exited)
+	for {
+		var ws unix.WaitStatus
+		_, err := unix.Wait4(pid, &ws, 0, nil)
+		if err != unix.EINTR {
+			return ws
 		}
 	}
-	err = unix.Exec(args[1], args[2:], os.Environ())
-	os.Stderr.WriteString("ctxfs: cannot execute " + args[1] + ": " + err.Error() + "\n")
-	return 127
-}
-
-// startCommand starts argv through execMode, in this process's group (so
-// that the server's kill of the group reaches it whatever becomes of this
-// process) and killed if this process dies. The program is looked up
-// here, so that one that cannot be found is ENOENT for the model.
-func startCommand(argv []string, stdout, stderr *os.File, nproc uint64) (*exec.Cmd, error) {
-	prog, err := exec.LookPath(argv[0])
-	if errors.Is(err, exec.ErrNotFound) {
-		return nil, abi.Errorf(syscall.ENOENT, ShellExec, "%s is not found in PATH", argv[0])
-	}
-	if err != nil {
-		return nil, abi.Errorf(abi.Errno(err), ShellExec, "cannot run %s: %v", argv[0], errnoText(err))
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, abi.Errorf(abi.Errno(err), ShellExec, "finding the tool binary: %v", err)
-	}
-	cmd := exec.Command(self, append([]string{Command, execMode, strconv.FormatUint(nproc, 10), prog}, argv...)...)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, abi.Errorf(abi.Errno(err), ShellExec, "cannot run %s: %v", argv[0], errnoText(err))
-	}
-	return cmd, nil
 }
 
 // exitStatus fills in how the command ended: its status, or 128+N and
 // the signal's name for a death by signal N, as a shell says it.
-func exitStatus(cmd *exec.Cmd, res *shellResult) {
-	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+func exitStatus(ws unix.WaitStatus, res *shellResult) {
 	switch {
-	case !ok:
-		res.ExitStatus = 127
 	case ws.Signaled():
 		res.ExitStatus, res.Signal = 128+int(ws.Signal()), unix.SignalName(ws.Signal())
 	default:

@@ -1,8 +1,8 @@
 // Package tools owns the built-in tools a model run may call (SPEC 17):
 // their names, classes, descriptions and argument schemas (the catalogue
 // offered to a model), the checking of the arguments a model sends, and
-// the tool process that carries a call out (Main, the hidden command
-// `ctxfs __tool`).
+// the tool process that carries a run's calls out, one at a time (Main,
+// the hidden command `ctxfs __tool`).
 //
 // The tool process runs as the session's uid, never as root, started by
 // the agent package through the same trampolines as an agent's program
