@@ -230,7 +230,7 @@ func internalCommands() []*cobra.Command {
 		raw("watchdog", cmdWatchdog),                     // started by the server, see watchdog.go
 		raw(agent.EnterCommand, exit(agent.EnterMain)),   // how a run enters its directory (agent.Enter)
 		raw(agent.JailCommand, exit(agent.JailMain)),     // how a chroot-isolated run is jailed (agent.Jail)
-		raw(agent.ToolCommand, exit(tools.Main)),         // one built-in tool call of a model run (agent.ExecTool)
+		raw(agent.ToolCommand, exit(tools.Main)),         // a model run's tool process, serving its calls (agent.ExecTool)
 		raw(agent.PermitCommand, exit(agent.PermitMain)), // a CLI's permission prompt tool (cli.Permit)
 	}
 }
