@@ -51,6 +51,7 @@ type control struct {
 	ln        *net.UnixListener
 	uid       uint32
 	host      ToolHost
+	spec      Spec // the run as it was before the socket: what a kept edit's tool process runs as
 	// inJail is the socket opened O_PATH for a jailed run, handed to its
 	// trampoline as controlFD and bound into the jail; nil for another.
 	inJail *os.File
@@ -81,7 +82,7 @@ func openControl(ctx context.Context, s Spec) (*control, error) {
 	if err != nil {
 		return nil, hostErr("control", err)
 	}
-	c := &control{dir: dir, path: filepath.Join(dir, "control"), uid: s.Uid, host: s.Host,
+	c := &control{dir: dir, path: filepath.Join(dir, "control"), uid: s.Uid, host: s.Host, spec: s,
 		allowRun: map[string]bool{}, slots: make(chan struct{}, maxControlConns), refusals: make(chan struct{}, maxControlConns)}
 	jailed := s.Def.Isolation == IsolationChroot
 	if err := c.listen(s.Gid, jailed); err != nil {

@@ -3,9 +3,11 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/tools"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -33,6 +35,15 @@ func (c *control) permit(ctx context.Context, line []byte) *proto.Object {
 	}
 	if err := req.check(); err != nil {
 		return proto.ErrorFrame(err)
+	}
+	// An edit's file is kept first (SPEC 17: a CLI's edit, where the host
+	// learns its path): once allowed, the CLI changes it at once. An edit
+	// whose file cannot be kept is denied, and no one is asked.
+	if p := editedPath(req.Name, req.Arguments); p != "" && c.host != nil {
+		if err := c.keepEdit(ctx, req.ID, p); err != nil {
+			return proto.NewObject("type", frameTypePermit, "id", req.ID, "decision", DecisionDeny,
+				"reason", "the file's earlier content could not be kept: "+err.Error())
+		}
 	}
 	if c.allowedForRun(req.Name) {
 		return proto.NewObject("type", frameTypePermit, "id", req.ID, "decision", DecisionAllowRun)
@@ -70,6 +81,44 @@ func (r *permitRequest) check() error {
 		return abi.Errorf(syscall.EINVAL, "permit", "the name is not 1 to %d printable bytes", proto.MaxCallIDBytes)
 	case len(r.Arguments) == 0 || r.Arguments[0] != '{':
 		return abi.Errorf(syscall.EINVAL, "permit", "the arguments are not a JSON object")
+	}
+	return nil
+}
+
+// editedPath is the file a CLI's tool use changes, as its input names it:
+// Claude Code's Write, Edit and MultiEdit (file_path) and NotebookEdit
+// (notebook_path); "" for any other tool.
+func editedPath(name string, args json.RawMessage) string {
+	var in struct {
+		FilePath     string `json:"file_path"`
+		NotebookPath string `json:"notebook_path"`
+	}
+	switch name {
+	case "Write", "Edit", "MultiEdit":
+		if json.Unmarshal(args, &in) == nil {
+			return in.FilePath
+		}
+	case "NotebookEdit":
+		if json.Unmarshal(args, &in) == nil {
+			return in.NotebookPath
+		}
+	}
+	return ""
+}
+
+// keepEdit keeps the file a CLI's tool use will edit, as the run's uid in
+// its isolation (a tool process's fs.keep: the path resolved as the CLI
+// resolves it), under the tool use's id.
+func (c *control) keepEdit(ctx context.Context, id, path string) error {
+	args, _ := json.Marshal(map[string]string{"path": path}) // a map of strings always marshals
+	call := ToolCall{ID: id, Name: tools.FSKeep, Arguments: string(args)}
+	content, isErr := ExecTool(ctx, c.spec, call, func(b FileBefore) error { return c.host.Keep(call, b) })
+	if isErr {
+		var f tools.Failure
+		if json.Unmarshal([]byte(content), &f) == nil && f.Code != "" {
+			return f.Err()
+		}
+		return errors.New(content)
 	}
 	return nil
 }

@@ -169,6 +169,14 @@ func checkClaudeAllowRunAndStop(t *testing.T, s *server, root string) {
 // run's uid outside the jail reaches the socket through the jailed
 // Claude's /proc/PID/root and is refused EACCES (another PID namespace).
 func TestClaudePermitChroot(t *testing.T) {
+	s, root := newPermitChrootServer(t)
+	checkClaudePermit(t, s, root, true)
+}
+
+// newPermitChrootServer starts a server whose agent "cli" is Claude Code
+// under approval ask in a chroot jail (busybox, node and bash in uid
+// 1001's root/), and returns root/ through the mount.
+func newPermitChrootServer(t *testing.T) (*server, string) {
 	bin := filepath.Join(cliNPM, ".bin", "claude")
 	needCLI(t, bin)
 	exRequireBusybox(t)
@@ -189,7 +197,54 @@ func TestClaudePermitChroot(t *testing.T) {
 	if out, err := bashAs(t, owner, "set -e; cp /bin/bash "+root+"/bin/; for l in $(ldd /bin/bash | grep -o '/lib[^ ]*'); do mkdir -p "+root+"$(dirname $l); cp -L $l "+root+"$l; done"); err != nil {
 		t.Fatalf("bash into root/: %v %s", err, out)
 	}
-	checkClaudePermit(t, s, root, true)
+	return s, root
+}
+
+// TestClaudePermitKeepsEdits: before Claude Code may edit a file under
+// approval ask, the server keeps the file as it is in the session's
+// versions (SPEC 17: a CLI's edit), as the run's uid in its jail; the
+// edit runs once allowed, and a restore of that version puts the earlier
+// content back.
+func TestClaudePermitKeepsEdits(t *testing.T) {
+	s, root := newPermitChrootServer(t)
+	if out, err := bashAs(t, owner, "echo old > "+root+"/notes.txt"); err != nil {
+		t.Fatalf("notes.txt: %v %s", err, out)
+	}
+	done := s.sendCLIAsync("edit", "ctxfs-permit-edit-claude")
+	call := s.cliPending(t)
+	if call["name"] != "Edit" {
+		t.Fatalf("pending %v", call)
+	}
+	index := s.mnt("home/1001/agent/cli/session/edit/versions/index.jsonl")
+	kept, err := runCmd(t, owner, nil, "cat", index)
+	if err != nil || !strings.Contains(kept, `"v":1,`) || !strings.Contains(kept, `"call":"toolu_ctxfs_edit2","path":"/notes.txt","action":"modify"`) {
+		t.Fatalf("versions before the answer: %v\n%s", err, kept)
+	}
+	s.cliAnswer(t, fmt.Sprintf(`{"op":"approve","run":%q,"id":"toolu_ctxfs_edit2","decision":"allow_once"}`, call["run"]))
+	if got := frameTypes(waitRunDone(t, done)); !strings.HasSuffix(got, "done ok") {
+		t.Fatalf("edit run: %s", got)
+	}
+	if got := fileBytes(t, filepath.Join(root, "notes.txt")); got != "new\n" {
+		t.Fatalf("notes.txt after the edit: %q", got)
+	}
+	// The restore is a run of the agent's own: under approval ask, its
+	// write waits for a person too.
+	restored := make(chan []frame, 1)
+	go func() {
+		frames, _, _ := s.requestAsWithin(owner, "cli", `{"op":"restore","id":"r1","session":"edit","version":1}`, time.Minute)
+		restored <- frames
+	}()
+	call = s.cliPending(t)
+	if call["name"] != "fs.write" || call["id"] != "restore-1" {
+		t.Fatalf("the restore's pending call %v", call)
+	}
+	s.cliAnswer(t, fmt.Sprintf(`{"op":"approve","run":%q,"id":"restore-1","decision":"allow_once"}`, call["run"]))
+	if d := lastDone(waitRunDone(t, restored)); d == nil || d["status"] != "ok" {
+		t.Fatalf("restore: %v", d)
+	}
+	if got := fileBytes(t, filepath.Join(root, "notes.txt")); got != "old\n" {
+		t.Fatalf("notes.txt after the restore: %q", got)
+	}
 }
 
 // checkClaudePermit is TestClaudePermit's sends and checks, on s's agent

@@ -65,7 +65,7 @@ func Parse(name, arguments string) (*Args, error) {
 		return nil, invalid(name, "arguments are over %d bytes", MaxArguments)
 	}
 	switch name {
-	case FSList, FSStat, FSRemove:
+	case FSList, FSStat, FSRemove, FSKeep:
 		var a pathArgs
 		if err := decode(name, arguments, &a); err != nil {
 			return nil, err

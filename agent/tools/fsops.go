@@ -300,6 +300,21 @@ func change(name string, a *Args, keep func(*Before) error) (any, error) {
 	return res, nil
 }
 
+// keepOnly carries out fs.keep: the file as it is (or its absence) is
+// handed to keep, and nothing is changed.
+func keepOnly(a *Args, keep func(*Before) error) (any, error) {
+	t, err := openTarget(a.Path, false)
+	if err != nil {
+		return nil, err
+	}
+	defer t.close()
+	res := changeResult{Path: a.Path, Action: "modify", Size: int64(len(t.content))}
+	if t.file == nil {
+		res.Action = "create"
+	}
+	return res, keep(t.before())
+}
+
 // replaced is the file's content with old replaced by new, where old
 // occurs exactly a.Count times.
 func replaced(t *target, a *Args) ([]byte, int, error) {

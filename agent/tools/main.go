@@ -151,6 +151,8 @@ func (c *conn) call(req *Request) (any, error) {
 		return statPath(a)
 	case FSWrite, FSReplace, FSRemove:
 		return change(req.Name, a, c.confirm)
+	case FSKeep:
+		return keepOnly(a, c.confirm)
 	case ShellExec:
 		ctx, cancel := c.ended()
 		defer cancel()

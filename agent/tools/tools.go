@@ -35,6 +35,10 @@ const (
 	// FSRemove is internal: a restore uses it to put back the absence of
 	// a file. It is never offered to a model, and no definition names it.
 	FSRemove = "fs.remove"
+	// FSKeep is internal: it keeps a file's content (or its absence) and
+	// changes nothing, before a CLI edits the file (SPEC 17: a CLI's
+	// edit, where the host learns its path first).
+	FSKeep = "fs.keep"
 )
 
 // Classes of tools: the perm letter that allows them (SPEC 17), and ask
@@ -88,6 +92,8 @@ var catalogue = []spec{
 // internal are tools that exist for the server's own use, never offered.
 var internal = []spec{
 	{FSRemove, "Remove a file.", ClassWrite,
+		`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"],"additionalProperties":false}`},
+	{FSKeep, "Keep a file's content before another program changes it.", ClassWrite,
 		`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"],"additionalProperties":false}`},
 }
 
