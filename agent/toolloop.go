@@ -175,6 +175,9 @@ func (l *toolLoop) call(ctx context.Context, c ToolCall) (content string, isErr,
 			l.allowRun[c.Name] = true
 		}
 	}
+	if c.Name == ToolAgentCreate {
+		return l.create(ctx, c)
+	}
 	keep := func(b FileBefore) error { return l.s.Host.Keep(c, b) }
 	content, isErr = ExecTool(ctx, l.s, c, keep)
 	return content, isErr, true

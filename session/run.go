@@ -26,6 +26,7 @@ type run struct {
 	// clientID is its send's client id, and started when it was accepted:
 	// cancel finds the newest run of a client id (findRun).
 	clientID string
+	parent   string // the run that started it with agent.create, "" for none
 	started  time.Time
 	rec      *clientRecord
 	spec     agent.Spec
@@ -133,6 +134,12 @@ func (rn *run) logEnd(done *proto.Object) {
 // never held up by a sync and frames that arrive during one share the next.
 func (rn *run) execute() {
 	gopool.Go(rn.recorder)
+	release, ok := rn.s.e.kids.Wait(rn.ctx, rn.parent, rn.id) // a child's place among its parent's
+	if !ok {
+		rn.finish(false)
+		return
+	}
+	defer release()
 	select {
 	case rn.s.slots <- struct{}{}:
 		defer func() { <-rn.s.slots }()

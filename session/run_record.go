@@ -195,6 +195,9 @@ func (rn *run) recordBatch(frames []*proto.Object, final bool, status string) {
 			return
 		}
 	}
+	for _, f := range rn.s.e.kids.End(rn.id, status) { // its children end with it, unless it ended ok
+		b.add(rn, stamp(f, rn.id, time.Now()))
+	}
 	done := rn.closing(&b, status)
 	if rn.commit(&b) {
 		rn.end(done)

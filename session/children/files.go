@@ -1,0 +1,60 @@
+package children
+
+import (
+	"path"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/session/freetree"
+	"github.com/ctxfs/ctxfs/session/layout"
+)
+
+// The files of context/child/<run>/ (SPEC 18).
+const (
+	DirChild    = "child"
+	fileAgent   = "agent"
+	fileSession = "session"
+	fileStatus  = "status"
+	fileResult  = "result.md"
+)
+
+// Files is one parent session's context/child/: context/ is the
+// session's free tree, the user's, so every write goes through the free
+// trees' door as the session's owner (never as root, never following a
+// link a user made) and replaces its file whole: written under a
+// temporary name, then renamed over it.
+type Files struct {
+	Tree    freetree.Tree
+	Caller  layout.Caller // the session's owner
+	Session string        // the session's store-relative path
+	Changed func(rel ...string)
+	// Failed is told what could not be written (the user's quota is
+	// full, a user put something else in the way): the run goes on.
+	Failed func(rel string, err error)
+}
+
+// write replaces context/child/<child>/<name> with data. Nil-safe: a
+// temp session has no files.
+func (fs *Files) write(child, name, data string) {
+	if fs == nil {
+		return
+	}
+	top := path.Join(fs.Session, abi.DirContext)
+	dir := path.Join(top, DirChild, child)
+	rel, tmp := path.Join(dir, name), path.Join(dir, "."+name+".new")
+	err := fs.Tree.MkdirAll(fs.Caller, top, dir, 0o750)
+	if err == nil {
+		err = fs.Tree.WriteFile(fs.Caller, tmp, []byte(data), 0o640)
+	}
+	if err == nil {
+		if err = fs.Tree.Rename(fs.Caller, tmp, rel, 0); err != nil {
+			fs.Tree.Remove(fs.Caller, tmp)
+		}
+	}
+	if err != nil {
+		if fs.Failed != nil {
+			fs.Failed(rel, err)
+		}
+		return
+	}
+	fs.Changed(dir, rel)
+}
