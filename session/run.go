@@ -269,6 +269,9 @@ func (s *sess) closeInterruptedRun(rec *clientRecord) {
 	errEv := proto.NewObject("type", proto.FrameError, "run", rec.run, "code", abi.ErrnoName(syscall.EINTR),
 		"message", "the run was interrupted: the server stopped while it was active", "ts", now)
 	done := proto.NewObject("type", proto.FrameDone, "run", rec.run, "status", "error", "interrupted", true, "ts", now)
+	for _, f := range s.childFiles(requester(rec)).Interrupted() { // the children it followed end with it (SPEC 18)
+		s.appendEvents(stamp(f, rec.run, time.Now()))
+	}
 	s.endRun(rec, errEv, done)
 	s.e.cfg.Log.Warn("run error", s.logAttrs(rec.run, rec.scope, "status", abi.StateError, "error", abi.ErrnoName(syscall.EINTR), "interrupted", true)...)
 }

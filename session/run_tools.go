@@ -161,10 +161,17 @@ func (h *toolHost) Create(_ context.Context, _ agent.ToolCall, req agent.CreateR
 		Start: func(name string, r *proto.Request) (*reply.Reply, error) {
 			return e.Begin(context.Background(), c, Target{Kind: abi.KindAgent, Owner: name}, r)
 		}}
-	if rn.s.rel != "" {
-		p.Files = &children.Files{Tree: e.FreeTree(), Caller: c, Session: rn.s.rel, Changed: e.changed}
-	}
+	p.Files = rn.s.childFiles(c)
 	return e.kids.Create(p, req)
+}
+
+// childFiles is the session's context/child/, written as c; nil for a
+// temp session.
+func (s *sess) childFiles(c layout.Caller) *children.Files {
+	if s.rel == "" {
+		return nil
+	}
+	return &children.Files{Tree: s.e.FreeTree(), Caller: c, Session: s.rel, Changed: s.e.changed}
 }
 
 // cancelChild cancels a child run whose parent ended, recording why in

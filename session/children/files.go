@@ -1,9 +1,11 @@
 package children
 
 import (
+	"os"
 	"path"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/freetree"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
@@ -57,4 +59,46 @@ func (fs *Files) write(child, name, data string) {
 		return
 	}
 	fs.Changed(dir, rel)
+}
+
+// Interrupted closes, after a restart, the children that the session's
+// context/child/ still shows pending or active: the server that followed
+// them stopped, and their own runs were interrupted with it (each
+// session's load closes its run), so nothing would ever finish their
+// files. Each becomes error, and a frame for the parent run's events
+// says why. Nil-safe.
+func (fs *Files) Interrupted() []*proto.Object {
+	if fs == nil {
+		return nil
+	}
+	dir := path.Join(fs.Session, abi.DirContext, DirChild)
+	ents, err := fs.Tree.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var frames []*proto.Object
+	for _, ent := range ents {
+		if !abi.IsRunID(ent.Name) || !ent.IsDir() {
+			continue
+		}
+		switch fs.read(path.Join(dir, ent.Name, fileStatus)) {
+		case StatusPending + "\n", StatusActive + "\n":
+			fs.write(ent.Name, fileStatus, StatusError+"\n")
+			frames = append(frames, proto.NewObject("type", FrameCancel, "child", ent.Name, "reason", "interrupted: the server stopped while the child ran"))
+		}
+	}
+	return frames
+}
+
+// read is a small file of the tree, as the session's owner ("" when it
+// cannot be read).
+func (fs *Files) read(rel string) string {
+	f, err := fs.Tree.Open(fs.Caller, rel, os.O_RDONLY)
+	if err != nil {
+		return ""
+	}
+	defer f.OS().Close()
+	b := make([]byte, 64)
+	n, _ := f.OS().Read(b)
+	return string(b[:n])
 }
