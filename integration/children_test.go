@@ -1,0 +1,317 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
+)
+
+// Child runs (SPEC 18): a run starts runs of other agents of its home
+// with agent.create (a model's built-in tool, a program's control
+// socket); their status and result appear under the parent session's
+// context/child/<run>/, at most 3 run at once, their authority is at most
+// the parent's, and they end with a parent that is cancelled or lost.
+
+// bossProgram is a program parent: each input line "AGENT INPUT" asks
+// its control socket for agent.create and prints the reply; "hold" waits
+// until $GATE exists; "socket" prints the socket's path.
+const bossProgram = `#!/usr/bin/python3
+import json, os, socket, sys, time
+for i, line in enumerate(sys.stdin.read().splitlines()):
+    if line == "hold":
+        while not os.path.exists(os.environ["GATE"]):
+            time.sleep(0.05)
+        continue
+    if line == "socket":
+        print("socket " + os.environ.get("CTX_CONTROL_SOCKET", "none"), flush=True)
+        continue
+    agent, _, text = line.partition(" ")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(os.environ["CTX_CONTROL_SOCKET"])
+    s.sendall((json.dumps({"op": "agent.create", "id": "k%d" % i, "agent": agent, "input": text}) + "\n").encode())
+    reply = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        reply += d
+    sys.stdout.write(reply.decode())
+    sys.stdout.flush()
+`
+
+// slowProgram waits for $GATE, then answers "did INPUT", or fails for an
+// input that starts with "fail".
+const slowProgram = `#!/bin/sh
+read x
+while [ ! -e "$GATE" ]; do sleep 0.05; done
+case "$x" in fail*) echo "failing"; exit 3;; esac
+echo "did $x"
+`
+
+// gateDir is a directory every test uid can read, holding the file go
+// that releases the programs waiting for it.
+func gateDir(t *testing.T) string {
+	d, err := os.MkdirTemp("", "ctxfs-gate-")
+	testkit.Must(t, err)
+	testkit.Must(t, os.Chmod(d, 0o755))
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return filepath.Join(d, "go")
+}
+
+// defineReady defines an agent and waits for its socket.
+func (s *server) defineReady(name string, files map[string]string) {
+	s.t.Helper()
+	s.define(name, files)
+	eventually(s.t, 10*time.Second, name+"'s socket", func() bool {
+		_, err := os.Stat(filepath.Join(s.root, "agent", name+".sock"))
+		return err == nil
+	})
+}
+
+// defineModel adds the model fake/NAME answered by the openai-chat API at
+// endpoint.
+func (s *server) defineModel(name, endpoint string) {
+	d := filepath.Join(s.root, "model", "fake", name+".d")
+	testkit.Must(s.t, os.MkdirAll(d, 0o755))
+	for f, v := range map[string]string{"api": "openai-chat", "endpoint": endpoint, "model_id": name, "api_key_env": "FAKE_PROVIDER_KEY"} {
+		testkit.Must(s.t, os.WriteFile(filepath.Join(d, f), []byte(v+"\n"), 0o644))
+	}
+}
+
+// childDir is context/child/<run>/ of uid 1001's session of agent, through
+// the mount.
+func (s *server) childDir(agent, session, run string) string {
+	return s.mnt(fmt.Sprintf("home/1001/agent/%s/session/%s/context/child/%s", agent, session, run))
+}
+
+// children lists the child runs context/child/ of a session shows.
+func (s *server) children(agent, session string) []string {
+	ents, _ := os.ReadDir(s.mnt(fmt.Sprintf("home/1001/agent/%s/session/%s/context/child", agent, session)))
+	var out []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "ctx-") {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// childFile reads a file of a child's directory ("" when missing).
+func (s *server) childFile(agent, session, run, name string) string {
+	b, _ := os.ReadFile(filepath.Join(s.childDir(agent, session, run), name))
+	return string(b)
+}
+
+// waitChildStatus waits until a child's status file says want.
+func (s *server) waitChildStatus(agent, session, run, want string) {
+	s.t.Helper()
+	eventually(s.t, 30*time.Second, run+" "+want, func() bool {
+		return s.childFile(agent, session, run, "status") == want+"\n"
+	})
+}
+
+// waitChildEnd waits until a child's status says it finished.
+func (s *server) waitChildEnd(agent, session, run string) string {
+	s.t.Helper()
+	var st string
+	eventually(s.t, 30*time.Second, run+" finished", func() bool {
+		st = strings.TrimSpace(s.childFile(agent, session, run, "status"))
+		return st == "done" || st == "error" || st == "cancelled"
+	})
+	return st
+}
+
+// createdChildren are the agent.created frames among a run's tool
+// results, by call id.
+func createdChildren(t *testing.T, events string) map[string]frame {
+	out := map[string]frame{}
+	for _, line := range strings.Split(events, "\n") {
+		var f frame
+		if json.Unmarshal([]byte(line), &f) != nil || f["type"] != "tool_result" {
+			continue
+		}
+		var c frame
+		if content, _ := f["content"].(string); json.Unmarshal([]byte(content), &c) == nil && c["type"] == "agent.created" {
+			out[f["tool_call_id"].(string)] = c
+		}
+	}
+	return out
+}
+
+// wait runs ctx agent wait as the owner and returns its output and code.
+func (s *server) waitChild(agent, session, run string, extra ...string) (string, int) {
+	s.t.Helper()
+	out, errs, code := ctxSplitAs(s.t, s, owner, append([]string{"agent", "wait", agent, run, "--session", session}, extra...)...)
+	return out + errs, code
+}
+
+// TestChildRunsFromModel: a model parent starts two children of different
+// agents (an echo agent, and a program in a busybox jail); each gets its
+// context/child/<run>/ files, done and result.md; the children's sessions
+// name the parent in their start; their usage is added to the parent's;
+// ctx agent wait prints status and result with exit 0; fsck is clean.
+func TestChildRunsFromModel(t *testing.T) {
+	var s *server
+	// The parent's last turn waits for both children to end: their usage
+	// is then added to the parent's run before its done.
+	afterChildren := func(w http.ResponseWriter, r *http.Request) {
+		eventually(t, 30*time.Second, "two children done", func() bool {
+			kids := s.children("doer", "boss")
+			return len(kids) == 2 && s.childFile("doer", "boss", kids[0], "status") == "done\n" && s.childFile("doer", "boss", kids[1], "status") == "done\n"
+		})
+		openAIReply("both started")(w, r)
+	}
+	p := newFakeProvider(t, scripted(
+		openAICall("c1", "agent_create", `{"agent":"echoer","input":"hello child"}`),
+		openAICall("c2", "agent_create", `{"agent":"jprog","input":"jail child","session":"jailwork"}`),
+		afterChildren))
+	s = newToolServer(t, p.URL+"/v1", map[string]string{"tools": "agent.create\nfs.read\n", "perm": "rx\n"})
+	s.defineReady("echoer", map[string]string{"model": "debug/echo"})
+	s.defineReady("jprog", map[string]string{"isolation": "chroot\n", "abi": "text\n", "program": "#!/bin/sh\nread x\necho \"jailed: $x\"\n"})
+	s.jailBusybox(t, owner.uid, "jprog")
+
+	frames := waitRunDone(t, s.sendAsync(owner, "boss", "start two children"))
+	if d := lastDone(frames); d == nil || d["status"] != "ok" {
+		t.Fatalf("parent: %v\nlog:\n%s", frames, s.logText())
+	}
+	parent := frames[0]["run"].(string)
+	created := createdChildren(t, fileBytes(t, filepath.Join(s.sessionDir(1001, "doer", "boss"), "events.jsonl")))
+	if len(created) != 2 || created["c1"]["agent"] != "echoer" || created["c2"]["session"] != "jailwork" {
+		t.Fatalf("agent.created results: %v", created)
+	}
+	want := map[string]string{"c1": "hello child", "c2": "jailed: jail child\n"}
+	for call, c := range created {
+		run, agent, session := c["child"].(string), c["agent"].(string), c["session"].(string)
+		s.waitChildStatus("doer", "boss", run, "done")
+		if got := s.childFile("doer", "boss", run, "result.md"); got != want[call] {
+			t.Errorf("%s result.md %q, want %q", agent, got, want[call])
+		}
+		if s.childFile("doer", "boss", run, "agent") != agent+"\n" || s.childFile("doer", "boss", run, "session") != session+"\n" {
+			t.Errorf("%s: agent/session files wrong", run)
+		}
+		events := fileBytes(t, filepath.Join(s.sessionDir(1001, agent, session), "events.jsonl"))
+		if !strings.Contains(events, `"type":"start","id":"`+run+`"`) || !strings.Contains(events, `"parent":"`+parent+`"`) {
+			t.Errorf("%s's session does not name its parent:\n%s", agent, events)
+		}
+		out, code := s.waitChild("doer", "boss", run)
+		if code != 0 || !strings.HasPrefix(out, "done\n"+strings.TrimSuffix(want[call], "\n")) {
+			t.Errorf("ctx agent wait %s: %d %q", run, code, out)
+		}
+	}
+	// The echo child's usage is added to the parent's run (the program
+	// reports none: zero); the children's files are the user's.
+	parentEvents := fileBytes(t, filepath.Join(s.sessionDir(1001, "doer", "boss"), "events.jsonl"))
+	echoRun := created["c1"]["child"].(string)
+	if !strings.Contains(parentEvents, `"type":"usage","run":"`+parent+`","child":"`+echoRun+`","agent":"echoer","input_tokens":3,"output_tokens":3`) {
+		t.Errorf("the parent's events lack the child's usage:\n%s", parentEvents)
+	}
+	st, err := os.Stat(s.childDir("doer", "boss", created["c1"]["child"].(string)))
+	testkit.Must(t, err)
+	if sys := st.Sys().(*syscall.Stat_t); sys.Uid != 1001 {
+		t.Errorf("context/child/ owned by %d", sys.Uid)
+	}
+	fsckClean(t, s)
+}
+
+// TestChildQueueWaitCancel: a program parent starts four children
+// through its control socket; three run and the fourth waits (status file
+// pending, phase queued in status); ctx agent wait exits 69 for an
+// unfinished child, 130 for the queued one once cancelled, 0 for a done
+// one and 1 for one that failed; --block waits for the end.
+func TestChildQueueWaitCancel(t *testing.T) {
+	requireFUSE(t)
+	gate := gateDir(t)
+	s := newServerWith(t, func(s *server) {
+		s.define("boss", map[string]string{"abi": "text\n", "program": bossProgram, "env": "GATE=" + gate + "\n"})
+		s.define("slow", map[string]string{"abi": "text\n", "program": slowProgram, "env": "GATE=" + gate + "\n"})
+	})
+	done := make(chan []frame, 1)
+	go func() {
+		frames, _, _ := s.requestAsWithin(owner, "boss", `{"op":"send","id":"b1","session":"fan","input":"slow a\nslow b\nslow fail-c\nslow d\nhold"}`, 60*time.Second)
+		done <- frames
+	}()
+	var kids []string
+	eventually(t, 30*time.Second, "four children", func() bool {
+		kids = s.children("boss", "fan")
+		return len(kids) == 4
+	})
+	statuses := func() map[string]string {
+		m := map[string]string{}
+		for _, k := range kids {
+			m[strings.TrimSpace(s.childFile("boss", "fan", k, "status"))] += k + " "
+		}
+		return m
+	}
+	var queued string
+	eventually(t, 30*time.Second, "three active, one pending", func() bool {
+		m := statuses()
+		queued = strings.TrimSpace(m["pending"])
+		return len(strings.Fields(m["active"])) == 3 && len(strings.Fields(queued)) == 1
+	})
+	session := strings.TrimSpace(s.childFile("boss", "fan", queued, "session"))
+	st := s.answerAsAgent(owner, "slow", fmt.Sprintf(`{"op":"status","session":%q}`, session))
+	if runs, _ := st["runs"].([]any); len(runs) != 1 || runs[0].(map[string]any)["phase"] != "queued" {
+		t.Fatalf("the fourth child's status: %v", st)
+	}
+	if out, code := s.waitChild("boss", "fan", queued); code != 69 || out != "pending\n" {
+		t.Fatalf("wait on the queued child: %d %q", code, out)
+	}
+	blocked := make(chan int, 1)
+	active := strings.Fields(statuses()["active"])[0]
+	go func() { _, code := s.waitChild("boss", "fan", active, "--block"); blocked <- code }()
+
+	if f := s.answerAsAgent(owner, "slow", fmt.Sprintf(`{"op":"cancel","id":%q}`, queued)); f["cancelled"] != true {
+		t.Fatalf("cancel the queued child: %v", f)
+	}
+	s.waitChildStatus("boss", "fan", queued, "cancelled")
+	if out, code := s.waitChild("boss", "fan", queued); code != 130 || !strings.HasPrefix(out, "cancelled\n") {
+		t.Fatalf("wait on the cancelled child: %d %q", code, out)
+	}
+	testkit.Must(t, os.WriteFile(gate, nil, 0o644))
+	select {
+	case code := <-blocked:
+		if code != 0 && code != 1 {
+			t.Fatalf("wait --block: %d", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("wait --block did not return")
+	}
+	frames := waitRunDone(t, done)
+	if d := lastDone(frames); d == nil || d["status"] != "ok" {
+		t.Fatalf("parent: %v", frames)
+	}
+	results := map[string]int{}
+	for _, k := range kids {
+		if k == queued {
+			continue
+		}
+		s.waitChildEnd("boss", "fan", k)
+		_, code := s.waitChild("boss", "fan", k)
+		results[strings.TrimSpace(s.childFile("boss", "fan", k, "result.md"))] = code
+	}
+	if results["did a"] != 0 || results["did b"] != 0 || results["failing"] != 1 {
+		t.Fatalf("results and exit codes: %v", results)
+	}
+	fsckClean(t, s)
+}
+
+// answerAsAgent sends one line to an agent's socket as c and returns the
+// one frame.
+func (s *server) answerAsAgent(c *cred, agent, line string) frame {
+	s.t.Helper()
+	frames, raw, err := s.requestAs(c, agent, line)
+	if err != nil || len(frames) != 1 {
+		s.t.Fatalf("%s: %v %q", line, err, raw)
+	}
+	return frames[0]
+}
