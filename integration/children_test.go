@@ -32,7 +32,8 @@ for i, line in enumerate(sys.stdin.read().splitlines()):
             time.sleep(0.05)
         continue
     if line == "socket":
-        print("socket " + os.environ.get("CTX_CONTROL_SOCKET", "none"), flush=True)
+        with open(os.environ["GATE"] + ".sock", "w") as f:
+            f.write(os.environ.get("CTX_CONTROL_SOCKET", "none"))
         continue
     agent, _, text = line.partition(" ")
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -62,7 +63,7 @@ echo "did $x"
 func gateDir(t *testing.T) string {
 	d, err := os.MkdirTemp("", "ctxfs-gate-")
 	testkit.Must(t, err)
-	testkit.Must(t, os.Chmod(d, 0o755))
+	testkit.Must(t, os.Chmod(d, 0o1777)) // a program may leave a note beside the gate
 	t.Cleanup(func() { os.RemoveAll(d) })
 	return filepath.Join(d, "go")
 }
@@ -314,4 +315,196 @@ func (s *server) answerAsAgent(c *cred, agent, line string) frame {
 		s.t.Fatalf("%s: %v %q", line, err, raw)
 	}
 	return frames[0]
+}
+
+// TestChildAttenuation: a child's tools are its own that its parent has
+// too (a call of another is EACCES, not offered, and runs nothing); a
+// jailed parent cannot start an unjailed child (EACCES, nothing started);
+// another uid cannot use a run's control socket, nor root (not the run's
+// process tree); a child cannot start children unless its definition
+// says children allow.
+func TestChildAttenuation(t *testing.T) {
+	gate := gateDir(t)
+	touched := filepath.Join(filepath.Dir(gate), "touched")
+	child := newFakeProvider(t, scripted(
+		openAICall("s1", "shell_exec", `{"command":"touch `+touched+`"}`),
+		openAIReply("child ok")))
+	jailed := newFakeProvider(t, scripted(
+		openAICall("j1", "agent_create", `{"agent":"echoer","input":"escape"}`),
+		openAIReply("refused")))
+	p := newFakeProvider(t, scripted(
+		openAICall("c1", "agent_create", `{"agent":"sub","input":"child task"}`),
+		openAIReply("fine")))
+	s := newToolServer(t, p.URL+"/v1", map[string]string{"tools": "agent.create\nfs.read\n", "perm": "rx\n"})
+	s.defineModel("sub", child.URL+"/v1")
+	s.defineModel("jail", jailed.URL+"/v1")
+	s.defineReady("sub", map[string]string{"model": "fake/sub", "tools": "shell.exec\nfs.read\n", "perm": "rx\n"})
+	s.defineReady("jdoer", map[string]string{"model": "fake/jail", "isolation": "chroot\n", "tools": "agent.create\n", "perm": "x\n"})
+	s.defineReady("echoer", map[string]string{"model": "debug/echo"})
+	for _, n := range []string{"boss", "kid", "kid2"} {
+		s.defineReady(n, map[string]string{"abi": "text\n", "program": bossProgram, "env": "GATE=" + gate + "\n"})
+	}
+	s.define("kid2", map[string]string{"children": "allow\n"})
+
+	// The model child is offered fs.read alone; its shell.exec is refused.
+	frames := waitRunDone(t, s.sendAsync(owner, "boss", "start sub"))
+	kids := s.children("doer", "boss")
+	if len(kids) != 1 {
+		t.Fatalf("children %v: %v", kids, frames)
+	}
+	s.waitChildStatus("doer", "boss", kids[0], "done")
+	session := strings.TrimSpace(s.childFile("doer", "boss", kids[0], "session"))
+	subEvents := fileBytes(t, filepath.Join(s.sessionDir(1001, "sub", session), "events.jsonl"))
+	if !strings.Contains(subEvents, `"type":"tool_result"`) || !strings.Contains(subEvents, `not offered`) || !strings.Contains(subEvents, `"is_error":true`) {
+		t.Errorf("the child's shell.exec was not refused:\n%s", subEvents)
+	}
+	if _, err := os.Stat(touched); err == nil {
+		t.Errorf("the refused command ran")
+	}
+	child.mu.Lock()
+	offered, _ := json.Marshal(child.bodies[0]["tools"])
+	child.mu.Unlock()
+	if !strings.Contains(string(offered), `"fs_read"`) || strings.Contains(string(offered), `"shell_exec"`) {
+		t.Errorf("the child was offered %s", offered)
+	}
+
+	// A jailed parent's unjailed child: EACCES, nothing started.
+	jframes, _, err := s.requestAsWithin(owner, "jdoer", `{"op":"send","id":"j","session":"jw","input":"try"}`, 60*time.Second)
+	testkit.Must(t, err)
+	if d := lastDone(jframes); d == nil || d["status"] != "ok" {
+		t.Fatalf("jailed parent: %v\nlog:\n%s", jframes, s.logText())
+	}
+	jev := fileBytes(t, filepath.Join(s.sessionDir(1001, "jdoer", "jw"), "events.jsonl"))
+	if !strings.Contains(jev, `"tool_call_id":"j1"`) || !strings.Contains(jev, "EACCES") || !strings.Contains(jev, "not isolated by chroot") {
+		t.Errorf("jailed parent's events:\n%s", jev)
+	}
+	if _, err := os.Stat(filepath.Join(s.store, "home", "1001", "agent", "echoer")); err == nil {
+		t.Errorf("the refused child left something of echoer")
+	}
+	if len(s.children("jdoer", "jw")) != 0 {
+		t.Errorf("the refused child has files")
+	}
+
+	// Another uid, and root, cannot use the program's control socket.
+	done := make(chan []frame, 1)
+	go func() {
+		f, _, _ := s.requestAsWithin(owner, "boss", `{"op":"send","id":"b1","session":"sock","input":"socket\nhold\nkid echoer from kid\nkid2 echoer from kid2"}`, 60*time.Second)
+		done <- f
+	}()
+	var sock string
+	eventually(t, 20*time.Second, "the socket's path", func() bool {
+		b, _ := os.ReadFile(gate + ".sock")
+		sock = string(b)
+		return sock != ""
+	})
+	line := `{"op":"agent.create","id":"x1","agent":"echoer","input":"intruder"}`
+	if out, err := runCmd(t, &cred{uid: 1002, gid: 1002}, nil, "/usr/bin/python3", "-c", sockRequest, sock, line); err == nil || !strings.Contains(out, "Permission denied") {
+		t.Errorf("uid 1002 on the control socket: %v %q", err, out)
+	}
+	if out, err := runCmd(t, nil, nil, "/usr/bin/python3", "-c", sockRequest, sock, line); err != nil || !strings.Contains(out, `"code":"EACCES"`) {
+		t.Errorf("root on the control socket: %v %q", err, out)
+	}
+	if len(s.children("boss", "sock")) != 0 {
+		t.Fatalf("a refused peer started a child")
+	}
+	testkit.Must(t, os.WriteFile(gate, nil, 0o644))
+	if d := lastDone(waitRunDone(t, done)); d == nil || d["status"] != "ok" {
+		t.Fatalf("boss did not end ok")
+	}
+
+	// kid may not start children; kid2 (children allow) may.
+	results := map[string]string{}
+	eventually(t, 30*time.Second, "kid and kid2 done", func() bool {
+		for _, k := range s.children("boss", "sock") {
+			if st := s.childFile("boss", "sock", k, "status"); st != "done\n" {
+				return false
+			}
+			results[strings.TrimSpace(s.childFile("boss", "sock", k, "agent"))] = s.childFile("boss", "sock", k, "result.md")
+		}
+		return len(results) == 2
+	})
+	if !strings.Contains(results["kid"], `"code":"EACCES"`) || !strings.Contains(results["kid2"], `"type":"agent.created"`) {
+		t.Errorf("grandchildren: %v", results)
+	}
+	fsckClean(t, s)
+}
+
+// startHeld sends "slow a", "slow b" and hold to boss's session and waits
+// until both children are active; it returns the channel of the parent's
+// frames and the children.
+func startHeld(t *testing.T, s *server, session string) (<-chan []frame, []string) {
+	done := make(chan []frame, 1)
+	go func() {
+		f, _, _ := s.requestAsWithin(owner, "boss", fmt.Sprintf(`{"op":"send","id":"b1","session":%q,"input":"slow a\nslow b\nhold"}`, session), 60*time.Second)
+		done <- f
+	}()
+	var kids []string
+	eventually(t, 30*time.Second, "two active children", func() bool {
+		kids = s.children("boss", session)
+		return len(kids) == 2 && s.childFile("boss", session, kids[0], "status") == "active\n" && s.childFile("boss", session, kids[1], "status") == "active\n"
+	})
+	return done, kids
+}
+
+func newBossServer(t *testing.T) *server {
+	requireFUSE(t)
+	gate := gateDir(t)
+	return newServerWith(t, func(s *server) {
+		s.define("boss", map[string]string{"abi": "text\n", "program": bossProgram, "env": "GATE=" + gate + "\n"})
+		s.define("slow", map[string]string{"abi": "text\n", "program": slowProgram, "env": "GATE=" + gate + "\n"})
+	})
+}
+
+// TestChildCancelParent: a parent cancelled cancels its owned children:
+// agent.child.cancel in the parent's events and in each child's, each
+// child done cancelled, its status file cancelled, ctx agent wait 130.
+func TestChildCancelParent(t *testing.T) {
+	s := newBossServer(t)
+	done, kids := startHeld(t, s, "c")
+	if f := s.answerAsAgent(owner, "boss", `{"op":"cancel","id":"b1","session":"c"}`); f["cancelled"] != true {
+		t.Fatalf("cancel: %v", f)
+	}
+	if d := lastDone(waitRunDone(t, done)); d == nil || d["status"] != "cancelled" {
+		t.Fatalf("the parent did not end cancelled")
+	}
+	parentEvents := fileBytes(t, filepath.Join(s.sessionDir(1001, "boss", "c"), "events.jsonl"))
+	for _, k := range kids {
+		s.waitChildStatus("boss", "c", k, "cancelled")
+		if !strings.Contains(parentEvents, `"type":"agent.child.cancel"`) || !strings.Contains(parentEvents, `"child":"`+k+`"`) {
+			t.Errorf("the parent's events lack the cancel of %s:\n%s", k, parentEvents)
+		}
+		ev := fileBytes(t, filepath.Join(s.sessionDir(1001, "slow", strings.TrimSpace(s.childFile("boss", "c", k, "session"))), "events.jsonl"))
+		if !strings.Contains(ev, `"type":"agent.child.cancel","run":"`+k+`","reason":"the parent run`) || !strings.Contains(ev, `"type":"done","run":"`+k+`","status":"cancelled"`) {
+			t.Errorf("child %s's events:\n%s", k, ev)
+		}
+		if _, code := s.waitChild("boss", "c", k); code != 130 {
+			t.Errorf("wait %s: %d", k, code)
+		}
+	}
+	fsckClean(t, s)
+}
+
+// TestChildKill9: the server killed with children running; at the
+// restart every child's run is closed as interrupted, the parent's
+// context/child/ status files say error and its events say why; fsck is
+// clean.
+func TestChildKill9(t *testing.T) {
+	s := newBossServer(t)
+	_, kids := startHeld(t, s, "k")
+	s.restart(syscall.SIGKILL)
+	parentEvents := fileBytes(t, filepath.Join(s.sessionDir(1001, "boss", "k"), "events.jsonl"))
+	for _, k := range kids {
+		s.waitChildStatus("boss", "k", k, "error")
+		if !strings.Contains(parentEvents, `"type":"agent.child.cancel","run":`) || !strings.Contains(parentEvents, `"child":"`+k+`","reason":"interrupted`) {
+			t.Errorf("the parent's events lack %s's end:\n%s", k, parentEvents)
+		}
+		ev := fileBytes(t, filepath.Join(s.sessionDir(1001, "slow", strings.TrimSpace(s.childFile("boss", "k", k, "session"))), "events.jsonl"))
+		if !strings.Contains(ev, `"type":"done","run":"`+k+`","status":"error","interrupted":true`) {
+			t.Errorf("child %s's events:\n%s", k, ev)
+		}
+		if _, code := s.waitChild("boss", "k", k); code != 1 {
+			t.Errorf("wait %s: %d", k, code)
+		}
+	}
+	fsckClean(t, s)
 }
