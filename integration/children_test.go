@@ -508,3 +508,63 @@ func TestChildKill9(t *testing.T) {
 	}
 	fsckClean(t, s)
 }
+
+// TestChildWaitingReachesParent: a child's call that waits for approval
+// is told to the parent's clients (agent.child.waiting, recorded in the
+// parent's events first), listed by pending, and answered on the child's
+// agent socket with the child's run id; the child then goes on.
+func TestChildWaitingReachesParent(t *testing.T) {
+	child := newFakeProvider(t, scripted(
+		openAICall("w1", "shell_exec", `{"argv":["true"]}`),
+		openAIReply("approved and ran")))
+	var s *server
+	afterChild := func(w http.ResponseWriter, r *http.Request) {
+		eventually(t, 30*time.Second, "the child done", func() bool {
+			kids := s.children("doer", "p")
+			return len(kids) == 1 && s.childFile("doer", "p", kids[0], "status") == "done\n"
+		})
+		openAIReply("child finished")(w, r)
+	}
+	p := newFakeProvider(t, scripted(
+		openAICall("c1", "agent_create", `{"agent":"asker","input":"run true"}`),
+		afterChild))
+	s = newToolServer(t, p.URL+"/v1", map[string]string{"tools": "agent.create\nshell.exec\n", "perm": "rx\n"})
+	s.defineModel("ask", child.URL+"/v1")
+	s.defineReady("asker", map[string]string{"model": "fake/ask", "tools": "shell.exec\n", "perm": "x\n", "approval": "ask\n"})
+	done := s.sendAsync(owner, "p", "delegate")
+	var call frame
+	eventually(t, 30*time.Second, "the child's call pending", func() bool {
+		frames, _, err := s.requestAs(owner, "asker", `{"op":"pending"}`)
+		if err != nil || len(frames) != 2 {
+			return false
+		}
+		call = frames[0]
+		return true
+	})
+	kid := s.children("doer", "p")[0]
+	if call["run"] != kid || call["id"] != "w1" {
+		t.Fatalf("pending %v, child %s", call, kid)
+	}
+	res := s.answerAsAgent(owner, "asker", fmt.Sprintf(`{"op":"approve","run":%q,"id":"w1","decision":"allow_once"}`, kid))
+	if res["type"] != "approval_result" {
+		t.Fatalf("approve: %v", res)
+	}
+	frames := waitRunDone(t, done)
+	var waiting frame
+	for _, f := range frames {
+		if f["type"] == "agent.child.waiting" {
+			waiting = f
+		}
+	}
+	if waiting == nil || waiting["child"] != kid || waiting["kind"] != "approval" || waiting["id"] != "w1" || waiting["name"] != "shell.exec" || waiting["agent"] != "asker" {
+		t.Fatalf("the parent's stream: %v", frames)
+	}
+	ev := fileBytes(t, filepath.Join(s.sessionDir(1001, "doer", "p"), "events.jsonl"))
+	if !strings.Contains(ev, `"type":"agent.child.waiting","run":"`+frames[0]["run"].(string)+`","child":"`+kid+`"`) {
+		t.Errorf("the parent's events lack the waiting call:\n%s", ev)
+	}
+	if got := s.childFile("doer", "p", kid, "result.md"); got != "approved and ran" {
+		t.Errorf("result.md %q", got)
+	}
+	fsckClean(t, s)
+}
