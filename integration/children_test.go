@@ -568,3 +568,28 @@ func TestChildWaitingReachesParent(t *testing.T) {
 	}
 	fsckClean(t, s)
 }
+
+// TestChildCreateAsksApproval: under approval ask, agent.create (class x)
+// waits for a person like shell.exec; denied, nothing is started.
+func TestChildCreateAsksApproval(t *testing.T) {
+	p := newFakeProvider(t, scripted(
+		openAICall("c1", "agent_create", `{"agent":"echoer","input":"may I"}`),
+		openAIReply("asked")))
+	s := newToolServer(t, p.URL+"/v1", map[string]string{"tools": "agent.create\n", "perm": "x\n", "approval": "ask\n"})
+	s.defineReady("echoer", map[string]string{"model": "debug/echo"})
+	done := s.sendAsync(owner, "a", "delegate")
+	call := s.pendingOf(owner, 1)[0]
+	if call["name"] != "agent.create" || call["kind"] != "approval" {
+		t.Fatalf("pending %v", call)
+	}
+	s.answerAs(owner, fmt.Sprintf(`{"op":"approve","run":%q,"id":"c1","decision":"deny"}`, call["run"]))
+	if d := lastDone(waitRunDone(t, done)); d == nil || d["status"] != "ok" {
+		t.Fatalf("the parent did not end ok")
+	}
+	if kids := s.children("doer", "a"); len(kids) != 0 {
+		t.Fatalf("a denied create started %v", kids)
+	}
+	if _, err := os.Stat(filepath.Join(s.store, "home", "1001", "agent", "echoer")); err == nil {
+		t.Fatalf("a denied create left a session of echoer")
+	}
+}
