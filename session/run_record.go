@@ -266,7 +266,7 @@ func (rn *run) recordDeltaText() bool {
 // next chance (sess.closePending). Caller holds rn.mu.
 func (rn *run) fail(err error) {
 	rn.broken = err
-	rn.cancelRun() // damaged or full history is never built upon
+	rn.cancelRun()                         // damaged or full history is never built upon
 	rn.s.e.kids.End(rn.id, abi.StateError) // its children end too; that cannot be recorded here either
 	now := abi.TS(time.Now())
 	errEv := proto.NewObject("type", proto.FrameError, "run", rn.id, "code", abi.ErrnoName(abi.Errno(err)),
