@@ -593,3 +593,79 @@ func TestChildCreateAsksApproval(t *testing.T) {
 		t.Fatalf("a denied create left a session of echoer")
 	}
 }
+
+// childFixtures are aimock's answers for TestChildRunsAimock: one reply
+// that starts two children, then, once the second's result comes back,
+// the answer.
+const childFixtures = `{"fixtures": [
+  {"match": {"toolCallId": "call_k2"}, "response": {"content": "Both children started."}},
+  {"match": {"userMessage": "ctxfs-children"}, "response": {"content": "Delegating.", "toolCalls": [
+    {"id": "call_k1", "name": "agent_create", "arguments": {"agent": "echoer", "input": "echo from aimock"}},
+    {"id": "call_k2", "name": "agent_create", "arguments": {"agent": "jprog", "input": "jail from aimock"}}
+  ]}}
+]}`
+
+// TestChildRunsAimock: a model parent against aimock, a simulator
+// written by others, in both APIs: one reply with two agent.create calls
+// (an echo agent, a program in a busybox jail), both children done with
+// their result.md.
+func TestChildRunsAimock(t *testing.T) {
+	if _, err := os.Stat(busybox); err != nil {
+		t.Skipf("%s is missing", busybox)
+	}
+	fixtures := filepath.Join(t.TempDir(), "fixtures.json")
+	testkit.Must(t, os.WriteFile(fixtures, []byte(childFixtures), 0o644))
+	base := startAimockWith(t, fixtures)
+	for _, c := range []struct{ api, endpoint string }{{"openai-chat", base + "/v1"}, {"anthropic-messages", base}} {
+		t.Run(c.api, func(t *testing.T) {
+			s := newModelServer(t, c.api, c.endpoint, nil)
+			s.defineReady("doer", map[string]string{"model": "fake/llm", "tools": "agent.create\n", "perm": "x\n"})
+			s.defineReady("echoer", map[string]string{"model": "debug/echo"})
+			s.defineReady("jprog", map[string]string{"isolation": "chroot\n", "abi": "text\n", "program": "#!/bin/sh\nread x\necho \"jailed: $x\"\n"})
+			s.jailBusybox(t, owner.uid, "jprog")
+			frames := waitRunDone(t, s.sendAsync(owner, "a", "ctxfs-children"))
+			if d := lastDone(frames); d == nil || d["status"] != "ok" || !strings.Contains(deltaText(frames), "Both children started.") {
+				t.Fatalf("run: %v\nlog:\n%s", frames, s.logText())
+			}
+			results := map[string]string{}
+			for _, k := range s.children("doer", "a") {
+				s.waitChildStatus("doer", "a", k, "done")
+				results[strings.TrimSpace(s.childFile("doer", "a", k, "agent"))] = s.childFile("doer", "a", k, "result.md")
+			}
+			if results["echoer"] != "echo from aimock" || results["jprog"] != "jailed: jail from aimock\n" {
+				t.Fatalf("results %v", results)
+			}
+			fsckClean(t, s)
+		})
+	}
+}
+
+// TestChildFilesFollowNoLink: the user replaces a child's directory under
+// context/child/ with a symlink to a directory of theirs while the child
+// runs; the server's later writes follow no link: nothing lands in the
+// link's target, and the moved directory is not written either.
+func TestChildFilesFollowNoLink(t *testing.T) {
+	s := newBossServer(t)
+	done, kids := startHeld(t, s, "l")
+	target := s.mnt("home/1001/agent/boss/root/target")
+	dir := s.childDir("boss", "l", kids[0])
+	if out, err := bashAs(t, owner, "mkdir -p "+target+" && mv "+dir+" "+dir+".moved && ln -s "+target+" "+dir); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	gate := strings.TrimPrefix(strings.TrimSpace(fileBytes(t, filepath.Join(s.root, "agent", "boss.d", "env"))), "GATE=")
+	testkit.Must(t, os.WriteFile(gate, nil, 0o644))
+	waitRunDone(t, done)
+	s.waitChildStatus("boss", "l", kids[1], "done")
+	session := strings.TrimSpace(fileBytes(t, dir+".moved/session"))
+	eventually(t, 30*time.Second, "the child's run done", func() bool {
+		return strings.Contains(fileBytes(t, filepath.Join(s.sessionDir(1001, "slow", session), "events.jsonl")), `"type":"done"`)
+	})
+	time.Sleep(200 * time.Millisecond) // the watcher's last writes come right after the done
+	if ents, _ := os.ReadDir(target); len(ents) != 0 {
+		t.Fatalf("the server wrote through the link: %v", ents)
+	}
+	if got := fileBytes(t, dir+".moved/status"); got != "active\n" {
+		t.Fatalf("the moved directory was written: %q", got)
+	}
+	fsckClean(t, s)
+}
