@@ -209,12 +209,16 @@ func TestChildRunsFromModel(t *testing.T) {
 			t.Errorf("ctx agent wait %s: %d %q", run, code, out)
 		}
 	}
-	// The echo child's usage is added to the parent's run (the program
-	// reports none: zero); the children's files are the user's.
+	// The echo child's usage is added to the parent's run, under its
+	// model (the program reports none); the children's files are the
+	// user's.
 	parentEvents := fileBytes(t, filepath.Join(s.sessionDir(1001, "doer", "boss"), "events.jsonl"))
 	echoRun := created["c1"]["child"].(string)
-	if !strings.Contains(parentEvents, `"type":"usage","run":"`+parent+`","child":"`+echoRun+`","agent":"echoer","input_tokens":3,"output_tokens":3`) {
+	if !strings.Contains(parentEvents, `"type":"usage","run":"`+parent+`","child":"`+echoRun+`","agent":"echoer","model":"debug/echo","input_tokens":3,"output_tokens":3`) {
 		t.Errorf("the parent's events lack the child's usage:\n%s", parentEvents)
+	}
+	if out, _, code := ctxSplitAs(t, s, owner, "agent", "usage", "doer", "--session", "boss", "--json"); code != 0 || !strings.Contains(out, `"model":"debug/echo"`) {
+		t.Errorf("ctx agent usage of the parent: %d %s", code, out)
 	}
 	st, err := os.Stat(s.childDir("doer", "boss", created["c1"]["child"].(string)))
 	testkit.Must(t, err)

@@ -83,9 +83,11 @@ type Child struct {
 	mu     sync.Mutex // orders the status writes
 	status string
 	result string
-	in     int64 // input tokens of its usage frames
-	out    int64 // output tokens
+	usage  []*childUsage // by model, at most maxUsageModels
 }
+
+// maxUsageModels bounds the models whose usage one child's sums keep.
+const maxUsageModels = 16
 
 // New is an empty book; cancel cancels a child run.
 func New(cancel func(run, reason string) bool) *Book {

@@ -83,10 +83,7 @@ func (b *Book) watch(c *Child, r *reply.Reply) {
 				c.mu.Unlock()
 			}
 		case proto.FrameUsage:
-			c.mu.Lock()
-			c.in += count(fr, "input_tokens")
-			c.out += count(fr, "output_tokens")
-			c.mu.Unlock()
+			c.addUsage(fr)
 		case proto.FrameApprovalRequest, proto.FrameQuestion:
 			c.f.p.Record(waitingFrame(c, fr))
 		case proto.FrameDone:
@@ -99,10 +96,43 @@ func (b *Book) watch(c *Child, r *reply.Reply) {
 	b.mu.Unlock()
 	c.mu.Lock()
 	c.f.p.Files.write(c.Run, fileResult, c.result)
-	in, out := c.in, c.out
+	usage := c.usage
 	c.mu.Unlock()
 	c.set(status)
-	c.f.p.Record(proto.NewObject("type", proto.FrameUsage, "child", c.Run, "agent", c.Agent, "input_tokens", in, "output_tokens", out))
+	for _, u := range usage {
+		f := proto.NewObject("type", proto.FrameUsage, "child", c.Run, "agent", c.Agent, "model", u.model)
+		if u.modelID != "" {
+			f.Set("model_id", u.modelID)
+		}
+		f.Set("input_tokens", u.in)
+		f.Set("output_tokens", u.out)
+		c.f.p.Record(f)
+	}
+}
+
+// childUsage is the sum of a child's usage frames of one model (and
+// provider model id), told to the parent at the child's end so that
+// ctx agent usage counts them under their model.
+type childUsage struct {
+	model, modelID string
+	in, out        int64
+}
+
+// addUsage adds a usage frame of the child to its sums.
+func (c *Child) addUsage(fr *proto.Object) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	model, modelID := truncate(fr.Str("model")), truncate(fr.Str("model_id"))
+	for _, u := range c.usage {
+		if u.model == model && u.modelID == modelID {
+			u.in += count(fr, "input_tokens")
+			u.out += count(fr, "output_tokens")
+			return
+		}
+	}
+	if len(c.usage) < maxUsageModels { // a program names its models: a bounded few are kept
+		c.usage = append(c.usage, &childUsage{model, modelID, count(fr, "input_tokens"), count(fr, "output_tokens")})
+	}
 }
 
 // waitingFrame names a child's waiting call for the parent's clients,
