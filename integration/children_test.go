@@ -490,12 +490,30 @@ func TestChildCancelParent(t *testing.T) {
 
 // TestChildKill9: the server killed with children running; at the
 // restart every child's run is closed as interrupted, the parent's
-// context/child/ status files say error and its events say why; fsck is
+// context/child/ status files say error and an interrupted parent's
+// events say why (a parent that had ended ok: its files alone); fsck is
 // clean.
 func TestChildKill9(t *testing.T) {
 	s := newBossServer(t)
 	_, kids := startHeld(t, s, "k")
+	// A parent that ended ok leaves its children running; at the restart
+	// their own sessions' load marks them in its context/child/.
+	frames, raw, err := s.requestAsWithin(owner, "boss", `{"op":"send","id":"b2","session":"ok","input":"slow c"}`, time.Minute)
+	if d := lastDone(frames); err != nil || d == nil || d["status"] != "ok" {
+		t.Fatalf("the parent that ends ok: %v %s", err, raw)
+	}
+	var orphan string
+	eventually(t, 30*time.Second, "its child active", func() bool {
+		k := s.children("boss", "ok")
+		if len(k) == 1 && s.childFile("boss", "ok", k[0], "status") == "active\n" {
+			orphan = k[0]
+		}
+		return orphan != ""
+	})
 	s.restart(syscall.SIGKILL)
+	orphanSession := strings.TrimSpace(s.childFile("boss", "ok", orphan, "session"))
+	s.answerAsAgent(owner, "slow", fmt.Sprintf(`{"op":"status","session":%q}`, orphanSession)) // loads it: the load closes its run
+	s.waitChildStatus("boss", "ok", orphan, "error")
 	parentEvents := fileBytes(t, filepath.Join(s.sessionDir(1001, "boss", "k"), "events.jsonl"))
 	for _, k := range kids {
 		s.waitChildStatus("boss", "k", k, "error")

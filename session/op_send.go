@@ -117,6 +117,7 @@ func newStartRecords(c layout.Caller, loc *location, req *proto.Request, cwd str
 	}
 	if req.Parent != "" {
 		start.Set("parent", req.Parent)
+		start.Set("parent_session", req.ParentSession)
 	}
 	user := proto.NewObject("role", "user", "run", id, "content", req.Input, "ts", ts)
 	state := proto.NewObject("type", proto.FrameState, "state", abi.StateActive, "run", id, "ts", ts)

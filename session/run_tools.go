@@ -161,17 +161,17 @@ func (h *toolHost) Create(_ context.Context, _ agent.ToolCall, req agent.CreateR
 		Start: func(name string, r *proto.Request) (*reply.Reply, error) {
 			return e.Begin(context.Background(), c, Target{Kind: abi.KindAgent, Owner: name}, r)
 		}}
-	p.Files = rn.s.childFiles(c)
+	p.Files = e.childFiles(rn.s.rel, c)
 	return e.kids.Create(p, req)
 }
 
-// childFiles is the session's context/child/, written as c; nil for a
-// temp session.
-func (s *sess) childFiles(c layout.Caller) *children.Files {
-	if s.rel == "" {
+// childFiles is context/child/ of the session directory rel, written as
+// c; nil for none (a temp session).
+func (e *Engine) childFiles(rel string, c layout.Caller) *children.Files {
+	if rel == "" {
 		return nil
 	}
-	return &children.Files{Tree: s.e.FreeTree(), Caller: c, Session: s.rel, Changed: s.e.changed}
+	return &children.Files{Tree: e.FreeTree(), Caller: c, Session: rel, Changed: e.changed}
 }
 
 // cancelChild cancels a child run whose parent ended, recording why in

@@ -56,6 +56,9 @@ func (b *Book) Create(p Parent, req agent.CreateRequest) (*proto.Object, error) 
 // parent's home or space; temp, a temp session of the parent's uid.
 func childRequest(p Parent, req agent.CreateRequest, clientID, session string) *proto.Request {
 	r := &proto.Request{Op: proto.OpSend, ID: clientID, Session: session, Input: req.Input, Parent: p.Run, Scope: abi.ScopePrivate}
+	if p.Files != nil {
+		r.ParentSession = p.Files.Session
+	}
 	switch {
 	case req.Life == agent.LifeTemp:
 		r.Scope = abi.ScopeTemp

@@ -1,6 +1,7 @@
 package children
 
 import (
+	"errors"
 	"os"
 	"path"
 
@@ -65,8 +66,9 @@ func (fs *Files) write(child, name, data string) {
 // context/child/ still shows pending or active: the server that followed
 // them stopped, and their own runs were interrupted with it (each
 // session's load closes its run), so nothing would ever finish their
-// files. Each becomes error, and a frame for the parent run's events
-// says why. Nil-safe.
+// files. Each becomes error (unless its own session's load came first and
+// did: closedUnreported), gets an empty result.md, and a frame for the
+// parent run's events says why. Nil-safe.
 func (fs *Files) Interrupted() []*proto.Object {
 	if fs == nil {
 		return nil
@@ -78,16 +80,51 @@ func (fs *Files) Interrupted() []*proto.Object {
 	}
 	var frames []*proto.Object
 	for _, ent := range ents {
-		if !abi.IsRunID(ent.Name) || !ent.IsDir() {
-			continue
-		}
-		switch fs.read(path.Join(dir, ent.Name, fileStatus)) {
-		case StatusPending + "\n", StatusActive + "\n":
-			fs.write(ent.Name, fileStatus, StatusError+"\n")
+		if ent.IsDir() && (fs.Closed(ent.Name) || fs.closedUnreported(ent.Name)) {
+			fs.write(ent.Name, fileResult, "") // reported: a later restart does not report it again
 			frames = append(frames, proto.NewObject("type", FrameCancel, "child", ent.Name, "reason", "interrupted: the server stopped while the child ran"))
 		}
 	}
 	return frames
+}
+
+// Closed marks the child run's end as error, after a restart, when its
+// status still says pending or active (its run was interrupted: its own
+// session closes it), and reports whether it did. Nil-safe.
+func (fs *Files) Closed(run string) bool {
+	if fs == nil || !abi.IsRunID(run) {
+		return false
+	}
+	switch fs.read(path.Join(fs.Session, abi.DirContext, DirChild, run, fileStatus)) {
+	case StatusPending + "\n", StatusActive + "\n":
+		fs.write(run, fileStatus, StatusError+"\n")
+		return true
+	}
+	return false
+}
+
+// closedUnreported reports whether a restart closed the child before
+// its parent's session loaded (Closed from the child's own load): status
+// error and no result.md, which a child that ended while followed always
+// has (written before its status).
+func (fs *Files) closedUnreported(run string) bool {
+	dir := path.Join(fs.Session, abi.DirContext, DirChild, run)
+	if fs.read(path.Join(dir, fileStatus)) != StatusError+"\n" {
+		return false
+	}
+	_, err := fs.Tree.Lstat(path.Join(dir, fileResult))
+	return errors.Is(err, os.ErrNotExist)
+}
+
+// ParentSession is the parent session's directory a child's start names
+// (parent_session), when it is a session directory of the child's own
+// home or space, else "".
+func ParentSession(rel, home string) string {
+	p := layout.Classify(rel)
+	if rel == "" || p.Kind != layout.PlaceSession || p.Home != home || p.Ref().Rel() != rel {
+		return ""
+	}
+	return rel
 }
 
 // read is a small file of the tree, as the session's owner ("" when it
