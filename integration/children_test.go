@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -688,6 +689,32 @@ func TestChildFilesFollowNoLink(t *testing.T) {
 	}
 	if got := fileBytes(t, dir+".moved/status"); got != "active\n" {
 		t.Fatalf("the moved directory was written: %q", got)
+	}
+	fsckClean(t, s)
+}
+
+// TestChildTemp: a child with life temp runs in a temp session (nothing
+// of it in the store), and the parent's files show its end and result.
+func TestChildTemp(t *testing.T) {
+	p := newFakeProvider(t, scripted(
+		openAICall("c1", "agent_create", `{"agent":"echoer","input":"kept nowhere","life":"temp"}`),
+		openAIReply("ok")))
+	s := newToolServer(t, p.URL+"/v1", map[string]string{"tools": "agent.create\n", "perm": "x\n"})
+	s.defineReady("echoer", map[string]string{"model": "debug/echo"})
+	if d := lastDone(waitRunDone(t, s.sendAsync(owner, "t", "go"))); d == nil || d["status"] != "ok" {
+		t.Fatalf("the parent did not end ok")
+	}
+	kids := s.children("doer", "t")
+	if len(kids) != 1 {
+		t.Fatalf("children %v", kids)
+	}
+	s.waitChildStatus("doer", "t", kids[0], "done")
+	if got := s.childFile("doer", "t", kids[0], "result.md"); got != "kept nowhere" {
+		t.Fatalf("result.md %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(s.store, "home", "1001", "agent", "echoer", "session")); err == nil {
+		out, _ := exec.Command("find", filepath.Join(s.store, "home", "1001", "agent", "echoer")).CombinedOutput()
+		t.Fatalf("a temp child left something in the store:\n%s", out)
 	}
 	fsckClean(t, s)
 }
