@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os/exec"
 	"slices"
 	"sync"
@@ -135,17 +134,14 @@ func (s *Spec) askPermits(ctx context.Context, permitter cli.Permitter) (*contro
 	if Enter == "" {
 		return nil, abi.Errorf(syscall.ENOTSUP, "run", "approval ask for a cli agent needs the ctxfs server")
 	}
-	c, err := openControl(ctx, *s)
+	c, err := s.giveControl(ctx)
 	if err != nil {
 		return nil, err
 	}
-	binary, socket := Enter, c.path
+	binary, socket := Enter, s.Env[ControlSocketEnv]
 	if s.Def.Isolation == IsolationChroot {
-		binary, socket = jailCtxfs(s.Jail.MountRoot), jailControl(s.Jail.MountRoot)
+		binary = jailCtxfs(s.Jail.MountRoot)
 	}
-	env := maps.Clone(s.Env)
-	env[ControlSocketEnv] = socket
-	s.Env, s.control = env, c
 	s.CLI.Invocation.Args = append(slices.Clone(s.CLI.Invocation.Args), permitter.PermitArgs(cli.Permit{
 		Argv:    []string{binary, PermitCommand},
 		Env:     map[string]string{ControlSocketEnv: socket},

@@ -69,7 +69,8 @@ type control struct {
 
 // controlOps are the requests a control socket answers, by op.
 var controlOps = map[string]func(c *control, ctx context.Context, req []byte) *proto.Object{
-	"permit": (*control).permit,
+	"permit":        (*control).permit,
+	ToolAgentCreate: (*control).createOp,
 }
 
 // openControl makes the run's control socket, owned by the run's uid

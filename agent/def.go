@@ -70,6 +70,9 @@ type Definition struct {
 	Approval string
 	// ApprovalTimeout is how long a call waits for an answer (default 3600 s).
 	ApprovalTimeout time.Duration
+	// Children is agent/NAME.d/children set to allow: a child run of
+	// this agent may start children of its own (SPEC 18).
+	Children bool
 	// Restore is set on a copy for a restore run (toolrestore.go).
 	Restore *Restore
 

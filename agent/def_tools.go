@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent/tools"
 )
 
 // maxSteps bounds agent/NAME.d/steps: far beyond any useful run, and each
@@ -25,7 +24,7 @@ func (d *Definition) readToolSettings() error {
 	if d.Kind != abi.KindAgent {
 		return nil
 	}
-	for _, step := range []func() error{d.readPerm, d.readTools, d.readSteps, d.readApproval, d.readApprovalTimeout} {
+	for _, step := range []func() error{d.readPerm, d.readTools, d.readSteps, d.readApproval, d.readApprovalTimeout, d.readChildren} {
 		if err := step(); err != nil {
 			return err
 		}
@@ -60,13 +59,13 @@ func (d *Definition) readTools() error {
 	seen := map[string]bool{}
 	for n, name := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
 		switch {
-		case !tools.Known(name):
-			return d.invalid("tools", "line %d: %q is not one of fs.read, fs.list, fs.stat, fs.write, fs.replace, shell.exec, ask_user", n+1, name)
+		case !knownTool(name):
+			return d.invalid("tools", "line %d: %q is not one of fs.read, fs.list, fs.stat, fs.write, fs.replace, shell.exec, ask_user, agent.create", n+1, name)
 		case seen[name]:
 			return d.invalid("tools", "line %d: %s is listed twice", n+1, name)
 		}
 		seen[name] = true
-		if tools.Allowed(name, d.Perm) {
+		if toolAllowed(name, d.Perm) {
 			d.Tools = append(d.Tools, name)
 		}
 	}
@@ -110,5 +109,22 @@ func (d *Definition) readApprovalTimeout() error {
 		return d.invalid("approval_timeout", "%q is not a number of seconds from 1 to %d", v, int64(maxTimeout/time.Second))
 	}
 	d.ApprovalTimeout = time.Duration(n) * time.Second
+	return nil
+}
+
+// ChildrenAllow is the value of agent/NAME.d/children that lets a child
+// run of the agent start children of its own (SPEC 18); absent, a child
+// cannot.
+const ChildrenAllow = "allow"
+
+func (d *Definition) readChildren() error {
+	v, ok, err := d.oneLine("children")
+	if !ok || err != nil {
+		return err
+	}
+	if v != ChildrenAllow {
+		return d.invalid("children", "%q is not allow", v)
+	}
+	d.Children = true
 	return nil
 }

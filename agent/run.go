@@ -103,6 +103,16 @@ func runProgram(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 		runCtx, cancel = context.WithTimeout(ctx, s.Def.Timeout)
 	}
 	defer cancel()
+	if s.control == nil && s.Host != nil {
+		// Every program run gets its control socket (agent.create, SPEC
+		// 18); a CLI's under approval ask has it already (askPermits).
+		c, err := s.giveControl(ctx)
+		if err != nil {
+			emit(proto.ErrorFrame(err))
+			return false
+		}
+		defer c.close()
+	}
 	p, err := startProgram(s)
 	if err != nil {
 		emit(proto.ErrorFrame(err))

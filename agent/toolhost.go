@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/proto"
 )
 
 // The values of agent/NAME.d/approval (SPEC 17).
@@ -56,6 +57,10 @@ type ToolHost interface {
 	// Keep records a file's content before a tool changes it; an error
 	// (the session's versions are full: EDQUOT) refuses the change.
 	Keep(call ToolCall, before FileBefore) error
+	// Create starts a child run (agent.create, SPEC 18) and returns its
+	// agent.created frame once it is queued; an error refuses it and
+	// nothing was started.
+	Create(ctx context.Context, call ToolCall, req CreateRequest) (*proto.Object, error)
 }
 
 // Resume is where a run stood when it is resumed after a restart (SPEC

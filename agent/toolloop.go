@@ -177,6 +177,9 @@ func (l *toolLoop) call(ctx context.Context, c ToolCall) (content string, isErr,
 			l.allowRun[c.Name] = true
 		}
 	}
+	if c.Name == ToolAgentCreate {
+		return l.create(ctx, c)
+	}
 	keep := func(b FileBefore) error { return l.s.Host.Keep(c, b) }
 	content, isErr = l.tools.exec(ctx, c, keep)
 	return content, isErr, true

@@ -9,7 +9,22 @@ import (
 const ToolAskUser = tools.AskUser
 
 // toolSpecs are the tools a model run offers, in the providers' terms.
-func toolSpecs(names []string) []provider.Tool { return tools.Specs(names) }
+// agent.create (toolcreate.go) among them where it is named.
+func toolSpecs(names []string) []provider.Tool {
+	specs := tools.Specs(names)
+	for _, n := range names {
+		if n == ToolAgentCreate {
+			specs = append(specs, agentCreateSpec)
+		}
+	}
+	return specs
+}
 
-// toolClass is the perm letter a tool needs (tools.Class).
-func toolClass(name string) byte { return tools.Class(name) }
+// toolClass is the perm letter a tool needs (tools.Class; x for
+// agent.create).
+func toolClass(name string) byte {
+	if name == ToolAgentCreate {
+		return tools.ClassExec
+	}
+	return tools.Class(name)
+}

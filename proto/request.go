@@ -50,6 +50,12 @@ type Request struct {
 	Text         string // answer
 	Version      int64  // restore: the version to put back, 0 when a run is named
 	Path         string // restore: only this file, "" for all
+	// Parent is the run that starts this send as its child (agent.create,
+	// SPEC 18): set by the engine alone, never read from a request line.
+	Parent string
+	// ParentSession is that run's session directory, store-relative (""
+	// for a temp session): a restart marks the child's end there.
+	ParentSession string
 }
 
 // wireRequest is the JSON shape; pointers tell "missing" from "empty".

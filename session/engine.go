@@ -20,6 +20,7 @@ import (
 	"github.com/ctxfs/ctxfs/internal/loadcache"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session/behind"
+	"github.com/ctxfs/ctxfs/session/children"
 	"github.com/ctxfs/ctxfs/session/freetree"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/memo"
@@ -95,6 +96,7 @@ type Engine struct {
 	limits   *quota.Limits      // what users may make the engine hold
 	defs     *agent.Cache       // agent and model definitions, read again when they change
 	waiting  *waiting.Registry  // the calls waiting for a person (run_tools.go)
+	kids     *children.Book     // the runs' child runs (run_tools.go)
 }
 
 // Open opens the store (creating it if needed, 0700), makes sure it is
@@ -120,6 +122,7 @@ func Open(cfg Config) (*Engine, error) {
 		waiting:  waiting.New(waiting.Config{PerUid: cfg.Limits.WaitingPerUid}),
 	}
 	e.Tree = tree.New(e.root, e)
+	e.kids = children.New(e.cancelChild)
 	e.derived = behind.New(derivedStore{e}, cfg.Log)
 	var migrated int
 	if e.sealKey, migrated, err = layout.OpenSealKey(store); err != nil {

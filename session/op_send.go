@@ -27,6 +27,9 @@ func (e *Engine) send(c layout.Caller, loc *location, req *proto.Request) (*Repl
 		return nil, abi.Errorf(syscall.EINVAL, "send", "the input is empty: nothing to send")
 	}
 	def, err := e.definition(loc.ref.Container)
+	if err == nil {
+		def, err = e.kids.Attenuate(req.Parent, def) // a child's (SPEC 18)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -111,6 +114,10 @@ func newStartRecords(c layout.Caller, loc *location, req *proto.Request, cwd str
 	}
 	if req.Op == proto.OpRestore {
 		start.Set("op", proto.OpRestore) // a restart resumes it as a restore (restartRun)
+	}
+	if req.Parent != "" {
+		start.Set("parent", req.Parent)
+		start.Set("parent_session", req.ParentSession)
 	}
 	user := proto.NewObject("role", "user", "run", id, "content", req.Input, "ts", ts)
 	state := proto.NewObject("type", proto.FrameState, "state", abi.StateActive, "run", id, "ts", ts)
@@ -250,6 +257,7 @@ func (e *Engine) startRun(c layout.Caller, s *sess, loc *location, req *proto.Re
 	st.Push(start)
 	rn := e.newRun(s, id, req.ID, c, loc, def, req.Input, cwd, dir, rec, st)
 	ticket.spend() // the run holds it now
+	rn.parent = req.Parent
 	s.recordStart(recs.now, cwd, abi.StateActive)
 	rec.run, rec.start = id, start
 	close(rec.ready)

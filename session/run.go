@@ -12,6 +12,7 @@ import (
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/internal/gopool"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/children"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
 	"github.com/ctxfs/ctxfs/session/reply"
@@ -26,6 +27,7 @@ type run struct {
 	// clientID is its send's client id, and started when it was accepted:
 	// cancel finds the newest run of a client id (findRun).
 	clientID string
+	parent   string // the run that started it with agent.create, "" for none
 	started  time.Time
 	rec      *clientRecord
 	spec     agent.Spec
@@ -133,6 +135,12 @@ func (rn *run) logEnd(done *proto.Object) {
 // never held up by a sync and frames that arrive during one share the next.
 func (rn *run) execute() {
 	gopool.Go(rn.recorder)
+	release, ok := rn.s.e.kids.Wait(rn.ctx, rn.parent, rn.id) // a child's place among its parent's
+	if !ok {
+		rn.finish(false)
+		return
+	}
+	defer release()
 	select {
 	case rn.s.slots <- struct{}{}:
 		defer func() { <-rn.s.slots }()
@@ -262,6 +270,10 @@ func (s *sess) closeInterruptedRun(rec *clientRecord) {
 	errEv := proto.NewObject("type", proto.FrameError, "run", rec.run, "code", abi.ErrnoName(syscall.EINTR),
 		"message", "the run was interrupted: the server stopped while it was active", "ts", now)
 	done := proto.NewObject("type", proto.FrameDone, "run", rec.run, "status", "error", "interrupted", true, "ts", now)
+	for _, f := range s.e.childFiles(s.rel, requester(rec)).Interrupted() { // the children it followed end with it (SPEC 18)
+		s.appendEvents(stamp(f, rec.run, time.Now()))
+	}
+	s.e.childFiles(children.ParentSession(rec.start.Str("parent_session"), s.ref.Home), requester(rec)).Closed(rec.run)
 	s.endRun(rec, errEv, done)
 	s.e.cfg.Log.Warn("run error", s.logAttrs(rec.run, rec.scope, "status", abi.StateError, "error", abi.ErrnoName(syscall.EINTR), "interrupted", true)...)
 }

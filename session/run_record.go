@@ -195,6 +195,9 @@ func (rn *run) recordBatch(frames []*proto.Object, final bool, status string) {
 			return
 		}
 	}
+	for _, f := range rn.s.e.kids.End(rn.id, status) { // its children end with it, unless it ended ok
+		b.add(rn, stamp(f, rn.id, time.Now()))
+	}
 	done := rn.closing(&b, status)
 	if rn.commit(&b) {
 		rn.end(done)
@@ -263,7 +266,8 @@ func (rn *run) recordDeltaText() bool {
 // next chance (sess.closePending). Caller holds rn.mu.
 func (rn *run) fail(err error) {
 	rn.broken = err
-	rn.cancelRun() // damaged or full history is never built upon
+	rn.cancelRun()                         // damaged or full history is never built upon
+	rn.s.e.kids.End(rn.id, abi.StateError) // its children end too; that cannot be recorded here either
 	now := abi.TS(time.Now())
 	errEv := proto.NewObject("type", proto.FrameError, "run", rn.id, "code", abi.ErrnoName(abi.Errno(err)),
 		"message", "the run's frames could not be recorded: "+err.Error(), "ts", now)

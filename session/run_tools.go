@@ -9,6 +9,9 @@ import (
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/agent/provider"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/children"
+	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/reply"
 	"github.com/ctxfs/ctxfs/session/waiting"
 )
 
@@ -146,6 +149,43 @@ func (rn *run) place() waiting.Place {
 // tool changes it.
 func (h *toolHost) Keep(c agent.ToolCall, before agent.FileBefore) error {
 	return h.rn.s.keepVersion(h.rn.id, c, before)
+}
+
+// Create starts a child run as the run's uid (agent.create, SPEC 18): the
+// children package keeps its books and its files in this session's
+// context/child/.
+func (h *toolHost) Create(_ context.Context, _ agent.ToolCall, req agent.CreateRequest) (*proto.Object, error) {
+	rn, e := h.rn, h.rn.s.e
+	c := layout.Caller{Uid: rn.spec.Uid, Gid: rn.spec.Gid}
+	p := children.Parent{Run: rn.id, Def: rn.spec.Def, IsChild: rn.rec.start.Has("parent"), Scope: rn.spec.Scope, Space: rn.rec.start.Str("space"), Record: rn.enqueue,
+		Start: func(name string, r *proto.Request) (*reply.Reply, error) {
+			return e.Begin(context.Background(), c, Target{Kind: abi.KindAgent, Owner: name}, r)
+		}}
+	p.Files = e.childFiles(rn.s.rel, c)
+	return e.kids.Create(p, req)
+}
+
+// childFiles is context/child/ of the session directory rel, written as
+// c; nil for none (a temp session).
+func (e *Engine) childFiles(rel string, c layout.Caller) *children.Files {
+	if rel == "" {
+		return nil
+	}
+	return &children.Files{Tree: e.FreeTree(), Caller: c, Session: rel, Changed: e.changed}
+}
+
+// cancelChild cancels a child run whose parent ended, recording why in
+// the child's events first; false when it no longer runs.
+func (e *Engine) cancelChild(run, reason string) bool {
+	e.mu.Lock()
+	rn := e.runs[run]
+	e.mu.Unlock()
+	if rn == nil {
+		return false
+	}
+	rn.enqueue(proto.NewObject("type", children.FrameCancel, "reason", reason))
+	rn.cancelRun()
+	return true
 }
 
 // Phases of a run as status shows them (SPEC 7, 17); a run waiting for a

@@ -161,6 +161,14 @@ ctx agent approve coder ctx-0123456789abcdef0123456789abcdef call_2 --deny --rea
 ctx agent runs coder --grep deploy
 ctx agent runs coder --interrupted --json`,
 		run: inspect.Runs},
+	{name: "wait", posNames: "AGENT CHILD", minArgs: 2, maxArgs: 2,
+		flags: []flagDef{fSession, fShared,
+			{name: "block", usage: "wait until the child has finished"}},
+		short: "Print a child run's status and result (exit 0 done, 1 error, 130 cancelled, 69 not finished)",
+		help:  inspect.WaitHelp,
+		examples: `ctx agent wait coder ctx-0123456789abcdef0123456789abcdef
+ctx agent wait coder ctx-0123456789abcdef0123456789abcdef --session review --block`,
+		run: inspect.Wait},
 	{name: "versions", posNames: "AGENT [PATH]", minArgs: 1, maxArgs: 2,
 		flags: []flagDef{fSession, fShared, fJSON.with("print versions/index.jsonl's lines as they are")},
 		short: "List the session's file versions: what tools changed, and what was kept",

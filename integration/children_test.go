@@ -1,0 +1,720 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
+)
+
+// Child runs (SPEC 18): a run starts runs of other agents of its home
+// with agent.create (a model's built-in tool, a program's control
+// socket); their status and result appear under the parent session's
+// context/child/<run>/, at most 3 run at once, their authority is at most
+// the parent's, and they end with a parent that is cancelled or lost.
+
+// bossProgram is a program parent: each input line "AGENT INPUT" asks
+// its control socket for agent.create and prints the reply; "hold" waits
+// until $GATE exists; "socket" prints the socket's path.
+const bossProgram = `#!/usr/bin/python3
+import json, os, socket, sys, time
+for i, line in enumerate(sys.stdin.read().splitlines()):
+    if line == "hold":
+        while not os.path.exists(os.environ["GATE"]):
+            time.sleep(0.05)
+        continue
+    if line == "socket":
+        with open(os.environ["GATE"] + ".sock", "w") as f:
+            f.write(os.environ.get("CTX_CONTROL_SOCKET", "none"))
+        continue
+    agent, _, text = line.partition(" ")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(os.environ["CTX_CONTROL_SOCKET"])
+    s.sendall((json.dumps({"op": "agent.create", "id": "k%d" % i, "agent": agent, "input": text}) + "\n").encode())
+    reply = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        reply += d
+    sys.stdout.write(reply.decode())
+    sys.stdout.flush()
+`
+
+// slowProgram waits for $GATE, then answers "did INPUT", or fails for an
+// input that starts with "fail".
+const slowProgram = `#!/bin/sh
+read x
+while [ ! -e "$GATE" ]; do sleep 0.05; done
+case "$x" in fail*) echo "failing"; exit 3;; esac
+echo "did $x"
+`
+
+// gateDir is a directory every test uid can read, holding the file go
+// that releases the programs waiting for it.
+func gateDir(t *testing.T) string {
+	d, err := os.MkdirTemp("", "ctxfs-gate-")
+	testkit.Must(t, err)
+	testkit.Must(t, os.Chmod(d, 0o1777)) // a program may leave a note beside the gate
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return filepath.Join(d, "go")
+}
+
+// defineReady defines an agent and waits for its socket.
+func (s *server) defineReady(name string, files map[string]string) {
+	s.t.Helper()
+	s.define(name, files)
+	eventually(s.t, 10*time.Second, name+"'s socket", func() bool {
+		_, err := os.Stat(filepath.Join(s.root, "agent", name+".sock"))
+		return err == nil
+	})
+}
+
+// defineModel adds the model fake/NAME answered by the openai-chat API at
+// endpoint.
+func (s *server) defineModel(name, endpoint string) {
+	d := filepath.Join(s.root, "model", "fake", name+".d")
+	testkit.Must(s.t, os.MkdirAll(d, 0o755))
+	for f, v := range map[string]string{"api": "openai-chat", "endpoint": endpoint, "model_id": name, "api_key_env": "FAKE_PROVIDER_KEY"} {
+		testkit.Must(s.t, os.WriteFile(filepath.Join(d, f), []byte(v+"\n"), 0o644))
+	}
+}
+
+// childDir is context/child/<run>/ of uid 1001's session of agent, through
+// the mount.
+func (s *server) childDir(agent, session, run string) string {
+	return s.mnt(fmt.Sprintf("home/1001/agent/%s/session/%s/context/child/%s", agent, session, run))
+}
+
+// children lists the child runs context/child/ of a session shows.
+func (s *server) children(agent, session string) []string {
+	ents, _ := os.ReadDir(s.mnt(fmt.Sprintf("home/1001/agent/%s/session/%s/context/child", agent, session)))
+	var out []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "ctx-") {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// childFile reads a file of a child's directory ("" when missing).
+func (s *server) childFile(agent, session, run, name string) string {
+	b, _ := os.ReadFile(filepath.Join(s.childDir(agent, session, run), name))
+	return string(b)
+}
+
+// waitChildStatus waits until a child's status file says want.
+func (s *server) waitChildStatus(agent, session, run, want string) {
+	s.t.Helper()
+	eventually(s.t, 30*time.Second, run+" "+want, func() bool {
+		return s.childFile(agent, session, run, "status") == want+"\n"
+	})
+}
+
+// waitChildEnd waits until a child's status says it finished.
+func (s *server) waitChildEnd(agent, session, run string) string {
+	s.t.Helper()
+	var st string
+	eventually(s.t, 30*time.Second, run+" finished", func() bool {
+		st = strings.TrimSpace(s.childFile(agent, session, run, "status"))
+		return st == "done" || st == "error" || st == "cancelled"
+	})
+	return st
+}
+
+// createdChildren are the agent.created frames among a run's tool
+// results, by call id.
+func createdChildren(t *testing.T, events string) map[string]frame {
+	out := map[string]frame{}
+	for _, line := range strings.Split(events, "\n") {
+		var f frame
+		if json.Unmarshal([]byte(line), &f) != nil || f["type"] != "tool_result" {
+			continue
+		}
+		var c frame
+		if content, _ := f["content"].(string); json.Unmarshal([]byte(content), &c) == nil && c["type"] == "agent.created" {
+			out[f["tool_call_id"].(string)] = c
+		}
+	}
+	return out
+}
+
+// wait runs ctx agent wait as the owner and returns its output and code.
+func (s *server) waitChild(agent, session, run string, extra ...string) (string, int) {
+	s.t.Helper()
+	out, errs, code := ctxSplitAs(s.t, s, owner, append([]string{"agent", "wait", agent, run, "--session", session}, extra...)...)
+	return out + errs, code
+}
+
+// TestChildRunsFromModel: a model parent starts two children of different
+// agents (an echo agent, and a program in a busybox jail); each gets its
+// context/child/<run>/ files, done and result.md; the children's sessions
+// name the parent in their start; their usage is added to the parent's;
+// ctx agent wait prints status and result with exit 0; fsck is clean.
+func TestChildRunsFromModel(t *testing.T) {
+	var s *server
+	// The parent's last turn waits for both children to end: their usage
+	// is then added to the parent's run before its done.
+	afterChildren := func(w http.ResponseWriter, r *http.Request) {
+		eventually(t, 30*time.Second, "two children done", func() bool {
+			kids := s.children("doer", "boss")
+			return len(kids) == 2 && s.childFile("doer", "boss", kids[0], "status") == "done\n" && s.childFile("doer", "boss", kids[1], "status") == "done\n"
+		})
+		openAIReply("both started")(w, r)
+	}
+	p := newFakeProvider(t, scripted(
+		openAICall("c1", "agent_create", `{"agent":"echoer","input":"hello child"}`),
+		openAICall("c2", "agent_create", `{"agent":"jprog","input":"jail child","session":"jailwork"}`),
+		afterChildren))
+	s = newToolServer(t, p.URL+"/v1", map[string]string{"tools": "agent.create\nfs.read\n", "perm": "rx\n"})
+	s.defineReady("echoer", map[string]string{"model": "debug/echo"})
+	s.defineReady("jprog", map[string]string{"isolation": "chroot\n", "abi": "text\n", "program": "#!/bin/sh\nread x\necho \"jailed: $x\"\n"})
+	s.jailBusybox(t, owner.uid, "jprog")
+
+	frames := waitRunDone(t, s.sendAsync(owner, "boss", "start two children"))
+	if d := lastDone(frames); d == nil || d["status"] != "ok" {
+		t.Fatalf("parent: %v\nlog:\n%s", frames, s.logText())
+	}
+	parent := frames[0]["run"].(string)
+	created := createdChildren(t, fileBytes(t, filepath.Join(s.sessionDir(1001, "doer", "boss"), "events.jsonl")))
+	if len(created) != 2 || created["c1"]["agent"] != "echoer" || created["c2"]["session"] != "jailwork" {
+		t.Fatalf("agent.created results: %v", created)
+	}
+	want := map[string]string{"c1": "hello child", "c2": "jailed: jail child\n"}
+	for call, c := range created {
+		run, agent, session := c["child"].(string), c["agent"].(string), c["session"].(string)
+		s.waitChildStatus("doer", "boss", run, "done")
+		if got := s.childFile("doer", "boss", run, "result.md"); got != want[call] {
+			t.Errorf("%s result.md %q, want %q", agent, got, want[call])
+		}
+		if s.childFile("doer", "boss", run, "agent") != agent+"\n" || s.childFile("doer", "boss", run, "session") != session+"\n" {
+			t.Errorf("%s: agent/session files wrong", run)
+		}
+		events := fileBytes(t, filepath.Join(s.sessionDir(1001, agent, session), "events.jsonl"))
+		if !strings.Contains(events, `"type":"start","id":"`+run+`"`) || !strings.Contains(events, `"parent":"`+parent+`"`) {
+			t.Errorf("%s's session does not name its parent:\n%s", agent, events)
+		}
+		out, code := s.waitChild("doer", "boss", run)
+		if code != 0 || !strings.HasPrefix(out, "done\n"+strings.TrimSuffix(want[call], "\n")) {
+			t.Errorf("ctx agent wait %s: %d %q", run, code, out)
+		}
+	}
+	// The echo child's usage is added to the parent's run, under its
+	// model (the program reports none); the children's files are the
+	// user's.
+	parentEvents := fileBytes(t, filepath.Join(s.sessionDir(1001, "doer", "boss"), "events.jsonl"))
+	echoRun := created["c1"]["child"].(string)
+	if !strings.Contains(parentEvents, `"type":"usage","run":"`+parent+`","child":"`+echoRun+`","agent":"echoer","model":"debug/echo","input_tokens":3,"output_tokens":3`) {
+		t.Errorf("the parent's events lack the child's usage:\n%s", parentEvents)
+	}
+	if out, _, code := ctxSplitAs(t, s, owner, "agent", "usage", "doer", "--session", "boss", "--json"); code != 0 || !strings.Contains(out, `"model":"debug/echo"`) {
+		t.Errorf("ctx agent usage of the parent: %d %s", code, out)
+	}
+	st, err := os.Stat(s.childDir("doer", "boss", created["c1"]["child"].(string)))
+	testkit.Must(t, err)
+	if sys := st.Sys().(*syscall.Stat_t); sys.Uid != 1001 {
+		t.Errorf("context/child/ owned by %d", sys.Uid)
+	}
+	fsckClean(t, s)
+}
+
+// TestChildQueueWaitCancel: a program parent starts four children
+// through its control socket; three run and the fourth waits (status file
+// pending, phase queued in status); ctx agent wait exits 69 for an
+// unfinished child, 130 for the queued one once cancelled, 0 for a done
+// one and 1 for one that failed; --block waits for the end.
+func TestChildQueueWaitCancel(t *testing.T) {
+	requireFUSE(t)
+	gate := gateDir(t)
+	s := newServerWith(t, func(s *server) {
+		s.define("boss", map[string]string{"abi": "text\n", "program": bossProgram, "env": "GATE=" + gate + "\n"})
+		s.define("slow", map[string]string{"abi": "text\n", "program": slowProgram, "env": "GATE=" + gate + "\n"})
+	})
+	done := make(chan []frame, 1)
+	go func() {
+		frames, _, _ := s.requestAsWithin(owner, "boss", `{"op":"send","id":"b1","session":"fan","input":"slow a\nslow b\nslow fail-c\nslow d\nhold"}`, 60*time.Second)
+		done <- frames
+	}()
+	var kids []string
+	eventually(t, 30*time.Second, "four children", func() bool {
+		kids = s.children("boss", "fan")
+		return len(kids) == 4
+	})
+	statuses := func() map[string]string {
+		m := map[string]string{}
+		for _, k := range kids {
+			m[strings.TrimSpace(s.childFile("boss", "fan", k, "status"))] += k + " "
+		}
+		return m
+	}
+	var queued string
+	eventually(t, 30*time.Second, "three active, one pending", func() bool {
+		m := statuses()
+		queued = strings.TrimSpace(m["pending"])
+		return len(strings.Fields(m["active"])) == 3 && len(strings.Fields(queued)) == 1
+	})
+	session := strings.TrimSpace(s.childFile("boss", "fan", queued, "session"))
+	st := s.answerAsAgent(owner, "slow", fmt.Sprintf(`{"op":"status","session":%q}`, session))
+	if runs, _ := st["runs"].([]any); len(runs) != 1 || runs[0].(map[string]any)["phase"] != "queued" {
+		t.Fatalf("the fourth child's status: %v", st)
+	}
+	if out, code := s.waitChild("boss", "fan", queued); code != 69 || out != "pending\n" {
+		t.Fatalf("wait on the queued child: %d %q", code, out)
+	}
+	blocked := make(chan int, 1)
+	active := strings.Fields(statuses()["active"])[0]
+	go func() { _, code := s.waitChild("boss", "fan", active, "--block"); blocked <- code }()
+
+	if f := s.answerAsAgent(owner, "slow", fmt.Sprintf(`{"op":"cancel","id":%q}`, queued)); f["cancelled"] != true {
+		t.Fatalf("cancel the queued child: %v", f)
+	}
+	s.waitChildStatus("boss", "fan", queued, "cancelled")
+	if out, code := s.waitChild("boss", "fan", queued); code != 130 || !strings.HasPrefix(out, "cancelled\n") {
+		t.Fatalf("wait on the cancelled child: %d %q", code, out)
+	}
+	testkit.Must(t, os.WriteFile(gate, nil, 0o644))
+	select {
+	case code := <-blocked:
+		if code != 0 && code != 1 {
+			t.Fatalf("wait --block: %d", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("wait --block did not return")
+	}
+	frames := waitRunDone(t, done)
+	if d := lastDone(frames); d == nil || d["status"] != "ok" {
+		t.Fatalf("parent: %v", frames)
+	}
+	results := map[string]int{}
+	for _, k := range kids {
+		if k == queued {
+			continue
+		}
+		s.waitChildEnd("boss", "fan", k)
+		_, code := s.waitChild("boss", "fan", k)
+		results[strings.TrimSpace(s.childFile("boss", "fan", k, "result.md"))] = code
+	}
+	if results["did a"] != 0 || results["did b"] != 0 || results["failing"] != 1 {
+		t.Fatalf("results and exit codes: %v", results)
+	}
+	fsckClean(t, s)
+}
+
+// answerAsAgent sends one line to an agent's socket as c and returns the
+// one frame.
+func (s *server) answerAsAgent(c *cred, agent, line string) frame {
+	s.t.Helper()
+	frames, raw, err := s.requestAs(c, agent, line)
+	if err != nil || len(frames) != 1 {
+		s.t.Fatalf("%s: %v %q", line, err, raw)
+	}
+	return frames[0]
+}
+
+// TestChildAttenuation: a child's tools are its own that its parent has
+// too (a call of another is EACCES, not offered, and runs nothing); a
+// jailed parent cannot start an unjailed child (EACCES, nothing started);
+// another uid cannot use a run's control socket, nor root (not the run's
+// process tree); a child cannot start children unless its definition
+// says children allow.
+func TestChildAttenuation(t *testing.T) {
+	gate := gateDir(t)
+	touched := filepath.Join(filepath.Dir(gate), "touched")
+	child := newFakeProvider(t, scripted(
+		openAICall("s1", "shell_exec", `{"command":"touch `+touched+`"}`),
+		openAIReply("child ok")))
+	jailed := newFakeProvider(t, scripted(
+		openAICall("j1", "agent_create", `{"agent":"echoer","input":"escape"}`),
+		openAIReply("refused")))
+	p := newFakeProvider(t, scripted(
+		openAICall("c1", "agent_create", `{"agent":"sub","input":"child task"}`),
+		openAIReply("fine")))
+	s := newToolServer(t, p.URL+"/v1", map[string]string{"tools": "agent.create\nfs.read\n", "perm": "rx\n"})
+	s.defineModel("sub", child.URL+"/v1")
+	s.defineModel("jail", jailed.URL+"/v1")
+	s.defineReady("sub", map[string]string{"model": "fake/sub", "tools": "shell.exec\nfs.read\n", "perm": "rx\n"})
+	s.defineReady("jdoer", map[string]string{"model": "fake/jail", "isolation": "chroot\n", "tools": "agent.create\n", "perm": "x\n"})
+	s.defineReady("echoer", map[string]string{"model": "debug/echo"})
+	for _, n := range []string{"boss", "kid", "kid2"} {
+		s.defineReady(n, map[string]string{"abi": "text\n", "program": bossProgram, "env": "GATE=" + gate + "\n"})
+	}
+	s.define("kid2", map[string]string{"children": "allow\n"})
+
+	// The model child is offered fs.read alone; its shell.exec is refused.
+	frames := waitRunDone(t, s.sendAsync(owner, "boss", "start sub"))
+	kids := s.children("doer", "boss")
+	if len(kids) != 1 {
+		t.Fatalf("children %v: %v", kids, frames)
+	}
+	s.waitChildStatus("doer", "boss", kids[0], "done")
+	session := strings.TrimSpace(s.childFile("doer", "boss", kids[0], "session"))
+	subEvents := fileBytes(t, filepath.Join(s.sessionDir(1001, "sub", session), "events.jsonl"))
+	if !strings.Contains(subEvents, `"type":"tool_result"`) || !strings.Contains(subEvents, `not offered`) || !strings.Contains(subEvents, `"is_error":true`) {
+		t.Errorf("the child's shell.exec was not refused:\n%s", subEvents)
+	}
+	if _, err := os.Stat(touched); err == nil {
+		t.Errorf("the refused command ran")
+	}
+	child.mu.Lock()
+	offered, _ := json.Marshal(child.bodies[0]["tools"])
+	child.mu.Unlock()
+	if !strings.Contains(string(offered), `"fs_read"`) || strings.Contains(string(offered), `"shell_exec"`) {
+		t.Errorf("the child was offered %s", offered)
+	}
+
+	// A jailed parent's unjailed child: EACCES, nothing started.
+	jframes, _, err := s.requestAsWithin(owner, "jdoer", `{"op":"send","id":"j","session":"jw","input":"try"}`, 60*time.Second)
+	testkit.Must(t, err)
+	if d := lastDone(jframes); d == nil || d["status"] != "ok" {
+		t.Fatalf("jailed parent: %v\nlog:\n%s", jframes, s.logText())
+	}
+	jev := fileBytes(t, filepath.Join(s.sessionDir(1001, "jdoer", "jw"), "events.jsonl"))
+	if !strings.Contains(jev, `"tool_call_id":"j1"`) || !strings.Contains(jev, "EACCES") || !strings.Contains(jev, "not isolated by chroot") {
+		t.Errorf("jailed parent's events:\n%s", jev)
+	}
+	if _, err := os.Stat(filepath.Join(s.store, "home", "1001", "agent", "echoer")); err == nil {
+		t.Errorf("the refused child left something of echoer")
+	}
+	if len(s.children("jdoer", "jw")) != 0 {
+		t.Errorf("the refused child has files")
+	}
+
+	// Another uid, and root, cannot use the program's control socket.
+	done := make(chan []frame, 1)
+	go func() {
+		f, _, _ := s.requestAsWithin(owner, "boss", `{"op":"send","id":"b1","session":"sock","input":"socket\nhold\nkid echoer from kid\nkid2 echoer from kid2"}`, 60*time.Second)
+		done <- f
+	}()
+	var sock string
+	eventually(t, 20*time.Second, "the socket's path", func() bool {
+		b, _ := os.ReadFile(gate + ".sock")
+		sock = string(b)
+		return sock != ""
+	})
+	line := `{"op":"agent.create","id":"x1","agent":"echoer","input":"intruder"}`
+	if out, err := runCmd(t, &cred{uid: 1002, gid: 1002}, nil, "/usr/bin/python3", "-c", sockRequest, sock, line); err == nil || !strings.Contains(out, "Permission denied") {
+		t.Errorf("uid 1002 on the control socket: %v %q", err, out)
+	}
+	if out, err := runCmd(t, nil, nil, "/usr/bin/python3", "-c", sockRequest, sock, line); err != nil || !strings.Contains(out, `"code":"EACCES"`) {
+		t.Errorf("root on the control socket: %v %q", err, out)
+	}
+	if len(s.children("boss", "sock")) != 0 {
+		t.Fatalf("a refused peer started a child")
+	}
+	testkit.Must(t, os.WriteFile(gate, nil, 0o644))
+	if d := lastDone(waitRunDone(t, done)); d == nil || d["status"] != "ok" {
+		t.Fatalf("boss did not end ok")
+	}
+
+	// kid may not start children; kid2 (children allow) may.
+	results := map[string]string{}
+	eventually(t, 30*time.Second, "kid and kid2 done", func() bool {
+		for _, k := range s.children("boss", "sock") {
+			if st := s.childFile("boss", "sock", k, "status"); st != "done\n" {
+				return false
+			}
+			results[strings.TrimSpace(s.childFile("boss", "sock", k, "agent"))] = s.childFile("boss", "sock", k, "result.md")
+		}
+		return len(results) == 2
+	})
+	if !strings.Contains(results["kid"], `"code":"EACCES"`) || !strings.Contains(results["kid2"], `"type":"agent.created"`) {
+		t.Errorf("grandchildren: %v", results)
+	}
+	fsckClean(t, s)
+}
+
+// startHeld sends "slow a", "slow b" and hold to boss's session and waits
+// until both children are active; it returns the channel of the parent's
+// frames and the children.
+func startHeld(t *testing.T, s *server, session string) (<-chan []frame, []string) {
+	done := make(chan []frame, 1)
+	go func() {
+		f, _, _ := s.requestAsWithin(owner, "boss", fmt.Sprintf(`{"op":"send","id":"b1","session":%q,"input":"slow a\nslow b\nhold"}`, session), 60*time.Second)
+		done <- f
+	}()
+	var kids []string
+	eventually(t, 30*time.Second, "two active children", func() bool {
+		kids = s.children("boss", session)
+		return len(kids) == 2 && s.childFile("boss", session, kids[0], "status") == "active\n" && s.childFile("boss", session, kids[1], "status") == "active\n"
+	})
+	return done, kids
+}
+
+func newBossServer(t *testing.T) *server {
+	requireFUSE(t)
+	gate := gateDir(t)
+	return newServerWith(t, func(s *server) {
+		s.define("boss", map[string]string{"abi": "text\n", "program": bossProgram, "env": "GATE=" + gate + "\n"})
+		s.define("slow", map[string]string{"abi": "text\n", "program": slowProgram, "env": "GATE=" + gate + "\n"})
+	})
+}
+
+// TestChildCancelParent: a parent cancelled cancels its owned children:
+// agent.child.cancel in the parent's events and in each child's, each
+// child done cancelled, its status file cancelled, ctx agent wait 130.
+func TestChildCancelParent(t *testing.T) {
+	s := newBossServer(t)
+	done, kids := startHeld(t, s, "c")
+	if f := s.answerAsAgent(owner, "boss", `{"op":"cancel","id":"b1","session":"c"}`); f["cancelled"] != true {
+		t.Fatalf("cancel: %v", f)
+	}
+	if d := lastDone(waitRunDone(t, done)); d == nil || d["status"] != "cancelled" {
+		t.Fatalf("the parent did not end cancelled")
+	}
+	parentEvents := fileBytes(t, filepath.Join(s.sessionDir(1001, "boss", "c"), "events.jsonl"))
+	for _, k := range kids {
+		s.waitChildStatus("boss", "c", k, "cancelled")
+		if !strings.Contains(parentEvents, `"type":"agent.child.cancel"`) || !strings.Contains(parentEvents, `"child":"`+k+`"`) {
+			t.Errorf("the parent's events lack the cancel of %s:\n%s", k, parentEvents)
+		}
+		ev := fileBytes(t, filepath.Join(s.sessionDir(1001, "slow", strings.TrimSpace(s.childFile("boss", "c", k, "session"))), "events.jsonl"))
+		if !strings.Contains(ev, `"type":"agent.child.cancel","run":"`+k+`","reason":"the parent run`) || !strings.Contains(ev, `"type":"done","run":"`+k+`","status":"cancelled"`) {
+			t.Errorf("child %s's events:\n%s", k, ev)
+		}
+		if _, code := s.waitChild("boss", "c", k); code != 130 {
+			t.Errorf("wait %s: %d", k, code)
+		}
+	}
+	fsckClean(t, s)
+}
+
+// TestChildKill9: the server killed with children running; at the
+// restart every child's run is closed as interrupted, the parent's
+// context/child/ status files say error and an interrupted parent's
+// events say why (a parent that had ended ok: its files alone); fsck is
+// clean.
+func TestChildKill9(t *testing.T) {
+	s := newBossServer(t)
+	_, kids := startHeld(t, s, "k")
+	// A parent that ended ok leaves its children running; at the restart
+	// their own sessions' load marks them in its context/child/.
+	frames, raw, err := s.requestAsWithin(owner, "boss", `{"op":"send","id":"b2","session":"ok","input":"slow c"}`, time.Minute)
+	if d := lastDone(frames); err != nil || d == nil || d["status"] != "ok" {
+		t.Fatalf("the parent that ends ok: %v %s", err, raw)
+	}
+	var orphan string
+	eventually(t, 30*time.Second, "its child active", func() bool {
+		k := s.children("boss", "ok")
+		if len(k) == 1 && s.childFile("boss", "ok", k[0], "status") == "active\n" {
+			orphan = k[0]
+		}
+		return orphan != ""
+	})
+	s.restart(syscall.SIGKILL)
+	orphanSession := strings.TrimSpace(s.childFile("boss", "ok", orphan, "session"))
+	s.answerAsAgent(owner, "slow", fmt.Sprintf(`{"op":"status","session":%q}`, orphanSession)) // loads it: the load closes its run
+	s.waitChildStatus("boss", "ok", orphan, "error")
+	parentEvents := fileBytes(t, filepath.Join(s.sessionDir(1001, "boss", "k"), "events.jsonl"))
+	for _, k := range kids {
+		s.waitChildStatus("boss", "k", k, "error")
+		if !strings.Contains(parentEvents, `"type":"agent.child.cancel","run":`) || !strings.Contains(parentEvents, `"child":"`+k+`","reason":"interrupted`) {
+			t.Errorf("the parent's events lack %s's end:\n%s", k, parentEvents)
+		}
+		ev := fileBytes(t, filepath.Join(s.sessionDir(1001, "slow", strings.TrimSpace(s.childFile("boss", "k", k, "session"))), "events.jsonl"))
+		if !strings.Contains(ev, `"type":"done","run":"`+k+`","status":"error","interrupted":true`) {
+			t.Errorf("child %s's events:\n%s", k, ev)
+		}
+		if _, code := s.waitChild("boss", "k", k); code != 1 {
+			t.Errorf("wait %s: %d", k, code)
+		}
+	}
+	fsckClean(t, s)
+}
+
+// TestChildWaitingReachesParent: a child's call that waits for approval
+// is told to the parent's clients (agent.child.waiting, recorded in the
+// parent's events first), listed by pending, and answered on the child's
+// agent socket with the child's run id; the child then goes on.
+func TestChildWaitingReachesParent(t *testing.T) {
+	child := newFakeProvider(t, scripted(
+		openAICall("w1", "shell_exec", `{"argv":["true"]}`),
+		openAIReply("approved and ran")))
+	var s *server
+	afterChild := func(w http.ResponseWriter, r *http.Request) {
+		eventually(t, 30*time.Second, "the child done", func() bool {
+			kids := s.children("doer", "p")
+			return len(kids) == 1 && s.childFile("doer", "p", kids[0], "status") == "done\n"
+		})
+		openAIReply("child finished")(w, r)
+	}
+	p := newFakeProvider(t, scripted(
+		openAICall("c1", "agent_create", `{"agent":"asker","input":"run true"}`),
+		afterChild))
+	s = newToolServer(t, p.URL+"/v1", map[string]string{"tools": "agent.create\nshell.exec\n", "perm": "rx\n"})
+	s.defineModel("ask", child.URL+"/v1")
+	s.defineReady("asker", map[string]string{"model": "fake/ask", "tools": "shell.exec\n", "perm": "x\n", "approval": "ask\n"})
+	done := s.sendAsync(owner, "p", "delegate")
+	var call frame
+	eventually(t, 30*time.Second, "the child's call pending", func() bool {
+		frames, _, err := s.requestAs(owner, "asker", `{"op":"pending"}`)
+		if err != nil || len(frames) != 2 {
+			return false
+		}
+		call = frames[0]
+		return true
+	})
+	kid := s.children("doer", "p")[0]
+	if call["run"] != kid || call["id"] != "w1" {
+		t.Fatalf("pending %v, child %s", call, kid)
+	}
+	res := s.answerAsAgent(owner, "asker", fmt.Sprintf(`{"op":"approve","run":%q,"id":"w1","decision":"allow_once"}`, kid))
+	if res["type"] != "approval_result" {
+		t.Fatalf("approve: %v", res)
+	}
+	frames := waitRunDone(t, done)
+	var waiting frame
+	for _, f := range frames {
+		if f["type"] == "agent.child.waiting" {
+			waiting = f
+		}
+	}
+	if waiting == nil || waiting["child"] != kid || waiting["kind"] != "approval" || waiting["id"] != "w1" || waiting["name"] != "shell.exec" || waiting["agent"] != "asker" {
+		t.Fatalf("the parent's stream: %v", frames)
+	}
+	ev := fileBytes(t, filepath.Join(s.sessionDir(1001, "doer", "p"), "events.jsonl"))
+	if !strings.Contains(ev, `"type":"agent.child.waiting","run":"`+frames[0]["run"].(string)+`","child":"`+kid+`"`) {
+		t.Errorf("the parent's events lack the waiting call:\n%s", ev)
+	}
+	if got := s.childFile("doer", "p", kid, "result.md"); got != "approved and ran" {
+		t.Errorf("result.md %q", got)
+	}
+	fsckClean(t, s)
+}
+
+// TestChildCreateAsksApproval: under approval ask, agent.create (class x)
+// waits for a person like shell.exec; denied, nothing is started.
+func TestChildCreateAsksApproval(t *testing.T) {
+	p := newFakeProvider(t, scripted(
+		openAICall("c1", "agent_create", `{"agent":"echoer","input":"may I"}`),
+		openAIReply("asked")))
+	s := newToolServer(t, p.URL+"/v1", map[string]string{"tools": "agent.create\n", "perm": "x\n", "approval": "ask\n"})
+	s.defineReady("echoer", map[string]string{"model": "debug/echo"})
+	done := s.sendAsync(owner, "a", "delegate")
+	call := s.pendingOf(owner, 1)[0]
+	if call["name"] != "agent.create" || call["kind"] != "approval" {
+		t.Fatalf("pending %v", call)
+	}
+	s.answerAs(owner, fmt.Sprintf(`{"op":"approve","run":%q,"id":"c1","decision":"deny"}`, call["run"]))
+	if d := lastDone(waitRunDone(t, done)); d == nil || d["status"] != "ok" {
+		t.Fatalf("the parent did not end ok")
+	}
+	if kids := s.children("doer", "a"); len(kids) != 0 {
+		t.Fatalf("a denied create started %v", kids)
+	}
+	if _, err := os.Stat(filepath.Join(s.store, "home", "1001", "agent", "echoer")); err == nil {
+		t.Fatalf("a denied create left a session of echoer")
+	}
+}
+
+// childFixtures are aimock's answers for TestChildRunsAimock: one reply
+// that starts two children, then, once the second's result comes back,
+// the answer.
+const childFixtures = `{"fixtures": [
+  {"match": {"toolCallId": "call_k2"}, "response": {"content": "Both children started."}},
+  {"match": {"userMessage": "ctxfs-children"}, "response": {"content": "Delegating.", "toolCalls": [
+    {"id": "call_k1", "name": "agent_create", "arguments": {"agent": "echoer", "input": "echo from aimock"}},
+    {"id": "call_k2", "name": "agent_create", "arguments": {"agent": "jprog", "input": "jail from aimock"}}
+  ]}}
+]}`
+
+// TestChildRunsAimock: a model parent against aimock, a simulator
+// written by others, in both APIs: one reply with two agent.create calls
+// (an echo agent, a program in a busybox jail), both children done with
+// their result.md.
+func TestChildRunsAimock(t *testing.T) {
+	if _, err := os.Stat(busybox); err != nil {
+		t.Skipf("%s is missing", busybox)
+	}
+	fixtures := filepath.Join(t.TempDir(), "fixtures.json")
+	testkit.Must(t, os.WriteFile(fixtures, []byte(childFixtures), 0o644))
+	base := startAimockWith(t, fixtures)
+	for _, c := range []struct{ api, endpoint string }{{"openai-chat", base + "/v1"}, {"anthropic-messages", base}} {
+		t.Run(c.api, func(t *testing.T) {
+			s := newModelServer(t, c.api, c.endpoint, nil)
+			s.defineReady("doer", map[string]string{"model": "fake/llm", "tools": "agent.create\n", "perm": "x\n"})
+			s.defineReady("echoer", map[string]string{"model": "debug/echo"})
+			s.defineReady("jprog", map[string]string{"isolation": "chroot\n", "abi": "text\n", "program": "#!/bin/sh\nread x\necho \"jailed: $x\"\n"})
+			s.jailBusybox(t, owner.uid, "jprog")
+			frames := waitRunDone(t, s.sendAsync(owner, "a", "ctxfs-children"))
+			if d := lastDone(frames); d == nil || d["status"] != "ok" || !strings.Contains(deltaText(frames), "Both children started.") {
+				t.Fatalf("run: %v\nlog:\n%s", frames, s.logText())
+			}
+			results := map[string]string{}
+			for _, k := range s.children("doer", "a") {
+				s.waitChildStatus("doer", "a", k, "done")
+				results[strings.TrimSpace(s.childFile("doer", "a", k, "agent"))] = s.childFile("doer", "a", k, "result.md")
+			}
+			if results["echoer"] != "echo from aimock" || results["jprog"] != "jailed: jail from aimock\n" {
+				t.Fatalf("results %v", results)
+			}
+			fsckClean(t, s)
+		})
+	}
+}
+
+// TestChildFilesFollowNoLink: the user replaces a child's directory under
+// context/child/ with a symlink to a directory of theirs while the child
+// runs; the server's later writes follow no link: nothing lands in the
+// link's target, and the moved directory is not written either.
+func TestChildFilesFollowNoLink(t *testing.T) {
+	s := newBossServer(t)
+	done, kids := startHeld(t, s, "l")
+	target := s.mnt("home/1001/agent/boss/root/target")
+	dir := s.childDir("boss", "l", kids[0])
+	if out, err := bashAs(t, owner, "mkdir -p "+target+" && mv "+dir+" "+dir+".moved && ln -s "+target+" "+dir); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	gate := strings.TrimPrefix(strings.TrimSpace(fileBytes(t, filepath.Join(s.root, "agent", "boss.d", "env"))), "GATE=")
+	testkit.Must(t, os.WriteFile(gate, nil, 0o644))
+	waitRunDone(t, done)
+	s.waitChildStatus("boss", "l", kids[1], "done")
+	session := strings.TrimSpace(fileBytes(t, dir+".moved/session"))
+	eventually(t, 30*time.Second, "the child's run done", func() bool {
+		return strings.Contains(fileBytes(t, filepath.Join(s.sessionDir(1001, "slow", session), "events.jsonl")), `"type":"done"`)
+	})
+	time.Sleep(200 * time.Millisecond) // the watcher's last writes come right after the done
+	if ents, _ := os.ReadDir(target); len(ents) != 0 {
+		t.Fatalf("the server wrote through the link: %v", ents)
+	}
+	if got := fileBytes(t, dir+".moved/status"); got != "active\n" {
+		t.Fatalf("the moved directory was written: %q", got)
+	}
+	fsckClean(t, s)
+}
+
+// TestChildTemp: a child with life temp runs in a temp session (nothing
+// of it in the store), and the parent's files show its end and result.
+func TestChildTemp(t *testing.T) {
+	p := newFakeProvider(t, scripted(
+		openAICall("c1", "agent_create", `{"agent":"echoer","input":"kept nowhere","life":"temp"}`),
+		openAIReply("ok")))
+	s := newToolServer(t, p.URL+"/v1", map[string]string{"tools": "agent.create\n", "perm": "x\n"})
+	s.defineReady("echoer", map[string]string{"model": "debug/echo"})
+	if d := lastDone(waitRunDone(t, s.sendAsync(owner, "t", "go"))); d == nil || d["status"] != "ok" {
+		t.Fatalf("the parent did not end ok")
+	}
+	kids := s.children("doer", "t")
+	if len(kids) != 1 {
+		t.Fatalf("children %v", kids)
+	}
+	s.waitChildStatus("doer", "t", kids[0], "done")
+	if got := s.childFile("doer", "t", kids[0], "result.md"); got != "kept nowhere" {
+		t.Fatalf("result.md %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(s.store, "home", "1001", "agent", "echoer", "session")); err == nil {
+		out, _ := exec.Command("find", filepath.Join(s.store, "home", "1001", "agent", "echoer")).CombinedOutput()
+		t.Fatalf("a temp child left something in the store:\n%s", out)
+	}
+	fsckClean(t, s)
+}
