@@ -4,25 +4,86 @@ import (
 	"bytes"
 
 	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/window"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
-// Prompt is a model API run's request: what the engine hands a run
-// (Spec.Prompt), so that the engine needs no provider of its own.
-type Prompt = provider.Request
+// Prompt is a model API run's request as the engine hands it to a run
+// (Spec.Prompt), so that the engine needs no provider of its own: the
+// system prompt and the conversation after the summary's cursor, the
+// summary in force (SPEC 18: context/summary.md), each turn's message id,
+// and where a new summary is kept.
+type Prompt struct {
+	provider.Request
+	Summary string        // the summary of what came before Turns; "" for none
+	Cursor  window.Cursor // the last message Summary covers (End 0: none)
+	// Lines are the messages.jsonl lines of Turns, one each, in order:
+	// where a cut falls, the cursor names the last line cut.
+	Lines []Line
+	// Keep writes context/summary.md (window.FormatSummary); nil keeps
+	// nothing (the summary then lives in the run alone).
+	Keep func(data []byte) error
+}
 
-// NewPrompt is a model API run's request (SPEC 10): system as the system
-// prompt, and the messages of log (the end of a session's messages.jsonl,
-// whole lines) as the conversation, in order; a line that is not a
-// message is left out.
-func NewPrompt(system string, log []byte) *Prompt {
-	var turns []provider.Turn
-	for _, line := range bytes.Split(log, []byte("\n")) {
+// Line is one message line of messages.jsonl: where it ends (the
+// message's id) and its bytes without the newline.
+type Line struct {
+	End  int64
+	Text []byte
+}
+
+// Cursor is the cursor that names this line.
+func (l Line) Cursor() window.Cursor { return window.Cursor{End: l.End, Hash: window.LineHash(l.Text)} }
+
+// NewPrompt is a model API run's request (SPEC 10, 18): system as the
+// system prompt, and the messages of log (the end of a session's
+// messages.jsonl, whole lines, starting at byte offset start of it) as the
+// conversation, in order; a line that is not a message is left out.
+// summary is context/summary.md as read (nil when missing): when its
+// cursor names a line of this history, the conversation is what follows
+// it and the summary goes before; a cursor that does not match (another
+// history, a file someone edited) is ignored, and the summary is rebuilt
+// when the conversation next needs compacting.
+func NewPrompt(system string, log []byte, start int64, summary []byte) *Prompt {
+	p := &Prompt{Request: provider.Request{System: system}}
+	c, text, ok := window.ParseSummary(summary)
+	if ok && cursorMatches(c, log, start) {
+		p.Summary, p.Cursor = text, c
+	}
+	off := start
+	for len(log) > 0 {
+		line, rest, _ := bytes.Cut(log, []byte("\n"))
+		off += int64(len(line)) + 1
+		log = rest
+		if off <= p.Cursor.End {
+			continue
+		}
 		if t, ok := turnOf(line); ok {
-			turns = append(turns, t)
+			p.Turns = append(p.Turns, t)
+			p.Lines = append(p.Lines, Line{End: off, Text: line})
 		}
 	}
-	return &provider.Request{System: system, Turns: turns}
+	return p
+}
+
+// cursorMatches reports whether c names a line of the history whose end
+// is log (starting at offset start): a line of log ending at c.End with
+// c's hash, or a line before log (it cannot be checked there, and all of
+// log follows it).
+func cursorMatches(c window.Cursor, log []byte, start int64) bool {
+	end := start + int64(len(log))
+	switch {
+	case c.End > end:
+		return false
+	case c.End <= start:
+		return true
+	}
+	i := int(c.End - start) // just past the line's newline
+	if log[i-1] != '\n' {
+		return false
+	}
+	line := log[bytes.LastIndexByte(log[:i-1], '\n')+1 : i-1]
+	return window.LineHash(line) == c.Hash
 }
 
 // turnOf reads one line as a turn of the conversation (proto.Message: the

@@ -1,0 +1,131 @@
+package agent
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/window"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// SummaryHeading starts the turn that carries the summary in a prompt.
+const SummaryHeading = "[summary of earlier conversation]"
+
+// runWindow is a model run's context window (SPEC 18): its limits, the
+// summary in force, and which turns of the run's request came from
+// messages.jsonl (the first len(lines); later ones are the run's own tool
+// steps, whose lines the run has not seen written).
+type runWindow struct {
+	lim     window.Limits
+	summary string
+	cut     bool // a summary turn goes first: something was compacted
+	lines   []Line
+	keep    func([]byte) error
+}
+
+func newRunWindow(s Spec) *runWindow {
+	w := &runWindow{lim: s.Def.Limits()}
+	if p := s.Prompt; p != nil {
+		w.summary, w.cut, w.lines, w.keep = p.Summary, p.Cursor.End > 0, p.Lines, p.Keep
+	}
+	return w
+}
+
+// summaryTurn is the turn that carries the summary.
+func (w *runWindow) summaryTurn() provider.Turn {
+	text := w.summary
+	if text == "" {
+		text = "(earlier turns were left out)"
+	}
+	return provider.Turn{Role: provider.RoleUser, Text: SummaryHeading + "\n" + text}
+}
+
+// sent is the request as sent: the summary turn, then the turns.
+func (l *toolLoop) sent() provider.Request {
+	req := l.req
+	if l.win != nil && l.win.cut {
+		req.Turns = append([]provider.Turn{l.win.summaryTurn()}, l.req.Turns...)
+	}
+	return req
+}
+
+// fit makes the next request fit the window: a prompt beyond the
+// compaction point is compacted (compactNow); false when the run must
+// end, its error emitted (E2BIG: even the newest turns do not fit).
+func (l *toolLoop) fit(ctx context.Context, cfg provider.Config) bool {
+	if l.win == nil || window.RequestTokens(l.sent()) <= l.win.lim.CompactAt {
+		return true
+	}
+	if _, err := l.compactNow(ctx, cfg); err != nil {
+		if ctx.Err() == nil {
+			l.emit(proto.ErrorFrame(err))
+		}
+		return false
+	}
+	return true
+}
+
+// Compacted is what a compaction did: the cursor it wrote, the summary's
+// size, and how many turns were kept after it.
+type Compacted struct {
+	Cursor       window.Cursor
+	SummaryBytes int
+	KeptTurns    int
+	Strategy     string
+	Failed       error // the strategy's failure: the old summary was kept
+}
+
+// compactNow cuts the oldest turns (window.Cut: what is kept fits half the
+// compaction point when it can, the prompt's bound at most) and replaces
+// them by the strategy's summary. A strategy that fails keeps the old
+// summary (the turns are left out all the same: truncation) and says so
+// in a log frame. The summary is written to context/summary.md when the
+// cut falls in messages.jsonl's turns.
+func (l *toolLoop) compactNow(ctx context.Context, cfg provider.Config) (Compacted, error) {
+	w := l.win
+	fixed := window.RequestTokens(provider.Request{System: l.req.System, Tools: l.req.Tools}) +
+		window.TurnTokens(provider.Turn{Text: SummaryHeading}) + w.lim.SummaryTokens()
+	start, ok := window.Cut(l.req.Turns, fixed, w.lim.CompactAt/2, w.lim.Prompt())
+	if !ok {
+		return Compacted{}, abi.Errorf(syscall.E2BIG, "run", "the newest turns do not fit the window (%d tokens less %d for the reply)", w.lim.Window, w.lim.Reserve)
+	}
+	done := Compacted{Strategy: l.s.Def.WindowDef.Strategy}
+	if start > 0 {
+		text, err := summarize(ctx, l.s, cfg, w.lim, w.summary, l.req.Turns[:start], l.emit)
+		if err != nil {
+			if ctx.Err() != nil {
+				return done, err
+			}
+			done.Failed, text = err, w.summary
+			l.emit(proto.NewObject("type", proto.FrameLog, "stream", "compact", "text", "compaction by "+done.Strategy+" failed, the old summary is kept: "+err.Error()))
+		}
+		w.summary, w.cut = text, true
+		l.req.Turns = append([]provider.Turn(nil), l.req.Turns[start:]...)
+		done.Cursor = w.advance(start, l.emit)
+	}
+	done.SummaryBytes, done.KeptTurns = len(w.summary), len(l.req.Turns)
+	if n := window.RequestTokens(l.sent()); n > w.lim.Prompt() {
+		return done, abi.Errorf(syscall.E2BIG, "run", "the prompt takes about %d tokens, more than the window (%d) less the reply's %d", n, w.lim.Window, w.lim.Reserve)
+	}
+	return done, nil
+}
+
+// advance moves past the first n turns and keeps the summary with the
+// cursor of the last of them when it is a line of messages.jsonl; a cut
+// into the run's own steps is kept by the run alone.
+func (w *runWindow) advance(n int, emit func(*proto.Object)) window.Cursor {
+	if n > len(w.lines) {
+		w.lines = nil
+		return window.Cursor{}
+	}
+	c := w.lines[n-1].Cursor()
+	w.lines = w.lines[n:]
+	if w.keep != nil {
+		if err := w.keep(window.FormatSummary(c, w.summary)); err != nil {
+			emit(proto.NewObject("type", proto.FrameLog, "stream", "compact", "text", "context/summary.md could not be written: "+err.Error()))
+		}
+	}
+	return c
+}
