@@ -9,8 +9,8 @@ import (
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
-	"github.com/ctxfs/ctxfs/session/summary"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
+	"github.com/ctxfs/ctxfs/session/summary"
 )
 
 // maxConversation bounds how much of messages.jsonl a model API run is
