@@ -49,7 +49,7 @@ func summarize(ctx context.Context, s Spec, cfg provider.Config, lim window.Limi
 // window with the summary's room) and takes the reply as the summary.
 func summarizeByModel(ctx context.Context, s Spec, cfg provider.Config, lim window.Limits, old string, turns []provider.Turn, emit func(*proto.Object)) (string, error) {
 	room := lim.Window - lim.SummaryTokens() - window.Tokens(summarizeInstruction) - 64
-	text := newestBytes(transcript(old, turns), 2*max(room, 0)) // 2 bytes a token at most (window.Tokens)
+	text := window.Newest(transcript(old, turns), max(room, 0))
 	cfg.MaxTokens = lim.SummaryTokens()
 	req := provider.Request{System: summarizeInstruction, Turns: []provider.Turn{{Role: provider.RoleUser, Text: text}}}
 	res, err := provider.Stream(ctx, cfg, req, nil)
@@ -74,18 +74,6 @@ func transcript(old string, turns []provider.Turn) string {
 		}
 	}
 	return b.String()
-}
-
-// newestBytes is the end of s of at most n bytes, from a whole rune.
-func newestBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[len(s)-n:]
-	for len(s) > 0 && !utf8.RuneStart(s[0]) {
-		s = s[1:]
-	}
-	return s
 }
 
 // prefixBytes is the start of s of at most n bytes, to a whole rune.

@@ -12,6 +12,7 @@ package window
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ctxfs/ctxfs/agent/provider"
 )
@@ -161,3 +162,25 @@ func (l Limits) SummaryTokens() int { return max(1, min(l.CompactAt/8, MaxSummar
 // SummaryBytes is the most bytes a summary may have: no text of it
 // estimates to more than SummaryTokens.
 func (l Limits) SummaryBytes() int { return 2 * l.SummaryTokens() }
+
+// Newest is the end of s that Tokens takes to be at most n tokens, from
+// a whole rune: what a bounded request keeps of a long text.
+func Newest(s string, n int) string {
+	ascii, other := 0, 0
+	i := len(s)
+	for i > 0 {
+		if s[i-1] < 0x80 {
+			ascii++
+		} else {
+			other++
+		}
+		if (ascii+2)/3+(other+1)/2 > n {
+			break
+		}
+		i--
+	}
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
+}

@@ -89,3 +89,12 @@ func TestSummaryFormat(t *testing.T) {
 		}
 	}
 }
+
+func TestNewest(t *testing.T) {
+	s := "日本" + strings.Repeat("a", 9)
+	for n, want := range map[int]string{0: "", 3: strings.Repeat("a", 9), 4: strings.Repeat("a", 9), 5: "本" + strings.Repeat("a", 9), 100: s} {
+		if got := Newest(s, n); got != want || Tokens(got) > n {
+			t.Errorf("Newest(%q, %d) = %q, want %q", s, n, got, want)
+		}
+	}
+}

@@ -1,0 +1,266 @@
+package integration
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// SPEC 18: the context window. The fake provider records each request;
+// its estimate (the server's: one token per 3 ASCII bytes, 8 a message)
+// must stay within the window less the reply's reserve.
+
+// promptTokens is the server's estimate of a recorded openai-chat
+// request's messages (agent/window: ASCII bytes / 3 rounded up, plus 8
+// for each message and 8 for the request).
+func promptTokens(body map[string]any) int {
+	n := 8
+	msgs, _ := body["messages"].([]any)
+	for _, m := range msgs {
+		text, _ := m.(map[string]any)["content"].(string)
+		n += 8 + (len(text)+2)/3
+	}
+	return n
+}
+
+// messagesText is the recorded request's messages, joined.
+func messagesText(body map[string]any) string {
+	b, _ := json.Marshal(body["messages"])
+	return string(b)
+}
+
+var summaryHead = regexp.MustCompile(`^<!-- ctxfs summary: cursor=(\d+) line-sha256=([0-9a-f]{16}) -->\n`)
+
+// checkSummaryCursor reads context/summary.md and checks that its cursor
+// names a line of messages.jsonl with that line's hash; it returns the
+// summary's text and the cursor.
+func checkSummaryCursor(t *testing.T, dir string) (string, int) {
+	t.Helper()
+	sum := fileBytes(t, filepath.Join(dir, "context", "summary.md"))
+	m := summaryHead.FindStringSubmatch(sum)
+	if m == nil {
+		t.Fatalf("summary.md has no cursor line:\n%s", sum)
+	}
+	end, _ := strconv.Atoi(m[1])
+	msgs := fileBytes(t, filepath.Join(dir, "messages.jsonl"))
+	if end > len(msgs) || msgs[end-1] != '\n' {
+		t.Fatalf("cursor %d is not a line end of messages.jsonl (%d bytes)", end, len(msgs))
+	}
+	line := msgs[strings.LastIndexByte(msgs[:end-1], '\n')+1 : end-1]
+	h := sha256.Sum256([]byte(line))
+	if hex.EncodeToString(h[:8]) != m[2] {
+		t.Fatalf("cursor hash %s is not that of line %q", m[2], line)
+	}
+	return sum[len(m[0]):], end
+}
+
+// newWindowServer is newModelServer with the agent "small" (window 1000:
+// the reply keeps 250, so a prompt holds at most 750 tokens) and files
+// of its own.
+func newWindowServer(t *testing.T, reply func(w http.ResponseWriter, r *http.Request), files map[string]string) (*server, *fakeProvider) {
+	requireFUSE(t)
+	p := newFakeProvider(t, reply)
+	s := newServerWith(t, func(s *server) {
+		defineFakeModel(t, s, "openai-chat", p.URL+"/v1", nil)
+		def := map[string]string{"model": "fake/llm", "window": "1000\n"}
+		for k, v := range files {
+			if strings.HasPrefix(k, "compact.d/") { // programs: executable
+				writeExec(t, filepath.Join(s.root, "agent", "small.d", k), v)
+				continue
+			}
+			def[k] = v
+		}
+		s.define("small", def)
+	})
+	return s, p
+}
+
+func (s *server) askSmall(session, id, input string) []frame {
+	s.t.Helper()
+	return s.mustRequest("small", fmt.Sprintf(`{"op":"send","id":%q,"session":%q,"input":%q}`, id, session, input))
+}
+
+// question is a user input of about 100 tokens, numbered.
+func question(i int) string { return fmt.Sprintf("question %02d %s", i, strings.Repeat("x", 290)) }
+
+// TestWindowTruncate: a conversation longer than a small window is sent
+// within it, newest turns kept; context/summary.md names the last message
+// left out (its cursor a line end of messages.jsonl with that line's
+// hash); compaction changes nothing of messages.jsonl (what was there
+// stays byte for byte, the runs only append); a deleted summary is
+// rebuilt; an input that cannot fit alone is E2BIG.
+func TestWindowTruncate(t *testing.T) {
+	s, p := newWindowServer(t, openAIReply("ok"), nil)
+	dir := s.sessionDir(0, "small", "long")
+	var before string
+	for i := 1; i <= 12; i++ {
+		if i == 12 {
+			before = fileBytes(t, filepath.Join(dir, "messages.jsonl"))
+		}
+		frames := s.askSmall("long", fmt.Sprint("q", i), question(i))
+		if frames[len(frames)-1]["status"] != "ok" {
+			t.Fatalf("send %d: %v\nlog:\n%s", i, frames, s.logText())
+		}
+		body, _ := p.last()
+		if n := promptTokens(body); n > 750 {
+			t.Fatalf("request %d holds about %d tokens, more than 750: %s", i, n, messagesText(body))
+		}
+	}
+	body, _ := p.last()
+	text := messagesText(body)
+	if strings.Contains(text, "question 01") || !strings.Contains(text, "question 12") || !strings.Contains(text, "[summary of earlier conversation]") {
+		t.Fatalf("last request: %s", text)
+	}
+	after := fileBytes(t, filepath.Join(dir, "messages.jsonl"))
+	if !strings.HasPrefix(after, before) || strings.Count(after[len(before):], "\n") != 2 {
+		t.Fatalf("messages.jsonl changed beyond the last run's two lines:\nbefore %q\nafter  %q", before, after)
+	}
+	if strings.Contains(after, "summary") {
+		t.Fatal("the summary went into messages.jsonl")
+	}
+	_, cursor := checkSummaryCursor(t, dir)
+	if cursor <= 0 || cursor >= len(after) {
+		t.Fatalf("cursor %d", cursor)
+	}
+
+	// Missing: rebuilt at the next compaction, from the conversation.
+	mustRemove(t, filepath.Join(dir, "context", "summary.md"))
+	s.askSmall("long", "q13", question(13))
+	if body, _ := p.last(); promptTokens(body) > 750 {
+		t.Fatalf("after the summary was removed: %s", messagesText(body))
+	}
+	checkSummaryCursor(t, dir)
+
+	// Too large alone: E2BIG, nothing sent.
+	hits := p.hits()
+	frames := s.askSmall("long", "big", strings.Repeat("y", 3000))
+	if errorCode(frames) != "E2BIG" || frames[len(frames)-1]["status"] != "error" || p.hits() != hits {
+		t.Fatalf("an input larger than the window: %v (requests %d → %d)", frames, hits, p.hits())
+	}
+}
+
+func mustRemove(t *testing.T, p string) {
+	t.Helper()
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWindowSummarize: with compact.strategy summarize the server asks
+// the same model for a summary (one request, with the turns cut), keeps
+// its reply in context/summary.md and sends it before the newest turns.
+func TestWindowSummarize(t *testing.T) {
+	s, p := newWindowServer(t, func(w http.ResponseWriter, r *http.Request) {}, map[string]string{"compact.strategy": "summarize\n"})
+	summaries := 0
+	p.mu.Lock()
+	p.reply = func(w http.ResponseWriter, r *http.Request) {
+		body, _ := p.last()
+		if strings.Contains(messagesText(body), "You condense conversations") {
+			p.mu.Lock()
+			summaries++
+			p.mu.Unlock()
+			openAIReply("SUMMARY: the user asked numbered questions")(w, r)
+			return
+		}
+		openAIReply("ok")(w, r)
+	}
+	p.mu.Unlock()
+	dir := s.sessionDir(0, "small", "sum")
+	for i := 1; i <= 10; i++ {
+		s.askSmall("sum", fmt.Sprint("q", i), question(i))
+	}
+	p.mu.Lock()
+	n := summaries
+	var summaryReq map[string]any
+	for _, b := range p.bodies {
+		if strings.Contains(messagesText(b), "You condense conversations") {
+			summaryReq = b
+			break
+		}
+	}
+	p.mu.Unlock()
+	if n == 0 || !strings.Contains(messagesText(summaryReq), "question 01") {
+		t.Fatalf("no summary request with the oldest turns (%d): %v", n, summaryReq)
+	}
+	body, _ := p.last()
+	if text := messagesText(body); !strings.Contains(text, "[summary of earlier conversation]\\nSUMMARY: the user asked") || strings.Contains(text, "question 01") || promptTokens(body) > 750 {
+		t.Fatalf("last request: %s", text)
+	}
+	if text, _ := checkSummaryCursor(t, dir); text != "SUMMARY: the user asked numbered questions" {
+		t.Fatalf("summary.md text %q", text)
+	}
+}
+
+// TestWindowStrategyProgram: a compact.d/ program reads the turns as JSON
+// and prints the summary, as the session's uid; one that hangs is killed
+// at its time bound (the definition's timeout, 2 s) and one that prints
+// more than a summary may hold is cut off: the run is answered all the
+// same, by truncation, the old summary kept, a log event saying why.
+func TestWindowStrategyProgram(t *testing.T) {
+	s, p := newWindowServer(t, openAIReply("ok"), map[string]string{"compact.strategy": "digest\n", "timeout": "2\n",
+		"compact.d/digest": "#!/bin/sh\nin=$(cat)\necho \"digest by uid $(id -u) of $(printf %s \"$in\" | grep -o '\"role\"' | wc -l) turns\"\n",
+		"compact.d/hang":   "#!/bin/sh\nsleep 60\n",
+		"compact.d/loud":   "#!/bin/sh\nhead -c 100000 /dev/zero | tr '\\0' 'z'\n"})
+	dir := s.sessionDir(0, "small", "prog")
+	for i := 1; i <= 10; i++ {
+		s.askSmall("prog", fmt.Sprint("q", i), question(i))
+	}
+	text, cursor := checkSummaryCursor(t, dir)
+	if !regexp.MustCompile(`^digest by uid 0 of \d+ turns$`).MatchString(text) {
+		t.Fatalf("summary %q", text)
+	}
+	for _, bad := range []string{"hang", "loud"} {
+		testkitWrite(t, filepath.Join(s.root, "agent", "small.d", "compact.strategy"), bad+"\n")
+		startHits, started := p.hits(), time.Now()
+		var frames []frame
+		for i := 0; p.hits()-startHits < 6 && i < 6; i++ {
+			frames = s.askSmall("prog", fmt.Sprint(bad, i), question(20+i))
+			if frames[len(frames)-1]["status"] != "ok" {
+				t.Fatalf("%s: the run was not answered: %v", bad, frames)
+			}
+		}
+		body, _ := p.last()
+		if promptTokens(body) > 750 {
+			t.Fatalf("%s: request beyond the window", bad)
+		}
+		again, newCursor := checkSummaryCursor(t, dir)
+		if again != text || newCursor <= cursor {
+			t.Fatalf("%s: summary %q cursor %d (was %q at %d)", bad, again, newCursor, text, cursor)
+		}
+		cursor = newCursor
+		events := fileBytes(t, filepath.Join(dir, "events.jsonl"))
+		want := map[string]string{"hang": "ETIMEDOUT", "loud": "printed more than"}[bad]
+		if !strings.Contains(events, "compaction by "+bad+" failed") || !strings.Contains(events, want) {
+			t.Fatalf("%s: no log event saying why:\n%s", bad, events)
+		}
+		if bad == "hang" && time.Since(started) > 50*time.Second {
+			t.Fatal("the hanging strategy was not killed at its bound")
+		}
+	}
+}
+
+func writeExec(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testkitWrite(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
