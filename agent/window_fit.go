@@ -58,7 +58,13 @@ func (l *toolLoop) fit(ctx context.Context, cfg provider.Config) bool {
 	if l.win == nil || window.RequestTokens(l.sent()) <= l.win.lim.CompactAt {
 		return true
 	}
-	if _, err := l.compactNow(ctx, cfg); err != nil {
+	w := l.win
+	start, ok := window.Cut(l.req.Turns, w.fixed(l.req), w.lim.CompactAt/2, w.lim.Prompt())
+	if !ok {
+		l.emit(proto.ErrorFrame(abi.Errorf(syscall.E2BIG, "run", "the newest turns do not fit the window (%d tokens less %d for the reply)", w.lim.Window, w.lim.Reserve)))
+		return false
+	}
+	if _, err := l.compactNow(ctx, cfg, start); err != nil {
 		if ctx.Err() == nil {
 			l.emit(proto.ErrorFrame(err))
 		}
@@ -77,20 +83,21 @@ type Compacted struct {
 	Failed       error // the strategy's failure: the old summary was kept
 }
 
-// compactNow cuts the oldest turns (window.Cut: what is kept fits half the
-// compaction point when it can, the prompt's bound at most) and replaces
-// them by the strategy's summary. A strategy that fails keeps the old
-// summary (the turns are left out all the same: truncation) and says so
-// in a log frame. The summary is written to context/summary.md when the
-// cut falls in messages.jsonl's turns.
-func (l *toolLoop) compactNow(ctx context.Context, cfg provider.Config) (Compacted, error) {
-	w := l.win
-	fixed := window.RequestTokens(provider.Request{System: l.req.System, Tools: l.req.Tools}) +
+// fixed is what a prompt holds besides its turns: the system prompt, the
+// tools, and the summary's turn at its largest.
+func (w *runWindow) fixed(req provider.Request) int {
+	return window.RequestTokens(provider.Request{System: req.System, Tools: req.Tools}) +
 		window.TurnTokens(provider.Turn{Text: SummaryHeading}) + w.lim.SummaryTokens()
-	start, ok := window.Cut(l.req.Turns, fixed, w.lim.CompactAt/2, w.lim.Prompt())
-	if !ok {
-		return Compacted{}, abi.Errorf(syscall.E2BIG, "run", "the newest turns do not fit the window (%d tokens less %d for the reply)", w.lim.Window, w.lim.Reserve)
-	}
+}
+
+// compactNow replaces the turns before start (a cut: window.Cut, or the
+// newest user turn for Compact) by the strategy's summary. A strategy that
+// fails keeps the old summary (the turns are left out all the same:
+// truncation) and says so in a log frame. The summary is written to
+// context/summary.md when the cut falls in messages.jsonl's turns. The
+// prompt left must fit the window less the reply's reserve (E2BIG).
+func (l *toolLoop) compactNow(ctx context.Context, cfg provider.Config, start int) (Compacted, error) {
+	w := l.win
 	done := Compacted{Strategy: l.s.Def.WindowDef.Strategy}
 	if start > 0 {
 		text, err := summarize(ctx, l.s, cfg, w.lim, w.summary, l.req.Turns[:start], l.emit)
@@ -128,4 +135,41 @@ func (w *runWindow) advance(n int, emit func(*proto.Object)) window.Cursor {
 		}
 	}
 	return c
+}
+
+// WindowUse is how full a session's window is now (SPEC 18, ctx agent
+// status): the estimate of the prompt a run would send (the tools its
+// definition offers included), and the definition's limits.
+func WindowUse(def *Definition, p *Prompt) (tokens int, lim window.Limits) {
+	l := &toolLoop{req: p.Request, win: newRunWindow(Spec{Def: def, Prompt: p})}
+	l.req.Tools = toolSpecs(def.Tools)
+	return window.RequestTokens(l.sent()), l.win.lim
+}
+
+// Compact runs the definition's strategy now (SPEC 18, op compact): every
+// turn before the newest user turn is folded into the summary, which is
+// kept as a run's would be (s.Prompt.Keep). Frames a run would emit (a
+// summarize request's usage, a failed strategy's log) go to emit.
+func Compact(ctx context.Context, s Spec, emit func(*proto.Object)) (Compacted, error) {
+	cfg := s.Def.API.Config
+	if s.Def.WindowDef.Strategy == CompactSummarize { // the one strategy that needs the key
+		var err error
+		if cfg, err = apiConfig(s); err != nil {
+			return Compacted{}, err
+		}
+	}
+	l := newToolLoop(s, emit, 0, nil)
+	l.req, l.win = s.Prompt.Request, newRunWindow(s)
+	l.req.Tools = toolSpecs(s.Def.Tools)
+	start := 0
+	for i, t := range l.req.Turns {
+		if t.Role == provider.RoleUser {
+			start = i
+		}
+	}
+	done, err := l.compactNow(ctx, cfg, start)
+	if done.Cursor.End == 0 {
+		done.Cursor = s.Prompt.Cursor
+	}
+	return done, err
 }

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -262,5 +263,84 @@ func testkitWrite(t *testing.T, p, content string) {
 	t.Helper()
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func (s *server) askSmallAs(c *cred, session, id, input string) []frame {
+	s.t.Helper()
+	frames, _, err := s.requestAs(c, "small", fmt.Sprintf(`{"op":"send","id":%q,"session":%q,"input":%q}`, id, session, input))
+	if err != nil || frames[len(frames)-1]["status"] != "ok" {
+		s.t.Fatalf("send as %d: %v %v\nlog:\n%s", c.uid, frames, err, s.logText())
+	}
+	return frames
+}
+
+// TestWindowCompactOp: as the session's owner, the status op says how
+// full the window is; the op compact folds every turn before the newest
+// user turn into context/summary.md, written as the owner (never through
+// a symlink the owner left there), and changes nothing of messages.jsonl;
+// an agent run by a program has no window the server keeps (EINVAL).
+func TestWindowCompactOp(t *testing.T) {
+	s, _ := newWindowServer(t, openAIReply("ok"), nil)
+	for i := 1; i <= 3; i++ {
+		s.askSmallAs(owner, "w", fmt.Sprint("q", i), question(i))
+	}
+	status := func() map[string]any {
+		frames, _, err := s.requestAs(owner, "small", `{"op":"status","session":"w"}`)
+		if err != nil || len(frames) != 1 {
+			t.Fatalf("status: %v %v", frames, err)
+		}
+		w, _ := frames[0]["window"].(map[string]any)
+		if w["limit"] != 750.0 || w["compact_at"] != 750.0 || w["window"] != 1000.0 {
+			t.Fatalf("status window %v", frames[0])
+		}
+		return w
+	}
+	full := status()["tokens"].(float64)
+	if full < 300 || full > 750 {
+		t.Fatalf("window tokens %v for three exchanges of about 100 tokens", full)
+	}
+
+	dir := s.sessionDir(1001, "small", "w")
+	mount := filepath.Join(s.root, "home", "1001", "agent", "small", "session", "w", "context")
+	if out, err := bashAs(t, owner, "cd "+mount+" && echo mine > target.txt && ln -s target.txt summary.md"); err != nil {
+		t.Fatalf("symlink: %v %s", err, out)
+	}
+	msgs := fileBytes(t, filepath.Join(dir, "messages.jsonl"))
+	compact := func() frame {
+		frames, _, err := s.requestAs(owner, "small", `{"op":"compact","session":"w"}`)
+		if err != nil || len(frames) != 1 || frames[0]["type"] != "compacted" {
+			t.Fatalf("compact: %v %v\nlog:\n%s", frames, err, s.logText())
+		}
+		return frames[0]
+	}
+	compact()
+	if got := fileBytes(t, filepath.Join(dir, "context", "target.txt")); got != "mine\n" {
+		t.Fatalf("the summary was written through the owner's symlink: %q", got)
+	}
+	if st, err := os.Lstat(filepath.Join(dir, "context", "summary.md")); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("summary.md is no longer the owner's symlink: %v", err)
+	}
+	mustRemove(t, filepath.Join(dir, "context", "summary.md"))
+	f := compact()
+	if f["kept_turns"] != 2.0 || f["strategy"] != "truncate" {
+		t.Fatalf("compacted %v", f)
+	}
+	_, cursor := checkSummaryCursor(t, dir)
+	if f["cursor"] != float64(cursor) {
+		t.Fatalf("compacted cursor %v, summary.md's %d", f["cursor"], cursor)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "context", "summary.md")); err != nil || st.Sys().(*syscall.Stat_t).Uid != 1001 {
+		t.Fatalf("summary.md not the owner's: %v", err)
+	}
+	if got := fileBytes(t, filepath.Join(dir, "messages.jsonl")); got != msgs {
+		t.Fatal("compaction changed messages.jsonl")
+	}
+	if now := status()["tokens"].(float64); now >= full {
+		t.Fatalf("window tokens %v after compaction, %v before", now, full)
+	}
+	frames, _, _ := s.requestAs(owner, "coder", `{"op":"compact","session":"w"}`)
+	if errorCode(frames) != "EINVAL" {
+		t.Fatalf("compact of a program's session: %v", frames)
 	}
 }

@@ -1,11 +1,13 @@
 package session
 
 import (
+	"context"
 	"errors"
 	"syscall"
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/reply"
@@ -73,9 +75,10 @@ func (e *Engine) findRun(c layout.Caller, loc *location, req *proto.Request) *ru
 	return newest
 }
 
-// status reports a session's state, its queued and running runs, and
-// updated_at. A missing session is idle.
-func (e *Engine) status(loc *location) (*Reply, error) {
+// status reports a session's state, its queued and running runs,
+// updated_at, and for a model API's agent how full its window is. A
+// missing session is idle.
+func (e *Engine) status(c layout.Caller, loc *location) (*Reply, error) {
 	st := proto.NewObject("type", proto.FrameStatus, "session", loc.ref.Name, "state", abi.StateIdle)
 	runs := []*proto.Object{}
 	var updated int64
@@ -92,6 +95,10 @@ func (e *Engine) status(loc *location) (*Reply, error) {
 			runs = append(runs, proto.NewObject("run", rn.id, "phase", rn.phaseNow()))
 		}
 		runs = append(runs, e.dormantRuns(s, loc)...)
+		if def, err := e.definition(loc.ref.Container); err == nil && def.AnsweredByAPI() {
+			tokens, lim := agent.WindowUse(def, s.windowSpec(c, loc, def).Prompt)
+			st.Set("window", proto.NewObject("tokens", tokens, "limit", lim.Prompt(), "window", lim.Window, "compact_at", lim.CompactAt))
+		}
 		s.fileMu.Lock()
 		updated = s.updatedAt
 		s.fileMu.Unlock()
@@ -101,6 +108,38 @@ func (e *Engine) status(loc *location) (*Reply, error) {
 	st.Set("runs", runs)
 	st.Set("updated_at", updated)
 	return reply.New([]*proto.Object{st}), nil
+}
+
+// compact runs the session's compaction strategy now (SPEC 18, op
+// compact): no run is recorded and messages.jsonl is not touched; the
+// summary goes to context/summary.md. EBUSY while a run is active (it
+// keeps its own window), EINVAL for an agent no model API answers.
+func (e *Engine) compact(c layout.Caller, loc *location) (*Reply, error) {
+	def, err := e.definition(loc.ref.Container)
+	if err != nil {
+		return nil, err
+	} else if !def.AnsweredByAPI() {
+		return nil, abi.Errorf(syscall.EINVAL, "compact", "%s %s is not answered by a model API: its program keeps its own window", loc.ref.Kind, loc.ref.Owner)
+	}
+	s, release, err := e.lookup(loc.ref)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if s.mu.Lock(); len(s.active) > 0 {
+		s.mu.Unlock()
+		return nil, abi.Errorf(syscall.EBUSY, "compact", "a run of the session is active")
+	}
+	s.mu.Unlock()
+	done, err := agent.Compact(context.Background(), s.windowSpec(c, loc, def), func(*proto.Object) {})
+	if err != nil {
+		return nil, err
+	}
+	f := proto.NewObject("type", proto.FrameCompacted, "cursor", done.Cursor.End, "summary_bytes", done.SummaryBytes, "kept_turns", done.KeptTurns, "strategy", done.Strategy)
+	if done.Failed != nil {
+		f.Set("error", done.Failed.Error())
+	}
+	return reply.New([]*proto.Object{f}), nil
 }
 
 // currentState is the state file's value (temp sessions: derived from

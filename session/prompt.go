@@ -22,9 +22,13 @@ const maxConversation = 4 << 20
 // prompt is a model API run's request (SPEC 10, 18; agent.NewPrompt): the
 // merged AGENTS.md rules then meta.json's rule as the system prompt, the
 // session's conversation from messages.jsonl after the summary's cursor,
-// and context/summary.md read and written as the run's uid (summary.go).
+// and context/summary.md read and written as the run's uid (package
+// session/summary).
 func (rn *run) prompt(rules string) *agent.Prompt {
-	s, c := rn.s, layout.Caller{Uid: rn.spec.Uid, Gid: rn.spec.Gid}
+	return rn.s.promptAs(rules, layout.Caller{Uid: rn.spec.Uid, Gid: rn.spec.Gid})
+}
+
+func (s *sess) promptAs(rules string, c layout.Caller) *agent.Prompt {
 	system := rules
 	if rule := s.metaString("rule"); rule != "" {
 		system = strings.TrimLeft(system+"\n\n"+rule, "\n")
@@ -37,6 +41,20 @@ func (rn *run) prompt(rules string) *agent.Prompt {
 	p := agent.NewPrompt(system, log, start, summary.Read(s.e.FreeTree(), c, rel))
 	p.Keep = func(b []byte) error { return summary.Write(s.e.FreeTree(), c, rel, b) }
 	return p
+}
+
+// windowSpec is what an op on a session's window (status, compact) needs
+// of a run of def: the uid a run would have (newRun's rule: the home's
+// owner for a private session, the caller in a space) and the prompt it
+// would be given now, its system prompt the agent's own AGENTS.md (the
+// chroot's are a run's alone).
+func (s *sess) windowSpec(c layout.Caller, loc *location, def *agent.Definition) agent.Spec {
+	if loc.scope == abi.ScopePrivate {
+		c = layout.Caller{Uid: uint32(loc.own.Uid), Gid: uint32(loc.own.Gid)}
+	}
+	return agent.Spec{Session: loc.ref.Name, Scope: loc.scope, Def: def, Uid: c.Uid, Gid: c.Gid,
+		Env:    map[string]string{"CTX_AGENT": loc.ref.Owner, "CTX_SESSION": loc.ref.Name, "CTX_SCOPE": loc.scope, "PATH": "/usr/local/bin:/usr/bin:/bin"},
+		Prompt: s.promptAs(strings.TrimRight(def.AgentsMD, "\n"), c)}
 }
 
 // metaString is meta.json's string key, "" when there is none or it

@@ -50,6 +50,14 @@ func printStatus(w io.Writer, o *proto.Object) {
 	for _, r := range runs {
 		fmt.Fprintf(w, "run: %s %s\n", r.Run, r.Phase)
 	}
+	var win struct {
+		Tokens, Limit, Window int
+		CompactAt             int `json:"compact_at"`
+	}
+	if json.Unmarshal(o.Raw("window"), &win) == nil && win.Limit > 0 { // SPEC 18: a model API's agent
+		fmt.Fprintf(w, "window: %d of %d tokens (%d%%), compacts at %d; the model's window %d, less the reply's reserve\n",
+			win.Tokens, win.Limit, 100*win.Tokens/win.Limit, win.CompactAt, win.Window)
+	}
 }
 
 // unixTime shows Unix seconds with the UTC time beside them; "-" when the
