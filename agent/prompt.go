@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"slices"
 
 	"github.com/ctxfs/ctxfs/agent/provider"
 	"github.com/ctxfs/ctxfs/agent/window"
@@ -20,6 +21,11 @@ type Prompt struct {
 	// Lines are the messages.jsonl lines of Turns, one each, in order:
 	// where a cut falls, the cursor names the last line cut.
 	Lines []Line
+	// Older are the lines after the cursor and before Turns, not read:
+	// the newer turns fill the window already (NewPrompt's budget), so
+	// the run compacts these first, and reads them only for a strategy
+	// that summarizes them.
+	Older []Line
 	// Keep writes context/summary.md (window.FormatSummary); nil keeps
 	// nothing (the summary then lives in the run alone).
 	Keep func(data []byte) error
@@ -43,27 +49,45 @@ func (l Line) Cursor() window.Cursor { return window.Cursor{End: l.End, Hash: wi
 // cursor names a line of this history, the conversation is what follows
 // it and the summary goes before; a cursor that does not match (another
 // history, a file someone edited) is ignored, and the summary is rebuilt
-// when the conversation next needs compacting.
-func NewPrompt(system string, log []byte, start int64, summary []byte) *Prompt {
+// when the conversation next needs compacting. Lines are read from the
+// newest until their turns take more than budget tokens (0: all): older
+// ones could not be sent with them (Older).
+func NewPrompt(system string, log []byte, start int64, summary []byte, budget int) *Prompt {
 	p := &Prompt{Request: provider.Request{System: system}}
 	c, text, ok := window.ParseSummary(summary)
 	if ok && cursorMatches(c, log, start) {
 		p.Summary, p.Cursor = text, c
 	}
+	lines := linesAfter(log, start, p.Cursor.End)
+	used, i := 0, len(lines)
+	for i > 0 && (budget == 0 || used <= budget) {
+		i--
+		if t, ok := turnOf(lines[i].Text); ok {
+			p.Turns = append(p.Turns, t)
+			p.Lines = append(p.Lines, lines[i])
+			used += window.TurnTokens(t)
+		}
+	}
+	slices.Reverse(p.Turns)
+	slices.Reverse(p.Lines)
+	p.Older = lines[:i]
+	return p
+}
+
+// linesAfter are the lines of log (starting at offset start) that end
+// after offset after.
+func linesAfter(log []byte, start, after int64) []Line {
+	var lines []Line
 	off := start
 	for len(log) > 0 {
 		line, rest, _ := bytes.Cut(log, []byte("\n"))
 		off += int64(len(line)) + 1
 		log = rest
-		if off <= p.Cursor.End {
-			continue
-		}
-		if t, ok := turnOf(line); ok {
-			p.Turns = append(p.Turns, t)
-			p.Lines = append(p.Lines, Line{End: off, Text: line})
+		if off > after {
+			lines = append(lines, Line{End: off, Text: line})
 		}
 	}
-	return p
+	return lines
 }
 
 // cursorMatches reports whether c names a line of the history whose end
@@ -94,14 +118,14 @@ func turnOf(line []byte) (provider.Turn, bool) {
 		return provider.Turn{}, false
 	}
 	t := provider.Turn{Role: m.Role}
+	parts := m.Parts() // once: a long session's prompt reads every line
 	switch m.Role {
 	case "user", "assistant":
-		t.Text = m.Text()
+		t.Text = proto.PartsText(parts)
 		if m.Role == "assistant" {
-			t.ToolCalls = toolCalls(m)
+			t.ToolCalls = providerCalls(proto.PartsToolCalls(parts))
 		}
 	case "tool":
-		parts := m.Parts()
 		if len(parts) == 0 {
 			return t, false
 		}
@@ -115,9 +139,11 @@ func turnOf(line []byte) (provider.Turn, bool) {
 
 // toolCalls are the tool calls of an assistant message, as the provider
 // takes them.
-func toolCalls(m proto.Message) []provider.ToolCall {
+func toolCalls(m proto.Message) []provider.ToolCall { return providerCalls(m.ToolCalls()) }
+
+func providerCalls(calls0 []proto.ToolCall) []provider.ToolCall {
 	var calls []provider.ToolCall
-	for _, c := range m.ToolCalls() {
+	for _, c := range calls0 {
 		calls = append(calls, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)})
 	}
 	return calls

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -14,23 +15,47 @@ import (
 const SummaryHeading = "[summary of earlier conversation]"
 
 // runWindow is a model run's context window (SPEC 18): its limits, the
-// summary in force, and which turns of the run's request came from
-// messages.jsonl (the first len(lines); later ones are the run's own tool
-// steps, whose lines the run has not seen written).
+// summary in force, and the lines of messages.jsonl after the summary's
+// cursor: first the older lines not read (Prompt.Older), then one for
+// each of the first turns of the run's request (later turns are the
+// run's own tool steps, whose lines the run has not seen written).
 type runWindow struct {
 	lim     window.Limits
 	summary string
 	cut     bool // a summary turn goes first: something was compacted
 	lines   []Line
+	older   int // lines[:older] are Prompt.Older
 	keep    func([]byte) error
 }
 
 func newRunWindow(s Spec) *runWindow {
 	w := &runWindow{lim: s.Def.Limits()}
 	if p := s.Prompt; p != nil {
-		w.summary, w.cut, w.lines, w.keep = p.Summary, p.Cursor.End > 0, p.Lines, p.Keep
+		w.summary, w.cut, w.keep = p.Summary, p.Cursor.End > 0, p.Keep
+		w.lines, w.older = append(slices.Clip(p.Older), p.Lines...), len(p.Older)
 	}
 	return w
+}
+
+// olderTurns reads the older lines, for a strategy that summarizes them.
+func (w *runWindow) olderTurns() []provider.Turn {
+	var turns []provider.Turn
+	for _, l := range w.lines[:w.older] {
+		if t, ok := turnOf(l.Text); ok {
+			turns = append(turns, t)
+		}
+	}
+	return turns
+}
+
+// olderTokens is an upper bound of the older lines' tokens: a line's JSON
+// holds its turn's text and more.
+func (w *runWindow) olderTokens() int {
+	n := 0
+	for _, l := range w.lines[:w.older] {
+		n += window.Tokens(string(l.Text))
+	}
+	return n
 }
 
 // summaryTurn is the turn that carries the summary.
@@ -55,7 +80,7 @@ func (l *toolLoop) sent() provider.Request {
 // compaction point is compacted (compactNow); false when the run must
 // end, its error emitted (E2BIG: even the newest turns do not fit).
 func (l *toolLoop) fit(ctx context.Context, cfg provider.Config) bool {
-	if l.win == nil || window.RequestTokens(l.sent()) <= l.win.lim.CompactAt {
+	if l.win == nil || l.win.older == 0 && window.RequestTokens(l.sent()) <= l.win.lim.CompactAt {
 		return true
 	}
 	w := l.win
@@ -99,8 +124,12 @@ func (w *runWindow) fixed(req provider.Request) int {
 func (l *toolLoop) compactNow(ctx context.Context, cfg provider.Config, start int) (Compacted, error) {
 	w := l.win
 	done := Compacted{Strategy: l.s.Def.WindowDef.Strategy}
-	if start > 0 {
-		text, err := summarize(ctx, l.s, cfg, w.lim, w.summary, l.req.Turns[:start], l.emit)
+	if start > 0 || w.older > 0 {
+		cut := l.req.Turns[:start]
+		if done.Strategy != CompactTruncate {
+			cut = append(w.olderTurns(), cut...)
+		}
+		text, err := summarize(ctx, l.s, cfg, w.lim, w.summary, cut, l.emit)
 		if err != nil {
 			if ctx.Err() != nil {
 				return done, err
@@ -110,7 +139,8 @@ func (l *toolLoop) compactNow(ctx context.Context, cfg provider.Config, start in
 		}
 		w.summary, w.cut = text, true
 		l.req.Turns = append([]provider.Turn(nil), l.req.Turns[start:]...)
-		done.Cursor = w.advance(start, l.emit)
+		done.Cursor = w.advance(w.older+start, l.emit)
+		w.older = 0
 	}
 	done.SummaryBytes, done.KeptTurns = len(w.summary), len(l.req.Turns)
 	if n := window.RequestTokens(l.sent()); n > w.lim.Prompt() {
@@ -143,7 +173,7 @@ func (w *runWindow) advance(n int, emit func(*proto.Object)) window.Cursor {
 func WindowUse(def *Definition, p *Prompt) (tokens int, lim window.Limits) {
 	l := &toolLoop{req: p.Request, win: newRunWindow(Spec{Def: def, Prompt: p})}
 	l.req.Tools = toolSpecs(def.Tools)
-	return window.RequestTokens(l.sent()), l.win.lim
+	return window.RequestTokens(l.sent()) + l.win.olderTokens(), l.win.lim
 }
 
 // Compact runs the definition's strategy now (SPEC 18, op compact): every

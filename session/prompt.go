@@ -25,20 +25,22 @@ const maxConversation = 4 << 20
 // and context/summary.md read and written as the run's uid (package
 // session/summary).
 func (rn *run) prompt(rules string) *agent.Prompt {
-	return rn.s.promptAs(rules, layout.Caller{Uid: rn.spec.Uid, Gid: rn.spec.Gid})
+	return rn.s.promptAs(rules, layout.Caller{Uid: rn.spec.Uid, Gid: rn.spec.Gid}, rn.spec.Def.Limits().Prompt())
 }
 
-func (s *sess) promptAs(rules string, c layout.Caller) *agent.Prompt {
+// promptAs is the prompt read as c, the newest turns up to budget tokens
+// (agent.NewPrompt).
+func (s *sess) promptAs(rules string, c layout.Caller, budget int) *agent.Prompt {
 	system := rules
 	if rule := s.metaString("rule"); rule != "" {
 		system = strings.TrimLeft(system+"\n\n"+rule, "\n")
 	}
 	log, start := s.logTailAt(s.msgs)
 	if s.rel == "" { // a temp session keeps no context/
-		return agent.NewPrompt(system, log, start, nil)
+		return agent.NewPrompt(system, log, start, nil, budget)
 	}
 	rel := s.file(abi.DirContext + "/summary.md")
-	p := agent.NewPrompt(system, log, start, summary.Read(s.e.FreeTree(), c, rel))
+	p := agent.NewPrompt(system, log, start, summary.Read(s.e.FreeTree(), c, rel), budget)
 	p.Keep = func(b []byte) error { return summary.Write(s.e.FreeTree(), c, rel, b) }
 	return p
 }
@@ -54,7 +56,7 @@ func (s *sess) windowSpec(c layout.Caller, loc *location, def *agent.Definition)
 	}
 	return agent.Spec{Session: loc.ref.Name, Scope: loc.scope, Def: def, Uid: c.Uid, Gid: c.Gid,
 		Env:    map[string]string{"CTX_AGENT": loc.ref.Owner, "CTX_SESSION": loc.ref.Name, "CTX_SCOPE": loc.scope, "PATH": "/usr/local/bin:/usr/bin:/bin"},
-		Prompt: s.promptAs(strings.TrimRight(def.AgentsMD, "\n"), c)}
+		Prompt: s.promptAs(strings.TrimRight(def.AgentsMD, "\n"), c, def.Limits().Prompt())}
 }
 
 // metaString is meta.json's string key, "" when there is none or it
