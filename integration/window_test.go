@@ -23,12 +23,30 @@ import (
 // promptTokens is the server's estimate of a recorded openai-chat
 // request's messages (agent/window: ASCII bytes / 3 rounded up, plus 8
 // for each message and 8 for the request).
+// A tool call counts its id, name and arguments, and 8; the tools
+// offered count their JSON less the wire's framing of each
+// ({"type":"function","function":{…}}, which the server counts as 8 a
+// tool).
 func promptTokens(body map[string]any) int {
 	n := 8
 	msgs, _ := body["messages"].([]any)
 	for _, m := range msgs {
 		text, _ := m.(map[string]any)["content"].(string)
 		n += 8 + (len(text)+2)/3
+		calls, _ := m.(map[string]any)["tool_calls"].([]any)
+		for _, c := range calls {
+			c := c.(map[string]any)
+			fn := c["function"].(map[string]any)
+			n += 8 + (len(c["id"].(string))+2)/3 + (len(fn["name"].(string))+2)/3 + (len(fn["arguments"].(string))+2)/3
+		}
+		if id, ok := m.(map[string]any)["tool_call_id"].(string); ok {
+			n += (len(id) + 2) / 3
+		}
+	}
+	tools, _ := body["tools"].([]any)
+	for _, t := range tools {
+		b, _ := json.Marshal(t)
+		n += (len(b)+2)/3 - 10
 	}
 	return n
 }
@@ -342,5 +360,41 @@ func TestWindowCompactOp(t *testing.T) {
 	frames, _, _ := s.requestAs(owner, "coder", `{"op":"compact","session":"w"}`)
 	if errorCode(frames) != "EINVAL" {
 		t.Fatalf("compact of a program's session: %v", frames)
+	}
+}
+
+// TestWindowToolSteps: a run's own tool steps stay within the window too:
+// before each request the oldest turns are cut (here within the run's
+// steps, kept in the run's memory alone), never between a call and its
+// result.
+func TestWindowToolSteps(t *testing.T) {
+	var replies []func(w http.ResponseWriter, r *http.Request)
+	for i := 1; i <= 6; i++ {
+		replies = append(replies, openAICall(fmt.Sprint("call_", i), "shell_exec", `{"argv":["sh","-c","head -c 600 /dev/zero | tr '\\0' r"]}`))
+	}
+	replies = append(replies, openAIReply("done"))
+	s, p := newWindowServer(t, scripted(replies...), map[string]string{"tools": "shell.exec\n", "perm": "rx\n"})
+	frames := s.askSmallAs(owner, "steps", "q", "run the command six times")
+	if deltaText(frames) != "done" {
+		t.Fatalf("run: %v", frames)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.bodies) != 7 {
+		t.Fatalf("%d requests, want 7", len(p.bodies))
+	}
+	for i, body := range p.bodies {
+		if n := promptTokens(body); n > 750 {
+			t.Fatalf("request %d holds about %d tokens: %s", i+1, n, messagesText(body))
+		}
+		msgs := body["messages"].([]any)
+		for j, m := range msgs { // every result follows its call
+			if m.(map[string]any)["role"] == "tool" && msgs[j-1].(map[string]any)["role"] != "assistant" && msgs[j-1].(map[string]any)["role"] != "tool" {
+				t.Fatalf("request %d: a result without its call: %s", i+1, messagesText(body))
+			}
+		}
+	}
+	if last := messagesText(p.bodies[6]); strings.Contains(last, "call_1") || !strings.Contains(last, "call_6") || !strings.Contains(last, "[summary of earlier conversation]") {
+		t.Fatalf("last request: %s", last)
 	}
 }
