@@ -1,11 +1,9 @@
 package inspect
 
 import (
-	"context"
 	"fmt"
 	"io"
 
-	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
@@ -24,27 +22,7 @@ keeps (EINVAL otherwise); EBUSY while a run of the session is active.
 
 // Compact asks the server to compact a session's window now.
 func Compact(e *clienv.Env, p *clienv.Parsed) int {
-	w, err := clienv.Resolve(e, p, p.Args[0])
-	if err != nil {
-		return clienv.Fail(e, "compact", err, clienv.ExitFailed)
-	}
-	req := proto.NewObject("op", proto.OpCompact, "session", w.Session, "scope", w.Scope)
-	if w.Scope == abi.ScopeShared {
-		req.Set("space", w.Loc.Space)
-	}
-	f, err := clienv.Call(e, w, req, proto.FrameCompacted)
-	if err == context.Canceled {
-		return clienv.ExitInterrupted
-	}
-	if err != nil {
-		return clienv.Fail(e, "compact", err, clienv.ExitFailed)
-	}
-	if p.On("json") {
-		e.Stdout.Write(append(f.Line, '\n'))
-		return clienv.ExitOK
-	}
-	printCompacted(e.Stdout, f.Obj)
-	return clienv.ExitOK
+	return sessionOp(e, p, "compact", proto.OpCompact, proto.FrameCompacted, printCompacted)
 }
 
 func printCompacted(w io.Writer, o *proto.Object) {
