@@ -176,6 +176,32 @@ func WindowUse(def *Definition, p *Prompt) (tokens int, lim window.Limits) {
 	return window.RequestTokens(l.sent()) + l.win.olderTokens(), l.win.lim
 }
 
+// WindowStatus is the status op's "window" object of s (its Def and
+// Prompt): tokens now, limit (the window less the reply's reserve),
+// window and compact_at.
+func WindowStatus(s Spec) *proto.Object {
+	tokens, lim := WindowUse(s.Def, s.Prompt)
+	return proto.NewObject("tokens", tokens, "limit", lim.Prompt(), "window", lim.Window, "compact_at", lim.CompactAt)
+}
+
+// CompactFrame is the op compact's answer (Compact): a compacted frame,
+// with "error" when the strategy failed (the old summary kept); EINVAL
+// for a definition no model API answers (a program keeps its own window).
+func CompactFrame(ctx context.Context, s Spec) (*proto.Object, error) {
+	if !s.Def.AnsweredByAPI() {
+		return nil, abi.Errorf(syscall.EINVAL, "compact", "%s %s is not answered by a model API: its program keeps its own window", s.Def.Kind, s.Def.Name)
+	}
+	done, err := Compact(ctx, s, func(*proto.Object) {})
+	if err != nil {
+		return nil, err
+	}
+	f := proto.NewObject("type", proto.FrameCompacted, "cursor", done.Cursor.End, "summary_bytes", done.SummaryBytes, "kept_turns", done.KeptTurns, "strategy", done.Strategy)
+	if done.Failed != nil {
+		f.Set("error", done.Failed.Error())
+	}
+	return f, nil
+}
+
 // Compact runs the definition's strategy now (SPEC 18, op compact): every
 // turn before the newest user turn is folded into the summary, which is
 // kept as a run's would be (s.Prompt.Keep). Frames a run would emit (a

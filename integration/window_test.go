@@ -357,6 +357,9 @@ func TestWindowCompactOp(t *testing.T) {
 	if now := status()["tokens"].(float64); now >= full {
 		t.Fatalf("window tokens %v after compaction, %v before", now, full)
 	}
+	if _, _, err := s.requestAs(owner, "coder", `{"op":"send","id":"c1","session":"w","input":"hi"}`); err != nil {
+		t.Fatal(err)
+	}
 	frames, _, _ := s.requestAs(owner, "coder", `{"op":"compact","session":"w"}`)
 	if errorCode(frames) != "EINVAL" {
 		t.Fatalf("compact of a program's session: %v", frames)

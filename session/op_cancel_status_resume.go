@@ -76,8 +76,7 @@ func (e *Engine) findRun(c layout.Caller, loc *location, req *proto.Request) *ru
 }
 
 // status reports a session's state, its queued and running runs,
-// updated_at, and for a model API's agent how full its window is. A
-// missing session is idle.
+// updated_at, and how full a model API's window is. A missing session is idle.
 func (e *Engine) status(c layout.Caller, loc *location) (*Reply, error) {
 	st := proto.NewObject("type", proto.FrameStatus, "session", loc.ref.Name, "state", abi.StateIdle)
 	runs := []*proto.Object{}
@@ -96,8 +95,7 @@ func (e *Engine) status(c layout.Caller, loc *location) (*Reply, error) {
 		}
 		runs = append(runs, e.dormantRuns(s, loc)...)
 		if def, err := e.definition(loc.ref.Container); err == nil && def.AnsweredByAPI() {
-			tokens, lim := agent.WindowUse(def, s.windowSpec(c, loc, def).Prompt)
-			st.Set("window", proto.NewObject("tokens", tokens, "limit", lim.Prompt(), "window", lim.Window, "compact_at", lim.CompactAt))
+			st.Set("window", agent.WindowStatus(s.windowSpec(c, loc, def)))
 		}
 		s.fileMu.Lock()
 		updated = s.updatedAt
@@ -110,34 +108,25 @@ func (e *Engine) status(c layout.Caller, loc *location) (*Reply, error) {
 	return reply.New([]*proto.Object{st}), nil
 }
 
-// compact runs the session's compaction strategy now (SPEC 18, op
-// compact): no run is recorded and messages.jsonl is not touched; the
-// summary goes to context/summary.md. EBUSY while a run is active (it
-// keeps its own window), EINVAL for an agent no model API answers.
+// compact runs the session's compaction strategy now (SPEC 18;
+// agent.CompactFrame); EBUSY while a run is active or waits (it keeps its
+// own window). No run is recorded, messages.jsonl is not touched.
 func (e *Engine) compact(c layout.Caller, loc *location) (*Reply, error) {
 	def, err := e.definition(loc.ref.Container)
 	if err != nil {
 		return nil, err
-	} else if !def.AnsweredByAPI() {
-		return nil, abi.Errorf(syscall.EINVAL, "compact", "%s %s is not answered by a model API: its program keeps its own window", loc.ref.Kind, loc.ref.Owner)
 	}
 	s, release, err := e.lookup(loc.ref)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	if s.mu.Lock(); len(s.active) > 0 {
-		s.mu.Unlock()
-		return nil, abi.Errorf(syscall.EBUSY, "compact", "a run of the session is active")
+	if !s.idle() {
+		return nil, abi.Errorf(syscall.EBUSY, "compact", "a run of the session is active or waits (or the session is temp: it keeps no summary)")
 	}
-	s.mu.Unlock()
-	done, err := agent.Compact(context.Background(), s.windowSpec(c, loc, def), func(*proto.Object) {})
+	f, err := agent.CompactFrame(context.Background(), s.windowSpec(c, loc, def))
 	if err != nil {
 		return nil, err
-	}
-	f := proto.NewObject("type", proto.FrameCompacted, "cursor", done.Cursor.End, "summary_bytes", done.SummaryBytes, "kept_turns", done.KeptTurns, "strategy", done.Strategy)
-	if done.Failed != nil {
-		f.Set("error", done.Failed.Error())
 	}
 	return reply.New([]*proto.Object{f}), nil
 }

@@ -21,15 +21,13 @@ const maxConversation = 4 << 20
 
 // prompt is a model API run's request (SPEC 10, 18; agent.NewPrompt): the
 // merged AGENTS.md rules then meta.json's rule as the system prompt, the
-// session's conversation from messages.jsonl after the summary's cursor,
-// and context/summary.md read and written as the run's uid (package
-// session/summary).
+// session's conversation from messages.jsonl after the summary's cursor
+// (newest first, up to what the window holds), and context/summary.md
+// read and written as the run's uid (session/summary).
 func (rn *run) prompt(rules string) *agent.Prompt {
 	return rn.s.promptAs(rules, layout.Caller{Uid: rn.spec.Uid, Gid: rn.spec.Gid}, rn.spec.Def.Limits().Prompt())
 }
 
-// promptAs is the prompt read as c, the newest turns up to budget tokens
-// (agent.NewPrompt).
 func (s *sess) promptAs(rules string, c layout.Caller, budget int) *agent.Prompt {
 	system := rules
 	if rule := s.metaString("rule"); rule != "" {
@@ -46,17 +44,15 @@ func (s *sess) promptAs(rules string, c layout.Caller, budget int) *agent.Prompt
 }
 
 // windowSpec is what an op on a session's window (status, compact) needs
-// of a run of def: the uid a run would have (newRun's rule: the home's
-// owner for a private session, the caller in a space) and the prompt it
-// would be given now, its system prompt the agent's own AGENTS.md (the
-// chroot's are a run's alone).
+// of a run of def: newRun's uid (the home's owner, the caller in a space)
+// and the prompt it would get now, with the agent's own AGENTS.md.
 func (s *sess) windowSpec(c layout.Caller, loc *location, def *agent.Definition) agent.Spec {
 	if loc.scope == abi.ScopePrivate {
 		c = layout.Caller{Uid: uint32(loc.own.Uid), Gid: uint32(loc.own.Gid)}
 	}
-	return agent.Spec{Session: loc.ref.Name, Scope: loc.scope, Def: def, Uid: c.Uid, Gid: c.Gid,
-		Env:    map[string]string{"CTX_AGENT": loc.ref.Owner, "CTX_SESSION": loc.ref.Name, "CTX_SCOPE": loc.scope, "PATH": "/usr/local/bin:/usr/bin:/bin"},
-		Prompt: s.promptAs(strings.TrimRight(def.AgentsMD, "\n"), c, def.Limits().Prompt())}
+	p := s.promptAs(strings.TrimRight(def.AgentsMD, "\n"), c, def.Limits().Prompt())
+	env := map[string]string{"CTX_AGENT": loc.ref.Owner, "CTX_SESSION": loc.ref.Name, "CTX_SCOPE": loc.scope, "PATH": "/usr/local/bin:/usr/bin:/bin"}
+	return agent.Spec{Session: loc.ref.Name, Scope: loc.scope, Def: def, Uid: c.Uid, Gid: c.Gid, Env: env, Prompt: p}
 }
 
 // metaString is meta.json's string key, "" when there is none or it
