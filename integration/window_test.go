@@ -293,6 +293,32 @@ func (s *server) askSmallAs(c *cred, session, id, input string) []frame {
 	return frames
 }
 
+// TestWindowEnv: a program gets its window and compaction point in
+// CTX_CONTEXT_WINDOW_TOKENS and CTX_CONTEXT_COMPACTION_TOKENS (window
+// 5000, no max_tokens: the reply keeps 4,096, a compact of 700 is below
+// what is left; its env file cannot set them: EINVAL at load, as every
+// CTX_ name).
+func TestWindowEnv(t *testing.T) {
+	requireFUSE(t)
+	s := newServerWith(t, func(s *server) {
+		s.define("envy", map[string]string{"program": "#!/bin/sh\nenv\n", "abi": "text\n", "window": "5000\n", "compact": "700\n"})
+	})
+	frames, _, err := s.requestAs(owner, "envy", `{"op":"send","id":"e1","session":"e","input":"hi"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := deltaText(frames)
+	for _, f := range frames {
+		if f["type"] == "message" {
+			b, _ := json.Marshal(f)
+			out += string(b)
+		}
+	}
+	if !strings.Contains(out, "CTX_CONTEXT_WINDOW_TOKENS=5000") || !strings.Contains(out, "CTX_CONTEXT_COMPACTION_TOKENS=700") {
+		t.Fatalf("env of the program: %s\n%v", out, frames)
+	}
+}
+
 // TestWindowCompactOp: as the session's owner, the status op says how
 // full the window is; the op compact folds every turn before the newest
 // user turn into context/summary.md, written as the owner (never through
@@ -338,6 +364,14 @@ func TestWindowCompactOp(t *testing.T) {
 	}
 	if st, err := os.Lstat(filepath.Join(dir, "context", "summary.md")); err != nil || st.Mode()&os.ModeSymlink == 0 {
 		t.Fatalf("summary.md is no longer the owner's symlink: %v", err)
+	}
+	// A FIFO there: neither read nor written, and nothing waits on it.
+	if out, err := bashAs(t, owner, "cd "+mount+" && rm summary.md && mkfifo summary.md"); err != nil {
+		t.Fatalf("mkfifo: %v %s", err, out)
+	}
+	compact()
+	if st, err := os.Lstat(filepath.Join(dir, "context", "summary.md")); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+		t.Fatalf("summary.md is no longer the owner's FIFO: %v", err)
 	}
 	mustRemove(t, filepath.Join(dir, "context", "summary.md"))
 	f := compact()
