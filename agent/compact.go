@@ -155,6 +155,9 @@ func summarizeByProgram(ctx context.Context, s Spec, lim window.Limits, old stri
 	if err := cmd.Start(); err != nil {
 		return "", hostErr("compact", err)
 	}
+	// At the bound the pipe is closed too: a process that left the group
+	// (setsid) and kept stdout open must not hold the read.
+	defer context.AfterFunc(runCtx, func() { out.Close() })()
 	text, readErr := io.ReadAll(io.LimitReader(out, int64(lim.SummaryBytes())+1))
 	tooMuch := len(text) > lim.SummaryBytes()
 	if tooMuch {

@@ -221,14 +221,16 @@ func TestWindowSummarize(t *testing.T) {
 
 // TestWindowStrategyProgram: a compact.d/ program reads the turns as JSON
 // and prints the summary, as the session's uid; one that hangs is killed
-// at its time bound (the definition's timeout, 2 s) and one that prints
-// more than a summary may hold is cut off: the run is answered all the
+// at its time bound (the definition's timeout, 2 s), so is one whose
+// child left its group holding stdout, and one that prints more than a
+// summary may hold is cut off: the run is answered all the
 // same, by truncation, the old summary kept, a log event saying why.
 func TestWindowStrategyProgram(t *testing.T) {
 	s, p := newWindowServer(t, openAIReply("ok"), map[string]string{"compact.strategy": "digest\n", "timeout": "2\n",
 		"compact.d/digest": "#!/bin/sh\nin=$(cat)\necho \"digest by uid $(id -u) of $(printf %s \"$in\" | grep -o '\"role\"' | wc -l) turns\"\n",
 		"compact.d/hang":   "#!/bin/sh\nsleep 60\n",
-		"compact.d/loud":   "#!/bin/sh\nhead -c 100000 /dev/zero | tr '\\0' 'z'\n"})
+		"compact.d/loud":   "#!/bin/sh\nhead -c 100000 /dev/zero | tr '\\0' 'z'\n",
+		"compact.d/escape": "#!/bin/sh\nsetsid sleep 6 &\necho partial\n"})
 	dir := s.sessionDir(0, "small", "prog")
 	for i := 1; i <= 10; i++ {
 		s.askSmall("prog", fmt.Sprint("q", i), question(i))
@@ -237,12 +239,15 @@ func TestWindowStrategyProgram(t *testing.T) {
 	if !regexp.MustCompile(`^digest by uid 0 of \d+ turns$`).MatchString(text) {
 		t.Fatalf("summary %q", text)
 	}
-	for _, bad := range []string{"hang", "loud"} {
+	for _, bad := range []string{"hang", "loud", "escape"} {
 		testkitWrite(t, filepath.Join(s.root, "agent", "small.d", "compact.strategy"), bad+"\n")
 		startHits, started := p.hits(), time.Now()
 		var frames []frame
+		var slowest time.Duration
 		for i := 0; p.hits()-startHits < 6 && i < 6; i++ {
+			sent := time.Now()
 			frames = s.askSmall("prog", fmt.Sprint(bad, i), question(20+i))
+			slowest = max(slowest, time.Since(sent))
 			if frames[len(frames)-1]["status"] != "ok" {
 				t.Fatalf("%s: the run was not answered: %v", bad, frames)
 			}
@@ -257,12 +262,15 @@ func TestWindowStrategyProgram(t *testing.T) {
 		}
 		cursor = newCursor
 		events := fileBytes(t, filepath.Join(dir, "events.jsonl"))
-		want := map[string]string{"hang": "ETIMEDOUT", "loud": "printed more than"}[bad]
+		want := map[string]string{"hang": "ETIMEDOUT", "loud": "printed more than", "escape": "ETIMEDOUT"}[bad]
 		if !strings.Contains(events, "compaction by "+bad+" failed") || !strings.Contains(events, want) {
 			t.Fatalf("%s: no log event saying why:\n%s", bad, events)
 		}
-		if bad == "hang" && time.Since(started) > 50*time.Second {
+		if bad != "loud" && time.Since(started) > 50*time.Second {
 			t.Fatal("the hanging strategy was not killed at its bound")
+		}
+		if bad == "escape" && slowest >= 5*time.Second { // its child holds stdout 6 s
+			t.Fatalf("a send took %v: the read waited for the escaped child", slowest)
 		}
 	}
 }
