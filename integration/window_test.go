@@ -443,3 +443,43 @@ func TestWindowToolSteps(t *testing.T) {
 		t.Fatalf("last request: %s", last)
 	}
 }
+
+// TestWindowCompactBusy: the op compact is EBUSY while a run of the
+// session is under way (the run keeps its own window), and nothing is
+// written: no summary.md, messages.jsonl the same.
+func TestWindowCompactBusy(t *testing.T) {
+	release := make(chan struct{})
+	s, p := newWindowServer(t, func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		openAIReply("late")(w, r)
+	}, nil)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	done := make(chan []frame, 1)
+	go func() {
+		frames, _, _ := s.requestAs(owner, "small", `{"op":"send","id":"slow","session":"busy","input":"wait for me"}`)
+		done <- frames
+	}()
+	eventually(t, 10*time.Second, "the run's request at the provider", func() bool { return p.hits() == 1 })
+	dir := s.sessionDir(1001, "small", "busy")
+	msgs := fileBytes(t, filepath.Join(dir, "messages.jsonl"))
+	frames, _, err := s.requestAs(owner, "small", `{"op":"compact","session":"busy"}`)
+	if err != nil || errorCode(frames) != "EBUSY" {
+		t.Fatalf("compact during a run: %v %v", frames, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "context", "summary.md")); !os.IsNotExist(err) {
+		t.Fatalf("summary.md written: %v", err)
+	}
+	if fileBytes(t, filepath.Join(dir, "messages.jsonl")) != msgs {
+		t.Fatal("messages.jsonl changed")
+	}
+	close(release)
+	if f := <-done; deltaText(f) != "late" {
+		t.Fatalf("the run: %v", f)
+	}
+}
