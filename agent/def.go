@@ -73,6 +73,8 @@ type Definition struct {
 	// Children is agent/NAME.d/children set to allow: a child run of
 	// this agent may start children of its own (SPEC 18).
 	Children bool
+	// WindowDef is window, compact and compact.strategy (SPEC 18).
+	WindowDef WindowDef
 	// Restore is set on a copy for a restore run (toolrestore.go).
 	Restore *Restore
 
@@ -250,7 +252,7 @@ func findProgram(prog string, w *witness) (string, error) {
 
 // readControls reads every control file that is present.
 func (d *Definition) readControls() error {
-	steps := []func() error{d.readCwd, d.readModel, d.readABI, d.readEnv, d.readIsolation, d.readTimeout, d.readAgentsMD, d.readSkills, d.readAPI, d.readCLI, d.readToolSettings}
+	steps := []func() error{d.readCwd, d.readModel, d.readABI, d.readEnv, d.readIsolation, d.readTimeout, d.readAgentsMD, d.readSkills, d.readAPI, d.readCLI, d.readToolSettings, d.readWindow}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return err

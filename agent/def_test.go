@@ -39,6 +39,9 @@ func TestLoadAllControlFiles(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "isolation"), "chroot\n", 0o644)
 	writeFile(t, filepath.Join(dir, "timeout"), "90\n", 0o644)
 	writeFile(t, filepath.Join(dir, "AGENTS.md"), "# Rules\nbe kind\n", 0o644)
+	writeFile(t, filepath.Join(dir, "window"), "50000\n", 0o644)
+	writeFile(t, filepath.Join(dir, "compact"), "auto\n", 0o644)
+	writeFile(t, filepath.Join(dir, "compact.strategy"), "summarize\n", 0o644)
 	writeFile(t, filepath.Join(dir, "skills", "b-review", "SKILL.md"), "---\nname: review\ndescription: \"Review: a diff\"\n---\nbody\n", 0o644)
 	writeFile(t, filepath.Join(dir, "skills", "a-plain", "SKILL.md"), "no front matter\n", 0o644)
 	if err := os.MkdirAll(filepath.Join(dir, "skills", "c-empty"), 0o755); err != nil {
@@ -55,6 +58,7 @@ func TestLoadAllControlFiles(t *testing.T) {
 		Env:       []string{"FOO=bar=baz", "EMPTY=", "PATH=/opt/bin"},
 		Isolation: IsolationChroot, Timeout: 90 * time.Second, AgentsMD: "# Rules\nbe kind\n",
 		Perm: DefaultPerm, Steps: DefaultSteps, Approval: ApprovalAuto, ApprovalTimeout: DefaultApprovalTimeout,
+		WindowDef: WindowDef{Window: 50000, Strategy: CompactSummarize},
 		Skills: []Skill{
 			{Name: "a-plain", Path: filepath.Join(dir, "skills", "a-plain", "SKILL.md")},
 			{Name: "review", Description: "Review: a diff", Path: filepath.Join(dir, "skills", "b-review", "SKILL.md")},

@@ -2,27 +2,112 @@ package agent
 
 import (
 	"bytes"
+	"slices"
 
 	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/window"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
-// Prompt is a model API run's request: what the engine hands a run
-// (Spec.Prompt), so that the engine needs no provider of its own.
-type Prompt = provider.Request
+// Prompt is a model API run's request as the engine hands it to a run
+// (Spec.Prompt), so that the engine needs no provider of its own: the
+// system prompt and the conversation after the summary's cursor, the
+// summary in force (SPEC 18: context/summary.md), each turn's message id,
+// and where a new summary is kept.
+type Prompt struct {
+	provider.Request
+	Summary string        // the summary of what came before Turns; "" for none
+	Cursor  window.Cursor // the last message Summary covers (End 0: none)
+	// Lines are the messages.jsonl lines of Turns, one each, in order:
+	// where a cut falls, the cursor names the last line cut.
+	Lines []Line
+	// Older are the lines after the cursor and before Turns, not read:
+	// the newer turns fill the window already (NewPrompt's budget), so
+	// the run compacts these first, and reads them only for a strategy
+	// that summarizes them.
+	Older []Line
+	// Keep writes context/summary.md (window.FormatSummary); nil keeps
+	// nothing (the summary then lives in the run alone).
+	Keep func(data []byte) error
+}
 
-// NewPrompt is a model API run's request (SPEC 10): system as the system
-// prompt, and the messages of log (the end of a session's messages.jsonl,
-// whole lines) as the conversation, in order; a line that is not a
-// message is left out.
-func NewPrompt(system string, log []byte) *Prompt {
-	var turns []provider.Turn
-	for _, line := range bytes.Split(log, []byte("\n")) {
-		if t, ok := turnOf(line); ok {
-			turns = append(turns, t)
+// Line is one message line of messages.jsonl: where it ends (the
+// message's id) and its bytes without the newline.
+type Line struct {
+	End  int64
+	Text []byte
+}
+
+// Cursor is the cursor that names this line.
+func (l Line) Cursor() window.Cursor { return window.Cursor{End: l.End, Hash: window.LineHash(l.Text)} }
+
+// NewPrompt is a model API run's request (SPEC 10, 18): system as the
+// system prompt, and the messages of log (the end of a session's
+// messages.jsonl, whole lines, starting at byte offset start of it) as the
+// conversation, in order; a line that is not a message is left out.
+// summary is context/summary.md as read (nil when missing): when its
+// cursor names a line of this history, the conversation is what follows
+// it and the summary goes before; a cursor that does not match (another
+// history, a file someone edited) is ignored, and the summary is rebuilt
+// when the conversation next needs compacting. Lines are read from the
+// newest until their turns take more than budget tokens (0: all): older
+// ones could not be sent with them (Older).
+func NewPrompt(system string, log []byte, start int64, summary []byte, budget int) *Prompt {
+	p := &Prompt{Request: provider.Request{System: system}}
+	c, text, ok := window.ParseSummary(summary)
+	if ok && cursorMatches(c, log, start) {
+		p.Summary, p.Cursor = text, c
+	}
+	lines := linesAfter(log, start, p.Cursor.End)
+	used, i := 0, len(lines)
+	for i > 0 && (budget == 0 || used <= budget) {
+		i--
+		if t, ok := turnOf(lines[i].Text); ok {
+			p.Turns = append(p.Turns, t)
+			p.Lines = append(p.Lines, lines[i])
+			used += window.TurnTokens(t)
 		}
 	}
-	return &provider.Request{System: system, Turns: turns}
+	slices.Reverse(p.Turns)
+	slices.Reverse(p.Lines)
+	p.Older = lines[:i]
+	return p
+}
+
+// linesAfter are the lines of log (starting at offset start) that end
+// after offset after.
+func linesAfter(log []byte, start, after int64) []Line {
+	var lines []Line
+	off := start
+	for len(log) > 0 {
+		line, rest, _ := bytes.Cut(log, []byte("\n"))
+		off += int64(len(line)) + 1
+		log = rest
+		if off > after {
+			lines = append(lines, Line{End: off, Text: line})
+		}
+	}
+	return lines
+}
+
+// cursorMatches reports whether c names a line of the history whose end
+// is log (starting at offset start): a line of log ending at c.End with
+// c's hash, or a line before log (it cannot be checked there, and all of
+// log follows it).
+func cursorMatches(c window.Cursor, log []byte, start int64) bool {
+	end := start + int64(len(log))
+	switch {
+	case c.End > end:
+		return false
+	case c.End <= start:
+		return true
+	}
+	i := int(c.End - start) // just past the line's newline
+	if log[i-1] != '\n' {
+		return false
+	}
+	line := log[bytes.LastIndexByte(log[:i-1], '\n')+1 : i-1]
+	return window.LineHash(line) == c.Hash
 }
 
 // turnOf reads one line as a turn of the conversation (proto.Message: the
@@ -33,14 +118,14 @@ func turnOf(line []byte) (provider.Turn, bool) {
 		return provider.Turn{}, false
 	}
 	t := provider.Turn{Role: m.Role}
+	parts := m.Parts() // once: a long session's prompt reads every line
 	switch m.Role {
 	case "user", "assistant":
-		t.Text = m.Text()
+		t.Text = proto.PartsText(parts)
 		if m.Role == "assistant" {
-			t.ToolCalls = toolCalls(m)
+			t.ToolCalls = providerCalls(proto.PartsToolCalls(parts))
 		}
 	case "tool":
-		parts := m.Parts()
 		if len(parts) == 0 {
 			return t, false
 		}
@@ -54,9 +139,11 @@ func turnOf(line []byte) (provider.Turn, bool) {
 
 // toolCalls are the tool calls of an assistant message, as the provider
 // takes them.
-func toolCalls(m proto.Message) []provider.ToolCall {
+func toolCalls(m proto.Message) []provider.ToolCall { return providerCalls(m.ToolCalls()) }
+
+func providerCalls(calls0 []proto.ToolCall) []provider.ToolCall {
 	var calls []provider.ToolCall
-	for _, c := range m.ToolCalls() {
+	for _, c := range calls0 {
 		calls = append(calls, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)})
 	}
 	return calls

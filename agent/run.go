@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent/provider"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -29,7 +28,7 @@ type Spec struct {
 	Dir                   string            // host working directory, already resolved
 	Env                   map[string]string // CTX_* and PATH, filled by the caller
 	Jail                  *Jail             // with isolation chroot: the jail, made ready by the caller
-	Prompt                *provider.Request // for a model API: the system prompt and the conversation
+	Prompt                *Prompt           // for a model API: the system prompt, the conversation, the summary
 	CLI                   *CLIRun           // for a CLI agent (Def.CLI): what the engine prepared
 	Host                  ToolHost          // for a model API run with tools: approvals, questions, versions
 	Resume                *Resume           // for a run resumed after its answer came: where it stood
@@ -315,6 +314,8 @@ func buildEnv(s Spec) []string {
 	for k, v := range s.Env {
 		m[k] = v
 	}
+	lim := s.Def.Limits() // SPEC 18: the window a program's own model calls should keep to
+	m["CTX_CONTEXT_WINDOW_TOKENS"], m["CTX_CONTEXT_COMPACTION_TOKENS"] = strconv.Itoa(lim.Window), strconv.Itoa(lim.CompactAt)
 	keyVar := s.CLI.addEnv(m)
 	for _, line := range s.Def.Env {
 		k, v, _ := strings.Cut(line, "=")

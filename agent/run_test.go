@@ -246,7 +246,7 @@ func TestRunExitStatus(t *testing.T) {
 
 func TestRunExactEnv(t *testing.T) {
 	d := &Definition{Kind: abi.KindAgent, Name: "t", Program: "/usr/bin/env", ABI: ABIText,
-		Env: []string{"FOO=bar=baz", "PATH=/opt/bin", "CTX_AGENT=forged"}}
+		Env: []string{"FOO=bar=baz", "PATH=/opt/bin", "CTX_AGENT=forged", "CTX_CONTEXT_WINDOW_TOKENS=1"}, WindowDef: WindowDef{Window: 1000}}
 	s := baseSpec(t, d)
 	t.Setenv("LEAK", "1")
 	frames, ok := run(t, s)
@@ -255,7 +255,8 @@ func TestRunExactEnv(t *testing.T) {
 	}
 	got := strings.Split(strings.TrimSpace(messageText(t, frames[len(frames)-1])), "\n")
 	sort.Strings(got)
-	want := []string{"CTX_AGENT=t", "CTX_RUN_ID=" + testRunID, "FOO=bar=baz", "PATH=/opt/bin"}
+	// SPEC 18: a window of 1000 leaves the reply a quarter, the rest is the compaction point.
+	want := []string{"CTX_AGENT=t", "CTX_CONTEXT_COMPACTION_TOKENS=750", "CTX_CONTEXT_WINDOW_TOKENS=1000", "CTX_RUN_ID=" + testRunID, "FOO=bar=baz", "PATH=/opt/bin"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("env = %q, want %q", got, want)
 	}

@@ -29,8 +29,9 @@ func runAPI(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 	l := newToolLoop(s, emit, s.Def.Steps, s.Def.Tools)
 	defer l.tools.close()
 	if s.Prompt != nil {
-		l.req = *s.Prompt
+		l.req = s.Prompt.Request
 	}
+	l.win = newRunWindow(s) // SPEC 18: each request fits the window (fit)
 	l.req.Tools = toolSpecs(s.Def.Tools)
 	pending := l.resume()
 	for {
@@ -38,6 +39,9 @@ func runAPI(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 			if !l.callAll(ctx, pending) {
 				return false
 			}
+		}
+		if !l.fit(ctx, cfg) {
+			return false
 		}
 		res, ok := l.ask(ctx, cfg)
 		if !ok {
@@ -66,6 +70,7 @@ type toolLoop struct {
 	allowRun  map[string]bool // tools allowed for the rest of the run (allow_run)
 	announced map[string]bool // calls whose tool_call a resumed run recorded already
 	tools     *toolSession    // the run's tool process; closed when the run ends
+	win       *runWindow      // the context window (window_fit.go); nil: none kept
 }
 
 func newToolLoop(s Spec, emit func(*proto.Object), maxSteps int, offer []string) *toolLoop {
@@ -102,7 +107,7 @@ func (l *toolLoop) nameCalls(calls []ToolCall) {
 
 // ask sends the conversation so far and streams the reply.
 func (l *toolLoop) ask(ctx context.Context, cfg provider.Config) (provider.Result, bool) {
-	res, err := provider.Stream(ctx, cfg, l.req, func(text string) {
+	res, err := provider.Stream(ctx, cfg, l.sent(), func(text string) {
 		l.emit(proto.NewObject("type", proto.FrameDelta, "text", text))
 	})
 	switch {

@@ -89,19 +89,24 @@ func jsonString(s string) string { b, _ := json.Marshal(s); return string(b) }
 // API at endpoint, and the agent "assistant" (no program) that uses it.
 func newModelServer(t testing.TB, api, endpoint string, extra map[string]string) *server {
 	requireFUSE(t)
-	return newServerWith(t, func(s *server) {
-		s.env = append(s.env, "FAKE_PROVIDER_KEY="+apiKey)
-		files := map[string]string{"api": api, "endpoint": endpoint, "model_id": "llm-7b", "api_key_env": "FAKE_PROVIDER_KEY"}
-		for k, v := range extra {
-			files[k] = v
-		}
-		d := filepath.Join(s.root, "model", "fake", "llm.d")
-		testkit.Must(t, os.MkdirAll(d, 0o755))
-		for f, v := range files {
-			testkit.Must(t, os.WriteFile(filepath.Join(d, f), []byte(v+"\n"), 0o644))
-		}
-		s.define("assistant", map[string]string{"model": "fake/llm", "AGENTS.md": "Answer briefly."})
-	})
+	return newServerWith(t, func(s *server) { defineFakeModel(t, s, api, endpoint, extra) })
+}
+
+// defineFakeModel defines fake/llm (model_id llm-7b) answered by the API
+// at endpoint, with the files of extra, and the agent "assistant" that
+// uses it; before the server starts.
+func defineFakeModel(t testing.TB, s *server, api, endpoint string, extra map[string]string) {
+	s.env = append(s.env, "FAKE_PROVIDER_KEY="+apiKey)
+	files := map[string]string{"api": api, "endpoint": endpoint, "model_id": "llm-7b", "api_key_env": "FAKE_PROVIDER_KEY"}
+	for k, v := range extra {
+		files[k] = v
+	}
+	d := filepath.Join(s.root, "model", "fake", "llm.d")
+	testkit.Must(t, os.MkdirAll(d, 0o755))
+	for f, v := range files {
+		testkit.Must(t, os.WriteFile(filepath.Join(d, f), []byte(v+"\n"), 0o644))
+	}
+	s.define("assistant", map[string]string{"model": "fake/llm", "AGENTS.md": "Answer briefly."})
 }
 
 func (s *server) ask(session, id, input string) []frame {

@@ -71,9 +71,13 @@ func (m Message) Parts() []Part { return ContentParts(m.Content) }
 // ToolCalls are the tool calls among the parts ("tool_call", or
 // "tool_use" as a jsonl agent may record it) that have an id and a name,
 // in order.
-func (m Message) ToolCalls() []ToolCall {
+func (m Message) ToolCalls() []ToolCall { return PartsToolCalls(m.Parts()) }
+
+// PartsToolCalls are Message.ToolCalls of parts already read (one decode
+// of a message's content for a reader that needs more of it).
+func PartsToolCalls(parts []Part) []ToolCall {
 	var calls []ToolCall
-	for _, p := range m.Parts() {
+	for _, p := range parts {
 		if (p.Type == "tool_call" || p.Type == "tool_use") && p.ID != "" && p.Name != "" {
 			args := p.Arguments
 			if args == nil {
@@ -105,8 +109,13 @@ func ContentText(content json.RawMessage) string {
 	if len(content) > 0 && content[0] == '"' {
 		return RawString(content)
 	}
+	return PartsText(ContentParts(content))
+}
+
+// PartsText is ContentText of parts already read (ContentParts).
+func PartsText(parts []Part) string {
 	var b strings.Builder
-	for _, p := range ContentParts(content) {
+	for _, p := range parts {
 		if p.Type == "text" {
 			b.WriteString(p.Text)
 		}

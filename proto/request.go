@@ -127,6 +127,7 @@ func ParseRequest(line []byte) (*Request, error) {
 			return nil, abi.Errorf(syscall.EINVAL, "", "cancel needs the id of a run or a client")
 		}
 	case OpStatus, OpPing, OpImport, OpPending:
+	case OpCompact:
 	case OpApprove, OpAnswer:
 		return r, r.checkDecide(w)
 	case OpRestore:

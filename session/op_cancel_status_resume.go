@@ -1,11 +1,13 @@
 package session
 
 import (
+	"context"
 	"errors"
 	"syscall"
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/reply"
@@ -73,9 +75,9 @@ func (e *Engine) findRun(c layout.Caller, loc *location, req *proto.Request) *ru
 	return newest
 }
 
-// status reports a session's state, its queued and running runs, and
-// updated_at. A missing session is idle.
-func (e *Engine) status(loc *location) (*Reply, error) {
+// status reports a session's state, its queued and running runs,
+// updated_at, and how full a model API's window is. A missing session is idle.
+func (e *Engine) status(c layout.Caller, loc *location) (*Reply, error) {
 	st := proto.NewObject("type", proto.FrameStatus, "session", loc.ref.Name, "state", abi.StateIdle)
 	runs := []*proto.Object{}
 	var updated int64
@@ -92,6 +94,9 @@ func (e *Engine) status(loc *location) (*Reply, error) {
 			runs = append(runs, proto.NewObject("run", rn.id, "phase", rn.phaseNow()))
 		}
 		runs = append(runs, e.dormantRuns(s, loc)...)
+		if def, err := e.definition(loc.ref.Container); err == nil && def.AnsweredByAPI() {
+			st.Set("window", agent.WindowStatus(s.windowSpec(c, loc, def)))
+		}
 		s.fileMu.Lock()
 		updated = s.updatedAt
 		s.fileMu.Unlock()
@@ -101,6 +106,29 @@ func (e *Engine) status(loc *location) (*Reply, error) {
 	st.Set("runs", runs)
 	st.Set("updated_at", updated)
 	return reply.New([]*proto.Object{st}), nil
+}
+
+// compact runs the session's compaction strategy now (SPEC 18;
+// agent.CompactFrame); EBUSY while a run is active or waits (it keeps its
+// own window). No run is recorded, messages.jsonl is not touched.
+func (e *Engine) compact(c layout.Caller, loc *location) (*Reply, error) {
+	def, err := e.definition(loc.ref.Container)
+	if err != nil {
+		return nil, err
+	}
+	s, release, err := e.lookup(loc.ref)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if !s.idle() {
+		return nil, abi.Errorf(syscall.EBUSY, "compact", "a run of the session is active or waits (or the session is temp: it keeps no summary)")
+	}
+	f, err := agent.CompactFrame(context.Background(), s.windowSpec(c, loc, def))
+	if err != nil {
+		return nil, err
+	}
+	return reply.New([]*proto.Object{f}), nil
 }
 
 // currentState is the state file's value (temp sessions: derived from

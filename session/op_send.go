@@ -381,7 +381,9 @@ func (e *Engine) dispatch(c layout.Caller, loc *location, req *proto.Request) (*
 	case proto.OpCancel:
 		return e.cancel(c, loc, req)
 	case proto.OpStatus:
-		return e.status(loc)
+		return e.status(c, loc)
+	case proto.OpCompact:
+		return e.compact(c, loc)
 	case proto.OpResume:
 		return e.resume(loc, req)
 	case proto.OpSearch:

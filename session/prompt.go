@@ -8,7 +8,9 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
+	"github.com/ctxfs/ctxfs/session/summary"
 )
 
 // maxConversation bounds how much of messages.jsonl a model API run is
@@ -17,15 +19,40 @@ import (
 // (times the quota of runs, this is what a uid can make the server hold).
 const maxConversation = 4 << 20
 
-// prompt is a model API run's request (SPEC 10; agent.NewPrompt): the
-// merged AGENTS.md rules then meta.json's rule as the system prompt, and
-// the session's conversation from messages.jsonl, in order.
-func (s *sess) prompt(rules string) *agent.Prompt {
+// prompt is a model API run's request (SPEC 10, 18; agent.NewPrompt): the
+// merged AGENTS.md rules then meta.json's rule as the system prompt, the
+// session's conversation from messages.jsonl after the summary's cursor
+// (newest first, up to what the window holds), and context/summary.md
+// read and written as the run's uid (session/summary).
+func (rn *run) prompt(rules string) *agent.Prompt {
+	return rn.s.promptAs(rules, layout.Caller{Uid: rn.spec.Uid, Gid: rn.spec.Gid}, rn.spec.Def.Limits().Prompt())
+}
+
+func (s *sess) promptAs(rules string, c layout.Caller, budget int) *agent.Prompt {
 	system := rules
 	if rule := s.metaString("rule"); rule != "" {
 		system = strings.TrimLeft(system+"\n\n"+rule, "\n")
 	}
-	return agent.NewPrompt(system, s.conversationLog())
+	log, start := s.logTailAt(s.msgs)
+	if s.rel == "" { // a temp session keeps no context/
+		return agent.NewPrompt(system, log, start, nil, budget)
+	}
+	rel := s.file(abi.DirContext + "/summary.md")
+	p := agent.NewPrompt(system, log, start, summary.Read(s.e.FreeTree(), c, rel), budget)
+	p.Keep = func(b []byte) error { return summary.Write(s.e.FreeTree(), c, rel, b) }
+	return p
+}
+
+// windowSpec is what an op on a session's window (status, compact) needs
+// of a run of def: newRun's uid (the home's owner, the caller in a space)
+// and the prompt it would get now, with the agent's own AGENTS.md.
+func (s *sess) windowSpec(c layout.Caller, loc *location, def *agent.Definition) agent.Spec {
+	if loc.scope == abi.ScopePrivate {
+		c = layout.Caller{Uid: uint32(loc.own.Uid), Gid: uint32(loc.own.Gid)}
+	}
+	p := s.promptAs(strings.TrimRight(def.AgentsMD, "\n"), c, def.Limits().Prompt())
+	env := map[string]string{"CTX_AGENT": loc.ref.Owner, "CTX_SESSION": loc.ref.Name, "CTX_SCOPE": loc.scope, "PATH": "/usr/local/bin:/usr/bin:/bin"}
+	return agent.Spec{Session: loc.ref.Name, Scope: loc.scope, Def: def, Uid: c.Uid, Gid: c.Gid, Env: env, Prompt: p}
 }
 
 // metaString is meta.json's string key, "" when there is none or it
@@ -59,6 +86,12 @@ func (s *sess) conversationLog() []byte { return s.logTail(s.msgs) }
 // logTail is the last maxConversation bytes of a log, from the first whole
 // line.
 func (s *sess) logTail(log *sealedlog.Log) []byte {
+	b, _ := s.logTailAt(log)
+	return b
+}
+
+// logTailAt is logTail and the offset in the log where it starts.
+func (s *sess) logTailAt(log *sealedlog.Log) ([]byte, int64) {
 	size := log.Size()
 	off := max(0, size-maxConversation)
 	buf := make([]byte, size-off)
@@ -66,8 +99,8 @@ func (s *sess) logTail(log *sealedlog.Log) []byte {
 	buf = buf[:n]
 	if off > 0 {
 		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
-			buf = buf[i+1:]
+			buf, off = buf[i+1:], off+int64(i+1)
 		}
 	}
-	return buf
+	return buf, off
 }

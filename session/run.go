@@ -152,7 +152,7 @@ func (rn *run) execute() {
 	rules := rn.s.e.writeSnapshots(rn)
 	rn.spec.Host = rn.host // built-in tools, and a CLI's permission prompts
 	if rn.spec.Def.AnsweredByAPI() {
-		rn.spec.Prompt = rn.s.prompt(rules)
+		rn.spec.Prompt = rn.prompt(rules)
 		if rn.resumed {
 			rn.spec.Resume = rn.s.resumeState(rn.id)
 		}

@@ -98,7 +98,9 @@ func echoAnswer(r *proto.Request) []string {
 	case proto.OpCancel:
 		return []string{`{"type":"cancel","run":"` + r.ID + `","cancelled":false,"stale":true}`}
 	case proto.OpStatus:
-		return []string{`{"type":"status","session":"` + r.Session + `","state":"active","runs":[{"run":"ctx-1","phase":"running"}],"updated_at":1700000000}`}
+		return []string{`{"type":"status","session":"` + r.Session + `","state":"active","runs":[{"run":"ctx-1","phase":"running"}],"updated_at":1700000000,"window":{"tokens":250,"limit":1000,"window":1250,"compact_at":800}}`}
+	case proto.OpCompact:
+		return []string{`{"type":"compacted","cursor":4096,"summary_bytes":120,"kept_turns":3,"strategy":"truncate"}`}
 	}
 	if r.Input == "fail" {
 		return []string{`{"type":"start","id":"R","run":"R"}`, `{"type":"done","run":"R","status":"error"}`}
@@ -191,7 +193,8 @@ func TestSessionFromIndexCurrent(t *testing.T) {
 func TestStatusAndCancel(t *testing.T) {
 	a := newFakeAgent(t, echoAnswer)
 	out, _, code := ctxRun(a.root, "", "agent", "status", "coder")
-	want := "session: default\nstate: active\nupdated_at: 1700000000 (2023-11-14T22:13:20Z)\nrun: ctx-1 running\n"
+	want := "session: default\nstate: active\nupdated_at: 1700000000 (2023-11-14T22:13:20Z)\nrun: ctx-1 running\n" +
+		"window: 250 of 1000 tokens (25%), compacts at 800; the model's window 1250, less the reply's reserve\n"
 	if out != want || code != 0 {
 		t.Fatalf("status out %q code %d", out, code)
 	}
@@ -244,5 +247,22 @@ func TestFileCommands(t *testing.T) {
 		if out != c.out || code != c.code {
 			t.Errorf("%q: out %q errs %q code %d", c.argv, out, errs, code)
 		}
+	}
+}
+
+// TestCompact: ctx agent compact sends the op compact for the session and
+// prints what was kept.
+func TestCompact(t *testing.T) {
+	a := newFakeAgent(t, echoAnswer)
+	out, errs, code := ctxRun(a.root, "", "agent", "compact", "coder", "--session", "long")
+	want := "strategy: truncate\ncursor: 4096\nsummary_bytes: 120\nkept_turns: 3\n"
+	if out != want || errs != "" || code != 0 {
+		t.Fatalf("out %q errs %q code %d", out, errs, code)
+	}
+	if r := a.last(); r.Op != proto.OpCompact || r.Session != "long" || r.Scope != "private" {
+		t.Fatalf("request %+v", r)
+	}
+	if _, errs, code := ctxRun(a.root, "", "agent", "compact"); code != 2 || errs == "" {
+		t.Fatalf("no agent: code %d errs %q", code, errs)
 	}
 }

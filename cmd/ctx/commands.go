@@ -118,6 +118,13 @@ ctx agent output coder --session review --json | jq -r .text`,
 		examples: `ctx agent status coder
 ctx agent status coder --json | jq -r '.runs[].run'`,
 		run: inspect.Status},
+	{name: "compact", posNames: "AGENT", minArgs: 1, maxArgs: 1,
+		flags: []flagDef{fSession, fScope, fSpace, fShared, fJSON.with("print the server's compacted frame")},
+		short: "Fold the session's older turns into its summary now",
+		help:  inspect.CompactHelp,
+		examples: `ctx agent compact coder
+ctx agent compact coder --session review --json | jq .kept_turns`,
+		run: inspect.Compact},
 	{name: "cancel", posNames: "AGENT RUN-OR-CLIENT-ID", minArgs: 2, maxArgs: 2,
 		flags: []flagDef{fJSON.with("print the server's cancel frame")},
 		short: "Cancel one run, named by its run id or by its client id",

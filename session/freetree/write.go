@@ -37,13 +37,17 @@ func (t Tree) MkdirAll(c layout.Caller, top, rel string, perm os.FileMode) error
 
 // WriteFile replaces the content of the regular file rel with data, for c
 // (made with perm when missing; charged as Create and Write are). A
-// symlink there is not followed (the store's door refuses it).
+// symlink there is not followed (the store's door refuses it), and a
+// FIFO or device a user left there is refused (EINVAL) without blocking.
 func (t Tree) WriteFile(c layout.Caller, rel string, data []byte, perm os.FileMode) error {
-	f, err := t.Create(c, rel, os.O_WRONLY, perm)
+	f, err := t.Create(c, rel, os.O_WRONLY|syscall.O_NONBLOCK, perm)
 	if err != nil {
 		return err
 	}
 	defer f.OS().Close()
+	if st, err := f.OS().Stat(); err != nil || !st.Mode().IsRegular() {
+		return abi.Errorf(syscall.EINVAL, "write", "%s is not a regular file", rel)
+	}
 	if err := f.Resize(0); err != nil {
 		return err
 	}

@@ -14,25 +14,31 @@ import (
 )
 
 func Status(e *clienv.Env, p *clienv.Parsed) int {
+	return sessionOp(e, p, "status", proto.OpStatus, proto.FrameStatus, printStatus)
+}
+
+// sessionOp sends op for the session p names and prints its one reply
+// frame (want) with print, or as it came with --json.
+func sessionOp(e *clienv.Env, p *clienv.Parsed, name, op, want string, print func(io.Writer, *proto.Object)) int {
 	w, err := clienv.Resolve(e, p, p.Args[0])
 	if err != nil {
-		return clienv.Fail(e, "status", err, clienv.ExitFailed)
+		return clienv.Fail(e, name, err, clienv.ExitFailed)
 	}
-	req := proto.NewObject("op", proto.OpStatus, "session", w.Session, "scope", w.Scope)
+	req := proto.NewObject("op", op, "session", w.Session, "scope", w.Scope)
 	if w.Scope == abi.ScopeShared {
 		req.Set("space", w.Loc.Space)
 	}
-	f, err := clienv.Call(e, w, req, proto.FrameStatus)
+	f, err := clienv.Call(e, w, req, want)
 	if err == context.Canceled {
 		return clienv.ExitInterrupted
 	}
 	if err != nil {
-		return clienv.Fail(e, "status", err, clienv.ExitFailed)
+		return clienv.Fail(e, name, err, clienv.ExitFailed)
 	}
 	if p.On("json") {
 		e.Stdout.Write(append(f.Line, '\n'))
 	} else {
-		printStatus(e.Stdout, f.Obj)
+		print(e.Stdout, f.Obj)
 	}
 	return clienv.ExitOK
 }
@@ -49,6 +55,14 @@ func printStatus(w io.Writer, o *proto.Object) {
 	}
 	for _, r := range runs {
 		fmt.Fprintf(w, "run: %s %s\n", r.Run, r.Phase)
+	}
+	var win struct {
+		Tokens, Limit, Window int
+		CompactAt             int `json:"compact_at"`
+	}
+	if json.Unmarshal(o.Raw("window"), &win) == nil && win.Limit > 0 { // SPEC 18: a model API's agent
+		fmt.Fprintf(w, "window: %d of %d tokens (%d%%), compacts at %d; the model's window %d, less the reply's reserve\n",
+			win.Tokens, win.Limit, 100*win.Tokens/win.Limit, win.CompactAt, win.Window)
 	}
 }
 

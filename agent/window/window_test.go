@@ -1,0 +1,100 @@
+package window
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ctxfs/ctxfs/agent/provider"
+)
+
+func TestTokens(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		want int
+	}{{"", 0}, {"a", 1}, {"abc", 1}, {"abcd", 2}, {"日本", 3}, {strings.Repeat("x", 3000), 1000}} {
+		if got := Tokens(c.s); got != c.want {
+			t.Errorf("Tokens(%q) = %d, want %d", c.s, got, c.want)
+		}
+	}
+}
+
+func TestLimitsOf(t *testing.T) {
+	for _, c := range []struct {
+		id                string
+		win, compact, max int
+		want              Limits
+	}{
+		{"gpt-4o-mini", 0, 0, 0, Limits{128000, 4096, 123904}},
+		{"anthropic/claude-sonnet-4", 0, 0, 1000, Limits{200000, 1000, 199000}},
+		{"some-local-model:7b", 0, 50000, 0, Limits{128000, 4096, 50000}},
+		{"x", 2000, 5000, 1000, Limits{2000, 1000, 1000}},
+		{"x", 1000, 0, 0, Limits{1000, 250, 750}},
+	} {
+		if got := LimitsOf(c.id, c.win, c.compact, c.max); got != c.want {
+			t.Errorf("LimitsOf(%q, %d, %d, %d) = %+v, want %+v", c.id, c.win, c.compact, c.max, got, c.want)
+		}
+	}
+}
+
+func user(s string) provider.Turn { return provider.Turn{Role: provider.RoleUser, Text: s} }
+
+// TestCutKeepsPairs: a cut never parts a tool result from its call, and
+// falls at a user turn when one fits.
+func TestCutKeepsPairs(t *testing.T) {
+	big := strings.Repeat("x", 300) // 100 tokens
+	turns := []provider.Turn{
+		user(big),
+		{Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{{ID: "c1", Name: "fs.read", Arguments: "{}"}}},
+		{Role: provider.RoleTool, ToolCallID: "c1", Text: big},
+		{Role: provider.RoleAssistant, Text: big},
+		user(big),
+		{Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{{ID: "c2", Name: "fs.read", Arguments: "{}"}}},
+		{Role: provider.RoleTool, ToolCallID: "c2", Text: big},
+	}
+	all := 0
+	for _, tt := range turns {
+		all += TurnTokens(tt)
+	}
+	if i, ok := Cut(turns, 0, all, all); !ok || i != 0 {
+		t.Fatalf("a conversation that fits is cut at %d", i)
+	}
+	// Room for the last three turns: the user turn at 4 starts them.
+	last3 := TurnTokens(turns[4]) + TurnTokens(turns[5]) + TurnTokens(turns[6])
+	if i, ok := Cut(turns, 10, last3+10, all); !ok || i != 4 {
+		t.Fatalf("cut at %d, want 4 (a user turn)", i)
+	}
+	// Room only for the call and its result: the cut falls before the call.
+	last2 := TurnTokens(turns[5]) + TurnTokens(turns[6])
+	if i, ok := Cut(turns, 0, last2, last2); !ok || i != 5 {
+		t.Fatalf("cut at %d, want 5 (the call, with its result)", i)
+	}
+	// Less than the result alone: nothing fits.
+	if _, ok := Cut(turns, 0, last2-1, last2-1); ok {
+		t.Fatal("a cut between a call and its result")
+	}
+}
+
+func TestSummaryFormat(t *testing.T) {
+	c := Cursor{End: 1234, Hash: LineHash([]byte(`{"role":"user"}`))}
+	b := FormatSummary(c, "the gist\nmore\n")
+	got, text, ok := ParseSummary(b)
+	if !ok || got != c || text != "the gist\nmore\n" {
+		t.Fatalf("ParseSummary(%q) = %+v %q %v", b, got, text, ok)
+	}
+	for _, bad := range []string{"", "the gist", "<!-- ctxfs summary: cursor=0 line-sha256=0123456789abcdef -->\n",
+		"<!-- ctxfs summary: cursor=012 line-sha256=0123456789abcdef -->\n", "<!-- ctxfs summary: cursor=12 line-sha256=01 -->\n",
+		"<!-- ctxfs summary: cursor=-12 line-sha256=0123456789abcdef -->\n"} {
+		if _, _, ok := ParseSummary([]byte(bad)); ok {
+			t.Errorf("ParseSummary(%q) accepted", bad)
+		}
+	}
+}
+
+func TestNewest(t *testing.T) {
+	s := "日本" + strings.Repeat("a", 9)
+	for n, want := range map[int]string{0: "", 3: strings.Repeat("a", 9), 4: strings.Repeat("a", 9), 5: "本" + strings.Repeat("a", 9), 100: s} {
+		if got := Newest(s, n); got != want || Tokens(got) > n {
+			t.Errorf("Newest(%q, %d) = %q, want %q", s, n, got, want)
+		}
+	}
+}
