@@ -1,7 +1,6 @@
 package session
 
 import (
-	"fmt"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -60,7 +59,7 @@ func (s *sess) restoreSteps(req *proto.Request) ([]agent.RestoreStep, string, er
 	if err != nil {
 		return nil, "", err
 	}
-	chosen, what := chooseVersions(entries, req)
+	chosen, what := versions.Choose(entries, versions.Selector{Version: req.Version, Run: req.Run, Path: req.Path})
 	if len(chosen) == 0 {
 		return nil, "", abi.Errorf(syscall.ENOENT, "restore", "nothing to restore: %s", what)
 	}
@@ -75,28 +74,4 @@ func (s *sess) restoreSteps(req *proto.Request) ([]agent.RestoreStep, string, er
 		steps = append(steps, step)
 	}
 	return steps, what, nil
-}
-
-// chooseVersions picks the entries a restore request names.
-func chooseVersions(entries []versions.Entry, req *proto.Request) ([]versions.Entry, string) {
-	what := fmt.Sprintf("restore the files run %s changed, as they were before it", req.Run)
-	if req.Version > 0 {
-		what = fmt.Sprintf("restore version %d", req.Version)
-	}
-	if req.Path != "" {
-		what += ": " + req.Path
-	}
-	var chosen []versions.Entry
-	seen := map[string]bool{}
-	for _, en := range entries {
-		switch {
-		case req.Path != "" && en.Path != req.Path:
-		case req.Version > 0 && int64(en.V) == req.Version:
-			chosen = append(chosen, en)
-		case req.Version == 0 && en.Run == req.Run && !seen[en.Path]:
-			seen[en.Path] = true // the earliest version of a path in the run: before its first change
-			chosen = append(chosen, en)
-		}
-	}
-	return chosen, what
 }
