@@ -288,9 +288,12 @@ func launcher(s Spec, cmd *exec.Cmd) (setup *os.File, handed []*os.File, err err
 // credentials puts the program in its own process group (so that a cancel
 // reaches everything it started) and, when the server is root, switches to
 // uid/gid with no supplementary groups: the server's groups are not the
-// user's. A server that is not root can only run programs as itself.
+// user's. A server that is not root can only run programs as itself. The
+// program dies with the server (Pdeathsig, set after the switch, kept
+// across the exec of a program that gains nothing): its run is closed as
+// interrupted at the next start, and nothing would read what it does.
 func credentials(uid, gid uint32) (*syscall.SysProcAttr, error) {
-	attr := &syscall.SysProcAttr{Setpgid: true}
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if os.Geteuid() == 0 {
 		attr.Credential = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
 		return attr, nil

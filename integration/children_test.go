@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -512,6 +513,11 @@ func TestChildKill9(t *testing.T) {
 		return orphan != ""
 	})
 	s.restart(syscall.SIGKILL)
+	// The programs died with the server (their runs are interrupted, and
+	// nothing reads what they do).
+	eventually(t, 10*time.Second, "no program of the killed server left", func() bool {
+		return len(processesUnder(1001, s.root)) == 0
+	})
 	orphanSession := strings.TrimSpace(s.childFile("boss", "ok", orphan, "session"))
 	s.answerAsAgent(owner, "slow", fmt.Sprintf(`{"op":"status","session":%q}`, orphanSession)) // loads it: the load closes its run
 	s.waitChildStatus("boss", "ok", orphan, "error")
@@ -717,4 +723,25 @@ func TestChildTemp(t *testing.T) {
 		t.Fatalf("a temp child left something in the store:\n%s", out)
 	}
 	fsckClean(t, s)
+}
+
+// processesUnder lists the pids of uid's processes whose command line
+// names dir (a test's tree): what a test's runs started.
+func processesUnder(uid int, dir string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := os.Stat("/proc/" + e.Name())
+		if err != nil || fileUID(st) != uid {
+			continue
+		}
+		if cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); strings.Contains(string(cmd), dir) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

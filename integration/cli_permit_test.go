@@ -89,7 +89,7 @@ func (s *server) cliAnswer(t *testing.T, line string) frame {
 // controlSocketOf finds the waiting run's Claude Code (a process of uid
 // with CTX_CONTROL_SOCKET in its environment) and returns its pid and
 // that path as the process sees it.
-func controlSocketOf(t *testing.T, uid int) (int, string) {
+func controlSocketOf(t *testing.T, s *server, uid int) (int, string) {
 	t.Helper()
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -98,8 +98,8 @@ func controlSocketOf(t *testing.T, uid int) (int, string) {
 			continue
 		}
 		st, err := os.Stat("/proc/" + e.Name())
-		if err != nil || fileUID(st) != uid {
-			continue
+		if err != nil || fileUID(st) != uid || !descendsFrom(pid, s.cmd.Process.Pid) {
+			continue // another test's, or another server's
 		}
 		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 		for _, kv := range bytes.Split(env, []byte{0}) {
@@ -322,7 +322,7 @@ func checkClaudePermit(t *testing.T, s *server, root string, jailed bool) {
 // path as the run sees it.
 func checkControlRefusals(t *testing.T, s *server, session string, jailed bool) string {
 	t.Helper()
-	pid, socket := controlSocketOf(t, 1001)
+	pid, socket := controlSocketOf(t, s, 1001)
 	reach := socket
 	if jailed {
 		reach = fmt.Sprintf("/proc/%d/root%s", pid, socket)
