@@ -65,9 +65,14 @@ func newToolServer(t *testing.T, endpoint string, files map[string]string) *serv
 // sendAsync sends input as c to agent doer's session and returns a
 // channel with the reply frames once the run is done.
 func (s *server) sendAsync(c *cred, session, input string) <-chan []frame {
+	return s.sendAsyncTo(c, "doer", session, input, 60*time.Second)
+}
+
+// sendAsyncTo is sendAsync to any agent, within limit.
+func (s *server) sendAsyncTo(c *cred, agent, session, input string, limit time.Duration) <-chan []frame {
 	out := make(chan []frame, 1)
 	go func() {
-		frames, _, err := s.requestAsWithin(c, "doer", fmt.Sprintf(`{"op":"send","id":"c-%d","session":%q,"input":%q}`, time.Now().UnixNano(), session, input), 60*time.Second)
+		frames, _, err := s.requestAsWithin(c, agent, fmt.Sprintf(`{"op":"send","id":"c-%d","session":%q,"input":%q}`, time.Now().UnixNano(), session, input), limit)
 		if err != nil {
 			s.t.Errorf("send: %v", err)
 		}

@@ -729,17 +729,24 @@ func TestChildTemp(t *testing.T) {
 // names dir (a test's tree): what a test's runs started.
 func processesUnder(uid int, dir string) []int {
 	var pids []int
+	for _, pid := range uidProcesses(uid) {
+		if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.Contains(string(cmd), dir) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// uidProcesses lists the pids of uid's processes.
+func uidProcesses(uid int) []int {
+	var pids []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		st, err := os.Stat("/proc/" + e.Name())
-		if err != nil || fileUID(st) != uid {
-			continue
-		}
-		if cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); strings.Contains(string(cmd), dir) {
+		if st, err := os.Stat("/proc/" + e.Name()); err == nil && fileUID(st) == uid {
 			pids = append(pids, pid)
 		}
 	}

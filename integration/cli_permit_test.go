@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -49,15 +48,7 @@ func newPermitServer(t *testing.T, extra map[string]string) (*server, string) {
 // sendCLIAsync sends input as the owner to agent cli's session; the
 // channel gets the frames once the run is done.
 func (s *server) sendCLIAsync(session, input string) <-chan []frame {
-	out := make(chan []frame, 1)
-	go func() {
-		frames, _, err := s.requestAsWithin(owner, "cli", fmt.Sprintf(`{"op":"send","id":"p-%d","session":%q,"input":%q}`, time.Now().UnixNano(), session, input), 3*time.Minute)
-		if err != nil {
-			s.t.Errorf("send: %v", err)
-		}
-		out <- frames
-	}()
-	return out
+	return s.sendAsyncTo(owner, "cli", session, input, 3*time.Minute)
 }
 
 // cliPending polls the op pending on agent cli as the owner until it
@@ -91,14 +82,8 @@ func (s *server) cliAnswer(t *testing.T, line string) frame {
 // that path as the process sees it.
 func controlSocketOf(t *testing.T, s *server, uid int) (int, string) {
 	t.Helper()
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		st, err := os.Stat("/proc/" + e.Name())
-		if err != nil || fileUID(st) != uid || !descendsFrom(pid, s.cmd.Process.Pid) {
+	for _, pid := range uidProcesses(uid) {
+		if !descendsFrom(pid, s.cmd.Process.Pid) {
 			continue // another test's, or another server's
 		}
 		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
