@@ -494,6 +494,25 @@ func (d *doctor) checkStore() {
 	if len(d.found) == before {
 		d.ok(check, note)
 	}
+	d.checkStoreWays(real, owner)
+}
+
+// checkStoreWays says which ways the store's filesystem makes the store
+// use (storefs.Ways: renameat2's flags or their portable ways); it probes
+// in a scratch directory of the store, so only the store's owner can.
+func (d *doctor) checkStoreWays(store string, owner int) {
+	check := "store ways"
+	if os.Geteuid() != owner && os.Geteuid() != 0 {
+		d.ok(check, "not probed: run ctx doctor as the store's owner or root")
+		return
+	}
+	r, err := storefs.Open(store)
+	if err != nil {
+		d.ok(check, "not probed: "+errText(err))
+		return
+	}
+	defer r.Close()
+	d.ok(check, r.Ways().String())
 }
 
 // storePath is the store to check and the uid that must own it:
