@@ -289,6 +289,9 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 	defer lock.Close()
 	log.Info("starting", "version", version(), "root", root, "store", store, "pid", os.Getpid(), "uid", os.Geteuid())
 	log.Info("store ways", "ways", st.Ways().String()) // what the store's filesystem gives (storefs.Ways)
+	if err := st.RecordWays(); err != nil {
+		log.Warn("store ways not recorded for fsck and doctor", "err", err)
+	}
 	// From here on a SIGTERM (a `ctxfs umount` while we start) stops the
 	// server once it serves, instead of killing it half mounted.
 	sig := make(chan os.Signal, 1)

@@ -172,6 +172,14 @@ func TestWays(t *testing.T) {
 	if s := w.String(); !strings.Contains(s, "moves: portable") || !strings.Contains(s, PortableEnv+"=all") {
 		t.Errorf("Ways.String() = %q, want it to say the portable moves and the knob", s)
 	}
+	if Portable(w.String()) != true || Portable(r.Ways().String()) {
+		t.Errorf("Portable: all forced %v, the disk's own %v", Portable(w.String()), Portable(r.Ways().String()))
+	}
+	all := openForced(t, f, "all")
+	testkit.Must(t, all.RecordWays())
+	if got, err := r.RecordedWays(); err != nil || got != all.Ways().String() {
+		t.Errorf("RecordedWays = %q, %v; want what RecordWays wrote", got, err)
+	}
 	w = openForced(t, f, "exchange").Ways()
 	if !w.NoReplace || w.Exchange {
 		t.Errorf("ways with exchange forced off: %+v", w)

@@ -3,6 +3,8 @@ package storefs
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"io/fs"
 	"os"
 	"strings"
 	"sync"
@@ -48,6 +50,39 @@ type ways struct {
 func (r *Root) Ways() Ways {
 	r.ways.once.Do(func() { r.ways.w = r.probe(os.Getenv(PortableEnv)) })
 	return r.ways.w
+}
+
+// WaysFile is where the server records, at each mount, the ways it
+// probed (in its state directory, layout.StateDir), for fsck and doctor to
+// say without probing: a probe writes in the store, and they only look.
+const WaysFile = ".ctxfs/ways"
+
+// RecordWays probes (once) and records the ways in WaysFile (its
+// directory is made 0700 when missing), replaced atomically.
+func (r *Root) RecordWays() error {
+	dir, _ := split(WaysFile)
+	if err := r.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	own := Owner{Uid: os.Geteuid(), Gid: os.Getegid(), DirMode: 0o700, FileMode: 0o600}
+	return r.ReplaceFile(WaysFile, []byte(r.Ways().String()+"\n"), own, NoSync)
+}
+
+// RecordedWays is what the last server's RecordWays wrote, "" when no
+// server recorded any.
+func (r *Root) RecordedWays() (string, error) {
+	b, err := r.ReadFile(WaysFile, 4096)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	return strings.TrimSuffix(string(b), "\n"), err
+}
+
+// Portable reports whether recorded ways (Ways.String) name a portable
+// way: fsck says the ways only then, so its output on a store that uses
+// its filesystem's own ways stays as it was.
+func Portable(recorded string) bool {
+	return strings.Contains(recorded, "portable") || strings.Contains(recorded, ": no")
 }
 
 // String says which ways a store uses, for the log, doctor and fsck.
