@@ -288,10 +288,6 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 	}
 	defer lock.Close()
 	log.Info("starting", "version", version(), "root", root, "store", store, "pid", os.Getpid(), "uid", os.Geteuid())
-	log.Info("store ways", "ways", st.Ways().String()) // what the store's filesystem gives (storefs.Ways)
-	if err := st.RecordWays(); err != nil {
-		log.Warn("store ways not recorded for fsck and doctor", "err", err)
-	}
 	// From here on a SIGTERM (a `ctxfs umount` while we start) stops the
 	// server once it serves, instead of killing it half mounted.
 	sig := make(chan os.Signal, 1)
@@ -311,6 +307,12 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 	}
 	defer e.Close()
 	log.Info("store opened", "store", store, "took", time.Since(opening).Round(time.Millisecond).String())
+	// What the store's filesystem gives (storefs.Ways), said and recorded
+	// once the store is known good: a refused start writes nothing.
+	log.Info("store ways", "ways", st.Ways().String())
+	if err := st.RecordWays(); err != nil {
+		log.Warn("store ways not recorded for fsck and doctor", "err", err)
+	}
 	mounts, err := mountFS(e, root)
 	if err != nil {
 		return err
