@@ -50,7 +50,7 @@ func tree(t *testing.T, f *fixture) string {
 }
 
 // TestMoveNeverReplaces: a move onto an existing name (a file, a
-// non-empty directory, a file under a directory) is EEXIST, and nothing
+// directory, empty or not, a file under a directory) is EEXIST, and nothing
 // in the store changes, in every way Move can take.
 func TestMoveNeverReplaces(t *testing.T) {
 	for _, forced := range portableModes {
@@ -60,10 +60,12 @@ func TestMoveNeverReplaces(t *testing.T) {
 			testkit.Must(t, os.WriteFile(f.store+"/home/1000/b", []byte("other\n"), 0o600))
 			testkit.Must(t, os.MkdirAll(f.store+"/home/1000/d/inner", 0o755))
 			testkit.Must(t, os.MkdirAll(f.store+"/home/1000/e/inner", 0o755))
+			testkit.Must(t, os.MkdirAll(f.store+"/home/1000/empty", 0o755))
 			before := tree(t, f)
 			for _, m := range [][2]string{
 				{"home/1000/a/file", "home/1000/b"}, // file over file
 				{"home/1000/d", "home/1000/e"},      // directory over a non-empty one
+				{"home/1000/d", "home/1000/empty"},  // directory over an empty one (rename(2) would replace it)
 				{"home/1000/d", "home/1000/b"},      // directory over a file
 				{"home/1000/b", "home/1000/d"},      // file over a directory
 			} {
