@@ -45,7 +45,7 @@ func (e *Engine) archiveOp(loc *location, req *proto.Request) (*Reply, error) {
 }
 
 // Archive moves the session r, whole, to its archive (SPEC 12): one
-// renameat2(RENAME_NOREPLACE) of its directory, so the archived tree is
+// storefs.Move (never over anything) of its directory, so the archived tree is
 // the live one byte for byte; then its name leaves the index (list,
 // current, by-cwd, by-hash, by-uuid). A protected session is EBUSY, an
 // existing target EEXIST; either way nothing changes. With del the

@@ -161,7 +161,7 @@ func (e *Engine) load(r layout.Ref) (*sess, error) {
 
 // createDir makes the session directory with its initial layout in a
 // hidden temporary directory beside it, then renames it into place with
-// RENAME_NOREPLACE, so that a crash never leaves a half-made session.
+// storefs.Move (never over anything), so a crash never leaves a half-made session.
 func (e *Engine) createDir(r layout.Ref, own storefs.Owner, cwd string) error {
 	return e.createFilled(r, own, filled{cwd: cwd})
 }
@@ -193,7 +193,7 @@ func (e *Engine) createFilled(r layout.Ref, own storefs.Owner, f filled) error {
 	if err := e.layout(tmp, r.Rel(), own, scopeOfHome(r.Home), f); err != nil {
 		return err
 	}
-	if err := e.root.Rename(tmp, r.Rel(), unix.RENAME_NOREPLACE); err != nil {
+	if err := e.root.Move(tmp, r.Rel()); err != nil {
 		return &abi.Error{Op: "create session", Path: r.Name, Errno: abi.Errno(err)}
 	}
 	return e.root.SyncDir(container)

@@ -221,7 +221,7 @@ func TestDerivedFileIsWrittenAgain(t *testing.T) {
 	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
 	testkit.Must(t, env.e.WriteFile(root0, ref, abi.FileState, []byte("idle\n")))
 	spare := filepath.Join(dir, ".state.spare")
-	testkit.Must(t, os.Remove(spare))
+	os.Remove(spare)                        // there after a RENAME_EXCHANGE, gone after a rename over (storefs.Swap)
 	testkit.Must(t, os.Mkdir(spare, 0o700)) // the next state write fails
 	env.send(root0, coder(), `{"op":"send","id":"c2","input":"two"}`)
 	env.e.derived.Flush("", false) // the write behind, which fails

@@ -83,6 +83,7 @@ func runFsck(store string, repair bool) int {
 		},
 		Repaired: func(path, what string) { clearLine(tty); fmt.Printf("%s: repaired: %s\n", path, what) },
 		Progress: progress,
+		Ways:     func(ways string) { fmt.Fprintln(os.Stderr, "ctxfs: fsck: store ways:", ways) },
 	})
 	clearLine(tty)
 	if err != nil {

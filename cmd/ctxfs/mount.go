@@ -307,6 +307,12 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 	}
 	defer e.Close()
 	log.Info("store opened", "store", store, "took", time.Since(opening).Round(time.Millisecond).String())
+	// What the store's filesystem gives (storefs.Ways), said and recorded
+	// once the store is known good: a refused start writes nothing.
+	log.Info("store ways", "ways", st.Ways().String())
+	if err := st.RecordWays(); err != nil {
+		log.Warn("store ways not recorded for fsck and doctor", "err", err)
+	}
 	mounts, err := mountFS(e, root)
 	if err != nil {
 		return err

@@ -59,6 +59,7 @@ type Root struct {
 	shown string // what paths in errors start with: the mount root, or the store path
 	as    *Cred  // whose identity acts on the last name (nil: the server's); see As
 	close *sync.Once
+	ways  *ways // what the store's filesystem gives, probed once (ways.go)
 }
 
 // Open opens the store directory at path (an administrator's path: it is
@@ -69,7 +70,7 @@ func Open(path string) (*Root, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "open store", Path: path, Err: err}
 	}
-	return &Root{fd: fd, path: path, shown: path, close: new(sync.Once)}, nil
+	return &Root{fd: fd, path: path, shown: path, close: new(sync.Once), ways: new(ways)}, nil
 }
 
 // ShowAs returns a Root on the same descriptor whose errors name paths
@@ -477,7 +478,10 @@ func (r *Root) RemoveAll(rel string) error {
 }
 
 // Rename renames oldRel to newRel with renameat2 flags (RENAME_NOREPLACE,
-// RENAME_EXCHANGE or 0). Neither name is followed.
+// RENAME_EXCHANGE or 0), as the filesystem does them: for a user's rename
+// in a free tree, where a flag the store's filesystem lacks is its EINVAL.
+// The store's own moves are Move and Swap (move.go). Neither name is
+// followed.
 func (r *Root) Rename(oldRel, newRel string, flags uint) error {
 	return r.between("rename", oldRel, newRel, func(odir int, oname string, ndir int, nname string) error {
 		return unix.Renameat2(odir, oname, ndir, nname, flags)
@@ -627,5 +631,8 @@ func (r *Root) SyncDir(rel string) error {
 		return err
 	}
 	defer d.Close()
+	if !r.Ways().DirSync {
+		return nil // the filesystem cannot (Ways): its renames are as durable as it makes them
+	}
 	return r.fail("sync", rel, d.Sync())
 }

@@ -18,8 +18,6 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session/layout"
@@ -39,7 +37,7 @@ func Move(root *storefs.Root, r layout.Ref, own storefs.Owner) error {
 	if err := layout.MkdirAll(root, path.Dir(target), own); err != nil {
 		return err
 	}
-	if err := root.Rename(r.Rel(), target, unix.RENAME_NOREPLACE); err != nil {
+	if err := root.Move(r.Rel(), target); err != nil {
 		return err
 	}
 	if err := root.SyncDir(path.Dir(target)); err != nil {
@@ -55,7 +53,7 @@ func Remove(root *storefs.Root, r layout.Ref) error {
 	var b [8]byte
 	rand.Read(b[:])
 	aside := path.Join(r.Container.Rel(), layout.DelDirPrefix+r.Name+"-"+hex.EncodeToString(b[:]))
-	if err := root.Rename(r.Rel(), aside, unix.RENAME_NOREPLACE); err != nil {
+	if err := root.Move(r.Rel(), aside); err != nil {
 		return err
 	}
 	if err := root.SyncDir(r.Container.Rel()); err != nil {

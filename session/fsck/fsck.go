@@ -22,6 +22,7 @@ type Report struct {
 	Problem  func(path, what string) // one line per problem
 	Repaired func(path, what string) // --repair: what was cut
 	Progress func(done, total int)   // after each session
+	Ways     func(ways string)       // the ways the last server recorded (storefs.RecordWays), when one is portable
 }
 
 // Check re-verifies a store from scratch (SPEC section 6): what the store
@@ -41,6 +42,9 @@ func Check(store string, repair, served bool, r Report) (int, error) {
 		return 0, err
 	}
 	defer root.Close()
+	if ways, _ := root.RecordedWays(); r.Ways != nil && storefs.Portable(ways) {
+		r.Ways(ways) // as the server found them at its last mount: fsck does not write to probe
+	}
 	named := map[string]bool{} // what the shape walk named is not named again
 	key, problems, err := fsckMigration(root, repair, r)
 	if err != nil {

@@ -49,7 +49,10 @@ func MkdirAll(root *storefs.Root, rel string, own storefs.Owner) error {
 // It writes the new value into the file's spare twin (".NAME.spare", a dot
 // name the mount never shows) and swaps the two names with one
 // renameat2(RENAME_EXCHANGE): readers see the old or the new value, never a
-// mix. The twin then holds the old value and is rewritten next time. This
+// mix. The twin then holds the old value and is rewritten next time. On a
+// filesystem without RENAME_EXCHANGE (storefs.Swap) the twin is renamed
+// over the file, as atomic for readers, and made again next time: the
+// value is derived, so the old one need not survive. This
 // costs a pwrite and a rename, where a temporary file renamed over the
 // old one cost far more, several times a send
 // (docs/benchmarks.md#derived-values-written-behind). A reader holding the old
@@ -91,7 +94,7 @@ func ReplaceValue(root *storefs.Root, rel string, data []byte, own storefs.Owner
 	if err := root.Replaceable(rel); err != nil {
 		return err // a planted link is left where it is, for fsck to name
 	}
-	err = root.Rename(spare, rel, unix.RENAME_EXCHANGE)
+	err = root.Swap(spare, rel)
 	if errors.Is(err, syscall.ENOENT) { // no old value yet
 		err = root.Rename(spare, rel, 0)
 	}

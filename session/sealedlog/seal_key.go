@@ -82,6 +82,9 @@ func (k *Key) Migrating() bool { return k.unkeyed }
 // It is for the one process that holds the store (the server, fsck
 // --repair).
 func OpenKey(root *storefs.Root, dir string) (*Key, error) {
+	if err := finishMoves(root, dir); err != nil {
+		return nil, err
+	}
 	k, err := ReadKey(root, dir)
 	if err != nil || k.secret != nil {
 		return k, err
@@ -120,13 +123,29 @@ func ReadKey(root *storefs.Root, dir string) (*Key, error) {
 	return &Key{unkeyed: true}, nil
 }
 
+// finishMoves finishes the key moves a crash cut between link and unlink
+// (storefs.Move's portable way): the old name is a second name of the
+// moved key, taken away before anything writes a temporary again.
+func finishMoves(root *storefs.Root, dir string) error {
+	for _, m := range [][2]string{{KeyFile + ".tmp", KeyFile}, {MigratingKeyFile + ".tmp", MigratingKeyFile}, {MigratingKeyFile, KeyFile}} {
+		if err := root.FinishMove(path.Join(dir, m[0]), path.Join(dir, m[1])); err != nil {
+			return osError("open seal key", root.Show(path.Join(dir, m[0])), err)
+		}
+	}
+	return nil
+}
+
 // writeKeyFile makes rel hold secret, durably: written to rel+".tmp"
-// (what a crash left there is overwritten), synced, renamed, the directory
-// synced. It never replaces a key that is there: two keys for one store
-// would make half its seals unprovable.
+// (what a crash left there is removed first, never written through: it
+// may be a second name of a key, see finishMoves), synced, renamed, the
+// directory synced. It never replaces a key that is there: two keys for
+// one store would make half its seals unprovable.
 func writeKeyFile(root *storefs.Root, rel string, secret []byte) error {
 	tmp := rel + ".tmp"
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err := root.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return osError("create seal key", root.Show(tmp), err)
+	}
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return osError("create seal key", root.Show(tmp), err)
 	}
@@ -141,7 +160,7 @@ func writeKeyFile(root *storefs.Root, rel string, secret []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = root.Rename(tmp, rel, unix.RENAME_NOREPLACE)
+		err = root.Move(tmp, rel)
 	}
 	if err == nil {
 		err = root.SyncDir(path.Dir(rel))
@@ -157,7 +176,7 @@ func writeKeyFile(root *storefs.Root, rel string, secret []byte) error {
 // becomes KeyFile (durably), and from now on an unkeyed record is forged.
 func (k *Key) Migrated(root *storefs.Root, dir string) error {
 	from, to := path.Join(dir, MigratingKeyFile), path.Join(dir, KeyFile)
-	if err := root.Rename(from, to, unix.RENAME_NOREPLACE); err != nil {
+	if err := root.Move(from, to); err != nil {
 		return osError("migrate seals", root.Show(to), err)
 	}
 	if err := root.SyncDir(dir); err != nil {

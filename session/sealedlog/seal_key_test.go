@@ -270,3 +270,42 @@ func TestRekeyThenReplay(t *testing.T) {
 	}
 	js.verify()
 }
+
+// TestKeyMoveCutByCrash: where the store moves files by link then unlink
+// (storefs.Move without RENAME_NOREPLACE), a crash between the two leaves
+// a key under two names: the temporary beside the migrating key, or the
+// migrating key beside the key. OpenKey finishes those moves (the old
+// names go), reads the key the move committed, and leaves its bytes as
+// they were.
+func TestKeyMoveCutByCrash(t *testing.T) {
+	t.Setenv(storefs.PortableEnv, "all")
+	r, dir := storeRoot(t)
+	state := filepath.Join(dir, "state")
+	k, err := OpenKey(r, "state")
+	testkit.Must(t, err)
+	testkit.Must(t, os.Link(filepath.Join(state, MigratingKeyFile), filepath.Join(state, MigratingKeyFile+".tmp")))
+	again, err := OpenKey(r, "state")
+	if err != nil || !bytes.Equal(again.secret, k.secret) || !again.Migrating() {
+		t.Fatalf("OpenKey after a cut key write: %+v, %v", again, err)
+	}
+	wantNames(t, state, MigratingKeyFile)
+	testkit.Must(t, os.Link(filepath.Join(state, MigratingKeyFile), filepath.Join(state, KeyFile)))
+	done, err := OpenKey(r, "state")
+	if err != nil || !bytes.Equal(done.secret, k.secret) || done.Migrating() {
+		t.Fatalf("OpenKey after a cut migration: %+v, %v", done, err)
+	}
+	wantNames(t, state, KeyFile)
+}
+
+// wantNames fails the test unless dir holds exactly names.
+func wantNames(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	ents, _ := os.ReadDir(dir)
+	var got []string
+	for _, e := range ents {
+		got = append(got, e.Name())
+	}
+	if strings.Join(got, " ") != strings.Join(names, " ") {
+		t.Fatalf("%s holds %v, want %v", dir, got, names)
+	}
+}

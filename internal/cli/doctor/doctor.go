@@ -494,6 +494,34 @@ func (d *doctor) checkStore() {
 	if len(d.found) == before {
 		d.ok(check, note)
 	}
+	d.checkStoreWays(real, owner)
+}
+
+// checkStoreWays says which ways the store's filesystem makes the store
+// use (storefs.Ways: renameat2's flags or their portable ways), as the
+// server recorded them at its last mount (doctor never writes to probe);
+// the record is the server's alone, so only its uid or root reads it.
+func (d *doctor) checkStoreWays(store string, owner int) {
+	check := "store ways"
+	if os.Geteuid() != owner && os.Geteuid() != 0 {
+		d.ok(check, "not read: run ctx doctor as the store's owner or root")
+		return
+	}
+	r, err := storefs.Open(store)
+	if err != nil {
+		d.ok(check, "not read: "+errText(err))
+		return
+	}
+	defer r.Close()
+	ways, err := r.RecordedWays()
+	switch {
+	case err != nil:
+		d.ok(check, "not read: "+errText(err))
+	case ways == "":
+		d.ok(check, "not known yet: the server records them when it mounts")
+	default:
+		d.ok(check, ways)
+	}
 }
 
 // storePath is the store to check and the uid that must own it:
