@@ -139,7 +139,12 @@ func probeIn(dirfd int) Ways {
 		unix.Close(fd)
 	}
 	w.Resolve = true // the scratch was opened by openat2
-	w.NoReplace = unix.Renameat2(dirfd, "a", dirfd, "b", unix.RENAME_NOREPLACE) == unix.EEXIST
+	// Both halves: a filesystem may take the flag where it refuses anyway
+	// and not where it must move (MooseFS: EEXIST onto an existing name,
+	// EINVAL onto a missing one).
+	w.NoReplace = unix.Renameat2(dirfd, "a", dirfd, "b", unix.RENAME_NOREPLACE) == unix.EEXIST &&
+		unix.Renameat2(dirfd, "a", dirfd, "d", unix.RENAME_NOREPLACE) == nil &&
+		unix.Renameat(dirfd, "d", dirfd, "a") == nil
 	w.Exchange = unix.Renameat2(dirfd, "a", dirfd, "b", unix.RENAME_EXCHANGE) == nil
 	w.Link = unix.Linkat(dirfd, "a", dirfd, "c", 0) == nil
 	if fd, err := unix.Openat(dirfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600); err == nil {
