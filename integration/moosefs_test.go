@@ -44,6 +44,12 @@ func TestMooseFSSemantics(t *testing.T) {
 				t.Errorf("%s: %v, measured EINVAL", c.name, err)
 			}
 		}
+		// Onto a name that is there, RENAME_NOREPLACE is EEXIST: a probe
+		// that tries only that case wrongly finds the flag supported.
+		err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(a, "x"), unix.AT_FDCWD, filepath.Join(a, "y"), unix.RENAME_NOREPLACE)
+		if !errors.Is(err, unix.EEXIST) {
+			t.Errorf("RENAME_NOREPLACE onto an existing name: %v, measured EEXIST", err)
+		}
 		if got := fileBytes(t, filepath.Join(b, "x")) + fileBytes(t, filepath.Join(b, "y")); got != "xy" {
 			t.Errorf("a refused rename moved something: x+y = %q", got)
 		}
