@@ -2,8 +2,11 @@
 # Installs what the tests need (Debian packages) when any is missing, and
 # the Go modules. Run as root on a fresh machine; a no-op once installed.
 set -euo pipefail
+# MooseFS 3 (moosefs-*): the distributed filesystem the integration tests
+# start in a network namespace (integration/moosefs_helpers_test.go); its
+# packages ship no running service here (no systemd), the tests start it.
 need=()
-for pair in fusermount3:fuse3 jq:jq stress-ng:stress-ng fio:fio setfattr:attr less:less setpriv:util-linux python3:python3 strace:strace busybox:busybox-static sqlite3:sqlite3; do
+for pair in fusermount3:fuse3 jq:jq stress-ng:stress-ng fio:fio setfattr:attr less:less setpriv:util-linux python3:python3 strace:strace busybox:busybox-static sqlite3:sqlite3 ip:iproute2 mfsmaster:moosefs-master mfschunkserver:moosefs-chunkserver mfsmount:moosefs-client; do
 	cmd=${pair%%:*} pkg=${pair##*:}
 	command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done

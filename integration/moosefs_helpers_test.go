@@ -1,0 +1,275 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
+)
+
+// A MooseFS 3 cluster for the tests, on this one machine: its master and
+// chunkserver run inside a network namespace the test makes, reached over
+// a veth pair with addresses of the test's own (the chunkserver refuses a
+// loopback address for its link to the master), and two mfsmount clients
+// on the host stand in for two hosts. Everything lives under t.TempDir and
+// is stopped by PID in t.Cleanup; every wait is bounded, and the clients
+// turn a master that stops answering into EIO (mfstimeout) rather than a
+// hang.
+
+// moosefs is one running cluster: the two client mounts and the master's
+// address they use.
+type moosefs struct {
+	a, b   string // the two mfsmount mountpoints ("host A", "host B")
+	master string // the master's address inside the namespace
+	dir    string // config, data and logs
+	mounts map[string]*exec.Cmd
+}
+
+// mfsClientTimeout is mfsmount's mfstimeout: an operation the master does
+// not answer within it fails with EIO instead of blocking the test.
+const mfsClientTimeout = 30
+
+// mfsSeq numbers the clusters of one test binary: each gets its own
+// namespace, veth and /30.
+var mfsSeq atomic.Int32
+
+// requireMooseFS skips a test when the MooseFS packages (or root, or ip)
+// are missing; with CTXFS_REQUIRE_MOOSEFS=1 (CI) it fails instead.
+func requireMooseFS(t testing.TB) {
+	t.Helper()
+	requireFUSE(t)
+	var missing []string
+	for _, bin := range []string{"mfsmaster", "mfschunkserver", "mfsmount", "ip"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			missing = append(missing, bin)
+		}
+	}
+	if _, err := os.Stat(mfsEmptyMetadata); err != nil {
+		missing = append(missing, mfsEmptyMetadata)
+	}
+	if len(missing) == 0 {
+		return
+	}
+	why := fmt.Sprintf("MooseFS missing (%s): scripts/deps.sh installs moosefs-master, moosefs-chunkserver, moosefs-client", strings.Join(missing, ", "))
+	if os.Getenv("CTXFS_REQUIRE_MOOSEFS") == "1" {
+		t.Fatalf("%s (CTXFS_REQUIRE_MOOSEFS=1)", why)
+	}
+	t.Skip(why)
+}
+
+// mfsEmptyMetadata is the empty filesystem moosefs-master ships: a new
+// master starts from a copy of it.
+const mfsEmptyMetadata = "/var/lib/mfs/metadata.mfs.empty"
+
+// startMooseFS starts a cluster and returns it once both client mounts
+// are up and a file written through one is read through the other.
+func startMooseFS(t testing.TB) *moosefs {
+	t.Helper()
+	requireMooseFS(t)
+	n := int(mfsSeq.Add(1))
+	id := fmt.Sprintf("%d-%d", os.Getpid()%100000, n)
+	hostAddr, nsAddr := mfsAddrs(os.Getpid(), n)
+	m := &moosefs{dir: t.TempDir(), master: nsAddr, mounts: map[string]*exec.Cmd{}}
+	openToAll(t, filepath.Join(m.dir, "x"))
+	os.Chmod(m.dir, 0o755)
+	ns, vethHost, vethNS := "ctxfs-mfs-"+id, "mfh"+id, "mfn"+id
+	var daemons []*exec.Cmd
+	t.Cleanup(func() {
+		m.unmountAll(t)
+		for i := len(daemons) - 1; i >= 0; i-- { // the chunkserver, then the master
+			killGroup(daemons[i])
+		}
+		mfsRun(t, "ip", "netns", "del", ns)
+		mfsRun(t, "ip", "link", "del", vethHost) // gone with the namespace, unless the move failed
+	})
+	for _, args := range [][]string{
+		{"netns", "add", ns},
+		{"link", "add", vethHost, "type", "veth", "peer", "name", vethNS},
+		{"link", "set", vethNS, "netns", ns},
+		{"addr", "add", hostAddr + "/30", "dev", vethHost},
+		{"link", "set", vethHost, "up"},
+		{"-n", ns, "addr", "add", nsAddr + "/30", "dev", vethNS},
+		{"-n", ns, "link", "set", vethNS, "up"},
+		{"-n", ns, "link", "set", "lo", "up"},
+	} {
+		if out, err := mfsRun(t, "ip", args...); err != nil {
+			t.Fatalf("ip %v: %v\n%s", args, err, out)
+		}
+	}
+	m.writeConfig(t)
+	daemons = append(daemons, m.startDaemon(t, ns, "mfsmaster"))
+	daemons = append(daemons, m.startDaemon(t, ns, "mfschunkserver"))
+	// A write before the chunkserver has scanned its folder and registered
+	// waits for chunk space (mfsmount retries "No space left" on and on).
+	eventually(t, 30*time.Second, "the chunkserver scanned its folder and registered with the master", func() bool {
+		master, _ := os.ReadFile(filepath.Join(m.dir, "mfsmaster.log"))
+		cs, _ := os.ReadFile(filepath.Join(m.dir, "mfschunkserver.log"))
+		return strings.Contains(string(master), "chunkserver register end") && strings.Contains(string(cs), ": complete")
+	})
+	m.a, m.b = m.mount(t, "a"), m.mount(t, "b")
+	m.waitUsable(t)
+	// A new volume's root is 0777; a store's server refuses a directory
+	// above its store that every user may write.
+	testkit.Must(t, os.Chmod(m.a, 0o755))
+	return m
+}
+
+// mfsAddrs picks the /30 of cluster n of this process in 10.213.0.0/16
+// (private, and unlikely to be any network of this machine's), skipping
+// a block an interface here already uses: the host's end, then the
+// namespace's.
+func mfsAddrs(pid, n int) (host, ns string) {
+	used, _ := exec.Command("ip", "-br", "addr").Output()
+	for try := 0; ; try++ {
+		block := ((pid*31 + n + try*7919) % 16384) * 4
+		host = fmt.Sprintf("10.213.%d.%d", block/256, block%256+1)
+		ns = fmt.Sprintf("10.213.%d.%d", block/256, block%256+2)
+		if !strings.Contains(string(used), host+"/") && !strings.Contains(string(used), ns+"/") || try > 100 {
+			return host, ns
+		}
+	}
+}
+
+// writeConfig writes the master's and the chunkserver's config: they run
+// as root (their data is under the test's temporary directory), listen on
+// the namespace's address only, and the chunkserver stores its chunks in
+// a directory of its own, leaving 1 GiB of the disk free. (A size cap on
+// that line, "PATH 2GiB", made the chunkserver report its space as all
+// used, and every write waited for space.)
+func (m *moosefs) writeConfig(t testing.TB) {
+	for _, d := range []string{"master", "chunkserver", "hdd"} {
+		testkit.Must(t, os.MkdirAll(filepath.Join(m.dir, d), 0o755))
+	}
+	meta, err := os.ReadFile(mfsEmptyMetadata)
+	testkit.Must(t, err)
+	files := map[string]string{
+		"master/metadata.mfs": string(meta),
+		"mfsexports.cfg":      "*\t/\trw,alldirs,admin,maproot=0:0\n",
+		"mfstopology.cfg":     "",
+		"mfshdd.cfg":          filepath.Join(m.dir, "hdd") + "\n",
+		"mfsmaster.cfg": mfsConfig(map[string]string{
+			"DATA_PATH":          filepath.Join(m.dir, "master"),
+			"EXPORTS_FILENAME":   filepath.Join(m.dir, "mfsexports.cfg"),
+			"TOPOLOGY_FILENAME":  filepath.Join(m.dir, "mfstopology.cfg"),
+			"MATOML_LISTEN_HOST": m.master,
+			"MATOCS_LISTEN_HOST": m.master,
+			"MATOCL_LISTEN_HOST": m.master,
+		}),
+		"mfschunkserver.cfg": mfsConfig(map[string]string{
+			"DATA_PATH":               filepath.Join(m.dir, "chunkserver"),
+			"HDD_CONF_FILENAME":       filepath.Join(m.dir, "mfshdd.cfg"),
+			"HDD_LEAVE_SPACE_DEFAULT": "1GiB",
+			"MASTER_HOST":             m.master,
+			"BIND_HOST":               m.master,
+			"CSSERV_LISTEN_HOST":      m.master,
+		}),
+	}
+	for name, text := range files {
+		testkit.Must(t, os.WriteFile(filepath.Join(m.dir, name), []byte(text), 0o644))
+	}
+}
+
+// mfsConfig is a daemon's config file: these keys, and those every daemon
+// here shares (root, no priority or memory games, no syslog name clash).
+func mfsConfig(keys map[string]string) string {
+	var b strings.Builder
+	for k, v := range map[string]string{"WORKING_USER": "root", "WORKING_GROUP": "root", "NICE_LEVEL": "0", "LOCK_MEMORY": "0"} {
+		fmt.Fprintf(&b, "%s = %s\n", k, v)
+	}
+	for k, v := range keys {
+		fmt.Fprintf(&b, "%s = %s\n", k, v)
+	}
+	return b.String()
+}
+
+// startDaemon runs mfsmaster or mfschunkserver in the foreground inside
+// the namespace (ip netns exec execs it: the PID is the daemon's), its
+// output in NAME.log.
+func (m *moosefs) startDaemon(t testing.TB, ns, name string) *exec.Cmd {
+	log, err := os.Create(filepath.Join(m.dir, name+".log"))
+	testkit.Must(t, err)
+	defer log.Close()
+	cmd := exec.Command("ip", "netns", "exec", ns, name, "-c", filepath.Join(m.dir, name+".cfg"), "-f", "start")
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	testkit.Must(t, cmd.Start())
+	return cmd
+}
+
+// mount starts one mfsmount client in the foreground on a new directory
+// and waits for its mount.
+func (m *moosefs) mount(t testing.TB, name string) string {
+	dir := filepath.Join(m.dir, "mnt-"+name)
+	testkit.Must(t, os.MkdirAll(dir, 0o755))
+	log, err := os.Create(filepath.Join(m.dir, "mfsmount-"+name+".log"))
+	testkit.Must(t, err)
+	defer log.Close()
+	cmd := exec.Command("mfsmount", "-f", dir, "-H", m.master, "-P", "9421",
+		"-o", fmt.Sprintf("mfstimeout=%d", mfsClientTimeout))
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	testkit.Must(t, cmd.Start())
+	m.mounts[dir] = cmd
+	eventually(t, 30*time.Second, "mfsmount at "+dir, func() bool { return mountsAt(dir) == 1 })
+	return dir
+}
+
+// waitUsable waits until a file written through mount a is read back
+// through mount b: the chunkserver has reported its space.
+func (m *moosefs) waitUsable(t testing.TB) {
+	eventually(t, 30*time.Second, "a file written on one client read on the other", func() bool {
+		if err := os.WriteFile(filepath.Join(m.a, ".ready"), []byte("ready"), 0o644); err != nil {
+			return false
+		}
+		b, err := os.ReadFile(filepath.Join(m.b, ".ready"))
+		return err == nil && string(b) == "ready"
+	})
+	os.Remove(filepath.Join(m.a, ".ready"))
+}
+
+// unmountAll detaches both clients (lazily: a test may leave a file open)
+// and kills their processes.
+func (m *moosefs) unmountAll(t testing.TB) {
+	for dir, cmd := range m.mounts {
+		mfsRun(t, "umount", "-l", dir)
+		killGroup(cmd)
+		delete(m.mounts, dir)
+	}
+}
+
+// killClient SIGKILLs the mfsmount behind dir ("the host dies") and
+// detaches its dead mount.
+func (m *moosefs) killClient(t testing.TB, dir string) {
+	cmd := m.mounts[dir]
+	killGroup(cmd)
+	mfsRun(t, "umount", "-l", dir)
+	delete(m.mounts, dir)
+}
+
+// mfsRun runs a set-up command with a deadline and returns its output.
+func mfsRun(t testing.TB, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), cmdLimit)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	return string(out), err
+}
+
+// killGroup SIGKILLs a daemon's process group (the master forks a data
+// writer) by its id, and reaps the daemon.
+func killGroup(cmd *exec.Cmd) {
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+	}
+}
