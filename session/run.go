@@ -266,16 +266,23 @@ func (s *sess) writeFileDurably(name, value string) error {
 // closeInterruptedRun ends a run that started but never finished because
 // the server died: an error event with code EINTR, done error, state error.
 func (s *sess) closeInterruptedRun(rec *clientRecord) {
-	now := abi.TS(time.Now())
-	errEv := proto.NewObject("type", proto.FrameError, "run", rec.run, "code", abi.ErrnoName(syscall.EINTR),
-		"message", "the run was interrupted: the server stopped while it was active", "ts", now)
-	done := proto.NewObject("type", proto.FrameDone, "run", rec.run, "status", "error", "interrupted", true, "ts", now)
+	errEv, done := errorEnd(rec.run, syscall.EINTR, "the run was interrupted: the server stopped while it was active", "interrupted", true)
 	for _, f := range s.e.childFiles(s.rel, requester(rec)).Interrupted() { // the children it followed end with it (SPEC 18)
 		s.appendEvents(stamp(f, rec.run, time.Now()))
 	}
 	s.e.childFiles(children.ParentSession(rec.start.Str("parent_session"), s.ref.Home), requester(rec)).Closed(rec.run)
 	s.endRun(rec, errEv, done)
 	s.e.cfg.Log.Warn("run error", s.logAttrs(rec.run, rec.scope, "status", abi.StateError, "error", abi.ErrnoName(syscall.EINTR), "interrupted", true)...)
+}
+
+// errorEnd is the end of a run that failed outside its agent's frames:
+// its error event (errno and words) and its done error, with extra fields
+// before the time stamp, both stamped now.
+func errorEnd(run string, errno syscall.Errno, message string, extra ...any) (errEv, done *proto.Object) {
+	now := abi.TS(time.Now())
+	errEv = proto.NewObject("type", proto.FrameError, "run", run, "code", abi.ErrnoName(errno), "message", message, "ts", now)
+	done = proto.NewObject(append(append([]any{"type", proto.FrameDone, "run", run, "status", abi.StateError}, extra...), "ts", now)...)
+	return errEv, done
 }
 
 // pendingEnd is the end of a run that could not be recorded when it came

@@ -268,10 +268,7 @@ func (rn *run) fail(err error) {
 	rn.broken = err
 	rn.cancelRun()                         // damaged or full history is never built upon
 	rn.s.e.kids.End(rn.id, abi.StateError) // its children end too; that cannot be recorded here either
-	now := abi.TS(time.Now())
-	errEv := proto.NewObject("type", proto.FrameError, "run", rn.id, "code", abi.ErrnoName(abi.Errno(err)),
-		"message", "the run's frames could not be recorded: "+err.Error(), "ts", now)
-	done := proto.NewObject("type", proto.FrameDone, "run", rn.id, "status", abi.StateError, "ts", now)
+	errEv, done := errorEnd(rn.id, abi.Errno(err), "the run's frames could not be recorded: "+err.Error())
 	rn.s.mu.Lock()
 	rn.ending = true
 	rn.s.mu.Unlock()

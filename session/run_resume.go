@@ -159,10 +159,7 @@ func (e *Engine) restartRun(r layout.Ref, rec *clientRecord) (*run, error) {
 
 // closeUnresumable ends a dormant run that cannot go on.
 func (s *sess) closeUnresumable(rec *clientRecord, why error) {
-	now := abi.TS(time.Now())
-	errEv := proto.NewObject("type", proto.FrameError, "run", rec.run, "code", abi.ErrnoName(abi.Errno(why)),
-		"message", "the run could not be resumed: "+why.Error(), "ts", now)
-	done := proto.NewObject("type", proto.FrameDone, "run", rec.run, "status", abi.StateError, "ts", now)
+	errEv, done := errorEnd(rec.run, abi.Errno(why), "the run could not be resumed: "+why.Error())
 	s.endRun(rec, errEv, done)
 	s.e.running.End(rec.run)
 }

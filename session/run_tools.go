@@ -48,8 +48,9 @@ type delivery struct {
 // Approve records the call's approval_request, waits for the decision and
 // records it (approval_result). A stop cancels the run: done cancelled.
 func (h *toolHost) Approve(ctx context.Context, c agent.ToolCall) (string, string) {
-	req := proto.NewObject("type", proto.FrameApprovalRequest, "id", c.ID, "name", c.Name, "arguments", provider.ArgsObject(c.Arguments))
-	d, ok := h.wait(ctx, waiting.Call{Kind: waiting.KindApproval, Name: c.Name, Arguments: provider.ArgsObject(c.Arguments)}, c.ID, req)
+	args := provider.ArgsObject(c.Arguments)
+	req := proto.NewObject("type", proto.FrameApprovalRequest, "id", c.ID, "name", c.Name, "arguments", args)
+	d, ok := h.wait(ctx, waiting.Call{Kind: waiting.KindApproval, Name: c.Name, Arguments: args}, c.ID, req)
 	if !ok {
 		return agent.DecisionStop, ""
 	}

@@ -33,9 +33,9 @@ const (
 // a time and makes at most its steps of them.
 const answeredPerRun = 64
 
-// MaxCallIDBytes bounds a call id: the model names its calls, and the
-// registry keeps the ids of answered ones.
-const MaxCallIDBytes = 256
+// MaxCallIDBytes bounds a call id (the model names its calls, and the
+// registry keeps the ids of answered ones): the requests' own bound.
+const MaxCallIDBytes = proto.MaxCallIDBytes
 
 // Key names one call: its run, and the id the model gave the call.
 type Key struct{ Run, Call string }
