@@ -218,3 +218,38 @@ func TestFollowerWithoutWriter(t *testing.T) {
 		t.Fatalf("ping with an engine: %v", f)
 	}
 }
+
+// TestRelayedHangUp: a client of the follower that hangs up while its
+// send's run goes on (the program sleeps) ends the relay and the writer's
+// serving of it: both give the caller's connection back, long before the
+// run ends.
+func TestRelayedHangUp(t *testing.T) {
+	h := newTwoHosts(t)
+	for _, root := range []string{h.wroot, h.froot} {
+		testkit.Must(t, os.MkdirAll(filepath.Join(root, "agent", "sleeper.d"), 0o755))
+		testkit.Must(t, os.WriteFile(filepath.Join(root, "agent", "sleeper"), []byte("#!/bin/sh\nexec sleep 60\n"), 0o755))
+	}
+	// The run works in its root under the mount, which this test has not:
+	// the bare directory stands in.
+	runDir := filepath.Join(h.wroot, "home", "1001", "agent", "sleeper", "root")
+	testkit.Must(t, os.MkdirAll(runDir, 0o755))
+	testkit.Must(t, os.Chown(runDir, 1001, 1001))
+	fsock := abi.SocketPath(h.froot, abi.KindAgent, "sleeper")
+	within(t, 3*rescanPeriod, "the follower's sleeper socket", func() bool { return isSocket(fsock) })
+	within(t, 3*rescanPeriod, "the writer's sleeper socket", func() bool {
+		return isSocket(abi.SocketPath(h.wroot, abi.KindAgent, "sleeper"))
+	})
+	cmd := exec.Command("/usr/bin/python3", "-c", rawRequest, fsock, `{"op":"send","id":"z","session":"z","input":"sleep"}`+"\n")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1001, Gid: 1001}}
+	testkit.Must(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	writerConns := h.writer.engine.Load().Limits().Conns
+	within(t, 10*time.Second, "the send relayed and served", func() bool {
+		return h.follower.relayed.Held(1001) == 1 && writerConns.Held(1001) == 1
+	})
+	testkit.Must(t, cmd.Process.Kill())
+	cmd.Wait()
+	within(t, 10*time.Second, "the connection given back at both hosts", func() bool {
+		return h.follower.relayed.Held(1001) == 0 && writerConns.Held(1001) == 0
+	})
+}
