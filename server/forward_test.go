@@ -84,7 +84,10 @@ import socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.settimeout(30)
 s.connect(sys.argv[1])
-s.sendall(sys.argv[2].encode())
+try:
+    s.sendall(sys.argv[2].encode())
+except (BrokenPipeError, ConnectionResetError):
+    pass  # refused at once: the answer is there to read
 while True:
     try:
         d = s.recv(65536)
