@@ -51,6 +51,14 @@ func (s *served) count() int {
 	return len(s.hellos) + s.bytes.Len()
 }
 
+// wantNone fails the test if anything reached serve.
+func (s *served) wantNone(t *testing.T) {
+	t.Helper()
+	if n := s.count(); n != 0 {
+		t.Fatalf("serve was reached (%d hellos and bytes)", n)
+	}
+}
+
 // echoListener listens as id; serve admits each hello, records it, and
 // echoes one line back.
 func echoListener(t *testing.T, id *ca.Identity) (*Listener, *served) {
@@ -115,9 +123,8 @@ func TestOtherCARefusedBothWays(t *testing.T) {
 	if !errors.As(err, &unknown) {
 		t.Fatalf("dial to a writer of another CA: %v, want an unknown authority", err)
 	}
-	if rec.count() != 0 || fakeRec.count() != 0 {
-		t.Fatalf("serve was reached: %d, %d", rec.count(), fakeRec.count())
-	}
+	rec.wantNone(t)
+	fakeRec.wantNone(t)
 }
 
 // TestPlainTCPRefused: a plain TCP client's request never reaches serve,
@@ -131,9 +138,10 @@ func TestPlainTCPRefused(t *testing.T) {
 	conn.Write([]byte(`{"host":"beta","uid":0,"gid":0,"kind":"agent","owner":"coder"}` + "\n" + `{"op":"send","input":"x"}` + "\n"))
 	conn.SetReadDeadline(time.Now().Add(2 * HelloDeadline))
 	got, _ := io.ReadAll(conn)
-	if bytes.Contains(got, []byte("ok")) || rec.count() != 0 {
-		t.Fatalf("a plain client got %q, serve saw %d", got, rec.count())
+	if bytes.Contains(got, []byte("ok")) {
+		t.Fatalf("a plain client got %q", got)
 	}
+	rec.wantNone(t)
 }
 
 // TestHelloForAnotherHostRefused: beta's certificate with a hello naming
@@ -145,9 +153,7 @@ func TestHelloForAnotherHostRefused(t *testing.T) {
 	h.Host = "alpha"
 	_, err := Dial(context.Background(), l.Addr().String(), c.beta, h)
 	testkit.WantErrno(t, "hello naming another host", err, syscall.EACCES, "beta")
-	if rec.count() != 0 {
-		t.Fatal("serve was reached")
-	}
+	rec.wantNone(t)
 }
 
 // TestOldTLSRefused: a client of the cluster offering at most TLS 1.2
@@ -162,9 +168,7 @@ func TestOldTLSRefused(t *testing.T) {
 		conn.Close()
 		t.Fatal("a TLS 1.2 handshake succeeded")
 	}
-	if rec.count() != 0 {
-		t.Fatal("serve was reached")
-	}
+	rec.wantNone(t)
 }
 
 // TestOversizedHelloRefused: a hello longer than MaxHelloBytes is
@@ -183,9 +187,7 @@ func TestOversizedHelloRefused(t *testing.T) {
 	h.Groups = make([]uint32, MaxHelloBytes/2)
 	_, err = Dial(context.Background(), l.Addr().String(), c.beta, h)
 	testkit.WantErrno(t, "dialing with an oversized hello", err, syscall.EMSGSIZE)
-	if rec.count() != 0 {
-		t.Fatal("serve was reached")
-	}
+	rec.wantNone(t)
 }
 
 // TestHelloBadTargetRefused: a hello for no socket a host could have
@@ -197,9 +199,7 @@ func TestHelloBadTargetRefused(t *testing.T) {
 	h.Owner = "../../etc"
 	_, err := Dial(context.Background(), l.Addr().String(), c.beta, h)
 	testkit.WantErrno(t, "hello for ../../etc", err, syscall.EINVAL)
-	if rec.count() != 0 {
-		t.Fatal("serve was reached")
-	}
+	rec.wantNone(t)
 }
 
 // TestSilentClientDropped: a client that finishes the handshake and
@@ -215,9 +215,7 @@ func TestSilentClientDropped(t *testing.T) {
 	if errors.Is(err, syscall.ETIMEDOUT) || isTimeout(err) {
 		t.Fatalf("not dropped within %v", 3*HelloDeadline)
 	}
-	if rec.count() != 0 {
-		t.Fatal("serve was reached")
-	}
+	rec.wantNone(t)
 }
 
 func isTimeout(err error) bool {
