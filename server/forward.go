@@ -10,6 +10,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/session"
 	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // Several hosts, one store (SPEC 19): one writer host runs the engine;
@@ -48,6 +49,12 @@ func (s *Sockets) SetForward(fn ForwardFunc) {
 	s.forward.Store(&fn)
 }
 
+// SetRelayQuota sets the bound on each uid's connections relayed at once
+// (a follower has no engine whose quota it could use); by default the
+// connections quota of quota.NewLimits with no configuration. A
+// connection already relayed gives its place back to the quota it took.
+func (s *Sockets) SetRelayQuota(q *quota.Quota) { s.relayed.Store(q) }
+
 // ServeRemote answers the one request of conn, relayed by another host
 // that vouches for caller c at target t, exactly as a local connection of
 // c's to t: c's quota of connections, the request deadline, the engine's
@@ -70,11 +77,12 @@ func (s *Sockets) relay(lc *net.UnixConn, c layout.Caller, t session.Target, fn 
 	w := writers.Get().(*bufio.Writer)
 	w.Reset(lc)
 	defer func() { w.Reset(nil); writers.Put(w) }()
-	if err := s.relayed.Take(c.Uid); err != nil {
+	q := s.relayed.Load()
+	if err := q.Take(c.Uid); err != nil {
 		s.refuse(nil, lc, w, err, c, t, nil)
 		return
 	}
-	defer s.relayed.Give(c.Uid)
+	defer q.Give(c.Uid)
 	rc, err := fn(c, t)
 	if err != nil {
 		s.refuse(nil, lc, w, err, c, t, nil)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/session"
 	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // Several hosts, one store (SPEC 19): a follower host (sockets with no
@@ -34,7 +36,10 @@ type twoHosts struct {
 	writer, follower    *Sockets
 }
 
-func newTwoHosts(t *testing.T) *twoHosts {
+func newTwoHosts(t *testing.T) *twoHosts { return newTwoHostsWith(t, quota.LimitConfig{}) }
+
+// newTwoHostsWith is newTwoHosts with the writer's engine's limits.
+func newTwoHostsWith(t *testing.T, limits quota.LimitConfig) *twoHosts {
 	t.Helper()
 	base := t.TempDir()
 	for d := base; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
@@ -44,7 +49,12 @@ func newTwoHosts(t *testing.T) *twoHosts {
 	for _, root := range []string{h.wroot, h.froot} {
 		testkit.Must(t, os.MkdirAll(filepath.Join(root, "agent", "coder.d"), 0o755))
 	}
-	h.writer = serveRoot(t, h.wroot, h.store)
+	e, err := session.Open(session.Config{Store: h.store, Root: h.wroot, Limits: limits})
+	testkit.Must(t, err)
+	t.Cleanup(func() { e.Close() })
+	h.writer, err = ServeSockets(e, h.wroot, nil)
+	testkit.Must(t, err)
+	t.Cleanup(h.writer.Close)
 	alpha, beta := hostIdentities(t, base)
 	l, err := peer.Listen("127.0.0.1:0", alpha, func(conn net.Conn, hello peer.Hello) {
 		if peer.Admit(conn) == nil {
@@ -222,37 +232,82 @@ func TestFollowerWithoutWriter(t *testing.T) {
 	}
 }
 
+// defineSleeper defines the agent sleeper at both hosts: its program
+// sleeps a minute, so a send's reply holds its connection.
+func (h *twoHosts) defineSleeper(t *testing.T) {
+	t.Helper()
+	for _, root := range []string{h.wroot, h.froot} {
+		testkit.Must(t, os.MkdirAll(filepath.Join(root, "agent", "sleeper.d"), 0o755))
+		testkit.Must(t, os.WriteFile(filepath.Join(root, "agent", "sleeper"), []byte("#!/bin/sh\nexec sleep 60\n"), 0o755))
+	}
+	// A run works in its root under the mount, which these tests have
+	// not: the bare directories stand in.
+	for _, uid := range []int{1001, 1002} {
+		runDir := filepath.Join(h.wroot, "home", fmt.Sprint(uid), "agent", "sleeper", "root")
+		testkit.Must(t, os.MkdirAll(runDir, 0o755))
+		testkit.Must(t, os.Chown(runDir, uid, uid))
+	}
+	for _, root := range []string{h.wroot, h.froot} {
+		sock := abi.SocketPath(root, abi.KindAgent, "sleeper")
+		within(t, 3*rescanPeriod, "a socket at "+sock, func() bool { return isSocket(sock) })
+	}
+}
+
+// sleepAs starts uid's send to the sleeper at sock, its reply held until
+// the client is killed (at the latest when the test ends).
+func sleepAs(t *testing.T, uid uint32, sock string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("/usr/bin/python3", "-c", rawRequest, sock, fmt.Sprintf(`{"op":"send","id":"z","session":"z%d","input":"sleep"}`, time.Now().UnixNano())+"\n")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	testkit.Must(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// TestRelayedConnsBounded: the writer's bound on a uid's connections
+// holds for relayed ones as for local ones (EAGAIN beyond, other uids
+// served), and so does the follower's own bound on a uid's relayed
+// connections.
+func TestRelayedConnsBounded(t *testing.T) {
+	h := newTwoHostsWith(t, quota.LimitConfig{ConnsPerUid: 2})
+	h.defineSleeper(t)
+	fsock := abi.SocketPath(h.froot, abi.KindAgent, "sleeper")
+	coder := abi.SocketPath(h.froot, abi.KindAgent, "coder")
+	writerConns := h.writer.engine.Load().Limits().Conns
+	sleepAs(t, 1001, fsock)
+	sleepAs(t, 1001, fsock)
+	within(t, 10*time.Second, "1001's two relayed sends served", func() bool { return writerConns.Held(1001) == 2 })
+	wantError(t, "1001's third relayed connection", requestAs(t, 1001, coder, `{"op":"ping"}`), "EAGAIN")
+	if f := lastFrame(t, requestAs(t, 1002, coder, `{"op":"ping"}`)); f["type"] != "pong" {
+		t.Fatalf("1002's ping beside 1001's full quota: %v", f)
+	}
+
+	relayed := quota.New("connections", syscall.EAGAIN, 1, 16)
+	h.follower.SetRelayQuota(relayed)
+	sleepAs(t, 1002, fsock)
+	within(t, 10*time.Second, "1002's relayed send", func() bool { return relayed.Held(1002) == 1 })
+	before := writerConns.Held(1002)
+	wantError(t, "1002's second relayed connection at the follower", requestAs(t, 1002, coder, `{"op":"ping"}`), "EAGAIN")
+	if writerConns.Held(1002) != before {
+		t.Fatal("a connection refused at the follower reached the writer")
+	}
+}
+
 // TestRelayedHangUp: a client of the follower that hangs up while its
 // send's run goes on (the program sleeps) ends the relay and the writer's
 // serving of it: both give the caller's connection back, long before the
 // run ends.
 func TestRelayedHangUp(t *testing.T) {
 	h := newTwoHosts(t)
-	for _, root := range []string{h.wroot, h.froot} {
-		testkit.Must(t, os.MkdirAll(filepath.Join(root, "agent", "sleeper.d"), 0o755))
-		testkit.Must(t, os.WriteFile(filepath.Join(root, "agent", "sleeper"), []byte("#!/bin/sh\nexec sleep 60\n"), 0o755))
-	}
-	// The run works in its root under the mount, which this test has not:
-	// the bare directory stands in.
-	runDir := filepath.Join(h.wroot, "home", "1001", "agent", "sleeper", "root")
-	testkit.Must(t, os.MkdirAll(runDir, 0o755))
-	testkit.Must(t, os.Chown(runDir, 1001, 1001))
-	fsock := abi.SocketPath(h.froot, abi.KindAgent, "sleeper")
-	within(t, 3*rescanPeriod, "the follower's sleeper socket", func() bool { return isSocket(fsock) })
-	within(t, 3*rescanPeriod, "the writer's sleeper socket", func() bool {
-		return isSocket(abi.SocketPath(h.wroot, abi.KindAgent, "sleeper"))
-	})
-	cmd := exec.Command("/usr/bin/python3", "-c", rawRequest, fsock, `{"op":"send","id":"z","session":"z","input":"sleep"}`+"\n")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1001, Gid: 1001}}
-	testkit.Must(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	h.defineSleeper(t)
+	cmd := sleepAs(t, 1001, abi.SocketPath(h.froot, abi.KindAgent, "sleeper"))
 	writerConns := h.writer.engine.Load().Limits().Conns
 	within(t, 10*time.Second, "the send relayed and served", func() bool {
-		return h.follower.relayed.Held(1001) == 1 && writerConns.Held(1001) == 1
+		return h.follower.relayed.Load().Held(1001) == 1 && writerConns.Held(1001) == 1
 	})
 	testkit.Must(t, cmd.Process.Kill())
 	cmd.Wait()
 	within(t, 10*time.Second, "the connection given back at both hosts", func() bool {
-		return h.follower.relayed.Held(1001) == 0 && writerConns.Held(1001) == 0
+		return h.follower.relayed.Load().Held(1001) == 0 && writerConns.Held(1001) == 0
 	})
 }

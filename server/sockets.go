@@ -38,7 +38,7 @@ import (
 type Sockets struct {
 	engine  atomic.Pointer[session.Engine] // nil: none (a follower host, forward.go)
 	forward atomic.Pointer[ForwardFunc]    // set: every local connection is relayed (forward.go)
-	relayed *quota.Quota                   // a uid's connections relayed at once (EAGAIN beyond)
+	relayed atomic.Pointer[quota.Quota]    // a uid's connections relayed at once (EAGAIN beyond)
 	root    string
 	log     *slog.Logger
 
@@ -74,9 +74,9 @@ func ServeSockets(e *session.Engine, root string, log *slog.Logger) (*Sockets, e
 		}
 	}
 	s := &Sockets{root: root, log: log, listeners: map[string]listening{},
-		stop: make(chan struct{}), rescan: make(chan struct{}, 1),
-		relayed: quota.NewLimits(quota.LimitConfig{}).Conns}
+		stop: make(chan struct{}), rescan: make(chan struct{}, 1)}
 	s.engine.Store(e)
+	s.relayed.Store(quota.NewLimits(quota.LimitConfig{}).Conns)
 	s.removeStaleSockets()
 	s.startWatching()
 	if err := s.scan(); err != nil {
