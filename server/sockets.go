@@ -1,5 +1,8 @@
 // Package server wires the session engine to its transports: the agent and
 // model sockets here, the FUSE mounts in package fs. It decides no rule.
+// With several hosts on one store (forward.go) a follower's sockets relay
+// each connection to the writer host, whose sockets serve it as local;
+// the wire between hosts is package cluster/peer's, never this one's.
 package server
 
 import (
