@@ -171,6 +171,31 @@ func TestOldTLSRefused(t *testing.T) {
 	rec.wantNone(t)
 }
 
+// TestOldTLSWriterRefused: a writer of the cluster that speaks at most
+// TLS 1.2 is not dialed through.
+func TestOldTLSWriterRefused(t *testing.T) {
+	c := newCluster(t)
+	cfg := c.alpha.ServerTLS()
+	cfg.MinVersion, cfg.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
+	l, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	testkit.Must(t, err)
+	defer l.Close()
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conn.(*tls.Conn).Handshake()
+			conn.Close()
+		}
+	}()
+	_, err = Dial(context.Background(), l.Addr().String(), c.beta, testHello())
+	if err == nil || !strings.Contains(err.Error(), "protocol version") {
+		t.Fatalf("dial a TLS 1.2 writer: %v, want a protocol version refusal", err)
+	}
+}
+
 // TestOversizedHelloRefused: a hello longer than MaxHelloBytes is
 // EMSGSIZE, from the listener (a raw client) and from Dial itself.
 func TestOversizedHelloRefused(t *testing.T) {
