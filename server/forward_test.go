@@ -285,10 +285,11 @@ func TestRelayedConnsBounded(t *testing.T) {
 	relayed := quota.New("connections", syscall.EAGAIN, 1, 16)
 	h.follower.SetRelayQuota(relayed)
 	sleepAs(t, 1002, fsock)
-	within(t, 10*time.Second, "1002's relayed send", func() bool { return relayed.Held(1002) == 1 })
-	before := writerConns.Held(1002)
+	within(t, 10*time.Second, "1002's relayed send served", func() bool {
+		return relayed.Held(1002) == 1 && writerConns.Held(1002) == 1
+	})
 	wantError(t, "1002's second relayed connection at the follower", requestAs(t, 1002, coder, `{"op":"ping"}`), "EAGAIN")
-	if writerConns.Held(1002) != before {
+	if writerConns.Held(1002) != 1 {
 		t.Fatal("a connection refused at the follower reached the writer")
 	}
 }
