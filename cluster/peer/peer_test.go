@@ -144,15 +144,27 @@ func TestPlainTCPRefused(t *testing.T) {
 	rec.wantNone(t)
 }
 
-// TestHelloForAnotherHostRefused: beta's certificate with a hello naming
-// alpha is EACCES: a host vouches only for its own callers.
-func TestHelloForAnotherHostRefused(t *testing.T) {
+// TestHelloRefused: beta's certificate with a hello naming alpha is
+// EACCES (a host vouches only for its own callers); a hello for no
+// socket a host could have (a path for a name, a kind of none) is EINVAL.
+func TestHelloRefused(t *testing.T) {
 	c := newCluster(t)
 	l, rec := echoListener(t, c.alpha)
-	h := testHello()
-	h.Host = "alpha"
-	_, err := Dial(context.Background(), l.Addr().String(), c.beta, h)
-	testkit.WantErrno(t, "hello naming another host", err, syscall.EACCES, "beta")
+	for _, tc := range []struct {
+		what  string
+		edit  func(*Hello)
+		errno syscall.Errno
+		says  string
+	}{
+		{"a hello naming another host", func(h *Hello) { h.Host = "alpha" }, syscall.EACCES, `host "beta" speaks for host "alpha"`},
+		{"a hello for ../../etc", func(h *Hello) { h.Owner = "../../etc" }, syscall.EINVAL, "no socket"},
+		{"a hello for kind tool", func(h *Hello) { h.Kind = "tool" }, syscall.EINVAL, "no socket"},
+	} {
+		h := testHello()
+		tc.edit(&h)
+		_, err := Dial(context.Background(), l.Addr().String(), c.beta, h)
+		testkit.WantErrno(t, tc.what, err, tc.errno, tc.says)
+	}
 	rec.wantNone(t)
 }
 
@@ -212,18 +224,6 @@ func TestOversizedHelloRefused(t *testing.T) {
 	h.Groups = make([]uint32, MaxHelloBytes/2)
 	_, err = Dial(context.Background(), l.Addr().String(), c.beta, h)
 	testkit.WantErrno(t, "dialing with an oversized hello", err, syscall.EMSGSIZE)
-	rec.wantNone(t)
-}
-
-// TestHelloBadTargetRefused: a hello for no socket a host could have
-// (a path for a name) is EINVAL.
-func TestHelloBadTargetRefused(t *testing.T) {
-	c := newCluster(t)
-	l, rec := echoListener(t, c.alpha)
-	h := testHello()
-	h.Owner = "../../etc"
-	_, err := Dial(context.Background(), l.Addr().String(), c.beta, h)
-	testkit.WantErrno(t, "hello for ../../etc", err, syscall.EINVAL)
 	rec.wantNone(t)
 }
 
