@@ -265,6 +265,7 @@ func (t *Term) extend(sent time.Time, ttl time.Duration) {
 // tried again soon.
 func (t *Term) renew(ctx context.Context) {
 	every, attempt := t.ttl/3, t.ttl/4
+	failing := false // logged once per run of failures
 	for {
 		sent := time.Now()
 		actx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), attempt)
@@ -274,13 +275,20 @@ func (t *Term) renew(ctx context.Context) {
 		switch {
 		case err == nil:
 			t.extend(sent, min(t.ttl, time.Duration(resp.TTL)*time.Second))
+			if failing {
+				t.m.log.Info("lease: renewals succeed again", "token", t.Token)
+				failing = false
+			}
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			t.end("etcd no longer knows the lease", false)
 			return
 		case ctx.Err() != nil:
 			return
 		default:
-			t.m.log.Warn("lease: renewal failed", "token", t.Token, "err", err)
+			if !failing {
+				t.m.log.Warn("lease: renewal failed; trying again until the deadline", "token", t.Token, "deadline_in", time.Until(t.Deadline()), "err", err)
+				failing = true
+			}
 			next = t.ttl / 20
 		}
 		select {
