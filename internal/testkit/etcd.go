@@ -270,6 +270,15 @@ func (e *Etcd) end(i int, sig syscall.Signal) {
 	}
 }
 
+// PID is member i's process id (etcd's own, also under nsenter); 0 while
+// it is stopped.
+func (e *Etcd) PID(i int) int {
+	if p := e.proc(i); p != nil {
+		return p.pid
+	}
+	return 0
+}
+
 // Stop ends member i cleanly (SIGTERM).
 func (e *Etcd) Stop(i int) { e.end(i, syscall.SIGTERM) }
 

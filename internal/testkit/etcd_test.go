@@ -2,6 +2,9 @@ package testkit
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 )
@@ -43,4 +46,39 @@ func TestEtcdCluster(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// A member runs inside a network namespace (nsenter --net) on the URLs
+// the test gives, reached from the test's own namespace over a veth pair.
+func TestEtcdInNetNS(t *testing.T) {
+	RequireEtcd(t)
+	if os.Geteuid() != 0 {
+		t.Skip("making a network namespace needs root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("ip (iproute2) missing")
+	}
+	nn := MakeNetNS(t, "etcd")
+	e := StartEtcd(t, EtcdOptions{
+		NetNS:      []string{nn.Path},
+		ClientURLs: []string{"http://" + nn.NSAddr + ":2379"},
+		PeerURLs:   []string{"http://" + nn.NSAddr + ":2380"},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	Must(t, e.Healthy(ctx, 0))
+	mine, _ := os.Readlink("/proc/self/ns/net")
+	its, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", e.PID(0)))
+	Must(t, err)
+	if its == mine {
+		t.Errorf("the member runs in the test's own network namespace (%s)", its)
+	}
+	e.Pause(0)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel2()
+	if e.Healthy(ctx2, 0) == nil {
+		t.Error("the paused member answered")
+	}
+	e.Resume(0)
+	e.Restart(0)
 }
