@@ -33,7 +33,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// Config says which etcd, which store's cluster and which host.
+// Config says which etcd, which store's cluster and which host. Zero
+// TTL, Drift, Margin and Log take their defaults.
 type Config struct {
 	Endpoints []string
 	Prefix    string        // key prefix of this store's cluster, e.g. "/ctxfs/<store id>/"

@@ -168,6 +168,31 @@ func TestTakeover(t *testing.T) {
 	}
 }
 
+// A writer key deleted behind the writer's back (an admin's etcdctl del)
+// ends its term at once, though its lease is still renewed: Done closes
+// long before the deadline, and another host takes over.
+func TestKeyDeletedEndsTerm(t *testing.T) {
+	e := testkit.StartEtcd(t, testkit.EtcdOptions{})
+	a := join(t, e, "/ctxfs/del/", "a", testTTL)
+	b := join(t, e, "/ctxfs/del/", "b", testTTL)
+	term := campaign(t, a)
+	admin, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints(), DialTimeout: 2 * time.Second})
+	testkit.Must(t, err)
+	defer admin.Close()
+	_, err = admin.Delete(context.Background(), "/ctxfs/del/writer")
+	testkit.Must(t, err)
+	select {
+	case <-term.Done():
+	case <-time.After(slack):
+		t.Fatalf("Done still open %v after the key was deleted", slack)
+	}
+	testkit.WantErrno(t, "Valid", term.Valid(), syscall.EAGAIN, "deleted or taken")
+	next := campaign(t, b)
+	if next.Token <= term.Token {
+		t.Errorf("b's token %d not above a's %d", next.Token, term.Token)
+	}
+}
+
 // WatchWriter sends the writer now, and each change: none, a, none, b.
 func TestWatchWriter(t *testing.T) {
 	e := testkit.StartEtcd(t, testkit.EtcdOptions{})
