@@ -26,7 +26,7 @@ type HostStatus struct {
 	Addr    string
 	PID     int
 	Started time.Time
-	TTLLeft time.Duration // of its host lease, as etcd's leader counts it; 0 when unknown
+	TTLLeft time.Duration // of its host lease, whole seconds as etcd's leader counts it; 0 when unknown or under 1 s
 }
 
 // EndpointStatus is one etcd endpoint's health.
