@@ -112,7 +112,7 @@ func (j *Journal) checkpointLoop() {
 		}
 		err := j.checkpoint(g)
 		var retry *retryError
-		if errors.As(err, &retry) && !j.isFinal() {
+		if errors.As(err, &retry) && !j.isFinal() && j.err() == nil {
 			// The store's value files could not be written (a full disk):
 			// the generation stays, its records replayable, and is tried
 			// again; the journal goes on meanwhile.
@@ -181,11 +181,17 @@ func (j *Journal) checkpoint(g *generation) error {
 	if first != nil {
 		return first // the file stays: the next start replays it
 	}
+	if err := j.gateStep(); err != nil {
+		return err
+	}
 	if err := j.syncValues(g.values); err != nil {
 		return &retryError{err}
 	}
 	j.mark("values written")
 	g.f.Close()
+	if err := j.gateStep(); err != nil {
+		return err // the file stays: the next writer replays it, fenced
+	}
 	if err := j.root.Remove(path.Join(j.dir, journalName(g.gen))); err != nil {
 		return err
 	}
@@ -234,6 +240,9 @@ func (l *Log) sealAt(r *record) error {
 		return osError("checkpoint", l.name(), err)
 	}
 	l.j.mark("log synced")
+	if err := l.j.gateStep(); err != nil {
+		return err
+	}
 	r.seq = l.seq + 1
 	if err := writeRecord(l.seal, r, l.at.Key); err != nil {
 		return osError("checkpoint", l.sealName(), err)
