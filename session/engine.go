@@ -13,7 +13,10 @@ package session
 
 import (
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/index"
@@ -51,6 +54,12 @@ type Config struct {
 	// Journal sets the write-ahead journal's checkpoints (the server reads
 	// them from CTXFS_CHECKPOINT_*); zero: the defaults.
 	Journal sealedlog.JournalConfig
+	// Token and Gate make this engine a cluster's writer host (SPEC 19):
+	// its fencing token (0: no cluster; the journal is fenced with it
+	// before replay) and whether it may still write (nil: always), asked
+	// by the journal and by every change of the store (storefs.SetGate).
+	Token uint64
+	Gate  func() error
 	// Log gets a line at each run's start and end (its id, agent or
 	// model, session, scope and uid; never its input nor its output);
 	// nil: nowhere.
@@ -110,6 +119,7 @@ func Open(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	store.SetGate(cfg.Gate) // shared by e.root, a ShowAs copy
 	e := &Engine{
 		cfg:      cfg,
 		root:     store.ShowAs(cfg.Root),
@@ -181,6 +191,33 @@ func (e *Engine) Close() error {
 	}
 	return first
 }
+
+// Abandon is for a writer host that lost its lease (its Gate is closed):
+// it cancels every run (their programs are killed), waits up to
+// abandonWait for them to end, and stops the journal and the derived
+// values' writer without writing anything more to the store; what fails
+// to be recorded meanwhile fails with EAGAIN. Close then releases the rest.
+func (e *Engine) Abandon() {
+	e.mu.Lock()
+	runs := slices.Collect(maps.Values(e.runs))
+	e.mu.Unlock()
+	e.running.Abandon() // no more lines about runs
+	for _, rn := range runs {
+		rn.cancelRun()
+	}
+	stop := time.After(abandonWait)
+	for _, rn := range runs {
+		select {
+		case <-rn.over:
+		case <-stop:
+		}
+	}
+	e.derived.Close() // what waits in memory stays there
+	e.wal.Abandon()
+}
+
+// abandonWait bounds Abandon's wait for its runs (SIGTERM, SIGKILL 2 s later).
+const abandonWait = 10 * time.Second
 
 // FreeTree is the free trees as the FUSE projection serves them.
 func (e *Engine) FreeTree() freetree.Tree { return freetree.New(e.root, e.limits.Free) }

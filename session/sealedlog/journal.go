@@ -5,6 +5,7 @@ import (
 	"os"
 	"path"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ctxfs/ctxfs/internal/storefs"
@@ -85,8 +86,9 @@ type Journal struct {
 
 	rotateAt        int64
 	checkpointEvery time.Duration
-	token           uint64       // this writer's fencing token, in every batch
-	gate            func() error // JournalConfig.Gate (nil: always open)
+	token           uint64        // this writer's fencing token, in every batch
+	gate            func() error  // JournalConfig.Gate (nil: always open)
+	shut            atomic.Bool   // the gate closed, or Abandon: no seal, no removal any more
 	pending         []*generation // left by the committer, for the checkpointer
 	ckptWake        chan struct{} // a generation was left, or the journal closes
 	committed       chan struct{} // closed when the committer has left

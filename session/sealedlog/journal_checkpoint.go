@@ -166,6 +166,9 @@ func (j *Journal) checkpoint(g *generation) error {
 	if err := j.wait(g.after); err != nil {
 		return err
 	}
+	if err := j.gateStep(); err != nil {
+		return err
+	}
 	errs := make(chan error, len(g.dirty))
 	sem := make(chan struct{}, checkpointParallel)
 	for l := range g.dirty {

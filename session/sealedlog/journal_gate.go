@@ -31,6 +31,7 @@ func (j *Journal) gateErr() error {
 // waiter and every later append gets an error wrapping EAGAIN. Caller
 // holds j.mu.
 func (j *Journal) shutGate(err error) {
+	j.shut.Store(true)
 	if j.broken != nil {
 		return
 	}
@@ -53,6 +54,12 @@ func (j *Journal) checkGate() error {
 // closes the journal and fails the checkpoint (its file stays, for the
 // next writer's replay).
 func (j *Journal) gateStep() error {
+	if j == nil {
+		return nil
+	}
+	if j.shut.Load() {
+		return j.err() // closed by the gate or Abandon: no seal, no removal
+	}
 	if err := j.gateErr(); err != nil {
 		j.mu.Lock()
 		defer j.mu.Unlock()
@@ -70,4 +77,22 @@ func storeWords(err error) string {
 		return e.Msg
 	}
 	return abi.ErrnoName(abi.Errno(err))
+}
+
+// Abandon stops the journal of a writer host that lost its lease: nothing
+// more is written to it, no log is sealed and no file removed (they stay
+// for the next writer's replay, which the fence keeps this host's later
+// batches out of); every waiter and every later append gets an error
+// wrapping EAGAIN. It returns once the committer and the checkpointer have
+// left; a Close afterwards only reports that error.
+func (j *Journal) Abandon() {
+	j.mu.Lock()
+	j.shutGate(abi.Errorf(syscall.EAGAIN, "abandon", "its lease was lost"))
+	already := j.closing
+	j.mu.Unlock()
+	if already {
+		<-j.stopped
+		return
+	}
+	j.stop(false)
 }

@@ -683,7 +683,7 @@ func (rp *replay) eachWrite(lg *replayLog, fn func(b []byte, logOff int64) error
 // to date.
 type JournalPlan struct {
 	Problems []Problem
-	Notes    []Problem // batches of fenced-off writers, passed over (not problems)
+	Notes    []Problem             // batches of fenced-off writers, passed over (not problems)
 	ext      map[string]*extension // by log path
 }
 
