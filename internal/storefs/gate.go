@@ -19,7 +19,8 @@ import (
 // (the journal asks the gate before each batch: sealedlog).
 //
 // The store's probe of its filesystem's ways (ways.go), a scratch
-// directory made and removed once, is not asked: it holds nothing.
+// directory made and removed once, is not asked: it holds nothing, and a
+// gate closing during it must not leave it behind.
 type gate struct{ fn atomic.Pointer[func() error] }
 
 // SetGate makes fn the gate of r and of every Root derived from it (nil:
@@ -46,6 +47,13 @@ func (r *Root) gated(op, rel string) error {
 		return &fs.PathError{Op: op, Path: r.Show(rel), Err: err}
 	}
 	return nil
+}
+
+// ungated is a copy of r that no gate stops: for the probe alone.
+func (r *Root) ungated() *Root {
+	c := *r
+	c.gate = nil
+	return &c
 }
 
 // writes says whether open flags may change the file.

@@ -240,8 +240,14 @@ func (fc *fence) pruned(exists map[uint64]int64) []fenceEpoch {
 		}
 		out = append(out, kept)
 	}
+	keptEmpty := false
 	return slices.DeleteFunc(out, func(e fenceEpoch) bool {
-		return e.token < emptyTop || e.token == emptyTop && len(e.ends) > 0
+		if e.token != emptyTop {
+			return e.token < emptyTop
+		}
+		drop := len(e.ends) > 0 || keptEmpty // one empty epoch of the top token is enough
+		keptEmpty = keptEmpty || len(e.ends) == 0
+		return drop
 	})
 }
 
