@@ -1,0 +1,57 @@
+package session
+
+import (
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/testkit"
+)
+
+// A writer host that lost its lease (its gate closed) abandons the store:
+// its running agent's process is killed, and nothing more is written to
+// the store, by the run's end, the journal, the derived values or a later
+// send (EAGAIN).
+func TestAbandonKillsRunsAndWritesNothing(t *testing.T) {
+	env := newEnv(t)
+	env.define("slow", map[string]string{"program": "#!/bin/sh\necho pid $$\nexec sleep 60\n", "abi": "text"})
+	testkit.Must(t, env.e.Close())
+	var closed atomic.Bool
+	gate := func() error {
+		if closed.Load() {
+			return abi.Errorf(syscall.EAGAIN, "write", "the lease is lost")
+		}
+		return nil
+	}
+	e, err := Open(Config{Store: env.store, Root: env.root, Token: 3, Gate: gate})
+	testkit.Must(t, err)
+	env.e = e
+	t.Cleanup(func() { e.Close() })
+	slow := Target{Kind: abi.KindAgent, Owner: "slow"}
+	r := env.begin(root0, slow, `{"op":"send","id":"c1","input":"go"}`)
+	var pid int
+	for pid == 0 {
+		f := next(t, r)
+		if text, ok := f.String("text"); ok && strings.HasPrefix(text, "pid ") {
+			pid, err = strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(text, "pid ")))
+			testkit.Must(t, err)
+		}
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	env.settledTree()
+	closed.Store(true)
+	before := testkit.Snapshot(t, env.store, nil)
+
+	e.Abandon()
+	if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
+		t.Fatalf("the run's program %d is still there after Abandon: %v", pid, err)
+	}
+	_, err = env.do(root0, slow, `{"op":"send","id":"c2","session":"other","input":"go"}`)
+	testkit.WantErrno(t, "a send after Abandon", err, syscall.EAGAIN)
+	r.Close()
+	e.Close()
+	testkit.Same(t, "an abandoned engine", before, testkit.Snapshot(t, env.store, nil))
+}
