@@ -131,7 +131,8 @@ type JournalConfig struct {
 	// a checkpoint writes a seal or removes a journal file. Once it
 	// returns an error, the journal is closed for good: the waiters and
 	// every later append get an error wrapping EAGAIN (a batch written but
-	// not acknowledged may still be durable, like a crash's).
+	// not acknowledged may still be durable, like a crash's). It must be
+	// cheap and never block: it is asked with the journal's lock held.
 	Gate func() error
 }
 
