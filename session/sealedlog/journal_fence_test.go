@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // zombieFile writes, as a writer of token would when it starts its next
@@ -132,21 +134,7 @@ func TestJournalFenceRefusesAStaleToken(t *testing.T) {
 	if err := FenceJournal(js.root, jdir, 3); !errors.Is(err, syscall.ESTALE) {
 		t.Fatalf("fence with token 3: %v, want ESTALE", err)
 	}
-	if after := js.storeBytes(); !equalStores(before, after) {
-		t.Fatal("a refused writer changed the store")
-	}
-}
-
-func equalStores(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
+	testkit.Same(t, "a refused writer", before, js.storeBytes())
 }
 
 // encodeBatchV1 lays out a batch as a ctxfs before fencing tokens wrote
@@ -246,9 +234,7 @@ func TestJournalGateClosesBeforeTheAck(t *testing.T) {
 	if err := js.j.Close(); !errors.Is(err, syscall.EAGAIN) {
 		t.Fatalf("close: %v, want EAGAIN", err)
 	}
-	if after := js.storeBytes(); !equalStores(before, after) {
-		t.Fatal("the journal wrote after its gate closed")
-	}
+	testkit.Same(t, "the journal after its gate closed", before, js.storeBytes())
 	if len(js.journalFiles()) != 1 {
 		t.Fatalf("journal files %v: the file must stay for the next writer", js.journalFiles())
 	}
@@ -270,9 +256,7 @@ func TestJournalGateClosedBeforeTheWrite(t *testing.T) {
 	if _, err := js.logs[0].Append(line(2)); !errors.Is(err, syscall.EAGAIN) {
 		t.Fatalf("append: %v, want EAGAIN", err)
 	}
-	if after := js.storeBytes(); !equalStores(before, after) {
-		t.Fatal("a refused append wrote to the store")
-	}
+	testkit.Same(t, "a refused append", before, js.storeBytes())
 	if !bytes.Equal(readFile(t, filepath.Join(js.dir, "s0/log")), js.want[0]) {
 		t.Fatal("log changed")
 	}
