@@ -9,6 +9,9 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/testkit"
+	"github.com/ctxfs/ctxfs/session/fsck"
+	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
 // A writer host that lost its lease (its gate closed) abandons the store:
@@ -54,4 +57,26 @@ func TestAbandonKillsRunsAndWritesNothing(t *testing.T) {
 	r.Close()
 	e.Close()
 	testkit.Same(t, "an abandoned engine", before, testkit.Snapshot(t, env.store, nil))
+}
+
+// A writer fenced off while it still runs (its token below the fence's)
+// goes on sending: fsck passes its batches over as a note, and finds no
+// problem.
+func TestFsckNotesAFencedOffWriter(t *testing.T) {
+	env := newEnv(t)
+	env.send(root0, coder(), `{"op":"send","id":"a1","input":"one"}`)
+	testkit.Must(t, sealedlog.FenceJournal(env.e.admin, layout.JournalDir, 7))
+	env.send(root0, coder(), `{"op":"send","id":"a2","input":"two"}`) // a stale writer's send
+	var problems, notes []string
+	n, err := fsck.Check(env.store, false, false, fsck.Report{
+		Problem: func(path, what string) { problems = append(problems, path+": "+what) },
+		Note:    func(path, what string) { notes = append(notes, path+": "+what) },
+	})
+	testkit.Must(t, err)
+	if n != 0 || len(problems) > 0 {
+		t.Fatalf("%d problems: %q", n, problems)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "written after its writer's lease was lost (the fence is at token 7)") {
+		t.Fatalf("notes %q", notes)
+	}
 }
