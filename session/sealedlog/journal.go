@@ -1,6 +1,8 @@
 package sealedlog
 
 import (
+	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path"
@@ -206,9 +208,10 @@ func OpenJournal(root *storefs.Root, dir string, locate Locate, cfg JournalConfi
 	close(j.flightDone)
 	j.lazyTimer = time.AfterFunc(time.Hour, j.lazyTick)
 	j.lazyTimer.Stop()
-	if j.f, err = j.create(j.gen); err != nil {
+	if j.f, j.gen, err = j.create(j.gen); err != nil {
 		return nil, err
 	}
+	j.live = j.gen
 	go func() { j.commitLoop(); close(j.committed) }()
 	go func() { j.checkpointLoop(); close(j.stopped) }()
 	go j.ticker()
@@ -236,20 +239,32 @@ func (d *JournalDamage) Error() string {
 }
 
 // create makes the file of generation gen and syncs its directory, so that
-// batches acknowledged from it are found after a crash.
-func (j *Journal) create(gen uint64) (*os.File, error) {
+// batches acknowledged from it are found after a crash. It returns the
+// generation it made: when gen's name is taken (by a writer host fenced
+// off meanwhile, which went on to its next file), the next free one, up
+// to createTries on.
+func (j *Journal) create(gen uint64) (*os.File, uint64, error) {
 	rel := path.Join(j.dir, journalName(gen))
 	f, err := j.root.OpenFile(rel, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	for tries := 1; errors.Is(err, fs.ErrExist) && tries < createTries; tries++ {
+		slog.Warn("journal: a file of the next generation is there already (a fenced-off writer's?); taking the one after", "file", j.root.Show(rel))
+		gen++
+		rel = path.Join(j.dir, journalName(gen))
+		f, err = j.root.OpenFile(rel, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	}
 	if err != nil {
-		return nil, osError("journal", j.root.Show(rel), err)
+		return nil, 0, osError("journal", j.root.Show(rel), err)
 	}
 	if err := j.root.SyncDir(j.dir); err != nil {
 		f.Close()
 		j.root.Remove(rel)
-		return nil, osError("journal", j.root.Show(j.dir), err)
+		return nil, 0, osError("journal", j.root.Show(j.dir), err)
 	}
-	return f, nil
+	return f, gen, nil
 }
+
+// createTries bounds the generations create passes over.
+const createTries = 16
 
 // Sync waits until everything queued so far is durable.
 func (j *Journal) Sync() error {

@@ -35,7 +35,7 @@ func (j *Journal) rotate() {
 		slog.Warn("journal: cannot cut the current file to its batches; it keeps growing", "err", err)
 		return
 	}
-	f, err := j.create(j.gen + 1)
+	f, gen, err := j.create(j.gen + 1)
 	if err != nil {
 		slog.Warn("journal: cannot start a new file; the current one keeps growing", "err", err)
 		return
@@ -43,7 +43,7 @@ func (j *Journal) rotate() {
 	j.mark("next file made")
 	old := &generation{gen: j.gen, f: j.f, dirty: j.dirty, values: j.values}
 	j.values = map[string]*valueChange{}
-	j.gen++
+	j.gen = gen
 	j.f, j.end, j.alloc, j.batchNum, j.started = f, 0, 0, 0, time.Time{}
 	// What is queued was given room in the old file; it goes into this
 	// one. Room past alloc is written with zeros by reserve, so alloc must

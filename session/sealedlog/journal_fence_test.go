@@ -261,3 +261,29 @@ func TestJournalGateClosedBeforeTheWrite(t *testing.T) {
 		t.Fatal("log changed")
 	}
 }
+
+// A writer fenced off meanwhile may have made the file the journal's next
+// rotation would take: the journal takes the name after it, and the
+// stale file is passed over at replay.
+func TestJournalRotatesPastAStaleWritersFile(t *testing.T) {
+	js := newJStore(t, 1, JournalConfig{CheckpointEvery: -1, Token: 7})
+	js.appendDurable(0, 1)
+	stale := js.j.gen + 1
+	at := js.place(0)
+	b := encodeBatch(nil, stale, 0, 5, []*jrec{{kind: recIntent, path: at.Log, bind: at.Bind}})
+	testkit.Must(t, os.WriteFile(filepath.Join(js.dir, jdir, journalName(stale)), b, 0o600))
+	js.j.mu.Lock()
+	js.j.rotateAt = 1
+	js.j.mu.Unlock()
+	js.appendDurable(0, 2)
+	js.appendDurable(0, 3)
+	if js.j.gen <= stale || !bytes.Equal(readFile(t, filepath.Join(js.dir, jdir, journalName(stale))), b) {
+		t.Fatalf("the journal went on in generation %d, over the stale file %d", js.j.gen, stale)
+	}
+	js.crash()
+	rec, err := RecoverJournal(js.root, jdir, js.locate, false)
+	if err != nil || len(rec.Problems) > 0 || len(rec.Ignored) != 1 {
+		t.Fatalf("recover: %v problems %s ignored %s", err, whats(rec.Problems), whats(rec.Ignored))
+	}
+	js.verify()
+}
