@@ -54,10 +54,9 @@ type Config struct {
 	// Journal sets the write-ahead journal's checkpoints (the server reads
 	// them from CTXFS_CHECKPOINT_*); zero: the defaults.
 	Journal sealedlog.JournalConfig
-	// Token and Gate make this engine a cluster's writer host (SPEC 19):
-	// its fencing token (0: no cluster; the journal is fenced with it
-	// before replay) and whether it may still write (nil: always), asked
-	// by the journal and by every change of the store (storefs.SetGate).
+	// Token and Gate make it a cluster's writer host (SPEC 19): its fencing
+	// token (0: none; the journal is fenced with it before replay), and
+	// whether it may still write (nil: always; sealedlog, storefs.SetGate).
 	Token uint64
 	Gate  func() error
 	// Log gets a line at each run's start and end (its id, agent or
@@ -192,16 +191,17 @@ func (e *Engine) Close() error {
 	return first
 }
 
-// Abandon is for a writer host that lost its lease (its Gate is closed):
-// it cancels every run (their programs are killed), waits up to
-// abandonWait for them to end, and stops the journal and the derived
-// values' writer without writing anything more to the store; what fails
-// to be recorded meanwhile fails with EAGAIN. Close then releases the rest.
+// Abandon is for a writer host that lost its lease: the store's gate shut
+// for good, it cancels every run (their programs are killed), waits up to
+// abandonWait for them, and stops the journal and the derived values'
+// writer; nothing more reaches the store (EAGAIN), Close included.
 func (e *Engine) Abandon() {
+	e.admin.ShutGate()
+	e.wal.Abandon() // first: the runs' ends are not recorded
+	e.running.Abandon()
 	e.mu.Lock()
 	runs := slices.Collect(maps.Values(e.runs))
 	e.mu.Unlock()
-	e.running.Abandon() // no more lines about runs
 	for _, rn := range runs {
 		rn.cancelRun()
 	}
@@ -213,7 +213,6 @@ func (e *Engine) Abandon() {
 		}
 	}
 	e.derived.Close() // what waits in memory stays there
-	e.wal.Abandon()
 }
 
 // abandonWait bounds Abandon's wait for its runs (SIGTERM, SIGKILL 2 s later).

@@ -1,8 +1,10 @@
 package storefs
 
 import (
+	"fmt"
 	"io/fs"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,6 +34,16 @@ func (r *Root) SetGate(fn func() error) {
 	}
 	r.gate.fn.Store(&fn)
 }
+
+// ShutGate closes the gate of r and of every Root derived from it for
+// good, whatever its function would say: every later change is refused
+// with an error wrapping EAGAIN (a writer host that lost its lease, once
+// it has given the store up).
+func (r *Root) ShutGate() {
+	r.SetGate(func() error { return errShut })
+}
+
+var errShut = fmt.Errorf("this host gave the store up: %w", syscall.EAGAIN)
 
 // gated is nil when the gate is open (one atomic load when none is set),
 // else the gate's error for op on rel.

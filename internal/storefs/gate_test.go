@@ -63,4 +63,6 @@ func TestGateRefusesEveryChange(t *testing.T) {
 	}
 	closed = false
 	testkit.Must(t, shown.Symlink("x", "home/1000/a/sym"))
+	user.ShutGate() // for good, whatever the gate's function says
+	testkit.WantErrno(t, "mkdir through a shut gate", f.r.Mkdir("home/1000/c", 0o700), syscall.EAGAIN)
 }
