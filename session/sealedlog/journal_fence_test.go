@@ -28,10 +28,7 @@ func (js *jstore) zombieFile(gen, token uint64, i int, data []byte) {
 	}
 	intent := &jrec{kind: recIntent, path: at.Log, bind: at.Bind}
 	app := &jrec{kind: recAppend, path: at.Log, bind: at.Bind, off: st.Size(), data: data}
-	b := append(encodeBatch(nil, gen, 0, token, []*jrec{intent}), encodeBatch(nil, gen, 1, token, []*jrec{app})...)
-	if err := os.WriteFile(filepath.Join(js.dir, jdir, journalName(gen)), b, 0o600); err != nil {
-		js.t.Fatal(err)
-	}
+	js.journalFile(gen, token, []*jrec{intent}, []*jrec{app})
 	f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		js.t.Fatal(err)
@@ -40,6 +37,17 @@ func (js *jstore) zombieFile(gen, token uint64, i int, data []byte) {
 	if _, err := f.Write(data); err != nil {
 		js.t.Fatal(err)
 	}
+}
+
+// journalFile writes journal file gen, of batches of token, as a writer
+// would leave it.
+func (js *jstore) journalFile(gen, token uint64, batches ...[]*jrec) {
+	js.t.Helper()
+	var b []byte
+	for n, recs := range batches {
+		b = append(b, encodeBatch(nil, gen, uint64(n), token, recs)...)
+	}
+	testkit.Must(js.t, os.WriteFile(filepath.Join(js.dir, jdir, journalName(gen)), b, 0o600))
 }
 
 // A writer of token 5 is fenced off by a takeover of token 7 while it
@@ -286,4 +294,41 @@ func TestJournalRotatesPastAStaleWritersFile(t *testing.T) {
 		t.Fatalf("recover: %v problems %s ignored %s", err, whats(rec.Problems), whats(rec.Ignored))
 	}
 	js.verify()
+}
+
+// A fence does not hide damage: a bad last batch in a journal file older
+// than the newest (which was cut to its last batch before the next one
+// was made, and which no writer writes again) is damage, with a fence as
+// without one; only the newest file's end is where a fenced-off writer
+// may have gone on.
+func TestJournalFenceKeepsDamageOfAnOlderFile(t *testing.T) {
+	js := newJStore(t, 1, JournalConfig{CheckpointEvery: -1})
+	js.crash()
+	testkit.Must(t, os.Remove(js.journalFiles()[0]))
+	at := js.place(0)
+	rec := func(kind byte, n int, off int64) *jrec {
+		r := &jrec{kind: kind, path: at.Log, bind: at.Bind, off: off}
+		if kind == recAppend {
+			r.data = line(n)
+		}
+		return r
+	}
+	one, two := int64(len(line(1))), int64(len(line(2)))
+	js.journalFile(1, 5, []*jrec{rec(recIntent, 0, 0)}, []*jrec{rec(recAppend, 1, 0)}, []*jrec{rec(recAppend, 2, one)})
+	js.journalFile(2, 5, []*jrec{rec(recIntent, 0, 0)}, []*jrec{rec(recAppend, 3, one+two)})
+	flipByte(t, filepath.Join(js.dir, jdir, journalName(1)), 2*journalAlign+batchHeaderLen+5)
+	testkit.Must(t, FenceJournal(js.root, jdir, 7))
+	rec1, err := RecoverJournal(js.root, jdir, js.locate, false)
+	testkit.Must(t, err)
+	if len(rec1.Problems) != 1 || !strings.Contains(rec1.Problems[0].What, "batch 2 at byte 8192 is damaged") {
+		t.Fatalf("problems: %s", whats(rec1.Problems))
+	}
+}
+
+// flipByte flips one bit of the byte at off of the file p.
+func flipByte(t *testing.T, p string, off int64) {
+	t.Helper()
+	b := readFile(t, p)
+	b[off] ^= 0x20
+	testkit.Must(t, os.WriteFile(p, b, 0o600))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -285,14 +286,17 @@ func (rp *replay) scanFile(gen uint64) error {
 }
 
 // fencedOff says whether the bytes at pos of generation gen are where only
-// a fenced-off writer writes: past where the newest fence saw the file
-// end, or in a file made after it that holds no history.
+// a fenced-off writer writes: past where the newest fence saw its newest
+// file end (a writer writes only its newest file: an older one was cut to
+// its last batch, so a bad batch there is damage, as without a fence), or
+// in a file made after the fence that holds no history.
 func (rp *replay) fencedOff(gen uint64, pos int64) bool {
 	if rp.fence == nil {
 		return false
 	}
-	if end, named := rp.fence.epochs[len(rp.fence.epochs)-1].ends[gen]; named {
-		return pos >= end
+	last := rp.fence.epochs[len(rp.fence.epochs)-1]
+	if end, named := last.ends[gen]; named {
+		return pos >= end && gen == slices.Max(slices.Collect(maps.Keys(last.ends)))
 	}
 	return !rp.counted[gen]
 }
