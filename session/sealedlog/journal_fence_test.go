@@ -332,3 +332,20 @@ func flipByte(t *testing.T, p string, off int64) {
 	b[off] ^= 0x20
 	testkit.Must(t, os.WriteFile(p, b, 0o600))
 }
+
+// A fence that does not read back whole (its checksum, a line) refuses
+// the start and fsck's plan with EIO, changing nothing: which batches are
+// history cannot be told without it.
+func TestJournalDamagedFenceRefuses(t *testing.T) {
+	js := newJStore(t, 1, JournalConfig{CheckpointEvery: -1, Token: 7})
+	js.appendDurable(0, 1)
+	js.crash()
+	fence := filepath.Join(js.dir, jdir, "fence")
+	flipByte(t, fence, int64(len(fenceHeader)+3))
+	before := js.storeBytes()
+	_, err := OpenJournal(js.root, jdir, js.locate, JournalConfig{Token: 8})
+	testkit.WantErrno(t, "start with a damaged fence", err, syscall.EIO)
+	_, err = PlanJournal(js.root, jdir, js.locate, true)
+	testkit.WantErrno(t, "plan with a damaged fence", err, syscall.EIO)
+	testkit.Same(t, "a refused start", before, js.storeBytes())
+}
