@@ -347,7 +347,7 @@ func (e *Engine) logPlace(sessionRel, file string, identity []byte) sealedlog.Pl
 func (e *Engine) openWAL() error {
 	var err error
 	jc := e.cfg.Journal
-	jc.Token, jc.Gate = e.cfg.Token, e.cfg.Gate
+	jc.Token, jc.Gate = e.cfg.Token, e.cfg.Gate // the engine's: Journal's own are not used
 	e.wal, err = sealedlog.OpenJournal(e.admin, layout.JournalDir, layout.LocateLog(e.admin, e.sealKey), jc)
 	return err
 }

@@ -349,3 +349,24 @@ func TestJournalDamagedFenceRefuses(t *testing.T) {
 	testkit.WantErrno(t, "plan with a damaged fence", err, syscall.EIO)
 	testkit.Same(t, "a refused start", before, js.storeBytes())
 }
+
+// Abandon, with no gate at all, stops the journal at once: appends get
+// EAGAIN, and neither they nor closing the logs and the journal write
+// anything (no seal, no checkpoint, the file left for the next writer).
+func TestJournalAbandon(t *testing.T) {
+	js := newJStore(t, 2, JournalConfig{CheckpointEvery: -1})
+	js.appendDurable(0, 1)
+	js.appendDurable(1, 2)
+	before := js.storeBytes()
+	js.j.Abandon()
+	if _, err := js.logs[0].Append(line(3)); !errors.Is(err, syscall.EAGAIN) {
+		t.Fatalf("append after Abandon: %v, want EAGAIN", err)
+	}
+	for _, l := range js.logs {
+		l.Close()
+	}
+	if err := js.j.Close(); !errors.Is(err, syscall.EAGAIN) {
+		t.Fatalf("close after Abandon: %v, want EAGAIN", err)
+	}
+	testkit.Same(t, "an abandoned journal", before, js.storeBytes())
+}

@@ -83,16 +83,16 @@ func storeWords(err error) string {
 // more is written to it, no log is sealed and no file removed (they stay
 // for the next writer's replay, which the fence keeps this host's later
 // batches out of); every waiter and every later append gets an error
-// wrapping EAGAIN. It returns once the committer and the checkpointer have
-// left; a Close afterwards only reports that error.
+// wrapping EAGAIN at once. It does not wait for the committer and the
+// checkpointer to leave (a batch's sync may hang on a store cut off from
+// this host); Close does, and then only reports that error.
 func (j *Journal) Abandon() {
 	j.mu.Lock()
 	j.shutGate(abi.Errorf(syscall.EAGAIN, "abandon", "its lease was lost"))
 	already := j.closing
+	j.closing = true
 	j.mu.Unlock()
-	if already {
-		<-j.stopped
-		return
+	if !already {
+		go j.stop(false)
 	}
-	j.stop(false)
 }
