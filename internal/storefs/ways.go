@@ -113,6 +113,9 @@ func (w Ways) String() string {
 // everywhere, only slower.
 func (r *Root) probe(forced string) Ways {
 	w := Ways{Forced: forced}
+	if r.readOnly {
+		return w.without(forced) // a probe writes: a read-only Root assumes the portable ways
+	}
 	r.removeProbeLeftovers()
 	var b [8]byte
 	rand.Read(b[:])
