@@ -59,6 +59,10 @@ func Open(store, mountRoot string, log *slog.Logger) (*Replica, error) {
 	}
 	root := st.ReadOnly().ShowAs(mountRoot)
 	r := &Replica{root: root, log: log, limits: quota.NewLimits(limits)}
+	// A change in a free tree takes its charge before the store refuses
+	// it (EROFS) and gives it back: the charge counts what the uid keeps
+	// there first, walking the store as the writer's engine does.
+	r.limits.Free.CountWith(r.FreeTree().Count)
 	r.Tree = tree.New(root, r)
 	r.indexes = newIndexes(root, r.announce)
 	r.logs = newVerifier(root, log)
