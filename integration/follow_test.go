@@ -2,9 +2,14 @@ package integration
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
@@ -146,4 +151,98 @@ func TestFollowRefusesEveryChange(t *testing.T) {
 		t.Errorf("refused changes on the follower changed the store:\n%s", strings.Join(diffs, "\n"))
 	}
 	testkit.WantErrno(t, "an append opened through the follower", appendMnt(a+"/events.jsonl", "{}\n"), syscall.EROFS)
+}
+
+// TestFollowTailSeesEachLine: a `tail -f` on the follower of a session
+// the writer sends to sees each new line within a second of the send's
+// end (the follower's watcher announces the log's new size: without it
+// the kernel keeps the size it had for an hour). GNU tail polls a file
+// on FUSE (every second by default; -s 0.1 here, so the bound is the
+// follower's).
+func TestFollowTailSeesEachLine(t *testing.T) {
+	w := newFuseServer(t)
+	w.sendAs(uid1001, "t", "t0", "", "first line")
+	f := newFollower(t, w)
+	log := f.mnt(uid1001CoderAt + "t/messages.jsonl")
+	tail := exec.Command("tail", "-f", "-s", "0.1", "-n", "+1", log)
+	tail.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1001, Gid: 1001}, Setpgid: true}
+	var mu sync.Mutex
+	var seen strings.Builder
+	tail.Stdout = writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen.Write(b)
+	})
+	testkit.Must(t, tail.Start())
+	t.Cleanup(func() { stopProcess(tail, syscall.SIGKILL) })
+	shows := func(what string) func() bool {
+		return func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return strings.Contains(seen.String(), what)
+		}
+	}
+	failed := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return "tail -f on the follower shows:\n" + seen.String() + "\nthe follower's log:\n" + lastLines(f.logText(), 20)
+	}
+	waitUntil(t, 10*time.Second, shows("first line"), failed)
+	for i := 1; i <= 5; i++ {
+		line := fmt.Sprintf("line %d from the writer", i)
+		w.sendAs(uid1001, "t", fmt.Sprintf("t%d", i), "", line)
+		sent := time.Now()
+		waitUntil(t, 5*time.Second, shows(`"`+line+`"}]`), failed) // the assistant's echo: the send's last line
+		if took := time.Since(sent); took > time.Second {
+			t.Errorf("%q reached tail -f on the follower %v after the send ended, want within a second", line, took)
+		}
+	}
+	mu.Lock()
+	got := seen.String()
+	mu.Unlock()
+	if want := fileBytes(t, w.mnt(uid1001CoderAt+"t/messages.jsonl")); got != want {
+		t.Errorf("tail -f on the follower shows\n%s\nthe writer's log is\n%s", got, want)
+	}
+}
+
+// writerFunc is an io.Writer of a function.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// TestFollowDamagedLogIsEIO: a log damaged in the store (a byte flipped
+// inside its sealed part, its size kept) is EIO at its open on the
+// follower, though the follower had verified and read it before; the
+// other logs still read, also one the writer has appended to since its
+// last seal (verified against the writer's journal).
+func TestFollowDamagedLogIsEIO(t *testing.T) {
+	w := newFuseServer(t)
+	w.sendAs(uid1001, "a", "a1", "", "hello a")
+	w.sendAs(uid1001, "b", "b1", "", "hello b")
+	f := newFollower(t, w)
+	damaged := uid1001CoderAt + "b/messages.jsonl"
+	if out, err := runCmd(t, uid1001, nil, "cat", f.mnt(damaged)); err != nil || !strings.Contains(out, "hello b") {
+		t.Fatalf("b on the follower before the damage: %v %s", err, out)
+	}
+	w.kill(w.cmd, syscall.SIGTERM) // b's log is sealed whole
+	p := filepath.Join(w.store, damaged)
+	b := []byte(fileBytes(t, p))
+	b[10] ^= 1
+	testkit.Must(t, os.WriteFile(p, b, 0o600))
+	w.start()
+	w.sendAs(uid1001, "a", "a2", "", "after the restart") // a's seal now lags its log: the journal vouches
+
+	for _, c := range []*cred{uid1001, nil} {
+		out, err := runCmd(t, c, nil, "cat", f.mnt(damaged))
+		if err == nil || !strings.Contains(out, "Input/output error") {
+			t.Errorf("the damaged log on the follower, as %s: %v %q, want EIO", credName(c), err, out)
+		}
+		out, err = runCmd(t, c, nil, "cat", f.mnt(uid1001CoderAt+"a/messages.jsonl"))
+		if err != nil || !strings.Contains(out, "after the restart") {
+			t.Errorf("a's log on the follower, as %s: %v %s", credName(c), err, out)
+		}
+	}
+	if !strings.Contains(f.logText(), "damaged history refused") {
+		t.Errorf("the follower's log does not name the damaged log:\n%s", lastLines(f.logText(), 20))
+	}
 }
