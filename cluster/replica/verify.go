@@ -53,7 +53,8 @@ type verifier struct {
 	root *storefs.Root
 	log  *slog.Logger
 
-	run sync.Mutex // one verification at a time
+	run  sync.Mutex // one verification at a time
+	runs int        // verifications made (under run): what the verdicts save
 
 	mu       sync.Mutex
 	verdicts map[verdictKey]*list.Element // of *verdict
@@ -108,6 +109,7 @@ func (v *verifier) check(pl layout.Place, st *unix.Stat_t) error {
 	if err, ok := v.known(key); ok {
 		return err // verified while this one waited
 	}
+	v.runs++
 	err := v.verify(dir, pl.File)
 	if err != nil {
 		v.log.Warn("damaged history refused", "log", v.root.Show(key.rel), "err", err)
