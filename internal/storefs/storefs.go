@@ -58,11 +58,9 @@ type Root struct {
 	path  string // the store's host path, as opened
 	shown string // what paths in errors start with: the mount root, or the store path
 	as    *Cred  // whose identity acts on the last name (nil: the server's); see As
-	// readOnly refuses every change with EROFS (ReadOnly): a follower's
-	// view of a store another server writes.
-	readOnly bool
-	close    *sync.Once
-	ways     *ways // what the store's filesystem gives, probed once (ways.go)
+	close *sync.Once
+	ways  *ways // what the store's filesystem gives, probed once (ways.go)
+	gate  *gate // whether this host may still change the store (gate.go)
 }
 
 // Open opens the store directory at path (an administrator's path: it is
@@ -73,7 +71,7 @@ func Open(path string) (*Root, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "open store", Path: path, Err: err}
 	}
-	return &Root{fd: fd, path: path, shown: path, close: new(sync.Once), ways: new(ways)}, nil
+	return &Root{fd: fd, path: path, shown: path, close: new(sync.Once), ways: new(ways), gate: new(gate)}, nil
 }
 
 // ShowAs returns a Root on the same descriptor whose errors name paths
@@ -91,27 +89,6 @@ func (r *Root) Close() error {
 	var err error
 	r.close.Do(func() { err = unix.Close(r.fd) })
 	return err
-}
-
-// ReadOnly returns a Root on the same descriptor that refuses every
-// change (create, write, mkdir, rename, link, unlink, chmod, chown,
-// utimes, mknod, the ways' probe) with EROFS before any system call: a
-// follower's view of a store another server writes, which must never
-// write there, whatever path of the engine or of the free trees asks it to.
-// Its ShowAs and As copies stay read-only.
-func (r *Root) ReadOnly() *Root {
-	c := *r
-	c.readOnly = true
-	c.ways = new(ways) // its own: a probe would write (Ways)
-	return &c
-}
-
-// refuseChange is EROFS for a change of rel through a read-only Root.
-func (r *Root) refuseChange(op, rel string) error {
-	if r.readOnly {
-		return r.fail(op, rel, unix.EROFS)
-	}
-	return nil
 }
 
 // Path is the store's host path.
@@ -308,8 +285,8 @@ func (r *Root) OpenFile(rel string, flags int, perm os.FileMode) (*os.File, erro
 	if err != nil {
 		return nil, r.fail("open", rel, err)
 	}
-	if flags&(unix.O_ACCMODE|unix.O_CREAT|unix.O_TRUNC) != unix.O_RDONLY {
-		if err := r.refuseChange("open", rel); err != nil {
+	if writes(flags) {
+		if err := r.gated("open", rel); err != nil {
 			return nil, err
 		}
 	}
@@ -438,7 +415,7 @@ func (r *Root) OpenDir(rel string) (*os.File, error) {
 
 // Mkdir makes the directory rel with exactly perm (and setgid when asked).
 func (r *Root) Mkdir(rel string, perm os.FileMode) error {
-	if err := r.refuseChange("mkdir", rel); err != nil {
+	if err := r.gated("mkdir", rel); err != nil {
 		return err
 	}
 	dirfd, name, done, err := r.parent("mkdir", rel)
@@ -462,7 +439,7 @@ func (r *Root) Mkdir(rel string, perm os.FileMode) error {
 
 // Remove unlinks the file (or symlink, or other non-directory) at rel.
 func (r *Root) Remove(rel string) error {
-	if err := r.refuseChange("remove", rel); err != nil {
+	if err := r.gated("remove", rel); err != nil {
 		return err
 	}
 	dirfd, name, done, err := r.parent("remove", rel)
@@ -475,7 +452,7 @@ func (r *Root) Remove(rel string) error {
 
 // RemoveDir removes the empty directory at rel.
 func (r *Root) RemoveDir(rel string) error {
-	if err := r.refuseChange("rmdir", rel); err != nil {
+	if err := r.gated("rmdir", rel); err != nil {
 		return err
 	}
 	dirfd, name, done, err := r.parent("rmdir", rel)
@@ -528,7 +505,7 @@ func (r *Root) Rename(oldRel, newRel string, flags uint) error {
 
 // between runs an *at call that takes two names, each in its parent.
 func (r *Root) between(op, oldRel, newRel string, call func(odir int, oname string, ndir int, nname string) error) error {
-	if err := r.refuseChange(op, newRel); err != nil {
+	if err := r.gated(op, newRel); err != nil {
 		return err
 	}
 	odir, oname, odone, err := r.parent(op, oldRel)
@@ -547,7 +524,7 @@ func (r *Root) between(op, oldRel, newRel string, call func(odir int, oname stri
 // Chown changes the owner of rel itself (a symlink stays a symlink); -1
 // leaves an id as it is.
 func (r *Root) Chown(rel string, uid, gid int) error {
-	if err := r.refuseChange("chown", rel); err != nil {
+	if err := r.gated("chown", rel); err != nil {
 		return err
 	}
 	if rel == "" || rel == "." {
@@ -565,7 +542,7 @@ func (r *Root) Chown(rel string, uid, gid int) error {
 // symlink's mode cannot be changed (EOPNOTSUPP); its target is never
 // touched.
 func (r *Root) Chmod(rel string, mode uint32) error {
-	if err := r.refuseChange("chmod", rel); err != nil {
+	if err := r.gated("chmod", rel); err != nil {
 		return err
 	}
 	if rel == "" || rel == "." {
@@ -610,7 +587,7 @@ func chmodPath(fd int, mode uint32) error {
 // Utimes sets the access and modification times of rel itself
 // (unix.UTIME_OMIT leaves one as it is).
 func (r *Root) Utimes(rel string, ts [2]unix.Timespec) error {
-	if err := r.refuseChange("utimes", rel); err != nil {
+	if err := r.gated("utimes", rel); err != nil {
 		return err
 	}
 	dirfd, name, done, err := r.parent("utimes", rel)
@@ -623,7 +600,7 @@ func (r *Root) Utimes(rel string, ts [2]unix.Timespec) error {
 
 // Symlink makes rel a symlink to target (the target is only stored).
 func (r *Root) Symlink(target, rel string) error {
-	if err := r.refuseChange("symlink", rel); err != nil {
+	if err := r.gated("symlink", rel); err != nil {
 		return err
 	}
 	dirfd, name, done, err := r.parent("symlink", rel)
@@ -644,7 +621,7 @@ func (r *Root) Link(oldRel, newRel string) error {
 
 // Mknod makes a FIFO, socket or device node at rel.
 func (r *Root) Mknod(rel string, mode uint32, dev int) error {
-	if err := r.refuseChange("mknod", rel); err != nil {
+	if err := r.gated("mknod", rel); err != nil {
 		return err
 	}
 	dirfd, name, done, err := r.parent("mknod", rel)

@@ -112,10 +112,8 @@ func (w Ways) String() string {
 // (a read-only store) assumes the portable ways: they are right
 // everywhere, only slower.
 func (r *Root) probe(forced string) Ways {
+	r = r.ungated() // its scratch holds nothing, and must not be left behind
 	w := Ways{Forced: forced}
-	if r.readOnly {
-		return w.without(forced) // a probe writes: a read-only Root assumes the portable ways
-	}
 	r.removeProbeLeftovers()
 	var b [8]byte
 	rand.Read(b[:])
