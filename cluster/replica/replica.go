@@ -113,8 +113,7 @@ func (r *Replica) Lookup(uid uint32, rel string) (session.Node, error) {
 func (r *Replica) Stat(rel string) (*unix.Stat_t, error) {
 	st, err := r.root.Lstat(rel)
 	if err != nil {
-		r.watch.seen(rel, nil)
-		return nil, err
+		return nil, err // not watched: the kernel keeps no missing name (fs: no negative entries)
 	}
 	r.watch.seen(rel, st)
 	return layout.ShownStat(rel, st), nil

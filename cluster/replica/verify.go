@@ -110,22 +110,26 @@ func (v *verifier) check(pl layout.Place, st *unix.Stat_t) error {
 		return err // verified while this one waited
 	}
 	v.runs++
-	err := v.verify(dir, pl.File)
-	if err != nil {
+	judged, err := v.verify(dir, pl.File)
+	if err != nil && judged {
 		v.log.Warn("damaged history refused", "log", v.root.Show(key.rel), "err", err)
 	}
-	v.keep(key, err)
+	if judged {
+		v.keep(key, err)
+	}
 	return err
 }
 
 // verify checks one log: against its seal alone first (a log the writer
 // has sealed, or not touched since), then, when that fails, against the
 // journal, read again a few times while the writer is changing it.
-func (v *verifier) verify(dir, file string) error {
+// judged is false when the journal could not be read (EIO, not kept: the
+// next open tries again).
+func (v *verifier) verify(dir, file string) (judged bool, err error) {
 	sealKey := v.sealKey()
 	identity, problem := layout.ReadIdentity(v.root, dir)
 	if problem != "" {
-		return damaged(v.root.Show(path.Join(dir, file)), []sealedlog.Problem{{What: problem}})
+		return true, damaged(v.root.Show(path.Join(dir, file)), []sealedlog.Problem{{What: problem}})
 	}
 	at := layout.LogPlace(v.root, sealKey, dir, file, identity)
 	problems := sealedlog.Verify(at)
@@ -135,14 +139,14 @@ func (v *verifier) verify(dir, file string) error {
 		}
 		plan, err := sealedlog.PlanJournal(v.root, layout.JournalDir, layout.LocateLog(v.root, sealKey), true)
 		if err != nil {
-			return abi.Errorf(syscall.EIO, "open", "%s: the writer's journal cannot be read: %v", v.root.Show(at.Log), err)
+			return false, abi.Errorf(syscall.EIO, "open", "%s: the writer's journal cannot be read: %v", v.root.Show(at.Log), err)
 		}
 		problems = plan.Verify(at)
 	}
 	if len(problems) > 0 {
-		return damaged(v.root.Show(at.Log), problems)
+		return true, damaged(v.root.Show(at.Log), problems)
 	}
-	return nil
+	return true, nil
 }
 
 // damaged is the EIO of a log whose history cannot be proven.
