@@ -127,15 +127,11 @@ func startMooseFS(t testing.TB) *moosefs {
 // a block an interface here already uses: the host's end, then the
 // namespace's.
 func mfsAddrs(pid, n int) (host, ns string) {
-	used, _ := exec.Command("ip", "-br", "addr").Output()
-	for try := 0; ; try++ {
+	addrs := unusedAddrs(func(try int) []string {
 		block := ((pid*31 + n + try*7919) % 16384) * 4
-		host = fmt.Sprintf("10.213.%d.%d", block/256, block%256+1)
-		ns = fmt.Sprintf("10.213.%d.%d", block/256, block%256+2)
-		if !strings.Contains(string(used), host+"/") && !strings.Contains(string(used), ns+"/") || try > 100 {
-			return host, ns
-		}
-	}
+		return []string{fmt.Sprintf("10.213.%d.%d/", block/256, block%256+1), fmt.Sprintf("10.213.%d.%d/", block/256, block%256+2)}
+	})
+	return strings.TrimSuffix(addrs[0], "/"), strings.TrimSuffix(addrs[1], "/")
 }
 
 // writeConfig writes the master's and the chunkserver's config: they run
