@@ -1,0 +1,394 @@
+package integration
+
+// Random fault schedules against ctxfs hosts, each checked by the
+// history checker (history_helpers_test.go): clients send continuously
+// to private and shared sessions while faults strike, then the logs are
+// read through every host's mount and, with every host stopped, in the
+// store, and ctxfs fsck must be clean.
+//
+// The hook for several hosts (SPEC 19, issue 25): runSchedules takes the
+// hosts and the fault kinds. A host is a *server (a root of its own, the
+// one shared --store) in a faultHost; give it a netHost (server.wrap =
+// netHost.wrap(), set before it starts) and partitions are drawn for it.
+// Client c sends through host c mod len(hosts). A kill -9 is followed,
+// after its hold, by a restart of the same host (server.start, as the
+// crash tests do); a pause is SIGSTOP, then SIGCONT; a partition cuts the
+// host's port on the test network, then heals it. Faults strike one after
+// another (each repaired before the next), so every schedule ends with
+// every host up. For a cluster:
+//
+//	tn := newTestNet(t)
+//	var hosts []*faultHost
+//	for _, name := range []string{"a", "b", "c"} {
+//		nh := tn.addHost(name)
+//		s := newFuseServerWith(t, func(s *server) { s.store = shared; s.wrap = nh.wrap(); s.args = []string{"--cluster", endpoints} })
+//		hosts = append(hosts, &faultHost{name: name, srv: s, net: nh})
+//	}
+//	runSchedules(t, hosts, scheduleOpts{schedules: 20, kinds: []faultKind{faultKill, faultPause, faultPartition}, …})
+//
+// CTXFS_HISTORY_SEED=N replays the schedules of seed N (each failure
+// names it); CTXFS_HISTORY_ONLY=K runs schedule K of it alone.
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ctxfs/ctxfs/internal/mountlife"
+)
+
+// faultKind is a kind of fault a schedule draws.
+type faultKind int
+
+const (
+	faultKill      faultKind = iota // kill -9 the host's server, restart it after the hold
+	faultPause                      // SIGSTOP it, SIGCONT after the hold
+	faultPartition                  // cut its network port, heal it after the hold
+)
+
+func (k faultKind) String() string { return [...]string{"kill", "pause", "partition"}[k] }
+
+// faultHost is one host of the schedules.
+type faultHost struct {
+	name string
+	srv  *server
+	net  *netHost // nil: no partition is drawn for this host
+}
+
+// socket is the host's coder socket, where its clients send.
+func (h *faultHost) socket() string { return filepath.Join(h.srv.root, "agent", "coder.sock") }
+
+// fault is one fault of a schedule.
+type fault struct {
+	kind faultKind
+	host int
+	at   time.Duration // after the traffic began
+	hold time.Duration // paused, cut off, or down before the restart
+}
+
+func (f fault) String() string {
+	return fmt.Sprintf("%s#%d@%v/%v", f.kind, f.host, f.at.Round(time.Millisecond), f.hold.Round(time.Millisecond))
+}
+
+// scheduleOpts shape the schedules of one run.
+type scheduleOpts struct {
+	schedules              int
+	trafficMin, trafficMax time.Duration // of client traffic per schedule
+	kinds                  []faultKind
+	privateClients         int    // each sends to a private session of its own
+	sharedSessions         int    // each written by clientsPerShared clients
+	clientsPerShared       int    //
+	space                  string // the shared space (the caller makes it)
+}
+
+// schedule is one drawn schedule.
+type schedule struct {
+	n       int
+	traffic time.Duration
+	faults  []fault
+}
+
+// drawSchedule draws schedule n: its traffic time and faults one after
+// another, each 100 ms to 1.2 s long, 200 to 800 ms apart, the first
+// 200 to 700 ms in and the last over 500 ms before the traffic ends.
+func drawSchedule(rng *rand.Rand, n int, hosts []*faultHost, o scheduleOpts) schedule {
+	s := schedule{n: n, traffic: o.trafficMin + time.Duration(rng.Int63n(int64(o.trafficMax-o.trafficMin)+1))}
+	at := time.Duration(200+rng.Intn(500)) * time.Millisecond
+	for at < s.traffic-500*time.Millisecond {
+		f := fault{kind: o.kinds[rng.Intn(len(o.kinds))], host: rng.Intn(len(hosts)), at: at,
+			hold: time.Duration(100+rng.Intn(1100)) * time.Millisecond}
+		if f.kind == faultPartition && hosts[f.host].net == nil {
+			f.kind = faultPause // a host off the test network cannot be cut off
+		}
+		s.faults = append(s.faults, f)
+		at += f.hold + time.Duration(200+rng.Intn(600))*time.Millisecond
+	}
+	return s
+}
+
+// runSchedules runs o.schedules schedules against hosts, each checked;
+// a violation fails the test, naming the seed that replays it.
+func runSchedules(t *testing.T, hosts []*faultHost, o scheduleOpts) {
+	t.Helper()
+	seed := time.Now().UnixNano() % 1_000_000_000
+	if v := os.Getenv("CTXFS_HISTORY_SEED"); v != "" {
+		seed, _ = strconv.ParseInt(v, 10, 64)
+	}
+	only := -1
+	if v := os.Getenv("CTXFS_HISTORY_ONLY"); v != "" {
+		only, _ = strconv.Atoi(v)
+	}
+	t.Logf("seed %d (CTXFS_HISTORY_SEED=%d replays these schedules)", seed, seed)
+	for n := 0; n < o.schedules && !t.Failed(); n++ {
+		if only >= 0 && n != only {
+			continue
+		}
+		sch := drawSchedule(rand.New(rand.NewSource(seed+int64(n))), n, hosts, o)
+		began := time.Now()
+		ops, vs := runSchedule(t, hosts, sch, o, fmt.Sprintf("h%d-s%d-", seed, n))
+		t.Logf("schedule %d: %v traffic, faults %v: %s; %d violations, %v in all",
+			n, sch.traffic.Round(time.Millisecond), sch.faults, historySummary(ops), len(vs), time.Since(began).Round(time.Millisecond))
+		if len(vs) > 0 {
+			t.Errorf("schedule %d of seed %d (CTXFS_HISTORY_SEED=%d CTXFS_HISTORY_ONLY=%d) breaks the history:\n%s",
+				n, seed, seed, n, violationList(vs, 20))
+		}
+	}
+}
+
+// violationList lists at most max violations, one a line.
+func violationList(vs []violation, max int) string {
+	var b strings.Builder
+	for i, v := range vs {
+		if i == max {
+			fmt.Fprintf(&b, "  … and %d more\n", len(vs)-max)
+			break
+		}
+		fmt.Fprintf(&b, "  %s\n", v)
+	}
+	return b.String()
+}
+
+// runSchedule runs one schedule and checks it: the traffic with its
+// faults, then the logs through every host's mount, then with every host
+// stopped fsck and the store; it leaves every host running.
+func runSchedule(t *testing.T, hosts []*faultHost, sch schedule, o scheduleOpts, prefix string) ([]histOp, []violation) {
+	t.Helper()
+	h := &history{prefix: prefix}
+	sessions, clientSession := scheduleSessions(prefix, o)
+	stop, cancel := make(chan struct{}), make(chan struct{})
+	var clients sync.WaitGroup
+	for c, s := range clientSession {
+		host := hosts[c%len(hosts)]
+		clients.Add(1)
+		go func() {
+			defer clients.Done()
+			for seq := 0; ; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				op := h.invoke(c, seq, s, host.name)
+				h.sendOp(host.socket(), op, cancel)
+				if op.outcome != opAcked {
+					time.Sleep(20 * time.Millisecond) // the server is down or refusing: do not spin
+				}
+			}
+		}()
+	}
+	began := time.Now()
+	for _, f := range sch.faults {
+		time.Sleep(time.Until(began.Add(f.at)))
+		applyFault(t, hosts[f.host], f)
+	}
+	time.Sleep(time.Until(began.Add(sch.traffic)))
+	close(stop)
+	if !waitGroupWithin(&clients, opLimit+5*time.Second) {
+		close(cancel) // a send still open: cut it (indeterminate)
+		if !waitGroupWithin(&clients, 5*time.Second) {
+			t.Fatalf("schedule %d: clients still running %v after the traffic stopped", sch.n, opLimit+10*time.Second)
+		}
+	}
+	ops := h.snapshot()
+	return ops, checkAfterSchedule(t, hosts, ops, sessions)
+}
+
+// scheduleSessions names a schedule's sessions, and gives each client
+// its session: a private one of its own for the first privateClients,
+// then clientsPerShared clients per shared session.
+func scheduleSessions(prefix string, o scheduleOpts) (all, byClient []histSession) {
+	for c := 0; c < o.privateClients; c++ {
+		s := histSession{name: fmt.Sprintf("%sp%d", prefix, c)}
+		all, byClient = append(all, s), append(byClient, s)
+	}
+	for k := 0; k < o.sharedSessions; k++ {
+		s := histSession{name: fmt.Sprintf("%ssh%d", prefix, k), space: o.space}
+		all = append(all, s)
+		for range o.clientsPerShared {
+			byClient = append(byClient, s)
+		}
+	}
+	return all, byClient
+}
+
+// applyFault strikes one fault and repairs it after its hold (the repair
+// is deferred: a failing test still resumes and heals).
+func applyFault(t *testing.T, h *faultHost, f fault) {
+	t.Helper()
+	switch f.kind {
+	case faultKill:
+		dead := h.srv.crash()
+		time.Sleep(f.hold)
+		h.srv.start()
+		waitMounted(t, h.srv)
+		reaped(t, dead)
+	case faultPause:
+		pid := h.srv.cmd.Process.Pid
+		if err := pause(pid); err != nil {
+			t.Fatalf("pause %s: %v", h.name, err)
+		}
+		defer resume(pid)
+		time.Sleep(f.hold)
+	case faultPartition:
+		h.net.partition()
+		defer h.net.heal()
+		time.Sleep(f.hold)
+	}
+}
+
+// waitMounted waits until a started server's mounts are up (its sockets
+// answer first).
+func waitMounted(t *testing.T, s *server) {
+	t.Helper()
+	eventually(t, 10*time.Second, "one live mount each at home and shared", func() bool {
+		return mountsAt(s.mnt("home")) == 1 && mountsAt(s.mnt("shared")) == 1
+	})
+}
+
+// waitGroupWithin waits for wg up to limit.
+func waitGroupWithin(wg *sync.WaitGroup, limit time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	return waitDone(done, limit)
+}
+
+// checkAfterSchedule checks the history against the logs read through
+// every host's mount (after a status request has made the first host
+// recover each session), then stops every host, requires fsck clean,
+// checks the store's logs, and starts every host again.
+func checkAfterSchedule(t *testing.T, hosts []*faultHost, ops []histOp, sessions []histSession) []violation {
+	t.Helper()
+	var vs []violation
+	for _, s := range sessions {
+		scope := ""
+		if s.space != "" {
+			scope = fmt.Sprintf(`,"scope":"shared","space":%q`, s.space)
+		}
+		hosts[0].srv.mustRequest("coder", fmt.Sprintf(`{"op":"status","session":%q%s}`, s.name, scope))
+	}
+	check := func(where, root string) {
+		logs, err := readSessionLogs(root, sessions)
+		if err != nil {
+			vs = append(vs, violation{"read", fmt.Sprintf("%s: %v", where, err)})
+			return
+		}
+		for _, v := range checkHistory(ops, logs) {
+			vs = append(vs, violation{v.kind, where + ": " + v.msg})
+		}
+	}
+	for _, h := range hosts {
+		check("through "+h.name+"'s mount", h.srv.root)
+	}
+	for _, h := range hosts {
+		h.srv.kill(h.srv.cmd, syscall.SIGTERM)
+	}
+	if out, code := hosts[0].srv.fsck(); code != 0 || out != "clean\n" {
+		vs = append(vs, violation{"fsck", fmt.Sprintf("exit %d: %s", code, strings.TrimSpace(out))})
+	}
+	check("in the store", hosts[0].srv.store)
+	for _, h := range hosts {
+		h.srv.start()
+		waitMounted(t, h.srv)
+	}
+	return vs
+}
+
+// TestHistoryFaultSchedules: 20 random schedules of 4 to 6 s of sends by
+// three clients to private sessions of their own and four clients to two
+// shared sessions, against one ctxfs server hit by kill -9 (then a
+// restart) and SIGSTOP (then SIGCONT); after each, every acknowledged
+// send is present exactly once in its session, nothing else is, no line
+// is torn, each client's acknowledged sends keep their order, and fsck
+// is clean.
+func TestHistoryFaultSchedules(t *testing.T) {
+	s := newFuseServer(t)
+	keepFusectlAsIs(t)
+	umountLeftovers(t, s.root)
+	t.Cleanup(func() { // never leave a dead connection behind
+		mountlife.AbortDead(s.mnt("home"))
+		mountlife.AbortDead(s.mnt("shared"))
+	})
+	s.spaceAdd("team", 1234)
+	runSchedules(t, []*faultHost{{name: "one", srv: s}}, scheduleOpts{
+		schedules:  20,
+		trafficMin: 4 * time.Second, trafficMax: 6 * time.Second,
+		kinds:          []faultKind{faultKill, faultPause},
+		privateClients: 3, sharedSessions: 2, clientsPerShared: 2,
+		space: "team",
+	})
+}
+
+// TestHistoryCheckerFindsViolations: the checker, fed hand-made
+// histories and logs, reports each kind of violation exactly where it
+// is, and nothing in a history every op of which is as the contract
+// allows (an acknowledged send once; a failed or indeterminate one absent
+// or once; a refused one absent; assistant lines and other events beside
+// them).
+func TestHistoryCheckerFindsViolations(t *testing.T) {
+	p, q := histSession{name: "p"}, histSession{name: "q", space: "team"}
+	t0 := time.Unix(1000, 0)
+	op := func(tag string, s histSession, o opOutcome, invoked, acked int) histOp {
+		return histOp{tag: tag, session: s, outcome: o, invoked: t0.Add(time.Duration(invoked) * time.Second), acked: t0.Add(time.Duration(acked) * time.Second)}
+	}
+	// sent is what a send leaves in a session's logs: its start event
+	// and user message, an assistant echo and a done.
+	sent := func(tags ...string) sessionLogs {
+		var l sessionLogs
+		for i, tag := range tags {
+			run := fmt.Sprintf("r%d", i)
+			l.events += fmt.Sprintf(`{"type":"start","id":%q,"run":%q,"client_id":%q,"session":"s"}`+"\n", run, run, tag) +
+				fmt.Sprintf(`{"type":"done","run":%q,"status":"ok"}`+"\n", run)
+			l.messages += fmt.Sprintf(`{"role":"user","run":%q,"content":%q}`+"\n", run, tag) +
+				fmt.Sprintf(`{"role":"assistant","run":%q,"content":[{"type":"text","text":%q}]}`+"\n", run, tag)
+		}
+		return l
+	}
+	good := []histOp{
+		op("a1", p, opAcked, 0, 1), op("a2", p, opAcked, 2, 3),
+		op("f-absent", p, opFailed, 4, 0), op("f-present", p, opFailed, 5, 0),
+		op("i-absent", q, opIndeterminate, 0, 0), op("i-present", q, opIndeterminate, 0, 0),
+		op("r-absent", q, opRefused, 0, 0), op("b1", q, opAcked, 1, 2),
+	}
+	goodLogs := map[histSession]sessionLogs{p: sent("a1", "a2", "f-present"), q: sent("i-present", "b1")}
+	if vs := checkHistory(good, goodLogs); len(vs) > 0 {
+		t.Errorf("a history within the contract: violations\n%s", violationList(vs, 20))
+	}
+	tornLogs := sent("a1", "a2", "f-present")
+	tornLogs.messages += `{"role":"user","content":"half`
+	badLine := sent("i-present", "b1")
+	badLine.events = `{"type":"state"` + "\n" + badLine.events
+	for _, c := range []struct {
+		name string
+		ops  []histOp
+		logs map[histSession]sessionLogs
+		want []string // the kinds reported, sorted
+	}{
+		{"an acknowledged send lost", good, map[histSession]sessionLogs{p: sent("a1", "f-present"), q: sent("i-present", "b1")}, []string{vLost}},
+		{"an acknowledged send twice", good, map[histSession]sessionLogs{p: sent("a1", "a2", "a2", "f-present"), q: sent("i-present", "b1")}, []string{vDuplicate}},
+		{"an indeterminate send twice", good, map[histSession]sessionLogs{p: sent("a1", "a2", "f-present"), q: sent("i-present", "b1", "i-present")}, []string{vDuplicate}},
+		{"a refused send present", good, map[histSession]sessionLogs{p: sent("a1", "a2", "f-present"), q: sent("i-present", "b1", "r-absent")}, []string{vRefusedHere}},
+		{"a message never sent", good, map[histSession]sessionLogs{p: sent("a1", "a2", "f-present", "ghost"), q: sent("i-present", "b1")}, []string{vNeverSent}},
+		{"a send in another session", good, map[histSession]sessionLogs{p: sent("a1", "f-present"), q: sent("i-present", "b1", "a2")}, []string{vLost, vMisplaced}},
+		{"acknowledged sends out of order", good, map[histSession]sessionLogs{p: sent("a2", "a1", "f-present"), q: sent("i-present", "b1")}, []string{vOrder}},
+		{"a torn last line", good, map[histSession]sessionLogs{p: tornLogs, q: sent("i-present", "b1")}, []string{vTorn}},
+		{"an unparseable line", good, map[histSession]sessionLogs{p: sent("a1", "a2", "f-present"), q: badLine}, []string{vUnparseable}},
+		{"a user message without its start event", good, map[histSession]sessionLogs{p: {messages: sent("a1", "a2", "f-present").messages, events: sent("a1", "f-present").events}, q: sent("i-present", "b1")}, []string{vStartEvents}},
+	} {
+		var got []string
+		for _, v := range checkHistory(c.ops, c.logs) {
+			got = append(got, v.kind)
+		}
+		sort.Strings(got)
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: violations %v, want %v:\n%s", c.name, got, c.want, violationList(checkHistory(c.ops, c.logs), 20))
+		}
+	}
+}
