@@ -252,11 +252,12 @@ const (
 	vDuplicate   = "duplicate"  // a send is present more than once
 	vNeverSent   = "never-sent" // a message no op of the history sent
 	vRefusedHere = "refused-but-present"
-	vMisplaced   = "misplaced"   // present in a session it was not sent to
-	vTorn        = "torn"        // a log ends in a partial line
-	vUnparseable = "unparseable" // a line that is not one JSON object
-	vOrder       = "order"       // acknowledged before another was invoked, yet after it in the log
-	vStartEvents = "start-events"
+	vMisplaced   = "misplaced"    // present in a session it was not sent to
+	vTorn        = "torn"         // a log ends in a partial line
+	vUnparseable = "unparseable"  // a line that is not one JSON object
+	vOrder       = "order"        // acknowledged before another was invoked, yet after it in the log
+	vStartEvents = "start-events" // not one start event per user message
+	vDoneEvents  = "done-events"  // a run started without exactly one done
 )
 
 // checkHistory compares the ops with the sessions' logs: every
@@ -304,6 +305,7 @@ func checkHistory(ops []histOp, logs map[histSession]sessionLogs) []violation {
 				starts[id]++
 			}
 		}
+		vs = append(vs, checkRunsClosed(s, events)...)
 	}
 	for i := range ops {
 		vs = append(vs, checkOp(&ops[i], found[ops[i].tag], starts[ops[i].tag])...)
@@ -365,6 +367,30 @@ func checkOrder(ops []histOp, positions map[histSession]map[string]int) []violat
 					vs = append(vs, violation{vOrder, fmt.Sprintf("%s: %s was acknowledged before %s was invoked, yet follows it in the log", s, a.tag, b.tag)})
 				}
 			}
+		}
+	}
+	return vs
+}
+
+// checkRunsClosed: every run started in a session has exactly one done
+// event (the checker reads the logs after the sessions were recovered:
+// a run a kill interrupted is closed by then).
+func checkRunsClosed(s histSession, events []map[string]any) []violation {
+	var vs []violation
+	dones := map[string]int{}
+	var runs []string
+	for _, e := range events {
+		run, _ := e["run"].(string)
+		switch e["type"] {
+		case "start":
+			runs = append(runs, run)
+		case "done":
+			dones[run]++
+		}
+	}
+	for _, run := range runs {
+		if dones[run] != 1 {
+			vs = append(vs, violation{vDoneEvents, fmt.Sprintf("%s: run %s has %d done events", s, run, dones[run])})
 		}
 	}
 	return vs

@@ -330,8 +330,8 @@ func TestHistoryFaultSchedules(t *testing.T) {
 // histories and logs, reports each kind of violation exactly where it
 // is, and nothing in a history every op of which is as the contract
 // allows (an acknowledged send once; a failed or indeterminate one absent
-// or once; a refused one absent; assistant lines and other events beside
-// them).
+// or once; a refused one absent; each run closed by one done; assistant
+// lines and other events beside them).
 func TestHistoryCheckerFindsViolations(t *testing.T) {
 	p, q := histSession{name: "p"}, histSession{name: "q", space: "team"}
 	t0 := time.Unix(1000, 0)
@@ -380,7 +380,9 @@ func TestHistoryCheckerFindsViolations(t *testing.T) {
 		{"acknowledged sends out of order", good, map[histSession]sessionLogs{p: sent("a2", "a1", "f-present"), q: sent("i-present", "b1")}, []string{vOrder}},
 		{"a torn last line", good, map[histSession]sessionLogs{p: tornLogs, q: sent("i-present", "b1")}, []string{vTorn}},
 		{"an unparseable line", good, map[histSession]sessionLogs{p: sent("a1", "a2", "f-present"), q: badLine}, []string{vUnparseable}},
+		{"a run never closed", good, map[histSession]sessionLogs{p: sent("a1", "a2", "f-present"), q: {messages: sent("i-present", "b1").messages, events: strings.Replace(sent("i-present", "b1").events, `{"type":"done","run":"r1","status":"ok"}`+"\n", "", 1)}}, []string{vDoneEvents}},
 		{"a user message without its start event", good, map[histSession]sessionLogs{p: {messages: sent("a1", "a2", "f-present").messages, events: sent("a1", "f-present").events}, q: sent("i-present", "b1")}, []string{vStartEvents}},
+		{"a run closed twice", good, map[histSession]sessionLogs{p: {messages: sent("a1", "a2", "f-present").messages, events: sent("a1", "a2", "f-present").events + `{"type":"done","run":"r0","status":"error"}` + "\n"}, q: sent("i-present", "b1")}, []string{vDoneEvents}},
 	} {
 		var got []string
 		for _, v := range checkHistory(c.ops, c.logs) {
