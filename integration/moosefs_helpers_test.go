@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -36,10 +35,6 @@ type moosefs struct {
 // mfsClientTimeout is mfsmount's mfstimeout: an operation the master does
 // not answer within it fails with EIO instead of blocking the test.
 const mfsClientTimeout = 30
-
-// mfsSeq numbers the clusters of one test binary: each gets its own
-// namespace, veth and /30.
-var mfsSeq atomic.Int32
 
 // requireMooseFS skips a test when the MooseFS packages (or root, or ip)
 // are missing; with CTXFS_REQUIRE_MOOSEFS=1 (CI) it fails instead.
@@ -74,8 +69,7 @@ const mfsEmptyMetadata = "/var/lib/mfs/metadata.mfs.empty"
 func startMooseFS(t testing.TB) *moosefs {
 	t.Helper()
 	requireMooseFS(t)
-	n := int(mfsSeq.Add(1))
-	id := fmt.Sprintf("%d-%d", os.Getpid()%100000, n)
+	id, n := nextNetID() // each cluster gets its own namespace, veth and /30
 	hostAddr, nsAddr := mfsAddrs(os.Getpid(), n)
 	m := &moosefs{dir: t.TempDir(), master: nsAddr, mounts: map[string]*exec.Cmd{}}
 	openToAll(t, filepath.Join(m.dir, "x"))

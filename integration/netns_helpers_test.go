@@ -49,8 +49,15 @@ type netHost struct {
 	net  *testNet
 }
 
-// netSeq numbers the networks of one test binary.
+// netSeq numbers the networks (and MooseFS clusters) of one test binary.
 var netSeq atomic.Int32
+
+// nextNetID is a new network's id, unique on this machine (the test
+// binary's PID and a counter), and its counter.
+func nextNetID() (id string, n int) {
+	n = int(netSeq.Add(1))
+	return fmt.Sprintf("%d-%d", os.Getpid()%100000, n), n
+}
 
 // netAddrPrefix is the /16 the test networks take their /24s from.
 const netAddrPrefix = "10.214"
@@ -60,8 +67,7 @@ const netAddrPrefix = "10.214"
 func newTestNet(t testing.TB) *testNet {
 	t.Helper()
 	requireNetns(t)
-	n := int(netSeq.Add(1))
-	id := fmt.Sprintf("%d-%d", os.Getpid()%100000, n)
+	id, n := nextNetID()
 	// A /24 no interface here has an address in yet.
 	net := unusedAddrs(func(try int) []string {
 		return []string{fmt.Sprintf("%s.%d.", netAddrPrefix, (os.Getpid()*31+n+try*7919)%256)}
