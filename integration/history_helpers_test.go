@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // A history checker in the style of Jepsen's, for sends (SPEC 7, 8, 19).
@@ -29,16 +33,17 @@ import (
 // mount, or in the store). The schedule runner that drives faults
 // against hosts is in history_test.go.
 
-// histSession is a session the clients send to: root's private session
-// NAME at agent coder, or the shared session NAME of space SPACE.
+// histSession is a session the clients send to: the private session
+// NAME of uid at agent coder, or the shared session NAME of space SPACE.
 type histSession struct {
 	name  string
 	space string // "" for a private session
+	uid   uint32 // a private session's owner
 }
 
 func (s histSession) String() string {
 	if s.space == "" {
-		return "private:" + s.name
+		return fmt.Sprintf("private:%d/%s", s.uid, s.name)
 	}
 	return "shared:" + s.space + "/" + s.name
 }
@@ -47,19 +52,62 @@ func (s histSession) String() string {
 // share the layout).
 func (s histSession) rel() string {
 	if s.space == "" {
-		return sessRel(s.name)
+		return filepath.Join("home", fmt.Sprint(s.uid), "agent", "coder", "session", s.name)
 	}
 	return filepath.Join("shared", s.space, "agent", "coder", "session", s.name)
+}
+
+// scopeFields are the request fields that name the session's scope.
+func (s histSession) scopeFields() string {
+	if s.space == "" {
+		return ""
+	}
+	return fmt.Sprintf(`,"scope":"shared","space":%q`, s.space)
 }
 
 // sendLine is the send request of one op: its tag is both its client id
 // and its input, so the message and the start event each name it.
 func (s histSession) sendLine(tag string) string {
-	scope := ""
-	if s.space != "" {
-		scope = fmt.Sprintf(`,"scope":"shared","space":%q`, s.space)
+	return fmt.Sprintf(`{"op":"send","id":%q,"session":%q%s,"input":%q}`, tag, s.name, s.scopeFields(), tag)
+}
+
+// histClient is one client of the schedules: it sends as cred (nil:
+// root, from this process) through its own dialer.
+type histClient struct {
+	cred   *cred
+	dialer *uidDialer // nil for root
+}
+
+// dial connects to the socket at path as the client.
+func (c *histClient) dial(path string) (net.Conn, error) {
+	if c.dialer == nil {
+		return net.DialTimeout("unix", path, time.Second)
 	}
-	return fmt.Sprintf(`{"op":"send","id":%q,"session":%q%s,"input":%q}`, tag, s.name, scope, tag)
+	return c.dialer.dial(path)
+}
+
+// request sends one request line as the client and reads every frame.
+func (c *histClient) request(sock, line string) ([]frame, error) {
+	conn, err := c.dial(sock)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(opLimit))
+	if _, err := conn.Write([]byte(line + "\n")); err != nil {
+		return nil, err
+	}
+	var frames []frame
+	sc := bufio.NewScanner(conn)
+	sc.Buffer(nil, 4<<20)
+	for sc.Scan() {
+		var f frame
+		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+			return frames, fmt.Errorf("bad frame %q: %v", sc.Text(), err)
+		}
+		frames = append(frames, f)
+	}
+	return frames, sc.Err()
 }
 
 // opOutcome is what a client learnt of one send.
@@ -90,6 +138,7 @@ type histOp struct {
 	tag         string // unique in the history
 	outcome     opOutcome
 	done        bool   // the done frame arrived too
+	run         string // the run its start frame named
 	errno       string // of a refused or failed op; why an indeterminate one is
 	host        string // the host the client sent through
 	invoked     time.Time
@@ -120,11 +169,11 @@ func (h *history) settle(op *histOp, outcome opOutcome, done bool, errno string)
 	op.outcome, op.done, op.errno = outcome, done, errno
 }
 
-// markAcked records op's start frame.
-func (h *history) markAcked(op *histOp) {
+// markAcked records op's start frame, which named run.
+func (h *history) markAcked(op *histOp, run string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	op.outcome, op.acked = opAcked, time.Now()
+	op.outcome, op.acked, op.run = opAcked, time.Now(), run
 }
 
 // snapshot is a copy of every op, for the checker.
@@ -142,11 +191,11 @@ func (h *history) snapshot() []histOp {
 // for at most the pause, well within it.
 const opLimit = 10 * time.Second
 
-// sendOp sends op over the Unix socket sock and records its outcome,
-// reading frames as they come: the start frame acknowledges it. cancel
-// closing aborts it (indeterminate).
-func (h *history) sendOp(sock string, op *histOp, cancel <-chan struct{}) {
-	conn, err := net.DialTimeout("unix", sock, time.Second)
+// sendOp sends op as client c over the Unix socket sock and records its
+// outcome, reading frames as they come: the start frame acknowledges it.
+// cancel closing aborts it (indeterminate).
+func (h *history) sendOp(c *histClient, sock string, op *histOp, cancel <-chan struct{}) {
+	conn, err := c.dial(sock)
 	if err != nil {
 		code := errnoOf(err)
 		if code == "ECONNREFUSED" || code == "ENOENT" { // no server listens: nothing was sent
@@ -182,7 +231,8 @@ func (h *history) sendOp(sock string, op *histOp, cancel <-chan struct{}) {
 		switch {
 		case f["type"] == "start":
 			started = true
-			h.markAcked(op)
+			run, _ := f["run"].(string)
+			h.markAcked(op, run)
 		case f["type"] == "done" && started:
 			h.settle(op, opAcked, true, "")
 			return
@@ -275,7 +325,7 @@ func checkHistory(ops []histOp, logs map[histSession]sessionLogs) []violation {
 	}
 	found := map[string][]histSession{}          // tag → the session of each copy of its user message
 	position := map[histSession]map[string]int{} // session → tag → the line of its first user message
-	starts := map[string]int{}                   // tag → start events naming it as client id
+	starts := map[string][]string{}              // tag → the run of each start event naming it as client id
 	sessions := make([]histSession, 0, len(logs))
 	for s := range logs {
 		sessions = append(sessions, s)
@@ -302,7 +352,8 @@ func checkHistory(ops []histOp, logs map[histSession]sessionLogs) []violation {
 		vs = append(vs, bad...)
 		for _, e := range events {
 			if id, _ := e["client_id"].(string); e["type"] == "start" && known[id] {
-				starts[id]++
+				run, _ := e["run"].(string)
+				starts[id] = append(starts[id], run)
 			}
 		}
 		vs = append(vs, checkRunsClosed(s, events)...)
@@ -313,9 +364,9 @@ func checkHistory(ops []histOp, logs map[histSession]sessionLogs) []violation {
 	return append(vs, checkOrder(ops, position)...)
 }
 
-// checkOp judges one op by where its message was found and how many
-// start events name it.
-func checkOp(op *histOp, at []histSession, startEvents int) []violation {
+// checkOp judges one op by where its message was found and by the runs
+// of the start events that name it.
+func checkOp(op *histOp, at []histSession, startRuns []string) []violation {
 	var vs []violation
 	what := fmt.Sprintf("%s op %s (client %d, %s", op.outcome, op.tag, op.client, op.session)
 	if op.errno != "" {
@@ -338,8 +389,11 @@ func checkOp(op *histOp, at []histSession, startEvents int) []violation {
 	case inPlace > 1:
 		vs = append(vs, violation{vDuplicate, fmt.Sprintf("%s is present %d times", what, inPlace)})
 	}
-	if startEvents != len(at) {
-		vs = append(vs, violation{vStartEvents, fmt.Sprintf("%s: %d start events, %d user messages", what, startEvents, len(at))})
+	if len(startRuns) != len(at) {
+		vs = append(vs, violation{vStartEvents, fmt.Sprintf("%s: %d start events, %d user messages", what, len(startRuns), len(at))})
+	}
+	if op.run != "" && len(startRuns) == 1 && startRuns[0] != op.run {
+		vs = append(vs, violation{vStartEvents, fmt.Sprintf("%s: its start frame named run %s, its start event %s", what, op.run, startRuns[0])})
 	}
 	return vs
 }
@@ -431,4 +485,94 @@ func historySummary(ops []histOp) string {
 	}
 	return fmt.Sprintf("ops invoked %d, acked %d (done %d), refused %d, failed %d, indeterminate %d, pending %d",
 		len(ops), n[opAcked], done, n[opRefused], n[opFailed], n[opIndeterminate], n[opPending])
+}
+
+// fdDialer is a python3 helper, run as a client's uid, that connects to
+// Unix sockets for the test process: for each path it receives on its
+// socket (argv[1] is the descriptor), it connects within 1 s and hands
+// the connected descriptor back (SCM_RIGHTS), or the errno number.
+const fdDialer = `
+import os, socket, sys
+ctl = socket.socket(fileno=int(sys.argv[1]))
+while True:
+    path = ctl.recv(4096)
+    if not path:
+        sys.exit(0)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(1)
+    try:
+        s.connect(path.decode())
+    except OSError as e:
+        ctl.send(b"E%d" % (e.errno or 0))
+    else:
+        s.setblocking(True)
+        socket.send_fds(ctl, [b"ok"], [s.fileno()])
+    s.close()
+`
+
+// uidDialer connects to Unix sockets as another uid: its helper connects
+// and hands the descriptor back, so the server sees the peer credentials
+// of that uid (fixed at connect) while this process streams the frames.
+type uidDialer struct {
+	mu  sync.Mutex // one dial at a time over ctl
+	ctl *net.UnixConn
+}
+
+// newUIDDialer starts a dialer running as c; it is killed by PID in
+// t.Cleanup (and dies with this process).
+func newUIDDialer(t testing.TB, c *cred) *uidDialer {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	testkit.Must(t, err)
+	child := os.NewFile(uintptr(fds[1]), "dialer-child")
+	defer child.Close()
+	cmd := exec.Command("/usr/bin/python3", "-c", fdDialer, "3")
+	cmd.ExtraFiles = []*os.File{child}
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C", "HOME=/"}
+	cmd.Dir = "/"
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL,
+		Credential: &syscall.Credential{Uid: c.uid, Gid: c.gid, Groups: c.groups}}
+	testkit.Must(t, cmd.Start())
+	t.Cleanup(func() { kill9(cmd) })
+	f := os.NewFile(uintptr(fds[0]), "dialer")
+	defer f.Close()
+	conn, err := net.FileConn(f)
+	testkit.Must(t, err)
+	t.Cleanup(func() { conn.Close() })
+	return &uidDialer{ctl: conn.(*net.UnixConn)}
+}
+
+// dial connects to the socket at path as the dialer's uid; a refused
+// connect is its errno (a syscall.Errno, as net.Dial's would hold).
+func (d *uidDialer) dial(path string) (net.Conn, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.ctl.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := d.ctl.Write([]byte(path)); err != nil {
+		return nil, err
+	}
+	buf, oob := make([]byte, 64), make([]byte, syscall.CmsgSpace(4))
+	n, oobn, _, _, err := d.ctl.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return nil, err
+	}
+	if reply := string(buf[:n]); reply != "ok" {
+		var errno int
+		if _, err := fmt.Sscanf(reply, "E%d", &errno); err != nil {
+			return nil, fmt.Errorf("dialer: %q", reply)
+		}
+		return nil, &net.OpError{Op: "dial", Net: "unix", Err: syscall.Errno(errno)}
+	}
+	msgs, err := syscall.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return nil, fmt.Errorf("dialer: no descriptor (%v)", err)
+	}
+	fds, err := syscall.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		return nil, fmt.Errorf("dialer: no descriptor (%v)", err)
+	}
+	f := os.NewFile(uintptr(fds[0]), path)
+	defer f.Close()
+	return net.FileConn(f)
 }

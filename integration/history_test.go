@@ -87,7 +87,13 @@ type scheduleOpts struct {
 	sharedSessions         int    // each written by clientsPerShared clients
 	clientsPerShared       int    //
 	space                  string // the shared space (the caller makes it)
+	// clientCred says who client c is (nil: root, dialing from this
+	// process); the shared clients must be members of the space.
+	clientCred func(c int) *cred
 }
+
+// clients is the number of clients of a schedule.
+func (o scheduleOpts) clients() int { return o.privateClients + o.sharedSessions*o.clientsPerShared }
 
 // schedule is one drawn schedule.
 type schedule struct {
@@ -114,9 +120,16 @@ func drawSchedule(rng *rand.Rand, n int, hosts []*faultHost, o scheduleOpts) sch
 	return s
 }
 
+// scheduleSlack bounds what a schedule may take beyond its traffic (the
+// last sends, the reads, fsck, the restarts): a hang fails the test. Not
+// a speed assertion: on a loaded 2-core machine a schedule takes about a
+// second more than its traffic.
+const scheduleSlack = 60 * time.Second
+
 // runSchedules runs o.schedules schedules against hosts, each checked;
-// a violation fails the test, naming the seed that replays it.
-func runSchedules(t *testing.T, hosts []*faultHost, o scheduleOpts) {
+// a violation fails the test, naming the seed that replays it. It
+// returns every op of every schedule run.
+func runSchedules(t *testing.T, hosts []*faultHost, o scheduleOpts) (all []histOp) {
 	t.Helper()
 	seed := time.Now().UnixNano() % 1_000_000_000
 	if v := os.Getenv("CTXFS_HISTORY_SEED"); v != "" {
@@ -127,20 +140,34 @@ func runSchedules(t *testing.T, hosts []*faultHost, o scheduleOpts) {
 		only, _ = strconv.Atoi(v)
 	}
 	t.Logf("seed %d (CTXFS_HISTORY_SEED=%d replays these schedules)", seed, seed)
+	clients := make([]*histClient, o.clients())
+	for c := range clients {
+		clients[c] = &histClient{}
+		if o.clientCred != nil && o.clientCred(c) != nil {
+			clients[c] = &histClient{cred: o.clientCred(c), dialer: newUIDDialer(t, o.clientCred(c))}
+		}
+	}
 	for n := 0; n < o.schedules && !t.Failed(); n++ {
 		if only >= 0 && n != only {
 			continue
 		}
 		sch := drawSchedule(rand.New(rand.NewSource(seed+int64(n))), n, hosts, o)
 		began := time.Now()
-		ops, vs := runSchedule(t, hosts, sch, o, fmt.Sprintf("h%d-s%d-", seed, n))
+		ops, vs := runSchedule(t, hosts, clients, sch, o, fmt.Sprintf("h%d-s%d-", seed, n))
+		took := time.Since(began)
 		t.Logf("schedule %d: %v traffic, faults %v: %s; %d violations, %v in all",
-			n, sch.traffic.Round(time.Millisecond), sch.faults, historySummary(ops), len(vs), time.Since(began).Round(time.Millisecond))
+			n, sch.traffic.Round(time.Millisecond), sch.faults, historySummary(ops), len(vs), took.Round(time.Millisecond))
+		if took > sch.traffic+scheduleSlack {
+			t.Errorf("schedule %d of seed %d took %v, over its traffic %v and %v", n, seed, took, sch.traffic, scheduleSlack)
+		}
+		all = append(all, ops...)
 		if len(vs) > 0 {
 			t.Errorf("schedule %d of seed %d (CTXFS_HISTORY_SEED=%d CTXFS_HISTORY_ONLY=%d) breaks the history:\n%s",
 				n, seed, seed, n, violationList(vs, 20))
 		}
 	}
+	t.Logf("all schedules: %s", historySummary(all))
+	return all
 }
 
 // violationList lists at most max violations, one a line.
@@ -159,17 +186,17 @@ func violationList(vs []violation, max int) string {
 // runSchedule runs one schedule and checks it: the traffic with its
 // faults, then the logs through every host's mount, then with every host
 // stopped fsck and the store; it leaves every host running.
-func runSchedule(t *testing.T, hosts []*faultHost, sch schedule, o scheduleOpts, prefix string) ([]histOp, []violation) {
+func runSchedule(t *testing.T, hosts []*faultHost, clients []*histClient, sch schedule, o scheduleOpts, prefix string) ([]histOp, []violation) {
 	t.Helper()
 	h := &history{prefix: prefix}
-	sessions, clientSession := scheduleSessions(prefix, o)
+	sessions, clientSession := scheduleSessions(prefix, o, clients)
 	stop, cancel := make(chan struct{}), make(chan struct{})
-	var clients sync.WaitGroup
+	var running sync.WaitGroup
 	for c, s := range clientSession {
 		host := hosts[c%len(hosts)]
-		clients.Add(1)
+		running.Add(1)
 		go func() {
-			defer clients.Done()
+			defer running.Done()
 			for seq := 0; ; seq++ {
 				select {
 				case <-stop:
@@ -177,7 +204,7 @@ func runSchedule(t *testing.T, hosts []*faultHost, sch schedule, o scheduleOpts,
 				default:
 				}
 				op := h.invoke(c, seq, s, host.name)
-				h.sendOp(host.socket(), op, cancel)
+				h.sendOp(clients[c], host.socket(), op, cancel)
 				if op.outcome != opAcked {
 					time.Sleep(20 * time.Millisecond) // the server is down or refusing: do not spin
 				}
@@ -191,22 +218,37 @@ func runSchedule(t *testing.T, hosts []*faultHost, sch schedule, o scheduleOpts,
 	}
 	time.Sleep(time.Until(began.Add(sch.traffic)))
 	close(stop)
-	if !waitGroupWithin(&clients, opLimit+5*time.Second) {
+	if !waitGroupWithin(&running, opLimit+5*time.Second) {
 		close(cancel) // a send still open: cut it (indeterminate)
-		if !waitGroupWithin(&clients, 5*time.Second) {
+		if !waitGroupWithin(&running, 5*time.Second) {
 			t.Fatalf("schedule %d: clients still running %v after the traffic stopped", sch.n, opLimit+10*time.Second)
 		}
 	}
 	ops := h.snapshot()
-	return ops, checkAfterSchedule(t, hosts, ops, sessions)
+	return ops, checkAfterSchedule(t, hosts, ops, sessions, sessionClients(clientSession, clients))
+}
+
+// sessionClients maps each session to one of its clients (who may ask
+// for its status).
+func sessionClients(clientSession []histSession, clients []*histClient) map[histSession]*histClient {
+	out := map[histSession]*histClient{}
+	for c, s := range clientSession {
+		if out[s] == nil {
+			out[s] = clients[c]
+		}
+	}
+	return out
 }
 
 // scheduleSessions names a schedule's sessions, and gives each client
-// its session: a private one of its own for the first privateClients,
-// then clientsPerShared clients per shared session.
-func scheduleSessions(prefix string, o scheduleOpts) (all, byClient []histSession) {
+// its session: a private one of its own (in its uid's home) for the
+// first privateClients, then clientsPerShared clients per shared session.
+func scheduleSessions(prefix string, o scheduleOpts, clients []*histClient) (all, byClient []histSession) {
 	for c := 0; c < o.privateClients; c++ {
 		s := histSession{name: fmt.Sprintf("%sp%d", prefix, c)}
+		if clients[c].cred != nil {
+			s.uid = clients[c].cred.uid
+		}
 		all, byClient = append(all, s), append(byClient, s)
 	}
 	for k := 0; k < o.sharedSessions; k++ {
@@ -261,18 +303,17 @@ func waitGroupWithin(wg *sync.WaitGroup, limit time.Duration) bool {
 }
 
 // checkAfterSchedule checks the history against the logs read through
-// every host's mount (after a status request has made the first host
-// recover each session), then stops every host, requires fsck clean,
+// every host's mount (after a status request by one of its clients has
+// made the first host recover each session), then stops every host, requires fsck clean,
 // checks the store's logs, and starts every host again.
-func checkAfterSchedule(t *testing.T, hosts []*faultHost, ops []histOp, sessions []histSession) []violation {
+func checkAfterSchedule(t *testing.T, hosts []*faultHost, ops []histOp, sessions []histSession, askers map[histSession]*histClient) []violation {
 	t.Helper()
 	var vs []violation
 	for _, s := range sessions {
-		scope := ""
-		if s.space != "" {
-			scope = fmt.Sprintf(`,"scope":"shared","space":%q`, s.space)
+		line := fmt.Sprintf(`{"op":"status","session":%q%s}`, s.name, s.scopeFields())
+		if frames, err := askers[s].request(hosts[0].socket(), line); err != nil || len(frames) != 1 || frames[0]["type"] != "status" {
+			t.Fatalf("%s: %v %v\nserver log:\n%s", line, frames, err, lastLines(hosts[0].srv.logText(), 20))
 		}
-		hosts[0].srv.mustRequest("coder", fmt.Sprintf(`{"op":"status","session":%q%s}`, s.name, scope))
 	}
 	check := func(where, root string) {
 		logs, err := readSessionLogs(root, sessions)
@@ -303,14 +344,31 @@ func checkAfterSchedule(t *testing.T, hosts []*faultHost, ops []histOp, sessions
 
 // TestHistoryFaultSchedules: 20 random schedules of 4 to 6 s of sends by
 // three clients to private sessions of their own and four clients to two
-// shared sessions, against one ctxfs server hit by kill -9 (then a
+// shared sessions (each client a uid of its own, connecting as it), against one ctxfs server hit by kill -9 (then a
 // restart) and SIGSTOP (then SIGCONT); after each, every acknowledged
 // send is present exactly once in its session, nothing else is, no line
 // is torn, each client's acknowledged sends keep their order, every run
 // is closed, and fsck is clean.
 func TestHistoryFaultSchedules(t *testing.T) {
 	s := newHistoryServer(t, nil)
-	runSchedules(t, []*faultHost{{name: "one", srv: s}}, historyOpts(20, faultKill, faultPause))
+	o := historyOpts(20, faultKill, faultPause)
+	o.clientCred = func(c int) *cred { return member(uint32(2001+c), 1234) } // each its own uid, all in team's group
+	ops := runSchedules(t, []*faultHost{{name: "one", srv: s}}, o)
+	// The faults must have struck sends: a kill that cut a send before
+	// or after its start frame, and sends refused while the server was
+	// down. (Over 20 schedules every run so far had dozens of each.)
+	cut, refused := 0, 0
+	for _, op := range ops {
+		switch {
+		case op.outcome == opIndeterminate, op.outcome == opAcked && !op.done:
+			cut++
+		case op.outcome == opRefused:
+			refused++
+		}
+	}
+	if !t.Failed() && os.Getenv("CTXFS_HISTORY_ONLY") == "" && (cut == 0 || refused == 0) {
+		t.Errorf("the faults struck no send: %d cut by a kill, %d refused while the server was down", cut, refused)
+	}
 }
 
 // TestHistoryPartitionSchedules runs the schedules' third kind of fault
@@ -318,7 +376,8 @@ func TestHistoryFaultSchedules(t *testing.T) {
 // a lone server, reached over Unix sockets, does not notice), with kills
 // and pauses, so the runner's path for the cluster hosts is exercised
 // today: a server restarted after a kill is in its host's namespace
-// again, and every cut is healed.
+// again, and every cut is healed. Its clients are root, dialing from the
+// test process.
 func TestHistoryPartitionSchedules(t *testing.T) {
 	nh := newTestNet(t).addHost("one")
 	s := newHistoryServer(t, func(s *server) { s.wrap = nh.wrap() })
@@ -410,6 +469,7 @@ func TestHistoryCheckerFindsViolations(t *testing.T) {
 		{"an unparseable line", good, map[histSession]sessionLogs{p: sent("a1", "a2", "f-present"), q: badLine}, []string{vUnparseable}},
 		{"a run never closed", good, map[histSession]sessionLogs{p: sent("a1", "a2", "f-present"), q: {messages: sent("i-present", "b1").messages, events: strings.Replace(sent("i-present", "b1").events, `{"type":"done","run":"r1","status":"ok"}`+"\n", "", 1)}}, []string{vDoneEvents}},
 		{"a user message without its start event", good, map[histSession]sessionLogs{p: {messages: sent("a1", "a2", "f-present").messages, events: sent("a1", "f-present").events}, q: sent("i-present", "b1")}, []string{vStartEvents}},
+		{"a start frame naming another run than the log", append([]histOp{{tag: "a1", session: p, outcome: opAcked, run: "r9", invoked: t0, acked: t0}}, good[1:]...), goodLogs, []string{vStartEvents}},
 		{"a run closed twice", good, map[histSession]sessionLogs{p: {messages: sent("a1", "a2", "f-present").messages, events: sent("a1", "a2", "f-present").events + `{"type":"done","run":"r0","status":"error"}` + "\n"}, q: sent("i-present", "b1")}, []string{vDoneEvents}},
 	} {
 		var got []string
