@@ -162,12 +162,41 @@ func runSchedules(t *testing.T, hosts []*faultHost, o scheduleOpts) (all []histO
 		}
 		all = append(all, ops...)
 		if len(vs) > 0 {
-			t.Errorf("schedule %d of seed %d (CTXFS_HISTORY_SEED=%d CTXFS_HISTORY_ONLY=%d) breaks the history:\n%s",
-				n, seed, seed, n, violationList(vs, 20))
+			prefix := fmt.Sprintf("h%d-s%d-", seed, n)
+			sessions, _ := scheduleSessions(prefix, o, clients)
+			t.Errorf("schedule %d of seed %d (CTXFS_HISTORY_SEED=%d CTXFS_HISTORY_ONLY=%d) breaks the history (kept in %s):\n%s",
+				n, seed, seed, n, keepFailedSchedule(t, prefix, ops, hosts[0].srv.store, sessions), violationList(vs, 20))
 		}
 	}
 	t.Logf("all schedules: %s", historySummary(all))
 	return all
+}
+
+// keepFailedSchedule copies a failed schedule's history (one op a line)
+// and its sessions' logs in the store to a directory that outlives the
+// test, and returns its path.
+func keepFailedSchedule(t *testing.T, prefix string, ops []histOp, store string, sessions []histSession) string {
+	dir, err := os.MkdirTemp("", "ctxfs-history-"+prefix)
+	if err != nil {
+		return fmt.Sprintf("nowhere: %v", err)
+	}
+	var b strings.Builder
+	for _, op := range ops {
+		fmt.Fprintf(&b, "%s client=%d seq=%d session=%s host=%s outcome=%s done=%v errno=%q run=%s invoked=%s acked=%s\n",
+			op.tag, op.client, op.seq, op.session, op.host, op.outcome, op.done, op.errno, op.run,
+			op.invoked.Format(time.RFC3339Nano), op.acked.Format(time.RFC3339Nano))
+	}
+	os.WriteFile(filepath.Join(dir, "history.txt"), []byte(b.String()), 0o644)
+	logs, err := readSessionLogs(store, sessions)
+	if err != nil {
+		t.Logf("keep the failed schedule's logs: %v", err)
+	}
+	for s, l := range logs {
+		name := strings.NewReplacer("/", "_", ":", "_").Replace(s.String())
+		os.WriteFile(filepath.Join(dir, name+".messages.jsonl"), []byte(l.messages), 0o644)
+		os.WriteFile(filepath.Join(dir, name+".events.jsonl"), []byte(l.events), 0o644)
+	}
+	return dir
 }
 
 // violationList lists at most max violations, one a line.
