@@ -15,7 +15,12 @@ package integration
 // crash tests do); a pause is SIGSTOP, then SIGCONT; a partition cuts the
 // host's port on the test network, then heals it. Faults strike one after
 // another (each repaired before the next), so every schedule ends with
-// every host up. For a cluster:
+// every host up. Then one client of each session asks the first host
+// for its status (recovery), each host's mount is read and checked (a
+// host after the first once its view settles, up to 2 s), every host is
+// stopped (SIGTERM), fsck must be clean, the store is read and checked,
+// and every host starts again. scheduleOpts.clientCred gives each client
+// a uid (it connects as that uid; nil: root). For a cluster:
 //
 //	tn := newTestNet(t)
 //	var hosts []*faultHost
