@@ -134,6 +134,7 @@ var refusalCodes = map[string]bool{"EINVAL": true, "EMSGSIZE": true, "EACCES": t
 // histOp is one send of the history.
 type histOp struct {
 	client, seq int // the client, and this op's number among its ops
+	attempts    int // sends of it (a retry has the same id and input)
 	session     histSession
 	tag         string // unique in the history
 	outcome     opOutcome
@@ -162,11 +163,29 @@ func (h *history) invoke(client, seq int, s histSession, host string) *histOp {
 	return op
 }
 
-// settle records what became of op.
+// settle records what became of an attempt at op. A retry refused
+// leaves an op whose earlier attempt may have landed as it was (absent
+// or once).
 func (h *history) settle(op *histOp, outcome opOutcome, done bool, errno string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if outcome == opRefused && (op.outcome == opIndeterminate || op.outcome == opFailed) {
+		outcome, errno = op.outcome, op.errno+"; retry: "+errno
+	}
 	op.outcome, op.done, op.errno = outcome, done, errno
+}
+
+// retryable: op was not acknowledged and the server did not refuse it
+// (no server listening is no refusal): a retry with its id and input may
+// settle it.
+func (op *histOp) retryable() bool {
+	switch op.outcome {
+	case opIndeterminate, opFailed:
+		return true
+	case opRefused:
+		return op.errno == "ECONNREFUSED"
+	}
+	return false
 }
 
 // markAcked records op's start frame, which named run.
@@ -195,6 +214,9 @@ const opLimit = 10 * time.Second
 // outcome, reading frames as they come: the start frame acknowledges it.
 // cancel closing aborts it (indeterminate).
 func (h *history) sendOp(c *histClient, sock string, op *histOp, cancel <-chan struct{}) {
+	h.mu.Lock()
+	op.attempts++
+	h.mu.Unlock()
 	conn, err := c.dial(sock)
 	if err != nil {
 		code := errnoOf(err)
@@ -476,15 +498,18 @@ func logLines(s histSession, name, text string) ([]map[string]any, []violation) 
 // historySummary is one line on a schedule's ops.
 func historySummary(ops []histOp) string {
 	n := map[opOutcome]int{}
-	done := 0
+	done, retried := 0, 0
 	for _, op := range ops {
 		n[op.outcome]++
 		if op.done {
 			done++
 		}
+		if op.attempts > 1 {
+			retried++
+		}
 	}
-	return fmt.Sprintf("ops invoked %d, acked %d (done %d), refused %d, failed %d, indeterminate %d, pending %d",
-		len(ops), n[opAcked], done, n[opRefused], n[opFailed], n[opIndeterminate], n[opPending])
+	return fmt.Sprintf("ops invoked %d (retried %d), acked %d (done %d), refused %d, failed %d, indeterminate %d, pending %d",
+		len(ops), retried, n[opAcked], done, n[opRefused], n[opFailed], n[opIndeterminate], n[opPending])
 }
 
 // fdDialer is a python3 helper, run as a client's uid, that connects to

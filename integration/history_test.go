@@ -92,6 +92,10 @@ type scheduleOpts struct {
 	sharedSessions         int    // each written by clientsPerShared clients
 	clientsPerShared       int    //
 	space                  string // the shared space (the caller makes it)
+	// retries: a send not acknowledged (and not refused by the server)
+	// is sent again with the same id and input up to this many times: a
+	// replay (SPEC 8) when the first landed, so present once either way.
+	retries int
 	// clientCred says who client c is (nil: root, dialing from this
 	// process); the shared clients must be members of the space.
 	clientCred func(c int) *cred
@@ -239,8 +243,12 @@ func runSchedule(t *testing.T, hosts []*faultHost, clients []*histClient, sch sc
 				}
 				op := h.invoke(c, seq, s, host.name)
 				h.sendOp(clients[c], host.socket(), op, cancel)
+				for try := 0; try < o.retries && op.retryable(); try++ {
+					time.Sleep(20 * time.Millisecond) // the server is down: do not spin
+					h.sendOp(clients[c], host.socket(), op, cancel)
+				}
 				if op.outcome != opAcked {
-					time.Sleep(20 * time.Millisecond) // the server is down or refusing: do not spin
+					time.Sleep(20 * time.Millisecond)
 				}
 			}
 		}()
@@ -456,7 +464,8 @@ func historyOpts(n int, kinds ...faultKind) scheduleOpts {
 		trafficMin: 4 * time.Second, trafficMax: 6 * time.Second,
 		kinds:          kinds,
 		privateClients: 3, sharedSessions: 2, clientsPerShared: 2,
-		space: "team",
+		retries: 3,
+		space:   "team",
 	}
 }
 
