@@ -133,8 +133,9 @@ var refusalCodes = map[string]bool{"EINVAL": true, "EMSGSIZE": true, "EACCES": t
 
 // histOp is one send of the history.
 type histOp struct {
-	client, seq int // the client, and this op's number among its ops
-	attempts    int // sends of it (a retry has the same id and input)
+	client, seq int  // the client, and this op's number among its ops
+	attempts    int  // sends of it (a retry has the same id and input)
+	cutFirst    bool // its first attempt ended indeterminate or failed: a retry may be a replay
 	session     histSession
 	tag         string // unique in the history
 	outcome     opOutcome
@@ -169,6 +170,9 @@ func (h *history) invoke(client, seq int, s histSession, host string) *histOp {
 func (h *history) settle(op *histOp, outcome opOutcome, done bool, errno string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if op.attempts == 1 && (outcome == opIndeterminate || outcome == opFailed) {
+		op.cutFirst = true
+	}
 	if outcome == opRefused && (op.outcome == opIndeterminate || op.outcome == opFailed) {
 		outcome, errno = op.outcome, op.errno+"; retry: "+errno
 	}
@@ -498,8 +502,11 @@ func logLines(s histSession, name, text string) ([]map[string]any, []violation) 
 // historySummary is one line on a schedule's ops.
 func historySummary(ops []histOp) string {
 	n := map[opOutcome]int{}
-	done, retried := 0, 0
+	done, retried, cutFirst := 0, 0, 0
 	for _, op := range ops {
+		if op.cutFirst {
+			cutFirst++
+		}
 		n[op.outcome]++
 		if op.done {
 			done++
@@ -508,8 +515,8 @@ func historySummary(ops []histOp) string {
 			retried++
 		}
 	}
-	return fmt.Sprintf("ops invoked %d (retried %d), acked %d (done %d), refused %d, failed %d, indeterminate %d, pending %d",
-		len(ops), retried, n[opAcked], done, n[opRefused], n[opFailed], n[opIndeterminate], n[opPending])
+	return fmt.Sprintf("ops invoked %d (retried %d, %d of them cut at the first try), acked %d (done %d), refused %d, failed %d, indeterminate %d, pending %d",
+		len(ops), retried, cutFirst, n[opAcked], done, n[opRefused], n[opFailed], n[opIndeterminate], n[opPending])
 }
 
 // fdDialer is a python3 helper, run as a client's uid, that connects to
