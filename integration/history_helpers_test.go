@@ -92,22 +92,7 @@ func (c *histClient) request(sock, line string) ([]frame, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(opLimit))
-	if _, err := conn.Write([]byte(line + "\n")); err != nil {
-		return nil, err
-	}
-	var frames []frame
-	sc := bufio.NewScanner(conn)
-	sc.Buffer(nil, 4<<20)
-	for sc.Scan() {
-		var f frame
-		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
-			return frames, fmt.Errorf("bad frame %q: %v", sc.Text(), err)
-		}
-		frames = append(frames, f)
-	}
-	return frames, sc.Err()
+	return requestOn(conn, line, opLimit)
 }
 
 // opOutcome is what a client learnt of one send.
