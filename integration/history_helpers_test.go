@@ -28,7 +28,11 @@ import (
 // (an error before start that by SPEC 8 writes nothing, or a connection
 // refused: nothing was sent), failed (another error before start: the
 // failure may come after the write), or indeterminate (the connection was
-// lost or timed out before start). checkHistory then compares the
+// lost or timed out before start). An op not acknowledged may be sent
+// again with the same id and input (a replay, SPEC 8, when the first
+// landed); its outcome is the best any attempt had, and a retry refused
+// leaves an earlier cut attempt's "absent or once". Clients connect as
+// uids of their own (uidDialer) or as root. checkHistory then compares the
 // history with the sessions' logs as a reader finds them (through a
 // mount, or in the store). The schedule runner that drives faults
 // against hosts is in history_test.go.
