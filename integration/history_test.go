@@ -10,7 +10,9 @@ package integration
 // hosts and the fault kinds. A host is a *server (a root of its own, the
 // one shared --store) in a faultHost; give it a netHost (server.wrap =
 // netHost.wrap(), set before it starts) and partitions are drawn for it.
-// Client c sends through host c mod len(hosts). A kill -9 is followed,
+// Client c sends through server c mod the number of servers; a host that
+// is no ctxfs server (an etcd member in a netHost: proc and restart) is
+// struck by faults only. A kill -9 is followed,
 // after its hold, by a restart of the same host (server.start, as the
 // crash tests do); a pause is SIGSTOP, then SIGCONT; a partition cuts the
 // host's port on the test network, then heals it. Faults strike one after
@@ -38,6 +40,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -61,11 +64,52 @@ const (
 
 func (k faultKind) String() string { return [...]string{"kill", "pause", "partition"}[k] }
 
-// faultHost is one host of the schedules.
+// faultHost is one host of the schedules: a ctxfs server (srv), which
+// clients send through and whose mount is read; or, with srv nil, a
+// process the faults strike that no client uses (an etcd member): proc
+// is its current process, restart starts it again after a kill -9.
 type faultHost struct {
-	name string
-	srv  *server
-	net  *netHost // nil: no partition is drawn for this host
+	name    string
+	srv     *server
+	net     *netHost // nil: no partition is drawn for this host
+	proc    func() *exec.Cmd
+	restart func()
+}
+
+// pid is the process the host's faults strike.
+func (h *faultHost) pid() int {
+	if h.srv != nil {
+		return h.srv.cmd.Process.Pid
+	}
+	return h.proc().Process.Pid
+}
+
+// killAndRestart kills the host's process with SIGKILL and, after hold,
+// starts it again; a server's mounts are up when it returns.
+func (h *faultHost) killAndRestart(t *testing.T, hold time.Duration) {
+	t.Helper()
+	if h.srv == nil {
+		kill9(h.proc())
+		time.Sleep(hold)
+		h.restart()
+		return
+	}
+	dead := h.srv.crash()
+	time.Sleep(hold)
+	h.srv.start()
+	waitMounted(t, h.srv)
+	reaped(t, dead)
+}
+
+// ctxfsHosts are the hosts that are ctxfs servers.
+func ctxfsHosts(hosts []*faultHost) []*faultHost {
+	var out []*faultHost
+	for _, h := range hosts {
+		if h.srv != nil {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // socket is the host's coder socket, where its clients send.
@@ -74,13 +118,14 @@ func (h *faultHost) socket() string { return filepath.Join(h.srv.root, "agent", 
 // fault is one fault of a schedule.
 type fault struct {
 	kind faultKind
-	host int
+	host int           // in the hosts given to runSchedules
+	name string        // the host's name
 	at   time.Duration // after the traffic began
 	hold time.Duration // paused, cut off, or down before the restart
 }
 
 func (f fault) String() string {
-	return fmt.Sprintf("%s#%d@%v/%v", f.kind, f.host, f.at.Round(time.Millisecond), f.hold.Round(time.Millisecond))
+	return fmt.Sprintf("%s %s@%v/%v", f.kind, f.name, f.at.Round(time.Millisecond), f.hold.Round(time.Millisecond))
 }
 
 // scheduleOpts shape the schedules of one run.
@@ -124,6 +169,7 @@ func drawSchedule(rng *rand.Rand, n int, hosts []*faultHost, o scheduleOpts) sch
 		if f.kind == faultPartition && hosts[f.host].net == nil {
 			f.kind = faultPause // a host off the test network cannot be cut off
 		}
+		f.name = hosts[f.host].name
 		s.faults = append(s.faults, f)
 		at += f.hold + time.Duration(200+rng.Intn(600))*time.Millisecond
 	}
@@ -141,6 +187,10 @@ const scheduleSlack = 60 * time.Second
 // returns every op of every schedule run.
 func runSchedules(t *testing.T, hosts []*faultHost, o scheduleOpts) (all []histOp) {
 	t.Helper()
+	servers := ctxfsHosts(hosts)
+	if len(servers) == 0 {
+		t.Fatal("runSchedules: no host is a ctxfs server")
+	}
 	seed := time.Now().UnixNano() % 1_000_000_000
 	if v := os.Getenv("CTXFS_HISTORY_SEED"); v != "" {
 		seed, _ = strconv.ParseInt(v, 10, 64)
@@ -175,7 +225,7 @@ func runSchedules(t *testing.T, hosts []*faultHost, o scheduleOpts) (all []histO
 			prefix := fmt.Sprintf("h%d-s%d-", seed, n)
 			sessions, _ := scheduleSessions(prefix, o, clients)
 			t.Errorf("schedule %d of seed %d (CTXFS_HISTORY_SEED=%d CTXFS_HISTORY_ONLY=%d) breaks the history (kept in %s):\n%s",
-				n, seed, seed, n, keepFailedSchedule(t, prefix, ops, hosts[0].srv.store, sessions), violationList(vs, 20))
+				n, seed, seed, n, keepFailedSchedule(t, prefix, ops, servers[0].srv.store, sessions), violationList(vs, 20))
 		}
 	}
 	t.Logf("all schedules: %s", historySummary(all))
@@ -229,10 +279,11 @@ func runSchedule(t *testing.T, hosts []*faultHost, clients []*histClient, sch sc
 	t.Helper()
 	h := &history{prefix: prefix}
 	sessions, clientSession := scheduleSessions(prefix, o, clients)
+	servers := ctxfsHosts(hosts)
 	stop, cancel := make(chan struct{}), make(chan struct{})
 	var running sync.WaitGroup
 	for c, s := range clientSession {
-		host := hosts[c%len(hosts)]
+		host := servers[c%len(servers)]
 		running.Add(1)
 		go func() {
 			defer running.Done()
@@ -268,7 +319,7 @@ func runSchedule(t *testing.T, hosts []*faultHost, clients []*histClient, sch sc
 		}
 	}
 	ops := h.snapshot()
-	return ops, checkAfterSchedule(t, hosts, ops, sessions, sessionClients(clientSession, clients))
+	return ops, checkAfterSchedule(t, servers, ops, sessions, sessionClients(clientSession, clients))
 }
 
 // sessionClients maps each session to one of its clients (who may ask
@@ -310,13 +361,9 @@ func applyFault(t *testing.T, h *faultHost, f fault) {
 	t.Helper()
 	switch f.kind {
 	case faultKill:
-		dead := h.srv.crash()
-		time.Sleep(f.hold)
-		h.srv.start()
-		waitMounted(t, h.srv)
-		reaped(t, dead)
+		h.killAndRestart(t, f.hold)
 	case faultPause:
-		pid := h.srv.cmd.Process.Pid
+		pid := h.pid()
 		if err := pause(pid); err != nil {
 			t.Fatalf("pause %s: %v", h.name, err)
 		}
@@ -346,9 +393,10 @@ func waitGroupWithin(wg *sync.WaitGroup, limit time.Duration) bool {
 }
 
 // checkAfterSchedule checks the history against the logs read through
-// every host's mount (after a status request by one of its clients has
-// made the first host recover each session), then stops every host, requires fsck clean,
-// checks the store's logs, and starts every host again.
+// every server's mount (after a status request by one of its clients
+// has made the first server recover each session), then stops every
+// server, requires fsck clean, checks the store's logs, and starts every
+// server again.
 func checkAfterSchedule(t *testing.T, hosts []*faultHost, ops []histOp, sessions []histSession, askers map[histSession]*histClient) []violation {
 	t.Helper()
 	var vs []violation
@@ -433,14 +481,33 @@ func TestHistoryFaultSchedules(t *testing.T) {
 // a lone server, reached over Unix sockets, does not notice), with kills
 // and pauses, so the runner's path for the cluster hosts is exercised
 // today: a server restarted after a kill is in its host's namespace
-// again, and every cut is healed. Its clients are root, dialing from the
-// test process.
+// again, and every cut is healed. A second host runs no ctxfs, only a
+// process the faults strike too (where a cluster has an etcd member): it
+// is restarted after a kill, in its namespace. Clients are root, dialing
+// from the test process.
 func TestHistoryPartitionSchedules(t *testing.T) {
-	nh := newTestNet(t).addHost("one")
+	tn := newTestNet(t)
+	nh, eh := tn.addHost("one"), tn.addHost("etcd")
 	s := newHistoryServer(t, func(s *server) { s.wrap = nh.wrap() })
-	runSchedules(t, []*faultHost{{name: "one", srv: s, net: nh}}, historyOpts(3, faultKill, faultPause, faultPartition))
+	var standIn *exec.Cmd
+	startStandIn := func() {
+		standIn = exec.Command("/usr/bin/python3", "-c", tcpListener, eh.addr, probePort)
+		startInNetns(t, eh, standIn)
+	}
+	startStandIn()
+	hosts := []*faultHost{
+		{name: "one", srv: s, net: nh},
+		{name: "etcd", net: eh, proc: func() *exec.Cmd { return standIn }, restart: startStandIn},
+	}
+	runSchedules(t, hosts, historyOpts(3, faultKill, faultPause, faultPartition))
 	if got, want := netnsOf(t, s.cmd.Process.Pid), netnsOfPath(t, "/run/netns/"+nh.ns); got != want {
 		t.Errorf("the server after the schedules runs in network namespace %s, not its host's %s", got, want)
+	}
+	if got, want := netnsOf(t, standIn.Process.Pid), netnsOfPath(t, "/run/netns/"+eh.ns); got != want {
+		t.Errorf("the stand-in after the schedules runs in network namespace %s, not its host's %s", got, want)
+	}
+	if !dialFrom(t, nil, eh.addr) {
+		t.Errorf("the stand-in host is not reachable after the schedules (a partition left, or it was not restarted)")
 	}
 }
 
