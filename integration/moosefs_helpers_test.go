@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -35,6 +36,10 @@ type moosefs struct {
 // mfsClientTimeout is mfsmount's mfstimeout: an operation the master does
 // not answer within it fails with EIO instead of blocking the test.
 const mfsClientTimeout = 30
+
+// mfsSeq numbers the clusters of one test binary: each gets its own
+// namespace, veth and /30.
+var mfsSeq atomic.Int32
 
 // requireMooseFS skips a test when the MooseFS packages (or root, or ip)
 // are missing; with CTXFS_REQUIRE_MOOSEFS=1 (CI) it fails instead.
@@ -69,7 +74,8 @@ const mfsEmptyMetadata = "/var/lib/mfs/metadata.mfs.empty"
 func startMooseFS(t testing.TB) *moosefs {
 	t.Helper()
 	requireMooseFS(t)
-	id, n := nextNetID() // each cluster gets its own namespace, veth and /30
+	n := int(mfsSeq.Add(1))
+	id := fmt.Sprintf("%d-%d", os.Getpid()%100000, n)
 	hostAddr, nsAddr := mfsAddrs(os.Getpid(), n)
 	m := &moosefs{dir: t.TempDir(), master: nsAddr, mounts: map[string]*exec.Cmd{}}
 	openToAll(t, filepath.Join(m.dir, "x"))
@@ -121,11 +127,15 @@ func startMooseFS(t testing.TB) *moosefs {
 // a block an interface here already uses: the host's end, then the
 // namespace's.
 func mfsAddrs(pid, n int) (host, ns string) {
-	addrs := unusedAddrs(func(try int) []string {
+	used, _ := exec.Command("ip", "-br", "addr").Output()
+	for try := 0; ; try++ {
 		block := ((pid*31 + n + try*7919) % 16384) * 4
-		return []string{fmt.Sprintf("10.213.%d.%d/", block/256, block%256+1), fmt.Sprintf("10.213.%d.%d/", block/256, block%256+2)}
-	})
-	return strings.TrimSuffix(addrs[0], "/"), strings.TrimSuffix(addrs[1], "/")
+		host = fmt.Sprintf("10.213.%d.%d", block/256, block%256+1)
+		ns = fmt.Sprintf("10.213.%d.%d", block/256, block%256+2)
+		if !strings.Contains(string(used), host+"/") && !strings.Contains(string(used), ns+"/") || try > 100 {
+			return host, ns
+		}
+	}
 }
 
 // writeConfig writes the master's and the chunkserver's config: they run

@@ -50,7 +50,7 @@ type netHost struct {
 	net  *testNet
 }
 
-// netSeq numbers the networks (and MooseFS clusters) of one test binary.
+// netSeq numbers the networks of one test binary.
 var netSeq atomic.Int32
 
 // nextNetID is a new network's id, unique on this machine (the test

@@ -6,7 +6,7 @@ set -euo pipefail
 # start in a network namespace (integration/moosefs_helpers_test.go); its
 # packages ship no running service here (no systemd), the tests start it.
 need=()
-for pair in fusermount3:fuse3 jq:jq stress-ng:stress-ng fio:fio setfattr:attr less:less setpriv:util-linux nsenter:util-linux python3:python3 strace:strace busybox:busybox-static sqlite3:sqlite3 ip:iproute2 mfsmaster:moosefs-master mfschunkserver:moosefs-chunkserver mfsmount:moosefs-client; do
+for pair in fusermount3:fuse3 jq:jq stress-ng:stress-ng fio:fio setfattr:attr less:less setpriv:util-linux python3:python3 strace:strace busybox:busybox-static sqlite3:sqlite3 ip:iproute2 mfsmaster:moosefs-master mfschunkserver:moosefs-chunkserver mfsmount:moosefs-client; do
 	cmd=${pair%%:*} pkg=${pair##*:}
 	command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
