@@ -43,6 +43,7 @@ type mountConfig struct {
 	log         logx.Options
 	options     []string // -o lists, applied by resolve
 	quiet       bool     // no "serving" line (the mount helper, as mount(8) helpers are)
+	cluster     clusterConfig
 }
 
 // addFlags declares the mount flags on f: the command's, or the mount
@@ -55,6 +56,7 @@ func (c *mountConfig) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&c.log.Level, "log-level", "info", "log lines of this `LEVEL` and above: "+strings.Join(logx.Levels, ", "))
 	f.StringVar(&c.log.File, "log-file", "", "append the log to this `FILE` (default: stderr with --foreground, else STORE/"+logName+")")
 	f.StringVar(&c.log.Format, "log-format", "text", "log line `FORMAT`: text, or json (one object a line, for journald and collectors)")
+	c.cluster.addFlags(f)
 	f.StringArrayVarP(&c.options, "options", "o", nil, "mount `OPTIONS`, comma-separated, as in fstab: gc-idle=D, log-level=L, log-file=F, log-format=T; rw, defaults, allow_other, … are accepted and change nothing (see below)")
 }
 
@@ -129,6 +131,9 @@ func (c *mountConfig) resolve(f *pflag.FlagSet, sloppy bool) error {
 	if err := c.log.Check(); err != nil {
 		return usageError(err.Error())
 	}
+	if err := c.cluster.check(); err != nil {
+		return err
+	}
 	if c.log.File != "" {
 		c.log.File, err = filepath.Abs(c.log.File)
 	}
@@ -156,7 +161,7 @@ func (c *mountConfig) start() error {
 		}
 		f.Close()
 	}
-	if err := refuseServed(c.root, c.store); err != nil {
+	if err := refuseServed(c.root, c.store, c.cluster.on()); err != nil {
 		return err
 	}
 	if !c.foreground {
@@ -220,7 +225,7 @@ func gcIdleLoop(e *session.Engine, interval time.Duration, log *slog.Logger, sto
 // refuseServed refuses a root or a store that a live server serves: its
 // mounts are never touched. A dying server is not refused: the server we
 // start waits for it to be gone (lockRoot, lockStore).
-func refuseServed(root, store string) error {
+func refuseServed(root, store string, shared bool) error {
 	h, _, err := rootHolder(root)
 	if err != nil {
 		return err
@@ -236,6 +241,9 @@ func refuseServed(root, store string) error {
 		return err
 	}
 	defer st.Close()
+	if shared {
+		return refuseSingleServed(st)
+	}
 	return refuseServedStore(st)
 }
 
@@ -282,7 +290,7 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 		return err
 	}
 	defer unlockRoot(root, pidf)
-	lock, err := lockStore(st, root)
+	lock, err := c.lockStore(st, root)
 	if err != nil {
 		return err
 	}
@@ -300,20 +308,12 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 		return err
 	}
 	cfg.Log = log
-	opening := time.Now()
-	e, err := session.Open(cfg)
+	srv, err := c.openServing(cfg, st, log)
 	if err != nil {
 		return err
 	}
-	defer e.Close()
-	log.Info("store opened", "store", store, "took", time.Since(opening).Round(time.Millisecond).String())
-	// What the store's filesystem gives (storefs.Ways), said and recorded
-	// once the store is known good: a refused start writes nothing.
-	log.Info("store ways", "ways", st.Ways().String())
-	if err := st.RecordWays(); err != nil {
-		log.Warn("store ways not recorded for fsck and doctor", "err", err)
-	}
-	mounts, err := mountFS(e, root)
+	defer srv.close()
+	mounts, err := mountFS(srv.mountEngine(), root)
 	if err != nil {
 		return err
 	}
@@ -338,18 +338,22 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 	// tree is there. (Served the other way round, a mkdir -p made in that
 	// gap went into the bare mountpoint and was hidden when the mount came
 	// up.) They close first when the server stops.
-	socks, err := server.ServeSockets(e, root, log)
+	socks, err := server.ServeSockets(srv.socketEngine(), root, log)
 	if err != nil {
 		return err
 	}
 	defer socks.Close()
+	if err := srv.start(socks); err != nil {
+		return err
+	}
+	defer srv.drain() // first: a writer hands its store over while it still serves
 	// Logged first: what waiters do once told comes after it in the log.
 	log.Info("ready", "root", root, "systemd", notify != nil)
 	reportReady()
 	if err := notify.Notify("READY=1"); err != nil {
 		log.Warn("systemd readiness", "err", err)
 	}
-	if c.gcIdle > 0 {
+	if e := srv.socketEngine(); e != nil && c.gcIdle > 0 {
 		stop := make(chan struct{})
 		defer close(stop)
 		go gcIdleLoop(e, c.gcIdle, log, stop)
@@ -490,7 +494,7 @@ func (c *mountConfig) foregroundArgs() []string {
 	if c.log.File != "" {
 		args = append(args, "--log-file", c.log.File)
 	}
-	return args
+	return append(args, c.cluster.args()...)
 }
 
 // withoutEnv is env without the variable name.
