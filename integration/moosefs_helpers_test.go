@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -36,10 +35,6 @@ type moosefs struct {
 // mfsClientTimeout is mfsmount's mfstimeout: an operation the master does
 // not answer within it fails with EIO instead of blocking the test.
 const mfsClientTimeout = 30
-
-// mfsSeq numbers the clusters of one test binary: each gets its own
-// namespace, veth and /30.
-var mfsSeq atomic.Int32
 
 // requireMooseFS skips a test when the MooseFS packages (or root, or ip)
 // are missing; with CTXFS_REQUIRE_MOOSEFS=1 (CI) it fails instead.
@@ -74,39 +69,20 @@ const mfsEmptyMetadata = "/var/lib/mfs/metadata.mfs.empty"
 func startMooseFS(t testing.TB) *moosefs {
 	t.Helper()
 	requireMooseFS(t)
-	n := int(mfsSeq.Add(1))
-	id := fmt.Sprintf("%d-%d", os.Getpid()%100000, n)
-	hostAddr, nsAddr := mfsAddrs(os.Getpid(), n)
-	m := &moosefs{dir: t.TempDir(), master: nsAddr, mounts: map[string]*exec.Cmd{}}
+	nn := testkit.MakeNetNS(t, "mfs") // deleted after the cleanup below
+	m := &moosefs{dir: t.TempDir(), master: nn.NSAddr, mounts: map[string]*exec.Cmd{}}
 	openToAll(t, filepath.Join(m.dir, "x"))
 	os.Chmod(m.dir, 0o755)
-	ns, vethHost, vethNS := "ctxfs-mfs-"+id, "mfh"+id, "mfn"+id
 	var daemons []*exec.Cmd
 	t.Cleanup(func() {
 		m.unmountAll(t)
 		for i := len(daemons) - 1; i >= 0; i-- { // the chunkserver, then the master
 			killGroup(daemons[i])
 		}
-		mfsRun(t, "ip", "netns", "del", ns)
-		mfsRun(t, "ip", "link", "del", vethHost) // gone with the namespace, unless the move failed
 	})
-	for _, args := range [][]string{
-		{"netns", "add", ns},
-		{"link", "add", vethHost, "type", "veth", "peer", "name", vethNS},
-		{"link", "set", vethNS, "netns", ns},
-		{"addr", "add", hostAddr + "/30", "dev", vethHost},
-		{"link", "set", vethHost, "up"},
-		{"-n", ns, "addr", "add", nsAddr + "/30", "dev", vethNS},
-		{"-n", ns, "link", "set", vethNS, "up"},
-		{"-n", ns, "link", "set", "lo", "up"},
-	} {
-		if out, err := mfsRun(t, "ip", args...); err != nil {
-			t.Fatalf("ip %v: %v\n%s", args, err, out)
-		}
-	}
 	m.writeConfig(t)
-	daemons = append(daemons, m.startDaemon(t, ns, "mfsmaster"))
-	daemons = append(daemons, m.startDaemon(t, ns, "mfschunkserver"))
+	daemons = append(daemons, m.startDaemon(t, nn.Name, "mfsmaster"))
+	daemons = append(daemons, m.startDaemon(t, nn.Name, "mfschunkserver"))
 	// A write before the chunkserver has scanned its folder and registered
 	// waits for chunk space (mfsmount retries "No space left" on and on).
 	eventually(t, 30*time.Second, "the chunkserver scanned its folder and registered with the master", func() bool {
@@ -120,22 +96,6 @@ func startMooseFS(t testing.TB) *moosefs {
 	// above its store that every user may write.
 	testkit.Must(t, os.Chmod(m.a, 0o755))
 	return m
-}
-
-// mfsAddrs picks the /30 of cluster n of this process in 10.213.0.0/16
-// (private, and unlikely to be any network of this machine's), skipping
-// a block an interface here already uses: the host's end, then the
-// namespace's.
-func mfsAddrs(pid, n int) (host, ns string) {
-	used, _ := exec.Command("ip", "-br", "addr").Output()
-	for try := 0; ; try++ {
-		block := ((pid*31 + n + try*7919) % 16384) * 4
-		host = fmt.Sprintf("10.213.%d.%d", block/256, block%256+1)
-		ns = fmt.Sprintf("10.213.%d.%d", block/256, block%256+2)
-		if !strings.Contains(string(used), host+"/") && !strings.Contains(string(used), ns+"/") || try > 100 {
-			return host, ns
-		}
-	}
 }
 
 // writeConfig writes the master's and the chunkserver's config: they run

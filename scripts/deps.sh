@@ -5,8 +5,10 @@ set -euo pipefail
 # MooseFS 3 (moosefs-*): the distributed filesystem the integration tests
 # start in a network namespace (integration/moosefs_helpers_test.go); its
 # packages ship no running service here (no systemd), the tests start it.
+# etcd (etcd-server, 3.4): the tests start their own members
+# (internal/testkit/etcd.go); the service its package enables is stopped.
 need=()
-for pair in fusermount3:fuse3 jq:jq stress-ng:stress-ng fio:fio setfattr:attr less:less setpriv:util-linux python3:python3 strace:strace busybox:busybox-static sqlite3:sqlite3 ip:iproute2 mfsmaster:moosefs-master mfschunkserver:moosefs-chunkserver mfsmount:moosefs-client; do
+for pair in fusermount3:fuse3 jq:jq stress-ng:stress-ng fio:fio setfattr:attr less:less setpriv:util-linux python3:python3 strace:strace busybox:busybox-static sqlite3:sqlite3 ip:iproute2 mfsmaster:moosefs-master mfschunkserver:moosefs-chunkserver mfsmount:moosefs-client etcd:etcd-server; do
 	cmd=${pair%%:*} pkg=${pair##*:}
 	command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
@@ -19,6 +21,9 @@ if [ ${#need[@]} -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+if command -v systemctl >/dev/null 2>&1 && systemctl is-enabled etcd >/dev/null 2>&1; then
+	systemctl disable --now etcd >/dev/null 2>&1 || true
 fi
 go mod download
 # The model-API simulator that agent/provider's tests run (@copilotkit/aimock,

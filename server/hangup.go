@@ -30,6 +30,27 @@ func hangUp(conn *net.UnixConn) (context.Context, context.CancelFunc) {
 	return ctx, cancel
 }
 
+// watchHangUp is hangUp for any connection: a Unix socket's is seen
+// without reading it (a half-close is no hang-up); another's (a peer
+// host's TLS connection, ServeRemote) by a goroutine that reads and drops
+// what comes until the read fails: there the end is the hang-up.
+func watchHangUp(conn net.Conn) (context.Context, context.CancelFunc) {
+	if uc, ok := conn.(*net.UnixConn); ok {
+		return hangUp(uc)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		defer cancel()
+		var buf [512]byte
+		for {
+			if _, err := conn.Read(buf[:]); err != nil {
+				return
+			}
+		}
+	}()
+	return ctx, cancel
+}
+
 // peerGone drains what can be read from the socket fd without waiting, and
 // reports whether the peer closed it (POLLHUP: both directions shut).
 func peerGone(fd int) bool {

@@ -15,14 +15,14 @@ import (
 // messages follow the request line on the same connection, each line
 // within quota.RequestDeadline and at most one request's size; the
 // answer is one frame.
-func (s *Sockets) serveImport(conn *net.UnixConn, w *bufio.Writer, c layout.Caller, t session.Target, req *proto.Request, line []byte, br *bufio.Reader) {
+func (s *Sockets) serveImport(e *session.Engine, conn net.Conn, w *bufio.Writer, c layout.Caller, t session.Target, req *proto.Request, line []byte, br *bufio.Reader) {
 	next := func() ([]byte, error) {
 		raw, err := readWithin(conn, br)
 		return bytes.TrimSuffix(raw, []byte("\n")), err
 	}
-	f, err := importer.Serve(s.e, c, t, bytes.TrimSuffix(line, []byte("\n")), next)
+	f, err := importer.Serve(e, c, t, bytes.TrimSuffix(line, []byte("\n")), next)
 	if err != nil {
-		s.refuse(conn, w, err, c, t, req)
+		s.refuse(e, conn, w, err, c, t, req)
 		return
 	}
 	writeFrame(conn, w, f)

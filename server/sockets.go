@@ -1,5 +1,8 @@
 // Package server wires the session engine to its transports: the agent and
 // model sockets here, the FUSE mounts in package fs. It decides no rule.
+// With several hosts on one store (forward.go) a follower's sockets relay
+// each connection to the writer host, whose sockets serve it as local;
+// the wire between hosts is package cluster/peer's, never this one's.
 package server
 
 import (
@@ -14,6 +17,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -35,9 +39,11 @@ import (
 // definition removed loses it at once (inotify, defwatch.go); where
 // inotify is not to be had, within rescanPeriod.
 type Sockets struct {
-	e    *session.Engine
-	root string
-	log  *slog.Logger
+	engine  atomic.Pointer[session.Engine] // nil: none (a follower host, forward.go)
+	forward atomic.Pointer[ForwardFunc]    // set: every local connection is relayed (forward.go)
+	relayed atomic.Pointer[quota.Quota]    // a uid's connections relayed at once (EAGAIN beyond)
+	root    string
+	log     *slog.Logger
 
 	mu        sync.Mutex
 	listeners map[string]listening // by socket path
@@ -59,6 +65,8 @@ const minRescanGap = 10 * time.Millisecond
 // ServeSockets starts serving and watching for new definitions. log gets
 // each socket as it starts listening; nil: nowhere. Refused requests go
 // to the engine's log, as the ctl files' do (session.Engine.LogRefused).
+// e may be nil (a follower host): requests are then refused with EAGAIN
+// until SetEngine or SetForward (forward.go) gives them somewhere to go.
 func ServeSockets(e *session.Engine, root string, log *slog.Logger) (*Sockets, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -68,8 +76,10 @@ func ServeSockets(e *session.Engine, root string, log *slog.Logger) (*Sockets, e
 			return nil, err
 		}
 	}
-	s := &Sockets{e: e, root: root, log: log, listeners: map[string]listening{},
+	s := &Sockets{root: root, log: log, listeners: map[string]listening{},
 		stop: make(chan struct{}), rescan: make(chan struct{}, 1)}
+	s.engine.Store(e)
+	s.relayed.Store(quota.NewLimits(quota.LimitConfig{}).Conns)
 	s.removeStaleSockets()
 	s.startWatching()
 	if err := s.scan(); err != nil {
@@ -332,20 +342,36 @@ func (s *Sockets) accept(l *net.UnixListener, t session.Target) {
 // connection is dropped (the run goes on, and `resume` follows it again).
 const frameDeadline = 30 * time.Second
 
-// serveConn answers the one request of a connection, within the caller's
-// quota of connections (EAGAIN beyond it, at once).
+// serveConn answers the one request of a local connection, from the
+// caller its peer credentials say: here, or relayed whole to the writer
+// host while a forward is set (forward.go).
 func (s *Sockets) serveConn(conn *net.UnixConn, t session.Target) {
-	e := s.e
 	defer conn.Close()
 	c, err := peerCaller(conn)
 	if err != nil {
 		return
 	}
+	if fwd := s.forward.Load(); fwd != nil {
+		s.relay(conn, c, t, *fwd)
+		return
+	}
+	s.serve(conn, c, t)
+}
+
+// serve answers the one request of conn, from caller c, within c's quota
+// of connections (EAGAIN beyond it, at once), with the engine of the
+// moment (EAGAIN when there is none).
+func (s *Sockets) serve(conn net.Conn, c layout.Caller, t session.Target) {
+	e := s.engine.Load()
 	w := writers.Get().(*bufio.Writer)
 	w.Reset(conn)
 	defer func() { w.Reset(nil); writers.Put(w) }()
+	if e == nil {
+		s.refuse(nil, conn, w, errNoEngine, c, t, nil)
+		return
+	}
 	if err := e.Limits().Conns.Take(c.Uid); err != nil {
-		s.refuse(conn, w, err, c, t, nil)
+		s.refuse(e, conn, w, err, c, t, nil)
 		return
 	}
 	defer e.Limits().Conns.Give(c.Uid)
@@ -361,7 +387,7 @@ func (s *Sockets) serveConn(conn *net.UnixConn, t session.Target) {
 		err = agent.NotDefined(t.Kind, t.Owner) // a connection accepted just before its definition went
 	}
 	if err == nil && req.Op == proto.OpImport {
-		s.serveImport(conn, w, c, t, req, line, br)
+		s.serveImport(e, conn, w, c, t, req, line, br)
 		return
 	}
 	var reply *session.Reply
@@ -369,13 +395,13 @@ func (s *Sockets) serveConn(conn *net.UnixConn, t session.Target) {
 		reply, err = e.Begin(context.Background(), c, t, req)
 	}
 	if err != nil {
-		s.refuse(conn, w, err, c, t, req)
+		s.refuse(e, conn, w, err, c, t, req)
 		return
 	}
 	defer reply.Close()
 	// A client that half-closes after its request still reads the reply:
 	// only a hang-up (hangup.go) or a failed write ends it.
-	ctx, cancel := hangUp(conn)
+	ctx, cancel := watchHangUp(conn)
 	defer cancel()
 	for {
 		f, err := reply.Next(ctx)
@@ -406,7 +432,7 @@ var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4096) 
 
 // writeFrame buffers f; a socket write it causes (the buffer is full) gets
 // a fresh frameDeadline, as the flush does.
-func writeFrame(conn *net.UnixConn, w *bufio.Writer, f *proto.Object) {
+func writeFrame(conn net.Conn, w *bufio.Writer, f *proto.Object) {
 	line := f.Line()
 	if len(line) > w.Available() {
 		conn.SetWriteDeadline(time.Now().Add(frameDeadline))
@@ -415,7 +441,7 @@ func writeFrame(conn *net.UnixConn, w *bufio.Writer, f *proto.Object) {
 }
 
 // flush writes what is buffered within frameDeadline.
-func flush(conn *net.UnixConn, w *bufio.Writer) error {
+func flush(conn net.Conn, w *bufio.Writer) error {
 	if w.Buffered() > 0 {
 		conn.SetWriteDeadline(time.Now().Add(frameDeadline))
 	}
@@ -423,15 +449,23 @@ func flush(conn *net.UnixConn, w *bufio.Writer) error {
 }
 
 // refuse answers a refused request with its error frame (written within
-// frameDeadline, or not at all), and records it (session.Engine.Refuse).
-func (s *Sockets) refuse(conn *net.UnixConn, w *bufio.Writer, err error, c layout.Caller, t session.Target, req *proto.Request) {
-	writeFrame(conn, w, s.e.Refuse(c, t, req, err))
+// frameDeadline, or not at all), and records it (session.Engine.Refuse;
+// with no engine, this server's log at debug level).
+func (s *Sockets) refuse(e *session.Engine, conn net.Conn, w *bufio.Writer, err error, c layout.Caller, t session.Target, req *proto.Request) {
+	var f *proto.Object
+	if e != nil {
+		f = e.Refuse(c, t, req, err)
+	} else {
+		s.log.Debug("refused", "errno", abi.ErrnoName(abi.Errno(err)), t.Kind, t.Owner, "uid", c.Uid, "reason", abi.Clip(err.Error(), 200))
+		f = proto.ErrorFrame(err)
+	}
+	writeFrame(conn, w, f)
 	flush(conn, w)
 }
 
 // readWithin reads one request line within quota.RequestDeadline: one
 // that sends no complete line holds a descriptor for nothing.
-func readWithin(conn *net.UnixConn, br *bufio.Reader) ([]byte, error) {
+func readWithin(conn net.Conn, br *bufio.Reader) ([]byte, error) {
 	conn.SetReadDeadline(time.Now().Add(quota.RequestDeadline))
 	defer conn.SetReadDeadline(time.Time{})
 	return readRequest(br)

@@ -111,6 +111,7 @@ other users.`,
 	root.SuggestionsMinimumDistance = 2
 	root.AddCommand(newMountCommand(), newUmountCommand(), newFsckCommand(), newSpaceCommand(),
 		newCleanStaleCommand(), newVersionCommand())
+	root.AddCommand(newClusterCommand())
 	root.AddCommand(internalCommands()...)
 	for _, extra := range extraCommands {
 		root.AddCommand(extra(root, version()))

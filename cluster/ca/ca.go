@@ -1,0 +1,346 @@
+// Package ca owns the cluster's certificate authority and each host's
+// identity in it: the CA key and certificate (made once, by `ctxfs
+// cluster init`), host certificates it signs (`ctxfs cluster join`), and
+// the TLS configurations hosts talk to each other with: TLS 1.3 only, a
+// certificate chaining to the cluster CA required of both sides, and
+// nothing else trusted (never the system's roots).
+//
+// Its files are 0600 in a 0700 directory of the server's uid, and a
+// directory that anyone else could change (it, or one above it) is
+// refused: whoever could swap a file there could make themselves a host
+// of the cluster. It never writes the CA key anywhere but the CA's own
+// directory, and never overwrites a file.
+package ca
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// The files of a directory: the CA's certificate goes with every host,
+// its key stays where init made it.
+const (
+	CACertFile   = "ca.crt"
+	CAKeyFile    = "ca.key"
+	HostCertFile = "host.crt"
+	HostKeyFile  = "host.key"
+)
+
+// Lifetimes: a CA outlives the hosts it signs; a host certificate is
+// renewed by a new join.
+const (
+	caLifetime   = 10 * 365 * 24 * time.Hour
+	hostLifetime = 2 * 365 * 24 * time.Hour
+	clockSkew    = time.Hour // NotBefore is set back by this much: hosts' clocks differ
+)
+
+// maxHostName bounds a host name (a DNS name's length).
+const maxHostName = 253
+
+// Identity is one host in the cluster: its certificate and key, and the
+// cluster CA it trusts.
+type Identity struct {
+	Host string          // this host's name, as its certificate says
+	cert tls.Certificate // with its key
+	pool *x509.CertPool  // the cluster CA alone
+}
+
+// Init makes a cluster CA in dir (created 0700 when missing) and this
+// host's certificate signed by it. It refuses a dir that already holds
+// any of the files, or that someone else could change.
+func Init(dir, host string, addrs []string) error {
+	if err := checkHost(host, addrs); err != nil {
+		return err
+	}
+	if err := privateDir(dir, true); err != nil {
+		return err
+	}
+	if err := refuseExisting(dir, CACertFile, CAKeyFile, HostCertFile, HostKeyFile); err != nil {
+		return err
+	}
+	caCert, caKey, err := newCA()
+	if err != nil {
+		return err
+	}
+	if err := writeNew(dir, CAKeyFile, keyPEM(caKey)); err != nil {
+		return err
+	}
+	if err := writeNew(dir, CACertFile, certPEM(caCert.Raw)); err != nil {
+		return err
+	}
+	return issueInto(dir, caCert, caKey, host, addrs)
+}
+
+// Issue makes a certificate for host signed by the CA in caDir and writes
+// it, its key and the CA's certificate to outDir (created 0700 when
+// missing), for the admin to copy to that host. The CA key is never
+// written there.
+func Issue(caDir, host string, addrs []string, outDir string) error {
+	if err := checkHost(host, addrs); err != nil {
+		return err
+	}
+	caCert, caKey, err := loadCA(caDir)
+	if err != nil {
+		return err
+	}
+	if err := privateDir(outDir, true); err != nil {
+		return err
+	}
+	if err := refuseExisting(outDir, CACertFile, HostCertFile, HostKeyFile); err != nil {
+		return err
+	}
+	if err := writeNew(outDir, CACertFile, certPEM(caCert.Raw)); err != nil {
+		return err
+	}
+	return issueInto(outDir, caCert, caKey, host, addrs)
+}
+
+// Load reads this host's identity from dir: its certificate and key and
+// the cluster CA's certificate. The certificate must chain to the CA.
+func Load(dir string) (*Identity, error) {
+	if err := privateDir(dir, false); err != nil {
+		return nil, err
+	}
+	caCert, err := readCert(dir, CACertFile)
+	if err != nil {
+		return nil, err
+	}
+	certBytes, err := readPrivate(dir, HostCertFile)
+	if err != nil {
+		return nil, err
+	}
+	keyBytes, err := readPrivate(dir, HostKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.X509KeyPair(certBytes, keyBytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(caCert)
+	if _, err := cert.Leaf.Verify(x509.VerifyOptions{Roots: pool,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}); err != nil {
+		return nil, fmt.Errorf("%s: the host certificate is not the cluster CA's: %w", dir, err)
+	}
+	return &Identity{Host: cert.Leaf.Subject.CommonName, cert: cert, pool: pool}, nil
+}
+
+// ServerTLS is the configuration a host listens for its peers with: TLS
+// 1.3, and a client certificate that chains to the cluster CA required.
+func (id *Identity) ServerTLS() *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{id.cert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    id.pool,
+	}
+}
+
+// ClientTLS is the configuration a host dials a peer with: TLS 1.3, its
+// own certificate offered, and the peer's verified against the cluster CA
+// alone and against serverName (the peer's host name or the address it
+// was reached at), which must be given.
+func (id *Identity) ClientTLS(serverName string) *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{id.cert},
+		RootCAs:      id.pool,
+		ServerName:   serverName,
+	}
+}
+
+// PeerHost is the host name in the certificate a peer presented in a
+// finished handshake: who is at the other end.
+func PeerHost(st tls.ConnectionState) (string, error) {
+	if !st.HandshakeComplete || len(st.VerifiedChains) == 0 || len(st.VerifiedChains[0]) == 0 {
+		return "", abi.Errorf(syscall.EACCES, "peer", "no verified certificate")
+	}
+	return st.VerifiedChains[0][0].Subject.CommonName, nil
+}
+
+// checkHost refuses a host name or address a certificate cannot carry
+// cleanly (EINVAL): names are DNS-like, addresses IPs or DNS names.
+func checkHost(host string, addrs []string) error {
+	if !validDNSName(host) {
+		return abi.Errorf(syscall.EINVAL, "host", "invalid host name %q: letters, digits, '-' and '.', at most %d", host, maxHostName)
+	}
+	for _, a := range addrs {
+		if net.ParseIP(a) == nil && !validDNSName(a) {
+			return abi.Errorf(syscall.EINVAL, "addr", "invalid address %q: an IP address or a DNS name", a)
+		}
+	}
+	return nil
+}
+
+func validDNSName(s string) bool {
+	if s == "" || len(s) > maxHostName || strings.HasPrefix(s, ".") || strings.HasSuffix(s, ".") || strings.Contains(s, "..") {
+		return false
+	}
+	for _, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// newCA makes the cluster CA's key and self-signed certificate.
+func newCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	serial, err := newSerial()
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "ctxfs cluster CA", Organization: []string{"ctxfs"}},
+		NotBefore:             now.Add(-clockSkew),
+		NotAfter:              now.Add(caLifetime),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true, // it signs hosts only, never another CA
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	return cert, key, err
+}
+
+// issueInto makes host's key and a certificate for it signed by the CA,
+// and writes both to dir. A host certificate serves both ways (a host
+// listens and dials) and can sign nothing.
+func issueInto(dir string, caCert *x509.Certificate, caKey *ecdsa.PrivateKey, host string, addrs []string) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	serial, err := newSerial()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: host, Organization: []string{"ctxfs"}},
+		NotBefore:             now.Add(-clockSkew),
+		NotAfter:              now.Add(hostLifetime),
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		BasicConstraintsValid: true,
+		DNSNames:              []string{host},
+	}
+	for _, a := range addrs {
+		if ip := net.ParseIP(a); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else if a != host {
+			tmpl.DNSNames = append(tmpl.DNSNames, a)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	if err := writeNew(dir, HostKeyFile, keyPEM(key)); err != nil {
+		return err
+	}
+	return writeNew(dir, HostCertFile, certPEM(der))
+}
+
+func newSerial() (*big.Int, error) {
+	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+}
+
+// loadCA reads the CA's certificate and key from caDir.
+func loadCA(caDir string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	if err := privateDir(caDir, false); err != nil {
+		return nil, nil, err
+	}
+	cert, err := readCert(caDir, CACertFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, err := readPrivate(caDir, CAKeyFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	block, _ := pem.Decode(raw)
+	if block == nil {
+		return nil, nil, fmt.Errorf("%s: no PEM key", filepath.Join(caDir, CAKeyFile))
+	}
+	key, err := x509.ParseECPrivateKey(block.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", filepath.Join(caDir, CAKeyFile), err)
+	}
+	if !key.PublicKey.Equal(cert.PublicKey) {
+		return nil, nil, fmt.Errorf("%s: the key is not the certificate's", caDir)
+	}
+	return cert, key, nil
+}
+
+// readCert reads one PEM certificate from dir.
+func readCert(dir, name string) (*x509.Certificate, error) {
+	raw, err := readPrivate(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(raw)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("%s: no PEM certificate", filepath.Join(dir, name))
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, name), err)
+	}
+	return cert, nil
+}
+
+func keyPEM(key *ecdsa.PrivateKey) []byte {
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		panic(err) // a P-256 key always marshals
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+}
+
+func certPEM(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// refuseExisting refuses (EEXIST) a directory holding any of names: a
+// cluster's keys are never replaced by a second init or join.
+func refuseExisting(dir string, names ...string) error {
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		if _, err := os.Lstat(p); err == nil {
+			return abi.Errorf(syscall.EEXIST, "", "%s exists: ctxfs never replaces a cluster's keys; remove it yourself or name another directory", p)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
