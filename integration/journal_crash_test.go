@@ -33,9 +33,9 @@ const (
 	journalRounds = 16 // kills in TestJournalKill9 (about 1 s each on a 2-core machine)
 	// The journal's layout (session/sealedlog/journal_format.go), read here
 	// independently of the code that writes it.
-	jMagic     = "CTXJRNL1"
+	jMagic     = "CTXJRNL2"
 	jAlign     = 4096
-	jHeaderLen = 32
+	jHeaderLen = 40
 )
 
 // jSessions are the sessions of TestJournalKill9: socket clients send to
@@ -541,7 +541,8 @@ type jRec struct {
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // readJournal parses a journal file (header: magic, gen, batch number,
-// body length, CRC-32C of the header's first 28 bytes and the body; body:
+// writer token, body length, CRC-32C of the header's first 36 bytes and
+// the body; body:
 // kind (1), path length (2), path, binding (32), offset (8), data length
 // (4), data; batches on 4096-byte boundaries) and fails the test unless
 // every batch is valid.
@@ -559,11 +560,11 @@ func readJournal(t testing.TB, p string) []jBatch {
 			t.Fatalf("%s: no batch at byte %d", p, pos)
 		}
 		num := binary.LittleEndian.Uint64(h[16:])
-		body := int(binary.LittleEndian.Uint32(h[24:]))
+		body := int(binary.LittleEndian.Uint32(h[32:]))
 		if pos+jHeaderLen+body > len(b) {
 			t.Fatalf("%s: batch %d at byte %d runs past the end", p, num, pos)
 		}
-		if crc32.Update(crc32.Checksum(h[:28], castagnoli), castagnoli, h[jHeaderLen:jHeaderLen+body]) != binary.LittleEndian.Uint32(h[28:]) {
+		if crc32.Update(crc32.Checksum(h[:36], castagnoli), castagnoli, h[jHeaderLen:jHeaderLen+body]) != binary.LittleEndian.Uint32(h[36:]) {
 			t.Fatalf("%s: batch %d at byte %d: bad CRC", p, num, pos)
 		}
 		bt := jBatch{pos: int64(pos), num: num, body: body}

@@ -13,7 +13,10 @@ package session
 
 import (
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/index"
@@ -51,6 +54,11 @@ type Config struct {
 	// Journal sets the write-ahead journal's checkpoints (the server reads
 	// them from CTXFS_CHECKPOINT_*); zero: the defaults.
 	Journal sealedlog.JournalConfig
+	// Token and Gate make it a cluster's writer host (SPEC 19): its fencing
+	// token (0: none; the journal is fenced with it before replay), and
+	// whether it may still write (nil: always; sealedlog, storefs.SetGate).
+	Token uint64
+	Gate  func() error
 	// Log gets a line at each run's start and end (its id, agent or
 	// model, session, scope and uid; never its input nor its output);
 	// nil: nowhere.
@@ -110,6 +118,7 @@ func Open(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	store.SetGate(cfg.Gate) // shared by e.root, a ShowAs copy
 	e := &Engine{
 		cfg:      cfg,
 		root:     store.ShowAs(cfg.Root),
@@ -181,6 +190,33 @@ func (e *Engine) Close() error {
 	}
 	return first
 }
+
+// Abandon is for a writer host that lost its lease: the store's gate shut
+// for good, it cancels every run (their programs are killed), waits up to
+// abandonWait for them, and stops the journal and the derived values'
+// writer; nothing more reaches the store (EAGAIN), Close included.
+func (e *Engine) Abandon() {
+	e.admin.ShutGate()
+	e.wal.Abandon() // first: the runs' ends are not recorded
+	e.running.Abandon()
+	e.mu.Lock()
+	runs := slices.Collect(maps.Values(e.runs))
+	e.mu.Unlock()
+	for _, rn := range runs {
+		rn.cancelRun()
+	}
+	stop := time.After(abandonWait)
+	for _, rn := range runs {
+		select {
+		case <-rn.over:
+		case <-stop:
+		}
+	}
+	e.derived.Close() // what waits in memory stays there
+}
+
+// abandonWait bounds Abandon's wait for its runs (SIGTERM, SIGKILL 2 s later).
+const abandonWait = 10 * time.Second
 
 // FreeTree is the free trees as the FUSE projection serves them.
 func (e *Engine) FreeTree() freetree.Tree { return freetree.New(e.root, e.limits.Free) }

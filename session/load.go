@@ -346,7 +346,9 @@ func (e *Engine) logPlace(sessionRel, file string, identity []byte) sealedlog.Pl
 // new one.
 func (e *Engine) openWAL() error {
 	var err error
-	e.wal, err = sealedlog.OpenJournal(e.admin, layout.JournalDir, layout.LocateLog(e.admin, e.sealKey), e.cfg.Journal)
+	jc := e.cfg.Journal
+	jc.Token, jc.Gate = e.cfg.Token, e.cfg.Gate // the engine's: Journal's own are not used
+	e.wal, err = sealedlog.OpenJournal(e.admin, layout.JournalDir, layout.LocateLog(e.admin, e.sealKey), jc)
 	return err
 }
 

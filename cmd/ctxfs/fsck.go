@@ -82,6 +82,7 @@ func runFsck(store string, repair bool) int {
 			fmt.Printf("%s: %s\n", path, what)
 		},
 		Repaired: func(path, what string) { clearLine(tty); fmt.Printf("%s: repaired: %s\n", path, what) },
+		Note:     func(path, what string) { clearLine(tty); fmt.Printf("%s: note: %s\n", path, what) },
 		Progress: progress,
 		Ways:     func(ways string) { fmt.Fprintln(os.Stderr, "ctxfs: fsck: store ways:", ways) },
 	})

@@ -60,6 +60,7 @@ type Root struct {
 	as    *Cred  // whose identity acts on the last name (nil: the server's); see As
 	close *sync.Once
 	ways  *ways // what the store's filesystem gives, probed once (ways.go)
+	gate  *gate // whether this host may still change the store (gate.go)
 }
 
 // Open opens the store directory at path (an administrator's path: it is
@@ -70,7 +71,7 @@ func Open(path string) (*Root, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "open store", Path: path, Err: err}
 	}
-	return &Root{fd: fd, path: path, shown: path, close: new(sync.Once), ways: new(ways)}, nil
+	return &Root{fd: fd, path: path, shown: path, close: new(sync.Once), ways: new(ways), gate: new(gate)}, nil
 }
 
 // ShowAs returns a Root on the same descriptor whose errors name paths
@@ -284,6 +285,11 @@ func (r *Root) OpenFile(rel string, flags int, perm os.FileMode) (*os.File, erro
 	if err != nil {
 		return nil, r.fail("open", rel, err)
 	}
+	if writes(flags) {
+		if err := r.gated("open", rel); err != nil {
+			return nil, err
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		if flags&unix.O_CREAT == 0 || flags&unix.O_EXCL == 0 {
 			f, err := r.reopen(rel, flags)
@@ -409,6 +415,9 @@ func (r *Root) OpenDir(rel string) (*os.File, error) {
 
 // Mkdir makes the directory rel with exactly perm (and setgid when asked).
 func (r *Root) Mkdir(rel string, perm os.FileMode) error {
+	if err := r.gated("mkdir", rel); err != nil {
+		return err
+	}
 	dirfd, name, done, err := r.parent("mkdir", rel)
 	if err != nil {
 		return err
@@ -430,6 +439,9 @@ func (r *Root) Mkdir(rel string, perm os.FileMode) error {
 
 // Remove unlinks the file (or symlink, or other non-directory) at rel.
 func (r *Root) Remove(rel string) error {
+	if err := r.gated("remove", rel); err != nil {
+		return err
+	}
 	dirfd, name, done, err := r.parent("remove", rel)
 	if err != nil {
 		return err
@@ -440,6 +452,9 @@ func (r *Root) Remove(rel string) error {
 
 // RemoveDir removes the empty directory at rel.
 func (r *Root) RemoveDir(rel string) error {
+	if err := r.gated("rmdir", rel); err != nil {
+		return err
+	}
 	dirfd, name, done, err := r.parent("rmdir", rel)
 	if err != nil {
 		return err
@@ -490,6 +505,9 @@ func (r *Root) Rename(oldRel, newRel string, flags uint) error {
 
 // between runs an *at call that takes two names, each in its parent.
 func (r *Root) between(op, oldRel, newRel string, call func(odir int, oname string, ndir int, nname string) error) error {
+	if err := r.gated(op, newRel); err != nil {
+		return err
+	}
 	odir, oname, odone, err := r.parent(op, oldRel)
 	if err != nil {
 		return err
@@ -506,6 +524,9 @@ func (r *Root) between(op, oldRel, newRel string, call func(odir int, oname stri
 // Chown changes the owner of rel itself (a symlink stays a symlink); -1
 // leaves an id as it is.
 func (r *Root) Chown(rel string, uid, gid int) error {
+	if err := r.gated("chown", rel); err != nil {
+		return err
+	}
 	if rel == "" || rel == "." {
 		return r.fail("chown", rel, unix.Fchownat(r.fd, "", uid, gid, unix.AT_EMPTY_PATH))
 	}
@@ -521,6 +542,9 @@ func (r *Root) Chown(rel string, uid, gid int) error {
 // symlink's mode cannot be changed (EOPNOTSUPP); its target is never
 // touched.
 func (r *Root) Chmod(rel string, mode uint32) error {
+	if err := r.gated("chmod", rel); err != nil {
+		return err
+	}
 	if rel == "" || rel == "." {
 		return r.fail("chmod", rel, chmodPath(r.fd, mode))
 	}
@@ -563,6 +587,9 @@ func chmodPath(fd int, mode uint32) error {
 // Utimes sets the access and modification times of rel itself
 // (unix.UTIME_OMIT leaves one as it is).
 func (r *Root) Utimes(rel string, ts [2]unix.Timespec) error {
+	if err := r.gated("utimes", rel); err != nil {
+		return err
+	}
 	dirfd, name, done, err := r.parent("utimes", rel)
 	if err != nil {
 		return err
@@ -573,6 +600,9 @@ func (r *Root) Utimes(rel string, ts [2]unix.Timespec) error {
 
 // Symlink makes rel a symlink to target (the target is only stored).
 func (r *Root) Symlink(target, rel string) error {
+	if err := r.gated("symlink", rel); err != nil {
+		return err
+	}
 	dirfd, name, done, err := r.parent("symlink", rel)
 	if err != nil {
 		return err
@@ -591,6 +621,9 @@ func (r *Root) Link(oldRel, newRel string) error {
 
 // Mknod makes a FIFO, socket or device node at rel.
 func (r *Root) Mknod(rel string, mode uint32, dev int) error {
+	if err := r.gated("mknod", rel); err != nil {
+		return err
+	}
 	dirfd, name, done, err := r.parent("mknod", rel)
 	if err != nil {
 		return err

@@ -112,6 +112,7 @@ func (w Ways) String() string {
 // (a read-only store) assumes the portable ways: they are right
 // everywhere, only slower.
 func (r *Root) probe(forced string) Ways {
+	r = r.ungated() // its scratch holds nothing, and must not be left behind
 	w := Ways{Forced: forced}
 	r.removeProbeLeftovers()
 	var b [8]byte

@@ -23,6 +23,9 @@ type Report struct {
 	Repaired func(path, what string) // --repair: what was cut
 	Progress func(done, total int)   // after each session
 	Ways     func(ways string)       // the ways the last server recorded (storefs.RecordWays), when one is portable
+	// Note gets what fsck passed over that is no problem: journal batches
+	// a writer host wrote after its lease was lost (sealedlog's fence).
+	Note func(path, what string)
 }
 
 // Check re-verifies a store from scratch (SPEC section 6): what the store
@@ -102,6 +105,7 @@ func fsckJournal(root *storefs.Root, key *sealedlog.Key, repair, served bool, r 
 		if err != nil {
 			return nil, 0, err
 		}
+		note(r, rec.Ignored)
 		for _, p := range slices.Concat(rec.Repaired, held) {
 			if r.Repaired != nil {
 				r.Repaired(p.Path, p.What)
@@ -112,6 +116,7 @@ func fsckJournal(root *storefs.Root, key *sealedlog.Key, repair, served bool, r 
 	if err := v.read(); err != nil {
 		return nil, 0, err
 	}
+	note(r, v.plan.Notes)
 	held, err := sealedlog.HeldProblems(root, layout.JournalDir, layout.LocateLog(root, key))
 	if err != nil {
 		return nil, 0, err
@@ -123,6 +128,15 @@ func fsckJournal(root *storefs.Root, key *sealedlog.Key, repair, served bool, r 
 		}
 	}
 	return v, len(problems), nil
+}
+
+// note hands each of ps to r.Note.
+func note(r Report, ps []sealedlog.Problem) {
+	for _, p := range ps {
+		if r.Note != nil {
+			r.Note(p.Path, p.What)
+		}
+	}
 }
 
 // fsckMigration is the store's seal key, with the problems met reading

@@ -62,6 +62,20 @@ func (j *File) Close() error {
 	return j.f.Close()
 }
 
+// Abandon closes the file and writes nothing more to it (a writer host
+// that lost its lease: the store is another host's now).
+func (j *File) Abandon() {
+	if j == nil {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f != nil {
+		j.f.Close()
+		j.f = nil
+	}
+}
+
 // Keep carries a dormant run (session/run_resume.go) into the new runs
 // file, so that the start after next finds it too.
 func (j *File) Keep(run, rel string) {

@@ -162,7 +162,7 @@ func (rp *replay) writeHeld(lg *replayLog, rel string, gen uint64) error {
 		if len(batch) == 0 {
 			return nil
 		}
-		b := encodeBatch(nil, gen, num, batch)
+		b := encodeBatch(nil, gen, num, 0, batch) // read back with no fence: the token is not looked at
 		if _, err := f.WriteAt(b, off); err != nil {
 			return err
 		}

@@ -1,10 +1,13 @@
 package sealedlog
 
 import (
+	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ctxfs/ctxfs/internal/storefs"
@@ -85,6 +88,9 @@ type Journal struct {
 
 	rotateAt        int64
 	checkpointEvery time.Duration
+	token           uint64        // this writer's fencing token, in every batch
+	gate            func() error  // JournalConfig.Gate (nil: always open)
+	shut            atomic.Bool   // the gate closed, or Abandon: no seal, no removal any more
 	pending         []*generation // left by the committer, for the checkpointer
 	ckptWake        chan struct{} // a generation was left, or the journal closes
 	committed       chan struct{} // closed when the committer has left
@@ -110,10 +116,26 @@ type JournalStats struct {
 	Batches, Units, Syncs, Checkpoints uint64
 }
 
-// JournalConfig tunes when the journal is checkpointed.
+// JournalConfig tunes when the journal is checkpointed, and says who
+// writes it in a cluster (SPEC 19).
 type JournalConfig struct {
 	RotateAt        int64         // bytes; 0: DefaultRotateAt
 	CheckpointEvery time.Duration // 0: DefaultCheckpointEvery; <0: only by size
+	// Token is this writer host's fencing token (0: no cluster), written
+	// into every batch; with one, OpenJournal fences the journal
+	// (FenceJournal) before it replays, and refuses a token below the
+	// fence's (ESTALE). Without one, a fenced journal is refused (ESTALE):
+	// a server outside the cluster would write batches replay passes over.
+	Token uint64
+	// Gate says whether this host may still write (nil: always). It is
+	// asked before each batch is written and again after its sync, before
+	// the batch is acknowledged; before each log append is written; before
+	// a checkpoint writes a seal or removes a journal file. Once it
+	// returns an error, the journal is closed for good: the waiters and
+	// every later append get an error wrapping EAGAIN (a batch written but
+	// not acknowledged may still be durable, like a crash's). It must be
+	// cheap and never block: it is asked with the journal's lock held.
+	Gate func() error
 }
 
 // Checkpoint defaults. 64 MiB bounds replay at start to well under a
@@ -146,12 +168,18 @@ const (
 // journal is refused, and nothing is changed; a log that cannot be
 // recovered has its records kept aside), then starts a new one.
 func OpenJournal(root *storefs.Root, dir string, locate Locate, cfg JournalConfig) (*Journal, error) {
+	if err := fenceFor(root, dir, cfg.Token); err != nil {
+		return nil, err
+	}
 	rec, err := RecoverJournal(root, dir, locate, false)
 	if err != nil {
 		return nil, err
 	}
 	if len(rec.Problems) > 0 {
 		return nil, &JournalDamage{Problems: rec.Problems}
+	}
+	for _, p := range rec.Ignored {
+		slog.Warn("journal: batches of a writer host whose lease was lost are not history", "file", p.Path, "what", p.What)
 	}
 	for _, p := range rec.Held {
 		slog.Warn("journal: a log could not be recovered; its appends are kept aside and its session is unprovable", "log", p.Path, "what", p.What)
@@ -163,6 +191,8 @@ func OpenJournal(root *storefs.Root, dir string, locate Locate, cfg JournalConfi
 		values:          map[string]*valueChange{},
 		rotateAt:        cfg.RotateAt,
 		checkpointEvery: cfg.CheckpointEvery,
+		token:           cfg.Token,
+		gate:            cfg.Gate,
 		ckptWake:        make(chan struct{}, 1),
 		committed:       make(chan struct{}),
 		stopped:         make(chan struct{}),
@@ -178,9 +208,10 @@ func OpenJournal(root *storefs.Root, dir string, locate Locate, cfg JournalConfi
 	close(j.flightDone)
 	j.lazyTimer = time.AfterFunc(time.Hour, j.lazyTick)
 	j.lazyTimer.Stop()
-	if j.f, err = j.create(j.gen); err != nil {
+	if j.f, j.gen, err = j.create(j.gen); err != nil {
 		return nil, err
 	}
+	j.live = j.gen
 	go func() { j.commitLoop(); close(j.committed) }()
 	go func() { j.checkpointLoop(); close(j.stopped) }()
 	go j.ticker()
@@ -208,20 +239,32 @@ func (d *JournalDamage) Error() string {
 }
 
 // create makes the file of generation gen and syncs its directory, so that
-// batches acknowledged from it are found after a crash.
-func (j *Journal) create(gen uint64) (*os.File, error) {
+// batches acknowledged from it are found after a crash. It returns the
+// generation it made: when gen's name is taken (by a writer host fenced
+// off meanwhile, which went on to its next file), the next free one, up
+// to createTries on.
+func (j *Journal) create(gen uint64) (*os.File, uint64, error) {
 	rel := path.Join(j.dir, journalName(gen))
 	f, err := j.root.OpenFile(rel, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	for tries := 1; errors.Is(err, fs.ErrExist) && tries < createTries; tries++ {
+		slog.Warn("journal: a file of the next generation is there already (a fenced-off writer's?); taking the one after", "file", j.root.Show(rel))
+		gen++
+		rel = path.Join(j.dir, journalName(gen))
+		f, err = j.root.OpenFile(rel, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	}
 	if err != nil {
-		return nil, osError("journal", j.root.Show(rel), err)
+		return nil, 0, osError("journal", j.root.Show(rel), err)
 	}
 	if err := j.root.SyncDir(j.dir); err != nil {
 		f.Close()
 		j.root.Remove(rel)
-		return nil, osError("journal", j.root.Show(j.dir), err)
+		return nil, 0, osError("journal", j.root.Show(j.dir), err)
 	}
-	return f, nil
+	return f, gen, nil
 }
+
+// createTries bounds the generations create passes over.
+const createTries = 16
 
 // Sync waits until everything queued so far is durable.
 func (j *Journal) Sync() error {

@@ -35,7 +35,7 @@ func (j *Journal) rotate() {
 		slog.Warn("journal: cannot cut the current file to its batches; it keeps growing", "err", err)
 		return
 	}
-	f, err := j.create(j.gen + 1)
+	f, gen, err := j.create(j.gen + 1)
 	if err != nil {
 		slog.Warn("journal: cannot start a new file; the current one keeps growing", "err", err)
 		return
@@ -43,7 +43,7 @@ func (j *Journal) rotate() {
 	j.mark("next file made")
 	old := &generation{gen: j.gen, f: j.f, dirty: j.dirty, values: j.values}
 	j.values = map[string]*valueChange{}
-	j.gen++
+	j.gen = gen
 	j.f, j.end, j.alloc, j.batchNum, j.started = f, 0, 0, 0, time.Time{}
 	// What is queued was given room in the old file; it goes into this
 	// one. Room past alloc is written with zeros by reserve, so alloc must
@@ -112,7 +112,7 @@ func (j *Journal) checkpointLoop() {
 		}
 		err := j.checkpoint(g)
 		var retry *retryError
-		if errors.As(err, &retry) && !j.isFinal() {
+		if errors.As(err, &retry) && !j.isFinal() && j.err() == nil {
 			// The store's value files could not be written (a full disk):
 			// the generation stays, its records replayable, and is tried
 			// again; the journal goes on meanwhile.
@@ -166,6 +166,9 @@ func (j *Journal) checkpoint(g *generation) error {
 	if err := j.wait(g.after); err != nil {
 		return err
 	}
+	if err := j.gateStep(); err != nil {
+		return err
+	}
 	errs := make(chan error, len(g.dirty))
 	sem := make(chan struct{}, checkpointParallel)
 	for l := range g.dirty {
@@ -181,11 +184,17 @@ func (j *Journal) checkpoint(g *generation) error {
 	if first != nil {
 		return first // the file stays: the next start replays it
 	}
+	if err := j.gateStep(); err != nil {
+		return err
+	}
 	if err := j.syncValues(g.values); err != nil {
 		return &retryError{err}
 	}
 	j.mark("values written")
 	g.f.Close()
+	if err := j.gateStep(); err != nil {
+		return err // the file stays: the next writer replays it, fenced
+	}
 	if err := j.root.Remove(path.Join(j.dir, journalName(g.gen))); err != nil {
 		return err
 	}
@@ -234,6 +243,9 @@ func (l *Log) sealAt(r *record) error {
 		return osError("checkpoint", l.name(), err)
 	}
 	l.j.mark("log synced")
+	if err := l.j.gateStep(); err != nil {
+		return err
+	}
 	r.seq = l.seq + 1
 	if err := writeRecord(l.seal, r, l.at.Key); err != nil {
 		return osError("checkpoint", l.sealName(), err)

@@ -15,21 +15,26 @@ import (
 // a block that holds an acknowledged one (a torn write can only tear the
 // batch being written):
 //
-//	header: magic (8) | gen (8) | batch number (8) | body length (4) | CRC-32C (4)
+//	header: magic (8) | gen (8) | batch number (8) | token (8) | body length (4) | CRC-32C (4)
 //	body:   records
 //	        kind (1) | path length (2) | path | binding (32) | offset (8) | data length (4) | data
 //	padding to the next journalAlign boundary
 //
-// The CRC covers the header's first 28 bytes and the body. A batch is
-// written whole and then fdatasynced before the next one is written, so
-// after a crash only the last batch of the newest file can be torn; a bad
-// batch followed by a good one is damage.
+// The token is the fencing token of the writer host that wrote the batch
+// (0: no cluster); a fence (journal_fence.go) decides which tokens' batches
+// are history. The CRC covers the header up to it and the body. Batches of
+// an older ctxfs ("CTXJRNL1") have no token field (a 32-byte header) and
+// are read as token 0. A batch is written whole and then fdatasynced before
+// the next one is written, so after a crash only the last batch of the
+// newest file can be torn; a bad batch followed by a good one is damage.
 const (
-	journalMagic   = "CTXJRNL1"
-	journalAlign   = 4096
-	batchHeaderLen = 32
-	journalPrefix  = "journal-"
-	maxJournalPath = 4096
+	journalMagic     = "CTXJRNL2"
+	journalMagicV1   = "CTXJRNL1"
+	journalAlign     = 4096
+	batchHeaderLen   = 40 // a batch this ctxfs writes
+	batchHeaderLenV1 = 32 // a CTXJRNL1 batch
+	journalPrefix    = "journal-"
+	maxJournalPath   = 4096
 )
 
 // Record kinds.
@@ -64,14 +69,17 @@ type jrec struct {
 func (r *jrec) size() int { return 1 + 2 + len(r.path) + 32 + 8 + 4 + len(r.data) }
 
 // batchSize is the room a batch of body bytes takes in a journal file.
-func batchSize(body int) int64 {
-	n := int64(batchHeaderLen + body)
-	return (n + journalAlign - 1) / journalAlign * journalAlign
+func batchSize(body int) int64 { return alignBatch(batchHeaderLen + body) }
+
+// alignBatch rounds a batch's header and body up to journalAlign.
+func alignBatch(n int) int64 {
+	return (int64(n) + journalAlign - 1) / journalAlign * journalAlign
 }
 
-// encodeBatch lays out one batch, padded, in buf's room when it has
-// enough (the committer reuses one buffer).
-func encodeBatch(buf []byte, gen, num uint64, recs []*jrec) []byte {
+// encodeBatch lays out one batch of the writer with fencing token token,
+// padded, in buf's room when it has enough (the committer reuses one
+// buffer).
+func encodeBatch(buf []byte, gen, num, token uint64, recs []*jrec) []byte {
 	body := 0
 	for _, r := range recs {
 		body += r.size()
@@ -86,7 +94,8 @@ func encodeBatch(buf []byte, gen, num uint64, recs []*jrec) []byte {
 	copy(b, journalMagic)
 	binary.LittleEndian.PutUint64(b[8:], gen)
 	binary.LittleEndian.PutUint64(b[16:], num)
-	binary.LittleEndian.PutUint32(b[24:], uint32(body))
+	binary.LittleEndian.PutUint64(b[24:], token)
+	binary.LittleEndian.PutUint32(b[32:], uint32(body))
 	p := b[batchHeaderLen:]
 	for _, r := range recs {
 		p[0] = r.kind
@@ -99,36 +108,55 @@ func encodeBatch(buf []byte, gen, num uint64, recs []*jrec) []byte {
 		p = p[12:]
 		p = p[copy(p, r.data):]
 	}
-	crc := crc32.Update(crc32.Checksum(b[:28], castagnoli), castagnoli, b[batchHeaderLen:batchHeaderLen+body])
-	binary.LittleEndian.PutUint32(b[28:], crc)
+	h := batchHeader{hlen: batchHeaderLen, body: body}
+	binary.LittleEndian.PutUint32(b[batchHeaderLen-4:], h.sum(b))
 	return b
 }
 
-// batchHeader is a decoded header.
+// batchHeader is a decoded header, of either format.
 type batchHeader struct {
-	gen, num uint64
-	body     int
-	crc      uint32
+	gen, num, token uint64
+	hlen            int // the header's length: batchHeaderLen, or batchHeaderLenV1
+	body            int
+	crc             uint32
 }
 
+// decodeHeader decodes the header at the start of b (which holds up to
+// batchHeaderLen bytes; a CTXJRNL1 header needs only batchHeaderLenV1).
 func decodeHeader(b []byte) (batchHeader, bool) {
-	if len(b) < batchHeaderLen || string(b[:8]) != journalMagic {
-		return batchHeader{}, false
+	switch {
+	case len(b) >= batchHeaderLen && string(b[:8]) == journalMagic:
+		return batchHeader{
+			gen:   binary.LittleEndian.Uint64(b[8:]),
+			num:   binary.LittleEndian.Uint64(b[16:]),
+			token: binary.LittleEndian.Uint64(b[24:]),
+			hlen:  batchHeaderLen,
+			body:  int(binary.LittleEndian.Uint32(b[32:])),
+			crc:   binary.LittleEndian.Uint32(b[36:]),
+		}, true
+	case len(b) >= batchHeaderLenV1 && string(b[:8]) == journalMagicV1:
+		return batchHeader{
+			gen:  binary.LittleEndian.Uint64(b[8:]),
+			num:  binary.LittleEndian.Uint64(b[16:]),
+			hlen: batchHeaderLenV1,
+			body: int(binary.LittleEndian.Uint32(b[24:])),
+			crc:  binary.LittleEndian.Uint32(b[28:]),
+		}, true
 	}
-	return batchHeader{
-		gen:  binary.LittleEndian.Uint64(b[8:]),
-		num:  binary.LittleEndian.Uint64(b[16:]),
-		body: int(binary.LittleEndian.Uint32(b[24:])),
-		crc:  binary.LittleEndian.Uint32(b[28:]),
-	}, true
+	return batchHeader{}, false
 }
 
-// checkBatch verifies a whole batch (header and body) read into b.
+// size is the room the batch takes in its file.
+func (h batchHeader) size() int64 { return alignBatch(h.hlen + h.body) }
+
+// sum is the CRC of the batch in b: the header up to the CRC, and the body.
+func (h batchHeader) sum(b []byte) uint32 {
+	return crc32.Update(crc32.Checksum(b[:h.hlen-4], castagnoli), castagnoli, b[h.hlen:h.hlen+h.body])
+}
+
+// check verifies a whole batch (header and body) read into b.
 func (h batchHeader) check(b []byte) bool {
-	if len(b) < batchHeaderLen+h.body {
-		return false
-	}
-	return crc32.Update(crc32.Checksum(b[:28], castagnoli), castagnoli, b[batchHeaderLen:batchHeaderLen+h.body]) == h.crc
+	return len(b) >= h.hlen+h.body && h.sum(b) == h.crc
 }
 
 var errBadRecord = errors.New("malformed record")

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"maps"
 	"os"
 	"path"
+	"slices"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -25,6 +27,7 @@ type Recovery struct {
 	Problems []Problem // what keeps the journal from being replayed (or, with repair, what was lost)
 	Repaired []Problem // with repair: what was done about each problem
 	Held     []Problem // logs that could not be recovered: their records were kept aside (held.go)
+	Ignored  []Problem // batches of writers fenced off (journal_fence.go): not history, not damage
 	Batches  int       // valid batches read
 	Logs     int       // logs brought up to date
 	NextGen  uint64    // the generation the next journal file takes
@@ -62,7 +65,7 @@ func RecoverJournal(root *storefs.Root, dir string, locate Locate, repair bool) 
 		rec.NextGen = gens[len(gens)-1] + 1
 	}
 	damaged := len(rp.problems) > 0
-	rec.Batches = rp.batches
+	rec.Batches, rec.Ignored = rp.batches, rp.ignored
 	if damaged && !repair {
 		rec.Problems = rp.problems
 		return rec, nil
@@ -100,6 +103,9 @@ func scanJournal(root *storefs.Root, dir string, locate Locate) (*replay, []uint
 		return nil, nil, err
 	}
 	rp := newReplay(root, dir, locate, func(g uint64) string { return path.Join(dir, journalName(g)) })
+	if rp.fence, err = readFence(root, dir); err != nil {
+		return nil, nil, err
+	}
 	if err := rp.scanFiles(gens); err != nil {
 		return nil, nil, err
 	}
@@ -107,20 +113,45 @@ func scanJournal(root *storefs.Root, dir string, locate Locate) (*replay, []uint
 }
 
 func newReplay(root *storefs.Root, dir string, locate Locate, name func(gen uint64) string) *replay {
-	return &replay{root: root, dir: dir, locate: locate, name: name, logs: map[string]*replayLog{}, values: map[string]*replayValue{}, files: map[uint64]*os.File{}}
+	return &replay{root: root, dir: dir, locate: locate, name: name, logs: map[string]*replayLog{}, values: map[string]*replayValue{}, files: map[uint64]*os.File{}, counted: map[uint64]bool{}}
 }
 
 // scanFiles reads the files of gens, oldest first, into the plan. On an
 // error the files are closed.
 func (rp *replay) scanFiles(gens []uint64) error {
-	for i, g := range gens {
-		if err := rp.scanFile(g, i == len(gens)-1); err != nil {
+	for _, g := range gens {
+		if err := rp.scanFile(g); err != nil {
 			rp.closeFiles()
 			return err
 		}
 	}
+	rp.judgeTails(gens)
 	rp.finish()
 	return nil
+}
+
+// tail is a bad batch that no batch of history follows in its file: the
+// torn write of a crash if no later file holds history, else damage.
+type tail struct {
+	gen, num uint64
+	pos      int64
+}
+
+// judgeTails makes each tail that a later file's history follows a
+// problem: only the newest file's last batch may be torn (an older file
+// was cut to its last batch before the next one was made). Without a
+// fence, any later file counts, as before fencing; with one, a later file
+// holding only a fenced-off writer's batches does not.
+func (rp *replay) judgeTails(gens []uint64) {
+	for _, t := range rp.tails {
+		followed := false
+		for _, g := range gens {
+			followed = followed || g > t.gen && (rp.fence == nil || rp.counted[g])
+		}
+		if followed {
+			rp.problem(rp.name(t.gen), fmt.Sprintf("batch %d at byte %d is damaged, and 0 valid batches follow it", t.num, t.pos))
+		}
+	}
 }
 
 // journalGens lists the generations of the journal files in dir, oldest first.
@@ -154,6 +185,10 @@ type replay struct {
 	problems []Problem           // damage of the journal itself
 	held     []Problem           // logs whose records were set aside (apply)
 	batches  int
+	fence    *fence          // which writers' batches are history (nil: every batch is)
+	counted  map[uint64]bool // the generations holding a batch of history
+	tails    []tail          // bad batches no batch of history follows in their file
+	ignored  []Problem       // fenced-off batches, one note per file
 }
 
 // replayLog is one log's plan.
@@ -186,8 +221,13 @@ func (rp *replay) problem(rel, what string) {
 	rp.problems = append(rp.problems, Problem{Path: rp.root.Show(rel), What: what})
 }
 
-// scanFile reads one journal file batch by batch.
-func (rp *replay) scanFile(gen uint64, newest bool) error {
+// scanFile reads one journal file batch by batch. A bad batch with a
+// batch of history after it in the file is damage; one without is a tail
+// (judgeTails), unless a fenced-off writer wrote there (past where the
+// fence saw the file end, or in a file it made after the fence): that is
+// not history and not damage. Batches of a fenced-off writer are passed
+// over, but for their intent records (take).
+func (rp *replay) scanFile(gen uint64) error {
 	rel := rp.name(gen)
 	f, err := rp.root.OpenFile(rel, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
@@ -202,62 +242,112 @@ func (rp *replay) scanFile(gen uint64, newest bool) error {
 		return osError("recover", rp.root.Show(rel), err)
 	}
 	size := st.Size()
+	var stale staleBatches
 	for pos, num := int64(0), uint64(0); pos < size; num++ {
-		b, ok := readBatch(f, pos, size, gen, num)
+		h, b, ok := readBatch(f, pos, size, gen, num)
 		if !ok {
-			later := countBatches(f, pos+journalAlign, size, gen)
-			if later == 0 && newest {
-				return nil // the torn tail of the last batch, never acknowledged
+			if !rp.fencedOff(gen, pos) {
+				if later := rp.countHistory(f, pos+journalAlign, size, gen); later > 0 {
+					rp.problem(rel, fmt.Sprintf("batch %d at byte %d is damaged, and %d valid batches follow it", num, pos, later))
+				} else {
+					rp.tails = append(rp.tails, tail{gen: gen, num: num, pos: pos})
+				}
 			}
-			rp.problem(rel, fmt.Sprintf("batch %d at byte %d is damaged, and %d valid batches follow it", num, pos, later))
 			next, ok := nextBatch(f, pos+journalAlign, size, gen)
 			if !ok {
-				return nil
+				break
 			}
-			pos, num = next.pos, next.num-1
+			pos, num = next.pos, next.h.num-1
 			continue
 		}
-		recs, err := decodeRecords(b[batchHeaderLen:])
-		if err != nil {
+		history := rp.fence.counts(h.token, gen, pos+h.size())
+		recs, err := decodeRecords(b[h.hlen:])
+		if err != nil && history {
 			rp.problem(rel, fmt.Sprintf("batch %d at byte %d: %v", num, pos, err))
 		}
-		dataPos := pos + batchHeaderLen
+		dataPos := pos + int64(h.hlen)
 		for _, r := range recs {
 			dataPos += int64(r.size() - len(r.data))
-			rp.take(r, jwrite{kind: r.kind, gen: gen, pos: dataPos, n: len(r.data), logOff: r.off, logPath: r.path})
+			rp.take(r, jwrite{kind: r.kind, gen: gen, pos: dataPos, n: len(r.data), logOff: r.off, logPath: r.path}, history)
 			dataPos += int64(len(r.data))
 		}
-		rp.batches++
-		pos += batchSize(len(b) - batchHeaderLen)
+		if history {
+			rp.batches++
+			rp.counted[gen] = true
+		} else {
+			stale.add(h.token, pos)
+		}
+		pos += h.size()
+	}
+	if stale.n > 0 {
+		rp.ignored = append(rp.ignored, Problem{Path: rp.root.Show(rel), What: stale.words(rp.fence.token())})
 	}
 	return nil
 }
 
+// fencedOff says whether the bytes at pos of generation gen are where only
+// a fenced-off writer writes: past where the newest fence saw its newest
+// file end (a writer writes only its newest file: an older one was cut to
+// its last batch, so a bad batch there is damage, as without a fence), or
+// in a file made after the fence that holds no history.
+func (rp *replay) fencedOff(gen uint64, pos int64) bool {
+	if rp.fence == nil {
+		return false
+	}
+	last := rp.fence.epochs[len(rp.fence.epochs)-1]
+	if end, named := last.ends[gen]; named {
+		return pos >= end && gen == slices.Max(slices.Collect(maps.Keys(last.ends)))
+	}
+	return !rp.counted[gen]
+}
+
+// staleBatches counts a file's batches of fenced-off writers.
+type staleBatches struct {
+	n      int
+	from   int64
+	tokens []uint64
+}
+
+func (s *staleBatches) add(token uint64, pos int64) {
+	if s.n == 0 {
+		s.from = pos
+	}
+	s.n++
+	if !slices.Contains(s.tokens, token) {
+		s.tokens = append(s.tokens, token)
+	}
+}
+
+func (s *staleBatches) words(fenced uint64) string {
+	return fmt.Sprintf("%d batches from byte %d, of writer token %v, were written after its writer's lease was lost (the fence is at token %d): not history, not applied", s.n, s.from, s.tokens, fenced)
+}
+
 // readBatch reads and verifies the batch at pos: its header must be valid,
 // of this file's generation and the expected number, and its CRC hold.
-// It returns the header and body.
-func readBatch(f *os.File, pos, size int64, gen, num uint64) ([]byte, bool) {
+// It returns the header, and the header and body's bytes.
+func readBatch(f *os.File, pos, size int64, gen, num uint64) (batchHeader, []byte, bool) {
 	h, ok := headerAt(f, pos, size)
 	if !ok || h.gen != gen || h.num != num {
-		return nil, false
+		return batchHeader{}, nil, false
 	}
-	b := make([]byte, batchHeaderLen+h.body)
+	b := make([]byte, h.hlen+h.body)
 	if _, err := f.ReadAt(b, pos); err != nil || !h.check(b) {
-		return nil, false
+		return batchHeader{}, nil, false
 	}
-	return b, true
+	return h, b, true
 }
 
 func headerAt(f *os.File, pos, size int64) (batchHeader, bool) {
 	var hb [batchHeaderLen]byte
-	if pos+batchHeaderLen > size {
+	n := min(int64(batchHeaderLen), size-pos)
+	if n < batchHeaderLenV1 {
 		return batchHeader{}, false
 	}
-	if _, err := f.ReadAt(hb[:], pos); err != nil && err != io.EOF {
+	if _, err := f.ReadAt(hb[:n], pos); err != nil && err != io.EOF {
 		return batchHeader{}, false
 	}
-	h, ok := decodeHeader(hb[:])
-	if !ok || pos+int64(batchHeaderLen+h.body) > size {
+	h, ok := decodeHeader(hb[:n])
+	if !ok || pos+int64(h.hlen+h.body) > size {
 		return batchHeader{}, false
 	}
 	return h, true
@@ -266,7 +356,7 @@ func headerAt(f *os.File, pos, size int64) (batchHeader, bool) {
 // found is a valid batch met while looking past a damaged one.
 type found struct {
 	pos int64
-	num uint64
+	h   batchHeader
 }
 
 // nextBatch finds the next valid batch of gen at or after pos (batches
@@ -274,29 +364,37 @@ type found struct {
 func nextBatch(f *os.File, pos, size int64, gen uint64) (found, bool) {
 	for ; pos < size; pos += journalAlign {
 		if h, ok := headerAt(f, pos, size); ok && h.gen == gen {
-			if _, ok := readBatch(f, pos, size, gen, h.num); ok {
-				return found{pos, h.num}, true
+			if _, _, ok := readBatch(f, pos, size, gen, h.num); ok {
+				return found{pos, h}, true
 			}
 		}
 	}
 	return found{}, false
 }
 
-// countBatches counts the valid batches of gen at or after pos.
-func countBatches(f *os.File, pos, size int64, gen uint64) int {
+// countHistory counts the valid batches of gen at or after pos that are
+// history (the fence lets them count).
+func (rp *replay) countHistory(f *os.File, pos, size int64, gen uint64) int {
 	n := 0
 	for {
 		b, ok := nextBatch(f, pos, size, gen)
 		if !ok {
 			return n
 		}
-		n++
+		if rp.fence.counts(b.h.token, gen, b.pos+b.h.size()) {
+			n++
+		}
 		pos = b.pos + journalAlign
 	}
 }
 
-// take adds one record to its log's plan.
-func (rp *replay) take(r *jrec, w jwrite) {
+// take adds one record to its log's plan. A record that is not history
+// (of a fenced-off writer) adds nothing, but for an intent: the log may
+// hold what that writer wrote past what counts, which replay then cuts.
+func (rp *replay) take(r *jrec, w jwrite, history bool) {
+	if !history && r.kind != recIntent {
+		return
+	}
 	if r.kind == recValue || r.kind == recRemove {
 		v := rp.values[r.path]
 		if v == nil {
@@ -321,7 +419,9 @@ func (rp *replay) take(r *jrec, w jwrite) {
 		rp.logs[key] = lg
 		rp.order = append(rp.order, lg)
 	}
-	lg.all = append(lg.all, w)
+	if history {
+		lg.all = append(lg.all, w)
+	}
 	if r.kind == recIntent {
 		lg.intent = true
 		return
@@ -587,6 +687,7 @@ func (rp *replay) eachWrite(lg *replayLog, fn func(b []byte, logOff int64) error
 // to date.
 type JournalPlan struct {
 	Problems []Problem
+	Notes    []Problem             // batches of fenced-off writers, passed over (not problems)
 	ext      map[string]*extension // by log path
 }
 
@@ -609,7 +710,7 @@ func PlanJournal(root *storefs.Root, dir string, locate Locate, pendingOK bool) 
 		return nil, err
 	}
 	defer rp.closeFiles()
-	p := &JournalPlan{Problems: rp.problems, ext: map[string]*extension{}}
+	p := &JournalPlan{Problems: rp.problems, Notes: rp.ignored, ext: map[string]*extension{}}
 	for _, lg := range rp.order {
 		if why := lg.trouble(); why != "" {
 			p.Problems = append(p.Problems, Problem{Path: root.Show(lg.path), What: why + "; the next start keeps its records aside (" + root.Show(heldNote(dir, lg.at)) + ") and serves every other log"})

@@ -37,7 +37,10 @@ func (j *Journal) enqueueAppends(recs []*jrec) (uint64, error) {
 		return 0, err
 	}
 	for i, r := range recs {
-		off, err := r.log.writeEnd(r.data)
+		off, err := int64(0), j.checkGate() // asked before each write at a log's end
+		if err == nil {
+			off, err = r.log.writeEnd(r.data)
+		}
 		if err != nil {
 			for _, w := range recs[:i] {
 				w.log.takeBack(w.off) // the unit is all or nothing
@@ -85,7 +88,7 @@ func (j *Journal) usable() error {
 	case j.closing:
 		return abi.Errorf(syscall.EIO, "append", "the journal is closed")
 	}
-	return nil
+	return j.checkGate()
 }
 
 // enqueue queues a unit that writes nothing to a log (a retire record).
@@ -255,7 +258,7 @@ func (j *Journal) commitLoop() {
 func (j *Journal) commitOnce() {
 	j.committing = true
 	defer func() { j.committing = false }()
-	if j.rotateDue() && j.broken == nil {
+	if j.rotateDue() && j.broken == nil && j.checkGate() == nil {
 		j.rotate()
 	}
 	batch, last := j.queue, j.seq
@@ -267,7 +270,7 @@ func (j *Journal) commitOnce() {
 	f, off, gen, num := j.f, j.end, j.gen, j.batchNum
 	var buf []byte
 	if j.broken == nil {
-		j.buf = encodeBatch(j.buf, gen, num, batch)
+		j.buf = encodeBatch(j.buf, gen, num, j.token, batch)
 		buf = j.buf
 		j.end += int64(len(buf))
 		j.batchNum++
@@ -279,13 +282,22 @@ func (j *Journal) commitOnce() {
 	j.flight, j.flightDone, j.nextDone = last, done, make(chan struct{})
 	j.mu.Unlock()
 	err := j.broken
+	var gateErr error
 	if buf != nil {
-		err = j.write(f, buf, off)
+		if gateErr = j.gateErr(); gateErr == nil {
+			err = j.write(f, buf, off)
+		}
+		if err == nil && gateErr == nil {
+			gateErr = j.gateErr() // after the sync, before anyone hears of it
+		}
 	}
-	if err == nil {
+	if err == nil && gateErr == nil {
 		err = advance(batch)
 	}
 	j.mu.Lock()
+	if gateErr != nil {
+		j.shutGate(gateErr)
+	}
 	if err != nil && j.broken == nil {
 		// Clients get the words, never the store's paths; the log has all.
 		j.broken = abi.Errorf(syscall.EIO, "append", "the write-ahead journal failed, nothing more is recorded until the server restarts: %s", abi.ErrnoName(abi.Errno(err)))
