@@ -60,6 +60,7 @@ type Index struct {
 	cacheGen  uint64
 	dirty     bool // order changed since the snapshot was last written
 	closed    bool
+	view      bool  // View: the store's files as they are, never changed
 	flushErr  error // the last failure to write the snapshot, until one succeeds
 	problems  []error
 
@@ -108,7 +109,24 @@ func (x *Index) changed(rels ...string) {
 // session that no longer exists (an archive interrupted before Remove) are
 // deleted; both are reported by Problems, as is a snapshot not trusted.
 func Load(root *storefs.Root, container string, own storefs.Owner) (*Index, error) {
+	return loadIndex(root, container, own, false)
+}
+
+// View loads the index of container as Load does and changes nothing in
+// the store: for a follower serving a store another server writes (its
+// root is read-only, storefs.ReadOnly). A missing index/ or entry
+// directory is an empty one; a temporary left there stays; an entry
+// naming a missing session is not served, and stays; nothing is written
+// in the background. Every mutator fails with EROFS. The view is the
+// store's files as they are: they lag the writer's memory (index/list by
+// up to flushEvery, values until the writer's journal checkpoints them).
+func View(root *storefs.Root, container string) (*Index, error) {
+	return loadIndex(root, container, storefs.Owner{}, true)
+}
+
+func loadIndex(root *storefs.Root, container string, own storefs.Owner, view bool) (*Index, error) {
 	x := &Index{
+		view:    view,
 		root:    root,
 		dir:     container,
 		idx:     path.Join(container, dirName),
@@ -121,10 +139,12 @@ func Load(root *storefs.Root, container string, own storefs.Owner) (*Index, erro
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
-	if err := x.makeDirs(); err != nil {
-		return nil, err
+	if !view {
+		if err := x.makeDirs(); err != nil {
+			return nil, err
+		}
+		x.root.RemoveTemps(x.idx, nil) // the entry directories are cleaned as they load
 	}
-	x.root.RemoveTemps(x.idx, nil) // the entry directories are cleaned as they load
 	ss, err := x.scanSessions()
 	if err != nil {
 		return nil, err
@@ -142,6 +162,10 @@ func Load(root *storefs.Root, container string, own storefs.Owner) (*Index, erro
 		if err := x.loadEntries(k, exists); err != nil {
 			return nil, err
 		}
+	}
+	if view {
+		x.closed = true // nothing to flush, nothing may change (checkOpen)
+		return x, nil
 	}
 	x.checkSnapshot(snap)
 	go x.flusher()
@@ -364,6 +388,8 @@ func (x *Index) loadValue(p string, exists sessionSet, use func(name string)) {
 	case err != nil:
 		x.problem(p, err)
 	case !ok:
+	case !exists.has(name) && x.view:
+		x.problem(p, abi.Errorf(syscall.ENOENT, "", "not served: session %q does not exist", name))
 	case !exists.has(name):
 		x.dropDangling(p, name)
 	default:
@@ -375,13 +401,18 @@ func (x *Index) loadValue(p string, exists sessionSet, use func(name string)) {
 func (x *Index) loadEntries(kind string, exists sessionSet) error {
 	d := path.Join(x.idx, kind)
 	ents, err := x.root.ReadDir(d)
+	if x.view && errors.Is(err, fs.ErrNotExist) {
+		return nil // not made yet: no entries
+	}
 	if err != nil {
 		return x.err("load", d, err)
 	}
 	for _, e := range ents {
 		key, p := e.Name, path.Join(d, e.Name)
 		if storefs.IsReplaceTemp(key) {
-			x.root.Remove(p) // what an interrupted replace left: nobody relies on it
+			if !x.view {
+				x.root.Remove(p) // what an interrupted replace left: nobody relies on it
+			}
 			continue
 		}
 		if key[0] == '.' {
@@ -439,7 +470,7 @@ func (x *Index) Close() error {
 	x.mu.Lock()
 	if x.closed {
 		x.mu.Unlock()
-		return nil
+		return nil // closed before, or a View (no flusher)
 	}
 	x.closed = true
 	x.mu.Unlock()

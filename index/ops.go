@@ -246,6 +246,9 @@ func (x *Index) readyListed(op, name string) error {
 }
 
 func (x *Index) checkOpen(op string) error {
+	if x.view {
+		return abi.Errorf(syscall.EROFS, op, "index of %s is a read-only view", x.root.Show(x.dir))
+	}
 	if x.closed {
 		return abi.Errorf(syscall.EIO, op, "index of %s is closed", x.root.Show(x.dir))
 	}

@@ -111,6 +111,14 @@ func (s *server) define(name string, files map[string]string) {
 
 func (s *server) start() {
 	s.t.Helper()
+	s.launch()
+	s.waitReady()
+}
+
+// launch starts the server process (its log beside the root; killed at
+// the test's end) and returns at once.
+func (s *server) launch() {
+	s.t.Helper()
 	logPath := filepath.Join(filepath.Dir(s.root), fmt.Sprintf("server-%d.log", time.Now().UnixNano()))
 	log, err := os.Create(logPath)
 	testkit.Must(s.t, err)
@@ -124,7 +132,6 @@ func (s *server) start() {
 	testkit.Must(s.t, s.cmd.Start())
 	cmd := s.cmd
 	s.t.Cleanup(func() { s.kill(cmd, syscall.SIGTERM) })
-	s.waitReady()
 }
 
 // waitReady waits until the coder socket answers ping and every agent and

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"io"
 	"strconv"
 	"strings"
 	"syscall"
@@ -118,25 +117,7 @@ func (e *Engine) value(rel string) (Value, error) {
 		return Value(v), nil // the same fields (behind.Value)
 	}
 	return e.memo.Get(rel, func() (Value, error) {
-		f, err := e.root.OpenFile(rel, unix.O_RDONLY, 0)
-		if err != nil {
-			return Value{}, err
-		}
-		defer f.Close()
-		var v Value
-		if err := unix.Fstat(int(f.Fd()), &v.Stat); err != nil {
-			return Value{}, err
-		}
-		if v.Stat.Size > layout.MaxValueFile {
-			return Value{}, &abi.Error{Op: "read", Path: e.root.Show(rel), Errno: syscall.EFBIG}
-		}
-		if v.Data, err = io.ReadAll(io.LimitReader(f, layout.MaxValueFile+1)); err != nil {
-			return Value{}, err
-		}
-		if len(v.Data) > layout.MaxValueFile {
-			return Value{}, &abi.Error{Op: "read", Path: e.root.Show(rel), Errno: syscall.EFBIG}
-		}
-		v.Stat.Size = int64(len(v.Data)) // what was read is what is served
-		return v, nil
+		data, st, err := layout.ReadValue(e.root, rel)
+		return Value{Data: data, Stat: st}, err
 	})
 }

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/cluster/ca"
+	"github.com/ctxfs/ctxfs/cluster/engswitch"
 	"github.com/ctxfs/ctxfs/cluster/lease"
 	"github.com/ctxfs/ctxfs/cluster/peer"
 	"github.com/ctxfs/ctxfs/cluster/replica"
@@ -47,7 +48,7 @@ type Config struct {
 	Identity *ca.Identity   // this host's certificate, for the peers
 	Listen   string         // where this host listens for relayed requests
 	Replica  *replica.Replica
-	Switch   *replica.Switch // what the mounts serve
+	Switch   *engswitch.Switch // what the mounts serve
 	Sockets  *server.Sockets
 	Log      *slog.Logger
 }
@@ -202,7 +203,7 @@ func (h *Host) relay(c layout.Caller, t session.Target) (net.Conn, error) {
 // would be served here; refused (EAGAIN) while this host does not write.
 func (h *Host) serveRelayed(conn net.Conn, hello peer.Hello) {
 	if h.eng.Load() == nil {
-		peer.Refuse(conn, syscall.EAGAIN)
+		peer.Refuse(conn, fmt.Errorf("cluster: this host does not write the store now: %w", syscall.EAGAIN))
 		return
 	}
 	if err := peer.Admit(conn); err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	ctxfs "github.com/ctxfs/ctxfs/fs"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"golang.org/x/sys/unix"
 	"log/slog"
@@ -15,11 +14,11 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/cluster/ca"
+	"github.com/ctxfs/ctxfs/cluster/engswitch"
 	"github.com/ctxfs/ctxfs/cluster/host"
 	"github.com/ctxfs/ctxfs/cluster/lease"
 	"github.com/ctxfs/ctxfs/cluster/replica"
 	"github.com/ctxfs/ctxfs/server"
-	"github.com/ctxfs/ctxfs/session"
 )
 
 // clusterConfig is what `ctxfs mount --cluster` was asked.
@@ -46,10 +45,18 @@ func (c *clusterConfig) addFlags(f *pflag.FlagSet) {
 
 func (c *clusterConfig) on() bool { return c.endpoints != "" }
 
-// check fills in the host name and refuses what cannot work.
-func (c *clusterConfig) check() error {
+// check fills in the host name and refuses what cannot work. A host of a
+// cluster writes nothing in the store outside its term, its log included:
+// it needs a log elsewhere (logElsewhere: --foreground or --log-file).
+func (c *clusterConfig) check(follow, logElsewhere bool) error {
 	if !c.on() {
 		return nil
+	}
+	if follow {
+		return usageError("--follow and --cluster: a cluster's host follows by itself while another writes")
+	}
+	if !logElsewhere {
+		return usageError("--cluster writes nothing in the store outside its term, its log included: give --log-file or --foreground")
 	}
 	if c.addr == "" {
 		return usageError("--cluster needs --cluster-addr HOST:PORT (where the other hosts reach this one)")
@@ -83,140 +90,88 @@ func (c *clusterConfig) args() []string {
 // the operator's, like the endpoints: a store's hosts must all give the same.
 func clusterPrefix(name string) string { return "/ctxfs/" + name + "/" }
 
-// clusterRole is this process as a host of a cluster: the mounts serve
-// its switch (the replica, or the engine while it writes).
-type clusterRole struct {
-	member  *lease.Member
-	replica *replica.Replica
-	sw      *replica.Switch
-	id      *ca.Identity
-	base    session.Config
-	c       clusterConfig
-	log     *slog.Logger
-	h       *host.Host
-	cancel  context.CancelFunc
-}
-
-// joinCluster joins etcd and opens the follower's view; the host campaigns
-// once its mounts and sockets are up (run).
-func joinCluster(c clusterConfig, cfg session.Config, log *slog.Logger) (*clusterRole, error) {
+// joinCluster makes this process a host of a cluster: it joins etcd and
+// opens the follower's view, which the mounts serve through a switch; once
+// the sockets are up (start) the host campaigns, and writes while its term
+// lasts (cluster/host). The engine it opens then is configured as a single
+// host's (engineConfig), with the term's token and gate.
+func joinCluster(c clusterConfig, store, root string, log *slog.Logger) (*serving, error) {
+	cfg, err := engineConfig(os.Getenv, store, root)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Log = log
 	id, err := ca.Load(c.certs)
 	if err != nil {
 		return nil, err
 	}
-	prefix := clusterPrefix(c.name)
-	rep, err := replica.Open(cfg.Store, cfg.Root, log)
+	if id.Host != c.host {
+		return nil, usageError(fmt.Sprintf("--cluster-host %s: the certificate in %s is host %s's", c.host, c.certs, id.Host))
+	}
+	rep, err := replica.Open(store, root, log)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	m, err := lease.Join(ctx, lease.Config{
-		Endpoints: strings.Split(c.endpoints, ","), Prefix: prefix,
+		Endpoints: strings.Split(c.endpoints, ","), Prefix: clusterPrefix(c.name),
 		Host: c.host, Addr: c.addr, TTL: c.ttl, Log: log,
 	})
 	if err != nil {
 		rep.Close()
 		return nil, fmt.Errorf("cluster: join %s: %w", c.endpoints, err)
 	}
-	log.Info("cluster: joined", "host", c.host, "addr", c.addr, "prefix", prefix, "ttl", c.ttl.String())
-	return &clusterRole{member: m, replica: rep, sw: replica.NewSwitch(rep), id: id, base: cfg, c: c, log: log}, nil
-}
-
-// run starts the host: it follows, then campaigns in the background.
-func (r *clusterRole) run(socks *server.Sockets) error {
-	h, err := host.Start(host.Config{
-		Engine: r.base, Member: r.member, Identity: r.id, Listen: r.c.addr,
-		Replica: r.replica, Switch: r.sw, Sockets: socks, Log: r.log,
-	})
-	if err != nil {
-		return err
+	log.Info("cluster: joined", "host", c.host, "addr", c.addr, "name", c.name, "ttl", c.ttl.String())
+	sw := engswitch.New(rep)
+	var h *host.Host
+	stop := func() {}
+	start := func(socks *server.Sockets) error {
+		socks.SetRelayQuota(rep.Limits().Conns)
+		var err error
+		h, err = host.Start(host.Config{
+			Engine: cfg, Member: m, Identity: id, Listen: c.addr,
+			Replica: rep, Switch: sw, Sockets: socks, Log: log,
+		})
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		stop = cancel
+		go h.Run(ctx)
+		return nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.h, r.cancel = h, cancel
-	go h.Run(ctx)
-	return nil
+	drain := func() {
+		if h == nil {
+			return
+		}
+		stop()
+		select {
+		case <-h.Stopped():
+		case <-time.After(drainPatience):
+			log.Warn("cluster: the hand-over did not finish; the lease will expire instead")
+		}
+		h.Close()
+	}
+	return &serving{mount: sw, sockets: true, start: start, drain: drain,
+		close: func() { m.Close(); rep.Close() }}, nil
 }
 
 // drainPatience bounds the hand-over at a stop (ctxfs umount waits 10 s).
 const drainPatience = 8 * time.Second
 
-// drain hands the store over when this host writes, and stops the host.
-func (r *clusterRole) drain() {
-	if r.h != nil {
-		r.cancel()
-		select {
-		case <-r.h.Stopped():
-		case <-time.After(drainPatience):
-			r.log.Warn("cluster: the hand-over did not finish; the lease will expire instead")
-		}
-		r.h.Close()
-	}
-}
-
-// serving is what serves the mounts and the sockets: one engine (a single
-// host), or a host of a cluster (its switch; the sockets get the engine
-// while it writes).
-type serving interface {
-	mountEngine() ctxfs.Engine
-	socketEngine() *session.Engine // nil: the sockets start without one
-	start(socks *server.Sockets) error
-	drain() // a writer hands its store over (before the sockets and mounts go)
-	close()
-}
-
-// openServing opens the store for serving: the engine, or the cluster.
-func (c *mountConfig) openServing(cfg session.Config, st *storefs.Root, log *slog.Logger) (serving, error) {
-	if c.cluster.on() {
-		return joinCluster(c.cluster, cfg, log)
-	}
-	opening := time.Now()
-	e, err := session.Open(cfg)
-	if err != nil {
-		return nil, err
-	}
-	log.Info("store opened", "store", cfg.Store, "took", time.Since(opening).Round(time.Millisecond).String())
-	// What the store's filesystem gives (storefs.Ways), said and recorded
-	// once the store is known good: a refused start writes nothing.
-	log.Info("store ways", "ways", st.Ways().String())
-	if err := st.RecordWays(); err != nil {
-		log.Warn("store ways not recorded for fsck and doctor", "err", err)
-	}
-	return single{e}, nil
-}
-
-// single is the one engine of a single host.
-type single struct{ e *session.Engine }
-
-func (s single) mountEngine() ctxfs.Engine               { return s.e }
-func (s single) socketEngine() *session.Engine           { return s.e }
-func (s single) start(*server.Sockets) error             { return nil }
-func (s single) drain()                                  {}
-func (s single) close()                                  { s.e.Close() }
-func (r *clusterRole) mountEngine() ctxfs.Engine         { return r.sw }
-func (r *clusterRole) socketEngine() *session.Engine     { return nil }
-func (r *clusterRole) start(socks *server.Sockets) error { return r.run(socks) }
-func (r *clusterRole) close()                            { r.member.Close(); r.replica.Close() }
-
-// lockStore takes the store lock: a single host's alone (lockStore), or,
-// for a host of a cluster, a shared flock: the hosts share the store, and
-// a single-host server (which wants it alone) is kept out while any host
-// serves it. Who writes is etcd's to say (cluster/lease), not the lock's.
-func (c *mountConfig) lockStore(st *storefs.Root, root string) (*os.File, error) {
-	if !c.cluster.on() {
-		return lockStore(st, root)
-	}
+// lockStoreShared takes the store lock of a host of a cluster: a shared
+// flock, held with the other hosts, that keeps a single-host server
+// (which wants it alone) out while any host serves the store. Who writes
+// is etcd's to say (cluster/lease), not the lock's.
+func lockStoreShared(st *storefs.Root) (*os.File, error) {
 	l, err := openStoreLock(st)
 	if err != nil {
 		return nil, err
 	}
-	if err := refuseSingleServed(st); err != nil {
+	if unix.Flock(int(l.Fd()), unix.LOCK_SH|unix.LOCK_NB) != nil {
 		l.Close()
-		return nil, err
-	}
-	if err := unix.Flock(int(l.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
-		l.Close()
-		return nil, refuseSingleServed(st)
+		return nil, singleServedError(st)
 	}
 	return l, nil
 }
@@ -230,7 +185,11 @@ func refuseSingleServed(st *storefs.Root) error {
 	}
 	defer l.Close()
 	if unix.Flock(int(l.Fd()), unix.LOCK_SH|unix.LOCK_NB) != nil {
-		return fmt.Errorf("store %s is served by a single-host ctxfs; ctxfs umount it first", st.Path())
+		return singleServedError(st)
 	}
 	return nil
+}
+
+func singleServedError(st *storefs.Root) error {
+	return fmt.Errorf("store %s is served by a single-host ctxfs; ctxfs umount it first", st.Path())
 }

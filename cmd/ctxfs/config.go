@@ -2,9 +2,12 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
+	"os"
 	"strconv"
 	"time"
 
+	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session"
 	"github.com/ctxfs/ctxfs/session/quota"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
@@ -51,4 +54,27 @@ func journalFromEnv(getenv func(string) string) (sealedlog.JournalConfig, error)
 		c.RotateAt = n
 	}
 	return c, nil
+}
+
+// openWriter opens the store's engine for the writer of the store st (at
+// store, served at root), and says and records the ways the store's
+// filesystem gives once the store is known good: a refused start writes
+// nothing.
+func openWriter(st *storefs.Root, store, root string, log *slog.Logger) (*session.Engine, error) {
+	cfg, err := engineConfig(os.Getenv, store, root)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Log = log
+	opening := time.Now()
+	e, err := session.Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("store opened", "store", store, "took", time.Since(opening).Round(time.Millisecond).String())
+	log.Info("store ways", "ways", st.Ways().String())
+	if err := st.RecordWays(); err != nil {
+		log.Warn("store ways not recorded for fsck and doctor", "err", err)
+	}
+	return e, nil
 }

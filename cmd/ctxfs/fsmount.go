@@ -37,7 +37,7 @@ func (m fuseMounts) Conns() []mountlife.Conn { return m.conns }
 // both may be imported.
 var _ ctxfs.Engine = (*session.Engine)(nil)
 
-func mountFS(e *session.Engine, root string) (mounted, error) {
+func mountFS(e ctxfs.Engine, root string) (mounted, error) {
 	ms, err := ctxfs.Mount(e, root, ctxfs.Options{Debug: os.Getenv("CTXFS_DEBUG") != ""})
 	if err != nil {
 		return nil, err

@@ -43,6 +43,7 @@ type mountConfig struct {
 	log         logx.Options
 	options     []string // -o lists, applied by resolve
 	quiet       bool     // no "serving" line (the mount helper, as mount(8) helpers are)
+	follow      bool     // serve a store another server writes, read-only (follow.go)
 	cluster     clusterConfig
 }
 
@@ -56,6 +57,7 @@ func (c *mountConfig) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&c.log.Level, "log-level", "info", "log lines of this `LEVEL` and above: "+strings.Join(logx.Levels, ", "))
 	f.StringVar(&c.log.File, "log-file", "", "append the log to this `FILE` (default: stderr with --foreground, else STORE/"+logName+")")
 	f.StringVar(&c.log.Format, "log-format", "text", "log line `FORMAT`: text, or json (one object a line, for journald and collectors)")
+	f.BoolVar(&c.follow, "follow", false, followFlagHelp)
 	c.cluster.addFlags(f)
 	f.StringArrayVarP(&c.options, "options", "o", nil, "mount `OPTIONS`, comma-separated, as in fstab: gc-idle=D, log-level=L, log-file=F, log-format=T; rw, defaults, allow_other, … are accepted and change nothing (see below)")
 }
@@ -84,6 +86,13 @@ auto, noauto, nofail, _netdev, user, users, nouser, owner, group, nosuid,
 nodev, allow_other, default_permissions, comment=… and x-… are accepted and
 change nothing (they hold already, or concern mount(8)); ro is refused
 (ctxfs has no read-only mode), and so is any other option.
+
+--follow serves a store that another server writes (a cluster's writer
+host, over a shared filesystem), read-only: the whole tree, every change
+refused with EROFS, logs verified at open against their seals and the
+writer's journal, the writer's changes seen within a second. It takes no
+store lock, serves no socket and writes nothing in the store, its log
+included (give --log-file, or --foreground).
 
 Called as mount.fuse.ctxfs (the symlink make install puts in /sbin), ctxfs
 is the mount(8) helper that makes an fstab line work:
@@ -131,7 +140,10 @@ func (c *mountConfig) resolve(f *pflag.FlagSet, sloppy bool) error {
 	if err := c.log.Check(); err != nil {
 		return usageError(err.Error())
 	}
-	if err := c.cluster.check(); err != nil {
+	if c.follow && !c.foreground && c.log.File == "" {
+		return usageError("--follow writes nothing in the store, its log included: give --log-file or --foreground")
+	}
+	if err := c.cluster.check(c.follow, c.foreground || c.log.File != ""); err != nil {
 		return err
 	}
 	if c.log.File != "" {
@@ -161,7 +173,7 @@ func (c *mountConfig) start() error {
 		}
 		f.Close()
 	}
-	if err := refuseServed(c.root, c.store, c.cluster.on()); err != nil {
+	if err := refuseServed(c.root, c.store, c.storeLock()); err != nil {
 		return err
 	}
 	if !c.foreground {
@@ -224,8 +236,10 @@ func gcIdleLoop(e *session.Engine, interval time.Duration, log *slog.Logger, sto
 
 // refuseServed refuses a root or a store that a live server serves: its
 // mounts are never touched. A dying server is not refused: the server we
-// start waits for it to be gone (lockRoot, lockStore).
-func refuseServed(root, store string, shared bool) error {
+// start waits for it to be gone (lockRoot, lockStore). A follower's store
+// is served by its writer, and is not looked at here; a cluster host's is
+// refused only when a single-host server holds it.
+func refuseServed(root, store string, lock storeLock) error {
 	h, _, err := rootHolder(root)
 	if err != nil {
 		return err
@@ -236,12 +250,15 @@ func refuseServed(root, store string, shared bool) error {
 	if err := refuseLiveMounts(root); err != nil {
 		return err
 	}
-	st, err := storefs.OpenPrivate(store)
+	if lock == lockNone {
+		return nil
+	}
+	st, err := openServedStore(store, lock != lockAlone)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if shared {
+	if lock == lockShared {
 		return refuseSingleServed(st)
 	}
 	return refuseServedStore(st)
@@ -280,7 +297,7 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 		defer stop()
 	}
 	agent.Enter = self // runs enter their directories after exec (agent.Enter)
-	st, err := storefs.OpenPrivate(store)
+	st, err := openServedStore(store, c.storeLock() != lockAlone)
 	if err != nil {
 		return err
 	}
@@ -290,12 +307,12 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 		return err
 	}
 	defer unlockRoot(root, pidf)
-	lock, err := c.lockStore(st, root)
-	if err != nil {
+	if lock, err := c.storeLock().take(st, root); err != nil {
 		return err
+	} else if lock != nil {
+		defer lock.Close()
 	}
-	defer lock.Close()
-	log.Info("starting", "version", version(), "root", root, "store", store, "pid", os.Getpid(), "uid", os.Geteuid())
+	log.Info("starting", "version", version(), "root", root, "store", store, "pid", os.Getpid(), "uid", os.Geteuid(), "follow", c.follow, "cluster", c.cluster.endpoints)
 	// From here on a SIGTERM (a `ctxfs umount` while we start) stops the
 	// server once it serves, instead of killing it half mounted.
 	sig := make(chan os.Signal, 1)
@@ -303,17 +320,12 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 	if err := prepareMountpoints(root); err != nil {
 		return err
 	}
-	cfg, err := engineConfig(os.Getenv, store, root)
-	if err != nil {
-		return err
-	}
-	cfg.Log = log
-	srv, err := c.openServing(cfg, st, log)
+	srv, err := c.openServing(st, log)
 	if err != nil {
 		return err
 	}
 	defer srv.close()
-	mounts, err := mountFS(srv.mountEngine(), root)
+	mounts, err := mountFS(srv.mount, root)
 	if err != nil {
 		return err
 	}
@@ -337,26 +349,29 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 	// or a script makes a file there), so a socket that answers means the
 	// tree is there. (Served the other way round, a mkdir -p made in that
 	// gap went into the bare mountpoint and was hidden when the mount came
-	// up.) They close first when the server stops.
-	socks, err := server.ServeSockets(srv.socketEngine(), root, log)
-	if err != nil {
-		return err
+	// up.) They close first when the server stops. A follower serves none;
+	// a cluster host's start without an engine and relay until it writes.
+	if srv.sockets {
+		socks, err := server.ServeSockets(srv.writer, root, log)
+		if err != nil {
+			return err
+		}
+		defer socks.Close()
+		if err := srv.start(socks); err != nil {
+			return err
+		}
+		defer srv.drain() // first: a writer hands its store over while it still serves
 	}
-	defer socks.Close()
-	if err := srv.start(socks); err != nil {
-		return err
-	}
-	defer srv.drain() // first: a writer hands its store over while it still serves
 	// Logged first: what waiters do once told comes after it in the log.
 	log.Info("ready", "root", root, "systemd", notify != nil)
 	reportReady()
 	if err := notify.Notify("READY=1"); err != nil {
 		log.Warn("systemd readiness", "err", err)
 	}
-	if e := srv.socketEngine(); e != nil && c.gcIdle > 0 {
+	if c.gcIdle > 0 && srv.writer != nil {
 		stop := make(chan struct{})
 		defer close(stop)
-		go gcIdleLoop(e, c.gcIdle, log, stop)
+		go gcIdleLoop(srv.writer, c.gcIdle, log, stop)
 	}
 	select {
 	case s := <-sig:
@@ -429,13 +444,7 @@ func reportReady() {
 // terminal, with its output in <store>/ctxfs.log, and waits until it
 // serves.
 func startBackground(c *mountConfig) error {
-	st, err := storefs.OpenPrivate(c.store)
-	if err != nil {
-		return err
-	}
-	outPath := filepath.Join(c.store, logName)
-	out, err := st.OpenFile(logName, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	st.Close()
+	out, outPath, err := c.backgroundOutput()
 	if err != nil {
 		return err
 	}
@@ -476,11 +485,28 @@ func startBackground(c *mountConfig) error {
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
 	}
-	tail, _ := os.ReadFile(outPath) // the operator's path, which Secure checked
+	tail, _ := os.ReadFile(outPath) // the operator's path, which Secure (or logx.OpenFile) checked
 	if len(tail) > 2000 {
 		tail = tail[len(tail)-2000:]
 	}
 	return fmt.Errorf("the server did not start; its log (%s) ends:\n%s", outPath, tail)
+}
+
+// backgroundOutput is where the background server's stdout and stderr
+// go: STORE/ctxfs.log, or for a follower or a cluster's host (which write
+// nothing in the store outside a term) its --log-file.
+func (c *mountConfig) backgroundOutput() (*os.File, string, error) {
+	if c.follow || c.cluster.on() {
+		f, err := logx.OpenFile(c.log.File)
+		return f, c.log.File, err
+	}
+	st, err := storefs.OpenPrivate(c.store)
+	if err != nil {
+		return nil, "", err
+	}
+	defer st.Close()
+	f, err := st.OpenFile(logName, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	return f, filepath.Join(c.store, logName), err
 }
 
 // foregroundArgs is the command line of the background server: this
@@ -493,6 +519,9 @@ func (c *mountConfig) foregroundArgs() []string {
 	}
 	if c.log.File != "" {
 		args = append(args, "--log-file", c.log.File)
+	}
+	if c.follow {
+		args = append(args, "--follow")
 	}
 	return append(args, c.cluster.args()...)
 }

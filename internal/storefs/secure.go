@@ -43,7 +43,14 @@ func OpenPrivate(path string) (*Root, error) {
 // directory above it, for one of their own. No symlink is followed on the
 // way (WalkNoFollow): a store path through one is refused, and the link's
 // target is never touched.
-func Secure(path string) error {
+func Secure(path string) error { return secure(path, true) }
+
+// CheckPrivate is Secure that changes nothing: for a follower, which
+// reads a store another server writes and keeps 0700; a store of any
+// other mode is refused, never narrowed.
+func CheckPrivate(path string) error { return secure(path, false) }
+
+func secure(path string, fix bool) error {
 	me := uint32(os.Geteuid())
 	path = filepath.Clean(path)
 	found := false
@@ -52,7 +59,7 @@ func Secure(path string) error {
 			return aboveOK("store", path, dir, st, me)
 		}
 		found = true
-		return ownStore(path, fd, st, me)
+		return ownStore(path, fd, st, me, fix)
 	}))
 	if err == nil && !found {
 		err = fmt.Errorf("store %s: %w", path, fs.ErrNotExist)
@@ -61,14 +68,17 @@ func Secure(path string) error {
 }
 
 // ownStore refuses a store directory (fd, as walked) that is not mine,
-// and makes it 0700.
-func ownStore(path string, fd int, st *unix.Stat_t, me uint32) error {
+// and makes it 0700 (fix), or refuses it unless it is.
+func ownStore(path string, fd int, st *unix.Stat_t, me uint32, fix bool) error {
 	if st.Uid != me {
 		return fmt.Errorf("store %s belongs to uid %d, not to the server's uid %d: anything in it may have been planted by that user; "+
 			"use a new store, or check it and run: chown -R %d %s && ctxfs fsck --store %s", path, st.Uid, me, me, path, path)
 	}
 	if st.Mode&07777 == 0o700 {
 		return nil
+	}
+	if !fix {
+		return fmt.Errorf("store %s: mode %#o, not 0700: its server makes it 0700", path, st.Mode&07777)
 	}
 	// Through the descriptor's magic link: the very directory walked,
 	// whatever is at path by now (a path chmod would follow a symlink).

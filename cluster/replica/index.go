@@ -1,0 +1,116 @@
+package replica
+
+import (
+	"bytes"
+	"path"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/index"
+	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/session/layout"
+)
+
+// A follower's index of a container is the store's, read with index.View
+// (which changes nothing) and read again when it is over indexFresh old
+// and asked for. The store's index files lag the writer's memory: the
+// list by up to a second (the writer writes its snapshot at most once a
+// second; sessions touched since go in front by their updated_at, as a
+// load after a crash orders them), current and the entries until the
+// writer's journal checkpoints them (sealedlog: 30 s by default). What a
+// reload finds changed is announced, as the writer's index announces its
+// changes (index.OnChange).
+
+const indexFresh = time.Second
+
+// indexes holds the views of the containers asked about.
+type indexes struct {
+	root     *storefs.Root
+	announce func(rel string)
+
+	load  sync.Mutex // one load at a time: a container may hold 100,000 sessions
+	mu    sync.Mutex
+	views map[string]*view // by container rel
+}
+
+type view struct {
+	x  *index.Index
+	at time.Time
+}
+
+func newIndexes(root *storefs.Root, announce func(rel string)) *indexes {
+	return &indexes{root: root, announce: announce, views: map[string]*view{}}
+}
+
+// Index is the container's index as the store holds it (read-only: every
+// change is EROFS).
+func (r *Replica) Index(ct layout.Container) (*index.Index, error) { return r.indexes.get(ct) }
+
+func (ix *indexes) get(ct layout.Container) (*index.Index, error) {
+	if !ct.Valid() || ct.Home == "" {
+		return nil, abi.Errorf(syscall.EINVAL, "index", "invalid container %+v", ct)
+	}
+	rel := ct.Rel()
+	if v := ix.fresh(rel); v != nil {
+		return v.x, nil
+	}
+	ix.load.Lock()
+	defer ix.load.Unlock()
+	if v := ix.fresh(rel); v != nil {
+		return v.x, nil // loaded while this one waited
+	}
+	x, err := index.View(ix.root, rel)
+	if err != nil {
+		return nil, err
+	}
+	ix.mu.Lock()
+	old := ix.views[rel]
+	ix.views[rel] = &view{x: x, at: time.Now()}
+	ix.mu.Unlock()
+	if old != nil {
+		for _, changed := range indexChanges(path.Join(rel, abi.ReservedSessionName), old.x, x) {
+			ix.announce(changed)
+		}
+	}
+	return x, nil
+}
+
+// fresh is the view of rel when it is younger than indexFresh.
+func (ix *indexes) fresh(rel string) *view {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if v := ix.views[rel]; v != nil && time.Since(v.at) < indexFresh {
+		return v
+	}
+	return nil
+}
+
+// indexChanges are the files of the index directory dir whose content
+// differs between two views: list, current, each entry (and the entry
+// directories whose names came or went).
+func indexChanges(dir string, old, now *index.Index) []string {
+	var out []string
+	if !bytes.Equal(old.ListBytes(), now.ListBytes()) {
+		out = append(out, path.Join(dir, "list"))
+	}
+	if old.Current() != now.Current() {
+		out = append(out, path.Join(dir, "current"))
+	}
+	for _, kind := range abi.IndexKinds {
+		was, is := old.Keys(kind), now.Keys(kind)
+		if !slices.Equal(was, is) {
+			out = append(out, path.Join(dir, kind))
+		}
+		for _, key := range slices.Compact(slices.Sorted(slices.Values(slices.Concat(was, is)))) {
+			a, _ := old.Lookup(kind, key)
+			b, _ := now.Lookup(kind, key)
+			if a != b {
+				out = append(out, path.Join(dir, kind, key))
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,242 @@
+package replica
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/freetree"
+	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/quota"
+	"github.com/ctxfs/ctxfs/session/tree"
+	"github.com/ctxfs/ctxfs/session/versions"
+)
+
+// Replica serves a store another server writes, read-only. Its methods
+// are fs.Engine's (cmd/ctxfs checks that at compile time).
+type Replica struct {
+	tree.Tree // names, listings, the index's files: the writer's rules
+
+	root    *storefs.Root // the store, read-only; errors name paths under the mount root
+	log     *slog.Logger
+	limits  *quota.Limits
+	indexes *indexes
+	logs    *verifier
+	watch   *watcher
+
+	watchMu  sync.Mutex
+	watchers []func(rel string, how session.Change)
+}
+
+// Open serves the store at store (a host path) as seen under mountRoot,
+// read-only. The store must be a server's (storefs.CheckPrivate) and is
+// never written to. The per-uid limits are read from the environment as
+// the writer reads them (CTXFS_LIMITS, quota.FromEnv): a follower counts
+// its users' open files and reads as the writer does. Close stops the
+// watcher.
+func Open(store, mountRoot string, log *slog.Logger) (*Replica, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	limits, err := quota.FromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if err := storefs.CheckPrivate(store); err != nil {
+		return nil, err
+	}
+	st, err := storefs.Open(store)
+	if err != nil {
+		return nil, err
+	}
+	root := st.ReadOnly().ShowAs(mountRoot)
+	r := &Replica{root: root, log: log, limits: quota.NewLimits(limits)}
+	// A change in a free tree takes its charge before the store refuses
+	// it (EROFS) and gives it back: the charge counts what the uid keeps
+	// there first, walking the store as the writer's engine does.
+	r.limits.Free.CountWith(r.FreeTree().Count)
+	r.Tree = tree.New(root, r)
+	r.indexes = newIndexes(root, r.announce)
+	r.logs = newVerifier(root, log)
+	r.watch = newWatcher(root, r.announce)
+	go r.watch.run()
+	return r, nil
+}
+
+// Close stops watching and closes the store.
+func (r *Replica) Close() error {
+	r.watch.stop()
+	return r.root.Close()
+}
+
+// OnChange registers fn to be told of every change the watcher sees
+// (watch.go) and every index file a reload of an index finds changed,
+// from the watcher's goroutine or a caller of Index; fn must not block
+// (session.Engine.OnChange says the same of the writer's).
+func (r *Replica) OnChange(fn func(rel string, how session.Change)) {
+	r.watchMu.Lock()
+	r.watchers = append(r.watchers, fn)
+	r.watchMu.Unlock()
+}
+
+// announce tells the watchers that rel changed.
+func (r *Replica) announce(rel string) {
+	r.watchMu.Lock()
+	ws := r.watchers
+	r.watchMu.Unlock()
+	for _, w := range ws {
+		w(rel, session.Changed)
+	}
+}
+
+// Lookup is the writer's (tree.Lookup) without its promises: a follower
+// hears of a change only when it looks (watch.go), so the kernel may keep
+// no listing on the strength of an announcement.
+func (r *Replica) Lookup(uid uint32, rel string) (session.Node, error) {
+	n, err := r.Tree.Lookup(uid, rel)
+	n.Promises = tree.Promises{}
+	return n, err
+}
+
+// Stat describes the store file rel as the mount shows it, never
+// following a link, and watches it for changes. A derived value the
+// writer holds in memory is not in the store yet: the follower shows the
+// store's file, up to behind.Every (half a second) older.
+func (r *Replica) Stat(rel string) (*unix.Stat_t, error) {
+	st, err := r.root.Lstat(rel)
+	if err != nil {
+		return nil, err // not watched: the kernel keeps no missing name (fs: no negative entries)
+	}
+	r.watch.seen(rel, st)
+	return layout.ShownStat(rel, st), nil
+}
+
+// EnsureHome makes nothing: a home the store does not hold is not there
+// on a follower (ENOENT), until the writer makes it.
+func (r *Replica) EnsureHome(uid uint32) error {
+	home := layout.PrivateHome(uid)
+	if layout.IsDir(r.root, home) {
+		return nil
+	}
+	return abi.Errorf(syscall.ENOENT, "lookup", "%s is made by the writer host", home)
+}
+
+// CheckOpen refuses every open for writing (EROFS, before the tree's own
+// rules, as a read-only filesystem does), then applies the writer's rules,
+// a version's content verified at each open included.
+func (r *Replica) CheckOpen(pl layout.Place, flags int) error {
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
+		return readOnly("open")
+	}
+	if err := r.Tree.CheckOpen(pl, flags); err != nil {
+		return err
+	}
+	if pl.Kind == layout.PlaceVersion {
+		return versions.Check(r.root, r.logs.sealKey(), pl.Ref().Rel(), pl.File)
+	}
+	return nil
+}
+
+// OpenRead opens the store file behind rel for reading. A session log is
+// verified first against its seal and the writer's journal (verify.go):
+// damaged history is EIO, as the writer refuses it.
+func (r *Replica) OpenRead(rel string) (*os.File, error) {
+	f, err := r.Tree.OpenRead(rel)
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, err
+	}
+	r.watch.opened(rel, &st)
+	if pl := layout.Classify(rel); pl.Kind == layout.PlaceLog {
+		if err := r.logs.check(pl, &st); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// ReadFile reads the store file rel whole, at most limit bytes.
+func (r *Replica) ReadFile(rel string, limit int64) ([]byte, error) {
+	return r.root.ReadFile(rel, limit)
+}
+
+// Value is the single value at rel as the store holds it (the writer
+// serves a derived value from memory up to behind.Every before it is in
+// the store), shown as the mount shows the store's attributes.
+func (r *Replica) Value(rel string) (session.Value, error) {
+	data, st, err := layout.ReadValue(r.root, rel)
+	if err != nil {
+		return session.Value{}, err
+	}
+	r.watch.seen(rel, &st)
+	return session.Value{Data: data, Stat: *layout.ShownStat(rel, &st)}, nil
+}
+
+// Limits are the per-uid bounds of this host's users.
+func (r *Replica) Limits() *quota.Limits { return r.limits }
+
+// FreeTree is the free trees, read through the read-only store: every
+// change is EROFS there (storefs.ReadOnly).
+func (r *Replica) FreeTree() freetree.Tree { return freetree.New(r.root, r.limits.Free) }
+
+// Refuse is the error frame of a refused request; a follower records no
+// refusal (it writes nothing, and the request never reached the writer).
+func (r *Replica) Refuse(c layout.Caller, t session.Target, req *proto.Request, err error) *proto.Object {
+	return proto.ErrorFrame(err)
+}
+
+// LogRefused records nothing on a follower.
+func (r *Replica) LogRefused(c layout.Caller, t session.Target, op string, err error) {}
+
+// readOnly is the answer to every change on a follower.
+func readOnly(op string) error {
+	return abi.Errorf(syscall.EROFS, op, "this host serves the store read-only; changes are made on the writer host")
+}
+
+// Every change is refused with EROFS, and nothing is written.
+
+func (r *Replica) CheckCreate(rel string) (layout.Place, error) {
+	return layout.Classify(rel), readOnly("create")
+}
+func (r *Replica) MakeNode(rel string) error                     { return readOnly("create") }
+func (r *Replica) MkdirAt(c layout.Caller, rel string) error     { return readOnly("mkdir") }
+func (r *Replica) Unlink(c layout.Caller, rel string) error      { return readOnly("unlink") }
+func (r *Replica) Rmdir(c layout.Caller, rel string) error       { return readOnly("rmdir") }
+func (r *Replica) CheckValue(pl layout.Place, data []byte) error { return readOnly("write") }
+func (r *Replica) SyncLog(ref layout.Ref, file string) error     { return readOnly("fsync") }
+func (r *Replica) Setattr(c layout.Caller, rel string, a session.SetAttr) error {
+	return readOnly("setattr")
+}
+func (r *Replica) Rename(c layout.Caller, oldRel, newRel string, flags uint32) error {
+	return readOnly("rename")
+}
+func (r *Replica) AppendLog(c layout.Caller, ref layout.Ref, file string, lines []byte) error {
+	return readOnly("write")
+}
+func (r *Replica) WriteFile(c layout.Caller, ref layout.Ref, file string, data []byte) error {
+	return readOnly("write")
+}
+func (r *Replica) WriteIndex(c layout.Caller, pl layout.Place, data []byte) error {
+	return readOnly("write")
+}
+func (r *Replica) BeginControl(ctx context.Context, c layout.Caller, ref layout.Ref, req *proto.Request) (*session.Reply, error) {
+	return nil, readOnly("control")
+}
+
+// RecordLoss records nothing: no write is ever taken on a follower, so
+// none is lost.
+func (r *Replica) RecordLoss(c layout.Caller, ref layout.Ref, file string, n int, lost session.Lost) {
+}

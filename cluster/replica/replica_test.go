@@ -1,0 +1,144 @@
+package replica
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/internal/testkit"
+	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
+)
+
+var (
+	owner = layout.Caller{Uid: 1000, Gid: 1000}
+	ref   = layout.Ref{Container: layout.Container{Home: "home/1000", Kind: abi.KindAgent, Owner: "coder"}, Name: "s"}
+	msgs  = ref.Rel() + "/" + abi.FileMessages
+)
+
+// newWriter opens a store's engine (the writer) with one session holding
+// one line; the store stays the writer's until the test closes it.
+func newWriter(t *testing.T) (string, *session.Engine) {
+	t.Helper()
+	base := t.TempDir()
+	store := filepath.Join(base, "store")
+	e, err := session.Open(session.Config{Store: store, Root: filepath.Join(base, "ctx")})
+	testkit.Must(t, err)
+	testkit.Must(t, layout.MkdirAll(storeRoot(t, store), "home/1000", layout.PrivateOwner(1000, 1000)))
+	testkit.Must(t, e.CreateSession(owner, ref))
+	testkit.Must(t, e.AppendLog(owner, ref, abi.FileMessages, []byte(`{"role":"user","content":"one"}`+"\n")))
+	testkit.Must(t, e.SyncLog(ref, abi.FileMessages))
+	return store, e
+}
+
+func storeRoot(t *testing.T, store string) *storefs.Root {
+	r, err := storefs.Open(store)
+	testkit.Must(t, err)
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func openReplica(t *testing.T, store string) *Replica {
+	r, err := Open(store, "/mnt", nil)
+	testkit.Must(t, err)
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// TestVerdictKeptUntilTheLogChanges: a log is verified at its first open
+// (against the writer's journal: its seal lags while the writer runs),
+// not again while neither it nor its seal changes, and again once the
+// writer appends; each open serves the bytes the writer wrote.
+func TestVerdictKeptUntilTheLogChanges(t *testing.T) {
+	store, e := newWriter(t)
+	defer e.Close()
+	r := openReplica(t, store)
+	read := func() string {
+		f, err := r.OpenRead(msgs)
+		testkit.Must(t, err)
+		defer f.Close()
+		b, err := os.ReadFile("/proc/self/fd/" + fmt.Sprint(f.Fd()))
+		testkit.Must(t, err)
+		return string(b)
+	}
+	first := read()
+	for range 5 {
+		if got := read(); got != first {
+			t.Fatalf("open again: %q, want %q", got, first)
+		}
+	}
+	if r.logs.runs != 1 {
+		t.Errorf("%d verifications for six opens of an unchanged log, want 1", r.logs.runs)
+	}
+	testkit.Must(t, e.AppendLog(owner, ref, abi.FileMessages, []byte(`{"role":"user","content":"two"}`+"\n")))
+	testkit.Must(t, e.SyncLog(ref, abi.FileMessages))
+	if got := read(); len(got) <= len(first) {
+		t.Errorf("after an append: %q", got)
+	}
+	if r.logs.runs != 2 {
+		t.Errorf("%d verifications after the log grew, want 2", r.logs.runs)
+	}
+}
+
+// TestReplicaRefusesAndWritesNothing: every change asked of a replica is
+// EROFS, and a home the store does not hold is ENOENT (a follower makes
+// none); the store is as it was.
+func TestReplicaRefusesAndWritesNothing(t *testing.T) {
+	store, e := newWriter(t)
+	testkit.Must(t, e.Close())
+	before := testkit.Snapshot(t, store, nil)
+	r := openReplica(t, store)
+	if _, err := r.Lookup(1001, "home/1001"); err == nil {
+		t.Errorf("home/1001, which the store does not hold, is served")
+	}
+	testkit.WantErrno(t, "EnsureHome", r.EnsureHome(1001), syscall.ENOENT)
+	if _, err := r.Index(ref.Container); err != nil {
+		t.Errorf("the index: %v", err)
+	}
+	pl := layout.Classify(msgs)
+	for what, err := range map[string]error{
+		"append":     r.AppendLog(owner, ref, abi.FileMessages, []byte("{}\n")),
+		"mkdir":      r.MkdirAt(owner, ref.Container.Rel()+"/t"),
+		"write":      r.WriteFile(owner, ref, abi.FileState, []byte("done\n")),
+		"open":       r.CheckOpen(pl, os.O_WRONLY|os.O_APPEND),
+		"setattr":    r.Setattr(owner, msgs, session.SetAttr{}),
+		"unlink":     r.Unlink(owner, msgs),
+		"rename":     r.Rename(owner, ref.Rel(), ref.Rel()+"x", 0),
+		"index":      r.WriteIndex(owner, layout.Classify(ref.Container.Rel()+"/index/current"), []byte("s\n")),
+		"free mkdir": r.FreeTree().Mkdir(owner, "home/1000/agent/coder/root", 0o700),
+	} {
+		testkit.WantErrno(t, what, err, syscall.EROFS)
+	}
+	testkit.Same(t, "a replica", before, testkit.Snapshot(t, store, nil))
+}
+
+// TestWatchedBounded: the watcher keeps at most watchedMax paths, the
+// least recently seen out, and announces each that falls out once, so the
+// kernel asks again instead of keeping what nobody watches.
+func TestWatchedBounded(t *testing.T) {
+	store := t.TempDir()
+	r := storeRoot(t, store)
+	var told []string
+	w := newWatcher(r, func(rel string) { told = append(told, rel) })
+	rel := func(i int) string { return fmt.Sprintf("home/1000/agent/coder/session/s%d", i) }
+	for i := range watchedMax + 10 {
+		w.seen(rel(i), nil)
+	}
+	if n := w.lru.Len(); n != watchedMax {
+		t.Errorf("%d paths watched, want %d", n, watchedMax)
+	}
+	for _, changed := range w.poll() {
+		told = append(told, changed)
+	}
+	if len(told) != 10 || told[0] != rel(0) || told[9] != rel(9) {
+		t.Errorf("announced %d paths (%v…), want the 10 least recently seen", len(told), told[:min(len(told), 3)])
+	}
+	testkit.Must(t, os.MkdirAll(filepath.Join(store, rel(20)), 0o700))
+	if got := w.poll(); len(got) != 1 || got[0] != rel(20) {
+		t.Errorf("after %s came: %v announced", rel(20), got)
+	}
+}

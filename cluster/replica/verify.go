@@ -1,0 +1,185 @@
+package replica
+
+import (
+	"container/list"
+	"log/slog"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
+	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/sealedlog"
+)
+
+// A follower serves a session log only once it has verified it, read-only,
+// the way `ctxfs fsck` does beside a running server: against its seal,
+// and where the log has grown past its seal (the writer seals at its
+// journal's checkpoints), against the writer's journal (sealedlog.
+// PlanJournal, JournalPlan.Verify). Damaged history is EIO at open.
+//
+// Bytes past what the journal holds durably, in a log the journal has an
+// intent for, are appends the writer has made and not yet committed (a
+// write through its mount is durable at its fsync or close, or a second
+// later): they are served as the writer checked them when it took them,
+// as its own mount serves them. So are the bytes the writer appends after
+// a verified open: the follower reads on through the descriptor it
+// verified.
+//
+// A verdict is kept per log, size and seal (their inode, size and times):
+// a `tail -f`, a `cat` in a loop or a prompt reading the log again does
+// not read the journal again until the writer changes the log or its
+// seal. One verification runs at a time: a journal read is the one cost a
+// reader can make a follower pay, and it is paid once per change.
+
+// verdictsKept bounds the verdicts kept, least recently used out.
+const verdictsKept = 4096
+
+// Retries for a log the writer was changing while it was looked at (its
+// checkpoint sealed it and dropped a journal file in between): as fsck's
+// beside a running server.
+const (
+	verifyRetries = 3
+	verifyPause   = 50 * time.Millisecond
+)
+
+// verifier checks logs at open and remembers its verdicts.
+type verifier struct {
+	root *storefs.Root
+	log  *slog.Logger
+
+	run  sync.Mutex // one verification at a time
+	runs int        // verifications made (under run): what the verdicts save
+
+	mu       sync.Mutex
+	verdicts map[verdictKey]*list.Element // of *verdict
+	lru      *list.List                   // most recently used at the front
+}
+
+// fileID is what says a file did not change: inode, size and times.
+type fileID struct {
+	ino          uint64
+	size         int64
+	mtime, ctime int64
+}
+
+func idOf(st *unix.Stat_t) fileID {
+	if st == nil {
+		return fileID{}
+	}
+	return fileID{ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+}
+
+type verdictKey struct {
+	rel       string
+	log, seal fileID
+}
+
+type verdict struct {
+	key verdictKey
+	err error // nil: the log verified
+}
+
+func newVerifier(root *storefs.Root, log *slog.Logger) *verifier {
+	return &verifier{root: root, log: log, verdicts: map[verdictKey]*list.Element{}, lru: list.New()}
+}
+
+// sealKey is the store's seal key as the writer keeps it (read again each
+// time: it is 32 bytes, and a follower may start before the writer made it).
+func (v *verifier) sealKey() *sealedlog.Key {
+	return layout.ReadSealKey(v.root, func(string, string) {})
+}
+
+// check verifies the log of place pl, whose open descriptor st describes:
+// nil when it may be served, EIO when its history cannot be proven.
+func (v *verifier) check(pl layout.Place, st *unix.Stat_t) error {
+	dir := pl.Ref().Rel()
+	seal, _ := v.root.Lstat(layout.SealRel(dir, pl.File))
+	key := verdictKey{rel: dir + "/" + pl.File, log: idOf(st), seal: idOf(seal)}
+	if err, ok := v.known(key); ok {
+		return err
+	}
+	v.run.Lock()
+	defer v.run.Unlock()
+	if err, ok := v.known(key); ok {
+		return err // verified while this one waited
+	}
+	v.runs++
+	judged, err := v.verify(dir, pl.File)
+	if err != nil && judged {
+		v.log.Warn("damaged history refused", "log", v.root.Show(key.rel), "err", err)
+	}
+	if judged {
+		v.keep(key, err)
+	}
+	return err
+}
+
+// verify checks one log: against its seal alone first (a log the writer
+// has sealed, or not touched since), then, when that fails, against the
+// journal, read again a few times while the writer is changing it.
+// judged is false when the journal could not be read (EIO, not kept: the
+// next open tries again).
+func (v *verifier) verify(dir, file string) (judged bool, err error) {
+	sealKey := v.sealKey()
+	identity, problem := layout.ReadIdentity(v.root, dir)
+	if problem != "" {
+		return true, damaged(v.root.Show(path.Join(dir, file)), []sealedlog.Problem{{What: problem}})
+	}
+	at := layout.LogPlace(v.root, sealKey, dir, file, identity)
+	problems := sealedlog.Verify(at)
+	for i := 0; i <= verifyRetries && len(problems) > 0; i++ {
+		if i > 0 {
+			time.Sleep(verifyPause)
+		}
+		plan, err := sealedlog.PlanJournal(v.root, layout.JournalDir, layout.LocateLog(v.root, sealKey), true)
+		if err != nil {
+			return false, abi.Errorf(syscall.EIO, "open", "%s: the writer's journal cannot be read: %v", v.root.Show(at.Log), err)
+		}
+		problems = plan.Verify(at)
+	}
+	if len(problems) > 0 {
+		return true, damaged(v.root.Show(at.Log), problems)
+	}
+	return true, nil
+}
+
+// damaged is the EIO of a log whose history cannot be proven.
+func damaged(log string, problems []sealedlog.Problem) error {
+	var what []string
+	for _, p := range problems {
+		what = append(what, p.What)
+	}
+	return abi.Errorf(syscall.EIO, "open", "%s: damaged history: %s", log, strings.Join(what, "; "))
+}
+
+// known is the verdict kept for key.
+func (v *verifier) known(key verdictKey) (error, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	el, ok := v.verdicts[key]
+	if !ok {
+		return nil, false
+	}
+	v.lru.MoveToFront(el)
+	return el.Value.(*verdict).err, true
+}
+
+// keep remembers a verdict, the least recently used one out past the bound.
+func (v *verifier) keep(key verdictKey, err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.verdicts[key]; ok {
+		return
+	}
+	v.verdicts[key] = v.lru.PushFront(&verdict{key: key, err: err})
+	for v.lru.Len() > verdictsKept {
+		old := v.lru.Remove(v.lru.Back()).(*verdict)
+		delete(v.verdicts, old.key)
+	}
+}
