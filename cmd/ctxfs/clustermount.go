@@ -31,14 +31,13 @@ type clusterConfig struct {
 	name      string        // the store's name in etcd
 }
 
-// defaultCerts is where `ctxfs cluster init`/`join` put a host's certificate.
-const defaultCerts = "/etc/ctxfs/cluster"
+
 
 func (c *clusterConfig) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&c.endpoints, "cluster", "", "serve the store as one host of a cluster coordinated through etcd at these `ENDPOINTS` (comma-separated client URLs)")
 	f.StringVar(&c.host, "cluster-host", "", "this host's `NAME` in the cluster (default: the host name; must match its certificate)")
 	f.StringVar(&c.addr, "cluster-addr", "", "`HOST:PORT` where the other hosts reach this one (required with --cluster)")
-	f.StringVar(&c.certs, "cluster-certs", defaultCerts, "this host's certificate `DIR` (ctxfs cluster init / join)")
+	f.StringVar(&c.certs, "cluster-certs", defaultClusterDir, "this host's certificate `DIR` (ctxfs cluster init / join)")
 	f.StringVar(&c.name, "cluster-name", "ctxfs", "the store's `NAME` in etcd (every host of a store gives the same; each store its own)")
 	f.DurationVar(&c.ttl, "cluster-ttl", lease.DefaultTTL, "the writer's lease `DURATION`: a dead writer is replaced after about this long")
 }
