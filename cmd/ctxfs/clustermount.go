@@ -31,8 +31,6 @@ type clusterConfig struct {
 	name      string        // the store's name in etcd
 }
 
-
-
 func (c *clusterConfig) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&c.endpoints, "cluster", "", "serve the store as one host of a cluster coordinated through etcd at these `ENDPOINTS` (comma-separated client URLs)")
 	f.StringVar(&c.host, "cluster-host", "", "this host's `NAME` in the cluster (default: the host name; must match its certificate)")
