@@ -9,6 +9,7 @@ import (
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/server"
 	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // `ctxfs mount --follow` serves a store another server writes (the
@@ -25,15 +26,21 @@ var _ ctxfs.Engine = (*replica.Replica)(nil)
 const followFlagHelp = "serve a store another server writes, read-only (a cluster's follower host): no store lock, no sockets, nothing written in the store; needs --foreground or --log-file"
 
 // openServedStore opens the store a mount serves: made private (0700)
-// for a writer; for a follower only checked, never changed.
-func openServedStore(store string, follow bool) (*storefs.Root, error) {
-	if !follow {
-		return storefs.OpenPrivate(store)
+// for a writer; for a follower only checked, never changed; for a host of
+// a cluster also given its top directories (layout.OpenStore: mkdirs that
+// change nothing once made), so a follower of a store no writer has
+// opened yet serves an empty tree.
+func openServedStore(store string, lock storeLock) (*storefs.Root, error) {
+	switch lock {
+	case lockNone:
+		if err := storefs.CheckPrivate(store); err != nil {
+			return nil, err
+		}
+		return storefs.Open(store)
+	case lockShared:
+		return layout.OpenStore(store)
 	}
-	if err := storefs.CheckPrivate(store); err != nil {
-		return nil, err
-	}
-	return storefs.Open(store)
+	return storefs.OpenPrivate(store)
 }
 
 // serving is what a mount serves: the mounts' engine, and for the

@@ -253,7 +253,7 @@ func refuseServed(root, store string, lock storeLock) error {
 	if lock == lockNone {
 		return nil
 	}
-	st, err := openServedStore(store, lock != lockAlone)
+	st, err := openServedStore(store, lock)
 	if err != nil {
 		return err
 	}
@@ -297,7 +297,7 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 		defer stop()
 	}
 	agent.Enter = self // runs enter their directories after exec (agent.Enter)
-	st, err := openServedStore(store, c.storeLock() != lockAlone)
+	st, err := openServedStore(store, c.storeLock())
 	if err != nil {
 		return err
 	}
