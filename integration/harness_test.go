@@ -222,6 +222,12 @@ func (s *server) requestWithin(agent, line string, limit time.Duration) ([]frame
 	if err != nil {
 		return nil, err
 	}
+	return requestOn(conn, line, limit)
+}
+
+// requestOn sends one request line on a connected socket, reads every
+// reply frame until EOF within limit, and closes it.
+func requestOn(conn net.Conn, line string, limit time.Duration) ([]frame, error) {
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(limit))
 	if _, err := conn.Write([]byte(line + "\n")); err != nil {
