@@ -37,7 +37,7 @@ func (h *clusterHost) socket() string { return filepath.Join(h.srv.root, "agent"
 
 // testCluster is the hosts, etcd and the store.
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	tn    *testNet
 	etcd  *testkit.Etcd
 	store string
@@ -49,7 +49,14 @@ type testCluster struct {
 // writer lease of ttl; configure (may be nil) runs on each host's server
 // before it starts (definitions, environment). Hosts start one after
 // another, the first becoming the writer.
-func newTestCluster(t *testing.T, ttl time.Duration, configure func(*server), names ...string) *testCluster {
+func newTestCluster(t testing.TB, ttl time.Duration, configure func(*server), names ...string) *testCluster {
+	return newClusterOn(t, nil, ttl, configure, names...)
+}
+
+// newClusterOn is newTestCluster with host i's store at stores[i] (one
+// store seen through several mounts, a distributed filesystem's clients);
+// nil: one local directory for all.
+func newClusterOn(t testing.TB, stores []string, ttl time.Duration, configure func(*server), names ...string) *testCluster {
 	t.Helper()
 	requireFUSE(t)
 	testkit.RequireEtcd(t)
@@ -63,6 +70,9 @@ func newTestCluster(t *testing.T, ttl time.Duration, configure func(*server), na
 		h := &clusterHost{name: name, net: c.tn.addHost(name), certs: filepath.Join(base, "certs-"+name)}
 		c.makeCerts(h, i == 0, filepath.Join(base, "certs-"+names[0]))
 		h.srv = &server{t: t, root: filepath.Join(base, name, "ctx"), store: c.store}
+		if stores != nil {
+			h.srv.store = stores[i]
+		}
 		h.srv.define("coder", map[string]string{"model": "debug/echo"})
 		h.srv.wrap = h.net.wrap()
 		h.srv.args = c.args(h)

@@ -346,3 +346,32 @@ func TestClusterSchedules(t *testing.T) {
 	o.trafficMax = 5 * time.Second
 	runSchedules(t, c.faultHosts(), o)
 }
+
+// TestClusterOnMooseFS: two hosts whose stores are two mfsmount clients
+// of one MooseFS volume (its rename and lock semantics as they are: no
+// renameat2 flags, no O_TMPFILE; flock across the clients): sends through
+// both hosts, a kill -9 of the writer and the other host's takeover (the
+// fence and the replay through its own client), sends again, then fsck
+// clean on the volume.
+func TestClusterOnMooseFS(t *testing.T) {
+	m := startMooseFS(t)
+	c := newClusterOn(t, []string{filepath.Join(m.a, "store"), filepath.Join(m.b, "store")}, 2*time.Second, nil, "a", "b")
+	w := c.waitWriter("", 20*time.Second)
+	for i, h := range c.hosts {
+		h.srv.sendAs(uid1001, "mfs", fmt.Sprintf("m-%d", i), "", "through "+h.name)
+	}
+	dead := w.srv.crash()
+	<-dead
+	next := c.waitWriter(w.name, 20*time.Second)
+	next.srv.sendAs(uid1001, "mfs", "m-after", "", "after the takeover")
+	got := fileBytes(t, next.srv.mnt(uid1001CoderAt+"mfs/messages.jsonl"))
+	for _, line := range []string{"through a", "through b", "after the takeover"} {
+		if n := strings.Count(got, fmt.Sprintf(`"content":%q,`, line)); n != 1 {
+			t.Errorf("%q %d times in the session after the takeover:\n%s", line, n, got)
+		}
+	}
+	next.srv.kill(next.srv.cmd, syscall.SIGTERM)
+	if out, code := next.srv.fsck(); code != 0 || out != "clean\n" {
+		t.Errorf("fsck on MooseFS after the takeover: exit %d\n%s", code, out)
+	}
+}

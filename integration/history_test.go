@@ -378,7 +378,7 @@ func applyFault(t *testing.T, h *faultHost, f fault) {
 
 // waitMounted waits until a started server's mounts are up (its sockets
 // answer first).
-func waitMounted(t *testing.T, s *server) {
+func waitMounted(t testing.TB, s *server) {
 	t.Helper()
 	eventually(t, 10*time.Second, "one live mount each at home and shared", func() bool {
 		return mountsAt(s.mnt("home")) == 1 && mountsAt(s.mnt("shared")) == 1
