@@ -360,6 +360,16 @@ func TestClusterOnMooseFS(t *testing.T) {
 	for i, h := range c.hosts {
 		h.srv.sendAs(uid1001, "mfs", fmt.Sprintf("m-%d", i), "", "through "+h.name)
 	}
+	for _, h := range c.hosts { // each host reads through its own client
+		p := h.srv.mnt(uid1001CoderAt + "mfs/messages.jsonl")
+		eventually(t, 5*time.Second, "both sends through "+h.name+"'s mount", func() bool {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Logf("%s: %v", h.name, err)
+			}
+			return err == nil && strings.Contains(string(b), "through a") && strings.Contains(string(b), "through b")
+		})
+	}
 	dead := w.srv.crash()
 	<-dead
 	next := c.waitWriter(w.name, 20*time.Second)
