@@ -378,7 +378,7 @@ func applyFault(t *testing.T, h *faultHost, f fault) {
 
 // waitMounted waits until a started server's mounts are up (its sockets
 // answer first).
-func waitMounted(t *testing.T, s *server) {
+func waitMounted(t testing.TB, s *server) {
 	t.Helper()
 	eventually(t, 10*time.Second, "one live mount each at home and shared", func() bool {
 		return mountsAt(s.mnt("home")) == 1 && mountsAt(s.mnt("shared")) == 1
@@ -446,7 +446,7 @@ func checkAfterSchedule(t *testing.T, hosts []*faultHost, ops []histOp, sessions
 	return vs
 }
 
-// TestHistoryFaultSchedules: 20 random schedules of 4 to 6 s of sends by
+// TestHistoryFaultSchedules: 8 random schedules of 4 to 6 s of sends by
 // three clients to private sessions of their own and four clients to two
 // shared sessions (each client a uid of its own, connecting as it), against one ctxfs server hit by kill -9 (then a
 // restart) and SIGSTOP (then SIGCONT); after each, every acknowledged
@@ -455,7 +455,7 @@ func checkAfterSchedule(t *testing.T, hosts []*faultHost, ops []histOp, sessions
 // is closed, and fsck is clean.
 func TestHistoryFaultSchedules(t *testing.T) {
 	s := newHistoryServer(t, nil)
-	o := historyOpts(20, faultKill, faultPause)
+	o := historyOpts(8, faultKill, faultPause) // the cluster runs 20 (TestClusterSchedules)
 	o.clientCred = func(c int) *cred { return member(uint32(2001+c), 1234) } // each its own uid, all in team's group
 	ops := runSchedules(t, []*faultHost{{name: "one", srv: s}}, o)
 	// The faults must have struck sends: a kill that cut a send after its

@@ -85,6 +85,14 @@ func (s *Sockets) relay(lc *net.UnixConn, c layout.Caller, t session.Target, fn 
 	defer q.Give(c.Uid)
 	rc, err := fn(c, t)
 	if err != nil {
+		// Read the request first (within its deadline, under the quota
+		// taken above): a client refused before it wrote would see its
+		// write fail (EPIPE) instead of the reason (EAGAIN: no writer now).
+		br := readers.Get().(*bufio.Reader)
+		br.Reset(lc)
+		readWithin(lc, br)
+		br.Reset(nil)
+		readers.Put(br)
 		s.refuse(nil, lc, w, err, c, t, nil)
 		return
 	}

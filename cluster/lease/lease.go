@@ -141,6 +141,40 @@ func (m *Member) writerKey() string   { return m.cfg.Prefix + "writer" }
 // cannot be reached or has no quorum. A host key left by an earlier run of
 // the same host name is replaced.
 func Join(ctx context.Context, cfg Config) (*Member, error) {
+	m, err := connect(cfg)
+	if err != nil {
+		return nil, err
+	}
+	jctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	if err := m.register(jctx); err != nil {
+		m.client.Close()
+		return nil, callError(ctx, "join", err)
+	}
+	hctx, stop := context.WithCancel(context.Background())
+	m.stopHost = stop
+	go m.keepHost(hctx)
+	return m, nil
+}
+
+// Observe connects to etcd without joining: a Member for Status and
+// Writer alone (`ctxfs cluster status`), which registers nothing and never
+// campaigns. cfg.Host may be empty.
+func Observe(cfg Config) (*Member, error) {
+	if cfg.Host == "" {
+		cfg.Host = "observer"
+	}
+	m, err := connect(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m.stopHost = func() {}
+	close(m.hostDone)
+	return m, nil
+}
+
+// connect makes a Member's etcd client.
+func connect(cfg Config) (*Member, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -159,17 +193,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	if err != nil {
 		return nil, unavailable("join", err)
 	}
-	m := &Member{cfg: cfg, client: client, log: cfg.Log.With("host", cfg.Host), hostDone: make(chan struct{})}
-	jctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	defer cancel()
-	if err := m.register(jctx); err != nil {
-		client.Close()
-		return nil, callError(ctx, "join", err)
-	}
-	hctx, stop := context.WithCancel(context.Background())
-	m.stopHost = stop
-	go m.keepHost(hctx)
-	return m, nil
+	return &Member{cfg: cfg, client: client, log: cfg.Log.With("host", cfg.Host), hostDone: make(chan struct{})}, nil
 }
 
 // register puts the host key under a new lease.
@@ -241,7 +265,10 @@ func (m *Member) Close() error {
 	m.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.callTimeout())
 	defer cancel()
-	_, err := m.client.Revoke(ctx, id)
+	var err error
+	if id != 0 { // an observer holds none
+		_, err = m.client.Revoke(ctx, id)
+	}
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		err = nil
 	}

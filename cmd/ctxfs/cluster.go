@@ -21,7 +21,7 @@ const defaultClusterDir = "/etc/ctxfs/cluster"
 func newClusterCommand() *cobra.Command {
 	cluster := &cobra.Command{
 		Use:   "cluster",
-		Short: "Make the certificates of a cluster's hosts (cluster init, join)",
+		Short: "The hosts that serve one store together: certificates (init, join), status",
 		Long: `Cluster groups the commands on the hosts that serve one store together
 (ctxfs mount --cluster). Hosts talk to each other over TLS 1.3, each proving
 itself with a certificate of the cluster's own CA, and trust nothing else.
@@ -33,7 +33,7 @@ CA is, makes another host's, to copy to that host.`,
 		RunE: missingSubcommand,
 	}
 	cluster.SuggestionsMinimumDistance = 2
-	cluster.AddCommand(newClusterInitCommand(), newClusterJoinCommand())
+	cluster.AddCommand(newClusterInitCommand(), newClusterJoinCommand(), newClusterStatusCommand())
 	return cluster
 }
 

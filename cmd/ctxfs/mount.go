@@ -44,6 +44,7 @@ type mountConfig struct {
 	options     []string // -o lists, applied by resolve
 	quiet       bool     // no "serving" line (the mount helper, as mount(8) helpers are)
 	follow      bool     // serve a store another server writes, read-only (follow.go)
+	cluster     clusterConfig
 }
 
 // addFlags declares the mount flags on f: the command's, or the mount
@@ -57,6 +58,7 @@ func (c *mountConfig) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&c.log.File, "log-file", "", "append the log to this `FILE` (default: stderr with --foreground, else STORE/"+logName+")")
 	f.StringVar(&c.log.Format, "log-format", "text", "log line `FORMAT`: text, or json (one object a line, for journald and collectors)")
 	f.BoolVar(&c.follow, "follow", false, followFlagHelp)
+	c.cluster.addFlags(f)
 	f.StringArrayVarP(&c.options, "options", "o", nil, "mount `OPTIONS`, comma-separated, as in fstab: gc-idle=D, log-level=L, log-file=F, log-format=T; rw, defaults, allow_other, … are accepted and change nothing (see below)")
 }
 
@@ -141,6 +143,9 @@ func (c *mountConfig) resolve(f *pflag.FlagSet, sloppy bool) error {
 	if c.follow && !c.foreground && c.log.File == "" {
 		return usageError("--follow writes nothing in the store, its log included: give --log-file or --foreground")
 	}
+	if err := c.cluster.check(c.follow, c.foreground || c.log.File != ""); err != nil {
+		return err
+	}
 	if c.log.File != "" {
 		c.log.File, err = filepath.Abs(c.log.File)
 	}
@@ -168,7 +173,7 @@ func (c *mountConfig) start() error {
 		}
 		f.Close()
 	}
-	if err := refuseServed(c.root, c.store, c.follow); err != nil {
+	if err := refuseServed(c.root, c.store, c.storeLock()); err != nil {
 		return err
 	}
 	if !c.foreground {
@@ -232,8 +237,9 @@ func gcIdleLoop(e *session.Engine, interval time.Duration, log *slog.Logger, sto
 // refuseServed refuses a root or a store that a live server serves: its
 // mounts are never touched. A dying server is not refused: the server we
 // start waits for it to be gone (lockRoot, lockStore). A follower's store
-// is served by its writer, and is not looked at here.
-func refuseServed(root, store string, follow bool) error {
+// is served by its writer, and is not looked at here; a cluster host's is
+// refused only when a single-host server holds it.
+func refuseServed(root, store string, lock storeLock) error {
 	h, _, err := rootHolder(root)
 	if err != nil {
 		return err
@@ -244,14 +250,17 @@ func refuseServed(root, store string, follow bool) error {
 	if err := refuseLiveMounts(root); err != nil {
 		return err
 	}
-	if follow {
+	if lock == lockNone {
 		return nil
 	}
-	st, err := storefs.OpenPrivate(store)
+	st, err := openServedStore(store, lock)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	if lock == lockShared {
+		return refuseSingleServed(st)
+	}
 	return refuseServedStore(st)
 }
 
@@ -288,7 +297,7 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 		defer stop()
 	}
 	agent.Enter = self // runs enter their directories after exec (agent.Enter)
-	st, err := openServedStore(store, c.follow)
+	st, err := openServedStore(store, c.storeLock())
 	if err != nil {
 		return err
 	}
@@ -298,14 +307,12 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 		return err
 	}
 	defer unlockRoot(root, pidf)
-	if !c.follow { // a follower's writer holds the store lock
-		lock, err := lockStore(st, root)
-		if err != nil {
-			return err
-		}
+	if lock, err := c.storeLock().take(st, root); err != nil {
+		return err
+	} else if lock != nil {
 		defer lock.Close()
 	}
-	log.Info("starting", "version", version(), "root", root, "store", store, "pid", os.Getpid(), "uid", os.Geteuid(), "follow", c.follow)
+	log.Info("starting", "version", version(), "root", root, "store", store, "pid", os.Getpid(), "uid", os.Geteuid(), "follow", c.follow, "cluster", c.cluster.endpoints)
 	// From here on a SIGTERM (a `ctxfs umount` while we start) stops the
 	// server once it serves, instead of killing it half mounted.
 	sig := make(chan os.Signal, 1)
@@ -313,12 +320,12 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 	if err := prepareMountpoints(root); err != nil {
 		return err
 	}
-	served, e, closeEngine, err := openEngine(c, st, log)
+	srv, err := c.openServing(st, log)
 	if err != nil {
 		return err
 	}
-	defer closeEngine()
-	mounts, err := mountFS(served, root)
+	defer srv.close()
+	mounts, err := mountFS(srv.mount, root)
 	if err != nil {
 		return err
 	}
@@ -342,13 +349,18 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 	// or a script makes a file there), so a socket that answers means the
 	// tree is there. (Served the other way round, a mkdir -p made in that
 	// gap went into the bare mountpoint and was hidden when the mount came
-	// up.) They close first when the server stops. A follower serves none.
-	if e != nil {
-		socks, err := server.ServeSockets(e, root, log)
+	// up.) They close first when the server stops. A follower serves none;
+	// a cluster host's start without an engine and relay until it writes.
+	if srv.sockets {
+		socks, err := server.ServeSockets(srv.writer, root, log)
 		if err != nil {
 			return err
 		}
 		defer socks.Close()
+		if err := srv.start(socks); err != nil {
+			return err
+		}
+		defer srv.drain() // first: a writer hands its store over while it still serves
 	}
 	// Logged first: what waiters do once told comes after it in the log.
 	log.Info("ready", "root", root, "systemd", notify != nil)
@@ -356,10 +368,10 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 	if err := notify.Notify("READY=1"); err != nil {
 		log.Warn("systemd readiness", "err", err)
 	}
-	if c.gcIdle > 0 && e != nil {
+	if c.gcIdle > 0 && srv.writer != nil {
 		stop := make(chan struct{})
 		defer close(stop)
-		go gcIdleLoop(e, c.gcIdle, log, stop)
+		go gcIdleLoop(srv.writer, c.gcIdle, log, stop)
 	}
 	select {
 	case s := <-sig:
@@ -481,10 +493,10 @@ func startBackground(c *mountConfig) error {
 }
 
 // backgroundOutput is where the background server's stdout and stderr
-// go: STORE/ctxfs.log, or for a follower (which writes nothing in the
-// store) its --log-file.
+// go: STORE/ctxfs.log, or for a follower or a cluster's host (which write
+// nothing in the store outside a term) its --log-file.
 func (c *mountConfig) backgroundOutput() (*os.File, string, error) {
-	if c.follow {
+	if c.follow || c.cluster.on() {
 		f, err := logx.OpenFile(c.log.File)
 		return f, c.log.File, err
 	}
@@ -511,7 +523,7 @@ func (c *mountConfig) foregroundArgs() []string {
 	if c.follow {
 		args = append(args, "--follow")
 	}
-	return args
+	return append(args, c.cluster.args()...)
 }
 
 // withoutEnv is env without the variable name.

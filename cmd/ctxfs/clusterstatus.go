@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ctxfs/ctxfs/cluster/lease"
+)
+
+// statusPatience bounds `ctxfs cluster status`: an etcd that does not
+// answer is reported, not waited for.
+const statusPatience = 5 * time.Second
+
+// newClusterStatusCommand is `ctxfs cluster status --cluster ENDPOINTS`.
+func newClusterStatusCommand() *cobra.Command {
+	var endpoints, name string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the hosts of a cluster, who writes the store, and etcd's health",
+		Long: `Status reads the cluster's state from etcd (it needs no mount and joins
+nothing): each etcd endpoint's health, the hosts that serve the store (name,
+address, pid, lease left), and the writer with its fencing token. Exit 0
+when etcd answered and a host writes; 1 when etcd answered but no host
+writes the store now (writes are EAGAIN until one takes over); 69
+(EX_UNAVAILABLE) when etcd has no quorum.`,
+		Example: `  ctxfs cluster status --cluster http://etcd1:2379,http://etcd2:2379,http://etcd3:2379`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if endpoints == "" {
+				return usageError("cluster status: give --cluster ENDPOINTS (etcd's client URLs)")
+			}
+			return clusterStatus(cmd.OutOrStdout(), strings.Split(endpoints, ","), name)
+		},
+	}
+	cmd.Flags().StringVar(&endpoints, "cluster", "", "etcd's client `ENDPOINTS`, comma-separated")
+	cmd.Flags().StringVar(&name, "cluster-name", "ctxfs", "the store's `NAME` in etcd (as given to ctxfs mount --cluster-name)")
+	return cmd
+}
+
+func clusterStatus(w io.Writer, endpoints []string, name string) error {
+	m, err := lease.Observe(lease.Config{Endpoints: endpoints, Prefix: clusterPrefix(name)})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), statusPatience)
+	defer cancel()
+	st, err := m.Status(ctx)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ETCD\tVERSION\tLEADER\tRAFT INDEX\tHEALTH")
+	for _, ep := range st.Endpoints {
+		health := "ok"
+		if ep.Err != nil {
+			health = ep.Err.Error()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%x\t%d\t%s\n", ep.Endpoint, dash(ep.Version), ep.Leader, ep.RaftIndex, health)
+	}
+	tw.Flush()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ctxfs: cluster status: %v\n", err)
+		return exitStatus(exUnavailable)
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tADDRESS\tPID\tLEASE LEFT\tROLE")
+	for _, h := range st.Hosts {
+		role := "follower"
+		if h.Name == st.Writer.Host {
+			role = fmt.Sprintf("writer (token %d)", st.Writer.Token)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", h.Name, h.Addr, h.PID, h.TTLLeft, role)
+	}
+	tw.Flush()
+	if st.Writer.Host == "" {
+		fmt.Fprintln(w, "\nno host writes the store now: writes are EAGAIN until one takes over")
+		return exitStatus(1)
+	}
+	fmt.Fprintf(w, "\nwriter: %s at %s, token %d (every session of the store)\n", st.Writer.Host, st.Writer.Addr, st.Writer.Token)
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// exUnavailable is sysexits' EX_UNAVAILABLE: etcd has no quorum.
+const exUnavailable = 69

@@ -1,0 +1,179 @@
+package integration
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ctxfs/ctxfs/internal/mountlife"
+	"github.com/ctxfs/ctxfs/internal/testkit"
+)
+
+// A cluster of ctxfs hosts on this one machine (SPEC 19): a real etcd of
+// three members, each host a `ctxfs mount --cluster` server with a root
+// of its own in a network namespace of its own (testNet), all over one
+// store directory, each with its own certificate of one cluster CA
+// (`ctxfs cluster init` / `join`). The etcd members listen on the test
+// process's port of the test network, so cutting a host's port
+// (netHost.partition) cuts it from etcd and from every other host.
+
+// clusterHost is one host of a testCluster.
+type clusterHost struct {
+	name  string
+	net   *netHost
+	srv   *server
+	certs string
+}
+
+// peerAddr is where the other hosts reach it.
+func (h *clusterHost) peerAddr() string { return h.net.addr + ":7443" }
+
+// socket is its coder socket.
+func (h *clusterHost) socket() string { return filepath.Join(h.srv.root, "agent", "coder.sock") }
+
+// testCluster is the hosts, etcd and the store.
+type testCluster struct {
+	t     testing.TB
+	tn    *testNet
+	etcd  *testkit.Etcd
+	store string
+	ttl   time.Duration
+	hosts []*clusterHost
+}
+
+// newTestCluster makes etcd, the certificates and the hosts named, with a
+// writer lease of ttl; configure (may be nil) runs on each host's server
+// before it starts (definitions, environment). Hosts start one after
+// another, the first becoming the writer.
+func newTestCluster(t testing.TB, ttl time.Duration, configure func(*server), names ...string) *testCluster {
+	return newClusterOn(t, nil, ttl, configure, names...)
+}
+
+// newClusterOn is newTestCluster with host i's store at stores[i] (one
+// store seen through several mounts, a distributed filesystem's clients);
+// nil: one local directory for all.
+func newClusterOn(t testing.TB, stores []string, ttl time.Duration, configure func(*server), names ...string) *testCluster {
+	t.Helper()
+	requireFUSE(t)
+	testkit.RequireEtcd(t)
+	keepFusectlAsIs(t)
+	base := t.TempDir()
+	os.Chmod(filepath.Dir(base), 0o755)
+	os.Chmod(base, 0o755)
+	c := &testCluster{t: t, tn: newTestNet(t), store: filepath.Join(base, "store"), ttl: ttl}
+	c.startEtcd()
+	for i, name := range names {
+		h := &clusterHost{name: name, net: c.tn.addHost(name), certs: filepath.Join(base, "certs-"+name)}
+		c.makeCerts(h, i == 0, filepath.Join(base, "certs-"+names[0]))
+		h.srv = &server{t: t, root: filepath.Join(base, name, "ctx"), store: c.store}
+		if stores != nil {
+			h.srv.store = stores[i]
+		}
+		h.srv.define("coder", map[string]string{"model": "debug/echo"})
+		h.srv.wrap = h.net.wrap()
+		h.srv.args = c.args(h)
+		if configure != nil {
+			configure(h.srv)
+		}
+		c.hosts = append(c.hosts, h)
+	}
+	for _, h := range c.hosts {
+		h.srv.start()
+		waitMounted(t, h.srv)
+		srv := h.srv
+		t.Cleanup(func() { // never leave a dead connection behind
+			mountlife.AbortDead(srv.mnt("home"))
+			mountlife.AbortDead(srv.mnt("shared"))
+		})
+	}
+	return c
+}
+
+// startEtcd starts three members listening on the test process's port of
+// the test network (their peers talk on loopback).
+func (c *testCluster) startEtcd() {
+	var clients, peers []string
+	for range 3 {
+		clients = append(clients, "http://"+c.tn.prefix+".1:"+freePort(c.t, c.tn.prefix+".1"))
+		peers = append(peers, "http://127.0.0.1:"+freePort(c.t, "127.0.0.1"))
+	}
+	c.etcd = testkit.StartEtcd(c.t, testkit.EtcdOptions{Members: 3, ClientURLs: clients, PeerURLs: peers})
+}
+
+// freePort is a TCP port free on addr now.
+func freePort(t testing.TB, addr string) string {
+	l, err := net.Listen("tcp", addr+":0")
+	testkit.Must(t, err)
+	defer l.Close()
+	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
+}
+
+// makeCerts makes h's certificate: the CA with it (first), or issued by
+// the first host's CA.
+func (c *testCluster) makeCerts(h *clusterHost, first bool, caDir string) {
+	args := []string{"cluster", "init", "--dir", h.certs, "--host", h.name, "--addr", h.net.addr}
+	if !first {
+		args = []string{"cluster", "join", "--ca", caDir, "--host", h.name, "--addr", h.net.addr, "--out", h.certs}
+	}
+	if out, err := runCmd(c.t, nil, nil, ctxfsBin, args...); err != nil {
+		c.t.Fatalf("ctxfs %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// args are h's cluster flags.
+func (c *testCluster) args(h *clusterHost) []string {
+	return []string{"--cluster", strings.Join(c.etcd.Endpoints(), ","), "--cluster-host", h.name,
+		"--cluster-addr", h.peerAddr(), "--cluster-certs", h.certs, "--cluster-ttl", c.ttl.String()}
+}
+
+// status is `ctxfs cluster status` and its exit code.
+func (c *testCluster) status() (string, int) {
+	out, err := runCmd(c.t, nil, nil, ctxfsBin, "cluster", "status", "--cluster", strings.Join(c.etcd.Endpoints(), ","))
+	return out, exitCode(c.t, err)
+}
+
+// writer is the host `ctxfs cluster status` names as the writer ("" for none).
+func (c *testCluster) writer() string {
+	out, _ := c.status()
+	for _, line := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(line, "writer: "); ok {
+			return strings.Fields(rest)[0]
+		}
+	}
+	return ""
+}
+
+// host is the host named.
+func (c *testCluster) host(name string) *clusterHost {
+	for _, h := range c.hosts {
+		if h.name == name {
+			return h
+		}
+	}
+	c.t.Fatalf("no host %s", name)
+	return nil
+}
+
+// waitWriter waits until some host other than not writes, and returns it.
+func (c *testCluster) waitWriter(not string, limit time.Duration) *clusterHost {
+	c.t.Helper()
+	var w string
+	eventually(c.t, limit, "a writer other than "+not, func() bool {
+		w = c.writer()
+		return w != "" && w != not
+	})
+	return c.host(w)
+}
+
+// faultHosts are the hosts as the fault schedules take them.
+func (c *testCluster) faultHosts() []*faultHost {
+	var out []*faultHost
+	for _, h := range c.hosts {
+		out = append(out, &faultHost{name: h.name, srv: h.srv, net: h.net})
+	}
+	return out
+}
