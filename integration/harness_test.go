@@ -86,13 +86,32 @@ func newServerWith(t testing.TB, configure func(*server)) *server {
 	// both its directory and the one above it 0700.
 	os.Chmod(filepath.Dir(base), 0o755)
 	os.Chmod(base, 0o755)
-	s := &server{t: t, root: filepath.Join(base, "ctx"), store: filepath.Join(base, "store")}
+	s := &server{t: t, root: filepath.Join(base, "ctx"), store: testStore(t, base)}
 	s.define("coder", map[string]string{"model": "debug/echo"})
 	if configure != nil {
 		configure(s)
 	}
 	s.start()
 	return s
+}
+
+// storeDirEnv names a directory the tests' stores go in instead of their
+// temporary directories: TestStoreSuiteOnMooseFS runs the store's tests
+// again with it on a MooseFS volume.
+const storeDirEnv = "CTXFS_TEST_STORE_DIR"
+
+// testStore is where a test's server keeps its store: base/store, or a
+// fresh directory in $CTXFS_TEST_STORE_DIR, removed when the test ends.
+func testStore(t testing.TB, base string) string {
+	dir := os.Getenv(storeDirEnv)
+	if dir == "" {
+		return filepath.Join(base, "store")
+	}
+	d, err := os.MkdirTemp(dir, "store-")
+	testkit.Must(t, err)
+	os.Chmod(d, 0o755)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return filepath.Join(d, "store")
 }
 
 // define writes an agent definition; "program" is the executable.

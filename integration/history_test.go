@@ -455,7 +455,7 @@ func checkAfterSchedule(t *testing.T, hosts []*faultHost, ops []histOp, sessions
 // is closed, and fsck is clean.
 func TestHistoryFaultSchedules(t *testing.T) {
 	s := newHistoryServer(t, nil)
-	o := historyOpts(8, faultKill, faultPause) // the cluster runs 20 (TestClusterSchedules)
+	o := historyOpts(8, faultKill, faultPause)                               // the cluster runs 20 (TestClusterSchedules)
 	o.clientCred = func(c int) *cred { return member(uint32(2001+c), 1234) } // each its own uid, all in team's group
 	ops := runSchedules(t, []*faultHost{{name: "one", srv: s}}, o)
 	// The faults must have struck sends: a kill that cut a send after its

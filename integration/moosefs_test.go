@@ -284,3 +284,50 @@ func TestStoreOnMooseFS(t *testing.T) {
 		t.Errorf("the archived session is not readable through the mount: %q", got)
 	}
 }
+
+// storeSuite are the store's tests (crash, damage, hostile, quotas,
+// refusals, fsck) that TestStoreSuiteOnMooseFS runs again with their
+// stores on MooseFS.
+var storeSuite = []string{
+	"TestCrashWhileSending", "TestDamagedHistoryOverSocket", "TestJournalKill9",
+	"TestJournalDamagedRecord", "TestJournalTornLastBatch", "TestSealHoles",
+	"TestPlantedSymlinks", "TestFreeTreeQuota", "TestConnectionQuota",
+	"TestOpenFilesQuota", "TestRunQuota", "TestSendRefusedCreatesNoSession",
+	"TestArchiveRefusedCreatesNothing", "TestRecoverSetsAsideALogItCannotRecover",
+	"TestSealKeyForgedHistory", "TestStorePrivacy", "TestFsckSaysWhatItChecked",
+	"TestRefusedLineAcrossPages", "TestPortableStore",
+}
+
+// TestStoreSuiteOnMooseFS runs the store's tests (storeSuite) a second
+// time with every store on a MooseFS client mount: this test binary again,
+// with CTXFS_TEST_STORE_DIR on the volume, each test as it is (its
+// errnos, its bytes compared, its fsck). A name that matches no test is
+// an error: the list cannot rot silently.
+func TestStoreSuiteOnMooseFS(t *testing.T) {
+	if os.Getenv(storeDirEnv) != "" {
+		t.Skip("inside the suite already")
+	}
+	m := startMooseFS(t)
+	keepFusectlAsIs(t)
+	dir := filepath.Join(m.a, "suite")
+	testkit.Must(t, os.Mkdir(dir, 0o755))
+	cmd := exec.Command(os.Args[0], "-test.run", "^("+strings.Join(storeSuite, "|")+")$",
+		"-test.count=1", "-test.timeout=20m", "-test.v")
+	cmd.Env = append(os.Environ(), storeDirEnv+"="+dir)
+	out, err := cmd.CombinedOutput()
+	ran := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && (f[0] == "---" && (f[1] == "PASS:" || f[1] == "FAIL:" || f[1] == "SKIP:")) && !strings.Contains(f[2], "/") {
+			ran[f[2]] = strings.TrimSuffix(f[1], ":")
+		}
+	}
+	for _, name := range storeSuite {
+		if ran[name] != "PASS" {
+			t.Errorf("%s on MooseFS: %q", name, ran[name])
+		}
+	}
+	if err != nil || t.Failed() {
+		t.Errorf("the store's tests on MooseFS: %v\n%s", err, lastLines(string(out), 80))
+	}
+}
