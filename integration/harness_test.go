@@ -114,6 +114,18 @@ func testStore(t testing.TB, base string) string {
 	return filepath.Join(d, "store")
 }
 
+// besideStore is a temporary directory on the filesystem of store (a
+// t.TempDir unless the stores are elsewhere: CTXFS_TEST_STORE_DIR).
+func besideStore(t testing.TB, store string) string {
+	if os.Getenv(storeDirEnv) == "" {
+		return t.TempDir()
+	}
+	d, err := os.MkdirTemp(filepath.Dir(store), "beside-")
+	testkit.Must(t, err)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
 // define writes an agent definition; "program" is the executable.
 func (s *server) define(name string, files map[string]string) {
 	d := filepath.Join(s.root, "agent", name+".d")

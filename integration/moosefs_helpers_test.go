@@ -173,7 +173,7 @@ func (m *moosefs) mount(t testing.TB, name string) string {
 	testkit.Must(t, err)
 	defer log.Close()
 	cmd := exec.Command("mfsmount", "-f", dir, "-H", m.master, "-P", "9421",
-		"-o", fmt.Sprintf("mfstimeout=%d", mfsClientTimeout))
+		"-o", fmt.Sprintf("mfstimeout=%d,default_permissions", mfsClientTimeout))
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	testkit.Must(t, cmd.Start())

@@ -3,7 +3,9 @@ package integration
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,7 +105,7 @@ func plantedSymlink(t *testing.T, k plantKind) {
 	// expects and carry on. A control tree of the same shape beside it
 	// is never linked to. The real things are moved aside out of the
 	// store, so that the planted links are all fsck can find wrong.
-	base := t.TempDir()
+	base := besideStore(t, s.store) // the moves aside are renames: on the store's filesystem
 	decoy, control, aside := filepath.Join(base, "decoy"), filepath.Join(base, "control"), filepath.Join(base, "aside")
 	var rnd [8]byte
 	rand.Read(rnd[:])
@@ -121,6 +123,9 @@ func plantedSymlink(t *testing.T, k plantKind) {
 		rel := k.rel(tr)
 		real := filepath.Join(s.store, rel)
 		st, err := os.Lstat(real)
+		if errors.Is(err, fs.ErrNotExist) && strings.HasSuffix(rel, ".spare") && !storeExchanges(t, s.store) {
+			t.Skipf("%s: the store's filesystem has no RENAME_EXCHANGE: its derived values keep no spare twin (storefs.Ways)", tr.name)
+		}
 		if err != nil {
 			t.Fatalf("%s: nothing to plant over: %v", tr.name, err)
 		}
@@ -231,4 +236,13 @@ func exercisePlant(t *testing.T, s *server, tr plantTree, phase string, leak fun
 		}
 		*results = append(*results, what+": "+res)
 	}
+}
+
+// storeExchanges says whether the store's filesystem swaps derived
+// values with renameat2(RENAME_EXCHANGE) (its spare twins stay), as the
+// server recorded in .ctxfs/ways.
+func storeExchanges(t testing.TB, store string) bool {
+	b, err := os.ReadFile(filepath.Join(store, ".ctxfs", "ways"))
+	testkit.Must(t, err)
+	return !strings.Contains(string(b), "derived values: portable")
 }
