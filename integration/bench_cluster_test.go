@@ -133,7 +133,7 @@ func BenchmarkClusterLineWait(b *testing.B) {
 	if f == w {
 		f = c.hosts[1]
 	}
-	w.srv.sendAs(uid1001, "lw", "lw-0", "", "first")
+	w.srv.send("lw", "lw-0", "first")
 	waits := map[string][]time.Duration{}
 	for i := 0; i < b.N; i++ {
 		tag := fmt.Sprintf("line-%d-%d", i, time.Now().UnixNano())
@@ -143,7 +143,7 @@ func BenchmarkClusterLineWait(b *testing.B) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				p := h.srv.mnt(uid1001CoderAt + "lw/messages.jsonl")
+				p := h.srv.mnt("home/0/agent/coder/session/lw/messages.jsonl")
 				for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 					if data, _ := os.ReadFile(p); strings.Contains(string(data), tag) {
 						seen[who] <- time.Now()
@@ -152,10 +152,8 @@ func BenchmarkClusterLineWait(b *testing.B) {
 				}
 			}()
 		}
-		var started time.Time
-		fr := w.srv.sendAs(uid1001, "lw", fmt.Sprintf("lw-%d", i+1), "", tag)
-		started = time.Now()
-		_ = fr
+		w.srv.send("lw", fmt.Sprintf("lw-%d", i+1), tag)
+		started := time.Now()
 		wg.Wait()
 		for who, ch := range seen {
 			select {

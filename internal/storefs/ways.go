@@ -26,12 +26,16 @@ type Ways struct {
 	Resolve   bool // openat2 with RESOLVE_BENEATH and friends; the store cannot do without
 	Link      bool // linkat; else Move of a file checks, then renames
 	DirSync   bool // fsync of a directory; else SyncDir is a no-op on EINVAL
+	// BlocksNow: st_blocks counts what an open file holds (MooseFS says 0
+	// until the file is closed, even after fsync): else what a file costs
+	// is judged by its size too (the free trees' quota, freetree).
+	BlocksNow bool
 	Forced    string
 }
 
 // PortableEnv names the test and operations knob that makes the store do
 // without ways its filesystem has: "all", or a comma list of
-// "noreplace", "exchange", "tmpfile", "link", "dirsync" (the tests run the
+// "noreplace", "exchange", "tmpfile", "link", "dirsync", "blocks" (the tests run the
 // store's suite so, as it runs on NFS, GlusterFS or MooseFS).
 const PortableEnv = "CTXFS_STORE_PORTABLE"
 
@@ -100,6 +104,7 @@ func (w Ways) String() string {
 		say(w.Resolve, "walks: openat2(RESOLVE_BENEATH)", "walks: openat2 missing"),
 		say(w.Link, "hard links: yes", "hard links: no"),
 		say(w.DirSync, "directory fsync: yes", "directory fsync: no (skipped)"),
+		say(w.BlocksNow, "open files' blocks: counted", "open files' blocks: portable (charged by size too)"),
 	}, "; ")
 	if w.Forced != "" {
 		s += "; forced by " + PortableEnv + "=" + w.Forced
@@ -153,7 +158,25 @@ func probeIn(dirfd int) Ways {
 		unix.Close(fd)
 	}
 	w.DirSync = unix.Fsync(dirfd) == nil
+	w.BlocksNow = blocksWhileOpen(dirfd)
 	return w
+}
+
+// blocksWhileOpen writes 64 KiB to a new file of dirfd and says whether
+// the open file's st_blocks counts them, as a write through the mount
+// would be charged (before any close or sync).
+func blocksWhileOpen(dirfd int) bool {
+	fd, err := unix.Openat(dirfd, "blocks", unix.O_CREAT|unix.O_EXCL|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	const size = 64 << 10
+	var st unix.Stat_t
+	if n, err := unix.Write(fd, make([]byte, size)); err != nil || n != size || unix.Fstat(fd, &st) != nil {
+		return false
+	}
+	return st.Blocks*512 >= size
 }
 
 // without takes away the ways forced lists.
@@ -174,6 +197,9 @@ func (w Ways) without(forced string) Ways {
 		}
 		if all || word == "dirsync" {
 			w.DirSync = false
+		}
+		if all || word == "blocks" {
+			w.BlocksNow = false
 		}
 	}
 	return w

@@ -34,7 +34,7 @@ func (t Tree) charged(uid uint32, rel string, est int64, make func() error) erro
 		return err
 	}
 	if st, err := t.root.Lstat(rel); err == nil {
-		t.quota.Give(uid, est-quota.FreeCharge(st), 0)
+		t.quota.Give(uid, est-t.charge(st), 0)
 	}
 	return nil
 }
@@ -59,7 +59,7 @@ func (t Tree) removed(st *unix.Stat_t) {
 		return
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Nlink <= 1 {
-		t.quota.Give(st.Uid, quota.FreeCharge(st), 1)
+		t.quota.Give(st.Uid, t.charge(st), 1)
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 // the quota asks for (quota.FreeQuota.CountWith). A hard-linked inode is
 // counted once.
 func (t Tree) Count(uid uint32, stopAt int64) quota.FreeUse {
-	w := walk{r: t.root, uid: uid, stopAt: stopAt, seen: map[uint64]bool{}}
+	w := walk{t: t, r: t.root, uid: uid, stopAt: stopAt, seen: map[uint64]bool{}}
 	w.containers(layout.PrivateHome(uid))
 	if spaces, err := t.root.ReadDir("shared"); err == nil {
 		for _, sp := range spaces {
@@ -42,6 +42,7 @@ func (t Tree) Forget(home string) {
 
 // walk is one count of a uid's free trees.
 type walk struct {
+	t      Tree
 	r      *storefs.Root
 	uid    uint32
 	stopAt int64
@@ -103,7 +104,7 @@ func (w *walk) add(st *unix.Stat_t) {
 		}
 		w.seen[st.Ino] = true
 	}
-	w.use.Bytes += quota.FreeCharge(st)
+	w.use.Bytes += w.t.charge(st)
 	w.use.Inodes++
 	if w.use.Inodes > w.stopAt {
 		w.use.Partial = true

@@ -62,7 +62,7 @@ func (f *File) grow(est int64, change func() error) error {
 		return err
 	}
 	q := f.t.quota
-	before := quota.FreeCharge(&st)
+	before := f.t.charge(&st)
 	if f.cred.Uid == 0 {
 		q.Give(st.Uid, -est, 0) // root is never refused; the owner pays
 	} else if err := q.Take(st.Uid, est, 0); err != nil {
@@ -70,7 +70,7 @@ func (f *File) grow(est int64, change func() error) error {
 	}
 	err := storefs.AsUser(f.cred, change)
 	if unix.Fstat(int(f.f.Fd()), &st) == nil {
-		q.Give(st.Uid, est-(quota.FreeCharge(&st)-before), 0)
+		q.Give(st.Uid, est-(f.t.charge(&st)-before), 0)
 	}
 	return err
 }

@@ -34,6 +34,18 @@ type Tree struct {
 // are bounded by q.
 func New(root *storefs.Root, q *quota.FreeQuota) Tree { return Tree{root: root, quota: q} }
 
+// charge is what the inode st describes costs (quota.FreeCharge): on a
+// filesystem whose open files' st_blocks lag (storefs.Ways.BlocksNow:
+// MooseFS counts none until the close), a regular file costs at least its
+// size in whole blocks, so that a write cannot pass the quota unseen.
+func (t Tree) charge(st *unix.Stat_t) int64 {
+	c := quota.FreeCharge(st)
+	if st.Mode&unix.S_IFMT == unix.S_IFREG && !t.root.Ways().BlocksNow {
+		c = max(c, quota.BlocksFor(0, st.Size))
+	}
+	return c
+}
+
 // inFree refuses a path that is not inside a free tree.
 func inFree(rels ...string) error {
 	for _, rel := range rels {
