@@ -72,6 +72,9 @@ func newClusterOn(t testing.TB, stores []string, ttl time.Duration, configure fu
 		h.srv = &server{t: t, root: filepath.Join(base, name, "ctx"), store: c.store}
 		if stores != nil {
 			h.srv.store = stores[i]
+			// As this client sees it (a MooseFS client caches the volume
+			// root's attributes: 0777 until it looks again).
+			testkit.Must(t, os.Chmod(filepath.Dir(stores[i]), 0o755))
 		}
 		h.srv.define("coder", map[string]string{"model": "debug/echo"})
 		h.srv.wrap = h.net.wrap()
