@@ -3,7 +3,6 @@ package integration
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/cluster/lease"
-	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // The cluster's tests (SPEC 19, issue 25): hosts of one store coordinated
@@ -261,39 +259,9 @@ func TestClusterTailAcrossHosts(t *testing.T) {
 		f = c.hosts[1]
 	}
 	w.srv.sendAs(uid1001, "t", "t0", "", "first line")
-	log := f.srv.mnt(uid1001CoderAt + "t/messages.jsonl")
-	tail := exec.Command("tail", "-f", "-s", "0.1", "-n", "+1", log)
-	tail.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1001, Gid: 1001}, Setpgid: true}
-	var mu sync.Mutex
-	var seen strings.Builder
-	tail.Stdout = writerFunc(func(b []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return seen.Write(b)
-	})
-	testkit.Must(t, tail.Start())
-	t.Cleanup(func() { stopProcess(tail, syscall.SIGKILL) })
-	shows := func(what string) func() bool {
-		return func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return strings.Contains(seen.String(), what)
-		}
-	}
-	failed := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return "tail -f on " + f.name + " shows:\n" + seen.String()
-	}
-	waitUntil(t, 10*time.Second, shows("first line"), failed)
-	for i := 1; i <= 5; i++ {
-		line := fmt.Sprintf("line %d through %s", i, w.name)
-		w.srv.sendAs(uid1001, "t", fmt.Sprintf("t%d", i), "", line)
-		sent := time.Now()
-		waitUntil(t, 5*time.Second, shows(`"`+line+`"}]`), failed)
-		if took := time.Since(sent); took > time.Second {
-			t.Errorf("%q reached tail -f on %s %v after the send ended, want within a second", line, f.name, took)
-		}
+	got := tailSeesEachSend(t, w.srv, f.srv, "host "+f.name)
+	if want := fileBytes(t, w.srv.mnt(uid1001CoderAt+"t/messages.jsonl")); got != want {
+		t.Errorf("tail -f on %s shows\n%s\nthe writer's mount shows\n%s", f.name, got, want)
 	}
 }
 

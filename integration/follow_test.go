@@ -163,8 +163,19 @@ func TestFollowTailSeesEachLine(t *testing.T) {
 	w := newFuseServer(t)
 	w.sendAs(uid1001, "t", "t0", "", "first line")
 	f := newFollower(t, w)
-	log := f.mnt(uid1001CoderAt + "t/messages.jsonl")
-	tail := exec.Command("tail", "-f", "-s", "0.1", "-n", "+1", log)
+	got := tailSeesEachSend(t, w, f, "the follower")
+	if want := fileBytes(t, w.mnt(uid1001CoderAt+"t/messages.jsonl")); got != want {
+		t.Errorf("tail -f on the follower shows\n%s\nthe writer's log is\n%s", got, want)
+	}
+}
+
+// tailSeesEachSend runs `tail -f -s 0.1` as uid 1001 on its session t's
+// messages.jsonl through reader's mount (its first line sent already),
+// sends five lines through w, and requires each to reach tail within a
+// second of its send's end. It returns what tail showed.
+func tailSeesEachSend(t *testing.T, w, reader *server, who string) string {
+	t.Helper()
+	tail := exec.Command("tail", "-f", "-s", "0.1", "-n", "+1", reader.mnt(uid1001CoderAt+"t/messages.jsonl"))
 	tail.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1001, Gid: 1001}, Setpgid: true}
 	var mu sync.Mutex
 	var seen strings.Builder
@@ -175,17 +186,14 @@ func TestFollowTailSeesEachLine(t *testing.T) {
 	})
 	testkit.Must(t, tail.Start())
 	t.Cleanup(func() { stopProcess(tail, syscall.SIGKILL) })
-	shows := func(what string) func() bool {
-		return func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return strings.Contains(seen.String(), what)
-		}
-	}
-	failed := func() string {
+	shown := func() string {
 		mu.Lock()
 		defer mu.Unlock()
-		return "tail -f on the follower shows:\n" + seen.String() + "\nthe follower's log:\n" + lastLines(f.logText(), 20)
+		return seen.String()
+	}
+	shows := func(what string) func() bool { return func() bool { return strings.Contains(shown(), what) } }
+	failed := func() string {
+		return "tail -f on " + who + " shows:\n" + shown() + "\nits server's log:\n" + lastLines(reader.logText(), 20)
 	}
 	waitUntil(t, 10*time.Second, shows("first line"), failed)
 	for i := 1; i <= 5; i++ {
@@ -194,15 +202,10 @@ func TestFollowTailSeesEachLine(t *testing.T) {
 		sent := time.Now()
 		waitUntil(t, 5*time.Second, shows(`"`+line+`"}]`), failed) // the assistant's echo: the send's last line
 		if took := time.Since(sent); took > time.Second {
-			t.Errorf("%q reached tail -f on the follower %v after the send ended, want within a second", line, took)
+			t.Errorf("%q reached tail -f on %s %v after the send ended, want within a second", line, who, took)
 		}
 	}
-	mu.Lock()
-	got := seen.String()
-	mu.Unlock()
-	if want := fileBytes(t, w.mnt(uid1001CoderAt+"t/messages.jsonl")); got != want {
-		t.Errorf("tail -f on the follower shows\n%s\nthe writer's log is\n%s", got, want)
-	}
+	return shown()
 }
 
 // writerFunc is an io.Writer of a function.
