@@ -167,13 +167,20 @@ func (m *moosefs) startDaemon(t testing.TB, ns, name string) *exec.Cmd {
 // mount starts one mfsmount client in the foreground on a new directory
 // and waits for its mount.
 func (m *moosefs) mount(t testing.TB, name string) string {
+	return m.mountWith(t, name, fmt.Sprintf("mfstimeout=%d,default_permissions", mfsClientTimeout))
+}
+
+// mountWith is mount with the -o options given. A store's client needs
+// default_permissions: without it mfsmount leaves permission checks to
+// the master, which let other users look inside a 0700 store.
+func (m *moosefs) mountWith(t testing.TB, name, options string) string {
 	dir := filepath.Join(m.dir, "mnt-"+name)
 	testkit.Must(t, os.MkdirAll(dir, 0o755))
 	log, err := os.Create(filepath.Join(m.dir, "mfsmount-"+name+".log"))
 	testkit.Must(t, err)
 	defer log.Close()
 	cmd := exec.Command("mfsmount", "-f", dir, "-H", m.master, "-P", "9421",
-		"-o", fmt.Sprintf("mfstimeout=%d,default_permissions", mfsClientTimeout))
+		"-o", options)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	testkit.Must(t, cmd.Start())

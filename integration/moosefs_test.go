@@ -333,3 +333,32 @@ func TestStoreSuiteOnMooseFS(t *testing.T) {
 		t.Errorf("the store's tests on MooseFS: %v\n%s", err, lastLines(string(out), 80))
 	}
 }
+
+// TestDoctorStoreOnMooseFS: `ctx doctor` says a store on a MooseFS client
+// mounted without default_permissions is open to other users' looks (as
+// uid 4711 then lists inside it), and is content with one mounted with it.
+func TestDoctorStoreOnMooseFS(t *testing.T) {
+	m := startMooseFS(t)
+	keepFusectlAsIs(t)
+	plain := m.mountWith(t, "plain", fmt.Sprintf("mfstimeout=%d", mfsClientTimeout))
+	testkit.Must(t, os.Chmod(plain, 0o755))
+	for _, c := range []struct {
+		dir  string
+		want string
+	}{
+		{m.a, "ok: store permissions (fuse mounted default_permissions: checked by the kernel)"},
+		{plain, "problem: store permissions"},
+	} {
+		s := newFuseServerWith(t, func(s *server) { s.store = filepath.Join(c.dir, "store-"+filepath.Base(c.dir)) })
+		s.send("d", "d0", "a line")
+		out, _ := doctor(t, s, nil)
+		if !strings.Contains(out, c.want) {
+			t.Errorf("ctx doctor with the store on %s: no %q in\n%s", c.dir, c.want, out)
+		}
+		list, err := runCmd(t, &cred{uid: 4711, gid: 4711}, nil, "ls", filepath.Join(s.store, "home"))
+		if looked := err == nil; looked != (c.dir == plain) {
+			t.Errorf("uid 4711 lists %s/home: %v %q", s.store, err, list)
+		}
+		s.kill(s.cmd, syscall.SIGTERM)
+	}
+}

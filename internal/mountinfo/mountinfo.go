@@ -84,6 +84,28 @@ func Top(ms []Mount, dir string) (Mount, bool) {
 	return Mount{}, false
 }
 
+// Holding returns the topmost mount that holds path (an absolute path
+// without symlinks): the one at the deepest directory of path's.
+func Holding(ms []Mount, path string) (Mount, bool) {
+	best, found := Mount{}, false
+	for _, m := range ms { // in order: a later mount at a directory is on top
+		if (path == m.Dir || m.Dir == "/" || strings.HasPrefix(path, m.Dir+"/")) && (!found || len(m.Dir) >= len(best.Dir)) {
+			best, found = m, true
+		}
+	}
+	return best, found
+}
+
+// Has reports whether m's super block options include opt.
+func (m Mount) Has(opt string) bool {
+	for _, o := range m.Super {
+		if o == opt {
+			return true
+		}
+	}
+	return false
+}
+
 // IsFUSE reports whether m is a FUSE mount ("fuse" or "fuse.NAME").
 func (m Mount) IsFUSE() bool {
 	return m.FSType == "fuse" || strings.HasPrefix(m.FSType, "fuse.")

@@ -36,3 +36,35 @@ short line
 		t.Fatal("found a mount at /nowhere")
 	}
 }
+
+// TestHolding: the mount that holds a path is the one at its deepest
+// directory, the later of two at one directory; Has reads super options.
+func TestHolding(t *testing.T) {
+	info := `22 1 8:1 / / rw - ext4 /dev/sda1 rw
+30 22 0:50 / /mnt/mfs rw - fuse.mfs mfs#10.0.0.1:9421 rw,user_id=0,group_id=0,allow_other
+31 22 0:51 / /mnt/mfs2 rw - fuse.mfs mfs#10.0.0.1:9421 rw,user_id=0,group_id=0,default_permissions,allow_other
+32 30 0:52 / /mnt/mfs/inner rw - tmpfs none rw
+33 30 0:53 / /mnt/mfs/inner rw - fuse.x x rw
+`
+	ms, err := Parse(strings.NewReader(info))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		"/mnt/mfs/store":        "fuse.mfs",
+		"/mnt/mfs":              "fuse.mfs",
+		"/mnt/mfsx/store":       "ext4", // a name that only starts like a mount point
+		"/mnt/mfs/inner/store":  "fuse.x",
+		"/var/lib/ctxfs":        "ext4",
+		"/mnt/mfs2/store/inner": "fuse.mfs",
+	} {
+		if m, ok := Holding(ms, path); !ok || m.FSType != want {
+			t.Errorf("Holding(%s) = %s %v, want %s", path, m.FSType, ok, want)
+		}
+	}
+	a, _ := Holding(ms, "/mnt/mfs/store")
+	b, _ := Holding(ms, "/mnt/mfs2/store")
+	if a.Has("default_permissions") || !b.Has("default_permissions") || !b.Has("allow_other") {
+		t.Errorf("Has: %v %v", a.Super, b.Super)
+	}
+}

@@ -495,6 +495,30 @@ func (d *doctor) checkStore() {
 		d.ok(check, note)
 	}
 	d.checkStoreWays(real, owner)
+	d.checkStorePermissions(real)
+}
+
+// checkStorePermissions: a store on a FUSE filesystem (a MooseFS or
+// GlusterFS client) is private only if the kernel checks its modes
+// (default_permissions); without it the filesystem's daemon decides, and
+// MooseFS's let other users look inside a 0700 store (docs/moosefs.md).
+func (d *doctor) checkStorePermissions(store string) {
+	check := "store permissions"
+	ms, err := mountinfo.Read()
+	if err != nil {
+		d.ok(check, "not read: "+errText(err))
+		return
+	}
+	m, ok := mountinfo.Holding(ms, store)
+	switch {
+	case !ok || !m.IsFUSE():
+		d.ok(check, "checked by the kernel")
+	case m.Has("default_permissions"):
+		d.ok(check, m.FSType+" mounted default_permissions: checked by the kernel")
+	default:
+		d.problem(check, fmt.Sprintf("the store is on %s at %s, mounted without default_permissions: the kernel leaves permission checks to that filesystem's daemon, and other users may look inside the store", m.FSType, m.Dir),
+			"mount that filesystem with -o default_permissions (for MooseFS: mfsmount -o default_permissions)")
+	}
 }
 
 // checkStoreWays says which ways the store's filesystem makes the store
