@@ -39,7 +39,7 @@ func TestDoctor(t *testing.T) {
 	wantFinding(t, "healthy", out, "ok: mount "+s.mnt("home")+" (ctxfs, server uid 0)")
 	wantFinding(t, "healthy", out, "ok: socket "+filepath.Join(s.root, "agent/coder.sock")+" (answers ping)")
 	wantFinding(t, "healthy", out, "ok: store "+s.store)
-	wantFinding(t, "healthy", out, "ok: store ways (moves: renameat2(RENAME_NOREPLACE); derived values: renameat2(RENAME_EXCHANGE); O_TMPFILE: yes (unused); walks: openat2(RESOLVE_BENEATH); hard links: yes; directory fsync: yes)")
+	wantFinding(t, "healthy", out, "ok: store ways (moves: renameat2(RENAME_NOREPLACE); derived values: renameat2(RENAME_EXCHANGE); O_TMPFILE: yes (unused); walks: openat2(RESOLVE_BENEATH); hard links: yes; directory fsync: yes; open files' blocks: counted)")
 	if out, code := doctor(t, s, nil, "--json"); code != 0 || !strings.Contains(out, `{"check":"definition agent coder","ok":true}`+"\n") {
 		t.Errorf("--json: exit %d\n%s", code, out)
 	}

