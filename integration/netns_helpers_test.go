@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -189,7 +188,7 @@ func pause(pid int) error {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		return err
 	}
-	for deadline := time.Now().Add(5 * time.Second); !allStopped(pid); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); !testkit.AllStopped(pid); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("process %d: a thread still runs 5 s after SIGSTOP", pid)
 		}
@@ -198,20 +197,6 @@ func pause(pid int) error {
 }
 
 func resume(pid int) error { return syscall.Kill(pid, syscall.SIGCONT) }
-
-// allStopped reports whether every thread of pid is stopped (state T in
-// its stat; the state follows the command name, which ends in ')').
-func allStopped(pid int) bool {
-	stats, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		i := strings.LastIndexByte(string(b), ')')
-		if err != nil || i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
-			return false
-		}
-	}
-	return len(stats) > 0
-}
 
 // kill9 SIGKILLs a started process by its PID and reaps it (bounded: a
 // process stuck in the kernel is left to its own reaper).

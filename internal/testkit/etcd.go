@@ -287,7 +287,33 @@ func (e *Etcd) Kill(i int) { e.end(i, syscall.SIGKILL) }
 
 // Pause stops member i (SIGSTOP): its connections stay open and nothing
 // answers, as for a host that hangs.
-func (e *Etcd) Pause(i int) { e.signal(i, syscall.SIGSTOP) }
+func (e *Etcd) Pause(i int) {
+	e.signal(i, syscall.SIGSTOP)
+	waitStopped(e.PID(i), 2*time.Second)
+}
+
+// waitStopped returns once every thread of pid is stopped (a SIGSTOP is
+// delivered to each thread in its own time: a thread still running may
+// answer a request after Kill returned), or after limit.
+func waitStopped(pid int, limit time.Duration) {
+	for deadline := time.Now().Add(limit); !AllStopped(pid) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// AllStopped reports whether every thread of pid is stopped (state T).
+func AllStopped(pid int) bool {
+	stats, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		// The state follows the command name, which is in parentheses.
+		i := strings.LastIndexByte(string(b), ')')
+		if err != nil || i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return len(stats) > 0
+}
 
 // Resume continues a paused member i (SIGCONT).
 func (e *Etcd) Resume(i int) { e.signal(i, syscall.SIGCONT) }
