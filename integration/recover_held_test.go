@@ -101,8 +101,12 @@ func recoverSetsAside(t *testing.T, file string, spoil func(t *testing.T, path s
 		t.Errorf("the refused send changed the session:\n%s", strings.Join(diffs, "\n"))
 	}
 	for _, r := range reads {
-		if strings.Contains(r, "messages.jsonl") {
+		switch {
+		case !strings.Contains(r, "messages.jsonl"):
+		case snapshotsKeepAtimes(t, s.store):
 			t.Errorf("the spoilt log was read: %s", r)
+		default:
+			t.Logf("the store's filesystem moves atimes when the test only looks (reads not judged): %s", r)
 		}
 	}
 	// What can be read still is: the session's events, through the mount.

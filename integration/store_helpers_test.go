@@ -299,6 +299,21 @@ func primeAtimes(t testing.TB, dir string) {
 	}
 }
 
+// snapshotsKeepAtimes reports whether hostSnapshot leaves atimes as they
+// were on the filesystem of store. It does on a local disk (its opens are
+// O_NOATIME); MooseFS's client moves a listed directory's atime all the
+// same, and there a moved atime proves no read by anyone else. The probe:
+// a primed tree beside the store, snapshotted twice.
+func snapshotsKeepAtimes(t testing.TB, store string) bool {
+	t.Helper()
+	d := filepath.Join(besideStore(t, store), "atimes")
+	testkit.Must(t, os.MkdirAll(filepath.Join(d, "dir"), 0o700))
+	testkit.Must(t, os.WriteFile(filepath.Join(d, "file"), []byte("probe\n"), 0o600))
+	primeAtimes(t, d)
+	_, reads := hostDiffs(hostSnapshot(t, d), hostSnapshot(t, d))
+	return len(reads) == 0
+}
+
 // fsckNames reports whether fsck's output has a line "<path>: …".
 func fsckNames(out, path string) bool {
 	for _, l := range strings.Split(out, "\n") {
