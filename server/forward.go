@@ -85,15 +85,7 @@ func (s *Sockets) relay(lc *net.UnixConn, c layout.Caller, t session.Target, fn 
 	defer q.Give(c.Uid)
 	rc, err := fn(c, t)
 	if err != nil {
-		// Read the request first (within its deadline, under the quota
-		// taken above): a client refused before it wrote would see its
-		// write fail (EPIPE) instead of the reason (EAGAIN: no writer now).
-		br := readers.Get().(*bufio.Reader)
-		br.Reset(lc)
-		readWithin(lc, br)
-		br.Reset(nil)
-		readers.Put(br)
-		s.refuse(nil, lc, w, err, c, t, nil)
+		s.refuseRead(lc, w, err, c, t) // under the quota taken above
 		return
 	}
 	defer rc.Close()
@@ -119,4 +111,31 @@ type deadlineWriter struct{ conn net.Conn }
 func (d deadlineWriter) Write(p []byte) (int, error) {
 	d.conn.SetWriteDeadline(time.Now().Add(frameDeadline))
 	return d.conn.Write(p)
+}
+
+// refuseRead answers err to conn's request once the request is read
+// (within its deadline): a client refused before it wrote would see its
+// write fail (EPIPE) instead of the reason (EAGAIN: no writer now). The
+// caller holds a place in one of c's quotas for the read.
+func (s *Sockets) refuseRead(conn net.Conn, w *bufio.Writer, err error, c layout.Caller, t session.Target) {
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(conn)
+	readWithin(conn, br)
+	br.Reset(nil)
+	readers.Put(br)
+	s.refuse(nil, conn, w, err, c, t, nil)
+}
+
+// refuseNoEngine answers errNoEngine to a request that came while this
+// host has no engine (between a cluster host's terms): read first, within
+// c's quota of relayed connections; at once beyond it, or on a host that
+// relays nothing.
+func (s *Sockets) refuseNoEngine(conn net.Conn, w *bufio.Writer, c layout.Caller, t session.Target) {
+	q := s.relayed.Load()
+	if q == nil || q.Take(c.Uid) != nil {
+		s.refuse(nil, conn, w, errNoEngine, c, t, nil)
+		return
+	}
+	defer q.Give(c.Uid)
+	s.refuseRead(conn, w, errNoEngine, c, t)
 }

@@ -90,14 +90,18 @@ func hostIdentities(t *testing.T, base string) (alpha, beta *ca.Identity) {
 // rawRequest sends lines to the socket at sock as uid (gid the same) from
 // a process of that uid, and returns the reply's frames.
 const rawRequest = `
-import socket, sys
+import socket, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.settimeout(30)
 s.connect(sys.argv[1])
-try:
+if len(sys.argv) > 3:  # a patient client: it waits, and its write must go through
+    time.sleep(float(sys.argv[3]))
     s.sendall(sys.argv[2].encode())
-except (BrokenPipeError, ConnectionResetError):
-    pass  # refused at once: the answer is there to read
+else:
+    try:
+        s.sendall(sys.argv[2].encode())
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # refused at once: the answer is there to read
 while True:
     try:
         d = s.recv(65536)
@@ -110,9 +114,22 @@ while True:
 
 func requestAs(t *testing.T, uid uint32, sock string, lines ...string) []map[string]any {
 	t.Helper()
+	return runRequest(t, uid, sock, strings.Join(lines, "\n")+"\n")
+}
+
+// patientRequestAs is requestAs of one line written after a pause: a
+// refusal that does not read the request first fails the write (EPIPE),
+// and the test.
+func patientRequestAs(t *testing.T, uid uint32, sock string, pause time.Duration, line string) []map[string]any {
+	t.Helper()
+	return runRequest(t, uid, sock, line+"\n", fmt.Sprint(pause.Seconds()))
+}
+
+func runRequest(t *testing.T, uid uint32, sock string, args ...string) []map[string]any {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "/usr/bin/python3", "-c", rawRequest, sock, strings.Join(lines, "\n")+"\n")
+	cmd := exec.CommandContext(ctx, "/usr/bin/python3", append([]string{"-c", rawRequest, sock}, args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -218,10 +235,12 @@ func TestFollowerWithoutWriter(t *testing.T) {
 	fsock := abi.SocketPath(h.froot, abi.KindAgent, "coder")
 	h.follower.SetForward(nil)
 	wantError(t, "no engine, no forward", requestAs(t, 1001, fsock, `{"op":"ping"}`), "EAGAIN")
+	wantError(t, "no engine, no forward, a client slow to write", patientRequestAs(t, 1001, fsock, 300*time.Millisecond, `{"op":"ping"}`), "EAGAIN")
 	h.follower.SetForward(func(layout.Caller, session.Target) (net.Conn, error) {
 		return nil, abi.Errorf(syscall.EAGAIN, "forward", "no writer host is known")
 	})
 	wantError(t, "a forward with no writer", requestAs(t, 1001, fsock, `{"op":"ping"}`), "EAGAIN")
+	wantError(t, "a forward with no writer, a client slow to write", patientRequestAs(t, 1001, fsock, 300*time.Millisecond, `{"op":"ping"}`), "EAGAIN")
 	h.follower.SetForward(nil)
 	e, err := session.Open(session.Config{Store: filepath.Join(t.TempDir(), "store"), Root: h.froot})
 	testkit.Must(t, err)

@@ -367,7 +367,7 @@ func (s *Sockets) serve(conn net.Conn, c layout.Caller, t session.Target) {
 	w.Reset(conn)
 	defer func() { w.Reset(nil); writers.Put(w) }()
 	if e == nil {
-		s.refuse(nil, conn, w, errNoEngine, c, t, nil)
+		s.refuseNoEngine(conn, w, c, t)
 		return
 	}
 	if err := e.Limits().Conns.Take(c.Uid); err != nil {

@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -60,9 +59,6 @@ type Host struct {
 	eng     atomic.Pointer[session.Engine] // the engine while this host writes
 	peers   *peer.Listener
 	stopped chan struct{}
-
-	mu   sync.Mutex
-	term *lease.Term // the term being served, for the drain
 }
 
 // dialPatience bounds a relay's connection to the writer: a writer that
@@ -127,9 +123,6 @@ func (h *Host) serveTerm(ctx context.Context, term *lease.Term) {
 		return
 	}
 	log.Info("cluster: writing the store", "took", time.Since(opening).Round(time.Millisecond).String())
-	h.mu.Lock()
-	h.term = term
-	h.mu.Unlock()
 	h.write(e)
 	select {
 	case <-term.Done():
@@ -147,9 +140,6 @@ func (h *Host) serveTerm(ctx context.Context, term *lease.Term) {
 			log.Info("cluster: handed the store over")
 		}
 	}
-	h.mu.Lock()
-	h.term = nil
-	h.mu.Unlock()
 }
 
 // write makes this host the writer: the mounts and sockets serve e.

@@ -176,15 +176,11 @@ func lockStoreShared(st *storefs.Root) (*os.File, error) {
 // refuseSingleServed refuses, for a host of a cluster, a store that a
 // single-host server holds alone (the lock is only tried).
 func refuseSingleServed(st *storefs.Root) error {
-	l, err := openStoreLock(st)
+	l, err := lockStoreShared(st)
 	if err != nil {
 		return err
 	}
-	defer l.Close()
-	if unix.Flock(int(l.Fd()), unix.LOCK_SH|unix.LOCK_NB) != nil {
-		return singleServedError(st)
-	}
-	return nil
+	return l.Close()
 }
 
 func singleServedError(st *storefs.Root) error {
