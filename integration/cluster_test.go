@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -82,10 +81,8 @@ func TestClusterFailover(t *testing.T) {
 		wi = 1
 	}
 	var killed time.Time
-	var fault sync.WaitGroup
-	fault.Add(1)
-	go func() {
-		defer fault.Done()
+	o := clusterOpts(1, 16*time.Second, 15*time.Second)
+	ops := runScheduleAlone(t, hosts, o, "fo-", func() {
 		time.Sleep(2 * time.Second)
 		killed = time.Now()
 		dead := w.srv.crash()
@@ -93,10 +90,7 @@ func TestClusterFailover(t *testing.T) {
 		c.waitWriter(w.name, 20*time.Second)
 		w.srv.start() // back, as a follower
 		waitMounted(t, w.srv)
-	}()
-	o := clusterOpts(1, 16*time.Second, 15*time.Second)
-	ops := runScheduleAlone(t, hosts, o, "fo-")
-	fault.Wait()
+	})
 	survivor := hosts[1-wi].name
 	gap := ackGap(ops, survivor, killed)
 	t.Logf("failover: sends through %s waited %v for a writer after the kill (TTL %v)", survivor, gap.Round(time.Millisecond), lease.DefaultTTL)
@@ -105,10 +99,17 @@ func TestClusterFailover(t *testing.T) {
 	}
 }
 
-// runScheduleAlone runs one schedule of o's traffic with no drawn fault
-// (the test strikes its own) and fails the test on any violation.
-func runScheduleAlone(t *testing.T, hosts []*faultHost, o scheduleOpts, prefix string) []histOp {
+// runScheduleAlone runs one schedule of o's traffic with no drawn fault:
+// the test's own, fault, runs beside the traffic and has ended when it
+// returns. It fails the test on any violation.
+func runScheduleAlone(t *testing.T, hosts []*faultHost, o scheduleOpts, prefix string, fault func()) []histOp {
 	t.Helper()
+	struck := make(chan struct{})
+	go func() {
+		defer close(struck)
+		fault()
+	}()
+	defer func() { <-struck }()
 	clients := make([]*histClient, o.clients())
 	for i := range clients {
 		clients[i] = &histClient{cred: o.clientCred(i), dialer: newUIDDialer(t, o.clientCred(i))}
@@ -134,10 +135,7 @@ func TestClusterPartition(t *testing.T) {
 	w := c.waitWriter("", 20*time.Second)
 	var cut, healed time.Time
 	var newWriter string
-	var fault sync.WaitGroup
-	fault.Add(1)
-	go func() {
-		defer fault.Done()
+	ops := runScheduleAlone(t, c.faultHosts(), clusterOpts(1, 12*time.Second, 6*time.Second), "pt-", func() {
 		time.Sleep(1500 * time.Millisecond)
 		cut = time.Now()
 		w.net.partition()
@@ -145,9 +143,7 @@ func TestClusterPartition(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		w.net.heal()
 		healed = time.Now()
-	}()
-	ops := runScheduleAlone(t, c.faultHosts(), clusterOpts(1, 12*time.Second, 6*time.Second), "pt-")
-	fault.Wait()
+	})
 	var waited int
 	for _, op := range ops {
 		if op.host != w.name {
