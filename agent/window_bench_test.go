@@ -36,7 +36,7 @@ func benchLog(n, at int) (log, summary []byte) {
 }
 
 // logTail is the engine's view of a log: its last 4 MiB from a whole line
-// (session.logTailAt), and where that starts.
+// (sealedlog.Log.Tail), and where that starts.
 func logTail(log []byte) ([]byte, int64) {
 	off := max(0, len(log)-4<<20)
 	t := log[off:]

@@ -33,7 +33,7 @@ func (s *sess) promptAs(rules string, c layout.Caller, budget int) *agent.Prompt
 	if rule := s.metaString("rule"); rule != "" {
 		system = strings.TrimLeft(system+"\n\n"+rule, "\n")
 	}
-	log, start := s.logTailAt(s.msgs)
+	log, start := s.msgs.Tail(maxConversation)
 	if s.rel == "" { // a temp session keeps no context/
 		return agent.NewPrompt(system, log, start, nil, budget)
 	}
@@ -86,21 +86,6 @@ func (s *sess) conversationLog() []byte { return s.logTail(s.msgs) }
 // logTail is the last maxConversation bytes of a log, from the first whole
 // line.
 func (s *sess) logTail(log *sealedlog.Log) []byte {
-	b, _ := s.logTailAt(log)
+	b, _ := log.Tail(maxConversation)
 	return b
-}
-
-// logTailAt is logTail and the offset in the log where it starts.
-func (s *sess) logTailAt(log *sealedlog.Log) ([]byte, int64) {
-	size := log.Size()
-	off := max(0, size-maxConversation)
-	buf := make([]byte, size-off)
-	n, _ := log.ReadAt(buf, off)
-	buf = buf[:n]
-	if off > 0 {
-		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
-			buf, off = buf[i+1:], off+int64(i+1)
-		}
-	}
-	return buf, off
 }
