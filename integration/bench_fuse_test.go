@@ -253,13 +253,14 @@ func newLoopback(dir, mnt string, passthrough, keepCache bool) (*fuse.Server, er
 // itself, on the same ext4), through the ctxfs mount, and through two
 // go-fuse loopbacks of the session's store directory, each served by a
 // process of its own as ctxfs is (spawnRef): "loopkc" (every open with
-// FOPEN_KEEP_CACHE: the issue's reference, a FUSE page cache at its best)
-// and "looppt" (go-fuse's default as root: kernel passthrough). warm: each
+// FOPEN_KEEP_CACHE, its handle hiding its descriptor: a FUSE page cache at
+// its best; a handle that offers it is made passthrough by go-fuse as
+// root, which drops FOPEN_KEEP_CACHE) and "looppt" (go-fuse's default as
+// root: kernel passthrough). warm: each
 // file was read once before (warmSideBySide), and the timed reads are the
 // second and later ones. cold: all caches are dropped before each timed
 // read.
 func BenchmarkSeqRead(b *testing.B) {
-	const size = 512 << 20
 	s := benchFuseServer(b)
 	logs := []struct {
 		name  string
@@ -273,7 +274,7 @@ func BenchmarkSeqRead(b *testing.B) {
 		lg.build(b, s, "big-"+lg.name)
 		native := benchStore(s, "big-"+lg.name, "messages.jsonl")
 		st, err := os.Stat(native)
-		if err != nil || st.Size() < size {
+		if err != nil || st.Size() < seqReadSize {
 			b.Fatalf("store file of the %s log: %v %v", lg.name, st, err)
 		}
 		b.Logf("built the %s log (%d MiB) in %v", lg.name, st.Size()>>20, time.Since(t0).Round(time.Millisecond))
@@ -288,6 +289,9 @@ func BenchmarkSeqRead(b *testing.B) {
 	}
 }
 
+// seqReadSize is the least size of BenchmarkSeqRead's logs.
+const seqReadSize = 512 << 20
+
 // buildLogThroughMount makes session and appends 512 MiB of 1 KiB lines
 // to its log through the mount, 1 MiB a write.
 func buildLogThroughMount(b *testing.B, s *server, session string) {
@@ -295,12 +299,17 @@ func buildLogThroughMount(b *testing.B, s *server, session string) {
 	f, err := os.OpenFile(benchMnt(s, session, "messages.jsonl"), os.O_WRONLY|os.O_APPEND, 0)
 	testkit.Must(b, err)
 	chunk := jsonLines(1<<20, 1024)
-	for n := 0; n < 512<<20; n += len(chunk) {
+	for n := 0; n < seqReadSize; n += len(chunk) {
 		if _, err := f.Write(chunk); err != nil {
 			b.Fatalf("append: %v", err)
 		}
 	}
 	testkit.Must(b, f.Close())
+	// Each 1 KiB line is stored with its writer's uid (root's: ,"uid":0).
+	stored := int64(seqReadSize + seqReadSize/1024*len(`,"uid":0`))
+	if st, err := os.Stat(benchStore(s, session, "messages.jsonl")); err != nil || st.Size() != stored {
+		b.Fatalf("store file: %v %v, want %d bytes", st, err, stored)
+	}
 }
 
 // buildLogBySends sends 400 KiB inputs to session until its log holds
@@ -309,7 +318,7 @@ func buildLogBySends(b *testing.B, s *server, session string) {
 	input := strings.Repeat("y", 400<<10)
 	log := benchStore(s, session, "messages.jsonl")
 	for i := 0; ; i++ {
-		if st, err := os.Stat(log); err == nil && st.Size() >= 512<<20 {
+		if st, err := os.Stat(log); err == nil && st.Size() >= seqReadSize {
 			return
 		}
 		s.send(session, fmt.Sprintf("s%d", i), input)
