@@ -245,47 +245,90 @@ func newLoopback(dir, mnt string, passthrough, keepCache bool) (*fuse.Server, er
 	})
 }
 
-// BenchmarkSeqRead: a 512 MiB messages.jsonl read from start to end with a
-// 1 MiB buffer, through the ctxfs mount and natively (the store file
-// itself, on the same ext4), and through three reference go-fuse loopbacks
-// of the same file mounted in this process: "loop" (every read through
-// the server, the plain go-fuse case), "loopkc" (the same with
-// FOPEN_KEEP_CACHE) and "looppt" (go-fuse's default as root: kernel
-// passthrough). warm: each file was read once before, and the timed reads
-// are the second and later ones. cold: all caches are dropped before each
-// timed read. The log is built through the mount with 1 MiB O_APPEND
-// writes of 1 KiB lines (see BenchmarkAppend/1MiB for that rate).
+// BenchmarkSeqRead: a 512 MiB messages.jsonl read from start to end with
+// a 1 MiB buffer, two logs: "mount", built through the mount with 1 MiB
+// O_APPEND writes of 1 KiB lines (see BenchmarkAppend/1MiB for that rate),
+// and "sends", built by sends of 400 KiB inputs to the echo model (each a
+// user line and the model's answer). Each is read natively (the store file
+// itself, on the same ext4), through the ctxfs mount, and through two
+// go-fuse loopbacks of the session's store directory, each served by a
+// process of its own as ctxfs is (spawnRef): "loopkc" (every open with
+// FOPEN_KEEP_CACHE, its handle hiding its descriptor: a FUSE page cache at
+// its best; a handle that offers it is made passthrough by go-fuse as
+// root, which drops FOPEN_KEEP_CACHE) and "looppt" (go-fuse's default as
+// root: kernel passthrough). warm: each
+// file was read once before (warmSideBySide), and the timed reads are the
+// second and later ones. cold: all caches are dropped before each timed
+// read.
 func BenchmarkSeqRead(b *testing.B) {
-	const size = 512 << 20
 	s := benchFuseServer(b)
-	benchNewSession(b, s, "big")
-	mnt := benchMnt(s, "big", "messages.jsonl")
-	f, err := os.OpenFile(mnt, os.O_WRONLY|os.O_APPEND, 0)
+	logs := []struct {
+		name  string
+		build func(b *testing.B, s *server, session string)
+	}{
+		{"mount", buildLogThroughMount},
+		{"sends", buildLogBySends},
+	}
+	for _, lg := range logs {
+		t0 := time.Now()
+		lg.build(b, s, "big-"+lg.name)
+		native := benchStore(s, "big-"+lg.name, "messages.jsonl")
+		st, err := os.Stat(native)
+		if err != nil || st.Size() < seqReadSize {
+			b.Fatalf("store file of the %s log: %v %v", lg.name, st, err)
+		}
+		b.Logf("built the %s log (%d MiB) in %v", lg.name, st.Size()>>20, time.Since(t0).Round(time.Millisecond))
+		dir := filepath.Dir(native)
+		targets := []struct{ name, path string }{
+			{"native", native},
+			{"ctxfs", benchMnt(s, "big-"+lg.name, "messages.jsonl")},
+			{"loopkc", filepath.Join(spawnRef(b, nil, "loopkc", dir), "messages.jsonl")},
+			{"looppt", filepath.Join(spawnRef(b, nil, "looppt", dir), "messages.jsonl")},
+		}
+		b.Run(lg.name, func(b *testing.B) { benchSeqReads(b, targets, st.Size()) })
+	}
+}
+
+// seqReadSize is the least size of BenchmarkSeqRead's logs.
+const seqReadSize = 512 << 20
+
+// buildLogThroughMount makes session and appends 512 MiB of 1 KiB lines
+// to its log through the mount, 1 MiB a write.
+func buildLogThroughMount(b *testing.B, s *server, session string) {
+	benchNewSession(b, s, session)
+	f, err := os.OpenFile(benchMnt(s, session, "messages.jsonl"), os.O_WRONLY|os.O_APPEND, 0)
 	testkit.Must(b, err)
 	chunk := jsonLines(1<<20, 1024)
-	t0 := time.Now()
-	for n := 0; n < size; n += len(chunk) {
+	for n := 0; n < seqReadSize; n += len(chunk) {
 		if _, err := f.Write(chunk); err != nil {
 			b.Fatalf("append: %v", err)
 		}
 	}
 	testkit.Must(b, f.Close())
-	b.Logf("built %d MiB through the mount in %v (%.1f MiB/s)", size>>20, time.Since(t0).Round(time.Millisecond),
-		float64(size)/(1<<20)/time.Since(t0).Seconds())
-	native := benchStore(s, "big", "messages.jsonl")
 	// Each 1 KiB line is stored with its writer's uid (root's: ,"uid":0).
-	stored := int64(size + size/1024*len(`,"uid":0`))
-	if st, err := os.Stat(native); err != nil || st.Size() != stored {
-		b.Fatalf("store file: %v %v", st, err)
+	stored := int64(seqReadSize + seqReadSize/1024*len(`,"uid":0`))
+	if st, err := os.Stat(benchStore(s, session, "messages.jsonl")); err != nil || st.Size() != stored {
+		b.Fatalf("store file: %v %v, want %d bytes", st, err, stored)
 	}
-	dir := filepath.Dir(native)
-	targets := []struct{ name, path string }{
-		{"native", native},
-		{"ctxfs", mnt},
-		{"loop", filepath.Join(mountLoopback(b, dir, false, false), "messages.jsonl")},
-		{"loopkc", filepath.Join(mountLoopback(b, dir, false, true), "messages.jsonl")},
-		{"looppt", filepath.Join(mountLoopback(b, dir, true, false), "messages.jsonl")},
+}
+
+// buildLogBySends sends 400 KiB inputs to session until its log holds
+// 512 MiB: the engine appends each user line and the echo model's answer.
+func buildLogBySends(b *testing.B, s *server, session string) {
+	input := strings.Repeat("y", 400<<10)
+	log := benchStore(s, session, "messages.jsonl")
+	for i := 0; ; i++ {
+		if st, err := os.Stat(log); err == nil && st.Size() >= seqReadSize {
+			return
+		}
+		s.send(session, fmt.Sprintf("s%d", i), input)
 	}
+}
+
+// benchSeqReads reads each target whole, in turn, warm and cold, and
+// reports each one's rate and its ratio to native's, and ctxfs's to
+// loopkc's (targets: native, ctxfs, loopkc, then others).
+func benchSeqReads(b *testing.B, targets []struct{ name, path string }, size int64) {
 	buf := make([]byte, 1<<20)
 	for _, mode := range []string{"warm", "cold"} {
 		b.Run(mode, func(b *testing.B) {
@@ -298,17 +341,20 @@ func BenchmarkSeqRead(b *testing.B) {
 			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
+				if mode == "warm" {
+					readInterleaved(b, targets, sides, size, buf)
+				}
 				for j, t := range targets {
 					if mode == "cold" {
 						b.StopTimer()
 						dropCaches(b)
 						b.StartTimer()
+						if err := sides[j].time(func() (int64, error) { return readAll(t.path, buf) }); err != nil {
+							b.Fatalf("read %s: %v", t.name, err)
+						}
 					}
-					if err := sides[j].time(func() (int64, error) { return readAll(t.path, buf) }); err != nil {
-						b.Fatalf("read %s: %v", t.name, err)
-					}
-					if sides[j].bytes != int64(i+1)*stored {
-						b.Fatalf("%s: read %d bytes, want %d", t.name, sides[j].bytes, int64(i+1)*stored)
+					if sides[j].bytes != int64(i+1)*size {
+						b.Fatalf("%s: read %d bytes, want %d", t.name, sides[j].bytes, int64(i+1)*size)
 					}
 				}
 			}
@@ -319,16 +365,71 @@ func BenchmarkSeqRead(b *testing.B) {
 				b.ReportMetric(sd.mibPerSec(), sd.name+"-MiB/s")
 				b.ReportMetric(sd.mibPerSec()/nat.mibPerSec(), sd.name+"/native")
 			}
+			b.ReportMetric(sides[1].mibPerSec()/sides[2].mibPerSec(), "ctxfs/loopkc")
 			if mode == "warm" {
-				for _, t := range targets {
-					if t.name == "native" || t.name == "ctxfs" || t.name == "loopkc" {
-						if c, ok := consecutivePages(b, t.path); ok {
-							b.ReportMetric(c, t.name+"-consecutive")
-						}
+				for _, t := range targets[:3] {
+					if c, large, ok := pagesLie(b, t.path); ok {
+						b.ReportMetric(c, t.name+"-consecutive")
+						b.ReportMetric(large, t.name+"-large")
 					}
 				}
 			}
 		})
+	}
+}
+
+// readInterleaved reads every target whole (size bytes), sequentially,
+// one read of buf's length of each in turn, and adds to each side the
+// time of its own open, reads and close (docs/benchmarks.md#seqread): a
+// whole 512 MiB read of one side after another caught the load of other
+// processes in one side and not in the next. Each turn starts with the
+// next side (the read right after native's was the slower of two FUSE
+// files, whichever it was), and side j starts j/n of the way into its
+// file and wraps around: native and looppt read the same pages of the
+// store file, and one read right after the other found them in the CPU's
+// cache (300 MiB of L3 here).
+func readInterleaved(b *testing.B, targets []struct{ name, path string }, sides []*side, size int64, buf []byte) {
+	type reading struct {
+		f         *os.File
+		pos, left int64
+	}
+	rs := make([]reading, len(targets))
+	chunk := int64(len(buf))
+	for j, t := range targets {
+		rs[j] = reading{pos: size * int64(j) / int64(len(targets)) / chunk * chunk, left: size}
+		sides[j].time(func() (n int64, err error) {
+			rs[j].f, err = os.Open(t.path)
+			return 0, err
+		})
+		if rs[j].f == nil {
+			b.Fatalf("open %s", t.name)
+		}
+	}
+	for turn, live := 0, len(rs); live > 0; turn++ {
+		live = 0
+		for k := range rs {
+			j := (turn + k) % len(rs)
+			r := &rs[j]
+			if r.f == nil {
+				continue
+			}
+			err := sides[j].time(func() (int64, error) {
+				n, err := r.f.ReadAt(buf[:min(chunk, size-r.pos)], r.pos)
+				r.pos, r.left = (r.pos+int64(n))%size, r.left-int64(n)
+				if r.left == 0 {
+					err = r.f.Close()
+				}
+				return int64(n), err
+			})
+			if err != nil {
+				b.Fatalf("read %s: %v", targets[j].name, err)
+			}
+			if r.left == 0 {
+				r.f = nil
+				continue
+			}
+			live++
+		}
 	}
 }
 
@@ -389,12 +490,14 @@ func warmSideBySide(b *testing.B, native string, fuse []string, buf []byte) {
 // away.
 var pageSink byte
 
-// consecutivePages reports the share of the pages the kernel caches of
-// p that follow the previous page of the file in physical memory (from
-// /proc/self/pagemap, which shows frame numbers to root only): what the
-// speed of a warm FUSE read follows (warmSideBySide). ok is false when
-// the frames are hidden.
-func consecutivePages(b *testing.B, p string) (float64, bool) {
+// pagesLie reports how the pages the kernel caches of p lie in physical
+// memory (from /proc/self/pagemap and /proc/kpageflags, which show them
+// to root only): consecutive is the share that follow the previous page
+// of the file, what the speed of a warm FUSE read follows
+// (warmSideBySide); large is the share that belong to a folio of more
+// than one page (a compound page). ok is false when the frames are
+// hidden.
+func pagesLie(b *testing.B, p string) (consecutive, large float64, ok bool) {
 	b.Helper()
 	f, err := os.Open(p)
 	testkit.Must(b, err)
@@ -416,18 +519,28 @@ func consecutivePages(b *testing.B, p string) (float64, bool) {
 	if _, err := pm.ReadAt(ents, int64(start)*8); err != nil {
 		b.Fatalf("pagemap: %v", err)
 	}
-	consecutive, prev := 0, uint64(0)
+	kf, err := os.Open("/proc/kpageflags")
+	testkit.Must(b, err)
+	defer kf.Close()
+	const compound = 1<<15 | 1<<16 // KPF_COMPOUND_HEAD, KPF_COMPOUND_TAIL
+	nConsecutive, nLarge, prev, flags := 0, 0, uint64(0), make([]byte, 8)
 	for i := 0; i < pages; i++ {
 		pfn := binary.LittleEndian.Uint64(ents[8*i:]) & (1<<55 - 1)
 		if pfn == 0 {
-			return 0, false
+			return 0, 0, false
 		}
 		if pfn == prev+1 {
-			consecutive++
+			nConsecutive++
 		}
 		prev = pfn
+		if _, err := kf.ReadAt(flags, int64(pfn)*8); err != nil {
+			b.Fatalf("kpageflags: %v", err)
+		}
+		if binary.LittleEndian.Uint64(flags)&compound != 0 {
+			nLarge++
+		}
 	}
-	return float64(consecutive) / float64(pages), true
+	return float64(nConsecutive) / float64(pages), float64(nLarge) / float64(pages), true
 }
 
 // ---------------------------------------------------------------------
@@ -662,7 +775,8 @@ func mountSmall(mnt string, data []byte, noOpen bool) (*fuse.Server, error) {
 // filesystem instead of running tests (TestMain, serveRef): "open MNT" or
 // "noopen MNT" (a smallFile holding the bytes in smallDataEnv), or
 // "loop MNT DIR" (a loopback of DIR whose reads and writes go through the
-// server, mountLoopback's).
+// server, mountLoopback's), "loopkc MNT DIR" (the same with
+// FOPEN_KEEP_CACHE) or "looppt MNT DIR" (go-fuse's default: passthrough).
 const (
 	refServerEnv = "CTXFS_BENCH_REFSERVER"
 	smallDataEnv = "CTXFS_BENCH_SMALLDATA"
@@ -729,8 +843,8 @@ func serveRef(spec string) int {
 	switch {
 	case len(f) == 2 && (f[0] == "open" || f[0] == "noopen"):
 		srv, err = mountSmall(f[1], []byte(os.Getenv(smallDataEnv)), f[0] == "noopen")
-	case len(f) == 3 && f[0] == "loop":
-		srv, err = newLoopback(f[2], f[1], false, false)
+	case len(f) == 3 && (f[0] == "loop" || f[0] == "loopkc" || f[0] == "looppt"):
+		srv, err = newLoopback(f[2], f[1], f[0] == "looppt", f[0] == "loopkc")
 	default:
 		err = fmt.Errorf("bad spec %q", spec)
 	}
