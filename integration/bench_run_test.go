@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,52 +83,100 @@ func us(d time.Duration) float64 { return float64(d) / 1e3 }
 
 // BenchmarkFirstDelta: the latency from a send to its first delta frame
 // for a model API run, against the fake provider's own latency to its
-// first body byte (a bare HTTP client), side by side in one run. The
-// difference is what ctxfs adds: the durable start, the definition, the
-// conversation and the client's own hop.
+// first body byte (a bare HTTP client), and against one fdatasync of the
+// store's filesystem (a 200-byte append+fdatasync loop on the store's
+// disk for 0.3 s before and after the sends, as DurableSends measures
+// it), side by side in one run. The aim is added/fdatasync ≤ 1: what
+// ctxfs adds over the provider (the durable start, the definition, the
+// conversation, the client's own hop) within one sync. to-start and
+// to-request say where the time goes: the start frame (durable) at the
+// client, and the request at the provider, each after the send.
+//
+// The sends start once the definitions are over two seconds old (a
+// definition changed more recently is read again at every send:
+// agent/defcache.go's racyWindow, which a server in use does not pay),
+// and go to sessions of at most firstDeltaTurns sends each, made before
+// the timing starts, so that the conversation the prompt carries is as
+// long at every b.N.
 func BenchmarkFirstDelta(b *testing.B) {
 	requireFUSE(b)
+	var asked atomic.Int64 // when the provider got the last request, UnixNano
 	reply := openAIReply("hello there")
-	p := newFakeProvider(b, reply)
+	p := newFakeProvider(b, func(w http.ResponseWriter, r *http.Request) {
+		asked.Store(time.Now().UnixNano())
+		reply(w, r)
+	})
 	s := newModelServer(b, "openai-chat", p.URL+"/v1", nil)
 	n := max(b.N, 50)
-	direct := perRun(n, func(i int) {
+	sessions := (n + firstDeltaTurns - 1) / firstDeltaTurns
+	for k := range sessions {
+		firstDelta(b, s, fmt.Sprintf(`{"op":"send","id":"w%d","session":"bench%d","input":"hi"}`, k, k))
+	}
+	time.Sleep(2100 * time.Millisecond)
+	var direct time.Duration
+	for range n {
+		t0 := time.Now()
 		resp, err := http.Post(p.URL+"/v1/chat/completions", "application/json", nil)
 		testkit.Must(b, err)
 		var one [1]byte
 		io.ReadFull(resp.Body, one[:])
+		direct += time.Since(t0)
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-	})
-	through := perRun(n, func(i int) {
-		firstDelta(b, s, fmt.Sprintf(`{"op":"send","id":"d%d","session":"bench","input":"hi"}`, i))
-	})
+	}
+	direct /= time.Duration(n)
+	syncs := syncRate(b, s.store, 300*time.Millisecond)
+	var through, toStart, toRequest time.Duration
+	for i := range n {
+		t0 := time.Now()
+		start, delta := firstDelta(b, s, fmt.Sprintf(`{"op":"send","id":"d%d","session":"bench%d","input":"hi"}`, i, i%sessions))
+		through += delta.Sub(t0)
+		toStart += start.Sub(t0)
+		toRequest += time.Unix(0, asked.Load()).Sub(t0)
+	}
+	through /= time.Duration(n)
+	syncs = (syncs + syncRate(b, s.store, 300*time.Millisecond)) / 2
+	sync := time.Duration(float64(time.Second) / syncs)
+	added := through - direct
 	b.ReportMetric(us(direct), "µs/provider")
 	b.ReportMetric(us(through), "µs/ctxfs")
-	b.ReportMetric(float64(through)/float64(direct), "ctxfs/provider")
-	b.ReportMetric(us(through-direct), "µs-added")
+	b.ReportMetric(us(added), "µs-added")
+	b.ReportMetric(us(sync), "µs/fdatasync")
+	b.ReportMetric(float64(added)/float64(sync), "added/fdatasync")
+	b.ReportMetric(us(toStart/time.Duration(n)), "µs-to-start")
+	b.ReportMetric(us(toRequest/time.Duration(n)), "µs-to-request")
+	reportJournal(b, s.store)
 }
 
-// firstDelta sends line to the assistant and returns once the first delta
-// arrives, then reads the rest so that the run ends before the next.
-func firstDelta(b *testing.B, s *server, line string) {
+// firstDeltaTurns is how many sends BenchmarkFirstDelta makes to one
+// session: the conversation a run reads stays short at every b.N.
+const firstDeltaTurns = 20
+
+// firstDelta sends line to the assistant and reads its frames to the end
+// (the run ends before the next); it returns when the start frame and
+// when the first delta came.
+func firstDelta(b *testing.B, s *server, line string) (start, delta time.Time) {
 	conn, err := net.Dial("unix", filepath.Join(s.root, "agent", "assistant.sock"))
 	testkit.Must(b, err)
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
 	conn.Write([]byte(line + "\n"))
 	sc := bufio.NewScanner(conn)
-	seen := false
 	for sc.Scan() {
+		at := time.Now()
 		var f frame
 		testkit.Must(b, json.Unmarshal(sc.Bytes(), &f))
+		if f["type"] == "start" {
+			start = at
+		}
 		if f["type"] == "delta" {
-			seen = true
+			delta = at
 			break
 		}
 	}
-	if !seen {
-		b.Fatalf("no delta: %v", sc.Err())
+	if start.IsZero() || delta.IsZero() {
+		b.Fatalf("no start or no delta: %v", sc.Err())
 	}
 	io.Copy(io.Discard, conn)
+	return start, delta
 }
