@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,22 +85,42 @@ func us(d time.Duration) float64 { return float64(d) / 1e3 }
 
 // BenchmarkFirstDelta: the latency from a send to its first delta frame
 // for a model API run, against the fake provider's own latency to its
-// first body byte (a bare HTTP client), and against one fdatasync of the
-// store's filesystem (a 200-byte append+fdatasync loop on the store's
-// disk for 0.3 s before and after the sends, as DurableSends measures
-// it), side by side in one run. The aim is added/fdatasync ≤ 1: what
-// ctxfs adds over the provider (the durable start, the definition, the
-// conversation, the client's own hop) within one sync. to-start and
-// to-request say where the time goes: the start frame (durable) at the
-// client, and the request at the provider, each after the send.
+// first body byte for the same request (a bare HTTP client posting the
+// body the runs sent) and against one fdatasync of the store's
+// filesystem (a 200-byte append+fdatasync loop on the store's disk for
+// 0.3 s before and after the sends, as DurableSends measures it), side by
+// side in one run. The aim is added/fdatasync ≤ 1: what ctxfs adds over
+// the provider (the durable start, the definition, the conversation, the
+// client's own hop) within one sync. to-start and to-request say where
+// the time goes: the start frame (durable) at the client, and the request
+// at the provider, each after the send; provider-empty is the bare
+// client's empty request (the issue's 77 µs).
 //
 // The sends start once the definitions are over two seconds old (a
 // definition changed more recently is read again at every send:
-// agent/defcache.go's racyWindow, which a server in use does not pay),
-// and go to sessions of at most firstDeltaTurns sends each, made before
-// the timing starts, so that the conversation the prompt carries is as
-// long at every b.N.
+// agent/defcache.go's racyWindow, which a server in use does not pay).
+// short: sessions of at most firstDeltaTurns sends each, made before the
+// timing starts, so that the conversation is as long at every b.N.
+// long: one session whose messages.jsonl holds longTurns lines first
+// (appended through the mount), a long conversation's prompt.
 func BenchmarkFirstDelta(b *testing.B) {
+	for _, long := range []bool{false, true} {
+		b.Run(map[bool]string{false: "short", true: "long"}[long], func(b *testing.B) {
+			benchFirstDelta(b, long)
+		})
+	}
+}
+
+const (
+	// firstDeltaTurns is how many sends BenchmarkFirstDelta/short makes
+	// to one session.
+	firstDeltaTurns = 20
+	// longTurns is how many message lines BenchmarkFirstDelta/long's
+	// session holds before its sends.
+	longTurns = 2000
+)
+
+func benchFirstDelta(b *testing.B, long bool) {
 	requireFUSE(b)
 	var asked atomic.Int64 // when the provider got the last request, UnixNano
 	reply := openAIReply("hello there")
@@ -109,22 +131,25 @@ func BenchmarkFirstDelta(b *testing.B) {
 	s := newModelServer(b, "openai-chat", p.URL+"/v1", nil)
 	n := max(b.N, 50)
 	sessions := (n + firstDeltaTurns - 1) / firstDeltaTurns
+	if long {
+		sessions = 1
+	}
 	for k := range sessions {
 		firstDelta(b, s, fmt.Sprintf(`{"op":"send","id":"w%d","session":"bench%d","input":"hi"}`, k, k))
 	}
-	time.Sleep(2100 * time.Millisecond)
-	var direct time.Duration
-	for range n {
-		t0 := time.Now()
-		resp, err := http.Post(p.URL+"/v1/chat/completions", "application/json", nil)
-		testkit.Must(b, err)
-		var one [1]byte
-		io.ReadFull(resp.Body, one[:])
-		direct += time.Since(t0)
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+	if long {
+		var lines strings.Builder
+		for i := range longTurns {
+			role := []string{"user", "assistant"}[i%2]
+			fmt.Fprintf(&lines, `{"role":%q,"content":"line %d of a long conversation, with some words in it"}`+"\n", role, i)
+		}
+		testkit.Must(b, appendMnt(s.mnt("home/0/agent/assistant/session/bench0/messages.jsonl"), lines.String()))
+		firstDelta(b, s, `{"op":"send","id":"w-long","session":"bench0","input":"hi"}`)
 	}
-	direct /= time.Duration(n)
+	body, err := json.Marshal(func() map[string]any { m, _ := p.last(); return m }())
+	testkit.Must(b, err)
+	time.Sleep(2100 * time.Millisecond)
+	empty, same := firstByte(b, p.URL, nil, n), firstByte(b, p.URL, body, n)
 	syncs := syncRate(b, s.store, 300*time.Millisecond)
 	var through, toStart, toRequest time.Duration
 	for i := range n {
@@ -137,8 +162,9 @@ func BenchmarkFirstDelta(b *testing.B) {
 	through /= time.Duration(n)
 	syncs = (syncs + syncRate(b, s.store, 300*time.Millisecond)) / 2
 	sync := time.Duration(float64(time.Second) / syncs)
-	added := through - direct
-	b.ReportMetric(us(direct), "µs/provider")
+	added := through - same
+	b.ReportMetric(us(same), "µs/provider")
+	b.ReportMetric(us(empty), "µs/provider-empty")
 	b.ReportMetric(us(through), "µs/ctxfs")
 	b.ReportMetric(us(added), "µs-added")
 	b.ReportMetric(us(sync), "µs/fdatasync")
@@ -148,9 +174,22 @@ func BenchmarkFirstDelta(b *testing.B) {
 	reportJournal(b, s.store)
 }
 
-// firstDeltaTurns is how many sends BenchmarkFirstDelta makes to one
-// session: the conversation a run reads stays short at every b.N.
-const firstDeltaTurns = 20
+// firstByte is the mean time of n bare POSTs of body to the provider's
+// chat completions, each to the first byte of its reply's body.
+func firstByte(b *testing.B, provider string, body []byte, n int) time.Duration {
+	var took time.Duration
+	for range n {
+		t0 := time.Now()
+		resp, err := http.Post(provider+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		testkit.Must(b, err)
+		var one [1]byte
+		io.ReadFull(resp.Body, one[:])
+		took += time.Since(t0)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	return took / time.Duration(n)
+}
 
 // firstDelta sends line to the assistant and reads its frames to the end
 // (the run ends before the next); it returns when the start frame and
