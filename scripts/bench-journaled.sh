@@ -14,7 +14,7 @@
 # says which it was. As root: it makes a loop device and mounts.
 set -eu
 cd "$(dirname "$0")/.."
-bench=${1:-DurableSends|Append/(fd|open-close)|FirstDelta}
+bench=${1:-DurableSends|Append/(fd|open-close)}
 bt=${2:-2s}
 base=$(mktemp -d "${TMPDIR:-/tmp}/ctxfs-bench-ext4.XXXXXX")
 img=$base/ext4.img
