@@ -25,7 +25,7 @@ func TestDeltasBeforeALineGoFirst(t *testing.T) {
 	base := t.TempDir()
 	env := &testEnv{t: t, store: filepath.Join(base, "store"), root: filepath.Join(base, "root")}
 	env.define("coder", map[string]string{"model": "debug/echo"})
-	env.define("waiter", map[string]string{"program": "#!/bin/sh\nexec sleep 60\n"})
+	env.define("waiter", map[string]string{"program": "#!/bin/sh\nexec sleep 10\n"})
 	e, err := Open(Config{Store: env.store, Root: env.root, Gate: func() error {
 		if closed.Load() {
 			return errors.New("closed by the test")
@@ -46,6 +46,7 @@ func TestDeltasBeforeALineGoFirst(t *testing.T) {
 	e.mu.Lock()
 	rn := e.runs[start.Str("run")]
 	e.mu.Unlock()
+	t.Cleanup(rn.cancelRun) // its program ends with the test, whatever happens
 
 	closed.Store(true)
 	now := time.Now()
