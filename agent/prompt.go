@@ -62,7 +62,7 @@ func NewPrompt(system string, log []byte, start int64, summary []byte, budget in
 	used, i := 0, len(lines)
 	for i > 0 && (budget == 0 || used <= budget) {
 		i--
-		if t, ok := turnOf(lines[i].Text); ok {
+		if t, ok := promptTurns.turnOf(lines[i].Text); ok {
 			p.Turns = append(p.Turns, t)
 			p.Lines = append(p.Lines, lines[i])
 			used += window.TurnTokens(t)

@@ -72,7 +72,9 @@ func assemble(tb testing.TB, log []byte, start int64, summary []byte) *toolLoop 
 // the last compaction left it (the 3,000 newest, about 70k tokens, fit the
 // window); "stale": it covers up to 90,000, so the 10,000 after it (about
 // 230k tokens) are parsed and cut again. The bound: under 50 ms and 50 MB
-// an assembly.
+// an assembly. "cold" empties the cache of parsed turns (promptTurns)
+// before each assembly, as a session's first run after the server
+// started finds it; "warm" keeps it, as the session's next run does.
 func BenchmarkPromptAssembly(b *testing.B) {
 	for _, c := range []struct {
 		name string
@@ -80,12 +82,17 @@ func BenchmarkPromptAssembly(b *testing.B) {
 	}{{"steady", 97000}, {"stale", 90000}} {
 		log, summary := benchLog(benchMessages, c.at)
 		tail, start := logTail(log)
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				assemble(b, tail, start, summary)
-			}
-		})
+		for _, cold := range []bool{true, false} {
+			b.Run(c.name+map[bool]string{true: "/cold", false: "/warm"}[cold], func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if cold {
+						promptTurns = newTurnCache(turnCacheBytes)
+					}
+					assemble(b, tail, start, summary)
+				}
+			})
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,52 +85,142 @@ func us(d time.Duration) float64 { return float64(d) / 1e3 }
 
 // BenchmarkFirstDelta: the latency from a send to its first delta frame
 // for a model API run, against the fake provider's own latency to its
-// first body byte (a bare HTTP client), side by side in one run. The
-// difference is what ctxfs adds: the durable start, the definition, the
-// conversation and the client's own hop.
+// first body byte for the same request (a bare HTTP client posting the
+// body the runs sent) and against one fdatasync of the store's
+// filesystem (a 200-byte append+fdatasync loop on the store's disk for
+// 0.3 s before and after the sends, as DurableSends measures it), side by
+// side in one run. The aim is added/fdatasync ≤ 1: what ctxfs adds over
+// the provider (the durable start, the definition, the conversation, the
+// client's own hop) within one sync. to-start and to-request say where
+// the time goes: the start frame (durable) at the client, and the request
+// at the provider, each after the send; provider-empty is the bare
+// client's empty request (the issue's 77 µs); server-CPU-µs/send is the
+// server's CPU time per send (every thread), steadier than the latencies
+// on a shared machine.
+//
+// The sends start once the definitions are over two seconds old (a
+// definition changed more recently is read again at every send:
+// agent/defcache.go's racyWindow, which a server in use does not pay).
+// short: sessions of at most firstDeltaTurns sends each, made before the
+// timing starts, so that the conversation is as long at every b.N.
+// long: one session whose messages.jsonl holds longTurns lines first
+// (appended through the mount), a long conversation's prompt.
 func BenchmarkFirstDelta(b *testing.B) {
+	for _, long := range []bool{false, true} {
+		b.Run(map[bool]string{false: "short", true: "long"}[long], func(b *testing.B) {
+			benchFirstDelta(b, long)
+		})
+	}
+}
+
+const (
+	// firstDeltaTurns is how many sends BenchmarkFirstDelta/short makes
+	// to one session.
+	firstDeltaTurns = 20
+	// longTurns is how many message lines BenchmarkFirstDelta/long's
+	// session holds before its sends.
+	longTurns = 2000
+)
+
+func benchFirstDelta(b *testing.B, long bool) {
 	requireFUSE(b)
+	var asked atomic.Int64 // when the provider got the last request, UnixNano
 	reply := openAIReply("hello there")
-	p := newFakeProvider(b, reply)
+	p := newFakeProvider(b, func(w http.ResponseWriter, r *http.Request) {
+		asked.Store(time.Now().UnixNano())
+		reply(w, r)
+	})
 	s := newModelServer(b, "openai-chat", p.URL+"/v1", nil)
 	n := max(b.N, 50)
-	direct := perRun(n, func(i int) {
-		resp, err := http.Post(p.URL+"/v1/chat/completions", "application/json", nil)
+	sessions := (n + firstDeltaTurns - 1) / firstDeltaTurns
+	if long {
+		sessions = 1
+	}
+	for k := range sessions {
+		firstDelta(b, s, fmt.Sprintf(`{"op":"send","id":"w%d","session":"bench%d","input":"hi"}`, k, k))
+	}
+	if long {
+		var lines strings.Builder
+		for i := range longTurns {
+			role := []string{"user", "assistant"}[i%2]
+			fmt.Fprintf(&lines, `{"role":%q,"content":"line %d of a long conversation, with some words in it"}`+"\n", role, i)
+		}
+		testkit.Must(b, appendMnt(s.mnt("home/0/agent/assistant/session/bench0/messages.jsonl"), lines.String()))
+		firstDelta(b, s, `{"op":"send","id":"w-long","session":"bench0","input":"hi"}`)
+	}
+	body, err := json.Marshal(func() map[string]any { m, _ := p.last(); return m }())
+	testkit.Must(b, err)
+	time.Sleep(2100 * time.Millisecond)
+	empty, same := firstByte(b, p.URL, nil, n), firstByte(b, p.URL, body, n)
+	syncs := syncRate(b, s.store, 300*time.Millisecond)
+	var through, toStart, toRequest time.Duration
+	cpu0 := processCPU(b, s.cmd.Process.Pid)
+	for i := range n {
+		t0 := time.Now()
+		start, delta := firstDelta(b, s, fmt.Sprintf(`{"op":"send","id":"d%d","session":"bench%d","input":"hi"}`, i, i%sessions))
+		through += delta.Sub(t0)
+		toStart += start.Sub(t0)
+		toRequest += time.Unix(0, asked.Load()).Sub(t0)
+	}
+	through /= time.Duration(n)
+	cpu := processCPU(b, s.cmd.Process.Pid) - cpu0
+	syncs = (syncs + syncRate(b, s.store, 300*time.Millisecond)) / 2
+	sync := time.Duration(float64(time.Second) / syncs)
+	added := through - same
+	b.ReportMetric(us(same), "µs/provider")
+	b.ReportMetric(us(empty), "µs/provider-empty")
+	b.ReportMetric(us(through), "µs/ctxfs")
+	b.ReportMetric(us(added), "µs-added")
+	b.ReportMetric(us(sync), "µs/fdatasync")
+	b.ReportMetric(float64(added)/float64(sync), "added/fdatasync")
+	b.ReportMetric(us(toStart/time.Duration(n)), "µs-to-start")
+	b.ReportMetric(us(toRequest/time.Duration(n)), "µs-to-request")
+	b.ReportMetric(us(cpu/time.Duration(n)), "server-CPU-µs/send")
+	reportJournal(b, s.store)
+}
+
+// firstByte is the mean time of n bare POSTs of body to the provider's
+// chat completions, each to the first byte of its reply's body.
+func firstByte(b *testing.B, provider string, body []byte, n int) time.Duration {
+	var took time.Duration
+	for range n {
+		t0 := time.Now()
+		resp, err := http.Post(provider+"/v1/chat/completions", "application/json", bytes.NewReader(body))
 		testkit.Must(b, err)
 		var one [1]byte
 		io.ReadFull(resp.Body, one[:])
+		took += time.Since(t0)
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-	})
-	through := perRun(n, func(i int) {
-		firstDelta(b, s, fmt.Sprintf(`{"op":"send","id":"d%d","session":"bench","input":"hi"}`, i))
-	})
-	b.ReportMetric(us(direct), "µs/provider")
-	b.ReportMetric(us(through), "µs/ctxfs")
-	b.ReportMetric(float64(through)/float64(direct), "ctxfs/provider")
-	b.ReportMetric(us(through-direct), "µs-added")
+	}
+	return took / time.Duration(n)
 }
 
-// firstDelta sends line to the assistant and returns once the first delta
-// arrives, then reads the rest so that the run ends before the next.
-func firstDelta(b *testing.B, s *server, line string) {
+// firstDelta sends line to the assistant and reads its frames to the end
+// (the run ends before the next); it returns when the start frame and
+// when the first delta came.
+func firstDelta(b *testing.B, s *server, line string) (start, delta time.Time) {
 	conn, err := net.Dial("unix", filepath.Join(s.root, "agent", "assistant.sock"))
 	testkit.Must(b, err)
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
 	conn.Write([]byte(line + "\n"))
 	sc := bufio.NewScanner(conn)
-	seen := false
 	for sc.Scan() {
+		at := time.Now()
 		var f frame
 		testkit.Must(b, json.Unmarshal(sc.Bytes(), &f))
+		if f["type"] == "start" {
+			start = at
+		}
 		if f["type"] == "delta" {
-			seen = true
+			delta = at
 			break
 		}
 	}
-	if !seen {
-		b.Fatalf("no delta: %v", sc.Err())
+	if start.IsZero() || delta.IsZero() {
+		b.Fatalf("no start or no delta: %v", sc.Err())
 	}
 	io.Copy(io.Discard, conn)
+	return start, delta
 }

@@ -205,10 +205,14 @@ func (rn *run) recordBatch(frames []*proto.Object, final bool, status string) {
 }
 
 // commit writes a batch durably as one unit, then hands its frames to the
-// readers, and empties it. A batch that cannot be recorded ends the run
-// (fail) and commit reports false.
+// readers, and empties it; the deltas before its first recorded frame
+// report no line and go first, not after the sync. A batch that cannot be
+// recorded ends the run (fail) and commit reports false.
 func (rn *run) commit(b *batch) bool {
 	s := rn.s
+	for ; len(b.push) > 0 && b.push[0].Str("type") == proto.FrameDelta; b.push = b.push[1:] {
+		rn.stream.Push(b.push[0])
+	}
 	if len(b.events) > 0 || len(b.msgs) > 0 {
 		if err := s.appendBoth(b.events, b.msgs); err != nil {
 			rn.fail(err)
@@ -258,12 +262,13 @@ func (rn *run) recordDeltaText() bool {
 }
 
 // fail ends a run whose frames could not be recorded (a full disk, an
-// unprovable log): the agent is stopped, nothing of the batch reaches a
-// reader, and the end is recorded as an error event with the errno, done
-// error and state error, then handed to the readers. When even that cannot
-// be recorded, readers get no frame at all (the stream ends without done)
-// and the session keeps the run to close, so that the log ends it at the
-// next chance (sess.closePending). Caller holds rn.mu.
+// unprovable log): the agent is stopped, nothing of the batch from its first
+// recorded frame on reaches a reader, and the end is recorded as an error
+// event with the errno, done error and state error, then handed to the
+// readers. When even that cannot be recorded, readers get no frame at all
+// (the stream ends without done) and the session keeps the run to close,
+// so that the log ends it at the next chance (sess.closePending). Caller
+// holds rn.mu.
 func (rn *run) fail(err error) {
 	rn.broken = err
 	rn.cancelRun()                         // damaged or full history is never built upon
