@@ -14,10 +14,11 @@
 # says which it was. As root: it makes a loop device and mounts.
 set -eu
 cd "$(dirname "$0")/.."
-# The default names BenchmarkDurableSends and BenchmarkAppend's fd and
-# open-close rows, anchored: BenchmarkClusterDurableSends is another
+# The default names BenchmarkDurableSends, BenchmarkAppend's fd and
+# open-close rows and BenchmarkFirstDelta (its aim is one fdatasync of the
+# store's filesystem), anchored: BenchmarkClusterDurableSends is another
 # benchmark (MooseFS), and its socket paths do not fit under this image.
-bench=${1:-'^Benchmark(DurableSends|Append)$/^(clients=|fd$|open-close$)'}
+bench=${1:-'^Benchmark(DurableSends|Append|FirstDelta)$/^(clients=|fd$|open-close$|short$|long$)'}
 bt=${2:-2s}
 base=$(mktemp -d "${TMPDIR:-/tmp}/ctxfs-bench-ext4.XXXXXX")
 img=$base/ext4.img
