@@ -23,8 +23,8 @@ func Export(w io.Writer, messages, events io.Reader, info Info) error {
 	if err != nil {
 		return err
 	}
-	m := newMapper(newLineReader(abi.FileEvents, events), enc.step)
-	if err := m.run(newLineReader(abi.FileMessages, messages)); err != nil {
+	m := newMapper(newLineReader(abi.FileEvents, events, parseEvent), enc.step)
+	if err := m.run(newLineReader(abi.FileMessages, messages, parseMessage)); err != nil {
 		return err
 	}
 	return enc.finish()

@@ -51,13 +51,22 @@ func integer(raw json.RawMessage) *int64 {
 	return &n
 }
 
-// parseLine decodes one line. A line that is not a JSON object cannot have
-// come through the mount (SPEC 6): the log is damaged, and exporting it
-// would hide that, so it is an error.
-func parseLine(b []byte) (*logLine, error) {
+// eventWire is what the mapping reads of an events.jsonl line: wireLine
+// without the text, input and content, which an event only copies from
+// messages.jsonl; the decoder skips them instead of copying them out.
+type eventWire struct {
+	Type, Run, TS, ID, Name, Arguments json.RawMessage
+	Model                              json.RawMessage `json:"model"`
+	InputTokens                        json.RawMessage `json:"input_tokens"`
+	OutputTokens                       json.RawMessage `json:"output_tokens"`
+	ThreadTotal                        json.RawMessage `json:"thread_total"`
+}
+
+// parseMessage decodes one messages.jsonl line (see decode).
+func parseMessage(b []byte) (*logLine, error) {
 	var w wireLine
-	if b[0] != '{' || json.Unmarshal(b, &w) != nil {
-		return nil, errors.New("not a JSON object")
+	if err := decode(b, &w); err != nil {
+		return nil, err
 	}
 	l := &logLine{
 		typ: str(w.Type), role: str(w.Role), run: str(w.Run), ts: str(w.TS),
@@ -66,32 +75,65 @@ func parseLine(b []byte) (*logLine, error) {
 		prompt: integer(w.InputTokens), completion: integer(w.OutputTokens),
 		threadTotal: string(w.ThreadTotal) == "true",
 	}
+	l.stamp()
+	return l, nil
+}
+
+// parseEvent decodes one events.jsonl line (see decode).
+func parseEvent(b []byte) (*logLine, error) {
+	var w eventWire
+	if err := decode(b, &w); err != nil {
+		return nil, err
+	}
+	l := &logLine{
+		typ: str(w.Type), run: str(w.Run), ts: str(w.TS), id: str(w.ID), model: str(w.Model),
+		rawID: w.ID, rawName: w.Name, arguments: w.Arguments,
+		prompt: integer(w.InputTokens), completion: integer(w.OutputTokens),
+		threadTotal: string(w.ThreadTotal) == "true",
+	}
+	l.stamp()
+	return l, nil
+}
+
+// decode reads a line into w. A line that is not a JSON object cannot
+// have come through the mount (SPEC 6): the log is damaged, and
+// exporting it would hide that, so it is an error.
+func decode(b []byte, w any) error {
+	if b[0] != '{' || json.Unmarshal(b, w) != nil {
+		return errors.New("not a JSON object")
+	}
+	return nil
+}
+
+// stamp parses the line's ts; one that is not RFC 3339 is dropped (the
+// step goes without a timestamp).
+func (l *logLine) stamp() {
 	// time.Parse also takes a comma before the fraction; RFC 3339 does not.
 	if t, err := time.Parse(time.RFC3339Nano, l.ts); err == nil && !strings.Contains(l.ts, ",") {
 		l.at = t
 	} else {
-		l.ts = "" // not RFC 3339: the step goes without a timestamp
+		l.ts = ""
 	}
-	return l, nil
 }
 
 // lineReader reads one log a line at a time, with one line of look-ahead.
 // Blank lines are skipped.
 type lineReader struct {
 	name   string // the log's file name, for errors
+	parse  func([]byte) (*logLine, error)
 	sc     *bufio.Scanner
 	no     int // number of the last line read
 	peeked *logLine
 }
 
-func newLineReader(name string, r io.Reader) *lineReader {
+func newLineReader(name string, r io.Reader, parse func([]byte) (*logLine, error)) *lineReader {
 	if r == nil {
 		r = bytes.NewReader(nil)
 	}
 	sc := bufio.NewScanner(r)
 	// A line holds at most abi.MaxLineBytes, plus its "\r\n" at worst.
 	sc.Buffer(make([]byte, 0, 64<<10), abi.MaxLineBytes+2)
-	return &lineReader{name: name, sc: sc}
+	return &lineReader{name: name, sc: sc, parse: parse}
 }
 
 // peek returns the next line without consuming it; nil at the end.
@@ -105,7 +147,7 @@ func (r *lineReader) peek() (*logLine, error) {
 		if len(b) == 0 {
 			continue
 		}
-		l, err := parseLine(b)
+		l, err := r.parse(b)
 		if err != nil {
 			return nil, r.errorf(r.no, "%v", err)
 		}
