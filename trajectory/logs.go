@@ -9,6 +9,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -117,13 +118,32 @@ func (l *logLine) stamp() {
 }
 
 // lineReader reads one log a line at a time, with one line of look-ahead.
-// Blank lines are skipped.
+// Blank lines are skipped. The lines are read and decoded ahead, in a
+// goroutine of their own (lineSource), a bounded batch at a time: the two
+// logs are decoded beside the mapping, on the machine's other cores
+// (docs/benchmarks.md#trajectory). What it holds is the batch being
+// read, one waiting and the one being used: at most about three times
+// batchBytes plus a line each.
 type lineReader struct {
-	name   string // the log's file name, for errors
-	parse  func([]byte) (*logLine, error)
-	sc     *bufio.Scanner
-	no     int // number of the last line read
-	peeked *logLine
+	batches <-chan batch
+	cur     []*logLine // the batch being used
+	end     bool       // the last batch came
+	err     error      // what ended the log: nil at its end
+	stop    func()     // ends the reading ahead and waits for it
+}
+
+// Batches of lines read ahead: this many lines, or bytes of them, a batch.
+const (
+	batchLines = 256
+	batchBytes = 256 << 10
+)
+
+// batch is lines read ahead, in order; last says the log ends after them,
+// with err (nil at its end).
+type batch struct {
+	lines []*logLine
+	last  bool
+	err   error
 }
 
 func newLineReader(name string, r io.Reader, parse func([]byte) (*logLine, error)) *lineReader {
@@ -133,45 +153,99 @@ func newLineReader(name string, r io.Reader, parse func([]byte) (*logLine, error
 	sc := bufio.NewScanner(r)
 	// A line holds at most abi.MaxLineBytes, plus its "\r\n" at worst.
 	sc.Buffer(make([]byte, 0, 64<<10), abi.MaxLineBytes+2)
-	return &lineReader{name: name, sc: sc, parse: parse}
+	src := &lineSource{name: name, sc: sc, parse: parse}
+	batches := make(chan batch, 1)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		src.run(batches, done)
+	}()
+	var once sync.Once
+	return &lineReader{batches: batches, stop: func() { once.Do(func() { close(done); wg.Wait() }) }}
 }
 
 // peek returns the next line without consuming it; nil at the end.
 func (r *lineReader) peek() (*logLine, error) {
-	if r.peeked != nil {
-		return r.peeked, nil
-	}
-	for r.sc.Scan() {
-		r.no++
-		b := bytes.TrimSpace(r.sc.Bytes())
-		if len(b) == 0 {
-			continue
+	for len(r.cur) == 0 {
+		if r.end {
+			return nil, r.err
 		}
-		l, err := r.parse(b)
-		if err != nil {
-			return nil, r.errorf(r.no, "%v", err)
-		}
-		r.peeked = l
-		return l, nil
+		b := <-r.batches
+		r.cur, r.end, r.err = b.lines, b.last, b.err
 	}
-	if err := r.sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, r.errorf(r.no+1, "longer than %d bytes", abi.MaxLineBytes)
-		}
-		return nil, err
-	}
-	return nil, nil
+	return r.cur[0], nil
 }
 
 // next consumes and returns the next line; nil at the end.
 func (r *lineReader) next() (*logLine, error) {
 	l, err := r.peek()
-	r.peeked = nil
+	if l != nil {
+		r.cur[0] = nil // let it go with its step
+		r.cur = r.cur[1:]
+	}
 	return l, err
+}
+
+// lineSource reads and decodes one log's lines, in order, for a
+// lineReader.
+type lineSource struct {
+	name  string // the log's file name, for errors
+	parse func([]byte) (*logLine, error)
+	sc    *bufio.Scanner
+	no    int // number of the last line read
+}
+
+// run sends the log's lines in batches until its end or an error (in the
+// last batch), or until done is closed.
+func (s *lineSource) run(out chan<- batch, done <-chan struct{}) {
+	var b batch
+	size := 0
+	for !b.last {
+		l, n, err := s.line()
+		if l != nil {
+			b.lines = append(b.lines, l)
+			size += n
+		}
+		b.last, b.err = l == nil, err
+		if b.last || len(b.lines) == batchLines || size >= batchBytes {
+			select {
+			case out <- b:
+			case <-done:
+				return
+			}
+			b, size = batch{last: b.last}, 0
+		}
+	}
+}
+
+// line reads and decodes the next line that is not blank, and says its
+// length; nil at the end.
+func (s *lineSource) line() (*logLine, int, error) {
+	for s.sc.Scan() {
+		s.no++
+		b := bytes.TrimSpace(s.sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		l, err := s.parse(b)
+		if err != nil {
+			return nil, 0, s.errorf(s.no, "%v", err)
+		}
+		return l, len(b), nil
+	}
+	if err := s.sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, 0, s.errorf(s.no+1, "longer than %d bytes", abi.MaxLineBytes)
+		}
+		return nil, 0, err
+	}
+	return nil, 0, nil
 }
 
 // errorf reports damage at line no of the log: EIO, as for an unprovable
 // log (SPEC 15).
-func (r *lineReader) errorf(no int, format string, args ...any) error {
-	return abi.Errorf(syscall.EIO, "", "%s line %d: %s", r.name, no, fmt.Sprintf(format, args...))
+func (s *lineSource) errorf(no int, format string, args ...any) error {
+	return abi.Errorf(syscall.EIO, "", "%s line %d: %s", s.name, no, fmt.Sprintf(format, args...))
 }
