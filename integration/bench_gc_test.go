@@ -1,9 +1,11 @@
 package integration
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +21,10 @@ import (
 // each through the mount), side by side with listing the same directory
 // natively (the floor any gc pays). The preview writes nothing, so it is
 // timed five times, each right after a native readdir; the medians give
-// the ratio, and the spread is reported beside it.
+// the ratio, and the spread is reported beside it. ms-server-answer is
+// the server's part: one archivable request for all of them, answered to
+// the benchmark itself; ms-readdir-mount the listing ctx reads, through
+// the mount.
 func BenchmarkGC(b *testing.B) {
 	const n, rounds = 10000, 5
 	s := benchServer(b)
@@ -28,7 +33,13 @@ func BenchmarkGC(b *testing.B) {
 	container := filepath.Join(s.store, "home/0/agent/coder/session")
 	makeSessions(b, container, n)
 	s.start()
-	var native, preview []time.Duration
+	names := make([]string, n)
+	for i := range names {
+		names[i] = "old-" + strconv.Itoa(i)
+	}
+	askAll, err := json.Marshal(map[string]any{"op": "archivable", "sessions": names})
+	testkit.Must(b, err)
+	var native, preview, server, mount []time.Duration
 	for range rounds {
 		t0 := time.Now()
 		ents, err := os.ReadDir(container)
@@ -43,6 +54,16 @@ func BenchmarkGC(b *testing.B) {
 		if code != 0 || strings.Count(out, "\narchive ") != n {
 			b.Fatalf("preview: exit %d, %d lines\n%s", code, strings.Count(out, "\n"), lastLines(out, 5))
 		}
+		t0 = time.Now() // the client's listing, through the mount
+		ents, err = os.ReadDir(s.mnt("home/0/agent/coder/session"))
+		testkit.Must(b, err)
+		mount = append(mount, time.Since(t0))
+		t0 = time.Now() // the server's part: its answer to the one request, without ctx
+		frames := s.mustRequest("coder", string(askAll))
+		server = append(server, time.Since(t0))
+		if last := frames[len(frames)-1]; last["type"] != "checked" || last["sessions"] != float64(n) {
+			b.Fatalf("archivable: %d frames, the last %v", len(frames), last)
+		}
 	}
 	t0 := time.Now()
 	out, code := s.ctx(b, "agent", "session", "gc", "coder", "--pattern", "old-*", "--yes")
@@ -52,11 +73,15 @@ func BenchmarkGC(b *testing.B) {
 	}
 	slices.Sort(native)
 	slices.Sort(preview)
+	slices.Sort(server)
+	slices.Sort(mount)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	b.ReportMetric(ms(preview[rounds/2]), "ms-preview")
 	b.ReportMetric(ms(preview[0]), "ms-preview-min")
 	b.ReportMetric(ms(preview[rounds-1]), "ms-preview-max")
 	b.ReportMetric(ms(native[rounds/2]), "ms-readdir")
+	b.ReportMetric(ms(server[rounds/2]), "ms-server-answer")
+	b.ReportMetric(ms(mount[rounds/2]), "ms-readdir-mount")
 	b.ReportMetric(ms(apply), "ms-apply")
 	b.ReportMetric(float64(apply.Microseconds())/n, "µs/archive")
 	b.ReportMetric(float64(preview[rounds/2])/float64(native[rounds/2]), "preview/readdir")

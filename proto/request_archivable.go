@@ -7,15 +7,17 @@ import (
 )
 
 // OpArchivable is gc's preview in one request (SPEC 12; ctx agent session
-// gc): "sessions" names the candidates, and the answer is one frame for
-// each, in the order given (FrameArchivable, or FrameKept with the errno
-// and reason an archive would be refused with now), then one
-// FrameChecked. Nothing is written.
+// gc): "sessions" names the candidates, and the answer says what of each,
+// in the order given: the sessions that would be archived now in
+// FrameArchivable frames ("sessions": a list of consecutive ones), each
+// other one in a FrameKept frame of its own (the errno and reason an
+// archive would be refused with now), then one FrameChecked. Nothing is
+// written.
 const OpArchivable = "archivable"
 
 // Frames of op archivable.
 const (
-	FrameArchivable = "archivable" // the session would be archived now
+	FrameArchivable = "archivable" // "sessions": the next ones of the list, which would be archived now
 	FrameKept       = "kept"       // it would not: code (EBUSY for a protection, …) and message
 	FrameChecked    = "checked"    // the last frame: "sessions", how many were checked
 )

@@ -23,44 +23,74 @@ import (
 )
 
 // FrameRoom is how many frames the checks get ahead of their reader
-// before they wait: what a reader that does not read holds of the server
-// is this and the request's names, whatever their number.
+// before they wait: a reader that does not read holds of the server this
+// many frames, which name no more than the request's own names.
 const FrameRoom = 64
+
+// maxGroup is how many sessions one archivable frame names: the
+// sessions that would be archived come together in a frame, in order, so
+// that ten thousand of them are a few dozen frames for the client to
+// read, not ten thousand (docs/benchmarks.md#gc-preview).
+const maxGroup = 256
 
 // Answer checks each of names, sessions of ct, with check (nil: it would
 // be archived now; else why not) in a goroutine of its own, and returns
-// the reply that streams the outcomes in the order of names, then the
-// checked frame. Closing the reply stops the checks.
+// the reply that streams the outcomes in the order of names: the
+// sessions that would be archived in archivable frames of at most
+// maxGroup, each other one in a kept frame of its own where it comes,
+// then the checked frame. Closing the reply stops the checks.
 func Answer(ct layout.Container, names []string, check func(layout.Ref) error) *reply.Reply {
 	frames := make(chan *proto.Object, FrameRoom)
 	ctx, stop := context.WithCancel(context.Background())
 	go func() {
 		defer close(frames)
+		a := &answer{ctx: ctx, frames: frames}
 		for _, name := range names {
-			f := outcome(name, check(layout.Ref{Container: ct, Name: name}))
-			if !send(ctx, frames, f) {
+			if !a.add(name, check(layout.Ref{Container: ct, Name: name})) {
 				return
 			}
 		}
-		send(ctx, frames, proto.NewObject("type", proto.FrameChecked, "sessions", len(names)))
+		if a.flush() {
+			a.send(proto.NewObject("type", proto.FrameChecked, "sessions", len(names)))
+		}
 	}()
 	return reply.FromChannel(frames, stop)
 }
 
-// outcome is the frame that says what check said of the session name.
-func outcome(name string, err error) *proto.Object {
+// answer is an answer being sent: the sessions that would be archived
+// and are not sent yet.
+type answer struct {
+	ctx    context.Context
+	frames chan<- *proto.Object
+	group  []string
+}
+
+// add takes what check said of the session name; false once the reader
+// left.
+func (a *answer) add(name string, err error) bool {
 	if err == nil {
-		return proto.NewObject("type", proto.FrameArchivable, "session", name)
+		a.group = append(a.group, name)
+		return len(a.group) < maxGroup || a.flush()
 	}
-	return proto.NewObject("type", proto.FrameKept, "session", name, "code", abi.ErrnoName(abi.Errno(err)), "message", err.Error())
+	return a.flush() && a.send(proto.NewObject("type", proto.FrameKept, "session", name, "code", abi.ErrnoName(abi.Errno(err)), "message", err.Error()))
+}
+
+// flush sends the group, if any; false once the reader left.
+func (a *answer) flush() bool {
+	if len(a.group) == 0 {
+		return true
+	}
+	f := proto.NewObject("type", proto.FrameArchivable, "sessions", a.group)
+	a.group = nil
+	return a.send(f)
 }
 
 // send hands f to the reader; false once the reader left.
-func send(ctx context.Context, frames chan<- *proto.Object, f *proto.Object) bool {
+func (a *answer) send(f *proto.Object) bool {
 	select {
-	case frames <- f:
+	case a.frames <- f:
 		return true
-	case <-ctx.Done():
+	case <-a.ctx.Done():
 		return false
 	}
 }

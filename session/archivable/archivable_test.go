@@ -16,9 +16,10 @@ import (
 
 var coder = layout.Container{Home: "home/1001", Kind: abi.KindAgent, Owner: "coder"}
 
-// TestAnswerInOrder: a frame per name in the order given, each saying
-// what the check said (its errno and reason), the check asked about the
-// container's session of that name, then the checked frame.
+// TestAnswerInOrder: the outcomes in the order of the names, those to
+// archive grouped between the others (each with its errno and reason),
+// the check asked about the container's session of each name, then the
+// checked frame.
 func TestAnswerInOrder(t *testing.T) {
 	check := func(r layout.Ref) error {
 		if r.Container != coder {
@@ -32,7 +33,7 @@ func TestAnswerInOrder(t *testing.T) {
 		}
 		return nil
 	}
-	rep := Answer(coder, []string{"b", "cur", "a", "gone"}, check)
+	rep := Answer(coder, []string{"b", "c", "cur", "a", "gone", "d"}, check)
 	defer rep.Close()
 	var got []string
 	for {
@@ -46,11 +47,12 @@ func TestAnswerInOrder(t *testing.T) {
 		got = append(got, string(f.Line()))
 	}
 	want := []string{
-		`{"type":"archivable","session":"b"}`,
+		`{"type":"archivable","sessions":["b","c"]}`,
 		`{"type":"kept","session":"cur","code":"EBUSY","message":"archive: EBUSY: session cur is the current session"}`,
-		`{"type":"archivable","session":"a"}`,
+		`{"type":"archivable","sessions":["a"]}`,
 		`{"type":"kept","session":"gone","code":"ENOENT","message":"session: ENOENT: no such session"}`,
-		`{"type":"checked","sessions":4}`,
+		`{"type":"archivable","sessions":["d"]}`,
+		`{"type":"checked","sessions":6}`,
 	}
 	if fmt.Sprint(got) != fmt.Sprint(addNewlines(want)) {
 		t.Fatalf("frames\n%q\nwant\n%q", got, want)
@@ -67,7 +69,8 @@ func addNewlines(lines []string) []string {
 
 // TestAnswerBoundedAhead: a reader that reads nothing holds the checks
 // at FrameRoom frames ahead (the rest of the names are not checked), and
-// closing the reply ends them.
+// closing the reply ends them. Every other session is kept, so that each
+// makes a frame.
 func TestAnswerBoundedAhead(t *testing.T) {
 	names := make([]string, 10*FrameRoom)
 	for i := range names {
@@ -76,13 +79,17 @@ func TestAnswerBoundedAhead(t *testing.T) {
 	var checks atomic.Int64
 	done := make(chan struct{})
 	rep := Answer(coder, names, func(r layout.Ref) error {
-		if checks.Add(1) == int64(len(names)) {
+		n := checks.Add(1)
+		if n == int64(len(names)) {
 			close(done)
+		}
+		if n%2 == 0 {
+			return abi.Errorf(syscall.EBUSY, "archive", "busy")
 		}
 		return nil
 	})
 	time.Sleep(200 * time.Millisecond) // time enough to run ahead, were it unbounded
-	if n := checks.Load(); n > FrameRoom+1 {
+	if n := checks.Load(); n > 2*FrameRoom+2 {
 		t.Fatalf("%d sessions checked for a reader that read nothing (room %d)", n, FrameRoom)
 	}
 	f, err := rep.Next(context.Background())
@@ -91,7 +98,7 @@ func TestAnswerBoundedAhead(t *testing.T) {
 	}
 	rep.Close()
 	time.Sleep(100 * time.Millisecond)
-	if n := checks.Load(); n > FrameRoom+3 {
+	if n := checks.Load(); n > 2*FrameRoom+6 {
 		t.Fatalf("%d sessions checked after the reader left", n)
 	}
 	select {

@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -27,7 +28,7 @@ func (j *gcJob) archivable(names []string, prog *clienv.Progress, each func(name
 	checked := 0
 	for len(names) > 0 {
 		n := fitting(names)
-		a := &archivableAnswer{take: each, prog: prog, checked: &checked}
+		a := &archivableAnswer{asked: n, take: each, prog: prog, checked: &checked}
 		if err := j.askArchivable(names[:n], a); err != nil {
 			return err
 		}
@@ -74,6 +75,7 @@ func (j *gcJob) askArchivable(names []string, a *archivableAnswer) error {
 
 // archivableAnswer reads the frames of one archivable answer.
 type archivableAnswer struct {
+	asked   int // names in the request
 	take    func(string)
 	prog    *clienv.Progress
 	checked *int  // sessions answered, this request's and those before
@@ -87,8 +89,15 @@ func (a *archivableAnswer) frame(f client.Frame) {
 	}
 	switch f.Type() {
 	case proto.FrameArchivable:
-		a.take(f.Obj.Str("session"))
-		a.answered()
+		var names []string
+		if err := json.Unmarshal(f.Obj.Raw("sessions"), &names); err != nil {
+			a.unexpected(f)
+			return
+		}
+		for _, n := range names {
+			a.take(n)
+			a.answered()
+		}
 	case proto.FrameKept:
 		a.answered()
 		if se := client.FrameError(f.Obj); se.Errno() != syscall.EBUSY {
@@ -96,11 +105,19 @@ func (a *archivableAnswer) frame(f client.Frame) {
 		}
 	case proto.FrameChecked:
 		a.ended = true
+		if n, err := strconv.Atoi(string(f.Obj.Raw("sessions"))); err != nil || n != a.asked {
+			a.unexpected(f)
+		}
 	case proto.FrameError:
 		a.err = client.FrameError(f.Obj)
 	default:
-		a.err = abi.Errorf(syscall.EIO, "", "the server answered archivable with %q", clienv.FirstLine(string(f.Line), 80))
+		a.unexpected(f)
 	}
+}
+
+// unexpected ends the answer at a frame it cannot read: EIO.
+func (a *archivableAnswer) unexpected(f client.Frame) {
+	a.err = abi.Errorf(syscall.EIO, "", "the server answered archivable with %q", clienv.FirstLine(string(f.Line), 80))
 }
 
 func (a *archivableAnswer) answered() {
