@@ -134,25 +134,19 @@ func GC(e *clienv.Env, p *clienv.Parsed) int {
 // candidate as the server's answer about it comes. A gc that fails
 // before its first candidate prints no header, only its error.
 func preview(e *clienv.Env, job *gcJob, sel *selection, verb string, asJSON bool) int {
-	out, flush := linesOut(e.Stdout)
-	lines := *e // the lines go out buffered (linesOut); errors as they come
-	lines.Stdout = out
 	header := sync.OnceFunc(func() {
 		if !asJSON { // JSON lines carry dry_run instead
-			fmt.Fprintf(out, "ctx: dry-run%s; pass --yes to %s\n", sel.named(), verb)
+			fmt.Fprintf(e.Stdout, "ctx: dry-run%s; pass --yes to %s\n", sel.named(), verb)
 		}
 	})
 	err := sel.candidates(job, func(n string) {
 		header()
-		gcOutcome{Session: n, Action: verb, DryRun: true}.report(&lines, asJSON, nil)
+		gcOutcome{Session: n, Action: verb, DryRun: true}.report(e, asJSON, nil)
 	})
-	if err == nil {
-		header()
-	}
-	flush()
 	if err != nil {
 		return clienv.Fail(e, "gc", err, clienv.ExitFailed)
 	}
+	header()
 	return clienv.ExitOK
 }
 
