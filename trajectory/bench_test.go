@@ -61,7 +61,10 @@ func writeSession(t testing.TB, dir string, n int) (messages, events string) {
 }
 
 // exportFiles exports the two files to io.Discard, as ctx reads them.
-func exportFiles(messages, events string) error {
+func exportFiles(messages, events string) error { return exportTo(io.Discard, messages, events) }
+
+// exportTo exports the two files to w.
+func exportTo(w io.Writer, messages, events string) error {
 	m, err := os.Open(messages)
 	if err != nil {
 		return err
@@ -72,7 +75,7 @@ func exportFiles(messages, events string) error {
 		return err
 	}
 	defer e.Close()
-	return Export(io.Discard, m, e, testInfo)
+	return Export(w, m, e, testInfo)
 }
 
 // copyFiles is the yardstick: a plain io.Copy of both files.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"os"
 	"testing"
 )
 
@@ -25,18 +24,8 @@ func TestLargeSessionUnchanged(t *testing.T) {
 		t.Skip("short")
 	}
 	messages, events := writeSession(t, t.TempDir(), 100_000)
-	m, err := os.Open(messages)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	e, err := os.Open(events)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
 	var out bytes.Buffer
-	if err := Export(&out, m, e, testInfo); err != nil {
+	if err := exportTo(&out, messages, events); err != nil {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(out.Bytes())
