@@ -12,12 +12,11 @@ import (
 func (m *mapper) assistant(l *logLine) error {
 	rs := m.state(l.run)
 	s := newStep(SourceAgent, l.run, l.ts)
-	parts := proto.ContentParts(l.content) // read once, for the text and the calls
-	s.Message = partsText(l.content, parts)
+	s.Message = l.text
 	if err := m.open(s, rs); err != nil {
 		return err
 	}
-	for _, p := range parts {
+	for _, p := range l.parts {
 		if p.Type != "tool_call" {
 			continue
 		}
@@ -46,7 +45,7 @@ func (m *mapper) toolCallFrame(e *logLine) {
 // holds the call of the same run and id, placing that call first if it was
 // waiting. A result with no such call is dropped.
 func (m *mapper) toolMessage(l *logLine) error {
-	for _, p := range proto.ContentParts(l.content) {
+	for _, p := range l.parts {
 		if p.Type != "tool_result" {
 			continue
 		}

@@ -25,8 +25,13 @@ type logLine struct {
 	ts                                    string    // as recorded
 	at                                    time.Time // ts parsed; zero when it does not parse
 	rawID, rawName, arguments, content    json.RawMessage
-	prompt, completion                    *int64
-	threadTotal                           bool // usage of a CLI's whole thread so far (proto.ThreadUsage)
+	// Of a message line: its text (messageText) and its content's parts
+	// (proto.ContentParts) for an assistant or tool message, read with
+	// the line, ahead of the mapping (lineReader).
+	text               string
+	parts              []proto.Part
+	prompt, completion *int64
+	threadTotal        bool // usage of a CLI's whole thread so far (proto.ThreadUsage)
 }
 
 // wireLine is the JSON shape both logs share (SPEC section 6): the fields
@@ -77,6 +82,15 @@ func parseMessage(b []byte) (*logLine, error) {
 		threadTotal: string(w.ThreadTotal) == "true",
 	}
 	l.stamp()
+	switch l.role {
+	case "user", "system":
+		l.text = messageText(l.content)
+	case "assistant":
+		l.parts = proto.ContentParts(l.content) // read once, for the text and the calls
+		l.text = partsText(l.content, l.parts)
+	case "tool":
+		l.parts = proto.ContentParts(l.content)
+	}
 	return l, nil
 }
 
