@@ -40,16 +40,17 @@ type Request struct {
 	Space        string
 	Cwd          string // "" when not given
 	Input        string
-	After        string // resume: run id, "" when not given
-	Query        string // search: the text to find
-	Delete       bool   // archive: delete instead
-	DryRun       bool   // archive: only say whether it would be taken
-	Run          string // approve, answer: the run of the waiting call; restore: the run to undo
-	Decision     string // approve
-	Reason       string // approve, optional
-	Text         string // answer
-	Version      int64  // restore: the version to put back, 0 when a run is named
-	Path         string // restore: only this file, "" for all
+	After        string   // resume: run id, "" when not given
+	Query        string   // search: the text to find
+	Delete       bool     // archive: delete instead
+	DryRun       bool     // archive: only say whether it would be taken
+	Sessions     []string // archivable: the sessions to check, in order
+	Run          string   // approve, answer: the run of the waiting call; restore: the run to undo
+	Decision     string   // approve
+	Reason       string   // approve, optional
+	Text         string   // answer
+	Version      int64    // restore: the version to put back, 0 when a run is named
+	Path         string   // restore: only this file, "" for all
 	// Parent is the run that starts this send as its child (agent.create,
 	// SPEC 18): set by the engine alone, never read from a request line.
 	Parent string
@@ -72,6 +73,7 @@ type wireRequest struct {
 	Delete  *bool   `json:"delete"`
 	DryRun  *bool   `json:"dry_run"`
 	decideFields
+	archivableFields
 }
 
 // CheckRequestLength is the one bound of a request line still arriving,
@@ -140,6 +142,8 @@ func ParseRequest(line []byte) (*Request, error) {
 		}
 		r.Delete = w.Delete != nil && *w.Delete
 		r.DryRun = w.DryRun != nil && *w.DryRun
+	case OpArchivable:
+		return r, r.checkArchivable(w)
 	case OpResume:
 		if w.After != nil && !abi.IsRunID(r.After) {
 			return nil, abi.Errorf(syscall.EINVAL, "", "after %q is not a run id", r.After)

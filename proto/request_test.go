@@ -121,6 +121,8 @@ func FuzzParseRequest(f *testing.F) {
 			if r.Query == "" || len(r.Query) > MaxQueryBytes || strings.ContainsRune(r.Query, 0) || r.Scope == "temp" {
 				t.Fatalf("accepted bad search %+v", r)
 			}
+		case OpArchivable:
+			checkArchivableAccepted(t, r)
 		case OpCancel, OpStatus, OpResume, OpPing:
 		default:
 			t.Fatalf("accepted op %q", r.Op)

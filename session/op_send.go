@@ -14,6 +14,7 @@ import (
 	"github.com/ctxfs/ctxfs/internal/gopool"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/archivable"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/reply"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
@@ -390,6 +391,8 @@ func (e *Engine) dispatch(c layout.Caller, loc *location, req *proto.Request) (*
 		return e.search(c, loc, req)
 	case proto.OpArchive:
 		return e.archiveOp(loc, req)
+	case proto.OpArchivable: // gc's preview: every candidate by checkArchive
+		return archivable.Answer(loc.ref.Container, req.Sessions, e.checkArchive), nil
 	case proto.OpApprove, proto.OpAnswer:
 		return e.decide(c, loc, req)
 	case proto.OpPending:

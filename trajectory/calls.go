@@ -12,11 +12,11 @@ import (
 func (m *mapper) assistant(l *logLine) error {
 	rs := m.state(l.run)
 	s := newStep(SourceAgent, l.run, l.ts)
-	s.Message = messageText(l.content)
+	s.Message = l.text
 	if err := m.open(s, rs); err != nil {
 		return err
 	}
-	for _, p := range proto.ContentParts(l.content) {
+	for _, p := range l.parts {
 		if p.Type != "tool_call" {
 			continue
 		}
@@ -45,7 +45,7 @@ func (m *mapper) toolCallFrame(e *logLine) {
 // holds the call of the same run and id, placing that call first if it was
 // waiting. A result with no such call is dropped.
 func (m *mapper) toolMessage(l *logLine) error {
-	for _, p := range proto.ContentParts(l.content) {
+	for _, p := range l.parts {
 		if p.Type != "tool_result" {
 			continue
 		}
@@ -138,6 +138,16 @@ func (m *mapper) endRun(run string) error {
 func messageText(raw json.RawMessage) string {
 	if proto.HasTextShape(raw) {
 		return proto.ContentText(raw)
+	}
+	return compactJSON(raw)
+}
+
+// partsText is messageText of raw whose parts were read already
+// (proto.ContentParts): the same text (a string content is its one text
+// part), without reading the content again.
+func partsText(raw json.RawMessage, parts []proto.Part) string {
+	if proto.HasTextShape(raw) {
+		return proto.PartsText(parts)
 	}
 	return compactJSON(raw)
 }

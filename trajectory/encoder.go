@@ -23,6 +23,7 @@ type Info struct {
 type encoder struct {
 	w       *bufio.Writer
 	sch     *schemas
+	shapes  *shapes // of the steps validated in full
 	info    Info
 	n       int    // steps written
 	head    []byte // the document up to the steps
@@ -32,7 +33,7 @@ type encoder struct {
 }
 
 func newEncoder(w io.Writer, sch *schemas, info Info) (*encoder, error) {
-	e := &encoder{w: bufio.NewWriterSize(w, 64<<10), sch: sch, info: info}
+	e := &encoder{w: bufio.NewWriterSize(w, 64<<10), sch: sch, shapes: newShapes(sch), info: info}
 	head := struct {
 		SchemaVersion string `json:"schema_version"`
 		SessionID     string `json:"session_id"`
@@ -60,7 +61,8 @@ func marshal(v any) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-// step numbers s, validates it and writes it on a line of its own.
+// step numbers s, validates it (by its shape when one like it validated
+// before: shape.go) and writes it on a line of its own.
 func (e *encoder) step(s *Step) error {
 	e.n++
 	s.StepID = e.n
@@ -68,8 +70,11 @@ func (e *encoder) step(s *Step) error {
 	if err != nil {
 		return err
 	}
-	if err := validate(e.sch.step, b, fmt.Sprintf("step %d", s.StepID), stepRule(s.StepID)); err != nil {
-		return err
+	if ok, shape := e.shapes.vouch(s, e.n); !ok {
+		if err := validate(e.sch.step, b, fmt.Sprintf("step %d", s.StepID), stepRule(s.StepID)); err != nil {
+			return err
+		}
+		e.shapes.learn(shape)
 	}
 	if e.n == 1 {
 		e.first = b

@@ -7,7 +7,8 @@ import (
 )
 
 // Export writes the session whose logs are messages and events (nil: none)
-// to w as one ATIF document. It reads each log once, a line at a time.
+// to w as one ATIF document. It reads each log once, a line at a time,
+// and is done with both readers when it returns.
 //
 // On error w may hold part of a document: a caller that must print only a
 // valid document buffers w and discards it on error. The errors are an
@@ -23,8 +24,12 @@ func Export(w io.Writer, messages, events io.Reader, info Info) error {
 	if err != nil {
 		return err
 	}
-	m := newMapper(newLineReader(abi.FileEvents, events), enc.step)
-	if err := m.run(newLineReader(abi.FileMessages, messages)); err != nil {
+	evs := newLineReader(abi.FileEvents, events, parseEvent)
+	defer evs.stop()
+	msgs := newLineReader(abi.FileMessages, messages, parseMessage)
+	defer msgs.stop()
+	m := newMapper(evs, enc.step)
+	if err := m.run(msgs); err != nil {
 		return err
 	}
 	return enc.finish()

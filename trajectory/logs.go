@@ -9,6 +9,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -24,8 +25,13 @@ type logLine struct {
 	ts                                    string    // as recorded
 	at                                    time.Time // ts parsed; zero when it does not parse
 	rawID, rawName, arguments, content    json.RawMessage
-	prompt, completion                    *int64
-	threadTotal                           bool // usage of a CLI's whole thread so far (proto.ThreadUsage)
+	// Of a message line: its text (messageText) and its content's parts
+	// (proto.ContentParts) for an assistant or tool message, read with
+	// the line, ahead of the mapping (lineReader).
+	text               string
+	parts              []proto.Part
+	prompt, completion *int64
+	threadTotal        bool // usage of a CLI's whole thread so far (proto.ThreadUsage)
 }
 
 // wireLine is the JSON shape both logs share (SPEC section 6): the fields
@@ -51,13 +57,22 @@ func integer(raw json.RawMessage) *int64 {
 	return &n
 }
 
-// parseLine decodes one line. A line that is not a JSON object cannot have
-// come through the mount (SPEC 6): the log is damaged, and exporting it
-// would hide that, so it is an error.
-func parseLine(b []byte) (*logLine, error) {
+// eventWire is what the mapping reads of an events.jsonl line: wireLine
+// without the text, input and content, which an event only copies from
+// messages.jsonl; the decoder skips them instead of copying them out.
+type eventWire struct {
+	Type, Run, TS, ID, Name, Arguments json.RawMessage
+	Model                              json.RawMessage `json:"model"`
+	InputTokens                        json.RawMessage `json:"input_tokens"`
+	OutputTokens                       json.RawMessage `json:"output_tokens"`
+	ThreadTotal                        json.RawMessage `json:"thread_total"`
+}
+
+// parseMessage decodes one messages.jsonl line (see decode).
+func parseMessage(b []byte) (*logLine, error) {
 	var w wireLine
-	if b[0] != '{' || json.Unmarshal(b, &w) != nil {
-		return nil, errors.New("not a JSON object")
+	if err := decode(b, &w); err != nil {
+		return nil, err
 	}
 	l := &logLine{
 		typ: str(w.Type), role: str(w.Role), run: str(w.Run), ts: str(w.TS),
@@ -66,70 +81,185 @@ func parseLine(b []byte) (*logLine, error) {
 		prompt: integer(w.InputTokens), completion: integer(w.OutputTokens),
 		threadTotal: string(w.ThreadTotal) == "true",
 	}
-	// time.Parse also takes a comma before the fraction; RFC 3339 does not.
-	if t, err := time.Parse(time.RFC3339Nano, l.ts); err == nil && !strings.Contains(l.ts, ",") {
-		l.at = t
-	} else {
-		l.ts = "" // not RFC 3339: the step goes without a timestamp
+	l.stamp()
+	switch l.role {
+	case "user", "system":
+		l.text = messageText(l.content)
+	case "assistant":
+		l.parts = proto.ContentParts(l.content) // read once, for the text and the calls
+		l.text = partsText(l.content, l.parts)
+	case "tool":
+		l.parts = proto.ContentParts(l.content)
 	}
 	return l, nil
 }
 
-// lineReader reads one log a line at a time, with one line of look-ahead.
-// Blank lines are skipped.
-type lineReader struct {
-	name   string // the log's file name, for errors
-	sc     *bufio.Scanner
-	no     int // number of the last line read
-	peeked *logLine
+// parseEvent decodes one events.jsonl line (see decode).
+func parseEvent(b []byte) (*logLine, error) {
+	var w eventWire
+	if err := decode(b, &w); err != nil {
+		return nil, err
+	}
+	l := &logLine{
+		typ: str(w.Type), run: str(w.Run), ts: str(w.TS), id: str(w.ID), model: str(w.Model),
+		rawID: w.ID, rawName: w.Name, arguments: w.Arguments,
+		prompt: integer(w.InputTokens), completion: integer(w.OutputTokens),
+		threadTotal: string(w.ThreadTotal) == "true",
+	}
+	l.stamp()
+	return l, nil
 }
 
-func newLineReader(name string, r io.Reader) *lineReader {
+// decode reads a line into w. A line that is not a JSON object cannot
+// have come through the mount (SPEC 6): the log is damaged, and
+// exporting it would hide that, so it is an error.
+func decode(b []byte, w any) error {
+	if b[0] != '{' || json.Unmarshal(b, w) != nil {
+		return errors.New("not a JSON object")
+	}
+	return nil
+}
+
+// stamp parses the line's ts; one that is not RFC 3339 is dropped (the
+// step goes without a timestamp).
+func (l *logLine) stamp() {
+	// time.Parse also takes a comma before the fraction; RFC 3339 does not.
+	if t, err := time.Parse(time.RFC3339Nano, l.ts); err == nil && !strings.Contains(l.ts, ",") {
+		l.at = t
+	} else {
+		l.ts = ""
+	}
+}
+
+// lineReader reads one log a line at a time, with one line of look-ahead.
+// Blank lines are skipped. The lines are read and decoded ahead, in a
+// goroutine of their own (lineSource), a bounded batch at a time: the two
+// logs are decoded beside the mapping, on the machine's other cores
+// (docs/benchmarks.md#trajectory). What it holds is the batch being
+// read, one waiting and the one being used: at most about three times
+// batchBytes plus a line each.
+type lineReader struct {
+	batches <-chan batch
+	cur     []*logLine // the batch being used
+	end     bool       // the last batch came
+	err     error      // what ended the log: nil at its end
+	stop    func()     // ends the reading ahead and waits for it
+}
+
+// Batches of lines read ahead: this many lines, or bytes of them, a batch.
+const (
+	batchLines = 256
+	batchBytes = 256 << 10
+)
+
+// batch is lines read ahead, in order; last says the log ends after them,
+// with err (nil at its end).
+type batch struct {
+	lines []*logLine
+	last  bool
+	err   error
+}
+
+func newLineReader(name string, r io.Reader, parse func([]byte) (*logLine, error)) *lineReader {
 	if r == nil {
 		r = bytes.NewReader(nil)
 	}
 	sc := bufio.NewScanner(r)
 	// A line holds at most abi.MaxLineBytes, plus its "\r\n" at worst.
 	sc.Buffer(make([]byte, 0, 64<<10), abi.MaxLineBytes+2)
-	return &lineReader{name: name, sc: sc}
+	src := &lineSource{name: name, sc: sc, parse: parse}
+	batches := make(chan batch, 1)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		src.run(batches, done)
+	}()
+	var once sync.Once
+	return &lineReader{batches: batches, stop: func() { once.Do(func() { close(done); wg.Wait() }) }}
 }
 
 // peek returns the next line without consuming it; nil at the end.
 func (r *lineReader) peek() (*logLine, error) {
-	if r.peeked != nil {
-		return r.peeked, nil
-	}
-	for r.sc.Scan() {
-		r.no++
-		b := bytes.TrimSpace(r.sc.Bytes())
-		if len(b) == 0 {
-			continue
+	for len(r.cur) == 0 {
+		if r.end {
+			return nil, r.err
 		}
-		l, err := parseLine(b)
-		if err != nil {
-			return nil, r.errorf(r.no, "%v", err)
-		}
-		r.peeked = l
-		return l, nil
+		b := <-r.batches
+		r.cur, r.end, r.err = b.lines, b.last, b.err
 	}
-	if err := r.sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, r.errorf(r.no+1, "longer than %d bytes", abi.MaxLineBytes)
-		}
-		return nil, err
-	}
-	return nil, nil
+	return r.cur[0], nil
 }
 
 // next consumes and returns the next line; nil at the end.
 func (r *lineReader) next() (*logLine, error) {
 	l, err := r.peek()
-	r.peeked = nil
+	if l != nil {
+		r.cur[0] = nil // let it go with its step
+		r.cur = r.cur[1:]
+	}
 	return l, err
+}
+
+// lineSource reads and decodes one log's lines, in order, for a
+// lineReader.
+type lineSource struct {
+	name  string // the log's file name, for errors
+	parse func([]byte) (*logLine, error)
+	sc    *bufio.Scanner
+	no    int // number of the last line read
+}
+
+// run sends the log's lines in batches until its end or an error (in the
+// last batch), or until done is closed.
+func (s *lineSource) run(out chan<- batch, done <-chan struct{}) {
+	var b batch
+	size := 0
+	for !b.last {
+		l, n, err := s.line()
+		if l != nil {
+			b.lines = append(b.lines, l)
+			size += n
+		}
+		b.last, b.err = l == nil, err
+		if b.last || len(b.lines) == batchLines || size >= batchBytes {
+			select {
+			case out <- b:
+			case <-done:
+				return
+			}
+			b, size = batch{last: b.last}, 0
+		}
+	}
+}
+
+// line reads and decodes the next line that is not blank, and says its
+// length; nil at the end.
+func (s *lineSource) line() (*logLine, int, error) {
+	for s.sc.Scan() {
+		s.no++
+		b := bytes.TrimSpace(s.sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		l, err := s.parse(b)
+		if err != nil {
+			return nil, 0, s.errorf(s.no, "%v", err)
+		}
+		return l, len(b), nil
+	}
+	if err := s.sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, 0, s.errorf(s.no+1, "longer than %d bytes", abi.MaxLineBytes)
+		}
+		return nil, 0, err
+	}
+	return nil, 0, nil
 }
 
 // errorf reports damage at line no of the log: EIO, as for an unprovable
 // log (SPEC 15).
-func (r *lineReader) errorf(no int, format string, args ...any) error {
-	return abi.Errorf(syscall.EIO, "", "%s line %d: %s", r.name, no, fmt.Sprintf(format, args...))
+func (s *lineSource) errorf(no int, format string, args ...any) error {
+	return abi.Errorf(syscall.EIO, "", "%s line %d: %s", s.name, no, fmt.Sprintf(format, args...))
 }

@@ -149,7 +149,7 @@ func (m *mapper) message(l *logLine) error {
 	switch l.role {
 	case "user", "system":
 		s := newStep(l.role, l.run, l.ts)
-		s.Message = messageText(l.content)
+		s.Message = l.text
 		return m.open(s, nil)
 	case "assistant":
 		return m.assistant(l)

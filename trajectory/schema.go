@@ -20,8 +20,9 @@ var schemaJSON []byte
 // SchemaID is the schema's $id.
 const SchemaID = "https://github.com/ctxfs/ctxfs/trajectory/atif-v1.7.schema.json"
 
-// schemas are the compiled document schema and its step sub-schema.
-type schemas struct{ doc, step *jsonschema.Schema }
+// schemas are the compiled document schema, its step sub-schema and its
+// timestamp definition (shape.go).
+type schemas struct{ doc, step, timestamp *jsonschema.Schema }
 
 // compiled compiles the embedded schema once. Formats are asserted: a
 // date-time must be one.
@@ -40,6 +41,9 @@ var compiled = sync.OnceValues(func() (*schemas, error) {
 		return nil, err
 	}
 	if s.step, err = c.Compile(SchemaID + "#/$defs/step"); err != nil {
+		return nil, err
+	}
+	if s.timestamp, err = c.Compile(SchemaID + "#/$defs/timestamp"); err != nil {
 		return nil, err
 	}
 	return &s, nil

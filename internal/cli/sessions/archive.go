@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -103,23 +104,17 @@ func GC(e *clienv.Env, p *clienv.Parsed) int {
 	if err != nil {
 		return clienv.Fail(e, "gc", err, clienv.ExitUsage)
 	}
-	names, err := sel.candidates(job)
-	if err != nil {
-		return clienv.Fail(e, "gc", err, clienv.ExitFailed)
-	}
 	verb := "archive"
 	if job.del {
 		verb = "delete"
 	}
 	asJSON := p.On("json")
 	if !p.On("yes") {
-		if !asJSON { // JSON lines carry dry_run instead
-			fmt.Fprintf(e.Stdout, "ctx: dry-run%s; pass --yes to %s\n", sel.named(), verb)
-		}
-		for _, n := range names {
-			gcOutcome{Session: n, Action: verb, DryRun: true}.report(e, asJSON, nil)
-		}
-		return clienv.ExitOK
+		return preview(e, job, sel, verb, asJSON)
+	}
+	var names []string
+	if err := sel.candidates(job, func(n string) { names = append(names, n) }); err != nil {
+		return clienv.Fail(e, "gc", err, clienv.ExitFailed)
 	}
 	prog := clienv.NewProgress(e, verb, len(names))
 	status := clienv.ExitOK
@@ -133,6 +128,26 @@ func GC(e *clienv.Env, p *clienv.Parsed) int {
 		}
 	}
 	return status
+}
+
+// preview is gc without --yes: the header, then a line for each
+// candidate as the server's answer about it comes. A gc that fails
+// before its first candidate prints no header, only its error.
+func preview(e *clienv.Env, job *gcJob, sel *selection, verb string, asJSON bool) int {
+	header := sync.OnceFunc(func() {
+		if !asJSON { // JSON lines carry dry_run instead
+			fmt.Fprintf(e.Stdout, "ctx: dry-run%s; pass --yes to %s\n", sel.named(), verb)
+		}
+	})
+	err := sel.candidates(job, func(n string) {
+		header()
+		gcOutcome{Session: n, Action: verb, DryRun: true}.report(e, asJSON, nil)
+	})
+	if err != nil {
+		return clienv.Fail(e, "gc", err, clienv.ExitFailed)
+	}
+	header()
+	return clienv.ExitOK
 }
 
 // newGCJob reads the flags archive and gc share; a nil job means the
@@ -290,19 +305,39 @@ func newSelection(p *clienv.Parsed) (*selection, error) {
 	return s, nil
 }
 
-// candidates lists, in name order, the live sessions the selection
-// takes (patterns, --keep, age) and that the server says it would archive
-// now: the protections (index, default, the current session, a run, a
-// state that is active, unreadable or unsafe) are the server's one set of
-// rules, asked with a dry run, which writes nothing.
-func (s *selection) candidates(j *gcJob) ([]string, error) {
+// candidates calls each, in name order, for the live sessions the
+// selection takes (patterns, --keep, age) that the server says it would
+// archive now: the protections (index, default, the current session, a
+// run, a state that is active, unreadable or unsafe) are the server's one
+// set of rules, which its archive applies too, asked for all the
+// candidates in one request (op archivable), which writes nothing. each
+// is called as the answer streams in.
+func (s *selection) candidates(j *gcJob, each func(name string)) error {
+	names, err := s.selected(j)
+	if err != nil {
+		return err
+	}
+	prog := clienv.NewProgress(j.e, "gc: checking session", len(names))
+	defer prog.Clear()
+	return j.archivable(names, prog, func(n string) {
+		prog.Clear() // a line goes out clean
+		each(n)
+	})
+}
+
+// selected lists, in name order, the live sessions the selection takes
+// by their names and age, before the server is asked about them.
+func (s *selection) selected(j *gcJob) ([]string, error) {
 	ents, err := os.ReadDir(j.w.Loc.SessionsDir())
 	if err != nil {
 		return nil, err
 	}
 	var out []string
-	prog := clienv.NewProgress(j.e, "gc: checking session", len(ents))
-	defer prog.Clear()
+	var prog *clienv.Progress
+	if s.olderThan > 0 { // a look into each session through the mount
+		prog = clienv.NewProgress(j.e, "gc: reading session", len(ents))
+		defer prog.Clear()
+	}
 	for i, ent := range ents {
 		prog.Show(i)
 		n := ent.Name()
@@ -310,13 +345,6 @@ func (s *selection) candidates(j *gcJob) ([]string, error) {
 		case !ent.IsDir() || n == abi.ReservedSessionName || s.keep[n] || !s.matches(n):
 		case s.olderThan > 0 && time.Since(newestFileTime(filepath.Join(j.w.Loc.SessionsDir(), n))) < s.olderThan:
 		default:
-			err := j.ask(n, "dry_run", "archivable")
-			if abi.Errno(err) == syscall.EBUSY {
-				continue // protected
-			}
-			if err != nil {
-				return nil, err
-			}
 			out = append(out, n)
 		}
 	}
