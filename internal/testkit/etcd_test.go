@@ -30,7 +30,7 @@ func TestEtcdCluster(t *testing.T) {
 		t.Error("a paused member answered its health check")
 	}
 	e.Resume(1)
-	Must(t, healthy(1))
+	e.waitHealthy(1) // a resumed member answers once it has caught up (within 20 s)
 	e.Kill(2)
 	if healthy(2) == nil {
 		t.Error("a killed member answered its health check")
