@@ -219,31 +219,14 @@ func chainLength(ents []storefs.Entry) int {
 // queries do not list it again (this server's own leftovers go when it
 // drops or writes segments).
 func (st *Store) tidyOnce(dir string) {
-	tidied.Lock()
-	done := tidied.m[dir]
-	tidied.Unlock()
-	if done {
+	if _, done := tidied.Get(dir); done {
 		return
 	}
 	st.tidy(dir, -1)
-	tidied.Lock()
-	if tidied.m == nil || len(tidied.m) > MaxRemembered {
-		tidied.m = map[string]bool{} // bounded: forgetting costs one more listing
-	}
-	tidied.m[dir] = true
-	tidied.Unlock()
+	tidied.Put(dir, true)
 }
 
-// MaxRemembered bounds each of the server's memories of checks made
-// (segments checked, segments found to fit their log, directories tidied,
-// identities read): past it a memory starts again empty, which costs
-// only checks made once more.
-const MaxRemembered = 1 << 17
-
-var tidied struct {
-	sync.Mutex
-	m map[string]bool
-}
+var tidied Memory[string, bool]
 
 // segmentNumber reads a segment file's name: a decimal number as
 // strconv.Itoa writes it.
@@ -271,7 +254,7 @@ func (ix *sessionIndex) open(i int, start int64) (*os.File, Header, error) {
 		return nil, h, ErrBadSegment
 	}
 	key, known := fitKeyOf(st, ix.log)
-	if h, ok := fits.get(key, known); ok && h.Start == start {
+	if h, ok := fits.Get(key); known && ok && h.Start == start {
 		return f, h, nil
 	}
 	b := make([]byte, HeaderSize)
@@ -283,7 +266,9 @@ func (ix *sessionIndex) open(i int, start int64) (*os.File, Header, error) {
 		f.Close()
 		return nil, h, ErrBadSegment
 	}
-	fits.put(key, known, h)
+	if known {
+		fits.Put(key, h)
+	}
 	return f, h, nil
 }
 
@@ -296,10 +281,7 @@ func checkedOnce(f *os.File, st os.FileInfo) bool {
 	if !ok {
 		return false
 	}
-	segmentChecks.Lock()
-	done := segmentChecks.m[v]
-	segmentChecks.Unlock()
-	if done {
+	if _, done := segmentChecks.Get(v); done {
 		return true
 	}
 	b := make([]byte, st.Size())
@@ -309,12 +291,7 @@ func checkedOnce(f *os.File, st os.FileInfo) bool {
 	if _, err := DecodeSegment(b); err != nil {
 		return false
 	}
-	segmentChecks.Lock()
-	if segmentChecks.m == nil || len(segmentChecks.m) > MaxRemembered {
-		segmentChecks.m = map[FileVersion]bool{} // bounded: forgetting costs one more check
-	}
-	segmentChecks.m[v] = true
-	segmentChecks.Unlock()
+	segmentChecks.Put(v, true)
 	return true
 }
 
@@ -335,10 +312,7 @@ func VersionOf(st os.FileInfo) (v FileVersion, ok bool) {
 	return FileVersion{sys.Dev, sys.Ino, sys.Size, sys.Mtim.Nano(), sys.Ctim.Nano()}, true
 }
 
-var segmentChecks struct {
-	sync.Mutex
-	m map[FileVersion]bool
-}
+var segmentChecks Memory[FileVersion, bool]
 
 // fitKey is a segment file's version with the version of the log it was
 // checked against, the length of the log read and the session's identity. The same key is the
@@ -365,34 +339,7 @@ func fitKeyOf(st os.FileInfo, log *Log) (k fitKey, known bool) {
 // header parsed, the range and the bytes before its end checked, the bits'
 // checksum checked): a query that finds the same segment file and the
 // same log again reads neither its header nor the log.
-var fits fitCache
-
-type fitCache struct {
-	sync.Mutex
-	m map[fitKey]Header
-}
-
-func (c *fitCache) get(k fitKey, known bool) (Header, bool) {
-	if !known {
-		return Header{}, false
-	}
-	c.Lock()
-	defer c.Unlock()
-	h, ok := c.m[k]
-	return h, ok
-}
-
-func (c *fitCache) put(k fitKey, known bool, h Header) {
-	if !known {
-		return
-	}
-	c.Lock()
-	defer c.Unlock()
-	if c.m == nil || len(c.m) > MaxRemembered {
-		c.m = map[fitKey]Header{} // bounded: forgetting costs one more check
-	}
-	c.m[k] = h
-}
+var fits Memory[fitKey, Header]
 
 // decode reads a segment whole (its bits checked); nil when it cannot.
 func (ix *sessionIndex) decode(f *os.File) *Segment {

@@ -18,7 +18,6 @@ import (
 	"os"
 	"path"
 	"sort"
-	"sync"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -163,7 +162,7 @@ func (o *Op) identity(rel string, log os.FileInfo) (ident [16]byte) {
 	v, known := search.VersionOf(log)
 	key := identityKey{rel, v}
 	if known {
-		if id, ok := identities.get(key); ok {
+		if id, ok := identities.Get(key); ok {
 			return id
 		}
 	}
@@ -173,7 +172,7 @@ func (o *Op) identity(rel string, log os.FileInfo) (ident [16]byte) {
 	}
 	hex.Decode(ident[:], id[:32])
 	if known {
-		identities.put(key, ident)
+		identities.Put(key, ident)
 	}
 	return ident
 }
@@ -183,27 +182,5 @@ type identityKey struct {
 	log search.FileVersion
 }
 
-// identities are the identities read, by session place and log version;
-// bounded, shared by the server's searches.
-var identities identityCache
-
-type identityCache struct {
-	sync.Mutex
-	m map[identityKey][16]byte
-}
-
-func (c *identityCache) get(k identityKey) ([16]byte, bool) {
-	c.Lock()
-	defer c.Unlock()
-	id, ok := c.m[k]
-	return id, ok
-}
-
-func (c *identityCache) put(k identityKey, id [16]byte) {
-	c.Lock()
-	defer c.Unlock()
-	if c.m == nil || len(c.m) > search.MaxRemembered {
-		c.m = map[identityKey][16]byte{} // bounded: forgetting costs one more read
-	}
-	c.m[k] = id
-}
+// identities are the identities read, by session place and log version.
+var identities search.Memory[identityKey, [16]byte]
