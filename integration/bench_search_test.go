@@ -7,7 +7,9 @@ package integration
 // metrics: "ctx/grep" is the query rate of ctx over grep's).
 //
 // The corpus is CTXFS_SEARCH_BENCH_MB MiB (default 64) of messages in
-// sessions of 1 MiB, written through the mount: English-like and
+// sessions of 1 MiB (CTXFS_SEARCH_BENCH_SESSION_KB sets their size: a
+// query's cost grows with the number of sessions), written through the
+// mount: English-like and
 // Chinese-like text with Zipf-distributed words, and a few rare needles
 // planted in known sessions. The 1 GiB run of the issue takes a few
 // minutes to set up (the corpus through the mount, the index, the FTS5
