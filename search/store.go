@@ -167,6 +167,7 @@ func (ix *sessionIndex) load() *Segment {
 		end = h.End
 		if !h.Closed {
 			ix.n = i // the last one, still open, and nothing to add to it
+			ix.dropAfter(i + 1)
 			return nil
 		}
 	}
@@ -367,6 +368,20 @@ func (ix *sessionIndex) probeFile(f *os.File, h Header) {
 func (ix *sessionIndex) drop(from int) {
 	ix.n = from
 	ix.st.tidy(ix.dir, from)
+}
+
+// dropAfter removes what is in the directory besides segments 0 … n-1
+// when something is there as segment n, which no chain may hold after a
+// segment not closed. Looking costs one failed open.
+func (ix *sessionIndex) dropAfter(n int) {
+	f, err := ix.st.Root.OpenFile(ix.dir+"/"+strconv.Itoa(n), os.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err == nil {
+		f.Close()
+	}
+	ix.st.tidy(ix.dir, n)
 }
 
 // probe notes s's range when its filter may hold the query.
