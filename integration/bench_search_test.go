@@ -7,7 +7,9 @@ package integration
 // metrics: "ctx/grep" is the query rate of ctx over grep's).
 //
 // The corpus is CTXFS_SEARCH_BENCH_MB MiB (default 64) of messages in
-// sessions of 1 MiB, written through the mount: English-like and
+// sessions of 1 MiB (CTXFS_SEARCH_BENCH_SESSION_KB sets their size: a
+// query's cost grows with the number of sessions), written through the
+// mount: English-like and
 // Chinese-like text with Zipf-distributed words, and a few rare needles
 // planted in known sessions. The 1 GiB run of the issue takes a few
 // minutes to set up (the corpus through the mount, the index, the FTS5
@@ -54,11 +56,16 @@ func BenchmarkSearch(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("CTXFS_SEARCH_BENCH_MB")); err == nil && v > 0 {
 		mb = v
 	}
+	sessionKB := 1024
+	if v, err := strconv.Atoi(os.Getenv("CTXFS_SEARCH_BENCH_SESSION_KB")); err == nil && v > 0 {
+		sessionKB = v
+	}
 	s := benchFuseServer(b)
 	work := b.TempDir()
 	t0 := time.Now()
-	sql := writeSearchCorpus(b, s, mb, filepath.Join(work, "fts.sql"))
-	b.Logf("corpus: %d MiB through the mount in %v", mb, time.Since(t0).Round(time.Millisecond))
+	sessions := mb * 1024 / sessionKB
+	sql := writeSearchCorpus(b, s, sessions, sessionKB<<10, filepath.Join(work, "fts.sql"))
+	b.Logf("corpus: %d MiB in %d sessions through the mount in %v", mb, sessions, time.Since(t0).Round(time.Millisecond))
 	db := filepath.Join(work, "fts.db")
 	build := searchBuilds(b, s, sql, db)
 	b.Run("build", func(b *testing.B) {
@@ -201,22 +208,23 @@ var searchNeedles = []struct {
 	{"we studied the ZebraFish genome", []int{2, 6, 10, 12}},
 }
 
-// writeSearchCorpus makes mb sessions of 1 MiB each through the mount and
-// writes the same messages as an SQL script that builds the FTS5 table.
-func writeSearchCorpus(b *testing.B, s *server, mb int, sqlPath string) string {
+// writeSearchCorpus makes sessions of size bytes each through the mount
+// and writes the same messages as an SQL script that builds the FTS5
+// table.
+func writeSearchCorpus(b *testing.B, s *server, sessions, size int, sqlPath string) string {
 	sf, err := os.Create(sqlPath)
 	testkit.Must(b, err)
 	defer sf.Close()
 	sql := bufio.NewWriterSize(sf, 1<<20)
 	fmt.Fprintln(sql, "CREATE VIRTUAL TABLE m USING fts5(session UNINDEXED, role UNINDEXED, text, tokenize='trigram');\nBEGIN;")
-	g := newCorpusGen(mb)
-	for i := range mb {
+	g := newCorpusGen(sessions)
+	for i := range sessions {
 		name := fmt.Sprintf("c%04d", i)
 		benchNewSession(b, s, name)
 		f, err := os.OpenFile(benchMnt(s, name, "messages.jsonl"), os.O_WRONLY|os.O_APPEND, 0)
 		testkit.Must(b, err)
 		var chunk []byte
-		for n := 0; n < 1<<20; {
+		for n := 0; n < size; {
 			role, text := g.message(i)
 			line := corpusLine(role, text, n)
 			fmt.Fprintf(sql, "INSERT INTO m VALUES('%s','%s','%s');\n", name, role, strings.ReplaceAll(text, "'", "''"))

@@ -49,7 +49,9 @@ func (s *Over) Frames(pace *Pace, frames chan<- *proto.Object) {
 			break
 		}
 		c := s.candidate(name, pace, warn)
-		if pace.stopped(c.err) || !out.scan(s, c) {
+		ok := !pace.stopped(c.err) && out.scan(c, s.Query)
+		c.close()
+		if !ok {
 			break
 		}
 	}
@@ -107,11 +109,18 @@ func (o *searchOut) emit(f *proto.Object) bool {
 }
 
 // candidate is one session after the index looked: the ranges of its
-// messages.jsonl that may hold a match.
+// messages.jsonl that may hold a match, and the log open to scan them.
 type candidate struct {
 	name  string
+	log   *Log // nil when the session vanished or failed
 	spans []Span
 	err   error // the session could not be searched
+}
+
+func (c candidate) close() {
+	if c.log != nil {
+		c.log.F.Close()
+	}
 }
 
 // candidate opens one session's log and asks its index. A session that
@@ -126,7 +135,7 @@ func (s *Over) candidate(name string, pace *Pace, warn func(error)) candidate {
 		c.err = err
 		return c
 	}
-	defer lg.F.Close()
+	c.log = lg
 	spans, err := s.Store.Candidates(s.IndexDir+"/"+name, lg, s.Query.Keys(), pace.Pause, warn)
 	if pace.stopped(err) {
 		c.err = err
@@ -142,20 +151,12 @@ func (s *Over) candidate(name string, pace *Pace, warn func(error)) candidate {
 // scan verifies one candidate: it reads its ranges line by line (never the
 // whole log at once) and sends a match frame for each message that holds
 // the query. False when the reply must end.
-func (o *searchOut) scan(s *Over, c candidate) bool {
+func (o *searchOut) scan(c candidate, q *Query) bool {
 	if c.err != nil {
 		return o.emit(withSession(proto.ErrorFrame(c.err), c.name))
 	}
-	if len(c.spans) == 0 {
-		return true
-	}
-	lg, err := s.open(c.name, o.pace)
-	if err != nil {
-		return errors.Is(err, fs.ErrNotExist) || o.emit(withSession(proto.ErrorFrame(err), c.name))
-	}
-	defer lg.F.Close()
 	for _, sp := range c.spans {
-		ok, err := o.scanSpan(lg, c.name, sp, s.Query)
+		ok, err := o.scanSpan(c.log, c.name, sp, q)
 		if !ok {
 			return false
 		}

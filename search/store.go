@@ -1,8 +1,10 @@
 package search
 
 import (
+	"errors"
 	"hash/fnv"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"sync"
@@ -38,6 +40,7 @@ type Log struct {
 	R     io.ReaderAt // F read at the search's pace, counted: how indexing and verifying read it (a segment's check of the 64 bytes it ends with reads F)
 	Size  int64       // how much of it to read
 	Ident [16]byte    // the session's identity (zero when unreadable)
+	Info  os.FileInfo // F's stat when opened (nil: unknown): what tells a query that the log is as a check found it
 }
 
 // Span is a range of messages.jsonl.
@@ -108,6 +111,9 @@ func (ix *sessionIndex) update() error {
 	if first == nil {
 		return nil // up to date
 	}
+	// Segments are written from number ix.n on: nothing after it may stay
+	// to be read as their sequel.
+	ix.st.tidy(ix.dir, ix.n+1)
 	from := first.End
 	last, err := Extend(ix.log.R, first, ix.log.Size, func(s *Segment) error {
 		ix.probe(s)
@@ -126,38 +132,45 @@ func (ix *sessionIndex) update() error {
 }
 
 // load checks and probes the segments on disk, reading only their
-// headers and the blocks the query's keys fall in. It returns the
-// segment to extend: the last one read whole when the log grew past it, a
-// new one after the last that fits, or nil when nothing is left to index.
-// ix.n is then the number of the segment returned.
+// headers and the blocks the query's keys fall in. It opens segments 0,
+// 1, … until one is missing, without listing the directory (a listing
+// costs as much as an open, and a query opens every session's index):
+// the chain ends at the first number missing or at the first segment not
+// closed. It returns the segment to extend: the last one read whole when
+// the log grew past it, a new one after the last that fits, or nil when
+// nothing is left to index. ix.n is then the number of the segment
+// returned.
 func (ix *sessionIndex) load() *Segment {
-	count := ix.list()
+	ix.st.tidyOnce(ix.dir)
 	var end int64
-	for i := range count {
-		f, h, ok := ix.open(i, end)
-		if ok && i == count-1 && !h.Closed && h.End < ix.log.Size {
+	for i := 0; ; i++ {
+		f, h, err := ix.open(i, end)
+		if errors.Is(err, fs.ErrNotExist) {
+			ix.n = i
+			return ix.fresh(end)
+		}
+		if err == nil && !h.Closed && h.End < ix.log.Size {
 			s := ix.decode(f)
 			f.Close()
 			if s != nil {
 				ix.n = i
 				return s
 			}
-			ok = false
+			err = ErrBadSegment
 		}
-		if !ok {
-			ix.drop(i, count)
+		if err != nil {
+			ix.drop(i)
 			return ix.fresh(end)
 		}
 		ix.probeFile(f, h)
 		f.Close()
 		end = h.End
-		if i == count-1 && !h.Closed {
+		if !h.Closed {
 			ix.n = i // the last one, still open, and nothing to add to it
+			ix.dropAfter(i + 1)
 			return nil
 		}
 	}
-	ix.n = count
-	return ix.fresh(end)
 }
 
 // fresh is a new segment from end, nil when the log has nothing after it.
@@ -168,14 +181,27 @@ func (ix *sessionIndex) fresh(end int64) *Segment {
 	return NewSegment(ix.log.Ident, end)
 }
 
-// list counts the segments 0 … n-1 in the directory and removes what
-// else is there (segments after a gap, leftovers of a replace a crash
-// interrupted: nothing else writes here while the lock is held).
-func (ix *sessionIndex) list() int {
-	ents, err := ix.st.Root.ReadDir(ix.dir)
+// tidy removes from the directory what is not one of the segments 0 …
+// n-1 (n < 0: as many as are there without a gap): segments after a gap
+// or after one not closed, leftovers of a replace a crash interrupted
+// (nothing else writes here while the lock is held).
+func (st *Store) tidy(dir string, n int) {
+	ents, err := st.Root.ReadDir(dir)
 	if err != nil {
-		return 0
+		return
 	}
+	if n < 0 {
+		n = chainLength(ents)
+	}
+	for _, ent := range ents {
+		if i, ok := segmentNumber(ent.Name); !ok || i >= n {
+			st.Root.RemoveAll(dir + "/" + ent.Name)
+		}
+	}
+}
+
+// chainLength counts the segments 0 … n-1 among ents (by name only).
+func chainLength(ents []storefs.Entry) int {
 	have := map[int]bool{}
 	for _, ent := range ents {
 		if i, ok := segmentNumber(ent.Name); ok {
@@ -186,13 +212,22 @@ func (ix *sessionIndex) list() int {
 	for have[n] {
 		n++
 	}
-	for _, ent := range ents {
-		if i, ok := segmentNumber(ent.Name); !ok || i >= n {
-			ix.st.Root.RemoveAll(ix.dir + "/" + ent.Name)
-		}
-	}
 	return n
 }
+
+// tidyOnce tidies an index directory the first time this server queries
+// it: what a crash of an earlier server left there goes, and later
+// queries do not list it again (this server's own leftovers go when it
+// drops or writes segments).
+func (st *Store) tidyOnce(dir string) {
+	if _, done := tidied.Get(dir); done {
+		return
+	}
+	st.tidy(dir, -1)
+	tidied.Put(dir, true)
+}
+
+var tidied Memory[string, bool]
 
 // segmentNumber reads a segment file's name: a decimal number as
 // strconv.Itoa writes it.
@@ -203,26 +238,39 @@ func segmentNumber(name string) (int, bool) {
 
 // open opens segment i and checks its header against the log: it must
 // start at start, belong to this session and end where the log has the
-// bytes it ended with.
-func (ix *sessionIndex) open(i int, start int64) (*os.File, Header, bool) {
+// bytes it ended with. The error is fs.ErrNotExist when there is no
+// segment i, ErrBadSegment when it does not fit.
+func (ix *sessionIndex) open(i int, start int64) (*os.File, Header, error) {
 	var h Header
 	f, err := ix.st.Root.OpenFile(ix.dir+"/"+strconv.Itoa(i), os.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, h, err
+	}
 	if err != nil {
-		return nil, h, false
+		return nil, h, ErrBadSegment
 	}
 	st, err := f.Stat()
-	b := make([]byte, HeaderSize)
-	if err == nil {
-		_, err = f.ReadAt(b, 0)
+	if err != nil {
+		f.Close()
+		return nil, h, ErrBadSegment
 	}
+	key, known := fitKeyOf(st, ix.log)
+	if h, ok := fits.Get(key); known && ok && h.Start == start {
+		return f, h, nil
+	}
+	b := make([]byte, HeaderSize)
+	_, err = f.ReadAt(b, 0)
 	if err == nil {
 		h, err = ParseHeader(b, st.Size())
 	}
 	if err != nil || h.Start != start || !h.Fits(ix.log.F, ix.log.Ident, ix.log.Size) || !checkedOnce(f, st) {
 		f.Close()
-		return nil, h, false
+		return nil, h, ErrBadSegment
 	}
-	return f, h, true
+	if known {
+		fits.Put(key, h)
+	}
+	return f, h, nil
 }
 
 // checkedOnce checks a segment file's bits (their checksum) the first time
@@ -230,15 +278,11 @@ func (ix *sessionIndex) open(i int, start int64) (*os.File, Header, bool) {
 // blocks, and a flipped bit could hide a match. Index files are replaced,
 // never rewritten in place, so a version is its inode and times.
 func checkedOnce(f *os.File, st os.FileInfo) bool {
-	sys, ok := st.Sys().(*syscall.Stat_t)
+	v, ok := VersionOf(st)
 	if !ok {
 		return false
 	}
-	v := fileVersion{sys.Dev, sys.Ino, sys.Size, sys.Mtim.Nano(), sys.Ctim.Nano()}
-	segmentChecks.Lock()
-	done := segmentChecks.m[v]
-	segmentChecks.Unlock()
-	if done {
+	if _, done := segmentChecks.Get(v); done {
 		return true
 	}
 	b := make([]byte, st.Size())
@@ -248,24 +292,55 @@ func checkedOnce(f *os.File, st os.FileInfo) bool {
 	if _, err := DecodeSegment(b); err != nil {
 		return false
 	}
-	segmentChecks.Lock()
-	if segmentChecks.m == nil || len(segmentChecks.m) > 1<<20 {
-		segmentChecks.m = map[fileVersion]bool{} // bounded: forgetting costs one more check
-	}
-	segmentChecks.m[v] = true
-	segmentChecks.Unlock()
+	segmentChecks.Put(v, true)
 	return true
 }
 
-type fileVersion struct {
+// FileVersion tells versions of a file apart: a file rewritten in any way
+// gets a new ctime, which no user can set.
+type FileVersion struct {
 	dev, ino           uint64
 	size, mtime, ctime int64
 }
 
-var segmentChecks struct {
-	sync.Mutex
-	m map[fileVersion]bool
+// VersionOf is the version of the file st describes; ok is false when st
+// says too little.
+func VersionOf(st os.FileInfo) (v FileVersion, ok bool) {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return v, false
+	}
+	return FileVersion{sys.Dev, sys.Ino, sys.Size, sys.Mtim.Nano(), sys.Ctim.Nano()}, true
 }
+
+var segmentChecks Memory[FileVersion, bool]
+
+// fitKey is a segment file's version with the version of the log it was
+// checked against, the length of the log read and the session's identity. The same key is the
+// same bytes: segments are replaced, never rewritten in place, and a log
+// that changes in any way gets a new ctime (which no user can set).
+type fitKey struct {
+	segment, log FileVersion
+	size         int64
+	ident        [16]byte
+}
+
+// fitKeyOf is the key of the segment file st for log; known is false
+// when either version is unknown (the check is then made every time).
+func fitKeyOf(st os.FileInfo, log *Log) (k fitKey, known bool) {
+	if log.Info == nil {
+		return k, false
+	}
+	seg, ok1 := VersionOf(st)
+	lg, ok2 := VersionOf(log.Info)
+	return fitKey{seg, lg, log.Size, log.Ident}, ok1 && ok2
+}
+
+// fits remembers the headers of the segments found to fit their log (the
+// header parsed, the range and the bytes before its end checked, the bits'
+// checksum checked): a query that finds the same segment file and the
+// same log again reads neither its header nor the log.
+var fits Memory[fitKey, Header]
 
 // decode reads a segment whole (its bits checked); nil when it cannot.
 func (ix *sessionIndex) decode(f *os.File) *Segment {
@@ -288,13 +363,25 @@ func (ix *sessionIndex) probeFile(f *os.File, h Header) {
 	}
 }
 
-// drop removes segments from … to-1, which no longer fit; the next
-// segment written is number from.
-func (ix *sessionIndex) drop(from, to int) {
+// drop removes segment from and all after it, which no longer fit; the
+// next segment written is number from.
+func (ix *sessionIndex) drop(from int) {
 	ix.n = from
-	for i := from; i < to; i++ {
-		ix.st.Root.Remove(ix.dir + "/" + strconv.Itoa(i))
+	ix.st.tidy(ix.dir, from)
+}
+
+// dropAfter removes what is in the directory besides segments 0 … n-1
+// when something is there as segment n, which no chain may hold after a
+// segment not closed. Looking costs one failed open.
+func (ix *sessionIndex) dropAfter(n int) {
+	f, err := ix.st.Root.OpenFile(ix.dir+"/"+strconv.Itoa(n), os.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
 	}
+	if err == nil {
+		f.Close()
+	}
+	ix.st.tidy(ix.dir, n)
 }
 
 // probe notes s's range when its filter may hold the query.

@@ -145,12 +145,42 @@ func (o *Op) openLog(r layout.Ref) (*search.Log, error) {
 		f.Close()
 		return nil, err
 	}
-	lg := &search.Log{F: f, Size: st.Size()}
+	lg := &search.Log{F: f, Size: st.Size(), Info: st}
 	if size, ok := o.Committed(r); ok {
 		lg.Size = min(lg.Size, size)
 	}
-	if id, problem := layout.ReadIdentity(o.Root, r.Rel()); problem == "" {
-		hex.Decode(lg.Ident[:], id[:32])
-	}
+	lg.Ident = o.identity(r.Rel(), st)
 	return lg, nil
 }
+
+// identity is the identity of the session at rel whose log is the file
+// st describes (zero when unreadable). It is read once for each version
+// of the log: a session's identity file is written with its logs when it
+// is made and never after, so the same log file at the same place is
+// the same session (a session made again at that place has a new log).
+func (o *Op) identity(rel string, log os.FileInfo) (ident [16]byte) {
+	v, known := search.VersionOf(log)
+	key := identityKey{rel, v}
+	if known {
+		if id, ok := identities.Get(key); ok {
+			return id
+		}
+	}
+	id, problem := layout.ReadIdentity(o.Root, rel)
+	if problem != "" {
+		return ident // not remembered: a later search reads it again
+	}
+	hex.Decode(ident[:], id[:32])
+	if known {
+		identities.Put(key, ident)
+	}
+	return ident
+}
+
+type identityKey struct {
+	rel string
+	log search.FileVersion
+}
+
+// identities are the identities read, by session place and log version.
+var identities search.Memory[identityKey, [16]byte]
