@@ -105,19 +105,12 @@ func Memoized(pl layout.Place) bool {
 // over layout.MaxValueFile. Data is shared: callers must not change it. The
 // attributes are shown as the mount shows the store's (layout.ShownStat).
 func (e *Engine) Value(rel string) (Value, error) {
-	v, err := e.value(rel)
-	if err == nil {
-		v.Stat = *layout.ShownStat(rel, &v.Stat)
-	}
-	return v, err
-}
-
-func (e *Engine) value(rel string) (Value, error) {
 	if v, ok := e.derived.Value(rel); ok {
+		v.Stat = *layout.ShownStat(rel, &v.Stat)
 		return Value(v), nil // the same fields (behind.Value)
 	}
-	return e.memo.Get(rel, func() (Value, error) {
+	return e.memo.Get(rel, func() (Value, error) { // kept as shown: once, not at every open
 		data, st, err := layout.ReadValue(e.root, rel)
-		return Value{Data: data, Stat: st}, err
+		return Value{Data: data, Stat: *layout.ShownStat(rel, &st)}, err
 	})
 }
