@@ -15,6 +15,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/trajectory/internal/jsonscan"
 )
 
 // logLine is what the mapping reads of one line of either log. Strings are
@@ -34,15 +35,35 @@ type logLine struct {
 	threadTotal        bool // usage of a CLI's whole thread so far (proto.ThreadUsage)
 }
 
-// wireLine is the JSON shape both logs share (SPEC section 6): the fields
-// of a message line and of a part (proto.RawFields), and the events' own.
-type wireLine struct {
-	proto.RawFields
-	Model        json.RawMessage `json:"model"`
-	InputTokens  json.RawMessage `json:"input_tokens"`
-	OutputTokens json.RawMessage `json:"output_tokens"`
-	ThreadTotal  json.RawMessage `json:"thread_total"`
-}
+// The members both logs' lines are read by (SPEC 6), named as
+// encoding/json names a struct's fields: those of a message line and of a
+// part (proto.RawFields), and the events' own. A line's members are cut
+// out of it in one pass (jsonscan), by their index here.
+const (
+	fType = iota
+	fRole
+	fRun
+	fTS
+	fID
+	fName
+	fText
+	fArguments
+	fInput
+	fContent
+	fToolCallID
+	fIsError
+	fModel
+	fInputTokens
+	fOutputTokens
+	fThreadTotal
+	nFields
+)
+
+var lineFields = jsonscan.NewFields("Type", "Role", "Run", "TS", "ID", "Name", "Text", "Arguments", "Input", "Content",
+	"tool_call_id", "is_error", "model", "input_tokens", "output_tokens", "thread_total")
+
+// members are a line's values, by the indexes above.
+type members [nFields][]byte
 
 // str is raw as a string, or "" when it is not one (proto.RawString, as
 // the message lines are read).
@@ -50,6 +71,9 @@ func str(raw json.RawMessage) string { return proto.RawString(raw) }
 
 // integer is raw as an integer, or nil when it is not one.
 func integer(raw json.RawMessage) *int64 {
+	if len(raw) == 0 { // not there: most lines
+		return nil
+	}
 	n, err := strconv.ParseInt(string(raw), 10, 64)
 	if err != nil {
 		return nil
@@ -57,67 +81,99 @@ func integer(raw json.RawMessage) *int64 {
 	return &n
 }
 
-// eventWire is what the mapping reads of an events.jsonl line: wireLine
-// without the text, input and content, which an event only copies from
-// messages.jsonl; the decoder skips them instead of copying them out.
-type eventWire struct {
-	Type, Run, TS, ID, Name, Arguments json.RawMessage
-	Model                              json.RawMessage `json:"model"`
-	InputTokens                        json.RawMessage `json:"input_tokens"`
-	OutputTokens                       json.RawMessage `json:"output_tokens"`
-	ThreadTotal                        json.RawMessage `json:"thread_total"`
-}
-
-// parseMessage decodes one messages.jsonl line (see decode).
+// parseMessage decodes one messages.jsonl line (see decode). The line is
+// copied once, and what the mapping keeps of it (raw ids, names,
+// arguments, contents) are slices of the copy.
 func parseMessage(b []byte) (*logLine, error) {
-	var w wireLine
+	var w members
+	b = bytes.Clone(b) // b is the scanner's, read over by the next line
 	if err := decode(b, &w); err != nil {
 		return nil, err
 	}
 	l := &logLine{
-		typ: str(w.Type), role: str(w.Role), run: str(w.Run), ts: str(w.TS),
-		id: str(w.ID), toolCallID: str(w.ToolCallID), model: str(w.Model),
-		rawID: w.ID, rawName: w.Name, arguments: w.Arguments, content: w.Content,
-		prompt: integer(w.InputTokens), completion: integer(w.OutputTokens),
-		threadTotal: string(w.ThreadTotal) == "true",
+		typ: str(w[fType]), role: str(w[fRole]), run: str(w[fRun]), ts: str(w[fTS]),
+		id: str(w[fID]), toolCallID: str(w[fToolCallID]), model: str(w[fModel]),
+		rawID: w[fID], rawName: w[fName], arguments: w[fArguments], content: w[fContent],
+		prompt: integer(w[fInputTokens]), completion: integer(w[fOutputTokens]),
+		threadTotal: string(w[fThreadTotal]) == "true",
 	}
 	l.stamp()
 	switch l.role {
 	case "user", "system":
 		l.text = messageText(l.content)
 	case "assistant":
-		l.parts = proto.ContentParts(l.content) // read once, for the text and the calls
+		l.parts = contentParts(l.content) // read once, for the text and the calls
 		l.text = partsText(l.content, l.parts)
 	case "tool":
-		l.parts = proto.ContentParts(l.content)
+		l.parts = contentParts(l.content)
 	}
 	return l, nil
 }
 
-// parseEvent decodes one events.jsonl line (see decode).
+// parseEvent decodes one events.jsonl line (see decode). An event's text,
+// input and content are not read: an event only copies them from
+// messages.jsonl. What the mapping keeps of a line (its raw id, name and
+// arguments) is copied out of it.
 func parseEvent(b []byte) (*logLine, error) {
-	var w eventWire
+	var w members
 	if err := decode(b, &w); err != nil {
 		return nil, err
 	}
+	kept := make([]byte, 0, len(w[fID])+len(w[fName])+len(w[fArguments]))
+	keep := func(raw []byte) json.RawMessage {
+		if raw == nil {
+			return nil
+		}
+		kept = append(kept, raw...)
+		return kept[len(kept)-len(raw) : len(kept) : len(kept)]
+	}
 	l := &logLine{
-		typ: str(w.Type), run: str(w.Run), ts: str(w.TS), id: str(w.ID), model: str(w.Model),
-		rawID: w.ID, rawName: w.Name, arguments: w.Arguments,
-		prompt: integer(w.InputTokens), completion: integer(w.OutputTokens),
-		threadTotal: string(w.ThreadTotal) == "true",
+		typ: str(w[fType]), run: str(w[fRun]), ts: str(w[fTS]), id: str(w[fID]), model: str(w[fModel]),
+		rawID: keep(w[fID]), rawName: keep(w[fName]), arguments: keep(w[fArguments]),
+		prompt: integer(w[fInputTokens]), completion: integer(w[fOutputTokens]),
+		threadTotal: string(w[fThreadTotal]) == "true",
 	}
 	l.stamp()
 	return l, nil
 }
 
-// decode reads a line into w. A line that is not a JSON object cannot
-// have come through the mount (SPEC 6): the log is damaged, and
+// decode reads a line's members into w, as json.Unmarshal reads them into
+// a struct of json.RawMessage fields. A line that is not a JSON object
+// cannot have come through the mount (SPEC 6): the log is damaged, and
 // exporting it would hide that, so it is an error.
-func decode(b []byte, w any) error {
-	if b[0] != '{' || json.Unmarshal(b, w) != nil {
+func decode(b []byte, w *members) error {
+	if b[0] != '{' || !lineFields.Object(b, w[:]) {
 		return errors.New("not a JSON object")
 	}
 	return nil
+}
+
+// contentParts is proto.ContentParts of a content value cut out of a
+// valid line: an array's parts are read here, each once, and keep slices
+// of the line (proto.RawFields.Part), as Part.UnmarshalJSON would read
+// them into copies.
+func contentParts(content json.RawMessage) []proto.Part {
+	if len(content) == 0 || content[0] != '[' {
+		return proto.ContentParts(content)
+	}
+	parts := []proto.Part{} // an empty array is no parts, but not none
+	var w members
+	if !jsonscan.Elements(content, func(e []byte) { parts = append(parts, partOf(e, &w)) }) {
+		return nil
+	}
+	return parts
+}
+
+// partOf is a content array's element as a part: an element that is not
+// an object is a part of no type.
+func partOf(e []byte, w *members) proto.Part {
+	if e[0] != '{' || !lineFields.Object(e, w[:]) {
+		return proto.Part{}
+	}
+	f := proto.RawFields{Type: w[fType], Role: w[fRole], Run: w[fRun], TS: w[fTS], ID: w[fID], Name: w[fName],
+		Text: w[fText], Arguments: w[fArguments], Input: w[fInput], Content: w[fContent],
+		ToolCallID: w[fToolCallID], IsError: w[fIsError]}
+	return f.Part()
 }
 
 // stamp parses the line's ts; one that is not RFC 3339 is dropped (the

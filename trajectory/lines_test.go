@@ -1,0 +1,152 @@
+package trajectory
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strconv"
+	"testing"
+
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// The lines were read with json.Unmarshal into structs of RawMessage
+// fields until they were cut out in one pass (jsonscan). refMessage and
+// refEvent are that reading, kept as the reference the new one must agree
+// with on every line, damaged or hostile ones first.
+
+type refWire struct {
+	proto.RawFields
+	Model        json.RawMessage `json:"model"`
+	InputTokens  json.RawMessage `json:"input_tokens"`
+	OutputTokens json.RawMessage `json:"output_tokens"`
+	ThreadTotal  json.RawMessage `json:"thread_total"`
+}
+
+type refEventWire struct {
+	Type, Run, TS, ID, Name, Arguments json.RawMessage
+	Model                              json.RawMessage `json:"model"`
+	InputTokens                        json.RawMessage `json:"input_tokens"`
+	OutputTokens                       json.RawMessage `json:"output_tokens"`
+	ThreadTotal                        json.RawMessage `json:"thread_total"`
+}
+
+func refDecode(b []byte, w any) error {
+	if b[0] != '{' || json.Unmarshal(b, w) != nil {
+		return errors.New("not a JSON object")
+	}
+	return nil
+}
+
+// refInteger is integer as it was: strconv.ParseInt of anything.
+func refInteger(raw json.RawMessage) *int64 {
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return nil
+	}
+	return &n
+}
+
+func refMessage(b []byte) (*logLine, error) {
+	var w refWire
+	if err := refDecode(b, &w); err != nil {
+		return nil, err
+	}
+	l := &logLine{
+		typ: str(w.Type), role: str(w.Role), run: str(w.Run), ts: str(w.TS),
+		id: str(w.ID), toolCallID: str(w.ToolCallID), model: str(w.Model),
+		rawID: w.ID, rawName: w.Name, arguments: w.Arguments, content: w.Content,
+		prompt: refInteger(w.InputTokens), completion: refInteger(w.OutputTokens),
+		threadTotal: string(w.ThreadTotal) == "true",
+	}
+	l.stamp()
+	switch l.role {
+	case "user", "system":
+		l.text = messageText(l.content)
+	case "assistant":
+		l.parts = proto.ContentParts(l.content)
+		l.text = partsText(l.content, l.parts)
+	case "tool":
+		l.parts = proto.ContentParts(l.content)
+	}
+	return l, nil
+}
+
+func refEvent(b []byte) (*logLine, error) {
+	var w refEventWire
+	if err := refDecode(b, &w); err != nil {
+		return nil, err
+	}
+	l := &logLine{
+		typ: str(w.Type), run: str(w.Run), ts: str(w.TS), id: str(w.ID), model: str(w.Model),
+		rawID: w.ID, rawName: w.Name, arguments: w.Arguments,
+		prompt: refInteger(w.InputTokens), completion: refInteger(w.OutputTokens),
+		threadTotal: string(w.ThreadTotal) == "true",
+	}
+	l.stamp()
+	return l, nil
+}
+
+// hostileLines are lines of either log: ordinary ones, and every way one
+// can be damaged or odd that the reading must treat as it did.
+var hostileLines = []string{
+	`{"role":"user","run":"r","content":"hello","ts":"2026-01-02T03:04:05Z"}`,
+	`{"role":"assistant","run":"r","content":[{"type":"text","text":"a"},{"type":"tool_call","id":"c","name":"sh","arguments":{"x": 1}},{"type":"text","text":"b"}],"ts":"2026-01-02T03:04:05.5+01:00"}`,
+	`{"role":"tool","run":"r","name":"sh","content":[{"type":"tool_result","tool_call_id":"c","content":"out","is_error":true}],"ts":"2026-01-02T03:04:05Z"}`,
+	`{"role":"tool","content":[5,"s",null,[1],{"type":"tool_result","tool_call_id":7,"content":{"a" : [1, 2]}},{"TYPE":"tool_result","Tool_Call_ID":"c","IS_ERROR":"true"}]}`,
+	`{"role":"assistant","content":[]}`, `{"role":"assistant","content":[ ]}`, `{"role":"assistant","content":{"type":"text"}}`, `{"role":"assistant","content":42}`, `{"role":"assistant","content":null}`,
+	`{"role":"assistant","content":[{"type":"tool_call","id":1,"name":["x"],"arguments":"{\"a\":1}"},{"type":"tool_use","id":"u","name":"n","input":{}}]}`,
+	`{"role":"system","content":"s\u00e9\n\"q\"","ts":"2026-01-02T03:04:05,5Z"}`, `{"role":"user","content":"` + "\xff\xfe" + `"}`,
+	`{"Role":"user","ROLE":"assistant","content":"last wins"}`, `{"r\u006fle":"user","content":"escaped key"}`, `{"rolE":"user","conteNt":"x","tſ":"2026-01-02T03:04:05Z"}`,
+	`{"type":"tool_call","id":"c1","name":"sh","arguments":{"command":"ls"},"run":"r","ts":"2026-01-02T03:04:05Z"}`,
+	`{"type":"usage","model":"m","input_tokens":100,"output_tokens":7,"thread_total":true,"run":"r"}`,
+	`{"type":"usage","input_tokens":1.5,"output_tokens":-3,"thread_total":"true"}`, `{"type":"usage","input_tokens":1e3,"output_tokens":99999999999999999999}`,
+	`{"type":"usage","input_tokens":"5","output_tokens":null}`, `{"type":"done","run":null,"ts":7}`,
+	`{"role":"user","content":"x"} `, `{"role":"user","content":"x"}}`, `{"role":"user","content":"x"`, `{"role":"user","content":"x",}`,
+	`{"role":"user","content":"a` + "\x01" + `b"}`, `{"role":"user","content":"\q"}`, `{"role":"user","content":[1,]}`, `{"role":"user","content":01}`,
+	`[{"role":"user"}]`, `"role"`, `null`, `1`, `{}`, `{"":1}`, `{"a":{"b":{"c":[[[]]]}}}`,
+}
+
+func TestParseAgreesWithReference(t *testing.T) {
+	for _, line := range hostileLines {
+		checkParse(t, []byte(line))
+	}
+}
+
+func FuzzParseLine(f *testing.F) {
+	for _, line := range hostileLines {
+		f.Add([]byte(line))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { checkParse(t, b) })
+}
+
+// checkParse: both logs' readings of line b agree with the reference:
+// the same error, or the same line.
+func checkParse(t *testing.T, b []byte) {
+	t.Helper()
+	b = bytes.TrimSpace(b) // as lineSource gives lines
+	if len(b) == 0 {
+		return
+	}
+	for _, p := range []struct {
+		name      string
+		got, want func([]byte) (*logLine, error)
+	}{{"message", parseMessage, refMessage}, {"event", parseEvent, refEvent}} {
+		buf := bytes.Clone(b)
+		got, gerr := p.got(buf)
+		for i := range buf { // the scanner reads the next line over it
+			buf[i] = 'x'
+		}
+		want, werr := p.want(bytes.Clone(b))
+		if (gerr == nil) != (werr == nil) {
+			t.Fatalf("%s %q: error %v, reference %v", p.name, b, gerr, werr)
+		}
+		if gerr != nil && gerr.Error() != werr.Error() {
+			t.Fatalf("%s %q: error %v, reference %v", p.name, b, gerr, werr)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s %q:\n got %#v\nwant %#v", p.name, b, got, want)
+		}
+	}
+}
