@@ -351,3 +351,33 @@ func foldRune(r rune) rune {
 		r = r2
 	}
 }
+
+// AppendCompact appends the JSON text src to dst without its white space,
+// as encoding/json writes a json.RawMessage when it does not escape HTML;
+// false, with dst as it was, when src is not valid JSON (json.Valid), on
+// which encoding/json fails.
+func AppendCompact(dst, src []byte) ([]byte, bool) {
+	s := scanner{b: src}
+	s.space()
+	if !s.value(0) {
+		return dst, false
+	}
+	s.space()
+	if s.i != len(src) {
+		return dst, false
+	}
+	inString := false
+	start := 0
+	for i := 0; i < len(src); i++ {
+		switch c := src[i]; {
+		case inString && c == '\\':
+			i++ // the escaped byte, which may be a quote
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			dst = append(dst, src[start:i]...)
+			start = i + 1
+		}
+	}
+	return append(dst, src[start:]...), true
+}

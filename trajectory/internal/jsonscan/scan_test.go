@@ -55,6 +55,7 @@ func FuzzObject(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkObject(t, b)
 		checkElements(t, b)
+		checkCompact(t, b)
 	})
 }
 
@@ -106,4 +107,31 @@ func TestNamesFoldingAlikeRefused(t *testing.T) {
 		}
 	}()
 	NewFields("TS", "ts")
+}
+
+// TestAppendCompact: AppendCompact agrees with json.Compact on every
+// hostile text, and with json.Marshal of a RawMessage on the valid ones.
+func TestAppendCompact(t *testing.T) {
+	for _, line := range append(hostile, ` [ 1 , { "a b" : "c\" d" , "e":[ ] } ] `, "\"x\\\\\" y\"", " 12 ") {
+		checkCompact(t, []byte(line))
+	}
+}
+
+func checkCompact(t *testing.T, b []byte) {
+	t.Helper()
+	var want bytes.Buffer
+	werr := json.Compact(&want, b)
+	got, ok := AppendCompact([]byte("prefix"), b)
+	if ok != (werr == nil) {
+		t.Fatalf("%q: AppendCompact says %v, json.Compact %v", b, ok, werr)
+	}
+	if !ok {
+		if string(got) != "prefix" {
+			t.Fatalf("%q: AppendCompact failed but appended %q", b, got)
+		}
+		return
+	}
+	if string(got) != "prefix"+want.String() {
+		t.Fatalf("%q: AppendCompact %q, json.Compact %q", b, got, want.String())
+	}
 }
