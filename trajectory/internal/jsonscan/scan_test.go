@@ -135,3 +135,16 @@ func checkCompact(t *testing.T, b []byte) {
 		t.Fatalf("%q: AppendCompact %q, json.Compact %q", b, got, want.String())
 	}
 }
+
+// TestStringsEightAtATime: a quote, a backslash, a control character or
+// a byte of each other kind at every offset of a long string is read as
+// encoding/json reads it.
+func TestStringsEightAtATime(t *testing.T) {
+	for _, odd := range []string{`"`, `\`, `\\`, `\"`, `\u00e9`, `\x`, "\x00", "\x1f", "\x20", "\x7f", "\x80", "\xff", "é", "\x21", "\x5b", "\x5d"} {
+		for at := 0; at < 20; at++ {
+			text := strings.Repeat("a", at) + odd + strings.Repeat("b", 19-at)
+			checkObject(t, []byte(`{"type":"`+text+`","ts":"`+text+`"}`))
+			checkElements(t, []byte(`["`+text+`"]`))
+		}
+	}
+}
