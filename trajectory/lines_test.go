@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/ctxfs/ctxfs/proto"
 )
@@ -108,45 +109,66 @@ var hostileLines = []string{
 	`[{"role":"user"}]`, `"role"`, `null`, `1`, `{}`, `{"":1}`, `{"a":{"b":{"c":[[[]]]}}}`,
 }
 
+// TestParseAgreesWithReference: each hostile line on its own, and all of
+// them in a row (a line's run is given again when it repeats; with runs
+// that repeat, escaped, and of other types between them).
 func TestParseAgreesWithReference(t *testing.T) {
 	for _, line := range hostileLines {
 		checkParse(t, []byte(line))
 	}
+	var all []byte
+	for _, line := range hostileLines {
+		all = append(append(all, line...), '\n')
+	}
+	for _, run := range []string{`"r"`, `"r"`, `"\u0072"`, `"r"`, `7`, `null`, `"r"`, `""`, ``, `"r2"`, "\"\xff\"", "\"\xff\""} {
+		if run != "" {
+			run = `,"run":` + run
+		}
+		all = append(all, `{"role":"user","content":"x"`+run+`}`+"\n"...)
+		all = append(all, `{"type":"start"`+run+`}`+"\n"...)
+	}
+	checkParse(t, all)
 }
 
 func FuzzParseLine(f *testing.F) {
 	for _, line := range hostileLines {
 		f.Add([]byte(line))
 	}
+	f.Add([]byte(`{"run":"r"}` + "\n" + `{"run":"\u0072"}` + "\n" + `{"run":"r"}`))
 	f.Fuzz(func(t *testing.T, b []byte) { checkParse(t, b) })
 }
 
-// checkParse: both logs' readings of line b agree with the reference:
-// the same error, or the same line.
+// checkParse: both logs' readings of the lines of b, in a row, agree with
+// the reference: the same error, or the same line.
 func checkParse(t *testing.T, b []byte) {
 	t.Helper()
-	b = bytes.TrimSpace(b) // as lineSource gives lines
-	if len(b) == 0 {
-		return
-	}
-	for _, p := range []struct {
-		name      string
-		got, want func([]byte) (*logLine, error)
-	}{{"message", parseMessage, refMessage}, {"event", parseEvent, refEvent}} {
-		buf := bytes.Clone(b)
-		got, gerr := p.got(buf)
-		for i := range buf { // the scanner reads the next line over it
-			buf[i] = 'x'
+	var runs [2]recent
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		line = bytes.TrimSpace(line) // as lineSource gives lines
+		if len(line) == 0 {
+			continue
 		}
-		want, werr := p.want(bytes.Clone(b))
-		if (gerr == nil) != (werr == nil) {
-			t.Fatalf("%s %q: error %v, reference %v", p.name, b, gerr, werr)
-		}
-		if gerr != nil && gerr.Error() != werr.Error() {
-			t.Fatalf("%s %q: error %v, reference %v", p.name, b, gerr, werr)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("%s %q:\n got %#v\nwant %#v", p.name, b, got, want)
+		for i, p := range []struct {
+			name string
+			got  func([]byte, *logLine, *recent) error
+			want func([]byte) (*logLine, error)
+		}{{"message", parseMessage, refMessage}, {"event", parseEvent, refEvent}} {
+			buf := bytes.Clone(line)
+			got := &logLine{typ: "stale", text: "stale", parts: []proto.Part{{}}, prompt: new(int64), at: time.Now()} // a slot used before
+			gerr := p.got(buf, got, &runs[i])
+			if gerr != nil {
+				got = nil
+			}
+			for i := range buf { // the scanner reads the next line over it
+				buf[i] = 'x'
+			}
+			want, werr := p.want(bytes.Clone(line))
+			if (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
+				t.Fatalf("%s %q: error %v, reference %v", p.name, line, gerr, werr)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s %q:\n got %#v\nwant %#v", p.name, line, got, want)
+			}
 		}
 	}
 }

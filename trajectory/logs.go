@@ -69,6 +69,32 @@ type members [nFields][]byte
 // the message lines are read).
 func str(raw json.RawMessage) string { return proto.RawString(raw) }
 
+// word is str of a member whose values are mostly a few words (a line's
+// type, a role): those are given as they are, not copied out of the line.
+func word(raw json.RawMessage) string {
+	if len(raw) > 2 && raw[0] == '"' {
+		if w, ok := known[string(raw[1:len(raw)-1])]; ok {
+			return w
+		}
+	}
+	return str(raw)
+}
+
+// known are the words word gives without a copy.
+var known = map[string]string{"user": "user", "assistant": "assistant", "tool": "tool", "system": "system", "start": "start",
+	"state": "state", "tool_call": "tool_call", "tool_result": "tool_result", "message": "message", "usage": "usage", "done": "done"}
+
+// recent is str of a member that repeats from one line to the next (a
+// line's run): the last one's string is given again, not copied again.
+type recent struct{ raw, s string }
+
+func (c *recent) str(raw json.RawMessage) string {
+	if string(raw) != c.raw {
+		c.raw, c.s = string(raw), str(raw)
+	}
+	return c.s
+}
+
 // integer is raw as an integer, or nil when it is not one.
 func integer(raw json.RawMessage) *int64 {
 	if len(raw) == 0 { // not there: most lines
@@ -81,17 +107,17 @@ func integer(raw json.RawMessage) *int64 {
 	return &n
 }
 
-// parseMessage decodes one messages.jsonl line (see decode). The line is
-// copied once, and what the mapping keeps of it (raw ids, names,
+// parseMessage decodes one messages.jsonl line (see decode) into l. The
+// line is copied once, and what the mapping keeps of it (raw ids, names,
 // arguments, contents) are slices of the copy.
-func parseMessage(b []byte) (*logLine, error) {
+func parseMessage(b []byte, l *logLine, runs *recent) error {
 	var w members
 	b = bytes.Clone(b) // b is the scanner's, read over by the next line
 	if err := decode(b, &w); err != nil {
-		return nil, err
+		return err
 	}
-	l := &logLine{
-		typ: str(w[fType]), role: str(w[fRole]), run: str(w[fRun]), ts: str(w[fTS]),
+	*l = logLine{
+		typ: word(w[fType]), role: word(w[fRole]), run: runs.str(w[fRun]), ts: str(w[fTS]),
 		id: str(w[fID]), toolCallID: str(w[fToolCallID]), model: str(w[fModel]),
 		rawID: w[fID], rawName: w[fName], arguments: w[fArguments], content: w[fContent],
 		prompt: integer(w[fInputTokens]), completion: integer(w[fOutputTokens]),
@@ -107,17 +133,17 @@ func parseMessage(b []byte) (*logLine, error) {
 	case "tool":
 		l.parts = contentParts(l.content)
 	}
-	return l, nil
+	return nil
 }
 
 // parseEvent decodes one events.jsonl line (see decode). An event's text,
 // input and content are not read: an event only copies them from
 // messages.jsonl. What the mapping keeps of a line (its raw id, name and
 // arguments) is copied out of it.
-func parseEvent(b []byte) (*logLine, error) {
+func parseEvent(b []byte, l *logLine, runs *recent) error {
 	var w members
 	if err := decode(b, &w); err != nil {
-		return nil, err
+		return err
 	}
 	kept := make([]byte, 0, len(w[fID])+len(w[fName])+len(w[fArguments]))
 	keep := func(raw []byte) json.RawMessage {
@@ -127,14 +153,14 @@ func parseEvent(b []byte) (*logLine, error) {
 		kept = append(kept, raw...)
 		return kept[len(kept)-len(raw) : len(kept) : len(kept)]
 	}
-	l := &logLine{
-		typ: str(w[fType]), run: str(w[fRun]), ts: str(w[fTS]), id: str(w[fID]), model: str(w[fModel]),
+	*l = logLine{
+		typ: word(w[fType]), run: runs.str(w[fRun]), ts: str(w[fTS]), id: str(w[fID]), model: str(w[fModel]),
 		rawID: keep(w[fID]), rawName: keep(w[fName]), arguments: keep(w[fArguments]),
 		prompt: integer(w[fInputTokens]), completion: integer(w[fOutputTokens]),
 		threadTotal: string(w[fThreadTotal]) == "true",
 	}
 	l.stamp()
-	return l, nil
+	return nil
 }
 
 // decode reads a line's members into w, as json.Unmarshal reads them into
@@ -196,10 +222,10 @@ func (l *logLine) stamp() {
 // batchBytes plus a line each.
 type lineReader struct {
 	batches <-chan batch
-	cur     []*logLine // the batch being used
-	end     bool       // the last batch came
-	err     error      // what ended the log: nil at its end
-	stop    func()     // ends the reading ahead and waits for it
+	cur     []logLine // the batch being used
+	end     bool      // the last batch came
+	err     error     // what ended the log: nil at its end
+	stop    func()    // ends the reading ahead and waits for it
 }
 
 // Batches of lines read ahead: this many lines, or bytes of them, a batch.
@@ -209,14 +235,15 @@ const (
 )
 
 // batch is lines read ahead, in order; last says the log ends after them,
-// with err (nil at its end).
+// with err (nil at its end). The lines are held by value, a batch's in
+// one allocation.
 type batch struct {
-	lines []*logLine
+	lines []logLine
 	last  bool
 	err   error
 }
 
-func newLineReader(name string, r io.Reader, parse func([]byte) (*logLine, error)) *lineReader {
+func newLineReader(name string, r io.Reader, parse func([]byte, *logLine, *recent) error) *lineReader {
 	if r == nil {
 		r = bytes.NewReader(nil)
 	}
@@ -245,14 +272,14 @@ func (r *lineReader) peek() (*logLine, error) {
 		b := <-r.batches
 		r.cur, r.end, r.err = b.lines, b.last, b.err
 	}
-	return r.cur[0], nil
+	return &r.cur[0], nil
 }
 
-// next consumes and returns the next line; nil at the end.
+// next consumes and returns the next line; nil at the end. The line is
+// the caller's until the batch after next is taken.
 func (r *lineReader) next() (*logLine, error) {
 	l, err := r.peek()
 	if l != nil {
-		r.cur[0] = nil // let it go with its step
 		r.cur = r.cur[1:]
 	}
 	return l, err
@@ -262,56 +289,57 @@ func (r *lineReader) next() (*logLine, error) {
 // lineReader.
 type lineSource struct {
 	name  string // the log's file name, for errors
-	parse func([]byte) (*logLine, error)
+	parse func([]byte, *logLine, *recent) error
 	sc    *bufio.Scanner
-	no    int // number of the last line read
+	no    int    // number of the last line read
+	runs  recent // the last line's run
 }
 
 // run sends the log's lines in batches until its end or an error (in the
 // last batch), or until done is closed.
 func (s *lineSource) run(out chan<- batch, done <-chan struct{}) {
-	var b batch
+	b := batch{lines: make([]logLine, 0, batchLines)}
 	size := 0
 	for !b.last {
-		l, n, err := s.line()
-		if l != nil {
-			b.lines = append(b.lines, l)
-			size += n
+		b.lines = b.lines[:len(b.lines)+1]
+		n, err := s.line(&b.lines[len(b.lines)-1])
+		if n == 0 {
+			b.lines = b.lines[:len(b.lines)-1]
 		}
-		b.last, b.err = l == nil, err
+		size += n
+		b.last, b.err = n == 0, err
 		if b.last || len(b.lines) == batchLines || size >= batchBytes {
 			select {
 			case out <- b:
 			case <-done:
 				return
 			}
-			b, size = batch{last: b.last}, 0
+			b, size = batch{lines: make([]logLine, 0, batchLines), last: b.last}, 0
 		}
 	}
 }
 
-// line reads and decodes the next line that is not blank, and says its
-// length; nil at the end.
-func (s *lineSource) line() (*logLine, int, error) {
+// line reads and decodes the next line that is not blank into l, and
+// says its length; 0 at the end.
+func (s *lineSource) line(l *logLine) (int, error) {
 	for s.sc.Scan() {
 		s.no++
 		b := bytes.TrimSpace(s.sc.Bytes())
 		if len(b) == 0 {
 			continue
 		}
-		l, err := s.parse(b)
-		if err != nil {
-			return nil, 0, s.errorf(s.no, "%v", err)
+		if err := s.parse(b, l, &s.runs); err != nil {
+			return 0, s.errorf(s.no, "%v", err)
 		}
-		return l, len(b), nil
+		return len(b), nil
 	}
 	if err := s.sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, 0, s.errorf(s.no+1, "longer than %d bytes", abi.MaxLineBytes)
+			return 0, s.errorf(s.no+1, "longer than %d bytes", abi.MaxLineBytes)
 		}
-		return nil, 0, err
+		return 0, err
 	}
-	return nil, 0, nil
+	return 0, nil
 }
 
 // errorf reports damage at line no of the log: EIO, as for an unprovable
