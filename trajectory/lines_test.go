@@ -56,20 +56,20 @@ func refMessage(b []byte) (*logLine, error) {
 	}
 	l := &logLine{
 		typ: str(w.Type), role: str(w.Role), run: str(w.Run), ts: str(w.TS),
-		id: str(w.ID), toolCallID: str(w.ToolCallID), model: str(w.Model),
-		rawID: w.ID, rawName: w.Name, arguments: w.Arguments, content: w.Content,
+		id: str(w.ID), model: str(w.Model),
+		rawID: w.ID, rawName: w.Name, arguments: w.Arguments,
 		prompt: refInteger(w.InputTokens), completion: refInteger(w.OutputTokens),
 		threadTotal: string(w.ThreadTotal) == "true",
 	}
 	l.stamp()
 	switch l.role {
 	case "user", "system":
-		l.text = messageText(l.content)
+		l.text = messageText(w.Content)
 	case "assistant":
-		l.parts = proto.ContentParts(l.content)
-		l.text = partsText(l.content, l.parts)
+		l.parts = proto.ContentParts(w.Content)
+		l.text = partsText(w.Content, l.parts)
 	case "tool":
-		l.parts = proto.ContentParts(l.content)
+		l.parts = proto.ContentParts(w.Content)
 	}
 	return l, nil
 }

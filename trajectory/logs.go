@@ -22,10 +22,10 @@ import (
 // read leniently (a field of another type reads as ""), because a line
 // appended through the mount may carry anything a JSON object can.
 type logLine struct {
-	typ, role, run, id, toolCallID, model string
-	ts                                    string    // as recorded
-	at                                    time.Time // ts parsed; zero when it does not parse
-	rawID, rawName, arguments, content    json.RawMessage
+	typ, role, run, id, model string
+	ts                        string    // as recorded
+	at                        time.Time // ts parsed; zero when it does not parse
+	rawID, rawName, arguments json.RawMessage
 	// Of a message line: its text (messageText) and its content's parts
 	// (proto.ContentParts) for an assistant or tool message, read with
 	// the line, ahead of the mapping (lineReader).
@@ -118,20 +118,20 @@ func parseMessage(b []byte, l *logLine, runs *recent) error {
 	}
 	*l = logLine{
 		typ: word(w[fType]), role: word(w[fRole]), run: runs.str(w[fRun]), ts: str(w[fTS]),
-		id: str(w[fID]), toolCallID: str(w[fToolCallID]), model: str(w[fModel]),
-		rawID: w[fID], rawName: w[fName], arguments: w[fArguments], content: w[fContent],
+		id: str(w[fID]), model: str(w[fModel]),
+		rawID: w[fID], rawName: w[fName], arguments: w[fArguments],
 		prompt: integer(w[fInputTokens]), completion: integer(w[fOutputTokens]),
 		threadTotal: string(w[fThreadTotal]) == "true",
 	}
 	l.stamp()
-	switch l.role {
+	switch content := w[fContent]; l.role {
 	case "user", "system":
-		l.text = messageText(l.content)
+		l.text = messageText(content)
 	case "assistant":
-		l.parts = contentParts(l.content) // read once, for the text and the calls
-		l.text = partsText(l.content, l.parts)
+		l.parts = contentParts(content) // read once, for the text and the calls
+		l.text = partsText(content, l.parts)
 	case "tool":
-		l.parts = contentParts(l.content)
+		l.parts = contentParts(content)
 	}
 	return nil
 }
