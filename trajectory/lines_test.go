@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"reflect"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -168,6 +172,32 @@ func checkParse(t *testing.T, b []byte) {
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("%s %q:\n got %#v\nwant %#v", p.name, line, got, want)
+			}
+		}
+	}
+}
+
+// TestDamagedLineDeep: a damaged line far into either log (many batches
+// read ahead, their arrays read into again) fails the export with EIO at
+// its log and line, whatever the damage, as json.Unmarshal would refuse
+// it.
+func TestDamagedLineDeep(t *testing.T) {
+	const good = 3000
+	var valid strings.Builder
+	for i := range good {
+		fmt.Fprintf(&valid, `{"role":"user","run":"r%d","content":"message %d"}`+"\n", i%7, i)
+	}
+	for _, bad := range []string{`{"role":"user","content":"x"`, `{"a":1} {}`, "{\"content\":\"\x01\"}", `{"content":"\u12"}`, `{"n":01}`,
+		`{"a":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`, `[{"role":"user"}]`, `null`, "\xef\xbb\xbf{}"} {
+		for _, log := range []string{"messages.jsonl", "events.jsonl"} {
+			msgs, events := valid.String()+bad+"\n", valid.String()
+			if log == "events.jsonl" {
+				msgs, events = events, msgs
+			}
+			err := Export(io.Discard, strings.NewReader(msgs), strings.NewReader(events), testInfo)
+			want := fmt.Sprintf("%s line %d: not a JSON object", log, good+1)
+			if !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), want) {
+				t.Errorf("%.40q in %s: err %v, want EIO, %s", bad, log, err, want)
 			}
 		}
 	}

@@ -219,13 +219,17 @@ func (l *logLine) stamp() {
 // logs are decoded beside the mapping, on the machine's other cores
 // (docs/benchmarks.md#trajectory). What it holds is the batch being
 // read, one waiting and the one being used: at most about three times
-// batchBytes plus a line each.
+// batchBytes plus a line each. A batch's array of lines, once used, goes
+// back to be read into again (used): a line peek or next gives is the
+// caller's until its next call after the one that consumed it.
 type lineReader struct {
 	batches <-chan batch
-	cur     []logLine // the batch being used
-	end     bool      // the last batch came
-	err     error     // what ended the log: nil at its end
-	stop    func()    // ends the reading ahead and waits for it
+	used    chan<- []logLine // arrays of used batches, for lineSource
+	cur     []logLine        // the rest of the batch being used
+	array   []logLine        // all of it
+	end     bool             // the last batch came
+	err     error            // what ended the log: nil at its end
+	stop    func()           // ends the reading ahead and waits for it
 }
 
 // Batches of lines read ahead: this many lines, or bytes of them, a batch.
@@ -252,15 +256,16 @@ func newLineReader(name string, r io.Reader, parse func([]byte, *logLine, *recen
 	sc.Buffer(make([]byte, 0, 64<<10), abi.MaxLineBytes+2)
 	src := &lineSource{name: name, sc: sc, parse: parse}
 	batches := make(chan batch, 1)
+	used := make(chan []logLine, 2)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		src.run(batches, done)
+		src.run(batches, used, done)
 	}()
 	var once sync.Once
-	return &lineReader{batches: batches, stop: func() { once.Do(func() { close(done); wg.Wait() }) }}
+	return &lineReader{batches: batches, used: used, stop: func() { once.Do(func() { close(done); wg.Wait() }) }}
 }
 
 // peek returns the next line without consuming it; nil at the end.
@@ -269,14 +274,19 @@ func (r *lineReader) peek() (*logLine, error) {
 		if r.end {
 			return nil, r.err
 		}
+		if r.array != nil {
+			select {
+			case r.used <- r.array[:0]:
+			default:
+			}
+		}
 		b := <-r.batches
-		r.cur, r.end, r.err = b.lines, b.last, b.err
+		r.cur, r.array, r.end, r.err = b.lines, b.lines, b.last, b.err
 	}
 	return &r.cur[0], nil
 }
 
-// next consumes and returns the next line; nil at the end. The line is
-// the caller's until the batch after next is taken.
+// next consumes and returns the next line; nil at the end.
 func (r *lineReader) next() (*logLine, error) {
 	l, err := r.peek()
 	if l != nil {
@@ -296,11 +306,20 @@ type lineSource struct {
 }
 
 // run sends the log's lines in batches until its end or an error (in the
-// last batch), or until done is closed.
-func (s *lineSource) run(out chan<- batch, done <-chan struct{}) {
-	b := batch{lines: make([]logLine, 0, batchLines)}
+// last batch), or until done is closed; it reads into the arrays of used
+// batches while there are some.
+func (s *lineSource) run(out chan<- batch, used <-chan []logLine, done <-chan struct{}) {
+	array := func() []logLine {
+		select {
+		case a := <-used:
+			return a
+		default:
+			return make([]logLine, 0, batchLines)
+		}
+	}
+	b := batch{lines: array()}
 	size := 0
-	for !b.last {
+	for {
 		b.lines = b.lines[:len(b.lines)+1]
 		n, err := s.line(&b.lines[len(b.lines)-1])
 		if n == 0 {
@@ -314,7 +333,10 @@ func (s *lineSource) run(out chan<- batch, done <-chan struct{}) {
 			case <-done:
 				return
 			}
-			b, size = batch{lines: make([]logLine, 0, batchLines), last: b.last}, 0
+			if b.last {
+				return
+			}
+			b, size = batch{lines: array()}, 0
 		}
 	}
 }
