@@ -2,7 +2,6 @@ package trajectory
 
 import (
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/ctxfs/ctxfs/trajectory/internal/jsonscan"
 )
@@ -112,54 +111,5 @@ func appendResult(b []byte, r *Result) []byte {
 	return append(b, '}')
 }
 
-// appendString appends s quoted as encoding/json quotes a string when it
-// does not escape HTML: '"', '\\' and control characters escaped (\b, \f,
-// \n, \r, \t by name, the others as \u00XX), each byte of invalid UTF-8 as
-// \ufffd, U+2028 and U+2029 as \u2028 and \u2029, all else as it is.
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(append(b, s[start:i]...), `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hex[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	return append(append(b, s[start:]...), '"')
-}
+// appendString appends s quoted as marshal quotes it.
+func appendString(b []byte, s string) []byte { return jsonscan.AppendString(b, s) }

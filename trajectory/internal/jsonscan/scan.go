@@ -5,7 +5,9 @@
 // json.Unmarshal into a struct of json.RawMessage fields, which scans a
 // line twice (its validity check, then its decoding) and copies every
 // value it keeps (docs/benchmarks.md#trajectory); the values here are
-// slices of the line. It never decides what a value means: its callers do.
+// slices of the line. It also writes strings and raw values byte for byte
+// as encoding/json writes them (AppendString, AppendCompact), without its
+// reflection. It never decides what a value means: its callers do.
 package jsonscan
 
 import (
@@ -401,4 +403,70 @@ func AppendCompact(dst, src []byte) ([]byte, bool) {
 		}
 	}
 	return append(dst, src[start:]...), true
+}
+
+// AppendString appends s quoted as encoding/json quotes a string when it
+// does not escape HTML: '"', '\\' and control characters escaped (\b, \f,
+// \n, \r, \t by name, the others as \u00XX), each byte of invalid UTF-8 as
+// \ufffd, U+2028 and U+2029 as \u2028 and \u2029, all else as it is.
+func AppendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		// Eight bytes at a time while none needs a look: a run of text.
+		for i+8 <= len(s) && !specialOrHigh(uint64(s[i])|uint64(s[i+1])<<8|uint64(s[i+2])<<16|uint64(s[i+3])<<24|
+			uint64(s[i+4])<<32|uint64(s[i+5])<<40|uint64(s[i+6])<<48|uint64(s[i+7])<<56) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(append(b, s[start:i]...), `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hex[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	return append(append(b, s[start:]...), '"')
+}
+
+// specialOrHigh says whether any of the eight bytes in x is special or
+// not ASCII.
+func specialOrHigh(x uint64) bool {
+	return x&0x8080808080808080 != 0 || special(x)
 }

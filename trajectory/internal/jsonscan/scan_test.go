@@ -56,6 +56,7 @@ func FuzzObject(f *testing.F) {
 		checkObject(t, b)
 		checkElements(t, b)
 		checkCompact(t, b)
+		checkString(t, string(b))
 	})
 }
 
@@ -146,5 +147,30 @@ func TestStringsEightAtATime(t *testing.T) {
 			checkObject(t, []byte(`{"type":"`+text+`","ts":"`+text+`"}`))
 			checkElements(t, []byte(`["`+text+`"]`))
 		}
+	}
+}
+
+// TestAppendString: every kind of byte and rune at every offset of a
+// long string is quoted as encoding/json quotes it without HTML escapes.
+func TestAppendString(t *testing.T) {
+	for _, odd := range []string{`"`, `\`, "\x00", "\b", "\f", "\n", "\r", "\t", "\x1f", "\x7f", "<&>", "é", "中", "😀", "\u2028", "\u2029", "\xff", "\xe2\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80"} {
+		for at := 0; at < 20; at++ {
+			checkString(t, strings.Repeat("a", at)+odd+strings.Repeat("b", 19-at))
+		}
+		checkString(t, odd)
+	}
+	checkString(t, "")
+}
+
+func checkString(t *testing.T, s string) {
+	t.Helper()
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		t.Fatal(err)
+	}
+	if got := AppendString([]byte("x"), s); string(got) != "x"+strings.TrimSuffix(want.String(), "\n") {
+		t.Fatalf("%q: AppendString %s, encoding/json %s", s, got[1:], want.String())
 	}
 }
