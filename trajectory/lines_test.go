@@ -202,3 +202,29 @@ func TestDamagedLineDeep(t *testing.T) {
 		}
 	}
 }
+
+// TestPartsReadAllRawFields: a part with every member proto.RawFields
+// names (its JSON names, as encoding/json derives them) is read as
+// Part.UnmarshalJSON reads it: lineFields and partOf know every member a
+// part is read by, even one added to proto later.
+func TestPartsReadAllRawFields(t *testing.T) {
+	var obj []string
+	rt := reflect.TypeOf(proto.RawFields{})
+	for i := range rt.NumField() {
+		f := rt.Field(i)
+		name := f.Name
+		if tag := f.Tag.Get("json"); tag != "" {
+			name = tag
+		}
+		obj = append(obj, fmt.Sprintf(`"%s":"v%d"`, name, i))
+	}
+	elem := []byte("{" + strings.Join(obj, ",") + `,"is_error":true}`)
+	var want proto.Part
+	if err := json.Unmarshal(elem, &want); err != nil {
+		t.Fatal(err)
+	}
+	var w members
+	if got := partOf(elem, &w); !reflect.DeepEqual(got, want) {
+		t.Errorf("%s:\n got %#v\nwant %#v", elem, got, want)
+	}
+}
