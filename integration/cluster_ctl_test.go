@@ -26,10 +26,7 @@ import (
 func TestClusterCtlOnFollower(t *testing.T) {
 	c := newTestCluster(t, 2*time.Second, nil, "a", "b")
 	w := c.waitWriter("", 20*time.Second)
-	f := c.hosts[0]
-	if f == w {
-		f = c.hosts[1]
-	}
+	f := c.follower(w)
 	w.srv.sendAs(uid1001, "k", "k0", "", "first")
 	ctl := f.srv.mnt(uid1001CoderAt + "k/ctl")
 	msgs := w.srv.mnt(uid1001CoderAt + "k/messages.jsonl")
