@@ -60,7 +60,7 @@ type Request struct {
 	// Line is the request line as its writer wrote it, kept by a
 	// transport that owns the bytes (a ctl file, fs/ctl.go) so that a
 	// host that does not write the store can relay the request whole to
-	// the host that does (cluster/replica.Control); nil from ParseRequest.
+	// the host that does (cluster/replica.Relay); nil from ParseRequest.
 	Line []byte
 }
 

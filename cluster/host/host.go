@@ -78,7 +78,7 @@ func Start(cfg Config) (*Host, error) {
 		return nil, fmt.Errorf("cluster: listen %s: %w", cfg.Listen, err)
 	}
 	h.peers = l
-	cfg.Replica.SetControl(h.relayControl)
+	cfg.Replica.SetRelay(relayer{h})
 	h.follow()
 	return h, nil
 }
@@ -177,20 +177,6 @@ func (h *Host) relay(c layout.Caller, t session.Target) (net.Conn, error) {
 	return h.dial(peer.HelloFor(h.cfg.Identity.Host, c, t))
 }
 
-// relayControl relays a request a local caller wrote to session ref's ctl
-// file on this host's mount to the writer (replica.Control), which begins
-// it as written to that ctl file there: EAGAIN when no other host writes
-// now.
-func (h *Host) relayControl(ctx context.Context, c layout.Caller, ref layout.Ref, line []byte) (*session.Reply, error) {
-	hello := peer.HelloFor(h.cfg.Identity.Host, c, session.Target{Kind: ref.Container.Kind, Owner: ref.Container.Owner})
-	hello.Session = ref.Rel()
-	conn, err := h.dial(hello)
-	if err != nil {
-		return nil, err
-	}
-	return peer.Control(conn, line)
-}
-
 // dial connects to the writer host with hello: EAGAIN when no other host
 // writes now, or it cannot be reached within dialPatience.
 func (h *Host) dial(hello peer.Hello) (net.Conn, error) {
@@ -220,7 +206,11 @@ func (h *Host) serveRelayed(conn net.Conn, hello peer.Hello) {
 	if err := peer.Admit(conn); err != nil {
 		return
 	}
-	if ref, ok := hello.ControlRef(); ok {
+	switch ref, ok := hello.ControlRef(); {
+	case ok && hello.Log != "":
+		h.serveLogChange(conn, hello.Caller(), ref, hello.Log)
+		return
+	case ok:
 		h.cfg.Sockets.ServeRemoteControl(conn, hello.Caller(), ref)
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
@@ -72,4 +73,42 @@ func TestControlFrames(t *testing.T) {
 		t.Errorf("after the error frame: %v, want EOF", err)
 	}
 	r.Close()
+}
+
+// TestReadLogChange: what no mount could have sent is refused with its
+// errno before any byte of an append is read; an append's bytes come
+// whole.
+func TestReadLogChange(t *testing.T) {
+	read := func(sent string) (LogChange, []byte, error) {
+		near, far := net.Pipe()
+		defer near.Close()
+		go func() { io.WriteString(far, sent); far.Close() }()
+		return ReadLogChange(near)
+	}
+	for _, c := range []struct {
+		sent string
+		want syscall.Errno
+	}{
+		{`{"op":"append","size":0}` + "\n", syscall.EMSGSIZE},
+		{`{"op":"append","size":-1}` + "\n", syscall.EMSGSIZE},
+		{`{"op":"append","size":99999999}` + "\n", syscall.EMSGSIZE},
+		{`{"op":"truncate","size":1}` + "\n", syscall.EINVAL},
+		{`{"op":"loss","size":3,"errno":"ENOSUCH"}` + "\n", syscall.EINVAL},
+		{`{"op":"loss","size":-3,"errno":"EINVAL"}` + "\n", syscall.EINVAL},
+		{`{"op":"loss","size":3,"errno":"EINVAL","why":"` + strings.Repeat("w", maxWhy+1) + `"}` + "\n", syscall.EINVAL},
+		{`{"op":"append","size":1,"path":"/etc/passwd"}` + "\n", syscall.EINVAL},
+		{`not json` + "\n", syscall.EINVAL},
+		{strings.Repeat(" ", maxChangeLine+1) + "\n", syscall.EMSGSIZE},
+	} {
+		_, _, err := read(c.sent)
+		testkit.WantErrno(t, abi.Clip(c.sent, 60), err, c.want)
+	}
+	ch, data, err := read(`{"op":"append","size":6}` + "\n" + "{}\n{}\n")
+	testkit.Must(t, err)
+	if ch.Op != LogAppend || string(data) != "{}\n{}\n" {
+		t.Errorf("an append: %+v %q", ch, data)
+	}
+	if _, _, err := read(`{"op":"append","size":6}` + "\n" + "{}\n"); err == nil {
+		t.Errorf("an append cut short was taken")
+	}
 }

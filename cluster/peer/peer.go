@@ -64,6 +64,10 @@ type Hello struct {
 	// the store (layout.Ref.Rel), inside Kind and Owner's container.
 	// Empty for a request that came to a socket.
 	Session string `json:"session,omitempty"`
+	// Log is set when the connection carries a change to one of that
+	// session's logs made through the dialer's mount (a LogChange):
+	// abi.FileMessages or abi.FileEvents. Empty for a ctl request.
+	Log string `json:"log,omitempty"`
 }
 
 // HelloFor is the hello that vouches for a local caller c at target t.
@@ -88,18 +92,21 @@ func (h Hello) check() error {
 	default:
 		return abi.Errorf(syscall.EINVAL, "hello", "no socket is %s %q", h.Kind, h.Owner)
 	}
-	if h.Session == "" {
+	if h.Session == "" && h.Log == "" {
 		return nil
 	}
 	if _, ok := h.ControlRef(); !ok {
 		return abi.Errorf(syscall.EINVAL, "hello", "%q is not a session of %s %q", h.Session, h.Kind, h.Owner)
 	}
+	if h.Log != "" && h.Log != abi.FileMessages && h.Log != abi.FileEvents {
+		return abi.Errorf(syscall.EINVAL, "hello", "%q is not a session log", h.Log)
+	}
 	return nil
 }
 
-// ControlRef is the session whose ctl file the request was written to
-// (Session), when it names one of the target's sessions in a home or a
-// space as the store lays them out.
+// ControlRef is the session whose ctl file the request was written to,
+// or whose log the change is to (Session), when it names one of the
+// target's sessions in a home or a space as the store lays them out.
 func (h Hello) ControlRef() (layout.Ref, bool) {
 	pl := layout.Classify(h.Session + "/" + abi.FileCtl)
 	ref := pl.Ref()

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,10 +13,11 @@ import (
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
-// TestClusterCtlOnFollower: a request written to a session's ctl file on
-// a follower host's mount is relayed to the writer host and made there
-// (SPEC 19: every host serves the whole tree to its local users), with its
-// frames read back through the same file: a send through the follower's
+// TestClusterWritesOnFollower: a request written to a session's ctl file
+// on a follower host's mount, and lines appended to its logs there, are
+// relayed to the writer host and made there (SPEC 19: every host serves
+// the whole tree to its local users), a request's frames read back
+// through the same file: a send through the follower's
 // ctl is recorded once, its frames from start to done; `echo … > ctl`
 // (a truncating open) works as on the writer; a request the writer
 // refuses fails the write with its errno and leaves one error frame, and
@@ -23,7 +25,7 @@ import (
 // the uid): a relayed request of another uid for 1001's session is
 // EACCES, one for a session that does not exist ENOENT, both writing
 // nothing; a hello naming a session outside its target is EINVAL.
-func TestClusterCtlOnFollower(t *testing.T) {
+func TestClusterWritesOnFollower(t *testing.T) {
 	c := newTestCluster(t, 2*time.Second, nil, "a", "b")
 	w := c.waitWriter("", 20*time.Second)
 	f := c.follower(w)
@@ -47,6 +49,38 @@ func TestClusterCtlOnFollower(t *testing.T) {
 		}
 	}
 
+	// An append through the follower's mount is made on the writer, durable
+	// when the write returns, and read back at once through the follower
+	// (its size and bytes); an unfinished line closed is recorded as lost
+	// there, as on the writer's own mount.
+	fmsgs := f.srv.mnt(uid1001CoderAt + "k/messages.jsonl")
+	if out, err := bashAs(t, uid1001, `printf '%s\n' '{"role":"user","content":"by hand on the follower"}' >> `+fmsgs+` && tail -n 1 `+fmsgs+` && stat -c %s `+fmsgs); err != nil ||
+		!strings.Contains(out, "by hand on the follower") {
+		t.Errorf("an append through the follower's mount: %v %q", err, out)
+	} else if size := strings.TrimSpace(out[strings.LastIndexByte(strings.TrimSpace(out), '\n')+1:]); size != fmt.Sprint(len(fileBytes(t, fmsgs))) {
+		t.Errorf("the follower's stat after its append says %s bytes; it reads %d", size, len(fileBytes(t, fmsgs)))
+	}
+	if got := fileBytes(t, msgs); strings.Count(got, "by hand on the follower") != 1 || !strings.Contains(got, `"content":"by hand on the follower","uid":1001}`) {
+		t.Errorf("the writer's messages.jsonl after an append through the follower:\n%s", got)
+	}
+	if out, err := bashAs(t, uid1001, `printf '%s' '{"role":"user","content":"unfinished"}' >> `+fmsgs); err != nil {
+		t.Errorf("an unfinished line through the follower: %v %q", err, out)
+	}
+	eventually(t, 5*time.Second, "the lost line recorded in the writer's events.jsonl", func() bool {
+		return strings.Contains(fileBytes(t, w.srv.mnt(uid1001CoderAt+"k/events.jsonl")), "partial line discarded")
+	})
+
+	out, err = bashAs(t, uid1001, `printf '%s\n' 'not json' >> `+fmsgs)
+	if err == nil || !strings.Contains(out, "Invalid argument") {
+		t.Errorf("a bad line through the follower's mount: %v %q, want EINVAL", err, out)
+	}
+	eventually(t, 5*time.Second, "the refused line recorded as lost in the writer's events.jsonl", func() bool {
+		return strings.Contains(fileBytes(t, w.srv.mnt(uid1001CoderAt+"k/events.jsonl")), "lines written were refused")
+	})
+	out, err = bashAs(t, uid1002, `printf '%s\n' '{"role":"user","content":"not mine"}' >> `+fmsgs)
+	if err == nil || !strings.Contains(out, "Permission denied") {
+		t.Errorf("uid 1002's append to 1001's log through the follower: %v %q, want EACCES", err, out)
+	}
 	time.Sleep(1200 * time.Millisecond) // the writer's values written behind settle
 	before := hostSnapshot(t, c.store)
 	out, err = bashAs(t, uid1001, `exec 3<>`+ctl+`; printf '%s\n' '{"op":"send","id":"k3","session":"other","input":"x"}' >&3; echo "write=$?"; cat <&3`)
@@ -72,6 +106,20 @@ func TestClusterCtlOnFollower(t *testing.T) {
 		return err
 	}
 	send := `{"op":"send","id":"z1","input":"forged"}`
+	appended := func(uid uint32, session, log, lines string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		h := peer.Hello{Uid: uid, Gid: uid, Kind: "agent", Owner: "coder", Session: session, Log: log}
+		conn, err := peer.Dial(ctx, w.peerAddr(), id, h)
+		if err != nil {
+			return err
+		}
+		return peer.SendLogChange(conn, peer.LogChange{Op: peer.LogAppend}, []byte(lines))
+	}
+	line := `{"role":"user","content":"forged"}` + "\n"
+	testkit.WantErrno(t, "uid 1002's append to 1001's log, relayed", appended(1002, "home/1001/agent/coder/session/k", "messages.jsonl", line), syscall.EACCES)
+	testkit.WantErrno(t, "an append to a file that is no log, relayed", appended(1001, "home/1001/agent/coder/session/k", "state", line), syscall.EINVAL)
+	testkit.WantErrno(t, "a bad line, relayed", appended(1001, "home/1001/agent/coder/session/k", "messages.jsonl", "not json\n"), syscall.EINVAL)
 	testkit.WantErrno(t, "uid 1002 at 1001's session, relayed", relayed(1002, "home/1001/agent/coder/session/k", send), syscall.EACCES)
 	testkit.WantErrno(t, "a session that does not exist, relayed", relayed(1001, "home/1001/agent/coder/session/nosuch", send), syscall.ENOENT)
 	testkit.WantErrno(t, "a session of another agent, relayed", relayed(1001, "home/1001/agent/other/session/k", send), syscall.EINVAL)
