@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -126,5 +127,28 @@ func TestClusterWritesOnFollower(t *testing.T) {
 	testkit.WantErrno(t, "a path that is no session, relayed", relayed(1001, "home/1001/agent/coder/session/k/../k", send), syscall.EINVAL)
 	if diffs, _ := hostDiffs(before, hostSnapshot(t, c.store)); len(diffs) > 0 {
 		t.Errorf("refused ctl requests changed the store:\n%s", strings.Join(diffs, "\n"))
+	}
+}
+
+// TestClusterFollowerIndexCurrent: a follower shows the session the last
+// send made current within its index's second, not when the writer's
+// journal checkpoints (30 s): `ctx agent send` without --session on a
+// follower goes where the last send went, as on the writer.
+func TestClusterFollowerIndexCurrent(t *testing.T) {
+	c := newTestCluster(t, 2*time.Second, nil, "a", "b")
+	w := c.waitWriter("", 20*time.Second)
+	f := c.follower(w)
+	w.srv.sendAs(uid1001, "c1", "c1-0", "", "one")
+	w.srv.sendAs(uid1001, "c2", "c2-0", "", "two")
+	cur := f.srv.mnt(uid1001CoderAt + "index/current")
+	eventually(t, 3*time.Second, "the follower's index/current naming c2", func() bool {
+		b, err := os.ReadFile(cur)
+		return err == nil && string(b) == "c2\n"
+	})
+	if out, errs, code := ctxSplitAs(t, f.srv, uid1001, "agent", "send", "coder", "a follow-up"); code != 0 {
+		t.Fatalf("ctx agent send on the follower: exit %d\n%s%s", code, out, errs)
+	}
+	if got := fileBytes(t, w.srv.mnt(uid1001CoderAt+"c2/messages.jsonl")); !strings.Contains(got, `"content":"a follow-up"`) {
+		t.Errorf("the follow-up without --session on the follower is not in c2, the current session:\n%s", got)
 	}
 }
