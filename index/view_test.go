@@ -81,10 +81,10 @@ func TestViewPending(t *testing.T) {
 	idx := ct + "/" + dirName
 	before := testkit.Snapshot(t, filepath.Dir(dir), nil)
 	v, err := ViewPending(r.ReadOnly(), ct, Pending{
-		idx + "/" + currentFile:             []byte("c\n"),
-		idx + "/" + abi.IndexByHash + "/k1": nil,
-		idx + "/" + abi.IndexByHash + "/k2": []byte("a\n"),
-		idx + "/" + abi.IndexByHash + "/k3": []byte("nosuch\n"),
+		idx + "/" + currentFile:              []byte("c\n"),
+		idx + "/" + abi.IndexByHash + "/k1":  nil,
+		idx + "/" + abi.IndexByHash + "/k2":  []byte("a\n"),
+		idx + "/" + abi.IndexByHash + "/k3":  []byte("nosuch\n"),
 		idx + "/" + abi.IndexByCwd + "/../x": []byte("a\n"),
 	})
 	testkit.Must(t, err)
