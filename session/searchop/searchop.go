@@ -76,10 +76,11 @@ func (o *Op) Search(uid uint32, r layout.Ref, req *proto.Request) (*reply.Reply,
 		defer pace.Pause()
 		ct := r.Container
 		over := &search.Over{
-			Store: o.store(), IndexDir: indexDir(ct), Names: names, All: !req.SessionGiven,
-			Query: search.NewQuery(req.Query),
-			Open:  func(name string) (*search.Log, error) { return o.openLog(layout.Ref{Container: ct, Name: name}) },
-			Warn:  func(err error) { o.Log.Warn("search: index unusable; searching without it", "err", err) },
+			Store: o.store(), Dir: ct.Rel(), IndexDir: indexDir(ct), Names: names, All: !req.SessionGiven,
+			Query:     search.NewQuery(req.Query),
+			Open:      func(name string) (*search.Log, error) { return o.openLog(layout.Ref{Container: ct, Name: name}) },
+			Committed: func(name string) (int64, bool) { return o.Committed(layout.Ref{Container: ct, Name: name}) },
+			Warn:      func(err error) { o.Log.Warn("search: index unusable; searching without it", "err", err) },
 		}
 		over.Frames(pace, frames)
 	})
