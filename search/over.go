@@ -23,9 +23,15 @@ type Over struct {
 	Store    *Store
 	Dir      string   // the container's session directory: one per session under it
 	IndexDir string   // the container's index directory: one per session under it
-	Names    []string // the sessions, in the order their matches come
-	All      bool     // Names are every session of the container
-	Query    *Query
+	Names    []string // the sessions, in the order their matches come (when List is nil)
+	// List, when set, lists every session of the container (the names in
+	// its session directory, remembered while that directory does not
+	// change), and Arrange puts them in the order their matches come.
+	// Index directories of other names are then left over from sessions
+	// archived or deleted, and go.
+	List    func() []string
+	Arrange func([]string) []string
+	Query   *Query
 	// Open opens a session's messages.jsonl; fs.ErrNotExist when the
 	// session went meanwhile (it then has nothing to find). Log.R is set
 	// here, to Log.F read at the search's pace.
@@ -39,20 +45,21 @@ type Over struct {
 
 // Frames writes the reply of the search to frames, one session after the
 // other: its index brought up to date, then its candidate ranges scanned,
-// each match sent as it is found, then one searched frame. With All,
-// index directories of other names are left over from sessions archived
-// or deleted, and go.
+// each match sent as it is found, then one searched frame.
 func (s *Over) Frames(pace *Pace, frames chan<- *proto.Object) {
-	if s.All {
-		s.Store.DropStale(s.IndexDir, s.Names)
-	}
-	out := &searchOut{send: func(f *proto.Object) bool { return pace.send(frames, f) }, pace: pace}
-	warn := onceOnly(s.Warn)
 	var view *warmView
 	if s.Dir != "" {
 		view = warmBegin(s.Store.Root, s.Dir, s.IndexDir)
 	}
-	for _, name := range s.Names {
+	names := s.Names
+	if s.List != nil {
+		listed := view.list(s.List)
+		view.tidy(func() { s.Store.DropStale(s.IndexDir, listed) })
+		names = s.Arrange(listed)
+	}
+	out := &searchOut{send: func(f *proto.Object) bool { return pace.send(frames, f) }, pace: pace}
+	warn := onceOnly(s.Warn)
+	for _, name := range names {
 		if pace.work() != nil {
 			break
 		}
@@ -72,7 +79,7 @@ func (s *Over) Frames(pace *Pace, frames chan<- *proto.Object) {
 	if pace.cut {
 		out.limit = "scan"
 	}
-	end := proto.NewObject("type", proto.FrameSearched, "sessions", len(s.Names),
+	end := proto.NewObject("type", proto.FrameSearched, "sessions", len(names),
 		"matches", out.n, "scanned", pace.read, "truncated", out.limit != "")
 	if out.limit != "" {
 		end.Set("limit", out.limit)

@@ -69,12 +69,24 @@ type warmContainer struct {
 	sessions   map[string]*warmSession
 	touched    map[string]uint64 // the event count when a name was last forgotten
 	cleared    uint64            // touched was emptied at this count
+	names      []string          // the session directory's listing, nil when not known
+	dirSeq     uint64            // the event count at the last event in the session directory
+	tidy       bool              // the index directory holds only the listed sessions' indexes
+	indexSeq   uint64            // the event count at the last event in the index directory
 }
 
+// warmOwner is what a watch is for: a session (its directory, log,
+// index directory or segment), or one of its container's two directories
+// (whose events name the session).
 type warmOwner struct {
 	ct   *warmContainer
-	name string // "": the container's directory itself (an event names the session)
+	name string // the session; ownDir or ownIndex: the container's directories
 }
+
+const (
+	ownDir   = ""  // the container's session directory
+	ownIndex = "/" // the container's index directory (no session is named so)
+)
 
 // warmWatch is the server's one watcher.
 type warmWatch struct {
@@ -83,7 +95,7 @@ type warmWatch struct {
 	failed     bool
 	seq        uint64 // events read
 	owners     map[int32]map[warmOwner]struct{}
-	containers map[string]*warmContainer // by index directory
+	containers map[warmKey]*warmContainer
 	maps       int
 	buf        []byte
 }
@@ -103,7 +115,7 @@ func (w *warmWatch) open() bool {
 		w.failed = true
 		return false
 	}
-	w.fd, w.owners, w.containers = fd, map[int32]map[warmOwner]struct{}{}, map[string]*warmContainer{}
+	w.fd, w.owners, w.containers = fd, map[int32]map[warmOwner]struct{}{}, map[warmKey]*warmContainer{}
 	w.buf = make([]byte, 64<<10)
 	return true
 }
@@ -158,11 +170,17 @@ func (w *warmWatch) drain() {
 func (w *warmWatch) event(wd int32, mask uint32, name string) {
 	for o := range w.owners[wd] {
 		switch {
-		case o.name != "":
+		case o.name != ownDir && o.name != ownIndex:
 			w.forget(o.ct, o.name)
+			continue
 		case mask&warmSelf != 0:
 			w.dropContainer(o.ct)
-		case name != "":
+			continue
+		case o.name == ownDir:
+			o.ct.names, o.ct.dirSeq = nil, w.seq
+		}
+		o.ct.tidy, o.ct.indexSeq = false, w.seq
+		if name != "" {
 			w.forget(o.ct, name)
 		}
 	}
@@ -239,10 +257,19 @@ func (w *warmWatch) watch(f *os.File, o warmOwner) bool {
 	return true
 }
 
+// warmKey is a container by its index directory in one store as one
+// engine opened it: an engine opened again (a host that writes the store
+// again after another host did, whose changes no local event reported)
+// remembers nothing of an earlier one's.
+type warmKey struct {
+	root  *storefs.Root
+	index string
+}
+
 // warmView is one query's view of a container's remembered sessions.
 type warmView struct {
 	ct  *warmContainer
-	key string
+	key warmKey
 }
 
 // warmBegin reads the queued events and returns the container's
@@ -274,7 +301,7 @@ func warmBegin(root *storefs.Root, dir, index string) *warmView {
 	if w.fd < 0 && !w.open() {
 		return nil
 	}
-	key := root.Path() + "\x00" + index // one process may have several stores (tests)
+	key := warmKey{root, index}
 	ct := w.containers[key]
 	if ct != nil && ct.dir == idOf(&sd) && ct.index == idOf(&sx) {
 		return &warmView{ct: ct, key: key}
@@ -283,11 +310,62 @@ func warmBegin(root *storefs.Root, dir, index string) *warmView {
 		w.dropContainer(ct)
 	}
 	ct = &warmContainer{dir: idOf(&sd), index: idOf(&sx), sessions: map[string]*warmSession{}, touched: map[string]uint64{}, cleared: w.seq}
-	if !w.watch(d, warmOwner{ct: ct}) || !w.watch(x, warmOwner{ct: ct}) {
+	if !w.watch(d, warmOwner{ct, ownDir}) || !w.watch(x, warmOwner{ct, ownIndex}) {
 		return nil
 	}
 	w.containers[key] = ct
 	return &warmView{ct: ct, key: key}
+}
+
+// list is the container's sessions as list gives them, remembered while
+// no event comes from its session directory.
+func (v *warmView) list(list func() []string) []string {
+	if v == nil {
+		return list()
+	}
+	w := warm
+	w.mu.Lock()
+	names, seq := v.ct.names, w.seq
+	w.mu.Unlock()
+	if names != nil {
+		return names
+	}
+	names = list()
+	if names == nil {
+		names = []string{}
+	}
+	w.mu.Lock()
+	if v.ct.dirSeq <= seq && w.containers[v.key] == v.ct {
+		w.drain()
+		if v.ct.dirSeq <= seq {
+			v.ct.names = names
+		}
+	}
+	w.mu.Unlock()
+	return names
+}
+
+// tidy runs drop (which removes the indexes of sessions gone) unless it
+// ran since the last change to either of the container's directories.
+func (v *warmView) tidy(drop func()) {
+	if v == nil {
+		drop()
+		return
+	}
+	w := warm
+	w.mu.Lock()
+	done, seq := v.ct.tidy, w.seq
+	w.mu.Unlock()
+	if done {
+		return
+	}
+	drop()
+	w.mu.Lock()
+	w.drain()
+	if v.ct.indexSeq <= seq && w.containers[v.key] == v.ct {
+		v.ct.tidy = true
+	}
+	w.mu.Unlock()
 }
 
 // lookup answers for session name from memory: the ranges of its log
