@@ -1,8 +1,10 @@
 package session
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/ctxfs/ctxfs/internal/testkit"
@@ -89,4 +91,28 @@ func found(env *testEnv, q string) []string {
 	env.t.Helper()
 	got, _ := env.found(root0, searchLine(q))
 	return got
+}
+
+// TestSearchRememberedConcurrent: searches at once, between appends,
+// each find what was appended before they began.
+func TestSearchRememberedConcurrent(t *testing.T) {
+	env := newEnv(t)
+	for _, s := range []string{"s1", "s2", "s3"} {
+		env.sendTo(root0, s, "起点 "+s)
+	}
+	env.warmUp("起点")
+	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: "agent", Owner: "coder"}, Name: "s2"}
+	for i := range 20 {
+		word := fmt.Sprintf("标记%d号", i)
+		testkit.Must(t, env.e.AppendLog(root0, ref, "messages.jsonl", []byte(`{"role":"user","content":"`+word+`"}`+"\n")))
+		var wg sync.WaitGroup
+		got := make([][]string, 3)
+		for j := range got {
+			wg.Go(func() { got[j], _ = env.found(root0, searchLine(word)) })
+		}
+		wg.Wait()
+		for _, g := range got {
+			wantFound(t, word, g, "s2 user "+word)
+		}
+	}
 }
