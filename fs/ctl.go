@@ -114,6 +114,7 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	if err != nil {
 		return h.refuse(nil, err)
 	}
+	req.Line = line // this handle's own copy: a follower relays it whole
 	// The run outlives this write: it must not be cancelled with it.
 	reply, err := h.node.m.e.BeginControl(context.WithoutCancel(ctx), h.caller, h.node.place.Ref(), req)
 	if err != nil {

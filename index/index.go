@@ -60,8 +60,9 @@ type Index struct {
 	cacheGen  uint64
 	dirty     bool // order changed since the snapshot was last written
 	closed    bool
-	view      bool  // View: the store's files as they are, never changed
-	flushErr  error // the last failure to write the snapshot, until one succeeds
+	view      bool    // View: the store's files as they are, never changed
+	pending   Pending // ViewPending: laid over the store's value files at load
+	flushErr  error   // the last failure to write the snapshot, until one succeeds
 	problems  []error
 
 	kick chan struct{} // wakes the flusher; buffered 1, so sends never block
@@ -109,7 +110,7 @@ func (x *Index) changed(rels ...string) {
 // session that no longer exists (an archive interrupted before Remove) are
 // deleted; both are reported by Problems, as is a snapshot not trusted.
 func Load(root *storefs.Root, container string, own storefs.Owner) (*Index, error) {
-	return loadIndex(root, container, own, false)
+	return loadIndex(root, container, own, false, nil)
 }
 
 // View loads the index of container as Load does and changes nothing in
@@ -121,12 +122,25 @@ func Load(root *storefs.Root, container string, own storefs.Owner) (*Index, erro
 // store's files as they are: they lag the writer's memory (index/list by
 // up to flushEvery, values until the writer's journal checkpoints them).
 func View(root *storefs.Root, container string) (*Index, error) {
-	return loadIndex(root, container, storefs.Owner{}, true)
+	return ViewPending(root, container, nil)
 }
 
-func loadIndex(root *storefs.Root, container string, own storefs.Owner, view bool) (*Index, error) {
+// Pending are the value files a running writer changed and has not
+// written yet (its journal's value records, sealedlog.PendingValues), by
+// store path: the content, or nil for a file removed.
+type Pending map[string][]byte
+
+// ViewPending is View with pending laid over the store's files: a value
+// file pending is read from it (nil: removed), and an entry pending that
+// its directory does not hold yet is an entry; the rest is the store's.
+func ViewPending(root *storefs.Root, container string, pending Pending) (*Index, error) {
+	return loadIndex(root, container, storefs.Owner{}, true, pending)
+}
+
+func loadIndex(root *storefs.Root, container string, own storefs.Owner, view bool, pending Pending) (*Index, error) {
 	x := &Index{
 		view:    view,
+		pending: pending,
 		root:    root,
 		dir:     container,
 		idx:     path.Join(container, dirName),
@@ -402,10 +416,13 @@ func (x *Index) loadEntries(kind string, exists sessionSet) error {
 	d := path.Join(x.idx, kind)
 	ents, err := x.root.ReadDir(d)
 	if x.view && errors.Is(err, fs.ErrNotExist) {
-		return nil // not made yet: no entries
+		ents, err = nil, nil // not made yet: no entries but those pending
 	}
 	if err != nil {
 		return x.err("load", d, err)
+	}
+	for _, key := range x.pendingKeys(d, ents) {
+		ents = append(ents, storefs.Entry{Name: key})
 	}
 	for _, e := range ents {
 		key, p := e.Name, path.Join(d, e.Name)

@@ -3,6 +3,8 @@ package index
 import (
 	"errors"
 	"io/fs"
+	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -37,6 +39,13 @@ func ParseValue(data []byte) (string, error) {
 // followed, never opened if it is a FIFO: storefs) or holds no valid name,
 // so a hand-edited file is never trusted.
 func (x *Index) readValue(rel string) (name string, ok bool, err error) {
+	if data, pending := x.pending[rel]; pending {
+		if data == nil {
+			return "", false, nil // removed, not yet in the store
+		}
+		name, err = ParseValue(data)
+		return name, err == nil, err
+	}
 	data, err := x.root.ReadFile(rel, maxValueBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", false, nil
@@ -139,4 +148,25 @@ func ioErr(op, p string, err error) *abi.Error {
 	}
 	// The path is already in Path.
 	return &abi.Error{Op: op, Path: p, Errno: abi.Errno(err), Msg: storefs.Words(err)}
+}
+
+// pendingKeys are the entries of directory d that x.pending holds and
+// ents (its listing in the store) does not: written by the writer, not
+// yet in the store.
+func (x *Index) pendingKeys(d string, ents []storefs.Entry) []string {
+	if len(x.pending) == 0 {
+		return nil
+	}
+	listed := make(map[string]bool, len(ents))
+	for _, e := range ents {
+		listed[e.Name] = true
+	}
+	var keys []string
+	for p, data := range x.pending {
+		if key, ok := strings.CutPrefix(p, d+"/"); ok && data != nil && !listed[key] && !strings.Contains(key, "/") {
+			keys = append(keys, key)
+		}
+	}
+	sort.Strings(keys)
+	return keys
 }

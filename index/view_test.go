@@ -63,3 +63,42 @@ func TestViewChangesNothing(t *testing.T) {
 		t.Errorf("a view made index/: %v", err)
 	}
 }
+
+// TestViewPending: what a running writer's journal holds is laid over the
+// store's files (current replaced, an entry added that its directory does
+// not hold yet, one removed), a pending value naming no session is not
+// served, and nothing is written.
+func TestViewPending(t *testing.T) {
+	dir := newContainer(t, "a", "b", "c")
+	x := load(t, dir)
+	testkit.Must(t, x.SetCurrent("b"))
+	testkit.Must(t, x.SetEntry(abi.IndexByHash, "k1", "a"))
+	testkit.Must(t, x.Close())
+	r, err := storefs.Open(filepath.Dir(dir))
+	testkit.Must(t, err)
+	defer r.Close()
+	ct := filepath.Base(dir)
+	idx := ct + "/" + dirName
+	before := testkit.Snapshot(t, filepath.Dir(dir), nil)
+	v, err := ViewPending(r.ReadOnly(), ct, Pending{
+		idx + "/" + currentFile:              []byte("c\n"),
+		idx + "/" + abi.IndexByHash + "/k1":  nil,
+		idx + "/" + abi.IndexByHash + "/k2":  []byte("a\n"),
+		idx + "/" + abi.IndexByHash + "/k3":  []byte("nosuch\n"),
+		idx + "/" + abi.IndexByCwd + "/../x": []byte("a\n"),
+	})
+	testkit.Must(t, err)
+	if v.Current() != "c" {
+		t.Errorf("current: %q, want the pending c", v.Current())
+	}
+	if n, err := v.Lookup(abi.IndexByHash, "k1"); err == nil {
+		t.Errorf("by-hash/k1, removed in the journal, is served: %q", n)
+	}
+	if n, err := v.Lookup(abi.IndexByHash, "k2"); n != "a" || err != nil {
+		t.Errorf("by-hash/k2, only in the journal: %q %v", n, err)
+	}
+	if n, err := v.Lookup(abi.IndexByHash, "k3"); err == nil {
+		t.Errorf("by-hash/k3 names no session and is served: %q", n)
+	}
+	testkit.Same(t, "a view with values pending", before, testkit.Snapshot(t, filepath.Dir(dir), nil))
+}

@@ -129,10 +129,7 @@ func BenchmarkClusterFailover(b *testing.B) {
 func BenchmarkClusterLineWait(b *testing.B) {
 	c := newTestCluster(b, 2*time.Second, nil, "a", "b")
 	w := c.waitWriter("", 20*time.Second)
-	f := c.hosts[0]
-	if f == w {
-		f = c.hosts[1]
-	}
+	f := c.follower(w)
 	w.srv.send("lw", "lw-0", "first")
 	waits := map[string][]time.Duration{}
 	for i := 0; i < b.N; i++ {

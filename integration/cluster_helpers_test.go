@@ -172,6 +172,14 @@ func (c *testCluster) waitWriter(not string, limit time.Duration) *clusterHost {
 	return c.host(w)
 }
 
+// follower is a host other than w (the writer), in a cluster of two or more.
+func (c *testCluster) follower(w *clusterHost) *clusterHost {
+	if c.hosts[0] == w {
+		return c.hosts[1]
+	}
+	return c.hosts[0]
+}
+
 // faultHosts are the hosts as the fault schedules take them.
 func (c *testCluster) faultHosts() []*faultHost {
 	var out []*faultHost

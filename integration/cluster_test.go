@@ -250,10 +250,7 @@ func TestClusterEtcdLoss(t *testing.T) {
 func TestClusterTailAcrossHosts(t *testing.T) {
 	c := newTestCluster(t, 2*time.Second, nil, "a", "b")
 	w := c.waitWriter("", 20*time.Second)
-	f := c.hosts[0]
-	if f == w {
-		f = c.hosts[1]
-	}
+	f := c.follower(w)
 	w.srv.sendAs(uid1001, "t", "t0", "", "first line")
 	got := tailSeesEachSend(t, w.srv, f.srv, "host "+f.name)
 	if want := fileBytes(t, w.srv.mnt(uid1001CoderAt+"t/messages.jsonl")); got != want {

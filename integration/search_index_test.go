@@ -21,6 +21,7 @@ func TestSearchIndexNeverStale(t *testing.T) {
 	s.send("k", "a2", "另一个会话")
 	sameLines(t, "first search", searchWho(t, s, "很长的文本"), "r user", "r assistant")
 	sameLines(t, "again, remembered", searchWho(t, s, "很长的文本"), "r user", "r assistant")
+	sameLines(t, "again, from memory", searchWho(t, s, "很长的文本"), "r user", "r assistant")
 
 	// Every segment's filter zeroed in place, its header kept: a filter
 	// trusted as remembered would now hide the match.
@@ -43,8 +44,10 @@ func TestSearchIndexNeverStale(t *testing.T) {
 	sameLines(t, "segments damaged", searchWho(t, s, "很长的文本"), "r user", "r assistant")
 
 	// Archived and made again at the same place, shorter, with no search
-	// between (the old index stays): the new session's text is found, the
-	// old one's is not.
+	// between (the old index stays, and what the server remembers of it):
+	// the new session's text is found, the old one's is not.
+	sameLines(t, "remembered again", searchWho(t, s, "很长的文本"), "r user", "r assistant")
+	sameLines(t, "from memory again", searchWho(t, s, "很长的文本"), "r user", "r assistant")
 	if frames := s.mustRequest("coder", `{"op":"archive","session":"r"}`); len(frames) == 0 || frames[len(frames)-1]["type"] == "error" {
 		t.Fatalf("archive: %v", frames)
 	}

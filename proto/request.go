@@ -57,6 +57,11 @@ type Request struct {
 	// ParentSession is that run's session directory, store-relative (""
 	// for a temp session): a restart marks the child's end there.
 	ParentSession string
+	// Line is the request line as its writer wrote it, kept by a
+	// transport that owns the bytes (a ctl file, fs/ctl.go) so that a
+	// host that does not write the store can relay the request whole to
+	// the host that does (cluster/replica.Relay); nil from ParseRequest.
+	Line []byte
 }
 
 // wireRequest is the JSON shape; pointers tell "missing" from "empty".

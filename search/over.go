@@ -21,34 +21,52 @@ const MaxMatches = 1000
 // the mount would); this package indexes, scans and writes the reply.
 type Over struct {
 	Store    *Store
+	Dir      string   // the container's session directory: one per session under it
 	IndexDir string   // the container's index directory: one per session under it
-	Names    []string // the sessions, in the order their matches come
-	All      bool     // Names are every session of the container
-	Query    *Query
+	Names    []string // the sessions, in the order their matches come (when List is nil)
+	// List, when set, lists every session of the container (the names in
+	// its session directory, remembered while that directory does not
+	// change), and Arrange puts them in the order their matches come.
+	// Index directories of other names are then left over from sessions
+	// archived or deleted, and go.
+	List    func() []string
+	Arrange func([]string) []string
+	Query   *Query
 	// Open opens a session's messages.jsonl; fs.ErrNotExist when the
 	// session went meanwhile (it then has nothing to find). Log.R is set
 	// here, to Log.F read at the search's pace.
 	Open func(name string) (*Log, error)
+	// Committed is the length of messages.jsonl a loaded session has
+	// committed (ok false when it is not loaded): what Open would read.
+	Committed func(name string) (size int64, ok bool)
 	// Warn reports an index problem in the server's log (once a search).
 	Warn func(error)
 }
 
 // Frames writes the reply of the search to frames, one session after the
 // other: its index brought up to date, then its candidate ranges scanned,
-// each match sent as it is found, then one searched frame. With All,
-// index directories of other names are left over from sessions archived
-// or deleted, and go.
+// each match sent as it is found, then one searched frame.
 func (s *Over) Frames(pace *Pace, frames chan<- *proto.Object) {
-	if s.All {
-		s.Store.DropStale(s.IndexDir, s.Names)
+	var view *warmView
+	if s.Dir != "" {
+		view = warmBegin(s.Store.Root, s.Dir, s.IndexDir)
+	}
+	names := s.Names
+	if s.List != nil {
+		listed := view.list(s.List)
+		view.tidy(func() { s.Store.DropStale(s.IndexDir, listed) })
+		names = s.Arrange(listed)
 	}
 	out := &searchOut{send: func(f *proto.Object) bool { return pace.send(frames, f) }, pace: pace}
 	warn := onceOnly(s.Warn)
-	for _, name := range s.Names {
+	for _, name := range names {
 		if pace.work() != nil {
 			break
 		}
-		c := s.candidate(name, pace, warn)
+		c, known := s.remembered(view, name, pace)
+		if !known {
+			c = s.candidate(view, name, pace, warn)
+		}
 		ok := !pace.stopped(c.err) && out.scan(c, s.Query)
 		c.close()
 		if !ok {
@@ -61,7 +79,7 @@ func (s *Over) Frames(pace *Pace, frames chan<- *proto.Object) {
 	if pace.cut {
 		out.limit = "scan"
 	}
-	end := proto.NewObject("type", proto.FrameSearched, "sessions", len(s.Names),
+	end := proto.NewObject("type", proto.FrameSearched, "sessions", len(names),
 		"matches", out.n, "scanned", pace.read, "truncated", out.limit != "")
 	if out.limit != "" {
 		end.Set("limit", out.limit)
@@ -123,10 +141,48 @@ func (c candidate) close() {
 	}
 }
 
+// remembered answers for one session from what an earlier query found
+// (warm.go), without opening its index; its log is opened only when a
+// range may hold the query, and must be the file remembered. ok is false
+// when the session must be checked.
+func (s *Over) remembered(view *warmView, name string, pace *Pace) (c candidate, ok bool) {
+	if view == nil || s.Committed == nil {
+		return c, false
+	}
+	committed, loaded := s.Committed(name)
+	spans, id, read, ok := view.lookup(name, s.Query.Keys(), committed, loaded)
+	if !ok {
+		return c, false
+	}
+	c = candidate{name: name, spans: MergeSpans(spans)}
+	if len(spans) == 0 {
+		return c, true
+	}
+	lg, err := s.open(name, pace)
+	if errors.Is(err, fs.ErrNotExist) {
+		return candidate{name: name}, true
+	}
+	if err != nil {
+		c.err = err
+		return c, true
+	}
+	if v, known := VersionOf(lg.Info); !known || (fileID{v.dev, v.ino}) != id || lg.Size < read {
+		lg.F.Close()
+		return c, false
+	}
+	lg.Size = read
+	c.log = lg
+	return c, true
+}
+
 // candidate opens one session's log and asks its index. A session that
 // vanished meanwhile has nothing to find.
-func (s *Over) candidate(name string, pace *Pace, warn func(error)) candidate {
+func (s *Over) candidate(view *warmView, name string, pace *Pace, warn func(error)) candidate {
 	c := candidate{name: name}
+	var check *warmCheck
+	if view != nil {
+		check = view.check(s.Store.Root, s.Dir+"/"+name, s.IndexDir+"/"+name, name)
+	}
 	lg, err := s.open(name, pace)
 	if errors.Is(err, fs.ErrNotExist) {
 		return c
@@ -136,7 +192,10 @@ func (s *Over) candidate(name string, pace *Pace, warn func(error)) candidate {
 		return c
 	}
 	c.log = lg
-	spans, err := s.Store.Candidates(s.IndexDir+"/"+name, lg, s.Query.Keys(), pace.Pause, warn)
+	if check != nil {
+		check.watchLog(lg)
+	}
+	spans, err := s.Store.Candidates(s.IndexDir+"/"+name, lg, s.Query.Keys(), pace.Pause, warn, check)
 	if pace.stopped(err) {
 		c.err = err
 		return c

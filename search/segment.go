@@ -167,6 +167,22 @@ func (h Header) Probe(r io.ReaderAt, keys []uint64) (bool, error) {
 	return true, nil
 }
 
+// probeBytes is Probe of a segment file read whole into b (its size
+// checked when it was read).
+func (h Header) probeBytes(b []byte, keys []uint64) bool {
+	var w [8]uint32
+	for _, k := range keys {
+		blk := b[HeaderSize+block(k, h.Blocks)*blockBytes:][:blockBytes]
+		for i := range w {
+			w[i] = binary.LittleEndian.Uint32(blk[4*i:])
+		}
+		if !blockHas(w[:], k) {
+			return false
+		}
+	}
+	return true
+}
+
 // HasAll reports whether the segment's filter may hold every key.
 func (s *Segment) HasAll(keys []uint64) bool {
 	for _, k := range keys {

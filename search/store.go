@@ -63,9 +63,12 @@ func MergeSpans(in []Span) []Span {
 // ranges whose segment may hold keys. pause is called before waiting for
 // another search updating the same index; warn gets a segment that could
 // not be written (the answer is right, a later query fixes the index).
-func (st *Store) Candidates(dir string, log *Log, keys []uint64, pause func(), warn func(error)) ([]Span, error) {
-	ix := &sessionIndex{st: st, dir: dir, log: log, keys: keys, warn: warn, pause: pause}
+// With check, the files read are watched and mapped, to be remembered
+// when the index was up to date (see warm.go).
+func (st *Store) Candidates(dir string, log *Log, keys []uint64, pause func(), warn func(error), check *warmCheck) ([]Span, error) {
+	ix := &sessionIndex{st: st, dir: dir, log: log, keys: keys, warn: warn, pause: pause, check: check}
 	err := ix.update()
+	check.done(err == nil && ix.clean)
 	return ix.spans, err
 }
 
@@ -83,14 +86,17 @@ func searchLock(dir string) *sync.Mutex {
 // sessionIndex is one session's index while a query brings it up to date
 // and asks it.
 type sessionIndex struct {
-	st    *Store
-	dir   string // store path of the session's segments
-	log   *Log
-	keys  []uint64
-	warn  func(error)
-	pause func()
-	n     int    // closed segments kept on disk (0 … n-1); the last one is number n
-	spans []Span // ranges whose segment may hold the query
+	st      *Store
+	dir     string // store path of the session's segments
+	log     *Log
+	keys    []uint64
+	warn    func(error)
+	pause   func()
+	n       int    // closed segments kept on disk (0 … n-1); the last one is number n
+	spans   []Span // ranges whose segment may hold the query
+	check   *warmCheck
+	clean   bool // the index was up to date: nothing written or dropped
+	dropped bool // a segment or a stray was removed
 }
 
 // update checks the segments on disk, probes them, extends the last one
@@ -109,6 +115,7 @@ func (ix *sessionIndex) update() error {
 	defer mu.Unlock()
 	first := ix.load()
 	if first == nil {
+		ix.clean = !ix.dropped
 		return nil // up to date
 	}
 	// Segments are written from number ix.n on: nothing after it may stay
@@ -163,6 +170,7 @@ func (ix *sessionIndex) load() *Segment {
 			return ix.fresh(end)
 		}
 		ix.probeFile(f, h)
+		ix.check.segment(f, h)
 		f.Close()
 		end = h.End
 		if !h.Closed {
@@ -249,6 +257,7 @@ func (ix *sessionIndex) open(i int, start int64) (*os.File, Header, error) {
 	if err != nil {
 		return nil, h, ErrBadSegment
 	}
+	ix.check.watch(f) // before its version is read: a change after it is an event
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
@@ -366,7 +375,7 @@ func (ix *sessionIndex) probeFile(f *os.File, h Header) {
 // drop removes segment from and all after it, which no longer fit; the
 // next segment written is number from.
 func (ix *sessionIndex) drop(from int) {
-	ix.n = from
+	ix.n, ix.dropped = from, true
 	ix.st.tidy(ix.dir, from)
 }
 
@@ -381,6 +390,7 @@ func (ix *sessionIndex) dropAfter(n int) {
 	if err == nil {
 		f.Close()
 	}
+	ix.dropped = true
 	ix.st.tidy(ix.dir, n)
 }
 

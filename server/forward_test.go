@@ -200,7 +200,7 @@ func TestForwardedSendIsTheCallers(t *testing.T) {
 	shared := `{"op":"send","id":"b","session":"t1","scope":"shared","space":"team","input":"for-the-team"}`
 	wantDone(t, "1001's relayed send to team", requestAs(t, 1001, fsock, shared))
 
-	before := testkit.Snapshot(t, h.store, nil)
+	before := testkit.Settled(t, h.store, nil, 700*time.Millisecond) // the values written behind the sends
 	local := requestAs(t, 1002, wsock, shared)
 	relayed := requestAs(t, 1002, fsock, shared)
 	wantError(t, "1002's local send to team", local, "EACCES")

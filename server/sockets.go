@@ -362,6 +362,15 @@ func (s *Sockets) serveConn(conn *net.UnixConn, t session.Target) {
 // of connections (EAGAIN beyond it, at once), with the engine of the
 // moment (EAGAIN when there is none).
 func (s *Sockets) serve(conn net.Conn, c layout.Caller, t session.Target) {
+	s.serveWith(conn, c, t, nil)
+}
+
+// beginFunc begins a parsed request with the engine of the moment; nil
+// is a socket's request (Engine.Begin, imports included).
+type beginFunc func(e *session.Engine, req *proto.Request) (*session.Reply, error)
+
+// serveWith is serve with the request begun by begin.
+func (s *Sockets) serveWith(conn net.Conn, c layout.Caller, t session.Target, begin beginFunc) {
 	e := s.engine.Load()
 	w := writers.Get().(*bufio.Writer)
 	w.Reset(conn)
@@ -383,15 +392,19 @@ func (s *Sockets) serve(conn net.Conn, c layout.Caller, t session.Target) {
 	if err == nil {
 		req, err = proto.ParseRequest(line)
 	}
-	if err == nil && !agent.Defined(s.root, t.Kind, t.Owner) {
+	if err == nil && begin == nil && !agent.Defined(s.root, t.Kind, t.Owner) {
 		err = agent.NotDefined(t.Kind, t.Owner) // a connection accepted just before its definition went
 	}
-	if err == nil && req.Op == proto.OpImport {
+	if err == nil && begin == nil && req.Op == proto.OpImport {
 		s.serveImport(e, conn, w, c, t, req, line, br)
 		return
 	}
 	var reply *session.Reply
-	if err == nil {
+	switch {
+	case err != nil:
+	case begin != nil:
+		reply, err = begin(e, req)
+	default:
 		reply, err = e.Begin(context.Background(), c, t, req)
 	}
 	if err != nil {

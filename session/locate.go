@@ -111,19 +111,10 @@ func mayUse(c layout.Caller, uid, gid uint32, mode os.FileMode) bool {
 		return true
 	case c.Uid == uid:
 		return (mode>>6)&rwx == rwx
-	case c.Gid == gid || hasGroup(c.Groups, gid):
+	case c.InGroup(gid):
 		return (mode>>3)&rwx == rwx
 	}
 	return mode&rwx == rwx
-}
-
-func hasGroup(groups []uint32, g uint32) bool {
-	for _, x := range groups {
-		if x == g {
-			return true
-		}
-	}
-	return false
 }
 
 // EnsureHome creates home/<uid> in the store on first use, owned by uid,

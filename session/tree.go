@@ -173,11 +173,7 @@ func (e *Engine) Setattr(c layout.Caller, rel string, a SetAttr) error {
 	badSize := a.Size != nil && (*a.Size != 0 || !tree.Truncatable(pl))
 	switch pl.Kind {
 	case layout.PlaceCtl, layout.PlaceIndexList, layout.PlaceIndexCurrent, layout.PlaceIndexEntry:
-		// Virtual: nothing in the store to change.
-		if badSize || !a.OnlyTimes() {
-			return abi.Errorf(syscall.EPERM, "setattr", "the engine owns this file")
-		}
-		return nil
+		return tree.VirtualSetattr(pl, a)
 	case layout.PlaceArchived:
 		return abi.Errorf(syscall.EPERM, "setattr", "archived sessions are read only")
 	case layout.PlaceVersion, layout.PlaceVersionsDir:

@@ -78,6 +78,7 @@ func Start(cfg Config) (*Host, error) {
 		return nil, fmt.Errorf("cluster: listen %s: %w", cfg.Listen, err)
 	}
 	h.peers = l
+	cfg.Replica.SetRelay(relayer{h})
 	h.follow()
 	return h, nil
 }
@@ -173,13 +174,19 @@ func (h *Host) watchWriter(ctx context.Context) {
 // relay connects a local caller's request to the writer (server.Sockets
 // relays the bytes): EAGAIN when no other host writes now.
 func (h *Host) relay(c layout.Caller, t session.Target) (net.Conn, error) {
+	return h.dial(peer.HelloFor(h.cfg.Identity.Host, c, t))
+}
+
+// dial connects to the writer host with hello: EAGAIN when no other host
+// writes now, or it cannot be reached within dialPatience.
+func (h *Host) dial(hello peer.Hello) (net.Conn, error) {
 	w := h.writer.Load()
 	if w == nil || w.Host == h.cfg.Identity.Host {
 		return nil, fmt.Errorf("cluster: no host writes the store now: %w", syscall.EAGAIN)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), dialPatience)
 	defer cancel()
-	conn, err := peer.DialHost(ctx, w.Host, w.Addr, h.cfg.Identity, peer.HelloFor(h.cfg.Identity.Host, c, t))
+	conn, err := peer.DialHost(ctx, w.Host, w.Addr, h.cfg.Identity, hello)
 	if err != nil {
 		if errors.Is(err, syscall.EAGAIN) {
 			return nil, err
@@ -197,6 +204,14 @@ func (h *Host) serveRelayed(conn net.Conn, hello peer.Hello) {
 		return
 	}
 	if err := peer.Admit(conn); err != nil {
+		return
+	}
+	switch ref, ok := hello.ControlRef(); {
+	case ok && hello.Log != "":
+		h.serveLogChange(conn, hello.Caller(), ref, hello.Log)
+		return
+	case ok:
+		h.cfg.Sockets.ServeRemoteControl(conn, hello.Caller(), ref)
 		return
 	}
 	h.cfg.Sockets.ServeRemote(conn, hello.Caller(), hello.Target())

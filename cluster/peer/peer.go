@@ -59,6 +59,15 @@ type Hello struct {
 	Groups []uint32 `json:"groups"`
 	Kind   string   `json:"kind"`  // abi.KindAgent or abi.KindModel
 	Owner  string   `json:"owner"` // the agent's name or "provider/model"
+	// Session is set when the request was written to a session's ctl
+	// file on the dialer's mount: that session's directory, relative to
+	// the store (layout.Ref.Rel), inside Kind and Owner's container.
+	// Empty for a request that came to a socket.
+	Session string `json:"session,omitempty"`
+	// Log is set when the connection carries a change to one of that
+	// session's logs made through the dialer's mount (a LogChange):
+	// abi.FileMessages or abi.FileEvents. Empty for a ctl request.
+	Log string `json:"log,omitempty"`
 }
 
 // HelloFor is the hello that vouches for a local caller c at target t.
@@ -75,13 +84,35 @@ func (h Hello) Caller() layout.Caller {
 // Target is the socket the request came to.
 func (h Hello) Target() session.Target { return session.Target{Kind: h.Kind, Owner: h.Owner} }
 
-// check refuses a hello whose target no socket could have (EINVAL).
+// check refuses a hello whose target no socket could have, or whose
+// session is not a session directory of that target's (EINVAL).
 func (h Hello) check() error {
 	switch {
 	case h.Kind == abi.KindAgent && abi.ValidName(h.Owner), h.Kind == abi.KindModel && abi.ValidModelName(h.Owner):
+	default:
+		return abi.Errorf(syscall.EINVAL, "hello", "no socket is %s %q", h.Kind, h.Owner)
+	}
+	if h.Session == "" && h.Log == "" {
 		return nil
 	}
-	return abi.Errorf(syscall.EINVAL, "hello", "no socket is %s %q", h.Kind, h.Owner)
+	if _, ok := h.ControlRef(); !ok {
+		return abi.Errorf(syscall.EINVAL, "hello", "%q is not a session of %s %q", h.Session, h.Kind, h.Owner)
+	}
+	if h.Log != "" && h.Log != abi.FileMessages && h.Log != abi.FileEvents {
+		return abi.Errorf(syscall.EINVAL, "hello", "%q is not a session log", h.Log)
+	}
+	return nil
+}
+
+// ControlRef is the session whose ctl file the request was written to,
+// or whose log the change is to (Session), when it names one of the
+// target's sessions in a home or a space as the store lays them out.
+func (h Hello) ControlRef() (layout.Ref, bool) {
+	pl := layout.Classify(h.Session + "/" + abi.FileCtl)
+	ref := pl.Ref()
+	ok := pl.Kind == layout.PlaceCtl && ref.Rel() == h.Session &&
+		ref.Container.Kind == h.Kind && ref.Container.Owner == h.Owner
+	return ref, ok
 }
 
 // answer is the writer's one line after the hello: {"ok":true}, or the

@@ -243,11 +243,6 @@ func TestSilentClientDropped(t *testing.T) {
 	rec.wantNone(t)
 }
 
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
 // TestWrongPeerNameRefused: a dialer that means to reach host gamma does
 // not accept alpha's certificate for it.
 func TestWrongPeerNameRefused(t *testing.T) {

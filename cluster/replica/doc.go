@@ -15,6 +15,11 @@
 // (verify.go), and what a process holds open is watched for changes made
 // by the writer (watch.go), which OnChange hands to the projection.
 //
+// A request written to a ctl file and lines appended to a session log are
+// the changes it passes on: to the writer host, through the relay its
+// host sets (SetRelay, relay.go), which makes them there; without one
+// they are EROFS like every other change.
+//
 // What it must never do: write to the store, in any way. Its storefs.Root
 // is read-only (storefs.ReadOnly: every change is EROFS before any system
 // call), and every change asked of it is refused with EROFS before that:

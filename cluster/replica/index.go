@@ -12,15 +12,18 @@ import (
 	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
-// A follower's index of a container is the store's, read with index.View
-// (which changes nothing) and read again when it is over indexFresh old
-// and asked for. The store's index files lag the writer's memory: the
-// list by up to a second (the writer writes its snapshot at most once a
-// second; sessions touched since go in front by their updated_at, as a
-// load after a crash orders them), current and the entries until the
-// writer's journal checkpoints them (sealedlog: 30 s by default). What a
+// A follower's index of a container is the store's, read with
+// index.ViewPending (which changes nothing) and read again when it is over
+// indexFresh old and asked for. The store's index files lag the writer's
+// memory: the list by up to a second (the writer writes its snapshot at
+// most once a second; sessions touched since go in front by their
+// updated_at, as a load after a crash orders them), current and the
+// entries until the writer's journal checkpoints them (sealedlog: 30 s by
+// default), so those are read from the journal's value records first
+// (sealedlog.PendingValues) and laid over the files. What a
 // reload finds changed is announced, as the writer's index announces its
 // changes (index.OnChange).
 
@@ -62,7 +65,13 @@ func (ix *indexes) get(ct layout.Container) (*index.Index, error) {
 	if v := ix.fresh(rel); v != nil {
 		return v.x, nil // loaded while this one waited
 	}
-	x, err := index.View(ix.root, rel)
+	// The journal before the files: a checkpoint between the two then
+	// shows its values in the files, never neither.
+	pending, err := sealedlog.PendingValues(ix.root, layout.JournalDir, rel+"/"+abi.ReservedSessionName+"/")
+	if err != nil {
+		pending = nil // the files alone, as they are
+	}
+	x, err := index.ViewPending(ix.root, rel, toPending(pending))
 	if err != nil {
 		return nil, err
 	}
@@ -113,4 +122,16 @@ func indexChanges(dir string, old, now *index.Index) []string {
 		}
 	}
 	return out
+}
+
+// toPending is the journal's pending values as the index takes them.
+func toPending(values map[string]sealedlog.PendingValue) index.Pending {
+	if len(values) == 0 {
+		return nil
+	}
+	p := make(index.Pending, len(values))
+	for rel, v := range values {
+		p[rel] = v.Data // nil when removed
+	}
+	return p
 }

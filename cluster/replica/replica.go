@@ -1,10 +1,10 @@
 package replica
 
 import (
-	"context"
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -34,6 +34,8 @@ type Replica struct {
 
 	watchMu  sync.Mutex
 	watchers []func(rel string, how session.Change)
+
+	relay atomic.Pointer[Relay] // nil: every change is EROFS here
 }
 
 // Open serves the store at store (a host path) as seen under mountRoot,
@@ -88,12 +90,15 @@ func (r *Replica) OnChange(fn func(rel string, how session.Change)) {
 }
 
 // announce tells the watchers that rel changed.
-func (r *Replica) announce(rel string) {
+func (r *Replica) announce(rel string) { r.announceAs(rel, session.Changed) }
+
+// announceAs tells the watchers that rel changed, how.
+func (r *Replica) announceAs(rel string, how session.Change) {
 	r.watchMu.Lock()
 	ws := r.watchers
 	r.watchMu.Unlock()
 	for _, w := range ws {
-		w(rel, session.Changed)
+		w(rel, how)
 	}
 }
 
@@ -130,10 +135,12 @@ func (r *Replica) EnsureHome(uid uint32) error {
 }
 
 // CheckOpen refuses every open for writing (EROFS, before the tree's own
-// rules, as a read-only filesystem does), then applies the writer's rules,
-// a version's content verified at each open included.
+// rules, as a read-only filesystem does) but a ctl file's and a session
+// log's while changes are relayed (SetRelay), then applies the writer's rules, a version's
+// content verified at each open included.
 func (r *Replica) CheckOpen(pl layout.Place, flags int) error {
-	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
+	writes := flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
+	if writes && !r.relays(pl) {
 		return readOnly("open")
 	}
 	if err := r.Tree.CheckOpen(pl, flags); err != nil {
@@ -216,27 +223,18 @@ func (r *Replica) MkdirAt(c layout.Caller, rel string) error     { return readOn
 func (r *Replica) Unlink(c layout.Caller, rel string) error      { return readOnly("unlink") }
 func (r *Replica) Rmdir(c layout.Caller, rel string) error       { return readOnly("rmdir") }
 func (r *Replica) CheckValue(pl layout.Place, data []byte) error { return readOnly("write") }
-func (r *Replica) SyncLog(ref layout.Ref, file string) error     { return readOnly("fsync") }
 func (r *Replica) Setattr(c layout.Caller, rel string, a session.SetAttr) error {
+	if pl := layout.Classify(rel); pl.Kind == layout.PlaceCtl && r.relayed() != nil {
+		return tree.VirtualSetattr(pl, a) // the writer's answer: nothing to change
+	}
 	return readOnly("setattr")
 }
 func (r *Replica) Rename(c layout.Caller, oldRel, newRel string, flags uint32) error {
 	return readOnly("rename")
-}
-func (r *Replica) AppendLog(c layout.Caller, ref layout.Ref, file string, lines []byte) error {
-	return readOnly("write")
 }
 func (r *Replica) WriteFile(c layout.Caller, ref layout.Ref, file string, data []byte) error {
 	return readOnly("write")
 }
 func (r *Replica) WriteIndex(c layout.Caller, pl layout.Place, data []byte) error {
 	return readOnly("write")
-}
-func (r *Replica) BeginControl(ctx context.Context, c layout.Caller, ref layout.Ref, req *proto.Request) (*session.Reply, error) {
-	return nil, readOnly("control")
-}
-
-// RecordLoss records nothing: no write is ever taken on a follower, so
-// none is lost.
-func (r *Replica) RecordLoss(c layout.Caller, ref layout.Ref, file string, n int, lost session.Lost) {
 }

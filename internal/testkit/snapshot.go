@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Snapshot maps every path under dir to its mode and, for regular files,
@@ -72,4 +73,23 @@ func Same(t testing.TB, what string, before, after map[string]string) {
 	if diffs := Diff(before, after); len(diffs) > 0 {
 		t.Fatalf("%s wrote:\n%s", what, strings.Join(diffs, "\n"))
 	}
+}
+
+// Settled is a Snapshot of dir once it stopped changing: two snapshots
+// quiet apart agree (within 20 tries). A server writes some files behind
+// its acknowledgements (derived values, at most half a second later), so
+// a "nothing was written" check must start from a store that settled.
+func Settled(t testing.TB, dir string, skip func(rel string) bool, quiet time.Duration) map[string]string {
+	t.Helper()
+	last := Snapshot(t, dir, skip)
+	for range 20 {
+		time.Sleep(quiet)
+		now := Snapshot(t, dir, skip)
+		if len(Diff(last, now)) == 0 {
+			return now
+		}
+		last = now
+	}
+	t.Fatalf("%s keeps changing", dir)
+	return nil
 }

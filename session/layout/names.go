@@ -16,6 +16,20 @@ type Caller struct {
 	Pid      int
 }
 
+// InGroup says whether gid is the caller's group or one of its
+// supplementary groups (the kernel's group class of a permission check).
+func (c Caller) InGroup(gid uint32) bool {
+	if c.Gid == gid {
+		return true
+	}
+	for _, g := range c.Groups {
+		if g == gid {
+			return true
+		}
+	}
+	return false
+}
+
 // Container names the session/ directory of one agent or model in one home
 // or shared space: the unit that owns an index.
 type Container struct {

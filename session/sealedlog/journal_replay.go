@@ -395,7 +395,11 @@ func (rp *replay) take(r *jrec, w jwrite, history bool) {
 	if !history && r.kind != recIntent {
 		return
 	}
-	if r.kind == recValue || r.kind == recRemove {
+	isValue := r.kind == recValue || r.kind == recRemove
+	if rp.locate == nil && !isValue {
+		return // only the values are read (PendingValues): no log is located
+	}
+	if isValue {
 		v := rp.values[r.path]
 		if v == nil {
 			v = &replayValue{rel: r.path}

@@ -37,9 +37,10 @@ type Op struct {
 	// Order is a container's sessions as its index lists them (most
 	// recently updated first), nil when it has no index.
 	Order func(ct layout.Container) []string
-	// Committed is the length of messages.jsonl a loaded session has
-	// committed (ok false when the session is not loaded).
-	Committed func(r layout.Ref) (size int64, ok bool)
+	// Committed is, for the sessions of a container by name, the length
+	// of messages.jsonl a loaded session has committed (ok false when the
+	// session is not loaded).
+	Committed func(ct layout.Container) func(name string) (size int64, ok bool)
 }
 
 // store is where the engine keeps search indexes: in its store,
@@ -61,9 +62,8 @@ func indexDir(ct layout.Container) string {
 // come before any frame. The search works in a goroutine of its own, at
 // its pace (search.Pace), and stops once the reply is closed.
 func (o *Op) Search(uid uint32, r layout.Ref, req *proto.Request) (*reply.Reply, error) {
-	names, err := o.sessions(r, req.SessionGiven)
-	if err != nil {
-		return nil, err
+	if req.SessionGiven && !layout.IsDir(o.Root, r.Rel()) {
+		return nil, &abi.Error{Op: "search", Path: r.Name, Errno: syscall.ENOENT, Msg: "no such session"}
 	}
 	if err := o.Limits.Searches.Take(uid); err != nil {
 		return nil, err
@@ -76,10 +76,17 @@ func (o *Op) Search(uid uint32, r layout.Ref, req *proto.Request) (*reply.Reply,
 		defer pace.Pause()
 		ct := r.Container
 		over := &search.Over{
-			Store: o.store(), IndexDir: indexDir(ct), Names: names, All: !req.SessionGiven,
-			Query: search.NewQuery(req.Query),
-			Open:  func(name string) (*search.Log, error) { return o.openLog(layout.Ref{Container: ct, Name: name}) },
-			Warn:  func(err error) { o.Log.Warn("search: index unusable; searching without it", "err", err) },
+			Store: o.store(), Dir: ct.Rel(), IndexDir: indexDir(ct),
+			Query:     search.NewQuery(req.Query),
+			Open:      func(name string) (*search.Log, error) { return o.openLog(layout.Ref{Container: ct, Name: name}) },
+			Committed: o.Committed(ct),
+			Warn:      func(err error) { o.Log.Warn("search: index unusable; searching without it", "err", err) },
+		}
+		if req.SessionGiven {
+			over.Names = []string{r.Name}
+		} else {
+			over.List = func() []string { return o.sessions(ct) }
+			over.Arrange = func(names []string) []string { return listedFirst(names, o.Order(ct)) }
 		}
 		over.Frames(pace, frames)
 	})
@@ -90,28 +97,23 @@ func (o *Op) Search(uid uint32, r layout.Ref, req *proto.Request) (*reply.Reply,
 // before it waits (without its scan slot).
 const FrameRoom = 64
 
-// sessions lists the sessions to search: the one named, or all of
-// the container's, most recently updated first (as index/list), so that
-// the bound on matches keeps the newest.
-func (o *Op) sessions(r layout.Ref, one bool) ([]string, error) {
-	if one {
-		if !layout.IsDir(o.Root, r.Rel()) {
-			return nil, &abi.Error{Op: "search", Path: r.Name, Errno: syscall.ENOENT, Msg: "no such session"}
-		}
-		return []string{r.Name}, nil
-	}
+// sessions lists the container's sessions (the names of its session
+// directories). A search of them all reads them in listedFirst's order,
+// most recently updated first (as index/list), so that the bound on
+// matches keeps the newest.
+func (o *Op) sessions(ct layout.Container) []string {
 	var dirs []string
-	for _, name := range layout.Subdirs(o.Root, r.Container.Rel()) {
+	for _, name := range layout.Subdirs(o.Root, ct.Rel()) {
 		if abi.ValidSessionName(name) {
 			dirs = append(dirs, name)
 		}
 	}
-	return listedFirst(dirs, o.Order(r.Container)), nil
+	return dirs
 }
 
 // listedFirst orders names as order has them, then the rest sorted.
 func listedFirst(names, order []string) []string {
-	have := map[string]bool{}
+	have := make(map[string]bool, len(names))
 	for _, n := range names {
 		have[n] = true
 	}
@@ -146,7 +148,7 @@ func (o *Op) openLog(r layout.Ref) (*search.Log, error) {
 		return nil, err
 	}
 	lg := &search.Log{F: f, Size: st.Size(), Info: st}
-	if size, ok := o.Committed(r); ok {
+	if size, ok := o.Committed(r.Container)(r.Name); ok {
 		lg.Size = min(lg.Size, size)
 	}
 	lg.Ident = o.identity(r.Rel(), st)

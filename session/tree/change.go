@@ -111,6 +111,17 @@ type SetAttr struct {
 // size the caller has judged already).
 func (a SetAttr) OnlyTimes() bool { return a.Mode == nil && a.Uid == nil && a.Gid == nil }
 
+// VirtualSetattr is the answer to a setattr of a virtual file (ctl,
+// index/list, index/current, an index entry): nothing in the store to
+// change, so a truncation to zero where the file takes one (`echo … >
+// ctl`) and a touch are no-ops, anything else EPERM.
+func VirtualSetattr(pl layout.Place, a SetAttr) error {
+	if a.Size != nil && (*a.Size != 0 || !Truncatable(pl)) || !a.OnlyTimes() {
+		return abi.Errorf(syscall.EPERM, "setattr", "the engine owns this file")
+	}
+	return nil
+}
+
 // Truncatable places take `>` (truncate to 0 before the new value).
 func Truncatable(pl layout.Place) bool {
 	switch pl.Kind {

@@ -1,0 +1,96 @@
+package host
+
+import (
+	"context"
+	"net"
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/cluster/peer"
+	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
+)
+
+// relayer passes a follower mount's changes on to the writer host
+// (replica.Relay): each on a connection of its own, whose hello vouches
+// for the local caller and names the session (and the log).
+type relayer struct{ h *Host }
+
+// dialSession connects to the writer for a change to session ref (and
+// its log, when file is one).
+func (rl relayer) dialSession(c layout.Caller, ref layout.Ref, file string) (net.Conn, error) {
+	hello := peer.HelloFor(rl.h.cfg.Identity.Host, c, session.Target{Kind: ref.Container.Kind, Owner: ref.Container.Owner})
+	hello.Session, hello.Log = ref.Rel(), file
+	return rl.h.dial(hello)
+}
+
+func (rl relayer) Control(ctx context.Context, c layout.Caller, ref layout.Ref, line []byte) (*session.Reply, error) {
+	conn, err := rl.dialSession(c, ref, "")
+	if err != nil {
+		return nil, err
+	}
+	return peer.Control(conn, line)
+}
+
+func (rl relayer) AppendLog(c layout.Caller, ref layout.Ref, file string, lines []byte) error {
+	conn, err := rl.dialSession(c, ref, file)
+	if err != nil {
+		return err
+	}
+	return peer.SendLogChange(conn, peer.LogChange{Op: peer.LogAppend}, lines)
+}
+
+func (rl relayer) RecordLoss(c layout.Caller, ref layout.Ref, file string, n int, lost session.Lost) error {
+	conn, err := rl.dialSession(c, ref, file)
+	if err != nil {
+		return err
+	}
+	ch := peer.LogChange{Op: peer.LogLoss, Size: n, Errno: abi.ErrnoName(lost.Errno), Why: lost.Why}
+	return peer.SendLogChange(conn, ch, nil)
+}
+
+// serveLogChange makes a change to session ref's log file that another
+// host's mount passed on for caller c, as a write through this host's
+// mount would make it: within c's quota of connections, after the checks
+// this host's kernel would make (tree.MayWrite; a host vouches only for
+// the uid) and the engine's rules for an open to append (CheckOpen); an
+// append is durable before the answer. The engine decides everything.
+func (h *Host) serveLogChange(conn net.Conn, c layout.Caller, ref layout.Ref, file string) {
+	e := h.eng.Load()
+	if e == nil {
+		peer.AnswerChange(conn, abi.Errorf(syscall.EAGAIN, "log", "this host does not write the store now"))
+		return
+	}
+	c.Pid = 0 // a pid of another host means nothing here
+	if err := e.Limits().Conns.Take(c.Uid); err != nil {
+		peer.AnswerChange(conn, err)
+		return
+	}
+	defer e.Limits().Conns.Give(c.Uid)
+	ch, data, err := peer.ReadLogChange(conn)
+	if err != nil {
+		peer.AnswerChange(conn, err)
+		return
+	}
+	peer.AnswerChange(conn, makeLogChange(e, c, ref, file, ch, data))
+}
+
+// makeLogChange checks c may append to ref's log file and makes ch.
+func makeLogChange(e *session.Engine, c layout.Caller, ref layout.Ref, file string, ch peer.LogChange, data []byte) error {
+	rel := ref.Rel() + "/" + file
+	if err := e.MayWrite(c, rel); err != nil {
+		return err
+	}
+	if err := e.CheckOpen(layout.Classify(rel), syscall.O_WRONLY|syscall.O_APPEND); err != nil {
+		return err
+	}
+	if ch.Op == peer.LogLoss {
+		errno, _ := abi.ErrnoFromName(ch.Errno) // checked by ReadLogChange
+		e.RecordLoss(c, ref, file, ch.Size, session.Lost{Errno: errno, Why: ch.Why})
+		return nil
+	}
+	if err := e.AppendLog(c, ref, file, data); err != nil {
+		return err
+	}
+	return e.SyncLog(ref, file)
+}

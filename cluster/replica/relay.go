@@ -1,0 +1,102 @@
+package replica
+
+import (
+	"context"
+
+	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session"
+	"github.com/ctxfs/ctxfs/session/layout"
+)
+
+// Relay makes on the host that writes the store the changes a follower's
+// mount passes on, as the caller's that this host vouches for; the writer
+// applies every rule (cluster/host). Every error carries the writer's
+// errno (EAGAIN when no host writes now).
+type Relay interface {
+	// Control begins a request written to session ref's ctl file (line
+	// as the caller wrote it, proto.Request.Line). It returns once the
+	// writer answered the first frame (a send's start, durable there),
+	// with the reply to read on, or the writer's refusal.
+	Control(ctx context.Context, c layout.Caller, ref layout.Ref, line []byte) (*session.Reply, error)
+	// AppendLog appends whole lines to one of ref's logs, as a write
+	// through the writer's mount does, and returns once they are durable.
+	AppendLog(c layout.Caller, ref layout.Ref, file string, lines []byte) error
+	// RecordLoss records that n bytes a writer sent to the log were
+	// dropped, as the writer's engine records its own mount's losses.
+	RecordLoss(c layout.Caller, ref layout.Ref, file string, n int, lost session.Lost) error
+}
+
+// SetRelay passes the changes a relay can make on to the writer host from
+// now on: requests written to ctl files and appends to session logs (and
+// a writer's lost unfinished line); nil refuses them with EROFS again.
+// Every other change stays EROFS.
+func (r *Replica) SetRelay(rl Relay) {
+	if rl == nil {
+		r.relay.Store(nil)
+		return
+	}
+	r.relay.Store(&rl)
+}
+
+// relayed is the relay of the moment, nil when there is none.
+func (r *Replica) relayed() Relay {
+	if p := r.relay.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// relays says whether a change at pl is relayed rather than refused: a
+// ctl file's or a session log's, while a relay is set.
+func (r *Replica) relays(pl layout.Place) bool {
+	return (pl.Kind == layout.PlaceCtl || pl.Kind == layout.PlaceLog) && r.relayed() != nil
+}
+
+// BeginControl relays a ctl request to the writer host, or refuses it
+// with EROFS when this host relays none. A request whose line the ctl
+// file did not keep cannot be relayed whole (EROFS).
+func (r *Replica) BeginControl(ctx context.Context, c layout.Caller, ref layout.Ref, req *proto.Request) (*session.Reply, error) {
+	rl := r.relayed()
+	if rl == nil || req.Line == nil {
+		return nil, readOnly("control")
+	}
+	return rl.Control(ctx, c, ref, req.Line)
+}
+
+// AppendLog relays an append through this mount to the writer host,
+// which makes it durable before it answers; the mount is told, as the
+// writer's engine tells its own (session.Written), so that the kernel
+// marks the log's attributes stale as it answers the write.
+func (r *Replica) AppendLog(c layout.Caller, ref layout.Ref, file string, lines []byte) error {
+	rl := r.relayed()
+	if rl == nil {
+		return readOnly("write")
+	}
+	if err := rl.AppendLog(c, ref, file, lines); err != nil {
+		return err
+	}
+	r.announceAs(ref.Rel()+"/"+file, session.Written)
+	return nil
+}
+
+// SyncLog has nothing to wait for: an append relayed is durable when
+// AppendLog returns. Without a relay nothing was appended here (EROFS).
+func (r *Replica) SyncLog(ref layout.Ref, file string) error {
+	if r.relayed() == nil {
+		return readOnly("fsync")
+	}
+	return nil
+}
+
+// RecordLoss relays the loss of a writer's unfinished line to the writer
+// host, which records it; one the writer cannot record is logged here.
+// Without a relay no write is ever taken here, so none is lost.
+func (r *Replica) RecordLoss(c layout.Caller, ref layout.Ref, file string, n int, lost session.Lost) {
+	rl := r.relayed()
+	if rl == nil {
+		return
+	}
+	if err := rl.RecordLoss(c, ref, file, n, lost); err != nil {
+		r.log.Warn("a lost line not recorded by the writer host", "session", ref.Rel(), "file", file, "bytes", n, "uid", c.Uid, "err", err)
+	}
+}

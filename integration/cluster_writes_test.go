@@ -1,0 +1,154 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ctxfs/ctxfs/cluster/ca"
+	"github.com/ctxfs/ctxfs/cluster/peer"
+	"github.com/ctxfs/ctxfs/internal/testkit"
+)
+
+// TestClusterWritesOnFollower: a request written to a session's ctl file
+// on a follower host's mount, and lines appended to its logs there, are
+// relayed to the writer host and made there (SPEC 19: every host serves
+// the whole tree to its local users), a request's frames read back
+// through the same file: a send through the follower's
+// ctl is recorded once, its frames from start to done; `echo … > ctl`
+// (a truncating open) works as on the writer; a request the writer
+// refuses fails the write with its errno and leaves one error frame, and
+// writes nothing. The writer checks the caller again (it vouches only for
+// the uid): a relayed request of another uid for 1001's session is
+// EACCES, one for a session that does not exist ENOENT, both writing
+// nothing; a hello naming a session outside its target is EINVAL.
+func TestClusterWritesOnFollower(t *testing.T) {
+	c := newTestCluster(t, 2*time.Second, nil, "a", "b")
+	w := c.waitWriter("", 20*time.Second)
+	f := c.follower(w)
+	w.srv.sendAs(uid1001, "k", "k0", "", "first")
+	ctl := f.srv.mnt(uid1001CoderAt + "k/ctl")
+	msgs := w.srv.mnt(uid1001CoderAt + "k/messages.jsonl")
+
+	out, err := bashAs(t, uid1001, `exec 3<>`+ctl+`; printf '%s\n' '{"op":"send","id":"k1","input":"through the follower"}' >&3; cat <&3`)
+	if err != nil {
+		t.Fatalf("a send through the follower's ctl: %v %s", err, out)
+	}
+	checkSendFrames(t, "the follower's ctl", out)
+	out, err = bashAs(t, uid1001, `printf '%s\n' '{"op":"send","id":"k2","input":"echoed into ctl"}' > `+ctl)
+	if err != nil {
+		t.Fatalf("echo > ctl on the follower: %v %s", err, out)
+	}
+	got := fileBytes(t, msgs)
+	for _, input := range []string{"through the follower", "echoed into ctl"} {
+		if n := strings.Count(got, `"content":"`+input+`"`); n != 1 { // the user's line; the echo's is a text part
+			t.Errorf("%q is sent in the writer's messages.jsonl %d times, want once:\n%s", input, n, got)
+		}
+	}
+
+	// An append through the follower's mount is made on the writer, durable
+	// when the write returns, and read back at once through the follower
+	// (its size and bytes); an unfinished line closed is recorded as lost
+	// there, as on the writer's own mount.
+	fmsgs := f.srv.mnt(uid1001CoderAt + "k/messages.jsonl")
+	if out, err := bashAs(t, uid1001, `printf '%s\n' '{"role":"user","content":"by hand on the follower"}' >> `+fmsgs+` && tail -n 1 `+fmsgs+` && stat -c %s `+fmsgs); err != nil ||
+		!strings.Contains(out, "by hand on the follower") {
+		t.Errorf("an append through the follower's mount: %v %q", err, out)
+	} else if size := strings.TrimSpace(out[strings.LastIndexByte(strings.TrimSpace(out), '\n')+1:]); size != fmt.Sprint(len(fileBytes(t, fmsgs))) {
+		t.Errorf("the follower's stat after its append says %s bytes; it reads %d", size, len(fileBytes(t, fmsgs)))
+	}
+	if got := fileBytes(t, msgs); strings.Count(got, "by hand on the follower") != 1 || !strings.Contains(got, `"content":"by hand on the follower","uid":1001}`) {
+		t.Errorf("the writer's messages.jsonl after an append through the follower:\n%s", got)
+	}
+	if out, err := bashAs(t, uid1001, `printf '%s' '{"role":"user","content":"unfinished"}' >> `+fmsgs); err != nil {
+		t.Errorf("an unfinished line through the follower: %v %q", err, out)
+	}
+	eventually(t, 5*time.Second, "the lost line recorded in the writer's events.jsonl", func() bool {
+		return strings.Contains(fileBytes(t, w.srv.mnt(uid1001CoderAt+"k/events.jsonl")), "partial line discarded")
+	})
+
+	out, err = bashAs(t, uid1001, `printf '%s\n' 'not json' >> `+fmsgs)
+	if err == nil || !strings.Contains(out, "Invalid argument") {
+		t.Errorf("a bad line through the follower's mount: %v %q, want EINVAL", err, out)
+	}
+	eventually(t, 5*time.Second, "the refused line recorded as lost in the writer's events.jsonl", func() bool {
+		return strings.Contains(fileBytes(t, w.srv.mnt(uid1001CoderAt+"k/events.jsonl")), "lines written were refused")
+	})
+	out, err = bashAs(t, uid1002, `printf '%s\n' '{"role":"user","content":"not mine"}' >> `+fmsgs)
+	if err == nil || !strings.Contains(out, "Permission denied") {
+		t.Errorf("uid 1002's append to 1001's log through the follower: %v %q, want EACCES", err, out)
+	}
+	time.Sleep(1200 * time.Millisecond) // the writer's values written behind settle
+	before := hostSnapshot(t, c.store)
+	out, err = bashAs(t, uid1001, `exec 3<>`+ctl+`; printf '%s\n' '{"op":"send","id":"k3","session":"other","input":"x"}' >&3; echo "write=$?"; cat <&3`)
+	if err != nil || !strings.Contains(out, "Invalid argument") || !strings.Contains(out, "write=1") || strings.Count(out, `"code":"EINVAL"`) != 1 {
+		t.Errorf("a request for another session through the follower's ctl: %v %q, want the write EINVAL and one error frame", err, out)
+	}
+
+	// The writer's own check, with a hello as host f would send it.
+	id, err := ca.Load(f.certs)
+	testkit.Must(t, err)
+	relayed := func(uid uint32, session, line string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		h := peer.Hello{Uid: uid, Gid: uid, Kind: "agent", Owner: "coder", Session: session}
+		conn, err := peer.Dial(ctx, w.peerAddr(), id, h)
+		if err != nil {
+			return err
+		}
+		r, err := peer.Control(conn, []byte(line))
+		if err == nil {
+			r.Close()
+		}
+		return err
+	}
+	send := `{"op":"send","id":"z1","input":"forged"}`
+	appended := func(uid uint32, session, log, lines string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		h := peer.Hello{Uid: uid, Gid: uid, Kind: "agent", Owner: "coder", Session: session, Log: log}
+		conn, err := peer.Dial(ctx, w.peerAddr(), id, h)
+		if err != nil {
+			return err
+		}
+		return peer.SendLogChange(conn, peer.LogChange{Op: peer.LogAppend}, []byte(lines))
+	}
+	line := `{"role":"user","content":"forged"}` + "\n"
+	testkit.WantErrno(t, "uid 1002's append to 1001's log, relayed", appended(1002, "home/1001/agent/coder/session/k", "messages.jsonl", line), syscall.EACCES)
+	testkit.WantErrno(t, "an append to a file that is no log, relayed", appended(1001, "home/1001/agent/coder/session/k", "state", line), syscall.EINVAL)
+	testkit.WantErrno(t, "a bad line, relayed", appended(1001, "home/1001/agent/coder/session/k", "messages.jsonl", "not json\n"), syscall.EINVAL)
+	testkit.WantErrno(t, "uid 1002 at 1001's session, relayed", relayed(1002, "home/1001/agent/coder/session/k", send), syscall.EACCES)
+	testkit.WantErrno(t, "a session that does not exist, relayed", relayed(1001, "home/1001/agent/coder/session/nosuch", send), syscall.ENOENT)
+	testkit.WantErrno(t, "a session of another agent, relayed", relayed(1001, "home/1001/agent/other/session/k", send), syscall.EINVAL)
+	testkit.WantErrno(t, "a path that is no session, relayed", relayed(1001, "home/1001/agent/coder/session/k/../k", send), syscall.EINVAL)
+	if diffs, _ := hostDiffs(before, hostSnapshot(t, c.store)); len(diffs) > 0 {
+		t.Errorf("refused ctl requests changed the store:\n%s", strings.Join(diffs, "\n"))
+	}
+}
+
+// TestClusterFollowerIndexCurrent: a follower shows the session the last
+// send made current within its index's second, not when the writer's
+// journal checkpoints (30 s): `ctx agent send` without --session on a
+// follower goes where the last send went, as on the writer.
+func TestClusterFollowerIndexCurrent(t *testing.T) {
+	c := newTestCluster(t, 2*time.Second, nil, "a", "b")
+	w := c.waitWriter("", 20*time.Second)
+	f := c.follower(w)
+	w.srv.sendAs(uid1001, "c1", "c1-0", "", "one")
+	w.srv.sendAs(uid1001, "c2", "c2-0", "", "two")
+	cur := f.srv.mnt(uid1001CoderAt + "index/current")
+	eventually(t, 3*time.Second, "the follower's index/current naming c2", func() bool {
+		b, err := os.ReadFile(cur)
+		return err == nil && string(b) == "c2\n"
+	})
+	if out, errs, code := ctxSplitAs(t, f.srv, uid1001, "agent", "send", "coder", "a follow-up"); code != 0 {
+		t.Fatalf("ctx agent send on the follower: exit %d\n%s%s", code, out, errs)
+	}
+	if got := fileBytes(t, w.srv.mnt(uid1001CoderAt+"c2/messages.jsonl")); !strings.Contains(got, `"content":"a follow-up"`) {
+		t.Errorf("the follow-up without --session on the follower is not in c2, the current session:\n%s", got)
+	}
+}

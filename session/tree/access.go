@@ -1,0 +1,74 @@
+package tree
+
+import (
+	"os"
+	"path"
+	"strings"
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/session/layout"
+)
+
+// MayWrite is the kernel's check (the mount's default_permissions) of
+// caller c opening rel for writing, on the tree as the mount shows it to
+// c: every directory on the way searchable by c, and the file writable by
+// c, a ctl file by its session directory's owner and group with the read
+// and write bits the mount shows it with (fs: 0666 of the directory's
+// mode), any other file by its own. ENOENT where c's mount shows no such
+// name, EACCES where a permission bit is missing; a virtual file other
+// than ctl is never written (EACCES). A host that relays a write on
+// behalf of a caller it vouches for (cluster/) checks with this what its
+// own kernel would check, since the relay reaches the engine without a
+// kernel in between.
+func (t Tree) MayWrite(c layout.Caller, rel string) error {
+	dir := ""
+	parts := strings.Split(rel, "/")
+	for _, part := range parts[:len(parts)-1] {
+		dir = path.Join(dir, part)
+		n, err := t.Lookup(c.Uid, dir)
+		if err != nil {
+			return err
+		}
+		if !n.Dir {
+			return abi.Errorf(syscall.ENOTDIR, "open", "%s is not a directory", dir)
+		}
+		if !permits(c, n, 0o777, 1) {
+			return abi.Errorf(syscall.EACCES, "open", "no search permission on %s", dir)
+		}
+	}
+	n, err := t.Lookup(c.Uid, rel)
+	if err != nil {
+		return err
+	}
+	shown := os.FileMode(0o7777)
+	switch {
+	case n.Dir:
+		return abi.Errorf(syscall.EISDIR, "open", "%s is a directory", rel)
+	case n.Place.Kind == layout.PlaceCtl:
+		shown = 0o666
+	case n.Virtual:
+		return abi.Errorf(syscall.EACCES, "open", "%s is not written", rel)
+	}
+	if !permits(c, n, shown, 2) {
+		return abi.Errorf(syscall.EACCES, "open", "%s is not writable by uid %d", rel, c.Uid)
+	}
+	return nil
+}
+
+// permits is the kernel's check of one permission bit (2 write, 1 search
+// of a directory) of node n, its mode masked by shown: the owner's bits
+// for its owner, the group's for its members, the others' for everyone
+// else; root passes both (CAP_DAC_OVERRIDE).
+func permits(c layout.Caller, n Node, shown, bit os.FileMode) bool {
+	mode := os.FileMode(n.Stat.Mode).Perm() & shown
+	switch {
+	case c.Uid == 0:
+		return true
+	case c.Uid == n.Stat.Uid:
+		return (mode>>6)&bit != 0
+	case c.InGroup(n.Stat.Gid):
+		return (mode>>3)&bit != 0
+	}
+	return mode&bit != 0
+}
