@@ -78,7 +78,7 @@ func (e *Engine) AppendLog(c layout.Caller, r layout.Ref, file string, lines []b
 		}
 	}
 	s.touch(time.Now(), "")
-	e.changedBy(Written, r.Rel()+"/"+file)
+	e.changedBy(Written, s.file(file))
 	return nil
 }
 
