@@ -216,11 +216,14 @@ func (h *logHandle) appendLines(ctx context.Context, lines []byte) error {
 	if err := n.m.e.AppendLog(h.opened(), n.place.Ref(), n.place.File, lines); err != nil {
 		return err
 	}
-	// The engine announced the append as Written: the kernel marks the
-	// attributes stale when this WRITE is answered. A WRITE with no
-	// process behind it would be the page cache's writeback of a shared
-	// mapping (none can be made while writers are direct I/O: open),
-	// after which the kernel leaves the size cached: announced in full.
+	// The engine announced the append as Written, which the mount leaves
+	// to this handler (Mounts.announced): the log's stamp moves here, and
+	// the kernel marks the attributes stale when this WRITE is answered.
+	// A WRITE with no process behind it would be the page cache's
+	// writeback of a shared mapping (none can be made while writers are
+	// direct I/O: open), after which the kernel leaves the size cached:
+	// announced in full.
+	n.changeStamp().Store(nextStamp())
 	if fc, ok := fuse.FromContext(ctx); !ok || fc.Pid == 0 {
 		n.m.changed(n.rel)
 	}

@@ -64,16 +64,21 @@ func (ms *Mounts) changed(rel string) { ms.announced(rel, session.Changed) }
 // marks them all stale). Notifying at every append was a quarter of the
 // server's CPU per append (docs/benchmarks.md#appends-notify-nothing).
 // integration/fuse_cache_test.go checks that a reader that had the log
-// cached sees the new size and bytes when the write returns.
+// cached sees the new size and bytes when the write returns. The handler
+// of that WRITE moves the log's stamp itself (logHandle.appendLines): it
+// holds the node, which the walk to it (find) and the classification of
+// its path cost again at every append
+// (docs/benchmarks.md#appends-through-one-descriptor).
 func (ms *Mounts) announced(rel string, how session.Change) {
 	ms.gen.Add(1) // before looking: see mountState.attach
+	if how == session.Written {
+		return
+	}
 	parent, node, _ := ms.find(rel)
 	pl := layout.Classify(rel)
 	if pl.Kind == layout.PlaceLog {
 		stamp(node)
-		if how != session.Written {
-			staleAttrs(node)
-		}
+		staleAttrs(node)
 		return
 	}
 	if listedFromMemory(parent) {

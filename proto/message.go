@@ -241,3 +241,24 @@ func contentOf(f *Object) json.RawMessage {
 	}
 	return json.RawMessage(`""`)
 }
+
+// LastOfRole is the last of lines (JSON objects, one a line) whose role is
+// role (a plain word, which JSON writes as is), or nil. Only a line
+// holding the role's JSON string is parsed: a writer's stream of other
+// lines is looked at once, with no parse and no copy.
+func LastOfRole(lines []byte, role string) *Object {
+	quoted := []byte(`"` + role + `"`)
+	if !bytes.Contains(lines, quoted) {
+		return nil
+	}
+	var last *Object
+	for line := range bytes.Lines(lines) {
+		if !bytes.Contains(line, quoted) {
+			continue
+		}
+		if o, err := ParseObject(bytes.TrimSuffix(line, []byte("\n")), false); err == nil && o.Str("role") == role {
+			last = o
+		}
+	}
+	return last
+}

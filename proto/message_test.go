@@ -180,3 +180,20 @@ func TestThreadUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestLastOfRole: the last line of the role wins; a line that only
+// mentions the role, or is not an object, is not one.
+func TestLastOfRole(t *testing.T) {
+	lines := []byte(`{"role":"assistant","content":"one"}
+{"role":"user","content":"say \"assistant\""}
+not json "assistant"
+{"role":"assistant","content":"two"}
+{"role":"user","content":"x"}
+`)
+	if o := LastOfRole(lines, "assistant"); o == nil || o.Str("content") != "two" {
+		t.Fatalf("got %v", o)
+	}
+	if o := LastOfRole([]byte(`{"role":"user","content":"assistant"}`+"\n"), "assistant"); o != nil {
+		t.Fatalf("a user line taken: %v", o)
+	}
+}

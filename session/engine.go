@@ -262,7 +262,9 @@ func (e *Engine) changed(rel ...string) {
 
 // changedBy announces one change of rel, made as how says.
 func (e *Engine) changedBy(how Change, rel string) {
-	e.memo.Forget(rel)
+	if how != Written { // a log's lines, which the memo never holds
+		e.memo.Forget(rel)
+	}
 	e.watchMu.Lock()
 	ws := e.watchers
 	e.watchMu.Unlock()

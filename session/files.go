@@ -73,10 +73,12 @@ func (e *Engine) AppendLog(c layout.Caller, r layout.Ref, file string, lines []b
 		return err
 	}
 	if file == abi.FileMessages {
-		s.latestFromLines(lines)
+		if last := proto.LastOfRole(lines, "assistant"); last != nil {
+			s.writeLatest(last) // latest.md: the last answer among the lines
+		}
 	}
 	s.touch(time.Now(), "")
-	e.changedBy(Written, r.Rel()+"/"+file)
+	e.changedBy(Written, s.file(file))
 	return nil
 }
 
@@ -106,23 +108,6 @@ func (e *Engine) lookupLog(r layout.Ref, file string) (*sess, *sealedlog.Log, fu
 	}
 	release()
 	return nil, nil, nil, &abi.Error{Op: "append", Path: file, Errno: syscall.EPERM, Msg: "not a log"}
-}
-
-// latestFromLines updates latest.md from the last assistant message among
-// appended lines.
-func (s *sess) latestFromLines(lines []byte) {
-	var last *proto.Object
-	for _, line := range bytes.Split(bytes.TrimSuffix(lines, []byte("\n")), []byte("\n")) {
-		if !bytes.Contains(line, []byte(`"assistant"`)) {
-			continue // cheap filter before a full parse of every line
-		}
-		if o, err := proto.ParseObject(line, false); err == nil && o.Str("role") == "assistant" {
-			last = o
-		}
-	}
-	if last != nil {
-		s.writeLatest(last)
-	}
 }
 
 // Lost is why bytes written to a log through the mount were not recorded.

@@ -276,6 +276,9 @@ func (e *Engine) Index(ct layout.Container) (*index.Index, error) {
 		return nil, abi.Errorf(syscall.EINVAL, "index", "invalid container %+v", ct)
 	}
 	rel := ct.Rel()
+	if x, ok := e.indexes.Peek(rel); ok {
+		return x, nil // kept for good once loaded: no hold to take (every append asks)
+	}
 	x, release, err := e.indexes.Acquire(rel, func() (*index.Index, error) {
 		st, err := e.root.Lstat(rel)
 		if err != nil {

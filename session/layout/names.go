@@ -54,15 +54,48 @@ func SharedHome(space string) string { return "shared/" + space }
 // Rel is the container's session/ directory relative to the store (and to
 // the mount root): home/1000/agent/coder/session or
 // home/1000/model/openai/gpt-4.d/session.
-func (c Container) Rel() string {
-	if c.Kind == abi.KindModel {
-		return path.Join(c.Home, "model", c.Owner+".d", "session")
-	}
-	return path.Join(c.Home, "agent", c.Owner, "session")
-}
+func (c Container) Rel() string { return c.join("") }
 
 // Rel is the session directory relative to the store root.
-func (r Ref) Rel() string { return path.Join(r.Container.Rel(), r.Name) }
+func (r Ref) Rel() string { return r.Container.join(r.Name) }
+
+// join is the path of name in the container's session/ directory (the
+// directory itself for ""): path.Join's, made as one string when its
+// parts are clean names, as every valid one is. Every append through the
+// mount names its session, and joining the directory and then the name
+// was a visible share of an append
+// (docs/benchmarks.md#appends-through-one-descriptor).
+func (c Container) join(name string) string {
+	kind, owner := "agent", c.Owner
+	if c.Kind == abi.KindModel {
+		kind, owner = "model", c.Owner+".d"
+	}
+	sep := "/"
+	if name == "" {
+		sep = ""
+	}
+	p := c.Home + "/" + kind + "/" + owner + "/session" + sep + name
+	if cleanRel(p) {
+		return p
+	}
+	return path.Join(c.Home, kind, owner, "session", name)
+}
+
+// cleanRel reports whether p is a relative path path.Clean leaves as it
+// is: no empty, "." or ".." element.
+func cleanRel(p string) bool {
+	start := 0
+	for i := 0; i <= len(p); i++ {
+		if i == len(p) || p[i] == '/' {
+			switch p[start:i] {
+			case "", ".", "..":
+				return false
+			}
+			start = i + 1
+		}
+	}
+	return true
+}
 
 // ChrootRel is the agent's chroot runtime tree relative to the store root
 // ("" for model sessions, which have no chroot). Shared sessions run in the

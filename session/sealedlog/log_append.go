@@ -230,7 +230,7 @@ func (l *Log) advance(off int64, data []byte) error {
 		return abi.Errorf(syscall.EIO, "append", "%s: durable record at %d, expected %d", l.name(), off, l.durableLen)
 	}
 	l.hasher.Write(data)
-	l.state, l.digest = hashState(l.hasher), [32]byte(l.hasher.Sum(nil))
+	l.state, l.digest = hashState(l.hasher), [32]byte(l.hasher.Sum(l.digest[:0])) // summed in place
 	l.durableLen += int64(len(data))
 	return nil
 }
