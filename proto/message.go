@@ -158,10 +158,17 @@ func (p *Part) UnmarshalJSON(b []byte) error {
 		*p = Part{}
 		return nil
 	}
-	*p = Part{Type: RawString(w.Type), Text: RawString(w.Text), ID: RawString(w.ID), Name: RawString(w.Name),
+	*p = w.Part()
+	return nil
+}
+
+// Part is the part whose members are w (UnmarshalJSON), for a reader that
+// has cut a part's members out of its line itself; the part keeps w's
+// raw values, not copies of them.
+func (w *RawFields) Part() Part {
+	return Part{Type: RawString(w.Type), Text: RawString(w.Text), ID: RawString(w.ID), Name: RawString(w.Name),
 		ToolCallID: RawString(w.ToolCallID), Arguments: w.Arguments, Input: w.Input, Content: w.Content,
 		IsError: string(w.IsError) == "true", RawID: w.ID, RawName: w.Name}
-	return nil
 }
 
 // ToolArguments normalises a tool call's arguments as recorded: none (or

@@ -30,6 +30,7 @@ type encoder struct {
 	first   []byte // the first step, for the envelope check
 	prompt  *int64 // sums of the steps' metrics
 	complet *int64
+	buf     []byte // the step being written
 }
 
 func newEncoder(w io.Writer, sch *schemas, info Info) (*encoder, error) {
@@ -61,15 +62,26 @@ func marshal(v any) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
+// encodeStep appends s to b as marshal writes it (appendStep), or fails
+// as marshal does.
+func encodeStep(b []byte, s *Step) ([]byte, error) {
+	if out, ok := appendStep(b, s); ok {
+		return out, nil
+	}
+	m, err := marshal(s)
+	return append(b, m...), err
+}
+
 // step numbers s, validates it (by its shape when one like it validated
 // before: shape.go) and writes it on a line of its own.
 func (e *encoder) step(s *Step) error {
 	e.n++
 	s.StepID = e.n
-	b, err := marshal(s)
+	b, err := encodeStep(e.buf[:0], s)
 	if err != nil {
 		return err
 	}
+	e.buf = b
 	if ok, shape := e.shapes.vouch(s, e.n); !ok {
 		if err := validate(e.sch.step, b, fmt.Sprintf("step %d", s.StepID), stepRule(s.StepID)); err != nil {
 			return err
@@ -77,7 +89,7 @@ func (e *encoder) step(s *Step) error {
 		e.shapes.learn(shape)
 	}
 	if e.n == 1 {
-		e.first = b
+		e.first = bytes.Clone(b)
 		e.w.WriteString("\n")
 	} else {
 		e.w.WriteString(",\n")

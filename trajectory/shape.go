@@ -22,6 +22,7 @@ import (
 type shapes struct {
 	sch  *schemas
 	seen map[string]bool
+	key  []byte // the last step's shape
 }
 
 // maxShapes bounds the shapes remembered: a session of more distinct
@@ -35,19 +36,19 @@ const shapeTimestamp = "2000-01-01T00:00:00Z"
 func newShapes(sch *schemas) *shapes { return &shapes{sch: sch, seen: map[string]bool{}} }
 
 // vouch says whether s (numbered want) is valid by a shape seen before;
-// key is its shape, for learn.
-func (v *shapes) vouch(s *Step, want int) (ok bool, key string) {
-	key = shapeKey(s)
-	if !v.seen[key] || !rulesHold(s, want) {
-		return false, key
+// key is its shape, for learn, until the next vouch.
+func (v *shapes) vouch(s *Step, want int) (ok bool, key []byte) {
+	v.key = shapeKey(v.key[:0], s)
+	if !v.seen[string(v.key)] || !rulesHold(s, want) {
+		return false, v.key
 	}
-	return s.Timestamp == "" || v.sch.timestamp.Validate(s.Timestamp) == nil, key
+	return s.Timestamp == "" || plainTimestamp(s.Timestamp) || v.sch.timestamp.Validate(s.Timestamp) == nil, v.key
 }
 
 // learn remembers the shape of a step that validated in full.
-func (v *shapes) learn(key string) {
-	if len(v.seen) < maxShapes {
-		v.seen[key] = true
+func (v *shapes) learn(key []byte) {
+	if len(v.seen) < maxShapes && key != nil {
+		v.seen[string(key)] = true
 	}
 }
 
@@ -57,7 +58,7 @@ func (v *shapes) learn(key string) {
 // the timestamp by shapeTimestamp. What the schema reads is kept as it
 // is: the source, which fields are there, the number of calls and
 // results, is_error, and every raw value of another type.
-func shapeKey(s *Step) string {
+func shapeKey(b []byte, s *Step) []byte {
 	k := Step{StepID: 1, Source: s.Source}
 	if s.Timestamp != "" {
 		k.Timestamp = shapeTimestamp
@@ -83,11 +84,11 @@ func shapeKey(s *Step) string {
 	if s.Extra != nil {
 		k.Extra = &StepExtra{}
 	}
-	b, err := marshal(&k)
-	if err != nil {
-		return "" // never seen: the step is validated in full
+	b, ok := appendStep(b, &k)
+	if !ok {
+		return nil // never seen: the step is validated in full
 	}
-	return string(b)
+	return b
 }
 
 // blankString is "" for a JSON string, else raw as it is.
