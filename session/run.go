@@ -59,6 +59,7 @@ type run struct {
 	// made (and maybe its first request sent) while its start synced
 	// (run_start.go)
 	early bool
+	asked chan struct{} // closed once the early work is done
 	rules string        // the merged rules (runRules)
 	over  chan struct{} // closed when the run has ended
 }
@@ -136,6 +137,9 @@ func (rn *run) logEnd(done *proto.Object) {
 // agent's frames go through the run's recorder (run_record.go), so the agent is
 // never held up by a sync and frames that arrive during one share the next.
 func (rn *run) execute() {
+	if rn.early {
+		<-rn.asked // its rules, prompt and first request (syncAsking)
+	}
 	defer rn.spec.Early.Abort() // a first request sent early and not taken ends with the run
 	gopool.Go(rn.recorder)
 	release, ok := rn.s.e.kids.Wait(rn.ctx, rn.parent, rn.id) // a child's place among its parent's

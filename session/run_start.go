@@ -31,7 +31,8 @@ func (rn *run) commitStart(events, msgs []byte) error {
 }
 
 // syncAsking waits for the start's unit (wait) and meanwhile readies the
-// run and sends its first request (rn.early), when it may: a model API
+// run and sends its first request (rn.early; the run waits for rn.asked,
+// the start frame does not), when it may: a model API
 // run that is no child (whose place among its parent's children may have
 // to wait), with a place free now in the session's slots, which it keeps
 // (a run that waits for one must read its prompt only once it has one).
@@ -44,14 +45,18 @@ func (rn *run) syncAsking(wait func() error) error {
 	default:
 		return wait()
 	}
-	durable := make(chan error, 1)
-	gopool.Go(func() { durable <- wait() })
 	rn.early = true
-	rn.rules = rn.s.e.runRules(rn)
-	rn.spec.Prompt = rn.prompt(rn.rules)
-	rn.spec.Early = agent.AskEarly(rn.ctx, rn.spec)
-	err := <-durable
+	rn.asked = make(chan struct{})
+	gopool.Go(func() { // on another core, while this one waits for the sync
+		defer close(rn.asked)
+		rn.rules = rn.s.e.runRules(rn)
+		rn.spec.Prompt = rn.prompt(rn.rules)
+		rn.spec.Early = agent.AskEarly(rn.ctx, rn.spec)
+	})
+	err := wait()
 	if err != nil {
+		rn.cancel() // a request not sent yet is not sent
+		<-rn.asked
 		rn.spec.Early.Abort()
 		<-rn.s.slots
 	}
