@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,11 +127,17 @@ const (
 func benchFirstDelta(b *testing.B, long bool) {
 	requireFUSE(b)
 	var asked atomic.Int64 // when the provider got the last request, UnixNano
+	var last atomic.Pointer[[]byte]
 	reply := openAIReply("hello there")
-	p := newFakeProvider(b, func(w http.ResponseWriter, r *http.Request) {
+	// Not newFakeProvider, which decodes and keeps every body it gets: the
+	// provider shares this process, and its CPU with the client's reads.
+	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		asked.Store(time.Now().UnixNano())
+		body, _ := io.ReadAll(r.Body)
+		last.Store(&body)
 		reply(w, r)
-	})
+	}))
+	defer p.Close()
 	s := newModelServer(b, "openai-chat", p.URL+"/v1", nil)
 	n := max(b.N, 50)
 	sessions := (n + firstDeltaTurns - 1) / firstDeltaTurns
@@ -149,8 +156,7 @@ func benchFirstDelta(b *testing.B, long bool) {
 		testkit.Must(b, appendMnt(s.mnt("home/0/agent/assistant/session/bench0/messages.jsonl"), lines.String()))
 		firstDelta(b, s, `{"op":"send","id":"w-long","session":"bench0","input":"hi"}`)
 	}
-	body, err := json.Marshal(func() map[string]any { m, _ := p.last(); return m }())
-	testkit.Must(b, err)
+	body := *last.Load()
 	time.Sleep(2100 * time.Millisecond)
 	empty, same := firstByte(b, p.URL, nil, n), firstByte(b, p.URL, body, n)
 	syncs := syncRate(b, s.store, 300*time.Millisecond)

@@ -72,11 +72,11 @@ func (s *sess) metaObject() (*proto.Object, error) {
 	if s.rel == "" {
 		return nil, syscall.ENOENT
 	}
-	v, err := s.e.Value(s.file(abi.FileMeta)) // as the mount serves it: from memory, not a read at every run
+	b, err := s.e.root.ReadFile(s.file(abi.FileMeta), maxRulesBytes)
 	if err != nil {
 		return nil, err
 	}
-	return proto.ParseObject(bytes.TrimSpace(v.Data), false)
+	return proto.ParseObject(bytes.TrimSpace(b), false)
 }
 
 // conversationLog is the last maxConversation bytes of messages.jsonl,
