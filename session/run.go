@@ -138,7 +138,8 @@ func (rn *run) logEnd(done *proto.Object) {
 // never held up by a sync and frames that arrive during one share the next.
 func (rn *run) execute() {
 	if rn.early {
-		<-rn.asked // its rules, prompt and first request (syncAsking)
+		<-rn.asked                      // its rules, prompt and first request (syncAsking)
+		defer func() { <-rn.s.slots }() // taken as its start synced
 	}
 	defer rn.spec.Early.Abort() // a first request sent early and not taken ends with the run
 	gopool.Go(rn.recorder)
@@ -151,13 +152,13 @@ func (rn *run) execute() {
 	if !rn.early {
 		select {
 		case rn.s.slots <- struct{}{}:
+			defer func() { <-rn.s.slots }()
 		case <-rn.ctx.Done():
 			rn.q.Finish(false)
 			return
 		}
 		rn.rules = rn.s.e.runRules(rn)
 	}
-	defer func() { <-rn.s.slots }()
 	rn.setPhase(phaseRunning)
 	rn.s.e.writeSnapshots(rn, rn.rules)
 	rn.spec.Host = rn.host // built-in tools, and a CLI's permission prompts
