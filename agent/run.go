@@ -32,6 +32,7 @@ type Spec struct {
 	CLI                   *CLIRun           // for a CLI agent (Def.CLI): what the engine prepared
 	Host                  ToolHost          // for a model API run with tools: approvals, questions, versions
 	Resume                *Resume           // for a run resumed after its answer came: where it stood
+	Early                 *Early            // for a model API run: its first request, sent already (AskEarly)
 
 	control *control // the run's control socket, when it has one (runCLI)
 }
@@ -47,7 +48,8 @@ const (
 )
 
 // Run runs one agent turn and calls emit for each frame, in order, from the
-// calling goroutine. It returns true for success (exit 0, or echo) and false
+// calling goroutine (a first request sent early, Spec.Early, emits its
+// deltas from its own while Run waits for it). It returns true for success (exit 0, or echo) and false
 // for failure. Cancelling ctx stops the run (SIGTERM to its process group,
 // SIGKILL after killGrace); from then on emit is not called. A definition's
 // timeout stops the run the same way and then emits an ETIMEDOUT error

@@ -21,18 +21,15 @@ import (
 // assistant message, or with ELOOP once the run made Def.Steps calls.
 // After a cancel nothing more is emitted: the request is aborted with ctx.
 func runAPI(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
-	cfg, err := apiConfig(s)
+	early := s.Early // the first request, sent already (AskEarly): it fitted
+	cfg, err := early.config(s)
 	if err != nil {
 		emit(proto.ErrorFrame(err))
 		return false
 	}
 	l := newToolLoop(s, emit, s.Def.Steps, s.Def.Tools)
 	defer l.tools.close()
-	if s.Prompt != nil {
-		l.req = s.Prompt.Request
-	}
-	l.win = newRunWindow(s) // SPEC 18: each request fits the window (fit)
-	l.req.Tools = toolSpecs(s.Def.Tools)
+	l.firstRequest()
 	pending := l.resume()
 	for {
 		if len(pending) > 0 {
@@ -40,10 +37,15 @@ func runAPI(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 				return false
 			}
 		}
-		if !l.fit(ctx, cfg) {
-			return false
+		var res provider.Result
+		var ok bool
+		if early != nil {
+			r, err := early.take(ctx, emit)
+			res, ok = l.answered(ctx, cfg, r, err)
+			early = nil
+		} else if ok = l.fit(ctx, cfg); ok {
+			res, ok = l.ask(ctx, cfg)
 		}
-		res, ok := l.ask(ctx, cfg)
 		if !ok {
 			return false
 		}
@@ -105,11 +107,26 @@ func (l *toolLoop) nameCalls(calls []ToolCall) {
 	}
 }
 
+// firstRequest is the run's request before its first reply: the
+// prompt's, with the definition's tools, and the window it must fit
+// (SPEC 18: fit).
+func (l *toolLoop) firstRequest() {
+	if l.s.Prompt != nil {
+		l.req = l.s.Prompt.Request
+	}
+	l.win = newRunWindow(l.s)
+	l.req.Tools = toolSpecs(l.s.Def.Tools)
+}
+
 // ask sends the conversation so far and streams the reply.
 func (l *toolLoop) ask(ctx context.Context, cfg provider.Config) (provider.Result, bool) {
-	res, err := provider.Stream(ctx, cfg, l.sent(), func(text string) {
-		l.emit(proto.NewObject("type", proto.FrameDelta, "text", text))
-	})
+	res, err := provider.Stream(ctx, cfg, l.sent(), func(text string) { l.emit(deltaFrame(text)) })
+	return l.answered(ctx, cfg, res, err)
+}
+
+// answered emits how a request ended: its error, or its usage; false when
+// the run must end.
+func (l *toolLoop) answered(ctx context.Context, cfg provider.Config, res provider.Result, err error) (provider.Result, bool) {
 	switch {
 	case ctx.Err() != nil:
 		return res, false

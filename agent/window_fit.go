@@ -80,7 +80,7 @@ func (l *toolLoop) sent() provider.Request {
 // compaction point is compacted (compactNow); false when the run must
 // end, its error emitted (E2BIG: even the newest turns do not fit).
 func (l *toolLoop) fit(ctx context.Context, cfg provider.Config) bool {
-	if l.win == nil || l.win.older == 0 && window.RequestTokens(l.sent()) <= l.win.lim.CompactAt {
+	if l.fits() {
 		return true
 	}
 	w := l.win
@@ -96,6 +96,11 @@ func (l *toolLoop) fit(ctx context.Context, cfg provider.Config) bool {
 		return false
 	}
 	return true
+}
+
+// fits reports whether the next request fits the window as it is.
+func (l *toolLoop) fits() bool {
+	return l.win == nil || l.win.older == 0 && window.RequestTokens(l.sent()) <= l.win.lim.CompactAt
 }
 
 // Compacted is what a compaction did: the cursor it wrote, the summary's

@@ -242,23 +242,24 @@ func (e *Engine) startRun(c layout.Caller, s *sess, loc *location, req *proto.Re
 		return nil, err
 	}
 	id, start := recs.run, recs.start
-	// Both logs at once, whole or not at all: the start is acknowledged
-	// when both are durable, and a refused send writes nothing.
 	if err := s.closePending(); err != nil {
 		return nil, err
 	}
-	if err := s.appendBoth(recs.events, recs.msgs); err != nil {
+	rn := e.newRun(s, id, req.ID, c, loc, def, req.Input, cwd, dir, rec)
+	rn.parent = req.Parent
+	// Both logs at once, whole or not at all: the start is acknowledged
+	// when both are durable, and a refused send writes nothing
+	// (run_start.go: a model's first request is sent meanwhile).
+	if err := rn.commitStart(recs.events, recs.msgs); err != nil {
 		return nil, err
 	}
 	// The start goes to the stream before the run is visible in s.active:
 	// a resume or replay that finds the run finds its start in the log, and
 	// must not get it from the stream as well.
-	st := reply.NewStream()
-	sender := st.Join() // before the first frame: the sender reads them all
-	st.Push(start)
-	rn := e.newRun(s, id, req.ID, c, loc, def, req.Input, cwd, dir, rec, st)
+	sender := rn.stream.Join() // before the first frame: the sender reads them all
+	rn.stream.Push(start)
+	rn.register()
 	ticket.spend() // the run holds it now
-	rn.parent = req.Parent
 	s.recordStart(recs.now, cwd, abi.StateActive)
 	rec.run, rec.start = id, start
 	close(rec.ready)

@@ -16,6 +16,7 @@ import (
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
 	"github.com/ctxfs/ctxfs/session/reply"
+	"github.com/ctxfs/ctxfs/session/runqueue"
 )
 
 // run is one send's agent turn, queued or running in this process.
@@ -48,37 +49,32 @@ type run struct {
 	// run was still active).
 	finalState string
 
-	// q is the queue between the agent and the recorder.
-	q         sync.Mutex
-	queue     []*proto.Object
-	wake      chan struct{} // a token when the queue or finished changed
-	finished  bool          // the agent is done; ok says how
-	ok        bool
-	cancelled bool // once set, nothing the program prints is recorded
-	overflow  bool // stopped for streaming more than maxRunStream
-	streamed  int  // bytes of frames taken so far
+	q *runqueue.Queue // between the agent and the recorder
 
 	errCode string // the errno of the last error frame recorded, for the log (guarded by mu)
 
-	host    *toolHost     // a model run's side of its tools (run_tools.go)
-	resumed bool          // a dormant run continued after a restart (run_resume.go)
-	over    chan struct{} // closed when the run has ended
-	// acks are closed once their frame's batch is recorded (recordWait);
-	// guarded by q.
-	acks map[*proto.Object]chan struct{}
+	host    *toolHost // a model run's side of its tools (run_tools.go)
+	resumed bool      // a dormant run continued after a restart (run_resume.go)
+	// early: its slot taken, its rules read and a model API run's prompt
+	// made (and maybe its first request sent) while its start synced
+	// (run_start.go)
+	early bool
+	asked chan struct{} // closed once the early work is done
+	rules string        // the merged rules (runRules)
+	over  chan struct{} // closed when the run has ended
 }
 
-// st is the run's stream, which already holds its start frame: once the
-// run is in s.active, resume and replays find the start in the log and
-// follow the stream from the frame after it.
-func (e *Engine) newRun(s *sess, id, clientID string, c layout.Caller, loc *location, def *agent.Definition, input, cwd string, dir runDir, rec *clientRecord, st *reply.Stream) *run {
+// newRun makes a run of the session, not yet visible (register): its
+// stream is to hold its start frame first.
+func (e *Engine) newRun(s *sess, id, clientID string, c layout.Caller, loc *location, def *agent.Definition, input, cwd string, dir runDir, rec *clientRecord) *run {
 	uid, gid := uint32(loc.own.Uid), uint32(loc.own.Gid)
 	if loc.scope != abi.ScopePrivate {
 		uid, gid = c.Uid, c.Gid
 	}
 	sessDir := e.mountPath(loc.ref.Rel())
 	ctx, cancel := context.WithCancel(context.Background())
-	rn := &run{id: id, s: s, rec: rec, caller: c.Uid, dir: dir, clientID: clientID, started: time.Now(), stream: st, ctx: ctx, cancel: cancel, phase: "queued", wake: make(chan struct{}, 1), over: make(chan struct{}), acks: map[*proto.Object]chan struct{}{}}
+	rn := &run{id: id, s: s, rec: rec, caller: c.Uid, dir: dir, clientID: clientID, started: time.Now(), stream: reply.NewStream(), ctx: ctx, cancel: cancel, phase: "queued", over: make(chan struct{})}
+	rn.q = runqueue.New(id, maxRunStream, rn.cancel)
 	rn.host = &toolHost{rn: rn}
 	rn.spec = agent.Spec{
 		RunID: id, Session: loc.ref.Name, Scope: loc.scope, Def: def,
@@ -90,15 +86,22 @@ func (e *Engine) newRun(s *sess, id, clientID string, c layout.Caller, loc *loca
 			"PATH":     "/usr/local/bin:/usr/bin:/bin",
 		},
 	}
+	return rn
+}
+
+// register makes the run visible (s.active, the engine's runs, the runs
+// file) once its stream holds its start: resume and replays find the start
+// in the log and follow the stream from the frame after it.
+func (rn *run) register() {
+	s, e := rn.s, rn.s.e
 	s.mu.Lock()
-	s.active[id] = rn
+	s.active[rn.id] = rn
 	s.mu.Unlock()
 	e.mu.Lock()
-	e.runs[id] = rn
+	e.runs[rn.id] = rn
 	e.mu.Unlock()
 	e.markRunning(rn)
-	e.cfg.Log.Info("run start", s.logAttrs(id, loc.scope, "uid", c.Uid)...)
-	return rn
+	e.cfg.Log.Info("run start", s.logAttrs(rn.id, rn.spec.Scope, "uid", rn.caller)...)
 }
 
 // logAttrs name a run of the session in the server's log (agent=NAME or
@@ -134,25 +137,35 @@ func (rn *run) logEnd(done *proto.Object) {
 // agent's frames go through the run's recorder (run_record.go), so the agent is
 // never held up by a sync and frames that arrive during one share the next.
 func (rn *run) execute() {
+	if rn.early {
+		<-rn.asked                      // its rules, prompt and first request (syncAsking)
+		defer func() { <-rn.s.slots }() // taken as its start synced
+	}
+	defer rn.spec.Early.Abort() // a first request sent early and not taken ends with the run
 	gopool.Go(rn.recorder)
 	release, ok := rn.s.e.kids.Wait(rn.ctx, rn.parent, rn.id) // a child's place among its parent's
 	if !ok {
-		rn.finish(false)
+		rn.q.Finish(false)
 		return
 	}
 	defer release()
-	select {
-	case rn.s.slots <- struct{}{}:
-		defer func() { <-rn.s.slots }()
-	case <-rn.ctx.Done():
-		rn.finish(false)
-		return
+	if !rn.early {
+		select {
+		case rn.s.slots <- struct{}{}:
+			defer func() { <-rn.s.slots }()
+		case <-rn.ctx.Done():
+			rn.q.Finish(false)
+			return
+		}
+		rn.rules = rn.s.e.runRules(rn)
 	}
 	rn.setPhase(phaseRunning)
-	rules := rn.s.e.writeSnapshots(rn)
+	rn.s.e.writeSnapshots(rn, rn.rules)
 	rn.spec.Host = rn.host // built-in tools, and a CLI's permission prompts
 	if rn.spec.Def.AnsweredByAPI() {
-		rn.spec.Prompt = rn.prompt(rules)
+		if rn.spec.Prompt == nil {
+			rn.spec.Prompt = rn.prompt(rn.rules)
+		}
 		if rn.resumed {
 			rn.spec.Resume = rn.s.resumeState(rn.id)
 		}
@@ -163,21 +176,19 @@ func (rn *run) execute() {
 		closeJail, err = rn.s.e.prepareJail(rn)
 	}
 	if err != nil {
-		rn.enqueue(proto.ErrorFrame(err))
-		rn.finish(false)
+		rn.q.Add(proto.ErrorFrame(err))
+		rn.q.Finish(false)
 		return
 	}
 	defer closeJail()
-	rn.finish(agent.Run(rn.ctx, rn.spec, rn.enqueue))
+	rn.q.Finish(agent.Run(rn.ctx, rn.spec, rn.q.Add))
 }
 
 // cancelRun stops a queued or running run (SPEC section 10): the agent's
 // process group gets SIGTERM, then SIGKILL; nothing it prints afterwards is
 // recorded; done says cancelled.
 func (rn *run) cancelRun() {
-	rn.q.Lock()
-	rn.cancelled = true
-	rn.q.Unlock()
+	rn.q.Cancel()
 	rn.cancel()
 }
 
@@ -268,7 +279,7 @@ func (s *sess) writeFileDurably(name, value string) error {
 func (s *sess) closeInterruptedRun(rec *clientRecord) {
 	errEv, done := errorEnd(rec.run, syscall.EINTR, "the run was interrupted: the server stopped while it was active", "interrupted", true)
 	for _, f := range s.e.childFiles(s.rel, requester(rec)).Interrupted() { // the children it followed end with it (SPEC 18)
-		s.appendEvents(stamp(f, rec.run, time.Now()))
+		s.appendEvents(runqueue.Stamp(f, rec.run, time.Now()))
 	}
 	s.e.childFiles(children.ParentSession(rec.start.Str("parent_session"), s.ref.Home), requester(rec)).Closed(rec.run)
 	s.endRun(rec, errEv, done)

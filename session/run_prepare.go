@@ -43,25 +43,28 @@ func (e *Engine) prepareJail(rn *run) (closeJail func(), err error) {
 	return func() { root.Close(); e.limits.Free.Recount(rn.spec.Uid) }, nil
 }
 
-// writeSnapshots replaces the session's AGENTS.md and SKILLS.md before a
-// run (SPEC section 10): the agent's global rules, then every AGENTS.md
-// from the chroot root down to the cwd; and the skills' metadata. They are
-// observability only; a snapshot that cannot be written does not fail the
-// run. It returns the merged rules (also for a temp session, which keeps
-// no snapshot): a model API run's system prompt starts with them.
-func (e *Engine) writeSnapshots(rn *run) (rules string) {
-	s := rn.s
-	def := rn.spec.Def
+// runRules are a run's merged rules (SPEC section 10): the agent's global
+// rules, then every AGENTS.md from the chroot root down to the cwd. A
+// model API run's system prompt starts with them.
+func (e *Engine) runRules(rn *run) string {
 	var parts []string
-	if def.AgentsMD != "" {
+	if def := rn.spec.Def; def.AgentsMD != "" {
 		parts = append(parts, strings.TrimRight(def.AgentsMD, "\n"))
 	}
-	if rn.spec.Dir != "/" && s.ref.Kind == abi.KindAgent {
+	if s := rn.s; rn.spec.Dir != "/" && s.ref.Kind == abi.KindAgent {
 		parts = append(parts, e.chrootRules(s.ref.Container.ChrootRel(rn.spec.Uid), rn.spec.Env["CTX_CWD"])...)
 	}
-	rules = strings.Join(parts, "\n\n")
+	return strings.Join(parts, "\n\n")
+}
+
+// writeSnapshots replaces the session's AGENTS.md (the run's rules) and
+// SKILLS.md (the skills' metadata) before a run (SPEC section 10). They
+// are observability only; a snapshot that cannot be written does not fail
+// the run. A temp session keeps none.
+func (e *Engine) writeSnapshots(rn *run, rules string) {
+	s, def := rn.s, rn.spec.Def
 	if s.rel == "" {
-		return rules
+		return
 	}
 	var skills strings.Builder
 	for _, sk := range def.Skills {
@@ -75,7 +78,6 @@ func (e *Engine) writeSnapshots(rn *run) (rules string) {
 	if skills.Len() > 0 {
 		s.writeFileLocked(abi.FileSkillsMD, skills.String())
 	}
-	return rules
 }
 
 // chrootRules reads AGENTS.md in the chroot root (rootRel, in the store)

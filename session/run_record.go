@@ -2,11 +2,11 @@ package session
 
 import (
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/runqueue"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
@@ -17,43 +17,15 @@ import (
 // the tests.)
 var maxRunStream = 16 << 20
 
-// enqueue takes a frame from the agent: stamped with its run and time, it
-// waits for the recorder. After a cancel nothing is taken; a frame past
-// maxRunStream stops the run instead.
-func (rn *run) enqueue(f *proto.Object) {
-	fr := stamp(f, rn.id, time.Now())
-	rn.q.Lock()
-	if !rn.cancelled {
-		rn.streamed += len(fr.Line())
-		if rn.streamed > maxRunStream {
-			over := abi.Errorf(syscall.EFBIG, "run", "the run streamed more than %d bytes, the most one run may: stopped", maxRunStream)
-			rn.queue = append(rn.queue, stamp(proto.ErrorFrame(over), rn.id, time.Now()))
-			rn.cancelled, rn.overflow = true, true
-			go rn.cancel()
-		} else {
-			rn.queue = append(rn.queue, fr)
-		}
-	}
-	rn.q.Unlock()
-	rn.poke()
-}
-
 // recordWait records a host fact of the run (SPEC 17) as the agent's
 // frames are, and returns it as recorded once its batch is durable and
 // handed to the readers; an error when the run was cancelled before or
 // its batch could not be recorded.
 func (rn *run) recordWait(f *proto.Object) (*proto.Object, error) {
-	fr := stamp(f, rn.id, time.Now())
-	ack := make(chan struct{})
-	rn.q.Lock()
-	if rn.cancelled {
-		rn.q.Unlock()
-		return nil, abi.Errorf(syscall.ECANCELED, "run", "the run was cancelled")
+	fr, ack, err := rn.q.AddWait(f)
+	if err != nil {
+		return nil, err
 	}
-	rn.queue = append(rn.queue, fr)
-	rn.acks[fr] = ack
-	rn.q.Unlock()
-	rn.poke()
 	<-ack
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
@@ -63,80 +35,20 @@ func (rn *run) recordWait(f *proto.Object) (*proto.Object, error) {
 	return fr, nil
 }
 
-// ack wakes the recordWait callers whose frames a batch held.
-func (rn *run) ack(frames []*proto.Object) {
-	rn.q.Lock()
-	defer rn.q.Unlock()
-	for _, fr := range frames {
-		if ch := rn.acks[fr]; ch != nil {
-			close(ch)
-			delete(rn.acks, fr)
-		}
-	}
-}
-
-// finish tells the recorder that the agent is done.
-func (rn *run) finish(ok bool) {
-	rn.q.Lock()
-	rn.finished, rn.ok = true, ok
-	rn.q.Unlock()
-	rn.poke()
-}
-
-func (rn *run) poke() {
-	select {
-	case rn.wake <- struct{}{}:
-	default:
-	}
-}
-
-// take empties the queue.
-func (rn *run) take() (frames []*proto.Object, final bool, status string) {
-	rn.q.Lock()
-	defer rn.q.Unlock()
-	frames, rn.queue = rn.queue, nil
-	switch {
-	case !rn.finished:
-	case rn.overflow:
-		final, status = true, abi.StateError
-	case rn.cancelled:
-		final, status = true, abi.StateCancelled
-	case !rn.ok:
-		final, status = true, abi.StateError
-	default:
-		final, status = true, "ok"
-	}
-	return frames, final, status
-}
-
 // recorder records the run's frames in batches: whatever arrived while the
 // previous batch was syncing goes into the next, in one durable append per
 // log. Frames reach readers only once recorded.
 func (rn *run) recorder() {
-	for range rn.wake {
-		frames, final, status := rn.take()
+	for range rn.q.Wake() {
+		frames, final, status := rn.q.Take()
 		rn.mu.Lock()
 		rn.recordBatch(frames, final, status)
 		rn.mu.Unlock()
-		rn.ack(frames)
+		rn.q.Ack(frames)
 		if final {
 			return
 		}
 	}
-}
-
-// stamp rebuilds a frame as {"type", "run", …its other fields…, "ts"}.
-func stamp(f *proto.Object, run string, t time.Time) *proto.Object {
-	out := proto.NewObject("type", f.Str("type"), "run", run)
-	for _, fl := range f.Fields {
-		switch fl.Key {
-		case "type", "run", "ts":
-			continue
-		}
-		out.Fields = append(out.Fields, fl)
-	}
-	out.Set("ts", abi.TS(t))
-	return out
 }
 
 // batch is what one recorder pass writes: lines for each log, the frames
@@ -196,7 +108,7 @@ func (rn *run) recordBatch(frames []*proto.Object, final bool, status string) {
 		}
 	}
 	for _, f := range rn.s.e.kids.End(rn.id, status) { // its children end with it, unless it ended ok
-		b.add(rn, stamp(f, rn.id, time.Now()))
+		b.add(rn, runqueue.Stamp(f, rn.id, time.Now()))
 	}
 	done := rn.closing(&b, status)
 	if rn.commit(&b) {
@@ -243,7 +155,7 @@ func (rn *run) recordDeltaText() bool {
 		}
 		parts := []*proto.Object{proto.NewObject("type", "text", "text", text.String())}
 		var b batch
-		b.add(rn, stamp(proto.NewObject("type", proto.FrameMessage, "role", "assistant", "content", parts), rn.id, time.Now()))
+		b.add(rn, runqueue.Stamp(proto.NewObject("type", proto.FrameMessage, "role", "assistant", "content", parts), rn.id, time.Now()))
 		text.Reset()
 		return rn.commit(&b)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/proto"
+	"github.com/ctxfs/ctxfs/session/runqueue"
 )
 
 // TestDeltasBeforeALineGoFirst: in a batch of a run's frames, the deltas
@@ -56,7 +57,7 @@ func TestDeltasBeforeALineGoFirst(t *testing.T) {
 		proto.NewObject("type", proto.FrameDelta, "text", "late"),
 	}
 	for i, f := range frames {
-		frames[i] = stamp(f, rn.id, now)
+		frames[i] = runqueue.Stamp(f, rn.id, now)
 	}
 	rn.mu.Lock()
 	rn.recordBatch(frames, false, "")

@@ -10,7 +10,6 @@ import (
 	"github.com/ctxfs/ctxfs/internal/gopool"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
-	"github.com/ctxfs/ctxfs/session/reply"
 	"github.com/ctxfs/ctxfs/session/waiting"
 )
 
@@ -103,7 +102,7 @@ func (e *Engine) resumeRun(r layout.Ref, rec *clientRecord, call waiting.Call, a
 	}
 	back := make(chan answered, 1)
 	rn.host.preset = &presetAnswer{call: call, a: a, reply: back}
-	rn.enqueue(proto.NewObject("type", proto.FrameResumed))
+	rn.q.Add(proto.NewObject("type", proto.FrameResumed))
 	gopool.Go(rn.execute)
 	select {
 	case got := <-back:
@@ -151,7 +150,8 @@ func (e *Engine) restartRun(r layout.Ref, rec *clientRecord) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	rn := e.newRun(s, rec.run, rec.start.Str("client_id"), c, loc, def, rec.input, rec.cwd, dir, rec, reply.NewStream())
+	rn := e.newRun(s, rec.run, rec.start.Str("client_id"), c, loc, def, rec.input, rec.cwd, dir, rec)
+	rn.register()
 	ticket.spend()
 	rn.resumed = true
 	return rn, nil

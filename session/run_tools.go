@@ -122,7 +122,7 @@ func (h *toolHost) wait(ctx context.Context, call waiting.Call, id string, req *
 	// recorded: an answer that comes before the request is durable waits
 	// in got until it is.
 	if err := rn.s.e.waiting.Add(call, rn.spec.Def.ApprovalTimeout, deliver); err != nil {
-		rn.enqueue(proto.ErrorFrame(err))
+		rn.q.Add(proto.ErrorFrame(err))
 		return delivery{}, false
 	}
 	rn.setPhase(call.Kind)
@@ -158,7 +158,7 @@ func (h *toolHost) Keep(c agent.ToolCall, before agent.FileBefore) error {
 func (h *toolHost) Create(_ context.Context, _ agent.ToolCall, req agent.CreateRequest) (*proto.Object, error) {
 	rn, e := h.rn, h.rn.s.e
 	c := layout.Caller{Uid: rn.spec.Uid, Gid: rn.spec.Gid}
-	p := children.Parent{Run: rn.id, Def: rn.spec.Def, IsChild: rn.rec.start.Has("parent"), Scope: rn.spec.Scope, Space: rn.rec.start.Str("space"), Record: rn.enqueue,
+	p := children.Parent{Run: rn.id, Def: rn.spec.Def, IsChild: rn.rec.start.Has("parent"), Scope: rn.spec.Scope, Space: rn.rec.start.Str("space"), Record: rn.q.Add,
 		Start: func(name string, r *proto.Request) (*reply.Reply, error) {
 			return e.Begin(context.Background(), c, Target{Kind: abi.KindAgent, Owner: name}, r)
 		}}
@@ -184,7 +184,7 @@ func (e *Engine) cancelChild(run, reason string) bool {
 	if rn == nil {
 		return false
 	}
-	rn.enqueue(proto.NewObject("type", children.FrameCancel, "reason", reason))
+	rn.q.Add(proto.NewObject("type", children.FrameCancel, "reason", reason))
 	rn.cancelRun()
 	return true
 }

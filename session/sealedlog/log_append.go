@@ -102,40 +102,58 @@ func validate(data []byte) *abi.Error {
 // One journal batch holds both halves, so a crash keeps both or neither.
 // Either may be empty. The two must be different logs of one journal.
 func AppendPair(first *Log, a []byte, second *Log, b []byte) error {
-	switch {
-	case len(a) == 0:
-		_, err := second.Append(b)
-		return err
-	case len(b) == 0:
-		_, err := first.Append(a)
-		return err
-	}
-	if err := validate(a); err != nil {
-		err.Path = first.name()
-		return err
-	}
-	if err := validate(b); err != nil {
-		err.Path = second.name()
-		return err
-	}
-	switch {
-	case first.mem || second.mem:
-		first.appendMemory(a)
-		second.appendMemory(b)
-		return nil
-	case first.j != second.j:
-		return abi.Errorf(syscall.EINVAL, "append", "%s and %s are not in one journal", first.name(), second.name())
-	}
-	j, err := first.journal()
+	wait, err := BeginPair(first, a, second, b)
 	if err != nil {
 		return err
 	}
-	seq, err := j.enqueueAppends([]*jrec{first.appendRecord(a), second.appendRecord(b)})
-	if err == nil {
-		err = j.wait(seq)
-	}
-	return err
+	return wait()
 }
+
+// BeginPair is AppendPair in two steps, for a caller with work to do
+// while the unit syncs: it returns once the unit is written and queued,
+// or with its refusal (everything AppendPair refuses but a failed sync),
+// nothing written; wait returns once both halves are durable, or with the
+// journal's failure. Until wait returns nil the unit is not durable, and
+// nothing of it may be acknowledged.
+func BeginPair(first *Log, a []byte, second *Log, b []byte) (wait func() error, err error) {
+	if len(a) == 0 && len(b) > 0 {
+		first, a, second, b = second, b, nil, nil
+	}
+	if err := validate(a); err != nil {
+		err.Path = first.name()
+		return nil, err
+	}
+	recs := []*jrec{first.appendRecord(a)}
+	if second != nil && len(b) > 0 {
+		if err := validate(b); err != nil {
+			err.Path = second.name()
+			return nil, err
+		}
+		switch {
+		case first.mem || second.mem:
+			first.appendMemory(a)
+			second.appendMemory(b)
+			return noWait, nil
+		case first.j != second.j:
+			return nil, abi.Errorf(syscall.EINVAL, "append", "%s and %s are not in one journal", first.name(), second.name())
+		}
+		recs = append(recs, second.appendRecord(b))
+	} else if first.mem {
+		first.appendMemory(a)
+		return noWait, nil
+	}
+	j, err := first.journal()
+	if err != nil {
+		return nil, err
+	}
+	seq, err := j.enqueueAppends(recs)
+	if err != nil {
+		return nil, err
+	}
+	return func() error { return j.wait(seq) }, nil
+}
+
+func noWait() error { return nil }
 
 // appendJournaled writes data at the end of l and queues its record; when
 // durable, it waits until the journal has it on disk. The bytes are
