@@ -82,6 +82,23 @@ func TestClusterWritesOnFollower(t *testing.T) {
 	if err == nil || !strings.Contains(out, "Permission denied") {
 		t.Errorf("uid 1002's append to 1001's log through the follower: %v %q, want EACCES", err, out)
 	}
+	// A value written through the follower's mount is made on the writer
+	// at the close, and read back at once through the follower; a bad one
+	// fails its write there, the old value kept.
+	fcwd := f.srv.mnt(uid1001CoderAt + "k/cwd")
+	if out, err := bashAs(t, uid1001, `printf '/srv/work\n' > `+fcwd+` && cat `+fcwd); err != nil || out != "/srv/work\n" {
+		t.Errorf("cwd written through the follower's mount: %v %q", err, out)
+	}
+	if got := fileBytes(t, w.srv.mnt(uid1001CoderAt+"k/cwd")); got != "/srv/work\n" {
+		t.Errorf("the writer's cwd after a write through the follower: %q", got)
+	}
+	if out, err := bashAs(t, uid1001, `printf 'relative\n' > `+fcwd); err == nil || !strings.Contains(out, "Invalid argument") {
+		t.Errorf("a bad cwd through the follower's mount: %v %q, want EINVAL", err, out)
+	}
+	if out, err := bashAs(t, uid1001, `touch `+fcwd); err == nil || !strings.Contains(out, "Read-only file system") {
+		t.Errorf("a touch of a value through the follower's mount: %v %q, want EROFS (not relayed)", err, out)
+	}
+
 	time.Sleep(1200 * time.Millisecond) // the writer's values written behind settle
 	before := hostSnapshot(t, c.store)
 	out, err = bashAs(t, uid1001, `exec 3<>`+ctl+`; printf '%s\n' '{"op":"send","id":"k3","session":"other","input":"x"}' >&3; echo "write=$?"; cat <&3`)
@@ -107,19 +124,29 @@ func TestClusterWritesOnFollower(t *testing.T) {
 		return err
 	}
 	send := `{"op":"send","id":"z1","input":"forged"}`
-	appended := func(uid uint32, session, log, lines string) error {
+	line := `{"role":"user","content":"forged"}` + "\n"
+	changed := func(uid uint32, session, file, op, data string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		h := peer.Hello{Uid: uid, Gid: uid, Kind: "agent", Owner: "coder", Session: session, Log: log}
+		h := peer.Hello{Uid: uid, Gid: uid, Kind: "agent", Owner: "coder", Session: session, File: file}
 		conn, err := peer.Dial(ctx, w.peerAddr(), id, h)
 		if err != nil {
 			return err
 		}
-		return peer.SendLogChange(conn, peer.LogChange{Op: peer.LogAppend}, []byte(lines))
+		return peer.SendChange(conn, peer.FileChange{Op: op}, []byte(data))
 	}
-	line := `{"role":"user","content":"forged"}` + "\n"
+	appended := func(uid uint32, session, log, lines string) error {
+		return changed(uid, session, log, peer.LogAppend, lines)
+	}
+	written := func(uid uint32, session, file, value string) error {
+		return changed(uid, session, file, peer.ValueWrite, value)
+	}
+	testkit.WantErrno(t, "uid 1002's write of 1001's cwd, relayed", written(1002, "home/1001/agent/coder/session/k", "cwd", "/\n"), syscall.EACCES)
+	testkit.WantErrno(t, "a write of a log, relayed", written(1001, "home/1001/agent/coder/session/k", "messages.jsonl", line), syscall.EINVAL)
+	testkit.WantErrno(t, "a bad state, relayed", written(1001, "home/1001/agent/coder/session/k", "state", "asleep\n"), syscall.EINVAL)
+	testkit.WantErrno(t, "a file that is no value, relayed", written(1001, "home/1001/agent/coder/session/k", "latest.md", "x\n"), syscall.EINVAL)
 	testkit.WantErrno(t, "uid 1002's append to 1001's log, relayed", appended(1002, "home/1001/agent/coder/session/k", "messages.jsonl", line), syscall.EACCES)
-	testkit.WantErrno(t, "an append to a file that is no log, relayed", appended(1001, "home/1001/agent/coder/session/k", "state", line), syscall.EINVAL)
+	testkit.WantErrno(t, "an append to a value, relayed", appended(1001, "home/1001/agent/coder/session/k", "state", line), syscall.EINVAL)
 	testkit.WantErrno(t, "a bad line, relayed", appended(1001, "home/1001/agent/coder/session/k", "messages.jsonl", "not json\n"), syscall.EINVAL)
 	testkit.WantErrno(t, "uid 1002 at 1001's session, relayed", relayed(1002, "home/1001/agent/coder/session/k", send), syscall.EACCES)
 	testkit.WantErrno(t, "a session that does not exist, relayed", relayed(1001, "home/1001/agent/coder/session/nosuch", send), syscall.ENOENT)

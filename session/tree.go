@@ -1,7 +1,6 @@
 package session
 
 import (
-	"bytes"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -64,19 +63,12 @@ func (e *Engine) ReadFile(rel string, limit int64) ([]byte, error) {
 // EEXIST for a self_id taken. It changes nothing. A meta.json that is
 // still an unfinished JSON value passes (the commit judges it whole).
 func (e *Engine) CheckValue(pl layout.Place, data []byte) error {
-	v := string(bytes.TrimSuffix(data, []byte("\n")))
 	switch pl.Kind {
 	case layout.PlaceValue:
-		switch pl.File {
-		case abi.FileState:
-			if !abi.ValidState(v) {
-				return abi.Errorf(syscall.EINVAL, "write", "invalid state %q", v)
-			}
-		case abi.FileCwd:
-			return abi.CheckCwd(v)
-		case abi.FileMeta:
+		if pl.File == abi.FileMeta {
 			return e.checkMeta(pl.Ref(), data)
 		}
+		return tree.CheckPlainValue(pl.File, data)
 	case layout.PlaceIndexCurrent, layout.PlaceIndexEntry:
 		name, err := index.ParseValue(data)
 		if err != nil {

@@ -207,8 +207,8 @@ func (h *Host) serveRelayed(conn net.Conn, hello peer.Hello) {
 		return
 	}
 	switch ref, ok := hello.ControlRef(); {
-	case ok && hello.Log != "":
-		h.serveLogChange(conn, hello.Caller(), ref, hello.Log)
+	case ok && hello.File != "":
+		h.serveFileChange(conn, hello.Caller(), ref, hello.File)
 		return
 	case ok:
 		h.cfg.Sockets.ServeRemoteControl(conn, hello.Caller(), ref)

@@ -20,7 +20,7 @@ type relayer struct{ h *Host }
 // its log, when file is one).
 func (rl relayer) dialSession(c layout.Caller, ref layout.Ref, file string) (net.Conn, error) {
 	hello := peer.HelloFor(rl.h.cfg.Identity.Host, c, session.Target{Kind: ref.Container.Kind, Owner: ref.Container.Owner})
-	hello.Session, hello.Log = ref.Rel(), file
+	hello.Session, hello.File = ref.Rel(), file
 	return rl.h.dial(hello)
 }
 
@@ -37,7 +37,15 @@ func (rl relayer) AppendLog(c layout.Caller, ref layout.Ref, file string, lines 
 	if err != nil {
 		return err
 	}
-	return peer.SendLogChange(conn, peer.LogChange{Op: peer.LogAppend}, lines)
+	return peer.SendChange(conn, peer.FileChange{Op: peer.LogAppend}, lines)
+}
+
+func (rl relayer) WriteFile(c layout.Caller, ref layout.Ref, file string, data []byte) error {
+	conn, err := rl.dialSession(c, ref, file)
+	if err != nil {
+		return err
+	}
+	return peer.SendChange(conn, peer.FileChange{Op: peer.ValueWrite}, data)
 }
 
 func (rl relayer) RecordLoss(c layout.Caller, ref layout.Ref, file string, n int, lost session.Lost) error {
@@ -45,20 +53,20 @@ func (rl relayer) RecordLoss(c layout.Caller, ref layout.Ref, file string, n int
 	if err != nil {
 		return err
 	}
-	ch := peer.LogChange{Op: peer.LogLoss, Size: n, Errno: abi.ErrnoName(lost.Errno), Why: lost.Why}
-	return peer.SendLogChange(conn, ch, nil)
+	ch := peer.FileChange{Op: peer.LogLoss, Size: n, Errno: abi.ErrnoName(lost.Errno), Why: lost.Why}
+	return peer.SendChange(conn, ch, nil)
 }
 
-// serveLogChange makes a change to session ref's log file that another
+// serveFileChange makes a change to session ref's file that another
 // host's mount passed on for caller c, as a write through this host's
 // mount would make it: within c's quota of connections, after the checks
 // this host's kernel would make (tree.MayWrite; a host vouches only for
-// the uid) and the engine's rules for an open to append (CheckOpen); an
+// the uid) and the engine's rules for an open to write it (CheckOpen); an
 // append is durable before the answer. The engine decides everything.
-func (h *Host) serveLogChange(conn net.Conn, c layout.Caller, ref layout.Ref, file string) {
+func (h *Host) serveFileChange(conn net.Conn, c layout.Caller, ref layout.Ref, file string) {
 	e := h.eng.Load()
 	if e == nil {
-		peer.AnswerChange(conn, abi.Errorf(syscall.EAGAIN, "log", "this host does not write the store now"))
+		peer.AnswerChange(conn, abi.Errorf(syscall.EAGAIN, "write", "this host does not write the store now"))
 		return
 	}
 	c.Pid = 0 // a pid of another host means nothing here
@@ -67,25 +75,36 @@ func (h *Host) serveLogChange(conn net.Conn, c layout.Caller, ref layout.Ref, fi
 		return
 	}
 	defer e.Limits().Conns.Give(c.Uid)
-	ch, data, err := peer.ReadLogChange(conn)
+	ch, data, err := peer.ReadChange(conn)
 	if err != nil {
 		peer.AnswerChange(conn, err)
 		return
 	}
-	peer.AnswerChange(conn, makeLogChange(e, c, ref, file, ch, data))
+	peer.AnswerChange(conn, makeFileChange(e, c, ref, file, ch, data))
 }
 
-// makeLogChange checks c may append to ref's log file and makes ch.
-func makeLogChange(e *session.Engine, c layout.Caller, ref layout.Ref, file string, ch peer.LogChange, data []byte) error {
+// makeFileChange checks c may write ref's file and makes ch: an append or
+// a loss to a log, a write of a value.
+func makeFileChange(e *session.Engine, c layout.Caller, ref layout.Ref, file string, ch peer.FileChange, data []byte) error {
+	if peer.IsLog(file) == (ch.Op == peer.ValueWrite) {
+		return abi.Errorf(syscall.EINVAL, "write", "no %s of %s", ch.Op, file)
+	}
 	rel := ref.Rel() + "/" + file
 	if err := e.MayWrite(c, rel); err != nil {
 		return err
 	}
-	if err := e.CheckOpen(layout.Classify(rel), syscall.O_WRONLY|syscall.O_APPEND); err != nil {
+	flags := syscall.O_WRONLY
+	if peer.IsLog(file) {
+		flags |= syscall.O_APPEND
+	}
+	if err := e.CheckOpen(layout.Classify(rel), flags); err != nil {
 		return err
 	}
-	if ch.Op == peer.LogLoss {
-		errno, _ := abi.ErrnoFromName(ch.Errno) // checked by ReadLogChange
+	switch ch.Op {
+	case peer.ValueWrite:
+		return e.WriteFile(c, ref, file, data)
+	case peer.LogLoss:
+		errno, _ := abi.ErrnoFromName(ch.Errno) // checked by ReadChange
 		e.RecordLoss(c, ref, file, ch.Size, session.Lost{Errno: errno, Why: ch.Why})
 		return nil
 	}

@@ -75,15 +75,15 @@ func TestControlFrames(t *testing.T) {
 	r.Close()
 }
 
-// TestReadLogChange: what no mount could have sent is refused with its
+// TestReadChange: what no mount could have sent is refused with its
 // errno before any byte of an append is read; an append's bytes come
 // whole.
-func TestReadLogChange(t *testing.T) {
-	read := func(sent string) (LogChange, []byte, error) {
+func TestReadChange(t *testing.T) {
+	read := func(sent string) (FileChange, []byte, error) {
 		near, far := net.Pipe()
 		defer near.Close()
 		go func() { io.WriteString(far, sent); far.Close() }()
-		return ReadLogChange(near)
+		return ReadChange(near)
 	}
 	for _, c := range []struct {
 		sent string

@@ -64,10 +64,11 @@ type Hello struct {
 	// the store (layout.Ref.Rel), inside Kind and Owner's container.
 	// Empty for a request that came to a socket.
 	Session string `json:"session,omitempty"`
-	// Log is set when the connection carries a change to one of that
-	// session's logs made through the dialer's mount (a LogChange):
-	// abi.FileMessages or abi.FileEvents. Empty for a ctl request.
-	Log string `json:"log,omitempty"`
+	// File is set when the connection carries a change to one of that
+	// session's files made through the dialer's mount (a FileChange): a
+	// log (abi.FileMessages, abi.FileEvents) or a writable value
+	// (abi.FileState, abi.FileCwd, abi.FileMeta). Empty for a ctl request.
+	File string `json:"file,omitempty"`
 }
 
 // HelloFor is the hello that vouches for a local caller c at target t.
@@ -92,14 +93,14 @@ func (h Hello) check() error {
 	default:
 		return abi.Errorf(syscall.EINVAL, "hello", "no socket is %s %q", h.Kind, h.Owner)
 	}
-	if h.Session == "" && h.Log == "" {
+	if h.Session == "" && h.File == "" {
 		return nil
 	}
 	if _, ok := h.ControlRef(); !ok {
 		return abi.Errorf(syscall.EINVAL, "hello", "%q is not a session of %s %q", h.Session, h.Kind, h.Owner)
 	}
-	if h.Log != "" && h.Log != abi.FileMessages && h.Log != abi.FileEvents {
-		return abi.Errorf(syscall.EINVAL, "hello", "%q is not a session log", h.Log)
+	if h.File != "" && !IsLog(h.File) && !IsValue(h.File) {
+		return abi.Errorf(syscall.EINVAL, "hello", "%q is not a session log or a writable value", h.File)
 	}
 	return nil
 }

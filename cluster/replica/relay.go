@@ -2,6 +2,10 @@ package replica
 
 import (
 	"context"
+	"syscall"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/session/tree"
 
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session"
@@ -21,15 +25,18 @@ type Relay interface {
 	// AppendLog appends whole lines to one of ref's logs, as a write
 	// through the writer's mount does, and returns once they are durable.
 	AppendLog(c layout.Caller, ref layout.Ref, file string, lines []byte) error
+	// WriteFile replaces one of ref's writable values whole, as a close
+	// through the writer's mount does.
+	WriteFile(c layout.Caller, ref layout.Ref, file string, data []byte) error
 	// RecordLoss records that n bytes a writer sent to the log were
 	// dropped, as the writer's engine records its own mount's losses.
 	RecordLoss(c layout.Caller, ref layout.Ref, file string, n int, lost session.Lost) error
 }
 
 // SetRelay passes the changes a relay can make on to the writer host from
-// now on: requests written to ctl files and appends to session logs (and
-// a writer's lost unfinished line); nil refuses them with EROFS again.
-// Every other change stays EROFS.
+// now on: requests written to ctl files, appends to session logs (and a
+// writer's lost unfinished line), writes of single values; nil refuses
+// them with EROFS again. Every other change stays EROFS.
 func (r *Replica) SetRelay(rl Relay) {
 	if rl == nil {
 		r.relay.Store(nil)
@@ -47,9 +54,14 @@ func (r *Replica) relayed() Relay {
 }
 
 // relays says whether a change at pl is relayed rather than refused: a
-// ctl file's or a session log's, while a relay is set.
+// ctl file's, a session log's or a single value's, while a relay is set
+// (the tree's rules say which values may be written).
 func (r *Replica) relays(pl layout.Place) bool {
-	return (pl.Kind == layout.PlaceCtl || pl.Kind == layout.PlaceLog) && r.relayed() != nil
+	switch pl.Kind {
+	case layout.PlaceCtl, layout.PlaceLog, layout.PlaceValue:
+		return r.relayed() != nil
+	}
+	return false
 }
 
 // BeginControl relays a ctl request to the writer host, or refuses it
@@ -99,4 +111,47 @@ func (r *Replica) RecordLoss(c layout.Caller, ref layout.Ref, file string, n int
 	if err := rl.RecordLoss(c, ref, file, n, lost); err != nil {
 		r.log.Warn("a lost line not recorded by the writer host", "session", ref.Rel(), "file", file, "bytes", n, "uid", c.Uid, "err", err)
 	}
+}
+
+// CheckValue judges a value written through this mount before its close,
+// as far as its bytes alone can judge it (tree.CheckPlainValue: state,
+// cwd); meta.json is judged by the writer at the close (WriteFile), which
+// SPEC 5 allows ("an invalid value fails the write or the close").
+func (r *Replica) CheckValue(pl layout.Place, data []byte) error {
+	if pl.Kind != layout.PlaceValue || !r.relays(pl) {
+		return readOnly("write")
+	}
+	return tree.CheckPlainValue(pl.File, data)
+}
+
+// WriteFile relays a value written through this mount (at its close) to
+// the writer host, and tells the mount, as the writer's engine tells its
+// own, so that the kernel reads the new value at once.
+func (r *Replica) WriteFile(c layout.Caller, ref layout.Ref, file string, data []byte) error {
+	rl := r.relayed()
+	if rl == nil {
+		return readOnly("write")
+	}
+	if err := rl.WriteFile(c, ref, file, data); err != nil {
+		return err
+	}
+	r.announce(ref.Rel() + "/" + file)
+	return nil
+}
+
+// setattrValue is a value's setattr while values are relayed: a
+// truncation to zero (the open of `echo … > state`) is the writer's
+// no-op, whatever times come with it (the write at close moves them);
+// times alone (a touch) are not relayed (EROFS); anything else is EPERM,
+// as the writer answers.
+func setattrValue(a session.SetAttr) error {
+	switch {
+	case !a.OnlyTimes():
+		return abi.Errorf(syscall.EPERM, "setattr", "the engine owns the owners and modes of history")
+	case a.Size != nil && *a.Size != 0:
+		return abi.Errorf(syscall.EPERM, "truncate", "only single values are replaced, and whole")
+	case a.Size == nil:
+		return readOnly("setattr")
+	}
+	return nil
 }

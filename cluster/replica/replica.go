@@ -218,22 +218,21 @@ func readOnly(op string) error {
 func (r *Replica) CheckCreate(rel string) (layout.Place, error) {
 	return layout.Classify(rel), readOnly("create")
 }
-func (r *Replica) MakeNode(rel string) error                     { return readOnly("create") }
-func (r *Replica) MkdirAt(c layout.Caller, rel string) error     { return readOnly("mkdir") }
-func (r *Replica) Unlink(c layout.Caller, rel string) error      { return readOnly("unlink") }
-func (r *Replica) Rmdir(c layout.Caller, rel string) error       { return readOnly("rmdir") }
-func (r *Replica) CheckValue(pl layout.Place, data []byte) error { return readOnly("write") }
+func (r *Replica) MakeNode(rel string) error                 { return readOnly("create") }
+func (r *Replica) MkdirAt(c layout.Caller, rel string) error { return readOnly("mkdir") }
+func (r *Replica) Unlink(c layout.Caller, rel string) error  { return readOnly("unlink") }
+func (r *Replica) Rmdir(c layout.Caller, rel string) error   { return readOnly("rmdir") }
 func (r *Replica) Setattr(c layout.Caller, rel string, a session.SetAttr) error {
-	if pl := layout.Classify(rel); pl.Kind == layout.PlaceCtl && r.relayed() != nil {
+	switch pl := layout.Classify(rel); {
+	case pl.Kind == layout.PlaceCtl && r.relays(pl):
 		return tree.VirtualSetattr(pl, a) // the writer's answer: nothing to change
+	case pl.Kind == layout.PlaceValue && r.relays(pl):
+		return setattrValue(a)
 	}
 	return readOnly("setattr")
 }
 func (r *Replica) Rename(c layout.Caller, oldRel, newRel string, flags uint32) error {
 	return readOnly("rename")
-}
-func (r *Replica) WriteFile(c layout.Caller, ref layout.Ref, file string, data []byte) error {
-	return readOnly("write")
 }
 func (r *Replica) WriteIndex(c layout.Caller, pl layout.Place, data []byte) error {
 	return readOnly("write")

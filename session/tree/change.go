@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"bytes"
 	"path"
 	"syscall"
 
@@ -154,6 +155,23 @@ func (a SetAttr) Apply(root *storefs.Root, rel string) error {
 	}
 	if a.Times != nil {
 		return root.Utimes(rel, *a.Times)
+	}
+	return nil
+}
+
+// CheckPlainValue judges a complete value written to a single-value file
+// that needs nothing but its bytes to be judged: state (EINVAL for one
+// that is not a state), cwd (abi.CheckCwd). Any other file passes here
+// (meta.json is judged with its session's meta, by the engine).
+func CheckPlainValue(file string, data []byte) error {
+	v := string(bytes.TrimSuffix(data, []byte("\n")))
+	switch file {
+	case abi.FileState:
+		if !abi.ValidState(v) {
+			return abi.Errorf(syscall.EINVAL, "write", "invalid state %q", v)
+		}
+	case abi.FileCwd:
+		return abi.CheckCwd(v)
 	}
 	return nil
 }

@@ -1,0 +1,163 @@
+package peer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/ctxfs/ctxfs/abi"
+)
+
+// A change to a session's log or writable value made through a
+// follower's mount travels as one FileChange line, the bytes it carries
+// after it, and the writer's one answer line (Admit's and Refuse's
+// shape), on a connection whose hello names the session and the file
+// (Hello.Session, Hello.File).
+
+// FileChange is one change to a session's file.
+type FileChange struct {
+	// Op is, for a log, "append" (Size bytes of whole lines follow, made
+	// durable before the answer) or "loss" (a writer's unfinished line
+	// dropped at its last close: Size bytes lost, recorded with Errno and
+	// Why); for a value, "write" (its new content, Size bytes, replaces it
+	// whole).
+	Op    string `json:"op"`
+	Size  int    `json:"size"`
+	Errno string `json:"errno,omitempty"`
+	Why   string `json:"why,omitempty"`
+}
+
+// File change ops.
+const (
+	LogAppend  = "append"
+	LogLoss    = "loss"
+	ValueWrite = "write"
+)
+
+// IsLog says whether file is a session log, whose changes are appends
+// and losses.
+func IsLog(file string) bool { return file == abi.FileMessages || file == abi.FileEvents }
+
+// IsValue says whether file is a value written through the mount, whose
+// change is a write.
+func IsValue(file string) bool {
+	return file == abi.FileState || file == abi.FileCwd || file == abi.FileMeta
+}
+
+// Bounds of a log change.
+const (
+	// MaxChangeBytes bounds the bytes one change carries (EMSGSIZE
+	// beyond): a mount write (1 MiB) after the rest of a line it finishes
+	// (at most a log line); a value is far smaller.
+	MaxChangeBytes = 2*abi.MaxLineBytes + 64<<10
+	// maxChangeLine bounds the FileChange line.
+	maxChangeLine = 4 << 10
+	// maxWhy bounds a loss's reason.
+	maxWhy = 1000
+	// ChangeDeadline bounds the whole exchange, as seen by either side.
+	ChangeDeadline = 30 * time.Second
+)
+
+// check refuses a change no mount could have made (EINVAL, EMSGSIZE).
+func (ch FileChange) check() error {
+	switch {
+	case (ch.Op == LogAppend || ch.Op == ValueWrite) && (ch.Size <= 0 || ch.Size > MaxChangeBytes):
+		return abi.Errorf(syscall.EMSGSIZE, "log", "a change of %d bytes (1 to %d)", ch.Size, MaxChangeBytes)
+	case ch.Op == LogAppend || ch.Op == ValueWrite:
+		return nil
+	case ch.Op != LogLoss:
+		return abi.Errorf(syscall.EINVAL, "log", "no log change is %q", ch.Op)
+	case ch.Size < 0 || len(ch.Why) > maxWhy:
+		return abi.Errorf(syscall.EINVAL, "log", "a loss of %d bytes, or its reason over %d bytes", ch.Size, maxWhy)
+	}
+	if _, ok := abi.ErrnoFromName(ch.Errno); !ok {
+		return abi.Errorf(syscall.EINVAL, "log", "no errno is %q", ch.Errno)
+	}
+	return nil
+}
+
+// SendChange sends ch (and data, an append's or a write's bytes, whose
+// length is its Size; a loss carries none) on conn, a connection Dial
+// admitted with a hello naming the file, and returns the writer's answer:
+// nil once the change is made (an append durable), or the writer's
+// errno. conn is closed.
+func SendChange(conn net.Conn, ch FileChange, data []byte) error {
+	defer conn.Close()
+	if ch.Op != LogLoss {
+		ch.Size = len(data)
+	}
+	line, err := json.Marshal(ch)
+	if err != nil {
+		return abi.Errorf(syscall.EINVAL, "log", "%v", err)
+	}
+	conn.SetDeadline(time.Now().Add(ChangeDeadline))
+	if _, err := conn.Write(append(append(line, '\n'), data...)); err != nil {
+		return abi.Errorf(syscall.EAGAIN, "log", "relaying to the writer host: %v", err)
+	}
+	raw, err := readLine(conn, maxAnswerBytes, "answer")
+	if isTimeout(err) {
+		return abi.Errorf(syscall.ETIMEDOUT, "log", "no answer from the writer host within %s", ChangeDeadline)
+	} else if err != nil {
+		return abi.Errorf(syscall.EAGAIN, "log", "the writer host's answer broke off: %v", err)
+	}
+	var a answer
+	if json.Unmarshal(raw, &a) != nil {
+		return abi.Errorf(syscall.EIO, "log", "the writer host's answer is not JSON")
+	}
+	if a.OK {
+		return nil
+	}
+	errno, ok := abi.ErrnoFromName(a.Errno)
+	if !ok {
+		errno = syscall.EIO
+	}
+	return &abi.Error{Op: "log", Errno: errno, Msg: a.Message}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// ReadChange reads a file change and the bytes it carries (an append's,
+// a write's) from a connection admitted with a hello naming the file,
+// within ChangeDeadline: what no mount could have sent is refused
+// (EINVAL, EMSGSIZE) before any of its bytes is read.
+func ReadChange(conn net.Conn) (FileChange, []byte, error) {
+	conn.SetReadDeadline(time.Now().Add(ChangeDeadline))
+	defer conn.SetReadDeadline(time.Time{})
+	raw, err := readLine(conn, maxChangeLine, "log change")
+	if err != nil {
+		return FileChange{}, nil, err
+	}
+	var ch FileChange
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ch); err != nil {
+		return FileChange{}, nil, abi.Errorf(syscall.EINVAL, "log", "%v", err)
+	}
+	if err := ch.check(); err != nil {
+		return FileChange{}, nil, err
+	}
+	if ch.Op == LogLoss {
+		return ch, nil, nil
+	}
+	data := make([]byte, ch.Size)
+	if _, err := io.ReadFull(conn, data); err != nil {
+		return FileChange{}, nil, fmt.Errorf("log change: %d bytes: %w", ch.Size, err)
+	}
+	return ch, data, nil
+}
+
+// AnswerChange answers a file change: done (err nil) or err's errno.
+func AnswerChange(conn net.Conn, err error) error {
+	if err == nil {
+		return Admit(conn)
+	}
+	return Refuse(conn, err)
+}
