@@ -161,7 +161,10 @@ func (c *testCluster) host(name string) *clusterHost {
 	return nil
 }
 
-// waitWriter waits until some host other than not writes, and returns it.
+// waitWriter waits until some host other than not writes, and returns it
+// once it serves: etcd names the writer as it wins its lease, before it
+// has opened the store (replayed the journal, on a distributed filesystem
+// a while), and its sockets answer EAGAIN until then.
 func (c *testCluster) waitWriter(not string, limit time.Duration) *clusterHost {
 	c.t.Helper()
 	var w string
@@ -169,7 +172,12 @@ func (c *testCluster) waitWriter(not string, limit time.Duration) *clusterHost {
 		w = c.writer()
 		return w != "" && w != not
 	})
-	return c.host(w)
+	h := c.host(w)
+	eventually(c.t, limit, "the writer "+w+" serving", func() bool {
+		fr, _, err := h.srv.requestAsWithin(nil, "coder", `{"op":"ping"}`, time.Second)
+		return err == nil && len(fr) > 0 && fr[len(fr)-1]["type"] == "pong"
+	})
+	return h
 }
 
 // follower is a host other than w (the writer), in a cluster of two or more.
