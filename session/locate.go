@@ -82,7 +82,7 @@ func (e *Engine) spaceAccess(c layout.Caller, space string) (*unix.Stat_t, error
 	if err != nil {
 		return nil, err
 	}
-	if !mayUse(c, st.Uid, st.Gid, os.FileMode(st.Mode).Perm()) {
+	if !c.Permits(st.Uid, st.Gid, os.FileMode(st.Mode), 7) { // read, write and enter
 		return nil, &abi.Error{Op: "space", Path: space, Errno: syscall.EACCES, Msg: "no access to shared space"}
 	}
 	return st, nil
@@ -100,21 +100,6 @@ func (e *Engine) spaceStat(space string) (*unix.Stat_t, error) {
 		err = &storefs.UnsafeError{Op: "space", Path: e.root.Show(rel), What: storefs.TypeName(st.Mode) + ", not a directory"}
 	}
 	return st, err
-}
-
-// mayUse is the kernel's rwx check for a directory: the owner's bits for
-// its owner, the group's for its members, the others' for everyone else.
-func mayUse(c layout.Caller, uid, gid uint32, mode os.FileMode) bool {
-	const rwx = 7
-	switch {
-	case c.Uid == 0:
-		return true
-	case c.Uid == uid:
-		return (mode>>6)&rwx == rwx
-	case c.InGroup(gid):
-		return (mode>>3)&rwx == rwx
-	}
-	return mode&rwx == rwx
 }
 
 // EnsureHome creates home/<uid> in the store on first use, owned by uid,

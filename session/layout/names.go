@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"os"
 	"path"
 	"strings"
 
@@ -14,6 +15,24 @@ type Caller struct {
 	Uid, Gid uint32
 	Groups   []uint32
 	Pid      int
+}
+
+// Permits is the kernel's permission check of the caller against a file
+// of owner uid, group gid and permission bits mode: every bit of want
+// (4 read, 2 write, 1 search, or several) in the owner's class for its
+// owner, the group's for its members, the others' for everyone else;
+// root passes (CAP_DAC_OVERRIDE: no execution is asked here).
+func (c Caller) Permits(uid, gid uint32, mode, want os.FileMode) bool {
+	mode = mode.Perm()
+	switch {
+	case c.Uid == 0:
+		return true
+	case c.Uid == uid:
+		return (mode>>6)&want == want
+	case c.InGroup(gid):
+		return (mode>>3)&want == want
+	}
+	return mode&want == want
 }
 
 // InGroup says whether gid is the caller's group or one of its

@@ -33,7 +33,7 @@ func (t Tree) MayWrite(c layout.Caller, rel string) error {
 		if !n.Dir {
 			return abi.Errorf(syscall.ENOTDIR, "open", "%s is not a directory", dir)
 		}
-		if !permits(c, n, 0o777, 1) {
+		if !c.Permits(n.Stat.Uid, n.Stat.Gid, os.FileMode(n.Stat.Mode), 1) {
 			return abi.Errorf(syscall.EACCES, "open", "no search permission on %s", dir)
 		}
 	}
@@ -50,25 +50,8 @@ func (t Tree) MayWrite(c layout.Caller, rel string) error {
 	case n.Virtual:
 		return abi.Errorf(syscall.EACCES, "open", "%s is not written", rel)
 	}
-	if !permits(c, n, shown, 2) {
+	if !c.Permits(n.Stat.Uid, n.Stat.Gid, os.FileMode(n.Stat.Mode)&shown, 2) {
 		return abi.Errorf(syscall.EACCES, "open", "%s is not writable by uid %d", rel, c.Uid)
 	}
 	return nil
-}
-
-// permits is the kernel's check of one permission bit (2 write, 1 search
-// of a directory) of node n, its mode masked by shown: the owner's bits
-// for its owner, the group's for its members, the others' for everyone
-// else; root passes both (CAP_DAC_OVERRIDE).
-func permits(c layout.Caller, n Node, shown, bit os.FileMode) bool {
-	mode := os.FileMode(n.Stat.Mode).Perm() & shown
-	switch {
-	case c.Uid == 0:
-		return true
-	case c.Uid == n.Stat.Uid:
-		return (mode>>6)&bit != 0
-	case c.InGroup(n.Stat.Gid):
-		return (mode>>3)&bit != 0
-	}
-	return mode&bit != 0
 }
