@@ -13,11 +13,11 @@ import (
 
 // relayer passes a follower mount's changes on to the writer host
 // (replica.Relay): each on a connection of its own, whose hello vouches
-// for the local caller and names the session (and the log).
+// for the local caller and names the session (and the file).
 type relayer struct{ h *Host }
 
 // dialSession connects to the writer for a change to session ref (and
-// its log, when file is one).
+// to its file, when file is not "").
 func (rl relayer) dialSession(c layout.Caller, ref layout.Ref, file string) (net.Conn, error) {
 	hello := peer.HelloFor(rl.h.cfg.Identity.Host, c, session.Target{Kind: ref.Container.Kind, Owner: ref.Container.Owner})
 	hello.Session, hello.File = ref.Rel(), file
@@ -33,28 +33,25 @@ func (rl relayer) Control(ctx context.Context, c layout.Caller, ref layout.Ref, 
 }
 
 func (rl relayer) AppendLog(c layout.Caller, ref layout.Ref, file string, lines []byte) error {
-	conn, err := rl.dialSession(c, ref, file)
-	if err != nil {
-		return err
-	}
-	return peer.SendChange(conn, peer.FileChange{Op: peer.LogAppend}, lines)
+	return rl.change(c, ref, file, peer.FileChange{Op: peer.LogAppend}, lines)
 }
 
 func (rl relayer) WriteFile(c layout.Caller, ref layout.Ref, file string, data []byte) error {
-	conn, err := rl.dialSession(c, ref, file)
-	if err != nil {
-		return err
-	}
-	return peer.SendChange(conn, peer.FileChange{Op: peer.ValueWrite}, data)
+	return rl.change(c, ref, file, peer.FileChange{Op: peer.ValueWrite}, data)
 }
 
 func (rl relayer) RecordLoss(c layout.Caller, ref layout.Ref, file string, n int, lost session.Lost) error {
+	ch := peer.FileChange{Op: peer.LogLoss, Size: n, Errno: abi.ErrnoName(lost.Errno), Why: lost.Why}
+	return rl.change(c, ref, file, ch, nil)
+}
+
+// change makes ch (with data) to ref's file on the writer.
+func (rl relayer) change(c layout.Caller, ref layout.Ref, file string, ch peer.FileChange, data []byte) error {
 	conn, err := rl.dialSession(c, ref, file)
 	if err != nil {
 		return err
 	}
-	ch := peer.FileChange{Op: peer.LogLoss, Size: n, Errno: abi.ErrnoName(lost.Errno), Why: lost.Why}
-	return peer.SendChange(conn, ch, nil)
+	return peer.SendChange(conn, ch, data)
 }
 
 // serveFileChange makes a change to session ref's file that another

@@ -67,16 +67,16 @@ const (
 func (ch FileChange) check() error {
 	switch {
 	case (ch.Op == LogAppend || ch.Op == ValueWrite) && (ch.Size <= 0 || ch.Size > MaxChangeBytes):
-		return abi.Errorf(syscall.EMSGSIZE, "log", "a change of %d bytes (1 to %d)", ch.Size, MaxChangeBytes)
+		return abi.Errorf(syscall.EMSGSIZE, "change", "a change of %d bytes (1 to %d)", ch.Size, MaxChangeBytes)
 	case ch.Op == LogAppend || ch.Op == ValueWrite:
 		return nil
 	case ch.Op != LogLoss:
-		return abi.Errorf(syscall.EINVAL, "log", "no log change is %q", ch.Op)
+		return abi.Errorf(syscall.EINVAL, "change", "no file change is %q", ch.Op)
 	case ch.Size < 0 || len(ch.Why) > maxWhy:
-		return abi.Errorf(syscall.EINVAL, "log", "a loss of %d bytes, or its reason over %d bytes", ch.Size, maxWhy)
+		return abi.Errorf(syscall.EINVAL, "change", "a loss of %d bytes, or its reason over %d bytes", ch.Size, maxWhy)
 	}
 	if _, ok := abi.ErrnoFromName(ch.Errno); !ok {
-		return abi.Errorf(syscall.EINVAL, "log", "no errno is %q", ch.Errno)
+		return abi.Errorf(syscall.EINVAL, "change", "no errno is %q", ch.Errno)
 	}
 	return nil
 }
@@ -93,30 +93,26 @@ func SendChange(conn net.Conn, ch FileChange, data []byte) error {
 	}
 	line, err := json.Marshal(ch)
 	if err != nil {
-		return abi.Errorf(syscall.EINVAL, "log", "%v", err)
+		return abi.Errorf(syscall.EINVAL, "change", "%v", err)
 	}
 	conn.SetDeadline(time.Now().Add(ChangeDeadline))
 	if _, err := conn.Write(append(append(line, '\n'), data...)); err != nil {
-		return abi.Errorf(syscall.EAGAIN, "log", "relaying to the writer host: %v", err)
+		return abi.Errorf(syscall.EAGAIN, "change", "relaying to the writer host: %v", err)
 	}
 	raw, err := readLine(conn, maxAnswerBytes, "answer")
 	if isTimeout(err) {
-		return abi.Errorf(syscall.ETIMEDOUT, "log", "no answer from the writer host within %s", ChangeDeadline)
+		return abi.Errorf(syscall.ETIMEDOUT, "change", "no answer from the writer host within %s", ChangeDeadline)
 	} else if err != nil {
-		return abi.Errorf(syscall.EAGAIN, "log", "the writer host's answer broke off: %v", err)
+		return abi.Errorf(syscall.EAGAIN, "change", "the writer host's answer broke off: %v", err)
 	}
 	var a answer
 	if json.Unmarshal(raw, &a) != nil {
-		return abi.Errorf(syscall.EIO, "log", "the writer host's answer is not JSON")
+		return abi.Errorf(syscall.EIO, "change", "the writer host's answer is not JSON")
 	}
 	if a.OK {
 		return nil
 	}
-	errno, ok := abi.ErrnoFromName(a.Errno)
-	if !ok {
-		errno = syscall.EIO
-	}
-	return &abi.Error{Op: "log", Errno: errno, Msg: a.Message}
+	return &abi.Error{Op: "change", Errno: a.errno(), Msg: a.Message}
 }
 
 func isTimeout(err error) bool {
@@ -131,7 +127,7 @@ func isTimeout(err error) bool {
 func ReadChange(conn net.Conn) (FileChange, []byte, error) {
 	conn.SetReadDeadline(time.Now().Add(ChangeDeadline))
 	defer conn.SetReadDeadline(time.Time{})
-	raw, err := readLine(conn, maxChangeLine, "log change")
+	raw, err := readLine(conn, maxChangeLine, "file change")
 	if err != nil {
 		return FileChange{}, nil, err
 	}
@@ -139,7 +135,7 @@ func ReadChange(conn net.Conn) (FileChange, []byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ch); err != nil {
-		return FileChange{}, nil, abi.Errorf(syscall.EINVAL, "log", "%v", err)
+		return FileChange{}, nil, abi.Errorf(syscall.EINVAL, "change", "%v", err)
 	}
 	if err := ch.check(); err != nil {
 		return FileChange{}, nil, err
@@ -149,7 +145,7 @@ func ReadChange(conn net.Conn) (FileChange, []byte, error) {
 	}
 	data := make([]byte, ch.Size)
 	if _, err := io.ReadFull(conn, data); err != nil {
-		return FileChange{}, nil, fmt.Errorf("log change: %d bytes: %w", ch.Size, err)
+		return FileChange{}, nil, fmt.Errorf("file change: %d bytes: %w", ch.Size, err)
 	}
 	return ch, data, nil
 }

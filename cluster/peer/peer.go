@@ -124,6 +124,14 @@ type answer struct {
 	Message string `json:"message,omitempty"`
 }
 
+// errno is a refusal's errno; EIO for a name this host does not know.
+func (a answer) errno() syscall.Errno {
+	if errno, ok := abi.ErrnoFromName(a.Errno); ok {
+		return errno
+	}
+	return syscall.EIO
+}
+
 // Admit answers a hello with ok: from here the connection carries the
 // socket's bytes. serve (Listen) calls it, or Refuse, first.
 func Admit(conn net.Conn) error { return writeAnswer(conn, answer{OK: true}) }
@@ -253,11 +261,7 @@ func hello(ctx context.Context, conn *tls.Conn, line []byte) error {
 	if a.OK {
 		return nil
 	}
-	errno, ok := abi.ErrnoFromName(a.Errno)
-	if !ok {
-		errno = syscall.EIO
-	}
-	return dialError(errno, errors.New("refused by the writer host: "+a.Message))
+	return dialError(a.errno(), errors.New("refused by the writer host: "+a.Message))
 }
 
 // Listener accepts peer hosts' connections.
