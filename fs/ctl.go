@@ -34,7 +34,7 @@ var (
 
 func (n *ctlNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	out.SetTimeout(cacheTimeout) // the session directory's owner and mode: dirNode.Setattr
-	return n.virtualAttr(&out.Attr, 0o666, 0)
+	return n.virtualAttr(&out.Attr, layout.CtlPerm, 0)
 }
 
 // Setattr: `echo … > ctl` truncates first; the engine takes that and a

@@ -11,13 +11,12 @@ import (
 )
 
 // ServeRemoteControl answers the one request of conn, written by caller c
-// to the ctl file of session ref (store-relative directory rel) on
-// another host's mount and relayed here (cluster/replica.Relay): the
-// request is begun exactly as one written to that ctl file on this host's
-// mount (Engine.BeginControl), after the checks the kernel makes there
-// for c (tree.MayWrite: it vouches only for the uid), and answered with
-// its frames as a socket's is.
-// conn is closed when it returns.
+// to the ctl file of session ref on another host's mount and relayed here
+// (cluster/replica.Relay): the request is begun exactly as one written to
+// that ctl file on this host's mount (Engine.BeginControl), after the
+// checks the kernel makes there for c (tree.MayWrite: the other host
+// vouches only for the uid), and answered with its frames as a socket's
+// is. conn is closed when it returns.
 func (s *Sockets) ServeRemoteControl(conn net.Conn, c layout.Caller, ref layout.Ref) {
 	defer conn.Close()
 	c.Pid = 0 // a pid of another host means nothing here

@@ -17,6 +17,11 @@ type Caller struct {
 	Pid      int
 }
 
+// CtlPerm is the permission bits a ctl file is shown with, of its
+// session directory's mode: read and write where the directory has them
+// (fs shows it so; a relayed write is checked against the same bits).
+const CtlPerm = 0o666
+
 // Permits is the kernel's permission check of the caller against a file
 // of owner uid, group gid and permission bits mode: every bit of want
 // (4 read, 2 write, 1 search, or several) in the owner's class for its

@@ -2,8 +2,6 @@ package tree
 
 import (
 	"os"
-	"path"
-	"strings"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -14,18 +12,19 @@ import (
 // caller c opening rel for writing, on the tree as the mount shows it to
 // c: every directory on the way searchable by c, and the file writable by
 // c, a ctl file by its session directory's owner and group with the read
-// and write bits the mount shows it with (fs: 0666 of the directory's
-// mode), any other file by its own. ENOENT where c's mount shows no such
+// and write bits the mount shows it with (layout.CtlPerm of the
+// directory's mode), any other file by its own. ENOENT where c's mount shows no such
 // name, EACCES where a permission bit is missing; a virtual file other
 // than ctl is never written (EACCES). A host that relays a write on
 // behalf of a caller it vouches for (cluster/) checks with this what its
 // own kernel would check, since the relay reaches the engine without a
 // kernel in between.
 func (t Tree) MayWrite(c layout.Caller, rel string) error {
-	dir := ""
-	parts := strings.Split(rel, "/")
-	for _, part := range parts[:len(parts)-1] {
-		dir = path.Join(dir, part)
+	for i := range len(rel) {
+		if rel[i] != '/' {
+			continue
+		}
+		dir := rel[:i]
 		n, err := t.Lookup(c.Uid, dir)
 		if err != nil {
 			return err
@@ -41,12 +40,12 @@ func (t Tree) MayWrite(c layout.Caller, rel string) error {
 	if err != nil {
 		return err
 	}
-	shown := os.FileMode(0o7777)
+	shown := os.FileMode(0o777)
 	switch {
 	case n.Dir:
 		return abi.Errorf(syscall.EISDIR, "open", "%s is a directory", rel)
 	case n.Place.Kind == layout.PlaceCtl:
-		shown = 0o666
+		shown = layout.CtlPerm
 	case n.Virtual:
 		return abi.Errorf(syscall.EACCES, "open", "%s is not written", rel)
 	}
