@@ -30,11 +30,7 @@ var (
 func (n *indexValueNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	out.SetTimeout(cacheTimeout)
 	b, _ := n.content()
-	perm := uint32(0o666)
-	if !n.place.WritableIndex() {
-		perm = 0o444
-	}
-	return n.virtualAttr(&out.Attr, perm, len(b))
+	return n.virtualAttr(&out.Attr, uint32(layout.VirtualPerm(n.place)), len(b))
 }
 
 // content is the value as the index holds it now: a name and a newline,

@@ -189,8 +189,8 @@ func (x *Index) SetEntry(kind, key, name string) error {
 	return x.change(op, name, x.ready, func() error { return x.putEntry(op, kind, key, name, storefs.SyncAll) })
 }
 
-// RemoveEntry unlinks by-hash/<key> or by-uuid/<key>. EPERM for by-cwd,
-// EINVAL for an unknown kind or a bad key, ENOENT when absent.
+// RemoveEntry unlinks by-hash/<key> or by-uuid/<key>, durably. EPERM for
+// by-cwd, EINVAL for an unknown kind or a bad key, ENOENT when absent.
 func (x *Index) RemoveEntry(kind, key string) error {
 	const op = "remove entry"
 	if err := checkWritableKey(op, kind, key); err != nil {
@@ -204,7 +204,16 @@ func (x *Index) RemoveEntry(kind, key string) error {
 	if _, ok := x.entries[kind][key]; !ok {
 		return abi.Errorf(syscall.ENOENT, op, "%s/%s", kind, key)
 	}
-	return x.dropEntry(op, kind, key)
+	if err := x.dropEntry(op, kind, key); err != nil {
+		return err
+	}
+	// Durable before the unlink returns, as a write of an entry is
+	// (SyncAll): a follower host reads only what the journal holds
+	// durably, and would still show the entry.
+	if x.values != nil {
+		return x.values.Sync()
+	}
+	return nil
 }
 
 // change is one change of the index about the session name: name

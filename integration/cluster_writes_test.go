@@ -179,3 +179,101 @@ func TestClusterFollowerIndexCurrent(t *testing.T) {
 		t.Errorf("the follow-up without --session on the follower is not in c2, the current session:\n%s", got)
 	}
 }
+
+// TestClusterTreeChangesOnFollower: a session made by mkdir on a
+// follower's mount, and index values written and removed there, are
+// relayed to the writer and made there (SPEC 5, 9, 19), and read back at
+// once through the follower. A name the ABI does not allow is refused as
+// the writer refuses it (EPERM, EINVAL), not EROFS. The writer checks
+// each relayed change as its own kernel would (a host vouches only for
+// the uid): another uid's mkdir, index write and unlink in 1001's home
+// are EACCES, a by-cwd entry's removal EPERM, a mkdir of a file EPERM,
+// a write of no user-written index value EINVAL, each writing nothing.
+func TestClusterTreeChangesOnFollower(t *testing.T) {
+	c := newTestCluster(t, 2*time.Second, nil, "a", "b")
+	w := c.waitWriter("", 20*time.Second)
+	f := c.follower(w)
+	w.srv.sendAs(uid1001, "k", "k0", "", "first")
+	at := func(s *server, rel string) string { return s.mnt(uid1001CoderAt + rel) }
+
+	if out, err := bashAs(t, uid1001, `mkdir `+at(f.srv, "made-on-f")+` && cat `+at(f.srv, "made-on-f/state")); err != nil || out != "idle\n" {
+		t.Fatalf("mkdir of a session on the follower, then its state there: %v %q", err, out)
+	}
+	if got := fileBytes(t, at(w.srv, "made-on-f/state")); got != "idle\n" {
+		t.Errorf("the writer's state of the session made on the follower: %q", got)
+	}
+	if out, err := bashAs(t, uid1001, `mkdir `+at(f.srv, "made-on-f")); err == nil || !strings.Contains(out, "File exists") {
+		t.Errorf("a second mkdir of it on the follower: %v %q, want EEXIST", err, out)
+	}
+	if out, err := bashAs(t, uid1001, `echo made-on-f > `+at(f.srv, "index/current")+` && cat `+at(f.srv, "index/current")); err != nil || out != "made-on-f\n" {
+		t.Errorf("index/current written on the follower, then read there: %v %q", err, out)
+	}
+	if got := fileBytes(t, at(w.srv, "index/current")); got != "made-on-f\n" {
+		t.Errorf("the writer's index/current after a write on the follower: %q", got)
+	}
+	if out, err := bashAs(t, uid1001, `echo k > `+at(f.srv, "index/by-hash/h1")+` && cat `+at(f.srv, "index/by-hash/h1")); err != nil || out != "k\n" {
+		t.Errorf("a by-hash entry made on the follower, then read there: %v %q", err, out)
+	}
+	if got := fileBytes(t, at(w.srv, "index/by-hash/h1")); got != "k\n" {
+		t.Errorf("the writer's by-hash/h1 after a write on the follower: %q", got)
+	}
+	if out, err := bashAs(t, uid1001, `echo nosuch > `+at(f.srv, "index/current")); err == nil || !strings.Contains(out, "No such file") {
+		t.Errorf("index/current naming no session, on the follower: %v %q, want ENOENT", err, out)
+	}
+	if out, err := bashAs(t, uid1001, `mkdir `+at(f.srv, "made-on-f/notes")); err == nil || !strings.Contains(out, "Operation not permitted") {
+		t.Errorf("mkdir of a name outside the ABI on the follower: %v %q, want EPERM", err, out)
+	}
+	if out, err := bashAs(t, uid1001, `mkdir '`+at(f.srv, "a bad name")+`'`); err == nil || !strings.Contains(out, "Invalid argument") {
+		t.Errorf("mkdir of a bad session name on the follower: %v %q, want EINVAL", err, out)
+	}
+	if out, err := bashAs(t, uid1001, `rm `+at(f.srv, "index/by-hash/h1")+` && ! test -e `+at(f.srv, "index/by-hash/h1")); err != nil {
+		t.Errorf("rm of a by-hash entry on the follower: %v %q", err, out)
+	}
+	if _, err := os.Lstat(at(w.srv, "index/by-hash/h1")); !os.IsNotExist(err) {
+		t.Errorf("the writer's by-hash/h1 after rm on the follower: %v, want ENOENT", err)
+	}
+	if out, err := bashAs(t, uid1001, `rm `+at(f.srv, "made-on-f/state")); err == nil || !strings.Contains(out, "Operation not permitted") {
+		t.Errorf("rm of a session file on the follower: %v %q, want EPERM", err, out)
+	}
+
+	// A uid's own home appears on its first use on the follower too.
+	if _, err := os.Lstat(w.srv.mnt("home/1002")); err == nil {
+		t.Fatal("uid 1002 has a home before its first use")
+	}
+	if out, err := bashAs(t, uid1002, `ls -ld `+f.srv.mnt("home/1002")); err != nil || !strings.HasPrefix(out, "drwx------") {
+		t.Errorf("uid 1002's first look at its home on the follower: %v %q", err, out)
+	}
+	if st, err := os.Stat(w.srv.mnt("home/1002")); err != nil || st.Sys().(*syscall.Stat_t).Uid != 1002 {
+		t.Errorf("uid 1002's home on the writer after its first look on the follower: %v", err)
+	}
+
+	// The writer's own checks, with hellos as host f would send them.
+	testkit.Must(t, os.WriteFile(at(w.srv, "index/by-hash/kept"), []byte("k\n"), 0o600))
+	time.Sleep(1200 * time.Millisecond) // the writer's values written behind settle
+	id, err := ca.Load(f.certs)
+	testkit.Must(t, err)
+	changeAt := func(uid uint32, rel, op, data string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := peer.Dial(ctx, w.peerAddr(), id, peer.Hello{Uid: uid, Gid: uid, Path: rel})
+		if err != nil {
+			return err
+		}
+		return peer.SendChange(conn, peer.FileChange{Op: op}, []byte(data))
+	}
+	before := hostSnapshot(t, c.store)
+	home := "home/1001/agent/coder/session/"
+	testkit.WantErrno(t, "uid 1002's mkdir in 1001's home, relayed", changeAt(1002, home+"forged", peer.TreeMkdir, ""), syscall.EACCES)
+	testkit.WantErrno(t, "uid 1002's write of 1001's index/current, relayed", changeAt(1002, home+"index/current", peer.ValueWrite, "k\n"), syscall.EACCES)
+	testkit.WantErrno(t, "uid 1002's by-hash entry in 1001's index, relayed", changeAt(1002, home+"index/by-hash/x", peer.ValueWrite, "k\n"), syscall.EACCES)
+	testkit.WantErrno(t, "uid 1002's unlink of 1001's by-hash entry, relayed", changeAt(1002, home+"index/by-hash/kept", peer.TreeUnlink, ""), syscall.EACCES)
+	testkit.WantErrno(t, "a by-cwd entry written, relayed", changeAt(1001, home+"index/by-cwd/cwd-0000000000000000", peer.ValueWrite, "k\n"), syscall.EINVAL)
+	testkit.WantErrno(t, "a session's state unlinked, relayed", changeAt(1001, home+"k/state", peer.TreeUnlink, ""), syscall.EPERM)
+	testkit.WantErrno(t, "a mkdir of a session's log, relayed", changeAt(1001, home+"k/messages.jsonl", peer.TreeMkdir, ""), syscall.EPERM)
+	testkit.WantErrno(t, "an append at a tree path, relayed", changeAt(1001, home+"k/messages.jsonl", peer.LogAppend, "{}\n"), syscall.EINVAL)
+	testkit.WantErrno(t, "uid 1002's mkdir of 1001's home, relayed", changeAt(1002, "home/1001", peer.TreeMkdir, ""), syscall.EACCES)
+	testkit.WantErrno(t, "uid 1002's mkdir of a space, relayed", changeAt(1002, "shared/forged", peer.TreeMkdir, ""), syscall.EACCES)
+	if diffs, _ := hostDiffs(before, hostSnapshot(t, c.store)); len(diffs) > 0 {
+		t.Errorf("refused tree changes changed the store:\n%s", strings.Join(diffs, "\n"))
+	}
+}

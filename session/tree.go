@@ -6,7 +6,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/session/archive"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/tree"
@@ -70,13 +69,7 @@ func (e *Engine) CheckValue(pl layout.Place, data []byte) error {
 		}
 		return tree.CheckPlainValue(pl.File, data)
 	case layout.PlaceIndexCurrent, layout.PlaceIndexEntry:
-		name, err := index.ParseValue(data)
-		if err != nil {
-			return err
-		}
-		if !e.sessionExists(layout.Ref{Container: pl.Container, Name: name}) {
-			return abi.Errorf(syscall.ENOENT, "write", "no session %q", name)
-		}
+		return e.CheckIndexValue(pl, data)
 	}
 	return nil
 }

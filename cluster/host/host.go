@@ -207,6 +207,9 @@ func (h *Host) serveRelayed(conn net.Conn, hello peer.Hello) {
 		return
 	}
 	switch ref, ok := hello.ControlRef(); {
+	case hello.Path != "":
+		h.serveTreeChange(conn, hello.Caller(), hello.Path)
+		return
 	case ok && hello.File != "":
 		h.serveFileChange(conn, hello.Caller(), ref, hello.File)
 		return

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"net"
 	"syscall"
 
@@ -45,6 +46,18 @@ func (rl relayer) RecordLoss(c layout.Caller, ref layout.Ref, file string, n int
 	return rl.change(c, ref, file, ch, nil)
 }
 
+func (rl relayer) Mkdir(c layout.Caller, rel string) error {
+	return rl.changeAt(c, rel, peer.TreeMkdir, nil)
+}
+
+func (rl relayer) WriteIndex(c layout.Caller, rel string, data []byte) error {
+	return rl.changeAt(c, rel, peer.ValueWrite, data)
+}
+
+func (rl relayer) Unlink(c layout.Caller, rel string) error {
+	return rl.changeAt(c, rel, peer.TreeUnlink, nil)
+}
+
 // change makes ch (with data) to ref's file on the writer.
 func (rl relayer) change(c layout.Caller, ref layout.Ref, file string, ch peer.FileChange, data []byte) error {
 	conn, err := rl.dialSession(c, ref, file)
@@ -54,6 +67,18 @@ func (rl relayer) change(c layout.Caller, ref layout.Ref, file string, ch peer.F
 	return peer.SendChange(conn, ch, data)
 }
 
+// changeAt makes the change op (with data) at the tree's place rel on the
+// writer: a hello naming the path alone.
+func (rl relayer) changeAt(c layout.Caller, rel, op string, data []byte) error {
+	hello := peer.HelloFor(rl.h.cfg.Identity.Host, c, session.Target{})
+	hello.Path = rel
+	conn, err := rl.h.dial(hello)
+	if err != nil {
+		return err
+	}
+	return peer.SendChange(conn, peer.FileChange{Op: op}, data)
+}
+
 // serveFileChange makes a change to session ref's file that another
 // host's mount passed on for caller c, as a write through this host's
 // mount would make it: within c's quota of connections, after the checks
@@ -61,12 +86,30 @@ func (rl relayer) change(c layout.Caller, ref layout.Ref, file string, ch peer.F
 // the uid) and the engine's rules for an open to write it (CheckOpen); an
 // append is durable before the answer. The engine decides everything.
 func (h *Host) serveFileChange(conn net.Conn, c layout.Caller, ref layout.Ref, file string) {
+	h.serveChange(conn, c, func(e *session.Engine, ch peer.FileChange, data []byte) error {
+		return makeFileChange(e, c, ref, file, ch, data)
+	})
+}
+
+// serveTreeChange makes a change at the tree's place rel (a directory
+// made, an index value written or removed) that another host's mount
+// passed on for caller c, as this host's mount would make it: after the
+// checks its kernel would make (tree.MayCreate, MayWrite, MayRemove),
+// then the engine's own.
+func (h *Host) serveTreeChange(conn net.Conn, c layout.Caller, rel string) {
+	h.serveChange(conn, c, func(e *session.Engine, ch peer.FileChange, data []byte) error {
+		return makeTreeChange(e, c, rel, ch, data)
+	})
+}
+
+// serveChange reads a change another host's mount passed on for caller
+// c, within c's quota of connections, has make make it, and answers.
+func (h *Host) serveChange(conn net.Conn, c layout.Caller, apply func(*session.Engine, peer.FileChange, []byte) error) {
 	e := h.eng.Load()
 	if e == nil {
 		peer.AnswerChange(conn, abi.Errorf(syscall.EAGAIN, "write", "this host does not write the store now"))
 		return
 	}
-	c.Pid = 0 // a pid of another host means nothing here
 	if err := e.Limits().Conns.Take(c.Uid); err != nil {
 		peer.AnswerChange(conn, err)
 		return
@@ -77,14 +120,23 @@ func (h *Host) serveFileChange(conn net.Conn, c layout.Caller, ref layout.Ref, f
 		peer.AnswerChange(conn, err)
 		return
 	}
-	peer.AnswerChange(conn, makeFileChange(e, c, ref, file, ch, data))
+	peer.AnswerChange(conn, apply(e, ch, data))
 }
 
 // makeFileChange checks c may write ref's file and makes ch: an append or
 // a loss to a log, a write of a value.
 func makeFileChange(e *session.Engine, c layout.Caller, ref layout.Ref, file string, ch peer.FileChange, data []byte) error {
-	if peer.IsLog(file) == (ch.Op == peer.ValueWrite) {
-		return abi.Errorf(syscall.EINVAL, "write", "no %s of %s", ch.Op, file)
+	switch ch.Op {
+	case peer.LogAppend, peer.LogLoss:
+		if !peer.IsLog(file) {
+			return abi.Errorf(syscall.EINVAL, "write", "no %s of %s", ch.Op, file)
+		}
+	case peer.ValueWrite:
+		if !peer.IsValue(file) {
+			return abi.Errorf(syscall.EINVAL, "write", "no %s of %s", ch.Op, file)
+		}
+	default:
+		return abi.Errorf(syscall.EINVAL, "write", "no %s of a session's file", ch.Op)
 	}
 	rel := ref.Rel() + "/" + file
 	if err := e.MayWrite(c, rel); err != nil {
@@ -109,4 +161,39 @@ func makeFileChange(e *session.Engine, c layout.Caller, ref layout.Ref, file str
 		return err
 	}
 	return e.SyncLog(ref, file)
+}
+
+// makeTreeChange checks c may make ch at rel and makes it: a mkdir (of
+// whatever the writer's own mount lets c make), a write or an unlink of an
+// index value SPEC 9 lets users write.
+func makeTreeChange(e *session.Engine, c layout.Caller, rel string, ch peer.FileChange, data []byte) error {
+	switch ch.Op {
+	case peer.TreeMkdir:
+		if pl := layout.Classify(rel); pl.Kind == layout.PlaceHome && pl.Home == layout.PrivateHome(c.Uid) {
+			return e.EnsureHome(c.Uid) // its own home, on first use (SPEC 2), as a lookup here makes it
+		}
+		if err := e.MayCreate(c, rel); err != nil {
+			return err
+		}
+		return e.MkdirAt(c, rel)
+	case peer.TreeUnlink:
+		if err := e.MayRemove(c, rel); err != nil {
+			return err
+		}
+		return e.Unlink(c, rel)
+	case peer.ValueWrite:
+		pl := layout.Classify(rel)
+		if !pl.WritableIndex() {
+			return abi.Errorf(syscall.EINVAL, "write", "%s is no index value a user writes", rel)
+		}
+		err := e.MayWrite(c, rel)
+		if errors.Is(err, syscall.ENOENT) {
+			err = e.MayCreate(c, rel) // open(O_CREAT) of a name not there
+		}
+		if err != nil {
+			return err
+		}
+		return e.WriteIndex(c, pl, data)
+	}
+	return abi.Errorf(syscall.EINVAL, "change", "no %s of %s", ch.Op, rel)
 }

@@ -98,6 +98,8 @@ func TestReadChange(t *testing.T) {
 		{`{"op":"loss","size":3,"errno":"EINVAL","why":"` + strings.Repeat("w", maxWhy+1) + `"}` + "\n", syscall.EINVAL},
 		{`{"op":"append","size":1,"path":"/etc/passwd"}` + "\n", syscall.EINVAL},
 		{`not json` + "\n", syscall.EINVAL},
+		{`{"op":"mkdir","size":3}` + "\n", syscall.EINVAL},
+		{`{"op":"unlink","size":0,"errno":"EIO"}` + "\n", syscall.EINVAL},
 		{strings.Repeat(" ", maxChangeLine+1) + "\n", syscall.EMSGSIZE},
 	} {
 		_, _, err := read(c.sent)
@@ -107,6 +109,9 @@ func TestReadChange(t *testing.T) {
 	testkit.Must(t, err)
 	if ch.Op != LogAppend || string(data) != "{}\n{}\n" {
 		t.Errorf("an append: %+v %q", ch, data)
+	}
+	if ch, data, err := read(`{"op":"mkdir"}` + "\n" + "trailing"); err != nil || ch.Op != TreeMkdir || data != nil {
+		t.Errorf("a mkdir: %+v %q %v", ch, data, err)
 	}
 	if _, _, err := read(`{"op":"append","size":6}` + "\n" + "{}\n"); err == nil {
 		t.Errorf("an append cut short was taken")

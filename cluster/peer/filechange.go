@@ -13,11 +13,11 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 )
 
-// A change to a session's log or writable value made through a
-// follower's mount travels as one FileChange line, the bytes it carries
-// after it, and the writer's one answer line (Admit's and Refuse's
-// shape), on a connection whose hello names the session and the file
-// (Hello.Session, Hello.File).
+// A change made through a follower's mount travels as one FileChange
+// line, the bytes it carries after it, and the writer's one answer line
+// (Admit's and Refuse's shape), on a connection whose hello names what
+// it changes: a session's log or writable value (Hello.Session,
+// Hello.File), or another place of the tree (Hello.Path).
 
 // FileChange is one change to a session's file.
 type FileChange struct {
@@ -25,7 +25,9 @@ type FileChange struct {
 	// durable before the answer) or "loss" (a writer's unfinished line
 	// dropped at its last close: Size bytes lost, recorded with Errno and
 	// Why); for a value, "write" (its new content, Size bytes, replaces it
-	// whole).
+	// whole). For another place of the tree: "mkdir" (a directory made
+	// there), "write" (an index value, Size bytes), "unlink" (an index
+	// value removed).
 	Op    string `json:"op"`
 	Size  int    `json:"size"`
 	Errno string `json:"errno,omitempty"`
@@ -37,6 +39,8 @@ const (
 	LogAppend  = "append"
 	LogLoss    = "loss"
 	ValueWrite = "write"
+	TreeMkdir  = "mkdir"
+	TreeUnlink = "unlink"
 )
 
 // IsLog says whether file is a session log, whose changes are appends
@@ -70,6 +74,11 @@ func (ch FileChange) check() error {
 		return abi.Errorf(syscall.EMSGSIZE, "change", "a change of %d bytes (1 to %d)", ch.Size, MaxChangeBytes)
 	case ch.Op == LogAppend || ch.Op == ValueWrite:
 		return nil
+	case ch.Op == TreeMkdir || ch.Op == TreeUnlink:
+		if ch.Size != 0 || ch.Errno != "" || ch.Why != "" {
+			return abi.Errorf(syscall.EINVAL, "change", "a %s carries nothing", ch.Op)
+		}
+		return nil
 	case ch.Op != LogLoss:
 		return abi.Errorf(syscall.EINVAL, "change", "no file change is %q", ch.Op)
 	case ch.Size < 0 || len(ch.Why) > maxWhy:
@@ -89,7 +98,7 @@ func (ch FileChange) check() error {
 func SendChange(conn net.Conn, ch FileChange, data []byte) error {
 	defer conn.Close()
 	if ch.Op != LogLoss {
-		ch.Size = len(data)
+		ch.Size = len(data) // a mkdir's and an unlink's: 0
 	}
 	line, err := json.Marshal(ch)
 	if err != nil {
@@ -140,8 +149,8 @@ func ReadChange(conn net.Conn) (FileChange, []byte, error) {
 	if err := ch.check(); err != nil {
 		return FileChange{}, nil, err
 	}
-	if ch.Op == LogLoss {
-		return ch, nil, nil
+	if ch.Op == LogLoss || ch.Size == 0 {
+		return ch, nil, nil // a loss's size is what was lost; a mkdir and an unlink carry nothing
 	}
 	data := make([]byte, ch.Size)
 	if _, err := io.ReadFull(conn, data); err != nil {

@@ -21,6 +21,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -69,6 +71,12 @@ type Hello struct {
 	// log (abi.FileMessages, abi.FileEvents) or a writable value
 	// (abi.FileState, abi.FileCwd, abi.FileMeta). Empty for a ctl request.
 	File string `json:"file,omitempty"`
+	// Path is set when the connection carries a change to the tree made
+	// through the dialer's mount that is no session file's (a FileChange
+	// of a TreeChange kind): a directory made (a session, a home), an
+	// index value written or removed; the place, relative to the store.
+	// Kind, Owner, Session and File are then empty.
+	Path string `json:"path,omitempty"`
 }
 
 // HelloFor is the hello that vouches for a local caller c at target t.
@@ -88,6 +96,9 @@ func (h Hello) Target() session.Target { return session.Target{Kind: h.Kind, Own
 // check refuses a hello whose target no socket could have, or whose
 // session is not a session directory of that target's (EINVAL).
 func (h Hello) check() error {
+	if h.Path != "" || h.Kind == "" && h.Owner == "" {
+		return h.checkPath()
+	}
 	switch {
 	case h.Kind == abi.KindAgent && abi.ValidName(h.Owner), h.Kind == abi.KindModel && abi.ValidModelName(h.Owner):
 	default:
@@ -103,6 +114,25 @@ func (h Hello) check() error {
 		return abi.Errorf(syscall.EINVAL, "hello", "%q is not a session log or a writable value", h.File)
 	}
 	return nil
+}
+
+// checkPath refuses a tree change's hello whose place no mount could
+// have changed: a path not in the store's clean form, or one outside the
+// ABI's names (EINVAL).
+func (h Hello) checkPath() error {
+	switch {
+	case h.Kind != "" || h.Owner != "" || h.Session != "" || h.File != "":
+		return abi.Errorf(syscall.EINVAL, "hello", "a tree change names its path alone")
+	case !CleanRel(h.Path) || !layout.Classify(h.Path).Exists():
+		return abi.Errorf(syscall.EINVAL, "hello", "%q is no path of the tree", h.Path)
+	}
+	return nil
+}
+
+// CleanRel says whether rel is a path in the store's form: relative,
+// without empty, "." or ".." components.
+func CleanRel(rel string) bool {
+	return rel != "" && path.Clean(rel) == rel && !path.IsAbs(rel) && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // ControlRef is the session whose ctl file the request was written to,

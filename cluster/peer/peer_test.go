@@ -146,7 +146,8 @@ func TestPlainTCPRefused(t *testing.T) {
 
 // TestHelloRefused: beta's certificate with a hello naming alpha is
 // EACCES (a host vouches only for its own callers); a hello for no
-// socket a host could have (a path for a name, a kind of none) is EINVAL.
+// socket a host could have (a path for a name, a kind of none), and a
+// tree change at no path of the tree or with a socket besides, is EINVAL.
 func TestHelloRefused(t *testing.T) {
 	c := newCluster(t)
 	l, rec := echoListener(t, c.alpha)
@@ -159,6 +160,17 @@ func TestHelloRefused(t *testing.T) {
 		{"a hello naming another host", func(h *Hello) { h.Host = "alpha" }, syscall.EACCES, `host "beta" speaks for host "alpha"`},
 		{"a hello for ../../etc", func(h *Hello) { h.Owner = "../../etc" }, syscall.EINVAL, "no socket"},
 		{"a hello for kind tool", func(h *Hello) { h.Kind = "tool" }, syscall.EINVAL, "no socket"},
+		{"a hello naming nothing", func(h *Hello) { h.Kind, h.Owner = "", "" }, syscall.EINVAL, "no path"},
+		{"a tree change with a socket", func(h *Hello) { h.Path = "home/1001/agent/coder/session/s" }, syscall.EINVAL, "its path alone"},
+		{"a tree change with a session", func(h *Hello) {
+			h.Kind, h.Owner, h.Session, h.Path = "", "", "home/1001/agent/coder/session/s", "home/1001/agent/coder/session/s"
+		}, syscall.EINVAL, "its path alone"},
+		{"a tree change at ../", func(h *Hello) { h.Kind, h.Owner, h.Path = "", "", "home/1001/../../etc" }, syscall.EINVAL, "no path"},
+		{"a tree change at an absolute path", func(h *Hello) { h.Kind, h.Owner, h.Path = "", "", "/etc/passwd" }, syscall.EINVAL, "no path"},
+		{"a tree change at ..", func(h *Hello) { h.Kind, h.Owner, h.Path = "", "", ".." }, syscall.EINVAL, "no path"},
+		{"a tree change at a/./b", func(h *Hello) { h.Kind, h.Owner, h.Path = "", "", "home/./1001" }, syscall.EINVAL, "no path"},
+		{"a tree change outside the ABI", func(h *Hello) { h.Kind, h.Owner, h.Path = "", "", "home/1001/history" }, syscall.EINVAL, "no path"},
+		{"a tree change at the store's own files", func(h *Hello) { h.Kind, h.Owner, h.Path = "", "", ".journal/x" }, syscall.EINVAL, "no path"},
 	} {
 		h := testHello()
 		tc.edit(&h)

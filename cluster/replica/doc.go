@@ -15,8 +15,9 @@
 // (verify.go), and what a process holds open is watched for changes made
 // by the writer (watch.go), which OnChange hands to the projection.
 //
-// A request written to a ctl file and lines appended to a session log are
-// the changes it passes on: to the writer host, through the relay its
+// A request written to a ctl file, lines appended to a session log, a
+// value written, a directory made and an index value written or removed
+// are the changes it passes on: to the writer host, through the relay its
 // host sets (SetRelay, relay.go), which makes them there; without one
 // they are EROFS like every other change.
 //

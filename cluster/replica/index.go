@@ -87,6 +87,17 @@ func (ix *indexes) get(ct layout.Container) (*index.Index, error) {
 	return x, nil
 }
 
+// forget drops the view of ct, so that the next ask reads the store
+// again: after a change this host relayed, which the writer made durable
+// before it answered.
+func (ix *indexes) forget(ct layout.Container) {
+	ix.mu.Lock()
+	if v := ix.views[ct.Rel()]; v != nil {
+		v.at = time.Time{}
+	}
+	ix.mu.Unlock()
+}
+
 // fresh is the view of rel when it is younger than indexFresh.
 func (ix *indexes) fresh(rel string) *view {
 	ix.mu.Lock()

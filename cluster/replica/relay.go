@@ -5,6 +5,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/session/tree"
 
 	"github.com/ctxfs/ctxfs/proto"
@@ -31,12 +32,21 @@ type Relay interface {
 	// RecordLoss records that n bytes a writer sent to the log were
 	// dropped, as the writer's engine records its own mount's losses.
 	RecordLoss(c layout.Caller, ref layout.Ref, file string, n int, lost session.Lost) error
+	// Mkdir makes the directory rel (a session, a home, ...), as a mkdir
+	// through the writer's mount does.
+	Mkdir(c layout.Caller, rel string) error
+	// WriteIndex replaces (or creates) the index value rel, and Unlink
+	// removes one, as the writer's mount does.
+	WriteIndex(c layout.Caller, rel string, data []byte) error
+	Unlink(c layout.Caller, rel string) error
 }
 
 // SetRelay passes the changes a relay can make on to the writer host from
 // now on: requests written to ctl files, appends to session logs (and a
-// writer's lost unfinished line), writes of single values; nil refuses
-// them with EROFS again. Every other change stays EROFS.
+// writer's lost unfinished line), writes of single values, directories
+// made, index values written and removed; nil refuses them with EROFS
+// again. Every other change (a touch, a rename, the free trees) stays
+// EROFS.
 func (r *Replica) SetRelay(rl Relay) {
 	if rl == nil {
 		r.relay.Store(nil)
@@ -54,11 +64,11 @@ func (r *Replica) relayed() Relay {
 }
 
 // relays says whether a change at pl is relayed rather than refused: a
-// ctl file's, a session log's or a single value's, while a relay is set
-// (the tree's rules say which values may be written).
+// ctl file's, a session log's, a single value's or an index value's,
+// while a relay is set (the tree's rules say which may be written).
 func (r *Replica) relays(pl layout.Place) bool {
 	switch pl.Kind {
-	case layout.PlaceCtl, layout.PlaceLog, layout.PlaceValue:
+	case layout.PlaceCtl, layout.PlaceLog, layout.PlaceValue, layout.PlaceIndexCurrent, layout.PlaceIndexEntry, layout.PlaceIndexList:
 		return r.relayed() != nil
 	}
 	return false
@@ -114,14 +124,21 @@ func (r *Replica) RecordLoss(c layout.Caller, ref layout.Ref, file string, n int
 }
 
 // CheckValue judges a value written through this mount before its close,
-// as far as its bytes alone can judge it (tree.CheckPlainValue: state,
-// cwd); meta.json is judged by the writer at the close (WriteFile), which
-// SPEC 5 allows ("an invalid value fails the write or the close").
+// as far as its bytes and the store alone can judge it
+// (tree.CheckPlainValue: state, cwd; tree.CheckIndexValue: index/current
+// and entries); meta.json is judged by the writer at the close
+// (WriteFile), which SPEC 5 allows ("an invalid value fails the write or
+// the close").
 func (r *Replica) CheckValue(pl layout.Place, data []byte) error {
-	if pl.Kind != layout.PlaceValue || !r.relays(pl) {
+	switch {
+	case !r.relays(pl):
 		return readOnly("write")
+	case pl.Kind == layout.PlaceValue:
+		return tree.CheckPlainValue(pl.File, data)
+	case pl.Kind == layout.PlaceIndexCurrent, pl.Kind == layout.PlaceIndexEntry:
+		return r.CheckIndexValue(pl, data)
 	}
-	return tree.CheckPlainValue(pl.File, data)
+	return readOnly("write")
 }
 
 // WriteFile relays a value written through this mount (at its close) to
@@ -153,5 +170,63 @@ func setattrValue(a session.SetAttr) error {
 	case a.Size == nil:
 		return readOnly("setattr")
 	}
+	return nil
+}
+
+// MkdirAt relays a mkdir to the writer host, which applies every rule
+// (the kernel's, then the engine's); what it made is in the store when it
+// answers. A name the ABI does not allow there is refused here, as the
+// writer refuses it (tree.Creatable: EPERM, EINVAL), since the writer
+// takes no change at a name outside the tree.
+func (r *Replica) MkdirAt(c layout.Caller, rel string) error {
+	rl := r.relayed()
+	if rl == nil {
+		return readOnly("mkdir")
+	}
+	if _, _, archive := layout.ArchiveDir(rel); !archive {
+		if _, err := tree.Creatable(rel); err != nil {
+			return err
+		}
+	}
+	return rl.Mkdir(c, rel)
+}
+
+// WriteIndex relays a write of an index value (at its close) to the
+// writer host, after the checks its bytes and place alone allow (the
+// tree's EPERM, the value's EINVAL); the writer's answer is durable, so
+// the container's index is read again at once.
+func (r *Replica) WriteIndex(c layout.Caller, pl layout.Place, data []byte) error {
+	rl := r.relayed()
+	switch {
+	case rl == nil:
+		return readOnly("write")
+	case !pl.WritableIndex():
+		return abi.Errorf(syscall.EPERM, "write", "read-only index file")
+	}
+	if _, err := index.ParseValue(data); err != nil {
+		return err
+	}
+	if err := rl.WriteIndex(c, pl.IndexValueRel(), data); err != nil {
+		return err
+	}
+	r.indexes.forget(pl.Container)
+	return nil
+}
+
+// Unlink relays the removal of an index entry to the writer host, after
+// the tree's rule (EPERM for every other entry of the ABI).
+func (r *Replica) Unlink(c layout.Caller, rel string) error {
+	rl := r.relayed()
+	if rl == nil {
+		return readOnly("unlink")
+	}
+	pl, err := tree.Removable(rel)
+	if err != nil {
+		return err
+	}
+	if err := rl.Unlink(c, rel); err != nil {
+		return err
+	}
+	r.indexes.forget(pl.Container)
 	return nil
 }

@@ -124,12 +124,22 @@ func (r *Replica) Stat(rel string) (*unix.Stat_t, error) {
 	return layout.ShownStat(rel, st), nil
 }
 
-// EnsureHome makes nothing: a home the store does not hold is not there
-// on a follower (ENOENT), until the writer makes it.
+// EnsureHome has the writer host make uid's home on its first use here,
+// as the writer's own mount makes it (SPEC 2: a uid's own home appears on
+// first use); without a relay, or when the writer does not answer, a home
+// the store does not hold is not there on a follower (ENOENT). The
+// caller is vouched for by its uid alone (the lookup knows no more): its
+// group is nobody's, which grants nothing.
 func (r *Replica) EnsureHome(uid uint32) error {
 	home := layout.PrivateHome(uid)
 	if layout.IsDir(r.root, home) {
 		return nil
+	}
+	if rl := r.relayed(); rl != nil {
+		err := rl.Mkdir(layout.Caller{Uid: uid, Gid: tree.Nobody}, home)
+		if err == nil || layout.IsDir(r.root, home) {
+			return nil // made now, or by a lookup beside this one
+		}
 	}
 	return abi.Errorf(syscall.ENOENT, "lookup", "%s is made by the writer host", home)
 }
@@ -213,27 +223,39 @@ func readOnly(op string) error {
 	return abi.Errorf(syscall.EROFS, op, "this host serves the store read-only; changes are made on the writer host")
 }
 
-// Every change is refused with EROFS, and nothing is written.
+// The changes below are relayed to the writer host (relay.go) or
+// answered here by the writer's rules where they never change anything;
+// without a relay each is EROFS, as a read-only filesystem answers before
+// any rule, and nothing is written.
 
 func (r *Replica) CheckCreate(rel string) (layout.Place, error) {
-	return layout.Classify(rel), readOnly("create")
+	if r.relayed() == nil {
+		return layout.Classify(rel), readOnly("create")
+	}
+	return r.Tree.CheckCreate(rel)
 }
-func (r *Replica) MakeNode(rel string) error                 { return readOnly("create") }
-func (r *Replica) MkdirAt(c layout.Caller, rel string) error { return readOnly("mkdir") }
-func (r *Replica) Unlink(c layout.Caller, rel string) error  { return readOnly("unlink") }
-func (r *Replica) Rmdir(c layout.Caller, rel string) error   { return readOnly("rmdir") }
+func (r *Replica) MakeNode(rel string) error {
+	if r.relayed() == nil {
+		return readOnly("create")
+	}
+	return r.Tree.MakeNode(rel)
+}
+func (r *Replica) Rmdir(c layout.Caller, rel string) error {
+	if r.relayed() == nil {
+		return readOnly("rmdir")
+	}
+	return r.Tree.Rmdir(c, rel)
+}
 func (r *Replica) Setattr(c layout.Caller, rel string, a session.SetAttr) error {
 	switch pl := layout.Classify(rel); {
-	case pl.Kind == layout.PlaceCtl && r.relays(pl):
-		return tree.VirtualSetattr(pl, a) // the writer's answer: nothing to change
-	case pl.Kind == layout.PlaceValue && r.relays(pl):
+	case !r.relays(pl):
+	case pl.Kind == layout.PlaceValue:
 		return setattrValue(a)
+	case pl.Kind != layout.PlaceLog:
+		return tree.VirtualSetattr(pl, a) // the writer's answer: nothing to change
 	}
 	return readOnly("setattr")
 }
 func (r *Replica) Rename(c layout.Caller, oldRel, newRel string, flags uint32) error {
 	return readOnly("rename")
-}
-func (r *Replica) WriteIndex(c layout.Caller, pl layout.Place, data []byte) error {
-	return readOnly("write")
 }

@@ -22,6 +22,16 @@ type Caller struct {
 // (fs shows it so; a relayed write is checked against the same bits).
 const CtlPerm = 0o666
 
+// VirtualPerm is the permission bits a virtual file is shown with, of its
+// directory's mode: ctl and the index values SPEC 9 lets users write
+// read-write (CtlPerm), the list and by-cwd entries read-only.
+func VirtualPerm(pl Place) os.FileMode {
+	if pl.Kind == PlaceCtl || pl.WritableIndex() {
+		return CtlPerm
+	}
+	return 0o444
+}
+
 // Permits is the kernel's permission check of the caller against a file
 // of owner uid, group gid and permission bits mode: every bit of want
 // (4 read, 2 write, 1 search, or several) in the owner's class for its

@@ -79,6 +79,16 @@ func (p Place) WritableIndex() bool {
 		p.Kind == PlaceIndexEntry && (p.IndexKind == abi.IndexByHash || p.IndexKind == abi.IndexByUUID)
 }
 
+// IndexValueRel is the path of an index value (index/current, an entry of
+// by-cwd/, by-hash/, by-uuid/), relative to the store.
+func (p Place) IndexValueRel() string {
+	dir := p.Container.Rel() + "/" + abi.ReservedSessionName
+	if p.Kind == PlaceIndexCurrent {
+		return dir + "/current"
+	}
+	return dir + "/" + p.IndexKind + "/" + p.Key
+}
+
 // sessionFiles maps each session file name to its kind.
 var sessionFiles = map[string]PlaceKind{
 	abi.FileMessages:  PlaceLog,

@@ -2,39 +2,29 @@ package tree
 
 import (
 	"os"
+	"path"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
 
-// MayWrite is the kernel's check (the mount's default_permissions) of
-// caller c opening rel for writing, on the tree as the mount shows it to
-// c: every directory on the way searchable by c, and the file writable by
-// c, a ctl file by its session directory's owner and group with the read
-// and write bits the mount shows it with (layout.CtlPerm of the
-// directory's mode), any other file by its own. ENOENT where c's mount shows no such
-// name, EACCES where a permission bit is missing; a virtual file other
-// than ctl is never written (EACCES). A host that relays a write on
-// behalf of a caller it vouches for (cluster/) checks with this what its
-// own kernel would check, since the relay reaches the engine without a
-// kernel in between.
+// A host that relays a change on behalf of a caller it vouches for
+// (cluster/) reaches the engine without a kernel in between: the writer
+// checks with these what its own kernel would check for its own mount's
+// callers (default_permissions), on the tree as the mount shows it to the
+// caller. ENOENT where the caller's mount shows no such name, EACCES
+// where a permission bit is missing, EPERM where a sticky directory
+// keeps a name from the caller.
+
+// MayWrite is the kernel's check of caller c opening rel for writing:
+// every directory on the way searchable by c, and the file writable by
+// c, a virtual file (ctl, an index value) by its directory's owner and
+// group with the bits the mount shows it with (layout.VirtualPerm of the
+// directory's mode), any other file by its own.
 func (t Tree) MayWrite(c layout.Caller, rel string) error {
-	for i := range len(rel) {
-		if rel[i] != '/' {
-			continue
-		}
-		dir := rel[:i]
-		n, err := t.Lookup(c.Uid, dir)
-		if err != nil {
-			return err
-		}
-		if !n.Dir {
-			return abi.Errorf(syscall.ENOTDIR, "open", "%s is not a directory", dir)
-		}
-		if !c.Permits(n.Stat.Uid, n.Stat.Gid, os.FileMode(n.Stat.Mode), 1) {
-			return abi.Errorf(syscall.EACCES, "open", "no search permission on %s", dir)
-		}
+	if _, err := t.searchable(c, rel); err != nil {
+		return err
 	}
 	n, err := t.Lookup(c.Uid, rel)
 	if err != nil {
@@ -44,13 +34,72 @@ func (t Tree) MayWrite(c layout.Caller, rel string) error {
 	switch {
 	case n.Dir:
 		return abi.Errorf(syscall.EISDIR, "open", "%s is a directory", rel)
-	case n.Place.Kind == layout.PlaceCtl:
-		shown = layout.CtlPerm
 	case n.Virtual:
-		return abi.Errorf(syscall.EACCES, "open", "%s is not written", rel)
+		shown = layout.VirtualPerm(n.Place)
 	}
 	if !c.Permits(n.Stat.Uid, n.Stat.Gid, os.FileMode(n.Stat.Mode)&shown, 2) {
 		return abi.Errorf(syscall.EACCES, "open", "%s is not writable by uid %d", rel, c.Uid)
 	}
 	return nil
+}
+
+// MayCreate is the kernel's check of caller c making the name rel (mkdir,
+// an open with O_CREAT of a name not there): every directory on the way
+// searchable, and rel's directory writable, by c.
+func (t Tree) MayCreate(c layout.Caller, rel string) error {
+	dir, err := t.searchable(c, rel)
+	if err != nil {
+		return err
+	}
+	if !c.Permits(dir.Stat.Uid, dir.Stat.Gid, os.FileMode(dir.Stat.Mode), 3) {
+		return abi.Errorf(syscall.EACCES, "create", "%s is not writable by uid %d", path.Dir(rel), c.Uid)
+	}
+	return nil
+}
+
+// MayRemove is the kernel's check of caller c removing the name rel
+// (unlink): MayCreate's, and in a sticky directory c must own the name or
+// the directory (root passes).
+func (t Tree) MayRemove(c layout.Caller, rel string) error {
+	if err := t.MayCreate(c, rel); err != nil {
+		return err
+	}
+	dir, err := t.Lookup(c.Uid, path.Dir(rel))
+	if err != nil {
+		return err
+	}
+	n, err := t.Lookup(c.Uid, rel)
+	if err != nil {
+		return err
+	}
+	if dir.Stat.Mode&syscall.S_ISVTX != 0 && c.Uid != 0 && c.Uid != dir.Stat.Uid && c.Uid != n.Stat.Uid {
+		return abi.Errorf(syscall.EPERM, "unlink", "%s is in a sticky directory and not uid %d's", rel, c.Uid)
+	}
+	return nil
+}
+
+// searchable checks every directory on the way to rel searchable by c,
+// and returns the last (rel's own directory).
+func (t Tree) searchable(c layout.Caller, rel string) (Node, error) {
+	var dir Node
+	for i := range len(rel) {
+		if rel[i] != '/' {
+			continue
+		}
+		n, err := t.Lookup(c.Uid, rel[:i])
+		if err != nil {
+			return Node{}, err
+		}
+		if !n.Dir {
+			return Node{}, abi.Errorf(syscall.ENOTDIR, "open", "%s is not a directory", rel[:i])
+		}
+		if !c.Permits(n.Stat.Uid, n.Stat.Gid, os.FileMode(n.Stat.Mode), 1) {
+			return Node{}, abi.Errorf(syscall.EACCES, "open", "no search permission on %s", rel[:i])
+		}
+		dir = n
+	}
+	if !dir.Dir {
+		return Node{}, abi.Errorf(syscall.EINVAL, "open", "%q is no path of the tree", rel)
+	}
+	return dir, nil
 }

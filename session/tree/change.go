@@ -76,15 +76,25 @@ func (t Tree) MakeNode(rel string) error {
 // Unlink removes rel through the mount: by-hash and by-uuid entries only;
 // every other entry of the ABI stays (EPERM).
 func (t Tree) Unlink(c layout.Caller, rel string) error {
-	pl := layout.Classify(rel)
-	if pl.Kind != layout.PlaceIndexEntry || !pl.WritableIndex() || layout.Classify(path.Dir(rel)).Kind == layout.PlaceArchived {
-		return abi.Errorf(syscall.EPERM, "unlink", "entries of the ABI are not removed")
+	pl, err := Removable(rel)
+	if err != nil {
+		return err
 	}
 	x, err := t.e.Index(pl.Container)
 	if err != nil {
 		return err
 	}
 	return x.RemoveEntry(pl.IndexKind, pl.Key)
+}
+
+// Removable says whether rel may be unlinked through the mount: by-hash
+// and by-uuid entries only (EPERM).
+func Removable(rel string) (layout.Place, error) {
+	pl := layout.Classify(rel)
+	if pl.Kind != layout.PlaceIndexEntry || !pl.WritableIndex() || layout.Classify(path.Dir(rel)).Kind == layout.PlaceArchived {
+		return pl, abi.Errorf(syscall.EPERM, "unlink", "entries of the ABI are not removed")
+	}
+	return pl, nil
 }
 
 // Rmdir: a non-empty directory is ENOTEMPTY, as anywhere; an empty ABI

@@ -34,6 +34,20 @@ func (t Tree) IndexList(ct layout.Container) ([]byte, error) {
 	return x.ListBytes(), nil
 }
 
+// CheckIndexValue judges a value written to index/current or an entry
+// before its close: a session name (EINVAL) of a session the container
+// holds (ENOENT).
+func (t Tree) CheckIndexValue(pl layout.Place, data []byte) error {
+	name, err := index.ParseValue(data)
+	if err != nil {
+		return err
+	}
+	if !layout.IsDir(t.root, layout.Ref{Container: pl.Container, Name: name}.Rel()) {
+		return abi.Errorf(syscall.ENOENT, "write", "no session %q", name)
+	}
+	return nil
+}
+
 // WriteIndex replaces index/current or an entry of by-hash/ or by-uuid/
 // with the session named by data (SPEC 9): EINVAL for a bad name, ENOENT
 // for a session that does not exist, EPERM for by-cwd.
