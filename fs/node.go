@@ -242,6 +242,7 @@ func setattrOf(in *fuse.SetAttrIn) session.SetAttr {
 			ts[1] = unix.NsecToTimespec(mt.UnixNano())
 		}
 		a.Times = &ts
+		a.Now = (!aok || in.Valid&fuse.FATTR_ATIME_NOW != 0) && (!mok || in.Valid&fuse.FATTR_MTIME_NOW != 0)
 	}
 	return a
 }

@@ -75,6 +75,17 @@ func (ms *Mounts) announced(rel string, how session.Change) {
 		return
 	}
 	parent, node, _ := ms.find(rel)
+	if how == session.Touched {
+		// Times set as given: shown as the store holds them (no stamp),
+		// the names around unchanged.
+		if node != nil {
+			if s, ok := node.Operations().(stamped); ok {
+				s.changeStamp().Store(0)
+			}
+		}
+		staleAttrs(node)
+		return
+	}
 	pl := layout.Classify(rel)
 	if pl.Kind == layout.PlaceLog {
 		stamp(node)

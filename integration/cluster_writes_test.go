@@ -12,6 +12,7 @@ import (
 	"github.com/ctxfs/ctxfs/cluster/ca"
 	"github.com/ctxfs/ctxfs/cluster/peer"
 	"github.com/ctxfs/ctxfs/internal/testkit"
+	"golang.org/x/sys/unix"
 )
 
 // TestClusterWritesOnFollower: a request written to a session's ctl file
@@ -95,8 +96,10 @@ func TestClusterWritesOnFollower(t *testing.T) {
 	if out, err := bashAs(t, uid1001, `printf 'relative\n' > `+fcwd); err == nil || !strings.Contains(out, "Invalid argument") {
 		t.Errorf("a bad cwd through the follower's mount: %v %q, want EINVAL", err, out)
 	}
-	if out, err := bashAs(t, uid1001, `touch `+fcwd); err == nil || !strings.Contains(out, "Read-only file system") {
-		t.Errorf("a touch of a value through the follower's mount: %v %q, want EROFS (not relayed)", err, out)
+	if out, err := bashAs(t, uid1001, `touch -d @1600000000 `+fcwd+` && stat -c %Y `+fcwd); err != nil || out != "1600000000\n" {
+		t.Errorf("a touch of a value through the follower's mount, then its mtime there: %v %q", err, out)
+	} else if st, err := os.Stat(w.srv.mnt(uid1001CoderAt + "k/cwd")); err != nil || st.ModTime().Unix() != 1600000000 {
+		t.Errorf("the writer's cwd after a touch through the follower: %v %v", st.ModTime(), err)
 	}
 
 	time.Sleep(1200 * time.Millisecond) // the writer's values written behind settle
@@ -181,14 +184,20 @@ func TestClusterFollowerIndexCurrent(t *testing.T) {
 }
 
 // TestClusterTreeChangesOnFollower: a session made by mkdir on a
-// follower's mount, and index values written and removed there, are
-// relayed to the writer and made there (SPEC 5, 9, 19), and read back at
-// once through the follower. A name the ABI does not allow is refused as
-// the writer refuses it (EPERM, EINVAL), not EROFS. The writer checks
-// each relayed change as its own kernel would (a host vouches only for
-// the uid): another uid's mkdir, index write and unlink in 1001's home
-// are EACCES, a by-cwd entry's removal EPERM, a mkdir of a file EPERM,
-// a write of no user-written index value EINVAL, each writing nothing.
+// follower's mount, index values written and removed there, a uid's home
+// on its first look, root's shared space (mkdir, chgrp, chmod) and a
+// session archived by renameat2 there are relayed to the writer and made
+// there (SPEC 2, 5, 9, 12, 19), and read back at once through the
+// follower. A name the ABI does not allow, a chmod of history, a rename
+// that is no archive are refused as the writer refuses them (EPERM,
+// EINVAL), not EROFS. The writer checks each relayed change as its own
+// kernel would (a host vouches only for the uid): another uid's mkdir,
+// index write, unlink, touch or archive in 1001's home are EACCES; a
+// chown, a chgrp to a group not the caller's, a chmod of history, a
+// by-cwd entry's removal, a mkdir of a file are EPERM; a write of no
+// user-written index value, a setattr with a field no mount sends, a
+// rename out of the tree and a change in a free tree are EINVAL; each
+// writes nothing.
 func TestClusterTreeChangesOnFollower(t *testing.T) {
 	c := newTestCluster(t, 2*time.Second, nil, "a", "b")
 	w := c.waitWriter("", 20*time.Second)
@@ -235,6 +244,31 @@ func TestClusterTreeChangesOnFollower(t *testing.T) {
 	if out, err := bashAs(t, uid1001, `rm `+at(f.srv, "made-on-f/state")); err == nil || !strings.Contains(out, "Operation not permitted") {
 		t.Errorf("rm of a session file on the follower: %v %q, want EPERM", err, out)
 	}
+	if out, err := bashAs(t, uid1001, `chmod 644 `+at(f.srv, "made-on-f/state")); err == nil || !strings.Contains(out, "Operation not permitted") {
+		t.Errorf("chmod of a session file on the follower: %v %q, want EPERM", err, out)
+	}
+	if out, err := bashAs(t, uid1001, `mv `+at(f.srv, "made-on-f")+` `+at(f.srv, "renamed")); err == nil || !strings.Contains(out, "Operation not permitted") {
+		t.Errorf("mv of a session on the follower: %v %q, want EPERM", err, out)
+	}
+
+	// Root makes a shared space on the follower as on the writer (SPEC
+	// 2: mkdir, then chgrp and chmod), and archives a session by renaming it.
+	space := f.srv.mnt("shared/team")
+	testkit.Must(t, os.Mkdir(space, 0o700))
+	testkit.Must(t, os.Chown(space, -1, 1234))
+	testkit.Must(t, os.Chmod(space, 0o770|os.ModeSetgid))
+	if st, err := os.Stat(w.srv.mnt("shared/team")); err != nil || st.Sys().(*syscall.Stat_t).Gid != 1234 || st.Mode()&(os.ModePerm|os.ModeSetgid) != 0o770|os.ModeSetgid {
+		t.Errorf("the writer's shared/team after root made it on the follower: %v %v", st.Mode(), err)
+	}
+	testkit.Must(t, os.Mkdir(at(f.srv, "old"), 0o700))
+	testkit.Must(t, os.MkdirAll(f.srv.mnt("home/1001/archived_sessions/coder"), 0o700))
+	testkit.Must(t, unix.Renameat2(unix.AT_FDCWD, at(f.srv, "old"), unix.AT_FDCWD, f.srv.mnt("home/1001/archived_sessions/coder/old"), unix.RENAME_NOREPLACE))
+	if got := fileBytes(t, w.srv.mnt("home/1001/archived_sessions/coder/old/state")); got != "idle\n" {
+		t.Errorf("the session archived on the follower, on the writer: %q", got)
+	}
+	if _, err := os.Stat(at(w.srv, "old")); !os.IsNotExist(err) {
+		t.Errorf("the session archived on the follower is still live on the writer: %v", err)
+	}
 
 	// A uid's own home appears on its first use on the follower too.
 	if _, err := os.Lstat(w.srv.mnt("home/1002")); err == nil {
@@ -272,6 +306,16 @@ func TestClusterTreeChangesOnFollower(t *testing.T) {
 	testkit.WantErrno(t, "a mkdir of a session's log, relayed", changeAt(1001, home+"k/messages.jsonl", peer.TreeMkdir, ""), syscall.EPERM)
 	testkit.WantErrno(t, "an append at a tree path, relayed", changeAt(1001, home+"k/messages.jsonl", peer.LogAppend, "{}\n"), syscall.EINVAL)
 	testkit.WantErrno(t, "uid 1002's mkdir of 1001's home, relayed", changeAt(1002, "home/1001", peer.TreeMkdir, ""), syscall.EACCES)
+	testkit.WantErrno(t, "uid 1002's touch of 1001's state, relayed", changeAt(1002, home+"k/state", peer.TreeSetattr, `{"times":[{"Sec":1,"Nsec":0},{"Sec":1,"Nsec":0}]}`), syscall.EACCES)
+	testkit.WantErrno(t, "1001's chown of its state to 1002, relayed", changeAt(1001, home+"k/state", peer.TreeSetattr, `{"uid":1002}`), syscall.EPERM)
+	testkit.WantErrno(t, "1001's chgrp of its state to a group not its own, relayed", changeAt(1001, home+"k/state", peer.TreeSetattr, `{"gid":0}`), syscall.EPERM)
+	testkit.WantErrno(t, "1001's chmod of its state, relayed", changeAt(1001, home+"k/state", peer.TreeSetattr, `{"mode":420}`), syscall.EPERM)
+	testkit.WantErrno(t, "1001's chgrp of root's space, relayed", changeAt(1001, "shared/team", peer.TreeSetattr, `{"gid":1001}`), syscall.EPERM)
+	testkit.WantErrno(t, "a setattr with a field no mount sends, relayed", changeAt(1001, home+"k/state", peer.TreeSetattr, `{"owner":"root"}`), syscall.EINVAL)
+	testkit.WantErrno(t, "uid 1002's archive of 1001's session, relayed", changeAt(1002, home+"k", peer.TreeRename, `{"to":"home/1001/archived_sessions/coder/k","flags":1}`), syscall.EACCES)
+	testkit.WantErrno(t, "a rename to no archive, relayed", changeAt(1001, home+"k", peer.TreeRename, `{"to":"home/1001/agent/coder/session/k2","flags":1}`), syscall.EPERM)
+	testkit.WantErrno(t, "a rename out of the tree, relayed", changeAt(1001, home+"k", peer.TreeRename, `{"to":"../../etc/k","flags":1}`), syscall.EINVAL)
+	testkit.WantErrno(t, "a change in a free tree, relayed", changeAt(1001, "home/1001/agent/coder/root/x", peer.TreeMkdir, ""), syscall.EINVAL)
 	testkit.WantErrno(t, "uid 1002's mkdir of a space, relayed", changeAt(1002, "shared/forged", peer.TreeMkdir, ""), syscall.EACCES)
 	if diffs, _ := hostDiffs(before, hostSnapshot(t, c.store)); len(diffs) > 0 {
 		t.Errorf("refused tree changes changed the store:\n%s", strings.Join(diffs, "\n"))

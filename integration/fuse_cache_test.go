@@ -553,3 +553,31 @@ func TestLessFollows(t *testing.T) {
 	testkit.Must(t, appendMnt(log, `{"role":"user","content":"appended by another writer"}`+"\n"))
 	out.shows(t, "less +F: a line appended through the mount", `"appended by another writer"`)
 }
+
+// TestTouchToAGivenTime: times set as given through the mount (touch -d,
+// cp -p) are the times shown, a time in the past included: a change
+// otherwise shows times moved up to its moment (fs's change stamp), which
+// must not hide them. A value just written and a log just appended to.
+func TestTouchToAGivenTime(t *testing.T) {
+	s := newFuseServer(t)
+	s.send("touched", "t0", "first")
+	for _, file := range []string{"cwd", "messages.jsonl"} {
+		p := s.mnt(sessRel("touched") + "/" + file)
+		if file == "cwd" {
+			testkit.Must(t, os.WriteFile(p, []byte("/srv\n"), 0))
+		} else {
+			testkit.Must(t, appendMnt(p, `{"role":"user","content":"then touched"}`+"\n"))
+		}
+		past := time.Unix(1600000000, 0)
+		testkit.Must(t, os.Chtimes(p, past, past))
+		st, err := os.Stat(p)
+		testkit.Must(t, err)
+		if !st.ModTime().Equal(past) {
+			t.Errorf("%s after a touch to %v: mtime %v", file, past, st.ModTime())
+		}
+		testkit.Must(t, os.Chtimes(p, time.Time{}, time.Time{})) // the present (UTIME_OMIT both: nothing)
+		if st, _ := os.Stat(p); !st.ModTime().Equal(past) {
+			t.Errorf("%s after a touch that sets nothing: mtime %v", file, st.ModTime())
+		}
+	}
+}

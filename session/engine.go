@@ -247,6 +247,11 @@ const (
 	// stale itself once the WRITE is answered (fuse_write_update_attr), so
 	// the mount need not tell it (notify.go).
 	Written
+	// Touched: times set to times given (a touch -d, a cp -p) through
+	// the mount: the store's times are the ones to show, where a change
+	// otherwise moves the shown times up to the change's moment (fs's
+	// stamp), which would hide a time set in the past.
+	Touched
 )
 
 // changed drops what the engine holds in memory of each rel and tells the

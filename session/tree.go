@@ -110,24 +110,44 @@ func (e *Engine) MkdirAt(c layout.Caller, rel string) error {
 const renameFlags = unix.RENAME_NOREPLACE | unix.RENAME_EXCHANGE | unix.RENAME_WHITEOUT
 
 // Rename renames oldRel to newRel through the mount: flags the kernel does
-// not define are EINVAL; entries of the ABI are never renamed (EPERM).
-// (Archiving a session, SPEC 12, is a later issue.)
+// not define are EINVAL; entries of the ABI are never renamed (EPERM)
+// but a session archived by its move to its archive's place (SPEC 12).
 func (e *Engine) Rename(c layout.Caller, oldRel, newRel string, flags uint32) error {
-	if flags&^renameFlags != 0 {
-		return abi.Errorf(syscall.EINVAL, "rename", "unknown flags %#x", flags)
-	}
-	old := layout.Classify(oldRel)
-	if old.Kind != layout.PlaceSession || old.Container.Kind != abi.KindAgent || newRel != archive.Target(old.Ref()) {
-		return abi.Errorf(syscall.EPERM, "rename", "entries of the ABI are not renamed")
-	}
-	if flags != unix.RENAME_NOREPLACE {
-		return abi.Errorf(syscall.EPERM, "rename", "a session is archived by renameat2 with RENAME_NOREPLACE only")
+	old, err := RenameRule(oldRel, newRel, flags)
+	if err != nil {
+		return err
 	}
 	own, err := e.homeOwner(c, old.Home)
 	if err != nil {
 		return err
 	}
 	return e.Archive(old.Ref(), own, false) // SPEC 12: the same archive as ctx's
+}
+
+// SetattrChange is how a change of attributes a is announced: Touched
+// when it sets times given, else Changed.
+func SetattrChange(a SetAttr) Change {
+	if a.Times != nil && !a.Now {
+		return Touched
+	}
+	return Changed
+}
+
+// RenameRule is what may be renamed through the mount, by the names
+// alone: a session to its archive's place (SPEC 12), with
+// RENAME_NOREPLACE (EPERM otherwise; EINVAL for flags the kernel does not
+// define). It returns the old name's place.
+func RenameRule(oldRel, newRel string, flags uint32) (layout.Place, error) {
+	old := layout.Classify(oldRel)
+	switch {
+	case flags&^renameFlags != 0:
+		return old, abi.Errorf(syscall.EINVAL, "rename", "unknown flags %#x", flags)
+	case old.Kind != layout.PlaceSession || old.Container.Kind != abi.KindAgent || newRel != archive.Target(old.Ref()):
+		return old, abi.Errorf(syscall.EPERM, "rename", "entries of the ABI are not renamed")
+	case flags != unix.RENAME_NOREPLACE:
+		return old, abi.Errorf(syscall.EPERM, "rename", "a session is archived by renameat2 with RENAME_NOREPLACE only")
+	}
+	return old, nil
 }
 
 // Setattr changes the attributes of rel through the mount (the kernel has
@@ -181,6 +201,6 @@ func (e *Engine) Setattr(c layout.Caller, rel string, a SetAttr) error {
 	}
 	e.derived.FlushRel(rel) // the change is to the value as it is now
 	err = a.Apply(e.root, rel)
-	e.changed(rel) // what Value remembers of its attributes, too
+	e.changedBy(SetattrChange(a), rel) // what Value remembers of its attributes, too
 	return err
 }

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"syscall"
@@ -56,6 +57,24 @@ func (rl relayer) WriteIndex(c layout.Caller, rel string, data []byte) error {
 
 func (rl relayer) Unlink(c layout.Caller, rel string) error {
 	return rl.changeAt(c, rel, peer.TreeUnlink, nil)
+}
+
+func (rl relayer) Setattr(c layout.Caller, rel string, a session.SetAttr) error {
+	return rl.changeJSON(c, rel, peer.TreeSetattr, a)
+}
+
+func (rl relayer) Rename(c layout.Caller, oldRel, newRel string, flags uint32) error {
+	return rl.changeJSON(c, oldRel, peer.TreeRename, peer.Rename{To: newRel, Flags: flags})
+}
+
+// changeJSON makes the change op at rel on the writer, carrying v as
+// JSON.
+func (rl relayer) changeJSON(c layout.Caller, rel, op string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return abi.Errorf(syscall.EINVAL, op, "%v", err)
+	}
+	return rl.changeAt(c, rel, op, data)
 }
 
 // change makes ch (with data) to ref's file on the writer.
@@ -165,7 +184,8 @@ func makeFileChange(e *session.Engine, c layout.Caller, ref layout.Ref, file str
 
 // makeTreeChange checks c may make ch at rel and makes it: a mkdir (of
 // whatever the writer's own mount lets c make), a write or an unlink of an
-// index value SPEC 9 lets users write.
+// index value SPEC 9 lets users write, a change of attributes, a rename;
+// the engine's rules after the kernel's.
 func makeTreeChange(e *session.Engine, c layout.Caller, rel string, ch peer.FileChange, data []byte) error {
 	switch ch.Op {
 	case peer.TreeMkdir:
@@ -181,6 +201,24 @@ func makeTreeChange(e *session.Engine, c layout.Caller, rel string, ch peer.File
 			return err
 		}
 		return e.Unlink(c, rel)
+	case peer.TreeSetattr:
+		a, err := peer.DecodeAttrs(data)
+		if err != nil {
+			return err
+		}
+		if err := e.MaySetattr(c, rel, a); err != nil {
+			return err
+		}
+		return e.Setattr(c, rel, a)
+	case peer.TreeRename:
+		r, err := peer.DecodeRename(data)
+		if err != nil {
+			return err
+		}
+		if err := e.MayRename(c, rel, r.To); err != nil {
+			return err
+		}
+		return e.Rename(c, rel, r.To, r.Flags)
 	case peer.ValueWrite:
 		pl := layout.Classify(rel)
 		if !pl.WritableIndex() {

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
@@ -115,5 +117,30 @@ func TestReadChange(t *testing.T) {
 	}
 	if _, _, err := read(`{"op":"append","size":6}` + "\n" + "{}\n"); err == nil {
 		t.Errorf("an append cut short was taken")
+	}
+}
+
+// TestDecodeTreeChanges: a setattr's and a rename's bytes are read
+// strictly (EINVAL for an unknown field, bytes after the value, a target
+// outside the tree or in a free tree), and a touch to the present is
+// made at the reader's present, whatever times it carried.
+func TestDecodeTreeChanges(t *testing.T) {
+	for _, bad := range []string{`{"mode":420,"owner":0}`, `{"mode":420} {}`, `[]`, `{"times":"now"}`} {
+		_, err := DecodeAttrs([]byte(bad))
+		testkit.WantErrno(t, bad, err, syscall.EINVAL)
+	}
+	a, err := DecodeAttrs([]byte(`{"times":[{"Sec":1,"Nsec":0},{"Sec":0,"Nsec":1073741822}],"now":true}`))
+	testkit.Must(t, err)
+	if a.Times[0].Nsec != unix.UTIME_NOW || a.Times[1].Nsec != unix.UTIME_OMIT {
+		t.Errorf("a touch to the present decoded as %+v", a.Times)
+	}
+	for _, bad := range []string{`{"to":"../etc","flags":1}`, `{"to":"/etc/passwd","flags":1}`, `{"to":"home/1001/agent/coder/root/x","flags":1}`, `{"to":"home/1001/x","flags":1}`, `{"to":"home/1001/archived_sessions/coder/k","flags":1,"x":1}`} {
+		_, err := DecodeRename([]byte(bad))
+		testkit.WantErrno(t, bad, err, syscall.EINVAL)
+	}
+	r, err := DecodeRename([]byte(`{"to":"home/1001/archived_sessions/coder/k","flags":1}`))
+	testkit.Must(t, err)
+	if r.To != "home/1001/archived_sessions/coder/k" || r.Flags != 1 {
+		t.Errorf("a rename decoded as %+v", r)
 	}
 }

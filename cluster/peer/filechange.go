@@ -10,7 +10,10 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/session"
 )
 
 // A change made through a follower's mount travels as one FileChange
@@ -27,7 +30,9 @@ type FileChange struct {
 	// Why); for a value, "write" (its new content, Size bytes, replaces it
 	// whole). For another place of the tree: "mkdir" (a directory made
 	// there), "write" (an index value, Size bytes), "unlink" (an index
-	// value removed).
+	// value removed), "setattr" (its attributes changed: a
+	// session.SetAttr, Size bytes of JSON), "rename" (moved: a Rename,
+	// Size bytes of JSON).
 	Op    string `json:"op"`
 	Size  int    `json:"size"`
 	Errno string `json:"errno,omitempty"`
@@ -36,12 +41,63 @@ type FileChange struct {
 
 // File change ops.
 const (
-	LogAppend  = "append"
-	LogLoss    = "loss"
-	ValueWrite = "write"
-	TreeMkdir  = "mkdir"
-	TreeUnlink = "unlink"
+	LogAppend   = "append"
+	LogLoss     = "loss"
+	ValueWrite  = "write"
+	TreeMkdir   = "mkdir"
+	TreeUnlink  = "unlink"
+	TreeSetattr = "setattr"
+	TreeRename  = "rename"
 )
+
+// Rename is a rename's target and flags (renameat2's).
+type Rename struct {
+	To    string `json:"to"`
+	Flags uint32 `json:"flags"`
+}
+
+// DecodeAttrs and DecodeRename read a setattr's and a rename's bytes
+// strictly (EINVAL): what no mount could have sent is refused. A touch to
+// the present is made at the reader's present (UTIME_NOW), whatever times
+// came with it.
+func DecodeAttrs(data []byte) (session.SetAttr, error) {
+	var a session.SetAttr
+	if err := decodeStrict(data, &a); err != nil {
+		return a, err
+	}
+	if a.Now && a.Times != nil {
+		for i := range a.Times {
+			if a.Times[i].Nsec != unix.UTIME_OMIT {
+				a.Times[i] = unix.Timespec{Nsec: unix.UTIME_NOW}
+			}
+		}
+	}
+	return a, nil
+}
+
+func DecodeRename(data []byte) (r Rename, err error) {
+	if err := decodeStrict(data, &r); err != nil {
+		return r, err
+	}
+	if !CleanRel(r.To) || !relayedPlace(r.To) {
+		return r, abi.Errorf(syscall.EINVAL, "rename", "%q is no path of the tree", r.To)
+	}
+	return r, nil
+}
+
+// decodeStrict decodes one JSON value of data into v, unknown fields and
+// trailing bytes refused (EINVAL).
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return abi.Errorf(syscall.EINVAL, "change", "%v", err)
+	}
+	if dec.More() {
+		return abi.Errorf(syscall.EINVAL, "change", "bytes after the change's value")
+	}
+	return nil
+}
 
 // IsLog says whether file is a session log, whose changes are appends
 // and losses.
@@ -67,12 +123,17 @@ const (
 	ChangeDeadline = 30 * time.Second
 )
 
+// carries says whether a change of op carries bytes of its own.
+func carries(op string) bool {
+	return op == LogAppend || op == ValueWrite || op == TreeSetattr || op == TreeRename
+}
+
 // check refuses a change no mount could have made (EINVAL, EMSGSIZE).
 func (ch FileChange) check() error {
 	switch {
-	case (ch.Op == LogAppend || ch.Op == ValueWrite) && (ch.Size <= 0 || ch.Size > MaxChangeBytes):
+	case carries(ch.Op) && (ch.Size <= 0 || ch.Size > MaxChangeBytes):
 		return abi.Errorf(syscall.EMSGSIZE, "change", "a change of %d bytes (1 to %d)", ch.Size, MaxChangeBytes)
-	case ch.Op == LogAppend || ch.Op == ValueWrite:
+	case carries(ch.Op):
 		return nil
 	case ch.Op == TreeMkdir || ch.Op == TreeUnlink:
 		if ch.Size != 0 || ch.Errno != "" || ch.Why != "" {

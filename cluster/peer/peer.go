@@ -123,10 +123,17 @@ func (h Hello) checkPath() error {
 	switch {
 	case h.Kind != "" || h.Owner != "" || h.Session != "" || h.File != "":
 		return abi.Errorf(syscall.EINVAL, "hello", "a tree change names its path alone")
-	case !CleanRel(h.Path) || !layout.Classify(h.Path).Exists():
+	case !CleanRel(h.Path) || !relayedPlace(h.Path):
 		return abi.Errorf(syscall.EINVAL, "hello", "%q is no path of the tree", h.Path)
 	}
 	return nil
+}
+
+// relayedPlace says whether rel is a place whose changes a follower
+// relays: a name the ABI allows, outside the free trees (whose changes
+// are not relayed).
+func relayedPlace(rel string) bool {
+	return layout.Classify(rel).Exists() && !layout.FreeTree(rel)
 }
 
 // CleanRel says whether rel is a path in the store's form: relative,

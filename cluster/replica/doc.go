@@ -15,11 +15,12 @@
 // (verify.go), and what a process holds open is watched for changes made
 // by the writer (watch.go), which OnChange hands to the projection.
 //
-// A request written to a ctl file, lines appended to a session log, a
-// value written, a directory made and an index value written or removed
-// are the changes it passes on: to the writer host, through the relay its
-// host sets (SetRelay, relay.go), which makes them there; without one
-// they are EROFS like every other change.
+// Every change outside the free trees (a request written to a ctl file,
+// lines appended to a session log, a value written, a directory made, an
+// index value written or removed, attributes changed, a rename) it
+// passes on: to the writer host, through the relay its host sets
+// (SetRelay, relay.go), which checks and makes it there; without one
+// every change is EROFS. A change in a free tree is EROFS always.
 //
 // What it must never do: write to the store, in any way. Its storefs.Root
 // is read-only (storefs.ReadOnly: every change is EROFS before any system

@@ -39,14 +39,17 @@ type Relay interface {
 	// removes one, as the writer's mount does.
 	WriteIndex(c layout.Caller, rel string, data []byte) error
 	Unlink(c layout.Caller, rel string) error
+	// Setattr changes rel's attributes and Rename moves oldRel to newRel,
+	// as the writer's mount does.
+	Setattr(c layout.Caller, rel string, a session.SetAttr) error
+	Rename(c layout.Caller, oldRel, newRel string, flags uint32) error
 }
 
 // SetRelay passes the changes a relay can make on to the writer host from
 // now on: requests written to ctl files, appends to session logs (and a
 // writer's lost unfinished line), writes of single values, directories
-// made, index values written and removed; nil refuses them with EROFS
-// again. Every other change (a touch, a rename, the free trees) stays
-// EROFS.
+// made, index values written and removed, attributes changed, renames;
+// nil refuses them with EROFS again. The free trees' changes stay EROFS.
 func (r *Replica) SetRelay(rl Relay) {
 	if rl == nil {
 		r.relay.Store(nil)
@@ -153,23 +156,6 @@ func (r *Replica) WriteFile(c layout.Caller, ref layout.Ref, file string, data [
 		return err
 	}
 	r.announce(ref.Rel() + "/" + file)
-	return nil
-}
-
-// setattrValue is a value's setattr while values are relayed: a
-// truncation to zero (the open of `echo … > state`) is the writer's
-// no-op, whatever times come with it (the write at close moves them);
-// times alone (a touch) are not relayed (EROFS); anything else is EPERM,
-// as the writer answers.
-func setattrValue(a session.SetAttr) error {
-	switch {
-	case !a.OnlyTimes():
-		return abi.Errorf(syscall.EPERM, "setattr", "the engine owns the owners and modes of history")
-	case a.Size != nil && *a.Size != 0:
-		return abi.Errorf(syscall.EPERM, "truncate", "only single values are replaced, and whole")
-	case a.Size == nil:
-		return readOnly("setattr")
-	}
 	return nil
 }
 

@@ -247,15 +247,32 @@ func (r *Replica) Rmdir(c layout.Caller, rel string) error {
 	return r.Tree.Rmdir(c, rel)
 }
 func (r *Replica) Setattr(c layout.Caller, rel string, a session.SetAttr) error {
+	rl := r.relayed()
 	switch pl := layout.Classify(rel); {
-	case !r.relays(pl):
-	case pl.Kind == layout.PlaceValue:
-		return setattrValue(a)
-	case pl.Kind != layout.PlaceLog:
+	case rl == nil:
+		return readOnly("setattr")
+	case pl.Kind == layout.PlaceCtl, pl.Kind == layout.PlaceIndexList, pl.Kind == layout.PlaceIndexCurrent, pl.Kind == layout.PlaceIndexEntry:
 		return tree.VirtualSetattr(pl, a) // the writer's answer: nothing to change
+	case pl.Kind == layout.PlaceValue && a.OnlyTimes() && a.Size != nil && *a.Size == 0:
+		return nil // `>`'s truncation of a value, the writer's no-op (the write at close moves its times)
 	}
-	return readOnly("setattr")
+	if err := rl.Setattr(c, rel, a); err != nil {
+		return err
+	}
+	r.announceAs(rel, session.SetattrChange(a))
+	return nil
 }
 func (r *Replica) Rename(c layout.Caller, oldRel, newRel string, flags uint32) error {
-	return readOnly("rename")
+	rl := r.relayed()
+	if rl == nil {
+		return readOnly("rename")
+	}
+	if _, err := session.RenameRule(oldRel, newRel, flags); err != nil {
+		return err // the writer's answer, by the names alone
+	}
+	if err := rl.Rename(c, oldRel, newRel, flags); err != nil {
+		return err
+	}
+	r.announce(oldRel)
+	return nil
 }

@@ -78,6 +78,57 @@ func (t Tree) MayRemove(c layout.Caller, rel string) error {
 	return nil
 }
 
+// MayRename is the kernel's check of caller c moving oldRel to newRel:
+// oldRel removable from its directory, newRel creatable in its own, and a
+// directory moved to another directory writable itself (its ".." changes).
+func (t Tree) MayRename(c layout.Caller, oldRel, newRel string) error {
+	if err := t.MayRemove(c, oldRel); err != nil {
+		return err
+	}
+	if err := t.MayCreate(c, newRel); err != nil {
+		return err
+	}
+	if path.Dir(oldRel) == path.Dir(newRel) {
+		return nil
+	}
+	if n, err := t.Lookup(c.Uid, oldRel); err == nil && n.Dir && !c.Permits(n.Stat.Uid, n.Stat.Gid, os.FileMode(n.Stat.Mode), 2) {
+		return abi.Errorf(syscall.EACCES, "rename", "%s is not writable by uid %d", oldRel, c.Uid)
+	}
+	return nil
+}
+
+// MaySetattr is the kernel's check of caller c changing rel's attributes
+// (chmod, chown, truncate, touch): a mode is its owner's to change, an
+// owner root's, a group its owner's to one of the owner's groups, a size
+// needs the file writable, times given their owner's and the present any
+// writer's (EPERM, EACCES; root passes).
+func (t Tree) MaySetattr(c layout.Caller, rel string, a SetAttr) error {
+	if _, err := t.searchable(c, rel); err != nil {
+		return err
+	}
+	n, err := t.Lookup(c.Uid, rel)
+	if err != nil {
+		return err
+	}
+	owner := c.Uid == 0 || c.Uid == n.Stat.Uid
+	mode := os.FileMode(n.Stat.Mode)
+	if n.Virtual {
+		mode &= layout.VirtualPerm(n.Place)
+	}
+	writer := c.Permits(n.Stat.Uid, n.Stat.Gid, mode, 2)
+	switch {
+	case a.Mode != nil && !owner,
+		a.Uid != nil && *a.Uid != n.Stat.Uid && c.Uid != 0,
+		a.Gid != nil && *a.Gid != n.Stat.Gid && !(c.Uid == 0 || owner && c.InGroup(*a.Gid)),
+		a.Times != nil && !a.Now && !owner:
+		return abi.Errorf(syscall.EPERM, "setattr", "uid %d may not change these attributes of %s", c.Uid, rel)
+	case a.Times != nil && a.Now && !owner && !writer,
+		a.Size != nil && !writer:
+		return abi.Errorf(syscall.EACCES, "setattr", "%s is not writable by uid %d", rel, c.Uid)
+	}
+	return nil
+}
+
 // searchable checks every directory on the way to rel searchable by c,
 // and returns the last (rel's own directory).
 func (t Tree) searchable(c layout.Caller, rel string) (Node, error) {

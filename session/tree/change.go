@@ -111,11 +111,17 @@ func (t Tree) Rmdir(c layout.Caller, rel string) error {
 }
 
 // SetAttr is a change of attributes through the mount; nil fields stay.
+// It travels between hosts as JSON (cluster/peer).
 type SetAttr struct {
-	Size     *uint64
-	Mode     *uint32
-	Uid, Gid *uint32
-	Times    *[2]unix.Timespec // atime, mtime; unix.UTIME_OMIT keeps one
+	Size  *uint64           `json:"size,omitempty"`
+	Mode  *uint32           `json:"mode,omitempty"`
+	Uid   *uint32           `json:"uid,omitempty"`
+	Gid   *uint32           `json:"gid,omitempty"`
+	Times *[2]unix.Timespec `json:"times,omitempty"` // atime, mtime; unix.UTIME_OMIT keeps one
+	// Now says the times given are the present, asked without a time
+	// (touch): the kernel lets any writer of the file set them, where a
+	// time given is its owner's to set.
+	Now bool `json:"now,omitempty"`
 }
 
 // OnlyTimes reports whether a change touches nothing but times (and a
