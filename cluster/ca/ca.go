@@ -59,7 +59,14 @@ type Identity struct {
 	Host string          // this host's name, as its certificate says
 	cert tls.Certificate // with its key
 	pool *x509.CertPool  // the cluster CA alone
+	// sessions keeps the TLS 1.3 tickets peers gave this host, so that
+	// its next connection to a peer resumes (docs/benchmarks.md, "A
+	// relayed change's connection").
+	sessions tls.ClientSessionCache
 }
+
+// resumable is how many peers' tickets an identity keeps.
+const resumable = 64
 
 // Init makes a cluster CA in dir (created 0700 when missing) and this
 // host's certificate signed by it. It refuses a dir that already holds
@@ -139,11 +146,15 @@ func Load(dir string) (*Identity, error) {
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}); err != nil {
 		return nil, fmt.Errorf("%s: the host certificate is not the cluster CA's: %w", dir, err)
 	}
-	return &Identity{Host: cert.Leaf.Subject.CommonName, cert: cert, pool: pool}, nil
+	return &Identity{Host: cert.Leaf.Subject.CommonName, cert: cert, pool: pool, sessions: tls.NewLRUClientSessionCache(resumable)}, nil
 }
 
 // ServerTLS is the configuration a host listens for its peers with: TLS
 // 1.3, and a client certificate that chains to the cluster CA required.
+// A listener keeps one for all its connections: its session ticket keys
+// are the configuration's, so a peer resumes only with the one that gave
+// it its ticket (a resumed session carries the client's verified chain,
+// checked again for expiry).
 func (id *Identity) ServerTLS() *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
@@ -163,6 +174,8 @@ func (id *Identity) ClientTLS(serverName string) *tls.Config {
 		Certificates: []tls.Certificate{id.cert},
 		RootCAs:      id.pool,
 		ServerName:   serverName,
+
+		ClientSessionCache: id.sessions,
 	}
 }
 

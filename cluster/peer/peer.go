@@ -305,6 +305,7 @@ func hello(ctx context.Context, conn *tls.Conn, line []byte) error {
 type Listener struct {
 	l     net.Listener
 	id    *ca.Identity
+	tls   *tls.Config // one for every connection: its ticket keys resume peers
 	serve func(conn net.Conn, h Hello)
 
 	handshakes chan struct{} // one per connection not yet past its hello
@@ -327,7 +328,7 @@ func Listen(addr string, id *ca.Identity, serve func(conn net.Conn, h Hello)) (*
 	if err != nil {
 		return nil, err
 	}
-	pl := &Listener{l: l, id: id, serve: serve, handshakes: make(chan struct{}, maxHandshakes),
+	pl := &Listener{l: l, id: id, tls: id.ServerTLS(), serve: serve, handshakes: make(chan struct{}, maxHandshakes),
 		perHost: map[string]int{}, maxConns: DefaultMaxConnsPerHost, open: map[net.Conn]struct{}{}}
 	pl.wg.Add(1)
 	go pl.accept()
@@ -410,7 +411,7 @@ func (l *Listener) untrack(conn net.Conn) {
 func (l *Listener) handle(raw net.Conn) {
 	defer l.wg.Done()
 	defer l.untrack(raw)
-	conn := tls.Server(raw, l.id.ServerTLS())
+	conn := tls.Server(raw, l.tls)
 	h, err := l.greet(conn)
 	<-l.handshakes
 	if err != nil {

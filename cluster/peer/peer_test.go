@@ -24,7 +24,7 @@ import (
 // beta, each at 127.0.0.1.
 type cluster struct{ alpha, beta *ca.Identity }
 
-func newCluster(t *testing.T) cluster {
+func newCluster(t testing.TB) cluster {
 	t.Helper()
 	base := t.TempDir()
 	caDir := filepath.Join(base, "alpha")
@@ -61,7 +61,7 @@ func (s *served) wantNone(t *testing.T) {
 
 // echoListener listens as id; serve admits each hello, records it, and
 // echoes one line back.
-func echoListener(t *testing.T, id *ca.Identity) (*Listener, *served) {
+func echoListener(t testing.TB, id *ca.Identity) (*Listener, *served) {
 	t.Helper()
 	rec := &served{}
 	l, err := Listen("127.0.0.1:0", id, func(conn net.Conn, h Hello) {
@@ -318,4 +318,51 @@ func TestRefusalCarriesItsErrno(t *testing.T) {
 	defer l.Close()
 	_, err = Dial(context.Background(), l.Addr().String(), c.beta, testHello())
 	testkit.WantErrno(t, "dial a host that is not the writer", err, syscall.EAGAIN, "not the writer now")
+}
+
+// BenchmarkDialExchange: one relayed request's connection, as a follower
+// makes one for each change and each local connection it passes on: the
+// TLS handshake (both certificates), the hello and its answer, one line
+// each way, the close.
+func BenchmarkDialExchange(b *testing.B) {
+	c := newCluster(b)
+	l, _ := echoListener(b, c.alpha)
+	b.ResetTimer()
+	for range b.N {
+		conn, err := Dial(context.Background(), l.Addr().String(), c.beta, testHello())
+		if err != nil {
+			b.Fatal(err)
+		}
+		conn.Write([]byte("{}\n"))
+		if _, err := io.ReadAll(conn); err != nil {
+			b.Fatal(err)
+		}
+		conn.Close()
+	}
+}
+
+// TestDialResumes: a host's second connection to a peer resumes the
+// first's TLS session (no certificates sent again), and the peer still
+// knows who dialed: the resumed session carries the verified chain.
+func TestDialResumes(t *testing.T) {
+	c := newCluster(t)
+	l, rec := echoListener(t, c.alpha)
+	for i := range 2 {
+		conn, err := Dial(context.Background(), l.Addr().String(), c.beta, testHello())
+		testkit.Must(t, err)
+		conn.Write([]byte("{}\n"))
+		io.ReadAll(conn)
+		if resumed := conn.(*tls.Conn).ConnectionState().DidResume; resumed != (i == 1) {
+			t.Errorf("connection %d resumed: %v", i, resumed)
+		}
+		conn.Close()
+	}
+	if len(rec.hellos) != 2 || rec.hellos[1].Host != "beta" {
+		t.Fatalf("hellos %+v", rec.hellos)
+	}
+	// A stranger's identity (another CA) holds no ticket of this cluster's.
+	stranger := newCluster(t)
+	if _, err := Dial(context.Background(), l.Addr().String(), stranger.beta, testHello()); err == nil {
+		t.Fatal("a host of another CA was admitted")
+	}
 }

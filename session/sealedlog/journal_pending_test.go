@@ -1,6 +1,8 @@
 package sealedlog
 
 import (
+	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/ctxfs/ctxfs/internal/storefs"
@@ -29,4 +31,31 @@ func TestPendingValues(t *testing.T) {
 		t.Errorf("pending values: %+v", got)
 	}
 	testkit.Same(t, "reading the pending values", before, testkit.Snapshot(t, js.dir, nil))
+}
+
+// BenchmarkPendingValues: what a follower host pays for each read of a
+// container's index (once a second while asked): the journal's value
+// records read beside a writer whose journal holds 16 MiB of appends
+// (a quarter of a generation) and a few hundred value changes.
+func BenchmarkPendingValues(b *testing.B) {
+	js := newJStore(b, 16, JournalConfig{CheckpointEvery: -1})
+	own := storefs.Owner{Uid: -1, Gid: -1, DirMode: 0o700, FileMode: 0o640}
+	big := bytes.Repeat([]byte("x"), 4000)
+	for i := 0; i < 4096; i++ {
+		l := append([]byte(`{"role":"user","content":"`), big...)
+		if _, err := js.logs[i%16].Append(append(l, "\"}\n"...)); err != nil {
+			b.Fatal(err)
+		}
+		if i%16 == 0 {
+			testkit.Must(b, js.j.PutValue(fmt.Sprintf("s0/v%d", (i/16)%64), []byte("a\n"), own))
+		}
+	}
+	js.appendDurable(0, 1)
+	b.ResetTimer()
+	for range b.N {
+		got, err := PendingValues(js.root, jdir, "s0/")
+		if err != nil || len(got) != 64 {
+			b.Fatalf("%d values, %v", len(got), err)
+		}
+	}
 }

@@ -18,7 +18,7 @@ import (
 // jstore is a store with a journal and logs at s<i>/log, each with its
 // own binding, as the engine lays them out.
 type jstore struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	root *storefs.Root
 	j    *Journal
@@ -28,7 +28,7 @@ type jstore struct {
 
 const jdir = "j"
 
-func newJStore(t *testing.T, n int, cfg JournalConfig) *jstore {
+func newJStore(t testing.TB, n int, cfg JournalConfig) *jstore {
 	t.Helper()
 	js := newJStoreAt(t, t.TempDir())
 	if err := js.root.Mkdir(jdir, 0o700); err != nil {
@@ -54,7 +54,7 @@ func newJStore(t *testing.T, n int, cfg JournalConfig) *jstore {
 
 // newJStoreAt is a jstore over the store at dir, with no journal started
 // and no log open.
-func newJStoreAt(t *testing.T, dir string) *jstore {
+func newJStoreAt(t testing.TB, dir string) *jstore {
 	t.Helper()
 	r, err := storefs.Open(dir)
 	if err != nil {
