@@ -76,13 +76,7 @@ func (ms *Mounts) announced(rel string, how session.Change) {
 	}
 	parent, node, _ := ms.find(rel)
 	if how == session.Touched {
-		// Times set as given: shown as the store holds them (no stamp),
-		// the names around unchanged.
-		if node != nil {
-			if s, ok := node.Operations().(stamped); ok {
-				s.changeStamp().Store(0)
-			}
-		}
+		unstamp(node) // times set as given: shown as the store holds them
 		staleAttrs(node)
 		return
 	}
@@ -143,6 +137,17 @@ func stamp(n *fs.Inode) {
 	}
 	if s, ok := n.Operations().(stamped); ok {
 		s.changeStamp().Store(nextStamp())
+	}
+}
+
+// unstamp drops n's change stamp: its times are shown as the store holds
+// them (session.Touched).
+func unstamp(n *fs.Inode) {
+	if n == nil {
+		return
+	}
+	if s, ok := n.Operations().(stamped); ok {
+		s.changeStamp().Store(0)
 	}
 }
 
