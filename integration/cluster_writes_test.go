@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -320,4 +321,46 @@ func TestClusterTreeChangesOnFollower(t *testing.T) {
 	if diffs, _ := hostDiffs(before, hostSnapshot(t, c.store)); len(diffs) > 0 {
 		t.Errorf("refused tree changes changed the store:\n%s", strings.Join(diffs, "\n"))
 	}
+}
+
+// TestClusterFormerWriterSeesNewWrites: a host that wrote the store and
+// follows again after a partition serves what the new writer writes,
+// through the same mount: a log its users read while it wrote (whose
+// size the kernel kept) grows there, and a session made since is listed
+// in a listing its users read then, each within a second or two (SPEC 5:
+// stat sizes are exact; readers see appended data at once).
+func TestClusterFormerWriterSeesNewWrites(t *testing.T) {
+	ttl := 2 * time.Second
+	c := newTestCluster(t, ttl, nil, "a", "b")
+	w := c.waitWriter("", 20*time.Second)
+	w.srv.mustRequest("coder", `{"op":"send","session":"seen","id":"s1","input":"before the cut"}`)
+	log := w.srv.mnt("home/0/agent/coder/session/seen/messages.jsonl")
+	dir := w.srv.mnt("home/0/agent/coder/session")
+	before := fileBytes(t, log)
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) == 0 {
+		t.Fatalf("listing %s on the writer: %v", dir, err)
+	}
+	w.net.partition()
+	next := c.waitWriter(w.name, 15*time.Second)
+	w.net.heal()
+	next.srv.mustRequest("coder", `{"op":"send","session":"seen","id":"s2","input":"after the cut"}`)
+	next.srv.mustRequest("coder", `{"op":"send","session":"made-since","id":"s3","input":"new"}`)
+	want := fileBytes(t, next.srv.mnt("home/0/agent/coder/session/seen/messages.jsonl"))
+	if len(want) <= len(before) {
+		t.Fatalf("the new writer's log did not grow: %d then %d bytes", len(before), len(want))
+	}
+	eventually(t, 10*time.Second, "the former writer's mount reading the new writer's line, at its exact size", func() bool {
+		st, err := os.Stat(log)
+		return err == nil && st.Size() == int64(len(want)) && fileBytes(t, log) == want
+	})
+	eventually(t, 10*time.Second, "the former writer's mount listing the session made since", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "made-since"))
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if e.Name() == "made-since" {
+				return err == nil
+			}
+		}
+		return false
+	})
 }
