@@ -101,6 +101,8 @@ func TestReadChange(t *testing.T) {
 		{`{"op":"append","size":1,"path":"/etc/passwd"}` + "\n", syscall.EINVAL},
 		{`not json` + "\n", syscall.EINVAL},
 		{`{"op":"mkdir","size":3}` + "\n", syscall.EINVAL},
+		{`{"op":"setattr","size":5000}` + "\n", syscall.EMSGSIZE},
+		{`{"op":"rename","size":0}` + "\n", syscall.EMSGSIZE},
 		{`{"op":"unlink","size":0,"errno":"EIO"}` + "\n", syscall.EINVAL},
 		{strings.Repeat(" ", maxChangeLine+1) + "\n", syscall.EMSGSIZE},
 	} {

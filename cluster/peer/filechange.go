@@ -115,6 +115,9 @@ const (
 	// beyond): a mount write (1 MiB) after the rest of a line it finishes
 	// (at most a log line); a value is far smaller.
 	MaxChangeBytes = 2*abi.MaxLineBytes + 64<<10
+	// maxAttrBytes bounds a setattr's and a rename's JSON: a few numbers,
+	// a path of the tree.
+	maxAttrBytes = 4 << 10
 	// maxChangeLine bounds the FileChange line.
 	maxChangeLine = 4 << 10
 	// maxWhy bounds a loss's reason.
@@ -133,6 +136,8 @@ func (ch FileChange) check() error {
 	switch {
 	case carries(ch.Op) && (ch.Size <= 0 || ch.Size > MaxChangeBytes):
 		return abi.Errorf(syscall.EMSGSIZE, "change", "a change of %d bytes (1 to %d)", ch.Size, MaxChangeBytes)
+	case (ch.Op == TreeSetattr || ch.Op == TreeRename) && ch.Size > maxAttrBytes:
+		return abi.Errorf(syscall.EMSGSIZE, "change", "a %s of %d bytes (at most %d)", ch.Op, ch.Size, maxAttrBytes)
 	case carries(ch.Op):
 		return nil
 	case ch.Op == TreeMkdir || ch.Op == TreeUnlink:
