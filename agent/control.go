@@ -79,7 +79,7 @@ var controlOps = map[string]func(c *control, ctx context.Context, req []byte) *p
 // the socket by its path; 0700 for a jailed one, which sees it bound into
 // its jail), and starts serving it; requests are refused until started.
 func openControl(ctx context.Context, s Spec) (*control, error) {
-	dir, err := os.MkdirTemp("", "ctxfs-control-")
+	dir, err := os.MkdirTemp("", controlPattern())
 	if err != nil {
 		return nil, hostErr("control", err)
 	}

@@ -313,6 +313,9 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 		defer lock.Close()
 	}
 	log.Info("starting", "version", version(), "root", root, "store", store, "pid", os.Getpid(), "uid", os.Geteuid(), "follow", c.follow, "cluster", c.cluster.endpoints)
+	if n := agent.SweepControls(""); n > 0 {
+		log.Info("removed the control sockets of runs of servers gone", "count", n)
+	}
 	// From here on a SIGTERM (a `ctxfs umount` while we start) stops the
 	// server once it serves, instead of killing it half mounted.
 	sig := make(chan os.Signal, 1)
