@@ -23,21 +23,13 @@ import (
 // group with the bits the mount shows it with (layout.VirtualPerm of the
 // directory's mode), any other file by its own.
 func (t Tree) MayWrite(c layout.Caller, rel string) error {
-	if _, err := t.searchable(c, rel); err != nil {
-		return err
-	}
-	n, err := t.Lookup(c.Uid, rel)
-	if err != nil {
-		return err
-	}
-	shown := os.FileMode(0o777)
+	_, n, err := t.reach(c, rel)
 	switch {
+	case err != nil:
+		return err
 	case n.Dir:
 		return abi.Errorf(syscall.EISDIR, "open", "%s is a directory", rel)
-	case n.Virtual:
-		shown = layout.VirtualPerm(n.Place)
-	}
-	if !c.Permits(n.Stat.Uid, n.Stat.Gid, os.FileMode(n.Stat.Mode)&shown, 2) {
+	case !c.Permits(n.Stat.Uid, n.Stat.Gid, shownMode(n), 2):
 		return abi.Errorf(syscall.EACCES, "open", "%s is not writable by uid %d", rel, c.Uid)
 	}
 	return nil
@@ -51,47 +43,29 @@ func (t Tree) MayCreate(c layout.Caller, rel string) error {
 	if err != nil {
 		return err
 	}
-	if !c.Permits(dir.Stat.Uid, dir.Stat.Gid, os.FileMode(dir.Stat.Mode), 3) {
-		return abi.Errorf(syscall.EACCES, "create", "%s is not writable by uid %d", path.Dir(rel), c.Uid)
-	}
-	return nil
+	return mayChange(c, dir, rel)
 }
 
 // MayRemove is the kernel's check of caller c removing the name rel
 // (unlink): MayCreate's, and in a sticky directory c must own the name or
 // the directory (root passes).
 func (t Tree) MayRemove(c layout.Caller, rel string) error {
-	if err := t.MayCreate(c, rel); err != nil {
-		return err
-	}
-	dir, err := t.Lookup(c.Uid, path.Dir(rel))
-	if err != nil {
-		return err
-	}
-	n, err := t.Lookup(c.Uid, rel)
-	if err != nil {
-		return err
-	}
-	if dir.Stat.Mode&syscall.S_ISVTX != 0 && c.Uid != 0 && c.Uid != dir.Stat.Uid && c.Uid != n.Stat.Uid {
-		return abi.Errorf(syscall.EPERM, "unlink", "%s is in a sticky directory and not uid %d's", rel, c.Uid)
-	}
-	return nil
+	_, err := t.mayRemove(c, rel)
+	return err
 }
 
 // MayRename is the kernel's check of caller c moving oldRel to newRel:
 // oldRel removable from its directory, newRel creatable in its own, and a
 // directory moved to another directory writable itself (its ".." changes).
 func (t Tree) MayRename(c layout.Caller, oldRel, newRel string) error {
-	if err := t.MayRemove(c, oldRel); err != nil {
+	n, err := t.mayRemove(c, oldRel)
+	if err != nil {
 		return err
 	}
 	if err := t.MayCreate(c, newRel); err != nil {
 		return err
 	}
-	if path.Dir(oldRel) == path.Dir(newRel) {
-		return nil
-	}
-	if n, err := t.Lookup(c.Uid, oldRel); err == nil && n.Dir && !c.Permits(n.Stat.Uid, n.Stat.Gid, os.FileMode(n.Stat.Mode), 2) {
+	if n.Dir && path.Dir(oldRel) != path.Dir(newRel) && !c.Permits(n.Stat.Uid, n.Stat.Gid, os.FileMode(n.Stat.Mode), 2) {
 		return abi.Errorf(syscall.EACCES, "rename", "%s is not writable by uid %d", oldRel, c.Uid)
 	}
 	return nil
@@ -103,19 +77,12 @@ func (t Tree) MayRename(c layout.Caller, oldRel, newRel string) error {
 // needs the file writable, times given their owner's and the present any
 // writer's (EPERM, EACCES; root passes).
 func (t Tree) MaySetattr(c layout.Caller, rel string, a SetAttr) error {
-	if _, err := t.searchable(c, rel); err != nil {
-		return err
-	}
-	n, err := t.Lookup(c.Uid, rel)
+	_, n, err := t.reach(c, rel)
 	if err != nil {
 		return err
 	}
 	owner := c.Uid == 0 || c.Uid == n.Stat.Uid
-	mode := os.FileMode(n.Stat.Mode)
-	if n.Virtual {
-		mode &= layout.VirtualPerm(n.Place)
-	}
-	writer := c.Permits(n.Stat.Uid, n.Stat.Gid, mode, 2)
+	writer := c.Permits(n.Stat.Uid, n.Stat.Gid, shownMode(n), 2)
 	switch {
 	case a.Mode != nil && !owner,
 		a.Uid != nil && *a.Uid != n.Stat.Uid && c.Uid != 0,
@@ -127,6 +94,49 @@ func (t Tree) MaySetattr(c layout.Caller, rel string, a SetAttr) error {
 		return abi.Errorf(syscall.EACCES, "setattr", "%s is not writable by uid %d", rel, c.Uid)
 	}
 	return nil
+}
+
+// mayRemove is MayRemove, returning rel's node.
+func (t Tree) mayRemove(c layout.Caller, rel string) (Node, error) {
+	dir, n, err := t.reach(c, rel)
+	if err == nil {
+		err = mayChange(c, dir, rel)
+	}
+	if err != nil {
+		return Node{}, err
+	}
+	if dir.Stat.Mode&syscall.S_ISVTX != 0 && c.Uid != 0 && c.Uid != dir.Stat.Uid && c.Uid != n.Stat.Uid {
+		return Node{}, abi.Errorf(syscall.EPERM, "unlink", "%s is in a sticky directory and not uid %d's", rel, c.Uid)
+	}
+	return n, nil
+}
+
+// mayChange is the kernel's check of caller c changing the names of dir
+// (rel's directory): writable and searchable.
+func mayChange(c layout.Caller, dir Node, rel string) error {
+	if !c.Permits(dir.Stat.Uid, dir.Stat.Gid, os.FileMode(dir.Stat.Mode), 3) {
+		return abi.Errorf(syscall.EACCES, "create", "%s is not writable by uid %d", path.Dir(rel), c.Uid)
+	}
+	return nil
+}
+
+// shownMode is the permission bits the mount shows n with: a virtual
+// file's are its directory's limited to layout.VirtualPerm.
+func shownMode(n Node) os.FileMode {
+	if n.Virtual {
+		return os.FileMode(n.Stat.Mode) & layout.VirtualPerm(n.Place)
+	}
+	return os.FileMode(n.Stat.Mode)
+}
+
+// reach is rel's node and its directory's, every directory on the way
+// searchable by c.
+func (t Tree) reach(c layout.Caller, rel string) (dir, n Node, err error) {
+	if dir, err = t.searchable(c, rel); err != nil {
+		return Node{}, Node{}, err
+	}
+	n, err = t.Lookup(c.Uid, rel)
+	return dir, n, err
 }
 
 // searchable checks every directory on the way to rel searchable by c,
