@@ -6,11 +6,10 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/index"
-	"github.com/ctxfs/ctxfs/session/tree"
-
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session"
 	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/tree"
 )
 
 // Relay makes on the host that writes the store the changes a follower's
