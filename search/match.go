@@ -13,15 +13,20 @@ import (
 type Query struct {
 	folded string
 	keys   []uint64
-	runes  [][][]byte // runeForms: what MayHold looks for
-	plain  bool       // no rune a JSON writer spells with a simple escape
+	runes  [][][]byte  // runeForms: what MayHold looks for
+	plain  bool        // no rune a JSON writer spells with a simple escape
+	ascii  *asciiQuery // MayHold's byte search, for a plain ASCII query
 }
 
 // NewQuery parses q (non-empty; the request parser checked its size).
 func NewQuery(q string) *Query {
 	folded := FoldString(q)
 	plain := !strings.ContainsFunc(folded, jsonSimpleEscaped)
-	return &Query{folded: folded, keys: queryKeys([]rune(folded)), runes: runeForms(folded), plain: plain}
+	query := &Query{folded: folded, keys: queryKeys([]rune(folded)), runes: runeForms(folded), plain: plain}
+	if plain {
+		query.ascii = newASCIIQuery(folded)
+	}
+	return query
 }
 
 // Keys are the filter keys of the query.
@@ -39,6 +44,19 @@ func (q *Query) FindFrom(text string, from int) (start, end int, ok bool) {
 	if q.folded == "" || from > len(text) {
 		return 0, 0, false
 	}
+	if q.ascii != nil {
+		if i, ok := q.ascii.find(text[from:]); ok {
+			if i < 0 {
+				return 0, 0, false
+			}
+			return from + i, from + i + len(q.folded), true
+		}
+	}
+	return q.findFolded(text, from)
+}
+
+// findFolded is FindFrom by folding text: for any query and text.
+func (q *Query) findFolded(text string, from int) (start, end int, ok bool) {
 	folded, asIs := foldText(text[from:])
 	i := strings.Index(folded, q.folded)
 	if i < 0 {
@@ -129,6 +147,9 @@ func OneLine(s string) string {
 func (q *Query) MayHold(line []byte) bool {
 	if bytes.Contains(line, backslashU) {
 		return true
+	}
+	if a := q.ascii; a != nil && !containsAny(line, a.exotic) {
+		return a.index(line) >= 0 || bytes.Count(line, quotedText) >= 4
 	}
 	for _, forms := range q.runes {
 		if !containsAny(line, forms) {

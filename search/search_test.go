@@ -307,6 +307,18 @@ func TestMayHold(t *testing.T) {
 		{`{"role":"user","content":"olleh"}`, "hello", false}, // every rune, not the text
 		{`{"role":"assistant","content":[{"type":"text","text":"hel"},{"type":"text","text":"lo"}]}`, "hello", true},
 		{`{"role":"assistant","content":[{"type":"text","text":"hel"}],"ts":"Z"}`, "hello", false},
+		// A plain ASCII query: its bytes are looked for in the raw line.
+		{`{"role":"user","content":"we studied the ZebraFish genome","ts":"2026-01-01T00:00:00.000Z"}`, "zebrafish", true},
+		{`{"role":"user","content":"zebra fish","ts":"2026-01-01T00:00:00.000Z"}`, "zebrafish", false},
+		{`{"role":"user","content":"Zebrafis"}`, "zebrafish", false},        // cut by the line's end
+		{`{"role":"user","content":"sy\u017ftem"}`, "system", true},         // escaped
+		{"{\"role\":\"user\",\"content\":\"SY\u017fTEM\"}", "system", true}, // LONG S as itself folds to s
+		{"{\"role\":\"user\",\"content\":\"\u212aEY\"}", "key", true},       // KELVIN SIGN as itself
+		{"{\"role\":\"user\",\"content\":\"\u212aEX\"}", "key", false},
+		{`{"role":"user","content":"a b"}`, "A B", true},
+		{`{"role":"user","content":"x"}`, `"content"`, true}, // not plain: the general test
+		{`ZZZ`, "zzzz", false},
+		{`zzzz`, "ZZZZ", true},
 	}
 	for _, c := range cases {
 		if got := NewQuery(c.query).MayHold([]byte(c.line)); got != c.may {
