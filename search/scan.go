@@ -1,6 +1,8 @@
 package search
 
 import (
+	"bytes"
+	"encoding/binary"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -245,7 +247,17 @@ func (s *scanner) str() (string, bool) {
 	}
 	s.i++
 	start := s.i
-	for s.i < len(s.b) { // the common case: no escape
+	// The common case: no escape and no control character before the
+	// closing quote, found with word-at-a-time scans. Anything else (or a
+	// string not closed) is read byte by byte below.
+	if q := bytes.IndexByte(s.b[start:], '"'); q >= 0 {
+		raw := s.b[start : start+q]
+		if bytes.IndexByte(raw, '\\') < 0 && !hasControl(raw) {
+			s.i = start + q + 1
+			return string(raw), utf8.Valid(raw)
+		}
+	}
+	for s.i < len(s.b) {
 		c := s.b[s.i]
 		if c == '"' {
 			raw := s.b[start:s.i]
@@ -258,6 +270,26 @@ func (s *scanner) str() (string, bool) {
 		s.i++
 	}
 	return s.escaped(start)
+}
+
+// hasControl reports whether b holds a byte below 0x20, eight bytes at a
+// time (a word holds one when subtracting 0x20 from each byte borrows
+// into a byte whose high bit was clear).
+func hasControl(b []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		if (x-0x20*ones)&^x&highs != 0 {
+			return true
+		}
+	}
+	for ; i < len(b); i++ {
+		if b[i] < 0x20 {
+			return true
+		}
+	}
+	return false
 }
 
 // escaped reads the rest of a string that has escapes, from start.

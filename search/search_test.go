@@ -165,7 +165,9 @@ func TestScanMessage(t *testing.T) {
 			t.Fatalf("%s:\nscan %+v %v\njson %+v %v", line, got, ok, want, wantOK)
 		}
 	}
-	for _, bad := range []string{`{"role":"user"`, `{"role":"user",}`, `{"role":"us\x"}`, `{"a":01}`, `{"a":tru}`, "{\"a\":\"\xff\"}", `{} x`} {
+	for _, bad := range []string{`{"role":"user"`, `{"role":"user",}`, `{"role":"us\x"}`, `{"a":01}`, `{"a":tru}`, "{\"a\":\"\xff\"}", `{} x`,
+		"{\"role\":\"user\",\"content\":\"a\tb\"}", "{\"role\":\"user\",\"content\":\"0123456789abcdef\x1f\"}",
+		"{\"role\":\"user\",\"content\":\"0123456\x00789abcdef\"}", "{\"role\":\"user\",\"content\":\"\x7f\x80\"}"} {
 		if _, _, sure := scanMessage([]byte(bad)); sure {
 			t.Errorf("sure of %s", bad)
 		}
