@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"io"
-
-	"github.com/ctxfs/ctxfs/proto"
 )
 
 // Message is what search reads of one messages.jsonl line.
@@ -28,21 +26,7 @@ func ParseMessage(line []byte) (m Message, ok bool) {
 	if bytes.HasPrefix(line, toolPrefix) {
 		return m, false
 	}
-	if m, ok, sure := scanMessage(line); sure {
-		return m, ok
-	}
-	return parseMessageJSON(line)
-}
-
-// parseMessageJSON is ParseMessage by proto.ParseMessage, for the lines
-// scanMessage is not sure of; both read a message's text by the one rule
-// (proto.ContentText).
-func parseMessageJSON(line []byte) (m Message, ok bool) {
-	pm, err := proto.ParseMessage(line)
-	if err != nil || pm.Role != "user" && pm.Role != "assistant" {
-		return m, false
-	}
-	return Message{Role: pm.Role, Run: pm.Run, TS: pm.TS, Text: pm.Text()}, true
+	return scanMessage(line)
 }
 
 // MaxLine bounds a line the scans read (abi.MaxLineBytes plus its

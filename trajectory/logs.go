@@ -15,7 +15,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/proto"
-	"github.com/ctxfs/ctxfs/trajectory/internal/jsonscan"
+	"github.com/ctxfs/ctxfs/internal/jsonscan"
 )
 
 // logLine is what the mapping reads of one line of either log. Strings are

@@ -3,7 +3,7 @@ package trajectory
 import (
 	"strconv"
 
-	"github.com/ctxfs/ctxfs/trajectory/internal/jsonscan"
+	"github.com/ctxfs/ctxfs/internal/jsonscan"
 )
 
 // Writing each step through encoding/json's reflection was a fifth of an

@@ -7,7 +7,8 @@
 // value it keeps (docs/benchmarks.md#trajectory); the values here are
 // slices of the line. It also writes strings and raw values byte for byte
 // as encoding/json writes them (AppendString, AppendCompact), without its
-// reflection. It never decides what a value means: its callers do.
+// reflection. It never decides what a value means: its callers (the
+// trajectory export, search) do.
 package jsonscan
 
 import (
