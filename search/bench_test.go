@@ -69,7 +69,7 @@ func BenchmarkScanCandidate(b *testing.B) {
 			q := NewQuery(query)
 			b.SetBytes(int64(len(log)))
 			for b.Loop() {
-				EachLine(strings.NewReader(log), 0, int64(len(log)), func(line []byte, _ int64) error {
+				EachLineMay(strings.NewReader(log), 0, int64(len(log)), q.MayHoldIn, func(line []byte, _ int64) error {
 					if q.MayHold(line) {
 						if m, ok := ParseMessage(line); ok {
 							q.Find(m.Text)

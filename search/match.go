@@ -163,6 +163,49 @@ func (q *Query) MayHold(line []byte) bool {
 	return strings.Contains(folded, q.folded)
 }
 
+// MayHoldIn is MayHold for a block of whole lines at once: false only
+// when no line of it can hold the query. It looks at the block as MayHold
+// looks at a line; a match it finds may cross lines, which only makes it
+// pass a block that does not hold one.
+func (q *Query) MayHoldIn(block []byte) bool {
+	if bytes.Contains(block, backslashU) {
+		return true
+	}
+	if a := q.ascii; a != nil && !containsAny(block, a.exotic) {
+		return a.index(block) >= 0 || hasPartsLine(block)
+	}
+	for _, forms := range q.runes {
+		if !containsAny(block, forms) {
+			return false
+		}
+	}
+	return true
+}
+
+// hasPartsLine reports whether a line of block has two text parts or
+// more (quotedText four times or more), whose text MayHold cannot judge
+// from the raw bytes.
+func hasPartsLine(block []byte) bool {
+	lineEnd, n := -1, 0 // the end of the line of the last occurrence, and its count there
+	for i := 0; ; {
+		j := bytes.Index(block[i:], quotedText)
+		if j < 0 {
+			return false
+		}
+		i += j
+		if i > lineEnd {
+			lineEnd, n = len(block), 0
+			if k := bytes.IndexByte(block[i:], '\n'); k >= 0 {
+				lineEnd = i + k
+			}
+		}
+		if n++; n >= 4 {
+			return true
+		}
+		i += len(quotedText)
+	}
+}
+
 func containsAny(line []byte, forms [][]byte) bool {
 	for _, f := range forms {
 		if bytes.Contains(line, f) {

@@ -30,6 +30,9 @@ func FuzzMayHold(f *testing.F) {
 		if found && !q.MayHold(line) {
 			t.Fatalf("MayHold(%q) is false for %q, whose text %q holds it", query, line, m.Text)
 		}
+		if block := append(append([]byte(`{"role":"user","content":"x"}`+"\n"), line...), '\n'); found && !q.MayHoldIn(block) {
+			t.Fatalf("MayHoldIn(%q) is false for a block with %q, whose text %q holds it", query, line, m.Text)
+		}
 		// Find's byte search for an ASCII query finds what folding finds.
 		s, e, ok := q.findFolded(m.Text, 0)
 		if s != start || e != end || ok != found {

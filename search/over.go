@@ -233,7 +233,7 @@ var errStop = errors.New("stop")
 // the reply must end (the reader left, a bound was reached).
 func (o *searchOut) scanSpan(lg *Log, name string, sp Span, q *Query) (ok bool, err error) {
 	to := min(sp.To, lg.Size)
-	_, err = EachLine(lg.R, sp.From, to, func(line []byte, _ int64) error {
+	_, err = EachLineMay(lg.R, sp.From, to, q.MayHoldIn, func(line []byte, _ int64) error {
 		if !q.MayHold(line) {
 			return nil
 		}

@@ -217,6 +217,71 @@ func TestEachLine(t *testing.T) {
 	}
 }
 
+// TestEachLineMay: the blocks may rules out are skipped whole, every other
+// line is passed as EachLine passes it, and how far the lines were read
+// is the same; blocks are whole lines, each asked about once.
+func TestEachLineMay(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var b strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&b, "%d %s\n", i, strings.Repeat("x", rng.IntN(200)))
+		if i == 1500 {
+			b.WriteString(strings.Repeat("y", 200<<10) + "\n") // longer than the reader's buffer
+		}
+	}
+	b.WriteString("torn")
+	log := b.String()
+	lines := func(may func([]byte) bool) (got []string, end int64) {
+		end, err := EachLineMay(strings.NewReader(log), 0, int64(len(log)), may, func(line []byte, e int64) error {
+			if !strings.HasSuffix(log[:e], string(line)+"\n") {
+				t.Fatalf("line %.20q does not end at %d", line, e)
+			}
+			got = append(got, string(line))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, end
+	}
+	all, allEnd := lines(nil)
+	var blocks []string
+	some, someEnd := lines(func(block []byte) bool {
+		if len(block) == 0 || block[len(block)-1] != '\n' || !strings.Contains(log, string(block)) {
+			t.Fatalf("block of %d bytes is not whole lines of the log", len(block))
+		}
+		blocks = append(blocks, string(block))
+		return strings.Contains(string(block), "\n2000 ")
+	})
+	if allEnd != int64(len(log)-len("torn")) || someEnd != allEnd || len(all) != 3001 {
+		t.Fatalf("%d lines to %d; with may to %d", len(all), allEnd, someEnd)
+	}
+	if len(blocks) < 3 || len(some) >= len(all) || len(some) == 0 {
+		t.Fatalf("%d blocks asked, %d of %d lines passed", len(blocks), len(some), len(all))
+	}
+	skipped := map[string]bool{}
+	for _, bl := range blocks {
+		if !strings.Contains(bl, "\n2000 ") {
+			for _, l := range strings.Split(strings.TrimSuffix(bl, "\n"), "\n") {
+				skipped[l] = true
+			}
+		}
+	}
+	j := 0
+	for _, l := range all {
+		if skipped[l] {
+			continue
+		}
+		if j >= len(some) || some[j] != l {
+			t.Fatalf("line %.20q not passed", l)
+		}
+		j++
+	}
+	if j != len(some) {
+		t.Fatalf("%d lines passed that a skipped block held", len(some)-j)
+	}
+}
+
 func TestSegmentEncoding(t *testing.T) {
 	log := messageLog([]string{"我们今天讨论文件系统", "hello"})
 	s, err := Extend(strings.NewReader(log), NewSegment([16]byte{1}, 0), int64(len(log)), nil)
