@@ -28,6 +28,7 @@ LDFLAGS  := -X github.com/ctxfs/ctxfs/internal/buildinfo.stamp=$(STAMP)
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ctxfs ./cmd/ctxfs
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ctx ./cmd/ctx
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ctx-trajectory ./cmd/ctx-trajectory
 
 # The test command of the README: lint, every test (FUSE mounts, real
 # processes and uids included), then each fuzz target for a short while.
@@ -82,14 +83,14 @@ man:
 # systemctl daemon-reload && systemctl enable --now ctxfs.
 install: build man
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(UNITDIR)
-	install -m 0755 $(BIN)/ctxfs $(BIN)/ctx $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BIN)/ctxfs $(BIN)/ctx $(BIN)/ctx-trajectory $(DESTDIR)$(PREFIX)/bin/
 	ln -sfn $(PREFIX)/bin/ctxfs $(DESTDIR)$(SBINDIR)/mount.fuse.ctxfs
 	install -m 0644 $(MAN)/*.1 $(DESTDIR)$(MANDIR)/man1/
 	sed 's|/usr/local/bin/|$(PREFIX)/bin/|g' contrib/systemd/ctxfs.service > $(DESTDIR)$(UNITDIR)/ctxfs.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/ctxfs.service
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/ctxfs $(DESTDIR)$(PREFIX)/bin/ctx $(DESTDIR)$(SBINDIR)/mount.fuse.ctxfs
+	rm -f $(DESTDIR)$(PREFIX)/bin/ctxfs $(DESTDIR)$(PREFIX)/bin/ctx $(DESTDIR)$(PREFIX)/bin/ctx-trajectory $(DESTDIR)$(SBINDIR)/mount.fuse.ctxfs
 	rm -f $(DESTDIR)$(UNITDIR)/ctxfs.service $(DESTDIR)$(MANDIR)/man1/ctxfs.1 $(DESTDIR)$(MANDIR)/man1/ctxfs-*.1 \
 		$(DESTDIR)$(MANDIR)/man1/ctx.1 $(DESTDIR)$(MANDIR)/man1/ctx-*.1
 

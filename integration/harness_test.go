@@ -36,7 +36,9 @@ func TestMain(m *testing.M) {
 	}
 	os.Chmod(dir, 0o755) // tests run the binaries as other uids too
 	ctxfsBin, ctxBin = filepath.Join(dir, "ctxfs"), filepath.Join(dir, "ctx")
-	for bin, pkg := range map[string]string{ctxfsBin: "../cmd/ctxfs", ctxBin: "../cmd/ctx"} {
+	// ctx runs ctx-trajectory from beside itself (`ctx agent trajectory`).
+	helper := filepath.Join(dir, "ctx-trajectory")
+	for bin, pkg := range map[string]string{ctxfsBin: "../cmd/ctxfs", ctxBin: "../cmd/ctx", helper: "../cmd/ctx-trajectory"} {
 		out, err := goBuild(bin, pkg).CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)

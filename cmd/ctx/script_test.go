@@ -16,12 +16,17 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/ctxfs/ctxfs/internal/cli/trajexport"
 	"github.com/ctxfs/ctxfs/internal/scriptcmd"
 )
 
 // TestMain lets scripts run this package's main as the command "ctx".
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){"ctx": main})
+	testscript.Main(m, map[string]func(){
+		"ctx": main,
+		// what `ctx agent trajectory` runs, found on $PATH here
+		"ctx-trajectory": func() { os.Exit(trajexport.Main(os.Args[1:], os.Stdout, os.Stderr)) },
+	})
 }
 
 // TestScripts runs testdata/script/*.txtar against the real server. They

@@ -5,5 +5,6 @@
 // runs), and print.
 //
 // They never write under the mount and never touch the store; trajectory
+// hands the session's logs, open, to ctx-trajectory (trajexport), which
 // builds its document in an unlinked temporary file outside the mount.
 package inspect
