@@ -76,6 +76,11 @@ func (fr *FrameReader) Next() (Frame, error) {
 	}
 }
 
+// Buffered reports whether part of a frame that has arrived is still
+// unread: Next would not wait for the connection. A printer that buffers
+// its output flushes it when this is false, before Next waits.
+func (fr *FrameReader) Buffered() bool { return fr.r.Buffered() > 0 }
+
 // Conn is one request on one socket connection.
 type Conn struct {
 	nc net.Conn

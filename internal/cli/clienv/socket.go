@@ -41,6 +41,14 @@ func Call(e *Env, w *Where, req *proto.Object, want string) (client.Frame, error
 // refuses an oversized request may close before reading it all, and its
 // error frame is the better answer; readErr is nil at a clean end.
 func Exchange(ctx context.Context, w *Where, req *proto.Object, each func(client.Frame)) (sendErr, readErr, dialErr error) {
+	return ExchangeIdle(ctx, w, req, each, nil)
+}
+
+// ExchangeIdle is Exchange that also calls idle (when not nil) each time
+// it is about to wait for the server: every frame that has arrived was
+// handed to each. A command that buffers its output flushes it there, so
+// that what it printed is seen while the server works on.
+func ExchangeIdle(ctx context.Context, w *Where, req *proto.Object, each func(client.Frame), idle func()) (sendErr, readErr, dialErr error) {
 	conn, err := dialAgent(ctx, w.Loc)
 	if err != nil {
 		return nil, nil, err
@@ -48,6 +56,9 @@ func Exchange(ctx context.Context, w *Where, req *proto.Object, each func(client
 	defer conn.Close()
 	sendErr = conn.Send(req)
 	for {
+		if idle != nil && !conn.Buffered() {
+			idle()
+		}
 		f, err := conn.Next()
 		if err == io.EOF {
 			return sendErr, nil, nil

@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -49,9 +50,13 @@ func Search(e *clienv.Env, p *clienv.Parsed) int {
 		req.Set("session", s)
 	}
 	tty := searchTTY(e.Stdout)
-	pr := &searchPrinter{e: e, out: e.Stdout, errw: e.Stderr, json: p.On("json"), tty: tty, q: search.NewQuery(query)}
+	// Lines go out in writes of many (a write each cost a thousand system
+	// calls for a full reply), flushed whenever the reply pauses.
+	out := bufio.NewWriterSize(e.Stdout, 64<<10)
+	defer out.Flush()
+	pr := &searchPrinter{e: e, out: out, errw: e.Stderr, json: p.On("json"), tty: tty, q: search.NewQuery(query)}
 	stop := startSpinner(e.Stderr, tty && !pr.json && searchTTY(e.Stderr))
-	code := searchStream(e, w, req, pr)
+	code := searchStream(e, w, req, pr, func() { out.Flush() })
 	stop()
 	pr.flush()
 	return code
@@ -59,10 +64,10 @@ func Search(e *clienv.Env, p *clienv.Parsed) int {
 
 // searchStream sends req and hands each reply frame to pr; it returns the
 // exit status.
-func searchStream(e *clienv.Env, w *clienv.Where, req *proto.Object, pr *searchPrinter) int {
+func searchStream(e *clienv.Env, w *clienv.Where, req *proto.Object, pr *searchPrinter, idle func()) int {
 	ctx, cancel := e.Interrupt()
 	defer cancel()
-	sendErr, readErr, err := clienv.Exchange(ctx, w, req, pr.frame)
+	sendErr, readErr, err := clienv.ExchangeIdle(ctx, w, req, pr.frame, idle)
 	if err != nil {
 		return clienv.Fail(e, "search", err, clienv.ExitUsage)
 	}
