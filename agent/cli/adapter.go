@@ -3,6 +3,7 @@ package cli
 import (
 	"regexp"
 	"sort"
+	"sync"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -116,14 +117,21 @@ func Names() []string {
 	return names
 }
 
+// lazyRegexp compiles pattern at its first use, not at the start of
+// every program that links this package (ctx does: a start of it compiled
+// them all, about 0.3 ms; docs/benchmarks.md, "ctx's start").
+func lazyRegexp(pattern string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(pattern) })
+}
+
 // sessionIDShape is what a CLI session id may look like: the CLIs use
 // UUIDs (Claude Code, Codex, Gemini CLI) and "ses_" plus base62
 // (opencode). Nothing that could be a flag, a path or a second argument.
-var sessionIDShape = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+var sessionIDShape = lazyRegexp(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 
 // ValidSessionID says whether id may be a CLI's session id: taken from a
 // stream only then, given back on a command line only then.
-func ValidSessionID(id string) bool { return sessionIDShape.MatchString(id) }
+func ValidSessionID(id string) bool { return sessionIDShape().MatchString(id) }
 
 // checkResume refuses a resume id of another shape.
 func checkResume(cli, id string) error {

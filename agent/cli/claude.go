@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"regexp"
 	"strings"
 	"syscall"
 
@@ -47,7 +46,7 @@ func (claudeCode) NewParser() Parser {
 
 // claudeUnknownSession is what Claude Code says of a --resume id it has no
 // session for (in the result event's errors and on stderr; exit 1).
-var claudeUnknownSession = regexp.MustCompile(`No conversation found with session ID`)
+var claudeUnknownSession = lazyRegexp(`No conversation found with session ID`)
 
 // maxTracked bounds the ids a parser remembers (message ids streamed,
 // tool call names): a hostile stream cannot grow them without end.
@@ -109,7 +108,7 @@ type claudePart struct {
 func (p *claudeParser) Parse(line []byte) []*proto.Object { return p.parse(line, p.event) }
 
 func (p *claudeParser) Finish(exit int, stderrTail []byte) ([]*proto.Object, string) {
-	return p.finish(exit, stderrTail, claudeUnknownSession)
+	return p.finish(exit, stderrTail, claudeUnknownSession())
 }
 
 func (p *claudeParser) event(raw []byte) ([]*proto.Object, bool) {
@@ -253,7 +252,7 @@ func claudeErrno(ev claudeEvent, words string) syscall.Errno {
 		return provider.StatusErrno(status)
 	}
 	switch {
-	case claudeUnknownSession.MatchString(words):
+	case claudeUnknownSession().MatchString(words):
 		return syscall.ENOENT
 	case ev.Subtype == "error_max_turns":
 		return syscall.ELOOP

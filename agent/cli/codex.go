@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -79,7 +78,7 @@ func (codex) NewParser() Parser { return &codexParser{run: run{cli: Codex}} }
 
 // codexUnknownSession is what `codex exec resume ID` says on stderr of an
 // id it has no rollout for (exit 1, nothing on stdout).
-var codexUnknownSession = regexp.MustCompile(`no rollout found for thread id`)
+var codexUnknownSession = lazyRegexp(`no rollout found for thread id`)
 
 type codexParser struct {
 	run
@@ -128,7 +127,7 @@ func (p *codexParser) Finish(exit int, stderrTail []byte) ([]*proto.Object, stri
 	if exit != 0 && !p.errored && p.lastError != "" {
 		frames = append(p.flush(), p.codexError(p.lastError))
 	}
-	more, status := p.finish(exit, stderrTail, codexUnknownSession)
+	more, status := p.finish(exit, stderrTail, codexUnknownSession())
 	return append(frames, more...), status
 }
 

@@ -294,7 +294,7 @@ func (r *run) finish(exit int, stderrTail []byte, unknown *regexp.Regexp) ([]*pr
 
 // lastLine is the last non-empty line of b, without terminal colours.
 func lastLine(b []byte) string {
-	lines := strings.Split(ansi.ReplaceAllString(string(b), ""), "\n")
+	lines := strings.Split(ansi().ReplaceAllString(string(b), ""), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		if l := strings.TrimSpace(lines[i]); l != "" {
 			return truncate(l, maxQuote)
@@ -305,7 +305,7 @@ func lastLine(b []byte) string {
 
 // lineOf is the line of b that re matches, without terminal colours.
 func lineOf(b []byte, re *regexp.Regexp) string {
-	for _, l := range strings.Split(ansi.ReplaceAllString(string(b), ""), "\n") {
+	for _, l := range strings.Split(ansi().ReplaceAllString(string(b), ""), "\n") {
 		if re.MatchString(l) {
 			return truncate(strings.TrimSpace(l), maxQuote)
 		}
@@ -314,7 +314,7 @@ func lineOf(b []byte, re *regexp.Regexp) string {
 }
 
 // ansi matches terminal colour sequences, which the CLIs put in stderr.
-var ansi = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
+var ansi = lazyRegexp(`\x1b\[[0-9;]*[A-Za-z]`)
 
 // truncate cuts s to at most n bytes, on a rune boundary.
 func truncate(s string, n int) string {

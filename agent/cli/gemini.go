@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"regexp"
 	"strings"
 	"syscall"
 
@@ -54,7 +53,7 @@ func (gemini) NewParser() Parser {
 // it has no session for (exit 42, nothing on stdout): an unknown id, or
 // any id from a directory with no sessions (its sessions are kept per
 // project: the directory it runs in).
-var geminiUnknownSession = regexp.MustCompile(`Invalid session identifier|No previous sessions found`)
+var geminiUnknownSession = lazyRegexp(`Invalid session identifier|No previous sessions found`)
 
 type geminiParser struct {
 	run
@@ -87,7 +86,7 @@ type geminiEvent struct {
 func (p *geminiParser) Parse(line []byte) []*proto.Object { return p.parse(line, p.event) }
 
 func (p *geminiParser) Finish(exit int, stderrTail []byte) ([]*proto.Object, string) {
-	return p.finish(exit, stderrTail, geminiUnknownSession)
+	return p.finish(exit, stderrTail, geminiUnknownSession())
 }
 
 func (p *geminiParser) event(raw []byte) ([]*proto.Object, bool) {

@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"net/url"
-	"regexp"
 	"strings"
 	"syscall"
 
@@ -75,7 +74,7 @@ func (openCode) NewParser() Parser { return &openCodeParser{run: run{cli: OpenCo
 
 // openCodeUnknownSession is what `opencode run --session ID` says on
 // stderr of an id it has no session for (exit 1, nothing on stdout).
-var openCodeUnknownSession = regexp.MustCompile(`Session not found`)
+var openCodeUnknownSession = lazyRegexp(`Session not found`)
 
 type openCodeParser struct{ run }
 
@@ -111,7 +110,7 @@ type openCodePart struct {
 func (p *openCodeParser) Parse(line []byte) []*proto.Object { return p.parse(line, p.event) }
 
 func (p *openCodeParser) Finish(exit int, stderrTail []byte) ([]*proto.Object, string) {
-	return p.finish(exit, stderrTail, openCodeUnknownSession)
+	return p.finish(exit, stderrTail, openCodeUnknownSession())
 }
 
 func (p *openCodeParser) event(raw []byte) ([]*proto.Object, bool) {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -282,7 +281,7 @@ func (s *sessionReader) claudeLine(n int, raw []byte) error {
 
 // codexContext matches the user messages Codex writes itself (the
 // environment, the instructions): one tag around everything.
-var codexContext = regexp.MustCompile(`(?s)^\s*<([a-z_ ]+)>.*</([a-z_ ]+)>\s*$`)
+var codexContext = lazyRegexp(`(?s)^\s*<([a-z_ ]+)>.*</([a-z_ ]+)>\s*$`)
 
 // codexLine reads one line of a Codex rollout: the session's meta, and
 // the response items (messages, function calls and their outputs);
@@ -325,7 +324,7 @@ func (s *sessionReader) codexLine(n int, raw []byte) error {
 		text := codexText(p.Content)
 		switch p.Role {
 		case "user":
-			if m := codexContext.FindStringSubmatch(text); m == nil || m[1] != m[2] {
+			if m := codexContext().FindStringSubmatch(text); m == nil || m[1] != m[2] {
 				s.user(text, l.Timestamp)
 			}
 		case "assistant":
