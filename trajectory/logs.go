@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/internal/jsonscan"
+	"github.com/ctxfs/ctxfs/proto"
 )
 
 // logLine is what the mapping reads of one line of either log. Strings are
