@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/jsonscan"
 )
 
 // Field is one member of an Object.
@@ -32,42 +33,59 @@ type Object struct {
 	line atomic.Pointer[[]byte]
 }
 
-// ParseObject decodes exactly one JSON object. Duplicate keys are refused
-// with EINVAL when strict is true; otherwise the last one wins.
+// ParseObject decodes exactly one JSON object (white space around it
+// allowed, nothing else). Duplicate keys are refused with EINVAL when
+// strict is true; otherwise the last one wins. It reads the object in one
+// pass (internal/jsonscan) into one copy of data that the members' values
+// are slices of; the json.Decoder it replaces cost a reader of many lines
+// (a client's reply, a log read at a session's load) most of its time.
 func ParseObject(data []byte, strict bool) (*Object, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('{') {
-		return nil, abi.Errorf(syscall.EINVAL, "", "not a JSON object")
-	}
+	data = bytes.Clone(data)
 	o := &Object{}
-	seen := map[string]int{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, abi.Errorf(syscall.EINVAL, "", "bad JSON: %v", err)
-		}
-		key := tok.(string)
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, abi.Errorf(syscall.EINVAL, "", "bad JSON: %v", err)
-		}
-		if i, dup := seen[key]; dup {
-			if strict {
-				return nil, abi.Errorf(syscall.EINVAL, "", "duplicate key %q", key)
+	var seen map[string]int // made for objects of many members only
+	var dup error
+	ok, at := jsonscan.Members(data, func(rawKey, val []byte) {
+		key, _ := jsonscan.String(rawKey)
+		i := -1
+		if seen != nil {
+			if j, found := seen[key]; found {
+				i = j
 			}
-			o.Fields[i].Value = raw
-			continue
+		} else {
+			for j := range o.Fields {
+				if o.Fields[j].Key == key {
+					i = j
+					break
+				}
+			}
 		}
-		seen[key] = len(o.Fields)
-		o.Fields = append(o.Fields, Field{key, raw})
+		switch {
+		case i >= 0 && strict:
+			if dup == nil {
+				dup = abi.Errorf(syscall.EINVAL, "", "duplicate key %q", key)
+			}
+		case i >= 0:
+			o.Fields[i].Value = val
+		default:
+			o.Fields = append(o.Fields, Field{key, val})
+			if seen != nil {
+				seen[key] = len(o.Fields) - 1
+			} else if len(o.Fields) > 16 {
+				seen = make(map[string]int, 2*len(o.Fields))
+				for j, f := range o.Fields {
+					seen[f.Key] = j
+				}
+			}
+		}
+	})
+	if !ok {
+		if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+			return nil, abi.Errorf(syscall.EINVAL, "", "not a JSON object")
+		}
+		return nil, abi.Errorf(syscall.EINVAL, "", "bad JSON at byte %d of %d", at, len(data))
 	}
-	if _, err := dec.Token(); err != nil {
-		return nil, abi.Errorf(syscall.EINVAL, "", "bad JSON: %v", err)
-	}
-	if _, err := dec.Token(); err == nil {
-		return nil, abi.Errorf(syscall.EINVAL, "", "trailing data after the JSON object")
+	if dup != nil {
+		return nil, dup
 	}
 	return o, nil
 }

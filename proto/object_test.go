@@ -1,7 +1,9 @@
 package proto
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 )
@@ -74,6 +76,91 @@ func TestPlainStringsAsEncodingJSON(t *testing.T) {
 		o := &Object{Fields: []Field{{"k", json.RawMessage(raw)}}}
 		if s, ok := o.String("k"); ok && raw != `"x" ` {
 			t.Errorf("String of %s = %q, true", raw, s)
+		}
+	}
+}
+
+// parseObjectDecoder is ParseObject as it was, with a json.Decoder: the
+// reference ParseObject must agree with.
+func parseObjectDecoder(data []byte, strict bool) (*Object, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	o := &Object{}
+	seen := map[string]int{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, err
+		}
+		if i, dup := seen[key]; dup {
+			if strict {
+				return nil, errors.New("duplicate key")
+			}
+			o.Fields[i].Value = raw
+			continue
+		}
+		seen[key] = len(o.Fields)
+		o.Fields = append(o.Fields, Field{key, raw})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err == nil {
+		return nil, errors.New("trailing data")
+	}
+	return o, nil
+}
+
+// FuzzParseObject: ParseObject reads what the json.Decoder it replaced
+// read, member for member, and refuses what it refused; it also refuses
+// anything but white space after the object, which the decoder let
+// through when it was no JSON token ({"a":1}x).
+func FuzzParseObject(f *testing.F) {
+	for _, s := range []string{`{"type":"match","session":"s","text":"a\u00e9\"b"}`, ` {"a":1,"a":2} `, `{"a":{"b":[1,2,{"c":null}]}}`,
+		`{"a":1}x`, `{"a":1} 5`, `{"a":1,}`, `[]`, ``, `{"\ud800":1,"k\u0065y":"v"}`, "{\"\xff\":\"\xfe\"}", `{"a":01}`} {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, strict bool) {
+		got, err := ParseObject(data, strict)
+		want, werr := parseObjectDecoder(data, strict)
+		if err != nil {
+			if werr == nil && json.Valid(data) {
+				t.Fatalf("%q: refused (%v), the decoder read %v", data, err, want.Fields)
+			}
+			return
+		}
+		if werr != nil {
+			t.Fatalf("%q: read %v, the decoder refused it (%v)", data, got.Fields, werr)
+		}
+		if len(got.Fields) != len(want.Fields) {
+			t.Fatalf("%q: %d members, the decoder %d", data, len(got.Fields), len(want.Fields))
+		}
+		for i := range got.Fields {
+			if got.Fields[i].Key != want.Fields[i].Key || !bytes.Equal(got.Fields[i].Value, want.Fields[i].Value) {
+				t.Fatalf("%q: member %d %q=%s, the decoder %q=%s", data, i, got.Fields[i].Key, got.Fields[i].Value, want.Fields[i].Key, want.Fields[i].Value)
+			}
+		}
+	})
+}
+
+// BenchmarkParseObject: a match frame as a search reply carries a
+// thousand of.
+func BenchmarkParseObject(b *testing.B) {
+	line := []byte(`{"type":"match","session":"c0002","run":"ctx-000000000000000000000000000001a4","role":"user","ts":"2026-01-01T00:00:00.000Z","text":"…ka lo the system of pre ble tion ment and the file index session agent log ing ly al con ter us or in el an po ri ta su ne mi lo ka…"}`)
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if _, err := ParseObject(line, false); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

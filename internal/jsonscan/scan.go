@@ -65,6 +65,51 @@ func (f *Fields) Object(b []byte, vals [][]byte) bool {
 	return s.i == len(b)
 }
 
+// Members reads b, which must be one JSON object with at most white space
+// around it, and calls each with each member's raw key (a JSON string,
+// quotes and all: String decodes it) and raw value, slices of b, in
+// order. It reports whether b is one valid object (json.Valid, and an
+// object); when it is not, at is the offset where reading stopped, and
+// each may have been called for the members before it.
+func Members(b []byte, each func(key, val []byte)) (ok bool, at int) {
+	s := scanner{b: b}
+	s.space()
+	if !s.is('{') {
+		return false, s.i
+	}
+	s.space()
+	if s.is('}') {
+		s.space()
+		return s.i == len(b), s.i
+	}
+	for {
+		start := s.i
+		if !s.str() {
+			return false, s.i
+		}
+		key := s.b[start:s.i:s.i]
+		s.space()
+		if !s.is(':') {
+			return false, s.i
+		}
+		s.space()
+		start = s.i
+		if !s.value(1) {
+			return false, s.i
+		}
+		each(key, s.b[start:s.i:s.i])
+		s.space()
+		if s.is('}') {
+			s.space()
+			return s.i == len(b), s.i
+		}
+		if !s.is(',') {
+			return false, s.i
+		}
+		s.space()
+	}
+}
+
 // Elements reads b, which must be one JSON array with at most white space
 // around it, and calls each with each element's raw value (a slice of b),
 // in order, as it reads them. It reports false exactly when b is not
