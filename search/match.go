@@ -142,21 +142,22 @@ func OneLine(s string) string {
 // line as UTF-8 (in some case); the simple escapes (\n, \", …) spell only
 // runes the test leaves out, and joining text parts invents no rune. For
 // a query without such runes, a line whose text is one string (fewer than
-// two text parts: a text part has "text" twice, as its type and its key)
-// holds the match itself, byte for byte up to case.
+// two text parts: a text part has "text" twice, as its type and its key,
+// the key in any case, as encoding/json reads keys) holds the match
+// itself, byte for byte up to case.
 func (q *Query) MayHold(line []byte) bool {
 	if bytes.Contains(line, backslashU) {
 		return true
 	}
 	if a := q.ascii; a != nil && !containsAny(line, a.exotic) {
-		return a.index(line) >= 0 || bytes.Count(line, quotedText) >= 4
+		return a.index(line) >= 0 || textParts(line) >= 4
 	}
 	for _, forms := range q.runes {
 		if !containsAny(line, forms) {
 			return false
 		}
 	}
-	if !q.plain || bytes.Count(line, quotedText) >= 4 {
+	if !q.plain || textParts(line) >= 4 {
 		return true
 	}
 	folded, _ := foldText(string(line))
@@ -188,7 +189,7 @@ func (q *Query) MayHoldIn(block []byte) bool {
 func hasPartsLine(block []byte) bool {
 	lineEnd, n := -1, 0 // the end of the line of the last occurrence, and its count there
 	for i := 0; ; {
-		j := bytes.Index(block[i:], quotedText)
+		j := quotedText.index(block[i:])
 		if j < 0 {
 			return false
 		}
@@ -202,8 +203,21 @@ func hasPartsLine(block []byte) bool {
 		if n++; n >= 4 {
 			return true
 		}
-		i += len(quotedText)
+		i += len(quotedText.q)
 	}
+}
+
+// textParts counts quotedText in line, up to 4.
+func textParts(line []byte) int {
+	n := 0
+	for i := 0; n < 4; n++ {
+		j := quotedText.index(line[i:])
+		if j < 0 {
+			break
+		}
+		i += j + len(quotedText.q)
+	}
+	return n
 }
 
 func containsAny(line []byte, forms [][]byte) bool {
@@ -215,7 +229,10 @@ func containsAny(line []byte, forms [][]byte) bool {
 	return false
 }
 
-var quotedText = []byte(`"text"`)
+// quotedText is "text" as a key or a type's value, in any ASCII case:
+// encoding/json takes "TEXT" for the key "text" (and no other rune folds
+// to a letter of it).
+var quotedText = newASCIIQuery(`"text"`)
 
 var backslashU = []byte(`\u`)
 

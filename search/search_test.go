@@ -386,6 +386,7 @@ func TestMayHold(t *testing.T) {
 		{`{"role":"user","content":"olleh"}`, "hello", false}, // every rune, not the text
 		{`{"role":"assistant","content":[{"type":"text","text":"hel"},{"type":"text","text":"lo"}]}`, "hello", true},
 		{`{"role":"assistant","content":[{"type":"text","text":"hel"}],"ts":"Z"}`, "hello", false},
+		{`{"role":"assistant","content":[{"type":"text","tEXt":"hel"},{"type":"text","TEXT":"lo"}]}`, "ll", true}, // keys in any case
 		// A plain ASCII query: its bytes are looked for in the raw line.
 		{`{"role":"user","content":"we studied the ZebraFish genome","ts":"2026-01-01T00:00:00.000Z"}`, "zebrafish", true},
 		{`{"role":"user","content":"zebra fish","ts":"2026-01-01T00:00:00.000Z"}`, "zebrafish", false},
