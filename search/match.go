@@ -188,35 +188,25 @@ func (q *Query) MayHoldIn(block []byte) bool {
 // from the raw bytes.
 func hasPartsLine(block []byte) bool {
 	lineEnd, n := -1, 0 // the end of the line of the last occurrence, and its count there
-	for i := 0; ; {
-		j := quotedText.index(block[i:])
-		if j < 0 {
-			return false
-		}
-		i += j
+	found := false
+	quotedText.each(block, func(i int) bool {
 		if i > lineEnd {
 			lineEnd, n = len(block), 0
 			if k := bytes.IndexByte(block[i:], '\n'); k >= 0 {
 				lineEnd = i + k
 			}
 		}
-		if n++; n >= 4 {
-			return true
-		}
-		i += len(quotedText.q)
-	}
+		n++
+		found = n >= 4
+		return !found
+	})
+	return found
 }
 
 // textParts counts quotedText in line, up to 4.
 func textParts(line []byte) int {
 	n := 0
-	for i := 0; n < 4; n++ {
-		j := quotedText.index(line[i:])
-		if j < 0 {
-			break
-		}
-		i += j + len(quotedText.q)
-	}
+	quotedText.each(line, func(int) bool { n++; return n < 4 })
 	return n
 }
 

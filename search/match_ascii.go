@@ -76,13 +76,21 @@ func rarity(b byte) int {
 }
 
 // index is the index of the first a.q in b, ignoring ASCII case, or -1.
-// It looks for the anchor byte in both its cases (each with
-// bytes.IndexByte, which scans many bytes at a time) and compares the
-// query around each one.
 func (a *asciiQuery) index(b []byte) int {
+	at := -1
+	a.each(b, func(i int) bool { at = i; return false })
+	return at
+}
+
+// each calls fn with the index of each a.q in b, ignoring ASCII case, in
+// order, until fn returns false. It looks for the anchor byte in both its
+// cases (each with bytes.IndexByte, which scans many bytes at a time,
+// and each stream read once: a case that is not there is looked for
+// once, not at every match) and compares the query around each one.
+func (a *asciiQuery) each(b []byte, fn func(i int) bool) {
 	n := len(a.q)
 	if len(b) < n {
-		return -1
+		return
 	}
 	lo := a.q[a.anchor]
 	up := upperASCII(lo)
@@ -97,10 +105,10 @@ func (a *asciiQuery) index(b []byte) int {
 			p = nextUp
 		}
 		if p < 0 || p > last {
-			return -1
+			return
 		}
-		if equalFoldASCII(b[p-a.anchor:p-a.anchor+n], a.q) {
-			return p - a.anchor
+		if equalFoldASCII(b[p-a.anchor:p-a.anchor+n], a.q) && !fn(p-a.anchor) {
+			return
 		}
 		if p == nextLo {
 			nextLo = indexFrom(b, lo, p+1)
