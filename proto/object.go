@@ -41,41 +41,19 @@ type Object struct {
 // (a client's reply, a log read at a session's load) most of its time.
 func ParseObject(data []byte, strict bool) (*Object, error) {
 	data = bytes.Clone(data)
-	o := &Object{}
-	var seen map[string]int // made for objects of many members only
+	var m members
 	var dup error
 	ok, at := jsonscan.Members(data, func(rawKey, val []byte) {
 		key, _ := jsonscan.String(rawKey)
-		i := -1
-		if seen != nil {
-			if j, found := seen[key]; found {
-				i = j
-			}
-		} else {
-			for j := range o.Fields {
-				if o.Fields[j].Key == key {
-					i = j
-					break
-				}
-			}
-		}
-		switch {
-		case i >= 0 && strict:
+		switch i := m.find(key); {
+		case i < 0:
+			m.add(key, val)
+		case strict:
 			if dup == nil {
 				dup = abi.Errorf(syscall.EINVAL, "", "duplicate key %q", key)
 			}
-		case i >= 0:
-			o.Fields[i].Value = val
 		default:
-			o.Fields = append(o.Fields, Field{key, val})
-			if seen != nil {
-				seen[key] = len(o.Fields) - 1
-			} else if len(o.Fields) > 16 {
-				seen = make(map[string]int, 2*len(o.Fields))
-				for j, f := range o.Fields {
-					seen[f.Key] = j
-				}
-			}
+			m.fields[i].Value = val
 		}
 	})
 	if !ok {
@@ -87,7 +65,45 @@ func ParseObject(data []byte, strict bool) (*Object, error) {
 	if dup != nil {
 		return nil, dup
 	}
-	return o, nil
+	return &Object{Fields: m.fields}, nil
+}
+
+// members are an object's members in the order read. A key is found
+// again by a scan while they are few, by a map once they are many (a
+// hostile line may have thousands).
+type members struct {
+	fields []Field
+	index  map[string]int // nil while there are few
+}
+
+// find is the index of key's member, or -1.
+func (m *members) find(key string) int {
+	if m.index != nil {
+		if i, ok := m.index[key]; ok {
+			return i
+		}
+		return -1
+	}
+	for i := range m.fields {
+		if m.fields[i].Key == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// add appends a member whose key is not there yet.
+func (m *members) add(key string, val []byte) {
+	m.fields = append(m.fields, Field{key, val})
+	switch {
+	case m.index != nil:
+		m.index[key] = len(m.fields) - 1
+	case len(m.fields) > 16:
+		m.index = make(map[string]int, 2*len(m.fields))
+		for i, f := range m.fields {
+			m.index[f.Key] = i
+		}
+	}
 }
 
 // NewObject builds an Object from alternating keys and values; values are

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -162,5 +164,30 @@ func BenchmarkParseObject(b *testing.B) {
 		if _, err := ParseObject(line, false); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestParseObjectManyMembers: past the members a scan finds (16), keys
+// are found again by a map: the last of duplicates still wins, and strict
+// still refuses them, as the decoder did.
+func TestParseObjectManyMembers(t *testing.T) {
+	var b bytes.Buffer
+	b.WriteString("{")
+	for i := range 40 {
+		fmt.Fprintf(&b, `"k%d":%d,`, i%25, i)
+	}
+	b.WriteString(`"last":true}`)
+	got, err := ParseObject(b.Bytes(), false)
+	want, werr := parseObjectDecoder(b.Bytes(), false)
+	if err != nil || werr != nil || len(got.Fields) != 26 || len(got.Fields) != len(want.Fields) {
+		t.Fatalf("%d members (%v), the decoder %d (%v)", len(got.Fields), err, len(want.Fields), werr)
+	}
+	for i := range got.Fields {
+		if got.Fields[i].Key != want.Fields[i].Key || !bytes.Equal(got.Fields[i].Value, want.Fields[i].Value) {
+			t.Fatalf("member %d: %q=%s, the decoder %q=%s", i, got.Fields[i].Key, got.Fields[i].Value, want.Fields[i].Key, want.Fields[i].Value)
+		}
+	}
+	if _, err := ParseObject(b.Bytes(), true); err == nil || !strings.Contains(err.Error(), `duplicate key "k0"`) {
+		t.Fatalf("strict: %v, want the duplicate k0", err)
 	}
 }
