@@ -56,13 +56,12 @@ func (f *Fields) Len() int { return len(f.folded) }
 // is JSON null.
 func (f *Fields) Object(b []byte, vals [][]byte) bool {
 	clear(vals)
-	s := scanner{b: b}
-	s.space()
-	if !s.object(1, f, vals) {
-		return false
-	}
-	s.space()
-	return s.i == len(b)
+	ok, _ := Members(b, func(key, val []byte) {
+		if k := f.match(key); k >= 0 {
+			vals[k] = val
+		}
+	})
+	return ok
 }
 
 // Members reads b, which must be one JSON object with at most white space
@@ -74,40 +73,11 @@ func (f *Fields) Object(b []byte, vals [][]byte) bool {
 func Members(b []byte, each func(key, val []byte)) (ok bool, at int) {
 	s := scanner{b: b}
 	s.space()
-	if !s.is('{') {
+	if !s.object(1, each) {
 		return false, s.i
 	}
 	s.space()
-	if s.is('}') {
-		s.space()
-		return s.i == len(b), s.i
-	}
-	for {
-		start := s.i
-		if !s.str() {
-			return false, s.i
-		}
-		key := s.b[start:s.i:s.i]
-		s.space()
-		if !s.is(':') {
-			return false, s.i
-		}
-		s.space()
-		start = s.i
-		if !s.value(1) {
-			return false, s.i
-		}
-		each(key, s.b[start:s.i:s.i])
-		s.space()
-		if s.is('}') {
-			s.space()
-			return s.i == len(b), s.i
-		}
-		if !s.is(',') {
-			return false, s.i
-		}
-		s.space()
-	}
+	return s.i == len(b), s.i
 }
 
 // Elements reads b, which must be one JSON array with at most white space
@@ -159,7 +129,7 @@ func (s *scanner) value(depth int) bool {
 	}
 	switch c := s.b[s.i]; {
 	case c == '{':
-		return s.object(depth+1, nil, nil)
+		return s.object(depth+1, nil)
 	case c == '[':
 		return s.array(depth+1, nil)
 	case c == '"':
@@ -176,9 +146,9 @@ func (s *scanner) value(depth int) bool {
 	return false
 }
 
-// object reads an object that is at nesting depth; with f, the values of
-// its members that f names go to vals.
-func (s *scanner) object(depth int, f *Fields, vals [][]byte) bool {
+// object reads an object that is at nesting depth, calling each (if not
+// nil) with each member's raw key and value.
+func (s *scanner) object(depth int, each func(key, val []byte)) bool {
 	if depth > maxDepth || !s.is('{') {
 		return false
 	}
@@ -191,7 +161,7 @@ func (s *scanner) object(depth int, f *Fields, vals [][]byte) bool {
 		if !s.str() {
 			return false
 		}
-		key := s.b[start:s.i]
+		key := s.b[start:s.i:s.i]
 		s.space()
 		if !s.is(':') {
 			return false
@@ -201,10 +171,8 @@ func (s *scanner) object(depth int, f *Fields, vals [][]byte) bool {
 		if !s.value(depth) {
 			return false
 		}
-		if f != nil {
-			if k := f.match(key); k >= 0 {
-				vals[k] = s.b[start:s.i:s.i]
-			}
+		if each != nil {
+			each(key, s.b[start:s.i:s.i])
 		}
 		s.space()
 		if s.is('}') {
