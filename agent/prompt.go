@@ -59,6 +59,7 @@ func NewPrompt(system string, log []byte, start int64, summary []byte, budget in
 		p.Summary, p.Cursor = text, c
 	}
 	lines := linesAfter(log, start, p.Cursor.End)
+	p.Turns, p.Lines = make([]provider.Turn, 0, len(lines)), make([]Line, 0, len(lines))
 	used, i := 0, len(lines)
 	for i > 0 && (budget == 0 || used <= budget) {
 		i--
@@ -77,7 +78,7 @@ func NewPrompt(system string, log []byte, start int64, summary []byte, budget in
 // linesAfter are the lines of log (starting at offset start) that end
 // after offset after.
 func linesAfter(log []byte, start, after int64) []Line {
-	var lines []Line
+	lines := make([]Line, 0, bytes.Count(log, []byte("\n"))+1)
 	off := start
 	for len(log) > 0 {
 		line, rest, _ := bytes.Cut(log, []byte("\n"))

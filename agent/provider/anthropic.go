@@ -3,7 +3,7 @@ package provider
 import (
 	"encoding/json"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -69,7 +69,16 @@ const (
 	opening     = "(continued)" // before a conversation that starts with the assistant
 )
 
-func (anthropic) body(cfg Config, req Request, tools offered) ([]byte, error) {
+func (a anthropic) body(cfg Config, req Request, tools offered) ([]byte, error) {
+	r, err := a.request(cfg, req, tools)
+	if err != nil {
+		return nil, err
+	}
+	return r.marshal(textSize(req))
+}
+
+// request is the request of body, before it is written.
+func (anthropic) request(cfg Config, req Request, tools offered) (*anRequest, error) {
 	turns, err := plan(req.Turns, tools, idChars) // tool_use ids must match ^[a-zA-Z0-9_-]+$
 	if err != nil {
 		return nil, err
@@ -78,7 +87,7 @@ func (anthropic) body(cfg Config, req Request, tools offered) ([]byte, error) {
 	if maxTokens == 0 {
 		maxTokens = DefaultAnthropicMaxTokens
 	}
-	return json.Marshal(anRequest{
+	return &anRequest{
 		Model:       cfg.ModelID,
 		MaxTokens:   maxTokens,
 		System:      req.System,
@@ -86,7 +95,7 @@ func (anthropic) body(cfg Config, req Request, tools offered) ([]byte, error) {
 		Tools:       anTools(tools.tools),
 		Stream:      true,
 		Temperature: cfg.Temperature,
-	})
+	}, nil
 }
 
 // anTools is the tools offered, in Anthropic's format.
@@ -100,14 +109,27 @@ func anTools(tools []Tool) []anTool {
 
 // anMessages renders the planned turns as the alternating user and
 // assistant messages Anthropic requires, starting with a user message.
+// The blocks of consecutive turns of one role merge into one message, so
+// each message's blocks are a run of one array of all blocks.
 func anMessages(turns []planned) []anMessage {
-	var out []anMessage
+	all := make([]anBlock, 0, len(turns))
+	out := make([]anMessage, 0, len(turns)+1)
+	starts := make([]int, 0, len(turns)+1) // each message's first block in all
 	for _, p := range turns {
-		role, blocks := anBlocks(p)
-		if n := len(out); n > 0 && out[n-1].Role == role {
-			out[n-1].Content = append(out[n-1].Content, blocks...)
-		} else {
-			out = append(out, anMessage{Role: role, Content: blocks})
+		start := len(all)
+		var role string
+		role, all = appendBlocks(all, p)
+		if n := len(out); n == 0 || out[n-1].Role != role {
+			out, starts = append(out, anMessage{Role: role}), append(starts, start)
+		}
+	}
+	for i := range out {
+		end := len(all)
+		if i+1 < len(out) {
+			end = starts[i+1]
+		}
+		if end > starts[i] {
+			out[i].Content = all[starts[i]:end:end]
 		}
 	}
 	if len(out) > 0 && out[0].Role != RoleUser {
@@ -123,22 +145,21 @@ func anMessages(turns []planned) []anMessage {
 	return out
 }
 
-// anBlocks is one planned turn's role and blocks; a tool result is user
-// content.
-func anBlocks(p planned) (string, []anBlock) {
-	var blocks []anBlock
+// appendBlocks appends one planned turn's blocks and says its role; a
+// tool result is user content.
+func appendBlocks(blocks []anBlock, p planned) (string, []anBlock) {
+	if p.role == RoleTool {
+		r := p.result
+		return RoleUser, append(blocks, anBlock{Type: "tool_result", ToolUseID: r.ToolCallID, Content: r.Text, IsError: r.IsError})
+	}
 	if p.text != "" {
 		blocks = append(blocks, anBlock{Type: "text", Text: p.text})
 	}
-	switch p.role {
-	case RoleAssistant:
+	if p.role == RoleAssistant {
 		for _, c := range p.calls {
 			blocks = append(blocks, anBlock{Type: "tool_use", ID: c.ID, Name: wireName(c.Name), Input: argsObject(c.Arguments)})
 		}
 		return RoleAssistant, blocks
-	case RoleTool:
-		r := p.result
-		return RoleUser, []anBlock{{Type: "tool_result", ToolUseID: r.ToolCallID, Content: r.Text, IsError: r.IsError}}
 	}
 	return RoleUser, blocks
 }
@@ -148,9 +169,20 @@ func anBlocks(p planned) (string, []anBlock) {
 // its results, and a loose result or a user turn merged after them must
 // not come between.
 func resultsFirst(blocks []anBlock) {
-	sort.SliceStable(blocks, func(i, j int) bool {
-		return blocks[i].Type == "tool_result" && blocks[j].Type != "tool_result"
+	if len(blocks) < 2 {
+		return
+	}
+	slices.SortStableFunc(blocks, func(a, b anBlock) int {
+		return rank(b) - rank(a)
 	})
+}
+
+// rank orders blocks for resultsFirst: 1 for a tool_result, 0 for the rest.
+func rank(b anBlock) int {
+	if b.Type == "tool_result" {
+		return 1
+	}
+	return 0
 }
 
 // trimFinalAssistant trims trailing white space from a final assistant

@@ -65,7 +65,16 @@ type oaFunction struct {
 	Arguments string `json:"arguments"` // JSON text, as a string
 }
 
-func (openAI) body(cfg Config, req Request, tools offered) ([]byte, error) {
+func (o openAI) body(cfg Config, req Request, tools offered) ([]byte, error) {
+	r, err := o.request(cfg, req, tools)
+	if err != nil {
+		return nil, err
+	}
+	return r.marshal(textSize(req))
+}
+
+// request is the request of body, before it is written.
+func (openAI) request(cfg Config, req Request, tools offered) (*oaRequest, error) {
 	turns, err := plan(req.Turns, tools, func(id string) bool { return id != "" })
 	if err != nil {
 		return nil, err
@@ -83,7 +92,7 @@ func (openAI) body(cfg Config, req Request, tools offered) ([]byte, error) {
 	} else {
 		r.MaxTokens = cfg.MaxTokens
 	}
-	return json.Marshal(r)
+	return &r, nil
 }
 
 // wantsMaxCompletionTokens says whether a model takes its output bound as
@@ -120,13 +129,15 @@ func oaTools(tools []Tool) []oaTool {
 // oaMessages renders the system prompt and the planned turns. OpenAI takes
 // consecutive messages of one role as they are, so nothing is merged.
 func oaMessages(system string, turns []planned) []oaMessage {
-	var out []oaMessage
+	out := make([]oaMessage, 0, len(turns)+1)
 	if system != "" {
 		out = append(out, oaMessage{Role: "system", Content: &system})
 	}
-	for _, p := range turns {
+	texts := make([]string, len(turns)) // the contents, in one allocation
+	for i, p := range turns {
 		m := oaMessage{Role: p.role}
-		text := p.text
+		text := &texts[i]
+		*text = p.text
 		switch p.role {
 		case RoleAssistant:
 			for _, c := range p.calls {
@@ -134,10 +145,10 @@ func oaMessages(system string, turns []planned) []oaMessage {
 					Function: oaFunction{Name: wireName(c.Name), Arguments: string(argsObject(c.Arguments))}})
 			}
 		case RoleTool:
-			m.ToolCallID, text = p.result.ToolCallID, resultText(p.result)
+			m.ToolCallID, *text = p.result.ToolCallID, resultText(p.result)
 		}
-		if text != "" || len(m.ToolCalls) == 0 {
-			m.Content = &text
+		if *text != "" || len(m.ToolCalls) == 0 {
+			m.Content = text
 		}
 		out = append(out, m)
 	}

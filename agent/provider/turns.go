@@ -49,7 +49,7 @@ func plan(turns []Turn, tools offered, idOK func(string) bool) ([]planned, error
 	if len(turns) == 0 {
 		return nil, fmt.Errorf("the request has no turns")
 	}
-	var out []planned
+	out := make([]planned, 0, len(turns))
 	used := map[string]bool{} // call ids already kept
 	for i := 0; i < len(turns); {
 		t := turns[i]
@@ -65,7 +65,7 @@ func plan(turns []Turn, tools offered, idOK func(string) bool) ([]planned, error
 			for j < len(turns) && turns[j].Role == RoleTool {
 				j++
 			}
-			out = append(out, pairRun(t, turns[i+1:j], used, tools, idOK)...)
+			out = pairRun(out, t, turns[i+1:j], used, tools, idOK)
 			i = j
 		default:
 			return nil, fmt.Errorf("turn %d: role %q is not %s, %s or %s", i, t.Role, RoleUser, RoleAssistant, RoleTool)
@@ -74,8 +74,12 @@ func plan(turns []Turn, tools offered, idOK func(string) bool) ([]planned, error
 	return out, nil
 }
 
-// pairRun plans one assistant turn and the tool turns right after it.
-func pairRun(a Turn, results []Turn, used map[string]bool, tools offered, idOK func(string) bool) []planned {
+// pairRun appends to out the plan of one assistant turn and the tool
+// turns right after it.
+func pairRun(out []planned, a Turn, results []Turn, used map[string]bool, tools offered, idOK func(string) bool) []planned {
+	if len(a.ToolCalls) == 0 && len(results) == 0 { // most turns of a long conversation
+		return append(out, planned{role: RoleAssistant, text: a.Text})
+	}
 	firstResult := map[string]int{} // call id → index of its first result
 	for k := len(results) - 1; k >= 0; k-- {
 		firstResult[results[k].ToolCallID] = k
@@ -91,7 +95,7 @@ func pairRun(a Turn, results []Turn, used map[string]bool, tools offered, idOK f
 		}
 		asst.text = joinText(asst.text, fmt.Sprintf("[tool call %s]\n%s", label(c.Name, c.ID), c.Arguments))
 	}
-	out := []planned{asst}
+	out = append(out, asst)
 	for k, r := range results {
 		if answered[k] {
 			out = append(out, planned{role: RoleTool, result: r})

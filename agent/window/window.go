@@ -11,6 +11,7 @@
 package window
 
 import (
+	"math/bits"
 	"strings"
 	"unicode/utf8"
 
@@ -47,14 +48,17 @@ const (
 // the estimate. The reply's reserve absorbs small misses; a provider that
 // still refuses says so (an error frame).
 func Tokens(s string) int {
-	ascii, other := 0, 0
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x80 {
-			ascii++
-		} else {
-			other++
-		}
+	other := 0 // bytes of 0x80 and over, counted eight at a time: a long prompt's every text is counted at each run
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		other += bits.OnesCount64(w & 0x8080808080808080)
 	}
+	for ; i < len(s); i++ {
+		other += int(s[i] >> 7)
+	}
+	ascii := len(s) - other
 	return (ascii+2)/3 + (other+1)/2
 }
 

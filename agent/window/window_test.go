@@ -18,6 +18,35 @@ func TestTokens(t *testing.T) {
 	}
 }
 
+// TestTokensEveryMix: the count read eight bytes at a time is the count
+// read byte by byte, for every length to 40 and every place of high bytes.
+func TestTokensEveryMix(t *testing.T) {
+	byByte := func(s string) int {
+		ascii, other := 0, 0
+		for i := 0; i < len(s); i++ {
+			if s[i] < 0x80 {
+				ascii++
+			} else {
+				other++
+			}
+		}
+		return (ascii+2)/3 + (other+1)/2
+	}
+	for n := 0; n <= 40; n++ {
+		for seed := range 64 {
+			b := []byte(strings.Repeat("a", n))
+			for i := range b {
+				if (i*7+seed*13)%(seed%5+2) == 0 {
+					b[i] = byte(0x80 + (i+seed)%128)
+				}
+			}
+			if got, want := Tokens(string(b)), byByte(string(b)); got != want {
+				t.Fatalf("Tokens(%q) = %d, byte by byte %d", b, got, want)
+			}
+		}
+	}
+}
+
 func TestLimitsOf(t *testing.T) {
 	for _, c := range []struct {
 		id                string
