@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"slices"
+	"sort"
 
 	"github.com/ctxfs/ctxfs/agent/provider"
 	"github.com/ctxfs/ctxfs/agent/window"
@@ -58,37 +59,27 @@ func NewPrompt(system string, log []byte, start int64, summary []byte, budget in
 	if ok && cursorMatches(c, log, start) {
 		p.Summary, p.Cursor = text, c
 	}
-	lines := linesAfter(log, start, p.Cursor.End)
-	p.Turns, p.Lines = make([]provider.Turn, 0, len(lines)), make([]Line, 0, len(lines))
-	used, i := 0, len(lines)
-	for i > 0 && (budget == 0 || used <= budget) {
-		i--
-		if t, ok := promptTurns.turnOf(lines[i].Text); ok {
-			p.Turns = append(p.Turns, t)
-			p.Lines = append(p.Lines, lines[i])
-			used += window.TurnTokens(t)
+	promptLogs.lines(log, start, func(v *logView) {
+		first := sort.Search(v.Len(), func(i int) bool { return v.End(i) > p.Cursor.End })
+		used, i := 0, v.Len()
+		for i > first && (budget == 0 || used <= budget) {
+			i--
+			if t, tokens, ok := v.Turn(i); ok {
+				p.Turns = append(p.Turns, t)
+				p.Lines = append(p.Lines, v.Line(i))
+				used += tokens
+			}
 		}
-	}
+		if i > first {
+			p.Older = make([]Line, 0, i-first)
+			for k := first; k < i; k++ {
+				p.Older = append(p.Older, v.Line(k))
+			}
+		}
+	})
 	slices.Reverse(p.Turns)
 	slices.Reverse(p.Lines)
-	p.Older = lines[:i]
 	return p
-}
-
-// linesAfter are the lines of log (starting at offset start) that end
-// after offset after.
-func linesAfter(log []byte, start, after int64) []Line {
-	lines := make([]Line, 0, bytes.Count(log, []byte("\n"))+1)
-	off := start
-	for len(log) > 0 {
-		line, rest, _ := bytes.Cut(log, []byte("\n"))
-		off += int64(len(line)) + 1
-		log = rest
-		if off > after {
-			lines = append(lines, Line{End: off, Text: line})
-		}
-	}
-	return lines
 }
 
 // cursorMatches reports whether c names a line of the history whose end

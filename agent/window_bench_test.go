@@ -72,8 +72,8 @@ func assemble(tb testing.TB, log []byte, start int64, summary []byte) *toolLoop 
 // the last compaction left it (the 3,000 newest, about 70k tokens, fit the
 // window); "stale": it covers up to 90,000, so the 10,000 after it (about
 // 230k tokens) are parsed and cut again. The bound: under 50 ms and 50 MB
-// an assembly. "cold" empties the cache of parsed turns (promptTurns)
-// before each assembly, as a session's first run after the server
+// an assembly. "cold" empties the caches of parsed turns and read logs
+// (promptTurns, promptLogs) before each assembly, as a session's first run after the server
 // started finds it; "warm" keeps it, as the session's next run does.
 func BenchmarkPromptAssembly(b *testing.B) {
 	for _, c := range []struct {
@@ -88,6 +88,7 @@ func BenchmarkPromptAssembly(b *testing.B) {
 				for b.Loop() {
 					if cold {
 						promptTurns = newTurnCache(turnCacheBytes)
+						promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
 					}
 					assemble(b, tail, start, summary)
 				}

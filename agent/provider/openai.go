@@ -145,7 +145,7 @@ func oaMessages(system string, turns []planned) []oaMessage {
 					Function: oaFunction{Name: wireName(c.Name), Arguments: string(argsObject(c.Arguments))}})
 			}
 		case RoleTool:
-			m.ToolCallID, *text = p.result.ToolCallID, resultText(p.result)
+			m.ToolCallID, *text = p.result.ToolCallID, resultText(*p.result)
 		}
 		if *text != "" || len(m.ToolCalls) == 0 {
 			m.Content = text

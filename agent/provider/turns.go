@@ -36,7 +36,7 @@ type planned struct {
 	role   string     // RoleUser, RoleAssistant or RoleTool
 	text   string     // user and assistant turns
 	calls  []ToolCall // assistant: only calls of offered tools whose result follows, names as ctxfs spells them
-	result Turn       // tool: a result answering a call of the assistant turn before
+	result *Turn      // tool: a result answering a call of the assistant turn before (the request's own)
 }
 
 // plan pairs tool calls with results. A call is kept as a call when its
@@ -96,9 +96,9 @@ func pairRun(out []planned, a Turn, results []Turn, used map[string]bool, tools 
 		asst.text = joinText(asst.text, fmt.Sprintf("[tool call %s]\n%s", label(c.Name, c.ID), c.Arguments))
 	}
 	out = append(out, asst)
-	for k, r := range results {
+	for k := range results {
 		if answered[k] {
-			out = append(out, planned{role: RoleTool, result: r})
+			out = append(out, planned{role: RoleTool, result: &results[k]})
 		}
 	}
 	for k, r := range results {

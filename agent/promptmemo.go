@@ -1,0 +1,241 @@
+package agent
+
+import (
+	"bytes"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/window"
+)
+
+// promptLogs keeps, for the logs prompts were read from lately, where
+// each line ends and, for the lines a prompt needed, its turn and the
+// turn's tokens. A session's next prompt reads the same log with a few
+// lines more at its end (or the same lines from a later start, once the
+// log outgrew the tail a prompt reads), and looking each of thousands of
+// lines up in promptTurns again was most of what a long conversation's
+// prompt cost before its request could go (docs/benchmarks.md, "The
+// request body"). A log read before is found by its bytes: an entry is
+// used only when its text is byte for byte the new log's start at the
+// same offset, so what is handed out is what reading the log afresh
+// gives, and nothing of one session's text can reach another's prompt.
+var promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
+
+const (
+	// logMemoBytes bounds what the memo holds (the logs it keeps, their
+	// lines and turns); logMemoEntries bounds how many logs, so that a
+	// look through them stays short.
+	logMemoBytes   = 32 << 20
+	logMemoEntries = 64
+	// lineBytes is what the memo holds for a line beyond its text.
+	lineBytes = 16
+)
+
+// logLine is one line of a read log: its end, and its turn once read.
+type logLine struct {
+	end    int64 // the log's offset just past the line's newline
+	tokens int32 // window.TurnTokens of its turn, once read
+	turn   int32 // 0: not read yet; -1: read, not a turn; k: readLog.turns[k-1]
+}
+
+// readLog is a log's whole lines: text a copy of the log from offset start
+// to the end of its last whole line, lines where each ends, turns the
+// turns read. An entry belongs to one caller at a time (take, then put),
+// which alone reads and writes it meanwhile. Its text is only ever
+// appended to, so the lines' bytes handed out are never written again.
+type readLog struct {
+	start int64
+	text  []byte
+	lines []logLine
+	turns []provider.Turn
+	dead  int // turns of lines dropped by rebase
+	size  int // what it holds, as the memo counts it
+}
+
+// logMemo is a small set of read logs, the latest first.
+type logMemo struct {
+	mu                sync.Mutex
+	logs              []*readLog
+	size, bound, most int
+}
+
+func newLogMemo(bound, most int) *logMemo { return &logMemo{bound: bound, most: most} }
+
+// logView is the lines of one log as a prompt reads them: a read log's
+// lines, then the log's last line if it lacks its newline (read each time,
+// never kept).
+type logView struct {
+	r       *readLog
+	partial []byte
+}
+
+// lines calls use with the lines of log (starting at offset start); the
+// view is use's only while it runs.
+func (c *logMemo) lines(log []byte, start int64, use func(v *logView)) {
+	whole := log[:bytes.LastIndexByte(log, '\n')+1]
+	r := c.take(whole, start)
+	r.extend(whole)
+	use(&logView{r: r, partial: log[len(whole):]})
+	c.put(r)
+}
+
+// Len is the number of lines.
+func (v *logView) Len() int {
+	if len(v.partial) > 0 {
+		return len(v.r.lines) + 1
+	}
+	return len(v.r.lines)
+}
+
+// End is where line i ends: just past its newline (the last line, which
+// has none, as if it had).
+func (v *logView) End(i int) int64 {
+	if i == len(v.r.lines) {
+		return v.r.start + int64(len(v.r.text)+len(v.partial)) + 1
+	}
+	return v.r.lines[i].end
+}
+
+// Line is line i.
+func (v *logView) Line(i int) Line {
+	r := v.r
+	if i == len(r.lines) {
+		return Line{End: v.End(i), Text: v.partial}
+	}
+	from := r.start
+	if i > 0 {
+		from = r.lines[i-1].end
+	}
+	a, b := int(from-r.start), int(r.lines[i].end-r.start)-1
+	return Line{End: r.lines[i].end, Text: r.text[a:b:b]}
+}
+
+// Turn is line i's turn (turnOf) and its tokens, read once.
+func (v *logView) Turn(i int) (provider.Turn, int, bool) {
+	r := v.r
+	if i == len(r.lines) {
+		t, ok := promptTurns.turnOf(v.partial)
+		return t, window.TurnTokens(t), ok
+	}
+	l := &r.lines[i]
+	if l.turn == 0 {
+		t, ok := promptTurns.turnOf(v.Line(i).Text)
+		l.turn, l.tokens = -1, int32(window.TurnTokens(t))
+		if ok {
+			r.turns = append(r.turns, t)
+			l.turn = int32(len(r.turns))
+			r.size += entrySize("", cachedTurn{turn: t})
+		}
+	}
+	if l.turn < 0 {
+		return provider.Turn{}, int(l.tokens), false
+	}
+	return r.turns[l.turn-1], int(l.tokens), true
+}
+
+// take removes from the memo and returns a read log whose text is log's
+// start at the same offset, the lines before start dropped; or a new one.
+func (c *logMemo) take(log []byte, start int64) *readLog {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, r := range c.logs {
+		rest, ok := r.from(start)
+		if !ok || len(rest) == 0 || len(rest) > len(log) {
+			continue
+		}
+		tail := max(0, len(rest)-64) // the last line's end first: another session's differs there
+		if bytes.Equal(rest[tail:], log[tail:len(rest)]) && bytes.Equal(rest[:tail], log[:tail]) {
+			c.logs = slices.Delete(c.logs, i, i+1)
+			c.size -= r.size
+			r.rebase(start)
+			return r
+		}
+	}
+	return &readLog{start: start}
+}
+
+// from is r's text from offset start, when a line of r begins there.
+func (r *readLog) from(start int64) ([]byte, bool) {
+	skip := start - r.start
+	if skip < 0 || skip > int64(len(r.text)) || skip > 0 && r.text[skip-1] != '\n' {
+		return nil, false
+	}
+	return r.text[skip:], true
+}
+
+// rebase drops the lines that end at or before start, a line's end, and
+// the turns of dropped lines once they are most of those kept.
+func (r *readLog) rebase(start int64) {
+	if start == r.start {
+		return
+	}
+	k := sort.Search(len(r.lines), func(i int) bool { return r.lines[i].end > start })
+	for _, l := range r.lines[:k] {
+		if l.turn > 0 {
+			r.dead++
+		}
+	}
+	r.size -= int(start-r.start) + k*lineBytes
+	r.text, r.lines, r.start = r.text[start-r.start:], r.lines[k:], start
+	if r.dead > len(r.turns)/2 {
+		r.compact()
+	}
+}
+
+// compact keeps only the turns of lines kept.
+func (r *readLog) compact() {
+	turns := make([]provider.Turn, 0, len(r.turns)-r.dead)
+	for i := range r.lines {
+		if l := &r.lines[i]; l.turn > 0 {
+			turns = append(turns, r.turns[l.turn-1])
+			l.turn = int32(len(turns))
+		}
+	}
+	for _, t := range r.turns {
+		r.size -= entrySize("", cachedTurn{turn: t})
+	}
+	for _, t := range turns {
+		r.size += entrySize("", cachedTurn{turn: t})
+	}
+	r.turns, r.dead = turns, 0
+}
+
+// extend adds the lines of log (whole lines, r's text its start) that r
+// does not hold yet.
+func (r *readLog) extend(log []byte) {
+	from := len(r.text)
+	if from == len(log) {
+		return
+	}
+	r.text = append(r.text, log[from:]...)
+	rest, off := r.text[from:], r.start+int64(from)
+	n := bytes.Count(rest, []byte{'\n'})
+	r.lines = slices.Grow(r.lines, n)
+	for len(rest) > 0 {
+		i := bytes.IndexByte(rest, '\n')
+		off += int64(i) + 1
+		r.lines = append(r.lines, logLine{end: off})
+		rest = rest[i+1:]
+	}
+	r.size += len(log) - from + n*lineBytes
+}
+
+// put keeps r as the latest, dropping the oldest past the bounds; a log
+// larger than half the bound is not kept.
+func (c *logMemo) put(r *readLog) {
+	if r.size > c.bound/2 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.logs = slices.Insert(c.logs, 0, r)
+	c.size += r.size
+	for len(c.logs) > c.most || c.size > c.bound {
+		last := len(c.logs) - 1
+		c.size -= c.logs[last].size
+		c.logs[last] = nil
+		c.logs = c.logs[:last]
+	}
+}

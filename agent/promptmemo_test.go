@@ -1,0 +1,191 @@
+package agent
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/window"
+)
+
+// freshPrompt is NewPrompt without promptLogs: every line of the log
+// split and read afresh, as NewPrompt read them before the memo.
+func freshPrompt(system string, log []byte, start int64, summary []byte, budget int) *Prompt {
+	p := &Prompt{Request: provider.Request{System: system}}
+	c, text, ok := window.ParseSummary(summary)
+	if ok && cursorMatches(c, log, start) {
+		p.Summary, p.Cursor = text, c
+	}
+	lines := linesAfter(log, start, p.Cursor.End)
+	used, i := 0, len(lines)
+	for i > 0 && (budget == 0 || used <= budget) {
+		i--
+		if t, ok := turnOf(lines[i].Text); ok {
+			p.Turns = append([]provider.Turn{t}, p.Turns...)
+			p.Lines = append([]Line{lines[i]}, p.Lines...)
+			used += window.TurnTokens(t)
+		}
+	}
+	if i > 0 {
+		p.Older = lines[:i]
+	}
+	return p
+}
+
+// linesAfter are the lines of log (starting at offset start) that end
+// after offset after.
+func linesAfter(log []byte, start, after int64) []Line {
+	var lines []Line
+	off := start
+	for len(log) > 0 {
+		line, rest, _ := bytes.Cut(log, []byte("\n"))
+		off += int64(len(line)) + 1
+		log = rest
+		if off > after {
+			lines = append(lines, Line{End: off, Text: line})
+		}
+	}
+	return lines
+}
+
+// memoLine is line i of a test session: users, assistants with tool
+// calls, tool results, and lines that are no turn.
+func memoLine(session string, i int) string {
+	switch i % 5 {
+	case 0:
+		return fmt.Sprintf(`{"role":"user","content":"%s question %d"}`, session, i)
+	case 1:
+		return fmt.Sprintf(`{"role":"assistant","content":[{"type":"text","text":"looking %d"},{"type":"tool_call","id":"c%d","name":"fs.read","arguments":{"path":"%s"}}]}`, i, i, session)
+	case 2:
+		return fmt.Sprintf(`{"role":"tool","name":"fs.read","content":[{"type":"tool_result","tool_call_id":"c%d","content":"data %d","is_error":false}]}`, i-1, i)
+	case 3:
+		return fmt.Sprintf(`{"note":"not a message %d"}`, i)
+	}
+	return fmt.Sprintf(`{"role":"assistant","content":"%s answer %d é"}`, session, i)
+}
+
+// samePrompt fails unless NewPrompt gives what reading afresh gives.
+func samePrompt(t *testing.T, what string, log []byte, start int64, summary []byte, budget int) {
+	t.Helper()
+	got, want := NewPrompt("sys", log, start, summary, budget), freshPrompt("sys", log, start, summary, budget)
+	if !reflect.DeepEqual(got.Request, want.Request) || got.Summary != want.Summary || got.Cursor != want.Cursor ||
+		!sameLines(got.Lines, want.Lines) || !sameLines(got.Older, want.Older) {
+		t.Fatalf("%s: NewPrompt\n%+v\nread afresh\n%+v", what, got, want)
+	}
+}
+
+// sameLines compares lines by their ends and bytes (nil and empty alike).
+func sameLines(a, b []Line) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].End != b[i].End || !bytes.Equal(a[i].Text, b[i].Text) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPromptLogsAsFresh: as a session's log grows line by line (a last
+// line sometimes half written), its tail's start moves on, a summary's
+// cursor moves, a budget cuts, and another session with the same first
+// lines and an edited copy are read between, every prompt is what
+// reading its log afresh gives.
+func TestPromptLogsAsFresh(t *testing.T) {
+	promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
+	var log, other []byte
+	var ends []int64
+	for i := range 120 {
+		log = append(log, memoLine("a", i)+"\n"...)
+		other = append(other, memoLine(map[bool]string{true: "a", false: "b"}[i < 60], i)+"\n"...)
+		ends = append(ends, int64(len(log)))
+		start := int64(0)
+		if i > 40 { // the tail a prompt reads starts at a later line
+			start = ends[i-40]
+		}
+		var summary []byte
+		if i > 10 {
+			c := i / 2
+			line := log[ends[c-1] : ends[c]-1]
+			summary = window.FormatSummary(window.Cursor{End: ends[c], Hash: window.LineHash(line)}, "gist")
+		}
+		tail := log[start:]
+		samePrompt(t, fmt.Sprintf("line %d", i), tail, start, summary, 0)
+		samePrompt(t, fmt.Sprintf("line %d, budget", i), tail, start, nil, 100)
+		samePrompt(t, fmt.Sprintf("line %d, half a line more", i), append(tail[:len(tail):len(tail)], memoLine("a", i+1)[:20]...), start, nil, 0)
+		samePrompt(t, fmt.Sprintf("line %d, the other session", i), other[start:], start, nil, 0)
+		edited := bytes.Replace(bytes.Clone(tail), []byte("question"), []byte("Question"), 1)
+		samePrompt(t, fmt.Sprintf("line %d, edited", i), edited, start, nil, 0)
+		memoHolds(t, logMemoBytes, logMemoEntries)
+	}
+}
+
+// TestPromptLogsConcurrent: prompts of one log read at once, as a
+// session's runs and window ops may, are each the log's (go test -race
+// checks that no two touch one line at once).
+func TestPromptLogsConcurrent(t *testing.T) {
+	promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
+	var log []byte
+	for i := range 200 {
+		log = append(log, memoLine("c", i)+"\n"...)
+	}
+	want := freshPrompt("sys", log, 0, nil, 0)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range 50 {
+				n := len(log) - (g+k)%7*40 // some shorter, so that entries are extended
+				n = bytes.LastIndexByte(log[:n], '\n') + 1
+				p := NewPrompt("sys", log[:n], 0, nil, 0)
+				if n == len(log) && !reflect.DeepEqual(p.Turns, want.Turns) {
+					t.Errorf("goroutine %d: other turns", g)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestLogMemoBounded: however many logs are read, the memo holds at most
+// its bounds, and what it counts of each log is what the log holds.
+func TestLogMemoBounded(t *testing.T) {
+	const bound = 256 << 10
+	promptLogs = newLogMemo(bound, 8)
+	defer func() { promptLogs = newLogMemo(logMemoBytes, logMemoEntries) }()
+	for s := range 40 {
+		var log []byte
+		for i := range 50 + s*10 {
+			log = append(log, memoLine(fmt.Sprint("s", s), i)+"\n"...)
+		}
+		NewPrompt("", log, 0, nil, 0)
+		NewPrompt("", log[len(log)/3:], int64(len(log)/3), nil, 0) // not a line's start: read anew
+		memoHolds(t, bound, 8)
+	}
+}
+
+// memoHolds fails unless promptLogs counts what each log holds (its text,
+// its lines, the turns it keeps) and holds at most its bounds.
+func memoHolds(t *testing.T, bound, most int) {
+	t.Helper()
+	c := promptLogs
+	total := 0
+	for _, r := range c.logs {
+		want := len(r.text) + len(r.lines)*lineBytes
+		for _, t := range r.turns {
+			want += entrySize("", cachedTurn{turn: t})
+		}
+		if r.size != want {
+			t.Fatalf("log counted %d, holds %d", r.size, want)
+		}
+		total += r.size
+	}
+	if c.size != total || c.size > bound || len(c.logs) > most {
+		t.Fatalf("memo counts %d, holds %d in %d logs (bounds %d, %d)", c.size, total, len(c.logs), bound, most)
+	}
+}
