@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/abi"
 )
 
 // TestLineFollowsChanges: Line keeps what it made until the object
@@ -189,5 +192,19 @@ func TestParseObjectManyMembers(t *testing.T) {
 	}
 	if _, err := ParseObject(b.Bytes(), true); err == nil || !strings.Contains(err.Error(), `duplicate key "k0"`) {
 		t.Fatalf("strict: %v, want the duplicate k0", err)
+	}
+}
+
+// TestParseObjectTrailing: anything but white space after the object is
+// EINVAL (the decoder it replaced let `{"a":1}x` through); white space is
+// not.
+func TestParseObjectTrailing(t *testing.T) {
+	for _, line := range []string{`{"a":1}x`, `{"a":1} {}`, `{"a":1}]`, `{"a":1}` + "\x00", `{"a":1}"`} {
+		if o, err := ParseObject([]byte(line), false); abi.Errno(err) != syscall.EINVAL {
+			t.Errorf("%q: %v, %v; want EINVAL", line, o, err)
+		}
+	}
+	if o, err := ParseObject([]byte(" {\"a\":1} \t\r\n"), true); err != nil || len(o.Fields) != 1 || string(o.Fields[0].Value) != "1" {
+		t.Fatalf("white space around: %v, %v", o, err)
 	}
 }

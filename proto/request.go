@@ -2,7 +2,6 @@ package proto
 
 import (
 	"bytes"
-	"encoding/json"
 	"strings"
 	"syscall"
 
@@ -105,8 +104,8 @@ func ParseRequest(line []byte) (*Request, error) {
 	if err := abi.CheckLogLine(line); err != nil {
 		return nil, abi.Errorf(syscall.EINVAL, "", "request is not one JSON object on one line")
 	}
-	var w wireRequest
-	if err := json.Unmarshal(line, &w); err != nil {
+	w, err := decodeWire(line)
+	if err != nil {
 		return nil, abi.Errorf(syscall.EINVAL, "", "bad request field: %v", err)
 	}
 	if w.Op == nil {
