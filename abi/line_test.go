@@ -68,6 +68,12 @@ func FuzzCheckLogLine(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
 		err := CheckLogLine(line)
+		trimmed := bytes.TrimLeft(line, " \t\r")
+		want := utf8.Valid(line) && bytes.IndexByte(line, '\n') < 0 && len(line) <= MaxLineBytes &&
+			json.Valid(line) && len(trimmed) > 0 && trimmed[0] == '{'
+		if (err == nil) != want {
+			t.Fatalf("%q: %v, want ok=%v (json.Valid and the line rules)", line, err, want)
+		}
 		if err != nil {
 			if Errno(err) != syscall.EINVAL {
 				t.Fatalf("errno %v, want EINVAL", Errno(err))
@@ -86,6 +92,18 @@ func FuzzCheckLogLine(f *testing.F) {
 			t.Fatalf("accepted %q with trailing data", line)
 		}
 	})
+}
+
+// BenchmarkCheckLogLine: a message line of about 300 bytes, as a send
+// appends several of.
+func BenchmarkCheckLogLine(b *testing.B) {
+	line := []byte(`{"run":"ctx-0000000000000000000000000000002a","ts":"2026-12-03T01:00:00.000Z","role":"user","content":[{"type":"text","text":"a line of two hundred bytes or so, as the durable sends benchmark writes, with some words in it, \u00e9 and \"quotes\""}]}`)
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if err := CheckLogLine(line); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // Clip cuts on character boundaries only, and says when it cut.

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ctxfs/ctxfs/internal/jsonscan"
 )
 
 // Message is one messages.jsonl line (SPEC 6): what the engine, search,
@@ -109,8 +111,42 @@ func ContentText(content json.RawMessage) string {
 	if len(content) > 0 && content[0] == '"' {
 		return RawString(content)
 	}
-	return PartsText(ContentParts(content))
+	content = bytes.TrimSpace(content)
+	if len(content) == 0 || content[0] != '[' {
+		return PartsText(ContentParts(content))
+	}
+	// An array: only its text parts' type and text are read, in one pass
+	// (jsonscan), not every part's members by reflection (ContentParts);
+	// the same text (FuzzContentText).
+	var first string // the text of the first text part, while it is the only one
+	var more strings.Builder
+	n := 0
+	var v [2][]byte
+	ok := jsonscan.Elements(content, func(e []byte) {
+		if e[0] != '{' || !textPartFields.Object(e, v[:]) || RawString(v[0]) != "text" {
+			return
+		}
+		switch n++; n {
+		case 1:
+			first = RawString(v[1])
+		case 2:
+			more.WriteString(first)
+			fallthrough
+		default:
+			more.WriteString(RawString(v[1]))
+		}
+	})
+	switch {
+	case !ok:
+		return ""
+	case n > 1:
+		return more.String()
+	}
+	return first
 }
+
+// textPartFields are the members of a part ContentText reads.
+var textPartFields = jsonscan.NewFields("type", "text")
 
 // PartsText is ContentText of parts already read (ContentParts).
 func PartsText(parts []Part) string {

@@ -197,3 +197,47 @@ not json "assistant"
 		t.Fatalf("a user line taken: %v", o)
 	}
 }
+
+// contentCases are content values of every shape ContentText reads.
+var contentCases = []string{
+	`"plain"`, ` "spaced" `, `null`, `12`, `{"type":"text","text":"an object"}`, `[]`, ` [ ] `,
+	`[{"type":"text","text":"one"}]`,
+	`[{"type":"text","text":"a"},{"type":"tool_call","id":"c","name":"n"},{"TYPE":"text","Text":"b"},{"type":"te\u0078t","text":"c\n"}]`,
+	`[{"type":"text","text":"x","text":"last"},1,null,"s",[{"type":"text","text":"nested"}],{"type":"text"},{"type":"text","text":5}]`,
+	`[{"type":"text","text":"ok"},{"type":"text","text":"broken"`,
+	`[{"type":"text","text":"ok"}] x`,
+	`[{"ſype":"text","text":"long s key"}]`,
+	"[{\"type\":\"text\",\"text\":\"\xff invalid\"}]",
+}
+
+// partsText is ContentText as it was before its one-pass read of arrays:
+// a string as RawString reads it, else the text of ContentParts' text
+// parts.
+func partsText(c json.RawMessage) string {
+	if len(c) > 0 && c[0] == '"' {
+		return RawString(c)
+	}
+	return PartsText(ContentParts(c))
+}
+
+// TestContentTextAsParts: ContentText is partsText, whatever the
+// content's shape.
+func TestContentTextAsParts(t *testing.T) {
+	for _, c := range contentCases {
+		if got, want := ContentText(json.RawMessage(c)), partsText(json.RawMessage(c)); got != want {
+			t.Errorf("%s: %q, from the parts %q", c, got, want)
+		}
+	}
+}
+
+// FuzzContentText: any content reads as the text of its parts.
+func FuzzContentText(f *testing.F) {
+	for _, c := range contentCases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, c []byte) {
+		if got, want := ContentText(c), partsText(c); got != want {
+			t.Fatalf("%s: %q, from the parts %q", c, got, want)
+		}
+	})
+}
