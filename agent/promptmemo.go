@@ -223,9 +223,9 @@ func (r *readLog) extend(log []byte) {
 }
 
 // put keeps r as the latest, dropping the oldest past the bounds; a log
-// larger than half the bound is not kept.
+// with no whole line, or larger than half the bound, is not kept.
 func (c *logMemo) put(r *readLog) {
-	if r.size > c.bound/2 {
+	if len(r.text) == 0 || r.size > c.bound/2 { // nothing to find it by, or too large
 		return
 	}
 	c.mu.Lock()
