@@ -16,7 +16,7 @@ MANDIR   ?= $(PREFIX)/share/man
 UNITDIR  ?= $(PREFIX)/lib/systemd/system
 MAN      := man
 # Each fuzz target: package and name.
-FUZZ     := ./abi:FuzzCheckLogLine ./proto:FuzzParseRequest ./proto:FuzzParseObject ./proto:FuzzDecodeWire ./proto:FuzzContentText ./session/sealedlog:FuzzAppend ./agent/provider:FuzzSSE ./abi:FuzzStampWriter ./agent/cli:FuzzParseClaudeCode ./agent/cli:FuzzParseCodex ./agent/cli:FuzzParseGemini ./agent/cli:FuzzParseOpenCode ./agent/cli:FuzzReadSession ./agent/tools:FuzzParse ./trajectory:FuzzParseLine ./internal/jsonscan:FuzzObject ./internal/jsonscan:FuzzString ./cluster/peer:FuzzWire ./agent/provider:FuzzBody ./search:FuzzMayHold ./search:FuzzScanMessage
+FUZZ     := ./abi:FuzzCheckLogLine ./proto:FuzzParseRequest ./proto:FuzzParseObject ./proto:FuzzDecodeWire ./proto:FuzzContentText ./proto:FuzzSetString ./session/sealedlog:FuzzAppend ./agent/provider:FuzzSSE ./abi:FuzzStampWriter ./agent/cli:FuzzParseClaudeCode ./agent/cli:FuzzParseCodex ./agent/cli:FuzzParseGemini ./agent/cli:FuzzParseOpenCode ./agent/cli:FuzzReadSession ./agent/tools:FuzzParse ./trajectory:FuzzParseLine ./internal/jsonscan:FuzzObject ./internal/jsonscan:FuzzString ./cluster/peer:FuzzWire ./agent/provider:FuzzBody ./search:FuzzMayHold ./search:FuzzScanMessage
 
 .PHONY: build deps test unit fuzz bench bench-journaled run lint clean man install uninstall
 

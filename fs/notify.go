@@ -197,9 +197,10 @@ type attrsTracker interface {
 // kernel does not know that either, or for a mount root), name its last
 // component.
 func (ms *Mounts) find(rel string) (parent, node *fs.Inode, name string) {
-	parts := strings.Split(strings.Trim(rel, "/"), "/")
-	node = ms.roots[parts[0]]
-	for _, name = range parts[1:] {
+	first, rest, more := strings.Cut(strings.Trim(rel, "/"), "/")
+	node = ms.roots[first]
+	for more {
+		name, rest, more = strings.Cut(rest, "/")
 		if node == nil {
 			return nil, nil, name
 		}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 
@@ -109,7 +111,7 @@ func (m *members) add(key string, val []byte) {
 // NewObject builds an Object from alternating keys and values; values are
 // marshalled with encoding/json.
 func NewObject(kv ...any) *Object {
-	o := &Object{}
+	o := &Object{Fields: make([]Field, 0, len(kv)/2)}
 	for i := 0; i+1 < len(kv); i += 2 {
 		o.Set(kv[i].(string), kv[i+1])
 	}
@@ -185,12 +187,14 @@ func plain[T string | []byte](s T) bool {
 // Str is String without ok.
 func (o *Object) Str(key string) string { s, _ := o.String(key); return s }
 
-// Set replaces key's value in place, or appends key at the end.
+// Set replaces key's value in place, or appends key at the end. The
+// value is what encoding/json.Marshal makes of v; the kinds ctxfs's lines
+// hold (strings, integers, booleans, objects, lists of objects) are
+// written without its reflection, byte for byte as it writes them
+// (TestSetAsMarshal, FuzzSetString): that reflection was most of the
+// garbage of a send (docs/benchmarks.md#the-objects-of-a-send).
 func (o *Object) Set(key string, v any) {
-	raw, ok := v.(json.RawMessage)
-	if str, isStr := v.(string); isStr {
-		raw, ok = quotePlain(str)
-	}
+	raw, ok := marshalValue(v)
 	if !ok {
 		var err error
 		raw, err = json.Marshal(v)
@@ -206,6 +210,75 @@ func (o *Object) Set(key string, v any) {
 		}
 	}
 	o.Fields = append(o.Fields, Field{key, raw})
+}
+
+// marshalValue is json.Marshal(v) for the kinds it knows; false for the
+// others.
+func marshalValue(v any) (json.RawMessage, bool) {
+	switch v := v.(type) {
+	case json.RawMessage:
+		return v, true
+	case string:
+		if raw, ok := quotePlain(v); ok {
+			return raw, true
+		}
+		if strings.ContainsAny(v, "<>&") {
+			return nil, false // escaped for HTML by encoding/json
+		}
+		return jsonscan.AppendString(make([]byte, 0, len(v)+8), v), true
+	case bool:
+		return strconv.AppendBool(nil, v), true
+	case int:
+		return strconv.AppendInt(make([]byte, 0, 8), int64(v), 10), true
+	case int64:
+		return strconv.AppendInt(make([]byte, 0, 8), v, 10), true
+	case uint64:
+		return strconv.AppendUint(make([]byte, 0, 8), v, 10), true
+	case *Object:
+		if v == nil {
+			return json.RawMessage("null"), true
+		}
+		if htmlEscaped(v.compact()) {
+			return nil, false
+		}
+		return bytes.Clone(v.compact()), true
+	case []*Object:
+		if v == nil {
+			return json.RawMessage("null"), true
+		}
+		n := 2
+		for _, e := range v {
+			if htmlEscaped(e.compact()) {
+				return nil, false
+			}
+			n += len(e.compact()) + 1
+		}
+		b := append(make([]byte, 0, n), '[')
+		for i, e := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, e.compact()...)
+		}
+		return append(b, ']'), true
+	}
+	return nil, false
+}
+
+// htmlEscaped says whether encoding/json would write the JSON text b
+// otherwise when a Marshaler returns it: it escapes '<', '>', '&', U+2028
+// and U+2029.
+func htmlEscaped(b []byte) bool {
+	return bytes.ContainsAny(b, "<>&\u2028\u2029")
+}
+
+// compact is the object's JSON without the newline, "null" for nil.
+func (o *Object) compact() []byte {
+	if o == nil {
+		return []byte("null")
+	}
+	l := o.Line()
+	return l[:len(l)-1]
 }
 
 // Delete removes key.
@@ -233,38 +306,41 @@ func (o *Object) MarshalJSON() ([]byte, error) {
 }
 
 func (o *Object) marshal() ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteByte('{')
+	n := 3 // braces and Line's newline
+	for _, f := range o.Fields {
+		n += len(f.Key) + len(f.Value) + 4
+	}
+	b := append(make([]byte, 0, n), '{')
 	for i, f := range o.Fields {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		writeKey(&b, f.Key)
-		b.WriteByte(':')
+		b = appendKey(b, f.Key)
+		b = append(b, ':')
 		if isPlainString(f.Value) {
-			b.Write(f.Value) // compact already
+			b = append(b, f.Value...) // compact already
 			continue
 		}
-		if err := json.Compact(&b, f.Value); err != nil {
-			return nil, err
+		var ok bool
+		if b, ok = jsonscan.AppendCompact(b, f.Value); !ok {
+			return nil, abi.Errorf(syscall.EINVAL, "", "member %q is not JSON", f.Key)
 		}
 	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
+	return append(b, '}'), nil
 }
 
-// writeKey writes a member name as a JSON string. Names are nearly always
-// plain ASCII ("type", "run", …), which need no escaping: writing them
-// as they are spared a reflective json.Marshal per member of every frame.
-func writeKey(b *bytes.Buffer, k string) {
+// appendKey appends a member name as a JSON string. Names are nearly
+// always plain ASCII ("type", "run", …), which need no escaping: writing
+// them as they are spared a reflective json.Marshal per member of every
+// frame.
+func appendKey(b []byte, k string) []byte {
 	if !plain(k) {
 		q, _ := json.Marshal(k)
-		b.Write(q)
-		return
+		return append(b, q...)
 	}
-	b.WriteByte('"')
-	b.WriteString(k)
-	b.WriteByte('"')
+	b = append(b, '"')
+	b = append(b, k...)
+	return append(b, '"')
 }
 
 // Line is the object as one JSON line, newline included. The bytes are

@@ -59,6 +59,21 @@ type batch struct {
 	latest       *proto.Object
 }
 
+// eventsRoom is about what frames take of events.jsonl, with the end of
+// the run when final: a batch's lines are gathered in one allocation.
+func eventsRoom(frames []*proto.Object, final bool) int {
+	n := 0
+	if final {
+		n = 256 // done and the state
+	}
+	for _, fr := range frames {
+		if fr.Str("type") != proto.FrameDelta {
+			n += len(fr.Line())
+		}
+	}
+	return n
+}
+
 // add files one stamped frame: every frame but a delta goes to
 // events.jsonl; messages and tool results also to messages.jsonl.
 func (b *batch) add(rn *run, fr *proto.Object) {
@@ -92,7 +107,7 @@ func (rn *run) recordBatch(frames []*proto.Object, final bool, status string) {
 	if rn.broken != nil {
 		return // the run ended when its batch failed; what came after is dropped
 	}
-	var b batch
+	b := batch{events: make([]byte, 0, eventsRoom(frames, final))}
 	for _, fr := range frames {
 		b.add(rn, fr)
 	}
@@ -199,6 +214,10 @@ func (rn *run) fail(err error) {
 	rn.end(done)
 }
 
+// finalStates is a session's state after a run that ended with a status,
+// when no other run is active.
+var finalStates = map[string]string{"ok": abi.StateDone, abi.StateError: abi.StateError, abi.StateCancelled: abi.StateCancelled}
+
 // closing adds the end of a run to the final batch: done, and the
 // session's new state when no other run is active.
 func (rn *run) closing(b *batch, status string) *proto.Object {
@@ -209,7 +228,7 @@ func (rn *run) closing(b *batch, status string) *proto.Object {
 	rn.ending = true
 	rn.s.mu.Unlock()
 	if rn.s.othersActive(rn.id) == 0 {
-		state := map[string]string{"ok": abi.StateDone, abi.StateError: abi.StateError, abi.StateCancelled: abi.StateCancelled}[status]
+		state := finalStates[status]
 		b.events = append(b.events, proto.NewObject("type", proto.FrameState, "state", state, "run", rn.id, "ts", abi.TS(now)).Line()...)
 		rn.finalState = state
 	}

@@ -283,6 +283,25 @@ func cpuProfile(name string, log *slog.Logger) (stop func()) {
 	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
+// allocProfile writes the profile of what the server allocated, from its
+// start, into the file named when it stops (CTXFS_ALLOCPROFILE: where a
+// send's garbage comes from); nil when none.
+func allocProfile(name string, log *slog.Logger) (stop func()) {
+	if name == "" {
+		return nil
+	}
+	return func() {
+		f, err := os.Create(name)
+		if err == nil {
+			err = pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+		if err != nil {
+			log.Error("CTXFS_ALLOCPROFILE", "err", err)
+		}
+	}
+}
+
 // serve runs the server in this process until SIGINT or SIGTERM, or until
 // a mount of ours is taken away; with gcIdle, idle temp-* sessions are
 // archived every gcIdle. It logs what it does, and tells systemd (notify,
@@ -294,6 +313,9 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 		return err
 	}
 	if stop := cpuProfile(os.Getenv("CTXFS_CPUPROFILE"), log); stop != nil {
+		defer stop()
+	}
+	if stop := allocProfile(os.Getenv("CTXFS_ALLOCPROFILE"), log); stop != nil {
 		defer stop()
 	}
 	agent.Enter = self // runs enter their directories after exec (agent.Enter)

@@ -111,26 +111,51 @@ var sessionFiles = map[string]PlaceKind{
 // of the ABI (the store keeps its seals and temporary files under them),
 // except inside free trees.
 func Classify(rel string) Place {
-	parts := strings.Split(strings.Trim(rel, "/"), "/")
+	rel = strings.Trim(rel, "/")
+	var buf [classifyDepth]string
+	parts := splitNames(rel, &buf)
 	switch {
 	case len(parts) == 1 && (parts[0] == "home" || parts[0] == "shared"):
 		return Place{Kind: PlaceTop}
 	case len(parts) < 2:
 		return Place{}
-	case parts[0] == "home":
-		return classifyHome(parts)
-	case parts[0] == "shared":
-		return classifyShared(parts)
+	}
+	home := rel[:len(parts[0])+1+len(parts[1])] // "home/<uid>" or "shared/<space>"
+	switch parts[0] {
+	case "home":
+		return classifyHome(home, parts)
+	case "shared":
+		return classifyShared(home, parts)
 	}
 	return Place{}
 }
 
+// classifyDepth is how many names of a path Classify splits without
+// allocating: it runs at every change the engine announces, and a
+// session's files lie 7 names deep (docs/benchmarks.md#the-objects-of-a-send).
+const classifyDepth = 12
+
+// splitNames is strings.Split(rel, "/"), into buf when the names fit.
+func splitNames(rel string, buf *[classifyDepth]string) []string {
+	parts := buf[:0]
+	for rest := rel; ; {
+		if len(parts) == len(buf) {
+			return strings.Split(rel, "/")
+		}
+		name, after, more := strings.Cut(rest, "/")
+		parts = append(parts, name)
+		if !more {
+			return parts
+		}
+		rest = after
+	}
+}
+
 // classifyHome: home/<uid>/{agent,model,archived_sessions}/...
-func classifyHome(parts []string) Place {
+func classifyHome(home string, parts []string) Place {
 	if !validUid(parts[1]) {
 		return Place{}
 	}
-	home := "home/" + parts[1]
 	if len(parts) == 2 {
 		return Place{Kind: PlaceHome, Home: home}
 	}
@@ -141,11 +166,10 @@ func classifyHome(parts []string) Place {
 }
 
 // classifyShared: shared/<space>/{agent,model}/...
-func classifyShared(parts []string) Place {
+func classifyShared(home string, parts []string) Place {
 	if !abi.ValidName(parts[1]) {
 		return badOrInvalid(parts[1])
 	}
-	home := "shared/" + parts[1]
 	if len(parts) == 2 {
 		return Place{Kind: PlaceSpace, Home: home}
 	}

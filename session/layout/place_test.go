@@ -1,6 +1,8 @@
 package layout
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -152,6 +154,18 @@ func TestArchiveDir(t *testing.T) {
 		home, agent, ok := ArchiveDir(c.rel)
 		if home != c.home || agent != c.agent || ok != c.ok {
 			t.Errorf("ArchiveDir(%q) = %q, %q, %v; want %q, %q, %v", c.rel, home, agent, ok, c.home, c.agent, c.ok)
+		}
+	}
+}
+
+// TestSplitNamesAsSplit: Classify's split is strings.Split's, below its
+// depth and beyond it.
+func TestSplitNamesAsSplit(t *testing.T) {
+	for _, rel := range []string{"", "a", "a/b", "a//b", "home/1000/agent/x/session/s/messages.jsonl",
+		strings.Repeat("n/", classifyDepth-1) + "n", strings.Repeat("n/", classifyDepth) + "n", strings.Repeat("x/", 40)} {
+		var buf [classifyDepth]string
+		if got, want := splitNames(rel, &buf), strings.Split(rel, "/"); !slices.Equal(got, want) {
+			t.Errorf("splitNames(%q) = %q, want %q", rel, got, want)
 		}
 	}
 }

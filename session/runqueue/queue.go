@@ -42,7 +42,9 @@ func New(run string, max int, stop func()) *Queue {
 
 // Stamp rebuilds a frame as {"type", "run", …its other fields…, "ts"}.
 func Stamp(f *proto.Object, run string, t time.Time) *proto.Object {
-	out := proto.NewObject("type", f.Str("type"), "run", run)
+	out := &proto.Object{Fields: make([]proto.Field, 0, len(f.Fields)+3)}
+	out.Set("type", f.Str("type"))
+	out.Set("run", run)
 	for _, fl := range f.Fields {
 		switch fl.Key {
 		case "type", "run", "ts":
