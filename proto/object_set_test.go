@@ -67,3 +67,29 @@ func BenchmarkStartRecord(b *testing.B) {
 		_ = o.Line()
 	}
 }
+
+// TestPlainWords: plain's word at a time says what its byte at a time
+// says, for every byte in every place of a word.
+func TestPlainWords(t *testing.T) {
+	byteWise := func(s string) bool {
+		for i := 0; i < len(s); i++ {
+			switch c := s[i]; {
+			case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+				return false
+			}
+		}
+		return true
+	}
+	for c := 0; c < 256; c++ {
+		for at := 0; at < 9; at++ {
+			b := []byte("abcdefghi")
+			b[at] = byte(c)
+			if got, want := plain(b), byteWise(string(b)); got != want {
+				t.Fatalf("plain(%q) = %v, want %v", b, got, want)
+			}
+			if got, want := plain(string(b[:8])), byteWise(string(b[:8])); got != want {
+				t.Fatalf("plain(%q) = %v, want %v", b[:8], got, want)
+			}
+		}
+	}
+}
