@@ -122,7 +122,8 @@ func (v *verifier) check(pl layout.Place, st *unix.Stat_t) error {
 
 // verify checks one log: against its seal alone first (a log the writer
 // has sealed, or not touched since), then, when that fails, against the
-// journal, read again a few times while the writer is changing it.
+// journal (its records of this log alone), read again a few times while
+// the writer is changing it.
 // judged is false when the journal could not be read (EIO, not kept: the
 // next open tries again).
 func (v *verifier) verify(dir, file string) (judged bool, err error) {
@@ -137,7 +138,7 @@ func (v *verifier) verify(dir, file string) (judged bool, err error) {
 		if i > 0 {
 			time.Sleep(verifyPause)
 		}
-		plan, err := sealedlog.PlanJournal(v.root, layout.JournalDir, layout.LocateLog(v.root, sealKey), true)
+		plan, err := sealedlog.PlanJournalFor(v.root, layout.JournalDir, layout.LocateLog(v.root, sealKey), true, at.Bind)
 		if err != nil {
 			return false, abi.Errorf(syscall.EIO, "open", "%s: the writer's journal cannot be read: %v", v.root.Show(at.Log), err)
 		}

@@ -98,11 +98,17 @@ func RecoverJournal(root *storefs.Root, dir string, locate Locate, repair bool) 
 // scanJournal reads every journal file in dir, oldest first, into a plan
 // for each log. The caller closes the plan's files.
 func scanJournal(root *storefs.Root, dir string, locate Locate) (*replay, []uint64, error) {
+	return scanJournalOf(root, dir, locate, nil)
+}
+
+// scanJournalOf is scanJournal for the one log bound by only (nil: all).
+func scanJournalOf(root *storefs.Root, dir string, locate Locate, only *[32]byte) (*replay, []uint64, error) {
 	gens, err := journalGens(root, dir)
 	if err != nil {
 		return nil, nil, err
 	}
 	rp := newReplay(root, dir, locate, func(g uint64) string { return path.Join(dir, journalName(g)) })
+	rp.only = only
 	if rp.fence, err = readFence(root, dir); err != nil {
 		return nil, nil, err
 	}
@@ -189,6 +195,10 @@ type replay struct {
 	counted  map[uint64]bool // the generations holding a batch of history
 	tails    []tail          // bad batches no batch of history follows in their file
 	ignored  []Problem       // fenced-off batches, one note per file
+	// only, when set, is the binding of the one log planned
+	// (PlanJournalFor): every other log's records are passed over
+	// unread, and no other log is located.
+	only *[32]byte
 }
 
 // replayLog is one log's plan.
@@ -407,6 +417,9 @@ func (rp *replay) take(r *jrec, w jwrite, history bool) {
 			rp.vorder = append(rp.vorder, v)
 		}
 		v.remove, v.w = r.kind == recRemove, w
+		return
+	}
+	if rp.only != nil && r.bind != *rp.only {
 		return
 	}
 	key := r.path + "\x00" + string(r.bind[:])
@@ -709,7 +722,20 @@ type extension struct {
 // its next start cuts them) or a problem (a running server's appends
 // become durable within moments, so the caller looks again).
 func PlanJournal(root *storefs.Root, dir string, locate Locate, pendingOK bool) (*JournalPlan, error) {
-	rp, _, err := scanJournal(root, dir, locate)
+	return planJournal(root, dir, locate, pendingOK, nil)
+}
+
+// PlanJournalFor is PlanJournal for the one log whose binding is bind (a
+// follower verifying a log at its open): the journal is read whole, for
+// its own damage, but no other log is located and only this one's
+// writes are read and hashed, which were most of the cost
+// (docs/benchmarks.md#a-followers-verification).
+func PlanJournalFor(root *storefs.Root, dir string, locate Locate, pendingOK bool, bind [32]byte) (*JournalPlan, error) {
+	return planJournal(root, dir, locate, pendingOK, &bind)
+}
+
+func planJournal(root *storefs.Root, dir string, locate Locate, pendingOK bool, only *[32]byte) (*JournalPlan, error) {
+	rp, _, err := scanJournalOf(root, dir, locate, only)
 	if err != nil {
 		return nil, err
 	}
