@@ -23,9 +23,9 @@ import (
 // updated_at, as a load after a crash orders them), current and the
 // entries until the writer's journal checkpoints them (sealedlog: 30 s by
 // default), so those are read from the journal's value records first
-// (sealedlog.PendingValues) and laid over the files. What a
-// reload finds changed is announced, as the writer's index announces its
-// changes (index.OnChange).
+// (sealedlog.PendingReader, which reads each batch once) and laid over
+// the files. What a reload finds changed is announced, as the writer's
+// index announces its changes (index.OnChange).
 
 const indexFresh = time.Second
 
@@ -33,6 +33,7 @@ const indexFresh = time.Second
 type indexes struct {
 	root     *storefs.Root
 	announce func(rel string)
+	pending  *sealedlog.PendingReader // the writer's journal, each batch read once
 
 	load  sync.Mutex // one load at a time: a container may hold 100,000 sessions
 	mu    sync.Mutex
@@ -45,7 +46,7 @@ type view struct {
 }
 
 func newIndexes(root *storefs.Root, announce func(rel string)) *indexes {
-	return &indexes{root: root, announce: announce, views: map[string]*view{}}
+	return &indexes{root: root, announce: announce, views: map[string]*view{}, pending: sealedlog.NewPendingReader(root, layout.JournalDir)}
 }
 
 // Index is the container's index as the store holds it (read-only: every
@@ -67,7 +68,7 @@ func (ix *indexes) get(ct layout.Container) (*index.Index, error) {
 	}
 	// The journal before the files: a checkpoint between the two then
 	// shows its values in the files, never neither.
-	pending, err := sealedlog.PendingValues(ix.root, layout.JournalDir, rel+"/"+abi.ReservedSessionName+"/")
+	pending, err := ix.pending.Values(rel + "/" + abi.ReservedSessionName + "/")
 	if err != nil {
 		pending = nil // the files alone, as they are
 	}

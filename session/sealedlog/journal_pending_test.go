@@ -51,11 +51,23 @@ func BenchmarkPendingValues(b *testing.B) {
 		}
 	}
 	js.appendDurable(0, 1)
-	b.ResetTimer()
-	for range b.N {
-		got, err := PendingValues(js.root, jdir, "s0/")
-		if err != nil || len(got) != 64 {
-			b.Fatalf("%d values, %v", len(got), err)
+	pr := NewPendingReader(js.root, jdir)
+	for _, reader := range []bool{false, true} {
+		name := "afresh"
+		if reader {
+			name = "reader" // PendingReader: the batches new since the last read (none here)
 		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				read := func(under string) (map[string]PendingValue, error) { return PendingValues(js.root, jdir, under) }
+				if reader {
+					read = pr.Values
+				}
+				got, err := read("s0/")
+				if err != nil || len(got) != 64 {
+					b.Fatalf("%d values, %v", len(got), err)
+				}
+			}
+		})
 	}
 }

@@ -72,10 +72,11 @@ func BenchmarkPlanJournalOneLog(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
-				plan, err := PlanJournalFor(js.root, jdir, js.locate, true, at.Bind)
+				planOf := func() (*JournalPlan, error) { return PlanJournalFor(js.root, jdir, js.locate, true, at.Bind) }
 				if all {
-					plan, err = PlanJournal(js.root, jdir, js.locate, true)
+					planOf = func() (*JournalPlan, error) { return PlanJournal(js.root, jdir, js.locate, true) }
 				}
+				plan, err := planOf()
 				if err != nil {
 					b.Fatal(err)
 				}
