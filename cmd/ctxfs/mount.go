@@ -312,12 +312,7 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 	if err != nil {
 		return err
 	}
-	if stop := cpuProfile(os.Getenv("CTXFS_CPUPROFILE"), log); stop != nil {
-		defer stop()
-	}
-	if stop := allocProfile(os.Getenv("CTXFS_ALLOCPROFILE"), log); stop != nil {
-		defer stop()
-	}
+	defer profiles(log)()
 	agent.Enter = self // runs enter their directories after exec (agent.Enter)
 	st, err := openServedStore(store, c.storeLock())
 	if err != nil {
@@ -377,18 +372,22 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 	// up.) They close first when the server stops. A follower serves none;
 	// a cluster host's start without an engine and relay until it writes.
 	if srv.sockets {
-		socks, err := server.ServeSockets(srv.writer, root, log)
+		stop, err := serveSockets(srv, root, log)
 		if err != nil {
 			return err
 		}
-		defer socks.Close()
-		if err := srv.start(socks); err != nil {
-			return err
-		}
-		defer srv.drain() // first: a writer hands its store over while it still serves
+		defer stop()
 	}
+	c.serveUntilStopped(srv, mounts.Done(), sig, notify, log)
+	return nil
+}
+
+// serveUntilStopped tells who waits that the server is ready, and serves
+// (archiving idle sessions when asked) until a signal comes or a mount
+// is taken away (unmounted).
+func (c *mountConfig) serveUntilStopped(srv *serving, unmounted <-chan struct{}, sig <-chan os.Signal, notify *sdnotify.Notifier, log *slog.Logger) {
 	// Logged first: what waiters do once told comes after it in the log.
-	log.Info("ready", "root", root, "systemd", notify != nil)
+	log.Info("ready", "root", c.root, "systemd", notify != nil)
 	reportReady()
 	if err := notify.Notify("READY=1"); err != nil {
 		log.Warn("systemd readiness", "err", err)
@@ -401,11 +400,40 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 	select {
 	case s := <-sig:
 		log.Info("stopping", "signal", s.String())
-	case <-mounts.Done():
-		log.Warn("stopping: a mount was unmounted from outside the server", "root", root)
+	case <-unmounted:
+		log.Warn("stopping: a mount was unmounted from outside the server", "root", c.root)
 	}
 	notify.Notify("STOPPING=1")
-	return nil
+}
+
+// serveSockets serves the sockets of srv's engine under root and starts
+// it; stop drains it (a writer hands its store over while it still
+// serves), then closes the sockets.
+func serveSockets(srv *serving, root string, log *slog.Logger) (stop func(), err error) {
+	socks, err := server.ServeSockets(srv.writer, root, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := srv.start(socks); err != nil {
+		socks.Close()
+		return nil, err
+	}
+	return func() { srv.drain(); socks.Close() }, nil
+}
+
+// profiles starts the profiles the environment asks for (CTXFS_CPUPROFILE,
+// CTXFS_ALLOCPROFILE); stop writes them.
+func profiles(log *slog.Logger) (stop func()) {
+	cpu := cpuProfile(os.Getenv("CTXFS_CPUPROFILE"), log)
+	allocs := allocProfile(os.Getenv("CTXFS_ALLOCPROFILE"), log)
+	return func() {
+		if allocs != nil {
+			allocs()
+		}
+		if cpu != nil {
+			cpu()
+		}
+	}
 }
 
 // mountsAnswer makes sure both mounts answer before anyone is told that
