@@ -23,7 +23,7 @@ import (
 // updated_at, as a load after a crash orders them), current and the
 // entries until the writer's journal checkpoints them (sealedlog: 30 s by
 // default), so those are read from the journal's value records first
-// (sealedlog.PendingReader, which reads each batch once) and laid over
+// (sealedlog.JournalReader, which reads each batch once) and laid over
 // the files. What a reload finds changed is announced, as the writer's
 // index announces its changes (index.OnChange).
 
@@ -33,7 +33,7 @@ const indexFresh = time.Second
 type indexes struct {
 	root     *storefs.Root
 	announce func(rel string)
-	pending  *sealedlog.PendingReader // the writer's journal, each batch read once
+	pending  *sealedlog.JournalReader // the writer's journal, each batch read once
 
 	load  sync.Mutex // one load at a time: a container may hold 100,000 sessions
 	mu    sync.Mutex
@@ -45,8 +45,8 @@ type view struct {
 	at time.Time
 }
 
-func newIndexes(root *storefs.Root, announce func(rel string)) *indexes {
-	return &indexes{root: root, announce: announce, views: map[string]*view{}, pending: sealedlog.NewPendingReader(root, layout.JournalDir)}
+func newIndexes(root *storefs.Root, journal *sealedlog.JournalReader, announce func(rel string)) *indexes {
+	return &indexes{root: root, announce: announce, views: map[string]*view{}, pending: journal}
 }
 
 // Index is the container's index as the store holds it (read-only: every

@@ -16,6 +16,7 @@ import (
 	"github.com/ctxfs/ctxfs/session/freetree"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
+	"github.com/ctxfs/ctxfs/session/sealedlog"
 	"github.com/ctxfs/ctxfs/session/tree"
 	"github.com/ctxfs/ctxfs/session/versions"
 )
@@ -66,8 +67,9 @@ func Open(store, mountRoot string, log *slog.Logger) (*Replica, error) {
 	// there first, walking the store as the writer's engine does.
 	r.limits.Free.CountWith(r.FreeTree().Count)
 	r.Tree = tree.New(root, r)
-	r.indexes = newIndexes(root, r.announce)
-	r.logs = newVerifier(root, log)
+	journal := sealedlog.NewJournalReader(root, layout.JournalDir) // each batch of the writer's journal read once
+	r.indexes = newIndexes(root, journal, r.announce)
+	r.logs = newVerifier(root, journal, log)
 	r.watch = newWatcher(root, r.announce)
 	go r.watch.run()
 	return r, nil

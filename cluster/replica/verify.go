@@ -50,8 +50,9 @@ const (
 
 // verifier checks logs at open and remembers its verdicts.
 type verifier struct {
-	root *storefs.Root
-	log  *slog.Logger
+	root    *storefs.Root
+	journal *sealedlog.JournalReader // the writer's journal, each batch read once
+	log     *slog.Logger
 
 	run  sync.Mutex // one verification at a time
 	runs int        // verifications made (under run): what the verdicts save
@@ -85,8 +86,8 @@ type verdict struct {
 	err error // nil: the log verified
 }
 
-func newVerifier(root *storefs.Root, log *slog.Logger) *verifier {
-	return &verifier{root: root, log: log, verdicts: map[verdictKey]*list.Element{}, lru: list.New()}
+func newVerifier(root *storefs.Root, journal *sealedlog.JournalReader, log *slog.Logger) *verifier {
+	return &verifier{root: root, journal: journal, log: log, verdicts: map[verdictKey]*list.Element{}, lru: list.New()}
 }
 
 // sealKey is the store's seal key as the writer keeps it (read again each
@@ -122,8 +123,9 @@ func (v *verifier) check(pl layout.Place, st *unix.Stat_t) error {
 
 // verify checks one log: against its seal alone first (a log the writer
 // has sealed, or not touched since), then, when that fails, against the
-// journal (its records of this log alone), read again a few times while
-// the writer is changing it.
+// journal (its records of this log alone, the journal's batches read
+// once: sealedlog.JournalReader), read again a few times while the
+// writer is changing it.
 // judged is false when the journal could not be read (EIO, not kept: the
 // next open tries again).
 func (v *verifier) verify(dir, file string) (judged bool, err error) {
@@ -138,7 +140,7 @@ func (v *verifier) verify(dir, file string) (judged bool, err error) {
 		if i > 0 {
 			time.Sleep(verifyPause)
 		}
-		plan, err := sealedlog.PlanJournalFor(v.root, layout.JournalDir, layout.LocateLog(v.root, sealKey), true, at.Bind)
+		plan, err := v.journal.Plan(layout.LocateLog(v.root, sealKey), true, at.Bind)
 		if err != nil {
 			return false, abi.Errorf(syscall.EIO, "open", "%s: the writer's journal cannot be read: %v", v.root.Show(at.Log), err)
 		}

@@ -51,11 +51,11 @@ func BenchmarkPendingValues(b *testing.B) {
 		}
 	}
 	js.appendDurable(0, 1)
-	pr := NewPendingReader(js.root, jdir)
+	pr := NewJournalReader(js.root, jdir)
 	for _, reader := range []bool{false, true} {
 		name := "afresh"
 		if reader {
-			name = "reader" // PendingReader: the batches new since the last read (none here)
+			name = "reader" // JournalReader: the batches new since the last read (none here)
 		}
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {

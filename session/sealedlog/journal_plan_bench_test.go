@@ -51,8 +51,9 @@ func TestPlanJournalForAsPlanJournal(t *testing.T) {
 // BenchmarkPlanJournalOneLog: what a follower pays to verify one log at
 // its open (cluster/replica/verify.go): the journal read beside a writer
 // whose journal holds 16 MiB of appends to 256 logs, and the log checked
-// against its seal and its share of it; all=1 plans every log
-// (PlanJournal), as followers did before PlanJournalFor.
+// against its seal and its share of it: every log planned (all:
+// PlanJournal, as followers did first), the one (one: PlanJournalFor),
+// and the one by a JournalReader that read the journal before (reader).
 func BenchmarkPlanJournalOneLog(b *testing.B) {
 	const logs = 256
 	js := newJStore(b, logs, JournalConfig{CheckpointEvery: -1})
@@ -65,18 +66,18 @@ func BenchmarkPlanJournalOneLog(b *testing.B) {
 	}
 	js.appendDurable(0, 1)
 	at := js.placeNoJournal(7)
-	for _, all := range []bool{false, true} {
-		name := "all=0"
-		if all {
-			name = "all=1"
-		}
-		b.Run(name, func(b *testing.B) {
+	jr := NewJournalReader(js.root, jdir)
+	for _, c := range []struct {
+		name string
+		plan func() (*JournalPlan, error)
+	}{
+		{"all", func() (*JournalPlan, error) { return PlanJournal(js.root, jdir, js.locate, true) }},
+		{"one", func() (*JournalPlan, error) { return PlanJournalFor(js.root, jdir, js.locate, true, at.Bind) }},
+		{"reader", func() (*JournalPlan, error) { return jr.Plan(js.locate, true, at.Bind) }}, // nothing new since the last
+	} {
+		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
-				planOf := func() (*JournalPlan, error) { return PlanJournalFor(js.root, jdir, js.locate, true, at.Bind) }
-				if all {
-					planOf = func() (*JournalPlan, error) { return PlanJournal(js.root, jdir, js.locate, true) }
-				}
-				plan, err := planOf()
+				plan, err := c.plan()
 				if err != nil {
 					b.Fatal(err)
 				}

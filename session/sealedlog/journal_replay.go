@@ -443,7 +443,7 @@ func (rp *replay) take(r *jrec, w jwrite, history bool) {
 		lg.intent = true
 		return
 	}
-	switch end := r.off + int64(len(r.data)); {
+	switch end := r.off + int64(w.n); {
 	case lg.absent != "":
 		lg.pending++
 	case lg.gap != "":
@@ -740,6 +740,12 @@ func planJournal(root *storefs.Root, dir string, locate Locate, pendingOK bool, 
 		return nil, err
 	}
 	defer rp.closeFiles()
+	return rp.plan(pendingOK)
+}
+
+// plan is what the journal, as rp read it, would add to each log.
+func (rp *replay) plan(pendingOK bool) (*JournalPlan, error) {
+	root, dir := rp.root, rp.dir
 	p := &JournalPlan{Problems: rp.problems, Notes: rp.ignored, ext: map[string]*extension{}}
 	for _, lg := range rp.order {
 		if why := lg.trouble(); why != "" {

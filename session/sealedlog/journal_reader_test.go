@@ -13,14 +13,14 @@ import (
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
-// TestPendingReaderAsPendingValues: beside a writer whose journal files
+// TestJournalReaderAsPendingValues: beside a writer whose journal files
 // rotate and are checkpointed, a reader asking again and again gets what
 // PendingValues reads afresh, for two prefixes, after every change, and
 // reads each batch once while it can follow the journal.
-func TestPendingReaderAsPendingValues(t *testing.T) {
+func TestJournalReaderAsPendingValues(t *testing.T) {
 	js := newJStore(t, 2, JournalConfig{RotateAt: 2 * journalAlign, CheckpointEvery: -1})
 	own := storefs.Owner{Uid: -1, Gid: -1, DirMode: 0o700, FileMode: 0o640}
-	pr := NewPendingReader(js.root, jdir)
+	pr := NewJournalReader(js.root, jdir)
 	same := func(step string) {
 		t.Helper()
 		js.j.settle(t) // no checkpoint between the two reads compared
@@ -58,11 +58,11 @@ func TestPendingReaderAsPendingValues(t *testing.T) {
 	}
 }
 
-// TestPendingReaderFiles: with the checkpointer held before it removes a
+// TestJournalReaderFiles: with the checkpointer held before it removes a
 // file, the journal keeps several files whose values overlap; the reader
 // lays the newer over the older as PendingValues does, and forgets the
 // files once they are checkpointed.
-func TestPendingReaderFiles(t *testing.T) {
+func TestJournalReaderFiles(t *testing.T) {
 	js := newJStore(t, 2, JournalConfig{RotateAt: 2 * journalAlign, CheckpointEvery: -1})
 	own := storefs.Owner{Uid: -1, Gid: -1, DirMode: 0o700, FileMode: 0o640}
 	release := make(chan struct{})
@@ -74,7 +74,7 @@ func TestPendingReaderFiles(t *testing.T) {
 			<-release
 		}
 	}
-	pr := NewPendingReader(js.root, jdir)
+	pr := NewJournalReader(js.root, jdir)
 	same := func(step string) {
 		t.Helper()
 		want, err := PendingValues(js.root, jdir, "s0/")
@@ -108,15 +108,15 @@ func TestPendingReaderFiles(t *testing.T) {
 	}
 }
 
-// TestPendingReaderDamage: a damaged batch with batches after it, which
+// TestJournalReaderDamage: a damaged batch with batches after it, which
 // the reader cannot follow, and a file whose last batch read is no longer
 // what it was, each read the journal whole: what PendingValues says.
-func TestPendingReaderDamage(t *testing.T) {
+func TestJournalReaderDamage(t *testing.T) {
 	own := storefs.Owner{Uid: -1, Gid: -1, DirMode: 0o700, FileMode: 0o640}
 	for _, what := range []string{"a batch not read yet", "the last batch read"} {
 		t.Run(what, func(t *testing.T) {
 			js := newJStore(t, 1, JournalConfig{CheckpointEvery: -1})
-			pr := NewPendingReader(js.root, jdir)
+			pr := NewJournalReader(js.root, jdir)
 			_, err := pr.Values("s0/")
 			testkit.Must(t, err)
 			for n := range 4 {
@@ -149,14 +149,14 @@ func TestPendingReaderDamage(t *testing.T) {
 	}
 }
 
-// TestPendingReaderFence: a fence that appears after the reader read a
+// TestJournalReaderFence: a fence that appears after the reader read a
 // stale writer's batch past it (the fence was decided before that batch,
 // and written after) makes the reader read again: the batch no longer
 // counts.
-func TestPendingReaderFence(t *testing.T) {
+func TestJournalReaderFence(t *testing.T) {
 	js := newJStore(t, 1, JournalConfig{CheckpointEvery: -1, Token: 5})
 	own := storefs.Owner{Uid: -1, Gid: -1, DirMode: 0o700, FileMode: 0o640}
-	pr := NewPendingReader(js.root, jdir)
+	pr := NewJournalReader(js.root, jdir)
 	testkit.Must(t, js.j.PutValue("s0/a", []byte("1\n"), own))
 	js.appendDurable(0, 1)
 	testkit.Must(t, FenceJournal(js.root, jdir, 7))
@@ -177,10 +177,10 @@ func TestPendingReaderFence(t *testing.T) {
 	}
 }
 
-// TestPendingReaderUnreadable: a value's last change that cannot be read
+// TestJournalReaderUnreadable: a value's last change that cannot be read
 // leaves the value out, not the change before it in an older file, as
 // PendingValues does.
-func TestPendingReaderUnreadable(t *testing.T) {
+func TestJournalReaderUnreadable(t *testing.T) {
 	js := newJStoreAt(t, t.TempDir())
 	testkit.Must(t, js.root.Mkdir(jdir, 0o700))
 	value := func(data string) *jrec {
@@ -191,9 +191,85 @@ func TestPendingReaderUnreadable(t *testing.T) {
 	js.journalFile(2, 0, []*jrec{short})
 	want, err := PendingValues(js.root, jdir, "s0/")
 	testkit.Must(t, err)
-	got, err := NewPendingReader(js.root, jdir).Values("s0/")
+	got, err := NewJournalReader(js.root, jdir).Values("s0/")
 	testkit.Must(t, err)
 	if !reflect.DeepEqual(got, want) || len(want) != 0 {
 		t.Fatalf("reader %v, afresh %v", got, want)
 	}
+}
+
+// TestJournalReaderPlanAsPlanJournalFor: a reader asked again and again
+// to plan one log says of each log what PlanJournalFor says afresh:
+// beside a writer whose files rotate while its checkpointer is held
+// (several files, logs sealed past their records), after bytes past a
+// seal were changed and a log was cut short, and once the files are
+// checkpointed; and it reads each batch once.
+func TestJournalReaderPlanAsPlanJournalFor(t *testing.T) {
+	const logs = 4
+	js := newJStore(t, logs, JournalConfig{RotateAt: 2 * journalAlign, CheckpointEvery: -1})
+	release := make(chan struct{})
+	var released sync.Once
+	free := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	js.j.instant = func(name string) {
+		if name == "values written" {
+			<-release
+		}
+	}
+	jr := NewJournalReader(js.root, jdir)
+	same := func(step string, wantDamaged int) {
+		t.Helper()
+		damaged := 0
+		for i := range logs {
+			at := js.placeNoJournal(i)
+			fresh, err := PlanJournalFor(js.root, jdir, js.locate, true, at.Bind)
+			testkit.Must(t, err)
+			read, err := jr.Plan(js.locate, true, at.Bind)
+			testkit.Must(t, err)
+			want, got := whats(fresh.Verify(at)), whats(read.Verify(at))
+			if got != want {
+				t.Fatalf("%s, log %d: reader %q, afresh %q (files %v)", step, i, got, want, js.journalFiles())
+			}
+			if want != "" {
+				damaged++
+			}
+		}
+		if damaged != wantDamaged {
+			t.Fatalf("%s: %d logs damaged, want %d", step, damaged, wantDamaged)
+		}
+	}
+	for n := range 24 {
+		js.appendDurable(n%logs, n)
+		if n%3 == 2 {
+			same(fmt.Sprintf("append %d", n), 0)
+		}
+	}
+	if files := js.journalFiles(); len(files) < 3 {
+		t.Fatalf("the checkpointer held, the journal has %d files", len(files))
+	}
+	read := jr.read
+	same("nothing new", 0)
+	if jr.read != read {
+		t.Errorf("asked again with nothing new, the reader read %d batches", jr.read-read)
+	}
+	// An append not yet committed (a write through the mount, durable at
+	// its fsync or within a second): served as the writer took it, its
+	// log having an intent in the journal.
+	testkit.Must(t, js.logs[1].Write(line(99)))
+	same("an append not committed yet", 0)
+	for i := range 2 { // bytes past the seals: the journal's records prove them
+		js.appendDurable(2+i, 100+i)
+	}
+	flip := filepath.Join(js.dir, "s2/log")
+	b, err := os.ReadFile(flip)
+	testkit.Must(t, err)
+	b[len(b)-3] ^= 1
+	testkit.Must(t, os.WriteFile(flip, b, 0o600))
+	st, err := os.Stat(filepath.Join(js.dir, "s3/log"))
+	testkit.Must(t, err)
+	testkit.Must(t, os.Truncate(filepath.Join(js.dir, "s3/log"), st.Size()-5))
+	same("damaged", 2)
+	free()
+	js.j.settle(t)
+	same("checkpointed", 2)
 }
