@@ -90,57 +90,49 @@ var errFollow = errors.New("journal changed beyond what was read")
 
 // Values is PendingValues(root, dir, under), reading only what the
 // journal gained since the last call.
-func (pr *JournalReader) Values(under string) (map[string]PendingValue, error) {
-	pr.mu.Lock()
-	defer pr.mu.Unlock()
+func (jr *JournalReader) Values(under string) (map[string]PendingValue, error) {
+	jr.mu.Lock()
+	defer jr.mu.Unlock()
 	// The files stay open until their values are read, as PendingValues
 	// keeps them: one that a checkpoint removes meanwhile is still read,
 	// never skipped while an older one is not.
 	open := map[uint64]*os.File{}
-	defer func() {
-		for _, f := range open {
-			f.Close()
-		}
-	}()
-	err := pr.update(open)
+	defer closeAll(open)
+	err := jr.update(open)
 	if errors.Is(err, errFollow) {
-		pr.reset() // read whole at the next call
-		return PendingValues(pr.root, pr.dir, under)
+		jr.reset() // read whole at the next call
+		return PendingValues(jr.root, jr.dir, under)
 	}
 	if err != nil {
-		pr.reset()
+		jr.reset()
 		return nil, err
 	}
-	return pr.values(under, open), nil
+	return jr.values(under, open), nil
 }
 
 // Plan is PlanJournalFor(root, dir, locate, pendingOK, bind), reading
 // only what the journal gained since the last call.
-func (pr *JournalReader) Plan(locate Locate, pendingOK bool, bind [32]byte) (*JournalPlan, error) {
-	pr.mu.Lock()
-	defer pr.mu.Unlock()
+func (jr *JournalReader) Plan(locate Locate, pendingOK bool, bind [32]byte) (*JournalPlan, error) {
+	jr.mu.Lock()
+	defer jr.mu.Unlock()
 	open := map[uint64]*os.File{}
-	defer func() {
-		for _, f := range open {
-			f.Close()
-		}
-	}()
-	err := pr.update(open)
+	defer closeAll(open)
+	err := jr.update(open)
 	if errors.Is(err, errFollow) {
-		pr.reset()
+		jr.reset()
 	}
-	if errors.Is(err, errFollow) || err == nil && pr.partial() {
-		return PlanJournalFor(pr.root, pr.dir, locate, pendingOK, bind)
+	if errors.Is(err, errFollow) || err == nil && jr.partial() {
+		return PlanJournalFor(jr.root, jr.dir, locate, pendingOK, bind)
 	}
 	if err != nil {
-		pr.reset()
+		jr.reset()
 		return nil, err
 	}
-	rp := newReplay(pr.root, pr.dir, locate, func(g uint64) string { return path.Join(pr.dir, journalName(g)) })
+	rp := newReplay(jr.root, jr.dir, locate, func(g uint64) string { return path.Join(jr.dir, journalName(g)) })
 	rp.only, rp.files = &bind, open
-	gens := pr.gens()
+	gens := jr.gens()
 	for _, g := range gens {
-		for _, lr := range pr.files[g].logs[bind] {
+		for _, lr := range jr.files[g].logs[bind] {
 			r := &jrec{kind: lr.w.kind, path: lr.w.logPath, bind: bind, off: lr.w.logOff}
 			rp.take(r, lr.w, lr.history)
 		}
@@ -148,22 +140,29 @@ func (pr *JournalReader) Plan(locate Locate, pendingOK bool, bind [32]byte) (*Jo
 	return rp.plan(pendingOK)
 }
 
+// closeAll closes the journal files a call opened.
+func closeAll(open map[uint64]*os.File) {
+	for _, f := range open {
+		f.Close()
+	}
+}
+
 // reset forgets what was read: the next call reads the journal whole.
-func (pr *JournalReader) reset() {
-	pr.files, pr.kept = map[uint64]*pendingFile{}, 0
+func (jr *JournalReader) reset() {
+	jr.files, jr.kept = map[uint64]*pendingFile{}, 0
 }
 
 // forget drops what was read of generation gen.
-func (pr *JournalReader) forget(gen uint64) {
-	if pf := pr.files[gen]; pf != nil {
-		pr.kept -= pf.records
-		delete(pr.files, gen)
+func (jr *JournalReader) forget(gen uint64) {
+	if pf := jr.files[gen]; pf != nil {
+		jr.kept -= pf.records
+		delete(jr.files, gen)
 	}
 }
 
 // partial says whether a file read holds log records not kept.
-func (pr *JournalReader) partial() bool {
-	for _, pf := range pr.files {
+func (jr *JournalReader) partial() bool {
+	for _, pf := range jr.files {
 		if pf.partial {
 			return true
 		}
@@ -172,9 +171,9 @@ func (pr *JournalReader) partial() bool {
 }
 
 // gens are the generations read, oldest first.
-func (pr *JournalReader) gens() []uint64 {
-	gens := make([]uint64, 0, len(pr.files))
-	for g := range pr.files {
+func (jr *JournalReader) gens() []uint64 {
+	gens := make([]uint64, 0, len(jr.files))
+	for g := range jr.files {
 		gens = append(gens, g)
 	}
 	slices.Sort(gens)
@@ -182,36 +181,36 @@ func (pr *JournalReader) gens() []uint64 {
 }
 
 // update reads what the journal's files gained. Caller holds mu.
-func (pr *JournalReader) update(open map[uint64]*os.File) error {
-	fenceBytes, err := pr.root.ReadFile(FencePath(pr.dir), maxFence)
+func (jr *JournalReader) update(open map[uint64]*os.File) error {
+	fenceBytes, err := jr.root.ReadFile(FencePath(jr.dir), maxFence)
 	if errors.Is(err, fs.ErrNotExist) {
 		fenceBytes, err = nil, nil
 	}
 	if err != nil {
-		return osError("fence", pr.root.Show(FencePath(pr.dir)), err)
+		return osError("fence", jr.root.Show(FencePath(jr.dir)), err)
 	}
-	if !bytes.Equal(fenceBytes, pr.fence) {
-		pr.fence = fenceBytes
-		pr.reset()
+	if !bytes.Equal(fenceBytes, jr.fence) {
+		jr.fence = fenceBytes
+		jr.reset()
 	}
-	fc, err := readFence(pr.root, pr.dir)
+	fc, err := readFence(jr.root, jr.dir)
 	if err != nil {
 		return err
 	}
-	gens, err := journalGens(pr.root, pr.dir)
+	gens, err := journalGens(jr.root, jr.dir)
 	if err != nil {
 		return err
 	}
 	there := map[uint64]bool{}
 	for _, g := range gens {
 		there[g] = true
-		if err := pr.readFile(g, fc, open); err != nil {
+		if err := jr.readFile(g, fc, open); err != nil {
 			return err
 		}
 	}
-	for g := range pr.files {
+	for g := range jr.files {
 		if !there[g] {
-			pr.forget(g) // checkpointed: its values are in the files
+			jr.forget(g) // checkpointed: its values are in the files
 		}
 	}
 	return nil
@@ -219,30 +218,30 @@ func (pr *JournalReader) update(open map[uint64]*os.File) error {
 
 // readFile reads the batches generation gen gained since the last call,
 // and leaves the file in open.
-func (pr *JournalReader) readFile(gen uint64, fc *fence, open map[uint64]*os.File) error {
-	rel := path.Join(pr.dir, journalName(gen))
-	f, err := pr.root.OpenFile(rel, os.O_RDONLY, 0)
+func (jr *JournalReader) readFile(gen uint64, fc *fence, open map[uint64]*os.File) error {
+	rel := path.Join(jr.dir, journalName(gen))
+	f, err := jr.root.OpenFile(rel, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		pr.forget(gen) // removed since it was listed
+		jr.forget(gen) // removed since it was listed
 		return nil
 	}
 	if err != nil {
-		return osError("recover", pr.root.Show(rel), err)
+		return osError("recover", jr.root.Show(rel), err)
 	}
 	open[gen] = f
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return osError("recover", pr.root.Show(rel), err)
+		return osError("recover", jr.root.Show(rel), err)
 	}
-	pf := pr.files[gen]
+	pf := jr.files[gen]
 	if pf != nil && (pf.ino != st.Ino || !pf.lastStill(f, st.Size)) {
 		return errFollow // the same name, another file
 	}
 	if pf == nil {
 		pf = &pendingFile{ino: st.Ino, values: map[string]pendingRecord{}, logs: map[[32]byte][]logRecord{}, paths: map[string]string{}}
-		pr.files[gen] = pf
+		jr.files[gen] = pf
 	}
-	return pr.readBatches(f, gen, st.Size, pf, fc)
+	return jr.readBatches(f, gen, st.Size, pf, fc)
 }
 
 // lastStill says whether the last batch read is still where it was, as
@@ -259,7 +258,7 @@ func (pf *pendingFile) lastStill(f *os.File, size int64) bool {
 // readBatches reads pf's file from where its batches read end, as
 // scanFile reads it, keeping each value's last change in the batches
 // that count.
-func (pr *JournalReader) readBatches(f *os.File, gen uint64, size int64, pf *pendingFile, fc *fence) error {
+func (jr *JournalReader) readBatches(f *os.File, gen uint64, size int64, pf *pendingFile, fc *fence) error {
 	for pf.end < size {
 		h, b, ok := readBatch(f, pf.end, size, gen, pf.num)
 		if !ok {
@@ -268,7 +267,7 @@ func (pr *JournalReader) readBatches(f *os.File, gen uint64, size int64, pf *pen
 			}
 			return nil // the end of what was written, or a batch being written now
 		}
-		pr.read++
+		jr.read++
 		history := fc.counts(h.token, gen, pf.end+h.size())
 		recs, _ := decodeRecords(b[h.hlen:])
 		dataPos := pf.end + int64(h.hlen)
@@ -279,7 +278,7 @@ func (pr *JournalReader) readBatches(f *os.File, gen uint64, size int64, pf *pen
 				if history {
 					pf.values[r.path] = pendingRecord{removed: r.kind == recRemove, pos: dataPos, n: len(r.data)}
 				}
-			case pr.kept >= maxLogRecords:
+			case jr.kept >= maxLogRecords:
 				pf.partial = true
 			case history || r.kind == recIntent: // what replay takes (take)
 				p, ok := pf.paths[r.path]
@@ -290,7 +289,7 @@ func (pr *JournalReader) readBatches(f *os.File, gen uint64, size int64, pf *pen
 				w := jwrite{kind: r.kind, gen: gen, pos: dataPos, n: len(r.data), logOff: r.off, logPath: p}
 				pf.logs[r.bind] = append(pf.logs[r.bind], logRecord{w: w, history: history})
 				pf.records++
-				pr.kept++
+				jr.kept++
 			}
 			dataPos += int64(len(r.data))
 		}
@@ -303,10 +302,10 @@ func (pr *JournalReader) readBatches(f *os.File, gen uint64, size int64, pf *pen
 
 // values is the last change of each value under the prefix, the newest
 // file's over the older's. Caller holds mu.
-func (pr *JournalReader) values(under string, open map[uint64]*os.File) map[string]PendingValue {
+func (jr *JournalReader) values(under string, open map[uint64]*os.File) map[string]PendingValue {
 	out := map[string]PendingValue{}
-	for _, g := range pr.gens() {
-		for rel, rec := range pr.files[g].values {
+	for _, g := range jr.gens() {
+		for rel, rec := range jr.files[g].values {
 			if !strings.HasPrefix(rel, under) || path.Clean(rel) != rel {
 				continue
 			}
