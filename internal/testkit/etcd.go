@@ -88,6 +88,7 @@ func StartEtcd(t testing.TB, opt EtcdOptions) *Etcd {
 	e := &Etcd{t: t}
 	t.Cleanup(e.killAll)
 	dir := t.TempDir()
+	free := freeLoopbackAddrs(t, 2*n)
 	var initial []string
 	for i := 0; i < n; i++ {
 		m := &etcdMember{
@@ -99,10 +100,10 @@ func StartEtcd(t testing.TB, opt EtcdOptions) *Etcd {
 			netns:     pick(opt.NetNS, i),
 		}
 		if m.clientURL == "" {
-			m.clientURL = "http://" + freeLoopbackAddr(t)
+			m.clientURL = "http://" + free[2*i]
 		}
 		if m.peerURL == "" {
-			m.peerURL = "http://" + freeLoopbackAddr(t)
+			m.peerURL = "http://" + free[2*i+1]
 		}
 		initial = append(initial, m.name+"="+m.peerURL)
 		e.members = append(e.members, m)
@@ -142,14 +143,20 @@ func pick(list []string, i int) string {
 	return ""
 }
 
-// freeLoopbackAddr returns a 127.0.0.1 port free a moment ago. Another
-// process may take it before etcd binds it; etcd then exits and
-// waitHealthy fails with its log.
-func freeLoopbackAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	Must(t, err)
-	defer l.Close()
-	return l.Addr().String()
+// freeLoopbackAddrs returns n distinct 127.0.0.1 ports free a moment ago:
+// all are held until all are picked (one closed before the next was
+// asked for could be handed out again, and etcd refuses a cluster that
+// names a URL twice). Another process may take one before etcd binds it;
+// etcd then exits and waitHealthy fails with its log.
+func freeLoopbackAddrs(t testing.TB, n int) []string {
+	var addrs []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		Must(t, err)
+		defer l.Close()
+		addrs = append(addrs, l.Addr().String())
+	}
+	return addrs
 }
 
 // Endpoints are the members' client URLs, for clientv3.Config.Endpoints.
