@@ -33,7 +33,7 @@ const indexFresh = time.Second
 type indexes struct {
 	root     *storefs.Root
 	announce func(rel string)
-	pending  *sealedlog.JournalReader // the writer's journal, each batch read once
+	journal  *sealedlog.JournalReader // the writer's journal, each batch read once
 
 	load  sync.Mutex // one load at a time: a container may hold 100,000 sessions
 	mu    sync.Mutex
@@ -46,7 +46,7 @@ type view struct {
 }
 
 func newIndexes(root *storefs.Root, journal *sealedlog.JournalReader, announce func(rel string)) *indexes {
-	return &indexes{root: root, announce: announce, views: map[string]*view{}, pending: journal}
+	return &indexes{root: root, announce: announce, views: map[string]*view{}, journal: journal}
 }
 
 // Index is the container's index as the store holds it (read-only: every
@@ -68,7 +68,7 @@ func (ix *indexes) get(ct layout.Container) (*index.Index, error) {
 	}
 	// The journal before the files: a checkpoint between the two then
 	// shows its values in the files, never neither.
-	pending, err := ix.pending.Values(rel + "/" + abi.ReservedSessionName + "/")
+	pending, err := ix.journal.Values(rel + "/" + abi.ReservedSessionName + "/")
 	if err != nil {
 		pending = nil // the files alone, as they are
 	}

@@ -49,8 +49,8 @@ type JournalReader struct {
 // bytes each, 18 MiB at most: a journal file of 64 MiB holds 200,000
 // appends of 200 bytes): past it, a file's further records are not kept,
 // and Plan reads the journal whole, as PlanJournalFor, while that file
-// is there.
-const maxLogRecords = 1 << 18
+// is there. (A variable for the tests.)
+var maxLogRecords = 1 << 18
 
 // pendingFile is what was read of one journal file.
 type pendingFile struct {
@@ -59,7 +59,7 @@ type pendingFile struct {
 	num      uint64 // the next batch's number
 	lastAt   int64  // the last batch read, and its header: still there if the file is the same
 	lastHead []byte
-	values   map[string]pendingRecord // the last change of each value in this file
+	values   map[string]jwrite        // the last change of each value in this file
 	logs     map[[32]byte][]logRecord // each log's records in this file, by binding, in order
 	records  int                      // how many logs holds
 	partial  bool                     // records past maxLogRecords were not kept
@@ -71,13 +71,6 @@ type pendingFile struct {
 type logRecord struct {
 	w       jwrite
 	history bool
-}
-
-// pendingRecord is where a value's change lies in its journal file.
-type pendingRecord struct {
-	removed bool
-	pos     int64
-	n       int
 }
 
 // NewJournalReader reads the journal in dir of root, changing nothing.
@@ -98,14 +91,12 @@ func (jr *JournalReader) Values(under string) (map[string]PendingValue, error) {
 	// never skipped while an older one is not.
 	open := map[uint64]*os.File{}
 	defer closeAll(open)
-	err := jr.update(open)
-	if errors.Is(err, errFollow) {
-		jr.reset() // read whole at the next call
-		return PendingValues(jr.root, jr.dir, under)
-	}
-	if err != nil {
-		jr.reset()
+	follows, err := jr.updated(open)
+	switch {
+	case err != nil:
 		return nil, err
+	case !follows:
+		return PendingValues(jr.root, jr.dir, under)
 	}
 	return jr.values(under, open), nil
 }
@@ -117,27 +108,37 @@ func (jr *JournalReader) Plan(locate Locate, pendingOK bool, bind [32]byte) (*Jo
 	defer jr.mu.Unlock()
 	open := map[uint64]*os.File{}
 	defer closeAll(open)
-	err := jr.update(open)
-	if errors.Is(err, errFollow) {
-		jr.reset()
-	}
-	if errors.Is(err, errFollow) || err == nil && jr.partial() {
+	follows, err := jr.updated(open)
+	switch {
+	case err != nil:
+		return nil, err
+	case !follows || jr.partial():
 		return PlanJournalFor(jr.root, jr.dir, locate, pendingOK, bind)
 	}
-	if err != nil {
-		jr.reset()
-		return nil, err
-	}
-	rp := newReplay(jr.root, jr.dir, locate, func(g uint64) string { return path.Join(jr.dir, journalName(g)) })
+	rp := journalReplay(jr.root, jr.dir, locate)
 	rp.only, rp.files = &bind, open
-	gens := jr.gens()
-	for _, g := range gens {
+	for _, g := range jr.gens() {
 		for _, lr := range jr.files[g].logs[bind] {
 			r := &jrec{kind: lr.w.kind, path: lr.w.logPath, bind: bind, off: lr.w.logOff}
 			rp.take(r, lr.w, lr.history)
 		}
 	}
 	return rp.plan(pendingOK)
+}
+
+// updated reads what the journal gained (update); follows is false when
+// it changed in a way the reader does not follow (errFollow), and the
+// caller reads it whole. After either, or an error, what was read is
+// forgotten. Caller holds mu.
+func (jr *JournalReader) updated(open map[uint64]*os.File) (follows bool, err error) {
+	err = jr.update(open)
+	if err != nil {
+		jr.reset()
+	}
+	if errors.Is(err, errFollow) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // closeAll closes the journal files a call opened.
@@ -234,11 +235,11 @@ func (jr *JournalReader) readFile(gen uint64, fc *fence, open map[uint64]*os.Fil
 		return osError("recover", jr.root.Show(rel), err)
 	}
 	pf := jr.files[gen]
-	if pf != nil && (pf.ino != st.Ino || !pf.lastStill(f, st.Size)) {
+	if pf != nil && (pf.ino != st.Ino || !pf.lastStill(f)) {
 		return errFollow // the same name, another file
 	}
 	if pf == nil {
-		pf = &pendingFile{ino: st.Ino, values: map[string]pendingRecord{}, logs: map[[32]byte][]logRecord{}, paths: map[string]string{}}
+		pf = &pendingFile{ino: st.Ino, values: map[string]jwrite{}, logs: map[[32]byte][]logRecord{}, paths: map[string]string{}}
 		jr.files[gen] = pf
 	}
 	return jr.readBatches(f, gen, st.Size, pf, fc)
@@ -246,13 +247,13 @@ func (jr *JournalReader) readFile(gen uint64, fc *fence, open map[uint64]*os.Fil
 
 // lastStill says whether the last batch read is still where it was, as
 // it was (its header holds its body's checksum).
-func (pf *pendingFile) lastStill(f *os.File, size int64) bool {
+func (pf *pendingFile) lastStill(f *os.File) bool {
 	if pf.lastHead == nil {
 		return true
 	}
 	head := make([]byte, len(pf.lastHead))
 	n, _ := f.ReadAt(head, pf.lastAt)
-	return int64(n) == int64(len(head)) && pf.lastAt+int64(len(head)) <= size && bytes.Equal(head, pf.lastHead)
+	return n == len(head) && bytes.Equal(head, pf.lastHead)
 }
 
 // readBatches reads pf's file from where its batches read end, as
@@ -270,13 +271,11 @@ func (jr *JournalReader) readBatches(f *os.File, gen uint64, size int64, pf *pen
 		jr.read++
 		history := fc.counts(h.token, gen, pf.end+h.size())
 		recs, _ := decodeRecords(b[h.hlen:])
-		dataPos := pf.end + int64(h.hlen)
-		for _, r := range recs {
-			dataPos += int64(r.size() - len(r.data))
+		eachWrite(recs, gen, pf.end+int64(h.hlen), func(r *jrec, w jwrite) {
 			switch {
 			case r.kind == recValue || r.kind == recRemove:
 				if history {
-					pf.values[r.path] = pendingRecord{removed: r.kind == recRemove, pos: dataPos, n: len(r.data)}
+					pf.values[r.path] = w
 				}
 			case jr.kept >= maxLogRecords:
 				pf.partial = true
@@ -286,13 +285,12 @@ func (jr *JournalReader) readBatches(f *os.File, gen uint64, size int64, pf *pen
 					p = r.path
 					pf.paths[p] = p
 				}
-				w := jwrite{kind: r.kind, gen: gen, pos: dataPos, n: len(r.data), logOff: r.off, logPath: p}
+				w.logPath = p
 				pf.logs[r.bind] = append(pf.logs[r.bind], logRecord{w: w, history: history})
 				pf.records++
 				jr.kept++
 			}
-			dataPos += int64(len(r.data))
-		}
+		})
 		pf.lastAt, pf.lastHead = pf.end, b[:h.hlen:h.hlen]
 		pf.end += h.size()
 		pf.num++
@@ -305,18 +303,18 @@ func (jr *JournalReader) readBatches(f *os.File, gen uint64, size int64, pf *pen
 func (jr *JournalReader) values(under string, open map[uint64]*os.File) map[string]PendingValue {
 	out := map[string]PendingValue{}
 	for _, g := range jr.gens() {
-		for rel, rec := range jr.files[g].values {
+		for rel, w := range jr.files[g].values {
 			if !strings.HasPrefix(rel, under) || path.Clean(rel) != rel {
 				continue
 			}
-			if rec.removed {
+			if w.kind == recRemove {
 				out[rel] = PendingValue{Removed: true}
 				continue
 			}
 			// A change that cannot be read is left out, as PendingValues
 			// leaves it, not the older change it replaced.
-			b := make([]byte, rec.n)
-			_, err := open[g].ReadAt(b, rec.pos)
+			b := make([]byte, w.n)
+			_, err := open[g].ReadAt(b, w.pos)
 			if _, data, ok := decodeValue(b); err == nil && ok {
 				out[rel] = PendingValue{Data: data}
 			} else {

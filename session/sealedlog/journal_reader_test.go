@@ -273,3 +273,37 @@ func TestJournalReaderPlanAsPlanJournalFor(t *testing.T) {
 	js.j.settle(t)
 	same("checkpointed", 2)
 }
+
+// TestJournalReaderRecordsBound: past the log records it keeps, a reader
+// plans from the journal read whole (what PlanJournalFor says of every
+// log), and still reads values from what it kept.
+func TestJournalReaderRecordsBound(t *testing.T) {
+	defer func(n int) { maxLogRecords = n }(maxLogRecords)
+	maxLogRecords = 3
+	const logs = 3
+	js := newJStore(t, logs, JournalConfig{CheckpointEvery: -1})
+	own := storefs.Owner{Uid: -1, Gid: -1, DirMode: 0o700, FileMode: 0o640}
+	testkit.Must(t, js.j.PutValue("s0/v", []byte("a\n"), own))
+	for n := range 9 {
+		js.appendDurable(n%logs, n)
+	}
+	jr := NewJournalReader(js.root, jdir)
+	for i := range logs {
+		at := js.placeNoJournal(i)
+		fresh, err := PlanJournalFor(js.root, jdir, js.locate, true, at.Bind)
+		testkit.Must(t, err)
+		read, err := jr.Plan(js.locate, true, at.Bind)
+		testkit.Must(t, err)
+		if want, got := whats(fresh.Verify(at)), whats(read.Verify(at)); got != want || want != "" {
+			t.Fatalf("log %d: reader %q, afresh %q", i, got, want)
+		}
+	}
+	if jr.kept > maxLogRecords || !jr.partial() {
+		t.Fatalf("kept %d log records (at most %d), partial %v", jr.kept, maxLogRecords, jr.partial())
+	}
+	want, err := PendingValues(js.root, jdir, "s0/")
+	testkit.Must(t, err)
+	if got, err := jr.Values("s0/"); err != nil || !reflect.DeepEqual(got, want) || len(got) != 1 {
+		t.Fatalf("values: reader %v (%v), afresh %v", got, err, want)
+	}
+}

@@ -107,7 +107,7 @@ func scanJournalOf(root *storefs.Root, dir string, locate Locate, only *[32]byte
 	if err != nil {
 		return nil, nil, err
 	}
-	rp := newReplay(root, dir, locate, func(g uint64) string { return path.Join(dir, journalName(g)) })
+	rp := journalReplay(root, dir, locate)
 	rp.only = only
 	if rp.fence, err = readFence(root, dir); err != nil {
 		return nil, nil, err
@@ -116,6 +116,11 @@ func scanJournalOf(root *storefs.Root, dir string, locate Locate, only *[32]byte
 		return nil, nil, err
 	}
 	return rp, gens, nil
+}
+
+// journalReplay is a replay of the journal files in dir.
+func journalReplay(root *storefs.Root, dir string, locate Locate) *replay {
+	return newReplay(root, dir, locate, func(g uint64) string { return path.Join(dir, journalName(g)) })
 }
 
 func newReplay(root *storefs.Root, dir string, locate Locate, name func(gen uint64) string) *replay {
@@ -275,12 +280,7 @@ func (rp *replay) scanFile(gen uint64) error {
 		if err != nil && history {
 			rp.problem(rel, fmt.Sprintf("batch %d at byte %d: %v", num, pos, err))
 		}
-		dataPos := pos + int64(h.hlen)
-		for _, r := range recs {
-			dataPos += int64(r.size() - len(r.data))
-			rp.take(r, jwrite{kind: r.kind, gen: gen, pos: dataPos, n: len(r.data), logOff: r.off, logPath: r.path}, history)
-			dataPos += int64(len(r.data))
-		}
+		eachWrite(recs, gen, pos+int64(h.hlen), func(r *jrec, w jwrite) { rp.take(r, w, history) })
 		if history {
 			rp.batches++
 			rp.counted[gen] = true
@@ -293,6 +293,16 @@ func (rp *replay) scanFile(gen uint64) error {
 		rp.ignored = append(rp.ignored, Problem{Path: rp.root.Show(rel), What: stale.words(rp.fence.token())})
 	}
 	return nil
+}
+
+// eachWrite calls fn with each of a batch's records and where its data
+// lies in generation gen's file: the batch's records begin at pos.
+func eachWrite(recs []*jrec, gen uint64, pos int64, fn func(r *jrec, w jwrite)) {
+	for _, r := range recs {
+		pos += int64(r.size() - len(r.data))
+		fn(r, jwrite{kind: r.kind, gen: gen, pos: pos, n: len(r.data), logOff: r.off, logPath: r.path})
+		pos += int64(len(r.data))
+	}
 }
 
 // fencedOff says whether the bytes at pos of generation gen are where only
