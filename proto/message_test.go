@@ -208,15 +208,28 @@ var contentCases = []string{
 	`[{"type":"text","text":"ok"}] x`,
 	`[{"ſype":"text","text":"long s key"}]`,
 	"[{\"type\":\"text\",\"text\":\"\xff invalid\"}]",
+	`"trailing" `, `"unclosed`, `"unclosed `, "\"00\x84 ", `"ab"c`, `"ab\"`,
+}
+
+// TestRawStringMalformed: a value that is not one whole JSON string is
+// "", never its bytes cut at the last one; white space around a string is
+// read through.
+func TestRawStringMalformed(t *testing.T) {
+	for raw, want := range map[string]string{
+		`"ab"`: "ab", `"ab" `: "ab", `"a\u0062"`: "ab",
+		`"ab`: "", `"abc `: "", `"ab"c`: "", `"ab\"`: "", "\"00\x84 ": "", `"a"b"`: "", `"`: "", `ab`: "",
+	} {
+		if got := RawString(json.RawMessage(raw)); got != want {
+			t.Errorf("RawString(%q) = %q, want %q", raw, got, want)
+		}
+	}
 }
 
 // partsText is ContentText as it was before its one-pass read of arrays:
-// a string as RawString reads it, else the text of ContentParts' text
-// parts.
+// the text of ContentParts' text parts. (A string with bytes after its
+// last quote was once cut short at its last byte by RawString's direct
+// cut and read otherwise once trimmed: testdata/fuzz/FuzzContentText.)
 func partsText(c json.RawMessage) string {
-	if len(c) > 0 && c[0] == '"' {
-		return RawString(c)
-	}
 	return PartsText(ContentParts(c))
 }
 
@@ -240,4 +253,22 @@ func FuzzContentText(f *testing.F) {
 			t.Fatalf("%s: %q, from the parts %q", c, got, want)
 		}
 	})
+}
+
+func BenchmarkRawString(b *testing.B) {
+	for name, s := range map[string]string{
+		"text":  strings.Repeat("a line of text, wörds & <tags>; ", 8),
+		"ascii": strings.Repeat("a line of text, words & <tags>; ", 8),
+		"ts":    "2026-12-03T08:20:04.123456Z",
+	} {
+		raw := json.RawMessage(`"` + s + `"`)
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(raw)))
+			for b.Loop() {
+				if RawString(raw) == "" {
+					b.Fatal("empty")
+				}
+			}
+		})
+	}
 }
