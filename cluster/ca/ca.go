@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -59,6 +60,10 @@ type Identity struct {
 	Host string          // this host's name, as its certificate says
 	cert tls.Certificate // with its key
 	pool *x509.CertPool  // the cluster CA alone
+	// caCert is the cluster CA, whose revocation lists alone a host
+	// adopts; revoked is the newest it adopted (nil: none).
+	caCert  *x509.Certificate
+	revoked atomic.Pointer[revocations]
 	// sessions keeps the TLS 1.3 tickets peers gave this host, so that
 	// its next connection to a peer resumes (docs/benchmarks.md, "A
 	// relayed change's connection").
@@ -91,7 +96,7 @@ func Init(dir, host string, addrs []string) error {
 	if err := writeNew(dir, CACertFile, certPEM(caCert.Raw)); err != nil {
 		return err
 	}
-	return issueInto(dir, caCert, caKey, host, addrs)
+	return issueInto(dir, dir, caCert, caKey, host, addrs)
 }
 
 // Issue makes a certificate for host signed by the CA in caDir and writes
@@ -115,7 +120,7 @@ func Issue(caDir, host string, addrs []string, outDir string) error {
 	if err := writeNew(outDir, CACertFile, certPEM(caCert.Raw)); err != nil {
 		return err
 	}
-	return issueInto(outDir, caCert, caKey, host, addrs)
+	return issueInto(caDir, outDir, caCert, caKey, host, addrs)
 }
 
 // Load reads this host's identity from dir: its certificate and key and
@@ -146,7 +151,12 @@ func Load(dir string) (*Identity, error) {
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}); err != nil {
 		return nil, fmt.Errorf("%s: the host certificate is not the cluster CA's: %w", dir, err)
 	}
-	return &Identity{Host: cert.Leaf.Subject.CommonName, cert: cert, pool: pool, sessions: tls.NewLRUClientSessionCache(resumable)}, nil
+	id := &Identity{Host: cert.Leaf.Subject.CommonName, cert: cert, pool: pool, caCert: caCert,
+		sessions: tls.NewLRUClientSessionCache(resumable)}
+	if err := id.loadCRL(dir); err != nil {
+		return nil, err
+	}
+	return id, nil
 }
 
 // ServerTLS is the configuration a host listens for its peers with: TLS
@@ -166,14 +176,16 @@ func (id *Identity) ServerTLS() *tls.Config {
 
 // ClientTLS is the configuration a host dials a peer with: TLS 1.3, its
 // own certificate offered, and the peer's verified against the cluster CA
-// alone and against serverName (the peer's host name or the address it
-// was reached at), which must be given.
+// alone, against serverName (the peer's host name or the address it
+// was reached at), which must be given, and against the revocation list
+// (a *RevokedError, resumed connections included).
 func (id *Identity) ClientTLS(serverName string) *tls.Config {
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{id.cert},
-		RootCAs:      id.pool,
-		ServerName:   serverName,
+		MinVersion:       tls.VersionTLS13,
+		Certificates:     []tls.Certificate{id.cert},
+		RootCAs:          id.pool,
+		ServerName:       serverName,
+		VerifyConnection: id.verifyPeer,
 
 		ClientSessionCache: id.sessions,
 	}
@@ -245,9 +257,10 @@ func newCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
 }
 
 // issueInto makes host's key and a certificate for it signed by the CA,
-// and writes both to dir. A host certificate serves both ways (a host
-// listens and dials) and can sign nothing.
-func issueInto(dir string, caCert *x509.Certificate, caKey *ecdsa.PrivateKey, host string, addrs []string) error {
+// keeps the CA's copy of it in caDir (IssuedDir: so it can be revoked by
+// the host's name) and then writes both to dir. A host certificate serves
+// both ways (a host listens and dials) and can sign nothing.
+func issueInto(caDir, dir string, caCert *x509.Certificate, caKey *ecdsa.PrivateKey, host string, addrs []string) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
@@ -276,6 +289,13 @@ func issueInto(dir string, caCert *x509.Certificate, caKey *ecdsa.PrivateKey, ho
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
 	if err != nil {
+		return err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return err
+	}
+	if err := keepIssued(caDir, cert); err != nil {
 		return err
 	}
 	if err := writeNew(dir, HostKeyFile, keyPEM(key)); err != nil {

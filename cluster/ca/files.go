@@ -137,3 +137,42 @@ func readPrivate(dir, name string) ([]byte, error) {
 	}
 	return io.ReadAll(io.LimitReader(f, maxFile))
 }
+
+// replaceFile writes data to dir/name in place of what it held, whole or
+// not at all: a new file beside it (writeNew), renamed over it, the
+// directory synced. Only the revocation list is ever replaced.
+func replaceFile(dir, name string, data []byte) error {
+	tmp := name + ".new"
+	os.Remove(filepath.Join(dir, tmp)) // left by a write that died: never loaded
+	if err := writeNew(dir, tmp, data); err != nil {
+		return err
+	}
+	if err := os.Rename(filepath.Join(dir, tmp), filepath.Join(dir, name)); err != nil {
+		os.Remove(filepath.Join(dir, tmp))
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// readNoFollow reads a regular file the admin names (never through a
+// symlink at its last name), at most maxFile bytes.
+func readNoFollow(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("%s: not a regular file: %w", p, unix.EINVAL)
+	}
+	return io.ReadAll(io.LimitReader(f, maxFile))
+}

@@ -91,6 +91,7 @@ func Start(cfg Config) (*Host, error) {
 func (h *Host) Run(ctx context.Context) {
 	defer close(h.stopped)
 	go h.watchWriter(ctx)
+	go h.watchCRL(ctx)
 	for ctx.Err() == nil {
 		term, err := h.cfg.Member.Campaign(ctx)
 		if err != nil {
@@ -171,6 +172,25 @@ func (h *Host) watchWriter(ctx context.Context) {
 	}
 }
 
+// watchCRL adopts each newer revocation list the CA signed as it appears
+// in etcd, and drops the connections of the hosts it names; a list the
+// CA did not sign is logged and changes nothing (cluster/ca).
+func (h *Host) watchCRL(ctx context.Context) {
+	for crl := range h.cfg.Member.WatchCRL(ctx) {
+		if crl == "" {
+			continue // none yet, or deleted: the list held stands
+		}
+		adopted, err := h.cfg.Identity.Adopt([]byte(crl))
+		switch {
+		case err != nil:
+			h.cfg.Log.Warn("cluster: a revocation list in etcd is refused", "err", err)
+		case adopted:
+			h.cfg.Log.Info("cluster: revocation list adopted", "number", h.cfg.Identity.CRLNumber().String(),
+				"connections dropped", h.peers.DropRevoked())
+		}
+	}
+}
+
 // relay connects a local caller's request to the writer (server.Sockets
 // relays the bytes): EAGAIN when no other host writes now.
 func (h *Host) relay(c layout.Caller, t session.Target) (net.Conn, error) {
@@ -188,8 +208,8 @@ func (h *Host) dial(hello peer.Hello) (net.Conn, error) {
 	defer cancel()
 	conn, err := peer.DialHost(ctx, w.Host, w.Addr, h.cfg.Identity, hello)
 	if err != nil {
-		if errors.Is(err, syscall.EAGAIN) {
-			return nil, err
+		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) {
+			return nil, err // EACCES: one of the two hosts is revoked; waiting mends nothing
 		}
 		return nil, fmt.Errorf("cluster: relay to %s: %v: %w", w.Host, err, syscall.EAGAIN)
 	}

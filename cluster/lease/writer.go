@@ -45,25 +45,40 @@ func (m *Member) Writer(ctx context.Context) (Writer, error) {
 // etcd cannot be reached nothing is sent; it reads and watches again every
 // TTL/3 and sends the writer then if it changed meanwhile.
 func (m *Member) WatchWriter(ctx context.Context) <-chan Writer {
-	out := make(chan Writer, 1)
+	return watchValue(ctx, m, m.writerKey(), func(kv *mvccpb.KeyValue) Writer {
+		if kv == nil {
+			return Writer{}
+		}
+		return writerOf(kv)
+	})
+}
+
+// watchValue sends what of(key's value) is now, then at each change (of
+// nil when the key is missing or deleted), until ctx ends, when the
+// channel is closed; a value equal to the last sent is not sent again.
+// While etcd cannot be reached nothing is sent; it reads and watches
+// again every TTL/3.
+func watchValue[V comparable](ctx context.Context, m *Member, key string, of func(*mvccpb.KeyValue) V) <-chan V {
+	out := make(chan V, 1)
 	go func() {
 		defer close(out)
-		var last *Writer
-		send := func(w Writer) bool {
-			if last != nil && *last == w {
+		var last *V
+		send := func(kv *mvccpb.KeyValue) bool {
+			v := of(kv)
+			if last != nil && *last == v {
 				return true
 			}
 			select {
-			case out <- w:
-				last = &w
+			case out <- v:
+				last = &v
 				return true
 			case <-ctx.Done():
 				return false
 			}
 		}
 		for ctx.Err() == nil {
-			if rev, ok := m.readWriter(ctx, send); ok {
-				m.followWriter(ctx, rev, send)
+			if rev, ok := m.readKey(ctx, key, send); ok {
+				m.followKey(ctx, key, rev, send)
 			}
 			select {
 			case <-ctx.Done():
@@ -74,35 +89,35 @@ func (m *Member) WatchWriter(ctx context.Context) <-chan Writer {
 	return out
 }
 
-// readWriter sends the writer key's current holder; the revision to watch
-// from, and whether the read succeeded.
-func (m *Member) readWriter(ctx context.Context, send func(Writer) bool) (int64, bool) {
-	resp, err := m.get(ctx, "watch writer", m.writerKey())
+// readKey sends key's current value (nil when none); the revision to
+// watch from, and whether the read succeeded.
+func (m *Member) readKey(ctx context.Context, key string, send func(*mvccpb.KeyValue) bool) (int64, bool) {
+	resp, err := m.get(ctx, "watch "+key, key)
 	if err != nil {
 		return 0, false
 	}
-	w := Writer{}
+	var kv *mvccpb.KeyValue
 	if len(resp.Kvs) > 0 {
-		w = writerOf(resp.Kvs[0])
+		kv = resp.Kvs[0]
 	}
-	return resp.Header.Revision + 1, send(w)
+	return resp.Header.Revision + 1, send(kv)
 }
 
-// followWriter sends each change of the writer key from revision rev on,
-// until the watch breaks (no leader, compaction) or ctx ends.
-func (m *Member) followWriter(ctx context.Context, rev int64, send func(Writer) bool) {
-	changes, cancel := m.watch(ctx, m.writerKey(), rev)
+// followKey sends each change of key from revision rev on, until the
+// watch breaks (no leader, compaction) or ctx ends.
+func (m *Member) followKey(ctx context.Context, key string, rev int64, send func(*mvccpb.KeyValue) bool) {
+	changes, cancel := m.watch(ctx, key, rev)
 	defer cancel()
 	for w := range changes {
 		if w.Err() != nil {
 			return
 		}
 		for _, ev := range w.Events {
-			next := Writer{}
+			var kv *mvccpb.KeyValue
 			if ev.Type == mvccpb.PUT {
-				next = writerOf(ev.Kv)
+				kv = ev.Kv
 			}
-			if !send(next) {
+			if !send(kv) {
 				return
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -268,7 +269,11 @@ func DialHost(ctx context.Context, peerHost, addr string, id *ca.Identity, h Hel
 	d := tls.Dialer{Config: id.ClientTLS(peerHost)}
 	raw, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, dialError(syscall.EAGAIN, fmt.Errorf("writer host %s at %s: %w", peerHost, addr, err))
+		errno := syscall.EAGAIN // another may take over, or the network heal
+		if rev := (*ca.RevokedError)(nil); errors.As(err, &rev) {
+			errno = syscall.EACCES // the writer's certificate is revoked: nothing to wait for
+		}
+		return nil, dialError(errno, fmt.Errorf("writer host %s at %s: %w", peerHost, addr, err))
 	}
 	conn := raw.(*tls.Conn)
 	if err := hello(ctx, conn, line); err != nil {
@@ -313,7 +318,7 @@ type Listener struct {
 	mu       sync.Mutex
 	perHost  map[string]int
 	maxConns int
-	open     map[net.Conn]struct{}
+	open     map[net.Conn]*x509.Certificate // the peer's, once proved (nil before)
 	closed   bool
 	wg       sync.WaitGroup
 }
@@ -329,7 +334,7 @@ func Listen(addr string, id *ca.Identity, serve func(conn net.Conn, h Hello)) (*
 		return nil, err
 	}
 	pl := &Listener{l: l, id: id, tls: id.ServerTLS(), serve: serve, handshakes: make(chan struct{}, maxHandshakes),
-		perHost: map[string]int{}, maxConns: DefaultMaxConnsPerHost, open: map[net.Conn]struct{}{}}
+		perHost: map[string]int{}, maxConns: DefaultMaxConnsPerHost, open: map[net.Conn]*x509.Certificate{}}
 	pl.wg.Add(1)
 	go pl.accept()
 	return pl, nil
@@ -395,8 +400,38 @@ func (l *Listener) track(conn net.Conn) bool {
 	if l.closed {
 		return false
 	}
-	l.open[conn] = struct{}{}
+	l.open[conn] = nil
 	return true
+}
+
+// proved records the certificate conn's peer proved itself with, and
+// refuses it when revoked: checked again here, under the lock DropRevoked
+// takes, a list adopted while the peer was greeted cannot miss it.
+func (l *Listener) proved(conn net.Conn, cert *x509.Certificate) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.id.Revoked(cert); err != nil {
+		return err
+	}
+	l.open[conn] = cert
+	return nil
+}
+
+// DropRevoked closes every connection whose peer's certificate is on the
+// revocation list this host now holds, and says how many: the host calls
+// it when it adopts a newer list, so a revoked host's relayed requests
+// end at once rather than when their clients go.
+func (l *Listener) DropRevoked() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for c, cert := range l.open {
+		if cert != nil && l.id.Revoked(cert) != nil {
+			c.Close()
+			n++
+		}
+	}
+	return n
 }
 
 func (l *Listener) untrack(conn net.Conn) {
@@ -420,6 +455,10 @@ func (l *Listener) handle(raw net.Conn) {
 		}
 		return
 	}
+	if err := l.proved(raw, conn.ConnectionState().PeerCertificates[0]); err != nil {
+		Refuse(conn, err)
+		return
+	}
 	if err := l.take(h.Host); err != nil {
 		Refuse(conn, err)
 		return
@@ -439,6 +478,9 @@ func (l *Listener) greet(conn *tls.Conn) (Hello, error) {
 	host, err := ca.PeerHost(conn.ConnectionState())
 	if err != nil {
 		return Hello{}, err
+	}
+	if err := l.id.Revoked(conn.ConnectionState().PeerCertificates[0]); err != nil {
+		return Hello{}, err // before its hello is read: a revoked host says nothing
 	}
 	line, err := readLine(conn, MaxHelloBytes, "hello")
 	if err != nil {

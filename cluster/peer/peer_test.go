@@ -22,7 +22,10 @@ import (
 
 // cluster is a CA with the identities of hosts alpha (the writer) and
 // beta, each at 127.0.0.1.
-type cluster struct{ alpha, beta *ca.Identity }
+type cluster struct {
+	alpha, beta *ca.Identity
+	caDir       string // alpha's, where the CA is
+}
 
 func newCluster(t testing.TB) cluster {
 	t.Helper()
@@ -34,7 +37,7 @@ func newCluster(t testing.TB) cluster {
 	testkit.Must(t, err)
 	b, err := ca.Load(filepath.Join(base, "beta"))
 	testkit.Must(t, err)
-	return cluster{alpha: a, beta: b}
+	return cluster{alpha: a, beta: b, caDir: caDir}
 }
 
 // served records what reached serve: the hellos, and the bytes each

@@ -21,19 +21,20 @@ const defaultClusterDir = "/etc/ctxfs/cluster"
 func newClusterCommand() *cobra.Command {
 	cluster := &cobra.Command{
 		Use:   "cluster",
-		Short: "The hosts that serve one store together: certificates (init, join), status",
+		Short: "The hosts that serve one store together: certificates (init, join, revoke), status",
 		Long: `Cluster groups the commands on the hosts that serve one store together
 (ctxfs mount --cluster). Hosts talk to each other over TLS 1.3, each proving
 itself with a certificate of the cluster's own CA, and trust nothing else.
 "init" makes the CA and the first host's certificate; "join", run where the
-CA is, makes another host's, to copy to that host.`,
+CA is, makes another host's, to copy to that host; "revoke", run there too,
+cuts a host off.`,
 		Example: `  ctxfs cluster init --host alpha --addr 10.0.0.1
   ctxfs cluster join --host beta --addr 10.0.0.2 --out /root/beta-cluster`,
 		Args: unknownSubcommand,
 		RunE: missingSubcommand,
 	}
 	cluster.SuggestionsMinimumDistance = 2
-	cluster.AddCommand(newClusterInitCommand(), newClusterJoinCommand(), newClusterStatusCommand())
+	cluster.AddCommand(newClusterInitCommand(), newClusterJoinCommand(), newClusterRevokeCommand(), newClusterStatusCommand())
 	return cluster
 }
 

@@ -78,6 +78,9 @@ func clusterStatus(w io.Writer, endpoints []string, name string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", h.Name, h.Addr, h.PID, h.TTLLeft, role)
 	}
 	tw.Flush()
+	if crl, err := m.CRL(ctx); err == nil && crl != "" {
+		fmt.Fprintf(w, "\nrevocation list in etcd: %s\n", describeCRL(crl))
+	}
 	if st.Writer.Host == "" {
 		fmt.Fprintln(w, "\nno host writes the store now: writes are EAGAIN until one takes over")
 		return exitStatus(1)

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ctxfs/ctxfs/cluster/ca"
+	"github.com/ctxfs/ctxfs/cluster/lease"
+)
+
+// newClusterRevokeCommand is `ctxfs cluster revoke [--ca DIR] [--host
+// NAME]… [--cert FILE]… [--cluster ENDPOINTS]`, run where the CA is.
+func newClusterRevokeCommand() *cobra.Command {
+	var caDir, endpoints, name string
+	var hosts, certs []string
+	cmd := &cobra.Command{
+		Use:   "revoke",
+		Short: "Cut a host off: revoke its certificates, and hand the list to every host",
+		Long: `Revoke adds to the cluster's certificate revocation list every certificate
+the CA in --ca issued to each --host (the CA keeps a copy of each in its
+issued/ directory), and each certificate file --cert (one issued before the
+CA kept copies), signs the list with the CA key and a number one higher, and
+writes it to --ca/revoked.crl. With --cluster it also puts the list in etcd,
+where every running host watches for it: within a second each refuses the
+revoked host as a peer, both ways (EACCES), and closes the connections it
+held from it. A host adopts a list only when the cluster CA signed it and it
+is newer than the one it holds, so whoever can write etcd can neither forge
+nor undo one; a host that starts while etcd is away reads the copy in its
+own cluster directory (revoked.crl, 0600) if the admin put one there.
+
+A revoked host can still reach etcd and the shared store if it still has
+them: take those away too (etcd's own authentication, the store's mounts).
+To let the host back, make it a new certificate (ctxfs cluster join). With
+no --host or --cert, the list as it is is put in etcd again.`,
+		Example: `  ctxfs cluster revoke --host beta --cluster http://etcd1:2379,http://etcd2:2379`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(hosts) == 0 && len(certs) == 0 && endpoints == "" {
+				return usageError("cluster revoke: give --host or --cert (what to revoke), or --cluster to hand the list out again")
+			}
+			return clusterRevoke(cmd.OutOrStdout(), caDir, hosts, certs, endpoints, name)
+		},
+	}
+	cmd.Flags().StringVar(&caDir, "ca", defaultClusterDir, "the `DIR` of the cluster's CA (where init ran)")
+	cmd.Flags().StringSliceVar(&hosts, "host", nil, "revoke every certificate issued to the host `NAMES` (comma-separated or repeated)")
+	cmd.Flags().StringSliceVar(&certs, "cert", nil, "revoke the certificate in each `FILE`")
+	cmd.Flags().StringVar(&endpoints, "cluster", "", "etcd's client `ENDPOINTS`, comma-separated: put the list where the hosts watch for it")
+	cmd.Flags().StringVar(&name, "cluster-name", "ctxfs", "the store's `NAME` in etcd (as given to ctxfs mount --cluster-name)")
+	return cmd
+}
+
+func clusterRevoke(w io.Writer, caDir string, hosts, certs []string, endpoints, name string) error {
+	crl, added, err := ca.Revoke(caDir, hosts, certs)
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(caDir, ca.CRLFile)
+	if len(added) == 0 {
+		fmt.Fprintf(w, "ctxfs: nothing new to revoke; the list is %s\n", file)
+	} else {
+		fmt.Fprintf(w, "ctxfs: %s revoked; the list is %s\n", certificates(len(added)), file)
+		for _, s := range added {
+			fmt.Fprintf(w, "  serial %s\n", s.Text(16))
+		}
+	}
+	if endpoints == "" {
+		fmt.Fprintf(w, "Hand it to the running hosts: ctxfs cluster revoke --ca %s --cluster ENDPOINTS\n", caDir)
+		return nil
+	}
+	m, err := lease.Observe(lease.Config{Endpoints: strings.Split(endpoints, ","), Prefix: clusterPrefix(name)})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), statusPatience)
+	defer cancel()
+	if err := m.PublishCRL(ctx, crl); err != nil {
+		fmt.Fprintf(os.Stderr, "ctxfs: cluster revoke: the list is written, not handed out: %v\n"+
+			"Run ctxfs cluster revoke --ca %s --cluster %s once etcd answers.\n", err, caDir, endpoints)
+		return exitStatus(exUnavailable)
+	}
+	fmt.Fprintf(w, "ctxfs: the list is in etcd (%s): the running hosts adopt it within a second\n", clusterPrefix(name)+"crl")
+	return nil
+}
+
+// certificates is "1 certificate", "2 certificates".
+func certificates(n int) string {
+	if n == 1 {
+		return "1 certificate"
+	}
+	return fmt.Sprintf("%d certificates", n)
+}
+
+// describeCRL says what a list in etcd is: its number and how many
+// certificates it names (its signature is each host's to check).
+func describeCRL(crl string) string {
+	der := []byte(crl)
+	if block, _ := pem.Decode(der); block != nil {
+		der = block.Bytes
+	}
+	l, err := x509.ParseRevocationList(der)
+	if err != nil || l.Number == nil {
+		return "unreadable (the hosts refuse it)"
+	}
+	return fmt.Sprintf("number %s, %s, signed %s", l.Number, certificates(len(l.RevokedCertificateEntries)), l.ThisUpdate.UTC().Format(time.RFC3339))
+}
