@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -9,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/ctxfs/ctxfs/cluster/ca"
 	"github.com/ctxfs/ctxfs/internal/mountlife"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
@@ -37,12 +42,21 @@ func (h *clusterHost) socket() string { return filepath.Join(h.srv.root, "agent"
 
 // testCluster is the hosts, etcd and the store.
 type testCluster struct {
-	t     testing.TB
-	tn    *testNet
-	etcd  *testkit.Etcd
-	store string
-	ttl   time.Duration
-	hosts []*clusterHost
+	t       testing.TB
+	tn      *testNet
+	etcd    *testkit.Etcd
+	etcdTLS bool // etcd serves https, and lets in only the cluster's hosts
+	store   string
+	ttl     time.Duration
+	hosts   []*clusterHost
+}
+
+// clusterMade is what a testCluster is made with beyond its hosts' names.
+type clusterMade struct {
+	stores    []string // host i's store; nil: one local directory for all
+	ttl       time.Duration
+	configure func(*server) // may be nil
+	etcdTLS   bool
 }
 
 // newTestCluster makes etcd, the certificates and the hosts named, with a
@@ -50,7 +64,8 @@ type testCluster struct {
 // before it starts (definitions, environment). Hosts start one after
 // another, the first becoming the writer.
 func newTestCluster(t testing.TB, ttl time.Duration, configure func(*server), names ...string) *testCluster {
-	return newClusterOn(t, nil, ttl, configure, names...)
+	t.Helper()
+	return newClusterWith(t, clusterMade{ttl: ttl, configure: configure}, names...)
 }
 
 // newClusterOn is newTestCluster with host i's store at stores[i] (one
@@ -58,31 +73,40 @@ func newTestCluster(t testing.TB, ttl time.Duration, configure func(*server), na
 // nil: one local directory for all.
 func newClusterOn(t testing.TB, stores []string, ttl time.Duration, configure func(*server), names ...string) *testCluster {
 	t.Helper()
+	return newClusterWith(t, clusterMade{stores: stores, ttl: ttl, configure: configure}, names...)
+}
+
+// newClusterWith makes the certificates (the first host's directory holds
+// the CA), etcd, and the hosts named.
+func newClusterWith(t testing.TB, o clusterMade, names ...string) *testCluster {
+	t.Helper()
 	requireFUSE(t)
 	testkit.RequireEtcd(t)
 	keepFusectlAsIs(t)
 	base := t.TempDir()
 	os.Chmod(filepath.Dir(base), 0o755)
 	os.Chmod(base, 0o755)
-	c := &testCluster{t: t, tn: newTestNet(t), store: filepath.Join(base, "store"), ttl: ttl}
-	c.startEtcd()
+	c := &testCluster{t: t, tn: newTestNet(t), store: filepath.Join(base, "store"), ttl: o.ttl, etcdTLS: o.etcdTLS}
 	for i, name := range names {
 		h := &clusterHost{name: name, net: c.tn.addHost(name), certs: filepath.Join(base, "certs-"+name)}
 		c.makeCerts(h, i == 0, filepath.Join(base, "certs-"+names[0]))
-		h.srv = &server{t: t, root: filepath.Join(base, name, "ctx"), store: c.store}
-		if stores != nil {
-			h.srv.store = stores[i]
+		c.hosts = append(c.hosts, h)
+	}
+	c.startEtcd(base)
+	for i, h := range c.hosts {
+		h.srv = &server{t: t, root: filepath.Join(base, h.name, "ctx"), store: c.store}
+		if o.stores != nil {
+			h.srv.store = o.stores[i]
 			// As this client sees it (a MooseFS client caches the volume
 			// root's attributes: 0777 until it looks again).
-			testkit.Must(t, os.Chmod(filepath.Dir(stores[i]), 0o755))
+			testkit.Must(t, os.Chmod(filepath.Dir(o.stores[i]), 0o755))
 		}
 		h.srv.define("coder", map[string]string{"model": "debug/echo"})
 		h.srv.wrap = h.net.wrap()
 		h.srv.args = c.args(h)
-		if configure != nil {
-			configure(h.srv)
+		if o.configure != nil {
+			o.configure(h.srv)
 		}
-		c.hosts = append(c.hosts, h)
 	}
 	for _, h := range c.hosts {
 		h.srv.start()
@@ -97,14 +121,56 @@ func newClusterOn(t testing.TB, stores []string, ttl time.Duration, configure fu
 }
 
 // startEtcd starts three members listening on the test process's port of
-// the test network (their peers talk on loopback).
-func (c *testCluster) startEtcd() {
-	var clients, peers []string
-	for range 3 {
-		clients = append(clients, "http://"+c.tn.prefix+".1:"+freePort(c.t, c.tn.prefix+".1"))
-		peers = append(peers, "http://127.0.0.1:"+freePort(c.t, "127.0.0.1"))
+// the test network (their peers talk on loopback). With etcdTLS they
+// serve https with a certificate of the cluster's CA (ctxfs cluster join
+// --host etcd) and require a client certificate of that CA.
+func (c *testCluster) startEtcd(base string) {
+	scheme, opts := "http://", testkit.EtcdOptions{Members: 3}
+	if c.etcdTLS {
+		scheme = "https://"
+		caDir, dir := c.hosts[0].certs, filepath.Join(base, "certs-etcd")
+		args := []string{"cluster", "join", "--ca", caDir, "--host", "etcd", "--addr", c.tn.prefix + ".1", "--out", dir}
+		if out, err := runCmd(c.t, nil, nil, ctxfsBin, args...); err != nil {
+			c.t.Fatalf("ctxfs %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		id, err := ca.Load(caDir)
+		testkit.Must(c.t, err)
+		opts.TLS = &testkit.EtcdTLS{CertFile: filepath.Join(dir, ca.HostCertFile), KeyFile: filepath.Join(dir, ca.HostKeyFile),
+			CAFile: filepath.Join(caDir, ca.CACertFile), Client: id.EtcdTLS(nil)}
 	}
-	c.etcd = testkit.StartEtcd(c.t, testkit.EtcdOptions{Members: 3, ClientURLs: clients, PeerURLs: peers})
+	for range 3 {
+		opts.ClientURLs = append(opts.ClientURLs, scheme+c.tn.prefix+".1:"+freePort(c.t, c.tn.prefix+".1"))
+		opts.PeerURLs = append(opts.PeerURLs, "http://127.0.0.1:"+freePort(c.t, "127.0.0.1"))
+	}
+	c.etcd = testkit.StartEtcd(c.t, opts)
+}
+
+// etcdPut puts key in the cluster's etcd, as the first host (whoever can
+// write there).
+func (c *testCluster) etcdPut(key, value string) {
+	c.t.Helper()
+	conf := clientv3.Config{Endpoints: c.etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if c.etcdTLS {
+		id, err := ca.Load(c.hosts[0].certs)
+		testkit.Must(c.t, err)
+		conf.TLS = id.EtcdTLS(nil)
+	}
+	cli, err := clientv3.New(conf)
+	testkit.Must(c.t, err)
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = cli.Put(ctx, key, value)
+	testkit.Must(c.t, err)
+}
+
+// etcdArgs are what `ctxfs cluster status` or `revoke` reach etcd with.
+func (c *testCluster) etcdArgs() []string {
+	args := []string{"--cluster", strings.Join(c.etcd.Endpoints(), ",")}
+	if c.etcdTLS {
+		args = append(args, "--cluster-certs", c.hosts[0].certs)
+	}
+	return args
 }
 
 // freePort is a TCP port free on addr now.
@@ -135,7 +201,7 @@ func (c *testCluster) args(h *clusterHost) []string {
 
 // status is `ctxfs cluster status` and its exit code.
 func (c *testCluster) status() (string, int) {
-	out, err := runCmd(c.t, nil, nil, ctxfsBin, "cluster", "status", "--cluster", strings.Join(c.etcd.Endpoints(), ","))
+	out, err := runCmd(c.t, nil, nil, ctxfsBin, append([]string{"cluster", "status"}, c.etcdArgs()...)...)
 	return out, exitCode(c.t, err)
 }
 

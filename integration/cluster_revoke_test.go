@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,29 +19,30 @@ import (
 // written to F's ctl file, and a dial with F's key by anyone who took a
 // copy of it: EACCES, writing nothing); the writer's own sends go on;
 // `ctxfs cluster status` shows the list. A list in etcd that another CA
-// signed changes nothing a host holds.
+// signed changes nothing a host holds. etcd here serves https to the
+// cluster's certificates alone, so the list is handed out over TLS.
 func TestClusterRevokedHost(t *testing.T) {
-	c := newTestCluster(t, 2*time.Second, nil, "a", "b")
+	c := newClusterWith(t, clusterMade{ttl: 2 * time.Second, etcdTLS: true}, "a", "b")
 	w := c.waitWriter("", 20*time.Second)
 	f := c.follower(w)
-	endpoints := strings.Join(c.etcd.Endpoints(), ",")
 	f.srv.sendAs(uid1001, "v", "v0", "", "before the revocation")
 
-	// A forged list (another CA's, naming F) put in etcd is refused.
+	// A forged list (another CA's, naming F) put in etcd by whoever can
+	// write there is refused.
 	forger := t.TempDir() + "/ca"
 	if out, err := runCmd(t, nil, nil, ctxfsBin, "cluster", "init", "--dir", forger, "--host", f.name, "--addr", f.net.addr); err != nil {
 		t.Fatalf("another CA: %v %s", err, out)
 	}
-	if out, err := runCmd(t, nil, nil, ctxfsBin, "cluster", "revoke", "--ca", forger, "--host", f.name, "--cluster", endpoints); err != nil {
-		t.Fatalf("a forged list put in etcd: %v %s", err, out)
-	}
+	forged, _, err := ca.Revoke(forger, []string{f.name}, nil)
+	testkit.Must(t, err)
+	c.etcdPut("/ctxfs/ctxfs/crl", string(forged))
 	time.Sleep(time.Second) // the hosts see it (and refuse it) within one
 	f.srv.sendAs(uid1001, "v", "v1", "", "a forged list changes nothing")
 	if !strings.Contains(w.srv.logText(), "revocation list in etcd is refused") {
 		t.Errorf("the writer did not say it refused the forged list:\n%s", lastLines(w.srv.logText(), 20))
 	}
 
-	out, err := runCmd(t, nil, nil, ctxfsBin, "cluster", "revoke", "--ca", c.hosts[0].certs, "--host", f.name, "--cluster", endpoints)
+	out, err := runCmd(t, nil, nil, ctxfsBin, append([]string{"cluster", "revoke", "--ca", c.hosts[0].certs, "--host", f.name}, c.etcdArgs()[:2]...)...)
 	if err != nil || !strings.Contains(out, "1 certificate revoked") {
 		t.Fatalf("ctxfs cluster revoke: %v %s", err, out)
 	}
@@ -76,5 +78,32 @@ func TestClusterRevokedHost(t *testing.T) {
 	}
 	if out, _ := c.status(); !strings.Contains(out, "revocation list in etcd: number 1, 1 certificate") {
 		t.Errorf("cluster status does not show the list:\n%s", out)
+	}
+}
+
+// TestClusterOverTLSEtcd: an etcd that serves https and lets in only
+// certificates of the cluster's CA: the hosts join with theirs, one
+// writes, a send through the other is relayed; `ctxfs cluster status`
+// reaches etcd with --cluster-certs, and without a certificate etcd
+// knows it cannot (exit 69: etcd unavailable, as it is to a stranger).
+func TestClusterOverTLSEtcd(t *testing.T) {
+	c := newClusterWith(t, clusterMade{ttl: 2 * time.Second, etcdTLS: true}, "a", "b")
+	w := c.waitWriter("", 20*time.Second)
+	c.follower(w).srv.sendAs(uid1001, "t", "t0", "", "relayed, etcd over https")
+	if out, code := c.status(); code != 0 || !strings.Contains(out, "writer: "+w.name) {
+		t.Fatalf("status over https: exit %d\n%s", code, out)
+	}
+	stranger := filepath.Join(t.TempDir(), "stranger")
+	if out, err := runCmd(t, nil, nil, ctxfsBin, "cluster", "init", "--dir", stranger, "--host", "mallory", "--addr", "127.0.0.1"); err != nil {
+		t.Fatalf("another CA: %v %s", err, out)
+	}
+	eps := strings.Join(c.etcd.Endpoints(), ",")
+	out, err := runCmd(t, nil, nil, ctxfsBin, "cluster", "status", "--cluster", eps, "--cluster-certs", stranger)
+	if code := exitCode(t, err); code != 69 || strings.Contains(out, "writer: ") {
+		t.Errorf("status with another CA's certificate: exit %d, want 69\n%s", code, out)
+	}
+	out, err = runCmd(t, nil, nil, ctxfsBin, "cluster", "status", "--cluster", strings.ReplaceAll(eps, "https://", "http://"))
+	if code := exitCode(t, err); code != 69 {
+		t.Errorf("status in plain http to the https etcd: exit %d, want 69\n%s", code, out)
 	}
 }

@@ -191,6 +191,39 @@ func (id *Identity) ClientTLS(serverName string) *tls.Config {
 	}
 }
 
+// EtcdTLS is the configuration a host reaches etcd with over https: its
+// own certificate offered (an etcd run with --client-cert-auth and the
+// cluster CA among its --trusted-ca-file lets no one else in), etcd's
+// certificate verified against etcdCA (nil: the cluster CA, which can
+// sign etcd's certificates too: ctxfs cluster join --host etcd1 …) and
+// its address, and against the revocation list. TLS 1.2 at least: etcd's
+// own minimum.
+func (id *Identity) EtcdTLS(etcdCA *x509.CertPool) *tls.Config {
+	if etcdCA == nil {
+		etcdCA = id.pool
+	}
+	return &tls.Config{
+		MinVersion:       tls.VersionTLS12,
+		Certificates:     []tls.Certificate{id.cert},
+		RootCAs:          etcdCA,
+		VerifyConnection: id.verifyPeer,
+	}
+}
+
+// LoadPool reads the PEM certificates of a CA file the admin names (etcd's
+// own CA, for EtcdTLS): any owner, no symlink at its last name.
+func LoadPool(path string) (*x509.CertPool, error) {
+	raw, err := readNoFollow(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(raw) {
+		return nil, fmt.Errorf("%s: no PEM certificate: %w", path, syscall.EINVAL)
+	}
+	return pool, nil
+}
+
 // PeerHost is the host name in the certificate a peer presented in a
 // finished handshake: who is at the other end.
 func PeerHost(st tls.ConnectionState) (string, error) {

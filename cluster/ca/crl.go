@@ -177,12 +177,19 @@ func (id *Identity) loadCRL(dir string) error {
 // new list (PEM) and the serials it added. Revoking nothing new signs
 // nothing: the list as it is comes back, for handing out again. A host
 // name the CA issued nothing to, or a certificate it did not sign, is
-// refused (ENOENT, EINVAL) and nothing is written.
+// refused (ENOENT, EINVAL) and nothing is written. With no list yet and
+// nothing to revoke, an empty list (number 1) is signed. Two revocations
+// at once take turns (a lock on caDir): neither's list loses the other's.
 func Revoke(caDir string, hosts, certs []string) (crl []byte, added []*big.Int, err error) {
 	caCert, caKey, err := loadCA(caDir)
 	if err != nil {
 		return nil, nil, err
 	}
+	unlock, err := lockDir(caDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unlock()
 	prev, number, entries, err := currentList(caDir, caCert)
 	if err != nil {
 		return nil, nil, err
@@ -192,8 +199,13 @@ func Revoke(caDir string, hosts, certs []string) (crl []byte, added []*big.Int, 
 		return nil, nil, err
 	}
 	now := time.Now()
+	listed := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		listed[e.SerialNumber.Text(16)] = true
+	}
 	for _, s := range serials {
-		if !listed(entries, s) {
+		if !listed[s.Text(16)] {
+			listed[s.Text(16)] = true
 			entries = append(entries, x509.RevocationListEntry{SerialNumber: s, RevocationTime: now})
 			added = append(added, s)
 		}
@@ -307,13 +319,4 @@ func readCertFile(p string) (*x509.Certificate, error) {
 		return nil, abi.Errorf(syscall.EINVAL, "revoke", "%s: no PEM certificate", p)
 	}
 	return x509.ParseCertificate(block.Bytes)
-}
-
-func listed(entries []x509.RevocationListEntry, s *big.Int) bool {
-	for _, e := range entries {
-		if e.SerialNumber.Cmp(s) == 0 {
-			return true
-		}
-	}
-	return false
 }

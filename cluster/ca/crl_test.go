@@ -4,8 +4,10 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -172,4 +174,34 @@ func mustPEM(t *testing.T, b []byte) []byte {
 		t.Fatal("no PEM")
 	}
 	return block.Bytes
+}
+
+// TestRevokeConcurrent: revocations made at once each keep the others'
+// (they take turns on the CA's directory): the last list names all.
+func TestRevokeConcurrent(t *testing.T) {
+	c := newCRLCluster(t)
+	var hosts []string
+	for i := range 8 {
+		h := fmt.Sprintf("h%d", i)
+		testkit.Must(t, Issue(c.ca, h, []string{"127.0.0.1"}, filepath.Join(t.TempDir(), h)))
+		hosts = append(hosts, h)
+	}
+	var wg sync.WaitGroup
+	for _, h := range hosts {
+		wg.Go(func() {
+			if _, _, err := Revoke(c.ca, []string{h}, nil); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	alpha := load(t, c.ca)
+	if alpha.CRLNumber().Int64() != int64(len(hosts)) {
+		t.Fatalf("list %v after %d revocations", alpha.CRLNumber(), len(hosts))
+	}
+	for _, h := range hosts {
+		if serials, _ := issuedTo(c.ca, h); len(serials) != 1 || alpha.revoked.Load().serials[serials[0].Text(16)] != true {
+			t.Fatalf("%s is not on the last list", h)
+		}
+	}
 }

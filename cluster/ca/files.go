@@ -104,6 +104,11 @@ func writeNew(dir, name string, data []byte) error {
 		os.Remove(p) // never a half-written key left to be loaded
 		return err
 	}
+	return syncDir(dir)
+}
+
+// syncDir makes dir's entries durable.
+func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -118,24 +123,37 @@ func writeNew(dir, name string, data []byte) error {
 // no one's.
 func readPrivate(dir, name string) ([]byte, error) {
 	p := filepath.Join(dir, name)
-	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	f, st, err := openRegular(p)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return nil, err
-	}
 	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return nil, fmt.Errorf("%s: not a regular file", p)
 	case st.Uid != uint32(os.Geteuid()):
 		return nil, &storefs.OpenToOthersError{What: "cluster file " + p, Path: p, Who: fmt.Sprintf("its owner, uid %d", st.Uid)}
 	case st.Mode&0o077 != 0:
 		return nil, fmt.Errorf("%s: mode %04o, want 0600 (no one else may read a cluster key or change a certificate): %w", p, st.Mode&07777, unix.EACCES)
 	}
 	return io.ReadAll(io.LimitReader(f, maxFile))
+}
+
+// openRegular opens p for reading, never through a symlink at its last
+// name, and refuses anything but a regular file (EINVAL).
+func openRegular(p string) (*os.File, *unix.Stat_t, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: not a regular file: %w", p, unix.EINVAL)
+	}
+	return f, &st, nil
 }
 
 // replaceFile writes data to dir/name in place of what it held, whole or
@@ -151,28 +169,29 @@ func replaceFile(dir, name string, data []byte) error {
 		os.Remove(filepath.Join(dir, tmp))
 		return err
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return syncDir(dir)
 }
 
 // readNoFollow reads a regular file the admin names (never through a
 // symlink at its last name), at most maxFile bytes.
 func readNoFollow(p string) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	f, _, err := openRegular(p)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+	return io.ReadAll(io.LimitReader(f, maxFile))
+}
+
+// lockDir holds an exclusive flock on dir until unlock is called.
+func lockDir(dir string) (unlock func(), err error) {
+	d, err := os.Open(dir)
+	if err != nil {
 		return nil, err
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, fmt.Errorf("%s: not a regular file: %w", p, unix.EINVAL)
+	if err := unix.Flock(int(d.Fd()), unix.LOCK_EX); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}
-	return io.ReadAll(io.LimitReader(f, maxFile))
+	return func() { d.Close() }, nil
 }

@@ -3,14 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/ctxfs/ctxfs/internal/storefs"
-	"golang.org/x/sys/unix"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/cluster/ca"
@@ -18,15 +16,15 @@ import (
 	"github.com/ctxfs/ctxfs/cluster/host"
 	"github.com/ctxfs/ctxfs/cluster/lease"
 	"github.com/ctxfs/ctxfs/cluster/replica"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/server"
 )
 
 // clusterConfig is what `ctxfs mount --cluster` was asked.
 type clusterConfig struct {
-	endpoints string        // etcd's client URLs, comma-separated; "" = a single host
+	etcdFlags               // etcd's client URLs ("" = a single host), this host's certificate directory (ctxfs cluster init/join), etcd's CA
 	host      string        // this host's name in the cluster
 	addr      string        // where the other hosts reach this one (host:port)
-	certs     string        // this host's certificate directory (ctxfs cluster init/join)
 	ttl       time.Duration // the writer's lease
 	name      string        // the store's name in etcd
 }
@@ -35,7 +33,7 @@ func (c *clusterConfig) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&c.endpoints, "cluster", "", "serve the store as one host of a cluster coordinated through etcd at these `ENDPOINTS` (comma-separated client URLs)")
 	f.StringVar(&c.host, "cluster-host", "", "this host's `NAME` in the cluster (default: the host name; must match its certificate)")
 	f.StringVar(&c.addr, "cluster-addr", "", "`HOST:PORT` where the other hosts reach this one (required with --cluster)")
-	f.StringVar(&c.certs, "cluster-certs", defaultClusterDir, "this host's certificate `DIR` (ctxfs cluster init / join)")
+	c.addTLSFlags(f, "this host's certificate `DIR` (ctxfs cluster init / join); with https endpoints, also what it shows etcd")
 	f.StringVar(&c.name, "cluster-name", "ctxfs", "the store's `NAME` in etcd (every host of a store gives the same; each store its own)")
 	f.DurationVar(&c.ttl, "cluster-ttl", lease.DefaultTTL, "the writer's lease `DURATION`: a dead writer is replaced after about this long")
 }
@@ -58,6 +56,9 @@ func (c *clusterConfig) check(follow, logElsewhere bool) error {
 	if c.addr == "" {
 		return usageError("--cluster needs --cluster-addr HOST:PORT (where the other hosts reach this one)")
 	}
+	if _, err := c.https(); err != nil {
+		return err
+	}
 	if c.ttl < 2*time.Second {
 		return usageError(fmt.Sprintf("--cluster-ttl %v: want 2s or more", c.ttl))
 	}
@@ -79,7 +80,7 @@ func (c *clusterConfig) args() []string {
 		return nil
 	}
 	return []string{"--cluster", c.endpoints, "--cluster-host", c.host, "--cluster-addr", c.addr,
-		"--cluster-certs", c.certs, "--cluster-ttl", c.ttl.String(), "--cluster-name", c.name}
+		"--cluster-certs", c.certs, "--etcd-ca", c.etcdCA, "--cluster-ttl", c.ttl.String(), "--cluster-name", c.name}
 }
 
 // clusterPrefix is the store's place in etcd. One etcd may coordinate
@@ -105,6 +106,10 @@ func joinCluster(c clusterConfig, store, root string, log *slog.Logger) (*servin
 	if id.Host != c.host {
 		return nil, usageError(fmt.Sprintf("--cluster-host %s: the certificate in %s is host %s's", c.host, c.certs, id.Host))
 	}
+	etcdTLS, err := c.tlsFor(id)
+	if err != nil {
+		return nil, err
+	}
 	rep, err := replica.Open(store, root, log)
 	if err != nil {
 		return nil, err
@@ -112,8 +117,8 @@ func joinCluster(c clusterConfig, store, root string, log *slog.Logger) (*servin
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	m, err := lease.Join(ctx, lease.Config{
-		Endpoints: strings.Split(c.endpoints, ","), Prefix: clusterPrefix(c.name),
-		Host: c.host, Addr: c.addr, TTL: c.ttl, Log: log,
+		Endpoints: c.list(), Prefix: clusterPrefix(c.name),
+		Host: c.host, Addr: c.addr, TTL: c.ttl, TLS: etcdTLS, Log: log,
 	})
 	if err != nil {
 		rep.Close()

@@ -8,19 +8,18 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ctxfs/ctxfs/cluster/ca"
-	"github.com/ctxfs/ctxfs/cluster/lease"
 )
 
 // newClusterRevokeCommand is `ctxfs cluster revoke [--ca DIR] [--host
 // NAME]… [--cert FILE]… [--cluster ENDPOINTS]`, run where the CA is.
 func newClusterRevokeCommand() *cobra.Command {
-	var caDir, endpoints, name string
+	var caDir, name string
+	var etcd etcdFlags
 	var hosts, certs []string
 	cmd := &cobra.Command{
 		Use:   "revoke",
@@ -37,28 +36,31 @@ is newer than the one it holds, so whoever can write etcd can neither forge
 nor undo one; a host that starts while etcd is away reads the copy in its
 own cluster directory (revoked.crl, 0600) if the admin put one there.
 
-A revoked host can still reach etcd and the shared store if it still has
-them: take those away too (etcd's own authentication, the store's mounts).
+A revoked host can still write the shared store if it still mounts it, and
+etcd if etcd lets it in: run etcd over TLS with the CA's revoked.crl as its
+--client-crl-file (docs/cluster.md), and take the store's exports away.
 To let the host back, make it a new certificate (ctxfs cluster join). With
 no --host or --cert, the list as it is is put in etcd again.`,
 		Example: `  ctxfs cluster revoke --host beta --cluster http://etcd1:2379,http://etcd2:2379`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(hosts) == 0 && len(certs) == 0 && endpoints == "" {
+			if len(hosts) == 0 && len(certs) == 0 && etcd.endpoints == "" {
 				return usageError("cluster revoke: give --host or --cert (what to revoke), or --cluster to hand the list out again")
 			}
-			return clusterRevoke(cmd.OutOrStdout(), caDir, hosts, certs, endpoints, name)
+			etcd.certs = caDir // the host certificate init made there is what etcd is shown
+			return clusterRevoke(cmd.OutOrStdout(), caDir, hosts, certs, etcd, name)
 		},
 	}
 	cmd.Flags().StringVar(&caDir, "ca", defaultClusterDir, "the `DIR` of the cluster's CA (where init ran)")
 	cmd.Flags().StringSliceVar(&hosts, "host", nil, "revoke every certificate issued to the host `NAMES` (comma-separated or repeated)")
 	cmd.Flags().StringSliceVar(&certs, "cert", nil, "revoke the certificate in each `FILE`")
-	cmd.Flags().StringVar(&endpoints, "cluster", "", "etcd's client `ENDPOINTS`, comma-separated: put the list where the hosts watch for it")
+	cmd.Flags().StringVar(&etcd.endpoints, "cluster", "", "etcd's client `ENDPOINTS`, comma-separated: put the list where the hosts watch for it")
+	cmd.Flags().StringVar(&etcd.etcdCA, "etcd-ca", "", "with https endpoints: the `FILE` of the CA that signed etcd's certificates (default: the cluster CA)")
 	cmd.Flags().StringVar(&name, "cluster-name", "ctxfs", "the store's `NAME` in etcd (as given to ctxfs mount --cluster-name)")
 	return cmd
 }
 
-func clusterRevoke(w io.Writer, caDir string, hosts, certs []string, endpoints, name string) error {
+func clusterRevoke(w io.Writer, caDir string, hosts, certs []string, etcd etcdFlags, name string) error {
 	crl, added, err := ca.Revoke(caDir, hosts, certs)
 	if err != nil {
 		return err
@@ -72,11 +74,11 @@ func clusterRevoke(w io.Writer, caDir string, hosts, certs []string, endpoints, 
 			fmt.Fprintf(w, "  serial %s\n", s.Text(16))
 		}
 	}
-	if endpoints == "" {
+	if etcd.endpoints == "" {
 		fmt.Fprintf(w, "Hand it to the running hosts: ctxfs cluster revoke --ca %s --cluster ENDPOINTS\n", caDir)
 		return nil
 	}
-	m, err := lease.Observe(lease.Config{Endpoints: strings.Split(endpoints, ","), Prefix: clusterPrefix(name)})
+	m, err := etcd.observe(name)
 	if err != nil {
 		return err
 	}
@@ -85,7 +87,7 @@ func clusterRevoke(w io.Writer, caDir string, hosts, certs []string, endpoints, 
 	defer cancel()
 	if err := m.PublishCRL(ctx, crl); err != nil {
 		fmt.Fprintf(os.Stderr, "ctxfs: cluster revoke: the list is written, not handed out: %v\n"+
-			"Run ctxfs cluster revoke --ca %s --cluster %s once etcd answers.\n", err, caDir, endpoints)
+			"Run ctxfs cluster revoke --ca %s --cluster %s once etcd answers.\n", err, caDir, etcd.endpoints)
 		return exitStatus(exUnavailable)
 	}
 	fmt.Fprintf(w, "ctxfs: the list is in etcd (%s): the running hosts adopt it within a second\n", clusterPrefix(name)+"crl")

@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/ctxfs/ctxfs/cluster/lease"
 )
 
 // statusPatience bounds `ctxfs cluster status`: an etcd that does not
@@ -20,7 +17,8 @@ const statusPatience = 5 * time.Second
 
 // newClusterStatusCommand is `ctxfs cluster status --cluster ENDPOINTS`.
 func newClusterStatusCommand() *cobra.Command {
-	var endpoints, name string
+	var etcd etcdFlags
+	var name string
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the hosts of a cluster, who writes the store, and etcd's health",
@@ -33,19 +31,20 @@ writes the store now (writes are EAGAIN until one takes over); 69
 		Example: `  ctxfs cluster status --cluster http://etcd1:2379,http://etcd2:2379,http://etcd3:2379`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if endpoints == "" {
+			if etcd.endpoints == "" {
 				return usageError("cluster status: give --cluster ENDPOINTS (etcd's client URLs)")
 			}
-			return clusterStatus(cmd.OutOrStdout(), strings.Split(endpoints, ","), name)
+			return clusterStatus(cmd.OutOrStdout(), etcd, name)
 		},
 	}
-	cmd.Flags().StringVar(&endpoints, "cluster", "", "etcd's client `ENDPOINTS`, comma-separated")
+	cmd.Flags().StringVar(&etcd.endpoints, "cluster", "", "etcd's client `ENDPOINTS`, comma-separated")
+	etcd.addTLSFlags(cmd.Flags(), "with https endpoints: the cluster certificate `DIR` whose host certificate is shown to etcd")
 	cmd.Flags().StringVar(&name, "cluster-name", "ctxfs", "the store's `NAME` in etcd (as given to ctxfs mount --cluster-name)")
 	return cmd
 }
 
-func clusterStatus(w io.Writer, endpoints []string, name string) error {
-	m, err := lease.Observe(lease.Config{Endpoints: endpoints, Prefix: clusterPrefix(name)})
+func clusterStatus(w io.Writer, etcd etcdFlags, name string) error {
+	m, err := etcd.observe(name)
 	if err != nil {
 		return err
 	}

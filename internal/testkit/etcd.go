@@ -3,6 +3,7 @@ package testkit
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -35,12 +36,36 @@ type EtcdOptions struct {
 	// and peer URL (listened on and advertised); the test process must
 	// reach the client URLs. Empty: free 127.0.0.1 ports.
 	ClientURLs, PeerURLs []string
+	// TLS, when set, makes the members serve their clients over https
+	// (the default URLs are https too).
+	TLS *EtcdTLS
+}
+
+// EtcdTLS is a cluster's client TLS: its certificate and key, the CA a
+// client's certificate must chain to (--client-cert-auth), the list of
+// revoked client certificates (optional), and what the health checks
+// present (a client certificate the members accept).
+type EtcdTLS struct {
+	CertFile, KeyFile, CAFile, CRLFile string
+	Client                             *tls.Config
+}
+
+func (o *EtcdTLS) args() []string {
+	if o == nil {
+		return nil
+	}
+	a := []string{"--cert-file", o.CertFile, "--key-file", o.KeyFile, "--trusted-ca-file", o.CAFile, "--client-cert-auth"}
+	if o.CRLFile != "" {
+		a = append(a, "--client-crl-file", o.CRLFile)
+	}
+	return a
 }
 
 // Etcd is a running cluster.
 type Etcd struct {
 	t       testing.TB
-	mu      sync.Mutex // guards members' proc
+	health  *http.Client // over TLS when the members serve it
+	mu      sync.Mutex   // guards members' proc
 	members []*etcdMember
 }
 
@@ -85,7 +110,12 @@ func StartEtcd(t testing.TB, opt EtcdOptions) *Etcd {
 	if n == 0 {
 		n = 1
 	}
-	e := &Etcd{t: t}
+	e := &Etcd{t: t, health: http.DefaultClient}
+	scheme := "http://"
+	if opt.TLS != nil {
+		scheme = "https://"
+		e.health = &http.Client{Transport: &http.Transport{TLSClientConfig: opt.TLS.Client}}
+	}
 	t.Cleanup(e.killAll)
 	dir := t.TempDir()
 	free := freeLoopbackAddrs(t, 2*n)
@@ -100,7 +130,7 @@ func StartEtcd(t testing.TB, opt EtcdOptions) *Etcd {
 			netns:     pick(opt.NetNS, i),
 		}
 		if m.clientURL == "" {
-			m.clientURL = "http://" + free[2*i]
+			m.clientURL = scheme + free[2*i]
 		}
 		if m.peerURL == "" {
 			m.peerURL = "http://" + free[2*i+1]
@@ -126,6 +156,7 @@ func StartEtcd(t testing.TB, opt EtcdOptions) *Etcd {
 			"--logger", "zap",
 			"--log-level", "warn",
 		}
+		m.args = append(m.args, opt.TLS.args()...)
 	}
 	for i := range e.members {
 		e.start(i)
@@ -351,7 +382,7 @@ func (e *Etcd) Healthy(ctx context.Context, i int) error {
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := e.health.Do(req)
 	if err != nil {
 		return err
 	}
