@@ -2,10 +2,16 @@ package replica
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
@@ -140,5 +146,71 @@ func TestWatchedBounded(t *testing.T) {
 	testkit.Must(t, os.MkdirAll(filepath.Join(store, rel(20)), 0o700))
 	if got := w.poll(); len(got) != 1 || got[0] != rel(20) {
 		t.Errorf("after %s came: %v announced", rel(20), got)
+	}
+}
+
+// TestVerifierTurnsPerContainer: while one user's logs keep the verifier
+// busy (one verification held, five more of that user's opens waiting),
+// another user's open is verified next, not after all of the first
+// user's: each container waits in its own line first, then all in one
+// line in order.
+func TestVerifierTurnsPerContainer(t *testing.T) {
+	v := newVerifier(storeRoot(t, t.TempDir()), nil, slog.New(slog.DiscardHandler))
+	var mu sync.Mutex
+	var order []string
+	started, hold := make(chan struct{}), make(chan struct{})
+	v.verifyLog = func(dir, file string) (bool, error) {
+		mu.Lock()
+		order = append(order, dir)
+		first := len(order) == 1
+		mu.Unlock()
+		if first {
+			close(started)
+			<-hold
+		}
+		return true, nil
+	}
+	var wg sync.WaitGroup
+	ino := uint64(0)
+	open := func(home, name string) {
+		ino++
+		st := unix.Stat_t{Ino: ino}
+		pl := layout.Classify(home + "/agent/coder/session/" + name + "/" + abi.FileMessages)
+		wg.Go(func() { v.check(pl, &st) })
+	}
+	open("home/1000", "a0")
+	<-started
+	for i := 1; i <= 5; i++ {
+		open("home/1000", fmt.Sprintf("a%d", i))
+	}
+	eventuallyTrue(t, func() bool { // all five wait for their container's turn
+		v.turns.mu.Lock()
+		defer v.turns.mu.Unlock()
+		return v.turns.by["home/1000"] != nil && v.turns.by["home/1000"].users == 6
+	})
+	open("home/2000", "b")
+	eventuallyTrue(t, func() bool {
+		v.turns.mu.Lock()
+		defer v.turns.mu.Unlock()
+		return v.turns.by["home/2000"] != nil
+	})
+	time.Sleep(50 * time.Millisecond) // b reaches the verifier's own lock
+	close(hold)
+	wg.Wait()
+	at := slices.Index(order, "home/2000/agent/coder/session/b")
+	if len(order) != 7 || at != 1 {
+		t.Fatalf("verified in the order %v: the other user's log at %d, want 1 (next after the held one)", order, at)
+	}
+	if len(v.turns.by) != 0 {
+		t.Fatalf("turns kept after every open returned: %v", v.turns.by)
+	}
+}
+
+func eventuallyTrue(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5 s")
+		}
 	}
 }

@@ -34,8 +34,16 @@ import (
 // A verdict is kept per log, size and seal (their inode, size and times):
 // a `tail -f`, a `cat` in a loop or a prompt reading the log again does
 // not read the journal again until the writer changes the log or its
-// seal. One verification runs at a time: a journal read is the one cost a
-// reader can make a follower pay, and it is paid once per change.
+// seal. One verification runs at a time: reading a log back and hashing
+// it is the one cost a reader can make a follower pay, and it is paid
+// once per change.
+//
+// Opens wait their turn per container first (a uid's home, a space:
+// the logs a user can open are its own and its spaces'), then the
+// verifier's: a user who keeps the verifier busy with its own logs (many
+// sessions, each sent to and opened again) has one verification waiting
+// at a time, so another user's open waits for at most one of each other
+// container's, never for the whole of the first user's queue.
 
 // verdictsKept bounds the verdicts kept, least recently used out.
 const verdictsKept = 4096
@@ -54,8 +62,16 @@ type verifier struct {
 	journal *sealedlog.JournalReader // the writer's journal, each batch read once
 	log     *slog.Logger
 
-	run  sync.Mutex // one verification at a time
-	runs int        // verifications made (under run): what the verdicts save
+	// run holds the one verification under way; those waiting for it are
+	// served first come, first served (a channel's waiters are queued in
+	// order; a mutex lets a newcomer barge ahead of a sleeping waiter,
+	// which let one container's opens pass another's again and again).
+	run  chan struct{}
+	runs int // verifications made (holding run): what the verdicts save
+	// turns holds one waiting place per container; verifyLog is verify
+	// (a test's stand-in may hold a verification where it likes).
+	turns     turns
+	verifyLog func(dir, file string) (judged bool, err error)
 
 	mu       sync.Mutex
 	verdicts map[verdictKey]*list.Element // of *verdict
@@ -87,7 +103,10 @@ type verdict struct {
 }
 
 func newVerifier(root *storefs.Root, journal *sealedlog.JournalReader, log *slog.Logger) *verifier {
-	return &verifier{root: root, journal: journal, log: log, verdicts: map[verdictKey]*list.Element{}, lru: list.New()}
+	v := &verifier{root: root, journal: journal, log: log, verdicts: map[verdictKey]*list.Element{}, lru: list.New(),
+		run: make(chan struct{}, 1), turns: turns{by: map[string]*turn{}}}
+	v.verifyLog = v.verify
+	return v
 }
 
 // sealKey is the store's seal key as the writer keeps it (read again each
@@ -105,13 +124,14 @@ func (v *verifier) check(pl layout.Place, st *unix.Stat_t) error {
 	if err, ok := v.known(key); ok {
 		return err
 	}
-	v.run.Lock()
-	defer v.run.Unlock()
+	defer v.turns.take(pl.Ref().Home)()
+	v.run <- struct{}{}
+	defer func() { <-v.run }()
 	if err, ok := v.known(key); ok {
 		return err // verified while this one waited
 	}
 	v.runs++
-	judged, err := v.verify(dir, pl.File)
+	judged, err := v.verifyLog(dir, pl.File)
 	if err != nil && judged {
 		v.log.Warn("damaged history refused", "log", v.root.Show(key.rel), "err", err)
 	}
@@ -119,6 +139,39 @@ func (v *verifier) check(pl layout.Place, st *unix.Stat_t) error {
 		v.keep(key, err)
 	}
 	return err
+}
+
+// turns are the containers' waiting places: a mutex each, kept while
+// anyone holds or waits for it.
+type turns struct {
+	mu sync.Mutex
+	by map[string]*turn
+}
+
+type turn struct {
+	sync.Mutex
+	users int // holding or waiting, under turns.mu
+}
+
+// take waits for container's turn and returns its release.
+func (ts *turns) take(container string) (release func()) {
+	ts.mu.Lock()
+	t := ts.by[container]
+	if t == nil {
+		t = &turn{}
+		ts.by[container] = t
+	}
+	t.users++
+	ts.mu.Unlock()
+	t.Lock()
+	return func() {
+		t.Unlock()
+		ts.mu.Lock()
+		if t.users--; t.users == 0 {
+			delete(ts.by, container)
+		}
+		ts.mu.Unlock()
+	}
 }
 
 // verify checks one log: against its seal alone first (a log the writer
