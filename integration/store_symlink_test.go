@@ -105,8 +105,12 @@ func plantedSymlink(t *testing.T, k plantKind) {
 	// expects and carry on. A control tree of the same shape beside it
 	// is never linked to. The real things are moved aside out of the
 	// store, so that the planted links are all fsck can find wrong.
-	base := besideStore(t, s.store) // the moves aside are renames: on the store's filesystem
-	decoy, control, aside := filepath.Join(base, "decoy"), filepath.Join(base, "control"), filepath.Join(base, "aside")
+	// The moves aside are renames: on the store's filesystem. The decoy
+	// and the control tree are on the test's own disk, whose atimes
+	// record reads (a GlusterFS client's do not: the links' targets are
+	// absolute paths, so where they lie changes nothing the server sees).
+	base := besideStore(t, s.store)
+	decoy, control, aside := filepath.Join(t.TempDir(), "decoy"), filepath.Join(t.TempDir(), "control"), filepath.Join(base, "aside")
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	secret := "DECOY-SECRET-" + hex.EncodeToString(rnd[:])
