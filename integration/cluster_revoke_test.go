@@ -18,7 +18,8 @@ import (
 // second the writer refuses F's relays (a send to F's socket, a request
 // written to F's ctl file, and a dial with F's key by anyone who took a
 // copy of it: EACCES, writing nothing); the writer's own sends go on;
-// `ctxfs cluster status` shows the list. A list in etcd that another CA
+// `ctxfs cluster status` shows the list, and each host the number of the
+// list it holds. A list in etcd that another CA
 // signed changes nothing a host holds. etcd here serves https to the
 // cluster's certificates alone, so the list is handed out over TLS.
 func TestClusterRevokedHost(t *testing.T) {
@@ -79,6 +80,16 @@ func TestClusterRevokedHost(t *testing.T) {
 	if out, _ := c.status(); !strings.Contains(out, "revocation list in etcd: number 1, 1 certificate") {
 		t.Errorf("cluster status does not show the list:\n%s", out)
 	}
+	eventually(t, 2*time.Second, "every host showing list 1 in cluster status", func() bool {
+		out, _ := c.status()
+		held := map[string]bool{}
+		for _, line := range strings.Split(out, "\n") {
+			if col := strings.Fields(line); len(col) >= 5 && col[4] == "1" { // HOST ADDRESS PID LEASE-LEFT CRL ROLE…
+				held[col[0]] = true
+			}
+		}
+		return held[w.name] && held[f.name]
+	})
 }
 
 // TestClusterOverTLSEtcd: an etcd that serves https and lets in only

@@ -91,6 +91,7 @@ func Start(cfg Config) (*Host, error) {
 func (h *Host) Run(ctx context.Context) {
 	defer close(h.stopped)
 	go h.watchWriter(ctx)
+	h.sayCRL(ctx) // the list read from the certificate directory, if any
 	go h.watchCRL(ctx)
 	for ctx.Err() == nil {
 		term, err := h.cfg.Member.Campaign(ctx)
@@ -187,7 +188,19 @@ func (h *Host) watchCRL(ctx context.Context) {
 		case adopted:
 			h.cfg.Log.Info("cluster: revocation list adopted", "number", h.cfg.Identity.CRLNumber().String(),
 				"connections dropped", h.peers.DropRevoked())
+			h.sayCRL(ctx)
 		}
+	}
+}
+
+// sayCRL puts the number of the list this host holds in its host key.
+func (h *Host) sayCRL(ctx context.Context) {
+	n := h.cfg.Identity.CRLNumber()
+	if n.Sign() == 0 {
+		return
+	}
+	if err := h.cfg.Member.SetCRL(ctx, n.String()); err != nil {
+		h.cfg.Log.Warn("cluster: the list's number not put in etcd", "err", err)
 	}
 }
 

@@ -118,9 +118,11 @@ type Member struct {
 	stopHost context.CancelFunc // ends keepHost
 	hostDone chan struct{}      // closed when keepHost has returned
 
-	mu        sync.Mutex // guards hostLease, term, closed
+	mu        sync.Mutex // guards hostLease, crl, term, closed
 	hostLease clientv3.LeaseID
-	term      *Term // the term this host holds, ended by Close
+	crl       string    // the number of the revocation list this host holds ("" none), in its host key
+	started   time.Time // when the host key was last registered
+	term      *Term     // the term this host holds, ended by Close
 	closed    bool
 }
 
@@ -129,6 +131,7 @@ type hostValue struct {
 	Addr    string    `json:"addr"`
 	PID     int       `json:"pid"`
 	Started time.Time `json:"started"`
+	CRL     string    `json:"crl,omitempty"` // the revocation list's number it holds
 }
 
 func (m *Member) hostKey() string     { return m.cfg.Prefix + "hosts/" + m.cfg.Host }
@@ -202,14 +205,42 @@ func (m *Member) register(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	value, _ := json.Marshal(hostValue{Addr: m.cfg.Addr, PID: os.Getpid(), Started: time.Now().UTC()})
-	if _, err := m.client.Put(clientv3.WithRequireLeader(ctx), m.hostKey(), string(value), clientv3.WithLease(grant.ID)); err != nil {
+	m.mu.Lock()
+	m.started = time.Now().UTC()
+	m.mu.Unlock()
+	if err := m.putHost(ctx, grant.ID); err != nil {
 		m.revokeSoon(grant.ID)
 		return err
 	}
 	m.mu.Lock()
 	m.hostLease = grant.ID
 	m.mu.Unlock()
+	return nil
+}
+
+// putHost puts the host key's value under lease id.
+func (m *Member) putHost(ctx context.Context, id clientv3.LeaseID) error {
+	m.mu.Lock()
+	value, _ := json.Marshal(hostValue{Addr: m.cfg.Addr, PID: os.Getpid(), Started: m.started, CRL: m.crl})
+	m.mu.Unlock()
+	_, err := m.client.Put(clientv3.WithRequireLeader(ctx), m.hostKey(), string(value), clientv3.WithLease(id))
+	return err
+}
+
+// SetCRL says in this host's key which revocation list it holds (its
+// number), for ctxfs cluster status: an admin sees which hosts have
+// adopted a new list. Bounded; a failure is the next registration's to
+// mend (the number is kept and put with it).
+func (m *Member) SetCRL(ctx context.Context, number string) error {
+	m.mu.Lock()
+	m.crl = number
+	id := m.hostLease
+	m.mu.Unlock()
+	bctx, cancel := m.bounded(ctx)
+	defer cancel()
+	if err := m.putHost(bctx, id); err != nil {
+		return callError(ctx, "host key", err)
+	}
 	return nil
 }
 

@@ -27,6 +27,7 @@ type HostStatus struct {
 	PID     int
 	Started time.Time
 	TTLLeft time.Duration // of its host lease, whole seconds as etcd's leader counts it; 0 when unknown or under 1 s
+	CRL     string        // the number of the revocation list it holds; "" for none
 }
 
 // EndpointStatus is one etcd endpoint's health.
@@ -54,7 +55,7 @@ func (m *Member) Status(ctx context.Context) (Status, error) {
 	for _, kv := range hosts.Kvs {
 		var v hostValue
 		json.Unmarshal(kv.Value, &v)
-		h := HostStatus{Name: strings.TrimPrefix(string(kv.Key), m.hostsPrefix()), Addr: v.Addr, PID: v.PID, Started: v.Started}
+		h := HostStatus{Name: strings.TrimPrefix(string(kv.Key), m.hostsPrefix()), Addr: v.Addr, PID: v.PID, Started: v.Started, CRL: v.CRL}
 		bctx, cancel := m.bounded(ctx)
 		if ttl, err := m.client.TimeToLive(bctx, clientv3.LeaseID(kv.Lease)); err == nil && ttl.TTL > 0 {
 			h.TTLLeft = time.Duration(ttl.TTL) * time.Second

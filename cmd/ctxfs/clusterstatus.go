@@ -24,7 +24,8 @@ func newClusterStatusCommand() *cobra.Command {
 		Short: "Show the hosts of a cluster, who writes the store, and etcd's health",
 		Long: `Status reads the cluster's state from etcd (it needs no mount and joins
 nothing): each etcd endpoint's health, the hosts that serve the store (name,
-address, pid, lease left), and the writer with its fencing token. Exit 0
+address, pid, lease left, the number of the revocation list each holds),
+the writer with its fencing token, and the list in etcd. Exit 0
 when etcd answered and a host writes; 1 when etcd answered but no host
 writes the store now (writes are EAGAIN until one takes over); 69
 (EX_UNAVAILABLE) when etcd has no quorum.`,
@@ -68,13 +69,13 @@ func clusterStatus(w io.Writer, etcd etcdFlags, name string) error {
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "HOST\tADDRESS\tPID\tLEASE LEFT\tROLE")
+	fmt.Fprintln(tw, "HOST\tADDRESS\tPID\tLEASE LEFT\tCRL\tROLE")
 	for _, h := range st.Hosts {
 		role := "follower"
 		if h.Name == st.Writer.Host {
 			role = fmt.Sprintf("writer (token %d)", st.Writer.Token)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", h.Name, h.Addr, h.PID, h.TTLLeft, role)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", h.Name, h.Addr, h.PID, h.TTLLeft, dash(h.CRL), role)
 	}
 	tw.Flush()
 	if crl, err := m.CRL(ctx); err == nil && crl != "" {
