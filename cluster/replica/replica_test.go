@@ -214,3 +214,40 @@ func eventuallyTrue(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// TestVerdictsPerContainer: one user's many logs push out its own oldest
+// verdicts past its share, never another user's; the whole stays bounded.
+func TestVerdictsPerContainer(t *testing.T) {
+	v := newVerifier(storeRoot(t, t.TempDir()), nil, slog.New(slog.DiscardHandler))
+	key := func(home string, i int) verdictKey {
+		return verdictKey{rel: fmt.Sprintf("%s/agent/coder/session/s%d/messages.jsonl", home, i)}
+	}
+	v.keep(key("home/2000", 0), "home/2000", nil)
+	for i := range 5 * verdictsPerContainer { // more than the whole bound
+		v.keep(key("home/1000", i), "home/1000", nil)
+	}
+	if _, ok := v.known(key("home/2000", 0)); !ok {
+		t.Fatal("another user's verdict was pushed out by one user's logs")
+	}
+	if v.held["home/1000"] != verdictsPerContainer || len(v.verdicts) != verdictsPerContainer+1 {
+		t.Fatalf("kept %d of the one user's, %d in all; want %d and %d", v.held["home/1000"], len(v.verdicts), verdictsPerContainer, verdictsPerContainer+1)
+	}
+	if _, ok := v.known(key("home/1000", 5*verdictsPerContainer-1)); !ok {
+		t.Fatal("the one user's newest verdict is not kept")
+	}
+	for c := range 8 { // many containers: the whole bound holds
+		for i := range verdictsPerContainer {
+			v.keep(key(fmt.Sprintf("home/%d", 3000+c), i), fmt.Sprintf("home/%d", 3000+c), nil)
+		}
+	}
+	if v.lru.Len() != verdictsKept || len(v.verdicts) != verdictsKept {
+		t.Fatalf("%d verdicts kept (%d in the map), want %d", v.lru.Len(), len(v.verdicts), verdictsKept)
+	}
+	total := 0
+	for _, n := range v.held {
+		total += n
+	}
+	if total != verdictsKept {
+		t.Fatalf("per-container counts sum to %d, want %d", total, verdictsKept)
+	}
+}

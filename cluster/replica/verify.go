@@ -45,8 +45,15 @@ import (
 // at a time, so another user's open waits for at most one of each other
 // container's, never for the whole of the first user's queue.
 
-// verdictsKept bounds the verdicts kept, least recently used out.
-const verdictsKept = 4096
+// verdictsKept bounds the verdicts kept, least recently used out; one
+// container (a uid's home, a space) keeps at most verdictsPerContainer of
+// them, its own least recently used out, so that one user opening many
+// logs cannot push everyone else's verdicts out (each pushed out costs
+// its log a verification at its next open).
+const (
+	verdictsKept         = 4096
+	verdictsPerContainer = verdictsKept / 4
+)
 
 // Retries for a log the writer was changing while it was looked at (its
 // checkpoint sealed it and dropped a journal file in between): as fsck's
@@ -76,6 +83,7 @@ type verifier struct {
 	mu       sync.Mutex
 	verdicts map[verdictKey]*list.Element // of *verdict
 	lru      *list.List                   // most recently used at the front
+	held     map[string]int               // verdicts kept per container
 }
 
 // fileID is what says a file did not change: inode, size and times.
@@ -98,12 +106,13 @@ type verdictKey struct {
 }
 
 type verdict struct {
-	key verdictKey
-	err error // nil: the log verified
+	key       verdictKey
+	container string // layout.Container.Home of the log
+	err       error  // nil: the log verified
 }
 
 func newVerifier(root *storefs.Root, journal *sealedlog.JournalReader, log *slog.Logger) *verifier {
-	v := &verifier{root: root, journal: journal, log: log, verdicts: map[verdictKey]*list.Element{}, lru: list.New(),
+	v := &verifier{root: root, journal: journal, log: log, verdicts: map[verdictKey]*list.Element{}, lru: list.New(), held: map[string]int{},
 		run: make(chan struct{}, 1), turns: turns{by: map[string]*turn{}}}
 	v.verifyLog = v.verify
 	return v
@@ -136,7 +145,7 @@ func (v *verifier) check(pl layout.Place, st *unix.Stat_t) error {
 		v.log.Warn("damaged history refused", "log", v.root.Show(key.rel), "err", err)
 	}
 	if judged {
-		v.keep(key, err)
+		v.keep(key, pl.Ref().Home, err)
 	}
 	return err
 }
@@ -226,16 +235,34 @@ func (v *verifier) known(key verdictKey) (error, bool) {
 	return el.Value.(*verdict).err, true
 }
 
-// keep remembers a verdict, the least recently used one out past the bound.
-func (v *verifier) keep(key verdictKey, err error) {
+// keep remembers a verdict of a log of container, the least recently used
+// one out past the bounds: the container's own past its share, anyone's
+// past the whole.
+func (v *verifier) keep(key verdictKey, container string, err error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if _, ok := v.verdicts[key]; ok {
 		return
 	}
-	v.verdicts[key] = v.lru.PushFront(&verdict{key: key, err: err})
+	v.verdicts[key] = v.lru.PushFront(&verdict{key: key, container: container, err: err})
+	if v.held[container]++; v.held[container] > verdictsPerContainer {
+		for el := v.lru.Back(); el != nil; el = el.Prev() {
+			if el.Value.(*verdict).container == container {
+				v.forget(el)
+				break
+			}
+		}
+	}
 	for v.lru.Len() > verdictsKept {
-		old := v.lru.Remove(v.lru.Back()).(*verdict)
-		delete(v.verdicts, old.key)
+		v.forget(v.lru.Back())
+	}
+}
+
+// forget drops a kept verdict.
+func (v *verifier) forget(el *list.Element) {
+	old := v.lru.Remove(el).(*verdict)
+	delete(v.verdicts, old.key)
+	if v.held[old.container]--; v.held[old.container] == 0 {
+		delete(v.held, old.container)
 	}
 }
