@@ -206,7 +206,7 @@ func (m *moosefs) waitUsable(t testing.TB) {
 // and kills their processes.
 func (m *moosefs) unmountAll(t testing.TB) {
 	for dir, cmd := range m.mounts {
-		mfsRun(t, "umount", "-l", dir)
+		runBounded(t, "umount", "-l", dir)
 		killGroup(cmd)
 		delete(m.mounts, dir)
 	}
@@ -217,12 +217,12 @@ func (m *moosefs) unmountAll(t testing.TB) {
 func (m *moosefs) killClient(t testing.TB, dir string) {
 	cmd := m.mounts[dir]
 	killGroup(cmd)
-	mfsRun(t, "umount", "-l", dir)
+	runBounded(t, "umount", "-l", dir)
 	delete(m.mounts, dir)
 }
 
-// mfsRun runs a set-up command with a deadline and returns its output.
-func mfsRun(t testing.TB, name string, args ...string) (string, error) {
+// runBounded runs a set-up command with a deadline and returns its output.
+func runBounded(t testing.TB, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cmdLimit)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()

@@ -124,7 +124,7 @@ func (tn *testNet) addHost(name string) *netHost {
 // ip runs one ip command of the set-up, failing the test when it fails.
 func (tn *testNet) ip(args ...string) {
 	tn.t.Helper()
-	if out, err := mfsRun(tn.t, "ip", args...); err != nil {
+	if out, err := runBounded(tn.t, "ip", args...); err != nil {
 		tn.t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }
@@ -133,10 +133,10 @@ func (tn *testNet) ip(args ...string) {
 // switch's and the test process's port.
 func (tn *testNet) remove() {
 	for _, h := range tn.hosts {
-		mfsRun(tn.t, "ip", "netns", "del", h.ns)
+		runBounded(tn.t, "ip", "netns", "del", h.ns)
 	}
-	mfsRun(tn.t, "ip", "netns", "del", tn.sw)
-	mfsRun(tn.t, "ip", "link", "del", tn.rootIf) // gone with the switch, unless the move failed
+	runBounded(tn.t, "ip", "netns", "del", tn.sw)
+	runBounded(tn.t, "ip", "link", "del", tn.rootIf) // gone with the switch, unless the move failed
 }
 
 // partition cuts h off from every other host and from the test process:

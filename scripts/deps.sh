@@ -5,10 +5,13 @@ set -euo pipefail
 # MooseFS 3 (moosefs-*): the distributed filesystem the integration tests
 # start in a network namespace (integration/moosefs_helpers_test.go); its
 # packages ship no running service here (no systemd), the tests start it.
+# GlusterFS 10 (glusterfs-server, glusterfs-client): the second one, whose
+# glusterd the tests start in a namespace of their own with its state in a
+# temporary directory (integration/glusterfs_helpers_test.go).
 # etcd (etcd-server, 3.4): the tests start their own members
 # (internal/testkit/etcd.go); the service its package enables is stopped.
 need=()
-for pair in fusermount3:fuse3 jq:jq stress-ng:stress-ng fio:fio setfattr:attr less:less setpriv:util-linux python3:python3 strace:strace busybox:busybox-static sqlite3:sqlite3 ip:iproute2 mfsmaster:moosefs-master mfschunkserver:moosefs-chunkserver mfsmount:moosefs-client etcd:etcd-server; do
+for pair in fusermount3:fuse3 jq:jq stress-ng:stress-ng fio:fio setfattr:attr less:less setpriv:util-linux python3:python3 strace:strace busybox:busybox-static sqlite3:sqlite3 ip:iproute2 mfsmaster:moosefs-master mfschunkserver:moosefs-chunkserver mfsmount:moosefs-client glusterd:glusterfs-server glusterfs:glusterfs-client etcd:etcd-server; do
 	cmd=${pair%%:*} pkg=${pair##*:}
 	command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
