@@ -5,6 +5,10 @@
 // certificate chaining to the cluster CA required of both sides, and
 // nothing else trusted (never the system's roots).
 //
+// It also owns revocation (crl.go): the CA's copies of the certificates
+// it issued, the revocation list it signs, and each host's adoption of the
+// newest list signed by its CA.
+//
 // Its files are 0600 in a 0700 directory of the server's uid, and a
 // directory that anyone else could change (it, or one above it) is
 // refused: whoever could swap a file there could make themselves a host

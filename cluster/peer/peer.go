@@ -6,7 +6,9 @@
 // bytes, both ways, untouched.
 //
 // The listener owns the checks that need no engine: the peer's
-// certificate chains to the cluster CA (and to nothing else), the hello
+// certificate chains to the cluster CA (and to nothing else) and is not
+// on the cluster's revocation list (at every handshake, and for the
+// connections already open when a new list comes: DropRevoked), the hello
 // names the host the certificate names (a host cannot speak for another
 // host's users), the hello is bounded in size and time, and so are the
 // connections each peer host holds at once. It never decides what a
