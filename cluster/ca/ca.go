@@ -13,7 +13,8 @@
 // directory that anyone else could change (it, or one above it) is
 // refused: whoever could swap a file there could make themselves a host
 // of the cluster. It never writes the CA key anywhere but the CA's own
-// directory, and never overwrites a file.
+// directory, and never overwrites a file but the revocation list (a
+// newer one, whole or not at all).
 package ca
 
 import (
