@@ -31,28 +31,15 @@ type glusterfs struct {
 	addr   string // glusterd's and the brick's address inside the namespace
 	dir    string // volfile, state, brick and logs
 	vol    string // the volume's name
-	mounts map[string]*exec.Cmd
+	mounts dfsClients
 }
 
 // requireGlusterFS skips a test when GlusterFS (or root, or ip) is
 // missing; with CTXFS_REQUIRE_GLUSTERFS=1 (CI) it fails instead.
 func requireGlusterFS(t testing.TB) {
 	t.Helper()
-	requireFUSE(t)
-	var missing []string
-	for _, bin := range []string{"glusterd", "gluster", "glusterfs", "ip"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			missing = append(missing, bin)
-		}
-	}
-	if len(missing) == 0 {
-		return
-	}
-	why := fmt.Sprintf("GlusterFS missing (%s): scripts/deps.sh installs glusterfs-server, glusterfs-client", strings.Join(missing, ", "))
-	if os.Getenv("CTXFS_REQUIRE_GLUSTERFS") == "1" {
-		t.Fatalf("%s (CTXFS_REQUIRE_GLUSTERFS=1)", why)
-	}
-	t.Skip(why)
+	requireTools(t, "GlusterFS", "glusterfs-server, glusterfs-client", "CTXFS_REQUIRE_GLUSTERFS",
+		"glusterd", "gluster", "glusterfs", "ip")
 }
 
 // startGlusterFS starts glusterd and a volume of one brick, and returns
@@ -62,7 +49,7 @@ func startGlusterFS(t testing.TB) *glusterfs {
 	t.Helper()
 	requireGlusterFS(t)
 	nn := testkit.MakeNetNS(t, "gl") // deleted after the cleanup below
-	g := &glusterfs{dir: t.TempDir(), addr: nn.NSAddr, vol: fmt.Sprintf("ctxfs%d", os.Getpid()), mounts: map[string]*exec.Cmd{}}
+	g := &glusterfs{dir: t.TempDir(), addr: nn.NSAddr, vol: fmt.Sprintf("ctxfs%d", os.Getpid()), mounts: dfsClients{}}
 	os.Chmod(g.dir, 0o755)
 	for _, d := range []string{"state", "run", "brick", "log"} {
 		testkit.Must(t, os.Mkdir(filepath.Join(g.dir, d), 0o755))
@@ -77,7 +64,7 @@ func startGlusterFS(t testing.TB) *glusterfs {
 	daemon.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	testkit.Must(t, daemon.Start())
 	t.Cleanup(func() {
-		g.unmountAll(t)
+		g.mounts.unmountAll(t)
 		g.cli(t, "volume", "stop", g.vol, "force")
 		g.killBrick()
 		killGroup(daemon)
@@ -93,13 +80,7 @@ func startGlusterFS(t testing.TB) *glusterfs {
 		}
 	}
 	g.a, g.b = g.mount(t, "a"), g.mount(t, "b")
-	eventually(t, 30*time.Second, "a file written on one client read on the other", func() bool {
-		if err := os.WriteFile(filepath.Join(g.a, ".ready"), []byte("ready"), 0o644); err != nil {
-			return false
-		}
-		b, err := os.ReadFile(filepath.Join(g.b, ".ready"))
-		return err == nil && string(b) == "ready"
-	})
+	waitShared(t, g.a, g.b)
 	// A store's server refuses a directory above its store that every
 	// user may write.
 	testkit.Must(t, os.Chmod(g.a, 0o755))
@@ -136,19 +117,8 @@ func (g *glusterfs) mount(t testing.TB, name string) string {
 	testkit.Must(t, os.MkdirAll(dir, 0o755))
 	cmd := exec.Command("glusterfs", "-N", "--volfile-server="+g.addr, "--volfile-id="+g.vol,
 		"--log-file="+filepath.Join(g.dir, "log", "client-"+name+".log"), dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	testkit.Must(t, cmd.Start())
-	g.mounts[dir] = cmd
-	eventually(t, 30*time.Second, "the GlusterFS client at "+dir, func() bool { return mountsAt(dir) == 1 })
+	g.mounts.start(t, dir, cmd)
 	return dir
-}
-
-func (g *glusterfs) unmountAll(t testing.TB) {
-	for dir, cmd := range g.mounts {
-		runBounded(t, "umount", "-l", dir)
-		killGroup(cmd)
-		delete(g.mounts, dir)
-	}
 }
 
 // killBrick kills the brick process by the PID it wrote, if that process

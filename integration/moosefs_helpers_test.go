@@ -29,7 +29,7 @@ type moosefs struct {
 	a, b   string // the two mfsmount mountpoints ("host A", "host B")
 	master string // the master's address inside the namespace
 	dir    string // config, data and logs
-	mounts map[string]*exec.Cmd
+	mounts dfsClients
 }
 
 // mfsClientTimeout is mfsmount's mfstimeout: an operation the master does
@@ -40,24 +40,8 @@ const mfsClientTimeout = 30
 // are missing; with CTXFS_REQUIRE_MOOSEFS=1 (CI) it fails instead.
 func requireMooseFS(t testing.TB) {
 	t.Helper()
-	requireFUSE(t)
-	var missing []string
-	for _, bin := range []string{"mfsmaster", "mfschunkserver", "mfsmount", "ip"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			missing = append(missing, bin)
-		}
-	}
-	if _, err := os.Stat(mfsEmptyMetadata); err != nil {
-		missing = append(missing, mfsEmptyMetadata)
-	}
-	if len(missing) == 0 {
-		return
-	}
-	why := fmt.Sprintf("MooseFS missing (%s): scripts/deps.sh installs moosefs-master, moosefs-chunkserver, moosefs-client", strings.Join(missing, ", "))
-	if os.Getenv("CTXFS_REQUIRE_MOOSEFS") == "1" {
-		t.Fatalf("%s (CTXFS_REQUIRE_MOOSEFS=1)", why)
-	}
-	t.Skip(why)
+	requireTools(t, "MooseFS", "moosefs-master, moosefs-chunkserver, moosefs-client", "CTXFS_REQUIRE_MOOSEFS",
+		"mfsmaster", "mfschunkserver", "mfsmount", "ip", mfsEmptyMetadata)
 }
 
 // mfsEmptyMetadata is the empty filesystem moosefs-master ships: a new
@@ -70,12 +54,12 @@ func startMooseFS(t testing.TB) *moosefs {
 	t.Helper()
 	requireMooseFS(t)
 	nn := testkit.MakeNetNS(t, "mfs") // deleted after the cleanup below
-	m := &moosefs{dir: t.TempDir(), master: nn.NSAddr, mounts: map[string]*exec.Cmd{}}
+	m := &moosefs{dir: t.TempDir(), master: nn.NSAddr, mounts: dfsClients{}}
 	openToAll(t, filepath.Join(m.dir, "x"))
 	os.Chmod(m.dir, 0o755)
 	var daemons []*exec.Cmd
 	t.Cleanup(func() {
-		m.unmountAll(t)
+		m.mounts.unmountAll(t)
 		for i := len(daemons) - 1; i >= 0; i-- { // the chunkserver, then the master
 			killGroup(daemons[i])
 		}
@@ -91,7 +75,7 @@ func startMooseFS(t testing.TB) *moosefs {
 		return strings.Contains(string(master), "chunkserver register end") && strings.Contains(string(cs), ": complete")
 	})
 	m.a, m.b = m.mount(t, "a"), m.mount(t, "b")
-	m.waitUsable(t)
+	waitShared(t, m.a, m.b) // the chunkserver has reported its space
 	// A new volume's root is 0777; a store's server refuses a directory
 	// above its store that every user may write.
 	testkit.Must(t, os.Chmod(m.a, 0o755))
@@ -182,43 +166,8 @@ func (m *moosefs) mountWith(t testing.TB, name, options string) string {
 	cmd := exec.Command("mfsmount", "-f", dir, "-H", m.master, "-P", "9421",
 		"-o", options)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	testkit.Must(t, cmd.Start())
-	m.mounts[dir] = cmd
-	eventually(t, 30*time.Second, "mfsmount at "+dir, func() bool { return mountsAt(dir) == 1 })
+	m.mounts.start(t, dir, cmd)
 	return dir
-}
-
-// waitUsable waits until a file written through mount a is read back
-// through mount b: the chunkserver has reported its space.
-func (m *moosefs) waitUsable(t testing.TB) {
-	eventually(t, 30*time.Second, "a file written on one client read on the other", func() bool {
-		if err := os.WriteFile(filepath.Join(m.a, ".ready"), []byte("ready"), 0o644); err != nil {
-			return false
-		}
-		b, err := os.ReadFile(filepath.Join(m.b, ".ready"))
-		return err == nil && string(b) == "ready"
-	})
-	os.Remove(filepath.Join(m.a, ".ready"))
-}
-
-// unmountAll detaches both clients (lazily: a test may leave a file open)
-// and kills their processes.
-func (m *moosefs) unmountAll(t testing.TB) {
-	for dir, cmd := range m.mounts {
-		runBounded(t, "umount", "-l", dir)
-		killGroup(cmd)
-		delete(m.mounts, dir)
-	}
-}
-
-// killClient SIGKILLs the mfsmount behind dir ("the host dies") and
-// detaches its dead mount.
-func (m *moosefs) killClient(t testing.TB, dir string) {
-	cmd := m.mounts[dir]
-	killGroup(cmd)
-	runBounded(t, "umount", "-l", dir)
-	delete(m.mounts, dir)
 }
 
 // runBounded runs a set-up command with a deadline and returns its output.

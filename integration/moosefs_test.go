@@ -150,7 +150,7 @@ func TestMooseFSSemantics(t *testing.T) {
 	t.Run("a dead client's flock", func(t *testing.T) {
 		p := write(a, "lock-host", "")
 		wait, released := lockWaitAfterKill(t, p, filepath.Join(b, "lock-host"), 20*time.Second, func(*exec.Cmd) {
-			m.killClient(t, a)
+			m.mounts.kill(t, a)
 		})
 		t.Logf("mfsmount SIGKILLed holding a flock: released %v after %v", released, wait)
 		if released { // measured: still held after 60 s (the master keeps a dead client's session)
@@ -309,22 +309,27 @@ func TestStoreSuiteOnMooseFS(t *testing.T) {
 	if os.Getenv(storeDirEnv) != "" {
 		t.Skip("inside the suite already")
 	}
-	m := startMooseFS(t)
+	storeSuiteOn(t, "MooseFS", startMooseFS(t).a)
+}
+
+// storeSuiteOn runs storeSuite with its stores under a new directory of
+// mount, a client mount of the filesystem named fs. A test that fails is
+// run once more, alone: a distributed filesystem is slower than a local
+// disk, and two tests' own preconditions (a send started before a kill)
+// have missed once on MooseFS. A test that fails twice fails t; one that
+// passes the second time is logged with its first failure, never hidden.
+func storeSuiteOn(t *testing.T, fs, mount string) {
 	keepFusectlAsIs(t)
-	dir := filepath.Join(m.a, "suite")
+	dir := filepath.Join(mount, "suite")
 	testkit.Must(t, os.Mkdir(dir, 0o755))
 	failed, out := runSuiteOn(t, dir, storeSuite)
-	if len(failed) > 0 {
-		// Once more, alone: MooseFS is slower than a local disk, and two
-		// tests' own preconditions (a send started before a kill) have
-		// missed once there. A test that fails twice fails this one;
-		// one that passes the second time is logged with its first
-		// failure, never hidden.
-		t.Logf("failed on MooseFS at the first run, run again: %v\n%s", failed, errorLines(out, 40))
-		again, out2 := runSuiteOn(t, dir, failed)
-		for _, name := range again {
-			t.Errorf("%s fails on MooseFS twice:\n%s", name, errorLines(out2, 60))
-		}
+	if len(failed) == 0 {
+		return
+	}
+	t.Logf("failed on %s at the first run, run again: %v\n%s", fs, failed, errorLines(out, 40))
+	again, out2 := runSuiteOn(t, dir, failed)
+	for _, name := range again {
+		t.Errorf("%s fails on %s twice:\n%s", name, fs, errorLines(out2, 60))
 	}
 }
 
