@@ -157,17 +157,23 @@ func checkedCRL(raw []byte, caCert *x509.Certificate) (*x509.RevocationList, err
 
 // loadCRL adopts dir's copy of the list, when there is one.
 func (id *Identity) loadCRL(dir string) error {
-	raw, err := readPrivate(dir, CRLFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	raw, err := readCRLFile(dir)
+	if raw == nil || err != nil {
 		return err
 	}
 	if _, err := id.Adopt(raw); err != nil {
 		return fmt.Errorf("%s: %w", filepath.Join(dir, CRLFile), err)
 	}
 	return nil
+}
+
+// readCRLFile is dir's copy of the list, nil when it has none.
+func readCRLFile(dir string) ([]byte, error) {
+	raw, err := readPrivate(dir, CRLFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return raw, err
 }
 
 // Revoke adds to the list in caDir every certificate the CA issued to
@@ -234,12 +240,9 @@ func Revoke(caDir string, hosts, certs []string) (crl []byte, added []*big.Int, 
 // currentList is caDir's list (nil when none), its number (0 when none)
 // and its entries.
 func currentList(caDir string, caCert *x509.Certificate) ([]byte, *big.Int, []x509.RevocationListEntry, error) {
-	raw, err := readPrivate(caDir, CRLFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, new(big.Int), nil, nil
-	}
-	if err != nil {
-		return nil, nil, nil, err
+	raw, err := readCRLFile(caDir)
+	if raw == nil || err != nil {
+		return nil, new(big.Int), nil, err
 	}
 	crl, err := checkedCRL(raw, caCert)
 	if err != nil {
