@@ -44,8 +44,9 @@ const (
 // list (a revocation never lapses); the field is X.509's.
 const crlLifetime = caLifetime
 
-// maxRevoked bounds the certificates one list names.
-const maxRevoked = 65536
+// maxRevoked bounds the certificates one list names (a variable for its
+// test).
+var maxRevoked = 65536
 
 // revocations is the list a host holds: its number and the serials it
 // names.

@@ -205,3 +205,29 @@ func TestRevokeConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestRevokedBound: a revocation that would make the list name more
+// certificates than the bound is ENOSPC and writes nothing; a host
+// refuses (EINVAL) a list over the bound and holds none.
+func TestRevokedBound(t *testing.T) {
+	c := newCRLCluster(t)
+	_, _, err := Revoke(c.ca, []string{"beta"}, nil) // beta's two certificates
+	testkit.Must(t, err)
+	defer func(n int) { maxRevoked = n }(maxRevoked)
+	maxRevoked = 2
+	before := testkit.Snapshot(t, c.ca, nil)
+	_, _, err = Revoke(c.ca, []string{"gamma"}, nil)
+	testkit.WantErrno(t, "a list past the bound", err, syscall.ENOSPC)
+	testkit.Same(t, "a revocation past the bound", before, testkit.Snapshot(t, c.ca, nil))
+
+	maxRevoked = 3
+	long, _, err := Revoke(c.ca, []string{"gamma"}, nil)
+	testkit.Must(t, err)
+	maxRevoked = 2
+	gamma := load(t, c.gamma) // its directory holds no list
+	ok, err := gamma.Adopt(long)
+	testkit.WantErrno(t, "a host given a list past the bound", err, syscall.EINVAL)
+	if ok || gamma.CRLNumber().Sign() != 0 {
+		t.Fatalf("adopted %v, gamma holds list %v", ok, gamma.CRLNumber())
+	}
+}
