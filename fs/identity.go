@@ -9,8 +9,9 @@ import (
 
 // identity is what the server must remember of one inode the kernel may
 // hold, whichever node object go-fuse keeps for it: its change stamp
-// (node.go) and whether the kernel may hold attributes given since they
-// were last marked stale (tracked, notify.go).
+// (node.go), whether the kernel may hold attributes given since they
+// were last marked stale (tracked, notify.go), and, for a log, what its
+// cached pages may hold past the end (pages.go).
 //
 // Why it is not a field of the node: a LOOKUP or a READDIRPLUS entry
 // builds a new node (attach) and fills the reply from it, but when the
@@ -28,6 +29,7 @@ import (
 type identity struct {
 	stamp      atomic.Int64
 	attrsGiven atomic.Bool
+	ends       ends // a log's: pages.go
 }
 
 // identities gives the node objects of one inode number one identity.

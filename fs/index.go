@@ -47,8 +47,8 @@ func (n *indexValueNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.
 	return n.setattr(ctx, in, out, n.Getattr)
 }
 
-// Open: a reader reads the value as the index holds it (openSmall: a
-// value is at most a name and a newline); a writer gets a buffer
+// Open: a reader reads the value as the index held it at open (openSmall:
+// a value is at most a name and a newline); a writer gets a buffer
 // committed at close. Every open counts against the opener's quota of
 // open files.
 func (n *indexValueNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {

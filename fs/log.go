@@ -34,7 +34,29 @@ var (
 func (n *logNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	n.gave() // before the stat: see tracked
 	out.SetTimeout(cacheTimeout)
-	return n.statAttr(&out.Attr)
+	if errno := n.statAttr(&out.Attr); errno != 0 {
+		return errno
+	}
+	n.telling(int64(out.Attr.Size))
+	return 0
+}
+
+// telling is called before a reply tells the kernel the log is size
+// bytes long (pages.go).
+func (n *logNode) telling(size int64) {
+	n.id.ends.tell(n.EmbeddedInode(), func() (int64, bool) { return size, true })
+}
+
+// grown is called after an append, before the kernel learns of it; it
+// reports whether it marked the attributes stale (pages.go).
+func (n *logNode) grown() bool {
+	return n.id.ends.tell(n.EmbeddedInode(), func() (int64, bool) {
+		st, err := n.m.e.Stat(n.rel)
+		if err != nil {
+			return 0, false
+		}
+		return st.Size, true
+	})
 }
 
 // Setattr: logs only grow; the engine refuses any size change.
@@ -144,6 +166,7 @@ func (h *logHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 	if h.r == nil {
 		return nil, syscall.EBADF // the kernel refuses reads of a write-only descriptor first
 	}
+	h.node.id.ends.reading()
 	return h.r.read(dest, off)
 }
 
@@ -224,6 +247,7 @@ func (h *logHandle) appendLines(ctx context.Context, lines []byte) error {
 	// direct I/O: open), after which the kernel leaves the size cached:
 	// announced in full.
 	n.changeStamp().Store(nextStamp())
+	n.grown() // before the reply gives the kernel the new size
 	if fc, ok := fuse.FromContext(ctx); !ok || fc.Pid == 0 {
 		n.m.changed(n.rel)
 	}

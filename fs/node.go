@@ -45,9 +45,9 @@ const (
 	alwaysAsk      = time.Nanosecond
 )
 
-// pageSize is the largest value a reader reads as it is now, through the
-// kernel's page cache (openSmall): one page is one READ, so a reader
-// never sees half of one version and half of another.
+// pageSize is the kernel's page: the largest value a reader's open copies
+// from the engine's memory as it is (openSmall), and the unit in which
+// the kernel caches a log's pages (pages.go).
 const pageSize = 4096
 
 // storeNode is what every ABI node shares: its place in the tree. The rel
@@ -320,6 +320,9 @@ func (m *mountState) attach(ctx context.Context, parent *fs.Inode, n session.Nod
 		out.Attr = ao.Attr // with its stamp
 	} else if sn, ok := child.Operations().(interface{ stampAttr(*fuse.Attr) }); ok {
 		sn.stampAttr(&out.Attr)
+	}
+	if ln, ok := child.Operations().(*logNode); ok {
+		ln.telling(int64(out.Attr.Size))
 	}
 	timeout := attrTimeout(typ == syscall.S_IFDIR, n.Promises)
 	entry := cacheTimeout

@@ -14,11 +14,12 @@ import (
 // Keeping the kernel's caches exact.
 //
 // The kernel keeps the ABI's names and attributes for cacheTimeout and
-// its files' pages across opens (node.go). Every change the server makes
+// a log's pages across opens (node.go). Every change the server makes
 // reaches changed before anyone hears of it: the engine calls it
 // synchronously (Engine.OnChange) right after each change, before the
 // change is acknowledged (a frame sent, a system call answered), and the
-// handlers call it after their own. changed does only what never waits:
+// handlers call it after their own. changed does only what cannot wait
+// on a handler:
 //
 //   - the file's stamp moves, and with it the mtime it reports (node.go);
 //     so does the stamp of an index directory, whose listing is the
@@ -26,7 +27,11 @@ import (
 //   - the kernel's attributes of the node and of its directory are marked
 //     stale: NotifyContent(-1, 0), an invalidation of attributes alone,
 //     which does not wait for a READ of the inode in flight nor deadlock
-//     inside a WRITE handler of it (docs/benchmarks.md#attribute-invalidation).
+//     inside a WRITE handler of it (docs/benchmarks.md#attribute-invalidation);
+//   - for a log some READ may have cached the end of, the pages from that
+//     end are dropped instead, which marks the attributes stale too
+//     (pages.go). That waits for a READ of those pages in flight, which
+//     another of go-fuse's goroutines answers without a lock of ours.
 //
 // The next stat or read then asks the server, so sizes are exact at once;
 // when the size or mtime it gets differs from what the kernel cached, the
@@ -34,21 +39,22 @@ import (
 // (FUSE_AUTO_INVAL_DATA, which go-fuse negotiates), and a cached listing
 // when the directory's mtime moved. Old pages stay served after an
 // attributes-only invalidation when neither size nor mtime moved: hence
-// the stamps (docs/benchmarks.md#attribute-invalidation).
+// the stamps (docs/benchmarks.md#attribute-invalidation). Values are read
+// from a copy taken at open, never through the page cache (openSmall).
 //
-// Pages are never invalidated explicitly (NotifyContent(0, 0)): in the
-// probe that waited for every READ holding a page of the file (1.3 s, as
-// long as the READ was held), so a handler waiting on it could deadlock
-// (GO-FUSE-NOTES), and a server killed in the middle of one could not die.
-// Only the names that went are, by the notifier goroutine, never waited
+// A server killed while a drop waits for a READ cannot end until its
+// connection is aborted: the watchdog of a root server does that
+// (cmd/ctxfs/watchdog.go).
+// Names that went are invalidated by the notifier goroutine, never waited
 // for: NotifyEntry takes the directory's lock, which a handler working in
 // that directory holds. Until it lands, the name's attributes are stale
 // already, so a stat through it asks the server and learns it is gone.
 
 // changed makes the kernel's caches of rel (a file or directory, as the
 // store and the tree name it) exact at once, and queues the invalidation
-// of its name if it may have gone. It never waits: it is safe inside
-// handlers and with the engine's locks held.
+// of its name if it may have gone. It waits for nothing a handler or the
+// engine's locks hold: it is safe inside handlers and with those locks
+// held.
 func (ms *Mounts) changed(rel string) { ms.announced(rel, session.Changed) }
 
 // announced is changed for a change the engine describes (Engine.OnChange).
@@ -83,7 +89,9 @@ func (ms *Mounts) announced(rel string, how session.Change) {
 	pl := layout.Classify(rel)
 	if pl.Kind == layout.PlaceLog {
 		stamp(node)
-		staleAttrs(node)
+		if ln, ok := operations(node).(*logNode); !ok || !ln.grown() {
+			staleAttrs(node)
+		}
 		return
 	}
 	if listedFromMemory(parent) {
@@ -117,6 +125,14 @@ func (ms *Mounts) announced(rel string, how session.Change) {
 			ms.pending.add(pendingOp{rel: rel}) // names that may go
 		}
 	}
+}
+
+// operations is n's node object (nil for no node).
+func operations(n *fs.Inode) fs.InodeEmbedder {
+	if n == nil {
+		return nil
+	}
+	return n.Operations()
 }
 
 // listedFromMemory reports whether the engine lists the directory n from

@@ -72,7 +72,7 @@ func (n *roNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrI
 }
 
 // Open: created_at and updated_at are small values the engine serves from
-// memory (openSmall: read as they are, kept page cache). The other session files
+// memory (openSmall: a copy taken at open). The other session files
 // are replaced whole by the engine and may be megabytes: a copy taken at
 // open, read with FOPEN_DIRECT_IO, so that no page of an older version is
 // ever served; so is versions/index.jsonl, which grows. Archived files and

@@ -62,8 +62,8 @@ func (n *valueNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAt
 	return n.setattr(ctx, in, out, n.Getattr)
 }
 
-// Open: a reader of a small value reads it as it is (openSmall); of a
-// larger one, a copy taken at open; a writer gets a buffer that is
+// Open: a reader reads a copy taken at open (openSmall for a small
+// value, without the handle's buffer); a writer gets a buffer that is
 // committed at close. Every open counts against the opener's quota of
 // open files.
 func (n *valueNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
@@ -90,8 +90,7 @@ func (n *valueNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint
 	return h, fuse.FOPEN_DIRECT_IO, 0
 }
 
-// Read serves a copy's reads from the copy, and the others (openSmall)
-// from the value as it is now.
+// Read serves a handle's reads from its copy (readNow).
 func (n *valueNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	return readNow(ctx, f, n.value, dest, off)
 }
@@ -103,7 +102,7 @@ func (n *storeNode) value() ([]byte, error) {
 }
 
 // readNow serves a read: from the handle when it reads (a copy taken at
-// open), else from content as it is now (openSmall).
+// open), else (a READ with no handle of ours) from content as it is now.
 func readNow(ctx context.Context, f fs.FileHandle, content func() ([]byte, error), dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if r, ok := f.(fs.FileReader); ok {
 		return r.Read(ctx, dest, off)
@@ -118,20 +117,18 @@ func readNow(ctx context.Context, f fs.FileHandle, content func() ([]byte, error
 // openSmall opens a small file the engine serves from memory (a value,
 // an index value, a timestamp) for a reader, given its content now; ok is
 // false when the open needs more (a writer, or more than a page: the
-// caller opens it with a copy and FOPEN_DIRECT_IO instead).
+// caller opens it with a copy of its own instead).
 //
-// The reader gets FOPEN_KEEP_CACHE and FOPEN_NOFLUSH, and a handle that
-// holds nothing but its place in the opener's quota of open files (it
-// still counts: EMFILE as before). The kernel then serves repeated reads
-// from its page cache and the close costs no FLUSH. A READ serves the
-// content as it is then (readNow), and one page is one READ, so a reader
-// never mixes two versions. A change since is invalidated by changed (the
-// stamp moves, so the kernel drops the page at its next look), and a late
-// READ of the old content that refills the page is dropped the same way.
-//
-// The OPEN and RELEASE the kernel sends for every open are what is left
-// of the cost, and no-open is connection-wide, which the mount's other
-// files cannot have (docs/benchmarks.md#small-value-opens).
+// The reader reads a copy taken at open, with FOPEN_DIRECT_IO, and
+// FOPEN_NOFLUSH (its close has nothing to flush): one open, one value,
+// however many reads it makes and whatever changes meanwhile. Through the
+// kernel's page cache a value replaced in place could not be read whole:
+// the kernel takes a new size or mtime first and drops the old page
+// after, and a reader between the two was served the old page cut or
+// padded with zeros to the new size ("/c\n\0\0…", "/bb"); a reader's
+// second read(2) after a change read the new value's tail after the old
+// one's head ("idle\ne\n"). TestValueReadsWhole. It costs a `cat` a
+// READ, and its end of file a second (docs/benchmarks.md#small-value-opens).
 func (m *mountState) openSmall(ctx context.Context, flags uint32, content func() ([]byte, error)) (fs.FileHandle, uint32, syscall.Errno, bool) {
 	if isWrite(flags) {
 		return nil, 0, 0, false
@@ -141,19 +138,9 @@ func (m *mountState) openSmall(ctx context.Context, flags uint32, content func()
 		return nil, 0, 0, false // the open with a copy reports the error
 	}
 	fh, fl, errno := m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) {
-		return &slotHandle{}, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
+		return &roHandle{snapshot: b}, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH, 0
 	})
 	return fh, fl, errno, true
-}
-
-// slotHandle holds an open's place in the quota, and nothing else.
-type slotHandle struct{ held }
-
-var _ = (fs.FileReleaser)((*slotHandle)(nil))
-
-func (h *slotHandle) Release(ctx context.Context) syscall.Errno {
-	h.giveBack()
-	return 0
 }
 
 // readAt is what a read of size len(dest) at off returns from data.

@@ -531,8 +531,26 @@ func (w *exactWorld) check(what string, all bool) {
 	printed := string(w.tail.out)
 	w.tail.mu.Unlock()
 	if log := fileBytes(w.t, filepath.Join(w.s.store, w.tailLog)); !strings.HasPrefix(log, printed) {
-		w.t.Errorf("%s: tail -f printed %d bytes that are not the start of the log (%d bytes)", what, len(printed), len(log))
+		w.t.Errorf("%s: tail -f printed %d bytes that are not the start of the log (%d bytes): %s", what, len(printed), len(log), w.tailDiff(printed, log))
 	}
+}
+
+// tailDiff says where what tail -f printed first differs from the log,
+// and what the store and the mount hold there a moment later: a
+// difference that is gone from the store then was a read of the store
+// caught mid-write; one the mount still serves is a stale page.
+func (w *exactWorld) tailDiff(printed, log string) string {
+	at := 0
+	for at < min(len(printed), len(log)) && printed[at] == log[at] {
+		at++
+	}
+	time.Sleep(200 * time.Millisecond)
+	later := fileBytes(w.t, filepath.Join(w.s.store, w.tailLog))
+	mounted, err := os.ReadFile(w.s.mnt(w.tailLog))
+	testkit.Must(w.t, err)
+	around := func(b string) string { return fmt.Sprintf("%q", b[min(at, len(b)):min(at+64, len(b))]) }
+	return fmt.Sprintf("first difference at byte %d (page %d): printed %s, the store held %s, 0.2 s later %s, the mount %s",
+		at, at/4096, around(printed), around(log), around(later), around(string(mounted)))
 }
 
 // checkIndex compares a container's index through the mount with what it

@@ -1,0 +1,75 @@
+package fs
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+)
+
+// The page a log's end was read into.
+//
+// A READ that reaches a log's end gets fewer bytes than it asked for, and
+// the kernel fills the rest of that page with zeros and keeps it. When the
+// kernel later learns a larger size of the file (the reply to a GETATTR, a
+// LOOKUP, a READDIRPLUS entry, or to an append through the mount), it sets
+// the new size first and drops the pages after: fuse_change_attributes
+// writes i_size, then invalidate_inode_pages2 walks every page of the
+// file, the end's last; the reply to an append drops none. A reader in
+// between is served the zeros as the log's new bytes, and so is one whose
+// READ was answered before an append and delivered after the kernel took
+// the new size. `tail -f` printed NULs where a line had been appended
+// (TestExactReadsProperty in CI; TestTailNoZeros makes it within seconds).
+//
+// So the kernel is never told a larger size of a log while it may hold a
+// page read up to an end it was told before: first the pages from the one
+// that held the end told last are dropped (NotifyContent from its offset,
+// which waits for a READ of them in flight and marks the attributes stale
+// too). A READ answered after that reads the store at the new size at
+// least. Nothing is dropped when no READ was answered since the last drop
+// (a writer with no reader: the appends through one descriptor).
+//
+// Where it is done: for an engine's append, by Mounts.announced, before
+// the append is acknowledged; for an append through the mount, by its
+// WRITE handler, before the kernel has the reply; and by every reply that
+// reports a log's size (Getattr, attach), for an append not announced
+// yet. The drop bumps the kernel's attribute version, so that reply's
+// attributes are not kept (the kernel asks again at its next look): the
+// append it saw is not acknowledged yet, and the look sees the log as it
+// was before.
+
+// ends is what an identity of a log keeps of its ends.
+type ends struct {
+	mu sync.Mutex
+	// told is an end the kernel was told before every page read since the
+	// last drop; it may lag behind the true one (a drop from an earlier
+	// offset drops more, no less).
+	told int64
+	// read is set by every READ, before it reads the store: a page read
+	// up to an end may be in the kernel's cache.
+	read atomic.Bool
+}
+
+// reading is called by a READ of a log before it reads the store.
+func (e *ends) reading() { e.read.Store(true) }
+
+// tell is called before the kernel is told that the log of node is size
+// bytes long (size is called only when pages may need a drop). It
+// reports whether it dropped pages (and so marked the attributes stale).
+func (e *ends) tell(node *fs.Inode, size func() (int64, bool)) bool {
+	if !e.read.Load() {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	end, ok := size()
+	if !ok || end <= e.told {
+		return false // every page read since the last drop ends past it
+	}
+	if !e.read.Swap(false) {
+		return false
+	}
+	node.NotifyContent(e.told&^(pageSize-1), 0)
+	e.told = end
+	return true
+}
