@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"strings"
@@ -71,12 +72,20 @@ func (f *etcdFlags) tlsFor(id *ca.Identity) (*tls.Config, error) {
 }
 
 // observe joins etcd as an observer of the store name (nothing
-// registered): what `ctxfs cluster status` and `revoke` read and write
-// etcd through.
-func (f *etcdFlags) observe(name string) (*lease.Member, error) {
+// registered) and calls do with it and a context bounded by
+// statusPatience: what `ctxfs cluster status` and `revoke` read and
+// write etcd through.
+func (f *etcdFlags) observe(name string, do func(context.Context, *lease.Member) error) error {
 	etcdTLS, err := f.tlsFor(nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return lease.Observe(lease.Config{Endpoints: f.list(), Prefix: clusterPrefix(name), TLS: etcdTLS})
+	m, err := lease.Observe(lease.Config{Endpoints: f.list(), Prefix: clusterPrefix(name), TLS: etcdTLS})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), statusPatience)
+	defer cancel()
+	return do(ctx, m)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ctxfs/ctxfs/cluster/ca"
+	"github.com/ctxfs/ctxfs/cluster/lease"
 )
 
 // newClusterRevokeCommand is `ctxfs cluster revoke [--ca DIR] [--host
@@ -78,20 +79,15 @@ func clusterRevoke(w io.Writer, caDir string, hosts, certs []string, etcd etcdFl
 		fmt.Fprintf(w, "Hand it to the running hosts: ctxfs cluster revoke --ca %s --cluster ENDPOINTS\n", caDir)
 		return nil
 	}
-	m, err := etcd.observe(name)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), statusPatience)
-	defer cancel()
-	if err := m.PublishCRL(ctx, crl); err != nil {
-		fmt.Fprintf(os.Stderr, "ctxfs: cluster revoke: the list is written, not handed out: %v\n"+
-			"Run ctxfs cluster revoke --ca %s --cluster %s once etcd answers.\n", err, caDir, etcd.endpoints)
-		return exitStatus(exUnavailable)
-	}
-	fmt.Fprintf(w, "ctxfs: the list is in etcd (%s): the running hosts adopt it within a second\n", clusterPrefix(name)+"crl")
-	return nil
+	return etcd.observe(name, func(ctx context.Context, m *lease.Member) error {
+		if err := m.PublishCRL(ctx, crl); err != nil {
+			fmt.Fprintf(os.Stderr, "ctxfs: cluster revoke: the list is written, not handed out: %v\n"+
+				"Run ctxfs cluster revoke --ca %s --cluster %s once etcd answers.\n", err, caDir, etcd.endpoints)
+			return exitStatus(exUnavailable)
+		}
+		fmt.Fprintf(w, "ctxfs: the list is in etcd (%s): the running hosts adopt it within a second\n", clusterPrefix(name)+"crl")
+		return nil
+	})
 }
 
 // certificates is "1 certificate", "2 certificates".

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ctxfs/ctxfs/cluster/lease"
 )
 
 // statusPatience bounds `ctxfs cluster status`: an etcd that does not
@@ -45,17 +47,32 @@ writes the store now (writes are EAGAIN until one takes over); 69
 }
 
 func clusterStatus(w io.Writer, etcd etcdFlags, name string) error {
-	m, err := etcd.observe(name)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), statusPatience)
-	defer cancel()
-	st, err := m.Status(ctx)
+	return etcd.observe(name, func(ctx context.Context, m *lease.Member) error {
+		st, err := m.Status(ctx)
+		printEtcd(w, st.Endpoints)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "ctxfs: cluster status: %v\n", err)
+			return exitStatus(exUnavailable)
+		}
+		fmt.Fprintln(w)
+		printHosts(w, st)
+		if crl, err := m.CRL(ctx); err == nil && crl != "" {
+			fmt.Fprintf(w, "\nrevocation list in etcd: %s\n", describeCRL(crl))
+		}
+		if st.Writer.Host == "" {
+			fmt.Fprintln(w, "\nno host writes the store now: writes are EAGAIN until one takes over")
+			return exitStatus(1)
+		}
+		fmt.Fprintf(w, "\nwriter: %s at %s, token %d (every session of the store)\n", st.Writer.Host, st.Writer.Addr, st.Writer.Token)
+		return nil
+	})
+}
+
+// printEtcd is the table of etcd's members as each answered.
+func printEtcd(w io.Writer, endpoints []lease.EndpointStatus) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ETCD\tVERSION\tLEADER\tRAFT INDEX\tHEALTH")
-	for _, ep := range st.Endpoints {
+	for _, ep := range endpoints {
 		health := "ok"
 		if ep.Err != nil {
 			health = ep.Err.Error()
@@ -63,12 +80,11 @@ func clusterStatus(w io.Writer, etcd etcdFlags, name string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%x\t%d\t%s\n", ep.Endpoint, dash(ep.Version), ep.Leader, ep.RaftIndex, health)
 	}
 	tw.Flush()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "ctxfs: cluster status: %v\n", err)
-		return exitStatus(exUnavailable)
-	}
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+}
+
+// printHosts is the table of the hosts registered, the writer marked.
+func printHosts(w io.Writer, st lease.Status) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST\tADDRESS\tPID\tLEASE LEFT\tCRL\tROLE")
 	for _, h := range st.Hosts {
 		role := "follower"
@@ -78,15 +94,6 @@ func clusterStatus(w io.Writer, etcd etcdFlags, name string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", h.Name, h.Addr, h.PID, h.TTLLeft, dash(h.CRL), role)
 	}
 	tw.Flush()
-	if crl, err := m.CRL(ctx); err == nil && crl != "" {
-		fmt.Fprintf(w, "\nrevocation list in etcd: %s\n", describeCRL(crl))
-	}
-	if st.Writer.Host == "" {
-		fmt.Fprintln(w, "\nno host writes the store now: writes are EAGAIN until one takes over")
-		return exitStatus(1)
-	}
-	fmt.Fprintf(w, "\nwriter: %s at %s, token %d (every session of the store)\n", st.Writer.Host, st.Writer.Addr, st.Writer.Token)
-	return nil
 }
 
 func dash(s string) string {
