@@ -309,7 +309,11 @@ func (h *logHandle) dropPartial() {
 // them there: it costs a refusal one store stat and one notification,
 // and readers keep every page before the end. Sent from a goroutine of
 // its own: an invalidation of pages waits for any READ that holds one,
-// and from inside the WRITE handler it would deadlock (GO-FUSE-NOTES).
+// and a refusal need not wait for that. (GO-FUSE-NOTES has it deadlock
+// inside a WRITE handler: so it does for a writer through the page
+// cache, whose pages the kernel holds locked meanwhile; a log's writers
+// are direct I/O, for which the kernel holds the inode's lock, not its
+// pages', and grown drops pages inside the handler: pages.go.)
 func (n *logNode) dropCachedEnd() {
 	var a fuse.Attr
 	if n.statAttr(&a) != 0 {
