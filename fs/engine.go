@@ -38,7 +38,7 @@ type Engine interface {
 
 	// Files: opens, logs, single values, the index, reads.
 	CheckOpen(pl layout.Place, flags int) error
-	OpenRead(rel string) (*os.File, error)
+	OpenRead(c layout.Caller, rel string) (*os.File, error) // c: who opens (a follower's verification takes turns by uid)
 	ReadFile(rel string, limit int64) ([]byte, error)
 	AppendLog(c layout.Caller, r layout.Ref, file string, lines []byte) error
 	SyncLog(r layout.Ref, file string) error

@@ -78,7 +78,7 @@ func (n *logNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32
 	}
 	h := &logHandle{node: n}
 	if isRead(flags) {
-		r, errno := n.m.openReader(n.rel)
+		r, errno := n.m.openReader(ctx, n.rel)
 		if errno != 0 {
 			return nil, 0, errno
 		}

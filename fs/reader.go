@@ -19,8 +19,8 @@ type storeReader struct {
 	f *os.File
 }
 
-func (m *mountState) openReader(rel string) (*storeReader, syscall.Errno) {
-	f, err := m.e.OpenRead(rel)
+func (m *mountState) openReader(ctx context.Context, rel string) (*storeReader, syscall.Errno) {
+	f, err := m.e.OpenRead(callerOf(ctx), rel)
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -109,7 +109,7 @@ func (n *roNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32,
 		}
 		return &roHandle{snapshot: b}, fuse.FOPEN_DIRECT_IO, 0
 	}
-	r, errno := n.m.openReader(n.rel)
+	r, errno := n.m.openReader(ctx, n.rel)
 	if errno != 0 {
 		return nil, 0, errno
 	}

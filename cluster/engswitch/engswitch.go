@@ -106,7 +106,9 @@ func (s *Switch) Setattr(c layout.Caller, rel string, a session.SetAttr) error {
 	return s.Current().Setattr(c, rel, a)
 }
 func (s *Switch) CheckOpen(pl layout.Place, flags int) error { return s.Current().CheckOpen(pl, flags) }
-func (s *Switch) OpenRead(rel string) (*os.File, error)      { return s.Current().OpenRead(rel) }
+func (s *Switch) OpenRead(c layout.Caller, rel string) (*os.File, error) {
+	return s.Current().OpenRead(c, rel)
+}
 func (s *Switch) ReadFile(rel string, limit int64) ([]byte, error) {
 	return s.Current().ReadFile(rel, limit)
 }

@@ -165,10 +165,10 @@ func (r *Replica) CheckOpen(pl layout.Place, flags int) error {
 }
 
 // OpenRead opens the store file behind rel for reading. A session log is
-// verified first against its seal and the writer's journal (verify.go):
-// damaged history is EIO, as the writer refuses it.
-func (r *Replica) OpenRead(rel string) (*os.File, error) {
-	f, err := r.Tree.OpenRead(rel)
+// verified first against its seal and the writer's journal (verify.go),
+// in c's turn: damaged history is EIO, as the writer refuses it.
+func (r *Replica) OpenRead(c layout.Caller, rel string) (*os.File, error) {
+	f, err := r.Tree.OpenRead(c, rel)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,7 @@ func (r *Replica) OpenRead(rel string) (*os.File, error) {
 	}
 	r.watch.opened(rel, &st)
 	if pl := layout.Classify(rel); pl.Kind == layout.PlaceLog {
-		if err := r.logs.check(pl, &st); err != nil {
+		if err := r.logs.check(c.Uid, pl, &st); err != nil {
 			f.Close()
 			return nil, err
 		}

@@ -64,7 +64,7 @@ func TestVerdictKeptUntilTheLogChanges(t *testing.T) {
 	defer e.Close()
 	r := openReplica(t, store)
 	read := func() string {
-		f, err := r.OpenRead(msgs)
+		f, err := r.OpenRead(layout.Caller{}, msgs)
 		testkit.Must(t, err)
 		defer f.Close()
 		b, err := os.ReadFile("/proc/self/fd/" + fmt.Sprint(f.Fd()))
@@ -149,12 +149,12 @@ func TestWatchedBounded(t *testing.T) {
 	}
 }
 
-// TestVerifierTurnsPerContainer: while one user's logs keep the verifier
-// busy (one verification held, five more of that user's opens waiting),
-// another user's open is verified next, not after all of the first
-// user's: each container waits in its own line first, then all in one
-// line in order.
-func TestVerifierTurnsPerContainer(t *testing.T) {
+// TestVerifierTurnsPerUid: while one user's opens keep the verifier busy
+// (one verification held, five more of that user's opens waiting), another
+// user's open is verified next, not after all of the first user's, even
+// of a log in the same shared space: each uid waits in its own line
+// first, then all in one line in order.
+func TestVerifierTurnsPerUid(t *testing.T) {
 	v := newVerifier(storeRoot(t, t.TempDir()), nil, slog.New(slog.DiscardHandler))
 	var mu sync.Mutex
 	var order []string
@@ -172,32 +172,31 @@ func TestVerifierTurnsPerContainer(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	ino := uint64(0)
-	open := func(home, name string) {
+	open := func(uid uint32, name string) {
 		ino++
 		st := unix.Stat_t{Ino: ino}
-		pl := layout.Classify(home + "/agent/coder/session/" + name + "/" + abi.FileMessages)
-		wg.Go(func() { v.check(pl, &st) })
+		pl := layout.Classify("shared/team/agent/coder/session/" + name + "/" + abi.FileMessages)
+		wg.Go(func() { v.check(uid, pl, &st) })
 	}
-	open("home/1000", "a0")
+	waiting := func(uid uint32, n int) func() bool {
+		return func() bool {
+			v.turns.mu.Lock()
+			defer v.turns.mu.Unlock()
+			return v.turns.by[uid] != nil && v.turns.by[uid].users == n
+		}
+	}
+	open(1000, "a0")
 	<-started
 	for i := 1; i <= 5; i++ {
-		open("home/1000", fmt.Sprintf("a%d", i))
+		open(1000, fmt.Sprintf("a%d", i))
 	}
-	eventuallyTrue(t, func() bool { // all five wait for their container's turn
-		v.turns.mu.Lock()
-		defer v.turns.mu.Unlock()
-		return v.turns.by["home/1000"] != nil && v.turns.by["home/1000"].users == 6
-	})
-	open("home/2000", "b")
-	eventuallyTrue(t, func() bool {
-		v.turns.mu.Lock()
-		defer v.turns.mu.Unlock()
-		return v.turns.by["home/2000"] != nil
-	})
+	eventuallyTrue(t, waiting(1000, 6)) // all five wait for their uid's turn
+	open(2000, "b")
+	eventuallyTrue(t, waiting(2000, 1))
 	time.Sleep(50 * time.Millisecond) // b reaches the verifier's own lock
 	close(hold)
 	wg.Wait()
-	at := slices.Index(order, "home/2000/agent/coder/session/b")
+	at := slices.Index(order, "shared/team/agent/coder/session/b")
 	if len(order) != 7 || at != 1 {
 		t.Fatalf("verified in the order %v: the other user's log at %d, want 1 (next after the held one)", order, at)
 	}

@@ -38,12 +38,12 @@ import (
 // it is the one cost a reader can make a follower pay, and it is paid
 // once per change.
 //
-// Opens wait their turn per container first (a uid's home, a space:
-// the logs a user can open are its own and its spaces'), then the
-// verifier's: a user who keeps the verifier busy with its own logs (many
-// sessions, each sent to and opened again) has one verification waiting
-// at a time, so another user's open waits for at most one of each other
-// container's, never for the whole of the first user's queue.
+// Opens wait their turn per uid first (the opener's: the logs it opens
+// are its own and its spaces'), then the verifier's: a user who keeps the
+// verifier busy with logs (many sessions, each sent to and opened again,
+// its own or a space's) has one verification waiting at a time, so
+// another user's open waits for at most one of each other user's, never
+// for the whole of the first user's queue, even in a space both share.
 
 // verdictsKept bounds the verdicts kept, least recently used out; one
 // container (a uid's home, a space) keeps at most verdictsPerContainer of
@@ -75,7 +75,7 @@ type verifier struct {
 	// which let one container's opens pass another's again and again).
 	run  chan struct{}
 	runs int // verifications made (holding run): what the verdicts save
-	// turns holds one waiting place per container; verifyLog is verify
+	// turns holds one waiting place per uid; verifyLog is verify
 	// (a test's stand-in may hold a verification where it likes).
 	turns     turns
 	verifyLog func(dir, file string) (judged bool, err error)
@@ -113,7 +113,7 @@ type verdict struct {
 
 func newVerifier(root *storefs.Root, journal *sealedlog.JournalReader, log *slog.Logger) *verifier {
 	v := &verifier{root: root, journal: journal, log: log, verdicts: map[verdictKey]*list.Element{}, lru: list.New(), held: map[string]int{},
-		run: make(chan struct{}, 1), turns: turns{by: map[string]*turn{}}}
+		run: make(chan struct{}, 1), turns: turns{by: map[uint32]*turn{}}}
 	v.verifyLog = v.verify
 	return v
 }
@@ -124,16 +124,17 @@ func (v *verifier) sealKey() *sealedlog.Key {
 	return layout.ReadSealKey(v.root, func(string, string) {})
 }
 
-// check verifies the log of place pl, whose open descriptor st describes:
-// nil when it may be served, EIO when its history cannot be proven.
-func (v *verifier) check(pl layout.Place, st *unix.Stat_t) error {
+// check verifies the log of place pl, whose open descriptor st describes,
+// for an open by uid: nil when it may be served, EIO when its history
+// cannot be proven.
+func (v *verifier) check(uid uint32, pl layout.Place, st *unix.Stat_t) error {
 	dir := pl.Ref().Rel()
 	seal, _ := v.root.Lstat(layout.SealRel(dir, pl.File))
 	key := verdictKey{rel: dir + "/" + pl.File, log: idOf(st), seal: idOf(seal)}
 	if err, ok := v.known(key); ok {
 		return err
 	}
-	defer v.turns.take(pl.Ref().Home)()
+	defer v.turns.take(uid)()
 	v.run <- struct{}{}
 	defer func() { <-v.run }()
 	if err, ok := v.known(key); ok {
@@ -150,11 +151,11 @@ func (v *verifier) check(pl layout.Place, st *unix.Stat_t) error {
 	return err
 }
 
-// turns are the containers' waiting places: a mutex each, kept while
-// anyone holds or waits for it.
+// turns are the uids' waiting places: a mutex each, kept while anyone
+// holds or waits for it.
 type turns struct {
 	mu sync.Mutex
-	by map[string]*turn
+	by map[uint32]*turn
 }
 
 type turn struct {
@@ -162,13 +163,13 @@ type turn struct {
 	users int // holding or waiting, under turns.mu
 }
 
-// take waits for container's turn and returns its release.
-func (ts *turns) take(container string) (release func()) {
+// take waits for uid's turn and returns its release.
+func (ts *turns) take(uid uint32) (release func()) {
 	ts.mu.Lock()
-	t := ts.by[container]
+	t := ts.by[uid]
 	if t == nil {
 		t = &turn{}
-		ts.by[container] = t
+		ts.by[uid] = t
 	}
 	t.users++
 	ts.mu.Unlock()
@@ -177,7 +178,7 @@ func (ts *turns) take(container string) (release func()) {
 		t.Unlock()
 		ts.mu.Lock()
 		if t.users--; t.users == 0 {
-			delete(ts.by, container)
+			delete(ts.by, uid)
 		}
 		ts.mu.Unlock()
 	}

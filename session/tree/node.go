@@ -206,8 +206,9 @@ func (t Tree) indexEntries(pl layout.Place, out []DirEntry) ([]DirEntry, error) 
 }
 
 // OpenRead opens the store file behind rel for reading (a log, an
-// archived file): a regular file, never through a link.
-func (t Tree) OpenRead(rel string) (*os.File, error) {
+// archived file): a regular file, never through a link. The opener c is
+// for a follower's verification (cluster/replica); the tree needs none.
+func (t Tree) OpenRead(c layout.Caller, rel string) (*os.File, error) {
 	return t.root.OpenFile(rel, os.O_RDONLY, 0)
 }
 
