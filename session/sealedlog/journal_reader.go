@@ -84,18 +84,12 @@ var errFollow = errors.New("journal changed beyond what was read")
 // Values is PendingValues(root, dir, under), reading only what the
 // journal gained since the last call.
 func (jr *JournalReader) Values(under string) (map[string]PendingValue, error) {
-	jr.mu.Lock()
-	defer jr.mu.Unlock()
-	// The files stay open until their values are read, as PendingValues
-	// keeps them: one that a checkpoint removes meanwhile is still read,
-	// never skipped while an older one is not.
-	open := map[uint64]*os.File{}
-	defer closeAll(open)
-	follows, err := jr.updated(open)
-	switch {
-	case err != nil:
+	open, follows, done, err := jr.catchUp()
+	if err != nil {
 		return nil, err
-	case !follows:
+	}
+	defer done()
+	if !follows {
 		return PendingValues(jr.root, jr.dir, under)
 	}
 	return jr.values(under, open), nil
@@ -104,15 +98,12 @@ func (jr *JournalReader) Values(under string) (map[string]PendingValue, error) {
 // Plan is PlanJournalFor(root, dir, locate, pendingOK, bind), reading
 // only what the journal gained since the last call.
 func (jr *JournalReader) Plan(locate Locate, pendingOK bool, bind [32]byte) (*JournalPlan, error) {
-	jr.mu.Lock()
-	defer jr.mu.Unlock()
-	open := map[uint64]*os.File{}
-	defer closeAll(open)
-	follows, err := jr.updated(open)
-	switch {
-	case err != nil:
+	open, follows, done, err := jr.catchUp()
+	if err != nil {
 		return nil, err
-	case !follows || jr.partial():
+	}
+	defer done()
+	if !follows || jr.partial() {
 		return PlanJournalFor(jr.root, jr.dir, locate, pendingOK, bind)
 	}
 	rp := journalReplay(jr.root, jr.dir, locate)
@@ -124,6 +115,25 @@ func (jr *JournalReader) Plan(locate Locate, pendingOK bool, bind [32]byte) (*Jo
 		}
 	}
 	return rp.plan(pendingOK)
+}
+
+// catchUp takes the reader and reads what the journal gained (updated);
+// follows is false when the caller must read the journal whole. The
+// files it opened stay open until done, which also lets the reader go:
+// as PendingValues keeps them, so that a file a checkpoint removes
+// meanwhile is still read, never skipped while an older one is not.
+func (jr *JournalReader) catchUp() (open map[uint64]*os.File, follows bool, done func(), err error) {
+	jr.mu.Lock()
+	open = map[uint64]*os.File{}
+	done = func() {
+		closeAll(open)
+		jr.mu.Unlock()
+	}
+	if follows, err = jr.updated(open); err != nil {
+		done()
+		return nil, false, nil, err
+	}
+	return open, follows, done, nil
 }
 
 // updated reads what the journal gained (update); follows is false when
