@@ -227,9 +227,7 @@ func (f *follower) followsAll(t *testing.T, mnt, store string) {
 	want := fileBytes(t, store)
 	deadline := time.Now().Add(time.Second)
 	for {
-		f.mu.Lock()
-		got := string(f.out)
-		f.mu.Unlock()
+		got := f.printed()
 		if got == want {
 			return
 		}
@@ -527,9 +525,7 @@ func (w *exactWorld) check(what string, all bool) {
 	if all || w.rng.Intn(3) == 0 {
 		w.checkHeld(what)
 	}
-	w.tail.mu.Lock()
-	printed := string(w.tail.out)
-	w.tail.mu.Unlock()
+	printed := w.tail.printed()
 	if log := fileBytes(w.t, filepath.Join(w.s.store, w.tailLog)); !strings.HasPrefix(log, printed) {
 		w.t.Errorf("%s: tail -f printed %d bytes that are not the start of the log (%d bytes): %s", what, len(printed), len(log), w.tailDiff(printed, log))
 	}
@@ -540,10 +536,7 @@ func (w *exactWorld) check(what string, all bool) {
 // difference that is gone from the store then was a read of the store
 // caught mid-write; one the mount still serves is a stale page.
 func (w *exactWorld) tailDiff(printed, log string) string {
-	at := 0
-	for at < min(len(printed), len(log)) && printed[at] == log[at] {
-		at++
-	}
+	at := firstDiff(printed, log)
 	time.Sleep(200 * time.Millisecond)
 	later := fileBytes(w.t, filepath.Join(w.s.store, w.tailLog))
 	mounted, err := os.ReadFile(w.s.mnt(w.tailLog))

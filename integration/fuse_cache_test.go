@@ -501,6 +501,13 @@ func (f *follower) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// printed is what the follower printed so far.
+func (f *follower) printed() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return string(f.out)
+}
+
 // shows waits up to a second for want to appear in what was printed.
 func (f *follower) shows(t *testing.T, what, want string) {
 	t.Helper()

@@ -27,18 +27,9 @@ func TestTailNoZeros(t *testing.T) {
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	t.Cleanup(func() { stop.Store(true); wg.Wait() })
-	look := func(f func()) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !stop.Load() {
-				f()
-			}
-		}()
-	}
 	for range 2 {
-		look(func() { os.Stat(mnt) })
-		look(func() { os.ReadFile(mnt) })
+		repeatUntil(&stop, &wg, func() { os.Stat(mnt) })
+		repeatUntil(&stop, &wg, func() { os.ReadFile(mnt) })
 	}
 	appended := make(chan error, 1)
 	wg.Add(1)
@@ -73,19 +64,32 @@ func TestTailNoZeros(t *testing.T) {
 // store's log, saying where and what it printed there.
 func tailIsPrefix(t *testing.T, tail *follower, store, what string) {
 	t.Helper()
-	tail.mu.Lock()
-	printed := string(tail.out)
-	tail.mu.Unlock()
-	log := fileBytes(t, store)
+	printed, log := tail.printed(), fileBytes(t, store)
 	if strings.HasPrefix(log, printed) {
 		return
 	}
-	at := 0
-	for at < len(printed) && at < len(log) && printed[at] == log[at] {
-		at++
-	}
+	at := firstDiff(printed, log)
 	t.Fatalf("%s: tail -f printed %d bytes, not the start of the log (%d bytes): from byte %d it printed %q where the log holds %q",
 		what, len(printed), len(log), at, printed[at:min(at+48, len(printed))], log[at:min(at+48, len(log))])
+}
+
+// repeatUntil runs f again and again in a goroutine of wg's until stop.
+func repeatUntil(stop *atomic.Bool, wg *sync.WaitGroup, f func()) {
+	wg.Go(func() {
+		for !stop.Load() {
+			f()
+		}
+	})
+}
+
+// firstDiff is the offset of the first byte where a and b differ (the
+// shorter one's length when one is the start of the other).
+func firstDiff(a, b string) int {
+	at := 0
+	for at < min(len(a), len(b)) && a[at] == b[at] {
+		at++
+	}
+	return at
 }
 
 // TestValueReadsWhole: readers that stat and read a value while it is
@@ -112,23 +116,14 @@ func TestValueReadsWhole(t *testing.T) {
 	torn := map[string]int{}
 	t.Cleanup(func() { stop.Store(true); wg.Wait() })
 	for range 2 {
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			for !stop.Load() {
-				os.Stat(p)
+		repeatUntil(&stop, &wg, func() { os.Stat(p) })
+		repeatUntil(&stop, &wg, func() {
+			if b, err := os.ReadFile(p); err == nil && !whole[string(b)] {
+				mu.Lock()
+				torn[string(b)]++
+				mu.Unlock()
 			}
-		}()
-		go func() {
-			defer wg.Done()
-			for !stop.Load() {
-				if b, err := os.ReadFile(p); err == nil && !whole[string(b)] {
-					mu.Lock()
-					torn[string(b)]++
-					mu.Unlock()
-				}
-			}
-		}()
+		})
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 0; time.Now().Before(deadline); i++ {
