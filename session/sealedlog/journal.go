@@ -64,6 +64,13 @@ type Journal struct {
 	durable    uint64 // every unit up to this one is durable
 	want       uint64 // the newest unit someone waits for
 	committing bool   // a batch is being written (by the committer or a waiter)
+	// Units between admit and queueWritten (writing at their logs' ends),
+	// and the journal room they hold; rotating holds new ones back while
+	// a generation starts, and quiet is where both wait.
+	inflight     int
+	inflightRoom int64
+	rotating     bool
+	quiet        *sync.Cond
 	// lazySince is when the oldest queued unit was queued (zero: none);
 	// lazyTimer wakes the committer commitDelay after it (one timer,
 	// armed while lazyArmed: one per batch was a timer and a wakeup of
@@ -204,6 +211,7 @@ func OpenJournal(root *storefs.Root, dir string, locate Locate, cfg JournalConfi
 		j.checkpointEvery = DefaultCheckpointEvery
 	}
 	j.work = sync.NewCond(&j.mu)
+	j.quiet = sync.NewCond(&j.mu)
 	j.flightDone, j.nextDone = make(chan struct{}), make(chan struct{})
 	close(j.flightDone)
 	j.lazyTimer = time.AfterFunc(time.Hour, j.lazyTick)

@@ -24,7 +24,8 @@ func (j *Journal) rotateDue() bool {
 // the checkpointer. The checkpointer first waits for every unit queued now
 // (after), so that every byte written to a log before the rotation is
 // covered by durable records when the old file goes; a log's next append
-// asks for an intent in the new file. Caller (the committer) holds j.mu;
+// asks for an intent in the new file. Caller (the committer) holds j.mu,
+// and no unit is in flight (quietForRotation);
 // the file creation holds up appenders for one directory sync, once per
 // generation.
 func (j *Journal) rotate() {
@@ -261,10 +262,12 @@ func (l *Log) sealAt(r *record) error {
 // Caller then closes the files.
 func (l *Log) closeJournaled() error {
 	j := l.j
+	l.appendMu.Lock() // an append in flight is queued first
 	j.mu.Lock()
 	l.jclosed = true
 	seq, gen := l.lastSeq, l.lastGen
 	j.mu.Unlock()
+	l.appendMu.Unlock()
 	if err := j.wait(seq); err != nil {
 		return err
 	}

@@ -495,3 +495,99 @@ func TestJournalRotatesUnderLoad(t *testing.T) {
 	}
 	js.verify()
 }
+
+// blockWrites makes log i's next write at its end wait until the returned
+// release is called; entered is closed once it waits.
+func (js *jstore) blockWrites(i int) (entered <-chan struct{}, release func()) {
+	in, out := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	js.logs[i].writeData = func(f *os.File, b []byte, off int64) (int, error) {
+		once.Do(func() { close(in); <-out })
+		return f.WriteAt(b, off)
+	}
+	return in, func() { close(out) }
+}
+
+// A write at one log's end holds up no other log's appends: the journal's
+// lock is not held while a log is written (on a distributed filesystem
+// each write is a round trip through its client).
+func TestJournalAppendsWriteAtOnce(t *testing.T) {
+	js := newJStore(t, 2, JournalConfig{})
+	js.appendDurable(0, 0) // its intent is durable: the next append writes at once
+	entered, release := js.blockWrites(0)
+	done := make(chan error, 1)
+	go func() { _, err := js.logs[0].Append(line(1)); done <- err }()
+	<-entered
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for n := 2; n < 12; n++ {
+			js.appendDurable(1, n)
+		}
+	}()
+	select {
+	case <-finished:
+	case <-time.After(10 * time.Second):
+		release()
+		t.Fatal("appends to log 1 waited for a write to log 0")
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	js.want[0] = append(js.want[0], line(1)...)
+	js.crash()
+	if rec, err := RecoverJournal(js.root, jdir, js.locate, false); err != nil || len(rec.Problems) > 0 {
+		t.Fatalf("recover: %v %s", err, whats(rec.Problems))
+	}
+	js.verify()
+}
+
+// A new generation waits for the writes in flight: every byte written to
+// a log before the journal moves to its next file has its record queued
+// first (the old file's checkpoint covers it), and no write starts while
+// the file changes (the log's next append asks for an intent in the new
+// one).
+func TestJournalRotationWaitsForWrites(t *testing.T) {
+	js := newJStore(t, 2, JournalConfig{RotateAt: 2 * journalAlign, CheckpointEvery: -1})
+	js.appendDurable(0, 0)
+	entered, release := js.blockWrites(0)
+	done := make(chan error, 1)
+	go func() { _, err := js.logs[0].Append(line(1)); done <- err }()
+	<-entered
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for n := 2; n < 40; n++ {
+			js.appendDurable(1, n)
+		}
+	}()
+	rotating := func() bool {
+		js.j.mu.Lock()
+		defer js.j.mu.Unlock()
+		return js.j.rotating
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !rotating() && len(js.journalFiles()) == 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	files, held := js.journalFiles(), rotating()
+	release()
+	<-finished
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !held || len(files) != 1 {
+		t.Fatalf("with a write in flight: rotation held back %v, journal files %v; want held, one file", held, files)
+	}
+	if len(js.journalFiles()) < 2 && js.j.Stats().Checkpoints == 0 {
+		t.Fatalf("no rotation after the write: %v", js.journalFiles())
+	}
+	js.want[0] = append(js.want[0], line(1)...)
+	js.crash()
+	if rec, err := RecoverJournal(js.root, jdir, js.locate, false); err != nil || len(rec.Problems) > 0 {
+		t.Fatalf("recover: %v %s", err, whats(rec.Problems))
+	}
+	js.verify()
+}

@@ -1,10 +1,12 @@
 package sealedlog
 
 import (
+	"cmp"
 	"errors"
 	"log/slog"
 	"os"
 	"path"
+	"slices"
 	"syscall"
 	"time"
 
@@ -13,31 +15,111 @@ import (
 
 // enqueueAppends writes each record's data at the end of its log and
 // queues the records as one unit (all or none of them become durable),
-// returning its number. Under j.mu, so that the order of offsets in a log
-// is the order of its records in the journal. A log's first append in a
-// journal generation first waits for its intent record (intents).
+// returning its number. The unit holds its logs' append locks from the
+// writes until it is queued, so that the order of offsets in a log is the
+// order of its records in the journal; the journal's own lock is not held
+// while it writes, so that appends to other logs write at the same time
+// (on a store on a distributed filesystem each write is a round trip
+// through that filesystem's client: docs/benchmarks.md#appends-to-other-logs-write-at-once).
+// A log's first append in a journal generation first waits for its intent
+// record (admit).
 func (j *Journal) enqueueAppends(recs []*jrec) (uint64, error) {
+	lockLogs(recs)
+	defer unlockLogs(recs)
+	room, err := j.admit(recs)
+	if err != nil {
+		return 0, err
+	}
+	return j.queueWritten(recs, room, j.writeUnit(recs))
+}
+
+// lockLogs takes the append locks of a unit's logs in their order, so
+// that two units never wait for each other; unlockLogs releases them.
+// A unit has one log or two (BeginPair): no allocation on an append's way.
+func lockLogs(recs []*jrec) {
+	switch {
+	case len(recs) == 1:
+		recs[0].log.appendMu.Lock()
+	case len(recs) == 2 && recs[0].log != recs[1].log:
+		a, b := recs[0].log, recs[1].log
+		if b.order < a.order {
+			a, b = b, a
+		}
+		a.appendMu.Lock()
+		b.appendMu.Lock()
+	default:
+		for _, l := range unitLogs(recs) {
+			l.appendMu.Lock()
+		}
+	}
+}
+
+func unlockLogs(recs []*jrec) {
+	switch {
+	case len(recs) == 1:
+		recs[0].log.appendMu.Unlock()
+	case len(recs) == 2 && recs[0].log != recs[1].log:
+		recs[0].log.appendMu.Unlock()
+		recs[1].log.appendMu.Unlock()
+	default:
+		for _, l := range unitLogs(recs) {
+			l.appendMu.Unlock()
+		}
+	}
+}
+
+// unitLogs are the logs of a unit, each once, in their order.
+func unitLogs(recs []*jrec) []*Log {
+	logs := make([]*Log, 0, len(recs))
+	for _, r := range recs {
+		logs = append(logs, r.log)
+	}
+	slices.SortFunc(logs, func(a, b *Log) int { return cmp.Compare(a.order, b.order) })
+	return slices.Compact(logs)
+}
+
+// admit lets a unit write: its logs' intents are durable in the current
+// generation, its room in the journal is reserved, and it is counted in
+// flight until queueWritten, so that no generation starts while it
+// writes (rotate: every byte written to a log before a rotation must be
+// covered by a record queued before it, or by an intent in the new
+// file). Caller holds the unit's append locks.
+func (j *Journal) admit(recs []*jrec) (int64, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	for {
-		j.mu.Lock()
+		for j.rotating {
+			j.quiet.Wait()
+		}
 		wait, err := j.intents(recs)
 		if err != nil {
-			j.mu.Unlock()
 			return 0, err
 		}
 		if wait == 0 {
-			break // holding j.mu
+			break
 		}
 		j.mu.Unlock()
-		if err := j.wait(wait); err != nil {
+		err = j.wait(wait)
+		j.mu.Lock()
+		if err != nil {
 			return 0, err
 		}
 	}
-	defer j.mu.Unlock()
-	if err := j.reserve(unitRoom(recs)); err != nil {
+	room := unitRoom(recs)
+	if err := j.reserve(room); err != nil {
 		return 0, err
 	}
+	j.inflight++
+	j.inflightRoom += room
+	return room, nil
+}
+
+// writeUnit writes each record's data at the end of its log, asking the
+// gate before each write; a refusal takes back what the unit wrote.
+// Caller holds the unit's append locks, not j.mu.
+func (j *Journal) writeUnit(recs []*jrec) error {
 	for i, r := range recs {
-		off, err := int64(0), j.checkGate() // asked before each write at a log's end
+		off, err := int64(0), j.gateStep() // asked before each write at a log's end
 		if err == nil {
 			off, err = r.log.writeEnd(r.data)
 		}
@@ -45,9 +127,28 @@ func (j *Journal) enqueueAppends(recs []*jrec) (uint64, error) {
 			for _, w := range recs[:i] {
 				w.log.takeBack(w.off) // the unit is all or nothing
 			}
-			return 0, err
+			return err
 		}
 		r.off = off
+	}
+	return nil
+}
+
+// queueWritten ends a unit's flight: written (werr nil), it is queued and
+// its number returned. Caller holds the unit's append locks.
+func (j *Journal) queueWritten(recs []*jrec, room int64, werr error) (uint64, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.inflight--
+	j.inflightRoom -= room
+	if j.inflight == 0 {
+		j.quiet.Broadcast() // a rotation waits for this
+		if j.closing {
+			j.work.Signal() // the committer leaves only once nothing is in flight
+		}
+	}
+	if werr != nil {
+		return 0, werr
 	}
 	j.mark("log written")
 	seq := j.push(recs)
@@ -55,6 +156,22 @@ func (j *Journal) enqueueAppends(recs []*jrec) (uint64, error) {
 		r.log.lastSeq, r.log.lastGen = seq, j.gen
 	}
 	return seq, nil
+}
+
+// quietForRotation waits until no unit is in flight, holding new ones
+// back until rotationDone. Caller holds j.mu (released while it waits)
+// and is the committer.
+func (j *Journal) quietForRotation() {
+	j.rotating = true
+	for j.inflight > 0 {
+		j.quiet.Wait()
+	}
+}
+
+// rotationDone lets units write again.
+func (j *Journal) rotationDone() {
+	j.rotating = false
+	j.quiet.Broadcast()
 }
 
 // intents queues an intent record for each log of recs that has none in
@@ -168,7 +285,7 @@ func (j *Journal) lazyTick() {
 // batch as the end (the newest file may end so; an older one is cut to its
 // last batch when the committer leaves it: rotate).
 func (j *Journal) reserve(n int64) error {
-	want := j.end + j.queued + n
+	want := j.end + j.queued + j.inflightRoom + n
 	if want <= j.alloc {
 		return nil
 	}
@@ -241,10 +358,10 @@ func (j *Journal) commitLoop() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for {
-		for j.committing || !j.commitDue() && !j.rotateDue() && !(j.closing && len(j.queue) == 0) {
+		for j.committing || !j.commitDue() && !j.rotateDue() && !j.drained() {
 			j.work.Wait()
 		}
-		if len(j.queue) == 0 && j.closing {
+		if j.drained() {
 			return
 		}
 		j.commitOnce()
@@ -259,7 +376,9 @@ func (j *Journal) commitOnce() {
 	j.committing = true
 	defer func() { j.committing = false }()
 	if j.rotateDue() && j.broken == nil && j.checkGate() == nil {
+		j.quietForRotation()
 		j.rotate()
+		j.rotationDone()
 	}
 	batch, last := j.queue, j.seq
 	j.queue, j.queued, j.lazySince = nil, 0, time.Time{}
@@ -345,6 +464,12 @@ func advance(batch []*jrec) error {
 		}
 	}
 	return nil
+}
+
+// drained: the journal closes and nothing is queued or in flight: the
+// committer may leave. Caller holds j.mu.
+func (j *Journal) drained() bool {
+	return j.closing && len(j.queue) == 0 && j.inflight == 0
 }
 
 // commitDue: the queue holds a unit someone waits for, or holds much, or

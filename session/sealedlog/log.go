@@ -110,7 +110,14 @@ type Log struct {
 	writeData   func(f *os.File, b []byte, off int64) (int, error) // tests inject short writes
 
 	// The journal's share (log_append.go, journal_checkpoint.go).
-	j          *Journal   // nil: the log is not appended to
+	j *Journal // nil: the log is not appended to
+	// appendMu is held by an append from its write at the log's end until
+	// its record is queued (journal_write.go), so that the order of
+	// offsets in a log is the order of its records in the journal;
+	// appends to other logs write meanwhile. order is its place among
+	// the logs' append locks.
+	appendMu   sync.Mutex
+	order      uint64
 	durableLen int64      // what the journal holds durably; guarded by mu
 	hasher     hash.Hash  // running hash of log[0:durableLen]; guarded by mu
 	sealMu     sync.Mutex // serialises seal writes (checkpoints, Close) without holding mu
@@ -120,7 +127,7 @@ type Log struct {
 	lastGen   uint64 // and the generation it went to
 	intentGen uint64 // the generation holding l's intent record (0: none yet)
 	intentSeq uint64 // the unit of that intent
-	jclosed   bool   // Close began: no more appends
+	jclosed   bool   // Close began: no more appends (set under appendMu too)
 }
 
 // Create makes a new empty log and its seal, durably: both files and the
@@ -210,8 +217,12 @@ func createFile(root *storefs.Root, rel string, own storefs.Owner) (*os.File, er
 }
 
 func newFileLog(at Place, f *os.File) *Log {
-	return &Log{at: at, f: f, j: at.Journal, writeData: (*os.File).WriteAt}
+	return &Log{at: at, f: f, j: at.Journal, writeData: (*os.File).WriteAt, order: logOrder.Add(1)}
 }
+
+// logOrder numbers the logs opened, the order a unit takes their append
+// locks in (lockLogs).
+var logOrder atomic.Uint64
 
 // name and sealName are how the log and its seal are named in errors.
 func (l *Log) name() string     { return l.at.show(l.at.Log) }

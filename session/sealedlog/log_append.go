@@ -199,8 +199,8 @@ func (l *Log) intentRecord() *jrec {
 
 // writeEnd writes data at the end of the log file, after checking that the
 // log is provable. A failed write is taken back (cut to the old end), so
-// nothing of a refused append stays. Caller holds j.mu, which orders every
-// log's appends as the journal's records.
+// nothing of a refused append stays. Caller holds l.appendMu, which
+// orders l's appends as the journal's records (enqueueAppends).
 func (l *Log) writeEnd(data []byte) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -228,7 +228,7 @@ func (l *Log) writeEnd(data []byte) (int64, error) {
 }
 
 // takeBack cuts the log back to off: the other half of a unit was refused.
-// Caller holds j.mu, so nothing was appended after it.
+// Caller holds l.appendMu, so nothing was appended after it.
 func (l *Log) takeBack(off int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
