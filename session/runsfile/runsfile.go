@@ -26,12 +26,24 @@ import (
 // synced: a run whose line a power loss drops is still closed when its
 // session is next loaded (a start without done), only later.
 //
+// A line is written before Start or End returns, as one write with every
+// line given meanwhile: all runs share the file, and on a store on a
+// distributed filesystem each write is a round trip through its client
+// (docs/benchmarks.md#the-runs-file-written-in-turns).
+//
 // The zero File keeps the lines of dormant runs (Keep) until Create makes
 // the file; a nil File writes nothing.
 type File struct {
 	mu   sync.Mutex
 	f    *os.File
 	kept []string // lines of dormant runs found before the file was made
+
+	// Lines given while a write is in flight wait in pending for the next
+	// write, numbered next; written is the number of the last write done.
+	pending, spare []byte
+	writing        bool
+	next, written  uint64
+	turn           *sync.Cond // a write ended
 }
 
 // Rel is the runs file's place in the store.
@@ -43,15 +55,42 @@ func (j *File) Start(run, rel string) { j.write("+" + run + " " + rel + "\n") }
 // End notes that run ended (or will never resume).
 func (j *File) End(run string) { j.write("-" + run + "\n") }
 
+// write returns once line is written: by this caller, with the lines
+// pending, when no write is in flight; else by whoever writes next.
 func (j *File) write(line string) {
 	if j == nil {
 		return
 	}
 	j.mu.Lock()
-	if j.f != nil {
-		j.f.WriteString(line)
+	defer j.mu.Unlock()
+	if j.turn == nil {
+		j.turn = sync.NewCond(&j.mu)
 	}
+	j.pending = append(j.pending, line...)
+	mine := j.next + 1 // the write that takes pending
+	for j.written < mine {
+		if j.writing {
+			j.turn.Wait()
+			continue
+		}
+		j.flush()
+	}
+}
+
+// flush writes the pending lines as the next write. Caller holds j.mu
+// (released while it writes), and no write is in flight.
+func (j *File) flush() {
+	buf, f := j.pending, j.f
+	j.pending, j.writing = j.spare[:0], true
+	j.next++
+	n := j.next
 	j.mu.Unlock()
+	if f != nil {
+		f.Write(buf)
+	}
+	j.mu.Lock()
+	j.spare, j.writing, j.written = buf[:0], false, n
+	j.turn.Broadcast()
 }
 
 // Close closes the file, if it was made.
@@ -70,6 +109,9 @@ func (j *File) Abandon() {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	for j.writing {
+		j.turn.Wait() // nothing is written after Abandon returns
+	}
 	if j.f != nil {
 		j.f.Close()
 		j.f = nil
