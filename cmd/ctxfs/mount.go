@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -302,6 +303,31 @@ func allocProfile(name string, log *slog.Logger) (stop func()) {
 	}
 }
 
+// waitProfiles records where the server's goroutines wait for each other
+// and writes it when the server stops, as NAME.mutex (who held a lock
+// others waited for) and NAME.block (who waited: locks, channels,
+// conditions): CTXFS_WAITPROFILE, the way to find what serialises sends
+// that the CPU profile does not show (docs/benchmarks.md); nil when none.
+func waitProfiles(name string, log *slog.Logger) (stop func()) {
+	if name == "" {
+		return nil
+	}
+	runtime.SetMutexProfileFraction(5)
+	runtime.SetBlockProfileRate(10_000) // a sample per 10 µs waited
+	return func() {
+		for _, kind := range []string{"mutex", "block"} {
+			f, err := os.Create(name + "." + kind)
+			if err == nil {
+				err = pprof.Lookup(kind).WriteTo(f, 0)
+				f.Close()
+			}
+			if err != nil {
+				log.Error("CTXFS_WAITPROFILE", "err", err)
+			}
+		}
+	}
+}
+
 // serve runs the server in this process until SIGINT or SIGTERM, or until
 // a mount of ours is taken away; with gcIdle, idle temp-* sessions are
 // archived every gcIdle. It logs what it does, and tells systemd (notify,
@@ -422,11 +448,15 @@ func serveSockets(srv *serving, root string, log *slog.Logger) (stop func(), err
 }
 
 // profiles starts the profiles the environment asks for (CTXFS_CPUPROFILE,
-// CTXFS_ALLOCPROFILE); stop writes them.
+// CTXFS_ALLOCPROFILE, CTXFS_WAITPROFILE); stop writes them.
 func profiles(log *slog.Logger) (stop func()) {
 	cpu := cpuProfile(os.Getenv("CTXFS_CPUPROFILE"), log)
 	allocs := allocProfile(os.Getenv("CTXFS_ALLOCPROFILE"), log)
+	waits := waitProfiles(os.Getenv("CTXFS_WAITPROFILE"), log)
 	return func() {
+		if waits != nil {
+			waits()
+		}
 		if allocs != nil {
 			allocs()
 		}
