@@ -29,7 +29,7 @@ import (
 // A line is written before Start or End returns, as one write with every
 // line given meanwhile: all runs share the file, and on a store on a
 // distributed filesystem each write is a round trip through its client
-// (docs/benchmarks.md#the-runs-file-written-in-turns).
+// (docs/benchmarks.md#appends-to-other-logs-write-at-once-the-runs-file-written-in-turns).
 //
 // The zero File keeps the lines of dormant runs (Keep) until Create makes
 // the file; a nil File writes nothing.

@@ -20,7 +20,7 @@ import (
 // order of its records in the journal; the journal's own lock is not held
 // while it writes, so that appends to other logs write at the same time
 // (on a store on a distributed filesystem each write is a round trip
-// through that filesystem's client: docs/benchmarks.md#appends-to-other-logs-write-at-once).
+// through that filesystem's client: docs/benchmarks.md#appends-to-other-logs-write-at-once-the-runs-file-written-in-turns).
 // A log's first append in a journal generation first waits for its intent
 // record (admit).
 func (j *Journal) enqueueAppends(recs []*jrec) (uint64, error) {
