@@ -496,16 +496,44 @@ func TestJournalRotatesUnderLoad(t *testing.T) {
 	js.verify()
 }
 
-// blockWrites makes log i's next write at its end wait until the returned
-// release is called; entered is closed once it waits.
-func (js *jstore) blockWrites(i int) (entered <-chan struct{}, release func()) {
-	in, out := make(chan struct{}), make(chan struct{})
+// heldAppend starts a durable append of line n to log i (its intent
+// durable) whose write at the log's end waits until release is called,
+// and returns once that write waits; done has the append's result. The
+// line is owed once released.
+func (js *jstore) heldAppend(i, n int) (done <-chan error, release func()) {
+	in, out, res := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	var once sync.Once
 	js.logs[i].writeData = func(f *os.File, b []byte, off int64) (int, error) {
 		once.Do(func() { close(in); <-out })
 		return f.WriteAt(b, off)
 	}
-	return in, func() { close(out) }
+	go func() { _, err := js.logs[i].Append(line(n)); res <- err }()
+	<-in
+	js.want[i] = append(js.want[i], line(n)...)
+	return res, func() { close(out) }
+}
+
+// appendsMeanwhile appends lines from to below to to log i durably in the
+// background; the channel closes when they are done.
+func (js *jstore) appendsMeanwhile(i, from, to int) <-chan struct{} {
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for n := from; n < to; n++ {
+			js.appendDurable(i, n)
+		}
+	}()
+	return finished
+}
+
+// crashAndVerify crashes the journal, replays it and verifies every log.
+func (js *jstore) crashAndVerify() {
+	js.t.Helper()
+	js.crash()
+	if rec, err := RecoverJournal(js.root, jdir, js.locate, false); err != nil || len(rec.Problems) > 0 {
+		js.t.Fatalf("recover: %v %s", err, whats(rec.Problems))
+	}
+	js.verify()
 }
 
 // A write at one log's end holds up no other log's appends: the journal's
@@ -514,19 +542,9 @@ func (js *jstore) blockWrites(i int) (entered <-chan struct{}, release func()) {
 func TestJournalAppendsWriteAtOnce(t *testing.T) {
 	js := newJStore(t, 2, JournalConfig{})
 	js.appendDurable(0, 0) // its intent is durable: the next append writes at once
-	entered, release := js.blockWrites(0)
-	done := make(chan error, 1)
-	go func() { _, err := js.logs[0].Append(line(1)); done <- err }()
-	<-entered
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		for n := 2; n < 12; n++ {
-			js.appendDurable(1, n)
-		}
-	}()
+	done, release := js.heldAppend(0, 1)
 	select {
-	case <-finished:
+	case <-js.appendsMeanwhile(1, 2, 12):
 	case <-time.After(10 * time.Second):
 		release()
 		t.Fatal("appends to log 1 waited for a write to log 0")
@@ -535,12 +553,7 @@ func TestJournalAppendsWriteAtOnce(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	js.want[0] = append(js.want[0], line(1)...)
-	js.crash()
-	if rec, err := RecoverJournal(js.root, jdir, js.locate, false); err != nil || len(rec.Problems) > 0 {
-		t.Fatalf("recover: %v %s", err, whats(rec.Problems))
-	}
-	js.verify()
+	js.crashAndVerify()
 }
 
 // A new generation waits for the writes in flight: every byte written to
@@ -551,17 +564,8 @@ func TestJournalAppendsWriteAtOnce(t *testing.T) {
 func TestJournalRotationWaitsForWrites(t *testing.T) {
 	js := newJStore(t, 2, JournalConfig{RotateAt: 2 * journalAlign, CheckpointEvery: -1})
 	js.appendDurable(0, 0)
-	entered, release := js.blockWrites(0)
-	done := make(chan error, 1)
-	go func() { _, err := js.logs[0].Append(line(1)); done <- err }()
-	<-entered
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		for n := 2; n < 40; n++ {
-			js.appendDurable(1, n)
-		}
-	}()
+	done, release := js.heldAppend(0, 1)
+	finished := js.appendsMeanwhile(1, 2, 40)
 	rotating := func() bool {
 		js.j.mu.Lock()
 		defer js.j.mu.Unlock()
@@ -584,10 +588,5 @@ func TestJournalRotationWaitsForWrites(t *testing.T) {
 	if len(js.journalFiles()) < 2 && js.j.Stats().Checkpoints == 0 {
 		t.Fatalf("no rotation after the write: %v", js.journalFiles())
 	}
-	js.want[0] = append(js.want[0], line(1)...)
-	js.crash()
-	if rec, err := RecoverJournal(js.root, jdir, js.locate, false); err != nil || len(rec.Problems) > 0 {
-		t.Fatalf("recover: %v %s", err, whats(rec.Problems))
-	}
-	js.verify()
+	js.crashAndVerify()
 }
