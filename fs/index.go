@@ -47,13 +47,12 @@ func (n *indexValueNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.
 	return n.setattr(ctx, in, out, n.Getattr)
 }
 
-// Open: a reader reads the value as the index held it at open (openSmall:
-// a value is at most a name and a newline); a writer gets a buffer
-// committed at close. Every open counts against the opener's quota of
-// open files.
+// Open: a reader reads the value as the index held it at open
+// (openCopy); a writer gets a buffer committed at close. Every open
+// counts against the opener's quota of open files.
 func (n *indexValueNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if n.m.e.CheckOpen(n.place, int(flags)) == nil {
-		if fh, fl, errno, ok := n.m.openSmall(ctx, flags, n.content); ok {
+		if fh, fl, errno, ok := n.m.openCopy(ctx, flags, n.content); ok {
 			return fh, fl, errno
 		}
 	}

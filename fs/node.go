@@ -45,9 +45,8 @@ const (
 	alwaysAsk      = time.Nanosecond
 )
 
-// pageSize is the kernel's page: the largest value a reader's open copies
-// from the engine's memory as it is (openSmall), and the unit in which
-// the kernel caches a log's pages (pages.go).
+// pageSize is the kernel's page, the unit in which it caches a log's
+// pages (pages.go).
 const pageSize = 4096
 
 // storeNode is what every ABI node shares: its place in the tree. The rel

@@ -40,7 +40,7 @@ import (
 // when the directory's mtime moved. Old pages stay served after an
 // attributes-only invalidation when neither size nor mtime moved: hence
 // the stamps (docs/benchmarks.md#attribute-invalidation). Values are read
-// from a copy taken at open, never through the page cache (openSmall).
+// from a copy taken at open, never through the page cache (openCopy).
 //
 // A server killed while a drop waits for a READ cannot end until its
 // connection is aborted: the watchdog of a root server does that

@@ -72,7 +72,7 @@ func (n *roNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrI
 }
 
 // Open: created_at and updated_at are small values the engine serves from
-// memory (openSmall: a copy taken at open). The other session files
+// memory (openCopy: a copy taken at open). The other session files
 // are replaced whole by the engine and may be megabytes: a copy taken at
 // open, read with FOPEN_DIRECT_IO, so that no page of an older version is
 // ever served; so is versions/index.jsonl, which grows. Archived files and
@@ -81,7 +81,7 @@ func (n *roNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrI
 // Handles count against the opener's quota of open files.
 func (n *roNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if session.Memoized(n.place) && n.m.e.CheckOpen(n.place, int(flags)) == nil {
-		if fh, fl, errno, ok := n.m.openSmall(ctx, flags, n.value); ok {
+		if fh, fl, errno, ok := n.m.openCopy(ctx, flags, n.value); ok {
 			return fh, fl, errno
 		}
 	}

@@ -62,12 +62,11 @@ func (n *valueNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAt
 	return n.setattr(ctx, in, out, n.Getattr)
 }
 
-// Open: a reader reads a copy taken at open (openSmall for a small
-// value, without the handle's buffer); a writer gets a buffer that is
-// committed at close. Every open counts against the opener's quota of
-// open files.
+// Open: a reader reads a copy taken at open (openCopy); a writer gets a
+// buffer that is committed at close. Every open counts against the
+// opener's quota of open files.
 func (n *valueNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if fh, fl, errno, ok := n.m.openSmall(ctx, flags, n.value); ok {
+	if fh, fl, errno, ok := n.m.openCopy(ctx, flags, n.value); ok {
 		return fh, fl, errno
 	}
 	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) { return n.open(ctx, flags) })
@@ -114,10 +113,10 @@ func readNow(ctx context.Context, f fs.FileHandle, content func() ([]byte, error
 	return readAt(b, dest, off), 0
 }
 
-// openSmall opens a small file the engine serves from memory (a value,
-// an index value, a timestamp) for a reader, given its content now; ok is
-// false when the open needs more (a writer, or more than a page: the
-// caller opens it with a copy of its own instead).
+// openCopy opens a file the engine serves from memory (a value, an
+// index value, a timestamp) for a reader, given its content now; ok is
+// false when the open needs more (a writer: the caller opens it with a
+// buffer; or the content cannot be had: that open reports why).
 //
 // The reader reads a copy taken at open, with FOPEN_DIRECT_IO, and
 // FOPEN_NOFLUSH (its close has nothing to flush): one open, one value,
@@ -129,13 +128,13 @@ func readNow(ctx context.Context, f fs.FileHandle, content func() ([]byte, error
 // second read(2) after a change read the new value's tail after the old
 // one's head ("idle\ne\n"). TestValueReadsWhole. It costs a `cat` a
 // READ, and its end of file a second (docs/benchmarks.md#small-value-opens).
-func (m *mountState) openSmall(ctx context.Context, flags uint32, content func() ([]byte, error)) (fs.FileHandle, uint32, syscall.Errno, bool) {
+func (m *mountState) openCopy(ctx context.Context, flags uint32, content func() ([]byte, error)) (fs.FileHandle, uint32, syscall.Errno, bool) {
 	if isWrite(flags) {
 		return nil, 0, 0, false
 	}
 	b, err := content()
-	if err != nil || len(b) > pageSize {
-		return nil, 0, 0, false // the open with a copy reports the error
+	if err != nil {
+		return nil, 0, 0, false // the caller's open reports the error
 	}
 	fh, fl, errno := m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) {
 		return &roHandle{snapshot: b}, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH, 0

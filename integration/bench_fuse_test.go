@@ -659,7 +659,7 @@ func BenchmarkAppend(b *testing.B) {
 // answers ENOSYS to its first OPEN and FLUSH, which the kernel takes as
 // no-open and no-flush for the whole connection: no round trip at all,
 // the ceiling a FUSE file can reach here, and one ctxfs cannot take
-// (fs/value.go, openSmall). Both are served by a process of their own,
+// (fs/value.go, openCopy). Both are served by a process of their own,
 // as ctxfs is (spawnSmallFile); "refopen-here" is refopen served by this
 // process, whose round trips are cheaper (no switch of address space:
 // see spawnSmallFile).

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // TestTailNoZeros: `tail -f` of a log that grows by sends and by appends
@@ -96,7 +99,7 @@ func firstDiff(a, b string) int {
 // replaced again and again by values of other lengths read one whole
 // value each time (SPEC 5: readers never see a half-written value):
 // never an old value cut or padded with zeros to a new size, nor an old
-// head with a new tail (fs/value.go, openSmall). Before, the first torn
+// head with a new tail (fs/value.go, openCopy). Before, the first torn
 // read came within a second.
 func TestValueReadsWhole(t *testing.T) {
 	s := newFuseServer(t)
@@ -143,3 +146,37 @@ func TestValueReadsWhole(t *testing.T) {
 		t.Errorf("a reader read %q (%d times)", b, n)
 	}
 }
+
+// TestLargeValueReadsWhole: a value over a page (meta.json with a long
+// rule) read a little at a time is one value, the one there at the
+// open, though it is replaced by a value of another length between the
+// reads (fs/value.go, openCopy: every reader's open takes a copy).
+func TestLargeValueReadsWhole(t *testing.T) {
+	s := newFuseServer(t)
+	s.send("large", "l0", "hello")
+	p := s.mnt(sessRel("large") + "/meta.json")
+	meta := func(rule string) string {
+		return `{"client":"ctx","scope":"private","rule":"` + rule + `"}` + "\n"
+	}
+	first, second := meta(strings.Repeat("x", 3*pageBytes)), meta(strings.Repeat("y", 2*pageBytes+100))
+	testkit.Must(t, os.WriteFile(p, []byte(first), 0))
+	f, err := os.Open(p)
+	testkit.Must(t, err)
+	defer f.Close()
+	buf := make([]byte, 1000)
+	n, err := f.Read(buf)
+	testkit.Must(t, err)
+	got := append([]byte(nil), buf[:n]...)
+	testkit.Must(t, os.WriteFile(p, []byte(second), 0)) // replaced meanwhile
+	rest, err := io.ReadAll(f)
+	testkit.Must(t, err)
+	if got = append(got, rest...); string(got) != first {
+		t.Fatalf("read %d bytes across a replacement, not the value of the open (%d bytes)", len(got), len(first))
+	}
+	if now, _ := os.ReadFile(p); string(now) != second {
+		t.Fatalf("a new open reads %d bytes, not the second value (%d)", len(now), len(second))
+	}
+}
+
+// pageBytes is the kernel's page.
+const pageBytes = 4096
