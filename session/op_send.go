@@ -298,19 +298,20 @@ func (e *Engine) resolveCwd(c layout.Caller, loc *location, cwd string) (runDir,
 	return runDir{root: rootRel, rel: rel, own: own}, nil
 }
 
-// openChroot opens a chroot root, made (owned by own) when missing. It is
-// opened first and made only when that fails: an existing root costs one
-// walk of the store, not an lstat and then an open
+// openChroot opens a chroot root to resolve a cwd beneath (O_PATH: its
+// filesystem is not asked to open it), made (owned by own) when missing.
+// It is opened first and made only when that fails: an existing root
+// costs one walk of the store, not an lstat and then an open
 // (docs/benchmarks.md#send-path).
 func (e *Engine) openChroot(rootRel string, own storefs.Owner) (*os.File, error) {
-	root, err := e.root.OpenDir(rootRel)
+	root, err := e.root.OpenDirPath(rootRel)
 	if !errors.Is(err, fs.ErrNotExist) {
 		return root, err
 	}
 	if err := layout.MkdirAll(e.root, rootRel, own); err != nil {
 		return nil, err
 	}
-	return e.root.OpenDir(rootRel)
+	return e.root.OpenDirPath(rootRel)
 }
 
 // hostPath is the directory a run without a jail works in, as a path

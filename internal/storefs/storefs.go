@@ -399,11 +399,24 @@ func (r *Root) ReadFile(rel string, limit int64) ([]byte, error) {
 // OpenDir opens the directory at rel for reading its entries or for
 // fsync. Anything else there is an *UnsafeError.
 func (r *Root) OpenDir(rel string) (*os.File, error) {
+	return r.openDir(rel, unix.O_RDONLY)
+}
+
+// OpenDirPath opens the directory at rel as a place to walk from
+// (O_PATH): a dirfd for openat2 and a path read back from /proc, not
+// for its entries. The filesystem is not asked to open it: on a
+// distributed or FUSE store that spares the OPENDIR and RELEASEDIR round
+// trips of OpenDir. Anything else there is an *UnsafeError.
+func (r *Root) OpenDirPath(rel string) (*os.File, error) {
+	return r.openDir(rel, unix.O_PATH)
+}
+
+func (r *Root) openDir(rel string, flags int) (*os.File, error) {
 	rel, err := clean(rel)
 	if err != nil {
 		return nil, r.fail("open", rel, err)
 	}
-	fd, err := r.openat2(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	fd, err := r.openat2(rel, flags|unix.O_DIRECTORY, 0)
 	if err == unix.ENOTDIR {
 		return nil, &UnsafeError{Op: "open", Path: r.Show(rel), What: "not a directory"}
 	}

@@ -93,6 +93,7 @@ func TestPlantedSymlinksAreNeverFollowed(t *testing.T) {
 				"utimes":  func() error { return f.r.Utimes("home/1000/a/secret", [2]unix.Timespec{{Sec: 1}, {Sec: 1}}) },
 				"stat":    func() error { _, err := f.r.Lstat("home/1000/a/secret"); return err },
 				"readdir": func() error { _, err := f.r.ReadDir("home/1000/a"); return err },
+				"dirpath": func() error { _, err := f.r.OpenDirPath("home/1000/a"); return err },
 				"replace": func() error {
 					return f.r.ReplaceFile("home/1000/a/secret", []byte("x"), Owner{-1, -1, 0o700, 0o600}, SyncAll)
 				},
@@ -148,6 +149,10 @@ func TestWrongTypesAreRefused(t *testing.T) {
 	wantUnsafe(t, "opendir of a file", err)
 	_, err = f.r.OpenDir("home/1000/a/link")
 	wantUnsafe(t, "opendir of a link", err)
+	for _, name := range []string{"file", "link", "fifo"} {
+		_, err = f.r.OpenDirPath("home/1000/a/" + name)
+		wantUnsafe(t, "a directory's path of a "+name, err)
+	}
 	// The link itself is seen, changed and removed as a link.
 	st, err := f.r.Lstat("home/1000/a/link")
 	testkit.Must(t, err)
@@ -355,4 +360,21 @@ func TestOpenExistingWithNoFollow(t *testing.T) {
 	if _, err := f.r.OpenFile("home/1000/a/link", unix.O_RDWR|unix.O_NOFOLLOW, 0); err == nil {
 		t.Fatal("a planted symlink opened")
 	}
+}
+
+// OpenDirPath opens a directory as a place to walk from: O_PATH (its
+// filesystem is not asked to open it), good as openat2's dirfd.
+func TestOpenDirPath(t *testing.T) {
+	f := newFixture(t)
+	d, err := f.r.OpenDirPath("home/1000/a")
+	testkit.Must(t, err)
+	defer d.Close()
+	fl, err := unix.FcntlInt(d.Fd(), unix.F_GETFL, 0)
+	testkit.Must(t, err)
+	if fl&unix.O_PATH == 0 {
+		t.Fatalf("flags %#x: not O_PATH", fl)
+	}
+	fd, err := unix.Openat2(int(d.Fd()), "file", &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH})
+	testkit.Must(t, err)
+	unix.Close(fd)
 }
