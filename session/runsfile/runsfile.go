@@ -39,9 +39,9 @@ type File struct {
 	kept []string // lines of dormant runs found before the file was made
 
 	// Lines given while a write is in flight wait in pending for the next
-	// write, numbered next; written is the number of the last write done.
+	// write. next is the number of the last write begun, written of the
+	// last one done: a write is in flight while they differ.
 	pending, spare []byte
-	writing        bool
 	next, written  uint64
 	turn           *sync.Cond // a write ended
 }
@@ -69,7 +69,7 @@ func (j *File) write(line string) {
 	j.pending = append(j.pending, line...)
 	mine := j.next + 1 // the write that takes pending
 	for j.written < mine {
-		if j.writing {
+		if j.writing() {
 			j.turn.Wait()
 			continue
 		}
@@ -77,19 +77,21 @@ func (j *File) write(line string) {
 	}
 }
 
+// writing: a write is in flight. Caller holds j.mu.
+func (j *File) writing() bool { return j.next != j.written }
+
 // flush writes the pending lines as the next write. Caller holds j.mu
 // (released while it writes), and no write is in flight.
 func (j *File) flush() {
 	buf, f := j.pending, j.f
-	j.pending, j.writing = j.spare[:0], true
+	j.pending = j.spare[:0]
 	j.next++
-	n := j.next
 	j.mu.Unlock()
 	if f != nil {
 		f.Write(buf)
 	}
 	j.mu.Lock()
-	j.spare, j.writing, j.written = buf[:0], false, n
+	j.spare, j.written = buf[:0], j.next
 	j.turn.Broadcast()
 }
 
@@ -109,7 +111,7 @@ func (j *File) Abandon() {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	for j.writing {
+	for j.writing() {
 		j.turn.Wait() // nothing is written after Abandon returns
 	}
 	if j.f != nil {

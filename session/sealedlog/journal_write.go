@@ -1,12 +1,10 @@
 package sealedlog
 
 import (
-	"cmp"
 	"errors"
 	"log/slog"
 	"os"
 	"path"
-	"slices"
 	"syscall"
 	"time"
 
@@ -24,8 +22,13 @@ import (
 // A log's first append in a journal generation first waits for its intent
 // record (admit).
 func (j *Journal) enqueueAppends(recs []*jrec) (uint64, error) {
-	lockLogs(recs)
-	defer unlockLogs(recs)
+	first, second := unitLocks(recs)
+	first.appendMu.Lock()
+	defer first.appendMu.Unlock()
+	if second != nil {
+		second.appendMu.Lock()
+		defer second.appendMu.Unlock()
+	}
 	room, err := j.admit(recs)
 	if err != nil {
 		return 0, err
@@ -33,49 +36,22 @@ func (j *Journal) enqueueAppends(recs []*jrec) (uint64, error) {
 	return j.queueWritten(recs, room, j.writeUnit(recs))
 }
 
-// lockLogs takes the append locks of a unit's logs in their order, so
-// that two units never wait for each other; unlockLogs releases them.
-// A unit has one log or two (BeginPair): no allocation on an append's way.
-func lockLogs(recs []*jrec) {
-	switch {
-	case len(recs) == 1:
-		recs[0].log.appendMu.Lock()
-	case len(recs) == 2 && recs[0].log != recs[1].log:
-		a, b := recs[0].log, recs[1].log
-		if b.order < a.order {
-			a, b = b, a
-		}
-		a.appendMu.Lock()
-		b.appendMu.Lock()
-	default:
-		for _, l := range unitLogs(recs) {
-			l.appendMu.Lock()
+// unitLocks are the logs whose append locks a unit takes, in the order
+// it takes them (their order, so that two units never wait for each
+// other): a unit is one record or two (BeginPair); second is nil when
+// there is one log.
+func unitLocks(recs []*jrec) (first, second *Log) {
+	if len(recs) > 2 {
+		panic("sealedlog: a unit of more than two records")
+	}
+	first = recs[0].log
+	if len(recs) == 2 && recs[1].log != first {
+		second = recs[1].log
+		if second.order < first.order {
+			first, second = second, first
 		}
 	}
-}
-
-func unlockLogs(recs []*jrec) {
-	switch {
-	case len(recs) == 1:
-		recs[0].log.appendMu.Unlock()
-	case len(recs) == 2 && recs[0].log != recs[1].log:
-		recs[0].log.appendMu.Unlock()
-		recs[1].log.appendMu.Unlock()
-	default:
-		for _, l := range unitLogs(recs) {
-			l.appendMu.Unlock()
-		}
-	}
-}
-
-// unitLogs are the logs of a unit, each once, in their order.
-func unitLogs(recs []*jrec) []*Log {
-	logs := make([]*Log, 0, len(recs))
-	for _, r := range recs {
-		logs = append(logs, r.log)
-	}
-	slices.SortFunc(logs, func(a, b *Log) int { return cmp.Compare(a.order, b.order) })
-	return slices.Compact(logs)
+	return first, second
 }
 
 // admit lets a unit write: its logs' intents are durable in the current
