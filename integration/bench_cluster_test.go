@@ -26,7 +26,10 @@ import (
 // clients of one volume, the hosts' stores), through one host (the
 // writer) and through two (half the clients on a follower, relayed over
 // TLS), beside MooseFS's own loop of 200-byte appends each followed by
-// fdatasync on the same volume, run for 0.5 s before and after.
+// fdatasync on the same volume, run for 0.5 s before and after. It also
+// reports what the sends asked of the writer's MooseFS client, a send at
+// a time: the FUSE requests it served and the packets it sent to the
+// master (its own counters: mfsCounters), beside the loop's.
 func BenchmarkClusterDurableSends(b *testing.B) {
 	m := startMooseFS(b)
 	c := newClusterOn(b, []string{filepath.Join(m.a, "store"), filepath.Join(m.b, "store")}, lease.DefaultTTL, nil, "a", "b")
@@ -37,11 +40,13 @@ func BenchmarkClusterDurableSends(b *testing.B) {
 			hosts = append(hosts, h)
 		}
 	}
+	writerMnt := map[string]string{"a": m.a, "b": m.b}[w.name]
 	time.Sleep(2100 * time.Millisecond) // definitions older than the racy window (BenchmarkDurableSends)
 	for _, n := range []int{1, 2} {
 		b.Run(fmt.Sprintf("hosts=%d/clients=16", n), func(b *testing.B) {
 			b.StopTimer()
-			before := syncRate(b, filepath.Join(m.a, "store"), 500*time.Millisecond)
+			loopOps, loopMaster, before := mfsLoopCounts(b, writerMnt)
+			ops0, master0 := mfsCounters(b, writerMnt)
 			run := strconv.FormatInt(time.Now().UnixNano(), 36)
 			var next atomic.Int64
 			var wg sync.WaitGroup
@@ -68,12 +73,17 @@ func BenchmarkClusterDurableSends(b *testing.B) {
 			wg.Wait()
 			el := time.Since(t0)
 			b.StopTimer()
-			after := syncRate(b, filepath.Join(m.a, "store"), 500*time.Millisecond)
+			ops1, master1 := mfsCounters(b, writerMnt)
+			after := syncRate(b, filepath.Join(writerMnt, "store"), 500*time.Millisecond)
 			limit := (before + after) / 2
 			sends := float64(b.N) / el.Seconds()
 			b.ReportMetric(sends, "sends/s")
 			b.ReportMetric(limit, "mfs-syncs/s")
 			b.ReportMetric(sends/limit, "sends/syncs")
+			b.ReportMetric(float64(ops1-ops0)/float64(b.N), "mfs-ops/send")
+			b.ReportMetric(float64(master1-master0)/float64(b.N), "mfs-master/send")
+			b.ReportMetric(loopOps, "mfs-ops/sync")
+			b.ReportMetric(loopMaster, "mfs-master/sync")
 		})
 	}
 }

@@ -24,6 +24,13 @@ func benchServer(b *testing.B) *server { return newServer(b) }
 // holds dir: 200-byte appends to one file, each followed by fdatasync, for
 // about d. It returns syncs per second.
 func syncRate(b *testing.B, dir string, d time.Duration) float64 {
+	n, el := syncLoop(b, dir, d)
+	return float64(n) / el.Seconds()
+}
+
+// syncLoop runs syncRate's loop for d and returns its appends and the
+// time they took.
+func syncLoop(b *testing.B, dir string, d time.Duration) (int, time.Duration) {
 	f, err := os.CreateTemp(dir, "raw-*.jsonl")
 	if err != nil {
 		b.Fatal(err)
@@ -42,7 +49,7 @@ func syncRate(b *testing.B, dir string, d time.Duration) float64 {
 		}
 		n++
 	}
-	return float64(n) / time.Since(t0).Seconds()
+	return n, time.Since(t0)
 }
 
 // reportJournal reports store-journal: 1 when the filesystem that holds

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -188,4 +189,34 @@ func killGroup(cmd *exec.Cmd) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 	}
+}
+
+// mfsCounters reads a MooseFS client's own counters (the .stats file at
+// the root of its mount): the FUSE requests it has served and the
+// packets it has sent to the master.
+func mfsCounters(tb testing.TB, mnt string) (fuseOps, toMaster int64) {
+	data, err := os.ReadFile(filepath.Join(mnt, ".stats"))
+	testkit.Must(tb, err)
+	counter := func(name string) int64 {
+		for line := range strings.Lines(string(data)) {
+			if v, ok := strings.CutPrefix(line, name+": "); ok {
+				n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				testkit.Must(tb, err)
+				return n
+			}
+		}
+		tb.Fatalf("%s/.stats has no %s", mnt, name)
+		return 0
+	}
+	return counter("fuse_ops"), counter("master.packets_sent")
+}
+
+// mfsLoopCounts runs MooseFS's own append+fdatasync loop (syncLoop) on
+// the volume at mnt for 0.5 s, and returns what each of its appends
+// asked of the client (as mfsCounters counts) and its appends a second.
+func mfsLoopCounts(b *testing.B, mnt string) (opsPerSync, masterPerSync, perSecond float64) {
+	ops0, master0 := mfsCounters(b, mnt)
+	n, el := syncLoop(b, filepath.Join(mnt, "store"), 500*time.Millisecond)
+	ops1, master1 := mfsCounters(b, mnt)
+	return float64(ops1-ops0) / float64(n), float64(master1-master0) / float64(n), float64(n) / el.Seconds()
 }
