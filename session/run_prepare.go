@@ -27,7 +27,11 @@ func (e *Engine) prepareJail(rn *run) (closeJail func(), err error) {
 			return nil, err
 		}
 	}
-	root, err := e.root.OpenDir(rn.dir.root)
+	// O_PATH: the trampoline only changes into the root and clones it
+	// as a tree (open_tree), which asks the store's filesystem nothing,
+	// where an O_RDONLY open is an OPENDIR and a RELEASEDIR on a FUSE or
+	// distributed store (storefs.OpenDirPath).
+	root, err := e.root.OpenDirPath(rn.dir.root)
 	if err != nil {
 		return nil, err
 	}
