@@ -158,7 +158,8 @@ func TestLargeValueReadsWhole(t *testing.T) {
 	meta := func(rule string) string {
 		return `{"client":"ctx","scope":"private","rule":"` + rule + `"}` + "\n"
 	}
-	first, second := meta(strings.Repeat("x", 3*pageBytes)), meta(strings.Repeat("y", 2*pageBytes+100))
+	page := os.Getpagesize()
+	first, second := meta(strings.Repeat("x", 3*page)), meta(strings.Repeat("y", 2*page+100))
 	testkit.Must(t, os.WriteFile(p, []byte(first), 0))
 	f, err := os.Open(p)
 	testkit.Must(t, err)
@@ -177,6 +178,3 @@ func TestLargeValueReadsWhole(t *testing.T) {
 		t.Fatalf("a new open reads %d bytes, not the second value (%d)", len(now), len(second))
 	}
 }
-
-// pageBytes is the kernel's page.
-const pageBytes = 4096
