@@ -402,9 +402,10 @@ func (r *Root) OpenDir(rel string) (*os.File, error) {
 	return r.openDir(rel, unix.O_RDONLY)
 }
 
-// OpenDirPath opens the directory at rel as a place to walk from
-// (O_PATH): a dirfd for openat2 and a path read back from /proc, not
-// for its entries. The filesystem is not asked to open it: on a
+// OpenDirPath opens the directory at rel as a place to walk from or go
+// into (O_PATH): a dirfd for openat2, a path read back from /proc, a
+// directory to fchdir into or clone as a tree (open_tree), never one to
+// read entries from. The filesystem is not asked to open it: on a
 // distributed or FUSE store that spares the OPENDIR and RELEASEDIR round
 // trips of OpenDir. Anything else there is an *UnsafeError.
 func (r *Root) OpenDirPath(rel string) (*os.File, error) {
