@@ -46,17 +46,10 @@ func BenchmarkAppendCPU(b *testing.B) {
 		}
 		c0, l0 := processCPU(b, s.cmd.Process.Pid), processCPU(b, loopPid)
 		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			for j, sd := range sides {
-				err := sd.time(func() (int64, error) {
-					n, err := files[j].Write(line)
-					return int64(n), err
-				})
-				if err != nil {
-					b.Fatalf("%s: %v", sd.name, err)
-				}
-			}
-		}
+		interleave(b, sides, func(j int) (int64, error) {
+			n, err := files[j].Write(line)
+			return int64(n), err
+		})
 		b.StopTimer()
 		c1, l1 := processCPU(b, s.cmd.Process.Pid), processCPU(b, loopPid)
 		reportOps(b, sides[0], sides[1])

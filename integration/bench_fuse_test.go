@@ -16,6 +16,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -97,6 +98,29 @@ func (sd *side) time(f func() (int64, error)) error {
 	sd.ops++
 	sd.bytes += n
 	return err
+}
+
+// interleave runs every side's step once per iteration, b.N times, in an
+// order shuffled anew for each iteration from a fixed seed. A side's time
+// depends on what ran just before it (the one after an fdatasync is the
+// faster for it: docs/benchmarks.md, "Which side goes first"), so a fixed
+// order would favour whichever side it puts there. It stops the benchmark
+// at the first error, naming the side.
+func interleave(b *testing.B, sides []*side, step func(j int) (int64, error)) {
+	b.Helper()
+	rng := rand.New(rand.NewPCG(1, 2))
+	order := make([]int, len(sides))
+	for j := range order {
+		order[j] = j
+	}
+	for i := 0; i < b.N; i++ {
+		rng.Shuffle(len(order), func(x, y int) { order[x], order[y] = order[y], order[x] })
+		for _, j := range order {
+			if err := sides[j].time(func() (int64, error) { return step(j) }); err != nil {
+				b.Fatalf("%s: %v", sides[j].name, err)
+			}
+		}
+	}
 }
 
 func (sd *side) opsPerSec() float64 { return float64(sd.ops) / sd.d.Seconds() }
@@ -602,29 +626,22 @@ func BenchmarkAppend(b *testing.B) {
 				}
 			}
 			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				for j, sd := range sides {
-					err := sd.time(func() (int64, error) {
-						f := files[j]
-						if !c.reuse {
-							f = open(j)
-						}
-						n, err := f.Write(c.data)
-						if err == nil && j == 1 {
-							err = unix.Fdatasync(int(f.Fd()))
-						}
-						if !c.reuse {
-							if cerr := f.Close(); err == nil {
-								err = cerr
-							}
-						}
-						return int64(n), err
-					})
-					if err != nil {
-						b.Fatalf("%s: %v", sd.name, err)
+			interleave(b, sides, func(j int) (int64, error) {
+				f := files[j]
+				if !c.reuse {
+					f = open(j)
+				}
+				n, err := f.Write(c.data)
+				if err == nil && j == 1 {
+					err = unix.Fdatasync(int(f.Fd()))
+				}
+				if !c.reuse {
+					if cerr := f.Close(); err == nil {
+						err = cerr
 					}
 				}
-			}
+				return int64(n), err
+			})
 			b.StopTimer()
 			for _, f := range files {
 				if f != nil {
@@ -677,13 +694,7 @@ func BenchmarkCatState(b *testing.B) {
 		}
 	}
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		for j, sd := range sides {
-			if err := sd.time(func() (int64, error) { return readAll(paths[j], buf) }); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	interleave(b, sides, func(j int) (int64, error) { return readAll(paths[j], buf) })
 	b.StopTimer()
 	reportOps(b, sides[0], sides[1], sides[2])
 	for _, ref := range sides[2:] {
@@ -909,13 +920,7 @@ func BenchmarkLsSessions(b *testing.B) {
 			sides := []*side{{name: "ctxfs"}, {name: "native"}}
 			dirs := []string{mnt, native}
 			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				for j, sd := range sides {
-					if err := sd.time(func() (int64, error) { return c.ls(dirs[j]) }); err != nil {
-						b.Fatalf("%s: %v", sd.name, err)
-					}
-				}
-			}
+			interleave(b, sides, func(j int) (int64, error) { return c.ls(dirs[j]) })
 			b.StopTimer()
 			reportOps(b, sides[0], sides[1])
 		})
