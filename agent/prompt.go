@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"slices"
 	"sort"
 
 	"github.com/ctxfs/ctxfs/agent/provider"
@@ -61,13 +60,23 @@ func NewPrompt(system string, log []byte, start int64, summary []byte, budget in
 	}
 	promptLogs.lines(log, start, func(v *logView) {
 		first := sort.Search(v.Len(), func(i int) bool { return v.End(i) > p.Cursor.End })
-		used, i := 0, v.Len()
+		// Which lines fit is counted from the newest first; they are then
+		// taken in order into slices of their exact size (grown by
+		// appending, backwards and reversed, they were the most of a long
+		// session's prompt: docs/benchmarks.md, "The prompt's slices").
+		used, n, i := 0, 0, v.Len()
 		for i > first && (budget == 0 || used <= budget) {
 			i--
-			if t, tokens, ok := v.Turn(i); ok {
-				p.Turns = append(p.Turns, t)
-				p.Lines = append(p.Lines, v.Line(i))
+			if _, tokens, ok := v.Turn(i); ok {
+				n++
 				used += tokens
+			}
+		}
+		p.Turns, p.Lines = make([]provider.Turn, 0, n), make([]Line, 0, n)
+		for k := i; k < v.Len(); k++ {
+			if t, _, ok := v.Turn(k); ok {
+				p.Turns = append(p.Turns, t)
+				p.Lines = append(p.Lines, v.Line(k))
 			}
 		}
 		if i > first {
@@ -77,8 +86,6 @@ func NewPrompt(system string, log []byte, start int64, summary []byte, budget in
 			}
 		}
 	})
-	slices.Reverse(p.Turns)
-	slices.Reverse(p.Lines)
 	return p
 }
 
