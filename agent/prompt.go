@@ -61,9 +61,8 @@ func NewPrompt(system string, log []byte, start int64, summary []byte, budget in
 	promptLogs.lines(log, start, func(v *logView) {
 		first := sort.Search(v.Len(), func(i int) bool { return v.End(i) > p.Cursor.End })
 		// Which lines fit is counted from the newest first; they are then
-		// taken in order into slices of their exact size (grown by
-		// appending, backwards and reversed, they were the most of a long
-		// session's prompt: docs/benchmarks.md, "The prompt's slices").
+		// taken in order into slices of their exact size, neither grown
+		// nor reversed (docs/benchmarks.md, "The prompt's slices").
 		used, n, i := 0, 0, v.Len()
 		for i > first && (budget == 0 || used <= budget) {
 			i--
