@@ -71,7 +71,9 @@ func NewPrompt(system string, log []byte, start int64, summary []byte, budget in
 				used += tokens
 			}
 		}
-		p.Turns, p.Lines = make([]provider.Turn, 0, n), make([]Line, 0, n)
+		if n > 0 { // with none, Turns and Lines stay nil
+			p.Turns, p.Lines = make([]provider.Turn, 0, n), make([]Line, 0, n)
+		}
 		for k := i; k < v.Len(); k++ {
 			if t, _, ok := v.Turn(k); ok {
 				p.Turns = append(p.Turns, t)
