@@ -29,6 +29,16 @@ import (
 // least. Nothing is dropped when no READ was answered since the last drop
 // (a writer with no reader: the appends through one descriptor).
 //
+// What the drop cannot close (seen once, TestTailNoZeros in CI on
+// 2026-12-03, after many clean runs): a read(2) takes its page from the
+// cache first and reads the size after (filemap_read), without a lock
+// either side holds. A reader that took the end's page before the drop
+// and reads the size after another process's GETATTR brought the new
+// one still copies the page's zeros. Only readers with no page cache
+// (direct I/O: warm reads at about a tenth of native) or the kernel
+// reading the store file itself (passthrough, which refuses writers'
+// opens while a reader holds the log) would close it.
+//
 // Where it is done: for an engine's append, by Mounts.announced, before
 // the append is acknowledged; for an append through the mount, by its
 // WRITE handler, before the kernel has the reply; and by every reply that
