@@ -183,11 +183,13 @@ func (s *server) waitReady() {
 }
 
 // agentSocketsUp reports whether every agent/NAME.d has its NAME.sock,
-// and every model/P/M.d its M.sock.
+// every model/P/M.d its M.sock, and the built-in model debug/echo (which
+// has no .d) its socket.
 func (s *server) agentSocketsUp() bool {
 	defs, _ := filepath.Glob(filepath.Join(s.root, "agent", "*.d"))
 	models, _ := filepath.Glob(filepath.Join(s.root, "model", "*", "*.d"))
-	for _, d := range append(defs, models...) {
+	builtin := filepath.Join(s.root, "model", "debug", "echo.d")
+	for _, d := range append(append(defs, models...), builtin) {
 		if st, err := os.Stat(strings.TrimSuffix(d, ".d") + ".sock"); err != nil || st.Mode()&os.ModeSocket == 0 {
 			return false
 		}

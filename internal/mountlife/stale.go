@@ -26,7 +26,7 @@ const staleProbe = time.Second
 
 // CleanStale makes dir usable again when a dead FUSE mount is left there:
 // a mount that does not answer (its connection ended, or no answer within
-// a second to an open of its root: see answers) has its connection
+// a second to an open of its root: see probe) has its connection
 // aborted through fusectl, then is detached. A mount that answers is left alone: it has a
 // live server, which may be another root's or not ctxfs at all, and
 // detaching it would pull the tree from under that server's callers.
@@ -46,7 +46,7 @@ func CleanStale(dir string) (detached int) {
 	dir = filepath.Clean(dir)
 	for {
 		dev, ok := fuseMountAt(dir)
-		if !ok || answers(dir) {
+		if !ok || probe(dir, dev) != dead {
 			return detached
 		}
 		abortConn(dev)
@@ -66,7 +66,8 @@ func IsFUSEMount(dir string) bool {
 // LiveFUSEMount reports whether a FUSE mount at dir answers: then
 // something serves it, and nothing here may touch it.
 func LiveFUSEMount(dir string) bool {
-	return IsFUSEMount(dir) && answers(dir)
+	dev, ok := fuseMountAt(filepath.Clean(dir))
+	return ok && probe(dir, dev) == live
 }
 
 // AbortDead aborts the connection of a FUSE mount at dir that does not
@@ -75,7 +76,7 @@ func LiveFUSEMount(dir string) bool {
 // A server killed in the middle of an invalidation holds everything it
 // had open (its store lock too) until its connection is aborted.
 func AbortDead(dir string) {
-	if dev, ok := fuseMountAt(filepath.Clean(dir)); ok && !answers(dir) {
+	if dev, ok := fuseMountAt(filepath.Clean(dir)); ok && probe(dir, dev) == dead {
 		abortConn(dev)
 	}
 }
@@ -92,7 +93,7 @@ func CleanDeadCtxfs(keep func(dir string) bool) []string {
 	ms := fuseMounts()
 	for i := len(ms) - 1; i >= 0; i-- { // topmost first: a probe reaches only the top
 		c := Conn{Dir: ms[i].Dir, Dev: ms[i].Dev}
-		if ms[i].FSType != FSType || !c.OnTop() || keep(c.Dir) || answers(c.Dir) {
+		if ms[i].FSType != FSType || !c.OnTop() || keep(c.Dir) || probe(c.Dir, c.Dev) != dead {
 			continue
 		}
 		c.abort()
@@ -103,28 +104,55 @@ func CleanDeadCtxfs(keep func(dir string) bool) []string {
 	return cleaned
 }
 
-// answers reports whether the server behind dir answers within
-// staleProbe. It opens the directory: the kernel always asks the server
-// for that (a stat could be answered from its attribute cache). Any reply
-// counts, an error too (a live server whose store went away answers EIO
-// or ENOENT); only an ended connection (ENOTCONN, ECONNABORTED once
-// aborted) or silence means dead. A probe left waiting on a dead mount
+// state is what a probe of a listed FUSE mount found.
+type state int
+
+const (
+	live   state = iota // its server answered
+	dead                // its connection ended, or no answer within staleProbe
+	hidden              // what the path shows is not this mount (a mount over it, or it was detached meanwhile)
+)
+
+// probe asks the server of the FUSE mount dev listed at dir whether it
+// answers within staleProbe. It opens the directory: the kernel always
+// asks the server for that (a stat could be answered from its attribute
+// cache). Any reply counts, an error too (a live server whose store went
+// away answers EIO or ENOENT); only an ended connection (ENOTCONN,
+// ECONNABORTED once aborted) or silence means dead. A directory that
+// opens on another device was not answered by this mount at all: the
+// listing can name a mount that a lazy detach has just taken out of the
+// path, or one hidden under another mount, and neither is a live server
+// here nor a dead mount to abort. A probe left waiting on a dead mount
 // returns once the connection is aborted.
-func answers(dir string) bool {
-	done := make(chan error, 1)
+func probe(dir string, dev [2]uint64) state {
+	done := make(chan state, 1)
 	go func() {
 		f, err := os.Open(dir)
-		if err == nil {
+		switch {
+		case errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.ECONNABORTED):
+			done <- dead
+		case err != nil:
+			done <- live
+		default:
+			done <- openedOn(f, dev)
 			f.Close()
 		}
-		done <- err
 	}()
 	select {
-	case err := <-done:
-		return !errors.Is(err, unix.ENOTCONN) && !errors.Is(err, unix.ECONNABORTED)
+	case s := <-done:
+		return s
 	case <-time.After(staleProbe):
-		return false
+		return dead
 	}
+}
+
+// openedOn says whether the open directory f is on the device dev.
+func openedOn(f *os.File, dev [2]uint64) state {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) == nil && st.Dev != unix.Mkdev(uint32(dev[0]), uint32(dev[1])) {
+		return hidden
+	}
+	return live
 }
 
 // abortConn ends the FUSE connection whose device is dev (fusectl names
