@@ -179,7 +179,20 @@ func (s *server) waitReady() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	s.t.Fatalf("server did not answer; log:\n%s", s.logText())
+	s.t.Fatalf("server did not answer; log:\n%s\nmounts at and below %s then:\n%s", s.logText(), s.root, mountsBelow(s.root))
+}
+
+// mountsBelow is the lines of this namespace's mount table for dir and
+// what is below it: what a server that would not start found there.
+func mountsBelow(dir string) string {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // agentSocketsUp reports whether every agent/NAME.d has its NAME.sock,
