@@ -54,14 +54,18 @@ func TestClusterWritesOnFollower(t *testing.T) {
 
 	// An append through the follower's mount is made on the writer, durable
 	// when the write returns, and read back at once through the follower
-	// (its size and bytes); an unfinished line closed is recorded as lost
+	// and through the writer's own mount (sizes and bytes), whose kernel
+	// had the log's size from a stat just before: the writer announces a
+	// relayed append as a change its own kernel did not see (it kept the
+	// old size until something else marked it stale, which CI's load once
+	// put after the read); an unfinished line closed is recorded as lost
 	// there, as on the writer's own mount.
 	fmsgs := f.srv.mnt(uid1001CoderAt + "k/messages.jsonl")
-	if out, err := bashAs(t, uid1001, `printf '%s\n' '{"role":"user","content":"by hand on the follower"}' >> `+fmsgs+` && tail -n 1 `+fmsgs+` && stat -c %s `+fmsgs); err != nil ||
-		!strings.Contains(out, "by hand on the follower") {
+	out, err = bashAs(t, uid1001, `stat -c %s `+msgs+` >/dev/null && printf '%s\n' '{"role":"user","content":"by hand on the follower"}' >> `+fmsgs+` && tail -n 1 `+fmsgs+` && stat -c %s `+fmsgs+` `+msgs)
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); err != nil || len(lines) != 3 || !strings.Contains(lines[0], "by hand on the follower") {
 		t.Errorf("an append through the follower's mount: %v %q", err, out)
-	} else if size := strings.TrimSpace(out[strings.LastIndexByte(strings.TrimSpace(out), '\n')+1:]); size != fmt.Sprint(len(fileBytes(t, fmsgs))) {
-		t.Errorf("the follower's stat after its append says %s bytes; it reads %d", size, len(fileBytes(t, fmsgs)))
+	} else if want := fmt.Sprint(len(fileBytes(t, fmsgs))); lines[1] != want || lines[2] != want {
+		t.Errorf("after the follower's append, its stat says %s bytes and the writer's %s; it reads %s", lines[1], lines[2], want)
 	}
 	if got := fileBytes(t, msgs); strings.Count(got, "by hand on the follower") != 1 || !strings.Contains(got, `"content":"by hand on the follower","uid":1001}`) {
 		t.Errorf("the writer's messages.jsonl after an append through the follower:\n%s", got)

@@ -55,6 +55,20 @@ func (e *Engine) CreateSession(c layout.Caller, r layout.Ref) error {
 // Each line is stored with the writer's uid (abi.StampWriter), so it may not
 // carry another.
 func (e *Engine) AppendLog(c layout.Caller, r layout.Ref, file string, lines []byte) error {
+	return e.appendLog(c, r, file, lines, Written)
+}
+
+// AppendRelayed is AppendLog for lines another host's mount took (a
+// writer there, relayed to this host, which writes the store): no kernel
+// here sent a WRITE for them, so the append is announced as Changed and
+// this host's mount marks what its kernel holds of the log stale, as it
+// does for a run's lines. Announced as Written, a reader here that had
+// the log cached kept its old size for the mount's attribute timeout.
+func (e *Engine) AppendRelayed(c layout.Caller, r layout.Ref, file string, lines []byte) error {
+	return e.appendLog(c, r, file, lines, Changed)
+}
+
+func (e *Engine) appendLog(c layout.Caller, r layout.Ref, file string, lines []byte, how Change) error {
 	lines, err := abi.StampWriter(lines, c.Uid)
 	if err != nil {
 		return err
@@ -78,7 +92,7 @@ func (e *Engine) AppendLog(c layout.Caller, r layout.Ref, file string, lines []b
 		}
 	}
 	s.touch(time.Now(), "")
-	e.changedBy(Written, s.file(file))
+	e.changedBy(how, s.file(file))
 	return nil
 }
 

@@ -176,7 +176,7 @@ func makeFileChange(e *session.Engine, c layout.Caller, ref layout.Ref, file str
 		e.RecordLoss(c, ref, file, ch.Size, session.Lost{Errno: errno, Why: ch.Why})
 		return nil
 	}
-	if err := e.AppendLog(c, ref, file, data); err != nil {
+	if err := e.AppendRelayed(c, ref, file, data); err != nil {
 		return err
 	}
 	return e.SyncLog(ref, file)
