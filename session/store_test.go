@@ -66,3 +66,41 @@ func TestValueFollowsEveryChange(t *testing.T) {
 	check("after an append")
 	wasAnnounced("an append", abi.FileMessages, abi.FileLatest)
 }
+
+// TestAppendAnnouncedAsItCame: an append through this host's mount is
+// announced as Written (the kernel that sent the WRITE marks the log
+// stale itself), one relayed from another host's mount as Changed (no
+// kernel here saw it: the mount must mark what it holds stale), both
+// before the call returns.
+func TestAppendAnnouncedAsItCame(t *testing.T) {
+	env := newEnv(t)
+	env.send(root0, coder(), `{"op":"send","id":"c1","input":"hi"}`)
+	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
+	msgs := ref.Rel() + "/" + abi.FileMessages
+	var mu sync.Mutex
+	var got []Change
+	env.e.OnChange(func(rel string, how Change) {
+		if rel == msgs {
+			mu.Lock()
+			got = append(got, how)
+			mu.Unlock()
+		}
+	})
+	line := []byte(`{"role":"user","content":"by hand"}` + "\n")
+	for _, c := range []struct {
+		what   string
+		append func(layout.Caller, layout.Ref, string, []byte) error
+		want   Change
+	}{
+		{"through the mount", env.e.AppendLog, Written},
+		{"relayed", env.e.AppendRelayed, Changed},
+	} {
+		testkit.Must(t, c.append(root0, ref, abi.FileMessages, line))
+		mu.Lock()
+		if len(got) != 1 || got[0] != c.want {
+			t.Errorf("an append %s was announced %v, want once as %v", c.what, got, c.want)
+		}
+		got = nil
+		mu.Unlock()
+	}
+}
