@@ -235,29 +235,7 @@ func reaped(t testing.TB, done <-chan struct{}) {
 // keepFusectlAsIs: a server started after a crash may mount fusectl to
 // abort the dead connection; leave the machine as it was.
 func keepFusectlAsIs(t testing.TB) {
-	if mountsAt(fusectlDir) == 0 {
-		t.Cleanup(func() { umountFusectl(t) })
-	}
-}
-
-const fusectlDir = "/sys/fs/fuse/connections"
-
-// umountFusectl unmounts fusectl, waiting up to 10 s while it is busy: a
-// watchdog of another test's server (or of one this test killed) may have
-// a connection's abort or waiting file open for a moment. Under load that
-// moment was long enough to fail the unmount once (exit 32, "target is
-// busy").
-func umountFusectl(t testing.TB) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		out, err := runCmd(t, nil, nil, "umount", fusectlDir)
-		if err == nil || mountsAt(fusectlDir) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("umount %s: %v %s", fusectlDir, err, out)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if mountsAt("/sys/fs/fuse/connections") == 0 {
+		t.Cleanup(func() { runCmd(t, nil, nil, "umount", "/sys/fs/fuse/connections") })
 	}
 }
