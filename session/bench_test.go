@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // BenchmarkEngineSend is one durable send to debug/echo through the engine
@@ -26,7 +25,7 @@ func BenchmarkEngineSend(b *testing.B) {
 func BenchmarkEngineAppendLog(b *testing.B) {
 	env := newEnvTB(b)
 	env.send(root0, coder(), `{"op":"send","id":"warm","input":"x"}`)
-	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
+	ref := coderDefault()
 	head, tail := `{"role":"user","run":"bench","content":"`, "\"}\n"
 	line := []byte(head + strings.Repeat("x", 200-len(head)-len(tail)) + tail)
 	b.ReportAllocs()

@@ -7,9 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/testkit"
-	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // Damage made behind the engine's back, while it runs and after a restart,
@@ -61,7 +59,7 @@ func TestDamagedHistoryIsEIO(t *testing.T) {
 					_, err := env.do(root0, coder(), line)
 					testkit.WantErrno(t, line, err, syscall.EIO)
 				}
-				ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
+				ref := coderDefault()
 				err := env.e.AppendLog(root0, ref, "events.jsonl", []byte(`{"type":"note"}`+"\n"))
 				testkit.WantErrno(t, "append", err, syscall.EIO)
 				testkit.Same(t, "sends to damaged history", before, testkit.Snapshot(t, env.store, nil))

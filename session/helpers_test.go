@@ -77,6 +77,11 @@ var root0 = layout.Caller{Uid: 0, Gid: 0, Pid: os.Getpid()}
 
 func coder() Target { return Target{Kind: abi.KindAgent, Owner: "coder"} }
 
+// coderDefault is root's session "default" of the agent coder.
+func coderDefault() layout.Ref {
+	return layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
+}
+
 // do sends a raw request line and returns every frame, or the refusal.
 func (env *testEnv) do(c layout.Caller, t Target, line string) ([]*proto.Object, error) {
 	req, err := proto.ParseRequest([]byte(line))

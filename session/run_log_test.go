@@ -12,7 +12,6 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/testkit"
-	"github.com/ctxfs/ctxfs/session/layout"
 )
 
 // syncBuffer is a log destination that runs write from their own
@@ -115,7 +114,7 @@ func TestRunStartAndEndLogged(t *testing.T) {
 func TestDerivedWriteFailureLogged(t *testing.T) {
 	env, buf := newLoggedEnv(t, nil)
 	env.send(root0, coder(), `{"op":"send","id":"c1","input":"hello"}`)
-	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
+	ref := coderDefault()
 	s, release, err := env.e.lookup(ref)
 	testkit.Must(t, err)
 	defer release()

@@ -148,7 +148,7 @@ func TestInterruptedRunIsClosedAtStart(t *testing.T) {
 	env := newEnv(t)
 	env.send(root0, coder(), `{"op":"send","id":"a","input":"one"}`)
 	dir := env.sessDir("home/0", "coder", "default")
-	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
+	ref := coderDefault()
 	// What a crash mid-run leaves: a start without done, and a marker.
 	run, _ := abi.NewRunID()
 	start := proto.NewObject("type", "start", "id", run, "run", run, "client_id", "b", "session", "default", "scope", "private", "cwd", "/", "ts", abi.TS(time.Now()))
@@ -218,7 +218,7 @@ func TestDerivedFileIsWrittenAgain(t *testing.T) {
 	env := newEnv(t)
 	env.send(root0, coder(), `{"op":"send","id":"c1","input":"one"}`)
 	dir := env.sessDir("home/0", "coder", "default")
-	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
+	ref := coderDefault()
 	testkit.Must(t, env.e.WriteFile(root0, ref, abi.FileState, []byte("idle\n")))
 	spare := filepath.Join(dir, ".state.spare")
 	os.Remove(spare)                        // there after a RENAME_EXCHANGE, gone after a rename over (storefs.Swap)

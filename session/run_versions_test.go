@@ -6,10 +6,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/internal/testkit"
-	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/quota"
 	"github.com/ctxfs/ctxfs/session/versions"
 )
@@ -20,7 +18,7 @@ import (
 func TestKeepVersion(t *testing.T) {
 	env := newEnvLimits(t, quota.LimitConfig{VersionBytes: 400})
 	env.send(root0, coder(), `{"op":"send","id":"c1","input":"hello"}`)
-	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
+	ref := coderDefault()
 	s, release, err := env.e.lookup(ref)
 	testkit.Must(t, err)
 	defer release()

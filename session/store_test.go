@@ -52,7 +52,7 @@ func TestValueFollowsEveryChange(t *testing.T) {
 	env.send(root0, coder(), `{"op":"send","id":"c1","input":"hi"}`)
 	check("after a send")
 	wasAnnounced("a send", abi.FileState, abi.FileEvents, abi.FileMessages, abi.FileLatest)
-	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
+	ref := coderDefault()
 	for i, v := range []string{"done\n", "idle\n", "done\n"} {
 		testkit.Must(t, env.e.WriteFile(root0, ref, abi.FileState, []byte(v)))
 		check(fmt.Sprintf("after state write %d", i))
@@ -75,7 +75,7 @@ func TestValueFollowsEveryChange(t *testing.T) {
 func TestAppendAnnouncedAsItCame(t *testing.T) {
 	env := newEnv(t)
 	env.send(root0, coder(), `{"op":"send","id":"c1","input":"hi"}`)
-	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
+	ref := coderDefault()
 	msgs := ref.Rel() + "/" + abi.FileMessages
 	var mu sync.Mutex
 	var got []Change

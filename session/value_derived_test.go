@@ -125,7 +125,7 @@ func TestUpdatedAtFollowsTheLogsAtLoad(t *testing.T) {
 func TestDerivedValueAfterFailedWrite(t *testing.T) {
 	env := newEnv(t)
 	env.sendNoFlush(`{"op":"send","id":"c1","input":"hello"}`)
-	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "default"}
+	ref := coderDefault()
 	s, release, err := env.e.lookup(ref)
 	testkit.Must(t, err)
 	defer release()
