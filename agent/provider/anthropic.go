@@ -11,7 +11,9 @@ import (
 // anthropic speaks Anthropic Messages: POST {endpoint}/v1/messages, the
 // endpoint being the base URL without /v1 as the Anthropic SDK takes it
 // (one that already ends in /v1 is taken as it is).
-type anthropic struct{}
+type anthropic struct {
+	memo *settledMemo // the settled turns bodies are written with; nil: settledBodies
+}
 
 func (anthropic) url(endpoint string) string {
 	base := strings.TrimRight(endpoint, "/")
@@ -36,6 +38,8 @@ type anRequest struct {
 	Tools       []anTool    `json:"tools,omitempty"`
 	Stream      bool        `json:"stream"`
 	Temperature *float64    `json:"temperature,omitempty"`
+
+	settled func(w *body) bool // when set, writes the messages' elements instead of Messages
 }
 
 // anTool is one tool offered.
@@ -70,6 +74,13 @@ const (
 )
 
 func (a anthropic) body(cfg Config, req Request, tools offered) ([]byte, error) {
+	r := a.frame(cfg, req, tools)
+	r.settled = func(w *body) bool {
+		return settledElements(a.memoOf(), w, AnthropicMessages, req, tools, idChars, anElements)
+	}
+	if b, err := r.marshal(len(req.System) + 256); err != errNotSettled { // settledElements makes room for the rest
+		return b, err
+	}
 	r, err := a.request(cfg, req, tools)
 	if err != nil {
 		return nil, err
@@ -77,12 +88,19 @@ func (a anthropic) body(cfg Config, req Request, tools offered) ([]byte, error) 
 	return r.marshal(textSize(req))
 }
 
-// request is the request of body, before it is written.
-func (anthropic) request(cfg Config, req Request, tools offered) (*anRequest, error) {
+// request is the request of body, written afresh.
+func (a anthropic) request(cfg Config, req Request, tools offered) (*anRequest, error) {
 	turns, err := plan(req.Turns, tools, idChars) // tool_use ids must match ^[a-zA-Z0-9_-]+$
 	if err != nil {
 		return nil, err
 	}
+	r := a.frame(cfg, req, tools)
+	r.Messages = anMessages(turns, true, true)
+	return r, nil
+}
+
+// frame is a request without its messages.
+func (anthropic) frame(cfg Config, req Request, tools offered) *anRequest {
 	maxTokens := cfg.MaxTokens
 	if maxTokens == 0 {
 		maxTokens = DefaultAnthropicMaxTokens
@@ -91,11 +109,10 @@ func (anthropic) request(cfg Config, req Request, tools offered) (*anRequest, er
 		Model:       cfg.ModelID,
 		MaxTokens:   maxTokens,
 		System:      req.System,
-		Messages:    anMessages(turns),
 		Tools:       anTools(tools.tools),
 		Stream:      true,
 		Temperature: cfg.Temperature,
-	}, nil
+	}
 }
 
 // anTools is the tools offered, in Anthropic's format.
@@ -107,11 +124,22 @@ func anTools(tools []Tool) []anTool {
 	return out
 }
 
+// anElements is the elementWriter of Anthropic's messages.
+func anElements(w *body, _ string, turns []planned, first, final bool) {
+	msgs := anMessages(turns, first, final)
+	for i := range msgs {
+		w.element()
+		msgs[i].write(w)
+	}
+}
+
 // anMessages renders the planned turns as the alternating user and
-// assistant messages Anthropic requires, starting with a user message.
-// The blocks of consecutive turns of one role merge into one message, so
+// assistant messages Anthropic requires, starting with a user message
+// when they are the first (the opening stands in for one) and with a
+// final assistant message trimmed when they end the conversation. The
+// blocks of consecutive turns of one role merge into one message, so
 // each message's blocks are a run of one array of all blocks.
-func anMessages(turns []planned) []anMessage {
+func anMessages(turns []planned, first, final bool) []anMessage {
 	all := make([]anBlock, 0, len(turns))
 	out := make([]anMessage, 0, len(turns)+1)
 	starts := make([]int, 0, len(turns)+1) // each message's first block in all
@@ -132,10 +160,12 @@ func anMessages(turns []planned) []anMessage {
 			out[i].Content = all[starts[i]:end:end]
 		}
 	}
-	if len(out) > 0 && out[0].Role != RoleUser {
+	if first && len(out) > 0 && out[0].Role != RoleUser {
 		out = append([]anMessage{{Role: RoleUser, Content: []anBlock{{Type: "text", Text: opening}}}}, out...)
 	}
-	out = trimFinalAssistant(out)
+	if final {
+		out = trimFinalAssistant(out)
+	}
 	for i := range out {
 		resultsFirst(out[i].Content)
 		if len(out[i].Content) == 0 {

@@ -93,7 +93,7 @@ func anthropicJSON(t *testing.T, turns []Turn) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.Marshal(anMessages(p))
+	b, _ := json.Marshal(anMessages(p, true, true))
 	return string(b)
 }
 

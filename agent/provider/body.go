@@ -2,6 +2,7 @@ package provider
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -104,6 +105,26 @@ func length[T any](s []T) int {
 	return len(s)
 }
 
+// errNotSettled says that a request's messages could not be written from
+// its settled turns: the caller writes its body afresh.
+var errNotSettled = errors.New("the messages could not be written from the settled turns")
+
+// messages writes the request's messages member: its elements by settled
+// when that is set (false if it could not), else by fresh.
+func (w *body) messages(settled func(w *body) bool, fresh func()) bool {
+	if settled == nil {
+		fresh()
+		return true
+	}
+	w.key("messages")
+	w.b = append(w.b, '[')
+	if !settled(w) {
+		return false
+	}
+	w.b = append(w.b, ']')
+	return true
+}
+
 // open and close bracket an object.
 func (w *body) open()  { w.b = append(w.b, '{') }
 func (w *body) close() { w.b = append(w.b, '}') }
@@ -120,7 +141,9 @@ func (r *oaRequest) marshal(size int) ([]byte, error) {
 	w := &body{b: make([]byte, 0, size)}
 	w.open()
 	w.str("model", r.Model)
-	w.array("messages", length(r.Messages), func(i int) { r.Messages[i].write(w) })
+	if !w.messages(r.settled, func() { w.array("messages", length(r.Messages), func(i int) { r.Messages[i].write(w) }) }) {
+		return nil, errNotSettled
+	}
 	if len(r.Tools) > 0 {
 		w.array("tools", len(r.Tools), func(i int) { r.Tools[i].write(w) })
 	}
@@ -182,13 +205,9 @@ func (r *anRequest) marshal(size int) ([]byte, error) {
 	w.str("model", r.Model)
 	w.num("max_tokens", r.MaxTokens)
 	w.strOmit("system", r.System)
-	w.array("messages", length(r.Messages), func(i int) {
-		m := &r.Messages[i]
-		w.open()
-		w.str("role", m.Role)
-		w.array("content", length(m.Content), func(i int) { m.Content[i].write(w) })
-		w.close()
-	})
+	if !w.messages(r.settled, func() { w.array("messages", length(r.Messages), func(i int) { r.Messages[i].write(w) }) }) {
+		return nil, errNotSettled
+	}
 	if len(r.Tools) > 0 {
 		w.array("tools", len(r.Tools), func(i int) {
 			t := &r.Tools[i]
@@ -203,6 +222,13 @@ func (r *anRequest) marshal(size int) ([]byte, error) {
 	w.float("temperature", r.Temperature)
 	w.close()
 	return w.done()
+}
+
+func (m *anMessage) write(w *body) {
+	w.open()
+	w.str("role", m.Role)
+	w.array("content", length(m.Content), func(i int) { m.Content[i].write(w) })
+	w.close()
 }
 
 func (b *anBlock) write(w *body) {

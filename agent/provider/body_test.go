@@ -139,20 +139,39 @@ func longRequest(n int) Request {
 }
 
 // BenchmarkBody: rendering the request body of a 2,000-turn conversation,
-// as a long session's every model call does before it is sent.
+// as a long session's every model call does before it is sent. cold: the
+// conversation's first body (nothing settled kept, the settled turns
+// kept after it); next: the same conversation grown by a pair of turns
+// at each call, as a session's next send (up to 100 pairs, then back to
+// the start, which is a cold body once in 100).
 func BenchmarkBody(b *testing.B) {
-	req := longRequest(2000)
+	grown := longRequest(2201)
 	cfg := Config{ModelID: "gpt-4o", MaxTokens: 1000}
 	for _, w := range []struct {
 		name string
-		wire wire
-	}{{"openai", openAI{}}, {"anthropic", anthropic{}}} {
-		b.Run(w.name, func(b *testing.B) {
+		wire func(*settledMemo) wire
+	}{
+		{"openai", func(m *settledMemo) wire { return openAI{memo: m} }},
+		{"anthropic", func(m *settledMemo) wire { return anthropic{memo: m} }},
+	} {
+		b.Run(w.name+"/cold", func(b *testing.B) {
 			b.ReportAllocs()
+			req := Request{System: grown.System, Turns: grown.Turns[:2001]}
 			for b.Loop() {
-				if _, err := w.wire.body(cfg, req, offered{}); err != nil {
+				if _, err := w.wire(&settledMemo{max: 64, maxBytes: 32 << 20}).body(cfg, req, offered{}); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+		b.Run(w.name+"/next", func(b *testing.B) {
+			b.ReportAllocs()
+			wire, i := w.wire(&settledMemo{max: 64, maxBytes: 32 << 20}), 0
+			for b.Loop() {
+				req := Request{System: grown.System, Turns: grown.Turns[:2001+2*(i%100)]}
+				if _, err := wire.body(cfg, req, offered{}); err != nil {
+					b.Fatal(err)
+				}
+				i++
 			}
 		})
 	}

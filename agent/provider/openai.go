@@ -8,7 +8,9 @@ import (
 
 // openAI speaks OpenAI Chat Completions: POST {endpoint}/chat/completions,
 // the endpoint being the base URL with its /v1 as the OpenAI SDK takes it.
-type openAI struct{}
+type openAI struct {
+	memo *settledMemo // the settled turns bodies are written with; nil: settledBodies
+}
 
 func (openAI) url(endpoint string) string {
 	return strings.TrimRight(endpoint, "/") + "/chat/completions"
@@ -29,6 +31,8 @@ type oaRequest struct {
 	MaxTokens           int             `json:"max_tokens,omitempty"`
 	MaxCompletionTokens int             `json:"max_completion_tokens,omitempty"`
 	Temperature         *float64        `json:"temperature,omitempty"`
+
+	settled func(w *body) bool // when set, writes the messages' elements instead of Messages
 }
 
 // oaTool is one tool offered, a function.
@@ -66,6 +70,13 @@ type oaFunction struct {
 }
 
 func (o openAI) body(cfg Config, req Request, tools offered) ([]byte, error) {
+	r := o.frame(cfg, tools)
+	r.settled = func(w *body) bool {
+		return settledElements(o.memoOf(), w, OpenAIChat, req, tools, nonEmpty, oaElements)
+	}
+	if b, err := r.marshal(len(req.System) + 256); err != errNotSettled { // settledElements makes room for the rest
+		return b, err
+	}
 	r, err := o.request(cfg, req, tools)
 	if err != nil {
 		return nil, err
@@ -73,15 +84,24 @@ func (o openAI) body(cfg Config, req Request, tools offered) ([]byte, error) {
 	return r.marshal(textSize(req))
 }
 
-// request is the request of body, before it is written.
-func (openAI) request(cfg Config, req Request, tools offered) (*oaRequest, error) {
-	turns, err := plan(req.Turns, tools, func(id string) bool { return id != "" })
+// request is the request of body, written afresh.
+func (o openAI) request(cfg Config, req Request, tools offered) (*oaRequest, error) {
+	turns, err := plan(req.Turns, tools, nonEmpty)
 	if err != nil {
 		return nil, err
 	}
+	r := o.frame(cfg, tools)
+	r.Messages = oaMessages(req.System, turns)
+	return r, nil
+}
+
+// nonEmpty is OpenAI's rule for a call id: any but none.
+func nonEmpty(id string) bool { return id != "" }
+
+// frame is a request without its messages.
+func (openAI) frame(cfg Config, tools offered) *oaRequest {
 	r := oaRequest{
 		Model:         cfg.ModelID,
-		Messages:      oaMessages(req.System, turns),
 		Tools:         oaTools(tools.tools),
 		Stream:        true,
 		StreamOptions: oaStreamOptions{IncludeUsage: true},
@@ -92,7 +112,7 @@ func (openAI) request(cfg Config, req Request, tools offered) (*oaRequest, error
 	} else {
 		r.MaxTokens = cfg.MaxTokens
 	}
-	return &r, nil
+	return &r
 }
 
 // wantsMaxCompletionTokens says whether a model takes its output bound as
@@ -124,6 +144,18 @@ func oaTools(tools []Tool) []oaTool {
 			Function: oaToolFunction{Name: wireName(t.Name), Description: t.Description, Parameters: schema(t)}})
 	}
 	return out
+}
+
+// oaElements is the elementWriter of OpenAI's messages.
+func oaElements(w *body, system string, turns []planned, first, _ bool) {
+	if !first {
+		system = ""
+	}
+	msgs := oaMessages(system, turns)
+	for i := range msgs {
+		w.element()
+		msgs[i].write(w)
+	}
 }
 
 // oaMessages renders the system prompt and the planned turns. OpenAI takes

@@ -46,11 +46,16 @@ type planned struct {
 // they came. Every other call is appended to its assistant's text, and
 // every other result becomes user text after the paired results.
 func plan(turns []Turn, tools offered, idOK func(string) bool) ([]planned, error) {
+	return planFrom(turns, tools, idOK, &callIDs{})
+}
+
+// planFrom is plan of turns that follow others whose kept calls' ids are
+// in used; it adds those of the calls it keeps.
+func planFrom(turns []Turn, tools offered, idOK func(string) bool, used *callIDs) ([]planned, error) {
 	if len(turns) == 0 {
 		return nil, fmt.Errorf("the request has no turns")
 	}
 	out := make([]planned, 0, len(turns))
-	used := map[string]bool{} // call ids already kept
 	for i := 0; i < len(turns); {
 		t := turns[i]
 		switch t.Role {
@@ -76,7 +81,7 @@ func plan(turns []Turn, tools offered, idOK func(string) bool) ([]planned, error
 
 // pairRun appends to out the plan of one assistant turn and the tool
 // turns right after it.
-func pairRun(out []planned, a Turn, results []Turn, used map[string]bool, tools offered, idOK func(string) bool) []planned {
+func pairRun(out []planned, a Turn, results []Turn, used *callIDs, tools offered, idOK func(string) bool) []planned {
 	if len(a.ToolCalls) == 0 && len(results) == 0 { // most turns of a long conversation
 		return append(out, planned{role: RoleAssistant, text: a.Text})
 	}
@@ -88,8 +93,9 @@ func pairRun(out []planned, a Turn, results []Turn, used map[string]bool, tools 
 	asst := planned{role: RoleAssistant, text: a.Text}
 	for _, c := range a.ToolCalls {
 		k, ok := firstResult[c.ID]
-		if ok && c.ID != "" && idOK(c.ID) && tools.has(c.Name) && !used[c.ID] {
-			used[c.ID], answered[k] = true, true
+		if ok && c.ID != "" && idOK(c.ID) && tools.has(c.Name) && !used.has(c.ID) {
+			used.add(c.ID)
+			answered[k] = true
 			asst.calls = append(asst.calls, c)
 			continue
 		}
@@ -107,6 +113,19 @@ func pairRun(out []planned, a Turn, results []Turn, used map[string]bool, tools 
 		}
 	}
 	return out
+}
+
+// callIDs is a set of the call ids kept as calls: those of the turns
+// before (base, which is never written) and those kept since (own).
+type callIDs struct{ base, own map[string]bool }
+
+func (s *callIDs) has(id string) bool { return s.base[id] || s.own[id] }
+
+func (s *callIDs) add(id string) {
+	if s.own == nil {
+		s.own = map[string]bool{}
+	}
+	s.own[id] = true
 }
 
 // looseResult renders a tool result that answers no call in the request as

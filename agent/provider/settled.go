@@ -1,0 +1,226 @@
+package provider
+
+import (
+	"slices"
+	"sync"
+)
+
+// A session's model calls send its conversation again each time with a
+// few turns more, and writing a long conversation's body was most of
+// the CPU on the path to its run's first delta (docs/benchmarks.md, "The
+// settled turns"). settledBodies keeps, for the conversations written
+// last, the message elements of their settled turns, so that a body
+// whose turns start with them writes only the turns after.
+//
+// A prefix of the turns is settled when it ends with an assistant turn
+// and the turn after it is a user turn. Its elements are then the same
+// whatever follows: plan pairs an assistant turn only with the tool turns
+// right after it, Anthropic merges only consecutive turns of one role
+// (an assistant turn and a user turn never are), puts its opening before
+// the first turn only, and trims only a final assistant message. What
+// else they read is kept beside them and must match: the API (its ids'
+// rule and format), the system prompt, the offered tools' names (which
+// calls go out as calls) and the call ids kept as calls (which no later
+// call may be kept as again). TestSettledAsFresh compares every prefix of
+// growing and edited conversations with bodies written afresh.
+
+// settled is one conversation's settled turns and their elements.
+type settled struct {
+	api, system string
+	tools       []string        // the offered tools' names, in order
+	turns       []Turn          // the settled turns: the memo's own copy
+	elems       []byte          // their message elements, comma-separated
+	used        map[string]bool // the call ids kept as calls in them
+	texts       int             // the bytes of the turns' strings and calls
+}
+
+// held is about the bytes e keeps alive, for the memo's bound.
+func (e *settled) held() int {
+	return cap(e.elems) + len(e.system) + cap(e.turns)*turnBytes + e.texts + 64*len(e.used)
+}
+
+// The sizes of a Turn and a ToolCall, their strings aside.
+const (
+	turnBytes = 104
+	callBytes = 48
+)
+
+// settledMemo keeps the settled turns of the conversations written last,
+// within a count and a byte bound. An entry is taken out while a body is
+// written from it, so that two writers never share one.
+type settledMemo struct {
+	mu       sync.Mutex
+	entries  []*settled // the least recently used first
+	bytes    []int      // held by each entry when it was put
+	max      int        // entries at most
+	maxBytes int        // bytes held at most
+}
+
+// settledBodies is the memo every body is written with: 64 conversations
+// (the runs a server makes at once are far fewer), 32 MiB.
+var settledBodies = settledMemo{max: 64, maxBytes: 32 << 20}
+
+func (o openAI) memoOf() *settledMemo    { return memoOr(o.memo) }
+func (a anthropic) memoOf() *settledMemo { return memoOr(a.memo) }
+
+func memoOr(m *settledMemo) *settledMemo {
+	if m == nil {
+		return &settledBodies
+	}
+	return m
+}
+
+// take removes and returns the most recently used entry whose settled
+// turns are a settled prefix of turns, written for the same API, system
+// prompt and tools; nil if there is none. The most recent is the one a
+// session's last body kept, or else the one it would extend; looking no
+// further keeps a take to one whole comparison of turns however many
+// entries share their first turns.
+func (m *settledMemo) take(api, system string, tools offered, turns []Turn) *settled {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := len(m.entries) - 1; i >= 0; i-- {
+		if e := m.entries[i]; e.fits(api, system, tools, turns) {
+			m.entries = slices.Delete(m.entries, i, i+1)
+			m.bytes = slices.Delete(m.bytes, i, i+1)
+			return e
+		}
+	}
+	return nil
+}
+
+// put keeps e as the most recently used entry and drops the least
+// recently used ones beyond the bounds. An entry larger than the byte
+// bound alone is not kept.
+func (m *settledMemo) put(e *settled) {
+	n := e.held()
+	if len(e.turns) == 0 || n > m.maxBytes {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.entries, m.bytes = append(m.entries, e), append(m.bytes, n)
+	total := 0
+	for _, b := range m.bytes {
+		total += b
+	}
+	for len(m.entries) > m.max || total > m.maxBytes {
+		total -= m.bytes[0]
+		m.entries, m.bytes = m.entries[1:], m.bytes[1:]
+	}
+}
+
+// fits says whether e's turns are a settled prefix of turns in a request
+// of the same API, system prompt and tools.
+func (e *settled) fits(api, system string, tools offered, turns []Turn) bool {
+	k := len(e.turns)
+	if e.api != api || k == 0 || k >= len(turns) || turns[k].Role != RoleUser ||
+		len(e.tools) != len(tools.tools) || e.system != system {
+		return false
+	}
+	for i, t := range tools.tools {
+		if e.tools[i] != t.Name {
+			return false
+		}
+	}
+	if !sameTurn(&e.turns[k-1], &turns[k-1]) { // the cheap refusal first
+		return false
+	}
+	for i := range k - 1 {
+		if !sameTurn(&e.turns[i], &turns[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameTurn(a, b *Turn) bool {
+	return a.Role == b.Role && a.Text == b.Text && a.ToolCallID == b.ToolCallID &&
+		a.ToolName == b.ToolName && a.IsError == b.IsError && slices.Equal(a.ToolCalls, b.ToolCalls)
+}
+
+// lastSplit is the end of the longest settled prefix of turns: the last k
+// whose turn k-1 is an assistant's and turn k a user's; 0 if none.
+func lastSplit(turns []Turn) int {
+	for k := len(turns) - 1; k > 0; k-- {
+		if turns[k].Role == RoleUser && turns[k-1].Role == RoleAssistant {
+			return k
+		}
+	}
+	return 0
+}
+
+// elementWriter appends the message elements of planned turns, each after
+// a comma unless it is the first of the array: the system prompt's
+// first for OpenAI when first, Anthropic's opening when first, its final
+// assistant message trimmed when final.
+type elementWriter func(w *body, system string, turns []planned, first, final bool)
+
+// settledElements writes req's message elements into w (inside the
+// array's brackets), the settled ones copied from m where it holds them,
+// and keeps the turns settled now in m. It returns false, having written
+// nothing, when planning or writing fails: the caller writes the body
+// afresh, which fails alike with the error a fresh body gives.
+func settledElements(m *settledMemo, w *body, api string, req Request, tools offered, idOK func(string) bool, write elementWriter) bool {
+	e := m.take(api, req.System, tools, req.Turns)
+	if e == nil {
+		e = &settled{api: api, system: req.System, used: map[string]bool{}}
+		for _, t := range tools.tools {
+			e.tools = append(e.tools, t.Name)
+		}
+	}
+	k0, k1 := len(e.turns), max(lastSplit(req.Turns), len(e.turns))
+	if k1 > k0 {
+		mid, err := planFrom(req.Turns[k0:k1], tools, idOK, &callIDs{own: e.used})
+		if err != nil {
+			return false
+		}
+		ew := body{b: slices.Grow(e.elems, textSize(Request{System: req.System, Turns: req.Turns[k0:k1]}))}
+		write(&ew, req.System, mid, k0 == 0, false)
+		if ew.err != nil {
+			return false
+		}
+		e.elems = ew.b
+		e.appendTurns(req.Turns[k0:k1])
+	}
+	tail, err := planFrom(req.Turns[k1:], tools, idOK, &callIDs{base: e.used})
+	if err != nil {
+		return false
+	}
+	start := len(w.b)
+	w.b = slices.Grow(w.b, len(e.elems)+textSize(Request{Turns: req.Turns[k1:], Tools: req.Tools}))
+	w.b = append(w.b, e.elems...)
+	write(w, req.System, tail, k1 == 0, true)
+	if w.err != nil {
+		w.b, w.err = w.b[:start], nil
+		return false
+	}
+	m.put(e)
+	return true
+}
+
+// appendTurns appends copies of turns to e's, their calls copied too, so
+// that the memo holds nothing a caller could change.
+func (e *settled) appendTurns(turns []Turn) {
+	n := len(e.turns)
+	e.turns = append(e.turns, turns...)
+	for i := range e.turns[n:] {
+		t := &e.turns[n+i]
+		e.texts += len(t.Text) + len(t.ToolCallID) + len(t.ToolName)
+		if len(t.ToolCalls) == 0 {
+			continue
+		}
+		t.ToolCalls = slices.Clone(t.ToolCalls)
+		for _, c := range t.ToolCalls {
+			e.texts += len(c.ID) + len(c.Name) + len(c.Arguments) + callBytes
+		}
+	}
+}
+
+// element starts an array element: a comma unless it is the array's
+// first.
+func (w *body) element() {
+	if n := len(w.b); n > 0 && w.b[n-1] != '[' {
+		w.b = append(w.b, ',')
+	}
+}

@@ -1,0 +1,185 @@
+package provider
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// wiresWith are both APIs writing bodies with memo m.
+func wiresWith(m *settledMemo) []struct {
+	name string
+	wire wire
+	// fresh is the body written afresh, without the memo.
+	fresh func(Config, Request, offered) ([]byte, error)
+} {
+	return []struct {
+		name  string
+		wire  wire
+		fresh func(Config, Request, offered) ([]byte, error)
+	}{
+		{"openai", openAI{memo: m}, func(c Config, r Request, o offered) ([]byte, error) {
+			req, err := openAI{}.request(c, r, o)
+			if err != nil {
+				return nil, err
+			}
+			return req.marshal(0)
+		}},
+		{"anthropic", anthropic{memo: m}, func(c Config, r Request, o offered) ([]byte, error) {
+			req, err := anthropic{}.request(c, r, o)
+			if err != nil {
+				return nil, err
+			}
+			return req.marshal(0)
+		}},
+	}
+}
+
+// asFresh checks that w writes req's body as it is written afresh, or
+// fails with the same error.
+func asFresh(t *testing.T, w wire, fresh func(Config, Request, offered) ([]byte, error), cfg Config, req Request, o offered) {
+	t.Helper()
+	want, wantErr := fresh(cfg, req, o)
+	got, gotErr := w.body(cfg, req, o)
+	if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || !bytes.Equal(got, want) {
+		t.Fatalf("%T, %d turns %+v:\nwith the settled turns %s (%v)\nafresh %s (%v)", w, len(req.Turns), req.Turns, got, gotErr, want, wantErr)
+	}
+}
+
+// randomTurns is a conversation of n turns of every kind a history has:
+// user and assistant texts (empty, with trailing white space), calls of
+// offered tools and others, with ids that repeat and ids Anthropic
+// refuses, their results in and out of order, loose and failed results,
+// and now and then a role no API knows.
+func randomTurns(r *rand.Rand, n int) []Turn {
+	texts := []string{"", "hello", "done  \n", " ", "line \"two\"\n<b>&"}
+	names := []string{"ls", "f", "gone"}
+	ids := []string{"c1", "c2", "c3", "bad id", ""}
+	var turns []Turn
+	for len(turns) < n {
+		switch k := r.IntN(20); {
+		case k < 7:
+			turns = append(turns, Turn{Role: RoleUser, Text: texts[r.IntN(len(texts))]})
+		case k < 13:
+			turns = append(turns, Turn{Role: RoleAssistant, Text: texts[r.IntN(len(texts))]})
+		case k < 18:
+			a := Turn{Role: RoleAssistant, Text: texts[r.IntN(len(texts))]}
+			for range 1 + r.IntN(3) {
+				a.ToolCalls = append(a.ToolCalls, ToolCall{ID: ids[r.IntN(len(ids))], Name: names[r.IntN(len(names))], Arguments: `{"a":1}`})
+			}
+			turns = append(turns, a)
+			for range r.IntN(4) {
+				turns = append(turns, Turn{Role: RoleTool, ToolCallID: ids[r.IntN(len(ids))], ToolName: names[r.IntN(len(names))],
+					Text: texts[r.IntN(len(texts))], IsError: r.IntN(4) == 0})
+			}
+		case k < 19:
+			turns = append(turns, Turn{Role: RoleTool, ToolCallID: ids[r.IntN(len(ids))], Text: "loose"})
+		default:
+			turns = append(turns, Turn{Role: "system", Text: "not a turn's role"})
+		}
+	}
+	return turns[:n]
+}
+
+// TestSettledAsFresh: a body written from the settled turns of earlier
+// bodies is the body written afresh, byte for byte (and fails as it
+// does), for every prefix of random conversations sent in order (as a
+// session's calls grow it) and out of order, with the system prompt and
+// the tools changed between calls, and with a turn of the settled
+// prefix, or the one after it, edited.
+func TestSettledAsFresh(t *testing.T) {
+	tools := offer(t, "ls", "f")
+	fewer, other := offer(t, "ls"), offer(t, "ls", "gone")
+	for seed := range uint64(150) {
+		r := rand.New(rand.NewPCG(seed, 26))
+		turns := randomTurns(r, 40)
+		memo := &settledMemo{max: 64, maxBytes: 32 << 20}
+		for _, w := range wiresWith(memo) {
+			cfg := Config{ModelID: "m", MaxTokens: 10}
+			for n := 1; n <= len(turns); n++ { // in order
+				asFresh(t, w.wire, w.fresh, cfg, Request{System: "s", Turns: turns[:n]}, tools)
+			}
+			for range 40 { // out of order, and with what the prefix is written for changed
+				req := Request{System: []string{"s", "", "other"}[r.IntN(3)], Turns: turns[:1+r.IntN(len(turns))]}
+				o := []offered{tools, fewer, other, {}}[r.IntN(4)]
+				asFresh(t, w.wire, w.fresh, cfg, req, o)
+			}
+			edited := slices.Clone(turns)
+			for i := range edited { // each turn edited in its turn: its text, or made a result of the call before
+				was := edited[i]
+				edited[i].Text += "!"
+				asFresh(t, w.wire, w.fresh, cfg, Request{System: "s", Turns: edited}, tools)
+				if i > 0 && len(edited[i-1].ToolCalls) > 0 {
+					c := edited[i-1].ToolCalls[0]
+					edited[i] = Turn{Role: RoleTool, ToolCallID: c.ID, ToolName: c.Name, Text: "answer"}
+					asFresh(t, w.wire, w.fresh, cfg, Request{System: "s", Turns: edited}, tools)
+				}
+				edited[i] = was
+			}
+		}
+	}
+}
+
+// TestSettledKept: a growing conversation's settled turns are kept and
+// used: the memo holds the conversation up to its last assistant turn
+// before a user's, and the next body takes that entry and writes only
+// the turns after it.
+func TestSettledKept(t *testing.T) {
+	req := longRequest(101) // user, assistant, …, user
+	memo := &settledMemo{max: 64, maxBytes: 32 << 20}
+	w := openAI{memo: memo}
+	if _, err := w.body(Config{ModelID: "m"}, req, offered{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(memo.entries) != 1 || len(memo.entries[0].turns) != 100 {
+		t.Fatalf("after a body of 101 turns the memo holds %d entries (the first of %d turns), want one of 100", len(memo.entries), len(memo.entries[0].turns))
+	}
+	kept := memo.entries[0]
+	req.Turns = append(req.Turns, Turn{Role: RoleAssistant, Text: "a"}, Turn{Role: RoleUser, Text: "u"})
+	if e := memo.take(OpenAIChat, req.System, offered{}, req.Turns); e != kept {
+		t.Fatalf("the next body's turns did not find the entry kept")
+	} else {
+		memo.put(e)
+	}
+	if _, err := w.body(Config{ModelID: "m"}, req, offered{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(memo.entries) != 1 || memo.entries[0] != kept || len(kept.turns) != 102 {
+		t.Fatalf("the entry was not extended in place: %d entries", len(memo.entries))
+	}
+	req.Turns[50].Text = "changed"
+	if e := memo.take(OpenAIChat, req.System, offered{}, req.Turns); e != nil {
+		t.Fatal("an entry was taken for turns that differ from its own")
+	}
+}
+
+// TestSettledBounds: the memo keeps at most its count of conversations
+// and its bytes, dropping the least recently used, and keeps nothing of
+// a conversation larger than its byte bound.
+func TestSettledBounds(t *testing.T) {
+	memo := &settledMemo{max: 3, maxBytes: 64 << 10}
+	w := anthropic{memo: memo}
+	for i := range 5 {
+		req := longRequest(21)
+		req.Turns[0].Text = fmt.Sprint("conversation ", i)
+		if _, err := w.body(Config{ModelID: "m"}, req, offered{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(memo.entries) != 3 || memo.entries[0].turns[0].Text != "conversation 2" {
+		t.Fatalf("after 5 conversations with room for 3 the memo holds %d, the oldest %q", len(memo.entries), memo.entries[0].turns[0].Text)
+	}
+	big := longRequest(3001) // about 150 KiB of text
+	if _, err := w.body(Config{ModelID: "m"}, big, offered{}); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, n := range memo.bytes {
+		total += n
+	}
+	if len(memo.entries) != 3 || total > memo.maxBytes {
+		t.Fatalf("a conversation over the byte bound changed the memo: %d entries, %d bytes", len(memo.entries), total)
+	}
+}
