@@ -60,6 +60,10 @@ func NewPrompt(system string, log []byte, start int64, summary []byte, budget in
 	}
 	promptLogs.lines(log, start, func(v *logView) {
 		first := sort.Search(v.Len(), func(i int) bool { return v.End(i) > p.Cursor.End })
+		if turns, lines, ok := v.grownCut(first, budget); ok {
+			p.Turns, p.Lines = turns, lines
+			return
+		}
 		// Which lines fit is counted from the newest first; they are then
 		// taken in order into slices of their exact size, neither grown
 		// nor reversed (docs/benchmarks.md, "The prompt's slices").
@@ -85,7 +89,9 @@ func NewPrompt(system string, log []byte, start int64, summary []byte, budget in
 			for k := first; k < i; k++ {
 				p.Older = append(p.Older, v.Line(k))
 			}
+			return
 		}
+		v.keepCut(first, p.Turns, p.Lines)
 	})
 	return p
 }

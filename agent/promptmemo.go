@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"unsafe"
 
 	"github.com/ctxfs/ctxfs/agent/provider"
 	"github.com/ctxfs/ctxfs/agent/window"
@@ -52,6 +53,34 @@ type readLog struct {
 	turns []provider.Turn
 	dead  int // turns of lines dropped by rebase
 	size  int // what it holds, as the memo counts it
+	cut   *promptCut
+}
+
+// promptCut is the last prompt read from a log when every turn after its
+// first line fitted: the next prompt of the log, which has only grown,
+// takes the turns of its new lines alone when they fit too (under the
+// new prompt's budget, which need not be the last one's), instead of
+// counting and copying every line again (docs/benchmarks.md, "The
+// prompt's cut"). Its slices are handed out with their capacity cut to
+// their length and are only appended to, so a prompt handed out never
+// sees a later one's turns, and a caller's append copies them.
+type promptCut struct {
+	first, end int // the lines [first, end), every turn of them taken
+	// rest is the tokens of the turns of lines [first+1, end): a prompt
+	// takes its oldest line only while what it took after it is within
+	// the budget.
+	rest  int
+	turns []provider.Turn
+	lines []Line
+}
+
+// held is what the memo counts for c: its slices' arrays (the turns'
+// strings are the read log's own).
+func (c *promptCut) held() int {
+	if c == nil {
+		return 0
+	}
+	return cap(c.turns)*int(unsafe.Sizeof(provider.Turn{})) + cap(c.lines)*int(unsafe.Sizeof(Line{}))
 }
 
 // logMemo is a small set of read logs, the latest first.
@@ -135,6 +164,55 @@ func (v *logView) Turn(i int) (provider.Turn, int, bool) {
 	return r.turns[l.turn-1], int(l.tokens), true
 }
 
+// grownCut is the turns and lines of the view's lines from first when the
+// last prompt's cut, from the same first line, holds all of them but its
+// new whole lines, and all of them fit budget; ok false when it does not
+// apply (the caller counts afresh).
+func (v *logView) grownCut(first, budget int) (turns []provider.Turn, lines []Line, ok bool) {
+	c, end := v.r.cut, len(v.r.lines)
+	if c == nil || c.first != first || len(v.partial) > 0 || end < c.end {
+		return nil, nil, false
+	}
+	rest := c.rest
+	for k := c.end; k < end; k++ {
+		if _, tokens, ok := v.Turn(k); ok {
+			rest += tokens
+		}
+	}
+	if budget != 0 && rest > budget {
+		return nil, nil, false
+	}
+	v.r.size -= c.held()
+	for k := c.end; k < end; k++ {
+		if t, _, ok := v.Turn(k); ok {
+			c.turns, c.lines = append(c.turns, t), append(c.lines, v.Line(k))
+		}
+	}
+	v.r.size += c.held()
+	c.end, c.rest = end, rest
+	n := len(c.turns)
+	return c.turns[:n:n], c.lines[:n:n], true
+}
+
+// keepCut keeps a prompt that took every turn from line first on as the
+// view's cut, unless the view's last line is half written (never kept).
+func (v *logView) keepCut(first int, turns []provider.Turn, lines []Line) {
+	r := v.r
+	r.size -= r.cut.held()
+	r.cut = nil
+	if len(v.partial) > 0 || len(turns) == 0 {
+		return
+	}
+	rest := 0
+	for k := first + 1; k < len(r.lines); k++ {
+		if _, tokens, ok := v.Turn(k); ok {
+			rest += tokens
+		}
+	}
+	r.cut = &promptCut{first: first, end: len(r.lines), rest: rest, turns: turns, lines: lines}
+	r.size += r.cut.held()
+}
+
 // take removes from the memo and returns a read log whose text is log's
 // start at the same offset, the lines before start dropped; or a new one.
 func (c *logMemo) take(log []byte, start int64) *readLog {
@@ -179,6 +257,8 @@ func (r *readLog) rebase(start int64) {
 	}
 	r.size -= int(start-r.start) + k*lineBytes
 	r.text, r.lines, r.start = r.text[start-r.start:], r.lines[k:], start
+	r.size -= r.cut.held() // its lines' numbers no longer hold
+	r.cut = nil
 	if r.dead > len(r.turns)/2 {
 		r.compact()
 	}

@@ -124,6 +124,52 @@ func TestPromptLogsAsFresh(t *testing.T) {
 	}
 }
 
+// TestPromptCutAsFresh: sessions' logs that only grow, each read with
+// its own budget (none, one the log outgrows, one it never reaches),
+// one from a tail that starts later every 7 lines, and a summary's cursor that stays, then moves: every prompt is what
+// reading the log afresh gives, though the cut of the prompt before is
+// extended in place; a prompt handed out does not change after later
+// ones, nor when its holder appends to its turns and lines, as a run
+// does, and what the holder appended stays its own.
+func TestPromptCutAsFresh(t *testing.T) {
+	promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
+	budgets := []int{0, 400, 1 << 30, 0} // the last log's tail starts at a later line every 7 lines
+	logs, ends := make([][]byte, len(budgets)), make([][]int64, len(budgets))
+	type held struct {
+		p            *Prompt
+		turns, lines int
+		want         *Prompt
+	}
+	var handed []held
+	own := provider.Turn{Role: "user", Text: "the holder's own"}
+	for i := range 150 {
+		for b, budget := range budgets {
+			logs[b] = append(logs[b], memoLine(fmt.Sprint("g", b), i)+"\n"...)
+			ends[b] = append(ends[b], int64(len(logs[b])))
+			log, start := logs[b], int64(0)
+			if b == 3 && i >= 7 {
+				start = ends[b][i/7*7-5]
+			}
+			var summary []byte
+			if c := i / 50 * 25; c > 0 { // none, then a cursor at line 25, then at 50
+				summary = window.FormatSummary(window.Cursor{End: ends[b][c], Hash: window.LineHash(log[ends[b][c-1] : ends[b][c]-1])}, "gist")
+			}
+			samePrompt(t, fmt.Sprintf("log %d, line %d, budget %d", b, i, budget), log[start:], start, summary, budget)
+			p := NewPrompt("sys", log[start:], start, summary, budget)
+			handed = append(handed, held{p, len(p.Turns), len(p.Lines), freshPrompt("sys", log[start:], start, summary, budget)})
+			p.Turns = append(p.Turns, own)
+			p.Lines = append(p.Lines, Line{End: -1, Text: []byte(own.Text)})
+		}
+		memoHolds(t, logMemoBytes, logMemoEntries)
+	}
+	for k, h := range handed {
+		if !reflect.DeepEqual(h.p.Turns[:h.turns], h.want.Turns) || !sameLines(h.p.Lines[:h.lines], h.want.Lines) ||
+			!reflect.DeepEqual(h.p.Turns[h.turns], own) || h.p.Lines[h.lines].End != -1 {
+			t.Fatalf("prompt %d changed after it was handed out", k)
+		}
+	}
+}
+
 // TestPromptLogsConcurrent: prompts of one log read at once, as a
 // session's runs and window ops may, are each the log's (go test -race
 // checks that no two touch one line at once).
@@ -180,6 +226,7 @@ func memoHolds(t *testing.T, bound, most int) {
 		for _, t := range r.turns {
 			want += entrySize("", cachedTurn{turn: t})
 		}
+		want += r.cut.held()
 		if r.size != want {
 			t.Fatalf("log counted %d, holds %d", r.size, want)
 		}
