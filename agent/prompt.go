@@ -26,6 +26,10 @@ type Prompt struct {
 	// the run compacts these first, and reads them only for a strategy
 	// that summarizes them.
 	Older []Line
+	// TurnTokens is window.TurnTokens of Turns, summed (each line's count
+	// is kept with the read log, so a long prompt's turns are not counted
+	// again at each request: runWindow.turnTokens).
+	TurnTokens int
 	// Keep writes context/summary.md (window.FormatSummary); nil keeps
 	// nothing (the summary then lives in the run alone).
 	Keep func(data []byte) error
@@ -60,8 +64,8 @@ func NewPrompt(system string, log []byte, start int64, summary []byte, budget in
 	}
 	promptLogs.lines(log, start, func(v *logView) {
 		first := sort.Search(v.Len(), func(i int) bool { return v.End(i) > p.Cursor.End })
-		if turns, lines, ok := v.grownCut(first, budget); ok {
-			p.Turns, p.Lines = turns, lines
+		if turns, lines, tokens, ok := v.grownCut(first, budget); ok {
+			p.Turns, p.Lines, p.TurnTokens = turns, lines, tokens
 			return
 		}
 		// Which lines fit is counted from the newest first; they are then
@@ -75,6 +79,7 @@ func NewPrompt(system string, log []byte, start int64, summary []byte, budget in
 				used += tokens
 			}
 		}
+		p.TurnTokens = used
 		if n > 0 { // with none, Turns and Lines stay nil
 			p.Turns, p.Lines = make([]provider.Turn, 0, n), make([]Line, 0, n)
 		}
@@ -91,7 +96,7 @@ func NewPrompt(system string, log []byte, start int64, summary []byte, budget in
 			}
 			return
 		}
-		v.keepCut(first, p.Turns, p.Lines)
+		v.keepCut(first, p.Turns, p.Lines, used)
 	})
 	return p
 }

@@ -66,12 +66,12 @@ type readLog struct {
 // sees a later one's turns, and a caller's append copies them.
 type promptCut struct {
 	first, end int // the lines [first, end), every turn of them taken
-	// rest is the tokens of the turns of lines [first+1, end): a prompt
-	// takes its oldest line only while what it took after it is within
-	// the budget.
-	rest  int
-	turns []provider.Turn
-	lines []Line
+	// tokens is the tokens of their turns, and firstTokens of the first
+	// line's (0 if it is no turn): a prompt takes its oldest line only
+	// while what it took after it is within the budget.
+	tokens, firstTokens int
+	turns               []provider.Turn
+	lines               []Line
 }
 
 // held is what the memo counts for c: its slices' arrays (the turns'
@@ -164,23 +164,23 @@ func (v *logView) Turn(i int) (provider.Turn, int, bool) {
 	return r.turns[l.turn-1], int(l.tokens), true
 }
 
-// grownCut is the turns and lines of the view's lines from first when the
-// last prompt's cut, from the same first line, holds all of them but its
-// new whole lines, and all of them fit budget; ok false when it does not
-// apply (the caller counts afresh).
-func (v *logView) grownCut(first, budget int) (turns []provider.Turn, lines []Line, ok bool) {
+// grownCut is the turns, lines and their turns' tokens of the view's
+// lines from first when the last prompt's cut, from the same first line,
+// holds all of them but its new whole lines, and all of them fit budget;
+// ok false when it does not apply (the caller counts afresh).
+func (v *logView) grownCut(first, budget int) (turns []provider.Turn, lines []Line, tokens int, ok bool) {
 	c, end := v.r.cut, len(v.r.lines)
 	if c == nil || c.first != first || len(v.partial) > 0 || end < c.end {
-		return nil, nil, false
+		return nil, nil, 0, false
 	}
-	rest := c.rest
+	tokens = c.tokens
 	for k := c.end; k < end; k++ {
-		if _, tokens, ok := v.Turn(k); ok {
-			rest += tokens
+		if _, n, ok := v.Turn(k); ok {
+			tokens += n
 		}
 	}
-	if budget != 0 && rest > budget {
-		return nil, nil, false
+	if budget != 0 && tokens-c.firstTokens > budget {
+		return nil, nil, 0, false
 	}
 	v.r.size -= c.held()
 	for k := c.end; k < end; k++ {
@@ -189,27 +189,26 @@ func (v *logView) grownCut(first, budget int) (turns []provider.Turn, lines []Li
 		}
 	}
 	v.r.size += c.held()
-	c.end, c.rest = end, rest
+	c.end, c.tokens = end, tokens
 	n := len(c.turns)
-	return c.turns[:n:n], c.lines[:n:n], true
+	return c.turns[:n:n], c.lines[:n:n], tokens, true
 }
 
-// keepCut keeps a prompt that took every turn from line first on as the
-// view's cut, unless the view's last line is half written (never kept).
-func (v *logView) keepCut(first int, turns []provider.Turn, lines []Line) {
+// keepCut keeps a prompt that took every turn from line first on, whose
+// tokens they are, as the view's cut, unless the view's last line is
+// half written (never kept).
+func (v *logView) keepCut(first int, turns []provider.Turn, lines []Line, tokens int) {
 	r := v.r
 	r.size -= r.cut.held()
 	r.cut = nil
 	if len(v.partial) > 0 || len(turns) == 0 {
 		return
 	}
-	rest := 0
-	for k := first + 1; k < len(r.lines); k++ {
-		if _, tokens, ok := v.Turn(k); ok {
-			rest += tokens
-		}
+	_, firstTokens, ok := v.Turn(first)
+	if !ok {
+		firstTokens = 0
 	}
-	r.cut = &promptCut{first: first, end: len(r.lines), rest: rest, turns: turns, lines: lines}
+	r.cut = &promptCut{first: first, end: len(r.lines), tokens: tokens, firstTokens: firstTokens, turns: turns, lines: lines}
 	r.size += r.cut.held()
 }
 

@@ -71,7 +71,11 @@ func memoLine(session string, i int) string {
 func samePrompt(t *testing.T, what string, log []byte, start int64, summary []byte, budget int) {
 	t.Helper()
 	got, want := NewPrompt("sys", log, start, summary, budget), freshPrompt("sys", log, start, summary, budget)
-	if !reflect.DeepEqual(got.Request, want.Request) || got.Summary != want.Summary || got.Cursor != want.Cursor ||
+	tokens := 0
+	for _, t := range want.Turns {
+		tokens += window.TurnTokens(t)
+	}
+	if !reflect.DeepEqual(got.Request, want.Request) || got.Summary != want.Summary || got.Cursor != want.Cursor || got.TurnTokens != tokens ||
 		!sameLines(got.Lines, want.Lines) || !sameLines(got.Older, want.Older) {
 		t.Fatalf("%s: NewPrompt\n%+v\nread afresh\n%+v", what, got, want)
 	}

@@ -26,6 +26,12 @@ type runWindow struct {
 	lines   []Line
 	older   int // lines[:older] are Prompt.Older
 	keep    func([]byte) error
+	// counted is the request's turns as last counted: the tokens of the
+	// first n turns of the array at first (see turnTokens).
+	counted struct {
+		first     *provider.Turn
+		n, tokens int
+	}
 }
 
 func newRunWindow(s Spec) *runWindow {
@@ -33,8 +39,40 @@ func newRunWindow(s Spec) *runWindow {
 	if p := s.Prompt; p != nil {
 		w.summary, w.cut, w.keep = p.Summary, p.Cursor.End > 0, p.Keep
 		w.lines, w.older = append(slices.Clip(p.Older), p.Lines...), len(p.Older)
+		if len(p.Turns) > 0 {
+			w.counted.first, w.counted.n, w.counted.tokens = &p.Turns[0], len(p.Turns), p.TurnTokens
+		}
 	}
 	return w
+}
+
+// turnTokens is window.TurnTokens of turns, summed. The turns a count
+// was made of are counted again only when turns no longer starts with
+// them in the same array: a run only appends turns to its request, and
+// the turns of a prompt are never changed in place (a compaction makes a
+// new array), so a long prompt's turns are counted once, by NewPrompt.
+func (w *runWindow) turnTokens(turns []provider.Turn) int {
+	c := &w.counted
+	if len(turns) == 0 {
+		return 0
+	}
+	if &turns[0] != c.first || len(turns) < c.n {
+		c.first, c.n, c.tokens = &turns[0], 0, 0
+	}
+	for _, t := range turns[c.n:] {
+		c.tokens += window.TurnTokens(t)
+	}
+	c.n = len(turns)
+	return c.tokens
+}
+
+// requestTokens is window.RequestTokens of the request as sent (sent).
+func (l *toolLoop) requestTokens() int {
+	n := window.RequestTokens(provider.Request{System: l.req.System, Tools: l.req.Tools}) + l.win.turnTokens(l.req.Turns)
+	if l.win.cut {
+		n += window.TurnTokens(l.win.summaryTurn())
+	}
+	return n
 }
 
 // olderTurns reads the older lines, for a strategy that summarizes them.
@@ -100,7 +138,7 @@ func (l *toolLoop) fit(ctx context.Context, cfg provider.Config) bool {
 
 // fits reports whether the next request fits the window as it is.
 func (l *toolLoop) fits() bool {
-	return l.win == nil || l.win.older == 0 && window.RequestTokens(l.sent()) <= l.win.lim.CompactAt
+	return l.win == nil || l.win.older == 0 && l.requestTokens() <= l.win.lim.CompactAt
 }
 
 // Compacted is what a compaction did: the cursor it wrote, the summary's
@@ -148,7 +186,7 @@ func (l *toolLoop) compactNow(ctx context.Context, cfg provider.Config, start in
 		w.older = 0
 	}
 	done.SummaryBytes, done.KeptTurns = len(w.summary), len(l.req.Turns)
-	if n := window.RequestTokens(l.sent()); n > w.lim.Prompt() {
+	if n := l.requestTokens(); n > w.lim.Prompt() {
 		return done, abi.Errorf(syscall.E2BIG, "run", "the prompt takes about %d tokens, more than the window (%d) less the reply's %d", n, w.lim.Window, w.lim.Reserve)
 	}
 	return done, nil
@@ -178,7 +216,7 @@ func (w *runWindow) advance(n int, emit func(*proto.Object)) window.Cursor {
 func WindowUse(def *Definition, p *Prompt) (tokens int, lim window.Limits) {
 	l := &toolLoop{req: p.Request, win: newRunWindow(Spec{Def: def, Prompt: p})}
 	l.req.Tools = toolSpecs(def.Tools)
-	return window.RequestTokens(l.sent()) + l.win.olderTokens(), l.win.lim
+	return l.requestTokens() + l.win.olderTokens(), l.win.lim
 }
 
 // WindowStatus is the status op's "window" object of s (its Def and
