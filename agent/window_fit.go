@@ -38,7 +38,10 @@ func newRunWindow(s Spec) *runWindow {
 	w := &runWindow{lim: s.Def.Limits()}
 	if p := s.Prompt; p != nil {
 		w.summary, w.cut, w.keep = p.Summary, p.Cursor.End > 0, p.Keep
-		w.lines, w.older = append(slices.Clip(p.Older), p.Lines...), len(p.Older)
+		w.lines, w.older = p.Lines, len(p.Older) // only read and resliced: shared
+		if len(p.Older) > 0 {
+			w.lines = append(slices.Clip(p.Older), p.Lines...)
+		}
 		if len(p.Turns) > 0 {
 			w.counted.first, w.counted.n, w.counted.tokens = &p.Turns[0], len(p.Turns), p.TurnTokens
 		}
