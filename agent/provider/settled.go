@@ -3,6 +3,7 @@ package provider
 import (
 	"slices"
 	"sync"
+	"unsafe"
 )
 
 // A session's model calls send its conversation again each time with a
@@ -41,8 +42,8 @@ func (e *settled) held() int {
 
 // The sizes of a Turn and a ToolCall, their strings aside.
 const (
-	turnBytes = 104
-	callBytes = 48
+	turnBytes = int(unsafe.Sizeof(Turn{}))
+	callBytes = int(unsafe.Sizeof(ToolCall{}))
 )
 
 // settledMemo keeps the settled turns of the conversations written last,
