@@ -88,7 +88,11 @@ type logMemo struct {
 	mu                sync.Mutex
 	logs              []*readLog
 	size, bound, most int
+	compared          int // logs compared whole, ever (for the tests)
 }
+
+// maxCompares bounds the logs a take compares whole.
+const maxCompares = 4
 
 func newLogMemo(bound, most int) *logMemo { return &logMemo{bound: bound, most: most} }
 
@@ -217,13 +221,24 @@ func (v *logView) keepCut(first int, turns []provider.Turn, lines []Line, tokens
 func (c *logMemo) take(log []byte, start int64) *readLog {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	compares := 0
 	for i, r := range c.logs {
 		rest, ok := r.from(start)
 		if !ok || len(rest) == 0 || len(rest) > len(log) {
 			continue
 		}
 		tail := max(0, len(rest)-64) // the last line's end first: another session's differs there
-		if bytes.Equal(rest[tail:], log[tail:len(rest)]) && bytes.Equal(rest[:tail], log[:tail]) {
+		if !bytes.Equal(rest[tail:], log[tail:len(rest)]) {
+			continue
+		}
+		// Logs whose ends match are compared whole, at most maxCompares
+		// of them: a user who fills the memo with logs that differ only
+		// deep inside cannot make every prompt compare them all.
+		if compares++; compares > maxCompares {
+			break
+		}
+		c.compared++
+		if bytes.Equal(rest[:tail], log[:tail]) {
 			c.logs = slices.Delete(c.logs, i, i+1)
 			c.size -= r.size
 			r.rebase(start)

@@ -240,3 +240,24 @@ func memoHolds(t *testing.T, bound, most int) {
 		t.Fatalf("memo counts %d, holds %d in %d logs (bounds %d, %d)", c.size, total, len(c.logs), bound, most)
 	}
 }
+
+// TestLogMemoComparesBounded: a memo full of logs whose ends match a
+// prompt's log and which differ only at their start costs the prompt at
+// most maxCompares whole comparisons, and the prompt is still right.
+func TestLogMemoComparesBounded(t *testing.T) {
+	promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
+	var log []byte
+	for i := range 100 {
+		log = append(log, memoLine("d", i)+"\n"...)
+	}
+	for i := range 20 {
+		other := bytes.Clone(log)
+		copy(other[2:], fmt.Sprintf("%02d", i)) // inside the first line's first string
+		NewPrompt("sys", other, 0, nil, 0)
+	}
+	before := promptLogs.compared
+	samePrompt(t, "after 20 logs that differ at their start", log, 0, nil, 0)
+	if n := promptLogs.compared - before; n > maxCompares {
+		t.Fatalf("one prompt compared %d logs whole, more than %d", n, maxCompares)
+	}
+}

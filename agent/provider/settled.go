@@ -55,6 +55,7 @@ type settledMemo struct {
 	bytes    []int      // held by each entry when it was put
 	max      int        // entries at most
 	maxBytes int        // bytes held at most
+	compared int        // entries compared in full, ever (for the tests)
 }
 
 // settledBodies is the memo every body is written with: 64 conversations
@@ -74,14 +75,22 @@ func memoOr(m *settledMemo) *settledMemo {
 // take removes and returns the most recently used entry whose settled
 // turns are a settled prefix of turns, written for the same API, system
 // prompt and tools; nil if there is none. The most recent is the one a
-// session's last body kept, or else the one it would extend; looking no
-// further keeps a take to one whole comparison of turns however many
-// entries share their first turns.
+// session's last body kept, or else the one it would extend. Entries
+// whose last settled turn and sizes match are compared in full, at most
+// maxCompares of them: a user who fills the memo with conversations that
+// differ only deep inside cannot make every body compare them all.
 func (m *settledMemo) take(api, system string, tools offered, turns []Turn) *settled {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for i := len(m.entries) - 1; i >= 0; i-- {
-		if e := m.entries[i]; e.fits(api, system, tools, turns) {
+	compares := 0
+	for i := len(m.entries) - 1; i >= 0 && compares < maxCompares; i-- {
+		e := m.entries[i]
+		if !e.mayFit(api, tools, turns) {
+			continue
+		}
+		compares++
+		m.compared++
+		if e.fits(system, tools, turns) {
 			m.entries = slices.Delete(m.entries, i, i+1)
 			m.bytes = slices.Delete(m.bytes, i, i+1)
 			return e
@@ -89,6 +98,9 @@ func (m *settledMemo) take(api, system string, tools offered, turns []Turn) *set
 	}
 	return nil
 }
+
+// maxCompares bounds the entries a take compares in full.
+const maxCompares = 4
 
 // put keeps e as the most recently used entry and drops the least
 // recently used ones beyond the bounds. An entry larger than the byte
@@ -111,12 +123,18 @@ func (m *settledMemo) put(e *settled) {
 	}
 }
 
-// fits says whether e's turns are a settled prefix of turns in a request
-// of the same API, system prompt and tools.
-func (e *settled) fits(api, system string, tools offered, turns []Turn) bool {
+// mayFit is fits' cheap part: the API, sizes that allow a settled
+// prefix, the user turn after it, and its last turn.
+func (e *settled) mayFit(api string, tools offered, turns []Turn) bool {
 	k := len(e.turns)
-	if e.api != api || k == 0 || k >= len(turns) || turns[k].Role != RoleUser ||
-		len(e.tools) != len(tools.tools) || e.system != system {
+	return e.api == api && k > 0 && k < len(turns) && turns[k].Role == RoleUser &&
+		len(e.tools) == len(tools.tools) && sameTurn(&e.turns[k-1], &turns[k-1])
+}
+
+// fits says, of an entry that mayFit, whether its turns are a settled
+// prefix of turns in a request of the same system prompt and tools.
+func (e *settled) fits(system string, tools offered, turns []Turn) bool {
+	if e.system != system {
 		return false
 	}
 	for i, t := range tools.tools {
@@ -124,10 +142,7 @@ func (e *settled) fits(api, system string, tools offered, turns []Turn) bool {
 			return false
 		}
 	}
-	if !sameTurn(&e.turns[k-1], &turns[k-1]) { // the cheap refusal first
-		return false
-	}
-	for i := range k - 1 {
+	for i := range len(e.turns) - 1 {
 		if !sameTurn(&e.turns[i], &turns[i]) {
 			return false
 		}

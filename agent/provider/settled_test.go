@@ -183,3 +183,30 @@ func TestSettledBounds(t *testing.T) {
 		t.Fatalf("a conversation over the byte bound changed the memo: %d entries, %d bytes", len(memo.entries), total)
 	}
 }
+
+// TestSettledComparesBounded: a memo full of conversations that match a
+// body's last settled turn and differ only just before it costs the body
+// at most maxCompares whole comparisons, and the body is still right.
+func TestSettledComparesBounded(t *testing.T) {
+	memo := &settledMemo{max: 64, maxBytes: 32 << 20}
+	w := openAI{memo: memo}
+	base := longRequest(201)
+	for i := range 20 {
+		req := Request{System: base.System, Turns: slices.Clone(base.Turns)}
+		req.Turns[198].Text = fmt.Sprint("differs ", i)
+		if _, err := w.body(Config{ModelID: "m"}, req, offered{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := memo.compared
+	asFresh(t, w, func(c Config, r Request, o offered) ([]byte, error) {
+		req, err := openAI{}.request(c, r, o)
+		if err != nil {
+			return nil, err
+		}
+		return req.marshal(0)
+	}, Config{ModelID: "m"}, base, offered{})
+	if n := memo.compared - before; n > maxCompares {
+		t.Fatalf("one body compared %d entries in full, more than %d", n, maxCompares)
+	}
+}
