@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -208,5 +209,41 @@ func TestSettledComparesBounded(t *testing.T) {
 	}, Config{ModelID: "m"}, base, offered{})
 	if n := memo.compared - before; n > maxCompares {
 		t.Fatalf("one body compared %d entries in full, more than %d", n, maxCompares)
+	}
+}
+
+// TestSettledConcurrent: bodies written at once from one memo, of
+// conversations that share their first turns and of the same one, are
+// each the body written afresh (go test -race checks that no two touch
+// one entry at once).
+func TestSettledConcurrent(t *testing.T) {
+	memo := &settledMemo{max: 8, maxBytes: 1 << 20}
+	base := longRequest(41)
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			turns := slices.Clone(base.Turns)
+			if g%2 == 1 {
+				turns[30].Text = fmt.Sprint("goroutine ", g)
+			}
+			for _, w := range wiresWith(memo) {
+				for n := 1; n <= len(turns); n++ {
+					req := Request{System: base.System, Turns: turns[:n]}
+					want, _ := w.fresh(Config{ModelID: "m"}, req, offered{})
+					if got, err := w.wire.body(Config{ModelID: "m"}, req, offered{}); err != nil || !bytes.Equal(got, want) {
+						errs <- fmt.Sprintf("goroutine %d, %s, %d turns: other body (%v)", g, w.name, n, err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
