@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"sort"
 
 	"github.com/ctxfs/ctxfs/agent/provider"
@@ -58,67 +57,71 @@ func (l Line) Cursor() window.Cursor { return window.Cursor{End: l.End, Hash: wi
 // ones could not be sent with them (Older).
 func NewPrompt(system string, log []byte, start int64, summary []byte, budget int) *Prompt {
 	p := &Prompt{Request: provider.Request{System: system}}
-	c, text, ok := window.ParseSummary(summary)
-	if ok && cursorMatches(c, log, start) {
-		p.Summary, p.Cursor = text, c
-	}
-	promptLogs.lines(log, start, func(v *logView) {
-		first := sort.Search(v.Len(), func(i int) bool { return v.End(i) > p.Cursor.End })
-		if turns, lines, tokens, ok := v.grownCut(first, budget); ok {
-			p.Turns, p.Lines, p.TurnTokens = turns, lines, tokens
-			return
-		}
-		// Which lines fit is counted from the newest first; they are then
-		// taken in order into slices of their exact size, neither grown
-		// nor reversed (docs/benchmarks.md, "The prompt's slices").
-		used, n, i := 0, 0, v.Len()
-		for i > first && (budget == 0 || used <= budget) {
-			i--
-			if _, tokens, ok := v.Turn(i); ok {
-				n++
-				used += tokens
-			}
-		}
-		p.TurnTokens = used
-		if n > 0 { // with none, Turns and Lines stay nil
-			p.Turns, p.Lines = make([]provider.Turn, 0, n), make([]Line, 0, n)
-		}
-		for k := i; k < v.Len(); k++ {
-			if t, _, ok := v.Turn(k); ok {
-				p.Turns = append(p.Turns, t)
-				p.Lines = append(p.Lines, v.Line(k))
-			}
-		}
-		if i > first {
-			p.Older = make([]Line, 0, i-first)
-			for k := first; k < i; k++ {
-				p.Older = append(p.Older, v.Line(k))
-			}
-			return
-		}
-		v.keepCut(first, p.Turns, p.Lines, used)
-	})
+	promptLogs.lines(log, start, func(v *logView) { p.read(v, summary, budget) })
 	return p
 }
 
-// cursorMatches reports whether c names a line of the history whose end
-// is log (starting at offset start): a line of log ending at c.End with
-// c's hash, or a line before log (it cannot be checked there, and all of
-// log follows it).
-func cursorMatches(c window.Cursor, log []byte, start int64) bool {
-	end := start + int64(len(log))
-	switch {
-	case c.End > end:
-		return false
-	case c.End <= start:
-		return true
+// LogSource is a log as the engine holds it (a session's sealedlog.Log):
+// its Size, the bytes below it, and Changes, which counts the times the
+// bytes below Size may have changed. Between two calls that return the
+// same Changes the log only grew.
+type LogSource interface {
+	Size() int64
+	ReadAt(p []byte, off int64) (int, error)
+	Changes() uint64
+}
+
+// NewPromptFrom is NewPrompt of src's last max bytes (from the first line
+// that starts in them). The read logs keep what they read of src by its
+// identity, so a session's next prompt reads only the bytes appended
+// since, instead of the whole tail read and compared byte for byte
+// (docs/benchmarks.md, "The log itself").
+func NewPromptFrom(system string, src LogSource, max int64, summary []byte, budget int) *Prompt {
+	p := &Prompt{Request: provider.Request{System: system}}
+	promptLogs.source(src, max, func(v *logView) { p.read(v, summary, budget) })
+	return p
+}
+
+// read fills p from the log's lines (NewPrompt).
+func (p *Prompt) read(v *logView, summary []byte, budget int) {
+	c, text, ok := window.ParseSummary(summary)
+	if ok && v.names(c) {
+		p.Summary, p.Cursor = text, c
 	}
-	i := int(c.End - start) // just past the line's newline
-	if log[i-1] != '\n' {
-		return false
+	first := sort.Search(v.Len(), func(i int) bool { return v.End(i) > p.Cursor.End })
+	if turns, lines, tokens, ok := v.grownCut(first, budget); ok {
+		p.Turns, p.Lines, p.TurnTokens = turns, lines, tokens
+		return
 	}
-	line := log[bytes.LastIndexByte(log[:i-1], '\n')+1 : i-1]
-	return window.LineHash(line) == c.Hash
+	// Which lines fit is counted from the newest first; they are then
+	// taken in order into slices of their exact size, neither grown
+	// nor reversed (docs/benchmarks.md, "The prompt's slices").
+	used, n, i := 0, 0, v.Len()
+	for i > first && (budget == 0 || used <= budget) {
+		i--
+		if _, tokens, ok := v.Turn(i); ok {
+			n++
+			used += tokens
+		}
+	}
+	p.TurnTokens = used
+	if n > 0 { // with none, Turns and Lines stay nil
+		p.Turns, p.Lines = make([]provider.Turn, 0, n), make([]Line, 0, n)
+	}
+	for k := i; k < v.Len(); k++ {
+		if t, _, ok := v.Turn(k); ok {
+			p.Turns = append(p.Turns, t)
+			p.Lines = append(p.Lines, v.Line(k))
+		}
+	}
+	if i > first {
+		p.Older = make([]Line, 0, i-first)
+		for k := first; k < i; k++ {
+			p.Older = append(p.Older, v.Line(k))
+		}
+		return
+	}
+	v.keepCut(first, p.Turns, p.Lines, used)
 }
 
 // turnOf reads one line as a turn of the conversation (proto.Message: the

@@ -54,6 +54,10 @@ type readLog struct {
 	dead  int // turns of lines dropped by rebase
 	size  int // what it holds, as the memo counts it
 	cut   *promptCut
+	// src, when set, is the log read (NewPromptFrom), and changes its
+	// Changes when it was read: the entry is found by them, not by bytes.
+	src     LogSource
+	changes uint64
 }
 
 // promptCut is the last prompt read from a log when every turn after its
@@ -112,6 +116,104 @@ func (c *logMemo) lines(log []byte, start int64, use func(v *logView)) {
 	r.extend(whole)
 	use(&logView{r: r, partial: log[len(whole):]})
 	c.put(r)
+}
+
+// source calls use with the lines of src's last bound bytes, from the
+// first line that starts in them (what sealedlog.Log.Tail gives); the view
+// is use's only while it runs. An entry read from src before, while src's
+// Changes stayed the same, holds its bytes: only those after it are read.
+func (c *logMemo) source(src LogSource, bound int64, use func(v *logView)) {
+	changes := src.Changes() // before Size: see sealedlog.Log.Changes
+	size := src.Size()
+	from := size - min(size, bound) // the tail starts at the first line that starts here or later
+	r := c.takeSource(src, changes)
+	var more []byte
+	if r != nil && r.start+int64(len(r.text)) <= size {
+		more = readRange(src, r.start+int64(len(r.text)), size)
+	} else {
+		start, tail, ok := readTail(src, from, size)
+		if !ok { // no line starts in the tail: nothing to show, nothing to keep
+			use(&logView{r: &readLog{start: size}})
+			return
+		}
+		r, more = &readLog{src: src, changes: changes, start: start}, tail
+	}
+	whole := more[:bytes.LastIndexByte(more, '\n')+1]
+	r.extendBy(whole)
+	partial := more[len(whole):]
+	if start := r.lineStartFrom(from); start > r.start {
+		r.rebase(start)
+	}
+	if r.start+int64(len(r.text)) < from {
+		partial = nil // it started before the tail: Tail leaves it out
+	}
+	use(&logView{r: r, partial: partial})
+	c.put(r)
+}
+
+// readRange is src's bytes [from, to); what cannot be read is left out,
+// as sealedlog.Log.Tail leaves it.
+func readRange(src LogSource, from, to int64) []byte {
+	b := make([]byte, to-from)
+	n, _ := src.ReadAt(b, from)
+	return b[:n]
+}
+
+// readTail is src's bytes from the first line that starts at or after
+// from up to size, and where that line starts; false if none does.
+func readTail(src LogSource, from, size int64) (int64, []byte, bool) {
+	if from == 0 {
+		return 0, readRange(src, 0, size), true
+	}
+	b := readRange(src, from-1, size) // the byte before: is from a line's start?
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		return 0, nil, false
+	}
+	return from + int64(i), b[i+1:], true
+}
+
+// takeSource removes from the memo and returns the entry read from src
+// while its Changes were changes; nil if there is none.
+func (c *logMemo) takeSource(src LogSource, changes uint64) *readLog {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, r := range c.logs {
+		if r.src == src && r.changes == changes {
+			c.logs = slices.Delete(c.logs, i, i+1)
+			c.size -= r.size
+			return r
+		}
+	}
+	return nil
+}
+
+// lineStartFrom is where r's first line that starts at or after off
+// starts; the end of r's text when none does.
+func (r *readLog) lineStartFrom(off int64) int64 {
+	if off <= r.start {
+		return r.start
+	}
+	k := sort.Search(len(r.lines), func(i int) bool { return r.lines[i].end > off })
+	if k > 0 && r.lines[k-1].end == off {
+		return off
+	}
+	if k < len(r.lines) {
+		return r.lines[k].end
+	}
+	return r.start + int64(len(r.text))
+}
+
+// names reports whether c names a line of the view's history: one of its
+// whole lines that ends at c.End with c's hash, or a line before it (it
+// cannot be checked there, and all of the view follows it).
+func (v *logView) names(c window.Cursor) bool {
+	r := v.r
+	if c.End <= r.start {
+		return true
+	}
+	i := sort.Search(len(r.lines), func(i int) bool { return r.lines[i].end >= c.End })
+	return i < len(r.lines) && r.lines[i].end == c.End && window.LineHash(v.Line(i).Text) == c.Hash
 }
 
 // Len is the number of lines.
@@ -223,6 +325,9 @@ func (c *logMemo) take(log []byte, start int64) *readLog {
 	defer c.mu.Unlock()
 	compares := 0
 	for i, r := range c.logs {
+		if r.src != nil {
+			continue // found by its source alone: its bytes are the source's
+		}
 		rest, ok := r.from(start)
 		if !ok || len(rest) == 0 || len(rest) > len(log) {
 			continue
@@ -298,12 +403,15 @@ func (r *readLog) compact() {
 
 // extend adds the lines of log (whole lines, r's text its start) that r
 // does not hold yet.
-func (r *readLog) extend(log []byte) {
-	from := len(r.text)
-	if from == len(log) {
+func (r *readLog) extend(log []byte) { r.extendBy(log[len(r.text):]) }
+
+// extendBy adds whole lines that follow r's.
+func (r *readLog) extendBy(more []byte) {
+	if len(more) == 0 {
 		return
 	}
-	r.text = append(r.text, log[from:]...)
+	from := len(r.text)
+	r.text = append(r.text, more...)
 	rest, off := r.text[from:], r.start+int64(from)
 	n := bytes.Count(rest, []byte{'\n'})
 	r.lines = slices.Grow(r.lines, n)
@@ -313,7 +421,7 @@ func (r *readLog) extend(log []byte) {
 		r.lines = append(r.lines, logLine{end: off})
 		rest = rest[i+1:]
 	}
-	r.size += len(log) - from + n*lineBytes
+	r.size += len(more) + n*lineBytes
 }
 
 // put keeps r as the latest, dropping the oldest past the bounds; a log

@@ -3,7 +3,9 @@ package agent
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
@@ -33,6 +35,26 @@ func freshPrompt(system string, log []byte, start int64, summary []byte, budget 
 		p.Older = lines[:i]
 	}
 	return p
+}
+
+// cursorMatches reports whether c names a line of the history whose end
+// is log (starting at offset start): a line of log ending at c.End with
+// c's hash, or a line before log (it cannot be checked there, and all of
+// log follows it). What NewPrompt did before its read logs' views.
+func cursorMatches(c window.Cursor, log []byte, start int64) bool {
+	end := start + int64(len(log))
+	switch {
+	case c.End > end:
+		return false
+	case c.End <= start:
+		return true
+	}
+	i := int(c.End - start) // just past the line's newline
+	if log[i-1] != '\n' {
+		return false
+	}
+	line := log[bytes.LastIndexByte(log[:i-1], '\n')+1 : i-1]
+	return window.LineHash(line) == c.Hash
 }
 
 // linesAfter are the lines of log (starting at offset start) that end
@@ -70,7 +92,12 @@ func memoLine(session string, i int) string {
 // samePrompt fails unless NewPrompt gives what reading afresh gives.
 func samePrompt(t *testing.T, what string, log []byte, start int64, summary []byte, budget int) {
 	t.Helper()
-	got, want := NewPrompt("sys", log, start, summary, budget), freshPrompt("sys", log, start, summary, budget)
+	asRead(t, what, NewPrompt("sys", log, start, summary, budget), freshPrompt("sys", log, start, summary, budget))
+}
+
+// asRead fails unless got is want, the prompt read afresh.
+func asRead(t *testing.T, what string, got, want *Prompt) {
+	t.Helper()
 	tokens := 0
 	for _, t := range want.Turns {
 		tokens += window.TurnTokens(t)
@@ -260,4 +287,102 @@ func TestLogMemoComparesBounded(t *testing.T) {
 	if n := promptLogs.compared - before; n > maxCompares {
 		t.Fatalf("one prompt compared %d logs whole, more than %d", n, maxCompares)
 	}
+}
+
+// growingLog is a LogSource in memory, as a session's sealed log: it
+// grows, and its end may be taken back (its Changes then count it).
+type growingLog struct {
+	b       []byte
+	changes uint64
+}
+
+func (g *growingLog) Size() int64     { return int64(len(g.b)) }
+func (g *growingLog) Changes() uint64 { return g.changes }
+
+func (g *growingLog) ReadAt(p []byte, off int64) (int, error) {
+	if off >= int64(len(g.b)) {
+		return 0, io.EOF
+	}
+	n := copy(p, g.b[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// tailOf is what sealedlog.Log.Tail gives of b: its last bound bytes from
+// the first line that starts in them, and where they start.
+func tailOf(b []byte, bound int64) ([]byte, int64) {
+	size := int64(len(b))
+	off := size - min(size, bound)
+	if off == 0 {
+		return b, 0
+	}
+	i := bytes.IndexByte(b[off-1:], '\n')
+	if i < 0 {
+		return nil, size
+	}
+	return b[off+int64(i):], off + int64(i)
+}
+
+// TestPromptFromSourceAsFresh: prompts read from growing logs by their
+// identity (NewPromptFrom) are what reading their tails afresh gives, as
+// the logs grow line by line and by halves of lines, their tails move on
+// (a bound of 1,500 bytes, and one they never reach), a summary's cursor
+// moves, budgets cut, and ends are taken back and written again with
+// other lines (Changes counting it).
+func TestPromptFromSourceAsFresh(t *testing.T) {
+	promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
+	logs := []*growingLog{{}, {}, {}}
+	bounds := []int64{1500, 4 << 20, 1500}
+	ends := make([][]int64, len(logs))
+	check := func(what string, k int, summary []byte, budget int) {
+		t.Helper()
+		tail, start := tailOf(logs[k].b, bounds[k])
+		asRead(t, what, NewPromptFrom("sys", logs[k], bounds[k], summary, budget), freshPrompt("sys", tail, start, summary, budget))
+	}
+	for i := range 120 {
+		for k, g := range logs {
+			line := memoLine(fmt.Sprint("s", k), i) + "\n"
+			g.b = append(g.b, line[:len(line)/2]...)
+			check(fmt.Sprintf("log %d, line %d, half", k, i), k, nil, 0)
+			g.b = append(g.b, line[len(line)/2:]...)
+			ends[k] = append(ends[k], int64(len(g.b)))
+			var summary []byte
+			if i > 10 {
+				c := i / 3
+				summary = window.FormatSummary(window.Cursor{End: ends[k][c], Hash: window.LineHash(g.b[ends[k][c-1] : ends[k][c]-1])}, "gist")
+			}
+			check(fmt.Sprintf("log %d, line %d", k, i), k, summary, 0)
+			check(fmt.Sprintf("log %d, line %d, budget", k, i), k, nil, 100)
+			if k == 1 { // a prompt of bytes that start as the log does and go on otherwise
+				NewPrompt("sys", append(bytes.Clone(g.b), "{}\n"...), 0, nil, 0)
+			}
+			if k == 0 && i == 60 { // a line longer than the bound, written in halves
+				long := `{"role":"user","content":"` + strings.Repeat("w", 3000) + `"}` + "\n"
+				g.b = append(g.b, long[:1600]...)
+				check("a long line's first half", k, nil, 0)
+				g.b = append(g.b, long[1600:]...)
+				ends[k] = append(ends[k][:len(ends[k])-1], int64(len(g.b))-int64(len(long)), int64(len(g.b)))
+				check("a long line", k, nil, 0)
+				ends[k] = ends[k][:len(ends[k])-1] // the cursors name the memo lines
+				g.b = g.b[:len(g.b)-len(long)]
+				g.changes++
+			}
+			if k == 2 && i%9 == 8 { // the last two lines taken back and written again otherwise
+				g.b, ends[k] = g.b[:ends[k][i-2]], ends[k][:i-1]
+				g.changes++
+				for j := i - 1; j <= i; j++ {
+					g.b = append(g.b, memoLine("other", j)+"\n"...)
+					ends[k] = append(ends[k], int64(len(g.b)))
+				}
+				check(fmt.Sprintf("log %d, line %d, taken back", k, i), k, nil, 0)
+			}
+		}
+		memoHolds(t, logMemoBytes, logMemoEntries)
+	}
+	liar := logs[2]
+	NewPromptFrom("sys", liar, 4<<20, nil, 0)
+	liar.b = liar.b[:len(liar.b)/2] // shrunk without saying so: whatever the prompt is, it is one
+	NewPromptFrom("sys", liar, 4<<20, nil, 0)
 }

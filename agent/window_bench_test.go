@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"runtime"
@@ -114,4 +115,28 @@ func TestPromptAssemblyMemory(t *testing.T) {
 	if len(l.req.Turns) == 0 || len(l.req.Turns) >= benchMessages-90000 {
 		t.Fatalf("%d turns kept after a cursor at 90,000 of 100,000 in a 128k window", len(l.req.Turns))
 	}
+}
+
+// BenchmarkPromptFromSource: the steady prompt of the 100,000-message
+// session (its last 4 MiB, the summary at 97,000), read warm as bytes
+// (NewPrompt: the tail read by the caller and compared with the read
+// log's copy, as before NewPromptFrom) and from the log itself
+// (NewPromptFrom: only what the log gained since, here nothing).
+func BenchmarkPromptFromSource(b *testing.B) {
+	log, summary := benchLog(benchMessages, 97000)
+	budget := (&Definition{API: &API{Config: provider.Config{API: provider.OpenAIChat, ModelID: "gpt-4o"}}}).Limits().Prompt()
+	b.Run("bytes", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			tail, start := logTail(log) // what the engine read at each send
+			NewPrompt("Answer briefly.", bytes.Clone(tail), start, summary, budget)
+		}
+	})
+	b.Run("source", func(b *testing.B) {
+		b.ReportAllocs()
+		src := &growingLog{b: log}
+		for b.Loop() {
+			NewPromptFrom("Answer briefly.", src, 4<<20, summary, budget)
+		}
+	})
 }

@@ -33,12 +33,11 @@ func (s *sess) promptAs(rules string, c layout.Caller, budget int) *agent.Prompt
 	if rule := s.metaString("rule"); rule != "" {
 		system = strings.TrimLeft(system+"\n\n"+rule, "\n")
 	}
-	log, start := s.msgs.Tail(maxConversation)
 	if s.rel == "" { // a temp session keeps no context/
-		return agent.NewPrompt(system, log, start, nil, budget)
+		return agent.NewPromptFrom(system, s.msgs, maxConversation, nil, budget)
 	}
 	rel := s.file(abi.DirContext + "/summary.md")
-	p := agent.NewPrompt(system, log, start, summary.Read(s.e.FreeTree(), c, rel), budget)
+	p := agent.NewPromptFrom(system, s.msgs, maxConversation, summary.Read(s.e.FreeTree(), c, rel), budget)
 	p.Keep = func(b []byte) error { return summary.Write(s.e.FreeTree(), c, rel, b) }
 	return p
 }

@@ -86,8 +86,9 @@ type Log struct {
 	at  Place
 	mem bool
 
-	length   atomic.Int64 // what the file holds and readers see; read without locks by Size and ReadAt
-	verifies atomic.Int64 // full re-reads by Check; tests check that Check stays cheap
+	length   atomic.Int64  // what the file holds and readers see; read without locks by Size and ReadAt
+	changes  atomic.Uint64 // times the bytes below length may have changed (Changes)
+	verifies atomic.Int64  // full re-reads by Check; tests check that Check stays cheap
 
 	memMu  sync.RWMutex
 	memBuf []byte // the content of a memory log
@@ -350,6 +351,14 @@ func openExamined(at Place, f, seal *os.File) (*Log, error) {
 // before they are durable too). For a log that was unprovable when opened
 // it is the length found, so all of it can still be read.
 func (l *Log) Size() int64 { return l.length.Load() }
+
+// Changes counts the times the bytes readers see below Size may have
+// changed while l was open: an end taken back (the other half of a unit
+// was refused: see takeBack), a file adopted in place of its own, damage
+// found. Between two calls that return the same count the log only grew:
+// a reader that asks Changes before Size and finds the count unchanged
+// later may keep what it read below that Size (the prompt's read logs do).
+func (l *Log) Changes() uint64 { return l.changes.Load() }
 
 // ReadAt reads committed content. Reads at or past Size return io.EOF; a
 // read that crosses Size is cut there and returns io.EOF with what it read.

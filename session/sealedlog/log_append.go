@@ -236,6 +236,7 @@ func (l *Log) takeBack(off int64) {
 		l.bad = unprovable(l.name(), "a refused append could not be taken back: "+err.Error())
 	}
 	l.length.Store(off)
+	l.changes.Add(1) // after the length: a reader that sees the count sees the cut
 	l.restamp()
 }
 

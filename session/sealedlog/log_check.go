@@ -164,6 +164,7 @@ func (l *Log) follow(f *os.File, st *unix.Stat_t) {
 	old := l.f
 	l.f = f
 	l.fdMu.Unlock()
+	l.changes.Add(1)
 	old.Close()
 }
 
@@ -172,6 +173,7 @@ func (l *Log) follow(f *os.File, st *unix.Stat_t) {
 // committed records, so a later Open reports the damage instead of taking
 // a cut in the last append for an interrupted one.)
 func (l *Log) damaged(what string) error {
+	l.changes.Add(1)
 	l.bad = unprovable(l.name(), what)
 	return l.bad
 }
