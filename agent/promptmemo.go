@@ -58,6 +58,9 @@ type readLog struct {
 	// Changes when it was read: the entry is found by them, not by bytes.
 	src     LogSource
 	changes uint64
+	// tailFrom is the least offset a tail of src may start from to be
+	// read from this entry: no line starts in [tailFrom, start).
+	tailFrom int64
 }
 
 // promptCut is the last prompt read from a log when every turn after its
@@ -128,7 +131,7 @@ func (c *logMemo) source(src LogSource, bound int64, use func(v *logView)) {
 	from := size - min(size, bound) // the tail starts at the first line that starts here or later
 	r := c.takeSource(src, changes)
 	var more []byte
-	if r != nil && r.start+int64(len(r.text)) <= size {
+	if r != nil && r.start+int64(len(r.text)) <= size && from >= r.tailFrom {
 		more = readRange(src, r.start+int64(len(r.text)), size)
 	} else {
 		start, tail, ok := readTail(src, from, size)
@@ -136,13 +139,14 @@ func (c *logMemo) source(src LogSource, bound int64, use func(v *logView)) {
 			use(&logView{r: &readLog{start: size}})
 			return
 		}
-		r, more = &readLog{src: src, changes: changes, start: start}, tail
+		r, more = &readLog{src: src, changes: changes, start: start, tailFrom: from}, tail
 	}
 	whole := more[:bytes.LastIndexByte(more, '\n')+1]
 	r.extendBy(whole)
 	partial := more[len(whole):]
 	if start := r.lineStartFrom(from); start > r.start {
 		r.rebase(start)
+		r.tailFrom = from // no line starts in [from, start)
 	}
 	if r.start+int64(len(r.text)) < from {
 		partial = nil // it started before the tail: Tail leaves it out

@@ -328,9 +328,9 @@ func tailOf(b []byte, bound int64) ([]byte, int64) {
 // TestPromptFromSourceAsFresh: prompts read from growing logs by their
 // identity (NewPromptFrom) are what reading their tails afresh gives, as
 // the logs grow line by line and by halves of lines, their tails move on
-// (a bound of 1,500 bytes, and one they never reach), a summary's cursor
-// moves, budgets cut, and ends are taken back and written again with
-// other lines (Changes counting it).
+// (a bound of 1,500 bytes, now and then a wider one, and one they never
+// reach), a summary's cursor moves, budgets cut, and ends are taken back
+// and written again with other lines (Changes counting it).
 func TestPromptFromSourceAsFresh(t *testing.T) {
 	promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
 	logs := []*growingLog{{}, {}, {}}
@@ -355,6 +355,12 @@ func TestPromptFromSourceAsFresh(t *testing.T) {
 			}
 			check(fmt.Sprintf("log %d, line %d", k, i), k, summary, 0)
 			check(fmt.Sprintf("log %d, line %d, budget", k, i), k, nil, 100)
+			if k == 0 && i%10 == 9 { // a wider bound once: its tail starts earlier
+				bounds[k] = 4 << 20
+				check(fmt.Sprintf("log %d, line %d, a wider bound", k, i), k, nil, 0)
+				bounds[k] = 1500
+				check(fmt.Sprintf("log %d, line %d, the bound again", k, i), k, nil, 0)
+			}
 			if k == 1 { // a prompt of bytes that start as the log does and go on otherwise
 				NewPrompt("sys", append(bytes.Clone(g.b), "{}\n"...), 0, nil, 0)
 			}
