@@ -164,7 +164,10 @@ func readRange(src LogSource, from, to int64) []byte {
 }
 
 // readTail is src's bytes from the first line that starts at or after
-// from up to size, and where that line starts; false if none does.
+// from up to size, and where that line starts; false if none does. It is
+// sealedlog.Log.Tail's rule, not a call of it: Tail reads the log's size
+// itself, and the entry's tailFrom must be the from of the size this
+// read was cut at, which a log that grew in between would make another.
 func readTail(src LogSource, from, size int64) (int64, []byte, bool) {
 	if from == 0 {
 		return 0, readRange(src, 0, size), true
