@@ -69,9 +69,15 @@ func (w *runWindow) turnTokens(turns []provider.Turn) int {
 	return c.tokens
 }
 
+// headTokens is what req's prompt holds besides its turns: the system
+// prompt and the tools offered.
+func headTokens(req provider.Request) int {
+	return window.RequestTokens(provider.Request{System: req.System, Tools: req.Tools})
+}
+
 // requestTokens is window.RequestTokens of the request as sent (sent).
 func (l *toolLoop) requestTokens() int {
-	n := window.RequestTokens(provider.Request{System: l.req.System, Tools: l.req.Tools}) + l.win.turnTokens(l.req.Turns)
+	n := headTokens(l.req) + l.win.turnTokens(l.req.Turns)
 	if l.win.cut {
 		n += window.TurnTokens(l.win.summaryTurn())
 	}
@@ -157,7 +163,7 @@ type Compacted struct {
 // fixed is what a prompt holds besides its turns: the system prompt, the
 // tools, and the summary's turn at its largest.
 func (w *runWindow) fixed(req provider.Request) int {
-	return window.RequestTokens(provider.Request{System: req.System, Tools: req.Tools}) +
+	return headTokens(req) +
 		window.TurnTokens(provider.Turn{Text: SummaryHeading}) + w.lim.SummaryTokens()
 }
 

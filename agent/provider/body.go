@@ -97,6 +97,14 @@ func (w *body) array(name string, n int, elem func(i int)) {
 	w.b = append(w.b, ']')
 }
 
+// element starts an array element written outside array (the settled
+// turns' elements): a comma unless it is the array's first.
+func (w *body) element() {
+	if n := len(w.b); n > 0 && w.b[n-1] != '[' {
+		w.b = append(w.b, ',')
+	}
+}
+
 // length is a slice's length for array: -1 for a nil slice.
 func length[T any](s []T) int {
 	if s == nil {

@@ -232,11 +232,3 @@ func (e *settled) appendTurns(turns []Turn) {
 		}
 	}
 }
-
-// element starts an array element: a comma unless it is the array's
-// first.
-func (w *body) element() {
-	if n := len(w.b); n > 0 && w.b[n-1] != '[' {
-		w.b = append(w.b, ',')
-	}
-}
