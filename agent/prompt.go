@@ -54,10 +54,12 @@ func (l Line) Cursor() window.Cursor { return window.Cursor{End: l.End, Hash: wi
 // history, a file someone edited) is ignored, and the summary is rebuilt
 // when the conversation next needs compacting. Lines are read from the
 // newest until their turns take more than budget tokens (0: all): older
-// ones could not be sent with them (Older).
-func NewPrompt(system string, log []byte, start int64, summary []byte, budget int) *Prompt {
-	p := &Prompt{Request: provider.Request{System: system}}
-	promptLogs.lines(log, start, func(v *logView) { p.read(v, summary, budget) })
+// ones could not be sent with them (Older). The request is owner's (its
+// uid and conversation): what is kept of it between prompts and requests
+// serves that owner's alone (provider.Owner).
+func NewPrompt(owner provider.Owner, system string, log []byte, start int64, summary []byte, budget int) *Prompt {
+	p := &Prompt{Request: provider.Request{System: system, Owner: owner}}
+	promptLogs.lines(owner.Uid, log, start, func(v *logView) { p.read(v, summary, budget) })
 	return p
 }
 
@@ -76,9 +78,9 @@ type LogSource interface {
 // identity, so a session's next prompt reads only the bytes appended
 // since, instead of the whole tail read and compared byte for byte
 // (docs/benchmarks.md, "The log itself").
-func NewPromptFrom(system string, src LogSource, max int64, summary []byte, budget int) *Prompt {
-	p := &Prompt{Request: provider.Request{System: system}}
-	promptLogs.source(src, max, func(v *logView) { p.read(v, summary, budget) })
+func NewPromptFrom(owner provider.Owner, system string, src LogSource, max int64, summary []byte, budget int) *Prompt {
+	p := &Prompt{Request: provider.Request{System: system, Owner: owner}}
+	promptLogs.source(owner.Uid, src, max, func(v *logView) { p.read(v, summary, budget) })
 	return p
 }
 

@@ -18,10 +18,13 @@ import (
 // log outgrew the tail a prompt reads), and looking each of thousands of
 // lines up in promptTurns again was most of what a long conversation's
 // prompt cost before its request could go (docs/benchmarks.md, "The
-// request body"). A log read before is found by its bytes: an entry is
-// used only when its text is byte for byte the new log's start at the
-// same offset, so what is handed out is what reading the log afresh
-// gives, and nothing of one session's text can reach another's prompt.
+// request body"). A log read before is found by its source (the
+// session's log itself) or by its bytes: an entry is then used only for
+// the same uid's prompts and when its text is byte for byte the new
+// log's start at the same offset, so what is handed out is what reading
+// the log afresh gives, nothing of one session's text can reach
+// another's prompt, and no user can time whether another's log is here.
+// One uid's entries are at most a quarter of the count.
 var promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
 
 const (
@@ -47,6 +50,7 @@ type logLine struct {
 // which alone reads and writes it meanwhile. Its text is only ever
 // appended to, so the lines' bytes handed out are never written again.
 type readLog struct {
+	uid   uint32 // whose prompt read it: its lines' turns are looked up as this uid's
 	start int64
 	text  []byte
 	lines []logLine
@@ -111,11 +115,11 @@ type logView struct {
 	partial []byte
 }
 
-// lines calls use with the lines of log (starting at offset start); the
-// view is use's only while it runs.
-func (c *logMemo) lines(log []byte, start int64, use func(v *logView)) {
+// lines calls use with the lines of log (starting at offset start), read
+// for uid's prompt; the view is use's only while it runs.
+func (c *logMemo) lines(uid uint32, log []byte, start int64, use func(v *logView)) {
 	whole := log[:bytes.LastIndexByte(log, '\n')+1]
-	r := c.take(whole, start)
+	r := c.take(uid, whole, start)
 	r.extend(whole)
 	use(&logView{r: r, partial: log[len(whole):]})
 	c.put(r)
@@ -125,7 +129,9 @@ func (c *logMemo) lines(log []byte, start int64, use func(v *logView)) {
 // first line that starts in them (what sealedlog.Log.Tail gives); the view
 // is use's only while it runs. An entry read from src before, while src's
 // Changes stayed the same, holds its bytes: only those after it are read.
-func (c *logMemo) source(src LogSource, bound int64, use func(v *logView)) {
+// A new entry is read for uid's prompt (an entry of src serves every
+// prompt of src: src is one session's log).
+func (c *logMemo) source(uid uint32, src LogSource, bound int64, use func(v *logView)) {
 	changes := src.Changes() // before Size: see sealedlog.Log.Changes
 	size := src.Size()
 	from := size - min(size, bound) // the tail starts at the first line that starts here or later
@@ -139,7 +145,7 @@ func (c *logMemo) source(src LogSource, bound int64, use func(v *logView)) {
 			use(&logView{r: &readLog{start: size}})
 			return
 		}
-		r, more = &readLog{src: src, changes: changes, start: start, tailFrom: from}, tail
+		r, more = &readLog{uid: uid, src: src, changes: changes, start: start, tailFrom: from}, tail
 	}
 	whole := more[:bytes.LastIndexByte(more, '\n')+1]
 	r.extendBy(whole)
@@ -258,12 +264,12 @@ func (v *logView) Line(i int) Line {
 func (v *logView) Turn(i int) (provider.Turn, int, bool) {
 	r := v.r
 	if i == len(r.lines) {
-		t, ok := promptTurns.turnOf(v.partial)
+		t, ok := promptTurns.turnOf(r.uid, v.partial)
 		return t, window.TurnTokens(t), ok
 	}
 	l := &r.lines[i]
 	if l.turn == 0 {
-		t, ok := promptTurns.turnOf(v.Line(i).Text)
+		t, ok := promptTurns.turnOf(r.uid, v.Line(i).Text)
 		l.turn, l.tokens = -1, int32(window.TurnTokens(t))
 		if ok {
 			r.turns = append(r.turns, t)
@@ -325,14 +331,15 @@ func (v *logView) keepCut(first int, turns []provider.Turn, lines []Line, tokens
 	r.size += r.cut.held()
 }
 
-// take removes from the memo and returns a read log whose text is log's
-// start at the same offset, the lines before start dropped; or a new one.
-func (c *logMemo) take(log []byte, start int64) *readLog {
+// take removes from the memo and returns a read log of uid's whose text
+// is log's start at the same offset, the lines before start dropped; or
+// a new one.
+func (c *logMemo) take(uid uint32, log []byte, start int64) *readLog {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	compares := 0
 	for i, r := range c.logs {
-		if r.src != nil {
+		if r.src != nil || r.uid != uid {
 			continue // found by its source alone: its bytes are the source's
 		}
 		rest, ok := r.from(start)
@@ -357,7 +364,7 @@ func (c *logMemo) take(log []byte, start int64) *readLog {
 			return r
 		}
 	}
-	return &readLog{start: start}
+	return &readLog{uid: uid, start: start}
 }
 
 // from is r's text from offset start, when a line of r begins there.
@@ -431,8 +438,9 @@ func (r *readLog) extendBy(more []byte) {
 	r.size += len(more) + n*lineBytes
 }
 
-// put keeps r as the latest, dropping the oldest past the bounds; a log
-// with no whole line, or larger than half the bound, is not kept.
+// put keeps r as the latest, dropping r's uid's oldest past its share of
+// the count, then the oldest of all past the bounds; a log with no whole
+// line, or larger than half the bound, is not kept.
 func (c *logMemo) put(r *readLog) {
 	if len(r.text) == 0 || r.size > c.bound/2 { // nothing to find it by, or too large
 		return
@@ -441,6 +449,17 @@ func (c *logMemo) put(r *readLog) {
 	defer c.mu.Unlock()
 	c.logs = slices.Insert(c.logs, 0, r)
 	c.size += r.size
+	mine := 0 // r's uid's logs, the latest first: those beyond its share go
+	c.logs = slices.DeleteFunc(c.logs, func(o *readLog) bool {
+		if o.uid != r.uid {
+			return false
+		}
+		if mine++; mine <= max(1, c.most/uidShare) {
+			return false
+		}
+		c.size -= o.size
+		return true
+	})
 	for len(c.logs) > c.most || c.size > c.bound {
 		last := len(c.logs) - 1
 		c.size -= c.logs[last].size
@@ -448,3 +467,7 @@ func (c *logMemo) put(r *readLog) {
 		c.logs = c.logs[:last]
 	}
 }
+
+// uidShare: one uid's read logs are at most 1/uidShare of the memo's
+// count.
+const uidShare = 4

@@ -13,10 +13,13 @@ import (
 	"github.com/ctxfs/ctxfs/agent/window"
 )
 
+// owner0 is whose prompts the tests read, unless they say otherwise.
+var owner0 = provider.Owner{Uid: 1000, Conversation: "home/1000/agent/coder/session/s"}
+
 // freshPrompt is NewPrompt without promptLogs: every line of the log
 // split and read afresh, as NewPrompt read them before the memo.
 func freshPrompt(system string, log []byte, start int64, summary []byte, budget int) *Prompt {
-	p := &Prompt{Request: provider.Request{System: system}}
+	p := &Prompt{Request: provider.Request{System: system, Owner: owner0}}
 	c, text, ok := window.ParseSummary(summary)
 	if ok && cursorMatches(c, log, start) {
 		p.Summary, p.Cursor = text, c
@@ -92,7 +95,7 @@ func memoLine(session string, i int) string {
 // samePrompt fails unless NewPrompt gives what reading afresh gives.
 func samePrompt(t *testing.T, what string, log []byte, start int64, summary []byte, budget int) {
 	t.Helper()
-	asRead(t, what, NewPrompt("sys", log, start, summary, budget), freshPrompt("sys", log, start, summary, budget))
+	asRead(t, what, NewPrompt(owner0, "sys", log, start, summary, budget), freshPrompt("sys", log, start, summary, budget))
 }
 
 // asRead fails unless got is want, the prompt read afresh.
@@ -186,7 +189,7 @@ func TestPromptCutAsFresh(t *testing.T) {
 				summary = window.FormatSummary(window.Cursor{End: ends[b][c], Hash: window.LineHash(log[ends[b][c-1] : ends[b][c]-1])}, "gist")
 			}
 			samePrompt(t, fmt.Sprintf("log %d, line %d, budget %d", b, i, budget), log[start:], start, summary, budget)
-			p := NewPrompt("sys", log[start:], start, summary, budget)
+			p := NewPrompt(owner0, "sys", log[start:], start, summary, budget)
 			handed = append(handed, held{p, len(p.Turns), len(p.Lines), freshPrompt("sys", log[start:], start, summary, budget)})
 			p.Turns = append(p.Turns, own)
 			p.Lines = append(p.Lines, Line{End: -1, Text: []byte(own.Text)})
@@ -219,7 +222,7 @@ func TestPromptLogsConcurrent(t *testing.T) {
 			for k := range 50 {
 				n := len(log) - (g+k)%7*40 // some shorter, so that entries are extended
 				n = bytes.LastIndexByte(log[:n], '\n') + 1
-				p := NewPrompt("sys", log[:n], 0, nil, 0)
+				p := NewPrompt(owner0, "sys", log[:n], 0, nil, 0)
 				if n == len(log) && !reflect.DeepEqual(p.Turns, want.Turns) {
 					t.Errorf("goroutine %d: other turns", g)
 				}
@@ -240,8 +243,8 @@ func TestLogMemoBounded(t *testing.T) {
 		for i := range 50 + s*10 {
 			log = append(log, memoLine(fmt.Sprint("s", s), i)+"\n"...)
 		}
-		NewPrompt("", log, 0, nil, 0)
-		NewPrompt("", log[len(log)/3:], int64(len(log)/3), nil, 0) // not a line's start: read anew
+		NewPrompt(owner0, "", log, 0, nil, 0)
+		NewPrompt(owner0, "", log[len(log)/3:], int64(len(log)/3), nil, 0) // not a line's start: read anew
 		memoHolds(t, bound, 8)
 	}
 }
@@ -280,12 +283,48 @@ func TestLogMemoComparesBounded(t *testing.T) {
 	for i := range 20 {
 		other := bytes.Clone(log)
 		copy(other[2:], fmt.Sprintf("%02d", i)) // inside the first line's first string
-		NewPrompt("sys", other, 0, nil, 0)
+		NewPrompt(owner0, "sys", other, 0, nil, 0)
 	}
 	before := promptLogs.compared
 	samePrompt(t, "after 20 logs that differ at their start", log, 0, nil, 0)
 	if n := promptLogs.compared - before; n > maxCompares {
 		t.Fatalf("one prompt compared %d logs whole, more than %d", n, maxCompares)
+	}
+}
+
+// TestLogMemoByUid: a log read for one uid's prompt is not found for
+// another uid's (read afresh: nothing is compared with the first), and
+// its lines' turns are not taken from the turn cache for it; a uid that
+// reads many logs pushes out its own beyond its share, never another's.
+func TestLogMemoByUid(t *testing.T) {
+	promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
+	promptTurns = newTurnCache(turnCacheBytes)
+	var log []byte
+	for i := range 50 {
+		log = append(log, memoLine("u", i)+"\n"...)
+	}
+	NewPrompt(owner0, "sys", log, 0, nil, 0)
+	first, turnsHeld, compared := promptLogs.logs[0], cacheSize(promptTurns), promptLogs.compared
+	other := provider.Owner{Uid: 1001, Conversation: owner0.Conversation}
+	want := freshPrompt("sys", log, 0, nil, 0)
+	want.Owner = other
+	asRead(t, "another uid's prompt of the same log", NewPrompt(other, "sys", log, 0, nil, 0), want)
+	if promptLogs.compared != compared || len(promptLogs.logs) != 2 || promptLogs.logs[1] != first {
+		t.Fatalf("another uid's prompt compared %d logs, and the memo holds %d", promptLogs.compared-compared, len(promptLogs.logs))
+	}
+	if grown := cacheSize(promptTurns) - turnsHeld; grown < len(log) {
+		t.Fatalf("another uid's prompt added %d bytes to the turn cache: its lines' turns were taken from the first uid's", grown)
+	}
+	for i := range 40 {
+		NewPrompt(provider.Owner{Uid: 7, Conversation: fmt.Sprint("home/7/agent/coder/session/", i)}, "sys", []byte(memoLine(fmt.Sprint("s", i), 0)+"\n"), 0, nil, 0)
+	}
+	mine, kept := 0, false
+	for _, r := range promptLogs.logs {
+		mine += map[bool]int{true: 1}[r.uid == 7]
+		kept = kept || r == first
+	}
+	if mine != logMemoEntries/uidShare || !kept {
+		t.Fatalf("after 40 logs of one uid the memo holds %d of them (want its share, %d); the first uid's log kept: %v", mine, logMemoEntries/uidShare, kept)
 	}
 }
 
@@ -339,7 +378,7 @@ func TestPromptFromSourceAsFresh(t *testing.T) {
 	check := func(what string, k int, summary []byte, budget int) {
 		t.Helper()
 		tail, start := tailOf(logs[k].b, bounds[k])
-		asRead(t, what, NewPromptFrom("sys", logs[k], bounds[k], summary, budget), freshPrompt("sys", tail, start, summary, budget))
+		asRead(t, what, NewPromptFrom(owner0, "sys", logs[k], bounds[k], summary, budget), freshPrompt("sys", tail, start, summary, budget))
 	}
 	for i := range 120 {
 		for k, g := range logs {
@@ -362,7 +401,7 @@ func TestPromptFromSourceAsFresh(t *testing.T) {
 				check(fmt.Sprintf("log %d, line %d, the bound again", k, i), k, nil, 0)
 			}
 			if k == 1 { // a prompt of bytes that start as the log does and go on otherwise
-				NewPrompt("sys", append(bytes.Clone(g.b), "{}\n"...), 0, nil, 0)
+				NewPrompt(owner0, "sys", append(bytes.Clone(g.b), "{}\n"...), 0, nil, 0)
 			}
 			if k == 0 && i == 60 { // a line longer than the bound, written in halves
 				long := `{"role":"user","content":"` + strings.Repeat("w", 3000) + `"}` + "\n"
@@ -388,7 +427,7 @@ func TestPromptFromSourceAsFresh(t *testing.T) {
 		memoHolds(t, logMemoBytes, logMemoEntries)
 	}
 	liar := logs[2]
-	NewPromptFrom("sys", liar, 4<<20, nil, 0)
+	NewPromptFrom(owner0, "sys", liar, 4<<20, nil, 0)
 	liar.b = liar.b[:len(liar.b)/2] // shrunk without saying so: whatever the prompt is, it is one
-	NewPromptFrom("sys", liar, 4<<20, nil, 0)
+	NewPromptFrom(owner0, "sys", liar, 4<<20, nil, 0)
 }

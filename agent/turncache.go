@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/binary"
 	"sync"
 
 	"github.com/ctxfs/ctxfs/agent/provider"
@@ -14,8 +15,12 @@ import (
 //
 // An entry is handed out for a line with the very same bytes only, which
 // would parse to the very same turn, so nothing of one session's text
-// can reach another's prompt. A turn is a value; the ToolCalls it holds
-// are shared between the prompts that got it and are never written.
+// can reach another's prompt; and only to prompts of the uid that read
+// it, so that no user can learn, by timing prompts of lines written out
+// byte for byte, whether another's lines were read lately (most lines
+// hold their run's random id, but imported ones need not). A turn is a
+// value; the ToolCalls it holds are shared between the prompts that got
+// it and are never written.
 var promptTurns = newTurnCache(turnCacheBytes)
 
 const (
@@ -37,10 +42,11 @@ const (
 // the memory held is at most the bound.
 type turnCache struct {
 	mu      sync.Mutex
-	cur     map[string]cachedTurn
+	cur     map[string]cachedTurn // by turnKey
 	old     map[string]cachedTurn
-	curSize int // bytes held by cur (entrySize)
-	half    int // cur's bound
+	curSize int    // bytes held by cur (entrySize)
+	half    int    // cur's bound
+	key     []byte // turnKey's, reused under mu
 }
 
 type cachedTurn struct {
@@ -52,17 +58,18 @@ func newTurnCache(bound int) *turnCache {
 	return &turnCache{cur: map[string]cachedTurn{}, old: map[string]cachedTurn{}, half: bound / 2}
 }
 
-// turnOf is the package's turnOf, from the cache when the line was read
-// before.
-func (c *turnCache) turnOf(line []byte) (provider.Turn, bool) {
+// turnOf is the package's turnOf, from the cache when uid's prompts read
+// the line before.
+func (c *turnCache) turnOf(uid uint32, line []byte) (provider.Turn, bool) {
 	if len(line) > maxCachedLine {
 		return turnOf(line)
 	}
 	c.mu.Lock()
-	e, hit := c.cur[string(line)]
+	key := c.turnKey(uid, line)
+	e, hit := c.cur[string(key)]
 	if !hit {
-		if e, hit = c.old[string(line)]; hit {
-			c.put(string(line), e)
+		if e, hit = c.old[string(key)]; hit {
+			c.put(string(key), e)
 		}
 	}
 	c.mu.Unlock()
@@ -71,27 +78,35 @@ func (c *turnCache) turnOf(line []byte) (provider.Turn, bool) {
 	}
 	t, ok := turnOf(line)
 	c.mu.Lock()
-	c.put(string(line), cachedTurn{t, ok})
+	c.put(string(c.turnKey(uid, line)), cachedTurn{t, ok})
 	c.mu.Unlock()
 	return t, ok
 }
 
-// put adds an entry to the current generation, starting a new one first
+// turnKey is an entry's key: uid's four bytes, then the line. It is
+// c.key, valid until the next call; a lookup by it copies nothing.
+// Caller holds c.mu.
+func (c *turnCache) turnKey(uid uint32, line []byte) []byte {
+	c.key = append(binary.LittleEndian.AppendUint32(c.key[:0], uid), line...)
+	return c.key
+}
+
+// put adds the entry of key to the current generation, starting a new one first
 // when it would pass its bound. Caller holds c.mu.
-func (c *turnCache) put(line string, e cachedTurn) {
-	n := entrySize(line, e)
+func (c *turnCache) put(key string, e cachedTurn) {
+	n := entrySize(key, e)
 	if c.curSize+n > c.half {
 		c.old, c.cur, c.curSize = c.cur, map[string]cachedTurn{}, 0
 	}
-	c.cur[line] = e
+	c.cur[key] = e
 	c.curSize += n
 }
 
-// entrySize is what an entry holds: its line, its turn's strings and the
+// entrySize is what an entry holds: its key, its turn's strings and the
 // overhead.
-func entrySize(line string, e cachedTurn) int {
+func entrySize(key string, e cachedTurn) int {
 	t := e.turn
-	n := entryOverhead + len(line) + len(t.Role) + len(t.Text) + len(t.ToolCallID) + len(t.ToolName)
+	n := entryOverhead + len(key) + len(t.Role) + len(t.Text) + len(t.ToolCallID) + len(t.ToolName)
 	for _, tc := range t.ToolCalls {
 		n += entryOverhead + len(tc.ID) + len(tc.Name) + len(tc.Arguments)
 	}

@@ -32,12 +32,12 @@ func TestPromptTurnsAreTheLinesOwn(t *testing.T) {
 		return p
 	}
 	for round := 0; round < 2; round++ { // the second reads every line from the cache
-		if got := NewPrompt("", log, 0, nil, 0); !reflect.DeepEqual(got.Turns, want(log).Turns) {
+		if got := NewPrompt(owner0, "", log, 0, nil, 0); !reflect.DeepEqual(got.Turns, want(log).Turns) {
 			t.Fatalf("round %d: turns %+v, want %+v", round, got.Turns, want(log).Turns)
 		}
 	}
 	other := []byte(strings.Replace(string(log), "answer one", "answer two", 1))
-	got := NewPrompt("", other, 0, nil, 0)
+	got := NewPrompt(owner0, "", other, 0, nil, 0)
 	if last := got.Turns[len(got.Turns)-1]; last.Text != "answer two" || !reflect.DeepEqual(got.Turns, want(other).Turns) {
 		t.Fatalf("a line with other bytes got %+v", got.Turns)
 	}
@@ -50,24 +50,24 @@ func TestTurnCacheIsBounded(t *testing.T) {
 	c := newTurnCache(bound)
 	kept := []byte(`{"role":"user","content":"read at every prompt"}`)
 	for i := 0; i < 20000; i++ {
-		c.turnOf([]byte(fmt.Sprintf(`{"role":"user","content":"line %d %s"}`, i, strings.Repeat("x", i%200))))
+		c.turnOf(owner0.Uid, []byte(fmt.Sprintf(`{"role":"user","content":"line %d %s"}`, i, strings.Repeat("x", i%200))))
 		if i%50 == 0 {
-			c.turnOf(kept)
+			c.turnOf(owner0.Uid, kept)
 		}
 		if held := cacheSize(c); held > bound {
 			t.Fatalf("after %d lines the cache holds %d bytes, over its bound %d", i+1, held, bound)
 		}
 	}
 	c.mu.Lock()
-	_, inCur := c.cur[string(kept)]
-	_, inOld := c.old[string(kept)]
+	_, inCur := c.cur[string(c.turnKey(owner0.Uid, kept))]
+	_, inOld := c.old[string(c.turnKey(owner0.Uid, kept))]
 	c.mu.Unlock()
 	if !inCur && !inOld {
 		t.Fatal("a line read at every prompt was dropped")
 	}
 	huge := []byte(`{"role":"user","content":"` + strings.Repeat("y", maxCachedLine) + `"}`)
 	before := cacheSize(c)
-	if tn, ok := c.turnOf(huge); !ok || len(tn.Text) != maxCachedLine || cacheSize(c) != before {
+	if tn, ok := c.turnOf(owner0.Uid, huge); !ok || len(tn.Text) != maxCachedLine || cacheSize(c) != before {
 		t.Fatalf("a line over maxCachedLine: ok %v, %d bytes of text, cache %d → %d bytes", ok, len(tn.Text), before, cacheSize(c))
 	}
 }

@@ -53,7 +53,7 @@ func logTail(log []byte) ([]byte, int64) {
 // (truncate: the oldest turns cut, the summary kept with a new cursor).
 func assemble(tb testing.TB, log []byte, start int64, summary []byte) *toolLoop {
 	def := &Definition{Kind: "agent", Name: "b", API: &API{Config: provider.Config{API: provider.OpenAIChat, ModelID: "gpt-4o"}}, WindowDef: WindowDef{Strategy: CompactTruncate}}
-	p := NewPrompt("Answer briefly.", log, start, summary, def.Limits().Prompt())
+	p := NewPrompt(owner0, "Answer briefly.", log, start, summary, def.Limits().Prompt())
 	p.Keep = func(b []byte) error { return nil }
 	s := Spec{Def: def, Prompt: p}
 	l := newToolLoop(s, func(*proto.Object) {}, 0, nil)
@@ -129,14 +129,14 @@ func BenchmarkPromptFromSource(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			tail, start := logTail(log) // what the engine read at each send
-			NewPrompt("Answer briefly.", bytes.Clone(tail), start, summary, budget)
+			NewPrompt(owner0, "Answer briefly.", bytes.Clone(tail), start, summary, budget)
 		}
 	})
 	b.Run("source", func(b *testing.B) {
 		b.ReportAllocs()
 		src := &growingLog{b: log}
 		for b.Loop() {
-			NewPromptFrom("Answer briefly.", src, 4<<20, summary, budget)
+			NewPromptFrom(owner0, "Answer briefly.", src, 4<<20, summary, budget)
 		}
 	})
 }

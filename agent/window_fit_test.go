@@ -29,7 +29,7 @@ func TestRequestTokensAsCounted(t *testing.T) {
 	}
 	for round := range 3 { // afresh, then grown from the cut twice
 		log = append(log, memoLine("w", 60+round)+"\n"...)
-		p := NewPrompt("sys", log, 0, nil, 0)
+		p := NewPrompt(owner0, "sys", log, 0, nil, 0)
 		s := Spec{Def: def, Prompt: p}
 		l := &toolLoop{s: s}
 		l.firstRequest()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/provider"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
@@ -23,7 +24,9 @@ const maxConversation = 4 << 20
 // merged AGENTS.md rules then meta.json's rule as the system prompt, the
 // session's conversation from messages.jsonl after the summary's cursor
 // (newest first, up to what the window holds), and context/summary.md
-// read and written as the run's uid (session/summary).
+// read and written as the run's uid (session/summary). The request is
+// the run's uid's and the session's (provider.Owner): what the provider
+// keeps of it serves this session's next requests only.
 func (rn *run) prompt(rules string) *agent.Prompt {
 	return rn.s.promptAs(rules, layout.Caller{Uid: rn.spec.Uid, Gid: rn.spec.Gid}, rn.spec.Def.Limits().Prompt())
 }
@@ -33,11 +36,12 @@ func (s *sess) promptAs(rules string, c layout.Caller, budget int) *agent.Prompt
 	if rule := s.metaString("rule"); rule != "" {
 		system = strings.TrimLeft(system+"\n\n"+rule, "\n")
 	}
-	if s.rel == "" { // a temp session keeps no context/
-		return agent.NewPromptFrom(system, s.msgs, maxConversation, nil, budget)
+	owner := provider.Owner{Uid: c.Uid, Conversation: s.rel}
+	if s.rel == "" { // a temp session keeps no context/ (and its conversation is sent once: no body kept)
+		return agent.NewPromptFrom(owner, system, s.msgs, maxConversation, nil, budget)
 	}
 	rel := s.file(abi.DirContext + "/summary.md")
-	p := agent.NewPromptFrom(system, s.msgs, maxConversation, summary.Read(s.e.FreeTree(), c, rel), budget)
+	p := agent.NewPromptFrom(owner, system, s.msgs, maxConversation, summary.Read(s.e.FreeTree(), c, rel), budget)
 	p.Keep = func(b []byte) error { return summary.Write(s.e.FreeTree(), c, rel, b) }
 	return p
 }

@@ -130,7 +130,7 @@ func FuzzBody(f *testing.F) {
 
 // longRequest is a conversation of n turns, users and assistants in turn.
 func longRequest(n int) Request {
-	req := Request{System: "Answer briefly."}
+	req := Request{System: "Answer briefly.", Owner: testOwner}
 	for i := range n {
 		role := []string{RoleUser, RoleAssistant}[i%2]
 		req.Turns = append(req.Turns, Turn{Role: role, Text: fmt.Sprintf("line %d of a long conversation, with some words in it", i)})
@@ -156,7 +156,7 @@ func BenchmarkBody(b *testing.B) {
 	} {
 		b.Run(w.name+"/cold", func(b *testing.B) {
 			b.ReportAllocs()
-			req := Request{System: grown.System, Turns: grown.Turns[:2001]}
+			req := Request{System: grown.System, Turns: grown.Turns[:2001], Owner: grown.Owner}
 			for b.Loop() {
 				if _, err := w.wire(&settledMemo{max: 64, maxBytes: 32 << 20}).body(cfg, req, offered{}); err != nil {
 					b.Fatal(err)
@@ -167,7 +167,7 @@ func BenchmarkBody(b *testing.B) {
 			b.ReportAllocs()
 			wire, i := w.wire(&settledMemo{max: 64, maxBytes: 32 << 20}), 0
 			for b.Loop() {
-				req := Request{System: grown.System, Turns: grown.Turns[:2001+2*(i%100)]}
+				req := Request{System: grown.System, Turns: grown.Turns[:2001+2*(i%100)], Owner: grown.Owner}
 				if _, err := wire.body(cfg, req, offered{}); err != nil {
 					b.Fatal(err)
 				}

@@ -73,11 +73,23 @@ type Tool struct {
 }
 
 // Request is what is sent: the system prompt ("" for none), the turns, and
-// the tools offered (none: the model is offered no tool).
+// the tools offered (none: the model is offered no tool); and whose
+// conversation it is, for what is kept of it between requests.
 type Request struct {
 	System string
 	Turns  []Turn
 	Tools  []Tool
+	Owner  Owner
+}
+
+// Owner is whose conversation a request is. What a request's body keeps
+// for the next (its settled turns, settled.go) serves only later requests
+// of the same Owner, so that no user can learn, by timing sends of their
+// own, whether another's conversation is in the server's memory; and one
+// uid keeps at most a share of it. The zero Owner keeps nothing.
+type Owner struct {
+	Uid          uint32
+	Conversation string // a name no other conversation has: a session's path in the store
 }
 
 // Result is the reply once the stream has ended.

@@ -24,9 +24,15 @@ import (
 // calls go out as calls) and the call ids kept as calls (which no later
 // call may be kept as again). TestSettledAsFresh compares every prefix of
 // growing and edited conversations with bodies written afresh.
+//
+// An entry serves only its own conversation (Request.Owner), never
+// another with the same turns: a hit is faster than a miss, and a user
+// who could time sends of a guessed conversation could otherwise learn
+// whether another user's is in memory. TestSettledOwnersApart.
 
 // settled is one conversation's settled turns and their elements.
 type settled struct {
+	owner       Owner
 	api, system string
 	tools       []string        // the offered tools' names, in order
 	turns       []Turn          // the settled turns: the memo's own copy
@@ -37,7 +43,7 @@ type settled struct {
 
 // held is about the bytes e keeps alive, for the memo's bound.
 func (e *settled) held() int {
-	return cap(e.elems) + len(e.system) + cap(e.turns)*turnBytes + e.texts + 64*len(e.used)
+	return cap(e.elems) + len(e.system) + len(e.owner.Conversation) + cap(e.turns)*turnBytes + e.texts + 64*len(e.used)
 }
 
 // The sizes of a Turn and a ToolCall, their strings aside.
@@ -47,7 +53,9 @@ const (
 )
 
 // settledMemo keeps the settled turns of the conversations written last,
-// within a count and a byte bound. An entry is taken out while a body is
+// within a count and a byte bound, of which one uid's entries hold at
+// most 1/uidShare: a user who writes many conversations pushes out their
+// own entries, not everyone's. An entry is taken out while a body is
 // written from it, so that two writers never share one.
 type settledMemo struct {
 	mu       sync.Mutex
@@ -59,8 +67,13 @@ type settledMemo struct {
 }
 
 // settledBodies is the memo every body is written with: 64 conversations
-// (the runs a server makes at once are far fewer), 32 MiB.
+// (the runs a server makes at once are far fewer), 32 MiB; a uid's 16
+// and 8 MiB.
 var settledBodies = settledMemo{max: 64, maxBytes: 32 << 20}
+
+// uidShare: one uid's entries hold at most 1/uidShare of the memo's
+// count and bytes.
+const uidShare = 4
 
 func (o openAI) memoOf() *settledMemo    { return memoOr(o.memo) }
 func (a anthropic) memoOf() *settledMemo { return memoOr(a.memo) }
@@ -72,20 +85,21 @@ func memoOr(m *settledMemo) *settledMemo {
 	return m
 }
 
-// take removes and returns the most recently used entry whose settled
-// turns are a settled prefix of turns, written for the same API, system
-// prompt and tools; nil if there is none. The most recent is the one a
-// session's last body kept, or else the one it would extend. Entries
-// whose last settled turn and sizes match are compared in full, at most
-// maxCompares of them: a user who fills the memo with conversations that
-// differ only deep inside cannot make every body compare them all.
-func (m *settledMemo) take(api, system string, tools offered, turns []Turn) *settled {
+// take removes and returns the most recently used entry of owner's
+// whose settled turns are a settled prefix of turns, written for the
+// same API, system prompt and tools; nil if there is none. The most
+// recent is the one a session's last body kept, or else the one it
+// would extend. Entries whose last settled turn and sizes match are
+// compared in full, at most maxCompares of them: a user who fills the
+// memo with conversations that differ only deep inside cannot make
+// every body compare them all.
+func (m *settledMemo) take(owner Owner, api, system string, tools offered, turns []Turn) *settled {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	compares := 0
 	for i := len(m.entries) - 1; i >= 0 && compares < maxCompares; i-- {
 		e := m.entries[i]
-		if !e.mayFit(api, tools, turns) {
+		if e.owner != owner || !e.mayFit(api, tools, turns) {
 			continue
 		}
 		compares++
@@ -102,24 +116,41 @@ func (m *settledMemo) take(api, system string, tools offered, turns []Turn) *set
 // maxCompares bounds the entries a take compares in full.
 const maxCompares = 4
 
-// put keeps e as the most recently used entry and drops the least
-// recently used ones beyond the bounds. An entry larger than the byte
-// bound alone is not kept.
+// put keeps e as the most recently used entry, then drops the least
+// recently used entries of e's uid beyond its share, and the least
+// recently used of all beyond the bounds. An entry larger than a uid's
+// share of the bytes is not kept.
 func (m *settledMemo) put(e *settled) {
 	n := e.held()
-	if len(e.turns) == 0 || n > m.maxBytes {
+	if len(e.turns) == 0 || n > m.maxBytes/uidShare {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.entries, m.bytes = append(m.entries, e), append(m.bytes, n)
-	total := 0
-	for _, b := range m.bytes {
-		total += b
+	uid := e.owner.Uid
+	m.dropBeyond(func(o *settled) bool { return o.owner.Uid == uid }, max(1, m.max/uidShare), m.maxBytes/uidShare)
+	m.dropBeyond(func(*settled) bool { return true }, m.max, m.maxBytes)
+}
+
+// dropBeyond drops the least recently used of the entries that match
+// until those left are at most count and hold at most bytes. Caller
+// holds m.mu.
+func (m *settledMemo) dropBeyond(match func(*settled) bool, count, bytes int) {
+	n, total := 0, 0
+	for i, e := range m.entries {
+		if match(e) {
+			n, total = n+1, total+m.bytes[i]
+		}
 	}
-	for len(m.entries) > m.max || total > m.maxBytes {
-		total -= m.bytes[0]
-		m.entries, m.bytes = m.entries[1:], m.bytes[1:]
+	for i := 0; i < len(m.entries) && (n > count || total > bytes); {
+		if !match(m.entries[i]) {
+			i++
+			continue
+		}
+		n, total = n-1, total-m.bytes[i]
+		m.entries = slices.Delete(m.entries, i, i+1)
+		m.bytes = slices.Delete(m.bytes, i, i+1)
 	}
 }
 
@@ -173,14 +204,18 @@ func lastSplit(turns []Turn) int {
 type elementWriter func(w *body, system string, turns []planned, first, final bool)
 
 // settledElements writes req's message elements into w (inside the
-// array's brackets), the settled ones copied from m where it holds them,
-// and keeps the turns settled now in m. It returns false, having written
+// array's brackets), the settled ones copied from m where it holds them
+// for req's owner, and keeps the turns settled now in m (nothing of a
+// request without an owner's conversation). It returns false, having written
 // nothing, when planning or writing fails: the caller writes the body
 // afresh, which fails alike with the error a fresh body gives.
 func settledElements(m *settledMemo, w *body, api string, req Request, tools offered, idOK func(string) bool, write elementWriter) bool {
-	e := m.take(api, req.System, tools, req.Turns)
+	var e *settled
+	if req.Owner.Conversation != "" {
+		e = m.take(req.Owner, api, req.System, tools, req.Turns)
+	}
 	if e == nil {
-		e = &settled{api: api, system: req.System, used: map[string]bool{}}
+		e = &settled{owner: req.Owner, api: api, system: req.System, used: map[string]bool{}}
 		for _, t := range tools.tools {
 			e.tools = append(e.tools, t.Name)
 		}
@@ -211,7 +246,9 @@ func settledElements(m *settledMemo, w *body, api string, req Request, tools off
 		w.b, w.err = w.b[:start], nil
 		return false
 	}
-	m.put(e)
+	if req.Owner.Conversation != "" {
+		m.put(e)
+	}
 	return true
 }
 

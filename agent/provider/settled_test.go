@@ -9,6 +9,10 @@ import (
 	"testing"
 )
 
+// testOwner is the conversation the tests' requests are of, unless they
+// say otherwise.
+var testOwner = Owner{Uid: 1000, Conversation: "home/1000/agent/coder/session/s"}
+
 // wiresWith are both APIs writing bodies with memo m.
 func wiresWith(m *settledMemo) []struct {
 	name string
@@ -100,10 +104,11 @@ func TestSettledAsFresh(t *testing.T) {
 		for _, w := range wiresWith(memo) {
 			cfg := Config{ModelID: "m", MaxTokens: 10}
 			for n := 1; n <= len(turns); n++ { // in order
-				asFresh(t, w.wire, w.fresh, cfg, Request{System: "s", Turns: turns[:n]}, tools)
+				asFresh(t, w.wire, w.fresh, cfg, Request{System: "s", Turns: turns[:n], Owner: testOwner}, tools)
 			}
 			for range 40 { // out of order, and with what the prefix is written for changed
-				req := Request{System: []string{"s", "", "other"}[r.IntN(3)], Turns: turns[:1+r.IntN(len(turns))]}
+				req := Request{System: []string{"s", "", "other"}[r.IntN(3)], Turns: turns[:1+r.IntN(len(turns))],
+					Owner: []Owner{testOwner, testOwner, {Uid: 1001, Conversation: testOwner.Conversation}, {}}[r.IntN(4)]}
 				o := []offered{tools, fewer, other, {}}[r.IntN(4)]
 				asFresh(t, w.wire, w.fresh, cfg, req, o)
 			}
@@ -111,11 +116,11 @@ func TestSettledAsFresh(t *testing.T) {
 			for i := range edited { // each turn edited in its turn: its text, or made a result of the call before
 				was := edited[i]
 				edited[i].Text += "!"
-				asFresh(t, w.wire, w.fresh, cfg, Request{System: "s", Turns: edited}, tools)
+				asFresh(t, w.wire, w.fresh, cfg, Request{System: "s", Turns: edited, Owner: testOwner}, tools)
 				if i > 0 && len(edited[i-1].ToolCalls) > 0 {
 					c := edited[i-1].ToolCalls[0]
 					edited[i] = Turn{Role: RoleTool, ToolCallID: c.ID, ToolName: c.Name, Text: "answer"}
-					asFresh(t, w.wire, w.fresh, cfg, Request{System: "s", Turns: edited}, tools)
+					asFresh(t, w.wire, w.fresh, cfg, Request{System: "s", Turns: edited, Owner: testOwner}, tools)
 				}
 				edited[i] = was
 			}
@@ -139,7 +144,7 @@ func TestSettledKept(t *testing.T) {
 	}
 	kept := memo.entries[0]
 	req.Turns = append(req.Turns, Turn{Role: RoleAssistant, Text: "a"}, Turn{Role: RoleUser, Text: "u"})
-	if e := memo.take(OpenAIChat, req.System, offered{}, req.Turns); e != kept {
+	if e := memo.take(req.Owner, OpenAIChat, req.System, offered{}, req.Turns); e != kept {
 		t.Fatalf("the next body's turns did not find the entry kept")
 	} else {
 		memo.put(e)
@@ -151,20 +156,21 @@ func TestSettledKept(t *testing.T) {
 		t.Fatalf("the entry was not extended in place: %d entries", len(memo.entries))
 	}
 	req.Turns[50].Text = "changed"
-	if e := memo.take(OpenAIChat, req.System, offered{}, req.Turns); e != nil {
+	if e := memo.take(req.Owner, OpenAIChat, req.System, offered{}, req.Turns); e != nil {
 		t.Fatal("an entry was taken for turns that differ from its own")
 	}
 }
 
 // TestSettledBounds: the memo keeps at most its count of conversations
 // and its bytes, dropping the least recently used, and keeps nothing of
-// a conversation larger than its byte bound.
+// a conversation larger than a uid's share of its bytes.
 func TestSettledBounds(t *testing.T) {
 	memo := &settledMemo{max: 3, maxBytes: 64 << 10}
 	w := anthropic{memo: memo}
 	for i := range 5 {
 		req := longRequest(21)
 		req.Turns[0].Text = fmt.Sprint("conversation ", i)
+		req.Owner.Uid = uint32(i) // each its own uid's: the bound of all, not a uid's share
 		if _, err := w.body(Config{ModelID: "m"}, req, offered{}); err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +178,11 @@ func TestSettledBounds(t *testing.T) {
 	if len(memo.entries) != 3 || memo.entries[0].turns[0].Text != "conversation 2" {
 		t.Fatalf("after 5 conversations with room for 3 the memo holds %d, the oldest %q", len(memo.entries), memo.entries[0].turns[0].Text)
 	}
-	big := longRequest(3001) // about 150 KiB of text
+	big := longRequest(101) // within the bound, more than a uid's share (checked below)
+	big.Owner.Uid = 99
+	if n := heldOf(t, big); n <= memo.maxBytes/uidShare || n > memo.maxBytes {
+		t.Fatalf("the big conversation's entry holds %d bytes, not between a share (%d) and the bound (%d)", n, memo.maxBytes/uidShare, memo.maxBytes)
+	}
 	if _, err := w.body(Config{ModelID: "m"}, big, offered{}); err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +195,60 @@ func TestSettledBounds(t *testing.T) {
 	}
 }
 
+// heldOf is what the entry of req's settled turns holds, written alone.
+func heldOf(t *testing.T, req Request) int {
+	memo := &settledMemo{max: 1, maxBytes: 1 << 30}
+	if _, err := (openAI{memo: memo}).body(Config{ModelID: "m"}, req, offered{}); err != nil || len(memo.entries) != 1 {
+		t.Fatalf("no entry kept (%v)", err)
+	}
+	return memo.bytes[0]
+}
+
+// TestSettledOwnersApart: an entry serves only its own conversation: the
+// same turns sent for another uid, for another conversation of the same
+// uid, or with no owner neither take it nor change it (and are written
+// as afresh); what a request without an owner settles is not kept; and a
+// uid's conversations push out that uid's own entries beyond its share,
+// never another uid's.
+func TestSettledOwnersApart(t *testing.T) {
+	memo := &settledMemo{max: 8, maxBytes: 1 << 20}
+	ws := wiresWith(memo)
+	req := longRequest(101)
+	if _, err := ws[0].wire.body(Config{ModelID: "m"}, req, offered{}); err != nil {
+		t.Fatal(err)
+	}
+	kept := memo.entries[0]
+	grown := Request{System: req.System, Turns: append(slices.Clone(req.Turns), Turn{Role: RoleAssistant, Text: "a"}, Turn{Role: RoleUser, Text: "u"})}
+	for _, o := range []Owner{{Uid: 1001, Conversation: testOwner.Conversation}, {Uid: testOwner.Uid, Conversation: "home/1000/agent/coder/session/t"}, {}} {
+		grown.Owner = o
+		before := memo.compared
+		asFresh(t, ws[0].wire, ws[0].fresh, Config{ModelID: "m"}, grown, offered{})
+		if memo.compared != before || len(kept.turns) != 100 || memo.entries[0] != kept {
+			t.Fatalf("owner %+v: the entry of %+v was compared or changed", o, testOwner)
+		}
+	}
+	if len(memo.entries) != 3 {
+		t.Fatalf("the memo holds %d entries, want 3: the first owner's and the two others' (nothing of the request without an owner)", len(memo.entries))
+	}
+	for i := range 10 {
+		r := longRequest(21)
+		r.Owner = Owner{Uid: 7, Conversation: fmt.Sprint("home/7/agent/coder/session/", i)}
+		if _, err := ws[1].wire.body(Config{ModelID: "m"}, r, offered{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mine := 0
+	for _, e := range memo.entries {
+		if e.owner.Uid == 7 {
+			mine++
+		}
+	}
+	if mine != memo.max/uidShare || memo.entries[0] != kept {
+		t.Fatalf("after 10 conversations of one uid it holds %d entries (want its share, %d), and the first entry is %s", mine, memo.max/uidShare,
+			map[bool]string{true: "kept", false: "gone"}[memo.entries[0] == kept])
+	}
+}
+
 // TestSettledComparesBounded: a memo full of conversations that match a
 // body's last settled turn and differ only just before it costs the body
 // at most maxCompares whole comparisons, and the body is still right.
@@ -193,7 +257,7 @@ func TestSettledComparesBounded(t *testing.T) {
 	w := openAI{memo: memo}
 	base := longRequest(201)
 	for i := range 20 {
-		req := Request{System: base.System, Turns: slices.Clone(base.Turns)}
+		req := Request{System: base.System, Turns: slices.Clone(base.Turns), Owner: base.Owner}
 		req.Turns[198].Text = fmt.Sprint("differs ", i)
 		if _, err := w.body(Config{ModelID: "m"}, req, offered{}); err != nil {
 			t.Fatal(err)
@@ -231,7 +295,7 @@ func TestSettledConcurrent(t *testing.T) {
 			}
 			for _, w := range wiresWith(memo) {
 				for n := 1; n <= len(turns); n++ {
-					req := Request{System: base.System, Turns: turns[:n]}
+					req := Request{System: base.System, Turns: turns[:n], Owner: testOwner}
 					want, _ := w.fresh(Config{ModelID: "m"}, req, offered{})
 					if got, err := w.wire.body(Config{ModelID: "m"}, req, offered{}); err != nil || !bytes.Equal(got, want) {
 						errs <- fmt.Sprintf("goroutine %d, %s, %d turns: other body (%v)", g, w.name, n, err)
