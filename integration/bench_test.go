@@ -100,6 +100,7 @@ func BenchmarkDurableSends(b *testing.B) {
 			var wg sync.WaitGroup
 			run := strconv.FormatInt(time.Now().UnixNano(), 36) // client ids are never reused across b.N rounds
 			cpu0 := processCPU(b, s.cmd.Process.Pid)
+			own0 := processCPU(b, os.Getpid())
 			b.StartTimer()
 			t0 := time.Now()
 			for c := 0; c < clients; c++ {
@@ -123,6 +124,7 @@ func BenchmarkDurableSends(b *testing.B) {
 			el := time.Since(t0)
 			b.StopTimer()
 			cpu := processCPU(b, s.cmd.Process.Pid) - cpu0
+			own := processCPU(b, os.Getpid()) - own0
 			after := syncRate(b, s.store, 500*time.Millisecond)
 			limit := (before + after) / 2
 			sends := float64(b.N) / el.Seconds()
@@ -130,6 +132,7 @@ func BenchmarkDurableSends(b *testing.B) {
 			b.ReportMetric(limit, "syncs/s")
 			b.ReportMetric(sends/limit, "sends/syncs")
 			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "server-CPU-µs/send")
+			b.ReportMetric(float64(own.Microseconds())/float64(b.N), "client-CPU-µs/send")
 			reportJournal(b, s.store)
 		})
 	}
