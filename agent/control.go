@@ -153,7 +153,7 @@ func (c *control) started(pid int) {
 }
 
 // close stops serving (a request still waiting gets the end of the run:
-// DecisionStop), waits for every connection and removes the socket and
+// proto.DecisionStop), waits for every connection and removes the socket and
 // its directory. Nil-safe.
 func (c *control) close() {
 	if c == nil {

@@ -41,18 +41,18 @@ func (c *control) permit(ctx context.Context, line []byte) *proto.Object {
 	// whose file cannot be kept is denied, and no one is asked.
 	if p := editedPath(req.Name, req.Arguments); p != "" && c.host != nil {
 		if err := c.keepEdit(ctx, req.ID, p); err != nil {
-			return proto.NewObject("type", frameTypePermit, "id", req.ID, "decision", DecisionDeny,
+			return proto.NewObject("type", frameTypePermit, "id", req.ID, "decision", proto.DecisionDeny,
 				"reason", "the file's earlier content could not be kept: "+err.Error())
 		}
 	}
 	if c.allowedForRun(req.Name) {
-		return proto.NewObject("type", frameTypePermit, "id", req.ID, "decision", DecisionAllowRun)
+		return proto.NewObject("type", frameTypePermit, "id", req.ID, "decision", proto.DecisionAllowRun)
 	}
 	if c.host == nil {
 		return proto.ErrorFrame(abi.Errorf(syscall.ENOTSUP, "permit", "the run has no host to ask"))
 	}
 	decision, reason := c.host.Approve(ctx, ToolCall{ID: req.ID, Name: req.Name, Arguments: string(req.Arguments)})
-	if decision == DecisionAllowRun {
+	if decision == proto.DecisionAllowRun {
 		c.mu.Lock()
 		c.allowRun[req.Name] = true
 		c.mu.Unlock()

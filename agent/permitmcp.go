@@ -127,9 +127,9 @@ func decide(f *proto.Object, input json.RawMessage) map[string]any {
 	switch d := f.Str("decision"); {
 	case f.Str("type") == proto.FrameError:
 		return map[string]any{"behavior": "deny", "message": fmt.Sprintf("ctxfs refused the permission request: %s %s", f.Str("code"), f.Str("message"))}
-	case d == DecisionAllowOnce || d == DecisionAllowRun:
+	case d == proto.DecisionAllowOnce || d == proto.DecisionAllowRun:
 		return map[string]any{"behavior": "allow", "updatedInput": input}
-	case d == DecisionStop:
+	case d == proto.DecisionStop:
 		return map[string]any{"behavior": "deny", "message": "stopped by a person", "interrupt": true}
 	case f.Str("reason") != "":
 		return map[string]any{"behavior": "deny", "message": "denied: " + f.Str("reason")}

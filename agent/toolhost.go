@@ -21,14 +21,6 @@ const (
 	DefaultApprovalTimeout = 3600 * time.Second
 )
 
-// The decisions an approval takes (SPEC 17).
-const (
-	DecisionAllowOnce = "allow_once"
-	DecisionAllowRun  = "allow_run"
-	DecisionDeny      = "deny"
-	DecisionStop      = "stop"
-)
-
 // ToolCall is one call a model made: its id, its name as ctxfs spells it
 // ("fs.read") and its arguments as JSON text.
 type ToolCall = provider.ToolCall
@@ -45,10 +37,10 @@ type FileBefore struct {
 // ToolHost is what a model run with tools asks of the engine: the engine
 // records and waits, the agent package runs the tools.
 type ToolHost interface {
-	// Approve blocks until call may run (DecisionAllowOnce or
-	// DecisionAllowRun), is denied (DecisionDeny, with its reason: an
-	// answer, or "timeout"), or the run must stop (DecisionStop); it
-	// returns DecisionStop when ctx ends.
+	// Approve blocks until call may run (proto.DecisionAllowOnce or
+	// proto.DecisionAllowRun), is denied (proto.DecisionDeny, with its reason: an
+	// answer, or "timeout"), or the run must stop (proto.DecisionStop); it
+	// returns proto.DecisionStop when ctx ends.
 	Approve(ctx context.Context, call ToolCall) (decision, reason string)
 	// Ask blocks until a person answers an ask_user question. ETIMEDOUT
 	// when no one answered in time (the model is told); any other error

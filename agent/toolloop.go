@@ -188,14 +188,14 @@ func (l *toolLoop) call(ctx context.Context, c ToolCall) (content string, isErr,
 	if l.mustAsk(c.Name) {
 		decision, reason := l.s.Host.Approve(ctx, c)
 		switch decision {
-		case DecisionStop:
+		case proto.DecisionStop:
 			return "", false, false
-		case DecisionDeny:
+		case proto.DecisionDeny:
 			if reason == "" {
 				return "denied", true, true
 			}
 			return "denied: " + reason, true, true
-		case DecisionAllowRun:
+		case proto.DecisionAllowRun:
 			l.allowRun[c.Name] = true
 		}
 	}

@@ -45,7 +45,7 @@ func ResumeOf(run string, msgs, events []byte) *Resume {
 		case proto.FrameToolCall:
 			r.Announced[ev.Str("id")] = true
 		case proto.FrameApprovalResult:
-			if ev.Str("decision") == DecisionAllowRun {
+			if ev.Str("decision") == proto.DecisionAllowRun {
 				r.AllowRun[ev.Str("name")] = true
 			}
 		}

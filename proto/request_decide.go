@@ -29,8 +29,19 @@ const (
 	MaxAnswerBytes = 64 << 10
 )
 
-// Decisions an approval may take (agent.Decision*).
-var decisions = map[string]bool{"allow_once": true, "allow_run": true, "deny": true, "stop": true}
+// The decisions an approval takes (SPEC 17).
+const (
+	DecisionAllowOnce = "allow_once"
+	DecisionAllowRun  = "allow_run"
+	DecisionDeny      = "deny"
+	DecisionStop      = "stop"
+)
+
+// decisions are the decisions an approve may carry.
+var decisions = map[string]bool{DecisionAllowOnce: true, DecisionAllowRun: true, DecisionDeny: true, DecisionStop: true}
+
+// ValidDecision reports whether d is one of the decisions.
+func ValidDecision(d string) bool { return decisions[d] }
 
 // decideFields are the wire fields of the ops above.
 type decideFields struct {

@@ -52,16 +52,16 @@ func (h *toolHost) Approve(ctx context.Context, c agent.ToolCall) (string, strin
 	req := proto.NewObject("type", proto.FrameApprovalRequest, "id", c.ID, "name", c.Name, "arguments", args)
 	d, ok := h.wait(ctx, waiting.Call{Kind: waiting.KindApproval, Name: c.Name, Arguments: args}, c.ID, req)
 	if !ok {
-		return agent.DecisionStop, ""
+		return proto.DecisionStop, ""
 	}
 	res := proto.NewObject("type", proto.FrameApprovalResult, "id", c.ID, "name", c.Name, "decision", d.a.Decision, "uid", d.a.Uid)
 	if d.a.Reason != "" {
 		res.Set("reason", d.a.Reason)
 	}
 	if !h.record(res, d) {
-		return agent.DecisionStop, ""
+		return proto.DecisionStop, ""
 	}
-	if d.a.Decision == agent.DecisionStop {
+	if d.a.Decision == proto.DecisionStop {
 		h.rn.cancelRun()
 	}
 	return d.a.Decision, d.a.Reason

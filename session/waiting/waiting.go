@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/quota"
 )
@@ -234,8 +233,7 @@ func (r *Registry) Answer(uid uint32, k Key, a Answer) (*proto.Object, error) {
 func checkAnswer(a Answer) error {
 	switch a.Kind {
 	case KindApproval:
-		switch a.Decision {
-		case agent.DecisionAllowOnce, agent.DecisionAllowRun, agent.DecisionDeny, agent.DecisionStop:
+		if proto.ValidDecision(a.Decision) {
 			return nil
 		}
 		return abi.Errorf(syscall.EINVAL, "approve", "decision %q is none of allow_once, allow_run, deny, stop", a.Decision)
@@ -295,7 +293,7 @@ func (r *Registry) timeout(e *entry) {
 	}
 	r.mu.Unlock()
 	if won {
-		e.deliver(e.call, Answer{Kind: e.call.Kind, Decision: agent.DecisionDeny, Reason: ReasonTimeout, Timeout: true})
+		e.deliver(e.call, Answer{Kind: e.call.Kind, Decision: proto.DecisionDeny, Reason: ReasonTimeout, Timeout: true})
 	}
 }
 

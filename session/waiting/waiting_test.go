@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -23,7 +22,7 @@ var (
 	place   = Place{Agent: "coder", Session: "default", Scope: "private"}
 	epoch   = time.Now()
 	hour    = time.Hour
-	approve = Answer{Kind: KindApproval, Decision: agent.DecisionAllowOnce}
+	approve = Answer{Kind: KindApproval, Decision: proto.DecisionAllowOnce}
 )
 
 // deliveries counts what a call's Deliver got, and replies a frame that
@@ -90,8 +89,8 @@ func TestAnswerRules(t *testing.T) {
 		t.Fatalf("after refusals ann lists %d calls, want 1", len(got))
 	}
 
-	f, err := r.Answer(ann, k, Answer{Kind: KindApproval, Decision: agent.DecisionDeny, Reason: "no"})
-	if err != nil || f.Str("decision") != agent.DecisionDeny {
+	f, err := r.Answer(ann, k, Answer{Kind: KindApproval, Decision: proto.DecisionDeny, Reason: "no"})
+	if err != nil || f.Str("decision") != proto.DecisionDeny {
 		t.Fatalf("answer: %v, %v", f, err)
 	}
 	got := d.answers()
@@ -233,7 +232,7 @@ func TestTimeoutOfPastDeadline(t *testing.T) {
 	k := Key{"run-a", "c1"}
 	mustAdd(t, r, approval(ann, k.Run, k.Call, time.Now().Add(-2*hour)), hour, &d)
 	a := waitDelivered(t, &d, 1)[0]
-	if a.Decision != agent.DecisionDeny || a.Reason != ReasonTimeout || !a.Timeout || a.Uid != 0 {
+	if a.Decision != proto.DecisionDeny || a.Reason != ReasonTimeout || !a.Timeout || a.Uid != 0 {
 		t.Fatalf("timeout delivered %+v", a)
 	}
 	_, err := r.Answer(ann, k, approve)

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
@@ -88,9 +87,9 @@ func target(e *clienv.Env, p *clienv.Parsed) (w *clienv.Where, run, id string, e
 
 // decisionOf is the decision the flags name: allow_once without one.
 func decisionOf(p *clienv.Parsed) (string, error) {
-	decision := agent.DecisionAllowOnce
+	decision := proto.DecisionAllowOnce
 	n := 0
-	for flag, d := range map[string]string{"deny": agent.DecisionDeny, "run": agent.DecisionAllowRun, "stop": agent.DecisionStop} {
+	for flag, d := range map[string]string{"deny": proto.DecisionDeny, "run": proto.DecisionAllowRun, "stop": proto.DecisionStop} {
 		if p.On(flag) {
 			decision = d
 			n++

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
@@ -40,7 +39,7 @@ func (a *Auto) Handle(o *proto.Object) bool {
 	if !a.Answers(o) {
 		return false
 	}
-	return Reply(a.e, a.w, a.cmd, ApproveRequest(a.w, o.Str("run"), o.Str("id"), agent.DecisionAllowOnce, ""), proto.FrameApprovalResult)
+	return Reply(a.e, a.w, a.cmd, ApproveRequest(a.w, o.Str("run"), o.Str("id"), proto.DecisionAllowOnce, ""), proto.FrameApprovalResult)
 }
 
 // Reply sends an answering op (the recorded result comes back on the

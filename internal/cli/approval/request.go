@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
@@ -79,13 +78,13 @@ func decisionLine(o *proto.Object) string {
 func DecisionText(o *proto.Object) string {
 	var s string
 	switch d := o.Str("decision"); d {
-	case agent.DecisionAllowOnce:
+	case proto.DecisionAllowOnce:
 		s = "allowed once"
-	case agent.DecisionAllowRun:
+	case proto.DecisionAllowRun:
 		s = "allowed for this run"
-	case agent.DecisionDeny:
+	case proto.DecisionDeny:
 		s = "denied"
-	case agent.DecisionStop:
+	case proto.DecisionStop:
 		s = "denied, and the run stopped"
 	default:
 		s = clienv.Printable(d)

@@ -8,7 +8,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/internal/cli/approval"
 	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
@@ -28,10 +27,10 @@ func (c *chat) answer(o *proto.Object) bool {
 
 // approvalKeys are the keys of the approval prompt and their decisions.
 var approvalKeys = map[rune]string{
-	'a': agent.DecisionAllowOnce,
-	'r': agent.DecisionAllowRun,
-	'd': agent.DecisionDeny,
-	's': agent.DecisionStop,
+	'a': proto.DecisionAllowOnce,
+	'r': proto.DecisionAllowRun,
+	'd': proto.DecisionDeny,
+	's': proto.DecisionStop,
 }
 
 const approvalPrompt = "allow once / allow for this run / deny / stop? [a/r/d/s] "

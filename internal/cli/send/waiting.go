@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/internal/cli/approval"
 	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
@@ -51,7 +50,7 @@ func answeredLine(t string, o *proto.Object, callName string) string {
 		return "… run " + clienv.Printable(o.Str("run")) + " resumed after the server restarted"
 	}
 	mark := "✗"
-	if d := o.Str("decision"); d == agent.DecisionAllowOnce || d == agent.DecisionAllowRun {
+	if d := o.Str("decision"); d == proto.DecisionAllowOnce || d == proto.DecisionAllowRun {
 		mark = "✓"
 	}
 	name := o.Str("name")
