@@ -1,0 +1,120 @@
+package abi
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const modulePath = "github.com/ctxfs/ctxfs/"
+
+// layerRules are the design card's rooms and what each must never import
+// (a room is a package path and every package below it). Imports run
+// down: the engine (session, agent and the libraries it uses) never
+// knows how it is served (fs, server, cluster) or who asks (client, the
+// CLI, the commands); fs and server translate requests into engine calls
+// and never each other; the client side reaches the server only through
+// the mount and the sockets, never through the engine's state (it may
+// read definitions with the server's own loader, agent, so that `ctx
+// agent list` and `ctx doctor` say what the server would take); and the
+// vocabulary (abi, proto) and the store's door (internal/storefs) import
+// almost nothing.
+var layerRules = []struct {
+	rooms, never []string
+	why          string
+}{
+	{[]string{"session", "agent", "index", "search", "trajectory"},
+		[]string{"fs", "server", "cluster", "client", "internal/cli", "cmd"},
+		"the engine never knows how it is served or who asks"},
+	{[]string{"fs"},
+		[]string{"server", "cluster", "agent", "client", "internal/cli", "cmd"},
+		"fs translates file operations into engine calls and decides no rule"},
+	{[]string{"server"},
+		[]string{"fs", "cluster", "client", "internal/cli", "cmd"},
+		"server translates socket requests into engine calls"},
+	{[]string{"client", "internal/cli"},
+		[]string{"session", "fs", "server", "cluster", "index", "cmd"},
+		"the client side talks to the server through the mount and the sockets"},
+	{[]string{"abi", "proto"},
+		[]string{"session", "agent", "index", "search", "trajectory", "fs", "server", "cluster", "client", "internal/cli", "internal/storefs", "cmd"},
+		"the vocabulary every package shares depends on none of them"},
+	{[]string{"internal/storefs"},
+		[]string{""},
+		"the store's door imports nothing of the module"},
+}
+
+// inRoom reports whether pkg (a path inside the module) is room or below
+// it; the room "" is every package.
+func inRoom(pkg, room string) bool {
+	return room == "" || pkg == room || strings.HasPrefix(pkg, room+"/")
+}
+
+// TestLayers: no non-test Go file of the module imports what its room
+// must never import (layerRules). Test files may: a test of the engine
+// may well drive it through a mount.
+func TestLayers(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if d.IsDir() {
+			if base := d.Name(); rel != "." && (strings.HasPrefix(base, ".") || base == "testdata" || base == "integration") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		files++
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		pkg := filepath.ToSlash(filepath.Dir(rel))
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			dep, ok := strings.CutPrefix(path, modulePath)
+			if !ok {
+				continue
+			}
+			if why := forbidden(pkg, dep); why != "" {
+				t.Errorf("%s imports %s: %s", rel, dep, why)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("only %d Go files found under %s", files, root)
+	}
+}
+
+// forbidden is why pkg may not import dep, "" when it may.
+func forbidden(pkg, dep string) string {
+	for _, r := range layerRules {
+		for _, room := range r.rooms {
+			if !inRoom(pkg, room) {
+				continue
+			}
+			for _, never := range r.never {
+				if inRoom(dep, never) && !inRoom(dep, room) {
+					return r.why
+				}
+			}
+		}
+	}
+	return ""
+}
