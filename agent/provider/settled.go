@@ -54,7 +54,7 @@ const (
 
 // settledMemo keeps the settled turns of the conversations written last,
 // within a count and a byte bound, of which one uid's entries hold at
-// most 1/uidShare: a user who writes many conversations pushes out their
+// most a share: a user who writes many conversations pushes out their
 // own entries, not everyone's. An entry is taken out while a body is
 // written from it, so that two writers never share one.
 type settledMemo struct {
@@ -68,12 +68,17 @@ type settledMemo struct {
 
 // settledBodies is the memo every body is written with: 64 conversations
 // (the runs a server makes at once are far fewer), 32 MiB; a uid's 16
-// and 8 MiB.
+// and 16 MiB.
 var settledBodies = settledMemo{max: 64, maxBytes: 32 << 20}
 
-// uidShare: one uid's entries hold at most 1/uidShare of the memo's
-// count and bytes.
-const uidShare = 4
+// One uid's entries are at most 1/uidShare of the memo's count and hold
+// at most 1/uidByteShare of its bytes: half, so that the longest
+// conversation a prompt reads (4 MiB of log, its elements and turns
+// about twice that) is still kept.
+const (
+	uidShare     = 4
+	uidByteShare = 2
+)
 
 func (o openAI) memoOf() *settledMemo    { return memoOr(o.memo) }
 func (a anthropic) memoOf() *settledMemo { return memoOr(a.memo) }
@@ -122,14 +127,14 @@ const maxCompares = 4
 // share of the bytes is not kept.
 func (m *settledMemo) put(e *settled) {
 	n := e.held()
-	if len(e.turns) == 0 || n > m.maxBytes/uidShare {
+	if len(e.turns) == 0 || n > m.maxBytes/uidByteShare {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.entries, m.bytes = append(m.entries, e), append(m.bytes, n)
 	uid := e.owner.Uid
-	m.dropBeyond(func(o *settled) bool { return o.owner.Uid == uid }, max(1, m.max/uidShare), m.maxBytes/uidShare)
+	m.dropBeyond(func(o *settled) bool { return o.owner.Uid == uid }, max(1, m.max/uidShare), m.maxBytes/uidByteShare)
 	m.dropBeyond(func(*settled) bool { return true }, m.max, m.maxBytes)
 }
 

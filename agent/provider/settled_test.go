@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -178,10 +179,10 @@ func TestSettledBounds(t *testing.T) {
 	if len(memo.entries) != 3 || memo.entries[0].turns[0].Text != "conversation 2" {
 		t.Fatalf("after 5 conversations with room for 3 the memo holds %d, the oldest %q", len(memo.entries), memo.entries[0].turns[0].Text)
 	}
-	big := longRequest(101) // within the bound, more than a uid's share (checked below)
+	big := longRequest(161) // within the bound, more than a uid's share (checked below)
 	big.Owner.Uid = 99
-	if n := heldOf(t, big); n <= memo.maxBytes/uidShare || n > memo.maxBytes {
-		t.Fatalf("the big conversation's entry holds %d bytes, not between a share (%d) and the bound (%d)", n, memo.maxBytes/uidShare, memo.maxBytes)
+	if n := heldOf(t, big); n <= memo.maxBytes/uidByteShare || n > memo.maxBytes {
+		t.Fatalf("the big conversation's entry holds %d bytes, not between a share (%d) and the bound (%d)", n, memo.maxBytes/uidByteShare, memo.maxBytes)
 	}
 	if _, err := w.body(Config{ModelID: "m"}, big, offered{}); err != nil {
 		t.Fatal(err)
@@ -192,6 +193,27 @@ func TestSettledBounds(t *testing.T) {
 	}
 	if len(memo.entries) != 3 || total > memo.maxBytes {
 		t.Fatalf("a conversation over the byte bound changed the memo: %d entries, %d bytes", len(memo.entries), total)
+	}
+}
+
+// TestSettledKeepsTheLongest: the longest conversation a prompt reads
+// (4 MiB of messages.jsonl; here 4 MiB of turns' text, in 4,096 turns and
+// in 40,960, their turn structures the larger share) is kept by a memo of
+// settledBodies' bounds.
+func TestSettledKeepsTheLongest(t *testing.T) {
+	for _, n := range []int{4096, 40960} {
+		req := Request{System: "s", Owner: testOwner}
+		text := strings.Repeat("w", 4<<20/n)
+		for i := range n {
+			req.Turns = append(req.Turns, Turn{Role: []string{RoleUser, RoleAssistant}[i%2], Text: text})
+		}
+		memo := &settledMemo{max: settledBodies.max, maxBytes: settledBodies.maxBytes}
+		if _, err := (openAI{memo: memo}).body(Config{ModelID: "m"}, req, offered{}); err != nil {
+			t.Fatal(err)
+		}
+		if len(memo.entries) != 1 {
+			t.Errorf("%d turns of 4 MiB: not kept (a uid's share is %d bytes)", n, memo.maxBytes/uidByteShare)
+		}
 	}
 }
 
