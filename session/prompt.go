@@ -37,7 +37,7 @@ func (s *sess) promptAs(rules string, c layout.Caller, budget int) *agent.Prompt
 		system = strings.TrimLeft(system+"\n\n"+rule, "\n")
 	}
 	owner := provider.Owner{Uid: c.Uid, Conversation: s.rel}
-	if s.rel == "" { // a temp session keeps no context/ (and its conversation is sent once: no body kept)
+	if s.rel == "" { // a temp session keeps no context/, and has no path to name it by: no body is kept for it
 		return agent.NewPromptFrom(owner, system, s.msgs, maxConversation, nil, budget)
 	}
 	rel := s.file(abi.DirContext + "/summary.md")
