@@ -36,8 +36,8 @@ func (s *sess) promptAs(rules string, c layout.Caller, budget int) *agent.Prompt
 	if rule := s.metaString("rule"); rule != "" {
 		system = strings.TrimLeft(system+"\n\n"+rule, "\n")
 	}
-	owner := provider.Owner{Uid: c.Uid, Conversation: s.rel}
-	if s.rel == "" { // a temp session keeps no context/, and has no path to name it by: no body is kept for it
+	owner := provider.Owner{Uid: c.Uid, Conversation: s.ref.Key()}
+	if s.rel == "" { // a temp session keeps no context/
 		return agent.NewPromptFrom(owner, system, s.msgs, maxConversation, nil, budget)
 	}
 	rel := s.file(abi.DirContext + "/summary.md")

@@ -11,7 +11,8 @@ import (
 // TestPromptOwner: a run's request is its uid's and its session's
 // (provider.Owner), so that what the provider keeps of one session's
 // conversation serves that session's next requests only: another
-// session, or the same session run as another uid, is another owner.
+// session, a temp session of the same name, or the same session run as
+// another uid, is another owner.
 func TestPromptOwner(t *testing.T) {
 	env := newEnv(t)
 	env.send(root0, coder(), `{"op":"send","id":"c1","input":"hello"}`)
@@ -28,7 +29,10 @@ func TestPromptOwner(t *testing.T) {
 	if want := (provider.Owner{Uid: root0.Uid, Conversation: "home/0/agent/coder/session/default"}); mine != want {
 		t.Fatalf("the prompt's owner is %+v, want %+v", mine, want)
 	}
-	for _, o := range []provider.Owner{owner(other, root0), owner(coderDefault(), layout.Caller{Uid: 1000, Gid: 1000})} {
+	env.send(root0, coder(), `{"op":"send","id":"c3","session":"default","scope":"temp","input":"hello"}`)
+	temp := coderDefault()
+	temp.Temp = true
+	for _, o := range []provider.Owner{owner(other, root0), owner(coderDefault(), layout.Caller{Uid: 1000, Gid: 1000}), owner(temp, root0)} {
 		if o == mine || o.Conversation == "" {
 			t.Errorf("another session or uid has the owner %+v (the first: %+v)", o, mine)
 		}
