@@ -89,7 +89,7 @@ type Request struct {
 // uid keeps at most a share of it. The zero Owner keeps nothing.
 type Owner struct {
 	Uid          uint32
-	Conversation string // a name no other conversation has: a session's path in the store
+	Conversation string // a name no other conversation has (the engine gives the session's key)
 }
 
 // Result is the reply once the stream has ended.
