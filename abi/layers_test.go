@@ -3,7 +3,6 @@ package abi
 import (
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -64,32 +63,14 @@ func inRoom(pkg, room string) bool {
 
 // TestLayers: no non-test Go file of the module imports what its room
 // must never import (layerRules), nor a part of the engine the engine
-// (engineParts). Test files may: a test of the engine
-// may well drive it through a mount.
+// (engineParts). Test files may: a test of the engine may well drive it
+// through a mount.
 func TestLayers(t *testing.T) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := 0
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		if d.IsDir() {
-			if base := d.Name(); rel != "." && (strings.HasPrefix(base, ".") || base == "testdata" || base == "integration") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		files++
+	files := eachModuleFile(t, "", func(rel, p string) {
 		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly)
 		if err != nil {
-			return err
+			t.Errorf("%s: %v", rel, err)
+			return
 		}
 		pkg := filepath.ToSlash(filepath.Dir(rel))
 		for _, imp := range f.Imports {
@@ -102,13 +83,9 @@ func TestLayers(t *testing.T) {
 				t.Errorf("%s imports %s: %s", rel, dep, why)
 			}
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if files < 100 {
-		t.Fatalf("only %d Go files found under %s", files, root)
+		t.Fatalf("only %d Go files found: not the module root?", files)
 	}
 }
 

@@ -47,32 +47,12 @@ func spelledOut(lit string) string {
 // its own KindAgent, KindModel or IndexBy* constant or variable: they use
 // abi's.
 func TestOneDefinition(t *testing.T) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := 0
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		if d.IsDir() {
-			name := d.Name()
-			if rel == "abi" || rel != "." && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "vendor") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		files++
+	files := eachModuleFile(t, "abi", func(rel, p string) {
 		fset := token.NewFileSet()
 		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
 		if err != nil {
 			t.Errorf("%s: %v", rel, err)
-			return nil
+			return
 		}
 		imports := map[*ast.BasicLit]bool{}
 		for _, im := range f.Imports {
@@ -105,14 +85,45 @@ func TestOneDefinition(t *testing.T) {
 			}
 			return true
 		})
+	})
+	if files < 20 {
+		t.Fatalf("only %d Go files found: not the module root?", files)
+	}
+}
+
+// eachModuleFile calls fn with the path from the module's root and the
+// path of every non-test Go file of the module, outside hidden, "_",
+// testdata and vendor directories and the directory skip ("" for none),
+// and returns how many it found.
+func eachModuleFile(t *testing.T, skip string, fn func(rel, path string)) int {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if d.IsDir() {
+			name := d.Name()
+			if rel == skip || rel != "." && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") {
+			files++
+			fn(rel, p)
+		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if files < 20 {
-		t.Fatalf("only %d Go files found below %s: not the module root?", files, root)
-	}
+	return files
 }
 
 // TestSpelledOut pins what TestOneDefinition counts as a second definition.
