@@ -38,9 +38,9 @@ type FileBefore struct {
 // records and waits, the agent package runs the tools.
 type ToolHost interface {
 	// Approve blocks until call may run (proto.DecisionAllowOnce or
-	// proto.DecisionAllowRun), is denied (proto.DecisionDeny, with its reason: an
-	// answer, or "timeout"), or the run must stop (proto.DecisionStop); it
-	// returns proto.DecisionStop when ctx ends.
+	// proto.DecisionAllowRun), is denied (proto.DecisionDeny, with its
+	// reason: an answer, or "timeout"), or the run must stop
+	// (proto.DecisionStop); it returns proto.DecisionStop when ctx ends.
 	Approve(ctx context.Context, call ToolCall) (decision, reason string)
 	// Ask blocks until a person answers an ask_user question. ETIMEDOUT
 	// when no one answered in time (the model is told); any other error

@@ -91,8 +91,8 @@ func (c *turnCache) turnKey(uid uint32, line []byte) []byte {
 	return c.key
 }
 
-// put adds the entry of key to the current generation, starting a new one first
-// when it would pass its bound. Caller holds c.mu.
+// put adds the entry of key to the current generation, starting a new
+// one first when it would pass its bound. Caller holds c.mu.
 func (c *turnCache) put(key string, e cachedTurn) {
 	n := entrySize(key, e)
 	if c.curSize+n > c.half {
