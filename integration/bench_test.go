@@ -101,6 +101,7 @@ func BenchmarkDurableSends(b *testing.B) {
 			run := strconv.FormatInt(time.Now().UnixNano(), 36) // client ids are never reused across b.N rounds
 			cpu0 := processCPU(b, s.cmd.Process.Pid)
 			own0 := processCPU(b, os.Getpid())
+			idle0, all0 := machineCPU(b)
 			b.StartTimer()
 			t0 := time.Now()
 			for c := 0; c < clients; c++ {
@@ -125,6 +126,7 @@ func BenchmarkDurableSends(b *testing.B) {
 			b.StopTimer()
 			cpu := processCPU(b, s.cmd.Process.Pid) - cpu0
 			own := processCPU(b, os.Getpid()) - own0
+			idle1, all1 := machineCPU(b)
 			after := syncRate(b, s.store, 500*time.Millisecond)
 			limit := (before + after) / 2
 			sends := float64(b.N) / el.Seconds()
@@ -133,6 +135,7 @@ func BenchmarkDurableSends(b *testing.B) {
 			b.ReportMetric(sends/limit, "sends/syncs")
 			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "server-CPU-µs/send")
 			b.ReportMetric(float64(own.Microseconds())/float64(b.N), "client-CPU-µs/send")
+			b.ReportMetric(1-float64(idle1-idle0)/float64(all1-all0), "machine-busy")
 			reportJournal(b, s.store)
 		})
 	}
@@ -152,6 +155,29 @@ func processCPU(b testing.TB, pid int) time.Duration {
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// machineCPU is the machine's idle time (idle and iowait) and all its
+// time so far, in clock ticks summed over every core, from /proc/stat's
+// first line: their differences over the sends say whether the cores were
+// busy (a row bound by CPU) or waited (bound by a lock, the disk or a
+// hand-off).
+func machineCPU(b testing.TB) (idle, all int64) {
+	st, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	line, _, _ := bytes.Cut(st, []byte("\n"))
+	for i, f := range strings.Fields(string(line))[1:] {
+		n, _ := strconv.ParseInt(f, 10, 64)
+		if i < 8 { // user nice system idle iowait irq softirq steal; guest time is in user already
+			all += n
+		}
+		if i == 3 || i == 4 {
+			idle += n
+		}
+	}
+	return idle, all
 }
 
 // clockTicks is the kernel's USER_HZ, the unit of /proc's CPU times (100
