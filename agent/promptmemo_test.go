@@ -298,13 +298,13 @@ func TestLogMemoComparesBounded(t *testing.T) {
 // reads many logs pushes out its own beyond its share, never another's.
 func TestLogMemoByUid(t *testing.T) {
 	promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
-	promptTurns = newTurnCache(turnCacheBytes)
+	promptTurns = newTurnCache(turnCacheBytes, turnUidBytes)
 	var log []byte
 	for i := range 50 {
 		log = append(log, memoLine("u", i)+"\n"...)
 	}
 	NewPrompt(owner0, "sys", log, 0, nil, 0)
-	first, turnsHeld, compared := promptLogs.logs[0], cacheSize(promptTurns), promptLogs.compared
+	first, turnsHeld, compared := promptLogs.logs[0], cacheSize(t, promptTurns), promptLogs.compared
 	other := provider.Owner{Uid: 1001, Conversation: owner0.Conversation}
 	want := freshPrompt("sys", log, 0, nil, 0)
 	want.Owner = other
@@ -312,7 +312,7 @@ func TestLogMemoByUid(t *testing.T) {
 	if promptLogs.compared != compared || len(promptLogs.logs) != 2 || promptLogs.logs[1] != first {
 		t.Fatalf("another uid's prompt compared %d logs, and the memo holds %d", promptLogs.compared-compared, len(promptLogs.logs))
 	}
-	if grown := cacheSize(promptTurns) - turnsHeld; grown < len(log) {
+	if grown := cacheSize(t, promptTurns) - turnsHeld; grown < len(log) {
 		t.Fatalf("another uid's prompt added %d bytes to the turn cache: its lines' turns were taken from the first uid's", grown)
 	}
 	for i := range 40 {

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"encoding/binary"
 	"sync"
 
 	"github.com/ctxfs/ctxfs/agent/provider"
@@ -18,15 +17,23 @@ import (
 // can reach another's prompt; and only to prompts of the uid that read
 // it, so that no user can learn, by timing prompts of lines written out
 // byte for byte, whether another's lines were read lately (most lines
-// hold their run's random id, but imported ones need not). A turn is a
-// value; the ToolCalls it holds are shared between the prompts that got
-// it and are never written.
-var promptTurns = newTurnCache(turnCacheBytes)
+// hold their run's random id, but imported ones need not). Each uid has
+// its own room, so that one user's lines do not push out another's
+// either (a user would learn, by timing their own prompts, that others
+// sent): see turnCacheBytes. A turn is a value; the ToolCalls it holds
+// are shared between the prompts that got it and are never written.
+var promptTurns = newTurnCache(turnCacheBytes, turnUidBytes)
 
 const (
-	// turnCacheBytes bounds what the cache holds, lines and turns: two
-	// generations of at most half of it each.
-	turnCacheBytes = 16 << 20
+	// turnUidBytes bounds what the cache holds for one uid, lines and
+	// turns: two generations of at most half of it each, room for the
+	// turns of the 4 MiB a prompt reads (about twice the lines' bytes).
+	// turnCacheBytes bounds what it holds for all uids: two uids' full
+	// rooms. A uid's lines push out its own only; a third uid's, once
+	// all together would pass the bound, the room of the uid whose lines
+	// were read the longest ago.
+	turnUidBytes   = 16 << 20
+	turnCacheBytes = 2 * turnUidBytes
 	// maxCachedLine: a longer line is parsed each time, not kept (its
 	// parse is small beside its own bytes, and it would push out many).
 	maxCachedLine = 64 << 10
@@ -35,18 +42,25 @@ const (
 	entryOverhead = 160
 )
 
-// turnCache is a bounded map from a line to its turn: entries go into the
-// current generation; once it holds half the bound it becomes the old
-// one and the previous old one is dropped; a hit in the old generation
-// moves to the current one. So the lines read again and again stay, and
-// the memory held is at most the bound.
+// turnCache is a bounded map, per uid, from a line to its turn.
 type turnCache struct {
 	mu      sync.Mutex
-	cur     map[string]cachedTurn // by turnKey
-	old     map[string]cachedTurn
-	curSize int    // bytes held by cur (entrySize)
-	half    int    // cur's bound
-	key     []byte // turnKey's, reused under mu
+	uids    map[uint32]*uidTurns
+	held    int    // bytes held by every uid's entries (entrySize)
+	bound   int    // held's bound
+	uidHalf int    // a uid's current generation's bound
+	tick    uint64 // lookups so far: a room's last one says how recently it was read
+}
+
+// uidTurns is one uid's room, in two generations: entries go into the
+// current one; once it holds its bound it becomes the old one and the
+// previous old one is dropped; a hit in the old generation is copied to
+// the current one. So the lines read again and again stay, and the room
+// holds at most twice its current generation's bound.
+type uidTurns struct {
+	cur, old         map[string]cachedTurn // by the line's bytes
+	curSize, oldSize int
+	used             uint64 // turnCache.tick at the room's last lookup
 }
 
 type cachedTurn struct {
@@ -54,8 +68,10 @@ type cachedTurn struct {
 	ok   bool // turnOf's answer: false for a line that is not a turn
 }
 
-func newTurnCache(bound int) *turnCache {
-	return &turnCache{cur: map[string]cachedTurn{}, old: map[string]cachedTurn{}, half: bound / 2}
+// newTurnCache makes a cache that holds at most bound bytes, and at most
+// uidBound (itself at most bound) for one uid.
+func newTurnCache(bound, uidBound int) *turnCache {
+	return &turnCache{uids: map[uint32]*uidTurns{}, bound: bound, uidHalf: min(uidBound, bound) / 2}
 }
 
 // turnOf is the package's turnOf, from the cache when uid's prompts read
@@ -65,11 +81,11 @@ func (c *turnCache) turnOf(uid uint32, line []byte) (provider.Turn, bool) {
 		return turnOf(line)
 	}
 	c.mu.Lock()
-	key := c.turnKey(uid, line)
-	e, hit := c.cur[string(key)]
+	r := c.room(uid)
+	e, hit := r.cur[string(line)]
 	if !hit {
-		if e, hit = c.old[string(key)]; hit {
-			c.put(string(key), e)
+		if e, hit = r.old[string(line)]; hit {
+			c.put(r, string(line), e)
 		}
 	}
 	c.mu.Unlock()
@@ -78,28 +94,57 @@ func (c *turnCache) turnOf(uid uint32, line []byte) (provider.Turn, bool) {
 	}
 	t, ok := turnOf(line)
 	c.mu.Lock()
-	c.put(string(c.turnKey(uid, line)), cachedTurn{t, ok})
+	c.put(c.room(uid), string(line), cachedTurn{t, ok}) // its room may have gone while the lock was let go
 	c.mu.Unlock()
 	return t, ok
 }
 
-// turnKey is an entry's key: uid's four bytes, then the line. It is
-// c.key, valid until the next call; a lookup by it copies nothing.
-// Caller holds c.mu.
-func (c *turnCache) turnKey(uid uint32, line []byte) []byte {
-	c.key = append(binary.LittleEndian.AppendUint32(c.key[:0], uid), line...)
-	return c.key
+// room is uid's room, made when it has none, marked as read now. Caller
+// holds c.mu.
+func (c *turnCache) room(uid uint32) *uidTurns {
+	r := c.uids[uid]
+	if r == nil {
+		r = &uidTurns{cur: map[string]cachedTurn{}, old: map[string]cachedTurn{}}
+		c.uids[uid] = r
+	}
+	c.tick++
+	r.used = c.tick
+	return r
 }
 
-// put adds the entry of key to the current generation, starting a new
-// one first when it would pass its bound. Caller holds c.mu.
-func (c *turnCache) put(key string, e cachedTurn) {
+// put adds the entry of key to r's current generation, starting a new
+// one first when it would pass its bound, then drops other uids' rooms,
+// the least recently read first, while the cache holds more than its
+// bound. Caller holds c.mu.
+func (c *turnCache) put(r *uidTurns, key string, e cachedTurn) {
 	n := entrySize(key, e)
-	if c.curSize+n > c.half {
-		c.old, c.cur, c.curSize = c.cur, map[string]cachedTurn{}, 0
+	if r.curSize+n > c.uidHalf {
+		c.held -= r.oldSize
+		r.old, r.cur, r.oldSize, r.curSize = r.cur, map[string]cachedTurn{}, r.curSize, 0
 	}
-	c.cur[key] = e
-	c.curSize += n
+	r.cur[key] = e
+	r.curSize += n
+	c.held += n
+	for c.held > c.bound && c.dropOldest(r) {
+	}
+}
+
+// dropOldest drops the room read the longest ago but keep; false when
+// there is none. Caller holds c.mu.
+func (c *turnCache) dropOldest(keep *uidTurns) bool {
+	var oldest uint32
+	var r *uidTurns
+	for uid, o := range c.uids {
+		if o != keep && (r == nil || o.used < r.used) {
+			oldest, r = uid, o
+		}
+	}
+	if r == nil {
+		return false
+	}
+	c.held -= r.curSize + r.oldSize
+	delete(c.uids, oldest)
+	return true
 }
 
 // entrySize is what an entry holds: its key, its turn's strings and the

@@ -88,7 +88,7 @@ func BenchmarkPromptAssembly(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					if cold {
-						promptTurns = newTurnCache(turnCacheBytes)
+						promptTurns = newTurnCache(turnCacheBytes, turnUidBytes)
 						promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
 					}
 					assemble(b, tail, start, summary)
