@@ -3,8 +3,10 @@ package provider
 import (
 	"bytes"
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -26,7 +28,7 @@ func BenchmarkFirstDelta(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bare := &http.Client{Transport: defaultTransport}
+	bare := &http.Client{Transport: newTransport()}
 	var streamTotal, bareTotal time.Duration
 	b.ResetTimer()
 	for range b.N {
@@ -72,4 +74,30 @@ func firstByte(b *testing.B, client *http.Client, url string, body []byte) time.
 		b.Fatal("no body")
 	}
 	return time.Since(start)
+}
+
+// BenchmarkStreamsInTurn: whole streams one after another to a provider
+// over TLS, as a session's runs are, the body's last chunk written apart
+// from the last event (as a handler that returns after its last flush
+// writes it). Reports the new connections a stream (0 when they are
+// kept: TestStreamReusesConnection) beside the time a stream takes.
+func BenchmarkStreamsInTurn(b *testing.B) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(streamOf(openAICase.stream("hel", "lo")...))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	defer srv.Close()
+	cfg := configFor(OpenAIChat, srv.URL)
+	cfg.Client = srv.Client()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := Stream(context.Background(), cfg, hello, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(conns.Load())/float64(b.N), "conns/stream")
 }

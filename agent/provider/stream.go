@@ -75,8 +75,13 @@ func stream(ctx context.Context, cfg Config, req Request, delta func(string)) (R
 	if err != nil {
 		return Result{}, abi.Errorf(syscall.EINVAL, cfg.API, "%v", err)
 	}
-	c := newCall(ctx, cfg, w.url(cfg.Endpoint))
-	defer c.close()
+	c := newCall(ctx, cfg, w.url(cfg.Endpoint), req.Owner.Uid)
+	finished := false // the body and the call went to finish, which closes them
+	defer func() {
+		if !finished {
+			c.close()
+		}
+	}()
 	if ctx.Err() != nil {
 		return Result{}, c.fail(ctx.Err(), "")
 	}
@@ -84,14 +89,23 @@ func stream(ctx context.Context, cfg Config, req Request, delta func(string)) (R
 	if e != nil {
 		return Result{}, e
 	}
-	defer resp.Body.Close()
+	defer func() {
+		if !finished {
+			resp.Body.Close()
+		}
+	}()
 	if resp.StatusCode/100 != 2 {
 		return Result{}, c.httpError(resp)
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
 		return Result{}, c.notStream(resp)
 	}
-	return c.read(resp.Body, w.decoder(tools), delta)
+	res, e := c.read(resp.Body, w.decoder(tools), delta)
+	if e == nil {
+		finished = true
+		c.finish(resp.Body)
+	}
+	return res, e
 }
 
 var (
@@ -106,6 +120,7 @@ var (
 type call struct {
 	cfg      Config
 	url      string
+	uid      uint32 // whose request: its connections are its own (transportFor)
 	parent   context.Context
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
@@ -113,9 +128,9 @@ type call struct {
 	deadline *time.Timer // nil without a Timeout
 }
 
-func newCall(parent context.Context, cfg Config, target string) *call {
+func newCall(parent context.Context, cfg Config, target string, uid uint32) *call {
 	ctx, cancel := context.WithCancelCause(parent)
-	c := &call{cfg: cfg, url: target, parent: parent, ctx: ctx, cancel: cancel}
+	c := &call{cfg: cfg, url: target, uid: uid, parent: parent, ctx: ctx, cancel: cancel}
 	c.idle = time.AfterFunc(cfg.idle(), func() { cancel(errIdle) })
 	if cfg.Timeout > 0 {
 		c.deadline = time.AfterFunc(cfg.Timeout, func() { cancel(errTimeout) })
@@ -155,26 +170,17 @@ func (c *call) fail(err error, what string) *abi.Error {
 	return c.errorf(transportErrno(err), "%s: %v", what, err)
 }
 
-// client is the caller's client or the shared default, made not to follow
-// redirects: a redirect would turn the POST into a GET, and could carry
-// the key's header to another host.
+// client is the caller's client or the uid's own (transportFor), made
+// not to follow redirects: a redirect would turn the POST into a GET, and
+// could carry the key's header to another host.
 func (c *call) client() *http.Client {
-	cl := http.Client{Transport: defaultTransport}
+	cl := http.Client{Transport: transportFor(c.uid)}
 	if c.cfg.Client != nil {
 		cl = *c.cfg.Client
 	}
 	cl.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &cl
 }
-
-// defaultTransport is shared, so that requests reuse connections. It takes
-// no proxy from the environment: nothing about where a key goes is read
-// from the server's environment.
-var defaultTransport = func() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.Proxy = nil
-	return t
-}()
 
 // send posts the body and waits for the response headers; from then on
 // the idle timer counts silence of the body.

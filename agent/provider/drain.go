@@ -1,0 +1,77 @@
+package provider
+
+import (
+	"errors"
+	"io"
+	"sync"
+	"time"
+)
+
+// A reply read to the API's end of stream ([DONE], message_stop) is
+// not yet read to the body's end: the chunked body's last chunk, a few
+// bytes, often comes after the last event. Closed before it, the body
+// takes its connection with it, and the next request to the same
+// provider opens another (with a real provider, a TLS handshake: a round
+// trip or two and its crypto, at every run). So the rest is read in the
+// background, bounded, and the run does not wait for it.
+const (
+	// drainBytes and drainWait bound what is read after the end of
+	// stream, and how long: a provider that sends on, or keeps the body
+	// open, loses its connection and nothing else.
+	drainBytes = 4 << 10
+	drainWait  = 100 * time.Millisecond
+	// drainsPerUid bounds the replies one uid's runs have read on at
+	// once (an endpoint is the definition's, so a user can name one that
+	// never ends its bodies); past it a body is closed at once.
+	drainsPerUid = 8
+)
+
+var errDrained = errors.New("the reply's end was not read within its bounds")
+
+// drains counts, per uid, the replies being read on.
+var drains = drainCount{n: map[uint32]int{}}
+
+type drainCount struct {
+	mu sync.Mutex
+	n  map[uint32]int
+}
+
+// take reserves one of uid's drains; false when it holds drainsPerUid.
+func (d *drainCount) take(uid uint32) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.n[uid] >= drainsPerUid {
+		return false
+	}
+	d.n[uid]++
+	return true
+}
+
+func (d *drainCount) give(uid uint32) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.n[uid]--; d.n[uid] <= 0 {
+		delete(d.n, uid)
+	}
+}
+
+// finish ends a call whose reply was read to the API's end: it reads the
+// body on to its end in the background, within drainBytes and drainWait,
+// then closes the body and the call; at once when the call's uid holds
+// its drains.
+func (c *call) finish(body io.ReadCloser) {
+	uid := c.uid
+	if !drains.take(uid) {
+		body.Close()
+		c.close()
+		return
+	}
+	go func() {
+		defer drains.give(uid)
+		t := time.AfterFunc(drainWait, func() { c.cancel(errDrained) })
+		io.CopyN(io.Discard, body, drainBytes)
+		t.Stop()
+		body.Close()
+		c.close()
+	}()
+}
