@@ -51,7 +51,8 @@ func summarizeByModel(ctx context.Context, s Spec, cfg provider.Config, lim wind
 	room := lim.Window - lim.SummaryTokens() - window.Tokens(summarizeInstruction) - 64
 	text := window.Newest(transcript(old, turns), max(room, 0))
 	cfg.MaxTokens = lim.SummaryTokens()
-	req := provider.Request{System: summarizeInstruction, Turns: []provider.Turn{{Role: provider.RoleUser, Text: text}}}
+	// The run's uid (its connections), no conversation: nothing is kept.
+	req := provider.Request{System: summarizeInstruction, Turns: []provider.Turn{{Role: provider.RoleUser, Text: text}}, Owner: provider.Owner{Uid: s.Uid}}
 	res, err := provider.Stream(ctx, cfg, req, nil)
 	if err != nil {
 		return "", err

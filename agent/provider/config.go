@@ -86,7 +86,8 @@ type Request struct {
 // for the next (its settled turns, settled.go) serves only later requests
 // of the same Owner, so that no user can learn, by timing sends of their
 // own, whether another's conversation is in the server's memory; and one
-// uid keeps at most a share of it. The zero Owner keeps nothing.
+// uid keeps at most a share of it. An Owner without a Conversation keeps
+// nothing. The request goes over its Uid's connections (transportFor).
 type Owner struct {
 	Uid          uint32
 	Conversation string // a name no other conversation has (the engine gives the session's key)

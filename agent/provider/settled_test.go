@@ -229,7 +229,8 @@ func heldOf(t *testing.T, req Request) int {
 // TestSettledOwnersApart: an entry serves only its own conversation: the
 // same turns sent for another uid, for another conversation of the same
 // uid, or with no owner neither take it nor change it (and are written
-// as afresh); what a request without an owner settles is not kept; and a
+// as afresh); what a request without a conversation settles (no owner, or
+// a compaction's: its uid alone) is not kept; and a
 // uid's conversations push out that uid's own entries beyond its share,
 // never another uid's.
 func TestSettledOwnersApart(t *testing.T) {
@@ -241,7 +242,7 @@ func TestSettledOwnersApart(t *testing.T) {
 	}
 	kept := memo.entries[0]
 	grown := Request{System: req.System, Turns: append(slices.Clone(req.Turns), Turn{Role: RoleAssistant, Text: "a"}, Turn{Role: RoleUser, Text: "u"})}
-	for _, o := range []Owner{{Uid: 1001, Conversation: testOwner.Conversation}, {Uid: testOwner.Uid, Conversation: "home/1000/agent/coder/session/t"}, {}} {
+	for _, o := range []Owner{{Uid: 1001, Conversation: testOwner.Conversation}, {Uid: testOwner.Uid, Conversation: "home/1000/agent/coder/session/t"}, {}, {Uid: testOwner.Uid}} {
 		grown.Owner = o
 		before := memo.compared
 		asFresh(t, ws[0].wire, ws[0].fresh, Config{ModelID: "m"}, grown, offered{})
@@ -250,7 +251,7 @@ func TestSettledOwnersApart(t *testing.T) {
 		}
 	}
 	if len(memo.entries) != 3 {
-		t.Fatalf("the memo holds %d entries, want 3: the first owner's and the two others' (nothing of the request without an owner)", len(memo.entries))
+		t.Fatalf("the memo holds %d entries, want 3: the first owner's and the two others' (nothing of the requests without a conversation: no owner, a compaction's)", len(memo.entries))
 	}
 	for i := range 10 {
 		r := longRequest(21)
