@@ -3,10 +3,8 @@ package provider
 import (
 	"bytes"
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -82,13 +80,7 @@ func firstByte(b *testing.B, client *http.Client, url string, body []byte) time.
 // writes it). Reports the new connections a stream (0 when they are
 // kept: TestStreamReusesConnection) beside the time a stream takes.
 func BenchmarkStreamsInTurn(b *testing.B) {
-	var conns atomic.Int64
-	srv := httptest.NewUnstartedServer(streamOf(openAICase.stream("hel", "lo")...))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
+	srv, conns := countingConns(streamOf(openAICase.stream("hel", "lo")...))
 	srv.StartTLS()
 	defer srv.Close()
 	cfg := configFor(OpenAIChat, srv.URL)

@@ -18,17 +18,11 @@ import (
 // flush: BenchmarkStreamsInTurn), so the transport keeps the connection.
 func TestStreamReusesConnection(t *testing.T) {
 	forEachAPI(t, func(t *testing.T, a apiCase) {
-		var conns atomic.Int32
 		reply := streamOf(a.stream("hel", "lo")...)
-		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv, conns := countingConns(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			reply(w, r)
 			time.Sleep(5 * time.Millisecond) // the last chunk comes after the last event
 		}))
-		srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-			if s == http.StateNew {
-				conns.Add(1)
-			}
-		}
 		srv.Start()
 		t.Cleanup(srv.Close)
 		req := hello
@@ -52,13 +46,7 @@ func TestStreamReusesConnection(t *testing.T) {
 // another uid's opened (whether one is kept would tell a user that
 // someone used the provider lately).
 func TestConnectionsPerUid(t *testing.T) {
-	var conns atomic.Int32
-	srv := httptest.NewUnstartedServer(streamOf(openAICase.stream("hi")...))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
+	srv, conns := countingConns(streamOf(openAICase.stream("hi")...))
 	srv.Start()
 	t.Cleanup(srv.Close)
 	for i, uid := range []uint32{ownUid(t), ownUid(t), 0} {
@@ -72,6 +60,19 @@ func TestConnectionsPerUid(t *testing.T) {
 			t.Fatalf("after runs of %d uids the provider saw %d connections", i+1, n)
 		}
 	}
+}
+
+// countingConns is an unstarted server of h and the count of the
+// connections it has accepted.
+func countingConns(h http.Handler) (*httptest.Server, *atomic.Int32) {
+	conns := new(atomic.Int32)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	return srv, conns
 }
 
 var lastUid atomic.Uint32
