@@ -131,12 +131,19 @@ func benchFirstDelta(b *testing.B, long bool) {
 	reply := openAIReply("hello there")
 	// Not newFakeProvider, which decodes and keeps every body it gets: the
 	// provider shares this process, and its CPU with the client's reads.
-	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		asked.Store(time.Now().UnixNano())
 		body, _ := io.ReadAll(r.Body)
 		last.Store(&body)
 		reply(w, r)
 	}))
+	var conns atomic.Int64 // the connections the provider accepted
+	p.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	p.Start()
 	defer p.Close()
 	s := newModelServer(b, "openai-chat", p.URL+"/v1", nil)
 	n := max(b.N, 50)
@@ -162,7 +169,7 @@ func benchFirstDelta(b *testing.B, long bool) {
 	syncs := syncRate(b, s.store, 300*time.Millisecond)
 	var through, toStart, toRequest time.Duration
 	var each [3][]time.Duration // each send's through, toStart and toRequest
-	cpu0 := processCPU(b, s.cmd.Process.Pid)
+	cpu0, conns0 := processCPU(b, s.cmd.Process.Pid), conns.Load()
 	for i := range n {
 		t0 := time.Now()
 		start, delta := firstDelta(b, s, fmt.Sprintf(`{"op":"send","id":"d%d","session":"bench%d","input":"hi"}`, i, i%sessions))
@@ -175,6 +182,7 @@ func benchFirstDelta(b *testing.B, long bool) {
 	}
 	through /= time.Duration(n)
 	cpu := processCPU(b, s.cmd.Process.Pid) - cpu0
+	b.ReportMetric(float64(conns.Load()-conns0)/float64(n), "provider-conns/send") // 0: the server keeps its connection
 	syncs = (syncs + syncRate(b, s.store, 300*time.Millisecond)) / 2
 	sync := time.Duration(float64(time.Second) / syncs)
 	added := through - same
