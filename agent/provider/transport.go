@@ -37,5 +37,6 @@ func newTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Proxy = nil
 	t.MaxIdleConns = idleConnsPerUid
+	t.MaxIdleConnsPerHost = idleConnsPerUid // a uid's runs in parallel mostly ask one provider (Go's default keeps 2)
 	return t
 }
