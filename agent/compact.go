@@ -51,15 +51,19 @@ func summarizeByModel(ctx context.Context, s Spec, cfg provider.Config, lim wind
 	room := lim.Window - lim.SummaryTokens() - window.Tokens(summarizeInstruction) - 64
 	text := window.Newest(transcript(old, turns), max(room, 0))
 	cfg.MaxTokens = lim.SummaryTokens()
-	// The run's uid (its connections), no conversation: nothing is kept.
-	req := provider.Request{System: summarizeInstruction, Turns: []provider.Turn{{Role: provider.RoleUser, Text: text}}, Owner: provider.Owner{Uid: s.Uid}}
-	res, err := provider.Stream(ctx, cfg, req, nil)
+	res, err := provider.Stream(ctx, cfg, summarizeRequest(s, text), nil)
 	if err != nil {
 		return "", err
 	}
 	emit(proto.NewObject("type", proto.FrameUsage, "model", s.Def.Model, "model_id", cfg.ModelID,
 		"input_tokens", res.InputTokens, "output_tokens", res.OutputTokens))
 	return prefixBytes(strings.TrimSpace(res.Text), lim.SummaryBytes()), nil
+}
+
+// summarizeRequest asks for a summary of text, as s's uid (over its
+// connections) and of no conversation (nothing of it is kept).
+func summarizeRequest(s Spec, text string) provider.Request {
+	return provider.Request{System: summarizeInstruction, Turns: []provider.Turn{{Role: provider.RoleUser, Text: text}}, Owner: provider.Owner{Uid: s.Uid}}
 }
 
 // transcript is the earlier summary and the turns as plain text.
