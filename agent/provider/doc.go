@@ -32,6 +32,12 @@
 // its tool's definition, and never declares a tool the run does not offer.
 // This package only describes tools and reads calls: it runs none.
 //
+// Connections are kept between requests, each uid's its own (Request.Owner;
+// transport.go): a kept connection answers sooner, so one pool for all
+// would tell a user that someone used a provider lately. A reply read to
+// its end of stream is read on to its body's end in the background,
+// within bounds (drain.go), so that its connection is kept.
+//
 // Errors are *abi.Error values whose errno says what the caller can do:
 // ECONNREFUSED or EHOSTUNREACH (nothing answered), ETIMEDOUT, EACCES (the
 // key), EAGAIN (rate limited), EINVAL (the request, its tools or the
