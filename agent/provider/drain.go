@@ -3,6 +3,7 @@ package provider
 import (
 	"errors"
 	"io"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -55,23 +56,24 @@ func (d *drainCount) give(uid uint32) {
 	}
 }
 
-// finish ends a call whose reply was read to the API's end: it reads the
-// body on to its end in the background, within drainBytes and drainWait,
-// then closes the body and the call; at once when the call's uid holds
-// its drains.
-func (c *call) finish(body io.ReadCloser) {
-	uid := c.uid
-	if !drains.take(uid) {
-		body.Close()
+// end closes the call and its reply's body (resp nil: no reply came).
+// A reply read to the API's end of stream (ended) is first read on to
+// its body's end in the background, within drainBytes and drainWait; at
+// once when the call's uid holds its drains.
+func (c *call) end(resp *http.Response, ended bool) {
+	if resp == nil || !ended || !drains.take(c.uid) {
+		if resp != nil {
+			resp.Body.Close()
+		}
 		c.close()
 		return
 	}
 	go func() {
-		defer drains.give(uid)
+		defer drains.give(c.uid)
 		t := time.AfterFunc(drainWait, func() { c.cancel(errDrained) })
-		io.CopyN(io.Discard, body, drainBytes)
+		io.CopyN(io.Discard, resp.Body, drainBytes)
 		t.Stop()
-		body.Close()
+		resp.Body.Close()
 		c.close()
 	}()
 }

@@ -76,24 +76,16 @@ func stream(ctx context.Context, cfg Config, req Request, delta func(string)) (R
 		return Result{}, abi.Errorf(syscall.EINVAL, cfg.API, "%v", err)
 	}
 	c := newCall(ctx, cfg, w.url(cfg.Endpoint), req.Owner.Uid)
-	finished := false // the body and the call went to finish, which closes them
-	defer func() {
-		if !finished {
-			c.close()
-		}
-	}()
+	var resp *http.Response // the reply, once one came
+	ended := false          // read to the API's end of stream
+	defer func() { c.end(resp, ended) }()
 	if ctx.Err() != nil {
 		return Result{}, c.fail(ctx.Err(), "")
 	}
-	resp, e := c.send(w, body)
-	if e != nil {
+	var e *abi.Error
+	if resp, e = c.send(w, body); e != nil {
 		return Result{}, e
 	}
-	defer func() {
-		if !finished {
-			resp.Body.Close()
-		}
-	}()
 	if resp.StatusCode/100 != 2 {
 		return Result{}, c.httpError(resp)
 	}
@@ -101,10 +93,7 @@ func stream(ctx context.Context, cfg Config, req Request, delta func(string)) (R
 		return Result{}, c.notStream(resp)
 	}
 	res, e := c.read(resp.Body, w.decoder(tools), delta)
-	if e == nil {
-		finished = true
-		c.finish(resp.Body)
-	}
+	ended = e == nil
 	return res, e
 }
 
