@@ -229,6 +229,20 @@ func (s *server) logText() string {
 	return string(b)
 }
 
+// waitLogText waits until the server's log holds text: the server writes
+// its log behind its work (logx.Queue gathers lines for a few
+// milliseconds), so a line is there soon after what it reports, not at once.
+func (s *server) waitLogText(text string) {
+	s.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(s.logText(), text) {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("after 10 s the server's log does not hold %q:\n%s", text, lastLines(s.logText(), 20))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // kill stops a server process with sig and waits for it; SIGKILL after 10 s.
 func (s *server) kill(cmd *exec.Cmd, sig syscall.Signal) {
 	if done, ok := s.crashed.Load(cmd); ok {

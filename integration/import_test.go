@@ -165,9 +165,7 @@ func TestImportClaudeCodeAndCodex(t *testing.T) {
 		t.Fatalf("import of ~/.claude/projects: exit %d\n%s", code, out)
 	}
 	s.checkImported(t, claude, importAnn.uid, importAnn.uid)
-	if !strings.Contains(s.logText(), `msg=import agent=coder session=`+claude.session.ID+` home=home/1001 uid=1001`) {
-		t.Errorf("the server log does not say who imported what:\n%s", s.logText())
-	}
+	s.waitLogText(`msg=import agent=coder session=` + claude.session.ID + ` home=home/1001 uid=1001`) // who imported what
 	kept := s.mnt("home/1001/agent/coder/root/home/agent/.claude/projects/-tmp-cc-work/" + claude.session.ID + ".jsonl")
 	if fileBytes(t, kept) != fileBytes(t, claude.path) {
 		t.Errorf("the Claude Code file was not kept under the agent's HOME for its resume (%s)", kept)

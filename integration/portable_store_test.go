@@ -22,6 +22,7 @@ import (
 // says the ways and finds the store clean.
 func TestPortableStore(t *testing.T) {
 	s := newFuseServerWith(t, func(s *server) { s.env = append(s.env, "CTXFS_STORE_PORTABLE=all") })
+	s.waitLogText("CTXFS_STORE_PORTABLE=all") // the log is written behind (logx.Queue)
 	if log := s.logText(); !strings.Contains(log, "store ways") || !strings.Contains(log, "moves: portable") || !strings.Contains(log, "CTXFS_STORE_PORTABLE=all") {
 		t.Errorf("the server's log does not say the store's ways:\n%s", log)
 	}

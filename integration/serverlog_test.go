@@ -273,6 +273,7 @@ func TestServerLogInterruptedRun(t *testing.T) {
 	}
 	s.kill(s.cmd, syscall.SIGKILL)
 	s.start()
+	waitLogged(t, logPath, ` msg="store opened" `) // written behind (logx.Queue), maybe after the sockets answer
 	wantLinesInOrder(t, fileBytes(t, logPath), []string{
 		`level=INFO msg="run start" run=` + m[1] + ` agent=slow session=cut `,
 		`level=INFO msg=starting `,

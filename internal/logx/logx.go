@@ -63,8 +63,9 @@ func oneOf(s string, set []string) bool {
 }
 
 // New returns the logger the options describe, writing to o.File when
-// one is named and to w otherwise, and the file to close at exit (nil for
-// w).
+// one is named (through a Queue of its own: a file on a stalled disk must
+// not stall the server either) and to w otherwise, and what to close at
+// exit (nil for w): the file's queue, written out, then the file.
 func New(o Options, w io.Writer) (*slog.Logger, io.Closer, error) {
 	if err := o.Check(); err != nil {
 		return nil, nil, err
@@ -76,7 +77,8 @@ func New(o Options, w io.Writer) (*slog.Logger, io.Closer, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		w, closer = f, f
+		q := NonBlocking(f)
+		w, closer = q, queuedFile{q, f}
 	}
 	h := &slog.HandlerOptions{Level: level}
 	if o.Format == "json" {
@@ -116,4 +118,15 @@ func OpenFile(path string) (*os.File, error) {
 		return nil, fmt.Errorf("log file %s belongs to uid %d, not to this server (uid %d): remove it or name another file", path, st.Uid, os.Geteuid())
 	}
 	return os.NewFile(uintptr(fd), path), nil
+}
+
+// queuedFile closes a log file's queue, then the file.
+type queuedFile struct {
+	q *Queue
+	f *os.File
+}
+
+func (c queuedFile) Close() error {
+	c.q.Close()
+	return c.f.Close()
 }

@@ -7,52 +7,69 @@ import (
 	"time"
 )
 
-// Bounds of a Queue: what it holds for a writer that does not keep up, and
-// how long Close waits for it.
+// Bounds of a Queue: what it holds for a writer that does not keep up,
+// how long a line may wait for the lines after it, and how long Close
+// waits for the writer below.
 const (
 	queueBytes = 1 << 20
+	linger     = 10 * time.Millisecond
 	flushLimit = time.Second
+	keptBuffer = 64 << 10 // a buffer that grew past this is let go once written
 )
 
 // Queue is a writer that never waits for the one below it. The server's
 // stderr is often a pipe or a terminal (`make run 2>&1 | tee log`, less,
 // a terminal stopped with Ctrl+S): a write there blocks while the reader
 // stalls, and a blocked log line would stall whatever logged it, the stop
-// and its unmount too. Queue hands each write to a goroutine that writes
-// it; when more than queueBytes wait, new writes are dropped, and how many
-// is said once the writer takes lines again. A write that fails (a reader
-// gone: EPIPE) is dropped alike; the next one is tried all the same.
+// and its unmount too. Queue copies each write into a buffer that a
+// goroutine of its own writes out; when more than queueBytes wait, new
+// writes are dropped, and how many is said once the writer takes lines
+// again. A write that fails (a reader gone: EPIPE) is dropped alike; the
+// next one is tried all the same.
+//
+// The goroutine writes what came in the linger after the first line it
+// was woken for, in one write: a busy server logs lines by the thousand
+// a second (a run's start and end), and a wakeup and a write each cost
+// more than the line's formatting (docs/benchmarks.md, "The server's
+// log lines").
 type Queue struct {
 	w       io.Writer
 	mu      sync.Mutex
-	queued  [][]byte
-	size    int  // bytes queued and not written yet
-	dropped int  // writes dropped since the last report
-	closed  bool // Close was called: the writer goroutine ends when empty
+	buf     []byte // written and not taken by the writer yet
+	spare   []byte // the buffer the writer wrote last, for the next lines
+	size    int    // bytes queued and not written yet (buf and the writer's)
+	dropped int    // writes dropped since the last report
+	closed  bool   // Close was called: the writer goroutine ends when empty
 	wake    chan struct{}
+	closing chan struct{} // closed by Close: no more lingering
 	done    chan struct{} // closed when the writer goroutine has ended
 }
 
 // NonBlocking returns a Queue that writes to w.
 func NonBlocking(w io.Writer) *Queue {
-	q := &Queue{w: w, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	q := &Queue{w: w, wake: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{})}
 	go q.run()
 	return q
 }
 
 // Write queues a copy of p, or drops it when the queue is full or closed,
-// and never fails.
+// and never fails. Only a write to an empty queue wakes the writer.
 func (q *Queue) Write(p []byte) (int, error) {
 	q.mu.Lock()
+	first := false
 	switch {
 	case q.closed || q.size+len(p) > queueBytes:
 		q.dropped++
+		first = q.dropped == 1 // to be said once the writer takes lines again
 	default:
-		q.queued = append(q.queued, append([]byte(nil), p...))
+		first = len(q.buf) == 0
+		q.buf = append(q.buf, p...)
 		q.size += len(p)
 	}
 	q.mu.Unlock()
-	q.signal()
+	if first {
+		q.signal()
+	}
 	return len(p), nil
 }
 
@@ -68,9 +85,11 @@ func (q *Queue) signal() {
 // after.
 func (q *Queue) Close() error {
 	q.mu.Lock()
-	q.closed = true
+	if !q.closed {
+		q.closed = true
+		close(q.closing)
+	}
 	q.mu.Unlock()
-	q.signal()
 	select {
 	case <-q.done:
 	case <-time.After(flushLimit):
@@ -79,30 +98,46 @@ func (q *Queue) Close() error {
 }
 
 // run writes the queued lines in order until the queue is closed and
-// empty.
+// empty: woken by a first line, it lingers for the lines after it, then
+// writes them all at once.
 func (q *Queue) run() {
 	defer close(q.done)
+	t := time.NewTimer(linger)
+	t.Stop() // since Go 1.23 a Reset timer delivers no stale tick
 	for {
-		q.mu.Lock()
-		batch, dropped, closed := q.queued, q.dropped, q.closed
-		q.queued, q.dropped = nil, 0
-		q.mu.Unlock()
-		written := 0
-		for _, p := range batch {
-			q.w.Write(p) // a failure drops the line: nothing else to do with it
-			written += len(p)
+		select {
+		case <-q.wake:
+			t.Reset(linger)
+			select {
+			case <-t.C:
+			case <-q.closing:
+			}
+		case <-q.closing:
 		}
-		q.mu.Lock()
-		q.size -= written // counted until written: the bound holds what waits in all
-		q.mu.Unlock()
-		if dropped > 0 {
-			fmt.Fprintf(q.w, "ctxfs: %d log writes dropped: the log's reader did not keep up\n", dropped)
-		}
-		if closed && len(batch) == 0 {
+		if !q.writeOut() {
 			return
 		}
-		if len(batch) == 0 {
-			<-q.wake
-		}
 	}
+}
+
+// writeOut writes what is queued, and the count of writes dropped since
+// the last time; false once the queue is closed and empty.
+func (q *Queue) writeOut() bool {
+	q.mu.Lock()
+	batch, dropped, closed := q.buf, q.dropped, q.closed
+	q.buf, q.spare, q.dropped = q.spare[:0], nil, 0
+	q.mu.Unlock()
+	if len(batch) > 0 {
+		q.w.Write(batch) // a failure drops the lines: nothing else to do with them
+	}
+	if dropped > 0 {
+		fmt.Fprintf(q.w, "ctxfs: %d log writes dropped: the log's reader did not keep up\n", dropped)
+	}
+	q.mu.Lock()
+	q.size -= len(batch) // counted until written: the bound holds what waits in all
+	if cap(batch) <= keptBuffer {
+		q.spare = batch[:0]
+	}
+	q.mu.Unlock()
+	return !closed || len(batch) > 0 || dropped > 0
 }

@@ -101,3 +101,60 @@ func TestQueueToAClosedPipe(t *testing.T) {
 	}
 	q.Close()
 }
+
+// countingWriter counts the writes it gets.
+type countingWriter struct {
+	lockedBuffer
+	writes int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.writes++
+	c.mu.Unlock()
+	return c.lockedBuffer.Write(p)
+}
+
+func (c *countingWriter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writes
+}
+
+// Lines that come within the linger of each other reach the writer in one
+// write, not one each; and a lone line is written within the linger, not
+// only at Close.
+func TestQueueWritesLinesTogether(t *testing.T) {
+	var out countingWriter
+	q := NonBlocking(&out)
+	defer q.Close()
+	var want strings.Builder
+	for i := 0; i < 1000; i++ {
+		line := fmt.Sprintf("line %d\n", i)
+		want.WriteString(line)
+		q.Write([]byte(line))
+		if i%100 == 0 {
+			time.Sleep(time.Millisecond) // a writer that is woken between lines
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for out.String() != want.String() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s the writer has %d bytes of the %d queued, without a Close", len(out.String()), want.Len())
+		}
+		time.Sleep(linger)
+	}
+	// Ten pauses of a millisecond within a linger of ten: a loaded machine
+	// may split the lines a few times more, never a write a line.
+	if n := out.count(); n > 20 {
+		t.Errorf("1000 lines took %d writes; want them gathered (a few)", n)
+	}
+	q.Write([]byte("lone\n"))
+	start := time.Now()
+	for !strings.HasSuffix(out.String(), "lone\n") {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("a lone line was not written within 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
