@@ -6,11 +6,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ctxfs/ctxfs/internal/quota"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session"
 	"github.com/ctxfs/ctxfs/session/freetree"
 	"github.com/ctxfs/ctxfs/session/layout"
-	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // Engine is every engine call fs makes, and nothing more: what fs may ask

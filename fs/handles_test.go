@@ -15,10 +15,10 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/quota"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/session"
 	"github.com/ctxfs/ctxfs/session/layout"
-	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // These tests drive the log and ctl handles' state machines directly, as

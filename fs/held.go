@@ -6,7 +6,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 
-	"github.com/ctxfs/ctxfs/session/quota"
+	"github.com/ctxfs/ctxfs/internal/quota"
 )
 
 // held is what every handle the mount gives out carries: its place in its

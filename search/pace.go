@@ -11,7 +11,7 @@ import (
 
 // Searches are paced (issue 19, finding 9): one uid's parallel searches of
 // a large session took the CPU every other user's sends needed. The
-// engine holds the bounds (session/quota/gate.go: searches per uid, scan
+// engine holds the bounds (internal/quota/gate.go: searches per uid, scan
 // slots, bytes per search); a Pace is how one search keeps them:
 //
 //   - it works only while it holds one of the server's scan slots, and

@@ -14,9 +14,9 @@ import (
 	"github.com/ctxfs/ctxfs/internal/testkit"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/quota"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
-	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // testEngine opens an engine on a fresh store with a root holding the

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/internal/quota"
 	"github.com/ctxfs/ctxfs/internal/testkit"
-	"github.com/ctxfs/ctxfs/session/quota"
 	"github.com/ctxfs/ctxfs/session/versions"
 )
 

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"sync"
+	"syscall"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/quota"
 )
 
 // A reply read to the API's end of stream ([DONE], message_stop) is
@@ -23,37 +25,19 @@ const (
 	drainWait  = 100 * time.Millisecond
 	// drainsPerUid bounds the replies one uid's runs have read on at
 	// once (an endpoint is the definition's, so a user can name one that
-	// never ends its bodies); past it a body is closed at once.
+	// never ends its bodies), and drainsTotal all users' together; past
+	// either a body is closed at once. Root, the reserve, is not counted.
 	drainsPerUid = 8
+	drainsTotal  = 256
 )
 
 var errDrained = errors.New("the reply's end was not read within its bounds")
 
 // drains counts, per uid, the replies being read on.
-var drains = drainCount{n: map[uint32]int{}}
+var drains = newDrains()
 
-type drainCount struct {
-	mu sync.Mutex
-	n  map[uint32]int
-}
-
-// take reserves one of uid's drains; false when it holds drainsPerUid.
-func (d *drainCount) take(uid uint32) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.n[uid] >= drainsPerUid {
-		return false
-	}
-	d.n[uid]++
-	return true
-}
-
-func (d *drainCount) give(uid uint32) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.n[uid]--; d.n[uid] <= 0 {
-		delete(d.n, uid)
-	}
+func newDrains() *quota.Quota {
+	return quota.New("replies read on after their end of stream", syscall.EAGAIN, drainsPerUid, drainsTotal)
 }
 
 // end closes the call and its reply's body (resp nil: no reply came).
@@ -61,7 +45,7 @@ func (d *drainCount) give(uid uint32) {
 // its body's end in the background, within drainBytes and drainWait; at
 // once when the call's uid holds its drains.
 func (c *call) end(resp *http.Response, ended bool) {
-	if resp == nil || !ended || !drains.take(c.uid) {
+	if resp == nil || !ended || drains.Take(c.uid) != nil {
 		if resp != nil {
 			resp.Body.Close()
 		}
@@ -69,7 +53,7 @@ func (c *call) end(resp *http.Response, ended bool) {
 		return
 	}
 	go func() {
-		defer drains.give(c.uid)
+		defer drains.Give(c.uid)
 		t := time.AfterFunc(drainWait, func() { c.cancel(errDrained) })
 		io.CopyN(io.Discard, resp.Body, drainBytes)
 		t.Stop()

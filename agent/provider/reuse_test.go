@@ -84,9 +84,7 @@ func ownUid(t *testing.T) uint32 { return 1<<20 + lastUid.Add(1) }
 func drained(t *testing.T, uid uint32) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		drains.mu.Lock()
-		n := drains.n[uid]
-		drains.mu.Unlock()
+		n := drains.Held(uid)
 		if n == 0 {
 			return
 		}
@@ -143,27 +141,27 @@ func TestDrainIsBounded(t *testing.T) {
 // TestDrainsPerUid: one uid reads on at most drainsPerUid replies at once;
 // another uid's are its own; a drain given back is free again.
 func TestDrainsPerUid(t *testing.T) {
-	d := drainCount{n: map[uint32]int{}}
+	d := newDrains()
 	for i := range drainsPerUid {
-		if !d.take(1000) {
-			t.Fatalf("drain %d of uid 1000 refused, want %d", i+1, drainsPerUid)
+		if err := d.Take(1000); err != nil {
+			t.Fatalf("drain %d of uid 1000: %v, want %d taken", i+1, err, drainsPerUid)
 		}
 	}
-	if d.take(1000) {
+	if d.Take(1000) == nil {
 		t.Fatalf("uid 1000 took a drain past its %d", drainsPerUid)
 	}
-	if !d.take(1001) {
-		t.Fatal("uid 1000's drains took uid 1001's")
+	if err := d.Take(1001); err != nil {
+		t.Fatalf("uid 1000's drains took uid 1001's: %v", err)
 	}
-	d.give(1000)
-	if !d.take(1000) {
-		t.Fatal("a drain given back was not free again")
+	d.Give(1000)
+	if err := d.Take(1000); err != nil {
+		t.Fatalf("a drain given back was not free again: %v", err)
 	}
 	for range drainsPerUid {
-		d.give(1000)
+		d.Give(1000)
 	}
-	d.give(1001)
-	if len(d.n) != 0 {
-		t.Fatalf("every drain given back, the count still holds %v", d.n)
+	d.Give(1001)
+	if d.Held(1000) != 0 || d.Held(1001) != 0 {
+		t.Fatalf("every drain given back, the count still holds %d and %d", d.Held(1000), d.Held(1001))
 	}
 }

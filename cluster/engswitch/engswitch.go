@@ -21,11 +21,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/fs"
+	"github.com/ctxfs/ctxfs/internal/quota"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session"
 	"github.com/ctxfs/ctxfs/session/freetree"
 	"github.com/ctxfs/ctxfs/session/layout"
-	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // Switch is an fs.Engine that answers each call with the engine installed

@@ -9,9 +9,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ctxfs/ctxfs/internal/quota"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/session/layout"
-	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // TestFreeQuotaCount: a uid's use of the free trees is counted from the

@@ -6,9 +6,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ctxfs/ctxfs/internal/quota"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/session/layout"
-	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // File is a file of a free tree opened by a caller (Tree.Open, Create):

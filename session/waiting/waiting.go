@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/quota"
 	"github.com/ctxfs/ctxfs/proto"
-	"github.com/ctxfs/ctxfs/session/quota"
 )
 
 // The kinds of waiting call, as pending frames name them.
