@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/internal/gopool"
+	"github.com/ctxfs/ctxfs/internal/logx"
 	"github.com/ctxfs/ctxfs/internal/quota"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/children"
@@ -101,7 +103,7 @@ func (rn *run) register() {
 	e.runs[rn.id] = rn
 	e.mu.Unlock()
 	e.markRunning(rn)
-	e.cfg.Log.Info("run start", s.logAttrs(rn.id, rn.spec.Scope, "uid", rn.caller)...)
+	logx.Line(e.cfg.Log, slog.LevelInfo, "run start", s.logAttrs(rn.id, rn.spec.Scope, "uid", rn.caller)...)
 }
 
 // logAttrs name a run of the session in the server's log (agent=NAME or
@@ -122,14 +124,14 @@ func (rn *run) logEnd(done *proto.Object) {
 	}
 	attrs := rn.s.logAttrs(rn.id, rn.spec.Scope, "uid", rn.caller, "took", time.Since(rn.started).Round(time.Millisecond).String())
 	if done == nil {
-		log.Error("run error", append(attrs, "status", abi.StateError, "error", code, "recorded", false, "cause", fmt.Sprint(rn.broken))...)
+		logx.Line(log, slog.LevelError, "run error", append(attrs, "status", abi.StateError, "error", code, "recorded", false, "cause", fmt.Sprint(rn.broken))...)
 		return
 	}
 	switch status := done.Str("status"); status {
 	case abi.StateError:
-		log.Warn("run error", append(attrs, "status", status, "error", code)...)
+		logx.Line(log, slog.LevelWarn, "run error", append(attrs, "status", status, "error", code)...)
 	default:
-		log.Info("run done", append(attrs, "status", status)...)
+		logx.Line(log, slog.LevelInfo, "run done", append(attrs, "status", status)...)
 	}
 }
 

@@ -3,8 +3,10 @@ package logx
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -101,4 +103,32 @@ func TestOpenFileRefusals(t *testing.T) {
 	if _, _, err := New(Options{File: "/dev/null"}, nil); err != nil {
 		t.Errorf("/dev/null: %v", err)
 	}
+}
+
+// Line writes what the logger's own method writes (the time aside), and
+// nothing below the logger's level, in both formats.
+func TestLineAsTheLoggers(t *testing.T) {
+	for _, format := range Formats {
+		var buf bytes.Buffer
+		log, _, err := New(Options{Format: format}, &buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := []any{"run", "ctx-1", "agent", "coder", "session", "a b", "uid", uint32(1001), "interrupted", true}
+		log.Warn("run error", args...)
+		Line(log, slog.LevelWarn, "run error", args...)
+		Line(log, slog.LevelDebug, "hidden", args...)
+		lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("%s: want two lines, got %q", format, buf.String())
+		}
+		if a, b := withoutTime(lines[0]), withoutTime(lines[1]); a != b {
+			t.Errorf("%s: Line wrote\n%s\nwhere the logger writes\n%s", format, b, a)
+		}
+	}
+}
+
+// withoutTime cuts a line's time out (text: time=…; json: "time":"…").
+func withoutTime(line string) string {
+	return regexp.MustCompile(`^time=\S+ |"time":"[^"]*",`).ReplaceAllString(line, "")
 }
