@@ -1,6 +1,7 @@
 package logx
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"sync"
@@ -15,6 +16,11 @@ const (
 	linger     = 10 * time.Millisecond
 	flushLimit = time.Second
 	keptBuffer = 64 << 10 // a buffer that grew past this is let go once written
+	// pipeBuf is the most a write to a pipe puts in at once (PIPE_BUF):
+	// the lines are written in pieces of at most this, each ending at a
+	// line's end, so that another process writing to the same pipe (the
+	// server's watchdog) never lands inside one of them.
+	pipeBuf = 4096
 )
 
 // Queue is a writer that never waits for the one below it. The server's
@@ -28,7 +34,7 @@ const (
 // next one is tried all the same.
 //
 // The goroutine writes what came in the linger after the first line it
-// was woken for, in one write: a busy server logs lines by the thousand
+// was woken for, together (writeLines): a busy server logs lines by the thousand
 // a second (a run's start and end), and a wakeup and a write each cost
 // more than the line's formatting (docs/benchmarks.md, "The server's
 // log lines").
@@ -127,9 +133,7 @@ func (q *Queue) writeOut() bool {
 	batch, dropped, closed := q.buf, q.dropped, q.closed
 	q.buf, q.spare, q.dropped = q.spare[:0], nil, 0
 	q.mu.Unlock()
-	if len(batch) > 0 {
-		q.w.Write(batch) // a failure drops the lines: nothing else to do with them
-	}
+	writeLines(q.w, batch)
 	if dropped > 0 {
 		fmt.Fprintf(q.w, "ctxfs: %d log writes dropped: the log's reader did not keep up\n", dropped)
 	}
@@ -140,4 +144,23 @@ func (q *Queue) writeOut() bool {
 	}
 	q.mu.Unlock()
 	return !closed || len(batch) > 0 || dropped > 0
+}
+
+// writeLines writes b, whole lines, in pieces of at most pipeBuf bytes
+// that end at a line's end; a line longer than pipeBuf is a piece of its
+// own. A failure drops the piece: nothing else to do with it.
+func writeLines(w io.Writer, b []byte) {
+	for len(b) > 0 {
+		n := len(b)
+		if n > pipeBuf {
+			n = bytes.LastIndexByte(b[:pipeBuf], '\n') + 1
+			if n == 0 { // a line longer than pipeBuf
+				if n = bytes.IndexByte(b, '\n') + 1; n == 0 {
+					n = len(b)
+				}
+			}
+		}
+		w.Write(b[:n])
+		b = b[n:]
+	}
 }

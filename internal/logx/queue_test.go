@@ -158,3 +158,50 @@ func TestQueueWritesLinesTogether(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// sizedWriter keeps each write apart.
+type sizedWriter struct {
+	mu     sync.Mutex
+	writes [][]byte
+}
+
+func (w *sizedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes = append(w.writes, append([]byte(nil), p...))
+	return len(p), nil
+}
+
+// The lines gathered are written in pieces a pipe takes whole (at most
+// PIPE_BUF, each ending at a line's end; a longer line alone), so that
+// another process's writes to the same pipe never land inside a line.
+func TestQueueWritesWholeLinesAPipeTakesAtOnce(t *testing.T) {
+	var out sizedWriter
+	q := NonBlocking(&out)
+	var want strings.Builder
+	for i := 0; i < 500; i++ {
+		line := fmt.Sprintf("line %d %s\n", i, strings.Repeat("x", i%97))
+		if i == 250 {
+			line = strings.Repeat("y", 3*pipeBuf) + "\n" // longer than a pipe takes at once
+		}
+		want.WriteString(line)
+		q.Write([]byte(line))
+	}
+	q.Close()
+	var got strings.Builder
+	for _, w := range out.writes {
+		got.Write(w)
+		if len(w) == 0 || w[len(w)-1] != '\n' {
+			t.Errorf("a write of %d bytes does not end at a line's end", len(w))
+		}
+		if len(w) > pipeBuf && strings.Count(string(w), "\n") != 1 {
+			t.Errorf("a write of %d bytes, more than a pipe takes at once, holds %d lines", len(w), strings.Count(string(w), "\n"))
+		}
+	}
+	if got.String() != want.String() {
+		t.Fatalf("the writes hold %d bytes, want the %d queued, in order", got.Len(), want.Len())
+	}
+	if len(out.writes) >= 500 {
+		t.Errorf("500 lines in %d writes: not gathered", len(out.writes))
+	}
+}
