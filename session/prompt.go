@@ -1,14 +1,11 @@
 package session
 
 import (
-	"bytes"
 	"strings"
-	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/agent/provider"
-	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 	"github.com/ctxfs/ctxfs/session/summary"
@@ -56,30 +53,6 @@ func (s *sess) windowSpec(c layout.Caller, loc *location, def *agent.Definition)
 	p := s.promptAs(strings.TrimRight(def.AgentsMD, "\n"), c, def.Limits().Prompt())
 	env := map[string]string{"CTX_AGENT": loc.ref.Owner, "CTX_SESSION": loc.ref.Name, "CTX_SCOPE": loc.scope, "PATH": "/usr/local/bin:/usr/bin:/bin"}
 	return agent.Spec{Session: loc.ref.Name, Scope: loc.scope, Def: def, Uid: c.Uid, Gid: c.Gid, Env: env, Prompt: p}
-}
-
-// metaString is meta.json's string key, "" when there is none or it
-// cannot be read.
-func (s *sess) metaString(key string) string {
-	obj, err := s.metaObject()
-	if err != nil {
-		return ""
-	}
-	return obj.Str(key)
-}
-
-// metaObject is the session's meta.json as stored; an error when it
-// cannot be read or is not a JSON object. A temp session has none
-// (ENOENT).
-func (s *sess) metaObject() (*proto.Object, error) {
-	if s.rel == "" {
-		return nil, syscall.ENOENT
-	}
-	b, err := s.e.root.ReadFile(s.file(abi.FileMeta), maxRulesBytes)
-	if err != nil {
-		return nil, err
-	}
-	return proto.ParseObject(bytes.TrimSpace(b), false)
 }
 
 // conversationLog is the last maxConversation bytes of messages.jsonl,

@@ -381,11 +381,32 @@ func (r *Root) createAs(rel string, flags int, perm os.FileMode) (int, error) {
 // ReadFile reads the regular file at rel; more than limit bytes is EFBIG
 // (a store file the server reads whole always has a known bound).
 func (r *Root) ReadFile(rel string, limit int64) ([]byte, error) {
+	return r.readFile(rel, limit, nil)
+}
+
+// ReadFileStat is ReadFile that also says which file it read: its fstat,
+// taken before the read (a change after it moves the times a later stat
+// sees), for a caller that keeps what it read while the file stays.
+func (r *Root) ReadFileStat(rel string, limit int64) ([]byte, *unix.Stat_t, error) {
+	var st unix.Stat_t
+	b, err := r.readFile(rel, limit, &st)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, &st, nil
+}
+
+func (r *Root) readFile(rel string, limit int64, st *unix.Stat_t) ([]byte, error) {
 	f, err := r.OpenFile(rel, unix.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if st != nil {
+		if err := unix.Fstat(int(f.Fd()), st); err != nil {
+			return nil, r.fail("stat", rel, err)
+		}
+	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, r.fail("read", rel, err)

@@ -1,0 +1,94 @@
+package session
+
+import (
+	"bytes"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
+)
+
+// metaRacy: a meta.json changed less than this long before it was read
+// may change again within the same tick of the store filesystem's clock
+// (milliseconds on ext4, a second on MooseFS) without its times moving,
+// so what was read then is not kept (as agent's definition cache).
+var metaRacy = 2 * time.Second
+
+// metaSeen is a session's meta.json as it was last read and parsed, and
+// the store file it was read from, as fstat saw it. Every model run reads
+// the file's rule, and a cli run its cli_session: a stat that finds the
+// same file costs a third of reading and parsing it again (docs/
+// benchmarks.md, "meta.json at every run"). The engine replaces meta.json
+// whole (a new inode); root may edit it in place, which moves its size or
+// its ctime.
+type metaSeen struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime unix.Timespec
+	obj          *proto.Object // never changed once kept
+}
+
+func (m *metaSeen) same(st *unix.Stat_t) bool {
+	return m != nil && m.dev == st.Dev && m.ino == st.Ino && m.size == st.Size && m.mtime == st.Mtim && m.ctime == st.Ctim
+}
+
+// metaString is meta.json's string key, "" when there is none or the
+// file cannot be read.
+func (s *sess) metaString(key string) string {
+	obj, err := s.metaKept()
+	if err != nil {
+		return ""
+	}
+	return obj.Str(key)
+}
+
+// metaKept is meta.json as the store holds it now, to read only: the one
+// kept when the store file is the one it was read from, else read again
+// (and kept unless it changed within metaRacy).
+func (s *sess) metaKept() (*proto.Object, error) {
+	if s.rel == "" {
+		return nil, unix.ENOENT
+	}
+	rel := s.file(abi.FileMeta)
+	if st, err := s.e.root.Lstat(rel); err == nil {
+		if m := s.meta.Load(); m.same(st) {
+			return m.obj, nil
+		}
+	}
+	obj, seen, err := s.readMeta(rel)
+	if err != nil {
+		s.meta.Store(nil)
+		return nil, err
+	}
+	limit := time.Now().Add(-metaRacy).UnixNano()
+	if seen.mtime.Nano() > limit || seen.ctime.Nano() > limit {
+		seen = nil
+	}
+	s.meta.Store(seen)
+	return obj, nil
+}
+
+// metaObject is meta.json read and parsed afresh, the caller's to change.
+func (s *sess) metaObject() (*proto.Object, error) {
+	if s.rel == "" {
+		return nil, unix.ENOENT
+	}
+	obj, _, err := s.readMeta(s.file(abi.FileMeta))
+	return obj, err
+}
+
+// readMeta reads and parses the store's meta.json at rel, and says what
+// file it read.
+func (s *sess) readMeta(rel string) (*proto.Object, *metaSeen, error) {
+	b, st, err := s.e.root.ReadFileStat(rel, maxRulesBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	obj, err := proto.ParseObject(bytes.TrimSpace(b), false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return obj, &metaSeen{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim, obj: obj}, nil
+}
