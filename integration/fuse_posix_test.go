@@ -1,10 +1,12 @@
 package integration
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/ctxfs/ctxfs/internal/testkit"
@@ -76,7 +78,7 @@ func TestStressNGFreeTree(t *testing.T) {
 	// resources"), nothing of ours.
 	out, err := runCmdLimit(t, 90, bin, "--class", "filesystem", "--exclude", "xattr,verity,fiemap,binderfs", "--all", "1",
 		"--timeout", "8s", "--temp-path", dir, "--metrics-brief", "--verbose")
-	if err != nil {
+	if err != nil && !onlyMetricsUntrustworthy(err, out) {
 		t.Fatalf("stress-ng: %v\n%s", err, out)
 	}
 	t.Logf("stress-ng:\n%s", lastLines(out, 15))
@@ -86,4 +88,15 @@ func TestStressNGFreeTree(t *testing.T) {
 	if out, code := s.fsck(); code != 0 {
 		t.Errorf("fsck after stress-ng: exit %d\n%s", code, out)
 	}
+}
+
+// onlyMetricsUntrustworthy: stress-ng's exit status 7 says only that "the
+// bogo ops metrics maybe untrustworthy" (stress-ng(1)): a stressor's
+// counter caught mid-update as its time ran out (flock's, in a CI run of
+// 2026-12-04), stress-ng's own measurement. It passes when the run says
+// it succeeded and no stressor failed; any other status fails.
+func onlyMetricsUntrustworthy(err error, out string) bool {
+	var ee *exec.ExitError
+	return errors.As(err, &ee) && ee.ExitCode() == 7 &&
+		strings.Contains(out, "successful run completed") && !strings.Contains(out, " fail: ")
 }
