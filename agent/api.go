@@ -10,7 +10,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 // API is a model definition's built-in model API (SPEC 10): the
@@ -18,7 +18,7 @@ import (
 // The key itself is never kept in a Definition: definitions are shown in
 // errors and logs, and a key is read only to be put in a request header.
 type API struct {
-	Config provider.Config // everything but the key
+	Config modelapi.Config // everything but the key
 	KeySource
 }
 
@@ -53,7 +53,7 @@ func (d *Definition) readAPI() error {
 	if err != nil {
 		return err
 	}
-	a := &API{Config: provider.Config{API: kind, Endpoint: v["endpoint"], ModelID: v["model_id"]}, KeySource: KeySource{v["api_key_env"], v["api_key_file"]}}
+	a := &API{Config: modelapi.Config{API: kind, Endpoint: v["endpoint"], ModelID: v["model_id"]}, KeySource: KeySource{v["api_key_env"], v["api_key_file"]}}
 	if err := d.apiNumbers(a, v); err != nil {
 		return err
 	}
@@ -150,7 +150,7 @@ func (a KeySource) key() (string, error) {
 
 // apiConfig is the definition's API settings with the key read now and
 // the definition's timeout applied.
-func apiConfig(s Spec) (provider.Config, error) {
+func apiConfig(s Spec) (modelapi.Config, error) {
 	cfg := s.Def.API.Config
 	key, err := s.Def.API.key()
 	if err != nil {

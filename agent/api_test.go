@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
@@ -48,7 +48,7 @@ func TestLoadModelAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := d.API.Config
-	if c.API != provider.OpenAIChat || c.Endpoint != goodAPI["endpoint"] || c.ModelID != "llama3.2" || c.MaxTokens != 512 || *c.Temperature != 0.2 || d.API.KeyEnv != "LLM_KEY" {
+	if c.API != modelapi.OpenAIChat || c.Endpoint != goodAPI["endpoint"] || c.ModelID != "llama3.2" || c.MaxTokens != 512 || *c.Temperature != 0.2 || d.API.KeyEnv != "LLM_KEY" {
 		t.Errorf("API %+v", d.API)
 	}
 	// An agent without a program takes its model's API.

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/agent/provider"
 	"github.com/ctxfs/ctxfs/agent/window"
 	"github.com/ctxfs/ctxfs/proto"
@@ -34,7 +35,7 @@ const (
 // truncate keeps old; summarize asks the run's own model (one request,
 // its usage emitted); a compact.d/ program reads JSON and prints the
 // summary. Every summary is at most lim.SummaryBytes.
-func summarize(ctx context.Context, s Spec, cfg provider.Config, lim window.Limits, old string, turns []provider.Turn, emit func(*proto.Object)) (string, error) {
+func summarize(ctx context.Context, s Spec, cfg modelapi.Config, lim window.Limits, old string, turns []modelapi.Turn, emit func(*proto.Object)) (string, error) {
 	switch d := s.Def.WindowDef; d.Strategy {
 	case CompactTruncate, "":
 		return old, nil
@@ -47,7 +48,7 @@ func summarize(ctx context.Context, s Spec, cfg provider.Config, lim window.Limi
 
 // summarizeByModel sends the transcript (its newest part that fits the
 // window with the summary's room) and takes the reply as the summary.
-func summarizeByModel(ctx context.Context, s Spec, cfg provider.Config, lim window.Limits, old string, turns []provider.Turn, emit func(*proto.Object)) (string, error) {
+func summarizeByModel(ctx context.Context, s Spec, cfg modelapi.Config, lim window.Limits, old string, turns []modelapi.Turn, emit func(*proto.Object)) (string, error) {
 	room := lim.Window - lim.SummaryTokens() - window.Tokens(summarizeInstruction) - 64
 	text := window.Newest(transcript(old, turns), max(room, 0))
 	cfg.MaxTokens = lim.SummaryTokens()
@@ -62,12 +63,12 @@ func summarizeByModel(ctx context.Context, s Spec, cfg provider.Config, lim wind
 
 // summarizeRequest asks for a summary of text, as s's uid (over its
 // connections) and of no conversation (nothing of it is kept).
-func summarizeRequest(s Spec, text string) provider.Request {
-	return provider.Request{System: summarizeInstruction, Turns: []provider.Turn{{Role: provider.RoleUser, Text: text}}, Owner: provider.Owner{Uid: s.Uid}}
+func summarizeRequest(s Spec, text string) modelapi.Request {
+	return modelapi.Request{System: summarizeInstruction, Turns: []modelapi.Turn{{Role: modelapi.RoleUser, Text: text}}, Owner: modelapi.Owner{Uid: s.Uid}}
 }
 
 // transcript is the earlier summary and the turns as plain text.
-func transcript(old string, turns []provider.Turn) string {
+func transcript(old string, turns []modelapi.Turn) string {
 	var b strings.Builder
 	if old != "" {
 		b.WriteString(SummaryHeading + "\n" + old + "\n\n")
@@ -103,7 +104,7 @@ type compactInput struct {
 type compactTurn struct {
 	Role       string              `json:"role"`
 	Text       string              `json:"text,omitempty"`
-	ToolCalls  []provider.ToolCall `json:"tool_calls,omitempty"`
+	ToolCalls  []modelapi.ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string              `json:"tool_call_id,omitempty"`
 	Name       string              `json:"name,omitempty"`
 	IsError    bool                `json:"is_error,omitempty"`
@@ -111,7 +112,7 @@ type compactTurn struct {
 
 // compactJSON is the program's input: the newest turns whose JSON fits
 // maxCompactInput.
-func compactJSON(old string, turns []provider.Turn, summaryBytes int) []byte {
+func compactJSON(old string, turns []modelapi.Turn, summaryBytes int) []byte {
 	in := compactInput{Summary: old, SummaryBytes: summaryBytes, Turns: []compactTurn{}}
 	size := len(old) + 256
 	for i := len(turns) - 1; i >= 0; i-- {
@@ -136,7 +137,7 @@ func compactJSON(old string, turns []provider.Turn, summaryBytes int) []byte {
 // killed, its group with it, after compactTimeout (ETIMEDOUT) or once it
 // prints more than the summary may hold (EFBIG); an exit other than 0 is
 // EIO. Its stderr is dropped.
-func summarizeByProgram(ctx context.Context, s Spec, lim window.Limits, old string, turns []provider.Turn) (string, error) {
+func summarizeByProgram(ctx context.Context, s Spec, lim window.Limits, old string, turns []modelapi.Turn) (string, error) {
 	attr, err := credentials(s.Uid, s.Gid)
 	if err != nil {
 		return "", err

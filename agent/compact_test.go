@@ -3,7 +3,7 @@ package agent
 import (
 	"testing"
 
-	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 // TestSummarizeRequestIsTheRuns: a compaction's request goes as its run's
@@ -12,7 +12,7 @@ import (
 // nothing of it is kept for a later body.
 func TestSummarizeRequestIsTheRuns(t *testing.T) {
 	req := summarizeRequest(Spec{Uid: 1234}, "the transcript")
-	if req.Owner != (provider.Owner{Uid: 1234}) {
+	if req.Owner != (modelapi.Owner{Uid: 1234}) {
 		t.Fatalf("a compaction's request goes as %+v, want uid 1234 and no conversation", req.Owner)
 	}
 	if len(req.Turns) != 1 || req.Turns[0].Text != "the transcript" || req.System != summarizeInstruction {

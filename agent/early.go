@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/agent/provider"
 	"github.com/ctxfs/ctxfs/proto"
 )
@@ -16,14 +17,14 @@ import (
 // a start that cannot be recorded aborts it (Abort), and nothing it
 // received is ever emitted.
 type Early struct {
-	cfg    provider.Config
+	cfg    modelapi.Config
 	cancel context.CancelFunc
 	over   chan struct{} // closed when the request has ended
 
 	mu   sync.Mutex
 	held []string            // deltas the run has not taken yet
 	emit func(*proto.Object) // the run's, once it took the request
-	res  provider.Result
+	res  modelapi.Result
 	err  error
 }
 
@@ -61,7 +62,7 @@ func AskEarly(ctx context.Context, s Spec) *Early {
 
 // config is the provider's settings of the run: the early request's, or
 // read now (nil e).
-func (e *Early) config(s Spec) (provider.Config, error) {
+func (e *Early) config(s Spec) (modelapi.Config, error) {
 	if e == nil {
 		return apiConfig(s)
 	}
@@ -84,7 +85,7 @@ func (e *Early) delta(text string) {
 // take hands the request to its run: the held deltas are emitted, later
 // ones as they come, and take returns the request's outcome once it has
 // ended. Cancelling ctx aborts the request.
-func (e *Early) take(ctx context.Context, emit func(*proto.Object)) (provider.Result, error) {
+func (e *Early) take(ctx context.Context, emit func(*proto.Object)) (modelapi.Result, error) {
 	e.mu.Lock()
 	for _, text := range e.held {
 		emit(deltaFrame(text))

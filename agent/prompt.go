@@ -3,7 +3,7 @@ package agent
 import (
 	"sort"
 
-	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/agent/window"
 	"github.com/ctxfs/ctxfs/proto"
 )
@@ -14,7 +14,7 @@ import (
 // summary in force (SPEC 18: context/summary.md), each turn's message id,
 // and where a new summary is kept.
 type Prompt struct {
-	provider.Request
+	modelapi.Request
 	Summary string        // the summary of what came before Turns; "" for none
 	Cursor  window.Cursor // the last message Summary covers (End 0: none)
 	// Lines are the messages.jsonl lines of Turns, one each, in order:
@@ -56,9 +56,9 @@ func (l Line) Cursor() window.Cursor { return window.Cursor{End: l.End, Hash: wi
 // newest until their turns take more than budget tokens (0: all): older
 // ones could not be sent with them (Older). The request is owner's (its
 // uid and conversation): what is kept of it between prompts and requests
-// serves that owner's alone (provider.Owner).
-func NewPrompt(owner provider.Owner, system string, log []byte, start int64, summary []byte, budget int) *Prompt {
-	p := &Prompt{Request: provider.Request{System: system, Owner: owner}}
+// serves that owner's alone (modelapi.Owner).
+func NewPrompt(owner modelapi.Owner, system string, log []byte, start int64, summary []byte, budget int) *Prompt {
+	p := &Prompt{Request: modelapi.Request{System: system, Owner: owner}}
 	promptLogs.lines(owner.Uid, log, start, func(v *logView) { p.read(v, summary, budget) })
 	return p
 }
@@ -78,8 +78,8 @@ type LogSource interface {
 // identity, so a session's next prompt reads only the bytes appended
 // since, instead of the whole tail read and compared byte for byte
 // (docs/benchmarks.md, "The log itself").
-func NewPromptFrom(owner provider.Owner, system string, src LogSource, max int64, summary []byte, budget int) *Prompt {
-	p := &Prompt{Request: provider.Request{System: system, Owner: owner}}
+func NewPromptFrom(owner modelapi.Owner, system string, src LogSource, max int64, summary []byte, budget int) *Prompt {
+	p := &Prompt{Request: modelapi.Request{System: system, Owner: owner}}
 	promptLogs.source(owner.Uid, src, max, func(v *logView) { p.read(v, summary, budget) })
 	return p
 }
@@ -108,7 +108,7 @@ func (p *Prompt) read(v *logView, summary []byte, budget int) {
 	}
 	p.TurnTokens = used
 	if n > 0 { // with none, Turns and Lines stay nil
-		p.Turns, p.Lines = make([]provider.Turn, 0, n), make([]Line, 0, n)
+		p.Turns, p.Lines = make([]modelapi.Turn, 0, n), make([]Line, 0, n)
 	}
 	for k := i; k < v.Len(); k++ {
 		if t, _, ok := v.Turn(k); ok {
@@ -128,12 +128,12 @@ func (p *Prompt) read(v *logView, summary []byte, budget int) {
 
 // turnOf reads one line as a turn of the conversation (proto.Message: the
 // one text rule, the one normalisation of tool-call arguments).
-func turnOf(line []byte) (provider.Turn, bool) {
+func turnOf(line []byte) (modelapi.Turn, bool) {
 	m, err := proto.ParseMessage(line)
 	if err != nil {
-		return provider.Turn{}, false
+		return modelapi.Turn{}, false
 	}
-	t := provider.Turn{Role: m.Role}
+	t := modelapi.Turn{Role: m.Role}
 	parts := m.Parts() // once: a long session's prompt reads every line
 	switch m.Role {
 	case "user", "assistant":
@@ -155,12 +155,12 @@ func turnOf(line []byte) (provider.Turn, bool) {
 
 // toolCalls are the tool calls of an assistant message, as the provider
 // takes them.
-func toolCalls(m proto.Message) []provider.ToolCall { return providerCalls(m.ToolCalls()) }
+func toolCalls(m proto.Message) []modelapi.ToolCall { return providerCalls(m.ToolCalls()) }
 
-func providerCalls(calls0 []proto.ToolCall) []provider.ToolCall {
-	var calls []provider.ToolCall
+func providerCalls(calls0 []proto.ToolCall) []modelapi.ToolCall {
+	var calls []modelapi.ToolCall
 	for _, c := range calls0 {
-		calls = append(calls, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)})
+		calls = append(calls, modelapi.ToolCall{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)})
 	}
 	return calls
 }

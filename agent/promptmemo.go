@@ -7,7 +7,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/agent/window"
 )
 
@@ -54,7 +54,7 @@ type readLog struct {
 	start int64
 	text  []byte
 	lines []logLine
-	turns []provider.Turn
+	turns []modelapi.Turn
 	dead  int // turns of lines dropped by rebase
 	size  int // what it holds, as the memo counts it
 	cut   *promptCut
@@ -81,7 +81,7 @@ type promptCut struct {
 	// line's (0 if it is no turn): a prompt takes its oldest line only
 	// while what it took after it is within the budget.
 	tokens, firstTokens int
-	turns               []provider.Turn
+	turns               []modelapi.Turn
 	lines               []Line
 }
 
@@ -91,7 +91,7 @@ func (c *promptCut) held() int {
 	if c == nil {
 		return 0
 	}
-	return cap(c.turns)*int(unsafe.Sizeof(provider.Turn{})) + cap(c.lines)*int(unsafe.Sizeof(Line{}))
+	return cap(c.turns)*int(unsafe.Sizeof(modelapi.Turn{})) + cap(c.lines)*int(unsafe.Sizeof(Line{}))
 }
 
 // logMemo is a small set of read logs, the latest first.
@@ -261,7 +261,7 @@ func (v *logView) Line(i int) Line {
 }
 
 // Turn is line i's turn (turnOf) and its tokens, read once.
-func (v *logView) Turn(i int) (provider.Turn, int, bool) {
+func (v *logView) Turn(i int) (modelapi.Turn, int, bool) {
 	r := v.r
 	if i == len(r.lines) {
 		t, ok := promptTurns.turnOf(r.uid, v.partial)
@@ -278,7 +278,7 @@ func (v *logView) Turn(i int) (provider.Turn, int, bool) {
 		}
 	}
 	if l.turn < 0 {
-		return provider.Turn{}, int(l.tokens), false
+		return modelapi.Turn{}, int(l.tokens), false
 	}
 	return r.turns[l.turn-1], int(l.tokens), true
 }
@@ -287,7 +287,7 @@ func (v *logView) Turn(i int) (provider.Turn, int, bool) {
 // lines from first when the last prompt's cut, from the same first line,
 // holds all of them but its new whole lines, and all of them fit budget;
 // ok false when it does not apply (the caller counts afresh).
-func (v *logView) grownCut(first, budget int) (turns []provider.Turn, lines []Line, tokens int, ok bool) {
+func (v *logView) grownCut(first, budget int) (turns []modelapi.Turn, lines []Line, tokens int, ok bool) {
 	c, end := v.r.cut, len(v.r.lines)
 	if c == nil || c.first != first || len(v.partial) > 0 || end < c.end {
 		return nil, nil, 0, false
@@ -316,7 +316,7 @@ func (v *logView) grownCut(first, budget int) (turns []provider.Turn, lines []Li
 // keepCut keeps a prompt that took every turn from line first on, whose
 // tokens they are, as the view's cut, unless the view's last line is
 // half written (never kept).
-func (v *logView) keepCut(first int, turns []provider.Turn, lines []Line, tokens int) {
+func (v *logView) keepCut(first int, turns []modelapi.Turn, lines []Line, tokens int) {
 	r := v.r
 	r.size -= r.cut.held()
 	r.cut = nil
@@ -399,7 +399,7 @@ func (r *readLog) rebase(start int64) {
 
 // compact keeps only the turns of lines kept.
 func (r *readLog) compact() {
-	turns := make([]provider.Turn, 0, len(r.turns)-r.dead)
+	turns := make([]modelapi.Turn, 0, len(r.turns)-r.dead)
 	for i := range r.lines {
 		if l := &r.lines[i]; l.turn > 0 {
 			turns = append(turns, r.turns[l.turn-1])

@@ -9,17 +9,17 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/agent/window"
 )
 
 // owner0 is whose prompts the tests read, unless they say otherwise.
-var owner0 = provider.Owner{Uid: 1000, Conversation: "home/1000/agent/coder/session/s"}
+var owner0 = modelapi.Owner{Uid: 1000, Conversation: "home/1000/agent/coder/session/s"}
 
 // freshPrompt is NewPrompt without promptLogs: every line of the log
 // split and read afresh, as NewPrompt read them before the memo.
 func freshPrompt(system string, log []byte, start int64, summary []byte, budget int) *Prompt {
-	p := &Prompt{Request: provider.Request{System: system, Owner: owner0}}
+	p := &Prompt{Request: modelapi.Request{System: system, Owner: owner0}}
 	c, text, ok := window.ParseSummary(summary)
 	if ok && cursorMatches(c, log, start) {
 		p.Summary, p.Cursor = text, c
@@ -29,7 +29,7 @@ func freshPrompt(system string, log []byte, start int64, summary []byte, budget 
 	for i > 0 && (budget == 0 || used <= budget) {
 		i--
 		if t, ok := turnOf(lines[i].Text); ok {
-			p.Turns = append([]provider.Turn{t}, p.Turns...)
+			p.Turns = append([]modelapi.Turn{t}, p.Turns...)
 			p.Lines = append([]Line{lines[i]}, p.Lines...)
 			used += window.TurnTokens(t)
 		}
@@ -175,7 +175,7 @@ func TestPromptCutAsFresh(t *testing.T) {
 		want         *Prompt
 	}
 	var handed []held
-	own := provider.Turn{Role: "user", Text: "the holder's own"}
+	own := modelapi.Turn{Role: "user", Text: "the holder's own"}
 	for i := range 150 {
 		for b, budget := range budgets {
 			logs[b] = append(logs[b], memoLine(fmt.Sprint("g", b), i)+"\n"...)
@@ -305,7 +305,7 @@ func TestLogMemoByUid(t *testing.T) {
 	}
 	NewPrompt(owner0, "sys", log, 0, nil, 0)
 	first, turnsHeld, compared := promptLogs.logs[0], cacheSize(t, promptTurns), promptLogs.compared
-	other := provider.Owner{Uid: 1001, Conversation: owner0.Conversation}
+	other := modelapi.Owner{Uid: 1001, Conversation: owner0.Conversation}
 	want := freshPrompt("sys", log, 0, nil, 0)
 	want.Owner = other
 	asRead(t, "another uid's prompt of the same log", NewPrompt(other, "sys", log, 0, nil, 0), want)
@@ -316,7 +316,7 @@ func TestLogMemoByUid(t *testing.T) {
 		t.Fatalf("another uid's prompt added %d bytes to the turn cache: its lines' turns were taken from the first uid's", grown)
 	}
 	for i := range 40 {
-		NewPrompt(provider.Owner{Uid: 7, Conversation: fmt.Sprint("home/7/agent/coder/session/", i)}, "sys", []byte(memoLine(fmt.Sprint("s", i), 0)+"\n"), 0, nil, 0)
+		NewPrompt(modelapi.Owner{Uid: 7, Conversation: fmt.Sprint("home/7/agent/coder/session/", i)}, "sys", []byte(memoLine(fmt.Sprint("s", i), 0)+"\n"), 0, nil, 0)
 	}
 	mine, kept := 0, false
 	for _, r := range promptLogs.logs {

@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/agent/provider"
 	"github.com/ctxfs/ctxfs/agent/tools"
 	"github.com/ctxfs/ctxfs/proto"
@@ -30,7 +31,7 @@ const (
 // {"type":"agent.created","child":R2,"agent":A,"session":S2}.
 const FrameAgentCreated = "agent.created"
 
-var agentCreateSpec = provider.Tool{
+var agentCreateSpec = modelapi.Tool{
 	Name:        ToolAgentCreate,
 	Description: "Start a child run of another agent of this home with input; it runs on its own. Returns its run id and session; its status and result appear under context/child/<run>/ of this session.",
 	Parameters:  json.RawMessage(`{"type":"object","properties":{"agent":{"type":"string","minLength":1},"input":{"type":"string","minLength":1},"session":{"type":"string"},"life":{"type":"string","enum":["owned","temp"]}},"required":["agent","input"],"additionalProperties":false}`),

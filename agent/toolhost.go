@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -23,7 +23,7 @@ const (
 
 // ToolCall is one call a model made: its id, its name as ctxfs spells it
 // ("fs.read") and its arguments as JSON text.
-type ToolCall = provider.ToolCall
+type ToolCall = modelapi.ToolCall
 
 // FileBefore is what a file was before a tool changed it: the path as the
 // tool resolved it (inside the jail for a chroot run), and its content, or

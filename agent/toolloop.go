@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/agent/provider"
 	"github.com/ctxfs/ctxfs/proto"
 )
@@ -37,7 +38,7 @@ func runAPI(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 				return false
 			}
 		}
-		var res provider.Result
+		var res modelapi.Result
 		var ok bool
 		if early != nil {
 			r, err := early.take(ctx, emit)
@@ -54,7 +55,7 @@ func runAPI(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 		}
 		l.nameCalls(res.ToolCalls)
 		emit(callsMessage(res.Text, res.ToolCalls))
-		l.req.Turns = append(l.req.Turns, provider.Turn{Role: provider.RoleAssistant, Text: res.Text, ToolCalls: res.ToolCalls})
+		l.req.Turns = append(l.req.Turns, modelapi.Turn{Role: modelapi.RoleAssistant, Text: res.Text, ToolCalls: res.ToolCalls})
 		pending = res.ToolCalls
 	}
 }
@@ -64,7 +65,7 @@ func runAPI(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 type toolLoop struct {
 	s         Spec
 	emit      func(*proto.Object)
-	req       provider.Request
+	req       modelapi.Request
 	offer     []string        // the tools the run may call
 	maxSteps  int             // the most calls the run may make
 	steps     int             // calls made so far in this run
@@ -119,14 +120,14 @@ func (l *toolLoop) firstRequest() {
 }
 
 // ask sends the conversation so far and streams the reply.
-func (l *toolLoop) ask(ctx context.Context, cfg provider.Config) (provider.Result, bool) {
+func (l *toolLoop) ask(ctx context.Context, cfg modelapi.Config) (modelapi.Result, bool) {
 	res, err := provider.Stream(ctx, cfg, l.sent(), func(text string) { l.emit(deltaFrame(text)) })
 	return l.answered(ctx, cfg, res, err)
 }
 
 // answered emits how a request ended: its error, or its usage; false when
 // the run must end.
-func (l *toolLoop) answered(ctx context.Context, cfg provider.Config, res provider.Result, err error) (provider.Result, bool) {
+func (l *toolLoop) answered(ctx context.Context, cfg modelapi.Config, res modelapi.Result, err error) (modelapi.Result, bool) {
 	switch {
 	case ctx.Err() != nil:
 		return res, false
@@ -171,7 +172,7 @@ func (l *toolLoop) callAll(ctx context.Context, calls []ToolCall) bool {
 			l.failed++
 		}
 		l.emit(proto.NewObject("type", proto.FrameToolResult, "tool_call_id", c.ID, "name", c.Name, "content", content, "is_error", isErr))
-		l.req.Turns = append(l.req.Turns, provider.Turn{Role: provider.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Text: content, IsError: isErr})
+		l.req.Turns = append(l.req.Turns, modelapi.Turn{Role: modelapi.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Text: content, IsError: isErr})
 	}
 	return true
 }

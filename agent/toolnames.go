@@ -1,7 +1,7 @@
 package agent
 
 import (
-	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/agent/tools"
 )
 
@@ -10,7 +10,7 @@ const ToolAskUser = tools.AskUser
 
 // toolSpecs are the tools a model run offers, in the providers' terms.
 // agent.create (toolcreate.go) among them where it is named.
-func toolSpecs(names []string) []provider.Tool {
+func toolSpecs(names []string) []modelapi.Tool {
 	specs := tools.Specs(names)
 	for _, n := range names {
 		if n == ToolAgentCreate {

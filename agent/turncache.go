@@ -3,7 +3,7 @@ package agent
 import (
 	"sync"
 
-	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 // promptTurns keeps the turns of the message lines that prompts read
@@ -64,7 +64,7 @@ type uidTurns struct {
 }
 
 type cachedTurn struct {
-	turn provider.Turn
+	turn modelapi.Turn
 	ok   bool // turnOf's answer: false for a line that is not a turn
 }
 
@@ -76,7 +76,7 @@ func newTurnCache(bound, uidBound int) *turnCache {
 
 // turnOf is the package's turnOf, from the cache when uid's prompts read
 // the line before.
-func (c *turnCache) turnOf(uid uint32, line []byte) (provider.Turn, bool) {
+func (c *turnCache) turnOf(uid uint32, line []byte) (modelapi.Turn, bool) {
 	if len(line) > maxCachedLine {
 		return turnOf(line)
 	}

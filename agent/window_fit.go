@@ -6,7 +6,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/agent/window"
 	"github.com/ctxfs/ctxfs/proto"
 )
@@ -29,7 +29,7 @@ type runWindow struct {
 	// counted is the request's turns as last counted: the tokens of the
 	// first n turns of the array at first (see turnTokens).
 	counted struct {
-		first     *provider.Turn
+		first     *modelapi.Turn
 		n, tokens int
 	}
 }
@@ -54,7 +54,7 @@ func newRunWindow(s Spec) *runWindow {
 // them in the same array: a run only appends turns to its request, and
 // the turns of a prompt are never changed in place (a compaction makes a
 // new array), so a long prompt's turns are counted once, by NewPrompt.
-func (w *runWindow) turnTokens(turns []provider.Turn) int {
+func (w *runWindow) turnTokens(turns []modelapi.Turn) int {
 	c := &w.counted
 	if len(turns) == 0 {
 		return 0
@@ -71,8 +71,8 @@ func (w *runWindow) turnTokens(turns []provider.Turn) int {
 
 // headTokens is what req's prompt holds besides its turns: the system
 // prompt and the tools offered.
-func headTokens(req provider.Request) int {
-	return window.RequestTokens(provider.Request{System: req.System, Tools: req.Tools})
+func headTokens(req modelapi.Request) int {
+	return window.RequestTokens(modelapi.Request{System: req.System, Tools: req.Tools})
 }
 
 // requestTokens is window.RequestTokens of the request as sent (sent).
@@ -85,8 +85,8 @@ func (l *toolLoop) requestTokens() int {
 }
 
 // olderTurns reads the older lines, for a strategy that summarizes them.
-func (w *runWindow) olderTurns() []provider.Turn {
-	var turns []provider.Turn
+func (w *runWindow) olderTurns() []modelapi.Turn {
+	var turns []modelapi.Turn
 	for _, l := range w.lines[:w.older] {
 		if t, ok := turnOf(l.Text); ok {
 			turns = append(turns, t)
@@ -106,19 +106,19 @@ func (w *runWindow) olderTokens() int {
 }
 
 // summaryTurn is the turn that carries the summary.
-func (w *runWindow) summaryTurn() provider.Turn {
+func (w *runWindow) summaryTurn() modelapi.Turn {
 	text := w.summary
 	if text == "" {
 		text = "(earlier turns were left out)"
 	}
-	return provider.Turn{Role: provider.RoleUser, Text: SummaryHeading + "\n" + text}
+	return modelapi.Turn{Role: modelapi.RoleUser, Text: SummaryHeading + "\n" + text}
 }
 
 // sent is the request as sent: the summary turn, then the turns.
-func (l *toolLoop) sent() provider.Request {
+func (l *toolLoop) sent() modelapi.Request {
 	req := l.req
 	if l.win != nil && l.win.cut {
-		req.Turns = append([]provider.Turn{l.win.summaryTurn()}, l.req.Turns...)
+		req.Turns = append([]modelapi.Turn{l.win.summaryTurn()}, l.req.Turns...)
 	}
 	return req
 }
@@ -126,7 +126,7 @@ func (l *toolLoop) sent() provider.Request {
 // fit makes the next request fit the window: a prompt beyond the
 // compaction point is compacted (compactNow); false when the run must
 // end, its error emitted (E2BIG: even the newest turns do not fit).
-func (l *toolLoop) fit(ctx context.Context, cfg provider.Config) bool {
+func (l *toolLoop) fit(ctx context.Context, cfg modelapi.Config) bool {
 	if l.fits() {
 		return true
 	}
@@ -162,9 +162,9 @@ type Compacted struct {
 
 // fixed is what a prompt holds besides its turns: the system prompt, the
 // tools, and the summary's turn at its largest.
-func (w *runWindow) fixed(req provider.Request) int {
+func (w *runWindow) fixed(req modelapi.Request) int {
 	return headTokens(req) +
-		window.TurnTokens(provider.Turn{Text: SummaryHeading}) + w.lim.SummaryTokens()
+		window.TurnTokens(modelapi.Turn{Text: SummaryHeading}) + w.lim.SummaryTokens()
 }
 
 // compactNow replaces the turns before start (a cut: window.Cut, or the
@@ -173,7 +173,7 @@ func (w *runWindow) fixed(req provider.Request) int {
 // truncation) and says so in a log frame. The summary is written to
 // context/summary.md when the cut falls in messages.jsonl's turns. The
 // prompt left must fit the window less the reply's reserve (E2BIG).
-func (l *toolLoop) compactNow(ctx context.Context, cfg provider.Config, start int) (Compacted, error) {
+func (l *toolLoop) compactNow(ctx context.Context, cfg modelapi.Config, start int) (Compacted, error) {
 	w := l.win
 	done := Compacted{Strategy: l.s.Def.WindowDef.Strategy}
 	if start > 0 || w.older > 0 {
@@ -190,7 +190,7 @@ func (l *toolLoop) compactNow(ctx context.Context, cfg provider.Config, start in
 			l.emit(proto.NewObject("type", proto.FrameLog, "stream", "compact", "text", "compaction by "+done.Strategy+" failed, the old summary is kept: "+err.Error()))
 		}
 		w.summary, w.cut = text, true
-		l.req.Turns = append([]provider.Turn(nil), l.req.Turns[start:]...)
+		l.req.Turns = append([]modelapi.Turn(nil), l.req.Turns[start:]...)
 		done.Cursor = w.advance(w.older+start, l.emit)
 		w.older = 0
 	}
@@ -271,7 +271,7 @@ func Compact(ctx context.Context, s Spec, emit func(*proto.Object)) (Compacted, 
 	l.req.Tools = toolSpecs(s.Def.Tools)
 	start := 0
 	for i, t := range l.req.Turns {
-		if t.Role == provider.RoleUser {
+		if t.Role == modelapi.RoleUser {
 			start = i
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/agent/window"
 )
 
@@ -16,7 +16,7 @@ import (
 // another array of the same length takes the request's place.
 func TestRequestTokensAsCounted(t *testing.T) {
 	promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
-	def := &Definition{Kind: "agent", Name: "w", API: &API{Config: provider.Config{API: provider.OpenAIChat, ModelID: "gpt-4o"}}}
+	def := &Definition{Kind: "agent", Name: "w", API: &API{Config: modelapi.Config{API: modelapi.OpenAIChat, ModelID: "gpt-4o"}}}
 	var log []byte
 	for i := range 60 {
 		log = append(log, memoLine("w", i)+"\n"...)
@@ -35,13 +35,13 @@ func TestRequestTokensAsCounted(t *testing.T) {
 		l.firstRequest()
 		check(fmt.Sprint("round ", round, ", the prompt"), l)
 		for k := range 5 {
-			l.req.Turns = append(l.req.Turns, provider.Turn{Role: provider.RoleTool, ToolCallID: fmt.Sprint("c", k), Text: "a result é"})
+			l.req.Turns = append(l.req.Turns, modelapi.Turn{Role: modelapi.RoleTool, ToolCallID: fmt.Sprint("c", k), Text: "a result é"})
 			check(fmt.Sprint("round ", round, ", appended ", k+1), l)
 		}
-		l.req.Turns = append([]provider.Turn(nil), l.req.Turns[10:]...)
+		l.req.Turns = append([]modelapi.Turn(nil), l.req.Turns[10:]...)
 		l.win.summary, l.win.cut = "what came before", true
 		check(fmt.Sprint("round ", round, ", compacted"), l)
-		other := make([]provider.Turn, len(l.req.Turns))
+		other := make([]modelapi.Turn, len(l.req.Turns))
 		copy(other, l.req.Turns)
 		other[0].Text += " and more words than it had"
 		l.req.Turns = other

@@ -5,7 +5,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
-	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 	"github.com/ctxfs/ctxfs/session/summary"
@@ -22,7 +22,7 @@ const maxConversation = 4 << 20
 // session's conversation from messages.jsonl after the summary's cursor
 // (newest first, up to what the window holds), and context/summary.md
 // read and written as the run's uid (session/summary). The request is
-// the run's uid's and the session's (provider.Owner): what the provider
+// the run's uid's and the session's (modelapi.Owner): what the provider
 // keeps of it serves this session's next requests only.
 func (rn *run) prompt(rules string) *agent.Prompt {
 	return rn.s.promptAs(rules, layout.Caller{Uid: rn.spec.Uid, Gid: rn.spec.Gid}, rn.spec.Def.Limits().Prompt())
@@ -33,7 +33,7 @@ func (s *sess) promptAs(rules string, c layout.Caller, budget int) *agent.Prompt
 	if rule := s.metaString("rule"); rule != "" {
 		system = strings.TrimLeft(system+"\n\n"+rule, "\n")
 	}
-	owner := provider.Owner{Uid: c.Uid, Conversation: s.ref.Key()}
+	owner := modelapi.Owner{Uid: c.Uid, Conversation: s.ref.Key()}
 	if s.rel == "" { // a temp session keeps no context/
 		return agent.NewPromptFrom(owner, system, s.msgs, maxConversation, nil, budget)
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -249,7 +249,7 @@ func (p *claudeParser) result(ev claudeEvent) []*proto.Object {
 func claudeErrno(ev claudeEvent, words string) syscall.Errno {
 	var status int
 	if json.Unmarshal(ev.APIErrorStatus, &status) == nil && status >= 100 {
-		return provider.StatusErrno(status)
+		return modelapi.StatusErrno(status)
 	}
 	switch {
 	case claudeUnknownSession().MatchString(words):

@@ -9,7 +9,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -170,8 +170,8 @@ func (p *codexParser) event(raw []byte) ([]*proto.Object, bool) {
 // codexError is the error frame of Codex's words: an API error body when
 // it quotes one (its type gives the errno), else EIO.
 func (p *codexParser) codexError(msg string) *proto.Object {
-	if errno, words, ok := provider.ParseErrorBody([]byte(msg)); ok {
-		return p.fail(errno, "%s", words)
+	if e, ok := modelapi.ParseAPIError([]byte(msg)); ok {
+		return p.fail(e.Errno(), "%s", e.Error())
 	}
 	return p.fail(syscall.EIO, "%s", msg)
 }

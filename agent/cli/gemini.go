@@ -5,7 +5,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -148,7 +148,7 @@ func geminiErrno(msg string) syscall.Errno {
 		} `json:"error"`
 	}
 	if json.Unmarshal([]byte(msg[start:end+1]), &body) == nil && body.Error.Code >= 100 {
-		return provider.StatusErrno(body.Error.Code)
+		return modelapi.StatusErrno(body.Error.Code)
 	}
 	return syscall.EIO
 }

@@ -7,7 +7,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -168,7 +168,7 @@ func (p *openCodeParser) openCodeError(raw json.RawMessage) *proto.Object {
 	decode(raw, &e)
 	errno := syscall.EIO
 	if e.Data.StatusCode >= 100 {
-		errno = provider.StatusErrno(e.Data.StatusCode)
+		errno = modelapi.StatusErrno(e.Data.StatusCode)
 	}
 	return p.fail(errno, "%s", orDefault(strings.TrimSpace(e.Name+": "+e.Data.Message), "error"))
 }

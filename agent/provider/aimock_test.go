@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 // These tests run Stream against @copilotkit/aimock, an independent
@@ -108,18 +110,18 @@ func startAimock(t *testing.T) string {
 }
 
 // ask sends one user message to the simulator through api.
-func ask(t *testing.T, base, api, key, text string) ([]string, Result, error) {
+func ask(t *testing.T, base, api, key, text string) ([]string, modelapi.Result, error) {
 	cfg := configFor(api, base)
 	cfg.APIKey = key
 	cfg.Timeout = 20 * time.Second
-	req := Request{System: "test", Turns: []Turn{{Role: RoleUser, Text: text}}}
+	req := modelapi.Request{System: "test", Turns: []modelapi.Turn{{Role: modelapi.RoleUser, Text: text}}}
 	return collect(context.Background(), cfg, req)
 }
 
 func TestAimock(t *testing.T) {
 	t.Parallel()
 	base := startAimock(t)
-	for _, api := range []string{OpenAIChat, AnthropicMessages} {
+	for _, api := range []string{modelapi.OpenAIChat, modelapi.AnthropicMessages} {
 		t.Run(api, func(t *testing.T) {
 			t.Parallel()
 			t.Run("text and usage", func(t *testing.T) {
@@ -129,8 +131,8 @@ func TestAimock(t *testing.T) {
 					t.Fatal(err)
 				}
 				const want = "Hello from aimock, streamed in pieces."
-				stop := map[string]string{OpenAIChat: "stop", AnthropicMessages: "end_turn"}[api]
-				if !reflect.DeepEqual(res, Result{Text: want, InputTokens: 11, OutputTokens: 7, StopReason: stop}) {
+				stop := map[string]string{modelapi.OpenAIChat: "stop", modelapi.AnthropicMessages: "end_turn"}[api]
+				if !reflect.DeepEqual(res, modelapi.Result{Text: want, InputTokens: 11, OutputTokens: 7, StopReason: stop}) {
 					t.Errorf("result %+v", res)
 				}
 				if len(deltas) < 3 || strings.Join(deltas, "") != want {
@@ -142,7 +144,7 @@ func TestAimock(t *testing.T) {
 				cfg := configFor(api, base)
 				cfg.APIKey = aimockKey
 				req := toolRequest
-				req.Turns = append(append([]Turn(nil), req.Turns...), Turn{Role: RoleUser, Text: "ctxfs-hello"})
+				req.Turns = append(append([]modelapi.Turn(nil), req.Turns...), modelapi.Turn{Role: modelapi.RoleUser, Text: "ctxfs-hello"})
 				_, res, err := collect(context.Background(), cfg, req)
 				if err != nil || res.Text == "" {
 					t.Fatalf("%+v, %v", res, err)
@@ -186,13 +188,13 @@ func aimockToolCalls(t *testing.T, base, api string) {
 	cfg := configFor(api, base)
 	cfg.APIKey = aimockKey
 	cfg.Timeout = 20 * time.Second
-	tools := []Tool{{Name: "fs.read", Description: "Read a file."}, {Name: "shell.exec", Description: "Run a command."}}
-	req := Request{System: "test", Turns: []Turn{{Role: RoleUser, Text: "ctxfs-tools"}}, Tools: tools}
+	tools := []modelapi.Tool{{Name: "fs.read", Description: "Read a file."}, {Name: "shell.exec", Description: "Run a command."}}
+	req := modelapi.Request{System: "test", Turns: []modelapi.Turn{{Role: modelapi.RoleUser, Text: "ctxfs-tools"}}, Tools: tools}
 	deltas, res, err := collect(context.Background(), cfg, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []ToolCall{
+	want := []modelapi.ToolCall{
 		{ID: "call_ctxfs_1", Name: "fs.read", Arguments: `{"path":"/etc/hostname","note":"long enough to stream in pieces"}`},
 		{ID: "call_ctxfs_2", Name: "shell.exec", Arguments: `{"argv":["true"]}`},
 		{ID: "call_ctxfs_3", Name: "made_up", Arguments: `{}`}, // offered by no tool: kept as the wire spelled it
@@ -200,14 +202,14 @@ func aimockToolCalls(t *testing.T, base, api string) {
 	if res.Text != "Let me look." || strings.Join(deltas, "") != res.Text || !reflect.DeepEqual(res.ToolCalls, want) {
 		t.Fatalf("deltas %q, result %+v", deltas, res)
 	}
-	stop := map[string]string{OpenAIChat: "tool_calls", AnthropicMessages: "tool_use"}[api]
+	stop := map[string]string{modelapi.OpenAIChat: "tool_calls", modelapi.AnthropicMessages: "tool_use"}[api]
 	if res.StopReason != stop {
 		t.Errorf("stop reason %q, want %q", res.StopReason, stop)
 	}
 	req.Turns = append(req.Turns,
-		Turn{Role: RoleAssistant, Text: res.Text, ToolCalls: res.ToolCalls[:2]},
-		Turn{Role: RoleTool, ToolCallID: "call_ctxfs_1", ToolName: "fs.read", Text: "box"},
-		Turn{Role: RoleTool, ToolCallID: "call_ctxfs_2", ToolName: "shell.exec", Text: `{"exit":0}`})
+		modelapi.Turn{Role: modelapi.RoleAssistant, Text: res.Text, ToolCalls: res.ToolCalls[:2]},
+		modelapi.Turn{Role: modelapi.RoleTool, ToolCallID: "call_ctxfs_1", ToolName: "fs.read", Text: "box"},
+		modelapi.Turn{Role: modelapi.RoleTool, ToolCallID: "call_ctxfs_2", ToolName: "shell.exec", Text: `{"exit":0}`})
 	_, res, err = collect(context.Background(), cfg, req)
 	if err != nil || res.Text != "Both tools answered." || res.ToolCalls != nil {
 		t.Fatalf("second turn: %+v, %v", res, err)

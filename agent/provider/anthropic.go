@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 // anthropic speaks Anthropic Messages: POST {endpoint}/v1/messages, the
@@ -73,10 +75,10 @@ const (
 	opening     = "(continued)" // before a conversation that starts with the assistant
 )
 
-func (a anthropic) body(cfg Config, req Request, tools offered) ([]byte, error) {
+func (a anthropic) body(cfg modelapi.Config, req modelapi.Request, tools offered) ([]byte, error) {
 	r := a.frame(cfg, req, tools)
 	r.settled = func(w *body) bool {
-		return settledElements(a.memoOf(), w, AnthropicMessages, req, tools, idChars, anElements)
+		return settledElements(a.memoOf(), w, modelapi.AnthropicMessages, req, tools, idChars, anElements)
 	}
 	if b, err := r.marshal(len(req.System) + 256); err != errNotSettled { // settledElements makes room for the rest
 		return b, err
@@ -89,7 +91,7 @@ func (a anthropic) body(cfg Config, req Request, tools offered) ([]byte, error) 
 }
 
 // request is the request of body, written afresh.
-func (a anthropic) request(cfg Config, req Request, tools offered) (*anRequest, error) {
+func (a anthropic) request(cfg modelapi.Config, req modelapi.Request, tools offered) (*anRequest, error) {
 	turns, err := plan(req.Turns, tools, idChars) // tool_use ids must match ^[a-zA-Z0-9_-]+$
 	if err != nil {
 		return nil, err
@@ -100,10 +102,10 @@ func (a anthropic) request(cfg Config, req Request, tools offered) (*anRequest, 
 }
 
 // frame is a request without its messages.
-func (anthropic) frame(cfg Config, req Request, tools offered) *anRequest {
+func (anthropic) frame(cfg modelapi.Config, req modelapi.Request, tools offered) *anRequest {
 	maxTokens := cfg.MaxTokens
 	if maxTokens == 0 {
-		maxTokens = DefaultAnthropicMaxTokens
+		maxTokens = modelapi.DefaultAnthropicMaxTokens
 	}
 	return &anRequest{
 		Model:       cfg.ModelID,
@@ -116,7 +118,7 @@ func (anthropic) frame(cfg Config, req Request, tools offered) *anRequest {
 }
 
 // anTools is the tools offered, in Anthropic's format.
-func anTools(tools []Tool) []anTool {
+func anTools(tools []modelapi.Tool) []anTool {
 	var out []anTool
 	for _, t := range tools {
 		out = append(out, anTool{Name: wireName(t.Name), Description: t.Description, InputSchema: schema(t)})
@@ -160,8 +162,8 @@ func anMessages(turns []planned, first, final bool) []anMessage {
 			out[i].Content = all[starts[i]:end:end]
 		}
 	}
-	if first && len(out) > 0 && out[0].Role != RoleUser {
-		out = append([]anMessage{{Role: RoleUser, Content: []anBlock{{Type: "text", Text: opening}}}}, out...)
+	if first && len(out) > 0 && out[0].Role != modelapi.RoleUser {
+		out = append([]anMessage{{Role: modelapi.RoleUser, Content: []anBlock{{Type: "text", Text: opening}}}}, out...)
 	}
 	if final {
 		out = trimFinalAssistant(out)
@@ -178,20 +180,20 @@ func anMessages(turns []planned, first, final bool) []anMessage {
 // appendBlocks appends one planned turn's blocks and says its role; a
 // tool result is user content.
 func appendBlocks(blocks []anBlock, p planned) (string, []anBlock) {
-	if p.role == RoleTool {
+	if p.role == modelapi.RoleTool {
 		r := p.result
-		return RoleUser, append(blocks, anBlock{Type: "tool_result", ToolUseID: r.ToolCallID, Content: r.Text, IsError: r.IsError})
+		return modelapi.RoleUser, append(blocks, anBlock{Type: "tool_result", ToolUseID: r.ToolCallID, Content: r.Text, IsError: r.IsError})
 	}
 	if p.text != "" {
 		blocks = append(blocks, anBlock{Type: "text", Text: p.text})
 	}
-	if p.role == RoleAssistant {
+	if p.role == modelapi.RoleAssistant {
 		for _, c := range p.calls {
 			blocks = append(blocks, anBlock{Type: "tool_use", ID: c.ID, Name: wireName(c.Name), Input: argsObject(c.Arguments)})
 		}
-		return RoleAssistant, blocks
+		return modelapi.RoleAssistant, blocks
 	}
-	return RoleUser, blocks
+	return modelapi.RoleUser, blocks
 }
 
 // resultsFirst moves tool_result blocks before the other blocks of a user
@@ -220,7 +222,7 @@ func rank(b anBlock) int {
 // and drops the message if nothing is left.
 func trimFinalAssistant(msgs []anMessage) []anMessage {
 	n := len(msgs)
-	if n == 0 || msgs[n-1].Role != RoleAssistant {
+	if n == 0 || msgs[n-1].Role != modelapi.RoleAssistant {
 		return msgs
 	}
 	m := &msgs[n-1]
@@ -268,7 +270,7 @@ type anUsage struct {
 func (anthropic) decoder(tools offered) decoder { return &anDecoder{tools: tools} }
 
 type anDecoder struct {
-	res   Result
+	res   modelapi.Result
 	tools offered
 	calls calls // keyed by content block index
 }
@@ -340,7 +342,7 @@ func (d *anDecoder) argsPiece(index int, piece string) error {
 	return nil
 }
 
-func (d *anDecoder) result() Result {
+func (d *anDecoder) result() modelapi.Result {
 	d.res.ToolCalls = d.calls.result(d.tools)
 	return d.res
 }

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 func TestAnthropicStreamsTextAndUsage(t *testing.T) {
@@ -46,7 +48,7 @@ func TestAnthropicStreamsTextAndUsage(t *testing.T) {
 func TestAnthropicOptionalFields(t *testing.T) {
 	t.Parallel()
 	base, reqs := serve(t, streamOf(anthropicCase.stream("ok")...))
-	cfg := configFor(AnthropicMessages, base)
+	cfg := configFor(modelapi.AnthropicMessages, base)
 	cfg.APIKey = ""
 	if _, _, err := collect(context.Background(), cfg, hello); err != nil {
 		t.Fatal(err)
@@ -71,7 +73,7 @@ func TestAnthropicEndpointPath(t *testing.T) {
 	t.Parallel()
 	for _, suffix := range []string{"", "/", "/v1", "/v1/", "/proxy"} {
 		base, reqs := serve(t, streamOf(anthropicCase.stream("ok")...))
-		cfg := configFor(AnthropicMessages, base)
+		cfg := configFor(modelapi.AnthropicMessages, base)
 		cfg.Endpoint = base + suffix
 		if _, _, err := collect(context.Background(), cfg, hello); err != nil {
 			t.Fatalf("%q: %v", suffix, err)
@@ -87,7 +89,7 @@ func TestAnthropicEndpointPath(t *testing.T) {
 }
 
 // anthropicJSON renders turns as the messages array.
-func anthropicJSON(t *testing.T, turns []Turn) string {
+func anthropicJSON(t *testing.T, turns []modelapi.Turn) string {
 	t.Helper()
 	p, err := plan(turns, offer(t, "ls", "f", "g"), idChars)
 	if err != nil {
@@ -104,36 +106,36 @@ func TestAnthropicMessageShape(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name  string
-		turns []Turn
+		turns []modelapi.Turn
 		want  string
 	}{
-		{"starts with assistant", []Turn{{Role: RoleAssistant, Text: "hi"}, {Role: RoleUser, Text: "yo"}},
+		{"starts with assistant", []modelapi.Turn{{Role: modelapi.RoleAssistant, Text: "hi"}, {Role: modelapi.RoleUser, Text: "yo"}},
 			`[{"role":"user","content":[{"type":"text","text":"(continued)"}]},
 			  {"role":"assistant","content":[{"type":"text","text":"hi"}]},
 			  {"role":"user","content":[{"type":"text","text":"yo"}]}]`},
-		{"same roles merge", []Turn{{Role: RoleUser, Text: "a"}, {Role: RoleUser, Text: "b"},
-			{Role: RoleAssistant, Text: "c"}, {Role: RoleAssistant, Text: "d"}, {Role: RoleUser, Text: "e"}},
+		{"same roles merge", []modelapi.Turn{{Role: modelapi.RoleUser, Text: "a"}, {Role: modelapi.RoleUser, Text: "b"},
+			{Role: modelapi.RoleAssistant, Text: "c"}, {Role: modelapi.RoleAssistant, Text: "d"}, {Role: modelapi.RoleUser, Text: "e"}},
 			`[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
 			  {"role":"assistant","content":[{"type":"text","text":"c"},{"type":"text","text":"d"}]},
 			  {"role":"user","content":[{"type":"text","text":"e"}]}]`},
-		{"empty text", []Turn{{Role: RoleUser, Text: ""}},
+		{"empty text", []modelapi.Turn{{Role: modelapi.RoleUser, Text: ""}},
 			`[{"role":"user","content":[{"type":"text","text":"(empty)"}]}]`},
-		{"final assistant trimmed", []Turn{{Role: RoleUser, Text: "q"}, {Role: RoleAssistant, Text: "partial \n"}},
+		{"final assistant trimmed", []modelapi.Turn{{Role: modelapi.RoleUser, Text: "q"}, {Role: modelapi.RoleAssistant, Text: "partial \n"}},
 			`[{"role":"user","content":[{"type":"text","text":"q"}]},
 			  {"role":"assistant","content":[{"type":"text","text":"partial"}]}]`},
-		{"blank final assistant dropped", []Turn{{Role: RoleUser, Text: "q"}, {Role: RoleAssistant, Text: "  "}},
+		{"blank final assistant dropped", []modelapi.Turn{{Role: modelapi.RoleUser, Text: "q"}, {Role: modelapi.RoleAssistant, Text: "  "}},
 			`[{"role":"user","content":[{"type":"text","text":"q"}]}]`},
-		{"id with a dot is text", []Turn{{Role: RoleUser, Text: "q"},
-			{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "call.1", Name: "ls", Arguments: "{}"}}},
-			{Role: RoleTool, ToolCallID: "call.1", ToolName: "ls", Text: "x"}},
+		{"id with a dot is text", []modelapi.Turn{{Role: modelapi.RoleUser, Text: "q"},
+			{Role: modelapi.RoleAssistant, ToolCalls: []modelapi.ToolCall{{ID: "call.1", Name: "ls", Arguments: "{}"}}},
+			{Role: modelapi.RoleTool, ToolCallID: "call.1", ToolName: "ls", Text: "x"}},
 			`[{"role":"user","content":[{"type":"text","text":"q"}]},
 			  {"role":"assistant","content":[{"type":"text","text":"[tool call ls (call call.1)]\n{}"}]},
 			  {"role":"user","content":[{"type":"text","text":"[tool result from ls (call call.1)]\nx"}]}]`},
-		{"results first", []Turn{{Role: RoleUser, Text: "q"},
-			{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "a", Name: "f"}, {ID: "b", Name: "g"}}},
-			{Role: RoleTool, ToolCallID: "a", Text: "1"},
-			{Role: RoleTool, ToolCallID: "zz", Text: "loose"},
-			{Role: RoleTool, ToolCallID: "b", Text: "2", IsError: true}},
+		{"results first", []modelapi.Turn{{Role: modelapi.RoleUser, Text: "q"},
+			{Role: modelapi.RoleAssistant, ToolCalls: []modelapi.ToolCall{{ID: "a", Name: "f"}, {ID: "b", Name: "g"}}},
+			{Role: modelapi.RoleTool, ToolCallID: "a", Text: "1"},
+			{Role: modelapi.RoleTool, ToolCallID: "zz", Text: "loose"},
+			{Role: modelapi.RoleTool, ToolCallID: "b", Text: "2", IsError: true}},
 			`[{"role":"user","content":[{"type":"text","text":"q"}]},
 			  {"role":"assistant","content":[{"type":"tool_use","id":"a","name":"f","input":{}},{"type":"tool_use","id":"b","name":"g","input":{}}]},
 			  {"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"1"},
@@ -163,11 +165,11 @@ func TestAnthropicUsageWithCache(t *testing.T) {
 		anEventText("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "max_tokens"},
 			"usage": map[string]any{"output_tokens": 42}}),
 		anEventText("message_stop", map[string]any{"type": "message_stop"})))
-	_, res, err := collect(context.Background(), configFor(AnthropicMessages, base), hello)
+	_, res, err := collect(context.Background(), configFor(modelapi.AnthropicMessages, base), hello)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Result{Text: "x", InputTokens: 125, OutputTokens: 42, StopReason: "max_tokens"}); !reflect.DeepEqual(res, want) {
+	if want := (modelapi.Result{Text: "x", InputTokens: 125, OutputTokens: 42, StopReason: "max_tokens"}); !reflect.DeepEqual(res, want) {
 		t.Errorf("result %+v, want %+v", res, want)
 	}
 }

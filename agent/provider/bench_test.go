@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 // BenchmarkFirstDelta compares, in one run on one server, the time from
@@ -21,7 +23,7 @@ func BenchmarkFirstDelta(b *testing.B) {
 		<-r.Context().Done() // both clients hang up after the first piece
 	}))
 	defer srv.Close()
-	cfg := configFor(OpenAIChat, srv.URL)
+	cfg := configFor(modelapi.OpenAIChat, srv.URL)
 	body, err := openAI{}.body(cfg, hello, offered{})
 	if err != nil {
 		b.Fatal(err)
@@ -39,7 +41,7 @@ func BenchmarkFirstDelta(b *testing.B) {
 }
 
 // firstDelta is how long Stream takes to its first delta.
-func firstDelta(b *testing.B, cfg Config) time.Duration {
+func firstDelta(b *testing.B, cfg modelapi.Config) time.Duration {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var took time.Duration
@@ -74,6 +76,9 @@ func firstByte(b *testing.B, client *http.Client, url string, body []byte) time.
 	return time.Since(start)
 }
 
+// tlsBenchUid is BenchmarkStreamsInTurn's uid.
+const tlsBenchUid = 4242
+
 // BenchmarkStreamsInTurn: whole streams one after another to a provider
 // over TLS, as a session's runs are, the body's last chunk written apart
 // from the last event (as a handler that returns after its last flush
@@ -83,11 +88,13 @@ func BenchmarkStreamsInTurn(b *testing.B) {
 	srv, conns := countingConns(streamOf(openAICase.stream("hel", "lo")...))
 	srv.StartTLS()
 	defer srv.Close()
-	cfg := configFor(OpenAIChat, srv.URL)
-	cfg.Client = srv.Client()
+	cfg := configFor(modelapi.OpenAIChat, srv.URL)
+	req := hello
+	req.Owner.Uid = tlsBenchUid // a uid of its own, whose transport trusts the test's certificate
+	transportFor(tlsBenchUid).TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
 	b.ResetTimer()
 	for range b.N {
-		if _, err := Stream(context.Background(), cfg, hello, nil); err != nil {
+		if _, err := Stream(context.Background(), cfg, req, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/internal/jsonscan"
 )
 
@@ -258,7 +259,7 @@ func (b *anBlock) write(w *body) {
 
 // textSize is about the bytes a request's turns take written: the size a
 // body's buffer starts at, so that it is not copied as it grows.
-func textSize(req Request) int {
+func textSize(req modelapi.Request) int {
 	n := len(req.System) + 256
 	for _, t := range req.Tools {
 		n += len(t.Name) + len(t.Description) + len(t.Parameters) + 64

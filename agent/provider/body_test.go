@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 // asMarshal is v as json.Marshal writes it without HTML escaping: what
@@ -23,7 +25,7 @@ func asMarshal(t testing.TB, v any) ([]byte, error) {
 
 // sameBodies checks that both APIs write req's body as json.Marshal writes
 // their request structs.
-func sameBodies(t testing.TB, cfg Config, req Request, tools offered) {
+func sameBodies(t testing.TB, cfg modelapi.Config, req modelapi.Request, tools offered) {
 	t.Helper()
 	oa, err := openAI{}.request(cfg, req, tools)
 	if err != nil {
@@ -47,33 +49,33 @@ func sameBodies(t testing.TB, cfg Config, req Request, tools offered) {
 // missing fields, calls paired and loose, results and errors, tools with
 // and without schemas, texts that need escaping, a temperature.
 func bodyCases() []struct {
-	cfg   Config
-	req   Request
-	tools []Tool
+	cfg   modelapi.Config
+	req   modelapi.Request
+	tools []modelapi.Tool
 } {
 	zero, warm, tiny := 0.0, 0.7, 1e-7
 	odd := "a \"quote\" \\ <html> & \x00\x1f\b\f\n\r\t \u2028\u2029 é 日本 \xff\xfe end"
-	calls := []Turn{
-		{Role: RoleUser, Text: "read it"},
-		{Role: RoleAssistant, Text: "", ToolCalls: []ToolCall{{ID: "c1", Name: "fs.read", Arguments: `{ "path" : "a" }`}, {ID: "c2", Name: "gone", Arguments: "not json"}}},
-		{Role: RoleTool, ToolCallID: "c1", ToolName: "fs.read", Text: odd},
-		{Role: RoleTool, ToolCallID: "c2", Text: "x", IsError: true},
-		{Role: RoleTool, ToolCallID: "nobody", Text: ""},
-		{Role: RoleAssistant, Text: "done  \n"},
+	calls := []modelapi.Turn{
+		{Role: modelapi.RoleUser, Text: "read it"},
+		{Role: modelapi.RoleAssistant, Text: "", ToolCalls: []modelapi.ToolCall{{ID: "c1", Name: "fs.read", Arguments: `{ "path" : "a" }`}, {ID: "c2", Name: "gone", Arguments: "not json"}}},
+		{Role: modelapi.RoleTool, ToolCallID: "c1", ToolName: "fs.read", Text: odd},
+		{Role: modelapi.RoleTool, ToolCallID: "c2", Text: "x", IsError: true},
+		{Role: modelapi.RoleTool, ToolCallID: "nobody", Text: ""},
+		{Role: modelapi.RoleAssistant, Text: "done  \n"},
 	}
 	schema := json.RawMessage(`{ "type": "object",
 		"properties": {"path": {"type": "string", "description": "<a & b>"}} }`)
 	return []struct {
-		cfg   Config
-		req   Request
-		tools []Tool
+		cfg   modelapi.Config
+		req   modelapi.Request
+		tools []modelapi.Tool
 	}{
-		{Config{ModelID: "gpt-4o"}, hello, nil},
-		{Config{ModelID: "o3", MaxTokens: 10, Temperature: &zero}, Request{System: odd, Turns: []Turn{{Role: RoleUser, Text: odd}}}, nil},
-		{Config{ModelID: odd, MaxTokens: 5, Temperature: &warm}, Request{Turns: []Turn{{Role: RoleAssistant, Text: "first"}, {Role: RoleUser}}}, nil},
-		{Config{Temperature: &tiny}, Request{Turns: calls}, []Tool{{Name: "fs.read", Description: odd, Parameters: schema}, {Name: "shell.exec"}}},
-		{Config{ModelID: "m"}, Request{System: "s", Turns: calls}, nil},
-		{Config{ModelID: "m"}, longRequest(50), []Tool{{Name: "ask_user"}}},
+		{modelapi.Config{ModelID: "gpt-4o"}, hello, nil},
+		{modelapi.Config{ModelID: "o3", MaxTokens: 10, Temperature: &zero}, modelapi.Request{System: odd, Turns: []modelapi.Turn{{Role: modelapi.RoleUser, Text: odd}}}, nil},
+		{modelapi.Config{ModelID: odd, MaxTokens: 5, Temperature: &warm}, modelapi.Request{Turns: []modelapi.Turn{{Role: modelapi.RoleAssistant, Text: "first"}, {Role: modelapi.RoleUser}}}, nil},
+		{modelapi.Config{Temperature: &tiny}, modelapi.Request{Turns: calls}, []modelapi.Tool{{Name: "fs.read", Description: odd, Parameters: schema}, {Name: "shell.exec"}}},
+		{modelapi.Config{ModelID: "m"}, modelapi.Request{System: "s", Turns: calls}, nil},
+		{modelapi.Config{ModelID: "m"}, longRequest(50), []modelapi.Tool{{Name: "ask_user"}}},
 	}
 }
 
@@ -95,9 +97,9 @@ func TestBodyAsMarshal(t *testing.T) {
 // TestBodyRawNotJSON: a tool's parameters that are not JSON fail the body,
 // as they failed json.Marshal.
 func TestBodyRawNotJSON(t *testing.T) {
-	tools := offered{tools: []Tool{{Name: "t", Parameters: json.RawMessage(`{"a":`)}}}
+	tools := offered{tools: []modelapi.Tool{{Name: "t", Parameters: json.RawMessage(`{"a":`)}}}
 	for _, w := range []wire{openAI{}, anthropic{}} {
-		if b, err := w.body(Config{}, hello, tools); err == nil {
+		if b, err := w.body(modelapi.Config{}, hello, tools); err == nil {
 			t.Fatalf("%T: body %s from parameters that are not JSON", w, b)
 		}
 	}
@@ -109,31 +111,31 @@ func FuzzBody(f *testing.F) {
 	f.Add("hello", "fs.read", `{"path":"a"}`, "result", "<b>&\u2028\xff")
 	f.Add("", "", "", "", "")
 	f.Fuzz(func(t *testing.T, text, name, args, result, schema string) {
-		req := Request{System: text, Turns: []Turn{
-			{Role: RoleUser, Text: text},
-			{Role: RoleAssistant, Text: result, ToolCalls: []ToolCall{{ID: "c1", Name: name, Arguments: args}, {ID: text, Name: "t", Arguments: args}}},
-			{Role: RoleTool, ToolCallID: "c1", ToolName: name, Text: result},
-			{Role: RoleTool, ToolCallID: text, Text: text, IsError: true},
-			{Role: RoleAssistant, Text: text},
+		req := modelapi.Request{System: text, Turns: []modelapi.Turn{
+			{Role: modelapi.RoleUser, Text: text},
+			{Role: modelapi.RoleAssistant, Text: result, ToolCalls: []modelapi.ToolCall{{ID: "c1", Name: name, Arguments: args}, {ID: text, Name: "t", Arguments: args}}},
+			{Role: modelapi.RoleTool, ToolCallID: "c1", ToolName: name, Text: result},
+			{Role: modelapi.RoleTool, ToolCallID: text, Text: text, IsError: true},
+			{Role: modelapi.RoleAssistant, Text: text},
 		}}
-		tools := []Tool{{Name: "t", Description: text}}
+		tools := []modelapi.Tool{{Name: "t", Description: text}}
 		if nameOK(strings.ReplaceAll(name, ".", "_")) && name != "t" {
-			tools = append(tools, Tool{Name: name, Parameters: json.RawMessage(schema)})
+			tools = append(tools, modelapi.Tool{Name: name, Parameters: json.RawMessage(schema)})
 		}
 		o, err := newOffered(tools)
 		if err != nil {
 			o, _ = newOffered(tools[:1])
 		}
-		sameBodies(t, Config{ModelID: text}, req, o)
+		sameBodies(t, modelapi.Config{ModelID: text}, req, o)
 	})
 }
 
 // longRequest is a conversation of n turns, users and assistants in turn.
-func longRequest(n int) Request {
-	req := Request{System: "Answer briefly.", Owner: testOwner}
+func longRequest(n int) modelapi.Request {
+	req := modelapi.Request{System: "Answer briefly.", Owner: testOwner}
 	for i := range n {
-		role := []string{RoleUser, RoleAssistant}[i%2]
-		req.Turns = append(req.Turns, Turn{Role: role, Text: fmt.Sprintf("line %d of a long conversation, with some words in it", i)})
+		role := []string{modelapi.RoleUser, modelapi.RoleAssistant}[i%2]
+		req.Turns = append(req.Turns, modelapi.Turn{Role: role, Text: fmt.Sprintf("line %d of a long conversation, with some words in it", i)})
 	}
 	return req
 }
@@ -146,7 +148,7 @@ func longRequest(n int) Request {
 // the start, which is a cold body once in 100).
 func BenchmarkBody(b *testing.B) {
 	grown := longRequest(2201)
-	cfg := Config{ModelID: "gpt-4o", MaxTokens: 1000}
+	cfg := modelapi.Config{ModelID: "gpt-4o", MaxTokens: 1000}
 	for _, w := range []struct {
 		name string
 		wire func(*settledMemo) wire
@@ -156,7 +158,7 @@ func BenchmarkBody(b *testing.B) {
 	} {
 		b.Run(w.name+"/cold", func(b *testing.B) {
 			b.ReportAllocs()
-			req := Request{System: grown.System, Turns: grown.Turns[:2001], Owner: grown.Owner}
+			req := modelapi.Request{System: grown.System, Turns: grown.Turns[:2001], Owner: grown.Owner}
 			for b.Loop() {
 				if _, err := w.wire(&settledMemo{max: 64, maxBytes: 32 << 20}).body(cfg, req, offered{}); err != nil {
 					b.Fatal(err)
@@ -167,7 +169,7 @@ func BenchmarkBody(b *testing.B) {
 			b.ReportAllocs()
 			wire, i := w.wire(&settledMemo{max: 64, maxBytes: 32 << 20}), 0
 			for b.Loop() {
-				req := Request{System: grown.System, Turns: grown.Turns[:2001+2*(i%100)], Owner: grown.Owner}
+				req := modelapi.Request{System: grown.System, Turns: grown.Turns[:2001+2*(i%100)], Owner: grown.Owner}
 				if _, err := wire.body(cfg, req, offered{}); err != nil {
 					b.Fatal(err)
 				}

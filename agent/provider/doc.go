@@ -10,7 +10,7 @@
 //     variables from the process environment by default. The ctxfs server
 //     runs as root for every local user; it must never pick up a key or an
 //     endpoint that no model definition configured. Here everything comes
-//     from Config, and the default client does not even take a proxy from
+//     from modelapi.Config, and the default client does not even take a proxy from
 //     the environment.
 //   - The SDKs retry by default. A retry hides a 429 that the caller must
 //     see as EAGAIN, and multiplies what one request costs. Stream sends
@@ -24,7 +24,7 @@
 //
 // A request may offer tools (SPEC 17), in each API's own format, under
 // their names on the wire ("fs.read" goes as "fs_read": the APIs allow no
-// dot); the calls a reply makes come back in Result.ToolCalls under the
+// dot); the calls a reply makes come back in modelapi.Result.ToolCalls under the
 // offered tools' own names, within MaxToolCalls and MaxToolCallBytes. A
 // call of the conversation's history goes out as a call only when its tool
 // is offered in the same request; otherwise it and its result go as text,
@@ -32,7 +32,7 @@
 // its tool's definition, and never declares a tool the run does not offer.
 // This package only describes tools and reads calls: it runs none.
 //
-// Connections are kept between requests, each uid's its own (Request.Owner;
+// Connections are kept between requests, each uid's its own (modelapi.Owner;
 // transport.go): a kept connection answers sooner, so one pool for all
 // would tell a user that someone used a provider lately. A reply read to
 // its end of stream is read on to its body's end in the background,

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +9,7 @@ import (
 	"unicode"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 // redacted replaces every occurrence of the API key.
@@ -18,136 +18,9 @@ const redacted = "[redacted]"
 // maxMessage bounds the provider's own words quoted in an error.
 const maxMessage = 1024
 
-// statusErrno maps an HTTP status to the errno the caller acts on.
-func statusErrno(code int) syscall.Errno {
-	switch {
-	case code == 401 || code == 403:
-		return syscall.EACCES // the key is missing, wrong, or not allowed this model
-	case code == 408:
-		return syscall.ETIMEDOUT
-	case code == 413:
-		return syscall.EMSGSIZE // the request is too large, as for the socket
-	case code == 429:
-		return syscall.EAGAIN // rate limited: try again later
-	case code >= 500:
-		return syscall.EIO
-	case code >= 400:
-		return syscall.EINVAL // 400, 404 (unknown model), 422, …: the request or the definition
-	}
-	return syscall.EIO // a 1xx or 3xx is not a reply this package can use
-}
-
-// StatusErrno is statusErrno for the other readers of providers' failures
-// (agent/cli, which reads the HTTP status a CLI reports), so that one
-// status means one errno wherever it is met.
-func StatusErrno(code int) syscall.Errno { return statusErrno(code) }
-
-// ParseErrorBody reads an API error body as parseAPIError does: its errno
-// (from its type or code; EIO when neither is known) and its words. ok is
-// false when body is not an error body.
-func ParseErrorBody(body []byte) (errno syscall.Errno, msg string, ok bool) {
-	e, ok := parseAPIError(body)
-	if !ok {
-		return 0, "", false
-	}
-	return e.errno(), e.Error(), true
-}
-
-// typeStatus maps the error types both APIs name in error bodies and in
-// error events to the status each stands for, so that an error met
-// mid-stream gets the errno the same error gets as a status.
-var typeStatus = map[string]int{
-	"invalid_request_error": 400,
-	"authentication_error":  401,
-	"permission_error":      403,
-	"not_found_error":       404,
-	"request_too_large":     413,
-	"rate_limit_error":      429,
-	"rate_limit_exceeded":   429, // OpenAI's code for it
-	"insufficient_quota":    429, // OpenAI answers an exhausted quota with 429
-	"api_error":             500,
-	"server_error":          500,
-	"overloaded_error":      529,
-}
-
-// apiError is the provider's own account of a failure.
-type apiError struct {
-	Message, Type, Code string
-}
-
-func (e apiError) Error() string {
-	s := e.Message
-	if s == "" {
-		s = "no message"
-	}
-	if t := e.Type; t != "" || e.Code != "" {
-		if t == "" {
-			t = e.Code
-		}
-		s += " (" + t + ")"
-	}
-	return s
-}
-
-// errno is the errno of an error event, or of a 200 reply that is an error.
-func (e apiError) errno() syscall.Errno {
-	for _, t := range []string{e.Type, e.Code} {
-		if code, ok := typeStatus[t]; ok {
-			return statusErrno(code)
-		}
-	}
-	return syscall.EIO
-}
-
-// parseAPIError reads an error body as either API or a common gateway
-// sends it: {"error":{"message","type","code"}} (OpenAI),
-// {"type":"error","error":{"type","message"}} (Anthropic),
-// {"error":"text"} (Ollama), {"message":"text"} or {"detail":"text"}.
-func parseAPIError(body []byte) (apiError, bool) {
-	var top struct {
-		Error   json.RawMessage `json:"error"`
-		Message json.RawMessage `json:"message"`
-		Detail  json.RawMessage `json:"detail"`
-	}
-	if json.Unmarshal(body, &top) != nil {
-		return apiError{}, false
-	}
-	var obj struct {
-		Message, Type string
-		Code          json.RawMessage
-	}
-	var e apiError
-	switch {
-	case json.Unmarshal(top.Error, &obj) == nil && obj.Message+obj.Type != "":
-		e = apiError{Message: obj.Message, Type: obj.Type, Code: jsonText(obj.Code)}
-	case jsonText(top.Error) != "":
-		e.Message = jsonText(top.Error)
-	case jsonText(top.Message) != "":
-		e.Message = jsonText(top.Message)
-	case jsonText(top.Detail) != "":
-		e.Message = jsonText(top.Detail)
-	default:
-		return apiError{}, false
-	}
-	return e, true
-}
-
-// jsonText is a JSON string's or number's text; "" for anything else.
-func jsonText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var n json.Number
-	if json.Unmarshal(raw, &n) == nil {
-		return n.String()
-	}
-	return ""
-}
-
 // eventError is the error an error event in the stream carries.
 func eventError(data string) error {
-	e, ok := parseAPIError([]byte(data))
+	e, ok := modelapi.ParseAPIError([]byte(data))
 	if !ok {
 		return malformed(fmt.Errorf("error event without an error object"))
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
@@ -101,7 +102,7 @@ type apiCase struct {
 }
 
 var openAICase = apiCase{
-	api: OpenAIChat,
+	api: modelapi.OpenAIChat,
 	text: func(s string) string {
 		return oaChunkEvent(map[string]any{"content": s}, nil, nil)
 	},
@@ -136,7 +137,7 @@ func oaChunkEvent(delta map[string]any, finish *string, usage map[string]any) st
 }
 
 var anthropicCase = apiCase{
-	api:  AnthropicMessages,
+	api:  modelapi.AnthropicMessages,
 	text: anTextEvent,
 	stream: func(pieces ...string) []string {
 		evs := []string{
@@ -179,19 +180,19 @@ var apiCases = []apiCase{openAICase, anthropicCase}
 
 // configFor points api at a fake provider's base URL, with the endpoint
 // written as that API's SDK takes it.
-func configFor(api, base string) Config {
+func configFor(api, base string) modelapi.Config {
 	endpoint := base + "/v1"
-	if api == AnthropicMessages {
+	if api == modelapi.AnthropicMessages {
 		endpoint = base
 	}
-	return Config{API: api, Endpoint: endpoint, ModelID: "test-model", APIKey: testKey}
+	return modelapi.Config{API: api, Endpoint: endpoint, ModelID: "test-model", APIKey: testKey}
 }
 
 // hello is the smallest request.
-var hello = Request{Turns: []Turn{{Role: RoleUser, Text: "hello"}}}
+var hello = modelapi.Request{Turns: []modelapi.Turn{{Role: modelapi.RoleUser, Text: "hello"}}}
 
 // collect runs Stream and gathers the deltas.
-func collect(ctx context.Context, cfg Config, req Request) ([]string, Result, error) {
+func collect(ctx context.Context, cfg modelapi.Config, req modelapi.Request) ([]string, modelapi.Result, error) {
 	var deltas []string
 	res, err := Stream(ctx, cfg, req, func(s string) { deltas = append(deltas, s) })
 	return deltas, res, err
@@ -226,7 +227,7 @@ func streamHello(t *testing.T, c apiCase, path string) recorded {
 	if want := []string{"Hel", "lo, ", "wor", "ld"}; !reflect.DeepEqual(deltas, want) {
 		t.Errorf("deltas %q, want %q", deltas, want)
 	}
-	if want := (Result{Text: "Hello, world", InputTokens: 11, OutputTokens: 7, StopReason: c.stopReason}); !reflect.DeepEqual(res, want) {
+	if want := (modelapi.Result{Text: "Hello, world", InputTokens: 11, OutputTokens: 7, StopReason: c.stopReason}); !reflect.DeepEqual(res, want) {
 		t.Errorf("result %+v, want %+v", res, want)
 	}
 	rec := <-reqs
@@ -239,9 +240,9 @@ func streamHello(t *testing.T, c apiCase, path string) recorded {
 // offer is the offered tools of those names, with no parameters.
 func offer(t testing.TB, names ...string) offered {
 	t.Helper()
-	var tools []Tool
+	var tools []modelapi.Tool
 	for _, n := range names {
-		tools = append(tools, Tool{Name: n})
+		tools = append(tools, modelapi.Tool{Name: n})
 	}
 	o, err := newOffered(tools)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 // openAI speaks OpenAI Chat Completions: POST {endpoint}/chat/completions,
@@ -69,10 +71,10 @@ type oaFunction struct {
 	Arguments string `json:"arguments"` // JSON text, as a string
 }
 
-func (o openAI) body(cfg Config, req Request, tools offered) ([]byte, error) {
+func (o openAI) body(cfg modelapi.Config, req modelapi.Request, tools offered) ([]byte, error) {
 	r := o.frame(cfg, tools)
 	r.settled = func(w *body) bool {
-		return settledElements(o.memoOf(), w, OpenAIChat, req, tools, nonEmpty, oaElements)
+		return settledElements(o.memoOf(), w, modelapi.OpenAIChat, req, tools, nonEmpty, oaElements)
 	}
 	if b, err := r.marshal(len(req.System) + 256); err != errNotSettled { // settledElements makes room for the rest
 		return b, err
@@ -85,7 +87,7 @@ func (o openAI) body(cfg Config, req Request, tools offered) ([]byte, error) {
 }
 
 // request is the request of body, written afresh.
-func (o openAI) request(cfg Config, req Request, tools offered) (*oaRequest, error) {
+func (o openAI) request(cfg modelapi.Config, req modelapi.Request, tools offered) (*oaRequest, error) {
 	turns, err := plan(req.Turns, tools, nonEmpty)
 	if err != nil {
 		return nil, err
@@ -99,7 +101,7 @@ func (o openAI) request(cfg Config, req Request, tools offered) (*oaRequest, err
 func nonEmpty(id string) bool { return id != "" }
 
 // frame is a request without its messages.
-func (openAI) frame(cfg Config, tools offered) *oaRequest {
+func (openAI) frame(cfg modelapi.Config, tools offered) *oaRequest {
 	r := oaRequest{
 		Model:         cfg.ModelID,
 		Tools:         oaTools(tools.tools),
@@ -137,7 +139,7 @@ func wantsMaxCompletionTokens(modelID string) bool {
 }
 
 // oaTools is the tools offered, in OpenAI's format.
-func oaTools(tools []Tool) []oaTool {
+func oaTools(tools []modelapi.Tool) []oaTool {
 	var out []oaTool
 	for _, t := range tools {
 		out = append(out, oaTool{Type: "function",
@@ -171,12 +173,12 @@ func oaMessages(system string, turns []planned) []oaMessage {
 		text := &texts[i]
 		*text = p.text
 		switch p.role {
-		case RoleAssistant:
+		case modelapi.RoleAssistant:
 			for _, c := range p.calls {
 				m.ToolCalls = append(m.ToolCalls, oaToolCall{ID: c.ID, Type: "function",
 					Function: oaFunction{Name: wireName(c.Name), Arguments: string(argsObject(c.Arguments))}})
 			}
-		case RoleTool:
+		case modelapi.RoleTool:
 			m.ToolCallID, *text = p.result.ToolCallID, resultText(*p.result)
 		}
 		if *text != "" || len(m.ToolCalls) == 0 {
@@ -218,7 +220,7 @@ type oaCallPiece struct {
 func (openAI) decoder(tools offered) decoder { return &oaDecoder{tools: tools} }
 
 type oaDecoder struct {
-	res   Result
+	res   modelapi.Result
 	tools offered
 	calls calls
 	last  int // the index of the latest fragment, for servers that send none
@@ -276,7 +278,7 @@ func (d *oaDecoder) callPiece(p oaCallPiece) error {
 	return d.calls.addArgs(call, p.Function.Arguments)
 }
 
-func (d *oaDecoder) result() Result {
+func (d *oaDecoder) result() modelapi.Result {
 	d.res.ToolCalls = d.calls.result(d.tools)
 	return d.res
 }

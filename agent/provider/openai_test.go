@@ -7,29 +7,31 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 // toolRequest offers two tools and has every kind of turn: a paired call
 // of an offered tool, a call never answered, a paired call of a tool not
 // offered (text, with its result), a result whose call is unknown, and
 // plain text both ways.
-var toolRequest = Request{
+var toolRequest = modelapi.Request{
 	System: "be brief",
-	Turns: []Turn{
-		{Role: RoleUser, Text: "what is in /tmp?"},
-		{Role: RoleAssistant, Text: "Let me look.", ToolCalls: []ToolCall{
+	Turns: []modelapi.Turn{
+		{Role: modelapi.RoleUser, Text: "what is in /tmp?"},
+		{Role: modelapi.RoleAssistant, Text: "Let me look.", ToolCalls: []modelapi.ToolCall{
 			{ID: "call_1", Name: "fs.list", Arguments: `{"path":"/tmp"}`},
 			{ID: "call_2", Name: "fs.read", Arguments: `{"path":"/x"}`},      // never answered
 			{ID: "call_3", Name: "shell.exec", Arguments: `{"argv":["ls"]}`}, // not offered
 		}},
-		{Role: RoleTool, ToolCallID: "call_1", ToolName: "fs.list", Text: "a b"},
-		{Role: RoleTool, ToolCallID: "call_3", ToolName: "shell.exec", Text: "a\nb"},
-		{Role: RoleTool, ToolCallID: "call_9", ToolName: "rm", Text: "gone", IsError: true}, // answers nothing
-		{Role: RoleUser, Text: "and?"},
-		{Role: RoleAssistant, Text: "done"},
-		{Role: RoleUser, Text: "thanks"},
+		{Role: modelapi.RoleTool, ToolCallID: "call_1", ToolName: "fs.list", Text: "a b"},
+		{Role: modelapi.RoleTool, ToolCallID: "call_3", ToolName: "shell.exec", Text: "a\nb"},
+		{Role: modelapi.RoleTool, ToolCallID: "call_9", ToolName: "rm", Text: "gone", IsError: true}, // answers nothing
+		{Role: modelapi.RoleUser, Text: "and?"},
+		{Role: modelapi.RoleAssistant, Text: "done"},
+		{Role: modelapi.RoleUser, Text: "thanks"},
 	},
-	Tools: []Tool{
+	Tools: []modelapi.Tool{
 		{Name: "fs.list", Description: "List a directory.", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)},
 		{Name: "fs.read"}, // no description, no parameters
 	},
@@ -104,7 +106,7 @@ func TestOpenAIStreamsTextAndUsage(t *testing.T) {
 func TestOpenAIOptionalFields(t *testing.T) {
 	t.Parallel()
 	base, reqs := serve(t, streamOf(openAICase.stream("ok")...))
-	cfg := configFor(OpenAIChat, base)
+	cfg := configFor(modelapi.OpenAIChat, base)
 	cfg.APIKey = ""
 	if _, _, err := collect(context.Background(), cfg, hello); err != nil {
 		t.Fatal(err)
@@ -118,7 +120,7 @@ func TestOpenAIOptionalFields(t *testing.T) {
 
 	temp := 0.0 // zero is a value, not an absence
 	cfg.MaxTokens, cfg.Temperature = 100, &temp
-	if _, _, err := collect(context.Background(), cfg, Request{System: "", Turns: hello.Turns}); err != nil {
+	if _, _, err := collect(context.Background(), cfg, modelapi.Request{System: "", Turns: hello.Turns}); err != nil {
 		t.Fatal(err)
 	}
 	sameJSON(t, (<-reqs).body, `{"model":"test-model","stream":true,"stream_options":{"include_usage":true},
@@ -129,10 +131,10 @@ func TestOpenAIOptionalFields(t *testing.T) {
 // documents; an empty tool result still has one.
 func TestOpenAIToolOnlyAssistant(t *testing.T) {
 	t.Parallel()
-	turns, err := plan([]Turn{
-		{Role: RoleUser, Text: "go"},
-		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "run"}}},
-		{Role: RoleTool, ToolCallID: "c1"},
+	turns, err := plan([]modelapi.Turn{
+		{Role: modelapi.RoleUser, Text: "go"},
+		{Role: modelapi.RoleAssistant, ToolCalls: []modelapi.ToolCall{{ID: "c1", Name: "run"}}},
+		{Role: modelapi.RoleTool, ToolCallID: "c1"},
 	}, offer(t, "run"), func(id string) bool { return id != "" })
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +149,7 @@ func TestOpenAIEndpointPath(t *testing.T) {
 	t.Parallel()
 	for _, suffix := range []string{"/v1", "/v1/", "/openai/v1"} {
 		base, reqs := serve(t, streamOf(openAICase.stream("ok")...))
-		cfg := configFor(OpenAIChat, base)
+		cfg := configFor(modelapi.OpenAIChat, base)
 		cfg.Endpoint = base + suffix
 		if _, _, err := collect(context.Background(), cfg, hello); err != nil {
 			t.Fatalf("%s: %v", suffix, err)
@@ -164,11 +166,11 @@ func TestOpenAIEndpointPath(t *testing.T) {
 func TestOpenAINoUsage(t *testing.T) {
 	t.Parallel()
 	base, _ := serve(t, streamOf(openAICase.text("a"), openAICase.text("b"), "data: [DONE]\n\n"))
-	_, res, err := collect(context.Background(), configFor(OpenAIChat, base), hello)
+	_, res, err := collect(context.Background(), configFor(modelapi.OpenAIChat, base), hello)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(res, Result{Text: "ab"}) {
+	if !reflect.DeepEqual(res, modelapi.Result{Text: "ab"}) {
 		t.Errorf("result %+v", res)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 // TestStreamReusesConnection: runs one after another to one provider go
@@ -52,7 +54,7 @@ func TestConnectionsPerUid(t *testing.T) {
 	for i, uid := range []uint32{ownUid(t), ownUid(t), 0} {
 		req := hello
 		req.Owner.Uid = uid
-		if _, _, err := collect(context.Background(), configFor(OpenAIChat, srv.URL), req); err != nil {
+		if _, _, err := collect(context.Background(), configFor(modelapi.OpenAIChat, srv.URL), req); err != nil {
 			t.Fatal(err)
 		}
 		drained(t, uid)

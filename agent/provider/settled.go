@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"unsafe"
+
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 // A session's model calls send its conversation again each time with a
@@ -32,10 +34,10 @@ import (
 
 // settled is one conversation's settled turns and their elements.
 type settled struct {
-	owner       Owner
+	owner       modelapi.Owner
 	api, system string
 	tools       []string        // the offered tools' names, in order
-	turns       []Turn          // the settled turns: the memo's own copy
+	turns       []modelapi.Turn // the settled turns: the memo's own copy
 	elems       []byte          // their message elements, comma-separated
 	used        map[string]bool // the call ids kept as calls in them
 	texts       int             // the bytes of the turns' strings and calls
@@ -48,8 +50,8 @@ func (e *settled) held() int {
 
 // The sizes of a Turn and a ToolCall, their strings aside.
 const (
-	turnBytes = int(unsafe.Sizeof(Turn{}))
-	callBytes = int(unsafe.Sizeof(ToolCall{}))
+	turnBytes = int(unsafe.Sizeof(modelapi.Turn{}))
+	callBytes = int(unsafe.Sizeof(modelapi.ToolCall{}))
 )
 
 // settledMemo keeps the settled turns of the conversations written last,
@@ -98,7 +100,7 @@ func memoOr(m *settledMemo) *settledMemo {
 // compared in full, at most maxCompares of them: a user who fills the
 // memo with conversations that differ only deep inside cannot make
 // every body compare them all.
-func (m *settledMemo) take(owner Owner, api, system string, tools offered, turns []Turn) *settled {
+func (m *settledMemo) take(owner modelapi.Owner, api, system string, tools offered, turns []modelapi.Turn) *settled {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	compares := 0
@@ -161,15 +163,15 @@ func (m *settledMemo) dropBeyond(match func(*settled) bool, count, bytes int) {
 
 // mayFit is fits' cheap part: the API, sizes that allow a settled
 // prefix, the user turn after it, and its last turn.
-func (e *settled) mayFit(api string, tools offered, turns []Turn) bool {
+func (e *settled) mayFit(api string, tools offered, turns []modelapi.Turn) bool {
 	k := len(e.turns)
-	return e.api == api && k > 0 && k < len(turns) && turns[k].Role == RoleUser &&
+	return e.api == api && k > 0 && k < len(turns) && turns[k].Role == modelapi.RoleUser &&
 		len(e.tools) == len(tools.tools) && sameTurn(&e.turns[k-1], &turns[k-1])
 }
 
 // fits says, of an entry that mayFit, whether its turns are a settled
 // prefix of turns in a request of the same system prompt and tools.
-func (e *settled) fits(system string, tools offered, turns []Turn) bool {
+func (e *settled) fits(system string, tools offered, turns []modelapi.Turn) bool {
 	if e.system != system {
 		return false
 	}
@@ -186,16 +188,16 @@ func (e *settled) fits(system string, tools offered, turns []Turn) bool {
 	return true
 }
 
-func sameTurn(a, b *Turn) bool {
+func sameTurn(a, b *modelapi.Turn) bool {
 	return a.Role == b.Role && a.Text == b.Text && a.ToolCallID == b.ToolCallID &&
 		a.ToolName == b.ToolName && a.IsError == b.IsError && slices.Equal(a.ToolCalls, b.ToolCalls)
 }
 
 // lastSplit is the end of the longest settled prefix of turns: the last k
 // whose turn k-1 is an assistant's and turn k a user's; 0 if none.
-func lastSplit(turns []Turn) int {
+func lastSplit(turns []modelapi.Turn) int {
 	for k := len(turns) - 1; k > 0; k-- {
-		if turns[k].Role == RoleUser && turns[k-1].Role == RoleAssistant {
+		if turns[k].Role == modelapi.RoleUser && turns[k-1].Role == modelapi.RoleAssistant {
 			return k
 		}
 	}
@@ -214,7 +216,7 @@ type elementWriter func(w *body, system string, turns []planned, first, final bo
 // request without an owner's conversation). It returns false, having written
 // nothing, when planning or writing fails: the caller writes the body
 // afresh, which fails alike with the error a fresh body gives.
-func settledElements(m *settledMemo, w *body, api string, req Request, tools offered, idOK func(string) bool, write elementWriter) bool {
+func settledElements(m *settledMemo, w *body, api string, req modelapi.Request, tools offered, idOK func(string) bool, write elementWriter) bool {
 	var e *settled
 	if req.Owner.Conversation != "" {
 		e = m.take(req.Owner, api, req.System, tools, req.Turns)
@@ -231,7 +233,7 @@ func settledElements(m *settledMemo, w *body, api string, req Request, tools off
 		if err != nil {
 			return false
 		}
-		ew := body{b: slices.Grow(e.elems, textSize(Request{System: req.System, Turns: req.Turns[k0:k1]}))}
+		ew := body{b: slices.Grow(e.elems, textSize(modelapi.Request{System: req.System, Turns: req.Turns[k0:k1]}))}
 		write(&ew, req.System, mid, k0 == 0, false)
 		if ew.err != nil {
 			return false
@@ -244,7 +246,7 @@ func settledElements(m *settledMemo, w *body, api string, req Request, tools off
 		return false
 	}
 	start := len(w.b)
-	w.b = slices.Grow(w.b, len(e.elems)+textSize(Request{Turns: req.Turns[k1:], Tools: req.Tools}))
+	w.b = slices.Grow(w.b, len(e.elems)+textSize(modelapi.Request{Turns: req.Turns[k1:], Tools: req.Tools}))
 	w.b = append(w.b, e.elems...)
 	write(w, req.System, tail, k1 == 0, true)
 	if w.err != nil {
@@ -259,7 +261,7 @@ func settledElements(m *settledMemo, w *body, api string, req Request, tools off
 
 // appendTurns appends copies of turns to e's, their calls copied too, so
 // that the memo holds nothing a caller could change.
-func (e *settled) appendTurns(turns []Turn) {
+func (e *settled) appendTurns(turns []modelapi.Turn) {
 	n := len(e.turns)
 	e.turns = append(e.turns, turns...)
 	for i := range e.turns[n:] {

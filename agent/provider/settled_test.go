@@ -8,32 +8,34 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 // testOwner is the conversation the tests' requests are of, unless they
 // say otherwise.
-var testOwner = Owner{Uid: 1000, Conversation: "home/1000/agent/coder/session/s"}
+var testOwner = modelapi.Owner{Uid: 1000, Conversation: "home/1000/agent/coder/session/s"}
 
 // wiresWith are both APIs writing bodies with memo m.
 func wiresWith(m *settledMemo) []struct {
 	name string
 	wire wire
 	// fresh is the body written afresh, without the memo.
-	fresh func(Config, Request, offered) ([]byte, error)
+	fresh func(modelapi.Config, modelapi.Request, offered) ([]byte, error)
 } {
 	return []struct {
 		name  string
 		wire  wire
-		fresh func(Config, Request, offered) ([]byte, error)
+		fresh func(modelapi.Config, modelapi.Request, offered) ([]byte, error)
 	}{
-		{"openai", openAI{memo: m}, func(c Config, r Request, o offered) ([]byte, error) {
+		{"openai", openAI{memo: m}, func(c modelapi.Config, r modelapi.Request, o offered) ([]byte, error) {
 			req, err := openAI{}.request(c, r, o)
 			if err != nil {
 				return nil, err
 			}
 			return req.marshal(0)
 		}},
-		{"anthropic", anthropic{memo: m}, func(c Config, r Request, o offered) ([]byte, error) {
+		{"anthropic", anthropic{memo: m}, func(c modelapi.Config, r modelapi.Request, o offered) ([]byte, error) {
 			req, err := anthropic{}.request(c, r, o)
 			if err != nil {
 				return nil, err
@@ -45,7 +47,7 @@ func wiresWith(m *settledMemo) []struct {
 
 // asFresh checks that w writes req's body as it is written afresh, or
 // fails with the same error.
-func asFresh(t *testing.T, w wire, fresh func(Config, Request, offered) ([]byte, error), cfg Config, req Request, o offered) {
+func asFresh(t *testing.T, w wire, fresh func(modelapi.Config, modelapi.Request, offered) ([]byte, error), cfg modelapi.Config, req modelapi.Request, o offered) {
 	t.Helper()
 	want, wantErr := fresh(cfg, req, o)
 	got, gotErr := w.body(cfg, req, o)
@@ -59,31 +61,31 @@ func asFresh(t *testing.T, w wire, fresh func(Config, Request, offered) ([]byte,
 // offered tools and others, with ids that repeat and ids Anthropic
 // refuses, their results in and out of order, loose and failed results,
 // and now and then a role no API knows.
-func randomTurns(r *rand.Rand, n int) []Turn {
+func randomTurns(r *rand.Rand, n int) []modelapi.Turn {
 	texts := []string{"", "hello", "done  \n", " ", "line \"two\"\n<b>&"}
 	names := []string{"ls", "f", "gone"}
 	ids := []string{"c1", "c2", "c3", "bad id", ""}
-	var turns []Turn
+	var turns []modelapi.Turn
 	for len(turns) < n {
 		switch k := r.IntN(20); {
 		case k < 7:
-			turns = append(turns, Turn{Role: RoleUser, Text: texts[r.IntN(len(texts))]})
+			turns = append(turns, modelapi.Turn{Role: modelapi.RoleUser, Text: texts[r.IntN(len(texts))]})
 		case k < 13:
-			turns = append(turns, Turn{Role: RoleAssistant, Text: texts[r.IntN(len(texts))]})
+			turns = append(turns, modelapi.Turn{Role: modelapi.RoleAssistant, Text: texts[r.IntN(len(texts))]})
 		case k < 18:
-			a := Turn{Role: RoleAssistant, Text: texts[r.IntN(len(texts))]}
+			a := modelapi.Turn{Role: modelapi.RoleAssistant, Text: texts[r.IntN(len(texts))]}
 			for range 1 + r.IntN(3) {
-				a.ToolCalls = append(a.ToolCalls, ToolCall{ID: ids[r.IntN(len(ids))], Name: names[r.IntN(len(names))], Arguments: `{"a":1}`})
+				a.ToolCalls = append(a.ToolCalls, modelapi.ToolCall{ID: ids[r.IntN(len(ids))], Name: names[r.IntN(len(names))], Arguments: `{"a":1}`})
 			}
 			turns = append(turns, a)
 			for range r.IntN(4) {
-				turns = append(turns, Turn{Role: RoleTool, ToolCallID: ids[r.IntN(len(ids))], ToolName: names[r.IntN(len(names))],
+				turns = append(turns, modelapi.Turn{Role: modelapi.RoleTool, ToolCallID: ids[r.IntN(len(ids))], ToolName: names[r.IntN(len(names))],
 					Text: texts[r.IntN(len(texts))], IsError: r.IntN(4) == 0})
 			}
 		case k < 19:
-			turns = append(turns, Turn{Role: RoleTool, ToolCallID: ids[r.IntN(len(ids))], Text: "loose"})
+			turns = append(turns, modelapi.Turn{Role: modelapi.RoleTool, ToolCallID: ids[r.IntN(len(ids))], Text: "loose"})
 		default:
-			turns = append(turns, Turn{Role: "system", Text: "not a turn's role"})
+			turns = append(turns, modelapi.Turn{Role: "system", Text: "not a turn's role"})
 		}
 	}
 	return turns[:n]
@@ -103,13 +105,13 @@ func TestSettledAsFresh(t *testing.T) {
 		turns := randomTurns(r, 40)
 		memo := &settledMemo{max: 64, maxBytes: 32 << 20}
 		for _, w := range wiresWith(memo) {
-			cfg := Config{ModelID: "m", MaxTokens: 10}
+			cfg := modelapi.Config{ModelID: "m", MaxTokens: 10}
 			for n := 1; n <= len(turns); n++ { // in order
-				asFresh(t, w.wire, w.fresh, cfg, Request{System: "s", Turns: turns[:n], Owner: testOwner}, tools)
+				asFresh(t, w.wire, w.fresh, cfg, modelapi.Request{System: "s", Turns: turns[:n], Owner: testOwner}, tools)
 			}
 			for range 40 { // out of order, and with what the prefix is written for changed
-				req := Request{System: []string{"s", "", "other"}[r.IntN(3)], Turns: turns[:1+r.IntN(len(turns))],
-					Owner: []Owner{testOwner, testOwner, {Uid: 1001, Conversation: testOwner.Conversation}, {}}[r.IntN(4)]}
+				req := modelapi.Request{System: []string{"s", "", "other"}[r.IntN(3)], Turns: turns[:1+r.IntN(len(turns))],
+					Owner: []modelapi.Owner{testOwner, testOwner, {Uid: 1001, Conversation: testOwner.Conversation}, {}}[r.IntN(4)]}
 				o := []offered{tools, fewer, other, {}}[r.IntN(4)]
 				asFresh(t, w.wire, w.fresh, cfg, req, o)
 			}
@@ -117,11 +119,11 @@ func TestSettledAsFresh(t *testing.T) {
 			for i := range edited { // each turn edited in its turn: its text, or made a result of the call before
 				was := edited[i]
 				edited[i].Text += "!"
-				asFresh(t, w.wire, w.fresh, cfg, Request{System: "s", Turns: edited, Owner: testOwner}, tools)
+				asFresh(t, w.wire, w.fresh, cfg, modelapi.Request{System: "s", Turns: edited, Owner: testOwner}, tools)
 				if i > 0 && len(edited[i-1].ToolCalls) > 0 {
 					c := edited[i-1].ToolCalls[0]
-					edited[i] = Turn{Role: RoleTool, ToolCallID: c.ID, ToolName: c.Name, Text: "answer"}
-					asFresh(t, w.wire, w.fresh, cfg, Request{System: "s", Turns: edited, Owner: testOwner}, tools)
+					edited[i] = modelapi.Turn{Role: modelapi.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Text: "answer"}
+					asFresh(t, w.wire, w.fresh, cfg, modelapi.Request{System: "s", Turns: edited, Owner: testOwner}, tools)
 				}
 				edited[i] = was
 			}
@@ -137,27 +139,27 @@ func TestSettledKept(t *testing.T) {
 	req := longRequest(101) // user, assistant, …, user
 	memo := &settledMemo{max: 64, maxBytes: 32 << 20}
 	w := openAI{memo: memo}
-	if _, err := w.body(Config{ModelID: "m"}, req, offered{}); err != nil {
+	if _, err := w.body(modelapi.Config{ModelID: "m"}, req, offered{}); err != nil {
 		t.Fatal(err)
 	}
 	if len(memo.entries) != 1 || len(memo.entries[0].turns) != 100 {
 		t.Fatalf("after a body of 101 turns the memo holds %d entries (the first of %d turns), want one of 100", len(memo.entries), len(memo.entries[0].turns))
 	}
 	kept := memo.entries[0]
-	req.Turns = append(req.Turns, Turn{Role: RoleAssistant, Text: "a"}, Turn{Role: RoleUser, Text: "u"})
-	if e := memo.take(req.Owner, OpenAIChat, req.System, offered{}, req.Turns); e != kept {
+	req.Turns = append(req.Turns, modelapi.Turn{Role: modelapi.RoleAssistant, Text: "a"}, modelapi.Turn{Role: modelapi.RoleUser, Text: "u"})
+	if e := memo.take(req.Owner, modelapi.OpenAIChat, req.System, offered{}, req.Turns); e != kept {
 		t.Fatalf("the next body's turns did not find the entry kept")
 	} else {
 		memo.put(e)
 	}
-	if _, err := w.body(Config{ModelID: "m"}, req, offered{}); err != nil {
+	if _, err := w.body(modelapi.Config{ModelID: "m"}, req, offered{}); err != nil {
 		t.Fatal(err)
 	}
 	if len(memo.entries) != 1 || memo.entries[0] != kept || len(kept.turns) != 102 {
 		t.Fatalf("the entry was not extended in place: %d entries", len(memo.entries))
 	}
 	req.Turns[50].Text = "changed"
-	if e := memo.take(req.Owner, OpenAIChat, req.System, offered{}, req.Turns); e != nil {
+	if e := memo.take(req.Owner, modelapi.OpenAIChat, req.System, offered{}, req.Turns); e != nil {
 		t.Fatal("an entry was taken for turns that differ from its own")
 	}
 }
@@ -172,7 +174,7 @@ func TestSettledBounds(t *testing.T) {
 		req := longRequest(21)
 		req.Turns[0].Text = fmt.Sprint("conversation ", i)
 		req.Owner.Uid = uint32(i) // each its own uid's: the bound of all, not a uid's share
-		if _, err := w.body(Config{ModelID: "m"}, req, offered{}); err != nil {
+		if _, err := w.body(modelapi.Config{ModelID: "m"}, req, offered{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -184,7 +186,7 @@ func TestSettledBounds(t *testing.T) {
 	if n := heldOf(t, big); n <= memo.maxBytes/uidByteShare || n > memo.maxBytes {
 		t.Fatalf("the big conversation's entry holds %d bytes, not between a share (%d) and the bound (%d)", n, memo.maxBytes/uidByteShare, memo.maxBytes)
 	}
-	if _, err := w.body(Config{ModelID: "m"}, big, offered{}); err != nil {
+	if _, err := w.body(modelapi.Config{ModelID: "m"}, big, offered{}); err != nil {
 		t.Fatal(err)
 	}
 	total := 0
@@ -202,13 +204,13 @@ func TestSettledBounds(t *testing.T) {
 // settledBodies' bounds.
 func TestSettledKeepsTheLongest(t *testing.T) {
 	for _, n := range []int{4096, 40960} {
-		req := Request{System: "s", Owner: testOwner}
+		req := modelapi.Request{System: "s", Owner: testOwner}
 		text := strings.Repeat("w", 4<<20/n)
 		for i := range n {
-			req.Turns = append(req.Turns, Turn{Role: []string{RoleUser, RoleAssistant}[i%2], Text: text})
+			req.Turns = append(req.Turns, modelapi.Turn{Role: []string{modelapi.RoleUser, modelapi.RoleAssistant}[i%2], Text: text})
 		}
 		memo := &settledMemo{max: settledBodies.max, maxBytes: settledBodies.maxBytes}
-		if _, err := (openAI{memo: memo}).body(Config{ModelID: "m"}, req, offered{}); err != nil {
+		if _, err := (openAI{memo: memo}).body(modelapi.Config{ModelID: "m"}, req, offered{}); err != nil {
 			t.Fatal(err)
 		}
 		if len(memo.entries) != 1 {
@@ -218,9 +220,9 @@ func TestSettledKeepsTheLongest(t *testing.T) {
 }
 
 // heldOf is what the entry of req's settled turns holds, written alone.
-func heldOf(t *testing.T, req Request) int {
+func heldOf(t *testing.T, req modelapi.Request) int {
 	memo := &settledMemo{max: 1, maxBytes: 1 << 30}
-	if _, err := (openAI{memo: memo}).body(Config{ModelID: "m"}, req, offered{}); err != nil || len(memo.entries) != 1 {
+	if _, err := (openAI{memo: memo}).body(modelapi.Config{ModelID: "m"}, req, offered{}); err != nil || len(memo.entries) != 1 {
 		t.Fatalf("no entry kept (%v)", err)
 	}
 	return memo.bytes[0]
@@ -237,15 +239,15 @@ func TestSettledOwnersApart(t *testing.T) {
 	memo := &settledMemo{max: 8, maxBytes: 1 << 20}
 	ws := wiresWith(memo)
 	req := longRequest(101)
-	if _, err := ws[0].wire.body(Config{ModelID: "m"}, req, offered{}); err != nil {
+	if _, err := ws[0].wire.body(modelapi.Config{ModelID: "m"}, req, offered{}); err != nil {
 		t.Fatal(err)
 	}
 	kept := memo.entries[0]
-	grown := Request{System: req.System, Turns: append(slices.Clone(req.Turns), Turn{Role: RoleAssistant, Text: "a"}, Turn{Role: RoleUser, Text: "u"})}
-	for _, o := range []Owner{{Uid: 1001, Conversation: testOwner.Conversation}, {Uid: testOwner.Uid, Conversation: "home/1000/agent/coder/session/t"}, {}, {Uid: testOwner.Uid}} {
+	grown := modelapi.Request{System: req.System, Turns: append(slices.Clone(req.Turns), modelapi.Turn{Role: modelapi.RoleAssistant, Text: "a"}, modelapi.Turn{Role: modelapi.RoleUser, Text: "u"})}
+	for _, o := range []modelapi.Owner{{Uid: 1001, Conversation: testOwner.Conversation}, {Uid: testOwner.Uid, Conversation: "home/1000/agent/coder/session/t"}, {}, {Uid: testOwner.Uid}} {
 		grown.Owner = o
 		before := memo.compared
-		asFresh(t, ws[0].wire, ws[0].fresh, Config{ModelID: "m"}, grown, offered{})
+		asFresh(t, ws[0].wire, ws[0].fresh, modelapi.Config{ModelID: "m"}, grown, offered{})
 		if memo.compared != before || len(kept.turns) != 100 || memo.entries[0] != kept {
 			t.Fatalf("owner %+v: the entry of %+v was compared or changed", o, testOwner)
 		}
@@ -255,8 +257,8 @@ func TestSettledOwnersApart(t *testing.T) {
 	}
 	for i := range 10 {
 		r := longRequest(21)
-		r.Owner = Owner{Uid: 7, Conversation: fmt.Sprint("home/7/agent/coder/session/", i)}
-		if _, err := ws[1].wire.body(Config{ModelID: "m"}, r, offered{}); err != nil {
+		r.Owner = modelapi.Owner{Uid: 7, Conversation: fmt.Sprint("home/7/agent/coder/session/", i)}
+		if _, err := ws[1].wire.body(modelapi.Config{ModelID: "m"}, r, offered{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -280,20 +282,20 @@ func TestSettledComparesBounded(t *testing.T) {
 	w := openAI{memo: memo}
 	base := longRequest(201)
 	for i := range 20 {
-		req := Request{System: base.System, Turns: slices.Clone(base.Turns), Owner: base.Owner}
+		req := modelapi.Request{System: base.System, Turns: slices.Clone(base.Turns), Owner: base.Owner}
 		req.Turns[198].Text = fmt.Sprint("differs ", i)
-		if _, err := w.body(Config{ModelID: "m"}, req, offered{}); err != nil {
+		if _, err := w.body(modelapi.Config{ModelID: "m"}, req, offered{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	before := memo.compared
-	asFresh(t, w, func(c Config, r Request, o offered) ([]byte, error) {
+	asFresh(t, w, func(c modelapi.Config, r modelapi.Request, o offered) ([]byte, error) {
 		req, err := openAI{}.request(c, r, o)
 		if err != nil {
 			return nil, err
 		}
 		return req.marshal(0)
-	}, Config{ModelID: "m"}, base, offered{})
+	}, modelapi.Config{ModelID: "m"}, base, offered{})
 	if n := memo.compared - before; n > maxCompares {
 		t.Fatalf("one body compared %d entries in full, more than %d", n, maxCompares)
 	}
@@ -318,9 +320,9 @@ func TestSettledConcurrent(t *testing.T) {
 			}
 			for _, w := range wiresWith(memo) {
 				for n := 1; n <= len(turns); n++ {
-					req := Request{System: base.System, Turns: turns[:n], Owner: testOwner}
-					want, _ := w.fresh(Config{ModelID: "m"}, req, offered{})
-					if got, err := w.wire.body(Config{ModelID: "m"}, req, offered{}); err != nil || !bytes.Equal(got, want) {
+					req := modelapi.Request{System: base.System, Turns: turns[:n], Owner: testOwner}
+					want, _ := w.fresh(modelapi.Config{ModelID: "m"}, req, offered{})
+					if got, err := w.wire.body(modelapi.Config{ModelID: "m"}, req, offered{}); err != nil || !bytes.Equal(got, want) {
 						errs <- fmt.Sprintf("goroutine %d, %s, %d turns: other body (%v)", g, w.name, n, err)
 						return
 					}

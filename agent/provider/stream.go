@@ -12,28 +12,29 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 // wire is what differs between the two APIs.
 type wire interface {
 	url(endpoint string) string
 	header(h http.Header, key string)
-	body(cfg Config, req Request, tools offered) ([]byte, error)
+	body(cfg modelapi.Config, req modelapi.Request, tools offered) ([]byte, error)
 	decoder(tools offered) decoder
 }
 
 // decoder reads one reply's events.
 type decoder interface {
 	// event handles one event: the text it carries, whether it is the
-	// API's end of stream, and a malformedError or an apiError.
+	// API's end of stream, and a malformedError or a modelapi.APIError.
 	event(ev sseEvent) (text string, done bool, err error)
 	// result is the usage, stop reason and tool calls seen; Text is the
 	// caller's.
-	result() Result
+	result() modelapi.Result
 }
 
 func wireFor(api string) wire {
-	if api == AnthropicMessages {
+	if api == modelapi.AnthropicMessages {
 		return anthropic{}
 	}
 	return openAI{}
@@ -46,7 +47,7 @@ func wireFor(api string) wire {
 // request aborted; the error's message carries ctx's cause, and the caller
 // asks ctx itself whether it was cancelled. Stream sends exactly one
 // request: it never retries.
-func Stream(ctx context.Context, cfg Config, req Request, delta func(text string)) (Result, error) {
+func Stream(ctx context.Context, cfg modelapi.Config, req modelapi.Request, delta func(text string)) (modelapi.Result, error) {
 	if delta == nil {
 		delta = func(string) {}
 	}
@@ -55,42 +56,42 @@ func Stream(ctx context.Context, cfg Config, req Request, delta func(text string
 		// The last line of defence: whatever an error quotes (a URL, a
 		// library's words), the key does not leave in it.
 		err.Msg = scrub(err.Msg, cfg.APIKey)
-		return Result{}, err
+		return modelapi.Result{}, err
 	}
 	return res, nil
 }
 
 // stream is Stream with an error that is always an *abi.Error, so that
 // Stream scrubs every message in one place.
-func stream(ctx context.Context, cfg Config, req Request, delta func(string)) (Result, *abi.Error) {
+func stream(ctx context.Context, cfg modelapi.Config, req modelapi.Request, delta func(string)) (modelapi.Result, *abi.Error) {
 	if err := cfg.Validate(); err != nil {
-		return Result{}, err.(*abi.Error)
+		return modelapi.Result{}, err.(*abi.Error)
 	}
 	w := wireFor(cfg.API)
 	tools, err := newOffered(req.Tools)
 	if err != nil {
-		return Result{}, abi.Errorf(syscall.EINVAL, cfg.API, "%v", err)
+		return modelapi.Result{}, abi.Errorf(syscall.EINVAL, cfg.API, "%v", err)
 	}
 	body, err := w.body(cfg, req, tools)
 	if err != nil {
-		return Result{}, abi.Errorf(syscall.EINVAL, cfg.API, "%v", err)
+		return modelapi.Result{}, abi.Errorf(syscall.EINVAL, cfg.API, "%v", err)
 	}
 	c := newCall(ctx, cfg, w.url(cfg.Endpoint), req.Owner.Uid)
 	var resp *http.Response // the reply, once one came
 	ended := false          // read to the API's end of stream
 	defer func() { c.end(resp, ended) }()
 	if ctx.Err() != nil {
-		return Result{}, c.fail(ctx.Err(), "")
+		return modelapi.Result{}, c.fail(ctx.Err(), "")
 	}
 	var e *abi.Error
 	if resp, e = c.send(w, body); e != nil {
-		return Result{}, e
+		return modelapi.Result{}, e
 	}
 	if resp.StatusCode/100 != 2 {
-		return Result{}, c.httpError(resp)
+		return modelapi.Result{}, c.httpError(resp)
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
-		return Result{}, c.notStream(resp)
+		return modelapi.Result{}, c.notStream(resp)
 	}
 	res, e := c.read(resp.Body, w.decoder(tools), delta)
 	ended = e == nil
@@ -107,7 +108,7 @@ var (
 // silence, and when the caller's context is cancelled; cancelling it
 // aborts the HTTP request, whatever it is waiting for.
 type call struct {
-	cfg      Config
+	cfg      modelapi.Config
 	url      string
 	uid      uint32 // whose request: its connections are its own (transportFor)
 	parent   context.Context
@@ -117,10 +118,10 @@ type call struct {
 	deadline *time.Timer // nil without a Timeout
 }
 
-func newCall(parent context.Context, cfg Config, target string, uid uint32) *call {
+func newCall(parent context.Context, cfg modelapi.Config, target string, uid uint32) *call {
 	ctx, cancel := context.WithCancelCause(parent)
 	c := &call{cfg: cfg, url: target, uid: uid, parent: parent, ctx: ctx, cancel: cancel}
-	c.idle = time.AfterFunc(cfg.idle(), func() { cancel(errIdle) })
+	c.idle = time.AfterFunc(idleBound(cfg), func() { cancel(errIdle) })
 	if cfg.Timeout > 0 {
 		c.deadline = time.AfterFunc(cfg.Timeout, func() { cancel(errTimeout) })
 	}
@@ -151,7 +152,7 @@ func (c *call) fail(err error, what string) *abi.Error {
 	case errTimeout:
 		return c.errorf(syscall.ETIMEDOUT, "no complete reply within %v (timeout)", c.cfg.Timeout)
 	case errIdle:
-		return c.errorf(syscall.ETIMEDOUT, "nothing received for %v (idle timeout)", c.cfg.idle())
+		return c.errorf(syscall.ETIMEDOUT, "nothing received for %v (idle timeout)", idleBound(c.cfg))
 	}
 	if err == io.EOF || err == errCutLine {
 		return c.errorf(syscall.EIO, "%s: the server closed the connection", what)
@@ -159,16 +160,13 @@ func (c *call) fail(err error, what string) *abi.Error {
 	return c.errorf(transportErrno(err), "%s: %v", what, err)
 }
 
-// client is the caller's client or the uid's own (transportFor), made
-// not to follow redirects: a redirect would turn the POST into a GET, and
+// client is the uid's own (transportFor), made not to follow redirects: a redirect would turn the POST into a GET, and
 // could carry the key's header to another host.
 func (c *call) client() *http.Client {
-	cl := http.Client{Transport: transportFor(c.uid)}
-	if c.cfg.Client != nil {
-		cl = *c.cfg.Client
+	return &http.Client{
+		Transport:     transportFor(c.uid),
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	cl.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &cl
 }
 
 // send posts the body and waits for the response headers; from then on
@@ -186,7 +184,7 @@ func (c *call) send(w wire, body []byte) (*http.Response, *abi.Error) {
 	if err != nil {
 		return nil, c.fail(unwrapURL(err), "POST "+c.url)
 	}
-	c.idle.Reset(c.cfg.idle())
+	c.idle.Reset(idleBound(c.cfg))
 	resp.Body = idleBody{resp.Body, c}
 	return resp, nil
 }
@@ -210,7 +208,7 @@ type idleBody struct {
 func (b idleBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 {
-		b.c.idle.Reset(b.c.cfg.idle())
+		b.c.idle.Reset(idleBound(b.c.cfg))
 	}
 	return n, err
 }
@@ -227,13 +225,13 @@ func (c *call) httpError(resp *http.Response) *abi.Error {
 		return c.fail(err, "reading the error body")
 	}
 	msg := quote(body, c.cfg.APIKey)
-	if e, ok := parseAPIError(body); ok {
+	if e, ok := modelapi.ParseAPIError(body); ok {
 		msg = quote([]byte(e.Error()), c.cfg.APIKey)
 	}
 	if msg == "" {
-		return c.errorf(statusErrno(resp.StatusCode), "HTTP %s", resp.Status)
+		return c.errorf(modelapi.StatusErrno(resp.StatusCode), "HTTP %s", resp.Status)
 	}
-	return c.errorf(statusErrno(resp.StatusCode), "HTTP %s: %s", resp.Status, msg)
+	return c.errorf(modelapi.StatusErrno(resp.StatusCode), "HTTP %s: %s", resp.Status, msg)
 }
 
 // notStream is the error for a 2xx JSON reply to a streaming request: an
@@ -244,39 +242,39 @@ func (c *call) notStream(resp *http.Response) *abi.Error {
 	if err != nil && c.ctx.Err() != nil {
 		return c.fail(err, "reading the reply")
 	}
-	if e, ok := parseAPIError(body); ok {
-		return c.errorf(e.errno(), "%s", quote([]byte(e.Error()), c.cfg.APIKey))
+	if e, ok := modelapi.ParseAPIError(body); ok {
+		return c.errorf(e.Errno(), "%s", quote([]byte(e.Error()), c.cfg.APIKey))
 	}
 	return c.errorf(syscall.EIO, "malformed stream: a JSON reply, not an event stream: %s", quote(body, c.cfg.APIKey))
 }
 
 // read decodes the event stream, passes text to delta as it comes, and
 // returns the result at the API's end of stream.
-func (c *call) read(body io.Reader, dec decoder, delta func(string)) (Result, *abi.Error) {
+func (c *call) read(body io.Reader, dec decoder, delta func(string)) (modelapi.Result, *abi.Error) {
 	events := newSSEReader(body, MaxEventBytes)
 	text := redactor{key: c.cfg.APIKey}
 	size := 0
 	for {
 		ev, err := events.next()
 		if err == errLineTooLong {
-			return Result{}, c.errorf(syscall.EIO, "malformed stream: a line or event over %d bytes", MaxEventBytes)
+			return modelapi.Result{}, c.errorf(syscall.EIO, "malformed stream: a line or event over %d bytes", MaxEventBytes)
 		}
 		if err != nil {
-			return Result{}, c.fail(err, "stream ended early")
+			return modelapi.Result{}, c.fail(err, "stream ended early")
 		}
 		piece, done, err := dec.event(ev)
 		if err != nil {
-			return Result{}, c.eventError(err)
+			return modelapi.Result{}, c.eventError(err)
 		}
 		if size += len(piece); size > MaxTextBytes {
-			return Result{}, c.errorf(syscall.EFBIG, "the reply is over %d bytes", MaxTextBytes)
+			return modelapi.Result{}, c.errorf(syscall.EFBIG, "the reply is over %d bytes", MaxTextBytes)
 		}
 		if e := c.emit(text.add(piece), delta); e != nil {
-			return Result{}, e
+			return modelapi.Result{}, e
 		}
 		if done {
 			if e := c.emit(text.flush(), delta); e != nil {
-				return Result{}, e
+				return modelapi.Result{}, e
 			}
 			res := dec.result()
 			res.Text = text.all.String()
@@ -300,9 +298,9 @@ func (c *call) emit(piece string, delta func(string)) *abi.Error {
 
 // eventError is the error for a decoder's error.
 func (c *call) eventError(err error) *abi.Error {
-	var api apiError
+	var api modelapi.APIError
 	if errors.As(err, &api) {
-		return c.errorf(api.errno(), "error event: %s", quote([]byte(api.Error()), c.cfg.APIKey))
+		return c.errorf(api.Errno(), "error event: %s", quote([]byte(api.Error()), c.cfg.APIKey))
 	}
 	var big callSizeError
 	if errors.As(err, &big) {

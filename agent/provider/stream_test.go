@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 // forEachAPI runs f as a parallel subtest for each API.
@@ -117,7 +119,7 @@ func TestStreamCutCloseDelimited(t *testing.T) {
 func TestMalformedEvent(t *testing.T) {
 	forEachAPI(t, func(t *testing.T, a apiCase) {
 		bad := "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}\n\n"
-		if a.api == AnthropicMessages {
+		if a.api == modelapi.AnthropicMessages {
 			bad = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\n\n"
 		}
 		base, _ := serve(t, streamOf(a.text("fine"), bad, a.text("never")))
@@ -190,7 +192,7 @@ func silentServer(t *testing.T) string {
 // timed runs Stream and says how long it took. Its context gives up after
 // 10 s, so that a timeout that does not work fails the test (ECANCELED)
 // instead of hanging it.
-func timed(cfg Config) (time.Duration, []string, error) {
+func timed(cfg modelapi.Config) (time.Duration, []string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -489,9 +491,9 @@ func TestInvalidRequest(t *testing.T) {
 	forEachAPI(t, func(t *testing.T, a apiCase) {
 		base, reqs := serve(t, streamOf(a.stream("x")...))
 		cfg := configFor(a.api, base)
-		_, _, err := collect(context.Background(), cfg, Request{})
+		_, _, err := collect(context.Background(), cfg, modelapi.Request{})
 		wantRefusal(t, err, syscall.EINVAL, "no turns")
-		_, _, err = collect(context.Background(), cfg, Request{Turns: []Turn{{Role: "system", Text: "x"}}})
+		_, _, err = collect(context.Background(), cfg, modelapi.Request{Turns: []modelapi.Turn{{Role: "system", Text: "x"}}})
 		wantRefusal(t, err, syscall.EINVAL, `"system"`)
 		cfg.ModelID = ""
 		_, _, err = collect(context.Background(), cfg, hello)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 // Tools offered to the model (SPEC 17). ctxfs spells tool names with dots
@@ -32,14 +34,14 @@ func wireName(name string) string { return strings.ReplaceAll(name, ".", "_") }
 
 // offered is the request's tools, checked, with their names on the wire.
 type offered struct {
-	tools  []Tool
+	tools  []modelapi.Tool
 	byWire map[string]string // wire name → ctxfs name
 	names  map[string]bool   // ctxfs names
 }
 
 // newOffered checks the tools: each name valid on the wire once mapped
 // and distinct there, each parameters a JSON object (or none).
-func newOffered(tools []Tool) (offered, error) {
+func newOffered(tools []modelapi.Tool) (offered, error) {
 	o := offered{tools: tools, byWire: map[string]string{}, names: map[string]bool{}}
 	for _, t := range tools {
 		w := wireName(t.Name)
@@ -80,7 +82,7 @@ func (o offered) ctxfsName(wire string) string {
 }
 
 // schema is a tool's parameters as sent.
-func schema(t Tool) json.RawMessage {
+func schema(t modelapi.Tool) json.RawMessage {
 	if len(t.Parameters) == 0 {
 		return emptySchema
 	}
@@ -159,28 +161,28 @@ func (c *calls) hold(n int) error {
 // result is the calls in the order of the stream's indexes (the order
 // they started, for streams that reuse one), names mapped to the offered
 // tools', empty arguments as {}; nil when there are none.
-func (c *calls) result(o offered) []ToolCall {
+func (c *calls) result(o offered) []modelapi.ToolCall {
 	if len(c.list) == 0 {
 		return nil
 	}
 	sorted := append([]*pendingCall(nil), c.list...)
 	sort.SliceStable(sorted, func(a, b int) bool { return sorted[a].key < sorted[b].key })
-	out := make([]ToolCall, 0, len(sorted))
+	out := make([]modelapi.ToolCall, 0, len(sorted))
 	for _, p := range sorted {
 		args := p.args.String()
 		if strings.TrimSpace(args) == "" {
 			args = "{}"
 		}
-		out = append(out, ToolCall{ID: p.id, Name: o.ctxfsName(p.name), Arguments: args})
+		out = append(out, modelapi.ToolCall{ID: p.id, Name: o.ctxfsName(p.name), Arguments: args})
 	}
 	return out
 }
 
 // scrubCalls removes the key from what a provider put in its calls, as
 // from its text.
-func scrubCalls(list []ToolCall, key string) []ToolCall {
+func scrubCalls(list []modelapi.ToolCall, key string) []modelapi.ToolCall {
 	for i, c := range list {
-		list[i] = ToolCall{ID: scrub(c.ID, key), Name: scrub(c.Name, key), Arguments: scrub(c.Arguments, key)}
+		list[i] = modelapi.ToolCall{ID: scrub(c.ID, key), Name: scrub(c.Name, key), Arguments: scrub(c.Arguments, key)}
 	}
 	return list
 }

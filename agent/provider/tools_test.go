@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 // wireCall is a tool call as a provider streams it: its name as on the
@@ -88,8 +90,8 @@ type callsFormat struct {
 }
 
 var callsFormats = []callsFormat{
-	{OpenAIChat, oaCallEvents, oaArgsEvent, "tool_calls"},
-	{AnthropicMessages, anCallEvents, anArgsEvent, "tool_use"},
+	{modelapi.OpenAIChat, oaCallEvents, oaArgsEvent, "tool_calls"},
+	{modelapi.AnthropicMessages, anCallEvents, anArgsEvent, "tool_use"},
 }
 
 func forEachCallsFormat(t *testing.T, test func(t *testing.T, f callsFormat)) {
@@ -102,7 +104,7 @@ func forEachCallsFormat(t *testing.T, test func(t *testing.T, f callsFormat)) {
 }
 
 // offeredTools is what the decoding tests offer.
-var offeredTools = []Tool{{Name: "fs.read"}, {Name: "shell.exec"}, {Name: "ask_user"}}
+var offeredTools = []modelapi.Tool{{Name: "fs.read"}, {Name: "shell.exec"}, {Name: "ask_user"}}
 
 // Streamed calls are decoded in order, arguments joined from their
 // pieces, names mapped back to the offered tools' (a name no tool has is
@@ -125,7 +127,7 @@ func TestToolCallsStreamed(t *testing.T) {
 		if strings.Join(deltas, "") != "Let me look." || res.Text != "Let me look." {
 			t.Errorf("deltas %q, text %q", deltas, res.Text)
 		}
-		want := []ToolCall{
+		want := []modelapi.ToolCall{
 			{ID: "call_a", Name: "fs.read", Arguments: `{"path":"/etc/hostname"}`},
 			{ID: "call_b", Name: "shell.exec", Arguments: `{"argv":["true"]}`},
 			{ID: "call_c", Name: "ask_user", Arguments: `{}`},
@@ -152,7 +154,7 @@ func TestToolCallsScrubbed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []ToolCall{{ID: "id[redacted]", Name: "fs_read[redacted]", Arguments: `{"path":"[redacted]"}`}}
+		want := []modelapi.ToolCall{{ID: "id[redacted]", Name: "fs_read[redacted]", Arguments: `{"path":"[redacted]"}`}}
 		if !reflect.DeepEqual(res.ToolCalls, want) {
 			t.Errorf("calls %+v", res.ToolCalls)
 		}
@@ -191,11 +193,11 @@ func TestOpenAICallFragmentsOfOtherServers(t *testing.T) {
 		"data: [DONE]\n\n"))
 	req := hello
 	req.Tools = offeredTools
-	_, res, err := collect(context.Background(), configFor(OpenAIChat, base), req)
+	_, res, err := collect(context.Background(), configFor(modelapi.OpenAIChat, base), req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []ToolCall{
+	want := []modelapi.ToolCall{
 		{ID: "c1", Name: "fs.read", Arguments: `{"path":"a"}`},
 		{ID: "c2", Name: "fs.read", Arguments: `{"path":"b"}`},
 		{ID: "c3", Name: "shell.exec", Arguments: `{"argv":["ls"]}`},
@@ -220,11 +222,11 @@ func TestAnthropicServerToolNotACall(t *testing.T) {
 	}
 	evs = append(append(evs[:4:4], server...), evs[4:]...) // after the tool_use block
 	base, _ := serve(t, streamOf(evs...))
-	_, res, err := collect(context.Background(), configFor(AnthropicMessages, base), hello)
+	_, res, err := collect(context.Background(), configFor(modelapi.AnthropicMessages, base), hello)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []ToolCall{{ID: "toolu_1", Name: "fs_read", Arguments: "{}"}}; !reflect.DeepEqual(res.ToolCalls, want) {
+	if want := []modelapi.ToolCall{{ID: "toolu_1", Name: "fs_read", Arguments: "{}"}}; !reflect.DeepEqual(res.ToolCalls, want) {
 		t.Errorf("calls %+v", res.ToolCalls)
 	}
 }
@@ -254,7 +256,7 @@ func TestToolArgumentsTooLarge(t *testing.T) {
 	forEachCallsFormat(t, func(t *testing.T, f callsFormat) {
 		start := f.events("", wireCall{"c1", "fs_read", nil})
 		start = start[:len(start)-2] // no end: the pieces go on below
-		if f.api == AnthropicMessages {
+		if f.api == modelapi.AnthropicMessages {
 			start = start[:len(start)-1] // nor content_block_stop
 		}
 		piece := f.argsEvent(0, strings.Repeat("x", 64<<10)) // the call is index 0, block 0
@@ -331,10 +333,10 @@ func parseEvent(t *testing.T, text string) sseEvent {
 // text with its result, and no tool is declared.
 func TestHistoryCallsOnlyForOfferedTools(t *testing.T) {
 	t.Parallel()
-	turns := []Turn{
-		{Role: RoleUser, Text: "q"},
-		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "fs.read", Arguments: `{"path":"a"}`}}},
-		{Role: RoleTool, ToolCallID: "c1", ToolName: "fs.read", Text: "A"},
+	turns := []modelapi.Turn{
+		{Role: modelapi.RoleUser, Text: "q"},
+		{Role: modelapi.RoleAssistant, ToolCalls: []modelapi.ToolCall{{ID: "c1", Name: "fs.read", Arguments: `{"path":"a"}`}}},
+		{Role: modelapi.RoleTool, ToolCallID: "c1", ToolName: "fs.read", Text: "A"},
 	}
 	cases := []struct {
 		a                   apiCase
@@ -358,9 +360,9 @@ func TestHistoryCallsOnlyForOfferedTools(t *testing.T) {
 				{"role":"user","content":[{"type":"text","text":"[tool result from fs.read (call c1)]\nA"}]}]}`},
 	}
 	for _, c := range cases {
-		for _, tools := range [][]Tool{{{Name: "fs.read"}}, nil, {{Name: "fs.list"}}} {
+		for _, tools := range [][]modelapi.Tool{{{Name: "fs.read"}}, nil, {{Name: "fs.list"}}} {
 			base, reqs := serve(t, streamOf(c.a.stream("ok")...))
-			if _, _, err := collect(context.Background(), configFor(c.a.api, base), Request{Turns: turns, Tools: tools}); err != nil {
+			if _, _, err := collect(context.Background(), configFor(c.a.api, base), modelapi.Request{Turns: turns, Tools: tools}); err != nil {
 				t.Fatal(err)
 			}
 			got := pick(t, (<-reqs).body, "tools", "messages")
@@ -370,8 +372,8 @@ func TestHistoryCallsOnlyForOfferedTools(t *testing.T) {
 				want = c.offered
 			case len(tools) > 0:
 				want = strings.Replace(c.notOffered, `{"messages"`,
-					map[string]string{OpenAIChat: `{"tools":[{"type":"function","function":{"name":"fs_list","parameters":{"type":"object","properties":{}}}}],"messages"`,
-						AnthropicMessages: `{"tools":[{"name":"fs_list","input_schema":{"type":"object","properties":{}}}],"messages"`}[c.a.api], 1)
+					map[string]string{modelapi.OpenAIChat: `{"tools":[{"type":"function","function":{"name":"fs_list","parameters":{"type":"object","properties":{}}}}],"messages"`,
+						modelapi.AnthropicMessages: `{"tools":[{"name":"fs_list","input_schema":{"type":"object","properties":{}}}],"messages"`}[c.a.api], 1)
 			}
 			sameJSON(t, got, want)
 		}
@@ -400,17 +402,17 @@ func TestInvalidTools(t *testing.T) {
 	forEachAPI(t, func(t *testing.T, a apiCase) {
 		base, reqs := serve(t, streamOf(a.stream("x")...))
 		for _, c := range []struct {
-			tools []Tool
+			tools []modelapi.Tool
 			words []string
 		}{
-			{[]Tool{{Name: "fs read"}}, []string{`"fs read"`, "not a name"}},
-			{[]Tool{{Name: ""}}, []string{"not a name"}},
-			{[]Tool{{Name: strings.Repeat("a", 65)}}, []string{"not a name"}},
-			{[]Tool{{Name: "a.b"}, {Name: "a_b"}}, []string{`"a.b"`, `"a_b"`, "on the wire"}},
-			{[]Tool{{Name: "fs.read", Parameters: json.RawMessage(`[1]`)}}, []string{"not a JSON object"}},
-			{[]Tool{{Name: "fs.read", Parameters: json.RawMessage(`{`)}}, []string{"not a JSON object"}},
+			{[]modelapi.Tool{{Name: "fs read"}}, []string{`"fs read"`, "not a name"}},
+			{[]modelapi.Tool{{Name: ""}}, []string{"not a name"}},
+			{[]modelapi.Tool{{Name: strings.Repeat("a", 65)}}, []string{"not a name"}},
+			{[]modelapi.Tool{{Name: "a.b"}, {Name: "a_b"}}, []string{`"a.b"`, `"a_b"`, "on the wire"}},
+			{[]modelapi.Tool{{Name: "fs.read", Parameters: json.RawMessage(`[1]`)}}, []string{"not a JSON object"}},
+			{[]modelapi.Tool{{Name: "fs.read", Parameters: json.RawMessage(`{`)}}, []string{"not a JSON object"}},
 		} {
-			_, _, err := collect(context.Background(), configFor(a.api, base), Request{Turns: hello.Turns, Tools: c.tools})
+			_, _, err := collect(context.Background(), configFor(a.api, base), modelapi.Request{Turns: hello.Turns, Tools: c.tools})
 			wantRefusal(t, err, syscall.EINVAL, c.words...)
 		}
 		if len(reqs) != 0 {
@@ -436,7 +438,7 @@ func TestMaxCompletionTokens(t *testing.T) {
 		}
 	}
 	base, reqs := serve(t, streamOf(openAICase.stream("ok")...))
-	cfg := configFor(OpenAIChat, base)
+	cfg := configFor(modelapi.OpenAIChat, base)
 	cfg.MaxTokens = 100
 	for model, want := range map[string]string{"o4-mini": `{"max_completion_tokens":100}`, "gpt-4o": `{"max_tokens":100}`} {
 		cfg.ModelID = model

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 // Both APIs refuse a request whose tool calls and tool results do not pair
@@ -24,19 +26,12 @@ import (
 // tool since removed from the definition, a name the model made up), and
 // its result, go out as text.
 
-// Roles of a Turn.
-const (
-	RoleUser      = "user"
-	RoleAssistant = "assistant"
-	RoleTool      = "tool"
-)
-
 // planned is one turn after pairing.
 type planned struct {
-	role   string     // RoleUser, RoleAssistant or RoleTool
-	text   string     // user and assistant turns
-	calls  []ToolCall // assistant: only calls of offered tools whose result follows, names as ctxfs spells them
-	result *Turn      // tool: a result answering a call of the assistant turn before (the request's own)
+	role   string              // RoleUser, RoleAssistant or RoleTool
+	text   string              // user and assistant turns
+	calls  []modelapi.ToolCall // assistant: only calls of offered tools whose result follows, names as ctxfs spells them
+	result *modelapi.Turn      // tool: a result answering a call of the assistant turn before (the request's own)
 }
 
 // plan pairs tool calls with results. A call is kept as a call when its
@@ -45,13 +40,13 @@ type planned struct {
 // turn answers it; such results follow their assistant turn in the order
 // they came. Every other call is appended to its assistant's text, and
 // every other result becomes user text after the paired results.
-func plan(turns []Turn, tools offered, idOK func(string) bool) ([]planned, error) {
+func plan(turns []modelapi.Turn, tools offered, idOK func(string) bool) ([]planned, error) {
 	return planFrom(turns, tools, idOK, &callIDs{})
 }
 
 // planFrom is plan of turns that follow others whose kept calls' ids are
 // in used; it adds those of the calls it keeps.
-func planFrom(turns []Turn, tools offered, idOK func(string) bool, used *callIDs) ([]planned, error) {
+func planFrom(turns []modelapi.Turn, tools offered, idOK func(string) bool, used *callIDs) ([]planned, error) {
 	if len(turns) == 0 {
 		return nil, fmt.Errorf("the request has no turns")
 	}
@@ -59,21 +54,21 @@ func planFrom(turns []Turn, tools offered, idOK func(string) bool, used *callIDs
 	for i := 0; i < len(turns); {
 		t := turns[i]
 		switch t.Role {
-		case RoleUser:
-			out = append(out, planned{role: RoleUser, text: t.Text})
+		case modelapi.RoleUser:
+			out = append(out, planned{role: modelapi.RoleUser, text: t.Text})
 			i++
-		case RoleTool:
+		case modelapi.RoleTool:
 			out = append(out, looseResult(t))
 			i++
-		case RoleAssistant:
+		case modelapi.RoleAssistant:
 			j := i + 1
-			for j < len(turns) && turns[j].Role == RoleTool {
+			for j < len(turns) && turns[j].Role == modelapi.RoleTool {
 				j++
 			}
 			out = pairRun(out, t, turns[i+1:j], used, tools, idOK)
 			i = j
 		default:
-			return nil, fmt.Errorf("turn %d: role %q is not %s, %s or %s", i, t.Role, RoleUser, RoleAssistant, RoleTool)
+			return nil, fmt.Errorf("turn %d: role %q is not %s, %s or %s", i, t.Role, modelapi.RoleUser, modelapi.RoleAssistant, modelapi.RoleTool)
 		}
 	}
 	return out, nil
@@ -81,16 +76,16 @@ func planFrom(turns []Turn, tools offered, idOK func(string) bool, used *callIDs
 
 // pairRun appends to out the plan of one assistant turn and the tool
 // turns right after it.
-func pairRun(out []planned, a Turn, results []Turn, used *callIDs, tools offered, idOK func(string) bool) []planned {
+func pairRun(out []planned, a modelapi.Turn, results []modelapi.Turn, used *callIDs, tools offered, idOK func(string) bool) []planned {
 	if len(a.ToolCalls) == 0 && len(results) == 0 { // most turns of a long conversation
-		return append(out, planned{role: RoleAssistant, text: a.Text})
+		return append(out, planned{role: modelapi.RoleAssistant, text: a.Text})
 	}
 	firstResult := map[string]int{} // call id → index of its first result
 	for k := len(results) - 1; k >= 0; k-- {
 		firstResult[results[k].ToolCallID] = k
 	}
 	answered := make([]bool, len(results))
-	asst := planned{role: RoleAssistant, text: a.Text}
+	asst := planned{role: modelapi.RoleAssistant, text: a.Text}
 	for _, c := range a.ToolCalls {
 		k, ok := firstResult[c.ID]
 		if ok && c.ID != "" && idOK(c.ID) && tools.has(c.Name) && !used.has(c.ID) {
@@ -104,7 +99,7 @@ func pairRun(out []planned, a Turn, results []Turn, used *callIDs, tools offered
 	out = append(out, asst)
 	for k := range results {
 		if answered[k] {
-			out = append(out, planned{role: RoleTool, result: &results[k]})
+			out = append(out, planned{role: modelapi.RoleTool, result: &results[k]})
 		}
 	}
 	for k, r := range results {
@@ -130,12 +125,12 @@ func (s *callIDs) add(id string) {
 
 // looseResult renders a tool result that answers no call in the request as
 // user text that still says what it was.
-func looseResult(t Turn) planned {
+func looseResult(t modelapi.Turn) planned {
 	kind := "result"
 	if t.IsError {
 		kind = "error"
 	}
-	return planned{role: RoleUser, text: fmt.Sprintf("[tool %s from %s]\n%s", kind, label(t.ToolName, t.ToolCallID), t.Text)}
+	return planned{role: modelapi.RoleUser, text: fmt.Sprintf("[tool %s from %s]\n%s", kind, label(t.ToolName, t.ToolCallID), t.Text)}
 }
 
 // label names a tool and a call id for text: "NAME (call ID)".
@@ -195,7 +190,7 @@ func argsObject(args string) json.RawMessage {
 
 // resultText is a tool result's text, marked when the tool failed for an
 // API that has no field for it.
-func resultText(t Turn) string {
+func resultText(t modelapi.Turn) string {
 	if t.IsError {
 		return "[error]\n" + t.Text
 	}

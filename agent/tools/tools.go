@@ -20,7 +20,7 @@ package tools
 import (
 	"encoding/json"
 
-	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 // The tool names, as ctxfs spells them (SPEC 17).
@@ -141,11 +141,11 @@ func Allowed(name, perm string) bool {
 
 // Specs are the tools named, as offered to a model, in the order given;
 // an unknown or internal name is left out.
-func Specs(names []string) []provider.Tool {
-	var out []provider.Tool
+func Specs(names []string) []modelapi.Tool {
+	var out []modelapi.Tool
 	for _, n := range names {
 		if s, ok := lookup(n, false); ok {
-			out = append(out, provider.Tool{Name: s.name, Description: s.description, Parameters: json.RawMessage(s.params)})
+			out = append(out, modelapi.Tool{Name: s.name, Description: s.description, Parameters: json.RawMessage(s.params)})
 		}
 	}
 	return out

@@ -1,6 +1,8 @@
 package window
 
-import "github.com/ctxfs/ctxfs/agent/provider"
+import (
+	"github.com/ctxfs/ctxfs/agent/modelapi"
+)
 
 // Cut is where a conversation is cut so that what is kept fits: the
 // index of the first turn kept, turns before it being compacted. fixed
@@ -11,7 +13,7 @@ import "github.com/ctxfs/ctxfs/agent/provider"
 // and at a user turn when one fits. It keeps at least the newest turn
 // group; ok is false when even that cannot fit hard (E2BIG for the run).
 // A conversation that fits target whole is cut at 0.
-func Cut(turns []provider.Turn, fixed, target, hard int) (start int, ok bool) {
+func Cut(turns []modelapi.Turn, fixed, target, hard int) (start int, ok bool) {
 	suffix := make([]int, len(turns)+1) // suffix[i]: tokens of turns[i:]
 	for i := len(turns) - 1; i >= 0; i-- {
 		suffix[i] = suffix[i+1] + TurnTokens(turns[i])
@@ -28,13 +30,13 @@ func Cut(turns []provider.Turn, fixed, target, hard int) (start int, ok bool) {
 
 // firstFit is the first cut point (a user turn, or with userOnly false
 // any turn but a tool result) from which the rest fits bound.
-func firstFit(turns []provider.Turn, suffix []int, fixed, bound int, userOnly bool) (int, bool) {
+func firstFit(turns []modelapi.Turn, suffix []int, fixed, bound int, userOnly bool) (int, bool) {
 	if fixed+suffix[0] <= bound {
 		return 0, true
 	}
 	for i := 1; i < len(turns); i++ {
 		r := turns[i].Role
-		if r == provider.RoleTool || userOnly && r != provider.RoleUser {
+		if r == modelapi.RoleTool || userOnly && r != modelapi.RoleUser {
 			continue
 		}
 		if fixed+suffix[i] <= bound {

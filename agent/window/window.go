@@ -15,7 +15,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 const (
@@ -24,9 +24,9 @@ const (
 	DefaultWindow = 128000
 	// DefaultReserve is the reply's reserve when the definition sets no
 	// max_tokens: what ctxfs sends Anthropic then
-	// (provider.DefaultAnthropicMaxTokens), and a reply OpenAI's models
+	// (modelapi.DefaultAnthropicMaxTokens), and a reply OpenAI's models
 	// give within it in the common case.
-	DefaultReserve = provider.DefaultAnthropicMaxTokens
+	DefaultReserve = modelapi.DefaultAnthropicMaxTokens
 	// turnOverhead is what each message costs beyond its text: role and
 	// separator tokens (OpenAI's chat format spends 3-4, Anthropic's
 	// similar), a tool call's id and name, rounded up.
@@ -64,7 +64,7 @@ func Tokens(s string) int {
 
 // TurnTokens is the estimate of one turn as sent: its text, its calls'
 // names and arguments, a result's id, plus the framing.
-func TurnTokens(t provider.Turn) int {
+func TurnTokens(t modelapi.Turn) int {
 	n := turnOverhead + Tokens(t.Text) + Tokens(t.ToolCallID) + Tokens(t.ToolName)
 	for _, c := range t.ToolCalls {
 		n += turnOverhead + Tokens(c.ID) + Tokens(c.Name) + Tokens(c.Arguments)
@@ -74,7 +74,7 @@ func TurnTokens(t provider.Turn) int {
 
 // RequestTokens is the estimate of a whole request's prompt: the system
 // prompt, the tools offered (their JSON as sent), and the turns.
-func RequestTokens(req provider.Request) int {
+func RequestTokens(req modelapi.Request) int {
 	n := turnOverhead + Tokens(req.System)
 	for _, t := range req.Tools {
 		n += turnOverhead + Tokens(t.Name) + Tokens(t.Description) + Tokens(string(t.Parameters))

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
 func TestTokens(t *testing.T) {
@@ -65,20 +65,20 @@ func TestLimitsOf(t *testing.T) {
 	}
 }
 
-func user(s string) provider.Turn { return provider.Turn{Role: provider.RoleUser, Text: s} }
+func user(s string) modelapi.Turn { return modelapi.Turn{Role: modelapi.RoleUser, Text: s} }
 
 // TestCutKeepsPairs: a cut never parts a tool result from its call, and
 // falls at a user turn when one fits.
 func TestCutKeepsPairs(t *testing.T) {
 	big := strings.Repeat("x", 300) // 100 tokens
-	turns := []provider.Turn{
+	turns := []modelapi.Turn{
 		user(big),
-		{Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{{ID: "c1", Name: "fs.read", Arguments: "{}"}}},
-		{Role: provider.RoleTool, ToolCallID: "c1", Text: big},
-		{Role: provider.RoleAssistant, Text: big},
+		{Role: modelapi.RoleAssistant, ToolCalls: []modelapi.ToolCall{{ID: "c1", Name: "fs.read", Arguments: "{}"}}},
+		{Role: modelapi.RoleTool, ToolCallID: "c1", Text: big},
+		{Role: modelapi.RoleAssistant, Text: big},
 		user(big),
-		{Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{{ID: "c2", Name: "fs.read", Arguments: "{}"}}},
-		{Role: provider.RoleTool, ToolCallID: "c2", Text: big},
+		{Role: modelapi.RoleAssistant, ToolCalls: []modelapi.ToolCall{{ID: "c2", Name: "fs.read", Arguments: "{}"}}},
+		{Role: modelapi.RoleTool, ToolCallID: "c2", Text: big},
 	}
 	all := 0
 	for _, tt := range turns {
