@@ -38,6 +38,27 @@ func (e *Error) Error() string {
 // Unwrap lets errors.Is(err, syscall.EINVAL) and errors.Is(err, fs.ErrNotExist) work.
 func (e *Error) Unwrap() error { return e.Errno }
 
+// Wrap is err as an *Error: err itself when it is one (or wraps one),
+// else an *Error of op that keeps err's errno and words (a host
+// filesystem's error, say).
+func Wrap(op string, err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Op: op, Errno: Errno(err), Msg: err.Error()}
+}
+
+// Message is err's own words: an *Error's Msg without its op and path
+// (for quoting it inside another error), else err's text.
+func Message(err error) string {
+	var e *Error
+	if errors.As(err, &e) && e.Msg != "" {
+		return e.Msg
+	}
+	return err.Error()
+}
+
 // Errorf builds an *Error with a formatted message.
 func Errorf(errno syscall.Errno, op, format string, args ...any) *Error {
 	return &Error{Op: op, Errno: errno, Msg: fmt.Sprintf(format, args...)}

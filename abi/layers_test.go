@@ -18,7 +18,7 @@ const modulePath = "github.com/ctxfs/ctxfs/"
 // CLI, the commands); fs and server translate requests into engine calls
 // and never each other; the client side reaches the server only through
 // the mount and the sockets, never through the engine's state (it may
-// read definitions with the server's own loader, agent, so that `ctx
+// read definitions with the server's own loader, agent/def, so that `ctx
 // agent list` and `ctx doctor` say what the server would take); and the
 // vocabulary (abi, proto) and the store's door (internal/storefs) import
 // almost nothing.
@@ -66,7 +66,25 @@ func inRoom(pkg, room string) bool {
 // (engineParts). Test files may: a test of the engine may well drive it
 // through a mount.
 func TestLayers(t *testing.T) {
-	files := eachModuleFile(t, "", func(rel, p string) {
+	files := eachImport(t, func(rel, pkg, path string) {
+		dep, ok := strings.CutPrefix(path, modulePath)
+		if !ok {
+			return
+		}
+		if why := forbidden(pkg, dep); why != "" {
+			t.Errorf("%s imports %s: %s", rel, dep, why)
+		}
+	})
+	if files < 100 {
+		t.Fatalf("only %d Go files found: not the module root?", files)
+	}
+}
+
+// eachImport calls fn with every import path of every non-test Go file of
+// the module, the file's path (rel) and its package's (pkg) relative to
+// the module's root; it returns how many files it read.
+func eachImport(t *testing.T, fn func(rel, pkg, path string)) int {
+	return eachModuleFile(t, "", func(rel, p string) {
 		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly)
 		if err != nil {
 			t.Errorf("%s: %v", rel, err)
@@ -75,18 +93,9 @@ func TestLayers(t *testing.T) {
 		pkg := filepath.ToSlash(filepath.Dir(rel))
 		for _, imp := range f.Imports {
 			path, _ := strconv.Unquote(imp.Path.Value)
-			dep, ok := strings.CutPrefix(path, modulePath)
-			if !ok {
-				continue
-			}
-			if why := forbidden(pkg, dep); why != "" {
-				t.Errorf("%s imports %s: %s", rel, dep, why)
-			}
+			fn(rel, pkg, path)
 		}
 	})
-	if files < 100 {
-		t.Fatalf("only %d Go files found: not the module root?", files)
-	}
 }
 
 // forbidden is why pkg may not import dep, "" when it may.
@@ -109,4 +118,42 @@ func forbidden(pkg, dep string) string {
 		}
 	}
 	return ""
+}
+
+// TestCtxLinksNoHTTPClient: no package of the module that ctx links
+// imports an HTTP or TLS client. Their initialisation was a fifth of
+// ctx's start, which every command and every shell completion pays
+// (docs/benchmarks.md, "ctx's start"); ctx reads definitions (agent/def)
+// and a model API's settings (agent/modelapi), never the client that
+// calls a provider (agent/provider).
+func TestCtxLinksNoHTTPClient(t *testing.T) {
+	imports := map[string][]string{} // a module package → what its files import
+	eachImport(t, func(_, pkg, path string) { imports[pkg] = append(imports[pkg], path) })
+	importedBy := map[string]string{"cmd/ctx": ""}
+	for queue := []string{"cmd/ctx"}; len(queue) > 0; queue = queue[1:] {
+		pkg := queue[0]
+		for _, path := range imports[pkg] {
+			if path == "net/http" || strings.HasPrefix(path, "net/http/") || path == "crypto/tls" {
+				t.Errorf("ctx links %s, imported by %s", path, chain(importedBy, pkg))
+			}
+			dep, ok := strings.CutPrefix(path, modulePath)
+			if _, seen := importedBy[dep]; !ok || seen {
+				continue
+			}
+			importedBy[dep] = pkg
+			queue = append(queue, dep)
+		}
+	}
+	if len(importedBy) < 10 {
+		t.Fatalf("ctx links only %d packages of the module: not the module root?", len(importedBy))
+	}
+}
+
+// chain is how ctx comes to link pkg: "pkg ← importer ← … ← cmd/ctx".
+func chain(importedBy map[string]string, pkg string) string {
+	s := pkg
+	for p := importedBy[pkg]; p != ""; p = importedBy[p] {
+		s += " ← " + p
+	}
+	return s
 }

@@ -16,62 +16,9 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent/cli"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/proto"
 )
-
-// CLIDef is a coding-agent CLI agent's definition (SPEC 16):
-// agent/NAME.d/cli names the CLI; model_id, endpoint, api_key_env and
-// api_key_file are read as a model API's are.
-type CLIDef struct {
-	Adapter cli.Adapter
-	Options cli.Options // Model and BaseURL; a run's Resume is its own
-	KeySource
-}
-
-// cliFiles are the control files of a CLI agent, besides cli itself.
-var cliFiles = []string{"model_id", "endpoint", "api_key_env", "api_key_file"}
-
-// readCLI reads an agent's cli and the files that go with it; each
-// invalid value is EINVAL naming its file. An abi file is refused: the
-// CLI's stream is read by its adapter, never as jsonl or text.
-func (d *Definition) readCLI() error {
-	if d.Kind != abi.KindAgent {
-		return nil
-	}
-	name, ok, err := d.oneLine("cli")
-	if !ok || err != nil {
-		return err
-	}
-	a, err := cli.Lookup(name)
-	if err != nil {
-		return d.invalid("cli", "%q is not one of %v", name, cli.Names())
-	}
-	if _, has, _ := d.read("abi"); has {
-		return d.invalid("abi", "a cli agent's output is read by its CLI's adapter: remove abi")
-	}
-	v, err := d.oneLines(cliFiles)
-	if err != nil {
-		return err
-	}
-	c := &CLIDef{Adapter: a, Options: cli.Options{Model: v["model_id"], BaseURL: v["endpoint"]}, KeySource: KeySource{v["api_key_env"], v["api_key_file"]}}
-	if err := d.checkKeySource(c.KeySource); err != nil {
-		return err
-	}
-	if _, err := a.Invocation(c.Options); err != nil {
-		return d.invalid("endpoint", "%s", errMsg(err))
-	}
-	d.CLI = c
-	return nil
-}
-
-// CLIInvocation is the CLI's invocation for a run that resumes the CLI
-// session resume ("" for a new one): what the engine prepares (its Files
-// under HOME) and hands back in Spec.CLI.
-func (d *Definition) CLIInvocation(resume string) (cli.Invocation, error) {
-	o := d.CLI.Options
-	o.Resume = resume
-	return d.CLI.Adapter.Invocation(o)
-}
 
 // CLIRun is what the engine prepared for a CLI agent's run: the
 // invocation (its Files already written under the HOME it put in
@@ -101,7 +48,7 @@ func runCLI(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 		emit(proto.ErrorFrame(abi.Errorf(syscall.ENOENT, "run", "cli agent %s has no program: agent/%s must be the %s executable or a script that execs it", s.Def.Name, s.Def.Name, s.Def.CLI.Adapter.Program())))
 		return false
 	}
-	key, err := s.Def.CLI.key()
+	key, err := s.Def.CLI.Key()
 	if err != nil {
 		emit(proto.ErrorFrame(err))
 		return false
@@ -109,7 +56,7 @@ func runCLI(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 	run := *s.CLI
 	run.key, run.parser = key, s.Def.CLI.Adapter.NewParser()
 	s.CLI = &run
-	if permitter, asks := s.Def.CLI.Adapter.(cli.Permitter); asks && s.Def.Approval == ApprovalAsk {
+	if permitter, asks := s.Def.CLI.Adapter.(cli.Permitter); asks && s.Def.Approval == def.ApprovalAsk {
 		c, err := s.askPermits(ctx, permitter)
 		if err != nil {
 			emit(proto.ErrorFrame(err))
@@ -139,7 +86,7 @@ func (s *Spec) askPermits(ctx context.Context, permitter cli.Permitter) (*contro
 		return nil, err
 	}
 	binary, socket := Enter, s.Env[ControlSocketEnv]
-	if s.Def.Isolation == IsolationChroot {
+	if s.Def.Isolation == def.IsolationChroot {
 		binary = jailCtxfs(s.Jail.MountRoot)
 	}
 	s.CLI.Invocation.Args = append(slices.Clone(s.CLI.Invocation.Args), permitter.PermitArgs(cli.Permit{

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/agent/provider"
 	"github.com/ctxfs/ctxfs/agent/window"
@@ -37,9 +38,9 @@ const (
 // summary. Every summary is at most lim.SummaryBytes.
 func summarize(ctx context.Context, s Spec, cfg modelapi.Config, lim window.Limits, old string, turns []modelapi.Turn, emit func(*proto.Object)) (string, error) {
 	switch d := s.Def.WindowDef; d.Strategy {
-	case CompactTruncate, "":
+	case def.CompactTruncate, "":
 		return old, nil
-	case CompactSummarize:
+	case def.CompactSummarize:
 		return summarizeByModel(ctx, s, cfg, lim, old, turns, emit)
 	default:
 		return summarizeByProgram(ctx, s, lim, old, turns)
@@ -156,10 +157,10 @@ func summarizeByProgram(ctx context.Context, s Spec, lim window.Limits, old stri
 	cmd.WaitDelay = time.Second // a grandchild holding stdout does not hold the run
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return "", hostErr("compact", err)
+		return "", abi.Wrap("compact", err)
 	}
 	if err := cmd.Start(); err != nil {
-		return "", hostErr("compact", err)
+		return "", abi.Wrap("compact", err)
 	}
 	// At the bound the pipe is closed too: a process that left the group
 	// (setsid) and kept stdout open must not hold the read.
@@ -181,7 +182,7 @@ func summarizeByProgram(ctx context.Context, s Spec, lim window.Limits, old stri
 	case waitErr != nil && !errors.Is(waitErr, exec.ErrWaitDelay):
 		return "", abi.Errorf(syscall.EIO, "compact", "compact.d/%s: %v", name, waitErr)
 	case readErr != nil:
-		return "", hostErr("compact", readErr)
+		return "", abi.Wrap("compact", readErr)
 	case !utf8.Valid(text):
 		return "", abi.Errorf(syscall.EILSEQ, "compact", "compact.d/%s printed text that is not UTF-8", name)
 	}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -69,8 +70,8 @@ type control struct {
 
 // controlOps are the requests a control socket answers, by op.
 var controlOps = map[string]func(c *control, ctx context.Context, req []byte) *proto.Object{
-	"permit":        (*control).permit,
-	ToolAgentCreate: (*control).createOp,
+	"permit":            (*control).permit,
+	def.ToolAgentCreate: (*control).createOp,
 }
 
 // openControl makes the run's control socket, owned by the run's uid
@@ -81,11 +82,11 @@ var controlOps = map[string]func(c *control, ctx context.Context, req []byte) *p
 func openControl(ctx context.Context, s Spec) (*control, error) {
 	dir, err := os.MkdirTemp("", controlPattern())
 	if err != nil {
-		return nil, hostErr("control", err)
+		return nil, abi.Wrap("control", err)
 	}
 	c := &control{dir: dir, path: filepath.Join(dir, "control"), uid: s.Uid, host: s.Host, spec: s,
 		allowRun: map[string]bool{}, slots: make(chan struct{}, maxControlConns), refusals: make(chan struct{}, maxControlConns)}
-	jailed := s.Def.Isolation == IsolationChroot
+	jailed := s.Def.Isolation == def.IsolationChroot
 	if err := c.listen(s.Gid, jailed); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -98,7 +99,7 @@ func openControl(ctx context.Context, s Spec) (*control, error) {
 
 func (c *control) listen(gid uint32, jailed bool) (err error) {
 	if c.ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: c.path, Net: "unix"}); err != nil {
-		return hostErr("control", err)
+		return abi.Wrap("control", err)
 	}
 	dirMode := os.FileMode(0o711)
 	if jailed {
@@ -119,7 +120,7 @@ func (c *control) listen(gid uint32, jailed bool) (err error) {
 		if c.inJail != nil {
 			c.inJail.Close()
 		}
-		return hostErr("control", err)
+		return abi.Wrap("control", err)
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ctxfs/ctxfs/agent/def"
 )
 
 // controlClient is a peer of the control socket: it waits for a line on
@@ -66,7 +68,7 @@ func runControlClient(t *testing.T, c *control, tree bool, hold string, reqs ...
 // same uid outside the run's tree is refused EACCES whatever it sends,
 // and nothing is served before the program started.
 func TestControlBounds(t *testing.T) {
-	c, err := openControl(context.Background(), Spec{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid()), Def: &Definition{}})
+	c, err := openControl(context.Background(), Spec{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid()), Def: &def.Definition{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func openBeneath(rootFd int, cwd string) (string, error) {
 func fdPath(fd int) (string, error) {
 	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
 	if err != nil {
-		return "", hostErr("resolve cwd", err)
+		return "", abi.Wrap("resolve cwd", err)
 	}
 	return p, nil
 }

@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 	"golang.org/x/sys/unix"
 )
@@ -24,7 +25,7 @@ func chrootTree(t *testing.T) (rootDir, outside string) {
 			t.Fatal(err)
 		}
 	}
-	writeFile(t, filepath.Join(rootDir, "work", "file"), "x", 0o644)
+	testkit.WriteFile(t, filepath.Join(rootDir, "work", "file"), "x", 0o644)
 	links := map[string]string{
 		"rel":     "work/sub",        // stays inside: fine
 		"dotdot":  "../outside",      // leaves the root
@@ -49,7 +50,7 @@ func resolveHost(t *testing.T, rootDir, cwd string, forbidden []string) (string,
 	t.Helper()
 	root, err := os.Open(rootDir)
 	if err != nil {
-		return "", hostErr("open", err)
+		return "", abi.Wrap("open", err)
 	}
 	defer root.Close()
 	rel, err := ResolveCwd(root, cwd, forbidden)

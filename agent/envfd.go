@@ -57,11 +57,11 @@ func memFile(name, data string) (*os.File, error) {
 	f := os.NewFile(uintptr(fd), name)
 	if _, err := f.WriteString(data); err != nil {
 		f.Close()
-		return nil, hostErr("run", err)
+		return nil, abi.Wrap("run", err)
 	}
 	if _, err := f.Seek(0, 0); err != nil {
 		f.Close()
-		return nil, hostErr("run", err)
+		return nil, abi.Wrap("run", err)
 	}
 	return f, nil
 }

@@ -3,7 +3,6 @@ package agent
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -12,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -55,7 +55,7 @@ func (p *program) startReaders(s Spec) {
 		switch {
 		case s.CLI != nil:
 			readCLI(p.stdout, s.CLI.parser, p.frames)
-		case s.Def.ABI == ABIText:
+		case s.Def.ABI == def.ABIText:
 			readText(p.stdout, p.frames)
 		default:
 			readJSONL(p.stdout, s.RunID, p.frames)
@@ -121,11 +121,11 @@ func readLine(br *bufio.Reader, limit int) (line []byte, tooLong bool, err error
 // the reason it was dropped.
 func programFrame(line []byte, runID string) (*proto.Object, string) {
 	if err := abi.CheckLogLine(line); err != nil {
-		return nil, errMsg(err)
+		return nil, abi.Message(err)
 	}
 	f, err := proto.ParseObject(line, true)
 	if err != nil {
-		return nil, errMsg(err)
+		return nil, abi.Message(err)
 	}
 	typ, ok := f.String("type")
 	switch {
@@ -149,14 +149,6 @@ func programFrame(line []byte, runID string) (*proto.Object, string) {
 // dropped is the error frame that reports a dropped stdout line.
 func dropped(n int, why string) *proto.Object {
 	return errorFrame(syscall.EINVAL, "dropped agent output line %d: %s", n, why)
-}
-
-func errMsg(err error) string {
-	var e *abi.Error
-	if errors.As(err, &e) && e.Msg != "" {
-		return e.Msg
-	}
-	return err.Error()
 }
 
 // readText streams stdout as delta frames and, at EOF, sends the whole text

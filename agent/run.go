@@ -16,13 +16,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
 // Spec is everything one run needs; the caller has decided all of it.
 type Spec struct {
 	RunID, Session, Scope string
-	Def                   *Definition
+	Def                   *def.Definition
 	Uid, Gid              uint32            // the program runs as these; the caller never passes root for another user
 	Input                 string            // written to stdin, then EOF
 	Dir                   string            // host working directory, already resolved
@@ -75,7 +76,7 @@ func Run(ctx context.Context, s Spec, emit func(*proto.Object)) (ok bool) {
 	case d.AnsweredByAPI():
 		return runAPI(ctx, s, emit)
 	case d.Program == "":
-		emit(proto.ErrorFrame(abi.Errorf(syscall.ENOENT, "run", "%s %s has no program and its model %s is not %s", d.Kind, d.Name, d.Model, EchoModel)))
+		emit(proto.ErrorFrame(abi.Errorf(syscall.ENOENT, "run", "%s %s has no program and its model %s is not %s", d.Kind, d.Name, d.Model, def.EchoModel)))
 		return false
 	}
 	return runProgram(ctx, s, emit)
@@ -87,7 +88,7 @@ func Run(ctx context.Context, s Spec, emit func(*proto.Object)) (ok bool) {
 func runEcho(s Spec, emit func(*proto.Object)) bool {
 	n := (len(s.Input) + 3) / 4
 	emit(messageFrame(s.Input))
-	emit(proto.NewObject("type", proto.FrameUsage, "model", EchoModel, "input_tokens", n, "output_tokens", n))
+	emit(proto.NewObject("type", proto.FrameUsage, "model", def.EchoModel, "input_tokens", n, "output_tokens", n))
 	return true
 }
 
@@ -204,12 +205,12 @@ func startProgram(s Spec) (*program, error) {
 // is left open.
 func twoPipes(op string) (a, b [2]*os.File, err error) {
 	if a[0], a[1], err = os.Pipe(); err != nil {
-		return a, b, hostErr(op, err)
+		return a, b, abi.Wrap(op, err)
 	}
 	if b[0], b[1], err = os.Pipe(); err != nil {
 		a[0].Close()
 		a[1].Close()
-		return a, b, hostErr(op, err)
+		return a, b, abi.Wrap(op, err)
 	}
 	return a, b, nil
 }
@@ -247,7 +248,7 @@ func startVia(s Spec, cmd *exec.Cmd, childEnds, ownEnds []*os.File) (setup *os.F
 // of the setup pipe is returned, and handed lists what the caller closes
 // once the child started.
 func launcher(s Spec, cmd *exec.Cmd) (setup *os.File, handed []*os.File, err error) {
-	jailed := s.Def.Isolation == IsolationChroot
+	jailed := s.Def.Isolation == def.IsolationChroot
 	if jailed && s.Jail == nil {
 		return nil, nil, abi.Errorf(syscall.ENOTSUP, "run", "chroot isolation needs the ctxfs server's mount")
 	}
@@ -274,7 +275,7 @@ func launcher(s Spec, cmd *exec.Cmd) (setup *os.File, handed []*os.File, err err
 	r, w, err := os.Pipe()
 	if err != nil {
 		env.Close()
-		return nil, nil, hostErr("run", err)
+		return nil, nil, abi.Wrap("run", err)
 	}
 	cmd.Path, cmd.Dir, cmd.Env = Enter, "/", trampolineEnv
 	cmd.ExtraFiles = []*os.File{w, env} // setupFD, envFD

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent/cli"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 	"github.com/ctxfs/ctxfs/proto"
 )
@@ -38,15 +39,15 @@ func openTempDir(t testing.TB) string {
 }
 
 // script writes an executable sh program and returns a definition for it.
-func script(t *testing.T, abiName, body string) *Definition {
+func script(t *testing.T, abiName, body string) *def.Definition {
 	t.Helper()
 	dir := openTempDir(t)
 	prog := filepath.Join(dir, "agent")
-	writeFile(t, prog, "#!/bin/sh\n"+body+"\n", 0o755)
-	return &Definition{Kind: abi.KindAgent, Name: "t", Program: prog, Model: "acme/x", ABI: abiName, Isolation: IsolationNone}
+	testkit.WriteFile(t, prog, "#!/bin/sh\n"+body+"\n", 0o755)
+	return &def.Definition{Kind: abi.KindAgent, Name: "t", Program: prog, Model: "acme/x", ABI: abiName, Isolation: def.IsolationNone}
 }
 
-func baseSpec(t *testing.T, d *Definition) Spec {
+func baseSpec(t *testing.T, d *def.Definition) Spec {
 	return Spec{
 		RunID: testRunID, Session: "default", Scope: "private", Def: d, Input: "hello world",
 		Dir: openTempDir(t),
@@ -80,7 +81,7 @@ func equalLines(t *testing.T, got []*proto.Object, want []string) {
 }
 
 func TestRunEcho(t *testing.T) {
-	d, err := Load(t.TempDir(), abi.KindModel, EchoModel)
+	d, err := def.Load(t.TempDir(), abi.KindModel, def.EchoModel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestRunEcho(t *testing.T) {
 }
 
 func TestRunJSONL(t *testing.T) {
-	d := script(t, ABIJSONL, `cat >/dev/null
+	d := script(t, def.ABIJSONL, `cat >/dev/null
 cat <<'EOF'
 {"type":"delta","text":"hi"}
 {"type":"message","run":"`+testRunID+`","role":"assistant","content":[{"type":"text","text":"hi"}],"ts":"2020-01-01T00:00:00.000Z"}
@@ -142,7 +143,7 @@ printf '{"type":"delta","text":"end"}'`)
 }
 
 func TestRunStdin(t *testing.T) {
-	d := script(t, ABIText, `tr a-z A-Z`)
+	d := script(t, def.ABIText, `tr a-z A-Z`)
 	s := baseSpec(t, d)
 	s.Input = strings.Repeat("abc\n", 100000) // larger than a pipe buffer
 	frames, ok := run(t, s)
@@ -166,7 +167,7 @@ func messageText(t *testing.T, f *proto.Object) string {
 
 func TestRunText(t *testing.T) {
 	// "ö" is split across two writes to check deltas cut on rune boundaries.
-	d := script(t, ABIText, `printf 'hello w\303'; sleep 0.3; printf '\266rld\n'`)
+	d := script(t, def.ABIText, `printf 'hello w\303'; sleep 0.3; printf '\266rld\n'`)
 	frames, ok := run(t, baseSpec(t, d))
 	if !ok || len(frames) < 2 {
 		t.Fatalf("ok=%v frames=%q", ok, lines(frames))
@@ -187,7 +188,7 @@ func TestRunText(t *testing.T) {
 }
 
 func TestRunStderr(t *testing.T) {
-	d := script(t, ABIJSONL, `echo one >&2; echo two >&2; echo '{"type":"delta","text":"x"}'; echo three >&2`)
+	d := script(t, def.ABIJSONL, `echo one >&2; echo two >&2; echo '{"type":"delta","text":"x"}'; echo three >&2`)
 	frames, ok := run(t, baseSpec(t, d))
 	if !ok {
 		t.Fatal("run failed")
@@ -208,7 +209,7 @@ func TestRunStderr(t *testing.T) {
 
 func TestRunStderrBound(t *testing.T) {
 	// 1024 lines of 100 bytes: 655 fit in 64 KiB.
-	d := script(t, ABIJSONL, `{ head -c 101376 /dev/zero | tr '\0' x | fold -w 99; echo; } >&2`)
+	d := script(t, def.ABIJSONL, `{ head -c 101376 /dev/zero | tr '\0' x | fold -w 99; echo; } >&2`)
 	frames, ok := run(t, baseSpec(t, d))
 	if !ok {
 		t.Fatal("run failed")
@@ -233,7 +234,7 @@ func TestRunStderrBound(t *testing.T) {
 }
 
 func TestRunExitStatus(t *testing.T) {
-	d := script(t, ABIJSONL, `echo '{"type":"delta","text":"partial"}'; exit 3`)
+	d := script(t, def.ABIJSONL, `echo '{"type":"delta","text":"partial"}'; exit 3`)
 	frames, ok := run(t, baseSpec(t, d))
 	if ok {
 		t.Fatal("exit 3 reported as success")
@@ -245,8 +246,8 @@ func TestRunExitStatus(t *testing.T) {
 }
 
 func TestRunExactEnv(t *testing.T) {
-	d := &Definition{Kind: abi.KindAgent, Name: "t", Program: "/usr/bin/env", ABI: ABIText,
-		Env: []string{"FOO=bar=baz", "PATH=/opt/bin", "CTX_AGENT=forged", "CTX_CONTEXT_WINDOW_TOKENS=1"}, WindowDef: WindowDef{Window: 1000}}
+	d := &def.Definition{Kind: abi.KindAgent, Name: "t", Program: "/usr/bin/env", ABI: def.ABIText,
+		Env: []string{"FOO=bar=baz", "PATH=/opt/bin", "CTX_AGENT=forged", "CTX_CONTEXT_WINDOW_TOKENS=1"}, WindowDef: def.WindowDef{Window: 1000}}
 	s := baseSpec(t, d)
 	t.Setenv("LEAK", "1")
 	frames, ok := run(t, s)
@@ -266,7 +267,7 @@ func TestRunAsUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
-	d := script(t, ABIText, `id -u; id -g; id -G; pwd`)
+	d := script(t, def.ABIText, `id -u; id -g; id -G; pwd`)
 	s := baseSpec(t, d)
 	s.Uid, s.Gid = 1001, 1001
 	frames, ok := run(t, s)
@@ -357,7 +358,7 @@ func waitResult(t *testing.T, result <-chan bool, within time.Duration) bool {
 }
 
 func TestRunCancel(t *testing.T) {
-	d := script(t, ABIJSONL, `sleep 300 & echo $! > "$PIDFILE"; echo '{"type":"delta","text":"started"}'; wait`)
+	d := script(t, def.ABIJSONL, `sleep 300 & echo $! > "$PIDFILE"; echo '{"type":"delta","text":"started"}'; wait`)
 	s := baseSpec(t, d)
 	pidFile := filepath.Join(s.Dir, "pid")
 	s.Env["PIDFILE"] = pidFile
@@ -383,7 +384,7 @@ func TestRunCancel(t *testing.T) {
 }
 
 func TestRunCancelIgnoresTerm(t *testing.T) {
-	d := script(t, ABIJSONL, `trap 'echo "{\"type\":\"delta\",\"text\":\"got TERM\"}"' TERM
+	d := script(t, def.ABIJSONL, `trap 'echo "{\"type\":\"delta\",\"text\":\"got TERM\"}"' TERM
 echo $$ > "$PIDFILE"
 echo '{"type":"delta","text":"started"}'
 while :; do sleep 0.05; done`)
@@ -407,7 +408,7 @@ while :; do sleep 0.05; done`)
 }
 
 func TestRunTimeout(t *testing.T) {
-	d := script(t, ABIJSONL, `echo '{"type":"delta","text":"started"}'; exec sleep 300`)
+	d := script(t, def.ABIJSONL, `echo '{"type":"delta","text":"started"}'; exec sleep 300`)
 	d.Timeout = time.Second
 	start := time.Now()
 	frames, ok := run(t, baseSpec(t, d))
@@ -421,13 +422,13 @@ func TestRunTimeout(t *testing.T) {
 }
 
 func TestRunRefusals(t *testing.T) {
-	chroot := script(t, ABIJSONL, `echo should not run`)
-	chroot.Isolation = IsolationChroot
-	noProg := &Definition{Kind: abi.KindAgent, Name: "t", Model: "acme/x", ABI: ABIJSONL, Isolation: IsolationNone}
-	badDir := script(t, ABIJSONL, `true`)
+	chroot := script(t, def.ABIJSONL, `echo should not run`)
+	chroot.Isolation = def.IsolationChroot
+	noProg := &def.Definition{Kind: abi.KindAgent, Name: "t", Model: "acme/x", ABI: def.ABIJSONL, Isolation: def.IsolationNone}
+	badDir := script(t, def.ABIJSONL, `true`)
 	for _, c := range []struct {
 		name string
-		d    *Definition
+		d    *def.Definition
 		dir  string
 		want syscall.Errno
 	}{
@@ -450,14 +451,14 @@ func TestRunRefusals(t *testing.T) {
 func TestRunCancelledBeforeStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	d, _ := Load(t.TempDir(), abi.KindModel, EchoModel)
+	d, _ := def.Load(t.TempDir(), abi.KindModel, def.EchoModel)
 	if Run(ctx, baseSpec(t, d), func(f *proto.Object) { t.Errorf("emit %s", f.Line()) }) {
 		t.Error("cancelled run succeeded")
 	}
 }
 
 func TestRunKillsLeftoversOnExit(t *testing.T) {
-	d := script(t, ABIJSONL, `sleep 300 & echo $! > "$PIDFILE"; echo '{"type":"delta","text":"bye"}'`)
+	d := script(t, def.ABIJSONL, `sleep 300 & echo $! > "$PIDFILE"; echo '{"type":"delta","text":"bye"}'`)
 	s := baseSpec(t, d)
 	s.Env["PIDFILE"] = filepath.Join(s.Dir, "pid")
 	start := time.Now()
@@ -470,7 +471,7 @@ func TestRunKillsLeftoversOnExit(t *testing.T) {
 
 func TestRunEscapedProcessCannotHoldRun(t *testing.T) {
 	// setsid leaves the run's group, so only the drain deadline ends the run.
-	d := script(t, ABIJSONL, `setsid sh -c 'echo $$ > "$PIDFILE"; while :; do sleep 1; done' &
+	d := script(t, def.ABIJSONL, `setsid sh -c 'echo $$ > "$PIDFILE"; while :; do sleep 1; done' &
 while [ ! -s "$PIDFILE" ]; do sleep 0.01; done
 echo '{"type":"delta","text":"bye"}'`)
 	s := baseSpec(t, d)
@@ -484,7 +485,7 @@ echo '{"type":"delta","text":"bye"}'`)
 }
 
 func TestRunKilledBySignal(t *testing.T) {
-	d := script(t, ABIJSONL, `kill -KILL $$`)
+	d := script(t, def.ABIJSONL, `kill -KILL $$`)
 	frames, ok := run(t, baseSpec(t, d))
 	if ok || len(frames) != 1 || frames[0].Str("signal") != "SIGKILL" || proto.FrameErrno(frames[0]) != syscall.EIO {
 		t.Errorf("ok=%v frames=%q", ok, lines(frames))
@@ -499,12 +500,12 @@ func TestRunKilledBySignal(t *testing.T) {
 func TestRunCLI(t *testing.T) {
 	const key, id = "sk-unit-7d1e", "0f19e0aa-1111-4222-8333-444455556666"
 	t.Setenv("CTXFS_UNIT_KEY", key)
-	d := script(t, ABIJSONL, `printf '{"type":"system","subtype":"init","session_id":"%s","model":"m"}\n' `+id+`
+	d := script(t, def.ABIJSONL, `printf '{"type":"system","subtype":"init","session_id":"%s","model":"m"}\n' `+id+`
 printf '{"type":"assistant","session_id":"%s","message":{"content":[{"type":"text","text":"key %s args %s"}]}}\n' `+id+` "$ANTHROPIC_API_KEY" "$*"
 printf '{"type":"result","subtype":"success","is_error":false,"session_id":"%s","result":"x","usage":{"input_tokens":3,"output_tokens":2}}\n' `+id)
 	d.Env = []string{"ANTHROPIC_API_KEY=forged"}
 	a, _ := cli.Lookup(cli.ClaudeCode)
-	d.CLI = &CLIDef{Adapter: a, KeySource: KeySource{KeyEnv: "CTXFS_UNIT_KEY"}}
+	d.CLI = &def.CLIDef{Adapter: a, KeySource: def.KeySource{KeyEnv: "CTXFS_UNIT_KEY"}}
 	inv, err := d.CLIInvocation("")
 	testkit.Must(t, err)
 	var named string

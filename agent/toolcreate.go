@@ -7,17 +7,11 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/agent/provider"
-	"github.com/ctxfs/ctxfs/agent/tools"
 	"github.com/ctxfs/ctxfs/proto"
 )
-
-// ToolAgentCreate is the built-in tool, and the op of a run's control
-// socket, that starts a child run (SPEC 18). Its class is x: starting
-// another agent executes something, as shell.exec does; with approval ask
-// it waits for a person like any call of class x.
-const ToolAgentCreate = "agent.create"
 
 // The lives of a child (SPEC 18): owned, a session of the parent's home
 // or space; temp, a temp session. Either ends when its parent is
@@ -32,7 +26,7 @@ const (
 const FrameAgentCreated = "agent.created"
 
 var agentCreateSpec = modelapi.Tool{
-	Name:        ToolAgentCreate,
+	Name:        def.ToolAgentCreate,
 	Description: "Start a child run of another agent of this home with input; it runs on its own. Returns its run id and session; its status and result appear under context/child/<run>/ of this session.",
 	Parameters:  json.RawMessage(`{"type":"object","properties":{"agent":{"type":"string","minLength":1},"input":{"type":"string","minLength":1},"session":{"type":"string"},"life":{"type":"string","enum":["owned","temp"]}},"required":["agent","input"],"additionalProperties":false}`),
 }
@@ -52,29 +46,18 @@ type CreateRequest struct {
 func ParseCreate(line []byte) (CreateRequest, error) {
 	var r CreateRequest
 	if err := json.Unmarshal(line, &r); err != nil {
-		return r, abi.Errorf(syscall.EINVAL, ToolAgentCreate, "%v", err)
+		return r, abi.Errorf(syscall.EINVAL, def.ToolAgentCreate, "%v", err)
 	}
 	if r.Life == "" {
 		r.Life = LifeOwned
 	}
 	switch {
 	case r.Agent == "" || r.Input == "":
-		return r, abi.Errorf(syscall.EINVAL, ToolAgentCreate, "agent.create takes {\"agent\", \"input\", \"session\"?, \"life\"?}")
+		return r, abi.Errorf(syscall.EINVAL, def.ToolAgentCreate, "agent.create takes {\"agent\", \"input\", \"session\"?, \"life\"?}")
 	case r.Life != LifeOwned && r.Life != LifeTemp:
-		return r, abi.Errorf(syscall.EINVAL, ToolAgentCreate, "life %q is neither owned nor temp", r.Life)
+		return r, abi.Errorf(syscall.EINVAL, def.ToolAgentCreate, "life %q is neither owned nor temp", r.Life)
 	}
 	return r, nil
-}
-
-// knownTool reports whether a definition may declare name.
-func knownTool(name string) bool { return tools.Known(name) || name == ToolAgentCreate }
-
-// toolAllowed reports whether perm allows the tool name.
-func toolAllowed(name, perm string) bool {
-	if name == ToolAgentCreate {
-		return tools.Allowed(tools.ShellExec, perm) // class x
-	}
-	return tools.Allowed(name, perm)
 }
 
 // create makes an agent.create call of a model run: its result is the
@@ -98,15 +81,15 @@ func (l *toolLoop) create(ctx context.Context, c ToolCall) (content string, isEr
 func (c *control) createOp(ctx context.Context, line []byte) *proto.Object {
 	req, err := ParseCreate(line)
 	if err == nil && !proto.ValidCallID(req.ID) {
-		err = abi.Errorf(syscall.EINVAL, ToolAgentCreate, "the id is not a call id (1 to %d printable bytes)", proto.MaxCallIDBytes)
+		err = abi.Errorf(syscall.EINVAL, def.ToolAgentCreate, "the id is not a call id (1 to %d printable bytes)", proto.MaxCallIDBytes)
 	}
 	if err == nil && c.host == nil {
-		err = abi.Errorf(syscall.ENOTSUP, ToolAgentCreate, "the run has no host to ask")
+		err = abi.Errorf(syscall.ENOTSUP, def.ToolAgentCreate, "the run has no host to ask")
 	}
 	if err != nil {
 		return proto.ErrorFrame(err)
 	}
-	f, err := c.host.Create(ctx, ToolCall{ID: req.ID, Name: ToolAgentCreate, Arguments: string(line)}, req)
+	f, err := c.host.Create(ctx, ToolCall{ID: req.ID, Name: def.ToolAgentCreate, Arguments: string(line)}, req)
 	if err != nil {
 		return proto.ErrorFrame(err)
 	}
@@ -122,7 +105,7 @@ func (s *Spec) giveControl(ctx context.Context) (*control, error) {
 		return nil, err
 	}
 	socket := c.path
-	if s.Def.Isolation == IsolationChroot {
+	if s.Def.Isolation == def.IsolationChroot {
 		socket = jailControl(s.Jail.MountRoot)
 	}
 	env := maps.Clone(s.Env)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent/cli"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/agent/tools"
 )
 
@@ -106,7 +107,7 @@ func (ts *toolSession) exec(ctx context.Context, call ToolCall, keep func(FileBe
 		err = abi.Errorf(syscall.EINVAL, call.Name, "ask_user is answered by a person, not run")
 	case keep == nil && tools.Class(call.Name) == tools.ClassWrite:
 		err = abi.Errorf(syscall.ENOTSUP, call.Name, "nothing keeps the earlier content of a file here, so none is changed")
-	case s.Uid == 0 && s.Def.Isolation != IsolationChroot:
+	case s.Uid == 0 && s.Def.Isolation != def.IsolationChroot:
 		// In a jail uid 0 holds no capability; outside one it is root.
 		err = abi.Errorf(syscall.EPERM, call.Name, "a built-in tool never runs as root outside a chroot jail")
 	}
@@ -185,7 +186,7 @@ func (ts *toolSession) run(ctx context.Context, req *tools.Request, keep func(Fi
 	case ctx.Err() != nil:
 		return nil, abi.Errorf(syscall.ECANCELED, req.Name, "the call was stopped with its run")
 	case waitErr != nil:
-		return nil, abi.Errorf(abi.Errno(err), req.Name, "the tool process failed (%v): %v %s", waitErr, errMsg(err), strings.TrimSpace(string(p.stderr.bytes())))
+		return nil, abi.Errorf(abi.Errno(err), req.Name, "the tool process failed (%v): %v %s", waitErr, abi.Message(err), strings.TrimSpace(string(p.stderr.bytes())))
 	}
 	return nil, err
 }
@@ -306,7 +307,7 @@ func (p *toolProcess) converse(req *tools.Request, keep func(FileBefore) error) 
 		}
 		kept = true
 		if err := checkBefore(r.Before); err != nil {
-			return nil, abi.Errorf(syscall.EPROTO, req.Name, "%s", errMsg(err))
+			return nil, abi.Errorf(syscall.EPROTO, req.Name, "%s", abi.Message(err))
 		}
 		kerr = keep(FileBefore{Path: r.Before.Path, Existed: r.Before.Existed, Content: r.Before.Content})
 		if err := tools.WriteLine(p.in, tools.Go{Go: kerr == nil}); err != nil {
@@ -317,7 +318,7 @@ func (p *toolProcess) converse(req *tools.Request, keep func(FileBefore) error) 
 
 // toolError is err as a reply's Failure.
 func toolError(err error) *tools.Failure {
-	return &tools.Failure{Code: abi.ErrnoName(abi.Errno(err)), Message: errMsg(err)}
+	return &tools.Failure{Code: abi.ErrnoName(abi.Errno(err)), Message: abi.Message(err)}
 }
 
 // checkBefore refuses a Before no tool process of ours would send: the
@@ -344,10 +345,10 @@ func startTool(s Spec) (*toolProcess, error) {
 	if Enter == "" {
 		return nil, abi.Errorf(syscall.ENOTSUP, "tool", "built-in tools need the ctxfs server's binary (agent.Enter)")
 	}
-	def := *s.Def
-	def.Program, def.CLI = Enter, nil
+	defn := *s.Def
+	defn.Program, defn.CLI = Enter, nil
 	ts := s
-	ts.Def, ts.Input = &def, ""
+	ts.Def, ts.Input = &defn, ""
 	ts.CLI = &CLIRun{Invocation: cli.Invocation{Args: []string{ToolCommand}}} // only its Args: the program's arguments
 	in, out, err := twoPipes("tool")
 	if err != nil {
@@ -358,7 +359,7 @@ func startTool(s Spec) (*toolProcess, error) {
 	cmd := &exec.Cmd{Stdin: inR, Stdout: outW, Stderr: &p.stderr, WaitDelay: drainGrace}
 	setup, err := startVia(ts, cmd, []*os.File{inR, outW}, []*os.File{inW, outR})
 	if err != nil {
-		return nil, abi.Errorf(abi.Errno(err), "tool", "starting the tool process: %v", errMsg(err))
+		return nil, abi.Errorf(abi.Errno(err), "tool", "starting the tool process: %v", abi.Message(err))
 	}
 	p.cmd, p.in, p.out, p.setup = cmd, inW, bufio.NewReaderSize(outR, 64<<10), setup
 	p.exited = make(chan struct{})

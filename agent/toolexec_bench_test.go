@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -59,7 +60,7 @@ func BenchmarkToolOverhead(b *testing.B) {
 	})
 	b.Run("jail/run", func(b *testing.B) {
 		rs := js
-		rs.Def = &Definition{Kind: js.Def.Kind, Name: "true", Program: "/bin/busybox", ABI: ABIText, Isolation: IsolationChroot}
+		rs.Def = &def.Definition{Kind: js.Def.Kind, Name: "true", Program: "/bin/busybox", ABI: def.ABIText, Isolation: def.IsolationChroot}
 		for i := 0; i < b.N; i++ {
 			if !Run(context.Background(), rs, func(*proto.Object) {}) {
 				b.Fatal("true failed in the jail")
@@ -100,7 +101,7 @@ func benchToolCalls(b *testing.B, prefix string, s Spec, name, args string) {
 // jailedShell times a jailed busybox sh that runs /bin/true n times.
 func jailedShell(b *testing.B, js Spec, n int) time.Duration {
 	rs := js
-	rs.Def = &Definition{Kind: js.Def.Kind, Name: "sh", Program: "/bin/busybox", ABI: ABIText, Isolation: IsolationChroot}
+	rs.Def = &def.Definition{Kind: js.Def.Kind, Name: "sh", Program: "/bin/busybox", ABI: def.ABIText, Isolation: def.IsolationChroot}
 	rs.Input = fmt.Sprintf("i=0; while [ $i -lt %d ]; do /bin/true; i=$((i+1)); done\n", n)
 	start := time.Now()
 	if !Run(context.Background(), rs, func(*proto.Object) {}) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
@@ -52,11 +53,11 @@ func jailedToolSpec(t testing.TB, uid uint32) (Spec, string) {
 	bin := filepath.Join(root, "bin")
 	data, err := os.ReadFile("/bin/busybox")
 	testkit.Must(t, err)
-	writeFile(t, filepath.Join(bin, "busybox"), string(data), 0o755)
+	testkit.WriteFile(t, filepath.Join(bin, "busybox"), string(data), 0o755)
 	for _, a := range []string{"sh", "cat", "ls", "id", "echo", "sleep", "head", "pwd", "true", "setsid"} {
 		testkit.Must(t, os.Symlink("busybox", filepath.Join(bin, a)))
 	}
-	writeFile(t, filepath.Join(root, "etc", "shadow"), "the jail's shadow\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(root, "etc", "shadow"), "the jail's shadow\n", 0o644)
 	for _, d := range append(JailDirs("/ctx"), "work") {
 		testkit.Must(t, os.MkdirAll(filepath.Join(root, d), 0o755))
 		testkit.Must(t, os.Chown(filepath.Join(root, d), int(uid), int(uid)))
@@ -65,7 +66,7 @@ func jailedToolSpec(t testing.TB, uid uint32) (Spec, string) {
 	testkit.Must(t, err)
 	t.Cleanup(func() { f.Close() })
 	return Spec{RunID: testRunID, Uid: uid, Gid: uid, Dir: filepath.Join(root, "work"),
-		Def:  &Definition{Kind: abi.KindAgent, Name: "t", Model: "acme/x", Isolation: IsolationChroot},
+		Def:  &def.Definition{Kind: abi.KindAgent, Name: "t", Model: "acme/x", Isolation: def.IsolationChroot},
 		Env:  map[string]string{"PATH": "/bin", "CTX_RUN_ID": testRunID},
 		Jail: &Jail{Root: f, Cwd: "/work", MountRoot: "/ctx", Home: "/ctx/home/u"}}, root
 }

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/agent/tools"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
@@ -98,7 +99,7 @@ func toolSpec(t testing.TB, uid uint32) Spec {
 		t.Fatal(err)
 	}
 	return Spec{RunID: testRunID, Uid: uid, Gid: uid, Dir: dir,
-		Def: &Definition{Kind: abi.KindAgent, Name: "t", Model: "acme/x", Isolation: IsolationNone},
+		Def: &def.Definition{Kind: abi.KindAgent, Name: "t", Model: "acme/x", Isolation: def.IsolationNone},
 		Env: map[string]string{"PATH": "/usr/bin:/bin", "CTX_RUN_ID": testRunID}}
 }
 
@@ -130,7 +131,7 @@ func wantToolErrno(t *testing.T, what string, res map[string]any, isError bool, 
 // ownedFile writes a file owned by uid.
 func ownedFile(t testing.TB, p, content string, mode os.FileMode, uid int) {
 	t.Helper()
-	writeFile(t, p, content, mode)
+	testkit.WriteFile(t, p, content, mode)
 	if err := os.Chown(p, uid, uid); err != nil {
 		t.Fatal(err)
 	}

@@ -2,23 +2,9 @@ package agent
 
 import (
 	"context"
-	"time"
 
 	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/proto"
-)
-
-// The values of agent/NAME.d/approval (SPEC 17).
-const (
-	ApprovalAuto = "auto"
-	ApprovalAsk  = "ask"
-)
-
-// Defaults of a definition's tool settings (SPEC 17).
-const (
-	DefaultPerm            = "r"
-	DefaultSteps           = 32
-	DefaultApprovalTimeout = 3600 * time.Second
 )
 
 // ToolCall is one call a model made: its id, its name as ctxfs spells it

@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/agent/provider"
 	"github.com/ctxfs/ctxfs/proto"
@@ -200,7 +201,7 @@ func (l *toolLoop) call(ctx context.Context, c ToolCall) (content string, isErr,
 			l.allowRun[c.Name] = true
 		}
 	}
-	if c.Name == ToolAgentCreate {
+	if c.Name == def.ToolAgentCreate {
 		return l.create(ctx, c)
 	}
 	keep := func(b FileBefore) error { return l.s.Host.Keep(c, b) }
@@ -247,7 +248,7 @@ func (l *toolLoop) offered(name string) bool {
 // approval ask, a tool that writes or executes, unless allowed for the
 // rest of the run.
 func (l *toolLoop) mustAsk(name string) bool {
-	if l.s.Def.Approval != ApprovalAsk || l.allowRun[name] {
+	if l.s.Def.Approval != def.ApprovalAsk || l.allowRun[name] {
 		return false
 	}
 	c := toolClass(name)

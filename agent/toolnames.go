@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/agent/tools"
 )
@@ -13,7 +14,7 @@ const ToolAskUser = tools.AskUser
 func toolSpecs(names []string) []modelapi.Tool {
 	specs := tools.Specs(names)
 	for _, n := range names {
-		if n == ToolAgentCreate {
+		if n == def.ToolAgentCreate {
 			specs = append(specs, agentCreateSpec)
 		}
 	}
@@ -23,7 +24,7 @@ func toolSpecs(names []string) []modelapi.Tool {
 // toolClass is the perm letter a tool needs (tools.Class; x for
 // agent.create).
 func toolClass(name string) byte {
-	if name == ToolAgentCreate {
+	if name == def.ToolAgentCreate {
 		return tools.ClassExec
 	}
 	return tools.Class(name)

@@ -7,24 +7,10 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/agent/tools"
 	"github.com/ctxfs/ctxfs/proto"
 )
-
-// Restore is what a restore run puts back (SPEC 17, ctx agent restore):
-// the engine sets it on a copy of the agent's definition; nil for every
-// definition read from disk. A restore resumed after a restart has no
-// Steps: its calls are the ones its history left unanswered.
-type Restore struct {
-	Steps []RestoreStep
-}
-
-// RestoreStep is one file as it was before: its content, or its absence.
-type RestoreStep struct {
-	Path    string
-	Absent  bool
-	Content []byte
-}
 
 // restoreTools are the tools a restore calls: a write of the earlier
 // content, a removal for a file that did not exist.
@@ -53,7 +39,7 @@ func runRestore(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 
 // restoreCalls are the calls that put the steps back, with ids of their
 // own ("restore-N").
-func restoreCalls(steps []RestoreStep) []ToolCall {
+func restoreCalls(steps []def.RestoreStep) []ToolCall {
 	calls := make([]ToolCall, 0, len(steps))
 	for i, st := range steps {
 		c := ToolCall{ID: "restore-" + strconv.Itoa(i+1), Name: tools.FSRemove}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/agent/window"
 	"github.com/ctxfs/ctxfs/proto"
@@ -52,13 +53,13 @@ func logTail(log []byte) ([]byte, int64) {
 // log and the summary (NewPrompt), then fitted to a 128k window
 // (truncate: the oldest turns cut, the summary kept with a new cursor).
 func assemble(tb testing.TB, log []byte, start int64, summary []byte) *toolLoop {
-	def := &Definition{Kind: "agent", Name: "b", API: &API{Config: modelapi.Config{API: modelapi.OpenAIChat, ModelID: "gpt-4o"}}, WindowDef: WindowDef{Strategy: CompactTruncate}}
-	p := NewPrompt(owner0, "Answer briefly.", log, start, summary, def.Limits().Prompt())
+	defn := &def.Definition{Kind: "agent", Name: "b", API: &def.API{Config: modelapi.Config{API: modelapi.OpenAIChat, ModelID: "gpt-4o"}}, WindowDef: def.WindowDef{Strategy: def.CompactTruncate}}
+	p := NewPrompt(owner0, "Answer briefly.", log, start, summary, defn.Limits().Prompt())
 	p.Keep = func(b []byte) error { return nil }
-	s := Spec{Def: def, Prompt: p}
+	s := Spec{Def: defn, Prompt: p}
 	l := newToolLoop(s, func(*proto.Object) {}, 0, nil)
 	l.req, l.win = p.Request, newRunWindow(s)
-	if !l.fit(context.Background(), def.API.Config) {
+	if !l.fit(context.Background(), defn.API.Config) {
 		tb.Fatal("the prompt does not fit")
 	}
 	if n := window.RequestTokens(l.sent()); n > l.win.lim.Prompt() || !l.win.cut {
@@ -124,7 +125,7 @@ func TestPromptAssemblyMemory(t *testing.T) {
 // (NewPromptFrom: only what the log gained since, here nothing).
 func BenchmarkPromptFromSource(b *testing.B) {
 	log, summary := benchLog(benchMessages, 97000)
-	budget := (&Definition{API: &API{Config: modelapi.Config{API: modelapi.OpenAIChat, ModelID: "gpt-4o"}}}).Limits().Prompt()
+	budget := (&def.Definition{API: &def.API{Config: modelapi.Config{API: modelapi.OpenAIChat, ModelID: "gpt-4o"}}}).Limits().Prompt()
 	b.Run("bytes", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

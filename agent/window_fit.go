@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/agent/window"
 	"github.com/ctxfs/ctxfs/proto"
@@ -178,7 +179,7 @@ func (l *toolLoop) compactNow(ctx context.Context, cfg modelapi.Config, start in
 	done := Compacted{Strategy: l.s.Def.WindowDef.Strategy}
 	if start > 0 || w.older > 0 {
 		cut := l.req.Turns[:start]
-		if done.Strategy != CompactTruncate {
+		if done.Strategy != def.CompactTruncate {
 			cut = append(w.olderTurns(), cut...)
 		}
 		text, err := summarize(ctx, l.s, cfg, w.lim, w.summary, cut, l.emit)
@@ -222,9 +223,9 @@ func (w *runWindow) advance(n int, emit func(*proto.Object)) window.Cursor {
 // WindowUse is how full a session's window is now (SPEC 18, ctx agent
 // status): the estimate of the prompt a run would send (the tools its
 // definition offers included), and the definition's limits.
-func WindowUse(def *Definition, p *Prompt) (tokens int, lim window.Limits) {
-	l := &toolLoop{req: p.Request, win: newRunWindow(Spec{Def: def, Prompt: p})}
-	l.req.Tools = toolSpecs(def.Tools)
+func WindowUse(defn *def.Definition, p *Prompt) (tokens int, lim window.Limits) {
+	l := &toolLoop{req: p.Request, win: newRunWindow(Spec{Def: defn, Prompt: p})}
+	l.req.Tools = toolSpecs(defn.Tools)
 	return l.requestTokens() + l.win.olderTokens(), l.win.lim
 }
 
@@ -260,7 +261,7 @@ func CompactFrame(ctx context.Context, s Spec) (*proto.Object, error) {
 // summarize request's usage, a failed strategy's log) go to emit.
 func Compact(ctx context.Context, s Spec, emit func(*proto.Object)) (Compacted, error) {
 	cfg := s.Def.API.Config
-	if s.Def.WindowDef.Strategy == CompactSummarize { // the one strategy that needs the key
+	if s.Def.WindowDef.Strategy == def.CompactSummarize { // the one strategy that needs the key
 		var err error
 		if cfg, err = apiConfig(s); err != nil {
 			return Compacted{}, err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/agent/window"
 )
@@ -16,7 +17,7 @@ import (
 // another array of the same length takes the request's place.
 func TestRequestTokensAsCounted(t *testing.T) {
 	promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
-	def := &Definition{Kind: "agent", Name: "w", API: &API{Config: modelapi.Config{API: modelapi.OpenAIChat, ModelID: "gpt-4o"}}}
+	defn := &def.Definition{Kind: "agent", Name: "w", API: &def.API{Config: modelapi.Config{API: modelapi.OpenAIChat, ModelID: "gpt-4o"}}}
 	var log []byte
 	for i := range 60 {
 		log = append(log, memoLine("w", i)+"\n"...)
@@ -30,7 +31,7 @@ func TestRequestTokensAsCounted(t *testing.T) {
 	for round := range 3 { // afresh, then grown from the cut twice
 		log = append(log, memoLine("w", 60+round)+"\n"...)
 		p := NewPrompt(owner0, "sys", log, 0, nil, 0)
-		s := Spec{Def: def, Prompt: p}
+		s := Spec{Def: defn, Prompt: p}
 		l := &toolLoop{s: s}
 		l.firstRequest()
 		check(fmt.Sprint("round ", round, ", the prompt"), l)

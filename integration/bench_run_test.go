@@ -102,7 +102,7 @@ func us(d time.Duration) float64 { return float64(d) / 1e3 }
 //
 // The sends start once the definitions are over two seconds old (a
 // definition changed more recently is read again at every send:
-// agent/defcache.go's racyWindow, which a server in use does not pay).
+// agent/def/cache.go's racyWindow, which a server in use does not pay).
 // short: sessions of at most firstDeltaTurns sends each, made before the
 // timing starts, so that the conversation is as long at every b.N.
 // long: one session whose messages.jsonl holds longTurns lines first

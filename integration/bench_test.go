@@ -86,7 +86,7 @@ func reportJournal(b *testing.B, dir string) {
 //
 // The sends start once the agent's definition is over two seconds old:
 // a definition changed more recently than that is read again at every
-// send (agent/defcache.go, racyWindow), which the server just made here
+// send (agent/def/cache.go, racyWindow), which the server just made here
 // would otherwise pay through most of the one-client run, and a server
 // in use does not.
 func BenchmarkDurableSends(b *testing.B) {

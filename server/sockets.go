@@ -25,7 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/internal/gopool"
 	"github.com/ctxfs/ctxfs/internal/quota"
 	"github.com/ctxfs/ctxfs/proto"
@@ -203,7 +203,7 @@ func (s *Sockets) pause(d time.Duration) bool {
 // A socket that cannot be opened does not keep the others from opening;
 // the first failure is returned.
 func (s *Sockets) scan() error {
-	agents, models, err := agent.List(s.root)
+	agents, models, err := def.List(s.root)
 	if err != nil {
 		return err
 	}
@@ -231,7 +231,7 @@ func (s *Sockets) scan() error {
 // after this no socket is there without its definition. Only sockets
 // are removed, and only under names this server would have made.
 func (s *Sockets) removeStaleSockets() {
-	for _, sock := range agent.UndefinedSockets(s.root) {
+	for _, sock := range def.UndefinedSockets(s.root) {
 		if os.Remove(sock.Path) == nil {
 			s.log.Info("removed a stale socket: its definition is gone", "socket", sock.Path)
 		}
@@ -392,8 +392,8 @@ func (s *Sockets) serveWith(conn net.Conn, c layout.Caller, t session.Target, be
 	if err == nil {
 		req, err = proto.ParseRequest(line)
 	}
-	if err == nil && begin == nil && !agent.Defined(s.root, t.Kind, t.Owner) {
-		err = agent.NotDefined(t.Kind, t.Owner) // a connection accepted just before its definition went
+	if err == nil && begin == nil && !def.Defined(s.root, t.Kind, t.Owner) {
+		err = def.NotDefined(t.Kind, t.Owner) // a connection accepted just before its definition went
 	}
 	if err == nil && begin == nil && req.Op == proto.OpImport {
 		s.serveImport(e, conn, w, c, t, req, line, br)

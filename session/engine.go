@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/internal/loadcache"
 	"github.com/ctxfs/ctxfs/internal/quota"
@@ -102,7 +102,7 @@ type Engine struct {
 	sealKey  *sealedlog.Key     // every seal record is keyed with it (layout/sealkey.go)
 	derived  *behind.Queue      // derived values not yet in the store
 	limits   *quota.Limits      // what users may make the engine hold
-	defs     *agent.Cache       // agent and model definitions, read again when they change
+	defs     *def.Cache         // agent and model definitions, read again when they change
 	waiting  *waiting.Registry  // the calls waiting for a person (run_tools.go)
 	kids     *children.Book     // the runs' child runs (run_tools.go)
 }
@@ -127,7 +127,7 @@ func Open(cfg Config) (*Engine, error) {
 		indexes:  loadcache.New[*index.Index](0, nil, nil),
 		runs:     map[string]*run{},
 		limits:   quota.NewLimits(cfg.Limits),
-		defs:     agent.NewCache(),
+		defs:     def.NewCache(),
 		waiting:  waiting.New(waiting.Config{PerUid: cfg.Limits.WaitingPerUid}),
 	}
 	e.Tree = tree.New(e.root, e)

@@ -31,8 +31,8 @@ func (e *Engine) CreateSession(c layout.Caller, r layout.Ref) error {
 		return err
 	}
 	cwd := "/"
-	if def, err := e.definition(r.Container); err == nil && def.Cwd != "" {
-		cwd = def.Cwd
+	if defn, err := e.definition(r.Container); err == nil && defn.Cwd != "" {
+		cwd = defn.Cwd
 	}
 	if err := e.createDir(r, loc.own, cwd); err != nil {
 		return err

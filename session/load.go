@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
@@ -328,13 +328,13 @@ func (e *Engine) sessionExists(r layout.Ref) bool {
 }
 
 // definition loads the agent or model a container belongs to: read again
-// only when it changed (agent.Cache). The definition is shared.
-func (e *Engine) definition(ct layout.Container) (*agent.Definition, error) {
-	def, err := e.defs.Load(e.cfg.Root, ct.Kind, ct.Owner)
+// only when it changed (def.Cache). The definition is shared.
+func (e *Engine) definition(ct layout.Container) (*def.Definition, error) {
+	defn, err := e.defs.Load(e.cfg.Root, ct.Kind, ct.Owner)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", ct.Kind, ct.Owner, err)
 	}
-	return def, nil
+	return defn, nil
 }
 
 // logPlace is where a session's log is, journaled by the engine.

@@ -94,8 +94,8 @@ func (e *Engine) status(c layout.Caller, loc *location) (*Reply, error) {
 			runs = append(runs, proto.NewObject("run", rn.id, "phase", rn.phaseNow()))
 		}
 		runs = append(runs, e.dormantRuns(s, loc)...)
-		if def, err := e.definition(loc.ref.Container); err == nil && def.AnsweredByAPI() {
-			st.Set("window", agent.WindowStatus(s.windowSpec(c, loc, def)))
+		if defn, err := e.definition(loc.ref.Container); err == nil && defn.AnsweredByAPI() {
+			st.Set("window", agent.WindowStatus(s.windowSpec(c, loc, defn)))
 		}
 		s.fileMu.Lock()
 		updated = s.updatedAt
@@ -112,7 +112,7 @@ func (e *Engine) status(c layout.Caller, loc *location) (*Reply, error) {
 // agent.CompactFrame); EBUSY while a run is active or waits (it keeps its
 // own window). No run is recorded, messages.jsonl is not touched.
 func (e *Engine) compact(c layout.Caller, loc *location) (*Reply, error) {
-	def, err := e.definition(loc.ref.Container)
+	defn, err := e.definition(loc.ref.Container)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +124,7 @@ func (e *Engine) compact(c layout.Caller, loc *location) (*Reply, error) {
 	if !s.idle() {
 		return nil, abi.Errorf(syscall.EBUSY, "compact", "a run of the session is active or waits (or the session is temp: it keeps no summary)")
 	}
-	f, err := agent.CompactFrame(context.Background(), s.windowSpec(c, loc, def))
+	f, err := agent.CompactFrame(context.Background(), s.windowSpec(c, loc, defn))
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/versions"
@@ -21,7 +21,7 @@ func (e *Engine) restore(c layout.Caller, loc *location, req *proto.Request) (*R
 	if loc.ref.Kind != abi.KindAgent {
 		return nil, abi.Errorf(syscall.EINVAL, "restore", "a model session has no tools, so no versions")
 	}
-	def, err := e.definition(loc.ref.Container)
+	defn, err := e.definition(loc.ref.Container)
 	if err != nil {
 		return nil, err
 	}
@@ -37,10 +37,10 @@ func (e *Engine) restore(c layout.Caller, loc *location, req *proto.Request) (*R
 	if err != nil {
 		return nil, err
 	}
-	d := *def
-	d.Restore = &agent.Restore{Steps: steps}
+	d := *defn
+	d.Restore = &def.Restore{Steps: steps}
 	req.Input = what
-	r, retry, err := e.sendTo(c, s, loc, req, &d, effectiveCwd(req.Cwd, def), nil)
+	r, retry, err := e.sendTo(c, s, loc, req, &d, effectiveCwd(req.Cwd, defn), nil)
 	if retry {
 		return nil, abi.Errorf(syscall.EAGAIN, "restore", "a send with client id %q failed at the same time: try again", req.ID)
 	}
@@ -50,7 +50,7 @@ func (e *Engine) restore(c layout.Caller, loc *location, req *proto.Request) (*R
 // restoreSteps are the files a restore puts back, and the words of its
 // user message: version N's earlier state, or each file a run changed as
 // it was before the run's first change of it; only PATH when one is named.
-func (s *sess) restoreSteps(req *proto.Request) ([]agent.RestoreStep, string, error) {
+func (s *sess) restoreSteps(req *proto.Request) ([]def.RestoreStep, string, error) {
 	st, err := versions.Open(s.e.root, s.e.sealKey, s.rel)
 	if err != nil {
 		return nil, "", err
@@ -63,9 +63,9 @@ func (s *sess) restoreSteps(req *proto.Request) ([]agent.RestoreStep, string, er
 	if len(chosen) == 0 {
 		return nil, "", abi.Errorf(syscall.ENOENT, "restore", "nothing to restore: %s", what)
 	}
-	steps := make([]agent.RestoreStep, 0, len(chosen))
+	steps := make([]def.RestoreStep, 0, len(chosen))
 	for _, en := range chosen {
-		step := agent.RestoreStep{Path: en.Path, Absent: en.Absent()}
+		step := def.RestoreStep{Path: en.Path, Absent: en.Absent()}
 		if !step.Absent {
 			if step.Content, err = st.Content(en.V); err != nil {
 				return nil, "", err

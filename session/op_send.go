@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/internal/gopool"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
@@ -27,14 +28,14 @@ func (e *Engine) send(c layout.Caller, loc *location, req *proto.Request) (*Repl
 	if req.Input == "" { // whatever the client: an empty message is never recorded
 		return nil, abi.Errorf(syscall.EINVAL, "send", "the input is empty: nothing to send")
 	}
-	def, err := e.definition(loc.ref.Container)
+	defn, err := e.definition(loc.ref.Container)
 	if err == nil {
-		def, err = e.kids.Attenuate(req.Parent, def) // a child's (SPEC 18)
+		defn, err = e.kids.Attenuate(req.Parent, defn) // a child's (SPEC 18)
 	}
 	if err != nil {
 		return nil, err
 	}
-	cwd := effectiveCwd(req.Cwd, def)
+	cwd := effectiveCwd(req.Cwd, defn)
 	if err := abi.CheckCwd(cwd); err != nil {
 		return nil, err
 	}
@@ -47,7 +48,7 @@ func (e *Engine) send(c layout.Caller, loc *location, req *proto.Request) (*Repl
 	for round := 0; round < 8; round++ {
 		s, release, err := e.lookup(loc.ref)
 		if err == nil {
-			r, retry, err := e.sendTo(c, s, loc, req, def, cwd, ticket)
+			r, retry, err := e.sendTo(c, s, loc, req, defn, cwd, ticket)
 			release() // a run started holds the session by itself (s.active)
 			if retry {
 				continue
@@ -79,12 +80,12 @@ func (e *Engine) send(c layout.Caller, loc *location, req *proto.Request) (*Repl
 	return nil, abi.Errorf(syscall.EIO, "send", "session %s keeps changing under the send", loc.ref.Name)
 }
 
-func effectiveCwd(reqCwd string, def *agent.Definition) string {
+func effectiveCwd(reqCwd string, defn *def.Definition) string {
 	switch {
 	case reqCwd != "":
 		return reqCwd
-	case def.Cwd != "":
-		return def.Cwd
+	case defn.Cwd != "":
+		return defn.Cwd
 	}
 	return "/"
 }
@@ -146,7 +147,7 @@ func checkStartRecords(c layout.Caller, loc *location, req *proto.Request, cwd s
 // check, then the cwd resolution, then the records. retry is true when a
 // concurrent send with the same client id failed and this one should look
 // again.
-func (e *Engine) sendTo(c layout.Caller, s *sess, loc *location, req *proto.Request, def *agent.Definition, cwd string, ticket *runTicket) (r *Reply, retry bool, err error) {
+func (e *Engine) sendTo(c layout.Caller, s *sess, loc *location, req *proto.Request, defn *def.Definition, cwd string, ticket *runTicket) (r *Reply, retry bool, err error) {
 	if err := s.provable(); err != nil {
 		return nil, false, err
 	}
@@ -160,7 +161,7 @@ func (e *Engine) sendTo(c layout.Caller, s *sess, loc *location, req *proto.Requ
 		}
 		return s.replay(rec), false, nil
 	}
-	r, err = e.startRun(c, s, loc, req, def, cwd, rec, ticket)
+	r, err = e.startRun(c, s, loc, req, defn, cwd, rec, ticket)
 	if err != nil {
 		s.release(req.ID, rec)
 	}
@@ -223,7 +224,7 @@ func (s *sess) replay(rec *clientRecord) *Reply {
 
 // startRun records the start (SPEC 8 step 7: start event, user message,
 // state, updated_at, index) durably, then queues the run.
-func (e *Engine) startRun(c layout.Caller, s *sess, loc *location, req *proto.Request, def *agent.Definition, cwd string, rec *clientRecord, ticket *runTicket) (_ *Reply, err error) {
+func (e *Engine) startRun(c layout.Caller, s *sess, loc *location, req *proto.Request, defn *def.Definition, cwd string, rec *clientRecord, ticket *runTicket) (_ *Reply, err error) {
 	// The caller's quota of runs is taken before anything is written (by
 	// send, before it created the session, or here), and given back when
 	// the run is forgotten (forgetRun) or refused.
@@ -245,7 +246,7 @@ func (e *Engine) startRun(c layout.Caller, s *sess, loc *location, req *proto.Re
 	if err := s.closePending(); err != nil {
 		return nil, err
 	}
-	rn := e.newRun(s, id, req.ID, c, loc, def, req.Input, cwd, dir, rec)
+	rn := e.newRun(s, id, req.ID, c, loc, defn, req.Input, cwd, dir, rec)
 	rn.parent = req.Parent
 	// Both logs at once, whole or not at all: the start is acknowledged
 	// when both are durable, and a refused send writes nothing

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
@@ -44,15 +45,15 @@ func (s *sess) promptAs(rules string, c layout.Caller, budget int) *agent.Prompt
 }
 
 // windowSpec is what an op on a session's window (status, compact) needs
-// of a run of def: newRun's uid (the home's owner, the caller in a space)
+// of a run of defn: newRun's uid (the home's owner, the caller in a space)
 // and the prompt it would get now, with the agent's own AGENTS.md.
-func (s *sess) windowSpec(c layout.Caller, loc *location, def *agent.Definition) agent.Spec {
+func (s *sess) windowSpec(c layout.Caller, loc *location, defn *def.Definition) agent.Spec {
 	if loc.scope == abi.ScopePrivate {
 		c = layout.Caller{Uid: uint32(loc.own.Uid), Gid: uint32(loc.own.Gid)}
 	}
-	p := s.promptAs(strings.TrimRight(def.AgentsMD, "\n"), c, def.Limits().Prompt())
+	p := s.promptAs(strings.TrimRight(defn.AgentsMD, "\n"), c, defn.Limits().Prompt())
 	env := map[string]string{"CTX_AGENT": loc.ref.Owner, "CTX_SESSION": loc.ref.Name, "CTX_SCOPE": loc.scope, "PATH": "/usr/local/bin:/usr/bin:/bin"}
-	return agent.Spec{Session: loc.ref.Name, Scope: loc.scope, Def: def, Uid: c.Uid, Gid: c.Gid, Env: env, Prompt: p}
+	return agent.Spec{Session: loc.ref.Name, Scope: loc.scope, Def: defn, Uid: c.Uid, Gid: c.Gid, Env: env, Prompt: p}
 }
 
 // conversationLog is the last maxConversation bytes of messages.jsonl,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/internal/gopool"
 	"github.com/ctxfs/ctxfs/internal/logx"
 	"github.com/ctxfs/ctxfs/internal/quota"
@@ -68,7 +69,7 @@ type run struct {
 
 // newRun makes a run of the session, not yet visible (register): its
 // stream is to hold its start frame first.
-func (e *Engine) newRun(s *sess, id, clientID string, c layout.Caller, loc *location, def *agent.Definition, input, cwd string, dir runDir, rec *clientRecord) *run {
+func (e *Engine) newRun(s *sess, id, clientID string, c layout.Caller, loc *location, defn *def.Definition, input, cwd string, dir runDir, rec *clientRecord) *run {
 	uid, gid := uint32(loc.own.Uid), uint32(loc.own.Gid)
 	if loc.scope != abi.ScopePrivate {
 		uid, gid = c.Uid, c.Gid
@@ -79,7 +80,7 @@ func (e *Engine) newRun(s *sess, id, clientID string, c layout.Caller, loc *loca
 	rn.q = runqueue.New(id, maxRunStream, rn.cancel)
 	rn.host = &toolHost{rn: rn}
 	rn.spec = agent.Spec{
-		RunID: id, Session: loc.ref.Name, Scope: loc.scope, Def: def,
+		RunID: id, Session: loc.ref.Name, Scope: loc.scope, Def: defn,
 		Uid: uid, Gid: gid, Input: input, Dir: e.hostPath(dir),
 		Env: map[string]string{
 			"CTX_RUN_ID": id, "CTX_AGENT": loc.ref.Owner, "CTX_SESSION": loc.ref.Name,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
 
@@ -19,7 +20,7 @@ import (
 // is; a symlink or anything else there fails the run), and root/ opened
 // for the trampoline. The returned func closes what it opened.
 func (e *Engine) prepareJail(rn *run) (closeJail func(), err error) {
-	if rn.spec.Def.Isolation != agent.IsolationChroot || rn.dir.root == "" {
+	if rn.spec.Def.Isolation != def.IsolationChroot || rn.dir.root == "" {
 		return func() {}, nil
 	}
 	for _, d := range agent.JailDirs(e.cfg.Root) {
@@ -52,8 +53,8 @@ func (e *Engine) prepareJail(rn *run) (closeJail func(), err error) {
 // model API run's system prompt starts with them.
 func (e *Engine) runRules(rn *run) string {
 	var parts []string
-	if def := rn.spec.Def; def.AgentsMD != "" {
-		parts = append(parts, strings.TrimRight(def.AgentsMD, "\n"))
+	if defn := rn.spec.Def; defn.AgentsMD != "" {
+		parts = append(parts, strings.TrimRight(defn.AgentsMD, "\n"))
 	}
 	if s := rn.s; rn.spec.Dir != "/" && s.ref.Kind == abi.KindAgent {
 		parts = append(parts, e.chrootRules(s.ref.Container.ChrootRel(rn.spec.Uid), rn.spec.Env["CTX_CWD"])...)
@@ -66,12 +67,12 @@ func (e *Engine) runRules(rn *run) string {
 // are observability only; a snapshot that cannot be written does not fail
 // the run. A temp session keeps none.
 func (e *Engine) writeSnapshots(rn *run, rules string) {
-	s, def := rn.s, rn.spec.Def
+	s, defn := rn.s, rn.spec.Def
 	if s.rel == "" {
 		return
 	}
 	var skills strings.Builder
-	for _, sk := range def.Skills {
+	for _, sk := range defn.Skills {
 		skills.WriteString("- name: " + sk.Name + "\n  description: " + sk.Description + "\n  path: " + sk.Path + "\n")
 	}
 	s.fileMu.Lock()
@@ -132,7 +133,7 @@ func (e *Engine) prepareCLI(rn *run) error {
 		err = e.FreeTree().WriteFileAll(c, rn.dir.root, path.Join(home, path.Clean("/"+inv.Files[i].Path)), inv.Files[i].Data)
 	}
 	rn.spec.Env["HOME"] = e.mountPath(home)
-	if rn.spec.Def.Isolation == agent.IsolationChroot {
+	if rn.spec.Def.Isolation == def.IsolationChroot {
 		rn.spec.Env["HOME"] = "/home/agent"
 	}
 	rn.spec.CLI = &agent.CLIRun{Resume: resume, Invocation: inv, Named: rn.s.recordCLISession}

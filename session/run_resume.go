@@ -7,6 +7,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/internal/gopool"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
@@ -47,12 +48,12 @@ func (s *sess) keepWaiting(rec *clientRecord) bool {
 	// Only a run the server drives itself can go on from its history: a
 	// model's loop, a restore. A CLI's process died with the server, and
 	// its permission prompt with it: that run is interrupted.
-	def, err := s.e.definition(s.ref.Container)
-	if err != nil || !(def.AnsweredByAPI() || rec.start.Str("op") == proto.OpRestore) {
+	defn, err := s.e.definition(s.ref.Container)
+	if err != nil || !(defn.AnsweredByAPI() || rec.start.Str("op") == proto.OpRestore) {
 		return false
 	}
 	call := waitingCall(s.ref, rec, w)
-	err = s.e.waiting.Add(call, def.ApprovalTimeout, func(c waiting.Call, a waiting.Answer) (*proto.Object, error) {
+	err = s.e.waiting.Add(call, defn.ApprovalTimeout, func(c waiting.Call, a waiting.Answer) (*proto.Object, error) {
 		return s.e.resumeRun(s.ref, rec, c, a)
 	})
 	if err != nil {
@@ -132,14 +133,14 @@ func (e *Engine) restartRun(r layout.Ref, rec *clientRecord) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	def, err := e.definition(r.Container)
+	defn, err := e.definition(r.Container)
 	if err != nil {
 		return nil, err
 	}
 	if rec.start.Str("op") == proto.OpRestore {
-		d := *def
-		d.Restore = &agent.Restore{} // its calls are in its history
-		def = &d
+		d := *defn
+		d.Restore = &def.Restore{} // its calls are in its history
+		defn = &d
 	}
 	ticket, err := e.takeRun(c.Uid)
 	if err != nil {
@@ -150,7 +151,7 @@ func (e *Engine) restartRun(r layout.Ref, rec *clientRecord) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	rn := e.newRun(s, rec.run, rec.start.Str("client_id"), c, loc, def, rec.input, rec.cwd, dir, rec)
+	rn := e.newRun(s, rec.run, rec.start.Str("client_id"), c, loc, defn, rec.input, rec.cwd, dir, rec)
 	rn.register()
 	ticket.spend()
 	rn.resumed = true

@@ -93,3 +93,18 @@ func Settled(t testing.TB, dir string, skip func(rel string) bool, quiet time.Du
 	t.Fatalf("%s keeps changing", dir)
 	return nil
 }
+
+// WriteFile writes content to p with mode (chmod'ed, whatever the umask),
+// making p's directories first.
+func WriteFile(t testing.TB, p, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -17,7 +17,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/reply"
 )
@@ -44,10 +44,10 @@ const (
 // Parent is what the engine gives for the run that calls agent.create.
 type Parent struct {
 	Run          string
-	Def          *agent.Definition // the parent's (attenuated) definition
-	IsChild      bool              // the parent is itself a child run
-	Scope, Space string            // the parent session's scope, and its space when shared
-	Files        *Files            // the parent session's context/child/; nil for a temp session
+	Def          *def.Definition // the parent's (attenuated) definition
+	IsChild      bool            // the parent is itself a child run
+	Scope, Space string          // the parent session's scope, and its space when shared
+	Files        *Files          // the parent session's context/child/; nil for a temp session
 	// Record records a frame in the parent run's events, then streams
 	// it, without waiting; dropped once the parent has ended.
 	Record func(*proto.Object)
@@ -96,25 +96,25 @@ func New(cancel func(run, reason string) bool) *Book {
 
 // Attenuate is the definition a child of parent runs with (SPEC 18): its
 // own tools that its parent has too, refused EACCES when the parent is
-// jailed and the child would not be; def is never changed (it is the
-// cache's). With no such parent running (parent ""), def itself.
-func (b *Book) Attenuate(parent string, def *agent.Definition) (*agent.Definition, error) {
+// jailed and the child would not be; d is never changed (it is the
+// cache's). With no such parent running (parent ""), d itself.
+func (b *Book) Attenuate(parent string, d *def.Definition) (*def.Definition, error) {
 	if parent == "" {
-		return def, nil
+		return d, nil
 	}
 	b.mu.Lock()
 	f := b.parents[parent]
 	b.mu.Unlock()
 	if f == nil {
-		return nil, abi.Errorf(syscall.ECANCELED, agent.ToolAgentCreate, "the parent run %s has ended", parent)
+		return nil, abi.Errorf(syscall.ECANCELED, def.ToolAgentCreate, "the parent run %s has ended", parent)
 	}
 	pd := f.p.Def
-	if pd.Isolation == agent.IsolationChroot && def.Isolation != agent.IsolationChroot {
-		return nil, abi.Errorf(syscall.EACCES, agent.ToolAgentCreate, "agent %s is not isolated by chroot as its parent is", def.Name)
+	if pd.Isolation == def.IsolationChroot && d.Isolation != def.IsolationChroot {
+		return nil, abi.Errorf(syscall.EACCES, def.ToolAgentCreate, "agent %s is not isolated by chroot as its parent is", d.Name)
 	}
-	child := *def
+	child := *d
 	child.Tools = nil
-	for _, t := range def.Tools {
+	for _, t := range d.Tools {
 		for _, pt := range pd.Tools {
 			if t == pt {
 				child.Tools = append(child.Tools, t)

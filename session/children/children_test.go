@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/reply"
 )
@@ -17,9 +18,9 @@ import (
 // jailed parent is EACCES; a run with no parent keeps its definition.
 func TestAttenuate(t *testing.T) {
 	b := New(func(string, string) bool { return false })
-	parent := &agent.Definition{Tools: []string{"fs.read", "agent.create", "shell.exec"}}
+	parent := &def.Definition{Tools: []string{"fs.read", "agent.create", "shell.exec"}}
 	b.family(Parent{Run: "p", Def: parent})
-	own := &agent.Definition{Name: "sub", Tools: []string{"shell.exec", "fs.write", "fs.read"}}
+	own := &def.Definition{Name: "sub", Tools: []string{"shell.exec", "fs.write", "fs.read"}}
 	got, err := b.Attenuate("p", own)
 	if err != nil || len(got.Tools) != 2 || got.Tools[0] != "shell.exec" || got.Tools[1] != "fs.read" {
 		t.Fatalf("attenuated %v, %v", got, err)
@@ -30,7 +31,7 @@ func TestAttenuate(t *testing.T) {
 	if same, _ := b.Attenuate("", own); same != own {
 		t.Fatalf("a run without a parent got another definition")
 	}
-	parent.Isolation = agent.IsolationChroot
+	parent.Isolation = def.IsolationChroot
 	if _, err := b.Attenuate("p", own); !errors.Is(err, syscall.EACCES) {
 		t.Fatalf("an unjailed child of a jailed parent: %v", err)
 	}
@@ -43,7 +44,7 @@ func TestAttenuate(t *testing.T) {
 // next waits until one is given back, or until its context ends.
 func TestGate(t *testing.T) {
 	b := New(func(string, string) bool { return false })
-	b.family(Parent{Run: "p", Def: &agent.Definition{}})
+	b.family(Parent{Run: "p", Def: &def.Definition{}})
 	var releases []func()
 	for i := 0; i < MaxRunning; i++ {
 		r, ok := b.Wait(context.Background(), "p", "c")
@@ -70,7 +71,7 @@ func TestGate(t *testing.T) {
 func TestGrandchildRefused(t *testing.T) {
 	b := New(func(string, string) bool { return false })
 	started := false
-	p := Parent{Run: "c", Def: &agent.Definition{}, IsChild: true}
+	p := Parent{Run: "c", Def: &def.Definition{}, IsChild: true}
 	p.Start = func(string, *proto.Request) (*reply.Reply, error) { started = true; return nil, nil }
 	if _, err := b.Create(p, agent.CreateRequest{Agent: "x", Input: "y", Life: agent.LifeOwned}); !errors.Is(err, syscall.EACCES) || started {
 		t.Fatalf("grandchild: %v, started %v", err, started)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/reply"
 )
@@ -22,20 +23,20 @@ import (
 // isolation the parent's would loosen, ENOENT for no such agent).
 func (b *Book) Create(p Parent, req agent.CreateRequest) (*proto.Object, error) {
 	if p.IsChild && !p.Def.Children {
-		return nil, abi.Errorf(syscall.EACCES, agent.ToolAgentCreate, "a child run cannot start children: its definition does not allow it (children allow)")
+		return nil, abi.Errorf(syscall.EACCES, def.ToolAgentCreate, "a child run cannot start children: its definition does not allow it (children allow)")
 	}
 	if !abi.ValidName(req.Agent) {
-		return nil, abi.Errorf(syscall.EINVAL, agent.ToolAgentCreate, "%q is not an agent name", truncate(req.Agent))
+		return nil, abi.Errorf(syscall.EINVAL, def.ToolAgentCreate, "%q is not an agent name", truncate(req.Agent))
 	}
 	if strings.IndexByte(req.Input, 0) >= 0 {
-		return nil, abi.Errorf(syscall.EINVAL, agent.ToolAgentCreate, "the input contains NUL")
+		return nil, abi.Errorf(syscall.EINVAL, def.ToolAgentCreate, "the input contains NUL")
 	}
 	session, clientID := req.Session, "child-"+randomHex()
 	if session == "" {
 		session = clientID
 	}
 	if !abi.ValidSessionName(session) {
-		return nil, abi.Errorf(syscall.EINVAL, agent.ToolAgentCreate, "%q is not a session name", truncate(session))
+		return nil, abi.Errorf(syscall.EINVAL, def.ToolAgentCreate, "%q is not a session name", truncate(session))
 	}
 	f := b.family(p)
 	r, err := p.Start(req.Agent, childRequest(p, req, clientID, session))
@@ -45,7 +46,7 @@ func (b *Book) Create(p Parent, req agent.CreateRequest) (*proto.Object, error) 
 	start, err := r.Next(context.Background())
 	if err != nil || start.Str("type") != proto.FrameStart {
 		r.Close()
-		return nil, abi.Errorf(syscall.EIO, agent.ToolAgentCreate, "the child sent no start")
+		return nil, abi.Errorf(syscall.EIO, def.ToolAgentCreate, "the child sent no start")
 	}
 	c := b.add(f, start.Str("run"), req.Agent, session, req.Life)
 	go b.watch(c, r)

@@ -74,7 +74,7 @@ func Judge(data []byte, sessScope string, undefined func(model string) bool) (Va
 }
 
 // checkModel judges meta.json's model (ok: it is a string): "" (the
-// agent's own), or a model the root defines (agent.Load finds it, or it
+// agent's own), or a model the root defines (def.Load finds it, or it
 // is the built-in debug/echo: undefined says it is not). A definition
 // that exists but is invalid is taken: its runs say what is wrong with
 // it.

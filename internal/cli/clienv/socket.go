@@ -6,7 +6,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/client"
 	"github.com/ctxfs/ctxfs/proto"
 )
@@ -76,7 +76,7 @@ func ExchangeIdle(ctx context.Context, w *Where, req *proto.Object, each func(cl
 // socket is waited for (client.SocketWait).
 func dialAgent(ctx context.Context, loc client.Loc) (*client.Conn, error) {
 	return client.DialWaiting(ctx, loc.Socket(), func() bool {
-		return agent.Defined(loc.Root, loc.Kind(), loc.Agent) && mounted(loc.Root)
+		return def.Defined(loc.Root, loc.Kind(), loc.Agent) && mounted(loc.Root)
 	})
 }
 

@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 )
 
@@ -34,7 +34,7 @@ type definition struct {
 // definitions loads every definition under root with the server's own
 // loader, so that "ok" means the server would take it.
 func definitions(root string) ([]definition, error) {
-	agents, models, err := agent.List(root)
+	agents, models, err := def.List(root)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func definitions(root string) ([]definition, error) {
 
 func loadDefinition(root, kind, name string) definition {
 	d := definition{Kind: kind, Name: name, State: "ok", path: abi.SocketPath(root, kind, name)}
-	if _, err := agent.Load(root, kind, name); err != nil {
+	if _, err := def.Load(root, kind, name); err != nil {
 		d.State, d.Error = "invalid", definitionError(err)
 	}
 	d.Socket = clienv.IsSocket(d.path)

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/agent/cli"
+	"github.com/ctxfs/ctxfs/agent/def"
 )
 
 // versionWait bounds a CLI's --version: Gemini CLI starts node first.
@@ -43,7 +43,7 @@ var versionNumber = regexp.MustCompile(`\b(\d+)\.(\d+)\.(\d+)\b`)
 // HOME of its own that is removed after, so that it reads and writes
 // nothing of the caller's.
 func (d *doctor) checkCLIs() {
-	agents, _, err := agent.List(d.root)
+	agents, _, err := def.List(d.root)
 	if err != nil {
 		return // checkDefinitions said so
 	}

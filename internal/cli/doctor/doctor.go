@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
-	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/client"
 	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/internal/mountinfo"
@@ -302,7 +302,7 @@ func awaitSockets(root string, defs []definition, stray []string) []string {
 // definition is not there.
 func socketsWithoutDefinition(root string) []string {
 	var stray []string
-	for _, sock := range agent.UndefinedSockets(root) {
+	for _, sock := range def.UndefinedSockets(root) {
 		stray = append(stray, sock.Path)
 	}
 	return stray

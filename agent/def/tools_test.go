@@ -1,4 +1,4 @@
-package agent
+package def
 
 import (
 	"path/filepath"
@@ -13,7 +13,7 @@ import (
 
 func TestToolSettingsDefaults(t *testing.T) {
 	root := t.TempDir()
-	writeFile(t, filepath.Join(root, "agent", "a.d", "model"), "debug/echo\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(root, "agent", "a.d", "model"), "debug/echo\n", 0o644)
 	d, err := Load(root, abi.KindAgent, "a")
 	if err != nil {
 		t.Fatal(err)
@@ -21,7 +21,7 @@ func TestToolSettingsDefaults(t *testing.T) {
 	if d.Tools != nil || d.Perm != "r" || d.Steps != 32 || d.Approval != ApprovalAuto || d.ApprovalTimeout != time.Hour {
 		t.Errorf("defaults: tools %q perm %q steps %d approval %q timeout %s", d.Tools, d.Perm, d.Steps, d.Approval, d.ApprovalTimeout)
 	}
-	writeFile(t, filepath.Join(root, "agent", "a.d", "tools"), "", 0o644)
+	testkit.WriteFile(t, filepath.Join(root, "agent", "a.d", "tools"), "", 0o644)
 	if d, err = Load(root, abi.KindAgent, "a"); err != nil || d.Tools != nil {
 		t.Errorf("an empty tools file: %q, %v", d.Tools, err)
 	}
@@ -30,10 +30,10 @@ func TestToolSettingsDefaults(t *testing.T) {
 func TestToolSettingsRead(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "agent", "a.d")
-	writeFile(t, filepath.Join(dir, "tools"), "shell.exec\nfs.read\nfs.write\nask_user\nfs.list\nfs.stat\nfs.replace\n", 0o644)
-	writeFile(t, filepath.Join(dir, "steps"), "5\n", 0o644)
-	writeFile(t, filepath.Join(dir, "approval"), "ask\n", 0o644)
-	writeFile(t, filepath.Join(dir, "approval_timeout"), "60\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "tools"), "shell.exec\nfs.read\nfs.write\nask_user\nfs.list\nfs.stat\nfs.replace\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "steps"), "5\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "approval"), "ask\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "approval_timeout"), "60\n", 0o644)
 	for _, c := range []struct {
 		perm string
 		want []string
@@ -46,7 +46,7 @@ func TestToolSettingsRead(t *testing.T) {
 	} {
 		perm, want := c.perm, c.want
 		if perm != "" {
-			writeFile(t, filepath.Join(dir, "perm"), perm+"\n", 0o644)
+			testkit.WriteFile(t, filepath.Join(dir, "perm"), perm+"\n", 0o644)
 		}
 		d, err := Load(root, abi.KindAgent, "a")
 		if err != nil {
@@ -62,14 +62,14 @@ func TestToolSettingsRead(t *testing.T) {
 // model's tool files are not consulted: a model has no tools.
 func TestToolSettingsCLIAndModel(t *testing.T) {
 	root := t.TempDir()
-	writeFile(t, filepath.Join(root, "agent", "cc"), "#!/bin/sh\n", 0o755)
-	writeFile(t, filepath.Join(root, "agent", "cc.d", "cli"), "claude-code\n", 0o644)
-	writeFile(t, filepath.Join(root, "agent", "cc.d", "approval"), "ask\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(root, "agent", "cc"), "#!/bin/sh\n", 0o755)
+	testkit.WriteFile(t, filepath.Join(root, "agent", "cc.d", "cli"), "claude-code\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(root, "agent", "cc.d", "approval"), "ask\n", 0o644)
 	d, err := Load(root, abi.KindAgent, "cc")
 	if err != nil || d.Approval != ApprovalAsk {
 		t.Errorf("cli agent: approval %q, %v", d.Approval, err)
 	}
-	writeFile(t, filepath.Join(root, "model", "p", "m.d", "tools"), "bogus\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(root, "model", "p", "m.d", "tools"), "bogus\n", 0o644)
 	if d, err = Load(root, abi.KindModel, "p/m"); err != nil || d.Tools != nil {
 		t.Errorf("model: tools %q, %v", d.Tools, err)
 	}
@@ -110,7 +110,7 @@ func TestToolSettingsInvalid(t *testing.T) {
 	}
 	for _, c := range cases {
 		root := t.TempDir()
-		writeFile(t, filepath.Join(root, "agent", "a.d", c.file), c.value, 0o644)
+		testkit.WriteFile(t, filepath.Join(root, "agent", "a.d", c.file), c.value, 0o644)
 		_, err := Load(root, abi.KindAgent, "a")
 		testkit.WantErrno(t, c.file+"="+c.value, err, syscall.EINVAL)
 	}

@@ -1,4 +1,4 @@
-package agent
+package def
 
 import (
 	"fmt"
@@ -15,35 +15,22 @@ import (
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
-func writeFile(t testing.TB, p, content string, mode os.FileMode) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), mode); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(p, mode); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestLoadAllControlFiles(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "agent", "coder.d")
-	writeFile(t, filepath.Join(root, "agent", "coder"), "#!/bin/sh\n", 0o755)
-	writeFile(t, filepath.Join(dir, "cwd"), "/workspace\n", 0o644)
-	writeFile(t, filepath.Join(dir, "model"), "openai/gpt-5\n", 0o644)
-	writeFile(t, filepath.Join(dir, "abi"), "text", 0o644)
-	writeFile(t, filepath.Join(dir, "env"), "# comment\nFOO=bar=baz\n\nEMPTY=\nPATH=/opt/bin\n", 0o644)
-	writeFile(t, filepath.Join(dir, "isolation"), "chroot\n", 0o644)
-	writeFile(t, filepath.Join(dir, "timeout"), "90\n", 0o644)
-	writeFile(t, filepath.Join(dir, "AGENTS.md"), "# Rules\nbe kind\n", 0o644)
-	writeFile(t, filepath.Join(dir, "window"), "50000\n", 0o644)
-	writeFile(t, filepath.Join(dir, "compact"), "auto\n", 0o644)
-	writeFile(t, filepath.Join(dir, "compact.strategy"), "summarize\n", 0o644)
-	writeFile(t, filepath.Join(dir, "skills", "b-review", "SKILL.md"), "---\nname: review\ndescription: \"Review: a diff\"\n---\nbody\n", 0o644)
-	writeFile(t, filepath.Join(dir, "skills", "a-plain", "SKILL.md"), "no front matter\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(root, "agent", "coder"), "#!/bin/sh\n", 0o755)
+	testkit.WriteFile(t, filepath.Join(dir, "cwd"), "/workspace\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "model"), "openai/gpt-5\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "abi"), "text", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "env"), "# comment\nFOO=bar=baz\n\nEMPTY=\nPATH=/opt/bin\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "isolation"), "chroot\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "timeout"), "90\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "AGENTS.md"), "# Rules\nbe kind\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "window"), "50000\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "compact"), "auto\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "compact.strategy"), "summarize\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "skills", "b-review", "SKILL.md"), "---\nname: review\ndescription: \"Review: a diff\"\n---\nbody\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "skills", "a-plain", "SKILL.md"), "no front matter\n", 0o644)
 	if err := os.MkdirAll(filepath.Join(dir, "skills", "c-empty"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +99,7 @@ func TestLoadInvalid(t *testing.T) {
 	}
 	for _, c := range cases {
 		root := t.TempDir()
-		writeFile(t, filepath.Join(root, "agent", "a.d", c.file), c.value, 0o644)
+		testkit.WriteFile(t, filepath.Join(root, "agent", "a.d", c.file), c.value, 0o644)
 		_, err := Load(root, abi.KindAgent, "a")
 		testkit.WantErrno(t, c.file+"="+c.value, err, syscall.EINVAL)
 	}
@@ -120,8 +107,8 @@ func TestLoadInvalid(t *testing.T) {
 
 func TestLoadProgramNotExecutable(t *testing.T) {
 	root := t.TempDir()
-	writeFile(t, filepath.Join(root, "agent", "a.d", "abi"), "jsonl\n", 0o644)
-	writeFile(t, filepath.Join(root, "agent", "a"), "#!/bin/sh\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(root, "agent", "a.d", "abi"), "jsonl\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(root, "agent", "a"), "#!/bin/sh\n", 0o644)
 	_, err := Load(root, abi.KindAgent, "a")
 	testkit.WantErrno(t, "non-executable program", err, syscall.EINVAL)
 }
@@ -129,8 +116,8 @@ func TestLoadProgramNotExecutable(t *testing.T) {
 func TestLoadUndefinedAndNames(t *testing.T) {
 	root := t.TempDir()
 	// A program without its .d directory defines nothing.
-	writeFile(t, filepath.Join(root, "agent", "lonely"), "#!/bin/sh\n", 0o755)
-	writeFile(t, filepath.Join(root, "agent", "file.d"), "", 0o644)
+	testkit.WriteFile(t, filepath.Join(root, "agent", "lonely"), "#!/bin/sh\n", 0o755)
+	testkit.WriteFile(t, filepath.Join(root, "agent", "file.d"), "", 0o644)
 	for _, c := range []struct {
 		kind, name string
 		want       syscall.Errno
@@ -169,8 +156,8 @@ func TestUndefinedSockets(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	writeFile(t, filepath.Join(dir, "agent", "here.d", "model"), "debug/echo\n", 0o644)
-	writeFile(t, filepath.Join(dir, "agent", "file.sock"), "", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "agent", "here.d", "model"), "debug/echo\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "agent", "file.sock"), "", 0o644)
 	// A provider that is a symlink is not looked into: its target may
 	// be anywhere, and what is listed may be removed.
 	if err := os.MkdirAll(filepath.Join(dir, "model"), 0o755); err != nil {
@@ -204,8 +191,8 @@ func TestLoadModels(t *testing.T) {
 	if err != nil || !d.Echo() || d.Dir != "" || d.Model != EchoModel {
 		t.Fatalf("built-in echo: %#v, %v", d, err)
 	}
-	writeFile(t, filepath.Join(root, "model", "acme", "big"), "#!/bin/sh\n", 0o755)
-	writeFile(t, filepath.Join(root, "model", "acme", "big.d", "timeout"), "5\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(root, "model", "acme", "big"), "#!/bin/sh\n", 0o755)
+	testkit.WriteFile(t, filepath.Join(root, "model", "acme", "big.d", "timeout"), "5\n", 0o644)
 	d, err = Load(root, abi.KindModel, "acme/big")
 	if err != nil {
 		t.Fatal(err)
@@ -226,8 +213,8 @@ func TestList(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	writeFile(t, filepath.Join(root, "agent", "alpha"), "#!/bin/sh\n", 0o755)
-	writeFile(t, filepath.Join(root, "agent", "notdir.d"), "", 0o644)
+	testkit.WriteFile(t, filepath.Join(root, "agent", "alpha"), "#!/bin/sh\n", 0o755)
+	testkit.WriteFile(t, filepath.Join(root, "agent", "notdir.d"), "", 0o644)
 	agents, models, err = List(root)
 	if err != nil {
 		t.Fatal(err)

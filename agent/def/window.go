@@ -1,4 +1,4 @@
-package agent
+package def
 
 import (
 	"path/filepath"

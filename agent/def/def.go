@@ -1,4 +1,4 @@
-package agent
+package def
 
 import (
 	"bufio"
@@ -75,7 +75,7 @@ type Definition struct {
 	Children bool
 	// WindowDef is window, compact and compact.strategy (SPEC 18).
 	WindowDef WindowDef
-	// Restore is set on a copy for a restore run (toolrestore.go).
+	// Restore is set on a copy for a restore run (agent's toolrestore.go).
 	Restore *Restore
 
 	w *witness // while it loads: what it is read from (Cache)
@@ -178,13 +178,13 @@ func checkDir(root, kind, name, dir string, w *witness) error {
 		return NotDefined(kind, name)
 	}
 	if err != nil {
-		return hostErr("load", err)
+		return abi.Wrap("load", err)
 	}
 	top := filepath.Join(root, kind) // ROOT/agent or ROOT/model, checked at mount too
 	for p := dir; ; p = filepath.Dir(p) {
 		if p != dir {
 			if st, err = w.stat(p); err != nil {
-				return hostErr("load", err)
+				return abi.Wrap("load", err)
 			}
 		}
 		if err := ownedByServer(p, st); err != nil {
@@ -242,7 +242,7 @@ func findProgram(prog string, w *witness) (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", hostErr("load", err)
+		return "", abi.Wrap("load", err)
 	}
 	if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
 		return "", abi.Errorf(syscall.EINVAL, "load", "program %s is not an executable file", prog)
@@ -389,14 +389,14 @@ func (d *Definition) readAgentsMD() error {
 func (d *Definition) readSkills() error {
 	skillsDir := filepath.Join(d.Dir, "skills")
 	if _, err := d.w.stat(skillsDir); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
-		return hostErr("load", err)
+		return abi.Wrap("load", err)
 	}
 	ents, err := os.ReadDir(skillsDir)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return nil
 	}
 	if err != nil {
-		return hostErr("load", err)
+		return abi.Wrap("load", err)
 	}
 	for _, e := range ents { // ReadDir sorts by name
 		d.w.stat(filepath.Join(skillsDir, e.Name())) // SKILL.md coming or going
@@ -489,7 +489,7 @@ func (d *Definition) read(file string) (data []byte, ok bool, err error) {
 func readBounded(p string, w *witness) ([]byte, error) {
 	f, err := os.Open(p)
 	if err != nil {
-		return nil, hostErr("load", err)
+		return nil, abi.Wrap("load", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
@@ -504,7 +504,7 @@ func readBounded(p string, w *witness) ([]byte, error) {
 	}
 	var b bytes.Buffer
 	if _, err := b.ReadFrom(io.LimitReader(f, maxControlFile+1)); err != nil {
-		return nil, hostErr("load", err)
+		return nil, abi.Wrap("load", err)
 	}
 	if b.Len() > maxControlFile {
 		return nil, abi.Errorf(syscall.EINVAL, "load", "%s is over %d bytes", p, maxControlFile)
@@ -516,16 +516,6 @@ func (d *Definition) invalid(file, format string, args ...any) error {
 	e := abi.Errorf(syscall.EINVAL, "load", format, args...)
 	e.Path = filepath.Join(d.Dir, file)
 	return e
-}
-
-// hostErr turns an error from the host filesystem into an *abi.Error that
-// keeps its errno.
-func hostErr(op string, err error) error {
-	var e *abi.Error
-	if errors.As(err, &e) {
-		return e
-	}
-	return &abi.Error{Op: op, Errno: abi.Errno(err), Msg: err.Error()}
 }
 
 // List returns the names of the defined agents (NAME.d directories under
@@ -619,7 +609,7 @@ func subdirs(dir string) ([]string, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, hostErr("list", err)
+		return nil, abi.Wrap("list", err)
 	}
 	var out []string
 	for _, e := range ents {

@@ -1,4 +1,4 @@
-package agent
+package def
 
 import (
 	"os"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // cacheNow makes every file count as old enough to be witnessed (no racy
@@ -31,7 +32,7 @@ func TestCacheReadsAgainWhenChanged(t *testing.T) {
 	cacheNow(t)
 	root := t.TempDir()
 	dir := filepath.Join(root, "agent", "a.d")
-	writeFile(t, filepath.Join(dir, "cwd"), "/x\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "cwd"), "/x\n", 0o644)
 	c := NewCache()
 	load := func(what string) *Definition {
 		t.Helper()
@@ -50,12 +51,16 @@ func TestCacheReadsAgainWhenChanged(t *testing.T) {
 		change func()
 		check  func(d *Definition) bool
 	}{
-		{"cwd edited in place", func() { writeFile(t, filepath.Join(dir, "cwd"), "/y\n", 0o644) }, func(d *Definition) bool { return d.Cwd == "/y" }},
-		{"timeout added", func() { writeFile(t, filepath.Join(dir, "timeout"), "7\n", 0o644) }, func(d *Definition) bool { return d.Timeout == 7*time.Second }},
+		{"cwd edited in place", func() { testkit.WriteFile(t, filepath.Join(dir, "cwd"), "/y\n", 0o644) }, func(d *Definition) bool { return d.Cwd == "/y" }},
+		{"timeout added", func() { testkit.WriteFile(t, filepath.Join(dir, "timeout"), "7\n", 0o644) }, func(d *Definition) bool { return d.Timeout == 7*time.Second }},
 		{"timeout removed", func() { os.Remove(filepath.Join(dir, "timeout")) }, func(d *Definition) bool { return d.Timeout == 0 }},
-		{"program created", func() { writeFile(t, filepath.Join(root, "agent", "a"), "#!/bin/sh\n", 0o755) }, func(d *Definition) bool { return d.Program != "" }},
-		{"skill added", func() { writeFile(t, filepath.Join(dir, "skills", "s", "SKILL.md"), "---\nname: s1\n---\n", 0o644) }, func(d *Definition) bool { return len(d.Skills) == 1 && d.Skills[0].Name == "s1" }},
-		{"skill edited", func() { writeFile(t, filepath.Join(dir, "skills", "s", "SKILL.md"), "---\nname: s2\n---\n", 0o644) }, func(d *Definition) bool { return len(d.Skills) == 1 && d.Skills[0].Name == "s2" }},
+		{"program created", func() { testkit.WriteFile(t, filepath.Join(root, "agent", "a"), "#!/bin/sh\n", 0o755) }, func(d *Definition) bool { return d.Program != "" }},
+		{"skill added", func() {
+			testkit.WriteFile(t, filepath.Join(dir, "skills", "s", "SKILL.md"), "---\nname: s1\n---\n", 0o644)
+		}, func(d *Definition) bool { return len(d.Skills) == 1 && d.Skills[0].Name == "s1" }},
+		{"skill edited", func() {
+			testkit.WriteFile(t, filepath.Join(dir, "skills", "s", "SKILL.md"), "---\nname: s2\n---\n", 0o644)
+		}, func(d *Definition) bool { return len(d.Skills) == 1 && d.Skills[0].Name == "s2" }},
 		{"program removed", func() { os.Remove(filepath.Join(root, "agent", "a")) }, func(d *Definition) bool { return d.Program == "" }},
 	}
 	for _, st := range steps {
@@ -70,7 +75,7 @@ func TestCacheReadsAgainWhenChanged(t *testing.T) {
 		}
 	}
 	tick()
-	writeFile(t, filepath.Join(dir, "abi"), "bogus\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "abi"), "bogus\n", 0o644)
 	if _, err := c.Load(root, abi.KindAgent, "a"); abi.Errno(err) != syscall.EINVAL {
 		t.Errorf("invalid abi: %v", err)
 	}
@@ -78,7 +83,7 @@ func TestCacheReadsAgainWhenChanged(t *testing.T) {
 		t.Errorf("invalid abi, again (an error is not kept as a definition): %v", err)
 	}
 	tick()
-	writeFile(t, filepath.Join(dir, "abi"), "text\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "abi"), "text\n", 0o644)
 	if d := load("abi fixed"); d.ABI != ABIText {
 		t.Errorf("abi fixed: %q", d.ABI)
 	}
@@ -89,7 +94,7 @@ func TestCacheReadsAgainWhenChanged(t *testing.T) {
 func TestCacheFollowsTheModel(t *testing.T) {
 	cacheNow(t)
 	root := t.TempDir()
-	writeFile(t, filepath.Join(root, "agent", "a.d", "model"), "fake/llm\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(root, "agent", "a.d", "model"), "fake/llm\n", 0o644)
 	c := NewCache()
 	d, err := c.Load(root, abi.KindAgent, "a")
 	if err != nil || d.API != nil {
@@ -97,14 +102,14 @@ func TestCacheFollowsTheModel(t *testing.T) {
 	}
 	tick()
 	mdir := filepath.Join(root, "model", "fake", "llm.d")
-	writeFile(t, filepath.Join(mdir, "api"), "openai-chat\n", 0o644)
-	writeFile(t, filepath.Join(mdir, "endpoint"), "http://127.0.0.1:1/v1\n", 0o644)
-	writeFile(t, filepath.Join(mdir, "model_id"), "m\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(mdir, "api"), "openai-chat\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(mdir, "endpoint"), "http://127.0.0.1:1/v1\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(mdir, "model_id"), "m\n", 0o644)
 	if d, err = c.Load(root, abi.KindAgent, "a"); err != nil || d.API == nil {
 		t.Fatalf("after the model was defined: %+v %v", d, err)
 	}
 	tick()
-	writeFile(t, filepath.Join(mdir, "model_id"), "n\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(mdir, "model_id"), "n\n", 0o644)
 	if d, err = c.Load(root, abi.KindAgent, "a"); err != nil || d.API == nil || d.API.Config.ModelID != "n" {
 		t.Fatalf("after the model's model_id changed: %+v %v", d, err)
 	}
@@ -115,7 +120,7 @@ func TestCacheFollowsTheModel(t *testing.T) {
 // files are older than that.
 func TestCacheKeepsNoRacyDefinition(t *testing.T) {
 	root := t.TempDir()
-	writeFile(t, filepath.Join(root, "agent", "a.d", "cwd"), "/x\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(root, "agent", "a.d", "cwd"), "/x\n", 0o644)
 	c := NewCache()
 	d1, err := c.Load(root, abi.KindAgent, "a")
 	if err != nil {

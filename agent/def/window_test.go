@@ -1,4 +1,4 @@
-package agent
+package def
 
 import (
 	"path/filepath"
@@ -23,8 +23,8 @@ func TestLoadWindowInvalid(t *testing.T) {
 	for _, c := range cases {
 		root := t.TempDir()
 		dir := filepath.Join(root, "agent", "a.d")
-		writeFile(t, filepath.Join(dir, c.file), c.value, 0o644)
-		writeFile(t, filepath.Join(dir, "compact.d", "notexec"), "#!/bin/sh\n", 0o644)
+		testkit.WriteFile(t, filepath.Join(dir, c.file), c.value, 0o644)
+		testkit.WriteFile(t, filepath.Join(dir, "compact.d", "notexec"), "#!/bin/sh\n", 0o644)
 		_, err := Load(root, abi.KindAgent, "a")
 		testkit.WantErrno(t, c.file+"="+c.value, err, syscall.EINVAL)
 	}
@@ -35,10 +35,10 @@ func TestLoadWindowInvalid(t *testing.T) {
 func TestLoadWindowProgram(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "agent", "a.d")
-	writeFile(t, filepath.Join(dir, "compact.strategy"), "digest\n", 0o644)
-	writeFile(t, filepath.Join(dir, "compact.d", "digest"), "#!/bin/sh\n", 0o755)
-	writeFile(t, filepath.Join(dir, "window"), "auto\n", 0o644)
-	writeFile(t, filepath.Join(dir, "compact"), "2000\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "compact.strategy"), "digest\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "compact.d", "digest"), "#!/bin/sh\n", 0o755)
+	testkit.WriteFile(t, filepath.Join(dir, "window"), "auto\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "compact"), "2000\n", 0o644)
 	d, err := Load(root, abi.KindAgent, "a")
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package agent
+package def
 
 import (
 	"os"
@@ -20,7 +20,7 @@ func writeModel(t *testing.T, root string, files map[string]string) string {
 		t.Fatal(err)
 	}
 	for f, v := range files {
-		writeFile(t, filepath.Join(dir, f), v+"\n", 0o644)
+		testkit.WriteFile(t, filepath.Join(dir, f), v+"\n", 0o644)
 	}
 	return dir
 }
@@ -52,7 +52,7 @@ func TestLoadModelAPI(t *testing.T) {
 		t.Errorf("API %+v", d.API)
 	}
 	// An agent without a program takes its model's API.
-	writeFile(t, filepath.Join(root, "agent", "helper.d", "model"), "fake/llm\n", 0o644)
+	testkit.WriteFile(t, filepath.Join(root, "agent", "helper.d", "model"), "fake/llm\n", 0o644)
 	a, err := Load(root, abi.KindAgent, "helper")
 	if err != nil || a.API == nil || a.API.Config.ModelID != "llama3.2" {
 		t.Fatalf("agent: %+v %v", a, err)
@@ -91,7 +91,7 @@ func TestLoadModelAPIRefusals(t *testing.T) {
 	// A model answered by both a program and an API is refused.
 	root := t.TempDir()
 	writeModel(t, root, goodAPI)
-	writeFile(t, filepath.Join(root, "model", "fake", "llm"), "#!/bin/sh\n", 0o755)
+	testkit.WriteFile(t, filepath.Join(root, "model", "fake", "llm"), "#!/bin/sh\n", 0o755)
 	_, err := Load(root, abi.KindModel, "fake/llm")
 	testkit.WantErrno(t, "api and program", err, syscall.EINVAL)
 	// A model in a chroot is refused too: it has no root/.
@@ -105,24 +105,24 @@ func TestLoadModelAPIRefusals(t *testing.T) {
 // file owned by root that no one else may write; errors never quote it.
 func TestAPIKeySources(t *testing.T) {
 	t.Setenv("CTXFS_TEST_KEY", "sk-from-env")
-	if k, err := (KeySource{KeyEnv: "CTXFS_TEST_KEY"}).key(); k != "sk-from-env" || err != nil {
+	if k, err := (KeySource{KeyEnv: "CTXFS_TEST_KEY"}).Key(); k != "sk-from-env" || err != nil {
 		t.Errorf("env key %q %v", k, err)
 	}
-	_, err := (KeySource{KeyEnv: "CTXFS_TEST_UNSET_KEY"}).key()
+	_, err := (KeySource{KeyEnv: "CTXFS_TEST_UNSET_KEY"}).Key()
 	testkit.WantErrno(t, "unset variable", err, syscall.ENOKEY)
 
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good")
-	writeFile(t, good, "sk-from-file\n", 0o600)
-	if k, err := (KeySource{KeyFile: good}).key(); k != "sk-from-file" || err != nil {
+	testkit.WriteFile(t, good, "sk-from-file\n", 0o600)
+	if k, err := (KeySource{KeyFile: good}).Key(); k != "sk-from-file" || err != nil {
 		t.Errorf("file key %q %v", k, err)
 	}
 	writable := filepath.Join(dir, "writable")
-	writeFile(t, writable, "sk-writable\n", 0o622)
+	testkit.WriteFile(t, writable, "sk-writable\n", 0o622)
 	link := filepath.Join(dir, "link")
 	os.Symlink(good, link)
 	for p, want := range map[string]syscall.Errno{writable: syscall.EACCES, link: syscall.ELOOP, filepath.Join(dir, "none"): syscall.ENOENT} {
-		_, err := (KeySource{KeyFile: p}).key()
+		_, err := (KeySource{KeyFile: p}).Key()
 		testkit.WantErrno(t, p, err, want)
 		if err != nil && strings.Contains(err.Error(), "sk-") {
 			t.Errorf("the error quotes the key: %v", err)
@@ -130,9 +130,9 @@ func TestAPIKeySources(t *testing.T) {
 	}
 	if os.Geteuid() == 0 {
 		other := filepath.Join(dir, "other")
-		writeFile(t, other, "sk-other\n", 0o600)
+		testkit.WriteFile(t, other, "sk-other\n", 0o600)
 		os.Chown(other, 1000, 1000)
-		_, err := (KeySource{KeyFile: other}).key()
+		_, err := (KeySource{KeyFile: other}).Key()
 		testkit.WantErrno(t, "a file owned by another uid", err, syscall.EACCES)
 	}
 }
@@ -146,7 +146,7 @@ func TestLoadCLI(t *testing.T) {
 	writeModel(t, root, goodAPI)
 	dir := filepath.Join(root, "agent", "c.d")
 	for f, v := range good {
-		writeFile(t, filepath.Join(dir, f), v+"\n", 0o644)
+		testkit.WriteFile(t, filepath.Join(dir, f), v+"\n", 0o644)
 	}
 	d, err := Load(root, abi.KindAgent, "c")
 	if err != nil || d.CLI == nil || d.API != nil || d.CLI.Adapter.Name() != "codex" || d.CLI.Options.Model != "gpt-5.1-codex" ||
@@ -159,10 +159,10 @@ func TestLoadCLI(t *testing.T) {
 		root := t.TempDir()
 		dir := filepath.Join(root, "agent", "c.d")
 		for f, v := range with(good, c.file, c.value) {
-			writeFile(t, filepath.Join(dir, f), v+"\n", 0o644)
+			testkit.WriteFile(t, filepath.Join(dir, f), v+"\n", 0o644)
 		}
 		if c.value == "" {
-			writeFile(t, filepath.Join(dir, c.file), "", 0o644)
+			testkit.WriteFile(t, filepath.Join(dir, c.file), "", 0o644)
 		}
 		_, err := Load(root, abi.KindAgent, "c")
 		testkit.WantErrno(t, c.file, err, syscall.EINVAL)

@@ -1,4 +1,4 @@
-package agent
+package def
 
 import (
 	"strconv"
@@ -6,6 +6,20 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/tools"
+)
+
+// The values of agent/NAME.d/approval (SPEC 17).
+const (
+	ApprovalAuto = "auto"
+	ApprovalAsk  = "ask"
+)
+
+// Defaults of a definition's tool settings (SPEC 17).
+const (
+	DefaultPerm            = "r"
+	DefaultSteps           = 32
+	DefaultApprovalTimeout = 3600 * time.Second
 )
 
 // maxSteps bounds agent/NAME.d/steps: far beyond any useful run, and each
@@ -127,4 +141,21 @@ func (d *Definition) readChildren() error {
 	}
 	d.Children = true
 	return nil
+}
+
+// ToolAgentCreate is the built-in tool, and the op of a run's control
+// socket, that starts a child run (SPEC 18). Its class is x: starting
+// another agent executes something, as shell.exec does; with approval ask
+// it waits for a person like any call of class x.
+const ToolAgentCreate = "agent.create"
+
+// knownTool reports whether a definition may declare name.
+func knownTool(name string) bool { return tools.Known(name) || name == ToolAgentCreate }
+
+// toolAllowed reports whether perm allows the tool name.
+func toolAllowed(name, perm string) bool {
+	if name == ToolAgentCreate {
+		return tools.Allowed(tools.ShellExec, perm) // class x
+	}
+	return tools.Allowed(name, perm)
 }
