@@ -7,14 +7,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/filestamp"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
 // metaRacy: a meta.json changed less than this long before it was read
-// may change again within the same tick of the store filesystem's clock
-// (milliseconds on ext4, a second on MooseFS) without its times moving,
-// so what was read then is not kept (as agent's definition cache).
-var metaRacy = 2 * time.Second
+// is not kept (filestamp.RacyWindow; a variable for the tests).
+var metaRacy = filestamp.RacyWindow
 
 // metaSeen is a session's meta.json as it was last read and parsed, and
 // the store file it was read from, as fstat saw it. Every model run reads
@@ -24,14 +23,12 @@ var metaRacy = 2 * time.Second
 // whole (a new inode); root may edit it in place, which moves its size or
 // its ctime.
 type metaSeen struct {
-	dev, ino     uint64
-	size         int64
-	mtime, ctime unix.Timespec
-	obj          *proto.Object // never changed once kept
+	stamp filestamp.Stamp
+	obj   *proto.Object // never changed once kept
 }
 
 func (m *metaSeen) same(st *unix.Stat_t) bool {
-	return m != nil && m.dev == st.Dev && m.ino == st.Ino && m.size == st.Size && m.mtime == st.Mtim && m.ctime == st.Ctim
+	return m != nil && m.stamp == filestamp.Of(st)
 }
 
 // metaString is meta.json's string key, "" when there is none or the
@@ -62,8 +59,7 @@ func (s *sess) metaKept() (*proto.Object, error) {
 		s.meta.Store(nil)
 		return nil, err
 	}
-	limit := time.Now().Add(-metaRacy).UnixNano()
-	if seen.mtime.Nano() > limit || seen.ctime.Nano() > limit {
+	if seen.stamp.ChangedWithin(metaRacy, time.Now()) {
 		seen = nil
 	}
 	s.meta.Store(seen)
@@ -90,5 +86,5 @@ func (s *sess) readMeta(rel string) (*proto.Object, *metaSeen, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return obj, &metaSeen{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim, obj: obj}, nil
+	return obj, &metaSeen{stamp: filestamp.Of(st), obj: obj}, nil
 }

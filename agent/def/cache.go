@@ -5,8 +5,11 @@ import (
 	"io/fs"
 	"os"
 	"sync"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxfs/ctxfs/internal/filestamp"
 )
 
 // Cache keeps loaded definitions, each with a witness of what it was read
@@ -72,19 +75,13 @@ type witness []seenPath
 type seenPath struct {
 	path   string
 	absent bool
-	dev    uint64
-	ino    uint64
-	mode   uint32
-	size   int64
-	mtime  syscall.Timespec
-	ctime  syscall.Timespec
+	stamp  filestamp.Stamp // Ino 0: never holds (no stat to compare)
 }
 
-// racyWindow: a file changed less than this long before it was read may
-// change again within the same tick of the filesystem's clock (coarse:
-// milliseconds here, seconds elsewhere) without its times moving, so a
-// definition read then is not kept.
-var racyWindow = 2 * time.Second
+// racyWindow: a definition a file of which changed less than this long
+// before it was read is not kept (filestamp.RacyWindow; a variable for
+// the tests).
+var racyWindow = filestamp.RacyWindow
 
 // stat witnesses path by stat; it returns what stat returned.
 func (w *witness) stat(path string) (os.FileInfo, error) {
@@ -106,29 +103,20 @@ func (w *witness) saw(path string, fi os.FileInfo, err error) {
 		*w = append(*w, seenPath{path: path, absent: errors.Is(err, fs.ErrNotExist)})
 		return
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		*w = append(*w, seenPath{path: path}) // never holds: always read again
-		return
-	}
-	*w = append(*w, seenFrom(path, st))
-}
-
-func seenFrom(path string, st *syscall.Stat_t) seenPath {
-	return seenPath{path: path, dev: st.Dev, ino: st.Ino, mode: st.Mode, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}
+	*w = append(*w, seenPath{path: path, stamp: filestamp.OfInfo(fi)})
 }
 
 // holds reports whether every witnessed path is still as it was.
 func (w witness) holds() bool {
 	for _, p := range w {
-		var st syscall.Stat_t
-		err := syscall.Stat(p.path, &st)
+		var st unix.Stat_t
+		err := unix.Stat(p.path, &st)
 		switch {
 		case p.absent:
-			if !errors.Is(err, syscall.ENOENT) {
+			if !errors.Is(err, unix.ENOENT) {
 				return false
 			}
-		case err != nil || p.ino == 0 || seenFrom(p.path, &st) != p:
+		case err != nil || p.stamp.Ino == 0 || filestamp.Of(&st) != p.stamp:
 			return false
 		}
 	}
@@ -137,9 +125,8 @@ func (w witness) holds() bool {
 
 // racy reports whether a witnessed path changed within racyWindow of now.
 func (w witness) racy(now time.Time) bool {
-	limit := now.Add(-racyWindow).UnixNano()
 	for _, p := range w {
-		if !p.absent && (p.mtime.Nano() > limit || p.ctime.Nano() > limit) {
+		if !p.absent && p.stamp.ChangedWithin(racyWindow, now) {
 			return true
 		}
 	}
