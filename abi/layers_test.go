@@ -44,6 +44,9 @@ var layerRules = []struct {
 	{[]string{"internal/storefs"},
 		[]string{""},
 		"the store's door imports nothing of the module"},
+	{[]string{"agent/trampoline"},
+		[]string{"agent", "session", "index", "search", "trajectory", "fs", "server", "cluster", "client", "internal/cli", "internal/storefs", "cmd"},
+		"the trampoline, root in a run's jail, takes its orders from its arguments alone"},
 }
 
 // engineParts: the packages below the engine (session) and the agent

@@ -17,6 +17,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent/cli"
 	"github.com/ctxfs/ctxfs/agent/def"
+	"github.com/ctxfs/ctxfs/agent/trampoline"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -85,13 +86,13 @@ func (s *Spec) askPermits(ctx context.Context, permitter cli.Permitter) (*contro
 	if err != nil {
 		return nil, err
 	}
-	binary, socket := Enter, s.Env[ControlSocketEnv]
+	binary, socket := Enter, s.Env[trampoline.ControlSocketEnv]
 	if s.Def.Isolation == def.IsolationChroot {
-		binary = jailCtxfs(s.Jail.MountRoot)
+		binary = trampoline.JailCtxfs(s.Jail.MountRoot)
 	}
 	s.CLI.Invocation.Args = append(slices.Clone(s.CLI.Invocation.Args), permitter.PermitArgs(cli.Permit{
 		Argv:    []string{binary, PermitCommand},
-		Env:     map[string]string{ControlSocketEnv: socket},
+		Env:     map[string]string{trampoline.ControlSocketEnv: socket},
 		Timeout: s.Def.ApprovalTimeout + time.Minute,
 	})...)
 	return c, nil

@@ -21,9 +21,6 @@ import (
 	"github.com/ctxfs/ctxfs/proto"
 )
 
-// ControlSocketEnv names a run's control socket in its environment.
-const ControlSocketEnv = "CTX_CONTROL_SOCKET"
-
 // Bounds of a run's control socket: a request is one line of at most
 // maxControlRequest bytes (a tool's input must fit the approval_request
 // the engine records, one log line), sent within controlReadTimeout; at

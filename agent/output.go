@@ -12,6 +12,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent/def"
+	"github.com/ctxfs/ctxfs/agent/trampoline"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -43,7 +44,7 @@ func (p *program) startReaders(s Spec) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.setupErr = readSetup(p.setup)
+			p.setupErr = trampoline.ReadSetup(p.setup)
 			p.setup.Close()
 			if p.setupErr != nil {
 				p.frames <- proto.ErrorFrame(p.setupErr)

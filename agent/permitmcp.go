@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent/cli"
+	"github.com/ctxfs/ctxfs/agent/trampoline"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -50,7 +51,7 @@ type mcpMessage struct {
 // its isolation, started by the CLI; it decides nothing: every answer
 // comes from the server, and anything that fails is a deny.
 func PermitMain(args []string) int {
-	socket := os.Getenv(ControlSocketEnv)
+	socket := os.Getenv(trampoline.ControlSocketEnv)
 	out := &mcpWriter{w: bufio.NewWriter(os.Stdout)}
 	slots := make(chan struct{}, maxPermitsAtOnce)
 	var wg sync.WaitGroup
@@ -144,7 +145,7 @@ func askControl(socket string, req permitRequest) *proto.Object {
 		return proto.NewObject("type", proto.FrameError, "code", "EIO", "message", err.Error())
 	}
 	if socket == "" {
-		return fail(fmt.Errorf("%s is not set", ControlSocketEnv))
+		return fail(fmt.Errorf("%s is not set", trampoline.ControlSocketEnv))
 	}
 	conn, err := net.Dial("unix", socket)
 	if err != nil {

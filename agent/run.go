@@ -17,6 +17,8 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent/def"
+	"github.com/ctxfs/ctxfs/agent/trampoline"
+	"github.com/ctxfs/ctxfs/internal/memfile"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -242,11 +244,9 @@ func startVia(s Spec, cmd *exec.Cmd, childEnds, ownEnds []*os.File) (setup *os.F
 
 // launcher decides how cmd starts the program: directly (the session
 // tests, which run no mount), through the enter trampoline, or through the
-// jail trampoline. A trampoline starts with trampolineEnv and gets the
-// write end of a setup pipe as descriptor setupFD, the run's environment
-// as envFD and, for the jail, the jail's root as jailRootFD; the read end
-// of the setup pipe is returned, and handed lists what the caller closes
-// once the child started.
+// jail trampoline (trampoline.Launch). The read end of a trampoline's
+// setup pipe is returned, and handed lists what the caller closes once
+// the child started.
 func launcher(s Spec, cmd *exec.Cmd) (setup *os.File, handed []*os.File, err error) {
 	jailed := s.Def.Isolation == def.IsolationChroot
 	if jailed && s.Jail == nil {
@@ -257,35 +257,19 @@ func launcher(s Spec, cmd *exec.Cmd) (setup *os.File, handed []*os.File, err err
 		cmd.SysProcAttr, err = credentials(s.Uid, s.Gid)
 		return nil, nil, err
 	}
+	var args []string
 	var root *os.File
 	if jailed {
-		cmd.Args, root, err = jailCommand(s)
-		cmd.SysProcAttr = jailAttr()
+		args, root, err = jailCommand(s)
+		cmd.SysProcAttr = trampoline.JailAttr()
 	} else {
-		cmd.Args = append([]string{Enter, EnterCommand, s.Dir, s.Def.Program}, s.programArgs()...)
+		args = trampoline.EnterArgs(s.Dir, s.Def.Program, s.programArgs())
 		cmd.SysProcAttr, err = credentials(s.Uid, s.Gid)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	env, err := envFile(buildEnv(s))
-	if err != nil {
-		return nil, nil, err
-	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		env.Close()
-		return nil, nil, abi.Wrap("run", err)
-	}
-	cmd.Path, cmd.Dir, cmd.Env = Enter, "/", trampolineEnv
-	cmd.ExtraFiles = []*os.File{w, env} // setupFD, envFD
-	if root != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, root) // jailRootFD; the caller's to close
-		if ctl := s.control.jailed(); ctl != nil {
-			cmd.ExtraFiles = append(cmd.ExtraFiles, ctl) // controlFD; the control's to close
-		}
-	}
-	return r, []*os.File{w, env}, nil
+	return trampoline.Launch(cmd, Enter, args, buildEnv(s), root, s.control.jailed())
 }
 
 // credentials puts the program in its own process group (so that a cancel
@@ -309,7 +293,7 @@ func credentials(uid, gid uint32) (*syscall.SysProcAttr, error) {
 
 // inputFile holds the input in a memory file positioned at its start: the
 // program reads it and then EOF.
-func inputFile(input string) (*os.File, error) { return memFile("ctxfs-input", input) }
+func inputFile(input string) (*os.File, error) { return memfile.New("ctxfs-input", input) }
 
 // buildEnv is the caller's environment plus, for a CLI agent, what its
 // invocation sets and its key, then the definition's env lines, nothing

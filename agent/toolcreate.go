@@ -10,6 +10,7 @@ import (
 	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/agent/modelapi"
 	"github.com/ctxfs/ctxfs/agent/provider"
+	"github.com/ctxfs/ctxfs/agent/trampoline"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -106,10 +107,10 @@ func (s *Spec) giveControl(ctx context.Context) (*control, error) {
 	}
 	socket := c.path
 	if s.Def.Isolation == def.IsolationChroot {
-		socket = jailControl(s.Jail.MountRoot)
+		socket = trampoline.JailControl(s.Jail.MountRoot)
 	}
 	env := maps.Clone(s.Env)
-	env[ControlSocketEnv] = socket
+	env[trampoline.ControlSocketEnv] = socket
 	s.Env, s.control = env, c
 	return c, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/ctxfs/ctxfs/agent/cli"
 	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/agent/tools"
+	"github.com/ctxfs/ctxfs/agent/trampoline"
 )
 
 // ToolCommand is the hidden command of the ctxfs binary that carries out
@@ -243,7 +244,7 @@ func (p *toolProcess) reap() {
 	p.waitErr = p.cmd.Wait()
 	unix.Kill(-p.cmd.Process.Pid, unix.SIGKILL)
 	if p.setup != nil {
-		p.setupErr = readSetup(p.setup)
+		p.setupErr = trampoline.ReadSetup(p.setup)
 		p.setup.Close()
 	}
 	close(p.exited)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent/def"
+	"github.com/ctxfs/ctxfs/agent/trampoline"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
@@ -58,7 +59,7 @@ func jailedToolSpec(t testing.TB, uid uint32) (Spec, string) {
 		testkit.Must(t, os.Symlink("busybox", filepath.Join(bin, a)))
 	}
 	testkit.WriteFile(t, filepath.Join(root, "etc", "shadow"), "the jail's shadow\n", 0o644)
-	for _, d := range append(JailDirs("/ctx"), "work") {
+	for _, d := range append(trampoline.JailDirs("/ctx"), "work") {
 		testkit.Must(t, os.MkdirAll(filepath.Join(root, d), 0o755))
 		testkit.Must(t, os.Chown(filepath.Join(root, d), int(uid), int(uid)))
 	}

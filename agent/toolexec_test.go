@@ -19,6 +19,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/agent/tools"
+	"github.com/ctxfs/ctxfs/agent/trampoline"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
@@ -28,8 +29,8 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
-		case EnterCommand:
-			os.Exit(EnterMain(os.Args[2:]))
+		case trampoline.EnterCommand:
+			os.Exit(trampoline.EnterMain(os.Args[2:]))
 		case ToolCommand:
 			os.Exit(tools.Main(os.Args[2:]))
 		}

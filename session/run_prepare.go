@@ -8,6 +8,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/agent/def"
+	"github.com/ctxfs/ctxfs/agent/trampoline"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
 
@@ -23,7 +24,7 @@ func (e *Engine) prepareJail(rn *run) (closeJail func(), err error) {
 	if rn.spec.Def.Isolation != def.IsolationChroot || rn.dir.root == "" {
 		return func() {}, nil
 	}
-	for _, d := range agent.JailDirs(e.cfg.Root) {
+	for _, d := range trampoline.JailDirs(e.cfg.Root) {
 		if err := layout.MkdirAll(e.root, path.Join(rn.dir.root, d), rn.dir.own); err != nil {
 			return nil, err
 		}

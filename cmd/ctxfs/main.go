@@ -22,6 +22,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/agent/tools"
+	"github.com/ctxfs/ctxfs/agent/trampoline"
 	"github.com/ctxfs/ctxfs/internal/bashcomp"
 )
 
@@ -228,11 +229,11 @@ func internalCommands() []*cobra.Command {
 		return func(args []string) error { os.Exit(main(args)); return nil }
 	}
 	return []*cobra.Command{
-		raw("watchdog", cmdWatchdog),                     // started by the server, see watchdog.go
-		raw(agent.EnterCommand, exit(agent.EnterMain)),   // how a run enters its directory (agent.Enter)
-		raw(agent.JailCommand, exit(agent.JailMain)),     // how a chroot-isolated run is jailed (agent.Jail)
-		raw(agent.ToolCommand, exit(tools.Main)),         // a model run's tool process, serving its calls (agent.ExecTool)
-		raw(agent.PermitCommand, exit(agent.PermitMain)), // a CLI's permission prompt tool (cli.Permit)
+		raw("watchdog", cmdWatchdog),                             // started by the server, see watchdog.go
+		raw(trampoline.EnterCommand, exit(trampoline.EnterMain)), // how a run enters its directory (agent.Enter)
+		raw(trampoline.JailCommand, exit(trampoline.JailMain)),   // how a chroot-isolated run is jailed (agent.Jail)
+		raw(agent.ToolCommand, exit(tools.Main)),                 // a model run's tool process, serving its calls (agent.ExecTool)
+		raw(agent.PermitCommand, exit(agent.PermitMain)),         // a CLI's permission prompt tool (cli.Permit)
 	}
 }
 

@@ -1,4 +1,4 @@
-package agent
+package trampoline
 
 import (
 	"bytes"
@@ -28,13 +28,14 @@ var beneath = unix.OpenHow{
 }
 
 // JailMain is `ctxfs __jail ...`, the init of the run's PID namespace
-// (see jailAttr): it builds the run's jail (see Jail) in a mount namespace
-// of its own, pivots into it and detaches the host's tree, starts the
-// program there as the run's uid and gid with no groups, no capabilities,
-// no_new_privs and the jail's seccomp filter, and with the run's
-// environment (read from envFD: this process itself has none), then reaps
-// until the program ends and exits with its status; the kernel then kills
-// whatever else the run left in the namespace. It reports a failure to
+// (see JailAttr): it builds the run's jail (agent.Jail says what it
+// holds) in a mount namespace of its own, pivots into it and detaches the
+// host's tree, starts the program there as the run's uid and gid with no
+// groups, no capabilities, no_new_privs and the jail's seccomp filter,
+// and with the run's environment (read from envFD: this process itself
+// has none), then reaps until the program ends and exits with its
+// status; the kernel then kills whatever else the run left in the
+// namespace. It reports a failure to
 // start on the setup pipe and closes the pipe once the program runs.
 //
 // The work is done on one locked thread: a mount namespace, a root, a
@@ -295,8 +296,8 @@ func (t *trees) buildCtx(j *jailSpec) error {
 	}
 	binds := map[string]int{"agent/" + j.progName: t.program}
 	if t.control >= 0 {
-		binds[rel(jailControl(j.mountRoot), j.mountRoot)] = t.control
-		binds[rel(jailCtxfs(j.mountRoot), j.mountRoot)] = t.self
+		binds[rel(JailControl(j.mountRoot), j.mountRoot)] = t.control
+		binds[rel(JailCtxfs(j.mountRoot), j.mountRoot)] = t.self
 	}
 	tmp, err := t.tmpfsAt(strings.TrimPrefix(j.mountRoot, "/"), dirs, binds)
 	if err != nil {

@@ -1,6 +1,6 @@
 //go:build !amd64
 
-package agent
+package trampoline
 
 // Only amd64 has a jail filter yet; elsewhere a jail refuses to start
 // (ENOTSUP) rather than run without one.

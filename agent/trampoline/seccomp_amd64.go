@@ -1,4 +1,4 @@
-package agent
+package trampoline
 
 import "golang.org/x/sys/unix"
 

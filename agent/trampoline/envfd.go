@@ -1,4 +1,4 @@
-package agent
+package trampoline
 
 import (
 	"bytes"
@@ -8,9 +8,7 @@ import (
 	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/memfile"
 )
 
 // A trampoline (EnterMain, JailMain) starts with trampolineEnv and nothing
@@ -43,27 +41,7 @@ func envFile(env []string) (*os.File, error) {
 			b.WriteByte(0)
 		}
 	}
-	return memFile("ctxfs-env", b.String())
-}
-
-// memFile is a close-on-exec memory file holding data, positioned at its
-// start: the reader gets it all and then EOF, and the writer needs no
-// goroutine that could block on a reader that never reads.
-func memFile(name, data string) (*os.File, error) {
-	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
-	if err != nil {
-		return nil, abi.Errorf(abi.Errno(err), "run", "memfd_create: %v", err)
-	}
-	f := os.NewFile(uintptr(fd), name)
-	if _, err := f.WriteString(data); err != nil {
-		f.Close()
-		return nil, abi.Wrap("run", err)
-	}
-	if _, err := f.Seek(0, 0); err != nil {
-		f.Close()
-		return nil, abi.Wrap("run", err)
-	}
-	return f, nil
+	return memfile.New("ctxfs-env", b.String())
 }
 
 // readEnvFD reads and closes the run's environment in a trampoline.

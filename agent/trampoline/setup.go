@@ -1,4 +1,4 @@
-package agent
+package trampoline
 
 import (
 	"fmt"
@@ -37,9 +37,9 @@ func setupFailed(errno syscall.Errno, format string, args ...any) int {
 	return 127
 }
 
-// readSetup reads a setup pipe to its end: nil when the program was
+// ReadSetup reads a setup pipe to its end: nil when the program was
 // executed, else the reported failure.
-func readSetup(r io.Reader) error {
+func ReadSetup(r io.Reader) error {
 	b, _ := io.ReadAll(io.LimitReader(r, maxSetupReport))
 	if len(b) == 0 {
 		return nil
