@@ -17,6 +17,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent/cli"
 	"github.com/ctxfs/ctxfs/agent/def"
+	"github.com/ctxfs/ctxfs/agent/permitmcp"
 	"github.com/ctxfs/ctxfs/agent/trampoline"
 	"github.com/ctxfs/ctxfs/proto"
 )
@@ -91,7 +92,7 @@ func (s *Spec) askPermits(ctx context.Context, permitter cli.Permitter) (*contro
 		binary = trampoline.JailCtxfs(s.Jail.MountRoot)
 	}
 	s.CLI.Invocation.Args = append(slices.Clone(s.CLI.Invocation.Args), permitter.PermitArgs(cli.Permit{
-		Argv:    []string{binary, PermitCommand},
+		Argv:    []string{binary, permitmcp.PermitCommand},
 		Env:     map[string]string{trampoline.ControlSocketEnv: socket},
 		Timeout: s.Def.ApprovalTimeout + time.Minute,
 	})...)
@@ -157,7 +158,7 @@ func exitStatus(waitErr error) int {
 func readCLI(r io.Reader, p cli.Parser, out chan<- *proto.Object) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	for n := 1; ; n++ {
-		line, tooLong, err := readLine(br, cli.MaxLineBytes)
+		line, tooLong, err := proto.ReadLine(br, cli.MaxLineBytes)
 		switch {
 		case tooLong:
 			out <- proto.NewObject("type", proto.FrameLog, "text", fmt.Sprintf("ctxfs: stdout line %d over %d bytes dropped", n, cli.MaxLineBytes))

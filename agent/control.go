@@ -67,7 +67,7 @@ type control struct {
 
 // controlOps are the requests a control socket answers, by op.
 var controlOps = map[string]func(c *control, ctx context.Context, req []byte) *proto.Object{
-	"permit":            (*control).permit,
+	proto.OpPermit:      (*control).permit,
 	def.ToolAgentCreate: (*control).createOp,
 }
 
@@ -243,7 +243,7 @@ func (c *control) handle(conn *net.UnixConn) {
 // when it is not a JSON object.
 func readRequest(conn *net.UnixConn, wait time.Duration) ([]byte, error) {
 	conn.SetReadDeadline(time.Now().Add(wait))
-	line, tooLong, err := readLine(bufio.NewReaderSize(conn, 64<<10), maxControlRequest)
+	line, tooLong, err := proto.ReadLine(bufio.NewReaderSize(conn, 64<<10), maxControlRequest)
 	switch {
 	case tooLong:
 		return nil, abi.Errorf(syscall.EMSGSIZE, "control", "a request is at most %d bytes", maxControlRequest)

@@ -82,7 +82,7 @@ func (p *program) startReaders(s Spec) {
 func readJSONL(r io.Reader, runID string, out chan<- *proto.Object) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	for n := 1; ; n++ {
-		line, tooLong, err := readLine(br, maxFrameBytes)
+		line, tooLong, err := proto.ReadLine(br, maxFrameBytes)
 		switch {
 		case tooLong:
 			out <- dropped(n, fmt.Sprintf("line is over %d bytes", maxFrameBytes))
@@ -96,24 +96,6 @@ func readJSONL(r io.Reader, runID string, out chan<- *proto.Object) {
 		if err != nil {
 			return
 		}
-	}
-}
-
-// readLine reads one line without its newline. A line longer than limit is
-// consumed and reported as tooLong instead of returned. err is non-nil at
-// the end of the stream (the last line may lack its newline).
-func readLine(br *bufio.Reader, limit int) (line []byte, tooLong bool, err error) {
-	for {
-		chunk, err := br.ReadSlice('\n')
-		if !tooLong && len(line)+len(chunk) <= limit+1 {
-			line = append(line, chunk...)
-		} else {
-			tooLong, line = true, nil
-		}
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		return bytes.TrimSuffix(line, []byte("\n")), tooLong, err
 	}
 }
 

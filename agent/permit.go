@@ -11,29 +11,16 @@ import (
 	"github.com/ctxfs/ctxfs/proto"
 )
 
-// permitRequest is the op permit on a run's control socket: a CLI of the
-// run asks whether its tool use may go on (Claude Code's permission
-// prompt, relayed by `ctxfs __permit`). ID is the CLI's tool use id,
-// Name its tool's name, Arguments its input.
-type permitRequest struct {
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-}
-
-// frameTypePermit is the reply to permit: {"type":"permit","id","decision","reason"?}.
-const frameTypePermit = "permit"
-
 // permit takes the CLI's tool use through the run's approval flow (SPEC
 // 17), as a built-in tool's call: recorded, waiting for a person, answered
 // with a decision. A tool answered allow_run before is allowed again
 // without asking.
 func (c *control) permit(ctx context.Context, line []byte) *proto.Object {
-	var req permitRequest
+	var req proto.PermitRequest
 	if err := json.Unmarshal(line, &req); err != nil {
 		return proto.ErrorFrame(abi.Errorf(syscall.EINVAL, "permit", "%v", err))
 	}
-	if err := req.check(); err != nil {
+	if err := checkPermit(&req); err != nil {
 		return proto.ErrorFrame(err)
 	}
 	// An edit's file is kept first (SPEC 17: a CLI's edit, where the host
@@ -41,12 +28,12 @@ func (c *control) permit(ctx context.Context, line []byte) *proto.Object {
 	// whose file cannot be kept is denied, and no one is asked.
 	if p := editedPath(req.Name, req.Arguments); p != "" && c.host != nil {
 		if err := c.keepEdit(ctx, req.ID, p); err != nil {
-			return proto.NewObject("type", frameTypePermit, "id", req.ID, "decision", proto.DecisionDeny,
+			return proto.NewObject("type", proto.FramePermit, "id", req.ID, "decision", proto.DecisionDeny,
 				"reason", "the file's earlier content could not be kept: "+err.Error())
 		}
 	}
 	if c.allowedForRun(req.Name) {
-		return proto.NewObject("type", frameTypePermit, "id", req.ID, "decision", proto.DecisionAllowRun)
+		return proto.NewObject("type", proto.FramePermit, "id", req.ID, "decision", proto.DecisionAllowRun)
 	}
 	if c.host == nil {
 		return proto.ErrorFrame(abi.Errorf(syscall.ENOTSUP, "permit", "the run has no host to ask"))
@@ -57,7 +44,7 @@ func (c *control) permit(ctx context.Context, line []byte) *proto.Object {
 		c.allowRun[req.Name] = true
 		c.mu.Unlock()
 	}
-	f := proto.NewObject("type", frameTypePermit, "id", req.ID, "decision", decision)
+	f := proto.NewObject("type", proto.FramePermit, "id", req.ID, "decision", decision)
 	if reason != "" {
 		f.Set("reason", reason)
 	}
@@ -70,10 +57,10 @@ func (c *control) allowedForRun(name string) bool {
 	return c.allowRun[name]
 }
 
-// check refuses, EINVAL, a request the approval flow cannot record as it
+// checkPermit refuses, EINVAL, a request the approval flow cannot record as it
 // came: a call id of another shape, a name that is empty, long or not
 // printable ASCII, arguments that are not one JSON object.
-func (r *permitRequest) check() error {
+func checkPermit(r *proto.PermitRequest) error {
 	switch {
 	case !proto.ValidCallID(r.ID):
 		return abi.Errorf(syscall.EINVAL, "permit", "the id is not a call id (1 to %d printable bytes)", proto.MaxCallIDBytes)

@@ -1,6 +1,7 @@
 package proto
 
 import (
+	"encoding/json"
 	"strings"
 	"syscall"
 	"unicode/utf8"
@@ -21,6 +22,23 @@ const (
 	// (a recorded run of its own): id (client id), version or run, path.
 	OpRestore = "restore"
 )
+
+// OpPermit is the op of a run's control socket that asks whether a CLI's
+// tool use may go on (Claude Code's permission prompt, relayed by `ctxfs
+// __permit`): PermitRequest. FramePermit is its reply: {"type":"permit",
+// "id", "decision", "reason"?}.
+const (
+	OpPermit    = "permit"
+	FramePermit = "permit"
+)
+
+// PermitRequest is op permit's fields: ID is the CLI's tool use id, Name
+// its tool's name, Arguments its input.
+type PermitRequest struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
 
 // Bounds of the fields of the ops above.
 const (

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/permitmcp"
 	"github.com/ctxfs/ctxfs/agent/tools"
 	"github.com/ctxfs/ctxfs/agent/trampoline"
 	"github.com/ctxfs/ctxfs/internal/bashcomp"
@@ -233,7 +234,7 @@ func internalCommands() []*cobra.Command {
 		raw(trampoline.EnterCommand, exit(trampoline.EnterMain)), // how a run enters its directory (agent.Enter)
 		raw(trampoline.JailCommand, exit(trampoline.JailMain)),   // how a chroot-isolated run is jailed (agent.Jail)
 		raw(agent.ToolCommand, exit(tools.Main)),                 // a model run's tool process, serving its calls (agent.ExecTool)
-		raw(agent.PermitCommand, exit(agent.PermitMain)),         // a CLI's permission prompt tool (cli.Permit)
+		raw(permitmcp.PermitCommand, exit(permitmcp.PermitMain)), // a CLI's permission prompt tool (cli.Permit)
 	}
 }
 

@@ -1,4 +1,11 @@
-package agent
+// Package permitmcp is `ctxfs __permit`, the permission prompt tool a
+// coding-agent CLI of a run starts (Claude Code's --permission-prompt-tool,
+// cli.Permit): a stdio MCP server whose one tool relays each question to
+// the run's control socket (op permit) and answers the CLI with the
+// decision. It runs as the run's uid, in its isolation, and decides
+// nothing: every answer is the server's, and anything that fails is a
+// deny.
+package permitmcp
 
 import (
 	"bufio"
@@ -22,10 +29,14 @@ import (
 const PermitCommand = "__permit"
 
 // Bounds of the MCP server: a message line (a tool's input rides in one),
-// and the calls it relays at once.
+// and the calls it relays at once; of one ask of the control socket: its
+// request written within askWriteTimeout (the server reads one for as
+// long), its reply read up to maxReply bytes (one frame).
 const (
 	maxMCPLine       = 2 * abi.MaxLineBytes
 	maxPermitsAtOnce = 4
+	askWriteTimeout  = 10 * time.Second
+	maxReply         = abi.MaxLineBytes
 )
 
 // mcpVersion is the MCP protocol version answered when the client asks
@@ -57,7 +68,7 @@ func PermitMain(args []string) int {
 	var wg sync.WaitGroup
 	br := bufio.NewReaderSize(os.Stdin, 64<<10)
 	for {
-		line, tooLong, err := readLine(br, maxMCPLine)
+		line, tooLong, err := proto.ReadLine(br, maxMCPLine)
 		var m mcpMessage
 		if !tooLong && json.Unmarshal(line, &m) == nil && len(m.ID) > 0 && m.Method != "" {
 			if m.Method == "tools/call" {
@@ -117,7 +128,7 @@ func permitCall(socket string, params json.RawMessage) map[string]any {
 	decision := map[string]any{"behavior": "deny", "message": "ctxfs could not read the permission request"}
 	if json.Unmarshal(params, &p) == nil {
 		a := p.Arguments
-		decision = decide(askControl(socket, permitRequest{ID: a.ToolUseID, Name: a.ToolName, Arguments: a.Input}), a.Input)
+		decision = decide(askControl(socket, proto.PermitRequest{ID: a.ToolUseID, Name: a.ToolName, Arguments: a.Input}), a.Input)
 	}
 	text, _ := json.Marshal(decision)
 	return map[string]any{"content": []any{map[string]any{"type": "text", "text": string(text)}}}
@@ -140,7 +151,7 @@ func decide(f *proto.Object, input json.RawMessage) map[string]any {
 
 // askControl sends one permit request to the control socket and returns
 // the reply frame (an error frame when there is none).
-func askControl(socket string, req permitRequest) *proto.Object {
+func askControl(socket string, req proto.PermitRequest) *proto.Object {
 	fail := func(err error) *proto.Object {
 		return proto.NewObject("type", proto.FrameError, "code", "EIO", "message", err.Error())
 	}
@@ -154,13 +165,13 @@ func askControl(socket string, req permitRequest) *proto.Object {
 	defer conn.Close()
 	line, _ := json.Marshal(struct {
 		Op string `json:"op"`
-		permitRequest
-	}{"permit", req})
-	conn.SetWriteDeadline(time.Now().Add(controlReadTimeout))
+		proto.PermitRequest
+	}{proto.OpPermit, req})
+	conn.SetWriteDeadline(time.Now().Add(askWriteTimeout))
 	if _, err := conn.Write(append(line, '\n')); err != nil {
 		return fail(err)
 	}
-	got, _, err := readLine(bufio.NewReader(conn), maxControlRequest)
+	got, _, err := proto.ReadLine(bufio.NewReader(conn), maxReply)
 	f, perr := proto.ParseObject(got, false)
 	switch {
 	case perr == nil:
