@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -62,11 +63,18 @@ type mcpMessage struct {
 // its isolation, started by the CLI; it decides nothing: every answer
 // comes from the server, and anything that fails is a deny.
 func PermitMain(args []string) int {
-	socket := os.Getenv(trampoline.ControlSocketEnv)
-	out := &mcpWriter{w: bufio.NewWriter(os.Stdout)}
+	serve(os.Stdin, os.Stdout, os.Getenv(trampoline.ControlSocketEnv))
+	return 0
+}
+
+// serve answers the MCP messages read from in on out until in ends,
+// relaying each call of the prompt tool to the control socket at socket;
+// a line that is too long, not JSON, or not a request gets nothing.
+func serve(in io.Reader, stdout io.Writer, socket string) {
+	out := &mcpWriter{w: bufio.NewWriter(stdout)}
 	slots := make(chan struct{}, maxPermitsAtOnce)
 	var wg sync.WaitGroup
-	br := bufio.NewReaderSize(os.Stdin, 64<<10)
+	br := bufio.NewReaderSize(in, 64<<10)
 	for {
 		line, tooLong, err := proto.ReadLine(br, maxMCPLine)
 		var m mcpMessage
@@ -84,7 +92,7 @@ func PermitMain(args []string) int {
 		}
 		if err != nil {
 			wg.Wait()
-			return 0
+			return
 		}
 	}
 }
