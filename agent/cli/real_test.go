@@ -197,7 +197,6 @@ func TestRealCLIs(t *testing.T) {
 		t.Run(c.cli, func(t *testing.T) {
 			t.Parallel()
 			a, _ := Lookup(c.cli)
-			checkVersion(t, a)
 			home, work := t.TempDir(), t.TempDir()
 			if err := os.WriteFile(filepath.Join(work, "note.txt"), []byte("the note says 42\n"), 0o644); err != nil {
 				t.Fatal(err)
@@ -206,6 +205,7 @@ func TestRealCLIs(t *testing.T) {
 			if c.v1 {
 				o.BaseURL += "/v1"
 			}
+			checkVersion(t, a, o)
 
 			remember, recall := "ctxfs-remember for "+c.cli, "ctxfs-recall for "+c.cli
 			first := runCLI(t, a, home, work, o, remember)
@@ -269,9 +269,19 @@ func keyNowhereUnder(t *testing.T, dir string) {
 }
 
 // checkVersion checks the installed CLI is the version the mapping was
-// written against.
-func checkVersion(t *testing.T, a Adapter) {
-	out, err := exec.Command(program(t, a), "--version").Output()
+// written against. The CLI runs as runCLI runs it, in an environment of
+// its own (a fresh HOME, the invocation's variables: Claude Code's
+// autoupdater off), never with the test's (root's HOME): a CLI started
+// with that may try to update the install it runs from.
+func checkVersion(t *testing.T, a Adapter, o Options) {
+	inv, err := a.Invocation(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := program(t, a)
+	cmd := exec.Command(bin, "--version")
+	cmd.Env = append([]string{"PATH=" + filepath.Dir(bin) + ":" + toolPath(t), "HOME=" + t.TempDir(), "TMPDIR=" + t.TempDir()}, inv.Env...)
+	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("%s --version: %v", a.Program(), err)
 	}
