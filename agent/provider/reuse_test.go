@@ -167,3 +167,31 @@ func TestDrainsPerUid(t *testing.T) {
 		t.Fatalf("every drain given back, the count still holds %d and %d", d.Held(1000), d.Held(1001))
 	}
 }
+
+// TestTransportsBounded: the transports of at most maxTransports uids are
+// kept; a uid's transport is the same from one request to the next while
+// it is kept.
+func TestTransportsBounded(t *testing.T) {
+	const first = 1 << 20 // uids of this test's own, forgotten at its end
+	t.Cleanup(func() {
+		transports.Lock()
+		defer transports.Unlock()
+		for uid := range transports.byUid {
+			if uid >= first {
+				delete(transports.byUid, uid)
+			}
+		}
+	})
+	if transportFor(first) != transportFor(first) {
+		t.Fatal("a uid's transport changed between two requests")
+	}
+	for uid := uint32(first); uid < first+maxTransports+50; uid++ {
+		transportFor(uid)
+	}
+	transports.Lock()
+	n := len(transports.byUid)
+	transports.Unlock()
+	if n > maxTransports {
+		t.Errorf("%d transports kept, at most %d", n, maxTransports)
+	}
+}

@@ -13,6 +13,12 @@ import (
 // idleConnsPerUid idle connections.
 const idleConnsPerUid = 8
 
+// maxTransports bounds the uids whose transports are kept: past it, one
+// kept transport is let go (its idle connections closed; a request under
+// way keeps its own) before another is made, so that the server's memory
+// of providers does not grow with every uid that ever ran a model.
+const maxTransports = 1024
+
 var transports = struct {
 	sync.Mutex
 	byUid map[uint32]*http.Transport
@@ -24,6 +30,13 @@ func transportFor(uid uint32) *http.Transport {
 	defer transports.Unlock()
 	t := transports.byUid[uid]
 	if t == nil {
+		if len(transports.byUid) >= maxTransports {
+			for old, ot := range transports.byUid { // any one: map order
+				ot.CloseIdleConnections()
+				delete(transports.byUid, old)
+				break
+			}
+		}
 		t = newTransport()
 		transports.byUid[uid] = t
 	}
