@@ -251,7 +251,7 @@ func (l *toolLoop) mustAsk(name string) bool {
 	if l.s.Def.Approval != def.ApprovalAsk || l.allowRun[name] {
 		return false
 	}
-	c := toolClass(name)
+	c := def.ToolClass(name)
 	return c == 'w' || c == 'x'
 }
 

@@ -20,12 +20,3 @@ func toolSpecs(names []string) []modelapi.Tool {
 	}
 	return specs
 }
-
-// toolClass is the perm letter a tool needs (tools.Class; x for
-// agent.create).
-func toolClass(name string) byte {
-	if name == def.ToolAgentCreate {
-		return tools.ClassExec
-	}
-	return tools.Class(name)
-}

@@ -152,10 +152,14 @@ const ToolAgentCreate = "agent.create"
 // knownTool reports whether a definition may declare name.
 func knownTool(name string) bool { return tools.Known(name) || name == ToolAgentCreate }
 
-// toolAllowed reports whether perm allows the tool name.
-func toolAllowed(name, perm string) bool {
+// ToolClass is the perm letter a tool needs (tools.Class; x for
+// agent.create).
+func ToolClass(name string) byte {
 	if name == ToolAgentCreate {
-		return tools.Allowed(tools.ShellExec, perm) // class x
+		return tools.ClassExec
 	}
-	return tools.Allowed(name, perm)
+	return tools.Class(name)
 }
+
+// toolAllowed reports whether perm allows the tool name.
+func toolAllowed(name, perm string) bool { return tools.AllowedClass(ToolClass(name), perm) }

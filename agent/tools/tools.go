@@ -126,8 +126,10 @@ func Class(name string) byte {
 }
 
 // Allowed reports whether perm (letters of "rwx") allows the tool name.
-func Allowed(name, perm string) bool {
-	c := Class(name)
+func Allowed(name, perm string) bool { return AllowedClass(Class(name), perm) }
+
+// AllowedClass reports whether perm allows a tool of class c (0: none).
+func AllowedClass(c byte, perm string) bool {
 	if c == ClassAsk {
 		return true
 	}
