@@ -16,7 +16,7 @@ const ControlSocketEnv = "CTX_CONTROL_SOCKET"
 
 // JailCommand is the hidden command of the ctxfs binary that builds a
 // run's jail, starts its program there and waits for it: `ctxfs __jail
-// ARGS...` (see jailSpec.args), with the setup pipe at setupFD, the run's
+// ARGS...` (see JailRun.Args), with the setup pipe at setupFD, the run's
 // environment at envFD and the jail's root directory at jailRootFD.
 const JailCommand = "__jail"
 
@@ -53,25 +53,12 @@ func JailDirs(mountRoot string) []string {
 	return []string{strings.TrimPrefix(path.Clean(mountRoot), "/"), "dev", "proc"}
 }
 
-// jailSpec is the part of a jail that crosses the exec into JailMain, as
-// arguments.
-type jailSpec struct {
-	uid, gid   uint32
-	mountRoot  string
-	sessionDir string
-	home       string
-	cwd        string
-	progName   string   // the program's name under MountRoot/agent/
-	progHost   string   // the program's host path, bound at MountRoot/agent/progName
-	extra      []string // the program's arguments (a CLI agent's invocation)
-	control    bool     // the run has a control socket at controlFD (from its environment, not args)
-}
-
 // JailRun is what a jailed run's trampoline is told in its arguments
 // (JailMain): the run's uid and gid; where the ctx tree is mounted, the
-// session's directory and the home under it, the working directory
-// inside the jail; the program's name (shown at MountRoot/agent/NAME),
-// its host path and its arguments.
+// session's directory ("" for a temp session) and the home under it, the
+// working directory inside the jail; the program's name (shown at
+// MountRoot/agent/NAME), its host path (bound there) and its arguments
+// (a CLI agent's invocation).
 type JailRun struct {
 	Uid, Gid                         uint32
 	MountRoot, SessionDir, Home, Cwd string
@@ -81,17 +68,18 @@ type JailRun struct {
 
 // Args are r's trampoline arguments, for Launch.
 func (r JailRun) Args() []string {
-	j := jailSpec{uid: r.Uid, gid: r.Gid, mountRoot: r.MountRoot, sessionDir: r.SessionDir, home: r.Home,
-		cwd: r.Cwd, progName: r.ProgName, progHost: r.ProgHost, extra: r.ProgArgs}
-	return append([]string{JailCommand}, j.args()...)
+	return append([]string{JailCommand, strconv.FormatUint(uint64(r.Uid), 10), strconv.FormatUint(uint64(r.Gid), 10),
+		r.MountRoot, r.SessionDir, r.Home, r.Cwd, r.ProgName, r.ProgHost}, r.ProgArgs...)
 }
 
-func (j *jailSpec) args() []string {
-	return append([]string{strconv.FormatUint(uint64(j.uid), 10), strconv.FormatUint(uint64(j.gid), 10),
-		j.mountRoot, j.sessionDir, j.home, j.cwd, j.progName, j.progHost}, j.extra...)
+// jailSpec is a jail as JailMain knows it: its arguments, and whether the
+// run has a control socket at controlFD (from its environment, not args).
+type jailSpec struct {
+	JailRun
+	control bool
 }
 
-// parseJailArgs reads what args wrote, and checks what JailMain relies
+// parseJailArgs reads what JailRun.Args wrote after the command, and checks what JailMain relies
 // on: absolute clean paths, and the session and home under the mount root.
 func parseJailArgs(a []string) (*jailSpec, error) {
 	if len(a) < 8 {
@@ -99,16 +87,17 @@ func parseJailArgs(a []string) (*jailSpec, error) {
 	}
 	uid, err1 := strconv.ParseUint(a[0], 10, 32)
 	gid, err2 := strconv.ParseUint(a[1], 10, 32)
-	j := &jailSpec{uint32(uid), uint32(gid), a[2], a[3], a[4], a[5], a[6], a[7], a[8:], false}
+	j := &jailSpec{JailRun: JailRun{Uid: uint32(uid), Gid: uint32(gid), MountRoot: a[2], SessionDir: a[3], Home: a[4], Cwd: a[5],
+		ProgName: a[6], ProgHost: a[7], ProgArgs: a[8:]}}
 	switch {
 	case err1 != nil || err2 != nil:
 		return nil, fmt.Errorf("bad uid or gid %q %q", a[0], a[1])
-	case !cleanAbs(j.mountRoot) || j.mountRoot == "/" || !cleanAbs(j.cwd) || !cleanAbs(j.progHost):
+	case !cleanAbs(j.MountRoot) || j.MountRoot == "/" || !cleanAbs(j.Cwd) || !cleanAbs(j.ProgHost):
 		return nil, fmt.Errorf("paths must be absolute and clean")
-	case j.sessionDir != "" && !under(j.sessionDir, j.mountRoot), !under(j.home, j.mountRoot):
-		return nil, fmt.Errorf("the session and home must be under %s", j.mountRoot)
-	case !abi.ValidName(j.progName):
-		return nil, fmt.Errorf("bad program name %q", j.progName)
+	case j.SessionDir != "" && !under(j.SessionDir, j.MountRoot), !under(j.Home, j.MountRoot):
+		return nil, fmt.Errorf("the session and home must be under %s", j.MountRoot)
+	case !abi.ValidName(j.ProgName):
+		return nil, fmt.Errorf("bad program name %q", j.ProgName)
 	}
 	return j, nil
 }

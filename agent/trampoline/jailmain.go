@@ -86,22 +86,22 @@ func JailMain(args []string) int {
 // user), with stdio only and the run's environment.
 func startJailed(j *jailSpec, env []string) (int, error) {
 	prog := jailProgram(j)
-	return syscall.ForkExec(prog, append([]string{prog}, j.extra...), &syscall.ProcAttr{
-		Dir: j.cwd, Env: env, Files: []uintptr{0, 1, 2},
-		Sys: &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: j.uid, Gid: j.gid, Groups: []uint32{}}},
+	return syscall.ForkExec(prog, append([]string{prog}, j.ProgArgs...), &syscall.ProcAttr{
+		Dir: j.Cwd, Env: env, Files: []uintptr{0, 1, 2},
+		Sys: &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: j.Uid, Gid: j.Gid, Groups: []uint32{}}},
 	})
 }
 
 // jailProgram is the program's path inside the jail.
-func jailProgram(j *jailSpec) string { return path.Join(j.mountRoot, "agent", j.progName) }
+func jailProgram(j *jailSpec) string { return path.Join(j.MountRoot, "agent", j.ProgName) }
 
 // whyNotStart names what failed when the program could not be started: a
 // fork reports the errno of its chdir and of its exec alike, so the
 // working directory is looked at first (as root: what root cannot enter,
 // the user cannot either).
 func whyNotStart(j *jailSpec, err error) string {
-	if st, serr := os.Stat(j.cwd); serr != nil || !st.IsDir() {
-		return fmt.Sprintf("cannot enter the run's working directory %s in the chroot: %v", j.cwd, err)
+	if st, serr := os.Stat(j.Cwd); serr != nil || !st.IsDir() {
+		return fmt.Sprintf("cannot enter the run's working directory %s in the chroot: %v", j.Cwd, err)
 	}
 	return whyNotExec(jailProgram(j), err)
 }
@@ -147,13 +147,13 @@ func takeTrees(j *jailSpec) (*trees, error) {
 	if t.root, err = cloneTree(jailRootFD, "", jailAttrs); err != nil {
 		return nil, fmt.Errorf("the agent's root/: %w", err)
 	}
-	if j.sessionDir != "" {
+	if j.SessionDir != "" {
 		if t.session, err = cloneSession(j); err != nil {
-			return nil, fmt.Errorf("the session directory %s: %w", j.sessionDir, err)
+			return nil, fmt.Errorf("the session directory %s: %w", j.SessionDir, err)
 		}
 	}
-	if t.program, err = cloneTree(unix.AT_FDCWD, j.progHost, jailAttrs|unix.MOUNT_ATTR_RDONLY); err != nil {
-		return nil, fmt.Errorf("the program %s: %w", j.progHost, err)
+	if t.program, err = cloneTree(unix.AT_FDCWD, j.ProgHost, jailAttrs|unix.MOUNT_ATTR_RDONLY); err != nil {
+		return nil, fmt.Errorf("the program %s: %w", j.ProgHost, err)
 	}
 	for _, d := range jailDevices {
 		fd, err := cloneTree(unix.AT_FDCWD, "/dev/"+d, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC)
@@ -184,7 +184,7 @@ func (t *trees) takeControl() error {
 // below the mount root has only names the server allows (no user can
 // put a symlink there), and it is resolved so anyway.
 func cloneSession(j *jailSpec) (int, error) {
-	mnt, err := unix.Open(j.mountRoot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	mnt, err := unix.Open(j.MountRoot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, err
 	}
@@ -192,7 +192,7 @@ func cloneSession(j *jailSpec) (int, error) {
 	// home/ and shared/ are mounts of their own below the mount root.
 	how := beneath
 	how.Resolve &^= unix.RESOLVE_NO_XDEV
-	fd, err := unix.Openat2(mnt, rel(j.sessionDir, j.mountRoot), &how)
+	fd, err := unix.Openat2(mnt, rel(j.SessionDir, j.MountRoot), &how)
 	if err != nil {
 		return -1, err
 	}
@@ -290,21 +290,21 @@ func (t *trees) close() {
 // buildCtx mounts the read-only tmpfs at the mount root's path that shows
 // the run's own session, its home and its program.
 func (t *trees) buildCtx(j *jailSpec) error {
-	dirs := []string{rel(j.home, j.mountRoot), "agent"}
-	if j.sessionDir != "" {
-		dirs = append(dirs, rel(j.sessionDir, j.mountRoot))
+	dirs := []string{rel(j.Home, j.MountRoot), "agent"}
+	if j.SessionDir != "" {
+		dirs = append(dirs, rel(j.SessionDir, j.MountRoot))
 	}
-	binds := map[string]int{"agent/" + j.progName: t.program}
+	binds := map[string]int{"agent/" + j.ProgName: t.program}
 	if t.control >= 0 {
-		binds[rel(JailControl(j.mountRoot), j.mountRoot)] = t.control
-		binds[rel(JailCtxfs(j.mountRoot), j.mountRoot)] = t.self
+		binds[rel(JailControl(j.MountRoot), j.MountRoot)] = t.control
+		binds[rel(JailCtxfs(j.MountRoot), j.MountRoot)] = t.self
 	}
-	tmp, err := t.tmpfsAt(strings.TrimPrefix(j.mountRoot, "/"), dirs, binds)
+	tmp, err := t.tmpfsAt(strings.TrimPrefix(j.MountRoot, "/"), dirs, binds)
 	if err != nil {
-		return fmt.Errorf("%s in the jail: %w", j.mountRoot, err)
+		return fmt.Errorf("%s in the jail: %w", j.MountRoot, err)
 	}
-	if j.sessionDir != "" {
-		if err := attachAt(t.session, tmp, rel(j.sessionDir, j.mountRoot)); err != nil {
+	if j.SessionDir != "" {
+		if err := attachAt(t.session, tmp, rel(j.SessionDir, j.MountRoot)); err != nil {
 			return fmt.Errorf("binding the session: %w", err)
 		}
 	}
