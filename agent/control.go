@@ -22,14 +22,11 @@ import (
 )
 
 // Bounds of a run's control socket: a request is one line of at most
-// maxControlRequest bytes (a tool's input must fit the approval_request
-// the engine records, one log line), sent within controlReadTimeout; at
+// proto.MaxControlRequest bytes, sent within proto.ControlRequestWait; at
 // most maxControlConns connections are served at once (each waits for a
 // person at most), as many more are refused EAGAIN, and any beyond those
 // are closed unanswered.
 const (
-	maxControlRequest  = abi.MaxLineBytes - 4<<10
-	controlReadTimeout = 10 * time.Second
 	refusedReadTimeout = time.Second
 	controlWriteGrace  = 10 * time.Second
 	maxControlConns    = 8
@@ -214,7 +211,7 @@ func (c *control) goWith(slots chan struct{}, f func()) {
 // client gets the refusal rather than a broken pipe, and then dropped.
 func (c *control) handle(conn *net.UnixConn) {
 	refused := c.authorize(conn)
-	wait := controlReadTimeout
+	wait := proto.ControlRequestWait
 	if refused != nil {
 		wait = refusedReadTimeout
 	}
@@ -243,10 +240,10 @@ func (c *control) handle(conn *net.UnixConn) {
 // when it is not a JSON object.
 func readRequest(conn *net.UnixConn, wait time.Duration) ([]byte, error) {
 	conn.SetReadDeadline(time.Now().Add(wait))
-	line, tooLong, err := proto.ReadLine(bufio.NewReaderSize(conn, 64<<10), maxControlRequest)
+	line, tooLong, err := proto.ReadLine(bufio.NewReaderSize(conn, 64<<10), proto.MaxControlRequest)
 	switch {
 	case tooLong:
-		return nil, abi.Errorf(syscall.EMSGSIZE, "control", "a request is at most %d bytes", maxControlRequest)
+		return nil, abi.Errorf(syscall.EMSGSIZE, "control", "a request is at most %d bytes", proto.MaxControlRequest)
 	case err != nil && len(line) == 0:
 		return nil, abi.Errorf(syscall.EINVAL, "control", "no request: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -30,6 +31,15 @@ const (
 const (
 	OpPermit    = "permit"
 	FramePermit = "permit"
+)
+
+// A request to a run's control socket is one line of at most
+// MaxControlRequest bytes (a tool's input must fit the approval_request
+// the engine records, one log line), sent within ControlRequestWait; a
+// reply is read up to the same bound.
+const (
+	MaxControlRequest  = abi.MaxLineBytes - 4<<10
+	ControlRequestWait = 10 * time.Second
 )
 
 // PermitRequest is op permit's fields: ID is the CLI's tool use id, Name

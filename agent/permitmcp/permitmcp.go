@@ -30,14 +30,11 @@ import (
 const PermitCommand = "__permit"
 
 // Bounds of the MCP server: a message line (a tool's input rides in one),
-// and the calls it relays at once; of one ask of the control socket: its
-// request written within askWriteTimeout (the server reads one for as
-// long), its reply read up to maxReply bytes (one frame).
+// and the calls it relays at once. One ask of the control socket keeps to
+// the socket's own (proto.ControlRequestWait, proto.MaxControlRequest).
 const (
 	maxMCPLine       = 2 * abi.MaxLineBytes
 	maxPermitsAtOnce = 4
-	askWriteTimeout  = 10 * time.Second
-	maxReply         = abi.MaxLineBytes
 )
 
 // mcpVersion is the MCP protocol version answered when the client asks
@@ -175,11 +172,11 @@ func askControl(socket string, req proto.PermitRequest) *proto.Object {
 		Op string `json:"op"`
 		proto.PermitRequest
 	}{proto.OpPermit, req})
-	conn.SetWriteDeadline(time.Now().Add(askWriteTimeout))
+	conn.SetWriteDeadline(time.Now().Add(proto.ControlRequestWait))
 	if _, err := conn.Write(append(line, '\n')); err != nil {
 		return fail(err)
 	}
-	got, _, err := proto.ReadLine(bufio.NewReader(conn), maxReply)
+	got, _, err := proto.ReadLine(bufio.NewReader(conn), proto.MaxControlRequest)
 	f, perr := proto.ParseObject(got, false)
 	switch {
 	case perr == nil:
