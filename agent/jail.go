@@ -37,10 +37,10 @@ type Jail struct {
 	Home       string // the run's CTX_HOME under MountRoot, shown empty
 }
 
-// jailCommand is how startProgram starts a jailed run: the jail
+// jailCommand is how launcher starts a jailed run: the jail
 // trampoline's arguments (it runs as root, to mount; the program it
 // starts runs as uid/gid) and the jail's root directory.
-func jailCommand(s Spec) (args []string, extra *os.File, err error) {
+func jailCommand(s Spec) (args []string, root *os.File, err error) {
 	if Enter == "" {
 		return nil, nil, abi.Errorf(syscall.ENOTSUP, "run", "chroot isolation needs the ctxfs server")
 	}
