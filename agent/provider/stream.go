@@ -160,8 +160,9 @@ func (c *call) fail(err error, what string) *abi.Error {
 	return c.errorf(transportErrno(err), "%s: %v", what, err)
 }
 
-// client is the uid's own (transportFor), made not to follow redirects: a redirect would turn the POST into a GET, and
-// could carry the key's header to another host.
+// client is the uid's own (transportFor), made not to follow redirects:
+// a redirect would turn the POST into a GET, and could carry the key's
+// header to another host.
 func (c *call) client() *http.Client {
 	return &http.Client{
 		Transport:     transportFor(c.uid),
