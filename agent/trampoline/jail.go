@@ -79,8 +79,9 @@ type jailSpec struct {
 	control bool
 }
 
-// parseJailArgs reads what JailRun.Args wrote after the command, and checks what JailMain relies
-// on: absolute clean paths, and the session and home under the mount root.
+// parseJailArgs reads what JailRun.Args wrote after the command, and
+// checks what JailMain relies on: absolute clean paths, and the session
+// and home under the mount root.
 func parseJailArgs(a []string) (*jailSpec, error) {
 	if len(a) < 8 {
 		return nil, fmt.Errorf("usage: ctxfs %s UID GID MOUNTROOT SESSIONDIR HOME CWD NAME PROGRAM [ARG...]", JailCommand)

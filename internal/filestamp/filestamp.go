@@ -1,9 +1,9 @@
 // Package filestamp tells whether a file is still the one that was read:
 // its identity and times as a stat saw them (Stamp), and whether it
 // changed too recently for its times to tell the next change apart
-// (ChangedWithin). The definition cache (agent/def) and the engine's memory of a
-// session's meta.json keep a parse only while a stat finds the same
-// stamp.
+// (ChangedWithin). The definition cache (agent/def) and the engine's
+// memory of a session's meta.json keep a parse only while a stat finds
+// the same stamp.
 //
 // It only compares what it is given: it never stats, opens or follows a
 // path itself (each caller stats the way its reads went: through the
