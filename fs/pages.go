@@ -3,8 +3,7 @@ package fs
 import (
 	"sync"
 	"sync/atomic"
-
-	"github.com/hanwen/go-fuse/v2/fs"
+	"syscall"
 )
 
 // The page a log's end was read into.
@@ -29,12 +28,22 @@ import (
 // least. Nothing is dropped when no READ was answered since the last drop
 // (a writer with no reader: the appends through one descriptor).
 //
-// What the drop cannot close (seen once, TestTailNoZeros in CI on
-// 2026-12-03, after many clean runs): a read(2) takes its page from the
-// cache first and reads the size after (filemap_read), without a lock
-// either side holds. A reader that took the end's page before the drop
-// and reads the size after another process's GETATTR brought the new
-// one still copies the page's zeros. Only readers with no page cache
+// A reply that tells a size waits for a drop under way (tell takes the
+// lock whenever a READ began since the last drop finished). The kernel
+// marks the attributes stale before it drops the pages, and the drop
+// waits for each page under a READ: a GETATTR answered meanwhile gave the
+// kernel the new size while the old end's page was still in its cache,
+// to be copied, zeros and all, by any reader. Until 2026-12-05 a drop's
+// mark was cleared as it began, and such a reply did not wait:
+// TestTailNoZeros printed zeros twice in CI in two days
+// (TestTellWaitsForDrop).
+//
+// What the drop cannot close: a read(2) takes its page from the cache
+// first and reads the size after (filemap_read), without a lock either
+// side holds. A reader that took the end's page before the drop and reads
+// the size after another process's GETATTR brought the new one still
+// copies the page's zeros: both the drop and a whole GETATTR must fall
+// between two steps of one read(2). Only readers with no page cache
 // (direct I/O: warm reads at about a tenth of native) or the kernel
 // reading the store file itself (passthrough, which refuses writers'
 // opens while a reader holds the log) would close it.
@@ -55,31 +64,46 @@ type ends struct {
 	// last drop; it may lag behind the true one (a drop from an earlier
 	// offset drops more, no less).
 	told int64
-	// read is set by every READ, before it reads the store: a page read
-	// up to an end may be in the kernel's cache.
-	read atomic.Bool
+	// reads counts the READs begun (each before it reads the store): a
+	// page read up to an end may be in the kernel's cache.
+	reads atomic.Uint64
+	// dropped is the count of READs begun before the last drop that has
+	// finished: their pages are gone from the cache. It moves only when
+	// the drop is done, so that a reply telling a size meanwhile waits.
+	dropped atomic.Uint64
+}
+
+// pageDropper is what tell needs of a log's inode: *fs.Inode's
+// invalidation of the kernel's pages from an offset on (and of the
+// attributes), which returns once the kernel has dropped them.
+type pageDropper interface {
+	NotifyContent(off, sz int64) syscall.Errno
 }
 
 // reading is called by a READ of a log before it reads the store.
-func (e *ends) reading() { e.read.Store(true) }
+func (e *ends) reading() { e.reads.Add(1) }
 
 // tell is called before the kernel is told that the log of node is size
 // bytes long (size is called only when pages may need a drop). It
 // reports whether it dropped pages (and so marked the attributes stale).
-func (e *ends) tell(node *fs.Inode, size func() (int64, bool)) bool {
-	if !e.read.Load() {
-		return false
+// It returns only when no drop is under way that the kernel's cache
+// needs before it learns the size.
+func (e *ends) tell(node pageDropper, size func() (int64, bool)) bool {
+	if e.reads.Load() == e.dropped.Load() {
+		return false // no READ since the last drop finished
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	reads := e.reads.Load()
+	if reads == e.dropped.Load() {
+		return false // dropped while this waited
+	}
 	end, ok := size()
 	if !ok || end <= e.told {
 		return false // every page read since the last drop ends past it
 	}
-	if !e.read.Swap(false) {
-		return false
-	}
 	node.NotifyContent(e.told&^(pageSize-1), 0)
 	e.told = end
+	e.dropped.Store(reads)
 	return true
 }
