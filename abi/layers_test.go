@@ -47,6 +47,9 @@ var layerRules = []struct {
 	{[]string{"agent/trampoline"},
 		[]string{"agent", "session", "index", "search", "trajectory", "fs", "server", "cluster", "client", "internal/cli", "internal/storefs", "cmd"},
 		"the trampoline, root in a run's jail, takes its orders from its arguments alone"},
+	{[]string{"agent/prompt"},
+		[]string{"agent/provider", "agent/cli", "agent/tools", "agent/def", "session", "internal/storefs"},
+		"the prompt is read from the log it is handed, and asks no model"},
 }
 
 // engineParts: the packages below the engine (session) and the agent

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent/def"
+	"github.com/ctxfs/ctxfs/agent/prompt"
 	"github.com/ctxfs/ctxfs/agent/trampoline"
 	"github.com/ctxfs/ctxfs/internal/memfile"
 	"github.com/ctxfs/ctxfs/proto"
@@ -31,7 +32,7 @@ type Spec struct {
 	Dir                   string            // host working directory, already resolved
 	Env                   map[string]string // CTX_* and PATH, filled by the caller
 	Jail                  *Jail             // with isolation chroot: the jail, made ready by the caller
-	Prompt                *Prompt           // for a model API: the system prompt, the conversation, the summary
+	Prompt                *prompt.Prompt    // for a model API: the system prompt, the conversation, the summary
 	CLI                   *CLIRun           // for a CLI agent (Def.CLI): what the engine prepared
 	Host                  ToolHost          // for a model API run with tools: approvals, questions, versions
 	Resume                *Resume           // for a run resumed after its answer came: where it stood

@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 
+	"github.com/ctxfs/ctxfs/agent/prompt"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -19,7 +20,7 @@ func ResumeOf(run string, msgs, events []byte) *Resume {
 		}
 		switch m.Role {
 		case "assistant":
-			if calls := toolCalls(m); len(calls) > 0 {
+			if calls := prompt.ToolCalls(m); len(calls) > 0 {
 				r.Pending = calls
 			}
 		case "tool":

@@ -8,6 +8,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/agent/modelapi"
+	"github.com/ctxfs/ctxfs/agent/prompt"
 	"github.com/ctxfs/ctxfs/agent/window"
 	"github.com/ctxfs/ctxfs/proto"
 )
@@ -24,7 +25,7 @@ type runWindow struct {
 	lim     window.Limits
 	summary string
 	cut     bool // a summary turn goes first: something was compacted
-	lines   []Line
+	lines   []prompt.Line
 	older   int // lines[:older] are Prompt.Older
 	keep    func([]byte) error
 	// counted is the request's turns as last counted: the tokens of the
@@ -89,7 +90,7 @@ func (l *toolLoop) requestTokens() int {
 func (w *runWindow) olderTurns() []modelapi.Turn {
 	var turns []modelapi.Turn
 	for _, l := range w.lines[:w.older] {
-		if t, ok := turnOf(l.Text); ok {
+		if t, ok := prompt.TurnOf(l.Text); ok {
 			turns = append(turns, t)
 		}
 	}
@@ -223,7 +224,7 @@ func (w *runWindow) advance(n int, emit func(*proto.Object)) window.Cursor {
 // WindowUse is how full a session's window is now (SPEC 18, ctx agent
 // status): the estimate of the prompt a run would send (the tools its
 // definition offers included), and the definition's limits.
-func WindowUse(defn *def.Definition, p *Prompt) (tokens int, lim window.Limits) {
+func WindowUse(defn *def.Definition, p *prompt.Prompt) (tokens int, lim window.Limits) {
 	l := &toolLoop{req: p.Request, win: newRunWindow(Spec{Def: defn, Prompt: p})}
 	l.req.Tools = toolSpecs(defn.Tools)
 	return l.requestTokens() + l.win.olderTokens(), l.win.lim

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/agent/modelapi"
+	"github.com/ctxfs/ctxfs/agent/prompt"
 	"github.com/ctxfs/ctxfs/agent/window"
 )
 
@@ -15,12 +16,14 @@ import (
 // run appends turns (in the prompt's array and in a new one), after a
 // compaction's new array of the later turns with a summary, and after
 // another array of the same length takes the request's place.
+//
+// fitOwner's uid reads no other prompt in these tests: the first round's
+// prompt is read afresh, not from the memos (agent/prompt).
 func TestRequestTokensAsCounted(t *testing.T) {
-	promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
 	defn := &def.Definition{Kind: "agent", Name: "w", API: &def.API{Config: modelapi.Config{API: modelapi.OpenAIChat, ModelID: "gpt-4o"}}}
 	var log []byte
 	for i := range 60 {
-		log = append(log, memoLine("w", i)+"\n"...)
+		log = append(log, fitLine(i)+"\n"...)
 	}
 	check := func(what string, l *toolLoop) {
 		t.Helper()
@@ -29,8 +32,8 @@ func TestRequestTokensAsCounted(t *testing.T) {
 		}
 	}
 	for round := range 3 { // afresh, then grown from the cut twice
-		log = append(log, memoLine("w", 60+round)+"\n"...)
-		p := NewPrompt(owner0, "sys", log, 0, nil, 0)
+		log = append(log, fitLine(60+round)+"\n"...)
+		p := prompt.New(fitOwner, "sys", log, 0, nil, 0)
 		s := Spec{Def: defn, Prompt: p}
 		l := &toolLoop{s: s}
 		l.firstRequest()
@@ -48,4 +51,24 @@ func TestRequestTokensAsCounted(t *testing.T) {
 		l.req.Turns = other
 		check(fmt.Sprint("round ", round, ", another array"), l)
 	}
+}
+
+// testOwner is whose prompts the tests read, unless they say otherwise.
+var testOwner = modelapi.Owner{Uid: 1000, Conversation: "home/1000/agent/coder/session/s"}
+
+// fitOwner is testOwner's conversation as another uid's.
+var fitOwner = modelapi.Owner{Uid: 4242, Conversation: testOwner.Conversation}
+
+// fitLine is line i of a session: users, assistants with tool calls,
+// tool results, and a line that is no turn.
+func fitLine(i int) string {
+	switch i % 4 {
+	case 0:
+		return fmt.Sprintf(`{"role":"user","content":"question %d"}`, i)
+	case 1:
+		return fmt.Sprintf(`{"role":"assistant","content":[{"type":"text","text":"looking %d"},{"type":"tool_call","id":"c%d","name":"fs.read","arguments":{"path":"a"}}]}`, i, i)
+	case 2:
+		return fmt.Sprintf(`{"role":"tool","name":"fs.read","content":[{"type":"tool_result","tool_call_id":"c%d","content":"data %d","is_error":false}]}`, i-1, i)
+	}
+	return fmt.Sprintf(`{"note":"not a message %d"}`, i)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/agent/modelapi"
+	"github.com/ctxfs/ctxfs/agent/prompt"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/sealedlog"
 	"github.com/ctxfs/ctxfs/session/summary"
@@ -18,28 +19,28 @@ import (
 // (times the quota of runs, this is what a uid can make the server hold).
 const maxConversation = 4 << 20
 
-// prompt is a model API run's request (SPEC 10, 18; agent.NewPrompt): the
+// prompt is a model API run's request (SPEC 10, 18; prompt.New): the
 // merged AGENTS.md rules then meta.json's rule as the system prompt, the
 // session's conversation from messages.jsonl after the summary's cursor
 // (newest first, up to what the window holds), and context/summary.md
 // read and written as the run's uid (session/summary). The request is
 // the run's uid's and the session's (modelapi.Owner): what the provider
 // keeps of it serves this session's next requests only.
-func (rn *run) prompt(rules string) *agent.Prompt {
+func (rn *run) prompt(rules string) *prompt.Prompt {
 	return rn.s.promptAs(rules, layout.Caller{Uid: rn.spec.Uid, Gid: rn.spec.Gid}, rn.spec.Def.Limits().Prompt())
 }
 
-func (s *sess) promptAs(rules string, c layout.Caller, budget int) *agent.Prompt {
+func (s *sess) promptAs(rules string, c layout.Caller, budget int) *prompt.Prompt {
 	system := rules
 	if rule := s.metaString("rule"); rule != "" {
 		system = strings.TrimLeft(system+"\n\n"+rule, "\n")
 	}
 	owner := modelapi.Owner{Uid: c.Uid, Conversation: s.ref.Key()}
 	if s.rel == "" { // a temp session keeps no context/
-		return agent.NewPromptFrom(owner, system, s.msgs, maxConversation, nil, budget)
+		return prompt.NewFrom(owner, system, s.msgs, maxConversation, nil, budget)
 	}
 	rel := s.file(abi.DirContext + "/summary.md")
-	p := agent.NewPromptFrom(owner, system, s.msgs, maxConversation, summary.Read(s.e.FreeTree(), c, rel), budget)
+	p := prompt.NewFrom(owner, system, s.msgs, maxConversation, summary.Read(s.e.FreeTree(), c, rel), budget)
 	p.Keep = func(b []byte) error { return summary.Write(s.e.FreeTree(), c, rel, b) }
 	return p
 }

@@ -1,4 +1,4 @@
-package agent
+package prompt
 
 import (
 	"bytes"
@@ -58,7 +58,7 @@ type readLog struct {
 	dead  int // turns of lines dropped by rebase
 	size  int // what it holds, as the memo counts it
 	cut   *promptCut
-	// src, when set, is the log read (NewPromptFrom), and changes its
+	// src, when set, is the log read (NewFrom), and changes its
 	// Changes when it was read: the entry is found by them, not by bytes.
 	src     LogSource
 	changes uint64
@@ -260,7 +260,7 @@ func (v *logView) Line(i int) Line {
 	return Line{End: r.lines[i].end, Text: r.text[a:b:b]}
 }
 
-// Turn is line i's turn (turnOf) and its tokens, read once.
+// Turn is line i's turn (TurnOf) and its tokens, read once.
 func (v *logView) Turn(i int) (modelapi.Turn, int, bool) {
 	r := v.r
 	if i == len(r.lines) {

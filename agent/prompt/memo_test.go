@@ -1,4 +1,4 @@
-package agent
+package prompt
 
 import (
 	"bytes"
@@ -16,8 +16,8 @@ import (
 // owner0 is whose prompts the tests read, unless they say otherwise.
 var owner0 = modelapi.Owner{Uid: 1000, Conversation: "home/1000/agent/coder/session/s"}
 
-// freshPrompt is NewPrompt without promptLogs: every line of the log
-// split and read afresh, as NewPrompt read them before the memo.
+// freshPrompt is New without promptLogs: every line of the log
+// split and read afresh, as New read them before the memo.
 func freshPrompt(system string, log []byte, start int64, summary []byte, budget int) *Prompt {
 	p := &Prompt{Request: modelapi.Request{System: system, Owner: owner0}}
 	c, text, ok := window.ParseSummary(summary)
@@ -28,7 +28,7 @@ func freshPrompt(system string, log []byte, start int64, summary []byte, budget 
 	used, i := 0, len(lines)
 	for i > 0 && (budget == 0 || used <= budget) {
 		i--
-		if t, ok := turnOf(lines[i].Text); ok {
+		if t, ok := TurnOf(lines[i].Text); ok {
 			p.Turns = append([]modelapi.Turn{t}, p.Turns...)
 			p.Lines = append([]Line{lines[i]}, p.Lines...)
 			used += window.TurnTokens(t)
@@ -43,7 +43,7 @@ func freshPrompt(system string, log []byte, start int64, summary []byte, budget 
 // cursorMatches reports whether c names a line of the history whose end
 // is log (starting at offset start): a line of log ending at c.End with
 // c's hash, or a line before log (it cannot be checked there, and all of
-// log follows it). What NewPrompt did before its read logs' views.
+// log follows it). What New did before its read logs' views.
 func cursorMatches(c window.Cursor, log []byte, start int64) bool {
 	end := start + int64(len(log))
 	switch {
@@ -92,10 +92,10 @@ func memoLine(session string, i int) string {
 	return fmt.Sprintf(`{"role":"assistant","content":"%s answer %d é"}`, session, i)
 }
 
-// samePrompt fails unless NewPrompt gives what reading afresh gives.
+// samePrompt fails unless New gives what reading afresh gives.
 func samePrompt(t *testing.T, what string, log []byte, start int64, summary []byte, budget int) {
 	t.Helper()
-	asRead(t, what, NewPrompt(owner0, "sys", log, start, summary, budget), freshPrompt("sys", log, start, summary, budget))
+	asRead(t, what, New(owner0, "sys", log, start, summary, budget), freshPrompt("sys", log, start, summary, budget))
 }
 
 // asRead fails unless got is want, the prompt read afresh.
@@ -107,7 +107,7 @@ func asRead(t *testing.T, what string, got, want *Prompt) {
 	}
 	if !reflect.DeepEqual(got.Request, want.Request) || got.Summary != want.Summary || got.Cursor != want.Cursor || got.TurnTokens != tokens ||
 		!sameLines(got.Lines, want.Lines) || !sameLines(got.Older, want.Older) {
-		t.Fatalf("%s: NewPrompt\n%+v\nread afresh\n%+v", what, got, want)
+		t.Fatalf("%s: New\n%+v\nread afresh\n%+v", what, got, want)
 	}
 }
 
@@ -189,7 +189,7 @@ func TestPromptCutAsFresh(t *testing.T) {
 				summary = window.FormatSummary(window.Cursor{End: ends[b][c], Hash: window.LineHash(log[ends[b][c-1] : ends[b][c]-1])}, "gist")
 			}
 			samePrompt(t, fmt.Sprintf("log %d, line %d, budget %d", b, i, budget), log[start:], start, summary, budget)
-			p := NewPrompt(owner0, "sys", log[start:], start, summary, budget)
+			p := New(owner0, "sys", log[start:], start, summary, budget)
 			handed = append(handed, held{p, len(p.Turns), len(p.Lines), freshPrompt("sys", log[start:], start, summary, budget)})
 			p.Turns = append(p.Turns, own)
 			p.Lines = append(p.Lines, Line{End: -1, Text: []byte(own.Text)})
@@ -222,7 +222,7 @@ func TestPromptLogsConcurrent(t *testing.T) {
 			for k := range 50 {
 				n := len(log) - (g+k)%7*40 // some shorter, so that entries are extended
 				n = bytes.LastIndexByte(log[:n], '\n') + 1
-				p := NewPrompt(owner0, "sys", log[:n], 0, nil, 0)
+				p := New(owner0, "sys", log[:n], 0, nil, 0)
 				if n == len(log) && !reflect.DeepEqual(p.Turns, want.Turns) {
 					t.Errorf("goroutine %d: other turns", g)
 				}
@@ -243,8 +243,8 @@ func TestLogMemoBounded(t *testing.T) {
 		for i := range 50 + s*10 {
 			log = append(log, memoLine(fmt.Sprint("s", s), i)+"\n"...)
 		}
-		NewPrompt(owner0, "", log, 0, nil, 0)
-		NewPrompt(owner0, "", log[len(log)/3:], int64(len(log)/3), nil, 0) // not a line's start: read anew
+		New(owner0, "", log, 0, nil, 0)
+		New(owner0, "", log[len(log)/3:], int64(len(log)/3), nil, 0) // not a line's start: read anew
 		memoHolds(t, bound, 8)
 	}
 }
@@ -283,7 +283,7 @@ func TestLogMemoComparesBounded(t *testing.T) {
 	for i := range 20 {
 		other := bytes.Clone(log)
 		copy(other[2:], fmt.Sprintf("%02d", i)) // inside the first line's first string
-		NewPrompt(owner0, "sys", other, 0, nil, 0)
+		New(owner0, "sys", other, 0, nil, 0)
 	}
 	before := promptLogs.compared
 	samePrompt(t, "after 20 logs that differ at their start", log, 0, nil, 0)
@@ -303,12 +303,12 @@ func TestLogMemoByUid(t *testing.T) {
 	for i := range 50 {
 		log = append(log, memoLine("u", i)+"\n"...)
 	}
-	NewPrompt(owner0, "sys", log, 0, nil, 0)
+	New(owner0, "sys", log, 0, nil, 0)
 	first, turnsHeld, compared := promptLogs.logs[0], cacheSize(t, promptTurns), promptLogs.compared
 	other := modelapi.Owner{Uid: 1001, Conversation: owner0.Conversation}
 	want := freshPrompt("sys", log, 0, nil, 0)
 	want.Owner = other
-	asRead(t, "another uid's prompt of the same log", NewPrompt(other, "sys", log, 0, nil, 0), want)
+	asRead(t, "another uid's prompt of the same log", New(other, "sys", log, 0, nil, 0), want)
 	if promptLogs.compared != compared || len(promptLogs.logs) != 2 || promptLogs.logs[1] != first {
 		t.Fatalf("another uid's prompt compared %d logs, and the memo holds %d", promptLogs.compared-compared, len(promptLogs.logs))
 	}
@@ -316,7 +316,7 @@ func TestLogMemoByUid(t *testing.T) {
 		t.Fatalf("another uid's prompt added %d bytes to the turn cache: its lines' turns were taken from the first uid's", grown)
 	}
 	for i := range 40 {
-		NewPrompt(modelapi.Owner{Uid: 7, Conversation: fmt.Sprint("home/7/agent/coder/session/", i)}, "sys", []byte(memoLine(fmt.Sprint("s", i), 0)+"\n"), 0, nil, 0)
+		New(modelapi.Owner{Uid: 7, Conversation: fmt.Sprint("home/7/agent/coder/session/", i)}, "sys", []byte(memoLine(fmt.Sprint("s", i), 0)+"\n"), 0, nil, 0)
 	}
 	mine, kept := 0, false
 	for _, r := range promptLogs.logs {
@@ -365,7 +365,7 @@ func tailOf(b []byte, bound int64) ([]byte, int64) {
 }
 
 // TestPromptFromSourceAsFresh: prompts read from growing logs by their
-// identity (NewPromptFrom) are what reading their tails afresh gives, as
+// identity (NewFrom) are what reading their tails afresh gives, as
 // the logs grow line by line and by halves of lines, their tails move on
 // (a bound of 1,500 bytes, now and then a wider one, and one they never
 // reach), a summary's cursor moves, budgets cut, and ends are taken back
@@ -378,7 +378,7 @@ func TestPromptFromSourceAsFresh(t *testing.T) {
 	check := func(what string, k int, summary []byte, budget int) {
 		t.Helper()
 		tail, start := tailOf(logs[k].b, bounds[k])
-		asRead(t, what, NewPromptFrom(owner0, "sys", logs[k], bounds[k], summary, budget), freshPrompt("sys", tail, start, summary, budget))
+		asRead(t, what, NewFrom(owner0, "sys", logs[k], bounds[k], summary, budget), freshPrompt("sys", tail, start, summary, budget))
 	}
 	for i := range 120 {
 		for k, g := range logs {
@@ -401,7 +401,7 @@ func TestPromptFromSourceAsFresh(t *testing.T) {
 				check(fmt.Sprintf("log %d, line %d, the bound again", k, i), k, nil, 0)
 			}
 			if k == 1 { // a prompt of bytes that start as the log does and go on otherwise
-				NewPrompt(owner0, "sys", append(bytes.Clone(g.b), "{}\n"...), 0, nil, 0)
+				New(owner0, "sys", append(bytes.Clone(g.b), "{}\n"...), 0, nil, 0)
 			}
 			if k == 0 && i == 60 { // a line longer than the bound, written in halves
 				long := `{"role":"user","content":"` + strings.Repeat("w", 3000) + `"}` + "\n"
@@ -427,7 +427,7 @@ func TestPromptFromSourceAsFresh(t *testing.T) {
 		memoHolds(t, logMemoBytes, logMemoEntries)
 	}
 	liar := logs[2]
-	NewPromptFrom(owner0, "sys", liar, 4<<20, nil, 0)
+	NewFrom(owner0, "sys", liar, 4<<20, nil, 0)
 	liar.b = liar.b[:len(liar.b)/2] // shrunk without saying so: whatever the prompt is, it is one
-	NewPromptFrom(owner0, "sys", liar, 4<<20, nil, 0)
+	NewFrom(owner0, "sys", liar, 4<<20, nil, 0)
 }

@@ -1,4 +1,4 @@
-package agent
+package prompt
 
 import (
 	"sort"
@@ -9,7 +9,7 @@ import (
 )
 
 // Prompt is a model API run's request as the engine hands it to a run
-// (Spec.Prompt), so that the engine needs no provider of its own: the
+// (agent.Spec.Prompt), so that the engine needs no provider of its own: the
 // system prompt and the conversation after the summary's cursor, the
 // summary in force (SPEC 18: context/summary.md), each turn's message id,
 // and where a new summary is kept.
@@ -21,13 +21,13 @@ type Prompt struct {
 	// where a cut falls, the cursor names the last line cut.
 	Lines []Line
 	// Older are the lines after the cursor and before Turns, not read:
-	// the newer turns fill the window already (NewPrompt's budget), so
+	// the newer turns fill the window already (New's budget), so
 	// the run compacts these first, and reads them only for a strategy
 	// that summarizes them.
 	Older []Line
 	// TurnTokens is window.TurnTokens of Turns, summed (each line's count
 	// is kept with the read log, so a long prompt's turns are not counted
-	// again at each request: runWindow.turnTokens).
+	// again at each request: agent's runWindow.turnTokens).
 	TurnTokens int
 	// Keep writes context/summary.md (window.FormatSummary); nil keeps
 	// nothing (the summary then lives in the run alone).
@@ -44,7 +44,7 @@ type Line struct {
 // Cursor is the cursor that names this line.
 func (l Line) Cursor() window.Cursor { return window.Cursor{End: l.End, Hash: window.LineHash(l.Text)} }
 
-// NewPrompt is a model API run's request (SPEC 10, 18): system as the
+// New is a model API run's request (SPEC 10, 18): system as the
 // system prompt, and the messages of log (the end of a session's
 // messages.jsonl, whole lines, starting at byte offset start of it) as the
 // conversation, in order; a line that is not a message is left out.
@@ -57,7 +57,7 @@ func (l Line) Cursor() window.Cursor { return window.Cursor{End: l.End, Hash: wi
 // ones could not be sent with them (Older). The request is owner's (its
 // uid and conversation): what is kept of it between prompts and requests
 // serves that owner's alone (modelapi.Owner).
-func NewPrompt(owner modelapi.Owner, system string, log []byte, start int64, summary []byte, budget int) *Prompt {
+func New(owner modelapi.Owner, system string, log []byte, start int64, summary []byte, budget int) *Prompt {
 	p := &Prompt{Request: modelapi.Request{System: system, Owner: owner}}
 	promptLogs.lines(owner.Uid, log, start, func(v *logView) { p.read(v, summary, budget) })
 	return p
@@ -73,18 +73,18 @@ type LogSource interface {
 	Changes() uint64
 }
 
-// NewPromptFrom is NewPrompt of src's last max bytes (from the first line
+// NewFrom is New of src's last max bytes (from the first line
 // that starts in them). The read logs keep what they read of src by its
 // identity, so a session's next prompt reads only the bytes appended
 // since, instead of the whole tail read and compared byte for byte
 // (docs/benchmarks.md, "The log itself").
-func NewPromptFrom(owner modelapi.Owner, system string, src LogSource, max int64, summary []byte, budget int) *Prompt {
+func NewFrom(owner modelapi.Owner, system string, src LogSource, max int64, summary []byte, budget int) *Prompt {
 	p := &Prompt{Request: modelapi.Request{System: system, Owner: owner}}
 	promptLogs.source(owner.Uid, src, max, func(v *logView) { p.read(v, summary, budget) })
 	return p
 }
 
-// read fills p from the log's lines (NewPrompt).
+// read fills p from the log's lines (New).
 func (p *Prompt) read(v *logView, summary []byte, budget int) {
 	c, text, ok := window.ParseSummary(summary)
 	if ok && v.names(c) {
@@ -126,9 +126,9 @@ func (p *Prompt) read(v *logView, summary []byte, budget int) {
 	v.keepCut(first, p.Turns, p.Lines, used)
 }
 
-// turnOf reads one line as a turn of the conversation (proto.Message: the
+// TurnOf reads one line as a turn of the conversation (proto.Message: the
 // one text rule, the one normalisation of tool-call arguments).
-func turnOf(line []byte) (modelapi.Turn, bool) {
+func TurnOf(line []byte) (modelapi.Turn, bool) {
 	m, err := proto.ParseMessage(line)
 	if err != nil {
 		return modelapi.Turn{}, false
@@ -153,9 +153,9 @@ func turnOf(line []byte) (modelapi.Turn, bool) {
 	return t, t.Text != "" || len(t.ToolCalls) > 0 || t.ToolCallID != ""
 }
 
-// toolCalls are the tool calls of an assistant message, as the provider
+// ToolCalls are the tool calls of an assistant message, as the provider
 // takes them.
-func toolCalls(m proto.Message) []modelapi.ToolCall { return providerCalls(m.ToolCalls()) }
+func ToolCalls(m proto.Message) []modelapi.ToolCall { return providerCalls(m.ToolCalls()) }
 
 func providerCalls(calls0 []proto.ToolCall) []modelapi.ToolCall {
 	var calls []modelapi.ToolCall

@@ -1,4 +1,4 @@
-package agent
+package prompt
 
 import (
 	"sync"
@@ -7,7 +7,7 @@ import (
 )
 
 // promptTurns keeps the turns of the message lines that prompts read
-// (turnOf), by each line's exact bytes. A session's next run reads the
+// (TurnOf), by each line's exact bytes. A session's next run reads the
 // same lines again, and parsing them was most of a long conversation's
 // time to its first delta (docs/benchmarks.md, FirstDelta): with the
 // cache a prompt parses only the lines written since the last one.
@@ -65,7 +65,7 @@ type uidTurns struct {
 
 type cachedTurn struct {
 	turn modelapi.Turn
-	ok   bool // turnOf's answer: false for a line that is not a turn
+	ok   bool // TurnOf's answer: false for a line that is not a turn
 }
 
 // newTurnCache makes a cache that holds at most bound bytes, and at most
@@ -74,11 +74,11 @@ func newTurnCache(bound, uidBound int) *turnCache {
 	return &turnCache{uids: map[uint32]*uidTurns{}, bound: bound, uidHalf: min(uidBound, bound) / 2}
 }
 
-// turnOf is the package's turnOf, from the cache when uid's prompts read
+// turnOf is TurnOf, from the cache when uid's prompts read
 // the line before.
 func (c *turnCache) turnOf(uid uint32, line []byte) (modelapi.Turn, bool) {
 	if len(line) > maxCachedLine {
-		return turnOf(line)
+		return TurnOf(line)
 	}
 	c.mu.Lock()
 	r := c.room(uid)
@@ -92,7 +92,7 @@ func (c *turnCache) turnOf(uid uint32, line []byte) (modelapi.Turn, bool) {
 	if hit {
 		return e.turn, e.ok
 	}
-	t, ok := turnOf(line)
+	t, ok := TurnOf(line)
 	c.mu.Lock()
 	c.put(c.room(uid), string(line), cachedTurn{t, ok}) // its room may have gone while the lock was let go
 	c.mu.Unlock()

@@ -1,4 +1,4 @@
-package agent
+package prompt
 
 import (
 	"fmt"
@@ -25,19 +25,19 @@ func TestPromptTurnsAreTheLinesOwn(t *testing.T) {
 	want := func(log []byte) *Prompt {
 		p := &Prompt{}
 		for _, l := range fresh(log) {
-			if t, ok := turnOf(l.Text); ok {
+			if t, ok := TurnOf(l.Text); ok {
 				p.Turns = append(p.Turns, t)
 			}
 		}
 		return p
 	}
 	for round := 0; round < 2; round++ { // the second reads every line from the cache
-		if got := NewPrompt(owner0, "", log, 0, nil, 0); !reflect.DeepEqual(got.Turns, want(log).Turns) {
+		if got := New(owner0, "", log, 0, nil, 0); !reflect.DeepEqual(got.Turns, want(log).Turns) {
 			t.Fatalf("round %d: turns %+v, want %+v", round, got.Turns, want(log).Turns)
 		}
 	}
 	other := []byte(strings.Replace(string(log), "answer one", "answer two", 1))
-	got := NewPrompt(owner0, "", other, 0, nil, 0)
+	got := New(owner0, "", other, 0, nil, 0)
 	if last := got.Turns[len(got.Turns)-1]; last.Text != "answer two" || !reflect.DeepEqual(got.Turns, want(other).Turns) {
 		t.Fatalf("a line with other bytes got %+v", got.Turns)
 	}
