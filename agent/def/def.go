@@ -290,30 +290,29 @@ func (d *Definition) readModel() error {
 	return nil
 }
 
-func (d *Definition) readABI() error {
-	v, ok, err := d.oneLine("abi")
-	if !ok || err != nil {
+func (d *Definition) readABI() error { return d.readEither("abi", &d.ABI, ABIJSONL, ABIText) }
+
+func (d *Definition) readIsolation() error {
+	if err := d.readEither("isolation", &d.Isolation, IsolationNone, IsolationChroot); err != nil {
 		return err
 	}
-	if v != ABIJSONL && v != ABIText {
-		return d.invalid("abi", "%q is neither jsonl nor text", v)
+	if d.Isolation == IsolationChroot && d.Kind != abi.KindAgent {
+		return d.invalid("isolation", "a model has no chroot root/ to be confined to")
 	}
-	d.ABI = v
 	return nil
 }
 
-func (d *Definition) readIsolation() error {
-	v, ok, err := d.oneLine("isolation")
+// readEither reads a file that holds one of two words into field; a
+// missing file leaves field as it is.
+func (d *Definition) readEither(file string, field *string, a, b string) error {
+	v, ok, err := d.oneLine(file)
 	if !ok || err != nil {
 		return err
 	}
-	if v != IsolationNone && v != IsolationChroot {
-		return d.invalid("isolation", "%q is neither none nor chroot", v)
+	if v != a && v != b {
+		return d.invalid(file, "%q is neither %s nor %s", v, a, b)
 	}
-	if v == IsolationChroot && d.Kind != abi.KindAgent {
-		return d.invalid("isolation", "a model has no chroot root/ to be confined to")
-	}
-	d.Isolation = v
+	*field = v
 	return nil
 }
 

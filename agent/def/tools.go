@@ -100,15 +100,7 @@ func (d *Definition) readSteps() error {
 }
 
 func (d *Definition) readApproval() error {
-	v, ok, err := d.oneLine("approval")
-	if !ok || err != nil {
-		return err
-	}
-	if v != ApprovalAuto && v != ApprovalAsk {
-		return d.invalid("approval", "%q is neither auto nor ask", v)
-	}
-	d.Approval = v
-	return nil
+	return d.readEither("approval", &d.Approval, ApprovalAuto, ApprovalAsk)
 }
 
 // readApprovalTimeout accepts whole seconds, at least one: a call that
