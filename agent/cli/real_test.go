@@ -58,6 +58,93 @@ func program(t *testing.T, a Adapter) string {
 	return bin
 }
 
+// cliUid is whom the tests run the CLIs as when they run as root: the
+// server starts a CLI as the run's uid, never root, and a CLI that
+// updates or patches itself must not be able to rewrite the install the
+// tests and CI read (Claude Code's was found so on 2026-12-04, its
+// version check having run as root with root's HOME).
+const cliUid = 1000
+
+// cliUser is the credential the CLIs run with: cliUid's as root, when
+// every directory above the install lets others through; else nil (the
+// tests' own user), said in the log.
+func cliUser(t *testing.T, bin string) *syscall.Credential {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	if d := unsearchable(bin); d != "" {
+		t.Logf("%s is not searchable by others: the CLIs run as root", d)
+		return nil
+	}
+	return &syscall.Credential{Uid: cliUid, Gid: cliUid}
+}
+
+// unsearchable is the first directory above path that others cannot
+// search, "" when there is none.
+func unsearchable(path string) string {
+	for d := filepath.Dir(path); ; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err != nil || st.Mode().Perm()&0o001 == 0 {
+			return d
+		}
+		if d == "/" {
+			return ""
+		}
+	}
+}
+
+// handOver gives the directories dirs, and everything in them, to the
+// user c (nil: nobody else), and lets others through the directories
+// above each (t.TempDir makes its own 0700).
+func handOver(t *testing.T, c *syscall.Credential, dirs ...string) {
+	if c == nil {
+		return
+	}
+	for _, dir := range dirs {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(path, int(c.Uid), int(c.Gid))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for d := filepath.Dir(dir); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// ownedBy fails when something under dir is not the user c's: what the
+// CLI made there, it made as c (nil: nothing to check).
+func ownedBy(t *testing.T, c *syscall.Credential, dir string) {
+	t.Helper()
+	if c == nil {
+		return
+	}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // a CLI's temporary file, gone since the listing
+		}
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if uid := info.Sys().(*syscall.Stat_t).Uid; uid != c.Uid {
+			t.Errorf("%s is uid %d's, not the CLI's user's (%d)", path, uid, c.Uid)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // simulator runs aimock on a free port with the CLI fixtures and returns
 // its URL; it is killed when the test ends.
 func simulator(t *testing.T) string {
@@ -102,13 +189,15 @@ func runCLI(t *testing.T, a Adapter, home, work string, o Options, prompt string
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	bin := program(t, a)
+	user, tmp, tools := cliUser(t, bin), t.TempDir(), toolPath(t)
+	handOver(t, user, home, work, tmp, tools)
 	cmd := exec.CommandContext(ctx, bin, inv.Args...)
 	cmd.Dir = work
 	// TMPDIR: Gemini CLI writes an error report there at each API error.
-	cmd.Env = append([]string{"PATH=" + filepath.Dir(bin) + ":" + toolPath(t), "HOME=" + home,
-		"TMPDIR=" + t.TempDir(), inv.KeyVar + "=" + testKey}, inv.Env...)
+	cmd.Env = append([]string{"PATH=" + filepath.Dir(bin) + ":" + tools, "HOME=" + home,
+		"TMPDIR=" + tmp, inv.KeyVar + "=" + testKey}, inv.Env...)
 	cmd.Stdin = strings.NewReader(prompt)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: user}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -134,6 +223,7 @@ func runCLI(t *testing.T, a Adapter, home, work string, o Options, prompt string
 	} else if err != nil {
 		t.Fatal(err)
 	}
+	ownedBy(t, user, home)
 	last, status := p.Finish(exit, tail(stderr.Bytes(), 4096))
 	r.frames, r.session, r.status, r.stderr = append(r.frames, last...), p.SessionID(), status, stderr.String()
 	for _, f := range r.frames {
@@ -279,8 +369,11 @@ func checkVersion(t *testing.T, a Adapter, o Options) {
 		t.Fatal(err)
 	}
 	bin := program(t, a)
+	user, home, tmp, tools := cliUser(t, bin), t.TempDir(), t.TempDir(), toolPath(t)
+	handOver(t, user, home, tmp, tools)
 	cmd := exec.Command(bin, "--version")
-	cmd.Env = append([]string{"PATH=" + filepath.Dir(bin) + ":" + toolPath(t), "HOME=" + t.TempDir(), "TMPDIR=" + t.TempDir()}, inv.Env...)
+	cmd.Env = append([]string{"PATH=" + filepath.Dir(bin) + ":" + tools, "HOME=" + home, "TMPDIR=" + tmp}, inv.Env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: user}
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("%s --version: %v", a.Program(), err)
