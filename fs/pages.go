@@ -25,8 +25,8 @@ import (
 // that held the end told last are dropped (NotifyContent from its offset,
 // which waits for a READ of them in flight and marks the attributes stale
 // too). A READ answered after that reads the store at the new size at
-// least. Nothing is dropped when no READ was answered since the last drop
-// (a writer with no reader: the appends through one descriptor).
+// least. Nothing is dropped when no READ began since the last drop
+// finished (a writer with no reader: the appends through one descriptor).
 //
 // A reply that tells a size waits for a drop under way (tell takes the
 // lock whenever a READ began since the last drop finished). The kernel
