@@ -97,12 +97,7 @@ func TestLoadInvalid(t *testing.T) {
 		{"timeout", "99999999999999999999\n"},
 		{"timeout", "31536001\n"},
 	}
-	for _, c := range cases {
-		root := t.TempDir()
-		testkit.WriteFile(t, filepath.Join(root, "agent", "a.d", c.file), c.value, 0o644)
-		_, err := Load(root, abi.KindAgent, "a")
-		testkit.WantErrno(t, c.file+"="+c.value, err, syscall.EINVAL)
-	}
+	refusedEach(t, cases)
 }
 
 func TestLoadProgramNotExecutable(t *testing.T) {
@@ -224,5 +219,17 @@ func TestList(t *testing.T) {
 	}
 	if !reflect.DeepEqual(models, []string{"acme/big", "acme/small", "debug/echo", "zz/top"}) {
 		t.Errorf("models = %q", models)
+	}
+}
+
+// refusedEach loads agent a with each control file holding its value,
+// alone, and fails unless the load is EINVAL.
+func refusedEach(t *testing.T, cases []struct{ file, value string }) {
+	t.Helper()
+	for _, c := range cases {
+		root := t.TempDir()
+		testkit.WriteFile(t, filepath.Join(root, "agent", "a.d", c.file), c.value, 0o644)
+		_, err := Load(root, abi.KindAgent, "a")
+		testkit.WantErrno(t, c.file+"="+c.value, err, syscall.EINVAL)
 	}
 }

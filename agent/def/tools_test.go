@@ -3,7 +3,6 @@ package def
 import (
 	"path/filepath"
 	"reflect"
-	"syscall"
 	"testing"
 	"time"
 
@@ -108,10 +107,5 @@ func TestToolSettingsInvalid(t *testing.T) {
 		{"approval_timeout", "1h\n"},
 		{"approval_timeout", "31536001\n"},
 	}
-	for _, c := range cases {
-		root := t.TempDir()
-		testkit.WriteFile(t, filepath.Join(root, "agent", "a.d", c.file), c.value, 0o644)
-		_, err := Load(root, abi.KindAgent, "a")
-		testkit.WantErrno(t, c.file+"="+c.value, err, syscall.EINVAL)
-	}
+	refusedEach(t, cases)
 }
