@@ -1,8 +1,6 @@
 package proto
 
 import (
-	"bufio"
-	"bytes"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -51,22 +49,4 @@ func FrameErrno(f *Object) syscall.Errno {
 	}
 	e, _ := abi.ErrnoFromName(f.Str("code"))
 	return e
-}
-
-// ReadLine reads one line without its newline. A line longer than limit is
-// consumed and reported as tooLong instead of returned. err is non-nil at
-// the end of the stream (the last line may lack its newline).
-func ReadLine(br *bufio.Reader, limit int) (line []byte, tooLong bool, err error) {
-	for {
-		chunk, err := br.ReadSlice('\n')
-		if !tooLong && len(line)+len(chunk) <= limit+1 {
-			line = append(line, chunk...)
-		} else {
-			tooLong, line = true, nil
-		}
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		return bytes.TrimSuffix(line, []byte("\n")), tooLong, err
-	}
 }

@@ -87,9 +87,14 @@ type wireRequest struct {
 // names the transport in the message ("ctl"; "" for a socket).
 func CheckRequestLength(where string, n int) error {
 	if n > abi.MaxRequestBytes {
-		return abi.Errorf(syscall.EMSGSIZE, where, "request over %d bytes", abi.MaxRequestBytes)
+		return RequestTooLong(where)
 	}
 	return nil
+}
+
+// RequestTooLong is the error of a request over abi.MaxRequestBytes.
+func RequestTooLong(where string) error {
+	return abi.Errorf(syscall.EMSGSIZE, where, "request over %d bytes", abi.MaxRequestBytes)
 }
 
 // ParseRequest parses and checks one request line (a trailing newline is

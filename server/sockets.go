@@ -487,27 +487,18 @@ func readWithin(conn net.Conn, br *bufio.Reader) ([]byte, error) {
 // readRequest reads one line of at most abi.MaxRequestBytes (EMSGSIZE
 // beyond). A final line without its newline counts as the request.
 func readRequest(br *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		line = append(line, chunk...) // a copy: the buffer goes back to the pool
-		if n := len(line); n > 0 {
-			if err := proto.CheckRequestLength("", n-boolInt(line[n-1] == '\n')); err != nil {
-				return nil, err
-			}
-		}
-		switch {
-		case err == nil:
-			return line, nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF) && len(line) > 0:
-			return line, nil
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			return nil, abi.Errorf(syscall.ETIMEDOUT, "", "no complete request within %s", quota.RequestDeadline)
-		default:
-			return nil, abi.Errorf(syscall.EINVAL, "", "no request")
-		}
+	line, err := proto.ReadLineWithin(br, abi.MaxRequestBytes) // a copy: the buffer goes back to the pool
+	switch {
+	case err == nil:
+		return line, nil
+	case errors.Is(err, proto.ErrLineTooLong):
+		return nil, proto.RequestTooLong("")
+	case errors.Is(err, io.EOF) && len(line) > 0:
+		return line, nil
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, abi.Errorf(syscall.ETIMEDOUT, "", "no complete request within %s", quota.RequestDeadline)
+	default:
+		return nil, abi.Errorf(syscall.EINVAL, "", "no request")
 	}
 }
 
@@ -515,13 +506,6 @@ func readRequest(br *bufio.Reader) ([]byte, error) {
 // connection used to allocate (and clear) for a request of a few hundred
 // bytes (docs/benchmarks.md#send-path).
 var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64*1024) }}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
 
 // peerCaller is the connecting process's identity from SO_PEERCRED, with
 // its supplementary groups from /proc.

@@ -115,18 +115,11 @@ func (s *sessionReader) read(r io.Reader) error {
 // readSessionLine reads one line without its newline; a line over
 // MaxSessionLine is an error.
 func readSessionLine(br *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > MaxSessionLine+1 {
-			return nil, fmt.Errorf("line over %d bytes", MaxSessionLine)
-		}
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		return bytes.TrimSuffix(line, []byte("\n")), err
+	line, err := proto.ReadLineWithin(br, MaxSessionLine)
+	if errors.Is(err, proto.ErrLineTooLong) {
+		return nil, fmt.Errorf("line over %d bytes", MaxSessionLine)
 	}
+	return bytes.TrimSuffix(line, []byte("\n")), err
 }
 
 func (s *sessionReader) errorf(n int, format string, args ...any) error {

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/proto"
 )
 
 // The protocol between the server and the tool process, one JSON line at
@@ -89,25 +90,19 @@ func ReadLine(r *bufio.Reader, v any) error {
 	return decodeLine(line, v)
 }
 
-// readRawLine reads one protocol line; io.EOF at the end of r before one
-// begins.
+// readRawLine reads one protocol line (its newline not counted against
+// MaxLine); io.EOF at the end of r before one begins.
 func readRawLine(r *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > MaxLine {
-			return nil, abi.Errorf(syscall.EFBIG, "", "a protocol line is over %d bytes", MaxLine)
-		}
-		if err == nil {
-			return line, nil
-		}
-		if !errors.Is(err, bufio.ErrBufferFull) {
-			if err == io.EOF && len(line) == 0 {
-				return nil, io.EOF
-			}
-			return nil, fmt.Errorf("reading a protocol line: %w", err)
-		}
+	line, err := proto.ReadLineWithin(r, MaxLine)
+	switch {
+	case err == nil:
+		return line, nil
+	case errors.Is(err, proto.ErrLineTooLong):
+		return nil, abi.Errorf(syscall.EFBIG, "", "a protocol line is over %d bytes", MaxLine)
+	case err == io.EOF && len(line) == 0:
+		return nil, io.EOF
+	default:
+		return nil, fmt.Errorf("reading a protocol line: %w", err)
 	}
 }
 

@@ -1,12 +1,15 @@
 package tools
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 func TestSpecs(t *testing.T) {
@@ -87,4 +90,23 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("shell.exec passed: %+v", a)
 		}
 	})
+}
+
+// A protocol line is bounded at MaxLine bytes, its newline not counted
+// (EFBIG beyond); the end of the stream before a line begins is io.EOF,
+// and a line cut off by it is an error of its own.
+func TestReadRawLineBound(t *testing.T) {
+	long := strings.Repeat("x", MaxLine)
+	read := func(in string) ([]byte, error) { return readRawLine(bufio.NewReader(strings.NewReader(in))) }
+	if got, err := read(long + "\n"); err != nil || len(got) != MaxLine+1 {
+		t.Errorf("a line at the bound: %d bytes, %v", len(got), err)
+	}
+	_, err := read(long + "x\n")
+	testkit.WantErrno(t, "a line one byte over", err, syscall.EFBIG)
+	if _, err := read(""); err != io.EOF {
+		t.Errorf("an empty stream: %v, want io.EOF", err)
+	}
+	if _, err := read(`{"id":1`); err == nil || err == io.EOF {
+		t.Errorf("a line cut off: %v, want an error other than io.EOF", err)
+	}
 }

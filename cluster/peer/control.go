@@ -87,28 +87,21 @@ func Control(conn net.Conn, line []byte) (*session.Reply, error) {
 // one over maxFrameBytes; ETIMEDOUT past the connection's deadline; a
 // broken connection is EAGAIN.
 func readFrame(br *bufio.Reader) (*proto.Object, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > maxFrameBytes {
-			return nil, abi.Errorf(syscall.EMSGSIZE, "ctl", "a frame from the writer host over %d bytes", maxFrameBytes)
+	line, err := proto.ReadLineWithin(br, maxFrameBytes)
+	switch {
+	case err == nil:
+		f, perr := proto.ParseObject(line[:len(line)-1], false)
+		if perr != nil {
+			return nil, abi.Errorf(syscall.EIO, "ctl", "a frame from the writer host is not a JSON object")
 		}
-		switch {
-		case err == nil:
-			f, perr := proto.ParseObject(line[:len(line)-1], false)
-			if perr != nil {
-				return nil, abi.Errorf(syscall.EIO, "ctl", "a frame from the writer host is not a JSON object")
-			}
-			return f, nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF) && len(line) == 0:
-			return nil, io.EOF
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			return nil, abi.Errorf(syscall.ETIMEDOUT, "ctl", "no answer from the writer host within %s; a send may be made again with its client id", FirstFramePatience)
-		default:
-			return nil, abi.Errorf(syscall.EAGAIN, "ctl", "the writer host's reply broke off: %v", err)
-		}
+		return f, nil
+	case errors.Is(err, proto.ErrLineTooLong):
+		return nil, abi.Errorf(syscall.EMSGSIZE, "ctl", "a frame from the writer host over %d bytes", maxFrameBytes)
+	case errors.Is(err, io.EOF) && len(line) == 0:
+		return nil, io.EOF
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, abi.Errorf(syscall.ETIMEDOUT, "ctl", "no answer from the writer host within %s; a send may be made again with its client id", FirstFramePatience)
+	default:
+		return nil, abi.Errorf(syscall.EAGAIN, "ctl", "the writer host's reply broke off: %v", err)
 	}
 }
