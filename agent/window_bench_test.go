@@ -14,11 +14,11 @@ import (
 )
 
 // assemble is the prompt assembly of a model run: the prompt from the
-// log and the summary (prompt.New), then fitted to a 128k window
+// log and the summary (Memos.New, with memos), then fitted to a 128k window
 // (truncate: the oldest turns cut, the summary kept with a new cursor).
-func assemble(tb testing.TB, log []byte, start int64, summary []byte) *toolLoop {
+func assemble(tb testing.TB, memos *prompt.Memos, log []byte, start int64, summary []byte) *toolLoop {
 	defn := &def.Definition{Kind: "agent", Name: "b", API: &def.API{Config: modelapi.Config{API: modelapi.OpenAIChat, ModelID: "gpt-4o"}}, WindowDef: def.WindowDef{Strategy: def.CompactTruncate}}
-	p := prompt.New(testOwner, "Answer briefly.", log, start, summary, defn.Limits().Prompt())
+	p := memos.New(testOwner, "Answer briefly.", log, start, summary, defn.Limits().Prompt())
 	p.Keep = func(b []byte) error { return nil }
 	s := Spec{Def: defn, Prompt: p}
 	l := newToolLoop(s, func(*proto.Object) {}, 0, nil)
@@ -38,9 +38,9 @@ func assemble(tb testing.TB, log []byte, start int64, summary []byte) *toolLoop 
 // the last compaction left it (the 3,000 newest, about 70k tokens, fit the
 // window); "stale": it covers up to 90,000, so the 10,000 after it (about
 // 230k tokens) are parsed and cut again. The bound: under 50 ms and 50 MB
-// an assembly. "cold" empties the caches of parsed turns and read logs
-// (prompt.Forget) before each assembly, as a session's first run after the server
-// started finds it; "warm" keeps it, as the session's next run does.
+// an assembly. "cold" reads each with new memos (no parsed turns, no read
+// logs), as a session's first run after the server started finds them;
+// "warm" keeps them, as the session's next run does.
 func BenchmarkPromptAssembly(b *testing.B) {
 	for _, c := range []struct {
 		name string
@@ -51,11 +51,12 @@ func BenchmarkPromptAssembly(b *testing.B) {
 		for _, cold := range []bool{true, false} {
 			b.Run(c.name+map[bool]string{true: "/cold", false: "/warm"}[cold], func(b *testing.B) {
 				b.ReportAllocs()
+				memos := prompt.NewMemos()
 				for b.Loop() {
 					if cold {
-						prompt.Forget()
+						memos = prompt.NewMemos()
 					}
-					assemble(b, tail, start, summary)
+					assemble(b, memos, tail, start, summary)
 				}
 			})
 		}
@@ -71,7 +72,7 @@ func TestPromptAssemblyMemory(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	l := assemble(t, tail, start, summary)
+	l := assemble(t, prompt.NewMemos(), tail, start, summary)
 	runtime.ReadMemStats(&after)
 	if got := after.TotalAlloc - before.TotalAlloc; got > 50<<20 {
 		t.Fatalf("prompt assembly allocated %d MB", got>>20)

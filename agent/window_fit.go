@@ -55,7 +55,7 @@ func newRunWindow(s Spec) *runWindow {
 // was made of are counted again only when turns no longer starts with
 // them in the same array: a run only appends turns to its request, and
 // the turns of a prompt are never changed in place (a compaction makes a
-// new array), so a long prompt's turns are counted once, by NewPrompt.
+// new array), so a long prompt's turns are counted once, by prompt.Memos.New.
 func (w *runWindow) turnTokens(turns []modelapi.Turn) int {
 	c := &w.counted
 	if len(turns) == 0 {

@@ -17,8 +17,8 @@ import (
 // compaction's new array of the later turns with a summary, and after
 // another array of the same length takes the request's place.
 //
-// fitOwner's uid reads no other prompt in these tests: the first round's
-// prompt is read afresh, not from the memos (agent/prompt).
+// The test reads its prompts with memos of its own: the first round's
+// prompt is read afresh.
 func TestRequestTokensAsCounted(t *testing.T) {
 	defn := &def.Definition{Kind: "agent", Name: "w", API: &def.API{Config: modelapi.Config{API: modelapi.OpenAIChat, ModelID: "gpt-4o"}}}
 	var log []byte
@@ -31,9 +31,10 @@ func TestRequestTokensAsCounted(t *testing.T) {
 			t.Fatalf("%s: counted %d tokens, the request sent has %d", what, got, want)
 		}
 	}
+	memos := prompt.NewMemos()
 	for round := range 3 { // afresh, then grown from the cut twice
 		log = append(log, fitLine(60+round)+"\n"...)
-		p := prompt.New(fitOwner, "sys", log, 0, nil, 0)
+		p := memos.New(testOwner, "sys", log, 0, nil, 0)
 		s := Spec{Def: defn, Prompt: p}
 		l := &toolLoop{s: s}
 		l.firstRequest()
@@ -55,9 +56,6 @@ func TestRequestTokensAsCounted(t *testing.T) {
 
 // testOwner is whose prompts the tests read, unless they say otherwise.
 var testOwner = modelapi.Owner{Uid: 1000, Conversation: "home/1000/agent/coder/session/s"}
-
-// fitOwner is testOwner's conversation as another uid's.
-var fitOwner = modelapi.Owner{Uid: 4242, Conversation: testOwner.Conversation}
 
 // fitLine is line i of a session: users, assistants with tool calls,
 // tool results, and a line that is no turn.

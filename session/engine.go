@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/agent/def"
+	"github.com/ctxfs/ctxfs/agent/prompt"
 	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/internal/loadcache"
 	"github.com/ctxfs/ctxfs/internal/quota"
@@ -93,8 +94,9 @@ type Engine struct {
 	mu   sync.Mutex
 	runs map[string]*run // every queued or running run, by run id
 
-	selfMu   sync.Mutex // serialises self_id claims
-	memo     memo.Memo  // single values served from memory (Value)
+	selfMu   sync.Mutex    // serialises self_id claims
+	memo     memo.Memo     // single values served from memory (Value)
+	prompts  *prompt.Memos // what a session's prompts keep for its next ones (prompt.go)
 	watchMu  sync.Mutex
 	watchers []func(rel string, how Change)
 	running  *runsfile.File     // the runs under way, for the next start (runsfile.go)
@@ -128,6 +130,7 @@ func Open(cfg Config) (*Engine, error) {
 		runs:     map[string]*run{},
 		limits:   quota.NewLimits(cfg.Limits),
 		defs:     def.NewCache(),
+		prompts:  prompt.NewMemos(),
 		waiting:  waiting.New(waiting.Config{PerUid: cfg.Limits.WaitingPerUid}),
 	}
 	e.Tree = tree.New(e.root, e)

@@ -19,7 +19,7 @@ import (
 // (times the quota of runs, this is what a uid can make the server hold).
 const maxConversation = 4 << 20
 
-// prompt is a model API run's request (SPEC 10, 18; prompt.New): the
+// prompt is a model API run's request (SPEC 10, 18; prompt.Memos.New): the
 // merged AGENTS.md rules then meta.json's rule as the system prompt, the
 // session's conversation from messages.jsonl after the summary's cursor
 // (newest first, up to what the window holds), and context/summary.md
@@ -37,10 +37,10 @@ func (s *sess) promptAs(rules string, c layout.Caller, budget int) *prompt.Promp
 	}
 	owner := modelapi.Owner{Uid: c.Uid, Conversation: s.ref.Key()}
 	if s.rel == "" { // a temp session keeps no context/
-		return prompt.NewFrom(owner, system, s.msgs, maxConversation, nil, budget)
+		return s.e.prompts.NewFrom(owner, system, s.msgs, maxConversation, nil, budget)
 	}
 	rel := s.file(abi.DirContext + "/summary.md")
-	p := prompt.NewFrom(owner, system, s.msgs, maxConversation, summary.Read(s.e.FreeTree(), c, rel), budget)
+	p := s.e.prompts.NewFrom(owner, system, s.msgs, maxConversation, summary.Read(s.e.FreeTree(), c, rel), budget)
 	p.Keep = func(b []byte) error { return summary.Write(s.e.FreeTree(), c, rel, b) }
 	return p
 }

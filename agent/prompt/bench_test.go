@@ -21,14 +21,14 @@ func BenchmarkPromptFromSource(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			tail, start := prompttest.Tail(log) // what the engine read at each send
-			New(owner0, "Answer briefly.", bytes.Clone(tail), start, summary, budget)
+			memos.New(owner0, "Answer briefly.", bytes.Clone(tail), start, summary, budget)
 		}
 	})
 	b.Run("source", func(b *testing.B) {
 		b.ReportAllocs()
 		src := &growingLog{b: log}
 		for b.Loop() {
-			NewFrom(owner0, "Answer briefly.", src, 4<<20, summary, budget)
+			memos.NewFrom(owner0, "Answer briefly.", src, 4<<20, summary, budget)
 		}
 	})
 }

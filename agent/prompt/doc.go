@@ -2,7 +2,7 @@
 // 18): a session's messages.jsonl read into the conversation's turns
 // after the summary's cursor, newest first until a budget of tokens is
 // spent, and the memos that spare a session's next prompt the parse of
-// every line again (promptLogs, promptTurns), each bounded in all and per
+// every line again (Memos: one an engine), each bounded in all and per
 // uid.
 //
 // It reads only the bytes or the log it is handed (a LogSource: the
@@ -11,11 +11,3 @@
 // and keeps nothing of one uid's text where another uid's prompt could
 // reach it or time it.
 package prompt
-
-// Forget drops everything the memos keep, as a server's start finds
-// them: for the benchmarks of a session's first run after a start. Not
-// while a prompt is read: it replaces the memos.
-func Forget() {
-	promptTurns = newTurnCache(turnCacheBytes, turnUidBytes)
-	promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
-}

@@ -11,12 +11,31 @@ import (
 	"github.com/ctxfs/ctxfs/agent/window"
 )
 
-// promptLogs keeps, for the logs prompts were read from lately, where
+// Memos are what prompts keep for the next ones: the logs they were read
+// from (logMemo) and the turns of those logs' lines (turnCache), each
+// bounded in all and per uid. One engine holds one, made with it, so
+// that what is kept lives and goes with the server that read it.
+type Memos struct {
+	logs  *logMemo
+	turns *turnCache
+}
+
+// NewMemos makes empty memos, as a server's start finds them.
+func NewMemos() *Memos {
+	return newMemos(logMemoBytes, logMemoEntries, turnCacheBytes, turnUidBytes)
+}
+
+func newMemos(logBound, logsMost, turnBound, turnUidBound int) *Memos {
+	turns := newTurnCache(turnBound, turnUidBound)
+	return &Memos{logs: newLogMemo(logBound, logsMost, turns), turns: turns}
+}
+
+// logMemo keeps, for the logs prompts were read from lately, where
 // each line ends and, for the lines a prompt needed, its turn and the
 // turn's tokens. A session's next prompt reads the same log with a few
 // lines more at its end (or the same lines from a later start, once the
 // log outgrew the tail a prompt reads), and looking each of thousands of
-// lines up in promptTurns again was most of what a long conversation's
+// lines up in the turn cache again was most of what a long conversation's
 // prompt cost before its request could go (docs/benchmarks.md, "The
 // request body"). A log read before is found by its source (the
 // session's log itself) or by its bytes: an entry is then used only for
@@ -25,7 +44,6 @@ import (
 // the log afresh gives, nothing of one session's text can reach
 // another's prompt, and no user can time whether another's log is here.
 // One uid's entries are at most a quarter of the count.
-var promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
 
 const (
 	// logMemoBytes bounds what the memo holds (the logs it keeps, their
@@ -99,13 +117,16 @@ type logMemo struct {
 	mu                sync.Mutex
 	logs              []*readLog
 	size, bound, most int
-	compared          int // logs compared whole, ever (for the tests)
+	compared          int        // logs compared whole, ever (for the tests)
+	turns             *turnCache // where a line's turn is looked up (logView.Turn)
 }
 
 // maxCompares bounds the logs a take compares whole.
 const maxCompares = 4
 
-func newLogMemo(bound, most int) *logMemo { return &logMemo{bound: bound, most: most} }
+func newLogMemo(bound, most int, turns *turnCache) *logMemo {
+	return &logMemo{bound: bound, most: most, turns: turns}
+}
 
 // logView is the lines of one log as a prompt reads them: a read log's
 // lines, then the log's last line if it lacks its newline (read each time,
@@ -113,6 +134,7 @@ func newLogMemo(bound, most int) *logMemo { return &logMemo{bound: bound, most: 
 type logView struct {
 	r       *readLog
 	partial []byte
+	turns   *turnCache
 }
 
 // lines calls use with the lines of log (starting at offset start), read
@@ -121,7 +143,7 @@ func (c *logMemo) lines(uid uint32, log []byte, start int64, use func(v *logView
 	whole := log[:bytes.LastIndexByte(log, '\n')+1]
 	r := c.take(uid, whole, start)
 	r.extend(whole)
-	use(&logView{r: r, partial: log[len(whole):]})
+	use(&logView{r: r, partial: log[len(whole):], turns: c.turns})
 	c.put(r)
 }
 
@@ -142,7 +164,7 @@ func (c *logMemo) source(uid uint32, src LogSource, bound int64, use func(v *log
 	} else {
 		start, tail, ok := readTail(src, from, size)
 		if !ok { // no line starts in the tail: nothing to show, nothing to keep
-			use(&logView{r: &readLog{start: size}})
+			use(&logView{r: &readLog{start: size}, turns: c.turns})
 			return
 		}
 		r, more = &readLog{uid: uid, src: src, changes: changes, start: start, tailFrom: from}, tail
@@ -157,7 +179,7 @@ func (c *logMemo) source(uid uint32, src LogSource, bound int64, use func(v *log
 	if r.start+int64(len(r.text)) < from {
 		partial = nil // it started before the tail: Tail leaves it out
 	}
-	use(&logView{r: r, partial: partial})
+	use(&logView{r: r, partial: partial, turns: c.turns})
 	c.put(r)
 }
 
@@ -264,12 +286,12 @@ func (v *logView) Line(i int) Line {
 func (v *logView) Turn(i int) (modelapi.Turn, int, bool) {
 	r := v.r
 	if i == len(r.lines) {
-		t, ok := promptTurns.turnOf(r.uid, v.partial)
+		t, ok := v.turns.turnOf(r.uid, v.partial)
 		return t, window.TurnTokens(t), ok
 	}
 	l := &r.lines[i]
 	if l.turn == 0 {
-		t, ok := promptTurns.turnOf(r.uid, v.Line(i).Text)
+		t, ok := v.turns.turnOf(r.uid, v.Line(i).Text)
 		l.turn, l.tokens = -1, int32(window.TurnTokens(t))
 		if ok {
 			r.turns = append(r.turns, t)

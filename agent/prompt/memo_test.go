@@ -16,7 +16,11 @@ import (
 // owner0 is whose prompts the tests read, unless they say otherwise.
 var owner0 = modelapi.Owner{Uid: 1000, Conversation: "home/1000/agent/coder/session/s"}
 
-// freshPrompt is New without promptLogs: every line of the log
+// memos are the memos the tests' prompts are read with, as an engine's
+// are; a test that counts what they hold starts them afresh.
+var memos = NewMemos()
+
+// freshPrompt is New without the memos: every line of the log
 // split and read afresh, as New read them before the memo.
 func freshPrompt(system string, log []byte, start int64, summary []byte, budget int) *Prompt {
 	p := &Prompt{Request: modelapi.Request{System: system, Owner: owner0}}
@@ -95,7 +99,7 @@ func memoLine(session string, i int) string {
 // samePrompt fails unless New gives what reading afresh gives.
 func samePrompt(t *testing.T, what string, log []byte, start int64, summary []byte, budget int) {
 	t.Helper()
-	asRead(t, what, New(owner0, "sys", log, start, summary, budget), freshPrompt("sys", log, start, summary, budget))
+	asRead(t, what, memos.New(owner0, "sys", log, start, summary, budget), freshPrompt("sys", log, start, summary, budget))
 }
 
 // asRead fails unless got is want, the prompt read afresh.
@@ -130,7 +134,7 @@ func sameLines(a, b []Line) bool {
 // lines and an edited copy are read between, every prompt is what
 // reading its log afresh gives.
 func TestPromptLogsAsFresh(t *testing.T) {
-	promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
+	memos = NewMemos()
 	var log, other []byte
 	var ends []int64
 	for i := range 120 {
@@ -166,7 +170,7 @@ func TestPromptLogsAsFresh(t *testing.T) {
 // ones, nor when its holder appends to its turns and lines, as a run
 // does, and what the holder appended stays its own.
 func TestPromptCutAsFresh(t *testing.T) {
-	promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
+	memos = NewMemos()
 	budgets := []int{0, 400, 1 << 30, 0} // the last log's tail starts at a later line every 7 lines
 	logs, ends := make([][]byte, len(budgets)), make([][]int64, len(budgets))
 	type held struct {
@@ -189,7 +193,7 @@ func TestPromptCutAsFresh(t *testing.T) {
 				summary = window.FormatSummary(window.Cursor{End: ends[b][c], Hash: window.LineHash(log[ends[b][c-1] : ends[b][c]-1])}, "gist")
 			}
 			samePrompt(t, fmt.Sprintf("log %d, line %d, budget %d", b, i, budget), log[start:], start, summary, budget)
-			p := New(owner0, "sys", log[start:], start, summary, budget)
+			p := memos.New(owner0, "sys", log[start:], start, summary, budget)
 			handed = append(handed, held{p, len(p.Turns), len(p.Lines), freshPrompt("sys", log[start:], start, summary, budget)})
 			p.Turns = append(p.Turns, own)
 			p.Lines = append(p.Lines, Line{End: -1, Text: []byte(own.Text)})
@@ -208,7 +212,7 @@ func TestPromptCutAsFresh(t *testing.T) {
 // session's runs and window ops may, are each the log's (go test -race
 // checks that no two touch one line at once).
 func TestPromptLogsConcurrent(t *testing.T) {
-	promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
+	memos = NewMemos()
 	var log []byte
 	for i := range 200 {
 		log = append(log, memoLine("c", i)+"\n"...)
@@ -222,7 +226,7 @@ func TestPromptLogsConcurrent(t *testing.T) {
 			for k := range 50 {
 				n := len(log) - (g+k)%7*40 // some shorter, so that entries are extended
 				n = bytes.LastIndexByte(log[:n], '\n') + 1
-				p := New(owner0, "sys", log[:n], 0, nil, 0)
+				p := memos.New(owner0, "sys", log[:n], 0, nil, 0)
 				if n == len(log) && !reflect.DeepEqual(p.Turns, want.Turns) {
 					t.Errorf("goroutine %d: other turns", g)
 				}
@@ -236,24 +240,24 @@ func TestPromptLogsConcurrent(t *testing.T) {
 // its bounds, and what it counts of each log is what the log holds.
 func TestLogMemoBounded(t *testing.T) {
 	const bound = 256 << 10
-	promptLogs = newLogMemo(bound, 8)
-	defer func() { promptLogs = newLogMemo(logMemoBytes, logMemoEntries) }()
+	memos = newMemos(bound, 8, turnCacheBytes, turnUidBytes)
+	defer func() { memos = NewMemos() }()
 	for s := range 40 {
 		var log []byte
 		for i := range 50 + s*10 {
 			log = append(log, memoLine(fmt.Sprint("s", s), i)+"\n"...)
 		}
-		New(owner0, "", log, 0, nil, 0)
-		New(owner0, "", log[len(log)/3:], int64(len(log)/3), nil, 0) // not a line's start: read anew
+		memos.New(owner0, "", log, 0, nil, 0)
+		memos.New(owner0, "", log[len(log)/3:], int64(len(log)/3), nil, 0) // not a line's start: read anew
 		memoHolds(t, bound, 8)
 	}
 }
 
-// memoHolds fails unless promptLogs counts what each log holds (its text,
+// memoHolds fails unless memos.logs counts what each log holds (its text,
 // its lines, the turns it keeps) and holds at most its bounds.
 func memoHolds(t *testing.T, bound, most int) {
 	t.Helper()
-	c := promptLogs
+	c := memos.logs
 	total := 0
 	for _, r := range c.logs {
 		want := len(r.text) + len(r.lines)*lineBytes
@@ -275,7 +279,7 @@ func memoHolds(t *testing.T, bound, most int) {
 // prompt's log and which differ only at their start costs the prompt at
 // most maxCompares whole comparisons, and the prompt is still right.
 func TestLogMemoComparesBounded(t *testing.T) {
-	promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
+	memos = NewMemos()
 	var log []byte
 	for i := range 100 {
 		log = append(log, memoLine("d", i)+"\n"...)
@@ -283,11 +287,11 @@ func TestLogMemoComparesBounded(t *testing.T) {
 	for i := range 20 {
 		other := bytes.Clone(log)
 		copy(other[2:], fmt.Sprintf("%02d", i)) // inside the first line's first string
-		New(owner0, "sys", other, 0, nil, 0)
+		memos.New(owner0, "sys", other, 0, nil, 0)
 	}
-	before := promptLogs.compared
+	before := memos.logs.compared
 	samePrompt(t, "after 20 logs that differ at their start", log, 0, nil, 0)
-	if n := promptLogs.compared - before; n > maxCompares {
+	if n := memos.logs.compared - before; n > maxCompares {
 		t.Fatalf("one prompt compared %d logs whole, more than %d", n, maxCompares)
 	}
 }
@@ -297,29 +301,28 @@ func TestLogMemoComparesBounded(t *testing.T) {
 // its lines' turns are not taken from the turn cache for it; a uid that
 // reads many logs pushes out its own beyond its share, never another's.
 func TestLogMemoByUid(t *testing.T) {
-	promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
-	promptTurns = newTurnCache(turnCacheBytes, turnUidBytes)
+	memos = NewMemos()
 	var log []byte
 	for i := range 50 {
 		log = append(log, memoLine("u", i)+"\n"...)
 	}
-	New(owner0, "sys", log, 0, nil, 0)
-	first, turnsHeld, compared := promptLogs.logs[0], cacheSize(t, promptTurns), promptLogs.compared
+	memos.New(owner0, "sys", log, 0, nil, 0)
+	first, turnsHeld, compared := memos.logs.logs[0], cacheSize(t, memos.turns), memos.logs.compared
 	other := modelapi.Owner{Uid: 1001, Conversation: owner0.Conversation}
 	want := freshPrompt("sys", log, 0, nil, 0)
 	want.Owner = other
-	asRead(t, "another uid's prompt of the same log", New(other, "sys", log, 0, nil, 0), want)
-	if promptLogs.compared != compared || len(promptLogs.logs) != 2 || promptLogs.logs[1] != first {
-		t.Fatalf("another uid's prompt compared %d logs, and the memo holds %d", promptLogs.compared-compared, len(promptLogs.logs))
+	asRead(t, "another uid's prompt of the same log", memos.New(other, "sys", log, 0, nil, 0), want)
+	if memos.logs.compared != compared || len(memos.logs.logs) != 2 || memos.logs.logs[1] != first {
+		t.Fatalf("another uid's prompt compared %d logs, and the memo holds %d", memos.logs.compared-compared, len(memos.logs.logs))
 	}
-	if grown := cacheSize(t, promptTurns) - turnsHeld; grown < len(log) {
+	if grown := cacheSize(t, memos.turns) - turnsHeld; grown < len(log) {
 		t.Fatalf("another uid's prompt added %d bytes to the turn cache: its lines' turns were taken from the first uid's", grown)
 	}
 	for i := range 40 {
-		New(modelapi.Owner{Uid: 7, Conversation: fmt.Sprint("home/7/agent/coder/session/", i)}, "sys", []byte(memoLine(fmt.Sprint("s", i), 0)+"\n"), 0, nil, 0)
+		memos.New(modelapi.Owner{Uid: 7, Conversation: fmt.Sprint("home/7/agent/coder/session/", i)}, "sys", []byte(memoLine(fmt.Sprint("s", i), 0)+"\n"), 0, nil, 0)
 	}
 	mine, kept := 0, false
-	for _, r := range promptLogs.logs {
+	for _, r := range memos.logs.logs {
 		mine += map[bool]int{true: 1}[r.uid == 7]
 		kept = kept || r == first
 	}
@@ -371,14 +374,14 @@ func tailOf(b []byte, bound int64) ([]byte, int64) {
 // reach), a summary's cursor moves, budgets cut, and ends are taken back
 // and written again with other lines (Changes counting it).
 func TestPromptFromSourceAsFresh(t *testing.T) {
-	promptLogs = newLogMemo(logMemoBytes, logMemoEntries)
+	memos = NewMemos()
 	logs := []*growingLog{{}, {}, {}}
 	bounds := []int64{1500, 4 << 20, 1500}
 	ends := make([][]int64, len(logs))
 	check := func(what string, k int, summary []byte, budget int) {
 		t.Helper()
 		tail, start := tailOf(logs[k].b, bounds[k])
-		asRead(t, what, NewFrom(owner0, "sys", logs[k], bounds[k], summary, budget), freshPrompt("sys", tail, start, summary, budget))
+		asRead(t, what, memos.NewFrom(owner0, "sys", logs[k], bounds[k], summary, budget), freshPrompt("sys", tail, start, summary, budget))
 	}
 	for i := range 120 {
 		for k, g := range logs {
@@ -401,7 +404,7 @@ func TestPromptFromSourceAsFresh(t *testing.T) {
 				check(fmt.Sprintf("log %d, line %d, the bound again", k, i), k, nil, 0)
 			}
 			if k == 1 { // a prompt of bytes that start as the log does and go on otherwise
-				New(owner0, "sys", append(bytes.Clone(g.b), "{}\n"...), 0, nil, 0)
+				memos.New(owner0, "sys", append(bytes.Clone(g.b), "{}\n"...), 0, nil, 0)
 			}
 			if k == 0 && i == 60 { // a line longer than the bound, written in halves
 				long := `{"role":"user","content":"` + strings.Repeat("w", 3000) + `"}` + "\n"
@@ -427,7 +430,7 @@ func TestPromptFromSourceAsFresh(t *testing.T) {
 		memoHolds(t, logMemoBytes, logMemoEntries)
 	}
 	liar := logs[2]
-	NewFrom(owner0, "sys", liar, 4<<20, nil, 0)
+	memos.NewFrom(owner0, "sys", liar, 4<<20, nil, 0)
 	liar.b = liar.b[:len(liar.b)/2] // shrunk without saying so: whatever the prompt is, it is one
-	NewFrom(owner0, "sys", liar, 4<<20, nil, 0)
+	memos.NewFrom(owner0, "sys", liar, 4<<20, nil, 0)
 }

@@ -57,9 +57,9 @@ func (l Line) Cursor() window.Cursor { return window.Cursor{End: l.End, Hash: wi
 // ones could not be sent with them (Older). The request is owner's (its
 // uid and conversation): what is kept of it between prompts and requests
 // serves that owner's alone (modelapi.Owner).
-func New(owner modelapi.Owner, system string, log []byte, start int64, summary []byte, budget int) *Prompt {
+func (m *Memos) New(owner modelapi.Owner, system string, log []byte, start int64, summary []byte, budget int) *Prompt {
 	p := &Prompt{Request: modelapi.Request{System: system, Owner: owner}}
-	promptLogs.lines(owner.Uid, log, start, func(v *logView) { p.read(v, summary, budget) })
+	m.logs.lines(owner.Uid, log, start, func(v *logView) { p.read(v, summary, budget) })
 	return p
 }
 
@@ -78,9 +78,9 @@ type LogSource interface {
 // identity, so a session's next prompt reads only the bytes appended
 // since, instead of the whole tail read and compared byte for byte
 // (docs/benchmarks.md, "The log itself").
-func NewFrom(owner modelapi.Owner, system string, src LogSource, max int64, summary []byte, budget int) *Prompt {
+func (m *Memos) NewFrom(owner modelapi.Owner, system string, src LogSource, max int64, summary []byte, budget int) *Prompt {
 	p := &Prompt{Request: modelapi.Request{System: system, Owner: owner}}
-	promptLogs.source(owner.Uid, src, max, func(v *logView) { p.read(v, summary, budget) })
+	m.logs.source(owner.Uid, src, max, func(v *logView) { p.read(v, summary, budget) })
 	return p
 }
 

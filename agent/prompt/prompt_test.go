@@ -33,7 +33,7 @@ func TestNewPromptCursor(t *testing.T) {
 		}
 		return strings.Join(s, ",")
 	}
-	if p := New(owner0, "", b, 0, at(1), 0); texts(p) != "m3,m4" || p.Summary != "gist" || p.Lines[0].End != ends[2] {
+	if p := memos.New(owner0, "", b, 0, at(1), 0); texts(p) != "m3,m4" || p.Summary != "gist" || p.Lines[0].End != ends[2] {
 		t.Fatalf("after m2: %q %q", texts(p), p.Summary)
 	}
 	bad := [][]byte{
@@ -43,16 +43,16 @@ func TestNewPromptCursor(t *testing.T) {
 		[]byte("gist without a cursor line\n"),
 	}
 	for _, sum := range bad {
-		if p := New(owner0, "", b, 0, sum, 0); texts(p) != "m1,m2,m3,m4" || p.Summary != "" || p.Cursor.End != 0 {
+		if p := memos.New(owner0, "", b, 0, sum, 0); texts(p) != "m1,m2,m3,m4" || p.Summary != "" || p.Cursor.End != 0 {
 			t.Errorf("summary %q taken: %q %q", sum, texts(p), p.Summary)
 		}
 	}
 	// The tail starts at m3: a cursor at m1 is before it.
-	if p := New(owner0, "", b[ends[1]:], ends[1], at(0), 0); texts(p) != "m3,m4" || p.Summary != "gist" {
+	if p := memos.New(owner0, "", b[ends[1]:], ends[1], at(0), 0); texts(p) != "m3,m4" || p.Summary != "gist" {
 		t.Fatalf("cursor before the tail: %q %q", texts(p), p.Summary)
 	}
 	// A budget of one turn reads the newest only; the rest is Older.
-	if p := New(owner0, "", b, 0, nil, 1); texts(p) != "m4" || len(p.Older) != 3 {
+	if p := memos.New(owner0, "", b, 0, nil, 1); texts(p) != "m4" || len(p.Older) != 3 {
 		t.Fatalf("budget: %q older %d", texts(p), len(p.Older))
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/ctxfs/ctxfs/agent/modelapi"
 )
 
-// promptTurns keeps the turns of the message lines that prompts read
+// turnCache keeps the turns of the message lines that prompts read
 // (TurnOf), by each line's exact bytes. A session's next run reads the
 // same lines again, and parsing them was most of a long conversation's
 // time to its first delta (docs/benchmarks.md, FirstDelta): with the
@@ -22,7 +22,6 @@ import (
 // either (a user would learn, by timing their own prompts, that others
 // sent): see turnCacheBytes. A turn is a value; the ToolCalls it holds
 // are shared between the prompts that got it and are never written.
-var promptTurns = newTurnCache(turnCacheBytes, turnUidBytes)
 
 const (
 	// turnUidBytes bounds what the cache holds for one uid, lines and
@@ -42,7 +41,7 @@ const (
 	entryOverhead = 160
 )
 
-// turnCache is a bounded map, per uid, from a line to its turn.
+// It is a bounded map, per uid, from a line to its turn.
 type turnCache struct {
 	mu      sync.Mutex
 	uids    map[uint32]*uidTurns

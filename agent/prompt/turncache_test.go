@@ -32,12 +32,12 @@ func TestPromptTurnsAreTheLinesOwn(t *testing.T) {
 		return p
 	}
 	for round := 0; round < 2; round++ { // the second reads every line from the cache
-		if got := New(owner0, "", log, 0, nil, 0); !reflect.DeepEqual(got.Turns, want(log).Turns) {
+		if got := memos.New(owner0, "", log, 0, nil, 0); !reflect.DeepEqual(got.Turns, want(log).Turns) {
 			t.Fatalf("round %d: turns %+v, want %+v", round, got.Turns, want(log).Turns)
 		}
 	}
 	other := []byte(strings.Replace(string(log), "answer one", "answer two", 1))
-	got := New(owner0, "", other, 0, nil, 0)
+	got := memos.New(owner0, "", other, 0, nil, 0)
 	if last := got.Turns[len(got.Turns)-1]; last.Text != "answer two" || !reflect.DeepEqual(got.Turns, want(other).Turns) {
 		t.Fatalf("a line with other bytes got %+v", got.Turns)
 	}
