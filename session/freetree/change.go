@@ -80,7 +80,8 @@ func (t Tree) Open(c layout.Caller, rel string, flags int) (*File, error) {
 // Create makes the regular file rel for c (one inode charged) and opens
 // it with flags. Without O_EXCL a file someone else made since the kernel
 // looked is opened instead, as open(2) with O_CREAT does (it costs
-// nothing new).
+// nothing new, and it stays its owner's: only a file this call made is
+// given to the caller).
 func (t Tree) Create(c layout.Caller, rel string, flags int, perm os.FileMode) (*File, error) {
 	if err := inFree(rel); err != nil {
 		return nil, err
@@ -93,7 +94,10 @@ func (t Tree) Create(c layout.Caller, rel string, flags int, perm os.FileMode) (
 		return err
 	})
 	if errors.Is(err, os.ErrExist) && flags&os.O_EXCL == 0 {
-		f, err = store.OpenFile(rel, flags&^os.O_CREATE, 0)
+		if f, err = store.OpenFile(rel, flags&^os.O_CREATE, 0); err != nil {
+			return nil, err
+		}
+		return t.file(cred, rel, f), nil
 	}
 	if err != nil {
 		return nil, err

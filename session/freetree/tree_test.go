@@ -1,6 +1,7 @@
 package freetree
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -163,4 +164,44 @@ func TestChargesOwner(t *testing.T) {
 	testkit.Same(t, "the refused calls", before, testkit.Snapshot(t, s.store, nil))
 	testkit.Must(t, s.tree.RemoveDir(user, home+"/d"))
 	testkit.Must(t, s.tree.Mkdir(user, home+"/e", 0o755))
+}
+
+// Root's open(2) with O_CREAT of a name a user's file holds already (a
+// FUSE CREATE that lost a race with the user's own, or the engine writing
+// a file as root in a shared space) opens that file: it stays the user's,
+// with its group, mode and bytes, and costs no inode. Only what the
+// create made is given to the caller (GiveToCaller).
+func TestCreateKeepsOwner(t *testing.T) {
+	q := quota.NewFreeQuota(1<<30, 100, nil)
+	s := newStoreQuota(t, q)
+	free := "home/1001/agent/coder/root"
+	s.mkdirs(t, 1001, 1001, 0o777, free)
+	p := filepath.Join(s.store, free, "a")
+	testkit.Must(t, os.WriteFile(p, []byte("the user's"), 0o640))
+	testkit.Must(t, os.Chown(p, 1001, 1001))
+	owner := func() string {
+		st, err := os.Lstat(p)
+		testkit.Must(t, err)
+		sys := st.Sys().(*syscall.Stat_t)
+		return fmt.Sprintf("%d:%d %v", sys.Uid, sys.Gid, st.Mode())
+	}
+	before, snap := owner(), testkit.Snapshot(t, s.store, nil)
+	_, inodes := q.Use(1001)
+	f, err := s.tree.Create(root0, free+"/a", os.O_RDONLY, 0o644)
+	testkit.Must(t, err)
+	f.OS().Close()
+	if after := owner(); after != before {
+		t.Errorf("root's create of uid 1001's file made it %s (was %s)", after, before)
+	}
+	testkit.Same(t, "root's create of an existing file", snap, testkit.Snapshot(t, s.store, nil))
+	if _, n := q.Use(1001); n != inodes {
+		t.Errorf("opening an existing file charged uid 1001 %d inodes more", n-inodes)
+	}
+	// A file the create makes is the caller's, as before.
+	f, err = s.tree.Create(root0, free+"/b", os.O_RDWR, 0o644)
+	testkit.Must(t, err)
+	f.OS().Close()
+	if st, err := os.Lstat(filepath.Join(s.store, free, "b")); err != nil || st.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Errorf("root's new file: %v, %v", st, err)
+	}
 }
