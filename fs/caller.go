@@ -22,6 +22,18 @@ func callerOf(ctx context.Context) layout.Caller {
 	return c
 }
 
+// writerPid is the process that made the request (its thread group:
+// layout.ProcStatus), -1 when the kernel names none (a process the
+// mount's PID namespace cannot see: never taken for a socket's peer).
+func writerPid(ctx context.Context) int {
+	fc, ok := fuse.FromContext(ctx)
+	if !ok || fc.Pid == 0 {
+		return -1
+	}
+	pid, _ := layout.ProcStatus(int(fc.Pid))
+	return pid
+}
+
 // callerUid is the uid of the caller alone: no /proc read, for lookups.
 func callerUid(ctx context.Context) uint32 {
 	if fc, ok := fuse.FromContext(ctx); ok {

@@ -115,8 +115,14 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 		return h.refuse(nil, err)
 	}
 	req.Line = line // this handle's own copy: a follower relays it whole
+	// The opener's identity is the request's, as for any descriptor; the
+	// process is the one writing now, which the engine asks about (an
+	// answer from a jail is refused, session.FromHost): the opener may
+	// have gone, its descriptor kept by another.
+	c := h.caller
+	c.Pid = writerPid(ctx)
 	// The run outlives this write: it must not be cancelled with it.
-	reply, err := h.node.m.e.BeginControl(context.WithoutCancel(ctx), h.caller, h.node.place.Ref(), req)
+	reply, err := h.node.m.e.BeginControl(context.WithoutCancel(ctx), c, h.node.place.Ref(), req)
 	if err != nil {
 		return h.refuse(req, err)
 	}

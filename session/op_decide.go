@@ -18,7 +18,7 @@ import (
 // run's jail; ENOENT when no such call waits here, EALREADY when it was
 // answered. The reply is the answer as recorded.
 func (e *Engine) decide(c layout.Caller, loc *location, req *proto.Request) (*Reply, error) {
-	if err := fromHost(c); err != nil {
+	if err := FromHost(c); err != nil {
 		return nil, err
 	}
 	k := waiting.Key{Run: req.Run, Call: req.ID}
@@ -46,16 +46,26 @@ func placeMatches(p waiting.Place, loc *location, req *proto.Request) bool {
 	return !req.SessionGiven || p.Session == loc.ref.Name
 }
 
-// fromHost refuses an answer from a process in another PID namespace
+// FromHost refuses an answer from a process in another PID namespace
 // than the server's: a jailed run's program or tool sees its session's
-// ctl file, and must not approve its own calls.
-func fromHost(c layout.Caller) error {
-	if c.Pid <= 0 {
-		return nil // a socket's peer: no jail reaches the sockets
+// ctl file, and must not approve its own calls. c.Pid is the process
+// that writes the answer (a ctl file's writer at its WRITE, not its
+// opener, which may be gone and its pid another's). A namespace that
+// cannot be read is refused too: the writer is gone, or hidden from the
+// server, and nothing says it is not jailed. Pid 0 is a socket's peer
+// (no jail reaches the sockets) or a request another host relayed, which
+// that host checked against its writer before (cluster/replica); a
+// negative pid, a writer the kernel did not name, is refused.
+func FromHost(c layout.Caller) error {
+	if c.Pid == 0 {
+		return nil
 	}
 	mine, err1 := os.Readlink("/proc/self/ns/pid")
 	theirs, err2 := os.Readlink("/proc/" + strconv.Itoa(c.Pid) + "/ns/pid")
-	if err1 == nil && err2 == nil && mine != theirs {
+	switch {
+	case err1 != nil || err2 != nil:
+		return abi.Errorf(syscall.EACCES, "approve", "the answer's writer (pid %d) cannot be told apart from a jailed run's process", c.Pid)
+	case mine != theirs:
 		return abi.Errorf(syscall.EACCES, "approve", "an answer must come from outside the run's jail")
 	}
 	return nil

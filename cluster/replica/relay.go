@@ -78,11 +78,18 @@ func (r *Replica) relays(pl layout.Place) bool {
 
 // BeginControl relays a ctl request to the writer host, or refuses it
 // with EROFS when this host relays none. A request whose line the ctl
-// file did not keep cannot be relayed whole (EROFS).
+// file did not keep cannot be relayed whole (EROFS). An answer to a
+// waiting call is first checked here against its writer's PID namespace
+// (session.FromHost): the writer host cannot see a process of this one.
 func (r *Replica) BeginControl(ctx context.Context, c layout.Caller, ref layout.Ref, req *proto.Request) (*session.Reply, error) {
 	rl := r.relayed()
 	if rl == nil || req.Line == nil {
 		return nil, readOnly("control")
+	}
+	if req.Op == proto.OpApprove || req.Op == proto.OpAnswer {
+		if err := session.FromHost(c); err != nil {
+			return nil, err
+		}
 	}
 	return rl.Control(ctx, c, ref, req.Line)
 }
