@@ -639,3 +639,36 @@ func TestToolWriteBytesExactly(t *testing.T) {
 	res, isErr = toolCall(t, s, "fs.write", `{"path":"bin","content":"x","content_base64":"eA=="}`, nil)
 	wantToolErrno(t, "content and content_base64", res, isErr, syscall.EINVAL)
 }
+
+// The path a version keeps is the file the change made, so that a
+// restore (the kept content written back at the kept path, as
+// runRestore does) puts that file back: "work/link/../secret", with
+// link a symlink to real/sub, is real/secret as the kernel resolves it,
+// not work/secret as the text cleans (which the restore then made, and
+// real/secret stayed changed).
+func TestKeptPathIsTheFileChanged(t *testing.T) {
+	s := toolSpec(t, 1001)
+	dir, err := filepath.EvalSymlinks(s.Dir)
+	testkit.Must(t, err)
+	for _, d := range []string{"real", "real/sub", "work"} {
+		testkit.Must(t, os.Mkdir(filepath.Join(dir, d), 0o755))
+		testkit.Must(t, os.Chown(filepath.Join(dir, d), 1001, 1001))
+	}
+	testkit.Must(t, os.Symlink("../real/sub", filepath.Join(dir, "work/link")))
+	ownedFile(t, filepath.Join(dir, "real/secret"), "original", 0o644, 1001)
+	k := &keeper{}
+	if res, isErr := toolCall(t, s, "fs.write", `{"path":"work/link/../secret","content":"changed"}`, k.keep); isErr || len(k.got) != 1 {
+		t.Fatalf("fs.write: %v, kept %v", res, k.got)
+	}
+	if b := k.got[0]; b.Path != filepath.Join(dir, "real/secret") || !b.Existed || string(b.Content) != "original" {
+		t.Fatalf("kept %s (existed %v, %q), want %s as it was", b.Path, b.Existed, b.Content, filepath.Join(dir, "real/secret"))
+	}
+	b := k.got[0]
+	toolCall(t, s, "fs.write", argsJSON("path", b.Path, "content_base64", base64.StdEncoding.EncodeToString(b.Content)), nil)
+	if got := readString(t, filepath.Join(dir, "real/secret")); got != "original" {
+		t.Errorf("after the restore real/secret holds %q", got)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "work/secret")); err == nil {
+		t.Error("the restore made work/secret")
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -187,7 +188,12 @@ func openTarget(p string, forWrite bool) (*target, error) {
 	if err != nil {
 		return nil, pathErr("open", dir, err)
 	}
-	t := &target{path: p, abs: absPath(p), dirfd: dirfd, name: name}
+	abs, err := heldPath(dirfd, dir, name)
+	if err != nil {
+		unix.Close(dirfd)
+		return nil, err
+	}
+	t := &target{path: p, abs: abs, dirfd: dirfd, name: name}
 	flags := unix.O_RDONLY
 	if forWrite {
 		flags = unix.O_RDWR
@@ -449,17 +455,31 @@ func splitPath(p string) (dir, name string) {
 	return p[:i], p[i+1:]
 }
 
-// absPath is p made absolute against the working directory, for the
-// record only (lexically: it is never opened).
-func absPath(p string) string {
-	if path.IsAbs(p) {
-		return path.Clean(p)
+// heldPath is the absolute path of name in the directory dirfd holds
+// (dir as the model named it), for the record: the path a restore will
+// write. It is the directory the kernel reached, as /proc names it (the
+// run's own /proc, so inside a jail a jail's path), not dir cleaned as
+// text: "work/link/../x" is x beside link's target, not work/x. Without
+// /proc the text is taken only when no ".." in it could have gone
+// through a symlink (EINVAL otherwise: the change's file could not be
+// named for its version).
+func heldPath(dirfd int, dir, name string) (string, error) {
+	if reached, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(dirfd)); err == nil && path.IsAbs(reached) {
+		return path.Join(reached, name), nil
 	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return p
+	for _, part := range strings.Split(dir, "/") {
+		if part == ".." {
+			return "", abi.Errorf(syscall.EINVAL, "", "%s/%s: which file this names cannot be told without /proc; name it without \"..\"", dir, name)
+		}
 	}
-	return path.Join(wd, p)
+	if !path.IsAbs(dir) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", pathErr("getwd", dir, err)
+		}
+		dir = path.Join(wd, dir)
+	}
+	return path.Join(dir, name), nil
 }
 
 // pathErr is err (nil stays nil) as an *abi.Error naming op and p.
