@@ -1,8 +1,11 @@
 package session
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"syscall"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/reply"
+	"github.com/ctxfs/ctxfs/session/sealedlog"
 )
 
 // cancel stops one run, named by its run id or its client id (SPEC 7, 10).
@@ -172,28 +176,47 @@ func (e *Engine) resume(loc *location, req *proto.Request) (*Reply, error) {
 		defer rn.mu.Unlock()
 		follows = append(follows, rn.stream.Join())
 	}
-	var lines []*proto.Object
-	cut := -1
-	err = scanLines(s.events, func(line []byte) {
-		o, perr := proto.ParseObject(line, false)
-		if perr != nil {
-			return
-		}
-		if req.After != "" && o.Str("run") == req.After {
-			cut = len(lines)
-		}
-		lines = append(lines, o)
-	})
-	if err != nil {
-		return nil, err
-	}
+	// The recorded frames are those below the log's end now, read as the
+	// reply is read (recorded); what comes later, the followed runs bring.
+	rec := &recorded{e: e, ref: loc.ref, end: s.events.Size()}
 	if req.After != "" {
-		if cut < 0 {
-			return nil, abi.Errorf(syscall.ENOENT, "resume", "no run %s in session %s", req.After, loc.ref.Name)
+		rec.off, err = endOfRun(s.events, rec.end, req.After)
+		if err == nil && rec.off < 0 {
+			err = abi.Errorf(syscall.ENOENT, "resume", "no run %s in session %s", req.After, loc.ref.Name)
 		}
-		lines = lines[cut+1:]
+		if err != nil {
+			for _, rd := range follows {
+				rd.Leave()
+			}
+			return nil, err
+		}
 	}
-	return reply.New(lines, follows...), nil
+	return reply.NewFrom(rec.next, follows...), nil
+}
+
+// endOfRun is where the last line of run ends in the log's first end
+// bytes, -1 when no line names it. Only lines that hold the run's id (or
+// an escape, which could spell it) are parsed.
+func endOfRun(l *sealedlog.Log, end int64, run string) (int64, error) {
+	br := bufio.NewReaderSize(io.NewSectionReader(l, 0, end), 64<<10)
+	at, cut := int64(0), int64(-1)
+	for {
+		line, err := proto.ReadLineWithin(br, abi.MaxLineBytes)
+		at += int64(len(line))
+		if bytes.Contains(line, []byte(run)) || bytes.Contains(line, []byte(`\u`)) {
+			if o, perr := proto.ParseObject(bytes.TrimSuffix(line, []byte("\n")), false); perr == nil && o.Str("run") == run {
+				cut = at
+			}
+		}
+		switch {
+		case err == io.EOF:
+			return cut, nil
+		case errors.Is(err, proto.ErrLineTooLong):
+			return 0, abi.Errorf(syscall.EIO, "resume", "a line of events.jsonl is over %d bytes", abi.MaxLineBytes)
+		case err != nil:
+			return 0, err
+		}
+	}
 }
 
 // replayLive answers a retried send whose run still runs: its start, what

@@ -60,6 +60,10 @@ func (st *Stream) Join() *Reader {
 	return r
 }
 
+// Leave drops a reader that will not be read (a request refused after it
+// joined); what only it had left to read is let go.
+func (r *Reader) Leave() { r.st.leave(r) }
+
 // leave drops a reader; what only it had left to read is let go.
 func (st *Stream) leave(r *Reader) {
 	st.mu.Lock()
@@ -153,6 +157,21 @@ func (r *Reader) read() (f *proto.Object, wait <-chan struct{}, ended bool, err 
 // followed stream in turn until it ends. A reader cut for falling behind
 // gets one EAGAIN error frame, and the reply ends.
 func New(fixed []*proto.Object, readers ...*Reader) *Reply {
+	return NewFrom(func() (*proto.Object, error) {
+		if len(fixed) == 0 {
+			return nil, io.EOF
+		}
+		f := fixed[0]
+		fixed[0], fixed = nil, fixed[1:] // a frame handed out is the reader's alone to hold
+		return f, nil
+	}, readers...)
+}
+
+// NewFrom is New with the first frames taken from first as the reply is
+// read, until it says io.EOF: frames recorded in a log are read from it
+// then, not held for a client that may never read them. Another error
+// from first ends the reply with its error frame.
+func NewFrom(first func() (*proto.Object, error), readers ...*Reader) *Reply {
 	r := &Reply{}
 	stopped := make(chan struct{})
 	var once sync.Once
@@ -169,10 +188,17 @@ func New(fixed []*proto.Object, readers ...*Reader) *Reply {
 	// (block), or returns nil at once (TryNext).
 	pull := func(ctx context.Context, block bool) (*proto.Object, error) {
 		for {
-			if len(fixed) > 0 {
-				f := fixed[0]
-				fixed = fixed[1:]
-				return f, nil
+			if first != nil {
+				f, err := first()
+				switch {
+				case err == nil:
+					return f, nil
+				case err != io.EOF:
+					r.stop()
+					first, readers = nil, nil
+					return proto.ErrorFrame(err), nil
+				}
+				first = nil
 			}
 			if len(readers) == 0 {
 				return nil, io.EOF
