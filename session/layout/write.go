@@ -18,9 +18,9 @@ import (
 // storefs.Root alone (every path store-relative, no symlink followed).
 
 // MkdirAll creates rel and its missing parents, each owned by own as
-// OwnerAt says (history by the server, free trees by own). It is
-// on the send path (the chroot root), so an existing directory costs one
-// stat, not a mkdir per component. Something other than a directory on
+// OwnerAt says (history by the server, free trees by own), and syncs
+// the parent of each it makes. It is on the send path (the chroot root),
+// so an existing directory costs one stat, not a mkdir per component. Something other than a directory on
 // the way is an *storefs.UnsafeError.
 func MkdirAll(root *storefs.Root, rel string, own storefs.Owner) error {
 	if st, err := root.Lstat(rel); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
@@ -37,6 +37,14 @@ func MkdirAll(root *storefs.Root, rel string, own storefs.Owner) error {
 			continue
 		}
 		if err != nil {
+			return err
+		}
+		// A directory made lasts a crash only once its parent is synced,
+		// and what goes into it next (a session moved there, a new
+		// session's logs, synced in it) would be lost with its name on a
+		// filesystem that does not order its metadata (SPEC 19: any
+		// POSIX filesystem). Only a directory made pays it.
+		if err := root.SyncDir(path.Dir(cur)); err != nil {
 			return err
 		}
 	}
