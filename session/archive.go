@@ -57,6 +57,13 @@ func (e *Engine) archiveOp(loc *location, req *proto.Request) (*Reply, error) {
 // is active, so protected) or is refused with EBUSY; it never writes
 // into the session mid-move or recreates it from half its files.
 func (e *Engine) Archive(r layout.Ref, own storefs.Owner, del bool) error {
+	return e.archiveIf(r, own, del, nil)
+}
+
+// archiveIf is Archive when still, asked once the session is taken out
+// of the engine (nil: always), says nil: what chose the session is true
+// still, with no send able to change it meanwhile.
+func (e *Engine) archiveIf(r layout.Ref, own storefs.Owner, del bool, still func() error) error {
 	if r.Temp || r.Kind != abi.KindAgent || (!del && !strings.HasPrefix(r.Home, "home/")) {
 		return abi.Errorf(syscall.EINVAL, "archive", "only agent sessions are archived, to their home's archived_sessions (a shared space's sessions may be deleted)")
 	}
@@ -71,6 +78,9 @@ func (e *Engine) Archive(r layout.Ref, own storefs.Owner, del bool) error {
 			e.flushDerived(r.Rel(), s, true) // the store's files are what moves
 		}
 		err := e.protectedState(r)
+		if err == nil && still != nil {
+			err = still()
+		}
 		if err == nil && loaded {
 			err = hasRun(s)
 		}
@@ -211,8 +221,9 @@ func (e *Engine) protectedState(r layout.Ref) error {
 // store paths of the sessions it archived.
 func (e *Engine) GCIdle(idle time.Duration) []string {
 	var done []string
-	archive.EachIdle(e.root, time.Now().Add(-idle).Unix(), e.readUnix, func(s archive.Idle) {
-		err := e.Archive(s.Ref, s.Own, false)
+	cutoff := time.Now().Add(-idle).Unix()
+	archive.EachIdle(e.root, cutoff, e.readUnix, func(s archive.Idle) {
+		err := e.archiveIdle(s, cutoff)
 		if err == nil {
 			done = append(done, s.Rel)
 		} else if !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.EEXIST) {
@@ -220,4 +231,17 @@ func (e *Engine) GCIdle(idle time.Duration) []string {
 		}
 	})
 	return done
+}
+
+// archiveIdle archives s, found idle since cutoff, if it is idle still
+// once taken out of the engine: a send between the two moved updated_at
+// (written to the store before the check, with the session's other
+// values). EBUSY otherwise, nothing changed.
+func (e *Engine) archiveIdle(s archive.Idle, cutoff int64) error {
+	return e.archiveIf(s.Ref, s.Own, false, func() error {
+		if u := e.readUnix(s.Rel + "/" + abi.FileUpdatedAt); u == 0 || u > cutoff {
+			return abi.Errorf(syscall.EBUSY, "gc-idle", "session %s was used since it was found idle", s.Ref.Name)
+		}
+		return nil
+	})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/testkit"
+	"github.com/ctxfs/ctxfs/session/archive"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
 
@@ -61,4 +62,40 @@ func TestArchiveRefusesActive(t *testing.T) {
 	testkit.WantErrno(t, "archive of an active session", env.e.Archive(ref, layout.PrivateOwner(0, 0), false), syscall.EBUSY)
 	testkit.WantErrno(t, "check of an active session", env.e.checkArchive(ref), syscall.EBUSY)
 	testkit.Same(t, "a refused archive", before, testkit.Snapshot(t, env.store, nil))
+}
+
+// TestGCIdleRechecksOnceTaken: a temp-* session found idle, then used by
+// a send before the clean-up takes it, is kept (EBUSY, nothing moved):
+// idleness is asked again once the session is out of the engine. And a
+// session whose updated_at cannot be read is not taken for idle.
+func TestGCIdleRechecksOnceTaken(t *testing.T) {
+	env := newEnv(t)
+	for _, n := range []string{"temp-raced", "temp-unread"} {
+		env.send(root0, coder(), fmt.Sprintf(`{"op":"send","id":"c-%s","session":%q,"input":"x"}`, n, n))
+	}
+	env.send(root0, coder(), `{"op":"send","id":"c","session":"other","input":"x"}`) // another current
+	env.age("temp-raced", 2*time.Hour)
+	cutoff := time.Now().Add(-time.Hour).Unix()
+	var found archive.Idle
+	archive.EachIdle(env.e.root, cutoff, env.e.readUnix, func(s archive.Idle) {
+		if s.Ref.Name == "temp-raced" {
+			found = s
+		}
+	})
+	if found.Rel == "" {
+		t.Fatal("temp-raced was not found idle")
+	}
+	// Used meanwhile, in a later second than its last send: updated_at
+	// (seconds) is written when its value changes, and age wrote the
+	// store's file behind the engine.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	env.send(root0, coder(), `{"op":"send","id":"c2","session":"temp-raced","input":"y"}`)
+	env.send(root0, coder(), `{"op":"send","id":"c3","session":"other","input":"x"}`)
+	before := env.settledTree()
+	testkit.WantErrno(t, "archive of a session used since it was found idle", env.e.archiveIdle(found, cutoff), syscall.EBUSY)
+	testkit.Same(t, "a refused clean-up", before, testkit.Snapshot(t, env.store, nil))
+	testkit.Must(t, os.WriteFile(filepath.Join(env.sessDir("home/0", "coder", "temp-unread"), abi.FileUpdatedAt), []byte("not a time\n"), 0o600))
+	if got := env.e.GCIdle(time.Hour); len(got) != 0 {
+		t.Errorf("GCIdle archived %v: neither is idle", got)
+	}
 }

@@ -93,8 +93,8 @@ func EachIdle(root *storefs.Root, cutoff int64, updatedAt func(rel string) int64
 			if m, _ := path.Match(IdlePattern, name); !ok || !m || ct.Kind != abi.KindAgent {
 				continue
 			}
-			if updatedAt(rel+"/"+abi.FileUpdatedAt) > cutoff {
-				continue
+			if u := updatedAt(rel + "/" + abi.FileUpdatedAt); u == 0 || u > cutoff {
+				continue // 0: unread, or none; nothing says it is idle
 			}
 			archive(Idle{Ref: layout.Ref{Container: ct, Name: name}, Rel: rel, Own: own})
 		}
