@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -357,8 +358,8 @@ func (e *Engine) Begin(ctx context.Context, c layout.Caller, t Target, req *prot
 }
 
 // BeginControl is Begin for a request written to a session's ctl file:
-// the request's session and scope, when present, must name r and its
-// scope.
+// the request's session, scope and space, when present, must name r and
+// its scope and space (EINVAL).
 func (e *Engine) BeginControl(ctx context.Context, c layout.Caller, r layout.Ref, req *proto.Request) (*Reply, error) {
 	scope := scopeOfHome(r.Home)
 	if req.SessionGiven && req.Session != r.Name {
@@ -374,8 +375,19 @@ func (e *Engine) BeginControl(ctx context.Context, c layout.Caller, r layout.Ref
 	if err != nil {
 		return nil, err
 	}
+	if req.Space != "" && req.Space != loc.space {
+		return nil, abi.Errorf(syscall.EINVAL, "ctl", "request names space %q, this session is in %s", req.Space, spaceWords(loc.space))
+	}
 	req.Session, req.Scope, req.Space = r.Name, scope, loc.space
 	return e.dispatch(c, loc, req)
+}
+
+// spaceWords names a session's space for a message ("no space": a home).
+func spaceWords(space string) string {
+	if space == "" {
+		return "no space"
+	}
+	return "space " + strconv.Quote(space)
 }
 
 func (e *Engine) dispatch(c layout.Caller, loc *location, req *proto.Request) (*Reply, error) {
