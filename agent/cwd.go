@@ -33,6 +33,10 @@ import (
 // refuses those even when they would land inside —, a ".." symlink above
 // the root, a magic link, another mount) is EACCES. ELOOP is EACCES too:
 // the kernel reports a magic link and a symlink loop alike.
+//
+// A nil root is a chroot not made yet: only its root can be a cwd there
+// (ENOENT for any other), so that a send refused for its cwd makes
+// nothing.
 func ResolveCwd(root *os.File, cwd string, forbidden []string) (string, error) {
 	if err := abi.CheckCwd(cwd); err != nil {
 		return "", err
@@ -49,6 +53,9 @@ func ResolveCwd(root *os.File, cwd string, forbidden []string) (string, error) {
 		// default cwd (docs/benchmarks.md#send-path). Nothing it checks
 		// can fail for ".".
 		return ".", nil
+	}
+	if root == nil {
+		return "", abi.Errorf(syscall.ENOENT, "resolve cwd", "%s: the agent's root/ holds nothing yet", cwd)
 	}
 	rootHost, err := fdPath(int(root.Fd()))
 	if err != nil {

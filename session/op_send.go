@@ -59,13 +59,11 @@ func (e *Engine) send(c layout.Caller, loc *location, req *proto.Request) (*Repl
 		if !errors.Is(err, syscall.ENOENT) {
 			return nil, err
 		}
-		// A new session: refuse a bad cwd, lines the logs would refuse
-		// (a user message over the line limit), or a caller out of runs,
-		// before creating anything. The records are made again as the
-		// run starts, stamped then.
-		if _, err := e.resolveCwd(c, loc, cwd); err != nil {
-			return nil, err
-		}
+		// A new session: refuse lines the logs would refuse (a user
+		// message over the line limit), a caller out of runs, or a bad
+		// cwd, before creating anything (the cwd's check makes the
+		// agent's root/ when the run can start in it). The records are
+		// made again as the run starts, stamped then.
 		if err := checkStartRecords(c, loc, req, cwd); err != nil {
 			return nil, err
 		}
@@ -73,6 +71,9 @@ func (e *Engine) send(c layout.Caller, loc *location, req *proto.Request) (*Repl
 			if ticket, err = e.takeRun(c.Uid); err != nil {
 				return nil, err
 			}
+		}
+		if _, err := e.resolveCwd(c, loc, cwd); err != nil {
+			return nil, err
 		}
 		if err := e.create(loc.ref, loc.own, cwd); err != nil {
 			return nil, err
@@ -288,28 +289,33 @@ func (e *Engine) resolveCwd(c layout.Caller, loc *location, cwd string) (runDir,
 	if loc.scope == abi.ScopeShared {
 		own = layout.PrivateOwner(c.Uid, c.Gid)
 	}
-	root, err := e.openChroot(rootRel, own)
+	forbidden := []string{e.cfg.Store, e.cfg.Root}
+	root, err := e.root.OpenDirPath(rootRel)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Made at the first send that can run in it: one refused for its
+		// cwd makes nothing.
+		if _, err := agent.ResolveCwd(nil, cwd, forbidden); err != nil {
+			return runDir{}, err
+		}
+		root, err = e.makeChroot(rootRel, own)
+	}
 	if err != nil {
 		return runDir{}, err
 	}
 	defer root.Close()
-	rel, err := agent.ResolveCwd(root, cwd, []string{e.cfg.Store, e.cfg.Root})
+	rel, err := agent.ResolveCwd(root, cwd, forbidden)
 	if err != nil {
 		return runDir{}, err
 	}
 	return runDir{root: rootRel, rel: rel, own: own}, nil
 }
 
-// openChroot opens a chroot root to resolve a cwd beneath (O_PATH: its
-// filesystem is not asked to open it), made (owned by own) when missing.
-// It is opened first and made only when that fails: an existing root
-// costs one walk of the store, not an lstat and then an open
+// makeChroot makes a chroot root (owned by own) and opens it to resolve a
+// cwd beneath (O_PATH: its filesystem is not asked to open it). The
+// caller opened it first and makes it only when that failed: an existing
+// root costs one walk of the store, not an lstat and then an open
 // (docs/benchmarks.md#send-path).
-func (e *Engine) openChroot(rootRel string, own storefs.Owner) (*os.File, error) {
-	root, err := e.root.OpenDirPath(rootRel)
-	if !errors.Is(err, fs.ErrNotExist) {
-		return root, err
-	}
+func (e *Engine) makeChroot(rootRel string, own storefs.Owner) (*os.File, error) {
 	if err := layout.MkdirAll(e.root, rootRel, own); err != nil {
 		return nil, err
 	}

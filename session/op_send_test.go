@@ -176,6 +176,35 @@ func TestCwdResolution(t *testing.T) {
 	testkit.Same(t, "refused cwds", before, testkit.Snapshot(t, env.store, nil))
 }
 
+// A first send to an agent whose root/ does not exist yet, refused for
+// its cwd (ENOENT below the root, EACCES for a host path it may not
+// name) or for the caller's runs (EAGAIN), makes nothing, root/ not
+// either; the first that can run makes it.
+func TestRefusedFirstSendMakesNoRoot(t *testing.T) {
+	env := newEnvLimits(t, quota.LimitConfig{RunsPerUid: 1})
+	u := layout.Caller{Uid: 1000, Gid: 1000} // root's runs are not counted
+	send := func(cwd string) error {
+		_, err := env.do(u, coder(), fmt.Sprintf(`{"op":"send","id":"c","input":"x","cwd":%q}`, cwd))
+		return err
+	}
+	env.do(u, coder(), `{"op":"status"}`) // the uid's home appears at its first look (SPEC 2)
+	root := filepath.Join(env.store, "home/1000/agent/coder/root")
+	before := env.settledTree()
+	testkit.WantErrno(t, "a first send below a root/ not made", send("/missing"), syscall.ENOENT)
+	testkit.WantErrno(t, "a first send in the store", send(env.store), syscall.EACCES)
+	testkit.Must(t, env.e.limits.Runs.Take(u.Uid)) // the caller's one run, held
+	testkit.WantErrno(t, "a first send past the caller's runs", send("/"), syscall.EAGAIN)
+	env.e.limits.Runs.Give(u.Uid)
+	testkit.Same(t, "refused first sends", before, testkit.Snapshot(t, env.store, nil))
+	if _, err := os.Lstat(root); err == nil {
+		t.Fatal("a refused send made the agent's root/")
+	}
+	testkit.Must(t, send("/"))
+	if st, err := os.Lstat(root); err != nil || !st.IsDir() {
+		t.Fatalf("the first send that ran made no root/: %v", err)
+	}
+}
+
 func TestListOrderGolden(t *testing.T) {
 	env := newEnv(t)
 	env.send(root0, coder(), `{"op":"send","id":"a","input":"x","session":"review-1"}`)
