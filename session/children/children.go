@@ -96,8 +96,11 @@ func New(cancel func(run, reason string) bool) *Book {
 
 // Attenuate is the definition a child of parent runs with (SPEC 18): its
 // own tools that its parent has too, refused EACCES when the parent is
-// jailed and the child would not be; d is never changed (it is the
-// cache's). With no such parent running (parent ""), d itself.
+// jailed and the child would not be, and asking for approvals when its
+// parent asks (a person who approved one agent.create did not approve
+// every call of the child's: under its own `auto` they would run
+// unasked); d is never changed (it is the cache's). With no such parent
+// running (parent ""), d itself.
 func (b *Book) Attenuate(parent string, d *def.Definition) (*def.Definition, error) {
 	if parent == "" {
 		return d, nil
@@ -113,6 +116,9 @@ func (b *Book) Attenuate(parent string, d *def.Definition) (*def.Definition, err
 		return nil, abi.Errorf(syscall.EACCES, def.ToolAgentCreate, "agent %s is not isolated by chroot as its parent is", d.Name)
 	}
 	child := *d
+	if pd.Approval == def.ApprovalAsk {
+		child.Approval = def.ApprovalAsk
+	}
 	child.Tools = nil
 	for _, t := range d.Tools {
 		for _, pt := range pd.Tools {

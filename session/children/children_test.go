@@ -14,8 +14,9 @@ import (
 )
 
 // TestAttenuate: a child keeps the tools of its own definition that its
-// parent has too, in its own order, on a copy; an unjailed child of a
-// jailed parent is EACCES; a run with no parent keeps its definition.
+// parent has too, in its own order, on a copy, and asks for approvals
+// when its parent does; an unjailed child of a jailed parent is EACCES;
+// a run with no parent keeps its definition.
 func TestAttenuate(t *testing.T) {
 	b := New(func(string, string) bool { return false })
 	parent := &def.Definition{Tools: []string{"fs.read", "agent.create", "shell.exec"}}
@@ -30,6 +31,10 @@ func TestAttenuate(t *testing.T) {
 	}
 	if same, _ := b.Attenuate("", own); same != own {
 		t.Fatalf("a run without a parent got another definition")
+	}
+	parent.Approval, own.Approval = def.ApprovalAsk, def.ApprovalAuto
+	if got, _ := b.Attenuate("p", own); got.Approval != def.ApprovalAsk || own.Approval != def.ApprovalAuto {
+		t.Fatalf("a child of a parent that asks: approval %q (its own definition: %q)", got.Approval, own.Approval)
 	}
 	parent.Isolation = def.IsolationChroot
 	if _, err := b.Attenuate("p", own); !errors.Is(err, syscall.EACCES) {
