@@ -1,7 +1,9 @@
 package fs
 
 import (
+	"bytes"
 	"context"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -104,4 +106,51 @@ func TestCtlHandleReleaseAndAfterRefusal(t *testing.T) {
 	if bad != 0 || strings.Count(got, "\n") != 1 || !strings.Contains(got, `"type":"error"`) {
 		t.Errorf("frames %q, %v; want the refusal's one error frame", got, bad)
 	}
+}
+
+// A refused write leaves its handle nothing of its bytes: 64 descriptors
+// of one user, each refused a write of 1 MiB (EINVAL) and kept open, hold
+// no more of the server's heap than their own state (each kept a copy of
+// its write: 64 MiB, outside the user's share of unfinished bytes).
+// What a handle keeps still knows the retry of its refused write, which is
+// not recorded again, from another write of the same length, which is.
+func TestLogHandleRefusedWritesNotHeld(t *testing.T) {
+	v := newHandleEnv(t)
+	sess := v.session(user)
+	before := v.stored(sess + "/messages.jsonl")
+	bad := bytes.Repeat([]byte("x\n"), 1<<19) // 1 MiB of lines that are not JSON
+	heap := heapInUse()
+	hs := make([]*logHandle, 64)
+	for i := range hs {
+		hs[i] = v.log(sess, user)
+		if _, errno := hs[i].Write(as(user), bad, 0); errno != syscall.EINVAL {
+			t.Fatalf("descriptor %d: a refused write answered %v; want EINVAL", i, errno)
+		}
+	}
+	if grown := heapInUse() - heap; grown > 8<<20 {
+		t.Errorf("64 descriptors with a refused write of 1 MiB each hold %d MiB of heap", grown>>20)
+	}
+	if got := v.stored(sess + "/messages.jsonl"); got != before {
+		t.Errorf("refused writes reached the log: %d bytes", len(got)-len(before))
+	}
+	v.holdsNoPartial("refused writes", user)
+	if _, errno := hs[0].Write(as(user), bad, 0); errno != syscall.EINVAL {
+		t.Errorf("a retry of the refused write answered %v; want EINVAL", errno)
+	}
+	other := bytes.Repeat([]byte("y\n"), 1<<19)
+	if _, errno := hs[0].Write(as(user), other, 0); errno != syscall.EINVAL {
+		t.Errorf("another refused write of the same length answered %v; want EINVAL", errno)
+	}
+	if n := len(v.losses(sess, "messages.jsonl")); n != len(hs)+1 {
+		t.Errorf("%d losses recorded; want %d (one per descriptor, and the other write of the same length)", n, len(hs)+1)
+	}
+	runtime.KeepAlive(hs)
+}
+
+// heapInUse is the bytes of live heap objects, after a collection.
+func heapInUse() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }

@@ -3,6 +3,7 @@ package fs
 import (
 	"bytes"
 	"context"
+	"hash/maphash"
 	"sync"
 	"syscall"
 
@@ -139,11 +140,9 @@ type logHandle struct {
 	// FUSE writes and only the second was refused, write(2) returned a
 	// short count as if all were well, and only the close can say.
 	failed syscall.Errno
-	// lastRefused is the data of the last refused write, and lastErrno
-	// why: a writer retrying it after a short count is refused again
-	// without a second record.
-	lastRefused []byte
-	lastErrno   syscall.Errno
+	// refused is the last refused write: a writer retrying it after a
+	// short count is refused again without a second record.
+	refused refusal
 	// unsynced: lines were appended since the last fsync or close, and are
 	// durable only once the engine says so (SPEC 6).
 	unsynced bool
@@ -186,8 +185,8 @@ func (h *logHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 		h.refusing = bytes.IndexByte(data, '\n') < 0
 		return 0, syscall.EINVAL
 	}
-	if h.lastRefused != nil && bytes.Equal(data, h.lastRefused) {
-		return 0, h.lastErrno // a retry of what was just refused (and recorded)
+	if h.refused.of(data) {
+		return 0, h.refused.errno // a retry of what was just refused (and recorded)
 	}
 	cut := bytes.LastIndexByte(data, '\n') + 1 // data[:cut] ends the complete lines
 	pending := len(data) - cut                 // what stays unfinished after this write
@@ -217,7 +216,7 @@ func (h *logHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 			h.partial = nil // a long line's buffer is not held for the next
 		}
 	}
-	h.partial, h.lastRefused = append(h.partial, data[cut:]...), nil
+	h.partial, h.refused = append(h.partial, data[cut:]...), refusal{}
 	h.buffered.keep(len(h.partial)) // gives back what was committed
 	if len(h.partial) > 0 {
 		h.writerOf() // while the writer is surely alive: RELEASE may record the loss
@@ -289,10 +288,34 @@ func (h *logHandle) refuse(data []byte, n int, lost session.Lost) syscall.Errno 
 		h.failed = lost.Errno
 	}
 	h.dropPartial()
-	h.lastRefused, h.lastErrno = append([]byte(nil), data...), lost.Errno
+	h.refused = refusalOf(data, lost.Errno)
 	h.node.m.e.RecordLoss(h.writerOf(), h.node.place.Ref(), h.node.place.File, n, lost)
 	h.node.dropCachedEnd()
 	return lost.Errno
+}
+
+// refusal is what a handle keeps of a refused write to know its retry:
+// its length and a hash of its bytes, and its errno. Not the bytes: a
+// user's descriptors each kept up to 1 MiB of them for as long as they
+// stayed open, outside the share of unfinished bytes (300 descriptors of
+// one uid held 500 MiB of the server). The hash is seeded at random
+// once per server, so no writer can make another write pass for its
+// retry; the zero value matches nothing.
+type refusal struct {
+	n     int
+	sum   uint64
+	errno syscall.Errno
+}
+
+var refusalSeed = maphash.MakeSeed()
+
+func refusalOf(data []byte, errno syscall.Errno) refusal {
+	return refusal{n: len(data), sum: maphash.Bytes(refusalSeed, data), errno: errno}
+}
+
+// of reports whether data is the refused write again.
+func (r refusal) of(data []byte) bool {
+	return r.errno != 0 && r.n == len(data) && r.sum == maphash.Bytes(refusalSeed, data)
 }
 
 // dropPartial forgets the pending line and gives back its bytes. Caller
