@@ -87,16 +87,29 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 // OPENDIR and nothing per entry, where each listing was a READDIRPLUS
 // that looked up every entry in the store. The listing is made at the
 // first read, not here: a kernel serving it from its cache reads nothing.
+// The handle counts against the opener's quota of open files (openDir).
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	h := &dirHandle{list: d.Readdir}
+	var fl uint32
 	if d.promised().CacheListing {
-		return h, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+		fl = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
 	}
-	return h, 0, 0
+	return d.m.openDir(ctx, d.Readdir, fl)
+}
+
+// openDir opens a directory listed by list, counted against the opener's
+// quota of open files like any open file: an open directory holds its
+// listing until its last close, so a user who kept directories open
+// without a bound held the server's memory (300 opens of a directory of
+// 2,000 names took it from 21 to 118 MiB).
+func (m *mountState) openDir(ctx context.Context, list func(context.Context) (fs.DirStream, syscall.Errno), flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) {
+		return &dirHandle{list: list}, flags, 0
+	})
 }
 
 // dirHandle is one open directory: its listing, made when first read.
 type dirHandle struct {
+	held
 	list func(context.Context) (fs.DirStream, syscall.Errno)
 	mu   sync.Mutex
 	ds   fs.DirStream
@@ -141,12 +154,16 @@ func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	return syscall.ENOTSUP
 }
 
+// Releasedir is the last close: the listing is dropped and the handle's
+// place in the quota given back.
 func (h *dirHandle) Releasedir(ctx context.Context, flags uint32) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ds != nil {
 		h.ds.Close()
+		h.ds = nil
 	}
+	h.giveBack()
 }
 
 func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {

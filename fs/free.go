@@ -54,7 +54,7 @@ var (
 	_ = (fs.NodeUnlinker)((*freeNode)(nil))
 	_ = (fs.NodeRmdirer)((*freeNode)(nil))
 	_ = (fs.NodeRenamer)((*freeNode)(nil))
-	_ = (fs.NodeReaddirer)((*freeNode)(nil))
+	_ = (fs.NodeOpendirHandler)((*freeNode)(nil))
 	_ = (fs.NodeStatfser)((*freeNode)(nil))
 	_ = (fs.NodeFsyncer)((*freeNode)(nil))
 )
@@ -380,6 +380,13 @@ func (n *freeNode) Rename(ctx context.Context, name string, newParent fs.InodeEm
 		return bad
 	}
 	return freeErrno(n.store().Rename(freeCaller(ctx), from, to, uint(flags)))
+}
+
+// OpendirHandle opens a directory of the free trees: a handle of ours,
+// not go-fuse's, so that it counts against the opener's quota of open
+// files (openDir). The listing is read at the first read.
+func (n *freeNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return n.m.openDir(ctx, n.Readdir, 0)
 }
 
 func (n *freeNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {

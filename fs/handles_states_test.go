@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/hanwen/go-fuse/v2/fs"
+
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
@@ -153,4 +155,44 @@ func heapInUse() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
+}
+
+// An open directory counts against its opener's quota of open files, as
+// an open file does, in the directories of the ABI and of the free trees
+// alike: past the share, opendir is EMFILE (and so is the open of a
+// file), and Releasedir gives the place back. (An open directory holds
+// its listing until its last close.)
+func TestDirHandlesCounted(t *testing.T) {
+	v := newHandleEnv(t)
+	sess := v.session(user)
+	handles := v.e.Limits().Handles
+	opens := map[string]fs.NodeOpendirHandler{
+		"a session directory": &dirNode{storeNode: newStoreNode(v.where(sess))},
+		"a free tree's":       &freeNode{m: v.m},
+	}
+	for kind, d := range opens {
+		var held []fs.FileReleasedirer
+		for {
+			fh, _, errno := d.OpendirHandle(as(user), 0)
+			if errno != 0 {
+				testkit.WantErrno(t, kind+": opendir past the share", errno, syscall.EMFILE)
+				break
+			}
+			held = append(held, fh.(fs.FileReleasedirer))
+			if len(held) > 1<<16 {
+				t.Fatalf("%s: %d directories open and no EMFILE", kind, len(held))
+			}
+		}
+		if n := handles.Held(user); n != len(held) {
+			t.Errorf("%s: %d directories open, %d counted", kind, len(held), n)
+		}
+		_, _, errno := (&logNode{storeNode: newStoreNode(v.where(sess + "/messages.jsonl"))}).Open(as(user), syscall.O_RDONLY)
+		testkit.WantErrno(t, kind+": a file's open with the share held by directories", errno, syscall.EMFILE)
+		for _, h := range held {
+			h.Releasedir(context.Background(), 0)
+		}
+		if n := handles.Held(user); n != 0 {
+			t.Errorf("%s: %d places still counted after every directory was closed", kind, n)
+		}
+	}
 }

@@ -2,10 +2,12 @@ package integration
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,10 +20,10 @@ import (
 // descriptors open while the test reads the server's resident memory.
 
 // holdOpen runs a Python script as c that opens what it holds, prints one
-// line starting "ready" and keeps everything open until the test ends
-// (its stdin is closed, then it is killed). It returns the line after
-// "ready".
-func holdOpen(t *testing.T, c *cred, script string, args ...string) string {
+// line starting "ready" and keeps everything open until its stdin is
+// closed. It returns the line after "ready", and release, which ends the
+// holder (so does the test's end).
+func holdOpen(t *testing.T, c *cred, script string, args ...string) (line string, release func()) {
 	t.Helper()
 	stdin, keep, err := os.Pipe() // the helper holds until keep is closed
 	testkit.Must(t, err)
@@ -32,23 +34,25 @@ func holdOpen(t *testing.T, c *cred, script string, args ...string) string {
 	out, err := cmd.StdoutPipe()
 	testkit.Must(t, err)
 	testkit.Must(t, cmd.Start())
-	t.Cleanup(func() { keep.Close(); stopProcess(cmd, syscall.SIGKILL) })
-	line := make(chan string, 1)
+	var once sync.Once
+	release = func() { once.Do(func() { keep.Close(); stopProcess(cmd, syscall.SIGKILL) }) }
+	t.Cleanup(release)
+	said := make(chan string, 1)
 	go func() {
 		l, _ := bufio.NewReader(out).ReadString('\n')
-		line <- l
+		said <- l
 		io.Copy(io.Discard, out)
 	}()
 	select {
-	case l := <-line:
+	case l := <-said:
 		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "ready"); ok {
-			return strings.TrimSpace(rest)
+			return strings.TrimSpace(rest), release
 		}
 		t.Fatalf("the holder as %s said %q", credName(c), l)
 	case <-time.After(120 * time.Second):
 		t.Fatalf("the holder as %s was not ready within 120 s", credName(c))
 	}
-	return ""
+	return "", release
 }
 
 // serverGrowth is how much the server's resident memory grew since base
@@ -91,7 +95,7 @@ func TestRefusedWritesNotHeld(t *testing.T) {
 	stored := s.sessionDir(1001, "coder", "q") + "/messages.jsonl"
 	before := fileBytes(t, stored)
 	base := vmKB(t, s.cmd.Process.Pid, "VmRSS")
-	got := holdOpen(t, u, refusedHolder, s.mnt("home/1001/agent/coder/session/q/messages.jsonl"), "300")
+	got, _ := holdOpen(t, u, refusedHolder, s.mnt("home/1001/agent/coder/session/q/messages.jsonl"), "300")
 	grown := s.serverGrowth(t, base)
 	t.Logf("300 refused writes of 1 MiB on open descriptors: %s; the server grew by %d MiB", got, grown)
 	if got != "EINVAL=300" {
@@ -103,4 +107,76 @@ func TestRefusedWritesNotHeld(t *testing.T) {
 	if grown > 64 {
 		t.Errorf("the server holds %d MiB more for 300 descriptors that each had a write refused", grown)
 	}
+}
+
+// dirHolder makes a directory of the free tree with N files, opens each
+// directory it is given once, then opens the big one up to M times,
+// reading each (the server lists it, and keeps the listing until the
+// last close), keeping all open, and then tries one file. It prints how
+// many directories it holds, the errnos of the opens refused, and what
+// the file's open answered.
+const dirHolder = `
+import errno, os, sys
+big, nfiles, tries, file = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+os.makedirs(big, exist_ok=True)
+for i in range(nfiles):
+    open('%s/a-file-with-a-longish-name-%06d' % (big, i), 'w').close()
+def opened(path, flags):
+    try:
+        return os.open(path, flags), None
+    except OSError as err:
+        return None, errno.errorcode[err.errno]
+fds, refused = [], {}
+for d in sys.argv[5:] + [big] * tries:
+    fd, e = opened(d, os.O_RDONLY | os.O_DIRECTORY)
+    if e:
+        refused[e] = refused.get(e, 0) + 1
+        continue
+    os.listdir(fd)
+    fds.append(fd)
+fd, e = opened(file, os.O_RDONLY)
+print('ready', len(fds), ' '.join('%s=%d' % kv for kv in sorted(refused.items())), 'file:', e or 'opened', flush=True)
+sys.stdin.read()
+`
+
+// TestDirHandlesCounted: directories open through the mount count against
+// their opener's quota of open files (CTXFS_LIMITS open=16), with its
+// files: uid 1001 opens one of each kind of directory (a mount's root,
+// its home, a session container, the index, a session, its agent's
+// root/, a directory in it), then a directory of 3,000 files 300 times,
+// reading each. It holds 16 and no more, every open past them is EMFILE,
+// and so is a file's; the server holds a few MiB for them (300 held
+// listings took it from 21 to 118 MiB with 2,000 files); once closed,
+// they may be opened again.
+func TestDirHandlesCounted(t *testing.T) {
+	s := limitedServer(t, "open=16", nil)
+	u := &cred{uid: 1001, gid: 1001}
+	s.sendAs(u, "q", "c1", "", "hello")
+	coder := s.mnt("home/1001/agent/coder")
+	kinds := []string{s.mnt("home"), s.mnt("home/1001"), coder + "/session", coder + "/session/index", coder + "/session/q", coder + "/root"}
+	big, file := coder+"/root/d", coder+"/session/q/messages.jsonl"
+	base := vmKB(t, s.cmd.Process.Pid, "VmRSS")
+	got, release := holdOpen(t, u, dirHolder, append([]string{big, "3000", "300", file}, kinds...)...)
+	grown := s.serverGrowth(t, base)
+	t.Logf("uid 1001, open=16: %s; the server grew by %d MiB", got, grown)
+	if want := fmt.Sprintf("16 EMFILE=%d file: EMFILE", len(kinds)+300-16); got != want {
+		t.Errorf("directories held: %s; want %s", got, want)
+	}
+	if grown > 48 {
+		t.Errorf("the server holds %d MiB more for uid 1001's open directories", grown)
+	}
+	reopen := `
+import os, sys
+fds = []
+try:
+    while len(fds) < 20:
+        fds.append(os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY))
+except OSError as e:
+    print(len(fds), e.strerror)
+`
+	release()
+	eventually(t, 10*time.Second, "the places of closed directories given back", func() bool {
+		out, _ := runCmd(t, u, nil, "/usr/bin/python3", "-c", reopen, big)
+		return strings.TrimSpace(out) == "16 Too many open files"
+	})
 }
