@@ -48,12 +48,12 @@ func (m *mountState) opened(ctx context.Context, open func() (fs.FileHandle, uin
 	return fh, flags, 0
 }
 
-// buffered counts what a handle holds of a writer's unfinished request or
-// line against the writer's share of quota.Limits.Partial: bytes the
-// server keeps only because a writer has not finished, which a user
-// could otherwise pile up through many descriptors (1,019 half-written
-// ctl requests of 1 MiB held 1 GB, for good). The zero value counts
-// nothing (root, or a handle that never buffers).
+// buffered counts what a handle holds of a writer's unfinished request,
+// line or value against the writer's share of quota.Limits.Partial:
+// bytes the server keeps only because a writer has not finished, which a
+// user could otherwise pile up through many descriptors (1,019
+// half-written ctl requests of 1 MiB held 1 GB, for good). The zero
+// value counts nothing (root, or a handle that never buffers).
 type buffered struct {
 	quota *quota.Quota
 	uid   uint32

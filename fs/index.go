@@ -78,7 +78,7 @@ func (n *indexValueNode) open(ctx context.Context, flags uint32) (fs.FileHandle,
 		h.snapshot, _ = n.content()
 	}
 	if isWrite(flags) {
-		h.caller = callerOf(ctx)
+		h.writer(ctx, n.m)
 	}
 	return h, fuse.FOPEN_DIRECT_IO, 0
 }

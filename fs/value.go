@@ -84,7 +84,7 @@ func (n *valueNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint
 		h.snapshot = v.Data
 	}
 	if isWrite(flags) {
-		h.caller = callerOf(ctx)
+		h.writer(ctx, n.m)
 	}
 	return h, fuse.FOPEN_DIRECT_IO, 0
 }
@@ -163,6 +163,16 @@ func (m *mountState) newValueHandle(w where, commit func(layout.Caller, []byte) 
 	}
 }
 
+// writer makes the handle its opener's to write: the value is committed
+// as the opener's, and its buffer counts in the opener's share of
+// quota.Limits.Partial. A value is at most 1 MiB, but a user's
+// descriptors each held one until their last close, uncounted (300 of
+// one uid held 386 MiB of the server).
+func (h *valueHandle) writer(ctx context.Context, m *mountState) {
+	h.caller = callerOf(ctx)
+	h.buffered = newBuffered(m, h.caller.Uid)
+}
+
 // valueHandle buffers a single value until close, so readers never see
 // half of it and the engine judges it whole. Reads serve the value as it
 // was at open.
@@ -175,10 +185,13 @@ type valueHandle struct {
 	caller   layout.Caller
 	snapshot []byte
 
-	mu     sync.Mutex
-	buf    []byte
-	dirty  bool
-	judged int // bytes check has read at this handle's writes (maxJudgedBytes)
+	mu  sync.Mutex
+	buf []byte
+	// buffered counts buf in the writer's share of unfinished bytes
+	// (writer), from its first write to the last close.
+	buffered buffered
+	dirty    bool
+	judged   int // bytes check has read at this handle's writes (maxJudgedBytes)
 }
 
 var (
@@ -204,12 +217,17 @@ func (h *valueHandle) Write(ctx context.Context, data []byte, off int64) (uint32
 	if off < 0 || end > maxValueBytes {
 		return 0, syscall.EFBIG
 	}
-	nb := make([]byte, max(int64(len(h.buf)), end))
+	size := max(len(h.buf), int(end))
+	if err := h.buffered.keep(size); err != nil {
+		return 0, errno(err) // over the writer's share: nothing of this write is kept
+	}
+	nb := make([]byte, size)
 	copy(nb, h.buf)
 	copy(nb[off:], data)
 	if h.check != nil && bytes.HasSuffix(nb, []byte("\n")) && h.judged+len(nb) <= maxJudgedBytes {
 		h.judged += len(nb)
 		if err := h.check(nb); err != nil {
+			h.buffered.keep(len(h.buf)) // gives back the growth
 			return 0, errno(err)
 		}
 	}
@@ -230,6 +248,10 @@ func (h *valueHandle) Release(ctx context.Context) syscall.Errno {
 	if h.released != nil {
 		h.released()
 	}
+	h.mu.Lock()
+	h.buf = nil
+	h.buffered.keep(0)
+	h.mu.Unlock()
 	h.giveBack()
 	return 0
 }
