@@ -155,7 +155,7 @@ func NewLimits(c LimitConfig) *Limits {
 		Handles: New("open files", syscall.EMFILE, or(c.HandlesPerUid, min(1024, max(n/16, 16))), max(n/4, 16)),
 		Runs:    New("runs", syscall.EAGAIN, or(c.RunsPerUid, 32), max(n/8/3, 8)),
 
-		Partial: New("bytes of unfinished requests and lines", syscall.EAGAIN, partialBytesPerUid, partialBytesTotal),
+		Partial: New("bytes of unfinished requests, lines and values", syscall.EAGAIN, partialBytesPerUid, partialBytesTotal),
 
 		Free: NewFreeQuota(int64(or(int(c.FreeBytesPerUid), defaultFreeBytes)), int64(or(int(c.FreeInodesPerUid), defaultFreeInodes)), nil),
 	}
