@@ -239,3 +239,46 @@ func TestValueHandlesCounted(t *testing.T) {
 		t.Errorf("meta.json is %d bytes after unfinished values; want it as it was", len(got))
 	}
 }
+
+// A read-only session file's copy taken at open (latest.md here, about
+// 1 MB) counts in the opener's unfinished bytes until the last close: the
+// opens past the share are EAGAIN, holding nothing, and a release makes
+// room again. Each open used to hold its own copy, uncounted: a uid's
+// open files could make the server hold gigabytes.
+func TestReadOnlySnapshotsCounted(t *testing.T) {
+	v := newHandleEnv(t)
+	sess := v.session(user)
+	text := strings.Repeat("w", 1_000_000)
+	testkit.WantErrno(t, "an assistant message", write(v.log(sess, user), user, `{"role":"assistant","content":"`+text+`"}`+"\n"), 0)
+	n := &roNode{storeNode: newStoreNode(v.where(sess + "/latest.md"))}
+	open := func() (*roHandle, syscall.Errno) {
+		fh, _, bad := n.Open(as(user), syscall.O_RDONLY)
+		if bad != 0 {
+			return nil, bad
+		}
+		return fh.(*roHandle), 0
+	}
+	var hs []*roHandle
+	for i := range 16 {
+		h, bad := open()
+		if bad != 0 {
+			t.Fatalf("open %d of latest.md: %v", i, bad)
+		}
+		if !strings.Contains(string(h.snapshot), text) {
+			t.Fatalf("latest.md holds %d bytes, not the message", len(h.snapshot))
+		}
+		hs = append(hs, h)
+	}
+	if _, bad := open(); bad != syscall.EAGAIN {
+		t.Fatalf("an open past the share: %v, want EAGAIN", bad)
+	}
+	testkit.WantErrno(t, "release", hs[0].Release(context.Background()), 0)
+	h, bad := open()
+	if bad != 0 {
+		t.Fatalf("an open after a release made room: %v", bad)
+	}
+	for _, h := range append(hs[1:], h) {
+		testkit.WantErrno(t, "release", h.Release(context.Background()), 0)
+	}
+	v.holdsNoPartial("every reader closed", user)
+}

@@ -52,8 +52,10 @@ func (m *mountState) opened(ctx context.Context, open func() (fs.FileHandle, uin
 // line or value against the writer's share of quota.Limits.Partial:
 // bytes the server keeps only because a writer has not finished, which a
 // user could otherwise pile up through many descriptors (1,019
-// half-written ctl requests of 1 MiB held 1 GB, for good). The zero
-// value counts nothing (root, or a handle that never buffers).
+// half-written ctl requests of 1 MiB held 1 GB, for good); and the copy
+// of a read-only session file a reader's handle holds (roNode.open), for
+// the same reason. The zero value counts nothing (root, or a handle that
+// never buffers).
 type buffered struct {
 	quota *quota.Quota
 	uid   uint32

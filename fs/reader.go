@@ -107,7 +107,15 @@ func (n *roNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32,
 		if err != nil {
 			return nil, 0, errno(err)
 		}
-		return &roHandle{snapshot: b}, fuse.FOPEN_DIRECT_IO, 0
+		// The copy is the opener's until the last close, counted with
+		// its unfinished bytes (EAGAIN past them): each open holds one,
+		// up to maxSnapshot, and a uid's open files would otherwise
+		// make the server hold gigabytes.
+		h := &roHandle{snapshot: b, buffered: newBuffered(n.m, callerUid(ctx))}
+		if err := h.buffered.keep(len(b)); err != nil {
+			return nil, 0, errno(err)
+		}
+		return h, fuse.FOPEN_DIRECT_IO, 0
 	}
 	r, errno := n.m.openReader(ctx, n.rel)
 	if errno != 0 {
@@ -132,6 +140,7 @@ type roHandle struct {
 	held
 	r        *storeReader
 	snapshot []byte
+	buffered buffered // the snapshot, when it is a session file's own copy (roNode.open)
 }
 
 var (
@@ -148,6 +157,7 @@ func (h *roHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadR
 
 func (h *roHandle) Release(ctx context.Context) syscall.Errno {
 	h.r.close()
+	h.buffered.keep(0)
 	h.giveBack()
 	return 0
 }
