@@ -125,16 +125,29 @@ func (j *Journal) checkpointLoop() {
 			continue
 		}
 		if err != nil {
-			j.mu.Lock()
-			if j.broken == nil {
-				j.broken = abi.Errorf(syscall.EIO, "append", "a checkpoint of the write-ahead journal failed, nothing more is recorded until the server restarts: %s", abi.ErrnoName(abi.Errno(err)))
-				slog.Error("journal checkpoint failed", "err", err)
-			}
-			j.wakeWaiters()
-			j.mu.Unlock()
+			j.failCheckpoint(err)
 		}
 	}
 }
+
+// failCheckpoint closes the journal to appends (EIO) after a checkpoint
+// failed: a log's sync or seal write that failed leaves the page cache
+// saying nothing sure about the disk, so only the journal's files, which
+// stay, prove what was acknowledged; the next start replays them.
+func (j *Journal) failCheckpoint(err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.broken == nil {
+		j.broken = abi.Errorf(syscall.EIO, "append", "a checkpoint of the write-ahead journal failed, nothing more is recorded until the server restarts: %s", abi.ErrnoName(abi.Errno(err)))
+		slog.Error("journal checkpoint failed", "err", err)
+	}
+	j.wakeWaiters()
+}
+
+// Err is why the journal takes no more appends (nil while it takes them).
+// Its files then stay for the next start, which replays them into the
+// logs where they are: nothing may move a session meanwhile.
+func (j *Journal) Err() error { return j.err() }
 
 // wakeWaiters wakes the appenders waiting for the next batch, so that
 // they see the journal broken; those waiting for the batch in flight are
@@ -219,11 +232,16 @@ func (j *Journal) checkpoint(g *generation) error {
 // against it once the journal's file is gone. (Skipping it let the
 // checkpoint drop acknowledged appends that nothing else remembered: a cut
 // of exactly the unsealed lines then verified clean.)
+//
+// A log closed before its seal vouched for all its durable bytes (its
+// close-time checkpoint failed) fails every checkpoint: the journal's
+// files that hold those bytes are their only proof and must stay.
 func (l *Log) checkpoint() error {
 	l.mu.Lock()
 	if l.closed || l.seal == nil {
+		err := l.unsealed
 		l.mu.Unlock()
-		return nil
+		return err
 	}
 	r := l.record(0, true)
 	l.mu.Unlock()
@@ -268,11 +286,16 @@ func (l *Log) closeJournaled() error {
 	seq, gen := l.lastSeq, l.lastGen
 	j.mu.Unlock()
 	l.appendMu.Unlock()
-	if err := j.wait(seq); err != nil {
+	err := j.wait(seq)
+	if err == nil {
+		err = l.checkpoint()
+	}
+	if err != nil {
+		j.failCheckpoint(err) // as a checkpoint's failure: its records stay replayable
 		return err
 	}
-	if err := l.checkpoint(); err != nil || seq == 0 || !j.holds(gen) {
-		return err
+	if seq == 0 || !j.holds(gen) {
+		return nil
 	}
 	l.mu.Lock()
 	length := l.durableLen

@@ -107,6 +107,7 @@ type Log struct {
 	bad         error     // sticky: once unprovable, always unprovable
 	pathChecked time.Time // when Check last looked at the names (quickCheck)
 	sealStamp   fileStamp // the seal as Check last saw it
+	unsealed    error     // set by Close when the seal lags the durable bytes (checkpoint)
 	closed      bool
 	writeData   func(f *os.File, b []byte, off int64) (int, error) // tests inject short writes
 
@@ -401,6 +402,11 @@ func (l *Log) readAt(p []byte, off int64) (int, error) {
 // when the journal may still hold its records, a retire record: see
 // closeJournaled), then closes both files. A log that was unprovable when
 // opened is left exactly as it was. Safe to call twice.
+//
+// When the checkpoint fails, the files close all the same, but the
+// journal takes no more appends and keeps every file that holds the log's
+// unsealed bytes (checkpoint), so the next start replays them: the
+// error is the caller's to report, and the log must not move meanwhile.
 func (l *Log) Close() error {
 	if l.mem {
 		return nil
@@ -414,9 +420,10 @@ func (l *Log) Close() error {
 	l.sealMu.Lock() // a checkpoint in flight finishes with the files open
 	defer l.sealMu.Unlock()
 	if l.closed {
-		return nil
+		return l.unsealed
 	}
 	l.closed = true
+	l.unsealed = l.sealLag()
 	if l.seal != nil {
 		if cerr := l.seal.Close(); err == nil {
 			err = cerr
@@ -434,6 +441,16 @@ func (l *Log) Close() error {
 		return osError("close", l.name(), err)
 	}
 	return nil
+}
+
+// sealLag is EIO when the seal does not vouch for every durable byte of
+// a journaled log (nil when it does): what a failed close-time checkpoint
+// leaves. Caller holds mu and sealMu.
+func (l *Log) sealLag() error {
+	if l.j == nil || l.seal == nil || l.sealDone && l.sealedLen == l.durableLen {
+		return nil
+	}
+	return abi.Errorf(syscall.EIO, "checkpoint", "%s: closed before its seal vouched for its %d durable bytes; the journal keeps them", l.name(), l.durableLen)
 }
 
 // fileID is a file's device and inode: which file a name holds.
