@@ -87,14 +87,20 @@ func (e *Engine) archiveIf(r layout.Ref, own storefs.Owner, del bool, still func
 		if err == nil && !del {
 			err = e.settled(r)
 		}
+		if err == nil {
+			err = e.journaled(r)
+		}
 		if err != nil {
 			if loaded {
 				e.sessions.PutIfAbsent(r.Key(), s) // back, as it was
 			}
 			return false, err
 		}
-		if loaded {
-			s.closeLogs() // before the move: nothing of it may write to the old place after
+		// Before the move: nothing of it may write to the old place after.
+		// A log left unsealed keeps it there (the next load finds it
+		// unprovable, the next start replays it).
+		if loaded && s.closeLogs() != nil {
+			return false, abi.Errorf(syscall.EIO, "archive", "session %s: its logs could not be sealed; nothing was moved", r.Name)
 		}
 		// Nor may a value that waits, later: a deleted session's values
 		// are moot, and a new session of the name must not get them.
@@ -153,7 +159,10 @@ func (e *Engine) checkArchive(r layout.Ref) error {
 	if err := e.protectedState(r); err != nil {
 		return err
 	}
-	return e.settled(r)
+	if err := e.settled(r); err != nil {
+		return err
+	}
+	return e.journaled(r)
 }
 
 // hasRun is EBUSY for a loaded session that may not be closed now: a run
@@ -171,6 +180,18 @@ func hasRun(s *sess) error {
 func (e *Engine) settled(r layout.Ref) error {
 	if e.derived.Waits(r.Rel()) {
 		return abi.Errorf(syscall.EBUSY, "archive", "session %s: a derived file cannot be written now (is the store full?)", r.Name)
+	}
+	return nil
+}
+
+// journaled refuses while the journal takes no appends, with its errno
+// (EIO when it broke, EAGAIN when this host may no longer write): its
+// files, kept for the next start, may hold appends of the session's logs
+// that their seals do not vouch for yet, and the replay finds a log only
+// where it was.
+func (e *Engine) journaled(r layout.Ref) error {
+	if err := e.wal.Err(); err != nil {
+		return abi.Errorf(abi.Errno(err), "archive", "session %s: the write-ahead journal takes nothing more; nothing is moved until the server restarts", r.Name)
 	}
 	return nil
 }

@@ -125,7 +125,7 @@ func Open(cfg Config) (*Engine, error) {
 		cfg:      cfg,
 		root:     store.ShowAs(cfg.Root),
 		admin:    store,
-		sessions: loadcache.New[*sess](cfg.maxSessions(), (*sess).idle, (*sess).closeLogs),
+		sessions: loadcache.New[*sess](cfg.maxSessions(), (*sess).idle, (*sess).evict),
 		indexes:  loadcache.New[*index.Index](0, nil, nil),
 		runs:     map[string]*run{},
 		limits:   quota.NewLimits(cfg.Limits),

@@ -89,11 +89,26 @@ func (s *sess) idle() bool {
 // logs when it leaves the cache: a session that loads again reads them
 // from the store. A value whose write fails stays, loose, for the next
 // pass (behind.Queue). Caller holds the session's cache key (a close, a take).
-func (s *sess) closeLogs() {
+//
+// A log that did not close cleanly is the error: its acknowledged appends
+// may be proven by the journal alone, which keeps them for the next start
+// (sealedlog.Log.Close), so the session must stay where it is.
+func (s *sess) closeLogs() error {
 	s.e.flushDerived(s.rel, s, false)
-	s.events.Close()
-	s.msgs.Close()
+	err := s.events.Close()
+	if merr := s.msgs.Close(); err == nil {
+		err = merr
+	}
 	s.e.derived.Release(s.rel)
+	return err
+}
+
+// evict is closeLogs for a session the cache drops: nobody waits for it,
+// so a log that did not close cleanly is told to the operator.
+func (s *sess) evict() {
+	if err := s.closeLogs(); err != nil {
+		s.e.cfg.Log.Error("session closed: a log was not sealed; the journal keeps its appends for the next start", "session", s.rel, "err", err)
+	}
 }
 
 func newSess(e *Engine, r layout.Ref) *sess {
