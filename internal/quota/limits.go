@@ -39,6 +39,14 @@ type Limits struct {
 	// would pass it, which writes nothing; session/versions).
 	VersionBytes int64
 
+	// Temp sessions (SPEC 8: memory only; session/temp.go): how many one
+	// uid may hold, and the bytes their logs may hold together (EAGAIN at
+	// the send that would pass either, which writes nothing), and how long
+	// one is kept once it has no run and nobody asked for it.
+	TempSessions int
+	TempBytes    int64
+	TempIdle     time.Duration
+
 	// What a writer through the mount makes the server hold between its
 	// writes (issue 19, findings 11 and 12): the bytes of unfinished ctl
 	// requests and unfinished log lines, together, per uid (EAGAIN at the
@@ -77,10 +85,25 @@ type LimitConfig struct {
 	WaitingPerUid int
 	// The file versions one session may hold (versions=BYTES).
 	VersionBytes int64
+
+	// Temp sessions (see Limits.TempSessions): CTXFS_LIMITS temps=N and
+	// temp_bytes=BYTES (per uid), temp_idle=SECONDS.
+	TempSessionsPerUid int
+	TempBytesPerUid    int64
+	TempIdle           time.Duration
 }
 
 // DefaultVersionBytes is Limits.VersionBytes unless CTXFS_LIMITS sets it.
 const DefaultVersionBytes = 64 << 20
+
+// The temp sessions' defaults: a uid's scripts may keep a few dozen
+// conversations of ordinary size at once, for long enough to ask for
+// their status, follow their events or retry a send after a run.
+const (
+	defaultTempSessions = 64
+	defaultTempBytes    = 64 << 20
+	defaultTempIdle     = 10 * time.Minute
+)
 
 // The free trees' default quota per uid: room for a toolchain and a
 // project in root/, and a bound that one user's walk at start-up and one
@@ -91,7 +114,7 @@ const (
 )
 
 // limitNames are the names CTXFS_LIMITS knows.
-const limitNames = "conns, open, runs, freebytes, freeinodes, searches, search_slots, search_scan, waiting, versions"
+const limitNames = "conns, open, runs, freebytes, freeinodes, searches, search_slots, search_scan, waiting, versions, temps, temp_bytes, temp_idle"
 
 // FromEnv reads per-uid bounds from CTXFS_LIMITS, a comma-separated
 // list of NAME=N for the names of limitNames (what an operator, or a
@@ -130,6 +153,12 @@ func FromEnv(getenv func(string) string) (LimitConfig, error) {
 			c.WaitingPerUid = n
 		case "versions":
 			c.VersionBytes = int64(n)
+		case "temps":
+			c.TempSessionsPerUid = n
+		case "temp_bytes":
+			c.TempBytesPerUid = int64(n)
+		case "temp_idle":
+			c.TempIdle = time.Duration(n) * time.Second
 		default:
 			return c, fmt.Errorf("CTXFS_LIMITS: unknown bound %q (%s)", k, limitNames)
 		}
@@ -161,5 +190,8 @@ func NewLimits(c LimitConfig) *Limits {
 	}
 	l.setSearchLimits(c)
 	l.VersionBytes = int64(or(int(c.VersionBytes), DefaultVersionBytes))
+	l.TempSessions = or(c.TempSessionsPerUid, defaultTempSessions)
+	l.TempBytes = int64(or(int(c.TempBytesPerUid), defaultTempBytes))
+	l.TempIdle = time.Duration(or(int(c.TempIdle), int(defaultTempIdle)))
 	return l
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestQuotaOfBytes: TakeN holds n for a uid only when the uid's share
@@ -61,5 +62,21 @@ func TestVersionBytesFromEnv(t *testing.T) {
 	}
 	if l := NewLimits(LimitConfig{}); l.VersionBytes != DefaultVersionBytes {
 		t.Fatalf("default %d", l.VersionBytes)
+	}
+}
+
+// TestTempLimitsFromEnv: the temp sessions' bounds are read from
+// CTXFS_LIMITS (temps=N, temp_bytes=BYTES, temp_idle=SECONDS), else are
+// the defaults.
+func TestTempLimitsFromEnv(t *testing.T) {
+	c, err := FromEnv(func(string) string { return "temps=3,temp_bytes=4096,temp_idle=5" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := NewLimits(c); l.TempSessions != 3 || l.TempBytes != 4096 || l.TempIdle != 5*time.Second {
+		t.Fatalf("limits %d %d %s", l.TempSessions, l.TempBytes, l.TempIdle)
+	}
+	if l := NewLimits(LimitConfig{}); l.TempSessions != defaultTempSessions || l.TempBytes != defaultTempBytes || l.TempIdle != defaultTempIdle {
+		t.Fatalf("defaults %d %d %s", l.TempSessions, l.TempBytes, l.TempIdle)
 	}
 }
