@@ -88,7 +88,8 @@ type Engine struct {
 	root  *storefs.Root // the store; errors name paths under the mount root, as clients see them
 	admin *storefs.Root // the same store; errors name store paths, for the operator
 
-	sessions *loadcache.Cache[*sess]        // by store-relative path, or Ref.key for temp sessions
+	sessions *loadcache.Cache[*sess]        // by store-relative path
+	temps    *tempSessions                  // the temp sessions, by Ref.Key (temp.go)
 	indexes  *loadcache.Cache[*index.Index] // by container Rel
 
 	mu   sync.Mutex
@@ -134,6 +135,7 @@ func Open(cfg Config) (*Engine, error) {
 		waiting:  waiting.New(waiting.Config{PerUid: cfg.Limits.WaitingPerUid}),
 	}
 	e.Tree = tree.New(e.root, e)
+	e.temps = newTempSessions(e.limits)
 	e.kids = children.New(e.cancelChild)
 	e.derived = behind.New(derivedStore{e}, cfg.Log)
 	var migrated int

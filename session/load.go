@@ -36,8 +36,8 @@ func scopeOfHome(home string) string {
 // release is called: a session in use is never closed under its user.
 func (e *Engine) lookup(r layout.Ref) (s *sess, release func(), err error) {
 	if r.Temp {
-		if s, ok := e.sessions.Peek(r.Key()); ok {
-			return s, func() {}, nil // temp sessions are never dropped
+		if s, ok := e.temps.find(r.Key()); ok {
+			return s, func() {}, nil // memory only: dropped once idle (temp.go), nothing to close
 		}
 		return nil, nil, &abi.Error{Errno: syscall.ENOENT, Msg: "no temp session " + r.Name}
 	}
@@ -55,8 +55,7 @@ func (e *Engine) lookup(r layout.Ref) (s *sess, release func(), err error) {
 // it exists.
 func (e *Engine) create(r layout.Ref, own storefs.Owner, cwd string) error {
 	if r.Temp {
-		e.createTemp(r, cwd)
-		return nil
+		return e.createTemp(r, uint32(own.Uid), cwd)
 	}
 	if e.sessionExists(r) {
 		return nil
@@ -72,14 +71,11 @@ func (e *Engine) create(r layout.Ref, own storefs.Owner, cwd string) error {
 }
 
 // idle reports whether the session may be closed and dropped from the
-// cache: no run is queued or running, no run's end waits to be recorded,
-// and it is not a temp session (which lives only in memory). Derived
-// values waiting to be written do not keep it: they are written as it
-// closes, and those whose write fails wait without it (behind.Queue.Release).
+// cache (a temp session: from tempSessions): no run is queued or running,
+// no run's end waits to be recorded. Derived values waiting to be written
+// do not keep it: they are written as it closes, and those whose write
+// fails wait without it (behind.Queue.Release).
 func (s *sess) idle() bool {
-	if s.rel == "" {
-		return false
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.active) == 0 && len(s.pending) == 0
@@ -115,11 +111,15 @@ func newSess(e *Engine, r layout.Ref) *sess {
 	return &sess{e: e, ref: r, clients: map[string]*clientRecord{}, active: map[string]*run{}, slots: make(chan struct{}, runSlots), present: map[string]bool{}}
 }
 
-func (e *Engine) createTemp(r layout.Ref, cwd string) *sess {
-	s := newSess(e, r)
-	s.scope, s.cwd = abi.ScopeTemp, cwd
-	s.msgs, s.events = sealedlog.NewMemory(), sealedlog.NewMemory()
-	return e.sessions.PutIfAbsent(r.Key(), s)
+// createTemp makes the temp session r of uid unless it exists: EAGAIN
+// when uid holds all it may (tempSessions).
+func (e *Engine) createTemp(r layout.Ref, uid uint32, cwd string) error {
+	return e.temps.add(r.Key(), uid, func() *sess {
+		s := newSess(e, r)
+		s.scope, s.cwd = abi.ScopeTemp, cwd
+		s.msgs, s.events = sealedlog.NewMemory(), sealedlog.NewMemory()
+		return s
+	})
 }
 
 // load reads a session directory: opens and verifies its logs, learns
@@ -336,8 +336,7 @@ func (e *Engine) Index(ct layout.Container) (*index.Index, error) {
 // sessionExists reports whether r names an existing session directory.
 func (e *Engine) sessionExists(r layout.Ref) bool {
 	if r.Temp {
-		_, ok := e.sessions.Peek(r.Key())
-		return ok
+		return e.temps.has(r.Key())
 	}
 	return e.isDir(r.Rel())
 }

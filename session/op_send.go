@@ -67,6 +67,9 @@ func (e *Engine) send(c layout.Caller, loc *location, req *proto.Request) (*Repl
 		if err := checkStartRecords(c, loc, req, cwd); err != nil {
 			return nil, err
 		}
+		if err := e.admitTemp(c, loc, req); err != nil {
+			return nil, err
+		}
 		if ticket == nil {
 			if ticket, err = e.takeRun(c.Uid); err != nil {
 				return nil, err
@@ -235,6 +238,9 @@ func (e *Engine) startRun(c layout.Caller, s *sess, loc *location, req *proto.Re
 			return nil, err
 		}
 		defer ticket.cancel()
+	}
+	if err := e.admitTemp(c, loc, req); err != nil {
+		return nil, err
 	}
 	dir, err := e.resolveCwd(c, loc, cwd)
 	if err != nil {

@@ -249,6 +249,9 @@ func (rn *run) end(done *proto.Object) {
 	}
 	delete(s.active, rn.id)
 	s.mu.Unlock()
+	if s.rel == "" {
+		s.e.temps.touch(s) // kept TempIdle from now, for its client's questions
+	}
 	s.e.forgetRun(rn) // the waiting room keeps its answers: a second one is EALREADY
 
 	close(rn.over)
