@@ -55,7 +55,7 @@ func ResolveCwd(root *os.File, cwd string, forbidden []string) (string, error) {
 		return ".", nil
 	}
 	if root == nil {
-		return "", abi.Errorf(syscall.ENOENT, "resolve cwd", "%s: the agent's root/ holds nothing yet", cwd)
+		return "", abi.Errorf(syscall.ENOENT, "resolve cwd", "%s does not exist in %s", cwd, cwdRoot) // nothing does yet
 	}
 	rootHost, err := fdPath(int(root.Fd()))
 	if err != nil {
