@@ -3,8 +3,12 @@ package abi
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
+
+	"github.com/ctxfs/ctxfs/internal/jsonscan"
 )
 
 // Lines appended through the mount carry their writer's uid.
@@ -71,7 +75,7 @@ func StampWriter(lines []byte, uid uint32) ([]byte, error) {
 // appear once: a reader that takes the first of two keys and one that
 // takes the last must both find the writer.
 func carriesUid(line []byte, own string) (bool, error) {
-	if !bytes.Contains(line, []byte(`"`+uidKey+`"`)) && !bytes.Contains(line, []byte(`\u`)) {
+	if !mayHold(line, quotedUid) {
 		return false, nil // no key can spell "uid" (an escape could)
 	}
 	dec := json.NewDecoder(bytes.NewReader(line))
@@ -121,4 +125,104 @@ func appendField(out, line []byte, field string) []byte {
 	}
 	out = append(out, field...)
 	return append(out, line[end:]...)
+}
+
+// Stamped says whether a log line (a valid one, without its newline)
+// carries a top-level "uid". Every line appended through the mount does
+// (StampWriter), and no line the server writes to messages.jsonl does:
+// in messages.jsonl a stamped line is a writer's, never the server's.
+// (In events.jsonl a few of the server's records carry the uid they
+// name too: approval_result, answer, state and loss events.) A key that
+// escapes spell is read as StampWriter read the writer's.
+func Stamped(line []byte) bool {
+	if !mayHold(line, quotedUid) {
+		return false
+	}
+	found := false
+	jsonscan.Members(line, func(key, _ []byte) {
+		if k, _ := jsonscan.String(key); k == uidKey {
+			found = true
+		}
+	})
+	return found
+}
+
+// quotedUid is uidKey as a JSON string.
+var quotedUid = [][]byte{[]byte(`"` + uidKey + `"`)}
+
+// mayHold says whether b may hold one of the JSON strings quoted (quotes
+// and all) as a key or a value: spelled as it is, or with a \u escape
+// (the one escape that can spell a letter or '_'). A byte search, so
+// that an ordinary line costs no parse.
+func mayHold(b []byte, quoted [][]byte) bool {
+	if bytes.Contains(b, []byte(`\u`)) {
+		return true
+	}
+	for _, q := range quoted {
+		if bytes.Contains(b, q) {
+			return true
+		}
+	}
+	return false
+}
+
+// HostRecords are the event types that the server alone writes to
+// events.jsonl and that it trusts when it reads the log back: a run's
+// start and done (which runs a restart closes or keeps waiting, as which
+// uid and gid), and SPEC 17's host-owned facts, approval_request,
+// approval_result, question and answer, with resumed (what a run waits
+// for, who answered, the tools allowed for the rest of a resumed run).
+// They are proto's Frame names of the same words. A line appended
+// through the mount may not be one (CheckNoHostRecord), so each of them
+// in a log is the server's, although several carry a uid as a stamped
+// line does.
+var HostRecords = []string{"start", "done", "approval_request", "approval_result", "question", "answer", "resumed"}
+
+// quotedHostRecords are HostRecords as JSON strings.
+var quotedHostRecords = func() [][]byte {
+	q := make([][]byte, len(HostRecords))
+	for i, typ := range HostRecords {
+		q[i] = []byte(`"` + typ + `"`)
+	}
+	return q
+}()
+
+// typeKey is the member that names an event's type.
+const typeKey = "type"
+
+// CheckNoHostRecord refuses (EINVAL, naming the line) lines (whole
+// lines, each ending in "\n", as appended to events.jsonl through the
+// mount) when one is a HostRecords event: a member whose key a reader
+// takes for "type" (exactly, or without case as encoding/json matches
+// it; any of several, as readers differ on which wins) holds one of
+// their names. Lines that hold none of the names in quotes, nor a \u
+// escape, are let through without a parse.
+func CheckNoHostRecord(lines []byte) error {
+	if !mayHold(lines, quotedHostRecords) {
+		return nil
+	}
+	for n, rest := 1, lines; len(rest) > 0; n++ {
+		line, next, _ := bytes.Cut(rest, []byte{'\n'})
+		rest = next
+		if typ := hostRecordOf(line); typ != "" {
+			return Errorf(syscall.EINVAL, "append", "line %d: %q events are the server's own, never appended through the mount", n, typ)
+		}
+	}
+	return nil
+}
+
+// hostRecordOf is the HostRecords name that line's type is, or "".
+func hostRecordOf(line []byte) string {
+	if !mayHold(line, quotedHostRecords) {
+		return ""
+	}
+	found := ""
+	jsonscan.Members(line, func(key, val []byte) {
+		k, _ := jsonscan.String(key)
+		v, ok := jsonscan.String(val)
+		if ok && strings.EqualFold(k, typeKey) && slices.Contains(HostRecords, v) {
+			found = v
+		}
+	})
+	return found
 }

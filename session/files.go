@@ -53,7 +53,9 @@ func (e *Engine) CreateSession(c layout.Caller, r layout.Ref) error {
 // latest.md; every append updates updated_at and the index. The append is
 // announced as Written: the caller is answering the writer's FUSE WRITE.
 // Each line is stored with the writer's uid (abi.StampWriter), so it may not
-// carry another.
+// carry another; and no line of events.jsonl may be one of the records
+// the server alone writes (abi.CheckNoHostRecord): a restart rebuilds
+// from them what a run waits for, and as whom it goes on.
 func (e *Engine) AppendLog(c layout.Caller, r layout.Ref, file string, lines []byte) error {
 	return e.appendLog(c, r, file, lines, Written)
 }
@@ -72,6 +74,11 @@ func (e *Engine) appendLog(c layout.Caller, r layout.Ref, file string, lines []b
 	lines, err := abi.StampWriter(lines, c.Uid)
 	if err != nil {
 		return err
+	}
+	if file == abi.FileEvents {
+		if err := abi.CheckNoHostRecord(lines); err != nil {
+			return err
+		}
 	}
 	s, l, release, err := e.lookupLog(r, file)
 	if err != nil {
