@@ -2,6 +2,8 @@ package session
 
 import (
 	"context"
+	"encoding/json"
+	"reflect"
 	"syscall"
 	"time"
 
@@ -30,6 +32,37 @@ type presetAnswer struct {
 	call  waiting.Call
 	a     waiting.Answer
 	reply chan<- answered
+}
+
+// answers says why the call a resumed run waits for first is not the one
+// its answer was given for, or nil. The answer was given for the call as
+// its recorded request (approval_request or question, which the server
+// alone writes) showed it; the run's first wait must be for that call,
+// its id, and its tool and arguments or its question, else the answer
+// would let another call run (the run's history said other than its
+// request: EIO, and the run ends).
+func (p *presetAnswer) answers(call waiting.Call, id string) error {
+	shown := p.call
+	same := shown.Call == id && shown.Kind == call.Kind
+	switch {
+	case !same:
+	case call.Kind == waiting.KindApproval:
+		same = shown.Name == call.Name && sameJSON(shown.Arguments, call.Arguments)
+	default:
+		same = shown.Text == call.Text
+	}
+	if !same {
+		return abi.Errorf(syscall.EIO, "approve", "the resumed run waits for call %s (%s), not for the call %s (%s) that was answered", id, call.Name, shown.Call, shown.Name)
+	}
+	return nil
+}
+
+// sameJSON says whether two JSON texts hold the same value: one call's
+// arguments may be written with "&" in one record and "\u0026" in
+// another (encoding/json's escaping of HTML, proto.Object.Set).
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
 
 // answered is what the op that answered gets back: the recorded frame.
@@ -101,8 +134,13 @@ func (h *toolHost) record(f *proto.Object, d delivery) bool {
 // the waiting room refuses it or the run ends first.
 func (h *toolHost) wait(ctx context.Context, call waiting.Call, id string, req *proto.Object) (delivery, bool) {
 	rn := h.rn
-	if p := h.preset; p != nil && p.call.Call == id {
+	if p := h.preset; p != nil {
 		h.preset = nil
+		if err := p.answers(call, id); err != nil {
+			rn.q.Add(proto.ErrorFrame(err))
+			p.reply <- answered{nil, err}
+			return delivery{}, false
+		}
 		return delivery{p.a, p.reply}, true
 	}
 	call.Key = waiting.Key{Run: rn.id, Call: id}
