@@ -140,3 +140,27 @@ func TestResumeRunsTheRecordedCall(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedRunResumesAfterRestart: a shared session's run that waits for
+// its requester when the server stops, a requester who reaches the space
+// by a supplementary group alone, goes on when she answers after the
+// restart (SPEC 17), under its run id, to its end; its call's arguments
+// (an "&" the logs spell in two ways) are the ones she approved.
+func TestSharedRunResumesAfterRestart(t *testing.T) {
+	alice := member(1001, 1234)
+	s, run, dir, done := sharedWait(t, alice, `{"command":"true && echo both"}`)
+	s.restart(syscall.SIGKILL)
+	<-done
+	if c := s.pendingOf(alice, 1)[0]; c["run"] != run || c["id"] != "call_1" {
+		t.Fatalf("after restart: %v", c)
+	}
+	if res := s.approveShared(alice, run, "allow_once"); res["type"] != "approval_result" || res["run"] != run {
+		t.Fatalf("approve after restart: %v\nevents end:\n%s", res, lastLines(fileBytes(t, filepath.Join(dir, "events.jsonl")), 2))
+	}
+	eventually(t, 30*time.Second, "the resumed run's end", func() bool {
+		return strings.Contains(fileBytes(t, filepath.Join(dir, "events.jsonl")), `"type":"done","run":"`+run+`","status":"ok"`)
+	})
+	if msgs := fileBytes(t, filepath.Join(dir, "messages.jsonl")); !strings.Contains(msgs, `"tool_call_id":"call_1"`) || !strings.Contains(msgs, `\"stdout\":\"both\\n\"`) {
+		t.Fatalf("messages.jsonl:\n%s", msgs)
+	}
+}

@@ -30,6 +30,7 @@ func (e *Engine) decide(c layout.Caller, loc *location, req *proto.Request) (*Re
 	if req.Op == proto.OpAnswer {
 		a = waiting.Answer{Kind: waiting.KindQuestion, Text: req.Text}
 	}
+	a.Groups = append([]uint32{c.Gid}, c.Groups...)
 	fr, err := e.waiting.Answer(c.Uid, k, a)
 	if err != nil {
 		return nil, err

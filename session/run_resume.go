@@ -87,13 +87,30 @@ func requester(rec *clientRecord) layout.Caller {
 	return c
 }
 
+// resumer is the requester as the answer that resumes its run finds it:
+// its uid and gid from the start event (the run goes on as them), and
+// the groups the answer came with, which its shared space is checked
+// with (locateRef). The answerer is the requester (the waiting room lets
+// no other uid answer), and its groups are what the kernel grants it
+// now: a send's authority comes from its caller's credentials, and so
+// does a resume's, from the answer's. Groups recorded at the send would
+// let a member removed from the space since go on. A timeout's answer
+// has none: a requester who reaches the space by a supplementary group
+// alone is then refused, and the run ends done error (closeUnresumable)
+// rather than go on with no one's credentials.
+func resumer(rec *clientRecord, a waiting.Answer) layout.Caller {
+	c := requester(rec)
+	c.Groups = a.Groups
+	return c
+}
+
 // resumeRun continues a dormant run with the answer that came for it: a
 // run under the same id, a resumed event, then the agent's loop from the
 // recorded history, which takes the answer for its waiting call. It
 // returns the recorded answer, for the op that answered. A run that
 // cannot go on is closed with an error.
 func (e *Engine) resumeRun(r layout.Ref, rec *clientRecord, call waiting.Call, a waiting.Answer) (*proto.Object, error) {
-	rn, err := e.restartRun(r, rec)
+	rn, err := e.restartRun(r, rec, a)
 	if err != nil {
 		if s, release, lerr := e.lookup(r); lerr == nil {
 			s.closeUnresumable(rec, err)
@@ -114,8 +131,9 @@ func (e *Engine) resumeRun(r layout.Ref, rec *clientRecord, call waiting.Call, a
 }
 
 // restartRun makes a run of this process for a dormant run: as the uid it
-// ran as, in its cwd, with the definition as it is now.
-func (e *Engine) restartRun(r layout.Ref, rec *clientRecord) (*run, error) {
+// ran as, in its cwd, with the definition as it is now, if the answer a
+// may resume it there (resumer).
+func (e *Engine) restartRun(r layout.Ref, rec *clientRecord, a waiting.Answer) (*run, error) {
 	s, release, err := e.lookup(r)
 	if err != nil {
 		return nil, err
@@ -128,7 +146,7 @@ func (e *Engine) restartRun(r layout.Ref, rec *clientRecord) (*run, error) {
 		return nil, abi.Errorf(syscall.ENOENT, "approve", "run %s is no longer waiting", rec.run)
 	}
 	rec = cur
-	c := requester(rec)
+	c := resumer(rec, a)
 	loc, err := e.locateRef(c, r)
 	if err != nil {
 		return nil, err

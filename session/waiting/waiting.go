@@ -76,6 +76,10 @@ type Answer struct {
 	Text     string // a question's answer
 	Uid      uint32 // who answered (set by the registry); 0, the server, for a timeout
 	Timeout  bool   // the deadline answered, not a person
+	// Groups are the answerer's gid and supplementary groups, as the
+	// op that answers found them (none for a timeout): a dormant run's
+	// shared space is checked with them when the answer resumes it.
+	Groups []uint32
 }
 
 // Deliver takes a call's answer to the engine: it records it and lets the
