@@ -76,7 +76,7 @@ func StampWriter(lines []byte, uid uint32) ([]byte, error) {
 // takes the last must both find the writer.
 func carriesUid(line []byte, own string) (bool, error) {
 	if !mayHold(line, quotedUid) {
-		return false, nil // no key can spell "uid" (an escape could)
+		return false, nil // no key can spell "uid"
 	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()
@@ -151,11 +151,11 @@ func Stamped(line []byte) bool {
 var quotedUid = [][]byte{[]byte(`"` + uidKey + `"`)}
 
 // mayHold says whether b may hold one of the JSON strings quoted (quotes
-// and all) as a key or a value: spelled as it is, or with a \u escape
-// (the one escape that can spell a letter or '_'). A byte search, so
-// that an ordinary line costs no parse.
+// and all, of ASCII letters and '_') as a key or a value: spelled as it
+// is, or with an escape. A byte search, so that an ordinary line costs
+// no parse.
 func mayHold(b []byte, quoted [][]byte) bool {
-	if bytes.Contains(b, []byte(`\u`)) {
+	if asciiEscape(b) {
 		return true
 	}
 	for _, q := range quoted {
@@ -164,6 +164,22 @@ func mayHold(b []byte, quoted [][]byte) bool {
 		}
 	}
 	return false
+}
+
+// asciiEscape says whether b may hold a \u escape of a character from
+// U+0040 to U+007F, where the letters and '_' are: the one escape that
+// can spell them. Other text escaped (\u00e9, \u4e2d) is no sign.
+func asciiEscape(b []byte) bool {
+	for {
+		i := bytes.Index(b, []byte(`\u00`))
+		if i < 0 {
+			return false
+		}
+		b = b[i+len(`\u00`):]
+		if len(b) > 0 && '4' <= b[0] && b[0] <= '7' {
+			return true
+		}
+	}
 }
 
 // HostRecords are the event types that the server alone writes to
@@ -195,8 +211,8 @@ const typeKey = "type"
 // mount) when one is a HostRecords event: a member whose key a reader
 // takes for "type" (exactly, or without case as encoding/json matches
 // it; any of several, as readers differ on which wins) holds one of
-// their names. Lines that hold none of the names in quotes, nor a \u
-// escape, are let through without a parse.
+// their names. Lines that hold none of the names in quotes, nor an
+// escape that could spell one, are let through without a parse.
 func CheckNoHostRecord(lines []byte) error {
 	if !mayHold(lines, quotedHostRecords) {
 		return nil
