@@ -1,6 +1,7 @@
 package session
 
 import (
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,7 +81,20 @@ func immutableSeals(t *testing.T, store, dir string) {
 	if out, err := exec.Command("chattr", append([]string{"+i"}, seals...)...).CombinedOutput(); err != nil {
 		t.Skipf("chattr +i (root, and a filesystem with the flag): %v %s", err, out)
 	}
-	t.Cleanup(func() { exec.Command("chattr", "-R", "-i", store).Run() })
+	t.Cleanup(func() { clearImmutable(store) })
+}
+
+// clearImmutable clears the immutable flag of every regular file below
+// store, one by one: `chattr -R` stops short of some trees (a run of the
+// old code, which moved the session with its seals, left an immutable
+// seal that t.TempDir could not remove).
+func clearImmutable(store string) {
+	filepath.WalkDir(store, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			exec.Command("chattr", "-i", p).Run()
+		}
+		return nil
+	})
 }
 
 // mutableSeals undoes immutableSeals.
