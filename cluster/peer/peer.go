@@ -321,6 +321,7 @@ type Listener struct {
 	perHost  map[string]int
 	maxConns int
 	open     map[net.Conn]*x509.Certificate // the peer's, once proved (nil before)
+	arrived  map[net.Conn]time.Time         // the connections not yet proved, and when each came
 	closed   bool
 	wg       sync.WaitGroup
 }
@@ -336,7 +337,7 @@ func Listen(addr string, id *ca.Identity, serve func(conn net.Conn, h Hello)) (*
 		return nil, err
 	}
 	pl := &Listener{l: l, id: id, tls: id.ServerTLS(), serve: serve, handshakes: make(chan struct{}, maxHandshakes),
-		perHost: map[string]int{}, maxConns: DefaultMaxConnsPerHost, open: map[net.Conn]*x509.Certificate{}}
+		perHost: map[string]int{}, maxConns: DefaultMaxConnsPerHost, open: map[net.Conn]*x509.Certificate{}, arrived: map[net.Conn]time.Time{}}
 	pl.wg.Add(1)
 	go pl.accept()
 	return pl, nil
@@ -379,10 +380,8 @@ func (l *Listener) accept() {
 			time.Sleep(10 * time.Millisecond) // EMFILE and the like: let them pass
 			continue
 		}
-		select {
-		case l.handshakes <- struct{}{}:
-		default:
-			raw.Close() // too many strangers at once
+		if !l.makeRoom() {
+			raw.Close() // too many strangers at once, none of them going
 			continue
 		}
 		if !l.track(raw) {
@@ -395,6 +394,45 @@ func (l *Listener) accept() {
 	}
 }
 
+// makeRoom takes a handshake's place for a new connection. When every
+// place is held, the connection that came first among those not yet
+// proved is closed for it: strangers who connect and say nothing (anyone
+// who can reach the port can) push out each other, not a peer that just
+// came, whose handshake takes milliseconds. False when no place came
+// free within a second.
+func (l *Listener) makeRoom() bool {
+	select {
+	case l.handshakes <- struct{}{}:
+		return true
+	default:
+	}
+	l.closeOldestArrival()
+	select {
+	case l.handshakes <- struct{}{}: // the closed one's handler gives its place back
+		return true
+	case <-time.After(time.Second):
+		return false
+	}
+}
+
+// closeOldestArrival closes the connection that has waited longest to
+// prove itself.
+func (l *Listener) closeOldestArrival() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var oldest net.Conn
+	var since time.Time
+	for c, t := range l.arrived {
+		if oldest == nil || t.Before(since) {
+			oldest, since = c, t
+		}
+	}
+	if oldest != nil {
+		delete(l.arrived, oldest)
+		oldest.Close()
+	}
+}
+
 // track records conn as open, unless the listener is closed.
 func (l *Listener) track(conn net.Conn) bool {
 	l.mu.Lock()
@@ -403,6 +441,7 @@ func (l *Listener) track(conn net.Conn) bool {
 		return false
 	}
 	l.open[conn] = nil
+	l.arrived[conn] = time.Now()
 	return true
 }
 
@@ -416,6 +455,7 @@ func (l *Listener) proved(conn net.Conn, cert *x509.Certificate) error {
 		return err
 	}
 	l.open[conn] = cert
+	delete(l.arrived, conn)
 	return nil
 }
 
@@ -439,6 +479,7 @@ func (l *Listener) DropRevoked() int {
 func (l *Listener) untrack(conn net.Conn) {
 	l.mu.Lock()
 	delete(l.open, conn)
+	delete(l.arrived, conn)
 	l.mu.Unlock()
 	conn.Close()
 }
