@@ -123,13 +123,13 @@ func newClusterWith(t testing.TB, o clusterMade, names ...string) *testCluster {
 // startEtcd starts three members listening on the test process's port of
 // the test network (their peers talk on loopback). With etcdTLS they
 // serve https with a certificate of the cluster's CA (ctxfs cluster join
-// --host etcd) and require a client certificate of that CA.
+// --etcd --host etcd) and require a client certificate of that CA.
 func (c *testCluster) startEtcd(base string) {
 	scheme, opts := "http://", testkit.EtcdOptions{Members: 3}
 	if c.etcdTLS {
 		scheme = "https://"
 		caDir, dir := c.hosts[0].certs, filepath.Join(base, "certs-etcd")
-		args := []string{"cluster", "join", "--ca", caDir, "--host", "etcd", "--addr", c.tn.prefix + ".1", "--out", dir}
+		args := []string{"cluster", "join", "--etcd", "--ca", caDir, "--host", "etcd", "--addr", c.tn.prefix + ".1", "--out", dir}
 		if out, err := runCmd(c.t, nil, nil, ctxfsBin, args...); err != nil {
 			c.t.Fatalf("ctxfs %s: %v\n%s", strings.Join(args, " "), err, out)
 		}

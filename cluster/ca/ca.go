@@ -31,6 +31,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -101,14 +102,37 @@ func Init(dir, host string, addrs []string) error {
 	if err := writeNew(dir, CACertFile, certPEM(caCert.Raw)); err != nil {
 		return err
 	}
-	return issueInto(dir, dir, caCert, caKey, host, addrs)
+	return issueInto(dir, dir, caCert, caKey, host, addrs, HostRole)
 }
+
+// The roles a certificate of the cluster CA is made for, in its subject's
+// organizational unit. Only a HostRole certificate speaks for a host: a
+// peer vouching for its users' uids, a writer relaying their requests.
+// etcd's certificate (EtcdRole) lets an etcd server be reached over TLS
+// and nothing else: its key lives with the etcd daemon, under another
+// user, and must not let that user (or anyone who takes etcd) vouch for
+// root to the writer.
+const (
+	HostRole = "ctxfs-host"
+	EtcdRole = "ctxfs-etcd"
+)
 
 // Issue makes a certificate for host signed by the CA in caDir and writes
 // it, its key and the CA's certificate to outDir (created 0700 when
 // missing), for the admin to copy to that host. The CA key is never
 // written there.
 func Issue(caDir, host string, addrs []string, outDir string) error {
+	return issueAs(caDir, host, addrs, outDir, HostRole)
+}
+
+// IssueEtcd is Issue of a certificate for an etcd server (EtcdRole): the
+// cluster's hosts reach etcd with it verified, and no host takes it as a
+// peer's.
+func IssueEtcd(caDir, name string, addrs []string, outDir string) error {
+	return issueAs(caDir, name, addrs, outDir, EtcdRole)
+}
+
+func issueAs(caDir, host string, addrs []string, outDir, role string) error {
 	if err := checkHost(host, addrs); err != nil {
 		return err
 	}
@@ -125,7 +149,7 @@ func Issue(caDir, host string, addrs []string, outDir string) error {
 	if err := writeNew(outDir, CACertFile, certPEM(caCert.Raw)); err != nil {
 		return err
 	}
-	return issueInto(caDir, outDir, caCert, caKey, host, addrs)
+	return issueInto(caDir, outDir, caCert, caKey, host, addrs, role)
 }
 
 // Load reads this host's identity from dir: its certificate and key and
@@ -156,6 +180,9 @@ func Load(dir string) (*Identity, error) {
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}); err != nil {
 		return nil, fmt.Errorf("%s: the host certificate is not the cluster CA's: %w", dir, err)
 	}
+	if err := isHost(cert.Leaf); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
 	id := &Identity{Host: cert.Leaf.Subject.CommonName, cert: cert, pool: pool, caCert: caCert,
 		sessions: tls.NewLRUClientSessionCache(resumable)}
 	if err := id.loadCRL(dir); err != nil {
@@ -182,15 +209,17 @@ func (id *Identity) ServerTLS() *tls.Config {
 // ClientTLS is the configuration a host dials a peer with: TLS 1.3, its
 // own certificate offered, and the peer's verified against the cluster CA
 // alone, against serverName (the peer's host name or the address it
-// was reached at), which must be given, and against the revocation list
-// (a *RevokedError, resumed connections included).
+// was reached at), which must be given, against the revocation list
+// (a *RevokedError, resumed connections included), and as a host's
+// (HostRole: etcd's certificate, whose name a writer key in etcd could
+// give, is no writer's).
 func (id *Identity) ClientTLS(serverName string) *tls.Config {
 	return &tls.Config{
 		MinVersion:       tls.VersionTLS13,
 		Certificates:     []tls.Certificate{id.cert},
 		RootCAs:          id.pool,
 		ServerName:       serverName,
-		VerifyConnection: id.verifyPeer,
+		VerifyConnection: id.verifyHost,
 
 		ClientSessionCache: id.sessions,
 	}
@@ -235,7 +264,21 @@ func PeerHost(st tls.ConnectionState) (string, error) {
 	if !st.HandshakeComplete || len(st.VerifiedChains) == 0 || len(st.VerifiedChains[0]) == 0 {
 		return "", abi.Errorf(syscall.EACCES, "peer", "no verified certificate")
 	}
-	return st.VerifiedChains[0][0].Subject.CommonName, nil
+	leaf := st.VerifiedChains[0][0]
+	if err := isHost(leaf); err != nil {
+		return "", err
+	}
+	return leaf.Subject.CommonName, nil
+}
+
+// isHost refuses (EACCES) a certificate not made for a cluster host
+// (HostRole): etcd's, or one made before the roles were marked, which
+// `ctxfs cluster join` makes again.
+func isHost(cert *x509.Certificate) error {
+	if !slices.Contains(cert.Subject.OrganizationalUnit, HostRole) {
+		return abi.Errorf(syscall.EACCES, "peer", "the certificate of %q is not a cluster host's (role %q): only a host's speaks for its users", cert.Subject.CommonName, strings.Join(cert.Subject.OrganizationalUnit, ","))
+	}
+	return nil
 }
 
 // checkHost refuses a host name or address a certificate cannot carry
@@ -294,11 +337,12 @@ func newCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	return cert, key, err
 }
 
-// issueInto makes host's key and a certificate for it signed by the CA,
-// keeps the CA's copy of it in caDir (IssuedDir: so it can be revoked by
-// the host's name) and then writes both to dir. A host certificate serves
-// both ways (a host listens and dials) and can sign nothing.
-func issueInto(caDir, dir string, caCert *x509.Certificate, caKey *ecdsa.PrivateKey, host string, addrs []string) error {
+// issueInto makes host's key and a certificate for it, for role, signed
+// by the CA, keeps the CA's copy of it in caDir (IssuedDir: so it can be
+// revoked by the host's name) and then writes both to dir. A certificate
+// serves both ways (a host listens and dials; etcd's members talk to each
+// other) and can sign nothing.
+func issueInto(caDir, dir string, caCert *x509.Certificate, caKey *ecdsa.PrivateKey, host string, addrs []string, role string) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
@@ -310,7 +354,7 @@ func issueInto(caDir, dir string, caCert *x509.Certificate, caKey *ecdsa.Private
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: host, Organization: []string{"ctxfs"}},
+		Subject:               pkix.Name{CommonName: host, Organization: []string{"ctxfs"}, OrganizationalUnit: []string{role}},
 		NotBefore:             now.Add(-clockSkew),
 		NotAfter:              now.Add(hostLifetime),
 		KeyUsage:              x509.KeyUsageDigitalSignature,

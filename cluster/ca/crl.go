@@ -89,6 +89,14 @@ func (id *Identity) verifyPeer(st tls.ConnectionState) error {
 	return id.Revoked(st.PeerCertificates[0])
 }
 
+// verifyHost is verifyPeer of a peer that must be a cluster host.
+func (id *Identity) verifyHost(st tls.ConnectionState) error {
+	if err := id.verifyPeer(st); err != nil || len(st.PeerCertificates) == 0 {
+		return err
+	}
+	return isHost(st.PeerCertificates[0])
+}
+
 // CRLNumber is the number of the list this host holds (0: none).
 func (id *Identity) CRLNumber() *big.Int {
 	if r := id.revoked.Load(); r != nil {

@@ -28,7 +28,7 @@ func startTLSEtcd(t *testing.T) *tlsEtcd {
 	base := t.TempDir()
 	caDir, etcdDir, betaDir := filepath.Join(base, "ca"), filepath.Join(base, "etcd"), filepath.Join(base, "beta")
 	testkit.Must(t, ca.Init(caDir, "alpha", []string{"127.0.0.1"}))
-	testkit.Must(t, ca.Issue(caDir, "etcd", []string{"127.0.0.1"}, etcdDir))
+	testkit.Must(t, ca.IssueEtcd(caDir, "etcd", []string{"127.0.0.1"}, etcdDir))
 	testkit.Must(t, ca.Issue(caDir, "beta", []string{"127.0.0.1"}, betaDir))
 	x := &tlsEtcd{caDir: caDir, crl: filepath.Join(base, "etcd.crl")}
 	x.publish(t) // an empty list: etcd reads the file at each handshake

@@ -272,8 +272,8 @@ func DialHost(ctx context.Context, peerHost, addr string, id *ca.Identity, h Hel
 	raw, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		errno := syscall.EAGAIN // another may take over, or the network heal
-		if rev := (*ca.RevokedError)(nil); errors.As(err, &rev) {
-			errno = syscall.EACCES // the writer's certificate is revoked: nothing to wait for
+		if rev := (*ca.RevokedError)(nil); errors.As(err, &rev) || errors.Is(err, syscall.EACCES) {
+			errno = syscall.EACCES // the writer's certificate is revoked, or no host's: nothing to wait for
 		}
 		return nil, dialError(errno, fmt.Errorf("writer host %s at %s: %w", peerHost, addr, err))
 	}

@@ -79,6 +79,7 @@ above it.`,
 func newClusterJoinCommand() *cobra.Command {
 	var caDir, host, out string
 	var addrs []string
+	var etcd bool
 	cmd := &cobra.Command{
 		Use:   "join",
 		Short: "Make another host's certificate, signed by the cluster's CA",
@@ -87,7 +88,9 @@ writes it with its key and the CA's certificate (never the CA key) to --out
 (made 0700 when missing; its files are 0600). Run it where the CA is, then
 copy --out to that host as its cluster directory, and remove it here: it
 holds that host's key. An --out that already holds a host's files is refused
-(exit 1).`,
+(exit 1). With --etcd the certificate is an etcd server's: the hosts reach
+etcd with it verified, and none takes it as a host's (its key lives with
+the etcd daemon, and must not speak for anyone's uid).`,
 		Example: `  ctxfs cluster join --host beta --addr 10.0.0.2 --out /root/beta-cluster`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -99,7 +102,11 @@ holds that host's key. An --out that already holds a host's files is refused
 			case out == "":
 				return usageError("cluster join: give --out, the directory to write the new host's files to")
 			}
-			if err := ca.Issue(caDir, host, addrs, out); err != nil {
+			issue := ca.Issue
+			if etcd {
+				issue = ca.IssueEtcd
+			}
+			if err := issue(caDir, host, addrs, out); err != nil {
 				return err
 			}
 			fmt.Printf("ctxfs: host %s's certificate made in %s (%s, %s, %s)\n", host, out, ca.CACertFile, ca.HostCertFile, ca.HostKeyFile)
@@ -112,5 +119,6 @@ holds that host's key. An --out that already holds a host's files is refused
 	cmd.Flags().StringVar(&host, "host", "", "the new host's `NAME`")
 	cmd.Flags().StringSliceVar(&addrs, "addr", nil, "the new host's `ADDRESSES` (IPs or DNS names, comma-separated)")
 	cmd.Flags().StringVar(&out, "out", "", "the `DIR` to write the new host's files to")
+	cmd.Flags().BoolVar(&etcd, "etcd", false, "make an etcd server's certificate, not a host's")
 	return cmd
 }
