@@ -94,7 +94,7 @@ func Output(e *clienv.Env, p *clienv.Parsed) int {
 	if p.On("json") {
 		err = outputJSON(e.Stdout, w, f)
 	} else {
-		_, err = io.Copy(e.Stdout, f)
+		_, err = io.Copy(clienv.ForTerminal(e.Stdout), f) // a model's text: see clienv.TerminalText
 	}
 	if err != nil {
 		return clienv.Fail(e, "output", err, clienv.ExitFailed)

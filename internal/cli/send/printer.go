@@ -69,8 +69,15 @@ type SendPrinter struct {
 // stderrShown is how many of its last stderr lines a failed run shows.
 const stderrShown = 5
 
+// NewSendPrinter prints to out and errw; on a terminal, the text the
+// frames carry (a model's, a program's, an error message) goes through
+// clienv.TerminalText, so that none of it commands the terminal. --json
+// lines go to out as they came.
 func NewSendPrinter(out, errw io.Writer, json bool, recorded func(string) string) *SendPrinter {
-	return &SendPrinter{out: out, errw: errw, json: json, recorded: recorded, cmd: "send",
+	if !json {
+		out = clienv.ForTerminal(out)
+	}
+	return &SendPrinter{out: out, errw: clienv.ForTerminal(errw), json: json, recorded: recorded, cmd: "send",
 		source: map[string]string{}, toolNames: map[string]string{}}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -16,6 +17,7 @@ import (
 // tool results as "← result", blocks separated by a blank line. A line that
 // does not parse is shown as it is, because hiding it would hide damage.
 func PrintHistory(w io.Writer, messages io.Reader) error {
+	w = clienv.ForTerminal(w) // the messages are users', models' and programs' text
 	fr := client.NewFrameReader(messages)
 	for n := 0; ; n++ {
 		f, err := fr.Next()
