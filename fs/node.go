@@ -2,7 +2,10 @@ package fs
 
 import (
 	"context"
-	"hash/fnv"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"io"
 	"path"
 	"sync/atomic"
 	"syscall"
@@ -136,13 +139,33 @@ type where struct {
 	place layout.Place
 }
 
-// inoOf gives every ABI path its own stable inode number. The top bit keeps
-// it clear of the store's own numbers, which the free trees use.
+// inoOf gives every ABI path its own inode number, the same for the
+// server's life. The top bit keeps it clear of the store's own numbers,
+// which the free trees use.
+//
+// It is a keyed hash (SHA-256 of a secret made at random for each server,
+// then the path), because go-fuse takes a LOOKUP's answer whose number it
+// knows already for the node it knows (its StableAttr table): with a hash
+// anyone could compute (FNV of the path, before), a user could search out
+// a name of their own whose number is another user's private log (a meet
+// in the middle, 2^32 tries each way) and, once that log's node was held,
+// be served it through their own name, permission checked against their
+// own file's attributes. Without the key the numbers cannot be computed,
+// and the user sees only their own. Its cost (about 0.2 µs) is a
+// LOOKUP's or a listed name's, beside a round trip of tens of µs.
 func inoOf(rel string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(rel))
-	return h.Sum64() | 1<<63
+	h := sha256.New()
+	h.Write(inoKey[:])
+	io.WriteString(h, rel)
+	var sum [sha256.Size]byte
+	return binary.LittleEndian.Uint64(h.Sum(sum[:0])) | 1<<63
 }
+
+// inoKey is inoOf's secret.
+var inoKey = func() (k [32]byte) {
+	rand.Read(k[:]) // never fails (crypto/rand)
+	return k
+}()
 
 // errno maps an engine error to what the kernel gets (one table: abi.Errno).
 func errno(err error) syscall.Errno { return abi.Errno(err) }
