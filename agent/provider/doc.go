@@ -42,7 +42,8 @@
 // ECONNREFUSED or EHOSTUNREACH (nothing answered), ETIMEDOUT, EACCES (the
 // key), EAGAIN (rate limited), EINVAL (the request, its tools or the
 // definition), EIO (the provider failed or its stream broke), EFBIG (the
-// reply or its tool calls too large), ECANCELED (the caller cancelled).
+// reply, its tool calls or its stream as read, MaxReplyBytes, too large),
+// ECANCELED (the caller cancelled).
 //
 // The API key is sent only in the API's auth header. It never appears in
 // a URL, a request body, an error message, a delta or a Result: every

@@ -252,13 +252,16 @@ func (c *call) notStream(resp *http.Response) *abi.Error {
 // read decodes the event stream, passes text to delta as it comes, and
 // returns the result at the API's end of stream.
 func (c *call) read(body io.Reader, dec decoder, delta func(string)) (modelapi.Result, *abi.Error) {
-	events := newSSEReader(body, MaxEventBytes)
+	events := newSSEReader(&replyBound{r: body, left: MaxReplyBytes}, MaxEventBytes)
 	text := redactor{key: c.cfg.APIKey}
 	size := 0
 	for {
 		ev, err := events.next()
 		if err == errLineTooLong {
 			return modelapi.Result{}, c.errorf(syscall.EIO, "malformed stream: a line or event over %d bytes", MaxEventBytes)
+		}
+		if err == errReplyTooBig {
+			return modelapi.Result{}, c.errorf(syscall.EFBIG, "the reply's stream is over %d bytes", MaxReplyBytes)
 		}
 		if err != nil {
 			return modelapi.Result{}, c.fail(err, "stream ended early")
@@ -283,6 +286,30 @@ func (c *call) read(body io.Reader, dec decoder, delta func(string)) (modelapi.R
 			return res, nil
 		}
 	}
+}
+
+var errReplyTooBig = errors.New("the reply's stream is over its bound")
+
+// replyBound reads at most left bytes of a reply's body, then fails with
+// errReplyTooBig: what a reply may cost to read is bounded, not only
+// the text and tool calls it carries.
+type replyBound struct {
+	r    io.Reader
+	left int64
+}
+
+func (b *replyBound) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errReplyTooBig
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1] // one byte over the bound tells that it was passed
+	}
+	n, err := b.r.Read(p)
+	if b.left -= int64(n); b.left < 0 {
+		return n - 1, errReplyTooBig
+	}
+	return n, err
 }
 
 // emit passes one piece on, unless the call is over: from the moment the

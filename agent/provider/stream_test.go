@@ -503,3 +503,28 @@ func TestInvalidRequest(t *testing.T) {
 		}
 	})
 }
+
+// A reply that streams on without end but carries no text (empty chunks
+// the decoders accept): what is read of it is bounded, and it fails with
+// EFBIG, not only when someone cancels the run.
+func TestReplyStreamBoundWithoutText(t *testing.T) {
+	forEachAPI(t, func(t *testing.T, a apiCase) {
+		empty := strings.Repeat(a.text("")+": ping\n\n", 1000)
+		sent := 0
+		base, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+			sseHeaders(w)
+			bw := bufio.NewWriterSize(w, 1<<20)
+			for r.Context().Err() == nil && sent < 2*MaxReplyBytes {
+				bw.WriteString(empty)
+				sent += len(empty)
+			}
+			bw.WriteString(strings.Join(a.stream("ok"), ""))
+			bw.Flush()
+		})
+		deltas, _, err := collect(context.Background(), configFor(a.api, base), hello)
+		wantRefusal(t, err, syscall.EFBIG, strconv.Itoa(MaxReplyBytes))
+		if len(deltas) != 0 {
+			t.Errorf("deltas %q", deltas)
+		}
+	})
+}
