@@ -126,6 +126,7 @@ func programFrame(line []byte, runID string) (*proto.Object, string) {
 	}
 	f.Delete("run")
 	f.Delete("ts")
+	proto.ClampUsage(f) // a usage frame's counts within bounds: sums of them never wrap
 	return f, ""
 }
 

@@ -1,6 +1,10 @@
 package trajectory
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/ctxfs/ctxfs/proto"
+)
 
 // SchemaVersion is the ATIF version this package writes.
 const SchemaVersion = "ATIF-v1.7"
@@ -130,6 +134,6 @@ func addPtr(a, b *int64) *int64 {
 		v := *b
 		return &v
 	}
-	v := *a + *b
+	v := proto.AddTokens(*a, *b) // saturating: a total never wraps
 	return &v
 }

@@ -245,7 +245,8 @@ func (r *run) toolResult(id, name, content string, isError bool) []*proto.Object
 	return append(frames, f)
 }
 
-// usage is a usage frame; model may be "".
+// usage is a usage frame; model may be "". Its counts are the CLI's,
+// clamped (proto.ClampUsage).
 func usage(model string, in, out int64, extra ...any) *proto.Object {
 	f := proto.NewObject("type", proto.FrameUsage)
 	if model != "" {
@@ -256,6 +257,7 @@ func usage(model string, in, out int64, extra ...any) *proto.Object {
 	for i := 0; i+1 < len(extra); i += 2 {
 		f.Set(extra[i].(string), extra[i+1])
 	}
+	proto.ClampUsage(f)
 	return f
 }
 

@@ -244,3 +244,27 @@ func lines(frames []*proto.Object) string {
 	}
 	return b.String()
 }
+
+// TestUsageCountsClamped: a CLI's usage counts, however huge or negative,
+// are recorded within [0, proto.MaxTokens], so that sums of them never wrap.
+func TestUsageCountsClamped(t *testing.T) {
+	p, _ := Lookup(ClaudeCode)
+	frames := p.NewParser().Parse([]byte(`{"type":"result","subtype":"success","usage":{"input_tokens":9223372036854775807,` +
+		`"output_tokens":-7,"cache_read_input_tokens":9223372036854775807,"cache_creation_input_tokens":3}}`))
+	var u *proto.Object
+	for _, f := range frames {
+		if f.Str("type") == proto.FrameUsage {
+			u = f
+		}
+	}
+	if u == nil {
+		t.Fatalf("no usage frame in %s", lines(frames))
+	}
+	want := map[string]string{"input_tokens": "9007199254740992", "output_tokens": "0",
+		"cache_read_input_tokens": "9007199254740992", "cache_creation_input_tokens": "3"}
+	for k, v := range want {
+		if got := string(u.Raw(k)); got != v {
+			t.Errorf("%s %s, want %s", k, got, v)
+		}
+	}
+}

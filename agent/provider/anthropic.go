@@ -321,13 +321,15 @@ func (d *anDecoder) event(ev sseEvent) (string, bool, error) {
 // usage takes the counts an event carries. Input counts cached tokens
 // too: input_tokens alone leaves out what was read from or written to
 // the prompt cache, which is still input the model processed. Counts are
-// cumulative, so a later non-zero count replaces an earlier one.
+// cumulative, so a later non-zero count replaces an earlier one; each is
+// clamped (tokens).
 func (d *anDecoder) usage(u anUsage) {
-	if in := u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens; in > 0 {
+	// Each clamped first: their sum is then far from wrapping.
+	if in := tokens(tokens(u.InputTokens) + tokens(u.CacheCreationInputTokens) + tokens(u.CacheReadInputTokens)); in > 0 {
 		d.res.InputTokens = in
 	}
-	if u.OutputTokens > 0 {
-		d.res.OutputTokens = u.OutputTokens
+	if out := tokens(u.OutputTokens); out > 0 {
+		d.res.OutputTokens = out
 	}
 }
 

@@ -3,11 +3,13 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/ctxfs/ctxfs/agent/modelapi"
+	"github.com/ctxfs/ctxfs/proto"
 )
 
 func TestAnthropicStreamsTextAndUsage(t *testing.T) {
@@ -171,5 +173,25 @@ func TestAnthropicUsageWithCache(t *testing.T) {
 	}
 	if want := (modelapi.Result{Text: "x", InputTokens: 125, OutputTokens: 42, StopReason: "max_tokens"}); !reflect.DeepEqual(res, want) {
 		t.Errorf("result %+v, want %+v", res, want)
+	}
+}
+
+// Counts a hostile provider makes huge are clamped to proto.MaxTokens, and
+// their sum does not wrap (a negative sum was dropped, a huge one kept).
+func TestAnthropicUsageClamped(t *testing.T) {
+	t.Parallel()
+	const huge = math.MaxInt64
+	base, _ := serve(t, streamOf(
+		anEventText("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+			"usage": map[string]any{"input_tokens": huge, "cache_read_input_tokens": huge, "cache_creation_input_tokens": 2, "output_tokens": -5}}}),
+		anTextEvent("x"),
+		anEventText("message_delta", map[string]any{"type": "message_delta", "usage": map[string]any{"output_tokens": huge}}),
+		anEventText("message_stop", map[string]any{"type": "message_stop"})))
+	_, res, err := collect(context.Background(), configFor(modelapi.AnthropicMessages, base), hello)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.InputTokens != proto.MaxTokens || res.OutputTokens != proto.MaxTokens {
+		t.Errorf("usage %d in, %d out; want both %d", res.InputTokens, res.OutputTokens, proto.MaxTokens)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ctxfs/ctxfs/agent/modelapi"
+	"github.com/ctxfs/ctxfs/proto"
 )
 
 // openAI speaks OpenAI Chat Completions: POST {endpoint}/chat/completions,
@@ -239,7 +240,7 @@ func (d *oaDecoder) event(ev sseEvent) (string, bool, error) {
 		return "", false, eventError(ev.Data)
 	}
 	if ch.Usage != nil {
-		d.res.InputTokens, d.res.OutputTokens = ch.Usage.PromptTokens, ch.Usage.CompletionTokens
+		d.res.InputTokens, d.res.OutputTokens = tokens(ch.Usage.PromptTokens), tokens(ch.Usage.CompletionTokens)
 	}
 	if len(ch.Choices) == 0 {
 		return "", false, nil
@@ -254,6 +255,10 @@ func (d *oaDecoder) event(ev sseEvent) (string, bool, error) {
 	}
 	return ch.Choices[0].Delta.Content, false, nil
 }
+
+// tokens is a count the provider reported, clamped to [0, proto.MaxTokens]:
+// what a hostile provider reports cannot make a total wrap.
+func tokens(n int) int { return int(proto.ClampTokens(int64(n))) }
 
 // callPiece adds a fragment to its call. A fragment starts a call when its
 // index is new, or when it carries an id other than the call's at that

@@ -3,12 +3,14 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/ctxfs/ctxfs/agent/modelapi"
+	"github.com/ctxfs/ctxfs/proto"
 )
 
 // toolRequest offers two tools and has every kind of turn: a paired call
@@ -172,5 +174,20 @@ func TestOpenAINoUsage(t *testing.T) {
 	}
 	if !reflect.DeepEqual(res, modelapi.Result{Text: "ab"}) {
 		t.Errorf("result %+v", res)
+	}
+}
+
+// Counts a hostile provider reports are clamped to [0, proto.MaxTokens].
+func TestOpenAIUsageClamped(t *testing.T) {
+	t.Parallel()
+	base, _ := serve(t, streamOf(openAICase.text("a"),
+		oaChunkEvent(map[string]any{}, nil, map[string]any{"prompt_tokens": math.MaxInt64, "completion_tokens": -3}),
+		"data: [DONE]\n\n"))
+	_, res, err := collect(context.Background(), configFor(modelapi.OpenAIChat, base), hello)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.InputTokens != proto.MaxTokens || res.OutputTokens != 0 {
+		t.Errorf("usage %d in, %d out; want %d and 0", res.InputTokens, res.OutputTokens, proto.MaxTokens)
 	}
 }

@@ -82,3 +82,21 @@ func TestGrandchildRefused(t *testing.T) {
 		t.Fatalf("grandchild: %v, started %v", err, started)
 	}
 }
+
+// TestChildUsageSaturates: a child's usage frames with huge counts are
+// clamped and summed without wrapping to a negative total.
+func TestChildUsageSaturates(t *testing.T) {
+	c := &Child{}
+	for range 3 {
+		c.addUsage(proto.NewObject("type", proto.FrameUsage, "model", "m", "input_tokens", int64(1<<62), "output_tokens", int64(-1)))
+	}
+	if len(c.usage) != 1 || c.usage[0].in != 3*proto.MaxTokens || c.usage[0].out != 0 {
+		t.Fatalf("usage %+v", c.usage[0])
+	}
+	for range 2000 {
+		c.addUsage(proto.NewObject("type", proto.FrameUsage, "model", "m", "input_tokens", int64(proto.MaxTokens)))
+	}
+	if c.usage[0].in < 0 {
+		t.Fatalf("input total %d: wrapped", c.usage[0].in)
+	}
+}

@@ -129,8 +129,8 @@ func (c *Child) addUsage(fr *proto.Object) {
 	model, modelID := truncate(fr.Str("model")), truncate(fr.Str("model_id"))
 	for _, u := range c.usage {
 		if u.model == model && u.modelID == modelID {
-			u.in += count(fr, "input_tokens")
-			u.out += count(fr, "output_tokens")
+			u.in = proto.AddTokens(u.in, count(fr, "input_tokens"))
+			u.out = proto.AddTokens(u.out, count(fr, "output_tokens"))
 			return
 		}
 	}
@@ -178,11 +178,12 @@ func (c *Child) set(status string) {
 	c.f.p.Files.write(c.Run, fileStatus, status+"\n")
 }
 
-// count is a usage frame's number of tokens (0 when absent or bad).
+// count is a usage frame's number of tokens (0 when absent or bad),
+// clamped to [0, proto.MaxTokens].
 func count(fr *proto.Object, key string) int64 {
 	var n int64
 	json.Unmarshal(fr.Raw(key), &n)
-	return max(n, 0)
+	return proto.ClampTokens(n)
 }
 
 func randomHex() string {

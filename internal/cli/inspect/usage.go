@@ -37,10 +37,11 @@ type usageTotals struct {
 	Events       int64  `json:"events"`
 }
 
+// add sums saturating (proto.AddTokens): no total wraps.
 func (t *usageTotals) add(in, out, events int64) {
-	t.InputTokens += in
-	t.OutputTokens += out
-	t.Events += events
+	t.InputTokens = proto.AddTokens(t.InputTokens, in)
+	t.OutputTokens = proto.AddTokens(t.OutputTokens, out)
+	t.Events = proto.AddTokens(t.Events, events)
 }
 
 // usageTable sums usage by model and model id.
@@ -219,9 +220,9 @@ func (u *usageReport) addSession(name string, t usageTable) {
 	for _, m := range models {
 		u.models.add(m.Model, m.ModelID, m.InputTokens, m.OutputTokens, m.Events)
 	}
-	u.InputTokens += all.InputTokens
-	u.OutputTokens += all.OutputTokens
-	u.Events += all.Events
+	u.InputTokens = proto.AddTokens(u.InputTokens, all.InputTokens)
+	u.OutputTokens = proto.AddTokens(u.OutputTokens, all.OutputTokens)
+	u.Events = proto.AddTokens(u.Events, all.Events)
 	u.Sessions = append(u.Sessions, sessionUsage{Session: name, InputTokens: all.InputTokens,
 		OutputTokens: all.OutputTokens, Events: all.Events, Models: models})
 }
@@ -252,6 +253,8 @@ func (u *usageReport) event(t usageTable, thread *proto.ThreadUsage, line []byte
 	if ev.InputTokens < 0 || ev.OutputTokens < 0 {
 		return false
 	}
+	// Clamped as the server clamps what it records, for lines it wrote before.
+	ev.InputTokens, ev.OutputTokens = proto.ClampTokens(ev.InputTokens), proto.ClampTokens(ev.OutputTokens)
 	ev.InputTokens, ev.OutputTokens = thread.Own(ev.InputTokens, ev.OutputTokens, ev.ThreadTotal)
 	if !u.cutoff.IsZero() {
 		ts, err := time.Parse(time.RFC3339Nano, ev.TS)
