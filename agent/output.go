@@ -118,6 +118,11 @@ func programFrame(line []byte, runID string) (*proto.Object, string) {
 		return nil, fmt.Sprintf("only the server writes %s frames", typ)
 	case !programTypes[typ]:
 		return nil, fmt.Sprintf("unknown type %q", typ)
+	case typ == proto.FrameMessage && f.Has("role") && f.Str("role") != "assistant":
+		// The run's message is the agent's: a user's or a tool's line it
+		// wrote would stand in messages.jsonl as the person's input (no
+		// writer's uid marks it, as a line appended through the mount).
+		return nil, fmt.Sprintf("a program's message is the assistant's, not %s", f.Raw("role"))
 	}
 	if f.Has("run") {
 		if r, ok := f.String("run"); !ok || r != runID {
