@@ -186,7 +186,7 @@ func (p *claudeParser) assistant(raw json.RawMessage) ([]*proto.Object, bool) {
 			return p.addText(part.Text, p.streamed[msgID]), true
 		case "tool_use":
 			remember(p.names, part.ID, part.Name)
-			return []*proto.Object{p.addCall(part.ID, part.Name, part.Input)}, true
+			return p.addCall(part.ID, part.Name, part.Input), true
 		}
 		return nil, false // thinking, redacted_thinking, server tools
 	})

@@ -49,6 +49,11 @@ type run struct {
 	text    strings.Builder
 	textCut bool
 	calls   []*proto.Object
+	// textBytes and callBytes are what the text (as JSON, without its
+	// quotes) and the calls' parts take in the message frame: a message
+	// is sent before a call would take it over maxFrameBytes.
+	textBytes int
+	callBytes int
 
 	// called are the ids of the tool calls sent, for the CLIs that
 	// report a call more than once (started, then completed).
@@ -145,15 +150,21 @@ func (r *run) SessionID() string { return r.session }
 
 // addText adds assistant text to the message being built and returns its
 // delta frame, unless the text was streamed already (deltas of its own).
+// Text after calls that would take the message over maxFrameBytes starts
+// a new one: the message so far is sent first.
 func (r *run) addText(text string, streamed bool) []*proto.Object {
 	if text == "" {
 		return nil
 	}
+	var frames []*proto.Object
+	if len(r.calls) > 0 && r.messageBytes()+textPartOverhead+len(jsonString(truncate(text, MaxTextBytes))) > maxFrameBytes {
+		frames = r.flush()
+	}
 	r.appendText(text)
 	if streamed {
-		return nil
+		return frames
 	}
-	return []*proto.Object{r.delta(text)}
+	return append(frames, r.delta(text))
 }
 
 // appendText keeps at most MaxTextBytes of the message's text.
@@ -162,6 +173,13 @@ func (r *run) appendText(text string) {
 		text, r.textCut = truncate(text, room), true
 	}
 	r.text.WriteString(text)
+	r.textBytes += len(jsonString(text)) - 2
+}
+
+// jsonString is s as encoding/json writes it.
+func jsonString(s string) []byte {
+	b, _ := json.Marshal(s) // a string always marshals
+	return b
 }
 
 // delta is a delta frame, its text cut to MaxTextBytes.
@@ -170,16 +188,60 @@ func (r *run) delta(text string) *proto.Object {
 }
 
 // addCall adds a tool call to the message being built and returns its
-// tool_call frame. args are the arguments as the CLI gave them.
-func (r *run) addCall(id, name string, args json.RawMessage) *proto.Object {
+// tool_call frame. args are the arguments as the CLI gave them. A call
+// that would take the message over maxFrameBytes (many large calls in
+// one message) comes after the message so far, sent first as a message
+// of its own (so no message is dropped as too large); a call that cannot
+// fit even alone (an id or a name of megabytes) is an EFBIG error frame,
+// neither sent nor kept.
+func (r *run) addCall(id, name string, args json.RawMessage) []*proto.Object {
 	args, cut := boundArgs(args)
 	part := proto.NewObject("type", "tool_call", "id", id, "name", name, "arguments", args)
+	n := partBytes(part)
+	if messageOverhead+n > maxFrameBytes {
+		return []*proto.Object{r.fail(syscall.EFBIG, "a tool call (id %q, tool %q) of %d bytes is over the %d-byte limit of a message; it is not recorded",
+			truncate(id, 64), truncate(name, 64), n, maxFrameBytes)}
+	}
+	var frames []*proto.Object
+	if r.messageBytes()+n > maxFrameBytes {
+		frames = r.flush()
+	}
 	r.calls = append(r.calls, part)
+	r.callBytes += n
 	f := proto.NewObject("type", proto.FrameToolCall, "id", id, "name", name, "arguments", args)
 	if cut {
 		f.Set("truncated", true)
 	}
-	return f
+	return append(frames, f)
+}
+
+// messageOverhead is what a message frame takes besides its parts, with
+// its truncated mark and newline.
+var messageOverhead = len(proto.NewObject("type", proto.FrameMessage, "role", "assistant",
+	"content", []*proto.Object{}, "truncated", true).Line())
+
+// textPartOverhead is what the text part takes besides its text, with the
+// comma after it.
+var textPartOverhead = len(proto.NewObject("type", "text", "text", "").Line())
+
+// partBytes is what part takes in a message frame's content, with the
+// comma after it: its JSON as encoding/json writes a value's own
+// (MarshalJSON, '<' in raw arguments escaped into six bytes).
+func partBytes(part *proto.Object) int {
+	b, err := json.Marshal(part)
+	if err != nil {
+		return maxFrameBytes + 1 // cannot be: its members are JSON
+	}
+	return len(b) + 1
+}
+
+// messageBytes bounds the line of the message being built.
+func (r *run) messageBytes() int {
+	n := messageOverhead + r.callBytes
+	if r.text.Len() > 0 {
+		n += textPartOverhead + r.textBytes
+	}
+	return n
 }
 
 // callOnce is addCall for the first report of a call id, nothing for
@@ -192,7 +254,7 @@ func (r *run) callOnce(id, name string, args json.RawMessage) []*proto.Object {
 		return nil
 	}
 	remember(r.called, id, true)
-	return []*proto.Object{r.addCall(id, name, args)}
+	return r.addCall(id, name, args)
 }
 
 // boundArgs keeps arguments of at most MaxToolBytes that are JSON; others
@@ -226,6 +288,7 @@ func (r *run) flush() []*proto.Object {
 	}
 	r.text.Reset()
 	r.textCut, r.calls = false, nil
+	r.textBytes, r.callBytes = 0, 0
 	return []*proto.Object{f}
 }
 

@@ -105,7 +105,7 @@ func (p *geminiParser) event(raw []byte) ([]*proto.Object, bool) {
 		return nil, true // the user's input, which the engine records itself
 	case "tool_use":
 		remember(p.names, ev.ToolID, ev.ToolName)
-		return []*proto.Object{p.addCall(ev.ToolID, ev.ToolName, ev.Parameters)}, true
+		return p.addCall(ev.ToolID, ev.ToolName, ev.Parameters), true
 	case "tool_result":
 		content, isError := ev.Output, ev.Status == "error"
 		if ev.Error != nil && content == "" {
