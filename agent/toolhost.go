@@ -43,11 +43,13 @@ type ToolHost interface {
 
 // Resume is where a run stood when it is resumed after a restart (SPEC
 // 17): the calls of its last assistant message still without a result, in
-// order; which calls were announced already (tool_call recorded); how many
-// calls it made; the tools allowed for the rest of the run.
+// order; which calls were announced already (tool_call recorded); the ids
+// of all its calls, which a later call does not take again; how many calls
+// it made; the tools allowed for the rest of the run.
 type Resume struct {
 	Pending   []ToolCall
 	Announced map[string]bool
+	Used      map[string]bool
 	Steps     int
 	AllowRun  map[string]bool
 }

@@ -73,12 +73,13 @@ type toolLoop struct {
 	failed    int             // calls whose result is an error
 	allowRun  map[string]bool // tools allowed for the rest of the run (allow_run)
 	announced map[string]bool // calls whose tool_call a resumed run recorded already
+	used      map[string]bool // the ids of the run's calls so far (nameCalls)
 	tools     *toolSession    // the run's tool process; closed when the run ends
 	win       *runWindow      // the context window (window_fit.go); nil: none kept
 }
 
 func newToolLoop(s Spec, emit func(*proto.Object), maxSteps int, offer []string) *toolLoop {
-	return &toolLoop{s: s, emit: emit, offer: offer, maxSteps: maxSteps, allowRun: map[string]bool{}, announced: map[string]bool{}, tools: newToolSession(s)}
+	return &toolLoop{s: s, emit: emit, offer: offer, maxSteps: maxSteps, allowRun: map[string]bool{}, announced: map[string]bool{}, used: map[string]bool{}, tools: newToolSession(s)}
 }
 
 // resume takes where a resumed run stood (Spec.Resume): the calls it still
@@ -95,17 +96,30 @@ func (l *toolLoop) resume() []ToolCall {
 	for id := range r.Announced {
 		l.announced[id] = true
 	}
+	for id := range r.Used {
+		l.used[id] = true
+	}
 	return r.Pending
 }
 
-// nameCalls gives every call an id a person can answer: a provider may
-// send none, and the model's ids are its own (proto.ValidCallID bounds
-// them); a replaced id is "ctx-" and the call's number in the run.
+// nameCalls gives every call an id of its own in the run, one a person
+// can answer: a provider may send none, and the model's ids are its own
+// (proto.ValidCallID bounds them), which it may give again to a later
+// call (call_1 in each reply): the approval and the record of each call
+// are found by its id, and an answered id is not asked again (EALREADY).
+// A replaced id is "ctx-" and the call's number in the run, or the next
+// number not used yet.
 func (l *toolLoop) nameCalls(calls []ToolCall) {
 	for i := range calls {
-		if !proto.ValidCallID(calls[i].ID) {
-			calls[i].ID = fmt.Sprintf("ctx-%d", l.steps+i+1)
+		if !proto.ValidCallID(calls[i].ID) || l.used[calls[i].ID] {
+			for n := l.steps + i + 1; ; n++ {
+				if id := fmt.Sprintf("ctx-%d", n); !l.used[id] {
+					calls[i].ID = id
+					break
+				}
+			}
 		}
+		l.used[calls[i].ID] = true
 	}
 }
 

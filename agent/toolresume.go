@@ -21,7 +21,7 @@ import (
 // lines it takes need no such test: the mount refuses them
 // (abi.CheckNoHostRecord), and the server's carry the answerer's uid.
 func ResumeOf(run string, msgs, events []byte) *Resume {
-	r := &Resume{Announced: map[string]bool{}, AllowRun: map[string]bool{}}
+	r := &Resume{Announced: map[string]bool{}, Used: map[string]bool{}, AllowRun: map[string]bool{}}
 	answered := map[string]bool{}
 	for _, line := range bytes.Split(msgs, []byte("\n")) {
 		if abi.Stamped(line) {
@@ -35,10 +35,14 @@ func ResumeOf(run string, msgs, events []byte) *Resume {
 		case "assistant":
 			if calls := prompt.ToolCalls(m); len(calls) > 0 {
 				r.Pending = calls
+				for _, c := range calls {
+					r.Used[c.ID] = true
+				}
 			}
 		case "tool":
 			for _, p := range m.Parts() {
 				answered[p.ToolCallID] = true
+				r.Used[p.ToolCallID] = true
 				r.Steps++
 			}
 		}
