@@ -27,6 +27,7 @@ import (
 // stamp are the kernel's inode's, exactly, however the kernel came to
 // hold it.
 type identity struct {
+	ino        uint64 // the number (inoOf), kept: a GETATTR need not hash the path again
 	stamp      atomic.Int64
 	attrsGiven atomic.Bool
 	ends       ends // a log's: pages.go
@@ -57,7 +58,7 @@ func (ids *identities) of(ino uint64) *identity {
 	if p := ids.m[ino].Value(); p != nil {
 		return p
 	}
-	p := &identity{}
+	p := &identity{ino: ino}
 	ids.m[ino] = weak.Make(p)
 	runtime.AddCleanup(p, ids.drop, ino)
 	return p

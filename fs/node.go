@@ -176,7 +176,7 @@ func (n *storeNode) statAttr(out *fuse.Attr) syscall.Errno {
 	if err != nil {
 		return errno(err)
 	}
-	storeAttr(out, st, n.rel, n.place)
+	storeAttr(out, st, n.id.ino, n.place)
 	n.stampAttr(out)
 	return 0
 }
@@ -184,9 +184,9 @@ func (n *storeNode) statAttr(out *fuse.Attr) syscall.Errno {
 // storeAttr describes a store file as the tree shows it: numbered by its
 // path, and read-only kinds without their write bits, so that the kernel
 // (default_permissions) refuses writers honestly.
-func storeAttr(out *fuse.Attr, st *unix.Stat_t, rel string, pl layout.Place) {
+func storeAttr(out *fuse.Attr, st *unix.Stat_t, ino uint64, pl layout.Place) {
 	fromStat(out, st)
-	out.Ino = inoOf(rel)
+	out.Ino = ino
 	if pl.Kind == layout.PlaceReadOnly || pl.Kind == layout.PlaceArchived || pl.Kind == layout.PlaceVersion {
 		out.Mode &^= 0222
 	}
@@ -201,7 +201,7 @@ func (n *storeNode) virtualAttr(out *fuse.Attr, perm uint32, size int) syscall.E
 		return errno(err)
 	}
 	fromStat(out, st)
-	out.Ino = inoOf(n.rel)
+	out.Ino = n.id.ino
 	out.Mode = syscall.S_IFREG | st.Mode&perm
 	out.Size = uint64(size)
 	out.Nlink = 1
@@ -321,14 +321,15 @@ func (m *mountState) attach(ctx context.Context, parent *fs.Inode, n session.Nod
 		out.SetAttrTimeout(dirAttrTimeout) // and the mount's 1 s for the name
 		return parent.NewInode(ctx, node, id), 0
 	}
+	ino := inoOf(rel)
 	if !n.Virtual {
-		storeAttr(&out.Attr, n.Stat, rel, n.Place) // the stat Lookup just made
+		storeAttr(&out.Attr, n.Stat, ino, n.Place) // the stat Lookup just made
 	}
 	// An inode the kernel knows already keeps its node: go-fuse drops
 	// this one after the reply. What the reply gives the kernel is
 	// recorded in the identity both share (identity.go), so the kept
 	// node, which changes find, knows it.
-	child := parent.NewInode(ctx, node, fs.StableAttr{Mode: typ, Ino: inoOf(rel), Gen: 1})
+	child := parent.NewInode(ctx, node, fs.StableAttr{Mode: typ, Ino: ino, Gen: 1})
 	if t, ok := child.Operations().(attrsTracker); ok {
 		// Before the check of gen below, which a change that the stat
 		// may have missed moves before it looks at this flag (notify.go).
