@@ -294,23 +294,26 @@ func TestFreeTreeReadWhileWrite(t *testing.T) {
 
 // TestStressNGFreeTreeAsUser: stress-ng's filesystem class, run as uid
 // 1001 in its agent's root/ (every operation as the user, through the
-// server, inside a quota larger than it needs), exits 0, and its quota
-// is whole again once its files are gone.
+// server, inside a quota larger than it needs) exits 0.
+//
+// Its stressors are processes of one uid and share that uid's 1,024 open
+// files of the mount (internal/quota); the open stressor opens files until
+// its own descriptor limit refuses one (20,000 here), so it could take the
+// whole share and the others' opens were EMFILE, as the bound says (a CI
+// run failed so). Each stressor's own limit is 256 descriptors
+// (prlimit), so the share is larger than the run needs, like its bytes.
 func TestStressNGFreeTreeAsUser(t *testing.T) {
-	bin, err := exec.LookPath("stress-ng")
-	if err != nil {
-		t.Skip("stress-ng is not installed")
-	}
+	bin := stressNG(t)
 	s := limitedServer(t, "freebytes=4294967296", nil)
 	root, _ := s.userTrees(t, uid1001, "stress")
 	dir := filepath.Join(root, "stress")
 	if out, err := runCmd(t, uid1001, nil, "mkdir", dir); err != nil {
 		t.Fatalf("mkdir: %v %s", err, out)
 	}
-	out, err := runCmdLimit(t, 90, "setpriv", "--reuid=1001", "--regid=1001", "--clear-groups", bin,
+	out, err := runCmdLimit(t, 90, "prlimit", "--nofile=256", "setpriv", "--reuid=1001", "--regid=1001", "--clear-groups", bin,
 		"--class", "filesystem", "--exclude", "xattr,verity,fiemap,binderfs", "--all", "1",
 		"--timeout", "8s", "--temp-path", dir, "--metrics-brief", "--verbose")
-	if err != nil {
+	if err != nil && !onlyMetricsUntrustworthy(err, out) {
 		t.Fatalf("stress-ng as uid 1001: %v\n%s", err, out)
 	}
 	t.Logf("stress-ng:\n%s", lastLines(out, 15))

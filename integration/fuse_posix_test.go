@@ -61,13 +61,7 @@ func TestPosixFreeTrees(t *testing.T) {
 // exits 0.
 func TestStressNGFreeTree(t *testing.T) {
 	requireFUSE(t)
-	bin, err := exec.LookPath("stress-ng")
-	if err != nil {
-		if os.Getenv("CTXFS_REQUIRE_FUSE") != "" {
-			t.Fatalf("stress-ng is not installed (apt-get install stress-ng)")
-		}
-		t.Skip("stress-ng is not installed")
-	}
+	bin := stressNG(t)
 	s := newFuseServer(t)
 	s.send("kept", "c1", "root/ is not session/")
 	before := fileBytes(t, filepath.Join(s.sessionDir(0, "coder", "kept"), "messages.jsonl"))
@@ -88,6 +82,20 @@ func TestStressNGFreeTree(t *testing.T) {
 	if out, code := s.fsck(); code != 0 {
 		t.Errorf("fsck after stress-ng: exit %d\n%s", code, out)
 	}
+}
+
+// stressNG is stress-ng's path; a test that needs it fails without it
+// where FUSE is required (CI), and is skipped elsewhere.
+func stressNG(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("stress-ng")
+	if err != nil {
+		if os.Getenv("CTXFS_REQUIRE_FUSE") != "" {
+			t.Fatalf("stress-ng is not installed (apt-get install stress-ng)")
+		}
+		t.Skip("stress-ng is not installed")
+	}
+	return bin
 }
 
 // onlyMetricsUntrustworthy: stress-ng's exit status 7 says only that "the
