@@ -308,3 +308,22 @@ func TestLogHandlePartialBudget(t *testing.T) {
 	}
 	testkit.WantErrno(t, "a whole line needs no share", write(over, user, `{"role":"user","content":"ok"}`+"\n"), 0)
 }
+
+// The line buffers handles keep between lines, which the writer's share
+// does not count, are small: 400 descriptors whose lines ended in pieces
+// of 40 KiB keep less than the share (16 MiB) between them.
+func TestLogHandleKeptBufferCounted(t *testing.T) {
+	v := newHandleEnv(t)
+	sess := v.session(user)
+	piece := `{"role":"user","content":"` + strings.Repeat("x", 40<<10)
+	kept := 0
+	for i := 0; i < 400; i++ {
+		h := v.log(sess, user)
+		testkit.WantErrno(t, "a line's first piece", write(h, user, piece), 0)
+		testkit.WantErrno(t, "its end", write(h, user, `"}`+"\n"), 0)
+		kept += cap(h.partial)
+	}
+	if share := 16 << 20; kept > share {
+		t.Errorf("descriptors keep %d bytes of line buffers between lines; the share is %d", kept, share)
+	}
+}

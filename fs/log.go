@@ -224,8 +224,12 @@ func (h *logHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	return uint32(len(data)), 0
 }
 
-// maxKeptCap is the largest line buffer a handle keeps between lines.
-const maxKeptCap = 64 << 10
+// maxKeptCap is the largest line buffer a handle keeps between lines, for
+// the next line written in pieces: a page. What is kept between lines is
+// not counted against the writer's share (only a pending line's bytes
+// are), so it must stay in the order of what any open descriptor costs;
+// 64 KiB let a uid's 1,024 descriptors keep 64 MiB uncounted.
+const maxKeptCap = 4 << 10
 
 // appendLines has the engine append the pending line, ended by lines (the
 // complete lines of one write). Caller holds h.mu.
