@@ -253,20 +253,22 @@ func TestImportRefusals(t *testing.T) {
 	s.wantUnchanged(t, "an import of an unreadable file", before, importAnn.uid)
 }
 
-// TestImportUids: root imports for root without --uid and for 1001 with
-// it; a user's --uid naming another is EACCES at the server, nothing
-// written; another user cannot read the imported session.
+// TestImportUids: root imports for root without --uid and, with it, for
+// 1001 from 1001's files (read as 1001: TestImportForUidReadsAsUid); a
+// user's --uid naming another is EACCES at the server, nothing written;
+// another user cannot read the imported session.
 func TestImportUids(t *testing.T) {
 	s := newFuseServer(t)
 	claude := readImportFile(t, cli.ClaudeCode, "tool.jsonl")
 	codex := readImportFile(t, cli.Codex, "tool.jsonl")
-	home := userHome(t, &cred{}, claude, codex)
+	home := userHome(t, &cred{}, claude)
+	annHome := userHome(t, importAnn, codex)
 
 	if out, code := s.ctxImport(nil, home, "coder", "--from", "claude-code"); code != 0 {
 		t.Fatalf("root's import: exit %d\n%s", code, out)
 	}
 	s.checkImported(t, claude, 0, 0)
-	if out, code := s.ctxImport(nil, home, "coder", "--from", "codex", "--uid", "1001"); code != 0 {
+	if out, code := s.ctxImport(nil, home, "coder", "--from", "codex", "--uid", "1001", filepath.Join(annHome, ".codex", "sessions")); code != 0 {
 		t.Fatalf("root's import for 1001: exit %d\n%s", code, out)
 	}
 	s.checkImported(t, codex, 1001, 0)

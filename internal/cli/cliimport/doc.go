@@ -8,6 +8,7 @@
 // resumes the session.
 //
 // It runs as the user and opens files with the user's rights only: a
-// file the user cannot read is EACCES, and nothing of it is sent. It
+// file the user cannot read is EACCES, and nothing of it is sent; root
+// importing for uid N (--uid) walks, reads and copies with N's rights. It
 // never touches the store: the server judges everything it sends again.
 package cliimport

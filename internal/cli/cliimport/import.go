@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/ctxfs/ctxfs/agent/cli"
 	"github.com/ctxfs/ctxfs/client"
 	"github.com/ctxfs/ctxfs/internal/cli/clienv"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -50,7 +52,11 @@ func Import(e *clienv.Env, p *clienv.Parsed) int {
 	}
 	failed := false
 	for _, root := range roots {
-		files, err := sessionFiles(from, root)
+		var files []string
+		err := job.asUid(func() (err error) {
+			files, err = sessionFiles(from, root)
+			return err
+		})
 		if err != nil {
 			fmt.Fprintf(e.Stderr, "ctx: import %s: %s\n", root, clienv.Describe("import", err))
 			failed = true
@@ -126,15 +132,55 @@ type job struct {
 	uidGiven bool
 }
 
-// file imports one session file: read as the caller, sent, and on
-// success copied under the agent's HOME for the CLI's resume.
-func (j *job) file(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
+// asUid runs call with the filesystem rights of the uid imported for:
+// root's --uid N walks, reads and copies N's files as N (storefs.AsUser),
+// never as root, since N made the paths: a symlink of N's to root's
+// ~/.claude, or to a directory of root's from the agent's HOME, would
+// otherwise have root read its own sessions into N's home or make and
+// give N a file where N may not write. Anyone else runs as themselves.
+func (j *job) asUid(call func() error) error {
+	if j.e.Uid != 0 || j.uid == 0 {
+		return call()
 	}
-	defer f.Close()
-	s, err := cli.ReadSession(j.from, f)
+	return storefs.AsUser(userCred(j.uid), call)
+}
+
+// userCred is uid's identity from the user database: its primary group
+// and its groups (uid as its group, and none, for a uid it does not know).
+func userCred(uid uint32) storefs.Cred {
+	c := storefs.Cred{Uid: uid, Gid: uid}
+	u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
+	if err != nil {
+		return c
+	}
+	if g, err := strconv.ParseUint(u.Gid, 10, 32); err == nil {
+		c.Gid = uint32(g)
+	}
+	ids, _ := u.GroupIds()
+	for _, id := range ids {
+		if g, err := strconv.ParseUint(id, 10, 32); err == nil {
+			c.Groups = append(c.Groups, uint32(g))
+		}
+	}
+	return c
+}
+
+// file imports one session file: read as the caller (root's --uid N: as
+// N), sent, and on success copied under the agent's HOME for the CLI's
+// resume.
+func (j *job) file(path string) error {
+	var f *os.File
+	var s *cli.Session
+	err := j.asUid(func() (err error) {
+		if f, err = os.Open(path); err != nil {
+			return err
+		}
+		s, err = cli.ReadSession(j.from, f)
+		return err
+	})
+	if f != nil {
+		defer f.Close()
+	}
 	if err != nil {
 		return err
 	}
@@ -142,7 +188,7 @@ func (j *job) file(path string) error {
 		return err
 	}
 	fmt.Fprintf(j.e.Stdout, "imported %s as session %s (%d messages)\n", path, s.ID, len(s.Messages))
-	if err := j.keepForResume(f, path, s); err != nil {
+	if err := j.asUid(func() error { return j.keepForResume(f, path, s) }); err != nil {
 		return fmt.Errorf("imported, but the CLI's file was not copied under the agent's HOME (a send will not resume it): %w", err)
 	}
 	return nil
@@ -184,7 +230,8 @@ func (j *job) send(s *cli.Session) error {
 }
 
 // keepForResume copies the CLI's file where the CLI run by the agent
-// looks for it: its HOME is the agent's root/home/agent (SPEC 16).
+// looks for it: its HOME is the agent's root/home/agent (SPEC 16). Root's
+// --uid N runs it as N (asUid): what it makes is N's.
 func (j *job) keepForResume(f *os.File, path string, s *cli.Session) error {
 	home := filepath.Join(j.w.Loc.HomeDir(), "agent", j.w.Loc.Agent, "root", "home", "agent")
 	var dst string
@@ -207,23 +254,7 @@ func (j *job) keepForResume(f *os.File, path string, s *cli.Session) error {
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil && j.uidGiven {
-		err = j.giveToUid(home, dst)
-	}
 	return err
-}
-
-// giveToUid makes what root copied for uid (--uid) uid's, from the
-// agent's root/ (which the server made uid's) down to the file: the CLI
-// runs as uid and reads it.
-func (j *job) giveToUid(home, dst string) error {
-	root := filepath.Dir(filepath.Dir(home)) // home is root/home/agent
-	for p := dst; len(p) > len(root); p = filepath.Dir(p) {
-		if err := os.Lchown(p, int(j.uid), -1); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // rolloutDay is the YYYY/MM/DD directory Codex keeps a rollout in, from
