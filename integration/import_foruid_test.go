@@ -1,11 +1,17 @@
 package integration
 
 import (
+	"bytes"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/creack/pty"
 
 	"github.com/ctxfs/ctxfs/agent/cli"
 	"github.com/ctxfs/ctxfs/internal/testkit"
@@ -67,5 +73,48 @@ func TestImportForUidKeepsAsUid(t *testing.T) {
 	}
 	if code == 0 || !strings.Contains(out, "EACCES") {
 		t.Errorf("root's import for 1001 through her symlink: exit %d, want 1 and EACCES for the copy\n%s", code, out)
+	}
+}
+
+// TestImportTerminalGetsNoControls: the names of the files an import
+// reports are the user's (root's --uid import walks her directories);
+// on a terminal their control characters are U+FFFD, as a model's text
+// is (clienv.TerminalText): a directory named with OSC 52 does not write
+// root's clipboard, on stdout (imported) or stderr (refused).
+func TestImportTerminalGetsNoControls(t *testing.T) {
+	s := newFuseServer(t)
+	claude := readImportFile(t, cli.ClaudeCode, "tool.jsonl")
+	home := userHome(t, importAnn, claude)
+	projects := filepath.Join(home, ".claude", "projects")
+	evil := filepath.Join(projects, "-tmp-\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2J")
+	testkit.Must(t, os.Rename(filepath.Join(projects, "-tmp-cc-work"), evil))
+	bad := filepath.Join(evil, "0f19e0aa-0000-4000-8000-00000000cafe.jsonl")
+	testkit.Must(t, os.WriteFile(bad, []byte("not json\n"), 0o600))
+	chownTree(t, home, importAnn)
+
+	ptm, pts, err := pty.Open()
+	testkit.Must(t, err)
+	defer ptm.Close()
+	cmd := exec.Command(ctxBin, "agent", "import", "coder", "--from", "claude-code", "--uid", "1001", projects)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/", "CTX_ROOT=" + s.root}
+	cmd.Stdout, cmd.Stderr = pts, pts
+	testkit.Must(t, cmd.Start())
+	pts.Close()
+	shownc := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(ptm); shownc <- b }()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(cmdLimit):
+		cmd.Process.Kill()
+		t.Fatal("import on a terminal did not end")
+	}
+	shown := <-shownc
+	if !bytes.Contains(shown, []byte("imported ")) || !bytes.Contains(shown, []byte("EINVAL")) {
+		t.Errorf("the terminal lacks the import's lines: %q", shown)
+	}
+	if i := bytes.IndexFunc(shown, func(r rune) bool { return r == 0x1b || r == 0x07 }); i >= 0 {
+		t.Errorf("the terminal got a control character at %d: %q", i, shown)
 	}
 }

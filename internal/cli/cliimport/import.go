@@ -37,7 +37,10 @@ func Import(e *clienv.Env, p *clienv.Parsed) int {
 	if w.Loc.Kind() != abi.KindAgent {
 		return clienv.UsageError(e, "import", "sessions are imported into an agent, not a model")
 	}
-	job := &job{e: e, w: w, from: from, uid: uint32(e.Uid)}
+	// The files' names are the user's (a directory root's --uid walks is
+	// hers): on a terminal, their control characters are not sent as such.
+	job := &job{e: e, w: w, from: from, uid: uint32(e.Uid),
+		stdout: clienv.ForTerminal(e.Stdout), stderr: clienv.ForTerminal(e.Stderr)}
 	if s := p.Str("uid"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 32)
 		if err != nil {
@@ -58,12 +61,12 @@ func Import(e *clienv.Env, p *clienv.Parsed) int {
 			return err
 		})
 		if err != nil {
-			fmt.Fprintf(e.Stderr, "ctx: import %s: %s\n", root, clienv.Describe("import", err))
+			fmt.Fprintf(job.stderr, "ctx: import %s: %s\n", root, clienv.Describe("import", err))
 			failed = true
 		}
 		for _, f := range files {
 			if err := job.file(f); err != nil {
-				fmt.Fprintf(e.Stderr, "ctx: import %s: %s\n", f, clienv.Describe("import", err))
+				fmt.Fprintf(job.stderr, "ctx: import %s: %s\n", f, clienv.Describe("import", err))
 				failed = true
 				var de *client.DialError
 				if errors.As(err, &de) {
@@ -130,6 +133,8 @@ type job struct {
 	from     string
 	uid      uint32
 	uidGiven bool
+	// stdout and stderr are e's, through clienv.ForTerminal.
+	stdout, stderr io.Writer
 }
 
 // asUid runs call with the filesystem rights of the uid imported for:
@@ -187,7 +192,7 @@ func (j *job) file(path string) error {
 	if err := j.send(s); err != nil {
 		return err
 	}
-	fmt.Fprintf(j.e.Stdout, "imported %s as session %s (%d messages)\n", path, s.ID, len(s.Messages))
+	fmt.Fprintf(j.stdout, "imported %s as session %s (%d messages)\n", path, s.ID, len(s.Messages))
 	if err := j.asUid(func() error { return j.keepForResume(f, path, s) }); err != nil {
 		return fmt.Errorf("imported, but the CLI's file was not copied under the agent's HOME (a send will not resume it): %w", err)
 	}
