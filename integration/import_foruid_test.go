@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"os"
 	"os/exec"
@@ -116,5 +117,30 @@ func TestImportTerminalGetsNoControls(t *testing.T) {
 	}
 	if i := bytes.IndexFunc(shown, func(r rune) bool { return r == 0x1b || r == 0x07 }); i >= 0 {
 		t.Errorf("the terminal got a control character at %d: %q", i, shown)
+	}
+}
+
+// TestImportRefusesFIFO: a session file that is not a regular file (a
+// FIFO named, or swapped in for a file after the walk) is EINVAL at once:
+// its open does not wait for a writer, and no writer can feed the import
+// lines without end.
+func TestImportRefusesFIFO(t *testing.T) {
+	s := newFuseServer(t)
+	home := filepath.Join(t.TempDir(), "home")
+	openToAll(t, home)
+	testkit.Must(t, os.Mkdir(home, 0o700))
+	fifo := filepath.Join(home, "4bc00285-d2db-45dd-8cc8-3e3ba6199b24.jsonl")
+	testkit.Must(t, syscall.Mkfifo(fifo, 0o600))
+	chownTree(t, home, importAnn)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ctxBin, "agent", "import", "coder", "--from", "claude-code", "--uid", "1001", fifo)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/", "CTX_ROOT=" + s.root}
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("the import of a FIFO waited for a writer (killed after 5 s): %s", out)
+	}
+	if code := exitCode(t, err); code != 1 || !strings.Contains(string(out), "EINVAL") {
+		t.Errorf("the import of a FIFO: exit %d, want 1 and EINVAL\n%s", code, out)
 	}
 }

@@ -177,7 +177,7 @@ func (j *job) file(path string) error {
 	var f *os.File
 	var s *cli.Session
 	err := j.asUid(func() (err error) {
-		if f, err = os.Open(path); err != nil {
+		if f, err = openRegular(path); err != nil {
 			return err
 		}
 		s, err = cli.ReadSession(j.from, f)
@@ -232,6 +232,25 @@ func (j *job) send(s *cli.Session) error {
 		return client.FrameError(f.Obj)
 	}
 	return abi.Errorf(syscall.EIO, "import", "the server answered %q", f.Type())
+}
+
+// openRegular opens a session file for reading: EINVAL when it is not a
+// regular file. A FIFO (named, or swapped in for a file after the walk)
+// is opened without waiting for a writer and refused, so that its writer
+// can neither hold the import nor feed it lines without end.
+func openRegular(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = abi.Errorf(syscall.EINVAL, "import", "%s is not a regular file", filepath.Base(path))
+		}
+		return nil, err
+	}
+	return f, nil
 }
 
 // keepForResume copies the CLI's file where the CLI run by the agent
