@@ -204,3 +204,28 @@ func TestDoctorCLIVersions(t *testing.T) {
 		t.Errorf("an agent without a cli file is checked as a CLI:\n%s", out)
 	}
 }
+
+// TestDoctorRunsNoReplaceableCLI: a CLI agent whose executable another
+// user than root can change (hers, in her directory) is a problem ctx
+// doctor names without running it: root's doctor ran its --version as
+// root, so whoever could change the file ran what she liked as root.
+func TestDoctorRunsNoReplaceableCLI(t *testing.T) {
+	s := newFuseServer(t)
+	dir := filepath.Join(t.TempDir(), "annbin")
+	openToAll(t, dir)
+	testkit.Must(t, os.Mkdir(dir, 0o755))
+	marker := filepath.Join(dir, "ran-as")
+	prog := filepath.Join(dir, "claude")
+	testkit.Must(t, os.WriteFile(prog, []byte("#!/bin/sh\nid -u > "+marker+"\necho '2.1.332 (Claude Code)'\n"), 0o755))
+	chownTree(t, dir, importAnn)
+	s.define("hers", map[string]string{"cli": "claude-code\n"})
+	testkit.Must(t, os.Symlink(prog, filepath.Join(s.root, "agent", "hers")))
+
+	out, code := doctor(t, s, nil)
+	if b, err := os.ReadFile(marker); err == nil {
+		t.Errorf("root's ctx doctor ran her executable as uid %s", strings.TrimSpace(string(b)))
+	}
+	if code != 1 || !strings.Contains(out, "problem: cli agent hers: "+prog+" can be changed by another user than root") {
+		t.Errorf("doctor: exit %d, want 1 and the executable named as changeable by another user\n%s", code, out)
+	}
+}

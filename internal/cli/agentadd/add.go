@@ -165,7 +165,7 @@ func (r *request) executable(e *clienv.Env, agents string) (string, error) {
 	case !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0:
 		return "", abi.Errorf(syscall.EACCES, "", "%s is not an executable file", real)
 	}
-	return real, othersCanChange(real, owner)
+	return real, clienv.OthersCanChange(real, owner)
 }
 
 // definitionsOwner is the uid that owns agent/ (root, or a server's own
@@ -195,24 +195,6 @@ func lookPath(program, path string) (string, error) {
 		}
 	}
 	return "", abi.Errorf(syscall.ENOENT, "", "%s: not found in PATH (install the CLI, see docs/clis.md, or give --path BIN)", program)
-}
-
-// othersCanChange refuses (EACCES) an executable that anyone besides root
-// and owner could replace: the file, or a directory above it.
-func othersCanChange(real string, owner uint32) error {
-	for p := real; ; p = filepath.Dir(p) {
-		var st syscall.Stat_t
-		if err := syscall.Stat(p, &st); err != nil {
-			return abi.Errorf(abi.Errno(err), "", "%s: %v", p, err)
-		}
-		sticky := st.Mode&syscall.S_ISVTX != 0 && p != real
-		if st.Uid != 0 && st.Uid != owner || st.Mode&0o022 != 0 && !sticky {
-			return abi.Errorf(syscall.EACCES, "", "%s can be changed by another user than root (owner uid %d, mode %04o): every user's runs would run what is put there; install the CLI where only root can write", p, st.Uid, st.Mode&0o7777)
-		}
-		if p == "/" {
-			return nil
-		}
-	}
 }
 
 // unwrapPath is a path error's errno text alone: the message names the path.

@@ -18,6 +18,7 @@ import (
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent/cli"
 	"github.com/ctxfs/ctxfs/agent/def"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 )
 
 // versionWait bounds a CLI's --version: Gemini CLI starts node first.
@@ -70,7 +71,12 @@ func (d *doctor) checkCLI(name, program, cliName string) {
 		d.problem(check, problem, install)
 		return
 	}
-	got, problem := runVersion(program)
+	real, problem := replaceable(program)
+	if problem != "" {
+		d.problem(check, problem, install+", where only root can write")
+		return
+	}
+	got, problem := runVersion(real)
 	switch {
 	case problem != "":
 		d.problem(check, problem, "run "+program+" --version to see why; reinstall it: "+install)
@@ -98,6 +104,26 @@ func executableProblem(program string) string {
 		return program + " is not an executable file"
 	}
 	return ""
+}
+
+// replaceable is the executable program links to, and why it may not be
+// run: "" unless someone besides root and the owner of the definitions
+// could change it or a directory above it (clienv.OthersCanChange). The
+// doctor runs it as its caller, root often, and runs what it checked, not
+// the link again.
+func replaceable(program string) (string, string) {
+	real, err := filepath.EvalSymlinks(program)
+	if err != nil {
+		return "", program + ": " + errText(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Dir(program), &st); err != nil {
+		return "", filepath.Dir(program) + ": " + errText(err)
+	}
+	if err := clienv.OthersCanChange(real, st.Uid); err != nil {
+		return "", abi.Message(err)
+	}
+	return real, ""
 }
 
 // runVersion runs `program --version` as the caller, bounded by
