@@ -52,6 +52,13 @@ var claudeUnknownSession = lazyRegexp(`No conversation found with session ID`)
 // tool call names): a hostile stream cannot grow them without end.
 const maxTracked = 4096
 
+// maxTrackedBytes bounds an id, and a tool name, that a parser remembers:
+// the CLIs' are tens of bytes, and 4096 ids of a stdout line's size each
+// (MaxLineBytes) would hold 16 GiB of the server's memory for one run. A
+// longer one is not remembered (a hostile stream's: its message's text
+// may then come twice, its result without the tool's name).
+const maxTrackedBytes = 1 << 10
+
 type claudeParser struct {
 	run
 	model string
@@ -169,8 +176,12 @@ func (p *claudeParser) streamEvent(raw json.RawMessage) []*proto.Object {
 	return nil
 }
 
-// remember sets m[k], forgetting everything once m holds maxTracked ids.
+// remember sets m[k], forgetting everything once m holds maxTracked ids;
+// an id or a name over maxTrackedBytes is not kept.
 func remember[V any](m map[string]V, k string, v V) {
+	if name, ok := any(v).(string); len(k) > maxTrackedBytes || ok && len(name) > maxTrackedBytes {
+		return
+	}
 	if len(m) >= maxTracked {
 		clear(m)
 	}

@@ -1,0 +1,35 @@
+package integration
+
+import (
+	"testing"
+)
+
+// TestCLIStreamIDsBounded: a CLI's stream (the CLI, or any process of the
+// run's uid writing into its stdout) names 256 messages with ids of 1 MiB
+// each, each streamed a delta: the parser remembers which messages were
+// streamed, but not ids of that size, so the server's peak resident
+// memory does not grow by their 256 MiB.
+func TestCLIStreamIDsBounded(t *testing.T) {
+	s := newServerWith(t, func(s *server) {
+		s.define("hostile", map[string]string{"cli": "claude-code\n", "program": `#!/usr/bin/python3
+import sys
+out = sys.stdout
+for i in range(256):
+    out.write('{"type":"stream_event","event":{"type":"message_start","message":{"id":"%08d%s"}}}\n' % (i, "x" * (1 << 20)))
+    out.write('{"type":"stream_event","event":{"type":"content_block_delta","delta":{"type":"text_delta","text":"."}}}\n')
+out.write('{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"4bc00285-d2db-45dd-8cc8-3e3ba6199b24"}\n')
+`})
+	})
+	pid := s.cmd.Process.Pid
+	base := vmKB(t, pid, "VmRSS")
+	frames := s.mustRequest("hostile", `{"op":"send","id":"h1","session":"ids","input":"go"}`)
+	if len(frames) == 0 || frames[len(frames)-1]["type"] != "done" {
+		t.Fatalf("the run did not end: %v", frames)
+	}
+	peak := vmKB(t, pid, "VmHWM")
+	growth := (peak - base) / 1024
+	t.Logf("server resident memory: %d MiB before, peak %d MiB (+%d MiB) for 256 message ids of 1 MiB", base/1024, peak/1024, growth)
+	if growth > 128 {
+		t.Errorf("peak resident memory grew by %d MiB: the stream's ids are held", growth)
+	}
+}
