@@ -249,7 +249,7 @@ ctx agent session gc coder --delete --yes`,
 	{name: "import", posNames: "AGENT [FILE|DIR]...", minArgs: 1, maxArgs: -1,
 		flags: []flagDef{
 			{name: "from", value: true, usage: "the CLI whose session files these are: `claude-code|codex`"},
-			{name: "uid", value: true, usage: "root only: import into the home of uid `N` (default: your own)"}},
+			{name: "uid", value: true, usage: "root only: import into the home of uid `N` (default: your own), reading the files as N"}},
 		short: "Make sessions of AGENT from Claude Code or Codex session files",
 		help: `Makes one new session of AGENT per Claude Code project file (<uuid>.jsonl)
 or Codex rollout (rollout-*.jsonl): its user and assistant messages, tool
