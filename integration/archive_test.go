@@ -305,3 +305,36 @@ func TestArchiveRacesWithSends(t *testing.T) {
 		t.Errorf("fsck after racing archives:\n%s", out)
 	}
 }
+
+// TestDeleteDeepContext: a user's context/ filled as deep as a path can
+// name where the session lives is deeper than that once the session is
+// moved aside to be deleted (".del-<name>-<16 hex>" is longer than the
+// name). The removal walked by paths: ENAMETOOLONG half way, the session
+// gone from view but still in index/list, its delete refused. It is
+// deleted whole now, and leaves nothing.
+func TestDeleteDeepContext(t *testing.T) {
+	s := newFuseServer(t)
+	u := &cred{uid: 1001, gid: 1001}
+	s.sendAs(u, "temp-deep", "c1", "", "hello")
+	s.sendAs(u, "keep", "c2", "", "hello")
+	agent := "home/1001/agent/coder/session/"
+	// As deep as the store lets the user go: names of 200 bytes, then of 1.
+	script := `cd "$1" || exit 1
+n=$(printf 'd%.0s' $(seq 200))
+while mkdir "$n" 2>/dev/null; do cd "$n"; done
+while mkdir x 2>/dev/null; do cd x; done
+echo data >../f && echo ok`
+	if out, err := runCmd(t, u, nil, "/bin/bash", "-c", script, "bash", s.mnt(agent+"temp-deep/context")); err != nil || out != "ok\n" {
+		t.Fatalf("deep tree: %v %q", err, out)
+	}
+	frames, raw, err := s.requestAs(u, "coder", `{"op":"archive","session":"temp-deep","delete":true}`)
+	if err != nil || len(frames) != 1 || frames[0]["type"] != "deleted" {
+		t.Errorf("delete: %v %s", err, raw)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(s.store, agent)); len(ents) != 2 {
+		t.Errorf("the store's sessions after the delete: %v, want index and keep", ents)
+	}
+	if list, err := bashAs(t, u, "cat "+s.mnt(agent+"index/list")); list != "keep\n" {
+		t.Errorf("index/list after the delete: %v %q", err, list)
+	}
+}

@@ -498,35 +498,6 @@ func (r *Root) RemoveDir(rel string) error {
 	return r.fail("rmdir", rel, r.do(func() error { return unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR) }))
 }
 
-// RemoveAll removes rel and everything below it, links as links. What is
-// already gone is fine.
-func (r *Root) RemoveAll(rel string) error {
-	st, err := r.Lstat(rel)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return r.Remove(rel)
-	}
-	ents, err := r.ReadDir(rel)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		if err := r.RemoveAll(rel + "/" + e.Name); err != nil {
-			return err
-		}
-	}
-	err = r.RemoveDir(rel)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	return err
-}
-
 // Rename renames oldRel to newRel with renameat2 flags (RENAME_NOREPLACE,
 // RENAME_EXCHANGE or 0), as the filesystem does them: for a user's rename
 // in a free tree, where a flag the store's filesystem lacks is its EINVAL.

@@ -378,3 +378,31 @@ func TestOpenDirPath(t *testing.T) {
 	testkit.Must(t, err)
 	unix.Close(fd)
 }
+
+// TestRemoveAllDeeperThanAPath: a tree deeper than PATH_MAX (made by
+// descriptors, as a user can by moving directories) is removed whole,
+// its links as links.
+func TestRemoveAllDeeperThanAPath(t *testing.T) {
+	f := newFixture(t)
+	before := f.decoyState(t)
+	fd, err := unix.Open(f.store+"/home/1000/a", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	testkit.Must(t, err)
+	name := strings.Repeat("d", 200)
+	for i := 0; i < 40; i++ { // 8 KiB of path
+		testkit.Must(t, unix.Mkdirat(fd, name, 0o700))
+		testkit.Must(t, unix.Symlinkat(f.decoy+"/dir", fd, "link"))
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		testkit.Must(t, err)
+		unix.Close(fd)
+		fd = next
+	}
+	testkit.Must(t, unix.Mkfifoat(fd, "fifo", 0o600))
+	unix.Close(fd)
+	testkit.Must(t, f.r.RemoveAll("home/1000/a"))
+	if _, err := os.Lstat(f.store + "/home/1000/a"); !os.IsNotExist(err) {
+		t.Fatalf("home/1000/a after RemoveAll: %v", err)
+	}
+	if after := f.decoyState(t); after != before {
+		t.Fatalf("the decoy changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}

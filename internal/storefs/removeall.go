@@ -1,0 +1,184 @@
+package storefs
+
+import (
+	"errors"
+	"io/fs"
+
+	"golang.org/x/sys/unix"
+)
+
+// RemoveAll removes rel and everything below it, links as links. What is
+// already gone is fine.
+//
+// It walks by descriptors, not by paths: a tree may be deeper than a path
+// can name (PATH_MAX). A user's context/ filled up to that length where
+// the session lived is longer than it once its session is moved aside
+// to be deleted (session/archive.Remove), and a removal by paths then
+// failed with ENAMETOOLONG half way, the session gone from view and its
+// delete refused. One directory is held open at a time: going back up,
+// ".." must be the directory that was left (its device and inode), else
+// the removal stops (something moved the tree meanwhile).
+func (r *Root) RemoveAll(rel string) error {
+	if err := r.gated("remove", rel); err != nil {
+		return err
+	}
+	dirfd, name, done, err := r.parent("remove", rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer done()
+	return r.fail("remove", rel, r.do(func() error { return r.removeAt(dirfd, name) }))
+}
+
+// treeLevel is a directory of the tree being removed: its identity, its
+// name in its parent, and the subdirectories it still holds.
+type treeLevel struct {
+	fd      int // open for the level being emptied only, else -1
+	dev     uint64
+	ino     uint64
+	name    string
+	subdirs []string
+}
+
+// removeAt removes name in dirfd and everything below it.
+func (r *Root) removeAt(dirfd int, name string) error {
+	cur, err := openLevel(dirfd, name)
+	if err == unix.ENOENT {
+		return nil
+	}
+	if err == unix.ENOTDIR || err == unix.ELOOP { // a file, or a link
+		return gone(unix.Unlinkat(dirfd, name, 0))
+	}
+	if err != nil {
+		return err
+	}
+	var above []treeLevel // the levels left on the way down, closed
+	defer func() { unix.Close(cur.fd) }()
+	for {
+		if err := r.gated("remove", ""); err != nil {
+			return err
+		}
+		if n := len(cur.subdirs); n > 0 {
+			sub := cur.subdirs[n-1]
+			cur.subdirs = cur.subdirs[:n-1]
+			next, err := openLevel(cur.fd, sub)
+			switch {
+			case err == unix.ENOENT:
+				continue
+			case err == unix.ENOTDIR || err == unix.ELOOP:
+				if err := gone(unix.Unlinkat(cur.fd, sub, 0)); err != nil {
+					return err
+				}
+				continue
+			case err != nil:
+				return err
+			}
+			unix.Close(cur.fd)
+			cur.fd = -1
+			above = append(above, cur)
+			cur = next
+			continue
+		}
+		if len(above) == 0 {
+			return gone(unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR))
+		}
+		parent := above[len(above)-1]
+		up, err := openParent(cur.fd, parent)
+		if err != nil {
+			return err
+		}
+		unix.Close(cur.fd)
+		left := cur.name
+		cur, above = parent, above[:len(above)-1]
+		cur.fd = up
+		if err := gone(unix.Unlinkat(cur.fd, left, unix.AT_REMOVEDIR)); err != nil {
+			return err
+		}
+	}
+}
+
+// openLevel opens the directory name in dirfd (never through a link) and
+// removes its files, links and other non-directories; the level lists the
+// subdirectories left.
+func openLevel(dirfd int, name string) (treeLevel, error) {
+	how := &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: resolve}
+	fd, err := unix.Openat2(dirfd, name, how)
+	for i := 0; err == unix.EAGAIN && i < 64; i++ {
+		fd, err = unix.Openat2(dirfd, name, how)
+	}
+	if err != nil {
+		return treeLevel{fd: -1}, err
+	}
+	l := treeLevel{fd: fd, name: name}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return treeLevel{fd: -1}, err
+	}
+	l.dev, l.ino = st.Dev, st.Ino
+	if err := l.removeFiles(); err != nil {
+		unix.Close(fd)
+		return treeLevel{fd: -1}, err
+	}
+	return l, nil
+}
+
+// removeFiles lists the level's directory, unlinks what is not a
+// directory, and keeps the subdirectories' names.
+func (l *treeLevel) removeFiles() error {
+	var ents []Entry
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := unix.Getdents(l.fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n <= 0 {
+			break
+		}
+		ents = parseDirents(buf[:n], ents)
+	}
+	for _, e := range ents {
+		if e.Type == unix.DT_DIR || e.Type == unix.DT_UNKNOWN {
+			l.subdirs = append(l.subdirs, e.Name) // openLevel tells an unknown one
+			continue
+		}
+		if err := gone(unix.Unlinkat(l.fd, e.Name, 0)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openParent opens ".." of the directory fd, which must be the level
+// want (the directory the walk came down from): EXDEV otherwise, as a
+// walk that would leave the store.
+func openParent(fd int, want treeLevel) (int, error) {
+	up, err := unix.Openat(fd, "..", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(up, &st); err != nil || st.Dev != want.dev || st.Ino != want.ino {
+		unix.Close(up)
+		if err == nil {
+			err = unix.EXDEV
+		}
+		return -1, err
+	}
+	return up, nil
+}
+
+// gone is err, but nil for a name that is gone already.
+func gone(err error) error {
+	if err == unix.ENOENT {
+		return nil
+	}
+	return err
+}
