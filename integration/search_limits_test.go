@@ -268,3 +268,35 @@ s.close()
 		t.Fatalf("the abandoned search went on: %d segments of the index when its place came back, %d a second later", built, now)
 	}
 }
+
+// TestLongQueryScansInLinearTime: a plain ASCII query was looked for by
+// its rarest byte, the whole query compared at each place that byte is;
+// a query of 1 KiB ("q"×1023 "e") in lines of "q"s compared 1 KiB at
+// every byte: 1.7 s of the server's CPU per MiB of log, a scan slot held
+// that long between two of its 5 ms turns (other users' searches
+// waited), so a search of 12 MiB took over 20 s. Now the search falls
+// back to a linear one once the comparisons outgrow the bytes.
+func TestLongQueryScansInLinearTime(t *testing.T) {
+	s := newFuseServer(t)
+	u := &cred{uid: 1001, gid: 1001}
+	s.sendAs(u, "qs", "mk-qs", "", "start")
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	src := filepath.Join(dir, "lines.jsonl")
+	line := `{"role":"user","content":"qqe ` + strings.Repeat("q", 1000000) + `"}` + "\n"
+	testkit.Must(t, os.WriteFile(src, []byte(strings.Repeat(line, 12)), 0o644))
+	log := s.mnt("home/1001/agent/coder/session/qs/messages.jsonl")
+	if out, err := runCmd(t, u, nil, "/bin/bash", "-c", `cat "$0" >> "$1"`, src, log); err != nil {
+		t.Fatalf("appending as 1001: %v %s", err, out)
+	}
+	query := strings.Repeat("q", 1023) + "e"
+	start := time.Now()
+	frames, raw, err := s.requestAsWithin(u, "coder", fmt.Sprintf(`{"op":"search","query":%q}`, query), 2*time.Minute)
+	took := time.Since(start)
+	if err != nil || len(frames) != 1 || frames[0]["type"] != "searched" || frames[0]["matches"] != float64(0) {
+		t.Fatalf("search: %v %.300s", err, raw)
+	}
+	if took > 6*time.Second {
+		t.Errorf("a search of 12 MiB for a query of 1 KiB took %v", took)
+	}
+}

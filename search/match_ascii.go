@@ -25,6 +25,7 @@ type asciiQuery struct {
 	q      []byte   // the folded query: lower-case ASCII
 	anchor int      // the index in q of the byte looked for first
 	exotic [][]byte // the UTF-8 of the non-ASCII runes that fold into q
+	border []int    // border[i]: the longest proper border of q[:i+1] (linear's table)
 }
 
 // find is the byte offset of the first match of a in text, or -1; ok is
@@ -52,6 +53,7 @@ func newASCIIQuery(folded string) *asciiQuery {
 			a.anchor = i
 		}
 	}
+	a.border = borders(a.q)
 	if strings.IndexByte(folded, 'k') >= 0 {
 		a.exotic = append(a.exotic, []byte("\u212a"))
 	}
@@ -87,11 +89,19 @@ func (a *asciiQuery) index(b []byte) int {
 // cases (each with bytes.IndexByte, which scans many bytes at a time,
 // and each stream read once: a case that is not there is looked for
 // once, not at every match) and compares the query around each one.
+//
+// A comparison costs up to the query's length, and a hostile line can
+// hold the anchor at every byte with the query failing at its last
+// ("q"×1023 "e" in a line of "q"s: 1.7 s a MiB, a scan slot held all
+// along): once the comparisons have cost more than four times the bytes
+// passed (never, for a query of up to 4 bytes), the rest of b is searched
+// by linear, whose cost is b's length.
 func (a *asciiQuery) each(b []byte, fn func(i int) bool) {
 	n := len(a.q)
 	if len(b) < n {
 		return
 	}
+	compared := 0 // bytes compared around anchors
 	lo := a.q[a.anchor]
 	up := upperASCII(lo)
 	last := len(b) - n + a.anchor // the anchor's last possible place
@@ -107,6 +117,10 @@ func (a *asciiQuery) each(b []byte, fn func(i int) bool) {
 		if p < 0 || p > last {
 			return
 		}
+		if compared += n; compared > 4*(p+64) {
+			a.linear(b, p-a.anchor, fn) // every match before p-a.anchor was found
+			return
+		}
 		if equalFoldASCII(b[p-a.anchor:p-a.anchor+n], a.q) && !fn(p-a.anchor) {
 			return
 		}
@@ -116,6 +130,48 @@ func (a *asciiQuery) each(b []byte, fn func(i int) bool) {
 			nextUp = indexFrom(b, up, p+1)
 		}
 	}
+}
+
+// linear is each for the matches that start at from or after, in time
+// linear in b's length whatever b and the query hold (Knuth, Morris and
+// Pratt: no byte of b is read twice).
+func (a *asciiQuery) linear(b []byte, from int, fn func(i int) bool) {
+	k := 0 // bytes of a.q matched before b[i]
+	for i := from; i < len(b); i++ {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		for k > 0 && a.q[k] != c {
+			k = a.border[k-1]
+		}
+		if a.q[k] == c {
+			k++
+		}
+		if k == len(a.q) {
+			if !fn(i + 1 - k) {
+				return
+			}
+			k = a.border[k-1]
+		}
+	}
+}
+
+// borders is linear's table of q: for each prefix q[:i+1], the length of
+// its longest proper prefix that is also its suffix.
+func borders(q []byte) []int {
+	t := make([]int, len(q))
+	k := 0
+	for i := 1; i < len(q); i++ {
+		for k > 0 && q[i] != q[k] {
+			k = t[k-1]
+		}
+		if q[i] == q[k] {
+			k++
+		}
+		t[i] = k
+	}
+	return t
 }
 
 // indexFrom is the index of the first c in b at from or after, or -1.

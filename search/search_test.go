@@ -543,3 +543,39 @@ func messageLogAt(texts []string) (string, []int64) {
 	}
 	return b.String(), offsets
 }
+
+// TestASCIIQueryEach: the matches of a plain ASCII query are found in
+// order, overlapping ones too, whether the anchor's comparisons stay
+// cheap or the search goes on in linear time (lines dense with the
+// anchor), as a naive search finds them.
+func TestASCIIQueryEach(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 20000; i++ {
+		q := randomFrom(rng, "abA", 1+rng.IntN(6))
+		b := randomFrom(rng, "abAB", rng.IntN(1000))
+		if i%2 == 1 { // long queries in text dense with their anchor
+			q = randomFrom(rng, "aaaaaaaAb", 8+rng.IntN(40))
+			b = randomFrom(rng, "aaaaaaaaAb", rng.IntN(2000))
+		}
+		a := newASCIIQuery(strings.ToLower(q))
+		var got []int
+		a.each([]byte(b), func(i int) bool { got = append(got, i); return true })
+		var want []int
+		for j := 0; j+len(q) <= len(b); j++ {
+			if strings.EqualFold(b[j:j+len(q)], q) {
+				want = append(want, j)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%q in %q: %v, want %v", q, b, got, want)
+		}
+	}
+}
+
+func randomFrom(rng *rand.Rand, alphabet string, n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = alphabet[rng.IntN(len(alphabet))]
+	}
+	return string(b)
+}
