@@ -300,3 +300,46 @@ func TestLongQueryScansInLinearTime(t *testing.T) {
 		t.Errorf("a search of 12 MiB for a query of 1 KiB took %v", took)
 	}
 }
+
+// TestSearchFramesOfUnreadReplies: a match frame carried the line's "run"
+// and "ts" as they were, and a line appended through the mount may make
+// either a string of 1 MiB; a search runs 64 frames ahead of a reader
+// that does not read, so two such searches of one uid held 128 MiB of the
+// server. A frame's run and ts are now bounded (a run id, a time stamp).
+func TestSearchFramesOfUnreadReplies(t *testing.T) {
+	s := newFuseServer(t)
+	u := &cred{uid: 1001, gid: 1001}
+	s.sendAs(u, "big", "mk-big", "", "start")
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	src := filepath.Join(dir, "lines.jsonl")
+	line := `{"role":"user","run":"` + strings.Repeat("r", 400000) + `","ts":"` + strings.Repeat("1", 600000) + `","content":"needle"}` + "\n"
+	testkit.Must(t, os.WriteFile(src, []byte(strings.Repeat(line, 80)), 0o644))
+	log := s.mnt("home/1001/agent/coder/session/big/messages.jsonl")
+	if out, err := runCmd(t, u, nil, "/bin/bash", "-c", `cat "$0" >> "$1"`, src, log); err != nil {
+		t.Fatalf("appending as 1001: %v %s", err, out)
+	}
+	pid := s.cmd.Process.Pid
+	base := vmKB(t, pid, "VmRSS")
+	script := `
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+s.sendall(sys.argv[2].encode() + b"\n")
+time.sleep(float(sys.argv[3]))
+`
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runCmd(t, u, nil, "/usr/bin/python3", "-c", script, s.root+"/agent/coder.sock", `{"op":"search","query":"needle"}`, "12")
+		}()
+	}
+	time.Sleep(9 * time.Second) // the searches index and fill their replies' room
+	grown := (vmKB(t, pid, "VmRSS") - base) / 1024
+	wg.Wait()
+	t.Logf("server grew by %d MiB with two unread searches", grown)
+	if grown > 40 {
+		t.Errorf("two unread searches of one uid took the server %d MiB", grown)
+	}
+}

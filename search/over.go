@@ -242,8 +242,8 @@ func (o *searchOut) scanSpan(lg *Log, name string, sp Span, q *Query) (ok bool, 
 			return nil
 		}
 		start, end, found := q.Find(m.Text)
-		if found && !o.emit(proto.NewObject("type", proto.FrameMatch, "session", name, "run", m.Run,
-			"role", m.Role, "ts", m.TS, "text", Snippet(m.Text, start, end, SnippetBytes))) {
+		if found && !o.emit(proto.NewObject("type", proto.FrameMatch, "session", name, "run", Field(m.Run),
+			"role", m.Role, "ts", Field(m.TS), "text", Snippet(m.Text, start, end, SnippetBytes))) {
 			return errStop
 		}
 		return nil

@@ -579,3 +579,19 @@ func randomFrom(rng *rand.Rand, alphabet string, n int) string {
 	}
 	return string(b)
 }
+
+// TestField: a match frame's run and ts are kept up to FieldBytes, and
+// cut at a rune boundary with "…" beyond.
+func TestField(t *testing.T) {
+	short := strings.Repeat("a", FieldBytes)
+	if Field(short) != short {
+		t.Errorf("Field cut %d bytes", FieldBytes)
+	}
+	if got := Field(strings.Repeat("a", 1<<20)); got != short+"…" {
+		t.Errorf("Field of 1 MiB: %d bytes", len(got))
+	}
+	got := Field("a" + strings.Repeat("é", FieldBytes))
+	if !utf8.ValidString(got) || len(got) > FieldBytes+len("…") || !strings.HasSuffix(got, "é…") {
+		t.Errorf("Field of a 2-byte rune text: %q", got)
+	}
+}
