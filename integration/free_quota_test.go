@@ -414,3 +414,50 @@ func TestFreeTreeQuotaSeesJailedWrites(t *testing.T) {
 		t.Fatalf("the refused write left %d bytes", st.Size)
 	}
 }
+
+// TestFreeQuotaCountsDeepTrees: the count of a uid's free trees walked
+// by paths and left out what lies deeper than a path can name; a user
+// made that by moving a directory below a deep one, archived any session
+// (its uid is then counted again) and had the bytes back: 900 KiB kept
+// deep, 900 KiB more written in a quota of 1 MiB, and so on without end.
+func TestFreeQuotaCountsDeepTrees(t *testing.T) {
+	s := limitedServer(t, "freebytes=1048576", nil)
+	u := &cred{uid: 1001, gid: 1001}
+	s.sendAs(u, "temp-b", "c1", "", "hello")
+	s.sendAs(u, "a", "c2", "", "hello")
+	// D: directories of 200-byte names as deep as a path can go; X: three
+	// more levels and 900 KiB, moved two levels above D's bottom.
+	script := `
+import os, sys
+ctx = os.open(sys.argv[1], os.O_RDONLY|os.O_DIRECTORY)
+os.mkdir('D', dir_fd=ctx)
+fds = [os.open('D', os.O_RDONLY|os.O_DIRECTORY, dir_fd=ctx)]
+while True:
+    try:
+        os.mkdir('d'*200, dir_fd=fds[-1])
+    except OSError:
+        break
+    fds.append(os.open('d'*200, os.O_RDONLY|os.O_DIRECTORY, dir_fd=fds[-1]))
+os.mkdir('X', dir_fd=ctx)
+cur = os.open('X', os.O_RDONLY|os.O_DIRECTORY, dir_fd=ctx)
+for i in range(3):
+    os.mkdir('e'*200, dir_fd=cur)
+    cur = os.open('e'*200, os.O_RDONLY|os.O_DIRECTORY, dir_fd=cur)
+f = os.open('big', os.O_WRONLY|os.O_CREAT, 0o600, dir_fd=cur)
+os.write(f, b'x'*(900<<10))
+os.close(f)
+os.rename('X', 'X', src_dir_fd=ctx, dst_dir_fd=fds[-3])
+print("ok")
+`
+	ctxDir := s.mnt("home/1001/agent/coder/session/a/context")
+	if out, err := runCmd(t, u, nil, "/usr/bin/python3", "-c", script, ctxDir); err != nil || out != "ok\n" {
+		t.Fatalf("deep tree: %v %s", err, out)
+	}
+	if frames, raw, err := s.requestAs(u, "coder", `{"op":"archive","session":"temp-b"}`); err != nil || len(frames) != 1 || frames[0]["type"] != "archived" {
+		t.Fatalf("archive: %v %s", err, raw)
+	}
+	out, err := runCmd(t, u, nil, "/bin/bash", "-c", `head -c 921600 /dev/zero >"$0/more"`, ctxDir)
+	if err == nil || !strings.Contains(out, "Disk quota exceeded") {
+		t.Errorf("900 KiB more after the count, in a quota of 1 MiB holding 900 KiB: %v %q", err, out)
+	}
+}

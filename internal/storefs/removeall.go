@@ -104,45 +104,9 @@ func (r *Root) removeAt(dirfd int, name string) error {
 // removes its files, links and other non-directories; the level lists the
 // subdirectories left.
 func openLevel(dirfd int, name string) (treeLevel, error) {
-	how := &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: resolve}
-	fd, err := unix.Openat2(dirfd, name, how)
-	for i := 0; err == unix.EAGAIN && i < 64; i++ {
-		fd, err = unix.Openat2(dirfd, name, how)
-	}
+	l, ents, err := openTreeDir(dirfd, name)
 	if err != nil {
-		return treeLevel{fd: -1}, err
-	}
-	l := treeLevel{fd: fd, name: name}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return treeLevel{fd: -1}, err
-	}
-	l.dev, l.ino = st.Dev, st.Ino
-	if err := l.removeFiles(); err != nil {
-		unix.Close(fd)
-		return treeLevel{fd: -1}, err
-	}
-	return l, nil
-}
-
-// removeFiles lists the level's directory, unlinks what is not a
-// directory, and keeps the subdirectories' names.
-func (l *treeLevel) removeFiles() error {
-	var ents []Entry
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := unix.Getdents(l.fd, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if n <= 0 {
-			break
-		}
-		ents = parseDirents(buf[:n], ents)
+		return l, err
 	}
 	for _, e := range ents {
 		if e.Type == unix.DT_DIR || e.Type == unix.DT_UNKNOWN {
@@ -150,10 +114,53 @@ func (l *treeLevel) removeFiles() error {
 			continue
 		}
 		if err := gone(unix.Unlinkat(l.fd, e.Name, 0)); err != nil {
-			return err
+			unix.Close(l.fd)
+			return treeLevel{fd: -1}, err
 		}
 	}
-	return nil
+	return l, nil
+}
+
+// openTreeDir opens the directory name in dirfd (never through a link)
+// as a level of a walk, and lists it.
+func openTreeDir(dirfd int, name string) (treeLevel, []Entry, error) {
+	how := &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: resolve}
+	fd, err := unix.Openat2(dirfd, name, how)
+	for i := 0; err == unix.EAGAIN && i < 64; i++ {
+		fd, err = unix.Openat2(dirfd, name, how)
+	}
+	if err != nil {
+		return treeLevel{fd: -1}, nil, err
+	}
+	var st unix.Stat_t
+	ents, err := listFd(fd)
+	if err == nil {
+		err = unix.Fstat(fd, &st)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return treeLevel{fd: -1}, nil, err
+	}
+	return treeLevel{fd: fd, dev: st.Dev, ino: st.Ino, name: name}, ents, nil
+}
+
+// listFd lists the directory open as fd.
+func listFd(fd int) ([]Entry, error) {
+	var ents []Entry
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return ents, nil
+		}
+		ents = parseDirents(buf[:n], ents)
+	}
 }
 
 // openParent opens ".." of the directory fd, which must be the level

@@ -406,3 +406,36 @@ func TestRemoveAllDeeperThanAPath(t *testing.T) {
 		t.Fatalf("the decoy changed:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
+
+// TestWalkTreeDeeperThanAPath: WalkTree visits every name of a tree
+// deeper than PATH_MAX, links as links (never into the decoy), and stops
+// when told.
+func TestWalkTreeDeeperThanAPath(t *testing.T) {
+	f := newFixture(t)
+	fd, err := unix.Open(f.store+"/home/1000/a", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	testkit.Must(t, err)
+	name := strings.Repeat("d", 200)
+	for i := 0; i < 40; i++ { // 8 KiB of path
+		testkit.Must(t, unix.Mkdirat(fd, name, 0o700))
+		testkit.Must(t, unix.Symlinkat(f.decoy+"/dir", fd, "link"))
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		testkit.Must(t, err)
+		unix.Close(fd)
+		fd = next
+	}
+	unix.Close(fd)
+	kinds := map[uint32]int{}
+	testkit.Must(t, f.r.WalkTree("home/1000/a", func(st *unix.Stat_t) bool {
+		kinds[st.Mode&unix.S_IFMT]++
+		return true
+	}))
+	// a, its file, 40 directories and 40 links.
+	if kinds[unix.S_IFDIR] != 41 || kinds[unix.S_IFLNK] != 40 || kinds[unix.S_IFREG] != 1 {
+		t.Fatalf("walked %v", kinds)
+	}
+	n := 0
+	testkit.Must(t, f.r.WalkTree("home/1000/a", func(*unix.Stat_t) bool { n++; return n < 5 }))
+	if n != 5 {
+		t.Fatalf("a walk told to stop at 5 visited %d", n)
+	}
+}

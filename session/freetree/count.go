@@ -81,16 +81,15 @@ func (w *walk) each(rel string, visit func(child string, ent storefs.Entry)) {
 	}
 }
 
-// tree counts rel and everything below it that belongs to the uid.
+// tree counts rel and everything below it that belongs to the uid, by
+// descriptors (storefs.WalkTree): a walk by paths left out what lies
+// deeper than a path can name, which a user makes by moving a directory
+// below a deep one, and got that uid's bytes back at each count.
 func (w *walk) tree(rel string) {
-	st, err := w.r.Lstat(rel)
-	if err != nil {
-		return
-	}
-	w.add(st)
-	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		w.each(rel, func(child string, _ storefs.Entry) { w.tree(child) })
-	}
+	w.r.WalkTree(rel, func(st *unix.Stat_t) bool {
+		w.add(st)
+		return !w.use.Partial
+	})
 }
 
 // add counts one inode if it is the uid's (once, for hard links).
