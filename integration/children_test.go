@@ -752,3 +752,63 @@ func uidProcesses(uid int) []int {
 	}
 	return pids
 }
+
+// TestChildWaitingAtRestartEnds: a child whose call waits for approval
+// when the server stops is not kept waiting: nothing follows it after the
+// restart (its parent's context/child/ files, its parent's cancel), and
+// it would go on with its own definition, not attenuated by its parent's
+// (its own tools, approval auto). Its run is closed as interrupted, its
+// status in the parent's context/child/ says error, and no call of it
+// runs, asked or not.
+func TestChildWaitingAtRestartEnds(t *testing.T) {
+	out := t.TempDir()
+	testkit.Must(t, os.Chmod(out, 0o777))
+	first, second := filepath.Join(out, "first"), filepath.Join(out, "second")
+	child := newFakeProvider(t, scripted(
+		openAICall("w1", "shell_exec", `{"argv":["touch",`+jsonString(first)+`]}`),
+		openAICall("w2", "shell_exec", `{"argv":["touch",`+jsonString(second)+`]}`),
+		openAIReply("both ran")))
+	p := newFakeProvider(t, scripted(
+		openAICall("c1", "agent_create", `{"agent":"sub","input":"touch twice"}`),
+		openAIReply("delegated")))
+	s := newToolServer(t, p.URL+"/v1", map[string]string{"tools": "agent.create\nshell.exec\n", "perm": "rx\n", "approval": "ask\n"})
+	s.defineModel("sub", child.URL+"/v1")
+	s.defineReady("sub", map[string]string{"model": "fake/sub", "tools": "shell.exec\nfs.write\n", "perm": "rwx\n"})
+	done := s.sendAsync(owner, "p", "delegate")
+	create := s.pendingOf(owner, 1)[0]
+	if create["name"] != "agent.create" {
+		t.Fatalf("pending %v", create)
+	}
+	s.answerAs(owner, fmt.Sprintf(`{"op":"approve","run":%q,"id":"c1","decision":"allow_once"}`, create["run"]))
+	if d := lastDone(waitRunDone(t, done)); d == nil || d["status"] != "ok" {
+		t.Fatalf("the parent did not end ok")
+	}
+	kid := s.children("doer", "p")[0]
+	eventually(t, 30*time.Second, "the child's first call pending", func() bool {
+		frames, _, err := s.requestAs(owner, "sub", `{"op":"pending"}`)
+		return err == nil && len(frames) == 2 && frames[0]["run"] == kid && frames[0]["id"] == "w1"
+	})
+	s.restart(syscall.SIGKILL)
+	session := strings.TrimSpace(s.childFile("doer", "p", kid, "session"))
+	frames, _, err := s.requestAs(owner, "sub", `{"op":"pending"}`)
+	if err != nil || len(frames) != 1 {
+		// The waiting child was kept: approving its first call resumes it.
+		s.requestAs(owner, "sub", fmt.Sprintf(`{"op":"approve","run":%q,"id":"w1","decision":"allow_once"}`, kid))
+		time.Sleep(3 * time.Second)
+		_, err1 := os.Stat(first)
+		_, err2 := os.Stat(second)
+		t.Fatalf("the child still waits after the restart: %v; after its approval the first call ran: %v, the second, never asked: %v", frames, err1 == nil, err2 == nil)
+	}
+	s.answerAsAgent(owner, "sub", fmt.Sprintf(`{"op":"status","session":%q}`, session)) // loaded: its run closed
+	s.waitChildStatus("doer", "p", kid, "error")
+	ev := fileBytes(t, filepath.Join(s.sessionDir(1001, "sub", session), "events.jsonl"))
+	if !strings.Contains(ev, `"type":"done","run":"`+kid+`","status":"error","interrupted":true`) {
+		t.Errorf("the child's events:\n%s", ev)
+	}
+	for _, f := range []string{first, second} {
+		if _, err := os.Stat(f); err == nil {
+			t.Errorf("%s ran", f)
+		}
+	}
+	fsckClean(t, s)
+}

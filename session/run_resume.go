@@ -39,7 +39,12 @@ func (rec *clientRecord) noteWaiting(o *proto.Object) {
 // cannot wait again: it is then closed as interrupted).
 func (s *sess) keepWaiting(rec *clientRecord) bool {
 	w := rec.waiting
-	if w == nil {
+	if w == nil || rec.start.Has("parent") {
+		// A child run cannot wait across a restart (SPEC 18): nothing
+		// follows it any more (its parent's context/child/ files and
+		// cancel), and it would go on with its own definition, not the
+		// one its parent attenuated (its own tools, approval auto where
+		// its parent asked). It is interrupted, as its parent's files say.
 		return false
 	}
 	if _, ok := s.e.waiting.Waiting(rec.run); ok {
