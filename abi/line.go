@@ -48,6 +48,24 @@ func RuneCut(s string, n int) int {
 	return n
 }
 
+// MaxMessageText bounds the text of one assistant message the server
+// records of a model's text (SplitText), so that its line stays well
+// within MaxLineBytes even when JSON escapes every byte (\u00XX is six).
+const MaxMessageText = MaxLineBytes / 8
+
+// SplitText cuts text into pieces of at most max bytes, at rune
+// boundaries: text longer than one line may hold is recorded as several
+// assistant messages, in order.
+func SplitText(text string, max int) []string {
+	var out []string
+	for len(text) > max {
+		cut := RuneCut(text, max)
+		out = append(out, text[:cut])
+		text = text[cut:]
+	}
+	return append(out, text)
+}
+
 // Clip is s when it holds at most max bytes; otherwise its first max
 // bytes or fewer, cut on a character boundary, and "…" to say it was cut.
 func Clip(s string, max int) string {

@@ -55,7 +55,14 @@ func runAPI(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 			return true // the deltas are the answer: the engine records them
 		}
 		l.nameCalls(res.ToolCalls)
-		emit(callsMessage(res.Text, res.ToolCalls))
+		msgs, err := callsMessages(res.Text, res.ToolCalls)
+		for _, m := range msgs {
+			emit(m)
+		}
+		if err != nil {
+			emit(proto.ErrorFrame(err))
+			return false
+		}
 		l.req.Turns = append(l.req.Turns, modelapi.Turn{Role: modelapi.RoleAssistant, Text: res.Text, ToolCalls: res.ToolCalls})
 		pending = res.ToolCalls
 	}
@@ -165,6 +172,36 @@ func callsMessage(text string, calls []ToolCall) *proto.Object {
 		parts = append(parts, proto.NewObject("type", "tool_call", "id", c.ID, "name", c.Name, "arguments", provider.ArgsObject(c.Arguments)))
 	}
 	return proto.NewObject("type", proto.FrameMessage, "role", "assistant", "content", parts)
+}
+
+// stampRoom is more than the recorder adds to a frame's line: its run
+// and its time stamp.
+const stampRoom = 256
+
+// fitsLine says whether f, once stamped, fits a log line.
+func fitsLine(f *proto.Object) bool { return len(f.Line())+stampRoom <= abi.MaxLineBytes }
+
+// callsMessages are the assistant messages that record a reply's text and
+// calls: one, or, when that one would be over a log line's bound, the text
+// first in messages of its own (abi.SplitText, as the engine records a
+// long answer) and then the calls. The logs refuse a batch with a longer
+// line whole, and the run went on meanwhile: its calls were made with
+// neither them nor the text recorded. Calls that one line cannot hold are
+// EFBIG, none of them made (the text's messages are returned all the same).
+func callsMessages(text string, calls []ToolCall) ([]*proto.Object, error) {
+	if m := callsMessage(text, calls); fitsLine(m) {
+		return []*proto.Object{m}, nil
+	}
+	var out []*proto.Object
+	if text != "" {
+		for _, piece := range abi.SplitText(text, abi.MaxMessageText) {
+			out = append(out, messageFrame(piece))
+		}
+	}
+	if m := callsMessage("", calls); fitsLine(m) {
+		return append(out, m), nil
+	}
+	return out, abi.Errorf(syscall.EFBIG, "run", "the reply's %d tool calls take more than a log line (%d bytes) to record: none was made", len(calls), abi.MaxLineBytes)
 }
 
 // callAll makes the calls of one reply in order; false when the run must

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // The approvals and questions of SPEC 17, against a scripted openai-chat
@@ -447,4 +449,68 @@ func TestApprovalDisconnect(t *testing.T) {
 	if !strings.Contains(got, "question answer tool_result") || lastDone(frames)["status"] != "ok" {
 		t.Fatalf("resume after the disconnect: %s", got)
 	}
+}
+
+// TestLongTextWithCallsIsRecorded: a reply whose text and calls together
+// are over a log line's bound (1 MiB) is recorded whole: its text as
+// assistant messages of their own, then its calls; the call runs and the
+// run goes on to its end.
+func TestLongTextWithCallsIsRecorded(t *testing.T) {
+	out := t.TempDir()
+	testkit.Must(t, os.Chmod(out, 0o777))
+	ran := filepath.Join(out, "ran")
+	text := strings.Repeat("a long thought ", 80<<10) // 1.2 MiB
+	long := func(w http.ResponseWriter, r *http.Request) {
+		sse(w,
+			`data: {"choices":[{"index":0,"delta":{"role":"assistant","content":`+jsonString(text)+`}}]}`,
+			`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"shell_exec","arguments":`+jsonString(`{"argv":["touch",`+jsonString(ran)+`]}`)+`}}]},"finish_reason":"tool_calls"}]}`,
+			`data: {"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":9,"total_tokens":49}}`,
+			`data: [DONE]`)
+	}
+	p := newFakeProvider(t, scripted(long, openAIReply("touched")))
+	s := newToolServer(t, p.URL+"/v1", map[string]string{"tools": "shell.exec\n", "perm": "x\n", "window": "1000000\n"})
+	waitRunDone(t, s.sendAsync(owner, "long", "think, then touch")) // its reader is cut (the 1.2 MiB delta): the run goes on
+	dir := s.sessionDir(1001, "doer", "long")
+	var done string
+	eventually(t, 30*time.Second, "the run's end", func() bool {
+		ev := fileBytes(t, filepath.Join(dir, "events.jsonl"))
+		if i := strings.Index(ev, `"type":"done"`); i >= 0 {
+			done = ev[i:]
+			return true
+		}
+		return false
+	})
+	msgs := fileBytes(t, filepath.Join(dir, "messages.jsonl"))
+	if !strings.HasPrefix(done, `"type":"done","run":`) || !strings.Contains(strings.SplitN(done, "\n", 2)[0], `"status":"ok"`) {
+		_, err := os.Stat(ran)
+		t.Fatalf("the run did not end ok (the call ran: %v); messages.jsonl holds the call: %v, %d bytes of the text; the end:\n%s", err == nil,
+			strings.Contains(msgs, `"tool_call_id":"call_1"`), strings.Count(msgs, "a long thought ")*len("a long thought "), lastLines(fileBytes(t, filepath.Join(dir, "events.jsonl")), 4))
+	}
+	if _, err := os.Stat(ran); err != nil {
+		t.Errorf("the call did not run: %v", err)
+	}
+	var got strings.Builder
+	calls := 0
+	for _, line := range strings.Split(strings.TrimSpace(msgs), "\n") {
+		var m struct {
+			Role    string
+			Content []struct{ Type, Text, ID string }
+		}
+		if !strings.HasPrefix(line, `{"role":"assistant"`) {
+			continue
+		}
+		testkit.Must(t, json.Unmarshal([]byte(line), &m))
+		for _, c := range m.Content {
+			switch {
+			case m.Role == "assistant" && c.Type == "text" && calls == 0:
+				got.WriteString(c.Text)
+			case c.Type == "tool_call":
+				calls++
+			}
+		}
+	}
+	if got.String() != text || calls != 1 || !strings.Contains(msgs, "touched") {
+		t.Errorf("messages.jsonl: %d calls, %d of %d bytes of the text before them", calls, got.Len(), len(text))
+	}
+	fsckClean(t, s)
 }

@@ -158,7 +158,7 @@ func (rn *run) commit(b *batch) bool {
 }
 
 // recordDeltaText records the text a run streamed as deltas, with no
-// message to carry it, as assistant messages of at most maxMessageText
+// message to carry it, as assistant messages of at most abi.MaxMessageText
 // bytes each (one line may hold at most abi.MaxLineBytes), one durable
 // append each: the run holds at most one message's copy of its text
 // besides the pieces, which are let go as they are recorded.
@@ -178,8 +178,8 @@ func (rn *run) recordDeltaText() bool {
 	rn.deltas = nil // each message flush records is made from these
 	for i, piece := range deltas {
 		deltas[i] = ""
-		for _, chunk := range splitText(piece, maxMessageText) {
-			if text.Len()+len(chunk) > maxMessageText && !flush() {
+		for _, chunk := range abi.SplitText(piece, abi.MaxMessageText) {
+			if text.Len()+len(chunk) > abi.MaxMessageText && !flush() {
 				return false
 			}
 			text.WriteString(chunk)
@@ -271,22 +271,4 @@ func (s *sess) appendBoth(events, msgs []byte) error {
 	}
 	s.appended(abi.FileEvents, abi.FileMessages)
 	return nil
-}
-
-// maxMessageText bounds the text of one recorded assistant message made
-// from deltas, so that its line stays well within abi.MaxLineBytes even
-// when JSON escapes every byte (\u00XX is six).
-const maxMessageText = abi.MaxLineBytes / 8
-
-// splitText cuts text into pieces of at most max bytes, at rune
-// boundaries: a run that streamed more text than one line may hold is
-// recorded as several assistant messages, in order.
-func splitText(text string, max int) []string {
-	var out []string
-	for len(text) > max {
-		cut := abi.RuneCut(text, max)
-		out = append(out, text[:cut])
-		text = text[cut:]
-	}
-	return append(out, text)
 }
