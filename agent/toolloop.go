@@ -220,13 +220,24 @@ func (l *toolLoop) callAll(ctx context.Context, calls []ToolCall) bool {
 		if !ok || ctx.Err() != nil {
 			return false
 		}
+		result := resultFrame(c, content, isErr)
+		if !fitsLine(result) {
+			// The logs would refuse its batch whole, and the run with it.
+			content, isErr = toolFailure(abi.Errorf(syscall.EFBIG, c.Name, "the result takes %d bytes, more than a log line (%d) can record", len(result.Line()), abi.MaxLineBytes))
+			result = resultFrame(c, content, isErr)
+		}
 		if isErr {
 			l.failed++
 		}
-		l.emit(proto.NewObject("type", proto.FrameToolResult, "tool_call_id", c.ID, "name", c.Name, "content", content, "is_error", isErr))
+		l.emit(result)
 		l.req.Turns = append(l.req.Turns, modelapi.Turn{Role: modelapi.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Text: content, IsError: isErr})
 	}
 	return true
+}
+
+// resultFrame is a call's tool_result frame.
+func resultFrame(c ToolCall, content string, isErr bool) *proto.Object {
+	return proto.NewObject("type", proto.FrameToolResult, "tool_call_id", c.ID, "name", c.Name, "content", content, "is_error", isErr)
 }
 
 // call decides and makes one call: its result's text and whether it is an

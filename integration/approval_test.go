@@ -514,3 +514,29 @@ func TestLongTextWithCallsIsRecorded(t *testing.T) {
 	}
 	fsckClean(t, s)
 }
+
+// TestToolResultOverALine: a tool's result whose record would be over a
+// log line (fs.list of 1,000 names of control characters, each escaped
+// twice over: 1.8 MiB) is the call's EFBIG error, recorded; the run goes
+// on to its end.
+func TestToolResultOverALine(t *testing.T) {
+	dir := t.TempDir()
+	testkit.Must(t, os.Chmod(dir, 0o755))
+	for i := 0; i < 1000; i++ {
+		name := fmt.Sprintf("%04d", i) + strings.Repeat("\x01", 250)
+		testkit.Must(t, os.WriteFile(filepath.Join(dir, name), nil, 0o644))
+	}
+	p := newFakeProvider(t, scripted(openAICall("call_1", "fs_list", `{"path":`+jsonString(dir)+`}`), openAIReply("listed")))
+	s := newToolServer(t, p.URL+"/v1", map[string]string{"tools": "fs.list\n", "window": "1000000\n"})
+	waitRunDone(t, s.sendAsync(owner, "list", "list it"))
+	sdir := s.sessionDir(1001, "doer", "list")
+	ev := fileBytes(t, filepath.Join(sdir, "events.jsonl"))
+	if !strings.Contains(ev, `"type":"done","run":`) || !strings.Contains(lastLines(ev, 2), `"status":"ok"`) {
+		t.Fatalf("the run did not end ok:\n%s", lastLines(ev, 4))
+	}
+	msgs := fileBytes(t, filepath.Join(sdir, "messages.jsonl"))
+	if !strings.Contains(msgs, `"tool_call_id":"call_1"`) || !strings.Contains(msgs, `EFBIG`) || !strings.Contains(msgs, "listed") {
+		t.Fatalf("messages.jsonl:\n%s", lastLines(msgs, 3))
+	}
+	fsckClean(t, s)
+}
