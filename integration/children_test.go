@@ -812,3 +812,59 @@ func TestChildWaitingAtRestartEnds(t *testing.T) {
 	}
 	fsckClean(t, s)
 }
+
+// TestChildCutWatcherStillCancelled: a child whose model streams one
+// delta over the 1 MiB a reader may fall behind cuts its watcher's
+// follow of it; the child still runs, shows active, and is cancelled with
+// its parent (its command killed before it could finish).
+func TestChildCutWatcherStillCancelled(t *testing.T) {
+	out := t.TempDir()
+	testkit.Must(t, os.Chmod(out, 0o777))
+	finished := filepath.Join(out, "finished")
+	big := strings.Repeat("thinking ", 140<<10) // 1.2 MiB in one delta
+	childReply := func(w http.ResponseWriter, r *http.Request) {
+		sse(w,
+			`data: {"choices":[{"index":0,"delta":{"role":"assistant","content":`+jsonString(big)+`}}]}`,
+			`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"s1","type":"function","function":{"name":"shell_exec","arguments":`+jsonString(`{"command":"sleep 6; touch `+finished+`"}`)+`}}]},"finish_reason":"tool_calls"}]}`,
+			`data: {"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":9,"total_tokens":49}}`,
+			`data: [DONE]`)
+	}
+	child := newFakeProvider(t, scripted(childReply, openAIReply("child done")))
+	hold := func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() } // the parent waits until cancelled
+	p := newFakeProvider(t, scripted(openAICall("c1", "agent_create", `{"agent":"sub","input":"think long"}`), hold))
+	s := newToolServer(t, p.URL+"/v1", map[string]string{"tools": "agent.create\nshell.exec\n", "perm": "rx\n"})
+	s.defineModel("sub", child.URL+"/v1")
+	s.defineReady("sub", map[string]string{"model": "fake/sub", "tools": "shell.exec\n", "perm": "x\n", "window": "1000000\n"})
+	done := make(chan []frame, 1)
+	go func() {
+		f, _, _ := s.requestAsWithin(owner, "doer", `{"op":"send","id":"par1","session":"p","input":"delegate"}`, 60*time.Second)
+		done <- f
+	}()
+	var kid, session string
+	eventually(t, 30*time.Second, "the child's command running", func() bool {
+		kids := s.children("doer", "p")
+		if len(kids) != 1 {
+			return false
+		}
+		kid, session = kids[0], strings.TrimSpace(s.childFile("doer", "p", kids[0], "session"))
+		return session != "" && strings.Contains(fileBytes(t, filepath.Join(s.sessionDir(1001, "sub", session), "events.jsonl")), `"type":"tool_call"`)
+	})
+	if st := s.childFile("doer", "p", kid, "status"); st != "active\n" {
+		t.Errorf("the running child's status: %q", st)
+	}
+	if f := s.answerAsAgent(owner, "doer", `{"op":"cancel","id":"par1","session":"p"}`); f["cancelled"] != true {
+		t.Fatalf("cancel: %v", f)
+	}
+	waitRunDone(t, done)
+	ev := filepath.Join(s.sessionDir(1001, "sub", session), "events.jsonl")
+	eventually(t, 30*time.Second, "the child's end", func() bool {
+		return strings.Contains(fileBytes(t, ev), `"type":"done","run":"`+kid+`"`)
+	})
+	if e := fileBytes(t, ev); !strings.Contains(e, `"type":"done","run":"`+kid+`","status":"cancelled"`) {
+		t.Errorf("the child was not cancelled with its parent:\n%s", lastLines(e, 3))
+	}
+	if _, err := os.Stat(finished); err == nil {
+		t.Errorf("the child's command ran to its end after its parent's cancel")
+	}
+	s.waitChildStatus("doer", "p", kid, "cancelled")
+}

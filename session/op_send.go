@@ -265,7 +265,11 @@ func (e *Engine) startRun(c layout.Caller, s *sess, loc *location, req *proto.Re
 	// The start goes to the stream before the run is visible in s.active:
 	// a resume or replay that finds the run finds its start in the log, and
 	// must not get it from the stream as well.
-	sender := rn.stream.Join() // before the first frame: the sender reads them all
+	join := rn.stream.Join
+	if req.Parent != "" {
+		join = rn.stream.JoinKept // the sender is the child's watcher (children.Book.watch)
+	}
+	sender := join() // before the first frame: the sender reads them all
 	rn.stream.Push(start)
 	rn.register()
 	ticket.spend() // the run holds it now

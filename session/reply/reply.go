@@ -32,6 +32,7 @@ type Stream struct {
 	frames  []streamed // what some reader has not read yet; frames[0] is number base
 	base    int
 	bytes   int // of frames
+	pushed  int // bytes of every frame pushed so far
 	ended   bool
 	readers map[*Reader]bool
 	wake    chan struct{} // closed and replaced at every change
@@ -40,6 +41,7 @@ type Stream struct {
 type streamed struct {
 	f    *proto.Object
 	size int
+	at   int // the stream's pushed bytes before it
 }
 
 // Reader is one reader's place in a stream.
@@ -47,15 +49,25 @@ type Reader struct {
 	st   *Stream
 	next int  // number of the next frame to read
 	cut  bool // fell more than maxBehind behind: the stream dropped it
+	kept bool // never cut (JoinKept)
 }
 
 func NewStream() *Stream { return &Stream{wake: make(chan struct{}), readers: map[*Reader]bool{}} }
 
 // Join adds a reader that reads from the frame pushed next.
-func (st *Stream) Join() *Reader {
+func (st *Stream) Join() *Reader { return st.join(false) }
+
+// JoinKept is Join for a reader the server reads itself as the frames
+// come (a child's watcher, session/children): it is never cut, since one
+// frame over maxBehind (a model's long delta) cut every reader, and the
+// watcher of a child then let the child go on unfollowed, past its
+// parent's cancel. What it holds is bounded by what one run may stream.
+func (st *Stream) JoinKept() *Reader { return st.join(true) }
+
+func (st *Stream) join(kept bool) *Reader {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	r := &Reader{st: st, next: st.base + len(st.frames)}
+	r := &Reader{st: st, next: st.base + len(st.frames), kept: kept}
 	st.readers[r] = true
 	return r
 }
@@ -75,8 +87,10 @@ func (st *Stream) leave(r *Reader) {
 // Push hands f to every reader.
 func (st *Stream) Push(f *proto.Object) {
 	st.mu.Lock()
-	st.frames = append(st.frames, streamed{f, len(f.Line())})
-	st.bytes += st.frames[len(st.frames)-1].size
+	size := len(f.Line())
+	st.frames = append(st.frames, streamed{f, size, st.pushed})
+	st.bytes += size
+	st.pushed += size
 	st.cutLocked()
 	st.trimLocked()
 	st.notifyLocked()
@@ -99,22 +113,31 @@ func (st *Stream) notifyLocked() {
 }
 
 // cutLocked drops the slowest readers while the frames held for them are
-// over maxBehind.
+// over maxBehind; a kept reader is never cut, and the frames held for it
+// alone cut no other.
 func (st *Stream) cutLocked() {
 	for st.bytes > maxBehind {
 		var slowest *Reader
 		for r := range st.readers {
-			if slowest == nil || r.next < slowest.next {
+			if !r.kept && (slowest == nil || r.next < slowest.next) {
 				slowest = r
 			}
 		}
-		if slowest == nil {
+		if slowest == nil || st.behind(slowest) <= maxBehind {
 			return
 		}
 		slowest.cut = true
 		delete(st.readers, slowest)
 		st.trimLocked()
 	}
+}
+
+// behind is the bytes of the frames r has still to read.
+func (st *Stream) behind(r *Reader) int {
+	if i := r.next - st.base; i < len(st.frames) {
+		return st.pushed - st.frames[i].at
+	}
+	return 0
 }
 
 // trimLocked lets go of the frames every reader has read (all of them

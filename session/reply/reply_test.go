@@ -52,6 +52,51 @@ func TestStreamIsBounded(t *testing.T) {
 	}
 }
 
+// A kept reader (a child's watcher) is never cut, not even by one frame
+// over maxBehind, and the frames held for it alone cut no reader that
+// reads along; a reader that does not read is still cut once it is
+// maxBehind behind.
+func TestKeptReaderIsNotCut(t *testing.T) {
+	st := NewStream()
+	kept := New(nil, st.JoinKept())
+	ctx := context.Background()
+	st.Push(proto.NewObject("type", "delta", "text", strings.Repeat("x", maxBehind+1)))
+	if f, err := kept.Next(ctx); err != nil || f.Str("type") != "delta" {
+		t.Fatalf("the kept reader after one long frame: %v %v", f, err)
+	}
+	along := New(nil, st.Join())
+	idle := New(nil, st.Join())
+	small := proto.NewObject("type", "delta", "text", strings.Repeat("y", 1000))
+	for i := 0; i < 2000; i++ { // two MiB the kept reader does not read yet
+		st.Push(small)
+		if f, err := along.Next(ctx); err != nil || f.Str("type") != "delta" {
+			t.Fatalf("frame %d: the reader that reads along got %v %v", i, f, err)
+		}
+	}
+	st.End()
+	n := 0
+	for {
+		f, err := kept.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil || f.Str("type") != "delta" {
+			t.Fatalf("the kept reader: %v %v", f, err)
+		}
+		n++
+	}
+	if n != 2000 {
+		t.Fatalf("the kept reader read %d of 2000 frames", n)
+	}
+	var last *proto.Object
+	for f, err := idle.Next(ctx); err == nil; f, err = idle.Next(ctx) {
+		last = f
+	}
+	if last == nil || last.Str("code") != "EAGAIN" {
+		t.Fatalf("the reader that never read ends with %v, want EAGAIN", last)
+	}
+}
+
 // TryNext gives what is ready and never waits: the fixed frames, then
 // each pushed frame, nil while the run has pushed nothing more, io.EOF
 // once it ended and everything was read.
