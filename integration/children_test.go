@@ -868,3 +868,36 @@ func TestChildCutWatcherStillCancelled(t *testing.T) {
 	}
 	s.waitChildStatus("doer", "p", kid, "cancelled")
 }
+
+// TestSharedParentStartsChild: a run in a shared space whose requester is
+// a member by a supplementary group alone starts a child: the child's
+// session is in the same space, and its files show it done.
+func TestSharedParentStartsChild(t *testing.T) {
+	alice := member(1001, 1234)
+	p := newFakeProvider(t, scripted(
+		openAICall("c1", "agent_create", `{"agent":"echoer","input":"from the space"}`),
+		openAIReply("delegated")))
+	s := newToolServer(t, p.URL+"/v1", map[string]string{"tools": "agent.create\n", "perm": "x\n"})
+	s.defineReady("echoer", map[string]string{"model": "debug/echo"})
+	s.spaceAdd("team", 1234)
+	frames, raw, err := s.requestAsWithin(alice, "doer", `{"op":"send","id":"s1","session":"plan","scope":"shared","space":"team","input":"go"}`, 60*time.Second)
+	if d := lastDone(frames); err != nil || d == nil || d["status"] != "ok" {
+		t.Fatalf("the parent: %v %s", err, raw)
+	}
+	dir := filepath.Join(s.store, "shared", "team", "agent", "doer", "session", "plan")
+	ev := fileBytes(t, filepath.Join(dir, "events.jsonl"))
+	created := createdChildren(t, ev)["c1"]
+	if created == nil {
+		t.Fatalf("no child was created:\n%s", ev)
+	}
+	kid := created["child"].(string)
+	status := filepath.Join(dir, "context", "child", kid, "status")
+	eventually(t, 30*time.Second, "the child done", func() bool {
+		b, _ := os.ReadFile(status)
+		return string(b) == "done\n"
+	})
+	if _, err := os.Stat(filepath.Join(s.store, "shared", "team", "agent", "echoer", "session", created["session"].(string), "events.jsonl")); err != nil {
+		t.Errorf("the child's session is not in the space: %v", err)
+	}
+	fsckClean(t, s)
+}

@@ -27,6 +27,10 @@ type run struct {
 	id     string
 	s      *sess
 	caller uint32 // whose quota of runs it holds
+	// groups are its caller's supplementary groups as its send (or the
+	// answer that resumed it) came: a child it starts in its shared
+	// space is let in with them (toolHost.Create), as the run was.
+	groups []uint32
 	dir    runDir // where it works
 	// clientID is its send's client id, and started when it was accepted:
 	// cancel finds the newest run of a client id (findRun).
@@ -76,7 +80,7 @@ func (e *Engine) newRun(s *sess, id, clientID string, c layout.Caller, loc *loca
 	}
 	sessDir := e.mountPath(loc.ref.Rel())
 	ctx, cancel := context.WithCancel(context.Background())
-	rn := &run{id: id, s: s, rec: rec, caller: c.Uid, dir: dir, clientID: clientID, started: time.Now(), stream: reply.NewStream(), ctx: ctx, cancel: cancel, phase: "queued", over: make(chan struct{})}
+	rn := &run{id: id, s: s, rec: rec, caller: c.Uid, groups: c.Groups, dir: dir, clientID: clientID, started: time.Now(), stream: reply.NewStream(), ctx: ctx, cancel: cancel, phase: "queued", over: make(chan struct{})}
 	rn.q = runqueue.New(id, maxRunStream, rn.cancel)
 	rn.host = &toolHost{rn: rn}
 	rn.spec = agent.Spec{

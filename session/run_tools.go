@@ -196,6 +196,9 @@ func (h *toolHost) Keep(c agent.ToolCall, before agent.FileBefore) error {
 func (h *toolHost) Create(_ context.Context, _ agent.ToolCall, req agent.CreateRequest) (*proto.Object, error) {
 	rn, e := h.rn, h.rn.s.e
 	c := layout.Caller{Uid: rn.spec.Uid, Gid: rn.spec.Gid}
+	if rn.spec.Scope == abi.ScopeShared { // its uid is its caller's: a member by a supplementary group is one still
+		c.Groups = rn.groups
+	}
 	p := children.Parent{Run: rn.id, Def: rn.spec.Def, IsChild: rn.rec.start.Has("parent"), Scope: rn.spec.Scope, Space: rn.rec.start.Str("space"), Record: rn.q.Add,
 		Start: func(name string, r *proto.Request) (*reply.Reply, error) {
 			return e.Begin(context.Background(), c, Target{Kind: abi.KindAgent, Owner: name}, r)
