@@ -19,7 +19,8 @@ import (
 // run may fall behind it: the stream keeps only what some reader has not
 // read yet, and a reader further behind than this is cut (its reply ends
 // with an EAGAIN error frame; `resume` follows the run again from its
-// record). A client that never reads costs the server at most this much.
+// record). A client that never reads costs the server at most this much
+// and the frame pushed last.
 const maxBehind = 1 << 20
 
 // Stream is the live frames of one run for the readers that follow it
@@ -112,9 +113,12 @@ func (st *Stream) notifyLocked() {
 	st.wake = make(chan struct{})
 }
 
-// cutLocked drops the slowest readers while the frames held for them are
-// over maxBehind; a kept reader is never cut, and the frames held for it
-// alone cut no other.
+// cutLocked drops the slowest readers while the frames held for them,
+// besides the one just pushed, are over maxBehind: a reader is cut for
+// what it left unread, never for one long frame (a model's delta may be
+// over maxBehind) it had no time to read, so a stream holds at most
+// maxBehind and one frame for a reader that does not read. A kept reader
+// is never cut, and the frames held for it alone cut no other.
 func (st *Stream) cutLocked() {
 	for st.bytes > maxBehind {
 		var slowest *Reader
@@ -123,7 +127,7 @@ func (st *Stream) cutLocked() {
 				slowest = r
 			}
 		}
-		if slowest == nil || st.behind(slowest) <= maxBehind {
+		if slowest == nil || st.behind(slowest)-st.frames[len(st.frames)-1].size <= maxBehind {
 			return
 		}
 		slowest.cut = true

@@ -52,6 +52,32 @@ func TestStreamIsBounded(t *testing.T) {
 	}
 }
 
+// One frame over maxBehind cuts no reader: one that reads along reads it,
+// and one that does not is cut only once more than maxBehind is held for
+// it besides the frame pushed last.
+func TestLongFrameCutsNoReader(t *testing.T) {
+	st := NewStream()
+	along, idle := New(nil, st.Join()), New(nil, st.Join())
+	ctx := context.Background()
+	long := proto.NewObject("type", "delta", "text", strings.Repeat("x", 2*maxBehind))
+	st.Push(long)
+	if f, err := along.Next(ctx); err != nil || f.Str("type") != "delta" {
+		t.Fatalf("the reader that reads along, after one long frame: %v %v", f, err)
+	}
+	st.Push(long)
+	if f, err := along.Next(ctx); err != nil || f.Str("type") != "delta" {
+		t.Fatalf("the reader that reads along, after a second long frame: %v %v", f, err)
+	}
+	st.End()
+	var last *proto.Object
+	for f, err := idle.Next(ctx); err == nil; f, err = idle.Next(ctx) {
+		last = f
+	}
+	if last == nil || last.Str("code") != "EAGAIN" {
+		t.Fatalf("the reader that never read ends with %v, want EAGAIN", last)
+	}
+}
+
 // A kept reader (a child's watcher) is never cut, not even by one frame
 // over maxBehind, and the frames held for it alone cut no reader that
 // reads along; a reader that does not read is still cut once it is
