@@ -38,6 +38,10 @@ import (
 type freeNode struct {
 	fs.Inode
 	m *mountState
+	// The store inode it stands for, by number, type and generation
+	// (freeIDs).
+	ino, gen uint64
+	mode     uint32
 }
 
 var (
@@ -57,6 +61,7 @@ var (
 	_ = (fs.NodeOpendirHandler)((*freeNode)(nil))
 	_ = (fs.NodeStatfser)((*freeNode)(nil))
 	_ = (fs.NodeFsyncer)((*freeNode)(nil))
+	_ = (fs.NodeOnForgetter)((*freeNode)(nil))
 )
 
 // Fsync answers fsync of a directory: the store's directory is synced,
@@ -112,12 +117,8 @@ func (n *freeNode) child(name string) (string, syscall.Errno) {
 	return rel + "/" + name, bad
 }
 
-// freeID numbers a node of a free tree by its store inode (hard links are
-// one node), clear of the ABI's numbers (inoOf sets the top bit).
-func freeID(st *unix.Stat_t) fs.StableAttr {
-	return fs.StableAttr{Mode: st.Mode & unix.S_IFMT, Ino: freeIno(st.Ino), Gen: 1}
-}
-
+// freeIno numbers a node of a free tree by its store inode (hard links are
+// one node, freeIDs), clear of the ABI's numbers (inoOf sets the top bit).
 func freeIno(ino uint64) uint64 { return ino &^ (1 << 63) }
 
 // errno of the free trees: a symlink met where the kernel expected
@@ -139,7 +140,8 @@ func (n *freeNode) newChild(ctx context.Context, rel string, out *fuse.EntryOut)
 	fromStat(&out.Attr, st)
 	out.Attr.Ino = freeIno(st.Ino)
 	out.SetAttrTimeout(dirAttrTimeout)
-	return n.NewInode(ctx, &freeNode{m: n.m}, freeID(st)), 0
+	node, id := n.m.freeID(n.Root(), rel, st)
+	return n.NewInode(ctx, node, id), 0
 }
 
 func (n *freeNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {

@@ -43,9 +43,10 @@ type Mounts struct {
 
 // mountState is what the nodes of one mount share.
 type mountState struct {
-	e   Engine
-	top string // "home" or "shared": the first component of every rel here
-	ms  *Mounts
+	e    Engine
+	top  string // "home" or "shared": the first component of every rel here
+	ms   *Mounts
+	free freeIDs // the free trees' nodes by store inode
 }
 
 // changed invalidates what the kernel caches of rel (never blocks a

@@ -316,7 +316,7 @@ func (m *mountState) attach(ctx context.Context, parent *fs.Inode, n session.Nod
 	if _, ok := node.(*freeNode); ok {
 		// A free tree is numbered by the store's inodes (freeID).
 		fromStat(&out.Attr, n.Stat)
-		id := freeID(n.Stat)
+		node, id := m.freeID(parent.Root(), rel, n.Stat)
 		out.Attr.Ino = id.Ino
 		out.SetAttrTimeout(dirAttrTimeout) // and the mount's 1 s for the name
 		return parent.NewInode(ctx, node, id), 0
