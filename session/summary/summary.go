@@ -13,8 +13,10 @@ package summary
 import (
 	"io"
 	"os"
+	"path"
 	"syscall"
 
+	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/session/freetree"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
@@ -44,7 +46,23 @@ func Read(t freetree.Tree, c layout.Caller, rel string) []byte {
 	return b
 }
 
-// Write replaces summary.md with data, as c (made 0600 when missing).
+// Write replaces summary.md with data, as c (made 0600 when missing):
+// written whole under a temporary name beside it, then renamed over it,
+// so that a summary refused (its owner's quota, EDQUOT; a full disk) or
+// cut short leaves the one before it as it was (written in place, it was
+// truncated first and then refused: empty). Something at rel that is not
+// a regular file (the owner's symlink or FIFO) is left as it is: EINVAL.
 func Write(t freetree.Tree, c layout.Caller, rel string, data []byte) error {
-	return t.WriteFile(c, rel, data, 0o600)
+	if st, err := t.Lstat(rel); err == nil && st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return abi.Errorf(syscall.EINVAL, "write", "%s is not a regular file", rel)
+	}
+	tmp := path.Join(path.Dir(rel), "."+path.Base(rel)+".new")
+	err := t.WriteFile(c, tmp, data, 0o600)
+	if err == nil {
+		err = t.Rename(c, tmp, rel, 0)
+	}
+	if err != nil {
+		t.Remove(c, tmp)
+	}
+	return err
 }
