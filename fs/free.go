@@ -185,6 +185,18 @@ func (n *freeNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAtt
 	}
 	a := setattrOf(in)
 	c := freeCaller(ctx)
+	// The kernel's clearing of the setuid and setgid bits before a write
+	// or truncate (freetree.Tree.ClearSetID); before the size, whose
+	// truncate clears them in the store too.
+	if a.Mode != nil && a.OnlyMode() {
+		done, err := n.store().ClearSetID(rel, *a.Mode)
+		if err != nil {
+			return freeErrno(err)
+		}
+		if done {
+			a.Mode = nil
+		}
+	}
 	if a.Size != nil {
 		if err := n.store().Truncate(c, rel, int64(*a.Size)); err != nil {
 			return freeErrno(err)

@@ -72,6 +72,19 @@ func errOf(bad syscall.Errno) error {
 // Setattr changes the open file as its opener; a new size is charged to
 // (or given back to) the file's owner.
 func (f *userFile) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	// The kernel's clearing of the setuid and setgid bits before a write
+	// or truncate by a caller who may not chmod the file is the server's
+	// (freetree.Tree.ClearSetID); before the size, whose truncate clears
+	// them in the store too.
+	if a := setattrOf(in); a.Mode != nil && a.OnlyMode() {
+		done, err := f.file.ClearSetID(*a.Mode)
+		if err != nil {
+			return freeErrno(err)
+		}
+		if done {
+			in.Valid &^= fuse.FATTR_MODE
+		}
+	}
 	if size, ok := in.GetSize(); ok {
 		if err := f.file.Resize(int64(size)); err != nil {
 			return freeErrno(err)

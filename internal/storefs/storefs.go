@@ -675,3 +675,44 @@ func (r *Root) SyncDir(rel string) error {
 	}
 	return r.fail("sync", rel, d.Sync())
 }
+
+// setID are the bits the kernel clears before a write by someone who may
+// not keep them.
+const setID = unix.S_ISUID | unix.S_ISGID
+
+// ClearSetID clears the setuid and setgid bits of the regular file fd
+// holds (any descriptor, O_PATH too), as the server, when mode is that
+// file's mode with some of them cleared and nothing else changed: the
+// kernel's clearing of them before a write or truncate. It reports
+// whether mode was that; otherwise nothing is done.
+func ClearSetID(fd int, mode uint32) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return false, err
+	}
+	cur, want := st.Mode&07777, mode&07777
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || want == cur || want&^cur != 0 || (cur&^want)&^setID != 0 {
+		return false, nil
+	}
+	return true, chmodPath(fd, want)
+}
+
+// ClearSetIDAt is ClearSetID of rel itself, never of what a link points
+// at.
+func (r *Root) ClearSetIDAt(rel string, mode uint32) (bool, error) {
+	if err := r.gated("chmod", rel); err != nil {
+		return false, err
+	}
+	dirfd, name, done, err := r.parent("chmod", rel)
+	if err != nil {
+		return false, err
+	}
+	defer done()
+	fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, r.fail("chmod", rel, err)
+	}
+	defer unix.Close(fd)
+	ok, err := ClearSetID(fd, mode)
+	return ok, r.fail("chmod", rel, err)
+}

@@ -217,3 +217,20 @@ func (t Tree) Truncate(c layout.Caller, rel string, size int64) error {
 	defer f.OS().Close()
 	return f.Resize(size)
 }
+
+// ClearSetID clears the setuid and setgid bits of the file rel as the
+// server, when mode is its mode with some of them cleared and nothing
+// else changed, and reports whether it was that. A write or truncate by
+// a caller who may write a file but does not own it (a member of a
+// shared space, another's group-writable file) has the kernel clear them
+// first, with a SETATTR of the mode (the mount does not take the
+// clearing on itself); made as the caller, that chmod was refused
+// (EPERM) and the write with it. A caller's own chmod of a file it does
+// not own never reaches the server (default_permissions: the kernel
+// refuses it), so such a SETATTR is the kernel's.
+func (t Tree) ClearSetID(rel string, mode uint32) (bool, error) {
+	if err := inFree(rel); err != nil {
+		return false, err
+	}
+	return t.root.ClearSetIDAt(rel, mode)
+}

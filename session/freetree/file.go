@@ -103,3 +103,8 @@ func (f *File) Resize(size int64) error {
 func (f *File) Setattr(groups []uint32, set func() error) error {
 	return storefs.AsUser(withGroups(f.cred, groups), set)
 }
+
+// ClearSetID is Tree.ClearSetID of the open file.
+func (f *File) ClearSetID(mode uint32) (bool, error) {
+	return storefs.ClearSetID(int(f.f.Fd()), mode)
+}

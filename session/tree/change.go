@@ -128,6 +128,10 @@ type SetAttr struct {
 // size the caller has judged already).
 func (a SetAttr) OnlyTimes() bool { return a.Mode == nil && a.Uid == nil && a.Gid == nil }
 
+// OnlyMode reports whether a change touches nothing but the mode (and a
+// size the caller has applied already).
+func (a SetAttr) OnlyMode() bool { return a.Uid == nil && a.Gid == nil && a.Times == nil }
+
 // VirtualSetattr is the answer to a setattr of a virtual file (ctl,
 // index/list, index/current, an index entry): nothing in the store to
 // change, so a truncation to zero where the file takes one (`echo … >
