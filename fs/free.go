@@ -307,12 +307,22 @@ func (n *freeNode) made(ctx context.Context, rel string, err error, out *fuse.En
 	return n.newChild(ctx, rel, out)
 }
 
+// dirMode is the mode mkdir(2) asks for: its permissions and the sticky
+// bit (a tmp/ others may write but not clear out), which mkdir keeps.
+func dirMode(mode uint32) os.FileMode {
+	perm := os.FileMode(mode & 0o777)
+	if mode&unix.S_ISVTX != 0 {
+		perm |= os.ModeSticky
+	}
+	return perm
+}
+
 func (n *freeNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	rel, bad := n.child(name)
 	if bad != 0 {
 		return nil, bad
 	}
-	return n.made(ctx, rel, n.store().Mkdir(freeCaller(ctx), rel, os.FileMode(mode&0o777)), out)
+	return n.made(ctx, rel, n.store().Mkdir(freeCaller(ctx), rel, dirMode(mode)), out)
 }
 
 func (n *freeNode) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {

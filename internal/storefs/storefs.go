@@ -448,7 +448,8 @@ func (r *Root) openDir(rel string, flags int) (*os.File, error) {
 	return os.NewFile(uintptr(fd), r.Show(rel)), nil
 }
 
-// Mkdir makes the directory rel with exactly perm (and setgid when asked).
+// Mkdir makes the directory rel with exactly perm (and setgid or sticky
+// when asked).
 func (r *Root) Mkdir(rel string, perm os.FileMode) error {
 	if err := r.gated("mkdir", rel); err != nil {
 		return err
@@ -463,6 +464,9 @@ func (r *Root) Mkdir(rel string, perm os.FileMode) error {
 			return err
 		}
 		mode := uint32(perm.Perm())
+		if perm&os.ModeSticky != 0 {
+			mode |= unix.S_ISVTX
+		}
 		var st unix.Stat_t
 		if perm&os.ModeSetgid != 0 || unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_ISGID != 0 {
 			mode |= unix.S_ISGID // asked for, or inherited from a setgid parent
