@@ -223,3 +223,37 @@ func TestDefinitionsOthersCanChange(t *testing.T) {
 		t.Errorf("the listener uid 1001's model names got %d connections", n)
 	}
 }
+
+// TestProgramLinkOthersCanChange: an agent's program that is a symlink
+// to a root-owned executable in a directory uid 1001 owns, and a
+// compact.d/ strategy in a compact.d uid 1001 owns, are refused when
+// used: EACCES naming that directory. uid 1001 could rename root's file
+// away and put its own there between the server's check and its exec,
+// and every user's runs would run it. (On the old tree the linked
+// program ran: only the file at the end of the link was checked.)
+func TestProgramLinkOthersCanChange(t *testing.T) {
+	requireFUSE(t)
+	udir := filepath.Join(stickyBase(t), "u")
+	s := newFuseServerWith(t, func(s *server) {
+		testkit.Must(t, os.Mkdir(udir, 0o755))
+		prog := filepath.Join(udir, "prog")
+		testkit.Must(t, os.WriteFile(prog, []byte("#!/bin/sh\necho linked-ran\n"), 0o755))
+		testkit.Must(t, os.Chown(udir, 1001, 1001))
+		s.define("linked", map[string]string{"abi": "text"})
+		testkit.Must(t, os.Symlink(prog, filepath.Join(s.root, "agent", "linked")))
+		s.define("compacting", map[string]string{"compact.strategy": "mine\n"})
+		cd := filepath.Join(s.root, "agent", "compacting.d", "compact.d")
+		testkit.Must(t, os.Mkdir(cd, 0o755))
+		testkit.Must(t, os.WriteFile(filepath.Join(cd, "mine"), []byte("#!/bin/sh\ncat\n"), 0o755))
+		testkit.Must(t, os.Chown(cd, 1001, 1001))
+	})
+	for sock, dir := range map[string]string{
+		"agent/linked.sock":     udir,
+		"agent/compacting.sock": filepath.Join(s.root, "agent", "compacting.d", "compact.d"),
+	} {
+		out := sendAsUser(t, filepath.Join(s.root, sock))
+		if !strings.Contains(out, `"code":"EACCES"`) || !strings.Contains(out, dir+" is writable by its owner, uid 1001") {
+			t.Errorf("send to %s: want EACCES naming %s, got:\n%s", sock, dir, out)
+		}
+	}
+}

@@ -122,7 +122,7 @@ func load(root, kind, name string, w *witness) (*Definition, error) {
 		}
 		return nil, err
 	}
-	if d.Program, err = findProgram(prog, w); err != nil {
+	if d.Program, err = findProgram(prog, filepath.Join(root, kind), w); err != nil {
 		return nil, err
 	}
 	if err := d.readControls(); err != nil {
@@ -236,7 +236,9 @@ func ownedByServer(p string, fi os.FileInfo) error {
 // findProgram returns prog when it is an executable regular file, "" when
 // nothing is there. Something else at that path is EINVAL rather than
 // silently ignored: falling back to echo would hide a broken install.
-func findProgram(prog string, w *witness) (string, error) {
+// top is a directory checked already (checkDir), where the walk up from
+// prog's directory stops (programPath).
+func findProgram(prog, top string, w *witness) (string, error) {
 	st, err := w.stat(prog)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
@@ -247,7 +249,73 @@ func findProgram(prog string, w *witness) (string, error) {
 	if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
 		return "", abi.Errorf(syscall.EINVAL, "load", "program %s is not an executable file", prog)
 	}
-	return prog, ownedByServer(prog, st)
+	if err := ownedByServer(prog, st); err != nil {
+		return "", err
+	}
+	return prog, programPath(prog, top, w)
+}
+
+// maxLinks bounds the symlinks programPath follows (the kernel's own
+// limit, beyond which exec fails with ELOOP anyway).
+const maxLinks = 40
+
+// programPath refuses (EACCES) a program whose path goes through a
+// directory that anyone besides root and the server's uid could change:
+// the directory of prog and of each symlink followed from it (ctx agent
+// add writes agent/NAME as a link to the CLI's executable), and every
+// directory above each, up to top or /. Checking the file alone let
+// whoever may write its directory rename root's executable away and put
+// their own there between this check and the exec: every user's runs
+// would run it. A sticky directory is fine (storefs.OtherWriter): no one
+// else may rename root's entries there.
+func programPath(prog, top string, w *witness) error {
+	p := prog
+	for links := 0; ; links++ {
+		dir, err := filepath.EvalSymlinks(filepath.Dir(p))
+		if err != nil {
+			return abi.Wrap("load", err)
+		}
+		if err := dirsOwnedByServer(dir, top, w); err != nil {
+			return err
+		}
+		target, err := os.Readlink(p)
+		if errors.Is(err, syscall.EINVAL) { // not a link: the file itself, checked by the caller
+			return nil
+		}
+		if err != nil {
+			return abi.Wrap("load", err)
+		}
+		if links == maxLinks {
+			return abi.Errorf(syscall.ELOOP, "load", "program %s: too many symbolic links", prog)
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(dir, target)
+		}
+		p = target
+	}
+}
+
+// dirsOwnedByServer checks dir and the directories above it, up to top
+// or /, by storefs.OtherWriter, witnessing each (a chmod moves its ctime).
+func dirsOwnedByServer(dir, top string, w *witness) error {
+	for p := dir; p != top; p = filepath.Dir(p) {
+		st, err := w.stat(p)
+		if err != nil {
+			return abi.Wrap("load", err)
+		}
+		sys, ok := st.Sys().(*syscall.Stat_t)
+		if !ok {
+			return nil
+		}
+		ust := unix.Stat_t{Uid: sys.Uid, Gid: sys.Gid, Mode: sys.Mode}
+		if who := storefs.OtherWriter(&ust, uint32(os.Geteuid())); who != "" {
+			return abi.Errorf(syscall.EACCES, "load", "%s is writable by %s, so the program in it could be replaced and the definition is refused; fix: chown root:root %s && chmod go-w %s", p, who, p, p)
+		}
+		if p == "/" {
+			return nil
+		}
+	}
+	return nil
 }
 
 // readControls reads every control file that is present.

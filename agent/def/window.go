@@ -74,7 +74,7 @@ func (d *Definition) readStrategy() error {
 	if !abi.ValidName(v) {
 		return d.invalid("compact.strategy", "%q is not truncate, summarize or a name in compact.d/", v)
 	}
-	prog, err := findProgram(filepath.Join(d.Dir, "compact.d", v), d.w)
+	prog, err := findProgram(filepath.Join(d.Dir, "compact.d", v), d.Dir, d.w)
 	if err != nil {
 		return err
 	}
