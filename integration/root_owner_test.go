@@ -257,3 +257,25 @@ func TestProgramLinkOthersCanChange(t *testing.T) {
 		}
 	}
 }
+
+// TestDefinitionDirLinkOthersCanChange: an agent whose NAME.d is a
+// symlink to a root-owned directory inside one uid 1001 owns is refused
+// when used: EACCES naming that directory. uid 1001 could put another
+// NAME.d there, whose control files are links to root's files elsewhere
+// (each read checks only the file it reaches). (On the old tree it ran:
+// only the directory at the end of the link was checked.)
+func TestDefinitionDirLinkOthersCanChange(t *testing.T) {
+	requireFUSE(t)
+	udir := filepath.Join(stickyBase(t), "u")
+	s := newFuseServerWith(t, func(s *server) {
+		testkit.Must(t, os.MkdirAll(filepath.Join(udir, "d.d"), 0o755))
+		testkit.Must(t, os.WriteFile(filepath.Join(udir, "d.d", "abi"), []byte("text\n"), 0o644))
+		testkit.Must(t, os.Chown(udir, 1001, 1001))
+		testkit.Must(t, os.Symlink(filepath.Join(udir, "d.d"), filepath.Join(s.root, "agent", "dirlinked.d")))
+		testkit.Must(t, os.WriteFile(filepath.Join(s.root, "agent", "dirlinked"), []byte("#!/bin/sh\necho dir-linked-ran\n"), 0o755))
+	})
+	out := sendAsUser(t, filepath.Join(s.root, "agent", "dirlinked.sock"))
+	if !strings.Contains(out, `"code":"EACCES"`) || !strings.Contains(out, udir+" is writable by its owner, uid 1001") {
+		t.Errorf("send: want EACCES naming %s, got:\n%s", udir, out)
+	}
+}

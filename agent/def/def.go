@@ -170,7 +170,8 @@ func defPaths(root, kind, name string) (dir, prog string, err error) {
 
 // checkDir is nil when dir is a directory that only root and the
 // server's uid can change, and so can the directories between it and root
-// (ownedByServer); ENOENT when nothing (or not a directory) is there: a
+// (ownedByServer) and, when dir or a provider is a symlink, those on the
+// way it leads (linksOwnedByServer); ENOENT when nothing (or not a directory) is there: a
 // stray file named NAME.d defines nothing.
 func checkDir(root, kind, name, dir string, w *witness) error {
 	st, err := w.stat(dir)
@@ -191,7 +192,7 @@ func checkDir(root, kind, name, dir string, w *witness) error {
 			return err
 		}
 		if p == top || p == filepath.Dir(p) {
-			return nil
+			return linksOwnedByServer(dir, top, w) // NAME.d may be a link
 		}
 	}
 }
@@ -237,7 +238,7 @@ func ownedByServer(p string, fi os.FileInfo) error {
 // nothing is there. Something else at that path is EINVAL rather than
 // silently ignored: falling back to echo would hide a broken install.
 // top is a directory checked already (checkDir), where the walk up from
-// prog's directory stops (programPath).
+// prog's directory stops (linksOwnedByServer).
 func findProgram(prog, top string, w *witness) (string, error) {
 	st, err := w.stat(prog)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -252,24 +253,25 @@ func findProgram(prog, top string, w *witness) (string, error) {
 	if err := ownedByServer(prog, st); err != nil {
 		return "", err
 	}
-	return prog, programPath(prog, top, w)
+	return prog, linksOwnedByServer(prog, top, w)
 }
 
-// maxLinks bounds the symlinks programPath follows (the kernel's own
+// maxLinks bounds the symlinks linksOwnedByServer follows (the kernel's own
 // limit, beyond which exec fails with ELOOP anyway).
 const maxLinks = 40
 
-// programPath refuses (EACCES) a program whose path goes through a
-// directory that anyone besides root and the server's uid could change:
-// the directory of prog and of each symlink followed from it (ctx agent
-// add writes agent/NAME as a link to the CLI's executable), and every
-// directory above each, up to top or /. Checking the file alone let
-// whoever may write its directory rename root's executable away and put
-// their own there between this check and the exec: every user's runs
-// would run it. A sticky directory is fine (storefs.OtherWriter): no one
-// else may rename root's entries there.
-func programPath(prog, top string, w *witness) error {
-	p := prog
+// linksOwnedByServer refuses (EACCES) a program or a NAME.d whose path
+// goes through a directory that anyone besides root and the server's uid
+// could change: the directory of p and of each symlink followed from it
+// (ctx agent add writes agent/NAME as a link to the CLI's executable),
+// and every directory above each, up to top or /. Checking what the link
+// leads to alone let whoever may write its directory rename root's
+// executable away and put their own there between this check and the
+// exec (every user's runs would run it), or put there a NAME.d of links
+// to root's files elsewhere. A sticky directory is fine
+// (storefs.OtherWriter): no one else may rename root's entries there.
+func linksOwnedByServer(p, top string, w *witness) error {
+	start := p
 	for links := 0; ; links++ {
 		dir, err := filepath.EvalSymlinks(filepath.Dir(p))
 		if err != nil {
@@ -286,7 +288,7 @@ func programPath(prog, top string, w *witness) error {
 			return abi.Wrap("load", err)
 		}
 		if links == maxLinks {
-			return abi.Errorf(syscall.ELOOP, "load", "program %s: too many symbolic links", prog)
+			return abi.Errorf(syscall.ELOOP, "load", "%s: too many symbolic links", start)
 		}
 		if !filepath.IsAbs(target) {
 			target = filepath.Join(dir, target)
@@ -309,7 +311,7 @@ func dirsOwnedByServer(dir, top string, w *witness) error {
 		}
 		ust := unix.Stat_t{Uid: sys.Uid, Gid: sys.Gid, Mode: sys.Mode}
 		if who := storefs.OtherWriter(&ust, uint32(os.Geteuid())); who != "" {
-			return abi.Errorf(syscall.EACCES, "load", "%s is writable by %s, so the program in it could be replaced and the definition is refused; fix: chown root:root %s && chmod go-w %s", p, who, p, p)
+			return abi.Errorf(syscall.EACCES, "load", "%s is writable by %s, so what is in it could be replaced and the definition is refused; fix: chown root:root %s && chmod go-w %s", p, who, p, p)
 		}
 		if p == "/" {
 			return nil
