@@ -279,3 +279,35 @@ func TestDefinitionDirLinkOthersCanChange(t *testing.T) {
 		t.Errorf("send: want EACCES naming %s, got:\n%s", udir, out)
 	}
 }
+
+// TestControlFileLinkOthersCanChange: an agent whose AGENTS.md is a
+// symlink to a root-owned file in a directory uid 1001 owns is refused
+// when used: EACCES naming that directory. uid 1001 could put there a
+// link to any file root alone may read (each read checks only the file
+// it reaches), and its text would go into every run's rules. (On the old
+// tree it ran.)
+func TestControlFileLinkOthersCanChange(t *testing.T) {
+	requireFUSE(t)
+	udir := filepath.Join(stickyBase(t), "u")
+	s := newFuseServerWith(t, func(s *server) {
+		testkit.Must(t, os.Mkdir(udir, 0o755))
+		testkit.Must(t, os.WriteFile(filepath.Join(udir, "AGENTS.md"), []byte("be brief\n"), 0o644))
+		testkit.Must(t, os.Chown(udir, 1001, 1001))
+		s.define("ruled", map[string]string{})
+		testkit.Must(t, os.Symlink(filepath.Join(udir, "AGENTS.md"), filepath.Join(s.root, "agent", "ruled.d", "AGENTS.md")))
+	})
+	// What uid 1001 may do in its directory: root's file replaced by a
+	// link to a file root alone may read.
+	secret := filepath.Join(filepath.Dir(s.root), "root-only")
+	testkit.Must(t, os.WriteFile(secret, []byte("root-only-secret\n"), 0o600))
+	testkit.Must(t, os.Remove(filepath.Join(udir, "AGENTS.md")))
+	testkit.Must(t, os.Symlink(secret, filepath.Join(udir, "AGENTS.md")))
+	out := sendAsUser(t, filepath.Join(s.root, "agent", "ruled.sock"))
+	if !strings.Contains(out, `"code":"EACCES"`) || !strings.Contains(out, udir+" is writable by its owner, uid 1001") {
+		t.Errorf("send: want EACCES naming %s, got:\n%s", udir, out)
+	}
+	shown, _ := runCmd(t, userOwned, nil, "/bin/sh", "-c", "cat "+s.root+"/home/1001/agent/ruled/session/s/AGENTS.md")
+	if strings.Contains(shown, "root-only-secret") {
+		t.Errorf("uid 1001 read root's file through the session's AGENTS.md: %q", shown)
+	}
+}

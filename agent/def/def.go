@@ -256,11 +256,17 @@ func findProgram(prog, top string, w *witness) (string, error) {
 	return prog, linksOwnedByServer(prog, top, w)
 }
 
+// isLink reports whether p is a symbolic link.
+func isLink(p string) bool {
+	st, err := os.Lstat(p)
+	return err == nil && st.Mode()&fs.ModeSymlink != 0
+}
+
 // maxLinks bounds the symlinks linksOwnedByServer follows (the kernel's own
 // limit, beyond which exec fails with ELOOP anyway).
 const maxLinks = 40
 
-// linksOwnedByServer refuses (EACCES) a program or a NAME.d whose path
+// linksOwnedByServer refuses (EACCES) a program, a NAME.d or a file whose path
 // goes through a directory that anyone besides root and the server's uid
 // could change: the directory of p and of each symlink followed from it
 // (ctx agent add writes agent/NAME as a link to the CLI's executable),
@@ -268,10 +274,14 @@ const maxLinks = 40
 // leads to alone let whoever may write its directory rename root's
 // executable away and put their own there between this check and the
 // exec (every user's runs would run it), or put there a NAME.d of links
-// to root's files elsewhere. A sticky directory is fine
+// to root's files elsewhere, or a control file that links to a file root
+// alone may read. A sticky directory is fine
 // (storefs.OtherWriter): no one else may rename root's entries there.
 func linksOwnedByServer(p, top string, w *witness) error {
 	start := p
+	if real, err := filepath.EvalSymlinks(top); err == nil {
+		top = real // a NAME.d that is a link: checked already where it leads
+	}
 	for links := 0; ; links++ {
 		dir, err := filepath.EvalSymlinks(filepath.Dir(p))
 		if err != nil {
@@ -470,7 +480,7 @@ func (d *Definition) readSkills() error {
 	for _, e := range ents { // ReadDir sorts by name
 		d.w.stat(filepath.Join(skillsDir, e.Name())) // SKILL.md coming or going
 		p := filepath.Join(skillsDir, e.Name(), "SKILL.md")
-		data, err := readBounded(p, d.w)
+		data, err := readBounded(p, d.Dir, d.w)
 		if err != nil {
 			continue
 		}
@@ -543,7 +553,7 @@ func (d *Definition) oneLine(file string) (v string, ok bool, err error) {
 
 // read returns a control file's bytes; ok is false when it is absent.
 func (d *Definition) read(file string) (data []byte, ok bool, err error) {
-	data, err = readBounded(filepath.Join(d.Dir, file), d.w)
+	data, err = readBounded(filepath.Join(d.Dir, file), d.Dir, d.w)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
@@ -555,7 +565,16 @@ func (d *Definition) read(file string) (data []byte, ok bool, err error) {
 
 // readBounded reads a regular file of at most maxControlFile bytes, and
 // witnesses it in w (an absent file: its directory's witness covers it).
-func readBounded(p string, w *witness) ([]byte, error) {
+// The way to it from top, the definition's NAME.d, must be root's alone
+// (linksOwnedByServer): a control file may be a link, and a directory
+// another user may write on its way would let them put there a link to
+// any file root alone may read.
+func readBounded(p, top string, w *witness) ([]byte, error) {
+	if filepath.Dir(p) != top || isLink(p) { // a file right in NAME.d: checkDir checked the way
+		if err := linksOwnedByServer(p, top, w); err != nil {
+			return nil, err
+		}
+	}
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, abi.Wrap("load", err)
