@@ -311,3 +311,34 @@ func TestControlFileLinkOthersCanChange(t *testing.T) {
 		t.Errorf("uid 1001 read root's file through the session's AGENTS.md: %q", shown)
 	}
 }
+
+// TestKeyFileDirOthersCanChange: a model whose api_key_file is root's
+// file in a directory below one uid 1001 owns is refused at its run:
+// EACCES naming that directory, and the endpoint gets nothing. uid 1001
+// could put there a link to another directory, and the server would
+// send (or hand a CLI, which runs as the user) whatever root-only file
+// of that name it holds. (On the old tree the key was read and sent:
+// only the file was checked.)
+func TestKeyFileDirOthersCanChange(t *testing.T) {
+	requireFUSE(t)
+	addr, conns := keyListener(t)
+	udir := filepath.Join(stickyBase(t), "u")
+	s := newFuseServerWith(t, func(s *server) {
+		testkit.Must(t, os.MkdirAll(filepath.Join(udir, "keys"), 0o755))
+		key := filepath.Join(udir, "keys", "key")
+		testkit.Must(t, os.WriteFile(key, []byte("sk-root-secret\n"), 0o600))
+		testkit.Must(t, os.Chown(udir, 1001, 1001))
+		m := filepath.Join(s.root, "model", "p", "m.d")
+		testkit.Must(t, os.MkdirAll(m, 0o755))
+		for f, v := range map[string]string{"api": "openai-chat", "endpoint": "http://" + addr + "/v1", "model_id": "m", "api_key_file": key} {
+			testkit.Must(t, os.WriteFile(filepath.Join(m, f), []byte(v+"\n"), 0o644))
+		}
+	})
+	out := sendAsUser(t, filepath.Join(s.root, "model", "p", "m.sock"))
+	if !strings.Contains(out, `"code":"EACCES"`) || !strings.Contains(out, udir+" is writable by its owner, uid 1001") {
+		t.Errorf("send: want EACCES naming %s, got:\n%s", udir, out)
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("the endpoint got %d connections", n)
+	}
+}

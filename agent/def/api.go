@@ -115,8 +115,9 @@ func (d *Definition) checkKeySource(a KeySource) error {
 
 // Key reads the API key from its source at the moment a run needs it:
 // "" when the definition names none. A file must be a regular file owned
-// by root that no one else may write (its key decides where a user's
-// conversation goes); a variable must be set. Errors never quote a key.
+// by root that no one else may write, in directories only root may
+// change (its key decides where a user's conversation goes); a variable
+// must be set. Errors never quote a key.
 func (a KeySource) Key() (string, error) {
 	if a.KeyEnv != "" {
 		k, ok := os.LookupEnv(a.KeyEnv)
@@ -127,6 +128,12 @@ func (a KeySource) Key() (string, error) {
 	}
 	if a.KeyFile == "" {
 		return "", nil
+	}
+	// The directories on its way must be root's alone too: whoever may
+	// write one could put there a link to another directory, and the key
+	// would be whatever root-only file of that name it holds.
+	if err := linksOwnedByServer(a.KeyFile, "", nil); err != nil {
+		return "", abi.Errorf(abi.Errno(err), "run", "api_key_file %s: %s", a.KeyFile, abi.Message(err))
 	}
 	f, err := os.OpenFile(a.KeyFile, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
