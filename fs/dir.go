@@ -194,7 +194,7 @@ func (d *dirNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOu
 	if err != nil {
 		return errno(err)
 	}
-	storeAttr(&out.Attr, st, inoOf(rel), pl) // rel, not the node's: where it moved to (dir)
+	storeAttr(&out.Attr, st, inoOf(rel), rel, pl) // rel, not the node's: where it moved to (dir)
 	d.stampAttr(&out.Attr)
 	return 0
 }

@@ -176,7 +176,7 @@ func (n *storeNode) statAttr(out *fuse.Attr) syscall.Errno {
 	if err != nil {
 		return errno(err)
 	}
-	storeAttr(out, st, n.id.ino, n.place)
+	storeAttr(out, st, n.id.ino, n.rel, n.place)
 	n.stampAttr(out)
 	return 0
 }
@@ -184,10 +184,10 @@ func (n *storeNode) statAttr(out *fuse.Attr) syscall.Errno {
 // storeAttr describes a store file as the tree shows it: numbered by its
 // path, and read-only kinds without their write bits, so that the kernel
 // (default_permissions) refuses writers honestly.
-func storeAttr(out *fuse.Attr, st *unix.Stat_t, ino uint64, pl layout.Place) {
+func storeAttr(out *fuse.Attr, st *unix.Stat_t, ino uint64, rel string, pl layout.Place) {
 	fromStat(out, st)
 	out.Ino = ino
-	if pl.Kind == layout.PlaceReadOnly || pl.Kind == layout.PlaceArchived || pl.Kind == layout.PlaceVersion {
+	if layout.ShownReadOnly(rel, pl) {
 		out.Mode &^= 0222
 	}
 }
@@ -323,7 +323,7 @@ func (m *mountState) attach(ctx context.Context, parent *fs.Inode, n session.Nod
 	}
 	ino := inoOf(rel)
 	if !n.Virtual {
-		storeAttr(&out.Attr, n.Stat, ino, n.Place) // the stat Lookup just made
+		storeAttr(&out.Attr, n.Stat, ino, rel, n.Place) // the stat Lookup just made
 	}
 	// An inode the kernel knows already keeps its node: go-fuse drops
 	// this one after the reply. What the reply gives the kernel is

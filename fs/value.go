@@ -51,7 +51,7 @@ func (n *storeNode) valueAttr(out *fuse.AttrOut) syscall.Errno {
 		return errno(err)
 	}
 	out.SetTimeout(cacheTimeout)
-	storeAttr(&out.Attr, &v.Stat, n.id.ino, n.place)
+	storeAttr(&out.Attr, &v.Stat, n.id.ino, n.rel, n.place)
 	n.stampAttr(&out.Attr)
 	return 0
 }

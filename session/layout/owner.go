@@ -65,6 +65,24 @@ func OwnerAt(rel string, own storefs.Owner) storefs.Owner {
 	return HistoryOwner(own)
 }
 
+// ShownReadOnly reports whether the mount shows rel (place p) without
+// write bits: read-only session files, versions and archives. The
+// archive's own directories (archived_sessions and archived_sessions/<agent>,
+// ArchiveDir) keep them: there a user makes the agent's directory and
+// renames a session into it to archive it (SPEC 12), which the kernel
+// checks against these bits first; the engine refuses any other name made
+// there (EPERM). Shown read only, they let root alone archive.
+func ShownReadOnly(rel string, p Place) bool {
+	switch p.Kind {
+	case PlaceReadOnly, PlaceVersion:
+		return true
+	case PlaceArchived:
+		_, _, dir := ArchiveDir(rel)
+		return !dir
+	}
+	return false
+}
+
 // ShownStat is st, the store's stat of rel, as the mount shows it: history
 // with its logical owner, the uid of its home (and in a space, the owner's
 // bits given to the space's group too, which the file keeps as its group);

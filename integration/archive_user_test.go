@@ -1,0 +1,49 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
+)
+
+// TestArchiveAsUser: a user archives a session of their own home with
+// `ctx agent session archive`, which makes archived_sessions/<agent>/
+// through the mount and renames the session into it (SPEC 12, README
+// "How archive and GC move a session"). The archive's directories were
+// shown without write bits, so the kernel refused the user's mkdir of
+// archived_sessions/<agent> (EACCES) and the rename into it, and only
+// root could archive.
+func TestArchiveAsUser(t *testing.T) {
+	s := newFuseServer(t)
+	s.sendAs(uid1001, "temp-a", "c1", "", "hello")
+	s.sendAs(uid1001, "keep", "c2", "", "hello")
+	out, errs, code := ctxSplitAs(t, s, uid1001, "agent", "session", "archive", "coder", "temp-a")
+	if code != 0 {
+		t.Fatalf("archive as uid 1001: exit %d\n%s%s", code, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(s.store, "home/1001/archived_sessions/coder/temp-a/messages.jsonl")); err != nil {
+		t.Errorf("the archived session in the store: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(s.store, "home/1001/agent/coder/session/temp-a")); !os.IsNotExist(err) {
+		t.Errorf("the live session after its archive: %v, want ENOENT", err)
+	}
+	// The archive's directories now show write bits; every other name made
+	// there is still the engine's EPERM, and nothing is written.
+	arch := s.mnt("home/1001/archived_sessions/coder")
+	before := storeSnapshot(t, s)
+	for _, cmd := range []string{
+		"touch " + arch + "/x", "mkdir " + arch + "/x", "ln -s y " + arch + "/x", "mkfifo " + arch + "/x",
+		"touch " + s.mnt("home/1001/archived_sessions/x"), "mkdir " + arch + "/temp-a/x",
+		"rmdir " + arch + "/temp-a", "mv " + arch + "/temp-a " + arch + "/temp-b",
+		"mv " + arch + "/temp-a " + s.mnt("home/1001/agent/coder/session/temp-b"),
+	} {
+		out, err := bashAs(t, uid1001, cmd)
+		if err == nil || !strings.Contains(out, "Operation not permitted") && !strings.Contains(out, "Permission denied") && !strings.Contains(out, "Directory not empty") {
+			t.Errorf("%s as uid 1001 in its archive: %v %q, want a refusal", cmd, err, out)
+		}
+	}
+	testkit.Same(t, "the store after refusals in the archive", before, storeSnapshot(t, s))
+}
