@@ -49,9 +49,11 @@ func (n *indexValueNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.
 
 // Open: a reader reads the value as the index held it at open
 // (openCopy); a writer gets a buffer committed at close. Every open
-// counts against the opener's quota of open files.
+// counts against the opener's quota of open files. A create, even one
+// for reading only, takes the writer's handle, whose close drops from
+// the kernel's cache the name of an entry never written (open).
 func (n *indexValueNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if n.m.e.CheckOpen(n.place, int(flags)) == nil {
+	if flags&syscall.O_CREAT == 0 && n.m.e.CheckOpen(n.place, int(flags)) == nil {
 		if fh, fl, errno, ok := n.m.openCopy(ctx, flags, n.content); ok {
 			return fh, fl, errno
 		}
