@@ -201,9 +201,15 @@ func (d *dirNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOu
 
 // Setattr: root sets a shared space's group and mode this way (SPEC 2).
 // The files whose owner and mode are the directory's (ctl, the index's
-// virtual files) change with it.
+// virtual files) change with it. The change is of the directory where it
+// is now (dir): one archived through the mount and still held (a working
+// directory) is read only there, where its old path may hold a session
+// made anew since, whose times it changed.
 func (d *dirNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if errno := d.setattr(ctx, in, out, d.Getattr); errno != 0 {
+	if err := d.m.e.Setattr(callerOf(ctx), d.dir(), setattrOf(in)); err != nil {
+		return errno(err)
+	}
+	if errno := d.Getattr(ctx, nil, out); errno != 0 {
 		return errno
 	}
 	for _, ch := range d.Children() {
