@@ -258,6 +258,33 @@ func TestProgramLinkOthersCanChange(t *testing.T) {
 	}
 }
 
+// TestProgramLinkHopOthersCanChange: a program reached through a link
+// met on the way (agent/hop -> a/l1/prog, a/l1 -> c/l2, c/l2 -> d), in
+// a directory (c) uid 1001 owns, is refused when used: EACCES naming
+// it. The directories above the path (a) and above where it ends (d)
+// are root's, so a check of those alone let it run, while uid 1001 could
+// point l2 at a directory of their own between the check and the exec.
+func TestProgramLinkHopOthersCanChange(t *testing.T) {
+	requireFUSE(t)
+	base := stickyBase(t)
+	a, c, d := filepath.Join(base, "a"), filepath.Join(base, "c"), filepath.Join(base, "d")
+	s := newFuseServerWith(t, func(s *server) {
+		for _, dir := range []string{a, c, d} {
+			testkit.Must(t, os.Mkdir(dir, 0o755))
+		}
+		testkit.Must(t, os.WriteFile(filepath.Join(d, "prog"), []byte("#!/bin/sh\necho hop-ran\n"), 0o755))
+		testkit.Must(t, os.Symlink(d, filepath.Join(c, "l2")))
+		testkit.Must(t, os.Symlink("../c/l2", filepath.Join(a, "l1")))
+		testkit.Must(t, os.Chown(c, 1001, 1001))
+		s.define("hop", map[string]string{"abi": "text"})
+		testkit.Must(t, os.Symlink(filepath.Join(a, "l1", "prog"), filepath.Join(s.root, "agent", "hop")))
+	})
+	out := sendAsUser(t, filepath.Join(s.root, "agent", "hop.sock"))
+	if !strings.Contains(out, `"code":"EACCES"`) || !strings.Contains(out, c+" is writable by its owner, uid 1001") {
+		t.Errorf("send: want EACCES naming %s, got:\n%s", c, out)
+	}
+}
+
 // TestDefinitionDirLinkOthersCanChange: an agent whose NAME.d is a
 // symlink to a root-owned directory inside one uid 1001 owns is refused
 // when used: EACCES naming that directory. uid 1001 could put another

@@ -268,64 +268,99 @@ const maxLinks = 40
 
 // linksOwnedByServer refuses (EACCES) a program, a NAME.d or a file whose path
 // goes through a directory that anyone besides root and the server's uid
-// could change: the directory of p and of each symlink followed from it
-// (ctx agent add writes agent/NAME as a link to the CLI's executable),
-// and every directory above each, up to top or /. Checking what the link
-// leads to alone let whoever may write its directory rename root's
-// executable away and put their own there between this check and the
-// exec (every user's runs would run it), or put there a NAME.d of links
-// to root's files elsewhere, or a control file that links to a file root
-// alone may read. A sticky directory is fine
+// could change: every directory that holds a name the kernel passes
+// while it resolves p, each link's target resolved the same way (ctx
+// agent add writes agent/NAME as a link to the CLI's executable), except
+// top and the directories above it (checked already: checkDir). Checking
+// what the link leads to alone let whoever may write its directory
+// rename root's executable away and put their own there between this
+// check and the exec (every user's runs would run it), or put there a
+// NAME.d of links to root's files elsewhere, or a control file that
+// links to a file root alone may read; checking the directories above
+// the path and above its resolved end still missed a directory holding
+// a link met on the way (/a/l1 -> /c/l2: /c). A sticky directory is fine
 // (storefs.OtherWriter): no one else may rename root's entries there.
+// The last name itself is the caller's to check.
 func linksOwnedByServer(p, top string, w *witness) error {
-	start := p
 	if real, err := filepath.EvalSymlinks(top); err == nil {
 		top = real // a NAME.d that is a link: checked already where it leads
 	}
-	for links := 0; ; links++ {
-		dir, err := filepath.EvalSymlinks(filepath.Dir(p))
-		if err != nil {
-			return abi.Wrap("load", err)
-		}
-		if err := dirsOwnedByServer(dir, top, w); err != nil {
-			return err
-		}
-		target, err := os.Readlink(p)
-		if errors.Is(err, syscall.EINVAL) { // not a link: the file itself, checked by the caller
-			return nil
-		}
-		if err != nil {
-			return abi.Wrap("load", err)
-		}
-		if links == maxLinks {
-			return abi.Errorf(syscall.ELOOP, "load", "%s: too many symbolic links", start)
-		}
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(dir, target)
-		}
-		p = target
-	}
+	way := ownedWay{top: top, w: w}
+	_, err := way.resolve(p)
+	return err
 }
 
-// dirsOwnedByServer checks dir and the directories above it, up to top
-// or /, by storefs.OtherWriter, witnessing each (a chmod moves its ctime).
-func dirsOwnedByServer(dir, top string, w *witness) error {
-	for p := dir; p != top; p = filepath.Dir(p) {
-		st, err := w.stat(p)
+// ownedWay resolves a path as the kernel does, checking each directory
+// it passes (dirOwnedByServer).
+type ownedWay struct {
+	top   string
+	w     *witness
+	links int // followed so far
+}
+
+// resolve returns where p leads, its links followed, once every directory
+// holding a name on the way is checked. ".." is taken where the kernel
+// takes it, from the directory reached (never lexically, which a link
+// before it would make wrong).
+func (o *ownedWay) resolve(p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		return "", abi.Errorf(syscall.EINVAL, "load", "%s: not an absolute path", p)
+	}
+	cur := "/"
+	for _, name := range strings.Split(p, "/") {
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		if err := o.dirOwnedByServer(cur); err != nil {
+			return "", err
+		}
+		next := filepath.Join(cur, name)
+		fi, err := os.Lstat(next)
 		if err != nil {
-			return abi.Wrap("load", err)
+			return "", abi.Wrap("load", err)
 		}
-		sys, ok := st.Sys().(*syscall.Stat_t)
-		if !ok {
-			return nil
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
 		}
-		ust := unix.Stat_t{Uid: sys.Uid, Gid: sys.Gid, Mode: sys.Mode}
-		if who := storefs.OtherWriter(&ust, uint32(os.Geteuid())); who != "" {
-			return abi.Errorf(syscall.EACCES, "load", "%s is writable by %s, so what is in it could be replaced and the definition is refused; fix: chown root:root %s && chmod go-w %s", p, who, p, p)
+		if o.links++; o.links > maxLinks {
+			return "", abi.Errorf(syscall.ELOOP, "load", "%s: too many symbolic links", p)
 		}
-		if p == "/" {
-			return nil
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", abi.Wrap("load", err)
 		}
+		if !filepath.IsAbs(target) {
+			target = cur + "/" + target // not Join: its ".." are the kernel's
+		}
+		if cur, err = o.resolve(target); err != nil {
+			return "", err
+		}
+	}
+	return cur, nil
+}
+
+// dirOwnedByServer checks dir by storefs.OtherWriter, witnessing it (a
+// chmod moves its ctime); top and the directories above it were checked.
+func (o *ownedWay) dirOwnedByServer(dir string) error {
+	if o.top != "" && (dir == o.top || strings.HasPrefix(o.top, dir) && (dir == "/" || o.top[len(dir)] == '/')) {
+		return nil
+	}
+	st, err := o.w.stat(dir)
+	if err != nil {
+		return abi.Wrap("load", err)
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	ust := unix.Stat_t{Uid: sys.Uid, Gid: sys.Gid, Mode: sys.Mode}
+	if who := storefs.OtherWriter(&ust, uint32(os.Geteuid())); who != "" {
+		return abi.Errorf(syscall.EACCES, "load", "%s is writable by %s, so what is in it could be replaced and the definition is refused; fix: chown root:root %s && chmod go-w %s", dir, who, dir, dir)
 	}
 	return nil
 }
