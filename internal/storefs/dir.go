@@ -32,21 +32,11 @@ func (r *Root) ReadDir(rel string) ([]Entry, error) {
 		return nil, err
 	}
 	defer d.Close()
-	var out []Entry
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := unix.Getdents(int(d.Fd()), buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, r.fail("readdir", rel, err)
-		}
-		if n <= 0 {
-			return out, nil
-		}
-		out = parseDirents(buf[:n], out)
+	ents, err := listFd(int(d.Fd()))
+	if err != nil {
+		return nil, r.fail("readdir", rel, err)
 	}
+	return ents, nil
 }
 
 // parseDirents appends the entries of a getdents64 buffer: each record is

@@ -45,7 +45,7 @@ type treeLevel struct {
 
 // removeAt removes name in dirfd and everything below it.
 func (r *Root) removeAt(dirfd int, name string) error {
-	cur, err := openLevel(dirfd, name)
+	top, err := openLevel(dirfd, name)
 	if err == unix.ENOENT {
 		return nil
 	}
@@ -55,21 +55,53 @@ func (r *Root) removeAt(dirfd int, name string) error {
 	if err != nil {
 		return err
 	}
+	return treeWalk{
+		step: func() error { return r.gated("remove", "") },
+		enter: func(dirfd int, name string) (treeLevel, bool, error) {
+			l, err := openLevel(dirfd, name)
+			return l, true, err
+		},
+		missed: func(dirfd int, name string, err error) error {
+			if err == unix.ENOENT {
+				return nil
+			}
+			return gone(unix.Unlinkat(dirfd, name, 0)) // became a file or a link
+		},
+		leave: func(dirfd int, name string) error {
+			return gone(unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR))
+		},
+	}.from(dirfd, top, true)
+}
+
+// treeWalk walks a directory tree down and back up by descriptors (the
+// walk of RemoveAll and of WalkTree), one directory open at a time.
+type treeWalk struct {
+	step   func() error // before each step, if set: an error stops the walk
+	enter  func(dirfd int, name string) (l treeLevel, more bool, err error)
+	missed func(dirfd int, name string, err error) error // a subdirectory gone (ENOENT) or no longer one (ENOTDIR, ELOOP)
+	leave  func(dirfd int, name string) error            // if set: the level name, done, from its parent dirfd
+}
+
+// from walks below top, the level entered as name in dirfd; more false
+// (enter said to stop) ends the walk. Going up, ".." must be the level
+// left on the way down (openParent), else the walk stops with EXDEV.
+func (w treeWalk) from(dirfd int, top treeLevel, more bool) error {
+	cur := top
 	var above []treeLevel // the levels left on the way down, closed
 	defer func() { unix.Close(cur.fd) }()
-	for {
-		if err := r.gated("remove", ""); err != nil {
-			return err
+	for more {
+		if w.step != nil {
+			if err := w.step(); err != nil {
+				return err
+			}
 		}
 		if n := len(cur.subdirs); n > 0 {
 			sub := cur.subdirs[n-1]
 			cur.subdirs = cur.subdirs[:n-1]
-			next, err := openLevel(cur.fd, sub)
+			next, goOn, err := w.enter(cur.fd, sub)
 			switch {
-			case err == unix.ENOENT:
-				continue
-			case err == unix.ENOTDIR || err == unix.ELOOP:
-				if err := gone(unix.Unlinkat(cur.fd, sub, 0)); err != nil {
+			case err == unix.ENOENT || err == unix.ENOTDIR || err == unix.ELOOP:
+				if err := w.missed(cur.fd, sub, err); err != nil {
 					return err
 				}
 				continue
@@ -79,11 +111,11 @@ func (r *Root) removeAt(dirfd int, name string) error {
 			unix.Close(cur.fd)
 			cur.fd = -1
 			above = append(above, cur)
-			cur = next
+			cur, more = next, goOn
 			continue
 		}
 		if len(above) == 0 {
-			return gone(unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR))
+			return w.left(dirfd, top.name)
 		}
 		parent := above[len(above)-1]
 		up, err := openParent(cur.fd, parent)
@@ -94,10 +126,19 @@ func (r *Root) removeAt(dirfd int, name string) error {
 		left := cur.name
 		cur, above = parent, above[:len(above)-1]
 		cur.fd = up
-		if err := gone(unix.Unlinkat(cur.fd, left, unix.AT_REMOVEDIR)); err != nil {
+		if err := w.left(cur.fd, left); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// left calls leave, if set.
+func (w treeWalk) left(dirfd int, name string) error {
+	if w.leave == nil {
+		return nil
+	}
+	return w.leave(dirfd, name)
 }
 
 // openLevel opens the directory name in dirfd (never through a link) and

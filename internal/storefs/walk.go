@@ -27,43 +27,19 @@ func (r *Root) WalkTree(rel string, visit func(st *unix.Stat_t) bool) error {
 	return r.fail("walk", rel, walkBelow(dirfd, name, visit))
 }
 
-// walkBelow visits everything below the directory name in dirfd.
+// walkBelow visits everything below the directory name in dirfd; what
+// is gone or replaced meanwhile is passed over.
 func walkBelow(dirfd int, name string, visit func(st *unix.Stat_t) bool) error {
-	cur, more, err := visitLevel(dirfd, name, visit)
+	top, more, err := visitLevel(dirfd, name, visit)
 	if err != nil {
 		return err
 	}
-	var above []treeLevel // the levels left on the way down, closed
-	defer func() { unix.Close(cur.fd) }()
-	for more {
-		if n := len(cur.subdirs); n > 0 {
-			sub := cur.subdirs[n-1]
-			cur.subdirs = cur.subdirs[:n-1]
-			next, goOn, err := visitLevel(cur.fd, sub, visit)
-			switch {
-			case err == unix.ENOENT || err == unix.ENOTDIR || err == unix.ELOOP:
-				continue // gone, or replaced meanwhile
-			case err != nil:
-				return err
-			}
-			unix.Close(cur.fd)
-			cur.fd = -1
-			above = append(above, cur)
-			cur, more = next, goOn
-			continue
-		}
-		if len(above) == 0 {
-			return nil
-		}
-		up, err := openParent(cur.fd, above[len(above)-1])
-		if err != nil {
-			return err
-		}
-		unix.Close(cur.fd)
-		cur, above = above[len(above)-1], above[:len(above)-1]
-		cur.fd = up
-	}
-	return nil
+	return treeWalk{
+		enter: func(dirfd int, name string) (treeLevel, bool, error) {
+			return visitLevel(dirfd, name, visit)
+		},
+		missed: func(int, string, error) error { return nil },
+	}.from(dirfd, top, more)
 }
 
 // visitLevel opens the directory name in dirfd and visits what it holds;
