@@ -4,6 +4,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
@@ -49,7 +50,7 @@ func (e *Engine) CreateImported(c layout.Caller, uid uint32, t Target, im *Impor
 	}
 	start := filled{cwd: im.Cwd, latest: im.Latest, meta: im.Meta,
 		logs: map[string][]byte{abi.FileMessages: im.Messages, abi.FileEvents: im.Events}}
-	own := layout.PrivateOwner(uid, layout.PrimaryGid(uid))
+	own := layout.PrivateOwner(uid, storefs.PrimaryGid(uid))
 	if err := e.createFilled(r, own, start); err != nil {
 		return err
 	}

@@ -71,7 +71,7 @@ func (e *Engine) locateRef(c layout.Caller, r layout.Ref) (*location, error) {
 	if c.Uid != 0 && uint32(uid) != c.Uid {
 		return nil, abi.Errorf(syscall.EACCES, "", "another uid's home")
 	}
-	loc.own = layout.PrivateOwner(uint32(uid), layout.PrimaryGid(uint32(uid)))
+	loc.own = layout.PrivateOwner(uint32(uid), storefs.PrimaryGid(uint32(uid)))
 	return loc, nil
 }
 
@@ -109,7 +109,7 @@ func (e *Engine) EnsureHome(uid uint32) error {
 	if e.isDir(home) {
 		return nil
 	}
-	err := layout.MkdirAll(e.root, home, layout.PrivateOwner(uid, layout.PrimaryGid(uid)))
+	err := layout.MkdirAll(e.root, home, layout.PrivateOwner(uid, storefs.PrimaryGid(uid)))
 	if err == nil {
 		err = e.root.SyncDir("home")
 	}

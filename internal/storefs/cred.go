@@ -2,8 +2,10 @@ package storefs
 
 import (
 	"fmt"
+	"os/user"
 	"runtime"
 	"slices"
+	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -15,6 +17,43 @@ import (
 type Cred struct {
 	Uid, Gid uint32
 	Groups   []uint32
+}
+
+// UserCred is uid's identity from the user database: its primary group
+// and its supplementary groups; for a uid the database does not know, uid
+// as its own group and no others.
+func UserCred(uid uint32) Cred {
+	c := Cred{Uid: uid, Gid: uid}
+	u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
+	if err != nil {
+		return c
+	}
+	c.Gid = parseID(u.Gid, uid)
+	ids, _ := u.GroupIds()
+	for _, id := range ids {
+		if g, err := strconv.ParseUint(id, 10, 32); err == nil {
+			c.Groups = append(c.Groups, uint32(g))
+		}
+	}
+	return c
+}
+
+// PrimaryGid is uid's primary group from the user database, or uid itself
+// for a uid the database does not know.
+func PrimaryGid(uid uint32) uint32 {
+	u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
+	if err != nil {
+		return uid
+	}
+	return parseID(u.Gid, uid)
+}
+
+// parseID is the decimal id s, or or when s is none.
+func parseID(s string, or uint32) uint32 {
+	if g, err := strconv.ParseUint(s, 10, 32); err == nil {
+		return uint32(g)
+	}
+	return or
 }
 
 // As returns a Root on the same descriptor whose operations on the free

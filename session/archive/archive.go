@@ -87,7 +87,7 @@ func EachIdle(root *storefs.Root, cutoff int64, updatedAt func(rel string) int64
 		if err != nil {
 			continue
 		}
-		own := layout.PrivateOwner(uint32(uid), layout.PrimaryGid(uint32(uid)))
+		own := layout.PrivateOwner(uint32(uid), storefs.PrimaryGid(uint32(uid)))
 		for _, rel := range layout.HomeSessionDirs(root, home, false) {
 			ct, name, ok := layout.ParseContainerRel(rel)
 			if m, _ := path.Match(IdlePattern, name); !ok || !m || ct.Kind != abi.KindAgent {

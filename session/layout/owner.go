@@ -1,7 +1,6 @@
 package layout
 
 import (
-	"os/user"
 	"strconv"
 	"strings"
 
@@ -18,18 +17,6 @@ import (
 // HistoryOwner says, and only the free trees as this.
 func PrivateOwner(uid, gid uint32) storefs.Owner {
 	return storefs.Owner{Uid: int(uid), Gid: int(gid), DirMode: 0o700, FileMode: 0o600}
-}
-
-// PrimaryGid is uid's primary group from the user database, or uid itself
-// for a uid the database does not know.
-func PrimaryGid(uid uint32) uint32 {
-	u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
-	if err == nil {
-		if g, err := strconv.ParseUint(u.Gid, 10, 32); err == nil {
-			return uint32(g)
-		}
-	}
-	return uid
 }
 
 // SharedOwner owns what uid makes in a shared space whose group is gid:

@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -147,27 +146,7 @@ func (j *job) asUid(call func() error) error {
 	if j.e.Uid != 0 || j.uid == 0 {
 		return call()
 	}
-	return storefs.AsUser(userCred(j.uid), call)
-}
-
-// userCred is uid's identity from the user database: its primary group
-// and its groups (uid as its group, and none, for a uid it does not know).
-func userCred(uid uint32) storefs.Cred {
-	c := storefs.Cred{Uid: uid, Gid: uid}
-	u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
-	if err != nil {
-		return c
-	}
-	if g, err := strconv.ParseUint(u.Gid, 10, 32); err == nil {
-		c.Gid = uint32(g)
-	}
-	ids, _ := u.GroupIds()
-	for _, id := range ids {
-		if g, err := strconv.ParseUint(id, 10, 32); err == nil {
-			c.Groups = append(c.Groups, uint32(g))
-		}
-	}
-	return c
+	return storefs.AsUser(storefs.UserCred(j.uid), call)
 }
 
 // file imports one session file: read as the caller (root's --uid N: as
