@@ -13,9 +13,10 @@ import (
 type Query struct {
 	folded string
 	keys   []uint64
-	runes  [][][]byte  // runeForms: what MayHold looks for
-	plain  bool        // no rune a JSON writer spells with a simple escape
-	ascii  *asciiQuery // MayHold's byte search, for a plain ASCII query
+	runes  [][][]byte   // runeForms: what MayHold looks for
+	plain  bool         // no rune a JSON writer spells with a simple escape
+	ascii  *asciiQuery  // MayHold's byte search, for a plain ASCII query
+	long   *linearQuery // findFolded's search, for a query over longQueryBytes
 }
 
 // NewQuery parses q (non-empty; the request parser checked its size).
@@ -25,6 +26,10 @@ func NewQuery(q string) *Query {
 	query := &Query{folded: folded, keys: queryKeys([]rune(folded)), runes: runeForms(folded), plain: plain}
 	if plain {
 		query.ascii = newASCIIQuery(folded)
+	}
+	if len(folded) > longQueryBytes {
+		long := newLinearQuery(folded)
+		query.long = &long
 	}
 	return query
 }
@@ -58,7 +63,12 @@ func (q *Query) FindFrom(text string, from int) (start, end int, ok bool) {
 // findFolded is FindFrom by folding text: for any query and text.
 func (q *Query) findFolded(text string, from int) (start, end int, ok bool) {
 	folded, asIs := foldText(text[from:])
-	i := strings.Index(folded, q.folded)
+	var i int
+	if q.long != nil {
+		i = q.long.index(folded)
+	} else {
+		i = strings.Index(folded, q.folded)
+	}
 	if i < 0 {
 		return 0, 0, false
 	}

@@ -22,10 +22,9 @@ import (
 // S to s); a line holding one of those the query could need (exotic) goes
 // to the general test.
 type asciiQuery struct {
-	q      []byte   // the folded query: lower-case ASCII
-	anchor int      // the index in q of the byte looked for first
-	exotic [][]byte // the UTF-8 of the non-ASCII runes that fold into q
-	border []int    // border[i]: the longest proper border of q[:i+1] (linear's table)
+	linearQuery          // the folded query (q: lower-case ASCII), and its linear search
+	anchor      int      // the index in q of the byte looked for first
+	exotic      [][]byte // the UTF-8 of the non-ASCII runes that fold into q
 }
 
 // find is the byte offset of the first match of a in text, or -1; ok is
@@ -47,13 +46,12 @@ func newASCIIQuery(folded string) *asciiQuery {
 			return nil
 		}
 	}
-	a := &asciiQuery{q: []byte(folded)}
+	a := &asciiQuery{linearQuery: newLinearQuery(folded)}
 	for i := range a.q {
 		if rarity(a.q[i]) > rarity(a.q[a.anchor]) {
 			a.anchor = i
 		}
 	}
-	a.border = borders(a.q)
 	if strings.IndexByte(folded, 'k') >= 0 {
 		a.exotic = append(a.exotic, []byte("\u212a"))
 	}
@@ -95,7 +93,7 @@ func (a *asciiQuery) index(b []byte) int {
 // ("q"×1023 "e" in a line of "q"s: 1.7 s a MiB, a scan slot held all
 // along): once the comparisons have cost more than four times the bytes
 // passed (never, for a query of up to 4 bytes), the rest of b is searched
-// by linear, whose cost is b's length.
+// by linearQuery, whose cost is b's length.
 func (a *asciiQuery) each(b []byte, fn func(i int) bool) {
 	n := len(a.q)
 	if len(b) < n {
@@ -118,7 +116,7 @@ func (a *asciiQuery) each(b []byte, fn func(i int) bool) {
 			return
 		}
 		if compared += n; compared > 4*(p+64) {
-			a.linear(b, p-a.anchor, fn) // every match before p-a.anchor was found
+			a.scan(b, p-a.anchor, fn) // every match before p-a.anchor was found
 			return
 		}
 		if equalFoldASCII(b[p-a.anchor:p-a.anchor+n], a.q) && !fn(p-a.anchor) {
@@ -130,48 +128,6 @@ func (a *asciiQuery) each(b []byte, fn func(i int) bool) {
 			nextUp = indexFrom(b, up, p+1)
 		}
 	}
-}
-
-// linear is each for the matches that start at from or after, in time
-// linear in b's length whatever b and the query hold (Knuth, Morris and
-// Pratt: no byte of b is read twice).
-func (a *asciiQuery) linear(b []byte, from int, fn func(i int) bool) {
-	k := 0 // bytes of a.q matched before b[i]
-	for i := from; i < len(b); i++ {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		for k > 0 && a.q[k] != c {
-			k = a.border[k-1]
-		}
-		if a.q[k] == c {
-			k++
-		}
-		if k == len(a.q) {
-			if !fn(i + 1 - k) {
-				return
-			}
-			k = a.border[k-1]
-		}
-	}
-}
-
-// borders is linear's table of q: for each prefix q[:i+1], the length of
-// its longest proper prefix that is also its suffix.
-func borders(q []byte) []int {
-	t := make([]int, len(q))
-	k := 0
-	for i := 1; i < len(q); i++ {
-		for k > 0 && q[i] != q[k] {
-			k = t[k-1]
-		}
-		if q[i] == q[k] {
-			k++
-		}
-		t[i] = k
-	}
-	return t
 }
 
 // indexFrom is the index of the first c in b at from or after, or -1.
