@@ -47,3 +47,21 @@ func TestArchiveAsUser(t *testing.T) {
 	}
 	testkit.Same(t, "the store after refusals in the archive", before, storeSnapshot(t, s))
 }
+
+// TestArchiveRefusedMakesNothing: an archive the server refuses (EBUSY:
+// a protected session) leaves no archived_sessions/<agent>/ behind: the
+// client made it through the mount before the rename, and no user can
+// remove it there (rmdir of the ABI's directories is EPERM).
+func TestArchiveRefusedMakesNothing(t *testing.T) {
+	s := newFuseServer(t)
+	s.sendAs(uid1001, "default", "c1", "", "hello")
+	before := storeSnapshot(t, s)
+	out, errs, code := ctxSplitAs(t, s, uid1001, "agent", "session", "archive", "coder", "default")
+	if code == 0 || !strings.Contains(errs, "EBUSY") {
+		t.Fatalf("archive of default as uid 1001: exit %d\n%s%s, want EBUSY", code, out, errs)
+	}
+	if _, err := os.Lstat(filepath.Join(s.store, "home/1001/archived_sessions/coder")); !os.IsNotExist(err) {
+		t.Errorf("archived_sessions/coder after a refused archive: %v, want ENOENT", err)
+	}
+	testkit.Same(t, "the store after a refused archive", before, storeSnapshot(t, s))
+}

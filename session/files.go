@@ -251,6 +251,26 @@ func (e *Engine) mkdirArchive(c layout.Caller, home, agent, rel string) error {
 	return e.mkdirNew(own, rel)
 }
 
+// Rmdir removes rel through the mount: an empty directory of the archive
+// (layout.ArchiveDir), which mkdir lets its home's user make, may go again,
+// so that an archive refused after ctx made its target's directory (EBUSY:
+// a protected session) leaves nothing behind; every other directory of
+// the ABI is the tree's rule (ENOTEMPTY, else EPERM).
+func (e *Engine) Rmdir(c layout.Caller, rel string) error {
+	home, _, ok := layout.ArchiveDir(rel)
+	if !ok {
+		return e.Tree.Rmdir(c, rel)
+	}
+	if _, err := e.homeOwner(c, home); err != nil {
+		return err
+	}
+	if err := e.root.RemoveDir(rel); err != nil {
+		return err // ENOTEMPTY for one that holds an archive: the filesystem's own check
+	}
+	e.changed(rel, path.Dir(rel))
+	return nil
+}
+
 // mkdirInHome makes a structural directory below a home or space (place
 // pl at rel) with the directories that belong inside it:
 // <home>/agent/<name> (and its session/ and root/), <home>/model/<provider>,

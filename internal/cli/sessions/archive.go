@@ -202,10 +202,46 @@ func (j *gcJob) take(name string) error {
 	if err := sameMount(sessions, dir); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	made, err := mkdirAll(dir)
+	if err != nil {
 		return err
 	}
-	return unix.Renameat2(unix.AT_FDCWD, filepath.Join(sessions, name), unix.AT_FDCWD, filepath.Join(dir, name), unix.RENAME_NOREPLACE)
+	err = unix.Renameat2(unix.AT_FDCWD, filepath.Join(sessions, name), unix.AT_FDCWD, filepath.Join(dir, name), unix.RENAME_NOREPLACE)
+	if err != nil {
+		removeMade(made) // a refused archive makes nothing, not even dir
+	}
+	return err
+}
+
+// mkdirAll is os.MkdirAll that says which directories it made, the
+// deepest last.
+func mkdirAll(dir string) ([]string, error) {
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || d == "/" {
+			break
+		}
+		missing = append(missing, d)
+	}
+	var made []string
+	for i := len(missing) - 1; i >= 0; i-- {
+		switch err := os.Mkdir(missing[i], 0o700); {
+		case err == nil:
+			made = append(made, missing[i])
+		case !errors.Is(err, os.ErrExist): // another's, made meanwhile, is not ours to remove
+			removeMade(made)
+			return nil, err
+		}
+	}
+	return made, nil
+}
+
+// removeMade removes the directories mkdirAll made, the deepest first; one
+// something else filled meanwhile stays (ENOTEMPTY).
+func removeMade(made []string) {
+	for i := len(made) - 1; i >= 0; i-- {
+		os.Remove(made[i])
+	}
 }
 
 // sameMount is EXDEV unless dir (or, when it does not exist yet, the
