@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"syscall"
 
+	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/agent/tools"
 	"github.com/ctxfs/ctxfs/proto"
@@ -35,6 +37,18 @@ func runRestore(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 	}
 	emit(messageFrame(fmt.Sprintf("Restored %d of %d files.", len(calls)-l.failed, len(calls))))
 	return l.failed == 0
+}
+
+// RestoreFits is EFBIG when the calls that put steps back take more than a
+// log line to record: runRestore records them as one assistant message, and
+// the logs refused that line with its batch while the writes went on (a
+// kept content of over about 760 KiB, as base64, is one). The restore op
+// asks it before any run starts.
+func RestoreFits(steps []def.RestoreStep) error {
+	if m := callsMessage("", restoreCalls(steps)); !fitsLine(m) {
+		return abi.Errorf(syscall.EFBIG, "restore", "the calls that put back %d files take %d bytes to record, more than a log line (%d): nothing was restored (name one PATH at a time; a file's content of more than about 760 KiB cannot be put back by a run)", len(steps), len(m.Line()), abi.MaxLineBytes)
+	}
+	return nil
 }
 
 // restoreCalls are the calls that put the steps back, with ids of their

@@ -85,3 +85,37 @@ func TestToolRunVersionsAndRestore(t *testing.T) {
 	}
 	fsckClean(t, s)
 }
+
+// TestRestoreLargeFile: a restore whose calls cannot be recorded (a kept
+// content of 1 MiB is 1.4 MiB of base64 in the assistant message that
+// holds them; versions keep up to 8 MiB) is refused EFBIG before any run
+// starts, and nothing changes. The run used to start: its batch was
+// refused (EINVAL, a line over the bound) while its write went on, and it
+// ended in error, the file put back or not as the race went.
+func TestRestoreLargeFile(t *testing.T) {
+	p := newFakeProvider(t, scripted(
+		openAICall("w1", "fs_write", `{"path":"big.txt","content":"small\n"}`),
+		openAIReply("written")))
+	s := newToolServer(t, p.URL+"/v1", map[string]string{"tools": "fs.read\nfs.write\n", "perm": "rw\n"})
+	file := filepath.Join(s.store, "home", "1001", "agent", "doer", "root", "big.txt")
+	if out, err := runCmd(t, owner, nil, "sh", "-c", "mkdir -p "+s.mnt("home/1001/agent/doer")+" && yes 0123456789abcde | head -c 1048576 > "+s.mnt("home/1001/agent/doer/root/big.txt")); err != nil {
+		t.Fatalf("writing big.txt as uid 1001: %v %s", err, out)
+	}
+	frames := waitRunDone(t, s.sendAsync(owner, "v", "shrink big.txt"))
+	if d := lastDone(frames); d == nil || d["status"] != "ok" {
+		t.Fatalf("run: %v", frames)
+	}
+	events := filepath.Join(s.sessionDir(1001, "doer", "v"), "events.jsonl")
+	before := fileBytes(t, events)
+	frames, raw, _ := s.requestAs(owner, "doer", `{"op":"restore","id":"x1","session":"v","version":1}`)
+	if len(frames) != 1 || frames[0]["code"] != "EFBIG" {
+		t.Errorf("restore of 1 MiB: %.1500s, want only an EFBIG error", raw)
+	}
+	if b, _ := os.ReadFile(file); string(b) != "small\n" {
+		t.Errorf("big.txt after a refused restore: %d bytes, want %q", len(b), "small\n")
+	}
+	if after := fileBytes(t, events); after != before {
+		t.Errorf("a refused restore was recorded:\n%.1500s", after[len(before):])
+	}
+	fsckClean(t, s)
+}

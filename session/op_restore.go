@@ -4,6 +4,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
@@ -16,7 +17,8 @@ import (
 // fs.write and fs.remove go through the same uid, isolation and approvals
 // as a model's, and are versioned in turn. Everything it puts back is read
 // and verified before anything is recorded: ENOENT when there is nothing
-// to restore, EIO when a kept content does not verify.
+// to restore, EIO when a kept content does not verify, EFBIG when the
+// calls that put it back take more than a log line to record.
 func (e *Engine) restore(c layout.Caller, loc *location, req *proto.Request) (*Reply, error) {
 	if loc.ref.Kind != abi.KindAgent {
 		return nil, abi.Errorf(syscall.EINVAL, "restore", "a model session has no tools, so no versions")
@@ -34,6 +36,9 @@ func (e *Engine) restore(c layout.Caller, loc *location, req *proto.Request) (*R
 		return nil, err
 	}
 	steps, what, err := s.restoreSteps(req)
+	if err == nil {
+		err = agent.RestoreFits(steps) // before anything is recorded
+	}
 	if err != nil {
 		return nil, err
 	}
