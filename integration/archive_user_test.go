@@ -2,6 +2,7 @@ package integration
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,4 +65,34 @@ func TestArchiveRefusedMakesNothing(t *testing.T) {
 		t.Errorf("archived_sessions/coder after a refused archive: %v, want ENOENT", err)
 	}
 	testkit.Same(t, "the store after a refused archive", before, storeSnapshot(t, s))
+}
+
+// TestDeleteFailingLateLeavesNoIndex: a delete whose removal fails once
+// the session was moved aside (here a file root made immutable in its
+// context/; an I/O error, a shut gate or the descriptor walk's check of
+// ".." alike) reports the failure, and the session, gone from view, is
+// gone from the index too: the error was returned before the index was
+// cleaned, and index/list went on naming a session that was not there.
+func TestDeleteFailingLateLeavesNoIndex(t *testing.T) {
+	s := newFuseServer(t)
+	s.sendAs(uid1001, "gone", "c1", "", "hello")
+	if out, err := bashAs(t, uid1001, "echo x > "+s.mnt("home/1001/agent/coder/session/gone/context/f")); err != nil {
+		t.Fatalf("writing context/f: %v %s", err, out)
+	}
+	s.sendAs(uid1001, "keep", "c2", "", "hello") // the current session now
+	sessions := filepath.Join(s.store, "home/1001/agent/coder/session")
+	if out, err := exec.Command("chattr", "+i", filepath.Join(sessions, "gone/context/f")).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("chattr", "-R", "-i", sessions).Run() })
+	out, errs, code := ctxSplitAs(t, s, uid1001, "agent", "session", "gc", "coder", "--pattern", "gone", "--delete", "--yes")
+	if code == 0 {
+		t.Errorf("a delete that could not remove the session: exit 0\n%s%s", out, errs)
+	}
+	if _, err := os.Lstat(filepath.Join(sessions, "gone")); !os.IsNotExist(err) {
+		t.Fatalf("the session after its delete: %v, want it moved aside", err)
+	}
+	if list := s.readMnt("home/1001/agent/coder/session/index/list"); strings.Contains("\n"+list, "\ngone\n") {
+		t.Errorf("index/list names the deleted session:\n%s", list)
+	}
 }

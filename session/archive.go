@@ -73,6 +73,7 @@ func (e *Engine) archiveIf(r layout.Ref, own storefs.Owner, del bool, still func
 	// EBUSY, not ENOENT: a send that waited must be refused, not create
 	// the session anew from nothing.
 	gone := &abi.Error{Op: "session", Errno: syscall.EBUSY, Msg: "session " + r.Name + " was archived while the request waited"}
+	var left bool // the session left its place: the index must not name it, whatever failed after
 	err := e.sessions.Take(r.Key(), takeWait, gone, func(s *sess, loaded bool) (bool, error) {
 		if !del {
 			e.flushDerived(r.Rel(), s, true) // the store's files are what moves
@@ -105,19 +106,27 @@ func (e *Engine) archiveIf(r layout.Ref, own storefs.Owner, del bool, still func
 		// Nor may a value that waits, later: a deleted session's values
 		// are moot, and a new session of the name must not get them.
 		e.derived.Forget(r.Rel())
+		var moveErr error
 		if del {
-			return true, archive.Remove(e.root, r)
+			left, moveErr = archive.Remove(e.root, r)
+		} else {
+			left, moveErr = archive.Move(e.root, r, own)
 		}
-		return true, archive.Move(e.root, r, own)
+		return true, moveErr
 	})
 	if errors.Is(err, loadcache.ErrBusy) {
 		return abi.Errorf(syscall.EBUSY, "archive", "session %s is in use", r.Name)
 	}
-	if err != nil {
+	if err != nil && !left {
 		return err
 	}
+	// A sync or a removal that failed after the move is reported, but the
+	// index is cleaned first: it named a session no longer in view.
 	e.FreeTree().Forget(r.Home) // its context/ left the free trees
-	return e.unindex(r)
+	if uerr := e.unindex(r); err == nil {
+		err = uerr
+	}
+	return err
 }
 
 // unindex takes a session that is gone out of its container's index, and

@@ -31,35 +31,37 @@ func Target(r layout.Ref) string {
 
 // Move renames the session's directory to its archive target, never over
 // anything (EEXIST), and makes the move durable. own owns the archive's
-// directories made on the way.
-func Move(root *storefs.Root, r layout.Ref, own storefs.Owner) error {
+// directories made on the way. left says the session left its place,
+// whatever failed after (a sync): the caller must take it out of the
+// index all the same.
+func Move(root *storefs.Root, r layout.Ref, own storefs.Owner) (left bool, err error) {
 	target := Target(r)
 	if err := layout.MkdirAll(root, path.Dir(target), own); err != nil {
-		return err
+		return false, err
 	}
 	if err := root.Move(r.Rel(), target); err != nil {
-		return err
+		return false, err
 	}
 	if err := root.SyncDir(path.Dir(target)); err != nil {
-		return err
+		return true, err
 	}
-	return root.SyncDir(r.Container.Rel())
+	return true, root.SyncDir(r.Container.Rel())
 }
 
 // Remove deletes the session's directory: first renamed aside to a
 // hidden leftover name (layout.DelDirPrefix), which load and fsck
-// --repair finish removing should this be interrupted.
-func Remove(root *storefs.Root, r layout.Ref) error {
+// --repair finish removing should this be interrupted. left is Move's.
+func Remove(root *storefs.Root, r layout.Ref) (left bool, err error) {
 	var b [8]byte
 	rand.Read(b[:])
 	aside := path.Join(r.Container.Rel(), layout.DelDirPrefix+r.Name+"-"+hex.EncodeToString(b[:]))
 	if err := root.Move(r.Rel(), aside); err != nil {
-		return err
+		return false, err
 	}
 	if err := root.SyncDir(r.Container.Rel()); err != nil {
-		return err
+		return true, err
 	}
-	return root.RemoveAll(aside)
+	return true, root.RemoveAll(aside)
 }
 
 // IdlePattern is what the server's own clean-up takes: Agenvoy-style
