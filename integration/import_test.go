@@ -412,3 +412,35 @@ func TestImportHostileClient(t *testing.T) {
 		t.Errorf("an import after the refusals: %s", out)
 	}
 }
+
+// TestImportFailingLateLeavesNothing: an import that fails after its
+// session was renamed into place (here the agent's root/ cannot be made:
+// root planted a file there; a full disk's mkdir alike) left that session
+// in the store with no index entry: not in index/list, no by-uuid, and a
+// second import of the uuid, once the cause was gone, was EEXIST. root/
+// is made first now: the import fails with nothing of it written, and
+// the second one imports.
+func TestImportFailingLateLeavesNothing(t *testing.T) {
+	s := newFuseServer(t)
+	claude := readImportFile(t, cli.ClaudeCode, "tool.jsonl")
+	home := userHome(t, importAnn, claude)
+	if out, err := runCmd(t, importAnn, nil, "mkdir", "-p", s.mnt("home/1001/agent/coder")); err != nil {
+		t.Fatalf("mkdir of the agent as uid 1001: %v %s", err, out)
+	}
+	rootDir := filepath.Join(s.store, "home/1001/agent/coder/root")
+	testkit.Must(t, os.Remove(rootDir))
+	testkit.Must(t, os.WriteFile(rootDir, nil, 0o600))
+	out, code := s.ctxImport(importAnn, home, "coder", "--from", "claude-code")
+	if code == 0 {
+		t.Fatalf("an import whose root/ cannot be made: exit 0\n%s", out)
+	}
+	if _, err := os.Lstat(filepath.Join(s.store, "home/1001/agent/coder/session", claude.session.ID)); err == nil {
+		t.Errorf("a failed import left its session in the store (listed: %v)", strings.Contains(s.readMnt("home/1001/agent/coder/session/index/list"), claude.session.ID))
+	}
+	testkit.Must(t, os.Remove(rootDir))
+	out, code = s.ctxImport(importAnn, home, "coder", "--from", "claude-code")
+	if code != 0 {
+		t.Fatalf("the import again, root/ free: exit %d\n%s", code, out)
+	}
+	s.checkImported(t, claude, importAnn.uid, importAnn.uid)
+}

@@ -29,7 +29,8 @@ type Imported struct {
 // session of that name, is EEXIST, nothing written. The by-uuid entry is
 // written after the rename: a crash between the two leaves the session
 // without it (a later import of the uuid is still EEXIST: the name is
-// taken).
+// taken); an error after the rename is returned once the index names the
+// session.
 func (e *Engine) CreateImported(c layout.Caller, uid uint32, t Target, im *Imported) error {
 	if c.Uid != 0 && uid != c.Uid {
 		return abi.Errorf(syscall.EACCES, "import", "only root imports into another uid's home")
@@ -51,20 +52,28 @@ func (e *Engine) CreateImported(c layout.Caller, uid uint32, t Target, im *Impor
 	start := filled{cwd: im.Cwd, latest: im.Latest, meta: im.Meta,
 		logs: map[string][]byte{abi.FileMessages: im.Messages, abi.FileEvents: im.Events}}
 	own := layout.PrivateOwner(uid, storefs.PrimaryGid(uid))
-	if err := e.createFilled(r, own, start); err != nil {
-		return err
-	}
 	// The agent's root/, as a mkdir of the agent makes it: the client
-	// keeps the CLI's file under its home/agent for the resume.
+	// keeps the CLI's file under its home/agent for the resume. Made
+	// before the session, so that its failure (a full disk) leaves no
+	// session the index does not name, which a second import of the uuid
+	// would find taken (EEXIST).
 	if err := layout.MkdirAll(e.root, ct.ChrootRel(uid), own); err != nil {
 		return err
 	}
-	x, err := e.Index(ct)
-	if err != nil {
+	err := e.createFilled(r, own, start)
+	if err != nil && !e.sessionExists(r) {
 		return err
 	}
+	// In place, even if its directory's sync failed after the rename: the
+	// index names it, and the error is still the import's.
+	x, xerr := e.Index(ct)
+	if xerr != nil {
+		return xerr
+	}
 	x.Add(r.Name)
-	err = x.SetEntry(abi.IndexByUUID, im.UUID, r.Name)
+	if uerr := x.SetEntry(abi.IndexByUUID, im.UUID, r.Name); err == nil {
+		err = uerr
+	}
 	e.changed(ct.Rel())
 	e.cfg.Log.Info("import", "agent", t.Owner, "session", r.Name, "home", ct.Home, "uid", c.Uid, "bytes", len(im.Messages))
 	return err
