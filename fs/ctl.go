@@ -47,6 +47,9 @@ func (n *ctlNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttr
 // server every time (they wait for frames).
 // Open counts the handle against the opener's quota of open files.
 func (n *ctlNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if fh, fl, bad, ok := n.openEnded(ctx, flags); ok {
+		return fh, fl, bad
+	}
 	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) { return n.open(ctx, flags) })
 }
 
@@ -96,6 +99,9 @@ var (
 func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if bad := h.node.ended(); bad != 0 {
+		return 0, bad // its session is gone: no request reaches one made anew at the path
+	}
 	switch {
 	case h.timedOut:
 		return 0, syscall.ETIMEDOUT

@@ -37,12 +37,33 @@ type movedDir struct {
 	promises session.Promises
 }
 
-// dir is the directory's store path now.
+// dir is the directory's store path now: where an archive moved it, or
+// where its session went (life.go). A session deleted while the
+// directory was held leaves it nowhere: its old path, which the engine
+// is asked nothing of (here).
 func (d *dirNode) dir() string {
+	rel, _ := d.here()
+	return rel
+}
+
+// here is dir, and ENOENT for a directory of a session deleted while it
+// was held (a working directory), whose old path may hold a session made
+// anew since: nothing is looked up, listed or changed there through it.
+func (d *dirNode) here() (string, syscall.Errno) {
 	if p := d.movedTo.Load(); p != nil {
-		return p.rel
+		return p.rel, 0
 	}
-	return d.rel
+	rel, bad := d.now()
+	if bad != 0 {
+		return d.rel, bad
+	}
+	return rel, 0
+}
+
+// gone is here's errno alone.
+func (d *dirNode) gone() syscall.Errno {
+	_, bad := d.here()
+	return bad
 }
 
 // promised is what the engine promises of the directory's listing now.
@@ -72,6 +93,9 @@ var (
 func (d *dirNode) child(name string) string { return d.dir() + "/" + name }
 
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if bad := d.gone(); bad != 0 {
+		return nil, bad
+	}
 	gen := d.m.ms.gen.Load()
 	rel := d.child(name)
 	n, err := d.m.e.Lookup(callerUid(ctx), rel)
@@ -167,6 +191,9 @@ func (h *dirHandle) Releasedir(ctx context.Context, flags uint32) {
 }
 
 func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	if bad := d.gone(); bad != 0 {
+		return nil, bad
+	}
 	ents, err := d.m.e.ReadDir(d.dir())
 	if err != nil {
 		return nil, errno(err)
@@ -187,7 +214,10 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 
 func (d *dirNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	d.gave() // before the stat: see tracked
-	rel := d.dir()
+	rel, bad := d.here()
+	if bad != 0 {
+		return bad
+	}
 	pl := layout.Classify(rel)
 	out.SetTimeout(attrTimeout(true, d.promised()))
 	st, err := d.m.e.Stat(rel)
@@ -206,6 +236,9 @@ func (d *dirNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOu
 // directory) is read only there, where its old path may hold a session
 // made anew since, whose times it changed.
 func (d *dirNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if bad := d.gone(); bad != 0 {
+		return bad
+	}
 	if err := d.m.e.Setattr(callerOf(ctx), d.dir(), setattrOf(in)); err != nil {
 		return errno(err)
 	}
@@ -223,6 +256,9 @@ func (d *dirNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttr
 
 // Mkdir makes a session or a structural directory; the engine decides.
 func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if bad := d.gone(); bad != 0 {
+		return nil, bad
+	}
 	rel := d.child(name)
 	if err := d.m.e.MkdirAt(callerOf(ctx), rel); err != nil {
 		return nil, errno(err)
@@ -235,6 +271,9 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 // by-hash/<key>, by-uuid/<uuid>); the value is committed when it is
 // closed.
 func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	if bad := d.gone(); bad != 0 {
+		return nil, nil, 0, bad
+	}
 	rel := d.child(name)
 	pl, err := d.m.e.CheckCreate(rel)
 	if err != nil {
@@ -263,15 +302,24 @@ func (d *dirNode) Mknod(ctx context.Context, name string, mode, dev uint32, out 
 }
 
 func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
+	if bad := d.gone(); bad != 0 {
+		return bad
+	}
 	return errno(d.m.e.Unlink(callerOf(ctx), d.child(name)))
 }
 
 func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
+	if bad := d.gone(); bad != 0 {
+		return bad
+	}
 	return errno(d.m.e.Rmdir(callerOf(ctx), d.child(name)))
 }
 
 // Rename: only the engine knows which entries may move (SPEC 12).
 func (d *dirNode) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	if bad := d.gone(); bad != 0 {
+		return bad
+	}
 	newRel := ""
 	if p, ok := newParent.(*dirNode); ok {
 		newRel = p.child(newName)

@@ -17,7 +17,9 @@
 // caches honest: the kernel keeps names, attributes, listings and small
 // files' pages for long (node.go), and every change is invalidated before
 // it is acknowledged (notify.go), on the inode the kernel holds, whichever
-// node object gave it what it holds (identity.go).
+// node object gave it what it holds (identity.go). A node of a session
+// stands for that session's life at its path alone (life.go): held across
+// an archive or a delete, it never reaches a session made anew there.
 //
 // There is one node type per kind of file: dirNode (directories of the
 // ABI), logNode (messages.jsonl, events.jsonl), valueNode (state, cwd,

@@ -33,7 +33,8 @@ type identity struct {
 	ends       ends // a log's: pages.go
 }
 
-// identities gives the node objects of one inode number one identity.
+// identities gives the node objects of one inode (its number and
+// generation: inodeKey) one identity.
 // An entry lives as long as a node object holds it: go-fuse keeps the
 // node of every inode the kernel knows, so an identity is never dropped
 // while the kernel may hold what it describes, and when it is (the kernel
@@ -44,33 +45,39 @@ type identity struct {
 // node at all.
 type identities struct {
 	mu sync.Mutex
-	m  map[uint64]weak.Pointer[identity]
+	m  map[inodeKey]weak.Pointer[identity]
 }
+
+// inodeKey is an inode as the kernel knows it: its number and generation
+// (a session's life at its path, life.go: two lives are two inodes).
+type inodeKey struct{ ino, gen uint64 }
 
 func newIdentities() *identities {
-	return &identities{m: map[uint64]weak.Pointer[identity]{}}
+	return &identities{m: map[inodeKey]weak.Pointer[identity]{}}
 }
 
-// of is the identity of inode number ino, made when no node holds one.
-func (ids *identities) of(ino uint64) *identity {
+// of is the identity of inode number ino of generation gen, made when no
+// node holds one.
+func (ids *identities) of(ino, gen uint64) *identity {
+	k := inodeKey{ino, gen}
 	ids.mu.Lock()
 	defer ids.mu.Unlock()
-	if p := ids.m[ino].Value(); p != nil {
+	if p := ids.m[k].Value(); p != nil {
 		return p
 	}
 	p := &identity{ino: ino}
-	ids.m[ino] = weak.Make(p)
-	runtime.AddCleanup(p, ids.drop, ino)
+	ids.m[k] = weak.Make(p)
+	runtime.AddCleanup(p, ids.drop, k)
 	return p
 }
 
-// drop forgets ino's entry once its identity is gone (not one made for
-// the same number since).
-func (ids *identities) drop(ino uint64) {
+// drop forgets k's entry once its identity is gone (not one made for
+// the same inode since).
+func (ids *identities) drop(k inodeKey) {
 	ids.mu.Lock()
 	defer ids.mu.Unlock()
-	if wp, ok := ids.m[ino]; ok && wp.Value() == nil {
-		delete(ids.m, ino)
+	if wp, ok := ids.m[k]; ok && wp.Value() == nil {
+		delete(ids.m, k)
 	}
 }
 

@@ -51,12 +51,12 @@ func TestListingThenChangeExact(t *testing.T) {
 // identity while any holds it; once none does, its entry goes.
 func TestIdentitiesShared(t *testing.T) {
 	ids := newIdentities()
-	a := ids.of(7)
-	if ids.of(7) != a || ids.of(8) == a {
+	a := ids.of(7, 1)
+	if ids.of(7, 1) != a || ids.of(8, 1) == a {
 		t.Fatal("one inode number, one identity; two numbers, two")
 	}
 	a.attrsGiven.Store(true)
-	if !ids.of(7).attrsGiven.Load() {
+	if !ids.of(7, 1).attrsGiven.Load() {
 		t.Fatal("the mark is not shared")
 	}
 	runtime.KeepAlive(a)
@@ -69,7 +69,7 @@ func TestIdentitiesShared(t *testing.T) {
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
 	}
-	if ids.of(7).attrsGiven.Load() {
+	if ids.of(7, 1).attrsGiven.Load() {
 		t.Fatal("an identity made afresh kept the old mark")
 	}
 }

@@ -35,7 +35,7 @@ var (
 func (n *logNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	n.gave() // before the stat: see tracked
 	out.SetTimeout(cacheTimeout)
-	if errno := n.statAttr(&out.Attr); errno != 0 {
+	if errno := n.fileAttr(f, &out.Attr); errno != 0 {
 		return errno
 	}
 	n.telling(int64(out.Attr.Size))
@@ -70,6 +70,9 @@ func (n *logNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttr
 // kernel sees a new size and mtime and drops it itself (see open).
 // Open counts the handle against the opener's quota of open files.
 func (n *logNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if fh, fl, bad, ok := n.openEnded(ctx, flags); ok {
+		return fh, fl, bad
+	}
 	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) { return n.open(ctx, flags) })
 }
 
@@ -161,6 +164,9 @@ var (
 	_ = (fs.FileReleaser)((*logHandle)(nil))
 )
 
+// reader is the store file the handle reads (nil for a writer): fileAttr.
+func (h *logHandle) reader() *storeReader { return h.r }
+
 func (h *logHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if h.r == nil {
 		return nil, syscall.EBADF // the kernel refuses reads of a write-only descriptor first
@@ -181,6 +187,12 @@ func (h *logHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 func (h *logHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if bad := h.node.ended(); bad != 0 {
+		// Its session is gone from the log's path (archived: read only;
+		// deleted): no line goes to a session made anew there.
+		h.dropPartial()
+		return 0, bad
+	}
 	if h.refusing {
 		h.refusing = bytes.IndexByte(data, '\n') < 0
 		return 0, syscall.EINVAL
@@ -382,6 +394,12 @@ func (h *logHandle) syncLocked() syscall.Errno {
 	if !h.unsynced {
 		return 0
 	}
+	if h.node.ended() != 0 {
+		// The archive sealed the lines before it moved them (a delete
+		// dropped them): none is left to make durable at the old path.
+		h.unsynced = false
+		return 0
+	}
 	if err := h.node.m.e.SyncLog(h.node.place.Ref(), h.node.place.File); err != nil {
 		return errno(err)
 	}
@@ -400,7 +418,7 @@ func (h *logHandle) Release(ctx context.Context) syscall.Errno {
 		who = h.writerOf()
 	}
 	h.mu.Unlock()
-	if n > 0 {
+	if n > 0 && h.node.ended() == 0 { // not into a session made anew at the path
 		h.node.m.e.RecordLoss(who, h.node.place.Ref(), h.node.place.File, n, session.LostPartial)
 	}
 	h.r.close()

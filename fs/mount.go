@@ -37,6 +37,7 @@ type Mounts struct {
 	gen     atomic.Uint64
 	pending *pending      // invalidations that may wait, for the notifier
 	ids     *identities   // what each inode's node objects share (identity.go)
+	lives   lives         // each session's life at its path (life.go)
 	done    chan struct{} // closed by Unmount: the notifier stops
 	once    sync.Once
 }

@@ -67,12 +67,56 @@ type storeNode struct {
 	// size or mtime, and a value replaced by one of the same size within
 	// one tick of the store's clock would otherwise keep its old pages.
 	id *identity
+	// life is the life of the session the node lies in (nil outside
+	// sessions): its generation, and where the node's file is once the
+	// session is gone from its path (life.go).
+	life *life
 }
 
 // newStoreNode is the shared part of the node of w, with the identity of
-// its inode number.
+// its inode number in its session's life.
 func newStoreNode(w where) storeNode {
-	return storeNode{where: w, id: w.m.ms.ids.of(inoOf(w.rel))}
+	l := w.m.ms.lives.of(w.place)
+	return storeNode{where: w, life: l, id: w.m.ms.ids.of(inoOf(w.rel), l.generation())}
+}
+
+// stable is the node's identity for go-fuse: its number, and the
+// generation of its session's life.
+func (n *storeNode) stable(typ uint32) fs.StableAttr {
+	return fs.StableAttr{Mode: typ, Ino: n.id.ino, Gen: n.life.generation()}
+}
+
+// now is the store path of the node's file now (life.now).
+func (n *storeNode) now() (string, syscall.Errno) { return n.life.now(n.rel) }
+
+// ended is what a change through the node is refused with once its
+// session is gone from its path, 0 before (life.ended).
+func (n *storeNode) ended() syscall.Errno { return n.life.ended() }
+
+// openEnded opens the file of a node whose session is gone from its path
+// (ok is false while it lives there): the file where the session went,
+// as the node of that place opens it (an archived file: read only), or
+// ENOENT. A descriptor reopened through /proc/PID/fd so never reaches a
+// session made anew at the old path.
+func (n *storeNode) openEnded(ctx context.Context, flags uint32) (fh fs.FileHandle, fl uint32, bad syscall.Errno, ok bool) {
+	if n.ended() == 0 {
+		return nil, 0, 0, false
+	}
+	rel, bad := n.now()
+	if bad != 0 {
+		return nil, 0, bad, true
+	}
+	node, err := n.m.e.Lookup(callerUid(ctx), rel)
+	if err != nil {
+		return nil, 0, errno(err), true
+	}
+	there, _ := n.m.newNode(node, rel)
+	opener, isFile := there.(fs.NodeOpener)
+	if !isFile {
+		return nil, 0, syscall.ENOENT, true
+	}
+	fh, fl, bad = opener.Open(ctx, flags)
+	return fh, fl, bad, true
 }
 
 // changeStamp is the node's stamp (stamped).
@@ -170,13 +214,44 @@ var inoKey = func() (k [32]byte) {
 // errno maps an engine error to what the kernel gets (one table: abi.Errno).
 func errno(err error) syscall.Errno { return abi.Errno(err) }
 
-// statAttr fills out from the store file.
+// statAttr fills out from the store file: where it is now (now), so a
+// file of a session archived while it was held shows the archived file,
+// read only.
 func (n *storeNode) statAttr(out *fuse.Attr) syscall.Errno {
-	st, err := n.m.e.Stat(n.rel)
+	rel, bad := n.now()
+	if bad != 0 {
+		return bad
+	}
+	st, err := n.m.e.Stat(rel)
 	if err != nil {
 		return errno(err)
 	}
-	storeAttr(out, st, n.id.ino, n.rel, n.place)
+	pl := n.place
+	if rel != n.rel {
+		pl = layout.Classify(rel)
+	}
+	storeAttr(out, st, n.id.ino, rel, pl)
+	n.stampAttr(out)
+	return 0
+}
+
+// fileAttr is statAttr for a GETATTR that may come with a handle (f).
+// A node whose session was deleted has no store path left, but a handle
+// reading its store file (a log's reader, an archived file's) still
+// describes the file it reads, read only: the kernel asks for the size
+// before it reads through its page cache, so the reader reads on.
+func (n *storeNode) fileAttr(f fs.FileHandle, out *fuse.Attr) syscall.Errno {
+	h, ok := f.(interface{ reader() *storeReader })
+	if n.ended() != syscall.ENOENT || !ok || h.reader() == nil {
+		return n.statAttr(out)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(h.reader().f.Fd()), &st); err != nil {
+		return errno(err)
+	}
+	fromStat(out, &st)
+	out.Ino = n.id.ino
+	out.Mode &^= 0222
 	n.stampAttr(out)
 	return 0
 }
@@ -196,6 +271,9 @@ func storeAttr(out *fuse.Attr, st *unix.Stat_t, ino uint64, rel string, pl layou
 // an index entry not written yet): owned like its directory, with the
 // directory's permissions limited to perm (no execute bits).
 func (n *storeNode) virtualAttr(out *fuse.Attr, perm uint32, size int) syscall.Errno {
+	if n.ended() != 0 {
+		return syscall.ENOENT // an archived session has no ctl
+	}
 	st, err := n.m.e.Stat(path.Dir(n.rel))
 	if err != nil {
 		return errno(err)
@@ -270,9 +348,15 @@ func setattrOf(in *fuse.SetAttrIn) session.SetAttr {
 }
 
 // setattr asks the engine to apply a SETATTR, then answers with the new
-// attributes.
+// attributes. It is made where the file is now (now): a futimes of a file
+// held across its session's archive is one of the archived file (EPERM),
+// never of a session made anew at its old path.
 func (n *storeNode) setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut, getattr func(context.Context, fs.FileHandle, *fuse.AttrOut) syscall.Errno) syscall.Errno {
-	if err := n.m.e.Setattr(callerOf(ctx), n.rel, setattrOf(in)); err != nil {
+	rel, bad := n.now()
+	if bad != 0 {
+		return bad
+	}
+	if err := n.m.e.Setattr(callerOf(ctx), rel, setattrOf(in)); err != nil {
 		return errno(err)
 	}
 	return getattr(ctx, nil, out)
@@ -329,7 +413,7 @@ func (m *mountState) attach(ctx context.Context, parent *fs.Inode, n session.Nod
 	// this one after the reply. What the reply gives the kernel is
 	// recorded in the identity both share (identity.go), so the kept
 	// node, which changes find, knows it.
-	child := parent.NewInode(ctx, node, fs.StableAttr{Mode: typ, Ino: ino, Gen: 1})
+	child := parent.NewInode(ctx, node, node.(interface{ stable(uint32) fs.StableAttr }).stable(typ))
 	if t, ok := child.Operations().(attrsTracker); ok {
 		// Before the check of gen below, which a change that the stat
 		// may have missed moves before it looks at this flag (notify.go).

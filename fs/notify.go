@@ -110,6 +110,10 @@ func (ms *Mounts) announced(rel string, how session.Change) {
 	staleAttrs(node)
 	switch pl.Kind {
 	case layout.PlaceSession:
+		// Its nodes stand for it no more once it left the path, whether
+		// the kernel holds them there or not (an archive through the
+		// mount moved the directory's node: life.go).
+		ms.sessionGone(rel, pl)
 		if node != nil && ms.e.Gone(rel) {
 			// Archived or deleted: its names go with the notifier, and a
 			// reader walking them meanwhile (or a session made anew under

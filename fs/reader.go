@@ -63,7 +63,7 @@ func (n *roNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut
 		return n.valueAttr(out)
 	}
 	out.SetTimeout(cacheTimeout)
-	return n.statAttr(&out.Attr)
+	return n.fileAttr(f, &out.Attr)
 }
 
 // Setattr: the engine allows only touching the times of live files.
@@ -80,6 +80,9 @@ func (n *roNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrI
 // pages are kept. The engine verifies a versions file at each open (EIO).
 // Handles count against the opener's quota of open files.
 func (n *roNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if fh, fl, bad, ok := n.openEnded(ctx, flags); ok {
+		return fh, fl, bad
+	}
 	if session.Memoized(n.place) && n.m.e.CheckOpen(n.place, int(flags)) == nil {
 		if fh, fl, errno, ok := n.m.openCopy(ctx, flags, n.value); ok {
 			return fh, fl, errno
@@ -147,6 +150,9 @@ var (
 	_ = (fs.FileReader)((*roHandle)(nil))
 	_ = (fs.FileReleaser)((*roHandle)(nil))
 )
+
+// reader is the store file the handle reads (nil for a copy): fileAttr.
+func (h *roHandle) reader() *storeReader { return h.r }
 
 func (h *roHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if h.r == nil {

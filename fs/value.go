@@ -46,6 +46,12 @@ func (n *valueNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.Attr
 // valueAttr describes a value the engine serves from memory: its size,
 // and the store file's owner, mode and times.
 func (n *storeNode) valueAttr(out *fuse.AttrOut) syscall.Errno {
+	if n.ended() != 0 {
+		// Its session is gone from its path: the archived file, from
+		// the store (the engine's memory holds live values only).
+		out.SetTimeout(cacheTimeout)
+		return n.statAttr(&out.Attr)
+	}
 	v, err := n.m.e.Value(n.rel)
 	if err != nil {
 		return errno(err)
@@ -66,6 +72,9 @@ func (n *valueNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAt
 // buffer that is committed at close. Every open counts against the
 // opener's quota of open files.
 func (n *valueNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if fh, fl, bad, ok := n.openEnded(ctx, flags); ok {
+		return fh, fl, bad
+	}
 	if fh, fl, errno, ok := n.m.openCopy(ctx, flags, n.value); ok {
 		return fh, fl, errno
 	}
@@ -74,6 +83,9 @@ func (n *valueNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint
 
 func (n *valueNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	h := n.m.newValueHandle(n.where, func(c layout.Caller, data []byte) error {
+		if bad := n.ended(); bad != 0 {
+			return bad // its session is gone from the path: not a new one's value
+		}
 		return n.m.e.WriteFile(c, n.place.Ref(), n.place.File, data)
 	})
 	if isRead(flags) {
