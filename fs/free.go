@@ -100,8 +100,12 @@ func freeCaller(ctx context.Context) layout.Caller {
 
 // rel is the node's store path. A node that is no longer in the tree (its
 // last name removed while open), or a path that is not inside a free tree,
-// has none: ENOENT, never a guess.
+// has none: ENOENT, never a guess. Nor has a node of a session's context/
+// once the session is gone from its path (sessionEnded).
 func (n *freeNode) rel() (string, syscall.Errno) {
+	if bad := n.sessionEnded(); bad != 0 {
+		return "", bad
+	}
 	p := n.Path(n.Root())
 	rel := n.m.top + "/" + p
 	switch layout.Classify(rel).Kind {
@@ -109,6 +113,26 @@ func (n *freeNode) rel() (string, syscall.Errno) {
 		return rel, 0
 	}
 	return "", syscall.ENOENT
+}
+
+// sessionEnded is what the node is refused with once the session whose
+// context/ it lies in is gone from its path (life.go): EPERM when it was
+// archived (read only), ENOENT when deleted; 0 while it lives, and for an
+// agent's root/. Its names would lead to the same file of a session made
+// anew there: go-fuse keeps the parent of a child whose name a new node
+// took, so a futimes or fchmod through a descriptor of the old file held
+// across a delete changed the new session's.
+func (n *freeNode) sessionEnded() syscall.Errno {
+	for p := n.EmbeddedInode(); ; {
+		_, parent := p.Parent()
+		if parent == nil {
+			return 0
+		}
+		if d, ok := parent.Operations().(*dirNode); ok {
+			return d.ended()
+		}
+		p = parent
+	}
 }
 
 // child is the store path of name in this directory.

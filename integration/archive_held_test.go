@@ -105,8 +105,12 @@ type holder struct {
 	out *bufio.Scanner
 }
 
-func holdFiles(t *testing.T, dir string) *holder {
-	cmd := exec.Command("/usr/bin/python3", "-c", holdSession, dir)
+func holdFiles(t *testing.T, dir string) *holder { return holdScript(t, holdSession, dir) }
+
+// holdScript runs the python script with arg as uid 1001 and waits for
+// its "ready".
+func holdScript(t *testing.T, script, arg string) *holder {
+	cmd := exec.Command("/usr/bin/python3", "-c", script, arg)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1001, Gid: 1001}}
 	in, err := cmd.StdinPipe()
 	testkit.Must(t, err)
@@ -236,5 +240,69 @@ func heldChecks(t *testing.T, s *server, h *holder, rel string, readBefore int, 
 	}
 	if got := fileTimes(t, meta); got != metaBefore {
 		t.Errorf("the new session's meta.json went from %s to %s", metaBefore, got)
+	}
+}
+
+// holdContext holds argv[1] open for reading, and on each line of stdin
+// sets its times, then its mode, through the descriptor: it answers 0 or
+// the errno of each.
+const holdContext = `
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+print("ready", flush=True)
+for line in sys.stdin:
+    for change in (lambda: os.utime(fd, (946684800, 946684800)), lambda: os.fchmod(fd, 0o600)):
+        try:
+            change()
+            print(0, flush=True)
+        except OSError as e:
+            print(e.errno, flush=True)
+`
+
+// TestContextFilesHeld: a file of a session's context/ (a free tree) held
+// across the session's archive or delete by the server (the socket's
+// archive op, gc --delete: the mount's tree is not moved) stood for the
+// same name of a session made anew at the path (go-fuse keeps the parent
+// of a replaced child): a futimes and an fchmod through it changed the new
+// session's file. Now they are the archive's EPERM, or ENOENT once deleted.
+func TestContextFilesHeld(t *testing.T) {
+	for _, c := range []struct {
+		name, req string
+		want      syscall.Errno
+	}{
+		{"archive", `{"op":"archive","session":"temp-x"}`, syscall.EPERM},
+		{"delete", `{"op":"archive","session":"temp-x","delete":true}`, syscall.ENOENT},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newFuseServer(t)
+			s.sendAs(uid1001, "temp-x", "c1", "", "hello")
+			s.sendAs(uid1001, "other", "c2", "", "hello")
+			f := s.mnt("home/1001/agent/coder/session/temp-x/context/f.txt")
+			if out, err := bashAs(t, uid1001, "echo one > "+f); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			h := holdScript(t, holdContext, f)
+			if frames, raw, err := s.requestAs(uid1001, "coder", c.req); err != nil || len(frames) != 1 {
+				t.Fatalf("%s: %v %s", c.req, err, raw)
+			}
+			s.sendAs(uid1001, "temp-x", "c3", "", "anew")
+			if out, err := bashAs(t, uid1001, "echo two > "+f+"; chmod 640 "+f); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			p := filepath.Join(s.store, "home/1001/agent/coder/session/temp-x/context/f.txt")
+			before := fileTimes(t, p)
+			fmt.Fprintln(h.in, "go")
+			for _, what := range []string{"futimes", "fchmod"} {
+				if !h.out.Scan() {
+					t.Fatal("the holder ended")
+				}
+				if got := h.out.Text(); got != strconv.Itoa(int(c.want)) {
+					t.Errorf("%s through the held context file: %s, want %d", what, got, c.want)
+				}
+			}
+			if got := fileTimes(t, p); got != before {
+				t.Errorf("the new session's context/f.txt went from %s to %s", before, got)
+			}
+		})
 	}
 }
