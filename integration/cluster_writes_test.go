@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -367,4 +368,50 @@ func TestClusterFormerWriterSeesNewWrites(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestClusterFollowerResumeAfterRecordedError: a `resume` written to a
+// session's ctl on a follower answers what the writer's ctl answers, its
+// recorded frames from the first: one that is an error record (a lost
+// line the server recorded, or a line a member appended) is history
+// replayed, not the writer's refusal of the request. The follower took
+// the reply's first error frame for a refusal: the write failed with the
+// record's errno and the rest of the reply was dropped.
+func TestClusterFollowerResumeAfterRecordedError(t *testing.T) {
+	c := newTestCluster(t, 2*time.Second, nil, "a", "b")
+	w := c.waitWriter("", 20*time.Second)
+	f := c.follower(w)
+	w.srv.sendAs(uid1001, "k", "k0", "", "first")
+	events := w.srv.mnt(uid1001CoderAt + "k/events.jsonl")
+	run := regexp.MustCompile(`"run":"([^"]+)"`).FindStringSubmatch(fileBytes(t, events))
+	if run == nil {
+		t.Fatalf("no run in %s", fileBytes(t, events))
+	}
+	if out, err := bashAs(t, uid1001, `printf '%s' '{"role":"user","content":"unfinished"}' >> `+w.srv.mnt(uid1001CoderAt+"k/messages.jsonl")); err != nil {
+		t.Fatalf("an unfinished line: %v %q", err, out)
+	}
+	eventually(t, 5*time.Second, "the lost line recorded", func() bool {
+		return strings.Contains(fileBytes(t, events), "partial line discarded")
+	})
+	resume := func(h *clusterHost, after string) string {
+		out, err := bashAs(t, uid1001, `exec 3<>`+h.srv.mnt(uid1001CoderAt+"k/ctl")+`; printf '%s\n' '{"op":"resume","after":"`+after+`"}' >&3; echo "write=$?"; cat <&3`)
+		if err != nil {
+			t.Errorf("a resume through %s's ctl: %v %q", h.name, err, out)
+		}
+		return out
+	}
+	want := resume(w, run[1])
+	if !strings.HasPrefix(want, "write=0\n") || !strings.Contains(want, "partial line discarded") {
+		t.Fatalf("a resume through the writer's ctl: %q", want)
+	}
+	if got := resume(f, run[1]); got != want {
+		t.Errorf("a resume through the follower's ctl:\n%s\nthe writer's:\n%s", got, want)
+	}
+	// A resume after the last run has no frame at all, on either host.
+	w.srv.sendAs(uid1001, "k", "k1", "", "second")
+	runs := regexp.MustCompile(`"run":"([^"]+)"`).FindAllStringSubmatch(fileBytes(t, events), -1)
+	last := runs[len(runs)-1][1]
+	if got, want := resume(f, last), resume(w, last); got != want || want != "write=0\n" {
+		t.Errorf("a resume after the last run through the follower's ctl: %q, the writer's: %q, want write=0 alone", got, want)
+	}
 }

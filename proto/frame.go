@@ -24,6 +24,12 @@ const (
 	FrameMatch      = "match"    // search: one message that holds the query
 	FrameSearched   = "searched" // search: the last frame, with counts and whether matches were cut
 	FrameImported   = "imported" // import: the one frame of a session imported
+	// FrameBegun goes from the writer host to a follower alone, first on
+	// the connection of a ctl request the follower relayed, when the
+	// request was begun: every frame after it, an error frame included
+	// (a resume replays recorded ones), is the reply's, not a refusal.
+	// The follower never passes it on.
+	FrameBegun = "begun"
 
 	// Host-owned facts of SPEC 17: only the server records them, never an
 	// agent program.

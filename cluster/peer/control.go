@@ -30,8 +30,10 @@ const FirstFramePatience = 30 * time.Second
 // Control sends request line on conn, a connection Dial admitted for a
 // ctl file's request (Hello.Session), and reads the writer's first frame:
 // an error frame is the writer's refusal, returned as an error with its
-// errno and message; any other frame begins the reply, whose later frames
-// are read as the reader asks for them. Closing the reply closes conn (a
+// errno and message; the writer's word that the request was begun
+// (proto.FrameBegun) begins the reply with the frame after it, whatever
+// it is, as any other frame begins it; later frames are read as the
+// reader asks for them. Closing the reply closes conn (a
 // hang-up, which the writer's reply sees; a run goes on without it).
 func Control(conn net.Conn, line []byte) (*session.Reply, error) {
 	if len(line) == 0 || line[len(line)-1] != '\n' {
@@ -43,13 +45,13 @@ func Control(conn net.Conn, line []byte) (*session.Reply, error) {
 		return nil, abi.Errorf(syscall.EAGAIN, "ctl", "relaying to the writer host: %v", err)
 	}
 	br := bufio.NewReader(conn)
-	first, err := readFrame(br)
+	first, begun, err := firstFrame(br)
 	conn.SetDeadline(time.Time{})
 	if err != nil {
 		conn.Close()
 		return nil, err
 	}
-	if errno := proto.FrameErrno(first); errno != 0 {
+	if errno := refusal(first, begun); errno != 0 {
 		conn.Close()
 		return nil, &abi.Error{Op: "ctl", Errno: errno, Msg: first.Str("message")}
 	}
@@ -80,6 +82,32 @@ func Control(conn net.Conn, line []byte) (*session.Reply, error) {
 			conn.Close()
 		})
 	}), nil
+}
+
+// firstFrame reads the reply's first frame (nil when it has none), and
+// whether the writer said the request was begun (proto.FrameBegun, which
+// is dropped here): then an error frame is the reply's (a resume replays
+// the log's), not the refusal it is otherwise, as from a writer that
+// does not say it.
+func firstFrame(br *bufio.Reader) (first *proto.Object, begun bool, err error) {
+	first, err = readFrame(br)
+	if err != nil || first.Str("type") != proto.FrameBegun {
+		return first, false, err
+	}
+	if first, err = readFrame(br); errors.Is(err, io.EOF) {
+		return nil, true, nil
+	}
+	return first, true, err
+}
+
+// refusal is the errno of a first frame that refuses the request: an
+// error frame from a writer that did not say the request was begun (a
+// begun reply may have no frame at all).
+func refusal(first *proto.Object, begun bool) syscall.Errno {
+	if begun {
+		return 0
+	}
+	return proto.FrameErrno(first)
 }
 
 // readFrame reads one frame line from the writer: nil and io.EOF at the

@@ -75,6 +75,21 @@ func TestControlFrames(t *testing.T) {
 		t.Errorf("after the error frame: %v, want EOF", err)
 	}
 	r.Close()
+
+	// Once the writer says the request was begun, an error frame is the
+	// reply's (a resume replays recorded ones); a begun reply may be empty.
+	r, err = Control(writerSide(t, req+"\n", `{"type":"begun"}`+"\n"+`{"type":"error","code":"EINVAL","message":"a lost line"}`+"\n"), []byte(req))
+	testkit.Must(t, err)
+	if f, _ := r.Next(context.Background()); f.Str("type") != "error" || f.Str("code") != "EINVAL" {
+		t.Errorf("a begun reply's first frame: %v, want the recorded error", f)
+	}
+	r.Close()
+	r, err = Control(writerSide(t, req+"\n", `{"type":"begun"}`+"\n"), []byte(req))
+	testkit.Must(t, err)
+	if _, err := r.Next(context.Background()); !errors.Is(err, io.EOF) {
+		t.Errorf("an empty begun reply: %v, want EOF", err)
+	}
+	r.Close()
 }
 
 // TestReadChange: what no mount could have sent is refused with its

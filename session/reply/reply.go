@@ -292,6 +292,30 @@ func (r *Reply) Close() {
 	}
 }
 
+// Leading answers f first, then every frame of r.
+func Leading(f *proto.Object, r *Reply) *Reply {
+	take := func() *proto.Object {
+		g := f
+		f = nil
+		return g
+	}
+	return &Reply{
+		next: func(ctx context.Context) (*proto.Object, error) {
+			if g := take(); g != nil {
+				return g, nil
+			}
+			return r.Next(ctx)
+		},
+		poll: func() (*proto.Object, error) {
+			if g := take(); g != nil {
+				return g, nil
+			}
+			return r.TryNext()
+		},
+		stop: r.Close,
+	}
+}
+
 // FromChannel is the reply whose frames come through frames, until it
 // is closed; stop is called when the reader leaves.
 func FromChannel(frames <-chan *proto.Object, stop func()) *Reply {
