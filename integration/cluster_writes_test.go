@@ -126,7 +126,7 @@ func TestClusterWritesOnFollower(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		r, err := peer.Control(conn, []byte(line))
+		r, err := peer.Control(conn, []byte(line), peer.Held{})
 		if err == nil {
 			r.Close()
 		}
@@ -413,5 +413,61 @@ func TestClusterFollowerResumeAfterRecordedError(t *testing.T) {
 	last := runs[len(runs)-1][1]
 	if got, want := resume(f, last), resume(w, last); got != want || want != "write=0\n" {
 		t.Errorf("a resume after the last run through the follower's ctl: %q, the writer's: %q, want write=0 alone", got, want)
+	}
+}
+
+// TestClusterFollowerHeldRepliesCounted: the frames of ctl replies a
+// follower read from the writer and holds for readers who do not read
+// count with their uid's unfinished bytes (16 MiB). A user who opened its
+// ctl 400 times on a follower, each a resume whose first frame is a 1 MB
+// line of its events.jsonl, and read none, made the follower hold a frame
+// each (200 such replies: 351 MiB; nothing bounded their count but the
+// uid's 1,024 open files), where the writer's own mount reads a resume's
+// lines as its reader asks: a reply whose frame is past the uid's share
+// is now one EAGAIN error frame, and the follower holds its share.
+func TestClusterFollowerHeldRepliesCounted(t *testing.T) {
+	c := newTestCluster(t, 2*time.Second, nil, "a", "b")
+	w := c.waitWriter("", 20*time.Second)
+	f := c.follower(w)
+	w.srv.sendAs(uid1001, "k", "k0", "", "first")
+	events := w.srv.mnt(uid1001CoderAt + "k/events.jsonl")
+	run := regexp.MustCompile(`"run":"([^"]+)"`).FindStringSubmatch(fileBytes(t, events))
+	if run == nil {
+		t.Fatalf("no run in %s", fileBytes(t, events))
+	}
+	if out, err := bashAs(t, uid1001, `python3 -c 'print("{\"type\":\"note\",\"text\":\"" + "a" * 1000000 + "\"}")' >> `+events); err != nil {
+		t.Fatalf("a 1 MB line appended to events.jsonl: %v %q", err, out)
+	}
+	base := vmKB(t, f.srv.cmd.Process.Pid, "VmRSS")
+	got, release := holdOpen(t, uid1001, `
+import errno, os, sys
+path, n, req = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode() + b'\n'
+fds, got = [], {}
+for i in range(n):
+    fds.append(os.open(path, os.O_RDWR))
+    try:
+        os.write(fds[-1], req)
+        e = 'written'
+    except OSError as err:
+        e = errno.errorcode[err.errno]
+    got[e] = got.get(e, 0) + 1
+print('ready', ' '.join('%s=%d' % kv for kv in sorted(got.items())), flush=True)
+sys.stdin.read()
+`, f.srv.mnt(uid1001CoderAt+"k/ctl"), "400", `{"op":"resume","after":"`+run[1]+`"}`)
+	grown := f.srv.serverGrowth(t, base)
+	t.Logf("400 resumes through the follower's ctl, none read: %s; the follower grew by %d MiB", got, grown)
+	if got != "written=400" {
+		t.Errorf("the resumes' writes answered %s, want written=400", got)
+	}
+	// A frame each is 400 MiB and more; the uid's 16 MiB, the collector's
+	// slack and each reply's connection (its TLS buffers, about 0.1 MiB,
+	// held until the reader closes) are far less.
+	if grown > 160 {
+		t.Errorf("the follower holds %d MiB more for 400 unread replies", grown)
+	}
+	release()
+	out, err := bashAs(t, uid1001, `exec 3<>`+f.srv.mnt(uid1001CoderAt+"k/ctl")+`; printf '%s\n' '{"op":"resume","after":"`+run[1]+`"}' >&3; cat <&3`)
+	if err != nil || !strings.Contains(out, strings.Repeat("a", 1000000)) {
+		t.Errorf("a resume read through the follower's ctl once the others are closed: %v, %d bytes", err, len(out))
 	}
 }

@@ -31,7 +31,7 @@ func (rl relayer) Control(ctx context.Context, c layout.Caller, ref layout.Ref, 
 	if err != nil {
 		return nil, err
 	}
-	return peer.Control(conn, line)
+	return peer.Control(conn, line, peer.Held{Quota: rl.h.cfg.Replica.Limits().Partial, Uid: c.Uid})
 }
 
 func (rl relayer) AppendLog(c layout.Caller, ref layout.Ref, file string, lines []byte) error {

@@ -39,7 +39,7 @@ func writerSide(t *testing.T, wantLine, answer string) net.Conn {
 // reply broken off mid-frame end the reply with an error frame.
 func TestControlFrames(t *testing.T) {
 	req := `{"op":"send","id":"c","input":"x"}`
-	r, err := Control(writerSide(t, req+"\n", `{"type":"start","run":"r"}`+"\n"+`{"type":"done","status":"ok"}`+"\n"), []byte(req))
+	r, err := Control(writerSide(t, req+"\n", `{"type":"start","run":"r"}`+"\n"+`{"type":"done","status":"ok"}`+"\n"), []byte(req), Held{})
 	testkit.Must(t, err)
 	var types []string
 	for {
@@ -55,16 +55,16 @@ func TestControlFrames(t *testing.T) {
 		t.Errorf("frames %v, want start,done", types)
 	}
 
-	_, err = Control(writerSide(t, req+"\n", `{"type":"error","code":"EACCES","message":"not yours"}`+"\n"), []byte(req+"\n"))
+	_, err = Control(writerSide(t, req+"\n", `{"type":"error","code":"EACCES","message":"not yours"}`+"\n"), []byte(req+"\n"), Held{})
 	testkit.WantErrno(t, "a refusal", err, syscall.EACCES, "not yours")
 
-	_, err = Control(writerSide(t, req+"\n", "not json\n"), []byte(req))
+	_, err = Control(writerSide(t, req+"\n", "not json\n"), []byte(req), Held{})
 	testkit.WantErrno(t, "a first frame that is not JSON", err, syscall.EIO)
 
-	_, err = Control(writerSide(t, req+"\n", strings.Repeat("x", maxFrameBytes+1)+"\n"), []byte(req))
+	_, err = Control(writerSide(t, req+"\n", strings.Repeat("x", maxFrameBytes+1)+"\n"), []byte(req), Held{})
 	testkit.WantErrno(t, "a first frame over the bound", err, syscall.EMSGSIZE)
 
-	r, err = Control(writerSide(t, req+"\n", `{"type":"start","run":"r"}`+"\n"+`{"type":"del`), []byte(req))
+	r, err = Control(writerSide(t, req+"\n", `{"type":"start","run":"r"}`+"\n"+`{"type":"del`), []byte(req), Held{})
 	testkit.Must(t, err)
 	first, _ := r.Next(context.Background())
 	last, _ := r.Next(context.Background())
@@ -78,13 +78,13 @@ func TestControlFrames(t *testing.T) {
 
 	// Once the writer says the request was begun, an error frame is the
 	// reply's (a resume replays recorded ones); a begun reply may be empty.
-	r, err = Control(writerSide(t, req+"\n", `{"type":"begun"}`+"\n"+`{"type":"error","code":"EINVAL","message":"a lost line"}`+"\n"), []byte(req))
+	r, err = Control(writerSide(t, req+"\n", `{"type":"begun"}`+"\n"+`{"type":"error","code":"EINVAL","message":"a lost line"}`+"\n"), []byte(req), Held{})
 	testkit.Must(t, err)
 	if f, _ := r.Next(context.Background()); f.Str("type") != "error" || f.Str("code") != "EINVAL" {
 		t.Errorf("a begun reply's first frame: %v, want the recorded error", f)
 	}
 	r.Close()
-	r, err = Control(writerSide(t, req+"\n", `{"type":"begun"}`+"\n"), []byte(req))
+	r, err = Control(writerSide(t, req+"\n", `{"type":"begun"}`+"\n"), []byte(req), Held{})
 	testkit.Must(t, err)
 	if _, err := r.Next(context.Background()); !errors.Is(err, io.EOF) {
 		t.Errorf("an empty begun reply: %v, want EOF", err)
