@@ -55,7 +55,7 @@ func (n *ctlNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32
 
 func (n *ctlNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	c := callerOf(ctx)
-	h := &ctlHandle{node: n, caller: c, buffered: newBuffered(n.m, c.Uid)}
+	h := &ctlHandle{node: n, caller: c, buffered: newBuffered(n.m, c.Uid), unread: newBuffered(n.m, c.Uid)}
 	return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_STREAM | fuse.FOPEN_NONSEEKABLE, 0
 }
 
@@ -80,7 +80,12 @@ type ctlHandle struct {
 
 	readMu  sync.Mutex // one reader at a time; held while waiting for a frame
 	pending []byte     // unread bytes of the current frame
-	eof     bool
+	// unread counts pending in the caller's share of quota.Limits.Partial:
+	// a reader that reads a byte of each of its replies' frames and no
+	// more held a frame of up to 2 MiB (a resume's log line) on each of
+	// its open files, counted nowhere.
+	unread buffered
+	eof    bool
 }
 
 var (
@@ -227,16 +232,22 @@ func (h *ctlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 	h.readMu.Lock()
 	defer h.readMu.Unlock()
 	if len(h.pending) == 0 && !h.eof {
-		if errno := h.fill(ctx); errno != 0 {
+		if errno := h.fill(ctx, len(dest)); errno != 0 {
 			return nil, errno
 		}
 	}
 	n := copy(dest, h.pending)
 	h.pending = h.pending[n:]
+	h.unread.keep(len(h.pending)) // less than fill counted: never refused
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
-func (h *ctlHandle) fill(ctx context.Context) syscall.Errno {
+// fill takes the next frame to serve to a reader that reads size bytes
+// now. What of a reply's frame that read leaves must count with the
+// caller's unfinished bytes: a frame past them is not served, and the
+// reply ends there with the refusal's error frame (EAGAIN), as a live
+// reader that falls behind is cut; a frame is never served in part.
+func (h *ctlHandle) fill(ctx context.Context, size int) syscall.Errno {
 	frame, reply, bad := h.next()
 	switch {
 	case bad != 0:
@@ -257,6 +268,9 @@ func (h *ctlHandle) fill(ctx context.Context) syscall.Errno {
 		return errno(err)
 	default:
 		h.pending = f.Line()
+		if err := h.unread.keep(max(len(h.pending)-size, 0)); err != nil {
+			h.pending, h.eof = proto.ErrorFrame(err).Line(), true
+		}
 	}
 	return 0
 }
@@ -264,11 +278,17 @@ func (h *ctlHandle) fill(ctx context.Context) syscall.Errno {
 // Release detaches from the reply; the run goes on (SPEC 7).
 func (h *ctlHandle) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.reply != nil {
 		h.reply.Close()
 	}
 	h.endRequest()
 	h.giveBack()
+	h.mu.Unlock()
+	// What was left unread goes back, under readMu alone: a read takes
+	// h.mu under it.
+	h.readMu.Lock()
+	h.pending = nil
+	h.unread.keep(0)
+	h.readMu.Unlock()
 	return 0
 }

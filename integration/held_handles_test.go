@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -199,4 +200,59 @@ except OSError as e:
 // 1 MiB uncounted: 386 MiB for 300).
 func TestValueWritersCounted(t *testing.T) {
 	heldWrites(t, "meta.json", "value", "EAGAIN=284 written=16")
+}
+
+// TestCtlFramesReadInPartCounted: what a ctl reader leaves unread of a
+// frame counts with its uid's unfinished bytes (16 MiB). A user who
+// opened its ctl 400 times, each a resume whose first frame is a 1 MB
+// line of its events.jsonl, and read one byte of each, made the server
+// hold the rest of every frame (1,081 MiB; nothing bounded their count
+// but its 1,024 open files): a frame past the uid's share is not served,
+// its reply ending with one EAGAIN error frame, whole lines either way.
+func TestCtlFramesReadInPartCounted(t *testing.T) {
+	s := newServer(t)
+	openToAll(t, s.root)
+	s.sendAs(uid1001, "k", "k0", "", "first")
+	events := s.mnt(uid1001CoderAt + "k/events.jsonl")
+	run := regexp.MustCompile(`"run":"([^"]+)"`).FindStringSubmatch(fileBytes(t, events))
+	if run == nil {
+		t.Fatalf("no run in %s", fileBytes(t, events))
+	}
+	if out, err := bashAs(t, uid1001, `python3 -c 'print("{\"type\":\"note\",\"text\":\"" + "a" * 1000000 + "\"}")' >> `+events); err != nil {
+		t.Fatalf("a 1 MB line appended to events.jsonl: %v %q", err, out)
+	}
+	ctl, req := s.mnt(uid1001CoderAt+"k/ctl"), `{"op":"resume","after":"`+run[1]+`"}`
+	base := vmKB(t, s.cmd.Process.Pid, "VmRSS")
+	got, release := holdOpen(t, uid1001, `
+import errno, os, sys
+path, n, req = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode() + b'\n'
+fds, got = [], {}
+for i in range(n):
+    fds.append(os.open(path, os.O_RDWR))
+    try:
+        os.write(fds[-1], req)
+        e = os.read(fds[-1], 1).decode()
+    except OSError as err:
+        e = errno.errorcode[err.errno]
+    got[e] = got.get(e, 0) + 1
+print('ready', ' '.join('%s=%d' % kv for kv in sorted(got.items())), flush=True)
+sys.stdin.read()
+`, ctl, "400", req)
+	grown := s.serverGrowth(t, base)
+	t.Logf("400 resumes, one byte of each read: %s; the server grew by %d MiB", got, grown)
+	if got != "{=400" {
+		t.Errorf("the first bytes read were %s, want {=400", got)
+	}
+	if grown > 160 { // a frame each is 400 MiB and more
+		t.Errorf("the server holds %d MiB more for 400 frames read in part", grown)
+	}
+	out, err := bashAs(t, uid1001, `exec 3<>`+ctl+`; printf '%s\n' '`+req+`' >&3; dd bs=1000 status=none <&3`)
+	if err != nil || strings.Contains(out, "aaaa") || !strings.HasSuffix(out, "\n") || !strings.Contains(out, `"code":"EAGAIN"`) {
+		t.Errorf("a resume read in pieces while the others hold the uid's share: %v %.300q, want its reply cut before the frame (EAGAIN)", err, out)
+	}
+	release()
+	eventually(t, 5*time.Second, "a resume read in pieces once the others are closed", func() bool {
+		out, err := bashAs(t, uid1001, `exec 3<>`+ctl+`; printf '%s\n' '`+req+`' >&3; dd bs=1000 status=none <&3`)
+		return err == nil && strings.Contains(out, strings.Repeat("a", 1000000)+`"`) && !strings.Contains(out, "EAGAIN")
+	})
 }

@@ -46,6 +46,9 @@ func (r *recorded) next() (*proto.Object, error) {
 		}
 		line, rest, _ := bytes.Cut(r.lines, []byte{'\n'})
 		r.lines = rest
+		if len(rest) == 0 {
+			r.lines = nil // the chunk goes with its last line (a reply read in part held a long line's whole)
+		}
 		if o, err := proto.ParseObject(line, false); err == nil {
 			return o, nil // ParseObject copies: the chunk is not held by the frame
 		}
