@@ -144,3 +144,55 @@ func TestMetaModelMustExist(t *testing.T) {
 		}
 	}
 }
+
+// TestMetaSelfIDLoweredStaysAValue: a meta.json whose self_id must be
+// lowered is stored re-encoded, and a member name re-encodes longer
+// than written ("<" is six bytes, \u003c): a value of under 1 MiB was
+// stored as 6 MB, which no reader takes (EFBIG: every member's `cat`
+// and `ls -l` of a shared session's meta.json) and fsck named as
+// unreadable. Such a value is EFBIG at its write now, the old one kept.
+func TestMetaSelfIDLoweredStaysAValue(t *testing.T) {
+	const group = 1240
+	s := newFuseServer(t)
+	s.spaceAdd("team", group)
+	a, b := member(1001, group), member(1002, group)
+	s.sendAs(a, "t1", "t1", `,"scope":"shared","space":"team"`, "hello team")
+	settle() // the derived files reach the store
+	meta := "shared/team/agent/coder/session/t1/meta.json"
+	value := `{"scope":"shared","self_id":"ABC","` + strings.Repeat("<", 1<<20-100) + `":1}` + "\n"
+	src := filepath.Join(t.TempDir(), "meta.json") // over what one argument may be
+	testkit.Must(t, os.WriteFile(src, []byte(value), 0o644))
+	openToAll(t, src)
+	refusedUnchanged(t, s, "a value that re-encodes past 1 MiB", meta, func() {
+		out, err := runCmd(t, a, nil, "/usr/bin/python3", "-c", writeFileOnce, s.mnt(meta), src)
+		if err != nil || !strings.HasPrefix(out, "write 1 EFBIG\n") {
+			t.Errorf("a member's write of a meta.json that re-encodes past 1 MiB: %v %q, want EFBIG", err, out)
+		}
+	})
+	if out, err := runCmd(t, b, nil, "/bin/cat", s.mnt(meta)); err != nil {
+		t.Errorf("another member reads meta.json: %v %.200s", err, out)
+	}
+	s.kill(s.cmd, syscall.SIGTERM)
+	if out, code := s.fsck(); code != 0 {
+		t.Errorf("fsck: exit %d\n%s", code, out)
+	}
+}
+
+// writeFileOnce is a Python script: write the bytes of the file argv[2]
+// to argv[1] (truncated) with one write(2), close; it prints what each
+// call answered, as writePieces does.
+const writeFileOnce = `
+import errno, os, sys
+def name(e): return errno.errorcode.get(e.errno, str(e.errno))
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC)
+try:
+    os.write(fd, open(sys.argv[2], "rb").read())
+    print("write 1 ok")
+except OSError as e:
+    print("write 1", name(e))
+try:
+    os.close(fd)
+    print("close ok")
+except OSError as e:
+    print("close", name(e))
+`

@@ -33,7 +33,8 @@ type Value struct {
 // (SPEC sections 5 and 14): one JSON object without duplicate keys; scope
 // present and unchanged; model, when set, a defined "provider/model"
 // (debug/echo is built in) or "" for automatic; self_id at most 32 of
-// [a-z0-9_-], stored lowercase. Every refusal is EINVAL; whether the
+// [a-z0-9_-], stored lowercase. Every refusal is EINVAL, but EFBIG for a
+// value that, re-encoded to lower its self_id, is over 1 MiB; whether the
 // self_id is free is the claim's.
 func Judge(data []byte, sessScope string, undefined func(model string) bool) (Value, error) {
 	obj, err := proto.ParseObject(data, true)
@@ -69,6 +70,11 @@ func Judge(data []byte, sessScope string, undefined func(model string) bool) (Va
 	if v.SelfID != "" {
 		obj.Set("self_id", v.SelfID)
 		v.Line = obj.Line()
+	}
+	if len(v.Line) > layout.MaxValueFile {
+		// Re-encoded, a member name may be longer than written ("<" is
+		// \u003c): stored so, no reader would take it.
+		return Value{}, abi.Errorf(syscall.EFBIG, "write meta.json", "with its self_id lowered, meta.json is %d bytes, over the 1 MiB a value holds", len(v.Line))
 	}
 	return v, nil
 }
