@@ -38,7 +38,12 @@ type Report struct {
 //
 // served says that a server holds the store: its journal and logs move
 // while fsck reads them, so a log found longer than its seal and journal
-// is looked at again, with the journal read again, before it is reported.
+// is looked at again, with the journal read again, before it is reported
+// (its checkpoint may have sealed it and dropped a journal file between
+// the two reads). Bytes past the journal's records in a log it has an
+// intent for are appends not yet durable, served or not, as a follower
+// takes them: a line written through an open descriptor is durable only
+// at its fsync or close, or a second later.
 func Check(store string, repair, served bool, r Report) (int, error) {
 	root, err := storefs.Open(store)
 	if err != nil {
@@ -178,14 +183,14 @@ type journalView struct {
 }
 
 func (v *journalView) read() error {
-	p, err := sealedlog.PlanJournal(v.root, layout.JournalDir, layout.LocateLog(v.root, v.key), !v.served)
+	p, err := sealedlog.PlanJournal(v.root, layout.JournalDir, layout.LocateLog(v.root, v.key), true)
 	v.plan = p
 	return err
 }
 
 // servedRetries and servedPause: how often, and after how long, a log of a
-// running server that looked wrong is looked at again. The committer
-// makes an append durable within a sync, milliseconds.
+// running server that looked wrong is looked at again: a checkpoint
+// that overtook the journal's reading is over within milliseconds.
 const (
 	servedRetries = 3
 	servedPause   = 50 * time.Millisecond
