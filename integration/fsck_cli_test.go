@@ -109,3 +109,39 @@ func TestFsckBesideAnOpenAppender(t *testing.T) {
 		t.Errorf("fsck once the server stopped: exit %d\n%s", code, out)
 	}
 }
+
+// TestFsckBesideArchives: a session archived (or deleted) while fsck
+// beside a running server goes through the store is not a problem: it
+// was listed, then was gone when its turn came, and fsck named it as
+// damaged ("no such file or directory", each value "unreadable:
+// missing"), so a user moving their sessions made root's fsck fail. One
+// that is gone, or is another directory, once looked at is passed over.
+func TestFsckBesideArchives(t *testing.T) {
+	s := newFuseServer(t)
+	u := &cred{uid: 1001, gid: 1001}
+	s.sendAs(u, "s1", "s1", "", "hello")
+	sessions := s.mnt("home/1001/agent/coder/session")
+	archive := s.mnt("home/1001/archived_sessions/coder")
+	if out, err := bashAs(t, u, "mkdir -p "+archive+" && cd "+sessions+" && mkdir $(seq -f x%03g 1 300)"); err != nil {
+		t.Fatalf("300 sessions: %v %s", err, out)
+	}
+	done := make(chan string, 1)
+	go func() {
+		// From the last: fsck, going from the first, meets sessions gone.
+		out, err := bashAs(t, u, "cd "+sessions+" && for n in $(seq -f x%03g 300 -1 1); do mv $n "+archive+"/ || exit 1; done")
+		done <- fmt.Sprint(out, err)
+	}()
+	for finished := false; !finished; {
+		select {
+		case out := <-done:
+			if out != "<nil>" {
+				t.Errorf("archiving: %s", out)
+			}
+			finished = true
+		default:
+			if out, code := s.fsck(); code != 0 {
+				t.Errorf("fsck beside a user archiving their sessions: exit %d\n%s", code, lastLines(out, 6))
+			}
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
@@ -209,17 +211,43 @@ func (v *journalView) verify(at sealedlog.Place) []sealedlog.Problem {
 	return ps
 }
 
+// fsckSession checks the session directory dir and reports its problems,
+// returning how many.
 func fsckSession(root *storefs.Root, plan *journalView, dir string, repair bool, named map[string]bool, r Report) int {
-	n := 0
+	var found []sealedlog.Problem
 	report := func(path, what string) {
-		if named[path] {
-			return
-		}
-		n++
-		if r.Problem != nil {
-			r.Problem(path, what)
+		if !named[path] {
+			found = append(found, sealedlog.Problem{Path: path, What: what})
 		}
 	}
+	was, _ := root.Lstat(dir)
+	checkSession(root, plan, dir, repair, report, r)
+	if plan.served && len(found) > 0 && sessionGone(root, dir, was) {
+		return 0 // archived, deleted or made anew by its user meanwhile
+	}
+	for _, p := range found {
+		if r.Problem != nil {
+			r.Problem(p.Path, p.What)
+		}
+	}
+	return len(found)
+}
+
+// sessionGone reports whether the session directory dir, which was was
+// (nil: missing) when fsck took it up, is gone or another since: beside
+// a running server its user may archive or delete it at any time, and
+// what fsck found of it in between says nothing about the store.
+func sessionGone(root *storefs.Root, dir string, was *unix.Stat_t) bool {
+	now, err := root.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	return err == nil && (was == nil || now.Dev != was.Dev || now.Ino != was.Ino)
+}
+
+// checkSession hands each problem of the session directory dir to
+// report; r gets what repair did.
+func checkSession(root *storefs.Root, plan *journalView, dir string, repair bool, report func(path, what string), r Report) {
 	identity, problem := layout.ReadIdentity(root, dir)
 	if problem != "" {
 		report(root.Show(layout.SealRel(dir, layout.IdentityFile)), problem)
@@ -257,7 +285,6 @@ func fsckSession(root *storefs.Root, plan *journalView, dir string, repair bool,
 			report(root.Show(p), what)
 		}
 	}
-	return n
 }
 
 var digits = regexp.MustCompile(`^[0-9]+\n$`)
