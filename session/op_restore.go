@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/json"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -68,6 +69,9 @@ func (s *sess) restoreSteps(req *proto.Request) ([]def.RestoreStep, string, erro
 	if len(chosen) == 0 {
 		return nil, "", abi.Errorf(syscall.ENOENT, "restore", "nothing to restore: %s", what)
 	}
+	if err := restoreFits(chosen); err != nil {
+		return nil, "", err
+	}
 	steps := make([]def.RestoreStep, 0, len(chosen))
 	for _, en := range chosen {
 		step := def.RestoreStep{Path: en.Path, Absent: en.Absent()}
@@ -79,4 +83,37 @@ func (s *sess) restoreSteps(req *proto.Request) ([]def.RestoreStep, string, erro
 		steps = append(steps, step)
 	}
 	return steps, what, nil
+}
+
+// Room, in a restore's assistant message, for what is not a content's
+// base64 or a path: each call's id, name and JSON (restoreCallRoom), and
+// the message's own fields with the run and time stamp the recorder adds
+// (restoreMessageRoom).
+const (
+	restoreCallRoom    = 128
+	restoreMessageRoom = 512
+)
+
+// restoreFits is EFBIG when the calls that put chosen back could not be
+// recorded: a restore records them all, with each earlier content as
+// base64, in one assistant message, one log line, before it makes them.
+// It is decided on the index's sizes, before any content is read: one
+// content is kept once however many lines name it (a run that changed
+// many hard links of one file), so reading first held a copy per line
+// in the server (32 links of an 8 MiB file: over 2 GiB at peak) only to
+// fail to record them after the run had started. An estimate: once the
+// contents are read, agent.RestoreFits judges the message itself.
+func restoreFits(chosen []versions.Entry) error {
+	total := int64(restoreMessageRoom)
+	for _, en := range chosen {
+		p, _ := json.Marshal(en.Path) // a string always marshals
+		total += restoreCallRoom + int64(len(p))
+		if !en.Absent() {
+			total += (*en.Size + 2) / 3 * 4
+		}
+	}
+	if total > abi.MaxLineBytes {
+		return abi.Errorf(syscall.EFBIG, "restore", "the %d files' earlier contents would take %d bytes to record, more than a log line (%d): restore fewer at once (name a PATH), or copy a larger one back from versions/sha256/", len(chosen), total, abi.MaxLineBytes)
+	}
+	return nil
 }
