@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -189,6 +190,9 @@ func openTarget(p string, forWrite bool) (*target, error) {
 		return nil, pathErr("open", dir, err)
 	}
 	abs, err := heldPath(dirfd, dir, name)
+	if err == nil {
+		err = recordable(abs)
+	}
 	if err != nil {
 		unix.Close(dirfd)
 		return nil, err
@@ -480,6 +484,17 @@ func heldPath(dirfd int, dir, name string) (string, error) {
 		dir = path.Join(wd, dir)
 	}
 	return path.Join(dir, name), nil
+}
+
+// recordable is EINVAL for a path a version cannot name: its index line
+// holds the path as a JSON string, which is UTF-8, so a byte of another
+// encoding ("caf\xe9", Latin-1) would be kept as U+FFFD, and a restore
+// would write another file than the one changed.
+func recordable(abs string) error {
+	if !utf8.ValidString(abs) {
+		return abi.Errorf(syscall.EINVAL, "", "%q is not UTF-8: its version could not name it, so it is not changed", abs)
+	}
+	return nil
 }
 
 // pathErr is err (nil stays nil) as an *abi.Error naming op and p.
