@@ -115,7 +115,9 @@ func (ts *toolSession) exec(ctx context.Context, call ToolCall, keep func(FileBe
 	if err != nil {
 		return toolFailure(err)
 	}
-	req := tools.Request{Name: call.Name, Args: args}
+	// A restore's paths are versions', kept with no symlink in them: none
+	// is followed now (tools.Request.Exact).
+	req := tools.Request{Name: call.Name, Args: args, Exact: s.Def.Restore != nil}
 	deadline := toolDeadline
 	if call.Name == tools.ShellExec {
 		req.Nproc = uint64(uidTasks(s.Uid)) + toolNprocHeadroom

@@ -179,15 +179,16 @@ type target struct {
 // regular file, and only when its content is at most MaxBefore bytes
 // (EFBIG: a larger file could not be kept, so it is not changed). A file
 // that will be changed is opened for writing, so the kernel checks the
-// uid may write it (a hardlink to another user's file is EACCES).
-func openTarget(p string, forWrite bool) (*target, error) {
+// uid may write it (a hardlink to another user's file is EACCES). exact
+// (a restore's call) resolves the directory with no symlink (openDir).
+func openTarget(p string, forWrite, exact bool) (*target, error) {
 	dir, name := splitPath(p)
 	if name == "" || name == "." || name == ".." {
 		return nil, abi.Errorf(syscall.EISDIR, "", "%s names a directory, not a file", p)
 	}
-	dirfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	dirfd, err := openDir(dir, exact)
 	if err != nil {
-		return nil, pathErr("open", dir, err)
+		return nil, err
 	}
 	abs, err := heldPath(dirfd, dir, name)
 	if err == nil {
@@ -224,6 +225,23 @@ func openTarget(p string, forWrite bool) (*target, error) {
 	return t, nil
 }
 
+// openDir opens dir, a change's directory (O_PATH). exact resolves it with
+// no symlink (RESOLVE_NO_SYMLINKS): a restore's path is the directory the
+// kernel reached when the version was kept, so a symlink in it now was
+// put there since, and is not followed (ELOOP).
+func openDir(dir string, exact bool) (int, error) {
+	flags := unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC
+	if !exact {
+		fd, err := unix.Open(dir, flags, 0)
+		return fd, pathErr("open", dir, err)
+	}
+	fd, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_NO_SYMLINKS})
+	if err == unix.ELOOP {
+		return -1, abi.Errorf(syscall.ELOOP, "", "%s holds a symlink now: a restore puts a file back only where it was kept, following none", dir)
+	}
+	return fd, pathErr("open", dir, err)
+}
+
 // readBefore reads a file's whole content, at most MaxBefore bytes.
 func readBefore(f *os.File, p string) ([]byte, error) {
 	var b bytes.Buffer
@@ -258,8 +276,8 @@ type changeResult struct {
 // and what it holds, works out the new content (refusing before anything
 // is kept when it cannot be made), hands the earlier content to keep, and
 // only when keep returns nil puts the new content in place.
-func change(name string, a *Args, keep func(*Before) error) (any, error) {
-	t, err := openTarget(a.Path, name != FSRemove)
+func change(name string, a *Args, exact bool, keep func(*Before) error) (any, error) {
+	t, err := openTarget(a.Path, name != FSRemove, exact)
 	if err != nil {
 		return nil, err
 	}
@@ -313,7 +331,7 @@ func change(name string, a *Args, keep func(*Before) error) (any, error) {
 // keepOnly carries out fs.keep: the file as it is (or its absence) is
 // handed to keep, and nothing is changed.
 func keepOnly(a *Args, keep func(*Before) error) (any, error) {
-	t, err := openTarget(a.Path, false)
+	t, err := openTarget(a.Path, false, false)
 	if err != nil {
 		return nil, err
 	}

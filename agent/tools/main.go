@@ -150,7 +150,7 @@ func (c *conn) call(req *Request) (any, error) {
 	case FSStat:
 		return statPath(a)
 	case FSWrite, FSReplace, FSRemove:
-		return change(req.Name, a, c.confirm)
+		return change(req.Name, a, req.Exact, c.confirm)
 	case FSKeep:
 		return keepOnly(a, c.confirm)
 	case ShellExec:

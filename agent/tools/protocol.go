@@ -27,6 +27,12 @@ type Request struct {
 	// Nproc is the RLIMIT_NPROC shell.exec runs under (0: none): set by
 	// the server, which sees every task of the uid.
 	Nproc uint64 `json:"nproc,omitempty"`
+	// Exact is set by the server for a restore's calls: the path is a
+	// version's, the directory as the kernel reached it when it was kept
+	// (no symlink in it), and the restore runs as whoever asked for it,
+	// so a directory swapped for a symlink since is ELOOP, never followed
+	// (in a shared session, into the restorer's own files).
+	Exact bool `json:"exact,omitempty"`
 }
 
 // Before is a file as a change found it: the path resolved to an
