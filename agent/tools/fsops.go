@@ -329,13 +329,24 @@ func change(name string, a *Args, exact bool, keep func(*Before) error) (any, er
 }
 
 // keepOnly carries out fs.keep: the file as it is (or its absence) is
-// handed to keep, and nothing is changed.
+// handed to keep, and nothing is changed. Only a change the uid could
+// make is kept (the file opened for writing, a new one's directory
+// writable: else EACCES): the path is named by the run's program (a
+// CLI's edit), and a version of a file it may only read, or of an
+// absence where it may not create, would have a restore of the run, by
+// another member of a shared session, write or remove that member's
+// file.
 func keepOnly(a *Args, keep func(*Before) error) (any, error) {
-	t, err := openTarget(a.Path, false, false)
+	t, err := openTarget(a.Path, true, false)
 	if err != nil {
 		return nil, err
 	}
 	defer t.close()
+	if t.file == nil {
+		if err := unix.Faccessat2(t.dirfd, ".", unix.W_OK, unix.AT_EACCESS); err != nil {
+			return nil, pathErr("create", a.Path, err)
+		}
+	}
 	res := changeResult{Path: a.Path, Action: "modify", Size: int64(len(t.content))}
 	if t.file == nil {
 		res.Action = "create"
