@@ -172,6 +172,7 @@ type target struct {
 	file    *os.File     // the file as found, nil when absent
 	st      *unix.Stat_t // its stat, when found
 	content []byte       // its content, when found
+	exact   bool         // a restore's: see openTarget and writeTemp
 }
 
 // openTarget opens the directory of p and the file in it: not through a
@@ -198,7 +199,7 @@ func openTarget(p string, forWrite, exact bool) (*target, error) {
 		unix.Close(dirfd)
 		return nil, err
 	}
-	t := &target{path: p, abs: abs, dirfd: dirfd, name: name}
+	t := &target{path: p, abs: abs, dirfd: dirfd, name: name, exact: exact}
 	flags := unix.O_RDONLY
 	if forWrite {
 		flags = unix.O_RDWR
@@ -372,11 +373,16 @@ func replaced(t *target, a *Args) ([]byte, int, error) {
 }
 
 // writeTemp writes content to a new file beside the target, with the
-// target's permission bits (0644 for a new file, less the umask).
+// target's permission bits (0644 for a new file, less the umask; 0600
+// for one a restore makes: a version keeps a file's bytes, not its mode,
+// and a secret kept 0600 must not come back readable by every user).
 func (t *target) writeTemp(content []byte) (string, error) {
 	mode := uint32(0o644)
-	if t.st != nil {
+	switch {
+	case t.st != nil:
 		mode = t.st.Mode & 0o7777
+	case t.exact:
+		mode = 0o600
 	}
 	for i := 0; ; i++ {
 		tmp := fmt.Sprintf(".%s.ctxfs-tool-%d-%d", truncName(t.name), os.Getpid(), i)
