@@ -75,6 +75,81 @@ type Index struct {
 	// content changes (list, current, an entry), after the change and
 	// before the mutator returns; set by OnChange, read under wmu.
 	onChange func(rels ...string)
+
+	// take and give charge and give back the names the index keeps
+	// (sessions and entries) to its container's owner (CountNames; nil:
+	// not counted); read under wmu.
+	take func(n int64) error
+	give func(n int64)
+}
+
+// CountNames has every name the index comes to keep charged with take
+// before anything of it is written (a refusal is the mutator's error,
+// and nothing changes), and every name it drops given back with give:
+// the per-uid bound of quota.Names. A session is charged by Reserve,
+// before its directory is made; the names Load found are the count's.
+func (x *Index) CountNames(take func(n int64) error, give func(n int64)) {
+	x.wmu.Lock()
+	x.take, x.give = take, give
+	x.wmu.Unlock()
+}
+
+// Names is how many names the index keeps: its sessions and entries.
+func (x *Index) Names() int64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	n := len(x.pos)
+	for _, es := range x.entries {
+		n += len(es)
+	}
+	return int64(n)
+}
+
+// Reserve charges one session about to be made in the container (EDQUOT
+// past its owner's bound); Unreserve gives it back when none was made.
+func (x *Index) Reserve() error {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	return x.charge(1)
+}
+
+// Unreserve gives back what Reserve charged for a session never made.
+func (x *Index) Unreserve() {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	x.uncharge(1)
+}
+
+// CheckNew refuses, as SetEntry would, an entry kind/key the index does
+// not keep yet when its owner has no name left, charging nothing: a write
+// through the mount is refused at once, not only at its close (shells
+// ignore close errors).
+func (x *Index) CheckNew(kind, key string) error {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if _, ok := x.entries[kind][key]; ok {
+		return nil
+	}
+	if err := x.charge(1); err != nil {
+		return err
+	}
+	x.uncharge(1)
+	return nil
+}
+
+// charge takes n names for the index's owner. Caller holds wmu.
+func (x *Index) charge(n int64) error {
+	if x.take == nil {
+		return nil
+	}
+	return x.take(n)
+}
+
+// uncharge gives back n names. Caller holds wmu.
+func (x *Index) uncharge(n int64) {
+	if x.give != nil {
+		x.give(n)
+	}
 }
 
 // OnChange registers fn to be told, synchronously, the path (relative to

@@ -1,6 +1,7 @@
 package index
 
 import (
+	"errors"
 	"path"
 	"slices"
 	"sort"
@@ -119,10 +120,14 @@ func (x *Index) Touch(name, cwd string) error {
 		if cwd == "" {
 			return nil
 		}
-		if err := x.putEntry(op, abi.IndexByCwd, abi.CwdKey(cwd), name, storefs.SyncData); err != nil {
+		// A by-cwd entry past its owner's bound of names is not made, and
+		// the send still becomes current: the entry is a shortcut, and the
+		// send it would record was taken.
+		err := x.putEntry(op, abi.IndexByCwd, abi.CwdKey(cwd), name, storefs.SyncData)
+		if err != nil && !errors.Is(err, syscall.EDQUOT) {
 			return err
 		}
-		return x.putCurrent(op, name, storefs.SyncData)
+		return errors.Join(err, x.putCurrent(op, name, storefs.SyncData))
 	})
 }
 
@@ -157,6 +162,7 @@ func (x *Index) remove(op, name string) error {
 	}
 	x.mu.Unlock()
 	if listed {
+		x.uncharge(1)
 		x.changed(path.Join(x.idx, listFile))
 	}
 	for _, r := range x.refsOf(name) {
@@ -334,11 +340,20 @@ func (x *Index) dropCurrent(op string) error {
 // putEntry writes one entry file, skipping the write when it already holds
 // name.
 func (x *Index) putEntry(op, kind, key, name string, sync storefs.Sync) error {
-	if old, ok := x.entries[kind][key]; ok && old == name {
+	old, ok := x.entries[kind][key]
+	if ok && old == name {
 		return nil
+	}
+	if !ok { // a new name: charged before its file is written
+		if err := x.charge(1); err != nil {
+			return err
+		}
 	}
 	p := path.Join(x.idx, kind, key)
 	if err := x.writeFile(p, []byte(name+"\n"), sync); err != nil {
+		if !ok {
+			x.uncharge(1)
+		}
 		return x.err(op, p, err)
 	}
 	x.mu.Lock()
@@ -354,8 +369,12 @@ func (x *Index) dropEntry(op, kind, key string) error {
 		return x.err(op, p, err)
 	}
 	x.mu.Lock()
+	_, had := x.entries[kind][key]
 	x.deleteEntryLocked(kind, key)
 	x.mu.Unlock()
+	if had {
+		x.uncharge(1)
+	}
 	x.changed(p)
 	return nil
 }

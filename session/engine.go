@@ -153,6 +153,7 @@ func Open(cfg Config) (*Engine, error) {
 		cfg.Log.Info("history migrated: owned by the server, closed to users", "files", closed)
 	}
 	e.limits.Free.CountWith(e.FreeTree().Count) // the free trees' walk needs the store
+	e.limits.Names.CountWith(e.namesOf)         // and so does the count of names
 	if err := e.openWAL(); err != nil {
 		store.Close()
 		return nil, err

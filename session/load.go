@@ -197,9 +197,22 @@ func (e *Engine) createFilled(r layout.Ref, own storefs.Owner, f filled) error {
 	if err := layout.MkdirAll(e.root, container, own); err != nil {
 		return err
 	}
-	if _, err := e.Index(r.Container); err != nil {
+	x, err := e.Index(r.Container)
+	if err != nil {
 		return err
 	}
+	// The session is one name more its container's owner keeps (EDQUOT
+	// past the bound, before anything is made); given back unless it
+	// was made.
+	if err := x.Reserve(); err != nil {
+		return &abi.Error{Op: "create session", Path: r.Name, Errno: abi.Errno(err), Msg: abi.Message(err)}
+	}
+	moved := false
+	defer func() {
+		if !moved {
+			x.Unreserve()
+		}
+	}()
 	tmp, err := e.root.MkdirTemp(container, layout.NewDirPrefix+r.Name+"-", layout.HistoryOwner(own).DirMode)
 	if err != nil {
 		return err
@@ -211,6 +224,7 @@ func (e *Engine) createFilled(r layout.Ref, own storefs.Owner, f filled) error {
 	if err := e.root.Move(tmp, r.Rel()); err != nil {
 		return &abi.Error{Op: "create session", Path: r.Name, Errno: abi.Errno(err)}
 	}
+	moved = true
 	return e.root.SyncDir(container)
 }
 
@@ -318,6 +332,7 @@ func (e *Engine) Index(ct layout.Container) (*index.Index, error) {
 		if err == nil {
 			x.OnChange(e.changed) // list, current and entries, as they change
 			x.UseValues(e.wal)    // current and entries: durable through the journal
+			e.countNames(x, ct)   // charged to the home's uid
 			// Load may have made the index directory: a name in the
 			// container. Later announcements of the index directory
 			// (touch) are of its content only, and leave the

@@ -1,7 +1,8 @@
 // Package quota owns the bounds of what users may make the server hold:
 // per-uid and total counts (connections, open files, runs, searches,
 // unfinished bytes, a model's replies read on after their end), the free
-// trees' bytes and inodes per uid (EDQUOT), the server-wide scan slots
+// trees' bytes and inodes per uid (EDQUOT), the sessions and index entries
+// of each uid's home (EDQUOT), the server-wide scan slots
 // searches take turns on, the session budget of the descriptor limit,
 // and the CTXFS_LIMITS grammar that overrides them.
 //
@@ -10,6 +11,6 @@
 // turn, not a refusal). It sits below the engine and the agents (both
 // count with it). It must never read the store, know the tree's names,
 // or import the engine, the agents, fs, server or cmd: what a uid keeps
-// in the free trees is counted by a function the engine hands it
-// (FreeQuota.CountWith).
+// in the free trees, and the names its indexes keep, are counted by
+// functions the engine hands it (FreeQuota.CountWith, Names.CountWith).
 package quota

@@ -23,6 +23,10 @@ type Limits struct {
 	// (EDQUOT; free.go).
 	Free *FreeQuota
 
+	// Names bounds the sessions and index entries each uid keeps in the
+	// indexes, which stay in memory once loaded (EDQUOT; names.go).
+	Names *Names
+
 	// Searches (issue 19, finding 9; gate.go): what searching may
 	// make the server spend. Searches holds the searches of each uid under
 	// way (EAGAIN beyond, at once; its total bounds those waiting for a
@@ -75,6 +79,9 @@ type LimitConfig struct {
 	// The free trees' quota per uid (freebytes=N, freeinodes=N).
 	FreeBytesPerUid, FreeInodesPerUid int64
 
+	// The sessions and index entries one uid may keep (names=N).
+	NamesPerUid int64
+
 	// Searches (see Limits.Searches): CTXFS_LIMITS searches=N (per uid),
 	// search_slots=N (server-wide) and search_scan=BYTES (per search).
 	SearchesPerUid, SearchSlots int
@@ -113,8 +120,13 @@ const (
 	defaultFreeInodes = 200_000
 )
 
+// defaultNames is Limits.Names's bound per uid: as many sessions as the
+// index is made to serve at the cost of 10 (100,000; BenchmarkSendLatency),
+// about 100 MiB of memory at most per uid.
+const defaultNames = 100_000
+
 // limitNames are the names CTXFS_LIMITS knows.
-const limitNames = "conns, open, runs, freebytes, freeinodes, searches, search_slots, search_scan, waiting, versions, temps, temp_bytes, temp_idle"
+const limitNames = "conns, open, runs, freebytes, freeinodes, names, searches, search_slots, search_scan, waiting, versions, temps, temp_bytes, temp_idle"
 
 // FromEnv reads per-uid bounds from CTXFS_LIMITS, a comma-separated
 // list of NAME=N for the names of limitNames (what an operator, or a
@@ -143,6 +155,8 @@ func FromEnv(getenv func(string) string) (LimitConfig, error) {
 			c.FreeBytesPerUid = int64(n)
 		case "freeinodes":
 			c.FreeInodesPerUid = int64(n)
+		case "names":
+			c.NamesPerUid = int64(n)
 		case "searches":
 			c.SearchesPerUid = n
 		case "search_slots":
@@ -186,7 +200,8 @@ func NewLimits(c LimitConfig) *Limits {
 
 		Partial: New("bytes of unfinished requests, lines and values", syscall.EAGAIN, partialBytesPerUid, partialBytesTotal),
 
-		Free: NewFreeQuota(int64(or(int(c.FreeBytesPerUid), defaultFreeBytes)), int64(or(int(c.FreeInodesPerUid), defaultFreeInodes)), nil),
+		Free:  NewFreeQuota(int64(or(int(c.FreeBytesPerUid), defaultFreeBytes)), int64(or(int(c.FreeInodesPerUid), defaultFreeInodes)), nil),
+		Names: NewNames(int64(or(int(c.NamesPerUid), defaultNames)), nil),
 	}
 	l.setSearchLimits(c)
 	l.VersionBytes = int64(or(int(c.VersionBytes), DefaultVersionBytes))

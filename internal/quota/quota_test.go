@@ -80,3 +80,30 @@ func TestTempLimitsFromEnv(t *testing.T) {
 		t.Fatalf("defaults %d %d %s", l.TempSessions, l.TempBytes, l.TempIdle)
 	}
 }
+
+// TestNames: a uid's names are counted once, at their first Take; a Take
+// past the bound is EDQUOT and charges nothing; Give gives back; a uid not
+// counted yet is left to its count; root is never counted; CTXFS_LIMITS
+// names=N sets the bound, else the default.
+func TestNames(t *testing.T) {
+	counted := 0
+	q := NewNames(5, func(uid uint32) int64 { counted++; return 3 })
+	q.Give(1001, 1) // not counted yet: left to the count
+	if err := q.Take(1001, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Take(1001, 1); !errors.Is(err, syscall.EDQUOT) {
+		t.Fatalf("past the bound: %v, want EDQUOT", err)
+	}
+	q.Give(1001, 1)
+	if err := q.Take(1001, 1); err != nil || q.Held(1001) != 5 || counted != 1 {
+		t.Fatalf("after a give-back: %v, held %d, counted %d times", err, q.Held(1001), counted)
+	}
+	if err := q.Take(0, 1<<40); err != nil {
+		t.Fatalf("root: %v", err)
+	}
+	c, err := FromEnv(func(string) string { return "names=7" })
+	if err != nil || NewLimits(c).Names.perUid != 7 || NewLimits(LimitConfig{}).Names.perUid != defaultNames {
+		t.Fatalf("%+v %v", c, err)
+	}
+}

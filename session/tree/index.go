@@ -36,7 +36,8 @@ func (t Tree) IndexList(ct layout.Container) ([]byte, error) {
 
 // CheckIndexValue judges a value written to index/current or an entry
 // before its close: a session name (EINVAL) of a session the container
-// holds (ENOENT).
+// holds (ENOENT), and for an entry not kept yet, room for one more name
+// (EDQUOT, quota.Names).
 func (t Tree) CheckIndexValue(pl layout.Place, data []byte) error {
 	name, err := index.ParseValue(data)
 	if err != nil {
@@ -45,7 +46,14 @@ func (t Tree) CheckIndexValue(pl layout.Place, data []byte) error {
 	if !layout.IsDir(t.root, layout.Ref{Container: pl.Container, Name: name}.Rel()) {
 		return abi.Errorf(syscall.ENOENT, "write", "no session %q", name)
 	}
-	return nil
+	if pl.Kind != layout.PlaceIndexEntry {
+		return nil
+	}
+	x, err := t.e.Index(pl.Container)
+	if err != nil {
+		return err
+	}
+	return x.CheckNew(pl.IndexKind, pl.Key)
 }
 
 // WriteIndex replaces index/current or an entry of by-hash/ or by-uuid/

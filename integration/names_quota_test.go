@@ -1,0 +1,144 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
+)
+
+// writeEntry writes the value argv[2] to argv[1] (create, truncate, write,
+// close) and prints "ok" or the errno name of the step that failed.
+const writeEntry = `
+import errno, os, sys
+try:
+    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, (sys.argv[2] + "\n").encode())
+    finally:
+        os.close(fd)
+    print("ok")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+`
+
+// TestNamesQuota: the sessions and index entries a uid keeps (the index
+// holds them in memory for good) are bounded per uid, CTXFS_LIMITS
+// names=N: a mkdir of a session, a send making one or a write of a
+// by-hash entry past the bound is EDQUOT and writes nothing; another uid
+// is not affected; an entry removed or a session archived or deleted
+// gives its name back; and after a restart the count is the store's, the
+// bound as tight as before.
+func TestNamesQuota(t *testing.T) {
+	s := limitedServer(t, "names=5", nil)
+	sess := s.mnt("home/1001/agent/coder/session")
+	byHash := sess + "/index/by-hash/"
+	s.sendAs(uid1001, "a", "q1", "", "hello")
+	entry := func(c *cred, p, v string) string {
+		t.Helper()
+		out, err := runCmd(t, c, nil, "/usr/bin/python3", "-c", writeEntry, p, v)
+		testkit.Must(t, err)
+		return strings.TrimSpace(out)
+	}
+	if got := entry(uid1001, byHash+"h1", "a"); got != "ok" {
+		t.Fatalf("the first by-hash entry: %s", got)
+	}
+	mkdir := func(name string) error {
+		out, err := bashAs(t, uid1001, "mkdir "+sess+"/"+name)
+		if err != nil && !strings.Contains(out, "Disk quota exceeded") {
+			t.Fatalf("mkdir %s as uid 1001: %v %q, want EDQUOT or success", name, err, out)
+		}
+		return err
+	}
+	made := 0
+	for ; made < 10 && mkdir(fmt.Sprint("m", made)) == nil; made++ {
+	}
+	if made == 0 || made == 10 {
+		t.Fatalf("made %d sessions before EDQUOT with names=5", made)
+	}
+	refused := func(what string) {
+		t.Helper()
+		before := storeSnapshot(t, s)
+		if mkdir("over") == nil {
+			t.Fatalf("%s: mkdir past the bound made a session", what)
+		}
+		if got := entry(uid1001, byHash+"over", "a"); got != "EDQUOT" {
+			t.Errorf("%s: by-hash entry past the bound: %s, want EDQUOT", what, got)
+		}
+		// A shell, which ignores close errors, sees the write refused.
+		if out, err := bashAs(t, uid1001, "echo a > "+byHash+"over"); err == nil || !strings.Contains(out, "Disk quota exceeded") {
+			t.Errorf("%s: echo to a by-hash entry past the bound: %v %q, want EDQUOT", what, err, out)
+		}
+		frames, raw, err := s.requestAs(uid1001, "coder", `{"op":"send","id":"over","session":"over","input":"hi"}`)
+		if err != nil || len(frames) != 1 || frames[0]["type"] != "error" || frames[0]["code"] != "EDQUOT" {
+			t.Errorf("%s: a send making a session past the bound: %v %s, want EDQUOT", what, err, raw)
+		}
+		testkit.Same(t, what+": the store after refusals", before, storeSnapshot(t, s))
+		for _, p := range []string{sess + "/over", byHash + "over"} {
+			if _, err := os.Stat(p); !os.IsNotExist(err) {
+				t.Errorf("%s: %s after its refusal: %v, want ENOENT", what, p, err)
+			}
+		}
+	}
+	refused("at the bound")
+
+	// Another uid has its own count.
+	s.sendAs(uid1002, "b", "q2", "", "hello")
+	if out, err := bashAs(t, uid1002, "mkdir "+s.mnt("home/1002/agent/coder/session/n0")); err != nil {
+		t.Fatalf("mkdir as uid 1002: %v %q", err, out)
+	}
+	if got := entry(uid1002, s.mnt("home/1002/agent/coder/session/index/by-hash/h1"), "b"); got != "ok" {
+		t.Errorf("a by-hash entry of uid 1002: %s", got)
+	}
+
+	// An entry removed gives its name back, once.
+	if out, err := bashAs(t, uid1001, "rm "+byHash+"h1"); err != nil {
+		t.Fatalf("rm by-hash/h1: %v %q", err, out)
+	}
+	if mkdir("r1") != nil {
+		t.Fatal("mkdir after an entry's removal: refused")
+	}
+	refused("after a removal")
+
+	// A session archived gives its name back.
+	archive := func() {
+		t.Helper()
+		out, errs, code := ctxSplitAs(t, s, uid1001, "agent", "session", "archive", "coder", "m0")
+		if code != 0 {
+			t.Fatalf("archive m0: exit %d\n%s%s", code, out, errs)
+		}
+	}
+	archive()
+	if mkdir("r2") != nil {
+		t.Fatal("mkdir after an archive: refused")
+	}
+	refused("after an archive")
+
+	// A restart counts the store: as full as before, and an archive
+	// again gives one back.
+	s.restart(syscall.SIGTERM)
+	refused("after a restart")
+	if _, err := os.Stat(filepath.Join(s.store, "home/1001/archived_sessions/coder/m0")); err != nil {
+		t.Fatalf("the archived m0: %v", err)
+	}
+	if out, errs, code := ctxSplitAs(t, s, uid1001, "agent", "session", "archive", "coder", "m1"); code != 0 {
+		t.Fatalf("archive m1 after the restart: exit %d\n%s%s", code, out, errs)
+	}
+	if mkdir("r3") != nil {
+		t.Fatal("mkdir after an archive after the restart: refused")
+	}
+	refused("after an archive after the restart")
+
+	// A session deleted gives its name back too.
+	if out, errs, code := ctxSplitAs(t, s, uid1001, "agent", "session", "gc", "coder", "--pattern", "r1", "--delete", "--yes"); code != 0 || !strings.Contains(out, "deleted r1") {
+		t.Fatalf("delete r1: exit %d\n%s%s", code, out, errs)
+	}
+	if mkdir("r4") != nil {
+		t.Fatal("mkdir after a delete: refused")
+	}
+	refused("after a delete")
+}

@@ -1,0 +1,57 @@
+package session
+
+import (
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/ctxfs/ctxfs/index"
+	"github.com/ctxfs/ctxfs/session/layout"
+)
+
+// countNames has the index x of the container ct charge the names it comes
+// to keep, and give back those it drops, to the uid of ct's home
+// (quota.Names). A shared space's are not counted: its history is the
+// server's in the store, which keeps no member's uid for a count after a
+// restart to find.
+func (e *Engine) countNames(x *index.Index, ct layout.Container) {
+	uid, ok := homeUid(ct.Home)
+	if !ok {
+		return
+	}
+	names := e.limits.Names
+	x.CountNames(func(n int64) error { return names.Take(uid, n) }, func(n int64) { names.Give(uid, n) })
+}
+
+// homeUid is the uid of a private home ("home/1001"); false for a space.
+func homeUid(home string) (uint32, bool) {
+	s, ok := strings.CutPrefix(home, "home/")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, 10, 32)
+	return uint32(n), err == nil
+}
+
+// namesOf counts the names uid keeps: those of the index of every
+// container of its home, each loaded for it (once loaded an index stays
+// in memory, which is what the bound is about). A container holding no
+// session holds no entry either (an entry names a session), so the
+// containers are found by their sessions.
+func (e *Engine) namesOf(uid uint32) int64 {
+	seen := map[string]bool{}
+	var n int64
+	for _, s := range layout.HomeSessionDirs(e.root, "home/"+strconv.FormatUint(uint64(uid), 10), false) {
+		rel := path.Dir(s)
+		if seen[rel] {
+			continue
+		}
+		seen[rel] = true
+		if ct, rest, ok := layout.ParseContainerRel(rel); ok && rest == "" {
+			if x, err := e.Index(ct); err == nil {
+				n += x.Names()
+			}
+		}
+	}
+	return n
+}
