@@ -142,3 +142,49 @@ func TestNamesQuota(t *testing.T) {
 	}
 	refused("after a delete")
 }
+
+// TestAgentsQuota: the agents and models a uid makes in its home (each a
+// container whose index, once used, stays in memory) are bounded per uid,
+// CTXFS_LIMITS agents=N, whether made by mkdir or by a first send to a
+// defined agent: past the bound either is EDQUOT and writes nothing; a
+// name that exists is still EEXIST; another uid is not affected; after a
+// restart the count is the store's. No agent is removed through the
+// mount, so none is given back.
+func TestAgentsQuota(t *testing.T) {
+	s := limitedServer(t, "agents=3", func(s *server) {
+		s.define("other", map[string]string{"model": "debug/echo"})
+	})
+	s.sendAs(uid1001, "a", "q1", "", "hello") // agent/coder: the first
+	home := s.mnt("home/1001")
+	for _, d := range []string{"agent/x0", "agent/x1", "model", "model/p"} {
+		if out, err := bashAs(t, uid1001, "mkdir "+home+"/"+d); err != nil {
+			t.Fatalf("mkdir %s as uid 1001: %v %q", d, err, out)
+		}
+	}
+	if out, err := bashAs(t, uid1001, "mkdir "+home+"/agent/x0"); err == nil || !strings.Contains(out, "File exists") {
+		t.Errorf("mkdir of an agent that exists at the bound: %v %q, want EEXIST", err, out)
+	}
+	refused := func(what string) {
+		t.Helper()
+		before := storeSnapshot(t, s)
+		for _, d := range []string{"agent/x2", "model/p/m.d"} {
+			if out, err := bashAs(t, uid1001, "mkdir "+home+"/"+d); err == nil || !strings.Contains(out, "Disk quota exceeded") {
+				t.Errorf("%s: mkdir %s past the bound: %v %q, want EDQUOT", what, d, err, out)
+			}
+		}
+		frames, raw, err := s.requestAs(uid1001, "other", `{"op":"send","id":"o1","session":"o","input":"hi"}`)
+		if err != nil || len(frames) != 1 || frames[0]["type"] != "error" || frames[0]["code"] != "EDQUOT" {
+			t.Errorf("%s: a first send to another agent past the bound: %v %s, want EDQUOT", what, err, raw)
+		}
+		testkit.Same(t, what+": the store after refusals", before, storeSnapshot(t, s))
+	}
+	refused("at the bound")
+
+	s.sendAs(uid1002, "b", "q2", "", "hello")
+	if out, err := bashAs(t, uid1002, "mkdir "+s.mnt("home/1002/agent/y0")); err != nil {
+		t.Errorf("mkdir of an agent as uid 1002: %v %q", err, out)
+	}
+
+	s.restart(syscall.SIGTERM)
+	refused("after a restart")
+}

@@ -153,7 +153,8 @@ func Open(cfg Config) (*Engine, error) {
 		cfg.Log.Info("history migrated: owned by the server, closed to users", "files", closed)
 	}
 	e.limits.Free.CountWith(e.FreeTree().Count) // the free trees' walk needs the store
-	e.limits.Names.CountWith(e.namesOf)         // and so does the count of names
+	e.limits.Names.CountWith(e.namesOf)         // and so do the counts of names
+	e.limits.Agents.CountWith(e.agentsOf)       // and of agents
 	if err := e.openWAL(); err != nil {
 		store.Close()
 		return nil, err

@@ -286,9 +286,9 @@ func (e *Engine) mkdirInHome(c layout.Caller, pl layout.Place, rel string) error
 	case layout.PlaceAgents, layout.PlaceModels, layout.PlaceProvider:
 		return e.mkdirNew(own, rel)
 	case layout.PlaceAgent:
-		return e.mkdirNew(own, rel, rel+"/session", rel+"/root")
+		return e.makeAgent(pl.Home, rel, func() error { return e.mkdirNew(own, rel, rel+"/session", rel+"/root") })
 	case layout.PlaceModel:
-		return e.mkdirNew(own, rel, rel+"/session")
+		return e.makeAgent(pl.Home, rel, func() error { return e.mkdirNew(own, rel, rel+"/session") })
 	}
 	return notMade(rel)
 }

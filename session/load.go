@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"runtime"
 	"strconv"
 	"strings"
@@ -194,7 +195,8 @@ type filled struct {
 // createFilled is createDir for a session that starts with f.
 func (e *Engine) createFilled(r layout.Ref, own storefs.Owner, f filled) error {
 	container := r.Container.Rel()
-	if err := layout.MkdirAll(e.root, container, own); err != nil {
+	mk := func() error { return layout.MkdirAll(e.root, container, own) }
+	if err := e.makeAgent(r.Home, path.Dir(container), mk); err != nil {
 		return err
 	}
 	x, err := e.Index(r.Container)

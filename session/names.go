@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/index"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
@@ -50,6 +51,41 @@ func (e *Engine) namesOf(uid uint32) int64 {
 		if ct, rest, ok := layout.ParseContainerRel(rel); ok && rest == "" {
 			if x, err := e.Index(ct); err == nil {
 				n += x.Names()
+			}
+		}
+	}
+	return n
+}
+
+// makeAgent runs mk, which makes dir, an agent's or a model's directory
+// of home (by mkdir, or by a session's first send or import), charged
+// first to the home's uid as one of its agents (quota.Limits.Agents:
+// EDQUOT past the bound, and mk is not run); given back when mk fails.
+// A dir that exists is mk's to answer (EEXIST), and charges nothing.
+func (e *Engine) makeAgent(home, dir string, mk func() error) error {
+	uid, ok := homeUid(home)
+	if !ok || e.isDir(dir) {
+		return mk()
+	}
+	if err := e.limits.Agents.Take(uid, 1); err != nil {
+		return &abi.Error{Op: "mkdir", Path: e.root.Show(dir), Errno: abi.Errno(err), Msg: abi.Message(err)}
+	}
+	err := mk()
+	if err != nil {
+		e.limits.Agents.Give(uid, 1)
+	}
+	return err
+}
+
+// agentsOf counts the agents and models of uid's home: every directory of
+// its agent/ and every <model>.d of its model/.
+func (e *Engine) agentsOf(uid uint32) int64 {
+	home := "home/" + strconv.FormatUint(uint64(uid), 10)
+	n := int64(len(layout.Subdirs(e.root, home+"/"+abi.KindAgent)))
+	for _, p := range layout.Subdirs(e.root, home+"/"+abi.KindModel) {
+		for _, m := range layout.Subdirs(e.root, path.Join(home, abi.KindModel, p)) {
+			if strings.HasSuffix(m, ".d") {
+				n++
 			}
 		}
 	}

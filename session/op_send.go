@@ -325,8 +325,11 @@ func (e *Engine) resolveCwd(c layout.Caller, loc *location, cwd string) (runDir,
 // caller opened it first and makes it only when that failed: an existing
 // root costs one walk of the store, not an lstat and then an open
 // (docs/benchmarks.md#send-path).
+// A first send makes the agent's directory with it: one of the home's
+// agents (makeAgent).
 func (e *Engine) makeChroot(rootRel string, own storefs.Owner) (*os.File, error) {
-	if err := layout.MkdirAll(e.root, rootRel, own); err != nil {
+	mk := func() error { return layout.MkdirAll(e.root, rootRel, own) }
+	if err := e.makeAgent(layout.Classify(rootRel).Home, path.Dir(rootRel), mk); err != nil {
 		return nil, err
 	}
 	return e.root.OpenDirPath(rootRel)

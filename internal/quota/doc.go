@@ -1,8 +1,8 @@
 // Package quota owns the bounds of what users may make the server hold:
 // per-uid and total counts (connections, open files, runs, searches,
 // unfinished bytes, a model's replies read on after their end), the free
-// trees' bytes and inodes per uid (EDQUOT), the sessions and index entries
-// of each uid's home (EDQUOT), the server-wide scan slots
+// trees' bytes and inodes per uid (EDQUOT), the sessions, index entries
+// and agents of each uid's home (EDQUOT), the server-wide scan slots
 // searches take turns on, the session budget of the descriptor limit,
 // and the CTXFS_LIMITS grammar that overrides them.
 //

@@ -24,8 +24,10 @@ type Limits struct {
 	Free *FreeQuota
 
 	// Names bounds the sessions and index entries each uid keeps in the
-	// indexes, which stay in memory once loaded (EDQUOT; names.go).
-	Names *Names
+	// indexes, which stay in memory once loaded (EDQUOT; names.go), and
+	// Agents the agents and models it makes in its home, each a container
+	// whose index, once used, does too.
+	Names, Agents *Names
 
 	// Searches (issue 19, finding 9; gate.go): what searching may
 	// make the server spend. Searches holds the searches of each uid under
@@ -79,8 +81,9 @@ type LimitConfig struct {
 	// The free trees' quota per uid (freebytes=N, freeinodes=N).
 	FreeBytesPerUid, FreeInodesPerUid int64
 
-	// The sessions and index entries one uid may keep (names=N).
-	NamesPerUid int64
+	// The sessions and index entries one uid may keep (names=N), and
+	// the agents and models it may make (agents=N).
+	NamesPerUid, AgentsPerUid int64
 
 	// Searches (see Limits.Searches): CTXFS_LIMITS searches=N (per uid),
 	// search_slots=N (server-wide) and search_scan=BYTES (per search).
@@ -125,8 +128,13 @@ const (
 // about 100 MiB of memory at most per uid.
 const defaultNames = 100_000
 
+// defaultAgents is Limits.Agents's bound per uid: an agent whose index
+// is in use costs about 10 KiB (4,000 made and listed as uid 1001 kept
+// the server 38 MB larger), so 1,000 cost at most about 10 MiB.
+const defaultAgents = 1000
+
 // limitNames are the names CTXFS_LIMITS knows.
-const limitNames = "conns, open, runs, freebytes, freeinodes, names, searches, search_slots, search_scan, waiting, versions, temps, temp_bytes, temp_idle"
+const limitNames = "conns, open, runs, freebytes, freeinodes, names, agents, searches, search_slots, search_scan, waiting, versions, temps, temp_bytes, temp_idle"
 
 // FromEnv reads per-uid bounds from CTXFS_LIMITS, a comma-separated
 // list of NAME=N for the names of limitNames (what an operator, or a
@@ -157,6 +165,8 @@ func FromEnv(getenv func(string) string) (LimitConfig, error) {
 			c.FreeInodesPerUid = int64(n)
 		case "names":
 			c.NamesPerUid = int64(n)
+		case "agents":
+			c.AgentsPerUid = int64(n)
 		case "searches":
 			c.SearchesPerUid = n
 		case "search_slots":
@@ -200,8 +210,9 @@ func NewLimits(c LimitConfig) *Limits {
 
 		Partial: New("bytes of unfinished requests, lines and values", syscall.EAGAIN, partialBytesPerUid, partialBytesTotal),
 
-		Free:  NewFreeQuota(int64(or(int(c.FreeBytesPerUid), defaultFreeBytes)), int64(or(int(c.FreeInodesPerUid), defaultFreeInodes)), nil),
-		Names: NewNames(int64(or(int(c.NamesPerUid), defaultNames)), nil),
+		Free:   NewFreeQuota(int64(or(int(c.FreeBytesPerUid), defaultFreeBytes)), int64(or(int(c.FreeInodesPerUid), defaultFreeInodes)), nil),
+		Names:  NewNames("sessions and index entries", int64(or(int(c.NamesPerUid), defaultNames)), nil),
+		Agents: NewNames("agents and models", int64(or(int(c.AgentsPerUid), defaultAgents)), nil),
 	}
 	l.setSearchLimits(c)
 	l.VersionBytes = int64(or(int(c.VersionBytes), DefaultVersionBytes))

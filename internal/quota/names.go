@@ -23,6 +23,7 @@ import (
 // indexes of every container the uid owns and adds up their names), and
 // from then on kept by the charges and give-backs of the indexes.
 type Names struct {
+	what   string // "sessions and index entries", for the refusal
 	perUid int64
 	count  func(uid uint32) int64
 
@@ -37,10 +38,10 @@ type nameUse struct {
 	n     int64
 }
 
-// NewNames bounds each uid to perUid names; count (nil until CountWith)
-// counts a uid's names when first asked.
-func NewNames(perUid int64, count func(uid uint32) int64) *Names {
-	return &Names{perUid: perUid, count: count, uses: map[uint32]*nameUse{}}
+// NewNames bounds each uid to perUid names of what (named in refusals);
+// count (nil until CountWith) counts a uid's names when first asked.
+func NewNames(what string, perUid int64, count func(uid uint32) int64) *Names {
+	return &Names{what: what, perUid: perUid, count: count, uses: map[uint32]*nameUse{}}
 }
 
 // CountWith has count find a uid's names the first time they are asked
@@ -75,7 +76,7 @@ func (q *Names) Take(uid uint32, n int64) error {
 	u := q.of(uid)
 	defer u.mu.Unlock()
 	if u.n+n > q.perUid {
-		return abi.Errorf(syscall.EDQUOT, "", "uid %d keeps %d sessions and index entries, the most one uid may", uid, u.n)
+		return abi.Errorf(syscall.EDQUOT, "", "uid %d keeps %d %s, the most one uid may", uid, u.n, q.what)
 	}
 	u.n += n
 	return nil

@@ -87,7 +87,7 @@ func TestTempLimitsFromEnv(t *testing.T) {
 // names=N sets the bound, else the default.
 func TestNames(t *testing.T) {
 	counted := 0
-	q := NewNames(5, func(uid uint32) int64 { counted++; return 3 })
+	q := NewNames("names", 5, func(uid uint32) int64 { counted++; return 3 })
 	q.Give(1001, 1) // not counted yet: left to the count
 	if err := q.Take(1001, 2); err != nil {
 		t.Fatal(err)
@@ -102,8 +102,11 @@ func TestNames(t *testing.T) {
 	if err := q.Take(0, 1<<40); err != nil {
 		t.Fatalf("root: %v", err)
 	}
-	c, err := FromEnv(func(string) string { return "names=7" })
-	if err != nil || NewLimits(c).Names.perUid != 7 || NewLimits(LimitConfig{}).Names.perUid != defaultNames {
+	c, err := FromEnv(func(string) string { return "names=7,agents=2" })
+	if err != nil || NewLimits(c).Names.perUid != 7 || NewLimits(c).Agents.perUid != 2 {
 		t.Fatalf("%+v %v", c, err)
+	}
+	if l := NewLimits(LimitConfig{}); l.Names.perUid != defaultNames || l.Agents.perUid != defaultAgents {
+		t.Fatalf("defaults %d %d", l.Names.perUid, l.Agents.perUid)
 	}
 }
