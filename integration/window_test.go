@@ -483,3 +483,34 @@ func TestWindowCompactBusy(t *testing.T) {
 		t.Fatalf("the run: %v", f)
 	}
 }
+
+// TestCompactProgramGetsNoServerDescriptor: a compact.d/ program runs as
+// the session's uid with stdin, stdout and stderr alone: a descriptor the
+// server inherited from whoever started it (here fd 7, a root-only file,
+// opened for writing by the starting shell, without close-on-exec) is not
+// handed on, so the user's program cannot write root's file through it.
+func TestCompactProgramGetsNoServerDescriptor(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "root-only")
+	if err := os.WriteFile(secret, []byte("root's\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	requireFUSE(t)
+	p := newFakeProvider(t, openAIReply("ok"))
+	s := newServerWith(t, func(s *server) {
+		s.wrap = []string{"sh", "-c", `exec 7<>"$0"; exec "$@"`, secret}
+		defineFakeModel(t, s, "openai-chat", p.URL+"/v1", nil)
+		s.define("small", map[string]string{"model": "fake/llm", "window": "1000\n", "compact.strategy": "fds\n"})
+		writeExec(t, filepath.Join(s.root, "agent", "small.d", "compact.d", "fds"),
+			"#!/bin/sh\ncat >/dev/null\necho written >&7\necho \"uid $(id -u) fds $(ls /proc/self/fd | tr '\\n' ' ')\"\n")
+	})
+	for i := 1; i <= 10; i++ {
+		s.askSmallAs(owner, "fds", fmt.Sprint("q", i), question(i))
+	}
+	text, _ := checkSummaryCursor(t, s.sessionDir(int(owner.uid), "small", "fds"))
+	if text != "uid 1001 fds 0 1 2 3" { // 3: ls's own listing of /proc/self/fd
+		t.Errorf("the compact.d program saw %q, want only its stdio", text)
+	}
+	if got := fileBytes(t, secret); got != "root's\n" {
+		t.Errorf("the program wrote root's file through the server's descriptor: %q", got)
+	}
+}

@@ -20,7 +20,7 @@ const EnterCommand = "__enter"
 // It returns only on failure, after reporting it on the setup pipe
 // (setupFD); the run then fails with that errno and those words.
 func EnterMain(args []string) int {
-	closeOnExec()
+	CloseOnExec()
 	if len(args) < 2 {
 		return setupFailed(syscall.EINVAL, "usage: ctxfs %s DIR PROGRAM [ARG...]", EnterCommand)
 	}

@@ -46,7 +46,7 @@ var beneath = unix.OpenHow{
 // could have changed is followed as root.
 func JailMain(args []string) int {
 	runtime.LockOSThread()
-	closeOnExec()
+	CloseOnExec()
 	j, err := parseJailArgs(args)
 	if err != nil {
 		return setupFailed(syscall.EINVAL, "%v", err)

@@ -52,11 +52,13 @@ func ReadSetup(r io.Reader) error {
 	return abi.Errorf(syscall.Errno(n), "run", "%s", msg)
 }
 
-// closeOnExec marks every descriptor a trampoline holds beyond stdio
+// CloseOnExec marks every descriptor a trampoline holds beyond stdio
 // close-on-exec, so that the program gets none of them: not the setup
 // pipe, not a directory outside its chroot (a way out of it), and not one
-// the server itself inherited from whoever started it.
-func closeOnExec() {
+// the server itself inherited from whoever started it. The server calls
+// it too, at its start, for what it runs without a trampoline (a
+// compact.d program).
+func CloseOnExec() {
 	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		for fd := 3; fd < 1024; fd++ { // kernels before 5.11
 			syscall.CloseOnExec(fd)

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/agent"
+	"github.com/ctxfs/ctxfs/agent/trampoline"
 	"github.com/ctxfs/ctxfs/internal/logx"
 	"github.com/ctxfs/ctxfs/internal/mountlife"
 	"github.com/ctxfs/ctxfs/internal/sdnotify"
@@ -192,6 +193,11 @@ func runServer(c *mountConfig) error {
 	// refuses anything wider at the next mount. An inherited umask of 002
 	// would make them group-writable, so the server fixes its own.
 	unix.Umask(0o022)
+	// A descriptor whoever started us left open (a root-only file, a
+	// terminal, a socket) must reach no program we start as a user: a
+	// compact.d program is started without a trampoline, and it, and all
+	// it starts, could write through it as the uid.
+	trampoline.CloseOnExec()
 	// A log line must never wait for stderr's reader (a stalled pipe or
 	// terminal would stall the stop and its unmount): logx.Queue.
 	stderr := logx.NonBlocking(os.Stderr)
