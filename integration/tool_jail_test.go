@@ -303,3 +303,33 @@ func TestJailedToolCannotAnswer(t *testing.T) {
 		t.Fatalf("first run: %v", d)
 	}
 }
+
+// TestShellExecKeepsDescriptorLimit: a shell.exec command gets the soft
+// descriptor limit a program gets, not the one the Go runtime raised for
+// the tool process (near its hard limit), which a program sizing an
+// fd_set or closing every descriptor up to its limit would trip over.
+func TestShellExecKeepsDescriptorLimit(t *testing.T) {
+	requireFUSE(t)
+	p := newFakeProvider(t, scripted(openAICall("c1", "shell_exec", `{"command":"ulimit -Sn; ulimit -Hn"}`), openAIReply("done")))
+	s := newServerWith(t, func(s *server) {
+		s.wrap = []string{"prlimit", "--nofile=1024:20000", "--"}
+		defineFakeModel(t, s, "openai-chat", p.URL+"/v1", nil)
+		s.define("doer", map[string]string{"model": "fake/llm", "tools": "shell.exec\n", "perm": "x\n"})
+		s.define("limits", map[string]string{"abi": "text", "program": "#!/bin/sh\nulimit -Sn; ulimit -Hn\n"})
+	})
+	if d := lastDone(waitRunDone(t, s.sendAsync(owner, "n", "ulimit"))); d == nil || d["status"] != "ok" {
+		t.Fatalf("run: %v\nlog:\n%s", d, s.logText())
+	}
+	p.mu.Lock()
+	body := p.bodies[len(p.bodies)-1]
+	p.mu.Unlock()
+	var exec map[string]any
+	testkit.Must(t, json.Unmarshal([]byte(toolResults(body)["c1"]), &exec))
+	if exec["stdout"] != "1024\n20000\n" {
+		t.Errorf("shell.exec's descriptor limits (soft, hard): %q, want 1024 and 20000", exec["stdout"])
+	}
+	frames, _, err := s.requestAs(owner, "limits", `{"op":"send","id":"l1","session":"n","input":"x"}`)
+	if err != nil || deltaText(frames) != "1024\n20000\n" {
+		t.Errorf("a program's descriptor limits (soft, hard): %q %v", deltaText(frames), err)
+	}
+}

@@ -33,8 +33,9 @@ const childFailed = 127
 // and stderr on the given files, in this process's group, killed when
 // this process dies (PDEATHSIG), with no_new_privs (nothing it runs gains
 // a privilege: a set-user-id program cannot put itself out of reach of
-// the kill) and, when nproc is not 0, RLIMIT_NPROC at nproc, soft and
-// hard. All of it is set in the child between fork and exec, so it holds
+// the kill), a soft RLIMIT_NOFILE below the one the runtime raised for
+// this process (commandNofile) and, when nproc is not 0, RLIMIT_NPROC at
+// nproc, soft and hard. All of it is set in the child between fork and exec, so it holds
 // from the program's first instruction, and never for this process,
 // whose runtime must still start a thread while a fork bomb fills the
 // uid's count. (Package syscall's ForkExec sets no resource limit: a
@@ -71,14 +72,37 @@ func forkExec(prog string, argv, env []string, stdout, stderr *os.File, nproc ui
 			return 0, abi.Errorf(syscall.EBADF, ShellExec, "a command's stream is descriptor %d", fd)
 		}
 	}
+	nofile := commandNofile()
 	syscall.ForkLock.Lock()
-	pid, errno := forkChild(argv0, &argvp[0], &envp[0], &fds, nproc, os.Getpid(), pipe[1])
+	pid, errno := forkChild(argv0, &argvp[0], &envp[0], &fds, nproc, nofile, os.Getpid(), pipe[1])
 	syscall.ForkLock.Unlock()
 	unix.Close(pipe[1])
 	if errno != 0 {
 		return 0, errno
 	}
 	return pid, childExecError(pid, pipe[0])
+}
+
+// selectSoftNofile is the soft descriptor limit a command is given back
+// when the runtime raised ours: the kernel's default, and the most
+// descriptors select(2) can watch (FD_SETSIZE).
+const selectSoftNofile = 1024
+
+// commandNofile is the RLIMIT_NOFILE a command runs under, nil to keep
+// this process's. At its start the Go runtime raised this process's soft
+// limit to its hard limit less one, which package syscall gives back to
+// what it starts, but a fork of our own does not, and the original is
+// not to be had: a command would run with hundreds of thousands, and a
+// program that sizes an fd_set by it, or closes every descriptor up to
+// it, breaks or crawls. The command then gets selectSoftNofile (as the
+// run's program gets the limit the server started with: 1024 unless an
+// administrator raised it), never above the hard limit.
+func commandNofile() *unix.Rlimit {
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil || lim.Max < 1 || lim.Cur != lim.Max-1 {
+		return nil // not the runtime's raise
+	}
+	return &unix.Rlimit{Cur: min(selectSoftNofile, lim.Max), Max: lim.Max}
 }
 
 // childExecError waits for the child's exec: the pipe ends (close on
@@ -111,7 +135,7 @@ func childExecError(pid, pipe int) error {
 // call that could grow the stack.
 //
 //go:norace
-func forkChild(argv0 *byte, argv, envv **byte, fds *[3]int, nproc uint64, ppid, pipe int) (pid int, errno syscall.Errno) {
+func forkChild(argv0 *byte, argv, envv **byte, fds *[3]int, nproc uint64, nofile *unix.Rlimit, ppid, pipe int) (pid int, errno syscall.Errno) {
 	lim := unix.Rlimit{Cur: nproc, Max: nproc}
 	var failed uint32
 	runtimeBeforeFork()
@@ -135,6 +159,11 @@ func forkChild(argv0 *byte, argv, envv **byte, fds *[3]int, nproc uint64, ppid, 
 	}
 	if _, _, e = syscall.RawSyscall6(syscall.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0); e != 0 {
 		goto fail
+	}
+	if nofile != nil {
+		if _, _, e = syscall.RawSyscall6(syscall.SYS_PRLIMIT64, 0, unix.RLIMIT_NOFILE, uintptr(unsafe.Pointer(nofile)), 0, 0, 0); e != 0 {
+			goto fail
+		}
 	}
 	if nproc > 0 {
 		if _, _, e = syscall.RawSyscall6(syscall.SYS_PRLIMIT64, 0, unix.RLIMIT_NPROC, uintptr(unsafe.Pointer(&lim)), 0, 0, 0); e != 0 {
