@@ -162,6 +162,8 @@ func summarizeByProgram(ctx context.Context, s Spec, lim window.Limits, old stri
 	if err := cmd.Start(); err != nil {
 		return "", abi.Wrap("compact", err)
 	}
+	holdGroup(cmd.Process.Pid)
+	defer dropGroup(cmd.Process.Pid)
 	// At the bound the pipe is closed too: a process that left the group
 	// (setsid) and kept stdout open must not hold the read.
 	defer context.AfterFunc(runCtx, func() { out.Close() })()

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -123,6 +124,7 @@ func runProgram(ctx context.Context, s Spec, emit func(*proto.Object)) bool {
 		emit(proto.ErrorFrame(err))
 		return false
 	}
+	defer dropGroup(p.pgid) // pump killed what was left in it
 	s.control.started(p.pgid)
 	waitErr, stopped := p.pump(runCtx, emit)
 	switch {
@@ -199,6 +201,7 @@ func startProgram(s Spec) (*program, error) {
 	}
 	p := &program{cmd: cmd, pgid: cmd.Process.Pid, stdout: outR, stderr: errR, setup: setup,
 		frames: make(chan *proto.Object, 64), exited: make(chan error, 1)}
+	holdGroup(p.pgid)
 	p.startReaders(s)
 	go func() { p.exited <- cmd.Wait() }()
 	return p, nil
@@ -416,6 +419,28 @@ func procStat(pid int) []string {
 		return nil
 	}
 	return strings.Fields(string(stat[i+1:]))
+}
+
+// runGroups are the process groups of what runs for users now (agent
+// programs, tool processes, compact.d programs), by pgid: a program's
+// parent-death signal reaches the program alone, never what it started
+// in its group, so a clean stop kills the groups (KillRunGroups). An
+// entry is dropped once its leader is reaped (a program's and a tool
+// process's group is killed then too).
+var runGroups sync.Map
+
+func holdGroup(pgid int) { runGroups.Store(pgid, struct{}{}) }
+func dropGroup(pgid int) { runGroups.Delete(pgid) }
+
+// KillRunGroups kills the process group of everything that runs for a
+// user: the server's clean stop, once its logs are closed (the runs are
+// closed as interrupted at the next start, as after a crash), so that no
+// process a run started in its group outlives the server.
+func KillRunGroups() {
+	runGroups.Range(func(pgid, _ any) bool {
+		_ = unix.Kill(-pgid.(int), unix.SIGKILL)
+		return true
+	})
 }
 
 // signalGroup signals every process in the run's group. The group id stays

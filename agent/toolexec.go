@@ -245,6 +245,7 @@ type toolProcess struct {
 func (p *toolProcess) reap() {
 	p.waitErr = p.cmd.Wait()
 	unix.Kill(-p.cmd.Process.Pid, unix.SIGKILL)
+	dropGroup(p.cmd.Process.Pid)
 	if p.setup != nil {
 		p.setupErr = trampoline.ReadSetup(p.setup)
 		p.setup.Close()
@@ -365,6 +366,7 @@ func startTool(s Spec) (*toolProcess, error) {
 		return nil, abi.Errorf(abi.Errno(err), "tool", "starting the tool process: %v", abi.Message(err))
 	}
 	p.cmd, p.in, p.out, p.setup = cmd, inW, bufio.NewReaderSize(outR, 64<<10), setup
+	holdGroup(cmd.Process.Pid)
 	p.exited = make(chan struct{})
 	go p.reap()
 	return p, nil

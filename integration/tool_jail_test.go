@@ -333,3 +333,35 @@ func TestShellExecKeepsDescriptorLimit(t *testing.T) {
 		t.Errorf("a program's descriptor limits (soft, hard): %q %v", deltaText(frames), err)
 	}
 }
+
+// TestStopKillsRunGroups: a clean stop of the server (SIGTERM) ends what
+// its runs started in their process groups: an agent program's
+// background child and a shell.exec command's, besides the program and
+// the tool process that the parent-death signal reaches. Until
+// 2026-12-05 both children went on as uid 1001, orphans of init.
+func TestStopKillsRunGroups(t *testing.T) {
+	p := newFakeProvider(t, scripted(openAICall("c1", "shell_exec", `{"command":"sleep 302 & sleep 303"}`), openAIReply("never")))
+	s := newToolServer(t, p.URL+"/v1", map[string]string{"tools": "shell.exec\n", "perm": "x\n"})
+	s.define("bg", map[string]string{"abi": "text", "program": "#!/bin/sh\nsleep 300 &\nsleep 301\n"})
+	eventually(t, 10*time.Second, "the bg socket", func() bool {
+		_, err := os.Stat(filepath.Join(s.root, "agent", "bg.sock"))
+		return err == nil
+	})
+	go s.requestAsWithin(owner, "doer", `{"op":"send","id":"t1","session":"t","input":"sleep"}`, 30*time.Second)
+	go s.requestAsWithin(owner, "bg", `{"op":"send","id":"b1","session":"b","input":"sleep"}`, 30*time.Second)
+	var sleeps []int
+	eventually(t, 20*time.Second, "four sleeps", func() bool {
+		sleeps = nil
+		for _, pid := range s.runProcessesOf(owner.uid) {
+			if procField(pid, "Name") == "sleep" {
+				sleeps = append(sleeps, pid)
+			}
+		}
+		return len(sleeps) == 4
+	})
+	s.kill(s.cmd, syscall.SIGTERM)
+	if s.cmd.ProcessState == nil || !s.cmd.ProcessState.Success() {
+		t.Fatalf("the stop was not clean: %v\n%s", s.cmd.ProcessState, lastLines(s.logText(), 10))
+	}
+	waitGone(t, owner.uid, "after a clean stop", func() []int { return sleeps })
+}

@@ -346,6 +346,10 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 	}
 	defer profiles(log)()
 	agent.Enter = self // runs enter their directories after exec (agent.Enter)
+	// Last, once the logs are closed: what the runs started in their
+	// process groups goes with the server (a program's parent-death
+	// signal reaches the program alone).
+	defer agent.KillRunGroups()
 	st, err := openServedStore(store, c.storeLock())
 	if err != nil {
 		return err
