@@ -162,7 +162,17 @@ type proc struct {
 func startProc(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
 	p := &proc{Cmd: exec.Command(name, args...), lines: make(chan string, 16)}
+	startAs(t, p, nil)
+	return p
+}
+
+// startAs starts p as c (nil: as the test, root), as startProc does.
+func startAs(t *testing.T, p *proc, c *cred) {
+	t.Helper()
 	p.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if c != nil {
+		p.SysProcAttr.Credential = &syscall.Credential{Uid: c.uid, Gid: c.gid, Groups: c.groups}
+	}
 	out, err := p.StdoutPipe()
 	testkit.Must(t, err)
 	testkit.Must(t, p.Start())
@@ -177,7 +187,6 @@ func startProc(t *testing.T, name string, args ...string) *proc {
 		syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
 		p.Wait()
 	})
-	return p
 }
 
 // waitLine waits for a line of a startProc process's output.

@@ -55,9 +55,12 @@ func servedError(root string, h holder) error {
 }
 
 // rootHolder reads who serves root. watchdog is the pid of a dead
-// server's watchdog that is still cleaning up (0 when none).
+// server's watchdog that is still cleaning up (0 when none). The root may
+// be a user's (clean-stale asks of every mount that says it is ctxfs), so
+// the pid file is opened without waiting (a FIFO there would hold root's
+// clean-stale in open for ever) and anything but a regular file is EINVAL.
 func rootHolder(root string) (h holder, watchdog int, err error) {
-	f, err := os.OpenFile(pidFile(root), os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	f, err := os.OpenFile(pidFile(root), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return holder{}, 0, nil
 	}
@@ -65,6 +68,9 @@ func rootHolder(root string) (h holder, watchdog int, err error) {
 		return holder{}, 0, err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return holder{}, 0, &fs.PathError{Op: "open", Path: f.Name(), Err: unix.EINVAL}
+	}
 	return holderOf(f), lockedBy(f, watchdogByte), nil
 }
 

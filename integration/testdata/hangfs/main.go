@@ -7,7 +7,9 @@
 //
 // usage: hangfs DIR CTXFS|-  (CTXFS: start CTXFS's watchdog for the mount;
 // -: none). It prints "ready" once mounted (and watched), then
-// "notifying" when the invalidation starts.
+// "notifying" when the invalidation starts. DIR may be /dev/fd/N, a
+// /dev/fuse descriptor mounted for it: a user's mount, as fusermount3
+// makes one, from a process that is not root.
 package main
 
 import (
@@ -59,7 +61,7 @@ func (f *file) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int6
 
 func main() {
 	dir, ctxfsBin := os.Args[1], os.Args[2]
-	srv, err := fs.Mount(dir, &root{}, &fs.Options{MountOptions: fuse.MountOptions{Name: "hangfs", DirectMountStrict: true}})
+	srv, err := fs.Mount(dir, &root{}, &fs.Options{MountOptions: fuse.MountOptions{Name: "hangfs", DirectMountStrict: os.Geteuid() == 0}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
