@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
@@ -64,5 +67,80 @@ func TestCleanStaleUserFIFOPidFile(t *testing.T) {
 	var st syscall.Stat_t
 	if err := syscall.Lstat(filepath.Join(evil, "agent", ".ctxfs.pid"), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
 		t.Errorf("the user's FIFO: %v, mode %o", err, st.Mode)
+	}
+}
+
+// deadUserFUSE mounts at dir a FUSE filesystem of type fuse.NAME for c
+// whose server is gone (a user's, as fusermount3 makes it, once they
+// killed their server), and takes it away at cleanup.
+func deadUserFUSE(t *testing.T, c *cred, dir, name string) {
+	t.Helper()
+	dev, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	testkit.Must(t, err)
+	defer dev.Close()
+	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=%d,group_id=%d", dev.Fd(), c.uid, c.gid)
+	testkit.Must(t, syscall.Mount("userfs", dir, "fuse."+name, syscall.MS_NOSUID|syscall.MS_NODEV, opts))
+}
+
+// swapOpened exchanges the names a and b (renameat2 RENAME_EXCHANGE) as
+// fast as it can, and says "opened" and ends once a writer's open of the
+// FIFO fifo succeeds: someone opened it to read.
+const swapOpened = `
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+a, b, fifo = sys.argv[1].encode(), sys.argv[2].encode(), sys.argv[3]
+print("swapping", flush=True)
+i = 0
+while True:
+    libc.syscall(316, -100, a, -100, b, 2)
+    i += 1
+    if i % 500 == 0:
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            print("opened", flush=True)
+            sys.exit(0)
+        except OSError:
+            pass
+`
+
+// Root's `ctxfs clean-stale` opens each ctxfs mount it finds to see
+// whether a server answers. A user's mount that says it is ctxfs, at
+// DIR/x, where DIR is a directory of theirs that they keep swapping with a
+// symlink to a directory holding a FIFO x: the probe must open the
+// mount's directory and nothing a symlink leads to (a FIFO, a device
+// whose open does something: /dev/watchdog).
+func TestCleanStaleOpensNoUserPath(t *testing.T) {
+	requireFUSE(t)
+	keepFusectlAsIs(t)
+	base := t.TempDir()
+	openToAll(t, base+"/x")
+	testkit.Must(t, os.Chown(base, int(owner.uid), int(owner.gid)))
+	evil, link, fifo := filepath.Join(base, "evil"), filepath.Join(base, "link"), filepath.Join(base, "bait", "x")
+	if out, err := bashAs(t, owner, "mkdir -p "+evil+"/x "+base+"/bait && mkfifo "+fifo+" && ln -s bait "+link); err != nil {
+		t.Fatalf("as uid 1001: %v\n%s", err, out)
+	}
+	mp := filepath.Join(evil, "x")
+	deadUserFUSE(t, owner, mp, "ctxfs")
+	t.Cleanup(func() {
+		if st, err := os.Lstat(evil); err == nil && st.Mode()&os.ModeSymlink != 0 {
+			testkit.Must(t, unix.Renameat2(unix.AT_FDCWD, evil, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE))
+		}
+		for mountsAt(mp) > 0 {
+			testkit.Must(t, syscall.Unmount(mp, syscall.MNT_DETACH|unix.UMOUNT_NOFOLLOW))
+		}
+	})
+	sw := &proc{Cmd: exec.Command("/usr/bin/python3", "-c", swapOpened, evil, link, fifo), lines: make(chan string, 16)}
+	startAs(t, sw, owner)
+	waitLine(t, sw, "swapping")
+	// The old probe opened the FIFO within 15 attempts (well under a
+	// second) in each of three runs.
+	deadline := time.Now().Add(5 * time.Second)
+	for attempt := 1; time.Now().Before(deadline); attempt++ {
+		ctxfsCmd(t, "clean-stale", "--under", base)
+		select {
+		case l := <-sw.lines:
+			t.Fatalf("attempt %d: root's clean-stale opened the user's FIFO through their symlink (%q)", attempt, l)
+		default:
+		}
 	}
 }

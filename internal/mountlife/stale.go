@@ -127,13 +127,14 @@ const (
 func probe(dir string, dev [2]uint64) state {
 	done := make(chan state, 1)
 	go func() {
-		f, err := os.Open(dir)
+		fd, err := unix.Openat2(unix.AT_FDCWD, dir, &probeHow)
 		switch {
 		case errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.ECONNABORTED):
 			done <- dead
 		case err != nil:
 			done <- live
 		default:
+			f := os.NewFile(uintptr(fd), dir)
 			done <- openedOn(f, dev)
 			f.Close()
 		}
@@ -145,6 +146,15 @@ func probe(dir string, dev [2]uint64) state {
 		return dead
 	}
 }
+
+// probeHow is how probe opens a mount's directory. The mount table names
+// no symlink, so a link met on the way was put there since: by a user who
+// swapped a directory of theirs above their own mount for a link once
+// clean-stale had listed it. The open reaches a directory, never what a
+// link leads to, nor a FIFO (root held in open) or a device whose open
+// acts (/dev/watchdog); ELOOP or ENOTDIR count as an answer, as any
+// error but an ended connection does: not a dead mount to take.
+var probeHow = unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS}
 
 // openedOn says whether the open directory f is on the device dev.
 func openedOn(f *os.File, dev [2]uint64) state {
