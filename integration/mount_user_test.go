@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -72,13 +73,16 @@ func TestCleanStaleUserFIFOPidFile(t *testing.T) {
 
 // deadUserFUSE mounts at dir a FUSE filesystem of type fuse.NAME for c
 // whose server is gone (a user's, as fusermount3 makes it, once they
-// killed their server), and takes it away at cleanup.
-func deadUserFUSE(t *testing.T, c *cred, dir, name string) {
+// killed their server), with the extra mount options.
+func deadUserFUSE(t *testing.T, c *cred, dir, name string, extra ...string) {
 	t.Helper()
 	dev, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
 	testkit.Must(t, err)
 	defer dev.Close()
 	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=%d,group_id=%d", dev.Fd(), c.uid, c.gid)
+	for _, o := range extra {
+		opts += "," + o
+	}
 	testkit.Must(t, syscall.Mount("userfs", dir, "fuse."+name, syscall.MS_NOSUID|syscall.MS_NODEV, opts))
 }
 
@@ -143,4 +147,70 @@ func TestCleanStaleOpensNoUserPath(t *testing.T) {
 		default:
 		}
 	}
+}
+
+// swapper exchanges the names a and b (renameat2 RENAME_EXCHANGE) as fast
+// as it can until killed.
+const swapper = `
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+a, b = sys.argv[1].encode(), sys.argv[2].encode()
+print("swapping", flush=True)
+while True:
+    libc.syscall(316, -100, a, -100, b, 2)
+`
+
+// Where fuse.conf has user_allow_other, a user's FUSE mount may be
+// allow_other, and root's probe of it reaches its server: dead, root's
+// clean-stale takes it away. A user who keeps swapping the directory of
+// theirs above it with a symlink to a directory of someone else's must
+// not have root detach what the path reaches then (here a tmpfs of
+// root's: any mount of the machine).
+func TestCleanStaleDetachesOnlyWhatItProbed(t *testing.T) {
+	requireFUSE(t)
+	keepFusectlAsIs(t)
+	base := t.TempDir()
+	openToAll(t, base+"/x")
+	testkit.Must(t, os.Chown(base, int(owner.uid), int(owner.gid)))
+	victim := filepath.Join(base, "victim", "x")
+	testkit.Must(t, os.MkdirAll(victim, 0o755))
+	testkit.Must(t, syscall.Mount("tmpfs", victim, "tmpfs", 0, "size=64k"))
+	t.Cleanup(func() { syscall.Unmount(victim, syscall.MNT_DETACH) })
+	evil, link := filepath.Join(base, "evil"), filepath.Join(base, "link")
+	if out, err := bashAs(t, owner, "mkdir -p "+evil+"/x && ln -s victim "+link); err != nil {
+		t.Fatalf("as uid 1001: %v\n%s", err, out)
+	}
+	mp := filepath.Join(evil, "x")
+	restore := func() {
+		if st, err := os.Lstat(evil); err == nil && st.Mode()&os.ModeSymlink != 0 {
+			testkit.Must(t, unix.Renameat2(unix.AT_FDCWD, evil, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE))
+		}
+		for mountsAt(mp) > 0 {
+			testkit.Must(t, syscall.Unmount(mp, syscall.MNT_DETACH|unix.UMOUNT_NOFOLLOW))
+		}
+	}
+	t.Cleanup(restore)
+	// The old unmount by path detached the victim within 9 to 50 attempts
+	// (under 4 s) in each of four runs.
+	deadline, cleaned := time.Now().Add(10*time.Second), 0
+	for attempt := 1; time.Now().Before(deadline); attempt++ {
+		deadUserFUSE(t, owner, mp, "ctxfs", "allow_other")
+		sw := &proc{Cmd: exec.Command("/usr/bin/python3", "-c", swapper, evil, link), lines: make(chan string, 16)}
+		startAs(t, sw, owner)
+		waitLine(t, sw, "swapping")
+		out, _ := ctxfsCmd(t, "clean-stale", "--under", base)
+		syscall.Kill(-sw.Process.Pid, syscall.SIGKILL)
+		sw.Wait()
+		restore()
+		if mountsAt(victim) != 1 {
+			t.Fatalf("attempt %d: root's clean-stale detached %s, which it never probed; it said %q", attempt, victim, out)
+		}
+		if strings.Contains(out, "cleaned the dead mount") {
+			cleaned++
+		}
+	}
+	if cleaned == 0 {
+		t.Errorf("clean-stale never took the user's dead mount away: the unmount was not tried")
+	}
+	t.Logf("the user's dead mount taken away %d times", cleaned)
 }

@@ -17,6 +17,7 @@ const FSTypeCtxfs = "fuse.ctxfs"
 
 // Mount is one line of mountinfo.
 type Mount struct {
+	ID     uint64    // the kernel's mount id, as /proc/PID/fdinfo/N's mnt_id names it
 	Dir    string    // mount point, unescaped
 	Dev    [2]uint64 // major, minor: for FUSE, the connection's device
 	FSType string    // "fuse.ctxfs", "fuse", "ext4", …
@@ -67,6 +68,11 @@ func parseLine(line string) (m Mount, ok bool) {
 	if _, err := fmt.Sscanf(fields[2], "%d:%d", &m.Dev[0], &m.Dev[1]); err != nil {
 		return m, false
 	}
+	id, err := strconv.ParseUint(fields[0], 10, 64)
+	if err != nil {
+		return m, false
+	}
+	m.ID = id
 	m.Dir = unescape(fields[4])
 	m.FSType = fields[sep+1]
 	m.Source = unescape(fields[sep+2])

@@ -20,7 +20,7 @@ short line
 	}
 	home, ok := Top(ms, "/ctx/home")
 	if uid, hasUid := home.UserID(); !ok || home.FSType != FSTypeCtxfs || home.Source != "ctxfs" || uid != 0 || !hasUid ||
-		home.Dev != [2]uint64{0, 40} || !home.IsFUSE() {
+		home.Dev != [2]uint64{0, 40} || home.ID != 45 || !home.IsFUSE() {
 		t.Fatalf("home %+v", home)
 	}
 	if top, _ := Top(ms, "/ctx/shared"); top.FSType != "tmpfs" || top.IsFUSE() {

@@ -200,10 +200,16 @@ func fuseMounts() []mountinfo.Mount {
 // fuseMountAt finds the topmost FUSE mount at dir and returns its device
 // (major, minor).
 func fuseMountAt(dir string) (dev [2]uint64, ok bool) {
+	m, ok := topFUSEAt(dir)
+	return m.Dev, ok
+}
+
+// topFUSEAt is the topmost FUSE mount at dir.
+func topFUSEAt(dir string) (top mountinfo.Mount, ok bool) {
 	for _, m := range fuseMounts() {
 		if m.Dir == dir {
-			dev, ok = m.Dev, true // the last one listed is on top
+			top, ok = m, true // the last one listed is on top
 		}
 	}
-	return dev, ok
+	return top, ok
 }

@@ -114,9 +114,47 @@ func (c Conn) abort() string {
 }
 
 // detach lazily unmounts c when it is the topmost mount at its directory,
-// and never anything mounted over it or in its place.
+// and never anything mounted over it or in its place. It unmounts the
+// mount it opened, not a path: Dir may be below a directory of a user's
+// (clean-stale takes any dead ctxfs mount), who can swap that directory
+// for a symlink between the look at the mount table and the unmount, and
+// an unmount by path would then detach whatever mount the link reaches.
+// The directory is opened without following a symlink (O_PATH asks the
+// mount's server nothing), checked to be the very mount listed (its
+// mnt_id), and unmounted through its descriptor.
 func (c Conn) detach() bool {
-	return c.OnTop() && unix.Unmount(c.Dir, unix.MNT_DETACH) == nil
+	m, ok := topFUSEAt(c.Dir)
+	if !ok || m.Dev != c.Dev {
+		return false
+	}
+	fd, err := unix.Openat2(unix.AT_FDCWD, c.Dir, &detachHow)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	if id, ok := mountID(fd); !ok || id != m.ID {
+		return false
+	}
+	return unix.Unmount("/proc/self/fd/"+strconv.Itoa(fd), unix.MNT_DETACH) == nil
+}
+
+// detachHow opens a mount's directory to unmount it by its descriptor.
+var detachHow = unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS}
+
+// mountID is the id of the mount the descriptor fd is on, from
+// /proc/self/fdinfo (a stat would ask a FUSE mount's server).
+func mountID(fd int) (uint64, bool) {
+	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "mnt_id:"); ok {
+			id, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return id, err == nil
+		}
+	}
+	return 0, false
 }
 
 // Watchdog is the server's side of a running watchdog process.
