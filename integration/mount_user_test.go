@@ -21,7 +21,7 @@ import (
 // /dev/fuse is 0666, as most distributions ship it (on this machine it
 // is root's alone, so the test opens it and hands it over). It is taken
 // away at cleanup.
-func userFUSE(t *testing.T, c *cred, dir, name string) *proc {
+func userFUSE(t *testing.T, c *cred, dir, name string, extra ...string) *proc {
 	t.Helper()
 	hangfs := buildHangfs(t)
 	testkit.Must(t, os.Chmod(filepath.Dir(hangfs), 0o755))
@@ -29,6 +29,9 @@ func userFUSE(t *testing.T, c *cred, dir, name string) *proc {
 	testkit.Must(t, err)
 	defer dev.Close()
 	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=%d,group_id=%d", dev.Fd(), c.uid, c.gid)
+	for _, o := range extra {
+		opts += "," + o
+	}
 	testkit.Must(t, syscall.Mount("hangfs", dir, "fuse."+name, syscall.MS_NOSUID|syscall.MS_NODEV, opts))
 	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
 	h := &proc{Cmd: exec.Command(hangfs, "/dev/fd/3", "-"), lines: make(chan string, 16)}
@@ -213,4 +216,45 @@ func TestCleanStaleDetachesOnlyWhatItProbed(t *testing.T) {
 		t.Errorf("clean-stale never took the user's dead mount away: the unmount was not tried")
 	}
 	t.Logf("the user's dead mount taken away %d times", cleaned)
+}
+
+// A member of a shared space may write its session directories, so
+// fusermount3 lets them mount a FUSE filesystem of theirs over one
+// (allow_other where fuse.conf has user_allow_other). Another member's
+// jailed run of that session must not be shown it as its session
+// directory: the jail binds the session from the server's mount alone,
+// and a mount below it fails the run (EXDEV).
+func TestJailSessionUnderMemberMount(t *testing.T) {
+	s := newJailServer(t, "#!/bin/sh\necho \"session: $(ls $CTX_SESSION_DIR 2>&1 | tr '\\n' ' ')\"\n", false)
+	s.spaceAdd("team", 1234)
+	alice, bob := &cred{uid: 1001, gid: 1001, groups: []uint32{1234}}, &cred{uid: 1002, gid: 1002, groups: []uint32{1234}}
+	s.jailBusybox(t, bob.uid, "jailed")
+	send := func(id string) ([]frame, string) {
+		frames, raw, err := s.requestAs(bob, "jailed", fmt.Sprintf(`{"op":"send","id":%q,"session":"plan","scope":"shared","space":"team","input":"hi"}`, id))
+		if err != nil || len(frames) == 0 {
+			t.Fatalf("send: %v\n%s\nlog:\n%s", err, raw, s.logText())
+		}
+		var text strings.Builder
+		for _, f := range frames {
+			if f["type"] == "delta" {
+				text.WriteString(f["text"].(string))
+			}
+		}
+		return frames, text.String()
+	}
+	if frames, text := send("b1"); frames[len(frames)-1]["status"] != "ok" {
+		t.Fatalf("the first run: %v\n%s", frames, text)
+	}
+	dir := s.mnt("shared/team/agent/jailed/session/plan")
+	if out, err := bashAs(t, alice, "test -w "+dir+" && echo writable"); err != nil || out != "writable\n" {
+		t.Fatalf("uid 1001 may not write %s (fusermount3 would refuse): %v %q", dir, err, out)
+	}
+	userFUSE(t, alice, dir, "hangfs", "allow_other")
+	frames, text := send("b2")
+	if strings.Contains(text, "session: f") {
+		t.Errorf("bob's jailed run was shown alice's filesystem as its session: %q", text)
+	}
+	if code := errorCode(frames); code != "EXDEV" {
+		t.Errorf("the run below a member's mount: %q, want EXDEV; frames %v", code, frames)
+	}
 }

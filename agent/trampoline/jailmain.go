@@ -182,17 +182,28 @@ func (t *trees) takeControl() error {
 
 // cloneSession clones the session directory from the mount: its path
 // below the mount root has only names the server allows (no user can
-// put a symlink there), and it is resolved so anyway.
+// put a symlink there), and it is resolved so anyway. home/ and shared/
+// are mounts of their own below the mount root: the walk crosses onto
+// one of them and onto no other mount below it. A mount there is a
+// user's own (a member of a shared space may mount a FUSE filesystem of
+// theirs over a session directory the group may write), and cloned it
+// would show another member's run that user's filesystem as its session
+// (EXDEV instead).
 func cloneSession(j *jailSpec) (int, error) {
 	mnt, err := unix.Open(j.MountRoot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, err
 	}
 	defer unix.Close(mnt)
-	// home/ and shared/ are mounts of their own below the mount root.
+	top, below, _ := strings.Cut(rel(j.SessionDir, j.MountRoot), "/")
 	how := beneath
 	how.Resolve &^= unix.RESOLVE_NO_XDEV
-	fd, err := unix.Openat2(mnt, rel(j.SessionDir, j.MountRoot), &how)
+	topFd, err := unix.Openat2(mnt, top, &how)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(topFd)
+	fd, err := unix.Openat2(topFd, below, &beneath)
 	if err != nil {
 		return -1, err
 	}
