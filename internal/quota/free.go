@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -38,21 +37,13 @@ type FreeQuota struct {
 	bytes, inodes int64 // per uid
 	count         func(uid uint32, stopAt int64) FreeUse
 
-	mu   sync.Mutex
-	uses map[uint32]*uidUse
+	uses counted[FreeUse]
 }
 
 // FreeUse is what one uid keeps, as a count found it.
 type FreeUse struct {
 	Bytes, Inodes int64
 	Partial       bool // the count stopped past the bound: at least this much
-}
-
-// uidUse is one uid's use, counted once (known).
-type uidUse struct {
-	mu    sync.Mutex
-	known bool
-	FreeUse
 }
 
 // FreeBlock is the block the estimates are made in.
@@ -71,7 +62,7 @@ func BlocksFor(off, n int64) int64 {
 // NewFreeQuota bounds each uid to bytes and inodes; count (nil until
 // CountWith) counts what a uid keeps when first asked.
 func NewFreeQuota(bytes, inodes int64, count func(uid uint32, stopAt int64) FreeUse) *FreeQuota {
-	return &FreeQuota{bytes: bytes, inodes: inodes, count: count, uses: map[uint32]*uidUse{}}
+	return &FreeQuota{bytes: bytes, inodes: inodes, count: count}
 }
 
 // CountWith has count find what a uid keeps, the first time it is asked
@@ -80,20 +71,8 @@ func NewFreeQuota(bytes, inodes int64, count func(uid uint32, stopAt int64) Free
 func (q *FreeQuota) CountWith(count func(uid uint32, stopAt int64) FreeUse) { q.count = count }
 
 // of is uid's use, counted when it was not yet; its lock is held on return.
-func (q *FreeQuota) of(uid uint32) *uidUse {
-	q.mu.Lock()
-	u := q.uses[uid]
-	if u == nil {
-		u = &uidUse{}
-		q.uses[uid] = u
-	}
-	q.mu.Unlock()
-	u.mu.Lock()
-	if !u.known {
-		u.FreeUse = q.count(uid, q.inodes)
-		u.known = true
-	}
-	return u
+func (q *FreeQuota) of(uid uint32) *use[FreeUse] {
+	return q.uses.of(uid, func() FreeUse { return q.count(uid, q.inodes) })
 }
 
 // Take charges uid bytes and inodes more, or refuses with EDQUOT when that
@@ -106,13 +85,13 @@ func (q *FreeQuota) Take(uid uint32, bytes, inodes int64) error {
 	u := q.of(uid)
 	defer u.mu.Unlock()
 	switch {
-	case inodes > 0 && u.Inodes+inodes > q.inodes:
-		return abi.Errorf(syscall.EDQUOT, "", "uid %d keeps %d files in the free trees, the most one uid may", uid, u.Inodes)
-	case bytes > 0 && u.Bytes+bytes > q.bytes:
-		return abi.Errorf(syscall.EDQUOT, "", "uid %d keeps %d bytes in the free trees; %d more would pass the %d one uid may", uid, u.Bytes, bytes, q.bytes)
+	case inodes > 0 && u.v.Inodes+inodes > q.inodes:
+		return abi.Errorf(syscall.EDQUOT, "", "uid %d keeps %d files in the free trees, the most one uid may", uid, u.v.Inodes)
+	case bytes > 0 && u.v.Bytes+bytes > q.bytes:
+		return abi.Errorf(syscall.EDQUOT, "", "uid %d keeps %d bytes in the free trees; %d more would pass the %d one uid may", uid, u.v.Bytes, bytes, q.bytes)
 	}
-	u.Bytes += bytes
-	u.Inodes += inodes
+	u.v.Bytes += bytes
+	u.v.Inodes += inodes
 	return nil
 }
 
@@ -124,31 +103,24 @@ func (q *FreeQuota) Give(uid uint32, bytes, inodes int64) {
 	if uid == 0 || bytes == 0 && inodes == 0 {
 		return
 	}
-	q.mu.Lock()
-	u := q.uses[uid]
-	q.mu.Unlock()
+	u := q.uses.ever(uid)
 	if u == nil {
 		return // not counted yet: the walk will see the store as it is
 	}
-	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.Partial {
+	if u.v.Partial {
 		u.known = false
 		return
 	}
-	u.Bytes = max(u.Bytes-bytes, 0)
-	u.Inodes = max(u.Inodes-inodes, 0)
+	u.v.Bytes = max(u.v.Bytes-bytes, 0)
+	u.v.Inodes = max(u.v.Inodes-inodes, 0)
 }
 
 // Recount has uid's use counted again at its next Take: something the
 // mount did not see changed its free trees (a session moved away, a
 // jailed program wrote root/ through the jail's bind of the store).
 func (q *FreeQuota) Recount(uid uint32) {
-	q.mu.Lock()
-	u := q.uses[uid]
-	q.mu.Unlock()
-	if u != nil {
-		u.mu.Lock()
+	if u := q.uses.ever(uid); u != nil {
 		u.known = false
 		u.mu.Unlock()
 	}
@@ -158,5 +130,5 @@ func (q *FreeQuota) Recount(uid uint32) {
 func (q *FreeQuota) Use(uid uint32) (bytes, inodes int64) {
 	u := q.of(uid)
 	defer u.mu.Unlock()
-	return u.Bytes, u.Inodes
+	return u.v.Bytes, u.v.Inodes
 }

@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"sync"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -27,21 +26,13 @@ type Names struct {
 	perUid int64
 	count  func(uid uint32) int64
 
-	mu   sync.Mutex
-	uses map[uint32]*nameUse
-}
-
-// nameUse is one uid's count of names, found once (known).
-type nameUse struct {
-	mu    sync.Mutex
-	known bool
-	n     int64
+	uses counted[int64]
 }
 
 // NewNames bounds each uid to perUid names of what (named in refusals);
 // count (nil until CountWith) counts a uid's names when first asked.
 func NewNames(what string, perUid int64, count func(uid uint32) int64) *Names {
-	return &Names{what: what, perUid: perUid, count: count, uses: map[uint32]*nameUse{}}
+	return &Names{what: what, perUid: perUid, count: count}
 }
 
 // CountWith has count find a uid's names the first time they are asked
@@ -51,20 +42,8 @@ func (q *Names) CountWith(count func(uid uint32) int64) { q.count = count }
 
 // of is uid's count, counted when it was not yet; its lock is held on
 // return.
-func (q *Names) of(uid uint32) *nameUse {
-	q.mu.Lock()
-	u := q.uses[uid]
-	if u == nil {
-		u = &nameUse{}
-		q.uses[uid] = u
-	}
-	q.mu.Unlock()
-	u.mu.Lock()
-	if !u.known {
-		u.n = q.count(uid)
-		u.known = true
-	}
-	return u
+func (q *Names) of(uid uint32) *use[int64] {
+	return q.uses.of(uid, func() int64 { return q.count(uid) })
 }
 
 // Take charges uid n names more, or refuses with EDQUOT when that would
@@ -75,10 +54,10 @@ func (q *Names) Take(uid uint32, n int64) error {
 	}
 	u := q.of(uid)
 	defer u.mu.Unlock()
-	if u.n+n > q.perUid {
-		return abi.Errorf(syscall.EDQUOT, "", "uid %d keeps %d %s, the most one uid may", uid, u.n, q.what)
+	if u.v+n > q.perUid {
+		return abi.Errorf(syscall.EDQUOT, "", "uid %d keeps %d %s, the most one uid may", uid, u.v, q.what)
 	}
-	u.n += n
+	u.v += n
 	return nil
 }
 
@@ -89,16 +68,11 @@ func (q *Names) Give(uid uint32, n int64) {
 	if uid == 0 || n <= 0 {
 		return
 	}
-	q.mu.Lock()
-	u := q.uses[uid]
-	q.mu.Unlock()
-	if u == nil {
-		return
-	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.known {
-		u.n = max(u.n-n, 0)
+	if u := q.uses.ever(uid); u != nil {
+		defer u.mu.Unlock()
+		if u.known {
+			u.v = max(u.v-n, 0)
+		}
 	}
 }
 
@@ -106,5 +80,5 @@ func (q *Names) Give(uid uint32, n int64) {
 func (q *Names) Held(uid uint32) int64 {
 	u := q.of(uid)
 	defer u.mu.Unlock()
-	return u.n
+	return u.v
 }
