@@ -1,11 +1,6 @@
 package fs
 
-import (
-	"runtime"
-	"sync"
-	"sync/atomic"
-	"weak"
-)
+import "sync/atomic"
 
 // identity is what the server must remember of one inode the kernel may
 // hold, whichever node object go-fuse keeps for it: its change stamp
@@ -43,47 +38,19 @@ type identity struct {
 // Its cost is small beside the LOOKUP that makes a node
 // (docs/benchmarks.md#node-identities); warm reads and listings make no
 // node at all.
-type identities struct {
-	mu sync.Mutex
-	m  map[inodeKey]weak.Pointer[identity]
-}
+type identities struct{ t weakTable[inodeKey, identity] }
 
 // inodeKey is an inode as the kernel knows it: its number and generation
 // (a session's life at its path, life.go: two lives are two inodes).
 type inodeKey struct{ ino, gen uint64 }
 
-func newIdentities() *identities {
-	return &identities{m: map[inodeKey]weak.Pointer[identity]{}}
-}
+func newIdentities() *identities { return &identities{} }
 
 // of is the identity of inode number ino of generation gen, made when no
 // node holds one.
 func (ids *identities) of(ino, gen uint64) *identity {
-	k := inodeKey{ino, gen}
-	ids.mu.Lock()
-	defer ids.mu.Unlock()
-	if p := ids.m[k].Value(); p != nil {
-		return p
-	}
-	p := &identity{ino: ino}
-	ids.m[k] = weak.Make(p)
-	runtime.AddCleanup(p, ids.drop, k)
-	return p
-}
-
-// drop forgets k's entry once its identity is gone (not one made for
-// the same inode since).
-func (ids *identities) drop(k inodeKey) {
-	ids.mu.Lock()
-	defer ids.mu.Unlock()
-	if wp, ok := ids.m[k]; ok && wp.Value() == nil {
-		delete(ids.m, k)
-	}
+	return ids.t.get(inodeKey{ino, gen}, func() *identity { return &identity{ino: ino} })
 }
 
 // size is the number of entries (tests).
-func (ids *identities) size() int {
-	ids.mu.Lock()
-	defer ids.mu.Unlock()
-	return len(ids.m)
-}
+func (ids *identities) size() int { return ids.t.size() }

@@ -1,12 +1,9 @@
 package fs
 
 import (
-	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
-	"weak"
 
 	"github.com/ctxfs/ctxfs/session/archive"
 	"github.com/ctxfs/ctxfs/session/layout"
@@ -38,9 +35,8 @@ type life struct {
 // entry lives as long as a node holds it (as identities), so the table is
 // bounded by the nodes alive.
 type lives struct {
-	mu   sync.Mutex
-	m    map[string]weak.Pointer[life]
-	next uint64 // the last generation given
+	t    weakTable[string, life]
+	next uint64 // the last generation given (under t's lock)
 }
 
 // inSession reports whether a node of pl belongs to a live session's
@@ -62,46 +58,20 @@ func (ls *lives) of(pl layout.Place) *life {
 		return nil
 	}
 	rel := pl.Ref().Rel()
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if l := ls.m[rel].Value(); l != nil {
-		return l
-	}
-	if ls.m == nil {
-		ls.m = map[string]weak.Pointer[life]{}
-	}
-	ls.next++
-	l := &life{rel: rel, gen: ls.next}
-	ls.m[rel] = weak.Make(l)
-	runtime.AddCleanup(l, ls.drop, rel)
-	return l
-}
-
-// drop forgets rel's entry once its life is gone (not one begun since).
-func (ls *lives) drop(rel string) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if wp, ok := ls.m[rel]; ok && wp.Value() == nil {
-		delete(ls.m, rel)
-	}
+	return ls.t.get(rel, func() *life {
+		ls.next++
+		return &life{rel: rel, gen: ls.next}
+	})
 }
 
 // living is the life of the session at rel, nil when no node holds one.
-func (ls *lives) living(rel string) *life {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	return ls.m[rel].Value()
-}
+func (ls *lives) living(rel string) *life { return ls.t.held(rel) }
 
 // end ends l, which went to went ("" when deleted): its nodes no longer
 // stand for rel, and the next node there begins a new life.
 func (ls *lives) end(l *life, went string) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
 	l.went.Store(&went)
-	if ls.m[l.rel].Value() == l {
-		delete(ls.m, l.rel)
-	}
+	ls.t.forget(l.rel, l)
 }
 
 // sessionGone ends the life of the session rel when the store no longer
