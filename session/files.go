@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os"
 	"path"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -217,16 +216,16 @@ func (e *Engine) WriteFile(c layout.Caller, r layout.Ref, file string, data []by
 // any uid's home for root (to prepare an agent's root/ before the user's
 // first send); it belongs to that uid either way. EEXIST when it exists.
 func (e *Engine) mkdirHome(c layout.Caller, home string) error {
-	uid, err := strconv.ParseUint(strings.TrimPrefix(home, "home/"), 10, 32)
+	uid, ok := layout.HomeUid(home)
 	switch {
-	case err != nil:
+	case !ok:
 		return &abi.Error{Op: "mkdir", Path: home, Errno: syscall.EINVAL, Msg: "a home is named by a uid"}
-	case c.Uid != 0 && uint32(uid) != c.Uid:
+	case c.Uid != 0 && uid != c.Uid:
 		return &abi.Error{Op: "mkdir", Path: home, Errno: syscall.EACCES, Msg: "only root creates another uid's home"}
-	case e.isDir(layout.PrivateHome(uint32(uid))):
+	case e.isDir(layout.PrivateHome(uid)):
 		return syscall.EEXIST
 	}
-	return e.EnsureHome(uint32(uid))
+	return e.EnsureHome(uid)
 }
 
 // mkdirSpace is mkdir of a shared space (shared/<space>): root's alone.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -64,14 +63,14 @@ func (e *Engine) locateRef(c layout.Caller, r layout.Ref) (*location, error) {
 		loc.own = layout.SharedOwner(c.Uid, st.Gid)
 		return loc, nil
 	}
-	uid, err := strconv.ParseUint(strings.TrimPrefix(r.Home, "home/"), 10, 32)
-	if err != nil {
+	uid, ok := layout.HomeUid(r.Home)
+	if !ok {
 		return nil, abi.Errorf(syscall.EINVAL, "", "bad home %q", r.Home)
 	}
-	if c.Uid != 0 && uint32(uid) != c.Uid {
+	if c.Uid != 0 && uid != c.Uid {
 		return nil, abi.Errorf(syscall.EACCES, "", "another uid's home")
 	}
-	loc.own = layout.PrivateOwner(uint32(uid), storefs.PrimaryGid(uint32(uid)))
+	loc.own = layout.PrivateOwner(uid, storefs.PrimaryGid(uid))
 	return loc, nil
 }
 

@@ -2,7 +2,6 @@ package session
 
 import (
 	"path"
-	"strconv"
 	"strings"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -16,22 +15,12 @@ import (
 // server's in the store, which keeps no member's uid for a count after a
 // restart to find.
 func (e *Engine) countNames(x *index.Index, ct layout.Container) {
-	uid, ok := homeUid(ct.Home)
+	uid, ok := layout.HomeUid(ct.Home)
 	if !ok {
 		return
 	}
 	names := e.limits.Names
 	x.CountNames(func(n int64) error { return names.Take(uid, n) }, func(n int64) { names.Give(uid, n) })
-}
-
-// homeUid is the uid of a private home ("home/1001"); false for a space.
-func homeUid(home string) (uint32, bool) {
-	s, ok := strings.CutPrefix(home, "home/")
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(s, 10, 32)
-	return uint32(n), err == nil
 }
 
 // namesOf counts the names uid keeps: those of the index of every
@@ -42,7 +31,7 @@ func homeUid(home string) (uint32, bool) {
 func (e *Engine) namesOf(uid uint32) int64 {
 	seen := map[string]bool{}
 	var n int64
-	for _, s := range layout.HomeSessionDirs(e.root, "home/"+strconv.FormatUint(uint64(uid), 10), false) {
+	for _, s := range layout.HomeSessionDirs(e.root, layout.PrivateHome(uid), false) {
 		rel := path.Dir(s)
 		if seen[rel] {
 			continue
@@ -63,7 +52,7 @@ func (e *Engine) namesOf(uid uint32) int64 {
 // EDQUOT past the bound, and mk is not run); given back when mk fails.
 // A dir that exists is mk's to answer (EEXIST), and charges nothing.
 func (e *Engine) makeAgent(home, dir string, mk func() error) error {
-	uid, ok := homeUid(home)
+	uid, ok := layout.HomeUid(home)
 	if !ok || e.isDir(dir) {
 		return mk()
 	}
@@ -80,7 +69,7 @@ func (e *Engine) makeAgent(home, dir string, mk func() error) error {
 // agentsOf counts the agents and models of uid's home: every directory of
 // its agent/ and every <model>.d of its model/.
 func (e *Engine) agentsOf(uid uint32) int64 {
-	home := "home/" + strconv.FormatUint(uint64(uid), 10)
+	home := layout.PrivateHome(uid)
 	n := int64(len(layout.Subdirs(e.root, home+"/"+abi.KindAgent)))
 	for _, p := range layout.Subdirs(e.root, home+"/"+abi.KindModel) {
 		for _, m := range layout.Subdirs(e.root, path.Join(home, abi.KindModel, p)) {

@@ -15,8 +15,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"path"
-	"strconv"
-	"strings"
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/storefs"
@@ -82,14 +80,11 @@ type Idle struct {
 // other, as the homes are walked.
 func EachIdle(root *storefs.Root, cutoff int64, updatedAt func(rel string) int64, archive func(Idle)) {
 	for _, home := range layout.Homes(root) {
-		if !strings.HasPrefix(home, "home/") {
+		uid, ok := layout.HomeUid(home)
+		if !ok {
 			continue // archives live in homes (SPEC 2)
 		}
-		uid, err := strconv.ParseUint(strings.TrimPrefix(home, "home/"), 10, 32)
-		if err != nil {
-			continue
-		}
-		own := layout.PrivateOwner(uint32(uid), storefs.PrimaryGid(uint32(uid)))
+		own := layout.PrivateOwner(uid, storefs.PrimaryGid(uid))
 		for _, rel := range layout.HomeSessionDirs(root, home, false) {
 			ct, name, ok := layout.ParseContainerRel(rel)
 			if m, _ := path.Match(IdlePattern, name); !ok || !m || ct.Kind != abi.KindAgent {

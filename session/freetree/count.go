@@ -1,7 +1,6 @@
 package freetree
 
 import (
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -33,11 +32,11 @@ func (t Tree) Count(uid uint32, stopAt int64) quota.FreeUse {
 // took its context/ with it, which no call of the Tree gave back. A
 // shared space's members keep their count (until the next start).
 func (t Tree) Forget(home string) {
-	uid, err := strconv.ParseUint(strings.TrimPrefix(home, "home/"), 10, 32)
-	if err != nil || !strings.HasPrefix(home, "home/") {
+	uid, ok := layout.HomeUid(home)
+	if !ok {
 		return
 	}
-	t.quota.Recount(uint32(uid))
+	t.quota.Recount(uid)
 }
 
 // walk is one count of a uid's free trees.

@@ -3,6 +3,7 @@ package layout
 import (
 	"os"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -81,6 +82,17 @@ type Ref struct {
 
 // PrivateHome is the Home of uid's private sessions.
 func PrivateHome(uid uint32) string { return "home/" + itoa(uid) }
+
+// HomeUid is the uid whose private home home is ("home/1001"); false for
+// a shared space's or a malformed one.
+func HomeUid(home string) (uint32, bool) {
+	s, ok := strings.CutPrefix(home, "home/")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, 10, 32)
+	return uint32(n), err == nil
+}
 
 // SharedHome is the Home of a shared space.
 func SharedHome(space string) string { return "shared/" + space }
