@@ -139,7 +139,7 @@ func compactJSON(old string, turns []modelapi.Turn, summaryBytes int) []byte {
 // prints more than the summary may hold (EFBIG); an exit other than 0 is
 // EIO. Its stderr is dropped.
 func summarizeByProgram(ctx context.Context, s Spec, lim window.Limits, old string, turns []modelapi.Turn) (string, error) {
-	attr, err := credentials(s.Uid, s.Gid)
+	attr, err := credentials(s.Uid, s.Gid, s.Groups)
 	if err != nil {
 		return "", err
 	}

@@ -39,7 +39,7 @@ type Jail struct {
 
 // jailCommand is how launcher starts a jailed run: the jail
 // trampoline's arguments (it runs as root, to mount; the program it
-// starts runs as uid/gid) and the jail's root directory.
+// starts runs as uid/gid and Spec.Groups) and the jail's root directory.
 func jailCommand(s Spec) (args []string, root *os.File, err error) {
 	if Enter == "" {
 		return nil, nil, abi.Errorf(syscall.ENOTSUP, "run", "chroot isolation needs the ctxfs server")
@@ -50,7 +50,7 @@ func jailCommand(s Spec) (args []string, root *os.File, err error) {
 	if s.Def.Kind != abi.KindAgent {
 		return nil, nil, abi.Errorf(syscall.EINVAL, "run", "a model has no chroot")
 	}
-	r := trampoline.JailRun{Uid: s.Uid, Gid: s.Gid, MountRoot: s.Jail.MountRoot, SessionDir: s.Jail.SessionDir,
+	r := trampoline.JailRun{Uid: s.Uid, Gid: s.Gid, Groups: s.Groups, MountRoot: s.Jail.MountRoot, SessionDir: s.Jail.SessionDir,
 		Home: s.Jail.Home, Cwd: s.Jail.Cwd, ProgName: s.Def.Name, ProgHost: s.Def.Program, ProgArgs: s.programArgs()}
 	return r.Args(), s.Jail.Root, nil
 }

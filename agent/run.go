@@ -29,6 +29,7 @@ type Spec struct {
 	RunID, Session, Scope string
 	Def                   *def.Definition
 	Uid, Gid              uint32            // the program runs as these; the caller never passes root for another user
+	Groups                []uint32          // its supplementary groups: a shared space's group its caller is in, else none
 	Input                 string            // written to stdin, then EOF
 	Dir                   string            // host working directory, already resolved
 	Env                   map[string]string // CTX_* and PATH, filled by the caller
@@ -258,7 +259,7 @@ func launcher(s Spec, cmd *exec.Cmd) (setup *os.File, handed []*os.File, err err
 	}
 	if !jailed && Enter == "" {
 		cmd.Path, cmd.Args, cmd.Dir, cmd.Env = s.Def.Program, append([]string{s.Def.Program}, s.programArgs()...), s.Dir, buildEnv(s)
-		cmd.SysProcAttr, err = credentials(s.Uid, s.Gid)
+		cmd.SysProcAttr, err = credentials(s.Uid, s.Gid, s.Groups)
 		return nil, nil, err
 	}
 	var args []string
@@ -268,7 +269,7 @@ func launcher(s Spec, cmd *exec.Cmd) (setup *os.File, handed []*os.File, err err
 		cmd.SysProcAttr = trampoline.JailAttr()
 	} else {
 		args = trampoline.EnterArgs(s.Dir, s.Def.Program, s.programArgs())
-		cmd.SysProcAttr, err = credentials(s.Uid, s.Gid)
+		cmd.SysProcAttr, err = credentials(s.Uid, s.Gid, s.Groups)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -278,15 +279,16 @@ func launcher(s Spec, cmd *exec.Cmd) (setup *os.File, handed []*os.File, err err
 
 // credentials puts the program in its own process group (so that a cancel
 // reaches everything it started) and, when the server is root, switches to
-// uid/gid with no supplementary groups: the server's groups are not the
-// user's. A server that is not root can only run programs as itself. The
+// uid/gid with groups as its only supplementary groups (Spec.Groups): the
+// server's groups are not the user's. A server that is not root can only
+// run programs as itself. The
 // program dies with the server (Pdeathsig, set after the switch, kept
 // across the exec of a program that gains nothing): its run is closed as
 // interrupted at the next start, and nothing would read what it does.
-func credentials(uid, gid uint32) (*syscall.SysProcAttr, error) {
+func credentials(uid, gid uint32, groups []uint32) (*syscall.SysProcAttr, error) {
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if os.Geteuid() == 0 {
-		attr.Credential = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
+		attr.Credential = &syscall.Credential{Uid: uid, Gid: gid, Groups: append([]uint32{}, groups...)}
 		return attr, nil
 	}
 	if int(uid) != os.Geteuid() || int(gid) != os.Getegid() {

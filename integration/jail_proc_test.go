@@ -241,7 +241,7 @@ func runTrampoline(t *testing.T, root string) (int, string) {
 	env, err := os.CreateTemp(t.TempDir(), "env")
 	testkit.Must(t, err)
 	defer env.Close()
-	cmd := exec.Command(ctxfsBin, "__jail", "1000", "1000", "/ctx", "", "/ctx/home/1000", "/", "probe", busybox)
+	cmd := exec.Command(ctxfsBin, "__jail", "1000", "1000", "", "/ctx", "", "/ctx/home/1000", "/", "probe", busybox)
 	cmd.Env = []string{}
 	cmd.ExtraFiles = []*os.File{setupW, env, dir} // descriptors 3, 4 and 5
 	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true, Cloneflags: unix.CLONE_NEWPID, Pdeathsig: unix.SIGKILL}

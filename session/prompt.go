@@ -54,7 +54,7 @@ func (s *sess) windowSpec(c layout.Caller, loc *location, defn *def.Definition) 
 	}
 	p := s.promptAs(strings.TrimRight(defn.AgentsMD, "\n"), c, defn.Limits().Prompt())
 	env := map[string]string{"CTX_AGENT": loc.ref.Owner, "CTX_SESSION": loc.ref.Name, "CTX_SCOPE": loc.scope, "PATH": "/usr/local/bin:/usr/bin:/bin"}
-	return agent.Spec{Session: loc.ref.Name, Scope: loc.scope, Def: defn, Uid: c.Uid, Gid: c.Gid, Env: env, Prompt: p}
+	return agent.Spec{Session: loc.ref.Name, Scope: loc.scope, Def: defn, Uid: c.Uid, Gid: c.Gid, Groups: spaceGroup(c, loc), Env: env, Prompt: p}
 }
 
 // conversationLog is the last maxConversation bytes of messages.jsonl,

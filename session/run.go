@@ -75,8 +75,9 @@ type run struct {
 // stream is to hold its start frame first.
 func (e *Engine) newRun(s *sess, id, clientID string, c layout.Caller, loc *location, defn *def.Definition, input, cwd string, dir runDir, rec *clientRecord) *run {
 	uid, gid := uint32(loc.own.Uid), uint32(loc.own.Gid)
+	var groups []uint32
 	if loc.scope != abi.ScopePrivate {
-		uid, gid = c.Uid, c.Gid
+		uid, gid, groups = c.Uid, c.Gid, spaceGroup(c, loc)
 	}
 	sessDir := e.mountPath(loc.ref.Rel())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -85,7 +86,7 @@ func (e *Engine) newRun(s *sess, id, clientID string, c layout.Caller, loc *loca
 	rn.host = &toolHost{rn: rn}
 	rn.spec = agent.Spec{
 		RunID: id, Session: loc.ref.Name, Scope: loc.scope, Def: defn,
-		Uid: uid, Gid: gid, Input: input, Dir: e.hostPath(dir),
+		Uid: uid, Gid: gid, Groups: groups, Input: input, Dir: e.hostPath(dir),
 		Env: map[string]string{
 			"CTX_RUN_ID": id, "CTX_AGENT": loc.ref.Owner, "CTX_SESSION": loc.ref.Name,
 			"CTX_SCOPE": loc.scope, "CTX_SESSION_DIR": sessDir, "CTX_CWD": cwd,
@@ -94,6 +95,21 @@ func (e *Engine) newRun(s *sess, id, clientID string, c layout.Caller, loc *loca
 		},
 	}
 	return rn
+}
+
+// spaceGroup is the supplementary group a run in a shared space needs
+// beside its caller's gid: the space's, whose session directories are
+// drwxrws--- root:SPACE, when the caller is in it by a supplementary group
+// (its program could not list its own session directory without it). No
+// other group of the caller's: the program needs none, and a caller who
+// is not in the space's group (one its mode lets in otherwise) gains
+// nothing.
+func spaceGroup(c layout.Caller, loc *location) []uint32 {
+	g := uint32(loc.own.Gid)
+	if loc.scope != abi.ScopeShared || g == c.Gid || !c.InGroup(g) {
+		return nil
+	}
+	return []uint32{g}
 }
 
 // register makes the run visible (s.active, the engine's runs, the runs

@@ -54,13 +54,15 @@ func JailDirs(mountRoot string) []string {
 }
 
 // JailRun is what a jailed run's trampoline is told in its arguments
-// (JailMain): the run's uid and gid; where the ctx tree is mounted, the
+// (JailMain): the run's uid and gid and its supplementary groups (a
+// shared space's group, else none); where the ctx tree is mounted, the
 // session's directory ("" for a temp session) and the home under it, the
 // working directory inside the jail; the program's name (shown at
 // MountRoot/agent/NAME), its host path (bound there) and its arguments
 // (a CLI agent's invocation).
 type JailRun struct {
 	Uid, Gid                         uint32
+	Groups                           []uint32
 	MountRoot, SessionDir, Home, Cwd string
 	ProgName, ProgHost               string
 	ProgArgs                         []string
@@ -68,8 +70,34 @@ type JailRun struct {
 
 // Args are r's trampoline arguments, for Launch.
 func (r JailRun) Args() []string {
-	return append([]string{JailCommand, strconv.FormatUint(uint64(r.Uid), 10), strconv.FormatUint(uint64(r.Gid), 10),
+	return append([]string{JailCommand, strconv.FormatUint(uint64(r.Uid), 10), strconv.FormatUint(uint64(r.Gid), 10), formatGroups(r.Groups),
 		r.MountRoot, r.SessionDir, r.Home, r.Cwd, r.ProgName, r.ProgHost}, r.ProgArgs...)
+}
+
+// formatGroups writes groups as one argument: decimal ids separated by
+// commas, "" for none.
+func formatGroups(groups []uint32) string {
+	ids := make([]string, len(groups))
+	for i, g := range groups {
+		ids[i] = strconv.FormatUint(uint64(g), 10)
+	}
+	return strings.Join(ids, ",")
+}
+
+// parseGroups reads what formatGroups wrote.
+func parseGroups(s string) ([]uint32, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var groups []uint32
+	for _, id := range strings.Split(s, ",") {
+		g, err := strconv.ParseUint(id, 10, 32)
+		if err != nil {
+			return nil, err
+		}
+		groups = append(groups, uint32(g))
+	}
+	return groups, nil
 }
 
 // jailSpec is a jail as JailMain knows it: its arguments, and whether the
@@ -83,16 +111,17 @@ type jailSpec struct {
 // checks what JailMain relies on: absolute clean paths, and the session
 // and home under the mount root.
 func parseJailArgs(a []string) (*jailSpec, error) {
-	if len(a) < 8 {
-		return nil, fmt.Errorf("usage: ctxfs %s UID GID MOUNTROOT SESSIONDIR HOME CWD NAME PROGRAM [ARG...]", JailCommand)
+	if len(a) < 9 {
+		return nil, fmt.Errorf("usage: ctxfs %s UID GID GROUPS MOUNTROOT SESSIONDIR HOME CWD NAME PROGRAM [ARG...]", JailCommand)
 	}
 	uid, err1 := strconv.ParseUint(a[0], 10, 32)
 	gid, err2 := strconv.ParseUint(a[1], 10, 32)
-	j := &jailSpec{JailRun: JailRun{Uid: uint32(uid), Gid: uint32(gid), MountRoot: a[2], SessionDir: a[3], Home: a[4], Cwd: a[5],
-		ProgName: a[6], ProgHost: a[7], ProgArgs: a[8:]}}
+	groups, err3 := parseGroups(a[2])
+	j := &jailSpec{JailRun: JailRun{Uid: uint32(uid), Gid: uint32(gid), Groups: groups, MountRoot: a[3], SessionDir: a[4], Home: a[5], Cwd: a[6],
+		ProgName: a[7], ProgHost: a[8], ProgArgs: a[9:]}}
 	switch {
-	case err1 != nil || err2 != nil:
-		return nil, fmt.Errorf("bad uid or gid %q %q", a[0], a[1])
+	case err1 != nil || err2 != nil || err3 != nil:
+		return nil, fmt.Errorf("bad uid, gid or groups %q %q %q", a[0], a[1], a[2])
 	case !cleanAbs(j.MountRoot) || j.MountRoot == "/" || !cleanAbs(j.Cwd) || !cleanAbs(j.ProgHost):
 		return nil, fmt.Errorf("paths must be absolute and clean")
 	case j.SessionDir != "" && !under(j.SessionDir, j.MountRoot), !under(j.Home, j.MountRoot):

@@ -9,7 +9,7 @@ import (
 // back whole (the two sides of the exec into JailMain), and the paths
 // JailMain relies on are refused when they break its rules.
 func TestJailArgsRoundTrip(t *testing.T) {
-	r := JailRun{Uid: 1001, Gid: 1002, MountRoot: "/ctx", SessionDir: "/ctx/home/1001/agent/a/session/s", Home: "/ctx/home/1001",
+	r := JailRun{Uid: 1001, Gid: 1002, Groups: []uint32{1234, 1235}, MountRoot: "/ctx", SessionDir: "/ctx/home/1001/agent/a/session/s", Home: "/ctx/home/1001",
 		Cwd: "/work", ProgName: "a", ProgHost: "/var/lib/ctxfs/agent/a", ProgArgs: []string{"-p", "x y"}}
 	args := r.Args()
 	if args[0] != JailCommand {
@@ -34,7 +34,14 @@ func TestJailArgsRoundTrip(t *testing.T) {
 			t.Errorf("%s: taken", name)
 		}
 	}
-	if _, err := parseJailArgs(args[1:8]); err == nil {
-		t.Error("seven arguments taken")
+	if _, err := parseJailArgs(args[1:9]); err == nil {
+		t.Error("eight arguments taken")
+	}
+	for _, bad := range []string{"x", "1,", ",1", "1,,2", "-1", "4294967296"} {
+		b := append([]string{}, args[1:]...)
+		b[2] = bad
+		if _, err := parseJailArgs(b); err == nil {
+			t.Errorf("groups %q taken", bad)
+		}
 	}
 }

@@ -30,8 +30,8 @@ var beneath = unix.OpenHow{
 // JailMain is `ctxfs __jail ...`, the init of the run's PID namespace
 // (see JailAttr): it builds the run's jail (agent.Jail says what it
 // holds) in a mount namespace of its own, pivots into it and detaches the
-// host's tree, starts the program there as the run's uid and gid with no
-// groups, no capabilities, no_new_privs and the jail's seccomp filter,
+// host's tree, starts the program there as the run's uid, gid and
+// supplementary groups (JailRun.Groups), no capabilities, no_new_privs and the jail's seccomp filter,
 // and with the run's environment (read from envFD: this process itself
 // has none), then reaps until the program ends and exits with its
 // status; the kernel then kills whatever else the run left in the
@@ -81,14 +81,14 @@ func JailMain(args []string) int {
 }
 
 // startJailed forks and execs the program from this thread: as the run's
-// uid and gid with no supplementary group (set in the child, before the
+// uid, gid and supplementary groups (set in the child, before the
 // working directory is entered, so that the directory is entered as the
 // user), with stdio only and the run's environment.
 func startJailed(j *jailSpec, env []string) (int, error) {
 	prog := jailProgram(j)
 	return syscall.ForkExec(prog, append([]string{prog}, j.ProgArgs...), &syscall.ProcAttr{
 		Dir: j.Cwd, Env: env, Files: []uintptr{0, 1, 2},
-		Sys: &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: j.Uid, Gid: j.Gid, Groups: []uint32{}}},
+		Sys: &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: j.Uid, Gid: j.Gid, Groups: append([]uint32{}, j.Groups...)}},
 	})
 }
 
