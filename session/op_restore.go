@@ -36,7 +36,7 @@ func (e *Engine) restore(c layout.Caller, loc *location, req *proto.Request) (*R
 	if err := s.provable(); err != nil {
 		return nil, err
 	}
-	steps, what, err := s.restoreSteps(req)
+	steps, what, err := s.restoreSteps(c, loc, req)
 	if err == nil {
 		err = agent.RestoreFits(steps) // before anything is recorded
 	}
@@ -56,7 +56,8 @@ func (e *Engine) restore(c layout.Caller, loc *location, req *proto.Request) (*R
 // restoreSteps are the files a restore puts back, and the words of its
 // user message: version N's earlier state, or each file a run changed as
 // it was before the run's first change of it; only PATH when one is named.
-func (s *sess) restoreSteps(req *proto.Request) ([]def.RestoreStep, string, error) {
+// In a shared space, only what c's own runs changed (ownVersions).
+func (s *sess) restoreSteps(c layout.Caller, loc *location, req *proto.Request) ([]def.RestoreStep, string, error) {
 	st, err := versions.Open(s.e.root, s.e.sealKey, s.rel)
 	if err != nil {
 		return nil, "", err
@@ -68,6 +69,11 @@ func (s *sess) restoreSteps(req *proto.Request) ([]def.RestoreStep, string, erro
 	chosen, what := versions.Choose(entries, versions.Selector{Version: req.Version, Run: req.Run, Path: req.Path})
 	if len(chosen) == 0 {
 		return nil, "", abi.Errorf(syscall.ENOENT, "restore", "nothing to restore: %s", what)
+	}
+	if loc.scope == abi.ScopeShared {
+		if err := s.ownVersions(c.Uid, chosen); err != nil {
+			return nil, "", err
+		}
 	}
 	if err := restoreFits(chosen); err != nil {
 		return nil, "", err
@@ -83,6 +89,34 @@ func (s *sess) restoreSteps(req *proto.Request) ([]def.RestoreStep, string, erro
 		steps = append(steps, step)
 	}
 	return steps, what, nil
+}
+
+// ownVersions is EPERM unless uid's own runs made every version in
+// chosen, by the uid their start events record. In a shared space a run
+// is its caller's (newRun) and a restore is a run of whoever asks for it,
+// while the path and content it puts back are what the version's run
+// reported: a member's own tool process (which that member may tamper
+// with) or CLI could report any, and another member's restore would then
+// write them as that member, root's as root. SPEC 17's restore goes
+// "through the same uid": a member restores what its own runs changed.
+// In a home every run is the home's uid's, so the rule holds there
+// already.
+func (s *sess) ownVersions(uid uint32, chosen []versions.Entry) error {
+	s.mu.Lock()
+	byRun := make(map[string]uint32, len(s.clients))
+	for _, rec := range s.clients {
+		var maker uint32
+		if rec.start != nil && json.Unmarshal(rec.start.Raw("uid"), &maker) == nil { // none: no one's, never taken for root's
+			byRun[rec.run] = maker
+		}
+	}
+	s.mu.Unlock()
+	for _, en := range chosen {
+		if maker, ok := byRun[en.Run]; !ok || maker != uid {
+			return abi.Errorf(syscall.EPERM, "restore", "version %d was made by run %s, not a run of uid %d: in a shared space a member restores what its own runs changed", en.V, en.Run, uid)
+		}
+	}
+	return nil
 }
 
 // Room, in a restore's assistant message, for what is not a content's

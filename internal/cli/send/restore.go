@@ -19,8 +19,10 @@ const RestoreHelp = `Puts files of the session back as they were before a tool c
 versions), --run R every file run R changed, as it was before R's first
 change (PATH: only that file). The server restores as a run of its own,
 through the session's uid and the agent's isolation, with the agent's
-approvals; the restore is itself versioned, so it can be undone. Its
-reply streams as ctx agent send's does, with the same exit statuses.
+approvals; the restore is itself versioned, so it can be undone. In a
+shared space a member restores only what its own runs changed (EPERM
+otherwise). Its reply streams as ctx agent send's does, with the same
+exit statuses.
 `
 
 // Restore sends the restore op and prints its reply as send does.
