@@ -77,7 +77,7 @@ type Index struct {
 	onChange func(rels ...string)
 
 	// take and give charge and give back the names the index keeps
-	// (sessions and entries) to its container's owner (CountNames; nil:
+	// (sessions and entries) to its container's home (CountNames; nil:
 	// not counted); read under wmu.
 	take func(n int64) error
 	give func(n int64)
@@ -86,7 +86,7 @@ type Index struct {
 // CountNames has every name the index comes to keep charged with take
 // before anything of it is written (a refusal is the mutator's error,
 // and nothing changes), and every name it drops given back with give:
-// the per-uid bound of quota.Names. A session is charged by Reserve,
+// the per-home bound of quota.Names. A session is charged by Reserve,
 // before its directory is made; the names Load found are the count's.
 func (x *Index) CountNames(take func(n int64) error, give func(n int64)) {
 	x.wmu.Lock()

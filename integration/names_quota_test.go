@@ -188,3 +188,169 @@ func TestAgentsQuota(t *testing.T) {
 	s.restart(syscall.SIGTERM)
 	refused("after a restart")
 }
+
+// TestSpaceNamesQuota: a shared space's sessions and index entries are
+// bounded per space, as a home's are per uid (CTXFS_LIMITS names=N; the
+// space's history is the server's in the store, so the space, not a
+// member, is what a count after a restart can find): past the bound a
+// mkdir of a session, a write of a by-hash entry or a send making a
+// session is EDQUOT for every member and writes nothing; a member's own
+// home keeps its own count; an entry removed or a session deleted gives
+// its name back; after a restart the count is the store's.
+func TestSpaceNamesQuota(t *testing.T) {
+	s := limitedServer(t, "names=5", nil)
+	s.spaceAdd("team", 1234)
+	a, b := member(1001, 1234), member(1002, 1234)
+	extra := `,"scope":"shared","space":"team"`
+	sess := s.mnt("shared/team/agent/coder/session")
+	byHash := sess + "/index/by-hash/"
+	s.sendAs(a, "t1", "q1", extra, "hello")
+	entry := func(c *cred, p, v string) string {
+		t.Helper()
+		out, err := runCmd(t, c, nil, "/usr/bin/python3", "-c", writeEntry, p, v)
+		testkit.Must(t, err)
+		return strings.TrimSpace(out)
+	}
+	if got := entry(b, byHash+"h1", "t1"); got != "ok" {
+		t.Fatalf("the first by-hash entry: %s", got)
+	}
+	mkdir := func(c *cred, name string) error {
+		t.Helper()
+		out, err := bashAs(t, c, "mkdir "+sess+"/"+name)
+		if err != nil && !strings.Contains(out, "Disk quota exceeded") {
+			t.Fatalf("mkdir %s as %s: %v %q, want EDQUOT or success", name, credName(c), err, out)
+		}
+		return err
+	}
+	made := 0
+	for ; made < 10 && mkdir(b, fmt.Sprint("m", made)) == nil; made++ {
+	}
+	if made == 0 || made == 10 {
+		t.Fatalf("made %d sessions in the space before EDQUOT with names=5", made)
+	}
+	refused := func(what string) {
+		t.Helper()
+		before := storeSnapshot(t, s)
+		for _, c := range []*cred{a, b} {
+			if mkdir(c, "over") == nil {
+				t.Fatalf("%s: mkdir as %s past the bound made a session", what, credName(c))
+			}
+			if got := entry(c, byHash+"over", "t1"); got != "EDQUOT" {
+				t.Errorf("%s: by-hash entry as %s past the bound: %s, want EDQUOT", what, credName(c), got)
+			}
+			frames, raw, err := s.requestAs(c, "coder", `{"op":"send","id":"over","session":"over"`+extra+`,"input":"hi"}`)
+			if err != nil || len(frames) != 1 || frames[0]["type"] != "error" || frames[0]["code"] != "EDQUOT" {
+				t.Errorf("%s: a send as %s making a session past the bound: %v %s, want EDQUOT", what, credName(c), err, raw)
+			}
+		}
+		testkit.Same(t, what+": the store after refusals", before, storeSnapshot(t, s))
+		for _, p := range []string{sess + "/over", byHash + "over"} {
+			if _, err := os.Stat(p); !os.IsNotExist(err) {
+				t.Errorf("%s: %s after its refusal: %v, want ENOENT", what, p, err)
+			}
+		}
+	}
+	refused("at the bound")
+
+	// A member's home has its own count.
+	s.sendAs(a, "p1", "q2", "", "hello")
+	if out, err := bashAs(t, a, "mkdir "+s.mnt("home/1001/agent/coder/session/n0")); err != nil {
+		t.Fatalf("mkdir in uid 1001's home: %v %q", err, out)
+	}
+
+	// An entry removed gives its name back.
+	if out, err := bashAs(t, a, "rm "+byHash+"h1"); err != nil {
+		t.Fatalf("rm by-hash/h1: %v %q", err, out)
+	}
+	if mkdir(a, "r1") != nil {
+		t.Fatal("mkdir after an entry's removal: refused")
+	}
+	refused("after a removal")
+
+	// A session deleted gives its name back (a space's sessions are
+	// deleted, not archived: archived sessions live in a home).
+	del := func(c *cred, name string) {
+		t.Helper()
+		if out, errs, code := ctxSplitAs(t, s, c, "agent", "session", "gc", "coder", "--shared", "team", "--pattern", name, "--delete", "--yes"); code != 0 || !strings.Contains(out, "deleted "+name) {
+			t.Fatalf("delete %s as %s: exit %d\n%s%s", name, credName(c), code, out, errs)
+		}
+	}
+	del(b, "m0")
+	if mkdir(b, "r2") != nil {
+		t.Fatal("mkdir after a delete: refused")
+	}
+	refused("after a delete")
+
+	// A restart counts the store: as full as before, and a delete again
+	// gives one back.
+	s.restart(syscall.SIGTERM)
+	refused("after a restart")
+	del(a, "m1")
+	if mkdir(a, "r3") != nil {
+		t.Fatal("mkdir after a delete after the restart: refused")
+	}
+	refused("after a delete after the restart")
+}
+
+// TestSpaceAgentsQuota: the agents and models made in a shared space are
+// bounded per space (CTXFS_LIMITS agents=N), whether made by a member's
+// mkdir or a first send: past the bound either is EDQUOT for every member
+// and writes nothing; a name that exists is still EEXIST; a member's home
+// keeps its own count; after a restart the count is the store's. A member
+// cannot make a space: only root makes them.
+func TestSpaceAgentsQuota(t *testing.T) {
+	s := limitedServer(t, "agents=3", func(s *server) {
+		s.define("other", map[string]string{"model": "debug/echo"})
+	})
+	s.spaceAdd("team", 1234)
+	a, b := member(1001, 1234), member(1002, 1234)
+	extra := `,"scope":"shared","space":"team"`
+	s.sendAs(a, "t1", "q1", extra, "hello") // shared/team/agent/coder: the first
+	space := s.mnt("shared/team")
+	for _, d := range []string{"agent/x0", "agent/x1", "model", "model/p"} {
+		if out, err := bashAs(t, b, "mkdir "+space+"/"+d); err != nil {
+			t.Fatalf("mkdir %s as uid 1002: %v %q", d, err, out)
+		}
+	}
+	if out, err := bashAs(t, a, "mkdir "+space+"/agent/x0"); err == nil || !strings.Contains(out, "File exists") {
+		t.Errorf("mkdir of an agent that exists at the bound: %v %q, want EEXIST", err, out)
+	}
+	refused := func(what string) {
+		t.Helper()
+		before := storeSnapshot(t, s)
+		for _, c := range []*cred{a, b} {
+			for _, d := range []string{"agent/x2", "model/p/m.d"} {
+				if out, err := bashAs(t, c, "mkdir "+space+"/"+d); err == nil || !strings.Contains(out, "Disk quota exceeded") {
+					t.Errorf("%s: mkdir %s as %s past the bound: %v %q, want EDQUOT", what, d, credName(c), err, out)
+				}
+			}
+			frames, raw, err := s.requestAs(c, "other", `{"op":"send","id":"o1","session":"o"`+extra+`,"input":"hi"}`)
+			if err != nil || len(frames) != 1 || frames[0]["type"] != "error" || frames[0]["code"] != "EDQUOT" {
+				t.Errorf("%s: a first send as %s to another agent past the bound: %v %s, want EDQUOT", what, credName(c), err, raw)
+			}
+		}
+		testkit.Same(t, what+": the store after refusals", before, storeSnapshot(t, s))
+	}
+	refused("at the bound")
+
+	if out, err := bashAs(t, b, "mkdir -p "+s.mnt("home/1002/agent/y0")); err != nil {
+		t.Errorf("mkdir of an agent in uid 1002's home: %v %q", err, out)
+	}
+
+	// Spaces, which a member could otherwise multiply, are root's to
+	// make: a member's mkdir of one is EACCES (shared/ is root's), a
+	// send naming one that is not there ENOENT, and neither writes
+	// anything.
+	before := storeSnapshot(t, s)
+	if out, err := bashAs(t, a, "mkdir "+s.mnt("shared/mine")); err == nil || !strings.Contains(out, "Permission denied") {
+		t.Errorf("a member's mkdir of a space: %v %q, want EACCES", err, out)
+	}
+	frames, raw, err := s.requestAs(a, "coder", `{"op":"send","id":"m1","session":"m","scope":"shared","space":"mine","input":"hi"}`)
+	if err != nil || len(frames) != 1 || frames[0]["type"] != "error" || frames[0]["code"] != "ENOENT" {
+		t.Errorf("a send to a space that is not there: %v %s, want ENOENT", err, raw)
+	}
+	testkit.Same(t, "the store after a member's space refused", before, storeSnapshot(t, s))
+
+	s.restart(syscall.SIGTERM)
+	refused("after a restart")
+}

@@ -203,7 +203,7 @@ func (e *Engine) createFilled(r layout.Ref, own storefs.Owner, f filled) error {
 	if err != nil {
 		return err
 	}
-	// The session is one name more its container's owner keeps (EDQUOT
+	// The session is one name more its container's home keeps (EDQUOT
 	// past the bound, before anything is made); given back unless it
 	// was made.
 	if err := x.Reserve(); err != nil {
@@ -334,7 +334,7 @@ func (e *Engine) Index(ct layout.Container) (*index.Index, error) {
 		if err == nil {
 			x.OnChange(e.changed) // list, current and entries, as they change
 			x.UseValues(e.wal)    // current and entries: durable through the journal
-			e.countNames(x, ct)   // charged to the home's uid
+			e.countNames(x, ct)   // charged to the home or space
 			// Load may have made the index directory: a name in the
 			// container. Later announcements of the index directory
 			// (touch) are of its content only, and leave the

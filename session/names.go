@@ -10,28 +10,39 @@ import (
 )
 
 // countNames has the index x of the container ct charge the names it comes
-// to keep, and give back those it drops, to the uid of ct's home
-// (quota.Names). A shared space's are not counted: its history is the
-// server's in the store, which keeps no member's uid for a count after a
-// restart to find.
+// to keep, and give back those it drops, to ct's home (quota.Names): a
+// private home's, its uid's, or a shared space's, the space's as a whole.
 func (e *Engine) countNames(x *index.Index, ct layout.Container) {
-	uid, ok := layout.HomeUid(ct.Home)
-	if !ok {
+	if !namesCounted(ct.Home) {
 		return
 	}
-	names := e.limits.Names
-	x.CountNames(func(n int64) error { return names.Take(uid, n) }, func(n int64) { names.Give(uid, n) })
+	home, names := ct.Home, e.limits.Names
+	x.CountNames(func(n int64) error { return names.Take(home, n) }, func(n int64) { names.Give(home, n) })
 }
 
-// namesOf counts the names uid keeps: those of the index of every
-// container of its home, each loaded for it (once loaded an index stays
-// in memory, which is what the bound is about). A container holding no
+// namesCounted says whether the names and agents made in home are
+// counted (quota.Names): those of a uid's home but root's, which is the
+// reserve, and those of a shared space. A space's are counted as the
+// space's, whoever made them: its history is the server's in the store,
+// with no member's uid for a count after a restart to find, and a bound
+// no member's count holds would let one member make the server keep
+// names without end.
+func namesCounted(home string) bool {
+	if uid, ok := layout.HomeUid(home); ok {
+		return uid != 0
+	}
+	return strings.HasPrefix(home, "shared/")
+}
+
+// namesOf counts the names home keeps: those of the index of every
+// container of home, each loaded for it (once loaded an index stays in
+// memory, which is what the bound is about). A container holding no
 // session holds no entry either (an entry names a session), so the
 // containers are found by their sessions.
-func (e *Engine) namesOf(uid uint32) int64 {
+func (e *Engine) namesOf(home string) int64 {
 	seen := map[string]bool{}
 	var n int64
-	for _, s := range layout.HomeSessionDirs(e.root, layout.PrivateHome(uid), false) {
+	for _, s := range layout.HomeSessionDirs(e.root, home, false) {
 		rel := path.Dir(s)
 		if seen[rel] {
 			continue
@@ -48,28 +59,48 @@ func (e *Engine) namesOf(uid uint32) int64 {
 
 // makeAgent runs mk, which makes dir, an agent's or a model's directory
 // of home (by mkdir, or by a session's first send or import), charged
-// first to the home's uid as one of its agents (quota.Limits.Agents:
-// EDQUOT past the bound, and mk is not run); given back when mk fails.
-// A dir that exists is mk's to answer (EEXIST), and charges nothing.
+// first to home as one of its agents (quota.Limits.Agents: EDQUOT past
+// the bound, and mk is not run); given back when mk fails. A dir that
+// exists is mk's to answer (EEXIST), and charges nothing.
 func (e *Engine) makeAgent(home, dir string, mk func() error) error {
-	uid, ok := layout.HomeUid(home)
-	if !ok || e.isDir(dir) {
+	if !namesCounted(home) || e.isDir(dir) {
 		return mk()
 	}
-	if err := e.limits.Agents.Take(uid, 1); err != nil {
+	if err := e.limits.Agents.Take(home, 1); err != nil {
 		return &abi.Error{Op: "mkdir", Path: e.root.Show(dir), Errno: abi.Errno(err), Msg: abi.Message(err)}
 	}
 	err := mk()
 	if err != nil {
-		e.limits.Agents.Give(uid, 1)
+		e.limits.Agents.Give(home, 1)
 	}
 	return err
 }
 
-// agentsOf counts the agents and models of uid's home: every directory of
-// its agent/ and every <model>.d of its model/.
-func (e *Engine) agentsOf(uid uint32) int64 {
-	home := layout.PrivateHome(uid)
+// roomFor refuses with EDQUOT a session r that its home could not keep
+// (quota.Names: its agent, not made yet, past the agents' bound, or one
+// name past the names'), before a send makes anything for it: the run's
+// root/, made first, is in the caller's own home for a shared session,
+// so the space's refusal as the session is made (createFilled) would
+// come after it. The charges are made as the session is; this only
+// checks.
+func (e *Engine) roomFor(r layout.Ref) error {
+	home := r.Home
+	if r.Temp || !namesCounted(home) {
+		return nil
+	}
+	err := e.limits.Names.Room(home, 1)
+	if dir := path.Dir(r.Container.Rel()); err == nil && !e.isDir(dir) {
+		err = e.limits.Agents.Room(home, 1)
+	}
+	if err != nil {
+		return &abi.Error{Op: "create session", Path: r.Name, Errno: abi.Errno(err), Msg: abi.Message(err)}
+	}
+	return nil
+}
+
+// agentsOf counts the agents and models of home: every directory of its
+// agent/ and every <model>.d of its model/.
+func (e *Engine) agentsOf(home string) int64 {
 	n := int64(len(layout.Subdirs(e.root, home+"/"+abi.KindAgent)))
 	for _, p := range layout.Subdirs(e.root, home+"/"+abi.KindModel) {
 		for _, m := range layout.Subdirs(e.root, path.Join(home, abi.KindModel, p)) {

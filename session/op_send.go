@@ -60,10 +60,11 @@ func (e *Engine) send(c layout.Caller, loc *location, req *proto.Request) (*Repl
 			return nil, err
 		}
 		// A new session: refuse lines the logs would refuse (a user
-		// message over the line limit), a caller out of runs, or a bad
-		// cwd, before creating anything (the cwd's check makes the
-		// agent's root/ when the run can start in it). The records are
-		// made again as the run starts, stamped then.
+		// message over the line limit), a caller out of runs, a home
+		// without room for it, or a bad cwd, before creating anything
+		// (the cwd's check makes the agent's root/ when the run can
+		// start in it). The records are made again as the run starts,
+		// stamped then.
 		if err := checkStartRecords(c, loc, req, cwd); err != nil {
 			return nil, err
 		}
@@ -74,6 +75,9 @@ func (e *Engine) send(c layout.Caller, loc *location, req *proto.Request) (*Repl
 			if ticket, err = e.takeRun(c.Uid); err != nil {
 				return nil, err
 			}
+		}
+		if err := e.roomFor(loc.ref); err != nil {
+			return nil, err
 		}
 		if _, err := e.resolveCwd(c, loc, cwd); err != nil {
 			return nil, err

@@ -37,7 +37,7 @@ type FreeQuota struct {
 	bytes, inodes int64 // per uid
 	count         func(uid uint32, stopAt int64) FreeUse
 
-	uses counted[FreeUse]
+	uses counted[uint32, FreeUse]
 }
 
 // FreeUse is what one uid keeps, as a count found it.

@@ -23,10 +23,10 @@ type Limits struct {
 	// (EDQUOT; free.go).
 	Free *FreeQuota
 
-	// Names bounds the sessions and index entries each uid keeps in the
-	// indexes, which stay in memory once loaded (EDQUOT; names.go), and
-	// Agents the agents and models it makes in its home, each a container
-	// whose index, once used, does too.
+	// Names bounds the sessions and index entries each home (a uid's)
+	// and each shared space keeps in the indexes, which stay in memory
+	// once loaded (EDQUOT; names.go), and Agents the agents and models
+	// made in it, each a container whose index, once used, does too.
 	Names, Agents *Names
 
 	// Searches (issue 19, finding 9; gate.go): what searching may
@@ -81,8 +81,9 @@ type LimitConfig struct {
 	// The free trees' quota per uid (freebytes=N, freeinodes=N).
 	FreeBytesPerUid, FreeInodesPerUid int64
 
-	// The sessions and index entries one uid may keep (names=N), and
-	// the agents and models it may make (agents=N).
+	// The sessions and index entries one uid's home, or one shared
+	// space, may keep (names=N), and the agents and models made in it
+	// (agents=N).
 	NamesPerUid, AgentsPerUid int64
 
 	// Searches (see Limits.Searches): CTXFS_LIMITS searches=N (per uid),
@@ -123,14 +124,14 @@ const (
 	defaultFreeInodes = 200_000
 )
 
-// defaultNames is Limits.Names's bound per uid: as many sessions as the
-// index is made to serve at the cost of 10 (100,000; BenchmarkSendLatency),
-// about 100 MiB of memory at most per uid.
+// defaultNames is Limits.Names's bound per home or space: as many
+// sessions as the index is made to serve at the cost of 10 (100,000;
+// BenchmarkSendLatency), about 100 MiB of memory at most per home.
 const defaultNames = 100_000
 
-// defaultAgents is Limits.Agents's bound per uid: an agent whose index
-// is in use costs about 10 KiB (4,000 made and listed as uid 1001 kept
-// the server 38 MB larger), so 1,000 cost at most about 10 MiB.
+// defaultAgents is Limits.Agents's bound per home or space: an agent
+// whose index is in use costs about 10 KiB (4,000 made and listed as uid
+// 1001 kept the server 38 MB larger), so 1,000 cost at most about 10 MiB.
 const defaultAgents = 1000
 
 // limitNames are the names CTXFS_LIMITS knows.

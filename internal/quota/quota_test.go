@@ -81,32 +81,38 @@ func TestTempLimitsFromEnv(t *testing.T) {
 	}
 }
 
-// TestNames: a uid's names are counted once, at their first Take; a Take
-// past the bound is EDQUOT and charges nothing; Give gives back; a uid not
-// counted yet is left to its count; root is never counted; CTXFS_LIMITS
-// names=N sets the bound, else the default.
+// TestNames: a home's names are counted once, at their first Take; a
+// Take past the bound is EDQUOT and charges nothing; Give gives back; a
+// home not counted yet is left to its count; each home has its own count;
+// CTXFS_LIMITS names=N sets the bound, else the default.
 func TestNames(t *testing.T) {
 	counted := 0
-	q := NewNames("names", 5, func(uid uint32) int64 { counted++; return 3 })
-	q.Give(1001, 1) // not counted yet: left to the count
-	if err := q.Take(1001, 2); err != nil {
+	q := NewNames("names", 5, func(home string) int64 { counted++; return 3 })
+	q.Give("home/1001", 1) // not counted yet: left to the count
+	if err := q.Take("home/1001", 2); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Take(1001, 1); !errors.Is(err, syscall.EDQUOT) {
+	if err := q.Take("home/1001", 1); !errors.Is(err, syscall.EDQUOT) {
 		t.Fatalf("past the bound: %v, want EDQUOT", err)
 	}
-	q.Give(1001, 1)
-	if err := q.Take(1001, 1); err != nil || q.Held(1001) != 5 || counted != 1 {
-		t.Fatalf("after a give-back: %v, held %d, counted %d times", err, q.Held(1001), counted)
+	q.Give("home/1001", 1)
+	if err := q.Take("home/1001", 1); err != nil || q.Held("home/1001") != 5 || counted != 1 {
+		t.Fatalf("after a give-back: %v, held %d, counted %d times", err, q.Held("home/1001"), counted)
 	}
-	if err := q.Take(0, 1<<40); err != nil {
-		t.Fatalf("root: %v", err)
+	if err := q.Room("home/1001", 1); !errors.Is(err, syscall.EDQUOT) || q.Held("home/1001") != 5 {
+		t.Fatalf("room past the bound: %v, held %d", err, q.Held("home/1001"))
+	}
+	if err := q.Take("shared/team", 2); err != nil || q.Held("shared/team") != 5 || counted != 2 {
+		t.Fatalf("another home: %v, held %d, counted %d times", err, q.Held("shared/team"), counted)
+	}
+	if err := q.Room("shared/team", 0); err != nil {
+		t.Fatalf("room for nothing: %v", err)
 	}
 	c, err := FromEnv(func(string) string { return "names=7,agents=2" })
-	if err != nil || NewLimits(c).Names.perUid != 7 || NewLimits(c).Agents.perUid != 2 {
+	if err != nil || NewLimits(c).Names.perHome != 7 || NewLimits(c).Agents.perHome != 2 {
 		t.Fatalf("%+v %v", c, err)
 	}
-	if l := NewLimits(LimitConfig{}); l.Names.perUid != defaultNames || l.Agents.perUid != defaultAgents {
-		t.Fatalf("defaults %d %d", l.Names.perUid, l.Agents.perUid)
+	if l := NewLimits(LimitConfig{}); l.Names.perHome != defaultNames || l.Agents.perHome != defaultAgents {
+		t.Fatalf("defaults %d %d", l.Names.perHome, l.Agents.perHome)
 	}
 }
