@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ctxfs/ctxfs/agent/cli"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
@@ -353,4 +354,57 @@ func TestSpaceAgentsQuota(t *testing.T) {
 
 	s.restart(syscall.SIGTERM)
 	refused("after a restart")
+}
+
+// TestAgentsQuotaImport: an import into an agent the home does not have
+// yet makes one (its root/ first), and is counted as one (CTXFS_LIMITS
+// agents=N): past that bound it is EDQUOT and writes nothing, and so is
+// one into a new agent when the home's names are at their bound (nothing
+// of the agent is left, nor charged); after a restart the count is the
+// store's.
+func TestAgentsQuotaImport(t *testing.T) {
+	s := limitedServer(t, "agents=3,names=4", func(s *server) {
+		s.define("x0", map[string]string{"model": "debug/echo"})
+		s.define("x1", map[string]string{"model": "debug/echo"})
+		s.define("y0", map[string]string{"model": "debug/echo"})
+	})
+	claude := readImportFile(t, cli.ClaudeCode, "tool.jsonl")
+	home := userHome(t, importAnn, claude)
+	agents := s.mnt("home/1001/agent") + "/"
+	mkdir := func(name string) (string, error) {
+		return bashAs(t, importAnn, "mkdir -p "+agents+name)
+	}
+	for _, d := range []string{"x0", "x1"} {
+		if out, err := mkdir(d); err != nil {
+			t.Fatalf("mkdir %s as uid 1001: %v %q", d, err, out)
+		}
+		// A session and its by-uuid entry: two names each.
+		if out, code := s.ctxImport(importAnn, home, d, "--from", "claude-code"); code != 0 {
+			t.Fatalf("an import into %s: exit %d\n%s", d, code, out)
+		}
+	}
+	refused := func(what, agent string) {
+		t.Helper()
+		before := storeSnapshot(t, s)
+		if out, code := s.ctxImport(importAnn, home, agent, "--from", "claude-code"); code == 0 || !strings.Contains(out, "EDQUOT") {
+			t.Errorf("%s: an import into the new agent %s: exit %d\n%s, want EDQUOT", what, agent, code, out)
+		}
+		testkit.Same(t, what+": the store after the import refused", before, storeSnapshot(t, s))
+	}
+	refused("the names at their bound", "coder")
+	if out, err := mkdir("x2"); err != nil {
+		t.Fatalf("mkdir of a third agent after the refused import: %v %q", err, out)
+	}
+	// Room for an import's two names again, none for an agent.
+	for _, d := range []string{"x0", "x1"} {
+		if out, err := bashAs(t, importAnn, "rm "+agents+d+"/session/index/by-uuid/"+claude.session.ID); err != nil {
+			t.Fatalf("rm of %s's by-uuid entry: %v %q", d, err, out)
+		}
+	}
+	refused("the agents at their bound", "y0")
+	s.restart(syscall.SIGTERM)
+	refused("after a restart", "y0")
+	if out, err := mkdir("x3"); err == nil || !strings.Contains(out, "Disk quota exceeded") {
+		t.Errorf("mkdir of a fourth agent after the restart: %v %q, want EDQUOT", err, out)
+	}
 }

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"path"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -56,8 +57,16 @@ func (e *Engine) CreateImported(c layout.Caller, uid uint32, t Target, im *Impor
 	// keeps the CLI's file under its home/agent for the resume. Made
 	// before the session, so that its failure (a full disk) leaves no
 	// session the index does not name, which a second import of the uuid
-	// would find taken (EEXIST).
-	if err := layout.MkdirAll(e.root, ct.ChrootRel(uid), own); err != nil {
+	// would find taken (EEXIST). It makes the agent when the home has
+	// none of that name: one of the home's agents (makeAgent), and
+	// nothing is made when the home has no room for the session either
+	// (roomFor).
+	if err := e.roomFor(r); err != nil {
+		return err
+	}
+	rootRel := ct.ChrootRel(uid)
+	mk := func() error { return layout.MkdirAll(e.root, rootRel, own) }
+	if err := e.makeAgent(ct.Home, path.Dir(rootRel), mk); err != nil {
 		return err
 	}
 	err := e.createFilled(r, own, start)
