@@ -338,3 +338,30 @@ echo data >../f && echo ok`
 		t.Errorf("index/list after the delete: %v %q", err, list)
 	}
 }
+
+// TestArchiveSharedRefused: a shared space's session is not archived
+// (archived sessions live in a home, SPEC 2): `ctx agent session archive
+// --shared` and `gc --yes --shared` are EINVAL, saying so, and write
+// nothing; `--delete` works there.
+func TestArchiveSharedRefused(t *testing.T) {
+	s := newFuseServer(t)
+	s.spaceAdd("team", 1234)
+	a := member(1001, 1234)
+	extra := `,"scope":"shared","space":"team"`
+	s.sendAs(a, "e2e-1", "q1", extra, "hello")
+	s.sendAs(a, "e2e-2", "q2", extra, "hello")
+	before := storeSnapshot(t, s)
+	for _, args := range [][]string{
+		{"archive", "coder", "e2e-1", "--shared", "team"},
+		{"gc", "coder", "--pattern", "e2e-1", "--yes", "--shared", "team"},
+	} {
+		out, errs, code := ctxSplitAs(t, s, a, append([]string{"agent", "session"}, args...)...)
+		if code != 1 || !strings.HasPrefix(errs, "ctx: archive e2e-1: EINVAL: ") || !strings.Contains(errs, "--delete") {
+			t.Errorf("%v: exit %d\n%s%s, want EINVAL", args, code, out, errs)
+		}
+	}
+	testkit.Same(t, "the store after refused archives", before, storeSnapshot(t, s))
+	if out, errs, code := ctxSplitAs(t, s, a, "agent", "session", "gc", "coder", "--pattern", "e2e-1", "--delete", "--yes", "--shared", "team"); code != 0 || out != "deleted e2e-1\n" {
+		t.Errorf("delete in the space: exit %d\n%s%s", code, out, errs)
+	}
+}

@@ -193,6 +193,9 @@ func (j *gcJob) take(name string) error {
 	if j.del {
 		return j.ask(name, "delete", "deleted")
 	}
+	if j.w.Scope == abi.ScopeShared {
+		return errSharedArchive
+	}
 	dir := filepath.Join(j.w.Loc.HomeDir(), abi.ArchivedDir)
 	if j.archiveDir != "" {
 		dir = j.archiveDir
@@ -212,6 +215,12 @@ func (j *gcJob) take(name string) error {
 	}
 	return err
 }
+
+// errSharedArchive is the archive of a shared space's session: the
+// server's refusal (session.Engine.Archive) said before anything is
+// tried, rather than the mount's EPERM at the mkdir of an
+// archived_sessions/ a space has no place for.
+var errSharedArchive = abi.Errorf(syscall.EINVAL, "", "archived sessions live in a home (SPEC 2): a shared space's sessions may be deleted (--delete)")
 
 // mkdirAll is os.MkdirAll that says which directories it made, the
 // deepest last.
