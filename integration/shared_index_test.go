@@ -113,3 +113,28 @@ func TestSharedIndexOtherMember(t *testing.T) {
 		t.Errorf("fsck: exit %d\n%s", code, out)
 	}
 }
+
+// TestSharedAgentMkdirMakesNoRoot: a member's mkdir of an agent in a
+// space makes its session/ and nothing the store does not hold there (an
+// agent's root/ is a private home's: a shared session runs in its
+// member's), so fsck stays clean.
+func TestSharedAgentMkdirMakesNoRoot(t *testing.T) {
+	s := newFuseServer(t)
+	s.spaceAdd("team", 1234)
+	a := member(1001, 1234)
+	if out, err := bashAs(t, a, "mkdir -p "+s.mnt("shared/team/agent/x")+" "+s.mnt("home/1001/agent/y")); err != nil {
+		t.Fatalf("mkdir of the agents as uid 1001: %v %q", err, out)
+	}
+	for rel, want := range map[string]bool{
+		"shared/team/agent/x/session": true, "shared/team/agent/x/root": false,
+		"home/1001/agent/y/session": true, "home/1001/agent/y/root": true,
+	} {
+		if _, err := os.Lstat(filepath.Join(s.store, rel)); (err == nil) != want {
+			t.Errorf("%s in the store: %v, want it there: %v", rel, err, want)
+		}
+	}
+	settle()
+	if out, code := s.fsck(); code != 0 || out != "clean\n" {
+		t.Errorf("fsck after a member's mkdir of a shared agent: exit %d\n%s", code, out)
+	}
+}

@@ -272,10 +272,11 @@ func (e *Engine) Rmdir(c layout.Caller, rel string) error {
 
 // mkdirInHome makes a structural directory below a home or space (place
 // pl at rel) with the directories that belong inside it:
-// <home>/agent/<name> (and its session/ and root/), <home>/model/<provider>,
-// <home>/model/<provider>/<model>.d (and its session/). The directory is
-// owned like its home. The directories the engine makes itself (session/,
-// index/, root/, context/) are EPERM, once the caller may use the home.
+// <home>/agent/<name> (and its session/, and in a private home its
+// root/), <home>/model/<provider>, <home>/model/<provider>/<model>.d (and
+// its session/). The directory is owned like its home. The directories
+// the engine makes itself (session/, index/, root/, context/) are EPERM,
+// once the caller may use the home.
 func (e *Engine) mkdirInHome(c layout.Caller, pl layout.Place, rel string) error {
 	own, err := e.homeOwner(c, pl.Home)
 	if err != nil {
@@ -285,7 +286,14 @@ func (e *Engine) mkdirInHome(c layout.Caller, pl layout.Place, rel string) error
 	case layout.PlaceAgents, layout.PlaceModels, layout.PlaceProvider:
 		return e.mkdirNew(own, rel)
 	case layout.PlaceAgent:
-		return e.makeAgent(pl.Home, rel, func() error { return e.mkdirNew(own, rel, rel+"/session", rel+"/root") })
+		inside := []string{rel + "/session"}
+		if _, private := layout.HomeUid(pl.Home); private {
+			// Only a private home's agent has a root/: a shared session
+			// runs in its member's (Container.ChrootRel), and one made in
+			// a space is a name the store does not hold there (fsck).
+			inside = append(inside, rel+"/root")
+		}
+		return e.makeAgent(pl.Home, rel, func() error { return e.mkdirNew(own, rel, inside...) })
 	case layout.PlaceModel:
 		return e.makeAgent(pl.Home, rel, func() error { return e.mkdirNew(own, rel, rel+"/session") })
 	}
