@@ -82,7 +82,9 @@ func (s *sess) restoreSteps(c layout.Caller, loc *location, req *proto.Request) 
 	for _, en := range chosen {
 		step := def.RestoreStep{Path: en.Path, Absent: en.Absent()}
 		if !step.Absent {
-			if step.Content, err = st.Content(en.V); err != nil {
+			// From the listing above: Content(v) would read the whole
+			// index again for each file (quadratic in the index).
+			if step.Content, err = st.EntryContent(en); err != nil {
 				return nil, "", err
 			}
 		}

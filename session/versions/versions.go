@@ -345,7 +345,14 @@ func (s *Store) Content(v int) ([]byte, error) {
 	if v < 1 || v > len(entries) {
 		return nil, abi.Errorf(syscall.ENOENT, "versions", "no version %d", v)
 	}
-	en := entries[v-1]
+	return s.EntryContent(entries[v-1])
+}
+
+// EntryContent is the content en, a version List gave, keeps (nil for a
+// create's absence): EIO when it does not verify. A caller that wants
+// the contents of many versions lists once and asks this of each: each
+// Content reads and verifies the whole index again (up to MaxIndex).
+func (s *Store) EntryContent(en Entry) ([]byte, error) {
 	if en.Absent() {
 		return nil, nil
 	}
