@@ -18,12 +18,27 @@ import (
 // inotify watch: what the server reads of it, whoever asks.
 func opensOf(t *testing.T, p string, do func()) int {
 	t.Helper()
+	return eventsOf(t, p, unix.IN_OPEN, do)
+}
+
+// readsOf counts the times the store file p was read while do runs: an
+// open's reads, however many, count once (inotify merges an event into
+// the same one unread before it).
+func readsOf(t *testing.T, p string, do func()) int {
+	t.Helper()
+	return eventsOf(t, p, unix.IN_ACCESS, do)
+}
+
+// eventsOf counts the inotify events of kind (IN_OPEN, IN_ACCESS) on p
+// while do runs. Opens and closes are watched whatever kind is counted:
+// inotify merges an event into the same one unread before it, so opens
+// alone would count as one, and an open's reads are told from the next's.
+func eventsOf(t *testing.T, p string, kind uint32, do func()) int {
+	t.Helper()
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	testkit.Must(t, err)
 	defer unix.Close(fd)
-	// Closes too: inotify merges an event into the same one unread before
-	// it, so opens alone would count as one.
-	if _, err := unix.InotifyAddWatch(fd, p, unix.IN_OPEN|unix.IN_CLOSE_NOWRITE); err != nil {
+	if _, err := unix.InotifyAddWatch(fd, p, kind|unix.IN_OPEN|unix.IN_CLOSE_NOWRITE); err != nil {
 		t.Fatal(err)
 	}
 	do()
@@ -36,7 +51,7 @@ func opensOf(t *testing.T, p string, do func()) int {
 		testkit.Must(t, err)
 		for off := 0; off < k; {
 			// struct inotify_event: wd, mask, cookie, len, then the name.
-			if binary.NativeEndian.Uint32(buf[off+4:])&unix.IN_OPEN != 0 {
+			if binary.NativeEndian.Uint32(buf[off+4:])&kind != 0 {
 				n++
 			}
 			off += unix.SizeofInotifyEvent + int(binary.NativeEndian.Uint32(buf[off+12:]))
