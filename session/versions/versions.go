@@ -189,7 +189,7 @@ func (s *Store) Keep(run, call, filePath string, before []byte, action string) (
 	if err != nil {
 		return 0, err
 	}
-	if err := s.fits(idx, int64(len(line)), have, before); err != nil {
+	if err := s.fits(idx, int64(len(line)), hexSum, before); err != nil {
 		return 0, err
 	}
 	if err := s.makeDirs(); err != nil {
@@ -236,15 +236,12 @@ func (s *Store) contentHeld(hexSum string, data []byte) (bool, error) {
 	return true, nil
 }
 
-// fits is EDQUOT when the line and (unless held) the content would take
-// versions/ past its bound.
-func (s *Store) fits(idx *index, line int64, have bool, before []byte) error {
-	used, err := s.Used()
-	if err != nil {
-		return err
-	}
+// fits is EDQUOT when the line and (unless the index names it already)
+// the content would take versions/ past its bound.
+func (s *Store) fits(idx *index, line int64, hexSum string, before []byte) error {
+	used, named := idx.used(hexSum)
 	add := line
-	if !have {
+	if !named {
 		add += int64(len(before))
 	}
 	if int64(len(idx.data))+line > MaxIndex {
@@ -254,6 +251,24 @@ func (s *Store) fits(idx *index, line int64, have bool, before []byte) error {
 		return abi.Errorf(syscall.EDQUOT, "versions", "the session's versions would hold %d bytes, over its limit of %d", used+add, s.Limit)
 	}
 	return nil
+}
+
+// used is the bytes versions/ holds as the index accounts for them: the
+// index and each content a line names, once; and whether a line names
+// hexSum. A Keep counts from the index it has read: Used lists
+// versions/sha256/ and states every content, a system call each (28,000
+// small contents: 200 ms a Keep, at every tool call that changes a
+// file). A content no line names (left by a crash between its write and
+// its line) is not counted: the next Keep of its bytes names it.
+func (idx *index) used(hexSum string) (int64, bool) {
+	total, seen := int64(len(idx.data)), map[string]bool{}
+	for _, en := range idx.entries {
+		if !en.Absent() && !seen[en.SHA256] {
+			seen[en.SHA256] = true
+			total += *en.Size
+		}
+	}
+	return total, seen[hexSum]
 }
 
 // Used is the bytes versions/ holds: the index and every content.

@@ -3,12 +3,16 @@ package versions
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/internal/testkit"
@@ -235,5 +239,49 @@ func TestCrashBeforeFirstSeal(t *testing.T) {
 	}
 	if v := keep(t, s, "r1", "c2", "a", nil, Create); v != 1 {
 		t.Fatalf("version %d, want 1", v)
+	}
+}
+
+// TestKeepStatesNoContents: a Keep judges its bound from the index it has
+// read and verified, not from the directory of contents: it listed
+// versions/sha256/ and stated every content in it, a system call each
+// (28,000 small contents: 200 ms a Keep, at each tool call that changes a
+// file). Twenty Keeps listed the directory 40 times, twice each; now 20,
+// once each: the sweep of a crash's temporaries, which states nothing.
+func TestKeepStatesNoContents(t *testing.T) {
+	dir, s := newSession(t)
+	keep(t, s, "r", "c0", "a", []byte("0"), Modify) // makes sha256/
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	testkit.Must(t, err)
+	defer unix.Close(fd)
+	// Opens and closes too: inotify merges an event into the same one
+	// unread before it, so one Keep's listing is told from the next's.
+	_, err = unix.InotifyAddWatch(fd, filepath.Join(dir, sessRel, Dir, ContentDir), unix.IN_ACCESS|unix.IN_OPEN|unix.IN_CLOSE_NOWRITE)
+	testkit.Must(t, err)
+	for i := 1; i <= 20; i++ {
+		keep(t, s, "r", fmt.Sprintf("c%d", i), "a", []byte(fmt.Sprint(i)), Modify)
+	}
+	listings, buf := 0, make([]byte, 64<<10)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == syscall.EAGAIN {
+			break
+		}
+		testkit.Must(t, err)
+		for off := 0; off < n; {
+			// struct inotify_event: wd, mask, cookie, len, then the name
+			// (none for the directory itself, whose reads are listings).
+			mask, nameLen := binary.NativeEndian.Uint32(buf[off+4:]), binary.NativeEndian.Uint32(buf[off+12:])
+			if mask&unix.IN_ACCESS != 0 && nameLen == 0 {
+				listings++
+			}
+			off += unix.SizeofInotifyEvent + int(nameLen)
+		}
+	}
+	if listings > 20 {
+		t.Errorf("20 Keeps listed versions/sha256/ %d times, want once each (the temporaries' sweep)", listings)
+	}
+	if used, _ := s.Used(); used > s.Limit {
+		t.Errorf("used %d over the limit %d", used, s.Limit)
 	}
 }
