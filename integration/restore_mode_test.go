@@ -44,3 +44,32 @@ func TestRestoreNewFileOwnerOnly(t *testing.T) {
 		t.Fatalf("restored secret: %q mode %v, want its bytes, owner only", got, st.Mode().Perm())
 	}
 }
+
+// TestTempSessionKeepsNoVersions: a temp session (SPEC 8) lives in memory
+// and has no store, so a tool's change in one keeps no version: the file
+// is changed, nothing is written under versions/ anywhere, and a restore
+// in the temp scope is EINVAL (README, "The file versions' store").
+func TestTempSessionKeepsNoVersions(t *testing.T) {
+	p := newFakeProvider(t, scripted(
+		openAICall("w1", "fs_write", `{"path":"tmpfile","content":"x\n"}`),
+		openAIReply("written")))
+	s := newToolServer(t, p.URL+"/v1", map[string]string{"tools": "fs.write\n", "perm": "rw\n"})
+	frames, raw, err := s.requestAs(owner, "doer", `{"op":"send","id":"t1","scope":"temp","session":"t","input":"write it"}`)
+	if d := lastDone(frames); err != nil || d == nil || d["status"] != "ok" {
+		t.Fatalf("temp send: %v\n%s", err, raw)
+	}
+	if got := fileBytes(t, filepath.Join(s.store, "home", "1001", "agent", "doer", "root", "tmpfile")); got != "x\n" {
+		t.Fatalf("the temp run's file holds %q", got)
+	}
+	testkit.Must(t, filepath.WalkDir(s.store, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == "versions" {
+			t.Errorf("a temp run made %s", p)
+		}
+		return nil
+	}))
+	frames, raw, err = s.requestAs(owner, "doer", `{"op":"restore","id":"x1","scope":"temp","session":"t","version":1}`)
+	if err != nil || len(frames) == 0 {
+		t.Fatalf("restore: %v %s", err, raw)
+	}
+	wantCode(t, frames[0], "EINVAL")
+}
