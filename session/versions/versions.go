@@ -46,8 +46,10 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"runtime"
 	"sync"
 	"syscall"
+	"weak"
 
 	"golang.org/x/sys/unix"
 
@@ -113,8 +115,40 @@ type Store struct {
 	identityOK string // "" when the identity could be read; else why not
 }
 
-// locks serializes the Keeps and checks of one session directory.
-var locks sync.Map // session rel -> *sync.Mutex
+// locks serializes the Keeps and checks of one session directory: a
+// mutex per directory while a Store of it holds it. Its entries are weak
+// (dropped once their mutex is collected): a Store is opened for every
+// restore request of any session and every Keep, and held for good, one
+// entry a session directory ever named let a uid that makes, restores
+// and deletes sessions grow the server without bound.
+var locks sync.Map // session rel -> weak.Pointer[sync.Mutex]
+
+// lockOf is the mutex of the session directory rel.
+func lockOf(rel string) *sync.Mutex {
+	m := &sync.Mutex{}
+	wp := weak.Make(m)
+	for {
+		v, loaded := locks.LoadOrStore(rel, wp)
+		if !loaded {
+			runtime.AddCleanup(m, dropLock, lockEntry{rel, wp})
+			return m
+		}
+		held := v.(weak.Pointer[sync.Mutex])
+		if had := held.Value(); had != nil {
+			return had
+		}
+		locks.CompareAndDelete(rel, held) // collected, its cleanup not yet run
+	}
+}
+
+// lockEntry is an entry of locks, as its cleanup drops it.
+type lockEntry struct {
+	rel string
+	wp  weak.Pointer[sync.Mutex]
+}
+
+// dropLock drops e once its mutex is gone, unless another took its place.
+func dropLock(e lockEntry) { locks.CompareAndDelete(e.rel, e.wp) }
 
 // Open is the versions of the session directory sessionRel (which must
 // exist; versions/ is made by the first Keep). key is the store's seal key.
@@ -128,11 +162,10 @@ func Open(root *storefs.Root, key *sealedlog.Key, sessionRel string) (*Store, er
 	}
 	perm := os.FileMode(st.Mode).Perm()
 	identity, problem := layout.ReadIdentity(root, sessionRel)
-	m, _ := locks.LoadOrStore(sessionRel, &sync.Mutex{})
 	return &Store{
 		root: root, key: key, session: sessionRel, identity: identity, identityOK: problem,
 		own:   layout.HistoryOwner(storefs.Owner{Uid: int(st.Uid), Gid: int(st.Gid), DirMode: perm, FileMode: perm &^ 0o111}),
-		Limit: DefaultLimit, lock: m.(*sync.Mutex),
+		Limit: DefaultLimit, lock: lockOf(sessionRel),
 	}, nil
 }
 

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -283,5 +285,49 @@ func TestKeepStatesNoContents(t *testing.T) {
 	}
 	if used, _ := s.Used(); used > s.Limit {
 		t.Errorf("used %d over the limit %d", used, s.Limit)
+	}
+}
+
+// TestLocksLetGo: the lock of a session directory lives while a Store of
+// it is held. Each Open (every restore request, every Keep) left an entry
+// for its directory for good: a uid making, restoring and deleting
+// sessions of new names grew the server without bound. The entries of
+// 100 directories no Store holds are dropped once collected.
+func TestLocksLetGo(t *testing.T) {
+	dir := t.TempDir()
+	const prefix = "home/1000/agent/a/session/gone-"
+	root, err := storefs.Open(dir)
+	testkit.Must(t, err)
+	defer root.Close()
+	held, err := Open(root, testKey, ".")
+	testkit.Must(t, err)
+	for i := 0; i < 100; i++ {
+		rel := fmt.Sprintf("%s%d", prefix, i)
+		testkit.Must(t, os.MkdirAll(filepath.Join(dir, rel), 0o700))
+		_, err := Open(root, testKey, rel)
+		testkit.Must(t, err)
+	}
+	left := func() int {
+		n := 0
+		locks.Range(func(k, _ any) bool {
+			if strings.HasPrefix(k.(string), prefix) {
+				n++
+			}
+			return true
+		})
+		return n
+	}
+	for start := time.Now(); left() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("%d locks of sessions no Store holds are kept", left())
+		}
+		runtime.GC()
+	}
+	// A Store held keeps its lock: another Open shares it.
+	again, err := Open(root, testKey, ".")
+	testkit.Must(t, err)
+	runtime.GC()
+	if again.lock != held.lock {
+		t.Errorf("two Stores of one session have two locks")
 	}
 }
