@@ -73,7 +73,8 @@ func (e *Engine) archiveIf(r layout.Ref, own storefs.Owner, del bool, still func
 	// EBUSY, not ENOENT: a send that waited must be refused, not create
 	// the session anew from nothing.
 	gone := &abi.Error{Op: "session", Errno: syscall.EBUSY, Msg: "session " + r.Name + " was archived while the request waited"}
-	var left bool // the session left its place: the index must not name it, whatever failed after
+	var left bool     // the session left its place: the index must not name it, whatever failed after
+	var history int64 // what a deleted session held of its home's history, given back
 	err := e.sessions.Take(r.Key(), takeWait, gone, func(s *sess, loaded bool) (bool, error) {
 		if !del {
 			e.flushDerived(r.Rel(), s, true) // the store's files are what moves
@@ -108,6 +109,7 @@ func (e *Engine) archiveIf(r layout.Ref, own storefs.Owner, del bool, still func
 		e.derived.Forget(r.Rel())
 		var moveErr error
 		if del {
+			history = e.deletedHistory(r)
 			left, moveErr = archive.Remove(e.root, r)
 		} else {
 			left, moveErr = archive.Move(e.root, r, own)
@@ -123,6 +125,9 @@ func (e *Engine) archiveIf(r layout.Ref, own storefs.Owner, del bool, still func
 	// A sync or a removal that failed after the move is reported, but the
 	// index is cleaned first: it named a session no longer in view.
 	e.FreeTree().Forget(r.Home) // its context/ left the free trees
+	if c := e.historyCharge(r.Home); c != nil {
+		c.Give(history) // and a deleted one its history left the home
+	}
 	if uerr := e.unindex(r); err == nil {
 		err = uerr
 	}

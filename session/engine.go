@@ -155,6 +155,7 @@ func Open(cfg Config) (*Engine, error) {
 	e.limits.Free.CountWith(e.FreeTree().Count) // the free trees' walk needs the store
 	e.limits.Names.CountWith(e.namesOf)         // and so do the counts of names
 	e.limits.Agents.CountWith(e.agentsOf)       // and of agents
+	e.limits.History.CountWith(e.historyOf)     // and of bytes of history
 	if err := e.openWAL(); err != nil {
 		store.Close()
 		return nil, err

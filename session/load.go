@@ -154,6 +154,10 @@ func (e *Engine) load(r layout.Ref) (*sess, error) {
 		s.events.Close()
 		return nil, err
 	}
+	// Every append from now on is charged to the home's uid (EDQUOT
+	// past its bound on history, nothing written).
+	s.events.SetCharge(e.historyCharge(r.Home))
+	s.msgs.SetCharge(e.historyCharge(r.Home))
 	if problem != "" {
 		s.events.Refuse(problem)
 		s.msgs.Refuse(problem)
@@ -194,6 +198,19 @@ type filled struct {
 
 // createFilled is createDir for a session that starts with f.
 func (e *Engine) createFilled(r layout.Ref, own storefs.Owner, f filled) error {
+	// Its logs' lines (an import's) are history the home's uid keeps:
+	// charged before anything is made (EDQUOT past the bound), given
+	// back unless the session was made.
+	moved := false
+	undo, err := e.takeHistory(r.Home, int64(len(f.logs[abi.FileMessages])+len(f.logs[abi.FileEvents])))
+	if err != nil {
+		return &abi.Error{Op: "create session", Path: r.Name, Errno: abi.Errno(err), Msg: abi.Message(err)}
+	}
+	defer func() {
+		if !moved {
+			undo()
+		}
+	}()
 	container := r.Container.Rel()
 	mk := func() error { return layout.MkdirAll(e.root, container, own) }
 	if err := e.makeAgent(r.Home, path.Dir(container), mk); err != nil {
@@ -209,7 +226,6 @@ func (e *Engine) createFilled(r layout.Ref, own storefs.Owner, f filled) error {
 	if err := x.Reserve(); err != nil {
 		return &abi.Error{Op: "create session", Path: r.Name, Errno: abi.Errno(err), Msg: abi.Message(err)}
 	}
-	moved := false
 	defer func() {
 		if !moved {
 			x.Unreserve()

@@ -60,12 +60,12 @@ func (e *Engine) send(c layout.Caller, loc *location, req *proto.Request) (*Repl
 			return nil, err
 		}
 		// A new session: refuse lines the logs would refuse (a user
-		// message over the line limit), a caller out of runs, a home
-		// without room for it, or a bad cwd, before creating anything
-		// (the cwd's check makes the agent's root/ when the run can
-		// start in it). The records are made again as the run starts,
-		// stamped then.
-		if err := checkStartRecords(c, loc, req, cwd); err != nil {
+		// message over the line limit, a home whose history has no room
+		// for them), a caller out of runs, a home without room for its
+		// names, or a bad cwd, before creating anything (the cwd's check
+		// makes the agent's root/ when the run can start in it). The
+		// records are made again as the run starts, stamped then.
+		if err := e.checkStartRecords(c, loc, req, cwd); err != nil {
 			return nil, err
 		}
 		if err := e.admitTemp(c, loc, req); err != nil {
@@ -139,9 +139,10 @@ func newStartRecords(c layout.Caller, loc *location, req *proto.Request, cwd str
 // checkStartRecords judges the lines a send's start would append as the
 // logs will, before a session is created for them: EINVAL for a user
 // message over the line limit (a request may hold an input whose line,
-// escaped and with its run and time stamp, does not fit). A run id and a
-// time stamp are always as long, so the records made later judge the same.
-func checkStartRecords(c layout.Caller, loc *location, req *proto.Request, cwd string) error {
+// escaped and with its run and time stamp, does not fit), and EDQUOT for
+// records past the uid's bound on history. A run id and a time stamp are
+// always as long, so the records made later judge the same.
+func (e *Engine) checkStartRecords(c layout.Caller, loc *location, req *proto.Request, cwd string) error {
 	r, err := newStartRecords(c, loc, req, cwd)
 	if err != nil {
 		return err
@@ -149,7 +150,18 @@ func checkStartRecords(c layout.Caller, loc *location, req *proto.Request, cwd s
 	if err := sealedlog.Validate(r.events); err != nil {
 		return err
 	}
-	return sealedlog.Validate(r.msgs)
+	if err := sealedlog.Validate(r.msgs); err != nil {
+		return err
+	}
+	if loc.ref.Temp {
+		return nil // memory only: its bound is the temp sessions' bytes
+	}
+	undo, err := e.takeHistory(loc.ref.Home, int64(len(r.events)+len(r.msgs)))
+	if err != nil {
+		return err
+	}
+	undo() // a check only: the start's append charges them
+	return nil
 }
 
 // sendTo sends to a loaded session: the provability check, then the replay
@@ -356,6 +368,22 @@ func (s *sess) appendEvents(frames ...*proto.Object) error {
 		b = append(b, f.Line()...)
 	}
 	_, err := s.events.Append(b)
+	if err == nil {
+		s.appended(abi.FileEvents)
+	}
+	return err
+}
+
+// appendEventsOwed is appendEvents for the end of a run, recorded even
+// past the uid's bound on history (sealedlog.Log.AppendOwed): a few
+// hundred bytes a run, so that a run stopped because its frames did not
+// fit ends in the log and its session is not left running.
+func (s *sess) appendEventsOwed(frames ...*proto.Object) error {
+	var b []byte
+	for _, f := range frames {
+		b = append(b, f.Line()...)
+	}
+	_, err := s.events.AppendOwed(b)
 	if err == nil {
 		s.appended(abi.FileEvents)
 	}

@@ -337,7 +337,7 @@ func (s *sess) endRun(rec *clientRecord, errEv, done *proto.Object) error {
 	if s.othersActive(rec.run) == 0 {
 		frames = append(frames, state)
 	}
-	if err := s.appendEvents(frames...); err != nil {
+	if err := s.appendEventsOwed(frames...); err != nil {
 		s.mu.Lock()
 		s.pending = append(s.pending, pendingEnd{rec, errEv, done})
 		s.mu.Unlock()

@@ -21,6 +21,7 @@ func (s *sess) keepVersion(run string, c agent.ToolCall, before agent.FileBefore
 		return err
 	}
 	st.Limit = s.e.limits.VersionBytes
+	st.Charge = s.e.historyCharge(s.ref.Home)
 	action, content := versions.Create, []byte(nil)
 	switch {
 	case before.Existed && c.Name == tools.FSRemove: // a restore takes away a file

@@ -29,6 +29,10 @@ type Limits struct {
 	// made in it, each a container whose index, once used, does too.
 	Names, Agents *Names
 
+	// History bounds the bytes of history (logs, file versions) each
+	// uid's private home holds in the store (EDQUOT; history.go).
+	History *History
+
 	// Searches (issue 19, finding 9; gate.go): what searching may
 	// make the server spend. Searches holds the searches of each uid under
 	// way (EAGAIN beyond, at once; its total bounds those waiting for a
@@ -86,6 +90,9 @@ type LimitConfig struct {
 	// (agents=N).
 	NamesPerUid, AgentsPerUid int64
 
+	// The bytes of history one uid's home may hold (logbytes=N).
+	LogBytesPerUid int64
+
 	// Searches (see Limits.Searches): CTXFS_LIMITS searches=N (per uid),
 	// search_slots=N (server-wide) and search_scan=BYTES (per search).
 	SearchesPerUid, SearchSlots int
@@ -134,8 +141,16 @@ const defaultNames = 100_000
 // 1001 kept the server 38 MB larger), so 1,000 cost at most about 10 MiB.
 const defaultAgents = 1000
 
+// defaultLogBytes is Limits.History's bound per uid: 16 GiB, four times
+// the free trees' 4 GiB. A long session's logs are a few MiB (a model's
+// replies and tool outputs, each line at most 1 MiB), so this is room for
+// thousands of them and for their versions (64 MiB at most a session),
+// while a user who fills it stops at a size an operator can plan a
+// store's disk for.
+const defaultLogBytes = 16 << 30
+
 // limitNames are the names CTXFS_LIMITS knows.
-const limitNames = "conns, open, runs, freebytes, freeinodes, names, agents, searches, search_slots, search_scan, waiting, versions, temps, temp_bytes, temp_idle"
+const limitNames = "conns, open, runs, freebytes, freeinodes, names, agents, logbytes, searches, search_slots, search_scan, waiting, versions, temps, temp_bytes, temp_idle"
 
 // FromEnv reads per-uid bounds from CTXFS_LIMITS, a comma-separated
 // list of NAME=N for the names of limitNames (what an operator, or a
@@ -168,6 +183,8 @@ func FromEnv(getenv func(string) string) (LimitConfig, error) {
 			c.NamesPerUid = int64(n)
 		case "agents":
 			c.AgentsPerUid = int64(n)
+		case "logbytes":
+			c.LogBytesPerUid = int64(n)
 		case "searches":
 			c.SearchesPerUid = n
 		case "search_slots":
@@ -214,6 +231,8 @@ func NewLimits(c LimitConfig) *Limits {
 		Free:   NewFreeQuota(int64(or(int(c.FreeBytesPerUid), defaultFreeBytes)), int64(or(int(c.FreeInodesPerUid), defaultFreeInodes)), nil),
 		Names:  NewNames("sessions and index entries", int64(or(int(c.NamesPerUid), defaultNames)), nil),
 		Agents: NewNames("agents and models", int64(or(int(c.AgentsPerUid), defaultAgents)), nil),
+
+		History: NewHistory(int64(or(int(c.LogBytesPerUid), defaultLogBytes)), nil),
 	}
 	l.setSearchLimits(c)
 	l.VersionBytes = int64(or(int(c.VersionBytes), DefaultVersionBytes))

@@ -116,3 +116,35 @@ func TestNames(t *testing.T) {
 		t.Fatalf("defaults %d %d", l.Names.perHome, l.Agents.perHome)
 	}
 }
+
+// TestHistory: a uid's bytes of history are counted once, at their first
+// Take; a Take past the bound is EDQUOT and charges nothing, an Owe
+// charges past it; Give gives back; root is never counted; CTXFS_LIMITS
+// logbytes=N sets the bound, else the default.
+func TestHistory(t *testing.T) {
+	counted := 0
+	q := NewHistory(100, func(uid uint32) int64 { counted++; return 60 })
+	q.Give(1001, 10) // not counted yet: left to the count
+	c := q.Of(1001)
+	if err := c.Take(40); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Take(1); !errors.Is(err, syscall.EDQUOT) || q.Held(1001) != 100 {
+		t.Fatalf("past the bound: %v, held %d, want EDQUOT and 100", err, q.Held(1001))
+	}
+	c.Owe(5)
+	c.Give(25)
+	if err := c.Take(20); err != nil || q.Held(1001) != 100 || counted != 1 {
+		t.Fatalf("after a give-back: %v, held %d, counted %d times", err, q.Held(1001), counted)
+	}
+	if err := q.Take(0, 1<<40); err != nil {
+		t.Fatalf("root: %v", err)
+	}
+	lc, err := FromEnv(func(string) string { return "logbytes=7" })
+	if err != nil || NewLimits(lc).History.perUid != 7 {
+		t.Fatalf("%+v %v", lc, err)
+	}
+	if l := NewLimits(LimitConfig{}); l.History.perUid != defaultLogBytes {
+		t.Fatalf("default %d", l.History.perUid)
+	}
+}

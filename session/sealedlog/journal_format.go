@@ -64,6 +64,7 @@ type jrec struct {
 	data []byte
 	log  *Log   // the log it is for (in memory only; nil when replaying)
 	last uint64 // on the last record of a unit: the unit's number
+	owed bool   // an append charged past its log's bound (AppendOwed)
 }
 
 func (r *jrec) size() int { return 1 + 2 + len(r.path) + 32 + 8 + 4 + len(r.data) }

@@ -20,7 +20,9 @@ import (
 // (on a store on a distributed filesystem each write is a round trip
 // through that filesystem's client: docs/benchmarks.md#appends-to-other-logs-write-at-once-the-runs-file-written-in-turns).
 // A log's first append in a journal generation first waits for its intent
-// record (admit).
+// record (admit). The unit is charged to its logs' payers first
+// (takeUnit: EDQUOT past a uid's bound on its history), and given back
+// when it is not written.
 func (j *Journal) enqueueAppends(recs []*jrec) (uint64, error) {
 	first, second := unitLocks(recs)
 	first.appendMu.Lock()
@@ -29,11 +31,19 @@ func (j *Journal) enqueueAppends(recs []*jrec) (uint64, error) {
 		second.appendMu.Lock()
 		defer second.appendMu.Unlock()
 	}
+	if err := takeUnit(recs); err != nil {
+		return 0, err // refused before anything is written
+	}
 	room, err := j.admit(recs)
 	if err != nil {
+		giveUnit(recs)
 		return 0, err
 	}
-	return j.queueWritten(recs, room, j.writeUnit(recs))
+	seq, err := j.queueWritten(recs, room, j.writeUnit(recs))
+	if err != nil {
+		giveUnit(recs) // writeUnit took back what it wrote
+	}
+	return seq, err
 }
 
 // unitLocks are the logs whose append locks a unit takes, in the order

@@ -46,6 +46,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/quota"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 )
 
@@ -130,6 +131,8 @@ type Log struct {
 	intentGen uint64 // the generation holding l's intent record (0: none yet)
 	intentSeq uint64 // the unit of that intent
 	jclosed   bool   // Close began: no more appends (set under appendMu too)
+
+	charge quota.Charge // who pays for its bytes (SetCharge); nil: nobody
 }
 
 // Create makes a new empty log and its seal, durably: both files and the

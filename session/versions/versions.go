@@ -113,6 +113,11 @@ type Store struct {
 	Limit      int64 // bytes of versions/ allowed; DefaultLimit from Open
 	lock       *sync.Mutex
 	identityOK string // "" when the identity could be read; else why not
+
+	// Charge pays for what a Keep adds (the per-uid bound on a home's
+	// history, quota.History): taken before anything is written, EDQUOT
+	// past it. nil: nobody pays.
+	Charge quota.Charge
 }
 
 // locks serializes the Keeps and checks of one session directory: a
@@ -225,6 +230,27 @@ func (s *Store) Keep(run, call, filePath string, before []byte, action string) (
 	if err := s.fits(idx, int64(len(line)), hexSum, before); err != nil {
 		return 0, err
 	}
+	// What the disk gains, charged to the home's uid: the line, and the
+	// content unless a file holds it already (one no line names, a
+	// crash's, was charged when it was written).
+	add := int64(len(line))
+	if before != nil && !have {
+		add += int64(len(before))
+	}
+	if err := s.take(add); err != nil {
+		return 0, err
+	}
+	if kept, err := s.write(idx, line, hexSum, have, before); err != nil {
+		s.give(add - kept)
+		return 0, err
+	}
+	return en.V, nil
+}
+
+// write writes a Keep: its content, unless held, then its index line.
+// kept is what stays of it when it fails: a content written, which no
+// line names (Used counts it; the next Keep of those bytes uses it).
+func (s *Store) write(idx *index, line []byte, hexSum string, have bool, before []byte) (kept int64, err error) {
 	if err := s.makeDirs(); err != nil {
 		return 0, err
 	}
@@ -232,11 +258,24 @@ func (s *Store) Keep(run, call, filePath string, before []byte, action string) (
 		if err := s.root.ReplaceFile(s.ContentRel(hexSum), before, s.own, storefs.SyncAll); err != nil {
 			return 0, err
 		}
+		kept = int64(len(before))
 	}
-	if err := s.append(idx, line); err != nil {
-		return 0, err
+	return kept, s.append(idx, line)
+}
+
+// take charges n bytes to the Store's payer (EDQUOT past its bound).
+func (s *Store) take(n int64) error {
+	if s.Charge == nil {
+		return nil
 	}
-	return en.V, nil
+	return s.Charge.Take(n)
+}
+
+// give gives back what take charged for a Keep not written.
+func (s *Store) give(n int64) {
+	if s.Charge != nil {
+		s.Charge.Give(n)
+	}
 }
 
 // checkAction: create keeps an absence, modify and delete a content.
@@ -305,12 +344,17 @@ func (idx *index) used(hexSum string) (int64, bool) {
 }
 
 // Used is the bytes versions/ holds: the index and every content.
-func (s *Store) Used() (int64, error) {
+func (s *Store) Used() (int64, error) { return Used(s.root, s.session) }
+
+// Used is the bytes the versions/ of the session directory sessionRel
+// holds (Store.Used), for a count of a home's history that opens no Store.
+func Used(root *storefs.Root, sessionRel string) (int64, error) {
+	dir := path.Join(sessionRel, Dir)
 	var used int64
-	if st, err := s.root.Lstat(s.IndexRel()); err == nil {
+	if st, err := root.Lstat(path.Join(dir, IndexFile)); err == nil {
 		used += st.Size
 	}
-	ents, err := s.root.ReadDir(s.rel(ContentDir))
+	ents, err := root.ReadDir(path.Join(dir, ContentDir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return used, nil
 	}
@@ -318,7 +362,7 @@ func (s *Store) Used() (int64, error) {
 		return 0, err
 	}
 	for _, ent := range ents {
-		if st, err := s.root.Lstat(s.rel(ContentDir, ent.Name)); err == nil {
+		if st, err := root.Lstat(path.Join(dir, ContentDir, ent.Name)); err == nil {
 			used += st.Size
 		}
 	}

@@ -1,0 +1,290 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ctxfs/ctxfs/agent/cli"
+	"github.com/ctxfs/ctxfs/internal/testkit"
+)
+
+// appendErrno appends argv[2] to argv[1] in one write of an O_APPEND
+// descriptor, closes it, and prints "ok" or the errno name of the step
+// that failed.
+const appendErrno = `
+import errno, os, sys
+try:
+    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, sys.argv[2].encode())
+    finally:
+        os.close(fd)
+    print("ok")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+`
+
+// stampedLine is a user line of messages.jsonl that the store holds as n
+// bytes once the server stamps it with the writer's uid 1001 (abi/stamp.go).
+func stampedLine(n int) string {
+	const frame = len(`{"role":"user","content":""}`) + len(`,"uid":1001`) + 1
+	return `{"role":"user","content":"` + strings.Repeat("x", n-frame) + `"}` + "\n"
+}
+
+// storeHistory is what uid's home holds of history in the store, as the
+// README says the bound counts it: every session's (live and archived)
+// messages.jsonl and events.jsonl, and its versions' index and contents.
+func storeHistory(t *testing.T, s *server, uid int) int64 {
+	t.Helper()
+	home := filepath.Join(s.store, "home", fmt.Sprint(uid))
+	var n int64
+	for _, pat := range []string{"agent/*/session/*", "archived_sessions/*/*"} {
+		dirs, err := filepath.Glob(filepath.Join(home, pat))
+		testkit.Must(t, err)
+		for _, d := range dirs {
+			files, _ := filepath.Glob(filepath.Join(d, "versions", "sha256", "*"))
+			for _, f := range append(files, filepath.Join(d, "messages.jsonl"), filepath.Join(d, "events.jsonl"), filepath.Join(d, "versions", "index.jsonl")) {
+				if st, err := os.Lstat(f); err == nil {
+					n += st.Size()
+				}
+			}
+		}
+	}
+	return n
+}
+
+// TestStoreBytesQuota: the bytes of history a uid's home holds in the
+// store (its sessions' logs, live and archived, and their versions) are
+// bounded per uid, CTXFS_LIMITS logbytes=N, counted exactly: lines
+// appended through an O_APPEND descriptor fill it to the byte, and past
+// it an append (a whole batch, not its first line), a send to a session
+// or one making a session, and an import are EDQUOT and write nothing;
+// another uid is not affected; a delete gives the session's bytes back,
+// exactly; and after a restart the count is the store's, as tight.
+func TestStoreBytesQuota(t *testing.T) {
+	const bound = 16384
+	s := limitedServer(t, fmt.Sprintf("logbytes=%d", bound), nil)
+	s.sendAs(uid1001, "a", "q1", "", "hello")
+	s.sendAs(uid1001, "d", "q2", "", "to be deleted")
+	s.sendAs(uid1001, "e", "q3", "", "to be deleted after a restart")
+	s.sendAs(uid1001, "f", "q5", "", "the current session, which gc keeps")
+	log := s.mnt("home/1001/agent/coder/session/a/messages.jsonl")
+	appendLine := func(data string) string {
+		t.Helper()
+		out, err := runCmd(t, uid1001, nil, "/usr/bin/python3", "-c", appendErrno, log, data)
+		testkit.Must(t, err)
+		return strings.TrimSpace(out)
+	}
+	// fill appends lines up to the bound, the last one exactly what is
+	// left, checking that the count the server keeps is the store's to the
+	// byte. A refused append through the mount records its loss in
+	// events.jsonl when that fits (RecordLoss): the line one byte too long
+	// is tried only when too little is left for that record.
+	fill := func(what string) {
+		t.Helper()
+		for i := 0; i < 100; i++ {
+			room := bound - storeHistory(t, s, 1001)
+			switch {
+			case room == 0:
+				return
+			case room > 2200:
+				room = 2000
+			case room > 200:
+				room -= 150
+			default:
+				if got := appendLine(stampedLine(int(room + 1))); got != "EDQUOT" {
+					t.Fatalf("%s: a line of %d bytes with %d left: %s, want EDQUOT", what, room+1, room, got)
+				}
+				if left := bound - storeHistory(t, s, 1001); left != room {
+					t.Fatalf("%s: a refused line with %d bytes left wrote %d bytes", what, room, room-left)
+				}
+			}
+			if got := appendLine(stampedLine(int(room))); got != "ok" {
+				t.Fatalf("%s: a line of %d bytes: %s", what, room, got)
+			}
+		}
+		t.Fatalf("%s: never reached the bound", what)
+	}
+	// An import below the bound is charged what it writes (fill checks
+	// it to the byte); one past it is refused.
+	claude := readImportFile(t, cli.ClaudeCode, "tool.jsonl")
+	codex := readImportFile(t, cli.Codex, "tool.jsonl")
+	importHome := userHome(t, importAnn, claude, codex)
+	if out, code := s.ctxImport(importAnn, importHome, "coder", "--from", "claude-code"); code != 0 {
+		t.Fatalf("an import below the bound: exit %d\n%s", code, out)
+	}
+	s.waitListed(t, 1001, claude.session.ID)
+	fill("the first fill")
+	refused := func(what string) {
+		t.Helper()
+		eventually(t, 10*time.Second, "index/list written", func() bool { // written behind
+			for _, home := range []string{"home/1001", "home/1002"} {
+				list := home + "/agent/coder/session/index/list"
+				b, _ := os.ReadFile(filepath.Join(s.store, list))
+				if served, _ := os.ReadFile(s.mnt(list)); string(b) != string(served) {
+					return false
+				}
+			}
+			return true
+		})
+		before := storeSnapshot(t, s)
+		if got := appendLine(stampedLine(41)); got != "EDQUOT" {
+			t.Errorf("%s: an append of one short line: %s, want EDQUOT", what, got)
+		}
+		if got := appendLine(`{"role":"user","content":"a"}` + "\n" + stampedLine(2000)); got != "EDQUOT" {
+			t.Errorf("%s: an append of two lines: %s, want EDQUOT", what, got)
+		}
+		for _, session := range []string{"a", "new"} {
+			frames, raw, err := s.requestAs(uid1001, "coder", `{"op":"send","id":"over-`+session+`","session":"`+session+`","input":"hi"}`)
+			if err != nil || len(frames) != 1 || frames[0]["type"] != "error" || frames[0]["code"] != "EDQUOT" {
+				t.Errorf("%s: a send to session %s: %v %s, want EDQUOT", what, session, err, raw)
+			}
+		}
+		if out, code := s.ctxImport(importAnn, importHome, "coder", "--from", "codex", filepath.Join(importHome, ".codex", "sessions")); code == 0 || !strings.Contains(out, "EDQUOT") {
+			t.Errorf("%s: an import: exit %d\n%s", what, code, out)
+		}
+		testkit.Same(t, what+": the store after refusals", before, storeSnapshot(t, s))
+		if _, err := os.Stat(filepath.Join(s.store, "home/1001/agent/coder/session/new")); !os.IsNotExist(err) {
+			t.Errorf("%s: the refused send's session: %v, want ENOENT", what, err)
+		}
+		if got := storeHistory(t, s, 1001); got != bound {
+			t.Errorf("%s: the home holds %d bytes of history, want %d", what, got, bound)
+		}
+	}
+	refused("at the bound")
+
+	// Another uid has its own count.
+	s.sendAs(uid1002, "b", "q4", "", "hello")
+
+	// A delete gives the session's bytes back, exactly (fill checks it to
+	// the byte).
+	del := func(name string) {
+		t.Helper()
+		before := storeHistory(t, s, 1001)
+		if out, errs, code := ctxSplitAs(t, s, uid1001, "agent", "session", "gc", "coder", "--pattern", name, "--delete", "--yes"); code != 0 || !strings.Contains(out, "deleted "+name) {
+			t.Fatalf("delete %s: exit %d\nout: %s\nerr: %s", name, code, out, errs)
+		}
+		if freed := before - storeHistory(t, s, 1001); freed < 200 {
+			t.Fatalf("deleting %s freed %d bytes of history", name, freed)
+		}
+		list := filepath.Join(s.store, "home/1001/agent/coder/session/index/list")
+		eventually(t, 10*time.Second, "index/list without "+name, func() bool { // written behind
+			b, _ := os.ReadFile(list)
+			return !slices.Contains(strings.Split(string(b), "\n"), name)
+		})
+	}
+	del("d")
+	fill("after a delete")
+	refused("after a delete")
+
+	// A restart counts the store: as full as before, and exactly so.
+	s.restart(syscall.SIGTERM)
+	refused("after a restart")
+	del("e")
+	fill("after a restart and a delete")
+	refused("after a restart and a delete")
+
+	// An archived session's history still counts, after a restart too.
+	if out, errs, code := ctxSplitAs(t, s, uid1001, "agent", "session", "archive", "coder", "a"); code != 0 {
+		t.Fatalf("archive a: exit %d\n%s%s", code, out, errs)
+	}
+	s.restart(syscall.SIGTERM)
+	if frames, raw, err := s.requestAs(uid1001, "coder", `{"op":"send","id":"after-archive","session":"a","input":"hi"}`); err != nil || len(frames) != 1 || frames[0]["code"] != "EDQUOT" {
+		t.Errorf("a send after the archive (archived sessions count): %v %s, want EDQUOT", err, raw)
+	}
+}
+
+// TestStoreBytesQuotaVersions: a file version counts in the bytes of
+// history of the session's home (CTXFS_LIMITS logbytes=N): a tool's
+// change whose earlier content would pass the bound is refused EDQUOT,
+// the file and versions/ as they were, while a change whose version fits
+// (a new file's absence) is kept; the run goes on and ends.
+func TestStoreBytesQuotaVersions(t *testing.T) {
+	const bound = 32768
+	p := newFakeProvider(t, scripted(
+		openAICall("w1", "fs_write", `{"path":"big.txt","content":"small\n"}`),
+		openAICall("w2", "fs_write", `{"path":"new.txt","content":"new\n"}`),
+		openAIReply("written")))
+	s := limitedServer(t, fmt.Sprintf("logbytes=%d", bound), func(s *server) {
+		defineFakeModel(t, s, "openai-chat", p.URL+"/v1", nil)
+		s.define("doer", map[string]string{"model": "fake/llm", "tools": "fs.read\nfs.write\n", "perm": "rw\n"})
+	})
+	eventually(t, 10*time.Second, "the doer socket", func() bool {
+		_, err := os.Stat(filepath.Join(s.root, "agent", "doer.sock"))
+		return err == nil
+	})
+	big := strings.Repeat("0123456789abcde\n", 40000/16)
+	if out, err := runCmd(t, owner, nil, "sh", "-c", "mkdir -p "+s.mnt("home/1001/agent/doer")+" && printf %s \"$1\" > "+s.mnt("home/1001/agent/doer/root/big.txt"), "sh", big); err != nil {
+		t.Fatalf("writing big.txt as uid 1001: %v %s", err, out)
+	}
+	frames := waitRunDone(t, s.sendAsync(owner, "v", "change files"))
+	if d := lastDone(frames); d == nil || d["status"] != "ok" {
+		t.Fatalf("run: %v", frames)
+	}
+	root := filepath.Join(s.store, "home", "1001", "agent", "doer", "root")
+	if b, _ := os.ReadFile(filepath.Join(root, "big.txt")); len(b) != 40000 {
+		t.Errorf("big.txt after a change whose version passes the bound: %d bytes, want 40000", len(b))
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "new.txt")); string(b) != "new\n" {
+		t.Errorf("new.txt: %q, want its write (its version fits)", b)
+	}
+	dir := s.sessionDir(1001, "doer", "v")
+	if contents, _ := filepath.Glob(filepath.Join(dir, "versions", "sha256", "*")); len(contents) != 0 {
+		t.Errorf("contents kept past the bound: %v", contents)
+	}
+	if idx := fileBytes(t, filepath.Join(dir, "versions", "index.jsonl")); strings.Count(idx, "\n") != 1 || !strings.Contains(idx, `/new.txt","action":"create"`) {
+		t.Errorf("versions/index.jsonl:\n%s\nwant one line, new.txt's", idx)
+	}
+	if msgs := fileBytes(t, filepath.Join(dir, "messages.jsonl")); !strings.Contains(msgs, "EDQUOT") {
+		t.Errorf("the refused change's tool result names no EDQUOT:\n%.3000s", msgs)
+	}
+	if got := storeHistory(t, s, 1001); got > bound {
+		t.Errorf("the home holds %d bytes of history, over the bound %d", got, bound)
+	}
+}
+
+// TestStoreBytesQuotaRunStopped: a run whose frames would take its home
+// past the bound (CTXFS_LIMITS logbytes=N) is stopped as a run whose
+// frames cannot be recorded: its end (an EDQUOT error, done error, state
+// error) is recorded all the same, a few hundred bytes past the bound,
+// so that the session is not left running; the next send is EDQUOT.
+func TestStoreBytesQuotaRunStopped(t *testing.T) {
+	const bound = 8192
+	p := newFakeProvider(t, scripted(openAIReply(strings.Repeat("long answer ", 1000))))
+	s := limitedServer(t, fmt.Sprintf("logbytes=%d", bound), func(s *server) {
+		defineFakeModel(t, s, "openai-chat", p.URL+"/v1", nil)
+	})
+	frames, raw, err := s.requestAs(uid1001, "assistant", `{"op":"send","id":"r1","session":"r","input":"answer at length"}`)
+	if err != nil {
+		t.Fatalf("send: %v %s", err, raw)
+	}
+	var errEv frame
+	for _, f := range frames {
+		if f["type"] == "error" {
+			errEv = f
+		}
+	}
+	if d := lastDone(frames); d == nil || d["status"] != "error" || errEv == nil || errEv["code"] != "EDQUOT" {
+		t.Fatalf("a run past the bound: %s, want an EDQUOT error and done error", raw)
+	}
+	dir := s.sessionDirAgent(1001, "assistant", "r")
+	events := fileBytes(t, filepath.Join(dir, "events.jsonl"))
+	if !strings.Contains(events, `"code":"EDQUOT"`) || !strings.Contains(events, `"status":"error"`) {
+		t.Errorf("events.jsonl does not record the run's end:\n%s", events)
+	}
+	if strings.Contains(fileBytes(t, filepath.Join(dir, "messages.jsonl")), "long answer") {
+		t.Errorf("the answer that did not fit was recorded")
+	}
+	if got := storeHistory(t, s, 1001); got > bound+1024 {
+		t.Errorf("the home holds %d bytes of history, more than the run's end past the bound %d", got, bound)
+	}
+	if st, _ := os.ReadFile(s.mnt("home/1001/agent/assistant/session/r/state")); strings.TrimSpace(string(st)) == "active" {
+		t.Errorf("the session's state after its run was stopped: %q", st)
+	}
+}

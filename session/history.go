@@ -1,0 +1,72 @@
+package session
+
+import (
+	"github.com/ctxfs/ctxfs/internal/quota"
+	"github.com/ctxfs/ctxfs/session/layout"
+	"github.com/ctxfs/ctxfs/session/versions"
+)
+
+// historyCharge is who pays for the history of a session of home, its
+// logs' appends and its versions (quota.History): the uid of a private
+// home; nil for a shared space's (the server's in the store, with no
+// member's uid for a count to find after a restart) and root's.
+func (e *Engine) historyCharge(home string) quota.Charge {
+	uid, ok := layout.HomeUid(home)
+	if !ok || uid == 0 {
+		return nil
+	}
+	return e.limits.History.Of(uid)
+}
+
+// historyOf counts the bytes of history uid's home holds: those of every
+// session of its home, live and archived.
+func (e *Engine) historyOf(uid uint32) int64 {
+	var n int64
+	for _, s := range layout.HomeSessionDirs(e.root, layout.PrivateHome(uid), true) {
+		n += e.historyBytes(s)
+	}
+	return n
+}
+
+// historyBytes is what the session directory rel holds of history: its
+// logs and its versions (contents and index). Its seals, values and
+// identity are small and fixed in number; its context/ is the free
+// trees' (quota.FreeQuota).
+func (e *Engine) historyBytes(rel string) int64 {
+	var n int64
+	for _, f := range layout.SessionLogs {
+		if st, err := e.root.Lstat(rel + "/" + f); err == nil {
+			n += st.Size
+		}
+	}
+	v, _ := versions.Used(e.root, rel)
+	return n + v
+}
+
+// takeHistory charges n bytes of history to home's payer, if any, before
+// they are written (EDQUOT past its bound: nothing to write); undo gives
+// them back when they were not written after all.
+func (e *Engine) takeHistory(home string, n int64) (undo func(), err error) {
+	c := e.historyCharge(home)
+	if c == nil {
+		return func() {}, nil
+	}
+	if err := c.Take(n); err != nil {
+		return nil, err
+	}
+	return func() { c.Give(n) }, nil
+}
+
+// deletedHistory is what the session r, about to be deleted, holds of its
+// home's history, for the delete to give back. The uid is counted first:
+// a count made after the delete would not find those bytes, and they
+// would be given back twice. The session is out of the engine, its logs
+// closed: nothing is appended to it meanwhile.
+func (e *Engine) deletedHistory(r layout.Ref) int64 {
+	uid, ok := layout.HomeUid(r.Home)
+	if !ok || uid == 0 {
+		return 0
+	}
+	e.limits.History.Held(uid)
+	return e.historyBytes(r.Rel())
+}
