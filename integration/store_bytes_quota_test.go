@@ -39,7 +39,8 @@ func stampedLine(n int) string {
 
 // storeHistory is what uid's home holds of history in the store, as the
 // README says the bound counts it: every session's (live and archived)
-// messages.jsonl and events.jsonl, and its versions' index and contents.
+// messages.jsonl, events.jsonl and meta.json, and its versions' index
+// and contents.
 func storeHistory(t *testing.T, s *server, uid int) int64 {
 	t.Helper()
 	home := filepath.Join(s.store, "home", fmt.Sprint(uid))
@@ -49,7 +50,7 @@ func storeHistory(t *testing.T, s *server, uid int) int64 {
 		testkit.Must(t, err)
 		for _, d := range dirs {
 			files, _ := filepath.Glob(filepath.Join(d, "versions", "sha256", "*"))
-			for _, f := range append(files, filepath.Join(d, "messages.jsonl"), filepath.Join(d, "events.jsonl"), filepath.Join(d, "versions", "index.jsonl")) {
+			for _, f := range append(files, filepath.Join(d, "messages.jsonl"), filepath.Join(d, "events.jsonl"), filepath.Join(d, "meta.json"), filepath.Join(d, "versions", "index.jsonl")) {
 				if st, err := os.Lstat(f); err == nil {
 					n += st.Size()
 				}
@@ -287,4 +288,54 @@ func TestStoreBytesQuotaRunStopped(t *testing.T) {
 	if st, _ := os.ReadFile(s.mnt("home/1001/agent/assistant/session/r/state")); strings.TrimSpace(string(st)) == "active" {
 		t.Errorf("the session's state after its run was stopped: %q", st)
 	}
+}
+
+// TestStoreBytesQuotaMeta: a session's meta.json, which its user writes
+// (up to 1 MiB, in each of up to 100,000 sessions), counts in the bytes
+// of history of its home (CTXFS_LIMITS logbytes=N): one that would grow
+// past the bound is EDQUOT at its close and the old value stays; a
+// smaller one gives bytes back; a restart counts the store's.
+func TestStoreBytesQuotaMeta(t *testing.T) {
+	const bound = 16384
+	s := limitedServer(t, fmt.Sprintf("logbytes=%d", bound), nil)
+	s.sendAs(uid1001, "a", "q1", "", "hello")
+	metaPath := s.mnt("home/1001/agent/coder/session/a/meta.json")
+	storeMeta := filepath.Join(s.sessionDir(1001, "coder", "a"), "meta.json")
+	held := func() int64 { return storeHistory(t, s, 1001) }
+	write := func(note int) string {
+		t.Helper()
+		value := fmt.Sprintf(`{"client":"ctx","scope":"private","note":%q}`, strings.Repeat("n", note))
+		out, err := runCmd(t, uid1001, nil, "/usr/bin/python3", "-c", writeEntry, metaPath, value)
+		testkit.Must(t, err)
+		return strings.TrimSpace(out)
+	}
+	if got := write(bound / 2); got != "ok" {
+		t.Fatalf("a meta.json of %d bytes below the bound: %s", bound/2, got)
+	}
+	over := func(what string) {
+		t.Helper()
+		before := fileBytes(t, storeMeta)
+		if got := write(bound); got != "EDQUOT" {
+			t.Errorf("%s: a meta.json that takes the home past the bound: %s, want EDQUOT", what, got)
+		}
+		if after := fileBytes(t, storeMeta); after != before {
+			t.Errorf("%s: meta.json changed by a refused write", what)
+		}
+		if got := held(); got > bound {
+			t.Errorf("%s: the home holds %d bytes of history with meta.json, over the bound %d", what, got, bound)
+		}
+	}
+	over("at first")
+	// A smaller one gives bytes back: an append of as many fits then.
+	if got := write(0); got != "ok" {
+		t.Fatalf("a small meta.json: %s", got)
+	}
+	log := s.mnt("home/1001/agent/coder/session/a/messages.jsonl")
+	room := bound - held()
+	out, err := runCmd(t, uid1001, nil, "/usr/bin/python3", "-c", appendErrno, log, stampedLine(int(room)))
+	if testkit.Must(t, err); strings.TrimSpace(out) != "ok" {
+		t.Fatalf("an append of the %d bytes left after meta.json shrank: %s", room, out)
+	}
+	s.restart(syscall.SIGTERM)
+	over("after a restart")
 }

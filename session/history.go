@@ -1,6 +1,7 @@
 package session
 
 import (
+	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/internal/quota"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/versions"
@@ -18,6 +19,10 @@ func (e *Engine) historyCharge(home string) quota.Charge {
 	return e.limits.History.Of(uid)
 }
 
+// historyFiles are the files of a session counted as history, beside its
+// versions.
+var historyFiles = append([]string{abi.FileMeta}, layout.SessionLogs...)
+
 // historyOf counts the bytes of history uid's home holds: those of every
 // session of its home, live and archived.
 func (e *Engine) historyOf(uid uint32) int64 {
@@ -29,12 +34,13 @@ func (e *Engine) historyOf(uid uint32) int64 {
 }
 
 // historyBytes is what the session directory rel holds of history: its
-// logs and its versions (contents and index). Its seals, values and
-// identity are small and fixed in number; its context/ is the free
-// trees' (quota.FreeQuota).
+// logs, its meta.json (its user's to write, up to 1 MiB) and its
+// versions (contents and index). Its seals, identity and other values
+// are small and fixed in number; its context/ is the free trees'
+// (quota.FreeQuota).
 func (e *Engine) historyBytes(rel string) int64 {
 	var n int64
-	for _, f := range layout.SessionLogs {
+	for _, f := range historyFiles {
 		if st, err := e.root.Lstat(rel + "/" + f); err == nil {
 			n += st.Size
 		}
@@ -69,4 +75,30 @@ func (e *Engine) deletedHistory(r layout.Ref) int64 {
 	}
 	e.limits.History.Held(uid)
 	return e.historyBytes(r.Rel())
+}
+
+// chargeResize charges home's payer for the file rel (meta.json) about to
+// be replaced by one of size bytes: what it grows by is taken now (EDQUOT
+// past the bound, nothing to write); done(written) gives that back when
+// the file was not written, and what it shrank by when it was. The
+// caller keeps anyone else from replacing rel meanwhile.
+func (e *Engine) chargeResize(home, rel string, size int64) (done func(written bool), err error) {
+	var old int64
+	if st, err := e.root.Lstat(rel); err == nil {
+		old = st.Size
+	}
+	undo, err := e.takeHistory(home, size-old)
+	if err != nil {
+		return nil, err
+	}
+	return func(written bool) {
+		switch {
+		case !written:
+			undo()
+		case size < old:
+			if c := e.historyCharge(home); c != nil {
+				c.Give(old - size)
+			}
+		}
+	}, nil
 }

@@ -198,11 +198,12 @@ type filled struct {
 
 // createFilled is createDir for a session that starts with f.
 func (e *Engine) createFilled(r layout.Ref, own storefs.Owner, f filled) error {
-	// Its logs' lines (an import's) are history the home's uid keeps:
-	// charged before anything is made (EDQUOT past the bound), given
-	// back unless the session was made.
+	// Its logs' lines (an import's) and its meta.json are history the
+	// home's uid keeps: charged before anything is made (EDQUOT past the
+	// bound), given back unless the session was made.
 	moved := false
-	undo, err := e.takeHistory(r.Home, int64(len(f.logs[abi.FileMessages])+len(f.logs[abi.FileEvents])))
+	size := len(f.logs[abi.FileMessages]) + len(f.logs[abi.FileEvents]) + len(newMeta(scopeOfHome(r.Home), f).Line())
+	undo, err := e.takeHistory(r.Home, int64(size))
 	if err != nil {
 		return &abi.Error{Op: "create session", Path: r.Name, Errno: abi.Errno(err), Msg: abi.Message(err)}
 	}
@@ -270,12 +271,7 @@ func (e *Engine) layout(tmp, final string, free storefs.Owner, scope string, sta
 		return err
 	}
 	now := strconv.FormatInt(time.Now().Unix(), 10) + "\n"
-	meta := proto.NewObject("client", "ctx", "scope", scope)
-	if start.meta != nil {
-		for _, f := range start.meta.Fields {
-			meta.Set(f.Key, f.Value)
-		}
-	}
+	meta := newMeta(scope, start)
 	values := map[string]string{
 		abi.FileLatest: start.latest, abi.FileState: abi.StateIdle + "\n", abi.FileCwd: start.cwd + "\n",
 		abi.FileCreatedAt: now, abi.FileUpdatedAt: now, abi.FileMeta: string(meta.Line()),
@@ -297,6 +293,17 @@ func (e *Engine) layout(tmp, final string, free storefs.Owner, scope string, sta
 		return err
 	}
 	return e.root.SyncDir(tmp)
+}
+
+// newMeta is the meta.json a new session of scope starts with.
+func newMeta(scope string, start filled) *proto.Object {
+	meta := proto.NewObject("client", "ctx", "scope", scope)
+	if start.meta != nil {
+		for _, f := range start.meta.Fields {
+			meta.Set(f.Key, f.Value)
+		}
+	}
+	return meta
 }
 
 // parallel runs jobs at once and returns the first error.

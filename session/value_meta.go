@@ -27,16 +27,25 @@ func (e *Engine) writeMeta(s *sess, data []byte) error {
 	}
 	s.e.selfMu.Lock()
 	defer s.e.selfMu.Unlock()
+	// What it grows by is history of the home's uid (EDQUOT past the
+	// bound), charged before anything is written: the self_id's claim too.
+	done, err := s.e.chargeResize(s.ref.Home, s.file(abi.FileMeta), int64(len(v.Line)))
+	if err != nil {
+		return err
+	}
 	if v.SelfID != "" {
 		if err := layout.ClaimSelfID(s.e.root, s.ref.Home, s.ref.Rel(), v.SelfID); err != nil {
+			done(false)
 			return err
 		}
 	}
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
 	if err := s.e.writeValue(s.file(abi.FileMeta), v.Line, s.own); err != nil {
+		done(false)
 		return err
 	}
+	done(true)
 	s.e.changed(s.ref.Rel() + "/" + abi.FileMeta)
 	return nil
 }
