@@ -90,13 +90,18 @@ func (e *Engine) writeSnapshots(rn *run, rules string) {
 // and in each directory down to cwd, outermost first. The tree belongs to
 // the agent's user and the server may be root, so every read goes through
 // the store's door: a symlink anywhere on the way is not followed (that
-// directory's rules are left out) and each read is bounded.
+// directory's rules are left out) and the reads are bounded together: a
+// file that would take them past maxRulesBytes is left out, as one over
+// it is. Bounded each, one file hard-linked in every directory of a deep
+// cwd made a run hold, and its session's snapshot keep, the file's size
+// times the depth (30 MiB for 30 directories, 2 GiB at PATH_MAX).
 func (e *Engine) chrootRules(rootRel, cwd string) []string {
 	var rules []string
-	dir := rootRel
+	dir, left := rootRel, int64(maxRulesBytes)
 	read := func() {
-		if b, err := e.root.ReadFile(dir+"/"+abi.FileAgentsMD, maxRulesBytes); err == nil {
+		if b, err := e.root.ReadFile(dir+"/"+abi.FileAgentsMD, left); err == nil {
 			rules = append(rules, strings.TrimRight(string(b), "\n"))
+			left -= int64(len(b))
 		}
 	}
 	read()
@@ -110,7 +115,7 @@ func (e *Engine) chrootRules(rootRel, cwd string) []string {
 	return rules
 }
 
-// maxRulesBytes bounds each AGENTS.md read into a snapshot.
+// maxRulesBytes bounds the AGENTS.md files read into a snapshot, together.
 const maxRulesBytes = 1 << 20
 
 // prepareCLI readies a CLI agent's run (SPEC 16; agent.CLIRun): the CLI
