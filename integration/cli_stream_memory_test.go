@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestCLIStreamIDsBounded: a CLI's stream (the CLI, or any process of the
@@ -31,5 +33,35 @@ out.write('{"type":"result","subtype":"success","is_error":false,"result":"done"
 	t.Logf("server resident memory: %d MiB before, peak %d MiB (+%d MiB) for 256 message ids of 1 MiB", base/1024, peak/1024, growth)
 	if growth > 128 {
 		t.Errorf("peak resident memory grew by %d MiB: the stream's ids are held", growth)
+	}
+}
+
+// TestCLIResultErrorsLinear: a Claude Code result event (the CLI's, or
+// any process of the run's uid writing into its stdout) lists a million
+// errors of one character in one 4 MB line. The error frame quotes the
+// first KiB of them; they are not joined whole again at each one (a
+// quadratic join held a core of the server for some twenty minutes a
+// line, and the run could not end meanwhile).
+func TestCLIResultErrorsLinear(t *testing.T) {
+	s := newServerWith(t, func(s *server) {
+		s.define("hostile", map[string]string{"cli": "claude-code\n", "program": `#!/usr/bin/python3
+import sys
+sys.stdout.write('{"type":"result","subtype":"error_during_execution","is_error":true,"errors":[' + '"a",' * 1000000 + '"b"]}\n')
+`})
+	})
+	began := time.Now()
+	frames, err := s.requestWithin("hostile", `{"op":"send","id":"h1","session":"errs","input":"go"}`, time.Minute)
+	if err != nil {
+		t.Fatalf("the run did not end within a minute (%v): %d frames", err, len(frames))
+	}
+	t.Logf("the run ended in %v", time.Since(began))
+	var quoted string
+	for _, f := range frames {
+		if f["type"] == "error" {
+			quoted, _ = f["message"].(string)
+		}
+	}
+	if last := frames[len(frames)-1]; last["type"] != "done" || last["status"] != "error" || !strings.HasPrefix(quoted, "claude-code: EIO: a a a") || len(quoted) > 2048 {
+		t.Fatalf("want an error quoting the first errors, then done error; got %v", frames)
 	}
 }

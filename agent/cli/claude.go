@@ -247,11 +247,24 @@ func (p *claudeParser) result(ev claudeEvent) []*proto.Object {
 	if !ev.IsError && !strings.HasPrefix(ev.Subtype, "error") {
 		return frames
 	}
+	words := claudeWords(ev)
+	return append(frames, p.fail(claudeErrno(ev, words), "%s", orDefault(words, ev.Subtype)))
+}
+
+// claudeWords is what a failed result says: its result, then its errors,
+// joined with spaces, until they pass maxQuote, all that an error frame
+// quotes. Joined whole, a line's million errors of one character each
+// copied the words so far again at each one: some twenty minutes of a
+// core for one line.
+func claudeWords(ev claudeEvent) string {
 	words := ev.Result
 	for _, e := range ev.Errors {
+		if len(words) > maxQuote {
+			break
+		}
 		words = strings.TrimSpace(words + " " + contentText(e))
 	}
-	return append(frames, p.fail(claudeErrno(ev, words), "%s", orDefault(words, ev.Subtype)))
+	return words
 }
 
 // claudeErrno is the errno of a failed run: from the API's HTTP status
