@@ -65,3 +65,42 @@ sys.stdout.write('{"type":"result","subtype":"error_during_execution","is_error"
 		t.Fatalf("want an error quoting the first errors, then done error; got %v", frames)
 	}
 }
+
+// TestCLIStreamPartsBounded: a Claude Code assistant event (the CLI's,
+// or any process of the run's uid writing into its stdout) holds 1.4
+// million empty content parts in one 4 MiB line, four times. Each part
+// the parser does not map would be a log frame, all held until the line's
+// last went out (some 600 MiB of the root server's memory for one line);
+// past the parts of a message it maps, the rest are said in one log
+// frame, and the server's peak resident memory does not grow by hundreds
+// of MiB.
+func TestCLIStreamPartsBounded(t *testing.T) {
+	s := newServerWith(t, func(s *server) {
+		s.define("hostile", map[string]string{"cli": "claude-code\n", "program": `#!/usr/bin/python3
+import sys
+line = '{"type":"assistant","message":{"id":"m","content":[' + '{},' * 1398000 + '{}]}}\n'
+for i in range(4):
+    sys.stdout.write(line)
+sys.stdout.write('{"type":"result","subtype":"success","is_error":false,"result":"done"}\n')
+`})
+	})
+	pid := s.cmd.Process.Pid
+	base := vmKB(t, pid, "VmRSS")
+	// The send's reader may fall behind (EAGAIN): the run goes on, and
+	// its end is what status says.
+	s.requestWithin("hostile", `{"op":"send","id":"h1","session":"parts","input":"go"}`, 2*time.Minute)
+	var st frame
+	eventually(t, 2*time.Minute, "the run's end", func() bool {
+		st = s.mustRequest("hostile", `{"op":"status","session":"parts"}`)[0]
+		return st["state"] != "active"
+	})
+	peak := vmKB(t, pid, "VmHWM")
+	growth := (peak - base) / 1024
+	t.Logf("server resident memory: %d MiB before, peak %d MiB (+%d MiB) for four lines of 1.4 million parts; the session %v", base/1024, peak/1024, growth, st["state"])
+	if growth > 128 {
+		t.Errorf("peak resident memory grew by %d MiB: a frame is held for each part of a line", growth)
+	}
+	if events := fileBytes(t, s.mnt("home/0/agent/hostile/session/parts/events.jsonl")); st["state"] != "done" || !strings.Contains(events, "1396977 more parts of a message dropped") {
+		t.Errorf("the run ended %v; its events do not say the parts past the bound were dropped", st["state"])
+	}
+}

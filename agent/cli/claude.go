@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/agent/modelapi"
+	"github.com/ctxfs/ctxfs/internal/jsonscan"
 	"github.com/ctxfs/ctxfs/proto"
 )
 
@@ -96,9 +97,11 @@ type claudeUsage struct {
 }
 
 type claudeMessage struct {
-	ID      string            `json:"id"`
-	Model   string            `json:"model"`
-	Content []json.RawMessage `json:"content"`
+	ID    string `json:"id"`
+	Model string `json:"model"`
+	// Content is the parts, read one at a time (parts): a slice of them
+	// all would hold 24 bytes and a copy for each.
+	Content json.RawMessage `json:"content"`
 }
 
 type claudePart struct {
@@ -214,27 +217,47 @@ func (p *claudeParser) user(raw json.RawMessage) ([]*proto.Object, bool) {
 	})
 }
 
+// maxParts bounds the content parts of one message that are mapped:
+// Claude Code sends an assistant message a block an event, and a few tool
+// results in a user event. One 4 MiB line holds 1.4 million empty parts,
+// each of which was a frame, all held until the line's last went out
+// (four such lines took the server's peak memory up by 940 MiB); the
+// parts past the bound are counted, and said in one log frame.
+const maxParts = 1024
+
 // parts maps each content part of a message with each (given the
 // message's id); a part each does not map, or of another shape, is a log
-// frame.
+// frame. Content that is not an array is not a message of this shape.
 func (p *claudeParser) parts(kind string, raw json.RawMessage, each func(msgID string, part claudePart) ([]*proto.Object, bool)) ([]*proto.Object, bool) {
 	var m claudeMessage
 	if !decode(raw, &m) {
 		return nil, false
 	}
 	var frames []*proto.Object
-	for _, rawPart := range m.Content {
-		var part claudePart
-		more, ok := []*proto.Object(nil), false
-		if decode(rawPart, &part) {
-			more, ok = each(m.ID, part)
+	n := 0
+	shaped := isNull(m.Content) || jsonscan.Elements(m.Content, func(rawPart []byte) {
+		if n++; n <= maxParts {
+			frames = append(frames, p.part(kind, m.ID, rawPart, each)...)
 		}
-		if !ok {
-			more = []*proto.Object{p.logEvent(orDefault(part.Type, kind), rawPart)}
-		}
-		frames = append(frames, more...)
+	})
+	if !shaped {
+		return nil, false
+	}
+	if n > maxParts {
+		frames = append(frames, p.logf(kind, "ctxfs: %d more parts of a message dropped (at most %d are mapped)", n-maxParts, maxParts))
 	}
 	return frames, true
+}
+
+// part maps one content part with each, or keeps it in a log frame.
+func (p *claudeParser) part(kind, msgID string, rawPart []byte, each func(msgID string, part claudePart) ([]*proto.Object, bool)) []*proto.Object {
+	var part claudePart
+	if decode(rawPart, &part) {
+		if more, ok := each(msgID, part); ok {
+			return more
+		}
+	}
+	return []*proto.Object{p.logEvent(orDefault(part.Type, kind), rawPart)}
 }
 
 // result is the run's last event: usage, and the error when it failed.
