@@ -104,3 +104,44 @@ sys.stdout.write('{"type":"result","subtype":"success","is_error":false,"result"
 		t.Errorf("the run ended %v; its events do not say the parts past the bound were dropped", st["state"])
 	}
 }
+
+// TestCLIToolResultPartsBounded: a Claude Code tool result (the CLI's,
+// or any process of the run's uid writing into its stdout) whose content
+// is 1.4 million empty parts in one 4 MiB line, four times. Its text is
+// read part by part, not from a slice of every part decoded (some 900
+// MiB of the root server's memory for one line), so the server's peak
+// resident memory does not grow by hundreds of MiB.
+func TestCLIToolResultPartsBounded(t *testing.T) {
+	s := newServerWith(t, func(s *server) {
+		s.define("hostile", map[string]string{"cli": "claude-code\n", "program": `#!/usr/bin/python3
+import sys
+out = sys.stdout
+out.write('{"type":"assistant","message":{"id":"m","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]}}\n')
+line = '{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":[' + '{},' * 1398000 + '{"text":"end"}]}]}}\n'
+for i in range(4):
+    out.write(line)
+out.write('{"type":"result","subtype":"success","is_error":false,"result":"done"}\n')
+`})
+	})
+	pid := s.cmd.Process.Pid
+	base := vmKB(t, pid, "VmRSS")
+	frames, err := s.requestWithin("hostile", `{"op":"send","id":"h1","session":"results","input":"go"}`, 2*time.Minute)
+	if err != nil || len(frames) == 0 || frames[len(frames)-1]["type"] != "done" {
+		t.Fatalf("the run did not end (%v): %d frames", err, len(frames))
+	}
+	peak := vmKB(t, pid, "VmHWM")
+	growth := (peak - base) / 1024
+	t.Logf("server resident memory: %d MiB before, peak %d MiB (+%d MiB) for four tool results of 1.4 million parts", base/1024, peak/1024, growth)
+	if growth > 128 {
+		t.Errorf("peak resident memory grew by %d MiB: a tool result's parts are held decoded", growth)
+	}
+	results := 0
+	for _, f := range frames {
+		if f["type"] == "tool_result" && f["content"] == "end" {
+			results++
+		}
+	}
+	if results != 4 {
+		t.Errorf("want four tool results of text \"end\"; got %d", results)
+	}
+}
