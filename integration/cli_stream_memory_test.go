@@ -145,3 +145,31 @@ out.write('{"type":"result","subtype":"success","is_error":false,"result":"done"
 		t.Errorf("want four tool results of text \"end\"; got %d", results)
 	}
 }
+
+// TestCLIResultErrorsBounded: four Claude Code result events (the CLI's,
+// or any process of the run's uid writing into its stdout) list a million
+// errors of one character each in a 4 MB line. They are read one at a
+// time up to what the error frame quotes, not decoded into a slice of
+// them all, so the server's peak resident memory grows by what a 4 MB
+// line of one error takes (37 MiB), not by 117-131 MiB.
+func TestCLIResultErrorsBounded(t *testing.T) {
+	s := newServerWith(t, func(s *server) {
+		s.define("hostile", map[string]string{"cli": "claude-code\n", "program": `#!/usr/bin/python3
+import sys
+for i in range(4):
+    sys.stdout.write('{"type":"result","subtype":"error_during_execution","is_error":true,"errors":[' + '"a",' * 1000000 + '"b"]}\n')
+`})
+	})
+	pid := s.cmd.Process.Pid
+	base := vmKB(t, pid, "VmRSS")
+	frames, err := s.requestWithin("hostile", `{"op":"send","id":"h1","session":"errs","input":"go"}`, time.Minute)
+	if err != nil || len(frames) == 0 || frames[len(frames)-1]["type"] != "done" {
+		t.Fatalf("the run did not end (%v): %d frames", err, len(frames))
+	}
+	peak := vmKB(t, pid, "VmHWM")
+	growth := (peak - base) / 1024
+	t.Logf("server resident memory: %d MiB before, peak %d MiB (+%d MiB) for four results of a million errors", base/1024, peak/1024, growth)
+	if growth > 80 { // a 4 MB line of one error: +37 MiB
+		t.Errorf("peak resident memory grew by %d MiB: a result's errors are held decoded", growth)
+	}
+}
