@@ -444,3 +444,31 @@ func TestImportFailingLateLeavesNothing(t *testing.T) {
 	}
 	s.checkImported(t, claude, importAnn.uid, importAnn.uid)
 }
+
+// TestImportCopyRefusedLeavesNoPart: the CLI's file is copied under the
+// agent's HOME for its resume, and that copy fails midway (the file, 2
+// MiB of Claude Code's own bookkeeping besides the messages, is over uid
+// 1001's 1 MiB of free-tree bytes: EDQUOT). The session is imported and
+// the failure said; no part of the file is left at the name the CLI
+// resumes from, which it would take for the whole conversation.
+func TestImportCopyRefusedLeavesNoPart(t *testing.T) {
+	s := limitedServer(t, "freebytes=1048576", nil)
+	claude := readImportFile(t, cli.ClaudeCode, "tool.jsonl")
+	home := userHome(t, importAnn, claude)
+	file := filepath.Join(home, ".claude", "projects", "-tmp-cc-work", claude.session.ID+".jsonl")
+	pad := fmt.Sprintf(`{"type":"queue-operation","operation":"enqueue","sessionId":%q,"content":%q}`+"\n", claude.session.ID, strings.Repeat("x", 1<<20))
+	testkit.Must(t, os.WriteFile(file, []byte(fileBytes(t, claude.path)+pad+pad), 0o600))
+	chownTree(t, home, importAnn)
+
+	out, code := s.ctxImport(importAnn, home, "coder", "--from", "claude-code")
+	if code != 1 || !strings.Contains(out, "imported "+file) || !strings.Contains(out, "EDQUOT") {
+		t.Fatalf("want the session imported and the copy refused EDQUOT (exit 1); exit %d\n%s", code, out)
+	}
+	s.checkImported(t, claude, importAnn.uid, importAnn.uid)
+	dir := s.mnt("home/1001/agent/coder/root/home/agent/.claude/projects/-tmp-cc-work")
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		st, _ := e.Info()
+		t.Errorf("the failed copy left %s (%d of %d bytes) under the agent's HOME", e.Name(), st.Size(), len(fileBytes(t, file)))
+	}
+}

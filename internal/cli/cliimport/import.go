@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent/cli"
 	"github.com/ctxfs/ctxfs/client"
@@ -249,13 +251,33 @@ func (j *job) keepForResume(f *os.File, path string, s *cli.Session) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return err
 	}
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	return copyWhole(f, dst)
+}
+
+// copyWhole makes dst (0600) a copy of src, whole or not at all: src is
+// copied under a hidden name beside dst, synced, and renamed to dst,
+// never over a file there (EEXIST). A copy made at dst itself and failed
+// midway (EDQUOT past the free tree's bytes, an interrupt) left its first
+// part there, which the CLI would resume as the whole conversation.
+func copyWhole(src io.Reader, dst string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".*")
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(out, f)
-	if cerr := out.Close(); err == nil {
+	_, err = io.Copy(tmp, src)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		if rerr := unix.Renameat2(unix.AT_FDCWD, tmp.Name(), unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE); rerr != nil {
+			err = &os.LinkError{Op: "rename", Old: tmp.Name(), New: dst, Err: rerr}
+		}
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
 	}
 	return err
 }
