@@ -472,3 +472,48 @@ func TestImportCopyRefusedLeavesNoPart(t *testing.T) {
 		t.Errorf("the failed copy left %s (%d of %d bytes) under the agent's HOME", e.Name(), st.Size(), len(fileBytes(t, file)))
 	}
 }
+
+// TestImportSplitsLargeReply: a Codex rollout whose reply made twenty
+// parallel calls of 60 KiB arguments each. As the CLI's reader maps it,
+// that reply is several assistant messages, in order, each a line the
+// server takes (one line of all twenty, 1.2 MB, was over the 1 MiB bound,
+// and the whole import was refused EINVAL); every call and result is
+// imported.
+func TestImportSplitsLargeReply(t *testing.T) {
+	s := newFuseServer(t)
+	const id = "7d1a6c1e-5a0b-4c8e-9f3e-2b7d9c0e1f2a"
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"timestamp":"2026-12-02T00:01:25Z","type":"session_meta","payload":{"id":%q,"cwd":"/tmp/cx-work"}}`+"\n", id)
+	b.WriteString(`{"timestamp":"2026-12-02T00:01:26Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"write twenty files"}]}}` + "\n")
+	for i := 0; i < 20; i++ {
+		args := fmt.Sprintf(`{"cmd":"printf %s > f%d"}`, strings.Repeat("a", 60<<10), i)
+		fmt.Fprintf(&b, `{"timestamp":"2026-12-02T00:01:27Z","type":"response_item","payload":{"type":"function_call","name":"shell","call_id":"call_%d","arguments":%q}}`+"\n", i, args)
+	}
+	for i := 0; i < 20; i++ {
+		fmt.Fprintf(&b, `{"timestamp":"2026-12-02T00:01:28Z","type":"response_item","payload":{"type":"function_call_output","call_id":"call_%d","output":"ok"}}`+"\n", i)
+	}
+	home := filepath.Join(t.TempDir(), "home")
+	openToAll(t, home)
+	file := filepath.Join(home, ".codex", "sessions", "2026", "12", "02", "rollout-2026-12-02T00-01-25-"+id+".jsonl")
+	testkit.Must(t, os.MkdirAll(filepath.Dir(file), 0o700))
+	testkit.Must(t, os.WriteFile(file, []byte(b.String()), 0o600))
+	chownTree(t, home, importAnn)
+	session, err := cli.ReadSession(cli.Codex, strings.NewReader(b.String()))
+	testkit.Must(t, err)
+
+	out, code := s.ctxImport(importAnn, home, "coder", "--from", "codex")
+	if code != 0 {
+		t.Fatalf("import of a reply of twenty 60 KiB calls: exit %d\n%.2000s", code, out)
+	}
+	s.checkImported(t, importFile{from: cli.Codex, path: file, session: session}, importAnn.uid, importAnn.uid)
+	calls := 0
+	for _, l := range s.importedLines(t, importAnn, importAnn.uid, id) {
+		if l["role"] == "assistant" {
+			b, _ := json.Marshal(l["content"])
+			calls += strings.Count(string(b), `"type":"tool_call"`)
+		}
+	}
+	if calls != 20 {
+		t.Errorf("%d of the 20 calls imported", calls)
+	}
+}

@@ -37,7 +37,8 @@ type Session struct {
 	// {"role":"assistant","content":[text and tool_call parts]},
 	// {"role":"tool","name":N,"content":[one tool_result part]}; each
 	// with "ts" when the file gives the time. Text and tool results are
-	// cut as a stream's are (MaxTextBytes, MaxToolBytes).
+	// cut as a stream's are (MaxTextBytes, MaxToolBytes), and a reply
+	// one line cannot hold is several assistant messages (fitParts).
 	Messages []*proto.Object
 }
 
@@ -183,7 +184,7 @@ func (s *sessionReader) result(id, content string, isError bool, ts string) {
 }
 
 // close ends the open assistant message: it is kept when it holds text or
-// calls.
+// calls, as several messages in order when one line cannot hold them all.
 func (s *sessionReader) close() {
 	a := s.open
 	s.open = nil
@@ -194,13 +195,34 @@ func (s *sessionReader) close() {
 	if a.text.Len() > 0 {
 		parts = append(parts, proto.NewObject("type", "text", "text", truncate(a.text.String(), MaxTextBytes)))
 	}
-	a.msg.Set("content", append(parts, a.calls...))
 	ts := a.msg.Raw("ts")
-	if ts != nil {
-		a.msg.Delete("ts")
-		a.msg.Set("ts", ts) // last, as in messages.jsonl
+	for _, content := range fitParts(append(parts, a.calls...)) {
+		msg := proto.NewObject("role", "assistant", "content", content)
+		if ts != nil {
+			msg.Set("ts", ts) // last, as in messages.jsonl
+		}
+		s.out.Messages = append(s.out.Messages, msg)
 	}
-	s.out.Messages = append(s.out.Messages, a.msg)
+}
+
+// fitParts cuts a reply's parts, in order, into the contents of messages
+// whose lines each stay within maxFrameBytes, as a stream's are (addCall):
+// the server takes no longer line, and refused the whole import for one
+// (a Codex reply of twenty parallel calls of 60 KiB made a line of 1.2
+// MB). A part is never cut: text and arguments are bounded already.
+func fitParts(parts []*proto.Object) [][]*proto.Object {
+	var out [][]*proto.Object
+	var cur []*proto.Object
+	n := messageOverhead
+	for _, p := range parts {
+		size := partBytes(p)
+		if len(cur) > 0 && n+size > maxFrameBytes {
+			out, cur, n = append(out, cur), nil, messageOverhead
+		}
+		cur = append(cur, p)
+		n += size
+	}
+	return append(out, cur)
 }
 
 // stamped sets "ts" from a file's time, when it is one.
