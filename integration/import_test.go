@@ -517,3 +517,24 @@ func TestImportSplitsLargeReply(t *testing.T) {
 		t.Errorf("%d of the 20 calls imported", calls)
 	}
 }
+
+// TestImportSymlinkedDir: the directory an import walks is a symlink of
+// the user's (a dotfiles manager's ~/.codex/sessions, say): its session
+// files are imported, not none with exit 0.
+func TestImportSymlinkedDir(t *testing.T) {
+	s := newFuseServer(t)
+	codex := readImportFile(t, cli.Codex, "tool.jsonl")
+	home := userHome(t, importAnn, codex)
+	sessions := filepath.Join(home, ".codex", "sessions")
+	kept := filepath.Join(home, "dotfiles", "codex-sessions")
+	testkit.Must(t, os.MkdirAll(filepath.Dir(kept), 0o700))
+	testkit.Must(t, os.Rename(sessions, kept))
+	testkit.Must(t, os.Symlink(kept, sessions))
+	chownTree(t, home, importAnn)
+
+	out, code := s.ctxImport(importAnn, home, "coder", "--from", "codex")
+	if code != 0 || !strings.Contains(out, "imported "+sessions) || !strings.Contains(out, codex.session.ID) {
+		t.Fatalf("import of a symlinked ~/.codex/sessions: exit %d\n%s", code, out)
+	}
+	s.checkImported(t, codex, importAnn.uid, importAnn.uid)
+}

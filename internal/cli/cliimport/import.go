@@ -112,8 +112,12 @@ func sessionFiles(from, root string) ([]string, error) {
 	if from == cli.Codex {
 		name = codexFile
 	}
+	// Walked from root with a separator after it, so that a root that is
+	// a symlink to a directory (os.Stat followed it) is walked too:
+	// WalkDir lstats its root, and walked nothing of such a one (no file,
+	// exit 0). Links below root are still not followed.
 	var files []string
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root+string(filepath.Separator), func(p string, d fs.DirEntry, err error) error {
 		switch {
 		case err != nil:
 			return err
