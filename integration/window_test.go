@@ -514,3 +514,45 @@ func TestCompactProgramGetsNoServerDescriptor(t *testing.T) {
 		t.Errorf("the program wrote root's file through the server's descriptor: %q", got)
 	}
 }
+
+// TestCompactOpCountsAsRun: the op compact holds one of its caller's runs
+// while its strategy works (a compact.d/ program is a process of the
+// uid's, summarize a request to the provider, and each holds the
+// session's prompt): with runs=2, two of six compactions at once work and
+// the other four are EAGAIN at once, and the places are given back after.
+// Before, nothing bounded them but the connections and open files a uid
+// may have (64 and 1,024): every one ran its program at once.
+func TestCompactOpCountsAsRun(t *testing.T) {
+	p := newFakeProvider(t, openAIReply("ok"))
+	s := limitedServer(t, "runs=2", func(s *server) {
+		defineFakeModel(t, s, "openai-chat", p.URL+"/v1", nil)
+		s.define("small", map[string]string{"model": "fake/llm", "window": "1000\n", "compact.strategy": "slow\n"})
+		writeExec(t, filepath.Join(s.root, "agent", "small.d", "compact.d", "slow"), "#!/bin/sh\ncat >/dev/null\nsleep 5\necho slow\n")
+	})
+	for i := 1; i <= 3; i++ {
+		s.askSmallAs(owner, "q", fmt.Sprint("q", i), question(i))
+	}
+	results := make(chan string, 6)
+	for i := 0; i < 6; i++ {
+		go func() {
+			frames, _, err := s.requestAs(owner, "small", `{"op":"compact","session":"q"}`)
+			switch {
+			case err != nil || len(frames) != 1:
+				results <- fmt.Sprintf("%v %v", frames, err)
+			case frames[0]["type"] == "compacted":
+				results <- "compacted"
+			default:
+				results <- errorCode(frames)
+			}
+		}()
+	}
+	counts := map[string]int{}
+	for i := 0; i < 6; i++ {
+		counts[<-results]++
+	}
+	if counts["compacted"] != 2 || counts["EAGAIN"] != 4 {
+		t.Fatalf("six compactions at once with runs=2: %v, want 2 compacted and 4 EAGAIN", counts)
+	}
+	s.askSmallAs(owner, "q", "after", "one more") // both places were given back
+	s.askSmallAs(owner, "q", "after2", "and one more")
+}

@@ -128,6 +128,15 @@ func (e *Engine) compact(c layout.Caller, loc *location) (*Reply, error) {
 	if !s.idle() {
 		return nil, abi.Errorf(syscall.EBUSY, "compact", "a run of the session is active or waits (or the session is temp: it keeps no summary)")
 	}
+	// A compaction holds one of the caller's runs while it works (EAGAIN
+	// past them, at once): it runs a program of the uid's or asks the
+	// provider, and holds the session's prompt, as a run does; bounded by
+	// nothing else, a uid's 1,024 ctl files ran as many at once.
+	ticket, err := e.takeRun(c.Uid)
+	if err != nil {
+		return nil, err
+	}
+	defer ticket.cancel()
 	f, err := agent.CompactFrame(context.Background(), s.windowSpec(c, loc, defn))
 	if err != nil {
 		return nil, err
