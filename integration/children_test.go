@@ -901,3 +901,83 @@ func TestSharedParentStartsChild(t *testing.T) {
 	}
 	fsckClean(t, s)
 }
+
+// spawnerProgram is a program parent that starts, one after another, as
+// many children of agent big in session kids as its input says (a
+// create refused EAGAIN, the uid's runs all busy, is tried again), then
+// writes $GATE.spawned and waits for $GATE.
+const spawnerProgram = `#!/usr/bin/python3
+import json, os, socket, sys, time
+n, i = int(sys.stdin.read().strip()), 0
+while i < n:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(os.environ["CTX_CONTROL_SOCKET"])
+    s.sendall((json.dumps({"op": "agent.create", "id": "k%d" % i, "agent": "big", "input": "go", "session": "kids"}) + "\n").encode())
+    reply = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        reply += d
+    if b'"EAGAIN"' in reply:
+        time.sleep(0.02)
+        continue
+    if b'"agent.created"' not in reply:
+        sys.stdout.write(reply.decode())
+        sys.exit(1)
+    i += 1
+    if i % 50 == 0:
+        print("started", i, flush=True)  # the client hears from the run
+open(os.environ["GATE"] + ".spawned", "w").close()
+while not os.path.exists(os.environ["GATE"]):
+    time.sleep(0.05)
+print("spawned", n)
+`
+
+// TestFinishedChildrenLetGo: a parent that runs on keeps nothing in the
+// server of the children that ended: each one's result (up to a
+// message's 128 KiB) was held until the parent run ended, so a program
+// parent with no timeout that started children one after another made
+// the server hold 128 KiB more for each, without bound (800 children:
+// about 200 MiB). Now the server grows by less than 60 MiB over them.
+func TestFinishedChildrenLetGo(t *testing.T) {
+	requireFUSE(t)
+	gate := gateDir(t)
+	const n = 800
+	s := newServerWith(t, func(s *server) {
+		s.define("spawner", map[string]string{"abi": "text\n", "program": spawnerProgram, "env": "GATE=" + gate + "\n"})
+		s.define("big", map[string]string{"abi": "text\n", "program": "#!/bin/sh\nhead -c 130000 /dev/zero | tr '\\0' x\n"})
+	})
+	// One child first, so that what every child's run loads once is there.
+	warm := s.sendAsyncTo(owner, "spawner", "w", "1", 60*time.Second)
+	eventually(t, 60*time.Second, "the first child", func() bool { _, err := os.Stat(gate + ".spawned"); return err == nil })
+	kids := s.children("spawner", "w")
+	if len(kids) != 1 || s.waitChildEnd("spawner", "w", kids[0]) != "done" {
+		t.Fatalf("the first child: %v", kids)
+	}
+	testkit.Must(t, os.WriteFile(gate, nil, 0o644))
+	waitRunDone(t, warm)
+	testkit.Must(t, os.Remove(gate))
+	testkit.Must(t, os.Remove(gate+".spawned"))
+
+	pid := s.cmd.Process.Pid
+	base := vmKB(t, pid, "VmRSS")
+	done := s.sendAsyncTo(owner, "spawner", "p", fmt.Sprint(n), 300*time.Second)
+	eventually(t, 240*time.Second, "the children started", func() bool { _, err := os.Stat(gate + ".spawned"); return err == nil })
+	kids = s.children("spawner", "p")
+	if len(kids) != n {
+		t.Fatalf("%d children, want %d", len(kids), n)
+	}
+	eventually(t, 60*time.Second, "every child ended", func() bool {
+		return strings.TrimSpace(s.childFile("spawner", "p", kids[n-1], "status")) == "done"
+	})
+	grown := (vmKB(t, pid, "VmRSS") - base) / 1024
+	testkit.Must(t, os.WriteFile(gate, nil, 0o644))
+	if d := lastDone(waitRunDone(t, done)); d == nil || d["status"] != "ok" {
+		t.Fatalf("the parent did not end ok")
+	}
+	t.Logf("the server grew by %d MiB over %d children of 130,000 bytes each", grown, n)
+	if grown >= 60 {
+		t.Fatalf("the server grew by %d MiB over %d finished children of a running parent: their results are still held", grown, n)
+	}
+}

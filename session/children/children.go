@@ -72,7 +72,7 @@ type Book struct {
 type family struct {
 	p    Parent
 	gate chan struct{}
-	kids map[string]*Child
+	kids map[string]*Child // running or queued: an ended child is let go
 }
 
 // Child is one child run as its parent's session shows it.

@@ -97,6 +97,7 @@ func (b *Book) watch(c *Child, r *reply.Reply) {
 	b.mu.Lock()
 	delete(b.kids, c.Run)
 	delete(b.early, c.Run)
+	delete(c.f.kids, c.Run) // let go: a parent that runs on would hold every result it was told
 	b.mu.Unlock()
 	c.mu.Lock()
 	c.f.p.Files.write(c.Run, fileResult, c.result)
