@@ -200,7 +200,7 @@ func (s *sess) claim(id, input, scope, cwd string) (rec *clientRecord, replay bo
 	s.mu.Lock()
 	rec = s.clients[id]
 	if rec == nil {
-		rec = &clientRecord{input: input, scope: scope, cwd: cwd, ready: make(chan struct{})}
+		rec = &clientRecord{sum: sumInput(input), scope: scope, cwd: cwd, ready: make(chan struct{})}
 		s.clients[id] = rec
 		s.mu.Unlock()
 		return rec, false, nil
@@ -210,7 +210,7 @@ func (s *sess) claim(id, input, scope, cwd string) (rec *clientRecord, replay bo
 	if rec.failed {
 		return nil, false, errRetry
 	}
-	if rec.input != input || rec.scope != scope || rec.cwd != cwd {
+	if rec.sum != sumInput(input) || rec.scope != scope || rec.cwd != cwd {
 		return nil, false, abi.Errorf(syscall.EINVAL, "send", "client id %q was used before with another payload", id)
 	}
 	return rec, true, nil
