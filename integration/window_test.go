@@ -556,3 +556,52 @@ func TestCompactOpCountsAsRun(t *testing.T) {
 	s.askSmallAs(owner, "q", "after", "one more") // both places were given back
 	s.askSmallAs(owner, "q", "after2", "and one more")
 }
+
+// looseCalls appends to the messages.jsonl at argv[1] one assistant
+// message of argv[2] calls of tool x (offered to no agent), with one write.
+const looseCalls = `
+import json, os, sys
+calls = [{"type": "tool_call", "id": str(i), "name": "x", "arguments": {}} for i in range(int(sys.argv[2]))]
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+os.write(fd, (json.dumps({"role": "assistant", "content": calls}, separators=(",", ":")) + "\n").encode())
+os.close(fd)
+`
+
+// TestManyLooseCallsSentInTime: an assistant message of many calls of a
+// tool the run does not offer goes to the provider as text, each call a
+// paragraph: they were appended to the text one at a time, each copying
+// all before it, so one message of 17,000 calls (a line of 1 MiB, which
+// the owner appends through the mount) took 2.2 s of the server's CPU at
+// every request that held it, two 4.4 s. Now the request reaches the
+// provider at once (0.2 s), the calls in it as text.
+func TestManyLooseCallsSentInTime(t *testing.T) {
+	requireFUSE(t)
+	p := newFakeProvider(t, openAIReply("ok"))
+	s := newServerWith(t, func(s *server) {
+		defineFakeModel(t, s, "openai-chat", p.URL+"/v1", nil)
+		s.define("wide", map[string]string{"model": "fake/llm", "window": "10000000\n"}) // nothing is cut
+	})
+	if _, _, err := s.requestAs(owner, "wide", `{"op":"send","id":"q1","session":"w","input":"hello"}`); err != nil {
+		t.Fatal(err)
+	}
+	msgs := s.mnt("home/1001/agent/wide/session/w/messages.jsonl")
+	for i := 0; i < 2; i++ {
+		if out, err := runCmd(t, owner, nil, "/usr/bin/python3", "-c", looseCalls, msgs, "17000"); err != nil {
+			t.Fatalf("append: %v %s", err, out)
+		}
+	}
+	started := time.Now()
+	frames, _, err := s.requestAs(owner, "wide", `{"op":"send","id":"q2","session":"w","input":"go on"}`)
+	took := time.Since(started)
+	if err != nil || deltaText(frames) != "ok" {
+		t.Fatalf("send: %v %v", frames, err)
+	}
+	body, _ := p.last()
+	if text := messagesText(body); !strings.Contains(text, "[tool call x (call 16999)]") {
+		t.Fatalf("the calls are not in the request as text")
+	}
+	t.Logf("the send took %v", took)
+	if took > 2*time.Second {
+		t.Fatalf("the send took %v: the loose calls' text was built in quadratic time", took)
+	}
+}

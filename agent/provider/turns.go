@@ -86,6 +86,10 @@ func pairRun(out []planned, a modelapi.Turn, results []modelapi.Turn, used *call
 	}
 	answered := make([]bool, len(results))
 	asst := planned{role: modelapi.RoleAssistant, text: a.Text}
+	// The calls sent as text are joined once: appended one at a time, each
+	// copied all the text before it, and a line of 17,000 calls took
+	// seconds at every request that held it.
+	var loose []string
 	for _, c := range a.ToolCalls {
 		k, ok := firstResult[c.ID]
 		if ok && c.ID != "" && idOK(c.ID) && tools.has(c.Name) && !used.has(c.ID) {
@@ -94,7 +98,10 @@ func pairRun(out []planned, a modelapi.Turn, results []modelapi.Turn, used *call
 			asst.calls = append(asst.calls, c)
 			continue
 		}
-		asst.text = joinText(asst.text, fmt.Sprintf("[tool call %s]\n%s", label(c.Name, c.ID), c.Arguments))
+		loose = append(loose, fmt.Sprintf("[tool call %s]\n%s", label(c.Name, c.ID), c.Arguments))
+	}
+	if len(loose) > 0 {
+		asst.text = joinText(asst.text, strings.Join(loose, "\n\n"))
 	}
 	out = append(out, asst)
 	for k := range results {
