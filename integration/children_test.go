@@ -981,3 +981,47 @@ func TestFinishedChildrenLetGo(t *testing.T) {
 		t.Fatalf("the server grew by %d MiB over %d finished children of a running parent: their results are still held", grown, n)
 	}
 }
+
+// fakeChildren makes, as the session's owner, argv[2] directories in the
+// context/child/ at argv[1] that look like children still running: a
+// run id each, status active.
+const fakeChildren = `
+import os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+os.makedirs(d, exist_ok=True)
+for i in range(n):
+    k = os.path.join(d, "ctx-%032x" % i)
+    os.mkdir(k)
+    with open(os.path.join(k, "status"), "w") as f:
+        f.write("active\n")
+print("made", n)
+`
+
+// TestInterruptedChildrenBounded: a parent's load after a restart closes
+// at most 256 of the children its context/child/ shows running (no more
+// can have run at once), however many directories its owner made there:
+// each one it closed had its files written and one durable event of its
+// own, so 3,000 made by uid 1001 beside a run kept active held the
+// server's start (a clean restart as much as one after a crash) 7-9 s
+// instead of 0.2-0.5 s, and a uid's inodes allow 100,000.
+func TestInterruptedChildrenBounded(t *testing.T) {
+	s := newBossServer(t)
+	s.sendAsyncTo(owner, "boss", "k", "hold", 120*time.Second)
+	eventually(t, 30*time.Second, "the held run", func() bool {
+		b, _ := os.ReadFile(s.mnt("home/1001/agent/boss/session/k/state"))
+		return strings.TrimSpace(string(b)) == "active"
+	})
+	if out, err := runCmd(t, owner, nil, "/usr/bin/python3", "-c", fakeChildren, s.mnt("home/1001/agent/boss/session/k/context/child"), "3000"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	started := time.Now()
+	s.restart(syscall.SIGTERM)
+	t.Logf("the restart took %v", time.Since(started))
+	events := fileBytes(t, filepath.Join(s.sessionDir(1001, "boss", "k"), "events.jsonl"))
+	if n := strings.Count(events, `"type":"agent.child.cancel"`); n != 256 {
+		t.Fatalf("the parent's load closed %d children, want 256", n)
+	}
+	if !strings.Contains(events, `"status":"error","interrupted":true`) {
+		t.Fatal("the parent's run was not closed as interrupted")
+	}
+}

@@ -301,8 +301,12 @@ func (s *sess) writeFileDurably(name, value string) error {
 // the server died: an error event with code EINTR, done error, state error.
 func (s *sess) closeInterruptedRun(rec *clientRecord) {
 	errEv, done := errorEnd(rec.run, syscall.EINTR, "the run was interrupted: the server stopped while it was active", "interrupted", true)
-	for _, f := range s.e.childFiles(s.rel, requester(rec)).Interrupted() { // the children it followed end with it (SPEC 18)
-		s.appendEvents(runqueue.Stamp(f, rec.run, time.Now()))
+	kids := s.e.childFiles(s.rel, requester(rec)).Interrupted() // the children it followed end with it (SPEC 18)
+	for i, f := range kids {
+		kids[i] = runqueue.Stamp(f, rec.run, time.Now())
+	}
+	if len(kids) > 0 {
+		s.appendEvents(kids...) // one durable append for all
 	}
 	s.e.childFiles(children.ParentSession(rec.start.Str("parent_session"), s.ref.Home), requester(rec)).Closed(rec.run)
 	s.endRun(rec, errEv, done)

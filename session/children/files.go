@@ -62,13 +62,22 @@ func (fs *Files) write(child, name, data string) {
 	fs.Changed(dir, rel)
 }
 
+// maxInterrupted bounds the children one parent's load closes: no more
+// can have been pending or active at once than the runs their uid may
+// hold (32 by default), and the rest of context/child/ is whatever its
+// user made there: 3,000 directories made to look like running children
+// held every start of the server 7 s (each one's files written, one
+// durable event each), and a uid's inodes allow 100,000.
+const maxInterrupted = 256
+
 // Interrupted closes, after a restart, the children that the session's
 // context/child/ still shows pending or active: the server that followed
 // them stopped, and their own runs were interrupted with it (each
 // session's load closes its run), so nothing would ever finish their
 // files. Each becomes error (unless its own session's load came first and
 // did: closedUnreported), gets an empty result.md, and a frame for the
-// parent run's events says why. Nil-safe.
+// parent run's events says why; at most maxInterrupted of them (the
+// others' own loads still close their status). Nil-safe.
 func (fs *Files) Interrupted() []*proto.Object {
 	if fs == nil {
 		return nil
@@ -80,6 +89,9 @@ func (fs *Files) Interrupted() []*proto.Object {
 	}
 	var frames []*proto.Object
 	for _, ent := range ents {
+		if len(frames) == maxInterrupted {
+			break
+		}
 		if ent.IsDir() && (fs.Closed(ent.Name) || fs.closedUnreported(ent.Name)) {
 			fs.write(ent.Name, fileResult, "") // reported: a later restart does not report it again
 			frames = append(frames, proto.NewObject("type", FrameCancel, "child", ent.Name, "reason", "interrupted: the server stopped while the child ran"))
