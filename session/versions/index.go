@@ -27,30 +27,46 @@ type index struct {
 // seal (a Keep a crash interrupted before it committed) is not history:
 // it is cut when cut is set (the caller holds the lock), else left out.
 // Anything else that does not verify is EIO.
+//
+// The seal is read before the index: a Keep appends its line, then
+// seals, and only a cut (under the lock, to what the seal says) makes
+// the index shorter, so an index read after a seal holds at least what
+// that seal vouches for even beside a Keep (fsck reads without the lock).
 func (s *Store) index(cut bool) (*index, error) {
 	if s.identityOK != "" {
 		return nil, s.damaged(s.session, s.identityOK)
 	}
-	data, err := s.root.ReadFile(s.IndexRel(), MaxIndex+int64(len(maxLine)))
+	n, digest, sealErr := s.sealed()
+	if sealErr != nil && !errors.Is(sealErr, fs.ErrNotExist) {
+		return nil, sealErr
+	}
+	data, err := s.indexData()
+	if err == nil && sealErr != nil && bytes.Count(data, []byte("\n")) > 1 {
+		// More than a first Keep's line and no seal when we looked: a
+		// Keep may have sealed since. Look again, the seal first.
+		n, digest, sealErr = s.sealed()
+		if sealErr == nil {
+			data, err = s.indexData()
+		}
+	}
 	switch {
+	case errors.Is(err, fs.ErrNotExist) && sealErr == nil:
+		return nil, s.damaged(s.IndexRel(), "index missing")
 	case errors.Is(err, fs.ErrNotExist):
-		return s.noIndex()
-	case errors.Is(err, syscall.EFBIG):
-		return nil, s.damaged(s.IndexRel(), "index longer than any the server writes")
+		return &index{fresh: true}, nil // no index is an empty history
 	case err != nil:
 		return nil, err
 	}
-	n, digest, err := s.sealed()
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(sealErr, fs.ErrNotExist) {
 		// A first Keep interrupted between its line and its seal leaves
 		// at most that line; more is an index whose seal was taken away.
 		if bytes.Count(data, []byte("\n")) > 1 {
 			return nil, s.damaged(s.rel(SealFile), "seal missing")
 		}
-		n, digest, err = 0, emptyDigest[:], nil
+		n, digest, sealErr = 0, emptyDigest[:], nil
 	}
-	if err != nil {
-		return nil, err
+	if sealErr != nil {
+		return nil, sealErr
 	}
 	if int64(len(data)) < n {
 		return nil, s.damaged(s.IndexRel(), "index shorter than its seal says")
@@ -66,19 +82,21 @@ func (s *Store) index(cut bool) (*index, error) {
 	return s.parse(data[:n])
 }
 
+// indexData reads the index's bytes, up to the one unsealed line past
+// its bound; longer is EIO.
+func (s *Store) indexData() ([]byte, error) {
+	data, err := s.root.ReadFile(s.IndexRel(), MaxIndex+int64(len(maxLine)))
+	if errors.Is(err, syscall.EFBIG) {
+		return nil, s.damaged(s.IndexRel(), "index longer than any the server writes")
+	}
+	return data, err
+}
+
 var emptyDigest = sha256.Sum256(nil)
 
 // maxLine is room for the one unsealed line a crash may leave past the
 // index's bound.
 var maxLine = make([]byte, 64<<10)
-
-// noIndex: no index is an empty history, unless a seal vouches for one.
-func (s *Store) noIndex() (*index, error) {
-	if _, err := s.root.Lstat(s.rel(SealFile)); !errors.Is(err, fs.ErrNotExist) {
-		return nil, s.damaged(s.IndexRel(), "index missing")
-	}
-	return &index{fresh: true}, nil
-}
 
 // cutTo cuts the index back to the n bytes its seal vouches for, durably.
 func (s *Store) cutTo(n int64) error {

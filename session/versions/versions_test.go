@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -329,5 +330,60 @@ func TestLocksLetGo(t *testing.T) {
 	runtime.GC()
 	if again.lock != held.lock {
 		t.Errorf("two Stores of one session have two locks")
+	}
+}
+
+// fsck checks a session's versions beside the server's Keeps, without
+// their lock: a Verify that read the index, then a seal a Keep wrote
+// meanwhile, saw "index shorter than its seal says" (or, before the
+// first seal, "index missing"). The window is a Keep's whole append and
+// seal, so the verifiers are many threads on few cores, each one's reads
+// stalled at times for longer than a Keep; fresh sessions, so that the
+// first seal comes again and the index stays short.
+func TestVerifyBesideKeeps(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(16))
+	for round := 0; round < 5; round++ {
+		_, s := newSession(t)
+		if p := verifyBeside(s, func() {
+			for i := 0; i < 20; i++ {
+				keep(t, s, "r", "c", "a", nil, Create)
+			}
+		}); p != nil {
+			t.Fatalf("round %d: verify beside a Keep: %v", round, p)
+		}
+	}
+}
+
+// verifyBeside runs Verify of s in 16 goroutines while work runs, and
+// returns the first problem one reported.
+func verifyBeside(s *Store, work func()) []Problem {
+	stop := make(chan struct{})
+	problems := make(chan []Problem, 16)
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if p := Verify(s.root, testKey, sessRel); p != nil {
+					problems <- p
+					return
+				}
+			}
+		}()
+	}
+	work()
+	close(stop)
+	wg.Wait()
+	select {
+	case p := <-problems:
+		return p
+	default:
+		return nil
 	}
 }
