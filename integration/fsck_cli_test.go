@@ -145,3 +145,35 @@ func TestFsckBesideArchives(t *testing.T) {
 		}
 	}
 }
+
+// TestFsckBesideEmptyArchiveDirs: a directory the shape walk found and
+// that was gone when it came to list it (a user's empty
+// archived_sessions/<agent>/ removed meanwhile, which users may do) is
+// not a problem, as an entry gone before its stat is not: fsck named it
+// ("cannot be listed: no such file or directory") and exited 1.
+func TestFsckBesideEmptyArchiveDirs(t *testing.T) {
+	s := newFuseServer(t)
+	u := &cred{uid: 1001, gid: 1001}
+	s.sendAs(u, "s1", "s1", "", "hello")
+	archived := s.mnt("home/1001/archived_sessions")
+	done := make(chan string, 1)
+	go func() {
+		out, err := bashAs(t, u, "end=$((SECONDS+15)); while [ $SECONDS -lt $end ]; do mkdir -p "+archived+"/coder/ && rmdir "+archived+"/coder "+archived+" || exit 1; done")
+		done <- fmt.Sprint(out, err)
+	}()
+	for finished := false; !finished; {
+		select {
+		case out := <-done:
+			if out != "<nil>" {
+				t.Errorf("making and removing archived_sessions/coder: %s", out)
+			}
+			finished = true
+		default:
+			if out, code := s.fsck(); code != 0 {
+				t.Errorf("fsck beside a user making and removing their empty archive directories: exit %d\n%s", code, lastLines(out, 6))
+				<-done
+				return
+			}
+		}
+	}
+}

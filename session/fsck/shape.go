@@ -354,11 +354,16 @@ func (w *shapeWalk) stat(rel string) *unix.Stat_t {
 	return st
 }
 
-// list is the entries of the directory rel, sorted by name.
+// list is the entries of the directory rel, sorted by name; none when it
+// cannot be listed (reported), or when it vanished since its stat (a
+// session archived or deleted, a user's empty archived_sessions/<agent>/
+// removed, beside a running server: nothing left to report).
 func (w *shapeWalk) list(rel string) []storefs.Entry {
 	ents, err := w.r.ReadDir(rel)
 	if err != nil {
-		w.bad(rel, "cannot be listed: "+err.Error())
+		if !errors.Is(err, fs.ErrNotExist) {
+			w.bad(rel, "cannot be listed: "+err.Error())
+		}
 		return nil
 	}
 	sort.Slice(ents, func(i, j int) bool { return ents[i].Name < ents[j].Name })
