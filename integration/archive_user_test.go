@@ -96,3 +96,27 @@ func TestDeleteFailingLateLeavesNoIndex(t *testing.T) {
 		t.Errorf("index/list names the deleted session:\n%s", list)
 	}
 }
+
+// TestGCOlderThanUnknownAge: `gc --older-than-days` judges a session by
+// its newest file; one it cannot look into (a member of a shared space
+// mounted a FUSE filesystem of theirs over it, which refuses everyone
+// else EACCES) was taken as infinitely old, so another member's gc
+// offered to archive or delete a session sent to a minute before. It is
+// passed over now, and stderr says why.
+func TestGCOlderThanUnknownAge(t *testing.T) {
+	s := newFuseServer(t)
+	s.spaceAdd("team", 1234)
+	alice, bob := &cred{uid: 1001, gid: 1001, groups: []uint32{1234}}, &cred{uid: 1002, gid: 1002, groups: []uint32{1234}}
+	shared := `,"scope":"shared","space":"team"`
+	s.sendAs(bob, "temp-new", "b1", shared, "hello")
+	s.sendAs(bob, "temp-seen", "b2", shared, "hello")
+	userFUSE(t, alice, s.mnt("shared/team/agent/coder/session/temp-new"), "hangfs")
+	out, errs, code := ctxSplitAs(t, s, bob, "agent", "session", "gc", "coder", "--shared", "team", "--older-than-days", "1")
+	if strings.Contains(out, "temp-new") || code != 0 || !strings.Contains(errs, "temp-new") {
+		t.Errorf("gc --older-than-days 1 of a session it cannot look into: exit %d\nstdout:\n%sstderr:\n%s", code, out, errs)
+	}
+	if strings.Contains(out, "temp-seen") {
+		t.Errorf("gc --older-than-days 1 took a session sent to now:\n%s", out)
+	}
+	t.Logf("stderr: %s", errs)
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -388,7 +389,7 @@ func (s *selection) selected(j *gcJob) ([]string, error) {
 		n := ent.Name()
 		switch {
 		case !ent.IsDir() || n == abi.ReservedSessionName || s.keep[n] || !s.matches(n):
-		case s.olderThan > 0 && time.Since(newestFileTime(filepath.Join(j.w.Loc.SessionsDir(), n))) < s.olderThan:
+		case s.olderThan > 0 && !s.oldEnough(j, n):
 		default:
 			out = append(out, n)
 		}
@@ -415,18 +416,44 @@ func (s *selection) matches(name string) bool {
 	return false
 }
 
-// newestFileTime is the latest modification time of a session directory
-// and the files directly in it.
-func newestFileTime(dir string) time.Time {
-	var newest time.Time
-	if st, err := os.Lstat(dir); err == nil {
-		newest = st.ModTime()
+// oldEnough reports whether the session name's newest file is older
+// than --older-than-days. One whose age cannot be told (its directory
+// cannot be examined or listed: a member's own mount over a shared
+// session refuses everyone else) is not old: it is passed over, and
+// stderr says so (taken as infinitely old, it was offered to archive or
+// delete however recently it was used).
+func (s *selection) oldEnough(j *gcJob, name string) bool {
+	newest, err := newestFileTime(filepath.Join(j.w.Loc.SessionsDir(), name))
+	if err != nil {
+		fmt.Fprintf(j.e.Stderr, "ctx: gc: %s passed over, its age unknown: %s\n", name, clienv.Describe("gc", err))
+		return false
 	}
-	ents, _ := os.ReadDir(dir)
+	return time.Since(newest) >= s.olderThan
+}
+
+// newestFileTime is the latest modification time of a session directory
+// and the files directly in it; an error when the directory cannot be
+// examined or listed, or a file in it examined (a member's mount over a
+// file refuses too). A file gone since the listing is left out.
+func newestFileTime(dir string) (time.Time, error) {
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return time.Time{}, err
+	}
+	newest := st.ModTime()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return time.Time{}, err
+	}
 	for _, ent := range ents {
-		if info, err := ent.Info(); err == nil && info.ModTime().After(newest) {
+		info, err := ent.Info()
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return time.Time{}, err
+		case info.ModTime().After(newest):
 			newest = info.ModTime()
 		}
 	}
-	return newest
+	return newest, nil
 }
