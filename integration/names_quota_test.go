@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -406,5 +407,33 @@ func TestAgentsQuotaImport(t *testing.T) {
 	refused("after a restart", "y0")
 	if out, err := mkdir("x3"); err == nil || !strings.Contains(out, "Disk quota exceeded") {
 		t.Errorf("mkdir of a fourth agent after the restart: %v %q, want EDQUOT", err, out)
+	}
+}
+
+// TestAgentsQuotaFirstSendsRace: first sends racing to one agent the
+// home does not have yet each saw it missing and each charged it, so
+// that one agent counted as several until a restart (and a mkdir of an
+// agent within the bound was EDQUOT). One charges now. Each user races
+// 12 sends at once to each of two agents, then makes a third.
+func TestAgentsQuotaFirstSendsRace(t *testing.T) {
+	s := limitedServer(t, "agents=3", func(s *server) {
+		s.define("other", map[string]string{"model": "debug/echo"})
+	})
+	for _, u := range []*cred{uid1001, {uid: 1002, gid: 1002}} {
+		for _, agent := range []string{"coder", "other"} {
+			var wg sync.WaitGroup
+			for i := 0; i < 12; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s.requestAs(u, agent, fmt.Sprintf(`{"op":"send","id":"r%d","session":"s%d","input":"hi"}`, i, i))
+				}()
+			}
+			wg.Wait()
+		}
+		d := s.mnt(fmt.Sprintf("home/%d/agent/x0", u.uid))
+		if out, err := bashAs(t, u, "mkdir "+d); err != nil {
+			t.Errorf("uid %d: mkdir of a third agent after first sends racing to two (agents=3): %v %q", u.uid, err, out)
+		}
 	}
 }

@@ -96,6 +96,7 @@ type Engine struct {
 	runs map[string]*run // every queued or running run, by run id
 
 	selfMu   sync.Mutex    // serialises self_id claims
+	agentMu  sync.Mutex    // serialises the making of agents a home lacks (makeAgent)
 	memo     memo.Memo     // single values served from memory (Value)
 	prompts  *prompt.Memos // what a session's prompts keep for its next ones (prompt.go)
 	watchMu  sync.Mutex

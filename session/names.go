@@ -61,9 +61,17 @@ func (e *Engine) namesOf(home string) int64 {
 // of home (by mkdir, or by a session's first send or import), charged
 // first to home as one of its agents (quota.Limits.Agents: EDQUOT past
 // the bound, and mk is not run); given back when mk fails. A dir that
-// exists is mk's to answer (EEXIST), and charges nothing.
+// exists is mk's to answer (EEXIST), and charges nothing. A missing one
+// is looked at again and made under one lock: first sends racing to one
+// agent each saw it missing and each charged it, and mk (MkdirAll) made
+// it once, so it counted as several until a restart.
 func (e *Engine) makeAgent(home, dir string, mk func() error) error {
 	if !namesCounted(home) || e.isDir(dir) {
+		return mk()
+	}
+	e.agentMu.Lock()
+	defer e.agentMu.Unlock()
+	if e.isDir(dir) {
 		return mk()
 	}
 	if err := e.limits.Agents.Take(home, 1); err != nil {
