@@ -123,7 +123,7 @@ func (x *Index) Touch(name, cwd string) error {
 		// A by-cwd entry past its owner's bound of names is not made, and
 		// the send still becomes current: the entry is a shortcut, and the
 		// send it would record was taken.
-		err := x.putEntry(op, abi.IndexByCwd, abi.CwdKey(cwd), name, storefs.SyncData)
+		err := x.putEntry(op, abi.IndexByCwd, abi.CwdKey(cwd), name, storefs.SyncData, false)
 		if err != nil && !errors.Is(err, syscall.EDQUOT) {
 			return err
 		}
@@ -192,7 +192,28 @@ func (x *Index) SetEntry(kind, key, name string) error {
 	if err := checkWritableKey(op, kind, key); err != nil {
 		return err
 	}
-	return x.change(op, name, x.ready, func() error { return x.putEntry(op, kind, key, name, storefs.SyncAll) })
+	return x.change(op, name, x.ready, func() error { return x.putEntry(op, kind, key, name, storefs.SyncAll, false) })
+}
+
+// SetEntryReserved is SetEntry for an entry whose name the caller charged
+// beforehand with Reserve (an import, refused whole before anything is
+// written when its session and its by-uuid entry would not both fit):
+// the reservation becomes the entry's, and is given back when the entry
+// was there already or is not written.
+func (x *Index) SetEntryReserved(kind, key, name string) error {
+	const op = "set entry"
+	used := false
+	err := checkWritableKey(op, kind, key)
+	if err == nil {
+		err = x.change(op, name, x.ready, func() error {
+			used = true
+			return x.putEntry(op, kind, key, name, storefs.SyncAll, true)
+		})
+	}
+	if !used {
+		x.Unreserve()
+	}
+	return err
 }
 
 // RemoveEntry unlinks by-hash/<key> or by-uuid/<key>, durably. EPERM for
@@ -338,13 +359,17 @@ func (x *Index) dropCurrent(op string) error {
 }
 
 // putEntry writes one entry file, skipping the write when it already holds
-// name.
-func (x *Index) putEntry(op, kind, key, name string, sync storefs.Sync) error {
+// name. reserved: a new entry's name was charged already (Reserve); the
+// charge is given back when the entry is not new or not written.
+func (x *Index) putEntry(op, kind, key, name string, sync storefs.Sync, reserved bool) error {
 	old, ok := x.entries[kind][key]
+	if ok && reserved {
+		x.uncharge(1) // not a new name: the reservation is not needed
+	}
 	if ok && old == name {
 		return nil
 	}
-	if !ok { // a new name: charged before its file is written
+	if !ok && !reserved { // a new name: charged before its file is written
 		if err := x.charge(1); err != nil {
 			return err
 		}

@@ -538,3 +538,30 @@ func TestImportSymlinkedDir(t *testing.T) {
 	}
 	s.checkImported(t, codex, importAnn.uid, importAnn.uid)
 }
+
+// TestImportPastNamesBoundMakesNothing: an import keeps two names, its
+// session and its by-uuid entry (CTXFS_LIMITS names=N). With room for
+// one, the session was made and the entry refused EDQUOT: the import
+// failed, yet left a session that no by-uuid entry names (an import
+// again then found the uuid taken, EEXIST). Both are charged before the
+// session is made now: the import is refused EDQUOT and makes none.
+func TestImportPastNamesBoundMakesNothing(t *testing.T) {
+	s := limitedServer(t, "names=1", nil)
+	claude := readImportFile(t, cli.ClaudeCode, "tool.jsonl")
+	home := userHome(t, importAnn, claude)
+	out, code := s.ctxImport(importAnn, home, "coder", "--from", "claude-code")
+	if code == 0 || !strings.Contains(out, "EDQUOT") {
+		t.Errorf("an import past the names bound: exit %d, want EDQUOT\n%s", code, out)
+	}
+	if _, err := os.Lstat(filepath.Join(s.store, "home/1001/agent/coder/session", claude.session.ID)); err == nil {
+		t.Errorf("an import refused EDQUOT left its session in the store")
+	}
+	// What the refusal reserved was given back: one name is still free.
+	sessions := s.mnt("home/1001/agent/coder/session")
+	if out, err := bashAs(t, importAnn, "mkdir "+sessions+"/one"); err != nil {
+		t.Errorf("mkdir of a session after the refused import (names=1): %v %q", err, out)
+	}
+	if out, err := bashAs(t, importAnn, "mkdir "+sessions+"/two"); err == nil || !strings.Contains(out, "Disk quota exceeded") {
+		t.Errorf("mkdir of a second session (names=1): %v %q, want EDQUOT", err, out)
+	}
+}

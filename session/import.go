@@ -50,7 +50,7 @@ func (e *Engine) CreateImported(c layout.Caller, uid uint32, t Target, im *Impor
 	if err := e.checkNotImported(r); err != nil {
 		return err
 	}
-	start := filled{cwd: im.Cwd, latest: im.Latest, meta: im.Meta,
+	start := filled{cwd: im.Cwd, latest: im.Latest, meta: im.Meta, entry: true,
 		logs: map[string][]byte{abi.FileMessages: im.Messages, abi.FileEvents: im.Events}}
 	own := layout.PrivateOwner(uid, storefs.PrimaryGid(uid))
 	// The agent's root/, as a mkdir of the agent makes it: the client
@@ -69,8 +69,11 @@ func (e *Engine) CreateImported(c layout.Caller, uid uint32, t Target, im *Impor
 	if err := e.makeAgent(ct.Home, path.Dir(rootRel), mk); err != nil {
 		return err
 	}
-	err := e.createFilled(r, own, start)
-	if err != nil && !e.sessionExists(r) {
+	// The session and its by-uuid entry are charged to the names bound
+	// together, before anything is made (start.entry): the entry refused
+	// EDQUOT once the session was made left a session no entry names.
+	made, err := e.createFilled(r, own, start)
+	if !made {
 		return err
 	}
 	// In place, even if its directory's sync failed after the rename: the
@@ -80,7 +83,7 @@ func (e *Engine) CreateImported(c layout.Caller, uid uint32, t Target, im *Impor
 		return xerr
 	}
 	x.Add(r.Name)
-	if uerr := x.SetEntry(abi.IndexByUUID, im.UUID, r.Name); err == nil {
+	if uerr := x.SetEntryReserved(abi.IndexByUUID, im.UUID, r.Name); err == nil {
 		err = uerr
 	}
 	e.changed(ct.Rel())

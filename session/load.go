@@ -183,7 +183,8 @@ func (e *Engine) load(r layout.Ref) (*sess, error) {
 // hidden temporary directory beside it, then renames it into place with
 // storefs.Move (never over anything), so a crash never leaves a half-made session.
 func (e *Engine) createDir(r layout.Ref, own storefs.Owner, cwd string) error {
-	return e.createFilled(r, own, filled{cwd: cwd})
+	_, err := e.createFilled(r, own, filled{cwd: cwd})
+	return err
 }
 
 // filled is what a new session starts with: its cwd, and for a session
@@ -194,57 +195,68 @@ type filled struct {
 	logs   map[string][]byte // by file name
 	latest string
 	meta   *proto.Object
+	// entry: the session comes with an index entry (an import's
+	// by-uuid), whose name is reserved with the session's, so that one
+	// that would not fit refuses the session before anything is made;
+	// once made, the caller sets it with index.SetEntryReserved.
+	entry bool
 }
 
-// createFilled is createDir for a session that starts with f.
-func (e *Engine) createFilled(r layout.Ref, own storefs.Owner, f filled) error {
+// createFilled is createDir for a session that starts with f. made says
+// the session was moved into place (its error then is a late one, the
+// directory's sync).
+func (e *Engine) createFilled(r layout.Ref, own storefs.Owner, f filled) (made bool, err error) {
 	// Its logs' lines (an import's) and its meta.json are history the
 	// home's uid keeps: charged before anything is made (EDQUOT past the
 	// bound), given back unless the session was made.
-	moved := false
 	size := len(f.logs[abi.FileMessages]) + len(f.logs[abi.FileEvents]) + len(newMeta(scopeOfHome(r.Home), f).Line())
 	undo, err := e.takeHistory(r.Home, int64(size))
 	if err != nil {
-		return &abi.Error{Op: "create session", Path: r.Name, Errno: abi.Errno(err), Msg: abi.Message(err)}
+		return false, &abi.Error{Op: "create session", Path: r.Name, Errno: abi.Errno(err), Msg: abi.Message(err)}
 	}
 	defer func() {
-		if !moved {
+		if !made {
 			undo()
 		}
 	}()
 	container := r.Container.Rel()
 	mk := func() error { return layout.MkdirAll(e.root, container, own) }
 	if err := e.makeAgent(r.Home, path.Dir(container), mk); err != nil {
-		return err
+		return false, err
 	}
 	x, err := e.Index(r.Container)
 	if err != nil {
-		return err
+		return false, err
 	}
 	// The session is one name more its container's home keeps (EDQUOT
-	// past the bound, before anything is made); given back unless it
-	// was made.
-	if err := x.Reserve(); err != nil {
-		return &abi.Error{Op: "create session", Path: r.Name, Errno: abi.Errno(err), Msg: abi.Message(err)}
+	// past the bound, before anything is made), its entry another; given
+	// back unless it was made.
+	names, reserved := 1, 0
+	if f.entry {
+		names++
 	}
 	defer func() {
-		if !moved {
+		for ; !made && reserved > 0; reserved-- {
 			x.Unreserve()
 		}
 	}()
+	for ; reserved < names; reserved++ {
+		if err := x.Reserve(); err != nil {
+			return false, &abi.Error{Op: "create session", Path: r.Name, Errno: abi.Errno(err), Msg: abi.Message(err)}
+		}
+	}
 	tmp, err := e.root.MkdirTemp(container, layout.NewDirPrefix+r.Name+"-", layout.HistoryOwner(own).DirMode)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer e.root.RemoveAll(tmp)
 	if err := e.layout(tmp, r.Rel(), own, scopeOfHome(r.Home), f); err != nil {
-		return err
+		return false, err
 	}
 	if err := e.root.Move(tmp, r.Rel()); err != nil {
-		return &abi.Error{Op: "create session", Path: r.Name, Errno: abi.Errno(err)}
+		return false, &abi.Error{Op: "create session", Path: r.Name, Errno: abi.Errno(err)}
 	}
-	moved = true
-	return e.root.SyncDir(container)
+	return true, e.root.SyncDir(container)
 }
 
 // layout writes a new session's files into tmp (SPEC section 5), a hidden
