@@ -565,3 +565,25 @@ func TestImportPastNamesBoundMakesNothing(t *testing.T) {
 		t.Errorf("mkdir of a second session (names=1): %v %q, want EDQUOT", err, out)
 	}
 }
+
+// TestImportChargesItsAgent: an import into an agent the home lacks
+// makes that agent (its root/, for the resume), one of the home's agents
+// (CTXFS_LIMITS agents=N), as a first send or a mkdir is: it made the
+// agent's root/ first, by hand, so once the home's agents were counted
+// (here by a mkdir) an import's agent was never charged, and imports
+// made agents past the bound.
+func TestImportChargesItsAgent(t *testing.T) {
+	s := limitedServer(t, "agents=2", nil)
+	claude := readImportFile(t, cli.ClaudeCode, "tool.jsonl")
+	home := userHome(t, importAnn, claude)
+	agents := s.mnt("home/1001/agent")
+	if out, err := bashAs(t, importAnn, "mkdir -p "+agents+"/x0"); err != nil {
+		t.Fatalf("mkdir of a first agent: %v %q", err, out)
+	}
+	if out, code := s.ctxImport(importAnn, home, "coder", "--from", "claude-code"); code != 0 {
+		t.Fatalf("an import into a second agent: exit %d\n%s", code, out)
+	}
+	if out, err := bashAs(t, importAnn, "mkdir "+agents+"/x1"); err == nil || !strings.Contains(out, "Disk quota exceeded") {
+		t.Errorf("mkdir of a third agent after an import made the second (agents=2): %v %q, want EDQUOT", err, out)
+	}
+}
