@@ -339,3 +339,51 @@ func TestStoreBytesQuotaMeta(t *testing.T) {
 	s.restart(syscall.SIGTERM)
 	over("after a restart")
 }
+
+// TestStoreBytesQuotaDormantCancel: a run waiting for an approval across
+// a restart (no process: its call back in the waiting room) that is
+// cancelled while its home is at its bound of history (CTXFS_LIMITS
+// logbytes=N) still ends: its done cancelled and state are recorded past
+// the bound, as a stopped run's end is. Its record was refused EDQUOT
+// after the call had left the waiting room, so the run was neither
+// waiting nor done, its session active until the next load.
+func TestStoreBytesQuotaDormantCancel(t *testing.T) {
+	const bound = 32768
+	p := newFakeProvider(t, scripted(openAICall("call_1", "shell_exec", `{"argv":["true"]}`), openAIReply("never asked")))
+	s := limitedServer(t, fmt.Sprintf("logbytes=%d", bound), func(s *server) {
+		defineFakeModel(t, s, "openai-chat", p.URL+"/v1", nil)
+		s.define("doer", map[string]string{"model": "fake/llm", "tools": "shell.exec\n", "perm": "x\n", "approval": "ask\n"})
+	})
+	done := s.sendAsync(owner, "k", "go")
+	run := s.pendingOf(owner, 1)[0]["run"].(string)
+	s.restart(syscall.SIGKILL)
+	<-done
+	s.pendingOf(owner, 1) // dormant: waiting again, with no process
+	dir := s.sessionDirAgent(1001, "doer", "k")
+	log := s.mnt("home/1001/agent/doer/session/k/messages.jsonl")
+	// Fill the home to within a line's frame of its bound: halve the
+	// line at each refusal.
+	for n := 4096; n >= 64; {
+		out, err := runCmd(t, owner, nil, "/usr/bin/python3", "-c", appendErrno, log, stampedLine(n))
+		testkit.Must(t, err)
+		if strings.TrimSpace(out) != "ok" {
+			n /= 2
+		}
+	}
+	if left := bound - storeHistory(t, s, 1001); left >= 200 {
+		t.Fatalf("%d bytes left below the bound after filling it", left)
+	}
+	if f := s.answerAs(owner, fmt.Sprintf(`{"op":"cancel","id":%q,"session":"k"}`, run)); f["cancelled"] != true {
+		t.Fatalf("cancel of the dormant run: %v", f)
+	}
+	events := fileBytes(t, filepath.Join(dir, "events.jsonl"))
+	if !strings.Contains(events, `"type":"done","run":"`+run+`","status":"cancelled"`) {
+		t.Errorf("the cancelled run's end is not recorded:\n%s", events)
+	}
+	if st := s.answerAs(owner, `{"op":"status","session":"k"}`); st["state"] == "active" {
+		t.Errorf("status after the cancel: %v", st)
+	}
+	if got := storeHistory(t, s, 1001); got > bound+1024 {
+		t.Errorf("the home holds %d bytes of history, more than a run's end past the bound %d", got, bound)
+	}
+}
