@@ -52,3 +52,14 @@ func (c *counted[K, T]) ever(k K) *use[T] {
 	}
 	return u
 }
+
+// give takes n off k's count (what was given back). A key not counted
+// yet is left so: its count will find the store as it is.
+func give[K comparable](c *counted[K, int64], k K, n int64) {
+	if u := c.ever(k); u != nil {
+		defer u.mu.Unlock()
+		if u.known {
+			u.v = max(u.v-n, 0)
+		}
+	}
+}

@@ -79,12 +79,7 @@ func (q *History) Give(uid uint32, n int64) {
 	if uid == 0 || n <= 0 {
 		return
 	}
-	if u := q.uses.ever(uid); u != nil {
-		defer u.mu.Unlock()
-		if u.known {
-			u.v = max(u.v-n, 0)
-		}
-	}
+	give(&q.uses, uid, n)
 }
 
 // Held is how many bytes of history uid keeps, as counted.

@@ -92,12 +92,7 @@ func (q *Names) Give(home string, n int64) {
 	if n <= 0 {
 		return
 	}
-	if u := q.uses.ever(home); u != nil {
-		defer u.mu.Unlock()
-		if u.known {
-			u.v = max(u.v-n, 0)
-		}
-	}
+	give(&q.uses, home, n)
 }
 
 // Held is how many names home keeps, as counted.
