@@ -18,7 +18,7 @@ func callerOf(ctx context.Context) layout.Caller {
 		return layout.Caller{Uid: session.Nobody, Gid: session.Nobody}
 	}
 	c := layout.Caller{Uid: fc.Uid, Gid: fc.Gid, Pid: int(fc.Pid)}
-	c.Pid, c.Groups = layout.ProcStatus(int(fc.Pid))
+	c.Pid, c.Groups = layout.ProcStatus(int(fc.Pid), fc.Uid, fc.Gid)
 	return c
 }
 
@@ -30,7 +30,7 @@ func writerPid(ctx context.Context) int {
 	if !ok || fc.Pid == 0 {
 		return -1
 	}
-	pid, _ := layout.ProcStatus(int(fc.Pid))
+	pid, _ := layout.ProcStatus(int(fc.Pid), fc.Uid, fc.Gid)
 	return pid
 }
 

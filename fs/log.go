@@ -288,7 +288,7 @@ func (h *logHandle) opened() layout.Caller {
 func (h *logHandle) writerOf() layout.Caller {
 	if !h.resolved && h.opener != nil {
 		h.caller = h.opened()
-		h.caller.Pid, h.caller.Groups = layout.ProcStatus(int(h.opener.Pid))
+		h.caller.Pid, h.caller.Groups = layout.ProcStatus(int(h.opener.Pid), h.opener.Uid, h.opener.Gid)
 		h.resolved = true
 	}
 	return h.caller
