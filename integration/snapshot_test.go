@@ -51,7 +51,45 @@ func storeSnapshot(t testing.TB, s *server) map[string]string {
 		}
 		out[filepath.Join(filepath.Dir(rel), name)] = v
 	}
+	servedIndexes(t, s, out)
 	return out
+}
+
+// servedIndexes replaces the store's index files of every session
+// container in out with the index as the mount serves it. The index's
+// values live in the journal and in memory; its store files are written
+// when the journal is checkpointed (every 30 s), which is no write of
+// whatever ran between two snapshots: TestSpaceNamesQuota saw index/list
+// "changed" by the checkpoint of mkdirs made before its first snapshot.
+func servedIndexes(t testing.TB, s *server, out map[string]string) {
+	t.Helper()
+	indexes := map[string]bool{}
+	for rel := range out {
+		container, _, ok := strings.Cut(rel, "/session/")
+		if !ok {
+			continue
+		}
+		idx := container + "/session/index"
+		indexes[idx] = true
+		if rel == idx || strings.HasPrefix(rel, idx+"/") {
+			delete(out, rel)
+		}
+	}
+	for idx := range indexes {
+		filepath.WalkDir(s.mnt(idx), func(p string, d os.DirEntry, err error) error {
+			rel := idx + strings.TrimPrefix(p, s.mnt(idx))
+			switch {
+			case err != nil:
+				out[rel] = "served: " + err.Error()
+			case d.IsDir():
+				out[rel] = "served: dir"
+			default:
+				b, err := os.ReadFile(p)
+				out[rel] = fmt.Sprintf("served: %x %v", sha256.Sum256(b), err)
+			}
+			return nil
+		})
+	}
 }
 
 // derivedFile reports whether rel is a derived file of a live session
