@@ -587,3 +587,25 @@ func TestImportChargesItsAgent(t *testing.T) {
 		t.Errorf("mkdir of a third agent after an import made the second (agents=2): %v %q, want EDQUOT", err, out)
 	}
 }
+
+// TestImportPastHistoryBoundMakesNoAgent: an import refused EDQUOT at the
+// uid's bound on history (CTXFS_LIMITS logbytes=N) into an agent the
+// home lacked made the agent (its root/, one of the home's agents) before
+// the session's bytes were charged: the command failed, yet the user's
+// tree had a new agent. The bytes are judged before anything is made
+// now: the import is refused EDQUOT and the home holds no agent.
+func TestImportPastHistoryBoundMakesNoAgent(t *testing.T) {
+	s := limitedServer(t, "logbytes=512", nil)
+	claude := readImportFile(t, cli.ClaudeCode, "tool.jsonl")
+	home := userHome(t, importAnn, claude)
+	out, code := s.ctxImport(importAnn, home, "coder", "--from", "claude-code")
+	if code == 0 || !strings.Contains(out, "EDQUOT") {
+		t.Fatalf("an import past the history bound: exit %d, want EDQUOT\n%s", code, out)
+	}
+	if _, err := os.Lstat(filepath.Join(s.store, "home/1001/agent/coder")); err == nil {
+		t.Errorf("an import refused EDQUOT made its agent in the store")
+	}
+	if out, err := bashAs(t, importAnn, "ls -A "+s.mnt("home/1001/agent")+" 2>/dev/null; true"); err != nil || strings.TrimSpace(out) != "" {
+		t.Errorf("agents through the mount after a refused import: %v %q, want none", err, out)
+	}
+}

@@ -60,9 +60,13 @@ func (e *Engine) CreateImported(c layout.Caller, uid uint32, t Target, im *Impor
 	// would find taken (EEXIST). It makes the agent when the home has
 	// none of that name: one of the home's agents (makeAgent), and
 	// nothing is made when the home has no room for the session either
-	// (roomFor).
+	// (roomFor), nor when its history has no room for the session's
+	// bytes: judged first, they left the agent made by a refused import.
 	if err := e.roomFor(r); err != nil {
 		return err
+	}
+	if err := e.roomForHistory(ct.Home, createdSize(ct.Home, start)); err != nil {
+		return &abi.Error{Op: "import", Path: r.Name, Errno: abi.Errno(err), Msg: abi.Message(err)}
 	}
 	rootRel := ct.ChrootRel(uid)
 	mk := func() error { return layout.MkdirAll(e.root, rootRel, own) }

@@ -209,8 +209,7 @@ func (e *Engine) createFilled(r layout.Ref, own storefs.Owner, f filled) (made b
 	// Its logs' lines (an import's) and its meta.json are history the
 	// home's uid keeps: charged before anything is made (EDQUOT past the
 	// bound), given back unless the session was made.
-	size := len(f.logs[abi.FileMessages]) + len(f.logs[abi.FileEvents]) + len(newMeta(scopeOfHome(r.Home), f).Line())
-	undo, err := e.takeHistory(r.Home, int64(size))
+	undo, err := e.takeHistory(r.Home, createdSize(r.Home, f))
 	if err != nil {
 		return false, &abi.Error{Op: "create session", Path: r.Name, Errno: abi.Errno(err), Msg: abi.Message(err)}
 	}
@@ -305,6 +304,23 @@ func (e *Engine) layout(tmp, final string, free storefs.Owner, scope string, sta
 		return err
 	}
 	return e.root.SyncDir(tmp)
+}
+
+// createdSize is the history a new session of home made with f keeps:
+// its logs' lines and its meta.json.
+func createdSize(home string, f filled) int64 {
+	return int64(len(f.logs[abi.FileMessages]) + len(f.logs[abi.FileEvents]) + len(newMeta(scopeOfHome(home), f).Line()))
+}
+
+// roomForHistory is EDQUOT when home's history has no room for n bytes
+// more: a check before anything is made for them, which charges nothing
+// (what writes them charges them then).
+func (e *Engine) roomForHistory(home string, n int64) error {
+	undo, err := e.takeHistory(home, n)
+	if err == nil {
+		undo()
+	}
+	return err
 }
 
 // newMeta is the meta.json a new session of scope starts with.

@@ -157,13 +157,7 @@ func (e *Engine) checkStartRecords(c layout.Caller, loc *location, req *proto.Re
 		return nil // memory only: its bound is the temp sessions' bytes
 	}
 	// The session's meta.json too, which its creation charges.
-	size := len(r.events) + len(r.msgs) + len(newMeta(scopeOfHome(loc.ref.Home), filled{}).Line())
-	undo, err := e.takeHistory(loc.ref.Home, int64(size))
-	if err != nil {
-		return err
-	}
-	undo() // a check only: the creation and the start's append charge them
-	return nil
+	return e.roomForHistory(loc.ref.Home, int64(len(r.events)+len(r.msgs))+createdSize(loc.ref.Home, filled{}))
 }
 
 // sendTo sends to a loaded session: the provability check, then the replay
