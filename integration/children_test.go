@@ -1025,3 +1025,67 @@ func TestInterruptedChildrenBounded(t *testing.T) {
 		t.Fatal("the parent's run was not closed as interrupted")
 	}
 }
+
+// TestChildEndNotInRemadeParent: a parent that ended ok leaves its child
+// running, whose end is written into the parent session's
+// context/child/<run>/ by the session's path. The parent session archived
+// and made again under its name while the child ran got the child's end:
+// the new session showed a child it never started. A session whose
+// children still run is not archived now (EBUSY, as one with a run of its
+// own); once they end it is, with their ends in it.
+func TestChildEndNotInRemadeParent(t *testing.T) {
+	requireFUSE(t)
+	gate := gateDir(t)
+	s := newServerWith(t, func(s *server) {
+		s.define("boss", map[string]string{"abi": "text\n", "program": bossProgram, "env": "GATE=" + gate + "\n"})
+		s.define("slow", map[string]string{"abi": "text\n", "program": slowProgram, "env": "GATE=" + gate + "\n"})
+	})
+	frames, raw, err := s.requestAsWithin(owner, "boss", `{"op":"send","id":"b1","session":"p","input":"slow a"}`, time.Minute)
+	if d := lastDone(frames); err != nil || d == nil || d["status"] != "ok" {
+		t.Fatalf("the parent that ends ok: %v %s", err, raw)
+	}
+	var kid string
+	eventually(t, 30*time.Second, "its child active", func() bool {
+		k := s.children("boss", "p")
+		if len(k) == 1 && s.childFile("boss", "p", k[0], "status") == "active\n" {
+			kid = k[0]
+		}
+		return kid != ""
+	})
+	childSession := strings.TrimSpace(s.childFile("boss", "p", kid, "session"))
+	sessions := s.mnt("home/1001/agent/boss/session")
+	if out, err := bashAs(t, owner, "mkdir "+sessions+"/other && echo other > "+sessions+"/index/current"); err != nil {
+		t.Fatalf("another current session: %v %q", err, out)
+	}
+	_, errs, code := ctxSplitAs(t, s, owner, "agent", "session", "archive", "boss", "p")
+	if code == 0 {
+		t.Errorf("archive of a session whose child runs: exit 0, want EBUSY")
+		if out, err := bashAs(t, owner, "mkdir "+sessions+"/p"); err != nil {
+			t.Fatalf("a new session p: %v %q", err, out)
+		}
+	} else if !strings.Contains(errs, "EBUSY") {
+		t.Errorf("archive of a session whose child runs: exit %d %q, want EBUSY", code, errs)
+	}
+	testkit.Must(t, os.WriteFile(gate, nil, 0o644))
+	eventually(t, 30*time.Second, "the child's own session done", func() bool {
+		b, _ := os.ReadFile(filepath.Join(s.sessionDir(1001, "slow", childSession), "state"))
+		return string(b) == "done\n"
+	})
+	if code == 0 {
+		// The watcher writes its files just after the child's done.
+		time.Sleep(2 * time.Second)
+		if k := s.children("boss", "p"); len(k) != 0 {
+			t.Fatalf("the new session p shows the old one's child: %v (status %q)", k, s.childFile("boss", "p", k[0], "status"))
+		}
+		return
+	}
+	s.waitChildStatus("boss", "p", kid, "done")
+	if out, errs, code := ctxSplitAs(t, s, owner, "agent", "session", "archive", "boss", "p"); code != 0 {
+		t.Fatalf("archive once the child ended: exit %d %s%s", code, out, errs)
+	}
+	archived := filepath.Join(s.store, "home/1001/archived_sessions/boss/p/context/child", kid)
+	if st, res := fileBytes(t, filepath.Join(archived, "status")), fileBytes(t, filepath.Join(archived, "result.md")); st != "done\n" || res != "did a\n" {
+		t.Errorf("the archived parent's child: status %q result %q", st, res)
+	}
+	fsckClean(t, s)
+}

@@ -86,6 +86,9 @@ func (e *Engine) archiveIf(r layout.Ref, own storefs.Owner, del bool, still func
 		if err == nil && loaded {
 			err = hasRun(s)
 		}
+		if err == nil {
+			err = e.kids.Writing(r.Rel())
+		}
 		if err == nil && !del {
 			err = e.settled(r)
 		}

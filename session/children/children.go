@@ -193,6 +193,23 @@ func (b *Book) add(f *family, run, agentName, session, life string) *Child {
 	return c
 }
 
+// Writing is EBUSY while a child started from the session directory rel
+// (store-relative) is queued or running: its watcher writes its end into
+// rel's context/child/ by that path, so the session archived (or
+// deleted) and made again under its name meanwhile got the end of a
+// child it never started. A parent that ended ok leaves its children
+// running; its session waits for them as for a run of its own.
+func (b *Book) Writing(rel string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.kids {
+		if c.f.p.Files != nil && c.f.p.Files.Session == rel {
+			return abi.Errorf(syscall.EBUSY, "archive", "child run %s of the session still runs (ctx agent wait shows it)", c.Run)
+		}
+	}
+	return nil
+}
+
 // End tells the book the parent run ended with status (ok, error or
 // cancelled). A parent that ended ok leaves its children running (each
 // still writes its files); otherwise every child still running is

@@ -94,16 +94,18 @@ func (b *Book) watch(c *Child, r *reply.Reply) {
 			status = doneStatus(fr.Str("status"))
 		}
 	}
-	b.mu.Lock()
-	delete(b.kids, c.Run)
-	delete(b.early, c.Run)
-	delete(c.f.kids, c.Run) // let go: a parent that runs on would hold every result it was told
-	b.mu.Unlock()
 	c.mu.Lock()
 	c.f.p.Files.write(c.Run, fileResult, c.result)
 	usage := c.usage
 	c.mu.Unlock()
 	c.set(status)
+	// Let go once its files are written, not before: until then the
+	// parent's session is not archived (Writing).
+	b.mu.Lock()
+	delete(b.kids, c.Run)
+	delete(b.early, c.Run)
+	delete(c.f.kids, c.Run) // let go: a parent that runs on would hold every result it was told
+	b.mu.Unlock()
 	for _, u := range usage {
 		f := proto.NewObject("type", proto.FrameUsage, "child", c.Run, "agent", c.Agent, "model", u.model)
 		if u.modelID != "" {
