@@ -158,7 +158,7 @@ func TestAgentsQuota(t *testing.T) {
 	})
 	s.sendAs(uid1001, "a", "q1", "", "hello") // agent/coder: the first
 	home := s.mnt("home/1001")
-	for _, d := range []string{"agent/x0", "agent/x1", "model", "model/p"} {
+	for _, d := range []string{"agent/x0", "agent/x1", "model", "model/debug"} {
 		if out, err := bashAs(t, uid1001, "mkdir "+home+"/"+d); err != nil {
 			t.Fatalf("mkdir %s as uid 1001: %v %q", d, err, out)
 		}
@@ -169,7 +169,7 @@ func TestAgentsQuota(t *testing.T) {
 	refused := func(what string) {
 		t.Helper()
 		before := storeSnapshot(t, s)
-		for _, d := range []string{"agent/x2", "model/p/m.d"} {
+		for _, d := range []string{"agent/x2", "model/debug/m.d"} {
 			if out, err := bashAs(t, uid1001, "mkdir "+home+"/"+d); err == nil || !strings.Contains(out, "Disk quota exceeded") {
 				t.Errorf("%s: mkdir %s past the bound: %v %q, want EDQUOT", what, d, err, out)
 			}
@@ -309,7 +309,7 @@ func TestSpaceAgentsQuota(t *testing.T) {
 	extra := `,"scope":"shared","space":"team"`
 	s.sendAs(a, "t1", "q1", extra, "hello") // shared/team/agent/coder: the first
 	space := s.mnt("shared/team")
-	for _, d := range []string{"agent/x0", "agent/x1", "model", "model/p"} {
+	for _, d := range []string{"agent/x0", "agent/x1", "model", "model/debug"} {
 		if out, err := bashAs(t, b, "mkdir "+space+"/"+d); err != nil {
 			t.Fatalf("mkdir %s as uid 1002: %v %q", d, err, out)
 		}
@@ -321,7 +321,7 @@ func TestSpaceAgentsQuota(t *testing.T) {
 		t.Helper()
 		before := storeSnapshot(t, s)
 		for _, c := range []*cred{a, b} {
-			for _, d := range []string{"agent/x2", "model/p/m.d"} {
+			for _, d := range []string{"agent/x2", "model/debug/m.d"} {
 				if out, err := bashAs(t, c, "mkdir "+space+"/"+d); err == nil || !strings.Contains(out, "Disk quota exceeded") {
 					t.Errorf("%s: mkdir %s as %s past the bound: %v %q, want EDQUOT", what, d, credName(c), err, out)
 				}
@@ -434,6 +434,36 @@ func TestAgentsQuotaFirstSendsRace(t *testing.T) {
 		d := s.mnt(fmt.Sprintf("home/%d/agent/x0", u.uid))
 		if out, err := bashAs(t, u, "mkdir "+d); err != nil {
 			t.Errorf("uid %d: mkdir of a third agent after first sends racing to two (agents=3): %v %q", u.uid, err, out)
+		}
+	}
+}
+
+// TestProvidersAreDefinedOnes: a model provider's directory of a home
+// (model/PROVIDER) holds no session, so it was charged to no bound, and
+// a user could mkdir one of every name: inodes in root's store and
+// listings the server holds, without end, past the agents bound. Only a
+// provider the root defines (ROOT/model/PROVIDER/, or debug) is made
+// now; any other is ENOENT and makes nothing, in a home and a space.
+func TestProvidersAreDefinedOnes(t *testing.T) {
+	s := limitedServer(t, "agents=1", func(s *server) {
+		s.defineModel("m", "http://127.0.0.1:9")
+	})
+	s.spaceAdd("team", 1234)
+	for _, c := range []struct {
+		who  *cred
+		home string
+	}{{uid1001, s.mnt("home/1001/model")}, {member(1002, 1234), s.mnt("shared/team/model")}} {
+		if out, err := bashAs(t, c.who, "mkdir -p "+c.home); err != nil {
+			t.Fatalf("mkdir %s: %v %q", c.home, err, out)
+		}
+		before := storeSnapshot(t, s)
+		out, err := bashAs(t, c.who, "for i in $(seq 1 50); do mkdir "+c.home+"/p$i 2>&1 || true; done; ls -A "+c.home)
+		if err != nil || strings.Count(out, "No such file or directory") != 50 || strings.Contains(out, "\np") {
+			t.Errorf("mkdir of 50 providers the root does not define in %s: %v\n%.600s\nwant ENOENT each, none made", c.home, err, out)
+		}
+		testkit.Same(t, "the store after mkdirs of undefined providers", before, storeSnapshot(t, s))
+		if out, err := bashAs(t, c.who, "mkdir "+c.home+"/fake "+c.home+"/debug"); err != nil {
+			t.Errorf("mkdir of a defined provider and debug in %s: %v %q", c.home, err, out)
 		}
 	}
 }

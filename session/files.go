@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/agent/def"
 	"github.com/ctxfs/ctxfs/internal/storefs"
 	"github.com/ctxfs/ctxfs/proto"
 	"github.com/ctxfs/ctxfs/session/layout"
@@ -283,7 +284,12 @@ func (e *Engine) mkdirInHome(c layout.Caller, pl layout.Place, rel string) error
 		return err
 	}
 	switch pl.Kind {
-	case layout.PlaceAgents, layout.PlaceModels, layout.PlaceProvider:
+	case layout.PlaceAgents, layout.PlaceModels:
+		return e.mkdirNew(own, rel)
+	case layout.PlaceProvider:
+		if err := e.providerDefined(path.Base(rel)); err != nil {
+			return err
+		}
 		return e.mkdirNew(own, rel)
 	case layout.PlaceAgent:
 		inside := []string{rel + "/session"}
@@ -298,6 +304,21 @@ func (e *Engine) mkdirInHome(c layout.Caller, pl layout.Place, rel string) error
 		return e.makeAgent(pl.Home, rel, func() error { return e.mkdirNew(own, rel, rel+"/session") })
 	}
 	return notMade(rel)
+}
+
+// providerDefined is ENOENT unless the root defines the model provider
+// p (a directory ROOT/model/p/, or debug, built in): a provider's
+// directory holds no session itself, so it was charged to no bound, and
+// a user's mkdir of every name made root's store keep inodes, and the
+// mount listings, without end. A model's directory is charged (agents).
+func (e *Engine) providerDefined(p string) error {
+	if p == path.Dir(def.EchoModel) {
+		return nil
+	}
+	if st, err := os.Stat(path.Join(e.cfg.Root, abi.KindModel, p)); err != nil || !st.IsDir() {
+		return &abi.Error{Op: "mkdir", Path: p, Errno: syscall.ENOENT, Msg: "no model provider " + p + " is defined (ctx agent list shows the models)"}
+	}
+	return nil
 }
 
 // notMade is mkdir's answer for a directory of the ABI no one makes
