@@ -453,12 +453,39 @@ func startHeld(t *testing.T, s *server, session string) (<-chan []frame, []strin
 }
 
 func newBossServer(t *testing.T) *server {
+	s, _ := newBossServerGate(t)
+	return s
+}
+
+// newBossServerGate is newBossServer and the gate its programs wait for.
+func newBossServerGate(t *testing.T) (*server, string) {
 	requireFUSE(t)
 	gate := gateDir(t)
 	return newServerWith(t, func(s *server) {
 		s.define("boss", map[string]string{"abi": "text\n", "program": bossProgram, "env": "GATE=" + gate + "\n"})
 		s.define("slow", map[string]string{"abi": "text\n", "program": slowProgram, "env": "GATE=" + gate + "\n"})
+	}), gate
+}
+
+// orphanChild sends boss's session a parent that starts one slow child
+// (client id id, the child's input input) and ends ok, leaving the child
+// running; it returns the child's run once its status is active.
+func (s *server) orphanChild(session, id, input string) string {
+	s.t.Helper()
+	req := fmt.Sprintf(`{"op":"send","id":%q,"session":%q,"input":"slow %s"}`, id, session, input)
+	frames, raw, err := s.requestAsWithin(owner, "boss", req, time.Minute)
+	if d := lastDone(frames); err != nil || d == nil || d["status"] != "ok" {
+		s.t.Fatalf("the parent that ends ok: %v %s", err, raw)
+	}
+	var kid string
+	eventually(s.t, 30*time.Second, "its child active", func() bool {
+		k := s.children("boss", session)
+		if len(k) == 1 && s.childFile("boss", session, k[0], "status") == "active\n" {
+			kid = k[0]
+		}
+		return kid != ""
 	})
+	return kid
 }
 
 // TestChildCancelParent: a parent cancelled cancels its owned children:
@@ -500,18 +527,7 @@ func TestChildKill9(t *testing.T) {
 	_, kids := startHeld(t, s, "k")
 	// A parent that ended ok leaves its children running; at the restart
 	// their own sessions' load marks them in its context/child/.
-	frames, raw, err := s.requestAsWithin(owner, "boss", `{"op":"send","id":"b2","session":"ok","input":"slow c"}`, time.Minute)
-	if d := lastDone(frames); err != nil || d == nil || d["status"] != "ok" {
-		t.Fatalf("the parent that ends ok: %v %s", err, raw)
-	}
-	var orphan string
-	eventually(t, 30*time.Second, "its child active", func() bool {
-		k := s.children("boss", "ok")
-		if len(k) == 1 && s.childFile("boss", "ok", k[0], "status") == "active\n" {
-			orphan = k[0]
-		}
-		return orphan != ""
-	})
+	orphan := s.orphanChild("ok", "b2", "c")
 	s.restart(syscall.SIGKILL)
 	// The programs died with the server (their runs are interrupted, and
 	// nothing reads what they do).
@@ -1034,24 +1050,8 @@ func TestInterruptedChildrenBounded(t *testing.T) {
 // children still run is not archived now (EBUSY, as one with a run of its
 // own); once they end it is, with their ends in it.
 func TestChildEndNotInRemadeParent(t *testing.T) {
-	requireFUSE(t)
-	gate := gateDir(t)
-	s := newServerWith(t, func(s *server) {
-		s.define("boss", map[string]string{"abi": "text\n", "program": bossProgram, "env": "GATE=" + gate + "\n"})
-		s.define("slow", map[string]string{"abi": "text\n", "program": slowProgram, "env": "GATE=" + gate + "\n"})
-	})
-	frames, raw, err := s.requestAsWithin(owner, "boss", `{"op":"send","id":"b1","session":"p","input":"slow a"}`, time.Minute)
-	if d := lastDone(frames); err != nil || d == nil || d["status"] != "ok" {
-		t.Fatalf("the parent that ends ok: %v %s", err, raw)
-	}
-	var kid string
-	eventually(t, 30*time.Second, "its child active", func() bool {
-		k := s.children("boss", "p")
-		if len(k) == 1 && s.childFile("boss", "p", k[0], "status") == "active\n" {
-			kid = k[0]
-		}
-		return kid != ""
-	})
+	s, gate := newBossServerGate(t)
+	kid := s.orphanChild("p", "b1", "a")
 	childSession := strings.TrimSpace(s.childFile("boss", "p", kid, "session"))
 	sessions := s.mnt("home/1001/agent/boss/session")
 	if out, err := bashAs(t, owner, "mkdir "+sessions+"/other && echo other > "+sessions+"/index/current"); err != nil {

@@ -546,13 +546,7 @@ func TestImportSymlinkedDir(t *testing.T) {
 // again then found the uuid taken, EEXIST). Both are charged before the
 // session is made now: the import is refused EDQUOT and makes none.
 func TestImportPastNamesBoundMakesNothing(t *testing.T) {
-	s := limitedServer(t, "names=1", nil)
-	claude := readImportFile(t, cli.ClaudeCode, "tool.jsonl")
-	home := userHome(t, importAnn, claude)
-	out, code := s.ctxImport(importAnn, home, "coder", "--from", "claude-code")
-	if code == 0 || !strings.Contains(out, "EDQUOT") {
-		t.Errorf("an import past the names bound: exit %d, want EDQUOT\n%s", code, out)
-	}
+	s, claude := importRefused(t, "names=1", "the names bound")
 	if _, err := os.Lstat(filepath.Join(s.store, "home/1001/agent/coder/session", claude.session.ID)); err == nil {
 		t.Errorf("an import refused EDQUOT left its session in the store")
 	}
@@ -595,17 +589,26 @@ func TestImportChargesItsAgent(t *testing.T) {
 // tree had a new agent. The bytes are judged before anything is made
 // now: the import is refused EDQUOT and the home holds no agent.
 func TestImportPastHistoryBoundMakesNoAgent(t *testing.T) {
-	s := limitedServer(t, "logbytes=512", nil)
-	claude := readImportFile(t, cli.ClaudeCode, "tool.jsonl")
-	home := userHome(t, importAnn, claude)
-	out, code := s.ctxImport(importAnn, home, "coder", "--from", "claude-code")
-	if code == 0 || !strings.Contains(out, "EDQUOT") {
-		t.Fatalf("an import past the history bound: exit %d, want EDQUOT\n%s", code, out)
-	}
+	s, _ := importRefused(t, "logbytes=512", "the history bound")
 	if _, err := os.Lstat(filepath.Join(s.store, "home/1001/agent/coder")); err == nil {
 		t.Errorf("an import refused EDQUOT made its agent in the store")
 	}
 	if out, err := bashAs(t, importAnn, "ls -A "+s.mnt("home/1001/agent")+" 2>/dev/null; true"); err != nil || strings.TrimSpace(out) != "" {
 		t.Errorf("agents through the mount after a refused import: %v %q, want none", err, out)
 	}
+}
+
+// importRefused imports a Claude Code session as uid 1001 into agent
+// coder of a server with CTXFS_LIMITS limits, which must refuse it
+// EDQUOT (past the bound named what).
+func importRefused(t *testing.T, limits, what string) (*server, importFile) {
+	t.Helper()
+	s := limitedServer(t, limits, nil)
+	claude := readImportFile(t, cli.ClaudeCode, "tool.jsonl")
+	home := userHome(t, importAnn, claude)
+	out, code := s.ctxImport(importAnn, home, "coder", "--from", "claude-code")
+	if code == 0 || !strings.Contains(out, "EDQUOT") {
+		t.Fatalf("an import past %s: exit %d, want EDQUOT\n%s", what, code, out)
+	}
+	return s, claude
 }
