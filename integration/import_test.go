@@ -550,9 +550,14 @@ func TestImportPastNamesBoundMakesNothing(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(s.store, "home/1001/agent/coder/session", claude.session.ID)); err == nil {
 		t.Errorf("an import refused EDQUOT left its session in the store")
 	}
+	// Nor its agent (until 2026-12-05 it did: the names were charged as
+	// the session was made, after the agent).
+	if _, err := os.Lstat(filepath.Join(s.store, "home/1001/agent/coder")); err == nil {
+		t.Errorf("an import refused EDQUOT made its agent")
+	}
 	// What the refusal reserved was given back: one name is still free.
 	sessions := s.mnt("home/1001/agent/coder/session")
-	if out, err := bashAs(t, importAnn, "mkdir "+sessions+"/one"); err != nil {
+	if out, err := bashAs(t, importAnn, "mkdir -p "+sessions+"/one"); err != nil {
 		t.Errorf("mkdir of a session after the refused import (names=1): %v %q", err, out)
 	}
 	if out, err := bashAs(t, importAnn, "mkdir "+sessions+"/two"); err == nil || !strings.Contains(out, "Disk quota exceeded") {

@@ -467,3 +467,51 @@ func TestProvidersAreDefinedOnes(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstSendsPastNamesMakeNoAgents: first sends racing to agents the
+// home lacks, with room for one session left (CTXFS_LIMITS names=N),
+// each found room, made its agent (root/, session/), and only then was
+// refused EDQUOT for its session: the sends failed, yet left agents in
+// the user's tree, each one of their agents. The session's name is held
+// before anything is made now: one send makes its agent and session, the
+// others are EDQUOT and make nothing.
+func TestFirstSendsPastNamesMakeNoAgents(t *testing.T) {
+	const n = 12
+	s := limitedServer(t, "names=1", func(s *server) {
+		for i := 0; i < n; i++ {
+			s.define(fmt.Sprintf("a%d", i), map[string]string{"model": "debug/echo"})
+		}
+	})
+	codes := make([]string, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			frames, _, _ := s.requestAs(uid1001, fmt.Sprintf("a%d", i), `{"op":"send","id":"r","session":"s","input":"hi"}`)
+			if len(frames) > 0 {
+				codes[i] = fmt.Sprint(frames[0]["type"], frames[0]["code"])
+			}
+		}()
+	}
+	wg.Wait()
+	started := 0
+	for _, c := range codes {
+		switch c {
+		case "start<nil>":
+			started++
+		case "errorEDQUOT":
+		default:
+			t.Errorf("a first send with one name left: %q, want start or EDQUOT", c)
+		}
+	}
+	ents, err := os.ReadDir(filepath.Join(s.store, "home/1001/agent"))
+	testkit.Must(t, err)
+	if started != 1 || len(ents) != 1 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("%d first sends at once with one name left: %d started, the store holds agents %v; want one of each", n, started, names)
+	}
+}

@@ -62,15 +62,18 @@ func (e *Engine) CreateImported(c layout.Caller, uid uint32, t Target, im *Impor
 	// nothing is made when the home has no room for the session either
 	// (roomFor), nor when its history has no room for the session's
 	// bytes: judged first, they left the agent made by a refused import.
-	if err := e.roomFor(r); err != nil {
-		return err
-	}
 	if err := e.roomForHistory(ct.Home, createdSize(ct.Home, start)); err != nil {
 		return &abi.Error{Op: "import", Path: r.Name, Errno: abi.Errno(err), Msg: abi.Message(err)}
 	}
+	held, err := e.roomFor(r, 2) // the session and its by-uuid entry
+	if err != nil {
+		return err
+	}
+	defer held.give() // what createFilled did not take
+	start.held = held
 	rootRel := ct.ChrootRel(uid)
 	mk := func() error { return layout.MkdirAll(e.root, rootRel, own) }
-	if err := e.makeAgent(ct.Home, path.Dir(rootRel), mk); err != nil {
+	if err = e.makeAgent(ct.Home, path.Dir(rootRel), mk); err != nil {
 		return err
 	}
 	// The session and its by-uuid entry are charged to the names bound

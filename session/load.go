@@ -54,14 +54,14 @@ func (e *Engine) lookup(r layout.Ref) (s *sess, release func(), err error) {
 
 // create makes the session r (atomically, with the initial layout) unless
 // it exists.
-func (e *Engine) create(r layout.Ref, own storefs.Owner, cwd string) error {
+func (e *Engine) create(r layout.Ref, own storefs.Owner, cwd string, held *heldNames) error {
 	if r.Temp {
 		return e.createTemp(r, uint32(own.Uid), cwd)
 	}
 	if e.sessionExists(r) {
 		return nil
 	}
-	if err := e.createDir(r, own, cwd); err != nil && !errors.Is(err, fs.ErrExist) {
+	if _, err := e.createFilled(r, own, filled{cwd: cwd, held: held}); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
 	if x, err := e.Index(r.Container); err == nil {
@@ -200,12 +200,23 @@ type filled struct {
 	// that would not fit refuses the session before anything is made;
 	// once made, the caller sets it with index.SetEntryReserved.
 	entry bool
+	// held: names the caller took for the session and its entry
+	// (roomFor) before it made anything for it; passed to createFilled.
+	held *heldNames
 }
 
 // createFilled is createDir for a session that starts with f. made says
 // the session was moved into place (its error then is a late one, the
 // directory's sync).
 func (e *Engine) createFilled(r layout.Ref, own storefs.Owner, f filled) (made bool, err error) {
+	// The names the caller took for it (roomFor) are this one's now:
+	// given back unless the session was made.
+	held := f.held.pass()
+	defer func() {
+		if !made && held > 0 {
+			e.limits.Names.Give(r.Home, held)
+		}
+	}()
 	// Its logs' lines (an import's) and its meta.json are history the
 	// home's uid keeps: charged before anything is made (EDQUOT past the
 	// bound), given back unless the session was made.
@@ -228,14 +239,14 @@ func (e *Engine) createFilled(r layout.Ref, own storefs.Owner, f filled) (made b
 		return false, err
 	}
 	// The session is one name more its container's home keeps (EDQUOT
-	// past the bound, before anything is made), its entry another; given
-	// back unless it was made.
-	names, reserved := 1, 0
+	// past the bound, before anything is made), its entry another, those
+	// the caller did not hold charged here; given back unless it was made.
+	names, reserved := int64(1), held
 	if f.entry {
 		names++
 	}
 	defer func() {
-		for ; !made && reserved > 0; reserved-- {
+		for ; !made && reserved > held; reserved-- {
 			x.Unreserve()
 		}
 	}()

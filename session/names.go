@@ -6,6 +6,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/index"
+	"github.com/ctxfs/ctxfs/internal/quota"
 	"github.com/ctxfs/ctxfs/session/layout"
 )
 
@@ -85,25 +86,57 @@ func (e *Engine) makeAgent(home, dir string, mk func() error) error {
 }
 
 // roomFor refuses with EDQUOT a session r that its home could not keep
-// (quota.Names: its agent, not made yet, past the agents' bound, or one
-// name past the names'), before a send makes anything for it: the run's
-// root/, made first, is in the caller's own home for a shared session,
-// so the space's refusal as the session is made (createFilled) would
-// come after it. The charges are made as the session is; this only
-// checks.
-func (e *Engine) roomFor(r layout.Ref) error {
+// (quota.Names: its agent, not made yet, past the agents' bound, or its
+// names past the names'), before a send or an import makes anything for
+// it: the run's root/, made first, is in the caller's own home for a
+// shared session, so the space's refusal as the session is made
+// (createFilled) would come after it. The session's names (names: it and
+// an import's entry) are taken here, held for createFilled: only checked,
+// first sends racing to agents the home lacked, with room for one
+// session, each found room, made its agent, and was then refused. The
+// agent is charged as it is made (makeAgent).
+func (e *Engine) roomFor(r layout.Ref, names int64) (*heldNames, error) {
 	home := r.Home
 	if r.Temp || !namesCounted(home) {
-		return nil
+		return nil, nil
 	}
-	err := e.limits.Names.Room(home, 1)
-	if dir := path.Dir(r.Container.Rel()); err == nil && !e.isDir(dir) {
+	var err error
+	if dir := path.Dir(r.Container.Rel()); !e.isDir(dir) {
 		err = e.limits.Agents.Room(home, 1)
 	}
-	if err != nil {
-		return &abi.Error{Op: "create session", Path: r.Name, Errno: abi.Errno(err), Msg: abi.Message(err)}
+	if err == nil {
+		err = e.limits.Names.Take(home, names)
 	}
-	return nil
+	if err != nil {
+		return nil, &abi.Error{Op: "create session", Path: r.Name, Errno: abi.Errno(err), Msg: abi.Message(err)}
+	}
+	return &heldNames{names: e.limits.Names, home: home, n: names}, nil
+}
+
+// heldNames are names a home's count holds for a session about to be
+// made (roomFor); nil holds none.
+type heldNames struct {
+	names *quota.Names
+	home  string
+	n     int64
+}
+
+// pass hands the names over to the session's making (createFilled),
+// which gives them back unless the session was made.
+func (h *heldNames) pass() int64 {
+	if h == nil {
+		return 0
+	}
+	n := h.n
+	h.n = 0
+	return n
+}
+
+// give gives back what was not passed on.
+func (h *heldNames) give() {
+	if n := h.pass(); n > 0 {
+		h.names.Give(h.home, n)
+	}
 }
 
 // agentsOf counts the agents and models of home: every directory of its

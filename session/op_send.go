@@ -76,13 +76,15 @@ func (e *Engine) send(c layout.Caller, loc *location, req *proto.Request) (*Repl
 				return nil, err
 			}
 		}
-		if err := e.roomFor(loc.ref); err != nil {
+		held, err := e.roomFor(loc.ref, 1)
+		if err != nil {
 			return nil, err
 		}
-		if _, err := e.resolveCwd(c, loc, cwd); err != nil {
-			return nil, err
+		if _, err = e.resolveCwd(c, loc, cwd); err == nil {
+			err = e.create(loc.ref, loc.own, cwd, held)
 		}
-		if err := e.create(loc.ref, loc.own, cwd); err != nil {
+		held.give() // what create did not take: it found the session made
+		if err != nil {
 			return nil, err
 		}
 	}
