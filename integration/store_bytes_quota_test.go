@@ -49,15 +49,40 @@ func storeHistory(t *testing.T, s *server, uid int) int64 {
 		dirs, err := filepath.Glob(filepath.Join(home, pat))
 		testkit.Must(t, err)
 		for _, d := range dirs {
-			files, _ := filepath.Glob(filepath.Join(d, "versions", "sha256", "*"))
-			for _, f := range append(files, filepath.Join(d, "messages.jsonl"), filepath.Join(d, "events.jsonl"), filepath.Join(d, "meta.json"), filepath.Join(d, "versions", "index.jsonl")) {
-				if st, err := os.Lstat(f); err == nil {
-					n += st.Size()
-				}
-			}
+			n += sessionHistory(t, d)
 		}
 	}
 	return n
+}
+
+// sessionHistory is what the session directory d (in the store) holds of
+// its home's history.
+func sessionHistory(t *testing.T, d string) int64 {
+	t.Helper()
+	var n int64
+	files, _ := filepath.Glob(filepath.Join(d, "versions", "sha256", "*"))
+	for _, f := range append(files, filepath.Join(d, "messages.jsonl"), filepath.Join(d, "events.jsonl"), filepath.Join(d, "meta.json"), filepath.Join(d, "versions", "index.jsonl")) {
+		if st, err := os.Lstat(f); err == nil {
+			n += st.Size()
+		}
+	}
+	return n
+}
+
+// listsWritten waits until the coder's index/list of each home is in the
+// store as the mount serves it: it is written behind.
+func listsWritten(t *testing.T, s *server, homes ...string) {
+	t.Helper()
+	eventually(t, 10*time.Second, "index/list written", func() bool {
+		for _, home := range homes {
+			list := home + "/agent/coder/session/index/list"
+			b, _ := os.ReadFile(filepath.Join(s.store, list))
+			if served, _ := os.ReadFile(s.mnt(list)); string(b) != string(served) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // TestStoreBytesQuota: the bytes of history a uid's home holds in the
@@ -124,16 +149,7 @@ func TestStoreBytesQuota(t *testing.T) {
 	fill("the first fill")
 	refused := func(what string) {
 		t.Helper()
-		eventually(t, 10*time.Second, "index/list written", func() bool { // written behind
-			for _, home := range []string{"home/1001", "home/1002"} {
-				list := home + "/agent/coder/session/index/list"
-				b, _ := os.ReadFile(filepath.Join(s.store, list))
-				if served, _ := os.ReadFile(s.mnt(list)); string(b) != string(served) {
-					return false
-				}
-			}
-			return true
-		})
+		listsWritten(t, s, "home/1001", "home/1002")
 		before := storeSnapshot(t, s)
 		if got := appendLine(stampedLine(41)); got != "EDQUOT" {
 			t.Errorf("%s: an append of one short line: %s, want EDQUOT", what, got)

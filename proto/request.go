@@ -19,7 +19,9 @@ const (
 	// the caller's home or space at this agent or model (SPEC 14).
 	OpSearch = "search"
 	// OpArchive archives the named session, or deletes it with "delete":
-	// true (SPEC 12; ctx agent session archive and gc).
+	// true (SPEC 12; ctx agent session archive and gc); with "archived":
+	// true as well, it deletes the archived session of that name
+	// (ctx agent session delete-archived).
 	OpArchive = "archive"
 	// OpImport makes a new session from a coding-agent CLI's session
 	// (SPEC 16, ctx agent import): the request line is followed by the
@@ -43,6 +45,8 @@ type Request struct {
 	Query        string   // search: the text to find
 	Delete       bool     // archive: delete instead
 	DryRun       bool     // archive: only say whether it would be taken
+	Archived     bool     // archive: of an archived session, to delete or look for
+	HomeUid      *uint32  // archive of an archived session: in this uid's home (root only), nil for the caller's
 	Sessions     []string // archivable: the sessions to check, in order
 	Run          string   // approve, answer: the run of the waiting call; restore: the run to undo
 	Decision     string   // approve
@@ -76,6 +80,7 @@ type wireRequest struct {
 	Query   *string `json:"query"`
 	Delete  *bool   `json:"delete"`
 	DryRun  *bool   `json:"dry_run"`
+	archivedFields
 	decideFields
 	archivableFields
 }
@@ -151,6 +156,7 @@ func ParseRequest(line []byte) (*Request, error) {
 		}
 		r.Delete = w.Delete != nil && *w.Delete
 		r.DryRun = w.DryRun != nil && *w.DryRun
+		return r, r.checkArchived(w)
 	case OpArchivable:
 		return r, r.checkArchivable(w)
 	case OpResume:

@@ -53,3 +53,40 @@ func (r *Request) checkArchivable(w wireRequest) error {
 	r.Sessions = *w.Sessions
 	return nil
 }
+
+// FrameDeletable answers op archive's dry run of an archived session
+// ("archived":true): there is one of that name, which a delete would
+// remove. A delete answers FrameDeleted.
+const (
+	FrameDeletable = "deletable"
+	FrameDeleted   = "deleted"
+)
+
+// NoArchiveInSpace is why an archived session is never of a shared space.
+const NoArchiveInSpace = "archived sessions live in a home (SPEC 2): a shared space has none"
+
+// archivedFields is the wire shape of op archive's fields for an
+// archived session.
+type archivedFields struct {
+	Archived *bool   `json:"archived"`
+	UID      *uint32 `json:"uid"`
+}
+
+// checkArchived: "archived" goes with "delete" or "dry_run" (an archived
+// session is never archived again) in a home (a shared space has no
+// archives, SPEC 2); "uid" goes only with "archived".
+func (r *Request) checkArchived(w wireRequest) error {
+	r.Archived = w.Archived != nil && *w.Archived
+	switch {
+	case w.UID != nil && !r.Archived:
+		return abi.Errorf(syscall.EINVAL, "", "uid names the home of an archived session: it goes only with archived")
+	case !r.Archived:
+		return nil
+	case !r.Delete && !r.DryRun:
+		return abi.Errorf(syscall.EINVAL, "", "an archived session is deleted (delete) or looked for (dry_run), never archived again")
+	case r.Scope != abi.ScopePrivate:
+		return abi.Errorf(syscall.EINVAL, "", "%s", NoArchiveInSpace)
+	}
+	r.HomeUid = w.UID
+	return nil
+}

@@ -77,3 +77,40 @@ func TestParseArchivable(t *testing.T) {
 		t.Fatalf("archivable request %+v %v", r, err)
 	}
 }
+
+// TestParseArchived: op archive of an archived session goes with delete
+// or dry_run, in a home, and "uid" only with it; each refusal EINVAL.
+func TestParseArchived(t *testing.T) {
+	cases := []struct {
+		line  string
+		errno syscall.Errno
+		uid   int64 // -1: none
+	}{
+		{`{"op":"archive","session":"s","delete":true,"archived":true}`, 0, -1},
+		{`{"op":"archive","session":"s","dry_run":true,"archived":true,"uid":1001}`, 0, 1001},
+		{`{"op":"archive","session":"s","delete":true,"archived":false}`, 0, -1},
+		{`{"op":"archive","session":"s","archived":true}`, syscall.EINVAL, 0},
+		{`{"op":"archive","session":"s","delete":true,"archived":true,"scope":"shared","space":"team"}`, syscall.EINVAL, 0},
+		{`{"op":"archive","session":"s","delete":true,"archived":true,"scope":"temp"}`, syscall.EINVAL, 0},
+		{`{"op":"archive","session":"s","delete":true,"uid":1001}`, syscall.EINVAL, 0},
+		{`{"op":"archive","session":"s","delete":true,"archived":true,"uid":-1}`, syscall.EINVAL, 0},
+		{`{"op":"archive","session":"../s","delete":true,"archived":true}`, syscall.EINVAL, 0},
+		{`{"op":"archive","delete":true,"archived":true}`, syscall.EINVAL, 0},
+	}
+	for _, c := range cases {
+		r, err := ParseRequest([]byte(c.line))
+		if got := abi.Errno(err); err != nil && got != c.errno || err == nil && c.errno != 0 {
+			t.Errorf("%s: %v, want %v", c.line, err, c.errno)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if want := strings.Contains(c.line, `"archived":true`); r.Archived != want {
+			t.Errorf("%s: archived %v", c.line, r.Archived)
+		}
+		if got := int64(-1); r.HomeUid != nil && int64(*r.HomeUid) != c.uid || r.HomeUid == nil && c.uid != got {
+			t.Errorf("%s: uid %v, want %d", c.line, r.HomeUid, c.uid)
+		}
+	}
+}

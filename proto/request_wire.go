@@ -10,7 +10,8 @@ import (
 // requestFields are wireRequest's members, in the order decodeWire reads
 // their values.
 var requestFields = jsonscan.NewFields("op", "id", "session", "scope", "space", "cwd", "input", "after", "query",
-	"delete", "dry_run", "run", "decision", "reason", "text", "version", "path", "sessions")
+	"delete", "dry_run", "run", "decision", "reason", "text", "version", "path", "sessions",
+	"archived", "uid")
 
 // decodeWire reads a request line into its wire shape in one pass
 // (internal/jsonscan), as json.Unmarshal into wireRequest reads it: keys
@@ -21,7 +22,7 @@ var requestFields = jsonscan.NewFields("op", "id", "session", "scope", "space", 
 // request's parse (docs/benchmarks.md, "A request's parse").
 func decodeWire(line []byte) (wireRequest, error) {
 	var w wireRequest
-	var v [18][]byte
+	var v [20][]byte
 	if !requestFields.Object(line, v[:]) {
 		return w, fmt.Errorf("not one JSON object")
 	}
@@ -31,6 +32,7 @@ func decodeWire(line []byte) (wireRequest, error) {
 	w.Query, w.Delete, w.DryRun = d.str("query", v[8]), d.boolean("delete", v[9]), d.boolean("dry_run", v[10])
 	w.Run, w.Decision, w.Reason, w.Text = d.str("run", v[11]), d.str("decision", v[12]), d.str("reason", v[13]), d.str("text", v[14])
 	w.Version, w.Path, w.Sessions = d.int64("version", v[15]), d.str("path", v[16]), d.strings("sessions", v[17])
+	w.Archived, w.UID = d.boolean("archived", v[18]), d.uint32("uid", v[19])
 	return w, d.err
 }
 
@@ -83,6 +85,20 @@ func (d *wireDecoder) int64(name string, raw []byte) *int64 {
 		return nil
 	}
 	return &n
+}
+
+// uint32 reads an integer as encoding/json reads one into a uint32.
+func (d *wireDecoder) uint32(name string, raw []byte) *uint32 {
+	if absent(raw) {
+		return nil
+	}
+	n, err := strconv.ParseUint(string(raw), 10, 32)
+	if err != nil {
+		d.fail(name, "a uid")
+		return nil
+	}
+	u := uint32(n)
+	return &u
 }
 
 // strings reads an array of strings; a null element is "", as

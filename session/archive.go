@@ -27,7 +27,10 @@ const takeWait = 5 * time.Second
 // session would be taken ({"type":"archivable"}), else it is archived or
 // deleted ({"type":"archived"} or {"type":"deleted"}); a refusal is the
 // request's error.
-func (e *Engine) archiveOp(loc *location, req *proto.Request) (*Reply, error) {
+func (e *Engine) archiveOp(c layout.Caller, loc *location, req *proto.Request) (*Reply, error) {
+	if req.Archived {
+		return e.archivedOp(c, loc, req)
+	}
 	verb := "archived"
 	var err error
 	switch {

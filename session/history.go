@@ -24,10 +24,14 @@ func (e *Engine) historyCharge(home string) quota.Charge {
 var historyFiles = append([]string{abi.FileMeta}, layout.SessionLogs...)
 
 // historyOf counts the bytes of history uid's home holds: those of every
-// session of its home, live and archived.
+// session of its home, live and archived. It is the first thing of this
+// start to look at the uid's archive, and so removes what interrupted
+// deletions of archived sessions left there first (uncounted, hidden).
 func (e *Engine) historyOf(uid uint32) int64 {
 	var n int64
-	for _, s := range layout.HomeSessionDirs(e.root, layout.PrivateHome(uid), true) {
+	home := layout.PrivateHome(uid)
+	e.removeArchiveLeftovers(home)
+	for _, s := range layout.HomeSessionDirs(e.root, home, true) {
 		n += e.historyBytes(s)
 	}
 	return n
@@ -69,12 +73,21 @@ func (e *Engine) takeHistory(home string, n int64) (undo func(), err error) {
 // would be given back twice. The session is out of the engine, its logs
 // closed: nothing is appended to it meanwhile.
 func (e *Engine) deletedHistory(r layout.Ref) int64 {
-	uid, ok := layout.HomeUid(r.Home)
-	if !ok || uid == 0 {
+	if !e.countHistory(r.Home) {
 		return 0
 	}
-	e.limits.History.Held(uid)
 	return e.historyBytes(r.Rel())
+}
+
+// countHistory has the history of home's payer counted, if it has one
+// (historyCharge), and says whether it has.
+func (e *Engine) countHistory(home string) bool {
+	uid, ok := layout.HomeUid(home)
+	if !ok || uid == 0 {
+		return false
+	}
+	e.limits.History.Held(uid)
+	return true
 }
 
 // chargeResize charges home's payer for the file rel (meta.json) about to

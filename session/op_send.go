@@ -454,7 +454,7 @@ func (e *Engine) dispatch(c layout.Caller, loc *location, req *proto.Request) (*
 	case proto.OpSearch:
 		return e.search(c, loc, req)
 	case proto.OpArchive:
-		return e.archiveOp(loc, req)
+		return e.archiveOp(c, loc, req)
 	case proto.OpArchivable: // gc's preview: every candidate by checkArchive
 		return archivable.Answer(loc.ref.Container, req.Sessions, e.checkArchive), nil
 	case proto.OpApprove, proto.OpAnswer:

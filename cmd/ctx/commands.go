@@ -246,6 +246,17 @@ ctx agent session archive coder old --archive-dir /srv/archive`,
 ctx agent session gc coder --pattern 'tmp-*' --older-than-days 7 --keep tmp-keep --yes
 ctx agent session gc coder --delete --yes`,
 		run: sessions.GC},
+	{name: "session delete-archived", posNames: "AGENT SESSION", minArgs: 2, maxArgs: 2,
+		flags: []flagDef{
+			{name: "yes", usage: "do it (without --yes: say whether there is one, write nothing)"},
+			{name: "uid", value: true, usage: "root only: the archived session of uid `N`'s home (default: your own)"},
+			fJSON.with(`print {"session","action","dry_run","done","error"}`)},
+		short: "Delete one archived session, whole, giving its bytes back (a dry run without --yes)",
+		help:  "Deletes archived_sessions/AGENT/SESSION of your home, whole, and gives its bytes\nof history back (CTXFS_LIMITS logbytes). Without --yes it only says whether there\nis one, and writes nothing. None of that name is ENOENT; another uid's, EACCES.\n",
+		examples: `ctx agent session delete-archived coder e2e-42
+ctx agent session delete-archived coder e2e-42 --yes
+sudo ctx agent session delete-archived coder e2e-42 --uid 1001 --yes`,
+		run: sessions.DeleteArchived},
 	{name: "import", posNames: "AGENT [FILE|DIR]...", minArgs: 1, maxArgs: -1,
 		flags: []flagDef{
 			{name: "from", value: true, usage: "the CLI whose session files these are: `claude-code|codex`"},

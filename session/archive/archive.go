@@ -1,8 +1,9 @@
 // Package archive owns how a session leaves the live tree in the store
 // (SPEC 12): where an agent session is archived (Target), the move there
 // (Move: one rename that never replaces anything, made durable), a
-// deletion a crash never leaves half in view (Remove), and which sessions
-// the server's own clean-up takes (EachIdle).
+// deletion a crash never leaves half in view (Remove; RemoveArchived for
+// an archived session), and which sessions the server's own clean-up
+// takes (EachIdle).
 //
 // It decides no protection: the engine checks that a session is not
 // protected (index, default, current, active, running, a derived value
@@ -50,13 +51,33 @@ func Move(root *storefs.Root, r layout.Ref, own storefs.Owner) (left bool, err e
 // hidden leftover name (layout.DelDirPrefix), which load and fsck
 // --repair finish removing should this be interrupted. left is Move's.
 func Remove(root *storefs.Root, r layout.Ref) (left bool, err error) {
+	return removeAside(root, r.Container.Rel(), r.Name, nil)
+}
+
+// RemoveArchived deletes the archived session r (at Target(r)) as Remove
+// deletes a live one, aside in its archive directory: the uid's first
+// count of history after a start (the engine's) and fsck --repair finish
+// removing a leftover. moved is called with the hidden name once the
+// session is there and before anything of it is removed, when no one
+// else can reach it: what it holds is counted there.
+func RemoveArchived(root *storefs.Root, r layout.Ref, moved func(aside string)) (left bool, err error) {
+	return removeAside(root, path.Dir(Target(r)), r.Name, moved)
+}
+
+// removeAside removes the directory dir/name, renamed aside first to
+// dir/.del-<name>-<16 hex>; moved (nil: none) is called with that name
+// once it is there.
+func removeAside(root *storefs.Root, dir, name string, moved func(aside string)) (left bool, err error) {
 	var b [8]byte
 	rand.Read(b[:])
-	aside := path.Join(r.Container.Rel(), layout.DelDirPrefix+r.Name+"-"+hex.EncodeToString(b[:]))
-	if err := root.Move(r.Rel(), aside); err != nil {
+	aside := path.Join(dir, layout.DelDirPrefix+name+"-"+hex.EncodeToString(b[:]))
+	if err := root.Move(path.Join(dir, name), aside); err != nil {
 		return false, err
 	}
-	if err := root.SyncDir(r.Container.Rel()); err != nil {
+	if moved != nil {
+		moved(aside)
+	}
+	if err := root.SyncDir(dir); err != nil {
 		return true, err
 	}
 	return true, root.RemoveAll(aside)

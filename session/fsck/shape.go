@@ -23,6 +23,7 @@ const (
 	shapeNotHere     = "not a name the store holds here"
 	shapeLeftoverTmp = "leftover temporary file of an interrupted replace"
 	shapeLeftoverNew = "leftover temporary directory of an interrupted session creation"
+	shapeLeftoverDel = "leftover directory of an interrupted deletion of an archived session"
 )
 
 // shapeSealFiles are the files a session's .seal directory holds.
@@ -225,6 +226,10 @@ func (w *shapeWalk) dot(dir string, dp layout.Place, name string, st *unix.Stat_
 		if w.isType(rel, st, unix.S_IFDIR) {
 			w.leftover(rel, shapeLeftoverNew) // not entered: half made
 		}
+	case shapeArchiveAgent(dir, dp) && layout.IsDelDir(name):
+		if w.isType(rel, st, unix.S_IFDIR) {
+			w.leftover(rel, shapeLeftoverDel) // not entered: half removed
+		}
 	case session && name == layout.SealDir:
 		w.flat(rel, st, own, func(f string) bool { return shapeSealFiles[f] })
 	case session && strings.HasSuffix(name, ".spare") && shapeSpared[strings.TrimSuffix(name[1:], ".spare")]:
@@ -293,6 +298,12 @@ func (w *shapeWalk) derivedTree(rel string) {
 // directory: home/<uid>/archived_sessions/<agent>/<session>.
 func shapeArchivedSession(rel string, p layout.Place) bool {
 	return p.Kind == layout.PlaceArchived && strings.Count(rel, "/") == 4
+}
+
+// shapeArchiveAgent reports whether rel (place p) is an agent's directory
+// of a home's archive: home/<uid>/archived_sessions/<agent>.
+func shapeArchiveAgent(rel string, p layout.Place) bool {
+	return p.Kind == layout.PlaceArchived && strings.Count(rel, "/") == 3
 }
 
 // shapeArchivedContext reports whether rel is the context/ of an archived

@@ -249,6 +249,10 @@ func TestShapeProblems(t *testing.T) {
 			s.dir(shSess+"/.new-x-123", 0o700, 1000, 1000)
 			s.fifo(shSess + "/.new-x-123/events.jsonl")
 		}, shSess + "/.new-x-123", "leftover temporary directory"},
+		{"leftover deletion of an archived session", func(s shapeStore) {
+			s.dir(shHome+"/archived_sessions/coder/.del-old-0011223344556677", 0o700, 0, 1000)
+			s.fifo(shHome + "/archived_sessions/coder/.del-old-0011223344556677/events.jsonl")
+		}, shHome + "/archived_sessions/coder/.del-old-0011223344556677", shapeLeftoverDel},
 		{"leftover replace", func(s shapeStore) {
 			s.file(shDefault+"/.state.tmp-0011223344556677", 0o600, 1000, 1000)
 		}, shDefault + "/.state.tmp-0011223344556677", "leftover temporary file"},

@@ -39,10 +39,8 @@ func HomeSessionDirs(root *storefs.Root, home string, archived bool) []string {
 			}
 		}
 	}
-	if archived && strings.HasPrefix(home, "home/") {
-		for _, a := range Subdirs(root, home+"/archived_sessions") {
-			containers = append(containers, path.Join(home, abi.ArchivedDir, a))
-		}
+	if archived {
+		containers = append(containers, ArchiveDirs(root, home)...)
 	}
 	var out []string
 	for _, c := range containers {
@@ -53,6 +51,20 @@ func HomeSessionDirs(root *storefs.Root, home string, archived bool) []string {
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// ArchiveDirs lists the agents' directories of a private home's archive
+// (archived_sessions/<agent>, store paths, sorted); none for a shared
+// space, which has no archive (SPEC 2).
+func ArchiveDirs(root *storefs.Root, home string) []string {
+	if !strings.HasPrefix(home, "home/") {
+		return nil
+	}
+	var out []string
+	for _, a := range Subdirs(root, home+"/"+abi.ArchivedDir) {
+		out = append(out, path.Join(home, abi.ArchivedDir, a))
+	}
 	return out
 }
 
@@ -102,10 +114,17 @@ const DelDirPrefix = ".del-"
 // IsNewDir reports whether name is a leftover of an interrupted creation
 // or deletion of a session: removing it finishes or undoes that whole.
 func IsNewDir(name string) bool {
-	rest, ok := strings.CutPrefix(name, NewDirPrefix)
-	if !ok {
-		rest, ok = strings.CutPrefix(name, DelDirPrefix)
-	}
+	return leftoverOf(name, NewDirPrefix) || IsDelDir(name)
+}
+
+// IsDelDir reports whether name is a leftover of an interrupted deletion
+// of a session, live or archived: removing it finishes that.
+func IsDelDir(name string) bool { return leftoverOf(name, DelDirPrefix) }
+
+// leftoverOf reports whether name is prefix, a session's name, a dash and
+// a random suffix.
+func leftoverOf(name, prefix string) bool {
+	rest, ok := strings.CutPrefix(name, prefix)
 	i := strings.LastIndexByte(rest, '-')
 	return ok && i > 0 && i < len(rest)-1 && abi.ValidSessionName(rest[:i])
 }
