@@ -43,10 +43,17 @@ import (
 // side holds. A reader that took the end's page before the drop and reads
 // the size after another process's GETATTR brought the new one still
 // copies the page's zeros: both the drop and a whole GETATTR must fall
-// between two steps of one read(2). Only readers with no page cache
-// (direct I/O: warm reads at about a tenth of native) or the kernel
-// reading the store file itself (passthrough, which refuses writers'
-// opens while a reader holds the log) would close it.
+// between two steps of one read(2) (or the drop and the reply to an
+// append through the mount, which sets the size too). TestEndReadsNoZeros
+// makes it: readers spinning at the end were given zeros in 5 of 21 runs
+// of 15 s. Only readers with no page cache (direct I/O: warm reads at
+// about a tenth of native) or the kernel reading the store file itself
+// (passthrough, which refuses writers' opens while a reader holds the
+// log) would close it. Storing the new bytes into the cache instead of
+// dropping the pages (FUSE_NOTIFY_STORE, *fs.Inode's WriteCache) does
+// not: the kernel sets the size before it copies the bytes into the page,
+// two steps of its own that a reader spinning at the end falls between
+// far more often (10 of 13 runs; docs/benchmarks.md#pages-of-a-logs-end).
 //
 // Where it is done: for an engine's append, by Mounts.announced, before
 // the append is acknowledged; for an append through the mount, by its
