@@ -58,7 +58,7 @@ func TestDeleteArchivedAsOwner(t *testing.T) {
 	}
 	full(held)
 	withArchive := storeHistory(t, s, 1001)
-	listsWritten(t, s, "home/1001", "home/1002")
+	waitListsWritten(t, s, "home/1001/agent/coder/session", "home/1002/agent/coder/session")
 	index := snapshot(t, filepath.Join(s.store, "home/1001/agent/coder/session/index"))
 
 	// Refusals: each changes nothing in the store.

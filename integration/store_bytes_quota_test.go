@@ -38,15 +38,22 @@ func stampedLine(n int) string {
 }
 
 // storeHistory is what uid's home holds of history in the store, as the
-// README says the bound counts it: every session's (live and archived)
-// messages.jsonl, events.jsonl and meta.json, and its versions' index
-// and contents.
+// README says the bound counts it (homeHistory).
 func storeHistory(t *testing.T, s *server, uid int) int64 {
 	t.Helper()
-	home := filepath.Join(s.store, "home", fmt.Sprint(uid))
+	return homeHistory(t, s, fmt.Sprint("home/", uid))
+}
+
+// homeHistory is what a home or a space ("shared/team") holds of history
+// in the store, as the README says the bound counts it: every session's
+// (live and archived) messages.jsonl, events.jsonl and meta.json, and its
+// versions' index and contents.
+func homeHistory(t *testing.T, s *server, home string) int64 {
+	t.Helper()
+	dir := filepath.Join(s.store, home)
 	var n int64
 	for _, pat := range []string{"agent/*/session/*", "archived_sessions/*/*"} {
-		dirs, err := filepath.Glob(filepath.Join(home, pat))
+		dirs, err := filepath.Glob(filepath.Join(dir, pat))
 		testkit.Must(t, err)
 		for _, d := range dirs {
 			n += sessionHistory(t, d)
@@ -69,13 +76,56 @@ func sessionHistory(t *testing.T, d string) int64 {
 	return n
 }
 
-// listsWritten waits until the coder's index/list of each home is in the
-// store as the mount serves it: it is written behind.
-func listsWritten(t *testing.T, s *server, homes ...string) {
+// appendErrnoAs appends data to the log at path as c, in one O_APPEND write
+// (appendErrno), and says "ok" or the errno's name.
+func appendErrnoAs(t *testing.T, c *cred, path, data string) string {
+	t.Helper()
+	out, err := runCmd(t, c, nil, "/usr/bin/python3", "-c", appendErrno, path, data)
+	testkit.Must(t, err)
+	return strings.TrimSpace(out)
+}
+
+// fillHistory appends lines with appendLine (stamped as uid 1001's or
+// 1002's) until held, the store's bytes of history of one home or space,
+// reaches bound, the last line exactly what is left: that the server lets
+// it in, and refuses one byte more, shows its count is the store's to the
+// byte. A refused append through the mount records its loss in
+// events.jsonl when that fits (RecordLoss): the line one byte too long is
+// tried only when too little is left for that record.
+func fillHistory(t *testing.T, what string, bound int64, held func() int64, appendLine func(string) string) {
+	t.Helper()
+	for i := 0; i < 100; i++ {
+		room := bound - held()
+		switch {
+		case room == 0:
+			return
+		case room > 2200:
+			room = 2000
+		case room > 200:
+			room -= 150
+		default:
+			if got := appendLine(stampedLine(int(room + 1))); got != "EDQUOT" {
+				t.Fatalf("%s: a line of %d bytes with %d left: %s, want EDQUOT", what, room+1, room, got)
+			}
+			if left := bound - held(); left != room {
+				t.Fatalf("%s: a refused line with %d bytes left wrote %d bytes", what, room, room-left)
+			}
+		}
+		if got := appendLine(stampedLine(int(room))); got != "ok" {
+			t.Fatalf("%s: a line of %d bytes: %s", what, room, got)
+		}
+	}
+	t.Fatalf("%s: never reached the bound", what)
+}
+
+// waitListsWritten waits until the index/list of each container (store
+// paths) is in the store as the mount serves it: it is written behind,
+// and a snapshot taken before would see it change.
+func waitListsWritten(t *testing.T, s *server, containers ...string) {
 	t.Helper()
 	eventually(t, 10*time.Second, "index/list written", func() bool {
-		for _, home := range homes {
-			list := home + "/agent/coder/session/index/list"
+		for _, c := range containers {
+			list := c + "/index/list"
 			b, _ := os.ReadFile(filepath.Join(s.store, list))
 			if served, _ := os.ReadFile(s.mnt(list)); string(b) != string(served) {
 				return false
@@ -103,39 +153,11 @@ func TestStoreBytesQuota(t *testing.T) {
 	log := s.mnt("home/1001/agent/coder/session/a/messages.jsonl")
 	appendLine := func(data string) string {
 		t.Helper()
-		out, err := runCmd(t, uid1001, nil, "/usr/bin/python3", "-c", appendErrno, log, data)
-		testkit.Must(t, err)
-		return strings.TrimSpace(out)
+		return appendErrnoAs(t, uid1001, log, data)
 	}
-	// fill appends lines up to the bound, the last one exactly what is
-	// left, checking that the count the server keeps is the store's to the
-	// byte. A refused append through the mount records its loss in
-	// events.jsonl when that fits (RecordLoss): the line one byte too long
-	// is tried only when too little is left for that record.
 	fill := func(what string) {
 		t.Helper()
-		for i := 0; i < 100; i++ {
-			room := bound - storeHistory(t, s, 1001)
-			switch {
-			case room == 0:
-				return
-			case room > 2200:
-				room = 2000
-			case room > 200:
-				room -= 150
-			default:
-				if got := appendLine(stampedLine(int(room + 1))); got != "EDQUOT" {
-					t.Fatalf("%s: a line of %d bytes with %d left: %s, want EDQUOT", what, room+1, room, got)
-				}
-				if left := bound - storeHistory(t, s, 1001); left != room {
-					t.Fatalf("%s: a refused line with %d bytes left wrote %d bytes", what, room, room-left)
-				}
-			}
-			if got := appendLine(stampedLine(int(room))); got != "ok" {
-				t.Fatalf("%s: a line of %d bytes: %s", what, room, got)
-			}
-		}
-		t.Fatalf("%s: never reached the bound", what)
+		fillHistory(t, what, bound, func() int64 { return storeHistory(t, s, 1001) }, appendLine)
 	}
 	// An import below the bound is charged what it writes (fill checks
 	// it to the byte); one past it is refused.
@@ -149,7 +171,7 @@ func TestStoreBytesQuota(t *testing.T) {
 	fill("the first fill")
 	refused := func(what string) {
 		t.Helper()
-		listsWritten(t, s, "home/1001", "home/1002")
+		waitListsWritten(t, s, "home/1001/agent/coder/session", "home/1002/agent/coder/session")
 		before := storeSnapshot(t, s)
 		if got := appendLine(stampedLine(41)); got != "EDQUOT" {
 			t.Errorf("%s: an append of one short line: %s, want EDQUOT", what, got)
@@ -402,4 +424,112 @@ func TestStoreBytesQuotaDormantCancel(t *testing.T) {
 	if got := storeHistory(t, s, 1001); got > bound+1024 {
 		t.Errorf("the home holds %d bytes of history, more than a run's end past the bound %d", got, bound)
 	}
+}
+
+// TestSpaceHistoryQuota: a shared space's bytes of history are bounded as
+// a whole, as a home's are (CTXFS_LIMITS logbytes=N): the space's history
+// is the server's in the store, with no member's uid for a count after a
+// restart to find, and was not counted at all, so any member filled
+// root's disk through it. Sends of two members and lines appended through
+// the mount by both fill it to the byte; past it an append (a whole
+// batch, not its first line), a send to a session or one making a
+// session (which is then not made), a mkdir of a session and a larger
+// meta.json are EDQUOT for every member and for root, and write nothing;
+// another space and the member's own home are not affected; a delete
+// gives the session's bytes back, exactly; and after a restart the count
+// is the store's, as tight.
+func TestSpaceHistoryQuota(t *testing.T) {
+	const bound = 32768
+	s := limitedServer(t, fmt.Sprintf("logbytes=%d", bound), nil)
+	s.spaceAdd("team", 1234)
+	s.spaceAdd("other", 1234)
+	a, b := member(1001, 1234), member(1002, 1234)
+	team, other := `,"scope":"shared","space":"team"`, `,"scope":"shared","space":"other"`
+	long := strings.Repeat("to be deleted ", 200)
+	s.sendAs(a, "t1", "q1", team, "hello")
+	s.sendAs(b, "t2", "q2", team, long)
+	s.sendAs(b, "t3", "q3", team, long)
+	sess := s.mnt("shared/team/agent/coder/session")
+	log := sess + "/t1/messages.jsonl"
+	held := func() int64 { return homeHistory(t, s, "shared/team") }
+	// Both members' lines fill the one count: uid 1001's and 1002's
+	// stamps are as long.
+	appends := 0
+	fill := func(what string) {
+		t.Helper()
+		fillHistory(t, what, bound, held, func(data string) string {
+			appends++
+			return appendErrnoAs(t, []*cred{a, b}[appends%2], log, data)
+		})
+	}
+	fill("the first fill")
+	refused := func(what string) {
+		t.Helper()
+		waitListsWritten(t, s, "shared/team/agent/coder/session", "shared/other/agent/coder/session", "home/1001/agent/coder/session")
+		before := storeSnapshot(t, s)
+		for _, c := range []*cred{a, b, nil} {
+			who := what + ", as " + credName(c)
+			if got := appendErrnoAs(t, c, log, stampedLine(41)); got != "EDQUOT" {
+				t.Errorf("%s: an append of one short line: %s, want EDQUOT", who, got)
+			}
+			if got := appendErrnoAs(t, c, log, `{"role":"user","content":"a"}`+"\n"+stampedLine(2000)); got != "EDQUOT" {
+				t.Errorf("%s: an append of two lines: %s, want EDQUOT", who, got)
+			}
+			for _, session := range []string{"t1", "new"} {
+				if c == nil {
+					break // root has no coder root/ yet
+				}
+				frames, raw, err := s.requestAs(c, "coder", `{"op":"send","id":"over-`+session+`","session":"`+session+`"`+team+`,"input":"hi"}`)
+				if err != nil || len(frames) != 1 || frames[0]["type"] != "error" || frames[0]["code"] != "EDQUOT" {
+					t.Errorf("%s: a send to session %s: %v %s, want EDQUOT", who, session, err, raw)
+				}
+			}
+			if out, err := bashAs(t, c, "mkdir "+sess+"/over"); err == nil || !strings.Contains(out, "Disk quota exceeded") {
+				t.Errorf("%s: mkdir of a session: %v %q, want EDQUOT", who, err, out)
+			}
+			meta := fmt.Sprintf(`{"client":"ctx","scope":"shared","note":%q}`, strings.Repeat("n", 100))
+			if out, err := runCmd(t, c, nil, "/usr/bin/python3", "-c", writeEntry, sess+"/t1/meta.json", meta); err != nil || strings.TrimSpace(out) != "EDQUOT" {
+				t.Errorf("%s: a larger meta.json: %v %s, want EDQUOT", who, err, out)
+			}
+		}
+		testkit.Same(t, what+": the store after refusals", before, storeSnapshot(t, s))
+		if got := held(); got != bound {
+			t.Errorf("%s: the space holds %d bytes of history, want %d", what, got, bound)
+		}
+	}
+	refused("at the bound")
+
+	// Another space, and the member's own home, have counts of their own.
+	s.sendAs(a, "o1", "q4", other, "hello")
+	s.sendAs(a, "p1", "q5", "", "hello")
+	if got := appendErrnoAs(t, a, s.mnt("home/1001/agent/coder/session/p1/messages.jsonl"), stampedLine(2000)); got != "ok" {
+		t.Errorf("an append in uid 1001's home beside the full space: %s", got)
+	}
+	if got := appendErrnoAs(t, b, s.mnt("shared/other/agent/coder/session/o1/messages.jsonl"), stampedLine(2000)); got != "ok" {
+		t.Errorf("an append in another space beside the full one: %s", got)
+	}
+
+	// A delete, by any member, gives the session's bytes back, exactly: a
+	// send fits again, and fill checks the count to the byte.
+	del := func(c *cred, name string) {
+		t.Helper()
+		before := held()
+		if out, errs, code := ctxSplitAs(t, s, c, "agent", "session", "gc", "coder", "--shared", "team", "--pattern", name, "--delete", "--yes"); code != 0 || !strings.Contains(out, "deleted "+name) {
+			t.Fatalf("delete %s as %s: exit %d\n%s%s", name, credName(c), code, out, errs)
+		}
+		if freed := before - held(); freed < int64(len(long)) {
+			t.Fatalf("deleting %s freed %d bytes of history", name, freed)
+		}
+	}
+	del(a, "t2")
+	s.sendAs(b, "t4", "q6", team, "a send after the delete")
+	fill("after a delete")
+	refused("after a delete")
+
+	// A restart counts the store: as full as before, and exactly so.
+	s.restart(syscall.SIGTERM)
+	refused("after a restart")
+	del(b, "t3")
+	fill("after a restart and a delete")
+	refused("after a restart and a delete")
 }

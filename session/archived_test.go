@@ -25,9 +25,9 @@ func TestDeleteArchivedRacing(t *testing.T) {
 	ref := layout.Ref{Container: layout.Container{Home: "home/1001", Kind: abi.KindAgent, Owner: "coder"}, Name: "old"}
 	testkit.Must(t, env.e.Archive(ref, layout.PrivateOwner(1001, 1001), false))
 	history := env.e.Limits().History
-	held, archived := history.Held(1001), env.e.historyBytes(archive.Target(ref))
-	if archived == 0 || held != env.e.historyOf(1001) {
-		t.Fatalf("before: %d bytes held, %d counted in the store, the archive's %d", held, env.e.historyOf(1001), archived)
+	held, archived := history.Held("home/1001"), env.e.historyBytes(archive.Target(ref))
+	if archived == 0 || held != env.e.historyOf("home/1001") {
+		t.Fatalf("before: %d bytes held, %d counted in the store, the archive's %d", held, env.e.historyOf("home/1001"), archived)
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, 8)
@@ -48,7 +48,7 @@ func TestDeleteArchivedRacing(t *testing.T) {
 	if deleted != 1 {
 		t.Errorf("%d deletes succeeded, want 1", deleted)
 	}
-	if got, store := history.Held(1001), env.e.historyOf(1001); got != held-archived || got != store {
+	if got, store := history.Held("home/1001"), env.e.historyOf("home/1001"); got != held-archived || got != store {
 		t.Errorf("after: %d bytes held, want %d, the store's %d", got, held-archived, store)
 	}
 	if ents, err := os.ReadDir(filepath.Join(env.store, "home/1001", abi.ArchivedDir, "coder")); err != nil || len(ents) != 0 {

@@ -8,28 +8,25 @@ import (
 )
 
 // historyCharge is who pays for the history of a session of home, its
-// logs' appends and its versions (quota.History): the uid of a private
-// home; nil for a shared space's (the server's in the store, with no
-// member's uid for a count to find after a restart) and root's.
+// logs' appends and its versions (quota.History): the home, a uid's or a
+// shared space's as a whole, whoever writes (homeCounted); nil for root's.
 func (e *Engine) historyCharge(home string) quota.Charge {
-	uid, ok := layout.HomeUid(home)
-	if !ok || uid == 0 {
+	if !homeCounted(home) {
 		return nil
 	}
-	return e.limits.History.Of(uid)
+	return e.limits.History.Of(home)
 }
 
 // historyFiles are the files of a session counted as history, beside its
 // versions.
 var historyFiles = append([]string{abi.FileMeta}, layout.SessionLogs...)
 
-// historyOf counts the bytes of history uid's home holds: those of every
-// session of its home, live and archived. It is the first thing of this
-// start to look at the uid's archive, and so removes what interrupted
-// deletions of archived sessions left there first (uncounted, hidden).
-func (e *Engine) historyOf(uid uint32) int64 {
+// historyOf counts the bytes of history home holds: those of every one of
+// its sessions, live and archived. It is the first thing of this start to
+// look at a uid's archive, and so removes what interrupted deletions of
+// archived sessions left there first (uncounted, hidden).
+func (e *Engine) historyOf(home string) int64 {
 	var n int64
-	home := layout.PrivateHome(uid)
 	e.removeArchiveLeftovers(home)
 	for _, s := range layout.HomeSessionDirs(e.root, home, true) {
 		n += e.historyBytes(s)
@@ -68,7 +65,7 @@ func (e *Engine) takeHistory(home string, n int64) (undo func(), err error) {
 }
 
 // deletedHistory is what the session r, about to be deleted, holds of its
-// home's history, for the delete to give back. The uid is counted first:
+// home's history, for the delete to give back. The home is counted first:
 // a count made after the delete would not find those bytes, and they
 // would be given back twice. The session is out of the engine, its logs
 // closed: nothing is appended to it meanwhile.
@@ -79,14 +76,13 @@ func (e *Engine) deletedHistory(r layout.Ref) int64 {
 	return e.historyBytes(r.Rel())
 }
 
-// countHistory has the history of home's payer counted, if it has one
-// (historyCharge), and says whether it has.
+// countHistory has home's history counted, if it is counted
+// (historyCharge), and says whether it is.
 func (e *Engine) countHistory(home string) bool {
-	uid, ok := layout.HomeUid(home)
-	if !ok || uid == 0 {
+	if !homeCounted(home) {
 		return false
 	}
-	e.limits.History.Held(uid)
+	e.limits.History.Held(home)
 	return true
 }
 

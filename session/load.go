@@ -154,7 +154,7 @@ func (e *Engine) load(r layout.Ref) (*sess, error) {
 		s.events.Close()
 		return nil, err
 	}
-	// Every append from now on is charged to the home's uid (EDQUOT
+	// Every append from now on is charged to the home (EDQUOT
 	// past its bound on history, nothing written).
 	s.events.SetCharge(e.historyCharge(r.Home))
 	s.msgs.SetCharge(e.historyCharge(r.Home))
@@ -218,7 +218,7 @@ func (e *Engine) createFilled(r layout.Ref, own storefs.Owner, f filled) (made b
 		}
 	}()
 	// Its logs' lines (an import's) and its meta.json are history the
-	// home's uid keeps: charged before anything is made (EDQUOT past the
+	// home keeps: charged before anything is made (EDQUOT past the
 	// bound), given back unless the session was made.
 	undo, err := e.takeHistory(r.Home, createdSize(r.Home, f))
 	if err != nil {

@@ -14,21 +14,22 @@ import (
 // to keep, and give back those it drops, to ct's home (quota.Names): a
 // private home's, its uid's, or a shared space's, the space's as a whole.
 func (e *Engine) countNames(x *index.Index, ct layout.Container) {
-	if !namesCounted(ct.Home) {
+	if !homeCounted(ct.Home) {
 		return
 	}
 	home, names := ct.Home, e.limits.Names
 	x.CountNames(func(n int64) error { return names.Take(home, n) }, func(n int64) { names.Give(home, n) })
 }
 
-// namesCounted says whether the names and agents made in home are
-// counted (quota.Names): those of a uid's home but root's, which is the
-// reserve, and those of a shared space. A space's are counted as the
-// space's, whoever made them: its history is the server's in the store,
-// with no member's uid for a count after a restart to find, and a bound
-// no member's count holds would let one member make the server keep
-// names without end.
-func namesCounted(home string) bool {
+// homeCounted says whether what is made in home is counted: its names and
+// agents (quota.Names) and its bytes of history (quota.History). Those of
+// a uid's home are, but root's, which is the reserve, and those of a
+// shared space. A space's are counted as the space's, whoever made them:
+// its history is the server's in the store, with no member's uid for a
+// count after a restart to find, and a bound no member's count holds
+// would let one member make the server keep names, or fill its disk,
+// without end.
+func homeCounted(home string) bool {
 	if uid, ok := layout.HomeUid(home); ok {
 		return uid != 0
 	}
@@ -67,7 +68,7 @@ func (e *Engine) namesOf(home string) int64 {
 // agent each saw it missing and each charged it, and mk (MkdirAll) made
 // it once, so it counted as several until a restart.
 func (e *Engine) makeAgent(home, dir string, mk func() error) error {
-	if !namesCounted(home) || e.isDir(dir) {
+	if !homeCounted(home) || e.isDir(dir) {
 		return mk()
 	}
 	e.agentMu.Lock()
@@ -97,7 +98,7 @@ func (e *Engine) makeAgent(home, dir string, mk func() error) error {
 // agent is charged as it is made (makeAgent).
 func (e *Engine) roomFor(r layout.Ref, names int64) (*heldNames, error) {
 	home := r.Home
-	if r.Temp || !namesCounted(home) {
+	if r.Temp || !homeCounted(home) {
 		return nil, nil
 	}
 	var err error

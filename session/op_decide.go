@@ -143,7 +143,7 @@ func (s *sess) cancelDormant(c layout.Caller, run string) bool {
 	now := abi.TS(time.Now())
 	done := proto.NewObject("type", proto.FrameDone, "run", run, "status", abi.StateCancelled, "ts", now)
 	state := proto.NewObject("type", proto.FrameState, "state", abi.StateCancelled, "run", run, "ts", now)
-	// Recorded even past the uid's bound on history, as a stopped run's
+	// Recorded even past the home's bound on history, as a stopped run's
 	// end is: the call has left the waiting room, and a refusal here
 	// left the run neither waiting nor done until the next load.
 	if s.appendEventsOwed(done, state) == nil {

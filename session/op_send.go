@@ -142,7 +142,7 @@ func newStartRecords(c layout.Caller, loc *location, req *proto.Request, cwd str
 // logs will, before a session is created for them: EINVAL for a user
 // message over the line limit (a request may hold an input whose line,
 // escaped and with its run and time stamp, does not fit), and EDQUOT for
-// records past the uid's bound on history. A run id and a time stamp are
+// records past the home's bound on history. A run id and a time stamp are
 // always as long, so the records made later judge the same.
 func (e *Engine) checkStartRecords(c layout.Caller, loc *location, req *proto.Request, cwd string) error {
 	r, err := newStartRecords(c, loc, req, cwd)
@@ -373,7 +373,7 @@ func (s *sess) appendEvents(frames ...*proto.Object) error {
 }
 
 // appendEventsOwed is appendEvents for the end of a run, recorded even
-// past the uid's bound on history (sealedlog.Log.AppendOwed): a few
+// past the home's bound on history (sealedlog.Log.AppendOwed): a few
 // hundred bytes a run, so that a run stopped because its frames did not
 // fit ends in the log and its session is not left running.
 func (s *sess) appendEventsOwed(frames ...*proto.Object) error {

@@ -27,7 +27,7 @@ func (e *Engine) writeMeta(s *sess, data []byte) error {
 	}
 	s.e.selfMu.Lock()
 	defer s.e.selfMu.Unlock()
-	// What it grows by is history of the home's uid (EDQUOT past the
+	// What it grows by is history of the home (EDQUOT past the
 	// bound), charged before anything is written: the self_id's claim too.
 	done, err := s.e.chargeResize(s.ref.Home, s.file(abi.FileMeta), int64(len(v.Line)))
 	if err != nil {

@@ -22,7 +22,16 @@ type use[T any] struct {
 // of is k's use, counted with count when it is not known; its lock is
 // held on return.
 func (c *counted[K, T]) of(k K, count func() T) *use[T] {
+	u := c.entry(k)
+	u.lock(count)
+	return u
+}
+
+// entry is k's use, made (not counted yet) when k had none. A use is never
+// dropped, so a caller may keep it and lock it by itself.
+func (c *counted[K, T]) entry(k K) *use[T] {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	u := c.uses[k]
 	if u == nil {
 		if c.uses == nil {
@@ -31,13 +40,16 @@ func (c *counted[K, T]) of(k K, count func() T) *use[T] {
 		u = &use[T]{}
 		c.uses[k] = u
 	}
-	c.mu.Unlock()
+	return u
+}
+
+// lock takes u's lock, counted first with count when it is not known.
+func (u *use[T]) lock(count func() T) {
 	u.mu.Lock()
 	if !u.known {
 		u.v = count()
 		u.known = true
 	}
-	return u
 }
 
 // ever is k's use, its lock held, when it was ever counted; nil when
@@ -58,8 +70,14 @@ func (c *counted[K, T]) ever(k K) *use[T] {
 func give[K comparable](c *counted[K, int64], k K, n int64) {
 	if u := c.ever(k); u != nil {
 		defer u.mu.Unlock()
-		if u.known {
-			u.v = max(u.v-n, 0)
-		}
+		takeOff(u, n)
+	}
+}
+
+// takeOff takes n off u's count, its lock held, when it is known (one not
+// counted yet will find the store as it is).
+func takeOff(u *use[int64], n int64) {
+	if u.known {
+		u.v = max(u.v-n, 0)
 	}
 }

@@ -30,7 +30,8 @@ type Limits struct {
 	Names, Agents *Names
 
 	// History bounds the bytes of history (logs, file versions) each
-	// uid's private home holds in the store (EDQUOT; history.go).
+	// home (a uid's) and each shared space holds in the store (EDQUOT;
+	// history.go).
 	History *History
 
 	// Searches (issue 19, finding 9; gate.go): what searching may
@@ -90,7 +91,8 @@ type LimitConfig struct {
 	// (agents=N).
 	NamesPerUid, AgentsPerUid int64
 
-	// The bytes of history one uid's home may hold (logbytes=N).
+	// The bytes of history one uid's home, or one shared space, may hold
+	// (logbytes=N).
 	LogBytesPerUid int64
 
 	// Searches (see Limits.Searches): CTXFS_LIMITS searches=N (per uid),
@@ -141,7 +143,7 @@ const defaultNames = 100_000
 // 1001 kept the server 38 MB larger), so 1,000 cost at most about 10 MiB.
 const defaultAgents = 1000
 
-// defaultLogBytes is Limits.History's bound per uid: 16 GiB, four times
+// defaultLogBytes is Limits.History's bound per home or space: 16 GiB, four times
 // the free trees' 4 GiB. A long session's logs are a few MiB (a model's
 // replies and tool outputs, each line at most 1 MiB), so this is room for
 // thousands of them and for their versions (64 MiB at most a session),

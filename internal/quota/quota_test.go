@@ -2,6 +2,7 @@ package quota
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -117,34 +118,51 @@ func TestNames(t *testing.T) {
 	}
 }
 
-// TestHistory: a uid's bytes of history are counted once, at their first
-// Take; a Take past the bound is EDQUOT and charges nothing, an Owe
-// charges past it; Give gives back; root is never counted; CTXFS_LIMITS
-// logbytes=N sets the bound, else the default.
+// TestHistory: a home's or a space's bytes of history are counted once,
+// at their first charge, each key its own; a Take past the bound is
+// EDQUOT and charges nothing, an Owe charges past it; Give gives back,
+// nothing before the count; CTXFS_LIMITS logbytes=N sets the bound, else
+// the default.
 func TestHistory(t *testing.T) {
-	counted := 0
-	q := NewHistory(100, func(uid uint32) int64 { counted++; return 60 })
-	q.Give(1001, 10) // not counted yet: left to the count
-	c := q.Of(1001)
+	counted := map[string]int{}
+	q := NewHistory(100, func(home string) int64 { counted[home]++; return 60 })
+	c := q.Of("shared/team")
+	c.Give(10) // not counted yet: left to the count
 	if err := c.Take(40); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Take(1); !errors.Is(err, syscall.EDQUOT) || q.Held(1001) != 100 {
-		t.Fatalf("past the bound: %v, held %d, want EDQUOT and 100", err, q.Held(1001))
+	if err := c.Take(1); !errors.Is(err, syscall.EDQUOT) || q.Held("shared/team") != 100 {
+		t.Fatalf("past the bound: %v, held %d, want EDQUOT and 100", err, q.Held("shared/team"))
 	}
 	c.Owe(5)
 	c.Give(25)
-	if err := c.Take(20); err != nil || q.Held(1001) != 100 || counted != 1 {
-		t.Fatalf("after a give-back: %v, held %d, counted %d times", err, q.Held(1001), counted)
+	if err := q.Of("shared/team").Take(20); err != nil || q.Held("shared/team") != 100 || counted["shared/team"] != 1 {
+		t.Fatalf("after a give-back: %v, held %d, counted %d times", err, q.Held("shared/team"), counted["shared/team"])
 	}
-	if err := q.Take(0, 1<<40); err != nil {
-		t.Fatalf("root: %v", err)
+	if err := q.Of("home/1001").Take(40); err != nil || q.Held("home/1001") != 100 {
+		t.Fatalf("another home: %v, held %d, want its own count", err, q.Held("home/1001"))
 	}
 	lc, err := FromEnv(func(string) string { return "logbytes=7" })
-	if err != nil || NewLimits(lc).History.perUid != 7 {
+	if err != nil || NewLimits(lc).History.perHome != 7 {
 		t.Fatalf("%+v %v", lc, err)
 	}
-	if l := NewLimits(LimitConfig{}); l.History.perUid != defaultLogBytes {
-		t.Fatalf("default %d", l.History.perUid)
+	if l := NewLimits(LimitConfig{}); l.History.perHome != defaultLogBytes {
+		t.Fatalf("default %d", l.History.perHome)
+	}
+}
+
+// BenchmarkHistoryTake is the charge of one append to its session's home
+// (sealedlog's takeUnit), with a hundred homes counted.
+func BenchmarkHistoryTake(b *testing.B) {
+	q := NewHistory(1<<62, func(string) int64 { return 0 })
+	for i := range 100 {
+		q.Held(fmt.Sprintf("home/%d", 1000+i))
+	}
+	c := q.Of("home/1001")
+	b.ReportAllocs()
+	for range b.N {
+		if err := c.Take(1); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

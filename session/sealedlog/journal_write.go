@@ -21,7 +21,7 @@ import (
 // through that filesystem's client: docs/benchmarks.md#appends-to-other-logs-write-at-once-the-runs-file-written-in-turns).
 // A log's first append in a journal generation first waits for its intent
 // record (admit). The unit is charged to its logs' payers first
-// (takeUnit: EDQUOT past a uid's bound on its history), and given back
+// (takeUnit: EDQUOT past a home's bound on its history), and given back
 // when it is not written.
 func (j *Journal) enqueueAppends(recs []*jrec) (uint64, error) {
 	first, second := unitLocks(recs)

@@ -3,7 +3,7 @@ package sealedlog
 import "github.com/ctxfs/ctxfs/internal/quota"
 
 // SetCharge has c pay for every byte appended to l from now on (the
-// per-uid bound on a home's history, quota.History): each unit is charged
+// bound on a home's or a space's history, quota.History): each unit is charged
 // before anything of it is written, and refused whole (EDQUOT) when a
 // record does not fit; what is taken back is given back. Called once,
 // before the log takes appends; nil (the default) charges nobody.
@@ -36,7 +36,7 @@ func (l *Log) AppendOwed(data []byte) (int64, error) {
 // takeUnit charges a unit to its logs' charge, before anything of it is
 // written: all or none. A unit's logs are one session's (BeginPair), so
 // one payer is charged the whole unit at once, and its refusal names what
-// the unit would add. A charge is one lock of the uid's count, no system
+// the unit would add. A charge is one lock of the home's count, no system
 // call.
 func takeUnit(recs []*jrec) error {
 	for i, r := range recs {

@@ -114,8 +114,8 @@ type Store struct {
 	lock       *sync.Mutex
 	identityOK string // "" when the identity could be read; else why not
 
-	// Charge pays for what a Keep adds (the per-uid bound on a home's
-	// history, quota.History): taken before anything is written, EDQUOT
+	// Charge pays for what a Keep adds (the bound on a home's or a
+	// space's history, quota.History): taken before anything is written, EDQUOT
 	// past it. nil: nobody pays.
 	Charge quota.Charge
 }
@@ -230,7 +230,7 @@ func (s *Store) Keep(run, call, filePath string, before []byte, action string) (
 	if err := s.fits(idx, int64(len(line)), hexSum, before); err != nil {
 		return 0, err
 	}
-	// What the disk gains, charged to the home's uid: the line, and the
+	// What the disk gains, charged to the session's home: the line, and the
 	// content unless a file holds it already (one no line names, a
 	// crash's, was charged when it was written).
 	add := int64(len(line))
