@@ -444,6 +444,13 @@ func TestSpaceHistoryQuota(t *testing.T) {
 	s.spaceAdd("team", 1234)
 	s.spaceAdd("other", 1234)
 	a, b := member(1001, 1234), member(1002, 1234)
+	newcomer := member(1003, 1234) // no send yet: no coder root/ in its home
+	// Its home and root's, made at their first look (not by a send).
+	for home, c := range map[string]*cred{"home/1003": newcomer, "home/0": nil} {
+		if out, err := bashAs(t, c, "ls "+s.mnt(home)); err != nil {
+			t.Fatalf("%s: %v %q", home, err, out)
+		}
+	}
 	team, other := `,"scope":"shared","space":"team"`, `,"scope":"shared","space":"other"`
 	long := strings.Repeat("to be deleted ", 200)
 	s.sendAs(a, "t1", "q1", team, "hello")
@@ -467,7 +474,9 @@ func TestSpaceHistoryQuota(t *testing.T) {
 		t.Helper()
 		waitListsWritten(t, s, "shared/team/agent/coder/session", "shared/other/agent/coder/session", "home/1001/agent/coder/session")
 		before := storeSnapshot(t, s)
-		for _, c := range []*cred{a, b, nil} {
+		// A send refused is refused whole: a caller whose home has no
+		// coder root/ yet (root, a member's first send) gets none made.
+		for _, c := range []*cred{a, b, newcomer, nil} {
 			who := what + ", as " + credName(c)
 			if got := appendErrnoAs(t, c, log, stampedLine(41)); got != "EDQUOT" {
 				t.Errorf("%s: an append of one short line: %s, want EDQUOT", who, got)
@@ -476,9 +485,6 @@ func TestSpaceHistoryQuota(t *testing.T) {
 				t.Errorf("%s: an append of two lines: %s, want EDQUOT", who, got)
 			}
 			for _, session := range []string{"t1", "new"} {
-				if c == nil {
-					break // root has no coder root/ yet
-				}
 				frames, raw, err := s.requestAs(c, "coder", `{"op":"send","id":"over-`+session+`","session":"`+session+`"`+team+`,"input":"hi"}`)
 				if err != nil || len(frames) != 1 || frames[0]["type"] != "error" || frames[0]["code"] != "EDQUOT" {
 					t.Errorf("%s: a send to session %s: %v %s, want EDQUOT", who, session, err, raw)

@@ -64,6 +64,29 @@ func (e *Engine) takeHistory(home string, n int64) (undo func(), err error) {
 	return func() { c.Give(n) }, nil
 }
 
+// historyRoom refuses with EDQUOT, as the logs would, n bytes of history
+// that the session r's home has no room for; it charges nothing (a check
+// before a send makes what comes ahead of its records: the session, the
+// caller's root/; the records are charged as they are appended). A temp
+// session is memory only: its bound is the temp sessions' bytes.
+func (e *Engine) historyRoom(r layout.Ref, n int64) error {
+	if r.Temp {
+		return nil
+	}
+	return e.roomForHistory(r.Home, n)
+}
+
+// roomForHistory is EDQUOT when home's history has no room for n bytes
+// more: a check before anything is made for them, which charges nothing
+// (what writes them charges them then).
+func (e *Engine) roomForHistory(home string, n int64) error {
+	undo, err := e.takeHistory(home, n)
+	if err == nil {
+		undo()
+	}
+	return err
+}
+
 // deletedHistory is what the session r, about to be deleted, holds of its
 // home's history, for the delete to give back. The home is counted first:
 // a count made after the delete would not find those bytes, and they

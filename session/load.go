@@ -323,17 +323,6 @@ func createdSize(home string, f filled) int64 {
 	return int64(len(f.logs[abi.FileMessages]) + len(f.logs[abi.FileEvents]) + len(newMeta(scopeOfHome(home), f).Line()))
 }
 
-// roomForHistory is EDQUOT when home's history has no room for n bytes
-// more: a check before anything is made for them, which charges nothing
-// (what writes them charges them then).
-func (e *Engine) roomForHistory(home string, n int64) error {
-	undo, err := e.takeHistory(home, n)
-	if err == nil {
-		undo()
-	}
-	return err
-}
-
 // newMeta is the meta.json a new session of scope starts with.
 func newMeta(scope string, start filled) *proto.Object {
 	meta := proto.NewObject("client", "ctx", "scope", scope)

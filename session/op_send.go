@@ -155,11 +155,8 @@ func (e *Engine) checkStartRecords(c layout.Caller, loc *location, req *proto.Re
 	if err := sealedlog.Validate(r.msgs); err != nil {
 		return err
 	}
-	if loc.ref.Temp {
-		return nil // memory only: its bound is the temp sessions' bytes
-	}
 	// The session's meta.json too, which its creation charges.
-	return e.roomForHistory(loc.ref.Home, int64(len(r.events)+len(r.msgs))+createdSize(loc.ref.Home, filled{}))
+	return e.historyRoom(loc.ref, int64(len(r.events)+len(r.msgs))+createdSize(loc.ref.Home, filled{}))
 }
 
 // sendTo sends to a loaded session: the provability check, then the replay
@@ -256,11 +253,17 @@ func (e *Engine) startRun(c layout.Caller, s *sess, loc *location, req *proto.Re
 	if err := e.admitTemp(c, loc, req); err != nil {
 		return nil, err
 	}
-	dir, err := e.resolveCwd(c, loc, cwd)
+	recs, err := newStartRecords(c, loc, req, cwd)
 	if err != nil {
 		return nil, err
 	}
-	recs, err := newStartRecords(c, loc, req, cwd)
+	// The home's room for the start is looked at before the cwd makes the
+	// caller's root/ (a shared session's is in the caller's own home): a
+	// send its home's history refuses (EDQUOT) makes nothing.
+	if err := e.historyRoom(loc.ref, int64(len(recs.events)+len(recs.msgs))); err != nil {
+		return nil, err
+	}
+	dir, err := e.resolveCwd(c, loc, cwd)
 	if err != nil {
 		return nil, err
 	}
