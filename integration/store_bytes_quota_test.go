@@ -292,39 +292,49 @@ func TestStoreBytesQuotaVersions(t *testing.T) {
 // past the bound (CTXFS_LIMITS logbytes=N) is stopped as a run whose
 // frames cannot be recorded: its end (an EDQUOT error, done error, state
 // error) is recorded all the same, a few hundred bytes past the bound,
-// so that the session is not left running; the next send is EDQUOT.
+// so that the session is not left running; the next send is EDQUOT. So
+// is one in a shared space, whose bound is the space's.
 func TestStoreBytesQuotaRunStopped(t *testing.T) {
-	const bound = 8192
-	p := newFakeProvider(t, scripted(openAIReply(strings.Repeat("long answer ", 1000))))
-	s := limitedServer(t, fmt.Sprintf("logbytes=%d", bound), func(s *server) {
-		defineFakeModel(t, s, "openai-chat", p.URL+"/v1", nil)
-	})
-	frames, raw, err := s.requestAs(uid1001, "assistant", `{"op":"send","id":"r1","session":"r","input":"answer at length"}`)
-	if err != nil {
-		t.Fatalf("send: %v %s", err, raw)
-	}
-	var errEv frame
-	for _, f := range frames {
-		if f["type"] == "error" {
-			errEv = f
-		}
-	}
-	if d := lastDone(frames); d == nil || d["status"] != "error" || errEv == nil || errEv["code"] != "EDQUOT" {
-		t.Fatalf("a run past the bound: %s, want an EDQUOT error and done error", raw)
-	}
-	dir := s.sessionDirAgent(1001, "assistant", "r")
-	events := fileBytes(t, filepath.Join(dir, "events.jsonl"))
-	if !strings.Contains(events, `"code":"EDQUOT"`) || !strings.Contains(events, `"status":"error"`) {
-		t.Errorf("events.jsonl does not record the run's end:\n%s", events)
-	}
-	if strings.Contains(fileBytes(t, filepath.Join(dir, "messages.jsonl")), "long answer") {
-		t.Errorf("the answer that did not fit was recorded")
-	}
-	if got := storeHistory(t, s, 1001); got > bound+1024 {
-		t.Errorf("the home holds %d bytes of history, more than the run's end past the bound %d", got, bound)
-	}
-	if st, _ := os.ReadFile(s.mnt("home/1001/agent/assistant/session/r/state")); strings.TrimSpace(string(st)) == "active" {
-		t.Errorf("the session's state after its run was stopped: %q", st)
+	for _, place := range []struct{ home, extra string }{
+		{"home/1001", ""},
+		{"shared/team", `,"scope":"shared","space":"team"`},
+	} {
+		t.Run(place.home, func(t *testing.T) {
+			const bound = 8192
+			p := newFakeProvider(t, scripted(openAIReply(strings.Repeat("long answer ", 1000))))
+			s := limitedServer(t, fmt.Sprintf("logbytes=%d", bound), func(s *server) {
+				defineFakeModel(t, s, "openai-chat", p.URL+"/v1", nil)
+			})
+			s.spaceAdd("team", 1234)
+			frames, raw, err := s.requestAs(member(1001, 1234), "assistant", `{"op":"send","id":"r1","session":"r"`+place.extra+`,"input":"answer at length"}`)
+			if err != nil {
+				t.Fatalf("send: %v %s", err, raw)
+			}
+			var errEv frame
+			for _, f := range frames {
+				if f["type"] == "error" {
+					errEv = f
+				}
+			}
+			if d := lastDone(frames); d == nil || d["status"] != "error" || errEv == nil || errEv["code"] != "EDQUOT" {
+				t.Fatalf("a run past the bound: %s, want an EDQUOT error and done error", raw)
+			}
+			rel := place.home + "/agent/assistant/session/r"
+			dir := filepath.Join(s.store, rel)
+			events := fileBytes(t, filepath.Join(dir, "events.jsonl"))
+			if !strings.Contains(events, `"code":"EDQUOT"`) || !strings.Contains(events, `"status":"error"`) {
+				t.Errorf("events.jsonl does not record the run's end:\n%s", events)
+			}
+			if strings.Contains(fileBytes(t, filepath.Join(dir, "messages.jsonl")), "long answer") {
+				t.Errorf("the answer that did not fit was recorded")
+			}
+			if got := homeHistory(t, s, place.home); got > bound+1024 {
+				t.Errorf("%s holds %d bytes of history, more than the run's end past the bound %d", place.home, got, bound)
+			}
+			if st, _ := os.ReadFile(s.mnt(rel + "/state")); strings.TrimSpace(string(st)) == "active" {
+				t.Errorf("the session's state after its run was stopped: %q", st)
+			}
+		})
 	}
 }
 
