@@ -2,7 +2,6 @@ package session
 
 import (
 	"bytes"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -15,21 +14,15 @@ import (
 // is not kept (filestamp.RacyWindow; a variable for the tests).
 var metaRacy = filestamp.RacyWindow
 
-// metaSeen is a session's meta.json as it was last read and parsed, and
-// the store file it was read from, as fstat saw it. Every model run reads
-// the file's rule, and a cli run its cli_session: a stat that finds the
-// same file costs a third of reading and parsing it again (docs/
-// benchmarks.md, "meta.json at every run"). The engine replaces meta.json
-// whole (a new inode); root may edit it in place, which moves its size or
-// its ctime.
-type metaSeen struct {
-	stamp filestamp.Stamp
-	obj   *proto.Object // never changed once kept
-}
-
-func (m *metaSeen) same(st *unix.Stat_t) bool {
-	return m != nil && m.stamp == filestamp.Of(st)
-}
+// metaSeen is a session's meta.json as it was last read and parsed, by
+// the stamp of the store file it was read from, as fstat saw it (one
+// file's at a time: the zero filestamp.Memo). Every model run reads the
+// file's rule, and a cli run its cli_session: a stat that finds the same
+// file costs a third of reading and parsing it again (docs/
+// benchmarks.md, "meta.json at every run"). The engine replaces
+// meta.json whole (a new inode); root may edit it in place, which moves
+// its size or its ctime. A parse kept is never changed.
+type metaSeen = filestamp.Memo[filestamp.Stamp, *proto.Object]
 
 // metaString is meta.json's string key, "" when there is none or the
 // file cannot be read.
@@ -50,19 +43,16 @@ func (s *sess) metaKept() (*proto.Object, error) {
 	}
 	rel := s.file(abi.FileMeta)
 	if st, err := s.e.root.Lstat(rel); err == nil {
-		if m := s.meta.Load(); m.same(st) {
-			return m.obj, nil
+		if obj, ok := s.meta.Get(filestamp.Of(st)); ok {
+			return obj, nil
 		}
 	}
-	obj, seen, err := s.readMeta(rel)
+	obj, stamp, err := s.readMeta(rel)
+	s.meta.Clear() // what was kept of another file
 	if err != nil {
-		s.meta.Store(nil)
 		return nil, err
 	}
-	if seen.stamp.ChangedWithin(metaRacy, time.Now()) {
-		seen = nil
-	}
-	s.meta.Store(seen)
+	s.meta.Keep(stamp, obj, metaRacy, stamp)
 	return obj, nil
 }
 
@@ -77,14 +67,14 @@ func (s *sess) metaObject() (*proto.Object, error) {
 
 // readMeta reads and parses the store's meta.json at rel, and says what
 // file it read.
-func (s *sess) readMeta(rel string) (*proto.Object, *metaSeen, error) {
+func (s *sess) readMeta(rel string) (*proto.Object, filestamp.Stamp, error) {
 	b, st, err := s.e.root.ReadFileStat(rel, maxRulesBytes)
 	if err != nil {
-		return nil, nil, err
+		return nil, filestamp.Stamp{}, err
 	}
 	obj, err := proto.ParseObject(bytes.TrimSpace(b), false)
 	if err != nil {
-		return nil, nil, err
+		return nil, filestamp.Stamp{}, err
 	}
-	return obj, &metaSeen{stamp: filestamp.Of(st), obj: obj}, nil
+	return obj, filestamp.Of(st), nil
 }

@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/internal/filestamp"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
@@ -19,6 +22,14 @@ func metaEnv(t *testing.T) (*testEnv, *sess, string) {
 	testkit.Must(t, err)
 	t.Cleanup(release)
 	return env, s, filepath.Join(env.store, s.file(abi.FileMeta))
+}
+
+// stampOf is the stamp of the store's file p.
+func stampOf(t *testing.T, p string) filestamp.Stamp {
+	t.Helper()
+	var st unix.Stat_t
+	testkit.Must(t, unix.Lstat(p, &st))
+	return filestamp.Of(&st)
 }
 
 // TestMetaKeptFollowsTheStore: the rule a run reads from meta.json is the
@@ -34,7 +45,10 @@ func TestMetaKeptFollowsTheStore(t *testing.T) {
 		if got := s.metaString("rule"); got != want {
 			t.Fatalf("%s: the rule read %q, want %q", what, got, want)
 		}
-		if m := s.meta.Load(); want != "" && (m == nil || m.obj.Str("rule") != want) {
+		if want == "" {
+			return
+		}
+		if obj, ok := s.meta.Get(stampOf(t, p)); !ok || obj.Str("rule") != want {
 			t.Fatalf("%s: the parse read is not kept", what)
 		}
 	}
@@ -55,7 +69,7 @@ func TestMetaKeptFollowsTheStore(t *testing.T) {
 	read("root's rewrite in place of the same length", "LONGER")
 	testkit.Must(t, os.Remove(p))
 	read("the file removed", "")
-	if s.meta.Load() != nil {
+	if s.meta.Len() != 0 {
 		t.Fatal("a parse is kept for a file that is gone")
 	}
 }
@@ -66,8 +80,8 @@ func TestMetaKeptFollowsTheStore(t *testing.T) {
 func TestMetaRacyNotKept(t *testing.T) {
 	env, s, p := metaEnv(t)
 	testkit.Must(t, env.e.WriteFile(root0, coderDefault(), abi.FileMeta, []byte(`{"client":"ctx","scope":"private","rule":"one"}`)))
-	if got := s.metaString("rule"); got != "one" || s.meta.Load() != nil {
-		t.Fatalf("the rule read %q, kept %v; want one, not kept", got, s.meta.Load() != nil)
+	if got := s.metaString("rule"); got != "one" || s.meta.Len() != 0 {
+		t.Fatalf("the rule read %q, kept %d; want one, not kept", got, s.meta.Len())
 	}
 	testkit.Must(t, os.WriteFile(p, []byte(`{"client":"ctx","scope":"private","rule":"two"}`), 0))
 	if got := s.metaString("rule"); got != "two" {

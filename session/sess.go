@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"io"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -25,7 +24,7 @@ type sess struct {
 	scope string
 
 	msgs, events *sealedlog.Log
-	meta         atomic.Pointer[metaSeen] // meta.json as last read (meta_seen.go)
+	meta         metaSeen // meta.json as last read (meta_seen.go)
 
 	// fileMu serialises the single-value files and latest.md, which several
 	// runs of the session update.

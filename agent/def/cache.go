@@ -4,8 +4,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -18,8 +16,7 @@ import (
 // one of them changed. Reading it at every send was a visible share of
 // the server's CPU (docs/benchmarks.md#definition-cache).
 type Cache struct {
-	mu   sync.Mutex
-	defs map[string]*cachedDef
+	defs *filestamp.Memo[string, *cachedDef]
 }
 
 // maxCachedDefs bounds the cache; only defined names load, so it is
@@ -32,7 +29,9 @@ type cachedDef struct {
 }
 
 // NewCache returns an empty cache.
-func NewCache() *Cache { return &Cache{defs: map[string]*cachedDef{}} }
+func NewCache() *Cache {
+	return &Cache{defs: filestamp.NewMemo[string, *cachedDef](maxCachedDefs)}
+}
 
 // Load is the package's Load, from the cache when nothing the definition
 // was read from has changed since. The definition returned is shared:
@@ -40,10 +39,7 @@ func NewCache() *Cache { return &Cache{defs: map[string]*cachedDef{}} }
 // failed loads again next time.
 func (c *Cache) Load(root, kind, name string) (*Definition, error) {
 	key := root + "\x00" + kind + "\x00" + name
-	c.mu.Lock()
-	cd := c.defs[key]
-	c.mu.Unlock()
-	if cd != nil && cd.w.holds() {
+	if cd, ok := c.defs.Get(key); ok && cd.w.holds() {
 		return cd.def, nil
 	}
 	w := witness{}
@@ -51,16 +47,9 @@ func (c *Cache) Load(root, kind, name string) (*Definition, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if w.racy(time.Now()) {
-		delete(c.defs, key) // changed too recently to be told apart from the next change: read again
-		return def, nil
-	}
-	if len(c.defs) >= maxCachedDefs {
-		clear(c.defs)
-	}
-	c.defs[key] = &cachedDef{def: def, w: w}
+	// Not kept when a file changed too recently to be told apart from
+	// the next change: read again.
+	c.defs.Keep(key, &cachedDef{def: def, w: w}, racyWindow, w.stamps()...)
 	return def, nil
 }
 
@@ -123,12 +112,12 @@ func (w witness) holds() bool {
 	return true
 }
 
-// racy reports whether a witnessed path changed within racyWindow of now.
-func (w witness) racy(now time.Time) bool {
-	for _, p := range w {
-		if !p.absent && p.stamp.ChangedWithin(racyWindow, now) {
-			return true
-		}
+// stamps are the witnessed paths' stamps (the zero Stamp, which changed
+// at no time, for one absent).
+func (w witness) stamps() []filestamp.Stamp {
+	s := make([]filestamp.Stamp, len(w))
+	for i, p := range w {
+		s[i] = p.stamp
 	}
-	return false
+	return s
 }

@@ -1,13 +1,16 @@
 // Package filestamp tells whether a file is still the one that was read:
 // its identity and times as a stat saw them (Stamp), and whether it
 // changed too recently for its times to tell the next change apart
-// (ChangedWithin). The definition cache (agent/def) and the engine's
-// memory of a session's meta.json keep a parse only while a stat finds
+// (ChangedWithin); and it keeps what was found of files by their stamps
+// under that rule, bounded (Memo). The definition cache (agent/def), the
+// engine's memory of a session's meta.json and the versions' checks
+// (session/versions) keep a parse or a verdict only while a stat finds
 // the same stamp.
 //
-// It only compares what it is given: it never stats, opens or follows a
-// path itself (each caller stats the way its reads went: through the
-// store's door, or the host's paths as the loader followed them).
+// It only compares and keeps what it is given: it never stats, opens,
+// reads or follows a path itself (each caller stats the way its reads
+// went: through the store's door, or the host's paths as the loader
+// followed them), nor judges what it keeps.
 package filestamp
 
 import (

@@ -8,8 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"strings"
-	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -52,7 +50,7 @@ func (s *Store) checkIndex() error {
 	s.lock.Lock()
 	defer s.lock.Unlock()
 	seen, stamped := s.indexStamps()
-	if stamped && sound.has(seen) {
+	if _, known := sound.Get(seen); stamped && known {
 		return nil
 	}
 	if _, err := s.index(true); err != nil {
@@ -60,10 +58,8 @@ func (s *Store) checkIndex() error {
 	}
 	// Remembered only when the check changed nothing (it cuts a line a
 	// crash left past the seal) and the files' times tell the next change.
-	now := time.Now()
-	if after, ok := s.indexStamps(); ok && stamped && after == seen &&
-		!seen.stamp.ChangedWithin(filestamp.RacyWindow, now) && !seen.seal.ChangedWithin(filestamp.RacyWindow, now) {
-		sound.add(seen)
+	if after, ok := s.indexStamps(); ok && stamped && after == seen {
+		sound.Keep(seen, struct{}{}, filestamp.RacyWindow, seen.stamp, seen.seal)
 	}
 	return nil
 }
@@ -102,7 +98,7 @@ func (s *Store) checkContent(hexSum string) error {
 		return err
 	}
 	seen := soundKey{name: hexSum, stamp: filestamp.Of(&st)}
-	if sound.has(seen) {
+	if _, ok := sound.Get(seen); ok {
 		return nil
 	}
 	h := sha256.New()
@@ -112,9 +108,7 @@ func (s *Store) checkContent(hexSum string) error {
 	if hex.EncodeToString(h.Sum(nil)) != hexSum {
 		return s.damaged(rel, "content does not match its hash")
 	}
-	if !seen.stamp.ChangedWithin(filestamp.RacyWindow, time.Now()) {
-		sound.add(seen)
-	}
+	sound.Keep(seen, struct{}{}, filestamp.RacyWindow, seen.stamp)
 	return nil
 }
 
@@ -138,28 +132,7 @@ const maxSound = 4096
 // nothing; a content never changes, so it is hashed once per file; the
 // index (37 ms an open at 3.8 MiB, holding the session's lock) once per
 // Keep. Past maxSound it starts over.
-var sound = soundSet{m: map[soundKey]struct{}{}}
-
-type soundSet struct {
-	mu sync.Mutex
-	m  map[soundKey]struct{}
-}
-
-func (s *soundSet) has(k soundKey) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.m[k]
-	return ok
-}
-
-func (s *soundSet) add(k soundKey) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.m) >= maxSound {
-		clear(s.m)
-	}
-	s.m[k] = struct{}{}
-}
+var sound = filestamp.NewMemo[soundKey, struct{}](maxSound)
 
 // Problem is one thing Verify found: the store file (as root.Show names
 // it) and what is wrong.
