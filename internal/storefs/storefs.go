@@ -451,15 +451,7 @@ func (r *Root) openDir(rel string, flags int) (*os.File, error) {
 // Mkdir makes the directory rel with exactly perm (and setgid or sticky
 // when asked).
 func (r *Root) Mkdir(rel string, perm os.FileMode) error {
-	if err := r.gated("mkdir", rel); err != nil {
-		return err
-	}
-	dirfd, name, done, err := r.parent("mkdir", rel)
-	if err != nil {
-		return err
-	}
-	defer done()
-	return r.fail("mkdir", rel, r.do(func() error {
+	return r.at("mkdir", rel, func(dirfd int, name string) error {
 		if err := unix.Mkdirat(dirfd, name, uint32(perm.Perm())); err != nil {
 			return err
 		}
@@ -473,33 +465,17 @@ func (r *Root) Mkdir(rel string, perm os.FileMode) error {
 		}
 		// mkdirat is narrowed by the umask; set the mode exactly.
 		return chmodAt(dirfd, name, mode)
-	}))
+	})
 }
 
 // Remove unlinks the file (or symlink, or other non-directory) at rel.
 func (r *Root) Remove(rel string) error {
-	if err := r.gated("remove", rel); err != nil {
-		return err
-	}
-	dirfd, name, done, err := r.parent("remove", rel)
-	if err != nil {
-		return err
-	}
-	defer done()
-	return r.fail("remove", rel, r.do(func() error { return unix.Unlinkat(dirfd, name, 0) }))
+	return r.at("remove", rel, func(dirfd int, name string) error { return unix.Unlinkat(dirfd, name, 0) })
 }
 
 // RemoveDir removes the empty directory at rel.
 func (r *Root) RemoveDir(rel string) error {
-	if err := r.gated("rmdir", rel); err != nil {
-		return err
-	}
-	dirfd, name, done, err := r.parent("rmdir", rel)
-	if err != nil {
-		return err
-	}
-	defer done()
-	return r.fail("rmdir", rel, r.do(func() error { return unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR) }))
+	return r.at("rmdir", rel, func(dirfd int, name string) error { return unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR) })
 }
 
 // Rename renames oldRel to newRel with renameat2 flags (RENAME_NOREPLACE,
@@ -511,6 +487,21 @@ func (r *Root) Rename(oldRel, newRel string, flags uint) error {
 	return r.between("rename", oldRel, newRel, func(odir int, oname string, ndir int, nname string) error {
 		return unix.Renameat2(odir, oname, ndir, nname, flags)
 	})
+}
+
+// at runs an *at call on rel's last name in its parent (rel itself is
+// never followed), past the gate, with the Root's credentials; its error
+// is the store's (fail).
+func (r *Root) at(op, rel string, call func(dirfd int, name string) error) error {
+	if err := r.gated(op, rel); err != nil {
+		return err
+	}
+	dirfd, name, done, err := r.parent(op, rel)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return r.fail(op, rel, r.do(func() error { return call(dirfd, name) }))
 }
 
 // between runs an *at call that takes two names, each in its parent.
@@ -534,36 +525,28 @@ func (r *Root) between(op, oldRel, newRel string, call func(odir int, oname stri
 // Chown changes the owner of rel itself (a symlink stays a symlink); -1
 // leaves an id as it is.
 func (r *Root) Chown(rel string, uid, gid int) error {
-	if err := r.gated("chown", rel); err != nil {
-		return err
-	}
 	if rel == "" || rel == "." {
+		if err := r.gated("chown", rel); err != nil {
+			return err
+		}
 		return r.fail("chown", rel, unix.Fchownat(r.fd, "", uid, gid, unix.AT_EMPTY_PATH))
 	}
-	dirfd, name, done, err := r.parent("chown", rel)
-	if err != nil {
-		return err
-	}
-	defer done()
-	return r.fail("chown", rel, r.do(func() error { return unix.Fchownat(dirfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW) }))
+	return r.at("chown", rel, func(dirfd int, name string) error {
+		return unix.Fchownat(dirfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
+	})
 }
 
 // Chmod sets the mode bits (with setuid, setgid, sticky) of rel itself. A
 // symlink's mode cannot be changed (EOPNOTSUPP); its target is never
 // touched.
 func (r *Root) Chmod(rel string, mode uint32) error {
-	if err := r.gated("chmod", rel); err != nil {
-		return err
-	}
 	if rel == "" || rel == "." {
+		if err := r.gated("chmod", rel); err != nil {
+			return err
+		}
 		return r.fail("chmod", rel, chmodPath(r.fd, mode))
 	}
-	dirfd, name, done, err := r.parent("chmod", rel)
-	if err != nil {
-		return err
-	}
-	defer done()
-	return r.fail("chmod", rel, r.do(func() error { return chmodAt(dirfd, name, mode) }))
+	return r.at("chmod", rel, func(dirfd int, name string) error { return chmodAt(dirfd, name, mode) })
 }
 
 // chmodAt changes the mode of name in dirfd, never of a symlink's target.
@@ -597,28 +580,14 @@ func chmodPath(fd int, mode uint32) error {
 // Utimes sets the access and modification times of rel itself
 // (unix.UTIME_OMIT leaves one as it is).
 func (r *Root) Utimes(rel string, ts [2]unix.Timespec) error {
-	if err := r.gated("utimes", rel); err != nil {
-		return err
-	}
-	dirfd, name, done, err := r.parent("utimes", rel)
-	if err != nil {
-		return err
-	}
-	defer done()
-	return r.fail("utimes", rel, r.do(func() error { return unix.UtimesNanoAt(dirfd, name, ts[:], unix.AT_SYMLINK_NOFOLLOW) }))
+	return r.at("utimes", rel, func(dirfd int, name string) error {
+		return unix.UtimesNanoAt(dirfd, name, ts[:], unix.AT_SYMLINK_NOFOLLOW)
+	})
 }
 
 // Symlink makes rel a symlink to target (the target is only stored).
 func (r *Root) Symlink(target, rel string) error {
-	if err := r.gated("symlink", rel); err != nil {
-		return err
-	}
-	dirfd, name, done, err := r.parent("symlink", rel)
-	if err != nil {
-		return err
-	}
-	defer done()
-	return r.fail("symlink", rel, r.do(func() error { return unix.Symlinkat(target, dirfd, name) }))
+	return r.at("symlink", rel, func(dirfd int, name string) error { return unix.Symlinkat(target, dirfd, name) })
 }
 
 // Link makes newRel a hard link to oldRel itself (a symlink is linked as
@@ -631,15 +600,7 @@ func (r *Root) Link(oldRel, newRel string) error {
 
 // Mknod makes a FIFO, socket or device node at rel.
 func (r *Root) Mknod(rel string, mode uint32, dev int) error {
-	if err := r.gated("mknod", rel); err != nil {
-		return err
-	}
-	dirfd, name, done, err := r.parent("mknod", rel)
-	if err != nil {
-		return err
-	}
-	defer done()
-	return r.fail("mknod", rel, r.do(func() error { return unix.Mknodat(dirfd, name, mode, dev) }))
+	return r.at("mknod", rel, func(dirfd int, name string) error { return unix.Mknodat(dirfd, name, mode, dev) })
 }
 
 // Readlink returns the target of the symlink at rel.
