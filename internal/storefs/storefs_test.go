@@ -379,12 +379,12 @@ func TestOpenDirPath(t *testing.T) {
 	unix.Close(fd)
 }
 
-// TestRemoveAllDeeperThanAPath: a tree deeper than PATH_MAX (made by
-// descriptors, as a user can by moving directories) is removed whole,
-// its links as links.
-func TestRemoveAllDeeperThanAPath(t *testing.T) {
-	f := newFixture(t)
-	before := f.decoyState(t)
+// deepTree makes 40 directories of 200-byte names below home/1000/a, 8
+// KiB of path (by descriptors, as a user can by moving directories),
+// each holding a link to the decoy's dir, and returns the deepest one
+// open.
+func (f *fixture) deepTree(t *testing.T) int {
+	t.Helper()
 	fd, err := unix.Open(f.store+"/home/1000/a", unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	testkit.Must(t, err)
 	name := strings.Repeat("d", 200)
@@ -396,6 +396,16 @@ func TestRemoveAllDeeperThanAPath(t *testing.T) {
 		unix.Close(fd)
 		fd = next
 	}
+	return fd
+}
+
+// TestRemoveAllDeeperThanAPath: a tree deeper than PATH_MAX (made by
+// descriptors, as a user can by moving directories) is removed whole,
+// its links as links.
+func TestRemoveAllDeeperThanAPath(t *testing.T) {
+	f := newFixture(t)
+	before := f.decoyState(t)
+	fd := f.deepTree(t)
 	testkit.Must(t, unix.Mkfifoat(fd, "fifo", 0o600))
 	unix.Close(fd)
 	testkit.Must(t, f.r.RemoveAll("home/1000/a"))
@@ -412,17 +422,7 @@ func TestRemoveAllDeeperThanAPath(t *testing.T) {
 // when told.
 func TestWalkTreeDeeperThanAPath(t *testing.T) {
 	f := newFixture(t)
-	fd, err := unix.Open(f.store+"/home/1000/a", unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	testkit.Must(t, err)
-	name := strings.Repeat("d", 200)
-	for i := 0; i < 40; i++ { // 8 KiB of path
-		testkit.Must(t, unix.Mkdirat(fd, name, 0o700))
-		testkit.Must(t, unix.Symlinkat(f.decoy+"/dir", fd, "link"))
-		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-		testkit.Must(t, err)
-		unix.Close(fd)
-		fd = next
-	}
+	fd := f.deepTree(t)
 	unix.Close(fd)
 	kinds := map[uint32]int{}
 	testkit.Must(t, f.r.WalkTree("home/1000/a", func(st *unix.Stat_t) bool {
