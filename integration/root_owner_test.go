@@ -42,6 +42,16 @@ func sendAsUser(t *testing.T, sock string) string {
 	return out
 }
 
+// wantRefusedFor1001 sends as uid 1001 to the socket sock below root and
+// wants the definition refused: EACCES naming dir as writable by uid 1001.
+func wantRefusedFor1001(t *testing.T, root, sock, dir string) {
+	t.Helper()
+	out := sendAsUser(t, filepath.Join(root, sock))
+	if !strings.Contains(out, `"code":"EACCES"`) || !strings.Contains(out, dir+" is writable by its owner, uid 1001") {
+		t.Errorf("send to %s: want EACCES naming %s, got:\n%s", sock, dir, out)
+	}
+}
+
 // stickyBase is a fresh directory like /tmp: root's, mode 1777, where
 // anyone may make a directory of their own first.
 func stickyBase(t *testing.T) string {
@@ -251,10 +261,7 @@ func TestProgramLinkOthersCanChange(t *testing.T) {
 		"agent/linked.sock":     udir,
 		"agent/compacting.sock": filepath.Join(s.root, "agent", "compacting.d", "compact.d"),
 	} {
-		out := sendAsUser(t, filepath.Join(s.root, sock))
-		if !strings.Contains(out, `"code":"EACCES"`) || !strings.Contains(out, dir+" is writable by its owner, uid 1001") {
-			t.Errorf("send to %s: want EACCES naming %s, got:\n%s", sock, dir, out)
-		}
+		wantRefusedFor1001(t, s.root, sock, dir)
 	}
 }
 
@@ -279,10 +286,7 @@ func TestProgramLinkHopOthersCanChange(t *testing.T) {
 		s.define("hop", map[string]string{"abi": "text"})
 		testkit.Must(t, os.Symlink(filepath.Join(a, "l1", "prog"), filepath.Join(s.root, "agent", "hop")))
 	})
-	out := sendAsUser(t, filepath.Join(s.root, "agent", "hop.sock"))
-	if !strings.Contains(out, `"code":"EACCES"`) || !strings.Contains(out, c+" is writable by its owner, uid 1001") {
-		t.Errorf("send: want EACCES naming %s, got:\n%s", c, out)
-	}
+	wantRefusedFor1001(t, s.root, "agent/hop.sock", c)
 }
 
 // TestDefinitionDirLinkOthersCanChange: an agent whose NAME.d is a
@@ -301,10 +305,7 @@ func TestDefinitionDirLinkOthersCanChange(t *testing.T) {
 		testkit.Must(t, os.Symlink(filepath.Join(udir, "d.d"), filepath.Join(s.root, "agent", "dirlinked.d")))
 		testkit.Must(t, os.WriteFile(filepath.Join(s.root, "agent", "dirlinked"), []byte("#!/bin/sh\necho dir-linked-ran\n"), 0o755))
 	})
-	out := sendAsUser(t, filepath.Join(s.root, "agent", "dirlinked.sock"))
-	if !strings.Contains(out, `"code":"EACCES"`) || !strings.Contains(out, udir+" is writable by its owner, uid 1001") {
-		t.Errorf("send: want EACCES naming %s, got:\n%s", udir, out)
-	}
+	wantRefusedFor1001(t, s.root, "agent/dirlinked.sock", udir)
 }
 
 // TestControlFileLinkOthersCanChange: an agent whose AGENTS.md is a
@@ -329,10 +330,7 @@ func TestControlFileLinkOthersCanChange(t *testing.T) {
 	testkit.Must(t, os.WriteFile(secret, []byte("root-only-secret\n"), 0o600))
 	testkit.Must(t, os.Remove(filepath.Join(udir, "AGENTS.md")))
 	testkit.Must(t, os.Symlink(secret, filepath.Join(udir, "AGENTS.md")))
-	out := sendAsUser(t, filepath.Join(s.root, "agent", "ruled.sock"))
-	if !strings.Contains(out, `"code":"EACCES"`) || !strings.Contains(out, udir+" is writable by its owner, uid 1001") {
-		t.Errorf("send: want EACCES naming %s, got:\n%s", udir, out)
-	}
+	wantRefusedFor1001(t, s.root, "agent/ruled.sock", udir)
 	shown, _ := runCmd(t, userOwned, nil, "/bin/sh", "-c", "cat "+s.root+"/home/1001/agent/ruled/session/s/AGENTS.md")
 	if strings.Contains(shown, "root-only-secret") {
 		t.Errorf("uid 1001 read root's file through the session's AGENTS.md: %q", shown)
@@ -361,10 +359,7 @@ func TestKeyFileDirOthersCanChange(t *testing.T) {
 			testkit.Must(t, os.WriteFile(filepath.Join(m, f), []byte(v+"\n"), 0o644))
 		}
 	})
-	out := sendAsUser(t, filepath.Join(s.root, "model", "p", "m.sock"))
-	if !strings.Contains(out, `"code":"EACCES"`) || !strings.Contains(out, udir+" is writable by its owner, uid 1001") {
-		t.Errorf("send: want EACCES naming %s, got:\n%s", udir, out)
-	}
+	wantRefusedFor1001(t, s.root, "model/p/m.sock", udir)
 	if n := conns.Load(); n != 0 {
 		t.Errorf("the endpoint got %d connections", n)
 	}
