@@ -381,12 +381,7 @@ func TestClusterFollowerResumeAfterRecordedError(t *testing.T) {
 	c := newTestCluster(t, 2*time.Second, nil, "a", "b")
 	w := c.waitWriter("", 20*time.Second)
 	f := c.follower(w)
-	w.srv.sendAs(uid1001, "k", "k0", "", "first")
-	events := w.srv.mnt(uid1001CoderAt + "k/events.jsonl")
-	run := regexp.MustCompile(`"run":"([^"]+)"`).FindStringSubmatch(fileBytes(t, events))
-	if run == nil {
-		t.Fatalf("no run in %s", fileBytes(t, events))
-	}
+	events, run := w.srv.firstRunOfK()
 	if out, err := bashAs(t, uid1001, `printf '%s' '{"role":"user","content":"unfinished"}' >> `+w.srv.mnt(uid1001CoderAt+"k/messages.jsonl")); err != nil {
 		t.Fatalf("an unfinished line: %v %q", err, out)
 	}
@@ -400,11 +395,11 @@ func TestClusterFollowerResumeAfterRecordedError(t *testing.T) {
 		}
 		return out
 	}
-	want := resume(w, run[1])
+	want := resume(w, run)
 	if !strings.HasPrefix(want, "write=0\n") || !strings.Contains(want, "partial line discarded") {
 		t.Fatalf("a resume through the writer's ctl: %q", want)
 	}
-	if got := resume(f, run[1]); got != want {
+	if got := resume(f, run); got != want {
 		t.Errorf("a resume through the follower's ctl:\n%s\nthe writer's:\n%s", got, want)
 	}
 	// A resume after the last run has no frame at all, on either host.
@@ -429,12 +424,7 @@ func TestClusterFollowerHeldRepliesCounted(t *testing.T) {
 	c := newTestCluster(t, 2*time.Second, nil, "a", "b")
 	w := c.waitWriter("", 20*time.Second)
 	f := c.follower(w)
-	w.srv.sendAs(uid1001, "k", "k0", "", "first")
-	events := w.srv.mnt(uid1001CoderAt + "k/events.jsonl")
-	run := regexp.MustCompile(`"run":"([^"]+)"`).FindStringSubmatch(fileBytes(t, events))
-	if run == nil {
-		t.Fatalf("no run in %s", fileBytes(t, events))
-	}
+	events, run := w.srv.firstRunOfK()
 	if out, err := bashAs(t, uid1001, `python3 -c 'print("{\"type\":\"note\",\"text\":\"" + "a" * 1000000 + "\"}")' >> `+events); err != nil {
 		t.Fatalf("a 1 MB line appended to events.jsonl: %v %q", err, out)
 	}
@@ -453,7 +443,7 @@ for i in range(n):
     got[e] = got.get(e, 0) + 1
 print('ready', ' '.join('%s=%d' % kv for kv in sorted(got.items())), flush=True)
 sys.stdin.read()
-`, f.srv.mnt(uid1001CoderAt+"k/ctl"), "400", `{"op":"resume","after":"`+run[1]+`"}`)
+`, f.srv.mnt(uid1001CoderAt+"k/ctl"), "400", `{"op":"resume","after":"`+run+`"}`)
 	grown := f.srv.serverGrowth(t, base)
 	t.Logf("400 resumes through the follower's ctl, none read: %s; the follower grew by %d MiB", got, grown)
 	if got != "written=400" {
@@ -466,7 +456,7 @@ sys.stdin.read()
 		t.Errorf("the follower holds %d MiB more for 400 unread replies", grown)
 	}
 	release()
-	out, err := bashAs(t, uid1001, `exec 3<>`+f.srv.mnt(uid1001CoderAt+"k/ctl")+`; printf '%s\n' '{"op":"resume","after":"`+run[1]+`"}' >&3; cat <&3`)
+	out, err := bashAs(t, uid1001, `exec 3<>`+f.srv.mnt(uid1001CoderAt+"k/ctl")+`; printf '%s\n' '{"op":"resume","after":"`+run+`"}' >&3; cat <&3`)
 	if err != nil || !strings.Contains(out, strings.Repeat("a", 1000000)) {
 		t.Errorf("a resume read through the follower's ctl once the others are closed: %v, %d bytes", err, len(out))
 	}

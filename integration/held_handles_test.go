@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -212,16 +211,11 @@ func TestValueWritersCounted(t *testing.T) {
 func TestCtlFramesReadInPartCounted(t *testing.T) {
 	s := newServer(t)
 	openToAll(t, s.root)
-	s.sendAs(uid1001, "k", "k0", "", "first")
-	events := s.mnt(uid1001CoderAt + "k/events.jsonl")
-	run := regexp.MustCompile(`"run":"([^"]+)"`).FindStringSubmatch(fileBytes(t, events))
-	if run == nil {
-		t.Fatalf("no run in %s", fileBytes(t, events))
-	}
+	events, run := s.firstRunOfK()
 	if out, err := bashAs(t, uid1001, `python3 -c 'print("{\"type\":\"note\",\"text\":\"" + "a" * 1000000 + "\"}")' >> `+events); err != nil {
 		t.Fatalf("a 1 MB line appended to events.jsonl: %v %q", err, out)
 	}
-	ctl, req := s.mnt(uid1001CoderAt+"k/ctl"), `{"op":"resume","after":"`+run[1]+`"}`
+	ctl, req := s.mnt(uid1001CoderAt+"k/ctl"), `{"op":"resume","after":"`+run+`"}`
 	base := vmKB(t, s.cmd.Process.Pid, "VmRSS")
 	got, release := holdOpen(t, uid1001, `
 import errno, os, sys

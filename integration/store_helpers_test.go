@@ -384,6 +384,19 @@ func (s *server) spaceAdd(name string, gid int) {
 	}
 }
 
+// firstRunOfK sends "first" to uid 1001's session k (client id k0) and
+// returns the session's events.jsonl and the run's id.
+func (s *server) firstRunOfK() (events, run string) {
+	s.t.Helper()
+	s.sendAs(uid1001, "k", "k0", "", "first")
+	events = s.mnt(uid1001CoderAt + "k/events.jsonl")
+	m := regexp.MustCompile(`"run":"([^"]+)"`).FindStringSubmatch(fileBytes(s.t, events))
+	if m == nil {
+		s.t.Fatalf("no run in %s", fileBytes(s.t, events))
+	}
+	return events, m[1]
+}
+
 // sendAs sends input to session over the coder socket as c, with extra
 // request fields (`,"scope":"shared","space":"team"`), and fails the test
 // unless the run finished.
