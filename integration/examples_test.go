@@ -130,15 +130,10 @@ func exText(t *testing.T, m frame) string {
 // exAnswer is the text a person would read: the deltas, else the
 // assistant messages.
 func exAnswer(t *testing.T, frames []frame) string {
+	if text := deltaText(frames); text != "" {
+		return text
+	}
 	var b strings.Builder
-	for _, f := range frames {
-		if f["type"] == "delta" {
-			b.WriteString(f["text"].(string))
-		}
-	}
-	if b.Len() > 0 {
-		return b.String()
-	}
 	for _, f := range frames {
 		if f["type"] == "message" {
 			b.WriteString(exText(t, f))

@@ -53,15 +53,10 @@ func (s *server) probeReport(t *testing.T, session, input string) map[string]any
 	if err != nil || errorCode(frames) != "" {
 		t.Fatalf("probe run: %v %v\n%s\nlog:\n%s", err, frames, raw, s.logText())
 	}
-	var text strings.Builder
-	for _, f := range frames {
-		if f["type"] == "delta" {
-			text.WriteString(f["text"].(string))
-		}
-	}
+	text := deltaText(frames)
 	var report map[string]any
-	if err := json.Unmarshal([]byte(strings.TrimSpace(text.String())), &report); err != nil {
-		t.Fatalf("the probe's report %q: %v", text.String(), err)
+	if err := json.Unmarshal([]byte(strings.TrimSpace(text)), &report); err != nil {
+		t.Fatalf("the probe's report %q: %v", text, err)
 	}
 	return report
 }

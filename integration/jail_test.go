@@ -61,13 +61,7 @@ func (s *server) jailSend(t *testing.T, session, id, input string) ([]frame, str
 	if err != nil {
 		t.Fatalf("send: %v\n%s\nlog:\n%s", err, raw, s.logText())
 	}
-	var text strings.Builder
-	for _, f := range frames {
-		if f["type"] == "delta" {
-			text.WriteString(f["text"].(string))
-		}
-	}
-	return frames, text.String()
+	return frames, deltaText(frames)
 }
 
 // mountTable is this process's mount table as s's jails could change it:

@@ -234,13 +234,7 @@ func TestJailSessionUnderMemberMount(t *testing.T) {
 		if err != nil || len(frames) == 0 {
 			t.Fatalf("send: %v\n%s\nlog:\n%s", err, raw, s.logText())
 		}
-		var text strings.Builder
-		for _, f := range frames {
-			if f["type"] == "delta" {
-				text.WriteString(f["text"].(string))
-			}
-		}
-		return frames, text.String()
+		return frames, deltaText(frames)
 	}
 	if frames, text := send("b1"); frames[len(frames)-1]["status"] != "ok" {
 		t.Fatalf("the first run: %v\n%s", frames, text)

@@ -38,13 +38,7 @@ func TestSharedRunHasTheSpaceGroup(t *testing.T) {
 		if err != nil || len(frames) == 0 || frames[len(frames)-1]["status"] != "ok" {
 			t.Fatalf("send %s to %s: %v\n%s\nlog:\n%s", id, agent, err, raw, lastLines(s.logText(), 20))
 		}
-		var text strings.Builder
-		for _, f := range frames {
-			if f["type"] == "delta" {
-				text.WriteString(f["text"].(string))
-			}
-		}
-		return text.String()
+		return deltaText(frames)
 	}
 	for _, agent := range []string{"jailed", "plain"} {
 		text := run(agent, agent+"-s", `,"scope":"shared","space":"team"`)
