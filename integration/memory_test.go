@@ -29,6 +29,19 @@ func vmKB(t *testing.T, pid int, field string) int {
 	return 0
 }
 
+// requestNoRead connects to the socket sock as c (nil: root), writes
+// the request line req and reads nothing for secs seconds.
+func requestNoRead(t *testing.T, c *cred, sock, req string, secs int) {
+	t.Helper()
+	const script = `
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+s.sendall(sys.argv[2].encode() + b"\n")
+time.sleep(float(sys.argv[3]))
+`
+	runCmd(t, c, nil, "/usr/bin/python3", "-c", script, sock, req, strconv.Itoa(secs))
+}
+
 // TestClientsThatDoNotRead: ten runs that each stream 8 MiB of deltas to a
 // client that sends its request and never reads. The server keeps, per
 // run, the streamed text until it is recorded as the run's answer, and at
@@ -45,19 +58,12 @@ func TestClientsThatDoNotRead(t *testing.T) {
 	})
 	pid := s.cmd.Process.Pid
 	base := vmKB(t, pid, "VmRSS")
-	script := `
-import socket, sys, time
-s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
-s.sendall(sys.argv[2].encode() + b"\n")
-time.sleep(float(sys.argv[3]))
-`
 	var wg sync.WaitGroup
 	for i := 0; i < 10; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			runCmd(t, nil, nil, "/usr/bin/python3", "-c", script, s.root+"/agent/flood.sock",
-				fmt.Sprintf(`{"op":"send","id":"n%d","session":"n%d","input":"go"}`, i, i), "15")
+			requestNoRead(t, nil, s.root+"/agent/flood.sock", fmt.Sprintf(`{"op":"send","id":"n%d","session":"n%d","input":"go"}`, i, i), 15)
 		}()
 	}
 	// The runs end (recorded) while their clients still do not read.

@@ -321,18 +321,12 @@ func TestSearchFramesOfUnreadReplies(t *testing.T) {
 	}
 	pid := s.cmd.Process.Pid
 	base := vmKB(t, pid, "VmRSS")
-	script := `
-import socket, sys, time
-s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
-s.sendall(sys.argv[2].encode() + b"\n")
-time.sleep(float(sys.argv[3]))
-`
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			runCmd(t, u, nil, "/usr/bin/python3", "-c", script, s.root+"/agent/coder.sock", `{"op":"search","query":"needle"}`, "12")
+			requestNoRead(t, u, s.root+"/agent/coder.sock", `{"op":"search","query":"needle"}`, 12)
 		}()
 	}
 	time.Sleep(9 * time.Second) // the searches index and fill their replies' room
