@@ -107,10 +107,10 @@ type holder struct {
 
 func holdFiles(t *testing.T, dir string) *holder { return holdScript(t, holdSession, dir) }
 
-// holdScript runs the python script with arg as uid 1001 and waits for
-// its "ready".
-func holdScript(t *testing.T, script, arg string) *holder {
-	cmd := exec.Command("/usr/bin/python3", "-c", script, arg)
+// holdScript runs the python script with args as uid 1001 and waits for
+// its "ready" (its lines may be up to 1 MiB).
+func holdScript(t *testing.T, script string, args ...string) *holder {
+	cmd := exec.Command("/usr/bin/python3", append([]string{"-c", script}, args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1001, Gid: 1001}}
 	in, err := cmd.StdinPipe()
 	testkit.Must(t, err)
@@ -120,6 +120,7 @@ func holdScript(t *testing.T, script, arg string) *holder {
 	testkit.Must(t, cmd.Start())
 	t.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
 	h := &holder{t: t, in: in, out: bufio.NewScanner(outPipe)}
+	h.out.Buffer(make([]byte, 1<<20), 1<<20)
 	if !h.out.Scan() || h.out.Text() != "ready" {
 		t.Fatalf("the holder: %q", h.out.Text())
 	}

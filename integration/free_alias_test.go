@@ -1,13 +1,10 @@
 package integration
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -64,19 +61,10 @@ func TestFreeTreeNodeOfAFreedInode(t *testing.T) {
 	rootA, _ := s.userTrees(t, uid1001, "a")
 	rootB, _ := s.userTrees(t, uid1002, "b")
 	const n = 200
-	cmd := exec.Command("/usr/bin/python3", "-c", holdRemoved, rootA, fmt.Sprint(n))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1001, Gid: 1001}}
-	in, err := cmd.StdinPipe()
-	testkit.Must(t, err)
-	outPipe, err := cmd.StdoutPipe()
-	testkit.Must(t, err)
-	cmd.Stderr = os.Stderr
-	testkit.Must(t, cmd.Start())
-	t.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
-	out := bufio.NewScanner(outPipe)
-	out.Buffer(make([]byte, 1<<20), 1<<20)
-	if !out.Scan() || out.Text() != "ready" || !out.Scan() {
-		t.Fatalf("the holder: %q", out.Text())
+	h := holdScript(t, holdRemoved, rootA, fmt.Sprint(n))
+	in, out := h.in, h.out
+	if !out.Scan() {
+		t.Fatalf("the holder said no inodes: %v", out.Err())
 	}
 	held := map[string]bool{}
 	for _, ino := range strings.Fields(out.Text()) {
