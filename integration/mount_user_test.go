@@ -25,14 +25,8 @@ func userFUSE(t *testing.T, c *cred, dir, name string, extra ...string) *proc {
 	t.Helper()
 	hangfs := buildHangfs(t)
 	testkit.Must(t, os.Chmod(filepath.Dir(hangfs), 0o755))
-	dev, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
-	testkit.Must(t, err)
+	dev := mountFUSEFor(t, c, "hangfs", dir, name, extra)
 	defer dev.Close()
-	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=%d,group_id=%d", dev.Fd(), c.uid, c.gid)
-	for _, o := range extra {
-		opts += "," + o
-	}
-	testkit.Must(t, syscall.Mount("hangfs", dir, "fuse."+name, syscall.MS_NOSUID|syscall.MS_NODEV, opts))
 	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
 	h := &proc{Cmd: exec.Command(hangfs, "/dev/fd/3", "-"), lines: make(chan string, 16)}
 	h.ExtraFiles = []*os.File{dev}
@@ -79,14 +73,26 @@ func TestCleanStaleUserFIFOPidFile(t *testing.T) {
 // killed their server), with the extra mount options.
 func deadUserFUSE(t *testing.T, c *cred, dir, name string, extra ...string) {
 	t.Helper()
+	mountFUSEFor(t, c, "userfs", dir, name, extra).Close()
+}
+
+// mountFUSEFor mounts at dir a FUSE filesystem of type fuse.NAME from
+// source for c, as fusermount3 makes a user's (nosuid, nodev, user_id
+// and group_id c's), with the extra mount options, and returns the
+// /dev/fuse descriptor that serves it, the caller's to close.
+func mountFUSEFor(t *testing.T, c *cred, source, dir, name string, extra []string) *os.File {
+	t.Helper()
 	dev, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
 	testkit.Must(t, err)
-	defer dev.Close()
 	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=%d,group_id=%d", dev.Fd(), c.uid, c.gid)
 	for _, o := range extra {
 		opts += "," + o
 	}
-	testkit.Must(t, syscall.Mount("userfs", dir, "fuse."+name, syscall.MS_NOSUID|syscall.MS_NODEV, opts))
+	if err := syscall.Mount(source, dir, "fuse."+name, syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
+		dev.Close()
+		t.Fatal(err)
+	}
+	return dev
 }
 
 // swapOpened exchanges the names a and b (renameat2 RENAME_EXCHANGE) as
