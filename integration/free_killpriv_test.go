@@ -13,12 +13,7 @@ import (
 // bits first with a SETATTR of the mode, which the server made as the
 // writer, who may not chmod a file it does not own.
 func TestFreeTreeWriteClearsSetID(t *testing.T) {
-	const group = 1240
-	s := limitedServer(t, "freebytes=262144", nil)
-	s.spaceAdd("team", group)
-	a, b := member(1001, group), member(1002, group)
-	s.sendAs(a, "t1", "t1", `,"scope":"shared","space":"team"`, "hello team")
-	ctxDir := s.mnt("shared/team/agent/coder/session/t1/context")
+	s, a, b, ctxDir := sharedContext(t)
 	for _, mode := range []string{"4770", "2770"} {
 		f := filepath.Join(ctxDir, "f"+mode)
 		if out, err := runCmd(t, a, nil, "sh", "-c", "echo one > "+f+" && chmod "+mode+" "+f); err != nil {

@@ -319,34 +319,44 @@ func TestStressNGFreeTreeAsUser(t *testing.T) {
 	t.Logf("stress-ng:\n%s", lastLines(out, 15))
 }
 
+// teamGroup is the group of the space team of sharedContext.
+const teamGroup = 1240
+
+// sharedContext is a server where uids 1001 and 1002 (a and b) are
+// members of the space team (teamGroup), each with 256 KiB of free-tree
+// bytes, and the context/ of the shared session t1 that a made.
+func sharedContext(t *testing.T) (s *server, a, b *cred, ctxDir string) {
+	t.Helper()
+	s = limitedServer(t, "freebytes=262144", nil)
+	s.spaceAdd("team", teamGroup)
+	a, b = member(1001, teamGroup), member(1002, teamGroup)
+	s.sendAs(a, "t1", "t1", `,"scope":"shared","space":"team"`, "hello team")
+	return s, a, b, s.mnt("shared/team/agent/coder/session/t1/context")
+}
+
 // TestFreeTreeSharedContext: in a shared session's context/, what a member
 // makes is its own and the space's group's on the store (made with the
 // space's group as its fs gid: FUSE sends no supplementary groups), and
 // another member writes it through the group; the writes are charged to
 // the file's owner, whose quota refuses the one that passes it.
 func TestFreeTreeSharedContext(t *testing.T) {
-	const group = 1240
-	s := limitedServer(t, "freebytes=262144", nil)
-	s.spaceAdd("team", group)
-	a, b := member(1001, group), member(1002, group)
-	s.sendAs(a, "t1", "t1", `,"scope":"shared","space":"team"`, "hello team")
-	ctxDir := s.mnt("shared/team/agent/coder/session/t1/context")
+	s, a, b, ctxDir := sharedContext(t)
 	f := filepath.Join(ctxDir, "notes")
 	if out, err := runCmd(t, a, nil, "sh", "-c", "umask 007 && mkdir "+ctxDir+"/d && echo first > "+f); err != nil {
 		t.Fatalf("a member writes the shared context/: %v %s", err, out)
 	}
 	for _, p := range []string{f, filepath.Join(ctxDir, "d")} {
-		if st := statStore(t, s.storePath(p)); st.Uid != 1001 || st.Gid != group {
-			t.Fatalf("%s on the store: %d:%d, want 1001:%d", p, st.Uid, st.Gid, group)
+		if st := statStore(t, s.storePath(p)); st.Uid != 1001 || st.Gid != teamGroup {
+			t.Fatalf("%s on the store: %d:%d, want 1001:%d", p, st.Uid, st.Gid, teamGroup)
 		}
 	}
 	// In its own root/, a member gives a file to its group (chgrp by a
 	// supplementary group, which FUSE does not send: read from /proc).
 	own := filepath.Join(s.mnt("home/1001/agent/coder/root"), "mine")
-	if out, err := runCmd(t, a, nil, "sh", "-c", "mkdir -p "+filepath.Dir(own)+" 2>/dev/null; echo x > "+own+" && chgrp "+fmt.Sprint(group)+" "+own); err != nil {
+	if out, err := runCmd(t, a, nil, "sh", "-c", "mkdir -p "+filepath.Dir(own)+" 2>/dev/null; echo x > "+own+" && chgrp "+fmt.Sprint(teamGroup)+" "+own); err != nil {
 		t.Fatalf("chgrp to a group of the caller: %v %s", err, out)
 	}
-	if st := statStore(t, s.storePath(own)); st.Uid != 1001 || st.Gid != group {
+	if st := statStore(t, s.storePath(own)); st.Uid != 1001 || st.Gid != teamGroup {
 		t.Fatalf("after chgrp: %d:%d", st.Uid, st.Gid)
 	}
 	if out, err := runCmd(t, a, nil, "chgrp", "0", own); err == nil {

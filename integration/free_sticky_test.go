@@ -11,12 +11,8 @@ import (
 // may not remove or rename what a member made there: the bit was dropped
 // at the mkdir, and any member removed anyone's files.
 func TestFreeTreeMkdirKeepsSticky(t *testing.T) {
-	const group = 1240
-	s := limitedServer(t, "freebytes=262144", nil)
-	s.spaceAdd("team", group)
-	a, b := member(1001, group), member(1002, group)
-	s.sendAs(a, "t1", "t1", `,"scope":"shared","space":"team"`, "hello team")
-	dir := filepath.Join(s.mnt("shared/team/agent/coder/session/t1/context"), "tmp")
+	s, a, b, ctxDir := sharedContext(t)
+	dir := filepath.Join(ctxDir, "tmp")
 	if out, err := runCmd(t, a, nil, "/usr/bin/python3", "-c", "import os, sys; os.umask(0); os.mkdir(sys.argv[1], 0o1777); open(sys.argv[1] + '/mine', 'w').close()", dir); err != nil {
 		t.Fatalf("a sticky directory: %v %s", err, out)
 	}
