@@ -223,15 +223,24 @@ func Defined(root, kind, name string) bool {
 // what a definition says, sends its keys where it says, and starts root's
 // helpers with its environment, so a definition is only what root wrote.
 func ownedByServer(p string, fi os.FileInfo) error {
+	st := ownership(fi)
+	if st == nil {
+		return nil
+	}
+	if who := storefs.AnyOtherWriter(st, uint32(os.Geteuid())); who != "" {
+		return abi.Errorf(syscall.EACCES, "load", "%s is writable by %s, so the definition is refused: it must be root's alone; fix: chown root:root %s && chmod go-w %s", p, who, p, p)
+	}
+	return nil
+}
+
+// ownership is fi's owner, group and mode, what storefs's checks of
+// writers read; nil when fi holds no stat.
+func ownership(fi os.FileInfo) *unix.Stat_t {
 	sys, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return nil
 	}
-	st := unix.Stat_t{Uid: sys.Uid, Gid: sys.Gid, Mode: sys.Mode}
-	if who := storefs.AnyOtherWriter(&st, uint32(os.Geteuid())); who != "" {
-		return abi.Errorf(syscall.EACCES, "load", "%s is writable by %s, so the definition is refused: it must be root's alone; fix: chown root:root %s && chmod go-w %s", p, who, p, p)
-	}
-	return nil
+	return &unix.Stat_t{Uid: sys.Uid, Gid: sys.Gid, Mode: sys.Mode}
 }
 
 // findProgram returns prog when it is an executable regular file, "" when
@@ -354,12 +363,11 @@ func (o *ownedWay) dirOwnedByServer(dir string) error {
 	if err != nil {
 		return abi.Wrap("load", err)
 	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	if !ok {
+	ust := ownership(st)
+	if ust == nil {
 		return nil
 	}
-	ust := unix.Stat_t{Uid: sys.Uid, Gid: sys.Gid, Mode: sys.Mode}
-	if who := storefs.OtherWriter(&ust, uint32(os.Geteuid())); who != "" {
+	if who := storefs.OtherWriter(ust, uint32(os.Geteuid())); who != "" {
 		return abi.Errorf(syscall.EACCES, "load", "%s is writable by %s, so what is in it could be replaced and the definition is refused; fix: chown root:root %s && chmod go-w %s", dir, who, dir, dir)
 	}
 	return nil
