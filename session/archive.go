@@ -78,6 +78,7 @@ func (e *Engine) archiveIf(r layout.Ref, own storefs.Owner, del bool, still func
 	gone := &abi.Error{Op: "session", Errno: syscall.EBUSY, Msg: "session " + r.Name + " was archived while the request waited"}
 	var left bool     // the session left its place: the index must not name it, whatever failed after
 	var history int64 // what a deleted session held of its home's history, given back
+	var selfID string // the self_id it held, for its home's index to forget
 	err := e.sessions.Take(r.Key(), takeWait, gone, func(s *sess, loaded bool) (bool, error) {
 		if !del {
 			e.flushDerived(r.Rel(), s, true) // the store's files are what moves
@@ -113,6 +114,7 @@ func (e *Engine) archiveIf(r layout.Ref, own storefs.Owner, del bool, still func
 		// Nor may a value that waits, later: a deleted session's values
 		// are moot, and a new session of the name must not get them.
 		e.derived.Forget(r.Rel())
+		selfID = layout.SessionSelfID(e.root, r.Rel())
 		var moveErr error
 		if del {
 			history = e.deletedHistory(r)
@@ -131,6 +133,9 @@ func (e *Engine) archiveIf(r layout.Ref, own storefs.Owner, del bool, still func
 	// A sync or a removal that failed after the move is reported, but the
 	// index is cleaned first: it named a session no longer in view.
 	e.FreeTree().Forget(r.Home) // its context/ left the free trees
+	e.selfMu.Lock()
+	layout.ReleaseSelfID(e.root, r.Home, r.Rel(), selfID) // a live session's to hold
+	e.selfMu.Unlock()
 	if c := e.historyCharge(r.Home); c != nil {
 		c.Give(history) // and a deleted one its history left the home
 	}

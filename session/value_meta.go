@@ -39,13 +39,18 @@ func (e *Engine) writeMeta(s *sess, data []byte) error {
 			return err
 		}
 	}
+	held := s.metaString("self_id") // the one it gives up, if another
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
 	if err := s.e.writeValue(s.file(abi.FileMeta), v.Line, s.own); err != nil {
 		done(false)
+		layout.ReleaseSelfID(s.e.root, s.ref.Home, s.ref.Rel(), v.SelfID) // claimed for nothing
 		return err
 	}
 	done(true)
+	if held != v.SelfID {
+		layout.ReleaseSelfID(s.e.root, s.ref.Home, s.ref.Rel(), held)
+	}
 	s.e.changed(s.ref.Rel() + "/" + abi.FileMeta)
 	return nil
 }

@@ -51,6 +51,25 @@ func ClaimSelfID(root *storefs.Root, home, rel, id string) error {
 	return root.ReplaceFile(selfIDDir(home)+"/"+id, []byte(rel+"\n"), selfIDOwner, storefs.SyncAll)
 }
 
+// ReleaseSelfID takes id out of home's index of self_ids when it names
+// the session at rel and that session no longer holds it (its meta.json
+// names another, or none; it was archived or deleted, and no session
+// made anew at its path took it since). Left
+// there, each entry was a file of root's in the store that nothing
+// removed, so one session that wrote meta.json with self_id after
+// self_id, or sessions made, given a self_id and deleted in turn, made
+// the server keep files without end. An entry naming another session is
+// that session's. The caller serialises claims.
+func ReleaseSelfID(root *storefs.Root, home, rel, id string) {
+	if id == "" || !ValidSelfID(id) {
+		return
+	}
+	name := selfIDDir(home) + "/" + id
+	if b, err := root.ReadFile(name, MaxValueFile); err == nil && strings.TrimSuffix(string(b), "\n") == rel && !holdsSelfID(root, rel, id) {
+		root.Remove(name)
+	}
+}
+
 // SelfIDFree is EEXIST when a session of home other than the one at rel
 // holds id (the index of self_ids is rebuilt first when missing). The
 // caller serialises claims.
@@ -70,15 +89,22 @@ func SelfIDFree(root *storefs.Root, home, rel, id string) error {
 
 // holdsSelfID reports whether the session at rel has self_id id now.
 func holdsSelfID(root *storefs.Root, rel, id string) bool {
-	if !abi.ValidName(path.Base(rel)) { // an entry's value is never trusted blindly
-		return false
-	}
+	// An entry's value is never trusted blindly.
+	return abi.ValidName(path.Base(rel)) && SessionSelfID(root, rel) == id
+}
+
+// SessionSelfID is the self_id the meta.json of the session at rel names
+// in the store ("" for none, or none readable).
+func SessionSelfID(root *storefs.Root, rel string) string {
 	b, err := root.ReadFile(rel+"/"+abi.FileMeta, MaxValueFile)
 	if err != nil {
-		return false
+		return ""
 	}
 	obj, err := proto.ParseObject(b, false)
-	return err == nil && obj.Str("self_id") == id
+	if err != nil {
+		return ""
+	}
+	return obj.Str("self_id")
 }
 
 // rebuildSelfIDs scans every session of a home or space for self_ids.
