@@ -209,3 +209,42 @@ func readFileMaybe(p string) string {
 func (s *server) sessionDirAgent(uid int, agent, name string) string {
 	return filepath.Join(s.store, "home", strconv.Itoa(uid), "agent", agent, "session", name)
 }
+
+// sendMany sends argv[3] requests to the socket argv[1], each on a
+// connection of its own, the session argv[2], and prints how many ended
+// with a done frame.
+const sendMany = `
+import json, socket, sys
+done = 0
+for i in range(int(sys.argv[3])):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(30)
+    s.connect(sys.argv[1])
+    s.sendall(json.dumps({"op": "send", "id": "m%d" % i, "session": sys.argv[2], "input": "hi"}).encode() + b"\n")
+    buf = b"".join(iter(lambda: s.recv(65536), b""))
+    s.close()
+    done += b'"type":"done"' in buf
+print(done)
+`
+
+// TestRunsFileHoldsOpenRuns: the runs file (<store>/.ctxfs/running, root's)
+// holds the runs under way, not every run the server started: 1,000
+// sends of uid 1001 to a session with a long name leave it under 80 KiB,
+// where it grew by each run's two lines for as long as the server lived. A start after a kill -9 reads it and sends go on.
+func TestRunsFileHoldsOpenRuns(t *testing.T) {
+	s := limitedServer(t, "names=100", nil)
+	name := strings.Repeat("s", 64) // the longest a name may be (abi.MaxNameLen)
+	const sends, most = 1000, 80 << 10
+	out, err := runCmd(t, uid1001, nil, "/usr/bin/python3", "-c", sendMany, s.mnt("agent/coder.sock"), name, fmt.Sprint(sends))
+	testkit.Must(t, err)
+	if got := strings.TrimSpace(out); got != fmt.Sprint(sends) {
+		t.Fatalf("%d sends as uid 1001: %s done", sends, got)
+	}
+	st, err := os.Stat(filepath.Join(s.store, ".ctxfs", "running"))
+	testkit.Must(t, err)
+	if st.Size() > most {
+		t.Errorf("after %d runs of uid 1001, none under way, the runs file holds %d bytes, want at most %d", sends, st.Size(), most)
+	}
+	s.restart(syscall.SIGKILL)
+	s.sendAs(uid1001, name, "after", "", "after a restart")
+}

@@ -34,9 +34,15 @@ import (
 // The zero File keeps the lines of dormant runs (Keep) until Create makes
 // the file; a nil File writes nothing.
 type File struct {
-	mu   sync.Mutex
-	f    *os.File
-	kept []string // lines of dormant runs found before the file was made
+	mu    sync.Mutex
+	f     *os.File
+	store *storefs.Root // where f is, for its rewrite (compact)
+	kept  []string      // lines of dormant runs found before the file was made
+	// open is the line of each run started (or kept) and not ended, with
+	// live their bytes, and size the bytes the file holds: what a
+	// rewrite keeps, and when it is due (compact).
+	open       map[string]string
+	live, size int
 
 	// Lines given while a write is in flight wait in pending for the next
 	// write. next is the number of the last write begun, written of the
@@ -50,14 +56,71 @@ type File struct {
 const Rel = layout.StateDir + "/running"
 
 // Start notes that run began in the session at rel (store-relative).
-func (j *File) Start(run, rel string) { j.write("+" + run + " " + rel + "\n") }
+func (j *File) Start(run, rel string) { j.write(run, "+"+run+" "+rel+"\n") }
 
 // End notes that run ended (or will never resume).
-func (j *File) End(run string) { j.write("-" + run + "\n") }
+func (j *File) End(run string) { j.write(run, "-"+run+"\n") }
+
+// note keeps what line (of run) does to the runs open. Caller holds j.mu.
+func (j *File) note(run, line string) {
+	if old, ok := j.open[run]; ok {
+		j.live -= len(old)
+		delete(j.open, run)
+	}
+	if strings.HasPrefix(line, "+") {
+		if j.open == nil {
+			j.open = map[string]string{}
+		}
+		j.open[run] = line
+		j.live += len(line)
+	}
+}
+
+// compactFloor is the size under which the runs file is never rewritten;
+// past it, it is rewritten once it holds four times the lines of the runs
+// still open. Each run adds its two lines (a few hundred bytes) for as
+// long as the server lives, so a user's sends, each given back by a
+// delete or refused after its start, grew root's store without a bound.
+const compactFloor = 64 << 10
+
+// compact rewrites the runs file with the lines of the runs still open
+// when it has grown past them (compactFloor), under a new name synced and
+// renamed over it: a crash leaves the old file or the new one, and either
+// names every run open (a dormant run's must survive a reboot). A rewrite
+// that fails leaves the old file, still appended to. Caller holds j.mu,
+// with no write in flight.
+func (j *File) compact() {
+	if j.f == nil || j.store == nil || j.size < compactFloor || j.size < 4*j.live {
+		return
+	}
+	const tmp = Rel + ".new"
+	f, err := j.store.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+	if err != nil {
+		return
+	}
+	var b strings.Builder
+	for _, line := range j.open {
+		b.WriteString(line)
+	}
+	if _, err = f.WriteString(b.String()); err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = j.store.Rename(tmp, Rel, 0)
+	}
+	if err != nil {
+		f.Close()
+		j.store.Remove(tmp)
+		return
+	}
+	j.store.SyncDir(layout.StateDir)
+	j.f.Close()
+	j.f, j.size = f, b.Len()
+}
 
 // write returns once line is written: by this caller, with the lines
 // pending, when no write is in flight; else by whoever writes next.
-func (j *File) write(line string) {
+func (j *File) write(run, line string) {
 	if j == nil {
 		return
 	}
@@ -66,6 +129,7 @@ func (j *File) write(line string) {
 	if j.turn == nil {
 		j.turn = sync.NewCond(&j.mu)
 	}
+	j.note(run, line)
 	j.pending = append(j.pending, line...)
 	mine := j.next + 1 // the write that takes pending
 	for j.written < mine {
@@ -92,6 +156,8 @@ func (j *File) flush() {
 	}
 	j.mu.Lock()
 	j.spare, j.written = buf[:0], j.next
+	j.size += len(buf)
+	j.compact()
 	j.turn.Broadcast()
 }
 
@@ -126,11 +192,13 @@ func (j *File) Keep(run, rel string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	line := "+" + run + " " + rel + "\n"
+	j.note(run, line)
 	if j.f == nil {
 		j.kept = append(j.kept, line)
 		return
 	}
 	j.f.WriteString(line)
+	j.size += len(line)
 }
 
 // Sync makes the file durable: when a run begins to wait for a person, a
@@ -152,9 +220,10 @@ func (j *File) Create(store *storefs.Root) error {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.f = f
+	j.f, j.store = f, store
 	for _, line := range j.kept {
 		f.WriteString(line)
+		j.size += len(line)
 	}
 	j.kept = nil
 	return nil

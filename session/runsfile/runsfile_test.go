@@ -94,3 +94,46 @@ func TestAbandonWritesNothingMore(t *testing.T) {
 		t.Fatalf("written after Abandon: %q", strings.TrimPrefix(string(after), string(before)))
 	}
 }
+
+// The file holds the runs still open, not every run the server ever
+// started: 20,000 runs started and ended by 8 writers at once, a few left
+// open and a dormant one kept, leave it under twice compactFloor (it grew
+// by their 1.3 MB of lines), and the next start finds exactly the open
+// ones.
+func TestFileHoldsOpenRuns(t *testing.T) {
+	f, root, name := newFile(t)
+	f.Keep("dormant", "home/0/agent/a/session/waiting")
+	const writers, each = 8, 2500
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				run := fmt.Sprintf("run-%d-%d", w, i)
+				f.Start(run, "home/1001/agent/coder/session/"+strings.Repeat("s", 30))
+				if i != each-1 {
+					f.End(run)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st, err := os.Stat(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const most = 128 << 10 // twice the size under which it is never rewritten
+	if st.Size() > most {
+		t.Errorf("after %d runs, %d open, the runs file holds %d bytes, want at most %d", writers*each, writers+1, st.Size(), most)
+	}
+	got := Interrupted(root)
+	slices.Sort(got)
+	want := []string{"home/0/agent/a/session/waiting", "home/1001/agent/coder/session/" + strings.Repeat("s", 30)}
+	if !slices.Equal(got, want) {
+		t.Fatalf("interrupted: %q, want %q", got, want)
+	}
+	if b, _ := os.ReadFile(name); strings.Count(string(b), "\n+run-") < writers {
+		t.Fatalf("the runs file lost an open run:\n%s", b)
+	}
+}
