@@ -46,8 +46,8 @@ func storeHistory(t *testing.T, s *server, uid int) int64 {
 
 // homeHistory is what a home or a space ("shared/team") holds of history
 // in the store, as the README says the bound counts it: every session's
-// (live and archived) messages.jsonl, events.jsonl and meta.json, and its
-// versions' index and contents.
+// (live and archived) messages.jsonl, events.jsonl, meta.json and
+// snapshots (AGENTS.md, SKILLS.md), and its versions' index and contents.
 func homeHistory(t *testing.T, s *server, home string) int64 {
 	t.Helper()
 	dir := filepath.Join(s.store, home)
@@ -68,7 +68,7 @@ func sessionHistory(t *testing.T, d string) int64 {
 	t.Helper()
 	var n int64
 	files, _ := filepath.Glob(filepath.Join(d, "versions", "sha256", "*"))
-	for _, f := range append(files, filepath.Join(d, "messages.jsonl"), filepath.Join(d, "events.jsonl"), filepath.Join(d, "meta.json"), filepath.Join(d, "versions", "index.jsonl")) {
+	for _, f := range append(files, filepath.Join(d, "messages.jsonl"), filepath.Join(d, "events.jsonl"), filepath.Join(d, "meta.json"), filepath.Join(d, "AGENTS.md"), filepath.Join(d, "SKILLS.md"), filepath.Join(d, "versions", "index.jsonl")) {
 		if st, err := os.Lstat(f); err == nil {
 			n += st.Size()
 		}
@@ -548,4 +548,50 @@ func TestSpaceHistoryQuota(t *testing.T) {
 	del(b, "t3")
 	fill("after a restart and a delete")
 	refused("after a restart and a delete")
+}
+
+// TestStoreBytesQuotaSnapshots: a session's snapshot of its run's rules
+// (AGENTS.md, read from its user's root/ up to 1 MiB) counts in the bytes
+// of history of its home (CTXFS_LIMITS logbytes=N): each new session of
+// uid 1001 whose root/AGENTS.md holds 100 KiB kept 100 KiB of root's
+// store uncharged, so eight sends made the home hold three times its
+// bound; now a snapshot past the bound is not written (the run goes on),
+// the sends past it are EDQUOT, the home holds no more than its bound,
+// and a delete gives a snapshot's bytes back.
+func TestStoreBytesQuotaSnapshots(t *testing.T) {
+	const bound = 256 << 10
+	s := limitedServer(t, fmt.Sprintf("logbytes=%d", bound), nil)
+	s.sendAs(uid1001, "a", "q0", "", "hello") // its root/ is made
+	rules := strings.Repeat("r", 100<<10)
+	_, err := runCmd(t, uid1001, nil, "/usr/bin/python3", "-c", "import sys; open(sys.argv[1], 'w').write(sys.argv[2])", s.mnt("home/1001/agent/coder/root/AGENTS.md"), rules)
+	testkit.Must(t, err)
+	kept := 0
+	for i := 0; i < 8; i++ {
+		frames, raw, err := s.requestAs(uid1001, "coder", fmt.Sprintf(`{"op":"send","id":"s%d","session":"s%d","input":"hi"}`, i, i))
+		switch {
+		case err != nil || len(frames) == 0:
+			t.Fatalf("send %d: %v %s", i, err, raw)
+		case frames[0]["code"] == "EDQUOT":
+		case frames[len(frames)-1]["type"] != "done":
+			t.Fatalf("send %d: %s", i, raw)
+		}
+		if b, err := os.ReadFile(filepath.Join(s.store, "home/1001/agent/coder/session", fmt.Sprint("s", i), "AGENTS.md")); err == nil && strings.TrimSpace(string(b)) == rules {
+			kept++
+		}
+	}
+	s.restart(syscall.SIGTERM) // every snapshot written behind is in the store
+	if got := storeHistory(t, s, 1001); got > bound {
+		t.Errorf("after 8 sends with 100 KiB of rules, the home holds %d bytes of history, over its bound of %d", got, bound)
+	}
+	if kept == 0 || kept > 2 {
+		t.Errorf("%d sessions keep their snapshot of 100 KiB, want 1 or 2 within %d bytes", kept, bound)
+	}
+	// A delete gives a snapshot back: a new session's send fits again.
+	if out, errs, code := ctxSplitAs(t, s, uid1001, "agent", "session", "gc", "coder", "--pattern", "s0", "--delete", "--yes"); code != 0 {
+		t.Fatalf("delete s0: exit %d\n%s%s", code, out, errs)
+	}
+	s.sendAs(uid1001, "after", "q9", "", "after a delete")
+	if got := storeHistory(t, s, 1001); got > bound {
+		t.Errorf("after a delete and a send, the home holds %d bytes of history, over its bound of %d", got, bound)
+	}
 }

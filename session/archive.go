@@ -113,11 +113,13 @@ func (e *Engine) archiveIf(r layout.Ref, own storefs.Owner, del bool, still func
 		}
 		// Nor may a value that waits, later: a deleted session's values
 		// are moot, and a new session of the name must not get them.
+		if del {
+			history = e.deletedHistory(r) // its snapshots waiting to be written too
+		}
 		e.derived.Forget(r.Rel())
 		selfID = layout.SessionSelfID(e.root, r.Rel())
 		var moveErr error
 		if del {
-			history = e.deletedHistory(r)
 			left, moveErr = archive.Remove(e.root, r)
 		} else {
 			left, moveErr = archive.Move(e.root, r, own)

@@ -18,8 +18,12 @@ func (e *Engine) historyCharge(home string) quota.Charge {
 }
 
 // historyFiles are the files of a session counted as history, beside its
-// versions.
-var historyFiles = append([]string{abi.FileMeta}, layout.SessionLogs...)
+// versions: its logs, its meta.json and its snapshots of the rules and
+// skills a run had (AGENTS.md, up to 1 MiB read from its user's root/, in
+// every session a run of it is made in: uncharged, one user's sessions
+// made the store keep 1 MiB each past the bound, 1,000 times what their
+// logs held).
+var historyFiles = append([]string{abi.FileMeta, abi.FileAgentsMD, abi.FileSkillsMD}, layout.SessionLogs...)
 
 // historyOf counts the bytes of history home holds: those of every one of
 // its sessions, live and archived. It is the first thing of this start to
@@ -42,12 +46,23 @@ func (e *Engine) historyOf(home string) int64 {
 func (e *Engine) historyBytes(rel string) int64 {
 	var n int64
 	for _, f := range historyFiles {
-		if st, err := e.root.Lstat(rel + "/" + f); err == nil {
-			n += st.Size
-		}
+		n += e.heldSize(rel + "/" + f)
 	}
 	v, _ := versions.Used(e.root, rel)
 	return n + v
+}
+
+// heldSize is the size of the session's file rel as the engine serves
+// it: the value waiting to be written behind (a snapshot's), else the
+// store's file; 0 when there is none.
+func (e *Engine) heldSize(rel string) int64 {
+	if v, ok := e.derived.Value(rel); ok {
+		return int64(len(v.Data))
+	}
+	if st, err := e.root.Lstat(rel); err == nil {
+		return st.Size
+	}
+	return 0
 }
 
 // takeHistory charges n bytes of history to home's payer, if any, before
@@ -109,16 +124,14 @@ func (e *Engine) countHistory(home string) bool {
 	return true
 }
 
-// chargeResize charges home's payer for the file rel (meta.json) about to
-// be replaced by one of size bytes: what it grows by is taken now (EDQUOT
-// past the bound, nothing to write); done(written) gives that back when
-// the file was not written, and what it shrank by when it was. The
-// caller keeps anyone else from replacing rel meanwhile.
+// chargeResize charges home's payer for the file rel (meta.json, a
+// snapshot) about to be replaced by one of size bytes: what it grows by
+// is taken now (EDQUOT past the bound, nothing to write); done(written)
+// gives that back when the file was not written, and what it shrank by
+// when it was. The caller keeps anyone else from replacing rel
+// meanwhile.
 func (e *Engine) chargeResize(home, rel string, size int64) (done func(written bool), err error) {
-	var old int64
-	if st, err := e.root.Lstat(rel); err == nil {
-		old = st.Size
-	}
+	old := e.heldSize(rel)
 	undo, err := e.takeHistory(home, size-old)
 	if err != nil {
 		return nil, err

@@ -78,11 +78,20 @@ func (e *Engine) writeSnapshots(rn *run, rules string) {
 	}
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
+	// A snapshot is history of the home's uid (historyFiles): what it
+	// grows by is charged first, and one past the bound is not written
+	// (the session keeps the one before).
+	put := func(name, value string) {
+		if done, err := e.chargeResize(s.ref.Home, s.file(name), int64(len(value))); err == nil {
+			s.writeFileLocked(name, value)
+			done(true)
+		}
+	}
 	if rules != "" {
-		s.writeFileLocked(abi.FileAgentsMD, rules+"\n")
+		put(abi.FileAgentsMD, rules+"\n")
 	}
 	if skills.Len() > 0 {
-		s.writeFileLocked(abi.FileSkillsMD, skills.String())
+		put(abi.FileSkillsMD, skills.String())
 	}
 }
 

@@ -7,13 +7,14 @@ import (
 )
 
 // History bounds the bytes of history each home or shared space holds in
-// the store: its sessions' logs (messages.jsonl, events.jsonl) and
-// meta.json, live and archived, and their file versions (versions/:
-// contents and index). Those are the server's files, on root's disk, and
-// grow by what users send and append, so without a bound one user fills
-// the store for everyone. Bytes that would pass their home's bound are
-// refused with EDQUOT, the free trees' "you keep too much", before
-// anything of them is written; a delete gives them back.
+// the store: its sessions' logs (messages.jsonl, events.jsonl), their
+// meta.json and snapshots (AGENTS.md, SKILLS.md), live and archived, and
+// their file versions (versions/: contents and index). Those are the
+// server's files, on root's disk, and grow by what users send and append,
+// so without a bound one user fills the store for everyone. Bytes that
+// would pass their home's bound are refused with EDQUOT, the free trees'
+// "you keep too much", before anything of them is written; a delete gives
+// them back.
 //
 // Bytes are charged to the home their session is in, keyed by the home's
 // name as Names is ("home/1001", "shared/team"; the engine leaves root's
