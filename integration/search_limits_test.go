@@ -337,3 +337,40 @@ func TestSearchFramesOfUnreadReplies(t *testing.T) {
 		t.Errorf("two unread searches of one uid took the server %d MiB", grown)
 	}
 }
+
+// TestSearchIndexLeavesWithSession: a session's search index (root's
+// files under <home>/.search) leaves the store when the session is
+// deleted or archived. It stayed until a later search of the same agent
+// found it stale, so a user who searched, deleted the sessions (their
+// history given back) and went on in another agent left the indexes
+// behind, counted nowhere.
+func TestSearchIndexLeavesWithSession(t *testing.T) {
+	s := limitedServer(t, "names=100", nil)
+	for _, name := range []string{"arch", "d", "keep"} { // keep is the current one, which no archive takes
+		s.sendAs(uid1001, name, "q-"+name, "", "zebrafish "+strings.Repeat("words of a session ", 2000))
+	}
+	if out, errs, code := ctxSplitAs(t, s, uid1001, "agent", "search", "coder", "zebrafish"); code != 0 {
+		t.Fatalf("search: exit %d\n%s%s", code, out, errs)
+	}
+	index := filepath.Join(s.store, "home/1001/.search/agent/coder")
+	indexed := func(name string) bool {
+		_, err := os.Stat(filepath.Join(index, name))
+		return err == nil
+	}
+	for _, name := range []string{"keep", "d", "arch"} {
+		if !indexed(name) {
+			t.Fatalf("no index of %s after a search", name)
+		}
+	}
+	if out, errs, code := ctxSplitAs(t, s, uid1001, "agent", "session", "gc", "coder", "--pattern", "d", "--delete", "--yes"); code != 0 {
+		t.Fatalf("delete d: exit %d\n%s%s", code, out, errs)
+	}
+	if out, errs, code := ctxSplitAs(t, s, uid1001, "agent", "session", "archive", "coder", "arch"); code != 0 {
+		t.Fatalf("archive arch: exit %d\n%s%s", code, out, errs)
+	}
+	for name, want := range map[string]bool{"keep": true, "d": false, "arch": false} {
+		if got := indexed(name); got != want {
+			t.Errorf("the index of %s in the store: %v, want %v", name, got, want)
+		}
+	}
+}

@@ -425,10 +425,19 @@ func (st *Store) DropStale(dir string, live []string) {
 	}
 	for _, ent := range ents {
 		if !keep[ent.Name] {
-			mu := searchLock(dir + "/" + ent.Name)
-			mu.Lock()
-			st.Root.RemoveAll(dir + "/" + ent.Name)
-			mu.Unlock()
+			st.Drop(dir, ent.Name)
 		}
 	}
+}
+
+// Drop removes the index directory in dir (a container's) of the session
+// name, gone (archived, deleted): DropStale finds such directories only
+// at the container's next search, so a user who built indexes by a
+// search, then deleted the sessions and searched elsewhere, left them in
+// the store, uncounted.
+func (st *Store) Drop(dir, name string) {
+	mu := searchLock(dir + "/" + name)
+	mu.Lock()
+	defer mu.Unlock()
+	st.Root.RemoveAll(dir + "/" + name)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/ctxfs/ctxfs/session/archive"
 	"github.com/ctxfs/ctxfs/session/layout"
 	"github.com/ctxfs/ctxfs/session/reply"
+	"github.com/ctxfs/ctxfs/session/searchop"
 )
 
 // takeWait bounds how long an archive waits for the requests that hold a
@@ -134,7 +135,8 @@ func (e *Engine) archiveIf(r layout.Ref, own storefs.Owner, del bool, still func
 	}
 	// A sync or a removal that failed after the move is reported, but the
 	// index is cleaned first: it named a session no longer in view.
-	e.FreeTree().Forget(r.Home) // its context/ left the free trees
+	e.FreeTree().Forget(r.Home)   // its context/ left the free trees
+	searchop.DropIndex(e.root, r) // and its search index, the server's, is moot
 	e.selfMu.Lock()
 	layout.ReleaseSelfID(e.root, r.Home, r.Rel(), selfID) // a live session's to hold
 	e.selfMu.Unlock()

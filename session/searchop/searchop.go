@@ -49,6 +49,12 @@ func (o *Op) store() *search.Store {
 	return &search.Store{Root: o.Root, MkdirAll: func(rel string, own storefs.Owner) error { return layout.MkdirAll(o.Root, rel, own) }}
 }
 
+// DropIndex removes the search index of the session r, gone from its
+// place (archived, deleted).
+func DropIndex(root *storefs.Root, r layout.Ref) {
+	(&Op{Root: root}).store().Drop(indexDir(r.Container), r.Name)
+}
+
 // indexDir is the index of a container: <home>/.search/agent/<agent>
 // or <home>/.search/model/<provider>/<model>.
 func indexDir(ct layout.Container) string {
