@@ -94,14 +94,23 @@ func ValidCwdKey(s string) bool {
 	return isLowerHex(s[4:])
 }
 
+// MaxCwdLen is the kernel's PATH_MAX: a path with its NUL.
+const MaxCwdLen = 4096
+
 // CheckCwd validates a cwd as the ABI writes it: absolute, no ".." component,
-// no NUL, CR or LF. It does not look at any filesystem.
+// no NUL, CR or LF, shorter than MaxCwdLen (ENAMETOOLONG). It does not look
+// at any filesystem.
 func CheckCwd(cwd string) error {
 	switch {
 	case !strings.HasPrefix(cwd, "/"):
 		return Errorf(syscall.EINVAL, "", "cwd %q is not absolute", cwd)
 	case strings.ContainsAny(cwd, "\x00\r\n"):
 		return Errorf(syscall.EINVAL, "", "cwd contains NUL, CR or LF")
+	case len(cwd) >= MaxCwdLen:
+		// No directory has a longer path the kernel would chdir to; a
+		// session's cwd file, root's in the store and charged to no
+		// bound, held up to a value's 1 MiB.
+		return Errorf(syscall.ENAMETOOLONG, "", "cwd is %d bytes, a path holds fewer than %d", len(cwd), MaxCwdLen)
 	}
 	for _, part := range strings.Split(cwd, "/") {
 		if part == ".." {

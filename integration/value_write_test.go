@@ -196,3 +196,34 @@ try:
 except OSError as e:
     print("close", name(e))
 `
+
+// TestCwdBounded: a session's cwd (its file, root's in the store, counted
+// in no bound) is a path the kernel could chdir to, shorter than
+// PATH_MAX: a longer one written by uid 1001 through the mount, or sent,
+// is ENAMETOOLONG and changes nothing. Until 2026-12-05 it took any
+// value up to 1 MiB, in each of a uid's 100,000 sessions.
+func TestCwdBounded(t *testing.T) {
+	s := limitedServer(t, "names=100", nil)
+	s.sendAs(uid1001, "a", "q1", "", "hello")
+	settle() // the derived files and the index's list reach the store
+	const rel = "home/1001/agent/coder/session/a/cwd"
+	cwd := s.mnt(rel)
+	long := "/" + strings.Repeat("d", 100_000)
+	refusedUnchanged(t, s, "a cwd of 100,001 bytes", rel, func() {
+		out, err := runCmd(t, uid1001, nil, "/usr/bin/python3", "-c", writePieces, cwd, long+"\n")
+		testkit.Must(t, err)
+		if !strings.Contains(out, "ENAMETOOLONG") {
+			t.Errorf("a cwd of 100,001 bytes written through the mount: %q, want ENAMETOOLONG", out)
+		}
+		frames, raw, err := s.requestAs(uid1001, "coder", `{"op":"send","id":"long","session":"a","cwd":"`+long+`","input":"hi"}`)
+		if err != nil || len(frames) != 1 || frames[0]["code"] != "ENAMETOOLONG" {
+			t.Errorf("a send with a cwd of 100,001 bytes: %v %.200s, want ENAMETOOLONG", err, raw)
+		}
+	})
+	ok := "/" + strings.Repeat("d", 4000)
+	out, err := runCmd(t, uid1001, nil, "/usr/bin/python3", "-c", writePieces, cwd, ok+"\n")
+	testkit.Must(t, err)
+	if strings.TrimSpace(out) != "write 1 ok\nclose ok" {
+		t.Errorf("a cwd of 4,001 bytes: %q", out)
+	}
+}
