@@ -121,3 +121,26 @@ func TestGCOlderThanUnknownAge(t *testing.T) {
 	}
 	t.Logf("stderr: %s", errs)
 }
+
+// TestArchiveDirOfAgentsOnly: a user's mkdir of archived_sessions/<agent>
+// (the target ctx makes before its rename) is taken only for an agent of
+// the home: any other name is ENOENT and writes nothing. Any valid name
+// was taken until 2026-12-05, each an empty directory of root's store,
+// without a bound (300 made by uid 1001 in a loop).
+func TestArchiveDirOfAgentsOnly(t *testing.T) {
+	s := limitedServer(t, "names=100", nil)
+	s.sendAs(uid1001, "a", "q1", "", "hello")
+	arch := s.mnt("home/1001/archived_sessions")
+	for _, d := range []string{arch, arch + "/coder"} {
+		if out, err := bashAs(t, uid1001, "mkdir "+d); err != nil {
+			t.Fatalf("mkdir %s as uid 1001: %v %q", d, err, out)
+		}
+	}
+	before := storeSnapshot(t, s)
+	for d, want := range map[string]string{"coder": "File exists", "other": "No such file or directory", "x1": "No such file or directory"} {
+		if out, err := bashAs(t, uid1001, "mkdir "+arch+"/"+d); err == nil || !strings.Contains(out, want) {
+			t.Errorf("mkdir archived_sessions/%s as uid 1001: %v %q, want %s", d, err, out, want)
+		}
+	}
+	testkit.Same(t, "the store after refused mkdirs", before, storeSnapshot(t, s))
+}

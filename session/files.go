@@ -245,8 +245,15 @@ func (e *Engine) mkdirArchive(c layout.Caller, home, agent, rel string) error {
 	if err != nil {
 		return err
 	}
-	if agent != "" && !abi.ValidName(agent) {
+	switch {
+	case agent == "":
+	case !abi.ValidName(agent):
 		return &abi.Error{Op: "mkdir", Path: rel, Errno: syscall.EINVAL, Msg: "invalid agent name"}
+	case !e.isDir(path.Join(home, abi.KindAgent, agent)) && !e.isDir(rel):
+		// Only an agent of the home has sessions to archive: any other
+		// name was an empty directory of root's store a user made
+		// without end (the agents' bound counts the home's agents).
+		return &abi.Error{Op: "mkdir", Path: rel, Errno: syscall.ENOENT, Msg: "no agent " + agent + " in this home to archive sessions of"}
 	}
 	return e.mkdirNew(own, rel)
 }
