@@ -188,6 +188,9 @@ func (e *Engine) checkArchive(r layout.Ref) error {
 	if err := e.protectedState(r); err != nil {
 		return err
 	}
+	if err := e.kids.Writing(r.Rel()); err != nil {
+		return err
+	}
 	if err := e.settled(r); err != nil {
 		return err
 	}
