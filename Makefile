@@ -39,7 +39,7 @@ deps:
 	./scripts/deps.sh
 
 unit:
-	$(GO) test -count=1 -timeout 25m ./...
+	$(GO) test -count=1 -timeout 45m ./...
 
 fuzz:
 	@set -e; for t in $(FUZZ); do \
