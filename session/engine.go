@@ -153,10 +153,10 @@ func Open(cfg Config) (*Engine, error) {
 	} else if closed > 0 {
 		cfg.Log.Info("history migrated: owned by the server, closed to users", "files", closed)
 	}
-	e.limits.Free.CountWith(e.FreeTree().Count) // the free trees' walk needs the store
-	e.limits.Names.CountWith(e.namesOf)         // and so do the counts of names
-	e.limits.Agents.CountWith(e.agentsOf)       // and of agents
-	e.limits.History.CountWith(e.historyOf)     // and of bytes of history
+	e.limits.Free.CountWith(e.FreeTree().Count)     // the free trees' walk needs the store
+	e.limits.Names.CountWith(e.namesOf)             // and so do the counts of names
+	e.limits.Agents.CountWith(e.agentsOf)           // and of agents
+	e.limits.History.CountWith(e.firstHistoryCount) // and of bytes of history
 	if err := e.openWAL(); err != nil {
 		store.Close()
 		return nil, err

@@ -25,13 +25,19 @@ func (e *Engine) historyCharge(home string) quota.Charge {
 // logs held).
 var historyFiles = append([]string{abi.FileMeta, abi.FileAgentsMD, abi.FileSkillsMD}, layout.SessionLogs...)
 
+// firstHistoryCount is home's history counted at its first use after a
+// start (quota.History's count). It is the first thing of the start to
+// look at a uid's archive, so it removes what interrupted deletions of
+// archived sessions left there (uncounted, hidden) before it counts.
+func (e *Engine) firstHistoryCount(home string) int64 {
+	e.removeArchiveLeftovers(home)
+	return e.historyOf(home)
+}
+
 // historyOf counts the bytes of history home holds: those of every one of
-// its sessions, live and archived. It is the first thing of this start to
-// look at a uid's archive, and so removes what interrupted deletions of
-// archived sessions left there first (uncounted, hidden).
+// its sessions, live and archived.
 func (e *Engine) historyOf(home string) int64 {
 	var n int64
-	e.removeArchiveLeftovers(home)
 	for _, s := range layout.HomeSessionDirs(e.root, home, true) {
 		n += e.historyBytes(s)
 	}
@@ -80,26 +86,15 @@ func (e *Engine) takeHistory(home string, n int64) (undo func(), err error) {
 }
 
 // historyRoom refuses with EDQUOT, as the logs would, n bytes of history
-// that the session r's home has no room for; it charges nothing (a check
-// before a send makes what comes ahead of its records: the session, the
-// caller's root/; the records are charged as they are appended). A temp
-// session is memory only: its bound is the temp sessions' bytes.
-func (e *Engine) historyRoom(r layout.Ref, n int64) error {
-	if r.Temp {
+// that home has no room for; it charges nothing (a check before a send or
+// an import makes what comes ahead of its records: the session, the
+// caller's root/, an agent; the records are charged as they are
+// appended).
+func (e *Engine) historyRoom(home string, n int64) error {
+	if !homeCounted(home) {
 		return nil
 	}
-	return e.roomForHistory(r.Home, n)
-}
-
-// roomForHistory is EDQUOT when home's history has no room for n bytes
-// more: a check before anything is made for them, which charges nothing
-// (what writes them charges them then).
-func (e *Engine) roomForHistory(home string, n int64) error {
-	undo, err := e.takeHistory(home, n)
-	if err == nil {
-		undo()
-	}
-	return err
+	return e.limits.History.Room(home, n)
 }
 
 // deletedHistory is what the session r, about to be deleted, holds of its

@@ -62,7 +62,7 @@ func (e *Engine) CreateImported(c layout.Caller, uid uint32, t Target, im *Impor
 	// nothing is made when the home has no room for the session either
 	// (roomFor), nor when its history has no room for the session's
 	// bytes: judged first, they left the agent made by a refused import.
-	if err := e.roomForHistory(ct.Home, createdSize(ct.Home, start)); err != nil {
+	if err := e.historyRoom(ct.Home, createdSize(ct.Home, start)); err != nil {
 		return &abi.Error{Op: "import", Path: r.Name, Errno: abi.Errno(err), Msg: abi.Message(err)}
 	}
 	held, err := e.roomFor(r, 2) // the session and its by-uuid entry

@@ -156,7 +156,16 @@ func (e *Engine) checkStartRecords(c layout.Caller, loc *location, req *proto.Re
 		return err
 	}
 	// The session's meta.json too, which its creation charges.
-	return e.historyRoom(loc.ref, int64(len(r.events)+len(r.msgs))+createdSize(loc.ref.Home, filled{}))
+	return e.startRoom(loc, int64(len(r.events)+len(r.msgs))+createdSize(loc.ref.Home, filled{}))
+}
+
+// startRoom is historyRoom for n bytes of a send's start in loc: a temp
+// session's are memory only, bounded by the temp sessions' bytes.
+func (e *Engine) startRoom(loc *location, n int64) error {
+	if loc.ref.Temp {
+		return nil
+	}
+	return e.historyRoom(loc.ref.Home, n)
 }
 
 // sendTo sends to a loaded session: the provability check, then the replay
@@ -260,7 +269,7 @@ func (e *Engine) startRun(c layout.Caller, s *sess, loc *location, req *proto.Re
 	// The home's room for the start is looked at before the cwd makes the
 	// caller's root/ (a shared session's is in the caller's own home): a
 	// send its home's history refuses (EDQUOT) makes nothing.
-	if err := e.historyRoom(loc.ref, int64(len(recs.events)+len(recs.msgs))); err != nil {
+	if err := e.startRoom(loc, int64(len(recs.events)+len(recs.msgs))); err != nil {
 		return nil, err
 	}
 	dir, err := e.resolveCwd(c, loc, cwd)

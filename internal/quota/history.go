@@ -79,6 +79,19 @@ type historyOf struct {
 // lock takes the home's count, counted when it was not yet.
 func (h historyOf) lock() { h.u.lock(func() int64 { return h.q.count(h.home) }) }
 
+// Room is EDQUOT when home has no room for n bytes of history more; it
+// charges nothing: a check before what comes ahead of those bytes is made
+// (a session, an agent), whose writes take them then.
+func (q *History) Room(home string, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	h := historyOf{q, home, q.uses.entry(home)}
+	h.lock()
+	defer h.u.mu.Unlock()
+	return h.over(n)
+}
+
 // Take charges the home n bytes more, or refuses with EDQUOT when that
 // would pass its bound (nothing is charged then).
 func (h historyOf) Take(n int64) error {
@@ -87,10 +100,19 @@ func (h historyOf) Take(n int64) error {
 	}
 	h.lock()
 	defer h.u.mu.Unlock()
+	if err := h.over(n); err != nil {
+		return err
+	}
+	h.u.v += n
+	return nil
+}
+
+// over is the refusal of n bytes more to the home, its count's lock
+// held, when they would pass its bound.
+func (h historyOf) over(n int64) error {
 	if h.u.v+n > h.q.perHome {
 		return abi.Errorf(syscall.EDQUOT, "", "%s keeps %d bytes of history; %d more would pass the %d one home or space may", h.home, h.u.v, n, h.q.perHome)
 	}
-	h.u.v += n
 	return nil
 }
 

@@ -142,6 +142,13 @@ func TestHistory(t *testing.T) {
 	if err := q.Of("home/1001").Take(40); err != nil || q.Held("home/1001") != 100 {
 		t.Fatalf("another home: %v, held %d, want its own count", err, q.Held("home/1001"))
 	}
+	// Room looks and charges nothing, counting a home first as Take does.
+	if err := q.Room("home/1002", 40); err != nil || q.Held("home/1002") != 60 {
+		t.Fatalf("room for 40: %v, held %d, want nil and 60", err, q.Held("home/1002"))
+	}
+	if err := q.Room("home/1002", 41); !errors.Is(err, syscall.EDQUOT) || q.Held("home/1002") != 60 {
+		t.Fatalf("room for 41: %v, held %d, want EDQUOT and 60", err, q.Held("home/1002"))
+	}
 	lc, err := FromEnv(func(string) string { return "logbytes=7" })
 	if err != nil || NewLimits(lc).History.perHome != 7 {
 		t.Fatalf("%+v %v", lc, err)
