@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -592,5 +593,59 @@ func TestStoreBytesQuotaSnapshots(t *testing.T) {
 	s.sendAs(uid1001, "after", "q9", "", "after a delete")
 	if got := storeHistory(t, s, 1001); got > bound {
 		t.Errorf("after a delete and a send, the home holds %d bytes of history, over its bound of %d", got, bound)
+	}
+}
+
+// TestSnapshotIsTheLatestRuns: a session's AGENTS.md is the rules of its
+// latest run (SPEC 10). A run whose rules its home's history has no room
+// for, or a run with no rules, leaves no snapshot, not the one before
+// (older rules shown as the latest run's), and the run goes on; the bytes
+// the removed snapshot held are given back: the home fills to its bound
+// to the byte after.
+func TestSnapshotIsTheLatestRuns(t *testing.T) {
+	const bound = 64 << 10
+	s := limitedServer(t, fmt.Sprintf("logbytes=%d", bound), nil)
+	s.sendAs(uid1001, "a", "q0", "", "hello") // its root/ is made
+	rootRules := s.mnt("home/1001/agent/coder/root/AGENTS.md")
+	snap := s.mnt("home/1001/agent/coder/session/s/AGENTS.md")
+	setRules := func(rules string) {
+		t.Helper()
+		_, err := runCmd(t, uid1001, nil, "/usr/bin/python3", "-c", "import sys; open(sys.argv[1], 'w').write(sys.argv[2])", rootRules, rules)
+		testkit.Must(t, err)
+	}
+	sends := 0
+	run := func(want string) {
+		t.Helper()
+		sends++
+		s.sendAs(uid1001, "s", fmt.Sprint("s", sends), "", "hi")
+		b, err := os.ReadFile(snap)
+		switch {
+		case want == "" && !errors.Is(err, syscall.ENOENT):
+			t.Errorf("run %d: AGENTS.md %v %.40q, want ENOENT", sends, err, b)
+		case want != "" && (err != nil || strings.TrimSpace(string(b)) != want):
+			t.Errorf("run %d: AGENTS.md %v %.40q, want the run's rules", sends, err, b)
+		}
+	}
+	first := strings.Repeat("first rules ", 100)
+	setRules(first)
+	run(strings.TrimSpace(first))
+	setRules(strings.Repeat("x", bound)) // more than the home has room for
+	run("")
+	setRules(first)
+	run(strings.TrimSpace(first))
+	testkit.Must(t, os.Remove(rootRules))
+	run("")
+
+	// What the snapshots held is given back: the home fills to its bound.
+	log := s.mnt("home/1001/agent/coder/session/s/messages.jsonl")
+	if out, err := runCmd(t, uid1001, nil, "/usr/bin/python3", "-c", appendErrno, log, stampedLine(int(bound-storeHistory(t, s, 1001)))); err != nil || strings.TrimSpace(out) != "ok" {
+		t.Fatalf("filling the bound: %v %s, want ok", err, out)
+	}
+	s.restart(syscall.SIGTERM) // every value written behind is in the store
+	if got := storeHistory(t, s, 1001); got != bound {
+		t.Errorf("after a restart the home holds %d bytes of history, want %d", got, bound)
+	}
+	if _, err := os.Stat(filepath.Join(s.store, "home/1001/agent/coder/session/s/AGENTS.md")); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("the store keeps AGENTS.md: %v", err)
 	}
 }

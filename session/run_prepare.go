@@ -1,6 +1,8 @@
 package session
 
 import (
+	"errors"
+	"io/fs"
 	"path"
 	"strings"
 	"syscall"
@@ -64,9 +66,9 @@ func (e *Engine) runRules(rn *run) string {
 }
 
 // writeSnapshots replaces the session's AGENTS.md (the run's rules) and
-// SKILLS.md (the skills' metadata) before a run (SPEC section 10). They
-// are observability only; a snapshot that cannot be written does not fail
-// the run. A temp session keeps none.
+// SKILLS.md (the skills' metadata) before a run (SPEC section 10: the
+// latest run's). They are observability only; a snapshot that cannot be
+// written does not fail the run. A temp session keeps none.
 func (e *Engine) writeSnapshots(rn *run, rules string) {
 	s, defn := rn.s, rn.spec.Def
 	if s.rel == "" {
@@ -76,23 +78,46 @@ func (e *Engine) writeSnapshots(rn *run, rules string) {
 	for _, sk := range defn.Skills {
 		skills.WriteString("- name: " + sk.Name + "\n  description: " + sk.Description + "\n  path: " + sk.Path + "\n")
 	}
+	if rules != "" {
+		rules += "\n"
+	}
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
-	// A snapshot is history of the home's uid (historyFiles): what it
-	// grows by is charged first, and one past the bound is not written
-	// (the session keeps the one before).
-	put := func(name, value string) {
-		if done, err := e.chargeResize(s.ref.Home, s.file(name), int64(len(value))); err == nil {
+	s.putSnapshotLocked(abi.FileAgentsMD, rules)
+	s.putSnapshotLocked(abi.FileSkillsMD, skills.String())
+}
+
+// putSnapshotLocked makes value the session's snapshot name. A snapshot is
+// history of its home (historyFiles): what it grows by is charged first.
+// One that is not this run's is removed, its bytes given back: a run with
+// no rules (or skills), or one whose snapshot the home has no room for,
+// left the one before, and so showed rules the latest run did not have.
+// Caller holds s.fileMu.
+func (s *sess) putSnapshotLocked(name, value string) {
+	e := s.e
+	if value != "" {
+		done, err := e.chargeResize(s.ref.Home, s.file(name), int64(len(value)))
+		if err == nil {
 			s.writeFileLocked(name, value)
 			done(true)
+			return
 		}
+		e.cfg.Log.Warn("snapshot not kept", "file", s.ref.Rel()+"/"+name, "err", err)
 	}
-	if rules != "" {
-		put(abi.FileAgentsMD, rules+"\n")
+	held := e.heldSize(s.file(name))
+	if held == 0 && !s.present[name] {
+		return
 	}
-	if skills.Len() > 0 {
-		put(abi.FileSkillsMD, skills.String())
+	e.derived.Drop(s.file(name)) // a value still to be written would make it again
+	if err := e.root.Remove(s.file(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		e.cfg.Log.Warn("snapshot not removed", "file", s.ref.Rel()+"/"+name, "err", err)
+		return
 	}
+	s.present[name] = false
+	if c := e.historyCharge(s.ref.Home); c != nil {
+		c.Give(held)
+	}
+	e.changed(s.ref.Rel() + "/" + name)
 }
 
 // chrootRules reads AGENTS.md in the chroot root (rootRel, in the store)
