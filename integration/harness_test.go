@@ -161,7 +161,9 @@ func (s *server) launch() {
 	s.cmd = exec.Command(args[0], args[1:]...)
 	s.cmd.Env = append(os.Environ(), s.env...)
 	s.cmd.Stdout, s.cmd.Stderr = log, log
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Killed with the test binary too: a binary that panics on go test's
+	// timeout runs no cleanup, and ci65 left a server serving its mount.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	testkit.Must(s.t, s.cmd.Start())
 	cmd := s.cmd
 	s.t.Cleanup(func() { s.kill(cmd, syscall.SIGTERM) })
