@@ -38,8 +38,11 @@ test: deps build lint unit fuzz
 deps:
 	./scripts/deps.sh
 
+# Every package's tests, then the integration package's, in two processes
+# at once (scripts/test-integration.sh says why).
 unit:
-	$(GO) test -count=1 -timeout 45m ./...
+	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/integration$$')
+	GO=$(GO) ./scripts/test-integration.sh
 
 fuzz:
 	@set -e; for t in $(FUZZ); do \

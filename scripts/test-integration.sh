@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The integration tests (./integration) in CTXFS_TEST_SHARDS processes at
+# once, 2 by default. The package's tests run one at a time in a process,
+# and most of their time is waiting (servers starting, runs, fault
+# schedules, timers), not CPU: one process took 24-28 minutes on 2 cores.
+# Each test makes its own servers, mounts, temp directories, network
+# namespaces (named by the process's PID) and address ranges, so two
+# processes share nothing but the machine. docs/benchmarks.md ("The test
+# suite's time") has the measure.
+#
+# Tests are dealt to the shards longest first, each to the shard with the
+# least time so far, by the seconds integration/testdata/durations.tsv
+# gives them (a test it lacks counts as 2 s; figures gone stale only
+# unbalance the shards). Each shard's output is printed whole once it
+# ends, so that a failure reads as one go test run; the script fails when
+# any shard does. The shards run with SIGINT and SIGQUIT as a terminal
+# gives them, whoever started the script: an asynchronous command of a
+# shell without job control ignores both, and TestStopDemoOnCtrlC's
+# Ctrl+C reaches programs that inherit what the test binary has.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+shards=${CTXFS_TEST_SHARDS:-2}
+timeout=${CTXFS_TEST_TIMEOUT:-45m}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"${GO:-go}" test -c -o "$work/integration.test" ./integration
+# The tests by their source (a -test.list would run TestMain, which builds
+# the binaries the tests run).
+mapfile -t tests < <(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$/\1/p' integration/*_test.go)
+[ "${#tests[@]}" -gt 0 ] || { echo "test-integration: no tests listed"; exit 1; }
+
+# shard-N.names: the tests of shard N, one a line.
+awk -v shards="$shards" -F'\t' '
+	FNR == NR { if ($1 !~ /^#/) secs[$1] = $2; next }
+	{ t[++n] = $0; s[n] = ($0 in secs) ? secs[$0] : 2 }
+	END {
+		for (i = 1; i <= n; i++) order[i] = i
+		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
+			if (s[order[j]] > s[order[i]]) { k = order[i]; order[i] = order[j]; order[j] = k }
+		for (i = 1; i <= n; i++) {
+			best = 0
+			for (k = 1; k < shards; k++) if (load[k] < load[best]) best = k
+			load[best] += s[order[i]]
+			print t[order[i]] > (dir "/shard-" best ".names")
+		}
+	}' dir="$work" integration/testdata/durations.tsv <(printf '%s\n' "${tests[@]}")
+
+pids=()
+for ((i = 0; i < shards; i++)); do
+	[ -s "$work/shard-$i.names" ] || continue
+	mapfile -t names < "$work/shard-$i.names"
+	pattern="^($(IFS='|'; echo "${names[*]}"))\$"
+	(
+		start=$(date +%s)
+		set +e
+		cd integration && env --default-signal=INT,QUIT "$work/integration.test" -test.run "$pattern" -test.count=1 -test.timeout="$timeout" > "$work/shard-$i.log" 2>&1
+		code=$?
+		echo "integration shard $((i + 1))/$shards: ${#names[@]} tests, exit $code, $(( $(date +%s) - start )) s" >> "$work/shard-$i.log"
+		exit $code
+	) &
+	pids[i]=$!
+done
+
+failed=0
+for i in "${!pids[@]}"; do
+	wait "${pids[i]}" || failed=1
+	cat "$work/shard-$i.log"
+done
+exit $failed
