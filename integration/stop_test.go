@@ -126,7 +126,11 @@ func demoCheckout(t *testing.T, base string) string {
 // groups: a Ctrl+C typed into the terminal signals the foreground job.
 func startShell(t *testing.T, env []string) *ptyChat {
 	t.Helper()
-	cmd := exec.Command("/bin/bash", "--norc", "--noprofile", "-i")
+	// SIGINT and SIGQUIT as a terminal's shell has them: the test binary
+	// may have them ignored (an asynchronous command of a shell without
+	// job control), and a shell and the programs it runs keep that, so
+	// tee, piped from the demo, outlived its Ctrl+C and exited 0.
+	cmd := exec.Command("/usr/bin/env", "--default-signal=INT,QUIT", "/bin/bash", "--norc", "--noprofile", "-i")
 	cmd.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "TERM=dumb", "HOME=/", "LC_ALL=C", "PS1=$ "}, env...)
 	cmd.Dir = "/"
 	return startOnPty(t, cmd)
