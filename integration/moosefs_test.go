@@ -356,12 +356,20 @@ func runSuiteOn(t *testing.T, dir string, names []string) (failed []string, out 
 }
 
 // errorLines are the lines of a test binary's output that name a test
-// file's line (its errors and logs), at most n.
+// file's line (its errors and logs), with the lines each goes on with
+// (indented deeper: a diff of what changed), at most n.
 func errorLines(out string, n int) string {
 	var lines []string
+	indent := -1 // an error line's indent, while its continuation lines follow
 	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, "_test.go:") || strings.HasPrefix(strings.TrimSpace(line), "--- FAIL") {
-			lines = append(lines, line)
+		depth := len(line) - len(strings.TrimLeft(line, " \t"))
+		switch {
+		case strings.Contains(line, "_test.go:") || strings.HasPrefix(strings.TrimSpace(line), "--- FAIL"):
+			lines, indent = append(lines, line), depth
+		case indent >= 0 && depth > indent && strings.TrimSpace(line) != "":
+			lines = append(lines, line) // what the error line goes on to say (a diff)
+		default:
+			indent = -1
 		}
 	}
 	if len(lines) > n {

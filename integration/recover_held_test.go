@@ -88,7 +88,7 @@ func recoverSetsAside(t *testing.T, file string, spoil func(t *testing.T, path s
 	}
 
 	// uid 1001's session is unprovable: a send is EIO and writes nothing.
-	before := hostSnapshot(t, dirA)
+	before := settledSnapshot(t, dirA) // what the start's recovery wrote, as the store settled
 	frames, raw, err := s.requestAs(u1, "coder", `{"op":"send","id":"a-after","session":"a","input":"refused"}`)
 	if err != nil || errorCode(frames) != "EIO" {
 		t.Errorf("uid 1001's send to its held session: %v, want EIO\n%s", err, raw)

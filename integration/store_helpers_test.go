@@ -408,3 +408,25 @@ func (s *server) sendAs(c *cred, session, id, extra, input string) []frame {
 	}
 	return frames
 }
+
+// settledSnapshot is hostSnapshot of dir once two of them a second and a
+// bit apart agree (atimes aside; at most 10 tries): a filesystem that
+// caches attributes for a second shows writes just made with stale ones
+// for that long. On MooseFS (mfsattrcacheto's 1 s) the logs a start's
+// recovery had just written showed a ctime older than their mtime, and a
+// directory's size older than its names, until the cache let go, so a
+// refused send looked like a write (ci67).
+func settledSnapshot(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	snap := hostSnapshot(t, dir)
+	for try := 0; try < 10; try++ {
+		time.Sleep(1100 * time.Millisecond)
+		next := hostSnapshot(t, dir)
+		if diffs, _ := hostDiffs(snap, next); len(diffs) == 0 {
+			return next
+		}
+		snap = next
+	}
+	t.Fatalf("%s did not settle in 10 tries", dir)
+	return nil
+}
