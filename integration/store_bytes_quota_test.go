@@ -633,6 +633,10 @@ func TestSnapshotIsTheLatestRuns(t *testing.T) {
 	run("")
 	setRules(first)
 	run(strings.TrimSpace(first))
+	second := strings.Repeat("second rules ", 100)
+	setRules(second) // replaced: its spare twin keeps the first
+	run(strings.TrimSpace(second))
+	settle() // the second is written to the store, behind
 	testkit.Must(t, os.Remove(rootRules))
 	run("")
 
@@ -645,7 +649,9 @@ func TestSnapshotIsTheLatestRuns(t *testing.T) {
 	if got := storeHistory(t, s, 1001); got != bound {
 		t.Errorf("after a restart the home holds %d bytes of history, want %d", got, bound)
 	}
-	if _, err := os.Stat(filepath.Join(s.store, "home/1001/agent/coder/session/s/AGENTS.md")); !errors.Is(err, syscall.ENOENT) {
-		t.Errorf("the store keeps AGENTS.md: %v", err)
+	for _, name := range []string{"AGENTS.md", ".AGENTS.md.spare"} { // its value before the last too
+		if _, err := os.Stat(filepath.Join(s.store, "home/1001/agent/coder/session/s", name)); !errors.Is(err, syscall.ENOENT) {
+			t.Errorf("the store keeps %s: %v", name, err)
+		}
 	}
 }

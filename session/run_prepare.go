@@ -109,9 +109,11 @@ func (s *sess) putSnapshotLocked(name, value string) {
 		return
 	}
 	e.derived.Drop(s.file(name)) // a value still to be written would make it again
-	if err := e.root.Remove(s.file(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		e.cfg.Log.Warn("snapshot not removed", "file", s.ref.Rel()+"/"+name, "err", err)
-		return
+	for _, rel := range []string{s.file(name), layout.SpareOf(s.file(name))} {
+		if err := e.root.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			e.cfg.Log.Warn("snapshot not removed", "file", rel, "err", err)
+			return
+		}
 	}
 	s.present[name] = false
 	if c := e.historyCharge(s.ref.Home); c != nil {

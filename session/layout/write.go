@@ -51,6 +51,13 @@ func MkdirAll(root *storefs.Root, rel string, own storefs.Owner) error {
 	return nil
 }
 
+// SpareOf is the spare twin of the value file rel (".NAME.spare" beside
+// it), which holds its value before the last (ReplaceValue).
+func SpareOf(rel string) string {
+	dir, name := path.Split(rel)
+	return dir + "." + name + ".spare"
+}
+
 // ReplaceValue atomically replaces a file the server derives from the logs
 // (state, updated_at, latest.md, a send's cwd, snapshots) at every send.
 //
@@ -74,8 +81,7 @@ func MkdirAll(root *storefs.Root, rel string, own storefs.Owner) error {
 // is the file's new access and modification time: when the value changed,
 // which the engine served before it was written (behind).
 func ReplaceValue(root *storefs.Root, rel string, data []byte, own storefs.Owner, mtime *unix.Timespec) error {
-	dir, name := path.Split(rel)
-	spare := dir + "." + name + ".spare"
+	spare := SpareOf(rel)
 	f, err := root.OpenFile(spare, os.O_WRONLY|os.O_CREATE, own.FileMode)
 	if err != nil {
 		return err
