@@ -100,12 +100,17 @@ func (s *sess) putSnapshotLocked(name, value string) {
 		if err == nil {
 			s.writeFileLocked(name, value)
 			done(true)
+			delete(s.gone, name)
 			return
 		}
 		e.cfg.Log.Warn("snapshot not kept", "file", s.ref.Rel()+"/"+name, "err", err)
 	}
+	if s.gone[name] {
+		return
+	}
 	held := e.heldSize(s.file(name))
 	if held == 0 && !s.present[name] {
+		s.snapshotGone(name)
 		return
 	}
 	e.derived.Drop(s.file(name)) // a value still to be written would make it again
@@ -116,10 +121,21 @@ func (s *sess) putSnapshotLocked(name, value string) {
 		}
 	}
 	s.present[name] = false
+	s.snapshotGone(name)
 	if c := e.historyCharge(s.ref.Home); c != nil {
 		c.Give(held)
 	}
 	e.changed(s.ref.Rel() + "/" + name)
+}
+
+// snapshotGone records that the store holds no snapshot name: the next
+// run without one need not look (putSnapshotLocked alone makes one, under
+// s.fileMu, which the caller holds).
+func (s *sess) snapshotGone(name string) {
+	if s.gone == nil {
+		s.gone = map[string]bool{}
+	}
+	s.gone[name] = true
 }
 
 // chrootRules reads AGENTS.md in the chroot root (rootRel, in the store)

@@ -32,6 +32,7 @@ type sess struct {
 	updatedAt int64
 	cwd       string
 	present   map[string]bool // derived files the store holds as regular files (writeFileLocked)
+	gone      map[string]bool // snapshots the store is known not to hold (putSnapshotLocked)
 
 	mu      sync.Mutex
 	clients map[string]*clientRecord // client id → its send, from the start events
