@@ -3,6 +3,8 @@ package fs
 import (
 	"context"
 	"os"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -98,41 +100,41 @@ func freeCaller(ctx context.Context) layout.Caller {
 	return layout.Caller{Uid: c.Uid, Gid: c.Gid}
 }
 
-// rel is the node's store path. A node that is no longer in the tree (its
-// last name removed while open), or a path that is not inside a free tree,
-// has none: ENOENT, never a guess. Nor has a node of a session's context/
-// once the session is gone from its path (sessionEnded).
+// rel is the node's store path, from one walk up to the mount's root. A
+// node that is no longer in the tree (its last name removed while open),
+// or a path that is not inside a free tree, has none: ENOENT, never a
+// guess. Nor has a node of a session's context/ once the session is gone
+// from its path: the first directory of the ABI met on the way says what
+// it is refused with (its session's life.ended: EPERM when it was
+// archived, read only, ENOENT when deleted; an agent's root/ lies in no
+// session). Its names would lead to the same file of a session made anew
+// there: go-fuse keeps the parent of a child whose name a new node took,
+// so a futimes or fchmod through a descriptor of the old file held across
+// a delete changed the new session's.
 func (n *freeNode) rel() (string, syscall.Errno) {
-	if bad := n.sessionEnded(); bad != 0 {
-		return "", bad
+	var names []string
+	checked := false
+	for p, root := n.EmbeddedInode(), n.Root(); p != root; {
+		name, parent := p.Parent()
+		if parent == nil {
+			return "", syscall.ENOENT
+		}
+		if d, ok := parent.Operations().(*dirNode); ok && !checked {
+			checked = true
+			if bad := d.ended(); bad != 0 {
+				return "", bad
+			}
+		}
+		names = append(names, name)
+		p = parent
 	}
-	p := n.Path(n.Root())
-	rel := n.m.top + "/" + p
+	slices.Reverse(names)
+	rel := n.m.top + "/" + strings.Join(names, "/")
 	switch layout.Classify(rel).Kind {
 	case layout.PlaceFree, layout.PlaceFreeRoot:
 		return rel, 0
 	}
 	return "", syscall.ENOENT
-}
-
-// sessionEnded is what the node is refused with once the session whose
-// context/ it lies in is gone from its path (life.go): EPERM when it was
-// archived (read only), ENOENT when deleted; 0 while it lives, and for an
-// agent's root/. Its names would lead to the same file of a session made
-// anew there: go-fuse keeps the parent of a child whose name a new node
-// took, so a futimes or fchmod through a descriptor of the old file held
-// across a delete changed the new session's.
-func (n *freeNode) sessionEnded() syscall.Errno {
-	for p := n.EmbeddedInode(); ; {
-		_, parent := p.Parent()
-		if parent == nil {
-			return 0
-		}
-		if d, ok := parent.Operations().(*dirNode); ok {
-			return d.ended()
-		}
-		p = parent
-	}
 }
 
 // child is the store path of name in this directory.
