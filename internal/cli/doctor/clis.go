@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -42,49 +43,66 @@ var versionNumber = regexp.MustCompile(`\b(\d+)\.(\d+)\.(\d+)\b`)
 // the one its adapter's mapping was written against. The executable runs
 // as the caller (ctx is never set-user-id), with a clean environment and a
 // HOME of its own that is removed after, so that it reads and writes
-// nothing of the caller's.
+// nothing of the caller's. Up to cliChecksAtOnce run at once (a CLI's
+// --version starts node, a second or more each on a busy machine), and
+// the findings keep the agents' order.
 func (d *doctor) checkCLIs() {
 	agents, _, err := def.List(d.root)
 	if err != nil {
 		return // checkDefinitions said so
 	}
+	var found []*finding
+	var wg sync.WaitGroup
+	turns := make(chan struct{}, cliChecksAtOnce)
 	for _, name := range agents {
 		dir := abi.DefinitionPath(d.root, abi.KindAgent, name)
 		b, err := os.ReadFile(filepath.Join(dir+abi.DefinitionSuffix, "cli"))
 		if err != nil {
 			continue // not a CLI agent, or its definition's check says why
 		}
-		d.checkCLI(name, dir, strings.TrimSpace(string(b)))
+		f := new(finding)
+		found = append(found, f)
+		turns <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-turns }()
+			*f = checkCLI(name, dir, strings.TrimSpace(string(b)))
+		})
+	}
+	wg.Wait()
+	for _, f := range found {
+		d.found = append(d.found, *f)
 	}
 }
 
-func (d *doctor) checkCLI(name, program, cliName string) {
+// cliChecksAtOnce bounds the CLIs' --version runs at once.
+const cliChecksAtOnce = 4
+
+// checkCLI is the finding of the CLI agent name, whose program is at
+// program and whose cli file names cliName.
+func checkCLI(name, program, cliName string) finding {
 	check := "cli agent " + name
+	problem := func(problem, fix string) finding { return finding{Check: check, Problem: problem, Fix: fix} }
 	a, err := cli.Lookup(cliName)
 	if err != nil {
-		d.problem(check, fmt.Sprintf("its cli file names %q, not one of %s", cliName, strings.Join(cli.Names(), ", ")),
+		return problem(fmt.Sprintf("its cli file names %q, not one of %s", cliName, strings.Join(cli.Names(), ", ")),
 			"write one of them in "+program+abi.DefinitionSuffix+"/cli")
-		return
 	}
 	install := fmt.Sprintf("npm install -g %s@%s, then ctx agent add %s --cli %s --force", npmPackages[a.Name()], a.Version(), name, a.Name())
-	if problem := executableProblem(program); problem != "" {
-		d.problem(check, problem, install)
-		return
+	if p := executableProblem(program); p != "" {
+		return problem(p, install)
 	}
-	real, problem := replaceable(program)
-	if problem != "" {
-		d.problem(check, problem, install+", where only root can write")
-		return
+	real, p := replaceable(program)
+	if p != "" {
+		return problem(p, install+", where only root can write")
 	}
-	got, problem := runVersion(real)
+	got, p := runVersion(real)
 	switch {
-	case problem != "":
-		d.problem(check, problem, "run "+program+" --version to see why; reinstall it: "+install)
+	case p != "":
+		return problem(p, "run "+program+" --version to see why; reinstall it: "+install)
 	case olderVersion(got, a.Version()):
-		d.problem(check, fmt.Sprintf("%s --version is %s, older than %s, the version ctxfs maps %s's stream for", program, got, a.Version(), a.Name()), "upgrade it: "+install)
-	default:
-		d.ok(check, fmt.Sprintf("%s %s, mapped for %s", a.Name(), got, a.Version()))
+		return problem(fmt.Sprintf("%s --version is %s, older than %s, the version ctxfs maps %s's stream for", program, got, a.Version(), a.Name()), "upgrade it: "+install)
 	}
+	return finding{Check: check, OK: true, Note: fmt.Sprintf("%s %s, mapped for %s", a.Name(), got, a.Version())}
 }
 
 // executableProblem says why program (or the file its link names) cannot
