@@ -90,3 +90,13 @@ finally:
 	}
 	return fmt.Errorf("%v: %s", err, out)
 }
+
+// writeAs writes data to path through the mount as c (made or truncated,
+// one write and a close), as a user's editor saves a file.
+func writeAs(t *testing.T, c *cred, path, data string) error {
+	t.Helper()
+	if out, err := runCmd(t, c, nil, "/usr/bin/python3", "-c", "import sys; open(sys.argv[1], 'w').write(sys.argv[2])", path, data); err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	return nil
+}

@@ -563,8 +563,7 @@ func TestStoreBytesQuotaSnapshots(t *testing.T) {
 	s := limitedServer(t, fmt.Sprintf("logbytes=%d", bound), nil)
 	s.sendAs(uid1001, "a", "q0", "", "hello") // its root/ is made
 	rules := strings.Repeat("r", 100<<10)
-	_, err := runCmd(t, uid1001, nil, "/usr/bin/python3", "-c", "import sys; open(sys.argv[1], 'w').write(sys.argv[2])", s.mnt("home/1001/agent/coder/root/AGENTS.md"), rules)
-	testkit.Must(t, err)
+	testkit.Must(t, writeAs(t, uid1001, s.mnt("home/1001/agent/coder/root/AGENTS.md"), rules))
 	kept := 0
 	for i := 0; i < 8; i++ {
 		frames, raw, err := s.requestAs(uid1001, "coder", fmt.Sprintf(`{"op":"send","id":"s%d","session":"s%d","input":"hi"}`, i, i))
@@ -610,8 +609,7 @@ func TestSnapshotIsTheLatestRuns(t *testing.T) {
 	snap := s.mnt("home/1001/agent/coder/session/s/AGENTS.md")
 	setRules := func(rules string) {
 		t.Helper()
-		_, err := runCmd(t, uid1001, nil, "/usr/bin/python3", "-c", "import sys; open(sys.argv[1], 'w').write(sys.argv[2])", rootRules, rules)
-		testkit.Must(t, err)
+		testkit.Must(t, writeAs(t, uid1001, rootRules, rules))
 	}
 	sends := 0
 	run := func(want string) {
