@@ -12,8 +12,11 @@
 # least time so far, by the seconds integration/testdata/durations.tsv
 # gives them (a test it lacks counts as 2 s; figures gone stale only
 # unbalance the shards). Each shard's output is printed whole once it
-# ends, so that a failure reads as one go test run; the script fails when
-# any shard does. The shards run with SIGINT and SIGQUIT as a terminal
+# ends: the failed tests' output and the lines of no test (test2json's
+# events, so that passing tests' logs stay out of the way), and a summary;
+# the script fails when any shard does. CTXFS_TEST_DURATIONS=FILE writes
+# each test's seconds in this run to FILE in durations.tsv's form (how
+# that file is refreshed). The shards run with SIGINT and SIGQUIT as a terminal
 # gives them, whoever started the script: an asynchronous command of a
 # shell without job control ignores both, and TestStopDemoOnCtrlC's
 # Ctrl+C reaches programs that inherit what the test binary has.
@@ -24,6 +27,24 @@ timeout=${CTXFS_TEST_TIMEOUT:-45m}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "${GO:-go}" test -c -o "$work/integration.test" ./integration
+# test2json turns a test binary's -test.v=test2json output into events
+# (go test -json's); Go no longer ships it built.
+"${GO:-go}" build -o "$work/test2json" cmd/test2json
+test2json=$work/test2json
+
+# report JSON CODE prints what a shard's events say a reader needs: the
+# output of no test (the binary's own start and end, a panic's) and every
+# line of each failed test and its subtests. A shard that failed with no
+# failed test (killed, or its binary broken) prints all of its output.
+report() {
+	jq -rjs --argjson code "$2" '
+		[.[] | select(.Action == "fail" and .Test != null) | .Test | split("/")[0]] as $failed
+		| [.[] | select(.Action == "output")] as $out
+		| if $code != 0 and ($failed | length) == 0 then $out[]
+		  else $out[] | select(.Test == null or ((.Test | split("/")[0]) as $t | $failed | index($t)))
+		  end
+		| .Output' "$1"
+}
 # The tests by their source (a -test.list would run TestMain, which builds
 # the binaries the tests run).
 mapfile -t tests < <(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$/\1/p' integration/*_test.go)
@@ -53,9 +74,15 @@ for ((i = 0; i < shards; i++)); do
 	(
 		start=$(date +%s)
 		set +e
-		cd integration && env --default-signal=INT,QUIT "$work/integration.test" -test.run "$pattern" -test.count=1 -test.timeout="$timeout" > "$work/shard-$i.log" 2>&1
+		cd integration && env --default-signal=INT,QUIT "$test2json" -t -p integration "$work/integration.test" -test.v=test2json -test.run "$pattern" -test.count=1 -test.timeout="$timeout" > "$work/shard-$i.json" 2> "$work/shard-$i.err"
 		code=$?
-		echo "integration shard $((i + 1))/$shards: ${#names[@]} tests, exit $code, $(( $(date +%s) - start )) s" >> "$work/shard-$i.log"
+		report "$work/shard-$i.json" "$code" > "$work/shard-$i.log"
+		cat "$work/shard-$i.err" >> "$work/shard-$i.log"
+		# The tests' own seconds beside the shard's: the rest is its start
+		# (TestMain builds the binaries) and what no test's time holds.
+		summary=$(jq -rs '[.[] | select((.Action == "pass" or .Action == "fail") and .Test != null and (.Test | contains("/") | not))]
+			| "\([.[] | select(.Action == "pass")] | length) passed, the tests'"'"' own \([.[].Elapsed] | add // 0 | floor) s"' "$work/shard-$i.json")
+		echo "integration shard $((i + 1))/$shards: ${#names[@]} tests, $summary, exit $code, $(( $(date +%s) - start )) s" >> "$work/shard-$i.log"
 		exit $code
 	) &
 	pids[i]=$!
@@ -66,4 +93,11 @@ for i in "${!pids[@]}"; do
 	wait "${pids[i]}" || failed=1
 	cat "$work/shard-$i.log"
 done
+if [ -n "${CTXFS_TEST_DURATIONS:-}" ]; then
+	{
+		echo "# Seconds each integration test took ($(date -u +%F), $shards shards on $(nproc) cores, scripts/test-integration.sh):"
+		echo "# scripts/test-integration.sh balances its shards by them. Stale figures only unbalance the shards."
+		cat "$work"/shard-*.json | jq -r 'select((.Action == "pass" or .Action == "fail") and .Test != null and (.Test | contains("/") | not)) | "\(.Test)\t\(.Elapsed)"' | LC_ALL=C sort
+	} > "$CTXFS_TEST_DURATIONS"
+fi
 exit $failed
