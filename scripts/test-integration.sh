@@ -16,8 +16,8 @@
 # events, so that passing tests' logs stay out of the way), and a summary;
 # the script fails when any shard does. CTXFS_TEST_DURATIONS=FILE writes
 # each test's seconds in this run to FILE in durations.tsv's form (how
-# that file is refreshed). The shards run with SIGINT and SIGQUIT as a terminal
-# gives them, whoever started the script: an asynchronous command of a
+# that file is refreshed). The shards run with SIGINT and SIGQUIT as a
+# terminal gives them, whoever started the script: an asynchronous command of a
 # shell without job control ignores both, and TestStopDemoOnCtrlC's
 # Ctrl+C reaches programs that inherit what the test binary has.
 set -euo pipefail
@@ -45,6 +45,28 @@ report() {
 		  end
 		| .Output' "$1"
 }
+# What a shard's events say, as jq: each top-level test's seconds from its
+# start to its end (walls: go test's own Elapsed leaves out the time a test
+# waits for its parallel subtests), and a shard's summary line: how many
+# passed, the tests' seconds, and where the rest of the shard's went
+# (before the first test, TestMain's builds; between tests; after the last,
+# the binary's end and what still held its output).
+events='
+def secs: .Time | capture("^(?<b>[^.]+)(\\.(?<f>[0-9]+))?Z$") | (.b + "Z" | fromdateiso8601) + ("0." + (.f // "0") | tonumber);
+def top: .Test != null and (.Test | contains("/") | not);
+def ended: .Action == "pass" or .Action == "fail" or .Action == "skip";
+def s: . * 10 | round / 10 | tostring + " s";
+def walls: reduce (.[] | select(top and (.Action == "run" or ended))) as $e ({};
+	if $e.Action == "run" then .[$e.Test].run = ($e | secs) else .[$e.Test].end = ($e | secs) | .[$e.Test].how = $e.Action end)
+	| with_entries(select(.value.run and .value.end) | .value.secs = .value.end - .value.run);
+def summary: walls as $w
+	| [.[] | select(.Action == "run" and top) | secs] as $runs
+	| [.[] | select(ended and top) | secs] as $ends
+	| (map(select(.Action == "start")) | first | secs) as $start
+	| (last | secs) as $fin
+	| "\([$w[] | select(.how == "pass")] | length) passed, the tests'"'"' own \([$w[].secs] | add // 0 | s) (before the first \(($runs[0] // $fin) - $start | s), between them \([range(1; $runs | length) | $runs[.] - $ends[. - 1]] | add // 0 | s), after the last \($fin - ($ends[-1] // $fin) | s))";
+def durations: walls | to_entries[] | select(.value.how != "skip") | "\(.key)\t\(.value.secs * 100 | round / 100)";
+'
 # The tests by their source (a -test.list would run TestMain, which builds
 # the binaries the tests run).
 mapfile -t tests < <(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$/\1/p' integration/*_test.go)
@@ -78,10 +100,7 @@ for ((i = 0; i < shards; i++)); do
 		code=$?
 		report "$work/shard-$i.json" "$code" > "$work/shard-$i.log"
 		cat "$work/shard-$i.err" >> "$work/shard-$i.log"
-		# The tests' own seconds beside the shard's: the rest is its start
-		# (TestMain builds the binaries) and what no test's time holds.
-		summary=$(jq -rs '[.[] | select((.Action == "pass" or .Action == "fail") and .Test != null and (.Test | contains("/") | not))]
-			| "\([.[] | select(.Action == "pass")] | length) passed, the tests'"'"' own \([.[].Elapsed] | add // 0 | floor) s"' "$work/shard-$i.json")
+		summary=$(jq -rs "$events summary" "$work/shard-$i.json")
 		echo "integration shard $((i + 1))/$shards: ${#names[@]} tests, $summary, exit $code, $(( $(date +%s) - start )) s" >> "$work/shard-$i.log"
 		exit $code
 	) &
@@ -95,9 +114,9 @@ for i in "${!pids[@]}"; do
 done
 if [ -n "${CTXFS_TEST_DURATIONS:-}" ]; then
 	{
-		echo "# Seconds each integration test took ($(date -u +%F), $shards shards on $(nproc) cores, scripts/test-integration.sh):"
+		echo "# Seconds each integration test took from its start to its end ($(date -u +%F), $shards shards on $(nproc) cores, scripts/test-integration.sh):"
 		echo "# scripts/test-integration.sh balances its shards by them. Stale figures only unbalance the shards."
-		cat "$work"/shard-*.json | jq -r 'select((.Action == "pass" or .Action == "fail") and .Test != null and (.Test | contains("/") | not)) | "\(.Test)\t\(.Elapsed)"' | LC_ALL=C sort
+		for f in "$work"/shard-*.json; do jq -rs "$events durations" "$f"; done | LC_ALL=C sort
 	} > "$CTXFS_TEST_DURATIONS"
 fi
 exit $failed
