@@ -11,15 +11,15 @@
 # Tests are dealt to the shards longest first, each to the shard with the
 # least time so far, by the seconds integration/testdata/durations.tsv
 # gives them (a test it lacks counts as 2 s; figures gone stale only
-# unbalance the shards). Each shard's output is printed whole once it
-# ends: the failed tests' output and the lines of no test (test2json's
-# events, so that passing tests' logs stay out of the way), and a summary;
-# the script fails when any shard does. CTXFS_TEST_DURATIONS=FILE writes
-# each test's seconds in this run to FILE in durations.tsv's form (how
-# that file is refreshed). The shards run with SIGINT and SIGQUIT as a
-# terminal gives them, whoever started the script: an asynchronous command of a
-# shell without job control ignores both, and TestStopDemoOnCtrlC's
-# Ctrl+C reaches programs that inherit what the test binary has.
+# unbalance the shards). Once a shard ends, it prints its failed tests'
+# output and the lines of no test (from test2json's events, so that
+# passing tests' logs stay out of the way) and a summary; the script fails
+# when any shard does. CTXFS_TEST_DURATIONS=FILE writes each test's
+# seconds in this run to FILE in durations.tsv's form (how that file is
+# refreshed). The shards run with SIGINT and SIGQUIT as a terminal gives
+# them, whoever started the script: an asynchronous command of a shell
+# without job control ignores both, and TestStopDemoOnCtrlC's Ctrl+C
+# reaches programs that inherit what the test binary has.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shards=${CTXFS_TEST_SHARDS:-2}
@@ -32,40 +32,37 @@ trap 'rm -rf "$work"' EXIT
 "${GO:-go}" build -o "$work/test2json" cmd/test2json
 test2json=$work/test2json
 
-# report JSON CODE prints what a shard's events say a reader needs: the
-# output of no test (the binary's own start and end, a panic's) and every
-# line of each failed test and its subtests. A shard that failed with no
-# failed test (killed, or its binary broken) prints all of its output.
-report() {
-	jq -rjs --argjson code "$2" '
-		[.[] | select(.Action == "fail" and .Test != null) | .Test | split("/")[0]] as $failed
-		| [.[] | select(.Action == "output")] as $out
-		| if $code != 0 and ($failed | length) == 0 then $out[]
-		  else $out[] | select(.Test == null or ((.Test | split("/")[0]) as $t | $failed | index($t)))
-		  end
-		| .Output' "$1"
-}
-# What a shard's events say, as jq: each top-level test's seconds from its
-# start to its end (walls: go test's own Elapsed leaves out the time a test
-# waits for its parallel subtests), and a shard's summary line: how many
-# passed, the tests' seconds, and where the rest of the shard's went
-# (before the first test, TestMain's builds; between tests; after the last,
-# the binary's end and what still held its output).
+# What a shard's events say, as jq definitions:
+# - report($code): the output of no test (the binary's own start and end,
+#   a panic's) and every line of each failed test and its subtests; all of
+#   the output when the shard failed with no failed test (killed, or its
+#   binary broken).
+# - durations: each top-level test's seconds from its start to its end
+#   (walls: go test's own Elapsed leaves out the time a test waits for its
+#   parallel subtests).
+# - summary: how many passed, the tests' seconds, and where the rest of
+#   the shard's went (before the first test, TestMain's builds; between
+#   tests; after the last, the binary's end and what still held its
+#   output).
 events='
 def secs: .Time | capture("^(?<b>[^.]+)(\\.(?<f>[0-9]+))?Z$") | (.b + "Z" | fromdateiso8601) + ("0." + (.f // "0") | tonumber);
 def top: .Test != null and (.Test | contains("/") | not);
 def ended: .Action == "pass" or .Action == "fail" or .Action == "skip";
 def s: . * 10 | round / 10 | tostring + " s";
+def report($code): [.[] | select(.Action == "fail" and .Test != null) | .Test | split("/")[0]] as $failed
+	| [.[] | select(.Action == "output")] as $out
+	| if $code != 0 and ($failed | length) == 0 then $out[]
+	  else $out[] | select(.Test == null or ((.Test | split("/")[0]) as $t | $failed | index($t)))
+	  end
+	| .Output;
 def walls: reduce (.[] | select(top and (.Action == "run" or ended))) as $e ({};
 	if $e.Action == "run" then .[$e.Test].run = ($e | secs) else .[$e.Test].end = ($e | secs) | .[$e.Test].how = $e.Action end)
 	| with_entries(select(.value.run and .value.end) | .value.secs = .value.end - .value.run);
-def summary: walls as $w
-	| [.[] | select(.Action == "run" and top) | secs] as $runs
-	| [.[] | select(ended and top) | secs] as $ends
+def durations: walls | to_entries[] | select(.value.how != "skip") | "\(.key)\t\(.value.secs * 100 | round / 100)";
+def summary: ([walls[]] | sort_by(.run)) as $t
 	| (map(select(.Action == "start")) | first | secs) as $start
 	| (last | secs) as $fin
-	| "\([$w[] | select(.how == "pass")] | length) passed, the tests'"'"' own \([$w[].secs] | add // 0 | s) (before the first \(($runs[0] // $fin) - $start | s), between them \([range(1; $runs | length) | $runs[.] - $ends[. - 1]] | add // 0 | s), after the last \($fin - ($ends[-1] // $fin) | s))";
-def durations: walls | to_entries[] | select(.value.how != "skip") | "\(.key)\t\(.value.secs * 100 | round / 100)";
+	| "\([$t[] | select(.how == "pass")] | length) passed, the tests'"'"' own \([$t[].secs] | add // 0 | s) (before the first \(($t[0].run // $fin) - $start | s), between them \([range(1; $t | length) | $t[.].run - $t[. - 1].end] | add // 0 | s), after the last \($fin - ($t[-1].end // $fin) | s))";
 '
 # The tests by their source (a -test.list would run TestMain, which builds
 # the binaries the tests run).
@@ -98,7 +95,7 @@ for ((i = 0; i < shards; i++)); do
 		set +e
 		cd integration && env --default-signal=INT,QUIT "$test2json" -t -p integration "$work/integration.test" -test.v=test2json -test.run "$pattern" -test.count=1 -test.timeout="$timeout" > "$work/shard-$i.json" 2> "$work/shard-$i.err"
 		code=$?
-		report "$work/shard-$i.json" "$code" > "$work/shard-$i.log"
+		jq -rjs --argjson code "$code" "$events report(\$code)" "$work/shard-$i.json" > "$work/shard-$i.log"
 		cat "$work/shard-$i.err" >> "$work/shard-$i.log"
 		summary=$(jq -rs "$events summary" "$work/shard-$i.json")
 		echo "integration shard $((i + 1))/$shards: ${#names[@]} tests, $summary, exit $code, $(( $(date +%s) - start )) s" >> "$work/shard-$i.log"

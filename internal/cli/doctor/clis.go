@@ -81,7 +81,7 @@ const cliChecksAtOnce = 4
 // program and whose cli file names cliName.
 func checkCLI(name, program, cliName string) finding {
 	check := "cli agent " + name
-	problem := func(problem, fix string) finding { return finding{Check: check, Problem: problem, Fix: fix} }
+	problem := func(what, fix string) finding { return finding{Check: check, Problem: what, Fix: fix} }
 	a, err := cli.Lookup(cliName)
 	if err != nil {
 		return problem(fmt.Sprintf("its cli file names %q, not one of %s", cliName, strings.Join(cli.Names(), ", ")),
