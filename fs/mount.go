@@ -38,7 +38,7 @@ type Mounts struct {
 	pending *pending      // invalidations that may wait, for the notifier
 	ids     *identities   // what each inode's node objects share (identity.go)
 	lives   lives         // each session's life at its path (life.go)
-	done    chan struct{} // closed by Unmount: the notifier stops
+	done    chan struct{} // closed by Stopping: the notifier stops
 	once    sync.Once
 }
 
@@ -172,17 +172,26 @@ func mountOptions(opts Options) *fs.Options {
 	return o
 }
 
-// Unmount unmounts both mounts, lazily when one is busy.
+// Unmount unmounts both mounts through go-fuse (by path, through
+// fusermount3 for a user) and waits until their requests have ended. The
+// two are unmounted side by side: go-fuse waits for a mount's requests
+// after unmounting it, which lasts as long as a copy of it lives in
+// another mount namespace, and the other must not wait for that.
 func (ms *Mounts) Unmount() error {
-	ms.once.Do(func() { close(ms.done) })
-	var errs []error
-	for _, srv := range ms.servers {
-		if err := srv.Unmount(); err != nil {
-			errs = append(errs, err)
-		}
+	ms.Stopping()
+	errs := make([]error, len(ms.servers))
+	var wg sync.WaitGroup
+	for i, srv := range ms.servers {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = srv.Unmount() }()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// Stopping stops telling the kernel of changes: the mounts are about to
+// go. A caller that unmounts them itself (cmd/ctxfs) calls it first.
+func (ms *Mounts) Stopping() { ms.once.Do(func() { close(ms.done) }) }
 
 // Wait blocks until both servers have stopped.
 func (ms *Mounts) Wait() {

@@ -214,15 +214,17 @@ func (s *server) agentSocketsUp() bool {
 
 // stopProcess signals a started process with sig and waits for it;
 // SIGKILL after 10 s.
-func stopProcess(cmd *exec.Cmd, sig syscall.Signal) {
+func stopProcess(cmd *exec.Cmd, sig syscall.Signal) (killed bool) {
 	cmd.Process.Signal(sig)
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	select {
 	case <-done:
+		return false
 	case <-time.After(10 * time.Second):
 		cmd.Process.Kill()
 		<-done
+		return true
 	}
 }
 
@@ -259,7 +261,11 @@ func (s *server) kill(cmd *exec.Cmd, sig syscall.Signal) {
 	if cmd.Process == nil || cmd.ProcessState != nil {
 		return
 	}
-	stopProcess(cmd, sig)
+	if stopProcess(cmd, sig) {
+		// Said, since what the test finds next (a journal file left, a
+		// dead mount) is the kill's, not the signal's.
+		s.t.Logf("the server (pid %d) was still there 10 s after %v: killed (SIGKILL); its log's end:\n%s", cmd.Process.Pid, sig, lastLines(s.logText(), 10))
+	}
 	for _, d := range []string{"home", "shared"} { // never leave a mount behind
 		exec.Command("umount", "-l", filepath.Join(s.root, d)).Run()
 	}

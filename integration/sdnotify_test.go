@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -94,6 +95,7 @@ func TestBackgroundMountSendsNoReadiness(t *testing.T) {
 		t.Errorf("a background server notified %q", got)
 	}
 	if out, err := exec.CommandContext(ctx, ctxfsBin, "umount", "--root", root).CombinedOutput(); err != nil {
-		t.Fatalf("ctxfs umount: %v\n%s", err, out)
+		log, _ := os.ReadFile(filepath.Join(store, "ctxfs.log"))
+		t.Fatalf("ctxfs umount: %v\n%s\nthe server's log ends:\n%s", err, out, lastLines(string(log), 10))
 	}
 }

@@ -247,3 +247,52 @@ func fillPipe(t *testing.T, w *os.File) {
 		}
 	}
 }
+
+// A server stops at once, exit 0, and closes its store cleanly (no journal
+// file left, fsck clean) while another mount namespace holds copies of its
+// mounts (made after it mounted: `unshare -m`, as `ip netns exec`, a
+// systemd service's private /tmp or a container do), one of them busy with
+// a `tail -f`; afterwards the copies are dead (ENOTCONN), as after the
+// server's exit. Before, the server waited for its connections to end,
+// which the copies kept alive as long as their namespace lived: `ctxfs
+// umount` gave up after 10 s ("did not stop within 10s") and the kill
+// that followed in CI left a journal file (TestJournalKill9,
+// TestBackgroundMountSendsNoReadiness).
+func TestStopWithCopiesInAnotherMountNamespace(t *testing.T) {
+	s := newFuseServer(t)
+	keepFusectlAsIs(t)
+	t.Cleanup(func() { stopRoot(t, s.root) })
+	s.send("s1", "m1", "hello")
+	events := s.mnt(sessRel("s1") + "/messages.jsonl")
+	ns := startProc(t, "unshare", "-m", "sh", "-c", `tail -f "$1" >/dev/null & echo ready; exec sleep 120`, "sh", events)
+	waitLine(t, ns, "ready")
+	inNS := func(args ...string) (string, error) {
+		out, err := exec.Command("nsenter", append([]string{"-t", fmt.Sprint(ns.Process.Pid), "-m"}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := inNS("cat", events); err != nil || !strings.Contains(out, "hello") {
+		t.Fatalf("the other namespace's copy does not serve the session: %v\n%s", err, out)
+	}
+
+	if out, code := ctxfsCmd(t, "umount", "--root", s.root); code != 0 {
+		t.Fatalf("ctxfs umount: exit %d\n%s", code, out)
+	}
+	if err := s.cmd.Wait(); err != nil {
+		t.Errorf("the server: %v", err)
+	}
+	if !strings.Contains(s.logText(), " msg=stopped ") {
+		t.Errorf("the server did not log its stop:\n%s", lastLines(s.logText(), 10))
+	}
+	if left := journalFiles(t, s.store); len(left) > 0 {
+		t.Errorf("the stop left journal files %v", left)
+	}
+	if out, code := s.fsck(); code != 0 || out != "clean\n" {
+		t.Errorf("fsck after the stop: exit %d\n%s", code, out)
+	}
+	if left := mountsUnder(s.root); len(left) > 0 {
+		t.Errorf("mounts left here: %v", left)
+	}
+	if out, err := inNS("stat", s.mnt("home")); err == nil || !strings.Contains(out, "Transport endpoint is not connected") {
+		t.Errorf("the other namespace's copy after the stop: %v %q, want ENOTCONN", err, out)
+	}
+}

@@ -4,8 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-
-	"golang.org/x/sys/unix"
+	"time"
 
 	ctxfs "github.com/ctxfs/ctxfs/fs"
 	"github.com/ctxfs/ctxfs/internal/mountlife"
@@ -55,27 +54,42 @@ func mountFS(e ctxfs.Engine, root string) (mounted, error) {
 	return m, nil
 }
 
-// Unmount unmounts the server's own mounts and nothing else. Unmounting is
-// by path: once a mount of ours was taken away (an external umount), or
-// another was mounted over it, the path names someone else's mount. So the
-// usual unmount of both runs only while both are still ours on top;
-// otherwise each that still is gets unmounted alone. A mount that is busy
-// (a `tail -f` reading it, a shell whose directory is in it) is detached
-// lazily: left in place, it would be dead the moment this process exits.
+// Unmount unmounts the server's own mounts and nothing else, and waits,
+// for at most endWait, until their requests have ended. As root each
+// connection is unmounted and then ended (mountlife.Conn.End): copies of
+// the mounts in other mount namespaces would otherwise keep it, and this
+// wait, alive as long as they live. A mount taken away (an external
+// umount) or mounted over is left alone: its path names someone else's
+// mount now. A user's server unmounts through fusermount3 (go-fuse), both
+// mounts or neither.
 func (m fuseMounts) Unmount() error {
-	own := 0
-	for _, c := range m.conns {
-		if c.OnTop() {
-			own++
+	if os.Geteuid() == 0 {
+		m.Stopping()
+		for _, c := range m.conns {
+			c.End()
 		}
+	} else if m.onTop() {
+		go m.Mounts.Unmount()
 	}
-	if own == len(m.conns) && m.Mounts.Unmount() == nil {
+	select {
+	case <-m.done:
 		return nil
+	case <-time.After(endWait):
+		return fmt.Errorf("the FUSE connections were still open %v after the unmount (copies of the mounts in another mount namespace, which only root can end); they end with this process", endWait)
 	}
+}
+
+// endWait bounds how long a stop waits for the requests in flight at the
+// unmount (a handler still running) before it closes the engine anyway.
+const endWait = 5 * time.Second
+
+// onTop reports whether both mounts are still the topmost at their
+// directories.
+func (m fuseMounts) onTop() bool {
 	for _, c := range m.conns {
-		if c.OnTop() && unix.Unmount(c.Dir, 0) != nil {
-			unix.Unmount(c.Dir, unix.MNT_DETACH) // busy: ours all the same
+		if !c.OnTop() {
+			return false
 		}
 	}
-	return nil
+	return true
 }

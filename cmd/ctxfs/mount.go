@@ -386,7 +386,9 @@ func serve(c *mountConfig, log *slog.Logger, notify *sdnotify.Notifier) error {
 		return err
 	}
 	defer func() {
-		mounts.Unmount()
+		if err := mounts.Unmount(); err != nil {
+			log.Warn("unmount", "root", root, "err", err)
+		}
 		log.Info("unmounted", "root", root)
 	}()
 	for _, conn := range mounts.Conns() {

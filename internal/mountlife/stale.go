@@ -165,16 +165,15 @@ func openedOn(f *os.File, dev [2]uint64) state {
 	return live
 }
 
-// abortConn ends the FUSE connection whose device is dev (fusectl names
-// connections by the kernel's dev_t: major<<20 | minor), and returns how
+// abortConn ends the FUSE connection whose device is dev, and returns how
 // many requests were waiting on it ("" when it was already gone). fusectl
 // is mounted when it is not; a second try covers someone unmounting it
 // in between (tests put it back as they found it).
 func abortConn(dev [2]uint64) string {
-	name := filepath.Join(fusectl, strconv.FormatUint(dev[0]<<20|dev[1], 10))
+	name := connControl(dev)
 	for try := 0; try < 2; try++ {
 		if _, err := os.Stat(name); errors.Is(err, os.ErrNotExist) {
-			unix.Mount("fusectl", fusectl, "fusectl", 0, "")
+			mountFusectl()
 		}
 		waiting, err := os.ReadFile(filepath.Join(name, "waiting"))
 		if err == nil && os.WriteFile(filepath.Join(name, "abort"), []byte("1\n"), 0) == nil {
@@ -183,6 +182,15 @@ func abortConn(dev [2]uint64) string {
 	}
 	return ""
 }
+
+// connControl is the fusectl directory of the connection whose device is
+// dev (fusectl names it by the kernel's dev_t: major<<20 | minor).
+func connControl(dev [2]uint64) string {
+	return filepath.Join(fusectl, strconv.FormatUint(dev[0]<<20|dev[1], 10))
+}
+
+// mountFusectl mounts the FUSE control filesystem (it may not be).
+func mountFusectl() { unix.Mount("fusectl", fusectl, "fusectl", 0, "") }
 
 // fuseMounts lists the FUSE mounts of this mount namespace in mountinfo
 // order: of two mounts at one directory, the later is on top.

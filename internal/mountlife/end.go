@@ -1,0 +1,58 @@
+package mountlife
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// End is a server's own clean unmount of c: it unmounts c in this mount
+// namespace (lazily when busy), then ends the connection, as the server's
+// exit would. It reports whether c was still the topmost mount at its
+// directory (otherwise it touches nothing). It needs root (umount2,
+// fusectl).
+//
+// The connection must be ended, not only unmounted here: every mount
+// namespace made while the server served holds a copy of its mounts (a
+// systemd service's private /tmp, `ip netns exec`, `unshare -m`, a
+// container), and the kernel keeps the connection while any copy lives.
+// A server that waited for its requests to end after the unmount then
+// waited as long as that namespace lived, and `ctxfs umount` gave up on
+// it after 10 s (its kill skipped the store's clean close).
+//
+// The connection is ended through its fusectl abort file, opened while c
+// is on top at its directory and checked to be still so after the open:
+// the kernel gives a device number to a later mount only once the last
+// mount of it is gone, so the file opened names this connection, and an
+// open fusectl file never reaches another (the kernel unhooks it when the
+// connection goes). Without fusectl mounted the connection ends at the
+// process's exit.
+func (c Conn) End() bool {
+	if !c.OnTop() {
+		return false
+	}
+	abort := c.openAbort()
+	if abort != nil && !c.OnTop() {
+		abort.Close() // it went meanwhile: the name may be another's now
+		abort = nil
+	}
+	if unix.Unmount(c.Dir, 0) != nil {
+		unix.Unmount(c.Dir, unix.MNT_DETACH) // busy (a tail -f, a shell in it): ours all the same
+	}
+	if abort != nil {
+		abort.Write([]byte("1\n"))
+		abort.Close()
+	}
+	return true
+}
+
+// openAbort opens the fusectl abort file of c's device, nil when there is
+// none. fusectl is not mounted for it (systemd mounts it at boot): a clean
+// stop changes nothing on the machine but its own mounts.
+func (c Conn) openAbort() *os.File {
+	f, err := os.OpenFile(connControl(c.Dev)+"/abort", os.O_WRONLY, 0)
+	if err != nil {
+		return nil
+	}
+	return f
+}
