@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -294,5 +295,47 @@ func TestStopWithCopiesInAnotherMountNamespace(t *testing.T) {
 	}
 	if out, err := inNS("stat", s.mnt("home")); err == nil || !strings.Contains(out, "Transport endpoint is not connected") {
 		t.Errorf("the other namespace's copy after the stop: %v %q, want ENOTCONN", err, out)
+	}
+}
+
+// The same for a user's server (mounted through fusermount3; it ends its
+// own connections through fusectl, whose files are the connection
+// owner's): in a private mount namespace whose /dev/fuse the user may
+// open, uid 65534 mounts, a copy of its mounts is made (`unshare -m`),
+// and `ctxfs umount` stops the server at once, which ends the copy's
+// connection (ENOTCONN). Before, the server waited for the copy until
+// `ctxfs umount` gave up (10 s), and then for 5 s ("still open").
+func TestUserServerStopWithCopiesInAnotherMountNamespace(t *testing.T) {
+	requireFUSE(t)
+	base := t.TempDir()
+	openToAll(t, base)
+	testkit.Must(t, os.Chmod(base, 0o755))
+	testkit.Must(t, os.Chown(base, 65534, 65534))
+	script := `mknod "$1/fuse" c 10 229; chmod 666 "$1/fuse"; mount --bind "$1/fuse" /dev/fuse
+as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH=/usr/bin:/bin HOME=/ "$@"; }
+as_user "$2" mount --root "$3/ctx" --store "$3/store" >/dev/null
+unshare -m sleep 60 & copy=$!
+sleep 0.2
+nsenter -t $copy -m setpriv --reuid=65534 --regid=65534 --clear-groups stat -c "before: %F" "$3/ctx/home" 2>&1 | sed 's/^/copy /'
+as_user "$2" umount --root "$3/ctx"; echo "umount: exit $?"
+nsenter -t $copy -m setpriv --reuid=65534 --regid=65534 --clear-groups stat "$3/ctx/home" 2>&1 | sed 's/^/copy: /'
+kill $copy
+grep -c "$3/ctx" /proc/self/mountinfo | sed 's/^/mounts left: /'
+cat "$3/store/ctxfs.log"`
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "unshare", "-m", "--propagation", "private", "sh", "-c", script,
+		"sh", t.TempDir(), ctxfsBin, base).CombinedOutput()
+	text := string(out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	for _, want := range []string{"copy before: directory\n", "umount: exit 0\n", "Transport endpoint is not connected", "mounts left: 0\n", " msg=stopped "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "still open") {
+		t.Errorf("the server waited for the copy:\n%s", text)
 	}
 }

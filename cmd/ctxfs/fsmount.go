@@ -54,42 +54,25 @@ func mountFS(e ctxfs.Engine, root string) (mounted, error) {
 	return m, nil
 }
 
-// Unmount unmounts the server's own mounts and nothing else, and waits,
-// for at most endWait, until their requests have ended. As root each
-// connection is unmounted and then ended (mountlife.Conn.End): copies of
-// the mounts in other mount namespaces would otherwise keep it, and this
-// wait, alive as long as they live. A mount taken away (an external
-// umount) or mounted over is left alone: its path names someone else's
-// mount now. A user's server unmounts through fusermount3 (go-fuse), both
-// mounts or neither.
+// Unmount unmounts the server's own mounts and nothing else, ends their
+// connections (mountlife.Conn.End: copies of the mounts in other mount
+// namespaces would otherwise keep them, and this wait, alive as long as
+// they live), and waits, for at most endWait, until their requests have
+// ended. A mount taken away (an external umount) or mounted over is left
+// alone: its path names someone else's mount now.
 func (m fuseMounts) Unmount() error {
-	if os.Geteuid() == 0 {
-		m.Stopping()
-		for _, c := range m.conns {
-			c.End()
-		}
-	} else if m.onTop() {
-		go m.Mounts.Unmount()
+	m.Stopping()
+	for _, c := range m.conns {
+		c.End()
 	}
 	select {
 	case <-m.done:
 		return nil
 	case <-time.After(endWait):
-		return fmt.Errorf("the FUSE connections were still open %v after the unmount (copies of the mounts in another mount namespace, which only root can end); they end with this process", endWait)
+		return fmt.Errorf("the FUSE connections were still open %v after the unmount (copies of the mounts in another mount namespace, and no fusectl to end them); they end with this process", endWait)
 	}
 }
 
 // endWait bounds how long a stop waits for the requests in flight at the
 // unmount (a handler still running) before it closes the engine anyway.
 const endWait = 5 * time.Second
-
-// onTop reports whether both mounts are still the topmost at their
-// directories.
-func (m fuseMounts) onTop() bool {
-	for _, c := range m.conns {
-		if !c.OnTop() {
-			return false
-		}
-	}
-	return true
-}

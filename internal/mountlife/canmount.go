@@ -17,6 +17,9 @@ import (
 // DevFuse is the FUSE device.
 const DevFuse = "/dev/fuse"
 
+// fusermount mounts and unmounts for a user (fuse3's setuid helper).
+const fusermount = "fusermount3"
+
 // CanMount says, before anything starts, what this process lacks to
 // mount and how to get it. Root mounts directly and needs only the
 // device. Another user mounts through fusermount3 (fuse3), which opens
@@ -33,7 +36,7 @@ func CanMount() error {
 	}
 	uid := os.Geteuid()
 	if uid != 0 {
-		if _, err := exec.LookPath("fusermount3"); err != nil {
+		if _, err := exec.LookPath(fusermount); err != nil {
 			problems = append(problems, "fusermount3 not found in $PATH: install fuse3 (apt install fuse3, dnf install fuse3)")
 		}
 		if st != nil && unix.Access(DevFuse, unix.R_OK|unix.W_OK) != nil {

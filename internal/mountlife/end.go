@@ -2,6 +2,7 @@ package mountlife
 
 import (
 	"os"
+	"os/exec"
 
 	"golang.org/x/sys/unix"
 )
@@ -9,8 +10,7 @@ import (
 // End is a server's own clean unmount of c: it unmounts c in this mount
 // namespace (lazily when busy), then ends the connection, as the server's
 // exit would. It reports whether c was still the topmost mount at its
-// directory (otherwise it touches nothing). It needs root (umount2,
-// fusectl).
+// directory (otherwise it touches nothing).
 //
 // The connection must be ended, not only unmounted here: every mount
 // namespace made while the server served holds a copy of its mounts (a
@@ -20,13 +20,14 @@ import (
 // waited as long as that namespace lived, and `ctxfs umount` gave up on
 // it after 10 s (its kill skipped the store's clean close).
 //
-// The connection is ended through its fusectl abort file, opened while c
-// is on top at its directory and checked to be still so after the open:
-// the kernel gives a device number to a later mount only once the last
-// mount of it is gone, so the file opened names this connection, and an
-// open fusectl file never reaches another (the kernel unhooks it when the
-// connection goes). Without fusectl mounted the connection ends at the
-// process's exit.
+// The connection is ended through its fusectl abort file (the
+// connection's owner may write it: root, or the user whose server it is),
+// opened while c is on top at its directory and checked to be still so
+// after the open: the kernel gives a device number to a later mount only
+// once the last mount of it is gone, so the file opened names this
+// connection, and an open fusectl file never reaches another (the kernel
+// unhooks it when the connection goes). Without fusectl mounted the
+// connection ends at the process's exit.
 func (c Conn) End() bool {
 	if !c.OnTop() {
 		return false
@@ -36,14 +37,27 @@ func (c Conn) End() bool {
 		abort.Close() // it went meanwhile: the name may be another's now
 		abort = nil
 	}
-	if unix.Unmount(c.Dir, 0) != nil {
-		unix.Unmount(c.Dir, unix.MNT_DETACH) // busy (a tail -f, a shell in it): ours all the same
-	}
+	unmountHere(c.Dir)
 	if abort != nil {
 		abort.Write([]byte("1\n"))
 		abort.Close()
 	}
 	return true
+}
+
+// unmountHere unmounts the FUSE mount at dir from this mount namespace,
+// lazily when it is busy (a tail -f, a shell in it): umount2 as root,
+// fusermount3 for a user.
+func unmountHere(dir string) {
+	if os.Geteuid() == 0 {
+		if unix.Unmount(dir, 0) != nil {
+			unix.Unmount(dir, unix.MNT_DETACH)
+		}
+		return
+	}
+	if exec.Command(fusermount, "-u", "-q", dir).Run() != nil {
+		exec.Command(fusermount, "-u", "-q", "-z", dir).Run()
+	}
 }
 
 // openAbort opens the fusectl abort file of c's device, nil when there is
