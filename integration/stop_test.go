@@ -311,10 +311,11 @@ func TestUserServerStopWithCopiesInAnotherMountNamespace(t *testing.T) {
 	openToAll(t, base)
 	testkit.Must(t, os.Chmod(base, 0o755))
 	testkit.Must(t, os.Chown(base, 65534, 65534))
+	t.Cleanup(func() { stopRoot(t, filepath.Join(base, "ctx")) }) // signals the server through its pid file, whatever namespace it is in
 	script := `mknod "$1/fuse" c 10 229; chmod 666 "$1/fuse"; mount --bind "$1/fuse" /dev/fuse
 as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH=/usr/bin:/bin HOME=/ "$@"; }
 as_user "$2" mount --root "$3/ctx" --store "$3/store" >/dev/null
-unshare -m sleep 60 & copy=$!
+unshare -m sleep 60 >/dev/null 2>&1 & copy=$!
 sleep 0.2
 nsenter -t $copy -m setpriv --reuid=65534 --regid=65534 --clear-groups stat -c "before: %F" "$3/ctx/home" 2>&1 | sed 's/^/copy /'
 as_user "$2" umount --root "$3/ctx"; echo "umount: exit $?"
@@ -324,8 +325,12 @@ grep -c "$3/ctx" /proc/self/mountinfo | sed 's/^/mounts left: /'
 cat "$3/store/ctxfs.log"`
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "unshare", "-m", "--propagation", "private", "sh", "-c", script,
-		"sh", t.TempDir(), ctxfsBin, base).CombinedOutput()
+	cmd := exec.CommandContext(ctx, "unshare", "-m", "--propagation", "private", "sh", "-c", script,
+		"sh", t.TempDir(), ctxfsBin, base)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	out, err := cmd.CombinedOutput()
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the copy's sleep and the server, had the script failed half way
 	text := string(out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, text)
