@@ -69,7 +69,7 @@ func (m fuseMounts) Unmount() error {
 	case <-m.done:
 		return nil
 	case <-time.After(endWait):
-		return fmt.Errorf("the FUSE connections were still open %v after the unmount (copies of the mounts in another mount namespace, and no fusectl to end them); they end with this process", endWait)
+		return fmt.Errorf("the FUSE connections were still open %v after the unmount (a request still being answered, or copies of the mounts in another mount namespace and no fusectl to end them); they end with this process", endWait)
 	}
 }
 

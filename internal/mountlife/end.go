@@ -9,8 +9,8 @@ import (
 
 // End is a server's own clean unmount of c: it unmounts c in this mount
 // namespace (lazily when busy), then ends the connection, as the server's
-// exit would. It reports whether c was still the topmost mount at its
-// directory (otherwise it touches nothing).
+// exit would. Unless c is still the topmost mount at its directory, it
+// touches nothing: the path names someone else's mount then.
 //
 // The connection must be ended, not only unmounted here: every mount
 // namespace made while the server served holds a copy of its mounts (a
@@ -28,9 +28,9 @@ import (
 // connection, and an open fusectl file never reaches another (the kernel
 // unhooks it when the connection goes). Without fusectl mounted the
 // connection ends at the process's exit.
-func (c Conn) End() bool {
+func (c Conn) End() {
 	if !c.OnTop() {
-		return false
+		return
 	}
 	abort := c.openAbort()
 	if abort != nil && !c.OnTop() {
@@ -42,11 +42,11 @@ func (c Conn) End() bool {
 		abort.Write([]byte("1\n"))
 		abort.Close()
 	}
-	return true
 }
 
 // unmountHere unmounts the FUSE mount at dir from this mount namespace,
-// lazily when it is busy (a tail -f, a shell in it): umount2 as root,
+// lazily when it is busy (a tail -f, a shell in it; left in place, it
+// would be a dead mount once the connection ends): umount2 as root,
 // fusermount3 for a user.
 func unmountHere(dir string) {
 	if os.Geteuid() == 0 {
