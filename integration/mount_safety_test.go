@@ -370,7 +370,11 @@ func TestCleanStaleOnlyDeadCtxfs(t *testing.T) {
 	// yet (issue 10's closing note): the test starts from a machine
 	// without fusectl mounted, and puts it back after.
 	if mountsAt("/sys/fs/fuse/connections") > 0 {
-		testkit.Must(t, exec.Command("umount", "/sys/fs/fuse/connections").Run())
+		// Busy for a moment while another test's server stops (it writes
+		// its connections' abort files) or a watchdog cleans up.
+		eventually(t, 10*time.Second, "fusectl unmounted", func() bool {
+			return exec.Command("umount", "/sys/fs/fuse/connections").Run() == nil
+		})
 		t.Cleanup(func() { exec.Command("mount", "-t", "fusectl", "none", "/sys/fs/fuse/connections").Run() })
 	}
 	keepFusectlAsIs(t)
