@@ -344,3 +344,34 @@ cat "$3/store/ctxfs.log"`
 		t.Errorf("the server waited for the copy:\n%s", text)
 	}
 }
+
+// A clean stop while a jailed run is running (`isolation chroot`: the
+// jail's bind of its session is a copy of the mount in the jail's own
+// namespace) exits 0, leaves no journal file and ends the run's program.
+// Before, the server waited for the jail to let go of the mount, which it
+// did only once the server killed the runs, after the unmount: `ctxfs
+// umount` gave up after 10 s and the stop ended in a kill.
+func TestStopWithAJailedRun(t *testing.T) {
+	s := newJailServer(t, "#!/bin/sh\nsleep 300\n", true)
+	go s.requestAsWithin(jailUser, "jailed", `{"op":"send","id":"j1","session":"j","input":"x"}`, 60*time.Second)
+	var sleeps []int
+	eventually(t, 20*time.Second, "the jailed program's sleep", func() bool {
+		sleeps = nil
+		for _, pid := range s.runProcessesOf(jailUser.uid) {
+			if procField(pid, "Name") == "sleep" {
+				sleeps = append(sleeps, pid)
+			}
+		}
+		return len(sleeps) == 1
+	})
+	if out, code := ctxfsCmd(t, "umount", "--root", s.root); code != 0 {
+		t.Fatalf("ctxfs umount: exit %d\n%s\nthe server's log ends:\n%s", code, out, lastLines(s.logText(), 10))
+	}
+	if err := s.cmd.Wait(); err != nil {
+		t.Errorf("the server: %v", err)
+	}
+	if left := journalFiles(t, s.store); len(left) > 0 {
+		t.Errorf("the stop left journal files %v", left)
+	}
+	waitGone(t, jailUser.uid, "after a clean stop", func() []int { return sleeps })
+}
