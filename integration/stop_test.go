@@ -354,16 +354,7 @@ cat "$3/store/ctxfs.log"`
 func TestStopWithAJailedRun(t *testing.T) {
 	s := newJailServer(t, "#!/bin/sh\nsleep 300\n", true)
 	go s.requestAsWithin(jailUser, "jailed", `{"op":"send","id":"j1","session":"j","input":"x"}`, 60*time.Second)
-	var sleeps []int
-	eventually(t, 20*time.Second, "the jailed program's sleep", func() bool {
-		sleeps = nil
-		for _, pid := range s.runProcessesOf(jailUser.uid) {
-			if procField(pid, "Name") == "sleep" {
-				sleeps = append(sleeps, pid)
-			}
-		}
-		return len(sleeps) == 1
-	})
+	sleeps := s.waitRunSleeps(t, jailUser.uid, 1)
 	if out, code := ctxfsCmd(t, "umount", "--root", s.root); code != 0 {
 		t.Fatalf("ctxfs umount: exit %d\n%s\nthe server's log ends:\n%s", code, out, lastLines(s.logText(), 10))
 	}

@@ -112,6 +112,23 @@ func TestModelToolsInJail(t *testing.T) {
 	fsckClean(t, s)
 }
 
+// waitRunSleeps waits until the processes of s's runs as uid include n
+// named sleep, and returns those.
+func (s *server) waitRunSleeps(t *testing.T, uid uint32, n int) []int {
+	t.Helper()
+	var sleeps []int
+	eventually(t, 20*time.Second, fmt.Sprintf("%d sleeps of uid %d's runs", n, uid), func() bool {
+		sleeps = nil
+		for _, pid := range s.runProcessesOf(uid) {
+			if procField(pid, "Name") == "sleep" {
+				sleeps = append(sleeps, pid)
+			}
+		}
+		return len(sleeps) == n
+	})
+	return sleeps
+}
+
 // runProcessesOf lists the live processes of uid that descend from s's
 // server: its runs' tool processes and what their commands started (the
 // machine's other processes of the uid, other tests', are not counted).
@@ -349,16 +366,7 @@ func TestStopKillsRunGroups(t *testing.T) {
 	})
 	go s.requestAsWithin(owner, "doer", `{"op":"send","id":"t1","session":"t","input":"sleep"}`, 30*time.Second)
 	go s.requestAsWithin(owner, "bg", `{"op":"send","id":"b1","session":"b","input":"sleep"}`, 30*time.Second)
-	var sleeps []int
-	eventually(t, 20*time.Second, "four sleeps", func() bool {
-		sleeps = nil
-		for _, pid := range s.runProcessesOf(owner.uid) {
-			if procField(pid, "Name") == "sleep" {
-				sleeps = append(sleeps, pid)
-			}
-		}
-		return len(sleeps) == 4
-	})
+	sleeps := s.waitRunSleeps(t, owner.uid, 4)
 	s.kill(s.cmd, syscall.SIGTERM)
 	if s.cmd.ProcessState == nil || !s.cmd.ProcessState.Success() {
 		t.Fatalf("the stop was not clean: %v\n%s", s.cmd.ProcessState, lastLines(s.logText(), 10))
