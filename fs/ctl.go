@@ -75,8 +75,14 @@ type ctlHandle struct {
 	deadline *time.Timer
 	timedOut bool
 	started  bool // a request was made (or refused)
-	reply    *session.Reply
-	refusal  []byte // the error frame of a refused request, until read
+	// oversized: the request was refused for its size (EMSGSIZE) and its
+	// newline has not come. The kernel gives the server one write(2) in
+	// pieces, so the write whose piece was refused returned short and
+	// the writer writes the rest again (printf, Go's Write): the rest is
+	// that request's, refused as it was, not a second request (EINVAL).
+	oversized bool
+	reply     *session.Reply
+	refusal   []byte // the error frame of a refused request, until read
 
 	readMu  sync.Mutex // one reader at a time; held while waiting for a frame
 	pending []byte     // unread bytes of the current frame
@@ -110,6 +116,9 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	switch {
 	case h.timedOut:
 		return 0, syscall.ETIMEDOUT
+	case h.oversized:
+		h.oversized = bytes.IndexByte(data, '\n') < 0
+		return 0, syscall.EMSGSIZE
 	case h.started: // the first request's reply is read on: no frame for this one
 		return 0, h.logRefused("", errSecondRequest)
 	}
@@ -121,7 +130,7 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	}
 	line := append(h.req, data...)
 	h.endRequest()
-	req, err := proto.ParseRequest(line)
+	req, err := proto.ParseControlRequest(line, layout.SpaceOf(h.node.place.Ref().Home))
 	if err != nil {
 		return h.refuse(nil, err)
 	}
@@ -191,6 +200,7 @@ func (h *ctlHandle) timeOut() {
 func (h *ctlHandle) refuse(req *proto.Request, err error) (uint32, syscall.Errno) {
 	h.endRequest()
 	h.refusal = h.node.m.e.Refuse(h.caller, h.target(), req, err).Line()
+	h.oversized = errors.Is(err, syscall.EMSGSIZE)
 	return 0, errno(err)
 }
 

@@ -194,6 +194,13 @@ func TestCtlHandleRequestBound(t *testing.T) {
 	testkit.WantErrno(t, "request of the most bytes", write(h, user, strings.Repeat("x", abi.MaxRequestBytes)), 0)
 	testkit.WantErrno(t, "one byte over", write(h, user, "x"), syscall.EMSGSIZE)
 	v.holdsNoPartial("refused request", user)
+	// The rest of that request, written again after a short write, is
+	// refused for its size up to its newline; a request after it is a
+	// second request.
+	testkit.WantErrno(t, "the rest of the request", write(h, user, "x"), syscall.EMSGSIZE)
+	testkit.WantErrno(t, "the rest up to its newline", write(h, user, "x\n"), syscall.EMSGSIZE)
+	testkit.WantErrno(t, "a second request", write(h, user, `{"op":"ping"}`+"\n"), syscall.EINVAL)
+	v.holdsNoPartial("refused request's rest", user)
 	got, bad := readFrames(t, h)
 	if bad != 0 || !strings.Contains(got, `"code":"EMSGSIZE"`) || strings.Count(got, "\n") != 1 {
 		t.Errorf("frames %q, %v; want one EMSGSIZE error frame", got, bad)

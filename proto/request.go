@@ -106,7 +106,16 @@ func RequestTooLong(where string) error {
 // allowed). Over abi.MaxRequestBytes is EMSGSIZE; anything malformed, an
 // unknown op, a missing required field or an invalid name is EINVAL.
 // Unknown fields are ignored.
-func ParseRequest(line []byte) (*Request, error) {
+func ParseRequest(line []byte) (*Request, error) { return ParseControlRequest(line, "") }
+
+// ParseControlRequest is ParseRequest for a request written to the ctl
+// file of a session in space ("" for a home's): the scope and space the
+// request leaves out are the session's, so a shared session's request
+// may name its scope without its space, or its space without its scope
+// (SPEC 7: if present they must name this session and its scope; on a
+// socket nothing else says the space). Whether what it names is the
+// session's is session.Engine.BeginControl's to check.
+func ParseControlRequest(line []byte, space string) (*Request, error) {
 	line = bytes.TrimSuffix(line, []byte("\n"))
 	if len(line) > abi.MaxRequestBytes {
 		return nil, abi.Errorf(syscall.EMSGSIZE, "", "request of %d bytes is over the %d-byte limit", len(line), abi.MaxRequestBytes)
@@ -122,6 +131,9 @@ func ParseRequest(line []byte) (*Request, error) {
 		return nil, abi.Errorf(syscall.EINVAL, "", "request has no op")
 	}
 	r := &Request{Op: *w.Op, Session: abi.DefaultSession, Scope: abi.ScopePrivate}
+	if space != "" {
+		r.Scope = abi.ScopeShared
+	}
 	if w.Session != nil {
 		r.Session, r.SessionGiven = *w.Session, true
 	}
@@ -129,10 +141,14 @@ func ParseRequest(line []byte) (*Request, error) {
 		r.Scope, r.ScopeGiven = *w.Scope, true
 	}
 	r.ID = deref(w.ID)
-	r.Space = deref(w.Space)
+	if w.Space != nil {
+		r.Space = *w.Space
+	} else if r.Scope == abi.ScopeShared {
+		r.Space = space
+	}
 	r.Cwd = deref(w.Cwd)
 	r.After = deref(w.After)
-	if err := r.checkCommon(w); err != nil {
+	if err := r.checkCommon(w, space != ""); err != nil {
 		return nil, err
 	}
 	switch r.Op {
@@ -169,8 +185,10 @@ func ParseRequest(line []byte) (*Request, error) {
 	return r, nil
 }
 
-// checkCommon checks the location fields every op may carry.
-func (r *Request) checkCommon(w wireRequest) error {
+// checkCommon checks the location fields every op may carry; inSpace:
+// the request was written to a shared session's ctl, which says the
+// space.
+func (r *Request) checkCommon(w wireRequest, inSpace bool) error {
 	if err := abi.CheckName("session", r.Session); err != nil {
 		return err
 	}
@@ -178,7 +196,7 @@ func (r *Request) checkCommon(w wireRequest) error {
 		return abi.Errorf(syscall.EINVAL, "", "unknown scope %q", r.Scope)
 	}
 	if r.Scope == abi.ScopeShared {
-		if w.Space == nil {
+		if w.Space == nil && !inSpace {
 			return abi.Errorf(syscall.EINVAL, "", "scope shared needs a space")
 		}
 		if err := abi.CheckName("space", r.Space); err != nil {

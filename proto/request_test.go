@@ -65,6 +65,38 @@ func TestParseRequestDefaults(t *testing.T) {
 	}
 }
 
+// A request written to a shared session's ctl takes the scope and space
+// it leaves out from the session: it may name its scope alone or its
+// space alone. What it names stays its own, for BeginControl to compare;
+// a home's ctl says no space.
+func TestParseControlRequestPlace(t *testing.T) {
+	for _, c := range []struct {
+		space, line       string
+		errno             syscall.Errno
+		wantScope, wantSp string
+	}{
+		{"team", `{"op":"status"}`, 0, "shared", "team"},
+		{"team", `{"op":"status","scope":"shared"}`, 0, "shared", "team"},
+		{"team", `{"op":"status","space":"team"}`, 0, "shared", "team"},
+		{"team", `{"op":"status","space":"other"}`, 0, "shared", "other"},
+		{"team", `{"op":"status","scope":"private"}`, 0, "private", ""},
+		{"team", `{"op":"status","scope":"private","space":"team"}`, syscall.EINVAL, "", ""},
+		{"team", `{"op":"status","space":"bad name"}`, syscall.EINVAL, "", ""},
+		{"", `{"op":"status","scope":"shared"}`, syscall.EINVAL, "", ""},
+		{"", `{"op":"status","space":"team"}`, syscall.EINVAL, "", ""},
+		{"", `{"op":"status"}`, 0, "private", ""},
+	} {
+		r, err := ParseControlRequest([]byte(c.line), c.space)
+		if got := abi.Errno(err); got != c.errno {
+			t.Errorf("ParseControlRequest(%s, %q): errno %v (%v), want %v", c.line, c.space, got, err, c.errno)
+			continue
+		}
+		if err == nil && (r.Scope != c.wantScope || r.Space != c.wantSp) {
+			t.Errorf("ParseControlRequest(%s, %q): scope %q space %q, want %q %q", c.line, c.space, r.Scope, r.Space, c.wantScope, c.wantSp)
+		}
+	}
+}
+
 func TestParseRequestSize(t *testing.T) {
 	body := `{"op":"send","id":"c1","input":"` + strings.Repeat("x", abi.MaxRequestBytes) + `"}`
 	if _, err := ParseRequest([]byte(body)); !errors.Is(err, syscall.EMSGSIZE) {

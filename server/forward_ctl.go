@@ -25,7 +25,7 @@ func (s *Sockets) ServeRemoteControl(conn net.Conn, c layout.Caller, ref layout.
 	defer conn.Close()
 	c.Pid = 0 // a pid of another host means nothing here
 	t := session.Target{Kind: ref.Container.Kind, Owner: ref.Container.Owner}
-	s.serveWith(conn, c, t, func(e *session.Engine, req *proto.Request) (*session.Reply, error) {
+	s.serveWith(conn, c, t, layout.SpaceOf(ref.Home), func(e *session.Engine, req *proto.Request) (*session.Reply, error) {
 		if err := e.MayWrite(c, ref.Rel()+"/"+abi.FileCtl); err != nil {
 			return nil, err
 		}

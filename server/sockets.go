@@ -118,7 +118,10 @@ func (s *Sockets) watchDirs() {
 	}
 }
 
-// Close stops listening and removes the sockets.
+// Close stops listening. The socket files stay, refusing connections:
+// SPEC 7 says a down server means ECONNREFUSED, and the next start
+// replaces them (listenAt), or removes those whose definition went
+// meanwhile (removeStaleSockets).
 func (s *Sockets) Close() {
 	close(s.stop)
 	s.loopWG.Wait() // no watch is added on a descriptor closed (or reused) under it
@@ -126,8 +129,8 @@ func (s *Sockets) Close() {
 		s.defs.close()
 	}
 	s.mu.Lock()
-	for p, sv := range s.listeners {
-		sv.close(p)
+	for _, sv := range s.listeners {
+		sv.l.Close()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
@@ -362,15 +365,17 @@ func (s *Sockets) serveConn(conn *net.UnixConn, t session.Target) {
 // of connections (EAGAIN beyond it, at once), with the engine of the
 // moment (EAGAIN when there is none).
 func (s *Sockets) serve(conn net.Conn, c layout.Caller, t session.Target) {
-	s.serveWith(conn, c, t, nil)
+	s.serveWith(conn, c, t, "", nil)
 }
 
 // beginFunc begins a parsed request with the engine of the moment; nil
 // is a socket's request (Engine.Begin, imports included).
 type beginFunc func(e *session.Engine, req *proto.Request) (*session.Reply, error)
 
-// serveWith is serve with the request begun by begin.
-func (s *Sockets) serveWith(conn net.Conn, c layout.Caller, t session.Target, begin beginFunc) {
+// serveWith is serve with the request begun by begin; a request written
+// to the ctl of a session in space (relayed from another host) leaves its
+// scope and space out as it may there (proto.ParseControlRequest).
+func (s *Sockets) serveWith(conn net.Conn, c layout.Caller, t session.Target, space string, begin beginFunc) {
 	e := s.engine.Load()
 	w := writers.Get().(*bufio.Writer)
 	w.Reset(conn)
@@ -390,7 +395,7 @@ func (s *Sockets) serveWith(conn net.Conn, c layout.Caller, t session.Target, be
 	line, err := readWithin(conn, br)
 	var req *proto.Request
 	if err == nil {
-		req, err = proto.ParseRequest(line)
+		req, err = proto.ParseControlRequest(line, space)
 	}
 	if err == nil && begin == nil && !def.Defined(s.root, t.Kind, t.Owner) {
 		err = def.NotDefined(t.Kind, t.Owner) // a connection accepted just before its definition went

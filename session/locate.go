@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -55,7 +54,7 @@ func (e *Engine) locate(c layout.Caller, t Target, req *proto.Request) (*locatio
 func (e *Engine) locateRef(c layout.Caller, r layout.Ref) (*location, error) {
 	loc := &location{ref: r, scope: scopeOfHome(r.Home)}
 	if loc.scope == abi.ScopeShared {
-		loc.space = strings.TrimPrefix(r.Home, "shared/")
+		loc.space = layout.SpaceOf(r.Home)
 		st, err := e.spaceAccess(c, loc.space)
 		if err != nil {
 			return nil, err

@@ -69,3 +69,14 @@ func TestManPages(t *testing.T) {
 		t.Errorf("the generator has a page: %q", m)
 	}
 }
+
+// There is no `ctx latest` (SPEC 11: `ctx agent output` prints latest.md),
+// nor `ctx agent latest`: an unknown command, exit 2.
+func TestNoLatest(t *testing.T) {
+	for _, args := range [][]string{{"latest"}, {"agent", "latest", "coder"}} {
+		out, errs, code := ctxRun(t.TempDir(), "", args...)
+		if code != 2 || out != "" || !strings.HasPrefix(errs, "ctx: unknown command") {
+			t.Errorf("ctx %v: code %d out %q errs %q", args, code, out, errs)
+		}
+	}
+}

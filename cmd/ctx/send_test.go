@@ -120,16 +120,16 @@ func ctxInterrupted(root string, argv ...string) (string, int) {
 func TestSendInterruptNamesAttach(t *testing.T) {
 	root := hangingAgent(t)
 	for _, c := range []struct {
-		flags []string
-		where string
+		flags        []string
+		where, scope string // the scope: a run is found only in its own (TestCancelSharedRun)
 	}{
-		{[]string{"--session", "work"}, "--session work"},
-		{[]string{"--shared", "team"}, "--session default --shared team"},
-		{[]string{"--scope", "temp", "--session", "t1"}, "--session t1 --scope temp"},
+		{[]string{"--session", "work"}, "--session work", ""},
+		{[]string{"--shared", "team"}, "--session default --shared team", " --shared team"},
+		{[]string{"--scope", "temp", "--session", "t1"}, "--session t1 --scope temp", " --scope temp"},
 	} {
 		errs, code := ctxInterrupted(root, append([]string{"agent", "send", "coder", "hi"}, c.flags...)...)
 		want := "ctx: send: interrupted; run " + hangingRun + " goes on: ctx agent attach coder " + c.where + " " + hangingRun +
-			" follows it again, ctx agent cancel coder " + hangingRun + " stops it\n"
+			" follows it again, ctx agent cancel coder" + c.scope + " " + hangingRun + " stops it\n"
 		if code != clienv.ExitInterrupted || errs != want {
 			t.Errorf("%v: code %d errs %q\nwant %q", c.flags, code, errs, want)
 		}

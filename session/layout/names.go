@@ -97,6 +97,14 @@ func HomeUid(home string) (uint32, bool) {
 // SharedHome is the Home of a shared space.
 func SharedHome(space string) string { return "shared/" + space }
 
+// SpaceOf is the shared space whose Home home is; "" for a uid's home.
+func SpaceOf(home string) string {
+	if space, ok := strings.CutPrefix(home, "shared/"); ok {
+		return space
+	}
+	return ""
+}
+
 // Rel is the container's session/ directory relative to the store (and to
 // the mount root): home/1000/agent/coder/session or
 // home/1000/model/openai/gpt-4.d/session.

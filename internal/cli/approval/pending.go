@@ -112,7 +112,7 @@ func pendingAt(e *clienv.Env, w *clienv.Where, session string) ([]pendingCall, e
 	req := proto.NewObject("op", proto.OpPending)
 	if session != "" { // the session of w's scope
 		req.Set("session", session)
-		setScope(req, w)
+		w.SetScope(req)
 	}
 	ctx, stop := e.Interrupt()
 	defer stop()

@@ -32,18 +32,8 @@ func AnswerRequest(w *clienv.Where, run, id, text string) *proto.Object {
 
 func decideRequest(w *clienv.Where, op, run, id string) *proto.Object {
 	req := proto.NewObject("op", op, "run", run, "id", id)
-	setScope(req, w)
+	w.SetScope(req)
 	return req
-}
-
-// setScope names w's scope in req, when it is not the default.
-func setScope(req *proto.Object, w *clienv.Where) {
-	if w.Scope != abi.ScopePrivate {
-		req.Set("scope", w.Scope)
-	}
-	if w.Scope == abi.ScopeShared {
-		req.Set("space", w.Loc.Space)
-	}
 }
 
 // Command is the command line that answers the request o (an

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/client"
+	"github.com/ctxfs/ctxfs/proto"
 )
 
 // Where is the target of a command: the agent's session container, the
@@ -81,6 +82,17 @@ func Resolve(e *Env, p *Parsed, agent string) (*Where, error) {
 	}
 	w.Session, err = w.Loc.ResolveSession(p.Str("session"))
 	return w, err
+}
+
+// SetScope names w's scope in req, when it is not the default: a run id
+// or a call is found only in its own home, space or temp sessions.
+func (w *Where) SetScope(req *proto.Object) {
+	if w.Scope != abi.ScopePrivate {
+		req.Set("scope", w.Scope)
+	}
+	if w.Scope == abi.ScopeShared {
+		req.Set("space", w.Loc.Space)
+	}
 }
 
 // ScopeFlags are the flags that name w's scope on a command line: "" for

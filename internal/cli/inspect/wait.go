@@ -54,12 +54,13 @@ func Wait(e *clienv.Env, p *clienv.Parsed) int {
 		st := strings.TrimSpace(string(status))
 		code, finished := waitCode(st)
 		if finished || !p.On("block") {
-			fmt.Fprintln(e.Stdout, st)
+			out := clienv.ForTerminal(e.Stdout) // a child model's text: see clienv.TerminalText
+			fmt.Fprintln(out, st)
 			if finished {
 				result, _ := os.ReadFile(w.Loc.SessionFile(w.Session, dir+"result.md"))
-				e.Stdout.Write(result)
+				out.Write(result)
 				if len(result) > 0 && result[len(result)-1] != '\n' {
-					fmt.Fprintln(e.Stdout)
+					fmt.Fprintln(out)
 				}
 			}
 			return code

@@ -17,7 +17,9 @@ func Cancel(e *clienv.Env, p *clienv.Parsed) int {
 		return clienv.Fail(e, "cancel", err, clienv.ExitFailed)
 	}
 	id := p.Args[1]
-	f, err := clienv.Call(e, w, proto.NewObject("op", proto.OpCancel, "id", id), proto.FrameCancel)
+	req := proto.NewObject("op", proto.OpCancel, "id", id)
+	w.SetScope(req)
+	f, err := clienv.Call(e, w, req, proto.FrameCancel)
 	if err == context.Canceled {
 		return clienv.ExitInterrupted
 	}

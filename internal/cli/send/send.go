@@ -141,8 +141,8 @@ func interrupted(e *clienv.Env, w *clienv.Where, pr *SendPrinter) int {
 	if pr.Run == "" {
 		fmt.Fprintf(e.Stderr, "ctx: %s: interrupted\n", pr.cmd)
 	} else {
-		fmt.Fprintf(e.Stderr, "ctx: %s: interrupted; run %s goes on: %s follows it again, ctx agent cancel %s %s stops it\n",
-			pr.cmd, pr.Run, attachCommand(w, pr.Run), w.Loc.Agent, pr.Run)
+		fmt.Fprintf(e.Stderr, "ctx: %s: interrupted; run %s goes on: %s follows it again, ctx agent cancel %s%s %s stops it\n",
+			pr.cmd, pr.Run, attachCommand(w, pr.Run), w.Loc.Agent, w.ScopeFlags(), pr.Run)
 	}
 	return clienv.ExitInterrupted
 }
