@@ -160,17 +160,7 @@ func TestDialServerDown(t *testing.T) {
 
 // serve answers each connection's request line with reply(line).
 func serve(t *testing.T, reply func(string) string) string {
-	dir, err := os.MkdirTemp("", "ctxc") // short: socket paths are limited to 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "a.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	sock, ln := listen(t)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -183,6 +173,22 @@ func serve(t *testing.T, reply func(string) string) string {
 		}
 	}()
 	return sock
+}
+
+// listen makes a Unix socket for a test's server, removed at its end.
+func listen(t *testing.T) (string, net.Listener) {
+	dir, err := os.MkdirTemp("", "ctxc") // short: socket paths are limited to 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "a.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return sock, ln
 }
 
 func TestRunStderr(t *testing.T) {
@@ -204,6 +210,22 @@ not json "A" "log"
 // to have one is dialled; without that expectation a missing socket is
 // ENOENT at once (expected asked once), and an expected one that never
 // comes is ENOENT after SocketWait.
+// listenLater listens at p in 300 ms, as the server makes a socket:
+// listening before its name appears there (bind makes the name before
+// listen, and a dial between the two is refused).
+func listenLater(p string) <-chan net.Listener {
+	listening := make(chan net.Listener, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		ln, _ := net.Listen("unix", p+".tmp")
+		if ln != nil {
+			os.Rename(p+".tmp", p)
+		}
+		listening <- ln
+	}()
+	return listening
+}
+
 func TestDialWaiting(t *testing.T) {
 	dir, err := os.MkdirTemp("", "ctxw") // short: socket paths are limited to 108 bytes
 	if err != nil {
@@ -211,24 +233,35 @@ func TestDialWaiting(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	late := filepath.Join(dir, "late.sock")
-	listening := make(chan net.Listener, 1)
-	go func() {
-		// As the server makes a socket: listening before its name
-		// appears (bind makes the name before listen, and a dial between
-		// the two is refused).
-		time.Sleep(300 * time.Millisecond)
-		ln, _ := net.Listen("unix", late+".tmp")
-		if ln != nil {
-			os.Rename(late+".tmp", late)
-		}
-		listening <- ln
-	}()
+	listening := listenLater(late)
 	c, err := DialWaiting(context.Background(), late, func() bool { return true })
 	if ln := <-listening; ln != nil {
 		defer ln.Close()
 	}
 	if err != nil {
 		t.Fatalf("a socket that came while waited for: %v", err)
+	}
+	c.Close()
+
+	// The socket a stopped server left refuses until a starting server
+	// renames its own over it.
+	left := filepath.Join(dir, "left.sock")
+	stale, err := net.ListenUnix("unix", &net.UnixAddr{Name: left, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.SetUnlinkOnClose(false)
+	stale.Close()
+	if _, err := Dial(context.Background(), left); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("a stopped server's socket: %v, want ECONNREFUSED", err)
+	}
+	listening = listenLater(left)
+	c, err = DialWaiting(context.Background(), left, func() bool { return true })
+	if ln := <-listening; ln != nil {
+		defer ln.Close()
+	}
+	if err != nil {
+		t.Fatalf("a refusing socket replaced while waited for: %v", err)
 	}
 	c.Close()
 

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -28,9 +27,7 @@ func (e *DialError) Unwrap() error { return e.Err }
 // ServerDown reports whether the failure means that no server listens
 // there: the socket is missing (never mounted, or an unknown agent) or
 // refuses connections (a stale socket of a stopped server).
-func (e *DialError) ServerDown() bool {
-	return errors.Is(e.Err, syscall.ECONNREFUSED) || errors.Is(e.Err, syscall.ENOENT)
-}
+func (e *DialError) ServerDown() bool { return notListening(e.Err) }
 
 // Frame is one reply line. Obj is nil when the line is not a JSON object;
 // Err then says why. Line is the line as received, without its newline.
@@ -48,25 +45,40 @@ func (f Frame) Type() string {
 	return f.Obj.Str("type")
 }
 
+// MaxFrameBytes bounds one frame a FrameReader holds. The largest frames
+// the server makes are a model's deltas, each the text of one event of at
+// most 4 MiB (provider.MaxEventBytes), which JSON may write at up to twice
+// its bytes (U+2028 and U+2029 are escaped); log lines and messages are at
+// most abi.MaxLineBytes. A longer line is dropped as it arrives, so a
+// stream that never ends a line costs its reader 16 MiB at most.
+const MaxFrameBytes = 16 << 20
+
+// ErrFrameTooLong is the Err of a frame whose line was over MaxFrameBytes.
+var ErrFrameTooLong = fmt.Errorf("a reply line of over %d bytes (dropped)", MaxFrameBytes)
+
 // FrameReader splits a reply stream into frames, one JSON line each.
 type FrameReader struct {
-	r *bufio.Reader
+	lr *LineReader
 }
 
 // NewFrameReader reads frames from r.
 func NewFrameReader(r io.Reader) *FrameReader {
-	return &FrameReader{r: bufio.NewReaderSize(r, 64<<10)}
+	return &FrameReader{lr: NewLineReader(r, MaxFrameBytes)}
 }
 
 // Next returns the next frame, or io.EOF after the last. Blank lines are
 // skipped. A last line without its newline still counts: the reply ended,
 // and dropping what arrived would hide it. A malformed line is returned as a
-// Frame with Err set, not as an error, so that the caller can go on.
+// Frame with Err set, not as an error, so that the caller can go on; so is
+// a line over MaxFrameBytes (ErrFrameTooLong, Line empty).
 func (fr *FrameReader) Next() (Frame, error) {
 	for {
-		line, err := fr.r.ReadBytes('\n')
-		line = bytes.TrimRight(line, "\r\n")
+		line, long, err := fr.lr.Next()
+		if long {
+			return Frame{Err: ErrFrameTooLong}, nil
+		}
 		if len(line) > 0 {
+			line = bytes.Clone(line) // the reader's buffer is reused
 			obj, perr := proto.ParseObject(line, false)
 			return Frame{Line: line, Obj: obj, Err: perr}, nil
 		}
@@ -79,7 +91,7 @@ func (fr *FrameReader) Next() (Frame, error) {
 // Buffered reports whether part of a frame that has arrived is still
 // unread: Next would not wait for the connection. A printer that buffers
 // its output flushes it when this is false, before Next waits.
-func (fr *FrameReader) Buffered() bool { return fr.r.Buffered() > 0 }
+func (fr *FrameReader) Buffered() bool { return fr.lr.Buffered() }
 
 // Conn is one request on one socket connection.
 type Conn struct {
@@ -109,13 +121,14 @@ const SocketWait = 2 * time.Second
 // socketPoll is how often DialWaiting tries again.
 const socketPoll = 20 * time.Millisecond
 
-// DialWaiting is Dial, except that while nothing is at path (ENOENT) and
-// expected reports that a socket should come there (its definition
+// DialWaiting is Dial, except that while nothing listens at path (no
+// socket yet, ENOENT, or the one a stopped server left, ECONNREFUSED) and
+// expected reports that a socket should answer there (its definition
 // exists, a server runs), it tries again every socketPoll, for at most
 // SocketWait. The error is then the last Dial's.
 func DialWaiting(ctx context.Context, path string, expected func() bool) (*Conn, error) {
 	c, err := Dial(ctx, path)
-	if err == nil || !errors.Is(err, syscall.ENOENT) || !expected() {
+	if err == nil || !notListening(err) || !expected() {
 		return c, err
 	}
 	limit := time.NewTimer(SocketWait)
@@ -131,10 +144,15 @@ func DialWaiting(ctx context.Context, path string, expected func() bool) (*Conn,
 		case <-poll.C:
 		}
 		c, err = Dial(ctx, path)
-		if err == nil || !errors.Is(err, syscall.ENOENT) || !expected() {
+		if err == nil || !notListening(err) || !expected() {
 			return c, err
 		}
 	}
+}
+
+// notListening: no server listens at the socket's path (yet).
+func notListening(err error) bool {
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // Send writes the one request line of this connection.

@@ -75,7 +75,7 @@ func TestDoctor(t *testing.T) {
 		wantFinding(t, "server stopped", out, "problem: mount "+s.mnt(top)+": not mounted: the server is not running\n"+
 			"  fix: start it: ctxfs mount --root "+s.root)
 	}
-	wantFinding(t, "server stopped", out, "problem: sockets: none of the 2 definitions has a socket: the server is not running")
+	wantFinding(t, "server stopped", out, "problem: sockets: none of the 2 definitions has a socket that answers: the server is not running")
 }
 
 // TestDoctorAsUser: a user sees the mounts and the definitions, is told

@@ -199,15 +199,19 @@ func mountsBelow(dir string) string {
 
 // agentSocketsUp reports whether every agent/NAME.d has its NAME.sock,
 // every model/P/M.d its M.sock, and the built-in model debug/echo (which
-// has no .d) its socket.
+// has no .d) its socket, each accepting connections: a server that
+// stopped leaves its sockets, refusing them, until the next one replaces
+// them.
 func (s *server) agentSocketsUp() bool {
 	defs, _ := filepath.Glob(filepath.Join(s.root, "agent", "*.d"))
 	models, _ := filepath.Glob(filepath.Join(s.root, "model", "*", "*.d"))
 	builtin := filepath.Join(s.root, "model", "debug", "echo.d")
 	for _, d := range append(append(defs, models...), builtin) {
-		if st, err := os.Stat(strings.TrimSuffix(d, ".d") + ".sock"); err != nil || st.Mode()&os.ModeSocket == 0 {
+		c, err := net.Dial("unix", strings.TrimSuffix(d, ".d")+".sock")
+		if err != nil {
 			return false
 		}
+		c.Close()
 	}
 	return true
 }

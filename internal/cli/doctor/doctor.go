@@ -250,10 +250,10 @@ func (d *doctor) checkDefinitions() {
 			d.problem(check, "invalid: "+def.Error, "correct or remove the file it names (ctx agent list shows every definition's state)")
 		}
 	}
-	if !d.mountsOK && !anySocket(defs) {
-		// One cause, said once: a server that is not running has no
-		// sockets.
-		d.problem("sockets", fmt.Sprintf("none of the %d definitions has a socket: the server is not running", len(defs)), "start it: "+d.mountCmd())
+	if !d.mountsOK && !anyListens(defs) {
+		// One cause, said once: a server that is not running listens on
+		// no socket (those a stopped server left refuse connections).
+		d.problem("sockets", fmt.Sprintf("none of the %d definitions has a socket that answers: the server is not running", len(defs)), "start it: "+d.mountCmd())
 		return
 	}
 	d.checkSockets(defs)
@@ -329,9 +329,17 @@ func (d *doctor) checkStraySocket(p string) {
 	d.problem(check, problem+": left behind by a server that stopped", "rm "+p)
 }
 
-func anySocket(defs []definition) bool {
+// anyListens reports whether something listens on a definition's socket.
+func anyListens(defs []definition) bool {
 	for _, def := range defs {
-		if def.Socket {
+		if !def.Socket {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), doctorProbe)
+		c, err := client.Dial(ctx, def.path)
+		cancel()
+		if err == nil {
+			c.Close()
 			return true
 		}
 	}

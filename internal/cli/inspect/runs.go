@@ -1,7 +1,6 @@
 package inspect
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/ctxfs/ctxfs/abi"
+	"github.com/ctxfs/ctxfs/client"
 	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/proto"
 )
@@ -321,21 +321,20 @@ func printRuns(w io.Writer, runs []*runInfo, asJSON bool) {
 // counted as bad. At end of file it can be read on: it goes on where it
 // stopped, seeing what was appended since.
 type logReader struct {
-	r   *bufio.Reader
-	buf []byte
-	bad int
-	err error // a read error, returned once the lines before it are
+	lines *client.LineReader
+	bad   int
+	err   error // a read error, returned once the lines before it are
 }
 
 func newLogReader(r io.Reader) *logReader {
-	return &logReader{r: bufio.NewReaderSize(r, 64<<10)}
+	return &logReader{lines: client.NewLineReader(r, abi.MaxLineBytes)}
 }
 
 // next returns the next non-blank line without its newline (valid until
 // the next call), or io.EOF.
 func (lr *logReader) next() ([]byte, error) {
 	for lr.err == nil {
-		line, long, err := lr.readLine()
+		line, long, err := lr.lines.Next()
 		if err != nil && err != io.EOF {
 			lr.err = err
 		}
@@ -351,22 +350,6 @@ func (lr *logReader) next() ([]byte, error) {
 	err := lr.err
 	lr.err = nil
 	return nil, err
-}
-
-// readLine reads up to and including the next newline, or to the end.
-func (lr *logReader) readLine() (line []byte, long bool, err error) {
-	lr.buf = lr.buf[:0]
-	for {
-		chunk, err := lr.r.ReadSlice('\n')
-		if len(lr.buf)+len(chunk) > abi.MaxLineBytes+1 {
-			long, lr.buf = true, lr.buf[:0]
-		} else if !long {
-			lr.buf = append(lr.buf, chunk...)
-		}
-		if err != bufio.ErrBufferFull {
-			return bytes.TrimRight(lr.buf, "\r\n"), long, err
-		}
-	}
 }
 
 // takeBad returns the count of over-long lines and resets it.
