@@ -177,3 +177,69 @@ func TestFsckBesideEmptyArchiveDirs(t *testing.T) {
 		}
 	}
 }
+
+// TestFsckNamesDamagedJournal: the server's own journal files and its
+// cluster fence (SPEC 6, 19) that cannot be read as such, a symlink or
+// directory in a journal file's place, a fence that is not one, are
+// problems of the store: fsck names each in one line (PATH: what) and
+// exits 1, with and without --repair, and writes nothing. It exited 2,
+// "could not run", with only a message on stderr, and checked nothing
+// else of the store.
+func TestFsckNamesDamagedJournal(t *testing.T) {
+	s := newServer(t)
+	s.mustRequest("coder", `{"op":"send","id":"c1","session":"s1","input":"hello"}`)
+	s.kill(s.cmd, syscall.SIGTERM) // a clean stop: no journal file left
+	state := filepath.Join(s.store, ".ctxfs")
+	journal, fence := filepath.Join(state, "journal-0000000000000001"), filepath.Join(state, "fence")
+	for _, c := range []struct {
+		name, path, what string
+		damage           func() error
+	}{
+		{"journal symlink", journal, "a symlink, not a regular file", func() error { return os.Symlink("/etc/passwd", journal) }},
+		{"journal directory", journal, "a directory, not a regular file", func() error { return os.Mkdir(journal, 0o700) }},
+		{"fence not one", fence, "not a fence file", func() error { return os.WriteFile(fence, []byte("garbage\n"), 0o600) }},
+		{"fence directory", fence, "a directory, not a regular file", func() error { return os.Mkdir(fence, 0o700) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			testkit.Must(t, c.damage())
+			defer os.RemoveAll(c.path)
+			before := hostSnapshot(t, s.store)
+			for _, args := range [][]string{nil, {"--repair"}} {
+				out, errs, code := fsckEnv(t, nil, append([]string{"--store", s.store}, args...)...)
+				line := fsckLine(out, c.path+": ", c.what)
+				if code != 1 || line == "" || strings.Count(out, c.path+": ") != 1 {
+					t.Errorf("fsck %v: exit %d, want 1 and one line %q\nstdout %q\nstderr %q", args, code, c.path+": "+c.what, out, errs)
+				}
+				if diffs, _ := hostDiffs(before, hostSnapshot(t, s.store)); len(diffs) > 0 {
+					t.Errorf("fsck %v changed the store: %v", args, diffs)
+				}
+			}
+		})
+	}
+	if out, code := s.fsck(); code != 0 {
+		t.Errorf("fsck once put back: exit %d\n%s", code, out)
+	}
+}
+
+// TestFsckOneLinePerProblem: what fsck says of a damaged file quotes its
+// bytes, and a line of fsck's is one problem (SPEC 6) whatever they hold:
+// a state file holding a newline and a line of its own printed that line
+// as a second problem, and its escape sequences reached root's terminal
+// as they were. Control characters are now shown escaped as Go quotes
+// them (\n, \a, \x1b).
+func TestFsckOneLinePerProblem(t *testing.T) {
+	s := newServer(t)
+	s.mustRequest("coder", `{"op":"send","id":"c1","session":"s1","input":"hello"}`)
+	s.kill(s.cmd, syscall.SIGTERM)
+	state := filepath.Join(s.sessionDir(0, "coder", "s1"), "state")
+	testkit.Must(t, os.WriteFile(state, []byte("idle\x1b]52;c;aGk=\x07\n"+s.store+"/home/0/x: forged\n"), 0o600))
+	before := hostSnapshot(t, s.store)
+	out, errs, code := fsckEnv(t, nil, "--store", s.store)
+	want := state + `: not a state: idle\x1b]52;c;aGk=\a\n` + s.store + "/home/0/x: forged\n"
+	if code != 1 || out != want {
+		t.Errorf("fsck of a state holding a line and an escape: exit %d, want 1\nstdout %q\nwant   %q\nstderr %q", code, out, want, errs)
+	}
+	if diffs, _ := hostDiffs(before, hostSnapshot(t, s.store)); len(diffs) > 0 {
+		t.Errorf("fsck changed the store: %v", diffs)
+	}
+}

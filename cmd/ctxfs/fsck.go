@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -60,12 +63,22 @@ func runFsck(store string, repair bool) int {
 		fmt.Fprintln(os.Stderr, "ctxfs: fsck:", err)
 		return 2
 	}
-	served := refuseServedStorePath(store) != nil
-	if repair && served {
+	// A check beside a live server retries what appends race; a repair
+	// holds the lock, so no server is live beside it.
+	served := false
+	if !repair {
+		served = refuseServedStorePath(store) != nil
+	} else {
 		// Repair replays the journal and cuts torn appends: never under a
-		// live server, whose logs and journal it would change under it.
-		fmt.Fprintln(os.Stderr, "ctxfs: fsck --repair:", refuseServedStorePath(store))
-		return 2
+		// live server, whose logs and journal it would change under it,
+		// nor beside one that starts meanwhile (it would replay the same
+		// journal): the store lock is held until the repair ends.
+		held, err := holdStoreForRepair(store)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "ctxfs: fsck --repair:", err)
+			return 2
+		}
+		defer held.Close()
 	}
 	tty := isTerminal(os.Stderr)
 	progress := func(done, total int) {
@@ -79,10 +92,16 @@ func runFsck(store string, repair bool) int {
 			if repair {
 				what += unrepairedAdvice(what)
 			}
-			fmt.Printf("%s: %s\n", path, what)
+			fmt.Printf("%s: %s\n", oneLine(path), oneLine(what))
 		},
-		Repaired: func(path, what string) { clearLine(tty); fmt.Printf("%s: repaired: %s\n", path, what) },
-		Note:     func(path, what string) { clearLine(tty); fmt.Printf("%s: note: %s\n", path, what) },
+		Repaired: func(path, what string) {
+			clearLine(tty)
+			fmt.Printf("%s: repaired: %s\n", oneLine(path), oneLine(what))
+		},
+		Note: func(path, what string) {
+			clearLine(tty)
+			fmt.Printf("%s: note: %s\n", oneLine(path), oneLine(what))
+		},
 		Progress: progress,
 		Ways:     func(ways string) { fmt.Fprintln(os.Stderr, "ctxfs: fsck: store ways:", ways) },
 	})
@@ -122,6 +141,55 @@ func unrepairedAdvice(what string) string {
 		return "; --repair does not rewrite history: stop the server and put back the bytes the seal vouches for (from a backup), or move the session's directory out of the store to give the session up"
 	}
 	return ""
+}
+
+// oneLine is s with its control characters and bytes that are no UTF-8
+// escaped (\n, \x1b): what fsck says quotes a damaged store's bytes (a
+// value file's, a name's), and a line of fsck's must be one problem, with
+// nothing in it that a terminal would act on.
+func oneLine(s string) string {
+	if strings.IndexFunc(s, unicode.IsControl) < 0 && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsControl(r):
+			q := strconv.QuoteRune(r) // '\n', '\x1b', '\u0085'
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// holdStoreForRepair takes the store lock exclusive for a repair, or says
+// who holds it: a server (refuseServedStore's words), or anything else
+// that holds it now (a server of an earlier version, one starting, a
+// cluster host).
+func holdStoreForRepair(store string) (*os.File, error) {
+	st, err := storefs.Open(store)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	l, err := openStoreLock(st)
+	if err != nil {
+		return nil, err
+	}
+	if unix.Flock(int(l.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		l.Close()
+		if err := refuseServedStore(st); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("store %s is locked by another process (a ctxfs starting or stopping); try again", store)
+	}
+	return l, nil
 }
 
 // refuseServedStorePath refuses a store that a live server holds.

@@ -24,22 +24,41 @@ func openStoreLock(st *storefs.Root) (*os.File, error) {
 	return st.OpenFile(".ctxfs.lock", os.O_CREATE|os.O_RDWR, 0o600)
 }
 
-// refuseServedStore refuses a store that a live server holds; the lock is
-// only tried, and let go of at once.
+// refuseServedStore refuses a store that a live server holds, a
+// single-host one or the hosts of a cluster; the lock is only tried, and
+// let go of at once.
 func refuseServedStore(st *storefs.Root) error {
 	l, err := openStoreLock(st)
 	if err != nil {
 		return err
 	}
 	defer l.Close() // lets go of a lock we got
-	if unix.Flock(int(l.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
-		return nil
+	for try := 1; ; try++ {
+		if unix.Flock(int(l.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			return nil
+		}
+		if unix.Flock(int(l.Fd()), unix.LOCK_SH|unix.LOCK_NB) != nil {
+			break // held exclusive: a single-host server, named below
+		}
+		// Held shared: by the hosts of a cluster (lockStoreShared), which
+		// write no pid in the file, so what it holds names no live server;
+		// or held exclusive a moment ago by another such check, which let
+		// go between our two tries. Only a lock that stays shared is a
+		// cluster's.
+		if try == sharedTries {
+			return fmt.Errorf("store %s is served by the hosts of a cluster; ctxfs umount each host first", st.Path())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if h := storeHolder(l); h.live() {
 		return storeServedError(st.Path(), h)
 	}
 	return nil
 }
+
+// sharedTries is how often refuseServedStore finds the lock shared before
+// it takes it for a cluster's.
+const sharedTries = 3
 
 // lockStore takes the store lock for this server of root. A live holder
 // is refused at once; a dying one gets lockPatience to let go (a server

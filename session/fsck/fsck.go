@@ -55,17 +55,20 @@ func Check(store string, repair, served bool, r Report) (int, error) {
 	if ways, _ := root.RecordedWays(); r.Ways != nil && storefs.Portable(ways) {
 		r.Ways(ways) // as the server found them at its last mount: fsck does not write to probe
 	}
-	named := map[string]bool{} // what the shape walk named is not named again
+	named := map[string]bool{} // what the journal or the shape walk named is not named again
 	key, problems, err := fsckMigration(root, repair, r)
 	if err != nil {
 		return 0, err
 	}
-	plan, n, err := fsckJournal(root, key, repair, served, r)
+	plan, n, err := fsckJournal(root, key, repair, served, named, r)
 	if err != nil {
 		return 0, err
 	}
 	problems += n
 	checkShape(root, func(rel, what string, leftover bool) {
+		if named[root.Show(rel)] && !leftover {
+			return // the journal's reading named it
+		}
 		named[root.Show(rel)] = true
 		if leftover {
 			// What an interrupted write left (a temporary file or directory)
@@ -102,39 +105,79 @@ func Check(store string, repair, served bool, r Report) (int, error) {
 // a start kept aside for a log it could not recover, once that log is put
 // right (the caller makes sure no server holds the store). Logs whose
 // records are still kept aside are problems, named with what to do.
-func fsckJournal(root *storefs.Root, key *sealedlog.Key, repair, served bool, r Report) (*journalView, int, error) {
+//
+// A journal file or fence that cannot be read as one (a symlink or a
+// directory in its place, a fence that is not one) is a problem of the
+// store like any other, named in named: nothing is replayed, and each log
+// is judged against its seal alone.
+func fsckJournal(root *storefs.Root, key *sealedlog.Key, repair, served bool, named map[string]bool, r Report) (*journalView, int, error) {
+	var repairErr error
 	if repair {
-		rec, err := sealedlog.RecoverJournal(root, layout.JournalDir, layout.LocateLog(root, key), true)
-		if err != nil {
-			return nil, 0, err
-		}
-		held, err := sealedlog.RecoverHeld(root, layout.JournalDir, layout.LocateLog(root, key))
-		if err != nil {
-			return nil, 0, err
-		}
-		note(r, rec.Ignored)
-		for _, p := range slices.Concat(rec.Repaired, held) {
-			if r.Repaired != nil {
-				r.Repaired(p.Path, p.What)
-			}
+		repairErr = repairJournal(root, key, r)
+		if _, damaged := journalDamage(repairErr); repairErr != nil && !damaged {
+			return nil, 0, repairErr
 		}
 	}
 	v := &journalView{root: root, key: key, served: served}
-	if err := v.read(); err != nil {
-		return nil, 0, err
+	var problems []sealedlog.Problem
+	err := v.read()
+	if err == nil && repairErr != nil {
+		return nil, 0, repairErr // the repair failed for another reason than the reading names
+	}
+	if err != nil {
+		p, damaged := journalDamage(err)
+		if !damaged {
+			return nil, 0, err
+		}
+		v.plan = &sealedlog.JournalPlan{} // nothing past the seals
+		named[p.Path] = true
+		problems = append(problems, p)
 	}
 	note(r, v.plan.Notes)
 	held, err := sealedlog.HeldProblems(root, layout.JournalDir, layout.LocateLog(root, key))
 	if err != nil {
 		return nil, 0, err
 	}
-	problems := slices.Concat(v.plan.Problems, held)
+	problems = slices.Concat(problems, v.plan.Problems, held)
 	for _, p := range problems {
 		if r.Problem != nil {
 			r.Problem(p.Path, p.What)
 		}
 	}
 	return v, len(problems), nil
+}
+
+// repairJournal replays the journal as a server's start would, with
+// what can be proven of a damaged one, and applies the records a start
+// kept aside for a log now put right, reporting each to r.
+func repairJournal(root *storefs.Root, key *sealedlog.Key, r Report) error {
+	rec, err := sealedlog.RecoverJournal(root, layout.JournalDir, layout.LocateLog(root, key), true)
+	if err != nil {
+		return err
+	}
+	held, err := sealedlog.RecoverHeld(root, layout.JournalDir, layout.LocateLog(root, key))
+	if err != nil {
+		return err
+	}
+	note(r, rec.Ignored)
+	for _, p := range slices.Concat(rec.Repaired, held) {
+		if r.Repaired != nil {
+			r.Repaired(p.Path, p.What)
+		}
+	}
+	return nil
+}
+
+// journalDamage is err as a problem of the store when it says that one
+// of the journal's files cannot be read as such (EIO, naming the file),
+// not that fsck could not look (a permission, a failing read of the
+// directory: fsck then cannot run).
+func journalDamage(err error) (sealedlog.Problem, bool) {
+	var ae *abi.Error
+	if !errors.As(err, &ae) || ae.Errno != unix.EIO || ae.Path == "" {
+		return sealedlog.Problem{}, false
+	}
+	return sealedlog.Problem{Path: ae.Path, What: ae.Msg}, true
 }
 
 // note hands each of ps to r.Note.

@@ -89,7 +89,6 @@ type Journal struct {
 	batchNum  uint64
 	started   time.Time               // when the current file got its first batch
 	dirty     map[*Log]struct{}       // logs with durable records in the current generation
-	intent    map[*Log]struct{}       // logs with an intent record in the current generation
 	values    map[string]*valueChange // value files changed in the current generation
 	live      uint64                  // oldest generation whose file still exists
 

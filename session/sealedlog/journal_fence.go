@@ -104,7 +104,7 @@ func readFence(root *storefs.Root, dir string) (*fence, error) {
 	}
 	fc, err := parseFence(b)
 	if err != nil {
-		return nil, abi.Errorf(syscall.EIO, "fence", "%s: %v (the fence is the server's own file: restore it from a backup, or remove it once no host of the cluster writes the store)", root.Show(rel), err)
+		return nil, &abi.Error{Op: "fence", Path: root.Show(rel), Errno: syscall.EIO, Msg: err.Error() + " (the fence is the server's own file: restore it from a backup, or remove it once no host of the cluster writes the store)"}
 	}
 	return fc, nil
 }

@@ -366,12 +366,12 @@ func (j *Journal) commitOnce() {
 		j.rotate()
 		j.rotationDone()
 	}
-	batch, last := j.queue, j.seq
+	batch := j.queue
 	j.queue, j.queued, j.lazySince = nil, 0, time.Time{}
 	if len(batch) == 0 {
 		return
 	}
-	last = batch[len(batch)-1].last
+	last := batch[len(batch)-1].last
 	f, off, gen, num := j.f, j.end, j.gen, j.batchNum
 	var buf []byte
 	if j.broken == nil {
