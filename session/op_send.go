@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ctxfs/ctxfs/abi"
 	"github.com/ctxfs/ctxfs/agent"
 	"github.com/ctxfs/ctxfs/agent/def"
@@ -334,6 +336,8 @@ func (e *Engine) resolveCwd(c layout.Caller, loc *location, cwd string) (runDir,
 			return runDir{}, err
 		}
 		root, err = e.makeChroot(rootRel, own)
+	} else if err == nil {
+		mendChrootOwner(root, own)
 	}
 	if err != nil {
 		return runDir{}, err
@@ -359,6 +363,20 @@ func (e *Engine) makeChroot(rootRel string, own storefs.Owner) (*os.File, error)
 		return nil, err
 	}
 	return e.root.OpenDirPath(rootRel)
+}
+
+// mendChrootOwner gives an agent's root/ (open as f) back to its owner when
+// it is the server's: a kill between the mkdir that makes it and the chown
+// that follows (layout.MkdirAll) leaves it so, its user could not run
+// there, and fsck names it (TestHistoryFaultSchedules met one in CI).
+// Only a directory of root's, which no user can make there, is changed;
+// one root gave another owner by hand stays as it is.
+func mendChrootOwner(f *os.File, own storefs.Owner) {
+	var st unix.Stat_t
+	if own.Uid <= 0 || unix.Fstat(int(f.Fd()), &st) != nil || st.Uid != 0 || st.Gid != 0 {
+		return
+	}
+	unix.Fchownat(int(f.Fd()), "", own.Uid, own.Gid, unix.AT_EMPTY_PATH)
 }
 
 // hostPath is the directory a run without a jail works in, as a path

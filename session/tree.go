@@ -150,16 +150,6 @@ func RenameRule(oldRel, newRel string, flags uint32) (layout.Place, error) {
 	return old, nil
 }
 
-// Setattr changes the attributes of rel through the mount (the kernel has
-// checked that the caller may change them, from the store's owners and
-// modes). The size rules are SPEC 5 and 6: logs never shrink or grow by
-// truncation, values are replaced whole (`>` truncates to 0 first, a
-// no-op), read-only files, the list and archives take nothing but a touch
-// of their times. The top directories and a shared space's directory take
-// mode and owner (root sets a space's group and mode this way, SPEC 2);
-// history's owners and modes are the engine's (store.go: the store holds
-// it as the server's, the mount shows its logical owner), so everything
-
 // CheckOpen is the tree's rule for opening a file (tree.Tree.CheckOpen),
 // and a version's content verified at each open (EIO, session/versions).
 func (e *Engine) CheckOpen(pl layout.Place, flags int) error {
@@ -172,6 +162,15 @@ func (e *Engine) CheckOpen(pl layout.Place, flags int) error {
 	return nil
 }
 
+// Setattr changes the attributes of rel through the mount (the kernel has
+// checked that the caller may change them, from the store's owners and
+// modes). The size rules are SPEC 5 and 6: logs never shrink or grow by
+// truncation, values are replaced whole (`>` truncates to 0 first, a
+// no-op), read-only files, the list and archives take nothing but a touch
+// of their times. The top directories and a shared space's directory take
+// mode and owner (root sets a space's group and mode this way, SPEC 2);
+// history's owners and modes are the engine's (store.go: the store holds
+// it as the server's, the mount shows its logical owner), so everything
 // else takes only its times.
 func (e *Engine) Setattr(c layout.Caller, rel string, a SetAttr) error {
 	pl := layout.Classify(rel)

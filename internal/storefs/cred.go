@@ -1,7 +1,9 @@
 package storefs
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"os/user"
 	"runtime"
 	"slices"
@@ -156,6 +158,72 @@ func dropTo(c Cred) (*threadCred, error) {
 	h = capHeader
 	if err := unix.Capset(&h, &none[0]); err != nil {
 		return s, fmt.Errorf("capset: %w", err)
+	}
+	return s, nil
+}
+
+// bornAs runs call, which makes a file or directory, on a locked OS thread
+// whose filesystem uid and gid are own's (-1 or 0: the server's) and
+// whose capabilities are the server's (setfsuid drops the file ones; they
+// are raised again): what call makes is own's from its first moment, and
+// the server's rights make it, as before. A thread whose identity cannot
+// be set makes it as the server (the caller's chown then gives it its
+// owner, as it always did); one that cannot be given back panics
+// (restore). A filesystem that judges a caller by its ids alone (a FUSE
+// one such as GlusterFS's or MooseFS's client, which sees no capability)
+// refuses call there (EACCES, EPERM): it is then made as the server, and
+// given by the caller's chown, as before.
+func bornAs(own Owner, call func() error) error {
+	if own.Uid <= 0 && own.Gid <= 0 || os.Geteuid() != 0 {
+		return call()
+	}
+	err := asOwner(own, call)
+	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+		err = call()
+	}
+	return err
+}
+
+// asOwner runs call on a locked thread that becomeOwner made own's, and
+// gives the thread back as it was; a thread that could not be made own's
+// runs call as the server.
+func asOwner(own Owner, call func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	s, err := becomeOwner(own)
+	if err != nil {
+		restore(s)
+		return call()
+	}
+	defer restore(s) // before the unlock: deferred calls run last first
+	return call()
+}
+
+// becomeOwner gives the current (locked) thread own's filesystem ids and
+// keeps its capabilities; what it changed is returned for restore.
+func becomeOwner(own Owner) (*threadCred, error) {
+	s := &threadCred{fsuid: -1, fsgid: -1}
+	h := capHeader
+	if err := unix.Capget(&h, &s.caps[0]); err != nil {
+		return s, fmt.Errorf("capget: %w", err)
+	}
+	s.haveCap = true
+	if own.Gid > 0 {
+		s.fsgid = fsid(unix.SYS_SETFSGID)
+		if err := setFsid(unix.SYS_SETFSGID, own.Gid); err != nil {
+			return s, err
+		}
+	}
+	if own.Uid > 0 {
+		s.fsuid = fsid(unix.SYS_SETFSUID)
+		if err := setFsid(unix.SYS_SETFSUID, own.Uid); err != nil {
+			return s, err
+		}
+		h = capHeader
+		caps := s.caps
+		if err := unix.Capset(&h, &caps[0]); err != nil {
+			return s, fmt.Errorf("capset: %w", err)
+		}
 	}
 	return s, nil
 }

@@ -2,6 +2,7 @@ package storefs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -85,4 +86,59 @@ func BenchmarkAsUser(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestMkdirOwnedBorn: a directory MkdirOwned makes for a user, in a
+// directory only root may enter, is the user's from its first moment
+// (bornAs: there is no window in which a kill leaves it root's), with
+// the mode asked for; and the threads it ran on are root's again (what
+// the server makes next, on many goroutines, is root's).
+func TestMkdirOwnedBorn(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	f := newFixture(t)
+	testkit.Must(t, os.Mkdir(f.store+"/rootonly", 0o700))
+	own := Owner{Uid: 1001, Gid: 1002, DirMode: 0o700}
+	var dirfd int
+	var name string
+	// The mkdir alone, without the chown MkdirOwned does after it.
+	testkit.Must(t, f.r.at("mkdir", "rootonly/born", func(d int, n string) error {
+		dirfd, name = d, n
+		return bornAs(own, func() error { return unix.Mkdirat(dirfd, name, 0o700) })
+	}))
+	st, err := f.r.Lstat("rootonly/born")
+	testkit.Must(t, err)
+	if st.Uid != 1001 || st.Gid != 1002 {
+		t.Errorf("born: owner %d:%d, want 1001:1002", st.Uid, st.Gid)
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 100; i++ {
+				d := fmt.Sprintf("rootonly/u%d-%d", g, i)
+				if err := f.r.MkdirOwned(d, own); err != nil {
+					t.Errorf("MkdirOwned %s: %v", d, err)
+					return
+				}
+				runtime.Gosched()
+				if err := f.r.Mkdir(d+"/server", 0o700); err != nil {
+					t.Errorf("Mkdir as the server: %v", err)
+					return
+				}
+				st, err := f.r.Lstat(d + "/server")
+				if err != nil || st.Uid != 0 || st.Gid != 0 {
+					t.Errorf("made by the server after MkdirOwned: %v owner %d:%d, want 0:0", err, st.Uid, st.Gid)
+					return
+				}
+				if st, err := f.r.Lstat(d); err != nil || st.Uid != 1001 || st.Gid != 1002 || st.Mode&0o7777 != 0o700 {
+					t.Errorf("%s: %v owner %d:%d mode %o", d, err, st.Uid, st.Gid, st.Mode&0o7777)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
 }

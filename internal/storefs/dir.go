@@ -131,9 +131,15 @@ type Owner struct {
 	DirMode, FileMode os.FileMode
 }
 
-// MkdirOwned makes the directory rel with own's mode and owner.
+// MkdirOwned makes the directory rel with own's mode and owner. As root
+// the directory is born own's (bornAs): made by the server and then given
+// to own, a kill between the two left a directory of root's where a
+// user's belongs, which its user could not write in
+// (TestHistoryFaultSchedules met an agent's root/ so in CI). The chown
+// after it stays for what bornAs cannot set (a setgid parent's group
+// wins over the filesystem gid) and for a server that is not root.
 func (r *Root) MkdirOwned(rel string, own Owner) error {
-	if err := r.Mkdir(rel, own.DirMode); err != nil {
+	if err := r.mkdir(rel, own.DirMode, own); err != nil {
 		return err
 	}
 	return r.ChownOwned(rel, own)

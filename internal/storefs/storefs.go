@@ -451,8 +451,17 @@ func (r *Root) openDir(rel string, flags int) (*os.File, error) {
 // Mkdir makes the directory rel with exactly perm (and setgid or sticky
 // when asked).
 func (r *Root) Mkdir(rel string, perm os.FileMode) error {
+	return r.mkdir(rel, perm, Owner{Uid: -1, Gid: -1})
+}
+
+// mkdir is Mkdir, the directory born own's when the Root acts as the
+// server (bornAs; -1 keeps the server's id).
+func (r *Root) mkdir(rel string, perm os.FileMode, own Owner) error {
+	if r.as != nil {
+		own = Owner{Uid: -1, Gid: -1} // made as the Root's user already
+	}
 	return r.at("mkdir", rel, func(dirfd int, name string) error {
-		if err := unix.Mkdirat(dirfd, name, uint32(perm.Perm())); err != nil {
+		if err := bornAs(own, func() error { return unix.Mkdirat(dirfd, name, uint32(perm.Perm())) }); err != nil {
 			return err
 		}
 		mode := uint32(perm.Perm())
@@ -531,9 +540,9 @@ func (r *Root) Chown(rel string, uid, gid int) error {
 		}
 		return r.fail("chown", rel, unix.Fchownat(r.fd, "", uid, gid, unix.AT_EMPTY_PATH))
 	}
-	return r.at("chown", rel, func(dirfd int, name string) error {
+	return r.setAttr("chown", rel, func(dirfd int, name string) error {
 		return unix.Fchownat(dirfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
-	})
+	}, func(fd int) error { return unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH) })
 }
 
 // Chmod sets the mode bits (with setuid, setgid, sticky) of rel itself. A
@@ -546,7 +555,8 @@ func (r *Root) Chmod(rel string, mode uint32) error {
 		}
 		return r.fail("chmod", rel, chmodPath(r.fd, mode))
 	}
-	return r.at("chmod", rel, func(dirfd int, name string) error { return chmodAt(dirfd, name, mode) })
+	return r.setAttr("chmod", rel, func(dirfd int, name string) error { return chmodAt(dirfd, name, mode) },
+		func(fd int) error { return chmodPath(fd, mode) })
 }
 
 // chmodAt changes the mode of name in dirfd, never of a symlink's target.
@@ -580,8 +590,32 @@ func chmodPath(fd int, mode uint32) error {
 // Utimes sets the access and modification times of rel itself
 // (unix.UTIME_OMIT leaves one as it is).
 func (r *Root) Utimes(rel string, ts [2]unix.Timespec) error {
-	return r.at("utimes", rel, func(dirfd int, name string) error {
+	return r.setAttr("utimes", rel, func(dirfd int, name string) error {
 		return unix.UtimesNanoAt(dirfd, name, ts[:], unix.AT_SYMLINK_NOFOLLOW)
+	}, func(fd int) error {
+		return unix.UtimesNanoAt(fd, "", ts[:], unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW)
+	})
+}
+
+// setAttr changes the mode, owner or times of rel itself. As the server,
+// by name in rel's parent (byName). As a user (As), byFd on an O_PATH
+// descriptor of rel the server opens in its parent: the kernel judges
+// such a change by the inode (its owner, the caller's capabilities), but
+// a change by name also needs the right to search the parent, and the
+// parent of a free tree's top (an agent's root/, a session's context/) is
+// a store directory closed to users, so that the owner's chmod or touch
+// of root/ itself was EACCES (cp -a and tar -x into it failed).
+func (r *Root) setAttr(op, rel string, byName func(dirfd int, name string) error, byFd func(fd int) error) error {
+	if r.as == nil {
+		return r.at(op, rel, byName)
+	}
+	return r.As(Cred{}).at(op, rel, func(dirfd int, name string) error {
+		fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return r.do(func() error { return byFd(fd) })
 	})
 }
 
