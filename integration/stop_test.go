@@ -323,18 +323,7 @@ nsenter -t $copy -m setpriv --reuid=65534 --regid=65534 --clear-groups stat "$3/
 kill $copy
 grep -c "$3/ctx" /proc/self/mountinfo | sed 's/^/mounts left: /'
 cat "$3/store/ctxfs.log"`
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "unshare", "-m", "--propagation", "private", "sh", "-c", script,
-		"sh", t.TempDir(), ctxfsBin, base)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	out, err := cmd.CombinedOutput()
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the copy's sleep and the server, had the script failed half way
-	text := string(out)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, text)
-	}
+	text := inPrivateMountNamespace(t, script, t.TempDir(), ctxfsBin, base)
 	for _, want := range []string{"copy before: directory\n", "umount: exit 0\n", "Transport endpoint is not connected", "mounts left: 0\n", " msg=stopped "} {
 		if !strings.Contains(text, want) {
 			t.Errorf("no %q in:\n%s", want, text)
@@ -343,6 +332,58 @@ cat "$3/store/ctxfs.log"`
 	if strings.Contains(text, "still open") {
 		t.Errorf("the server waited for the copy:\n%s", text)
 	}
+}
+
+// The same for root's server on a machine without fusectl mounted (a
+// container, a system without systemd): the server mounts fusectl where
+// only its stopping thread sees it, ends the copy's connection at once
+// (ENOTCONN) and leaves fusectl unmounted. Before, it waited 5 s for the
+// copy, then closed the store with a warning ("still open"). The machine
+// here is a private mount namespace, whose fusectl is unmounted.
+func TestStopWithoutFusectl(t *testing.T) {
+	requireFUSE(t)
+	base := t.TempDir()
+	t.Cleanup(func() { stopRoot(t, filepath.Join(base, "ctx")) })
+	script := `umount /sys/fs/fuse/connections 2>/dev/null
+grep -c " /sys/fs/fuse/connections " /proc/self/mountinfo | sed 's/^/fusectl before: /'
+"$1" mount --root "$2/ctx" --store "$2/store" >/dev/null || exit 1
+unshare -m sleep 60 >/dev/null 2>&1 & copy=$!
+sleep 0.2
+nsenter -t $copy -m stat -c "before: %F" "$2/ctx/home" 2>&1 | sed 's/^/copy /'
+"$1" umount --root "$2/ctx"; echo "umount: exit $?"
+nsenter -t $copy -m stat "$2/ctx/home" 2>&1 | sed 's/^/copy: /'
+kill $copy
+grep -c "$2/ctx" /proc/self/mountinfo | sed 's/^/mounts left: /'
+grep -c " /sys/fs/fuse/connections " /proc/self/mountinfo | sed 's/^/fusectl after: /'
+cat "$2/store/ctxfs.log"`
+	text := inPrivateMountNamespace(t, script, ctxfsBin, base)
+	for _, want := range []string{"fusectl before: 0\n", "copy before: directory\n", "umount: exit 0\n", "Transport endpoint is not connected", "mounts left: 0\n", "fusectl after: 0\n", " msg=stopped "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "still open") {
+		t.Errorf("the server waited for the copy:\n%s", text)
+	}
+}
+
+// inPrivateMountNamespace runs the shell script with args ($1 …) as root
+// in a mount namespace of its own (`unshare -m --propagation private`),
+// within 60 s, and returns its output; whatever it started is killed when
+// it ends.
+func inPrivateMountNamespace(t *testing.T, script string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "unshare", append([]string{"-m", "--propagation", "private", "sh", "-c", script, "sh"}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	out, err := cmd.CombinedOutput()
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // a copy's sleep and a server, had the script failed half way
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return string(out)
 }
 
 // A clean stop while a jailed run is running (`isolation chroot`: the
