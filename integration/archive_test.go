@@ -86,9 +86,10 @@ func newGCServer(t *testing.T) *server {
 	return s
 }
 
-// dryDefaults begins a dry run's header without --pattern: it names the
-// default patterns, which no command line shows.
-const dryDefaults = "ctx: dry-run of the default patterns *smoke* e2e-* repro-* install-* deterministic-* ansi-* spark-* temp-* (--pattern GLOB replaces them); pass --yes to "
+// dryDefaults begins a dry run's header, with or without --pattern: the
+// SPEC's line (12), which scripts read. Only a terminal is told the
+// default patterns too (TestGCNamesDefaultsOnTerminal).
+const dryDefaults = "ctx: dry-run; pass --yes to "
 
 // TestGCPreviewWritesNothing: without --yes gc lists its candidates in
 // name order, every protection applied, and the store does not change.
@@ -112,6 +113,20 @@ func TestGCPreviewWritesNothing(t *testing.T) {
 	}
 	if diffs, _ := hostDiffs(before, hostSnapshot(t, s.store)); len(diffs) > 0 {
 		t.Errorf("a preview wrote to the store: %v", diffs)
+	}
+}
+
+// TestGCNamesDefaultsOnTerminal: on a terminal a dry run without
+// --pattern names the default patterns (on stderr, before the SPEC's
+// line), which no command line shows.
+func TestGCNamesDefaultsOnTerminal(t *testing.T) {
+	s := newFuseServer(t)
+	s.send("temp-a", "c1", "hello")
+	s.send("default", "c2", "the current one")
+	shown, err := ctxOnTerminal(t, s, nil, "agent", "session", "gc", "coder")
+	want := "ctx: gc: the default patterns *smoke* e2e-* repro-* install-* deterministic-* ansi-* spark-* temp-* (--pattern GLOB replaces them)\n" + dryDefaults + "archive\narchive temp-a\n"
+	if err != nil || shown != want {
+		t.Errorf("gc on a terminal: %v\n%s\nwant\n%s", err, shown, want)
 	}
 }
 
@@ -175,6 +190,17 @@ func TestGCArchivesWhole(t *testing.T) {
 	}
 	if !maps.Equal(live, treeContent(t, filepath.Join(sessions, "temp-a"))) {
 		t.Errorf("a refused archive changed the live session")
+	}
+	// In a gc, the others proceed, and the exit status is 1.
+	s.send("temp-c", "c-c", "a new one")
+	s.send("repro-cur", "c-cur3", "stay current")
+	settle()
+	outs, errs, code := ctxSplit(t, s, "agent", "session", "gc", "coder", "--pattern", "temp-*", "--yes")
+	if code != 1 || outs != "archived temp-c\n" || errs != "ctx: archive temp-a: EEXIST\n" {
+		t.Errorf("gc with a target that exists: exit %d stdout %q stderr %q", code, outs, errs)
+	}
+	if !maps.Equal(live, treeContent(t, filepath.Join(sessions, "temp-a"))) {
+		t.Errorf("a refused archive in a gc changed the live session")
 	}
 	if out, _ := s.fsck(); strings.Contains(out, "archived_sessions") { // ansi-bad's planted link is reported
 		t.Errorf("fsck after archiving:\n%s", out)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
@@ -119,6 +120,62 @@ func TestGCOlderThanUnknownAge(t *testing.T) {
 		t.Errorf("gc --older-than-days 1 took a session sent to now:\n%s", out)
 	}
 	t.Logf("stderr: %s", errs)
+}
+
+// TestGCOlderThanDays: --older-than-days takes a session whose newest
+// file is older than that (SPEC 12), and passes over one with a newer
+// file; times set through the mount are the ones gc reads.
+func TestGCOlderThanDays(t *testing.T) {
+	s := newFuseServer(t)
+	for _, n := range []string{"temp-old", "temp-recent", "default"} {
+		s.send(n, "c-"+n, "hello")
+	}
+	settle() // the derived files reach the store behind: no later write moves their times
+	old := time.Now().Add(-72 * time.Hour)
+	for _, n := range []string{"temp-old", "temp-recent"} {
+		dir := s.mnt(sessRel(n))
+		ents, err := os.ReadDir(dir)
+		testkit.Must(t, err)
+		for _, e := range ents {
+			if n == "temp-recent" && e.Name() == "cwd" {
+				continue // one newer file keeps the session
+			}
+			testkit.Must(t, os.Chtimes(filepath.Join(dir, e.Name()), old, old))
+		}
+		testkit.Must(t, os.Chtimes(dir, old, old))
+	}
+	for days, want := range map[string]string{"2": "archive temp-old\n", "4": ""} {
+		out, code := s.ctx(t, "agent", "session", "gc", "coder", "--older-than-days", days)
+		if code != 0 || out != dryDefaults+"archive\n"+want {
+			t.Errorf("gc --older-than-days %s: exit %d\n%s\nwant\n%s", days, code, out, dryDefaults+"archive\n"+want)
+		}
+	}
+}
+
+// TestArchiveDirThroughSymlink: an --archive-dir that reaches the live
+// session tree through a symlink overlaps it as the path itself would
+// (SPEC 12: exit 2) and writes nothing. It was taken: ctx's mkdir of
+// DIR/coder made a new session named coder in the live tree (listed in
+// the index), the rename was EPERM, and the session stayed.
+func TestArchiveDirThroughSymlink(t *testing.T) {
+	s := newFuseServer(t)
+	s.send("temp-a", "c1", "hello")
+	s.send("default", "c2", "the current one")
+	settle() // the derived files reach the store
+	links := t.TempDir()
+	for link, to := range map[string]string{"sessions": coderRel + "/session", "agent": coderRel + "/session/.."} {
+		testkit.Must(t, os.Symlink(s.mnt(to), filepath.Join(links, link)))
+	}
+	before := hostSnapshot(t, s.store)
+	for _, dir := range []string{filepath.Join(links, "sessions"), filepath.Join(links, "sessions", "deeper"), filepath.Join(links, "agent")} {
+		for _, cmd := range [][]string{{"gc", "coder", "--pattern", "temp-a", "--yes"}, {"archive", "coder", "temp-a"}} {
+			args := append(append([]string{"agent", "session"}, cmd...), "--archive-dir", dir)
+			if out, code := s.ctx(t, args...); code != 2 || !strings.Contains(out, "overlaps the live sessions") {
+				t.Errorf("%v: exit %d %q, want 2 (overlaps)", args[2:], code, out)
+			}
+		}
+	}
+	storeUnchanged(t, "an --archive-dir through a symlink", before, hostSnapshot(t, s.store))
 }
 
 // TestArchiveDirOfAgentsOnly: a user's mkdir of archived_sessions/<agent>

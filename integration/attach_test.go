@@ -98,6 +98,36 @@ func startCtxAs(t *testing.T, s *server, c *cred, args ...string) *ctxProc {
 	return p
 }
 
+// ctxOnTerminal runs ctx as c (nil: root) with stdout and stderr on one
+// pseudo-terminal 100 columns wide, and returns what the terminal showed
+// (CR LF as LF) and how ctx ended.
+func ctxOnTerminal(t *testing.T, s *server, c *cred, args ...string) (string, error) {
+	t.Helper()
+	ptm, pts, err := pty.Open()
+	testkit.Must(t, err)
+	defer ptm.Close()
+	testkit.Must(t, pty.Setsize(ptm, &pty.Winsize{Rows: 24, Cols: 100}))
+	cmd := exec.Command(ctxBin, args...)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/", "CTX_ROOT=" + s.root}
+	if c != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: c.uid, Gid: c.gid, Groups: c.groups}}
+	}
+	cmd.Stdout, cmd.Stderr = pts, pts
+	testkit.Must(t, cmd.Start())
+	pts.Close()
+	shownc := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(ptm); shownc <- string(b) }() // ends with EIO once ctx closed pts
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(cmdLimit):
+		cmd.Process.Kill()
+		t.Fatalf("ctx %q on a terminal did not end", args)
+	}
+	return strings.ReplaceAll(<-shownc, "\r\n", "\n"), err
+}
+
 func (p *ctxProc) stdout() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -191,6 +221,48 @@ func TestSendInterruptThenAttach(t *testing.T) {
 	}
 }
 
+// TestCancelSharedRun: a run of a shared space's session (or a temp
+// session) is cancelled by the command a detached send names (SPEC 11:
+// --shared SPACE on any command). cancel took no --shared, and without
+// it the run, found only in its own space, was "not running" (exit 1)
+// while it went on.
+func TestCancelSharedRun(t *testing.T) {
+	s, _ := newStepperServer(t) // never released: the run waits until cancelled
+	s.spaceAdd("team", 1234)
+	ann := member(1001, 1234)
+	for _, scope := range []string{"--shared team", "--scope temp"} { // a temp session's run likewise
+		sender := startCtxAs(t, s, ann, append(append([]string{"agent", "send", "stepper", "--session", "sh"}, strings.Fields(scope)...), "go")...)
+		sender.waitOut("first")
+		sender.cmd.Process.Signal(syscall.SIGINT)
+		if code := sender.exitCode(); code != 130 {
+			t.Fatalf("send %s after Ctrl+C: exit %d, want 130; stderr %q", scope, code, sender.stderr())
+		}
+		m := regexp.MustCompile(`, (ctx agent cancel stepper ` + regexp.QuoteMeta(scope) + ` (ctx-[0-9a-f]{32})) stops it\n$`).FindStringSubmatch(sender.stderr())
+		if m == nil {
+			t.Fatalf("Ctrl+C message %q does not name a cancel with %s", sender.stderr(), scope)
+		}
+		out, errs, code := ctxSplitAs(t, s, ann, strings.Fields(m[1])[1:]...)
+		if code != 0 || out != "cancelled "+m[2]+"\n" {
+			t.Fatalf("%s: exit %d stdout %q stderr %q", m[1], code, out, errs)
+		}
+	}
+	state := s.mnt("shared/team/agent/stepper/session/sh/state")
+	eventually(t, 10*time.Second, "the shared session's state to be cancelled", func() bool {
+		b, _ := os.ReadFile(state)
+		return string(b) == "cancelled\n"
+	})
+	// By client id, in any session of the space; the send it stops exits 1.
+	sender := startCtxAs(t, s, ann, "agent", "send", "stepper", "--shared", "team", "--session", "sh2", "--id", "job-2", "go")
+	sender.waitOut("first")
+	out, errs, code := ctxSplitAs(t, s, ann, "agent", "cancel", "stepper", "--shared", "team", "job-2")
+	if code != 0 || !regexp.MustCompile(`^cancelled ctx-[0-9a-f]{32}\n$`).MatchString(out) {
+		t.Fatalf("cancel by client id: exit %d stdout %q stderr %q", code, out, errs)
+	}
+	if code := sender.exitCode(); code != 1 {
+		t.Errorf("the cancelled send: exit %d, want 1; %s", code, sender.printed())
+	}
+}
+
 // flooderProgram says "first", waits for RELEASE/$CTX_SESSION, then
 // streams about 1.4 MB of deltas (more than a reader may fall behind, 1
 // MiB, but not so much that the sender, which reads, could fall that far
@@ -244,27 +316,8 @@ func TestSendToolLinesOnTerminal(t *testing.T) {
 	s, release := newStepperServer(t)
 	releaseRun(t, release, "tty")
 	releaseRun(t, release, "pipe")
-	ptm, pts, err := pty.Open()
+	shown, err := ctxOnTerminal(t, s, nil, "agent", "send", "stepper", "--session", "tty", "go")
 	testkit.Must(t, err)
-	defer ptm.Close()
-	testkit.Must(t, pty.Setsize(ptm, &pty.Winsize{Rows: 24, Cols: 100}))
-	cmd := exec.Command(ctxBin, "agent", "send", "stepper", "--session", "tty", "go")
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/", "CTX_ROOT=" + s.root}
-	cmd.Stdout, cmd.Stderr = pts, pts
-	testkit.Must(t, cmd.Start())
-	pts.Close()
-	shownc := make(chan string, 1)
-	go func() { b, _ := io.ReadAll(ptm); shownc <- string(b) }()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		testkit.Must(t, err)
-	case <-time.After(cmdLimit):
-		cmd.Process.Kill()
-		t.Fatal("send on a terminal did not end")
-	}
-	shown := strings.ReplaceAll(<-shownc, "\r\n", "\n")
 	want := regexp.MustCompile(`^run ctx-[0-9a-f]{32}\n→ fs\.read \{"path":"/etc/hosts"\}\nfirst\n← fs\.read ok, 11 bytes\nsecond\n$`)
 	if !want.MatchString(shown) {
 		t.Errorf("on a terminal send showed %q", shown)

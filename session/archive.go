@@ -84,23 +84,7 @@ func (e *Engine) archiveIf(r layout.Ref, own storefs.Owner, del bool, still func
 		if !del {
 			e.flushDerived(r.Rel(), s, true) // the store's files are what moves
 		}
-		err := e.protectedState(r)
-		if err == nil && still != nil {
-			err = still()
-		}
-		if err == nil && loaded {
-			err = hasRun(s)
-		}
-		if err == nil {
-			err = e.kids.Writing(r.Rel())
-		}
-		if err == nil && !del {
-			err = e.settled(r)
-		}
-		if err == nil {
-			err = e.journaled(r)
-		}
-		if err != nil {
+		if err := e.mayLeave(r, s, loaded, del, still); err != nil {
 			if loaded {
 				e.sessions.PutIfAbsent(r.Key(), s) // back, as it was
 			}
@@ -147,6 +131,36 @@ func (e *Engine) archiveIf(r layout.Ref, own storefs.Owner, del bool, still func
 		err = uerr
 	}
 	return err
+}
+
+// mayLeave is nil when the session at r may leave its place now (archived,
+// or deleted when del), checked while archiveIf holds it: no protection,
+// the caller's own condition (still), no run of it, no child writing to
+// it, an archived one's values written, nothing of it waiting in the
+// journal.
+func (e *Engine) mayLeave(r layout.Ref, s *sess, loaded, del bool, still func() error) error {
+	if err := e.protectedState(r); err != nil {
+		return err
+	}
+	if still != nil {
+		if err := still(); err != nil {
+			return err
+		}
+	}
+	if loaded {
+		if err := hasRun(s); err != nil {
+			return err
+		}
+	}
+	if err := e.kids.Writing(r.Rel()); err != nil {
+		return err
+	}
+	if !del {
+		if err := e.settled(r); err != nil {
+			return err
+		}
+	}
+	return e.journaled(r)
 }
 
 // unindex takes a session that is gone out of its container's index, and

@@ -64,6 +64,48 @@ func TestArchiveRefusesActive(t *testing.T) {
 	testkit.Same(t, "a refused archive", before, testkit.Snapshot(t, env.store, nil))
 }
 
+// TestArchiveRefusesUnsafeState: a session whose state is not a regular
+// file, holds an unknown value or says active (no run: a store that
+// says so is believed) is EBUSY and unchanged, by Archive and by gc's
+// check alike (SPEC 12); a session without a state is an old one, taken.
+func TestArchiveRefusesUnsafeState(t *testing.T) {
+	env := newEnv(t)
+	plants := map[string]func(p string) error{
+		"temp-dir":     func(p string) error { return os.Mkdir(p, 0o700) },
+		"temp-fifo":    func(p string) error { return syscall.Mkfifo(p, 0o600) },
+		"temp-unknown": func(p string) error { return os.WriteFile(p, []byte("bogus\n"), 0o600) },
+		"temp-active":  func(p string) error { return os.WriteFile(p, []byte("active\n"), 0o600) },
+		"temp-none":    func(string) error { return nil },
+	}
+	for n := range plants {
+		env.send(root0, coder(), fmt.Sprintf(`{"op":"send","id":"c-%s","session":%q,"input":"x"}`, n, n))
+	}
+	env.send(root0, coder(), `{"op":"send","id":"c","session":"other","input":"x"}`) // another current
+	env.settledTree()
+	testkit.Must(t, env.e.Close()) // the store's files are what a cold engine reads
+	for n, plant := range plants {
+		p := filepath.Join(env.sessDir("home/0", "coder", n), abi.FileState)
+		testkit.Must(t, os.Remove(p))
+		testkit.Must(t, plant(p))
+	}
+	env.open()
+	before := testkit.Snapshot(t, env.store, nil)
+	for n := range plants {
+		if n == "temp-none" {
+			continue
+		}
+		ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: n}
+		testkit.WantErrno(t, "check of "+n, env.e.checkArchive(ref), syscall.EBUSY)
+		testkit.WantErrno(t, "archive of "+n, env.e.Archive(ref, layout.PrivateOwner(0, 0), false), syscall.EBUSY)
+	}
+	testkit.Same(t, "refused archives", before, testkit.Snapshot(t, env.store, nil))
+	ref := layout.Ref{Container: layout.Container{Home: "home/0", Kind: abi.KindAgent, Owner: "coder"}, Name: "temp-none"}
+	testkit.Must(t, env.e.Archive(ref, layout.PrivateOwner(0, 0), false))
+	if _, err := os.Stat(filepath.Join(env.store, "home/0", abi.ArchivedDir, "coder", "temp-none", abi.FileMessages)); err != nil {
+		t.Errorf("a session without a state is not archived: %v", err)
+	}
+}
+
 // TestGCIdleRechecksOnceTaken: a temp-* session found idle, then used by
 // a send before the clean-up takes it, is kept (EBUSY, nothing moved):
 // idleness is asked again once the session is out of the engine. And a

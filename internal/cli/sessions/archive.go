@@ -136,9 +136,15 @@ func GC(e *clienv.Env, p *clienv.Parsed) int {
 // before its first candidate prints no header, only its error.
 func preview(e *clienv.Env, job *gcJob, sel *selection, verb string, asJSON bool) int {
 	header := sync.OnceFunc(func() {
-		if !asJSON { // JSON lines carry dry_run instead
-			fmt.Fprintf(e.Stdout, "ctx: dry-run%s; pass --yes to %s\n", sel.named(), verb)
+		if asJSON { // JSON lines carry dry_run instead
+			return
 		}
+		// The SPEC's line (12), which scripts read; a person at a terminal
+		// is told the default patterns too, which no command line shows.
+		if sel.defaults && clienv.IsTerminal(e.Stderr) {
+			fmt.Fprintf(e.Stderr, "ctx: gc: the default patterns %s (--pattern GLOB replaces them)\n", strings.Join(defaultGCPatterns, " "))
+		}
+		fmt.Fprintf(e.Stdout, "ctx: dry-run; pass --yes to %s\n", verb)
 	})
 	err := sel.candidates(job, func(n string) {
 		header()
@@ -177,11 +183,28 @@ func (j *gcJob) check() error {
 	case !filepath.IsAbs(d):
 		return fmt.Errorf("--archive-dir %s is not an absolute path", d)
 	}
-	d, live := filepath.Clean(d), j.w.Loc.SessionsDir()
-	if d == live || strings.HasPrefix(d, live+"/") || strings.HasPrefix(live, d+"/") {
-		return fmt.Errorf("--archive-dir %s overlaps the live sessions in %s", d, live)
+	// As the kernel will walk them: a symlink to the live tree overlaps it
+	// (taken, its mkdir of DIR/AGENT made a session of that name).
+	rd, live := resolved(d), resolved(j.w.Loc.SessionsDir())
+	if rd == live || strings.HasPrefix(rd, live+"/") || strings.HasPrefix(live, rd+"/") {
+		return fmt.Errorf("--archive-dir %s overlaps the live sessions in %s", filepath.Clean(d), j.w.Loc.SessionsDir())
 	}
 	return nil
+}
+
+// resolved is the absolute path p with the symlinks of its longest
+// existing prefix resolved; the rest, still to be made, is kept as given.
+func resolved(p string) string {
+	rest := ""
+	for q := filepath.Clean(p); ; q = filepath.Dir(q) {
+		if r, err := filepath.EvalSymlinks(q); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if q == "/" {
+			return filepath.Clean(p)
+		}
+		rest = filepath.Join(filepath.Base(q), rest)
+	}
 }
 
 // take archives or deletes one session. An archive is one
@@ -396,15 +419,6 @@ func (s *selection) selected(j *gcJob) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-// named is what the dry run's header says of the patterns: the default
-// ones are named, since no command line shows them.
-func (s *selection) named() string {
-	if !s.defaults {
-		return ""
-	}
-	return " of the default patterns " + strings.Join(defaultGCPatterns, " ") + " (--pattern GLOB replaces them)"
 }
 
 func (s *selection) matches(name string) bool {
