@@ -60,3 +60,25 @@ func TestErrnoNames(t *testing.T) {
 		t.Error("an errno no one knows is not EIO")
 	}
 }
+
+// TestDefaultStore: SPEC 1's default store: /var/lib/ctxfs for root, else
+// $XDG_DATA_HOME/ctxfs, else ~/.local/share/ctxfs; CTXFS_STORE overrides
+// each.
+func TestDefaultStore(t *testing.T) {
+	cases := []struct {
+		uid  int
+		env  map[string]string
+		want string
+	}{
+		{0, map[string]string{"HOME": "/root", "XDG_DATA_HOME": "/root/.data"}, "/var/lib/ctxfs"},
+		{1000, map[string]string{"HOME": "/home/u", "XDG_DATA_HOME": "/home/u/.data"}, "/home/u/.data/ctxfs"},
+		{1000, map[string]string{"HOME": "/home/u"}, "/home/u/.local/share/ctxfs"},
+		{0, map[string]string{"CTXFS_STORE": "/srv/s"}, "/srv/s"},
+		{1000, map[string]string{"HOME": "/home/u", "XDG_DATA_HOME": "/x", "CTXFS_STORE": "/srv/s"}, "/srv/s"},
+	}
+	for _, c := range cases {
+		if got := DefaultStore(c.uid, func(k string) string { return c.env[k] }); got != c.want {
+			t.Errorf("DefaultStore(%d, %v) = %s, want %s", c.uid, c.env, got, c.want)
+		}
+	}
+}

@@ -58,6 +58,9 @@ func BenchmarkGC(b *testing.B) {
 		ents, err = os.ReadDir(s.mnt("home/0/agent/coder/session"))
 		testkit.Must(b, err)
 		mount = append(mount, time.Since(t0))
+		if len(ents) < n {
+			b.Fatalf("the mount lists %d sessions, want %d", len(ents), n)
+		}
 		t0 = time.Now() // the server's part: its answer to the one request, without ctx
 		frames := s.mustRequest("coder", string(askAll))
 		server = append(server, time.Since(t0))
@@ -66,7 +69,10 @@ func BenchmarkGC(b *testing.B) {
 		}
 	}
 	t0 := time.Now()
-	out, code := s.ctx(b, "agent", "session", "gc", "coder", "--pattern", "old-*", "--yes")
+	// 9–18 s for 10,000 sessions on the machine of docs/benchmarks.md,
+	// more while other work runs: past the tests' 20 s limit.
+	out, errs, code := ctxSplitWithin(b, s, nil, 5*time.Minute, "agent", "session", "gc", "coder", "--pattern", "old-*", "--yes")
+	out += errs
 	apply := time.Since(t0)
 	if code != 0 || strings.Count(out, "archived ") != n {
 		b.Fatalf("apply: exit %d\n%s", code, lastLines(out, 5))

@@ -1094,3 +1094,28 @@ func TestChildEndNotInRemadeParent(t *testing.T) {
 	}
 	fsckClean(t, s)
 }
+
+// TestWaitTerminalGetsNoControls: result.md is a child model's text;
+// `ctx agent wait` shows it on a terminal with its control characters as
+// U+FFFD, as `output` shows latest.md (clienv.TerminalText): an OSC 52 in
+// it does not write the user's clipboard, a clear does not wipe the
+// screen. A pipe gets the bytes as they are. (The file is written here
+// through the mount by the session's owner, whose free tree context/ is.)
+func TestWaitTerminalGetsNoControls(t *testing.T) {
+	s := newFuseServer(t)
+	s.sendAs(owner, "boss", "b1", "", "hello")
+	const child = "ctx-0123456789abcdef0123456789abcdef"
+	dir := s.mnt("home/1001/agent/coder/session/boss/context/child/" + child)
+	result := "\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2Jthe answer\n"
+	if out, err := runCmd(t, owner, nil, "/bin/sh", "-c", `mkdir -p "$1" && printf 'done\n' >"$1/status" && printf '%s' "$2" >"$1/result.md"`, "sh", dir, result); err != nil {
+		t.Fatalf("the child's files: %v %s", err, out)
+	}
+	args := []string{"agent", "wait", "coder", child, "--session", "boss"}
+	shown, err := ctxOnTerminal(t, s, owner, args...)
+	if err != nil || shown != "done\n\uFFFD]52;c;ZWNobyBwd25lZA==\uFFFD\uFFFD[2Jthe answer\n" {
+		t.Errorf("wait on a terminal: %v, showed %q", err, shown)
+	}
+	if out, errs, code := ctxSplitAs(t, s, owner, args...); code != 0 || out != "done\n"+result || errs != "" {
+		t.Errorf("wait in a pipe: exit %d stdout %q stderr %q", code, out, errs)
+	}
+}

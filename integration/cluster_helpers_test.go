@@ -37,9 +37,6 @@ type clusterHost struct {
 // peerAddr is where the other hosts reach it.
 func (h *clusterHost) peerAddr() string { return h.net.addr + ":7443" }
 
-// socket is its coder socket.
-func (h *clusterHost) socket() string { return filepath.Join(h.srv.root, "agent", "coder.sock") }
-
 // testCluster is the hosts, etcd and the store.
 type testCluster struct {
 	t       testing.TB

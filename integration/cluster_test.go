@@ -261,7 +261,8 @@ func TestClusterTailAcrossHosts(t *testing.T) {
 // TestClusterDrain: `ctxfs umount` of the writer hands the store over at
 // once (the lease resigned, not left to expire: another host writes well
 // within the TTL), with its journal checkpointed; `ctxfs cluster status`
-// names the hosts and the writer, and fails (exit 69) without etcd.
+// names the hosts and the writer, exits 1 once no host writes (the last
+// one unmounted) and 69 without etcd.
 func TestClusterDrain(t *testing.T) {
 	ttl := 10 * time.Second
 	c := newTestCluster(t, ttl, nil, "a", "b")
@@ -285,6 +286,13 @@ func TestClusterDrain(t *testing.T) {
 	next.srv.sendAs(uid1001, "d", "d1", "", "after the drain")
 	if got := fileBytes(t, next.srv.mnt(uid1001CoderAt+"d/messages.jsonl")); strings.Count(got, `"role":"user"`) != 2 {
 		t.Errorf("the session after the drain:\n%s", got)
+	}
+	// No host left: etcd answers, no host writes the store (exit 1).
+	if out, err := runCmd(t, nil, nil, ctxfsBin, "umount", "--root", next.srv.root); err != nil {
+		t.Fatalf("ctxfs umount of %s: %v\n%s", next.name, err, out)
+	}
+	if out, code := c.status(); code != 1 || !strings.Contains(out, "no host writes the store now") || strings.Contains(out, "writer: ") {
+		t.Errorf("cluster status with no host left: exit %d, want 1 and no writer\n%s", code, out)
 	}
 	for i := range 3 {
 		c.etcd.Kill(i)
@@ -343,4 +351,40 @@ func TestClusterOnMooseFS(t *testing.T) {
 	if out, code := next.srv.fsck(); code != 0 || out != "clean\n" {
 		t.Errorf("fsck on MooseFS after the takeover: exit %d\n%s", code, out)
 	}
+}
+
+// TestClusterFsckRepairRefused: `ctxfs fsck --repair`, which replays the
+// journal and cuts what it holds past it, is refused (exit 2) while the
+// hosts of a cluster serve the store, as while a single-host server does
+// (SPEC 6, 19): the hosts hold the store lock shared and write no pid in
+// it, so fsck took the store for free and ran --repair under the writer.
+// fsck without --repair still checks it, clean; a single-host ctxfs mount
+// of the store is refused at once and writes no log there.
+func TestClusterFsckRepairRefused(t *testing.T) {
+	c := newTestCluster(t, 2*time.Second, nil, "a")
+	w := c.waitWriter("", 20*time.Second)
+	w.srv.sendAs(uid1001, "f", "f0", "", "before fsck")
+	_, errs, code := fsckEnv(t, nil, "--store", c.store, "--repair")
+	if code != 2 || !strings.Contains(errs, "served by the hosts of a cluster") {
+		t.Errorf("fsck --repair of a store a cluster host serves: exit %d, want 2 and the refusal\nstderr %q", code, errs)
+	}
+	if out, errs, code := fsckEnv(t, nil, "--store", c.store); code != 0 || out != "clean\n" {
+		t.Errorf("fsck of a store a cluster host serves: exit %d\nstdout %q\nstderr %q", code, out, errs)
+	}
+	// A single-host server of the store is refused at once, naming why
+	// (it waited 5 s for a holder it took for dying, then said "another
+	// ctxfs serves"), and mounts nothing.
+	root := filepath.Join(t.TempDir(), "ctx")
+	began := time.Now()
+	out, err := runCmd(t, nil, nil, ctxfsBin, "mount", "--root", root, "--store", c.store)
+	if exitCode(t, err) != 1 || !strings.Contains(out, "served by the hosts of a cluster") || time.Since(began) > 3*time.Second {
+		t.Errorf("a single-host ctxfs mount of a store a cluster serves: %v in %v\n%s", err, time.Since(began), out)
+	}
+	if n := mountsAt(filepath.Join(root, "home")) + mountsAt(filepath.Join(root, "shared")); n != 0 {
+		t.Errorf("the refused mount left %d mounts", n)
+	}
+	if _, err := os.Lstat(filepath.Join(c.store, "ctxfs.log")); !os.IsNotExist(err) {
+		t.Errorf("the refused mount wrote its log in the store the cluster serves: %v", err)
+	}
+	w.srv.sendAs(uid1001, "f", "f1", "", "after fsck")
 }

@@ -1,9 +1,7 @@
 package integration
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/creack/pty"
 
 	"github.com/ctxfs/ctxfs/agent/cli"
 	"github.com/ctxfs/ctxfs/internal/testkit"
@@ -93,29 +89,11 @@ func TestImportTerminalGetsNoControls(t *testing.T) {
 	testkit.Must(t, os.WriteFile(bad, []byte("not json\n"), 0o600))
 	chownTree(t, home, importAnn)
 
-	ptm, pts, err := pty.Open()
-	testkit.Must(t, err)
-	defer ptm.Close()
-	cmd := exec.Command(ctxBin, "agent", "import", "coder", "--from", "claude-code", "--uid", "1001", projects)
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/", "CTX_ROOT=" + s.root}
-	cmd.Stdout, cmd.Stderr = pts, pts
-	testkit.Must(t, cmd.Start())
-	pts.Close()
-	shownc := make(chan []byte, 1)
-	go func() { b, _ := io.ReadAll(ptm); shownc <- b }()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(cmdLimit):
-		cmd.Process.Kill()
-		t.Fatal("import on a terminal did not end")
-	}
-	shown := <-shownc
-	if !bytes.Contains(shown, []byte("imported ")) || !bytes.Contains(shown, []byte("EINVAL")) {
+	shown, _ := ctxOnTerminal(t, s, nil, "agent", "import", "coder", "--from", "claude-code", "--uid", "1001", projects) // exit 1: a file refused
+	if !strings.Contains(shown, "imported ") || !strings.Contains(shown, "EINVAL") {
 		t.Errorf("the terminal lacks the import's lines: %q", shown)
 	}
-	if i := bytes.IndexFunc(shown, func(r rune) bool { return r == 0x1b || r == 0x07 }); i >= 0 {
+	if i := strings.IndexAny(shown, "\x1b\x07"); i >= 0 {
 		t.Errorf("the terminal got a control character at %d: %q", i, shown)
 	}
 }

@@ -56,7 +56,7 @@ echo '{"type":"message","role":"assistant","content":"asked"}'
 	kept, _ := runCmd(t, a, nil, "cat", index)
 	testkit.Must(t, os.WriteFile(target, []byte("uid 1002's\n"), 0o644))
 	testkit.Must(t, os.Chown(target, 1002, 1002))
-	frames, raw, err = s.requestAsWithin(b, "editor", fmt.Sprintf(`{"op":"restore","id":"x1","session":"plan","scope":"shared","space":"team","run":%q}`, run), 60*time.Second)
+	_, raw, err = s.requestAsWithin(b, "editor", fmt.Sprintf(`{"op":"restore","id":"x1","session":"plan","scope":"shared","space":"team","run":%q}`, run), 60*time.Second)
 	if got, _ := os.ReadFile(target); string(got) != "uid 1002's\n" {
 		t.Fatalf("uid 1002's file after its restore of uid 1001's run: %q (err %v)\nversions:\n%s\nrestore:\n%.800s", got, err, kept, raw)
 	}

@@ -259,10 +259,10 @@ func TestModelAPIFailures(t *testing.T) {
 		reply             func(w http.ResponseWriter, r *http.Request)
 	}{
 		{"unauthorized", "EACCES", "bad key", func(w http.ResponseWriter, r *http.Request) {
-			http.Error(w, `{"error":{"message":"bad key","type":"invalid_request_error"}}`, 401)
+			http.Error(w, `{"error":{"message":"bad key","type":"invalid_request_error"}}`, http.StatusUnauthorized)
 		}},
 		{"rate-limited", "EAGAIN", "slow down please", func(w http.ResponseWriter, r *http.Request) {
-			http.Error(w, `{"error":{"message":"slow down please","type":"rate_limit"}}`, 429)
+			http.Error(w, `{"error":{"message":"slow down please","type":"rate_limit"}}`, http.StatusTooManyRequests)
 		}},
 		{"cut-mid-event", "EIO", "", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")

@@ -137,7 +137,8 @@ func checkRunSteps(t *testing.T, run, input string, user, tool, answer atifStep)
 }
 
 // TestTrajectoryRefusals: a session with no messages is refused (exit 1,
-// ENODATA, nothing on stdout), and bad usage is exit 2.
+// ENODATA, nothing on stdout), so is one whose document would not
+// validate (EINVAL), and bad usage is exit 2.
 func TestTrajectoryRefusals(t *testing.T) {
 	requireFUSE(t)
 	s := newServer(t)
@@ -152,6 +153,15 @@ func TestTrajectoryRefusals(t *testing.T) {
 		t.Errorf("echo session: exit %d", code)
 	}
 	validateATIF(t, out)
+	// A document that would not validate is refused whole: a tool call
+	// whose arguments are no object (appended through the mount).
+	s.mustRequest("coder", `{"op":"send","id":"b","session":"bad","input":"x"}`)
+	testkit.Must(t, appendMnt(s.mnt(sessRel("bad")+"/messages.jsonl"),
+		`{"role":"assistant","content":[{"type":"tool_call","id":"c1","name":"sh","arguments":[1,2]}],"ts":"2026-12-06T00:00:00.000Z"}`+"\n"))
+	out, errs, code = ctxTrajectory(t, s, "agent", "trajectory", "coder", "--session", "bad")
+	if code != 1 || out != "" || !strings.HasPrefix(errs, "ctx: trajectory: EINVAL") {
+		t.Errorf("a session that does not validate: exit %d, stdout %.200q, stderr %q", code, out, errs)
+	}
 	if _, errs, code = ctxTrajectory(t, s, "agent", "trajectory"); code != 2 || !strings.Contains(errs, "usage: ctx agent trajectory AGENT") {
 		t.Errorf("no agent: exit %d, stderr %q", code, errs)
 	}

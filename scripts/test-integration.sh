@@ -98,7 +98,8 @@ for ((i = 0; i < shards; i++)); do
 		jq -rjs --argjson code "$code" "$events report(\$code)" "$work/shard-$i.json" > "$work/shard-$i.log"
 		cat "$work/shard-$i.err" >> "$work/shard-$i.log"
 		summary=$(jq -rs "$events summary" "$work/shard-$i.json")
-		echo "integration shard $((i + 1))/$shards: ${#names[@]} tests, $summary, exit $code, $(( $(date +%s) - start )) s" >> "$work/shard-$i.log"
+		tests=tests; [ "${#names[@]}" -eq 1 ] && tests=test
+		echo "integration shard $((i + 1))/$shards: ${#names[@]} $tests, $summary, exit $code, $(( $(date +%s) - start )) s" >> "$work/shard-$i.log"
 		exit $code
 	) &
 	pids[i]=$!

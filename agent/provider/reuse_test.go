@@ -182,7 +182,7 @@ func TestTransportsBounded(t *testing.T) {
 			}
 		}
 	})
-	if transportFor(first) != transportFor(first) {
+	if one, two := transportFor(first), transportFor(first); one != two {
 		t.Fatal("a uid's transport changed between two requests")
 	}
 	for uid := uint32(first); uid < first+maxTransports+50; uid++ {

@@ -137,9 +137,7 @@ func TestWatchedBounded(t *testing.T) {
 	if n := w.lru.Len(); n != watchedMax {
 		t.Errorf("%d paths watched, want %d", n, watchedMax)
 	}
-	for _, changed := range w.poll() {
-		told = append(told, changed)
-	}
+	told = append(told, w.poll()...)
 	if len(told) != 10 || told[0] != rel(0) || told[9] != rel(9) {
 		t.Errorf("announced %d paths (%v…), want the 10 least recently seen", len(told), told[:min(len(told), 3)])
 	}

@@ -48,8 +48,6 @@ type item[T any] struct {
 // on done.
 type flight[T any] struct {
 	done chan struct{}
-	v    T
-	err  error
 	// gone, set by take, is what acquires that waited on this flight
 	// return: the key's thing went away while they waited.
 	gone error

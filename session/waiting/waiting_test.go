@@ -281,9 +281,9 @@ func TestAnswerRacesTimeout(t *testing.T) {
 		default:
 			t.Fatalf("answer %d: %v", i, err)
 		}
-		got := waitDelivered(t, &d, 1)
+		waitDelivered(t, &d, 1)
 		time.Sleep(100 * time.Microsecond) // a second delivery would come now
-		if got = d.answers(); len(got) != 1 || got[0].Timeout == (err == nil) {
+		if got := d.answers(); len(got) != 1 || got[0].Timeout == (err == nil) {
 			t.Fatalf("race %d: answer %v, delivered %+v", i, err, got)
 		}
 		r.Remove(k.Run)
