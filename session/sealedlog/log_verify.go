@@ -202,6 +202,8 @@ func (ex *examination) judge(logPath, sealPath string, scan *scanResult, bind [3
 	switch {
 	case s == nil:
 		add(sealPath, "seal is missing", false)
+	case s.keyless():
+		add(sealPath, "seal cannot be checked: "+errNoKey.Error(), false)
 	case s.forged() != "":
 		add(sealPath, "seal does not verify (forged, or from another store): "+s.forged(), false)
 	case s.latest == nil:

@@ -84,6 +84,11 @@ func (r *record) layout(magic string) []byte {
 // by another store. judge names it as such.
 var errForged = errors.New("does not verify under the store's seal key")
 
+// errNoKey marks a keyed slot read without the store's key: the key file
+// is gone, so no seal can be checked. The log is refused as a forged one
+// is (forged), and fsck names the key rather than the seal.
+var errNoKey = fmt.Errorf("it is keyed, and the store has no %s to check it with (restore the key from a backup before a server starts: a start without it makes a new key, under which no record verifies)", KeyFile)
+
 // decodeRecord parses one slot, or says why it is not a valid record: a
 // keyed record whose MAC holds under key, or, while key accepts them (a
 // store being migrated), an unkeyed one (decodeUnkeyed). Beyond the CRC
@@ -111,6 +116,8 @@ func decodeRecord(b []byte, key *Key) (*record, error) {
 	switch {
 	case magic == unkeyedMagic:
 		return nil, fmt.Errorf("%w: an unkeyed record (format %s of an older ctxfs) in a store whose seals are keyed", errForged, unkeyedMagic)
+	case !key.hasSecret():
+		return nil, errNoKey
 	case !key.verifies(b[:macStart], b[macStart:macEnd]):
 		return nil, errForged
 	}
@@ -198,11 +205,16 @@ type sealState struct {
 // someone else, so the seal proves nothing, whatever the other slot says.
 func (s *sealState) forged() string {
 	for i, err := range s.slotErr {
-		if errors.Is(err, errForged) {
+		if errors.Is(err, errForged) || errors.Is(err, errNoKey) {
 			return fmt.Sprintf("slot %d %v", i, err)
 		}
 	}
 	return ""
+}
+
+// keyless reports whether the seal was read without the store's key.
+func (s *sealState) keyless() bool {
+	return errors.Is(s.slotErr[0], errNoKey) || errors.Is(s.slotErr[1], errNoKey)
 }
 
 // readSeal reads both slots, verified under key. A short or torn seal is

@@ -60,7 +60,7 @@ func (k *Key) mac(b []byte) []byte {
 
 // verifies reports whether sum is the MAC of b under the key.
 func (k *Key) verifies(b, sum []byte) bool {
-	return k != nil && k.secret != nil && hmac.Equal(k.mac(b), sum)
+	return k.hasSecret() && hmac.Equal(k.mac(b), sum)
 }
 
 // Sum and Verifies are the key's MAC for a record kept outside a log's
@@ -68,6 +68,8 @@ func (k *Key) verifies(b, sum []byte) bool {
 // that it proves who wrote it as a log's seal does.
 func (k *Key) Sum(b []byte) []byte         { return k.mac(b) }
 func (k *Key) Verifies(b, sum []byte) bool { return k.verifies(b, sum) }
+
+func (k *Key) hasSecret() bool { return k != nil && k.secret != nil }
 
 func (k *Key) acceptsUnkeyed() bool { return k != nil && k.unkeyed }
 

@@ -309,3 +309,33 @@ func wantNames(t *testing.T, dir string, names ...string) {
 		t.Fatalf("%s holds %v, want %v", dir, got, names)
 	}
 }
+
+// TestMissingKeyNamed: a store whose key file is gone (ReadKey finds
+// none, as fsck of it does) cannot check its keyed seals, and Verify says
+// so, naming the key, rather than calling each seal forged by someone
+// else; Open's log refuses appends with EIO all the same.
+func TestMissingKeyNamed(t *testing.T) {
+	l, p, s := threeLines(t)
+	l.Close()
+	root, err := storefs.Open(t.TempDir())
+	testkit.Must(t, err)
+	defer root.Close()
+	none, err := ReadKey(root, ".")
+	testkit.Must(t, err)
+	place := at(t, p, s)
+	place.Key = none
+	before := snap(t, p, s)
+	ps := Verify(place)
+	if len(ps) != 1 || ps[0].Path != s || !strings.Contains(ps[0].What, "the store has no "+KeyFile+" to check it with") || ps[0].Repairable {
+		t.Fatalf("verify without the key: %s", whats(ps))
+	}
+	l, err = Open(place)
+	testkit.Must(t, err)
+	defer l.Close()
+	_, err = l.Append(line(5))
+	testkit.WantErrno(t, "Append", err, syscall.EIO, KeyFile)
+	l.Close()
+	if !snap(t, p, s).same(before) {
+		t.Fatal("a log whose key is missing was written")
+	}
+}
