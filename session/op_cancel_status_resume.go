@@ -144,12 +144,19 @@ func (e *Engine) compact(c layout.Caller, loc *location) (*Reply, error) {
 	return reply.New([]*proto.Object{f}), nil
 }
 
-// currentState is the state file's value (temp sessions: derived from
-// their runs).
+// currentState is the state file's value; a temp session's is the one its
+// runs left in memory (idle before its first, active while one runs).
 func (s *sess) currentState() string {
 	if s.rel != "" {
 		if v, err := s.e.readValue(s.file(abi.FileState)); err == nil {
 			return v
+		}
+	} else {
+		s.fileMu.Lock()
+		state := s.tempState
+		s.fileMu.Unlock()
+		if state != "" {
+			return state
 		}
 	}
 	s.mu.Lock()

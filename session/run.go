@@ -242,6 +242,9 @@ func (s *sess) recordStart(now time.Time, cwd, state string) {
 // by-cwd entry.
 func (s *sess) touch(now time.Time, cwd string) {
 	if s.rel == "" {
+		s.fileMu.Lock()
+		s.updatedAt = now.Unix() // status's; a temp session has no file nor index
+		s.fileMu.Unlock()
 		return
 	}
 	s.setUpdatedAt(now.Unix())
@@ -266,11 +269,12 @@ func (s *sess) setUpdatedAt(sec int64) {
 }
 
 func (s *sess) writeState(state string) {
-	if s.rel == "" {
-		return
-	}
 	s.fileMu.Lock()
-	s.writeFileLocked(abi.FileState, state+"\n")
+	if s.rel == "" {
+		s.tempState = state
+	} else {
+		s.writeFileLocked(abi.FileState, state+"\n")
+	}
 	s.fileMu.Unlock()
 }
 

@@ -31,6 +31,7 @@ type sess struct {
 	fileMu    sync.Mutex
 	updatedAt int64
 	cwd       string
+	tempState string          // a temp session's state, which it has no file to hold
 	present   map[string]bool // derived files the store holds as regular files (writeFileLocked)
 	gone      map[string]bool // snapshots the store is known not to hold (putSnapshotLocked)
 

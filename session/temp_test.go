@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -143,5 +144,24 @@ func TestTempSessionsHoldBoundedMemory(t *testing.T) {
 	t.Logf("%d of 200 sends refused; the heap grew %d MiB", refused, held>>20)
 	if bound := int64(2 * env.e.limits.TempBytes); held > bound || refused == 0 {
 		t.Fatalf("uid 1000's 200 temp sends of 512 KiB: %d refused, the heap grew %d MiB (at most %d)", refused, held>>20, bound>>20)
+	}
+}
+
+// A temp session's status after its run says how the run ended and when,
+// as a stored session's does: its state and updated_at are held in memory
+// (it has no files), not reported idle and 0.
+func TestTempSessionStatusAfterRun(t *testing.T) {
+	env := newEnv(t)
+	start := time.Now().Unix()
+	env.send(uid1000, coder(), tempSend("t0", "c0", "hello"))
+	st := env.send(uid1000, coder(), `{"op":"status","session":"t0","scope":"temp"}`)
+	if st[0].Str("state") != abi.StateDone {
+		t.Errorf("temp session state after a run: %s", st[0].Line())
+	}
+	if at, err := strconv.ParseInt(string(st[0].Raw("updated_at")), 10, 64); err != nil || at < start || at > time.Now().Unix() {
+		t.Errorf("temp session updated_at after a run: %s, want about %d", st[0].Line(), start)
+	}
+	if fresh := env.send(uid1000, coder(), `{"op":"status","session":"t9","scope":"temp"}`); fresh[0].Str("state") != abi.StateIdle {
+		t.Errorf("status of a temp session never sent to: %s", fresh[0].Line())
 	}
 }
