@@ -44,6 +44,9 @@ func TestMetaJudgedAtWrite(t *testing.T) {
 		"two objects":                              {`{"client":"ctx","scope":"private"} {}` + "\n", syscall.EINVAL},
 		"a model not defined":                      {`{"client":"ctx","scope":"private","model":"no/such"}` + "\n", syscall.EINVAL},
 		"a self_id another session holds":          {`{"client":"ctx","scope":"private","self_id":"ALPHA"}` + "\n", syscall.EEXIST},
+		// strings.ToLower takes the Kelvin sign to "k": "alp\u212Aa" is
+		// no ASCII self_id, not a second name for "alpka".
+		"a Kelvin sign in a self_id": {`{"client":"ctx","scope":"private","self_id":"alpKa"}` + "\n", syscall.EINVAL},
 	} {
 		err := env.e.CheckValue(metaOf(b), []byte(c.value))
 		if c.want == 0 && err != nil {

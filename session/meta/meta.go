@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"strings"
 	"syscall"
 
 	"github.com/ctxfs/ctxfs/abi"
@@ -62,10 +61,13 @@ func Judge(data []byte, sessScope string, undefined func(model string) bool) (Va
 	v := Value{Line: append(bytesTrimNL(data), '\n')}
 	if raw := obj.Raw("self_id"); raw != nil {
 		id, ok := obj.String("self_id")
-		if !ok || !layout.ValidSelfID(strings.ToLower(id)) {
+		// ASCII lowering: strings.ToLower takes the Kelvin sign (U+212A)
+		// to "k" and so would store a self_id nobody wrote.
+		lower := asciiLower(id)
+		if !ok || !layout.ValidSelfID(lower) {
 			return Value{}, abi.Errorf(syscall.EINVAL, "write meta.json", "self_id must be at most 32 of [a-z0-9_-]")
 		}
-		v.SelfID = strings.ToLower(id)
+		v.SelfID = lower
 	}
 	if v.SelfID != "" {
 		obj.Set("self_id", v.SelfID)
@@ -113,4 +115,15 @@ func bytesTrimNL(b []byte) []byte {
 		b = b[:len(b)-1]
 	}
 	return append([]byte(nil), b...)
+}
+
+// asciiLower lowers the ASCII letters of s and leaves every other byte.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
