@@ -243,3 +243,49 @@ func TestFsckOneLinePerProblem(t *testing.T) {
 		t.Errorf("fsck changed the store: %v", diffs)
 	}
 }
+
+// TestFsckStoreModeOpen: a store directory a person opened up (0755: any
+// user may read every session in it) is a problem fsck names, changing
+// nothing; fsck --repair makes it 0700 as a mount would, and says so; then
+// fsck is clean. A store of another owner is named and left to a person,
+// --repair or not.
+func TestFsckStoreModeOpen(t *testing.T) {
+	s := newServer(t)
+	s.mustRequest("coder", `{"op":"send","id":"c1","session":"s1","input":"hello"}`)
+	s.kill(s.cmd, syscall.SIGTERM)
+	testkit.Must(t, os.Chmod(s.store, 0o755))
+	before := hostSnapshot(t, s.store)
+	out, _, code := fsckEnv(t, nil, "--store", s.store)
+	if code != 1 || fsckLine(out, s.store+": ", "mode 0755, not 0700") == "" {
+		t.Errorf("fsck of a store of mode 0755: exit %d, want 1 and a line naming its mode:\n%s", code, out)
+	}
+	if st, err := os.Stat(s.store); err != nil || st.Mode().Perm() != 0o755 {
+		t.Errorf("fsck without --repair changed the store's mode: %v %v", st.Mode(), err)
+	}
+	if diffs, _ := hostDiffs(before, hostSnapshot(t, s.store)); len(diffs) > 0 {
+		t.Errorf("fsck without --repair wrote the store: %v", diffs)
+	}
+
+	out, _, code = fsckEnv(t, nil, "--store", s.store, "--repair")
+	if code != 0 || fsckLine(out, s.store+": ", "repaired: made the store directory the server's alone (0700)") == "" {
+		t.Errorf("fsck --repair of a store of mode 0755: exit %d, want 0 and a repaired line:\n%s", code, out)
+	}
+	if st, err := os.Stat(s.store); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("the store after fsck --repair: %v %v, want 0700", st.Mode(), err)
+	}
+	if out, _, code = fsckEnv(t, nil, "--store", s.store); code != 0 || out != "clean\n" {
+		t.Errorf("fsck after the repair: exit %d\n%s", code, out)
+	}
+
+	testkit.Must(t, os.Chown(s.store, 1001, 1001))
+	t.Cleanup(func() { os.Chown(s.store, 0, 0) })
+	for _, args := range [][]string{{"--store", s.store}, {"--store", s.store, "--repair"}} {
+		out, _, code = fsckEnv(t, nil, args...)
+		if code != 1 || fsckLine(out, s.store+": ", "belongs to uid 1001") == "" {
+			t.Errorf("fsck %v of a store uid 1001 owns: exit %d, want 1 and a line naming its owner:\n%s", args, code, out)
+		}
+	}
+	if st, err := os.Stat(s.store); err != nil || st.Sys().(*syscall.Stat_t).Uid != 1001 {
+		t.Errorf("fsck --repair changed the owner of a store uid 1001 owns: %v", err)
+	}
+}

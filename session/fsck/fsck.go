@@ -52,6 +52,7 @@ func Check(store string, repair, served bool, r Report) (int, error) {
 		return 0, err
 	}
 	defer root.Close()
+	private := checkPrivate(store, repair, r)
 	if ways, _ := root.RecordedWays(); r.Ways != nil && storefs.Portable(ways) {
 		r.Ways(ways) // as the server found them at its last mount: fsck does not write to probe
 	}
@@ -92,7 +93,30 @@ func Check(store string, repair, served bool, r Report) (int, error) {
 			r.Progress(i+1, len(dirs))
 		}
 	}
-	return problems, nil
+	return problems + private, nil
+}
+
+// checkPrivate holds the store directory to the server's rule
+// (storefs.Secure): its own and 0700, so that users reach it only through
+// the mount and the sockets. A wider mode is a problem (a user may read
+// every session in it), which repair narrows as a mount would; a store of
+// another owner or below a directory others may change is one repair
+// leaves to a person. It returns the problems it reported.
+func checkPrivate(store string, repair bool, r Report) int {
+	err := storefs.CheckPrivate(store)
+	if err == nil {
+		return 0
+	}
+	if repair && storefs.Secure(store) == nil {
+		if r.Repaired != nil {
+			r.Repaired(store, "made the store directory the server's alone (0700): "+err.Error())
+		}
+		return 0
+	}
+	if r.Problem != nil {
+		r.Problem(store, err.Error())
+	}
+	return 1
 }
 
 // fsckJournal checks the write-ahead journal and returns what it adds to
