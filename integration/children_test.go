@@ -227,6 +227,15 @@ func TestChildRunsFromModel(t *testing.T) {
 	if sys := st.Sys().(*syscall.Stat_t); sys.Uid != 1001 {
 		t.Errorf("context/child/ owned by %d", sys.Uid)
 	}
+	// context/ is the owner's: a status the server never writes is an
+	// error of wait --block, not a wait without end.
+	status := s.childDir("doer", "boss", echoRun) + "/status"
+	if out, err := bashAs(t, owner, "echo garbage > "+status); err != nil {
+		t.Fatalf("writing the child's status: %v %s", err, out)
+	}
+	if out, code := s.waitChild("doer", "boss", echoRun, "--block"); code != 1 || !strings.Contains(out, `status "garbage" is none of pending, active`) {
+		t.Errorf("ctx agent wait --block on a status the owner wrote: %d %q, want 1 naming it", code, out)
+	}
 	fsckClean(t, s)
 }
 

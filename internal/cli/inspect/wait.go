@@ -53,6 +53,11 @@ func Wait(e *clienv.Env, p *clienv.Parsed) int {
 		}
 		st := strings.TrimSpace(string(status))
 		code, finished := waitCode(st)
+		if code == exitUnknownStatus {
+			// context/ is the user's own tree: a status the server did
+			// not write could be waited on forever.
+			return clienv.Fail(e, "wait", abi.Errorf(syscall.EIO, "", "child %s's status %q is none of pending, active, done, error, cancelled", child, st), clienv.ExitFailed)
+		}
 		if finished || !p.On("block") {
 			out := clienv.ForTerminal(e.Stdout) // a child model's text: see clienv.TerminalText
 			fmt.Fprintln(out, st)
@@ -69,6 +74,9 @@ func Wait(e *clienv.Env, p *clienv.Parsed) int {
 	}
 }
 
+// exitUnknownStatus is waitCode's answer for a status no server writes.
+const exitUnknownStatus = -1
+
 // waitCode is the exit code of a status, and whether the child finished.
 func waitCode(status string) (int, bool) {
 	switch status {
@@ -78,6 +86,8 @@ func waitCode(status string) (int, bool) {
 		return clienv.ExitFailed, true
 	case "cancelled":
 		return clienv.ExitInterrupted, true
+	case "pending", "active":
+		return ExitNotFinished, false
 	}
-	return ExitNotFinished, false
+	return exitUnknownStatus, false
 }
