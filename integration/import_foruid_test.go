@@ -2,15 +2,18 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ctxfs/ctxfs/agent/cli"
+	"github.com/ctxfs/ctxfs/internal/cli/clienv"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
@@ -120,5 +123,43 @@ func TestImportRefusesFIFO(t *testing.T) {
 	}
 	if code := exitCode(t, err); code != 1 || !strings.Contains(string(out), "EINVAL") {
 		t.Errorf("the import of a FIFO: exit %d, want 1 and EINVAL\n%s", code, out)
+	}
+}
+
+// TestImportProgressOnTerminal: an import of more files than
+// clienv.ProgressAfter shows one updating line on a terminal's stderr
+// ("ctx: import: file 1 of 301"), each imported line printed whole after
+// it is cleared, and every file imported; on a pipe there is no such line.
+func TestImportProgressOnTerminal(t *testing.T) {
+	s := newFuseServer(t)
+	claude := readImportFile(t, cli.ClaudeCode, "tool.jsonl")
+	home := userHome(t, importAnn, claude)
+	projects := filepath.Join(home, ".claude", "projects", "-tmp-cc-work")
+	body := fileBytes(t, claude.path)
+	const n = clienv.ProgressAfter + 1
+	for i := 1; i < n; i++ { // the first is userHome's
+		id := fmt.Sprintf("0f19e0aa-0000-4000-8000-%012d", i)
+		testkit.Must(t, os.WriteFile(filepath.Join(projects, id+".jsonl"), []byte(strings.ReplaceAll(body, claude.session.ID, id)), 0o600))
+	}
+	chownTree(t, home, importAnn)
+
+	shown, err := ctxOnTerminal(t, s, importAnn, "agent", "import", "coder", "--from", "claude-code", projects)
+	if err != nil {
+		t.Fatalf("import of %d files on a terminal: %v\n%q", n, err, shown)
+	}
+	if !strings.HasPrefix(shown, fmt.Sprintf("\rctx: import: file 1 of %d\r\x1b[K", n)) {
+		t.Errorf("the terminal does not start with the progress line, cleared: %q", shown[:min(len(shown), 200)])
+	}
+	lines := strings.Split(regexp.MustCompile(`\rctx: import: file \d+ of \d+\r\x1b\[K`).ReplaceAllString(shown, ""), "\n")
+	if got := len(lines) - 1; got != n || !strings.HasPrefix(lines[0], "imported ") || lines[n] != "" {
+		t.Errorf("the terminal shows %d lines once the progress is taken out, want %d imported lines:\n%q", got, n, shown[:min(len(shown), 400)])
+	}
+	for _, l := range lines[:n] {
+		if !strings.HasPrefix(l, "imported ") {
+			t.Fatalf("a line that is not a whole imported line: %q", l)
+		}
+	}
+	if out, errs, code := ctxSplitAs(t, s, importAnn, "agent", "session", "list", "coder"); code != 0 || strings.Count(out, "\n") < n || errs != "" {
+		t.Errorf("ctx agent session list after the import: %d, %d lines, stderr %q", code, strings.Count(out, "\n"), errs)
 	}
 }

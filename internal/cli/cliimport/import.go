@@ -65,8 +65,15 @@ func Import(e *clienv.Env, p *clienv.Parsed) int {
 			fmt.Fprintf(job.stderr, "ctx: import %s: %s\n", root, clienv.Describe("import", err))
 			failed = true
 		}
-		for _, f := range files {
-			if err := job.file(f); err != nil {
+		prog := clienv.NewProgress(e, "import: file", len(files))
+		for i, f := range files {
+			prog.Show(i)
+			imported, err := job.file(f)
+			prog.Clear()
+			if imported != "" {
+				fmt.Fprintln(job.stdout, imported)
+			}
+			if err != nil {
 				fmt.Fprintf(job.stderr, "ctx: import %s: %s\n", f, clienv.Describe("import", err))
 				failed = true
 				var de *client.DialError
@@ -157,11 +164,12 @@ func (j *job) asUid(call func() error) error {
 
 // file imports one session file: read as the caller (root's --uid N: as
 // N), sent, and on success copied under the agent's HOME for the CLI's
-// resume.
-func (j *job) file(path string) error {
+// resume. It returns the line that says what it imported ("" when
+// nothing was), for the caller to print between its progress lines.
+func (j *job) file(path string) (imported string, err error) {
 	var f *os.File
 	var s *cli.Session
-	err := j.asUid(func() (err error) {
+	err = j.asUid(func() (err error) {
 		if f, err = openRegular(path); err != nil {
 			return err
 		}
@@ -172,16 +180,16 @@ func (j *job) file(path string) error {
 		defer f.Close()
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := j.send(s); err != nil {
-		return err
+		return "", err
 	}
-	fmt.Fprintf(j.stdout, "imported %s as session %s (%d messages)\n", path, s.ID, len(s.Messages))
+	imported = fmt.Sprintf("imported %s as session %s (%d messages)", path, s.ID, len(s.Messages))
 	if err := j.asUid(func() error { return j.keepForResume(f, path, s) }); err != nil {
-		return fmt.Errorf("imported, but the CLI's file was not copied under the agent's HOME (a send will not resume it): %w", err)
+		return imported, fmt.Errorf("imported, but the CLI's file was not copied under the agent's HOME (a send will not resume it): %w", err)
 	}
-	return nil
+	return imported, nil
 }
 
 // send makes the session on the server: the import request, then the
