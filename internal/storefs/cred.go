@@ -113,7 +113,7 @@ func AsUser(c Cred, call func() error) error {
 	return call()
 }
 
-// threadCred is what dropTo changed on the thread, to put back.
+// threadCred is what switchThread changed on the thread, to put back.
 type threadCred struct {
 	caps    [2]unix.CapUserData
 	haveCap bool
@@ -125,41 +125,99 @@ type threadCred struct {
 
 var capHeader = unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 
-// dropTo makes the current (locked) thread act as c.
+// dropTo makes the current (locked) thread act as c: c's groups and
+// filesystem ids, and no effective capability.
 func dropTo(c Cred) (*threadCred, error) {
+	return switchThread(threadSwitch{
+		groups: c.Groups, setGroups: true,
+		gid: int64(c.Gid), uid: int64(c.Uid),
+	})
+}
+
+// threadSwitch is what switchThread makes of the current thread.
+type threadSwitch struct {
+	groups    []uint32 // the supplementary groups, when setGroups
+	setGroups bool     // false: the groups are left as they are
+	// gid and uid are the filesystem ids; -1: left as it is. They are
+	// int64 so that no uint32 id of a Cred can turn into that -1.
+	gid, uid int64
+	// keepCaps raises the thread's effective capabilities again after
+	// setfsuid (which clears the file ones); false drops them all.
+	keepCaps bool
+}
+
+// switchThread changes the current (locked) thread as to says, step by
+// step in this order: capabilities read, groups, fsgid, fsuid,
+// capabilities set. What it changed, also when a step fails, is returned
+// for restore, which undoes it last first.
+func switchThread(to threadSwitch) (*threadCred, error) {
 	s := &threadCred{fsuid: -1, fsgid: -1}
 	h := capHeader
 	if err := unix.Capget(&h, &s.caps[0]); err != nil {
 		return s, fmt.Errorf("capget: %w", err)
 	}
 	s.haveCap = true
-	groups, err := threadGroups()
-	if err != nil {
-		return s, err
-	}
-	if !slices.Equal(groups, c.Groups) { // a server started by systemd has none: nothing to change
-		if err := setThreadGroups(c.Groups); err != nil {
-			return s, fmt.Errorf("setgroups: %w", err)
+	if to.setGroups {
+		if err := s.switchGroups(to.groups); err != nil {
+			return s, err
 		}
-		s.groups, s.groupOK = groups, true
 	}
-	s.fsgid = fsid(unix.SYS_SETFSGID)
-	if err := setFsid(unix.SYS_SETFSGID, int(c.Gid)); err != nil {
+	if err := switchFsid(unix.SYS_SETFSGID, to.gid, &s.fsgid); err != nil {
 		return s, err
 	}
-	s.fsuid = fsid(unix.SYS_SETFSUID)
-	if err := setFsid(unix.SYS_SETFSUID, int(c.Uid)); err != nil {
+	if err := switchFsid(unix.SYS_SETFSUID, to.uid, &s.fsuid); err != nil {
 		return s, err
 	}
-	none := [2]unix.CapUserData{
-		{Permitted: s.caps[0].Permitted, Inheritable: s.caps[0].Inheritable},
-		{Permitted: s.caps[1].Permitted, Inheritable: s.caps[1].Inheritable},
+	return s, s.setCaps(to.keepCaps, to.uid >= 0)
+}
+
+// switchGroups sets the thread's supplementary groups to groups, keeping
+// the ones it replaces for restore.
+func (s *threadCred) switchGroups(groups []uint32) error {
+	was, err := threadGroups()
+	if err != nil {
+		return err
 	}
-	h = capHeader
-	if err := unix.Capset(&h, &none[0]); err != nil {
-		return s, fmt.Errorf("capset: %w", err)
+	if slices.Equal(was, groups) { // a server started by systemd has none: nothing to change
+		return nil
 	}
-	return s, nil
+	if err := setThreadGroups(groups); err != nil {
+		return fmt.Errorf("setgroups: %w", err)
+	}
+	s.groups, s.groupOK = was, true
+	return nil
+}
+
+// switchFsid sets the thread's fsuid or fsgid (trap) to id, first keeping
+// the one it replaces in *was for restore; an id of -1 changes nothing.
+func switchFsid(trap uintptr, id int64, was *int) error {
+	if id < 0 {
+		return nil
+	}
+	*was = fsid(trap)
+	return setFsid(trap, int(id))
+}
+
+// setCaps sets the thread's effective capabilities once its ids are
+// switched. With keep they are the thread's own again: setfsuid cleared
+// the file ones (with no fsuid set, uidSet false, none were cleared and
+// nothing is done). Without, none: setfsuid alone keeps CAP_SYS_RESOURCE;
+// the permitted ones stay, for restore to raise them again.
+func (s *threadCred) setCaps(keep, uidSet bool) error {
+	caps := s.caps
+	if !keep {
+		caps = [2]unix.CapUserData{
+			{Permitted: s.caps[0].Permitted, Inheritable: s.caps[0].Inheritable},
+			{Permitted: s.caps[1].Permitted, Inheritable: s.caps[1].Inheritable},
+		}
+	} else if !uidSet {
+		return nil
+	}
+	h := capHeader
+	if err := unix.Capset(&h, &caps[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
 }
 
 // bornAs runs call, which makes a file or directory, on a locked OS thread
@@ -199,36 +257,26 @@ func asOwner(own Owner, call func() error) error {
 	return call()
 }
 
-// becomeOwner gives the current (locked) thread own's filesystem ids and
-// keeps its capabilities; what it changed is returned for restore.
+// becomeOwner gives the current (locked) thread own's filesystem ids (an
+// id of -1 or 0 leaves the server's) and keeps its capabilities; what it
+// changed is returned for restore.
 func becomeOwner(own Owner) (*threadCred, error) {
-	s := &threadCred{fsuid: -1, fsgid: -1}
-	h := capHeader
-	if err := unix.Capget(&h, &s.caps[0]); err != nil {
-		return s, fmt.Errorf("capget: %w", err)
-	}
-	s.haveCap = true
-	if own.Gid > 0 {
-		s.fsgid = fsid(unix.SYS_SETFSGID)
-		if err := setFsid(unix.SYS_SETFSGID, own.Gid); err != nil {
-			return s, err
-		}
-	}
-	if own.Uid > 0 {
-		s.fsuid = fsid(unix.SYS_SETFSUID)
-		if err := setFsid(unix.SYS_SETFSUID, own.Uid); err != nil {
-			return s, err
-		}
-		h = capHeader
-		caps := s.caps
-		if err := unix.Capset(&h, &caps[0]); err != nil {
-			return s, fmt.Errorf("capset: %w", err)
-		}
-	}
-	return s, nil
+	return switchThread(threadSwitch{
+		gid: ownerID(own.Gid), uid: ownerID(own.Uid),
+		keepCaps: true,
+	})
 }
 
-// restore puts back what dropTo changed, last first; it panics when it
+// ownerID is an Owner's id as switchThread takes it: -1 (leave the
+// server's) for one that is not above 0.
+func ownerID(id int) int64 {
+	if id > 0 {
+		return int64(id)
+	}
+	return -1
+}
+
+// restore puts back what switchThread changed, last first; it panics when it
 // cannot (the thread would otherwise serve others as a user).
 func restore(s *threadCred) {
 	if s == nil {

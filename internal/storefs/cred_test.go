@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 
@@ -141,4 +142,83 @@ func TestMkdirOwnedBorn(t *testing.T) {
 		}(g)
 	}
 	wg.Wait()
+}
+
+// threadState is what a credential switch changes on the current thread.
+type threadState struct {
+	fsuid, fsgid int
+	groups       []uint32
+	caps         [2]unix.CapUserData
+}
+
+// currentThread reads the current (locked) thread's threadState.
+func currentThread(t *testing.T) threadState {
+	st := threadState{fsuid: fsid(unix.SYS_SETFSUID), fsgid: fsid(unix.SYS_SETFSGID)}
+	groups, err := threadGroups()
+	testkit.Must(t, err)
+	st.groups = groups
+	h := capHeader
+	testkit.Must(t, unix.Capget(&h, &st.caps[0]))
+	return st
+}
+
+// TestSwitchThread: each way of switching a thread (dropTo for AsUser,
+// becomeOwner for bornAs) gives it the ids, groups and effective
+// capabilities it promises, leaves the rest as it was, and restore gives
+// the thread back exactly as before.
+func TestSwitchThread(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	type want struct {
+		fsuid, fsgid int
+		groups       []uint32 // nil: the thread's own
+		dropCaps     bool     // no effective capability; else the thread's own
+	}
+	for _, tc := range []struct {
+		name   string
+		become func() (*threadCred, error)
+		want   want
+	}{
+		{"user", func() (*threadCred, error) { return dropTo(Cred{Uid: 1001, Gid: 1002, Groups: []uint32{1003}}) },
+			want{fsuid: 1001, fsgid: 1002, groups: []uint32{1003}, dropCaps: true}},
+		{"user without groups", func() (*threadCred, error) { return dropTo(Cred{Uid: 1001, Gid: 1002}) },
+			want{fsuid: 1001, fsgid: 1002, groups: []uint32{}, dropCaps: true}},
+		{"owner", func() (*threadCred, error) { return becomeOwner(Owner{Uid: 1001, Gid: 1002}) },
+			want{fsuid: 1001, fsgid: 1002}},
+		{"owner's group only", func() (*threadCred, error) { return becomeOwner(Owner{Uid: -1, Gid: 1002}) },
+			want{fsuid: 0, fsgid: 1002}},
+		{"owner is the server", func() (*threadCred, error) { return becomeOwner(Owner{Uid: 0, Gid: -1}) },
+			want{fsuid: 0, fsgid: 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			before := currentThread(t)
+			s, err := tc.become()
+			during := currentThread(t)
+			restore(s)
+			testkit.Must(t, err)
+			after := currentThread(t)
+			if !equalThreads(after, before) {
+				t.Errorf("after restore: %+v, want %+v", after, before)
+			}
+			w := tc.want
+			if w.groups == nil {
+				w.groups = before.groups
+			}
+			caps := before.caps
+			if w.dropCaps {
+				caps[0].Effective, caps[1].Effective = 0, 0
+			}
+			if got := (threadState{w.fsuid, w.fsgid, w.groups, caps}); !equalThreads(during, got) {
+				t.Errorf("switched: %+v, want %+v", during, got)
+			}
+		})
+	}
+}
+
+// equalThreads says whether a and b are the same threadState.
+func equalThreads(a, b threadState) bool {
+	return a.fsuid == b.fsuid && a.fsgid == b.fsgid && a.caps == b.caps && slices.Equal(a.groups, b.groups)
 }
