@@ -47,10 +47,7 @@ func (n *ctlNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttr
 // server every time (they wait for frames).
 // Open counts the handle against the opener's quota of open files.
 func (n *ctlNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if fh, fl, bad, ok := n.openEnded(ctx, flags); ok {
-		return fh, fl, bad
-	}
-	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) { return n.open(ctx, flags) })
+	return n.openCounted(ctx, flags, n.open)
 }
 
 func (n *ctlNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {

@@ -70,10 +70,7 @@ func (n *logNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttr
 // kernel sees a new size and mtime and drops it itself (see open).
 // Open counts the handle against the opener's quota of open files.
 func (n *logNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if fh, fl, bad, ok := n.openEnded(ctx, flags); ok {
-		return fh, fl, bad
-	}
-	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) { return n.open(ctx, flags) })
+	return n.openCounted(ctx, flags, n.open)
 }
 
 func (n *logNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {

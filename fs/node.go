@@ -119,6 +119,16 @@ func (n *storeNode) openEnded(ctx context.Context, flags uint32) (fh fs.FileHand
 	return fh, fl, bad, true
 }
 
+// openCounted opens the node's file: where its session went once the
+// session is gone from its path (openEnded), else by open, whose handle
+// counts against the opener's quota of open files (opened).
+func (n *storeNode) openCounted(ctx context.Context, flags uint32, open func(context.Context, uint32) (fs.FileHandle, uint32, syscall.Errno)) (fs.FileHandle, uint32, syscall.Errno) {
+	if fh, fl, bad, ok := n.openEnded(ctx, flags); ok {
+		return fh, fl, bad
+	}
+	return n.m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) { return open(ctx, flags) })
+}
+
 // changeStamp is the node's stamp (stamped).
 func (n *storeNode) changeStamp() *atomic.Int64 { return &n.id.stamp }
 
