@@ -21,42 +21,29 @@ import (
 // active was once in both).
 func TestResumeNeverRepeatsAFrame(t *testing.T) {
 	env := newEnv(t)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
 	var dup string
 	var mu sync.Mutex
-	for g := 0; g < 2; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				frames, err := env.do(root0, coder(), `{"op":"resume"}`)
-				if err != nil {
-					continue // the session does not exist yet
-				}
-				seen := map[string]bool{}
-				for _, f := range frames {
-					l := string(f.Line())
-					if seen[l] {
-						mu.Lock()
-						dup = l
-						mu.Unlock()
-					}
-					seen[l] = true
-				}
+	testkit.Beside(2, func() {
+		for i := 0; i < 60; i++ {
+			env.send(root0, coder(), fmt.Sprintf(`{"op":"send","id":"c%d","input":"x"}`, i))
+		}
+	}, func() bool {
+		frames, err := env.do(root0, coder(), `{"op":"resume"}`)
+		if err != nil {
+			return true // the session does not exist yet
+		}
+		seen := map[string]bool{}
+		for _, f := range frames {
+			l := string(f.Line())
+			if seen[l] {
+				mu.Lock()
+				dup = l
+				mu.Unlock()
 			}
-		}()
-	}
-	for i := 0; i < 60; i++ {
-		env.send(root0, coder(), fmt.Sprintf(`{"op":"send","id":"c%d","input":"x"}`, i))
-	}
-	close(stop)
-	wg.Wait()
+			seen[l] = true
+		}
+		return true
+	})
 	if dup != "" {
 		t.Fatalf("a resume reply repeated %s", dup)
 	}

@@ -1,7 +1,8 @@
 // Package testkit holds the checks that the tests of every package share:
 // that an error carries the errno the SPEC names, that a step needed by
 // the test succeeded, and that an operation wrote nothing (a snapshot of a
-// directory tree, byte for byte, and a comparison of two). It is imported
+// directory tree, byte for byte, and a comparison of two), and the
+// running of a race test's readers beside its writer (Beside). It is imported
 // by _test.go files only and must never be imported by production code.
 package testkit
 

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ctxfs/ctxfs/abi"
 )
@@ -70,5 +72,32 @@ func TestSnapshotSame(t *testing.T) {
 		if r.failed != (what != "nothing") {
 			t.Errorf("%s: Same failed %v", what, r.failed)
 		}
+	}
+}
+
+// Beside calls again in its goroutines while work runs and returns only
+// when they have all ended; a goroutine whose again says false stops.
+func TestBeside(t *testing.T) {
+	var calls atomic.Int64
+	enough := make(chan struct{})
+	Beside(4, func() { <-enough }, func() bool {
+		if calls.Add(1) == 100 {
+			close(enough) // work returns once the goroutines have run
+		}
+		return true
+	})
+	n := calls.Load()
+	time.Sleep(20 * time.Millisecond)
+	if now := calls.Load(); n < 100 || now != n {
+		t.Errorf("%d calls when Beside returned, %d after: want 100 or more, and none after", n, now)
+	}
+
+	calls.Store(0)
+	Beside(1, func() { time.Sleep(20 * time.Millisecond) }, func() bool {
+		calls.Add(1)
+		return false
+	})
+	if n := calls.Load(); n != 1 {
+		t.Errorf("again that says false was called %d times, want once", n)
 	}
 }

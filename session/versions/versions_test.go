@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -357,29 +356,14 @@ func TestVerifyBesideKeeps(t *testing.T) {
 // verifyBeside runs Verify of s in 16 goroutines while work runs, and
 // returns the first problem one reported.
 func verifyBeside(s *Store, work func()) []Problem {
-	stop := make(chan struct{})
 	problems := make(chan []Problem, 16)
-	var wg sync.WaitGroup
-	for g := 0; g < 16; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if p := Verify(s.root, testKey, sessRel); p != nil {
-					problems <- p
-					return
-				}
-			}
-		}()
-	}
-	work()
-	close(stop)
-	wg.Wait()
+	testkit.Beside(16, work, func() bool {
+		if p := Verify(s.root, testKey, sessRel); p != nil {
+			problems <- p
+			return false
+		}
+		return true
+	})
 	select {
 	case p := <-problems:
 		return p
