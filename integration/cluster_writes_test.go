@@ -425,26 +425,7 @@ func TestClusterFollowerHeldRepliesCounted(t *testing.T) {
 	w := c.waitWriter("", 20*time.Second)
 	f := c.follower(w)
 	events, run := w.srv.firstRunOfK()
-	if out, err := bashAs(t, uid1001, `python3 -c 'print("{\"type\":\"note\",\"text\":\"" + "a" * 1000000 + "\"}")' >> `+events); err != nil {
-		t.Fatalf("a 1 MB line appended to events.jsonl: %v %q", err, out)
-	}
-	base := vmKB(t, f.srv.cmd.Process.Pid, "VmRSS")
-	got, release := holdOpen(t, uid1001, `
-import errno, os, sys
-path, n, req = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode() + b'\n'
-fds, got = [], {}
-for i in range(n):
-    fds.append(os.open(path, os.O_RDWR))
-    try:
-        os.write(fds[-1], req)
-        e = 'written'
-    except OSError as err:
-        e = errno.errorcode[err.errno]
-    got[e] = got.get(e, 0) + 1
-print('ready', ' '.join('%s=%d' % kv for kv in sorted(got.items())), flush=True)
-sys.stdin.read()
-`, f.srv.mnt(uid1001CoderAt+"k/ctl"), "400", `{"op":"resume","after":"`+run+`"}`)
-	grown := f.srv.serverGrowth(t, base)
+	got, grown, release := heldResumes(t, f.srv, events, f.srv.mnt(uid1001CoderAt+"k/ctl"), `{"op":"resume","after":"`+run+`"}`, false)
 	t.Logf("400 resumes through the follower's ctl, none read: %s; the follower grew by %d MiB", got, grown)
 	if got != "written=400" {
 		t.Errorf("the resumes' writes answered %s, want written=400", got)

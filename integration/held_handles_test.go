@@ -62,20 +62,25 @@ func (s *server) serverGrowth(t *testing.T, base int) int {
 	return (vmKB(t, s.cmd.Process.Pid, "VmRSS") - base) / 1024
 }
 
-// writesHolder opens a file N times for writing and writes 1 MiB on each
-// descriptor, keeping them all open: of lines that are not JSON, with
-// O_APPEND ("lines"), or of an unfinished meta.json ("value"). It prints
-// how many writes ended with each errno.
+// writesHolder opens a file N times and writes on each descriptor,
+// keeping them all open: 1 MiB of lines that are not JSON, with O_APPEND
+// ("lines"), or of an unfinished meta.json ("value"); or, on a ctl, the
+// request line its fourth argument is, then reading nothing ("request")
+// or the first byte of the reply ("request-read"). It prints how many
+// writes ended with each errno, or else "written" or the byte read.
 const writesHolder = `
 import errno, os, sys
 path, n, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-data, flags = {'lines': (b'x\n' * (1 << 19), os.O_APPEND), 'value': (b'{' + b' ' * ((1 << 20) - 1), 0)}[kind]
+data, flags = {
+    'lines': (b'x\n' * (1 << 19), os.O_WRONLY | os.O_APPEND),
+    'value': (b'{' + b' ' * ((1 << 20) - 1), os.O_WRONLY),
+}.get(kind) or (sys.argv[4].encode() + b'\n', os.O_RDWR)
 fds, got = [], {}
 for i in range(n):
-    fds.append(os.open(path, os.O_WRONLY | flags))
+    fds.append(os.open(path, flags))
     try:
         os.write(fds[-1], data)
-        e = 'written'
+        e = os.read(fds[-1], 1).decode() if kind == 'request-read' else 'written'
     except OSError as err:
         e = errno.errorcode[err.errno]
     got[e] = got.get(e, 0) + 1
@@ -201,6 +206,24 @@ func TestValueWritersCounted(t *testing.T) {
 	heldWrites(t, "meta.json", "value", "EAGAIN=284 written=16")
 }
 
+// heldResumes appends a line of 1 MB to events (as uid 1001), then has
+// 1001 hold ctl, a file of s's mount, open 400 times with req written on
+// each and, if read, the first byte of each reply read (writesHolder).
+// It returns what the holder printed, how much s grew by (MiB) and
+// release, which ends the holder.
+func heldResumes(t *testing.T, s *server, events, ctl, req string, read bool) (got string, grown int, release func()) {
+	if out, err := bashAs(t, uid1001, `python3 -c 'print("{\"type\":\"note\",\"text\":\"" + "a" * 1000000 + "\"}")' >> `+events); err != nil {
+		t.Fatalf("a 1 MB line appended to events.jsonl: %v %q", err, out)
+	}
+	kind := "request"
+	if read {
+		kind = "request-read"
+	}
+	base := vmKB(t, s.cmd.Process.Pid, "VmRSS")
+	got, release = holdOpen(t, uid1001, writesHolder, ctl, "400", kind, req)
+	return got, s.serverGrowth(t, base), release
+}
+
 // TestCtlFramesReadInPartCounted: what a ctl reader leaves unread of a
 // frame counts with its uid's unfinished bytes (16 MiB). A user who
 // opened its ctl 400 times, each a resume whose first frame is a 1 MB
@@ -212,27 +235,8 @@ func TestCtlFramesReadInPartCounted(t *testing.T) {
 	s := newServer(t)
 	openToAll(t, s.root)
 	events, run := s.firstRunOfK()
-	if out, err := bashAs(t, uid1001, `python3 -c 'print("{\"type\":\"note\",\"text\":\"" + "a" * 1000000 + "\"}")' >> `+events); err != nil {
-		t.Fatalf("a 1 MB line appended to events.jsonl: %v %q", err, out)
-	}
 	ctl, req := s.mnt(uid1001CoderAt+"k/ctl"), `{"op":"resume","after":"`+run+`"}`
-	base := vmKB(t, s.cmd.Process.Pid, "VmRSS")
-	got, release := holdOpen(t, uid1001, `
-import errno, os, sys
-path, n, req = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode() + b'\n'
-fds, got = [], {}
-for i in range(n):
-    fds.append(os.open(path, os.O_RDWR))
-    try:
-        os.write(fds[-1], req)
-        e = os.read(fds[-1], 1).decode()
-    except OSError as err:
-        e = errno.errorcode[err.errno]
-    got[e] = got.get(e, 0) + 1
-print('ready', ' '.join('%s=%d' % kv for kv in sorted(got.items())), flush=True)
-sys.stdin.read()
-`, ctl, "400", req)
-	grown := s.serverGrowth(t, base)
+	got, grown, release := heldResumes(t, s, events, ctl, req, true)
 	t.Logf("400 resumes, one byte of each read: %s; the server grew by %d MiB", got, grown)
 	if got != "{=400" {
 		t.Errorf("the first bytes read were %s, want {=400", got)
