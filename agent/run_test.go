@@ -321,6 +321,33 @@ func readPid(t *testing.T, p string) int {
 	return pid
 }
 
+// pidSpec is the Spec of a jsonl program of body that writes a pid to
+// $PIDFILE, and the file it writes.
+func pidSpec(t *testing.T, body string) (s Spec, pidFile string) {
+	s = baseSpec(t, script(t, def.ABIJSONL, body))
+	s.Env["PIDFILE"] = filepath.Join(s.Dir, "pid")
+	return s, s.Env["PIDFILE"]
+}
+
+// cancelAfterStart runs the program of body (pidSpec) in the background,
+// with 30 s to live, and cancels it once its first frame has come; a
+// frame after the cancel fails the test. It returns that frame, the pid
+// the program wrote before it, when the cancel came and the run's result.
+func cancelAfterStart(t *testing.T, body string) (first *proto.Object, pid int, cancelled time.Time, result <-chan bool) {
+	t.Helper()
+	s, pidFile := pidSpec(t, body)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	var stopped atomic.Bool
+	frames, result := startAsync(t, ctx, s, &stopped)
+	first = waitFrame(t, frames)
+	pid = readPid(t, pidFile)
+	cancelled = time.Now()
+	stopped.Store(true)
+	cancel()
+	return first, pid, cancelled, result
+}
+
 // gone reports whether pid no longer runs; a zombie left for a
 // non-reaping init counts as gone.
 func gone(pid int) bool {
@@ -358,21 +385,10 @@ func waitResult(t *testing.T, result <-chan bool, within time.Duration) bool {
 }
 
 func TestRunCancel(t *testing.T) {
-	d := script(t, def.ABIJSONL, `sleep 300 & echo $! > "$PIDFILE"; echo '{"type":"delta","text":"started"}'; wait`)
-	s := baseSpec(t, d)
-	pidFile := filepath.Join(s.Dir, "pid")
-	s.Env["PIDFILE"] = pidFile
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var stopped atomic.Bool
-	frames, result := startAsync(t, ctx, s, &stopped)
-	if f := waitFrame(t, frames); f.Str("text") != "started" {
-		t.Fatalf("first frame %s", f.Line())
+	first, grandchild, start, result := cancelAfterStart(t, `sleep 300 & echo $! > "$PIDFILE"; echo '{"type":"delta","text":"started"}'; wait`)
+	if first.Str("text") != "started" {
+		t.Fatalf("first frame %s", first.Line())
 	}
-	grandchild := readPid(t, pidFile)
-	start := time.Now()
-	stopped.Store(true)
-	cancel()
 	if waitResult(t, result, 5*time.Second) {
 		t.Error("cancelled run reported success")
 	}
@@ -384,22 +400,10 @@ func TestRunCancel(t *testing.T) {
 }
 
 func TestRunCancelIgnoresTerm(t *testing.T) {
-	d := script(t, def.ABIJSONL, `trap 'echo "{\"type\":\"delta\",\"text\":\"got TERM\"}"' TERM
+	_, pid, start, result := cancelAfterStart(t, `trap 'echo "{\"type\":\"delta\",\"text\":\"got TERM\"}"' TERM
 echo $$ > "$PIDFILE"
 echo '{"type":"delta","text":"started"}'
 while :; do sleep 0.05; done`)
-	s := baseSpec(t, d)
-	pidFile := filepath.Join(s.Dir, "pid")
-	s.Env["PIDFILE"] = pidFile
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var stopped atomic.Bool
-	frames, result := startAsync(t, ctx, s, &stopped)
-	waitFrame(t, frames)
-	pid := readPid(t, pidFile)
-	start := time.Now()
-	stopped.Store(true)
-	cancel()
 	waitResult(t, result, 10*time.Second)
 	if el := time.Since(start); el < killGrace-100*time.Millisecond {
 		t.Errorf("run ended after %s, before the SIGKILL grace", el)
@@ -458,27 +462,23 @@ func TestRunCancelledBeforeStart(t *testing.T) {
 }
 
 func TestRunKillsLeftoversOnExit(t *testing.T) {
-	d := script(t, def.ABIJSONL, `sleep 300 & echo $! > "$PIDFILE"; echo '{"type":"delta","text":"bye"}'`)
-	s := baseSpec(t, d)
-	s.Env["PIDFILE"] = filepath.Join(s.Dir, "pid")
+	s, pidFile := pidSpec(t, `sleep 300 & echo $! > "$PIDFILE"; echo '{"type":"delta","text":"bye"}'`)
 	start := time.Now()
 	frames, ok := run(t, s)
 	if !ok || len(frames) != 1 || time.Since(start) > drainGrace {
 		t.Errorf("ok=%v frames=%q after %s", ok, lines(frames), time.Since(start))
 	}
-	waitGone(t, readPid(t, s.Env["PIDFILE"]), 3*time.Second)
+	waitGone(t, readPid(t, pidFile), 3*time.Second)
 }
 
 func TestRunEscapedProcessCannotHoldRun(t *testing.T) {
 	// setsid leaves the run's group, so only the drain deadline ends the run.
-	d := script(t, def.ABIJSONL, `setsid sh -c 'echo $$ > "$PIDFILE"; while :; do sleep 1; done' &
+	s, pidFile := pidSpec(t, `setsid sh -c 'echo $$ > "$PIDFILE"; while :; do sleep 1; done' &
 while [ ! -s "$PIDFILE" ]; do sleep 0.01; done
 echo '{"type":"delta","text":"bye"}'`)
-	s := baseSpec(t, d)
-	s.Env["PIDFILE"] = filepath.Join(s.Dir, "pid")
 	start := time.Now()
 	frames, ok := run(t, s)
-	readPid(t, s.Env["PIDFILE"]) // killed by its cleanup
+	readPid(t, pidFile) // killed by its cleanup
 	if el := time.Since(start); !ok || len(frames) != 1 || el < drainGrace || el > drainGrace+2*time.Second {
 		t.Errorf("ok=%v frames=%q after %s", ok, lines(frames), el)
 	}
