@@ -198,127 +198,105 @@ func TestShapeClean(t *testing.T) {
 	}
 }
 
+// planter puts something at rel in a clean store (TestShapeProblems).
+type planter func(s shapeStore, rel string)
+
+// symlinkTo plants, in place of what is at rel, a symlink to target.
+func symlinkTo(target string) planter {
+	return func(s shapeStore, rel string) {
+		s.replace(rel)
+		s.symlink(target, rel)
+	}
+}
+
+// fifoFor plants a FIFO in place of what is at rel.
+func fifoFor(s shapeStore, rel string) {
+	s.replace(rel)
+	s.fifo(rel)
+}
+
+// dirFor plants a directory in place of what is at rel.
+func dirFor(mode os.FileMode, uid, gid int) planter {
+	return func(s shapeStore, rel string) {
+		s.replace(rel)
+		s.dir(rel, mode, uid, gid)
+	}
+}
+
+// fileAt plants a regular file at rel, in place of what is there.
+func fileAt(mode os.FileMode, uid, gid int) planter {
+	return func(s shapeStore, rel string) {
+		s.replace(rel)
+		s.file(rel, mode, uid, gid)
+	}
+}
+
+// owned gives what is at rel another mode and owner.
+func owned(mode os.FileMode, uid, gid int) planter {
+	return func(s shapeStore, rel string) { s.own(rel, mode, uid, gid) }
+}
+
+// withFIFO plants a directory at rel with a FIFO in it: a walk that
+// entered it would block (checkShape must not).
+func withFIFO(mode os.FileMode, uid, gid int) planter {
+	return func(s shapeStore, rel string) {
+		s.dir(rel, mode, uid, gid)
+		s.fifo(rel + "/events.jsonl")
+	}
+}
+
+// TestShapeProblems: each thing planted in a clean store is the one
+// report, at its place.
 func TestShapeProblems(t *testing.T) {
 	cases := []struct {
 		name  string
-		plant func(s shapeStore)
 		rel   string
+		plant planter
 		what  string // a substring of the report
 	}{
-		{"symlink for a file", func(s shapeStore) {
-			s.replace(shDefault + "/state")
-			s.symlink("/etc/passwd", shDefault+"/state")
-		}, shDefault + "/state", "a symlink, not a regular file"},
-		{"symlink for a spare twin", func(s shapeStore) {
-			s.replace(shDefault + "/.state.spare")
-			s.symlink("state", shDefault+"/.state.spare")
-		}, shDefault + "/.state.spare", "a symlink, not a regular file"},
-		{"symlink for the agent dir", func(s shapeStore) {
-			s.replace(shAgent)
-			s.symlink("/tmp", shAgent)
-		}, shAgent, "a symlink, not a directory"},
-		{"symlink for a session dir", func(s shapeStore) {
-			s.replace(shDefault)
-			s.symlink("/", shDefault)
-		}, shDefault, "a symlink, not a directory"},
-		{"symlink for the index dir", func(s shapeStore) {
-			s.replace(shIndex)
-			s.symlink("default", shIndex)
-		}, shIndex, "a symlink, not a directory"},
-		{"symlink for a seal file", func(s shapeStore) {
-			s.replace(shDefault + "/.seal/identity")
-			s.symlink("/dev/null", shDefault+"/.seal/identity")
-		}, shDefault + "/.seal/identity", "a symlink, not a regular file"},
-		{"symlink for an index entry", func(s shapeStore) {
-			s.replace(shIndex + "/by-cwd/cwd-0123456789abcdef")
-			s.symlink("../../default", shIndex+"/by-cwd/cwd-0123456789abcdef")
-		}, shIndex + "/by-cwd/cwd-0123456789abcdef", "a symlink, not a regular file"},
-		{"FIFO for a log", func(s shapeStore) {
-			s.replace(shDefault + "/events.jsonl")
-			s.fifo(shDefault + "/events.jsonl")
-		}, shDefault + "/events.jsonl", "a FIFO, not a regular file"},
-		{"directory for a file", func(s shapeStore) {
-			s.replace(shDefault + "/cwd")
-			s.dir(shDefault+"/cwd", 0o700, 1000, 1000)
-		}, shDefault + "/cwd", "a directory, not a regular file"},
-		{"file for a directory", func(s shapeStore) {
-			s.replace(shIndex + "/by-hash")
-			s.file(shIndex+"/by-hash", 0o600, 1000, 1000)
-		}, shIndex + "/by-hash", "a regular file, not a directory"},
-		{"leftover session creation", func(s shapeStore) {
-			s.dir(shSess+"/.new-x-123", 0o700, 1000, 1000)
-			s.fifo(shSess + "/.new-x-123/events.jsonl")
-		}, shSess + "/.new-x-123", "leftover temporary directory"},
-		{"leftover deletion of an archived session", func(s shapeStore) {
-			s.dir(shHome+"/archived_sessions/coder/.del-old-0011223344556677", 0o700, 0, 1000)
-			s.fifo(shHome + "/archived_sessions/coder/.del-old-0011223344556677/events.jsonl")
-		}, shHome + "/archived_sessions/coder/.del-old-0011223344556677", shapeLeftoverDel},
-		{"leftover replace", func(s shapeStore) {
-			s.file(shDefault+"/.state.tmp-0011223344556677", 0o600, 1000, 1000)
-		}, shDefault + "/.state.tmp-0011223344556677", "leftover temporary file"},
-		{"wrong owner in a home", func(s shapeStore) {
-			s.own(shDefault+"/meta.json", 0o600, 1001, 1001)
-		}, shDefault + "/meta.json", "owner 1001:1001, expected 0 (root: history is the server's)"},
-		{"history of a home owned by its user", func(s shapeStore) {
-			s.own(shDefault+"/messages.jsonl", 0o600, 1000, 1000)
-		}, shDefault + "/messages.jsonl", "owner 1000:1000, expected 0 (root: history is the server's)"},
-		{"wrong mode in a home", func(s shapeStore) {
-			s.own(shDefault+"/latest.md", 0o644, 0, 1000)
-		}, shDefault + "/latest.md", "mode 0644, expected 0600"},
-		{"wrong mode of a home", func(s shapeStore) {
-			s.own(shHome, 0o755, 0, 1000)
-		}, shHome, "mode 0755, expected 0700"},
-		{"wrong owner of a home", func(s shapeStore) {
-			s.own(shHome, 0o700, 1000, 1000)
-		}, shHome, "owner 1000:1000, expected 0"},
-		{"wrong group in a space", func(s shapeStore) {
-			s.own(shTeam+"/messages.jsonl", 0o600, 0, 1001)
-		}, shTeam + "/messages.jsonl", "group 1001, expected 1234 (the space's group)"},
-		{"wrong mode in a space", func(s shapeStore) {
-			s.own(shTeam+"/cwd", 0o660, 0, shSpaceGr)
-		}, shTeam + "/cwd", "mode 0660, expected 0600"},
-		{"wrong dir mode in a space", func(s shapeStore) {
-			s.own(shTeam+"/context", 0o700, 1001, shSpaceGr)
-		}, shTeam + "/context", "mode 0700, expected 0770"},
-		{"ctl in the store", func(s shapeStore) {
-			s.file(shDefault+"/ctl", 0o600, 1000, 1000)
-		}, shDefault + "/ctl", "control file"},
-		{"unknown name in a session", func(s shapeStore) {
-			s.file(shDefault+"/notes.txt", 0o600, 1000, 1000)
-		}, shDefault + "/notes.txt", shapeNotHere},
-		{"unknown dot name in a session", func(s shapeStore) {
-			s.file(shDefault+"/.hidden", 0o600, 1000, 1000)
-		}, shDefault + "/.hidden", shapeNotHere},
-		{"unknown directory in a home, not entered", func(s shapeStore) {
-			s.dir(shHome+"/memory", 0o700, 1000, 1000)
-			s.fifo(shHome + "/memory/fifo")
-		}, shHome + "/memory", shapeNotHere},
-		{"unknown file in a seal", func(s shapeStore) {
-			s.file(shDefault+"/.seal/other", 0o600, 1000, 1000)
-		}, shDefault + "/.seal/other", shapeNotHere},
-		{"unknown top-level entry", func(s shapeStore) {
-			s.file("junk", 0o600, 0, 0)
-		}, "junk", shapeNotHere},
-		{"a device in .ctxfs", func(s shapeStore) {
-			if err := syscall.Mknod(s.path(".ctxfs/null"), syscall.S_IFCHR|0o600, 0x103); err != nil {
+		{"symlink for a file", shDefault + "/state", symlinkTo("/etc/passwd"), "a symlink, not a regular file"},
+		{"symlink for a spare twin", shDefault + "/.state.spare", symlinkTo("state"), "a symlink, not a regular file"},
+		{"symlink for the agent dir", shAgent, symlinkTo("/tmp"), "a symlink, not a directory"},
+		{"symlink for a session dir", shDefault, symlinkTo("/"), "a symlink, not a directory"},
+		{"symlink for the index dir", shIndex, symlinkTo("default"), "a symlink, not a directory"},
+		{"symlink for a seal file", shDefault + "/.seal/identity", symlinkTo("/dev/null"), "a symlink, not a regular file"},
+		{"symlink for an index entry", shIndex + "/by-cwd/cwd-0123456789abcdef", symlinkTo("../../default"), "a symlink, not a regular file"},
+		{"FIFO for a log", shDefault + "/events.jsonl", fifoFor, "a FIFO, not a regular file"},
+		{"directory for a file", shDefault + "/cwd", dirFor(0o700, 1000, 1000), "a directory, not a regular file"},
+		{"file for a directory", shIndex + "/by-hash", fileAt(0o600, 1000, 1000), "a regular file, not a directory"},
+		{"leftover session creation", shSess + "/.new-x-123", withFIFO(0o700, 1000, 1000), "leftover temporary directory"},
+		{"leftover deletion of an archived session", shHome + "/archived_sessions/coder/.del-old-0011223344556677", withFIFO(0o700, 0, 1000), shapeLeftoverDel},
+		{"leftover replace", shDefault + "/.state.tmp-0011223344556677", fileAt(0o600, 1000, 1000), "leftover temporary file"},
+		{"wrong owner in a home", shDefault + "/meta.json", owned(0o600, 1001, 1001), "owner 1001:1001, expected 0 (root: history is the server's)"},
+		{"history of a home owned by its user", shDefault + "/messages.jsonl", owned(0o600, 1000, 1000), "owner 1000:1000, expected 0 (root: history is the server's)"},
+		{"wrong mode in a home", shDefault + "/latest.md", owned(0o644, 0, 1000), "mode 0644, expected 0600"},
+		{"wrong mode of a home", shHome, owned(0o755, 0, 1000), "mode 0755, expected 0700"},
+		{"wrong owner of a home", shHome, owned(0o700, 1000, 1000), "owner 1000:1000, expected 0"},
+		{"wrong group in a space", shTeam + "/messages.jsonl", owned(0o600, 0, 1001), "group 1001, expected 1234 (the space's group)"},
+		{"wrong mode in a space", shTeam + "/cwd", owned(0o660, 0, shSpaceGr), "mode 0660, expected 0600"},
+		{"wrong dir mode in a space", shTeam + "/context", owned(0o700, 1001, shSpaceGr), "mode 0700, expected 0770"},
+		{"ctl in the store", shDefault + "/ctl", fileAt(0o600, 1000, 1000), "control file"},
+		{"unknown name in a session", shDefault + "/notes.txt", fileAt(0o600, 1000, 1000), shapeNotHere},
+		{"unknown dot name in a session", shDefault + "/.hidden", fileAt(0o600, 1000, 1000), shapeNotHere},
+		{"unknown directory in a home, not entered", shHome + "/memory", func(s shapeStore, rel string) {
+			s.dir(rel, 0o700, 1000, 1000)
+			s.fifo(rel + "/fifo")
+		}, shapeNotHere},
+		{"unknown file in a seal", shDefault + "/.seal/other", fileAt(0o600, 1000, 1000), shapeNotHere},
+		{"unknown top-level entry", "junk", fileAt(0o600, 0, 0), shapeNotHere},
+		{"a device in .ctxfs", ".ctxfs/null", func(s shapeStore, rel string) {
+			if err := syscall.Mknod(s.path(rel), syscall.S_IFCHR|0o600, 0x103); err != nil {
 				s.t.Fatal(err)
 			}
-		}, ".ctxfs/null", "a character device, not a regular file"},
-		{"symlink in an archived session", func(s shapeStore) {
-			s.replace(shArch + "/state")
-			s.symlink("/etc/shadow", shArch+"/state")
-		}, shArch + "/state", "a symlink, not a regular file"},
-		{"wrong owner in an archived session", func(s shapeStore) {
-			s.own(shArch+"/latest.md", 0o644, 1001, 1000)
-		}, shArch + "/latest.md", "owner 1001:1000, expected 0"},
-		{"wrong owner of .self_id", func(s shapeStore) {
-			s.own(shHome+"/.self_id/me", 0o600, 1001, 0)
-		}, shHome + "/.self_id/me", "owner 1001:0, expected 0 (root: history is the server's)"},
+		}, "a character device, not a regular file"},
+		{"symlink in an archived session", shArch + "/state", symlinkTo("/etc/shadow"), "a symlink, not a regular file"},
+		{"wrong owner in an archived session", shArch + "/latest.md", owned(0o644, 1001, 1000), "owner 1001:1000, expected 0"},
+		{"wrong owner of .self_id", shHome + "/.self_id/me", owned(0o600, 1001, 0), "owner 1001:0, expected 0 (root: history is the server's)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := newShapeStore(t)
-			c.plant(s)
+			c.plant(s, c.rel)
 			got := runShape(t, s.root)
 			if len(got) != 1 || got[0].rel != c.rel || !strings.Contains(got[0].what, c.what) {
 				t.Errorf("got %q, want one report %s: …%s…", got, c.rel, c.what)
@@ -339,8 +317,7 @@ func TestShapeStaysInStore(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(decoy, "agent/coder/session/x/messages.jsonl"), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	s.replace(shHome)
-	s.symlink(decoy, shHome)
+	symlinkTo(decoy)(s, shHome)
 	got := runShape(t, s.root)
 	if len(got) != 1 || got[0].rel != shHome || got[0].what != "a symlink, not a directory" {
 		t.Errorf("got %q, want only %s: a symlink, not a directory", got, shHome)
