@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,32 +33,50 @@ func wantZebrafish(session string) []string {
 	return []string{session + " user the first zebrafish", session + " user the last zebrafish"}
 }
 
-// bigSessionAs makes session name of c's coder (by a send), then appends
-// about mib MiB of messages to its messages.jsonl through the mount as c
-// (cat, in its own writes of 128 KiB): filler, with "the first zebrafish"
-// first and "the last zebrafish" last.
+// bigSessionAs makes session name of c's coder with about mib MiB of
+// messages (sessionOfLines): filler, with "the first zebrafish" first and
+// "the last zebrafish" last.
 func bigSessionAs(t testing.TB, s *server, c *cred, name string, mib int) {
+	t.Helper()
+	sessionOfLines(t, s, c, name, func(w io.Writer) {
+		fmt.Fprintln(w, `{"role":"user","content":"the first zebrafish"}`)
+		filler := fmt.Sprintf(`{"role":"user","content":%q}`, strings.Repeat(searchFiller, 40))
+		for n := 0; n < mib<<20; n += len(filler) + 1 {
+			fmt.Fprintln(w, filler)
+		}
+		fmt.Fprintln(w, `{"role":"assistant","content":"not a match: zebra fish"}`)
+		fmt.Fprintln(w, `{"role":"user","content":"the last zebrafish"}`)
+	})
+}
+
+// sessionOfLines makes session name of c's coder (by a send), then
+// appends the lines write writes to its messages.jsonl through the mount
+// as c (cat, in its own writes of 128 KiB), as a user would.
+func sessionOfLines(t testing.TB, s *server, c *cred, name string, write func(w io.Writer)) {
 	t.Helper()
 	s.sendAs(c, name, "mk-"+name, "", "start")
 	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
+	os.Chmod(dir, 0o755) // c reads the file
 	src := filepath.Join(dir, "lines.jsonl")
 	f, err := os.Create(src)
 	testkit.Must(t, err)
 	w := bufio.NewWriterSize(f, 1<<20)
-	fmt.Fprintln(w, `{"role":"user","content":"the first zebrafish"}`)
-	filler := fmt.Sprintf(`{"role":"user","content":%q}`, strings.Repeat(searchFiller, 40))
-	for n := 0; n < mib<<20; n += len(filler) + 1 {
-		fmt.Fprintln(w, filler)
-	}
-	fmt.Fprintln(w, `{"role":"assistant","content":"not a match: zebra fish"}`)
-	fmt.Fprintln(w, `{"role":"user","content":"the last zebrafish"}`)
+	write(w)
 	testkit.Must(t, w.Flush())
 	testkit.Must(t, f.Close())
 	os.Chmod(src, 0o644)
 	log := s.mnt(fmt.Sprintf("home/%d/agent/coder/session/%s/messages.jsonl", c.uid, name))
 	if out, err := runCmd(t, c, nil, "/bin/bash", "-c", `cat "$0" >> "$1"`, src, log); err != nil {
-		t.Fatalf("appending %d MiB as %s: %v %s", mib, credName(c), err, out)
+		t.Fatalf("appending to %s as %s: %v %s", name, credName(c), err, out)
+	}
+}
+
+// repeatLine writes line n times (sessionOfLines).
+func repeatLine(line string, n int) func(w io.Writer) {
+	return func(w io.Writer) {
+		for range n {
+			io.WriteString(w, line)
+		}
 	}
 }
 
@@ -279,16 +298,7 @@ s.close()
 func TestLongQueryScansInLinearTime(t *testing.T) {
 	s := newFuseServer(t)
 	u := &cred{uid: 1001, gid: 1001}
-	s.sendAs(u, "qs", "mk-qs", "", "start")
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	src := filepath.Join(dir, "lines.jsonl")
-	line := `{"role":"user","content":"qqe ` + strings.Repeat("q", 1000000) + `"}` + "\n"
-	testkit.Must(t, os.WriteFile(src, []byte(strings.Repeat(line, 12)), 0o644))
-	log := s.mnt("home/1001/agent/coder/session/qs/messages.jsonl")
-	if out, err := runCmd(t, u, nil, "/bin/bash", "-c", `cat "$0" >> "$1"`, src, log); err != nil {
-		t.Fatalf("appending as 1001: %v %s", err, out)
-	}
+	sessionOfLines(t, s, u, "qs", repeatLine(`{"role":"user","content":"qqe `+strings.Repeat("q", 1000000)+`"}`+"\n", 12))
 	query := strings.Repeat("q", 1023) + "e"
 	start := time.Now()
 	frames, raw, err := s.requestAsWithin(u, "coder", fmt.Sprintf(`{"op":"search","query":%q}`, query), 2*time.Minute)
@@ -309,16 +319,7 @@ func TestLongQueryScansInLinearTime(t *testing.T) {
 func TestSearchFramesOfUnreadReplies(t *testing.T) {
 	s := newFuseServer(t)
 	u := &cred{uid: 1001, gid: 1001}
-	s.sendAs(u, "big", "mk-big", "", "start")
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	src := filepath.Join(dir, "lines.jsonl")
-	line := `{"role":"user","run":"` + strings.Repeat("r", 400000) + `","ts":"` + strings.Repeat("1", 600000) + `","content":"needle"}` + "\n"
-	testkit.Must(t, os.WriteFile(src, []byte(strings.Repeat(line, 80)), 0o644))
-	log := s.mnt("home/1001/agent/coder/session/big/messages.jsonl")
-	if out, err := runCmd(t, u, nil, "/bin/bash", "-c", `cat "$0" >> "$1"`, src, log); err != nil {
-		t.Fatalf("appending as 1001: %v %s", err, out)
-	}
+	sessionOfLines(t, s, u, "big", repeatLine(`{"role":"user","run":"`+strings.Repeat("r", 400000)+`","ts":"`+strings.Repeat("1", 600000)+`","content":"needle"}`+"\n", 80))
 	pid := s.cmd.Process.Pid
 	base := vmKB(t, pid, "VmRSS")
 	var wg sync.WaitGroup
