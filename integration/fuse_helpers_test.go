@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
 // requireFUSE skips a test that needs to mount FUSE as root when this
@@ -58,6 +60,16 @@ func openToAll(t testing.TB, root string) {
 	for d := filepath.Dir(root); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
 		os.Chmod(d, 0o755)
 	}
+}
+
+// tmpDirForAll is a new directory of /tmp that every uid may enter
+// (0755; t.TempDir's parent is 0700), removed at the test's end.
+func tmpDirForAll(t testing.TB, prefix string) string {
+	dir, err := os.MkdirTemp("/tmp", prefix)
+	testkit.Must(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	testkit.Must(t, os.Chmod(dir, 0o755))
+	return dir
 }
 
 // mnt is a path in the mount.

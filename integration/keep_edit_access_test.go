@@ -21,10 +21,7 @@ import (
 // uid may make (the file opened for writing, or for a new file its
 // directory writable): EACCES, the edit denied, nothing kept.
 func TestKeptEditNeedsWriteAccess(t *testing.T) {
-	base, err := os.MkdirTemp("/tmp", "ctxfs-keep-")
-	testkit.Must(t, err)
-	t.Cleanup(func() { os.RemoveAll(base) })
-	testkit.Must(t, os.Chmod(base, 0o755))
+	base := tmpDirForAll(t, "ctxfs-keep-")
 	bob := filepath.Join(base, "bob")
 	testkit.Must(t, os.Mkdir(bob, 0o755))
 	testkit.Must(t, os.Chown(bob, 1002, 1002))

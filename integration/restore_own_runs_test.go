@@ -21,10 +21,7 @@ import (
 // before anything is recorded or written, after a restart too; uid
 // 1001's own restore works.
 func TestRestoreOnlyOwnRuns(t *testing.T) {
-	base, err := os.MkdirTemp("/tmp", "ctxfs-restore-own-")
-	testkit.Must(t, err)
-	t.Cleanup(func() { os.RemoveAll(base) })
-	testkit.Must(t, os.Chmod(base, 0o755))
+	base := tmpDirForAll(t, "ctxfs-restore-own-")
 	dir := filepath.Join(base, "team")
 	testkit.Must(t, os.Mkdir(dir, 0o775))
 	testkit.Must(t, os.Chown(dir, 0, 1234))

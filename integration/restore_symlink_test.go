@@ -22,10 +22,7 @@ import (
 // not restore uid 1001's version at all (EPERM, TestRestoreOnlyOwnRuns):
 // uid 1002's file is as it was.
 func TestRestoreFollowsNoSymlink(t *testing.T) {
-	base, err := os.MkdirTemp("/tmp", "ctxfs-restore-")
-	testkit.Must(t, err)
-	t.Cleanup(func() { os.RemoveAll(base) })
-	testkit.Must(t, os.Chmod(base, 0o755))
+	base := tmpDirForAll(t, "ctxfs-restore-")
 	testkit.Must(t, os.Chown(base, 1001, 1001))
 	alice, bob, other := filepath.Join(base, "alice"), filepath.Join(base, "bob"), filepath.Join(base, "other")
 	for dir, uid := range map[string]int{alice: 1001, bob: 1002, other: 1001} {
