@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -117,26 +118,30 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandl
 	if d.promised().CacheListing {
 		fl = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
 	}
-	return d.m.openDir(ctx, d.Readdir, fl)
+	return d.m.openDir(ctx, d.listing, fl)
 }
 
 // openDir opens a directory listed by list, counted against the opener's
 // quota of open files like any open file: an open directory holds its
 // listing until its last close, so a user who kept directories open
 // without a bound held the server's memory (300 opens of a directory of
-// 2,000 names took it from 21 to 118 MiB).
-func (m *mountState) openDir(ctx context.Context, list func(context.Context) (fs.DirStream, syscall.Errno), flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+// 2,000 names took it from 21 to 118 MiB). The count of handles alone did
+// not bound the listings' bytes: see dirHandle.stream.
+func (m *mountState) openDir(ctx context.Context, list func(context.Context) ([]fuse.DirEntry, syscall.Errno), flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	return m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) {
-		return &dirHandle{list: list}, flags, 0
+		return &dirHandle{list: list, buffered: newBuffered(m, callerUid(ctx))}, flags, 0
 	})
 }
 
 // dirHandle is one open directory: its listing, made when first read.
 type dirHandle struct {
 	held
-	list func(context.Context) (fs.DirStream, syscall.Errno)
+	list func(context.Context) ([]fuse.DirEntry, syscall.Errno)
 	mu   sync.Mutex
 	ds   fs.DirStream
+	// buffered counts the listing in the opener's share of
+	// quota.Limits.Partial while the handle holds it.
+	buffered buffered
 }
 
 var (
@@ -149,13 +154,33 @@ func (h *dirHandle) stream(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ds == nil {
-		ds, errno := h.list(ctx)
-		if errno != 0 {
-			return nil, errno
+		ents, bad := h.list(ctx)
+		if bad != 0 {
+			return nil, bad
 		}
-		h.ds = ds
+		// The listing is the opener's until the last close, counted with
+		// its unfinished bytes (EAGAIN past them, nothing kept; a later
+		// read lists again), as a copy of index/list is: a uid's 1,024
+		// open files each held a listing of a directory it had filled
+		// with up to 200,000 names, 300 of 30,000 names 1 GiB.
+		if err := h.buffered.keep(listingBytes(ents)); err != nil {
+			return nil, errno(err)
+		}
+		h.ds = fs.NewListDirStream(ents)
 	}
 	return h.ds, 0
+}
+
+// direntBytes is what a listing holds for each entry besides its name.
+const direntBytes = int(unsafe.Sizeof(fuse.DirEntry{}))
+
+// listingBytes is what a listing holds in memory: each entry and its name.
+func listingBytes(ents []fuse.DirEntry) int {
+	n := len(ents) * direntBytes
+	for _, e := range ents {
+		n += len(e.Name)
+	}
+	return n
 }
 
 func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
@@ -187,10 +212,12 @@ func (h *dirHandle) Releasedir(ctx context.Context, flags uint32) {
 		h.ds.Close()
 		h.ds = nil
 	}
+	h.buffered.keep(0)
 	h.giveBack()
 }
 
-func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+// listing is the directory's entries now, for a handle (openDir).
+func (d *dirNode) listing(ctx context.Context) ([]fuse.DirEntry, syscall.Errno) {
 	if bad := d.gone(); bad != 0 {
 		return nil, bad
 	}
@@ -209,7 +236,7 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		}
 		list = append(list, de)
 	}
-	return fs.NewListDirStream(list), 0
+	return list, 0
 }
 
 func (d *dirNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {

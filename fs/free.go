@@ -436,10 +436,11 @@ func (n *freeNode) Rename(ctx context.Context, name string, newParent fs.InodeEm
 // not go-fuse's, so that it counts against the opener's quota of open
 // files (openDir). The listing is read at the first read.
 func (n *freeNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	return n.m.openDir(ctx, n.Readdir, 0)
+	return n.m.openDir(ctx, n.listing, 0)
 }
 
-func (n *freeNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+// listing is the directory's entries now, for a handle (openDir).
+func (n *freeNode) listing(ctx context.Context) ([]fuse.DirEntry, syscall.Errno) {
 	rel, bad := n.rel()
 	if bad != 0 {
 		return nil, bad
@@ -452,7 +453,7 @@ func (n *freeNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	for i, e := range ents {
 		list[i] = fuse.DirEntry{Name: e.Name, Ino: freeIno(e.Ino), Mode: direntMode(e.Type)}
 	}
-	return fs.NewListDirStream(list), 0
+	return list, 0
 }
 
 // direntMode is the file type bits of a getdents type.

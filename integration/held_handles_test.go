@@ -128,8 +128,9 @@ func TestRefusedWritesNotHeld(t *testing.T) {
 // directory it is given once, then opens the big one up to M times,
 // reading each (the server lists it, and keeps the listing until the
 // last close), keeping all open, and then tries one file. It prints how
-// many directories it holds, the errnos of the opens refused, and what
-// the file's open answered.
+// many directories it holds, the errnos of the opens and first reads
+// refused (a directory whose read is refused is closed), and what the
+// file's open answered.
 const dirHolder = `
 import errno, os, sys
 big, nfiles, tries, file = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
@@ -144,11 +145,15 @@ def opened(path, flags):
 fds, refused = [], {}
 for d in sys.argv[5:] + [big] * tries:
     fd, e = opened(d, os.O_RDONLY | os.O_DIRECTORY)
-    if e:
-        refused[e] = refused.get(e, 0) + 1
-        continue
-    os.listdir(fd)
-    fds.append(fd)
+    if not e:
+        try:
+            os.listdir(fd)
+            fds.append(fd)
+            continue
+        except OSError as err:
+            os.close(fd)
+            e = errno.errorcode[err.errno]
+    refused[e] = refused.get(e, 0) + 1
 fd, e = opened(file, os.O_RDONLY)
 print('ready', len(fds), ' '.join('%s=%d' % kv for kv in sorted(refused.items())), 'file:', e or 'opened', flush=True)
 sys.stdin.read()
@@ -193,6 +198,39 @@ except OSError as e:
 	eventually(t, 10*time.Second, "the places of closed directories given back", func() bool {
 		out, _ := runCmd(t, u, nil, "/usr/bin/python3", "-c", reopen, big)
 		return strings.TrimSpace(out) == "16 Too many open files"
+	})
+}
+
+// TestDirListingsCounted: what an open directory holds, its listing from
+// the first read to the last close, counts with its opener's unfinished
+// bytes (16 MiB), not only as one of its open files. uid 1001 fills a
+// directory of its root/ with 30,000 names (a listing of 2 MiB) and opens
+// and reads it 200 times, keeping each open: the server lists it 7 times,
+// the other reads are EAGAIN, it grows by a few MiB (each held listing
+// was counted only as one of the uid's 1,024 open files: 200 took the
+// server 440 MiB further, and 1,024 listings of a directory of 200,000
+// names, the uid's inode bound, gigabytes), another file still opens, and
+// once the directories are closed the listing is made again.
+func TestDirListingsCounted(t *testing.T) {
+	s := newServer(t)
+	openToAll(t, s.root)
+	u := &cred{uid: 1001, gid: 1001}
+	s.sendAs(u, "q", "c1", "", "hello")
+	big := s.mnt("home/1001/agent/coder/root/d")
+	base := vmKB(t, s.cmd.Process.Pid, "VmRSS")
+	got, release := holdOpen(t, u, dirHolder, big, "30000", "200", s.mnt("home/1001/agent/coder/session/q/messages.jsonl"))
+	grown := s.serverGrowth(t, base)
+	t.Logf("uid 1001 read a directory of 30,000 names on 200 descriptors: %s; the server grew by %d MiB", got, grown)
+	if want := "7 EAGAIN=193 file: opened"; got != want {
+		t.Errorf("listings held: %s; want %s", got, want)
+	}
+	if grown > 48 {
+		t.Errorf("the server holds %d MiB more for uid 1001's listings", grown)
+	}
+	release()
+	eventually(t, 10*time.Second, "the listings' bytes given back", func() bool {
+		out, err := runCmd(t, u, nil, "/bin/sh", "-c", `ls -f "$1" | wc -l`, "sh", big)
+		return err == nil && strings.TrimSpace(out) == "30000"
 	})
 }
 
