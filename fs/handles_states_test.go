@@ -3,6 +3,7 @@ package fs
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"runtime"
 	"strconv"
 	"strings"
@@ -264,8 +265,8 @@ func TestReadOnlySnapshotsCounted(t *testing.T) {
 		if bad != 0 {
 			t.Fatalf("open %d of latest.md: %v", i, bad)
 		}
-		if !strings.Contains(string(h.snapshot), text) {
-			t.Fatalf("latest.md holds %d bytes, not the message", len(h.snapshot))
+		if !strings.Contains(string(h.snapshot.data), text) {
+			t.Fatalf("latest.md holds %d bytes, not the message", len(h.snapshot.data))
 		}
 		hs = append(hs, h)
 	}
@@ -281,4 +282,58 @@ func TestReadOnlySnapshotsCounted(t *testing.T) {
 		testkit.WantErrno(t, "release", h.Release(context.Background()), 0)
 	}
 	v.holdsNoPartial("every reader closed", user)
+}
+
+// A value's copy a reader's handle takes at open (meta.json here, about
+// 1 MB) counts in the opener's unfinished bytes until the last close, for
+// a reader and a reader that also writes: the opens past the share are
+// EAGAIN, holding and writing nothing, and a release makes room again.
+// The copies were not counted: a user who rewrote its meta.json between
+// opens (the engine then reads a new copy, the old one held by the
+// descriptors open) made the server hold 1 MiB on each of its 1,024 open
+// files.
+func TestValueCopiesCounted(t *testing.T) {
+	v := newHandleEnv(t)
+	sess := v.session(user)
+	n := &valueNode{storeNode: newStoreNode(v.where(sess + "/meta.json"))}
+	open := func(flags uint32) (fs.FileHandle, syscall.Errno) {
+		fh, _, bad := n.Open(as(user), flags)
+		return fh, bad
+	}
+	var meta map[string]any
+	testkit.Must(t, json.Unmarshal([]byte(v.stored(sess+"/meta.json")), &meta))
+	meta["pad"] = strings.Repeat("w", 1_000_000)
+	big, err := json.Marshal(meta)
+	testkit.Must(t, err)
+	w, bad := open(syscall.O_WRONLY)
+	testkit.WantErrno(t, "open meta.json to write", bad, 0)
+	testkit.WantErrno(t, "a meta.json of 1 MB", write(w.(*valueHandle), user, string(big)+"\n"), 0)
+	testkit.WantErrno(t, "its close", w.(fs.FileReleaser).Release(context.Background()), 0)
+	before := v.stored(sess + "/meta.json")
+
+	var hs []fs.FileHandle
+	for i := range 16 {
+		h, bad := open(syscall.O_RDONLY)
+		if bad != 0 {
+			t.Fatalf("open %d of meta.json: %v", i, bad)
+		}
+		hs = append(hs, h)
+	}
+	for _, flags := range []uint32{syscall.O_RDONLY, syscall.O_RDWR} {
+		if _, bad := open(flags); bad != syscall.EAGAIN {
+			t.Errorf("an open (flags %#o) past the share: %v, want EAGAIN", flags, bad)
+		}
+	}
+	testkit.WantErrno(t, "release", hs[0].(fs.FileReleaser).Release(context.Background()), 0)
+	h, bad := open(syscall.O_RDWR)
+	if bad != 0 {
+		t.Fatalf("an open after a release made room: %v", bad)
+	}
+	for _, h := range append(hs[1:], h) {
+		testkit.WantErrno(t, "release", h.(fs.FileReleaser).Release(context.Background()), 0)
+	}
+	v.holdsNoPartial("every reader closed", user)
+	if got := v.stored(sess + "/meta.json"); got != before {
+		t.Errorf("meta.json is %d bytes after the refused opens; want it as it was", len(got))
+	}
 }

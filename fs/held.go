@@ -83,3 +83,29 @@ func (b *buffered) keep(n int) error {
 	b.n = n
 	return nil
 }
+
+// heldCopy is the copy of a file a reader's handle serves from its open
+// to its last close (one value, one list, whole, whatever changes
+// meanwhile), counted with the opener's unfinished bytes: each open holds
+// one, and a uid's 1,024 open files would otherwise make the server hold
+// gigabytes of them.
+type heldCopy struct {
+	data     []byte
+	buffered buffered
+}
+
+// holdCopy counts b as a copy the caller's new handle holds, or refuses
+// it (EAGAIN past the caller's share; nothing counted).
+func (m *mountState) holdCopy(ctx context.Context, b []byte) (heldCopy, syscall.Errno) {
+	c := heldCopy{data: b, buffered: newBuffered(m, callerUid(ctx))}
+	if err := c.buffered.keep(len(b)); err != nil {
+		return heldCopy{}, errno(err)
+	}
+	return c, 0
+}
+
+// drop lets the copy go at the handle's last close.
+func (c *heldCopy) drop() {
+	c.data = nil
+	c.buffered.keep(0)
+}

@@ -77,7 +77,11 @@ func (n *indexValueNode) open(ctx context.Context, flags uint32) (fs.FileHandle,
 		}
 	}
 	if isRead(flags) {
-		h.snapshot, _ = n.content()
+		b, _ := n.content()
+		var bad syscall.Errno
+		if h.snapshot, bad = n.m.holdCopy(ctx, b); bad != 0 {
+			return nil, 0, bad
+		}
 	}
 	if isWrite(flags) {
 		h.writer(ctx, n.m)

@@ -60,13 +60,12 @@ func (n *listNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	if e != 0 {
 		return nil, 0, e
 	}
-	// The copy is the opener's until the last close, counted with its
-	// unfinished bytes (EAGAIN past them), as a read-only session file's
-	// is (roNode.open): a list of a few hundred sessions held open 1,000
-	// times made the server hold 26 MB, uncounted.
-	h := &valueHandle{snapshot: b, buffered: newBuffered(n.m, callerUid(ctx))}
-	if err := h.buffered.keep(len(b)); err != nil {
-		return nil, 0, errno(err)
+	// A list of a few hundred sessions held open 1,000 times made the
+	// server hold 26 MB, uncounted (heldCopy).
+	c, bad := n.m.holdCopy(ctx, b)
+	if bad != 0 {
+		return nil, 0, bad
 	}
+	h := &valueHandle{snapshot: c}
 	return h, fuse.FOPEN_DIRECT_IO, 0
 }

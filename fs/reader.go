@@ -110,15 +110,12 @@ func (n *roNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32,
 		if err != nil {
 			return nil, 0, errno(err)
 		}
-		// The copy is the opener's until the last close, counted with
-		// its unfinished bytes (EAGAIN past them): each open holds one,
-		// up to maxSnapshot, and a uid's open files would otherwise
-		// make the server hold gigabytes.
-		h := &roHandle{snapshot: b, buffered: newBuffered(n.m, callerUid(ctx))}
-		if err := h.buffered.keep(len(b)); err != nil {
-			return nil, 0, errno(err)
+		// Each open holds one, up to maxSnapshot (heldCopy).
+		c, bad := n.m.holdCopy(ctx, b)
+		if bad != 0 {
+			return nil, 0, bad
 		}
-		return h, fuse.FOPEN_DIRECT_IO, 0
+		return &roHandle{snapshot: c}, fuse.FOPEN_DIRECT_IO, 0
 	}
 	r, errno := n.m.openReader(ctx, n.rel)
 	if errno != 0 {
@@ -142,8 +139,7 @@ const maxSnapshot = 8 << 20
 type roHandle struct {
 	held
 	r        *storeReader
-	snapshot []byte
-	buffered buffered // the snapshot, when it is a session file's own copy (roNode.open)
+	snapshot heldCopy // a copy taken at open (roNode.open, openCopy)
 }
 
 var (
@@ -156,14 +152,14 @@ func (h *roHandle) reader() *storeReader { return h.r }
 
 func (h *roHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if h.r == nil {
-		return readAt(h.snapshot, dest, off), 0
+		return readAt(h.snapshot.data, dest, off), 0
 	}
 	return h.r.read(dest, off)
 }
 
 func (h *roHandle) Release(ctx context.Context) syscall.Errno {
 	h.r.close()
-	h.buffered.keep(0)
+	h.snapshot.drop()
 	h.giveBack()
 	return 0
 }

@@ -93,7 +93,10 @@ func (n *valueNode) open(ctx context.Context, flags uint32) (fs.FileHandle, uint
 		if err != nil {
 			return nil, 0, errno(err)
 		}
-		h.snapshot = v.Data
+		var bad syscall.Errno
+		if h.snapshot, bad = n.m.holdCopy(ctx, v.Data); bad != 0 {
+			return nil, 0, bad
+		}
 	}
 	if isWrite(flags) {
 		h.writer(ctx, n.m)
@@ -149,7 +152,11 @@ func (m *mountState) openCopy(ctx context.Context, flags uint32, content func() 
 		return nil, 0, 0, false // the caller's open reports the error
 	}
 	fh, fl, errno := m.opened(ctx, func() (fs.FileHandle, uint32, syscall.Errno) {
-		return &roHandle{snapshot: b}, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH, 0
+		c, bad := m.holdCopy(ctx, b)
+		if bad != 0 {
+			return nil, 0, bad
+		}
+		return &roHandle{snapshot: c}, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH, 0
 	})
 	return fh, fl, errno, true
 }
@@ -195,7 +202,7 @@ type valueHandle struct {
 	changed  func()
 	released func() // after the last close; may be nil
 	caller   layout.Caller
-	snapshot []byte
+	snapshot heldCopy // what a reader reads: the value at open
 
 	mu  sync.Mutex
 	buf []byte
@@ -214,7 +221,7 @@ var (
 )
 
 func (h *valueHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	return readAt(h.snapshot, dest, off), 0
+	return readAt(h.snapshot.data, dest, off), 0
 }
 
 // Write places data at off in the new value. When the value then ends in
@@ -263,6 +270,7 @@ func (h *valueHandle) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	h.buf = nil
 	h.buffered.keep(0)
+	h.snapshot.drop()
 	h.mu.Unlock()
 	h.giveBack()
 	return 0

@@ -234,6 +234,63 @@ func TestDirListingsCounted(t *testing.T) {
 	})
 }
 
+// TestValueCopiesCounted: a reader's open of a value (meta.json here)
+// holds a copy of it until the last close, counted with the opener's
+// unfinished bytes (16 MiB). uid 1001 rewrites its meta.json with 1 MB of
+// new text and opens it for reading, 300 times, keeping each open: once
+// the copies take the share, the opens (and the rewrites, whose buffers
+// count there too) are EAGAIN, and the server grows by a few tens of
+// MiB. The copies were counted nowhere: each rewrite made the engine read
+// a new copy for the next open while the descriptors kept the old ones,
+// 1 MiB each on each of the uid's 1,024 open files.
+func TestValueCopiesCounted(t *testing.T) {
+	s := newServer(t)
+	openToAll(t, s.root)
+	u := &cred{uid: 1001, gid: 1001}
+	s.sendAs(u, "q", "c1", "", "hello")
+	meta := s.mnt("home/1001/agent/coder/session/q/meta.json")
+	base := vmKB(t, s.cmd.Process.Pid, "VmRSS")
+	got, release := holdOpen(t, u, `
+import errno, json, os, sys
+path, n = sys.argv[1], int(sys.argv[2])
+meta = json.load(open(path))
+fds, got = [], {}
+for i in range(n):
+    meta['pad'] = ('%06d' % i) * 166666
+    try:
+        w = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        try:
+            os.write(w, (json.dumps(meta) + '\n').encode())
+        finally:
+            os.close(w)
+    except OSError:
+        pass # past the share the rewrite is refused too
+    try:
+        fds.append(os.open(path, os.O_RDONLY))
+        e = 'opened'
+    except OSError as err:
+        e = errno.errorcode[err.errno]
+    got[e] = got.get(e, 0) + 1
+print('ready', ' '.join('%s=%d' % kv for kv in sorted(got.items())), flush=True)
+sys.stdin.read()
+`, meta, "300")
+	grown := s.serverGrowth(t, base)
+	t.Logf("uid 1001 rewrote and opened its meta.json of 1 MB 300 times: %s; the server grew by %d MiB", got, grown)
+	// 16 copies fit; 15 when the last rewrite's buffer is still counted
+	// (the kernel releases a closed file after close returns).
+	if got != "EAGAIN=284 opened=16" && got != "EAGAIN=285 opened=15" {
+		t.Errorf("the opens answered %s; want EAGAIN past 15 or 16 copies of 1 MB", got)
+	}
+	if grown > 64 {
+		t.Errorf("the server holds %d MiB more for uid 1001's copies of meta.json", grown)
+	}
+	release()
+	eventually(t, 10*time.Second, "meta.json opened once the copies are given back", func() bool {
+		out, err := runCmd(t, u, nil, "/bin/sh", "-c", `head -c 1 "$1"`, "sh", meta)
+		return err == nil && out == "{"
+	})
+}
+
 // TestValueWritersCounted: a value open for writing is buffered until
 // its last close, counted in its writer's 16 MiB of unfinished bytes:
 // of 300 descriptors of meta.json each written 1 MiB and kept open, 16
