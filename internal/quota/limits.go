@@ -58,11 +58,13 @@ type Limits struct {
 	TempBytes    int64
 	TempIdle     time.Duration
 
-	// What a writer through the mount makes the server hold between its
-	// writes (issue 19, findings 11 and 12): the bytes of unfinished ctl
-	// requests and unfinished log lines, together, per uid (EAGAIN at the
-	// write that would pass it, which keeps nothing). A ctl request must
-	// also be whole within RequestDeadline.
+	// What a user's open files through the mount make the server hold
+	// between its calls (issue 19, findings 11 and 12): the bytes of
+	// unfinished ctl requests, log lines and values, and the copies and
+	// listings a reader's handle holds (a file's copy taken at open, a
+	// directory's listing, a ctl frame read in part), together, per uid
+	// (EAGAIN at the call that would pass it, which keeps nothing). A ctl
+	// request must also be whole within RequestDeadline.
 	Partial *Quota
 }
 
@@ -228,7 +230,7 @@ func NewLimits(c LimitConfig) *Limits {
 		Handles: New("open files", syscall.EMFILE, or(c.HandlesPerUid, min(1024, max(n/16, 16))), max(n/4, 16)),
 		Runs:    New("runs", syscall.EAGAIN, or(c.RunsPerUid, 32), max(n/8/3, 8)),
 
-		Partial: New("bytes of unfinished requests, lines and values", syscall.EAGAIN, partialBytesPerUid, partialBytesTotal),
+		Partial: New("bytes of unfinished writes and of readers' copies and listings", syscall.EAGAIN, partialBytesPerUid, partialBytesTotal),
 
 		Free:   NewFreeQuota(int64(or(int(c.FreeBytesPerUid), defaultFreeBytes)), int64(or(int(c.FreeInodesPerUid), defaultFreeInodes)), nil),
 		Names:  NewNames("sessions and index entries", int64(or(int(c.NamesPerUid), defaultNames)), nil),
