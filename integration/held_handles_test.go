@@ -55,6 +55,24 @@ func holdOpen(t *testing.T, c *cred, script string, args ...string) (line string
 	return "", release
 }
 
+// holdingServer is a server whose uid 1001 (the cred returned) has a
+// session q of agent coder: the user these tests hold things open as.
+func holdingServer(t *testing.T) (*server, *cred) {
+	s := newServer(t)
+	openToAll(t, s.root)
+	u := &cred{uid: 1001, gid: 1001}
+	s.sendAs(u, "q", "c1", "", "hello")
+	return s, u
+}
+
+// heldBy runs script as u (holdOpen) and returns what it said and how
+// many MiB the server grew by while it held what it opened.
+func (s *server) heldBy(t *testing.T, u *cred, script string, args ...string) (got string, grown int, release func()) {
+	base := vmKB(t, s.cmd.Process.Pid, "VmRSS")
+	got, release = holdOpen(t, u, script, args...)
+	return got, s.serverGrowth(t, base), release
+}
+
 // serverGrowth is how much the server's resident memory grew since base
 // (KiB), in MiB, once a second has let its collector run.
 func (s *server) serverGrowth(t *testing.T, base int) int {
@@ -94,15 +112,10 @@ sys.stdin.read()
 // server grew by 64 MiB at most (what 300 descriptors' 1 MiB each would
 // pass many times over).
 func heldWrites(t *testing.T, file, kind, want string) {
-	s := newServer(t)
-	openToAll(t, s.root)
-	u := &cred{uid: 1001, gid: 1001}
-	s.sendAs(u, "q", "c1", "", "hello")
+	s, u := holdingServer(t)
 	stored := s.sessionDir(1001, "coder", "q") + "/" + file
 	before := fileBytes(t, stored)
-	base := vmKB(t, s.cmd.Process.Pid, "VmRSS")
-	got, _ := holdOpen(t, u, writesHolder, s.mnt("home/1001/agent/coder/session/q/"+file), "300", kind)
-	grown := s.serverGrowth(t, base)
+	got, grown, _ := s.heldBy(t, u, writesHolder, s.mnt("home/1001/agent/coder/session/q/"+file), "300", kind)
 	t.Logf("300 writes of 1 MiB (%s) to %s on open descriptors: %s; the server grew by %d MiB", kind, file, got, grown)
 	if got != want {
 		t.Errorf("the writes answered %s; want %s", got, want)
@@ -212,14 +225,9 @@ except OSError as e:
 // names, the uid's inode bound, gigabytes), another file still opens, and
 // once the directories are closed the listing is made again.
 func TestDirListingsCounted(t *testing.T) {
-	s := newServer(t)
-	openToAll(t, s.root)
-	u := &cred{uid: 1001, gid: 1001}
-	s.sendAs(u, "q", "c1", "", "hello")
+	s, u := holdingServer(t)
 	big := s.mnt("home/1001/agent/coder/root/d")
-	base := vmKB(t, s.cmd.Process.Pid, "VmRSS")
-	got, release := holdOpen(t, u, dirHolder, big, "30000", "200", s.mnt("home/1001/agent/coder/session/q/messages.jsonl"))
-	grown := s.serverGrowth(t, base)
+	got, grown, release := s.heldBy(t, u, dirHolder, big, "30000", "200", s.mnt("home/1001/agent/coder/session/q/messages.jsonl"))
 	t.Logf("uid 1001 read a directory of 30,000 names on 200 descriptors: %s; the server grew by %d MiB", got, grown)
 	if want := "7 EAGAIN=193 file: opened"; got != want {
 		t.Errorf("listings held: %s; want %s", got, want)
@@ -244,37 +252,32 @@ func TestDirListingsCounted(t *testing.T) {
 // a new copy for the next open while the descriptors kept the old ones,
 // 1 MiB each on each of the uid's 1,024 open files.
 func TestValueCopiesCounted(t *testing.T) {
-	s := newServer(t)
-	openToAll(t, s.root)
-	u := &cred{uid: 1001, gid: 1001}
-	s.sendAs(u, "q", "c1", "", "hello")
+	s, u := holdingServer(t)
 	meta := s.mnt("home/1001/agent/coder/session/q/meta.json")
-	base := vmKB(t, s.cmd.Process.Pid, "VmRSS")
-	got, release := holdOpen(t, u, `
-import errno, json, os, sys
+	got, grown, release := s.heldBy(t, u, `
+import collections, errno, json, os, sys
 path, n = sys.argv[1], int(sys.argv[2])
-meta = json.load(open(path))
-fds, got = [], {}
-for i in range(n):
+meta, fds, got = json.load(open(path)), [], collections.Counter()
+def rewrite(i):
     meta['pad'] = ('%06d' % i) * 166666
+    w = os.open(path, os.O_WRONLY | os.O_TRUNC)
     try:
-        w = os.open(path, os.O_WRONLY | os.O_TRUNC)
-        try:
-            os.write(w, (json.dumps(meta) + '\n').encode())
-        finally:
-            os.close(w)
+        os.write(w, (json.dumps(meta) + '\n').encode())
+    finally:
+        os.close(w)
+for i in range(n):
+    try:
+        rewrite(i)
     except OSError:
         pass # past the share the rewrite is refused too
     try:
         fds.append(os.open(path, os.O_RDONLY))
-        e = 'opened'
+        got['opened'] += 1
     except OSError as err:
-        e = errno.errorcode[err.errno]
-    got[e] = got.get(e, 0) + 1
+        got[errno.errorcode[err.errno]] += 1
 print('ready', ' '.join('%s=%d' % kv for kv in sorted(got.items())), flush=True)
 sys.stdin.read()
 `, meta, "300")
-	grown := s.serverGrowth(t, base)
 	t.Logf("uid 1001 rewrote and opened its meta.json of 1 MB 300 times: %s; the server grew by %d MiB", got, grown)
 	// 16 copies fit; 15 when the last rewrite's buffer is still counted
 	// (the kernel releases a closed file after close returns).
