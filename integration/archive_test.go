@@ -167,7 +167,7 @@ func TestGCArchivesWhole(t *testing.T) {
 	// The kernel's dentry of the entry goes by the notifier goroutine,
 	// never waited for (fs/notify.go); in one CI run of many the stat
 	// below came first and still found it. Bounded, it must go.
-	eventually(t, 2*time.Second, "the by-hash entry naming an archived session to go from the mount", func() bool {
+	eventually(t, afterClose, "the by-hash entry naming an archived session to go from the mount", func() bool {
 		_, err := os.Stat(s.mnt(sessRel("index") + "/by-hash/h1"))
 		return os.IsNotExist(err)
 	})

@@ -227,7 +227,7 @@ func TestErrnosThroughMount(t *testing.T) {
 	refusal(t, s, "unlink a missing by-hash entry", syscall.ENOENT, func() error { return os.Remove(idx + "/by-hash/none") })
 	// The name the refused create made goes once the creator closed it
 	// (the invalidation is sent after the close returns).
-	eventually(t, 2*time.Second, "a refused by-hash entry disappears", func() bool {
+	eventually(t, afterClose, "a refused by-hash entry disappears", func() bool {
 		_, err := os.Stat(idx + "/by-hash/h1")
 		return errors.Is(err, syscall.ENOENT)
 	})
@@ -253,7 +253,7 @@ func TestErrnosThroughMount(t *testing.T) {
 	msgsBefore := fileBytes(t, filepath.Join(s.sessionDir(0, "coder", "a"), "messages.jsonl"))
 	testkit.WantErrno(t, "close with a partial line", f.Close(), syscall.EINVAL)
 	var rec frame
-	eventually(t, 3*time.Second, "an error event for the discarded partial line", func() bool {
+	eventually(t, afterClose, "an error event for the discarded partial line", func() bool {
 		rec = lastEvent(t, s, "a", "error")
 		return rec != nil && rec["code"] == "EINVAL" && strings.HasPrefix(fmt.Sprint(rec["message"]), "partial line")
 	})
@@ -266,7 +266,7 @@ func TestErrnosThroughMount(t *testing.T) {
 	// From a shell: printf exits 0 (shells ignore close errors), the
 	// record names the shell's pid.
 	out := bash(t, `echo $$; printf '{"a":1' >> `+ev)
-	eventually(t, 3*time.Second, "the shell's partial line recorded", func() bool {
+	eventually(t, afterClose, "the shell's partial line recorded", func() bool {
 		rec = lastEvent(t, s, "a", "error")
 		return rec != nil && fmt.Sprint(rec["pid"]) == strings.TrimSpace(out)
 	})

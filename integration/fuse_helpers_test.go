@@ -136,6 +136,16 @@ func bashAs(t testing.TB, c *cred, script string) (string, error) {
 	return runCmd(t, c, nil, "/bin/bash", "-c", script)
 }
 
+// afterClose bounds what the server does behind a call that has returned:
+// what it records or invalidates at the RELEASE the kernel sends after a
+// close(2) (a partial line's error event, a refused name's removal, a copy
+// given back), and the dentries its notifier goroutine drops after a
+// change (fs/notify.go, never waited for). Each comes behind every request
+// queued before it; on 2 loaded cores (two test processes beside
+// stress-ng) that is not the second or two an idle machine takes, and no
+// rule bounds it tighter.
+const afterClose = 10 * time.Second
+
 // eventually polls cond for up to limit.
 func eventually(t testing.TB, limit time.Duration, what string, cond func() bool) {
 	t.Helper()

@@ -26,7 +26,7 @@ func TestIndexEntryCreatedReadOnly(t *testing.T) {
 		f, err := os.OpenFile(p, os.O_RDONLY|os.O_CREATE, 0o600)
 		testkit.Must(t, err)
 		testkit.Must(t, f.Close())
-		eventually(t, 2*time.Second, "the name of an entry never written to go", func() bool {
+		eventually(t, afterClose, "the name of an entry never written to go", func() bool {
 			_, err := os.Stat(p)
 			return os.IsNotExist(err)
 		})

@@ -3,7 +3,6 @@ package integration
 import (
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestListCopiesCounted: every open of index/list holds a copy of the
@@ -28,7 +27,7 @@ echo "opens $n of $(stat -c %s index/list) bytes"`
 		t.Errorf("1,000 opens of index/list of 26 KB as uid 1001: %q, want EAGAIN past 16 MiB of copies", out)
 	}
 	// Closed, the copies are given back.
-	eventually(t, 2*time.Second, "an open of index/list once the others are closed", func() bool {
+	eventually(t, afterClose, "an open of index/list once the others are closed", func() bool {
 		out, err := runCmd(t, uid1001, nil, "/bin/bash", "-c", `exec {a}<"$1"/index/list {b}<"$1"/index/list && echo ok`, "bash", dir)
 		return err == nil && out == "ok\n"
 	})
