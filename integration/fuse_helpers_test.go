@@ -257,7 +257,10 @@ func reaped(t testing.TB, done <-chan struct{}) {
 // keepFusectlAsIs: a server started after a crash may mount fusectl to
 // abort the dead connection; leave the machine as it was.
 func keepFusectlAsIs(t testing.TB) {
-	if mountsAt("/sys/fs/fuse/connections") == 0 {
-		t.Cleanup(func() { runCmd(t, nil, nil, "umount", "/sys/fs/fuse/connections") })
+	if mountsAt(fusectlDir) == 0 {
+		t.Cleanup(func() { runCmd(t, nil, nil, "umount", fusectlDir) })
 	}
 }
+
+// fusectlDir is where the kernel's FUSE control filesystem is mounted.
+const fusectlDir = "/sys/fs/fuse/connections"
