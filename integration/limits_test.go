@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxfs/ctxfs/internal/quota"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
@@ -57,20 +59,25 @@ for s in socks:
 // request deadline.
 func TestConnectionQuota(t *testing.T) {
 	s := limitedServer(t, "conns=4", nil)
-	var out string
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		out, _ = runCmd(t, &cred{uid: 1001, gid: 1001}, nil, "/usr/bin/python3", "-c", holdConns, "12", s.root+"/agent/coder.sock", "15")
-	}()
-	time.Sleep(time.Second) // the flood is in place
+	flood := &proc{Cmd: exec.Command("/usr/bin/python3", "-c", holdConns, "12", s.root+"/agent/coder.sock", "15"), lines: make(chan string, 16)}
+	startAs(t, flood, &cred{uid: 1001, gid: 1001})
+	// Its connections made, not a second's sleep: a python3 that had not
+	// connected yet on a loaded machine made the send below no test.
+	waitLine(t, flood, "connected 12")
 	start := time.Now()
 	frames := s.mustRequest("coder", `{"op":"send","id":"root1","input":"through the flood"}`)
-	if took := time.Since(start); took > 2*time.Second || frames[len(frames)-1]["type"] != "done" {
+	// Held behind the flood, the send would end with the flood's held
+	// connections, at the request deadline; well before it, it did not
+	// wait (a fixed 2 s was a loaded machine's send time, not a wait).
+	if took := time.Since(start); took > quota.RequestDeadline/2 || frames[len(frames)-1]["type"] != "done" {
 		t.Errorf("root's send during the flood: %v, %v", took, frames)
 	}
-	wg.Wait()
+	var lines []string
+	for l := range flood.lines {
+		lines = append(lines, l)
+	}
+	flood.Wait()
+	out := strings.Join(lines, "\n")
 	refused, timedOut := strings.Count(out, `"code":"EAGAIN"`), strings.Count(out, `"code":"ETIMEDOUT"`)
 	if refused != 8 || timedOut != 4 {
 		t.Fatalf("12 idle connections of one uid with a quota of 4: %d refused (EAGAIN), %d closed at the deadline (ETIMEDOUT); want 8 and 4\n%s", refused, timedOut, out)
