@@ -292,12 +292,14 @@ func TestAttachFellBehind(t *testing.T) {
 	sender.waitOut("first")
 	slow := startCtx(t, s, "agent", "attach", "flooder", "--session", "flood")
 	slow.waitOut("first")
-	testkit.Must(t, slow.cmd.Process.Signal(syscall.SIGSTOP))
+	// Stopped in every thread before the flood: kill(SIGSTOP) returns
+	// before, and a thread of ctx still running would read on.
+	testkit.Must(t, pause(slow.cmd.Process.Pid))
 	releaseRun(t, release, "flood")
 	if code := sender.exitCode(); code != 0 {
 		t.Fatalf("send: exit %d, stderr %q", code, sender.stderr())
 	}
-	testkit.Must(t, slow.cmd.Process.Signal(syscall.SIGCONT))
+	testkit.Must(t, resume(slow.cmd.Process.Pid))
 	code := slow.exitCode()
 	m := regexp.MustCompile(`^ctx: attach: EAGAIN: the connection fell behind run (ctx-[0-9a-f]{32}), which goes on: (ctx agent attach flooder --session flood ctx-[0-9a-f]{32}) follows it again\n$`).
 		FindStringSubmatch(slow.stderr())
