@@ -161,9 +161,8 @@ func (s *server) launch() {
 	s.cmd = exec.Command(args[0], args[1:]...)
 	s.cmd.Env = append(os.Environ(), s.env...)
 	s.cmd.Stdout, s.cmd.Stderr = log, log
-	// Killed with the test binary too: a binary that panics on go test's
-	// timeout runs no cleanup, and ci65 left a server serving its mount.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Killed with the test binary too: ci65 left a server serving its mount.
+	s.cmd.SysProcAttr = childAttr()
 	testkit.Must(s.t, s.cmd.Start())
 	cmd := s.cmd
 	s.t.Cleanup(func() { s.kill(cmd, syscall.SIGTERM) })
@@ -214,6 +213,15 @@ func (s *server) agentSocketsUp() bool {
 		c.Close()
 	}
 	return true
+}
+
+// childAttr puts a child in a process group of its own (killed as a
+// group) and has the kernel SIGKILL it when the test binary dies: a binary
+// that go test's -timeout panics, or that CI kills, runs no t.Cleanup, and
+// a child left behind runs on (an aimock, a listener in a test network, a
+// client stuck on a dead mount).
+func childAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
 // stopProcess signals a started process with sig and waits for it;

@@ -174,8 +174,10 @@ func startInNetns(t testing.TB, h *netHost, cmd *exec.Cmd) {
 	cmd.Args = append(append(h.wrap(), cmd.Path), cmd.Args[1:]...)
 	cmd.Path = nsenter
 	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr = childAttr()
 	}
+	// Pdeathsig outlives nsenter's exec: the program dies with the binary.
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	testkit.Must(t, cmd.Start())
 	t.Cleanup(func() { kill9(cmd) })
 }
