@@ -29,6 +29,11 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(refServerEnv); spec != "" {
 		os.Exit(serveRef(spec)) // a reference server of a benchmark
 	}
+	// What a killed earlier run left (no t.Cleanup ran); a running
+	// binary's namespaces stay.
+	for _, ns := range testkit.RemoveDeadNetNS() {
+		fmt.Fprintf(os.Stderr, "removed the network namespace %s of a test binary that no longer runs\n", ns)
+	}
 	dir, err := os.MkdirTemp("", "ctxfs-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -28,7 +28,8 @@ import (
 // see it, and its Unix sockets (reached by path) answer callers from any
 // namespace. Everything is removed in t.Cleanup, on failure too; names
 // carry the test binary's PID and a counter, so a crashed earlier run's
-// leftovers never collide with this one's.
+// leftovers never collide with this one's, and the next run's TestMain
+// removes them (testkit.RemoveDeadNetNS).
 
 // testNet is one test network.
 type testNet struct {
@@ -53,10 +54,11 @@ type netHost struct {
 var netSeq atomic.Int32
 
 // nextNetID is a new network's id, unique on this machine (the test
-// binary's PID and a counter), and its counter.
+// binary's PID and a counter: testkit.RemoveDeadNetNS removes it once the
+// binary is gone), and its counter.
 func nextNetID() (id string, n int) {
 	n = int(netSeq.Add(1))
-	return fmt.Sprintf("%d-%d", os.Getpid()%100000, n), n
+	return testkit.NetNSID(n), n
 }
 
 // netAddrPrefix is the /16 the test networks take their /24s from.

@@ -2,9 +2,12 @@ package testkit
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -32,7 +35,7 @@ var netnsSeq atomic.Int32
 func MakeNetNS(t testing.TB, tag string) *NetNS {
 	t.Helper()
 	n := int(netnsSeq.Add(1))
-	id := fmt.Sprintf("%d-%d", os.Getpid()%100000, n)
+	id := NetNSID(n)
 	host, ns := freeSubnet(os.Getpid(), n)
 	nn := &NetNS{Name: "ctxfs-" + tag + "-" + id, HostAddr: host, NSAddr: ns, HostLink: "ch" + id}
 	nn.Path = "/run/netns/" + nn.Name
@@ -56,6 +59,45 @@ func MakeNetNS(t testing.TB, tag string) *NetNS {
 		}
 	}
 	return nn
+}
+
+// NetNSID is the id of this test binary's namespace n: its PID (whole, so
+// that RemoveDeadNetNS can tell whether the binary still runs) and n.
+// Interface names carry it too: "ctn"+id is at most 15 bytes for a PID
+// below pid_max's ceiling (2^22) and n below 10000.
+func NetNSID(n int) string { return fmt.Sprintf("%d-%d", os.Getpid(), n) }
+
+// netnsOfRun matches the names NetNSID makes, MakeNetNS's
+// (ctxfs-TAG-ID) and the integration tests' networks'
+// (ctxfs-net-ID-HOST); its group is the PID of the binary that made it.
+var netnsOfRun = regexp.MustCompile(`^ctxfs-[a-z]+-([0-9]+)-[0-9]+(-[A-Za-z0-9_.]+)?$`)
+
+// RemoveDeadNetNS deletes the network namespaces of test binaries that no
+// longer run (their veths go with them), and returns their names: a
+// binary killed by CI, or panicking on go test's -timeout, runs no
+// t.Cleanup and leaves them. A namespace is a dead run's when its name is
+// one NetNSID makes and no process has the PID it carries: a running
+// binary's, this one's or another's, are left alone (a PID reused since
+// only keeps a leftover). Nothing without root.
+func RemoveDeadNetNS() []string {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	entries, _ := os.ReadDir("/run/netns")
+	var removed []string
+	for _, e := range entries {
+		m := netnsOfRun.FindStringSubmatch(e.Name())
+		if m == nil {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + m[1]); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if _, err := ipRun("netns", "del", e.Name()); err == nil {
+			removed = append(removed, e.Name())
+		}
+	}
+	return removed
 }
 
 // freeSubnet picks the /30 of namespace n of this process in

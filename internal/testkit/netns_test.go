@@ -1,0 +1,37 @@
+package testkit
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"testing"
+)
+
+// RemoveDeadNetNS removes the namespace whose name carries the PID of a
+// process that has ended, and leaves the one of a running process (this
+// one), and one whose name is not a test run's.
+func TestRemoveDeadNetNS(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("not root: network namespaces need CAP_SYS_ADMIN")
+	}
+	ended := exec.Command("true")
+	Must(t, ended.Run())
+	dead := fmt.Sprintf("ctxfs-sweep-%d-1", ended.Process.Pid)
+	live := "ctxfs-sweep-" + NetNSID(9999) + "-host"
+	other := fmt.Sprintf("ctxfs-sweep-%d", ended.Process.Pid) // no counter: not NetNSID's
+	for _, ns := range []string{dead, live, other} {
+		if out, err := ipRun("netns", "add", ns); err != nil {
+			t.Fatalf("ip netns add %s: %v\n%s", ns, err, out)
+		}
+		t.Cleanup(func() { ipRun("netns", "del", ns) })
+	}
+	if removed := RemoveDeadNetNS(); !slices.Contains(removed, dead) || slices.Contains(removed, live) || slices.Contains(removed, other) {
+		t.Errorf("removed %v; want %s among them, and neither %s nor %s", removed, dead, live, other)
+	}
+	for ns, want := range map[string]bool{dead: false, live: true, other: true} {
+		if _, err := os.Stat("/run/netns/" + ns); (err == nil) != want {
+			t.Errorf("/run/netns/%s: %v; want it there: %v", ns, err, want)
+		}
+	}
+}
