@@ -34,7 +34,8 @@ func TestMain(m *testing.M) {
 	for _, ns := range testkit.RemoveDeadNetNS() {
 		fmt.Fprintf(os.Stderr, "removed the network namespace %s of a test binary that no longer runs\n", ns)
 	}
-	dir, err := os.MkdirTemp("", "ctxfs-bin-")
+	removeDeadBinDirs()
+	dir, err := os.MkdirTemp("", binDirPrefix+fmt.Sprint(os.Getpid())+"-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -53,6 +54,37 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// binDirPrefix begins the name of the directory of a run's binaries in
+// $TMPDIR: ctxfs-bin-PID-RANDOM, PID the test binary's.
+const binDirPrefix = "ctxfs-bin-"
+
+var binDirOfRun = regexp.MustCompile(`^` + binDirPrefix + `([0-9]+)-[0-9]+$`)
+
+// removeDeadBinDirs removes the binaries' directories (some 45 MB each)
+// that test binaries killed earlier left (no t.Cleanup, nor the end of
+// TestMain, runs then): those of this uid whose PID no process has. A
+// running binary's stay, the other shard's of scripts/test-integration.sh
+// too.
+func removeDeadBinDirs() {
+	entries, _ := os.ReadDir(os.TempDir())
+	for _, e := range entries {
+		if deadRunsBinDir(e) && os.RemoveAll(filepath.Join(os.TempDir(), e.Name())) == nil {
+			fmt.Fprintf(os.Stderr, "removed %s, the binaries of a test binary that no longer runs\n", e.Name())
+		}
+	}
+}
+
+// deadRunsBinDir reports whether e is a binaries' directory of this uid
+// whose test binary no longer runs.
+func deadRunsBinDir(e os.DirEntry) bool {
+	m := binDirOfRun.FindStringSubmatch(e.Name())
+	if m == nil {
+		return false
+	}
+	info, err := e.Info()
+	return err == nil && info.IsDir() && info.Sys().(*syscall.Stat_t).Uid == uint32(os.Geteuid()) && testkit.Ended(m[1])
 }
 
 // goBuild is `go build -o bin pkg` with cgo off, as make build does:

@@ -90,7 +90,7 @@ func RemoveDeadNetNS() []string {
 		if m == nil {
 			continue
 		}
-		if _, err := os.Stat("/proc/" + m[1]); !errors.Is(err, fs.ErrNotExist) {
+		if !Ended(m[1]) {
 			continue
 		}
 		if _, err := ipRun("netns", "del", e.Name()); err == nil {
@@ -98,6 +98,14 @@ func RemoveDeadNetNS() []string {
 		}
 	}
 	return removed
+}
+
+// Ended reports whether no process has the PID pid (decimal) any more: the
+// test binary that named a leftover after its PID is gone (a PID reused
+// since only keeps the leftover).
+func Ended(pid string) bool {
+	_, err := os.Stat("/proc/" + pid)
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // freeSubnet picks the /30 of namespace n of this process in
