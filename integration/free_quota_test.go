@@ -182,6 +182,12 @@ func statStore(t *testing.T, p string) *syscall.Stat_t {
 // cleanup, after the server stops (cleanups run last first).
 func smallExt4(t *testing.T, mib int) string {
 	t.Helper()
+	return ext4Image(t, mib, loopImageName()) // removeDeadLoops's, after a kill
+}
+
+// ext4Image is smallExt4 with the image's name.
+func ext4Image(t *testing.T, mib int, name string) string {
+	t.Helper()
 	for _, tool := range []string{"mkfs.ext4", "losetup"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s: %v", tool, err)
@@ -189,7 +195,7 @@ func smallExt4(t *testing.T, mib int) string {
 	}
 	base := t.TempDir()
 	os.Chmod(base, 0o755)
-	img := filepath.Join(base, "ext4.img")
+	img := filepath.Join(base, name)
 	f, err := os.Create(img)
 	testkit.Must(t, err)
 	testkit.Must(t, f.Truncate(int64(mib)<<20))

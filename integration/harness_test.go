@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "removed the network namespace %s of a test binary that no longer runs\n", ns)
 	}
 	removeDeadBinDirs()
+	for _, dev := range removeDeadLoops() {
+		fmt.Fprintf(os.Stderr, "detached %s, the loop device of a test binary that no longer runs\n", dev)
+	}
 	dir, err := os.MkdirTemp("", binDirPrefix+fmt.Sprint(os.Getpid())+"-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
