@@ -108,6 +108,14 @@ func Ended(pid string) bool {
 	return errors.Is(err, fs.ErrNotExist)
 }
 
+// EndedPID is the PID of a process that has ended: a leftover's name
+// carrying it is a dead run's (for the tests of the sweeps).
+func EndedPID(t testing.TB) int {
+	cmd := exec.Command("true")
+	Must(t, cmd.Run())
+	return cmd.Process.Pid
+}
+
 // freeSubnet picks the /30 of namespace n of this process in
 // 10.213.0.0/16 (private, and unlikely to be any network of this
 // machine's), skipping a block an interface here already uses: the

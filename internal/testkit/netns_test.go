@@ -3,7 +3,6 @@ package testkit
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"testing"
 )
@@ -15,11 +14,10 @@ func TestRemoveDeadNetNS(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("not root: network namespaces need CAP_SYS_ADMIN")
 	}
-	ended := exec.Command("true")
-	Must(t, ended.Run())
-	dead := fmt.Sprintf("ctxfs-sweep-%d-1", ended.Process.Pid)
+	ended := EndedPID(t)
+	dead := fmt.Sprintf("ctxfs-sweep-%d-1", ended)
 	live := "ctxfs-sweep-" + NetNSID(9999) + "-host"
-	other := fmt.Sprintf("ctxfs-sweep-%d", ended.Process.Pid) // no counter: not NetNSID's
+	other := fmt.Sprintf("ctxfs-sweep-%d", ended) // no counter: not NetNSID's
 	for _, ns := range []string{dead, live, other} {
 		if out, err := ipRun("netns", "add", ns); err != nil {
 			t.Fatalf("ip netns add %s: %v\n%s", ns, err, out)
