@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -73,7 +75,8 @@ func NetNSID(n int) string { return fmt.Sprintf("%d-%d", os.Getpid(), n) }
 var netnsOfRun = regexp.MustCompile(`^ctxfs-[a-z]+-([0-9]+)-[0-9]+(-[A-Za-z0-9_.]+)?$`)
 
 // RemoveDeadNetNS deletes the network namespaces of test binaries that no
-// longer run (their veths go with them), and returns their names: a
+// longer run (their veths go with them, and the processes still in them
+// are killed), and returns their names: a
 // binary killed by CI, or panicking on go test's -timeout, runs no
 // t.Cleanup and leaves them. A namespace is a dead run's when its name is
 // one NetNSID makes and no process has the PID it carries: a running
@@ -93,11 +96,25 @@ func RemoveDeadNetNS() []string {
 		if !Ended(m[1]) {
 			continue
 		}
+		killIn(e.Name())
 		if _, err := ipRun("netns", "del", e.Name()); err == nil {
 			removed = append(removed, e.Name())
 		}
 	}
 	return removed
+}
+
+// killIn SIGKILLs the processes in network namespace ns: a dead run's
+// (it made the namespace), which its death signal did not reach, such as
+// GlusterFS's brick, which glusterd starts as a daemon of its own. Without
+// it, the namespace lives on with them once its name is deleted.
+func killIn(ns string) {
+	out, _ := ipRun("netns", "pids", ns)
+	for _, f := range strings.Fields(out) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 // Ended reports whether no process has the PID pid (decimal) any more: the
