@@ -52,12 +52,13 @@ func Wait(e *clienv.Env, p *clienv.Parsed) int {
 			return clienv.Fail(e, "wait", err, clienv.ExitFailed)
 		}
 		st := strings.TrimSpace(string(status))
-		code, finished := waitCode(st)
-		if code == exitUnknownStatus {
+		code, known := statusCodes[st]
+		if !known {
 			// context/ is the user's own tree: a status the server did
 			// not write could be waited on forever.
 			return clienv.Fail(e, "wait", abi.Errorf(syscall.EIO, "", "child %s's status %q is none of pending, active, done, error, cancelled", child, st), clienv.ExitFailed)
 		}
+		finished := code != ExitNotFinished
 		if finished || !p.On("block") {
 			out := clienv.ForTerminal(e.Stdout) // a child model's text: see clienv.TerminalText
 			fmt.Fprintln(out, st)
@@ -74,20 +75,13 @@ func Wait(e *clienv.Env, p *clienv.Parsed) int {
 	}
 }
 
-// exitUnknownStatus is waitCode's answer for a status no server writes.
-const exitUnknownStatus = -1
-
-// waitCode is the exit code of a status, and whether the child finished.
-func waitCode(status string) (int, bool) {
-	switch status {
-	case "done":
-		return clienv.ExitOK, true
-	case "error":
-		return clienv.ExitFailed, true
-	case "cancelled":
-		return clienv.ExitInterrupted, true
-	case "pending", "active":
-		return ExitNotFinished, false
-	}
-	return exitUnknownStatus, false
+// statusCodes is the exit code of each status a child's status file may
+// hold (SPEC 18, session/children's Status values, which the client does
+// not link); a child that is pending or active is not finished.
+var statusCodes = map[string]int{
+	"done":      clienv.ExitOK,
+	"error":     clienv.ExitFailed,
+	"cancelled": clienv.ExitInterrupted,
+	"pending":   ExitNotFinished,
+	"active":    ExitNotFinished,
 }
