@@ -50,7 +50,7 @@ type dfsClients map[string]*exec.Cmd
 
 // start runs cmd, the client that mounts dir, and waits for its mount.
 func (c dfsClients) start(t testing.TB, dir string, cmd *exec.Cmd) {
-	cmd.SysProcAttr = childAttr()
+	cmd.SysProcAttr = testkit.ChildAttr()
 	testkit.Must(t, cmd.Start())
 	c[dir] = cmd
 	eventually(t, 30*time.Second, filepath.Base(cmd.Path)+" at "+dir, func() bool { return mountsAt(dir) == 1 })

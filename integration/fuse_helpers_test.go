@@ -107,7 +107,7 @@ func runCmd(t testing.TB, c *cred, env []string, name string, args ...string) (s
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LC_ALL=C", "TERM=dumb", "HOME=/"}, env...)
-	cmd.SysProcAttr = childAttr()
+	cmd.SysProcAttr = testkit.ChildAttr()
 	if c != nil {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: c.uid, Gid: c.gid, Groups: c.groups}
 	}
@@ -212,7 +212,7 @@ func runCmdLimit(t testing.TB, secs int, name string, args ...string) (string, e
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(secs)*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.SysProcAttr = childAttr()
+	cmd.SysProcAttr = testkit.ChildAttr()
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()

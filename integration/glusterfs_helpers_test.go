@@ -61,7 +61,7 @@ func startGlusterFS(t testing.TB) *glusterfs {
 	daemon := exec.Command("ip", "netns", "exec", nn.Name, "glusterd", "-N", "-f", filepath.Join(g.dir, "glusterd.vol"),
 		"--log-file", filepath.Join(g.dir, "log", "glusterd.log"))
 	daemon.Stdout, daemon.Stderr = log, log
-	daemon.SysProcAttr = childAttr()
+	daemon.SysProcAttr = testkit.ChildAttr()
 	testkit.Must(t, daemon.Start())
 	t.Cleanup(func() {
 		g.mounts.unmountAll(t)

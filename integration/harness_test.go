@@ -82,12 +82,11 @@ func removeDeadBinDirs() {
 // deadRunsBinDir reports whether e is a binaries' directory of this uid
 // whose test binary no longer runs.
 func deadRunsBinDir(e os.DirEntry) bool {
-	m := binDirOfRun.FindStringSubmatch(e.Name())
-	if m == nil {
+	if !testkit.OfEndedRun(binDirOfRun, e.Name()) {
 		return false
 	}
 	info, err := e.Info()
-	return err == nil && info.IsDir() && info.Sys().(*syscall.Stat_t).Uid == uint32(os.Geteuid()) && testkit.Ended(m[1])
+	return err == nil && info.IsDir() && info.Sys().(*syscall.Stat_t).Uid == uint32(os.Geteuid())
 }
 
 // goBuild is `go build -o bin pkg` with cgo off, as make build does:
@@ -202,7 +201,7 @@ func (s *server) launch() {
 	s.cmd.Env = append(os.Environ(), s.env...)
 	s.cmd.Stdout, s.cmd.Stderr = log, log
 	// Killed with the test binary too: ci65 left a server serving its mount.
-	s.cmd.SysProcAttr = childAttr()
+	s.cmd.SysProcAttr = testkit.ChildAttr()
 	testkit.Must(s.t, s.cmd.Start())
 	cmd := s.cmd
 	s.t.Cleanup(func() { s.kill(cmd, syscall.SIGTERM) })
@@ -253,15 +252,6 @@ func (s *server) agentSocketsUp() bool {
 		c.Close()
 	}
 	return true
-}
-
-// childAttr puts a child in a process group of its own (killed as a
-// group) and has the kernel SIGKILL it when the test binary dies: a binary
-// that go test's -timeout panics, or that CI kills, runs no t.Cleanup, and
-// a child left behind runs on (an aimock, a listener in a test network, a
-// client stuck on a dead mount).
-func childAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
 // stopProcess signals a started process with sig and waits for it;

@@ -552,8 +552,8 @@ func newUIDDialer(t testing.TB, c *cred) *uidDialer {
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C", "HOME=/"}
 	cmd.Dir = "/"
 	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL,
-		Credential: &syscall.Credential{Uid: c.uid, Gid: c.gid, Groups: c.groups}}
+	cmd.SysProcAttr = testkit.ChildAttr()
+	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: c.uid, Gid: c.gid, Groups: c.groups}
 	testkit.Must(t, cmd.Start())
 	t.Cleanup(func() { kill9(cmd) })
 	f := os.NewFile(uintptr(fds[0]), "dialer")

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/ctxfs/ctxfs/internal/mountinfo"
 	"github.com/ctxfs/ctxfs/internal/testkit"
 )
 
@@ -35,8 +36,7 @@ func removeDeadLoops() []string {
 	var detached []string
 	for _, back := range backs {
 		b, _ := os.ReadFile(back)
-		m := loopImageOfRun.FindStringSubmatch(filepath.Base(strings.TrimSpace(string(b))))
-		if m == nil || !testkit.Ended(m[1]) {
+		if !testkit.OfEndedRun(loopImageOfRun, filepath.Base(strings.TrimSpace(string(b)))) {
 			continue
 		}
 		sys := filepath.Dir(filepath.Dir(back)) // /sys/block/loopN
@@ -52,11 +52,15 @@ func removeDeadLoops() []string {
 // unmountDevice detaches every mount of the block device sys (a
 // /sys/block directory) in this mount namespace.
 func unmountDevice(sys string) {
-	devno, _ := os.ReadFile(filepath.Join(sys, "dev")) // MAJOR:MINOR
-	b, _ := os.ReadFile("/proc/self/mountinfo")
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) > 4 && f[2] == strings.TrimSpace(string(devno)) {
-			exec.Command("umount", "-l", f[4]).Run()
+	b, _ := os.ReadFile(filepath.Join(sys, "dev")) // MAJOR:MINOR
+	var dev [2]uint64
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d:%d", &dev[0], &dev[1]); err != nil {
+		return
+	}
+	mounts, _ := mountinfo.Read()
+	for _, m := range mounts {
+		if m.Dev == dev {
+			exec.Command("umount", "-l", m.Dir).Run()
 		}
 	}
 }

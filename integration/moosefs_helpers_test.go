@@ -144,7 +144,7 @@ func (m *moosefs) startDaemon(t testing.TB, ns, name string) *exec.Cmd {
 	defer log.Close()
 	cmd := exec.Command("ip", "netns", "exec", ns, name, "-c", filepath.Join(m.dir, name+".cfg"), "-f", "start")
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = childAttr()
+	cmd.SysProcAttr = testkit.ChildAttr()
 	testkit.Must(t, cmd.Start())
 	return cmd
 }

@@ -176,7 +176,7 @@ func startInNetns(t testing.TB, h *netHost, cmd *exec.Cmd) {
 	cmd.Args = append(append(h.wrap(), cmd.Path), cmd.Args[1:]...)
 	cmd.Path = nsenter
 	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = childAttr()
+		cmd.SysProcAttr = testkit.ChildAttr()
 	}
 	// Pdeathsig outlives nsenter's exec: the program dies with the binary.
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL

@@ -56,7 +56,7 @@ func (s *server) requestAsWithin(c *cred, agent, line string, limit time.Duratio
 	cmd := exec.CommandContext(ctx, "/usr/bin/python3", "-c", sockRequest, filepath.Join(s.root, "agent", agent+".sock"), line)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C", "HOME=/"}
 	cmd.Dir = "/"
-	cmd.SysProcAttr = childAttr()
+	cmd.SysProcAttr = testkit.ChildAttr()
 	if c != nil {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: c.uid, Gid: c.gid, Groups: c.groups}
 	}

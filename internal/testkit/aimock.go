@@ -24,7 +24,7 @@ func Aimock(t testing.TB, llmock, fixtures string) string {
 	cmd.Stderr = cmd.Stdout
 	// Its group is killed at the test's end; the kernel kills it with the
 	// test binary (go test's -timeout panic and CI's kill run no cleanup).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = ChildAttr()
 	Must(t, cmd.Start())
 	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
 	found := make(chan string, 1)

@@ -215,7 +215,7 @@ func (e *Etcd) start(i int) {
 	cmd.Stdout, cmd.Stderr = log, log
 	// Its own process group (a ^C of the test does not reach it) and
 	// killed if the test dies before its cleanup runs.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = ChildAttr()
 	Must(e.t, cmd.Start())
 	proc := &etcdProc{pid: cmd.Process.Pid, exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(proc.exited) }()

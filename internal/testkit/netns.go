@@ -89,11 +89,7 @@ func RemoveDeadNetNS() []string {
 	entries, _ := os.ReadDir("/run/netns")
 	var removed []string
 	for _, e := range entries {
-		m := netnsOfRun.FindStringSubmatch(e.Name())
-		if m == nil {
-			continue
-		}
-		if !Ended(m[1]) {
+		if !OfEndedRun(netnsOfRun, e.Name()) {
 			continue
 		}
 		killIn(e.Name())
@@ -117,11 +113,16 @@ func killIn(ns string) {
 	}
 }
 
-// Ended reports whether no process has the PID pid (decimal) any more: the
-// test binary that named a leftover after its PID is gone (a PID reused
-// since only keeps the leftover).
-func Ended(pid string) bool {
-	_, err := os.Stat("/proc/" + pid)
+// OfEndedRun reports whether name is a leftover's name of a test binary
+// that no longer runs: it matches ofRun, whose first group is the PID of
+// the binary that made it, and no process has that PID any more (a PID
+// reused since only keeps the leftover).
+func OfEndedRun(ofRun *regexp.Regexp, name string) bool {
+	m := ofRun.FindStringSubmatch(name)
+	if m == nil {
+		return false
+	}
+	_, err := os.Stat("/proc/" + m[1])
 	return errors.Is(err, fs.ErrNotExist)
 }
 
